@@ -1,0 +1,23 @@
+// Runs every test/**/*.test.ts with node:test. Node 20's --test does not expand globs, so we do.
+import { spawnSync } from "node:child_process";
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
+
+function find(dir) {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return find(path);
+    return entry.name.endsWith(".test.ts") ? [path] : [];
+  });
+}
+
+const filters = process.argv.slice(2);
+const files = find("test")
+  .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
+  .sort();
+if (files.length === 0) {
+  console.error("no test files matched");
+  process.exit(1);
+}
+const result = spawnSync(process.execPath, ["--import", "tsx", "--test", "--test-concurrency=2", ...files], { stdio: "inherit" });
+process.exit(result.status ?? 1);

@@ -1,0 +1,74 @@
+import type { MiddlewareHandler } from "hono";
+import type { AppContext, AppEnv } from "../server/context.ts";
+import { httpError } from "../http/errors.ts";
+import { grantsAny, type Scope } from "./scopes.ts";
+import { TokenService, type DeviceIdentity, type ManagementIdentity, type TokenFailure } from "./tokens.ts";
+
+export const MSG_NO_HEADER = "no Authorization header was provided";
+export const MSG_NOT_BEARER = "invalid authorization - expected authorization type Bearer";
+export const MSG_NO_TOKEN = "invalid authorization - missing field: token";
+export const MSG_SCOPE = "accessing this resource requires OAuth2 scopes which are not provided by the authenticated client";
+
+/**
+ * Extracts the token from `Bearer token=<T>`, `Bearer token="<T>"` or `Bearer <T>`.
+ * Returns an error message for anything else.
+ */
+export function parseAuthorization(header: string | undefined): { token: string } | { error: string } {
+  if (header === undefined || header.trim() === "") return { error: MSG_NO_HEADER };
+  const match = /^\s*bearer\s+(.+?)\s*$/i.exec(header);
+  if (!match) return { error: MSG_NOT_BEARER };
+  const rest = match[1];
+  if (/=(?!\s*$)/.test(rest)) {
+    for (const part of rest.split(/\s*,\s*/)) {
+      const param = /^([A-Za-z_]+)\s*=\s*"?([^"]*)"?$/.exec(part);
+      if (param && param[1].toLowerCase() === "token" && param[2]) return { token: param[2] };
+    }
+    return { error: MSG_NO_TOKEN };
+  }
+  return { token: rest };
+}
+
+const FAILURE_MESSAGES: Record<TokenFailure, string> = {
+  malformed: "invalid token was provided",
+  bad_signature: "invalid token was provided",
+  expired: "token has expired",
+  wrong_type: "this token type is not accepted here",
+};
+
+type Kind = "mgmt" | "device" | "any";
+
+/** Builds the one auth check every route uses. */
+export function createAuth(ctx: AppContext) {
+  function authenticate(header: string | undefined, kind: Kind): ManagementIdentity | DeviceIdentity {
+    const parsed = parseAuthorization(header);
+    if ("error" in parsed) throw httpError(401, parsed.error);
+    const claimed = TokenService.claimedType(parsed.token);
+    if (kind !== "any" && claimed !== undefined && claimed !== kind) throw httpError(401, FAILURE_MESSAGES.wrong_type);
+    const verifyAs = kind === "any" ? (claimed ?? "mgmt") : kind;
+    const result = verifyAs === "device" ? ctx.tokens.verifyDevice(parsed.token) : ctx.tokens.verifyManagement(parsed.token);
+    if (typeof result === "string") throw httpError(401, FAILURE_MESSAGES[result]);
+    if (result.kind === "device" && ctx.deviceGate && !ctx.deviceGate(result)) throw httpError(401, FAILURE_MESSAGES.bad_signature);
+    return result;
+  }
+
+  const middleware =
+    (kind: Kind, scopes: readonly Scope[]): MiddlewareHandler<AppEnv> =>
+    async (c, next) => {
+      const identity = authenticate(c.req.header("authorization"), kind);
+      if (scopes.length > 0 && (identity.kind !== "mgmt" || !grantsAny(identity.scopes, scopes))) throw httpError(403, MSG_SCOPE);
+      c.set("identity", identity);
+      await next();
+    };
+
+  return {
+    authenticate,
+    /** A management token; with scopes, one of them (admin scopes imply the rest, see scopes.ts). */
+    management: (...anyOf: Scope[]) => middleware("mgmt", anyOf),
+    /** A device token of a device that still exists. */
+    device: () => middleware("device", []),
+    /** Either kind of token (the seed's "token" access). */
+    any: () => middleware("any", []),
+  };
+}
+
+export type Auth = ReturnType<typeof createAuth>;

@@ -1,0 +1,120 @@
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import { ConfigError, loadConfig } from "../config/config.ts";
+import { loadOrCreateKeys } from "../auth/keys.ts";
+import { SCOPES, scopeName, type Scope } from "../auth/scopes.ts";
+import { TokenService } from "../auth/tokens.ts";
+import { startServer } from "../server/start.ts";
+import { parseDuration } from "../util/time.ts";
+import { VERSION } from "../version.ts";
+
+/** A usage error: exit code 2. */
+class UsageError extends Error {}
+
+export const HELP = `labgate ${VERSION}: device update management and test runs for an isolated lab network
+
+Usage:
+  labgate serve [--config FILE] [--data-dir DIR] [--listen HOST:PORT]
+  labgate token issue --user NAME --scopes S1,S2 [--ttl 30d] [--config FILE] [--data-dir DIR]
+  labgate version
+  labgate help
+
+serve        runs both APIs on one listener (default 0.0.0.0:5000, data dir ./data,
+             config ./appliance.config.yaml when it exists). On the first start it writes
+             an admin token to DATA_DIR/admin.token.
+token issue  prints a management token signed with the data dir's key. Scopes, with or
+             without the prefix: ${SCOPES.join(", ")}.
+             --ttl accepts 45s, 15m, 12h, 30d, 2w (default 30d).
+
+Environment: LABGATE_CONFIG, LABGATE_DATA_DIR, LABGATE_LISTEN (flags win over them).
+`;
+
+const COMMON = {
+  config: { type: "string" },
+  "data-dir": { type: "string" },
+} as const satisfies ParseArgsConfig["options"];
+
+function parse<T extends NonNullable<ParseArgsConfig["options"]>>(args: string[], options: T) {
+  try {
+    return parseArgs({ args, options, strict: true, allowPositionals: false }).values;
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+async function serve(args: string[]): Promise<number> {
+  const flags = parse(args, { ...COMMON, listen: { type: "string" } });
+  const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"], listen: flags.listen } });
+  const server = await startServer(config);
+  if (server.adminTokenFile) process.stderr.write(`labgate: first start: an admin token (all scopes) is in ${server.adminTokenFile}\n`);
+  process.stdout.write(`labgate listening on ${server.url}\n`);
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      server.ctx.log.info(`${signal}: shutting down`);
+      void server.close().then(resolve, (error) => {
+        server.ctx.log.error(`shutdown: ${(error as Error).message}`);
+        resolve();
+      });
+    };
+    process.once("SIGINT", () => stop("SIGINT"));
+    process.once("SIGTERM", () => stop("SIGTERM"));
+  });
+  return 0;
+}
+
+function parseScopeList(prefix: string, text: string): Scope[] {
+  const scopes: Scope[] = [];
+  for (const raw of text.split(/[,\s]+/).filter(Boolean)) {
+    const scope = SCOPES.find((s) => raw === s || raw === scopeName(prefix, s));
+    if (!scope) throw new UsageError(`--scopes: unknown scope ${JSON.stringify(raw)}; known: ${SCOPES.map((s) => scopeName(prefix, s)).join(", ")}`);
+    if (!scopes.includes(scope)) scopes.push(scope);
+  }
+  if (scopes.length === 0) throw new UsageError("--scopes: give at least one scope");
+  return scopes;
+}
+
+function tokenIssue(args: string[]): number {
+  const flags = parse(args, { ...COMMON, user: { type: "string" }, scopes: { type: "string" }, ttl: { type: "string" } });
+  if (!flags.user) throw new UsageError("--user: required (the token's subject)");
+  if (flags.scopes === undefined) throw new UsageError("--scopes: required (comma-separated)");
+  const ttl = parseDuration(flags.ttl ?? "30d");
+  if (ttl === undefined) throw new UsageError(`--ttl: expected a duration such as 30d, 12h or 3600, got ${JSON.stringify(flags.ttl)}`);
+  const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"] } });
+  const tokens = new TokenService(loadOrCreateKeys(config.data_dir), config.prefix);
+  process.stdout.write(tokens.issueManagement(flags.user, parseScopeList(config.prefix, flags.scopes), ttl) + "\n");
+  return 0;
+}
+
+/** Runs one CLI invocation and returns its exit code. */
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case "serve":
+        return await serve(rest);
+      case "token":
+        if (rest[0] !== "issue") throw new UsageError(`unknown token command ${JSON.stringify(rest[0] ?? "")}; expected: labgate token issue`);
+        return tokenIssue(rest.slice(1));
+      case "version":
+      case "--version":
+        process.stdout.write(`labgate ${VERSION}\n`);
+        return 0;
+      case "help":
+      case "--help":
+      case "-h":
+        process.stdout.write(HELP);
+        return 0;
+      case undefined:
+        process.stderr.write(HELP);
+        return 2;
+      default:
+        throw new UsageError(`unknown command ${JSON.stringify(command)}; run labgate help`);
+    }
+  } catch (error) {
+    if (error instanceof UsageError || error instanceof ConfigError) {
+      process.stderr.write(`labgate: ${error.message}\n`);
+      return 2;
+    }
+    process.stderr.write(`labgate: ${(error as Error).message}\n`);
+    return 1;
+  }
+}

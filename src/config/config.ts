@@ -1,0 +1,186 @@
+import { existsSync, readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { parse as parseYaml } from "yaml";
+
+/** A bad config file, flag or environment value; the CLI exits with code 2 and this message. */
+export class ConfigError extends Error {}
+
+export type LogLevel = "error" | "warn" | "info" | "debug";
+
+export interface NodeTarget {
+  url: string;
+  token?: string;
+}
+
+export interface Config {
+  listen: { host: string; port: number };
+  data_dir: string;
+  public_url: string;
+  prefix: string;
+  log_level: LogLevel;
+  update_server: {
+    download_link_ttl: number;
+    device_token_ttl: number;
+    auth_timestamp_window: number;
+  };
+  test_server: {
+    auth: "token" | "none";
+    api_variant: "A" | "B";
+    compat_modules: boolean;
+    nodes: Record<string, NodeTarget>;
+  };
+}
+
+type Validator = (value: unknown, key: string) => unknown;
+type Schema = { [key: string]: { default: unknown; check: Validator } | Schema };
+
+const fail = (key: string, what: string): never => {
+  const name = key.startsWith("-") || /^[A-Z_]+$/.test(key) ? key : `config key ${key}`;
+  throw new ConfigError(`${name}: ${what}`);
+};
+
+const string: Validator = (v, key) => (typeof v === "string" ? v : fail(key, `expected a string, got ${JSON.stringify(v)}`));
+const boolean: Validator = (v, key) => (typeof v === "boolean" ? v : fail(key, `expected true or false, got ${JSON.stringify(v)}`));
+const oneOf =
+  (...values: string[]): Validator =>
+  (v, key) =>
+    typeof v === "string" && values.includes(v) ? v : fail(key, `expected one of ${values.join(", ")}, got ${JSON.stringify(v)}`);
+const integer =
+  (min: number, max = Number.MAX_SAFE_INTEGER): Validator =>
+  (v, key) =>
+    typeof v === "number" && Number.isInteger(v) && v >= min && v <= max
+      ? v
+      : fail(key, `expected an integer from ${min} to ${max}, got ${JSON.stringify(v)}`);
+
+/** Parses `HOST:PORT` (IPv6 as `[::1]:5000`). */
+export function parseListen(value: unknown, key = "listen"): { host: string; port: number } {
+  if (typeof value !== "string") return fail(key, `expected HOST:PORT, got ${JSON.stringify(value)}`);
+  const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:\s]+)):(\d{1,5})$/.exec(value);
+  const port = match ? Number(match[3]) : NaN;
+  if (!match || port > 65535) return fail(key, `expected HOST:PORT with a port from 0 to 65535, got ${JSON.stringify(value)}`);
+  return { host: match[1] ?? match[2], port };
+}
+
+const url: Validator = (v, key) => {
+  if (typeof v !== "string") return fail(key, "expected a URL string");
+  if (v === "") return v;
+  try {
+    const parsed = new URL(v);
+    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw new Error();
+  } catch {
+    return fail(key, `expected an http(s) URL, got ${JSON.stringify(v)}`);
+  }
+  return v.replace(/\/+$/, "");
+};
+
+const nodes: Validator = (v, key) => {
+  if (v === null || typeof v !== "object" || Array.isArray(v)) return fail(key, "expected a mapping of node name to URL or {url, token}");
+  const out: Record<string, NodeTarget> = {};
+  for (const [name, target] of Object.entries(v)) {
+    const at = `${key}.${name}`;
+    if (typeof target === "string") {
+      out[name] = { url: url(target, at) as string };
+    } else if (target && typeof target === "object" && !Array.isArray(target)) {
+      const extra = Object.keys(target).filter((k) => k !== "url" && k !== "token");
+      if (extra.length) fail(`${at}.${extra[0]}`, "unknown key");
+      const t = target as { url?: unknown; token?: unknown };
+      out[name] = { url: url(t.url, `${at}.url`) as string, ...(t.token === undefined ? {} : { token: string(t.token, `${at}.token`) as string }) };
+    } else {
+      fail(at, "expected a URL or {url, token}");
+    }
+    if (!out[name].url) fail(at, "a node needs a url");
+  }
+  return out;
+};
+
+const schema: Schema = {
+  listen: { default: "0.0.0.0:5000", check: (v, key) => parseListen(v, key) },
+  data_dir: { default: "./data", check: string },
+  public_url: { default: "", check: url },
+  prefix: {
+    default: "svc",
+    check: (v, key) => (typeof v === "string" && /^[a-z][a-z0-9]{0,15}$/.test(v) ? v : fail(key, "expected 1-16 lowercase letters or digits, starting with a letter")),
+  },
+  log_level: { default: "info", check: oneOf("error", "warn", "info", "debug") },
+  update_server: {
+    download_link_ttl: { default: 3600, check: integer(1) },
+    device_token_ttl: { default: 300, check: integer(10) },
+    auth_timestamp_window: { default: 600, check: integer(0) },
+  },
+  test_server: {
+    auth: { default: "token", check: oneOf("token", "none") },
+    api_variant: { default: "A", check: oneOf("A", "B") },
+    compat_modules: { default: false, check: boolean },
+    nodes: { default: {}, check: nodes },
+  },
+};
+
+const isLeaf = (entry: Schema[string]): entry is { default: unknown; check: Validator } => "check" in entry && typeof entry.check === "function";
+
+/** Validates `input` against `section`, filling defaults; unknown keys are errors. */
+function build(section: Schema, input: unknown, path: string): Record<string, unknown> {
+  if (input === undefined || input === null) input = {};
+  if (typeof input !== "object" || Array.isArray(input)) return fail(path || "(top level)", "expected a mapping");
+  const given = input as Record<string, unknown>;
+  for (const key of Object.keys(given)) if (!(key in section)) fail(path ? `${path}.${key}` : key, "unknown key");
+  const out: Record<string, unknown> = {};
+  for (const [key, entry] of Object.entries(section)) {
+    const at = path ? `${path}.${key}` : key;
+    if (isLeaf(entry)) out[key] = entry.check(given[key] === undefined ? entry.default : given[key], at);
+    else out[key] = build(entry, given[key], at);
+  }
+  return out;
+}
+
+export const defaultConfig = (): Config => build(schema, {}, "") as unknown as Config;
+
+export interface ConfigSources {
+  /** Explicit --config path; must exist. */
+  file?: string;
+  /** Directory in which `appliance.config.yaml` is looked up when no file is given. */
+  cwd?: string;
+  env?: NodeJS.ProcessEnv;
+  flags?: { dataDir?: string; listen?: string };
+}
+
+export interface LoadedConfig {
+  config: Config;
+  /** The file that was read, if any. */
+  file: string | undefined;
+}
+
+/** Flags beat environment variables, which beat the file, which beats the defaults. */
+export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
+  const env = sources.env ?? process.env;
+  const cwd = sources.cwd ?? process.cwd();
+  const explicit = sources.file ?? env.LABGATE_CONFIG;
+  const file = explicit ? resolve(cwd, explicit) : existsSync(resolve(cwd, "appliance.config.yaml")) ? resolve(cwd, "appliance.config.yaml") : undefined;
+
+  let raw: Record<string, unknown> = {};
+  if (file) {
+    let text: string;
+    try {
+      text = readFileSync(file, "utf8");
+    } catch (error) {
+      throw new ConfigError(`cannot read config file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    }
+    try {
+      raw = (parseYaml(text) as Record<string, unknown> | null) ?? {};
+    } catch (error) {
+      throw new ConfigError(`config file ${file} is not valid YAML: ${(error as Error).message.split("\n")[0]}`);
+    }
+    if (typeof raw !== "object" || Array.isArray(raw)) throw new ConfigError(`config file ${file}: expected a mapping at the top level`);
+  }
+
+  // Overrides are checked under their own names so that the message names what the user typed.
+  const layered = { ...raw };
+  if (env.LABGATE_DATA_DIR) layered.data_dir = env.LABGATE_DATA_DIR;
+  if (env.LABGATE_LISTEN) layered.listen = (parseListen(env.LABGATE_LISTEN, "LABGATE_LISTEN"), env.LABGATE_LISTEN);
+  if (sources.flags?.dataDir !== undefined) layered.data_dir = sources.flags.dataDir;
+  if (sources.flags?.listen !== undefined) layered.listen = (parseListen(sources.flags.listen, "--listen"), sources.flags.listen);
+
+  const config = build(schema, layered, "") as unknown as Config;
+  if (!config.data_dir) throw new ConfigError("config key data_dir: must not be empty");
+  config.data_dir = resolve(cwd, config.data_dir);
+  return { config, file };
+}

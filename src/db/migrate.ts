@@ -1,0 +1,37 @@
+import type { Database } from "./database.ts";
+import type { Migration } from "./migrations/index.ts";
+
+/** The data dir was written by a newer labgate; this binary must not touch it. */
+export class SchemaTooNewError extends Error {}
+
+const CREATE_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (
+  version INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  applied_at TEXT NOT NULL
+)`;
+
+/** Applies the pending migrations, each in its own durable transaction. Returns the versions applied. */
+export async function migrate(db: Database, steps: Migration[], now: () => Date = () => new Date()): Promise<number[]> {
+  await db.write((tx) => void tx.run(CREATE_TABLE));
+  const current = db.get<{ v: number | null }>("SELECT MAX(version) AS v FROM schema_migrations")?.v ?? 0;
+  const newest = steps.reduce((max, m) => Math.max(max, m.version), 0);
+  if (current > newest) {
+    throw new SchemaTooNewError(
+      `the data dir holds schema version ${current}, but this labgate only knows up to ${newest}; use a newer labgate binary`,
+    );
+  }
+  const applied: number[] = [];
+  for (const step of [...steps].sort((a, b) => a.version - b.version)) {
+    if (step.version <= current) continue;
+    await db.write((tx) => {
+      for (const statement of step.sql) tx.run(statement);
+      tx.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)", [step.version, step.name, now().toISOString()]);
+    });
+    applied.push(step.version);
+  }
+  return applied;
+}
+
+export function schemaVersion(db: Database): number {
+  return db.get<{ v: number | null }>("SELECT MAX(version) AS v FROM schema_migrations")?.v ?? 0;
+}

@@ -1,0 +1,12 @@
+import type { Migration } from "./index.ts";
+
+export const m001Core: Migration = {
+  version: 1,
+  name: "core",
+  sql: [
+    `CREATE TABLE settings (
+       key TEXT PRIMARY KEY,
+       value TEXT NOT NULL
+     )`,
+  ],
+};

@@ -1,0 +1,11 @@
+import { m001Core } from "./001_core.ts";
+
+export interface Migration {
+  version: number;
+  name: string;
+  /** DDL and deterministic DML only: it is journaled and replayed like any other write. */
+  sql: string[];
+}
+
+/** Every schema step in order. Append new numbered files; never edit a released one. */
+export const migrations: Migration[] = [m001Core];

@@ -1,0 +1,33 @@
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import initSqlJs from "sql.js";
+import type { SqlJsStatic } from "sql.js";
+
+export type WasmSource = "sea-asset" | "env" | "node_modules";
+
+interface SeaModule {
+  isSea(): boolean;
+  getAsset(key: string): ArrayBuffer;
+}
+
+let loaded: Promise<{ SQL: SqlJsStatic; source: WasmSource }> | undefined;
+
+/** Finds the sql.js wasm bytes: inside the single executable first, where package resolution does not exist. */
+function wasmBytes(): { bytes: Uint8Array; source: WasmSource } {
+  const sea = process.getBuiltinModule?.("node:sea") as SeaModule | undefined;
+  if (sea?.isSea()) return { bytes: new Uint8Array(sea.getAsset("sql-wasm.wasm")), source: "sea-asset" };
+  const override = process.env.SQL_WASM_PATH;
+  if (override) return { bytes: readFileSync(override), source: "env" };
+  const path = createRequire(import.meta.url).resolve("sql.js/dist/sql-wasm.wasm");
+  return { bytes: readFileSync(path), source: "node_modules" };
+}
+
+export function loadSqlJs(): Promise<{ SQL: SqlJsStatic; source: WasmSource }> {
+  loaded ??= (async () => {
+    const { bytes, source } = wasmBytes();
+    const wasmBinary = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
+    const SQL = await initSqlJs({ wasmBinary });
+    return { SQL, source };
+  })();
+  return loaded;
+}

@@ -1,0 +1,48 @@
+import { Hono } from "hono";
+import { DatabaseUnavailableError } from "../db/index.ts";
+import { createAuth, type Auth } from "../auth/middleware.ts";
+import type { AppContext, AppEnv } from "../server/context.ts";
+import { errorResponse, HttpError } from "./errors.ts";
+import { healthRoutes } from "./health.ts";
+
+/** A domain's routes, mounted at the root: each domain owns its own paths. */
+export type RouteModule = (ctx: AppContext, auth: Auth) => Hono<AppEnv>;
+
+/** Builds the one Hono app: request log, JSON errors everywhere, then every domain's routes. */
+export function createApp(ctx: AppContext, modules: RouteModule[] = []): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  const auth = createAuth(ctx);
+
+  app.use(async (c, next) => {
+    const started = performance.now();
+    await next();
+    const ms = (performance.now() - started).toFixed(1);
+    const line = `${c.req.method} ${c.req.path} ${c.res.status} ${ms}ms`;
+    if (c.res.status >= 500) ctx.log.warn(line);
+    else ctx.log.info(line);
+  });
+
+  app.onError((error, c) => {
+    if (error instanceof HttpError) return errorResponse(c, error.status, error.message);
+    if (error instanceof DatabaseUnavailableError) return errorResponse(c, 503, error.message);
+    // Hono's own HTTPException (e.g. from its helpers) carries a status too.
+    const status = (error as { status?: unknown }).status;
+    if (typeof status === "number" && status >= 400 && status < 500) return errorResponse(c, status as 400, error.message || "bad request");
+    ctx.log.error(`${c.req.method} ${c.req.path}: ${error.stack ?? error.message}`);
+    return errorResponse(c, 500, "internal server error");
+  });
+
+  app.notFound((c) => errorResponse(c, 404, `no route for ${c.req.method} ${c.req.path}`));
+
+  app.route("/", healthRoutes(ctx));
+  for (const module of modules) app.route("/", module(ctx, auth));
+  return app;
+}
+
+/** Repeated slashes are served as one (protoplaster's manager CLI sends `//api/v1/...`). */
+export function normalizeRequest(request: Request): Request {
+  const url = new URL(request.url);
+  if (!url.pathname.includes("//")) return request;
+  url.pathname = url.pathname.replace(/\/{2,}/g, "/");
+  return new Request(url, request);
+}

@@ -1,0 +1,40 @@
+import type { Context } from "hono";
+import { httpError } from "./errors.ts";
+
+export const JSON_BODY_LIMIT = 1024 * 1024;
+
+/** Reads a request body up to `limit` bytes; more is a 413 without reading the rest into memory. */
+export async function readBodyBytes(c: Context, limit: number): Promise<Buffer> {
+  const declared = Number(c.req.header("content-length") ?? NaN);
+  if (declared > limit) throw httpError(413, `request body is larger than ${limit} bytes`);
+  const body = c.req.raw.body;
+  if (!body) return Buffer.alloc(0);
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of body) {
+    total += chunk.byteLength;
+    if (total > limit) throw httpError(413, `request body is larger than ${limit} bytes`);
+    chunks.push(Buffer.from(chunk));
+  }
+  return Buffer.concat(chunks);
+}
+
+/** Reads and parses a JSON body; anything unparsable is a 400 saying why. */
+export async function readJson(c: Context, limit = JSON_BODY_LIMIT): Promise<unknown> {
+  const type = c.req.header("content-type");
+  if (type && !/^application\/(?:[\w.+-]*\+)?json\b/i.test(type)) throw httpError(400, `expected a JSON body (Content-Type: application/json), got ${type}`);
+  const bytes = await readBodyBytes(c, limit);
+  if (bytes.length === 0) throw httpError(400, "request body is empty; expected JSON");
+  try {
+    return JSON.parse(bytes.toString("utf8"));
+  } catch (error) {
+    throw httpError(400, `malformed JSON body: ${(error as Error).message}`);
+  }
+}
+
+/** Reads a JSON body that must be an object. */
+export async function readJsonObject(c: Context, limit = JSON_BODY_LIMIT): Promise<Record<string, unknown>> {
+  const value = await readJson(c, limit);
+  if (value === null || typeof value !== "object" || Array.isArray(value)) throw httpError(400, "expected a JSON object");
+  return value as Record<string, unknown>;
+}

@@ -1,0 +1,31 @@
+import type { Config } from "../config/config.ts";
+import type { Database } from "../db/index.ts";
+import type { DeviceIdentity, ManagementIdentity, TokenService } from "../auth/tokens.ts";
+import type { Logger } from "../util/log.ts";
+
+/** Everything a domain needs from the running appliance; built once by the server and passed down. */
+export interface AppContext {
+  config: Config;
+  dataDir: string;
+  db: Database;
+  tokens: TokenService;
+  log: Logger;
+  version: string;
+  startedAt: Date;
+  /**
+   * Called for every request made with a valid device token; false refuses the token (e.g. the
+   * device was deleted). The update server installs it; absent means every valid token passes.
+   */
+  deviceGate?: (identity: DeviceIdentity) => boolean;
+  /** Work to finish before the process exits (closing sockets, stopping runs). */
+  onShutdown: Array<() => Promise<void> | void>;
+}
+
+export type Identity = ManagementIdentity | DeviceIdentity;
+
+/** Hono environment shared by every route: the authenticated caller, when there is one. */
+export interface AppEnv {
+  Variables: {
+    identity: Identity;
+  };
+}

@@ -1,0 +1,93 @@
+import { existsSync, mkdirSync } from "node:fs";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { serve, type ServerType } from "@hono/node-server";
+import type { Server } from "node:http";
+import type { Config } from "../config/config.ts";
+import { Database, IMAGE_FILE, migrate, migrations } from "../db/index.ts";
+import { loadOrCreateKeys } from "../auth/keys.ts";
+import { SCOPES } from "../auth/scopes.ts";
+import { TokenService } from "../auth/tokens.ts";
+import { createApp, normalizeRequest } from "../http/app.ts";
+import { createLogger, type Logger } from "../util/log.ts";
+import { writeFileDurable } from "../util/files.ts";
+import { VERSION } from "../version.ts";
+import { acquireLock } from "./lock.ts";
+import type { AppContext } from "./context.ts";
+import { routeModules } from "./modules.ts";
+
+export const ADMIN_TOKEN_FILE = "admin.token";
+const ADMIN_TOKEN_TTL = 365 * 86400;
+const SHUTDOWN_GRACE_MS = 10_000;
+
+export interface RunningServer {
+  ctx: AppContext;
+  /** Base URL the server answers on, e.g. `http://127.0.0.1:5000`. */
+  url: string;
+  port: number;
+  /** Path of the admin token written on first start, if this start wrote one. */
+  adminTokenFile: string | undefined;
+  /** Stops accepting, finishes in-flight requests, flushes the database, releases the data dir. */
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  log?: Logger;
+}
+
+/** Opens the data dir and serves both APIs on the configured listener. */
+export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
+  const log = options.log ?? createLogger(config.log_level);
+  const dataDir = config.data_dir;
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const releaseLock = acquireLock(dataDir);
+  let db: Database | undefined;
+  try {
+    const firstStart = !existsSync(join(dataDir, IMAGE_FILE));
+    db = await Database.open(dataDir, { log: (level, message) => log[level](message) });
+    const applied = await migrate(db, migrations);
+    if (applied.length > 0) log.info(`database migrated to schema ${applied[applied.length - 1]}`);
+
+    const tokens = new TokenService(loadOrCreateKeys(dataDir), config.prefix);
+    let adminTokenFile: string | undefined;
+    if (firstStart && !existsSync(join(dataDir, ADMIN_TOKEN_FILE))) {
+      adminTokenFile = join(dataDir, ADMIN_TOKEN_FILE);
+      writeFileDurable(adminTokenFile, tokens.issueManagement("admin", [...SCOPES], ADMIN_TOKEN_TTL) + "\n", 0o600);
+    }
+
+    const ctx: AppContext = { config, dataDir, db, tokens, log, version: VERSION, startedAt: new Date(), onShutdown: [] };
+    const app = createApp(ctx, routeModules);
+    const server = await listen(config, (request) => app.fetch(normalizeRequest(request)));
+    const port = (server.address() as AddressInfo).port;
+    const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
+
+    let closing: Promise<void> | undefined;
+    const close = () =>
+      (closing ??= (async () => {
+        await new Promise<void>((resolve) => {
+          const force = setTimeout(() => (server as Server).closeAllConnections(), SHUTDOWN_GRACE_MS);
+          server.close(() => {
+            clearTimeout(force);
+            resolve();
+          });
+          (server as Server).closeIdleConnections();
+        });
+        for (const hook of ctx.onShutdown) await hook();
+        await db!.close();
+        releaseLock();
+      })());
+
+    return { ctx, url: `http://${host}:${port}`, port, adminTokenFile, close };
+  } catch (error) {
+    await db?.close().catch(() => {});
+    releaseLock();
+    throw error;
+  }
+}
+
+function listen(config: Config, fetch: (request: Request) => Response | Promise<Response>): Promise<ServerType> {
+  return new Promise((resolve, reject) => {
+    const server = serve({ fetch, hostname: config.listen.host, port: config.listen.port }, () => resolve(server));
+    server.once("error", reject);
+  });
+}

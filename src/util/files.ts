@@ -1,0 +1,28 @@
+import { closeSync, fsyncSync, openSync, renameSync, writeSync } from "node:fs";
+import { dirname } from "node:path";
+
+/** Makes a directory entry change (create, rename, unlink) durable. */
+export function fsyncDir(dir: string): void {
+  const fd = openSync(dir, "r");
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Writes a small file atomically and durably: temp file, fsync, rename, directory fsync. */
+export function writeFileDurable(path: string, data: string | Uint8Array, mode = 0o600): void {
+  const tmp = `${path}.${process.pid}.tmp`;
+  const bytes = typeof data === "string" ? Buffer.from(data) : data;
+  const fd = openSync(tmp, "w", mode);
+  try {
+    let written = 0;
+    while (written < bytes.length) written += writeSync(fd, bytes, written, bytes.length - written);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
+  fsyncDir(dirname(path));
+}
