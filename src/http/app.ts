@@ -3,7 +3,7 @@ import { DatabaseUnavailableError } from "../db/index.ts";
 import { createAuth, type Auth } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../server/context.ts";
 import { errorResponse, HttpError } from "./errors.ts";
-import { healthRoutes } from "./health.ts";
+import { systemRoutes } from "./system.ts";
 
 /** A domain's routes, mounted at the root: each domain owns its own paths. */
 export type RouteModule = (ctx: AppContext, auth: Auth) => Hono<AppEnv>;
@@ -34,7 +34,7 @@ export function createApp(ctx: AppContext, modules: RouteModule[] = []): Hono<Ap
 
   app.notFound((c) => errorResponse(c, 404, `no route for ${c.req.method} ${c.req.path}`));
 
-  app.route("/", healthRoutes(ctx));
+  app.route("/", systemRoutes(ctx, auth));
   for (const module of modules) app.route("/", module(ctx, auth));
   return app;
 }

@@ -1,0 +1,15 @@
+// Prints the SEA config: the bundle, plus every file under assets/ and the sql.js wasm as assets.
+import { readdirSync } from "node:fs";
+import { join, relative } from "node:path";
+
+const [main, output] = process.argv.slice(2);
+const assets = { "sql-wasm.wasm": "node_modules/sql.js/dist/sql-wasm.wasm" };
+const walk = (dir) =>
+  readdirSync(dir, { withFileTypes: true }).forEach((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.name.startsWith(".")) return;
+    if (entry.isDirectory()) walk(path);
+    else assets[relative(".", path)] = path;
+  });
+walk("assets");
+console.log(JSON.stringify({ main, output, disableExperimentalSEAWarning: true, useCodeCache: true, useSnapshot: false, assets }, null, 2));

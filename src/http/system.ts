@@ -1,0 +1,30 @@
+import { Hono } from "hono";
+import type { Auth } from "../auth/middleware.ts";
+import { scopeName } from "../auth/scopes.ts";
+import type { AppContext, AppEnv } from "../server/context.ts";
+
+/**
+ * `GET /api/health` (no token): is the appliance up and its database writable.
+ * `GET /api/whoami` (any token): what the server makes of a token, for operators and scripts.
+ */
+export function systemRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+  return new Hono<AppEnv>()
+    .get("/api/health", (c) => {
+      const database = ctx.db.status();
+      return c.json(
+        {
+          status: database.state === "ok" ? "ok" : "degraded",
+          version: ctx.version,
+          uptime: Math.floor((Date.now() - ctx.startedAt.getTime()) / 1000),
+          database,
+        },
+        database.state === "ok" ? 200 : 503,
+      );
+    })
+    .get("/api/whoami", auth.any(), (c) => {
+      const identity = c.get("identity");
+      const expires = new Date(identity.expiresAt * 1000).toISOString();
+      if (identity.kind === "device") return c.json({ kind: "device", sub: identity.mac, device_id: identity.deviceId, expires });
+      return c.json({ kind: "mgmt", sub: identity.user, scopes: [...identity.scopes].map((s) => scopeName(ctx.config.prefix, s)), expires });
+    });
+}

@@ -1,0 +1,204 @@
+import { strict as assert } from "node:assert";
+import { after, before, describe, test } from "node:test";
+import { Hono } from "hono";
+import { signJwt } from "../../src/auth/jwt.ts";
+import { parseAuthorization } from "../../src/auth/middleware.ts";
+import { grants, parseScopes } from "../../src/auth/scopes.ts";
+import { TokenService } from "../../src/auth/tokens.ts";
+import { createApp, type RouteModule } from "../../src/http/app.ts";
+import type { AppEnv } from "../../src/server/context.ts";
+import { JSON_BODY_LIMIT, readJsonObject } from "../../src/http/body.ts";
+import { startTestServer, type TestServer } from "../helpers/server.ts";
+
+describe("authorization header parsing", () => {
+  test("accepts token=, quoted token= and bare tokens, case-insensitive scheme", () => {
+    assert.deepEqual(parseAuthorization("Bearer token=abc.def.ghi"), { token: "abc.def.ghi" });
+    assert.deepEqual(parseAuthorization('bearer token="abc.def.ghi"'), { token: "abc.def.ghi" });
+    assert.deepEqual(parseAuthorization("BEARER abc.def.ghi"), { token: "abc.def.ghi" });
+  });
+  test("refuses missing headers, other schemes and parameters without token", () => {
+    assert.match((parseAuthorization(undefined) as { error: string }).error, /no Authorization header/);
+    assert.match((parseAuthorization("Basic dXNlcjpwdw==") as { error: string }).error, /expected authorization type Bearer/);
+    assert.match((parseAuthorization("Bearer key=value") as { error: string }).error, /missing field: token/);
+  });
+});
+
+describe("scopes", () => {
+  const s = (...names: string[]) => parseScopes("svc", names);
+  test("admin_rw implies every scope, admin_ro every read scope, tests_rw implies tests_ro", () => {
+    assert.ok(grants(s("svc_admin_rw"), "upload_rootfs_image"));
+    assert.ok(grants(s("svc_admin_rw"), "tests_ro"));
+    assert.ok(grants(s("svc_admin_ro"), "tests_ro"));
+    assert.ok(!grants(s("svc_admin_ro"), "tests_rw"));
+    assert.ok(!grants(s("svc_admin_ro"), "create_group"));
+    assert.ok(grants(s("svc_tests_rw"), "tests_ro"));
+    assert.ok(!grants(s("svc_tests_ro"), "tests_rw"));
+  });
+  test("scope names carry the configured prefix", () => {
+    assert.ok(grants(parseScopes("acme", ["acme_admin_rw"]), "create_group"));
+    assert.equal(parseScopes("acme", ["svc_admin_rw"]).size, 0);
+  });
+});
+
+describe("tokens over HTTP", () => {
+  let server: TestServer;
+  const whoami = (authorization?: string) => fetch(`${server.url}/api/whoami`, { headers: authorization ? { authorization } : {} });
+
+  before(async () => {
+    server = await startTestServer();
+  });
+  after(() => server.close());
+
+  test("a valid management token is accepted in both header forms", async () => {
+    assert.equal((await whoami(`Bearer token=${server.adminToken}`)).status, 200);
+    assert.equal((await whoami(`Bearer ${server.adminToken}`)).status, 200);
+  });
+
+  test("missing, malformed, tampered and expired tokens get 401 with a JSON error", async () => {
+    const tampered = server.adminToken.slice(0, -4) + (server.adminToken.endsWith("AAAA") ? "BBBB" : "AAAA");
+    const [header, payload, signature] = server.adminToken.split(".");
+    const forgedPayload = Buffer.from(JSON.stringify({ sub: "mallory", scope: "svc_admin_rw", iat: 0, exp: 9e9, typ: "mgmt" })).toString("base64url");
+    const expired = server.token(["admin_rw"], "old", -10);
+    const cases: Array<[string, string | undefined]> = [
+      ["missing", undefined],
+      ["not bearer", `Basic ${server.adminToken}`],
+      ["garbage", "Bearer token=not-a-jwt"],
+      ["tampered signature", `Bearer token=${tampered}`],
+      ["forged payload", `Bearer token=${header}.${forgedPayload}.${signature}`],
+      ["expired", `Bearer token=${expired}`],
+    ];
+    for (const [name, authorization] of cases) {
+      const response = await whoami(authorization);
+      assert.equal(response.status, 401, name);
+      const body = (await response.json()) as { error: string };
+      assert.equal(typeof body.error, "string", name);
+    }
+  });
+
+  test("a token signed by another appliance's key is refused", async () => {
+    const other = await startTestServer();
+    try {
+      const response = await whoami(`Bearer token=${other.adminToken}`);
+      assert.equal(response.status, 401);
+    } finally {
+      await other.close();
+    }
+  });
+
+  test("alg confusion: an HS256 token claiming mgmt is refused", async () => {
+    const fake = signJwt("HS256", { sub: "x", scope: "svc_admin_rw", iat: 0, exp: 9e9, typ: "mgmt" }, Buffer.alloc(32));
+    assert.equal((await whoami(`Bearer token=${fake}`)).status, 401);
+  });
+
+  test("a device token is identified as a device", async () => {
+    const device = server.server.ctx.tokens.issueDevice("aa:bb:cc:dd:ee:ff", 7, 300);
+    const response = await whoami(`Bearer token=${device}`);
+    assert.equal(response.status, 200);
+    assert.deepEqual(((await response.json()) as { kind: string; device_id: number }).device_id, 7);
+  });
+});
+
+describe("auth middleware on routes", () => {
+  let server: TestServer;
+  let app: Hono<AppEnv>;
+  const probe: RouteModule = (_ctx, auth) =>
+    new Hono<AppEnv>()
+      .get("/probe/admin", auth.management("admin_rw"), (c) => c.json({ ok: true }))
+      .get("/probe/tests", auth.management("tests_ro"), (c) => c.json({ ok: true }))
+      .get("/probe/mgmt", auth.management(), (c) => c.json({ user: (c.get("identity") as { user: string }).user }))
+      .get("/probe/device", auth.device(), (c) => c.json({ ok: true }))
+      .post("/probe/json", async (c) => c.json(await readJsonObject(c)))
+      .get("/probe/crash", () => {
+        throw new Error("bug");
+      });
+
+  before(async () => {
+    server = await startTestServer();
+    app = createApp(server.server.ctx, [probe]);
+  });
+  after(() => server.close());
+
+  const call = (path: string, token?: string) => app.request(path, { headers: token ? { authorization: `Bearer token=${token}` } : {} });
+
+  test("a token without the required scope gets 403", async () => {
+    const reader = server.token(["tests_ro"]);
+    assert.equal((await call("/probe/tests", reader)).status, 200);
+    const response = await call("/probe/admin", reader);
+    assert.equal(response.status, 403);
+    assert.match(((await response.json()) as { error: string }).error, /scopes/);
+  });
+
+  test("admin scopes imply the others; any management token passes a scope-less route", async () => {
+    assert.equal((await call("/probe/tests", server.token(["admin_ro"]))).status, 200);
+    assert.equal((await call("/probe/mgmt", server.token([], "nobody"))).status, 200);
+  });
+
+  test("device and management tokens never substitute for each other", async () => {
+    const device = server.server.ctx.tokens.issueDevice("aa:bb:cc:dd:ee:ff", 1, 300);
+    assert.equal((await call("/probe/mgmt", device)).status, 401);
+    assert.equal((await call("/probe/admin", device)).status, 401);
+    assert.equal((await call("/probe/device", server.adminToken)).status, 401);
+    assert.equal((await call("/probe/device", device)).status, 200);
+  });
+
+  test("the device gate can refuse a still-valid device token", async () => {
+    const device = server.server.ctx.tokens.issueDevice("aa:bb:cc:dd:ee:01", 99, 300);
+    server.server.ctx.deviceGate = (identity) => identity.deviceId !== 99;
+    try {
+      assert.equal((await call("/probe/device", device)).status, 401);
+    } finally {
+      server.server.ctx.deviceGate = undefined;
+    }
+  });
+
+  test("JSON bodies: malformed 400, wrong content type 400, not an object 400, too large 413", async () => {
+    const post = (body: string, type = "application/json") => app.request("/probe/json", { method: "POST", body, headers: { "content-type": type } });
+    assert.deepEqual(await (await post('{"a":1}')).json(), { a: 1 });
+    const malformed = await post('{"a":');
+    assert.equal(malformed.status, 400);
+    assert.match(((await malformed.json()) as { error: string }).error, /malformed JSON/);
+    assert.equal((await post('{"a":1}', "text/plain")).status, 400);
+    assert.equal((await post("[1,2]")).status, 400);
+    assert.equal((await post("")).status, 400);
+    assert.equal((await post(JSON.stringify({ big: "x".repeat(JSON_BODY_LIMIT) }))).status, 413);
+  });
+
+  test("an unexpected exception is a JSON 500 without internals", async () => {
+    const response = await app.request("/probe/crash");
+    assert.equal(response.status, 500);
+    assert.deepEqual(await response.json(), { error: "internal server error" });
+  });
+
+  test("management token claims are verified once and cached", () => {
+    const tokens = server.server.ctx.tokens as TokenService;
+    const token = server.token(["admin_ro"]);
+    const first = tokens.verifyManagement(token);
+    const second = tokens.verifyManagement(token);
+    assert.equal(typeof first, "object");
+    assert.equal(first, second, "the same cached identity object comes back");
+  });
+});
+
+describe("HTTP base", () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startTestServer();
+  });
+  after(() => server.close());
+
+  test("unknown routes answer 404 JSON; health needs no token", async () => {
+    const missing = await fetch(`${server.url}/api/v9/nothing`);
+    assert.equal(missing.status, 404);
+    assert.match(((await missing.json()) as { error: string }).error, /no route/);
+    const health = await fetch(`${server.url}/api/health`);
+    assert.equal(health.status, 200);
+    const body = (await health.json()) as { status: string; version: string; uptime: number; database: { state: string } };
+    assert.equal(body.status, "ok");
+    assert.equal(body.database.state, "ok");
+    assert.match(body.version, /^\d+\.\d+\.\d+$/);
+  });
+
+  test("repeated slashes in the path are served as one", async () => {
+    assert.equal((await fetch(`${server.url}//api//health`)).status, 200);
+  });
+});

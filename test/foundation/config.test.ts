@@ -1,0 +1,58 @@
+import { strict as assert } from "node:assert";
+import { writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { describe, test } from "node:test";
+import { ConfigError, defaultConfig, loadConfig } from "../../src/config/config.ts";
+import { tempDir } from "../helpers/server.ts";
+
+describe("config", () => {
+  test("appliance.config.yaml holds exactly the built-in defaults", () => {
+    const { config, file } = loadConfig({ cwd: process.cwd(), env: {} });
+    assert.equal(file, resolve("appliance.config.yaml"));
+    assert.deepEqual(config, { ...defaultConfig(), data_dir: resolve("data") });
+  });
+
+  test("without a file the defaults apply", () => {
+    const dir = tempDir();
+    const { config, file } = loadConfig({ cwd: dir, env: {} });
+    assert.equal(file, undefined);
+    assert.deepEqual(config.listen, { host: "0.0.0.0", port: 5000 });
+    assert.equal(config.data_dir, join(dir, "data"));
+    assert.equal(config.prefix, "svc");
+  });
+
+  test("flags beat environment beat file", () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, "appliance.config.yaml"), "listen: 127.0.0.1:1000\ndata_dir: from-file\n");
+    const fileOnly = loadConfig({ cwd: dir, env: {} }).config;
+    assert.equal(fileOnly.listen.port, 1000);
+    assert.equal(fileOnly.data_dir, join(dir, "from-file"));
+    const env = { LABGATE_LISTEN: "127.0.0.1:2000", LABGATE_DATA_DIR: "/tmp/from-env" };
+    const withEnv = loadConfig({ cwd: dir, env }).config;
+    assert.equal(withEnv.listen.port, 2000);
+    assert.equal(withEnv.data_dir, "/tmp/from-env");
+    const withFlags = loadConfig({ cwd: dir, env, flags: { listen: "[::1]:3000", dataDir: "flag-dir" } }).config;
+    assert.deepEqual(withFlags.listen, { host: "::1", port: 3000 });
+    assert.equal(withFlags.data_dir, join(dir, "flag-dir"));
+  });
+
+  test("LABGATE_CONFIG names the file", () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, "other.yaml"), "prefix: acme\ntest_server:\n  nodes:\n    dut: http://10.0.0.2:5000/\n    b: {url: 'http://b:5000', token: t}\n");
+    const { config } = loadConfig({ cwd: dir, env: { LABGATE_CONFIG: "other.yaml" } });
+    assert.equal(config.prefix, "acme");
+    assert.deepEqual(config.test_server.nodes, { dut: { url: "http://10.0.0.2:5000" }, b: { url: "http://b:5000", token: "t" } });
+  });
+
+  test("errors name the key", () => {
+    const dir = tempDir();
+    const bad = (yaml: string) => {
+      writeFileSync(join(dir, "appliance.config.yaml"), yaml);
+      return () => loadConfig({ cwd: dir, env: {} });
+    };
+    assert.throws(bad("prefix: 'Has Space'\n"), (e: Error) => e instanceof ConfigError && /config key prefix/.test(e.message));
+    assert.throws(bad("update_server: 5\n"), /config key update_server: expected a mapping/);
+    assert.throws(bad("test_server:\n  nodes:\n    x: {url: 'http://x', extra: 1}\n"), /test_server\.nodes\.x\.extra: unknown key/);
+    assert.throws(bad("listen: 0.0.0.0:70000\n"), /config key listen/);
+  });
+});
