@@ -2,6 +2,9 @@ import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { createDeviceGate } from "../devices/gate.ts";
+import { localStorageRoutes } from "../../storage/routes.ts";
+import { storageOf, sweepOrphanObjects } from "../packages/packages.ts";
+import { packagesRoutes } from "../packages/routes.ts";
 
 /**
  * The update server (update-server.md): every router of the domain, mounted at the root.
@@ -12,5 +15,9 @@ export function updateServerRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   ctx.deviceGate = createDeviceGate(ctx);
 
   const app = new Hono<AppEnv>();
+  // Issue 4: packages and their storage.
+  void sweepOrphanObjects(ctx).catch((error) => ctx.log.warn(`storage sweep failed: ${(error as Error).message}`));
+  app.route("/", packagesRoutes(ctx, auth));
+  app.route("/", localStorageRoutes(ctx, storageOf(ctx)));
   return app;
 }
