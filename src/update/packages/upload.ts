@@ -15,6 +15,18 @@ export interface ParsedUpload {
 const FIELD_LIMIT = 64 * 1024;
 
 /**
+ * The request body as a Node stream. Node 20's Readable.toWeb (behind `c.req.raw.body`) counts
+ * its high-water mark in chunks, not bytes, so a fast client could fill memory while the disk
+ * lags; the raw IncomingMessage from @hono/node-server keeps real backpressure.
+ */
+function requestBodyStream(c: Context): Readable | undefined {
+  const incoming = (c.env as { incoming?: unknown } | undefined)?.incoming;
+  if (incoming instanceof Readable && !incoming.readableDidRead && c.req.raw.url === c.req.url) return incoming;
+  const body = c.req.raw.body;
+  return body ? Readable.fromWeb(body as import("node:stream/web").ReadableStream) : undefined;
+}
+
+/**
  * Parses a `multipart/form-data` upload as a stream (busboy): the `file` part goes straight
  * into the storage driver's temp area while being hashed; nothing is buffered whole. On any
  * failure (malformed form, client abort, disk error) the staged file is removed.
@@ -22,8 +34,8 @@ const FIELD_LIMIT = 64 * 1024;
 export async function parseUpload(c: Context, storage: LocalStorage, fileField = "file"): Promise<ParsedUpload> {
   const contentType = c.req.header("content-type") ?? "";
   if (!/^multipart\/form-data\b/i.test(contentType)) throw httpError(400, "expected a multipart/form-data body");
-  const body = c.req.raw.body;
-  if (!body) throw httpError(400, "missing package file");
+  const source = requestBodyStream(c);
+  if (!source) throw httpError(400, "missing package file");
 
   let parser: busboy.Busboy;
   try {
@@ -49,7 +61,7 @@ export async function parseUpload(c: Context, storage: LocalStorage, fileField =
   });
 
   try {
-    await pipeline(Readable.fromWeb(body as import("node:stream/web").ReadableStream), parser);
+    await pipeline(source, parser);
   } catch (error) {
     // Make sure the file part stops and its temp file is gone before answering.
     if (staging) await staging.then((s) => storage.discard(s), () => {});
