@@ -8,6 +8,7 @@ import { permissionsRoutes } from "./permissions.ts";
 import { localStorageRoutes } from "../../storage/routes.ts";
 import { storageOf, sweepOrphanObjects } from "../packages/packages.ts";
 import { packagesRoutes } from "../packages/routes.ts";
+import { groupsV1Routes, groupsV2Routes } from "../groups/routes.ts";
 
 /**
  * The update server (update-server.md): every router of the domain, mounted at the root.
@@ -26,5 +27,7 @@ export function updateServerRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   void sweepOrphanObjects(ctx).catch((error) => ctx.log.warn(`storage sweep failed: ${(error as Error).message}`));
   app.route("/", packagesRoutes(ctx, auth));
   app.route("/", localStorageRoutes(ctx, storageOf(ctx)));
+  app.route("/", groupsV2Routes(ctx, auth));
+  app.route("/", groupsV1Routes(ctx, auth));
   return app;
 }
