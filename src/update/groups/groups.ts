@@ -58,10 +58,17 @@ export function toV1(db: Database, row: GroupRow): GroupV1 {
   };
 }
 
-/** Bumped on every write that changes what an update check could answer (see updatecheck). */
+/**
+ * Bumped by every write that changes what an update check could answer (memberships, policies,
+ * priorities, assignments; see updatecheck/catalog.ts). `changed` bumps it right after the
+ * transaction ran in memory, before the commit is awaited, so no check can cache stale inputs.
+ */
 const generations = new WeakMap<Database, number>();
 export const catalogGeneration = (db: Database): number => generations.get(db) ?? 0;
-export const touchCatalog = (db: Database): void => void generations.set(db, catalogGeneration(db) + 1);
+function changed<T>(db: Database, write: Promise<T>): Promise<T> {
+  generations.set(db, catalogGeneration(db) + 1);
+  return write;
+}
 
 export interface NewGroup {
   metadata: Record<string, unknown>;
@@ -92,16 +99,14 @@ export const GROUP_NOT_FOUND = "group does not exist";
 
 /** D5: a group without devices can be deleted; its package assignments and permission rows go with it. */
 export async function deleteGroup(db: Database, id: number, onDelete?: (tx: Tx) => void): Promise<Outcome> {
-  const outcome = await db.write((tx) => {
+  return changed(db, db.write((tx) => {
     if (!getGroup(tx, id)) return fail(404, GROUP_NOT_FOUND);
     if (tx.get("SELECT 1 AS x FROM group_devices WHERE group_id = ? LIMIT 1", [id])) return fail(409, "group is still assigned to some devices");
     onDelete?.(tx);
     tx.run("DELETE FROM group_packages WHERE group_id = ?", [id]);
     tx.run("DELETE FROM groups WHERE id = ?", [id]);
     return ok;
-  });
-  touchCatalog(db);
-  return outcome;
+  }));
 }
 
 /**
@@ -116,7 +121,7 @@ export type MembershipRule = "priority" | "single";
  * is not (after the additions) in the group makes the whole request a 409 and changes nothing.
  */
 export async function patchGroupDevices(db: Database, groupId: number, add: number[], remove: number[], rule: MembershipRule): Promise<Outcome> {
-  const outcome = await db.write((tx) => {
+  return changed(db, db.write((tx) => {
     const group = getGroup(tx, groupId);
     if (!group) return fail(404, GROUP_NOT_FOUND);
     const members = new Set(groupDeviceIds(tx, groupId));
@@ -145,16 +150,13 @@ export async function patchGroupDevices(db: Database, groupId: number, add: numb
     for (const deviceId of add) tx.run("INSERT INTO group_devices (group_id, device_id) VALUES (?, ?)", [groupId, deviceId]);
     for (const deviceId of remove) tx.run("DELETE FROM group_devices WHERE group_id = ? AND device_id = ?", [groupId, deviceId]);
     return ok;
-  });
-  touchCatalog(db);
-  return outcome;
+  }));
 }
 
 /** Package assignment (5.7, D4): the set becomes exactly `packageIds`; an unknown package is a 404. */
 export async function setGroupPackages(db: Database, groupId: number, packageIds: number[]): Promise<Outcome> {
-  let outcome: Outcome;
   try {
-    outcome = await db.write((tx) => {
+    return await changed(db, db.write((tx) => {
       if (!getGroup(tx, groupId)) return fail(404, GROUP_NOT_FOUND);
       for (const id of packageIds) {
         if (!tx.get("SELECT 1 AS x FROM packages WHERE id = ?", [id])) return fail(404, `package ${id} does not exist`);
@@ -162,29 +164,25 @@ export async function setGroupPackages(db: Database, groupId: number, packageIds
       tx.run("DELETE FROM group_packages WHERE group_id = ?", [groupId]);
       for (const id of packageIds) tx.run("INSERT INTO group_packages (group_id, package_id) VALUES (?, ?)", [groupId, id]);
       return ok;
-    });
+    }));
   } catch (error) {
     // Only a constraint firing after the checks above (a concurrent change) lands here.
     if (/constraint/i.test((error as Error).message)) return fail(409, "conflict while assigning package, the package or group changed during the operation");
     throw error;
   }
-  touchCatalog(db);
-  return outcome;
 }
 
 export async function setGroupPolicy(db: Database, groupId: number, policy: string): Promise<Outcome> {
-  const outcome = await db.write((tx) => {
+  return changed(db, db.write((tx) => {
     if (!getGroup(tx, groupId)) return fail(404, GROUP_NOT_FOUND);
     tx.run("UPDATE groups SET policy = ? WHERE id = ?", [policy, groupId]);
     return ok;
-  });
-  touchCatalog(db);
-  return outcome;
+  }));
 }
 
 /** Priority change (5.9): 409 when a device of this group holds another group with that priority. */
 export async function setGroupPriority(db: Database, groupId: number, priority: number): Promise<Outcome> {
-  const outcome = await db.write((tx) => {
+  return changed(db, db.write((tx) => {
     if (!getGroup(tx, groupId)) return fail(404, GROUP_NOT_FOUND);
     const clash = tx.get(
       `SELECT 1 AS x FROM group_devices mine
@@ -196,7 +194,5 @@ export async function setGroupPriority(db: Database, groupId: number, priority: 
     if (clash) return fail(409, "A group with the same priority is already assigned to one of the devices in this group");
     tx.run("UPDATE groups SET priority = ? WHERE id = ?", [priority, groupId]);
     return ok;
-  });
-  touchCatalog(db);
-  return outcome;
+  }));
 }

@@ -9,6 +9,8 @@ import { localStorageRoutes } from "../../storage/routes.ts";
 import { storageOf, sweepOrphanObjects } from "../packages/packages.ts";
 import { packagesRoutes } from "../packages/routes.ts";
 import { groupsV1Routes, groupsV2Routes } from "../groups/routes.ts";
+import { progressRoutes } from "../progress/routes.ts";
+import { updateCheckRoutes } from "../updatecheck/routes.ts";
 
 /**
  * The update server (update-server.md): every router of the domain, mounted at the root.
@@ -29,5 +31,7 @@ export function updateServerRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   app.route("/", localStorageRoutes(ctx, storageOf(ctx)));
   app.route("/", groupsV2Routes(ctx, auth));
   app.route("/", groupsV1Routes(ctx, auth));
+  app.route("/", updateCheckRoutes(ctx, auth));
+  app.route("/", progressRoutes(ctx, auth));
   return app;
 }
