@@ -90,11 +90,11 @@ export class DeviceClient {
 
   constructor(options: DeviceClientOptions) {
     this.options = {
-      prefix: "svc",
-      publicKeyEncoding: "spki",
-      refreshMargin: 5,
-      now: () => Math.floor(Date.now() / 1000),
       ...options,
+      prefix: options.prefix ?? "svc",
+      publicKeyEncoding: options.publicKeyEncoding ?? "spki",
+      refreshMargin: options.refreshMargin ?? 5,
+      now: options.now ?? (() => Math.floor(Date.now() / 1000)),
       server: options.server.replace(/\/+$/, ""),
       fetch: options.fetch ?? ((input, init) => fetch(input, init)),
     };
