@@ -129,8 +129,14 @@ test("refused auth requests: bad signature, body changed after signing, stale ti
   await expectRefused(await sendAuth(signed.body, undefined), /missing device signature header \(X-SVC-Device-Signature\)/);
   // The genuine request still works once...
   assert.equal((await sendAuth(signed.body, signed.signature)).status, 200);
-  // ... and not twice.
+  // ... and not twice, also not with the same signature bytes written differently.
   await expectRefused(await sendAuth(signed.body, signed.signature), /replayed/);
+  const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const last = signed.signature.replace(/=+$/, "").length - 1;
+  const reencoded = signed.signature.slice(0, last) + alphabet[alphabet.indexOf(signed.signature[last]) | 1] + signed.signature.slice(last + 1);
+  assert.notEqual(reencoded, signed.signature);
+  assert.deepEqual(Buffer.from(reencoded, "base64"), Buffer.from(signed.signature, "base64"));
+  await expectRefused(await sendAuth(signed.body, reencoded), /replayed/);
 
   // Stale and future timestamps, correctly signed.
   for (const offset of [-601, 601, -86400]) {
@@ -348,4 +354,20 @@ test("device name: the reported svc.device.name, else the MAC; metadata replaced
   device = await json(server.request(`/api/v2/devices/${id}`, { token: server.adminToken }));
   assert.equal(device.name, client.mac);
   assert.equal(device.metadata["svc.software.version"], "v9");
+});
+
+test("one MAC keeps at most its 8 newest pending keys (the route is public)", async () => {
+  const mac = nextMac();
+  const clients = Array.from({ length: 10 }, () => deviceClient(server, { mac }));
+  for (const client of clients) {
+    assert.equal((await client.authorize()).status, "pending");
+    await new Promise((resolve) => setTimeout(resolve, 2)); // distinct last_appeared
+  }
+  const pending = (await json(server.request("/api/v1/auth/pending", { token: server.adminToken }))).filter(
+    (p: { mac_address: string }) => p.mac_address === mac,
+  );
+  assert.deepEqual(
+    pending.map((p: { public_key: string }) => p.public_key).sort(),
+    clients.slice(2).map((c) => c.publicKeyPem).sort(),
+  );
 });
