@@ -71,6 +71,9 @@ export async function parseUpload(c: Context, storage: LocalStorage, fileField =
   try {
     staged = staging ? await staging : undefined;
   } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOSPC" || code === "EDQUOT") throw httpError(507, "could not store package: no space left in the data dir");
+    if (code === "EIO" || code === "EROFS" || code === "EACCES") throw httpError(500, `could not store package: ${code}`);
     throw httpError(400, `upload failed: ${(error as Error).message}`);
   }
   if (fieldError) {
