@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { createPrivateKey, createPublicKey, generateKeyPairSync } from "node:crypto";
-import { after, before, describe, test } from "node:test";
+import { generateKeyPairSync } from "node:crypto";
+import { after, before, test } from "node:test";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
 import { publicKeyPem, signBody } from "../../src/update/client/device-client.ts";
 import { approve, deviceClient, deviceMetadata, json, key, nextMac, registerDevice } from "./helpers/devices.ts";
@@ -101,7 +101,9 @@ test("keys: PKCS#1 under a PUBLIC KEY label and under RSA PUBLIC KEY are accepte
     const other = deviceClient(server, { mac, keys, encoding });
     assert.equal((await other.authorize()).status, "accepted", encoding);
   }
-  const oneLine = publicKeyPem(keys.privateKeyPem, "spki").replace(/\n(?!-----END)/g, "\n").replace(/([A-Za-z0-9+/=]{64})\n(?=[A-Za-z0-9+/])/g, "$1");
+  const lines = publicKeyPem(keys.privateKeyPem, "spki").trim().split("\n");
+  const oneLine = `${lines[0]}\n${lines.slice(1, -1).join("")}\n${lines.at(-1)}`;
+  assert.notEqual(oneLine.trim(), publicKeyPem(keys.privateKeyPem, "spki").trim());
   const body = JSON.stringify({ metadata: deviceMetadata(mac), public_key: oneLine, timestamp: now() });
   assert.equal((await sendAuth(body, signBody(keys.privateKeyPem, Buffer.from(body)))).status, 200);
   const pending = await json(server.request("/api/v1/auth/pending", { token: server.adminToken }));
@@ -109,9 +111,10 @@ test("keys: PKCS#1 under a PUBLIC KEY label and under RSA PUBLIC KEY are accepte
 });
 
 test("refused auth requests: bad signature, body changed after signing, stale timestamp, replay, bad input", async () => {
-  const { client } = await registerDevice(server);
+  const keys = key("ed25519", true);
+  const { client } = await registerDevice(server, { keys });
   const good = key("ed25519");
-  const mine = (body: string) => signBody((client as unknown as { privateKey: Parameters<typeof signBody>[0] }).privateKey, Buffer.from(body));
+  const mine = (body: string) => signBody(keys.privateKeyPem, Buffer.from(body));
 
   const signed = client.signedAuthRequest();
   const expectRefused = async (res: Response, pattern: RegExp) => {
@@ -173,8 +176,6 @@ test("refused auth requests: bad signature, body changed after signing, stale ti
     await expectRefused(await sendAuth(body, signBody(good.privateKeyPem, Buffer.from(body))), pattern);
   }
   assert.equal((await json(server.request("/api/v1/auth/pending", { token: server.adminToken }))).length, before);
-  // Sanity: an EC key's own valid signature is still refused (the key type, not the signature).
-  assert.ok(createPublicKey(createPrivateKey(ec.privateKey.export({ type: "pkcs8", format: "pem" }))));
 });
 
 test("timestamp window 0 turns the timestamp and replay checks off", async () => {
