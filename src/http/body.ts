@@ -1,5 +1,20 @@
+import { IncomingMessage } from "node:http";
+import { Readable } from "node:stream";
 import type { Context } from "hono";
 import { httpError } from "./errors.ts";
+
+/**
+ * The request body as a Node stream, straight from @hono/node-server's IncomingMessage when
+ * nothing has read it yet: it skips the Node -> web -> Node stream adapters behind
+ * `c.req.raw.body` (about 0.4 ms of a small JSON request, and CPU on every upload chunk).
+ * A request rewritten by normalizeRequest (its body moved into a new Request) uses the web stream.
+ */
+export function requestBodyStream(c: Context): Readable | undefined {
+  const incoming = (c.env as { incoming?: unknown } | undefined)?.incoming;
+  if (incoming instanceof IncomingMessage && !incoming.readableDidRead && !(incoming.url ?? "").includes("//")) return incoming;
+  const body = c.req.raw.body;
+  return body ? Readable.fromWeb(body as import("node:stream/web").ReadableStream) : undefined;
+}
 
 export const JSON_BODY_LIMIT = 1024 * 1024;
 
@@ -7,7 +22,7 @@ export const JSON_BODY_LIMIT = 1024 * 1024;
 export async function readBodyBytes(c: Context, limit: number): Promise<Buffer> {
   const declared = Number(c.req.header("content-length") ?? NaN);
   if (declared > limit) throw httpError(413, `request body is larger than ${limit} bytes`);
-  const body = c.req.raw.body;
+  const body = requestBodyStream(c);
   if (!body) return Buffer.alloc(0);
   const chunks: Buffer[] = [];
   let total = 0;

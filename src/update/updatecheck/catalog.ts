@@ -1,0 +1,100 @@
+import type { Database } from "../../db/index.ts";
+import { rfc822 } from "../../util/time.ts";
+import { catalogGeneration } from "../groups/groups.ts";
+import { policyTarget } from "../groups/policy.ts";
+import { REQUIRES, resolve, type Meta, type ResolverKeys } from "./resolver.ts";
+
+/** What an update check needs of a package, ready to answer with. */
+export interface CatalogPackage {
+  id: number;
+  created: string;
+  sha256: string;
+  storageName: string;
+  version: string;
+  metadata: Meta;
+}
+
+export interface GroupPlan {
+  target: string | undefined;
+  /** Ascending package id: the resolver's tie-break (6.3). */
+  packages: CatalogPackage[];
+  metas: Meta[];
+  /** Device metadata keys the packages' `requires:` clauses look at. */
+  requiredKeys: string[];
+  /** Resolver answers by the device metadata that can matter (version, devtype, required keys). */
+  answers: Map<string, number | undefined>;
+}
+
+interface Cache {
+  generation: number;
+  /** Device id -> active group id; devices in no group are absent. Loaded in one query. */
+  activeGroup: Map<number, number>;
+  plans: Map<number, GroupPlan>;
+}
+
+const caches = new WeakMap<Database, Cache>();
+
+/**
+ * The resolver's inputs kept in memory (update checks are the hot path): each device's active
+ * group and each group's policy target and packages. Everything is dropped whenever a group
+ * write bumps the catalog generation. Device deletion needs no invalidation: ids are never
+ * reused and a deleted device's token is refused before it gets here; packages cannot change
+ * while assigned and new ones are in no group yet.
+ */
+function cacheOf(db: Database): Cache {
+  const generation = catalogGeneration(db);
+  let cache = caches.get(db);
+  if (!cache || cache.generation !== generation) {
+    // One pass over all memberships, ordered so that each device's first row is its active group.
+    const activeGroup = new Map<number, number>();
+    const rows = db.all<{ device_id: number; group_id: number }>(
+      "SELECT gd.device_id, gd.group_id FROM group_devices gd JOIN groups g ON g.id = gd.group_id ORDER BY gd.device_id, g.priority, g.id",
+    );
+    for (const row of rows) if (!activeGroup.has(row.device_id)) activeGroup.set(row.device_id, row.group_id);
+    cache = { generation, activeGroup, plans: new Map() };
+    caches.set(db, cache);
+  }
+  return cache;
+}
+
+/** The group whose policy applies to a device: lowest priority value, ties to the lowest id. */
+export function activeGroup(db: Database, deviceId: number): number | null {
+  return cacheOf(db).activeGroup.get(deviceId) ?? null;
+}
+
+export function groupPlan(db: Database, groupId: number, versionKey: string): GroupPlan | undefined {
+  const cache = cacheOf(db);
+  let plan = cache.plans.get(groupId);
+  if (!plan) {
+    const group = db.get<{ policy: string }>("SELECT policy FROM groups WHERE id = ?", [groupId]);
+    if (!group) return undefined;
+    const rows = db.all<{ id: number; created: string; sha256: string; storage_name: string; metadata: string }>(
+      "SELECT p.id, p.created, p.sha256, p.storage_name, p.metadata FROM group_packages gp JOIN packages p ON p.id = gp.package_id WHERE gp.group_id = ? ORDER BY p.id",
+      [groupId],
+    );
+    const packages = rows.map((row) => {
+      const metadata = JSON.parse(row.metadata) as Meta;
+      return { id: row.id, created: rfc822(new Date(row.created)), sha256: row.sha256, storageName: row.storage_name, version: String(metadata[versionKey] ?? ""), metadata };
+    });
+    const requiredKeys = [...new Set(packages.flatMap((p) => Object.keys(p.metadata).filter((k) => k.startsWith(REQUIRES)).map((k) => k.slice(REQUIRES.length))))];
+    plan = { target: policyTarget(group.policy), packages, metas: packages.map((p) => p.metadata), requiredKeys, answers: new Map() };
+    cache.plans.set(groupId, plan);
+  }
+  return plan;
+}
+
+const MAX_ANSWERS = 10_000;
+
+/**
+ * The resolver's answer for a device under a plan, memoised on exactly the device metadata the
+ * resolver reads (many devices share a version), so a steady stream of checks rarely walks the graph.
+ */
+export function resolveInPlan(plan: GroupPlan, device: Meta, keys: ResolverKeys): number | undefined {
+  const relevant = [device[keys.version], device[keys.devtype], ...plan.requiredKeys.map((k) => device[k])];
+  const key = JSON.stringify(relevant);
+  if (plan.answers.has(key)) return plan.answers.get(key);
+  const answer = resolve(device, plan.metas, plan.target, keys);
+  if (plan.answers.size >= MAX_ANSWERS) plan.answers.clear();
+  plan.answers.set(key, answer);
+  return answer;
+}
