@@ -44,20 +44,21 @@ function parse<T extends NonNullable<ParseArgsConfig["options"]>>(args: string[]
 async function serve(args: string[]): Promise<number> {
   const flags = parse(args, { ...COMMON, listen: { type: "string" } });
   const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"], listen: flags.listen } });
+  // Signals are caught from the start: one that arrives while starting stops the server once it is up.
+  const signalled = new Promise<string>((resolve) => {
+    process.once("SIGINT", () => resolve("SIGINT"));
+    process.once("SIGTERM", () => resolve("SIGTERM"));
+  });
   const server = await startServer(config);
   if (server.adminTokenFile) process.stderr.write(`labgate: first start: an admin token (all scopes) is in ${server.adminTokenFile}\n`);
   process.stdout.write(`labgate listening on ${server.url}\n`);
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      server.ctx.log.info(`${signal}: shutting down`);
-      void server.close().then(resolve, (error) => {
-        server.ctx.log.error(`shutdown: ${(error as Error).message}`);
-        resolve();
-      });
-    };
-    process.once("SIGINT", () => stop("SIGINT"));
-    process.once("SIGTERM", () => stop("SIGTERM"));
-  });
+  const signal = await signalled;
+  server.ctx.log.info(`${signal}: shutting down`);
+  try {
+    await server.close();
+  } catch (error) {
+    server.ctx.log.error(`shutdown: ${(error as Error).message}`);
+  }
   return 0;
 }
 

@@ -9,6 +9,7 @@ import { createApp, type RouteModule } from "../../src/http/app.ts";
 import type { AppEnv } from "../../src/server/context.ts";
 import { JSON_BODY_LIMIT, readJsonObject } from "../../src/http/body.ts";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { registerDevice } from "../update/helpers/devices.ts";
 
 describe("authorization header parsing", () => {
   test("accepts token=, quoted token= and bare tokens, case-insensitive scheme", () => {
@@ -90,11 +91,16 @@ describe("tokens over HTTP", () => {
     assert.equal((await whoami(`Bearer token=${fake}`)).status, 401);
   });
 
-  test("a device token is identified as a device", async () => {
-    const device = server.server.ctx.tokens.issueDevice("aa:bb:cc:dd:ee:ff", 7, 300);
-    const response = await whoami(`Bearer token=${device}`);
+  test("a device token of an approved device is identified as that device", async () => {
+    const { id, token } = await registerDevice(server);
+    const response = await whoami(`Bearer token=${token}`);
     assert.equal(response.status, 200);
-    assert.deepEqual(((await response.json()) as { kind: string; device_id: number }).device_id, 7);
+    assert.deepEqual(((await response.json()) as { kind: string; device_id: number }).device_id, id);
+  });
+
+  test("a correctly signed device token for a device that does not exist is refused", async () => {
+    const device = server.server.ctx.tokens.issueDevice("aa:bb:cc:dd:ee:ff", 4242, 300);
+    assert.equal((await whoami(`Bearer token=${device}`)).status, 401);
   });
 });
 
@@ -134,7 +140,7 @@ describe("auth middleware on routes", () => {
   });
 
   test("device and management tokens never substitute for each other", async () => {
-    const device = server.server.ctx.tokens.issueDevice("aa:bb:cc:dd:ee:ff", 1, 300);
+    const { token: device } = await registerDevice(server);
     assert.equal((await call("/probe/mgmt", device)).status, 401);
     assert.equal((await call("/probe/admin", device)).status, 401);
     assert.equal((await call("/probe/device", server.adminToken)).status, 401);
@@ -142,13 +148,15 @@ describe("auth middleware on routes", () => {
   });
 
   test("the device gate can refuse a still-valid device token", async () => {
-    const device = server.server.ctx.tokens.issueDevice("aa:bb:cc:dd:ee:01", 99, 300);
-    server.server.ctx.deviceGate = (identity) => identity.deviceId !== 99;
+    const { id, token } = await registerDevice(server);
+    const gate = server.server.ctx.deviceGate;
+    server.server.ctx.deviceGate = (identity) => identity.deviceId !== id;
     try {
-      assert.equal((await call("/probe/device", device)).status, 401);
+      assert.equal((await call("/probe/device", token)).status, 401);
     } finally {
-      server.server.ctx.deviceGate = undefined;
+      server.server.ctx.deviceGate = gate;
     }
+    assert.equal((await call("/probe/device", token)).status, 200);
   });
 
   test("JSON bodies: malformed 400, wrong content type 400, not an object 400, too large 413", async () => {
