@@ -60,7 +60,7 @@ export function startServe(args: string[], options: { env?: Record<string, strin
           url: match[1],
           stderr: () => stderr,
           async stop(signal = "SIGTERM") {
-            if (child.exitCode !== null) return child.exitCode;
+            if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
             child.kill(signal);
             const [code] = await once(child, "exit");
             return code;
