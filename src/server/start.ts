@@ -57,7 +57,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
 
     const ctx: AppContext = { config, dataDir, db, tokens, log, version: VERSION, startedAt: new Date(), onShutdown: [] };
     const app = createApp(ctx, routeModules);
-    const server = await listen(config, (request) => app.fetch(normalizeRequest(request)));
+    const server = await listen(config, (request, env) => app.fetch(normalizeRequest(request), env));
     const port = (server.address() as AddressInfo).port;
     const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
 
@@ -85,7 +85,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   }
 }
 
-function listen(config: Config, fetch: (request: Request) => Response | Promise<Response>): Promise<ServerType> {
+function listen(config: Config, fetch: (request: Request, env: unknown) => Response | Promise<Response>): Promise<ServerType> {
   return new Promise((resolve, reject) => {
     const server = serve({ fetch, hostname: config.listen.host, port: config.listen.port }, () => resolve(server));
     server.once("error", reject);

@@ -1,0 +1,203 @@
+import { createHash, randomUUID } from "node:crypto";
+import { createReadStream, createWriteStream, mkdirSync, readdirSync, realpathSync, rmSync, statSync, type Stats } from "node:fs";
+import { open, rename, unlink } from "node:fs/promises";
+import { isAbsolute, join, relative, sep } from "node:path";
+import { Transform, type Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { fsyncDir } from "../util/files.ts";
+
+/** A storage directory or object name that is not allowed (it could escape the storage dir). */
+export class StorageNameError extends Error {}
+
+/** An upload written to the temp area: complete and fsynced, not yet in its final place. */
+export interface StagedObject {
+  tmpPath: string;
+  uuid: string;
+  size: number;
+  sha256: string;
+}
+
+/** An object in its final place. `name` is what `/local_storage/{name}` serves. */
+export interface StoredObject {
+  uuid: string;
+  /** Directory relative to the storage root, `.` for the root. */
+  dir: string;
+  name: string;
+  size: number;
+  sha256: string;
+}
+
+const SEGMENT = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
+const MAX_DEPTH = 8;
+const TMP_DIR = ".tmp";
+const WRITE_CHUNK = 1024 * 1024;
+
+/**
+ * Splits a relative path into safe segments. Only plain names are allowed (letters, digits,
+ * `.`, `_`, `-`, not starting with a dot), so `..`, absolute paths, backslashes, NUL bytes and
+ * the hidden temp area are all refused before the file system is touched.
+ */
+function segments(path: string, what: string): string[] {
+  const parts = path.split("/").filter((p) => p !== "" && p !== ".");
+  if (parts.length > MAX_DEPTH) throw new StorageNameError(`${what} is nested too deeply (at most ${MAX_DEPTH} levels)`);
+  for (const part of parts) {
+    if (!SEGMENT.test(part)) throw new StorageNameError(`${what} ${JSON.stringify(path)} is not allowed: use letters, digits, '.', '_', '-' separated by '/', no '..'`);
+  }
+  return parts;
+}
+
+/**
+ * The local storage driver: objects live under `DATA_DIR/storage/<directory>/<uuid>`.
+ * Writes go to a temp file first (hashed on the fly, fsynced), then are renamed into place,
+ * so a failed or aborted upload never leaves a visible object.
+ */
+export class LocalStorage {
+  readonly root: string;
+  private readonly tmp: string;
+  private readonly rootReal: string;
+
+  constructor(dataDir: string) {
+    this.root = join(dataDir, "storage");
+    this.tmp = join(this.root, TMP_DIR);
+    // Whatever is in the temp area belongs to uploads that died with a previous process.
+    rmSync(this.tmp, { recursive: true, force: true });
+    mkdirSync(this.tmp, { recursive: true, mode: 0o700 });
+    this.rootReal = realpathSync(this.root);
+  }
+
+  /** Normalises an upload's storage directory: `.` for the root, else `a/b`. Throws StorageNameError. */
+  normalizeDir(dir: string | undefined): string {
+    const parts = segments(dir ?? "", "storage directory");
+    return parts.length === 0 ? "." : parts.join("/");
+  }
+
+  /** `dir` + uuid as served under `/local_storage/`. */
+  static objectName(dir: string, uuid: string): string {
+    return dir === "." ? uuid : `${dir}/${uuid}`;
+  }
+
+  /** Streams `source` into a temp file, computing SHA-256 as it goes; fsyncs before resolving. */
+  async stage(source: Readable): Promise<StagedObject> {
+    const uuid = randomUUID();
+    const tmpPath = join(this.tmp, uuid);
+    const hash = createHash("sha256");
+    let size = 0;
+    const hasher = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        hash.update(chunk);
+        size += chunk.length;
+        done(null, chunk);
+      },
+    });
+    try {
+      await pipeline(source, hasher, createWriteStream(tmpPath, { flags: "wx", mode: 0o600, highWaterMark: WRITE_CHUNK }));
+      // fsync through a second descriptor: it flushes the file's data whichever fd wrote it.
+      const fh = await open(tmpPath, "r");
+      try {
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+    } catch (error) {
+      await unlink(tmpPath).catch(() => {});
+      throw error;
+    }
+    return { tmpPath, uuid, size, sha256: hash.digest("hex") };
+  }
+
+  /** Moves a staged object into `dir` (already normalised) and makes the rename durable. */
+  async commit(staged: StagedObject, dir: string): Promise<StoredObject> {
+    const parts = segments(dir, "storage directory");
+    let current = this.root;
+    for (const part of parts) {
+      current = join(current, part);
+      try {
+        mkdirSync(current, { mode: 0o700 });
+        fsyncDir(join(current, ".."));
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+      }
+    }
+    this.assertInside(current);
+    const target = join(current, staged.uuid);
+    await rename(staged.tmpPath, target);
+    fsyncDir(current);
+    return { uuid: staged.uuid, dir: parts.length ? parts.join("/") : ".", name: LocalStorage.objectName(dir, staged.uuid), size: staged.size, sha256: staged.sha256 };
+  }
+
+  /** Drops a staged object (validation failed after the bytes arrived). */
+  async discard(staged: StagedObject): Promise<void> {
+    await unlink(staged.tmpPath).catch(() => {});
+  }
+
+  /** Removes an object; a missing object is fine (the goal is that it is gone). */
+  async remove(name: string): Promise<void> {
+    const path = this.pathOf(name);
+    if (!path) return;
+    try {
+      await unlink(path);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+      return;
+    }
+    fsyncDir(join(path, ".."));
+  }
+
+  /**
+   * The file behind an object name, or undefined when the name is not allowed or escapes the
+   * storage dir (also through a symlink).
+   */
+  pathOf(name: string): string | undefined {
+    let parts: string[];
+    try {
+      parts = segments(name, "object name");
+    } catch {
+      return undefined;
+    }
+    if (parts.length === 0) return undefined;
+    const path = join(this.root, ...parts);
+    try {
+      this.assertInside(realpathSync(path));
+    } catch {
+      return undefined;
+    }
+    return path;
+  }
+
+  /** Stat of a regular file object, or undefined. */
+  statObject(name: string): { path: string; stat: Stats } | undefined {
+    const path = this.pathOf(name);
+    if (!path) return undefined;
+    try {
+      const stat = statSync(path);
+      return stat.isFile() ? { path, stat } : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** A stream of bytes `start..end` (inclusive) of an object file. */
+  read(path: string, start: number, end: number): Readable {
+    return createReadStream(path, { start, end, highWaterMark: 256 * 1024 });
+  }
+
+  /** Every object name on disk (for the start-up sweep of objects that never got a row). */
+  listObjects(): string[] {
+    const out: string[] = [];
+    const walk = (dir: string) => {
+      for (const entry of readdirSync(dir, { withFileTypes: true })) {
+        if (entry.name.startsWith(".")) continue;
+        const path = join(dir, entry.name);
+        if (entry.isDirectory()) walk(path);
+        else if (entry.isFile()) out.push(relative(this.root, path).split(sep).join("/"));
+      }
+    };
+    walk(this.root);
+    return out;
+  }
+
+  private assertInside(path: string): void {
+    const rel = relative(this.rootReal, realpathSync(path));
+    if (rel === ".." || rel.startsWith(`..${sep}`) || isAbsolute(rel)) throw new StorageNameError("path escapes the storage directory");
+  }
+}

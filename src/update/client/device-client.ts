@@ -1,0 +1,189 @@
+/*
+ * The device side of the update server's authorization (update-server.md 9.1, 2.2): key
+ * generation, the signed auth request, a cached device token refreshed shortly before it
+ * expires and after a 401. Used by the tests now and by the labgate agent later. Node only.
+ */
+import { constants, createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from "node:crypto";
+
+export type DeviceKeyType = "rsa" | "ed25519";
+
+/**
+ * How the public key is written into the auth request:
+ * - `spki`: `-----BEGIN PUBLIC KEY-----` SubjectPublicKeyInfo (RSA or Ed25519);
+ * - `pkcs1`: `-----BEGIN RSA PUBLIC KEY-----` (RSA only);
+ * - `pkcs1-in-spki-label`: PKCS#1 DER under a `PUBLIC KEY` label, as the reference clients send (RSA only).
+ */
+export type PublicKeyEncoding = "spki" | "pkcs1" | "pkcs1-in-spki-label";
+
+export interface DeviceKeyPair {
+  type: DeviceKeyType;
+  /** PKCS#8 PEM; keep it secret (mode 0600 on disk). */
+  privateKeyPem: string;
+}
+
+export function generateDeviceKey(type: DeviceKeyType = "rsa", rsaBits = 2048): DeviceKeyPair {
+  const { privateKey } =
+    type === "rsa" ? generateKeyPairSync("rsa", { modulusLength: rsaBits, publicExponent: 0x10001 }) : generateKeyPairSync("ed25519");
+  return { type, privateKeyPem: privateKey.export({ type: "pkcs8", format: "pem" }) as string };
+}
+
+const pemWrap = (label: string, der: Buffer): string =>
+  `-----BEGIN ${label}-----\n${der.toString("base64").replace(/(.{64})/g, "$1\n").replace(/\n$/, "")}\n-----END ${label}-----\n`;
+
+/** The public key of `privateKeyPem`, written as `encoding`. */
+export function publicKeyPem(privateKeyPem: string, encoding: PublicKeyEncoding = "spki"): string {
+  const pub = createPublicKey(createPrivateKey(privateKeyPem));
+  if (encoding === "spki") return pub.export({ type: "spki", format: "pem" }) as string;
+  if (pub.asymmetricKeyType !== "rsa") throw new Error(`${encoding} encoding is for RSA keys only`);
+  const der = pub.export({ type: "pkcs1", format: "der" });
+  return pemWrap(encoding === "pkcs1" ? "RSA PUBLIC KEY" : "PUBLIC KEY", der);
+}
+
+/** Base64 signature of the exact body bytes: RSASSA-PKCS1-v1_5/SHA-256 for RSA, Ed25519 otherwise. */
+export function signBody(privateKey: string | KeyObject, body: Uint8Array): string {
+  const key = typeof privateKey === "string" ? createPrivateKey(privateKey) : privateKey;
+  const signature =
+    key.asymmetricKeyType === "rsa" ? sign("sha256", body, { key, padding: constants.RSA_PKCS1_PADDING }) : sign(null, body, key);
+  return signature.toString("base64");
+}
+
+export type Metadata = Record<string, string | string[]>;
+
+export interface DeviceClientOptions {
+  /** Base URL of the gateway, e.g. `http://gateway:5000`. */
+  server: string;
+  privateKeyPem: string;
+  /** Device metadata sent with every auth request; must hold the version, devtype and MAC keys. */
+  metadata: Metadata;
+  /** Product prefix of the signature header (config `prefix`). */
+  prefix?: string;
+  publicKeyEncoding?: PublicKeyEncoding;
+  /** Re-authorize when fewer than this many seconds of token lifetime remain (reference client: 5). */
+  refreshMargin?: number;
+  /** Clock in UNIX seconds (tests move it). */
+  now?: () => number;
+  fetch?: typeof fetch;
+}
+
+export type AuthOutcome = { status: "accepted"; token: string; expires: number } | { status: "pending" };
+
+/** The server refused the auth request itself (400: schema, key or signature), not "not yet accepted". */
+export class DeviceAuthError extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
+/** A request; `json` is serialised. Bodies are sent twice after a 401, so use a string, not a stream. */
+export type RequestOptions = RequestInit & { json?: unknown };
+
+export class DeviceClient {
+  private readonly options: Required<Omit<DeviceClientOptions, "fetch">> & { fetch: typeof fetch };
+  private readonly privateKey: KeyObject;
+  private readonly publicKey: string;
+  private token: string | undefined;
+  private tokenExpiresAt = 0;
+  private lastTimestamp = 0;
+  private inflight: Promise<AuthOutcome> | undefined;
+
+  constructor(options: DeviceClientOptions) {
+    this.options = {
+      prefix: "svc",
+      publicKeyEncoding: "spki",
+      refreshMargin: 5,
+      now: () => Math.floor(Date.now() / 1000),
+      ...options,
+      server: options.server.replace(/\/+$/, ""),
+      fetch: options.fetch ?? ((input, init) => fetch(input, init)),
+    };
+    this.privateKey = createPrivateKey(options.privateKeyPem);
+    this.publicKey = publicKeyPem(options.privateKeyPem, this.options.publicKeyEncoding);
+  }
+
+  get publicKeyPem(): string {
+    return this.publicKey;
+  }
+
+  get mac(): string {
+    return this.options.metadata[`${this.options.prefix}.hardware.macaddr`] as string;
+  }
+
+  /** Replaces the metadata sent with the next auth request (e.g. after an update). */
+  setMetadata(metadata: Metadata): void {
+    this.options.metadata = metadata;
+  }
+
+  /** Builds a signed auth request: the exact body bytes and the signature header value. */
+  signedAuthRequest(): { body: string; signature: string; header: string } {
+    // Strictly increasing timestamps: the server refuses a signature it has already seen.
+    const timestamp = Math.max(this.options.now(), this.lastTimestamp + 1);
+    this.lastTimestamp = timestamp;
+    const body = JSON.stringify({ metadata: this.options.metadata, public_key: this.publicKey, timestamp });
+    const header = `X-${this.options.prefix.toUpperCase()}-Device-Signature`;
+    return { body, signature: signBody(this.privateKey, Buffer.from(body)), header };
+  }
+
+  /** One auth request: a fresh token when the device is accepted, `pending` (401) otherwise. */
+  authorize(): Promise<AuthOutcome> {
+    this.inflight ??= this.doAuthorize().finally(() => (this.inflight = undefined));
+    return this.inflight;
+  }
+
+  private async doAuthorize(): Promise<AuthOutcome> {
+    const { body, signature, header } = this.signedAuthRequest();
+    const started = this.options.now();
+    const response = await this.options.fetch(`${this.options.server}/api/v1/auth/device`, {
+      method: "POST",
+      headers: { "content-type": "application/json", [header]: signature },
+      body,
+    });
+    const answer = (await response.json().catch(() => ({}))) as { token?: string; expires?: number; error?: string };
+    if (response.status === 401) {
+      this.token = undefined;
+      return { status: "pending" };
+    }
+    if (response.status !== 200 || typeof answer.token !== "string" || typeof answer.expires !== "number") {
+      throw new DeviceAuthError(response.status, answer.error ?? `device authorization failed with status ${response.status}`);
+    }
+    this.token = answer.token;
+    // `expires` is a lifetime in seconds; count it from when the request was sent.
+    this.tokenExpiresAt = started + answer.expires;
+    return { status: "accepted", token: answer.token, expires: answer.expires };
+  }
+
+  /** A token valid for at least `refreshMargin` more seconds, or undefined while the device is pending. */
+  async getToken(): Promise<string | undefined> {
+    if (this.token && this.tokenExpiresAt - this.options.now() > this.options.refreshMargin) return this.token;
+    const outcome = await this.authorize();
+    return outcome.status === "accepted" ? outcome.token : undefined;
+  }
+
+  /** Forgets the cached token (the next call authorizes again). */
+  dropToken(): void {
+    this.token = undefined;
+  }
+
+  /**
+   * A request with the device token (`Authorization: Bearer token=...`). A 401 answer means the
+   * token was refused: authorize again once and repeat the request.
+   */
+  async request(path: string, init: RequestOptions = {}): Promise<Response> {
+    const send = async (token: string | undefined) => {
+      const headers = new Headers(init.headers);
+      if (token) headers.set("authorization", `Bearer token=${token}`);
+      let body = init.body;
+      if (init.json !== undefined) {
+        headers.set("content-type", "application/json");
+        body = JSON.stringify(init.json);
+      }
+      return this.options.fetch(`${this.options.server}${path}`, { ...init, headers, body });
+    };
+    const first = await send(await this.getToken());
+    if (first.status !== 401) return first;
+    await first.body?.cancel();
+    this.token = undefined;
+    return send(await this.getToken());
+  }
+}

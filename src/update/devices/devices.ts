@@ -1,0 +1,159 @@
+import type { Database, Tx } from "../../db/index.ts";
+import { rfc822 } from "../../util/time.ts";
+import { deletePermissionsOf } from "../permissions/permissions.ts";
+import { isConnected } from "./presence.ts";
+
+/** A device row as stored (JSON columns still text). */
+export interface DeviceRow {
+  id: number;
+  created: string;
+  name: string;
+  mac_address: string;
+  public_key: string | null;
+  key_fingerprint: string | null;
+  capabilities: string;
+  metadata: string;
+  last_access: string | null;
+}
+
+export type Metadata = Record<string, string | string[]>;
+
+export interface DeviceV2 {
+  id: number;
+  name: string;
+  mac_address: string;
+  capabilities: Record<string, unknown>;
+  metadata: Metadata;
+  groups: number[];
+  last_access: string | null;
+  public_key: string | null;
+  connected: boolean;
+}
+
+export interface DeviceV1 extends Omit<DeviceV2, "groups" | "connected"> {
+  group: number | null;
+}
+
+const COLUMNS = "d.id, d.created, d.name, d.mac_address, d.public_key, d.key_fingerprint, d.capabilities, d.metadata, d.last_access";
+
+export function getDevice(db: Database | Tx, id: number): DeviceRow | undefined {
+  return db.get<DeviceRow>(`SELECT ${COLUMNS} FROM devices d WHERE d.id = ?`, [id]);
+}
+
+export function getDeviceByMac(db: Database | Tx, mac: string): DeviceRow | undefined {
+  return db.get<DeviceRow>(`SELECT ${COLUMNS} FROM devices d WHERE d.mac_address = ?`, [mac]);
+}
+
+/**
+ * Devices (alias `d`), optionally narrowed by an SQL condition on `d` (e.g. a permission filter
+ * from permissions.ts), ordered by id.
+ */
+export function listDevices(db: Database, where?: { sql: string; params: (string | number)[] }): DeviceRow[] {
+  const clause = where ? ` WHERE ${where.sql}` : "";
+  return db.all<DeviceRow>(`SELECT ${COLUMNS} FROM devices d${clause} ORDER BY d.id`, where?.params ?? []);
+}
+
+export function deviceGroupIds(db: Database | Tx, deviceId: number): number[] {
+  return db.all<{ group_id: number }>("SELECT group_id FROM group_devices WHERE device_id = ? ORDER BY group_id", [deviceId]).map((r) => r.group_id);
+}
+
+/** The group whose policy applies: lowest priority value (ties: lowest id). */
+export function activeGroupId(db: Database | Tx, deviceId: number): number | null {
+  const row = db.get<{ id: number }>(
+    "SELECT g.id FROM group_devices gd JOIN groups g ON g.id = gd.group_id WHERE gd.device_id = ? ORDER BY g.priority, g.id LIMIT 1",
+    [deviceId],
+  );
+  return row?.id ?? null;
+}
+
+export function deviceTags(db: Database | Tx, deviceId: number): string[] {
+  return db.all<{ tag: string }>("SELECT tag FROM device_tags WHERE device_id = ? ORDER BY tag", [deviceId]).map((r) => r.tag);
+}
+
+const parseObject = <T>(text: string): T => {
+  try {
+    const value = JSON.parse(text);
+    return value && typeof value === "object" && !Array.isArray(value) ? value : ({} as T);
+  } catch {
+    return {} as T;
+  }
+};
+
+const formatTime = (iso: string | null): string | null => (iso ? rfc822(new Date(iso)) : null);
+
+function baseShape(row: DeviceRow) {
+  return {
+    id: row.id,
+    name: row.name,
+    mac_address: row.mac_address,
+    capabilities: parseObject<Record<string, unknown>>(row.capabilities),
+    metadata: parseObject<Metadata>(row.metadata),
+    last_access: formatTime(row.last_access),
+    public_key: row.public_key,
+  };
+}
+
+export function toV2(db: Database, row: DeviceRow): DeviceV2 {
+  return { ...baseShape(row), groups: deviceGroupIds(db, row.id), connected: isConnected(db, row.mac_address) };
+}
+
+export function toV1(db: Database, row: DeviceRow): DeviceV1 {
+  return { ...baseShape(row), group: activeGroupId(db, row.id) };
+}
+
+/**
+ * Work other domains must do inside the deletion transaction of a device (e.g. records keyed by
+ * MAC rather than by a foreign key). Rows that reference devices(id) ON DELETE CASCADE
+ * (tags, group memberships, progress) need no hook.
+ */
+export type DeviceDeletionHook = (tx: Tx, device: DeviceRow) => void;
+const deletionHooks = new Set<DeviceDeletionHook>();
+export const onDeviceDeleted = (hook: DeviceDeletionHook): void => void deletionHooks.add(hook);
+
+/**
+ * Deletes a device and everything that depends on it, in one transaction: tags, group
+ * memberships (cascade), its `device` permission rows, its pending registrations, and whatever
+ * hooks other domains registered. Its tokens are refused from then on (deviceGate: the row is
+ * gone and ids are never reused). False when there is no such device.
+ */
+export async function deleteDevice(db: Database, id: number): Promise<boolean> {
+  return db.write((tx) => {
+    const device = getDevice(tx, id);
+    if (!device) return false;
+    for (const hook of deletionHooks) hook(tx, device);
+    deletePermissionsOf(tx, "device", id);
+    tx.run("DELETE FROM registrations WHERE mac_address = ?", [device.mac_address]);
+    tx.run("DELETE FROM devices WHERE id = ?", [id]);
+    return true;
+  });
+}
+
+/** Tags: printable, no slash (they appear in paths), at most 128 characters. */
+export function validTag(tag: string): boolean {
+  return tag.length > 0 && tag.length <= 128 && !/[\/\u0000-\u001f\u007f]/.test(tag);
+}
+
+/** Adds a tag; adding one that is already there is a no-op. False when the device does not exist. */
+export async function addTag(db: Database, deviceId: number, tag: string): Promise<boolean> {
+  if (!getDevice(db, deviceId)) return false;
+  if (db.get("SELECT 1 AS x FROM device_tags WHERE device_id = ? AND tag = ?", [deviceId, tag])) return true;
+  return db.write((tx) => {
+    if (!getDevice(tx, deviceId)) return false;
+    tx.run("INSERT OR IGNORE INTO device_tags (device_id, tag) VALUES (?, ?)", [deviceId, tag]);
+    return true;
+  });
+}
+
+/** Removes a tag (absent: no-op). False when the device does not exist. */
+export async function removeTag(db: Database, deviceId: number, tag: string): Promise<boolean> {
+  if (!getDevice(db, deviceId)) return false;
+  await db.write((tx) => void tx.run("DELETE FROM device_tags WHERE device_id = ? AND tag = ?", [deviceId, tag]));
+  return true;
+}
+
+/** Tags as given by a device in its metadata: a list, or one string with one tag per line or comma. */
+export function tagsFromMetadata(value: string | string[] | undefined): string[] {
+  if (value === undefined) return [];
+  const items = Array.isArray(value) ? value : value.split(/[\n,]/);
+  return [...new Set(items.map((t) => t.trim()).filter(validTag))];
+}

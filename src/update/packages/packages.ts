@@ -1,0 +1,155 @@
+import type { Database, Tx } from "../../db/index.ts";
+import type { AppContext } from "../../server/context.ts";
+import { LocalStorage, type StagedObject } from "../../storage/local.ts";
+import { rfc822 } from "../../util/time.ts";
+
+/** A package row as stored. */
+export interface PackageRow {
+  id: number;
+  created: string;
+  sha256: string;
+  driver: string;
+  metadata: string;
+  storage_dir: string;
+  storage_name: string;
+  size: number;
+  version: string;
+  devtype: string;
+  created_by: string | null;
+}
+
+export type PackageMetadata = Record<string, string | number>;
+
+/** The Package object of the API (update-server.md 4.1). */
+export interface PackageView {
+  id: number;
+  created: string;
+  sha256: string;
+  driver: string;
+  metadata: PackageMetadata;
+}
+
+/** Metadata key names under the configured product prefix (never a literal `svc`). */
+export function packageKeys(prefix: string) {
+  return {
+    version: `${prefix}.software.version`,
+    devtype: `${prefix}.hardware.devtype`,
+    storageDirectory: `${prefix}.storage.directory`,
+    /** Everything under this prefix belongs to the storage driver (reserved at upload). */
+    reserved: `${prefix}.storage.`,
+    localUuid: `${prefix}.storage.local.uuid`,
+    localLength: `${prefix}.storage.local.length`,
+    localDirectory: `${prefix}.storage.local.directory`,
+  };
+}
+export type PackageKeys = ReturnType<typeof packageKeys>;
+
+const storages = new WeakMap<Database, LocalStorage>();
+
+/** The one local storage driver of a running server (keyed by its database, like other per-server state). */
+export function storageOf(ctx: AppContext): LocalStorage {
+  let storage = storages.get(ctx.db);
+  if (!storage) storages.set(ctx.db, (storage = new LocalStorage(ctx.dataDir)));
+  return storage;
+}
+
+const COLUMNS = "id, created, sha256, driver, metadata, storage_dir, storage_name, size, version, devtype, created_by";
+
+export function getPackage(db: Database | Tx, id: number): PackageRow | undefined {
+  return db.get<PackageRow>(`SELECT ${COLUMNS} FROM packages WHERE id = ?`, [id]);
+}
+
+export function listPackages(db: Database): PackageRow[] {
+  return db.all<PackageRow>(`SELECT ${COLUMNS} FROM packages ORDER BY id`);
+}
+
+export function toView(row: PackageRow): PackageView {
+  return { id: row.id, created: rfc822(new Date(row.created)), sha256: row.sha256, driver: row.driver, metadata: JSON.parse(row.metadata) as PackageMetadata };
+}
+
+/** Why an upload's form fields are refused (400), or undefined when they are fine. */
+export function checkUploadFields(keys: PackageKeys, fields: ReadonlyMap<string, string>, hasFile: boolean): string | undefined {
+  for (const key of fields.keys()) {
+    if (key !== keys.storageDirectory && key.startsWith(keys.reserved)) return `provided metadata contains reserved key: ${key}`;
+  }
+  if (!hasFile) return "missing package file";
+  for (const key of [keys.version, keys.devtype]) {
+    const value = fields.get(key);
+    if (value === undefined || value.trim() === "") return `missing required metadata: ${key}`;
+  }
+  return undefined;
+}
+
+export interface NewPackage {
+  staged: StagedObject;
+  /** Form fields (first value of each key), including the storage directory parameter. */
+  fields: ReadonlyMap<string, string>;
+  /** Normalised storage directory (`.` for the root). */
+  dir: string;
+  user: string | null;
+  /** Runs inside the insert transaction (creator grants). */
+  onCreated?: (tx: Tx, id: number) => void;
+}
+
+/**
+ * Moves the staged object into place, then commits the row: the object is complete and
+ * fsynced before the row exists, and if the row cannot be written the object is removed.
+ */
+export async function createPackage(ctx: AppContext, input: NewPackage, now = new Date()): Promise<PackageRow> {
+  const keys = packageKeys(ctx.config.prefix);
+  const storage = storageOf(ctx);
+  const stored = await storage.commit(input.staged, input.dir);
+  const metadata: PackageMetadata = {};
+  for (const [key, value] of input.fields) if (key !== keys.storageDirectory) metadata[key] = value;
+  metadata[keys.localUuid] = stored.uuid;
+  metadata[keys.localLength] = stored.size;
+  metadata[keys.localDirectory] = stored.dir;
+  try {
+    return await ctx.db.write((tx) => {
+      const { lastInsertRowid: id } = tx.run(
+        "INSERT INTO packages (created, sha256, driver, metadata, storage_dir, storage_name, size, version, devtype, created_by) VALUES (?, ?, 'local', ?, ?, ?, ?, ?, ?, ?)",
+        [now.toISOString(), stored.sha256, JSON.stringify(metadata), stored.dir, stored.name, stored.size, String(metadata[keys.version]), String(metadata[keys.devtype]), input.user],
+      );
+      input.onCreated?.(tx, id);
+      return getPackage(tx, id)!;
+    });
+  } catch (error) {
+    await storage.remove(stored.name).catch(() => {});
+    throw error;
+  }
+}
+
+export type DeleteResult = "deleted" | "not_found" | "assigned";
+
+/**
+ * Deletes a package that no group holds: row (and, through `onDelete`, its permission rows)
+ * in one transaction, then the object. A missing object counts as removed.
+ */
+export async function deletePackage(ctx: AppContext, id: number, onDelete?: (tx: Tx) => void): Promise<DeleteResult> {
+  const result = await ctx.db.write((tx): { status: DeleteResult; name?: string } => {
+    const row = getPackage(tx, id);
+    if (!row) return { status: "not_found" };
+    if (tx.get("SELECT 1 AS x FROM group_packages WHERE package_id = ? LIMIT 1", [id])) return { status: "assigned" };
+    onDelete?.(tx);
+    tx.run("DELETE FROM packages WHERE id = ?", [id]);
+    return { status: "deleted", name: row.storage_name };
+  });
+  if (result.name) await storageOf(ctx).remove(result.name);
+  return result.status;
+}
+
+const UUID_NAME = /(?:^|\/)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** Removes objects that never got a row (a crash between the file's rename and the row's commit). */
+export async function sweepOrphanObjects(ctx: AppContext): Promise<number> {
+  const storage = storageOf(ctx);
+  const known = new Set(ctx.db.all<{ storage_name: string }>("SELECT storage_name FROM packages").map((r) => r.storage_name));
+  let removed = 0;
+  for (const name of storage.listObjects()) {
+    if (known.has(name) || !UUID_NAME.test(name)) continue;
+    await storage.remove(name);
+    removed++;
+  }
+  if (removed) ctx.log.warn(`storage: removed ${removed} object(s) left by interrupted uploads`);
+  return removed;
+}

@@ -1,0 +1,93 @@
+import { Hono } from "hono";
+import type { Auth } from "../../auth/middleware.ts";
+import { grantsAny, scopeName, type Scope } from "../../auth/scopes.ts";
+import { httpError } from "../../http/errors.ts";
+import type { AppContext, AppEnv } from "../../server/context.ts";
+import { StorageNameError } from "../../storage/local.ts";
+import { publicBase, signedObjectUrl } from "../../storage/routes.ts";
+import { authorize, deletePermissionsOf, grantCreator, permissionFilter } from "../permissions/permissions.ts";
+import { pathId } from "../validation.ts";
+import { artifactPayloadTypes, scopesForPayload } from "./artifact.ts";
+import { checkUploadFields, createPackage, deletePackage, getPackage, packageKeys, storageOf, toView, type PackageRow } from "./packages.ts";
+import { parseUpload } from "./upload.ts";
+
+const UPLOAD_SCOPES: Scope[] = ["upload_single_file", "upload_rootfs_image", "upload_nonstandard_artifact", "admin_rw"];
+const WHAT = "specified package";
+const MSG_NOT_FOUND = `${WHAT} does not exist`;
+
+/** Packages (update-server.md 4): upload, list, get, delete, download link. */
+export function packagesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+  const keys = packageKeys(ctx.config.prefix);
+  const storage = storageOf(ctx);
+  const app = new Hono<AppEnv>();
+
+  app.get("/api/v1/packages", auth.management(), (c) => {
+    // Alias `pkg`: the permission filter uses `p` for the permissions table itself.
+    const filter = permissionFilter(c.get("identity"), "package", "pkg");
+    const rows = ctx.db.all<PackageRow>(
+      `SELECT pkg.* FROM packages pkg${filter ? ` WHERE ${filter.sql}` : ""} ORDER BY pkg.id`,
+      filter?.params ?? [],
+    );
+    return c.json(rows.map(toView));
+  });
+
+  app.post("/api/v1/packages", auth.management(...UPLOAD_SCOPES), async (c) => {
+    const identity = c.get("identity");
+    if (identity.kind !== "mgmt") throw httpError(401, "a management token is required");
+    const { fields, staged } = await parseUpload(c, storage);
+    try {
+      const problem = checkUploadFields(keys, fields, staged !== undefined);
+      if (problem) throw httpError(400, problem);
+      let dir: string;
+      try {
+        dir = storage.normalizeDir(fields.get(keys.storageDirectory));
+      } catch (error) {
+        if (error instanceof StorageNameError) throw httpError(400, `invalid ${keys.storageDirectory}: ${error.message}`);
+        throw error;
+      }
+      // D14: the upload scope follows the artifact's payload types, read from the stored bytes.
+      const types = await artifactPayloadTypes(staged!.tmpPath);
+      for (const type of types) {
+        const acceptable: Scope[] = ["admin_rw", ...scopesForPayload(type)];
+        if (!grantsAny(identity.scopes, acceptable)) {
+          throw httpError(
+            403,
+            `user does not have permission to upload this package type. One of the scopes is required: ${acceptable.map((s) => scopeName(ctx.config.prefix, s)).join(", ")}`,
+          );
+        }
+      }
+      const row = await createPackage(ctx, { staged: staged!, fields, dir, user: identity.user, onCreated: (tx, id) => grantCreator(tx, identity, "package", id) });
+      return c.json(toView(row));
+    } catch (error) {
+      if (staged) await storage.discard(staged); // no-op once the object was moved into place
+      throw error;
+    }
+  });
+
+  app.get("/api/v1/packages/:id", auth.management(), (c) => {
+    const id = pathId(c.req.param("id"), WHAT);
+    authorize(ctx.db, c.get("identity"), "package", id, "read");
+    const row = getPackage(ctx.db, id);
+    if (!row) throw httpError(404, MSG_NOT_FOUND);
+    return c.json(toView(row));
+  });
+
+  app.delete("/api/v1/packages/:id", auth.management(), async (c) => {
+    const id = pathId(c.req.param("id"), WHAT);
+    authorize(ctx.db, c.get("identity"), "package", id, "delete");
+    const result = await deletePackage(ctx, id, (tx) => deletePermissionsOf(tx, "package", id));
+    if (result === "not_found") throw httpError(404, MSG_NOT_FOUND);
+    if (result === "assigned") throw httpError(409, "delete failed, the package is assigned to at least one group");
+    return c.json({});
+  });
+
+  app.get("/api/v1/packages/:id/download", auth.management(), (c) => {
+    const id = pathId(c.req.param("id"), WHAT);
+    authorize(ctx.db, c.get("identity"), "package", id, "read");
+    const row = getPackage(ctx.db, id);
+    if (!row) throw httpError(404, MSG_NOT_FOUND);
+    return c.json({ id: row.id, download_url: signedObjectUrl(ctx, publicBase(ctx, c), row.storage_name) });
+  });
+
+  return app;
+}

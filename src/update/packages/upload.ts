@@ -1,0 +1,81 @@
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import busboy from "busboy";
+import type { Context } from "hono";
+import { httpError } from "../../http/errors.ts";
+import type { LocalStorage, StagedObject } from "../../storage/local.ts";
+
+export interface ParsedUpload {
+  /** Text fields, first value of each name wins (update-server.md 4.3). */
+  fields: Map<string, string>;
+  /** The `file` part, streamed into the storage's temp area; absent when the form had none. */
+  staged?: StagedObject;
+}
+
+const FIELD_LIMIT = 64 * 1024;
+
+/**
+ * The request body as a Node stream. Node 20's Readable.toWeb (behind `c.req.raw.body`) counts
+ * its high-water mark in chunks, not bytes, so a fast client could fill memory while the disk
+ * lags; the raw IncomingMessage from @hono/node-server keeps real backpressure.
+ */
+function requestBodyStream(c: Context): Readable | undefined {
+  const incoming = (c.env as { incoming?: unknown } | undefined)?.incoming;
+  if (incoming instanceof Readable && !incoming.readableDidRead && c.req.raw.url === c.req.url) return incoming;
+  const body = c.req.raw.body;
+  return body ? Readable.fromWeb(body as import("node:stream/web").ReadableStream) : undefined;
+}
+
+/**
+ * Parses a `multipart/form-data` upload as a stream (busboy): the `file` part goes straight
+ * into the storage driver's temp area while being hashed; nothing is buffered whole. On any
+ * failure (malformed form, client abort, disk error) the staged file is removed.
+ */
+export async function parseUpload(c: Context, storage: LocalStorage, fileField = "file"): Promise<ParsedUpload> {
+  const contentType = c.req.header("content-type") ?? "";
+  if (!/^multipart\/form-data\b/i.test(contentType)) throw httpError(400, "expected a multipart/form-data body");
+  const source = requestBodyStream(c);
+  if (!source) throw httpError(400, "missing package file");
+
+  let parser: busboy.Busboy;
+  try {
+    parser = busboy({ headers: { "content-type": contentType }, limits: { fieldSize: FIELD_LIMIT, fields: 1000, fieldNameSize: 1024 }, defParamCharset: "utf8" });
+  } catch (error) {
+    throw httpError(400, `malformed multipart/form-data: ${(error as Error).message}`);
+  }
+
+  const fields = new Map<string, string>();
+  let staging: Promise<StagedObject> | undefined;
+  let fieldError: string | undefined;
+  parser.on("field", (name, value, info) => {
+    if (info.valueTruncated || info.nameTruncated) fieldError ??= `form field ${JSON.stringify(name.slice(0, 64))} is too long (limit ${FIELD_LIMIT} bytes)`;
+    else if (!fields.has(name)) fields.set(name, value);
+  });
+  parser.on("file", (name, stream) => {
+    if (name === fileField && !staging) {
+      staging = storage.stage(stream);
+      staging.catch(() => {}); // awaited below; avoid an unhandled rejection meanwhile
+    } else {
+      stream.resume(); // other file parts are not part of the API: drain them
+    }
+  });
+
+  try {
+    await pipeline(source, parser);
+  } catch (error) {
+    // Make sure the file part stops and its temp file is gone before answering.
+    if (staging) await staging.then((s) => storage.discard(s), () => {});
+    throw httpError(400, `upload failed: ${(error as Error).message}`);
+  }
+  let staged: StagedObject | undefined;
+  try {
+    staged = staging ? await staging : undefined;
+  } catch (error) {
+    throw httpError(400, `upload failed: ${(error as Error).message}`);
+  }
+  if (fieldError) {
+    if (staged) await storage.discard(staged);
+    throw httpError(400, fieldError);
+  }
+  return { fields, staged };
+}

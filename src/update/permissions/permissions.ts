@@ -1,0 +1,129 @@
+/*
+ * Per-user permissions (update-server.md 2.4, 2.7, 10): the ONE authorization function of the
+ * update server. Every route that touches a package, group or device calls `authorize` (single
+ * object, before acting) or `permissionFilter` (lists, in the query).
+ *
+ * Tables this module reads (migrations 003 and 004):
+ *   permissions(id, created, user_id, resource, resource_id, resource_name, permission)
+ *   devices(id, name, mac_address), device_tags(device_id, tag)
+ *   groups(id), group_devices(group_id, device_id), group_packages(group_id, package_id), packages(id)
+ *
+ * Permission test has(user, resource, id, perm), true when any of:
+ *   1. a direct row (user, resource, id, perm);
+ *   2. package: (user, group, G, perm) for a group G the package is assigned to;
+ *   3. device: (user, group, G, perm) for a group G the device is in;
+ *   4. device: a device_by_tag row with perm whose resource_name is one of the device's tags,
+ *      its name or its MAC address.
+ * Admin bypass: svc_admin_rw passes every check; svc_admin_ro passes every read check.
+ * Denied read: 404 (the object is hidden, indistinguishable from a missing one).
+ * Denied write (update, delete, shell): 403.
+ */
+import type { Database, Tx } from "../../db/index.ts";
+import type { Identity } from "../../server/context.ts";
+import { httpError } from "../../http/errors.ts";
+
+export const RESOURCES = ["package", "group", "device", "device_by_tag"] as const;
+export type PermissionResource = (typeof RESOURCES)[number];
+/** Resources that objects (and routes) have; device_by_tag only names devices. */
+export type Resource = Exclude<PermissionResource, "device_by_tag">;
+
+export const PERMISSIONS = ["read", "update", "delete", "shell"] as const;
+export type Permission = (typeof PERMISSIONS)[number];
+
+const TABLES: Record<Resource, string> = { package: "packages", group: "groups", device: "devices" };
+
+/** What admin scopes let through without looking at the table. */
+export function bypasses(identity: Identity, perm: Permission): boolean {
+  if (identity.kind !== "mgmt") return false;
+  if (identity.scopes.has("admin_rw")) return true;
+  return perm === "read" && identity.scopes.has("admin_ro");
+}
+
+export interface SqlFilter {
+  sql: string;
+  params: (string | number)[];
+}
+
+/**
+ * SQL condition that is true for rows of `resource` (table alias `alias`) on which `user` has
+ * `perm`, ignoring admin scopes.
+ */
+function grantCondition(resource: Resource, alias: string, user: string, perm: Permission): SqlFilter {
+  const id = `${alias}.id`;
+  let via: string;
+  if (resource === "group") {
+    via = `(p.resource = 'group' AND p.resource_id = ${id})`;
+  } else if (resource === "package") {
+    via =
+      `(p.resource = 'package' AND p.resource_id = ${id})` +
+      ` OR (p.resource = 'group' AND p.resource_id IN (SELECT gp.group_id FROM group_packages gp WHERE gp.package_id = ${id}))`;
+  } else {
+    via =
+      `(p.resource = 'device' AND p.resource_id = ${id})` +
+      ` OR (p.resource = 'group' AND p.resource_id IN (SELECT gd.group_id FROM group_devices gd WHERE gd.device_id = ${id}))` +
+      ` OR (p.resource = 'device_by_tag' AND (p.resource_name = ${alias}.name OR p.resource_name = ${alias}.mac_address` +
+      ` OR p.resource_name IN (SELECT dt.tag FROM device_tags dt WHERE dt.device_id = ${id})))`;
+  }
+  return { sql: `EXISTS (SELECT 1 FROM permissions p WHERE p.user_id = ? AND p.permission = ? AND (${via}))`, params: [user, perm] };
+}
+
+/**
+ * Condition for a list query over `resource` (table alias `alias`): the rows `identity` may
+ * see with `perm` (default read). Undefined means no filter (admin bypass).
+ * Usage: `SELECT ... FROM devices d WHERE ${f.sql}` with `f.params`.
+ */
+export function permissionFilter(identity: Identity, resource: Resource, alias: string, perm: Permission = "read"): SqlFilter | undefined {
+  if (bypasses(identity, perm)) return undefined;
+  if (identity.kind !== "mgmt") return { sql: "0", params: [] };
+  return grantCondition(resource, alias, identity.user, perm);
+}
+
+/** The permission test itself (no admin bypass): does `user` hold `perm` on that object? */
+export function has(db: Database | Tx, user: string, resource: Resource, id: number, perm: Permission): boolean {
+  const cond = grantCondition(resource, "o", user, perm);
+  return db.get(`SELECT 1 AS ok FROM ${TABLES[resource]} o WHERE o.id = ? AND ${cond.sql}`, [id, ...cond.params]) !== undefined;
+}
+
+export const MSG_FORBIDDEN = "insufficient permission to a resource";
+export const notFoundMessage = (resource: Resource): string => `${resource} does not exist`;
+
+/**
+ * Throws unless `identity` may do `perm` on the object: a hidden object is a 404 (with the same
+ * message as a missing one), a write without permission a 403. Admins always pass; the handler
+ * then answers 404 itself for a missing object. Call it before the handler acts.
+ */
+export function authorize(db: Database | Tx, identity: Identity, resource: Resource, id: number, perm: Permission): void {
+  if (bypasses(identity, perm)) return;
+  if (identity.kind === "mgmt" && has(db, identity.user, resource, id, perm)) return;
+  if (perm === "read") throw httpError(404, notFoundMessage(resource));
+  throw httpError(403, MSG_FORBIDDEN);
+}
+
+/** True when `identity` may do `perm` on the object (no exception; e.g. to filter in code). */
+export function allowed(db: Database | Tx, identity: Identity, resource: Resource, id: number, perm: Permission): boolean {
+  return bypasses(identity, perm) || (identity.kind === "mgmt" && has(db, identity.user, resource, id, perm));
+}
+
+/**
+ * The automatic grants of 2.7: the management user who created a group or uploaded a package
+ * gets read, update and delete on it. Call inside the creating transaction.
+ */
+export function grantCreator(tx: Tx, identity: Identity, resource: Resource, id: number, now: Date = new Date()): void {
+  if (identity.kind !== "mgmt") return;
+  for (const perm of ["read", "update", "delete"] as const) {
+    tx.run(
+      "INSERT OR IGNORE INTO permissions (created, user_id, resource, resource_id, resource_name, permission) VALUES (?, ?, ?, ?, NULL, ?)",
+      [now.toISOString(), identity.user, resource, id, perm],
+    );
+  }
+}
+
+/** Cascade of 2.7: deleting an object deletes its id-based permission rows (named rows stay). */
+export function deletePermissionsOf(tx: Tx, resource: Resource, id: number): void {
+  tx.run("DELETE FROM permissions WHERE resource = ? AND resource_id = ?", [resource, id]);
+}
+
+/** Does the object exist (used to validate permission rows)? */
+export function resourceExists(db: Database | Tx, resource: Resource, id: number): boolean {
+  return db.get(`SELECT 1 AS ok FROM ${TABLES[resource]} WHERE id = ?`, [id]) !== undefined;
+}

@@ -1,0 +1,131 @@
+import type { Database } from "../../db/index.ts";
+import { httpError } from "../../http/errors.ts";
+import { rfc822 } from "../../util/time.ts";
+import { PERMISSIONS, RESOURCES, resourceExists, type Permission, type PermissionResource } from "./permissions.ts";
+
+interface PermissionRow {
+  id: number;
+  created: string;
+  user_id: string;
+  resource: string;
+  resource_id: number | null;
+  resource_name: string | null;
+  permission: string;
+}
+
+export interface PermissionObject {
+  id: number;
+  created: string;
+  resource: string;
+  resource_id: number | null;
+  resource_name: string | null;
+  user_id: string;
+  permission: string;
+}
+
+const toObject = (row: PermissionRow): PermissionObject => ({
+  id: row.id,
+  created: rfc822(new Date(row.created)),
+  resource: row.resource,
+  resource_id: row.resource_id,
+  resource_name: row.resource_name,
+  user_id: row.user_id,
+  permission: row.permission,
+});
+
+const COLUMNS = "id, created, user_id, resource, resource_id, resource_name, permission";
+
+export interface NewPermission {
+  user_id: string;
+  resource: PermissionResource;
+  resource_id: number | null;
+  resource_name: string | null;
+  permission: Permission;
+}
+
+const schemaError = (why: string) => httpError(400, `schema validation failed: ${why}`);
+
+/**
+ * Validates a permission body (10.1 plus section 17.26): required strings, known resource and
+ * permission words (400), `shell` only on devices (422), names only for device_by_tag and
+ * device_by_tag only by name (422). `id` and `created` are accepted and ignored.
+ */
+export function parsePermission(body: Record<string, unknown>): NewPermission {
+  const allowed = ["resource", "user_id", "permission", "resource_id", "resource_name", "id", "created"];
+  const unknown = Object.keys(body).filter((k) => !allowed.includes(k));
+  if (unknown.length > 0) throw schemaError(`unknown field ${unknown.map((k) => JSON.stringify(k)).join(", ")}`);
+  for (const key of ["resource", "user_id", "permission"]) {
+    if (typeof body[key] !== "string" || body[key] === "") throw schemaError(`field "${key}" is required (a non-empty string)`);
+  }
+  const resource = body.resource as string;
+  const permission = body.permission as string;
+  const user = body.user_id as string;
+  if (user.length > 256) throw schemaError(`field "user_id" is longer than 256 characters`);
+  if (!(RESOURCES as readonly string[]).includes(resource)) throw schemaError(`unknown resource "${resource}" (expected one of ${RESOURCES.join(", ")})`);
+  if (!(PERMISSIONS as readonly string[]).includes(permission)) {
+    throw schemaError(`unknown permission "${permission}" (expected one of ${PERMISSIONS.join(", ")})`);
+  }
+  const rawId = body.resource_id;
+  const rawName = body.resource_name;
+  // 0, "" and null count as missing, as in the reference.
+  const hasId = rawId !== undefined && rawId !== null && rawId !== 0;
+  const hasName = rawName !== undefined && rawName !== null && rawName !== "";
+  if (hasId && (typeof rawId !== "number" || !Number.isSafeInteger(rawId) || rawId < 1)) throw schemaError(`field "resource_id" must be a positive integer`);
+  if (hasName && (typeof rawName !== "string" || rawName.length > 256)) throw schemaError(`field "resource_name" must be a string of at most 256 characters`);
+  if (!hasId && !hasName) throw schemaError(`one of "resource_id" or "resource_name" is required`);
+  if (permission === "shell" && resource !== "device" && resource !== "device_by_tag") {
+    throw httpError(422, "Shell permission is only applicable to devices");
+  }
+  if (hasName && resource !== "device_by_tag") throw httpError(422, "Named permissions are only applicable to the device_by_tag resource type");
+  if (resource === "device_by_tag" && (hasId || !hasName)) {
+    throw httpError(422, "device_by_tag permissions name a tag or device name: give resource_name, not resource_id");
+  }
+  return {
+    user_id: user,
+    resource: resource as PermissionResource,
+    resource_id: hasId ? (rawId as number) : null,
+    resource_name: hasName ? (rawName as string) : null,
+    permission: permission as Permission,
+  };
+}
+
+/** Stores a validated permission: 404 for an unknown object, 409 for a duplicate. */
+export async function createPermission(db: Database, p: NewPermission, now: Date = new Date()): Promise<PermissionObject> {
+  const id = await db.write((tx) => {
+    if (p.resource !== "device_by_tag" && !resourceExists(tx, p.resource, p.resource_id as number)) {
+      throw httpError(404, `${p.resource} ${p.resource_id} does not exist`);
+    }
+    const duplicate = tx.get(
+      "SELECT 1 AS x FROM permissions WHERE user_id = ? AND resource = ? AND permission = ? AND coalesce(resource_id, resource_name) = ?",
+      [p.user_id, p.resource, p.permission, p.resource_id ?? p.resource_name],
+    );
+    if (duplicate) throw httpError(409, "Conflict while adding a permission");
+    return tx.run("INSERT INTO permissions (created, user_id, resource, resource_id, resource_name, permission) VALUES (?, ?, ?, ?, ?, ?)", [
+      now.toISOString(),
+      p.user_id,
+      p.resource,
+      p.resource_id,
+      p.resource_name,
+      p.permission,
+    ]).lastInsertRowid;
+  });
+  return getPermission(db, id)!;
+}
+
+export function getPermission(db: Database, id: number): PermissionObject | undefined {
+  const row = db.get<PermissionRow>(`SELECT ${COLUMNS} FROM permissions WHERE id = ?`, [id]);
+  return row && toObject(row);
+}
+
+/** All rows, or only those of `user`. */
+export function listPermissions(db: Database, user?: string): PermissionObject[] {
+  const rows =
+    user === undefined
+      ? db.all<PermissionRow>(`SELECT ${COLUMNS} FROM permissions ORDER BY id`)
+      : db.all<PermissionRow>(`SELECT ${COLUMNS} FROM permissions WHERE user_id = ? ORDER BY id`, [user]);
+  return rows.map(toObject);
+}
+
+export async function deletePermission(db: Database, id: number): Promise<boolean> {
+  return db.write((tx) => tx.run("DELETE FROM permissions WHERE id = ?", [id]).changes > 0);
+}

@@ -1,0 +1,88 @@
+import type { AppContext } from "../../server/context.ts";
+import { httpError } from "../../http/errors.ts";
+import { epochSeconds } from "../../util/time.ts";
+import { getDeviceByMac, type Metadata } from "../devices/devices.ts";
+import { decodeSignature, parseDeviceKey, verifyDeviceSignature } from "./keys.ts";
+import { deviceName, metaKeys, validateDeviceMetadata } from "./metadata.ts";
+import { ReplayGuard } from "./replay.ts";
+
+export type DeviceAuthResult = { status: "accepted"; token: string; expires: number; deviceId: number } | { status: "pending" };
+
+/** Header carrying the device's signature, e.g. `X-SVC-Device-Signature`. */
+export const signatureHeader = (prefix: string): string => `X-${prefix.toUpperCase()}-Device-Signature`;
+
+const BODY_KEYS = ["metadata", "public_key", "timestamp"];
+
+/**
+ * Device authorization (update-server.md 9.1 with the section 18 decisions), given the raw body
+ * bytes exactly as received and the signature header:
+ *   schema -> signature header -> key -> signature over the raw bytes -> timestamp window ->
+ *   replay -> accepted device: token; anything else: pending registration (MAC, key) upserted.
+ * Failures before the registration step are 400 with the reason.
+ */
+export async function authorizeDevice(
+  ctx: AppContext,
+  replay: ReplayGuard,
+  raw: Buffer,
+  signature: string | undefined,
+  now: Date = new Date(),
+): Promise<DeviceAuthResult> {
+  const { prefix } = ctx.config;
+  let body: unknown;
+  try {
+    body = JSON.parse(raw.toString("utf8"));
+  } catch (error) {
+    throw httpError(400, `malformed JSON body: ${(error as Error).message}`);
+  }
+  if (body === null || typeof body !== "object" || Array.isArray(body)) throw httpError(400, "expected a JSON object");
+  const fields = body as Record<string, unknown>;
+  const unknown = Object.keys(fields).filter((k) => !BODY_KEYS.includes(k));
+  if (unknown.length > 0) throw httpError(400, `schema validation failed: unknown field ${unknown.map((k) => JSON.stringify(k)).join(", ")}`);
+  const metadata: Metadata = validateDeviceMetadata(fields.metadata, prefix);
+  if (typeof fields.public_key !== "string" || fields.public_key === "") {
+    throw httpError(400, "schema validation failed: public_key must be a non-empty string");
+  }
+  const timestamp = fields.timestamp;
+  if (typeof timestamp !== "number" || !Number.isSafeInteger(timestamp)) {
+    throw httpError(400, "schema validation failed: timestamp must be an integer (UNIX seconds)");
+  }
+
+  const header = signatureHeader(prefix);
+  if (signature === undefined || signature.trim() === "") throw httpError(400, `request is missing device signature header (${header})`);
+  const key = parseDeviceKey(fields.public_key);
+  if (typeof key === "string") throw httpError(400, key);
+  const signatureBytes = decodeSignature(signature);
+  if (!signatureBytes) throw httpError(400, `signature verification failed: ${header} is not base64`);
+  if (!verifyDeviceSignature(key, raw, signatureBytes)) throw httpError(400, "signature verification failed");
+
+  const window = ctx.config.update_server.auth_timestamp_window;
+  const nowSec = epochSeconds(now);
+  if (window > 0) {
+    if (Math.abs(timestamp - nowSec) > window) {
+      throw httpError(400, `timestamp ${timestamp} is more than ${window} s away from the server time ${nowSec}`);
+    }
+    if (!replay.accept(signature.trim(), timestamp + window, nowSec)) throw httpError(400, "replayed request: this signature was already used");
+  }
+
+  const mac = metadata[metaKeys(prefix).mac] as string;
+  const device = getDeviceByMac(ctx.db, mac);
+  if (device && device.key_fingerprint === key.fingerprint) {
+    const metadataText = JSON.stringify(metadata);
+    const name = deviceName(metadata, mac, prefix);
+    if (device.metadata !== metadataText || device.name !== name) {
+      await ctx.db.write((tx) => void tx.run("UPDATE devices SET metadata = ?, name = ? WHERE id = ?", [metadataText, name, device.id]));
+    }
+    const ttl = ctx.config.update_server.device_token_ttl;
+    return { status: "accepted", token: ctx.tokens.issueDevice(mac, device.id, ttl), expires: ttl, deviceId: device.id };
+  }
+
+  await ctx.db.write((tx) =>
+    tx.run(
+      `INSERT INTO registrations (mac_address, key_fingerprint, public_key, metadata, last_appeared) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (mac_address, key_fingerprint) DO UPDATE SET public_key = excluded.public_key, metadata = excluded.metadata,
+         last_appeared = excluded.last_appeared`,
+      [mac, key.fingerprint, fields.public_key as string, JSON.stringify(metadata), now.toISOString()],
+    ),
+  );
+  return { status: "pending" };
+}

@@ -1,0 +1,86 @@
+import { constants, createHash, createPublicKey, verify, type KeyObject } from "node:crypto";
+
+/** A device public key, parsed once; compared by `fingerprint` (SHA-256 of its SPKI DER), never by PEM text. */
+export interface DeviceKey {
+  key: KeyObject;
+  type: "rsa" | "ed25519";
+  fingerprint: string;
+}
+
+const MIN_RSA_BITS = 1024;
+const PEM = /-----BEGIN ([A-Z0-9 ]+)-----([\s\S]*?)-----END \1-----/;
+
+function importDer(der: Buffer, order: ("spki" | "pkcs1")[]): KeyObject | undefined {
+  for (const type of order) {
+    try {
+      return createPublicKey({ key: der, format: "der", type });
+    } catch {
+      /* try the next encoding */
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Parses a device key as devices send it (update-server.md 9.1): PEM SubjectPublicKeyInfo
+ * (`PUBLIC KEY`, RSA or Ed25519), PEM PKCS#1 (`RSA PUBLIC KEY`), PKCS#1 DER under a `PUBLIC KEY`
+ * label (what the reference device clients send), or bare base64 DER of either. RSA keys need
+ * at least 1024 bits. Returns a reason string when the key is not usable.
+ */
+export function parseDeviceKey(text: string): DeviceKey | string {
+  if (text.length > 16_384) return "public key is too long";
+  // Some clients escape newlines twice; base64 never contains a backslash.
+  const cleaned = text.replace(/\\n/g, "\n").trim();
+  const pem = PEM.exec(cleaned);
+  let label: string | undefined;
+  let body = cleaned;
+  if (pem) {
+    label = pem[1];
+    // Drop RFC 1421 style headers ("Proc-Type: ...") if any, keep the base64 lines.
+    body = pem[2]
+      .split(/\r?\n/)
+      .filter((line) => !line.includes(":"))
+      .join("");
+  } else if (cleaned.includes("-----")) {
+    return "public key: malformed PEM armour";
+  }
+  if (label !== undefined && label !== "PUBLIC KEY" && label !== "RSA PUBLIC KEY") {
+    return `public key: unsupported PEM type "${label}" (expected PUBLIC KEY or RSA PUBLIC KEY)`;
+  }
+  const base64 = body.replace(/\s+/g, "");
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(base64)) return "public key: not valid base64";
+  const der = Buffer.from(base64, "base64");
+  const key = importDer(der, label === "RSA PUBLIC KEY" ? ["pkcs1", "spki"] : ["spki", "pkcs1"]);
+  if (!key) return "public key: not an SPKI or PKCS#1 public key";
+  const type = key.asymmetricKeyType;
+  if (type === "rsa") {
+    const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
+    if (bits < MIN_RSA_BITS) return `public key: RSA keys need at least ${MIN_RSA_BITS} bits, got ${bits}`;
+  } else if (type !== "ed25519") {
+    return `public key: unsupported key type ${type ?? "unknown"} (expected RSA or Ed25519)`;
+  }
+  const fingerprint = createHash("sha256").update(key.export({ type: "spki", format: "der" })).digest("hex");
+  return { key, type, fingerprint };
+}
+
+/**
+ * Decodes a signature header: standard base64 with padding. Undefined when it is not base64.
+ */
+export function decodeSignature(header: string): Buffer | undefined {
+  const text = header.trim();
+  if (text.length === 0 || text.length % 4 !== 0 || !/^[A-Za-z0-9+/]+={0,2}$/.test(text)) return undefined;
+  return Buffer.from(text, "base64");
+}
+
+/**
+ * Verifies a device signature over `data` (the raw request body): RSASSA-PKCS1-v1_5 with
+ * SHA-256 for RSA keys, Ed25519 (pure) for Ed25519 keys. One node:crypto path for both.
+ */
+export function verifyDeviceSignature(key: DeviceKey, data: Uint8Array, signature: Uint8Array): boolean {
+  try {
+    if (key.type === "ed25519") return verify(null, data, key.key, signature);
+    return verify("sha256", data, { key: key.key, padding: constants.RSA_PKCS1_PADDING }, signature);
+  } catch {
+    return false;
+  }
+}

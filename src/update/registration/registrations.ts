@@ -1,0 +1,118 @@
+import type { Database } from "../../db/index.ts";
+import { httpError } from "../../http/errors.ts";
+import { rfc822 } from "../../util/time.ts";
+import { getDeviceByMac, tagsFromMetadata, type Metadata } from "../devices/devices.ts";
+import { parseDeviceKey } from "./keys.ts";
+import { deviceName, metaKeys } from "./metadata.ts";
+
+interface RegistrationRow {
+  mac_address: string;
+  key_fingerprint: string;
+  public_key: string;
+  metadata: string;
+  last_appeared: string;
+}
+
+export interface PendingRegistration {
+  mac_address: string;
+  public_key: string;
+  last_appeared: string;
+  metadata: Metadata;
+  /** True when approving it would replace the key of an existing device (section 17.2). */
+  key_change: boolean;
+  /** The existing device whose key would change, else null. */
+  device_id: number | null;
+}
+
+export function listPending(db: Database): PendingRegistration[] {
+  const rows = db.all<RegistrationRow & { device_id: number | null }>(
+    `SELECT r.mac_address, r.key_fingerprint, r.public_key, r.metadata, r.last_appeared, d.id AS device_id
+     FROM registrations r LEFT JOIN devices d ON d.mac_address = r.mac_address
+     ORDER BY r.last_appeared, r.mac_address`,
+  );
+  return rows.map((r) => ({
+    mac_address: r.mac_address,
+    public_key: r.public_key,
+    last_appeared: rfc822(new Date(r.last_appeared)),
+    metadata: JSON.parse(r.metadata) as Metadata,
+    key_change: r.device_id !== null,
+    device_id: r.device_id,
+  }));
+}
+
+/** The registration for exactly (MAC, key material); the key text may be encoded differently. */
+function findRegistration(db: Database, mac: string, publicKey: string): RegistrationRow | undefined {
+  const key = parseDeviceKey(publicKey);
+  if (typeof key === "string") throw httpError(400, key);
+  return db.get<RegistrationRow>(
+    "SELECT mac_address, key_fingerprint, public_key, metadata, last_appeared FROM registrations WHERE mac_address = ? AND key_fingerprint = ?",
+    [mac, key.fingerprint],
+  );
+}
+
+export interface RegisterResult {
+  device_id: number;
+  /** "created": a new device; "rekeyed": an existing device got the new key. */
+  outcome: "created" | "rekeyed";
+}
+
+/**
+ * Approves a pending registration (9.3). A new MAC becomes a device (name per D10, tags from the
+ * registration metadata); an existing device gets the new key only with `confirmKeyChange`
+ * (409 otherwise) and keeps its id, name rule, groups, tags, capabilities and permissions.
+ * The registration is removed; other registrations of the MAC stay.
+ */
+export async function approveRegistration(
+  db: Database,
+  prefix: string,
+  mac: string,
+  publicKey: string,
+  confirmKeyChange: boolean,
+  now: Date = new Date(),
+): Promise<RegisterResult> {
+  const found = findRegistration(db, mac, publicKey);
+  if (!found) throw httpError(404, "specified registration does not exist");
+  const existing = getDeviceByMac(db, mac);
+  if (existing && existing.key_fingerprint !== found.key_fingerprint && !confirmKeyChange) {
+    throw httpError(
+      409,
+      `this registration replaces the key of existing device ${existing.id} (${mac}); approve it with "confirm_key_change": true if the device really changed its key`,
+    );
+  }
+  return db.write((tx) => {
+    // Re-read inside the transaction: another request may have approved or deleted meanwhile.
+    const reg = tx.get<RegistrationRow>("SELECT * FROM registrations WHERE mac_address = ? AND key_fingerprint = ?", [mac, found.key_fingerprint]);
+    if (!reg) throw httpError(404, "specified registration does not exist");
+    const metadata = JSON.parse(reg.metadata) as Metadata;
+    const name = deviceName(metadata, mac, prefix);
+    const device = getDeviceByMac(tx, mac);
+    tx.run("DELETE FROM registrations WHERE mac_address = ? AND key_fingerprint = ?", [mac, reg.key_fingerprint]);
+    if (device) {
+      if (device.key_fingerprint !== reg.key_fingerprint && !confirmKeyChange) throw httpError(409, "the device changed meanwhile; repeat the approval");
+      tx.run("UPDATE devices SET public_key = ?, key_fingerprint = ?, metadata = ?, name = ?, last_access = ? WHERE id = ?", [
+        reg.public_key,
+        reg.key_fingerprint,
+        reg.metadata,
+        name,
+        reg.last_appeared,
+        device.id,
+      ]);
+      return { device_id: device.id, outcome: "rekeyed" as const };
+    }
+    const { lastInsertRowid: id } = tx.run(
+      "INSERT INTO devices (created, name, mac_address, public_key, key_fingerprint, capabilities, metadata, last_access) VALUES (?, ?, ?, ?, ?, '{}', ?, ?)",
+      [now.toISOString(), name, mac, reg.public_key, reg.key_fingerprint, reg.metadata, reg.last_appeared],
+    );
+    for (const tag of tagsFromMetadata(metadata[metaKeys(prefix).tags])) {
+      tx.run("INSERT OR IGNORE INTO device_tags (device_id, tag) VALUES (?, ?)", [id, tag]);
+    }
+    return { device_id: id, outcome: "created" as const };
+  });
+}
+
+/** Removes a pending registration (9.4); 404 when there is none for that (MAC, key). */
+export async function removePending(db: Database, mac: string, publicKey: string): Promise<void> {
+  const found = findRegistration(db, mac, publicKey);
+  if (!found) throw httpError(404, "registration does not exist");
+  await db.write((tx) => void tx.run("DELETE FROM registrations WHERE mac_address = ? AND key_fingerprint = ?", [mac, found.key_fingerprint]));
+}

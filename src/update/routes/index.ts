@@ -1,0 +1,30 @@
+import { Hono } from "hono";
+import type { Auth } from "../../auth/middleware.ts";
+import type { AppContext, AppEnv } from "../../server/context.ts";
+import { createDeviceGate } from "../devices/gate.ts";
+import { authRoutes } from "./auth.ts";
+import { devicesRoutes } from "./devices.ts";
+import { permissionsRoutes } from "./permissions.ts";
+import { localStorageRoutes } from "../../storage/routes.ts";
+import { storageOf, sweepOrphanObjects } from "../packages/packages.ts";
+import { packagesRoutes } from "../packages/routes.ts";
+
+/**
+ * The update server (update-server.md): every router of the domain, mounted at the root.
+ * Each area adds one line here; each router checks its own authorization.
+ */
+export function updateServerRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+  // Device tokens of deleted devices are refused; last_access is kept up to date.
+  ctx.deviceGate = createDeviceGate(ctx);
+
+  const app = new Hono<AppEnv>();
+  // Issue 3: device authorization and registrations, devices and tags, permissions.
+  app.route("/", authRoutes(ctx, auth));
+  app.route("/", devicesRoutes(ctx, auth));
+  app.route("/", permissionsRoutes(ctx, auth));
+  // Issue 4: packages and their storage.
+  void sweepOrphanObjects(ctx).catch((error) => ctx.log.warn(`storage sweep failed: ${(error as Error).message}`));
+  app.route("/", packagesRoutes(ctx, auth));
+  app.route("/", localStorageRoutes(ctx, storageOf(ctx)));
+  return app;
+}

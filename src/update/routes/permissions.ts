@@ -1,0 +1,39 @@
+import { Hono } from "hono";
+import type { Auth } from "../../auth/middleware.ts";
+import type { AppContext, AppEnv } from "../../server/context.ts";
+import { readJsonObject } from "../../http/body.ts";
+import { httpError } from "../../http/errors.ts";
+import { bypasses } from "../permissions/permissions.ts";
+import { createPermission, deletePermission, getPermission, listPermissions, parsePermission } from "../permissions/store.ts";
+import { pathId } from "../validation.ts";
+
+/** The permission table (update-server.md 10). */
+export function permissionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+  const { db } = ctx;
+  const app = new Hono<AppEnv>();
+
+  app.post("/api/v1/permissions", auth.management("admin_rw"), async (c) => {
+    const permission = parsePermission(await readJsonObject(c));
+    return c.json(await createPermission(db, permission));
+  });
+
+  // Any management identity: admins see every row, everyone else their own.
+  app.get("/api/v1/permissions", auth.management(), (c) => {
+    const identity = c.get("identity");
+    const user = bypasses(identity, "read") || identity.kind !== "mgmt" ? undefined : identity.user;
+    return c.json(listPermissions(db, user));
+  });
+
+  app.get("/api/v1/permissions/:id{[0-9]+}", auth.management("admin_rw"), (c) => {
+    const found = getPermission(db, pathId(c.req.param("id"), "resource"));
+    if (!found) throw httpError(404, "resource does not exist");
+    return c.json(found);
+  });
+
+  app.delete("/api/v1/permissions/:id{[0-9]+}", auth.management("admin_rw"), async (c) => {
+    if (!(await deletePermission(db, pathId(c.req.param("id"), "permission")))) throw httpError(404, "permission does not exist");
+    return c.json({});
+  });
+
+  return app;
+}
