@@ -8,6 +8,8 @@ import { permissionsRoutes } from "./permissions.ts";
 import { localStorageRoutes } from "../../storage/routes.ts";
 import { storageOf, sweepOrphanObjects } from "../packages/packages.ts";
 import { packagesRoutes } from "../packages/routes.ts";
+import { channelRoutes } from "../channel/routes.ts";
+import { actionsRoutes } from "../actions/routes.ts";
 
 /**
  * The update server (update-server.md): every router of the domain, mounted at the root.
@@ -26,5 +28,8 @@ export function updateServerRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   void sweepOrphanObjects(ctx).catch((error) => ctx.log.warn(`storage sweep failed: ${(error as Error).message}`));
   app.route("/", packagesRoutes(ctx, auth));
   app.route("/", localStorageRoutes(ctx, storageOf(ctx)));
+  // Issue 5: the device channel, remote actions, file download from devices, live events.
+  app.route("/", channelRoutes(ctx, auth));
+  app.route("/", actionsRoutes(ctx, auth));
   return app;
 }
