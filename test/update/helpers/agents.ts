@@ -1,0 +1,103 @@
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { Agent } from "../../../src/agent/agent.ts";
+import { buildAgentConfig, type AgentConfig } from "../../../src/agent/config.ts";
+import { createLogger } from "../../../src/util/log.ts";
+import { tempDir, type TestServer } from "../../helpers/server.ts";
+
+let counter = 0;
+/** A MAC unique within this test process. */
+export function agentMac(): string {
+  counter += 1;
+  const hex = (0x0a0000000000 + process.pid * 4096 + counter).toString(16).padStart(12, "0").slice(-12);
+  return hex.match(/../g)!.join(":");
+}
+
+/** Server settings for fast channel tests (short waits; fractions of seconds are fine). */
+export const FAST_SERVER = {
+  update_server: { ws_ping_interval: 1, device_reply_timeout: 3, action_timeout_margin: 1, action_max_wait: 20, queue_full_retry: 0.2 },
+};
+
+export type AgentOptions = Partial<Omit<AgentConfig, "actions">> & { actions?: Array<Record<string, unknown>> };
+
+/** An agent (in-process) with its own data and file dirs, started against `server`. */
+export function startAgent(server: TestServer | string, options: AgentOptions = {}): Agent & { dir: string } {
+  const dir = tempDir("labgate-agent-");
+  const files = join(dir, "files");
+  mkdirSync(files, { recursive: true });
+  const config = buildAgentConfig({
+    server: typeof server === "string" ? server : server.url,
+    data_dir: join(dir, "data"),
+    key_type: "ed25519",
+    mac_address: agentMac(),
+    file_base_dir: files,
+    update_check_interval: 60,
+    retry_min_delay: 0.05,
+    retry_max_delay: 0.3,
+    log_level: process.env.LABGATE_TEST_LOG ? "debug" : "error",
+    actions: [
+      { id: "echo", name: "Echo", command: ["sh", "-c", "echo hello; echo oops >&2; exit 3"], timeout: 5 },
+      { id: "ok", name: "OK", command: ["echo", "fine"], timeout: 5 },
+    ],
+    ...options,
+  } as Record<string, unknown>);
+  const agent = new Agent(config, createLogger(config.log_level)) as Agent & { dir: string };
+  agent.dir = dir;
+  agent.start();
+  return agent;
+}
+
+/** Polls `check` until it returns a truthy value (or fails after `ms`). */
+export async function until<T>(check: () => T | Promise<T>, ms = 5000, what = "condition"): Promise<NonNullable<T>> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** Approves the agent's pending registration as admin and waits until it holds a token. */
+export async function approveAgent(server: TestServer, agent: Agent): Promise<number> {
+  const pending = await until(async () => {
+    const res = await server.request("/api/v1/auth/pending", { token: server.adminToken });
+    const list = (await res.json()) as Array<{ mac_address: string; public_key: string }>;
+    return list.find((p) => p.mac_address === agent.mac);
+  }, 5000, `pending registration of ${agent.mac}`);
+  const res = await server.request("/api/v1/auth/register", { method: "POST", token: server.adminToken, json: { mac_address: pending.mac_address, public_key: pending.public_key } });
+  if (res.status !== 200) throw new Error(`approve failed: ${res.status} ${await res.text()}`);
+  await agent.approved;
+  return deviceId(server, agent.mac);
+}
+
+export async function deviceId(server: TestServer, mac: string): Promise<number> {
+  const res = await server.request("/api/v2/devices", { token: server.adminToken });
+  const list = (await res.json()) as Array<{ id: number; mac_address: string }>;
+  const found = list.find((d) => d.mac_address === mac);
+  if (!found) throw new Error(`device ${mac} not found`);
+  return found.id;
+}
+
+export async function device(server: TestServer, id: number): Promise<{ connected: boolean; capabilities: Record<string, unknown>; metadata: Record<string, unknown> }> {
+  const res = await server.request(`/api/v2/devices/${id}`, { token: server.adminToken });
+  return res.json() as never;
+}
+
+/** Waits until the server lists the device as connected and knows its capabilities. */
+export async function untilConnected(server: TestServer, id: number): Promise<void> {
+  await until(async () => {
+    const d = await device(server, id);
+    return d.connected && d.capabilities.exec_cmds === true;
+  }, 5000, `device ${id} connected`);
+}
+
+/** A new agent process-equivalent on the same data dir and config (a restart). */
+export function restartAgent(previous: Agent & { dir: string }): Agent & { dir: string } {
+  const agent = new Agent(previous.config, previous.log) as Agent & { dir: string };
+  agent.dir = previous.dir;
+  agent.start();
+  return agent;
+}
+
+export const b64 = (text: string): string => Buffer.from(text).toString("base64");
