@@ -25,7 +25,11 @@ export function actionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     const mac = c.req.param("mac") ?? "";
     const device = getDeviceByMac(db, mac);
     // Check the permission first so that a hidden device and a missing one look the same.
-    if (device) authorize(db, c.get("identity"), "device", device.id, perm);
+    if (device) {
+      // Without read the device is hidden (404); with read but not `perm`, 403.
+      authorize(db, c.get("identity"), "device", device.id, "read");
+      if (perm !== "read") authorize(db, c.get("identity"), "device", device.id, perm);
+    }
     if (!device) throw httpError(404, "device does not exist");
     return device.mac_address;
   };

@@ -19,7 +19,7 @@ const FIELD_LIMIT = 64 * 1024;
  * its high-water mark in chunks, not bytes, so a fast client could fill memory while the disk
  * lags; the raw IncomingMessage from @hono/node-server keeps real backpressure.
  */
-function requestBodyStream(c: Context): Readable | undefined {
+export function requestBodyStream(c: Context): Readable | undefined {
   const incoming = (c.env as { incoming?: unknown } | undefined)?.incoming;
   if (incoming instanceof Readable && !incoming.readableDidRead && c.req.raw.url === c.req.url) return incoming;
   const body = c.req.raw.body;

@@ -10,6 +10,7 @@ import { storageOf, sweepOrphanObjects } from "../packages/packages.ts";
 import { packagesRoutes } from "../packages/routes.ts";
 import { channelRoutes } from "../channel/routes.ts";
 import { actionsRoutes } from "../actions/routes.ts";
+import { deviceFilesRoutes } from "../devicefiles/routes.ts";
 
 /**
  * The update server (update-server.md): every router of the domain, mounted at the root.
@@ -31,5 +32,6 @@ export function updateServerRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   // Issue 5: the device channel, remote actions, file download from devices, live events.
   app.route("/", channelRoutes(ctx, auth));
   app.route("/", actionsRoutes(ctx, auth));
+  app.route("/", deviceFilesRoutes(ctx, auth));
   return app;
 }
