@@ -2,7 +2,7 @@ import { createHash, randomUUID } from "node:crypto";
 import { createReadStream, createWriteStream, mkdirSync, readdirSync, realpathSync, rmSync, statSync, type Stats } from "node:fs";
 import { open, rename, unlink } from "node:fs/promises";
 import { isAbsolute, join, relative, sep } from "node:path";
-import { Transform, type Readable } from "node:stream";
+import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { fsyncDir } from "../util/files.ts";
 
@@ -82,15 +82,13 @@ export class LocalStorage {
     const tmpPath = join(this.tmp, uuid);
     const hash = createHash("sha256");
     let size = 0;
-    const hasher = new Transform({
-      transform(chunk: Buffer, _encoding, done) {
-        hash.update(chunk);
-        size += chunk.length;
-        done(null, chunk);
-      },
+    // A second 'data' listener sees every chunk the pipeline writes, without an extra stream hop.
+    source.on("data", (chunk: Buffer) => {
+      hash.update(chunk);
+      size += chunk.length;
     });
     try {
-      await pipeline(source, hasher, createWriteStream(tmpPath, { flags: "wx", mode: 0o600, highWaterMark: WRITE_CHUNK }));
+      await pipeline(source, createWriteStream(tmpPath, { flags: "wx", mode: 0o600, highWaterMark: WRITE_CHUNK }));
       // fsync through a second descriptor: it flushes the file's data whichever fd wrote it.
       const fh = await open(tmpPath, "r");
       try {

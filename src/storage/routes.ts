@@ -47,7 +47,8 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
  */
 export function localStorageRoutes(ctx: AppContext, storage: LocalStorage): Hono<AppEnv> {
   return new Hono<AppEnv>().get("/local_storage/*", (c) => {
-    const name = decodeURIComponent(c.req.path.slice("/local_storage/".length));
+    // Hono already percent-decoded the path; object names never contain '%' themselves.
+    const name = c.req.path.slice("/local_storage/".length);
     const verdict = ctx.tokens.verifyLink(LOCAL_STORAGE_LINK, name, c.req.query("expires"), c.req.query("signature"));
     if (verdict === "expired") throw httpError(403, "download link has expired");
     if (verdict !== "ok") throw httpError(403, "download link signature is missing or invalid");

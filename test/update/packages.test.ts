@@ -180,3 +180,67 @@ describe("packages: upload, list, get, delete", () => {
     assert.deepEqual(rows, []);
   });
 });
+
+describe("packages: configured prefix and start-up clean-up", () => {
+  it("uses the configured prefix for metadata keys and scope names, never a literal svc", async () => {
+    const server = await startTestServer({ prefix: "acme" });
+    try {
+      const form = (fields: Record<string, string>) => {
+        const f = new FormData();
+        for (const [k, v] of Object.entries(fields)) f.set(k, v);
+        f.set("file", new Blob([new Uint8Array(Buffer.from("acme bytes"))]), "a.bin");
+        return f;
+      };
+      const post = (fields: Record<string, string>, token = server.adminToken) => server.request("/api/v1/packages", { method: "POST", token, body: form(fields) });
+      const ok = await post({ "acme.software.version": "1", "acme.hardware.devtype": "b", "svc.storage.local.uuid": "just metadata here", "acme.storage.directory": "d" });
+      assert.equal(ok.status, 200, await ok.clone().text());
+      const pkg = (await ok.json()) as { metadata: Record<string, unknown> };
+      assert.equal(pkg.metadata["svc.storage.local.uuid"], "just metadata here");
+      assert.equal(pkg.metadata["acme.storage.local.directory"], "d");
+      assert.match(pkg.metadata["acme.storage.local.uuid"] as string, /^[0-9a-f-]{36}$/);
+      const reserved = await post({ "acme.software.version": "1", "acme.hardware.devtype": "b", "acme.storage.local.length": "1" });
+      assert.equal(reserved.status, 400);
+      const missing = await post({ "svc.software.version": "1", "svc.hardware.devtype": "b" });
+      assert.equal(missing.status, 400);
+      assert.match(((await missing.json()) as { error: string }).error, /acme\.software\.version/);
+      const refused = await post({ "acme.software.version": "1", "acme.hardware.devtype": "b" }, server.token(["upload_single_file"], "u"));
+      assert.equal(refused.status, 403);
+      assert.match(((await refused.json()) as { error: string }).error, /acme_upload_nonstandard_artifact/);
+    } finally {
+      await server.close();
+      removeDir(server.dataDir);
+    }
+  });
+
+  it("removes leftovers of interrupted uploads at start-up and keeps real objects", async () => {
+    const { mkdirSync, writeFileSync } = await import("node:fs");
+    const first = await startTestServer();
+    const pkg = await uploadOk(first, { token: first.adminToken, fields: { "svc.storage.directory": "kept" } });
+    await first.close();
+    const storage = join(first.dataDir, "storage");
+    const stray = "0b9d7e0c-1111-4222-8333-944455556666";
+    writeFileSync(join(storage, stray), "object whose row never committed");
+    mkdirSync(join(storage, "sub"), { recursive: true });
+    writeFileSync(join(storage, "sub", stray), "another");
+    writeFileSync(join(storage, ".tmp", "half-written"), "temp");
+    writeFileSync(join(storage, "notes.txt"), "not an object name: left alone");
+    const second = await startTestServer({}, first.dataDir);
+    try {
+      const gone = async (path: string) => {
+        for (let i = 0; i < 100 && existsSync(path); i++) await new Promise((r) => setTimeout(r, 20));
+        return !existsSync(path);
+      };
+      assert.ok(await gone(join(storage, stray)));
+      assert.ok(await gone(join(storage, "sub", stray)));
+      assert.equal(existsSync(join(storage, ".tmp", "half-written")), false);
+      assert.ok(existsSync(join(storage, "notes.txt")));
+      assert.ok(existsSync(join(storage, "kept", pkg.metadata["svc.storage.local.uuid"] as string)));
+      const res = await second.request(`/api/v1/packages/${pkg.id}/download`, { token: second.adminToken });
+      const { download_url } = (await res.json()) as { download_url: string };
+      assert.equal((await fetch(download_url)).status, 200);
+    } finally {
+      await second.close();
+      removeDir(second.dataDir);
+    }
+  });
+});

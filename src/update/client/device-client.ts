@@ -4,6 +4,9 @@
  * expires and after a 401. Used by the tests now and by the labgate agent later. Node only.
  */
 import { constants, createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { dirname } from "node:path";
+import { writeFileDurable } from "../../util/files.ts";
 
 export type DeviceKeyType = "rsa" | "ed25519";
 
@@ -25,6 +28,23 @@ export function generateDeviceKey(type: DeviceKeyType = "rsa", rsaBits = 2048): 
   const { privateKey } =
     type === "rsa" ? generateKeyPairSync("rsa", { modulusLength: rsaBits, publicExponent: 0x10001 }) : generateKeyPairSync("ed25519");
   return { type, privateKeyPem: privateKey.export({ type: "pkcs8", format: "pem" }) as string };
+}
+
+/**
+ * The device's key kept at `path` (PKCS#8 PEM, mode 0600), made on first use. A device keeps
+ * its key for life: a new key means a new registration that an administrator must confirm.
+ */
+export function loadOrCreateDeviceKey(path: string, type: DeviceKeyType = "rsa"): DeviceKeyPair {
+  if (existsSync(path)) {
+    const privateKeyPem = readFileSync(path, "utf8");
+    const kind = createPrivateKey(privateKeyPem).asymmetricKeyType;
+    if (kind !== "rsa" && kind !== "ed25519") throw new Error(`${path}: unsupported key type ${kind}`);
+    return { type: kind, privateKeyPem };
+  }
+  const pair = generateDeviceKey(type);
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  writeFileDurable(path, pair.privateKeyPem, 0o600);
+  return pair;
 }
 
 const pemWrap = (label: string, der: Buffer): string =>
@@ -90,11 +110,11 @@ export class DeviceClient {
 
   constructor(options: DeviceClientOptions) {
     this.options = {
-      prefix: "svc",
-      publicKeyEncoding: "spki",
-      refreshMargin: 5,
-      now: () => Math.floor(Date.now() / 1000),
       ...options,
+      prefix: options.prefix ?? "svc",
+      publicKeyEncoding: options.publicKeyEncoding ?? "spki",
+      refreshMargin: options.refreshMargin ?? 5,
+      now: options.now ?? (() => Math.floor(Date.now() / 1000)),
       server: options.server.replace(/\/+$/, ""),
       fetch: options.fetch ?? ((input, init) => fetch(input, init)),
     };

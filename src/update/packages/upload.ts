@@ -39,7 +39,7 @@ export async function parseUpload(c: Context, storage: LocalStorage, fileField =
 
   let parser: busboy.Busboy;
   try {
-    parser = busboy({ headers: { "content-type": contentType }, limits: { fieldSize: FIELD_LIMIT, fields: 1000, fieldNameSize: 1024 }, defParamCharset: "utf8" });
+    parser = busboy({ headers: { "content-type": contentType }, highWaterMark: 1024 * 1024, fileHwm: 1024 * 1024, limits: { fieldSize: FIELD_LIMIT, fields: 1000, fieldNameSize: 1024 }, defParamCharset: "utf8" });
   } catch (error) {
     throw httpError(400, `malformed multipart/form-data: ${(error as Error).message}`);
   }
@@ -71,6 +71,9 @@ export async function parseUpload(c: Context, storage: LocalStorage, fileField =
   try {
     staged = staging ? await staging : undefined;
   } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOSPC" || code === "EDQUOT") throw httpError(507, "could not store package: no space left in the data dir");
+    if (code === "EIO" || code === "EROFS" || code === "EACCES") throw httpError(500, `could not store package: ${code}`);
     throw httpError(400, `upload failed: ${(error as Error).message}`);
   }
   if (fieldError) {

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { AppContext } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
 import { epochSeconds } from "../../util/time.ts";
@@ -12,6 +13,8 @@ export type DeviceAuthResult = { status: "accepted"; token: string; expires: num
 export const signatureHeader = (prefix: string): string => `X-${prefix.toUpperCase()}-Device-Signature`;
 
 const BODY_KEYS = ["metadata", "public_key", "timestamp"];
+const MAX_PENDING = 10_000;
+const MAX_PENDING_PER_MAC = 8;
 
 /**
  * Device authorization (update-server.md 9.1 with the section 18 decisions), given the raw body
@@ -61,7 +64,8 @@ export async function authorizeDevice(
     if (Math.abs(timestamp - nowSec) > window) {
       throw httpError(400, `timestamp ${timestamp} is more than ${window} s away from the server time ${nowSec}`);
     }
-    if (!replay.accept(signature.trim(), timestamp + window, nowSec)) throw httpError(400, "replayed request: this signature was already used");
+    const digest = createHash("sha256").update(raw).digest("base64");
+    if (!replay.accept(digest, timestamp + window, nowSec)) throw httpError(400, "replayed request: this signed request was already used");
   }
 
   const mac = metadata[metaKeys(prefix).mac] as string;
@@ -76,13 +80,24 @@ export async function authorizeDevice(
     return { status: "accepted", token: ctx.tokens.issueDevice(mac, device.id, ttl), expires: ttl, deviceId: device.id };
   }
 
-  await ctx.db.write((tx) =>
+  await ctx.db.write((tx) => {
+    const known = tx.get("SELECT 1 AS x FROM registrations WHERE mac_address = ? AND key_fingerprint = ?", [mac, key.fingerprint]);
+    // The route is public: bound what unapproved requests can store.
+    if (!known && (tx.get<{ n: number }>("SELECT COUNT(*) AS n FROM registrations")?.n ?? 0) >= MAX_PENDING) {
+      throw httpError(429, `too many pending registrations (${MAX_PENDING}); approve or remove some`);
+    }
     tx.run(
       `INSERT INTO registrations (mac_address, key_fingerprint, public_key, metadata, last_appeared) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (mac_address, key_fingerprint) DO UPDATE SET public_key = excluded.public_key, metadata = excluded.metadata,
          last_appeared = excluded.last_appeared`,
       [mac, key.fingerprint, fields.public_key as string, JSON.stringify(metadata), now.toISOString()],
-    ),
-  );
+    );
+    // One MAC keeps its newest few keys only.
+    tx.run(
+      `DELETE FROM registrations WHERE mac_address = ? AND key_fingerprint NOT IN
+         (SELECT key_fingerprint FROM registrations WHERE mac_address = ? ORDER BY last_appeared DESC, key_fingerprint LIMIT ?)`,
+      [mac, mac, MAX_PENDING_PER_MAC],
+    );
+  });
   return { status: "pending" };
 }

@@ -8,6 +8,9 @@ import { permissionsRoutes } from "./permissions.ts";
 import { localStorageRoutes } from "../../storage/routes.ts";
 import { storageOf, sweepOrphanObjects } from "../packages/packages.ts";
 import { packagesRoutes } from "../packages/routes.ts";
+import { groupsV1Routes, groupsV2Routes } from "../groups/routes.ts";
+import { progressRoutes } from "../progress/routes.ts";
+import { updateCheckRoutes } from "../updatecheck/routes.ts";
 import { channelRoutes } from "../channel/routes.ts";
 import { actionsRoutes } from "../actions/routes.ts";
 import { deviceFilesRoutes } from "../devicefiles/routes.ts";
@@ -29,6 +32,10 @@ export function updateServerRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   void sweepOrphanObjects(ctx).catch((error) => ctx.log.warn(`storage sweep failed: ${(error as Error).message}`));
   app.route("/", packagesRoutes(ctx, auth));
   app.route("/", localStorageRoutes(ctx, storageOf(ctx)));
+  app.route("/", groupsV2Routes(ctx, auth));
+  app.route("/", groupsV1Routes(ctx, auth));
+  app.route("/", updateCheckRoutes(ctx, auth));
+  app.route("/", progressRoutes(ctx, auth));
   // Issue 5: the device channel, remote actions, file download from devices, live events.
   app.route("/", channelRoutes(ctx, auth));
   app.route("/", actionsRoutes(ctx, auth));

@@ -55,7 +55,7 @@ export function upload(server: TestServer, options: UploadOptions, prefix = "svc
   if (options.version !== null) form.set(`${prefix}.software.version`, options.version ?? "v1");
   if (options.devtype !== null) form.set(`${prefix}.hardware.devtype`, options.devtype ?? "board");
   for (const [key, value] of Object.entries(options.fields ?? {})) form.set(key, value);
-  if (options.file !== null) form.set("file", new Blob([options.file ?? Buffer.from("hello package")]), options.filename ?? "pkg.bin");
+  if (options.file !== null) form.set("file", new Blob([new Uint8Array(options.file ?? Buffer.from("hello package"))]), options.filename ?? "pkg.bin");
   return server.request("/api/v1/packages", { method: "POST", token: options.token, body: form });
 }
 

@@ -1,0 +1,166 @@
+/**
+ * Benchmark (figures printed, nothing asserted): streamed package upload and download through
+ * a real `labgate serve` process, next to `cp` of the same file on the same disk.
+ *
+ *   node --import tsx scripts/bench/upload-download.ts [SIZE_MB=1024] [--dir DIR]
+ *
+ * Prints throughput in MB/s and the server's RSS: idle (after start-up), and its high-water
+ * mark (VmHWM) over the whole run. Targets (issue 4): peak RSS no more than 40 MB above idle,
+ * upload and download at least half of `cp` (which, like the upload, ends with an fsync).
+ */
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { createReadStream, createWriteStream, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { request } from "node:http";
+import { join } from "node:path";
+import { once } from "node:events";
+
+const args = process.argv.slice(2);
+const dirFlag = args.indexOf("--dir");
+const baseDir = dirFlag >= 0 ? args[dirFlag + 1] : undefined;
+const sizeMb = Number(args.find((a, i) => /^\d+$/.test(a) && args[i - 1] !== "--dir") ?? 1024);
+const work = mkdtempSync(join(baseDir ?? process.env.TMPDIR ?? "/tmp", "labgate-bench-"));
+const dataDir = join(work, "data");
+const source = join(work, "package.bin");
+const MB = 1024 * 1024;
+
+const mbps = (bytes: number, ms: number) => (bytes / MB / (ms / 1000)).toFixed(1);
+
+function procStatus(pid: number): { rss: number; hwm: number } {
+  const text = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? 0) * 1024;
+  return { rss: kb("VmRSS"), hwm: kb("VmHWM") };
+}
+
+async function makeSource(): Promise<string> {
+  const out = createWriteStream(source);
+  const hash = createHash("sha256");
+  const block = randomBytes(MB);
+  for (let i = 0; i < sizeMb; i++) {
+    block.writeUInt32LE(i, 0); // not all blocks alike
+    hash.update(block);
+    if (!out.write(block)) await once(out, "drain");
+  }
+  out.end();
+  await once(out, "finish");
+  return hash.digest("hex");
+}
+
+async function startServer(): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", "src/main.ts", "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
+    stdio: ["ignore", "pipe", "inherit"],
+    env: { ...process.env, LABGATE_CONFIG: "" },
+  });
+  let out = "";
+  for await (const chunk of child.stdout!) {
+    out += chunk;
+    const match = /labgate listening on (\S+)/.exec(out);
+    if (match) return { child, url: match[1] };
+  }
+  throw new Error(`server did not start: ${out}`);
+}
+
+function upload(url: string, token: string): Promise<{ status: number; body: string }> {
+  const boundary = "----labgate-bench";
+  const head = Buffer.from(
+    `--${boundary}\r\nContent-Disposition: form-data; name="svc.software.version"\r\n\r\nbench\r\n` +
+      `--${boundary}\r\nContent-Disposition: form-data; name="svc.hardware.devtype"\r\n\r\nbench\r\n` +
+      `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="package.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`,
+  );
+  const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
+  return new Promise((resolve, reject) => {
+    const req = request(`${url}/api/v1/packages`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer token=${token}`,
+        "content-type": `multipart/form-data; boundary=${boundary}`,
+        "content-length": String(head.length + statSync(source).size + tail.length),
+      },
+    });
+    req.on("error", reject);
+    req.on("response", (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (d: string) => (body += d));
+      res.on("end", () => resolve({ status: res.statusCode!, body }));
+    });
+    req.write(head);
+    const file = createReadStream(source, { highWaterMark: MB });
+    file.on("error", reject);
+    file.pipe(req, { end: false });
+    file.on("end", () => req.end(tail));
+  });
+}
+
+function download(url: string): Promise<{ bytes: number; sha256: string }> {
+  return new Promise((resolve, reject) => {
+    request(url, (res) => {
+      const hash = createHash("sha256");
+      let bytes = 0;
+      res.on("data", (d: Buffer) => {
+        bytes += d.length;
+        hash.update(d);
+      });
+      res.on("end", () => resolve({ bytes, sha256: hash.digest("hex") }));
+      res.on("error", reject);
+    })
+      .on("error", reject)
+      .end();
+  });
+}
+
+async function main(): Promise<void> {
+  console.log(`labgate upload/download benchmark: ${sizeMb} MB in ${work}`);
+  const digest = await makeSource();
+  const bytes = statSync(source).size;
+
+  let started = performance.now();
+  const copy = spawnSync("sh", ["-c", `cp "${source}" "${work}/copy.bin" && sync "${work}/copy.bin"`], { stdio: "inherit" });
+  const cpMs = performance.now() - started;
+  if (copy.status !== 0) throw new Error("cp failed");
+  rmSync(join(work, "copy.bin"));
+
+  const { child, url } = await startServer();
+  try {
+    const token = readFileSync(join(dataDir, "admin.token"), "utf8").trim();
+    await new Promise((r) => setTimeout(r, 500));
+    const idle = procStatus(child.pid!);
+
+    started = performance.now();
+    const up = await upload(url, token);
+    const upMs = performance.now() - started;
+    if (up.status !== 200) throw new Error(`upload failed: ${up.status} ${up.body}`);
+    const pkg = JSON.parse(up.body) as { id: number; sha256: string };
+    const afterUpload = procStatus(child.pid!);
+
+    const link = await new Promise<string>((resolve, reject) => {
+      request(`${url}/api/v1/packages/${pkg.id}/download`, { headers: { authorization: `Bearer token=${token}` } }, (res) => {
+        let body = "";
+        res.on("data", (d) => (body += d));
+        res.on("end", () => resolve((JSON.parse(body) as { download_url: string }).download_url));
+      })
+        .on("error", reject)
+        .end();
+    });
+    started = performance.now();
+    const down = await download(link);
+    const downMs = performance.now() - started;
+    const end = procStatus(child.pid!);
+
+    const ok = pkg.sha256 === digest && down.sha256 === digest && down.bytes === bytes;
+    console.log(`cp + sync           ${mbps(bytes, cpMs).padStart(8)} MB/s`);
+    console.log(`upload (multipart)  ${mbps(bytes, upMs).padStart(8)} MB/s  (${((cpMs / upMs) * 100).toFixed(0)}% of cp; target >= 50%)`);
+    console.log(`download (signed)   ${mbps(bytes, downMs).padStart(8)} MB/s  (${((cpMs / downMs) * 100).toFixed(0)}% of cp; target >= 50%)`);
+    console.log(`server RSS idle     ${(idle.rss / MB).toFixed(1).padStart(8)} MB`);
+    console.log(`server RSS peak     ${(end.hwm / MB).toFixed(1).padStart(8)} MB  (+${((end.hwm - idle.rss) / MB).toFixed(1)} MB over idle; target <= +40 MB)`);
+    console.log(`server RSS after upload ${(afterUpload.rss / MB).toFixed(1)} MB, after download ${(end.rss / MB).toFixed(1)} MB`);
+    console.log(`sha256 ${ok ? "matches" : "MISMATCH"} (${digest.slice(0, 16)}...)`);
+    if (!ok) process.exitCode = 1;
+  } finally {
+    child.kill("SIGTERM");
+    await once(child, "exit");
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+await main();

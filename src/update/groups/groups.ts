@@ -1,0 +1,198 @@
+import type { Database, Tx } from "../../db/index.ts";
+import { rfc822 } from "../../util/time.ts";
+import { DEFAULT_POLICY } from "./policy.ts";
+
+export const DEFAULT_PRIORITY = 25;
+
+/** A group row as stored. */
+export interface GroupRow {
+  id: number;
+  created: string;
+  metadata: string;
+  policy: string;
+  priority: number;
+  created_by: string | null;
+}
+
+export interface GroupV1 {
+  id: number;
+  created: string;
+  packages: number[];
+  devices: number[];
+  metadata: Record<string, unknown>;
+  policy: string;
+}
+export interface GroupV2 extends GroupV1 {
+  priority: number;
+}
+
+const COLUMNS = "g.id, g.created, g.metadata, g.policy, g.priority, g.created_by";
+
+export function getGroup(db: Database | Tx, id: number): GroupRow | undefined {
+  return db.get<GroupRow>(`SELECT ${COLUMNS} FROM groups g WHERE g.id = ?`, [id]);
+}
+
+/** Groups (alias `g`), optionally narrowed by a condition such as a permission filter. */
+export function listGroups(db: Database, where?: { sql: string; params: (string | number)[] }): GroupRow[] {
+  return db.all<GroupRow>(`SELECT ${COLUMNS} FROM groups g${where ? ` WHERE ${where.sql}` : ""} ORDER BY g.id`, where?.params ?? []);
+}
+
+export const groupDeviceIds = (db: Database | Tx, groupId: number): number[] =>
+  db.all<{ device_id: number }>("SELECT device_id FROM group_devices WHERE group_id = ? ORDER BY device_id", [groupId]).map((r) => r.device_id);
+
+export const groupPackageIds = (db: Database | Tx, groupId: number): number[] =>
+  db.all<{ package_id: number }>("SELECT package_id FROM group_packages WHERE group_id = ? ORDER BY package_id", [groupId]).map((r) => r.package_id);
+
+export function toV2(db: Database, row: GroupRow): GroupV2 {
+  return { ...toV1(db, row), priority: row.priority };
+}
+
+export function toV1(db: Database, row: GroupRow): GroupV1 {
+  return {
+    id: row.id,
+    created: rfc822(new Date(row.created)),
+    packages: groupPackageIds(db, row.id),
+    devices: groupDeviceIds(db, row.id),
+    metadata: JSON.parse(row.metadata) as Record<string, unknown>,
+    policy: row.policy,
+  };
+}
+
+/**
+ * Bumped by every write that changes what an update check could answer (memberships, policies,
+ * priorities, assignments; see updatecheck/catalog.ts). `changed` bumps it right after the
+ * transaction ran in memory, before the commit is awaited, so no check can cache stale inputs.
+ */
+const generations = new WeakMap<Database, number>();
+export const catalogGeneration = (db: Database): number => generations.get(db) ?? 0;
+function changed<T>(db: Database, write: Promise<T>): Promise<T> {
+  generations.set(db, catalogGeneration(db) + 1);
+  return write;
+}
+
+export interface NewGroup {
+  metadata: Record<string, unknown>;
+  priority?: number;
+  createdBy: string | null;
+  /** Runs inside the insert transaction (creator grants). */
+  onCreated?: (tx: Tx, id: number) => void;
+}
+
+export async function createGroup(db: Database, input: NewGroup, now = new Date()): Promise<GroupRow> {
+  return db.write((tx) => {
+    const { lastInsertRowid: id } = tx.run("INSERT INTO groups (created, metadata, policy, priority, created_by) VALUES (?, ?, ?, ?, ?)", [
+      now.toISOString(),
+      JSON.stringify(input.metadata),
+      DEFAULT_POLICY,
+      input.priority ?? DEFAULT_PRIORITY,
+      input.createdBy,
+    ]);
+    input.onCreated?.(tx, id);
+    return getGroup(tx, id)!;
+  });
+}
+
+export type Outcome = { ok: true } | { ok: false; status: 404 | 409; error: string };
+const ok: Outcome = { ok: true };
+const fail = (status: 404 | 409, error: string): Outcome => ({ ok: false, status, error });
+export const GROUP_NOT_FOUND = "group does not exist";
+
+/** D5: a group without devices can be deleted; its package assignments and permission rows go with it. */
+export async function deleteGroup(db: Database, id: number, onDelete?: (tx: Tx) => void): Promise<Outcome> {
+  return changed(db, db.write((tx) => {
+    if (!getGroup(tx, id)) return fail(404, GROUP_NOT_FOUND);
+    if (tx.get("SELECT 1 AS x FROM group_devices WHERE group_id = ? LIMIT 1", [id])) return fail(409, "group is still assigned to some devices");
+    onDelete?.(tx);
+    tx.run("DELETE FROM group_packages WHERE group_id = ?", [id]);
+    tx.run("DELETE FROM groups WHERE id = ?", [id]);
+    return ok;
+  }));
+}
+
+/**
+ * v2: a device may not hold two groups of the same priority (the target included).
+ * v1 (D2): a device may hold at most one group.
+ */
+export type MembershipRule = "priority" | "single";
+
+/**
+ * PATCH devices (5.6, seed rules): atomic; additions are evaluated first, then removals; an
+ * unknown device, an addition that breaks the membership rule, or the removal of a device that
+ * is not (after the additions) in the group makes the whole request a 409 and changes nothing.
+ */
+export async function patchGroupDevices(db: Database, groupId: number, add: number[], remove: number[], rule: MembershipRule): Promise<Outcome> {
+  return changed(db, db.write((tx) => {
+    const group = getGroup(tx, groupId);
+    if (!group) return fail(404, GROUP_NOT_FOUND);
+    const members = new Set(groupDeviceIds(tx, groupId));
+    for (const deviceId of add) {
+      if (!tx.get("SELECT 1 AS x FROM devices WHERE id = ?", [deviceId])) return fail(409, `conflict while assigning device, device ${deviceId} does not exist`);
+      const clash =
+        rule === "single"
+          ? tx.get("SELECT 1 AS x FROM group_devices WHERE device_id = ? LIMIT 1", [deviceId])
+          : tx.get("SELECT 1 AS x FROM group_devices gd JOIN groups g ON g.id = gd.group_id WHERE gd.device_id = ? AND g.priority = ? LIMIT 1", [
+              deviceId,
+              group.priority,
+            ]);
+      if (clash) {
+        return fail(
+          409,
+          rule === "single"
+            ? `device ${deviceId} is already assigned to a group`
+            : "A group with the same priority is already assigned to one of the devices requested to be added",
+        );
+      }
+      members.add(deviceId);
+    }
+    for (const deviceId of remove) {
+      if (!members.has(deviceId)) return fail(409, `device ${deviceId} is not assigned to this group`);
+    }
+    for (const deviceId of add) tx.run("INSERT INTO group_devices (group_id, device_id) VALUES (?, ?)", [groupId, deviceId]);
+    for (const deviceId of remove) tx.run("DELETE FROM group_devices WHERE group_id = ? AND device_id = ?", [groupId, deviceId]);
+    return ok;
+  }));
+}
+
+/** Package assignment (5.7, D4): the set becomes exactly `packageIds`; an unknown package is a 404. */
+export async function setGroupPackages(db: Database, groupId: number, packageIds: number[]): Promise<Outcome> {
+  try {
+    return await changed(db, db.write((tx) => {
+      if (!getGroup(tx, groupId)) return fail(404, GROUP_NOT_FOUND);
+      for (const id of packageIds) {
+        if (!tx.get("SELECT 1 AS x FROM packages WHERE id = ?", [id])) return fail(404, `package ${id} does not exist`);
+      }
+      tx.run("DELETE FROM group_packages WHERE group_id = ?", [groupId]);
+      for (const id of packageIds) tx.run("INSERT INTO group_packages (group_id, package_id) VALUES (?, ?)", [groupId, id]);
+      return ok;
+    }));
+  } catch (error) {
+    // Only a constraint firing after the checks above (a concurrent change) lands here.
+    if (/constraint/i.test((error as Error).message)) return fail(409, "conflict while assigning package, the package or group changed during the operation");
+    throw error;
+  }
+}
+
+export async function setGroupPolicy(db: Database, groupId: number, policy: string): Promise<Outcome> {
+  return changed(db, db.write((tx) => {
+    if (!getGroup(tx, groupId)) return fail(404, GROUP_NOT_FOUND);
+    tx.run("UPDATE groups SET policy = ? WHERE id = ?", [policy, groupId]);
+    return ok;
+  }));
+}
+
+/** Priority change (5.9): 409 when a device of this group holds another group with that priority. */
+export async function setGroupPriority(db: Database, groupId: number, priority: number): Promise<Outcome> {
+  return changed(db, db.write((tx) => {
+    if (!getGroup(tx, groupId)) return fail(404, GROUP_NOT_FOUND);
+    const clash = tx.get(
+      `SELECT 1 AS x FROM group_devices mine
+         JOIN group_devices other ON other.device_id = mine.device_id AND other.group_id <> mine.group_id
+         JOIN groups g ON g.id = other.group_id
+       WHERE mine.group_id = ? AND g.priority = ? LIMIT 1`,
+      [groupId, priority],
+    );
+    if (clash) return fail(409, "A group with the same priority is already assigned to one of the devices in this group");
+    tx.run("UPDATE groups SET priority = ? WHERE id = ?", [priority, groupId]);
+    return ok;
+  }));
+}

@@ -1,0 +1,179 @@
+import { Hono, type Context } from "hono";
+import type { Auth } from "../../auth/middleware.ts";
+import { readJson, readJsonObject } from "../../http/body.ts";
+import { httpError } from "../../http/errors.ts";
+import type { AppContext, AppEnv, Identity } from "../../server/context.ts";
+import { allowed, authorize, bypasses, deletePermissionsOf, grantCreator, MSG_FORBIDDEN, permissionFilter } from "../permissions/permissions.ts";
+import { onlyKeys, pathId } from "../validation.ts";
+import {
+  createGroup,
+  deleteGroup,
+  getGroup,
+  GROUP_NOT_FOUND,
+  groupPackageIds,
+  listGroups,
+  patchGroupDevices,
+  setGroupPackages,
+  setGroupPolicy,
+  setGroupPriority,
+  toV1,
+  toV2,
+  type MembershipRule,
+  type Outcome,
+} from "./groups.ts";
+import { parsePolicy } from "./policy.ts";
+
+const PRIORITY_LIMIT = 2 ** 31 - 1;
+
+function integer(value: unknown, what: string): number {
+  if (typeof value !== "number" || !Number.isInteger(value) || Math.abs(value) > PRIORITY_LIMIT) {
+    throw httpError(400, `schema validation failed: ${what} must be an integer`);
+  }
+  return value;
+}
+
+/** A required array of positive integer ids (duplicates collapse). */
+function idList(body: Record<string, unknown>, key: string): number[] {
+  const value = body[key];
+  if (value === undefined) throw httpError(400, `schema validation failed: field "${key}" is required`);
+  if (!Array.isArray(value) || !value.every((v) => typeof v === "number" && Number.isSafeInteger(v) && v > 0)) {
+    throw httpError(400, `schema validation failed: field "${key}" must be an array of positive integer ids`);
+  }
+  return [...new Set(value as number[])];
+}
+
+function metadataObject(value: unknown): Record<string, unknown> {
+  if (value === undefined) throw httpError(400, 'schema validation failed: field "metadata" is required');
+  if (value === null || typeof value !== "object" || Array.isArray(value)) throw httpError(400, 'schema validation failed: field "metadata" must be an object');
+  return value as Record<string, unknown>;
+}
+
+const answer = (c: Context, outcome: Outcome) => {
+  if (!outcome.ok) throw httpError(outcome.status, outcome.error);
+  return c.json({});
+};
+
+/**
+ * Section 17 item 5: group permissions reach the group's devices and packages, so putting a
+ * device or package into a group needs `update` on that object too (admins bypass).
+ */
+function requireOnEach(ctx: AppContext, identity: Identity, resource: "device" | "package", ids: number[]): void {
+  if (bypasses(identity, "update")) return;
+  for (const id of ids) if (!allowed(ctx.db, identity, resource, id, "update")) throw httpError(403, `${MSG_FORBIDDEN}: ${resource} ${id}`);
+}
+
+/** The operations v1 and v2 share; `v2` adds per-user permissions and the escalation checks. */
+function sharedRoutes(ctx: AppContext, app: Hono<AppEnv>, base: string, mode: { v2: boolean; rule: MembershipRule; read: ReturnType<Auth["management"]>; write: ReturnType<Auth["management"]> }) {
+  const { db } = ctx;
+  const check = (c: Context<AppEnv>, id: number, perm: "read" | "update" | "delete") => {
+    if (mode.v2) authorize(db, c.get("identity"), "group", id, perm);
+  };
+
+  app.get(`${base}/:id`, mode.read, (c) => {
+    const id = pathId(c.req.param("id"), "group");
+    check(c, id, "read");
+    const row = getGroup(db, id);
+    if (!row) throw httpError(404, GROUP_NOT_FOUND);
+    return c.json(mode.v2 ? toV2(db, row) : toV1(db, row));
+  });
+
+  app.delete(`${base}/:id`, mode.write, async (c) => {
+    const id = pathId(c.req.param("id"), "group");
+    check(c, id, "delete");
+    return answer(c, await deleteGroup(db, id, (tx) => deletePermissionsOf(tx, "group", id)));
+  });
+
+  app.patch(`${base}/:id/devices`, mode.write, async (c) => {
+    const id = pathId(c.req.param("id"), "group");
+    check(c, id, "update");
+    if (!getGroup(db, id)) throw httpError(404, GROUP_NOT_FOUND);
+    const body = await readJsonObject(c);
+    onlyKeys(body, ["add", "remove"]);
+    const add = idList(body, "add");
+    const remove = idList(body, "remove");
+    if (mode.v2) requireOnEach(ctx, c.get("identity"), "device", add);
+    return answer(c, await patchGroupDevices(db, id, add, remove, mode.rule));
+  });
+
+  app.post(`${base}/:id/package`, mode.write, async (c) => {
+    const id = pathId(c.req.param("id"), "group");
+    check(c, id, "update");
+    if (!getGroup(db, id)) throw httpError(404, GROUP_NOT_FOUND);
+    const body = await readJsonObject(c);
+    onlyKeys(body, ["packages"]);
+    const packages = idList(body, "packages");
+    if (mode.v2) {
+      const current = new Set(groupPackageIds(db, id));
+      requireOnEach(ctx, c.get("identity"), "package", packages.filter((p) => !current.has(p)));
+    }
+    return answer(c, await setGroupPackages(db, id, packages));
+  });
+
+  app.post(`${base}/:id/policy`, mode.write, async (c) => {
+    const id = pathId(c.req.param("id"), "group");
+    check(c, id, "update");
+    if (!getGroup(db, id)) throw httpError(404, GROUP_NOT_FOUND);
+    const body = await readJsonObject(c);
+    onlyKeys(body, ["policy"]);
+    if (typeof body.policy !== "string") throw httpError(400, 'schema validation failed: field "policy" must be a string');
+    if (body.policy.length > 4096) throw httpError(400, "invalid policy: longer than 4096 characters");
+    const policy = parsePolicy(body.policy);
+    if (typeof policy === "string") throw httpError(400, policy);
+    return answer(c, await setGroupPolicy(db, id, body.policy));
+  });
+}
+
+/** Groups v2 (5.3-5.9): any management token, decided by per-user permissions; create needs a scope. */
+export function groupsV2Routes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+  const { db } = ctx;
+  const app = new Hono<AppEnv>();
+  const mgmt = auth.management();
+
+  app.post("/api/v2/groups", auth.management("create_group"), async (c) => {
+    const identity = c.get("identity");
+    const body = await readJsonObject(c);
+    const metadata = metadataObject(body.metadata);
+    const priority = body.priority === undefined || body.priority === null ? undefined : integer(body.priority, '"priority"');
+    const row = await createGroup(db, {
+      metadata,
+      priority,
+      createdBy: identity.kind === "mgmt" ? identity.user : null,
+      onCreated: (tx, id) => grantCreator(tx, identity, "group", id),
+    });
+    return c.json(toV2(db, row));
+  });
+
+  app.get("/api/v2/groups", mgmt, (c) => c.json(listGroups(db, permissionFilter(c.get("identity"), "group", "g")).map((row) => toV2(db, row))));
+
+  app.post("/api/v2/groups/:id/priority", mgmt, async (c) => {
+    const id = pathId(c.req.param("id"), "group");
+    authorize(db, c.get("identity"), "group", id, "update");
+    if (!getGroup(db, id)) throw httpError(404, GROUP_NOT_FOUND);
+    const body = await readJsonObject(c);
+    onlyKeys(body, ["priority"]);
+    if (body.priority === undefined) throw httpError(400, 'schema validation failed: field "priority" is required');
+    return answer(c, await setGroupPriority(db, id, integer(body.priority, '"priority"')));
+  });
+
+  sharedRoutes(ctx, app, "/api/v2/groups", { v2: true, rule: "priority", read: mgmt, write: mgmt });
+  return app;
+}
+
+/** Groups v1 (5.10): admin scopes only, flat metadata body, no priority, one group per device. */
+export function groupsV1Routes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+  const { db } = ctx;
+  const app = new Hono<AppEnv>();
+  const read = auth.management("admin_ro");
+  const write = auth.management("admin_rw");
+
+  app.post("/api/v1/groups", write, async (c) => {
+    const body = await readJson(c);
+    const row = await createGroup(db, { metadata: metadataObject(body), createdBy: null });
+    return c.json(toV1(db, row));
+  });
+
+  app.get("/api/v1/groups", read, (c) => c.json(listGroups(db).map((row) => toV1(db, row))));
+
+  sharedRoutes(ctx, app, "/api/v1/groups", { v2: false, rule: "single", read, write });
+  return app;
+}

@@ -1,0 +1,70 @@
+import type { Database, Tx } from "../../db/index.ts";
+import { rfc822 } from "../../util/time.ts";
+
+/** Update progress record (section 8): one per updating device. */
+export interface ProgressRow {
+  device_id: number;
+  mac_address: string;
+  created: string;
+  version: string;
+  progress: number;
+}
+
+export interface ProgressView {
+  id: number;
+  mac_address: string;
+  created: string;
+  version: string;
+  progress: number;
+}
+
+export const toView = (row: ProgressRow): ProgressView => ({
+  id: row.device_id,
+  mac_address: row.mac_address,
+  created: rfc822(new Date(row.created)),
+  version: row.version,
+  progress: row.progress,
+});
+
+export function getProgress(db: Database | Tx, deviceId: number): ProgressRow | undefined {
+  return db.get<ProgressRow>("SELECT device_id, mac_address, created, version, progress FROM progress WHERE device_id = ?", [deviceId]);
+}
+
+/** Records (joined to devices as `d`), optionally narrowed by a device permission filter. */
+export function listProgress(db: Database, where?: { sql: string; params: (string | number)[] }): ProgressRow[] {
+  return db.all<ProgressRow>(
+    `SELECT pr.device_id, pr.mac_address, pr.created, pr.version, pr.progress FROM progress pr JOIN devices d ON d.id = pr.device_id${where ? ` WHERE ${where.sql}` : ""} ORDER BY pr.device_id`,
+    where?.params ?? [],
+  );
+}
+
+/**
+ * An update check offered `version`: the device's record starts again at 0 (upsert, section 17
+ * item 11). A record already waiting at 0 for the same version is left alone, so a device that
+ * checks again before it starts costs no write.
+ */
+export async function recordUpdateStart(db: Database, deviceId: number, mac: string, version: string, now = new Date()): Promise<void> {
+  const current = getProgress(db, deviceId);
+  if (current && current.version === version && current.progress === 0) return;
+  await db.write((tx) => {
+    tx.run(
+      `INSERT INTO progress (device_id, mac_address, created, version, progress) VALUES (?, ?, ?, ?, 0)
+       ON CONFLICT(device_id) DO UPDATE SET mac_address = excluded.mac_address, created = excluded.created, version = excluded.version, progress = 0`,
+      [deviceId, mac, now.toISOString(), version],
+    );
+  });
+}
+
+/**
+ * A progress report from the device (the device channel comes with a later issue): clamped to
+ * 0..100; 100 means done and removes the record. False when the device has no record.
+ */
+export async function reportProgress(db: Database, deviceId: number, progress: number): Promise<boolean> {
+  const value = Math.max(0, Math.min(100, Math.round(progress)));
+  return db.write((tx) => {
+    if (!getProgress(tx, deviceId)) return false;
+    if (value >= 100) tx.run("DELETE FROM progress WHERE device_id = ?", [deviceId]);
+    else tx.run("UPDATE progress SET progress = ? WHERE device_id = ?", [value, deviceId]);
+    return true;
+  });
+}

@@ -1,0 +1,65 @@
+import type { DeviceIdentity } from "../../auth/tokens.ts";
+import type { AppContext } from "../../server/context.ts";
+import { signedObjectUrl } from "../../storage/routes.ts";
+import { packageKeys } from "../packages/packages.ts";
+import { recordUpdateStart } from "../progress/progress.ts";
+import { activeGroup, groupPlan } from "./catalog.ts";
+import { resolve } from "./resolver.ts";
+
+export type DeviceMetadata = Record<string, string | string[]>;
+
+/** The 200 body of an update check. */
+export interface Offer {
+  id: number;
+  created: string;
+  sha256: string;
+  uri: string;
+}
+
+export const checkKeys = (prefix: string) => {
+  const keys = packageKeys(prefix);
+  return { version: keys.version, devtype: keys.devtype, mac: `${prefix}.hardware.macaddr` };
+};
+
+/**
+ * Validates an update-check body (6.1): a flat object whose values are strings (or lists of
+ * strings), with the version, device type and MAC keys present as strings. Returns the
+ * metadata, or the 400 message.
+ */
+export function checkBody(body: unknown, prefix: string): DeviceMetadata | string {
+  if (body === null || typeof body !== "object" || Array.isArray(body)) return "schema validation failed: expected a JSON object of device metadata";
+  const keys = checkKeys(prefix);
+  const record = body as Record<string, unknown>;
+  const missing = [keys.version, keys.devtype, keys.mac].filter((k) => record[k] === undefined);
+  if (missing.length) return `schema validation failed: missing required key${missing.length > 1 ? "s" : ""}: ${missing.join(", ")}`;
+  for (const key of [keys.version, keys.devtype, keys.mac]) {
+    if (typeof record[key] !== "string" || record[key] === "") return `schema validation failed: ${key} must be a non-empty string`;
+  }
+  for (const [key, value] of Object.entries(record)) {
+    if (typeof value === "string") continue;
+    if (Array.isArray(value) && value.every((v) => typeof v === "string")) continue;
+    return `schema validation failed: value of ${key} must be a string or a list of strings`;
+  }
+  return record as DeviceMetadata;
+}
+
+/** Same MAC, whatever the case or separator style the device uses. */
+export const sameMac = (a: string, b: string): boolean => a.toLowerCase().replace(/[-.]/g, ":") === b.toLowerCase().replace(/[-.]/g, ":");
+
+/**
+ * The update check for the token's device (section 18: never the body's MAC): its active group
+ * (lowest priority value), that group's policy target and packages, and the resolver. On an
+ * offer the device's progress record starts at 0. Undefined means "no update" (204).
+ */
+export async function updateCheck(ctx: AppContext, device: DeviceIdentity, metadata: DeviceMetadata, base: string, now = new Date()): Promise<Offer | undefined> {
+  const keys = checkKeys(ctx.config.prefix);
+  const groupId = activeGroup(ctx.db, device.deviceId);
+  if (groupId === null) return undefined;
+  const plan = groupPlan(ctx.db, groupId, keys.version);
+  if (!plan || plan.target === undefined || plan.packages.length === 0) return undefined;
+  const index = resolve(metadata, plan.metas, plan.target, keys);
+  if (index === undefined) return undefined;
+  const pkg = plan.packages[index];
+  await recordUpdateStart(ctx.db, device.deviceId, device.mac, pkg.version, now);
+  return { id: pkg.id, created: pkg.created, sha256: pkg.sha256, uri: signedObjectUrl(ctx, base, pkg.storageName) };
+}

@@ -1,0 +1,21 @@
+import { Hono } from "hono";
+import type { Auth } from "../../auth/middleware.ts";
+import { readJson } from "../../http/body.ts";
+import { httpError } from "../../http/errors.ts";
+import type { AppContext, AppEnv } from "../../server/context.ts";
+import { publicBase } from "../../storage/routes.ts";
+import { checkBody, checkKeys, sameMac, updateCheck } from "./check.ts";
+
+/** `POST /api/v1/update/check` (6.1) with a device token. */
+export function updateCheckRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+  const macKey = checkKeys(ctx.config.prefix).mac;
+  return new Hono<AppEnv>().post("/api/v1/update/check", auth.device(), async (c) => {
+    const device = c.get("identity");
+    if (device.kind !== "device") throw httpError(401, "a device token is required");
+    const metadata = checkBody(await readJson(c), ctx.config.prefix);
+    if (typeof metadata === "string") throw httpError(400, metadata);
+    if (!sameMac(metadata[macKey] as string, device.mac)) throw httpError(403, `${macKey} does not belong to the device of this token`);
+    const offer = await updateCheck(ctx, device, metadata, publicBase(ctx, c));
+    return offer ? c.json(offer) : c.body(null, 204);
+  });
+}
