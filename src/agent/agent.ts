@@ -5,10 +5,10 @@
  * serves file probes and uploads inside file_base_dir, and checks for, downloads, verifies and
  * installs updates, reporting progress and the new version.
  */
-import { existsSync, mkdirSync, readFileSync, unlinkSync } from "node:fs";
+import { mkdirSync, readFileSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import WebSocket from "ws";
-import { DeviceClient, generateDeviceKey, type Metadata } from "../update/client/device-client.ts";
+import { DeviceClient, loadOrCreateDeviceKey, type Metadata } from "../update/client/device-client.ts";
 import { TRIGGER_UPDATE_CHECK } from "../update/channel/protocol.ts";
 import { writeFileDurable } from "../util/files.ts";
 import { createLogger, type Logger } from "../util/log.ts";
@@ -77,7 +77,7 @@ export class Agent {
   start(): void {
     mkdirSync(join(this.config.data_dir, "downloads"), { recursive: true, mode: 0o700 });
     this.state = this.loadState();
-    this.client = new DeviceClient({ server: this.config.server, privateKeyPem: this.loadKey(), metadata: this.metadata(), prefix: this.config.prefix });
+    this.client = new DeviceClient({ server: this.config.server, privateKeyPem: loadOrCreateDeviceKey(join(this.config.data_dir, KEY_FILE), this.config.key_type).privateKeyPem, metadata: this.metadata(), prefix: this.config.prefix });
     void this.run();
   }
 
@@ -117,15 +117,6 @@ export class Agent {
   }
 
   // --- key, state, metadata -------------------------------------------------------------
-
-  private loadKey(): string {
-    const path = join(this.config.data_dir, KEY_FILE);
-    if (existsSync(path)) return readFileSync(path, "utf8");
-    const key = generateDeviceKey(this.config.key_type).privateKeyPem;
-    writeFileDurable(path, key, 0o600);
-    this.log.info(`agent: generated a new ${this.config.key_type} key in ${path}`);
-    return key;
-  }
 
   private loadState(): State {
     const path = join(this.config.data_dir, STATE_FILE);

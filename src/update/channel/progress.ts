@@ -5,6 +5,7 @@
  */
 import type { AppContext } from "../../server/context.ts";
 import { eventsOf } from "../events/broadcaster.ts";
+import { getProgress, reportProgress } from "../progress/progress.ts";
 import type { ChannelHub, DeviceConnection } from "./hub.ts";
 
 export function handleProgress(ctx: AppContext, hub: ChannelHub): void {
@@ -12,13 +13,8 @@ export function handleProgress(ctx: AppContext, hub: ChannelHub): void {
     const raw = message.progress;
     if (typeof raw !== "number" || !Number.isFinite(raw)) return ctx.log.warn(`device ${conn.mac}: update_progress without a number ignored`);
     const progress = Math.min(100, Math.max(0, Math.round(raw)));
-    const version = await ctx.db.write((tx) => {
-      const record = tx.get<{ version: string }>("SELECT version FROM progress WHERE device_id = ?", [conn.deviceId]);
-      if (!record) return null;
-      if (progress >= 100) tx.run("DELETE FROM progress WHERE device_id = ?", [conn.deviceId]);
-      else tx.run("UPDATE progress SET progress = ? WHERE device_id = ?", [progress, conn.deviceId]);
-      return record.version;
-    });
+    const version = getProgress(ctx.db, conn.deviceId)?.version ?? null;
+    await reportProgress(ctx.db, conn.deviceId, progress);
     eventsOf(ctx).publish("update", { device: conn.mac, progress, version });
   });
 
