@@ -15,7 +15,7 @@ export function agentMac(): string {
 
 /** Server settings for fast channel tests (short waits; fractions of seconds are fine). */
 export const FAST_SERVER = {
-  update_server: { ws_ping_interval: 1, device_reply_timeout: 3, action_timeout_margin: 1, action_max_wait: 20, queue_full_retry: 0.2 },
+  update_server: { ws_ping_interval: 1, device_reply_timeout: 2, action_timeout_margin: 1, action_max_wait: 20, queue_full_retry: 0.2 },
 };
 
 export type AgentOptions = Partial<Omit<AgentConfig, "actions">> & { actions?: Array<Record<string, unknown>> };
@@ -101,3 +101,37 @@ export function restartAgent(previous: Agent & { dir: string }): Agent & { dir: 
 }
 
 export const b64 = (text: string): string => Buffer.from(text).toString("base64");
+
+/** A hand-driven device socket (for protocol edge cases a well-behaved agent never produces). */
+export async function rawDevice(server: TestServer, agent: Agent): Promise<{ ws: import("ws").WebSocket; messages: Array<Record<string, unknown>>; next: (method: string) => Promise<Record<string, unknown>> }> {
+  const { DeviceClient } = await import("../../../src/update/client/device-client.ts");
+  const { readFileSync } = await import("node:fs");
+  const { default: WebSocket } = await import("ws");
+  const client = new DeviceClient({
+    server: server.url,
+    privateKeyPem: readFileSync(join(agent.config.data_dir, "device-key.pem"), "utf8"),
+    metadata: agent.metadata(),
+    now: () => Math.floor(Date.now() / 1000) + 11,
+  });
+  const token = await client.getToken();
+  const ws = new WebSocket(`${server.url.replace("http", "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${token}` } });
+  const messages: Array<Record<string, unknown>> = [];
+  const waiting: Array<{ method: string; resolve: (m: Record<string, unknown>) => void }> = [];
+  ws.on("message", (data) => {
+    const message = JSON.parse(data.toString()) as Record<string, unknown>;
+    const i = waiting.findIndex((w) => w.method === message.method);
+    if (i >= 0) waiting.splice(i, 1)[0].resolve(message);
+    else messages.push(message);
+  });
+  await new Promise((resolve, reject) => {
+    ws.once("open", resolve);
+    ws.once("error", reject);
+  });
+  const next = (method: string) =>
+    new Promise<Record<string, unknown>>((resolve) => {
+      const i = messages.findIndex((m) => m.method === method);
+      if (i >= 0) return resolve(messages.splice(i, 1)[0]);
+      waiting.push({ method, resolve });
+    });
+  return { ws, messages, next };
+}
