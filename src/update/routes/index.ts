@@ -14,6 +14,7 @@ import { updateCheckRoutes } from "../updatecheck/routes.ts";
 import { channelRoutes } from "../channel/routes.ts";
 import { actionsRoutes } from "../actions/routes.ts";
 import { deviceFilesRoutes } from "../devicefiles/routes.ts";
+import { eventsRoutes } from "../events/routes.ts";
 
 /**
  * The update server (update-server.md): every router of the domain, mounted at the root.
@@ -40,5 +41,6 @@ export function updateServerRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   app.route("/", channelRoutes(ctx, auth));
   app.route("/", actionsRoutes(ctx, auth));
   app.route("/", deviceFilesRoutes(ctx, auth));
+  app.route("/", eventsRoutes(ctx, auth));
   return app;
 }

@@ -135,3 +135,37 @@ export async function rawDevice(server: TestServer, agent: Agent): Promise<{ ws:
     });
   return { ws, messages, next };
 }
+
+export interface SseEvent {
+  event: string;
+  data: Record<string, unknown>;
+}
+
+/** Reads `/api/stream` in the background; `events` fills as they arrive. */
+export async function openStream(server: TestServer, token = server.adminToken): Promise<{ events: SseEvent[]; status: number; close: () => void }> {
+  const controller = new AbortController();
+  const res = await fetch(`${server.url}/api/stream`, { headers: { authorization: `Bearer token=${token}` }, signal: controller.signal });
+  const events: SseEvent[] = [];
+  if (res.status === 200 && res.body) {
+    void (async () => {
+      let buffer = "";
+      const decoder = new TextDecoder();
+      try {
+        for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+          buffer += decoder.decode(chunk, { stream: true });
+          let cut: number;
+          while ((cut = buffer.indexOf("\n\n")) >= 0) {
+            const block = buffer.slice(0, cut);
+            buffer = buffer.slice(cut + 2);
+            const event = /^event:(.*)$/m.exec(block)?.[1];
+            const data = /^data:(.*)$/m.exec(block)?.[1];
+            if (event && data) events.push({ event, data: JSON.parse(data) });
+          }
+        }
+      } catch {
+        // Aborted.
+      }
+    })();
+  }
+  return { events, status: res.status, close: () => controller.abort() };
+}
