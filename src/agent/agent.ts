@@ -20,6 +20,8 @@ import { download } from "./updater.ts";
 const KEY_FILE = "device-key.pem";
 const STATE_FILE = "state.json";
 const RECENT_RESULTS = 500;
+/** A socket that saw nothing from the server (not even a ping) for this long is dead (half-open). */
+const SILENCE_LIMIT_MS = 120_000;
 
 interface State {
   software_version: string;
@@ -239,6 +241,12 @@ export class Agent {
       this.socket = socket;
       let opened = false;
       let status: number | undefined;
+      let heard = Date.now();
+      const watchdog = setInterval(() => {
+        if (Date.now() - heard > SILENCE_LIMIT_MS) socket.terminate();
+      }, 10_000);
+      watchdog.unref();
+      socket.on("ping", () => (heard = Date.now()));
       socket.on("unexpected-response", (_request, response) => {
         status = response.statusCode;
         response.resume();
@@ -255,11 +263,13 @@ export class Agent {
         for (const message of pending) this.send(message);
       });
       socket.on("message", (data, isBinary) => {
+        heard = Date.now();
         if (isBinary) return;
         this.onMessage(data.toString());
       });
       socket.on("error", (error) => this.log.debug(`agent: socket error: ${error.message}`));
       socket.on("close", (code, reason) => {
+        clearInterval(watchdog);
         if (this.socket === socket) this.socket = undefined;
         if (opened) this.log.info(`agent: disconnected (${code} ${reason.toString()})`);
         resolve({ opened, status });

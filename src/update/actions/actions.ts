@@ -129,7 +129,12 @@ export class ActionService {
       conn.send({ method: "action_exec", execution_id: id, action_id: actionId });
       const status = await control;
       if (status === "ok") {
-        await this.ctx.db.write((tx) => void tx.run("UPDATE action_log SET status = 'sent' WHERE id = ? AND status = 'pending'", [id]));
+        // An intermediate state nobody waits for: it rides on the next durable commit.
+        try {
+          this.ctx.db.writeLazy((tx) => void tx.run("UPDATE action_log SET status = 'sent' WHERE id = ? AND status = 'pending'", [id]));
+        } catch (error) {
+          this.ctx.log.warn(`action ${id}: status sent not recorded: ${(error as Error).message}`);
+        }
         return;
       }
       if (status !== "full") throw new DeviceRefusedError(`device refused the action (status ${JSON.stringify(status)})`);
