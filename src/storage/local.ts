@@ -48,6 +48,8 @@ function segments(path: string, what: string): string[] {
 
 /**
  * The local storage driver: objects live under `DATA_DIR/storage/<directory>/<uuid>`.
+ * This tree belongs to packages (its UUID-named files without a package row are swept at
+ * start-up); other features keep their files in their own directories of the data dir.
  * Writes go to a temp file first (hashed on the fly, fsynced), then are renamed into place,
  * so a failed or aborted upload never leaves a visible object.
  */

@@ -79,6 +79,50 @@ describe("packages: storage, download links and large uploads", () => {
     assert.equal(sha256(body), pkg.sha256);
     const again = await fetch(url, { headers: { "if-none-match": etag! } });
     assert.equal(again.status, 304);
+    const head = await fetch(url, { method: "HEAD" });
+    assert.equal(head.status, 200);
+    assert.equal(head.headers.get("content-length"), String(bytes.length));
+    assert.equal(head.headers.get("etag"), etag);
+  });
+
+  it("a database write failure after the bytes arrived leaves no object and no row", async () => {
+    const other = await startTestServer();
+    try {
+      other.server.ctx.db.failNextJournalWrite(new Error("simulated full disk"));
+      const res = await other.request("/api/v1/packages", {
+        method: "POST",
+        token: other.adminToken,
+        body: (() => {
+          const f = new FormData();
+          f.set("svc.software.version", "v1");
+          f.set("svc.hardware.devtype", "board");
+          f.set("file", new Blob([new Uint8Array(4096)]), "x.bin");
+          return f;
+        })(),
+      });
+      assert.equal(res.status, 503, await res.clone().text());
+      const leftovers = () => readdirSync(join(other.dataDir, "storage"), { recursive: true }).filter((n) => !String(n).startsWith(".tmp"));
+      assert.ok(await waitFor(() => leftovers().length === 0), `objects left: ${leftovers()}`);
+      assert.deepEqual(stagedFiles(other.dataDir), []);
+      // Once the database has reloaded, nothing of the upload is there.
+      assert.ok(await waitFor(() => other.server.ctx.db.status().state === "ok"));
+      assert.deepEqual(other.server.ctx.db.all("SELECT id FROM packages"), []);
+    } finally {
+      await other.close();
+      removeDir(other.dataDir);
+    }
+  });
+
+  it("refuses an oversized form field with 400 and keeps nothing", async () => {
+    const form = new FormData();
+    form.set("svc.software.version", "v1");
+    form.set("svc.hardware.devtype", "board");
+    form.set("file", new Blob([new Uint8Array(1000)]), "x.bin");
+    form.set("svc.notes", "x".repeat(70 * 1024));
+    const res = await server.request("/api/v1/packages", { method: "POST", token: server.adminToken, body: form });
+    assert.equal(res.status, 400);
+    assert.match(((await res.json()) as { error: string }).error, /too long/);
+    assert.deepEqual(stagedFiles(server.dataDir), []);
   });
 
   it("serves Range requests (206) and refuses unsatisfiable ones (416)", async () => {

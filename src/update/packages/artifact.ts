@@ -29,6 +29,8 @@ export function scopesForPayload(type: string): Scope[] {
 const BLOCK = 512;
 const MAX_MEMBERS = 16; // header.tar is the 3rd member of a real artifact; do not walk a huge tar
 const MAX_HEADER_BYTES = 16 * 1024 * 1024;
+/** An artifact's header comes before its data; a compressed tar is not decompressed further than this to find it. */
+const MAX_STREAM_SKIP = 64 * 1024 * 1024;
 
 /** Sequential byte reader over a file (seeking past data) or a stream (decompressed gzip). */
 interface ByteSource {
@@ -57,6 +59,7 @@ function streamSource(stream: Readable): ByteSource {
   const iterator = stream[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
   let pending: Buffer = Buffer.alloc(0);
   let done = false;
+  let skipped = 0;
   const fill = async (n: number) => {
     while (pending.length < n && !done) {
       const next = await iterator.next();
@@ -72,6 +75,8 @@ function streamSource(stream: Readable): ByteSource {
       return out;
     },
     async skip(n) {
+      skipped += n;
+      if (skipped > MAX_STREAM_SKIP) throw new Error("no artifact header near the start");
       while (n > 0) {
         await fill(Math.min(n, 1 << 20));
         if (pending.length === 0) return;

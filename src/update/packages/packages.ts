@@ -134,7 +134,13 @@ export async function deletePackage(ctx: AppContext, id: number, onDelete?: (tx:
     tx.run("DELETE FROM packages WHERE id = ?", [id]);
     return { status: "deleted", name: row.storage_name };
   });
-  if (result.name) await storageOf(ctx).remove(result.name);
+  if (result.name) {
+    // The row is gone, so the package is deleted; an object that will not go away now is
+    // removed by the start-up sweep (sweepOrphanObjects).
+    await storageOf(ctx)
+      .remove(result.name)
+      .catch((error) => ctx.log.warn(`package ${id}: stored object ${result.name} not removed: ${(error as Error).message}`));
+  }
   return result.status;
 }
 

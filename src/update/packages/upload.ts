@@ -1,7 +1,7 @@
-import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import busboy from "busboy";
 import type { Context } from "hono";
+import { requestBodyStream } from "../../http/body.ts";
 import { httpError } from "../../http/errors.ts";
 import type { LocalStorage, StagedObject } from "../../storage/local.ts";
 
@@ -13,18 +13,6 @@ export interface ParsedUpload {
 }
 
 const FIELD_LIMIT = 64 * 1024;
-
-/**
- * The request body as a Node stream. Node 20's Readable.toWeb (behind `c.req.raw.body`) counts
- * its high-water mark in chunks, not bytes, so a fast client could fill memory while the disk
- * lags; the raw IncomingMessage from @hono/node-server keeps real backpressure.
- */
-export function requestBodyStream(c: Context): Readable | undefined {
-  const incoming = (c.env as { incoming?: unknown } | undefined)?.incoming;
-  if (incoming instanceof Readable && !incoming.readableDidRead && c.req.raw.url === c.req.url) return incoming;
-  const body = c.req.raw.body;
-  return body ? Readable.fromWeb(body as import("node:stream/web").ReadableStream) : undefined;
-}
 
 /**
  * Parses a `multipart/form-data` upload as a stream (busboy): the `file` part goes straight

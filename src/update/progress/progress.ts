@@ -39,13 +39,27 @@ export function listProgress(db: Database, where?: { sql: string; params: (strin
 }
 
 /**
+ * Devices whose record is known to wait at 0 for a version (saves the update check a SELECT).
+ * A record removed by the cascade of a device deletion leaves a stale entry, which is harmless:
+ * device ids are never reused and a deleted device's token is refused.
+ */
+const waitingAtZero = new WeakMap<Database, Map<number, string>>();
+function waitingOf(db: Database): Map<number, string> {
+  let map = waitingAtZero.get(db);
+  if (!map) waitingAtZero.set(db, (map = new Map()));
+  return map;
+}
+
+/**
  * An update check offered `version`: the device's record starts again at 0 (upsert, section 17
  * item 11). A record already waiting at 0 for the same version is left alone, so a device that
  * checks again before it starts costs no write.
  */
 export async function recordUpdateStart(db: Database, deviceId: number, mac: string, version: string, now = new Date()): Promise<void> {
+  const waiting = waitingOf(db);
+  if (waiting.get(deviceId) === version) return;
   const current = getProgress(db, deviceId);
-  if (current && current.version === version && current.progress === 0) return;
+  if (current && current.version === version && current.progress === 0) return void waiting.set(deviceId, version);
   await db.write((tx) => {
     tx.run(
       `INSERT INTO progress (device_id, mac_address, created, version, progress) VALUES (?, ?, ?, ?, 0)
@@ -53,6 +67,7 @@ export async function recordUpdateStart(db: Database, deviceId: number, mac: str
       [deviceId, mac, now.toISOString(), version],
     );
   });
+  waiting.set(deviceId, version);
 }
 
 /**
@@ -61,6 +76,7 @@ export async function recordUpdateStart(db: Database, deviceId: number, mac: str
  */
 export async function reportProgress(db: Database, deviceId: number, progress: number): Promise<boolean> {
   const value = Math.max(0, Math.min(100, Math.round(progress)));
+  waitingOf(db).delete(deviceId);
   return db.write((tx) => {
     if (!getProgress(tx, deviceId)) return false;
     if (value >= 100) tx.run("DELETE FROM progress WHERE device_id = ?", [deviceId]);

@@ -2,7 +2,7 @@ import type { Database } from "../../db/index.ts";
 import { rfc822 } from "../../util/time.ts";
 import { catalogGeneration } from "../groups/groups.ts";
 import { policyTarget } from "../groups/policy.ts";
-import type { Meta } from "./resolver.ts";
+import { REQUIRES, resolve, type Meta, type ResolverKeys } from "./resolver.ts";
 
 /** What an update check needs of a package, ready to answer with. */
 export interface CatalogPackage {
@@ -19,16 +19,20 @@ export interface GroupPlan {
   /** Ascending package id: the resolver's tie-break (6.3). */
   packages: CatalogPackage[];
   metas: Meta[];
+  /** Device metadata keys the packages' `requires:` clauses look at. */
+  requiredKeys: string[];
+  /** Resolver answers by the device metadata that can matter (version, devtype, required keys). */
+  answers: Map<string, number | undefined>;
 }
 
 interface Cache {
   generation: number;
-  activeGroup: Map<number, number | null>;
+  /** Device id -> active group id; devices in no group are absent. Loaded in one query. */
+  activeGroup: Map<number, number>;
   plans: Map<number, GroupPlan>;
 }
 
 const caches = new WeakMap<Database, Cache>();
-const MAX_ENTRIES = 100_000;
 
 /**
  * The resolver's inputs kept in memory (update checks are the hot path): each device's active
@@ -40,8 +44,14 @@ const MAX_ENTRIES = 100_000;
 function cacheOf(db: Database): Cache {
   const generation = catalogGeneration(db);
   let cache = caches.get(db);
-  if (!cache || cache.generation !== generation || cache.activeGroup.size > MAX_ENTRIES) {
-    cache = { generation, activeGroup: new Map(), plans: new Map() };
+  if (!cache || cache.generation !== generation) {
+    // One pass over all memberships, ordered so that each device's first row is its active group.
+    const activeGroup = new Map<number, number>();
+    const rows = db.all<{ device_id: number; group_id: number }>(
+      "SELECT gd.device_id, gd.group_id FROM group_devices gd JOIN groups g ON g.id = gd.group_id ORDER BY gd.device_id, g.priority, g.id",
+    );
+    for (const row of rows) if (!activeGroup.has(row.device_id)) activeGroup.set(row.device_id, row.group_id);
+    cache = { generation, activeGroup, plans: new Map() };
     caches.set(db, cache);
   }
   return cache;
@@ -49,17 +59,7 @@ function cacheOf(db: Database): Cache {
 
 /** The group whose policy applies to a device: lowest priority value, ties to the lowest id. */
 export function activeGroup(db: Database, deviceId: number): number | null {
-  const cache = cacheOf(db);
-  let id = cache.activeGroup.get(deviceId);
-  if (id === undefined) {
-    const row = db.get<{ id: number }>(
-      "SELECT g.id FROM group_devices gd JOIN groups g ON g.id = gd.group_id WHERE gd.device_id = ? ORDER BY g.priority, g.id LIMIT 1",
-      [deviceId],
-    );
-    id = row?.id ?? null;
-    cache.activeGroup.set(deviceId, id);
-  }
-  return id;
+  return cacheOf(db).activeGroup.get(deviceId) ?? null;
 }
 
 export function groupPlan(db: Database, groupId: number, versionKey: string): GroupPlan | undefined {
@@ -76,8 +76,25 @@ export function groupPlan(db: Database, groupId: number, versionKey: string): Gr
       const metadata = JSON.parse(row.metadata) as Meta;
       return { id: row.id, created: rfc822(new Date(row.created)), sha256: row.sha256, storageName: row.storage_name, version: String(metadata[versionKey] ?? ""), metadata };
     });
-    plan = { target: policyTarget(group.policy), packages, metas: packages.map((p) => p.metadata) };
+    const requiredKeys = [...new Set(packages.flatMap((p) => Object.keys(p.metadata).filter((k) => k.startsWith(REQUIRES)).map((k) => k.slice(REQUIRES.length))))];
+    plan = { target: policyTarget(group.policy), packages, metas: packages.map((p) => p.metadata), requiredKeys, answers: new Map() };
     cache.plans.set(groupId, plan);
   }
   return plan;
+}
+
+const MAX_ANSWERS = 10_000;
+
+/**
+ * The resolver's answer for a device under a plan, memoised on exactly the device metadata the
+ * resolver reads (many devices share a version), so a steady stream of checks rarely walks the graph.
+ */
+export function resolveInPlan(plan: GroupPlan, device: Meta, keys: ResolverKeys): number | undefined {
+  const relevant = [device[keys.version], device[keys.devtype], ...plan.requiredKeys.map((k) => device[k])];
+  const key = JSON.stringify(relevant);
+  if (plan.answers.has(key)) return plan.answers.get(key);
+  const answer = resolve(device, plan.metas, plan.target, keys);
+  if (plan.answers.size >= MAX_ANSWERS) plan.answers.clear();
+  plan.answers.set(key, answer);
+  return answer;
 }

@@ -3,8 +3,7 @@ import type { AppContext } from "../../server/context.ts";
 import { signedObjectUrl } from "../../storage/routes.ts";
 import { packageKeys } from "../packages/packages.ts";
 import { recordUpdateStart } from "../progress/progress.ts";
-import { activeGroup, groupPlan } from "./catalog.ts";
-import { resolve } from "./resolver.ts";
+import { activeGroup, groupPlan, resolveInPlan } from "./catalog.ts";
 
 export type DeviceMetadata = Record<string, string | string[]>;
 
@@ -18,9 +17,14 @@ export interface Offer {
   version: string;
 }
 
+const keyCache = new Map<string, { version: string; devtype: string; mac: string }>();
 export const checkKeys = (prefix: string) => {
-  const keys = packageKeys(prefix);
-  return { version: keys.version, devtype: keys.devtype, mac: `${prefix}.hardware.macaddr` };
+  let keys = keyCache.get(prefix);
+  if (!keys) {
+    const names = packageKeys(prefix);
+    keyCache.set(prefix, (keys = { version: names.version, devtype: names.devtype, mac: `${prefix}.hardware.macaddr` }));
+  }
+  return keys;
 };
 
 /**
@@ -59,7 +63,7 @@ export async function updateCheck(ctx: AppContext, device: DeviceIdentity, metad
   if (groupId === null) return undefined;
   const plan = groupPlan(ctx.db, groupId, keys.version);
   if (!plan || plan.target === undefined || plan.packages.length === 0) return undefined;
-  const index = resolve(metadata, plan.metas, plan.target, keys);
+  const index = resolveInPlan(plan, metadata, keys);
   if (index === undefined) return undefined;
   const pkg = plan.packages[index];
   await recordUpdateStart(ctx.db, device.deviceId, device.mac, pkg.version, now);
