@@ -56,6 +56,9 @@ test("a second socket for the same device is closed with 4002 and the first stay
     ws.on("error", () => {});
   });
   assert.deepEqual(closed, { code: 4002, reason: "duplicate connections not allowed" });
+  // A plain GET (no upgrade) is told what the route wants.
+  const plain = await client.request("/api/v1/devices/ws");
+  assert.equal(plain.status, 426);
   assert.equal((await device(server, id)).connected, true);
   assert.equal(agent.connected, true);
 });

@@ -3,6 +3,7 @@ import { upgradeWebSocket } from "@hono/node-server";
 import type { WSContext } from "hono/ws";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
+import { httpError } from "../../http/errors.ts";
 import { getDevice, onDeviceDeleted } from "../devices/devices.ts";
 import { actionsOf } from "../actions/actions.ts";
 import { deviceFilesOf } from "../devicefiles/store.ts";
@@ -39,6 +40,10 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   app.get(
     "/api/v1/devices/ws",
     auth.device(),
+    async (c, next) => {
+      if (c.req.header("upgrade")?.toLowerCase() !== "websocket") throw httpError(426, "this route expects a WebSocket upgrade");
+      await next();
+    },
     upgradeWebSocket((c) => {
       const identity = c.get("identity");
       let conn: DeviceConnection | undefined;
