@@ -179,3 +179,13 @@ test("deleting a device closes its socket and drops its action log", async () =>
   }, 5000, "new registration");
   assert.ok(pending);
 });
+
+test("a device whose queue is full answers `full`; the server asks again and both actions run", async () => {
+  const { agent } = await connectedAgent({ action_concurrency: 1, actions: [{ id: "nap", command: ["sleep", "0.4"], timeout: 5 }] });
+  const started = Date.now();
+  const [a, b] = await Promise.all([exec(agent.mac, "nap"), exec(agent.mac, "nap")]);
+  assert.deepEqual([a.status, b.status], [200, 200]);
+  assert.deepEqual([(await a.json()).status_code, (await b.json()).status_code], [0, 0]);
+  assert.ok(Date.now() - started >= 800, "one after the other");
+  assert.deepEqual((await log(agent.mac)).map((e) => e.status), ["success", "success"]);
+});

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { uploadOk } from "./helpers/packages.ts";
 import { approveAgent, device, FAST_SERVER, openStream, rawDevice, startAgent, until, untilConnected } from "./helpers/agents.ts";
 
 let server: TestServer;
@@ -60,5 +61,42 @@ test("the stream needs a management token; other users see only their devices' e
     stranger.close();
     admin.close();
     await agent.stop();
+  }
+});
+
+test("update_progress moves the device's progress record; 100 or a new version ends it", async () => {
+  const agent = startAgent(server, { device_type: "board", software_version: "v1" });
+  const id = await approveAgent(server, agent);
+  await untilConnected(server, id);
+  await agent.stop();
+  await until(async () => !(await device(server, id)).connected, 3000, "disconnect");
+  const call = (method: string, path: string, json?: unknown) => server.request(path, { method, token: server.adminToken, json });
+  const pkg = await uploadOk(server, { token: server.adminToken, version: "v9", devtype: "board" });
+  const group = ((await (await call("POST", "/api/v2/groups", { metadata: {} })).json()) as { id: number }).id;
+  assert.equal((await call("POST", `/api/v2/groups/${group}/policy`, { policy: "exact_match,v9" })).status, 200);
+  assert.equal((await call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] })).status, 200);
+  assert.equal((await call("PATCH", `/api/v2/groups/${group}/devices`, { add: [id], remove: [] })).status, 200);
+
+  const dev = await rawDevice(server, agent);
+  try {
+    const { DeviceClient } = await import("../../src/update/client/device-client.ts");
+    const { readFileSync } = await import("node:fs");
+    const { join } = await import("node:path");
+    const client = new DeviceClient({ server: server.url, privateKeyPem: readFileSync(join(agent.config.data_dir, "device-key.pem"), "utf8"), metadata: agent.metadata(), now: () => Math.floor(Date.now() / 1000) + 20 });
+    const progress = async () => {
+      const res = await call("GET", `/api/v2/devices/${id}/progress`);
+      return res.status === 200 ? ((await res.json()) as { progress: number; version: string }) : res.status;
+    };
+    for (const [report, end] of [[100, "progress 100"], [-1, "new version"]] as const) {
+      assert.equal((await client.request("/api/v1/update/check", { method: "POST", json: agent.metadata() })).status, 200);
+      assert.deepEqual(await progress().then((p) => typeof p === "object" && [p.progress, p.version]), [0, "v9"]);
+      dev.ws.send(JSON.stringify({ method: "update_progress", progress: 40 }));
+      await until(async () => ((await progress()) as { progress: number }).progress === 40, 3000, "progress 40");
+      if (report === 100) dev.ws.send(JSON.stringify({ method: "update_progress", progress: 100 }));
+      else dev.ws.send(JSON.stringify({ method: "update_version", version: "v1" }));
+      await until(async () => (await progress()) === 404, 3000, `record ended by ${end}`);
+    }
+  } finally {
+    dev.ws.close();
   }
 });
