@@ -149,14 +149,20 @@ export class Agent {
 
   // --- main loop --------------------------------------------------------------------------
 
+  /** Waits, but never past stop(). */
   private sleep(seconds: number): Promise<void> {
     return new Promise((resolve) => {
       if (this.stopped) return resolve();
-      const timer = setTimeout(() => {
+      const signal = this.stopController.signal;
+      const done = () => {
+        clearTimeout(timer);
         this.timers.delete(timer);
+        signal.removeEventListener("abort", done);
         resolve();
-      }, seconds * 1000);
+      };
+      const timer = setTimeout(done, seconds * 1000);
       this.timers.add(timer);
+      signal.addEventListener("abort", done);
     });
   }
 
@@ -343,7 +349,7 @@ export class Agent {
     this.running.add(id);
     const work = builtin
       ? Promise.resolve({ code: 0, output: Buffer.from("Update check queued") }).finally(() => void this.checkNow())
-      : runCommand(action!.command, { timeout: action!.timeout, cwd: this.config.data_dir });
+      : runCommand(action!.command, { timeout: action!.timeout, cwd: this.config.data_dir, signal: this.stopController.signal });
     void work.then((result) => {
       this.running.delete(id);
       const message: ExecResult = { method: "action_exec_result", execution_id: id, status_code: result.code, output: result.output.toString("base64") };
@@ -410,7 +416,7 @@ export class Agent {
     const argv = this.config.install_command.map((arg) => arg.replaceAll("{file}", path));
     let version = offered;
     if (argv.length > 0) {
-      const result = await runCommand(argv, { cwd: this.config.data_dir });
+      const result = await runCommand(argv, { cwd: this.config.data_dir, signal: this.stopController.signal });
       if (result.code !== 0) throw new Error(`install command exited with ${result.code}: ${result.output.toString().slice(-500)}`);
       // An install command may name the version it installed (`version=X` on a line of its own).
       const named = /^version=(\S+)\s*$/m.exec(result.output.toString());
