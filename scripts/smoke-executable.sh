@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Smoke test of the single executable: copied alone into an empty directory, with no node on
-# PATH and no node_modules above it, it serves /api/health, issues a token, and stops on SIGTERM.
+# PATH and no node_modules above it, it serves /api/health, issues a token, runs an agent that
+# registers and executes an action, and stops on SIGTERM.
 set -euo pipefail
 BIN="$(cd "$(dirname "$0")/.." && pwd)/dist/labgate"
 [ -x "$BIN" ] || { echo "missing $BIN: run npm run build first" >&2; exit 1; }

@@ -90,12 +90,21 @@ export class ActionService {
    */
   async exec(mac: string, actionId: string): Promise<{ queued: true } | ExecResult> {
     const id = randomUUID();
-    await this.ctx.db.write((tx) =>
-      void tx.run("INSERT INTO action_log (id, mac_address, action_id, created, status) VALUES (?, ?, ?, ?, 'pending')", [id, mac, actionId, new Date().toISOString()]),
-    );
-    const conn = this.hub.get(mac);
-    if (!conn) return { queued: true };
+    // Marked in flight before the row exists, so that a dispatcher starting meanwhile skips it.
     this.inflight.add(id);
+    try {
+      await this.ctx.db.write((tx) =>
+        void tx.run("INSERT INTO action_log (id, mac_address, action_id, created, status) VALUES (?, ?, ?, ?, 'pending')", [id, mac, actionId, new Date().toISOString()]),
+      );
+    } catch (error) {
+      this.inflight.delete(id);
+      throw error;
+    }
+    const conn = this.hub.get(mac);
+    if (!conn) {
+      this.inflight.delete(id);
+      return { queued: true };
+    }
     try {
       await this.requireActionCapability(conn);
       const definition = (await conn.actionList(this.timeouts.device_reply_timeout)).find((a) => a.action_id === actionId);
