@@ -98,6 +98,28 @@ test("a download interrupted halfway resumes with Range", async () => {
   }
 });
 
+test("a download that does not match its SHA-256 is discarded and fetched again", async () => {
+  const payload = randomBytes(100_000);
+  const pkg = await uploadOk(server, { token: server.adminToken, version: "v5", devtype: "board", file: payload });
+  const proxy = await startProxy(server.url, { corrupt: { path: /^\/local_storage\// } });
+  const marker = join(server.dataDir, "..", `marker-${process.pid}-3`);
+  const agent = startAgent(proxy.url, { device_type: "board", software_version: "v1", install_command: installer(marker) });
+  try {
+    const id = await approveAgent(server, agent);
+    await untilConnected(server, id);
+    await pushUpdate(id, pkg.id, "v5");
+    await agent.checkNow();
+    assert.equal(agent.softwareVersion, "v5");
+    const downloads = proxy.seen.filter((r) => r.path.startsWith("/local_storage/"));
+    assert.equal(downloads.length, 2, "the corrupt copy was not installed");
+    assert.equal(downloads[1].headers.range, undefined, "a discarded file is fetched from the start");
+    assert.equal(sha256(readFileSync(marker)), pkg.sha256);
+  } finally {
+    await agent.stop();
+    await proxy.close();
+  }
+});
+
 test("a failed install keeps the old version", async () => {
   const pkg = await uploadOk(server, { token: server.adminToken, version: "v4", devtype: "board", file: randomBytes(1000) });
   const agent = startAgent(server, { device_type: "board", software_version: "v1", install_command: ["sh", "-c", "exit 7"] });
