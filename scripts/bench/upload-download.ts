@@ -153,7 +153,7 @@ async function main(): Promise<void> {
     console.log(`download (signed)   ${mbps(bytes, downMs).padStart(8)} MB/s  (${((cpMs / downMs) * 100).toFixed(0)}% of cp; target >= 50%)`);
     console.log(`server RSS idle     ${(idle.rss / MB).toFixed(1).padStart(8)} MB`);
     console.log(`server RSS peak     ${(end.hwm / MB).toFixed(1).padStart(8)} MB  (+${((end.hwm - idle.rss) / MB).toFixed(1)} MB over idle; target <= +40 MB)`);
-    console.log(`server RSS after upload ${(afterUpload.rss / MB).toFixed(1)} MB, after download ${(end.rss / MB).toFixed(1)} MB`);
+    console.log(`server RSS after upload ${(afterUpload.rss / MB).toFixed(1)} MB (peak so far ${(afterUpload.hwm / MB).toFixed(1)} MB), after download ${(end.rss / MB).toFixed(1)} MB`);
     console.log(`sha256 ${ok ? "matches" : "MISMATCH"} (${digest.slice(0, 16)}...)`);
     if (!ok) process.exitCode = 1;
   } finally {

@@ -21,6 +21,8 @@ export interface DeviceIdentity {
 export type TokenFailure = "malformed" | "bad_signature" | "expired" | "wrong_type";
 
 const MAX_CACHED = 10_000;
+/** Enough for every device of a large lab holding one live token each. */
+const MAX_CACHED_DEVICE = 50_000;
 
 /** Issues and verifies labgate's tokens and signed links (contract.md, Authentication). */
 export class TokenService {
@@ -28,6 +30,8 @@ export class TokenService {
   private readonly prefix: string;
   /** Verified management tokens: an Ed25519 verify costs ~11 ms in tweetnacl, so each token pays once. */
   private readonly cache = new Map<string, ManagementIdentity>();
+  /** Verified device tokens (the deviceGate still checks on every request that the device exists). */
+  private readonly deviceCache = new Map<string, DeviceIdentity>();
   private readonly now: () => number;
 
   constructor(keys: AppKeys, prefix: string, now: () => number = () => epochSeconds()) {
@@ -71,12 +75,23 @@ export class TokenService {
   }
 
   verifyDevice(token: string): DeviceIdentity | TokenFailure {
+    const now = this.now();
+    // Device tokens arrive with every update check: each one is verified once per lifetime.
+    const cached = this.deviceCache.get(token);
+    if (cached) {
+      if (cached.expiresAt > now) return cached;
+      this.deviceCache.delete(token);
+      return "expired";
+    }
     const payload = verifyJwt(token, "HS256", this.keys.hmacSecret);
     if (typeof payload === "string") return payload;
     if (payload.typ !== "device") return "wrong_type";
     if (typeof payload.sub !== "string" || typeof payload.did !== "number" || typeof payload.exp !== "number") return "malformed";
-    if (payload.exp <= this.now()) return "expired";
-    return { kind: "device", mac: payload.sub, deviceId: payload.did, expiresAt: payload.exp };
+    if (payload.exp <= now) return "expired";
+    const identity: DeviceIdentity = { kind: "device", mac: payload.sub, deviceId: payload.did, expiresAt: payload.exp };
+    if (this.deviceCache.size >= MAX_CACHED_DEVICE) this.deviceCache.delete(this.deviceCache.keys().next().value as string);
+    this.deviceCache.set(token, identity);
+    return identity;
   }
 
   /** Tells which kind a token claims to be, without verifying it (to pick the verifier). */

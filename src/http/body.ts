@@ -5,8 +5,8 @@ import { httpError } from "./errors.ts";
 
 /**
  * The request body as a Node stream, straight from @hono/node-server's IncomingMessage when
- * nothing has read it yet: cheaper than the web stream behind `c.req.raw.body`, and with real
- * backpressure (Node 20's Readable.toWeb counts its high-water mark in chunks, not bytes).
+ * nothing has read it yet: it skips the Node -> web -> Node stream adapters behind
+ * `c.req.raw.body` (about 0.4 ms of a small JSON request, and CPU on every upload chunk).
  * A request rewritten by normalizeRequest (its body moved into a new Request) uses the web stream.
  */
 export function requestBodyStream(c: Context): Readable | undefined {

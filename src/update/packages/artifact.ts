@@ -2,7 +2,7 @@ import { createReadStream } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
 import { createGunzip, gunzipSync } from "node:zlib";
 import type { Readable } from "node:stream";
-import type { Scope } from "../../auth/scopes.ts";
+import { grantsAny, scopeName, type Scope } from "../../auth/scopes.ts";
 
 /**
  * Upload scope from the artifact's payload types (update-server.md 4.3 step 7, D14): a device
@@ -24,6 +24,17 @@ export function scopesForPayload(type: string): Scope[] {
     default:
       return [];
   }
+}
+
+/** Why a token may not upload an artifact with these payload types (403), or undefined. */
+export function uploadScopeRefusal(granted: ReadonlySet<Scope>, types: readonly string[], prefix: string): string | undefined {
+  for (const type of types) {
+    const acceptable: Scope[] = ["admin_rw", ...scopesForPayload(type)];
+    if (!grantsAny(granted, acceptable)) {
+      return `user does not have permission to upload this package type. One of the scopes is required: ${acceptable.map((s) => scopeName(prefix, s)).join(", ")}`;
+    }
+  }
+  return undefined;
 }
 
 const BLOCK = 512;

@@ -1,13 +1,13 @@
 import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
-import { grantsAny, scopeName, type Scope } from "../../auth/scopes.ts";
+import type { Scope } from "../../auth/scopes.ts";
 import { httpError } from "../../http/errors.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { StorageNameError } from "../../storage/local.ts";
 import { publicBase, signedObjectUrl } from "../../storage/routes.ts";
 import { authorize, deletePermissionsOf, grantCreator, permissionFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
-import { artifactPayloadTypes, scopesForPayload } from "./artifact.ts";
+import { artifactPayloadTypes, uploadScopeRefusal } from "./artifact.ts";
 import { checkUploadFields, createPackage, deletePackage, getPackage, packageKeys, storageOf, toView, type PackageRow } from "./packages.ts";
 import { parseUpload } from "./upload.ts";
 
@@ -46,16 +46,8 @@ export function packagesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
         throw error;
       }
       // D14: the upload scope follows the artifact's payload types, read from the stored bytes.
-      const types = await artifactPayloadTypes(staged!.tmpPath);
-      for (const type of types) {
-        const acceptable: Scope[] = ["admin_rw", ...scopesForPayload(type)];
-        if (!grantsAny(identity.scopes, acceptable)) {
-          throw httpError(
-            403,
-            `user does not have permission to upload this package type. One of the scopes is required: ${acceptable.map((s) => scopeName(ctx.config.prefix, s)).join(", ")}`,
-          );
-        }
-      }
+      const refusal = uploadScopeRefusal(identity.scopes, await artifactPayloadTypes(staged!.tmpPath), ctx.config.prefix);
+      if (refusal) throw httpError(403, refusal);
       const row = await createPackage(ctx, { staged: staged!, fields, dir, user: identity.user, onCreated: (tx, id) => grantCreator(tx, identity, "package", id) });
       return c.json(toView(row));
     } catch (error) {

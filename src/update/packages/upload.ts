@@ -27,7 +27,7 @@ export async function parseUpload(c: Context, storage: LocalStorage, fileField =
 
   let parser: busboy.Busboy;
   try {
-    parser = busboy({ headers: { "content-type": contentType }, highWaterMark: 1024 * 1024, fileHwm: 1024 * 1024, limits: { fieldSize: FIELD_LIMIT, fields: 1000, fieldNameSize: 1024 }, defParamCharset: "utf8" });
+    parser = busboy({ headers: { "content-type": contentType }, limits: { fieldSize: FIELD_LIMIT, fields: 1000, fieldNameSize: 1024 }, defParamCharset: "utf8" });
   } catch (error) {
     throw httpError(400, `malformed multipart/form-data: ${(error as Error).message}`);
   }
