@@ -292,7 +292,10 @@ export class Agent {
 
   /** Sends now, or on the next connection. */
   private deliver(message: object): void {
-    if (!this.send(message)) this.outbox.push(message);
+    if (this.send(message)) return;
+    this.outbox.push(message);
+    // Long offline: the oldest go (the server sends unanswered executions again anyway).
+    if (this.outbox.length > RECENT_RESULTS) this.outbox.shift();
   }
 
   private onMessage(text: string): void {

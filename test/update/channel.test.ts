@@ -94,3 +94,25 @@ test("unknown methods, malformed messages and device alerts are ignored, binary 
   // Capabilities stay after the disconnect (7.1).
   assert.equal((await device(server, id)).capabilities.file_transfer, true);
 });
+
+test("a device that stops answering pings is dropped", async () => {
+  const agent = startAgent(server);
+  agents.push(agent);
+  const id = await approveAgent(server, agent);
+  await untilConnected(server, id);
+  await agent.stop();
+  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  const { DeviceClient } = await import("../../src/update/client/device-client.ts");
+  const { readFileSync } = await import("node:fs");
+  const { join } = await import("node:path");
+  const client = new DeviceClient({ server: server.url, privateKeyPem: readFileSync(join(agent.config.data_dir, "device-key.pem"), "utf8"), metadata: agent.metadata(), now: () => Math.floor(Date.now() / 1000) + 13 });
+  const token = await client.getToken();
+  // A client that never answers pings (a half-open connection, seen from the server).
+  const ws = new WebSocket(`${server.url.replace("http", "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${token}` }, autoPong: false });
+  const closed = new Promise<void>((resolve) => ws.on("close", () => resolve()));
+  await new Promise((resolve) => ws.once("open", resolve));
+  await until(async () => (await device(server, id)).connected, 3000, "connected");
+  // ping interval 1 s: dropped after the second ping finds the first unanswered.
+  await until(async () => !(await device(server, id)).connected, 4000, "dropped for silence");
+  await closed;
+});
