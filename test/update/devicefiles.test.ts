@@ -164,3 +164,16 @@ test("with a hand-driven device: single-use parts, oversize parts, ETag mismatch
     dev.ws.close();
   }
 });
+
+test("the multipart routes are contained: no traversal, no parts, no unsigned reads", async () => {
+  writeFileSync(join(base(), "contained.log"), "x");
+  const { url } = (await (await fetchFile(join(base(), "contained.log"))).json()) as { url: string };
+  const query = url.slice(url.indexOf("?"));
+  for (const path of ["..%2Flabgate.db", "../labgate.db", "%E0%A4%A", "parts/x", "svc.downloads/../../labgate.db", "svc.downloads/not-a-uuid"]) {
+    const res = await fetch(`${server.url}/local_storage_multipart/multipart/${path}${query}`);
+    assert.ok(res.status === 403 || res.status === 404, `${path}: ${res.status}`);
+  }
+  assert.equal((await fetch(url.split("?")[0])).status, 403);
+  const bad = await fetch(`${server.url}/local_storage_multipart/parts/..%2F..%2Fx?expires=1&signature=x`, { method: "PUT", body: "x" });
+  assert.ok(bad.status === 403 || bad.status === 404, String(bad.status));
+});

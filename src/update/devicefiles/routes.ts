@@ -42,7 +42,8 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   });
 
   app.get("/local_storage_multipart/multipart/*", (c) => {
-    const key = decodeURIComponent(c.req.path.slice("/local_storage_multipart/multipart/".length));
+    // Hono already percent-decoded the path; keys are plain `<dir>/<uuid>`.
+    const key = c.req.path.slice("/local_storage_multipart/multipart/".length);
     const verdict = ctx.tokens.verifyLink(MULTIPART_LINK, key, c.req.query("expires"), c.req.query("signature"));
     if (verdict === "expired") throw httpError(403, "download link has expired");
     if (verdict !== "ok") throw httpError(403, "download link signature is missing or invalid");
