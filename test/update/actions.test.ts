@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
-import { approveAgent, b64, device, FAST_SERVER, restartAgent, startAgent, until, untilConnected } from "./helpers/agents.ts";
+import { approveAgent, b64, device, FAST_SERVER, rawDevice, restartAgent, startAgent, until, untilConnected } from "./helpers/agents.ts";
 import type { Agent } from "../../src/agent/agent.ts";
 
 let server: TestServer;
@@ -188,4 +188,40 @@ test("a device whose queue is full answers `full`; the server asks again and bot
   assert.deepEqual([(await a.json()).status_code, (await b.json()).status_code], [0, 0]);
   assert.ok(Date.now() - started >= 800, "one after the other");
   assert.deepEqual((await log(agent.mac)).map((e) => e.status), ["success", "success"]);
+});
+
+test("with a hand-driven device: missing capability 409, refusal 502, results only for its own executions", async () => {
+  const { agent, id } = await connectedAgent();
+  await agent.stop();
+  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  const dev = await rawDevice(server, agent);
+  try {
+    dev.ws.send(JSON.stringify({ method: "capability_report", capabilities: { file_transfer: true } }));
+    let res = await exec(agent.mac, "x");
+    assert.deepEqual([res.status, await res.json()], [409, { error: "device does not support actions" }]);
+    assert.equal((await server.request(`/api/v2/devices/${agent.mac}/action/list`, { token: admin() })).status, 409);
+
+    dev.ws.send(JSON.stringify({ method: "capability_report", capabilities: { exec_cmds: true } }));
+    const pending = exec(agent.mac, "x");
+    await dev.next("action_list_query");
+    dev.ws.send(JSON.stringify({ method: "action_list_update", actions: [{ id: "x", name: "X", command: ["true"], timeout: 1 }] }));
+    const sent = await dev.next("action_exec");
+    dev.ws.send(JSON.stringify({ method: "action_exec_control", execution_id: sent.execution_id, status: "busy" }));
+    res = await pending;
+    assert.equal(res.status, 502);
+
+    // A result for an execution of another device, or an unknown one, changes nothing.
+    const second = exec(agent.mac, "x");
+    const again = await dev.next("action_exec");
+    dev.ws.send(JSON.stringify({ method: "action_exec_control", execution_id: again.execution_id, status: "ok" }));
+    dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: "00000000-0000-4000-8000-000000000000", status_code: 0, output: "" }));
+    dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: again.execution_id, status_code: 0, output: b64("done") }));
+    assert.deepEqual(await (await second).json(), { status_code: 0, output: b64("done") });
+    // A duplicate result (at-least-once delivery) leaves the first one standing.
+    dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: again.execution_id, status_code: 5, output: "" }));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.deepEqual((await log(agent.mac)).map((e) => [e.status, e.status_code]), [["success", 0], ["error", null], ["error", null]]);
+  } finally {
+    dev.ws.close();
+  }
 });
