@@ -5,7 +5,7 @@
  * serves file probes and uploads inside file_base_dir, and checks for, downloads, verifies and
  * installs updates, reporting progress and the new version.
  */
-import { mkdirSync, readFileSync, unlinkSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import WebSocket from "ws";
 import { DeviceClient, loadOrCreateDeviceKey, type Metadata } from "../update/client/device-client.ts";
@@ -393,6 +393,10 @@ export class Agent {
     const offered = typeof answer.version === "string" ? answer.version : undefined;
     this.log.info(`agent: update ${offered ?? `package ${String(answer.id)}`} offered`);
 
+    // Leftovers of other updates (an offer that changed meanwhile) go; this one's partial stays.
+    const downloads = join(this.config.data_dir, "downloads");
+    for (const name of readdirSync(downloads)) if (!name.startsWith(sha256.toLowerCase())) rmSync(join(downloads, name), { force: true, recursive: true });
+
     // Download, resuming after interruptions, for as long as the agent runs.
     let path: string | undefined;
     let delay = this.config.retry_min_delay;
@@ -406,7 +410,7 @@ export class Agent {
     for (let attempt = 1; !path; attempt++) {
       if (this.stopped) return;
       try {
-        path = await download({ url: uri, sha256, dir: join(this.config.data_dir, "downloads"), onProgress: progress, signal: this.stopController.signal });
+        path = await download({ url: uri, sha256, dir: downloads, onProgress: progress, signal: this.stopController.signal });
       } catch (error) {
         if (this.stopped) return;
         this.log.warn(`agent: download attempt ${attempt}: ${(error as Error).message}`);
