@@ -5,7 +5,6 @@ import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
 import { getDevice, onDeviceDeleted } from "../devices/devices.ts";
-import { actionsOf } from "../actions/actions.ts";
 import { deviceFilesOf } from "../devicefiles/store.ts";
 import { channelOf, CLOSE_UNAUTHORIZED, type DeviceConnection } from "./hub.ts";
 import { handleProgress } from "./progress.ts";
@@ -17,7 +16,6 @@ import { handleProgress } from "./progress.ts";
 export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   const hub = channelOf(ctx);
   handleProgress(ctx, hub);
-  const actions = actionsOf(ctx);
 
   // A deleted device loses its socket, its action log and the outputs (17.18).
   const unhook = onDeviceDeleted((tx, device) => {
@@ -34,7 +32,6 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     });
   });
   ctx.onShutdown.push(unhook);
-  void actions;
 
   const app = new Hono<AppEnv>();
   app.get(
