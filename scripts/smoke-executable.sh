@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Smoke test of the single executable: copied alone into an empty directory, with no node on
-# PATH and no node_modules above it, it serves /api/health, issues a token, and stops on SIGTERM.
+# PATH and no node_modules above it, it serves /api/health, issues a token, runs an agent that
+# registers and executes an action, and stops on SIGTERM.
 set -euo pipefail
 BIN="$(cd "$(dirname "$0")/.." && pwd)/dist/labgate"
 [ -x "$BIN" ] || { echo "missing $BIN: run npm run build first" >&2; exit 1; }
 
 WORK="$(mktemp -d)"
-trap 'kill -9 "${PID:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill -9 "${PID:-0}" "${AGENT:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 cp "$BIN" "$WORK/labgate"
 cd "$WORK"
 # No PATH at all for labgate itself: it must not need node or any other program.
@@ -29,6 +30,30 @@ echo "whoami: $WHO"
 echo "$WHO" | grep -q '"sub":"smoke"' || { echo "issued token not accepted"; exit 1; }
 ADMIN="$(cat data/admin.token)"
 curl -sf -H "Authorization: Bearer token=$ADMIN" "$URL/api/whoami" | grep -q '"sub":"admin"'
+
+# The device agent from the same executable: registers, is approved, runs an action over the WebSocket.
+mkdir -p files
+printf 'server: %s\nkey_type: ed25519\nmac_address: "0e:00:00:00:00:01"\nfile_base_dir: ./files\nretry_min_delay: 0.2\nretry_max_delay: 1\nactions:\n  - {id: hello, command: [/bin/echo, from-agent], timeout: 5}\n' "$URL" > agent.yaml
+"${CLEAN_ENV[@]}" ./labgate agent --config agent.yaml --data-dir ./agent-data > agent.out 2> agent.err &
+AGENT=$!
+APPROVE=""
+for _ in $(seq 1 50); do
+  APPROVE="$(curl -sf -H "Authorization: Bearer token=$ADMIN" "$URL/api/v1/auth/pending" | node -e 'let s="";process.stdin.on("data",(d)=>(s+=d)).on("end",()=>{const p=JSON.parse(s).find((x)=>x.mac_address==="0e:00:00:00:00:01");if(p)process.stdout.write(JSON.stringify({mac_address:p.mac_address,public_key:p.public_key}))})')"
+  [ -n "$APPROVE" ] && break
+  sleep 0.1
+done
+[ -n "$APPROVE" ] || { echo "agent did not register"; cat agent.err; exit 1; }
+curl -sf -X POST -H "content-type: application/json" -H "Authorization: Bearer token=$ADMIN" -d "$APPROVE" "$URL/api/v1/auth/register" > /dev/null
+# Connected once its action list can be read (an exec before that would be queued).
+for _ in $(seq 1 50); do
+  curl -sf -H "Authorization: Bearer token=$ADMIN" "$URL/api/v2/devices/0e:00:00:00:00:01/action/list" > /dev/null && break
+  sleep 0.2
+done
+EXEC="$(curl -s -H "Authorization: Bearer token=$ADMIN" "$URL/api/v2/devices/0e:00:00:00:00:01/action/exec/hello")"
+echo "agent action: $EXEC"
+echo "$EXEC" | grep -q "\"output\":\"$(printf 'from-agent\n' | base64)\"" || { echo "agent action failed"; cat agent.err; exit 1; }
+kill -TERM "$AGENT"
+wait "$AGENT"
 
 kill -TERM "$PID"
 wait "$PID"

@@ -4,6 +4,8 @@ import { loadOrCreateKeys } from "../auth/keys.ts";
 import { SCOPES, scopeName, type Scope } from "../auth/scopes.ts";
 import { TokenService } from "../auth/tokens.ts";
 import { startServer } from "../server/start.ts";
+import { Agent } from "../agent/agent.ts";
+import { loadAgentConfig } from "../agent/config.ts";
 import { parseDuration } from "../util/time.ts";
 import { VERSION } from "../version.ts";
 
@@ -15,6 +17,7 @@ export const HELP = `labgate ${VERSION}: device update management and test runs 
 Usage:
   labgate serve [--config FILE] [--data-dir DIR] [--listen HOST:PORT]
   labgate token issue --user NAME --scopes S1,S2 [--ttl 30d] [--config FILE] [--data-dir DIR]
+  labgate agent [--config FILE] [--server URL] [--data-dir DIR]
   labgate version
   labgate help
 
@@ -24,6 +27,10 @@ serve        runs both APIs on one listener (default 0.0.0.0:5000, data dir ./da
 token issue  prints a management token signed with the data dir's key. Scopes, with or
              without the prefix: ${SCOPES.join(", ")}.
              --ttl accepts 45s, 15m, 12h, 30d, 2w (default 30d).
+agent        runs the device side on a lab device (config: YAML, see README): keeps its
+             key in the data dir (default ./agent-data), registers and waits for approval,
+             keeps the management socket open, runs its configured actions, serves file
+             downloads from file_base_dir, installs updates with install_command.
 
 Environment: LABGATE_CONFIG, LABGATE_DATA_DIR, LABGATE_LISTEN (flags win over them).
 `;
@@ -62,6 +69,20 @@ async function serve(args: string[]): Promise<number> {
   return 0;
 }
 
+async function agent(args: string[]): Promise<number> {
+  const flags = parse(args, { ...COMMON, server: { type: "string" } });
+  const config = loadAgentConfig({ file: flags.config, server: flags.server, dataDir: flags["data-dir"] });
+  const running = new Agent(config);
+  running.start();
+  process.stderr.write(`labgate agent: device ${config.mac_address}, server ${config.server}, data in ${config.data_dir}\n`);
+  await new Promise<void>((resolve) => {
+    const stop = () => void running.stop().then(resolve, resolve);
+    process.once("SIGINT", stop);
+    process.once("SIGTERM", stop);
+  });
+  return 0;
+}
+
 function parseScopeList(prefix: string, text: string): Scope[] {
   const scopes: Scope[] = [];
   for (const raw of text.split(/[,\s]+/).filter(Boolean)) {
@@ -95,6 +116,8 @@ export async function main(argv: string[]): Promise<number> {
       case "token":
         if (rest[0] !== "issue") throw new UsageError(`unknown token command ${JSON.stringify(rest[0] ?? "")}; expected: labgate token issue`);
         return tokenIssue(rest.slice(1));
+      case "agent":
+        return await agent(rest);
       case "version":
       case "--version":
         process.stdout.write(`labgate ${VERSION}\n`);

@@ -22,6 +22,14 @@ export interface Config {
     download_link_ttl: number;
     device_token_ttl: number;
     auth_timestamp_window: number;
+    /** Device channel (update-server.md 13, 11, 12): seconds; fractions allowed (tests). */
+    ws_ping_interval: number;
+    device_reply_timeout: number;
+    action_timeout_margin: number;
+    action_max_wait: number;
+    queue_full_retry: number;
+    file_transfer_timeout: number;
+    file_transfer_min_rate: number;
   };
   test_server: {
     auth: "token" | "none";
@@ -60,6 +68,9 @@ export function parseListen(value: unknown, key = "listen"): { host: string; por
   if (!match || port > 65535) return fail(key, `expected HOST:PORT with a port from 0 to 65535, got ${JSON.stringify(value)}`);
   return { host: match[1] ?? match[2], port };
 }
+
+const positive: Validator = (v, key) =>
+  typeof v === "number" && Number.isFinite(v) && v > 0 ? v : fail(key, `expected a number greater than 0, got ${JSON.stringify(v)}`);
 
 const url: Validator = (v, key) => {
   if (typeof v !== "string") return fail(key, "expected a URL string");
@@ -106,6 +117,13 @@ const schema: Schema = {
     download_link_ttl: { default: 3600, check: integer(1) },
     device_token_ttl: { default: 300, check: integer(10) },
     auth_timestamp_window: { default: 600, check: integer(0) },
+    ws_ping_interval: { default: 25, check: positive },
+    device_reply_timeout: { default: 30, check: positive },
+    action_timeout_margin: { default: 10, check: positive },
+    action_max_wait: { default: 7200, check: positive },
+    queue_full_retry: { default: 5, check: positive },
+    file_transfer_timeout: { default: 60, check: positive },
+    file_transfer_min_rate: { default: 1048576, check: positive },
   },
   test_server: {
     auth: { default: "token", check: oneOf("token", "none") },

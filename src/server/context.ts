@@ -17,6 +17,11 @@ export interface AppContext {
    * device was deleted). The update server installs it; absent means every valid token passes.
    */
   deviceGate?: (identity: DeviceIdentity) => boolean;
+  /**
+   * Called when the server stops accepting, before it waits for open connections: end
+   * long-lived ones (device WebSockets, event streams) so that shutdown does not wait on them.
+   */
+  onClosing: Array<() => void>;
   /** Work to finish before the process exits (closing sockets, stopping runs). */
   onShutdown: Array<() => Promise<void> | void>;
 }

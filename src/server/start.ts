@@ -1,7 +1,8 @@
 import { existsSync, mkdirSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { serve, type ServerType } from "@hono/node-server";
+import { serve, type ServerType, type WebSocketServerLike } from "@hono/node-server";
+import { WebSocketServer } from "ws";
 import type { Server } from "node:http";
 import type { Config } from "../config/config.ts";
 import { Database, IMAGE_FILE, migrate, migrations } from "../db/index.ts";
@@ -19,6 +20,8 @@ import { routeModules } from "./modules.ts";
 export const ADMIN_TOKEN_FILE = "admin.token";
 const ADMIN_TOKEN_TTL = 365 * 86400;
 const SHUTDOWN_GRACE_MS = 10_000;
+/** Largest WebSocket message accepted (action output arrives base64 in one message). */
+const WS_MAX_PAYLOAD = 16 * 1024 * 1024;
 
 export interface RunningServer {
   ctx: AppContext;
@@ -55,15 +58,20 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       writeFileDurable(adminTokenFile, tokens.issueManagement("admin", [...SCOPES], ADMIN_TOKEN_TTL) + "\n", 0o600);
     }
 
-    const ctx: AppContext = { config, dataDir, db, tokens, log, version: VERSION, startedAt: new Date(), onShutdown: [] };
+    const ctx: AppContext = { config, dataDir, db, tokens, log, version: VERSION, startedAt: new Date(), onClosing: [], onShutdown: [] };
     const app = createApp(ctx, routeModules);
-    const server = await listen(config, (request, env) => app.fetch(normalizeRequest(request), env));
+    // WebSocket routes (the device channel) upgrade through @hono/node-server and `ws`.
+    const wss = new WebSocketServer({ noServer: true, maxPayload: WS_MAX_PAYLOAD });
+    const server = await listen(config, wss, (request, env) => app.fetch(normalizeRequest(request), env));
     const port = (server.address() as AddressInfo).port;
     const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
 
     let closing: Promise<void> | undefined;
     const close = () =>
       (closing ??= (async () => {
+        for (const hook of ctx.onClosing) hook();
+        // Upgraded sockets are not HTTP connections: server.close() would wait for them.
+        for (const client of wss.clients) client.terminate();
         await new Promise<void>((resolve) => {
           const force = setTimeout(() => (server as Server).closeAllConnections(), SHUTDOWN_GRACE_MS);
           server.close(() => {
@@ -85,9 +93,10 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   }
 }
 
-function listen(config: Config, fetch: (request: Request, env: unknown) => Response | Promise<Response>): Promise<ServerType> {
+function listen(config: Config, wss: WebSocketServer, fetch: (request: Request, env: unknown) => Response | Promise<Response>): Promise<ServerType> {
   return new Promise((resolve, reject) => {
-    const server = serve({ fetch, hostname: config.listen.host, port: config.listen.port }, () => resolve(server));
+    const websocket = { server: wss as unknown as WebSocketServerLike };
+    const server = serve({ fetch, hostname: config.listen.host, port: config.listen.port, websocket }, () => resolve(server));
     server.once("error", reject);
   });
 }

@@ -1,3 +1,4 @@
+import type { Stats } from "node:fs";
 import { Readable } from "node:stream";
 import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../server/context.ts";
@@ -54,33 +55,41 @@ export function localStorageRoutes(ctx: AppContext, storage: LocalStorage): Hono
     const object = storage.statObject(name);
     if (!object) throw httpError(404, "object does not exist");
 
-    const size = object.stat.size;
-    // Objects never change after upload, so size and mtime make a strong validator.
-    const etag = `"${size.toString(16)}-${Math.floor(object.stat.mtimeMs).toString(16)}"`;
-    const headers: Record<string, string> = {
-      "Content-Type": "application/octet-stream",
-      "Accept-Ranges": "bytes",
-      ETag: etag,
-      "Last-Modified": object.stat.mtime.toUTCString(),
-      "Cache-Control": "private, no-transform",
-    };
-    const ifNoneMatch = c.req.header("if-none-match");
-    if (ifNoneMatch && ifNoneMatch.split(",").some((t) => t.trim() === etag || t.trim() === "*")) {
-      return new Response(null, { status: 304, headers });
-    }
-    const ifRange = c.req.header("if-range");
-    const range = ifRange && ifRange.trim() !== etag ? undefined : parseRange(c.req.header("range"), size);
-    if (range === "unsatisfiable") {
-      c.header("Content-Range", `bytes */${size}`); // kept on the error response built by app.onError
-      throw httpError(416, `range not satisfiable (object is ${size} bytes)`);
-    }
-    const { start, end } = range ?? { start: 0, end: size - 1 };
-    const length = size === 0 ? 0 : end - start + 1;
-    headers["Content-Length"] = String(length);
-    if (range) headers["Content-Range"] = `bytes ${start}-${end}/${size}`;
-    const status = range ? 206 : 200;
-    if (length === 0 || c.req.method === "HEAD") return new Response(null, { status, headers });
-    const body = Readable.toWeb(storage.read(object.path, start, end)) as unknown as ReadableStream<Uint8Array>;
-    return new Response(body, { status, headers });
+    return serveFile(c, object.stat, (from, to) => storage.read(object.path, from, to));
   });
+}
+
+/**
+ * Streams a stored file with Content-Length, ETag, Accept-Ranges, single-range and conditional
+ * support (the public storage routes of update-server.md 14.3-14.4).
+ */
+export function serveFile(c: Context, stat: Stats, read: (start: number, end: number) => Readable): Response {
+  const size = stat.size;
+  // Objects never change after upload, so size and mtime make a strong validator.
+  const etag = `"${size.toString(16)}-${Math.floor(stat.mtimeMs).toString(16)}"`;
+  const headers: Record<string, string> = {
+    "Content-Type": "application/octet-stream",
+    "Accept-Ranges": "bytes",
+    ETag: etag,
+    "Last-Modified": stat.mtime.toUTCString(),
+    "Cache-Control": "private, no-transform",
+  };
+  const ifNoneMatch = c.req.header("if-none-match");
+  if (ifNoneMatch && ifNoneMatch.split(",").some((t) => t.trim() === etag || t.trim() === "*")) {
+    return new Response(null, { status: 304, headers });
+  }
+  const ifRange = c.req.header("if-range");
+  const range = ifRange && ifRange.trim() !== etag ? undefined : parseRange(c.req.header("range"), size);
+  if (range === "unsatisfiable") {
+    c.header("Content-Range", `bytes */${size}`); // kept on the error response built by app.onError
+    throw httpError(416, `range not satisfiable (object is ${size} bytes)`);
+  }
+  const { start, end } = range ?? { start: 0, end: size - 1 };
+  const length = size === 0 ? 0 : end - start + 1;
+  headers["Content-Length"] = String(length);
+  if (range) headers["Content-Range"] = `bytes ${start}-${end}/${size}`;
+  const status = range ? 206 : 200;
+  if (length === 0 || c.req.method === "HEAD") return new Response(null, { status, headers });
+  const body = Readable.toWeb(read(start, end)) as unknown as ReadableStream<Uint8Array>;
+  return new Response(body, { status, headers });
 }

@@ -60,7 +60,9 @@ describe("update check (6.1) and progress (8), end to end with device tokens", (
 
     const res = await check(device, body(device, "v1"));
     assert.equal(res.status, 200, res.text);
-    assert.deepEqual(Object.keys(res.body).sort(), ["created", "id", "sha256", "uri"]);
+    // `version` is a labgate extension (the agent reports what it installed); the rest is 6.1.
+    assert.deepEqual(Object.keys(res.body).sort(), ["created", "id", "sha256", "uri", "version"]);
+    assert.equal(res.body.version, "v2");
     assert.equal(res.body.id, v2.id);
     assert.equal(res.body.sha256, sha256(bytes));
     assert.equal(res.body.created, v2.created);

@@ -1,6 +1,7 @@
 import { m001Core } from "./001_core.ts";
 import { m003Devices } from "./003_devices.ts";
 import { m004PackagesGroups } from "./004_packages_groups.ts";
+import { m005DeviceChannel } from "./005_device_channel.ts";
 
 export interface Migration {
   version: number;
@@ -10,4 +11,4 @@ export interface Migration {
 }
 
 /** Every schema step in order. Append new numbered files; never edit a released one. */
-export const migrations: Migration[] = [m001Core, m003Devices, m004PackagesGroups];
+export const migrations: Migration[] = [m001Core, m003Devices, m004PackagesGroups, m005DeviceChannel];

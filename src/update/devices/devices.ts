@@ -108,7 +108,11 @@ export function toV1(db: Database, row: DeviceRow): DeviceV1 {
  */
 export type DeviceDeletionHook = (tx: Tx, device: DeviceRow) => void;
 const deletionHooks = new Set<DeviceDeletionHook>();
-export const onDeviceDeleted = (hook: DeviceDeletionHook): void => void deletionHooks.add(hook);
+/** Registers a hook; returns its removal (a stopped server drops its hooks). */
+export const onDeviceDeleted = (hook: DeviceDeletionHook): (() => void) => {
+  deletionHooks.add(hook);
+  return () => void deletionHooks.delete(hook);
+};
 
 /**
  * Deletes a device and everything that depends on it, in one transaction: tags, group

@@ -11,6 +11,10 @@ import { packagesRoutes } from "../packages/routes.ts";
 import { groupsV1Routes, groupsV2Routes } from "../groups/routes.ts";
 import { progressRoutes } from "../progress/routes.ts";
 import { updateCheckRoutes } from "../updatecheck/routes.ts";
+import { channelRoutes } from "../channel/routes.ts";
+import { actionsRoutes } from "../actions/routes.ts";
+import { deviceFilesRoutes } from "../devicefiles/routes.ts";
+import { eventsRoutes } from "../events/routes.ts";
 
 /**
  * The update server (update-server.md): every router of the domain, mounted at the root.
@@ -33,5 +37,10 @@ export function updateServerRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   app.route("/", groupsV1Routes(ctx, auth));
   app.route("/", updateCheckRoutes(ctx, auth));
   app.route("/", progressRoutes(ctx, auth));
+  // Issue 5: the device channel, remote actions, file download from devices, live events.
+  app.route("/", channelRoutes(ctx, auth));
+  app.route("/", actionsRoutes(ctx, auth));
+  app.route("/", deviceFilesRoutes(ctx, auth));
+  app.route("/", eventsRoutes(ctx, auth));
   return app;
 }

@@ -13,6 +13,8 @@ export interface Offer {
   created: string;
   sha256: string;
   uri: string;
+  /** labgate extension: the offered package's version, so that an agent can report what it installed. */
+  version: string;
 }
 
 const keyCache = new Map<string, { version: string; devtype: string; mac: string }>();
@@ -65,5 +67,5 @@ export async function updateCheck(ctx: AppContext, device: DeviceIdentity, metad
   if (index === undefined) return undefined;
   const pkg = plan.packages[index];
   await recordUpdateStart(ctx.db, device.deviceId, device.mac, pkg.version, now);
-  return { id: pkg.id, created: pkg.created, sha256: pkg.sha256, uri: signedObjectUrl(ctx, base, pkg.storageName) };
+  return { id: pkg.id, created: pkg.created, sha256: pkg.sha256, uri: signedObjectUrl(ctx, base, pkg.storageName), version: pkg.version };
 }

@@ -1,0 +1,153 @@
+/*
+ * `labgate agent` configuration (contract.md, "The device agent"). YAML file; flags beat it.
+ * Durations are seconds (fractions allowed, so tests can run fast).
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { networkInterfaces } from "node:os";
+import { resolve } from "node:path";
+import { parse as parseYaml } from "yaml";
+import { ConfigError } from "../config/config.ts";
+
+export interface AgentAction {
+  id: string;
+  name: string;
+  command: string[];
+  description: string;
+  /** Seconds; 0 = no timeout. */
+  timeout: number;
+}
+
+export interface AgentConfig {
+  server: string;
+  data_dir: string;
+  key_type: "rsa" | "ed25519";
+  mac_address: string;
+  name: string;
+  device_type: string;
+  software_version: string;
+  metadata: Record<string, string | string[]>;
+  update_check_interval: number;
+  install_command: string[];
+  file_base_dir: string;
+  actions: AgentAction[];
+  /** Product prefix of metadata keys and the signature header (the server's `prefix`). */
+  prefix: string;
+  /** Backoff between retries (registration, reconnects, downloads): from min, doubling, up to max. */
+  retry_min_delay: number;
+  retry_max_delay: number;
+  /** Actions run at once; more are answered `full` and the server asks again. */
+  action_concurrency: number;
+  log_level: "error" | "warn" | "info" | "debug";
+}
+
+const fail = (key: string, what: string): never => {
+  throw new ConfigError(`${key.startsWith("-") ? key : `agent config key ${key}`}: ${what}`);
+};
+const str = (v: unknown, key: string): string => (typeof v === "string" ? v : fail(key, `expected a string, got ${JSON.stringify(v)}`));
+const num = (v: unknown, key: string, min = 0): number =>
+  typeof v === "number" && Number.isFinite(v) && v >= min ? v : fail(key, `expected a number >= ${min}, got ${JSON.stringify(v)}`);
+const argv = (v: unknown, key: string): string[] =>
+  Array.isArray(v) && v.every((x) => typeof x === "string") ? (v as string[]) : fail(key, "expected a list of strings (argv, no shell)");
+
+const DEFAULTS = {
+  server: "",
+  data_dir: "./agent-data",
+  key_type: "rsa",
+  mac_address: "",
+  name: "",
+  device_type: "generic",
+  software_version: "0",
+  metadata: {},
+  update_check_interval: 60,
+  install_command: [],
+  file_base_dir: "/var/log",
+  actions: [{ id: "uptime", name: "Uptime", command: ["uptime"], description: "", timeout: 5 }],
+  prefix: "svc",
+  retry_min_delay: 1,
+  retry_max_delay: 60,
+  action_concurrency: 4,
+  log_level: "info",
+};
+
+/** The first non-loopback interface's MAC (contract: the default when mac_address is empty). */
+export function defaultMac(): string {
+  for (const list of Object.values(networkInterfaces())) {
+    for (const nic of list ?? []) if (!nic.internal && nic.mac && nic.mac !== "00:00:00:00:00:00") return nic.mac;
+  }
+  throw new ConfigError("agent config key mac_address: no network interface with a MAC address found; set mac_address");
+}
+
+/** Validates a parsed config object (unknown keys are errors), filling defaults. */
+export function buildAgentConfig(input: Record<string, unknown>, cwd = process.cwd()): AgentConfig {
+  for (const key of Object.keys(input)) if (!(key in DEFAULTS)) fail(key, "unknown key");
+  const v = { ...DEFAULTS, ...input } as Record<string, unknown>;
+  const server = str(v.server, "server").replace(/\/+$/, "");
+  if (!server) fail("server", "required (the gateway's URL, e.g. http://gateway:5000)");
+  try {
+    const url = new URL(server);
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw new Error();
+  } catch {
+    fail("server", `expected an http(s) URL, got ${JSON.stringify(server)}`);
+  }
+  const keyType = str(v.key_type, "key_type");
+  if (keyType !== "rsa" && keyType !== "ed25519") fail("key_type", "expected rsa or ed25519");
+  const metadata = v.metadata;
+  if (!metadata || typeof metadata !== "object" || Array.isArray(metadata)) fail("metadata", "expected a mapping of key to string or list of strings");
+  for (const [key, value] of Object.entries(metadata as object)) {
+    if (typeof value !== "string" && !(Array.isArray(value) && value.every((x) => typeof x === "string"))) fail(`metadata.${key}`, "expected a string or a list of strings");
+  }
+  if (!Array.isArray(v.actions)) fail("actions", "expected a list of {id, name, command, description, timeout}");
+  const ids = new Set<string>();
+  const actions = (v.actions as unknown[]).map((item, i): AgentAction => {
+    const at = `actions[${i}]`;
+    if (!item || typeof item !== "object" || Array.isArray(item)) return fail(at, "expected a mapping");
+    const a = item as Record<string, unknown>;
+    const id = str(a.id, `${at}.id`);
+    if (!id || ids.has(id)) fail(`${at}.id`, "must be present and unique");
+    ids.add(id);
+    const command = argv(a.command, `${at}.command`);
+    if (command.length === 0) fail(`${at}.command`, "must not be empty");
+    return { id, name: a.name === undefined ? id : str(a.name, `${at}.name`), command, description: a.description === undefined ? "" : str(a.description, `${at}.description`), timeout: a.timeout === undefined ? 0 : num(a.timeout, `${at}.timeout`) };
+  });
+  const logLevel = str(v.log_level, "log_level");
+  if (!["error", "warn", "info", "debug"].includes(logLevel)) fail("log_level", "expected error, warn, info or debug");
+  const min = num(v.retry_min_delay, "retry_min_delay", 0.001);
+  return {
+    server,
+    data_dir: resolve(cwd, str(v.data_dir, "data_dir")),
+    key_type: keyType as "rsa" | "ed25519",
+    mac_address: str(v.mac_address, "mac_address").toLowerCase() || defaultMac(),
+    name: str(v.name, "name"),
+    device_type: str(v.device_type, "device_type"),
+    software_version: String(v.software_version),
+    metadata: metadata as Record<string, string | string[]>,
+    update_check_interval: num(v.update_check_interval, "update_check_interval", 0.01),
+    install_command: argv(v.install_command, "install_command"),
+    file_base_dir: resolve(cwd, str(v.file_base_dir, "file_base_dir")),
+    actions,
+    prefix: str(v.prefix, "prefix"),
+    retry_min_delay: min,
+    retry_max_delay: Math.max(min, num(v.retry_max_delay, "retry_max_delay", 0.001)),
+    action_concurrency: Math.max(1, Math.floor(num(v.action_concurrency, "action_concurrency", 1))),
+    log_level: logLevel as AgentConfig["log_level"],
+  };
+}
+
+/** Reads the file (if any) and applies the flags over it. */
+export function loadAgentConfig(options: { file?: string; server?: string; dataDir?: string; cwd?: string }): AgentConfig {
+  const cwd = options.cwd ?? process.cwd();
+  let raw: Record<string, unknown> = {};
+  if (options.file) {
+    const path = resolve(cwd, options.file);
+    if (!existsSync(path)) throw new ConfigError(`--config: file ${path} does not exist`);
+    try {
+      raw = (parseYaml(readFileSync(path, "utf8")) as Record<string, unknown> | null) ?? {};
+    } catch (error) {
+      throw new ConfigError(`agent config file ${path} is not valid YAML: ${(error as Error).message.split("\n")[0]}`);
+    }
+    if (typeof raw !== "object" || Array.isArray(raw)) throw new ConfigError(`agent config file ${path}: expected a mapping at the top level`);
+  }
+  if (options.server !== undefined) raw.server = options.server;
+  if (options.dataDir !== undefined) raw.data_dir = options.dataDir;
+  return buildAgentConfig(raw, cwd);
+}

@@ -1,0 +1,46 @@
+/*
+ * File probes and uploads for the server's fs/file (update-server.md 12, steps 3 and 8), confined
+ * to the agent's file_base_dir: the path is resolved, symlinks included, and must stay inside.
+ */
+import { open, realpath, stat } from "node:fs/promises";
+import { isAbsolute, relative, sep } from "node:path";
+
+/** The real path of `file` when it is a regular file inside `baseDir`, else undefined. */
+export async function confinedFile(baseDir: string, file: string): Promise<{ path: string; size: number } | undefined> {
+  if (typeof file !== "string" || !isAbsolute(file) || file.includes("\0")) return undefined;
+  try {
+    const base = await realpath(baseDir);
+    const path = await realpath(file);
+    const rel = relative(base, path);
+    if (rel === "" || rel === ".." || rel.startsWith(`..${sep}`) || isAbsolute(rel)) return undefined;
+    const info = await stat(path);
+    return info.isFile() ? { path, size: info.size } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Uploads `path` in parts of `partSize` bytes, one PUT per URL in order (an empty file is one
+ * empty part). Returns the ETag of each part, or throws.
+ */
+export async function uploadParts(path: string, urls: string[], partSize: number, fetchImpl: typeof fetch = fetch): Promise<string[]> {
+  if (!Array.isArray(urls) || urls.length === 0 || !urls.every((u) => typeof u === "string")) throw new Error("no upload URLs");
+  if (!Number.isInteger(partSize) || partSize <= 0) throw new Error("bad part size");
+  const handle = await open(path, "r");
+  try {
+    const etags: string[] = [];
+    for (let i = 0; i < urls.length; i++) {
+      const buffer = Buffer.alloc(partSize);
+      const { bytesRead } = await handle.read(buffer, 0, partSize, i * partSize);
+      const response = await fetchImpl(urls[i], { method: "PUT", body: buffer.subarray(0, bytesRead), headers: { "content-type": "application/octet-stream" } });
+      await response.arrayBuffer().catch(() => undefined);
+      const etag = response.headers.get("etag");
+      if (response.status !== 200 || !etag) throw new Error(`part ${i} upload answered ${response.status}`);
+      etags.push(etag.replace(/^"|"$/g, ""));
+    }
+    return etags;
+  } finally {
+    await handle.close();
+  }
+}

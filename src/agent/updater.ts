@@ -1,0 +1,78 @@
+/*
+ * Downloads an update with `Range` resume and checks its SHA-256. A partial download is kept as
+ * `<sha256>.part` in the agent's download dir; the next attempt asks for the rest.
+ */
+import { createHash } from "node:crypto";
+import { createReadStream, createWriteStream, existsSync, statSync, unlinkSync } from "node:fs";
+import { rename } from "node:fs/promises";
+import { join } from "node:path";
+import { Readable, Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
+
+export interface DownloadOptions {
+  url: string;
+  sha256: string;
+  dir: string;
+  /** Called with 0..100 as bytes arrive. */
+  onProgress?: (percent: number) => void;
+  signal?: AbortSignal;
+  fetch?: typeof fetch;
+}
+
+export class ChecksumError extends Error {}
+
+async function hashFile(path: string): Promise<ReturnType<typeof createHash>> {
+  const hash = createHash("sha256");
+  if (!existsSync(path)) return hash;
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  return hash;
+}
+
+/** Downloads (or finishes downloading) the file; returns the verified file's path. */
+export async function download(options: DownloadOptions): Promise<string> {
+  const sha = options.sha256.toLowerCase();
+  if (!/^[0-9a-f]{64}$/.test(sha)) throw new Error("update answer has no valid sha256");
+  const final = join(options.dir, sha);
+  if (existsSync(final)) return final;
+  const partial = `${final}.part`;
+  let offset = existsSync(partial) ? statSync(partial).size : 0;
+  const headers: Record<string, string> = offset > 0 ? { range: `bytes=${offset}-` } : {};
+  const response = await (options.fetch ?? fetch)(options.url, { headers, signal: options.signal });
+  if (response.status === 416) {
+    // Already complete (or the object changed): start over.
+    await response.body?.cancel();
+    unlinkSync(partial);
+    throw new Error("download range not satisfiable; restarting");
+  }
+  if (response.status !== 200 && response.status !== 206) {
+    await response.body?.cancel();
+    throw new Error(`download answered ${response.status}`);
+  }
+  if (response.status === 200) offset = 0; // the server sent everything: start over
+  const length = Number(response.headers.get("content-length") ?? NaN);
+  const total = offset + (Number.isFinite(length) ? length : NaN);
+  const hash = offset > 0 ? await hashFile(partial) : createHash("sha256");
+  let received = offset;
+  let reported = -1;
+  const meter = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      hash.update(chunk);
+      received += chunk.length;
+      const percent = Number.isFinite(total) && total > 0 ? Math.floor((received / total) * 100) : 0;
+      if (percent !== reported && percent < 100) {
+        reported = percent;
+        options.onProgress?.(percent);
+      }
+      done(null, chunk);
+    },
+  });
+  if (!response.body) throw new Error("download has no body");
+  await pipeline(Readable.fromWeb(response.body as import("node:stream/web").ReadableStream), meter, createWriteStream(partial, { flags: offset > 0 ? "a" : "w" }));
+  if (Number.isFinite(total) && received !== total) throw new Error(`download ended after ${received} of ${total} bytes`);
+  if (hash.digest("hex") !== sha) {
+    unlinkSync(partial);
+    throw new ChecksumError("downloaded file does not match its sha256; discarded");
+  }
+  await rename(partial, final);
+  return final;
+}

@@ -1,0 +1,275 @@
+/*
+ * Remote actions (update-server.md 11, labgate decisions D7, D8): the action log, execution
+ * while the device is connected, the queue of pending rows delivered when it connects (oldest
+ * first, at least once), and the results the device sends back. Every wait is bounded.
+ */
+import { randomUUID } from "node:crypto";
+import type { AppContext } from "../../server/context.ts";
+import { httpError } from "../../http/errors.ts";
+import { channelOf, DeviceGoneError, DeviceTimeoutError, type ChannelHub, type DeviceConnection } from "../channel/hub.ts";
+import { asHttpError, notConnected } from "../channel/errors.ts";
+import { hasCapability, type ActionDefinition } from "../channel/protocol.ts";
+import { deviceFilesOf, signedFileUrl, type DeviceFileStore } from "../devicefiles/store.ts";
+
+export type ActionStatus = "pending" | "sent" | "success" | "error";
+const FINAL = "('success', 'error')";
+
+interface LogRow {
+  seq: number;
+  id: string;
+  mac_address: string;
+  action_id: string;
+  created: string;
+  status: ActionStatus;
+  status_code: number | null;
+  output_key: string | null;
+}
+
+/** An action-log entry as served (11.4 with D7/D8). */
+export interface LogEntry {
+  id: string;
+  action: string;
+  /** ISO 8601 without zone (UTC), as the seed says (D7). */
+  created: string;
+  status: ActionStatus;
+  status_code: number | null;
+  download_url: string | null;
+}
+
+export interface ExecResult {
+  status_code: number;
+  /** Base64 of the combined output. */
+  output: string;
+}
+
+/** The device answered `action_exec` with something other than ok/full. */
+class DeviceRefusedError extends Error {}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export class ActionService {
+  private readonly ctx: AppContext;
+  private readonly hub: ChannelHub;
+  private readonly files: DeviceFileStore;
+  /** Executions driven right now (by a request or a dispatcher): not to be dispatched again. */
+  private readonly inflight = new Set<string>();
+
+  constructor(ctx: AppContext) {
+    this.ctx = ctx;
+    this.hub = channelOf(ctx);
+    this.files = deviceFilesOf(ctx);
+    this.hub.handle("action_exec_control", (conn, message) => {
+      if (typeof message.execution_id !== "string") return this.ctx.log.warn(`device ${conn.mac}: action_exec_control without execution_id ignored`);
+      if (!conn.settle(`control:${message.execution_id}`, String(message.status))) {
+        this.ctx.log.debug(`device ${conn.mac}: action_exec_control for ${message.execution_id} that nobody waits for`);
+      }
+    });
+    this.hub.handle("action_exec_result", (conn, message) => this.result(conn, message));
+    this.hub.onConnect((conn) => void this.dispatch(conn).catch((error) => this.ctx.log.error(`device ${conn.mac}: queue dispatch: ${(error as Error).message}`)));
+  }
+
+  private get timeouts() {
+    return this.ctx.config.update_server;
+  }
+
+  /** The connected device's action list (11.2). */
+  async list(mac: string): Promise<ActionDefinition[]> {
+    const conn = this.hub.get(mac);
+    if (!conn) throw notConnected();
+    try {
+      await this.requireActionCapability(conn);
+      return await conn.actionList(this.timeouts.device_reply_timeout);
+    } catch (error) {
+      throw asHttpError(error);
+    }
+  }
+
+  /**
+   * Executes `actionId` on the device and waits for its result, or queues it when the device is
+   * offline (`queued`). The log row exists (pending) before anything is sent.
+   */
+  async exec(mac: string, actionId: string): Promise<{ queued: true } | ExecResult> {
+    const id = randomUUID();
+    // Marked in flight before the row exists, so that a dispatcher starting meanwhile skips it.
+    this.inflight.add(id);
+    try {
+      await this.ctx.db.write((tx) =>
+        void tx.run("INSERT INTO action_log (id, mac_address, action_id, created, status) VALUES (?, ?, ?, ?, 'pending')", [id, mac, actionId, new Date().toISOString()]),
+      );
+    } catch (error) {
+      this.inflight.delete(id);
+      throw error;
+    }
+    const conn = this.hub.get(mac);
+    if (!conn) {
+      this.inflight.delete(id);
+      return { queued: true };
+    }
+    try {
+      await this.requireActionCapability(conn);
+      const definition = (await conn.actionList(this.timeouts.device_reply_timeout)).find((a) => a.action_id === actionId);
+      if (!definition) throw httpError(404, `action ${actionId} is not defined on the device`);
+      // The action's own timeout bounds the wait (plus a margin); no timeout: the configured maximum.
+      const resultWait = definition.timeout > 0 ? definition.timeout + this.timeouts.action_timeout_margin : this.timeouts.action_max_wait;
+      const deadline = Date.now() + (resultWait + this.timeouts.device_reply_timeout) * 1000;
+      // Waiting starts before sending: a fast device's result may arrive with its acknowledgement.
+      const result = conn.wait<ExecResult>(`result:${id}`, resultWait + this.timeouts.device_reply_timeout);
+      result.catch(() => {});
+      await this.deliver(conn, id, actionId, deadline);
+      return await result;
+    } catch (error) {
+      await this.fail(id);
+      if (error instanceof DeviceRefusedError) throw httpError(502, error.message);
+      throw asHttpError(error);
+    } finally {
+      this.inflight.delete(id);
+    }
+  }
+
+  private async requireActionCapability(conn: DeviceConnection): Promise<void> {
+    const caps = await conn.waitCapabilities(this.timeouts.device_reply_timeout);
+    if (!hasCapability(caps, "action")) throw httpError(409, "device does not support actions");
+  }
+
+  /** Sends `action_exec` until the device takes it (ok) or refuses; `full` is retried later (11.3). */
+  private async deliver(conn: DeviceConnection, id: string, actionId: string, deadline: number): Promise<void> {
+    for (;;) {
+      const control = conn.wait<string>(`control:${id}`, this.timeouts.device_reply_timeout);
+      conn.send({ method: "action_exec", execution_id: id, action_id: actionId });
+      const status = await control;
+      if (status === "ok") {
+        // An intermediate state nobody waits for: it rides on the next durable commit.
+        try {
+          this.ctx.db.writeLazy((tx) => void tx.run("UPDATE action_log SET status = 'sent' WHERE id = ? AND status = 'pending'", [id]));
+        } catch (error) {
+          this.ctx.log.warn(`action ${id}: status sent not recorded: ${(error as Error).message}`);
+        }
+        return;
+      }
+      if (status !== "full") throw new DeviceRefusedError(`device refused the action (status ${JSON.stringify(status)})`);
+      if (Date.now() + this.timeouts.queue_full_retry * 1000 > deadline) throw new DeviceTimeoutError(`device ${conn.mac} kept its action queue full`);
+      await sleep(this.timeouts.queue_full_retry * 1000);
+      if (!conn.open) throw new DeviceGoneError(`device ${conn.mac} disconnected`);
+    }
+  }
+
+  /** Marks a row `error` unless it already holds a final status. */
+  private async fail(id: string): Promise<void> {
+    await this.ctx.db
+      .write((tx) => void tx.run(`UPDATE action_log SET status = 'error', finished = ? WHERE id = ? AND status NOT IN ${FINAL}`, [new Date().toISOString(), id]))
+      .catch((error) => this.ctx.log.error(`action ${id}: status not stored: ${(error as Error).message}`));
+  }
+
+  /** `action_exec_result`: the row gets its final status, exit code and output (11.3 step 8). */
+  private async result(conn: DeviceConnection, message: Record<string, unknown>): Promise<void> {
+    const id = message.execution_id;
+    const code = message.status_code;
+    if (typeof id !== "string" || typeof code !== "number" || !Number.isInteger(code)) {
+      return this.ctx.log.warn(`device ${conn.mac}: malformed action_exec_result ignored`);
+    }
+    const row = this.ctx.db.get<LogRow>("SELECT * FROM action_log WHERE id = ? AND mac_address = ?", [id, conn.mac]);
+    if (!row) return this.ctx.log.warn(`device ${conn.mac}: result for unknown execution ${id} ignored`);
+    const output = Buffer.from(typeof message.output === "string" ? message.output : "", "base64");
+    const answer: ExecResult = { status_code: code, output: output.toString("base64") };
+    if (row.status === "success" || row.status === "error") {
+      // Too late (the request already answered 504), or delivered twice: the first word stands.
+      this.ctx.log.info(`device ${conn.mac}: late result for execution ${id} ignored`);
+      conn.settle(`result:${id}`, answer);
+      return;
+    }
+    const key = output.length > 0 ? this.files.writeObject("actions", output) : null;
+    const stored = await this.ctx.db.write((tx) => {
+      const { changes } = tx.run(`UPDATE action_log SET status = ?, status_code = ?, output_key = ?, finished = ? WHERE id = ? AND status NOT IN ${FINAL}`, [
+        code === 0 ? "success" : "error",
+        code,
+        key,
+        new Date().toISOString(),
+        id,
+      ]);
+      return changes > 0;
+    });
+    if (!stored) await this.files.remove(key);
+    conn.settle(`result:${id}`, answer);
+  }
+
+  /** Delivers the queue of a device that just connected: oldest first (11.5). */
+  private async dispatch(conn: DeviceConnection): Promise<void> {
+    const queued = () =>
+      this.ctx.db
+        .all<LogRow>("SELECT * FROM action_log WHERE mac_address = ? AND status IN ('pending', 'sent') ORDER BY seq", [conn.mac])
+        .filter((row) => !this.inflight.has(row.id));
+    if (queued().length === 0) return;
+    let actions: ActionDefinition[];
+    try {
+      const caps = await conn.waitCapabilities(this.timeouts.device_reply_timeout);
+      if (!hasCapability(caps, "action")) return;
+      actions = await conn.actionList(this.timeouts.device_reply_timeout);
+    } catch {
+      return; // silent device or gone: the rows stay queued for the next connection
+    }
+    for (const row of queued()) {
+      if (!conn.open) return;
+      if (!actions.some((a) => a.action_id === row.action_id)) {
+        await this.fail(row.id);
+        continue;
+      }
+      this.inflight.add(row.id);
+      try {
+        await this.deliver(conn, row.id, row.action_id, Date.now() + this.timeouts.action_max_wait * 1000);
+      } catch (error) {
+        if (error instanceof DeviceRefusedError) {
+          await this.fail(row.id);
+          continue;
+        }
+        return; // timeout or disconnect: try again on the next connection
+      } finally {
+        this.inflight.delete(row.id);
+      }
+    }
+  }
+
+  /** The log of a device, newest first (11.6). */
+  log(mac: string, base: string): LogEntry[] {
+    return this.ctx.db.all<LogRow>("SELECT * FROM action_log WHERE mac_address = ? ORDER BY seq DESC", [mac]).map((row) => ({
+      id: row.id,
+      action: row.action_id,
+      created: row.created.slice(0, 19),
+      status: row.status,
+      status_code: row.status_code,
+      download_url: row.output_key ? signedFileUrl(this.ctx, base, row.output_key) : null,
+    }));
+  }
+
+  /** Deletes finished rows (success or error). */
+  clearLog(mac: string): Promise<void> {
+    return this.deleteRows(`mac_address = ? AND status IN ${FINAL}`, [mac]);
+  }
+
+  /** Deletes queued rows not yet handed to the device. */
+  clearPending(mac: string): Promise<void> {
+    return this.deleteRows("mac_address = ? AND status = 'pending'", [mac]);
+  }
+
+  /** Deletes the listed rows of that device, whatever their status; unknown ids are ignored. */
+  remove(mac: string, ids: string[]): Promise<void> {
+    if (ids.length === 0) return Promise.resolve();
+    return this.deleteRows(`mac_address = ? AND id IN (${ids.map(() => "?").join(", ")})`, [mac, ...ids]);
+  }
+
+  private async deleteRows(where: string, params: string[]): Promise<void> {
+    const keys = await this.ctx.db.write((tx) => {
+      const outputs = tx.all<{ output_key: string | null }>(`SELECT output_key FROM action_log WHERE ${where}`, params);
+      tx.run(`DELETE FROM action_log WHERE ${where}`, params);
+      return outputs.map((r) => r.output_key);
+    });
+    for (const key of keys) await this.files.remove(key);
+  }
+}
+
+const services = new WeakMap<AppContext["db"], ActionService>();
+
+export function actionsOf(ctx: AppContext): ActionService {
+  let service = services.get(ctx.db);
+  if (!service) services.set(ctx.db, (service = new ActionService(ctx)));
+  return service;
+}

@@ -1,0 +1,73 @@
+import { Hono, type Context } from "hono";
+import type { Auth } from "../../auth/middleware.ts";
+import type { AppContext, AppEnv } from "../../server/context.ts";
+import { httpError } from "../../http/errors.ts";
+import { readJsonObject } from "../../http/body.ts";
+import { publicBase } from "../../storage/routes.ts";
+import { getDeviceByMac } from "../devices/devices.ts";
+import { authorize, type Permission } from "../permissions/permissions.ts";
+import { onlyKeys } from "../validation.ts";
+import { actionsOf } from "./actions.ts";
+
+const MAX_IDS = 10_000;
+
+/**
+ * Remote actions (update-server.md 11). Routes name the device by MAC; the MAC is resolved to the
+ * device and the permission is checked on it (17.7): unknown MAC or hidden device -> 404.
+ */
+export function actionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+  const { db } = ctx;
+  const actions = actionsOf(ctx);
+  const app = new Hono<AppEnv>();
+  const mgmt = auth.management();
+
+  const deviceMac = (c: Context<AppEnv>, perm: Permission): string => {
+    const mac = c.req.param("mac") ?? "";
+    const device = getDeviceByMac(db, mac);
+    // Check the permission first so that a hidden device and a missing one look the same.
+    if (device) {
+      // Without read the device is hidden (404); with read but not `perm`, 403.
+      authorize(db, c.get("identity"), "device", device.id, "read");
+      if (perm !== "read") authorize(db, c.get("identity"), "device", device.id, perm);
+    }
+    if (!device) throw httpError(404, "device does not exist");
+    return device.mac_address;
+  };
+
+  app.get("/api/v2/devices/:mac/action/list", mgmt, async (c) => c.json(await actions.list(deviceMac(c, "read"))));
+
+  app.get("/api/v2/devices/:mac/action/exec/:action_id", mgmt, async (c) => {
+    const mac = deviceMac(c, "update");
+    const actionId = c.req.param("action_id");
+    if (!actionId || actionId.length > 256) throw httpError(400, "action id must be 1 to 256 characters");
+    const result = await actions.exec(mac, actionId);
+    if ("queued" in result) return c.json({}, 202);
+    return c.json(result);
+  });
+
+  app.get("/api/v2/devices/:mac/action/log", mgmt, (c) => c.json(actions.log(deviceMac(c, "read"), publicBase(ctx, c))));
+
+  app.delete("/api/v2/devices/:mac/action/log", mgmt, async (c) => {
+    await actions.clearLog(deviceMac(c, "update"));
+    return c.json({});
+  });
+
+  app.delete("/api/v2/devices/:mac/action/pending", mgmt, async (c) => {
+    await actions.clearPending(deviceMac(c, "update"));
+    return c.json({});
+  });
+
+  app.post("/api/v2/devices/:mac/action/remove", mgmt, async (c) => {
+    const mac = deviceMac(c, "update");
+    const body = await readJsonObject(c);
+    onlyKeys(body, ["actions"]);
+    const ids = body.actions;
+    if (!Array.isArray(ids) || ids.some((id) => typeof id !== "string") || ids.length > MAX_IDS) {
+      throw httpError(400, `schema validation failed: field "actions" must be a list of at most ${MAX_IDS} log entry ids`);
+    }
+    await actions.remove(mac, ids as string[]);
+    return c.json({});
+  });
+
+  return app;
+}

@@ -1,0 +1,283 @@
+/*
+ * The device WebSocket hub (update-server.md 13): one connection per device, keyed by MAC, the
+ * `connected` flag, pings, capabilities, and bounded waits for device replies. Domains (actions,
+ * file downloads, progress) register handlers for the device messages they own.
+ */
+import type { WebSocket } from "ws";
+import type { WSContext } from "hono/ws";
+import type { AppContext } from "../../server/context.ts";
+import { setConnected } from "../devices/presence.ts";
+import { eventsOf } from "../events/broadcaster.ts";
+import { parseActionList, parseMessage, type ActionDefinition, type ServerMessage } from "./protocol.ts";
+
+/** A device did not answer in time: the HTTP side answers 504. */
+export class DeviceTimeoutError extends Error {}
+/** The device went away while a request waited on it. */
+export class DeviceGoneError extends Error {}
+
+export const CLOSE_NORMAL = 1000;
+export const CLOSE_UNSUPPORTED = 1003;
+export const CLOSE_UNAUTHORIZED = 4000;
+export const CLOSE_DUPLICATE = 4002;
+
+interface Waiter {
+  resolve(value: unknown): void;
+  reject(error: Error): void;
+}
+
+/** One open device socket. */
+export class DeviceConnection {
+  readonly mac: string;
+  readonly deviceId: number;
+  /** The last capability report (undefined until the device sends one). */
+  capabilities: Record<string, unknown> | undefined;
+  /** Cached action definitions (11.1): first query, or any unsolicited update. */
+  actions: ActionDefinition[] | undefined;
+  open = true;
+  alive = true;
+  private readonly ws: WSContext;
+  private readonly waiters = new Map<string, Set<Waiter>>();
+
+  constructor(mac: string, deviceId: number, ws: WSContext) {
+    this.mac = mac;
+    this.deviceId = deviceId;
+    this.ws = ws;
+  }
+
+  get raw(): WebSocket {
+    return this.ws.raw as WebSocket;
+  }
+
+  send(message: ServerMessage): void {
+    if (!this.open) throw new DeviceGoneError(`device ${this.mac} is not connected`);
+    this.ws.send(JSON.stringify(message));
+  }
+
+  close(code: number, reason: string): void {
+    this.ws.close(code, reason);
+  }
+
+  /**
+   * Waits for `settle(key, value)` for at most `seconds`; DeviceTimeoutError after that,
+   * DeviceGoneError when the socket closes first. Several waiters on one key all get the value.
+   */
+  wait<T>(key: string, seconds: number): Promise<T> {
+    if (!this.open) return Promise.reject(new DeviceGoneError(`device ${this.mac} is not connected`));
+    return new Promise<T>((resolve, reject) => {
+      let set = this.waiters.get(key);
+      if (!set) this.waiters.set(key, (set = new Set()));
+      const waiters = set;
+      const waiter: Waiter = {
+        resolve: (value) => {
+          clearTimeout(timer);
+          waiters.delete(waiter);
+          resolve(value as T);
+        },
+        reject: (error) => {
+          clearTimeout(timer);
+          waiters.delete(waiter);
+          reject(error);
+        },
+      };
+      const timer = setTimeout(() => waiter.reject(new DeviceTimeoutError(`device ${this.mac} did not answer within ${seconds} s`)), seconds * 1000);
+      waiters.add(waiter);
+    }).finally(() => {
+      if (this.waiters.get(key)?.size === 0) this.waiters.delete(key);
+    });
+  }
+
+  /** Hands `value` to the waiters of `key`; false when nobody waits. */
+  settle(key: string, value: unknown): boolean {
+    const set = this.waiters.get(key);
+    if (!set || set.size === 0) return false;
+    for (const waiter of [...set]) waiter.resolve(value);
+    return true;
+  }
+
+  /** The capability report, waiting up to `seconds` for the first one. */
+  async waitCapabilities(seconds: number): Promise<Record<string, unknown>> {
+    if (this.capabilities) return this.capabilities;
+    return this.wait<Record<string, unknown>>("capabilities", seconds);
+  }
+
+  /** The action list, asking the device when it is not cached. */
+  async actionList(seconds: number): Promise<ActionDefinition[]> {
+    if (this.actions) return this.actions;
+    const reply = this.wait<ActionDefinition[]>("action_list", seconds);
+    this.send({ method: "action_list_query" });
+    return reply;
+  }
+
+  /** The socket closed: every waiter fails at once. */
+  dropped(): void {
+    this.open = false;
+    for (const set of this.waiters.values()) for (const waiter of [...set]) waiter.reject(new DeviceGoneError(`device ${this.mac} disconnected`));
+    this.waiters.clear();
+  }
+}
+
+export type MessageHandler = (connection: DeviceConnection, message: Record<string, unknown>) => void | Promise<void>;
+
+export class ChannelHub {
+  private readonly ctx: AppContext;
+  private readonly connections = new Map<string, DeviceConnection>();
+  private readonly handlers = new Map<string, MessageHandler>();
+  private readonly connectHooks: Array<(connection: DeviceConnection) => void> = [];
+  private pinger: NodeJS.Timeout | undefined;
+
+  constructor(ctx: AppContext) {
+    this.ctx = ctx;
+    this.handle("capability_report", (conn, message) => this.capabilityReport(conn, message));
+    this.handle("action_list_update", (conn, message) => {
+      const actions = parseActionList(message.actions);
+      if (!actions) return this.ctx.log.warn(`device ${conn.mac}: action_list_update without an action list ignored`);
+      conn.actions = actions;
+      conn.settle("action_list", actions);
+    });
+    // The device's own alerts (e.g. "cannot handle request") are logged, never fatal (17.20).
+    this.handle("alert", (conn, message) => this.ctx.log.info(`device ${conn.mac} alert: ${JSON.stringify(message.alert ?? null)}`));
+  }
+
+  /** Registers the handler of one device -> server method. */
+  handle(method: string, handler: MessageHandler): void {
+    this.handlers.set(method, handler);
+  }
+
+  /** Runs after a device connected (queued actions are dispatched from here). */
+  onConnect(hook: (connection: DeviceConnection) => void): void {
+    this.connectHooks.push(hook);
+  }
+
+  get(mac: string): DeviceConnection | undefined {
+    return this.connections.get(mac);
+  }
+
+  get size(): number {
+    return this.connections.size;
+  }
+
+  /** A new socket of an authenticated device. Returns the connection, or undefined if refused. */
+  opened(mac: string, deviceId: number, ws: WSContext): DeviceConnection | undefined {
+    if (this.connections.has(mac)) {
+      // One connection per device: the second one goes, the first one stays untouched (13.1).
+      ws.close(CLOSE_DUPLICATE, "duplicate connections not allowed");
+      return undefined;
+    }
+    const conn = new DeviceConnection(mac, deviceId, ws);
+    this.connections.set(mac, conn);
+    setConnected(this.ctx.db, mac, true);
+    conn.raw.on("pong", () => (conn.alive = true));
+    this.startPinger();
+    this.ctx.log.info(`device ${mac} connected`);
+    conn.send({ method: "alert", alert: { message: "connected" } });
+    eventsOf(this.ctx).publish("connect", { device: mac });
+    for (const hook of this.connectHooks) {
+      try {
+        hook(conn);
+      } catch (error) {
+        this.ctx.log.error(`device ${mac}: connect hook failed: ${(error as Error).message}`);
+      }
+    }
+    return conn;
+  }
+
+  /** A text or binary frame from a device. */
+  message(conn: DeviceConnection, data: unknown): void {
+    if (typeof data !== "string") {
+      conn.close(CLOSE_UNSUPPORTED, "device socket requires text-mode encoding");
+      return;
+    }
+    const message = parseMessage(data);
+    if (!message) return this.ctx.log.warn(`device ${conn.mac}: unparsable message ignored (${data.slice(0, 200)})`);
+    const handler = this.handlers.get(message.method);
+    if (!handler) return this.ctx.log.warn(`device ${conn.mac}: unknown method ${JSON.stringify(message.method.slice(0, 64))} ignored`);
+    try {
+      const result = handler(conn, message);
+      if (result instanceof Promise) result.catch((error) => this.ctx.log.error(`device ${conn.mac}: ${message.method}: ${(error as Error).message}`));
+    } catch (error) {
+      this.ctx.log.error(`device ${conn.mac}: ${message.method}: ${(error as Error).message}`);
+    }
+  }
+
+  /** The socket closed, for whatever reason. */
+  closed(conn: DeviceConnection): void {
+    if (this.connections.get(conn.mac) !== conn) return;
+    this.connections.delete(conn.mac);
+    setConnected(this.ctx.db, conn.mac, false);
+    conn.dropped();
+    this.ctx.log.info(`device ${conn.mac} disconnected`);
+    eventsOf(this.ctx).publish("disconnect", { device: conn.mac });
+    if (this.connections.size === 0) this.stopPinger();
+  }
+
+  /** Closes the socket of a device (e.g. it was deleted). */
+  disconnect(mac: string, code: number, reason: string): void {
+    const conn = this.connections.get(mac);
+    if (!conn) return;
+    conn.close(code, reason);
+    this.closed(conn);
+  }
+
+  /** Server shutdown: every device socket goes (they reconnect to the next server). */
+  closeAll(): void {
+    this.stopPinger();
+    for (const conn of [...this.connections.values()]) {
+      conn.raw.terminate();
+      this.closed(conn);
+    }
+  }
+
+  private capabilityReport(conn: DeviceConnection, message: Record<string, unknown>): void {
+    const caps = message.capabilities;
+    if (!caps || typeof caps !== "object" || Array.isArray(caps)) {
+      return this.ctx.log.warn(`device ${conn.mac}: capability_report without a capabilities object ignored`);
+    }
+    conn.capabilities = caps as Record<string, unknown>;
+    conn.settle("capabilities", conn.capabilities);
+    const text = JSON.stringify(caps);
+    // Stored on the device (7.1) and kept after disconnect.
+    this.ctx.db
+      .write((tx) => void tx.run("UPDATE devices SET capabilities = ? WHERE id = ?", [text, conn.deviceId]))
+      .catch((error) => this.ctx.log.error(`device ${conn.mac}: capabilities not stored: ${(error as Error).message}`));
+  }
+
+  /** One timer for all sockets: a device that did not answer the last ping is dropped (13.1). */
+  private startPinger(): void {
+    if (this.pinger) return;
+    this.pinger = setInterval(() => {
+      for (const conn of this.connections.values()) {
+        if (!conn.alive) {
+          this.ctx.log.info(`device ${conn.mac} did not answer the ping: dropped`);
+          conn.raw.terminate();
+          this.closed(conn);
+          continue;
+        }
+        conn.alive = false;
+        try {
+          conn.raw.ping();
+        } catch {
+          // A socket that is closing answers its close event soon.
+        }
+      }
+    }, this.ctx.config.update_server.ws_ping_interval * 1000);
+    this.pinger.unref();
+  }
+
+  private stopPinger(): void {
+    if (this.pinger) clearInterval(this.pinger);
+    this.pinger = undefined;
+  }
+}
+
+const hubs = new WeakMap<AppContext["db"], ChannelHub>();
+
+/** The hub of a running server (keyed by its database, like other per-server state). */
+export function channelOf(ctx: AppContext): ChannelHub {
+  let hub = hubs.get(ctx.db);
+  if (!hub) {
+    hubs.set(ctx.db, (hub = new ChannelHub(ctx)));
+    const created = hub;
+    ctx.onClosing.push(() => created.closeAll());
+  }
+  return hub;
+}

@@ -1,0 +1,41 @@
+/*
+ * Update progress reported over the device socket (update-server.md 8.2, 13.3): `update_progress`
+ * moves the device's record (clamped to 0..100; 100 ends it) and is broadcast as an `update`
+ * event; `update_version` stores the new running version and ends the record too.
+ */
+import type { AppContext } from "../../server/context.ts";
+import { eventsOf } from "../events/broadcaster.ts";
+import { getProgress, reportProgress } from "../progress/progress.ts";
+import type { ChannelHub, DeviceConnection } from "./hub.ts";
+
+export function handleProgress(ctx: AppContext, hub: ChannelHub): void {
+  hub.handle("update_progress", async (conn: DeviceConnection, message) => {
+    const raw = message.progress;
+    if (typeof raw !== "number" || !Number.isFinite(raw)) return ctx.log.warn(`device ${conn.mac}: update_progress without a number ignored`);
+    const progress = Math.min(100, Math.max(0, Math.round(raw)));
+    const version = getProgress(ctx.db, conn.deviceId)?.version ?? null;
+    await reportProgress(ctx.db, conn.deviceId, progress);
+    eventsOf(ctx).publish("update", { device: conn.mac, progress, version });
+  });
+
+  hub.handle("update_version", async (conn, message) => {
+    const version = message.version;
+    if (typeof version !== "string" || version === "" || version.length > 256) return ctx.log.warn(`device ${conn.mac}: update_version without a version ignored`);
+    const key = `${ctx.config.prefix}.software.version`;
+    await ctx.db.write((tx) => {
+      const row = tx.get<{ metadata: string }>("SELECT metadata FROM devices WHERE id = ?", [conn.deviceId]);
+      if (!row) return;
+      let metadata: Record<string, unknown> = {};
+      try {
+        metadata = JSON.parse(row.metadata) as Record<string, unknown>;
+      } catch {
+        // A broken column is replaced by what we know.
+      }
+      metadata[key] = version;
+      tx.run("UPDATE devices SET metadata = ? WHERE id = ?", [JSON.stringify(metadata), conn.deviceId]);
+      // The device runs the new version: its update is over.
+      tx.run("DELETE FROM progress WHERE device_id = ?", [conn.deviceId]);
+    });
+    ctx.log.info(`device ${conn.mac} now runs ${version}`);
+  });
+}

@@ -1,0 +1,79 @@
+/*
+ * The device management WebSocket's messages (update-server.md 13.2, 13.3). Every message is one
+ * JSON object with a `method`; extra fields are ignored.
+ */
+
+/** Server -> device. */
+export type ServerMessage =
+  | { method: "alert"; alert: Record<string, unknown> }
+  | { method: "action_list_query" }
+  | { method: "action_exec"; execution_id: string; action_id: string }
+  | { method: "fs_file_probe"; id: string; file: string }
+  | { method: "fs_file_download"; id: string; file: string; upload_urls: string[]; part_size: number };
+
+/** An action as served by `action/list` (11.1). */
+export interface ActionDefinition {
+  action_id: string;
+  action_name: string;
+  description: string;
+  command: string[];
+  /** Seconds; 0 = none. */
+  timeout: number;
+}
+
+/** The built-in action every agent offers (11.1). */
+export const TRIGGER_UPDATE_CHECK = (prefix: string): string => `${prefix}.builtins.trigger_update_check`;
+
+/**
+ * Capabilities a request needs. The labgate agent reports the seed's keys (D11); the reference
+ * client's keys are accepted too so that both kinds of device work.
+ */
+export const CAPABILITY_KEYS = {
+  action: ["exec_cmds", "action"],
+  filesystem: ["file_transfer", "filesystem"],
+  shell: ["shell_connect", "shell"],
+} as const;
+export type CapabilityKind = keyof typeof CAPABILITY_KEYS;
+
+export function hasCapability(capabilities: Record<string, unknown> | undefined, kind: CapabilityKind): boolean {
+  return CAPABILITY_KEYS[kind].some((key) => capabilities?.[key] === true);
+}
+
+const isString = (v: unknown): v is string => typeof v === "string";
+
+/**
+ * An action list as a device reports it: the served field names (`action_id`, `action_name`) or
+ * the short ones (`id`, `name`). Entries without an id are dropped; undefined if not a list.
+ */
+export function parseActionList(value: unknown): ActionDefinition[] | undefined {
+  if (!Array.isArray(value)) return undefined;
+  const out: ActionDefinition[] = [];
+  for (const item of value) {
+    if (!item || typeof item !== "object") continue;
+    const a = item as Record<string, unknown>;
+    const id = isString(a.action_id) ? a.action_id : isString(a.id) ? a.id : undefined;
+    if (!id) continue;
+    const name = isString(a.action_name) ? a.action_name : isString(a.name) ? a.name : id;
+    out.push({
+      action_id: id,
+      action_name: name,
+      description: isString(a.description) ? a.description : "",
+      command: Array.isArray(a.command) ? a.command.filter(isString) : [],
+      timeout: typeof a.timeout === "number" && Number.isFinite(a.timeout) && a.timeout > 0 ? a.timeout : 0,
+    });
+  }
+  return out;
+}
+
+/** Parses one text frame: an object with a string `method`, else undefined. */
+export function parseMessage(text: string): Record<string, unknown> & { method: string } | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (!value || typeof value !== "object" || Array.isArray(value)) return undefined;
+  const method = (value as { method?: unknown }).method;
+  return typeof method === "string" ? (value as Record<string, unknown> & { method: string }) : undefined;
+}

@@ -1,0 +1,56 @@
+import { Readable } from "node:stream";
+import { Hono } from "hono";
+import type { Auth } from "../../auth/middleware.ts";
+import type { AppContext, AppEnv } from "../../server/context.ts";
+import { httpError } from "../../http/errors.ts";
+import { readJsonObject, requestBodyStream } from "../../http/body.ts";
+import { publicBase, serveFile } from "../../storage/routes.ts";
+import { authorize } from "../permissions/permissions.ts";
+import { onlyKeys, pathId, requireString } from "../validation.ts";
+import { deviceFilesOf, MULTIPART_LINK } from "./store.ts";
+import { transfersOf } from "./transfers.ts";
+
+/**
+ * `POST /api/v2/devices/{id}/fs/file` and the public multipart routes (update-server.md 12,
+ * 14.4, 14.5), each contained to its own directory and signed.
+ */
+export function deviceFilesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+  const transfers = transfersOf(ctx);
+  const store = deviceFilesOf(ctx);
+  const app = new Hono<AppEnv>();
+
+  app.post("/api/v2/devices/:id{[0-9]+}/fs/file", auth.management(), async (c) => {
+    const id = pathId(c.req.param("id"), "device");
+    // Checked before the device is asked anything (17.6).
+    authorize(ctx.db, c.get("identity"), "device", id, "read");
+    const body = await readJsonObject(c);
+    onlyKeys(body, ["file"]);
+    const file = requireString(body, "file", 4096);
+    if (!file.startsWith("/")) throw httpError(400, 'schema validation failed: field "file" must be an absolute path');
+    return c.json(await transfers.fetch(id, file, publicBase(ctx, c)));
+  });
+
+  app.put("/local_storage_multipart/parts/:part", async (c) => {
+    const name = c.req.param("part");
+    const source = requestBodyStream(c) ?? Readable.from([]);
+    const result = await transfers.putPart(name, c.req.query("expires"), c.req.query("signature"), source);
+    if ("error" in result) {
+      source.resume(); // drain what the client still sends
+      throw httpError(result.error as 400, result.message);
+    }
+    return c.body(null, 200, { ETag: result.etag });
+  });
+
+  app.get("/local_storage_multipart/multipart/*", (c) => {
+    // Hono already percent-decoded the path; keys are plain `<dir>/<uuid>`.
+    const key = c.req.path.slice("/local_storage_multipart/multipart/".length);
+    const verdict = ctx.tokens.verifyLink(MULTIPART_LINK, key, c.req.query("expires"), c.req.query("signature"));
+    if (verdict === "expired") throw httpError(403, "download link has expired");
+    if (verdict !== "ok") throw httpError(403, "download link signature is missing or invalid");
+    const object = store.stat(key);
+    if (!object) throw httpError(404, "object does not exist");
+    return serveFile(c, object.stat, (start, end) => store.read(object.path, start, end));
+  });
+
+  return app;
+}

@@ -1,0 +1,175 @@
+/*
+ * Files that come from devices, under DATA_DIR/multipart/ (update-server.md 11.7, 12, 14.4-14.5):
+ *   parts/<transfer-uuid>_part<i>   uploaded parts of an open file transfer (wiped at start)
+ *   <prefix>.downloads/<uuid>       assembled files fetched from devices
+ *   <prefix>.actions/<uuid>         action outputs
+ * Outside DATA_DIR/storage on purpose: the package storage sweep removes unknown objects there.
+ * Keys are `<dir>/<uuid>` exactly, so nothing else (and no `..`) can ever be named.
+ */
+import { randomUUID } from "node:crypto";
+import { closeSync, createReadStream, createWriteStream, fsyncSync, mkdirSync, openSync, readdirSync, rmSync, statSync, unlinkSync, type Stats } from "node:fs";
+import { open, rename, unlink } from "node:fs/promises";
+import { join } from "node:path";
+import type { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import type { AppContext } from "../../server/context.ts";
+import { fsyncDir, writeFileDurable } from "../../util/files.ts";
+
+export const MULTIPART_LINK = "local_storage_multipart";
+const UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
+export const PART_NAME = new RegExp(`^(${UUID})_part(\\d{1,5})$`);
+
+export type ObjectKind = "actions" | "downloads";
+
+export class DeviceFileStore {
+  readonly root: string;
+  readonly partsDir: string;
+  private readonly dirs: Record<ObjectKind, string>;
+  private readonly keyPattern: RegExp;
+
+  constructor(dataDir: string, prefix: string) {
+    this.root = join(dataDir, "multipart");
+    this.partsDir = join(this.root, "parts");
+    this.dirs = { actions: `${prefix}.actions`, downloads: `${prefix}.downloads` };
+    this.keyPattern = new RegExp(`^(${this.dirs.actions.replace(".", "\\.")}|${this.dirs.downloads.replace(".", "\\.")})/${UUID}$`);
+    // Parts belong to transfers, and transfers do not outlive the process.
+    rmSync(this.partsDir, { recursive: true, force: true });
+    for (const dir of [this.partsDir, ...Object.values(this.dirs).map((d) => join(this.root, d))]) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  }
+
+  /** The file of a key, or undefined when the key is not one of ours. */
+  pathOf(key: string): string | undefined {
+    return this.keyPattern.test(key) ? join(this.root, key) : undefined;
+  }
+
+  stat(key: string): { path: string; stat: Stats } | undefined {
+    const path = this.pathOf(key);
+    if (!path) return undefined;
+    try {
+      const stat = statSync(path);
+      return stat.isFile() ? { path, stat } : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  read(path: string, start: number, end: number): Readable {
+    return createReadStream(path, { start, end, highWaterMark: 256 * 1024 });
+  }
+
+  /** Stores bytes durably as a new object; returns its key. */
+  writeObject(kind: ObjectKind, data: Uint8Array): string {
+    const key = `${this.dirs[kind]}/${randomUUID()}`;
+    writeFileDurable(join(this.root, key), data, 0o600);
+    return key;
+  }
+
+  async remove(key: string | null | undefined): Promise<void> {
+    const path = key ? this.pathOf(key) : undefined;
+    if (path) await unlink(path).catch(() => {});
+  }
+
+  partPath(name: string): string {
+    return join(this.partsDir, name);
+  }
+
+  /** Streams a part body to its file (temp name, fsync, rename); returns the byte count. */
+  async writePart(name: string, body: Readable, limit: number): Promise<number> {
+    const final = this.partPath(name);
+    const tmp = `${final}.tmp`;
+    let size = 0;
+    const counter = async function* (source: AsyncIterable<Buffer>) {
+      for await (const chunk of source) {
+        size += chunk.length;
+        if (size > limit) throw new PartTooLargeError(`part is larger than the part size (${limit} bytes)`);
+        yield chunk;
+      }
+    };
+    try {
+      await pipeline(body, counter, createWriteStream(tmp, { flags: "w", mode: 0o600 }));
+      const fh = await open(tmp, "r");
+      try {
+        await fh.sync();
+      } finally {
+        await fh.close();
+      }
+      await rename(tmp, final);
+    } catch (error) {
+      await unlink(tmp).catch(() => {});
+      throw error;
+    }
+    return size;
+  }
+
+  /** Concatenates the parts in order into a new download object; the parts are removed. */
+  async assemble(parts: string[]): Promise<string> {
+    const key = `${this.dirs.downloads}/${randomUUID()}`;
+    const target = join(this.root, key);
+    const tmp = `${target}.tmp`;
+    try {
+      const out = createWriteStream(tmp, { flags: "wx", mode: 0o600 });
+      for (const part of parts) await pipeline(createReadStream(this.partPath(part)), out, { end: false });
+      await new Promise<void>((resolve, reject) => out.end((error?: Error | null) => (error ? reject(error) : resolve())));
+      const fd = openSync(tmp, "r");
+      try {
+        fsyncSync(fd);
+      } finally {
+        closeSync(fd);
+      }
+      await rename(tmp, target);
+      fsyncDir(join(this.root, this.dirs.downloads));
+    } catch (error) {
+      await unlink(tmp).catch(() => {});
+      throw error;
+    } finally {
+      this.removeParts(parts);
+    }
+    return key;
+  }
+
+  removeParts(parts: string[]): void {
+    for (const part of parts) {
+      for (const path of [this.partPath(part), `${this.partPath(part)}.tmp`]) {
+        try {
+          unlinkSync(path);
+        } catch {
+          // Never uploaded, or already gone.
+        }
+      }
+    }
+  }
+
+  /** Removes downloads older than `maxAgeSeconds` (their links have expired by then). */
+  sweepDownloads(maxAgeSeconds: number, now = Date.now()): number {
+    const dir = join(this.root, this.dirs.downloads);
+    let removed = 0;
+    for (const name of readdirSync(dir)) {
+      const path = join(dir, name);
+      try {
+        if (now - statSync(path).mtimeMs > maxAgeSeconds * 1000) {
+          unlinkSync(path);
+          removed++;
+        }
+      } catch {
+        // Raced with another removal.
+      }
+    }
+    return removed;
+  }
+}
+
+export class PartTooLargeError extends Error {}
+
+const stores = new WeakMap<AppContext["db"], DeviceFileStore>();
+
+export function deviceFilesOf(ctx: AppContext): DeviceFileStore {
+  let store = stores.get(ctx.db);
+  if (!store) stores.set(ctx.db, (store = new DeviceFileStore(ctx.dataDir, ctx.config.prefix)));
+  return store;
+}
+
+/** A signed, expiring link to a device file or action output (D13). */
+export function signedFileUrl(ctx: AppContext, base: string, key: string): string {
+  const { expires, signature } = ctx.tokens.signLink(MULTIPART_LINK, key, ctx.config.update_server.download_link_ttl);
+  return `${base}/local_storage_multipart/multipart/${key}?expires=${expires}&signature=${signature}`;
+}

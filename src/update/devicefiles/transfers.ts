@@ -1,0 +1,169 @@
+/*
+ * File download from a device (update-server.md 12, 14.5, decisions of 17.9/17.10/17.14/17.15):
+ * probe, multipart plan, signed expiring part URLs that accept only the parts of an open
+ * transfer (each once), assembly with ETag checks, parts removed in every outcome, every wait
+ * bounded (504).
+ */
+import { randomUUID } from "node:crypto";
+import type { Readable } from "node:stream";
+import type { AppContext } from "../../server/context.ts";
+import { httpError } from "../../http/errors.ts";
+import { channelOf, type ChannelHub } from "../channel/hub.ts";
+import { asHttpError, notConnected } from "../channel/errors.ts";
+import { hasCapability } from "../channel/protocol.ts";
+import { getDevice } from "../devices/devices.ts";
+import { deviceFilesOf, PART_NAME, PartTooLargeError, signedFileUrl, type DeviceFileStore } from "./store.ts";
+
+export const PART_LINK = "multipart_part";
+const MiB = 1024 * 1024;
+export const PART_SIZE = 10 * MiB;
+const MIN_PART = 5 * MiB;
+const MAX_PART = 5 * 1024 * MiB;
+const MAX_PARTS = 10_000;
+const MAX_FILE = 5 * 1024 * 1024 * MiB;
+
+/** How a file of `size` bytes is cut (12, step 5); an empty file is one empty part. */
+export function planParts(size: number): { partSize: number; count: number } {
+  let partSize = Math.min(MAX_PART, Math.max(MIN_PART, PART_SIZE));
+  let count = size <= partSize ? 1 : Math.ceil(size / partSize);
+  if (count > MAX_PARTS) {
+    partSize = Math.ceil(size / MAX_PARTS);
+    count = Math.ceil(size / partSize);
+  }
+  return { partSize, count };
+}
+
+interface Transfer {
+  id: string;
+  parts: string[];
+  partSize: number;
+  /** Parts being written or written: each part name is accepted once. */
+  taken: Set<string>;
+  done: Set<string>;
+}
+
+interface ProbeReply {
+  status: number;
+  size: number;
+}
+interface DownloadReply {
+  status: number;
+  etags: unknown;
+}
+
+export type PartUploadResult = { etag: string } | { error: number; message: string };
+
+export class FileTransferService {
+  private readonly ctx: AppContext;
+  private readonly hub: ChannelHub;
+  private readonly store: DeviceFileStore;
+  private readonly open = new Map<string, Transfer>();
+
+  constructor(ctx: AppContext) {
+    this.ctx = ctx;
+    this.hub = channelOf(ctx);
+    this.store = deviceFilesOf(ctx);
+    this.hub.handle("fs_file_probe_reply", (conn, message) => {
+      if (typeof message.id !== "string" || !conn.settle(`probe:${message.id}`, message)) this.ctx.log.warn(`device ${conn.mac}: fs_file_probe_reply for no open probe ignored`);
+    });
+    this.hub.handle("fs_file_download_reply", (conn, message) => {
+      if (typeof message.id !== "string" || !conn.settle(`download:${message.id}`, message)) this.ctx.log.warn(`device ${conn.mac}: fs_file_download_reply for no open transfer ignored`);
+    });
+    // Assembled downloads outlive their links by nothing: sweep hourly.
+    const sweep = setInterval(() => this.store.sweepDownloads(ctx.config.update_server.download_link_ttl), 3600_000);
+    sweep.unref();
+    ctx.onShutdown.push(() => clearInterval(sweep));
+    this.store.sweepDownloads(ctx.config.update_server.download_link_ttl);
+  }
+
+  /** Fetches `file` from device `deviceId`: `{status: 0, url}` or `{status: 1, url: ""}`. */
+  async fetch(deviceId: number, file: string, base: string): Promise<{ status: number; url: string }> {
+    const device = getDevice(this.ctx.db, deviceId);
+    if (!device) throw httpError(404, "device does not exist");
+    const conn = this.hub.get(device.mac_address);
+    if (!conn || conn.deviceId !== device.id) throw notConnected();
+    const { device_reply_timeout: replyTimeout, file_transfer_timeout: transferTimeout, file_transfer_min_rate: minRate } = this.ctx.config.update_server;
+    let transfer: Transfer | undefined;
+    try {
+      const caps = await conn.waitCapabilities(replyTimeout);
+      if (!hasCapability(caps, "filesystem")) throw httpError(409, "device does not support file transfers");
+
+      const probeId = randomUUID();
+      const probing = conn.wait<ProbeReply>(`probe:${probeId}`, replyTimeout);
+      conn.send({ method: "fs_file_probe", id: probeId, file });
+      const probe = await probing;
+      const size = probe.size;
+      // An empty file is a file (17.15): only a failed probe means "missing".
+      if (probe.status !== 0 || typeof size !== "number" || !Number.isSafeInteger(size) || size < 0) return { status: 1, url: "" };
+      if (size > MAX_FILE) throw httpError(413, "file is larger than 5 TiB");
+
+      const { partSize, count } = planParts(size);
+      const id = randomUUID();
+      transfer = { id, parts: Array.from({ length: count }, (_, i) => `${id}_part${i}`), partSize, taken: new Set(), done: new Set() };
+      const seconds = transferTimeout + size / minRate;
+      const urls = transfer.parts.map((name) => {
+        const { expires, signature } = this.ctx.tokens.signLink(PART_LINK, name, Math.ceil(seconds) + 60);
+        return `${base}/local_storage_multipart/parts/${name}?expires=${expires}&signature=${signature}`;
+      });
+      this.open.set(id, transfer);
+      const downloading = conn.wait<DownloadReply>(`download:${id}`, seconds);
+      conn.send({ method: "fs_file_download", id, file, upload_urls: urls, part_size: partSize });
+      const reply = await downloading;
+      this.open.delete(id);
+      const etags = reply.etags;
+      const complete =
+        reply.status === 0 &&
+        Array.isArray(etags) &&
+        etags.length === count &&
+        transfer.parts.every((name, i) => etags[i] === name && transfer!.done.has(name));
+      if (!complete) {
+        this.store.removeParts(transfer.parts);
+        return { status: 1, url: "" };
+      }
+      const key = await this.store.assemble(transfer.parts);
+      return { status: 0, url: signedFileUrl(this.ctx, base, key) };
+    } catch (error) {
+      if (transfer) {
+        this.open.delete(transfer.id);
+        this.store.removeParts(transfer.parts);
+      }
+      throw asHttpError(error);
+    }
+  }
+
+  /** `PUT /local_storage_multipart/parts/{part}`: only a signed part of an open transfer, once. */
+  async putPart(name: string, expires: string | undefined, signature: string | undefined, body: Readable | undefined): Promise<PartUploadResult> {
+    const verdict = this.ctx.tokens.verifyLink(PART_LINK, name, expires, signature);
+    if (verdict === "expired") return { error: 403, message: "upload link has expired" };
+    if (verdict !== "ok") return { error: 403, message: "upload link signature is missing or invalid" };
+    const match = PART_NAME.exec(name);
+    const transfer = match ? this.open.get(match[1]) : undefined;
+    if (!transfer || !transfer.parts.includes(name)) return { error: 404, message: "no open transfer has this part" };
+    if (transfer.taken.has(name)) return { error: 409, message: "this part was already uploaded" };
+    transfer.taken.add(name);
+    try {
+      if (!body) throw new Error("empty body");
+      await this.store.writePart(name, body, transfer.partSize);
+    } catch (error) {
+      transfer.taken.delete(name);
+      this.store.removeParts([name]);
+      if (error instanceof PartTooLargeError) return { error: 413, message: error.message };
+      return { error: 400, message: `part upload failed: ${(error as Error).message}` };
+    }
+    if (this.open.get(transfer.id) !== transfer) {
+      // The transfer ended (timeout) while this part arrived.
+      this.store.removeParts([name]);
+      return { error: 404, message: "the transfer is over" };
+    }
+    transfer.done.add(name);
+    return { etag: name };
+  }
+}
+
+const services = new WeakMap<AppContext["db"], FileTransferService>();
+
+export function transfersOf(ctx: AppContext): FileTransferService {
+  let service = services.get(ctx.db);
+  if (!service) services.set(ctx.db, (service = new FileTransferService(ctx)));
+  return service;
+}

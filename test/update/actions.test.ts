@@ -1,0 +1,227 @@
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { approveAgent, b64, device, FAST_SERVER, rawDevice, restartAgent, startAgent, until, untilConnected } from "./helpers/agents.ts";
+import type { Agent } from "../../src/agent/agent.ts";
+
+let server: TestServer;
+const agents: Agent[] = [];
+const admin = () => server.adminToken;
+
+before(async () => {
+  server = await startTestServer(FAST_SERVER);
+});
+after(async () => {
+  for (const agent of agents) await agent.stop();
+  await server.close();
+});
+
+type Entry = { id: string; action: string; created: string; status: string; status_code: number | null; download_url: string | null };
+const log = async (mac: string): Promise<Entry[]> => {
+  const res = await server.request(`/api/v2/devices/${mac}/action/log`, { token: admin() });
+  assert.equal(res.status, 200);
+  return (await res.json()) as Entry[];
+};
+const exec = (mac: string, action: string, token = admin()) => server.request(`/api/v2/devices/${mac}/action/exec/${action}`, { token });
+
+async function connectedAgent(options = {}) {
+  const agent = startAgent(server, options);
+  agents.push(agent);
+  const id = await approveAgent(server, agent);
+  await untilConnected(server, id);
+  return { agent, id };
+}
+
+test("an action executed while the device is connected returns its output and exit code; the log keeps it", async () => {
+  const { agent } = await connectedAgent();
+  const list = await server.request(`/api/v2/devices/${agent.mac}/action/list`, { token: admin() });
+  assert.equal(list.status, 200);
+  const actions = (await list.json()) as Array<{ action_id: string; action_name: string; command: string[]; timeout: number; description: string }>;
+  assert.deepEqual(
+    actions.map((a) => a.action_id),
+    ["echo", "ok", "svc.builtins.trigger_update_check"],
+  );
+  assert.deepEqual(actions[1], { action_id: "ok", action_name: "OK", description: "", command: ["echo", "fine"], timeout: 5 });
+
+  const res = await exec(agent.mac, "echo");
+  assert.equal(res.status, 200);
+  const body = (await res.json()) as { status_code: number; output: string };
+  assert.equal(body.status_code, 3);
+  assert.equal(Buffer.from(body.output, "base64").toString().split("\n").sort().join(","), ",hello,oops");
+
+  const ok = await exec(agent.mac, "ok");
+  assert.deepEqual(await ok.json(), { status_code: 0, output: b64("fine\n") });
+
+  const entries = await log(agent.mac);
+  assert.deepEqual(entries.map((e) => [e.action, e.status, e.status_code]), [["ok", "success", 0], ["echo", "error", 3]]);
+  assert.match(entries[0].created, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$/);
+  // The output is kept under the data dir and downloads through a signed link.
+  const output = await fetch(entries[0].download_url!);
+  assert.equal(output.status, 200);
+  assert.equal(await output.text(), "fine\n");
+  const forged = await fetch(entries[0].download_url!.replace(/signature=[^&]+/, "signature=AAAA"));
+  assert.equal(forged.status, 403);
+});
+
+test("an action queued while the agent is offline runs when it connects: pending -> success/error", async () => {
+  let { agent, id } = await connectedAgent();
+  await agent.stop();
+  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+
+  const first = await exec(agent.mac, "ok");
+  assert.equal(first.status, 202);
+  assert.deepEqual(await first.json(), {});
+  assert.equal((await exec(agent.mac, "echo")).status, 202);
+  assert.equal((await exec(agent.mac, "no-such-action")).status, 202);
+  assert.deepEqual((await log(agent.mac)).map((e) => [e.action, e.status]), [["no-such-action", "pending"], ["echo", "pending"], ["ok", "pending"]]);
+
+  agent = restartAgent(agent as Agent & { dir: string });
+  agents.push(agent);
+  const entries = await until(async () => {
+    const list = await log(agent.mac);
+    return list.every((e) => e.status === "success" || e.status === "error") ? list : undefined;
+  }, 8000, "queued actions to finish");
+  assert.deepEqual(entries.map((e) => [e.action, e.status, e.status_code]), [["no-such-action", "error", null], ["echo", "error", 3], ["ok", "success", 0]]);
+  assert.ok(entries[2].download_url);
+});
+
+test("clear log, clear pending and remove by id", async () => {
+  const { agent, id } = await connectedAgent();
+  assert.equal((await exec(agent.mac, "ok")).status, 200);
+  assert.equal((await exec(agent.mac, "echo")).status, 200);
+  await agent.stop();
+  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  assert.equal((await exec(agent.mac, "ok")).status, 202);
+  assert.equal((await exec(agent.mac, "echo")).status, 202);
+  assert.equal((await log(agent.mac)).length, 4);
+
+  const outputUrl = (await log(agent.mac)).find((e) => e.status === "success")!.download_url!;
+  let res = await server.request(`/api/v2/devices/${agent.mac}/action/log`, { method: "DELETE", token: admin() });
+  assert.deepEqual([res.status, await res.json()], [200, {}]);
+  assert.deepEqual((await log(agent.mac)).map((e) => e.status), ["pending", "pending"]);
+  assert.equal((await fetch(outputUrl)).status, 404, "the output goes with its entry");
+
+  const [newest, oldest] = await log(agent.mac);
+  res = await server.request(`/api/v2/devices/${agent.mac}/action/remove`, { method: "POST", token: admin(), json: { actions: [oldest.id, "not-an-id"] } });
+  assert.equal(res.status, 200);
+  assert.deepEqual((await log(agent.mac)).map((e) => e.id), [newest.id]);
+
+  for (const bad of [{}, { actions: "x" }, { actions: [1] }, { actions: [], extra: 1 }]) {
+    res = await server.request(`/api/v2/devices/${agent.mac}/action/remove`, { method: "POST", token: admin(), json: bad });
+    assert.equal(res.status, 400, JSON.stringify(bad));
+  }
+  assert.equal((await log(agent.mac)).length, 1);
+
+  res = await server.request(`/api/v2/devices/${agent.mac}/action/pending`, { method: "DELETE", token: admin() });
+  assert.equal(res.status, 200);
+  assert.deepEqual(await log(agent.mac), []);
+});
+
+test("a device that does not answer in time: 504 and the log entry becomes error", async () => {
+  const slowServer = await startTestServer({ update_server: { ...FAST_SERVER.update_server, action_max_wait: 0.5, device_reply_timeout: 1 } });
+  const agent = startAgent(slowServer, { actions: [{ id: "slow", command: ["sleep", "3"], timeout: 0 }] });
+  try {
+    const id = await approveAgent(slowServer, agent);
+    await untilConnected(slowServer, id);
+    const started = Date.now();
+    const res = await slowServer.request(`/api/v2/devices/${agent.mac}/action/exec/slow`, { token: slowServer.adminToken });
+    assert.equal(res.status, 504);
+    assert.ok(Date.now() - started < 5000);
+    assert.match(((await res.json()) as { error: string }).error, /did not answer/);
+    const entries = (await (await slowServer.request(`/api/v2/devices/${agent.mac}/action/log`, { token: slowServer.adminToken })).json()) as Entry[];
+    assert.deepEqual(entries.map((e) => e.status), ["error"]);
+  } finally {
+    await agent.stop();
+    await slowServer.close();
+  }
+});
+
+test("an action timeout on the agent kills the command and reports -1 (error)", async () => {
+  const { agent } = await connectedAgent({ actions: [{ id: "hang", command: ["sleep", "5"], timeout: 0.3 }] });
+  const res = await exec(agent.mac, "hang");
+  assert.deepEqual(await res.json(), { status_code: -1, output: "" });
+  assert.deepEqual((await log(agent.mac)).map((e) => [e.status, e.status_code]), [["error", -1]]);
+});
+
+test("unknown action, unknown device, permissions", async () => {
+  const { agent, id } = await connectedAgent();
+  let res = await exec(agent.mac, "nope");
+  assert.equal(res.status, 404);
+  assert.deepEqual((await log(agent.mac)).map((e) => e.status), ["error"]);
+  res = await exec("ff:ff:ff:ff:ff:fe", "ok");
+  assert.deepEqual([res.status, await res.json()], [404, { error: "device does not exist" }]);
+
+  // A user without permissions sees nothing; with read only, cannot execute.
+  const user = server.token([], "alice");
+  assert.equal((await server.request(`/api/v2/devices/${agent.mac}/action/log`, { token: user })).status, 404);
+  assert.equal((await exec(agent.mac, "ok", user)).status, 404);
+  const grant = await server.request("/api/v1/permissions", { method: "POST", token: admin(), json: { user_id: "alice", resource: "device", resource_id: id, permission: "read" } });
+  assert.equal(grant.status, 200, await grant.clone().text());
+  assert.equal((await server.request(`/api/v2/devices/${agent.mac}/action/log`, { token: user })).status, 200);
+  assert.equal((await exec(agent.mac, "ok", user)).status, 403);
+  assert.equal((await server.request(`/api/v2/devices/${agent.mac}/action/log`, { method: "DELETE", token: user })).status, 403);
+  assert.equal((await server.request(`/api/v2/devices/${agent.mac}/action/log`)).status, 401);
+});
+
+test("deleting a device closes its socket and drops its action log", async () => {
+  const { agent, id } = await connectedAgent();
+  assert.equal((await exec(agent.mac, "ok")).status, 200);
+  const url = (await log(agent.mac))[0].download_url!;
+  const res = await server.request(`/api/v2/devices/${id}`, { method: "DELETE", token: admin() });
+  assert.equal(res.status, 200);
+  await until(() => !agent.connected, 3000, "agent socket closed");
+  assert.equal((await server.request(`/api/v2/devices/${agent.mac}/action/log`, { token: admin() })).status, 404);
+  assert.equal((await fetch(url)).status, 404);
+  // It registers again: a new pending registration appears.
+  const pending = await until(async () => {
+    const list = (await (await server.request("/api/v1/auth/pending", { token: admin() })).json()) as Array<{ mac_address: string }>;
+    return list.some((p) => p.mac_address === agent.mac);
+  }, 5000, "new registration");
+  assert.ok(pending);
+});
+
+test("a device whose queue is full answers `full`; the server asks again and both actions run", async () => {
+  const { agent } = await connectedAgent({ action_concurrency: 1, actions: [{ id: "nap", command: ["sleep", "0.4"], timeout: 5 }] });
+  const started = Date.now();
+  const [a, b] = await Promise.all([exec(agent.mac, "nap"), exec(agent.mac, "nap")]);
+  assert.deepEqual([a.status, b.status], [200, 200]);
+  assert.deepEqual([(await a.json()).status_code, (await b.json()).status_code], [0, 0]);
+  assert.ok(Date.now() - started >= 800, "one after the other");
+  assert.deepEqual((await log(agent.mac)).map((e) => e.status), ["success", "success"]);
+});
+
+test("with a hand-driven device: missing capability 409, refusal 502, results only for its own executions", async () => {
+  const { agent, id } = await connectedAgent();
+  await agent.stop();
+  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  const dev = await rawDevice(server, agent);
+  try {
+    dev.ws.send(JSON.stringify({ method: "capability_report", capabilities: { file_transfer: true } }));
+    let res = await exec(agent.mac, "x");
+    assert.deepEqual([res.status, await res.json()], [409, { error: "device does not support actions" }]);
+    assert.equal((await server.request(`/api/v2/devices/${agent.mac}/action/list`, { token: admin() })).status, 409);
+
+    dev.ws.send(JSON.stringify({ method: "capability_report", capabilities: { exec_cmds: true } }));
+    const pending = exec(agent.mac, "x");
+    await dev.next("action_list_query");
+    dev.ws.send(JSON.stringify({ method: "action_list_update", actions: [{ id: "x", name: "X", command: ["true"], timeout: 1 }] }));
+    const sent = await dev.next("action_exec");
+    dev.ws.send(JSON.stringify({ method: "action_exec_control", execution_id: sent.execution_id, status: "busy" }));
+    res = await pending;
+    assert.equal(res.status, 502);
+
+    // A result for an execution of another device, or an unknown one, changes nothing.
+    const second = exec(agent.mac, "x");
+    const again = await dev.next("action_exec");
+    dev.ws.send(JSON.stringify({ method: "action_exec_control", execution_id: again.execution_id, status: "ok" }));
+    dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: "00000000-0000-4000-8000-000000000000", status_code: 0, output: "" }));
+    dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: again.execution_id, status_code: 0, output: b64("done") }));
+    assert.deepEqual(await (await second).json(), { status_code: 0, output: b64("done") });
+    // A duplicate result (at-least-once delivery) leaves the first one standing.
+    dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: again.execution_id, status_code: 5, output: "" }));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.deepEqual((await log(agent.mac)).map((e) => [e.status, e.status_code]), [["success", 0], ["error", null], ["error", null]]);
+  } finally {
+    dev.ws.close();
+  }
+});

@@ -1,0 +1,76 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { test } from "node:test";
+import { startTestServer, tempDir } from "../helpers/server.ts";
+import { agentMac, approveAgent, device, FAST_SERVER, startAgent, until, untilConnected } from "./helpers/agents.ts";
+
+test("an agent survives a server restart without help", async () => {
+  const dataDir = tempDir();
+  let server = await startTestServer(FAST_SERVER, dataDir);
+  const port = server.server.port;
+  const agent = startAgent(server);
+  try {
+    const id = await approveAgent(server, agent);
+    await untilConnected(server, id);
+    const before = agent.connections;
+    await server.close();
+    await until(() => !agent.connected, 3000, "agent notices");
+    server = await startTestServer({ ...FAST_SERVER, listen: { host: "127.0.0.1", port } }, dataDir);
+    await untilConnected(server, id);
+    assert.ok(agent.connections > before);
+    const res = await server.request(`/api/v2/devices/${agent.mac}/action/exec/ok`, { token: server.adminToken });
+    assert.deepEqual(await res.json(), { status_code: 0, output: Buffer.from("fine\n").toString("base64") });
+  } finally {
+    await agent.stop();
+    await server.close();
+  }
+});
+
+test("labgate agent as a child process: registers, connects, runs an action; bad config exits 2", async () => {
+  const server = await startTestServer(FAST_SERVER);
+  const dir = tempDir("labgate-agent-cli-");
+  const files = join(dir, "files");
+  mkdirSync(files);
+  const mac = agentMac();
+  const config = join(dir, "agent.yaml");
+  writeFileSync(
+    config,
+    [
+      `server: ${server.url}`,
+      "key_type: ed25519",
+      `mac_address: "${mac}"`,
+      "name: bench-7",
+      `file_base_dir: ${files}`,
+      "retry_min_delay: 0.05",
+      "retry_max_delay: 0.3",
+      "log_level: error",
+      "actions:",
+      "  - {id: hello, name: Hello, command: [echo, hi], timeout: 5}",
+    ].join("\n"),
+  );
+  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "agent", "--config", config, "--data-dir", join(dir, "data")], { stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (chunk) => (stderr += chunk));
+  try {
+    const id = await approveAgent(server, { mac, approved: Promise.resolve() } as never);
+    await until(async () => (await device(server, id)).connected, 10_000, `child agent connected (${stderr})`);
+    assert.equal((await device(server, id)).metadata["svc.device.name"], "bench-7");
+    const res = await server.request(`/api/v2/devices/${mac}/action/exec/hello`, { token: server.adminToken });
+    assert.deepEqual(await res.json(), { status_code: 0, output: Buffer.from("hi\n").toString("base64") });
+  } finally {
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    child.kill("SIGTERM");
+    assert.equal(await exited, 0);
+    await server.close();
+  }
+
+  writeFileSync(config, "server: http://x:1\nbogus_key: 1\n");
+  const bad = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "agent", "--config", config], { stdio: ["ignore", "ignore", "pipe"] });
+  let message = "";
+  bad.stderr.on("data", (chunk) => (message += chunk));
+  const code = await new Promise<number | null>((resolve) => bad.once("exit", (c) => resolve(c)));
+  assert.equal(code, 2);
+  assert.match(message, /bogus_key: unknown key/);
+});

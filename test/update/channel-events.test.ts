@@ -1,0 +1,102 @@
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { uploadOk } from "./helpers/packages.ts";
+import { approveAgent, device, FAST_SERVER, openStream, rawDevice, startAgent, until, untilConnected } from "./helpers/agents.ts";
+
+let server: TestServer;
+
+before(async () => {
+  server = await startTestServer(FAST_SERVER);
+});
+after(async () => {
+  await server.close();
+});
+
+test("connect, disconnect and update events arrive on /api/stream", async () => {
+  const stream = await openStream(server);
+  assert.equal(stream.status, 200);
+  const agent = startAgent(server);
+  try {
+    const id = await approveAgent(server, agent);
+    await untilConnected(server, id);
+    await until(() => stream.events.some((e) => e.event === "connect" && e.data.device === agent.mac), 3000, "connect event");
+    await agent.stop();
+    await until(() => stream.events.some((e) => e.event === "disconnect" && e.data.device === agent.mac), 3000, "disconnect event");
+
+    // Progress without an update record: broadcast with version null, nothing stored.
+    const dev = await rawDevice(server, agent);
+    dev.ws.send(JSON.stringify({ method: "update_progress", progress: 42 }));
+    await until(() => stream.events.some((e) => e.event === "update"), 3000, "update event");
+    assert.deepEqual(stream.events.find((e) => e.event === "update")!.data, { device: agent.mac, progress: 42, version: null });
+    dev.ws.send(JSON.stringify({ method: "update_progress", progress: 250 }));
+    await until(() => stream.events.filter((e) => e.event === "update").length === 2, 3000, "clamped update event");
+    assert.equal(stream.events.filter((e) => e.event === "update")[1].data.progress, 100);
+    dev.ws.send(JSON.stringify({ method: "update_version", version: "v7" }));
+    await until(async () => (await device(server, id)).metadata["svc.software.version"] === "v7", 3000, "version stored");
+    dev.ws.close();
+    assert.deepEqual(
+      stream.events.filter((e) => e.data.device === agent.mac).map((e) => e.event),
+      ["connect", "disconnect", "connect", "update", "update"],
+    );
+  } finally {
+    stream.close();
+    await agent.stop();
+  }
+});
+
+test("the stream needs a management token; other users see only their devices' events", async () => {
+  assert.equal((await fetch(`${server.url}/api/stream`)).status, 401);
+  const stranger = await openStream(server, server.token([], "carol"));
+  assert.equal(stranger.status, 200);
+  const admin = await openStream(server);
+  const agent = startAgent(server);
+  try {
+    const id = await approveAgent(server, agent);
+    await untilConnected(server, id);
+    await until(() => admin.events.some((e) => e.event === "connect" && e.data.device === agent.mac), 3000, "admin sees connect");
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.deepEqual(stranger.events, []);
+  } finally {
+    stranger.close();
+    admin.close();
+    await agent.stop();
+  }
+});
+
+test("update_progress moves the device's progress record; 100 or a new version ends it", async () => {
+  const agent = startAgent(server, { device_type: "board", software_version: "v1" });
+  const id = await approveAgent(server, agent);
+  await untilConnected(server, id);
+  await agent.stop();
+  await until(async () => !(await device(server, id)).connected, 3000, "disconnect");
+  const call = (method: string, path: string, json?: unknown) => server.request(path, { method, token: server.adminToken, json });
+  const pkg = await uploadOk(server, { token: server.adminToken, version: "v9", devtype: "board" });
+  const group = ((await (await call("POST", "/api/v2/groups", { metadata: {} })).json()) as { id: number }).id;
+  assert.equal((await call("POST", `/api/v2/groups/${group}/policy`, { policy: "exact_match,v9" })).status, 200);
+  assert.equal((await call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] })).status, 200);
+  assert.equal((await call("PATCH", `/api/v2/groups/${group}/devices`, { add: [id], remove: [] })).status, 200);
+
+  const dev = await rawDevice(server, agent);
+  try {
+    const { DeviceClient } = await import("../../src/update/client/device-client.ts");
+    const { readFileSync } = await import("node:fs");
+    const { join } = await import("node:path");
+    const client = new DeviceClient({ server: server.url, privateKeyPem: readFileSync(join(agent.config.data_dir, "device-key.pem"), "utf8"), metadata: agent.metadata(), now: () => Math.floor(Date.now() / 1000) + 20 });
+    const progress = async () => {
+      const res = await call("GET", `/api/v2/devices/${id}/progress`);
+      return res.status === 200 ? ((await res.json()) as { progress: number; version: string }) : res.status;
+    };
+    for (const [report, end] of [[100, "progress 100"], [-1, "new version"]] as const) {
+      assert.equal((await client.request("/api/v1/update/check", { method: "POST", json: agent.metadata() })).status, 200);
+      assert.deepEqual(await progress().then((p) => typeof p === "object" && [p.progress, p.version]), [0, "v9"]);
+      dev.ws.send(JSON.stringify({ method: "update_progress", progress: 40 }));
+      await until(async () => ((await progress()) as { progress: number }).progress === 40, 3000, "progress 40");
+      if (report === 100) dev.ws.send(JSON.stringify({ method: "update_progress", progress: 100 }));
+      else dev.ws.send(JSON.stringify({ method: "update_version", version: "v1" }));
+      await until(async () => (await progress()) === 404, 3000, `record ended by ${end}`);
+    }
+  } finally {
+    dev.ws.close();
+  }
+});

@@ -1,0 +1,171 @@
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { Agent } from "../../../src/agent/agent.ts";
+import { buildAgentConfig, type AgentConfig } from "../../../src/agent/config.ts";
+import { createLogger } from "../../../src/util/log.ts";
+import { tempDir, type TestServer } from "../../helpers/server.ts";
+
+let counter = 0;
+/** A MAC unique within this test process. */
+export function agentMac(): string {
+  counter += 1;
+  const hex = (0x0a0000000000 + process.pid * 4096 + counter).toString(16).padStart(12, "0").slice(-12);
+  return hex.match(/../g)!.join(":");
+}
+
+/** Server settings for fast channel tests (short waits; fractions of seconds are fine). */
+export const FAST_SERVER = {
+  update_server: { ws_ping_interval: 1, device_reply_timeout: 2, action_timeout_margin: 1, action_max_wait: 20, queue_full_retry: 0.2 },
+};
+
+export type AgentOptions = Partial<Omit<AgentConfig, "actions">> & { actions?: Array<Record<string, unknown>> };
+
+/** An agent (in-process) with its own data and file dirs, started against `server`. */
+export function startAgent(server: TestServer | string, options: AgentOptions = {}): Agent & { dir: string } {
+  const dir = tempDir("labgate-agent-");
+  const files = join(dir, "files");
+  mkdirSync(files, { recursive: true });
+  const config = buildAgentConfig({
+    server: typeof server === "string" ? server : server.url,
+    data_dir: join(dir, "data"),
+    key_type: "ed25519",
+    mac_address: agentMac(),
+    file_base_dir: files,
+    update_check_interval: 60,
+    retry_min_delay: 0.05,
+    retry_max_delay: 0.3,
+    log_level: process.env.LABGATE_TEST_LOG ? "debug" : "error",
+    actions: [
+      { id: "echo", name: "Echo", command: ["sh", "-c", "echo hello; echo oops >&2; exit 3"], timeout: 5 },
+      { id: "ok", name: "OK", command: ["echo", "fine"], timeout: 5 },
+    ],
+    ...options,
+  } as Record<string, unknown>);
+  const agent = new Agent(config, createLogger(config.log_level)) as Agent & { dir: string };
+  agent.dir = dir;
+  agent.start();
+  return agent;
+}
+
+/** Polls `check` until it returns a truthy value (or fails after `ms`). */
+export async function until<T>(check: () => T | Promise<T>, ms = 5000, what = "condition"): Promise<NonNullable<T>> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** Approves the agent's pending registration as admin and waits until it holds a token. */
+export async function approveAgent(server: TestServer, agent: Agent): Promise<number> {
+  const pending = await until(async () => {
+    const res = await server.request("/api/v1/auth/pending", { token: server.adminToken });
+    const list = (await res.json()) as Array<{ mac_address: string; public_key: string }>;
+    return list.find((p) => p.mac_address === agent.mac);
+  }, 5000, `pending registration of ${agent.mac}`);
+  const res = await server.request("/api/v1/auth/register", { method: "POST", token: server.adminToken, json: { mac_address: pending.mac_address, public_key: pending.public_key } });
+  if (res.status !== 200) throw new Error(`approve failed: ${res.status} ${await res.text()}`);
+  await agent.approved;
+  return deviceId(server, agent.mac);
+}
+
+export async function deviceId(server: TestServer, mac: string): Promise<number> {
+  const res = await server.request("/api/v2/devices", { token: server.adminToken });
+  const list = (await res.json()) as Array<{ id: number; mac_address: string }>;
+  const found = list.find((d) => d.mac_address === mac);
+  if (!found) throw new Error(`device ${mac} not found`);
+  return found.id;
+}
+
+export async function device(server: TestServer, id: number): Promise<{ connected: boolean; capabilities: Record<string, unknown>; metadata: Record<string, unknown> }> {
+  const res = await server.request(`/api/v2/devices/${id}`, { token: server.adminToken });
+  return res.json() as never;
+}
+
+/** Waits until the server lists the device as connected and knows its capabilities. */
+export async function untilConnected(server: TestServer, id: number): Promise<void> {
+  await until(async () => {
+    const d = await device(server, id);
+    return d.connected && d.capabilities.exec_cmds === true;
+  }, 5000, `device ${id} connected`);
+}
+
+/** A new agent process-equivalent on the same data dir and config (a restart). */
+export function restartAgent(previous: Agent & { dir: string }): Agent & { dir: string } {
+  const agent = new Agent(previous.config, previous.log) as Agent & { dir: string };
+  agent.dir = previous.dir;
+  agent.start();
+  return agent;
+}
+
+export const b64 = (text: string): string => Buffer.from(text).toString("base64");
+
+/** A hand-driven device socket (for protocol edge cases a well-behaved agent never produces). */
+export async function rawDevice(server: TestServer, agent: Agent): Promise<{ ws: import("ws").WebSocket; messages: Array<Record<string, unknown>>; next: (method: string) => Promise<Record<string, unknown>> }> {
+  const { DeviceClient } = await import("../../../src/update/client/device-client.ts");
+  const { readFileSync } = await import("node:fs");
+  const { default: WebSocket } = await import("ws");
+  const client = new DeviceClient({
+    server: server.url,
+    privateKeyPem: readFileSync(join(agent.config.data_dir, "device-key.pem"), "utf8"),
+    metadata: agent.metadata(),
+    now: () => Math.floor(Date.now() / 1000) + 11,
+  });
+  const token = await client.getToken();
+  const ws = new WebSocket(`${server.url.replace("http", "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${token}` } });
+  const messages: Array<Record<string, unknown>> = [];
+  const waiting: Array<{ method: string; resolve: (m: Record<string, unknown>) => void }> = [];
+  ws.on("message", (data) => {
+    const message = JSON.parse(data.toString()) as Record<string, unknown>;
+    const i = waiting.findIndex((w) => w.method === message.method);
+    if (i >= 0) waiting.splice(i, 1)[0].resolve(message);
+    else messages.push(message);
+  });
+  await new Promise((resolve, reject) => {
+    ws.once("open", resolve);
+    ws.once("error", reject);
+  });
+  const next = (method: string) =>
+    new Promise<Record<string, unknown>>((resolve) => {
+      const i = messages.findIndex((m) => m.method === method);
+      if (i >= 0) return resolve(messages.splice(i, 1)[0]);
+      waiting.push({ method, resolve });
+    });
+  return { ws, messages, next };
+}
+
+export interface SseEvent {
+  event: string;
+  data: Record<string, unknown>;
+}
+
+/** Reads `/api/stream` in the background; `events` fills as they arrive. */
+export async function openStream(server: TestServer, token = server.adminToken): Promise<{ events: SseEvent[]; status: number; close: () => void }> {
+  const controller = new AbortController();
+  const res = await fetch(`${server.url}/api/stream`, { headers: { authorization: `Bearer token=${token}` }, signal: controller.signal });
+  const events: SseEvent[] = [];
+  if (res.status === 200 && res.body) {
+    void (async () => {
+      let buffer = "";
+      const decoder = new TextDecoder();
+      try {
+        for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+          buffer += decoder.decode(chunk, { stream: true });
+          let cut: number;
+          while ((cut = buffer.indexOf("\n\n")) >= 0) {
+            const block = buffer.slice(0, cut);
+            buffer = buffer.slice(cut + 2);
+            const event = /^event:(.*)$/m.exec(block)?.[1];
+            const data = /^data:(.*)$/m.exec(block)?.[1];
+            if (event && data) events.push({ event, data: JSON.parse(data) });
+          }
+        }
+      } catch {
+        // Aborted.
+      }
+    })();
+  }
+  return { events, status: res.status, close: () => controller.abort() };
+}
