@@ -1,9 +1,9 @@
-import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import type { Database as SqlJsDatabase, SqlJsStatic, Statement as SqlJsStatement } from "sql.js";
 import { encodeFrame, JournalWriter, readJournal, type SqlParam, type Statement } from "./journal.ts";
 import { loadSqlJs, type WasmSource } from "./wasm.ts";
-import { fsyncDir } from "../util/files.ts";
+import { fsyncDir, writeFileDurable } from "../util/files.ts";
 
 export type { SqlParam } from "./journal.ts";
 export type Row = Record<string, SqlParam>;
@@ -115,6 +115,7 @@ export class Database {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     const { SQL, source } = await loadSqlJs();
     const db = new Database(dir, SQL, source, options);
+    db.removeStaleImageTemps();
     db.loadFromDisk();
     await db.checkpoint();
     db.armCheckpointTimer();
@@ -123,6 +124,11 @@ export class Database {
 
   private get imagePath(): string {
     return join(this.dir, IMAGE_FILE);
+  }
+
+  /** Image temp files of checkpoints that a crash interrupted. */
+  private removeStaleImageTemps(): void {
+    for (const name of readdirSync(this.dir)) if (name.startsWith(`${IMAGE_FILE}.`) && name.endsWith(".tmp")) unlinkSync(join(this.dir, name));
   }
 
   private journalGenerations(): number[] {
@@ -367,27 +373,12 @@ export class Database {
     this.checkpointing = (async () => {
       // Let the event loop answer requests between export and the file write.
       await new Promise((resolve) => setImmediate(resolve));
-      const tmp = `${this.imagePath}.tmp`;
       try {
-        const fd = openSync(tmp, "w", 0o600);
-        try {
-          let written = 0;
-          while (written < image.length) written += writeSync(fd, image, written, image.length - written);
-          fsyncSync(fd);
-        } finally {
-          closeSync(fd);
-        }
-        renameSync(tmp, this.imagePath);
-        fsyncDir(this.dir);
+        writeFileDurable(this.imagePath, image);
         for (const gen of this.journalGenerations()) if (gen <= covered) unlinkSync(join(this.dir, journalName(gen)));
         this.lastCheckpoint = new Date();
       } catch (error) {
         this.dirtySinceCheckpoint = true;
-        try {
-          unlinkSync(tmp);
-        } catch {
-          /* not there */
-        }
         this.log("warn", `checkpoint failed (journal kept, nothing lost): ${(error as Error).message}`);
         throw error;
       } finally {

@@ -1,4 +1,4 @@
-import { closeSync, fsyncSync, openSync, renameSync, writeSync } from "node:fs";
+import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
 
 /** Makes a directory entry change (create, rename, unlink) durable. */
@@ -11,18 +11,23 @@ export function fsyncDir(dir: string): void {
   }
 }
 
-/** Writes a small file atomically and durably: temp file, fsync, rename, directory fsync. */
+/** Writes a file atomically and durably: temp file, fsync, rename, directory fsync. A failure leaves the old file. */
 export function writeFileDurable(path: string, data: string | Uint8Array, mode = 0o600): void {
   const tmp = `${path}.${process.pid}.tmp`;
   const bytes = typeof data === "string" ? Buffer.from(data) : data;
-  const fd = openSync(tmp, "w", mode);
   try {
-    let written = 0;
-    while (written < bytes.length) written += writeSync(fd, bytes, written, bytes.length - written);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
+    const fd = openSync(tmp, "w", mode);
+    try {
+      let written = 0;
+      while (written < bytes.length) written += writeSync(fd, bytes, written, bytes.length - written);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, path);
+  } catch (error) {
+    rmSync(tmp, { force: true });
+    throw error;
   }
-  renameSync(tmp, path);
   fsyncDir(dirname(path));
 }
