@@ -28,6 +28,8 @@ export interface Config {
     api_variant: "A" | "B";
     compat_modules: boolean;
     nodes: Record<string, NodeTarget>;
+    /** Largest test config accepted by upload, in bytes (413 above). */
+    max_config_bytes: number;
   };
 }
 
@@ -112,6 +114,7 @@ const schema: Schema = {
     api_variant: { default: "A", check: oneOf("A", "B") },
     compat_modules: { default: false, check: boolean },
     nodes: { default: {}, check: nodes },
+    max_config_bytes: { default: 1048576, check: integer(1024, 64 * 1048576) },
   },
 };
 
