@@ -1,4 +1,5 @@
 import { m001Core } from "./001_core.ts";
+import { m002Testrun } from "./002_testrun.ts";
 
 export interface Migration {
   version: number;
@@ -8,4 +9,4 @@ export interface Migration {
 }
 
 /** Every schema step in order. Append new numbered files; never edit a released one. */
-export const migrations: Migration[] = [m001Core];
+export const migrations: Migration[] = [m001Core, m002Testrun];
