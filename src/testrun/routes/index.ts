@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { testRunAccess } from "./access.ts";
+import { configRoutes } from "./configs.ts";
 
 /**
  * The test-run server's routes (test-run-server.md sections 12 to 14): configs and runs.
@@ -10,6 +11,6 @@ import { testRunAccess } from "./access.ts";
 export function testRunRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const access = testRunAccess(ctx, auth);
-  void access;
+  app.route("/", configRoutes(ctx, access));
   return app;
 }
