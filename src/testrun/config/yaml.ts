@@ -69,7 +69,7 @@ const OPTIONS: ParseOptions & DocumentOptions & SchemaOptions = {
   customTags: (tags: Tags) => [...tags.filter((t) => !DROPPED.has((t as { tag: string }).tag)), trueTag, falseTag] as Tags,
 };
 
-const firstLine = (message: string) => message.split("\n")[0];
+const firstLine = (message: string) => (/call stack/i.test(message) ? "the document nests too deeply" : message.split("\n")[0]);
 
 /** Parses the syntax only (no alias resolution: an include may use its includer's anchors). */
 function parseSyntax(text: string, file: string): Document.Parsed {
