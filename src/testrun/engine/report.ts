@@ -37,7 +37,9 @@ export class ReportWriter {
   }
 
   async append(row: ReportRow): Promise<void> {
-    await this.handle.write(csvLine([row.deviceName, row.testName, row.module, String(row.duration), row.message, row.status]));
+    // Microseconds are plenty; rounding also drops float noise such as 0.000020999999999958162.
+    const duration = String(Math.round(row.duration * 1e6) / 1e6);
+    await this.handle.write(csvLine([row.deviceName, row.testName, row.module, duration, row.message, row.status]));
   }
 
   async close(): Promise<void> {
