@@ -33,6 +33,12 @@ export class ConfigSaveError extends Error {
 
 const TEMP_PREFIX = ".upload-";
 
+/** A received, checked and fsynced upload that is not yet visible in the store. */
+export interface PendingConfig {
+  commit(): Promise<ConfigInfo>;
+  discard(): Promise<void>;
+}
+
 export class ConfigStore implements ConfigSource {
   readonly dir: string;
   readonly maxBytes: number;
@@ -100,14 +106,15 @@ export class ConfigStore implements ConfigSource {
   }
 
   /**
-   * Streams `content` into the store as `name`: temp file, size limit, YAML check, fsync, rename,
-   * directory fsync. On any refusal nothing is changed. Throws ConfigSaveError (400/413).
+   * Streams `content` into a temp file of the store: size limit, YAML check, fsync. Nothing is
+   * visible until `commit()` (rename, directory fsync); `discard()` removes the temp file.
+   * Throws ConfigSaveError (400/413) after removing the temp file.
    */
-  async save(name: string, content: AsyncIterable<Uint8Array> | Readable): Promise<ConfigInfo> {
+  async receive(name: string, content: AsyncIterable<Uint8Array> | Readable): Promise<PendingConfig> {
     if (!isConfigName(name)) throw new ConfigSaveError(400, "invalid config name");
     const temp = join(this.dir, `${TEMP_PREFIX}${randomBytes(8).toString("hex")}.tmp`);
     const handle = await open(temp, "wx", 0o600);
-    let committed = false;
+    const discard = () => unlink(temp).catch(() => undefined);
     try {
       const chunks: Buffer[] = [];
       let size = 0;
@@ -124,17 +131,30 @@ export class ConfigStore implements ConfigSource {
       const problem = yamlSyntaxProblem(new TextDecoder("utf-8", { fatal: false }).decode(Buffer.concat(chunks)));
       if (problem) throw new ConfigSaveError(400, `invalid YAML: ${problem}`);
       await handle.sync();
-      await handle.close();
-      await rename(temp, join(this.dir, name));
-      committed = true;
-      fsyncDir(this.dir);
-    } finally {
-      if (!committed) {
-        await handle.close().catch(() => undefined);
-        await unlink(temp).catch(() => undefined);
-      }
+    } catch (error) {
+      await handle.close().catch(() => undefined);
+      await discard();
+      throw error;
     }
-    return this.info(name)!;
+    await handle.close();
+    return {
+      discard,
+      commit: async () => {
+        try {
+          await rename(temp, join(this.dir, name));
+        } catch (error) {
+          await discard();
+          throw error;
+        }
+        fsyncDir(this.dir);
+        return this.info(name)!;
+      },
+    };
+  }
+
+  /** receive + commit in one step (for callers that have the whole content). */
+  async save(name: string, content: AsyncIterable<Uint8Array> | Readable): Promise<ConfigInfo> {
+    return (await this.receive(name, content)).commit();
   }
 }
 

@@ -9,7 +9,7 @@ import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { httpError, HttpError } from "../../http/errors.ts";
 import { hasYamlExtension, isConfigName } from "../config/names.ts";
-import { configStore, ConfigSaveError, type ConfigInfo, type ConfigStore } from "../config/store.ts";
+import { configStore, ConfigSaveError, type ConfigInfo, type ConfigStore, type PendingConfig } from "../config/store.ts";
 import { listSuites, overrideHints } from "../config/plan-builder.ts";
 import { PlanError } from "../plan.ts";
 import type { TestRunAccess } from "./access.ts";
@@ -40,16 +40,26 @@ function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigIn
   }
 
   return new Promise<ConfigInfo>((resolve, reject) => {
-    let saving: Promise<ConfigInfo> | undefined;
+    let saving: Promise<PendingConfig> | undefined;
+    let part: Readable | undefined;
     let refused: HttpError | undefined;
     let settled = false;
     const fail = (error: unknown) => {
       if (settled) return;
       settled = true;
-      reject(error instanceof ConfigSaveError ? httpError(error.status, error.message) : error);
+      const answer = error instanceof ConfigSaveError ? httpError(error.status, error.message) : error;
+      // Answer only once a running save has removed its temp file: a refusal changes nothing.
+      if (!saving) return reject(answer);
+      part?.destroy(new Error("upload aborted"));
+      saving.then(
+        (pending) => pending.discard().then(() => reject(answer)),
+        () => reject(answer),
+      );
     };
 
     parser.on("file", (field, stream, info) => {
+      // A truncated form errors the part stream, possibly before anyone reads it; the save sees it.
+      stream.on("error", () => undefined);
       if (field !== "file" || saving || refused) return void stream.resume();
       const given = info.filename ?? "";
       // Browsers and tools may send a path; only its last component names the config.
@@ -58,16 +68,28 @@ function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigIn
       else if (!hasYamlExtension(name)) refused = httpError(400, "Only YAML (.yaml, .yml) files are allowed");
       else if (!isConfigName(name)) refused = httpError(400, "invalid config name");
       if (refused) return void stream.resume();
-      saving = store.save(name, stream);
+      part = stream;
+      saving = store.receive(name, stream);
       saving.catch(fail);
     });
     parser.on("error", (error: Error) => fail(httpError(400, `malformed multipart request: ${error.message}`)));
     parser.on("close", () => {
       if (refused) return fail(refused);
       if (!saving) return fail(httpError(400, "No file part in the request"));
-      saving.then((info) => {
-        if (!settled) (settled = true), resolve(info);
-      }, fail);
+      // Only a complete, well-formed request makes the file visible.
+      saving.then(
+        async (pending) => {
+          if (settled) return pending.discard();
+          try {
+            const info = await pending.commit();
+            settled = true;
+            resolve(info);
+          } catch (error) {
+            fail(error);
+          }
+        },
+        () => undefined, // already answered by saving.catch(fail)
+      );
     });
 
     const source = Readable.fromWeb(body as import("node:stream/web").ReadableStream<Uint8Array>);
