@@ -386,3 +386,11 @@ test("upload syntax check: well-formed YAML only, aliases left unresolved (an in
   assert.match(yamlSyntaxProblem("a: [1, 2\n") ?? "", /./);
   assert.match(yamlSyntaxProblem("a: 1\n---\nb: 2\n") ?? "", /./);
 });
+
+test("the shipped assets/testrun/api-test.yml gives the hints and suites of 4.2", async () => {
+  const { readFileSync } = await import("node:fs");
+  const text = readFileSync(new URL("../../assets/testrun/api-test.yml", import.meta.url), "utf8");
+  const source = snapshotSource({ "api-test.yml": text });
+  assert.deepEqual(overrideHints(source, "api-test.yml"), ["tests.base.0.simple.device", "tests.ext.0.simple.device"]);
+  assert.deepEqual(listSuites(source, "api-test.yml"), ["compl"]);
+});
