@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import assert from "node:assert/strict";
 import type { TestServer } from "../helpers/server.ts";
 
@@ -48,11 +49,16 @@ export async function reportRows(server: TestServer, id: string): Promise<Record
 /** `test name -> status` of a report. */
 export const statuses = (rows: Record<string, string>[]) => Object.fromEntries(rows.map((r) => [r["test name"], r.status]));
 
-/** True while a process with this pid exists. */
+/** True while a process with this pid exists and is not a zombie (a container's init may not reap). */
 export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
+  } catch {
+    return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
   } catch {
     return false;
   }

@@ -32,7 +32,7 @@ export interface ResolvedEntry {
   warnings: string[];
 }
 
-/** Resolves and validates an entry's module and params; returns an error message (a 422 at trigger). */
+/** Resolves and validates an entry's module and params; `where` is the plan entry's (`tests.g.0.exec`). Errors are a 422 at trigger. */
 export function resolveEntry(where: string, key: string, params: Params, lookup: ModuleLookup): ResolvedEntry | { error: string } {
   let module: ModuleDef | undefined;
   try {
@@ -43,6 +43,6 @@ export function resolveEntry(where: string, key: string, params: Params, lookup:
   }
   if (!module) return { error: `${where}: unknown module '${key}'` };
   const check = checkParams(module, params);
-  if (check.error) return { error: `${where}.${key}: ${check.error}` };
-  return { module, warnings: check.unknown.map((name) => `${where}.${key}: unknown parameter '${name}' ignored`) };
+  if (check.error) return { error: `${where}: ${check.error}` };
+  return { module, warnings: check.unknown.map((name) => `${where}: unknown parameter '${name}' ignored`) };
 }
