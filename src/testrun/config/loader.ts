@@ -54,7 +54,7 @@ export function loadConfigFiles(source: TextSource, main: string, requestOverrid
   const files: Record<string, string> = {};
   const done = new Set<string>();
   const hints: string[] = [];
-  const suiteOrder: string[] = [];
+  const suiteOrder = new Set<string>();
   let bytes = 0;
 
   const sectionOf = (root: YMap, key: string, file: string): YMap => {
@@ -109,7 +109,7 @@ export function loadConfigFiles(source: TextSource, main: string, requestOverrid
     const metadata: YMap = new Map();
     const suites: YMap = new Map();
     const own = { tests: sectionOf(root, KEYS.tests, name), metadata: sectionOf(root, KEYS.metadata, name), suites: sectionOf(root, KEYS.suites, name) };
-    for (const key of own.suites.keys()) if (!suiteOrder.includes(keyText(key))) suiteOrder.push(keyText(key));
+    for (const key of own.suites.keys()) suiteOrder.add(keyText(key));
 
     // Step 5: what is left goes to each include in order; includes come first in the result.
     for (const include of includesOf(root, name)) {
@@ -129,7 +129,7 @@ export function loadConfigFiles(source: TextSource, main: string, requestOverrid
 
   try {
     const result = load(main, requestOverrides, [])!;
-    return { root: result.root, tests: result.tests, metadata: result.metadata, suites: result.suites, suiteOrder, hints, unconsumed: result.rest, files };
+    return { root: result.root, tests: result.tests, metadata: result.metadata, suites: result.suites, suiteOrder: [...suiteOrder], hints, unconsumed: result.rest, files };
   } catch (error) {
     if (error instanceof LoadError) throw error;
     if (error instanceof YamlError) throw new LoadError(error.message);

@@ -139,12 +139,12 @@ function effectiveView(loaded: LoadResult): YMap {
 
 /** Expands a suite to its groups, recursively, first occurrence wins, order-independent (2.6). */
 function expandSuite(model: Model, name: string, warnings: string[]): string[] {
-  const out: string[] = [];
+  const out = new Set<string>();
   const walk = (suite: string, stack: string[]) => {
     if (stack.length > 256) invalid(`test-suite '${name}' nests more than 256 levels`);
     for (const member of model.suites.get(suite)!.tests) {
       if (model.groups.has(member)) {
-        if (!out.includes(member)) out.push(member);
+        out.add(member);
       } else if (model.suites.has(member)) {
         if (stack.includes(member)) warnings.push(`test-suite '${suite}': include cycle through '${member}' skipped`);
         else walk(member, [...stack, member]);
@@ -154,7 +154,7 @@ function expandSuite(model: Model, name: string, warnings: string[]): string[] {
     }
   };
   walk(name, [name]);
-  return out;
+  return [...out];
 }
 
 function load(source: ConfigSource, configName: string, overrides: Override[] = []): LoadResult {
@@ -230,9 +230,10 @@ export function buildPlan(source: ConfigSource, request: PlanRequest): TestPlan 
     if (model.suites.has(suite)) {
       selection = "suite";
       groupNames = wrap(() => expandSuite(model, suite, warnings), "invalid_config");
-      const wanted = model.suites.get(suite)!.metadata;
-      for (const name of wanted) if (!metadata.some((m) => m.name === name)) warnings.push(`test-suite '${suite}': unknown metadata '${name}' skipped`);
-      metadata = metadata.filter((m) => wanted.includes(m.name)); // in definition order (2.7)
+      const wanted = new Set(model.suites.get(suite)!.metadata);
+      const known = new Set(metadata.map((m) => m.name));
+      for (const name of wanted) if (!known.has(name)) warnings.push(`test-suite '${suite}': unknown metadata '${name}' skipped`);
+      metadata = metadata.filter((m) => wanted.has(m.name)); // in definition order (2.7)
     } else if (model.groups.has(suite)) {
       selection = "group";
       groupNames = [suite];

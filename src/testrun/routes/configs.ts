@@ -33,7 +33,7 @@ function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigIn
       headers: { "content-type": type },
       defParamCharset: "utf8",
       // fileSize one over the limit: the store sees the excess and answers 413.
-      limits: { files: 1, fields: 20, parts: 40, fieldSize: 64 * 1024, headerPairs: 50, fileSize: store.maxBytes + 1 },
+      limits: { files: 5, fields: 20, parts: 40, fieldSize: 64 * 1024, headerPairs: 50, fileSize: store.maxBytes + 1 },
     });
   } catch (error) {
     throw httpError(400, `malformed multipart request: ${(error as Error).message}`);
