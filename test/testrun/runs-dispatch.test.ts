@@ -1,0 +1,189 @@
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { reportRows, trigger, uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
+
+const MULTI = `
+tests:
+  local_group:
+  - exec:
+      name: local-a
+      command: "true"
+  remote_group:
+    machines: node1
+    tests:
+    - exec:
+        name: remote-b
+        command: "true"
+  mixed:
+  - exec:
+      name: local-c
+      command: "true"
+  - exec:
+      name: remote-d
+      command: "true"
+      machines: [node1]
+`;
+
+const ABORTABLE = `
+tests:
+  remote_sleep:
+  - sleep:
+      seconds: 30
+      machines: node1
+  later:
+  - exec:
+      name: never
+      command: "true"
+`;
+
+type Trigger = { trigger_id: string; status: string; is_aborted: boolean; error: string; runs: RunObject[]; remote_runs: { machine: string; group: string; run_id: string }[] };
+
+describe("remote dispatch between two labgate servers", () => {
+  let node: TestServer;
+  let orch: TestServer;
+
+  const dispatch = async (body: Record<string, unknown>) => {
+    const res = await orch.request("/api/v1/test-runs", { method: "POST", json: body, token: orch.adminToken });
+    const text = await res.text();
+    assert.equal(res.status, 200, text);
+    assert.equal(text, "{}");
+    const id = res.headers.get("x-trigger-id");
+    assert.ok(id);
+    return id;
+  };
+  const getTrigger = async (server: TestServer, id: string) => {
+    const res = await server.request(`/api/v1/test-runs/trigger/${id}`, { token: server.adminToken });
+    assert.equal(res.status, 200);
+    return (await res.json()) as Trigger;
+  };
+  const waitTrigger = async (id: string, until = (t: Trigger) => t.status !== "running") => {
+    for (let i = 0; i < 600; i++) {
+      const t = await getTrigger(orch, id);
+      if (until(t)) return t;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    assert.fail(`trigger ${id} did not settle`);
+  };
+  const nodeRuns = async () => (await (await node.request("/api/v1/test-runs", { token: node.adminToken })).json()) as RunObject[];
+
+  before(async () => {
+    node = await startTestServer();
+    orch = await startTestServer({ test_server: { nodes: { node1: { url: node.url, token: node.adminToken }, dead: { url: "http://127.0.0.1:1" } } } as never });
+    for (const server of [node, orch]) {
+      await uploadConfig(server, "multi.yml", MULTI);
+      await uploadConfig(server, "abortable.yml", ABORTABLE);
+    }
+    await uploadConfig(orch, "local-first.yml", "tests:\n  here:\n  - sleep:\n      seconds: 30\n  there:\n  - exec:\n      command: 'true'\n      machines: node1\n");
+    await uploadConfig(node, "local-first.yml", "tests: {}\n");
+    await uploadConfig(orch, "orch-only.yml", "tests:\n  g:\n  - exec:\n      command: 'true'\n      machines: node1\n");
+    await uploadConfig(orch, "ghost.yml", "tests:\n  g:\n  - exec:\n      command: 'true'\n  h:\n  - exec:\n      command: 'true'\n      machines: [ghost]\n");
+    await uploadConfig(orch, "dead.yml", "tests:\n  g:\n  - exec:\n      command: 'true'\n      machines: dead\n");
+  });
+  after(async () => {
+    await orch.close();
+    await node.close();
+  });
+
+  test("a multi-node selection runs group by group on both servers", async () => {
+    const id = await dispatch({ config_name: "multi.yml" });
+    const t = await waitTrigger(id);
+    assert.equal(t.status, "finished", t.error);
+    assert.equal(t.is_aborted, false);
+    // The local shares: one run per group with local entries, machine_target "localhost".
+    assert.deepEqual(
+      t.runs.map((r) => [r.test_suite_name, r.machine_target, r.status]),
+      [
+        ["local_group", "localhost", "finished"],
+        ["mixed", "localhost", "finished"],
+      ],
+    );
+    assert.deepEqual((await reportRows(orch, t.runs[1].id)).map((r) => r["device name"]), ["local-c"]);
+    assert.deepEqual(
+      t.remote_runs.map((r) => [r.machine, r.group]),
+      [
+        ["node1", "remote_group"],
+        ["node1", "mixed"],
+      ],
+    );
+    // The node ran its shares as node-role runs of the same trigger.
+    const remote = (await nodeRuns()).filter((r) => r.trigger_id === id);
+    assert.deepEqual(
+      remote.map((r) => [r.test_suite_name, r.machine_target, r.status, r.id]),
+      t.remote_runs.map((r) => [r.group, "node1", "finished", r.run_id]),
+    );
+    assert.deepEqual((await reportRows(node, remote[0].id)).map((r) => r["device name"]), ["remote-b"]);
+    assert.deepEqual((await reportRows(node, remote[1].id)).map((r) => r["device name"]), ["remote-d"]);
+    // Lockstep: the node's first share was created once the orchestrator's first group had ended.
+    assert.ok(Date.parse(String(remote[0].created_at)) >= Date.parse(String(t.runs[0].finished_at)));
+    const all = (await (await orch.request("/api/v1/test-runs/trigger", { token: orch.adminToken })).json()) as Trigger[];
+    assert.ok(all.some((x) => x.trigger_id === id));
+  });
+
+  test("an unknown machine, an unreachable node or a config missing on the node: 500 before anything starts", async () => {
+    const before = (await (await orch.request("/api/v1/test-runs", { token: orch.adminToken })).json()) as unknown[];
+    const post = (config: string) => orch.request("/api/v1/test-runs", { method: "POST", json: { config_name: config }, token: orch.adminToken });
+    const ghost = await post("ghost.yml");
+    assert.equal(ghost.status, 500);
+    assert.deepEqual(await ghost.json(), { error: "Machine 'ghost' not defined in devices list" });
+    const dead = await post("dead.yml");
+    assert.equal(dead.status, 500);
+    assert.match(((await dead.json()) as { error: string }).error, /^Machine 'dead' unreachable: /);
+    const missing = await post("orch-only.yml");
+    assert.equal(missing.status, 500);
+    assert.deepEqual(await missing.json(), { error: "Config 'orch-only.yml' not found on machine 'node1'" });
+    const afterList = (await (await orch.request("/api/v1/test-runs", { token: orch.adminToken })).json()) as unknown[];
+    assert.equal(afterList.length, before.length);
+  });
+
+  test("node role: machine_target selects that machine's share; localhost the local entries", async () => {
+    const share = await trigger(node, { config_name: "multi.yml", machine_target: "node1", trigger_id: "given-trigger-1" });
+    assert.equal(share.machine_target, "node1");
+    assert.equal(share.trigger_id, "given-trigger-1");
+    await waitRun(node, share.id);
+    assert.deepEqual((await reportRows(node, share.id)).map((r) => r["device name"]), ["remote-b", "remote-d"]);
+    const local = await waitRun(node, (await trigger(node, { config_name: "multi.yml", machine_target: "localhost" })).id);
+    assert.deepEqual((await reportRows(node, local.id)).map((r) => r["device name"]), ["local-a", "local-c"]);
+    const nobody = await waitRun(node, (await trigger(node, { config_name: "multi.yml", machine_target: "node9" })).id);
+    assert.equal(nobody.status, "finished");
+    assert.deepEqual(await reportRows(node, nobody.id), []);
+    const nodes = await (await orch.request("/api/v1/test-nodes", { token: orch.adminToken })).json();
+    assert.deepEqual(nodes, [
+      { name: "node1", url: node.url },
+      { name: "dead", url: "http://127.0.0.1:1" },
+    ]);
+  });
+
+  test("aborting the trigger stops the remote run and dispatches nothing more", async () => {
+    const id = await dispatch({ config_name: "abortable.yml" });
+    let remoteId = "";
+    for (let i = 0; i < 400 && !remoteId; i++) {
+      const run = (await nodeRuns()).find((r) => r.trigger_id === id && r.status === "running");
+      if (run) remoteId = run.id;
+      else await new Promise((r) => setTimeout(r, 25));
+    }
+    assert.ok(remoteId, "the node's run started");
+    const res = await orch.request(`/api/v1/test-runs/trigger/${id}`, { method: "DELETE", token: orch.adminToken });
+    assert.equal(res.status, 200);
+    const remote = await waitRun(node, remoteId);
+    assert.equal(remote.status, "aborted");
+    const t = await waitTrigger(id);
+    assert.equal(t.status, "aborted");
+    assert.equal(t.is_aborted, true);
+    assert.deepEqual(t.runs, [], "the later local group was never started");
+    const again = await orch.request(`/api/v1/test-runs/trigger/${id}`, { method: "DELETE", token: orch.adminToken });
+    assert.equal(again.status, 400);
+    assert.equal((await orch.request("/api/v1/test-runs/trigger/nope", { token: orch.adminToken })).status, 404);
+  });
+
+  test("aborting the local share of a multi-node trigger aborts the trigger", async () => {
+    const id = await dispatch({ config_name: "local-first.yml" });
+    const t0 = await waitTrigger(id, (t) => t.runs.some((r) => r.status === "running"));
+    const res = await orch.request(`/api/v1/test-runs/${t0.runs[0].id}`, { method: "DELETE", token: orch.adminToken });
+    assert.equal(res.status, 200);
+    const t = await waitTrigger(id);
+    assert.equal(t.status, "aborted");
+    assert.deepEqual(t.remote_runs, [], "the remote group was never dispatched");
+    assert.equal((await nodeRuns()).filter((r) => r.trigger_id === id).length, 0);
+  });
+});
