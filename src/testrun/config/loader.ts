@@ -94,7 +94,7 @@ export function loadConfigFiles(source: TextSource, main: string, requestOverrid
     const parsed = parseConfigFile(text, name, registry, budget);
     const root: YMap = parsed.root === null ? new Map() : (parsed.root as YMap);
     if (!isYMap(root)) throw new LoadError(`${name}: the top level must be a mapping`);
-    hints.push(...collectHints(root, name, budget));
+    for (const hint of collectHints(root, name, budget)) hints.push(hint); // no spread: may be huge
 
     // 3.4 steps 1-3: in-file overrides, updated by the incoming ones (same path: incoming wins,
     // first position kept), applied in that order; applied ones are consumed.

@@ -210,7 +210,7 @@ export function parseConfigFile(text: string, file: string, registry: AnchorRegi
       const own: Array<[YKey, Node | null]> = [];
       for (const pair of node.items) {
         if (!isPair(pair)) continue;
-        if (isMergeKey(pair.key)) merged.push(...mergeSources(pair.value, depth));
+        if (isMergeKey(pair.key)) for (const source of mergeSources(pair.value, depth)) merged.push(source);
         else own.push([convertKey(pair.key), pair.value as Node | null]);
       }
       for (const source of merged) {
