@@ -241,6 +241,17 @@ describe("config routes with test_server.auth: none and a small size limit", () 
     assert.equal((await server.request("/api/v1/configs/open.yml", { method: "DELETE" })).status, 200);
   });
 
+  test("configs survive a restart and temp files of interrupted uploads are removed at start", async () => {
+    await upload(server, "kept.yml", "a: 1\n", undefined);
+    writeFileSync(join(storeDir(server), ".upload-interrupted.tmp"), "partial");
+    await server.close();
+    server = await startTestServer({ test_server: { auth: "none", max_config_bytes: 2048 } }, server.dataDir);
+    assert.ok(!existsSync(join(storeDir(server), ".upload-interrupted.tmp")));
+    assert.equal(readFileSync(join(storeDir(server), "kept.yml"), "utf8"), "a: 1\n");
+    assert.equal((await server.request("/api/v1/configs/kept.yml")).status, 200);
+    assert.equal((await server.request("/api/v1/configs/kept.yml", { method: "DELETE" })).status, 200);
+  });
+
   test("413 above test_server.max_config_bytes, nothing stored; exactly the limit is accepted", async () => {
     const big = "a: " + "x".repeat(2100) + "\n";
     await expectError(await upload(server, "big.yml", big, undefined), 413);

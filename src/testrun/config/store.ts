@@ -4,7 +4,7 @@
  * can be read, written or deleted.
  */
 import { randomBytes } from "node:crypto";
-import { lstatSync, mkdirSync, readdirSync, readFileSync, unlinkSync, type Stats } from "node:fs";
+import { lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, unlinkSync, type Stats } from "node:fs";
 import { open, rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
@@ -47,6 +47,8 @@ export class ConfigStore implements ConfigSource {
     this.dir = join(dataDir, "testrun", "configs");
     this.maxBytes = maxBytes;
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+    // Temp files of uploads cut short by a crash (the data dir lock means none is in flight now).
+    for (const name of readdirSync(this.dir)) if (name.startsWith(TEMP_PREFIX)) rmSync(join(this.dir, name), { force: true });
   }
 
   /** Path of a stored config, or undefined when the name is not valid or not a regular file. */

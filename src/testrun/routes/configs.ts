@@ -111,22 +111,22 @@ function view<T>(fn: () => T): T {
 
 export function configRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  const store = () => configStore(ctx);
+  const store = configStore(ctx); // created at start: clears temp files of interrupted uploads
 
-  app.get("/api/v1/configs", access.read, (c) => c.json(store().list()));
+  app.get("/api/v1/configs", access.read, (c) => c.json(store.list()));
 
-  app.post("/api/v1/configs", access.write, async (c) => c.json(await receiveUpload(c, store())));
+  app.post("/api/v1/configs", access.write, async (c) => c.json(await receiveUpload(c, store)));
 
   app.get("/api/v1/configs/:name", access.read, (c) => {
     const name = c.req.param("name");
-    const info = store().info(name);
+    const info = store.info(name);
     if (!info) throw httpError(404, `File not found: ${name}`);
     return c.json({ name: info.name, config_name: info.name, created: info.created });
   });
 
   app.get("/api/v1/configs/:name/file", access.read, (c) => {
     const name = c.req.param("name");
-    const path = store().pathOf(name);
+    const path = store.pathOf(name);
     if (!path) throw httpError(404, NOT_FOUND);
     const stream = Readable.toWeb(createReadStream(path)) as ReadableStream;
     return c.body(stream, 200, {
@@ -137,13 +137,13 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEn
   });
 
   app.delete("/api/v1/configs/:name", access.write, (c) => {
-    if (!store().delete(c.req.param("name"))) throw httpError(404, NOT_FOUND);
+    if (!store.delete(c.req.param("name"))) throw httpError(404, NOT_FOUND);
     return c.json({});
   });
 
-  app.get("/api/v1/configs/:name/test-suites", access.read, (c) => c.json(view(() => listSuites(store(), c.req.param("name")))));
+  app.get("/api/v1/configs/:name/test-suites", access.read, (c) => c.json(view(() => listSuites(store, c.req.param("name")))));
 
-  app.get("/api/v1/configs/:name/override-hints", access.read, (c) => c.json(view(() => overrideHints(store(), c.req.param("name")))));
+  app.get("/api/v1/configs/:name/override-hints", access.read, (c) => c.json(view(() => overrideHints(store, c.req.param("name")))));
 
   return app;
 }
