@@ -258,3 +258,40 @@ describe("test runs, Variant A", () => {
     assert.deepEqual((await reportRows(s, run.id)).map((r) => r["device name"]), ["from-include", "original"]);
   });
 });
+
+describe("runner rules", () => {
+  let s: TestServer;
+  before(async () => {
+    s = await startTestServer({ test_server: { compat_modules: true, metadata_timeout: 1 } as never });
+  });
+  after(() => s.close());
+
+  test("a set-up failure fails every case of the entry with its message; unknown params are warnings", async () => {
+    await uploadConfig(s, "setup.yml", "tests:\n  g:\n  - extended_simple:\n      skipped_devices: [x]\n  - exec:\n      command: 'true'\n      colour: blue\n");
+    const run = await waitRun(s, (await trigger(s, { config_name: "setup.yml" })).id);
+    assert.equal(run.status, "failed");
+    assert.deepEqual(run.warnings, ["tests.g.1.exec: unknown parameter 'colour' ignored"]);
+    const rows = await reportRows(s, run.id);
+    assert.deepEqual(
+      rows.map((r) => [r["device name"], r["test name"], r.status, r.message]),
+      [
+        ...["conditional_skip", "success", "failure", "record_artifact", "configure_runs_once"].map((c) => [
+          "extended_simple(None)",
+          `${c}[test_config0]`,
+          "failed",
+          "AssertionError: 'device' is an obligatory argument",
+        ]),
+        ["exec(true)", "exit_code[test_config0]", "passed", ""],
+      ],
+    );
+  });
+
+  test("a metadata command that outlives test_server.metadata_timeout fails the run", async () => {
+    await uploadConfig(s, "slow-meta.yml", "tests:\n  g:\n  - sleep:\n      seconds: 0\nmetadata:\n  slow:\n    run: sleep 10\n");
+    const started = Date.now();
+    const run = await waitRun(s, (await trigger(s, { config_name: "slow-meta.yml" })).id);
+    assert.ok(Date.now() - started < 5000);
+    assert.equal(run.status, "failed");
+    assert.equal(run.error, "metadata command 'slow' failed: timed out");
+  });
+});

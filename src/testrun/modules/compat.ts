@@ -5,7 +5,7 @@ import { CaseFailure, fail, pass, skip, type CaseDef, type EntryContext, type Mo
 
 // The reference's own test modules (18.2), so its scenarios run unchanged. Messages are the reference's.
 
-const pyStr = (v: unknown): string => (v === null ? "None" : v === true ? "True" : v === false ? "False" : String(v));
+const pyStr = (v: unknown): string => (v === null || v === undefined ? "None" : v === true ? "True" : v === false ? "False" : String(v));
 
 const success: CaseDef = { name: "success", run: () => pass() };
 const failure: CaseDef = { name: "failure", run: () => fail("assert False") };

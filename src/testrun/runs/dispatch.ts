@@ -8,8 +8,6 @@ import type { RemoteRun, RunStatus } from "./store.ts";
 
 const REQUEST_TIMEOUT_MS = 10_000;
 const POLL_MS = 500;
-/** A node's run that never ends is aborted remotely after this long (11.4). */
-const REMOTE_RUN_TIMEOUT_MS = 24 * 3600 * 1000;
 /** Consecutive failed polls after which a remote run counts as ended (the reference: one). */
 const POLL_FAILURES = 10;
 const FINAL: ReadonlySet<string> = new Set(["finished", "failed", "aborted"]);
@@ -184,7 +182,8 @@ export class Orchestrator {
 
   /** Polls a node's run until it is final (11.3); a run that never ends is aborted remotely. */
   private async pollRemote(node: NodeTarget, runId: string, signal: AbortSignal): Promise<RunStatus | "unknown"> {
-    const deadline = Date.now() + REMOTE_RUN_TIMEOUT_MS;
+    // A node's run that never ends is aborted remotely (11.4).
+    const deadline = Date.now() + this.service.ctx.config.test_server.remote_run_timeout * 1000;
     let failures = 0;
     while (!signal.aborted) {
       await sleep(POLL_MS, signal);

@@ -8,7 +8,6 @@ import { CaseSkip, type CaseDef, type EntryContext, type ModuleDef, type Outcome
 import { caseNames, type MetadataCommand, type PlanEntry, type TestPlan } from "../plan.ts";
 import { artifactsDir, reportPath } from "./paths.ts";
 
-export const METADATA_TIMEOUT_MS = 60_000;
 const METADATA_VALUE_LIMIT = 1024 * 1024;
 export const ABORT_MESSAGE = "Aborted by user";
 export const NO_MATCH_ERROR = "no test case matches the pattern";
@@ -21,6 +20,8 @@ export interface RunInput {
 }
 
 export interface RunEnvironment extends ModuleLookup {
+  /** `test_server.metadata_timeout` in milliseconds. */
+  metadataTimeoutMs: number;
   /** Called after every report row is written (tests and progress logging). */
   onRow?: (row: ReportRow) => void;
 }
@@ -50,11 +51,11 @@ async function readOutput(file: string): Promise<string> {
 }
 
 /** Runs the metadata commands at the start of a run (2.7); throws ExecutionError when one fails. */
-async function runMetadata(commands: MetadataCommand[], dir: string, signal: AbortSignal, warnings: string[]): Promise<Record<string, string | null>> {
+async function runMetadata(commands: MetadataCommand[], dir: string, timeoutMs: number, signal: AbortSignal, warnings: string[]): Promise<Record<string, string | null>> {
   const values: Record<string, string | null> = {};
   const isRoot = process.getuid?.() === 0;
   const run = async (name: string, command: string): Promise<ProcessResult> => {
-    const r = await runProcess({ command, cwd: dir, timeoutMs: METADATA_TIMEOUT_MS, signal, outputFile: join(dir, name) });
+    const r = await runProcess({ command, cwd: dir, timeoutMs, signal, outputFile: join(dir, name) });
     if (r.exitCode === 0) values[name] = await readOutput(join(dir, name)).catch(() => null);
     return r;
   };
@@ -96,7 +97,7 @@ export async function executeRun(input: RunInput, env: RunEnvironment, signal: A
   };
 
   try {
-    metadata = await runMetadata(input.plan.metadata, dir, signal, warnings);
+    metadata = await runMetadata(input.plan.metadata, dir, env.metadataTimeoutMs, signal, warnings);
     for (const entry of input.plan.entries) {
       if (signal.aborted) break;
       await runEntry(entry, input, env, dir, signal, matcher, write, warnings);

@@ -167,10 +167,13 @@ export class TestRunService {
     const plan = this.store.planOf(run.id)!;
     let result;
     try {
-      result = await executeRun({ id: run.id, plan, pattern: run.pattern, machineTarget: run.machineTarget }, this.lookup, controller.signal);
+      const env = { ...this.lookup, metadataTimeoutMs: this.ctx.config.test_server.metadata_timeout * 1000 };
+      this.ctx.log.info(`testrun: run ${run.id} started (${run.configName}${run.suite ? `, ${run.suite}` : ""})`);
+      result = await executeRun({ id: run.id, plan, pattern: run.pattern, machineTarget: run.machineTarget }, env, controller.signal);
     } catch (e) {
       result = { status: "failed" as const, error: `runner error: ${(e as Error).message}`, metadata: {}, warnings: [] };
     }
+    this.ctx.log.info(`testrun: run ${run.id} ${result.status}${result.error ? `: ${result.error}` : ""}`);
     const reason = controller.signal.aborted && typeof controller.signal.reason === "string" ? controller.signal.reason : undefined;
     await this.store.finishRun(run.id, {
       status: result.status,
