@@ -2,14 +2,11 @@
  * One load of a test config (test-run-server.md 2.4, 2.5, 3.4): the main file, then its
  * includes depth-first in list order, with one anchor namespace and overrides passed down.
  */
+import type { ConfigSource } from "../plan.ts";
 import { isConfigName } from "./names.ts";
 import { collectHints, collectInFileOverrides, applyPath, type Override } from "./overrides.ts";
 import { AnchorRegistry, Budget, isYMap, keyText, parseConfigFile, YamlError, type YKey, type YMap, type YValue } from "./yaml.ts";
 
-/** Where config texts come from (the store or a snapshot). */
-export interface TextSource {
-  read(name: string): string | undefined;
-}
 
 /** Hostile-input limits for one load. */
 export const LOAD_LIMITS = {
@@ -48,7 +45,7 @@ export class LoadError extends Error {
 const KEYS = { tests: "tests", metadata: "metadata", suites: "test-suites", includes: "includes" } as const;
 
 /** Loads `main` with `requestOverrides` (3.4). Throws LoadError. */
-export function loadConfigFiles(source: TextSource, main: string, requestOverrides: Override[] = []): LoadResult {
+export function loadConfigFiles(source: ConfigSource, main: string, requestOverrides: Override[] = []): LoadResult {
   const registry = new AnchorRegistry();
   const budget = new Budget();
   const files: Record<string, string> = {};
