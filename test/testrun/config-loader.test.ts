@@ -82,10 +82,10 @@ test("YAML 1.1 dialect: yes/on booleans but not y/n, octal and hex ints, sexages
   const p = plan({
     "main.yml": `tests:
   g:
-    - exec: {a: y, b: n, c: yes, d: Off, e: 010, f: 0x10, g: 1:20, h: 2024-01-01, i: ~, j: 1_000, k: first, k: second}
+    - exec: {a: y, b: n, c: yes, d: Off, e: 010, f: 0x10, g: 1:20, h: 2024-01-01, i: ~, j: 1_000, k: first, k: second, l: 1e3, m: 1.5e+3, n: .5}
 `,
   });
-  assert.deepEqual(p.entries[0].params, { a: "y", b: "n", c: true, d: false, e: 8, f: 16, g: 80, h: "2024-01-01", i: null, j: 1000, k: "second" });
+  assert.deepEqual(p.entries[0].params, { a: "y", b: "n", c: true, d: false, e: 8, f: 16, g: 80, h: "2024-01-01", i: null, j: 1000, k: "second", l: "1e3", m: 1500, n: 0.5 });
 });
 
 test("groups and entries: list and mapping forms, multi-key entries, empty params, parameter ids per module key (5)", () => {

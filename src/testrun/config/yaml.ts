@@ -60,13 +60,20 @@ const falseTag = {
 // Dates stay strings; binary, sets, omap and pairs would give values a config cannot use.
 const DROPPED = new Set(["tag:yaml.org,2002:bool", "tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:binary", "tag:yaml.org,2002:set", "tag:yaml.org,2002:omap", "tag:yaml.org,2002:pairs"]);
 
+// PyYAML's exponent floats need a dot and a signed exponent (`1.0e+3`); `1e3` stays a string.
+const pyFloatExp = (tag: Tags[number]): Tags[number] => {
+  const t = tag as { tag?: string; test?: RegExp };
+  if (t.tag !== "tag:yaml.org,2002:float" || !t.test || !/\[eE\]/.test(t.test.source)) return tag;
+  return { ...(tag as object), test: /^[-+]?(?:[0-9][0-9_]*)?\.[0-9_]*[eE][-+][0-9]+$/ } as Tags[number];
+};
+
 const OPTIONS: ParseOptions & DocumentOptions & SchemaOptions = {
   version: "1.1",
   merge: true,
   uniqueKeys: false,
   prettyErrors: false,
   intAsBigInt: false,
-  customTags: (tags: Tags) => [...tags.filter((t) => !DROPPED.has((t as { tag: string }).tag)), trueTag, falseTag] as Tags,
+  customTags: (tags: Tags) => [...tags.filter((t) => !DROPPED.has((t as { tag: string }).tag)).map(pyFloatExp), trueTag, falseTag] as Tags,
 };
 
 const firstLine = (message: string) => (/call stack/i.test(message) ? "the document nests too deeply" : message.split("\n")[0]);
