@@ -76,6 +76,9 @@ describe("remote dispatch between two labgate servers", () => {
     }
     await uploadConfig(orch, "local-first.yml", "tests:\n  here:\n  - sleep:\n      seconds: 30\n  there:\n  - exec:\n      command: 'true'\n      machines: node1\n");
     await uploadConfig(node, "local-first.yml", "tests: {}\n");
+    const agg = "aggregate_results: true\ncombined_results_dir_prefix: all_\ntests:\n  here:\n  - exec:\n      command: 'echo local > local.txt'\n  there:\n  - exec:\n      command: 'mkdir -p d && echo remote > d/remote.txt'\n      machines: node1\n";
+    await uploadConfig(orch, "agg.yml", agg);
+    await uploadConfig(node, "agg.yml", agg);
     await uploadConfig(orch, "orch-only.yml", "tests:\n  g:\n  - exec:\n      command: 'true'\n      machines: node1\n");
     await uploadConfig(orch, "ghost.yml", "tests:\n  g:\n  - exec:\n      command: 'true'\n  h:\n  - exec:\n      command: 'true'\n      machines: [ghost]\n");
     await uploadConfig(orch, "dead.yml", "tests:\n  g:\n  - exec:\n      command: 'true'\n      machines: dead\n");
@@ -185,5 +188,26 @@ describe("remote dispatch between two labgate servers", () => {
     assert.equal(t.status, "aborted");
     assert.deepEqual(t.remote_runs, [], "the remote group was never dispatched");
     assert.equal((await nodeRuns()).filter((r) => r.trigger_id === id).length, 0);
+  });
+
+  test("aggregate_results collects every run's report and artifacts under the trigger's results", async () => {
+    const id = await dispatch({ config_name: "agg.yml" });
+    const t = await waitTrigger(id);
+    assert.equal(t.status, "finished", t.error);
+    const local = t.runs[0].id;
+    const remote = t.remote_runs[0].run_id;
+    const res = await orch.request(`/api/v1/test-runs/trigger/${id}/results`, { token: orch.adminToken });
+    assert.equal(res.status, 200);
+    assert.deepEqual(
+      ((await res.json()) as { name: string }[]).map((a) => a.name),
+      [`local_${local}.csv`, `local_${local}/local.txt`, `remote_node1_${remote}.csv`, `remote_node1_${remote}/d/remote.txt`].sort(),
+    );
+    const file = await orch.request(`/api/v1/test-runs/trigger/${id}/results/remote_node1_${remote}/d/remote.txt`, { token: orch.adminToken });
+    assert.equal(await file.text(), "remote\n");
+    const csv = await orch.request(`/api/v1/test-runs/trigger/${id}/results/remote_node1_${remote}.csv`, { token: orch.adminToken });
+    assert.match(await csv.text(), /^device name,test name,module,duration,message,status\r\nexec\(mkdir\),exit_code\[test_config0\]/);
+    // Nothing outside the results directory is served.
+    const missing = await orch.request(`/api/v1/test-runs/trigger/${id}/results/..%2F..%2Fadmin.token`, { token: orch.adminToken });
+    assert.equal(missing.status, 404);
   });
 });

@@ -294,4 +294,18 @@ describe("runner rules", () => {
     assert.equal(run.status, "failed");
     assert.equal(run.error, "metadata command 'slow' failed: timed out");
   });
+
+  test("a local-only run with aggregate_results gets combined results under its trigger", async () => {
+    await uploadConfig(s, "agg-local.yml", "aggregate_results: true\ntests:\n  g:\n  - exec:\n      command: 'echo x > out.txt'\n");
+    const run = await waitRun(s, (await trigger(s, { config_name: "agg-local.yml" })).id);
+    const res = await s.request(`/api/v1/test-runs/trigger/${run.trigger_id}/results`, { token: s.adminToken });
+    assert.equal(res.status, 200);
+    assert.deepEqual(
+      ((await res.json()) as { name: string }[]).map((a) => a.name),
+      [`local_${run.id}.csv`, `local_${run.id}/out.txt`],
+    );
+    const t = (await (await s.request(`/api/v1/test-runs/trigger/${run.trigger_id}`, { token: s.adminToken })).json()) as Record<string, unknown>;
+    assert.equal(t.status, "finished");
+    assert.equal((t.runs as { id: string }[])[0].id, run.id);
+  });
 });

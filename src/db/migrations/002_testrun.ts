@@ -21,7 +21,8 @@ export const m002Testrun: Migration = {
        error TEXT,
        nodes TEXT NOT NULL DEFAULT '{}',
        remote_runs TEXT NOT NULL DEFAULT '[]',
-       finished_at INTEGER
+       finished_at INTEGER,
+       results_dir TEXT
      )`,
     `CREATE TABLE testrun_runs (
        seq INTEGER PRIMARY KEY AUTOINCREMENT,

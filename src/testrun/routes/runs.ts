@@ -4,6 +4,7 @@
  */
 import { stat } from "node:fs/promises";
 import { createReadStream } from "node:fs";
+import { join } from "node:path";
 import { Readable } from "node:stream";
 import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../../server/context.ts";
@@ -13,7 +14,7 @@ import { readReportRows } from "../engine/report.ts";
 import { configStore } from "../config/store.ts";
 import { PlanError } from "../plan.ts";
 import { contentDisposition, listArtifacts, openArtifact } from "../runs/artifacts.ts";
-import { artifactsDir, reportPath } from "../runs/paths.ts";
+import { artifactsDir, reportPath, resultsRoot } from "../runs/paths.ts";
 import { TestRunService, type TriggerRequest } from "../runs/service.ts";
 import { FINAL_STATUSES, runObjectA, runObjectB, type RunRecord, type TriggerRecord } from "../runs/store.ts";
 import type { TestRunAccess } from "./access.ts";
@@ -65,6 +66,32 @@ async function streamFile(c: Context<AppEnv>, path: string, headers: Record<stri
   const all = { ...headers, "content-length": String(info.size) };
   if (c.req.method === "HEAD") return c.body(null, 200, all);
   return c.body(Readable.toWeb(createReadStream(path)) as ReadableStream, 200, all);
+}
+
+/**
+ * Streams the file named by the request path after `marker` from inside `dir` (9.3): decoded once
+ * more so that `a%2Fb.txt` finds `a/b.txt`; nothing outside `dir`, no symlinks; HEAD supported.
+ */
+async function serveFile(c: Context<AppEnv>, dir: string, marker: string): Promise<Response> {
+  const raw = c.req.path.slice(c.req.path.indexOf(marker) + marker.length);
+  let name: string;
+  try {
+    name = decodeURIComponent(raw);
+  } catch {
+    throw httpError(404, "Artifact file not found");
+  }
+  const file = await openArtifact(dir, name);
+  if (!file) throw httpError(404, "Artifact file not found");
+  const headers = {
+    "content-type": file.contentType,
+    "content-length": String(file.stat.size),
+    "content-disposition": contentDisposition(c.req.query("preview") === "true" ? "inline" : "attachment", file.basename),
+  };
+  if (c.req.method === "HEAD") {
+    await file.handle.close();
+    return c.body(null, 200, headers);
+  }
+  return c.body(Readable.toWeb(file.handle.createReadStream()) as ReadableStream, 200, headers);
 }
 
 /** A run whose report and artifacts may be fetched: known and in a final state. */
@@ -163,26 +190,24 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
 
   app.get(`${base}/:id/artifacts/*`, access.read, async (c) => {
     const run = completedRun(service, store.getRun(c.req.param("id")));
-    // The raw path after `/artifacts/`, decoded once more so that `a%2Fb.txt` finds `a/b.txt` (9.3).
-    const raw = c.req.path.slice(c.req.path.indexOf("/artifacts/") + "/artifacts/".length);
-    let name: string;
-    try {
-      name = decodeURIComponent(raw);
-    } catch {
-      throw httpError(404, "Artifact file not found");
-    }
-    const file = await openArtifact(artifactsDir(ctx.dataDir, run.id), name);
-    if (!file) throw httpError(404, "Artifact file not found");
-    const headers = {
-      "content-type": file.contentType,
-      "content-length": String(file.stat.size),
-      "content-disposition": contentDisposition(c.req.query("preview") === "true" ? "inline" : "attachment", file.basename),
-    };
-    if (c.req.method === "HEAD") {
-      await file.handle.close();
-      return c.body(null, 200, headers);
-    }
-    return c.body(Readable.toWeb(file.handle.createReadStream()) as ReadableStream, 200, headers);
+    return serveFile(c, artifactsDir(ctx.dataDir, run.id), "/artifacts/");
+  });
+
+  // Combined results of a trigger with `aggregate_results` (11.6), served like artifacts.
+  const finishedTrigger = (id: string) => {
+    const trigger = store.getTrigger(id);
+    if (!trigger) throw httpError(404, "Trigger not found");
+    if (service.triggerStatus(trigger) === "running") throw httpError(404, "Trigger not finished");
+    return trigger;
+  };
+  app.get(`${base}/trigger/:tid/results`, access.read, async (c) => {
+    const trigger = finishedTrigger(c.req.param("tid"));
+    return c.json(trigger.resultsDir ? await listArtifacts(join(resultsRoot(ctx.dataDir), trigger.resultsDir)) : []);
+  });
+  app.get(`${base}/trigger/:tid/results/*`, access.read, async (c) => {
+    const trigger = finishedTrigger(c.req.param("tid"));
+    if (!trigger.resultsDir) throw httpError(404, "Artifact file not found");
+    return serveFile(c, join(resultsRoot(ctx.dataDir), trigger.resultsDir), "/results/");
   });
 
   return app;

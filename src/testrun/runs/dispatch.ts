@@ -5,8 +5,8 @@ import { snapshotSource } from "../config/plan-builder.ts";
 import { buildPlan, planMachines, type TestPlan } from "../plan.ts";
 import type { TestRunService, TriggerRequest } from "./service.ts";
 import type { RemoteRun, RunStatus } from "./store.ts";
+import { nodeJson } from "./node-client.ts";
 
-const REQUEST_TIMEOUT_MS = 10_000;
 const POLL_MS = 500;
 /** Consecutive failed polls after which a remote run counts as ended (the reference: one). */
 const POLL_FAILURES = 10;
@@ -48,25 +48,8 @@ export class Orchestrator {
     return this.service.ctx.config.test_server.nodes;
   }
 
-  private async call(node: NodeTarget, method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<{ status: number; json: unknown }> {
-    const headers: Record<string, string> = {};
-    if (node.token) headers.authorization = `Bearer token=${node.token}`;
-    if (body !== undefined) headers["content-type"] = "application/json";
-    const timeout = AbortSignal.timeout(REQUEST_TIMEOUT_MS);
-    const response = await fetch(`${node.url}${path}`, {
-      method,
-      headers,
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
-    });
-    const text = await response.text();
-    let json: unknown = undefined;
-    try {
-      json = text ? JSON.parse(text) : undefined;
-    } catch {
-      /* not JSON */
-    }
-    return { status: response.status, json };
+  private call(node: NodeTarget, method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<{ status: number; json: unknown }> {
+    return nodeJson(node, method, path, { ...(body !== undefined ? { body } : {}), ...(signal ? { signal } : {}) });
   }
 
   private static errorText(json: unknown, status: number): string {
@@ -158,13 +141,15 @@ export class Orchestrator {
       statuses.push(...(await Promise.all(waits)));
     }
 
-    const trigger = store.getTrigger(id);
-    const aborted = signal.aborted || trigger?.isAborted === true;
+    await store.updateTrigger(id, { nodes: contacted, remoteRuns });
+    const trigger = store.getTrigger(id)!;
+    const aborted = signal.aborted || trigger.isAborted;
     const status = aborted ? "aborted" : errors.length > 0 || statuses.some((s) => s !== "finished") ? "failed" : "finished";
+    // Collected before the trigger turns final, so that a client seeing the final state finds them.
+    const resultsDir = plan.aggregateResults && !signal.aborted ? await this.service.aggregate(trigger, plan.combinedResultsDirPrefix) : null;
     await store.updateTrigger(id, {
       status,
-      nodes: contacted,
-      remoteRuns,
+      resultsDir,
       finishedAt: Date.now(),
       ...(errors.length > 0 ? { error: errors.join("; ") } : typeof signal.reason === "string" ? { error: signal.reason } : {}),
     });

@@ -5,8 +5,9 @@ import { httpError } from "../../http/errors.ts";
 import { patternError } from "../engine/pattern.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
 import { buildPlan, planMachines, type ConfigSource, type TestPlan } from "../plan.ts";
+import { aggregateResults } from "./aggregate.ts";
 import { Orchestrator } from "./dispatch.ts";
-import { artifactsRoot, reportsDir } from "./paths.ts";
+import { artifactsRoot, reportsDir, resultsRoot } from "./paths.ts";
 import { executeRun } from "./runner.ts";
 import { FINAL_STATUSES, RunStore, type RunRecord, type TriggerRecord, type TriggerStatus } from "./store.ts";
 
@@ -55,6 +56,7 @@ export class TestRunService {
     this.orchestrator = new Orchestrator(this);
     mkdirSync(reportsDir(ctx.dataDir), { recursive: true });
     mkdirSync(artifactsRoot(ctx.dataDir), { recursive: true });
+    mkdirSync(resultsRoot(ctx.dataDir), { recursive: true });
     // 6.7: nothing is re-queued; the write is applied in memory at once and made durable right after.
     void this.store.abortUnfinished(Date.now(), RESTART_ERROR).catch((e) => ctx.log.error(`testrun: marking unfinished runs aborted failed: ${e}`));
     ctx.onShutdown.push(() => this.shutdown());
@@ -174,6 +176,11 @@ export class TestRunService {
       result = { status: "failed" as const, error: `runner error: ${(e as Error).message}`, metadata: {}, warnings: [] };
     }
     this.ctx.log.info(`testrun: run ${run.id} ${result.status}${result.error ? `: ${result.error}` : ""}`);
+    // A local-only run is its own trigger: its combined results are collected here (11.6).
+    const trigger = this.store.getTrigger(run.triggerId);
+    if (plan.aggregateResults && run.machineTarget === null && trigger && !trigger.orchestrated && !this.shuttingDown) {
+      await this.store.updateTrigger(trigger.id, { resultsDir: await this.aggregate(trigger, plan.combinedResultsDirPrefix) });
+    }
     const reason = controller.signal.aborted && typeof controller.signal.reason === "string" ? controller.signal.reason : undefined;
     await this.store.finishRun(run.id, {
       status: result.status,
@@ -188,6 +195,17 @@ export class TestRunService {
     const waiters = this.endWaiters.get(id);
     this.endWaiters.delete(id);
     waiters?.forEach((w) => w());
+  }
+
+  /** Builds a trigger's combined results directory (11.6); returns its name, or null when that failed. */
+  async aggregate(trigger: TriggerRecord, prefix: string): Promise<string | null> {
+    const warn = (message: string) => this.ctx.log.warn(`testrun: trigger ${trigger.id}: ${message}`);
+    try {
+      return await aggregateResults(this.ctx.dataDir, this.store, trigger, prefix, this.ctx.config.test_server.nodes, warn);
+    } catch (error) {
+      warn(`collecting results failed: ${(error as Error).message}`);
+      return null;
+    }
   }
 
   /** Resolves when the run is in a final state, or after `timeoutMs`. */

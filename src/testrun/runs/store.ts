@@ -47,6 +47,8 @@ export interface TriggerRecord {
   nodes: Record<string, string>;
   remoteRuns: RemoteRun[];
   finishedAt: number | null;
+  /** Name of the combined results directory (11.6), once built. */
+  resultsDir: string | null;
 }
 
 type RunRow = {
@@ -82,6 +84,7 @@ type TriggerRow = {
   nodes: string;
   remote_runs: string;
   finished_at: number | null;
+  results_dir: string | null;
 };
 
 const RUN_COLUMNS =
@@ -120,6 +123,7 @@ const toTrigger = (r: TriggerRow): TriggerRecord => ({
   nodes: JSON.parse(r.nodes),
   remoteRuns: JSON.parse(r.remote_runs),
   finishedAt: r.finished_at,
+  resultsDir: r.results_dir,
 });
 
 export interface NewRun {
@@ -235,7 +239,7 @@ export class RunStore {
     await this.db.write((tx) => void tx.run("UPDATE testrun_runs SET abort_requested = 1 WHERE id = ?", [id]));
   }
 
-  async updateTrigger(id: string, fields: Partial<Pick<TriggerRecord, "status" | "isAborted" | "error" | "nodes" | "remoteRuns" | "finishedAt">>): Promise<void> {
+  async updateTrigger(id: string, fields: Partial<Pick<TriggerRecord, "status" | "isAborted" | "error" | "nodes" | "remoteRuns" | "finishedAt" | "resultsDir">>): Promise<void> {
     const sets: string[] = [];
     const params: (string | number | null)[] = [];
     if (fields.status !== undefined) sets.push("status = ?"), params.push(fields.status);
@@ -244,6 +248,7 @@ export class RunStore {
     if (fields.nodes !== undefined) sets.push("nodes = ?"), params.push(JSON.stringify(fields.nodes));
     if (fields.remoteRuns !== undefined) sets.push("remote_runs = ?"), params.push(JSON.stringify(fields.remoteRuns));
     if (fields.finishedAt !== undefined) sets.push("finished_at = ?"), params.push(fields.finishedAt);
+    if (fields.resultsDir !== undefined) sets.push("results_dir = ?"), params.push(fields.resultsDir);
     if (sets.length === 0) return;
     await this.db.write((tx) => void tx.run(`UPDATE testrun_triggers SET ${sets.join(", ")} WHERE id = ?`, [...params, id]));
   }
