@@ -45,9 +45,15 @@ function tokenize(input: string): Token[] {
   return tokens;
 }
 
+/** Hostile input must not exhaust the stack or the CPU. */
+export const MAX_PATTERN_LENGTH = 4096;
+const MAX_DEPTH = 100;
+
 /** Parses a pattern; throws PatternError with a pytest-like message. An empty pattern matches everything. */
 export function compilePattern(pattern: string): Matcher {
+  if (pattern.length > MAX_PATTERN_LENGTH) throw new PatternError(`longer than ${MAX_PATTERN_LENGTH} characters`);
   const tokens = tokenize(pattern);
+  let depth = 0;
   let i = 0;
   const peek = () => tokens[i];
   const expected = (what: string): never => {
@@ -79,6 +85,14 @@ export function compilePattern(pattern: string): Matcher {
   };
   const notExpr = (): Matcher => {
     const t = peek();
+    if (++depth > MAX_DEPTH) throw new PatternError(`nested more than ${MAX_DEPTH} levels deep`);
+    try {
+      return notInner(t);
+    } finally {
+      depth--;
+    }
+  };
+  const notInner = (t: Token): Matcher => {
     if (t.kind === "not") {
       i++;
       const inner = notExpr();

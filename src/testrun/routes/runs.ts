@@ -95,10 +95,9 @@ async function serveFile(c: Context<AppEnv>, dir: string, marker: string): Promi
 }
 
 /** A run whose report and artifacts may be fetched: known and in a final state. */
-function completedRun(service: TestRunService, run: RunRecord | undefined): RunRecord {
+function completedRun(run: RunRecord | undefined): RunRecord {
   if (!run) throw httpError(404, "Test run not found");
   if (!FINAL_STATUSES.has(run.status)) throw httpError(404, "Test run not finished");
-  void service;
   return run;
 }
 
@@ -169,7 +168,7 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
   });
 
   app.get(`${base}/:id/report`, access.read, async (c) => {
-    const run = completedRun(service, store.getRun(c.req.param("id")));
+    const run = completedRun(store.getRun(c.req.param("id")));
     const path = reportPath(ctx.dataDir, run.id);
     const format = c.req.query("format");
     if (format === "json") {
@@ -184,12 +183,12 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
   });
 
   app.get(`${base}/:id/artifacts`, access.read, async (c) => {
-    const run = completedRun(service, store.getRun(c.req.param("id")));
+    const run = completedRun(store.getRun(c.req.param("id")));
     return c.json(await listArtifacts(artifactsDir(ctx.dataDir, run.id)));
   });
 
   app.get(`${base}/:id/artifacts/*`, access.read, async (c) => {
-    const run = completedRun(service, store.getRun(c.req.param("id")));
+    const run = completedRun(store.getRun(c.req.param("id")));
     return serveFile(c, artifactsDir(ctx.dataDir, run.id), "/artifacts/");
   });
 
@@ -253,7 +252,7 @@ function variantB(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
   });
 
   app.get(`${base}/:id/report`, access.read, async (c) => {
-    const run = completedRun(service, runB(service, c.req.param("id")));
+    const run = completedRun(runB(service, c.req.param("id")));
     return streamFile(c, reportPath(ctx.dataDir, run.id), {
       "content-type": "text/csv; charset=utf-8",
       "content-disposition": contentDisposition("attachment", `report-run-${run.seq}.csv`),

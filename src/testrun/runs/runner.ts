@@ -128,7 +128,6 @@ async function runEntry(
   // Validated at trigger; a script module file changed since then is an execution error.
   if ("error" in resolved) throw new ExecutionError(resolved.error);
   const module: ModuleDef = resolved.module;
-  const recorded: string[] = [];
   const ctx: EntryContext = {
     params: entry.params,
     artifactsDir: dir,
@@ -136,7 +135,9 @@ async function runEntry(
     machineTarget: input.machineTarget,
     moduleKey: entry.module,
     state: {},
-    recordArtifact: (name) => void recorded.push(name),
+    // Recorded names fed the reference's `artifacts` column, which section 19 dropped: every
+    // file of the directory is listed by the artifacts endpoint instead.
+    recordArtifact: () => {},
     exec: (options) => runProcess({ ...options, cwd: options.cwd ?? dir, signal }),
     warn: (message) => void warnings.push(`${entry.where}: ${message}`),
   };
