@@ -73,7 +73,10 @@ export interface MetadataCommand {
   name: string;
   /** Shell command, run as `/bin/sh -c <run>`. */
   run: string;
-  /** Fallback run when `run` fails; its `output` is the name its result is stored under. */
+  /**
+   * Fallback run when `run` fails. `output` is the reference's result name (default: `name`);
+   * labgate stores the result under `name` anyway (2.7 DECISION), so it is informational.
+   */
   onFail: { run: string; output: string } | null;
   /** `required` / `preferred`: when not root the engine adds a warning and still runs the command. */
   superuser: "required" | "preferred" | null;
