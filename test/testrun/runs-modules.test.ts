@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { chmodSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
 import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer } from "node:net";
 import { join } from "node:path";
@@ -174,8 +174,8 @@ tests:
     await waitRun(s, created.id, (r) => r.status === "running");
     const pidFile = join(dataDir, "testrun", "artifacts", created.id, "child.pid");
     let pid = 0;
-    for (let i = 0; i < 200 && !pid; i++) {
-      pid = Number(readFileSync(pidFile, { encoding: "utf8", flag: "a+" }).trim()) || 0;
+    for (let i = 0; i < 500 && !pid; i++) {
+      pid = existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8").trim()) || 0 : 0;
       if (!pid) await delay(10);
     }
     assert.ok(pid > 0 && alive(pid));

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { runProcess } from "../../src/testrun/engine/process.ts";
@@ -16,7 +16,7 @@ describe("process helper", () => {
       let pid = 0;
       while (!pid && Date.now() - started < 5000) {
         await new Promise((r) => setTimeout(r, 10));
-        pid = Number(readFileSync(join(dir, "child.pid"), { encoding: "utf8", flag: "a+" }).trim()) || 0;
+        pid = existsSync(join(dir, "child.pid")) ? Number(readFileSync(join(dir, "child.pid"), "utf8").trim()) || 0 : 0;
       }
       controller.abort();
       const result = await running;

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, test } from "node:test";
@@ -56,7 +56,8 @@ describe("server restart", () => {
       const pending = await trigger(server, { config_name: "sleepy.yml" });
       await waitRun(server, running.id, (r) => r.status === "running");
       // Let the first case reach the report before the crash.
-      for (let i = 0; i < 100 && !readFileSync(join(dataDir, "testrun", "reports", `${running.id}.csv`), "utf8").includes("first"); i++) {
+      const report = join(dataDir, "testrun", "reports", `${running.id}.csv`);
+      for (let i = 0; i < 500 && !(existsSync(report) && readFileSync(report, "utf8").includes("first")); i++) {
         await new Promise((r) => setTimeout(r, 10));
       }
       child.kill("SIGKILL");

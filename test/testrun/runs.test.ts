@@ -148,6 +148,8 @@ describe("test runs, Variant A", () => {
     const running = await trigger(s, { config_name: "sleepy.yml" });
     const pending = await trigger(s, { config_name: "sleepy.yml" });
     await waitRun(s, running.id, (r) => r.status === "running");
+    // Let the sleep case begin: an abort before any case started would leave no row at all.
+    await new Promise((r) => setTimeout(r, 200));
 
     const abortedPending = await s.request(`/api/v1/test-runs/${pending.id}`, { method: "DELETE", token: s.adminToken });
     assert.equal(abortedPending.status, 200);

@@ -7,7 +7,7 @@ import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
 import { buildPlan, planMachines, type ConfigSource, type TestPlan } from "../plan.ts";
 import { aggregateResults } from "./aggregate.ts";
 import { Orchestrator } from "./dispatch.ts";
-import { artifactsRoot, reportsDir, resultsRoot } from "./paths.ts";
+import { artifactsDir, artifactsRoot, reportsDir, resultsRoot } from "./paths.ts";
 import { executeRun } from "./runner.ts";
 import { FINAL_STATUSES, RunStore, type RunRecord, type TriggerRecord, type TriggerStatus } from "./store.ts";
 
@@ -165,6 +165,13 @@ export class TestRunService {
   }
 
   private async execute(run: RunRecord, controller: AbortController): Promise<void> {
+    // The artifact directory exists from the moment the run is `running` (6.3). Synchronous on
+    // purpose: nothing may run between the queue's pending check and markRunning (no abort race).
+    try {
+      mkdirSync(artifactsDir(this.ctx.dataDir, run.id), { recursive: true });
+    } catch {
+      /* the runner reports it */
+    }
     await this.store.markRunning(run.id, Date.now());
     const plan = this.store.planOf(run.id)!;
     let result;
