@@ -310,4 +310,16 @@ describe("runner rules", () => {
     assert.equal(t.status, "finished");
     assert.equal((t.runs as { id: string }[])[0].id, run.id);
   });
+
+  test("CSV cells are quoted minimally, as Python's csv writer does", async () => {
+    await uploadConfig(s, "quote.yml", "tests:\n  g:\n  - exec:\n      name: 'a, \"quoted\" name'\n      command: 'echo x'\n      stdout_contains: 'y,z'\n");
+    const run = await waitRun(s, (await trigger(s, { config_name: "quote.yml" })).id);
+    const csv = await (await s.request(`/api/v1/test-runs/${run.id}/report`, { token: s.adminToken })).text();
+    const lines = csv.split("\r\n");
+    assert.match(lines[1], /^"a, ""quoted"" name",exit_code\[test_config0\],test\.py::TestExec::test_exit_code\[test_config0\],[0-9.e-]+,,passed$/);
+    assert.match(lines[2], /^"a, ""quoted"" name",stdout\[test_config0\],[^,]+,[0-9.e-]+,"stdout does not contain ""y,z""",failed$/);
+    const rows = await reportRows(s, run.id);
+    assert.equal(rows[1]["device name"], 'a, "quoted" name');
+    assert.equal(rows[1].message, 'stdout does not contain "y,z"');
+  });
 });
