@@ -1,4 +1,6 @@
 import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
 import { reportRows, trigger, uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
@@ -209,5 +211,58 @@ describe("remote dispatch between two labgate servers", () => {
     // Nothing outside the results directory is served.
     const missing = await orch.request(`/api/v1/test-runs/trigger/${id}/results/..%2F..%2Fadmin.token`, { token: orch.adminToken });
     assert.equal(missing.status, 404);
+  });
+
+  test("a protoplaster node speaks the same node protocol", async () => {
+    // A stand-in for a protoplaster server (no auth, bare run objects), as the reference answers.
+    const received: { method: string; url: string; auth: string | undefined; body: unknown }[] = [];
+    const runs = new Map<string, number>();
+    const pp = createServer((req, res) => {
+      let text = "";
+      req.on("data", (c) => (text += c));
+      req.on("end", () => {
+        received.push({ method: req.method!, url: req.url!, auth: req.headers.authorization, body: text ? JSON.parse(text) : undefined });
+        res.setHeader("content-type", "application/json");
+        const url = req.url!;
+        if (req.method === "GET" && url === "/api/v1/configs/pp.yml") return res.end(JSON.stringify({ name: "pp.yml", created: "Sat, 21 Nov 2026 07:12:27 +0000" }));
+        if (req.method === "POST" && url === "/api/v1/test-runs") {
+          const id = `pp-run-${runs.size + 1}`;
+          runs.set(id, 0);
+          return res.end(JSON.stringify({ id, status: "pending", config_name: "pp.yml", started_at: "", finished_at: "" }));
+        }
+        const run = /^\/api\/v1\/test-runs\/([^/]+)$/.exec(url);
+        if (req.method === "GET" && run && runs.has(run[1])) {
+          const polls = runs.get(run[1])! + 1;
+          runs.set(run[1], polls);
+          return res.end(JSON.stringify({ id: run[1], status: polls > 1 ? "finished" : "running" }));
+        }
+        res.statusCode = 404;
+        res.end(JSON.stringify({ error: "Run not found" }));
+      });
+    });
+    await new Promise<void>((r) => pp.listen(0, "127.0.0.1", r));
+    const ppUrl = `http://127.0.0.1:${(pp.address() as AddressInfo).port}`;
+    const mixed = await startTestServer({ test_server: { nodes: { pp: { url: ppUrl } } } as never });
+    try {
+      await uploadConfig(mixed, "pp.yml", "tests:\n  g:\n  - exec:\n      name: on-pp\n      command: 'true'\n      machines: pp\n  h:\n  - exec:\n      name: here\n      command: 'true'\n");
+      const res = await mixed.request("/api/v1/test-runs", { method: "POST", json: { config_name: "pp.yml", overrides: "tests.h.0.exec.name: local" }, token: mixed.adminToken });
+      assert.equal(res.status, 200, await res.clone().text());
+      const id = res.headers.get("x-trigger-id")!;
+      let t: Trigger | undefined;
+      for (let i = 0; i < 400; i++) {
+        t = (await (await mixed.request(`/api/v1/test-runs/trigger/${id}`, { token: mixed.adminToken })).json()) as Trigger;
+        if (t.status !== "running") break;
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      assert.equal(t!.status, "finished", t!.error);
+      const post = received.find((r) => r.method === "POST")!;
+      assert.equal(post.auth, undefined);
+      assert.deepEqual(post.body, { config_name: "pp.yml", trigger_id: id, test_suite_name: "g", machine_target: "pp", overrides: "tests.h.0.exec.name: local" });
+      assert.deepEqual(t!.remote_runs, [{ machine: "pp", group: "g", run_id: "pp-run-1" }]);
+      assert.deepEqual((await reportRows(mixed, t!.runs[0].id)).map((r) => r["device name"]), ["local"]);
+    } finally {
+      await mixed.close();
+      await new Promise((r) => pp.close(r));
+    }
   });
 });
