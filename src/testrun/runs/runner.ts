@@ -65,7 +65,8 @@ async function runMetadata(commands: MetadataCommand[], dir: string, timeoutMs: 
     let r = await run(m.name, m.run);
     if (r.exitCode === 0 || signal.aborted) continue;
     if (m.onFail) {
-      r = await run(m.onFail.output, m.onFail.run);
+      // The result key (and artifact name) is always the metadata name (2.7 DECISION).
+      r = await run(m.name, m.onFail.run);
       if (r.exitCode === 0 || signal.aborted) continue;
     }
     throw new ExecutionError(`metadata command '${m.name}' failed: ${r.timedOut ? "timed out" : describeExit(r)}`);
