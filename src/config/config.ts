@@ -36,6 +36,12 @@ export interface Config {
     api_variant: "A" | "B";
     compat_modules: boolean;
     nodes: Record<string, NodeTarget>;
+    /** Largest test config accepted by upload, in bytes (413 above). */
+    max_config_bytes: number;
+    /** Seconds a metadata command may run (test-run-server.md 2.7). */
+    metadata_timeout: number;
+    /** Seconds a node's run may take before the orchestrator aborts it (11.4). */
+    remote_run_timeout: number;
   };
 }
 
@@ -130,6 +136,9 @@ const schema: Schema = {
     api_variant: { default: "A", check: oneOf("A", "B") },
     compat_modules: { default: false, check: boolean },
     nodes: { default: {}, check: nodes },
+    max_config_bytes: { default: 1048576, check: integer(1024, 64 * 1048576) },
+    metadata_timeout: { default: 60, check: integer(1, 86400) },
+    remote_run_timeout: { default: 86400, check: integer(1, 30 * 86400) },
   },
 };
 

@@ -1,4 +1,5 @@
 import { m001Core } from "./001_core.ts";
+import { m002Testrun } from "./002_testrun.ts";
 import { m003Devices } from "./003_devices.ts";
 import { m004PackagesGroups } from "./004_packages_groups.ts";
 import { m005DeviceChannel } from "./005_device_channel.ts";
@@ -11,4 +12,4 @@ export interface Migration {
 }
 
 /** Every schema step in order. Append new numbered files; never edit a released one. */
-export const migrations: Migration[] = [m001Core, m003Devices, m004PackagesGroups, m005DeviceChannel];
+export const migrations: Migration[] = [m001Core, m002Testrun, m003Devices, m004PackagesGroups, m005DeviceChannel];

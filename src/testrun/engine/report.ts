@@ -1,0 +1,60 @@
+import { open, readFile, type FileHandle } from "node:fs/promises";
+import { parse } from "csv-parse/sync";
+import { stringify } from "csv-stringify/sync";
+
+/** Exactly the seed's six columns in the seed's order (test-run-server.md section 19). */
+export const REPORT_COLUMNS = ["device name", "test name", "module", "duration", "message", "status"] as const;
+export type ReportColumn = (typeof REPORT_COLUMNS)[number];
+
+export type CaseStatus = "passed" | "failed" | "skipped";
+
+export interface ReportRow {
+  deviceName: string;
+  testName: string;
+  module: string;
+  /** Seconds. */
+  duration: number;
+  message: string;
+  status: CaseStatus;
+}
+
+// Python's csv writer: minimal quoting, CRLF records (8.2).
+const csvLine = (cells: string[]): string => stringify([cells], { record_delimiter: "windows", quoted: false });
+
+/** Appends rows to a run's CSV report as the run progresses; `close` makes it durable. */
+export class ReportWriter {
+  private readonly handle: FileHandle;
+  private closed = false;
+  private constructor(handle: FileHandle) {
+    this.handle = handle;
+  }
+
+  /** Creates (or truncates) the report and writes the header line. */
+  static async create(path: string): Promise<ReportWriter> {
+    const handle = await open(path, "w", 0o644);
+    await handle.write(csvLine([...REPORT_COLUMNS]));
+    return new ReportWriter(handle);
+  }
+
+  async append(row: ReportRow): Promise<void> {
+    // Microseconds are plenty; rounding also drops float noise such as 0.000020999999999958162.
+    const duration = String(Math.round(row.duration * 1e6) / 1e6);
+    await this.handle.write(csvLine([row.deviceName, row.testName, row.module, duration, row.message, row.status]));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    try {
+      await this.handle.sync();
+    } finally {
+      await this.handle.close();
+    }
+  }
+}
+
+/** The JSON form (8.3): one object per CSV row, keys = header names, values = the cell strings. */
+export async function readReportRows(path: string): Promise<Record<ReportColumn, string>[]> {
+  const text = await readFile(path, "utf8");
+  return parse(text, { columns: true, skip_empty_lines: true, relax_column_count: true }) as Record<ReportColumn, string>[];
+}

@@ -1,0 +1,62 @@
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { list } from "./params.ts";
+import { CaseFailure, fail, pass, skip, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
+
+// The reference's own test modules (18.2), so its scenarios run unchanged. Messages are the reference's.
+
+const pyStr = (v: unknown): string => (v === null || v === undefined ? "None" : v === true ? "True" : v === false ? "False" : String(v));
+
+const success: CaseDef = { name: "success", run: () => pass() };
+const failure: CaseDef = { name: "failure", run: () => fail("assert False") };
+const recordArtifact: CaseDef = {
+  name: "record_artifact",
+  async run(ctx) {
+    await writeFile(join(ctx.artifactsDir, "file.txt"), "test");
+    ctx.recordArtifact("file.txt");
+    return pass();
+  },
+};
+const configureRunsOnce: CaseDef = {
+  name: "configure_runs_once",
+  run(ctx) {
+    const n = Number(ctx.state.configured ?? 0);
+    return n === 1 ? pass() : fail(`AssertionError: configure was run ${n} times!`);
+  },
+};
+const conditionalSkip: CaseDef = {
+  name: "conditional_skip",
+  run(ctx) {
+    const device = ctx.params.device;
+    if (list(ctx.params, "skipped_devices").includes(pyStr(device))) return skip("device is in skipped_devices list");
+    return device === "skip" ? skip() : pass();
+  },
+};
+
+const configure = async (ctx: EntryContext) => {
+  ctx.state.configured = Number(ctx.state.configured ?? 0) + 1;
+};
+
+export const simpleModule: ModuleDef = {
+  key: "simple",
+  className: "TestSimple",
+  compat: true,
+  params: { device: { type: "any" } },
+  deviceName: ({ params }) => ("device" in params ? `simple(${pyStr(params.device)})` : "simple"),
+  cases: () => [success, failure, conditionalSkip, recordArtifact, configureRunsOnce],
+  setup: configure,
+};
+
+export const extendedSimpleModule: ModuleDef = {
+  key: "extended_simple",
+  className: "TestExtendedSimple",
+  compat: true,
+  params: { device: { type: "any" }, skipped_devices: { type: "list" } },
+  deviceName: ({ params }) => `extended_simple(${pyStr(params.device)})`,
+  // The subclass's own case first, then the inherited ones (section 5 step 5).
+  cases: () => [conditionalSkip, success, failure, recordArtifact, configureRunsOnce],
+  async setup(ctx) {
+    if (ctx.params.device === undefined || ctx.params.device === null) throw new CaseFailure("AssertionError: 'device' is an obligatory argument");
+    await configure(ctx);
+  },
+};

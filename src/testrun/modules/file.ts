@@ -1,0 +1,157 @@
+import { constants } from "node:fs";
+import { access, lstat, open, stat, writeFile } from "node:fs/promises";
+import type { Stats } from "node:fs";
+import { bool, num, regexError, str } from "./params.ts";
+import { fail, pass, type CaseDef, type EntryContext, type ModuleDef, type Outcome, type Params } from "./types.ts";
+
+const CONTENT_LIMIT = 64 * 1024;
+const TYPES = ["file", "dir", "char", "block", "link", "socket", "fifo"] as const;
+
+const typeOf = (s: Stats): string =>
+  s.isSymbolicLink() ? "link" : s.isFile() ? "file" : s.isDirectory() ? "dir" : s.isCharacterDevice() ? "char" : s.isBlockDevice() ? "block" : s.isSocket() ? "socket" : s.isFIFO() ? "fifo" : "unknown";
+
+/** `mode: 0644` unquoted is an octal number under YAML 1.1, so a number is taken as the bits themselves. */
+const modeBits = (v: unknown): number => (typeof v === "number" ? v : parseInt(String(v), 8));
+
+const path = (ctx: Pick<EntryContext, "params">) => str(ctx.params, "path")!;
+const given = (p: Params, ...keys: string[]) => keys.some((k) => p[k] !== undefined && p[k] !== null);
+
+async function readContent(file: string): Promise<string> {
+  const handle = await open(file, "r");
+  try {
+    const buffer = Buffer.alloc(CONTENT_LIMIT);
+    const { bytesRead } = await handle.read(buffer, 0, CONTENT_LIMIT, 0);
+    return buffer.subarray(0, bytesRead).toString("utf8").trim();
+  } finally {
+    await handle.close();
+  }
+}
+
+const errorText = (error: unknown) => {
+  const e = error as NodeJS.ErrnoException;
+  return e.code ? `${e.code}: ${e.message.replace(/^[A-Z]+: /, "")}` : String(e.message ?? e);
+};
+
+const guarded = (run: (ctx: EntryContext) => Promise<Outcome>) => async (ctx: EntryContext) => {
+  try {
+    return await run(ctx);
+  } catch (error) {
+    return fail(errorText(error));
+  }
+};
+
+/** `file`: file, sysfs and /dev checks (18.4). */
+export const fileModule: ModuleDef = {
+  key: "file",
+  className: "TestFile",
+  params: {
+    path: { type: "string", required: true },
+    name: { type: "string" },
+    exists: { type: "boolean" },
+    type: { type: "string", oneOf: TYPES },
+    mode: { type: "scalar" },
+    readable: { type: "boolean" },
+    writable: { type: "boolean" },
+    equals: { type: "scalar" },
+    regex: { type: "string" },
+    min: { type: "number" },
+    max: { type: "number" },
+    scale: { type: "number" },
+    write: { type: "scalar" },
+  },
+  validate(p) {
+    if (p.mode !== undefined && p.mode !== null && Number.isNaN(modeBits(p.mode))) return "parameter 'mode': expected an octal string such as \"0644\"";
+    return regexError(p, "regex");
+  },
+  deviceName: ({ params }) => str(params, "name") ?? str(params, "path")!,
+  cases({ params: p }) {
+    const cases: CaseDef[] = [
+      {
+        name: "exists",
+        async run(ctx) {
+          const want = bool(ctx.params, "exists", true);
+          const found = await lstat(path(ctx)).then(
+            () => true,
+            () => false,
+          );
+          if (found === want) return pass();
+          return fail(want ? `${path(ctx)} does not exist` : `${path(ctx)} exists`);
+        },
+      },
+    ];
+    if (bool(p, "exists", true) === false) return cases;
+    if (given(p, "type"))
+      cases.push({
+        name: "type",
+        run: guarded(async (ctx) => {
+          const want = str(ctx.params, "type")!;
+          const actual = typeOf(want === "link" ? await lstat(path(ctx)) : await stat(path(ctx)));
+          return actual === want ? pass() : fail(`expected type ${want}, got ${actual}`);
+        }),
+      });
+    if (given(p, "mode"))
+      cases.push({
+        name: "mode",
+        run: guarded(async (ctx) => {
+          const want = modeBits(ctx.params.mode) & 0o7777;
+          const actual = (await stat(path(ctx))).mode & 0o7777;
+          return actual === want ? pass() : fail(`expected mode ${want.toString(8).padStart(4, "0")}, got ${actual.toString(8).padStart(4, "0")}`);
+        }),
+      });
+    if (given(p, "readable", "writable"))
+      cases.push({
+        name: "access",
+        run: guarded(async (ctx) => {
+          for (const [key, flag, word] of [
+            ["readable", constants.R_OK, "readable"],
+            ["writable", constants.W_OK, "writable"],
+          ] as const) {
+            const want = bool(ctx.params, key);
+            if (want === undefined) continue;
+            const ok = await access(path(ctx), flag).then(
+              () => true,
+              () => false,
+            );
+            if (ok !== want) return fail(`${path(ctx)} is ${ok ? "" : "not "}${word}`);
+          }
+          return pass();
+        }),
+      });
+    if (given(p, "write"))
+      cases.push({
+        name: "write",
+        run: guarded(async (ctx) => {
+          await writeFile(path(ctx), String(ctx.params.write));
+          return pass();
+        }),
+      });
+    if (given(p, "equals", "regex"))
+      cases.push({
+        name: "content",
+        run: guarded(async (ctx) => {
+          const content = await readContent(path(ctx));
+          const equals = ctx.params.equals;
+          if (equals !== undefined && equals !== null && content !== String(equals)) return fail(`expected ${JSON.stringify(String(equals))}, got ${JSON.stringify(content)}`);
+          const regex = str(ctx.params, "regex");
+          if (regex !== undefined && !new RegExp(regex, "m").test(content)) return fail(`content does not match /${regex}/`);
+          return pass();
+        }),
+      });
+    if (given(p, "min", "max"))
+      cases.push({
+        name: "range",
+        run: guarded(async (ctx) => {
+          const content = await readContent(path(ctx));
+          const raw = Number(content);
+          if (content === "" || Number.isNaN(raw)) return fail(`content ${JSON.stringify(content)} is not a number`);
+          const value = raw * num(ctx.params, "scale", 1)!;
+          const min = num(ctx.params, "min");
+          const max = num(ctx.params, "max");
+          if (min !== undefined && value < min) return fail(`value ${value} is below the minimum ${min}`);
+          if (max !== undefined && value > max) return fail(`value ${value} is above the maximum ${max}`);
+          return pass();
+        }),
+      });
+    return cases;
+  },
+};

@@ -1,0 +1,146 @@
+import { request as httpRequest, type IncomingMessage } from "node:http";
+import { request as httpsRequest } from "node:https";
+import { isDeepStrictEqual } from "node:util";
+import { bool, ints, list, num, regexError, str } from "./params.ts";
+import { CaseFailure, fail, pass, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
+
+const BODY_LIMIT = 1024 * 1024;
+
+interface HttpResult {
+  status: number;
+  body: string;
+  ms: number;
+}
+
+function send(ctx: EntryContext): Promise<HttpResult> {
+  const p = ctx.params;
+  const url = new URL(str(p, "url")!);
+  const timeoutMs = num(p, "timeout", 10)! * 1000;
+  const headers: Record<string, string> = {};
+  for (const [k, v] of Object.entries((p.headers as Record<string, unknown>) ?? {})) headers[k] = String(v);
+  let body: string | undefined;
+  if (typeof p.body === "string") body = p.body;
+  else if (p.body !== undefined && p.body !== null) {
+    body = JSON.stringify(p.body);
+    if (!Object.keys(headers).some((k) => k.toLowerCase() === "content-type")) headers["content-type"] = "application/json";
+  }
+  const started = performance.now();
+  const request = url.protocol === "https:" ? httpsRequest : httpRequest;
+  return new Promise((resolve, reject) => {
+    const req = request(
+      url,
+      { method: str(p, "method", "GET")!.toUpperCase(), headers, signal: ctx.signal, timeout: timeoutMs, rejectUnauthorized: bool(p, "tls_verify", true) },
+      (res: IncomingMessage) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on("data", (chunk: Buffer) => {
+          if (size < BODY_LIMIT) chunks.push(chunk);
+          size += chunk.length;
+        });
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8"), ms: performance.now() - started }));
+        res.on("error", reject);
+      },
+    );
+    req.on("timeout", () => req.destroy(new Error(`timed out after ${timeoutMs / 1000} s`)));
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+/** Follows a dotted path (decimal segments index lists) through parsed JSON. */
+function at(value: unknown, path: string): { found: boolean; value?: unknown } {
+  let node = value;
+  for (const segment of path.split(".")) {
+    if (Array.isArray(node) && /^\d+$/.test(segment) && Number(segment) < node.length) node = node[Number(segment)];
+    else if (node !== null && typeof node === "object" && !Array.isArray(node) && segment in node) node = (node as Record<string, unknown>)[segment];
+    else return { found: false };
+  }
+  return { found: true, value: node };
+}
+
+const result = (ctx: EntryContext) => ctx.state.result as HttpResult;
+
+/** `http`: one HTTP(S) request with checks (18.4). */
+export const httpModule: ModuleDef = {
+  key: "http",
+  className: "TestHttp",
+  params: {
+    url: { type: "string", required: true },
+    name: { type: "string" },
+    method: { type: "string" },
+    headers: { type: "mapping" },
+    body: { type: "any" },
+    timeout: { type: "number" },
+    expect_status: { type: "integers" },
+    body_contains: { type: "strings" },
+    body_regex: { type: "strings" },
+    json: { type: "mapping" },
+    max_ms: { type: "number" },
+    tls_verify: { type: "boolean" },
+  },
+  validate(p) {
+    try {
+      const url = new URL(String(p.url));
+      if (url.protocol !== "http:" && url.protocol !== "https:") return "parameter 'url': expected an http or https URL";
+    } catch {
+      return "parameter 'url': expected an http or https URL";
+    }
+    return regexError(p, "body_regex");
+  },
+  deviceName: ({ params }) => str(params, "name") ?? `http(${str(params, "url")})`,
+  cases({ params }) {
+    const cases: CaseDef[] = [
+      {
+        name: "status",
+        run(ctx) {
+          const want = ints(ctx.params, "expect_status", [200]);
+          const got = result(ctx).status;
+          return want.includes(got) ? pass() : fail(`status ${got}, expected ${want.join(" or ")}`);
+        },
+      },
+    ];
+    if (["body_contains", "body_regex", "json"].some((k) => params[k] !== undefined && params[k] !== null))
+      cases.push({
+        name: "body",
+        run(ctx) {
+          const body = result(ctx).body;
+          for (const needle of list(ctx.params, "body_contains")) if (!body.includes(needle)) return fail(`body does not contain ${JSON.stringify(needle)}`);
+          for (const source of list(ctx.params, "body_regex")) if (!new RegExp(source, "m").test(body)) return fail(`body does not match /${source}/`);
+          const checks = ctx.params.json as Record<string, unknown> | undefined;
+          if (checks) {
+            let parsed: unknown;
+            try {
+              parsed = JSON.parse(body);
+            } catch {
+              return fail("body is not JSON");
+            }
+            for (const [path, expected] of Object.entries(checks)) {
+              const found = at(parsed, path);
+              if (!found.found) return fail(`JSON path ${path} not found`);
+              if (!isDeepStrictEqual(found.value, expected)) return fail(`JSON path ${path} is ${JSON.stringify(found.value)}, expected ${JSON.stringify(expected)}`);
+            }
+          }
+          return pass();
+        },
+      });
+    if (num(params, "max_ms") !== undefined)
+      cases.push({
+        name: "latency",
+        run(ctx) {
+          const ms = result(ctx).ms;
+          const max = num(ctx.params, "max_ms")!;
+          return ms <= max ? pass() : fail(`took ${ms.toFixed(1)} ms, more than ${max} ms`);
+        },
+      });
+    return cases;
+  },
+  async setup(ctx) {
+    try {
+      ctx.state.result = await send(ctx);
+    } catch (error) {
+      if (ctx.signal.aborted) throw error;
+      const e = error as NodeJS.ErrnoException;
+      throw new CaseFailure(`request failed: ${e.code ?? e.message}`);
+    }
+  },
+};

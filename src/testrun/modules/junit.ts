@@ -1,0 +1,183 @@
+import { copyFile, readdir, readFile, stat } from "node:fs/promises";
+import { basename, isAbsolute, join, relative, resolve, sep } from "node:path";
+import { XMLParser } from "fast-xml-parser";
+import { describeExit, type ProcessResult } from "../engine/process.ts";
+import { safeArtifactName } from "./artifact-names.ts";
+import { resolveCwd } from "./exec.ts";
+import { command, envOf, ints, num, str } from "./params.ts";
+import { fail, pass, skip, type CaseDef, type EntryContext, type ModuleDef, type Outcome } from "./types.ts";
+
+const XML_LIMIT = 16 * 1024 * 1024;
+
+interface JunitCase {
+  name: string;
+  outcome: Outcome;
+}
+
+interface JunitState {
+  process?: ProcessResult;
+  timeoutMs: number;
+  files: string[];
+  parseErrors: string[];
+  cases: JunitCase[];
+  suiteName?: string;
+}
+
+/** Case names may only hold pattern identifier characters (18.1); the rest becomes `_`. */
+export const sanitizeCaseName = (name: string): string => name.replace(/[^\p{L}\p{N}_:+\-.[\]\\/]/gu, "_") || "_";
+
+const globPart = (part: string) => new RegExp(`^${part.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(/\?/g, "[^/]")}$`);
+
+/** Expands a glob (`*`, `?`, `**`) against the file system; plain paths pass through when they exist. */
+export async function globFiles(cwd: string, pattern: string): Promise<string[]> {
+  const absolute = isAbsolute(pattern);
+  const parts = pattern.split("/").filter((p) => p !== "" && p !== ".");
+  const found = new Set<string>();
+  const walk = async (dir: string, i: number): Promise<void> => {
+    if (i === parts.length) {
+      if ((await stat(dir).catch(() => undefined))?.isFile()) found.add(dir);
+      return;
+    }
+    const part = parts[i];
+    if (part === "**") {
+      await walk(dir, i + 1);
+      for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) if (entry.isDirectory()) await walk(join(dir, entry.name), i);
+      return;
+    }
+    if (!/[*?]/.test(part)) return walk(join(dir, part), i + 1);
+    const regex = globPart(part);
+    for (const entry of await readdir(dir).catch(() => [] as string[])) if (regex.test(entry)) await walk(join(dir, entry), i + 1);
+  };
+  await walk(absolute ? "/" : cwd, 0);
+  return [...found].sort();
+}
+
+type XmlNode = Record<string, unknown> & { ":@"?: Record<string, string> };
+const tagOf = (node: XmlNode) => Object.keys(node).find((k) => k !== ":@")!;
+const children = (node: XmlNode) => (node[tagOf(node)] as XmlNode[]) ?? [];
+const textOf = (node: XmlNode): string =>
+  children(node)
+    .map((c) => (tagOf(c) === "#text" ? String(c["#text"]) : ""))
+    .join("");
+
+/** Every `<testcase>` in document order with its outcome (18.4). */
+export function parseJunit(xml: string, caseName: "classname.name" | "name"): { cases: JunitCase[]; suiteName?: string } {
+  const parser = new XMLParser({ preserveOrder: true, ignoreAttributes: false, attributeNamePrefix: "", parseAttributeValue: false, parseTagValue: false });
+  const doc = parser.parse(xml) as XmlNode[];
+  const cases: JunitCase[] = [];
+  let suiteName: string | undefined;
+  const visit = (nodes: XmlNode[]) => {
+    for (const node of nodes) {
+      const tag = tagOf(node);
+      const attrs = node[":@"] ?? {};
+      if (tag === "testsuite" && suiteName === undefined && attrs.name) suiteName = attrs.name;
+      if (tag !== "testcase") {
+        if (tag !== "#text") visit(children(node));
+        continue;
+      }
+      const name = caseName === "name" || !attrs.classname ? (attrs.name ?? "testcase") : `${attrs.classname}.${attrs.name ?? ""}`;
+      const time = Number(attrs.time);
+      const duration = Number.isFinite(time) ? { duration: time } : {};
+      let outcome: Outcome = { ...pass(), ...duration };
+      for (const child of children(node)) {
+        const t = tagOf(child);
+        const a = child[":@"] ?? {};
+        if (t === "failure" || t === "error") {
+          const message = a.message || textOf(child).trim().split("\n")[0] || t;
+          outcome = { ...fail(message), ...duration };
+          break;
+        }
+        if (t === "skipped") outcome = { ...skip(a.message || undefined), ...duration };
+      }
+      cases.push({ name, outcome });
+    }
+  };
+  visit(doc);
+  return { cases, ...(suiteName ? { suiteName } : {}) };
+}
+
+const state = (ctx: Pick<EntryContext, "state">) => ctx.state as unknown as JunitState;
+
+/** `junit`: run an external test framework and ingest its JUnit XML (18.4). */
+export const junitModule: ModuleDef = {
+  key: "junit",
+  className: "TestJunit",
+  dynamicCases: true,
+  params: {
+    command: { type: "command" },
+    name: { type: "string" },
+    cwd: { type: "string" },
+    env: { type: "mapping" },
+    timeout: { type: "number" },
+    report: { type: "string" },
+    expect_exit: { type: "integers" },
+    case_name: { type: "string", oneOf: ["classname.name", "name"] },
+    save_output: { type: "string" },
+  },
+  validate: (p) => (p.save_output !== undefined && !safeArtifactName(String(p.save_output)) ? "parameter 'save_output': expected a plain file name" : undefined),
+  deviceName: (ctx) => str(ctx.params, "name") ?? state(ctx).suiteName ?? "junit",
+  cases(ctx) {
+    const s = state(ctx);
+    const commandCase: CaseDef = {
+      name: "command",
+      run(c) {
+        const p = c.params;
+        if (s.process) {
+          const r = s.process;
+          const accepted = ints(p, "expect_exit", [0, 1]);
+          if (r.startError || r.timedOut || r.aborted || r.exitCode === null || !accepted.includes(r.exitCode)) return fail(describeExit(r, s.timeoutMs));
+        }
+        if (s.files.length === 0) return fail(`no JUnit report found at ${str(p, "report", "junit.xml")}`);
+        if (s.parseErrors.length > 0) return fail(s.parseErrors[0]);
+        return pass();
+      },
+    };
+    const seen = new Map<string, number>();
+    const cases = s.cases.map((jc): CaseDef => {
+      const base = sanitizeCaseName(jc.name);
+      const n = (seen.get(base) ?? 0) + 1;
+      seen.set(base, n);
+      return { name: n === 1 ? base : `${base}_${n}`, run: () => jc.outcome };
+    });
+    return [commandCase, ...cases];
+  },
+  async setup(ctx) {
+    const p = ctx.params;
+    const s = state(ctx);
+    s.timeoutMs = num(p, "timeout", 3600)! * 1000;
+    s.files = [];
+    s.parseErrors = [];
+    s.cases = [];
+    const cwd = resolveCwd(ctx);
+    const cmd = command(p);
+    if (cmd !== undefined) {
+      const log = str(p, "save_output", `${ctx.moduleKey.split("/").pop()}.log`)!;
+      s.process = await ctx.exec({ command: cmd, cwd, env: envOf(p), timeoutMs: s.timeoutMs, outputFile: join(ctx.artifactsDir, log) });
+      ctx.recordArtifact(log);
+      if (s.process.aborted) return;
+    }
+    s.files = await globFiles(cwd, str(p, "report", "junit.xml")!);
+    const caseName = str(p, "case_name", "classname.name") as "classname.name" | "name";
+    const artifacts = resolve(ctx.artifactsDir);
+    for (const file of s.files) {
+      try {
+        const info = await stat(file);
+        if (info.size > XML_LIMIT) throw new Error(`larger than ${XML_LIMIT} bytes`);
+        const parsed = parseJunit(await readFile(file, "utf8"), caseName);
+        s.cases.push(...parsed.cases);
+        s.suiteName ??= parsed.suiteName;
+      } catch (error) {
+        s.parseErrors.push(`cannot read ${basename(file)}: ${(error as Error).message.split("\n")[0]}`);
+      }
+      // Keep the XML with the run: copy it in unless it was written there already.
+      const rel = relative(artifacts, resolve(file));
+      if (rel.startsWith("..") || isAbsolute(rel)) {
+        const name = basename(file);
+        if (safeArtifactName(name)) {
+          await copyFile(file, join(ctx.artifactsDir, name)).catch(() => {});
+          ctx.recordArtifact(name);
+        }
+      } else ctx.recordArtifact(rel.split(sep).join("/"));
+    }
+  },
+};

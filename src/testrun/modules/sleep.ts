@@ -1,0 +1,21 @@
+import { setTimeout as delay } from "node:timers/promises";
+import { num } from "./params.ts";
+import { pass, type ModuleDef } from "./types.ts";
+
+/** `sleep` (18.2): waits, then passes; an abort interrupts the wait at once. */
+export const sleepModule: ModuleDef = {
+  key: "sleep",
+  className: "TestSleepRPC",
+  params: { seconds: { type: "number" } },
+  validate: (p) => ((num(p, "seconds", 10) ?? 0) < 0 ? "parameter 'seconds': must not be negative" : undefined),
+  deviceName: () => "Sleep Test",
+  cases: () => [
+    {
+      name: "sleep",
+      async run(ctx) {
+        await delay(num(ctx.params, "seconds", 10)! * 1000, undefined, { signal: ctx.signal });
+        return pass();
+      },
+    },
+  ],
+};

@@ -1,0 +1,99 @@
+import { connect, type Socket } from "node:net";
+import { num, regexError, str } from "./params.ts";
+import { fail, pass, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
+
+const READ_LIMIT = 64 * 1024;
+
+interface TcpResult {
+  open: boolean;
+  error?: string;
+  received: string;
+}
+
+/** Connects, optionally sends, and reads until `read_timeout` or the peer closes. */
+function probe(ctx: EntryContext): Promise<TcpResult> {
+  const p = ctx.params;
+  const host = str(p, "host")!;
+  const port = num(p, "port")!;
+  const timeoutMs = num(p, "timeout", 5)! * 1000;
+  const readMs = num(p, "read_timeout", 2)! * 1000;
+  const wantsResponse = p.send !== undefined || p.expect_regex !== undefined;
+  return new Promise((resolve) => {
+    let socket: Socket | undefined;
+    let done = false;
+    let received = "";
+    let connected = false;
+    const timers: NodeJS.Timeout[] = [];
+    const finish = (r: TcpResult) => {
+      if (done) return;
+      done = true;
+      timers.forEach(clearTimeout);
+      ctx.signal.removeEventListener("abort", onAbort);
+      socket?.destroy();
+      resolve(r);
+    };
+    const onAbort = () => finish({ open: connected, error: "Aborted by user", received });
+    ctx.signal.addEventListener("abort", onAbort, { once: true });
+    socket = connect({ host, port });
+    timers.push(setTimeout(() => finish({ open: connected, ...(connected ? {} : { error: `connect timed out after ${timeoutMs / 1000} s` }), received }), timeoutMs));
+    socket.on("connect", () => {
+      connected = true;
+      if (!wantsResponse) return finish({ open: true, received });
+      if (p.send !== undefined && p.send !== null) socket!.write(String(p.send));
+      timers.push(setTimeout(() => finish({ open: true, received }), readMs));
+    });
+    socket.on("data", (chunk: Buffer) => {
+      if (received.length < READ_LIMIT) received += chunk.toString("utf8");
+      const regex = str(p, "expect_regex");
+      if (regex && new RegExp(regex, "m").test(received)) finish({ open: true, received });
+    });
+    socket.on("end", () => finish({ open: connected, received }));
+    socket.on("error", (error: NodeJS.ErrnoException) => finish({ open: connected, error: error.code ?? error.message, received }));
+  });
+}
+
+/** `tcp`: a TCP port check (18.4). */
+export const tcpModule: ModuleDef = {
+  key: "tcp",
+  className: "TestTcp",
+  params: {
+    host: { type: "string", required: true },
+    port: { type: "integer", required: true },
+    name: { type: "string" },
+    timeout: { type: "number" },
+    expect: { type: "string", oneOf: ["open", "closed"] },
+    send: { type: "string" },
+    expect_regex: { type: "string" },
+    read_timeout: { type: "number" },
+  },
+  validate: (p) => ((num(p, "port")! < 1 || num(p, "port")! > 65535) ? "parameter 'port': expected 1 to 65535" : regexError(p, "expect_regex")),
+  deviceName: ({ params }) => str(params, "name") ?? `tcp(${str(params, "host")}:${num(params, "port")})`,
+  cases({ params }) {
+    const cases: CaseDef[] = [
+      {
+        name: "connect",
+        run(ctx) {
+          const r = ctx.state.result as TcpResult;
+          const want = str(ctx.params, "expect", "open");
+          if (want === "open") return r.open ? pass() : fail(`connection failed: ${r.error ?? "closed"}`);
+          return r.open ? fail("port is open, expected closed") : pass();
+        },
+      },
+    ];
+    if (str(params, "expect", "open") === "open" && (params.send !== undefined || params.expect_regex !== undefined))
+      cases.push({
+        name: "response",
+        run(ctx) {
+          const r = ctx.state.result as TcpResult;
+          if (!r.open) return fail(`connection failed: ${r.error ?? "closed"}`);
+          const regex = str(ctx.params, "expect_regex");
+          if (regex !== undefined && !new RegExp(regex, "m").test(r.received)) return fail(`response ${JSON.stringify(r.received.slice(0, 200))} does not match /${regex}/`);
+          return pass();
+        },
+      });
+    return cases;
+  },
+  async setup(ctx) {
+    ctx.state.result = await probe(ctx);
+  },
+};

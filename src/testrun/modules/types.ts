@@ -1,0 +1,76 @@
+import type { ProcessOptions, ProcessResult } from "../engine/process.ts";
+
+/** An entry's parameters as written in the config (after overrides), `machines` removed. */
+export type Params = Record<string, unknown>;
+
+/** What one case produced (section 7.3). The runner turns a skip into `Skipped` / `Skipped: <reason>`. */
+export type Outcome = ({ status: "passed" } | { status: "failed"; message: string } | { status: "skipped"; reason?: string }) & {
+  /** Seconds, when the module knows better than the runner's clock (junit's `time`). */
+  duration?: number;
+};
+
+export const pass = (): Outcome => ({ status: "passed" });
+export const fail = (message: string): Outcome => ({ status: "failed", message });
+export const skip = (reason?: string): Outcome => ({ status: "skipped", ...(reason ? { reason } : {}) });
+
+/** Thrown from set-up or tear-down: every case of the entry fails with this message (7.3). */
+export class CaseFailure extends Error {}
+/** Thrown from set-up: every case of the entry is skipped. */
+export class CaseSkip extends Error {}
+
+/** Everything a module instance (one entry) sees. A fresh one per entry: no state leaks (section 5). */
+export interface EntryContext {
+  params: Params;
+  /** The run's artifact directory; modules write files here. */
+  artifactsDir: string;
+  /** Aborted when the user aborts the run or the server shuts down; stop promptly. */
+  signal: AbortSignal;
+  /** The node role of the run (7.7); null for a local run. */
+  machineTarget: string | null;
+  /** The module key of this entry (`exec`, `nested/impl1/hello`). */
+  moduleKey: string;
+  /** Per-entry instance state, filled by set-up and read by the cases. */
+  state: Record<string, unknown>;
+  /** Records an artifact name (section 9.1). */
+  recordArtifact(name: string): void;
+  /** Runs a program with the run's abort signal; cwd defaults to the artifact directory. */
+  exec(options: Omit<ProcessOptions, "signal" | "cwd"> & { cwd?: string }): Promise<ProcessResult>;
+  /** A non-fatal remark stored in the run's `warnings`. */
+  warn(message: string): void;
+}
+
+export interface CaseDef {
+  /** Case name without the `test_` prefix; only pattern identifier characters (18.1). */
+  name: string;
+  run(ctx: EntryContext): Promise<Outcome> | Outcome;
+}
+
+export type ParamType = "string" | "number" | "integer" | "boolean" | "command" | "strings" | "integers" | "mapping" | "list" | "scalar" | "any";
+
+export interface ParamSpec {
+  type: ParamType;
+  required?: boolean;
+  oneOf?: readonly string[];
+}
+
+/** One test module (section 7.1, 18.1). */
+export interface ModuleDef {
+  key: string;
+  /** Class name used in report names (`TestExec`). */
+  className: string;
+  /** Compatibility modules are hidden unless `test_server.compat_modules` is on (18.2). */
+  compat?: boolean;
+  params: Record<string, ParamSpec>;
+  /** Checks across params, at trigger; returns a message for a 422. */
+  validate?(params: Params): string | undefined;
+  /** The report's device name; called after set-up, so it may use `state`. */
+  deviceName(ctx: Pick<EntryContext, "params" | "state">): string;
+  /**
+   * Cases in run order. Static modules answer from params alone (the runner filters them by
+   * pattern before set-up); `dynamicCases` modules (junit) know them only after set-up.
+   */
+  cases(ctx: Pick<EntryContext, "params" | "state">): CaseDef[];
+  dynamicCases?: boolean;
+  setup?(ctx: EntryContext): Promise<void>;
+  teardown?(ctx: EntryContext): Promise<void>;
+}

@@ -1,0 +1,184 @@
+/**
+ * The run plan: what a test run executes, derived from a stored config, a suite or group name,
+ * request overrides and a node role (test-run-server.md sections 2 to 5). The run engine only
+ * consumes this; the YAML dialect, includes, anchors and overrides live in ./config/.
+ *
+ * A plan is plain JSON-serialisable data, so the engine can store it with the run as the
+ * trigger-time snapshot (6.4) and never has to re-read the store for a pending run.
+ */
+import { HttpError } from "../http/errors.ts";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+
+/** What went wrong, so a caller can map to another status (Variant B answers 400 for a missing config). */
+export type PlanErrorCode =
+  /** The named config is not in the store (404 `Configuration file not found`). */
+  | "config_missing"
+  /** `config_name` is not a safe store name (400 `invalid config name`). */
+  | "bad_config_name"
+  /** `test_suite_name` names neither a suite nor a group (404). */
+  | "unknown_suite"
+  /** Request overrides are malformed or match nothing (400 `invalid overrides: ...`). */
+  | "invalid_overrides"
+  /** The config (or an include) does not load or is semantically invalid (422). */
+  | "invalid_config";
+
+/**
+ * A config/plan problem. It is an HttpError, so a route may simply let it propagate; the
+ * status is the one section 12 gives for Variant A.
+ */
+export class PlanError extends HttpError {
+  readonly code: PlanErrorCode;
+  constructor(code: PlanErrorCode, message: string) {
+    super(PLAN_ERROR_STATUS[code], message);
+    this.code = code;
+  }
+}
+
+export const PLAN_ERROR_STATUS: Record<PlanErrorCode, ContentfulStatusCode> = {
+  config_missing: 404,
+  bad_config_name: 400,
+  unknown_suite: 404,
+  invalid_overrides: 400,
+  invalid_config: 422,
+};
+
+/** One module instance to execute: a `- module: params` item of a group (2.2). */
+export interface PlanEntry {
+  /** Group name as text (YAML 1.1 keys are rendered like Python's str(): `000:` is "0"). */
+  group: string;
+  /** Index of the entry inside its group's expanded entry list (a multi-key item counts once per key). */
+  index: number;
+  /** Where the entry was defined, for messages: `tests.<group>.<index>`. */
+  where: string;
+  /** Module key as written in YAML (`simple`, `exec`, `nested_tests/impl1/hello`). */
+  module: string;
+  /**
+   * Module parameters after every override (in-file, request string form, object deep merge).
+   * `machines` and the hint key `override` are removed; everything else is passed as written.
+   * A `- sleep:` entry without params gives `{}`.
+   */
+  params: Record<string, unknown>;
+  /** Machines the entry runs on (2.8); empty = local (runs on the node that got the trigger). */
+  machines: string[];
+  /**
+   * Parameter id `test_config<k>`: k counts earlier entries with the same module key in this
+   * plan, from 0. Numbered after suite selection and machine filtering (section 5 step 4).
+   */
+  paramId: string;
+}
+
+/** A metadata command (2.7), validated: `run` present, name a safe file name. */
+export interface MetadataCommand {
+  /** Metadata name: the result key and the artifact file name (`[A-Za-z0-9._-]+`, no leading dot). */
+  name: string;
+  /** Shell command, run as `/bin/sh -c <run>`. */
+  run: string;
+  /**
+   * Fallback run when `run` fails. `output` is the reference's result name (default: `name`);
+   * labgate stores the result under `name` anyway (2.7 DECISION), so it is informational.
+   */
+  onFail: { run: string; output: string } | null;
+  /** `required` / `preferred`: when not root the engine adds a warning and still runs the command. */
+  superuser: "required" | "preferred" | null;
+}
+
+/** The expanded, ordered selection for one run (section 5 steps 1-4). */
+export interface TestPlan {
+  /** Store name of the main config. */
+  configName: string;
+  /** `test_suite_name` as requested; "" for none. */
+  suite: string;
+  /** How `suite` was resolved: every group, a named suite, or a single group. */
+  selection: "all" | "suite" | "group";
+  /**
+   * Node role the entries were filtered for (2.8): null = no filtering (a local run or the
+   * orchestrator's view, entries keep their `machines`); "localhost" = entries without
+   * machines; any other name = entries whose machines contain it.
+   */
+  machineTarget: string | null;
+  /** Selected groups in execution order (before dropping groups left empty by the machine filter). */
+  groups: string[];
+  /** Entries in execution order (group order, then entry order); groups left empty are gone. */
+  entries: PlanEntry[];
+  /** Metadata commands to run at the start of the run, in definition order (2.7 rule 1). */
+  metadata: MetadataCommand[];
+  /** `aggregate_results` of the main file (11.6). */
+  aggregateResults: boolean;
+  /** `combined_results_dir_prefix` of the main file, default `combined_` (11.6). */
+  combinedResultsDirPrefix: string;
+  /** Non-fatal problems for the run's `warnings` (unknown suite members, unconsumed in-file overrides, ...). */
+  warnings: string[];
+  /**
+   * The request overrides as the run object shows them (6.1): the string form split into lines,
+   * the object form as given, null when none.
+   */
+  overrides: string[] | Record<string, unknown> | null;
+  /** Snapshot of every config file the load read (main file and includes): store name -> text. */
+  files: Record<string, string>;
+}
+
+/** Where config texts come from: the store, or a snapshot (`plan.files`). */
+export interface ConfigSource {
+  /** The file's text, or undefined when there is no such config. */
+  read(name: string): string | undefined;
+}
+
+/** A trigger (or repeat) as far as the plan is concerned. */
+export interface PlanRequest {
+  /** Store name of the config (`api-test.yml`). */
+  configName: string;
+  /** Suite or group name; "" / null / undefined = everything. */
+  suite?: string | null;
+  /** Variant A string form (newline-delimited YAML, 3.3) or object form deep-merged (3.6). */
+  overrides?: string | Record<string, unknown> | null;
+  /** Node role (2.8); undefined/null = no machine filtering. */
+  machineTarget?: string | null;
+}
+
+/** The names of a case that a repeat pattern is matched against (10.3), and its report names (18.1). */
+export interface CaseNames {
+  /** Report `test name`: `<case>[test_config<k>]`. */
+  testName: string;
+  /** Report `module`: `test.py::<Class>::test_<case>[test_config<k>]`. */
+  moduleColumn: string;
+  /** Every name a pattern identifier is tested against (case-insensitive substring). */
+  matchNames: string[];
+}
+
+/** Names of case `caseName` of `entry`, for a module whose report class is `className`. */
+export function caseNames(entry: Pick<PlanEntry, "module" | "paramId">, caseName: string, className: string): CaseNames {
+  const functionId = `test_${caseName}[${entry.paramId}]`;
+  const testName = `${caseName}[${entry.paramId}]`;
+  const segments = entry.module.split("/").filter((s) => s !== "");
+  return {
+    testName,
+    moduleColumn: `test.py::${className}::${functionId}`,
+    matchNames: [functionId, testName, className, "test.py", entry.module, ...segments],
+  };
+}
+
+/**
+ * Keeps the entries of `plan` that run on `machineTarget` (2.8) and renumbers the parameter ids
+ * (section 5: numbering follows the machine filter).
+ */
+export function planForMachine(plan: TestPlan, machineTarget: string): TestPlan {
+  const kept = plan.entries.filter((e) => (machineTarget === "localhost" ? e.machines.length === 0 : e.machines.includes(machineTarget)));
+  return { ...plan, machineTarget, entries: numberEntries(kept) };
+}
+
+/** Every machine named by the plan's entries, in first-mention order. */
+export function planMachines(plan: TestPlan): string[] {
+  return [...new Set(plan.entries.flatMap((e) => e.machines))];
+}
+
+/** Assigns `test_config<k>` per module key in list order. */
+export function numberEntries(entries: PlanEntry[]): PlanEntry[] {
+  const counts = new Map<string, number>();
+  return entries.map((e) => {
+    const k = counts.get(e.module) ?? 0;
+    counts.set(e.module, k + 1);
+    return { ...e, paramId: `test_config${k}` };
+  });
+}
+
+export { buildPlan } from "./config/plan-builder.ts";

@@ -1,0 +1,149 @@
+/**
+ * Config routes, both variants (test-run-server.md 12.1-12.6, 13): list, upload, info, file,
+ * delete, test-suites, override-hints. Handlers parse, authorize and call the store/loader.
+ */
+import { createReadStream } from "node:fs";
+import { Readable } from "node:stream";
+import busboy from "busboy";
+import { Hono, type Context } from "hono";
+import type { AppContext, AppEnv } from "../../server/context.ts";
+import { httpError, HttpError } from "../../http/errors.ts";
+import { hasYamlExtension, isConfigName } from "../config/names.ts";
+import { configStore, ConfigSaveError, type ConfigInfo, type ConfigStore, type PendingConfig } from "../config/store.ts";
+import { listSuites, overrideHints } from "../config/plan-builder.ts";
+import { PlanError } from "../plan.ts";
+import type { TestRunAccess } from "./access.ts";
+
+const NOT_FOUND = "Configuration file not found";
+/** Room for multipart boundaries and headers on top of the file itself. */
+const MULTIPART_OVERHEAD = 64 * 1024;
+
+/** Receives the multipart field `file` (12.2), streaming it into the store. */
+function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigInfo> {
+  const type = c.req.header("content-type") ?? "";
+  if (!/^multipart\/form-data\b/i.test(type)) throw httpError(400, "No file part in the request (expected multipart/form-data with a 'file' field)");
+  const declared = Number(c.req.header("content-length") ?? NaN);
+  if (declared > store.maxBytes + MULTIPART_OVERHEAD) throw httpError(413, `config is larger than ${store.maxBytes} bytes`);
+  const body = c.req.raw.body;
+  if (!body) throw httpError(400, "No file part in the request");
+
+  let parser: busboy.Busboy;
+  try {
+    parser = busboy({
+      headers: { "content-type": type },
+      defParamCharset: "utf8",
+      // fileSize one over the limit: the store sees the excess and answers 413.
+      limits: { files: 5, fields: 20, parts: 40, fieldSize: 64 * 1024, headerPairs: 50, fileSize: store.maxBytes + 1 },
+    });
+  } catch (error) {
+    throw httpError(400, `malformed multipart request: ${(error as Error).message}`);
+  }
+
+  return new Promise<ConfigInfo>((resolve, reject) => {
+    let saving: Promise<PendingConfig> | undefined;
+    let part: Readable | undefined;
+    let refused: HttpError | undefined;
+    let settled = false;
+    const fail = (error: unknown) => {
+      if (settled) return;
+      settled = true;
+      const answer = error instanceof ConfigSaveError ? httpError(error.status, error.message) : error;
+      // Answer only once a running save has removed its temp file: a refusal changes nothing.
+      if (!saving) return reject(answer);
+      part?.destroy(new Error("upload aborted"));
+      saving.then(
+        (pending) => pending.discard().then(() => reject(answer)),
+        () => reject(answer),
+      );
+    };
+
+    parser.on("file", (field, stream, info) => {
+      // A truncated form errors the part stream, possibly before anyone reads it; the save sees it.
+      stream.on("error", () => undefined);
+      if (field !== "file" || saving || refused) return void stream.resume();
+      const given = info.filename ?? "";
+      // Browsers and tools may send a path; only its last component names the config.
+      const name = given.split(/[\\/]/).pop() ?? "";
+      if (given === "" || name === "") refused = httpError(400, "Empty filename");
+      else if (!hasYamlExtension(name)) refused = httpError(400, "Only YAML (.yaml, .yml) files are allowed");
+      else if (!isConfigName(name)) refused = httpError(400, "invalid config name");
+      if (refused) return void stream.resume();
+      part = stream;
+      saving = store.receive(name, stream);
+      saving.catch(fail);
+    });
+    parser.on("error", (error: Error) => fail(httpError(400, `malformed multipart request: ${error.message}`)));
+    parser.on("close", () => {
+      if (refused) return fail(refused);
+      if (!saving) return fail(httpError(400, "No file part in the request"));
+      // Only a complete, well-formed request makes the file visible.
+      saving.then(
+        async (pending) => {
+          if (settled) return pending.discard();
+          try {
+            const info = await pending.commit();
+            settled = true;
+            resolve(info);
+          } catch (error) {
+            fail(error);
+          }
+        },
+        () => undefined, // already answered by saving.catch(fail)
+      );
+    });
+
+    const source = Readable.fromWeb(body as import("node:stream/web").ReadableStream<Uint8Array>);
+    source.on("error", (error) => fail(httpError(400, `upload interrupted: ${error.message}`)));
+    source.pipe(parser);
+  });
+}
+
+/** Maps loader errors for the two read views (12.6): 404 missing, 422 `Failed to parse file: ...`. */
+function view<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (error) {
+    if (!(error instanceof PlanError)) throw error;
+    if (error.code === "config_missing" || error.code === "bad_config_name") throw httpError(404, NOT_FOUND);
+    throw httpError(422, `Failed to parse file: ${error.message}`);
+  }
+}
+
+export function configRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  const store = configStore(ctx); // created at start: clears temp files of interrupted uploads
+
+  app.get("/api/v1/configs", access.read, (c) => c.json(store.list()));
+
+  app.post("/api/v1/configs", access.write, async (c) => c.json(await receiveUpload(c, store)));
+
+  app.get("/api/v1/configs/:name", access.read, (c) => {
+    const name = c.req.param("name");
+    const info = store.info(name);
+    if (!info) throw httpError(404, `File not found: ${name}`);
+    return c.json({ name: info.name, config_name: info.name, created: info.created });
+  });
+
+  app.get("/api/v1/configs/:name/file", access.read, (c) => {
+    const name = c.req.param("name");
+    const path = store.pathOf(name);
+    if (!path) throw httpError(404, NOT_FOUND);
+    const stream = Readable.toWeb(createReadStream(path)) as ReadableStream;
+    return c.body(stream, 200, {
+      "Content-Type": "text/yaml; charset=utf-8",
+      // The name is from the safe set ([A-Za-z0-9._-]), so it needs no quoting.
+      "Content-Disposition": `attachment; filename=${name}`,
+    });
+  });
+
+  app.delete("/api/v1/configs/:name", access.write, (c) => {
+    if (!store.delete(c.req.param("name"))) throw httpError(404, NOT_FOUND);
+    return c.json({});
+  });
+
+  app.get("/api/v1/configs/:name/test-suites", access.read, (c) => c.json(view(() => listSuites(store, c.req.param("name")))));
+
+  app.get("/api/v1/configs/:name/override-hints", access.read, (c) => c.json(view(() => overrideHints(store, c.req.param("name")))));
+
+  return app;
+}

@@ -1,0 +1,263 @@
+/**
+ * Run routes (test-run-server.md 12.7-12.13, 13, 14): Variant A by default, Variant B with
+ * `test_server.api_variant: B`. Handlers parse, authorize and call the run service.
+ */
+import { stat } from "node:fs/promises";
+import { createReadStream } from "node:fs";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import { Hono, type Context } from "hono";
+import type { AppContext, AppEnv } from "../../server/context.ts";
+import { httpError } from "../../http/errors.ts";
+import { readJson, readJsonObject } from "../../http/body.ts";
+import { readReportRows } from "../engine/report.ts";
+import { configStore } from "../config/store.ts";
+import { PlanError } from "../plan.ts";
+import { contentDisposition, listArtifacts, openArtifact } from "../runs/artifacts.ts";
+import { artifactsDir, reportPath, resultsRoot } from "../runs/paths.ts";
+import { TestRunService, type TriggerRequest } from "../runs/service.ts";
+import { FINAL_STATUSES, runObjectA, runObjectB, type RunRecord, type TriggerRecord } from "../runs/store.ts";
+import type { TestRunAccess } from "./access.ts";
+
+/** How long DELETE waits for a signalled running run to stop before answering (6.6). */
+const ABORT_WAIT_A_MS = 2_000;
+const ABORT_WAIT_B_MS = 7_000;
+
+const services = new WeakMap<AppContext, TestRunService>();
+
+/** The one run service of a running appliance. */
+export function runService(ctx: AppContext): TestRunService {
+  let service = services.get(ctx);
+  if (!service) services.set(ctx, (service = new TestRunService(ctx, configStore(ctx))));
+  return service;
+}
+
+const optionalString = (body: Record<string, unknown>, key: string): string | null => {
+  const v = body[key];
+  if (v === undefined || v === null) return null;
+  if (typeof v !== "string") throw httpError(400, `${key} must be a string`);
+  return v;
+};
+
+/** Parses the POST /test-runs body shared by both variants. */
+function triggerRequest(body: Record<string, unknown>, variant: "A" | "B"): TriggerRequest {
+  if (typeof body.config_name !== "string" || body.config_name === "") throw httpError(400, "config_name is required (a string)");
+  const overrides = body.overrides;
+  if (variant === "B" && overrides !== undefined && overrides !== null && (typeof overrides !== "object" || Array.isArray(overrides))) {
+    throw httpError(400, "invalid overrides: expected an object");
+  }
+  if (overrides !== undefined && overrides !== null && typeof overrides !== "string" && (typeof overrides !== "object" || Array.isArray(overrides))) {
+    throw httpError(400, "invalid overrides: expected a string or an object");
+  }
+  const triggerId = optionalString(body, "trigger_id");
+  return {
+    configName: body.config_name,
+    suite: optionalString(body, "test_suite_name") ?? "",
+    machineTarget: variant === "A" ? optionalString(body, "machine_target") || null : null,
+    overrides: (overrides ?? null) as TriggerRequest["overrides"],
+    pattern: variant === "A" ? (optionalString(body, "pattern") ?? "") : "",
+    ...(variant === "A" && triggerId !== null ? { triggerId } : {}),
+  };
+}
+
+async function streamFile(c: Context<AppEnv>, path: string, headers: Record<string, string>): Promise<Response> {
+  const info = await stat(path).catch(() => undefined);
+  if (!info?.isFile()) throw httpError(404, "Report file not found");
+  const all = { ...headers, "content-length": String(info.size) };
+  if (c.req.method === "HEAD") return c.body(null, 200, all);
+  return c.body(Readable.toWeb(createReadStream(path)) as ReadableStream, 200, all);
+}
+
+/**
+ * Streams the file named by the request path after `marker` from inside `dir` (9.3): decoded once
+ * more so that `a%2Fb.txt` finds `a/b.txt`; nothing outside `dir`, no symlinks; HEAD supported.
+ */
+async function serveFile(c: Context<AppEnv>, dir: string, marker: string): Promise<Response> {
+  const raw = c.req.path.slice(c.req.path.indexOf(marker) + marker.length);
+  let name: string;
+  try {
+    name = decodeURIComponent(raw);
+  } catch {
+    throw httpError(404, "Artifact file not found");
+  }
+  const file = await openArtifact(dir, name);
+  if (!file) throw httpError(404, "Artifact file not found");
+  const headers = {
+    "content-type": file.contentType,
+    "content-length": String(file.stat.size),
+    "content-disposition": contentDisposition(c.req.query("preview") === "true" ? "inline" : "attachment", file.basename),
+  };
+  if (c.req.method === "HEAD") {
+    await file.handle.close();
+    return c.body(null, 200, headers);
+  }
+  return c.body(Readable.toWeb(file.handle.createReadStream()) as ReadableStream, 200, headers);
+}
+
+/** A run whose report and artifacts may be fetched: known and in a final state. */
+function completedRun(run: RunRecord | undefined): RunRecord {
+  if (!run) throw httpError(404, "Test run not found");
+  if (!FINAL_STATUSES.has(run.status)) throw httpError(404, "Test run not finished");
+  return run;
+}
+
+export function runRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
+  return ctx.config.test_server.api_variant === "B" ? variantB(ctx, access) : variantA(ctx, access);
+}
+
+function triggerObject(service: TestRunService, t: TriggerRecord): Record<string, unknown> {
+  return {
+    trigger_id: t.id,
+    is_aborted: t.isAborted,
+    status: service.triggerStatus(t),
+    error: t.error ?? "",
+    config_name: t.configName,
+    test_suite_name: t.suite,
+    runs: service.store.runsOfTrigger(t.id).map(runObjectA),
+    remote_runs: t.remoteRuns.map((r) => ({ machine: r.machine, group: r.group, run_id: r.runId })),
+  };
+}
+
+function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  const service = runService(ctx);
+  const store = service.store;
+  const base = "/api/v1/test-runs";
+
+  app.get("/api/v1/test-nodes", access.read, (c) =>
+    c.json(Object.entries(ctx.config.test_server.nodes).map(([name, node]) => ({ name, url: node.url }))),
+  );
+
+  app.get(base, access.read, (c) => c.json(store.listRuns().map(runObjectA)));
+
+  app.post(base, access.write, async (c) => {
+    const request = triggerRequest(await readJsonObject(c), "A");
+    const result = await service.trigger(request);
+    if (result.kind === "dispatch") return c.json({}, 200, { "X-Trigger-Id": result.triggerId });
+    return c.json(runObjectA(result.run));
+  });
+
+  // Trigger routes before /:id so that `trigger` is never taken for a run id.
+  app.get(`${base}/trigger`, access.read, (c) => c.json(store.listTriggers().map((t) => triggerObject(service, t))));
+  app.get(`${base}/trigger/:tid`, access.read, (c) => {
+    const trigger = store.getTrigger(c.req.param("tid"));
+    if (!trigger) throw httpError(404, "Trigger not found");
+    return c.json(triggerObject(service, trigger));
+  });
+  app.delete(`${base}/trigger/:tid`, access.write, async (c) => c.json(triggerObject(service, await service.abortTrigger(c.req.param("tid")))));
+
+  app.get(`${base}/:id`, access.read, (c) => {
+    const run = store.getRun(c.req.param("id"));
+    if (!run) throw httpError(404, `Run not found: ${c.req.param("id")}`);
+    return c.json(runObjectA(run));
+  });
+
+  app.delete(`${base}/:id`, access.write, async (c) => {
+    const id = c.req.param("id");
+    const before = await service.abort(id);
+    if (before.status === "running") await service.waitForEnd(id, ABORT_WAIT_A_MS);
+    return c.json(runObjectA(store.getRun(id)!));
+  });
+
+  app.post(`${base}/:id/repeat`, access.write, async (c) => {
+    const id = c.req.param("id");
+    if (!store.getRun(id)) throw httpError(404, `Run not found: ${id}`);
+    const body = await readJson(c);
+    if (body !== null && typeof body !== "string") throw httpError(400, "expected a JSON string (the test pattern) or null");
+    return c.json(runObjectA(await service.repeat(id, body)));
+  });
+
+  app.get(`${base}/:id/report`, access.read, async (c) => {
+    const run = completedRun(store.getRun(c.req.param("id")));
+    const path = reportPath(ctx.dataDir, run.id);
+    const format = c.req.query("format");
+    if (format === "json") {
+      const rows = await readReportRows(path).catch((error: NodeJS.ErrnoException) => {
+        if (error.code === "ENOENT") throw httpError(404, "Report file not found");
+        throw error;
+      });
+      return c.json(rows);
+    }
+    if (format !== undefined && format !== "csv") throw httpError(400, `unknown report format: ${format}`);
+    return streamFile(c, path, { "content-type": "text/csv; charset=utf-8", "content-disposition": contentDisposition("attachment", `${run.id}.csv`) });
+  });
+
+  app.get(`${base}/:id/artifacts`, access.read, async (c) => {
+    const run = completedRun(store.getRun(c.req.param("id")));
+    return c.json(await listArtifacts(artifactsDir(ctx.dataDir, run.id)));
+  });
+
+  app.get(`${base}/:id/artifacts/*`, access.read, async (c) => {
+    const run = completedRun(store.getRun(c.req.param("id")));
+    return serveFile(c, artifactsDir(ctx.dataDir, run.id), "/artifacts/");
+  });
+
+  // Combined results of a trigger with `aggregate_results` (11.6), served like artifacts.
+  const finishedTrigger = (id: string) => {
+    const trigger = store.getTrigger(id);
+    if (!trigger) throw httpError(404, "Trigger not found");
+    if (service.triggerStatus(trigger) === "running") throw httpError(404, "Trigger not finished");
+    return trigger;
+  };
+  app.get(`${base}/trigger/:tid/results`, access.read, async (c) => {
+    const trigger = finishedTrigger(c.req.param("tid"));
+    return c.json(trigger.resultsDir ? await listArtifacts(join(resultsRoot(ctx.dataDir), trigger.resultsDir)) : []);
+  });
+  app.get(`${base}/trigger/:tid/results/*`, access.read, async (c) => {
+    const trigger = finishedTrigger(c.req.param("tid"));
+    if (!trigger.resultsDir) throw httpError(404, "Artifact file not found");
+    return serveFile(c, join(resultsRoot(ctx.dataDir), trigger.resultsDir), "/results/");
+  });
+
+  return app;
+}
+
+/** Variant B ids are positive integers; anything else does not match a B route (404). */
+function runB(service: TestRunService, raw: string): RunRecord {
+  const run = /^[1-9][0-9]{0,15}$/.test(raw) ? service.store.getRunBySeq(Number(raw)) : undefined;
+  if (!run) throw httpError(404, "Test run not found");
+  return run;
+}
+
+function variantB(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+  const service = runService(ctx);
+  const store = service.store;
+  const base = "/api/v1/test-runs";
+
+  app.get(base, access.read, (c) => c.json(store.listRuns().map(runObjectB)));
+
+  app.post(base, access.write, async (c) => {
+    const request = triggerRequest(await readJsonObject(c), "B");
+    let result;
+    try {
+      result = await service.trigger(request, { dispatch: false });
+    } catch (error) {
+      // B answers 400 for a missing config (13), and for everything about the request.
+      if (error instanceof PlanError && (error.code === "config_missing" || error.code === "bad_config_name")) throw httpError(400, error.message);
+      throw error;
+    }
+    if (result.kind !== "run") throw httpError(400, "Variant B does not dispatch to other machines");
+    return c.body(null, 200, { Location: `${base}/${result.run.seq}` });
+  });
+
+  app.get(`${base}/:id`, access.read, (c) => c.json(runObjectB(runB(service, c.req.param("id")))));
+
+  app.delete(`${base}/:id`, access.write, async (c) => {
+    const run = runB(service, c.req.param("id"));
+    if (FINAL_STATUSES.has(run.status)) throw httpError(400, "Test run not in progress");
+    await service.abort(run.id);
+    await service.waitForEnd(run.id, ABORT_WAIT_B_MS);
+    return c.json(runObjectB(store.getRun(run.id)!));
+  });
+
+  app.get(`${base}/:id/report`, access.read, async (c) => {
+    const run = completedRun(runB(service, c.req.param("id")));
+    return streamFile(c, reportPath(ctx.dataDir, run.id), {
+      "content-type": "text/csv; charset=utf-8",
+      "content-disposition": contentDisposition("attachment", `report-run-${run.seq}.csv`),
+    });
+  });
+
+  return app;
+}

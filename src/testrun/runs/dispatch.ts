@@ -1,0 +1,215 @@
+import { randomUUID } from "node:crypto";
+import type { NodeTarget } from "../../config/config.ts";
+import { httpError } from "../../http/errors.ts";
+import { snapshotSource } from "../config/plan-builder.ts";
+import { buildPlan, planMachines, type TestPlan } from "../plan.ts";
+import type { TestRunService, TriggerRequest } from "./service.ts";
+import type { RemoteRun, RunStatus } from "./store.ts";
+import { nodeJson } from "./node-client.ts";
+
+const POLL_MS = 500;
+/** Consecutive failed polls after which a remote run counts as ended (the reference: one). */
+const POLL_FAILURES = 10;
+const FINAL: ReadonlySet<string> = new Set(["finished", "failed", "aborted"]);
+/** Names that never refer to a configured node (11.1). */
+const RESERVED = new Set(["localhost", "Local device"]);
+
+interface Orchestration {
+  controller: AbortController;
+  done: Promise<void>;
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+
+/**
+ * Multi-node triggers (11.3, 11.5): checks machines and nodes before answering, then runs the
+ * selection group by group in lockstep: each machine's share is a node-role POST (same
+ * protocol as protoplaster nodes), the local share a tracked run here. Outside the run queue.
+ */
+export class Orchestrator {
+  private readonly service: TestRunService;
+  private readonly active = new Map<string, Orchestration>();
+
+  constructor(service: TestRunService) {
+    this.service = service;
+  }
+
+  private get nodes(): Record<string, NodeTarget> {
+    return this.service.ctx.config.test_server.nodes;
+  }
+
+  private call(node: NodeTarget, method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<{ status: number; json: unknown }> {
+    return nodeJson(node, method, path, { ...(body !== undefined ? { body } : {}), ...(signal ? { signal } : {}) });
+  }
+
+  private static errorText(json: unknown, status: number): string {
+    const message = json && typeof json === "object" && "error" in json ? String((json as { error: unknown }).error) : "";
+    return message ? `HTTP ${status}: ${message}` : `HTTP ${status}`;
+  }
+
+  /** Validates every machine (500 before anything starts, 11.4), creates the trigger and starts it. */
+  async start(plan: TestPlan, request: TriggerRequest): Promise<string> {
+    const machines = planMachines(plan);
+    for (const m of machines) {
+      if (RESERVED.has(m) || !Object.hasOwn(this.nodes, m)) throw httpError(500, `Machine '${m}' not defined in devices list`);
+    }
+    const configPath = `/api/v1/configs/${encodeURIComponent(request.configName)}`;
+    await Promise.all(
+      machines.map(async (m) => {
+        let answer: { status: number; json: unknown };
+        try {
+          answer = await this.call(this.nodes[m], "GET", configPath);
+        } catch (error) {
+          throw httpError(500, `Machine '${m}' unreachable: ${(error as Error).cause ?? (error as Error).message}`);
+        }
+        if (answer.status === 404) throw httpError(500, `Config '${request.configName}' not found on machine '${m}'`);
+        if (answer.status !== 200) throw httpError(500, `Machine '${m}' unreachable: ${Orchestrator.errorText(answer.json, answer.status)}`);
+      }),
+    );
+    const id = request.triggerId ?? randomUUID();
+    const store = this.service.store;
+    if (store.getTrigger(id)) throw httpError(400, `trigger ${id} already exists`);
+    await store.createTrigger({ id, createdAt: Date.now(), configName: request.configName, suite: request.suite, orchestrated: true });
+    const controller = new AbortController();
+    const done = this.run(id, plan, request, controller.signal).catch(async (error) => {
+      this.service.ctx.log.error(`testrun: trigger ${id}: ${(error as Error).stack ?? error}`);
+      await store.updateTrigger(id, { status: "failed", error: (error as Error).message, finishedAt: Date.now() }).catch(() => {});
+    });
+    this.active.set(id, { controller, done: done.finally(() => this.active.delete(id)) });
+    return id;
+  }
+
+  private async run(id: string, plan: TestPlan, request: TriggerRequest, signal: AbortSignal): Promise<void> {
+    const store = this.service.store;
+    const contacted: Record<string, string> = {};
+    const remoteRuns: RemoteRun[] = [];
+    const errors: string[] = [];
+    const statuses: string[] = [];
+    const overrides = request.overrides;
+
+    for (const group of plan.groups) {
+      if (signal.aborted || store.getTrigger(id)?.isAborted) break;
+      const entries = plan.entries.filter((e) => e.group === group);
+      if (entries.length === 0) continue;
+      const waits: Promise<string>[] = [];
+
+      for (const m of [...new Set(entries.flatMap((e) => e.machines))]) {
+        const node = this.nodes[m];
+        contacted[m] = node.url;
+        const body = {
+          config_name: request.configName,
+          trigger_id: id,
+          test_suite_name: group,
+          machine_target: m,
+          ...(overrides !== null && overrides !== "" ? { overrides } : {}),
+          ...(request.pattern ? { pattern: request.pattern } : {}),
+        };
+        try {
+          const answer = await this.call(node, "POST", "/api/v1/test-runs", body, signal);
+          const runId = answer.json && typeof answer.json === "object" ? (answer.json as { id?: unknown }).id : undefined;
+          if (answer.status !== 200 || typeof runId !== "string" && typeof runId !== "number") throw new Error(Orchestrator.errorText(answer.json, answer.status));
+          remoteRuns.push({ machine: m, group, runId: String(runId) });
+          waits.push(this.pollRemote(node, String(runId), signal));
+        } catch (error) {
+          if (signal.aborted) break;
+          errors.push(`dispatch of group '${group}' to '${m}' failed: ${(error as Error).message}`);
+        }
+      }
+      await store.updateTrigger(id, { nodes: contacted, remoteRuns });
+
+      if (entries.some((e) => e.machines.length === 0) && !signal.aborted) {
+        const local: TriggerRequest = { ...request, suite: group, machineTarget: "localhost", triggerId: id };
+        const localPlan = buildPlan(snapshotSource(plan.files), {
+          configName: request.configName,
+          suite: group,
+          overrides,
+          machineTarget: "localhost",
+        });
+        const run = await this.service.createRun(localPlan, local, localPlan.warnings, null);
+        waits.push(this.waitLocal(run.id, signal));
+      }
+      statuses.push(...(await Promise.all(waits)));
+    }
+
+    await store.updateTrigger(id, { nodes: contacted, remoteRuns });
+    const trigger = store.getTrigger(id)!;
+    const aborted = signal.aborted || trigger.isAborted;
+    const status = aborted ? "aborted" : errors.length > 0 || statuses.some((s) => s !== "finished") ? "failed" : "finished";
+    // Collected before the trigger turns final, so that a client seeing the final state finds them.
+    const resultsDir = plan.aggregateResults && !signal.aborted ? await this.service.aggregate(trigger, plan.combinedResultsDirPrefix) : null;
+    await store.updateTrigger(id, {
+      status,
+      resultsDir,
+      finishedAt: Date.now(),
+      ...(errors.length > 0 ? { error: errors.join("; ") } : typeof signal.reason === "string" ? { error: signal.reason } : {}),
+    });
+  }
+
+  private async waitLocal(runId: string, signal: AbortSignal): Promise<string> {
+    for (;;) {
+      await this.service.waitForEnd(runId, 1_000);
+      const run = this.service.store.getRun(runId);
+      if (!run || FINAL.has(run.status)) return run?.status ?? "failed";
+      // Stopped while the local share still waits in the queue: it must not start any more.
+      if (signal.aborted && run.status === "pending") await this.service.abort(runId, typeof signal.reason === "string" ? signal.reason : undefined, false).catch(() => {});
+    }
+  }
+
+  /** Polls a node's run until it is final (11.3); a run that never ends is aborted remotely. */
+  private async pollRemote(node: NodeTarget, runId: string, signal: AbortSignal): Promise<RunStatus | "unknown"> {
+    // A node's run that never ends is aborted remotely (11.4).
+    const deadline = Date.now() + this.service.ctx.config.test_server.remote_run_timeout * 1000;
+    let failures = 0;
+    while (!signal.aborted) {
+      await sleep(POLL_MS, signal);
+      if (signal.aborted) break;
+      try {
+        const answer = await this.call(node, "GET", `/api/v1/test-runs/${encodeURIComponent(runId)}`, undefined, signal);
+        const status = answer.json && typeof answer.json === "object" ? String((answer.json as { status?: unknown }).status) : "";
+        if (answer.status === 200 && FINAL.has(status)) return status as RunStatus;
+        failures = answer.status === 200 ? 0 : failures + 1;
+      } catch {
+        failures++;
+      }
+      if (failures >= POLL_FAILURES) return "unknown";
+      if (Date.now() > deadline) {
+        await this.call(node, "DELETE", `/api/v1/test-runs/${encodeURIComponent(runId)}`).catch(() => {});
+        return "aborted";
+      }
+    }
+    return "aborted";
+  }
+
+  /** Stops dispatching and tells every node already involved (6.6). */
+  async abort(id: string, reason?: string): Promise<void> {
+    const orchestration = this.active.get(id);
+    orchestration?.controller.abort(reason);
+    const trigger = this.service.store.getTrigger(id);
+    await Promise.all(
+      Object.keys(trigger?.nodes ?? {}).map((m) => {
+        const node = this.nodes[m];
+        return node ? this.call(node, "DELETE", `/api/v1/test-runs/trigger/${encodeURIComponent(id)}`).catch(() => {}) : undefined;
+      }),
+    );
+    await orchestration?.done;
+  }
+
+  /** First step of a shutdown: every orchestration stops dispatching (without waiting). */
+  signalAll(reason: string): void {
+    for (const o of this.active.values()) o.controller.abort(reason);
+  }
+
+  async shutdown(reason: string): Promise<void> {
+    await Promise.all([...this.active.keys()].map((id) => this.abort(id, reason)));
+  }
+}

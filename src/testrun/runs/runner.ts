@@ -1,0 +1,206 @@
+import { mkdir, open } from "node:fs/promises";
+import { join } from "node:path";
+import { runProcess, describeExit, type ProcessResult } from "../engine/process.ts";
+import { compilePattern, type Matcher } from "../engine/pattern.ts";
+import { ReportWriter, type ReportRow } from "../engine/report.ts";
+import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
+import { CaseSkip, type CaseDef, type EntryContext, type ModuleDef, type Outcome } from "../modules/types.ts";
+import { caseNames, type MetadataCommand, type PlanEntry, type TestPlan } from "../plan.ts";
+import { artifactsDir, reportPath } from "./paths.ts";
+
+const METADATA_VALUE_LIMIT = 1024 * 1024;
+export const ABORT_MESSAGE = "Aborted by user";
+export const NO_MATCH_ERROR = "no test case matches the pattern";
+
+export interface RunInput {
+  id: string;
+  plan: TestPlan;
+  pattern: string;
+  machineTarget: string | null;
+}
+
+export interface RunEnvironment extends ModuleLookup {
+  /** `test_server.metadata_timeout` in milliseconds. */
+  metadataTimeoutMs: number;
+  /** Called after every report row is written (tests and progress logging). */
+  onRow?: (row: ReportRow) => void;
+}
+
+export interface RunResult {
+  status: "finished" | "failed" | "aborted";
+  error: string | null;
+  metadata: Record<string, string | null>;
+  warnings: string[];
+}
+
+class ExecutionError extends Error {}
+
+const messageOf = (o: Outcome): string => (o.status === "passed" ? "" : o.status === "failed" ? o.message : o.reason ? `Skipped: ${o.reason}` : "Skipped");
+const errorMessage = (e: unknown) => (e instanceof Error ? e.message : String(e));
+
+/** Reads back what a metadata command printed (stdout and stderr interleaved, as written). */
+async function readOutput(file: string): Promise<string> {
+  const handle = await open(file, "r");
+  try {
+    const buffer = Buffer.alloc(METADATA_VALUE_LIMIT);
+    const { bytesRead } = await handle.read(buffer, 0, METADATA_VALUE_LIMIT, 0);
+    return buffer.subarray(0, bytesRead).toString("utf8").trimEnd();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Runs the metadata commands at the start of a run (2.7); throws ExecutionError when one fails. */
+async function runMetadata(commands: MetadataCommand[], dir: string, timeoutMs: number, signal: AbortSignal, warnings: string[]): Promise<Record<string, string | null>> {
+  const values: Record<string, string | null> = {};
+  const isRoot = process.getuid?.() === 0;
+  const run = async (name: string, command: string): Promise<ProcessResult> => {
+    const r = await runProcess({ command, cwd: dir, timeoutMs, signal, outputFile: join(dir, name) });
+    if (r.exitCode === 0) values[name] = await readOutput(join(dir, name)).catch(() => null);
+    return r;
+  };
+  for (const m of commands) {
+    if (signal.aborted) return values;
+    if (m.superuser && !isRoot) warnings.push(`metadata '${m.name}': superuser ${m.superuser} but the server is not root; running anyway`);
+    let r = await run(m.name, m.run);
+    if (r.exitCode === 0 || signal.aborted) continue;
+    if (m.onFail) {
+      // The result key (and artifact name) is always the metadata name (2.7 DECISION).
+      r = await run(m.name, m.onFail.run);
+      if (r.exitCode === 0 || signal.aborted) continue;
+    }
+    throw new ExecutionError(`metadata command '${m.name}' failed: ${r.timedOut ? "timed out" : describeExit(r)}`);
+  }
+  return values;
+}
+
+/**
+ * Executes one run (sections 5 to 8): metadata, then every entry's cases in order, writing the
+ * CSV report row by row. A set-up failure fails every selected case of the entry; a tear-down
+ * failure adds a row; an abort stops at once, the case in progress reported `skipped`.
+ */
+export async function executeRun(input: RunInput, env: RunEnvironment, signal: AbortSignal): Promise<RunResult> {
+  const dir = artifactsDir(env.dataDir, input.id);
+  await mkdir(dir, { recursive: true });
+  const report = await ReportWriter.create(reportPath(env.dataDir, input.id));
+  const warnings: string[] = [];
+  let metadata: Record<string, string | null> = {};
+  let error: string | null = null;
+  let rows = 0;
+  let failedRows = 0;
+  const matcher: Matcher | undefined = input.pattern ? compilePattern(input.pattern) : undefined;
+
+  const write = async (row: ReportRow) => {
+    await report.append(row);
+    rows++;
+    if (row.status === "failed") failedRows++;
+    env.onRow?.(row);
+  };
+
+  try {
+    metadata = await runMetadata(input.plan.metadata, dir, env.metadataTimeoutMs, signal, warnings);
+    for (const entry of input.plan.entries) {
+      if (signal.aborted) break;
+      await runEntry(entry, input, env, dir, signal, matcher, write, warnings);
+    }
+  } catch (e) {
+    error = e instanceof ExecutionError ? e.message : `runner error: ${errorMessage(e)}`;
+  } finally {
+    await report.close();
+  }
+
+  if (signal.aborted) return { status: "aborted", error, metadata, warnings };
+  if (error) return { status: "failed", error, metadata, warnings };
+  if (matcher && rows === 0) return { status: "failed", error: NO_MATCH_ERROR, metadata, warnings };
+  return { status: failedRows > 0 ? "failed" : "finished", error: null, metadata, warnings };
+}
+
+async function runEntry(
+  entry: PlanEntry,
+  input: RunInput,
+  env: RunEnvironment,
+  dir: string,
+  signal: AbortSignal,
+  matcher: Matcher | undefined,
+  write: (row: ReportRow) => Promise<void>,
+  warnings: string[],
+): Promise<void> {
+  const resolved = resolveEntry(entry.where, entry.module, entry.params, env);
+  // Validated at trigger; a script module file changed since then is an execution error.
+  if ("error" in resolved) throw new ExecutionError(resolved.error);
+  const module: ModuleDef = resolved.module;
+  const ctx: EntryContext = {
+    params: entry.params,
+    artifactsDir: dir,
+    signal,
+    machineTarget: input.machineTarget,
+    moduleKey: entry.module,
+    state: {},
+    // Recorded names fed the reference's `artifacts` column, which section 19 dropped: every
+    // file of the directory is listed by the artifacts endpoint instead.
+    recordArtifact: () => {},
+    exec: (options) => runProcess({ ...options, cwd: options.cwd ?? dir, signal }),
+    warn: (message) => void warnings.push(`${entry.where}: ${message}`),
+  };
+  const selected = (cases: CaseDef[]) => (matcher ? cases.filter((c) => matcher(caseNames(entry, c.name, module.className).matchNames)) : cases);
+
+  let cases: CaseDef[] = [];
+  if (!module.dynamicCases) {
+    cases = selected(module.cases(ctx));
+    // Nothing selected: the entry does not run at all (not even its set-up).
+    if (cases.length === 0) return;
+  }
+
+  const setupStarted = performance.now();
+  let setupOutcome: Outcome | undefined;
+  try {
+    await module.setup?.(ctx);
+  } catch (e) {
+    setupOutcome = e instanceof CaseSkip ? { status: "skipped", ...(e.message ? { reason: e.message } : {}) } : { status: "failed", message: errorMessage(e) };
+  }
+  let setupSeconds = (performance.now() - setupStarted) / 1000;
+  if (module.dynamicCases) cases = selected(module.cases(ctx));
+
+  let deviceName: string;
+  try {
+    deviceName = module.deviceName(ctx);
+  } catch {
+    deviceName = entry.module;
+  }
+  const row = (c: CaseDef, outcome: Outcome, seconds: number): ReportRow => {
+    const names = caseNames(entry, c.name, module.className);
+    return { deviceName, testName: names.testName, module: names.moduleColumn, duration: outcome.duration ?? seconds, message: messageOf(outcome), status: outcome.status };
+  };
+
+  const abortedRow = (c: CaseDef, seconds: number): ReportRow => ({ ...row(c, { status: "skipped" }, seconds), message: ABORT_MESSAGE });
+
+  let last: CaseDef | undefined;
+  for (const c of cases) {
+    if (signal.aborted) {
+      // The abort came during set-up, which belongs to the first case: report it; later cases never started.
+      if (!last) await write(abortedRow(c, setupSeconds));
+      break;
+    }
+    last = c;
+    const started = performance.now();
+    let outcome: Outcome;
+    if (setupOutcome) {
+      outcome = setupOutcome;
+    } else {
+      try {
+        outcome = await c.run(ctx);
+      } catch (e) {
+        outcome = { status: "failed", message: errorMessage(e) };
+      }
+    }
+    const seconds = setupOutcome ? setupSeconds : (performance.now() - started) / 1000;
+    setupSeconds = 0;
+    await write(signal.aborted ? abortedRow(c, seconds) : row(c, outcome, seconds));
+  }
+
+  try {
+    await module.teardown?.(ctx);
+  } catch (e) {
+    if (last && !signal.aborted) await write(row(last, { status: "failed", message: errorMessage(e) }, 0));
+  }
+}

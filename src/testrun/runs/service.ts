@@ -1,0 +1,291 @@
+import { randomUUID } from "node:crypto";
+import { mkdirSync } from "node:fs";
+import type { AppContext } from "../../server/context.ts";
+import { httpError } from "../../http/errors.ts";
+import { patternError } from "../engine/pattern.ts";
+import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
+import { buildPlan, planMachines, type ConfigSource, type TestPlan } from "../plan.ts";
+import { aggregateResults } from "./aggregate.ts";
+import { Orchestrator } from "./dispatch.ts";
+import { artifactsDir, artifactsRoot, reportsDir, resultsRoot } from "./paths.ts";
+import { executeRun } from "./runner.ts";
+import { FINAL_STATUSES, RunStore, type RunRecord, type TriggerRecord, type TriggerStatus } from "./store.ts";
+
+export const RESTART_ERROR = "interrupted by server restart";
+export const SHUTDOWN_ERROR = "server shutdown";
+
+export interface TriggerRequest {
+  configName: string;
+  suite: string;
+  machineTarget: string | null;
+  overrides: string | Record<string, unknown> | null;
+  pattern: string;
+  /** Join or create this trigger (sent by orchestrators, 11.3). */
+  triggerId?: string;
+}
+
+export type TriggerResult = { kind: "run"; run: RunRecord } | { kind: "dispatch"; triggerId: string };
+
+const TRIGGER_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+interface ActiveRun {
+  id: string;
+  controller: AbortController;
+  done: Promise<void>;
+}
+
+/**
+ * Runs: creation (with the plan as trigger-time snapshot), one FIFO queue executing one run at
+ * a time (6.5), abort (6.6), restart recovery (6.7) and shutdown. Orchestration of multi-node
+ * selections lives in dispatch.ts and never holds the queue.
+ */
+export class TestRunService {
+  readonly store: RunStore;
+  readonly ctx: AppContext;
+  readonly source: ConfigSource;
+  readonly orchestrator: Orchestrator;
+  private readonly queue: string[] = [];
+  private active: ActiveRun | undefined;
+  private readonly endWaiters = new Map<string, Array<() => void>>();
+  private shuttingDown = false;
+
+  constructor(ctx: AppContext, source: ConfigSource) {
+    this.ctx = ctx;
+    this.source = source;
+    this.store = new RunStore(ctx.db);
+    this.orchestrator = new Orchestrator(this);
+    mkdirSync(reportsDir(ctx.dataDir), { recursive: true });
+    mkdirSync(artifactsRoot(ctx.dataDir), { recursive: true });
+    mkdirSync(resultsRoot(ctx.dataDir), { recursive: true });
+    // 6.7: nothing is re-queued; the write is applied in memory at once and made durable right after.
+    void this.store.abortUnfinished(Date.now(), RESTART_ERROR).catch((e) => ctx.log.error(`testrun: marking unfinished runs aborted failed: ${e}`));
+    ctx.onShutdown.push(() => this.shutdown());
+  }
+
+  get lookup(): ModuleLookup {
+    return { compat: this.ctx.config.test_server.compat_modules, dataDir: this.ctx.dataDir };
+  }
+
+  /** Checks every entry this node will run (module known, params valid): a 422 naming the entry. */
+  validateLocalEntries(plan: TestPlan, localOnly: boolean): string[] {
+    const warnings: string[] = [];
+    for (const entry of plan.entries) {
+      if (localOnly && entry.machines.length > 0) continue;
+      const resolved = resolveEntry(entry.where, entry.module, entry.params, this.lookup);
+      if ("error" in resolved) throw httpError(422, resolved.error);
+      warnings.push(...resolved.warnings);
+    }
+    return warnings;
+  }
+
+  static checkPattern(pattern: string): void {
+    const problem = patternError(pattern);
+    if (problem) throw httpError(400, `invalid pattern: ${problem}`);
+  }
+
+  /** POST /test-runs (11.5): a local run, a node-role run, or a multi-node dispatch. */
+  async trigger(request: TriggerRequest, options: { dispatch: boolean } = { dispatch: true }): Promise<TriggerResult> {
+    TestRunService.checkPattern(request.pattern);
+    if (request.triggerId !== undefined && !TRIGGER_ID.test(request.triggerId)) throw httpError(400, "invalid trigger_id");
+    const plan = buildPlan(this.source, { configName: request.configName, suite: request.suite, overrides: request.overrides, machineTarget: request.machineTarget });
+    if (request.machineTarget === null && planMachines(plan).length > 0) {
+      if (!options.dispatch) throw httpError(400, "entries with machines cannot be run through this API variant");
+      this.validateLocalEntries(plan, true);
+      return { kind: "dispatch", triggerId: await this.orchestrator.start(plan, request) };
+    }
+    const warnings = [...plan.warnings, ...this.validateLocalEntries(plan, false)];
+    const run = await this.createRun(plan, request, warnings, null);
+    return { kind: "run", run };
+  }
+
+  /** Creates a tracked run (pending, or born aborted in an aborted trigger) and queues it. */
+  async createRun(plan: TestPlan, request: TriggerRequest, warnings: string[], repeatOf: string | null): Promise<RunRecord> {
+    const now = Date.now();
+    const triggerId = request.triggerId ?? randomUUID();
+    const trigger = this.store.getTrigger(triggerId);
+    const bornAborted = trigger?.isAborted === true;
+    const run = await this.store.createRun(
+      {
+        id: randomUUID(),
+        triggerId,
+        configName: request.configName,
+        suite: request.suite,
+        machineTarget: request.machineTarget,
+        overrides: plan.overrides,
+        pattern: request.pattern,
+        repeatOf,
+        createdAt: now,
+        warnings,
+        plan,
+        ...(bornAborted ? { status: "aborted" as const } : {}),
+      },
+      { createdAt: now, configName: request.configName, suite: request.suite, orchestrated: false },
+    );
+    if (!bornAborted) this.enqueue(run.id);
+    return run;
+  }
+
+  /** POST /test-runs/{id}/repeat (10.1): the current config, same suite/overrides/target, a new trigger. */
+  async repeat(id: string, pattern: string | null): Promise<RunRecord> {
+    const original = this.store.getRun(id);
+    if (!original) throw httpError(404, `Run not found: ${id}`);
+    const effective = pattern === null || pattern === "" ? original.pattern : pattern;
+    TestRunService.checkPattern(effective);
+    const overrides = Array.isArray(original.overrides) ? original.overrides.join("\n") : original.overrides;
+    const request: TriggerRequest = { configName: original.configName, suite: original.suite, machineTarget: original.machineTarget, overrides, pattern: effective };
+    const plan = buildPlan(this.source, { configName: request.configName, suite: request.suite, overrides, machineTarget: request.machineTarget });
+    const warnings = [...plan.warnings, ...this.validateLocalEntries(plan, false)];
+    // Orchestration is never repeated (10.1): a dispatched run's local share runs again here only.
+    return this.createRun(plan, request, warnings, original.id);
+  }
+
+  private enqueue(id: string): void {
+    this.queue.push(id);
+    this.pump();
+  }
+
+  private pump(): void {
+    if (this.active || this.shuttingDown) return;
+    let run: RunRecord | undefined;
+    while (!run && this.queue.length > 0) {
+      const candidate = this.store.getRun(this.queue.shift()!);
+      if (candidate?.status === "pending") run = candidate;
+    }
+    if (!run) return;
+    const controller = new AbortController();
+    const id = run.id;
+    const done = this.execute(run, controller)
+      .catch((e) => this.ctx.log.error(`testrun: run ${id} could not be finished: ${(e as Error).stack ?? e}`))
+      .finally(() => {
+        this.active = undefined;
+        this.notifyEnd(id);
+        this.pump();
+      });
+    this.active = { id, controller, done };
+  }
+
+  private async execute(run: RunRecord, controller: AbortController): Promise<void> {
+    // The artifact directory exists from the moment the run is `running` (6.3). Synchronous on
+    // purpose: nothing may run between the queue's pending check and markRunning (no abort race).
+    try {
+      mkdirSync(artifactsDir(this.ctx.dataDir, run.id), { recursive: true });
+    } catch {
+      /* the runner reports it */
+    }
+    await this.store.markRunning(run.id, Date.now());
+    const plan = this.store.planOf(run.id)!;
+    let result;
+    try {
+      const env = { ...this.lookup, metadataTimeoutMs: this.ctx.config.test_server.metadata_timeout * 1000 };
+      this.ctx.log.info(`testrun: run ${run.id} started (${run.configName}${run.suite ? `, ${run.suite}` : ""})`);
+      result = await executeRun({ id: run.id, plan, pattern: run.pattern, machineTarget: run.machineTarget }, env, controller.signal);
+    } catch (e) {
+      result = { status: "failed" as const, error: `runner error: ${(e as Error).message}`, metadata: {}, warnings: [] };
+    }
+    this.ctx.log.info(`testrun: run ${run.id} ${result.status}${result.error ? `: ${result.error}` : ""}`);
+    // A local-only run is its own trigger: its combined results are collected here (11.6).
+    const trigger = this.store.getTrigger(run.triggerId);
+    if (plan.aggregateResults && run.machineTarget === null && trigger && !trigger.orchestrated && !this.shuttingDown) {
+      await this.store.updateTrigger(trigger.id, { resultsDir: await this.aggregate(trigger, plan.combinedResultsDirPrefix) });
+    }
+    const reason = controller.signal.aborted && typeof controller.signal.reason === "string" ? controller.signal.reason : undefined;
+    await this.store.finishRun(run.id, {
+      status: result.status,
+      at: Date.now(),
+      error: reason ?? result.error,
+      metadata: result.metadata,
+      warnings: [...run.warnings, ...result.warnings],
+    });
+  }
+
+  private notifyEnd(id: string): void {
+    const waiters = this.endWaiters.get(id);
+    this.endWaiters.delete(id);
+    waiters?.forEach((w) => w());
+  }
+
+  /** Builds a trigger's combined results directory (11.6); returns its name, or null when that failed. */
+  async aggregate(trigger: TriggerRecord, prefix: string): Promise<string | null> {
+    const warn = (message: string) => this.ctx.log.warn(`testrun: trigger ${trigger.id}: ${message}`);
+    try {
+      return await aggregateResults(this.ctx.dataDir, this.store, trigger, prefix, this.ctx.config.test_server.nodes, warn);
+    } catch (error) {
+      warn(`collecting results failed: ${(error as Error).message}`);
+      return null;
+    }
+  }
+
+  /** Resolves when the run is in a final state, or after `timeoutMs`. */
+  waitForEnd(id: string, timeoutMs: number): Promise<void> {
+    const run = this.store.getRun(id);
+    if (!run || FINAL_STATUSES.has(run.status)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      const list = this.endWaiters.get(id) ?? [];
+      list.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+      this.endWaiters.set(id, list);
+    });
+  }
+
+  /**
+   * DELETE /test-runs/{id} (6.6): a pending run is aborted at once; a running one is signalled
+   * (its processes get SIGTERM, then SIGKILL). Throws 400 for a run in a final state.
+   */
+  async abort(id: string, reason?: string, propagate = true): Promise<RunRecord> {
+    const run = this.store.getRun(id);
+    if (!run) throw httpError(404, "Test run not found");
+    if (FINAL_STATUSES.has(run.status)) throw httpError(400, "Test run not pending or running");
+    if (run.status === "pending") {
+      await this.store.finishRun(id, { status: "aborted", at: Date.now(), ...(reason ? { error: reason } : {}) });
+      this.notifyEnd(id);
+    } else {
+      await this.store.setAbortRequested(id);
+      if (this.active?.id === id) this.active.controller.abort(reason);
+    }
+    // Aborting the local share of a multi-node trigger aborts the trigger (6.6).
+    const trigger = this.store.getTrigger(run.triggerId);
+    if (propagate && trigger?.orchestrated && !trigger.isAborted) await this.abortTrigger(trigger.id);
+    return this.store.getRun(id)!;
+  }
+
+  /** DELETE /test-runs/trigger/{id} (14): aborts its pending/running runs and stops its dispatch. */
+  async abortTrigger(id: string): Promise<TriggerRecord> {
+    const trigger = this.store.getTrigger(id);
+    if (!trigger) throw httpError(404, "Trigger not found");
+    if (this.triggerStatus(trigger) !== "running") throw httpError(400, "There is no pending or running suite in specified trigger");
+    await this.store.updateTrigger(id, { isAborted: true });
+    for (const run of this.store.runsOfTrigger(id)) {
+      if (!FINAL_STATUSES.has(run.status)) await this.abort(run.id, undefined, false).catch(() => {});
+    }
+    if (trigger.orchestrated) await this.orchestrator.abort(id);
+    return this.store.getTrigger(id)!;
+  }
+
+  /** A trigger's status: stored for orchestrations, derived from its runs otherwise. */
+  triggerStatus(trigger: TriggerRecord): TriggerStatus {
+    if (trigger.orchestrated) return trigger.status;
+    const runs = this.store.runsOfTrigger(trigger.id);
+    if (runs.some((r) => !FINAL_STATUSES.has(r.status))) return "running";
+    if (trigger.isAborted || runs.some((r) => r.status === "aborted")) return "aborted";
+    return runs.some((r) => r.status === "failed") ? "failed" : "finished";
+  }
+
+  /** Graceful shutdown (contract): pending and running runs end `aborted` with `server shutdown`. */
+  private async shutdown(): Promise<void> {
+    this.shuttingDown = true;
+    this.orchestrator.signalAll(SHUTDOWN_ERROR);
+    for (const run of this.store.runsWithStatus("pending")) {
+      await this.store.finishRun(run.id, { status: "aborted", at: Date.now(), error: SHUTDOWN_ERROR }).catch(() => {});
+    }
+    const active = this.active;
+    if (active) {
+      await this.store.setAbortRequested(active.id).catch(() => {});
+      active.controller.abort(SHUTDOWN_ERROR);
+      await active.done;
+    }
+    await this.orchestrator.shutdown(SHUTDOWN_ERROR);
+  }
+}

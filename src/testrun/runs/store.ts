@@ -1,0 +1,325 @@
+import type { Database, Tx } from "../../db/index.ts";
+import { rfc822 } from "../../util/time.ts";
+import type { TestPlan } from "../plan.ts";
+
+export type RunStatus = "pending" | "running" | "finished" | "failed" | "aborted";
+export const FINAL_STATUSES: ReadonlySet<RunStatus> = new Set(["finished", "failed", "aborted"]);
+export type TriggerStatus = "running" | "finished" | "failed" | "aborted";
+
+/** A run as stored (JSON columns parsed). Times are epoch milliseconds. */
+export interface RunRecord {
+  seq: number;
+  id: string;
+  triggerId: string;
+  configName: string;
+  suite: string;
+  machineTarget: string | null;
+  overrides: string[] | Record<string, unknown> | null;
+  pattern: string;
+  repeatOf: string | null;
+  status: RunStatus;
+  createdAt: number;
+  startedAt: number | null;
+  finishedAt: number | null;
+  metadata: Record<string, string | null>;
+  error: string | null;
+  warnings: string[];
+  abortRequested: boolean;
+}
+
+export interface RemoteRun {
+  machine: string;
+  group: string;
+  runId: string;
+}
+
+export interface TriggerRecord {
+  seq: number;
+  id: string;
+  createdAt: number;
+  configName: string;
+  suite: string;
+  orchestrated: boolean;
+  status: TriggerStatus;
+  isAborted: boolean;
+  error: string | null;
+  /** Machines contacted: name -> URL. */
+  nodes: Record<string, string>;
+  remoteRuns: RemoteRun[];
+  finishedAt: number | null;
+  /** Name of the combined results directory (11.6), once built. */
+  resultsDir: string | null;
+}
+
+type RunRow = {
+  seq: number;
+  id: string;
+  trigger_id: string;
+  config_name: string;
+  test_suite_name: string;
+  machine_target: string | null;
+  overrides: string | null;
+  pattern: string;
+  repeat_of: string | null;
+  status: RunStatus;
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+  metadata: string;
+  error: string | null;
+  warnings: string;
+  abort_requested: number;
+};
+
+type TriggerRow = {
+  seq: number;
+  id: string;
+  created_at: number;
+  config_name: string;
+  test_suite_name: string;
+  orchestrated: number;
+  status: TriggerStatus;
+  is_aborted: number;
+  error: string | null;
+  nodes: string;
+  remote_runs: string;
+  finished_at: number | null;
+  results_dir: string | null;
+};
+
+const RUN_COLUMNS =
+  "seq, id, trigger_id, config_name, test_suite_name, machine_target, overrides, pattern, repeat_of, status, created_at, started_at, finished_at, metadata, error, warnings, abort_requested";
+
+const toRun = (r: RunRow): RunRecord => ({
+  seq: r.seq,
+  id: r.id,
+  triggerId: r.trigger_id,
+  configName: r.config_name,
+  suite: r.test_suite_name,
+  machineTarget: r.machine_target,
+  overrides: r.overrides === null ? null : JSON.parse(r.overrides),
+  pattern: r.pattern,
+  repeatOf: r.repeat_of,
+  status: r.status,
+  createdAt: r.created_at,
+  startedAt: r.started_at,
+  finishedAt: r.finished_at,
+  metadata: JSON.parse(r.metadata),
+  error: r.error,
+  warnings: JSON.parse(r.warnings),
+  abortRequested: r.abort_requested === 1,
+});
+
+const toTrigger = (r: TriggerRow): TriggerRecord => ({
+  seq: r.seq,
+  id: r.id,
+  createdAt: r.created_at,
+  configName: r.config_name,
+  suite: r.test_suite_name,
+  orchestrated: r.orchestrated === 1,
+  status: r.status,
+  isAborted: r.is_aborted === 1,
+  error: r.error,
+  nodes: JSON.parse(r.nodes),
+  remoteRuns: JSON.parse(r.remote_runs),
+  finishedAt: r.finished_at,
+  resultsDir: r.results_dir,
+});
+
+export interface NewRun {
+  id: string;
+  triggerId: string;
+  configName: string;
+  suite: string;
+  machineTarget: string | null;
+  overrides: RunRecord["overrides"];
+  pattern: string;
+  repeatOf: string | null;
+  createdAt: number;
+  warnings: string[];
+  plan: TestPlan;
+  /** Born aborted (a run created in an already aborted trigger). */
+  status?: RunStatus;
+}
+
+/** Run and trigger records in the database. Reads are synchronous; writes resolve once on disk. */
+export class RunStore {
+  private readonly db: Database;
+  constructor(db: Database) {
+    this.db = db;
+  }
+
+  listRuns(): RunRecord[] {
+    return this.db.all<RunRow>(`SELECT ${RUN_COLUMNS} FROM testrun_runs ORDER BY seq`).map(toRun);
+  }
+
+  getRun(id: string): RunRecord | undefined {
+    const row = this.db.get<RunRow>(`SELECT ${RUN_COLUMNS} FROM testrun_runs WHERE id = ?`, [id]);
+    return row && toRun(row);
+  }
+
+  getRunBySeq(seq: number): RunRecord | undefined {
+    const row = this.db.get<RunRow>(`SELECT ${RUN_COLUMNS} FROM testrun_runs WHERE seq = ?`, [seq]);
+    return row && toRun(row);
+  }
+
+  runsOfTrigger(triggerId: string): RunRecord[] {
+    return this.db.all<RunRow>(`SELECT ${RUN_COLUMNS} FROM testrun_runs WHERE trigger_id = ? ORDER BY seq`, [triggerId]).map(toRun);
+  }
+
+  runsWithStatus(...statuses: RunStatus[]): RunRecord[] {
+    return this.db
+      .all<RunRow>(`SELECT ${RUN_COLUMNS} FROM testrun_runs WHERE status IN (${statuses.map(() => "?").join(", ")}) ORDER BY seq`, statuses)
+      .map(toRun);
+  }
+
+  planOf(id: string): TestPlan | undefined {
+    const row = this.db.get<{ plan: string }>("SELECT plan FROM testrun_runs WHERE id = ?", [id]);
+    return row && (JSON.parse(row.plan) as TestPlan);
+  }
+
+  listTriggers(): TriggerRecord[] {
+    return this.db.all<TriggerRow>("SELECT * FROM testrun_triggers ORDER BY seq").map(toTrigger);
+  }
+
+  getTrigger(id: string): TriggerRecord | undefined {
+    const row = this.db.get<TriggerRow>("SELECT * FROM testrun_triggers WHERE id = ?", [id]);
+    return row && toTrigger(row);
+  }
+
+  /** Creates the run (and its trigger when new) in one durable transaction. */
+  async createRun(run: NewRun, trigger?: Omit<NewTrigger, "id">): Promise<RunRecord> {
+    await this.db.write((tx) => {
+      if (trigger && !tx.get("SELECT 1 FROM testrun_triggers WHERE id = ?", [run.triggerId])) insertTrigger(tx, { ...trigger, id: run.triggerId });
+      tx.run(
+        `INSERT INTO testrun_runs (id, trigger_id, config_name, test_suite_name, machine_target, overrides, pattern, repeat_of, status,
+           created_at, finished_at, warnings, plan) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        [
+          run.id,
+          run.triggerId,
+          run.configName,
+          run.suite,
+          run.machineTarget,
+          run.overrides === null ? null : JSON.stringify(run.overrides),
+          run.pattern,
+          run.repeatOf,
+          run.status ?? "pending",
+          run.createdAt,
+          run.status === "aborted" ? run.createdAt : null,
+          JSON.stringify(run.warnings),
+          JSON.stringify(run.plan),
+        ],
+      );
+    });
+    return this.getRun(run.id)!;
+  }
+
+  async createTrigger(trigger: NewTrigger): Promise<TriggerRecord> {
+    await this.db.write((tx) => insertTrigger(tx, trigger));
+    return this.getTrigger(trigger.id)!;
+  }
+
+  async markRunning(id: string, at: number): Promise<void> {
+    await this.db.write((tx) => void tx.run("UPDATE testrun_runs SET status = 'running', started_at = ? WHERE id = ? AND status = 'pending'", [at, id]));
+  }
+
+  /** Moves a run to a final state (only from pending/running: a final state is never changed). */
+  async finishRun(id: string, fields: { status: RunStatus; at: number; error?: string | null; metadata?: Record<string, string | null>; warnings?: string[] }): Promise<boolean> {
+    return this.db.write((tx) => {
+      const sets = ["status = ?", "finished_at = ?"];
+      const params: (string | number | null)[] = [fields.status, fields.at];
+      if (fields.error !== undefined) sets.push("error = ?"), params.push(fields.error);
+      if (fields.metadata) sets.push("metadata = ?"), params.push(JSON.stringify(fields.metadata));
+      if (fields.warnings) sets.push("warnings = ?"), params.push(JSON.stringify(fields.warnings));
+      return tx.run(`UPDATE testrun_runs SET ${sets.join(", ")} WHERE id = ? AND status IN ('pending', 'running')`, [...params, id]).changes > 0;
+    });
+  }
+
+  async setAbortRequested(id: string): Promise<void> {
+    await this.db.write((tx) => void tx.run("UPDATE testrun_runs SET abort_requested = 1 WHERE id = ?", [id]));
+  }
+
+  async updateTrigger(id: string, fields: Partial<Pick<TriggerRecord, "status" | "isAborted" | "error" | "nodes" | "remoteRuns" | "finishedAt" | "resultsDir">>): Promise<void> {
+    const sets: string[] = [];
+    const params: (string | number | null)[] = [];
+    if (fields.status !== undefined) sets.push("status = ?"), params.push(fields.status);
+    if (fields.isAborted !== undefined) sets.push("is_aborted = ?"), params.push(fields.isAborted ? 1 : 0);
+    if (fields.error !== undefined) sets.push("error = ?"), params.push(fields.error);
+    if (fields.nodes !== undefined) sets.push("nodes = ?"), params.push(JSON.stringify(fields.nodes));
+    if (fields.remoteRuns !== undefined) sets.push("remote_runs = ?"), params.push(JSON.stringify(fields.remoteRuns));
+    if (fields.finishedAt !== undefined) sets.push("finished_at = ?"), params.push(fields.finishedAt);
+    if (fields.resultsDir !== undefined) sets.push("results_dir = ?"), params.push(fields.resultsDir);
+    if (sets.length === 0) return;
+    await this.db.write((tx) => void tx.run(`UPDATE testrun_triggers SET ${sets.join(", ")} WHERE id = ?`, [...params, id]));
+  }
+
+  /** At start-up: runs that were pending or running become aborted (6.7); so do orchestrations. */
+  async abortUnfinished(at: number, error: string): Promise<number> {
+    const unfinished =
+      this.db.get("SELECT 1 AS x FROM testrun_runs WHERE status IN ('pending', 'running') LIMIT 1") ??
+      this.db.get("SELECT 1 AS x FROM testrun_triggers WHERE orchestrated = 1 AND status = 'running' LIMIT 1");
+    if (!unfinished) return 0; // nothing to journal on a clean start
+    return this.db.write((tx) => {
+      const changed = tx.run("UPDATE testrun_runs SET status = 'aborted', finished_at = ?, error = ? WHERE status IN ('pending', 'running')", [at, error]).changes;
+      tx.run("UPDATE testrun_triggers SET status = 'aborted', finished_at = ?, error = ? WHERE orchestrated = 1 AND status = 'running'", [at, error]);
+      return changed;
+    });
+  }
+}
+
+export interface NewTrigger {
+  id: string;
+  createdAt: number;
+  configName: string;
+  suite: string;
+  orchestrated: boolean;
+}
+
+function insertTrigger(tx: Tx, t: NewTrigger): void {
+  tx.run("INSERT INTO testrun_triggers (id, created_at, config_name, test_suite_name, orchestrated, status) VALUES (?, ?, ?, ?, ?, 'running')", [
+    t.id,
+    t.createdAt,
+    t.configName,
+    t.suite,
+    t.orchestrated ? 1 : 0,
+  ]);
+}
+
+const date = (ms: number | null) => (ms === null ? "" : rfc822(new Date(ms), "+0000"));
+
+/** The Variant A run object (6.1). */
+export function runObjectA(r: RunRecord): Record<string, unknown> {
+  return {
+    id: r.id,
+    config_name: r.configName,
+    test_suite_name: r.suite,
+    created_at: date(r.createdAt),
+    started_at: date(r.startedAt),
+    finished_at: date(r.finishedAt),
+    status: r.status,
+    metadata: r.status === "pending" || r.status === "running" ? {} : r.metadata,
+    trigger_id: r.triggerId,
+    machine_target: r.machineTarget,
+    overrides: r.overrides ?? [],
+    pattern: r.pattern,
+    ...(r.repeatOf ? { repeat_of: r.repeatOf } : {}),
+    warnings: r.warnings,
+    ...(r.abortRequested ? { abort_requested: true } : {}),
+    ...(r.error ? { error: r.error } : {}),
+  };
+}
+
+/** The Variant B run object (6.2): integer id, `created`, `completed` once final. */
+export function runObjectB(r: RunRecord): Record<string, unknown> {
+  return {
+    run_id: r.seq,
+    id: r.seq,
+    config_name: r.configName,
+    test_suite_name: r.suite,
+    created: date(r.createdAt),
+    ...(FINAL_STATUSES.has(r.status) ? { completed: date(r.finishedAt ?? r.createdAt) } : {}),
+    status: r.status,
+    metadata: r.status === "pending" || r.status === "running" ? {} : r.metadata,
+    ...(r.error ? { error: r.error } : {}),
+  };
+}

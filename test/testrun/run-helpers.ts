@@ -1,0 +1,65 @@
+import { readFileSync } from "node:fs";
+import assert from "node:assert/strict";
+import type { TestServer } from "../helpers/server.ts";
+
+/** Uploads a config through the API (multipart field `file`). */
+export async function uploadConfig(server: TestServer, name: string, yaml: string, token = server.adminToken): Promise<void> {
+  const form = new FormData();
+  form.append("file", new Blob([yaml], { type: "application/yaml" }), name);
+  const res = await server.request("/api/v1/configs", { method: "POST", body: form, token });
+  assert.equal(res.status, 200, `upload ${name}: ${await res.text()}`);
+}
+
+export type RunObject = Record<string, unknown> & { id: string; status: string };
+
+/** POST /api/v1/test-runs; asserts 200 and returns the run object. */
+export async function trigger(server: TestServer, body: Record<string, unknown>, token = server.adminToken): Promise<RunObject> {
+  const res = await server.request("/api/v1/test-runs", { method: "POST", json: body, token });
+  const text = await res.text();
+  assert.equal(res.status, 200, `trigger: ${text}`);
+  return JSON.parse(text) as RunObject;
+}
+
+export async function getRun(server: TestServer, id: string | number, token = server.adminToken): Promise<RunObject> {
+  const res = await server.request(`/api/v1/test-runs/${id}`, { token });
+  assert.equal(res.status, 200);
+  return (await res.json()) as RunObject;
+}
+
+const FINAL = new Set(["finished", "failed", "aborted"]);
+
+/** Polls a run until `until` holds (default: a final state). */
+export async function waitRun(server: TestServer, id: string | number, until: (r: RunObject) => boolean = (r) => FINAL.has(r.status), timeoutMs = 15_000): Promise<RunObject> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const run = await getRun(server, id);
+    if (until(run)) return run;
+    if (Date.now() > deadline) assert.fail(`run ${id} still ${run.status} after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** The JSON report rows. */
+export async function reportRows(server: TestServer, id: string): Promise<Record<string, string>[]> {
+  const res = await server.request(`/api/v1/test-runs/${id}/report?format=json`, { token: server.adminToken });
+  assert.equal(res.status, 200, await res.clone().text());
+  return (await res.json()) as Record<string, string>[];
+}
+
+/** `test name -> status` of a report. */
+export const statuses = (rows: Record<string, string>[]) => Object.fromEntries(rows.map((r) => [r["test name"], r.status]));
+
+/** True while a process with this pid exists and is not a zombie (a container's init may not reap). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,69 @@
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { chmodSync, copyFileSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { after, before, describe, test } from "node:test";
+import { removeDir, startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
+import { reportRows, trigger, uploadConfig, waitRun } from "./run-helpers.ts";
+
+const ASSETS = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "assets", "testrun");
+
+describe("sample configs in assets/testrun/samples run green", () => {
+  let s: TestServer;
+  let fakeBin: string | undefined;
+  const savedPath = process.env.PATH;
+
+  before(async () => {
+    // The ping sample needs a system ping; where the box has none, a stand-in answers as iputils does.
+    if (spawnSync("sh", ["-c", "command -v ping"]).status !== 0) {
+      fakeBin = tempDir("labgate-bin-");
+      writeFileSync(join(fakeBin, "ping"), '#!/bin/sh\necho "1 packets transmitted, 1 received, 0% packet loss, time 0ms"\necho "rtt min/avg/max/mdev = 0.04/0.04/0.04/0.00 ms"\n');
+      chmodSync(join(fakeBin, "ping"), 0o755);
+      process.env.PATH = `${fakeBin}:${savedPath}`;
+    }
+    const dataDir = tempDir();
+    mkdirSync(join(dataDir, "testrun", "modules"), { recursive: true });
+    copyFileSync(join(ASSETS, "modules", "hello.yaml"), join(dataDir, "testrun", "modules", "hello.yaml"));
+    s = await startTestServer({ test_server: { compat_modules: true } as never }, dataDir);
+  });
+  after(async () => {
+    await s.close();
+    process.env.PATH = savedPath;
+    if (fakeBin) removeDir(fakeBin);
+  });
+
+  const samples = readdirSync(join(ASSETS, "samples")).filter((f) => f.endsWith(".yml"));
+
+  test("there is one sample per module", () => {
+    assert.deepEqual(samples.sort(), ["exec.yml", "extended_simple.yml", "file.yml", "http.yml", "junit.yml", "ping.yml", "script.yml", "simple.yml", "sleep.yml", "tcp.yml"]);
+  });
+
+  for (const sample of samples) {
+    test(sample, async () => {
+      await uploadConfig(s, sample, readFileSync(join(ASSETS, "samples", sample), "utf8"));
+      const port = new URL(s.url).port;
+      const extra: Record<string, unknown> = {
+        "http.yml": { overrides: `tests.web.0.http.url: ${s.url}/api/health` },
+        "tcp.yml": { overrides: `tests.ports.0.tcp.port: ${port}` },
+        "simple.yml": { pattern: "not failure" },
+        "extended_simple.yml": { pattern: "not failure" },
+      }[sample] ?? {};
+      const run = await waitRun(s, (await trigger(s, { config_name: sample, ...extra })).id, undefined, 30_000);
+      const rows = await reportRows(s, run.id);
+      assert.equal(run.status, "finished", JSON.stringify({ run, rows }, null, 1));
+      assert.ok(rows.length > 0);
+      assert.ok(rows.every((r) => r.status !== "failed"));
+      if (sample === "junit.yml") {
+        assert.deepEqual(
+          rows.map((r) => [r["device name"], r["test name"], r.status]),
+          [
+            ["shell-suite", "command[test_config0]", "passed"],
+            ["shell-suite", "checks.disk_present[test_config0]", "passed"],
+            ["shell-suite", "checks.optional_tool[test_config0]", "skipped"],
+          ],
+        );
+      }
+    });
+  }
+});
