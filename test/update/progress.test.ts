@@ -1,7 +1,11 @@
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { test } from "node:test";
+import { DeviceClient } from "../../src/update/client/device-client.ts";
 import { removeDir, startTestServer } from "../helpers/server.ts";
+import { approveAgent, device, FAST_SERVER, rawDevice, startAgent, until, untilConnected } from "./helpers/agents.ts";
 import { registerDevice } from "./helpers/devices.ts";
 import { uploadOk } from "./helpers/packages.ts";
 
@@ -48,6 +52,50 @@ test("a progress record idle for progress_idle_timeout is dropped; the next offe
     assert.equal(again.status, 200);
     assert.equal(((await again.json()) as { progress: number }).progress, 0);
   } finally {
+    await server.close();
+    removeDir(server.dataDir);
+  }
+});
+
+// A device that reports its new version while its record still waits at 0 (no progress report
+// in between) ends the record; if it checks again later (e.g. it rolled back), the offer must
+// start a new record rather than be taken for the one already waiting.
+test("update_version ends a record waiting at 0; the next offer starts a new one", async () => {
+  const server = await startTestServer(FAST_SERVER);
+  const agent = startAgent(server, { device_type: "board", software_version: "v1" });
+  try {
+    const id = await approveAgent(server, agent);
+    await untilConnected(server, id);
+    await agent.stop();
+    await until(async () => !(await device(server, id)).connected, 3000, "disconnect");
+    const call = (method: string, path: string, json?: unknown) => server.request(path, { method, token: server.adminToken, json });
+    const pkg = await uploadOk(server, { token: server.adminToken, version: "v9", devtype: "board" });
+    const group = ((await (await call("POST", "/api/v2/groups", { metadata: {} })).json()) as { id: number }).id;
+    assert.equal((await call("POST", `/api/v2/groups/${group}/policy`, { policy: "exact_match,v9" })).status, 200);
+    assert.equal((await call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] })).status, 200);
+    assert.equal((await call("PATCH", `/api/v2/groups/${group}/devices`, { add: [id], remove: [] })).status, 200);
+
+    const dev = await rawDevice(server, agent);
+    try {
+      const client = new DeviceClient({
+        server: server.url,
+        privateKeyPem: readFileSync(join(agent.config.data_dir, "device-key.pem"), "utf8"),
+        metadata: agent.metadata(),
+        now: () => Math.floor(Date.now() / 1000) + 20,
+      });
+      const status = async () => (await call("GET", `/api/v2/devices/${id}/progress`)).status;
+      assert.equal((await client.request("/api/v1/update/check", { method: "POST", json: agent.metadata() })).status, 200);
+      assert.equal(await status(), 200);
+      dev.ws.send(JSON.stringify({ method: "update_version", version: "v9" }));
+      await until(async () => (await status()) === 404, 3000, "record ended by the new version");
+      // Rolled back to v1: offered v9 again, and updating again.
+      assert.equal((await client.request("/api/v1/update/check", { method: "POST", json: agent.metadata() })).status, 200);
+      assert.equal(await status(), 200);
+    } finally {
+      dev.ws.close();
+    }
+  } finally {
+    await agent.stop();
     await server.close();
     removeDir(server.dataDir);
   }
