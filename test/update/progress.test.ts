@@ -11,7 +11,7 @@ import { uploadOk } from "./helpers/packages.ts";
 
 // Section 17 item 11 (adopted by section 18): a progress record goes after a configurable idle time.
 test("a progress record idle for progress_idle_timeout is dropped; the next offer starts a new one", async () => {
-  const server = await startTestServer({ update_server: { progress_idle_timeout: 0.6 } });
+  const server = await startTestServer({ update_server: { progress_idle_timeout: 1.5 } });
   try {
     const admin = server.adminToken;
     const device = await registerDevice(server);
@@ -38,7 +38,7 @@ test("a progress record idle for progress_idle_timeout is dropped; the next offe
     assert.ok(await listed());
 
     // Idle: hidden at once, removed by the sweep soon after.
-    const deadline = Date.now() + 5000;
+    const deadline = Date.now() + 8000;
     while (stored() && Date.now() < deadline) await sleep(50);
     assert.equal(stored(), false, "the idle record was removed");
     const gone = await progress();
