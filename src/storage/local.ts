@@ -116,6 +116,8 @@ export class LocalStorage {
         fsyncDir(join(current, ".."));
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+        // An object (a file) may carry that name already: a directory cannot go there.
+        if (!statSync(current).isDirectory()) throw new StorageNameError(`storage directory ${JSON.stringify(dir)} names an existing object`);
       }
     }
     this.assertInside(current);

@@ -3,6 +3,7 @@ import { m002Testrun } from "./002_testrun.ts";
 import { m003Devices } from "./003_devices.ts";
 import { m004PackagesGroups } from "./004_packages_groups.ts";
 import { m005DeviceChannel } from "./005_device_channel.ts";
+import { m006ProgressUpdated } from "./006_progress_updated.ts";
 
 export interface Migration {
   version: number;
@@ -12,4 +13,4 @@ export interface Migration {
 }
 
 /** Every schema step in order. Append new numbered files; never edit a released one. */
-export const migrations: Migration[] = [m001Core, m002Testrun, m003Devices, m004PackagesGroups, m005DeviceChannel];
+export const migrations: Migration[] = [m001Core, m002Testrun, m003Devices, m004PackagesGroups, m005DeviceChannel, m006ProgressUpdated];

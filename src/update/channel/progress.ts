@@ -5,7 +5,7 @@
  */
 import type { AppContext } from "../../server/context.ts";
 import { eventsOf } from "../events/broadcaster.ts";
-import { getProgress, reportProgress } from "../progress/progress.ts";
+import { forgetWaiting, getProgress, reportProgress } from "../progress/progress.ts";
 import type { ChannelHub, DeviceConnection } from "./hub.ts";
 
 export function handleProgress(ctx: AppContext, hub: ChannelHub): void {
@@ -36,6 +36,7 @@ export function handleProgress(ctx: AppContext, hub: ChannelHub): void {
       // The device runs the new version: its update is over.
       tx.run("DELETE FROM progress WHERE device_id = ?", [conn.deviceId]);
     });
+    forgetWaiting(ctx.db, conn.deviceId); // the update check must not take the record for still waiting
     ctx.log.info(`device ${conn.mac} now runs ${version}`);
   });
 }

@@ -99,8 +99,8 @@ export async function createPackage(ctx: AppContext, input: NewPackage, now = ne
   const keys = packageKeys(ctx.config.prefix);
   const storage = storageOf(ctx);
   const stored = await storage.commit(input.staged, input.dir);
-  const metadata: PackageMetadata = {};
-  for (const [key, value] of input.fields) if (key !== keys.storageDirectory) metadata[key] = value;
+  // fromEntries defines own properties, so a field named `__proto__` is kept like any other key.
+  const metadata: PackageMetadata = Object.fromEntries([...input.fields].filter(([key]) => key !== keys.storageDirectory));
   metadata[keys.localUuid] = stored.uuid;
   metadata[keys.localLength] = stored.size;
   metadata[keys.localDirectory] = stored.dir;

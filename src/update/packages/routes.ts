@@ -38,13 +38,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     try {
       const problem = checkUploadFields(keys, fields, staged !== undefined);
       if (problem) throw httpError(400, problem);
-      let dir: string;
-      try {
-        dir = storage.normalizeDir(fields.get(keys.storageDirectory));
-      } catch (error) {
-        if (error instanceof StorageNameError) throw httpError(400, `invalid ${keys.storageDirectory}: ${error.message}`);
-        throw error;
-      }
+      const dir = storage.normalizeDir(fields.get(keys.storageDirectory));
       // D14: the upload scope follows the artifact's payload types, read from the stored bytes.
       const refusal = uploadScopeRefusal(identity.scopes, await artifactPayloadTypes(staged!.tmpPath), ctx.config.prefix);
       if (refusal) throw httpError(403, refusal);
@@ -52,6 +46,8 @@ export function packagesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
       return c.json(toView(row));
     } catch (error) {
       if (staged) await storage.discard(staged); // no-op once the object was moved into place
+      // A directory that is not allowed, or that cannot be made (normalizeDir, commit).
+      if (error instanceof StorageNameError) throw httpError(400, `invalid ${keys.storageDirectory}: ${error.message}`);
       throw error;
     }
   });

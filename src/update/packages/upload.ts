@@ -13,6 +13,9 @@ export interface ParsedUpload {
 }
 
 const FIELD_LIMIT = 64 * 1024;
+const FIELD_COUNT_LIMIT = 1000;
+/** All text fields together become the package's metadata: bound what one upload can store. */
+const FIELDS_TOTAL_LIMIT = 1024 * 1024;
 
 /**
  * Parses a `multipart/form-data` upload as a stream (busboy): the `file` part goes straight
@@ -27,7 +30,7 @@ export async function parseUpload(c: Context, storage: LocalStorage, fileField =
 
   let parser: busboy.Busboy;
   try {
-    parser = busboy({ headers: { "content-type": contentType }, limits: { fieldSize: FIELD_LIMIT, fields: 1000, fieldNameSize: 1024 }, defParamCharset: "utf8" });
+    parser = busboy({ headers: { "content-type": contentType }, limits: { fieldSize: FIELD_LIMIT, fields: FIELD_COUNT_LIMIT, fieldNameSize: 1024 }, defParamCharset: "utf8" });
   } catch (error) {
     throw httpError(400, `malformed multipart/form-data: ${(error as Error).message}`);
   }
@@ -35,10 +38,15 @@ export async function parseUpload(c: Context, storage: LocalStorage, fileField =
   const fields = new Map<string, string>();
   let staging: Promise<StagedObject> | undefined;
   let fieldError: string | undefined;
+  let fieldBytes = 0;
   parser.on("field", (name, value, info) => {
+    fieldBytes += Buffer.byteLength(name) + Buffer.byteLength(value);
     if (info.valueTruncated || info.nameTruncated) fieldError ??= `form field ${JSON.stringify(name.slice(0, 64))} is too long (limit ${FIELD_LIMIT} bytes)`;
+    else if (fieldBytes > FIELDS_TOTAL_LIMIT) fieldError ??= `form fields are larger than ${FIELDS_TOTAL_LIMIT} bytes in total`;
     else if (!fields.has(name)) fields.set(name, value);
   });
+  // busboy drops fields past the limit silently; metadata must not lose keys without a word.
+  parser.on("fieldsLimit", () => (fieldError ??= `too many form fields (limit ${FIELD_COUNT_LIMIT})`));
   parser.on("file", (name, stream) => {
     if (name === fileField && !staging) {
       staging = storage.stage(stream);

@@ -1,4 +1,5 @@
 import type { Database, Tx } from "../../db/index.ts";
+import type { AppContext } from "../../server/context.ts";
 import { rfc822 } from "../../util/time.ts";
 
 /** Update progress record (section 8): one per updating device. */
@@ -8,6 +9,8 @@ export interface ProgressRow {
   created: string;
   version: string;
   progress: number;
+  /** Time of the latest update check offer or progress report (ISO); the idle clock of 17.11. */
+  updated: string;
 }
 
 export interface ProgressView {
@@ -26,61 +29,113 @@ export const toView = (row: ProgressRow): ProgressView => ({
   progress: row.progress,
 });
 
-export function getProgress(db: Database | Tx, deviceId: number): ProgressRow | undefined {
-  return db.get<ProgressRow>("SELECT device_id, mac_address, created, version, progress FROM progress WHERE device_id = ?", [deviceId]);
+const COLUMNS = "pr.device_id, pr.mac_address, pr.created, pr.version, pr.progress, pr.updated";
+
+/**
+ * Per-database state: the idle time after which a record is dropped (section 17 item 11,
+ * `update_server.progress_idle_timeout`), and the devices whose record is known to wait at 0
+ * for a version since a given time (saves the update check a SELECT and a write). A record
+ * removed by the cascade of a device deletion leaves a stale entry, which is harmless: device
+ * ids are never reused and a deleted device's token is refused.
+ */
+interface ProgressState {
+  idleMs: number;
+  waitingAtZero: Map<number, { version: string; since: number }>;
+}
+const states = new WeakMap<Database, ProgressState>();
+function stateOf(db: Database): ProgressState {
+  let state = states.get(db);
+  if (!state) states.set(db, (state = { idleMs: 86_400_000, waitingAtZero: new Map() }));
+  return state;
 }
 
-/** Records (joined to devices as `d`), optionally narrowed by a device permission filter. */
-export function listProgress(db: Database, where?: { sql: string; params: (string | number)[] }): ProgressRow[] {
+/** Records last touched before this time (ISO) are idle: not shown, not updated, swept. */
+export const idleCutoff = (db: Database, now = Date.now()): string => new Date(now - stateOf(db).idleMs).toISOString();
+
+/** The record of a device; with `notBefore`, only when it was touched at or after that time. */
+export function getProgress(db: Database | Tx, deviceId: number, notBefore?: string): ProgressRow | undefined {
+  if (notBefore === undefined) return db.get<ProgressRow>(`SELECT ${COLUMNS} FROM progress pr WHERE pr.device_id = ?`, [deviceId]);
+  return db.get<ProgressRow>(`SELECT ${COLUMNS} FROM progress pr WHERE pr.device_id = ? AND pr.updated >= ?`, [deviceId, notBefore]);
+}
+
+/** Records (joined to devices as `d`) touched at or after `notBefore`, optionally narrowed by a device permission filter. */
+export function listProgress(db: Database, notBefore: string, where?: { sql: string; params: (string | number)[] }): ProgressRow[] {
   return db.all<ProgressRow>(
-    `SELECT pr.device_id, pr.mac_address, pr.created, pr.version, pr.progress FROM progress pr JOIN devices d ON d.id = pr.device_id${where ? ` WHERE ${where.sql}` : ""} ORDER BY pr.device_id`,
-    where?.params ?? [],
+    `SELECT ${COLUMNS} FROM progress pr JOIN devices d ON d.id = pr.device_id WHERE pr.updated >= ?${where ? ` AND ${where.sql}` : ""} ORDER BY pr.device_id`,
+    [notBefore, ...(where?.params ?? [])],
   );
 }
 
 /**
- * Devices whose record is known to wait at 0 for a version (saves the update check a SELECT).
- * A record removed by the cascade of a device deletion leaves a stale entry, which is harmless:
- * device ids are never reused and a deleted device's token is refused.
- */
-const waitingAtZero = new WeakMap<Database, Map<number, string>>();
-function waitingOf(db: Database): Map<number, string> {
-  let map = waitingAtZero.get(db);
-  if (!map) waitingAtZero.set(db, (map = new Map()));
-  return map;
-}
-
-/**
  * An update check offered `version`: the device's record starts again at 0 (upsert, section 17
- * item 11). A record already waiting at 0 for the same version is left alone, so a device that
- * checks again before it starts costs no write.
+ * item 11). A record already waiting at 0 for the same version keeps its `created`; it is left
+ * alone entirely while it is far from idle, so a device that checks again before it starts
+ * costs no write.
  */
 export async function recordUpdateStart(db: Database, deviceId: number, mac: string, version: string, now = new Date()): Promise<void> {
-  const waiting = waitingOf(db);
-  if (waiting.get(deviceId) === version) return;
+  const state = stateOf(db);
+  const nowMs = now.getTime();
+  const fresh = (since: number) => nowMs - since < state.idleMs / 2;
+  const waiting = state.waitingAtZero.get(deviceId);
+  if (waiting && waiting.version === version && fresh(waiting.since)) return;
   const current = getProgress(db, deviceId);
-  if (current && current.version === version && current.progress === 0) return void waiting.set(deviceId, version);
+  if (current && current.version === version && current.progress === 0 && fresh(Date.parse(current.updated))) {
+    return void state.waitingAtZero.set(deviceId, { version, since: Date.parse(current.updated) });
+  }
+  const at = now.toISOString();
+  const cutoff = idleCutoff(db, nowMs);
   await db.write((tx) => {
+    const row = getProgress(tx, deviceId);
+    const keep = row !== undefined && row.version === version && row.progress === 0 && row.updated >= cutoff;
     tx.run(
-      `INSERT INTO progress (device_id, mac_address, created, version, progress) VALUES (?, ?, ?, ?, 0)
-       ON CONFLICT(device_id) DO UPDATE SET mac_address = excluded.mac_address, created = excluded.created, version = excluded.version, progress = 0`,
-      [deviceId, mac, now.toISOString(), version],
+      `INSERT INTO progress (device_id, mac_address, created, version, progress, updated) VALUES (?, ?, ?, ?, 0, ?)
+       ON CONFLICT(device_id) DO UPDATE SET mac_address = excluded.mac_address, created = excluded.created, version = excluded.version,
+         progress = 0, updated = excluded.updated`,
+      [deviceId, mac, keep ? row.created : at, version, at],
     );
   });
-  waiting.set(deviceId, version);
+  state.waitingAtZero.set(deviceId, { version, since: nowMs });
 }
 
 /**
- * A progress report from the device (the device channel comes with a later issue): clamped to
- * 0..100; 100 means done and removes the record. False when the device has no record.
+ * A progress report from the device (over the device channel): clamped to 0..100; 100 means
+ * done and removes the record. False when the device has no record (or only an idle one).
  */
-export async function reportProgress(db: Database, deviceId: number, progress: number): Promise<boolean> {
+export async function reportProgress(db: Database, deviceId: number, progress: number, now = new Date()): Promise<boolean> {
   const value = Math.max(0, Math.min(100, Math.round(progress)));
-  waitingOf(db).delete(deviceId);
+  forgetWaiting(db, deviceId);
+  const cutoff = idleCutoff(db, now.getTime());
   return db.write((tx) => {
-    if (!getProgress(tx, deviceId)) return false;
+    if (!getProgress(tx, deviceId, cutoff)) return false;
     if (value >= 100) tx.run("DELETE FROM progress WHERE device_id = ?", [deviceId]);
-    else tx.run("UPDATE progress SET progress = ? WHERE device_id = ?", [value, deviceId]);
+    else tx.run("UPDATE progress SET progress = ?, updated = ? WHERE device_id = ?", [value, now.toISOString(), deviceId]);
     return true;
   });
+}
+
+/** Call after removing a device's record by other means (e.g. the device reported its new version). */
+export const forgetWaiting = (db: Database, deviceId: number): void => void stateOf(db).waitingAtZero.delete(deviceId);
+
+/**
+ * Applies the configured idle time and removes idle records now and then (section 17 item 11),
+ * until the server shuts down. Reads hide idle records at once, whenever the sweep runs.
+ */
+export function startProgressExpiry(ctx: AppContext): void {
+  const state = stateOf(ctx.db);
+  state.idleMs = ctx.config.update_server.progress_idle_timeout * 1000;
+  const sweep = async () => {
+    const cutoff = idleCutoff(ctx.db);
+    if (!ctx.db.get("SELECT 1 AS x FROM progress WHERE updated < ? LIMIT 1", [cutoff])) return;
+    const removed = await ctx.db.write((tx) => {
+      const ids = tx.all<{ device_id: number }>("SELECT device_id FROM progress WHERE updated < ?", [cutoff]).map((r) => r.device_id);
+      tx.run("DELETE FROM progress WHERE updated < ?", [cutoff]);
+      return ids;
+    });
+    for (const id of removed) state.waitingAtZero.delete(id);
+  };
+  const timer = setInterval(() => {
+    sweep().catch((error) => ctx.log.warn(`progress: idle records not removed: ${(error as Error).message}`));
+  }, Math.min(state.idleMs, 60_000));
+  timer.unref();
+  ctx.onClosing.push(() => clearInterval(timer));
 }
