@@ -70,7 +70,7 @@ describe("modules", () => {
     http = createHttpServer((req, res) => {
       if (req.url === "/status") {
         res.setHeader("content-type", "application/json");
-        res.end(JSON.stringify({ state: "ok", nested: { count: 3, list: ["a", "b"] } }));
+        res.end(JSON.stringify({ state: "ok", nested: { count: 3, list: ["a", "b"] }, "version.major": 2 }));
       } else if (req.url === "/echo" && req.method === "POST") {
         let body = "";
         req.on("data", (c) => (body += c));
@@ -254,7 +254,11 @@ tests:
   g:
   - http:
       url: ${base}/status
-      json: {state: ok, nested.count: 3, nested.list.1: b}
+      json:
+      - {path: state, equals: ok}
+      - {path: nested.count, equals: 3}
+      - {path: nested.list.1, equals: b}
+      - {path: /version.major, equals: 2}
       body_contains: nested
       max_ms: 5000
   - http:
@@ -271,6 +275,9 @@ tests:
   - http:
       url: http://127.0.0.1:1/
       timeout: 2
+  - http:
+      url: ${base}/status
+      json: {state: ok, /nested/count: 4}
 `,
     );
     assert.equal(r.status, "failed");
@@ -284,8 +291,16 @@ tests:
       ["status[test_config3]", "passed", ""],
       ["body[test_config3]", "failed", "body is not JSON"],
       ["status[test_config4]", "failed", "request failed: ECONNREFUSED"],
+      ["status[test_config5]", "passed", ""],
+      ["body[test_config5]", "failed", "JSON path /nested/count is 3, expected 4"],
     ]);
     assert.equal(rows[0]["device name"], `http(${base}/status)`);
+
+    // A mapping key with a `.` is an in-file override (3.2): checks written that way would vanish, so 422.
+    await uploadConfig(s, "http-dotted.yml", `tests:\n  g:\n  - http:\n      url: ${base}/status\n      json: {nested.count: 3}\n`);
+    const refused = await s.request("/api/v1/test-runs", { method: "POST", json: { config_name: "http-dotted.yml" }, token: s.adminToken });
+    assert.equal(refused.status, 422);
+    assert.match(((await refused.json()) as { error: string }).error, /tests\.g\.0\.http: parameter 'json': .*JSON Pointer/);
   });
 
   test("tcp: connect, response and closed ports against a local server", async () => {
