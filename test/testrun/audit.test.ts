@@ -1,0 +1,145 @@
+/**
+ * Compliance checks across the test-run API (test-run-server.md 1.1, 12-14, 17): HEAD on every
+ * GET route, authorization on every route, hostile input, abort answers; and never a 500.
+ */
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { serverErrors, trigger, uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
+
+const CONFIG = `aggregate_results: true
+metadata:
+  kernel:
+    run: echo hello
+tests:
+  g:
+  - sleep:
+      seconds: 0
+`;
+
+describe("test-run API compliance", () => {
+  let s: TestServer;
+  let errors: string[];
+  let run: RunObject;
+  let results: string;
+
+  before(async () => {
+    s = await startTestServer();
+    errors = serverErrors(s);
+    await uploadConfig(s, "audit.yml", CONFIG);
+    await uploadConfig(s, "slow.yml", "tests:\n  g:\n  - sleep:\n      seconds: 30\n");
+    run = await waitRun(s, (await trigger(s, { config_name: "audit.yml" })).id);
+    assert.equal(run.status, "finished");
+    const listed = (await (await s.request(`/api/v1/test-runs/trigger/${run.trigger_id}/results`, { token: s.adminToken })).json()) as { name: string }[];
+    results = listed[0].name;
+  });
+
+  after(async () => {
+    await s.close();
+    assert.deepEqual(errors, [], "no request was answered 500 and nothing was logged as an error");
+  });
+
+  /** Every GET route of Variant A (12, 14), with a path that exists. */
+  const getRoutes = () => [
+    "/api/v1/configs",
+    "/api/v1/configs/audit.yml",
+    "/api/v1/configs/audit.yml/file",
+    "/api/v1/configs/audit.yml/test-suites",
+    "/api/v1/configs/audit.yml/override-hints",
+    "/api/v1/test-runs",
+    `/api/v1/test-runs/${run.id}`,
+    `/api/v1/test-runs/${run.id}/report`,
+    `/api/v1/test-runs/${run.id}/report?format=json`,
+    `/api/v1/test-runs/${run.id}/artifacts`,
+    `/api/v1/test-runs/${run.id}/artifacts/kernel`,
+    "/api/v1/test-runs/trigger",
+    `/api/v1/test-runs/trigger/${run.trigger_id}`,
+    `/api/v1/test-runs/trigger/${run.trigger_id}/results`,
+    `/api/v1/test-runs/trigger/${run.trigger_id}/results/${results}`,
+    "/api/v1/test-nodes",
+  ];
+
+  test("HEAD answers on every GET route with the GET status and headers and no body (1.1)", async () => {
+    const missing = ["/api/v1/configs/nope.yml/file", `/api/v1/test-runs/${run.id}/artifacts/nope.txt`, "/api/v1/test-runs/nope/report"];
+    for (const path of [...getRoutes(), ...missing]) {
+      const get = await s.request(path, { token: s.adminToken });
+      await get.arrayBuffer();
+      const head = await s.request(path, { method: "HEAD", token: s.adminToken });
+      assert.equal(head.status, get.status, path);
+      assert.equal(head.headers.get("content-type"), get.headers.get("content-type"), path);
+      assert.equal(head.headers.get("content-disposition"), get.headers.get("content-disposition"), path);
+      assert.equal((await head.arrayBuffer()).byteLength, 0, path);
+      assert.equal(missing.includes(path) ? 404 : 200, get.status, path);
+      // HEAD is a read like GET: it needs a token too.
+      assert.equal((await s.request(path, { method: "HEAD" })).status, 401, path);
+    }
+  });
+
+  test("every route checks authorization: 401 without a token, 403 with the wrong scope (1.5, 14)", async () => {
+    const ro = s.token(["tests_ro"]);
+    const other = s.token(["upload_single_file", "create_group"]);
+    const form = () => {
+      const f = new FormData();
+      f.append("file", new Blob(["tests: {}\n"]), "x.yml");
+      return f;
+    };
+    const writes: [string, string, RequestInit & { json?: unknown }][] = [
+      ["POST", "/api/v1/configs", { body: form() }],
+      ["DELETE", "/api/v1/configs/audit.yml", {}],
+      ["POST", "/api/v1/test-runs", { json: { config_name: "audit.yml" } }],
+      ["DELETE", `/api/v1/test-runs/${run.id}`, {}],
+      ["POST", `/api/v1/test-runs/${run.id}/repeat`, { json: "" }],
+      ["DELETE", `/api/v1/test-runs/trigger/${run.trigger_id}`, {}],
+    ];
+    for (const path of getRoutes()) {
+      for (const [token, status] of [[undefined, 401], ["garbage", 401], [other, 403], [ro, 200]] as const) {
+        const res = await s.request(path, { ...(token ? { token } : {}) });
+        assert.equal(res.status, status, `GET ${path} with ${token === ro ? "tests_ro" : token ?? "no token"}`);
+        if (status !== 200) assert.equal(typeof ((await res.json()) as { error: unknown }).error, "string");
+        else await res.arrayBuffer();
+      }
+    }
+    for (const [method, path, init] of writes) {
+      for (const [token, status] of [[undefined, 401], [other, 403], [ro, 403]] as const) {
+        const res = await s.request(path, { method, ...init, ...(method === "POST" && path === "/api/v1/configs" ? { body: form() } : {}), ...(token ? { token } : {}) });
+        assert.equal(res.status, status, `${method} ${path}`);
+        assert.equal(typeof ((await res.json()) as { error: unknown }).error, "string");
+      }
+    }
+    // Nothing changed: the config and the run are still there.
+    assert.equal((await s.request("/api/v1/configs/audit.yml", { token: ro })).status, 200);
+    assert.equal(((await (await s.request("/api/v1/test-runs", { token: ro })).json()) as unknown[]).length, 1);
+  });
+
+  test("DELETE of a running run answers at once: still running, abort_requested; the run then ends aborted (12.10, 6.6)", async () => {
+    const slow = await trigger(s, { config_name: "slow.yml" });
+    await waitRun(s, slow.id, (r) => r.status === "running");
+    const started = Date.now();
+    const res = await s.request(`/api/v1/test-runs/${slow.id}`, { method: "DELETE", token: s.adminToken });
+    const body = (await res.json()) as RunObject;
+    assert.equal(res.status, 200);
+    assert.ok(Date.now() - started < 500, `answered after ${Date.now() - started} ms`);
+    assert.equal(body.status, "running");
+    assert.equal(body.abort_requested, true);
+    assert.equal(body.finished_at, "");
+    // A second DELETE while it is still running answers 200 again (6.6) or, once it ended, 400.
+    const again = await s.request(`/api/v1/test-runs/${slow.id}`, { method: "DELETE", token: s.adminToken });
+    assert.ok(again.status === 200 || again.status === 400);
+    await again.arrayBuffer();
+    const done = await waitRun(s, slow.id);
+    assert.equal(done.status, "aborted");
+  });
+
+  test("trigger endpoints: 404 unknown, 400 aborting a final trigger (14)", async () => {
+    const t = s.adminToken;
+    const unknown = await s.request("/api/v1/test-runs/trigger/no-such-trigger", { token: t });
+    assert.equal(unknown.status, 404);
+    assert.deepEqual(await unknown.json(), { error: "Trigger not found" });
+    assert.equal((await s.request("/api/v1/test-runs/trigger/no-such-trigger", { method: "DELETE", token: t })).status, 404);
+    const final = await s.request(`/api/v1/test-runs/trigger/${run.trigger_id}`, { method: "DELETE", token: t });
+    assert.equal(final.status, 400);
+    assert.match(((await final.json()) as { error: string }).error, /no pending or running/);
+    assert.equal((await s.request("/api/v1/test-runs/trigger/no-such-trigger/results", { token: t })).status, 404);
+    assert.equal((await s.request(`/api/v1/test-runs/trigger/${run.trigger_id}/results/..%2F..%2Fconfigs%2Faudit.yml`, { token: t })).status, 404);
+  });
+});
