@@ -3,6 +3,9 @@
  * GET route, authorization on every route, hostile input, abort answers; and never a 500.
  */
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parse } from "csv-parse/sync";
 import { after, before, describe, test } from "node:test";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
 import { serverErrors, trigger, uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
@@ -128,6 +131,26 @@ describe("test-run API compliance", () => {
     await again.arrayBuffer();
     const done = await waitRun(s, slow.id);
     assert.equal(done.status, "aborted");
+  });
+
+  test("the JSON report is streamed row by row: a large report is not built in memory (8.3)", async () => {
+    const done = await waitRun(s, (await trigger(s, { config_name: "audit.yml" })).id);
+    // Stand in for a run with very many cases: quoting, commas, newlines and quotes in cells.
+    const lines = ["device name,test name,module,duration,message,status"];
+    for (let i = 0; i < 20_000; i++) lines.push(`"dev, ${i}",case${i}[test_config0],test.py::TestX::test_case${i}[test_config0],0.5,"say ""hi""\nthere",failed`);
+    const csv = lines.join("\r\n") + "\r\n";
+    writeFileSync(join(s.dataDir, "testrun", "reports", `${done.id}.csv`), csv);
+    const res = await s.request(`/api/v1/test-runs/${done.id}/report?format=json`, { token: s.adminToken });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get("content-type") ?? "", /^application\/json/);
+    assert.equal(res.headers.get("content-disposition"), null);
+    assert.equal(res.headers.get("content-length"), null, "streamed, not buffered");
+    const rows = (await res.json()) as Record<string, string>[];
+    assert.deepEqual(rows, parse(csv, { columns: true }));
+    assert.deepEqual(rows[7], { "device name": "dev, 7", "test name": "case7[test_config0]", module: "test.py::TestX::test_case7[test_config0]", duration: "0.5", message: 'say "hi"\nthere', status: "failed" });
+    // A report with only the header is an empty array.
+    writeFileSync(join(s.dataDir, "testrun", "reports", `${done.id}.csv`), lines[0] + "\r\n");
+    assert.deepEqual(await (await s.request(`/api/v1/test-runs/${done.id}/report?format=json`, { token: s.adminToken })).json(), []);
   });
 
   test("trigger endpoints: 404 unknown, 400 aborting a final trigger (14)", async () => {

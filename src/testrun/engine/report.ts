@@ -1,5 +1,6 @@
-import { open, readFile, type FileHandle } from "node:fs/promises";
-import { parse } from "csv-parse/sync";
+import { open, type FileHandle } from "node:fs/promises";
+import { Readable } from "node:stream";
+import { parse } from "csv-parse";
 import { stringify } from "csv-stringify/sync";
 
 /** Exactly the seed's six columns in the seed's order (test-run-server.md section 19). */
@@ -53,8 +54,25 @@ export class ReportWriter {
   }
 }
 
-/** The JSON form (8.3): one object per CSV row, keys = header names, values = the cell strings. */
-export async function readReportRows(path: string): Promise<Record<ReportColumn, string>[]> {
-  const text = await readFile(path, "utf8");
-  return parse(text, { columns: true, skip_empty_lines: true, relax_column_count: true }) as Record<ReportColumn, string>[];
+/**
+ * The JSON form (8.3): one object per CSV row, keys = header names, values = the cell strings.
+ * Streamed row by row, so a report of any size costs memory for one row only. Opens the file
+ * first: a missing report throws (ENOENT) before anything is sent.
+ */
+export async function openReportJson(path: string): Promise<{ stream: Readable; close(): Promise<void> }> {
+  const handle = await open(path, "r");
+  const file = handle.createReadStream();
+  async function* json(): AsyncGenerator<Buffer> {
+    let first = true;
+    yield Buffer.from("[");
+    for await (const row of file.pipe(parse({ columns: true, skip_empty_lines: true, relax_column_count: true })) as AsyncIterable<Record<ReportColumn, string>>) {
+      yield Buffer.from((first ? "" : ",") + JSON.stringify(row));
+      first = false;
+    }
+    yield Buffer.from("]");
+  }
+  const stream = Readable.from(json(), { objectMode: false });
+  // However the response ends (done, client gone, error), the file handle is closed.
+  stream.once("close", () => file.destroy());
+  return { stream, close: async () => void file.destroy() };
 }

@@ -10,7 +10,7 @@ import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
 import { readJson, readJsonObject } from "../../http/body.ts";
-import { readReportRows } from "../engine/report.ts";
+import { openReportJson } from "../engine/report.ts";
 import { configStore } from "../config/store.ts";
 import { PlanError } from "../plan.ts";
 import { contentDisposition, listArtifacts, openArtifact } from "../runs/artifacts.ts";
@@ -172,11 +172,16 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
     const path = reportPath(ctx.dataDir, run.id);
     const format = c.req.query("format");
     if (format === "json") {
-      const rows = await readReportRows(path).catch((error: NodeJS.ErrnoException) => {
+      const report = await openReportJson(path).catch((error: NodeJS.ErrnoException) => {
         if (error.code === "ENOENT") throw httpError(404, "Report file not found");
         throw error;
       });
-      return c.json(rows);
+      const headers = { "content-type": "application/json" };
+      if (c.req.method === "HEAD") {
+        await report.close();
+        return c.body(null, 200, headers);
+      }
+      return c.body(Readable.toWeb(report.stream) as ReadableStream, 200, headers);
     }
     if (format !== undefined && format !== "csv") throw httpError(400, `unknown report format: ${format}`);
     return streamFile(c, path, { "content-type": "text/csv; charset=utf-8", "content-disposition": contentDisposition("attachment", `${run.id}.csv`) });
