@@ -36,6 +36,8 @@ export interface Config {
     api_variant: "A" | "B";
     compat_modules: boolean;
     nodes: Record<string, NodeTarget>;
+    /** Browser origins allowed to call the test-run API (CORS); empty: no CORS headers (1.1, 17.2). */
+    cors_origins: string[];
     /** A protoplaster-style device list (`name: address` per line), merged into `nodes` at load (11.1). */
     nodes_file: string;
     /** Largest test config accepted by upload, in bytes (413 above). */
@@ -143,6 +145,24 @@ function readNodes(v: unknown, key: string, out: Record<string, NodeTarget>): Re
 
 const nodes: Validator = (v, key) => readNodes(v, key, {});
 
+/** Browser origins (`http://host:port`, no path) or `*`. */
+const origins: Validator = (v, key) => {
+  if (!Array.isArray(v)) return fail(key, "expected a list of origins such as http://lab-ui:8080, or [\"*\"]");
+  return v.map((o, i) => {
+    if (o === "*") return o;
+    let parsed: URL | undefined;
+    try {
+      parsed = typeof o === "string" ? new URL(o) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    if (!parsed || (parsed.protocol !== "http:" && parsed.protocol !== "https:") || parsed.origin !== o.replace(/\/$/, "")) {
+      return fail(`${key}.${i}`, `expected an origin such as http://lab-ui:8080 (scheme, host, optional port), got ${JSON.stringify(o)}`);
+    }
+    return parsed.origin;
+  });
+};
+
 const schema: Schema = {
   listen: { default: "0.0.0.0:5000", check: (v, key) => parseListen(v, key) },
   data_dir: { default: "./data", check: string },
@@ -170,6 +190,7 @@ const schema: Schema = {
     compat_modules: { default: false, check: boolean },
     nodes: { default: {}, check: nodes },
     nodes_file: { default: "", check: string },
+    cors_origins: { default: [], check: origins },
     max_config_bytes: { default: 1048576, check: integer(1024, 64 * 1048576) },
     metadata_timeout: { default: 60, check: integer(1, 86400) },
     remote_run_timeout: { default: 86400, check: integer(1, 30 * 86400) },

@@ -7,7 +7,8 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse } from "csv-parse/sync";
 import { after, before, describe, test } from "node:test";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { loadConfig } from "../../src/config/config.ts";
+import { removeDir, startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
 import { serverErrors, trigger, uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
 
 const CONFIG = `aggregate_results: true
@@ -153,6 +154,17 @@ describe("test-run API compliance", () => {
     assert.deepEqual(await (await s.request(`/api/v1/test-runs/${done.id}/report?format=json`, { token: s.adminToken })).json(), []);
   });
 
+  test("no CORS headers by default, and no preflight answer (1.1 DECISION)", async () => {
+    const res = await s.request("/api/v1/test-runs", { token: s.adminToken, headers: { origin: "http://evil.example" } });
+    assert.equal(res.status, 200);
+    await res.arrayBuffer();
+    assert.equal(res.headers.get("access-control-allow-origin"), null);
+    const preflight = await s.request("/api/v1/configs", { method: "OPTIONS", headers: { origin: "http://evil.example", "access-control-request-method": "POST" } });
+    assert.equal(preflight.headers.get("access-control-allow-origin"), null);
+    assert.equal(preflight.status, 404);
+    await preflight.arrayBuffer();
+  });
+
   test("trigger endpoints: 404 unknown, 400 aborting a final trigger (14)", async () => {
     const t = s.adminToken;
     const unknown = await s.request("/api/v1/test-runs/trigger/no-such-trigger", { token: t });
@@ -164,5 +176,50 @@ describe("test-run API compliance", () => {
     assert.match(((await final.json()) as { error: string }).error, /no pending or running/);
     assert.equal((await s.request("/api/v1/test-runs/trigger/no-such-trigger/results", { token: t })).status, 404);
     assert.equal((await s.request(`/api/v1/test-runs/trigger/${run.trigger_id}/results/..%2F..%2Fconfigs%2Faudit.yml`, { token: t })).status, 404);
+  });
+});
+
+describe("test_server.cors_origins", () => {
+  test("listed origins get CORS headers on every test-run route, preflights included; others get none", async () => {
+    const ui = "http://ui.lab:8080";
+    const s = await startTestServer({ test_server: { cors_origins: [ui] } as never });
+    try {
+      const preflight = await s.request("/api/v1/test-runs", {
+        method: "OPTIONS",
+        headers: { origin: ui, "access-control-request-method": "POST", "access-control-request-headers": "authorization,content-type" },
+      });
+      assert.equal(preflight.status, 204);
+      assert.equal(preflight.headers.get("access-control-allow-origin"), ui);
+      assert.match(preflight.headers.get("access-control-allow-methods") ?? "", /POST/);
+      assert.match(preflight.headers.get("access-control-allow-headers") ?? "", /Authorization/i);
+      for (const path of ["/api/v1/configs", "/api/v1/test-runs", "/api/v1/test-runs/trigger", "/api/v1/test-nodes", "/api/v1/configs/none.yml"]) {
+        const res = await s.request(path, { token: s.adminToken, headers: { origin: ui } });
+        await res.arrayBuffer();
+        assert.equal(res.headers.get("access-control-allow-origin"), ui, path);
+      }
+      // Errors carry the header too, so the page can read the message.
+      const denied = await s.request("/api/v1/configs", { headers: { origin: ui } });
+      assert.equal(denied.status, 401);
+      assert.equal(denied.headers.get("access-control-allow-origin"), ui);
+      await denied.arrayBuffer();
+      const other = await s.request("/api/v1/configs", { token: s.adminToken, headers: { origin: "http://evil.example" } });
+      await other.arrayBuffer();
+      assert.equal(other.headers.get("access-control-allow-origin"), null);
+      // The update server's routes are not opened by this key.
+      const health = await s.request("/api/health", { headers: { origin: ui } });
+      await health.arrayBuffer();
+      assert.equal(health.headers.get("access-control-allow-origin"), null);
+    } finally {
+      await s.close();
+    }
+  });
+
+  test("a bad origin is a config error naming the key", () => {
+    const dir = tempDir();
+    writeFileSync(join(dir, "appliance.config.yaml"), "test_server:\n  cors_origins: ['http://ui.lab/path']\n");
+    assert.throws(() => loadConfig({ cwd: dir, env: {} }), /config key test_server\.cors_origins\.0: expected an origin/);
+    writeFileSync(join(dir, "appliance.config.yaml"), "test_server:\n  cors_origins: ['*', 'https://ui.lab:8443']\n");
+    assert.deepEqual(loadConfig({ cwd: dir, env: {} }).config.test_server.cors_origins, ["*", "https://ui.lab:8443"]);
+    removeDir(dir);
   });
 });
