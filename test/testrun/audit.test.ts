@@ -154,6 +154,57 @@ describe("test-run API compliance", () => {
     assert.deepEqual(await (await s.request(`/api/v1/test-runs/${done.id}/report?format=json`, { token: s.adminToken })).json(), []);
   });
 
+  test("hostile input: traversal in run, trigger and artifact names; YAML bombs; huge and deep overrides (17)", async () => {
+    const t = s.adminToken;
+    const status = async (path: string, init: RequestInit & { json?: unknown } = {}) => {
+      const res = await s.request(path, { token: t, ...init });
+      const body = await res.text();
+      if (res.status >= 400) assert.equal(typeof (JSON.parse(body) as { error: unknown }).error, "string", `${path}: ${body}`);
+      return res.status;
+    };
+    const runs = "/api/v1/test-runs";
+    for (const id of ["..%2F..%2Fconfigs%2Faudit.yml", "..", "%2e%2e", "a".repeat(5000), "%00", "1%20OR%201=1"]) {
+      for (const tail of ["", "/report", "/report?format=json", "/artifacts", "/artifacts/kernel"]) assert.equal(await status(`${runs}/${id}${tail}`), 404, `${id}${tail}`);
+      assert.equal(await status(`${runs}/trigger/${id}`), 404, id);
+    }
+    for (const name of ["..%2F..%2Fconfigs%2Faudit.yml", "%2e%2e/%2e%2e/configs/audit.yml", "%252e%252e%252fkernel", "..%5C..%5Cx", "%2Fetc%2Fpasswd", "kernel%00.txt", ".%2Fkernel", "kernel/"]) {
+      assert.equal(await status(`${runs}/${run.id}/artifacts/${name}`), 404, name);
+    }
+    assert.equal(await status(runs, { method: "POST", json: { config_name: "audit.yml", trigger_id: "../../x" } }), 400);
+    assert.equal(await status(runs, { method: "POST", json: { config_name: "audit.yml", trigger_id: 5 } }), 400);
+
+    // Alias explosions: in request overrides, in an uploaded config (stored, refused at use).
+    const bomb = ["a: &a [x, x, x, x, x, x, x, x, x, x]", ...Array.from({ length: 9 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [${Array(10).fill(`*${String.fromCharCode(97 + i)}`).join(", ")}]`)].join("\n");
+    let started = Date.now();
+    // The request's value makes the config explode once expanded: refused like an invalid config.
+    assert.equal(await status(runs, { method: "POST", json: { config_name: "audit.yml", overrides: `${bomb}\ntests.g.0.sleep.x: *j` } }), 422);
+    await uploadConfig(s, "bomb.yml", `${bomb}\ntests:\n  g:\n  - sleep:\n      seconds: *j\n`);
+    assert.equal(await status(runs, { method: "POST", json: { config_name: "bomb.yml" } }), 422);
+    assert.equal(await status("/api/v1/configs/bomb.yml/override-hints"), 422);
+    assert.equal(await status("/api/v1/configs/bomb.yml/test-suites"), 422);
+    assert.ok(Date.now() - started < 5000, "refused quickly");
+
+    // Huge overrides: over the JSON limit is 413; just under it is parsed and refused as unmatched.
+    const lines = (n: number) => Array.from({ length: n }, (_, i) => `tests.g.0.sleep.p${i}.x: ${i}`).join("\n");
+    assert.equal(await status(runs, { method: "POST", json: { config_name: "audit.yml", overrides: lines(40_000) } }), 413);
+    started = Date.now();
+    assert.equal(await status(runs, { method: "POST", json: { config_name: "audit.yml", overrides: lines(25_000) } }), 400);
+    assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms`);
+    // Deeply nested object overrides and JSON: 400, not a stack overflow.
+    const deep = (n: number) => "{\"a\":".repeat(n) + "1" + "}".repeat(n);
+    const raw = (body: string) => status(runs, { method: "POST", body, headers: { "content-type": "application/json" } });
+    assert.equal(await raw(`{"config_name":"audit.yml","overrides":${deep(5000)}}`), 400);
+    assert.equal(await raw(`{"config_name":"audit.yml","overrides":{"tests":${deep(200)}}}`), 400);
+    assert.equal(await status(runs, { method: "POST", json: { config_name: "audit.yml", overrides: "x:\n" + "  - ".repeat(1) + "[".repeat(5000) } }), 400);
+    // A huge pattern, and a repeat body that is not a string.
+    assert.equal(await status(runs, { method: "POST", json: { config_name: "audit.yml", pattern: "not ".repeat(50_000) + "x" } }), 400);
+    assert.equal(await status(`${runs}/${run.id}/repeat`, { method: "POST", json: "(".repeat(10_000) }), 400);
+    assert.equal(await status(`${runs}/${run.id}/repeat`, { method: "POST", json: ["x"] }), 400);
+    assert.equal(await status(`${runs}/${run.id}/repeat`, { method: "POST", body: "x", headers: { "content-type": "text/plain" } }), 400);
+    // None of it created a run.
+    assert.equal(((await (await s.request(runs, { token: t })).json()) as unknown[]).filter((r) => (r as RunObject).config_name === "bomb.yml").length, 0);
+  });
+
   test("no CORS headers by default, and no preflight answer (1.1 DECISION)", async () => {
     const res = await s.request("/api/v1/test-runs", { token: s.adminToken, headers: { origin: "http://evil.example" } });
     assert.equal(res.status, 200);
