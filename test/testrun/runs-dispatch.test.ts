@@ -265,4 +265,40 @@ describe("remote dispatch between two labgate servers", () => {
       await new Promise((r) => pp.close(r));
     }
   });
+
+  test("a node whose answers never end cannot hold the orchestrator or fill its memory", async () => {
+    // Answers every request with 20 MiB of JSON-looking text and then never finishes.
+    const sockets = new Set<import("node:net").Socket>();
+    const flood = createServer((req, res) => {
+      res.setHeader("content-type", "application/json");
+      res.write("[");
+      const chunk = Buffer.alloc(1024 * 1024, 0x20);
+      for (let i = 0; i < 20; i++) res.write(chunk);
+    });
+    flood.on("connection", (socket) => (sockets.add(socket), socket.on("close", () => sockets.delete(socket))));
+    await new Promise<void>((r) => flood.listen(0, "127.0.0.1", r));
+    const floodUrl = `http://127.0.0.1:${(flood.address() as AddressInfo).port}`;
+    const o = await startTestServer({ test_server: { nodes: { flood: { url: floodUrl } } } as never });
+    try {
+      await uploadConfig(o, "flood.yml", "tests:\n  g:\n  - exec:\n      command: 'true'\n      machines: flood\n");
+      const started = Date.now();
+      const res = await o.request("/api/v1/test-runs", { method: "POST", json: { config_name: "flood.yml" }, token: o.adminToken });
+      assert.equal(res.status, 200, await res.clone().text());
+      assert.ok(Date.now() - started < 5000, `answered after ${Date.now() - started} ms`);
+      const id = res.headers.get("x-trigger-id")!;
+      let t: Trigger | undefined;
+      for (let i = 0; i < 400; i++) {
+        t = (await (await o.request(`/api/v1/test-runs/trigger/${id}`, { token: o.adminToken })).json()) as Trigger;
+        if (t.status !== "running") break;
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      // The dispatch answer was cut off: no run id, so the trigger fails with a clear error.
+      assert.equal(t!.status, "failed");
+      assert.match(t!.error, /dispatch of group 'g' to 'flood' failed: HTTP 200/);
+    } finally {
+      await o.close();
+      for (const socket of sockets) socket.destroy();
+      await new Promise((r) => flood.close(r));
+    }
+  });
 });
