@@ -205,6 +205,21 @@ describe("test-run API compliance", () => {
     assert.equal(((await (await s.request(runs, { token: t })).json()) as unknown[]).filter((r) => (r as RunObject).config_name === "bomb.yml").length, 0);
   });
 
+  test("status codes not covered elsewhere: repeat of a config that no longer loads, bad field types (12.8, 12.12)", async () => {
+    const t = s.adminToken;
+    await uploadConfig(s, "changing.yml", "tests:\n  g:\n  - sleep:\n      seconds: 0\n");
+    const done = await waitRun(s, (await trigger(s, { config_name: "changing.yml" })).id);
+    await uploadConfig(s, "changing.yml", "tests:\n  g:\n  - frobnicate: {}\n");
+    const res = await s.request(`/api/v1/test-runs/${done.id}/repeat`, { method: "POST", json: "", token: t });
+    assert.equal(res.status, 422);
+    assert.match(((await res.json()) as { error: string }).error, /unknown module 'frobnicate'/);
+    for (const body of [{ config_name: "audit.yml", machine_target: 5 }, { config_name: "audit.yml", test_suite_name: ["g"] }, { config_name: "audit.yml", pattern: 1 }, { config_name: ["audit.yml"] }]) {
+      const r = await s.request("/api/v1/test-runs", { method: "POST", json: body, token: t });
+      assert.equal(r.status, 400, JSON.stringify(body));
+      await r.arrayBuffer();
+    }
+  });
+
   test("no CORS headers by default, and no preflight answer (1.1 DECISION)", async () => {
     const res = await s.request("/api/v1/test-runs", { token: s.adminToken, headers: { origin: "http://evil.example" } });
     assert.equal(res.status, 200);
