@@ -149,6 +149,11 @@ describe("test-run API compliance", () => {
     const rows = (await res.json()) as Record<string, string>[];
     assert.deepEqual(rows, parse(csv, { columns: true }));
     assert.deepEqual(rows[7], { "device name": "dev, 7", "test name": "case7[test_config0]", module: "test.py::TestX::test_case7[test_config0]", duration: "0.5", message: 'say "hi"\nthere', status: "failed" });
+    // A report whose last row was cut short by a crash mid-write: the complete rows.
+    writeFileSync(join(s.dataDir, "testrun", "reports", `${done.id}.csv`), `${lines[0]}\r\n${lines[1]}\r\n"dev, 1",case1,mod,0.1,"unfinished`);
+    const cut = await s.request(`/api/v1/test-runs/${done.id}/report?format=json`, { token: s.adminToken });
+    assert.equal(cut.status, 200);
+    assert.deepEqual(((await cut.json()) as Record<string, string>[]).map((r) => r["test name"]), ["case0[test_config0]"]);
     // A report with only the header is an empty array.
     writeFileSync(join(s.dataDir, "testrun", "reports", `${done.id}.csv`), lines[0] + "\r\n");
     assert.deepEqual(await (await s.request(`/api/v1/test-runs/${done.id}/report?format=json`, { token: s.adminToken })).json(), []);

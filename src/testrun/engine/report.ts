@@ -65,7 +65,9 @@ export async function openReportJson(path: string): Promise<{ stream: Readable; 
   async function* json(): AsyncGenerator<Buffer> {
     let first = true;
     yield Buffer.from("[");
-    for await (const row of file.pipe(parse({ columns: true, skip_empty_lines: true, relax_column_count: true })) as AsyncIterable<Record<ReportColumn, string>>) {
+    // A row cut short by a crash mid-write (an unclosed quote) is left out rather than failing the answer.
+    const parser = parse({ columns: true, skip_empty_lines: true, relax_column_count: true, skip_records_with_error: true });
+    for await (const row of file.pipe(parser) as AsyncIterable<Record<ReportColumn, string>>) {
       yield Buffer.from((first ? "" : ",") + JSON.stringify(row));
       first = false;
     }
