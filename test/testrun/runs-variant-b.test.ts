@@ -71,6 +71,10 @@ describe("test runs, Variant B", () => {
     // Variant A only.
     await expect(req("/api/v1/test-runs/1/artifacts"), 404);
     await expect(req("/api/v1/test-runs/1/repeat", { method: "POST", json: "" }), 404);
+    await expect(req("/api/v1/test-runs/trigger"), 404);
+    await expect(req("/api/v1/configs/b.yml/test-suites"), 404);
+    await expect(req("/api/v1/configs/b.yml/override-hints"), 404);
+    await expect(req("/api/v1/configs/b.yml"), 200);
 
     const res = await req("/api/v1/test-runs", { method: "POST", json: { config_name: "slow.yml" } });
     const id = Number(res.headers.get("location")!.split("/").pop());
