@@ -6,13 +6,14 @@ import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { after, before, describe, test } from "node:test";
 import { removeDir, startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
-import { alive, reportRows, trigger, uploadConfig, waitRun } from "./run-helpers.ts";
+import { alive, reportRows, trigger, uploadConfig, waitRun, serverErrors } from "./run-helpers.ts";
 
 type Row = Record<string, string>;
 const brief = (rows: Row[]) => rows.map((r) => [r["test name"], r.status, r.message]);
 
 describe("modules", () => {
   let s: TestServer;
+  let errors: string[] = [];
   let dataDir: string;
   let tree: string;
   let fakeBin: string;
@@ -91,10 +92,12 @@ describe("modules", () => {
     tcpPort = (tcp.address() as AddressInfo).port;
 
     s = await startTestServer({}, dataDir);
+    errors = serverErrors(s);
   });
 
   after(async () => {
     await s.close();
+    assert.deepEqual(errors, [], "no request was answered 5xx");
     process.env.PATH = savedPath;
     await new Promise((r) => http.close(r));
     await new Promise((r) => tcp.close(r));

@@ -1,18 +1,23 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
-import { uploadConfig, waitRun } from "./run-helpers.ts";
+import { uploadConfig, waitRun, serverErrors } from "./run-helpers.ts";
 
 describe("test runs, Variant B", () => {
   let s: TestServer;
+  let errors: string[] = [];
   const req = (path: string, init: RequestInit & { json?: unknown } = {}) => s.request(path, { ...init, token: s.adminToken });
 
   before(async () => {
     s = await startTestServer({ test_server: { api_variant: "B", compat_modules: true } as never });
+    errors = serverErrors(s);
     await uploadConfig(s, "b.yml", "tests:\n  g:\n  - simple:\n      device: a\n");
     await uploadConfig(s, "slow.yml", "tests:\n  g:\n  - sleep:\n      seconds: 30\n");
   });
-  after(() => s.close());
+  after(async () => {
+    await s.close();
+    assert.deepEqual(errors, [], "no request was answered 5xx");
+  });
 
   test("trigger with object overrides, integer ids, created/completed, CSV report", async () => {
     const res = await req("/api/v1/test-runs", { method: "POST", json: { config_name: "b.yml", overrides: { tests: { g: { "0": { simple: { device: "patched" } } } } } } });
