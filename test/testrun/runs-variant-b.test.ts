@@ -80,6 +80,12 @@ describe("test runs, Variant B", () => {
     await expect(req("/api/v1/configs/b.yml/test-suites"), 404);
     await expect(req("/api/v1/configs/b.yml/override-hints"), 404);
     await expect(req("/api/v1/configs/b.yml"), 200);
+    // Every B route needs a token; read-only tokens cannot write.
+    const ro = s.token(["tests_ro"]);
+    for (const [method, path] of [["GET", "/api/v1/test-runs"], ["POST", "/api/v1/test-runs"], ["GET", "/api/v1/test-runs/1"], ["DELETE", "/api/v1/test-runs/1"], ["GET", "/api/v1/test-runs/1/report"]]) {
+      await expect(s.request(path, { method, ...(method === "POST" ? { json: { config_name: "b.yml" } } : {}) }), 401);
+      if (method !== "GET") await expect(s.request(path, { method, token: ro, ...(method === "POST" ? { json: { config_name: "b.yml" } } : {}) }), 403);
+    }
 
     const res = await req("/api/v1/test-runs", { method: "POST", json: { config_name: "slow.yml" } });
     const id = Number(res.headers.get("location")!.split("/").pop());
