@@ -301,4 +301,49 @@ describe("remote dispatch between two labgate servers", () => {
       await new Promise((r) => flood.close(r));
     }
   });
+
+  test("aborting a trigger or its local share answers at once even when a node never answers the abort", async () => {
+    // A protoplaster-like node that takes runs, reports them running forever and never answers DELETE.
+    const sockets = new Set<import("node:net").Socket>();
+    const deletes: string[] = [];
+    const stuck = createServer((req, res) => {
+      res.setHeader("content-type", "application/json");
+      if (req.method === "DELETE") return void deletes.push(req.url!);
+      if (req.method === "POST") return void req.resume().on("end", () => res.end(JSON.stringify({ id: "stuck-1", status: "running" })));
+      res.end(JSON.stringify(req.url === "/api/v1/configs/stuck.yml" ? { name: "stuck.yml" } : { id: "stuck-1", status: "running" }));
+    });
+    stuck.on("connection", (socket) => (sockets.add(socket), socket.on("close", () => sockets.delete(socket))));
+    await new Promise<void>((r) => stuck.listen(0, "127.0.0.1", r));
+    const o = await startTestServer({ test_server: { nodes: { stuck: { url: `http://127.0.0.1:${(stuck.address() as AddressInfo).port}` } } } as never });
+    try {
+      await uploadConfig(o, "stuck.yml", "tests:\n  g:\n  - sleep:\n      seconds: 30\n  - exec:\n      command: 'true'\n      machines: stuck\n");
+      for (const target of ["run", "trigger"] as const) {
+        const res = await o.request("/api/v1/test-runs", { method: "POST", json: { config_name: "stuck.yml" }, token: o.adminToken });
+        assert.equal(res.status, 200, await res.clone().text());
+        const id = res.headers.get("x-trigger-id")!;
+        let t: Trigger | undefined;
+        for (let i = 0; i < 400; i++) {
+          t = (await (await o.request(`/api/v1/test-runs/trigger/${id}`, { token: o.adminToken })).json()) as Trigger;
+          if (t.runs.some((r) => r.status === "running") && t.remote_runs.length > 0) break;
+          await new Promise((r) => setTimeout(r, 25));
+        }
+        const path = target === "run" ? `/api/v1/test-runs/${t!.runs[0].id}` : `/api/v1/test-runs/trigger/${id}`;
+        const started = Date.now();
+        const del = await o.request(path, { method: "DELETE", token: o.adminToken });
+        assert.equal(del.status, 200, await del.clone().text());
+        assert.ok(Date.now() - started < 1000, `${target}: answered after ${Date.now() - started} ms`);
+        const body = (await del.json()) as { abort_requested?: boolean; is_aborted?: boolean };
+        assert.equal(target === "run" ? body.abort_requested : body.is_aborted, true);
+        assert.equal((await waitRun(o, t!.runs[0].id)).status, "aborted");
+        for (let i = 0; i < 200 && !deletes.includes(`/api/v1/test-runs/trigger/${id}`); i++) await new Promise((r) => setTimeout(r, 10));
+        assert.ok(deletes.includes(`/api/v1/test-runs/trigger/${id}`), "the node was told");
+      }
+    } finally {
+      // Stop listening first: the orchestrator's shutdown tells the node again and must not wait.
+      const closed = new Promise((r) => stuck.close(r));
+      for (const socket of sockets) socket.destroy();
+      await o.close();
+      await closed;
+    }
+  });
 });
