@@ -3,7 +3,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
-import { reportRows, trigger, uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
+import { reportRows, serverErrors, trigger, uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
 
 const MULTI = `
 tests:
@@ -44,6 +44,8 @@ type Trigger = { trigger_id: string; status: string; is_aborted: boolean; error:
 describe("remote dispatch between two labgate servers", () => {
   let node: TestServer;
   let orch: TestServer;
+  let nodeErrors: string[] = [];
+  let orchErrors: string[] = [];
 
   const dispatch = async (body: Record<string, unknown>) => {
     const res = await orch.request("/api/v1/test-runs", { method: "POST", json: body, token: orch.adminToken });
@@ -72,6 +74,8 @@ describe("remote dispatch between two labgate servers", () => {
   before(async () => {
     node = await startTestServer();
     orch = await startTestServer({ test_server: { nodes: { node1: { url: node.url, token: node.adminToken }, dead: { url: "http://127.0.0.1:1" } } } as never });
+    nodeErrors = serverErrors(node);
+    orchErrors = serverErrors(orch);
     for (const server of [node, orch]) {
       await uploadConfig(server, "multi.yml", MULTI);
       await uploadConfig(server, "abortable.yml", ABORTABLE);
@@ -88,6 +92,9 @@ describe("remote dispatch between two labgate servers", () => {
   after(async () => {
     await orch.close();
     await node.close();
+    assert.deepEqual(nodeErrors, [], "the node answered no request 5xx");
+    // The orchestrator's only 500s are the deliberate ones of 11.4 (unknown machine, node not usable).
+    assert.deepEqual(orchErrors.filter((line) => !/^POST \/api\/v1\/test-runs 500 /.test(line)), []);
   });
 
   test("a multi-node selection runs group by group on both servers", async () => {
