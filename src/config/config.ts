@@ -38,6 +38,10 @@ export interface Config {
     api_variant: "A" | "B";
     compat_modules: boolean;
     nodes: Record<string, NodeTarget>;
+    /** Browser origins allowed to call the test-run API (CORS); empty: no CORS headers (1.1, 17.2). */
+    cors_origins: string[];
+    /** A protoplaster-style device list (`name: address` per line), merged into `nodes` at load (11.1). */
+    nodes_file: string;
     /** Largest test config accepted by upload, in bytes (413 above). */
     max_config_bytes: number;
     /** Seconds a metadata command may run (test-run-server.md 2.7). */
@@ -92,24 +96,73 @@ const url: Validator = (v, key) => {
   return v.replace(/\/+$/, "");
 };
 
-const nodes: Validator = (v, key) => {
+/**
+ * A node address as protoplaster's device list normalises it (test-run-server.md 11.1):
+ * `http://` when there is no scheme, port 5000 when there is none (`10.0.1.2` ->
+ * `http://10.0.1.2:5000`).
+ */
+const nodeUrl: Validator = (v, key) => {
+  if (typeof v !== "string" || v.trim() === "") return fail(key, "a node needs a url");
+  let address = v.trim();
+  if (!address.includes("://")) address = `http://${address}`;
+  const authority = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(address)?.[1] ?? "";
+  if (!/:\d+$/.test(authority.replace(/^\[[^\]]*\]/, ""))) address = address.replace(authority, `${authority}:5000`);
+  return url(address, key);
+};
+
+/** Names that mean this node itself (11.1): never a configured node. */
+const RESERVED_NODE_NAMES = new Set(["localhost", "Local device"]);
+
+/** Adds `name -> target` to `out` with the device list's conflict rules (11.1); the same pair again is a no-op. */
+function addNode(out: Record<string, NodeTarget>, name: string, target: NodeTarget, at: string): void {
+  if (RESERVED_NODE_NAMES.has(name)) fail(at, `'${name}' is reserved for this node`);
+  const known = Object.hasOwn(out, name) ? out[name] : undefined;
+  if (known && known.url !== target.url) fail(at, `node '${name}' is already defined with ${known.url}`);
+  const other = Object.entries(out).find(([n, t]) => n !== name && t.url === target.url);
+  if (other) fail(at, `${target.url} is already defined as node '${other[0]}'`);
+  if (!known) out[name] = target;
+  else if (target.token !== undefined) known.token = target.token;
+}
+
+/** `name: address` or `name: {url, token}` entries, validated into `out`. */
+function readNodes(v: unknown, key: string, out: Record<string, NodeTarget>): Record<string, NodeTarget> {
   if (v === null || typeof v !== "object" || Array.isArray(v)) return fail(key, "expected a mapping of node name to URL or {url, token}");
-  const out: Record<string, NodeTarget> = {};
   for (const [name, target] of Object.entries(v)) {
     const at = `${key}.${name}`;
+    let node: NodeTarget;
     if (typeof target === "string") {
-      out[name] = { url: url(target, at) as string };
+      node = { url: nodeUrl(target, at) as string };
     } else if (target && typeof target === "object" && !Array.isArray(target)) {
       const extra = Object.keys(target).filter((k) => k !== "url" && k !== "token");
       if (extra.length) fail(`${at}.${extra[0]}`, "unknown key");
       const t = target as { url?: unknown; token?: unknown };
-      out[name] = { url: url(t.url, `${at}.url`) as string, ...(t.token === undefined ? {} : { token: string(t.token, `${at}.token`) as string }) };
+      node = { url: nodeUrl(t.url, `${at}.url`) as string, ...(t.token === undefined ? {} : { token: string(t.token, `${at}.token`) as string }) };
     } else {
-      fail(at, "expected a URL or {url, token}");
+      return fail(at, "expected a URL or {url, token}");
     }
-    if (!out[name].url) fail(at, "a node needs a url");
+    addNode(out, name, node, at);
   }
   return out;
+}
+
+const nodes: Validator = (v, key) => readNodes(v, key, {});
+
+/** Browser origins (`http://host:port`, no path) or `*`. */
+const origins: Validator = (v, key) => {
+  if (!Array.isArray(v)) return fail(key, "expected a list of origins such as http://lab-ui:8080, or [\"*\"]");
+  return v.map((o, i) => {
+    if (o === "*") return o;
+    let parsed: URL | undefined;
+    try {
+      parsed = typeof o === "string" ? new URL(o) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    if (!parsed || (parsed.protocol !== "http:" && parsed.protocol !== "https:") || parsed.origin !== o.replace(/\/$/, "")) {
+      return fail(`${key}.${i}`, `expected an origin such as http://lab-ui:8080 (scheme, host, optional port), got ${JSON.stringify(o)}`);
+    }
+    return parsed.origin;
+  });
 };
 
 const schema: Schema = {
@@ -139,6 +192,8 @@ const schema: Schema = {
     api_variant: { default: "A", check: oneOf("A", "B") },
     compat_modules: { default: false, check: boolean },
     nodes: { default: {}, check: nodes },
+    nodes_file: { default: "", check: string },
+    cors_origins: { default: [], check: origins },
     max_config_bytes: { default: 1048576, check: integer(1024, 64 * 1048576) },
     metadata_timeout: { default: 60, check: integer(1, 86400) },
     remote_run_timeout: { default: 86400, check: integer(1, 30 * 86400) },
@@ -212,5 +267,24 @@ export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
   const config = build(schema, layered, "") as unknown as Config;
   if (!config.data_dir) throw new ConfigError("config key data_dir: must not be empty");
   config.data_dir = resolve(cwd, config.data_dir);
+  if (config.test_server.nodes_file) config.test_server.nodes = readNodesFile(resolve(cwd, config.test_server.nodes_file), config.test_server.nodes);
   return { config, file };
+}
+
+/** Reads `test_server.nodes_file` (protoplaster's `--external-devices` format) into `nodes`, with the conflict rules of 11.1. */
+function readNodesFile(path: string, nodes: Record<string, NodeTarget>): Record<string, NodeTarget> {
+  const key = "config key test_server.nodes_file";
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    throw new ConfigError(`${key}: cannot read ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text) ?? {};
+  } catch (error) {
+    throw new ConfigError(`${key}: ${path} is not valid YAML: ${(error as Error).message.split("\n")[0]}`);
+  }
+  return readNodes(raw, `test_server.nodes_file[${path}]`, { ...nodes });
 }

@@ -48,7 +48,10 @@ export interface PlanEntry {
   group: string;
   /** Index of the entry inside its group's expanded entry list (a multi-key item counts once per key). */
   index: number;
-  /** Where the entry was defined, for messages: `tests.<group>.<index>`. */
+  /**
+   * Where the entry was defined, for messages and warnings: `tests.<group>.<index>.<module>`
+   * (e.g. `tests.g.0.exec`), which is also the dotted path of its parameters.
+   */
   where: string;
   /** Module key as written in YAML (`simple`, `exec`, `nested_tests/impl1/hello`). */
   module: string;

@@ -5,7 +5,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { startTestServer, removeDir, type TestServer } from "../helpers/server.ts";
-import { reportRows, trigger, uploadConfig, waitRun } from "./run-helpers.ts";
+import { reportRows, trigger, uploadConfig, waitRun, serverErrors } from "./run-helpers.ts";
 
 /** The device of each entry of a finished run, in execution order (one per parameter id). */
 async function devicesOf(server: TestServer, body: Record<string, unknown>): Promise<string[]> {
@@ -72,12 +72,15 @@ test-suites:
 
 describe("config semantics seen through runs", () => {
   let server: TestServer;
+  let errors: string[] = [];
   before(async () => {
     server = await startTestServer({ test_server: { compat_modules: true } });
+    errors = serverErrors(server);
     for (const [name, text] of Object.entries(FILES)) await uploadConfig(server, name, text);
   });
   after(async () => {
     await server.close();
+    assert.deepEqual(errors, [], "no request was answered 5xx");
     removeDir(server.dataDir);
   });
 
@@ -136,12 +139,15 @@ describe("config semantics seen through runs", () => {
 
 describe("Variant B: object overrides", () => {
   let server: TestServer;
+  let errors: string[] = [];
   before(async () => {
     server = await startTestServer({ test_server: { compat_modules: true, api_variant: "B" } });
+    errors = serverErrors(server);
     await uploadConfig(server, "suites.yml", FILES["suites.yml"]);
   });
   after(async () => {
     await server.close();
+    assert.deepEqual(errors, [], "no request was answered 5xx");
     removeDir(server.dataDir);
   });
 

@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startTestServer, removeDir, type TestServer } from "../helpers/server.ts";
+import { serverErrors } from "./run-helpers.ts";
 
 const RFC822 = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} \+0000$/;
 
@@ -39,15 +40,18 @@ const storeDir = (server: TestServer) => join(server.dataDir, "testrun", "config
 
 describe("config routes (token auth)", () => {
   let server: TestServer;
+  let errors: string[] = [];
   let rw: string;
   let ro: string;
   before(async () => {
     server = await startTestServer();
+    errors = serverErrors(server);
     rw = server.token(["tests_rw"]);
     ro = server.token(["tests_ro"]);
   });
   after(async () => {
     await server.close();
+    assert.deepEqual(errors, [], "no request was answered 5xx");
     removeDir(server.dataDir);
   });
 
@@ -225,11 +229,14 @@ describe("config routes (token auth)", () => {
 
 describe("config routes with test_server.auth: none and a small size limit", () => {
   let server: TestServer;
+  let errors: string[] = [];
   before(async () => {
     server = await startTestServer({ test_server: { auth: "none", max_config_bytes: 2048 } });
+    errors = serverErrors(server);
   });
   after(async () => {
     await server.close();
+    assert.deepEqual(errors, [], "no request was answered 5xx");
     removeDir(server.dataDir);
   });
 
@@ -246,6 +253,7 @@ describe("config routes with test_server.auth: none and a small size limit", () 
     writeFileSync(join(storeDir(server), ".upload-interrupted.tmp"), "partial");
     await server.close();
     server = await startTestServer({ test_server: { auth: "none", max_config_bytes: 2048 } }, server.dataDir);
+    errors = serverErrors(server);
     assert.ok(!existsSync(join(storeDir(server), ".upload-interrupted.tmp")));
     assert.equal(readFileSync(join(storeDir(server), "kept.yml"), "utf8"), "a: 1\n");
     assert.equal((await server.request("/api/v1/configs/kept.yml")).status, 200);

@@ -63,3 +63,22 @@ export function alive(pid: number): boolean {
     return false;
   }
 }
+
+/**
+ * Collects what the server logs at error level and the request-log lines of 5xx answers, so a
+ * test can assert that no request was answered 500 (contract: a 500 is a bug).
+ */
+export function serverErrors(server: TestServer): string[] {
+  const lines: string[] = [];
+  const log = server.server.ctx.log;
+  const { warn, error } = log;
+  log.warn = (message) => {
+    if (/ 5\d\d [\d.]+ms$/.test(message)) lines.push(message);
+    warn(message);
+  };
+  log.error = (message) => {
+    lines.push(message);
+    error(message);
+  };
+  return lines;
+}

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { request as httpRequest } from "node:http";
 import { after, before, describe, test } from "node:test";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
-import { trigger, uploadConfig, waitRun } from "./run-helpers.ts";
+import { trigger, uploadConfig, waitRun, serverErrors } from "./run-helpers.ts";
 
 /** A GET with the path sent exactly as written (fetch would normalise `..`). */
 function rawGet(base: string, path: string, token: string): Promise<{ status: number; body: string }> {
@@ -32,16 +32,21 @@ tests:
 
 describe("artifacts", () => {
   let s: TestServer;
+  let errors: string[] = [];
   let id: string;
   const get = (path: string, init: RequestInit = {}) => s.request(`/api/v1/test-runs/${id}/artifacts${path}`, { ...init, token: s.adminToken });
 
   before(async () => {
     s = await startTestServer({ test_server: { compat_modules: true } as never });
+    errors = serverErrors(s);
     await uploadConfig(s, "maker.yml", MAKER);
     id = (await trigger(s, { config_name: "maker.yml" })).id;
     await waitRun(s, id);
   });
-  after(() => s.close());
+  after(async () => {
+    await s.close();
+    assert.deepEqual(errors, [], "no request was answered 5xx");
+  });
 
   test("recursive listing of regular files, sorted, without symlinks", async () => {
     const res = await get("");

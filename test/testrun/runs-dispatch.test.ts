@@ -3,7 +3,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
-import { reportRows, trigger, uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
+import { reportRows, serverErrors, trigger, uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
 
 const MULTI = `
 tests:
@@ -44,6 +44,8 @@ type Trigger = { trigger_id: string; status: string; is_aborted: boolean; error:
 describe("remote dispatch between two labgate servers", () => {
   let node: TestServer;
   let orch: TestServer;
+  let nodeErrors: string[] = [];
+  let orchErrors: string[] = [];
 
   const dispatch = async (body: Record<string, unknown>) => {
     const res = await orch.request("/api/v1/test-runs", { method: "POST", json: body, token: orch.adminToken });
@@ -72,6 +74,8 @@ describe("remote dispatch between two labgate servers", () => {
   before(async () => {
     node = await startTestServer();
     orch = await startTestServer({ test_server: { nodes: { node1: { url: node.url, token: node.adminToken }, dead: { url: "http://127.0.0.1:1" } } } as never });
+    nodeErrors = serverErrors(node);
+    orchErrors = serverErrors(orch);
     for (const server of [node, orch]) {
       await uploadConfig(server, "multi.yml", MULTI);
       await uploadConfig(server, "abortable.yml", ABORTABLE);
@@ -88,6 +92,9 @@ describe("remote dispatch between two labgate servers", () => {
   after(async () => {
     await orch.close();
     await node.close();
+    assert.deepEqual(nodeErrors, [], "the node answered no request 5xx");
+    // The orchestrator's only 500s are the deliberate ones of 11.4 (unknown machine, node not usable).
+    assert.deepEqual(orchErrors.filter((line) => !/^POST \/api\/v1\/test-runs 500 /.test(line)), []);
   });
 
   test("a multi-node selection runs group by group on both servers", async () => {
@@ -263,6 +270,87 @@ describe("remote dispatch between two labgate servers", () => {
     } finally {
       await mixed.close();
       await new Promise((r) => pp.close(r));
+    }
+  });
+
+  test("a node whose answers never end cannot hold the orchestrator or fill its memory", async () => {
+    // Answers every request with 20 MiB of JSON-looking text and then never finishes.
+    const sockets = new Set<import("node:net").Socket>();
+    const flood = createServer((req, res) => {
+      res.setHeader("content-type", "application/json");
+      res.write("[");
+      const chunk = Buffer.alloc(1024 * 1024, 0x20);
+      for (let i = 0; i < 20; i++) res.write(chunk);
+    });
+    flood.on("connection", (socket) => (sockets.add(socket), socket.on("close", () => sockets.delete(socket))));
+    await new Promise<void>((r) => flood.listen(0, "127.0.0.1", r));
+    const floodUrl = `http://127.0.0.1:${(flood.address() as AddressInfo).port}`;
+    const o = await startTestServer({ test_server: { nodes: { flood: { url: floodUrl } } } as never });
+    try {
+      await uploadConfig(o, "flood.yml", "tests:\n  g:\n  - exec:\n      command: 'true'\n      machines: flood\n");
+      const started = Date.now();
+      const res = await o.request("/api/v1/test-runs", { method: "POST", json: { config_name: "flood.yml" }, token: o.adminToken });
+      assert.equal(res.status, 200, await res.clone().text());
+      assert.ok(Date.now() - started < 5000, `answered after ${Date.now() - started} ms`);
+      const id = res.headers.get("x-trigger-id")!;
+      let t: Trigger | undefined;
+      for (let i = 0; i < 400; i++) {
+        t = (await (await o.request(`/api/v1/test-runs/trigger/${id}`, { token: o.adminToken })).json()) as Trigger;
+        if (t.status !== "running") break;
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      // The dispatch answer was cut off: no run id, so the trigger fails with a clear error.
+      assert.equal(t!.status, "failed");
+      assert.match(t!.error, /dispatch of group 'g' to 'flood' failed: HTTP 200/);
+    } finally {
+      await o.close();
+      for (const socket of sockets) socket.destroy();
+      await new Promise((r) => flood.close(r));
+    }
+  });
+
+  test("aborting a trigger or its local share answers at once even when a node never answers the abort", async () => {
+    // A protoplaster-like node that takes runs, reports them running forever and never answers DELETE.
+    const sockets = new Set<import("node:net").Socket>();
+    const deletes: string[] = [];
+    const stuck = createServer((req, res) => {
+      res.setHeader("content-type", "application/json");
+      if (req.method === "DELETE") return void deletes.push(req.url!);
+      if (req.method === "POST") return void req.resume().on("end", () => res.end(JSON.stringify({ id: "stuck-1", status: "running" })));
+      res.end(JSON.stringify(req.url === "/api/v1/configs/stuck.yml" ? { name: "stuck.yml" } : { id: "stuck-1", status: "running" }));
+    });
+    stuck.on("connection", (socket) => (sockets.add(socket), socket.on("close", () => sockets.delete(socket))));
+    await new Promise<void>((r) => stuck.listen(0, "127.0.0.1", r));
+    const o = await startTestServer({ test_server: { nodes: { stuck: { url: `http://127.0.0.1:${(stuck.address() as AddressInfo).port}` } } } as never });
+    try {
+      await uploadConfig(o, "stuck.yml", "tests:\n  g:\n  - sleep:\n      seconds: 30\n  - exec:\n      command: 'true'\n      machines: stuck\n");
+      for (const target of ["run", "trigger"] as const) {
+        const res = await o.request("/api/v1/test-runs", { method: "POST", json: { config_name: "stuck.yml" }, token: o.adminToken });
+        assert.equal(res.status, 200, await res.clone().text());
+        const id = res.headers.get("x-trigger-id")!;
+        let t: Trigger | undefined;
+        for (let i = 0; i < 400; i++) {
+          t = (await (await o.request(`/api/v1/test-runs/trigger/${id}`, { token: o.adminToken })).json()) as Trigger;
+          if (t.runs.some((r) => r.status === "running") && t.remote_runs.length > 0) break;
+          await new Promise((r) => setTimeout(r, 25));
+        }
+        const path = target === "run" ? `/api/v1/test-runs/${t!.runs[0].id}` : `/api/v1/test-runs/trigger/${id}`;
+        const started = Date.now();
+        const del = await o.request(path, { method: "DELETE", token: o.adminToken });
+        assert.equal(del.status, 200, await del.clone().text());
+        assert.ok(Date.now() - started < 1000, `${target}: answered after ${Date.now() - started} ms`);
+        const body = (await del.json()) as { abort_requested?: boolean; is_aborted?: boolean };
+        assert.equal(target === "run" ? body.abort_requested : body.is_aborted, true);
+        assert.equal((await waitRun(o, t!.runs[0].id)).status, "aborted");
+        for (let i = 0; i < 200 && !deletes.includes(`/api/v1/test-runs/trigger/${id}`); i++) await new Promise((r) => setTimeout(r, 10));
+        assert.ok(deletes.includes(`/api/v1/test-runs/trigger/${id}`), "the node was told");
+      }
+    } finally {
+      // Stop listening first: the orchestrator's shutdown tells the node again and must not wait.
+      const closed = new Promise((r) => stuck.close(r));
+      for (const socket of sockets) socket.destroy();
+      await o.close();
+      await closed;
     }
   });
 });

@@ -6,13 +6,14 @@ import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { after, before, describe, test } from "node:test";
 import { removeDir, startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
-import { alive, reportRows, trigger, uploadConfig, waitRun } from "./run-helpers.ts";
+import { alive, reportRows, trigger, uploadConfig, waitRun, serverErrors } from "./run-helpers.ts";
 
 type Row = Record<string, string>;
 const brief = (rows: Row[]) => rows.map((r) => [r["test name"], r.status, r.message]);
 
 describe("modules", () => {
   let s: TestServer;
+  let errors: string[] = [];
   let dataDir: string;
   let tree: string;
   let fakeBin: string;
@@ -70,7 +71,7 @@ describe("modules", () => {
     http = createHttpServer((req, res) => {
       if (req.url === "/status") {
         res.setHeader("content-type", "application/json");
-        res.end(JSON.stringify({ state: "ok", nested: { count: 3, list: ["a", "b"] } }));
+        res.end(JSON.stringify({ state: "ok", nested: { count: 3, list: ["a", "b"] }, "version.major": 2 }));
       } else if (req.url === "/echo" && req.method === "POST") {
         let body = "";
         req.on("data", (c) => (body += c));
@@ -91,10 +92,12 @@ describe("modules", () => {
     tcpPort = (tcp.address() as AddressInfo).port;
 
     s = await startTestServer({}, dataDir);
+    errors = serverErrors(s);
   });
 
   after(async () => {
     await s.close();
+    assert.deepEqual(errors, [], "no request was answered 5xx");
     process.env.PATH = savedPath;
     await new Promise((r) => http.close(r));
     await new Promise((r) => tcp.close(r));
@@ -254,7 +257,11 @@ tests:
   g:
   - http:
       url: ${base}/status
-      json: {state: ok, nested.count: 3, nested.list.1: b}
+      json:
+      - {path: state, equals: ok}
+      - {path: nested.count, equals: 3}
+      - {path: nested.list.1, equals: b}
+      - {path: /version.major, equals: 2}
       body_contains: nested
       max_ms: 5000
   - http:
@@ -271,6 +278,9 @@ tests:
   - http:
       url: http://127.0.0.1:1/
       timeout: 2
+  - http:
+      url: ${base}/status
+      json: {state: ok, /nested/count: 4}
 `,
     );
     assert.equal(r.status, "failed");
@@ -284,8 +294,16 @@ tests:
       ["status[test_config3]", "passed", ""],
       ["body[test_config3]", "failed", "body is not JSON"],
       ["status[test_config4]", "failed", "request failed: ECONNREFUSED"],
+      ["status[test_config5]", "passed", ""],
+      ["body[test_config5]", "failed", "JSON path /nested/count is 3, expected 4"],
     ]);
     assert.equal(rows[0]["device name"], `http(${base}/status)`);
+
+    // A mapping key with a `.` is an in-file override (3.2): checks written that way would vanish, so 422.
+    await uploadConfig(s, "http-dotted.yml", `tests:\n  g:\n  - http:\n      url: ${base}/status\n      json: {nested.count: 3}\n`);
+    const refused = await s.request("/api/v1/test-runs", { method: "POST", json: { config_name: "http-dotted.yml" }, token: s.adminToken });
+    assert.equal(refused.status, 422);
+    assert.match(((await refused.json()) as { error: string }).error, /tests\.g\.0\.http: parameter 'json': .*JSON Pointer/);
   });
 
   test("tcp: connect, response and closed ports against a local server", async () => {

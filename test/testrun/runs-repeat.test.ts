@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
-import { reportRows, trigger, uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
+import { reportRows, trigger, uploadConfig, waitRun, type RunObject, serverErrors } from "./run-helpers.ts";
 
 const THREE = `
 tests:
@@ -17,6 +17,7 @@ tests:
 
 describe("repeat and the pattern language", () => {
   let s: TestServer;
+  let errors: string[] = [];
   let original: RunObject;
   const names = async (id: string) => (await reportRows(s, id)).map((r) => `${r["test name"]}:${r.status}`);
   const repeat = async (id: string, body: unknown) => {
@@ -27,11 +28,15 @@ describe("repeat and the pattern language", () => {
 
   before(async () => {
     s = await startTestServer({ test_server: { compat_modules: true } as never });
+    errors = serverErrors(s);
     await uploadConfig(s, "three.yml", THREE);
     original = await waitRun(s, (await trigger(s, { config_name: "three.yml", overrides: "tests.g2.0.simple.device: c2" })).id);
     assert.equal(original.status, "failed");
   });
-  after(() => s.close());
+  after(async () => {
+    await s.close();
+    assert.deepEqual(errors, [], "no request was answered 5xx");
+  });
 
   test("repeat with `success or conditional_skip` runs exactly those cases", async () => {
     const again = await repeat(original.id, "success or conditional_skip");

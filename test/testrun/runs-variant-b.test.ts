@@ -1,18 +1,23 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
-import { uploadConfig, waitRun } from "./run-helpers.ts";
+import { uploadConfig, waitRun, serverErrors } from "./run-helpers.ts";
 
 describe("test runs, Variant B", () => {
   let s: TestServer;
+  let errors: string[] = [];
   const req = (path: string, init: RequestInit & { json?: unknown } = {}) => s.request(path, { ...init, token: s.adminToken });
 
   before(async () => {
     s = await startTestServer({ test_server: { api_variant: "B", compat_modules: true } as never });
+    errors = serverErrors(s);
     await uploadConfig(s, "b.yml", "tests:\n  g:\n  - simple:\n      device: a\n");
     await uploadConfig(s, "slow.yml", "tests:\n  g:\n  - sleep:\n      seconds: 30\n");
   });
-  after(() => s.close());
+  after(async () => {
+    await s.close();
+    assert.deepEqual(errors, [], "no request was answered 5xx");
+  });
 
   test("trigger with object overrides, integer ids, created/completed, CSV report", async () => {
     const res = await req("/api/v1/test-runs", { method: "POST", json: { config_name: "b.yml", overrides: { tests: { g: { "0": { simple: { device: "patched" } } } } } } });
@@ -71,6 +76,16 @@ describe("test runs, Variant B", () => {
     // Variant A only.
     await expect(req("/api/v1/test-runs/1/artifacts"), 404);
     await expect(req("/api/v1/test-runs/1/repeat", { method: "POST", json: "" }), 404);
+    await expect(req("/api/v1/test-runs/trigger"), 404);
+    await expect(req("/api/v1/configs/b.yml/test-suites"), 404);
+    await expect(req("/api/v1/configs/b.yml/override-hints"), 404);
+    await expect(req("/api/v1/configs/b.yml"), 200);
+    // Every B route needs a token; read-only tokens cannot write.
+    const ro = s.token(["tests_ro"]);
+    for (const [method, path] of [["GET", "/api/v1/test-runs"], ["POST", "/api/v1/test-runs"], ["GET", "/api/v1/test-runs/1"], ["DELETE", "/api/v1/test-runs/1"], ["GET", "/api/v1/test-runs/1/report"]]) {
+      await expect(s.request(path, { method, ...(method === "POST" ? { json: { config_name: "b.yml" } } : {}) }), 401);
+      if (method !== "GET") await expect(s.request(path, { method, token: ro, ...(method === "POST" ? { json: { config_name: "b.yml" } } : {}) }), 403);
+    }
 
     const res = await req("/api/v1/test-runs", { method: "POST", json: { config_name: "slow.yml" } });
     const id = Number(res.headers.get("location")!.split("/").pop());

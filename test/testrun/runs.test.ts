@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
-import { getRun, reportRows, statuses, trigger, uploadConfig, waitRun } from "./run-helpers.ts";
+import { getRun, reportRows, statuses, trigger, uploadConfig, waitRun, serverErrors } from "./run-helpers.ts";
 
 const MIXED = `
 tests:
@@ -41,13 +41,18 @@ tests:
 
 describe("test runs, Variant A", () => {
   let s: TestServer;
+  let errors: string[] = [];
   before(async () => {
     s = await startTestServer({ test_server: { compat_modules: true } as never });
+    errors = serverErrors(s);
     await uploadConfig(s, "mixed.yml", MIXED);
     await uploadConfig(s, "passing.yml", PASSING);
     await uploadConfig(s, "sleepy.yml", SLEEPY);
   });
-  after(() => s.close());
+  after(async () => {
+    await s.close();
+    assert.deepEqual(errors, [], "no request was answered 5xx");
+  });
 
   test("passing, failing and skipped cases end failed with the right CSV and JSON rows", async () => {
     const created = await trigger(s, { config_name: "mixed.yml" });
@@ -263,10 +268,15 @@ describe("test runs, Variant A", () => {
 
 describe("runner rules", () => {
   let s: TestServer;
+  let errors: string[] = [];
   before(async () => {
     s = await startTestServer({ test_server: { compat_modules: true, metadata_timeout: 1 } as never });
+    errors = serverErrors(s);
   });
-  after(() => s.close());
+  after(async () => {
+    await s.close();
+    assert.deepEqual(errors, [], "no request was answered 5xx");
+  });
 
   test("a set-up failure fails every case of the entry with its message; unknown params are warnings", async () => {
     await uploadConfig(s, "setup.yml", "tests:\n  g:\n  - extended_simple:\n      skipped_devices: [x]\n  - exec:\n      command: 'true'\n      colour: blue\n");

@@ -1,5 +1,6 @@
-import { open, readFile, type FileHandle } from "node:fs/promises";
-import { parse } from "csv-parse/sync";
+import { open, type FileHandle } from "node:fs/promises";
+import { Readable } from "node:stream";
+import { parse } from "csv-parse";
 import { stringify } from "csv-stringify/sync";
 
 /** Exactly the seed's six columns in the seed's order (test-run-server.md section 19). */
@@ -53,8 +54,32 @@ export class ReportWriter {
   }
 }
 
-/** The JSON form (8.3): one object per CSV row, keys = header names, values = the cell strings. */
-export async function readReportRows(path: string): Promise<Record<ReportColumn, string>[]> {
-  const text = await readFile(path, "utf8");
-  return parse(text, { columns: true, skip_empty_lines: true, relax_column_count: true }) as Record<ReportColumn, string>[];
+/**
+ * The JSON form (8.3): one object per CSV row, keys = header names, values = the cell strings.
+ * Streamed row by row, so a report of any size costs memory for one row only. Opens the file
+ * first: a missing report throws (ENOENT) before anything is sent.
+ */
+export async function openReportJson(path: string): Promise<{ stream: Readable; close(): Promise<void> }> {
+  const handle = await open(path, "r");
+  const file = handle.createReadStream();
+  async function* json(): AsyncGenerator<Buffer> {
+    // Rows are sent in chunks of about 64 KiB: one chunk per row costs more than the row itself.
+    let pending = "[";
+    let first = true;
+    // A row cut short by a crash mid-write (an unclosed quote) is left out rather than failing the answer.
+    const parser = parse({ columns: true, skip_empty_lines: true, relax_column_count: true, skip_records_with_error: true });
+    for await (const row of file.pipe(parser) as AsyncIterable<Record<ReportColumn, string>>) {
+      pending += (first ? "" : ",") + JSON.stringify(row);
+      first = false;
+      if (pending.length >= 65536) {
+        yield Buffer.from(pending);
+        pending = "";
+      }
+    }
+    yield Buffer.from(pending + "]");
+  }
+  const stream = Readable.from(json(), { objectMode: false });
+  // However the response ends (done, client gone, error), the file handle is closed.
+  stream.once("close", () => file.destroy());
+  return { stream, close: async () => void file.destroy() };
 }

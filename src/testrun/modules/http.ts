@@ -47,15 +47,46 @@ function send(ctx: EntryContext): Promise<HttpResult> {
   });
 }
 
-/** Follows a dotted path (decimal segments index lists) through parsed JSON. */
+/**
+ * Follows a JSON path through parsed JSON: dotted (`items.0.id`, decimal segments index lists)
+ * or, starting with `/`, a JSON Pointer (RFC 6901: `/version.major/0`, `~1` is `/`, `~0` is `~`),
+ * which also reaches keys that contain a `.`.
+ */
 function at(value: unknown, path: string): { found: boolean; value?: unknown } {
+  const segments = path.startsWith("/") ? path.slice(1).split("/").map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~")) : path.split(".");
   let node = value;
-  for (const segment of path.split(".")) {
+  for (const segment of segments) {
     if (Array.isArray(node) && /^\d+$/.test(segment) && Number(segment) < node.length) node = node[Number(segment)];
-    else if (node !== null && typeof node === "object" && !Array.isArray(node) && segment in node) node = (node as Record<string, unknown>)[segment];
+    else if (node !== null && typeof node === "object" && !Array.isArray(node) && Object.hasOwn(node, segment)) node = (node as Record<string, unknown>)[segment];
     else return { found: false };
   }
   return { found: true, value: node };
+}
+
+const isMapping = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
+
+/**
+ * The `json` checks as [path, expected] pairs. Two forms: a mapping `path: expected`, whose keys
+ * must not contain `.` (in a config file such a key is an in-file override, 3.2: use a `/` JSON
+ * Pointer instead), or a list of `{path, equals}` items, where the path is a value and any form works.
+ */
+function jsonChecks(value: unknown): Array<[string, unknown]> {
+  if (Array.isArray(value)) return value.map((item) => [String((item as Record<string, unknown>).path), (item as Record<string, unknown>).equals ?? null]);
+  return isMapping(value) ? Object.entries(value) : [];
+}
+
+function jsonParamError(value: unknown): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (isMapping(value)) {
+    // Every key had a `.` and was taken as an in-file override: the checks would silently vanish.
+    if (Object.keys(value).length === 0) return "parameter 'json': no checks; a key containing '.' is an in-file override (3.2): write the path as a JSON Pointer (/a/b) or use the list form [{path: a.b, equals: value}]";
+    return undefined;
+  }
+  if (!Array.isArray(value) || value.length === 0) return "parameter 'json': expected a mapping of path to value or a list of {path, equals}";
+  for (const [i, item] of value.entries()) {
+    if (!isMapping(item) || typeof item.path !== "string" || item.path === "" || !Object.hasOwn(item, "equals")) return `parameter 'json': item ${i} must be {path: <path>, equals: <value>}`;
+  }
+  return undefined;
 }
 
 const result = (ctx: EntryContext) => ctx.state.result as HttpResult;
@@ -74,7 +105,7 @@ export const httpModule: ModuleDef = {
     expect_status: { type: "integers" },
     body_contains: { type: "strings" },
     body_regex: { type: "strings" },
-    json: { type: "mapping" },
+    json: { type: "any" },
     max_ms: { type: "number" },
     tls_verify: { type: "boolean" },
   },
@@ -85,7 +116,7 @@ export const httpModule: ModuleDef = {
     } catch {
       return "parameter 'url': expected an http or https URL";
     }
-    return regexError(p, "body_regex");
+    return jsonParamError(p.json) ?? regexError(p, "body_regex");
   },
   deviceName: ({ params }) => str(params, "name") ?? `http(${str(params, "url")})`,
   cases({ params }) {
@@ -106,15 +137,15 @@ export const httpModule: ModuleDef = {
           const body = result(ctx).body;
           for (const needle of list(ctx.params, "body_contains")) if (!body.includes(needle)) return fail(`body does not contain ${JSON.stringify(needle)}`);
           for (const source of list(ctx.params, "body_regex")) if (!new RegExp(source, "m").test(body)) return fail(`body does not match /${source}/`);
-          const checks = ctx.params.json as Record<string, unknown> | undefined;
-          if (checks) {
+          const checks = jsonChecks(ctx.params.json);
+          if (checks.length > 0) {
             let parsed: unknown;
             try {
               parsed = JSON.parse(body);
             } catch {
               return fail("body is not JSON");
             }
-            for (const [path, expected] of Object.entries(checks)) {
+            for (const [path, expected] of checks) {
               const found = at(parsed, path);
               if (!found.found) return fail(`JSON path ${path} not found`);
               if (!isDeepStrictEqual(found.value, expected)) return fail(`JSON path ${path} is ${JSON.stringify(found.value)}, expected ${JSON.stringify(expected)}`);

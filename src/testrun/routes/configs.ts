@@ -141,9 +141,11 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEn
     return c.json({});
   });
 
-  app.get("/api/v1/configs/:name/test-suites", access.read, (c) => c.json(view(() => listSuites(store, c.req.param("name")))));
-
-  app.get("/api/v1/configs/:name/override-hints", access.read, (c) => c.json(view(() => overrideHints(store, c.req.param("name")))));
+  // Suites and hints are Variant A routes only (seed; 13: B has no suites or hints).
+  if (ctx.config.test_server.api_variant === "A") {
+    app.get("/api/v1/configs/:name/test-suites", access.read, (c) => c.json(view(() => listSuites(store, c.req.param("name")))));
+    app.get("/api/v1/configs/:name/override-hints", access.read, (c) => c.json(view(() => overrideHints(store, c.req.param("name")))));
+  }
 
   return app;
 }

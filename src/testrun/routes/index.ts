@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import { cors } from "hono/cors";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { testRunAccess } from "./access.ts";
@@ -12,6 +13,18 @@ import { runRoutes } from "./runs.ts";
 export function testRunRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const access = testRunAccess(ctx, auth);
+  // No CORS unless origins are listed (1.1 DECISION): a config upload is shell access (17.2).
+  const origins = ctx.config.test_server.cors_origins;
+  if (origins.length > 0) {
+    const handler = cors({
+      origin: origins.includes("*") ? "*" : origins,
+      allowMethods: ["GET", "HEAD", "POST", "DELETE"],
+      allowHeaders: ["Authorization", "Content-Type"],
+      exposeHeaders: ["Content-Disposition", "X-Trigger-Id", "Location"],
+      maxAge: 600,
+    });
+    for (const path of ["/api/v1/configs", "/api/v1/configs/*", "/api/v1/test-runs", "/api/v1/test-runs/*", "/api/v1/test-nodes"]) app.use(path, handler);
+  }
   app.route("/", configRoutes(ctx, access));
   app.route("/", runRoutes(ctx, access));
   return app;

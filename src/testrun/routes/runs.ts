@@ -10,7 +10,7 @@ import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
 import { readJson, readJsonObject } from "../../http/body.ts";
-import { readReportRows } from "../engine/report.ts";
+import { openReportJson } from "../engine/report.ts";
 import { configStore } from "../config/store.ts";
 import { PlanError } from "../plan.ts";
 import { contentDisposition, listArtifacts, openArtifact } from "../runs/artifacts.ts";
@@ -19,8 +19,11 @@ import { TestRunService, type TriggerRequest } from "../runs/service.ts";
 import { FINAL_STATUSES, runObjectA, runObjectB, type RunRecord, type TriggerRecord } from "../runs/store.ts";
 import type { TestRunAccess } from "./access.ts";
 
-/** How long DELETE waits for a signalled running run to stop before answering (6.6). */
-const ABORT_WAIT_A_MS = 2_000;
+/**
+ * How long a Variant B DELETE waits for a signalled running run to stop: B answers the run "now
+ * aborted" (13), and a process that ignores SIGTERM gets SIGKILL after 5 s (6.6). Variant A
+ * answers at once, the run still `running` with `abort_requested: true` (12.10).
+ */
 const ABORT_WAIT_B_MS = 7_000;
 
 const services = new WeakMap<AppContext, TestRunService>();
@@ -153,10 +156,7 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
   });
 
   app.delete(`${base}/:id`, access.write, async (c) => {
-    const id = c.req.param("id");
-    const before = await service.abort(id);
-    if (before.status === "running") await service.waitForEnd(id, ABORT_WAIT_A_MS);
-    return c.json(runObjectA(store.getRun(id)!));
+    return c.json(runObjectA(await service.abort(c.req.param("id"))));
   });
 
   app.post(`${base}/:id/repeat`, access.write, async (c) => {
@@ -172,11 +172,16 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
     const path = reportPath(ctx.dataDir, run.id);
     const format = c.req.query("format");
     if (format === "json") {
-      const rows = await readReportRows(path).catch((error: NodeJS.ErrnoException) => {
+      const report = await openReportJson(path).catch((error: NodeJS.ErrnoException) => {
         if (error.code === "ENOENT") throw httpError(404, "Report file not found");
         throw error;
       });
-      return c.json(rows);
+      const headers = { "content-type": "application/json" };
+      if (c.req.method === "HEAD") {
+        await report.close();
+        return c.body(null, 200, headers);
+      }
+      return c.body(Readable.toWeb(report.stream) as ReadableStream, 200, headers);
     }
     if (format !== undefined && format !== "csv") throw httpError(400, `unknown report format: ${format}`);
     return streamFile(c, path, { "content-type": "text/csv; charset=utf-8", "content-disposition": contentDisposition("attachment", `${run.id}.csv`) });

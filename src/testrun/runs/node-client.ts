@@ -16,10 +16,32 @@ export function nodeFetch(node: NodeTarget, method: string, path: string, option
   });
 }
 
-/** A request whose answer is read as JSON (undefined when it is not JSON). */
+/** Largest JSON answer read from a node; a bigger (or endless) one is cut off and counts as not JSON. */
+export const NODE_ANSWER_LIMIT = 16 * 1024 * 1024;
+
+/** The body as text, or undefined once it grows past `limit` (the rest is never read). */
+async function readLimited(response: Response, limit: number): Promise<string | undefined> {
+  if (!response.body) return "";
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => {});
+      return undefined;
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+/** A request whose answer is read as JSON (undefined when it is not JSON or too large). */
 export async function nodeJson(node: NodeTarget, method: string, path: string, options: { body?: unknown; signal?: AbortSignal } = {}): Promise<{ status: number; json: unknown }> {
   const response = await nodeFetch(node, method, path, options);
-  const text = await response.text();
+  const text = await readLimited(response, NODE_ANSWER_LIMIT);
   try {
     return { status: response.status, json: text ? JSON.parse(text) : undefined };
   } catch {
