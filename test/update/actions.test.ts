@@ -16,7 +16,7 @@ after(async () => {
   await server.close();
 });
 
-type Entry = { id: string; action: string; created: string; status: string; status_code: number | null; download_url: string | null };
+type Entry = { id: string; action: string; created: string; status: string; status_code: number | null; output: string | null; download_url: string | null };
 const log = async (mac: string): Promise<Entry[]> => {
   const res = await server.request(`/api/v2/devices/${mac}/action/log`, { token: admin() });
   assert.equal(res.status, 200);
@@ -55,6 +55,9 @@ test("an action executed while the device is connected returns its output and ex
   const entries = await log(agent.mac);
   assert.deepEqual(entries.map((e) => [e.action, e.status, e.status_code]), [["ok", "success", 0], ["echo", "error", 3]]);
   assert.match(entries[0].created, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$/);
+  // D8: the entry keeps the output (inline, base64) besides the link of 11.7.
+  assert.equal(entries[0].output, b64("fine\n"));
+  assert.equal(entries[1].output, body.output);
   // The output is kept under the data dir and downloads through a signed link.
   const output = await fetch(entries[0].download_url!);
   assert.equal(output.status, 200);
@@ -73,7 +76,7 @@ test("an action queued while the agent is offline runs when it connects: pending
   assert.deepEqual(await first.json(), {});
   assert.equal((await exec(agent.mac, "echo")).status, 202);
   assert.equal((await exec(agent.mac, "no-such-action")).status, 202);
-  assert.deepEqual((await log(agent.mac)).map((e) => [e.action, e.status]), [["no-such-action", "pending"], ["echo", "pending"], ["ok", "pending"]]);
+  assert.deepEqual((await log(agent.mac)).map((e) => [e.action, e.status, e.output]), [["no-such-action", "pending", null], ["echo", "pending", null], ["ok", "pending", null]]);
 
   agent = restartAgent(agent as Agent & { dir: string });
   agents.push(agent);
@@ -81,7 +84,8 @@ test("an action queued while the agent is offline runs when it connects: pending
     const list = await log(agent.mac);
     return list.every((e) => e.status === "success" || e.status === "error") ? list : undefined;
   }, 8000, "queued actions to finish");
-  assert.deepEqual(entries.map((e) => [e.action, e.status, e.status_code]), [["no-such-action", "error", null], ["echo", "error", 3], ["ok", "success", 0]]);
+  assert.deepEqual(entries.map((e) => [e.action, e.status, e.status_code, e.output]), [["no-such-action", "error", null, null], ["echo", "error", 3, entries[1].output], ["ok", "success", 0, b64("fine\n")]]);
+  assert.match(Buffer.from(entries[1].output!, "base64").toString(), /hello/);
   assert.ok(entries[2].download_url);
 });
 
@@ -221,6 +225,17 @@ test("with a hand-driven device: missing capability 409, refusal 502, results on
     dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: again.execution_id, status_code: 5, output: "" }));
     await new Promise((resolve) => setTimeout(resolve, 100));
     assert.deepEqual((await log(agent.mac)).map((e) => [e.status, e.status_code]), [["success", 0], ["error", null], ["error", null]]);
+
+    // An entry removed while its request waits: the request still gets the device's result.
+    const third = exec(agent.mac, "x");
+    const running = await dev.next("action_exec");
+    dev.ws.send(JSON.stringify({ method: "action_exec_control", execution_id: running.execution_id, status: "ok" }));
+    const removed = await server.request(`/api/v2/devices/${agent.mac}/action/remove`, { method: "POST", token: admin(), json: { actions: [running.execution_id] } });
+    assert.equal(removed.status, 200);
+    dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: running.execution_id, status_code: 0, output: b64("late") }));
+    const answer = await third;
+    assert.deepEqual([answer.status, await answer.json()], [200, { status_code: 0, output: b64("late") }]);
+    assert.equal((await log(agent.mac)).length, 3);
   } finally {
     dev.ws.close();
   }

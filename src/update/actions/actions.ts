@@ -33,6 +33,8 @@ export interface LogEntry {
   created: string;
   status: ActionStatus;
   status_code: number | null;
+  /** Base64 of the combined output once the result is in ("" for none), else null (D8). */
+  output: string | null;
   download_url: string | null;
 }
 
@@ -167,10 +169,14 @@ export class ActionService {
     if (typeof id !== "string" || typeof code !== "number" || !Number.isInteger(code)) {
       return this.ctx.log.warn(`device ${conn.mac}: malformed action_exec_result ignored`);
     }
-    const row = this.ctx.db.get<LogRow>("SELECT * FROM action_log WHERE id = ? AND mac_address = ?", [id, conn.mac]);
-    if (!row) return this.ctx.log.warn(`device ${conn.mac}: result for unknown execution ${id} ignored`);
     const output = Buffer.from(typeof message.output === "string" ? message.output : "", "base64");
     const answer: ExecResult = { status_code: code, output: output.toString("base64") };
+    const row = this.ctx.db.get<LogRow>("SELECT * FROM action_log WHERE id = ? AND mac_address = ?", [id, conn.mac]);
+    if (!row) {
+      // Removed from the log meanwhile (remove, clear pending): a request still waiting gets its answer.
+      if (!conn.settle(`result:${id}`, answer)) this.ctx.log.warn(`device ${conn.mac}: result for unknown execution ${id} ignored`);
+      return;
+    }
     if (row.status === "success" || row.status === "error") {
       // Too late (the request already answered 504), or delivered twice: the first word stands.
       this.ctx.log.info(`device ${conn.mac}: late result for execution ${id} ignored`);
@@ -228,7 +234,7 @@ export class ActionService {
     }
   }
 
-  /** The log of a device, newest first (11.6). */
+  /** The log of a device, newest first (11.6); each entry carries its output inline and as a link (D8, 11.7). */
   log(mac: string, base: string): LogEntry[] {
     return this.ctx.db.all<LogRow>("SELECT * FROM action_log WHERE mac_address = ? ORDER BY seq DESC", [mac]).map((row) => ({
       id: row.id,
@@ -236,6 +242,7 @@ export class ActionService {
       created: row.created.slice(0, 19),
       status: row.status,
       status_code: row.status_code,
+      output: row.status_code === null ? null : row.output_key ? this.files.readObject(row.output_key).toString("base64") : "",
       download_url: row.output_key ? signedFileUrl(this.ctx, base, row.output_key) : null,
     }));
   }

@@ -7,7 +7,7 @@
  * Keys are `<dir>/<uuid>` exactly, so nothing else (and no `..`) can ever be named.
  */
 import { randomUUID } from "node:crypto";
-import { closeSync, createReadStream, createWriteStream, fsyncSync, mkdirSync, openSync, readdirSync, rmSync, statSync, unlinkSync, type Stats } from "node:fs";
+import { closeSync, createReadStream, createWriteStream, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, unlinkSync, type Stats } from "node:fs";
 import { open, rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
@@ -62,6 +62,16 @@ export class DeviceFileStore {
     const key = `${this.dirs[kind]}/${randomUUID()}`;
     writeFileDurable(join(this.root, key), data, 0o600);
     return key;
+  }
+
+  /** The bytes of a stored object (empty when it is gone). */
+  readObject(key: string): Buffer {
+    const path = this.pathOf(key);
+    try {
+      return path ? readFileSync(path) : Buffer.alloc(0);
+    } catch {
+      return Buffer.alloc(0);
+    }
   }
 
   async remove(key: string | null | undefined): Promise<void> {
