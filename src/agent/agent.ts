@@ -16,6 +16,7 @@ import type { AgentConfig } from "./config.ts";
 import { runCommand } from "./commands.ts";
 import { confinedFile, uploadParts } from "./files.ts";
 import { download } from "./updater.ts";
+import { ShellSessions } from "./shell.ts";
 
 const KEY_FILE = "device-key.pem";
 const STATE_FILE = "state.json";
@@ -38,6 +39,7 @@ export class Agent {
   readonly config: AgentConfig;
   readonly log: Logger;
   private client!: DeviceClient;
+  private shells!: ShellSessions;
   private state!: State;
   private socket: WebSocket | undefined;
   private stopped = false;
@@ -80,6 +82,7 @@ export class Agent {
     mkdirSync(join(this.config.data_dir, "downloads"), { recursive: true, mode: 0o700 });
     this.state = this.loadState();
     this.client = new DeviceClient({ server: this.config.server, privateKeyPem: loadOrCreateDeviceKey(join(this.config.data_dir, KEY_FILE), this.config.key_type).privateKeyPem, metadata: this.metadata(), prefix: this.config.prefix });
+    this.shells = new ShellSessions({ config: this.config.shell, mac: this.mac, server: this.config.server, log: this.log, token: () => this.client.getToken() });
     void this.run();
   }
 
@@ -88,6 +91,7 @@ export class Agent {
     this.stopController.abort();
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
+    this.shells?.closeAll();
     const socket = this.socket;
     if (socket && socket.readyState !== WebSocket.CLOSED) {
       await new Promise<void>((resolve) => {
@@ -263,7 +267,7 @@ export class Agent {
         this.connections++;
         this.log.info(`agent: connected to ${url}`);
         // Capabilities at once (13.1), with the seed's keys (D11).
-        this.send({ method: "capability_report", capabilities: { exec_cmds: true, file_transfer: true, shell_connect: false } });
+        this.send({ method: "capability_report", capabilities: { exec_cmds: true, file_transfer: true, shell_connect: this.shells.enabled } });
         const pending = this.outbox;
         this.outbox = [];
         for (const message of pending) this.send(message);
@@ -313,6 +317,9 @@ export class Agent {
         return;
       case "action_exec":
         return this.exec(String(message.execution_id), String(message.action_id));
+      case "shell_attach":
+        void this.shells.attach(message.mac_addr, message.uuid);
+        return;
       case "fs_file_probe":
         void this.probe(String(message.id), message.file);
         return;

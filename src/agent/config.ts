@@ -17,6 +17,18 @@ export interface AgentAction {
   timeout: number;
 }
 
+/** Shell sessions (update-server.md 13.4): one process per session, pipes, no PTY. */
+export interface AgentShell {
+  /** argv of the session process; empty: no shell sessions (shell_connect false). */
+  command: string[];
+  /** Working directory of the session process. */
+  cwd: string;
+  /** Seconds without traffic either way before a session is closed; 0 = never. */
+  idle_timeout: number;
+  /** Sessions at once; more are refused. */
+  max_sessions: number;
+}
+
 export interface AgentConfig {
   server: string;
   data_dir: string;
@@ -30,6 +42,7 @@ export interface AgentConfig {
   install_command: string[];
   file_base_dir: string;
   actions: AgentAction[];
+  shell: AgentShell;
   /** Product prefix of metadata keys and the signature header (the server's `prefix`). */
   prefix: string;
   /** Backoff between retries (registration, reconnects, downloads): from min, doubling, up to max. */
@@ -62,6 +75,7 @@ const DEFAULTS = {
   install_command: [],
   file_base_dir: "/var/log",
   actions: [{ id: "uptime", name: "Uptime", command: ["uptime"], description: "", timeout: 5 }],
+  shell: {},
   prefix: "svc",
   retry_min_delay: 1,
   retry_max_delay: 60,
@@ -75,6 +89,22 @@ export function defaultMac(): string {
     for (const nic of list ?? []) if (!nic.internal && nic.mac && nic.mac !== "00:00:00:00:00:00") return nic.mac;
   }
   throw new ConfigError("agent config key mac_address: no network interface with a MAC address found; set mac_address");
+}
+
+const SHELL_DEFAULTS = { command: [], cwd: "", idle_timeout: 900, max_sessions: 2 };
+
+function buildShell(input: unknown, cwd: string, fileBaseDir: string): AgentShell {
+  if (input === null || typeof input !== "object" || Array.isArray(input)) return fail("shell", "expected a mapping {command, cwd, idle_timeout, max_sessions}");
+  for (const key of Object.keys(input)) if (!(key in SHELL_DEFAULTS)) fail(`shell.${key}`, "unknown key");
+  const v = { ...SHELL_DEFAULTS, ...(input as Record<string, unknown>) };
+  const dir = str(v.cwd, "shell.cwd");
+  return {
+    command: argv(v.command, "shell.command"),
+    // Sessions start where files may be fetched from, unless told otherwise.
+    cwd: dir ? resolve(cwd, dir) : fileBaseDir,
+    idle_timeout: num(v.idle_timeout, "shell.idle_timeout"),
+    max_sessions: Math.floor(num(v.max_sessions, "shell.max_sessions", 1)),
+  };
 }
 
 /** Validates a parsed config object (unknown keys are errors), filling defaults. */
@@ -109,6 +139,7 @@ export function buildAgentConfig(input: Record<string, unknown>, cwd = process.c
     if (command.length === 0) fail(`${at}.command`, "must not be empty");
     return { id, name: a.name === undefined ? id : str(a.name, `${at}.name`), command, description: a.description === undefined ? "" : str(a.description, `${at}.description`), timeout: a.timeout === undefined ? 0 : num(a.timeout, `${at}.timeout`) };
   });
+  const shell = buildShell(v.shell, cwd, resolve(cwd, str(v.file_base_dir, "file_base_dir")));
   const logLevel = str(v.log_level, "log_level");
   if (!["error", "warn", "info", "debug"].includes(logLevel)) fail("log_level", "expected error, warn, info or debug");
   const min = num(v.retry_min_delay, "retry_min_delay", 0.001);
@@ -125,6 +156,7 @@ export function buildAgentConfig(input: Record<string, unknown>, cwd = process.c
     install_command: argv(v.install_command, "install_command"),
     file_base_dir: resolve(cwd, str(v.file_base_dir, "file_base_dir")),
     actions,
+    shell,
     prefix: str(v.prefix, "prefix"),
     retry_min_delay: min,
     retry_max_delay: Math.max(min, num(v.retry_max_delay, "retry_max_delay", 0.001)),

@@ -30,6 +30,8 @@ export interface Config {
     queue_full_retry: number;
     file_transfer_timeout: number;
     file_transfer_min_rate: number;
+    /** Seconds a device has to attach to a new shell session (13.4). */
+    shell_attach_timeout: number;
   };
   test_server: {
     auth: "token" | "none";
@@ -130,6 +132,7 @@ const schema: Schema = {
     queue_full_retry: { default: 5, check: positive },
     file_transfer_timeout: { default: 60, check: positive },
     file_transfer_min_rate: { default: 1048576, check: positive },
+    shell_attach_timeout: { default: 5, check: positive },
   },
   test_server: {
     auth: { default: "token", check: oneOf("token", "none") },

@@ -6,6 +6,7 @@
 /** Server -> device. */
 export type ServerMessage =
   | { method: "alert"; alert: Record<string, unknown> }
+  | { method: "shell_attach"; mac_addr: string; uuid: string }
   | { method: "action_list_query" }
   | { method: "action_exec"; execution_id: string; action_id: string }
   | { method: "fs_file_probe"; id: string; file: string }

@@ -15,10 +15,10 @@ export function agentMac(): string {
 
 /** Server settings for fast channel tests (short waits; fractions of seconds are fine). */
 export const FAST_SERVER = {
-  update_server: { ws_ping_interval: 1, device_reply_timeout: 2, action_timeout_margin: 1, action_max_wait: 20, queue_full_retry: 0.2 },
+  update_server: { ws_ping_interval: 1, device_reply_timeout: 2, action_timeout_margin: 1, action_max_wait: 20, queue_full_retry: 0.2, shell_attach_timeout: 1 },
 };
 
-export type AgentOptions = Partial<Omit<AgentConfig, "actions">> & { actions?: Array<Record<string, unknown>> };
+export type AgentOptions = Partial<Omit<AgentConfig, "actions" | "shell">> & { actions?: Array<Record<string, unknown>>; shell?: Record<string, unknown> };
 
 /** An agent (in-process) with its own data and file dirs, started against `server`. */
 export function startAgent(server: TestServer | string, options: AgentOptions = {}): Agent & { dir: string } {
@@ -103,7 +103,7 @@ export function restartAgent(previous: Agent & { dir: string }): Agent & { dir: 
 export const b64 = (text: string): string => Buffer.from(text).toString("base64");
 
 /** A hand-driven device socket (for protocol edge cases a well-behaved agent never produces). */
-export async function rawDevice(server: TestServer, agent: Agent): Promise<{ ws: import("ws").WebSocket; messages: Array<Record<string, unknown>>; next: (method: string) => Promise<Record<string, unknown>> }> {
+export async function rawDevice(server: TestServer, agent: Agent): Promise<{ ws: import("ws").WebSocket; token: string; messages: Array<Record<string, unknown>>; next: (method: string) => Promise<Record<string, unknown>> }> {
   const { DeviceClient } = await import("../../../src/update/client/device-client.ts");
   const { readFileSync } = await import("node:fs");
   const { default: WebSocket } = await import("ws");
@@ -133,7 +133,7 @@ export async function rawDevice(server: TestServer, agent: Agent): Promise<{ ws:
       if (i >= 0) return resolve(messages.splice(i, 1)[0]);
       waiting.push({ method, resolve });
     });
-  return { ws, messages, next };
+  return { ws, token: token!, messages, next };
 }
 
 export interface SseEvent {
