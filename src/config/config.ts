@@ -32,6 +32,8 @@ export interface Config {
     file_transfer_min_rate: number;
     /** Seconds a device has to attach to a new shell session (13.4). */
     shell_attach_timeout: number;
+    /** A progress record without news for this many seconds is removed (17 item 11); 0 = never. */
+    progress_idle_timeout: number;
   };
   test_server: {
     auth: "token" | "none";
@@ -79,6 +81,9 @@ export function parseListen(value: unknown, key = "listen"): { host: string; por
 
 const positive: Validator = (v, key) =>
   typeof v === "number" && Number.isFinite(v) && v > 0 ? v : fail(key, `expected a number greater than 0, got ${JSON.stringify(v)}`);
+
+const nonNegative: Validator = (v, key) =>
+  typeof v === "number" && Number.isFinite(v) && v >= 0 ? v : fail(key, `expected a number of 0 or more, got ${JSON.stringify(v)}`);
 
 const url: Validator = (v, key) => {
   if (typeof v !== "string") return fail(key, "expected a URL string");
@@ -133,6 +138,7 @@ const schema: Schema = {
     file_transfer_timeout: { default: 60, check: positive },
     file_transfer_min_rate: { default: 1048576, check: positive },
     shell_attach_timeout: { default: 5, check: positive },
+    progress_idle_timeout: { default: 86400, check: nonNegative },
   },
   test_server: {
     auth: { default: "token", check: oneOf("token", "none") },

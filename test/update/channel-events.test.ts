@@ -100,3 +100,43 @@ test("update_progress moves the device's progress record; 100 or a new version e
     dev.ws.close();
   }
 });
+
+test("a progress record without news for the idle time is removed (17.11); a report keeps it alive", async () => {
+  const idleServer = await startTestServer({ update_server: { ...FAST_SERVER.update_server, progress_idle_timeout: 1.5 } });
+  const agent = startAgent(idleServer, { device_type: "board", software_version: "v1" });
+  try {
+    const id = await approveAgent(idleServer, agent);
+    await untilConnected(idleServer, id);
+    await agent.stop();
+    await until(async () => !(await device(idleServer, id)).connected, 3000, "disconnect");
+    const call = (method: string, path: string, json?: unknown) => idleServer.request(path, { method, token: idleServer.adminToken, json });
+    const pkg = await uploadOk(idleServer, { token: idleServer.adminToken, version: "v9", devtype: "board" });
+    const group = ((await (await call("POST", "/api/v2/groups", { metadata: {} })).json()) as { id: number }).id;
+    assert.equal((await call("POST", `/api/v2/groups/${group}/policy`, { policy: "exact_match,v9" })).status, 200);
+    assert.equal((await call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] })).status, 200);
+    assert.equal((await call("PATCH", `/api/v2/groups/${group}/devices`, { add: [id], remove: [] })).status, 200);
+    const dev = await rawDevice(idleServer, agent);
+    try {
+      const { DeviceClient } = await import("../../src/update/client/device-client.ts");
+      const { readFileSync } = await import("node:fs");
+      const { join } = await import("node:path");
+      const client = new DeviceClient({ server: idleServer.url, privateKeyPem: readFileSync(join(agent.config.data_dir, "device-key.pem"), "utf8"), metadata: agent.metadata(), now: () => Math.floor(Date.now() / 1000) + 20 });
+      const started = Date.now();
+      assert.equal((await client.request("/api/v1/update/check", { method: "POST", json: agent.metadata() })).status, 200);
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      dev.ws.send(JSON.stringify({ method: "update_progress", progress: 30 }));
+      await until(async () => ((await (await call("GET", `/api/v2/devices/${id}/progress`)).json()) as { progress: number }).progress === 30, 2000, "progress 30");
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, started + 1800 - Date.now())));
+      assert.equal((await call("GET", `/api/v2/devices/${id}/progress`)).status, 200, "older than the idle time, but a report came since");
+      await until(async () => (await call("GET", `/api/v2/devices/${id}/progress`)).status === 404, 3000, "idle record removed");
+      // The next check starts a new record (the sweep also forgot it was waiting at 0).
+      assert.equal((await client.request("/api/v1/update/check", { method: "POST", json: agent.metadata() })).status, 200);
+      assert.equal((await call("GET", `/api/v2/devices/${id}/progress`)).status, 200);
+    } finally {
+      dev.ws.close();
+    }
+  } finally {
+    await agent.stop();
+    await idleServer.close();
+  }
+});

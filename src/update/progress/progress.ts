@@ -77,10 +77,43 @@ export async function recordUpdateStart(db: Database, deviceId: number, mac: str
 export async function reportProgress(db: Database, deviceId: number, progress: number): Promise<boolean> {
   const value = Math.max(0, Math.min(100, Math.round(progress)));
   waitingOf(db).delete(deviceId);
+  reportsOf(db).set(deviceId, Date.now());
   return db.write((tx) => {
     if (!getProgress(tx, deviceId)) return false;
     if (value >= 100) tx.run("DELETE FROM progress WHERE device_id = ?", [deviceId]);
     else tx.run("UPDATE progress SET progress = ? WHERE device_id = ?", [value, deviceId]);
     return true;
   });
+}
+
+/** When each device last reported progress (memory only: after a restart, age counts from `created`). */
+const lastReports = new WeakMap<Database, Map<number, number>>();
+function reportsOf(db: Database): Map<number, number> {
+  let map = lastReports.get(db);
+  if (!map) lastReports.set(db, (map = new Map()));
+  return map;
+}
+
+/**
+ * Removes records that saw neither a start nor a report for `idleSeconds` (17 item 11: a device
+ * that failed or vanished mid-update leaves no record behind forever). Returns how many went.
+ */
+export async function removeIdleProgress(db: Database, idleSeconds: number, now = Date.now()): Promise<number> {
+  const reports = reportsOf(db);
+  const cutoff = now - idleSeconds * 1000;
+  const idle = db
+    .all<{ device_id: number; created: string }>("SELECT device_id, created FROM progress")
+    .filter((row) => Math.max(Date.parse(row.created), reports.get(row.device_id) ?? 0) < cutoff);
+  if (idle.length === 0) return 0;
+  const removed = await db.write((tx) => {
+    let count = 0;
+    // `created` guards against a record that started again meanwhile.
+    for (const row of idle) count += tx.run("DELETE FROM progress WHERE device_id = ? AND created = ?", [row.device_id, row.created]).changes;
+    return count;
+  });
+  for (const row of idle) {
+    waitingOf(db).delete(row.device_id);
+    reports.delete(row.device_id);
+  }
+  return removed;
 }
