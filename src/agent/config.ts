@@ -107,6 +107,20 @@ function buildShell(input: unknown, cwd: string, fileBaseDir: string): AgentShel
   };
 }
 
+/** The configured MAC (aa:bb:cc:dd:ee:ff, any case), or the interface's when empty. */
+function macAddress(value: string): string {
+  if (value === "") return defaultMac();
+  const mac = value.toLowerCase();
+  return /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/.test(mac) ? mac : fail("mac_address", `expected six hex pairs separated by colons (aa:bb:cc:dd:ee:ff), got ${JSON.stringify(value)}`);
+}
+
+/** YAML reads 1.10 as the number 1.1: only strings and integers say exactly what was meant. */
+function softwareVersion(value: unknown): string {
+  if (typeof value === "string" && value !== "") return value;
+  if (typeof value === "number" && Number.isSafeInteger(value)) return String(value);
+  return fail("software_version", `expected a non-empty string (quote versions such as "1.10"), got ${JSON.stringify(value)}`);
+}
+
 /** Validates a parsed config object (unknown keys are errors), filling defaults. */
 export function buildAgentConfig(input: Record<string, unknown>, cwd = process.cwd()): AgentConfig {
   for (const key of Object.keys(input)) if (!(key in DEFAULTS)) fail(key, "unknown key");
@@ -147,10 +161,10 @@ export function buildAgentConfig(input: Record<string, unknown>, cwd = process.c
     server,
     data_dir: resolve(cwd, str(v.data_dir, "data_dir")),
     key_type: keyType as "rsa" | "ed25519",
-    mac_address: str(v.mac_address, "mac_address").toLowerCase() || defaultMac(),
+    mac_address: macAddress(str(v.mac_address, "mac_address")),
     name: str(v.name, "name"),
     device_type: str(v.device_type, "device_type"),
-    software_version: String(v.software_version),
+    software_version: softwareVersion(v.software_version),
     metadata: metadata as Record<string, string | string[]>,
     update_check_interval: num(v.update_check_interval, "update_check_interval", 0.01),
     install_command: argv(v.install_command, "install_command"),
