@@ -14,7 +14,7 @@ import { writeFileDurable } from "../util/files.ts";
 import { createLogger, type Logger } from "../util/log.ts";
 import type { AgentConfig } from "./config.ts";
 import { runCommand } from "./commands.ts";
-import { confinedFile, uploadParts } from "./files.ts";
+import { confinedFile, openConfined, uploadParts } from "./files.ts";
 import { download } from "./updater.ts";
 import { ShellSessions } from "./shell.ts";
 
@@ -378,10 +378,14 @@ export class Agent {
 
   private async upload(id: string, file: unknown, urls: string[], partSize: number): Promise<void> {
     try {
-      const found = await confinedFile(this.config.file_base_dir, file as string);
+      const found = await openConfined(this.config.file_base_dir, file as string);
       if (!found) throw new Error("file is not available");
-      const etags = await uploadParts(found.path, urls, partSize);
-      this.send({ method: "fs_file_download_reply", id, status: 0, etags });
+      try {
+        const etags = await uploadParts(found.handle, urls, partSize);
+        this.send({ method: "fs_file_download_reply", id, status: 0, etags });
+      } finally {
+        await found.handle.close();
+      }
     } catch (error) {
       this.log.warn(`agent: file upload failed: ${(error as Error).message}`);
       this.send({ method: "fs_file_download_reply", id, status: 1, etags: [] });
