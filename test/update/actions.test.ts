@@ -218,6 +218,8 @@ test("with a hand-driven device: missing capability 409, refusal 502, results on
     const second = exec(agent.mac, "x");
     const again = await dev.next("action_exec");
     dev.ws.send(JSON.stringify({ method: "action_exec_control", execution_id: again.execution_id, status: "ok" }));
+    // D8: acknowledged by the device -> `sent` until the result comes.
+    await until(async () => (await log(agent.mac)).find((e) => e.id === again.execution_id)?.status === "sent", 3000, "status sent");
     dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: "00000000-0000-4000-8000-000000000000", status_code: 0, output: "" }));
     dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: again.execution_id, status_code: 0, output: b64("done") }));
     assert.deepEqual(await (await second).json(), { status_code: 0, output: b64("done") });
@@ -239,4 +241,10 @@ test("with a hand-driven device: missing capability 409, refusal 502, results on
   } finally {
     dev.ws.close();
   }
+});
+
+test("actions run without a shell: metacharacters reach the program as they are", async () => {
+  const { agent } = await connectedAgent({ actions: [{ id: "literal", command: ["echo", "$HOME", "|", "`id`", ";", "$(id)"], timeout: 5 }] });
+  const res = await exec(agent.mac, "literal");
+  assert.deepEqual(await res.json(), { status_code: 0, output: b64("$HOME | `id` ; $(id)\n") });
 });

@@ -57,6 +57,15 @@ test("the stream needs a management token; other users see only their devices' e
     await until(() => admin.events.some((e) => e.event === "connect" && e.data.device === agent.mac), 3000, "admin sees connect");
     await new Promise((resolve) => setTimeout(resolve, 100));
     assert.deepEqual(stranger.events, []);
+    // With read on the device, its events show.
+    const grant = await server.request("/api/v1/permissions", { method: "POST", token: server.adminToken, json: { user_id: "carol", resource: "device", resource_id: id, permission: "read" } });
+    assert.equal(grant.status, 200);
+    await agent.stop();
+    await until(() => stranger.events.some((e) => e.event === "disconnect" && e.data.device === agent.mac), 3000, "reader sees disconnect");
+    // A device token is not a management token.
+    const dev = await rawDevice(server, agent);
+    dev.ws.close();
+    assert.equal((await fetch(`${server.url}/api/stream`, { headers: { authorization: `Bearer token=${dev.token}` } })).status, 401);
   } finally {
     stranger.close();
     admin.close();
