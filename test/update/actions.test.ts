@@ -248,3 +248,38 @@ test("actions run without a shell: metacharacters reach the program as they are"
   const res = await exec(agent.mac, "literal");
   assert.deepEqual(await res.json(), { status_code: 0, output: b64("$HOME | `id` ; $(id)\n") });
 });
+
+test("queued actions go out oldest first, and again after a disconnect before their results (at least once)", async () => {
+  const { agent, id } = await connectedAgent();
+  await agent.stop();
+  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  for (const action of ["a", "b", "c"]) assert.equal((await exec(agent.mac, action)).status, 202);
+  const ids = (await log(agent.mac)).map((e) => e.id).reverse(); // oldest first
+
+  const session = async (answer: boolean) => {
+    const dev = await rawDevice(server, agent);
+    dev.ws.send(JSON.stringify({ method: "capability_report", capabilities: { exec_cmds: true } }));
+    await dev.next("action_list_query");
+    dev.ws.send(JSON.stringify({ method: "action_list_update", actions: ["a", "b", "c"].map((x) => ({ id: x, command: ["true"] })) }));
+    const order: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const sent = await dev.next("action_exec");
+      order.push(String(sent.execution_id));
+      dev.ws.send(JSON.stringify({ method: "action_exec_control", execution_id: sent.execution_id, status: "ok" }));
+      if (answer) dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: sent.execution_id, status_code: i, output: "" }));
+    }
+    return { dev, order };
+  };
+  // First connection: taken (sent) but no result before the device goes away.
+  const first = await session(false);
+  assert.deepEqual(first.order, ids);
+  await until(async () => (await log(agent.mac)).every((e) => e.status === "sent"), 3000, "all sent");
+  first.dev.ws.close();
+  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  // Next connection: the same executions again, same order; now they finish.
+  const second = await session(true);
+  assert.deepEqual(second.order, ids);
+  await until(async () => (await log(agent.mac)).every((e) => e.status !== "sent"), 3000, "all done");
+  assert.deepEqual((await log(agent.mac)).map((e) => [e.action, e.status, e.status_code]), [["c", "error", 2], ["b", "error", 1], ["a", "success", 0]]);
+  second.dev.ws.close();
+});

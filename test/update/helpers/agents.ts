@@ -102,6 +102,7 @@ export function restartAgent(previous: Agent & { dir: string }): Agent & { dir: 
 
 export const b64 = (text: string): string => Buffer.from(text).toString("base64");
 
+let rawCount = 0;
 /** A hand-driven device socket (for protocol edge cases a well-behaved agent never produces). */
 export async function rawDevice(server: TestServer, agent: Agent): Promise<{ ws: import("ws").WebSocket; token: string; messages: Array<Record<string, unknown>>; next: (method: string) => Promise<Record<string, unknown>> }> {
   const { DeviceClient } = await import("../../../src/update/client/device-client.ts");
@@ -111,8 +112,10 @@ export async function rawDevice(server: TestServer, agent: Agent): Promise<{ ws:
     server: server.url,
     privateKeyPem: readFileSync(join(agent.config.data_dir, "device-key.pem"), "utf8"),
     metadata: agent.metadata(),
-    now: () => Math.floor(Date.now() / 1000) + 11,
+    // Another timestamp than the agent's (and than earlier raw sockets'): a signed body is accepted once.
+    now: () => Math.floor(Date.now() / 1000) + 11 + rawCount,
   });
+  rawCount += 1;
   const token = await client.getToken();
   const ws = new WebSocket(`${server.url.replace("http", "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${token}` } });
   const messages: Array<Record<string, unknown>> = [];
