@@ -59,9 +59,15 @@ export class Agent {
   /** Connection count, for tests and logs. */
   connections = 0;
 
-  constructor(config: AgentConfig, log: Logger = createLogger(config.log_level)) {
+  /** The device's clock in ms (tests skew it). */
+  private readonly clock: () => number;
+  /** Seconds to add to the device's clock to get the server's (learnt from `Date` headers). */
+  private clockOffset = 0;
+
+  constructor(config: AgentConfig, log: Logger = createLogger(config.log_level), options: { clock?: () => number } = {}) {
     this.config = config;
     this.log = log;
+    this.clock = options.clock ?? Date.now;
     this.approved = new Promise((resolve) => (this.markApproved = resolve));
   }
 
@@ -81,7 +87,14 @@ export class Agent {
   start(): void {
     mkdirSync(join(this.config.data_dir, "downloads"), { recursive: true, mode: 0o700 });
     this.state = this.loadState();
-    this.client = new DeviceClient({ server: this.config.server, privateKeyPem: loadOrCreateDeviceKey(join(this.config.data_dir, KEY_FILE), this.config.key_type).privateKeyPem, metadata: this.metadata(), prefix: this.config.prefix });
+    this.client = new DeviceClient({
+      server: this.config.server,
+      privateKeyPem: loadOrCreateDeviceKey(join(this.config.data_dir, KEY_FILE), this.config.key_type).privateKeyPem,
+      metadata: this.metadata(),
+      prefix: this.config.prefix,
+      now: () => Math.floor(this.clock() / 1000) + this.clockOffset,
+      fetch: (input, init) => this.fetchNoting(input, init),
+    });
     this.shells = new ShellSessions({ config: this.config.shell, mac: this.mac, server: this.config.server, log: this.log, token: () => this.client.getToken() });
     void this.run();
   }
@@ -149,6 +162,25 @@ export class Agent {
     };
     if (this.config.name) metadata[`${p}.device.name`] = this.config.name;
     return metadata;
+  }
+
+  /**
+   * Lab devices often boot without a real-time clock or NTP: the signed auth timestamp would fall
+   * outside the server's window. The server's `Date` header tells how far off this clock is.
+   */
+  private async fetchNoting(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+    const response = await fetch(input, init);
+    const date = Date.parse(response.headers.get("date") ?? "");
+    if (Number.isFinite(date)) {
+      const offset = Math.round((date - this.clock()) / 1000);
+      // Date has whole seconds: follow only a real difference.
+      if (Math.abs(offset - this.clockOffset) > 30) {
+        this.log.warn(`agent: the device clock is ${Math.abs(offset)} s ${offset > 0 ? "behind" : "ahead of"} the server's; using the server's time`);
+        this.clockOffset = offset;
+        this.client?.clockCorrected();
+      }
+    }
+    return response;
   }
 
   // --- main loop --------------------------------------------------------------------------

@@ -100,3 +100,19 @@ test("an agent waiting for approval asks again with a growing delay (backoff), t
     await server.close();
   }
 });
+
+test("an agent whose clock is hours off takes the server's time from its Date header and registers", async () => {
+  const server = await startTestServer(FAST_SERVER);
+  const behind = startAgent(server, {}, { clock: () => Date.now() - 2 * 3600_000 });
+  const ahead = startAgent(server, {}, { clock: () => Date.now() + 26 * 3600_000 });
+  try {
+    for (const agent of [behind, ahead]) {
+      const id = await approveAgent(server, agent);
+      await untilConnected(server, id);
+    }
+  } finally {
+    await behind.stop();
+    await ahead.stop();
+    await server.close();
+  }
+});

@@ -21,7 +21,7 @@ export const FAST_SERVER = {
 export type AgentOptions = Partial<Omit<AgentConfig, "actions" | "shell">> & { actions?: Array<Record<string, unknown>>; shell?: Record<string, unknown> };
 
 /** An agent (in-process) with its own data and file dirs, started against `server`. */
-export function startAgent(server: TestServer | string, options: AgentOptions = {}): Agent & { dir: string } {
+export function startAgent(server: TestServer | string, options: AgentOptions = {}, extra: { clock?: () => number } = {}): Agent & { dir: string } {
   const dir = tempDir("labgate-agent-");
   const files = join(dir, "files");
   mkdirSync(files, { recursive: true });
@@ -41,7 +41,7 @@ export function startAgent(server: TestServer | string, options: AgentOptions = 
     ],
     ...options,
   } as Record<string, unknown>);
-  const agent = new Agent(config, createLogger(config.log_level)) as Agent & { dir: string };
+  const agent = new Agent(config, createLogger(config.log_level), extra) as Agent & { dir: string };
   agent.dir = dir;
   agent.start();
   return agent;
