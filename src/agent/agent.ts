@@ -434,6 +434,11 @@ export class Agent {
     const { uri, sha256 } = answer;
     if (typeof uri !== "string" || typeof sha256 !== "string") throw new Error("update check answer lacks uri or sha256");
     const offered = typeof answer.version === "string" ? answer.version : undefined;
+    if (this.config.install_command.length === 0) {
+      // Nothing could install it: downloading would only cost bandwidth, and reporting the offered
+      // version would claim an update that never happened.
+      return this.log.warn(`agent: update ${offered ?? `package ${String(answer.id)}`} offered, but no install_command is configured: not installed`);
+    }
     this.log.info(`agent: update ${offered ?? `package ${String(answer.id)}`} offered`);
 
     // Leftovers of other updates (an offer that changed meanwhile) go; this one's partial stays.
