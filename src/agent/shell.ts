@@ -7,6 +7,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import WebSocket from "ws";
+import { closeReason } from "../update/channel/protocol.ts";
 import type { Logger } from "../util/log.ts";
 import type { AgentShell } from "./config.ts";
 
@@ -93,7 +94,7 @@ export class ShellSessions {
       // Its own process group, so that whatever it starts goes with it.
       child = spawn(program, args, { cwd: this.config.cwd, env: sessionEnv(), stdio: ["pipe", "pipe", "pipe"], shell: false, detached: true });
     } catch (error) {
-      socket.close(1000, `cannot start the shell: ${(error as Error).message}`.slice(0, 120));
+      socket.close(1000, closeReason(`cannot start the shell: ${(error as Error).message}`));
       return;
     }
     session.child = child;
@@ -118,7 +119,7 @@ export class ShellSessions {
       if (child.stdin!.writable && !child.stdin!.write(bytes)) socket.pause();
     });
     child.on("error", (error) => {
-      if (socket.readyState === WebSocket.OPEN) socket.close(1000, `cannot start the shell: ${error.message}`.slice(0, 120));
+      if (socket.readyState === WebSocket.OPEN) socket.close(1000, closeReason(`cannot start the shell: ${error.message}`));
     });
     child.on("close", (code, signal) => {
       session.child = undefined;

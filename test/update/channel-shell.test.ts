@@ -187,3 +187,14 @@ test("deleting the device ends its shell sessions and the agent's process", asyn
   };
   await until(gone, 5000, "shell process ended");
 });
+
+test("a shell command that cannot start ends the session with the reason (cut to a valid close reason)", async () => {
+  const missing = `/nonexistent/${"é".repeat(100)}`;
+  const { agent } = await connectedAgent({ shell: { command: [missing] } });
+  const s = shell(agent.mac);
+  const closed = await s.closed;
+  assert.equal(closed.code, 1000);
+  assert.match(closed.reason, /^cannot start the shell: spawn \/nonexistent\/é+/);
+  assert.ok(Buffer.byteLength(closed.reason) <= 123);
+  assert.equal(agent.connected, true, "the agent lives on");
+});

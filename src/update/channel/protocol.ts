@@ -78,3 +78,10 @@ export function parseMessage(text: string): Record<string, unknown> & { method: 
   const method = (value as { method?: unknown }).method;
   return typeof method === "string" ? (value as Record<string, unknown> & { method: string }) : undefined;
 }
+
+/** A WebSocket close reason: at most 123 bytes of UTF-8 (a longer one makes `close` throw). */
+export function closeReason(text: string): string {
+  let reason = text;
+  while (Buffer.byteLength(reason) > 123) reason = reason.slice(0, -1);
+  return reason;
+}

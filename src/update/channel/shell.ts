@@ -10,7 +10,7 @@ import { randomUUID } from "node:crypto";
 import type { WebSocket } from "ws";
 import type { AppContext } from "../../server/context.ts";
 import { channelOf, type ChannelHub } from "./hub.ts";
-import { hasCapability } from "./protocol.ts";
+import { closeReason, hasCapability } from "./protocol.ts";
 
 export const CLOSE_INVALID = 4001;
 export const CLOSE_CAPABILITY = 4003;
@@ -160,7 +160,7 @@ export class ShellService {
     for (const side of [session.manager, session.device]) {
       if (!side) continue;
       if (side.ws.isPaused) side.ws.resume();
-      if (side.ws.readyState === side.ws.OPEN || side.ws.readyState === side.ws.CONNECTING) side.ws.close(code, reason.slice(0, 120));
+      if (side.ws.readyState === side.ws.OPEN || side.ws.readyState === side.ws.CONNECTING) side.ws.close(code, closeReason(reason));
     }
     this.ctx.log.info(`shell session ${session.uuid} of device ${session.mac} ended (${code} ${reason})`);
     if (this.sessions.size === 0) this.stopPinger();
