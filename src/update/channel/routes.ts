@@ -97,6 +97,9 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
             // Frames that came while the device was asked go first, in order.
             for (const frame of early ?? []) if (session) shells.fromManager(session, frame);
             early = undefined;
+          }, (error: Error) => {
+            ctx.log.error(`shell session for ${device.mac_address}: ${error.message}`);
+            ws.close(1011, "shell session failed");
           });
         },
         onMessage: (event) => {
