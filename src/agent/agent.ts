@@ -350,7 +350,7 @@ export class Agent {
       case "action_exec":
         return this.exec(String(message.execution_id), String(message.action_id));
       case "shell_attach":
-        void this.shells.attach(message.mac_addr, message.uuid);
+        this.shells.attach(message.mac_addr, message.uuid).catch((error) => this.log.warn(`agent: shell session failed: ${(error as Error).message}`));
         return;
       case "fs_file_probe":
         void this.probe(String(message.id), message.file);
