@@ -198,3 +198,12 @@ test("a shell command that cannot start ends the session with the reason (cut to
   assert.ok(Buffer.byteLength(closed.reason) <= 123);
   assert.equal(agent.connected, true, "the agent lives on");
 });
+
+test("a shell session without traffic for the agent's idle timeout is closed", async () => {
+  const { agent } = await connectedAgent({ shell: { command: ["sh"], idle_timeout: 0.4 } });
+  const s = shell(agent.mac);
+  assert.equal(await s.status, 101);
+  s.ws.send("echo awake\n");
+  await until(() => s.text() === "awake\n", 5000, "shell output");
+  assert.deepEqual(await s.closed, { code: 1000, reason: "idle timeout" });
+});
