@@ -16,7 +16,7 @@ after(async () => {
   await server.close();
 });
 
-type Entry = { id: string; action: string; created: string; status: string; status_code: number | null; output: string | null; download_url: string | null };
+type Entry = { id: string; action: string; created: string; status: string; status_code: number | null; output: string | null; output_truncated: boolean; download_url: string | null };
 const log = async (mac: string): Promise<Entry[]> => {
   const res = await server.request(`/api/v2/devices/${mac}/action/log`, { token: admin() });
   assert.equal(res.status, 200);
@@ -57,6 +57,7 @@ test("an action executed while the device is connected returns its output and ex
   assert.match(entries[0].created, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$/);
   // D8: the entry keeps the output (inline, base64) besides the link of 11.7.
   assert.equal(entries[0].output, b64("fine\n"));
+  assert.equal(entries[0].output_truncated, false);
   assert.equal(entries[1].output, body.output);
   // The output is kept under the data dir and downloads through a signed link.
   const output = await fetch(entries[0].download_url!);
@@ -282,4 +283,15 @@ test("queued actions go out oldest first, and again after a disconnect before th
   await until(async () => (await log(agent.mac)).every((e) => e.status !== "sent"), 3000, "all done");
   assert.deepEqual((await log(agent.mac)).map((e) => [e.action, e.status, e.status_code]), [["c", "error", 2], ["b", "error", 1], ["a", "success", 0]]);
   second.dev.ws.close();
+});
+
+test("a large output: whole in the exec answer and behind the link, the first 64 KiB inline in the log", async () => {
+  const { agent } = await connectedAgent({ actions: [{ id: "big", command: ["head", "-c", "100000", "/dev/zero"], timeout: 5 }] });
+  const res = await exec(agent.mac, "big");
+  const body = (await res.json()) as { status_code: number; output: string };
+  assert.equal(Buffer.from(body.output, "base64").length, 100_000);
+  const [entry] = await log(agent.mac);
+  assert.equal(Buffer.from(entry.output!, "base64").length, 64 * 1024);
+  assert.equal(entry.output_truncated, true);
+  assert.equal((await (await fetch(entry.download_url!)).arrayBuffer()).byteLength, 100_000);
 });

@@ -13,6 +13,8 @@ import { deviceFilesOf, signedFileUrl, type DeviceFileStore } from "../devicefil
 
 export type ActionStatus = "pending" | "sent" | "success" | "error";
 const FINAL = "('success', 'error')";
+/** Output bytes a log entry carries inline: a log of many large outputs stays a modest answer. */
+export const MAX_INLINE_OUTPUT = 64 * 1024;
 
 interface LogRow {
   seq: number;
@@ -33,8 +35,12 @@ export interface LogEntry {
   created: string;
   status: ActionStatus;
   status_code: number | null;
-  /** Base64 of the combined output once the result is in ("" for none), else null (D8). */
+  /**
+   * Base64 of the combined output once the result is in ("" for none), else null (D8); at most
+   * MAX_INLINE_OUTPUT bytes, the whole output is behind `download_url` (11.7).
+   */
   output: string | null;
+  output_truncated: boolean;
   download_url: string | null;
 }
 
@@ -242,9 +248,16 @@ export class ActionService {
       created: row.created.slice(0, 19),
       status: row.status,
       status_code: row.status_code,
-      output: row.status_code === null ? null : row.output_key ? this.files.readObject(row.output_key).toString("base64") : "",
+      ...this.inlineOutput(row),
       download_url: row.output_key ? signedFileUrl(this.ctx, base, row.output_key) : null,
     }));
+  }
+
+  private inlineOutput(row: LogRow): { output: string | null; output_truncated: boolean } {
+    if (row.status_code === null) return { output: null, output_truncated: false };
+    if (!row.output_key) return { output: "", output_truncated: false };
+    const { data, truncated } = this.files.readObject(row.output_key, MAX_INLINE_OUTPUT);
+    return { output: data.toString("base64"), output_truncated: truncated };
   }
 
   /** Deletes finished rows (success or error). */

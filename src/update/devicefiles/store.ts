@@ -7,7 +7,7 @@
  * Keys are `<dir>/<uuid>` exactly, so nothing else (and no `..`) can ever be named.
  */
 import { randomUUID } from "node:crypto";
-import { closeSync, createReadStream, createWriteStream, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, unlinkSync, type Stats } from "node:fs";
+import { closeSync, createReadStream, createWriteStream, fsyncSync, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, unlinkSync, type Stats } from "node:fs";
 import { open, rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
@@ -64,13 +64,20 @@ export class DeviceFileStore {
     return key;
   }
 
-  /** The bytes of a stored object (empty when it is gone). */
-  readObject(key: string): Buffer {
+  /** The first `limit` bytes of a stored object (empty when it is gone) and whether there is more. */
+  readObject(key: string, limit: number): { data: Buffer; truncated: boolean } {
     const path = this.pathOf(key);
+    if (!path) return { data: Buffer.alloc(0), truncated: false };
+    let fd: number | undefined;
     try {
-      return path ? readFileSync(path) : Buffer.alloc(0);
+      fd = openSync(path, "r");
+      const buffer = Buffer.alloc(limit + 1);
+      const read = readSync(fd, buffer, 0, limit + 1, 0);
+      return { data: buffer.subarray(0, Math.min(read, limit)), truncated: read > limit };
     } catch {
-      return Buffer.alloc(0);
+      return { data: Buffer.alloc(0), truncated: false };
+    } finally {
+      if (fd !== undefined) closeSync(fd);
     }
   }
 
