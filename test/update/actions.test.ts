@@ -295,3 +295,32 @@ test("a large output: whole in the exec answer and behind the link, the first 64
   assert.equal(entry.output_truncated, true);
   assert.equal((await (await fetch(entry.download_url!)).arrayBuffer()).byteLength, 100_000);
 });
+
+test("clear pending empties the queue, also of actions handed over before a disconnect (nothing is sent again)", async () => {
+  const { agent, id } = await connectedAgent();
+  await agent.stop();
+  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  for (const action of ["a", "b"]) assert.equal((await exec(agent.mac, action)).status, 202);
+  let dev = await rawDevice(server, agent);
+  dev.ws.send(JSON.stringify({ method: "capability_report", capabilities: { exec_cmds: true } }));
+  await dev.next("action_list_query");
+  dev.ws.send(JSON.stringify({ method: "action_list_update", actions: [{ id: "a", command: ["true"] }, { id: "b", command: ["true"] }] }));
+  for (let i = 0; i < 2; i++) {
+    const sent = await dev.next("action_exec");
+    dev.ws.send(JSON.stringify({ method: "action_exec_control", execution_id: sent.execution_id, status: "ok" }));
+  }
+  await until(async () => (await log(agent.mac)).every((e) => e.status === "sent"), 3000, "sent");
+  dev.ws.close();
+  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  const res = await server.request(`/api/v2/devices/${agent.mac}/action/pending`, { method: "DELETE", token: admin() });
+  assert.equal(res.status, 200);
+  assert.deepEqual(await log(agent.mac), []);
+  dev = await rawDevice(server, agent);
+  try {
+    dev.ws.send(JSON.stringify({ method: "capability_report", capabilities: { exec_cmds: true } }));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.deepEqual(dev.messages.filter((m) => m.method === "action_exec"), []);
+  } finally {
+    dev.ws.close();
+  }
+});

@@ -265,9 +265,13 @@ export class ActionService {
     return this.deleteRows(`mac_address = ? AND status IN ${FINAL}`, [mac]);
   }
 
-  /** Deletes queued rows not yet handed to the device. */
+  /**
+   * Empties the queue: every row without a result. `sent` rows go too, since they would be
+   * delivered again on the next connection (11.5); one the device runs right now cannot be
+   * recalled, and its late result is ignored.
+   */
   clearPending(mac: string): Promise<void> {
-    return this.deleteRows("mac_address = ? AND status = 'pending'", [mac]);
+    return this.deleteRows(`mac_address = ? AND status NOT IN ${FINAL}`, [mac]);
   }
 
   /** Deletes the listed rows of that device, whatever their status; unknown ids are ignored. */
