@@ -14,8 +14,9 @@ import { writeFileDurable } from "../util/files.ts";
 import { createLogger, type Logger } from "../util/log.ts";
 import type { AgentConfig } from "./config.ts";
 import { runCommand } from "./commands.ts";
-import { confinedFile, uploadParts } from "./files.ts";
+import { confinedFile, openConfined, uploadParts } from "./files.ts";
 import { download } from "./updater.ts";
+import { ShellSessions } from "./shell.ts";
 
 const KEY_FILE = "device-key.pem";
 const STATE_FILE = "state.json";
@@ -38,6 +39,7 @@ export class Agent {
   readonly config: AgentConfig;
   readonly log: Logger;
   private client!: DeviceClient;
+  private shells!: ShellSessions;
   private state!: State;
   private socket: WebSocket | undefined;
   private stopped = false;
@@ -57,9 +59,15 @@ export class Agent {
   /** Connection count, for tests and logs. */
   connections = 0;
 
-  constructor(config: AgentConfig, log: Logger = createLogger(config.log_level)) {
+  /** The device's clock in ms (tests skew it). */
+  private readonly clock: () => number;
+  /** Seconds to add to the device's clock to get the server's (learnt from `Date` headers). */
+  private clockOffset = 0;
+
+  constructor(config: AgentConfig, log: Logger = createLogger(config.log_level), options: { clock?: () => number } = {}) {
     this.config = config;
     this.log = log;
+    this.clock = options.clock ?? Date.now;
     this.approved = new Promise((resolve) => (this.markApproved = resolve));
   }
 
@@ -79,7 +87,15 @@ export class Agent {
   start(): void {
     mkdirSync(join(this.config.data_dir, "downloads"), { recursive: true, mode: 0o700 });
     this.state = this.loadState();
-    this.client = new DeviceClient({ server: this.config.server, privateKeyPem: loadOrCreateDeviceKey(join(this.config.data_dir, KEY_FILE), this.config.key_type).privateKeyPem, metadata: this.metadata(), prefix: this.config.prefix });
+    this.client = new DeviceClient({
+      server: this.config.server,
+      privateKeyPem: loadOrCreateDeviceKey(join(this.config.data_dir, KEY_FILE), this.config.key_type).privateKeyPem,
+      metadata: this.metadata(),
+      prefix: this.config.prefix,
+      now: () => Math.floor(this.clock() / 1000) + this.clockOffset,
+      fetch: (input, init) => this.fetchNoting(input, init),
+    });
+    this.shells = new ShellSessions({ config: this.config.shell, mac: this.mac, server: this.config.server, log: this.log, token: () => this.client.getToken() });
     void this.run();
   }
 
@@ -88,6 +104,7 @@ export class Agent {
     this.stopController.abort();
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
+    this.shells?.closeAll();
     const socket = this.socket;
     if (socket && socket.readyState !== WebSocket.CLOSED) {
       await new Promise<void>((resolve) => {
@@ -145,6 +162,25 @@ export class Agent {
     };
     if (this.config.name) metadata[`${p}.device.name`] = this.config.name;
     return metadata;
+  }
+
+  /**
+   * Lab devices often boot without a real-time clock or NTP: the signed auth timestamp would fall
+   * outside the server's window. The server's `Date` header tells how far off this clock is.
+   */
+  private async fetchNoting(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+    const response = await fetch(input, init);
+    const date = Date.parse(response.headers.get("date") ?? "");
+    if (Number.isFinite(date)) {
+      const offset = Math.round((date - this.clock()) / 1000);
+      // Date has whole seconds: follow only a real difference.
+      if (Math.abs(offset - this.clockOffset) > 30) {
+        this.log.warn(`agent: the device clock is ${Math.abs(offset)} s ${offset > 0 ? "behind" : "ahead of"} the server's; using the server's time`);
+        this.clockOffset = offset;
+        this.client?.clockCorrected();
+      }
+    }
+    return response;
   }
 
   // --- main loop --------------------------------------------------------------------------
@@ -263,7 +299,7 @@ export class Agent {
         this.connections++;
         this.log.info(`agent: connected to ${url}`);
         // Capabilities at once (13.1), with the seed's keys (D11).
-        this.send({ method: "capability_report", capabilities: { exec_cmds: true, file_transfer: true, shell_connect: false } });
+        this.send({ method: "capability_report", capabilities: { exec_cmds: true, file_transfer: true, shell_connect: this.shells.enabled } });
         const pending = this.outbox;
         this.outbox = [];
         for (const message of pending) this.send(message);
@@ -313,6 +349,9 @@ export class Agent {
         return;
       case "action_exec":
         return this.exec(String(message.execution_id), String(message.action_id));
+      case "shell_attach":
+        this.shells.attach(message.mac_addr, message.uuid).catch((error) => this.log.warn(`agent: shell session failed: ${(error as Error).message}`));
+        return;
       case "fs_file_probe":
         void this.probe(String(message.id), message.file);
         return;
@@ -371,10 +410,14 @@ export class Agent {
 
   private async upload(id: string, file: unknown, urls: string[], partSize: number): Promise<void> {
     try {
-      const found = await confinedFile(this.config.file_base_dir, file as string);
+      const found = await openConfined(this.config.file_base_dir, file as string);
       if (!found) throw new Error("file is not available");
-      const etags = await uploadParts(found.path, urls, partSize);
-      this.send({ method: "fs_file_download_reply", id, status: 0, etags });
+      try {
+        const etags = await uploadParts(found.handle, urls, partSize);
+        this.send({ method: "fs_file_download_reply", id, status: 0, etags });
+      } finally {
+        await found.handle.close();
+      }
     } catch (error) {
       this.log.warn(`agent: file upload failed: ${(error as Error).message}`);
       this.send({ method: "fs_file_download_reply", id, status: 1, etags: [] });
@@ -391,6 +434,11 @@ export class Agent {
     const { uri, sha256 } = answer;
     if (typeof uri !== "string" || typeof sha256 !== "string") throw new Error("update check answer lacks uri or sha256");
     const offered = typeof answer.version === "string" ? answer.version : undefined;
+    if (this.config.install_command.length === 0) {
+      // Nothing could install it: downloading would only cost bandwidth, and reporting the offered
+      // version would claim an update that never happened.
+      return this.log.warn(`agent: update ${offered ?? `package ${String(answer.id)}`} offered, but no install_command is configured: not installed`);
+    }
     this.log.info(`agent: update ${offered ?? `package ${String(answer.id)}`} offered`);
 
     // Leftovers of other updates (an offer that changed meanwhile) go; this one's partial stays.

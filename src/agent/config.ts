@@ -17,6 +17,18 @@ export interface AgentAction {
   timeout: number;
 }
 
+/** Shell sessions (update-server.md 13.4): one process per session, pipes, no PTY. */
+export interface AgentShell {
+  /** argv of the session process; empty: no shell sessions (shell_connect false). */
+  command: string[];
+  /** Working directory of the session process. */
+  cwd: string;
+  /** Seconds without traffic either way before a session is closed; 0 = never. */
+  idle_timeout: number;
+  /** Sessions at once; more are refused. */
+  max_sessions: number;
+}
+
 export interface AgentConfig {
   server: string;
   data_dir: string;
@@ -30,6 +42,7 @@ export interface AgentConfig {
   install_command: string[];
   file_base_dir: string;
   actions: AgentAction[];
+  shell: AgentShell;
   /** Product prefix of metadata keys and the signature header (the server's `prefix`). */
   prefix: string;
   /** Backoff between retries (registration, reconnects, downloads): from min, doubling, up to max. */
@@ -62,6 +75,7 @@ const DEFAULTS = {
   install_command: [],
   file_base_dir: "/var/log",
   actions: [{ id: "uptime", name: "Uptime", command: ["uptime"], description: "", timeout: 5 }],
+  shell: {},
   prefix: "svc",
   retry_min_delay: 1,
   retry_max_delay: 60,
@@ -75,6 +89,36 @@ export function defaultMac(): string {
     for (const nic of list ?? []) if (!nic.internal && nic.mac && nic.mac !== "00:00:00:00:00:00") return nic.mac;
   }
   throw new ConfigError("agent config key mac_address: no network interface with a MAC address found; set mac_address");
+}
+
+const SHELL_DEFAULTS = { command: [], cwd: "", idle_timeout: 900, max_sessions: 2 };
+
+function buildShell(input: unknown, cwd: string, fileBaseDir: string): AgentShell {
+  if (input === null || typeof input !== "object" || Array.isArray(input)) return fail("shell", "expected a mapping {command, cwd, idle_timeout, max_sessions}");
+  for (const key of Object.keys(input)) if (!(key in SHELL_DEFAULTS)) fail(`shell.${key}`, "unknown key");
+  const v = { ...SHELL_DEFAULTS, ...(input as Record<string, unknown>) };
+  const dir = str(v.cwd, "shell.cwd");
+  return {
+    command: argv(v.command, "shell.command"),
+    // Sessions start where files may be fetched from, unless told otherwise.
+    cwd: dir ? resolve(cwd, dir) : fileBaseDir,
+    idle_timeout: num(v.idle_timeout, "shell.idle_timeout"),
+    max_sessions: Math.floor(num(v.max_sessions, "shell.max_sessions", 1)),
+  };
+}
+
+/** The configured MAC (aa:bb:cc:dd:ee:ff, any case), or the interface's when empty. */
+function macAddress(value: string): string {
+  if (value === "") return defaultMac();
+  const mac = value.toLowerCase();
+  return /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/.test(mac) ? mac : fail("mac_address", `expected six hex pairs separated by colons (aa:bb:cc:dd:ee:ff), got ${JSON.stringify(value)}`);
+}
+
+/** YAML reads 1.10 as the number 1.1: only strings and integers say exactly what was meant. */
+function softwareVersion(value: unknown): string {
+  if (typeof value === "string" && value !== "") return value;
+  if (typeof value === "number" && Number.isSafeInteger(value)) return String(value);
+  return fail("software_version", `expected a non-empty string (quote versions such as "1.10"), got ${JSON.stringify(value)}`);
 }
 
 /** Validates a parsed config object (unknown keys are errors), filling defaults. */
@@ -109,6 +153,7 @@ export function buildAgentConfig(input: Record<string, unknown>, cwd = process.c
     if (command.length === 0) fail(`${at}.command`, "must not be empty");
     return { id, name: a.name === undefined ? id : str(a.name, `${at}.name`), command, description: a.description === undefined ? "" : str(a.description, `${at}.description`), timeout: a.timeout === undefined ? 0 : num(a.timeout, `${at}.timeout`) };
   });
+  const shell = buildShell(v.shell, cwd, resolve(cwd, str(v.file_base_dir, "file_base_dir")));
   const logLevel = str(v.log_level, "log_level");
   if (!["error", "warn", "info", "debug"].includes(logLevel)) fail("log_level", "expected error, warn, info or debug");
   const min = num(v.retry_min_delay, "retry_min_delay", 0.001);
@@ -116,15 +161,16 @@ export function buildAgentConfig(input: Record<string, unknown>, cwd = process.c
     server,
     data_dir: resolve(cwd, str(v.data_dir, "data_dir")),
     key_type: keyType as "rsa" | "ed25519",
-    mac_address: str(v.mac_address, "mac_address").toLowerCase() || defaultMac(),
+    mac_address: macAddress(str(v.mac_address, "mac_address")),
     name: str(v.name, "name"),
     device_type: str(v.device_type, "device_type"),
-    software_version: String(v.software_version),
+    software_version: softwareVersion(v.software_version),
     metadata: metadata as Record<string, string | string[]>,
     update_check_interval: num(v.update_check_interval, "update_check_interval", 0.01),
     install_command: argv(v.install_command, "install_command"),
     file_base_dir: resolve(cwd, str(v.file_base_dir, "file_base_dir")),
     actions,
+    shell,
     prefix: str(v.prefix, "prefix"),
     retry_min_delay: min,
     retry_max_delay: Math.max(min, num(v.retry_max_delay, "retry_max_delay", 0.001)),

@@ -2,7 +2,8 @@
  * File probes and uploads for the server's fs/file (update-server.md 12, steps 3 and 8), confined
  * to the agent's file_base_dir: the path is resolved, symlinks included, and must stay inside.
  */
-import { open, realpath, stat } from "node:fs/promises";
+import { constants } from "node:fs";
+import { open, readlink, realpath, stat, type FileHandle } from "node:fs/promises";
 import { isAbsolute, relative, sep } from "node:path";
 
 /** The real path of `file` when it is a regular file inside `baseDir`, else undefined. */
@@ -21,26 +22,48 @@ export async function confinedFile(baseDir: string, file: string): Promise<{ pat
 }
 
 /**
- * Uploads `path` in parts of `partSize` bytes, one PUT per URL in order (an empty file is one
- * empty part). Returns the ETag of each part, or throws.
+ * Opens the file that `confinedFile` found, making sure that what was opened is that file: no
+ * symlink swapped in at the last component (O_NOFOLLOW), no FIFO to block on (O_NONBLOCK), the
+ * same inode, and, where /proc shows it, a path still inside `baseDir` (a directory swapped for a
+ * symlink between the check and the open).
  */
-export async function uploadParts(path: string, urls: string[], partSize: number, fetchImpl: typeof fetch = fetch): Promise<string[]> {
+export async function openConfined(baseDir: string, file: string): Promise<{ handle: FileHandle; size: number } | undefined> {
+  const found = await confinedFile(baseDir, file);
+  if (!found) return undefined;
+  let handle: FileHandle;
+  try {
+    handle = await open(found.path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch {
+    return undefined;
+  }
+  try {
+    const [opened, checked] = await Promise.all([handle.stat(), stat(found.path)]);
+    if (!opened.isFile() || opened.ino !== checked.ino || opened.dev !== checked.dev) throw new Error("file changed");
+    const actual = await readlink(`/proc/self/fd/${handle.fd}`).catch(() => undefined);
+    if (actual !== undefined && (await confinedFile(baseDir, actual))?.path !== actual) throw new Error("file moved outside");
+    return { handle, size: opened.size };
+  } catch {
+    await handle.close();
+    return undefined;
+  }
+}
+
+/**
+ * Uploads an open file in parts of `partSize` bytes, one PUT per URL in order (an empty file is
+ * one empty part). Returns the ETag of each part, or throws. The handle stays open.
+ */
+export async function uploadParts(handle: FileHandle, urls: string[], partSize: number, fetchImpl: typeof fetch = fetch): Promise<string[]> {
   if (!Array.isArray(urls) || urls.length === 0 || !urls.every((u) => typeof u === "string")) throw new Error("no upload URLs");
   if (!Number.isInteger(partSize) || partSize <= 0) throw new Error("bad part size");
-  const handle = await open(path, "r");
-  try {
-    const etags: string[] = [];
-    for (let i = 0; i < urls.length; i++) {
-      const buffer = Buffer.alloc(partSize);
-      const { bytesRead } = await handle.read(buffer, 0, partSize, i * partSize);
-      const response = await fetchImpl(urls[i], { method: "PUT", body: buffer.subarray(0, bytesRead), headers: { "content-type": "application/octet-stream" } });
-      await response.arrayBuffer().catch(() => undefined);
-      const etag = response.headers.get("etag");
-      if (response.status !== 200 || !etag) throw new Error(`part ${i} upload answered ${response.status}`);
-      etags.push(etag.replace(/^"|"$/g, ""));
-    }
-    return etags;
-  } finally {
-    await handle.close();
+  const etags: string[] = [];
+  for (let i = 0; i < urls.length; i++) {
+    const buffer = Buffer.alloc(partSize);
+    const { bytesRead } = await handle.read(buffer, 0, partSize, i * partSize);
+    const response = await fetchImpl(urls[i], { method: "PUT", body: buffer.subarray(0, bytesRead), headers: { "content-type": "application/octet-stream" } });
+    await response.arrayBuffer().catch(() => undefined);
+    const etag = response.headers.get("etag");
+    if (response.status !== 200 || !etag) throw new Error(`part ${i} upload answered ${response.status}`);
+    etags.push(etag.replace(/^"|"$/g, ""));
   }
+  return etags;
 }

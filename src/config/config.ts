@@ -30,7 +30,9 @@ export interface Config {
     queue_full_retry: number;
     file_transfer_timeout: number;
     file_transfer_min_rate: number;
-    /** Seconds without an update check offer or progress report after which a progress record is dropped. */
+    /** Seconds a device has to attach to a new shell session (13.4). */
+    shell_attach_timeout: number;
+    /** Seconds without an update check offer or progress report after which a progress record is dropped (17 item 11). */
     progress_idle_timeout: number;
   };
   test_server: {
@@ -185,6 +187,7 @@ const schema: Schema = {
     queue_full_retry: { default: 5, check: positive },
     file_transfer_timeout: { default: 60, check: positive },
     file_transfer_min_rate: { default: 1048576, check: positive },
+    shell_attach_timeout: { default: 5, check: positive },
     progress_idle_timeout: { default: 86400, check: positive },
   },
   test_server: {

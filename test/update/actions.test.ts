@@ -16,7 +16,7 @@ after(async () => {
   await server.close();
 });
 
-type Entry = { id: string; action: string; created: string; status: string; status_code: number | null; download_url: string | null };
+type Entry = { id: string; action: string; created: string; status: string; status_code: number | null; output: string | null; output_truncated: boolean; download_url: string | null };
 const log = async (mac: string): Promise<Entry[]> => {
   const res = await server.request(`/api/v2/devices/${mac}/action/log`, { token: admin() });
   assert.equal(res.status, 200);
@@ -55,6 +55,10 @@ test("an action executed while the device is connected returns its output and ex
   const entries = await log(agent.mac);
   assert.deepEqual(entries.map((e) => [e.action, e.status, e.status_code]), [["ok", "success", 0], ["echo", "error", 3]]);
   assert.match(entries[0].created, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$/);
+  // D8: the entry keeps the output (inline, base64) besides the link of 11.7.
+  assert.equal(entries[0].output, b64("fine\n"));
+  assert.equal(entries[0].output_truncated, false);
+  assert.equal(entries[1].output, body.output);
   // The output is kept under the data dir and downloads through a signed link.
   const output = await fetch(entries[0].download_url!);
   assert.equal(output.status, 200);
@@ -73,7 +77,7 @@ test("an action queued while the agent is offline runs when it connects: pending
   assert.deepEqual(await first.json(), {});
   assert.equal((await exec(agent.mac, "echo")).status, 202);
   assert.equal((await exec(agent.mac, "no-such-action")).status, 202);
-  assert.deepEqual((await log(agent.mac)).map((e) => [e.action, e.status]), [["no-such-action", "pending"], ["echo", "pending"], ["ok", "pending"]]);
+  assert.deepEqual((await log(agent.mac)).map((e) => [e.action, e.status, e.output]), [["no-such-action", "pending", null], ["echo", "pending", null], ["ok", "pending", null]]);
 
   agent = restartAgent(agent as Agent & { dir: string });
   agents.push(agent);
@@ -81,7 +85,8 @@ test("an action queued while the agent is offline runs when it connects: pending
     const list = await log(agent.mac);
     return list.every((e) => e.status === "success" || e.status === "error") ? list : undefined;
   }, 8000, "queued actions to finish");
-  assert.deepEqual(entries.map((e) => [e.action, e.status, e.status_code]), [["no-such-action", "error", null], ["echo", "error", 3], ["ok", "success", 0]]);
+  assert.deepEqual(entries.map((e) => [e.action, e.status, e.status_code, e.output]), [["no-such-action", "error", null, null], ["echo", "error", 3, entries[1].output], ["ok", "success", 0, b64("fine\n")]]);
+  assert.match(Buffer.from(entries[1].output!, "base64").toString(), /hello/);
   assert.ok(entries[2].download_url);
 });
 
@@ -214,6 +219,8 @@ test("with a hand-driven device: missing capability 409, refusal 502, results on
     const second = exec(agent.mac, "x");
     const again = await dev.next("action_exec");
     dev.ws.send(JSON.stringify({ method: "action_exec_control", execution_id: again.execution_id, status: "ok" }));
+    // D8: acknowledged by the device -> `sent` until the result comes.
+    await until(async () => (await log(agent.mac)).find((e) => e.id === again.execution_id)?.status === "sent", 3000, "status sent");
     dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: "00000000-0000-4000-8000-000000000000", status_code: 0, output: "" }));
     dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: again.execution_id, status_code: 0, output: b64("done") }));
     assert.deepEqual(await (await second).json(), { status_code: 0, output: b64("done") });
@@ -221,6 +228,98 @@ test("with a hand-driven device: missing capability 409, refusal 502, results on
     dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: again.execution_id, status_code: 5, output: "" }));
     await new Promise((resolve) => setTimeout(resolve, 100));
     assert.deepEqual((await log(agent.mac)).map((e) => [e.status, e.status_code]), [["success", 0], ["error", null], ["error", null]]);
+
+    // An entry removed while its request waits: the request still gets the device's result.
+    const third = exec(agent.mac, "x");
+    const running = await dev.next("action_exec");
+    dev.ws.send(JSON.stringify({ method: "action_exec_control", execution_id: running.execution_id, status: "ok" }));
+    const removed = await server.request(`/api/v2/devices/${agent.mac}/action/remove`, { method: "POST", token: admin(), json: { actions: [running.execution_id] } });
+    assert.equal(removed.status, 200);
+    dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: running.execution_id, status_code: 0, output: b64("late") }));
+    const answer = await third;
+    assert.deepEqual([answer.status, await answer.json()], [200, { status_code: 0, output: b64("late") }]);
+    assert.equal((await log(agent.mac)).length, 3);
+  } finally {
+    dev.ws.close();
+  }
+});
+
+test("actions run without a shell: metacharacters reach the program as they are", async () => {
+  const { agent } = await connectedAgent({ actions: [{ id: "literal", command: ["echo", "$HOME", "|", "`id`", ";", "$(id)"], timeout: 5 }] });
+  const res = await exec(agent.mac, "literal");
+  assert.deepEqual(await res.json(), { status_code: 0, output: b64("$HOME | `id` ; $(id)\n") });
+});
+
+test("queued actions go out oldest first, and again after a disconnect before their results (at least once)", async () => {
+  const { agent, id } = await connectedAgent();
+  await agent.stop();
+  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  for (const action of ["a", "b", "c"]) assert.equal((await exec(agent.mac, action)).status, 202);
+  const ids = (await log(agent.mac)).map((e) => e.id).reverse(); // oldest first
+
+  const session = async (answer: boolean) => {
+    const dev = await rawDevice(server, agent);
+    dev.ws.send(JSON.stringify({ method: "capability_report", capabilities: { exec_cmds: true } }));
+    await dev.next("action_list_query");
+    dev.ws.send(JSON.stringify({ method: "action_list_update", actions: ["a", "b", "c"].map((x) => ({ id: x, command: ["true"] })) }));
+    const order: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const sent = await dev.next("action_exec");
+      order.push(String(sent.execution_id));
+      dev.ws.send(JSON.stringify({ method: "action_exec_control", execution_id: sent.execution_id, status: "ok" }));
+      if (answer) dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: sent.execution_id, status_code: i, output: "" }));
+    }
+    return { dev, order };
+  };
+  // First connection: taken (sent) but no result before the device goes away.
+  const first = await session(false);
+  assert.deepEqual(first.order, ids);
+  await until(async () => (await log(agent.mac)).every((e) => e.status === "sent"), 3000, "all sent");
+  first.dev.ws.close();
+  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  // Next connection: the same executions again, same order; now they finish.
+  const second = await session(true);
+  assert.deepEqual(second.order, ids);
+  await until(async () => (await log(agent.mac)).every((e) => e.status !== "sent"), 3000, "all done");
+  assert.deepEqual((await log(agent.mac)).map((e) => [e.action, e.status, e.status_code]), [["c", "error", 2], ["b", "error", 1], ["a", "success", 0]]);
+  second.dev.ws.close();
+});
+
+test("a large output: whole in the exec answer and behind the link, the first 64 KiB inline in the log", async () => {
+  const { agent } = await connectedAgent({ actions: [{ id: "big", command: ["head", "-c", "100000", "/dev/zero"], timeout: 5 }] });
+  const res = await exec(agent.mac, "big");
+  const body = (await res.json()) as { status_code: number; output: string };
+  assert.equal(Buffer.from(body.output, "base64").length, 100_000);
+  const [entry] = await log(agent.mac);
+  assert.equal(Buffer.from(entry.output!, "base64").length, 64 * 1024);
+  assert.equal(entry.output_truncated, true);
+  assert.equal((await (await fetch(entry.download_url!)).arrayBuffer()).byteLength, 100_000);
+});
+
+test("clear pending empties the queue, also of actions handed over before a disconnect (nothing is sent again)", async () => {
+  const { agent, id } = await connectedAgent();
+  await agent.stop();
+  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  for (const action of ["a", "b"]) assert.equal((await exec(agent.mac, action)).status, 202);
+  let dev = await rawDevice(server, agent);
+  dev.ws.send(JSON.stringify({ method: "capability_report", capabilities: { exec_cmds: true } }));
+  await dev.next("action_list_query");
+  dev.ws.send(JSON.stringify({ method: "action_list_update", actions: [{ id: "a", command: ["true"] }, { id: "b", command: ["true"] }] }));
+  for (let i = 0; i < 2; i++) {
+    const sent = await dev.next("action_exec");
+    dev.ws.send(JSON.stringify({ method: "action_exec_control", execution_id: sent.execution_id, status: "ok" }));
+  }
+  await until(async () => (await log(agent.mac)).every((e) => e.status === "sent"), 3000, "sent");
+  dev.ws.close();
+  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  const res = await server.request(`/api/v2/devices/${agent.mac}/action/pending`, { method: "DELETE", token: admin() });
+  assert.equal(res.status, 200);
+  assert.deepEqual(await log(agent.mac), []);
+  dev = await rawDevice(server, agent);
+  try {
+    dev.ws.send(JSON.stringify({ method: "capability_report", capabilities: { exec_cmds: true } }));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.deepEqual(dev.messages.filter((m) => m.method === "action_exec"), []);
   } finally {
     dev.ws.close();
   }

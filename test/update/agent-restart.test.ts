@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { startTestServer, tempDir } from "../helpers/server.ts";
 import { agentMac, approveAgent, device, FAST_SERVER, startAgent, until, untilConnected } from "./helpers/agents.ts";
+import { startProxy } from "./helpers/proxy.ts";
 
 test("an agent survives a server restart without help", async () => {
   const dataDir = tempDir();
@@ -73,4 +74,45 @@ test("labgate agent as a child process: registers, connects, runs an action; bad
   const code = await new Promise<number | null>((resolve) => bad.once("exit", (c) => resolve(c)));
   assert.equal(code, 2);
   assert.match(message, /bogus_key: unknown key/);
+});
+
+test("an agent waiting for approval asks again with a growing delay (backoff), then connects once approved", async () => {
+  const server = await startTestServer(FAST_SERVER);
+  const proxy = await startProxy(server.url);
+  const agent = startAgent(proxy.url, { retry_min_delay: 0.05, retry_max_delay: 0.4 });
+  try {
+    const times: number[] = [];
+    const started = Date.now();
+    while (Date.now() - started < 1500) {
+      const count = proxy.seen.filter((r) => r.path === "/api/v1/auth/device").length;
+      while (times.length < count) times.push(Date.now());
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    // 0.05, 0.1, 0.2, 0.4, 0.4 ... (jitter ±20 %): about 6 in 1.5 s; without backoff it would be 30.
+    assert.ok(times.length >= 2 && times.length <= 9, `${times.length} attempts`);
+    const gaps = times.slice(1).map((t, i) => t - times[i]);
+    assert.ok(Math.max(...gaps) >= 250, `gaps ${gaps.join(", ")} ms`);
+    const id = await approveAgent(server, agent);
+    await untilConnected(server, id);
+  } finally {
+    await agent.stop();
+    await proxy.close();
+    await server.close();
+  }
+});
+
+test("an agent whose clock is hours off takes the server's time from its Date header and registers", async () => {
+  const server = await startTestServer(FAST_SERVER);
+  const behind = startAgent(server, {}, { clock: () => Date.now() - 2 * 3600_000 });
+  const ahead = startAgent(server, {}, { clock: () => Date.now() + 26 * 3600_000 });
+  try {
+    for (const agent of [behind, ahead]) {
+      const id = await approveAgent(server, agent);
+      await untilConnected(server, id);
+    }
+  } finally {
+    await behind.stop();
+    await ahead.stop();
+    await server.close();
+  }
 });

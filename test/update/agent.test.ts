@@ -134,3 +134,22 @@ test("a failed install keeps the old version", async () => {
     await agent.stop();
   }
 });
+
+test("without an install command an offered update is neither downloaded nor reported as installed", async () => {
+  const pkg = await uploadOk(server, { token: server.adminToken, version: "v6", devtype: "board", file: randomBytes(1000) });
+  const proxy = await startProxy(server.url);
+  const agent = startAgent(proxy.url, { device_type: "board", software_version: "v1" });
+  try {
+    const id = await approveAgent(server, agent);
+    await untilConnected(server, id);
+    await pushUpdate(id, pkg.id, "v6");
+    await agent.checkNow();
+    assert.ok(proxy.seen.some((r) => r.path === "/api/v1/update/check"));
+    assert.equal(proxy.seen.filter((r) => r.path.startsWith("/local_storage/")).length, 0);
+    assert.equal(agent.softwareVersion, "v1");
+    assert.equal((await device(server, id)).metadata["svc.software.version"], "v1");
+  } finally {
+    await agent.stop();
+    await proxy.close();
+  }
+});

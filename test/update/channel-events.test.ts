@@ -57,6 +57,15 @@ test("the stream needs a management token; other users see only their devices' e
     await until(() => admin.events.some((e) => e.event === "connect" && e.data.device === agent.mac), 3000, "admin sees connect");
     await new Promise((resolve) => setTimeout(resolve, 100));
     assert.deepEqual(stranger.events, []);
+    // With read on the device, its events show.
+    const grant = await server.request("/api/v1/permissions", { method: "POST", token: server.adminToken, json: { user_id: "carol", resource: "device", resource_id: id, permission: "read" } });
+    assert.equal(grant.status, 200);
+    await agent.stop();
+    await until(() => stranger.events.some((e) => e.event === "disconnect" && e.data.device === agent.mac), 3000, "reader sees disconnect");
+    // A device token is not a management token.
+    const dev = await rawDevice(server, agent);
+    dev.ws.close();
+    assert.equal((await fetch(`${server.url}/api/stream`, { headers: { authorization: `Bearer token=${dev.token}` } })).status, 401);
   } finally {
     stranger.close();
     admin.close();
@@ -99,4 +108,65 @@ test("update_progress moves the device's progress record; 100 or a new version e
   } finally {
     dev.ws.close();
   }
+});
+
+test("a progress record without news for the idle time is removed (17.11); a report keeps it alive", async () => {
+  const idleServer = await startTestServer({ update_server: { ...FAST_SERVER.update_server, progress_idle_timeout: 1.5 } });
+  const agent = startAgent(idleServer, { device_type: "board", software_version: "v1" });
+  try {
+    const id = await approveAgent(idleServer, agent);
+    await untilConnected(idleServer, id);
+    await agent.stop();
+    await until(async () => !(await device(idleServer, id)).connected, 3000, "disconnect");
+    const call = (method: string, path: string, json?: unknown) => idleServer.request(path, { method, token: idleServer.adminToken, json });
+    const pkg = await uploadOk(idleServer, { token: idleServer.adminToken, version: "v9", devtype: "board" });
+    const group = ((await (await call("POST", "/api/v2/groups", { metadata: {} })).json()) as { id: number }).id;
+    assert.equal((await call("POST", `/api/v2/groups/${group}/policy`, { policy: "exact_match,v9" })).status, 200);
+    assert.equal((await call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] })).status, 200);
+    assert.equal((await call("PATCH", `/api/v2/groups/${group}/devices`, { add: [id], remove: [] })).status, 200);
+    const dev = await rawDevice(idleServer, agent);
+    try {
+      const { DeviceClient } = await import("../../src/update/client/device-client.ts");
+      const { readFileSync } = await import("node:fs");
+      const { join } = await import("node:path");
+      const client = new DeviceClient({ server: idleServer.url, privateKeyPem: readFileSync(join(agent.config.data_dir, "device-key.pem"), "utf8"), metadata: agent.metadata(), now: () => Math.floor(Date.now() / 1000) + 20 });
+      const started = Date.now();
+      assert.equal((await client.request("/api/v1/update/check", { method: "POST", json: agent.metadata() })).status, 200);
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      dev.ws.send(JSON.stringify({ method: "update_progress", progress: 30 }));
+      await until(async () => ((await (await call("GET", `/api/v2/devices/${id}/progress`)).json()) as { progress: number }).progress === 30, 2000, "progress 30");
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, started + 1800 - Date.now())));
+      assert.equal((await call("GET", `/api/v2/devices/${id}/progress`)).status, 200, "older than the idle time, but a report came since");
+      await until(async () => (await call("GET", `/api/v2/devices/${id}/progress`)).status === 404, 3000, "idle record removed");
+      // The next check starts a new record (the sweep also forgot it was waiting at 0).
+      assert.equal((await client.request("/api/v1/update/check", { method: "POST", json: agent.metadata() })).status, 200);
+      assert.equal((await call("GET", `/api/v2/devices/${id}/progress`)).status, 200);
+    } finally {
+      dev.ws.close();
+    }
+  } finally {
+    await agent.stop();
+    await idleServer.close();
+  }
+});
+
+test("a client that stops reading the stream is cut off instead of queueing events without bound", async () => {
+  const { request } = await import("node:http");
+  const { eventsOf } = await import("../../src/update/events/broadcaster.ts");
+  const { MAX_BACKLOG } = await import("../../src/update/events/routes.ts");
+  const res = await new Promise<import("node:http").IncomingMessage>((resolve, reject) => {
+    const req = request(`${server.url}/api/stream`, { headers: { authorization: `Bearer token=${server.adminToken}` } }, resolve);
+    req.on("error", reject);
+    req.end();
+  });
+  assert.equal(res.statusCode, 200);
+  res.pause();
+  // 16 MiB of events while the client reads nothing: more than sockets buffer and the backlog allows.
+  const pad = "x".repeat(16 * 1024);
+  for (let i = 0; i < 1024; i++) eventsOf(server.server.ctx).publish("update", { device: "aa:aa:aa:aa:aa:aa", progress: 1, version: null, pad });
+  let received = 0;
+  res.on("data", (chunk: Buffer) => (received += chunk.length));
+  res.resume();
+  await new Promise<void>((resolve) => res.once("end", () => resolve()));
+  assert.ok(received < 16 * 1024 * 1024 && received > MAX_BACKLOG / 2, `received ${received} bytes`);
 });

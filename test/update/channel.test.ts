@@ -17,13 +17,18 @@ after(async () => {
 });
 
 test("an agent registers, waits for approval, connects and reports its capabilities", async () => {
-  const agent = startAgent(server);
+  const agent = startAgent(server, { device_type: "rpi4", software_version: "2.1", metadata: { "lab.rack": "r7", "lab.ports": ["a", "b"] } });
   agents.push(agent);
   const id = await approveAgent(server, agent);
   await untilConnected(server, id);
   const d = await device(server, id);
   assert.deepEqual(d.capabilities, { exec_cmds: true, file_transfer: true, shell_connect: false });
   assert.equal(d.metadata["svc.hardware.macaddr"], agent.mac);
+  // contract.md, the device agent: device_type, software_version and metadata are reported.
+  assert.equal(d.metadata["svc.hardware.devtype"], "rpi4");
+  assert.equal(d.metadata["svc.software.version"], "2.1");
+  assert.equal(d.metadata["lab.rack"], "r7");
+  assert.deepEqual(d.metadata["lab.ports"], ["a", "b"]);
 });
 
 test("the device socket refuses a missing or management token with 401, before any upgrade", async () => {

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { randomBytes, createHash } from "node:crypto";
+import { execFileSync } from "node:child_process";
 import { mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -90,7 +91,11 @@ test("a missing file, a directory, and paths outside the agent's base dir answer
   writeFileSync(join(agent.dir, "secret.txt"), "outside");
   mkdirSync(join(base(), "sub"), { recursive: true });
   symlinkSync(join(agent.dir, "secret.txt"), join(base(), "link.txt"));
-  for (const file of [join(base(), "missing.log"), join(base(), "sub"), join(agent.dir, "secret.txt"), `${base()}/../secret.txt`, join(base(), "link.txt"), "/etc/passwd"]) {
+  // A directory inside that is a symlink to outside, and a FIFO (a reader would block on it).
+  symlinkSync(agent.dir, join(base(), "outdir"));
+  execFileSync("mkfifo", [join(base(), "fifo")]);
+  const outside = [join(agent.dir, "secret.txt"), `${base()}/../secret.txt`, join(base(), "link.txt"), join(base(), "outdir", "secret.txt"), "/etc/passwd"];
+  for (const file of [join(base(), "missing.log"), join(base(), "sub"), join(base(), "fifo"), ...outside]) {
     const res = await fetchFile(file);
     assert.equal(res.status, 200, file);
     assert.deepEqual(await res.json(), { status: 1, url: "" }, file);

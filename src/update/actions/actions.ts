@@ -13,6 +13,8 @@ import { deviceFilesOf, signedFileUrl, type DeviceFileStore } from "../devicefil
 
 export type ActionStatus = "pending" | "sent" | "success" | "error";
 const FINAL = "('success', 'error')";
+/** Output bytes a log entry carries inline: a log of many large outputs stays a modest answer. */
+export const MAX_INLINE_OUTPUT = 64 * 1024;
 
 interface LogRow {
   seq: number;
@@ -33,6 +35,12 @@ export interface LogEntry {
   created: string;
   status: ActionStatus;
   status_code: number | null;
+  /**
+   * Base64 of the combined output once the result is in ("" for none), else null (D8); at most
+   * MAX_INLINE_OUTPUT bytes, the whole output is behind `download_url` (11.7).
+   */
+  output: string | null;
+  output_truncated: boolean;
   download_url: string | null;
 }
 
@@ -167,10 +175,14 @@ export class ActionService {
     if (typeof id !== "string" || typeof code !== "number" || !Number.isInteger(code)) {
       return this.ctx.log.warn(`device ${conn.mac}: malformed action_exec_result ignored`);
     }
-    const row = this.ctx.db.get<LogRow>("SELECT * FROM action_log WHERE id = ? AND mac_address = ?", [id, conn.mac]);
-    if (!row) return this.ctx.log.warn(`device ${conn.mac}: result for unknown execution ${id} ignored`);
     const output = Buffer.from(typeof message.output === "string" ? message.output : "", "base64");
     const answer: ExecResult = { status_code: code, output: output.toString("base64") };
+    const row = this.ctx.db.get<LogRow>("SELECT * FROM action_log WHERE id = ? AND mac_address = ?", [id, conn.mac]);
+    if (!row) {
+      // Removed from the log meanwhile (remove, clear pending): a request still waiting gets its answer.
+      if (!conn.settle(`result:${id}`, answer)) this.ctx.log.warn(`device ${conn.mac}: result for unknown execution ${id} ignored`);
+      return;
+    }
     if (row.status === "success" || row.status === "error") {
       // Too late (the request already answered 504), or delivered twice: the first word stands.
       this.ctx.log.info(`device ${conn.mac}: late result for execution ${id} ignored`);
@@ -228,7 +240,7 @@ export class ActionService {
     }
   }
 
-  /** The log of a device, newest first (11.6). */
+  /** The log of a device, newest first (11.6); each entry carries its output inline and as a link (D8, 11.7). */
   log(mac: string, base: string): LogEntry[] {
     return this.ctx.db.all<LogRow>("SELECT * FROM action_log WHERE mac_address = ? ORDER BY seq DESC", [mac]).map((row) => ({
       id: row.id,
@@ -236,8 +248,16 @@ export class ActionService {
       created: row.created.slice(0, 19),
       status: row.status,
       status_code: row.status_code,
+      ...this.inlineOutput(row),
       download_url: row.output_key ? signedFileUrl(this.ctx, base, row.output_key) : null,
     }));
+  }
+
+  private inlineOutput(row: LogRow): { output: string | null; output_truncated: boolean } {
+    if (row.status_code === null) return { output: null, output_truncated: false };
+    if (!row.output_key) return { output: "", output_truncated: false };
+    const { data, truncated } = this.files.readObject(row.output_key, MAX_INLINE_OUTPUT);
+    return { output: data.toString("base64"), output_truncated: truncated };
   }
 
   /** Deletes finished rows (success or error). */
@@ -245,9 +265,13 @@ export class ActionService {
     return this.deleteRows(`mac_address = ? AND status IN ${FINAL}`, [mac]);
   }
 
-  /** Deletes queued rows not yet handed to the device. */
+  /**
+   * Empties the queue: every row without a result. `sent` rows go too, since they would be
+   * delivered again on the next connection (11.5); one the device runs right now cannot be
+   * recalled, and its late result is ignored.
+   */
   clearPending(mac: string): Promise<void> {
-    return this.deleteRows("mac_address = ? AND status = 'pending'", [mac]);
+    return this.deleteRows(`mac_address = ? AND status NOT IN ${FINAL}`, [mac]);
   }
 
   /** Deletes the listed rows of that device, whatever their status; unknown ids are ignored. */

@@ -4,8 +4,8 @@ import type { AppContext, AppEnv } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
 import { readJsonObject } from "../../http/body.ts";
 import { publicBase } from "../../storage/routes.ts";
-import { getDeviceByMac } from "../devices/devices.ts";
-import { authorize, type Permission } from "../permissions/permissions.ts";
+import { deviceByMac } from "../channel/access.ts";
+import type { Permission } from "../permissions/permissions.ts";
 import { onlyKeys } from "../validation.ts";
 import { actionsOf } from "./actions.ts";
 
@@ -21,18 +21,7 @@ export function actionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
 
-  const deviceMac = (c: Context<AppEnv>, perm: Permission): string => {
-    const mac = c.req.param("mac") ?? "";
-    const device = getDeviceByMac(db, mac);
-    // Check the permission first so that a hidden device and a missing one look the same.
-    if (device) {
-      // Without read the device is hidden (404); with read but not `perm`, 403.
-      authorize(db, c.get("identity"), "device", device.id, "read");
-      if (perm !== "read") authorize(db, c.get("identity"), "device", device.id, perm);
-    }
-    if (!device) throw httpError(404, "device does not exist");
-    return device.mac_address;
-  };
+  const deviceMac = (c: Context<AppEnv>, perm: Permission): string => deviceByMac(db, c.get("identity"), c.req.param("mac") ?? "", perm).mac_address;
 
   app.get("/api/v2/devices/:mac/action/list", mgmt, async (c) => c.json(await actions.list(deviceMac(c, "read"))));
 

@@ -123,6 +123,7 @@ export class ChannelHub {
   private readonly connections = new Map<string, DeviceConnection>();
   private readonly handlers = new Map<string, MessageHandler>();
   private readonly connectHooks: Array<(connection: DeviceConnection) => void> = [];
+  private readonly disconnectHooks: Array<(mac: string) => void> = [];
   private pinger: NodeJS.Timeout | undefined;
 
   constructor(ctx: AppContext) {
@@ -146,6 +147,11 @@ export class ChannelHub {
   /** Runs after a device connected (queued actions are dispatched from here). */
   onConnect(hook: (connection: DeviceConnection) => void): void {
     this.connectHooks.push(hook);
+  }
+
+  /** Runs after a device's socket closed (its shell sessions end from here). */
+  onDisconnect(hook: (mac: string) => void): void {
+    this.disconnectHooks.push(hook);
   }
 
   get(mac: string): DeviceConnection | undefined {
@@ -207,6 +213,13 @@ export class ChannelHub {
     conn.dropped();
     this.ctx.log.info(`device ${conn.mac} disconnected`);
     eventsOf(this.ctx).publish("disconnect", { device: conn.mac });
+    for (const hook of this.disconnectHooks) {
+      try {
+        hook(conn.mac);
+      } catch (error) {
+        this.ctx.log.error(`device ${conn.mac}: disconnect hook failed: ${(error as Error).message}`);
+      }
+    }
     if (this.connections.size === 0) this.stopPinger();
   }
 

@@ -6,6 +6,7 @@
 /** Server -> device. */
 export type ServerMessage =
   | { method: "alert"; alert: Record<string, unknown> }
+  | { method: "shell_attach"; mac_addr: string; uuid: string }
   | { method: "action_list_query" }
   | { method: "action_exec"; execution_id: string; action_id: string }
   | { method: "fs_file_probe"; id: string; file: string }
@@ -76,4 +77,11 @@ export function parseMessage(text: string): Record<string, unknown> & { method: 
   if (!value || typeof value !== "object" || Array.isArray(value)) return undefined;
   const method = (value as { method?: unknown }).method;
   return typeof method === "string" ? (value as Record<string, unknown> & { method: string }) : undefined;
+}
+
+/** A WebSocket close reason: at most 123 bytes of UTF-8 (a longer one makes `close` throw). */
+export function closeReason(text: string): string {
+  let reason = text;
+  while (Buffer.byteLength(reason) > 123) reason = reason.slice(0, -1);
+  return reason;
 }

@@ -1,6 +1,7 @@
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
 import { upgradeWebSocket } from "@hono/node-server";
 import type { WSContext } from "hono/ws";
+import type { WebSocket } from "ws";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
@@ -8,6 +9,18 @@ import { getDevice, onDeviceDeleted } from "../devices/devices.ts";
 import { deviceFilesOf } from "../devicefiles/store.ts";
 import { channelOf, CLOSE_UNAUTHORIZED, type DeviceConnection } from "./hub.ts";
 import { handleProgress } from "./progress.ts";
+import { deviceByMac } from "./access.ts";
+import { shellsOf, type ShellSession } from "./shell.ts";
+
+/** WebSocket routes answer a plain GET with 426 (after authorization, before any upgrade). */
+const requireUpgrade: MiddlewareHandler<AppEnv> = async (c, next) => {
+  if (c.req.header("upgrade")?.toLowerCase() !== "websocket") throw httpError(426, "this route expects a WebSocket upgrade");
+  await next();
+};
+
+/** WebSocket frames as the relay takes them: text as string, binary as bytes. */
+const frameOf = (data: unknown): string | ArrayBuffer | undefined =>
+  typeof data === "string" || data instanceof ArrayBuffer ? data : undefined;
 
 /**
  * `GET /api/v1/devices/ws` (update-server.md 13.1): the device management socket, device token in
@@ -37,10 +50,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   app.get(
     "/api/v1/devices/ws",
     auth.device(),
-    async (c, next) => {
-      if (c.req.header("upgrade")?.toLowerCase() !== "websocket") throw httpError(426, "this route expects a WebSocket upgrade");
-      await next();
-    },
+    requireUpgrade,
     upgradeWebSocket((c) => {
       const identity = c.get("identity");
       let conn: DeviceConnection | undefined;
@@ -54,6 +64,84 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
         },
         onClose: () => {
           if (conn) hub.closed(conn);
+        },
+      };
+    }),
+  );
+
+  // Shell sessions (13.4). The manager's browser cannot set headers on a WebSocket: the token may
+  // come as `?token=` (2.1). PERM-MAC(shell), checked before the upgrade.
+  const shells = shellsOf(ctx);
+  const managerAuth: MiddlewareHandler<AppEnv> = async (c, next) => {
+    const query = c.req.query("token");
+    const header = c.req.header("authorization") ?? (query !== undefined ? `Bearer token=${query}` : undefined);
+    c.set("identity", auth.authenticate(header, "mgmt"));
+    await next();
+  };
+  app.get(
+    "/api/v1/devices/:mac/shell",
+    managerAuth,
+    async (c, next) => {
+      deviceByMac(ctx.db, c.get("identity"), c.req.param("mac") ?? "", "shell");
+      await next();
+    },
+    requireUpgrade,
+    upgradeWebSocket((c) => {
+      const device = deviceByMac(ctx.db, c.get("identity"), c.req.param("mac") ?? "", "shell");
+      let session: ShellSession | undefined;
+      let early: Array<string | ArrayBuffer> | undefined = [];
+      return {
+        onOpen: (_event, ws: WSContext) => {
+          void shells.open(device.mac_address, device.id, ws.raw as WebSocket).then((opened) => {
+            session = opened;
+            // Frames that came while the device was asked go first, in order.
+            for (const frame of early ?? []) if (session) shells.fromManager(session, frame);
+            early = undefined;
+          }, (error: Error) => {
+            ctx.log.error(`shell session for ${device.mac_address}: ${error.message}`);
+            ws.close(1011, "shell session failed");
+          });
+        },
+        onMessage: (event) => {
+          const frame = frameOf(event.data);
+          if (frame === undefined) return;
+          if (session) shells.fromManager(session, frame);
+          else if (early && early.length < 256) early.push(frame);
+        },
+        onClose: (event) => {
+          early = undefined;
+          if (session) shells.closed(session, event.code, event.reason);
+        },
+      };
+    }),
+  );
+
+  // The device's end of a session: its token must name the device of the path (17 item 4).
+  app.get(
+    "/api/v1/devices/:mac/shell/attach/:uuid",
+    auth.device(),
+    async (c, next) => {
+      const identity = c.get("identity");
+      if (identity.kind !== "device" || identity.mac.toLowerCase() !== (c.req.param("mac") ?? "").toLowerCase()) {
+        throw httpError(403, "the device token does not belong to the device in the path");
+      }
+      await next();
+    },
+    requireUpgrade,
+    upgradeWebSocket((c) => {
+      const identity = c.get("identity");
+      const uuid = c.req.param("uuid") ?? "";
+      let session: ShellSession | undefined;
+      return {
+        onOpen: (_event, ws: WSContext) => {
+          if (identity.kind === "device") session = shells.attach(identity.mac, uuid, ws.raw as WebSocket);
+        },
+        onMessage: (event) => {
+          const frame = frameOf(event.data);
+          if (session && frame !== undefined) shells.fromDevice(session, frame);
+        },
+        onClose: (event) => {
+          if (session) shells.closed(session, event.code, event.reason);
         },
       };
     }),

@@ -180,6 +180,14 @@ export class DeviceClient {
     return outcome.status === "accepted" ? outcome.token : undefined;
   }
 
+  /**
+   * The clock was corrected (it was far off, the server refused its timestamps): the next
+   * timestamps follow the corrected clock, even when it went back.
+   */
+  clockCorrected(): void {
+    this.lastTimestamp = 0;
+  }
+
   /** Forgets the cached token (the next call authorizes again). */
   dropToken(): void {
     this.token = undefined;

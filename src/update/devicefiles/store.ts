@@ -7,7 +7,7 @@
  * Keys are `<dir>/<uuid>` exactly, so nothing else (and no `..`) can ever be named.
  */
 import { randomUUID } from "node:crypto";
-import { closeSync, createReadStream, createWriteStream, fsyncSync, mkdirSync, openSync, readdirSync, rmSync, statSync, unlinkSync, type Stats } from "node:fs";
+import { closeSync, createReadStream, createWriteStream, fsyncSync, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, unlinkSync, type Stats } from "node:fs";
 import { open, rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
@@ -62,6 +62,23 @@ export class DeviceFileStore {
     const key = `${this.dirs[kind]}/${randomUUID()}`;
     writeFileDurable(join(this.root, key), data, 0o600);
     return key;
+  }
+
+  /** The first `limit` bytes of a stored object (empty when it is gone) and whether there is more. */
+  readObject(key: string, limit: number): { data: Buffer; truncated: boolean } {
+    const path = this.pathOf(key);
+    if (!path) return { data: Buffer.alloc(0), truncated: false };
+    let fd: number | undefined;
+    try {
+      fd = openSync(path, "r");
+      const buffer = Buffer.alloc(limit + 1);
+      const read = readSync(fd, buffer, 0, limit + 1, 0);
+      return { data: buffer.subarray(0, Math.min(read, limit)), truncated: read > limit };
+    } catch {
+      return { data: Buffer.alloc(0), truncated: false };
+    } finally {
+      if (fd !== undefined) closeSync(fd);
+    }
   }
 
   async remove(key: string | null | undefined): Promise<void> {

@@ -6,6 +6,8 @@ import { allowed, bypasses } from "../permissions/permissions.ts";
 import { eventsOf, type DeviceEvent } from "./broadcaster.ts";
 
 const KEEPALIVE_MS = 15_000;
+/** Events queued for a client that does not read beyond this many bytes end its stream (it may reconnect). */
+export const MAX_BACKLOG = 1024 * 1024;
 
 /**
  * `GET /api/stream` (update-server.md 15.1): server-sent events `connect`, `disconnect`, `update`
@@ -37,6 +39,11 @@ export function eventsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
           try {
             controller.enqueue(encoder.encode(text));
           } catch {
+            return end();
+          }
+          // A stalled client must not make the server keep every event for it.
+          if ((controller.desiredSize ?? 0) < -MAX_BACKLOG) {
+            ctx.log.warn("event stream client does not keep up: stream ended");
             end();
           }
         };
@@ -63,7 +70,7 @@ export function eventsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
       cancel() {
         end();
       },
-    });
+    }, new ByteLengthQueuingStrategy({ highWaterMark: 64 * 1024 }));
     return new Response(body, {
       headers: { "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache, no-transform", "X-Accel-Buffering": "no" },
     });

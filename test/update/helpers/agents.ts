@@ -15,13 +15,13 @@ export function agentMac(): string {
 
 /** Server settings for fast channel tests (short waits; fractions of seconds are fine). */
 export const FAST_SERVER = {
-  update_server: { ws_ping_interval: 1, device_reply_timeout: 2, action_timeout_margin: 1, action_max_wait: 20, queue_full_retry: 0.2 },
+  update_server: { ws_ping_interval: 1, device_reply_timeout: 2, action_timeout_margin: 1, action_max_wait: 20, queue_full_retry: 0.2, shell_attach_timeout: 1 },
 };
 
-export type AgentOptions = Partial<Omit<AgentConfig, "actions">> & { actions?: Array<Record<string, unknown>> };
+export type AgentOptions = Partial<Omit<AgentConfig, "actions" | "shell">> & { actions?: Array<Record<string, unknown>>; shell?: Record<string, unknown> };
 
 /** An agent (in-process) with its own data and file dirs, started against `server`. */
-export function startAgent(server: TestServer | string, options: AgentOptions = {}): Agent & { dir: string } {
+export function startAgent(server: TestServer | string, options: AgentOptions = {}, extra: { clock?: () => number } = {}): Agent & { dir: string } {
   const dir = tempDir("labgate-agent-");
   const files = join(dir, "files");
   mkdirSync(files, { recursive: true });
@@ -41,7 +41,7 @@ export function startAgent(server: TestServer | string, options: AgentOptions = 
     ],
     ...options,
   } as Record<string, unknown>);
-  const agent = new Agent(config, createLogger(config.log_level)) as Agent & { dir: string };
+  const agent = new Agent(config, createLogger(config.log_level), extra) as Agent & { dir: string };
   agent.dir = dir;
   agent.start();
   return agent;
@@ -102,8 +102,9 @@ export function restartAgent(previous: Agent & { dir: string }): Agent & { dir: 
 
 export const b64 = (text: string): string => Buffer.from(text).toString("base64");
 
+let rawCount = 0;
 /** A hand-driven device socket (for protocol edge cases a well-behaved agent never produces). */
-export async function rawDevice(server: TestServer, agent: Agent): Promise<{ ws: import("ws").WebSocket; messages: Array<Record<string, unknown>>; next: (method: string) => Promise<Record<string, unknown>> }> {
+export async function rawDevice(server: TestServer, agent: Agent): Promise<{ ws: import("ws").WebSocket; token: string; messages: Array<Record<string, unknown>>; next: (method: string) => Promise<Record<string, unknown>> }> {
   const { DeviceClient } = await import("../../../src/update/client/device-client.ts");
   const { readFileSync } = await import("node:fs");
   const { default: WebSocket } = await import("ws");
@@ -111,8 +112,10 @@ export async function rawDevice(server: TestServer, agent: Agent): Promise<{ ws:
     server: server.url,
     privateKeyPem: readFileSync(join(agent.config.data_dir, "device-key.pem"), "utf8"),
     metadata: agent.metadata(),
-    now: () => Math.floor(Date.now() / 1000) + 11,
+    // Another timestamp than the agent's (and than earlier raw sockets'): a signed body is accepted once.
+    now: () => Math.floor(Date.now() / 1000) + 11 + rawCount,
   });
+  rawCount += 1;
   const token = await client.getToken();
   const ws = new WebSocket(`${server.url.replace("http", "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${token}` } });
   const messages: Array<Record<string, unknown>> = [];
@@ -133,7 +136,7 @@ export async function rawDevice(server: TestServer, agent: Agent): Promise<{ ws:
       if (i >= 0) return resolve(messages.splice(i, 1)[0]);
       waiting.push({ method, resolve });
     });
-  return { ws, messages, next };
+  return { ws, token: token!, messages, next };
 }
 
 export interface SseEvent {

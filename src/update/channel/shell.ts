@@ -1,0 +1,207 @@
+/*
+ * Shell sessions (update-server.md 13.4, 17 item 4): a manager's WebSocket is paired with the
+ * socket the device opens for that session (`shell_attach`); frames are relayed unchanged in
+ * both directions (text stays text, binary stays binary) until one side closes, then both close.
+ * Bounded: the device must attach within `shell_attach_timeout`, input before that is capped,
+ * a slow reader pauses its writer, both sockets are pinged, and a device that disconnects from
+ * the management socket (or is deleted) loses its sessions.
+ */
+import { randomUUID } from "node:crypto";
+import type { WebSocket } from "ws";
+import type { AppContext } from "../../server/context.ts";
+import { channelOf, type ChannelHub } from "./hub.ts";
+import { closeReason, hasCapability } from "./protocol.ts";
+
+export const CLOSE_INVALID = 4001;
+export const CLOSE_CAPABILITY = 4003;
+/** Sessions one device may have open at once (each is a process on the device). */
+export const MAX_SESSIONS_PER_DEVICE = 8;
+/** Manager input held while the device attaches. */
+const MAX_EARLY_BYTES = 64 * 1024;
+/** A relay pauses its source when this much waits for the other side, and resumes below LOW. */
+const HIGH_WATER = 4 * 1024 * 1024;
+const LOW_WATER = 1024 * 1024;
+
+type Frame = string | ArrayBuffer;
+
+interface Side {
+  ws: WebSocket;
+  alive: boolean;
+}
+
+class ShellSession {
+  readonly mac: string;
+  readonly uuid: string;
+  readonly manager: Side;
+  device: Side | undefined;
+  early: Frame[] = [];
+  earlyBytes = 0;
+  timer: NodeJS.Timeout | undefined;
+  over = false;
+
+  constructor(mac: string, uuid: string, manager: WebSocket) {
+    this.mac = mac;
+    this.uuid = uuid;
+    this.manager = { ws: manager, alive: true };
+  }
+}
+
+const size = (frame: Frame): number => (typeof frame === "string" ? Buffer.byteLength(frame) : frame.byteLength);
+/** Close codes that may be sent on (1005/1006 and the like are only ever received). */
+const sendable = (code: number): boolean => code === 1000 || (code >= 3000 && code <= 4999);
+
+export class ShellService {
+  private readonly ctx: AppContext;
+  private readonly hub: ChannelHub;
+  private readonly sessions = new Map<string, ShellSession>();
+  private pinger: NodeJS.Timeout | undefined;
+
+  constructor(ctx: AppContext) {
+    this.ctx = ctx;
+    this.hub = channelOf(ctx);
+    // The management socket went (disconnect, deletion): so do the device's shells.
+    this.hub.onDisconnect((mac) => {
+      for (const session of [...this.sessions.values()]) if (session.mac === mac) this.end(session, CLOSE_INVALID, `device ${mac} disconnected`);
+    });
+    ctx.onClosing.push(() => {
+      for (const session of [...this.sessions.values()]) this.end(session, 1001, "server shutting down");
+    });
+  }
+
+  private key(mac: string, uuid: string): string {
+    return `${mac.toLowerCase()} ${uuid}`;
+  }
+
+  get count(): number {
+    return this.sessions.size;
+  }
+
+  /** A manager's socket for device `mac` (already authorized): asks the device to attach. */
+  async open(mac: string, deviceId: number, manager: WebSocket): Promise<ShellSession | undefined> {
+    const conn = this.hub.get(mac);
+    if (!conn || conn.deviceId !== deviceId) {
+      manager.close(CLOSE_INVALID, `device ${mac} not connected to the management WS`);
+      return undefined;
+    }
+    const seconds = this.ctx.config.update_server.shell_attach_timeout;
+    const caps = await conn.waitCapabilities(seconds).catch(() => undefined);
+    if (manager.readyState !== manager.OPEN) return undefined;
+    if (!hasCapability(caps, "shell")) {
+      manager.close(CLOSE_CAPABILITY, "shell attach request failed: device does not support the required method: shell_attach");
+      return undefined;
+    }
+    if ([...this.sessions.values()].filter((s) => s.mac === mac).length >= MAX_SESSIONS_PER_DEVICE) {
+      manager.close(CLOSE_INVALID, `device ${mac} has ${MAX_SESSIONS_PER_DEVICE} shell sessions open already`);
+      return undefined;
+    }
+    const session = new ShellSession(mac, randomUUID(), manager);
+    this.sessions.set(this.key(mac, session.uuid), session);
+    session.timer = setTimeout(() => this.end(session, CLOSE_INVALID, `device did not connect within ${seconds}s`), seconds * 1000);
+    this.startPinger();
+    manager.on("pong", () => (session.manager.alive = true));
+    try {
+      conn.send({ method: "shell_attach", mac_addr: mac, uuid: session.uuid });
+    } catch {
+      this.end(session, CLOSE_INVALID, `device ${mac} not connected to the management WS`);
+      return undefined;
+    }
+    this.ctx.log.info(`shell session ${session.uuid} for device ${mac} requested`);
+    return session;
+  }
+
+  /** The device's socket for session `uuid` (its token's MAC already matched `mac`). */
+  attach(mac: string, uuid: string, device: WebSocket): ShellSession | undefined {
+    const session = this.sessions.get(this.key(mac, uuid));
+    if (!session || session.device || session.over) {
+      device.close(CLOSE_INVALID, "invalid shell session identifier");
+      return undefined;
+    }
+    clearTimeout(session.timer);
+    session.device = { ws: device, alive: true };
+    device.on("pong", () => session.device && (session.device.alive = true));
+    for (const frame of session.early) this.relay(session.manager.ws, device, frame);
+    session.early = [];
+    this.ctx.log.info(`shell session ${uuid} of device ${mac} attached`);
+    return session;
+  }
+
+  fromManager(session: ShellSession, frame: Frame): void {
+    if (session.over) return;
+    if (session.device) return this.relay(session.manager.ws, session.device.ws, frame);
+    session.earlyBytes += size(frame);
+    if (session.earlyBytes > MAX_EARLY_BYTES) return this.end(session, CLOSE_INVALID, "too much input before the device attached");
+    session.early.push(frame);
+  }
+
+  fromDevice(session: ShellSession, frame: Frame): void {
+    if (!session.over) this.relay(session.device!.ws, session.manager.ws, frame);
+  }
+
+  /** One side closed: the other follows with the same code and reason when they can be sent on. */
+  closed(session: ShellSession, code: number, reason: string): void {
+    if (sendable(code)) this.end(session, code, reason);
+    else this.end(session, 1000, "the other side went away");
+  }
+
+  private relay(from: WebSocket, to: WebSocket, frame: Frame): void {
+    if (to.readyState !== to.OPEN) return;
+    to.send(typeof frame === "string" ? frame : Buffer.from(frame), { binary: typeof frame !== "string" }, () => {
+      if (to.bufferedAmount < LOW_WATER && from.isPaused) from.resume();
+    });
+    // A slow reader pauses the writer rather than letting its frames pile up here.
+    if (to.bufferedAmount > HIGH_WATER && !from.isPaused) from.pause();
+  }
+
+  private end(session: ShellSession, code: number, reason: string): void {
+    if (session.over) return;
+    session.over = true;
+    clearTimeout(session.timer);
+    this.sessions.delete(this.key(session.mac, session.uuid));
+    for (const side of [session.manager, session.device]) {
+      if (!side) continue;
+      if (side.ws.isPaused) side.ws.resume();
+      if (side.ws.readyState === side.ws.OPEN || side.ws.readyState === side.ws.CONNECTING) side.ws.close(code, closeReason(reason));
+    }
+    this.ctx.log.info(`shell session ${session.uuid} of device ${session.mac} ended (${code} ${reason})`);
+    if (this.sessions.size === 0) this.stopPinger();
+  }
+
+  /** A side that did not answer the last ping is gone (half-open): the session ends. */
+  private startPinger(): void {
+    if (this.pinger) return;
+    this.pinger = setInterval(() => {
+      for (const session of [...this.sessions.values()]) {
+        for (const side of [session.manager, session.device]) {
+          if (!side) continue;
+          if (!side.alive) {
+            side.ws.terminate();
+            this.end(session, 1000, "the other side went away");
+            break;
+          }
+          side.alive = false;
+          try {
+            side.ws.ping();
+          } catch {
+            // Closing already: its close event ends the session.
+          }
+        }
+      }
+    }, this.ctx.config.update_server.ws_ping_interval * 1000);
+    this.pinger.unref();
+  }
+
+  private stopPinger(): void {
+    if (this.pinger) clearInterval(this.pinger);
+    this.pinger = undefined;
+  }
+}
+
+export type { ShellSession };
+
+const services = new WeakMap<AppContext["db"], ShellService>();
+
+export function shellsOf(ctx: AppContext): ShellService {
+  let service = services.get(ctx.db);
+  if (!service) services.set(ctx.db, (service = new ShellService(ctx)));
+  return service;
+}

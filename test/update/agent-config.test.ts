@@ -1,0 +1,83 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { test } from "node:test";
+import { loadAgentConfig } from "../../src/agent/config.ts";
+import { ConfigError } from "../../src/config/config.ts";
+import { tempDir } from "../helpers/server.ts";
+
+const MAC = "0a:00:00:00:00:01";
+
+function configFile(text: string): { dir: string; file: string } {
+  const dir = tempDir("labgate-agent-config-");
+  const file = join(dir, "agent.yaml");
+  writeFileSync(file, text);
+  return { dir, file };
+}
+
+test("agent config: flags beat the file, which beats the defaults; relative dirs from the working directory", () => {
+  const { dir, file } = configFile(`server: http://from-file:5000/\ndata_dir: file-data\nmac_address: "0A:00:00:00:00:01"\nfile_base_dir: logs\n`);
+  const fromFile = loadAgentConfig({ file, cwd: dir });
+  assert.equal(fromFile.server, "http://from-file:5000");
+  assert.equal(fromFile.data_dir, join(dir, "file-data"));
+  assert.equal(fromFile.mac_address, MAC);
+  assert.equal(fromFile.file_base_dir, join(dir, "logs"));
+  assert.equal(fromFile.update_check_interval, 60);
+  assert.equal(fromFile.software_version, "0");
+  assert.deepEqual(fromFile.actions.map((a) => a.id), ["uptime"]);
+  // No shell sessions unless a command is configured; they start in file_base_dir.
+  assert.deepEqual(fromFile.shell, { command: [], cwd: join(dir, "logs"), idle_timeout: 900, max_sessions: 2 });
+
+  const flagged = loadAgentConfig({ file, cwd: dir, server: "http://from-flag:1", dataDir: "/tmp/flag-data" });
+  assert.equal(flagged.server, "http://from-flag:1");
+  assert.equal(flagged.data_dir, "/tmp/flag-data");
+  // Without a file, the flags alone.
+  assert.equal(loadAgentConfig({ server: "http://only-flag:2", cwd: dir, dataDir: "d" }).data_dir, join(dir, "d"));
+});
+
+test("agent config: every bad value names its key", () => {
+  const cases: Array<[string, RegExp]> = [
+    ["mac_address: bogus", /mac_address: expected six hex pairs/],
+    ["software_version: 1.10", /software_version: expected a non-empty string/],
+    ["software_version: 7", /^$/],
+    ["shell: {bogus: 1}", /shell\.bogus: unknown key/],
+    ["shell: {command: sh}", /shell\.command: expected a list of strings/],
+    ["shell: []", /shell: expected a mapping/],
+    ["shell: {max_sessions: 0}", /shell\.max_sessions: expected a number >= 1/],
+    ["actions: [{id: a, command: []}]", /actions\[0\]\.command: must not be empty/],
+    ["key_type: dsa", /key_type: expected rsa or ed25519/],
+    ["update_check_interval: -1", /update_check_interval/],
+  ];
+  for (const [line, message] of cases) {
+    const mac = line.startsWith("mac_address") ? "" : `mac_address: "${MAC}"\n`;
+    const { dir, file } = configFile(`server: http://gw:5000\n${mac}${line}\n`);
+    const load = () => loadAgentConfig({ file, cwd: dir });
+    if (message.source === "^$") {
+      assert.equal(load().software_version, "7");
+      continue;
+    }
+    assert.throws(load, (error: Error) => error instanceof ConfigError && message.test(error.message), line);
+  }
+  const { dir } = configFile("");
+  assert.throws(() => loadAgentConfig({ cwd: dir, dataDir: "d" }), /server: required/);
+  assert.throws(() => loadAgentConfig({ cwd: dir, server: "ftp://gw" }), /server: expected an http\(s\) URL/);
+  assert.throws(() => loadAgentConfig({ cwd: dir, file: "missing.yaml" }), /--config: file .* does not exist/);
+});
+
+test("labgate agent: a bad flag or config exits 2 with one message naming it", async () => {
+  const { dir, file } = configFile(`server: http://gw:5000\nmac_address: nope\n`);
+  const run = (args: string[]) =>
+    new Promise<{ code: number | null; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "agent", ...args], { stdio: ["ignore", "ignore", "pipe"] });
+      let stderr = "";
+      child.stderr.on("data", (chunk) => (stderr += chunk));
+      child.once("exit", (code) => resolve({ code, stderr }));
+    });
+  // (A missing server and the other keys: ConfigError above, which main() maps to exit 2.)
+  const [badFlag, badMac] = await Promise.all([run(["--bogus"]), run(["--config", file, "--data-dir", join(dir, "d")])]);
+  assert.equal(badFlag.code, 2);
+  assert.match(badFlag.stderr, /bogus/);
+  assert.deepEqual([badMac.code, /mac_address: expected/.test(badMac.stderr)], [2, true], badMac.stderr);
+  assert.equal(badMac.stderr.trim().split("\n").length, 1, "one line");
+});
