@@ -1,6 +1,6 @@
 import type { RouteModule } from "../http/app.ts";
 import { testRunRoutes } from "../testrun/routes/index.ts";
-import { updateServerRoutes } from "../update/routes/index.ts";
+import { updateServerRoutes } from "../update/routes.ts";
 
 /** The domains served by the appliance, in mount order. */
 export const routeModules: RouteModule[] = [updateServerRoutes, testRunRoutes];

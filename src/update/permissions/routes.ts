@@ -3,8 +3,8 @@ import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { readJsonObject } from "../../http/body.ts";
 import { httpError } from "../../http/errors.ts";
-import { bypasses } from "../permissions/permissions.ts";
-import { createPermission, deletePermission, getPermission, listPermissions, parsePermission } from "../permissions/store.ts";
+import { bypasses } from "./permissions.ts";
+import { createPermission, deletePermission, getPermission, listPermissions, parsePermission } from "./store.ts";
 import { pathId } from "../validation.ts";
 
 /** The permission table (update-server.md 10). */

@@ -3,9 +3,9 @@ import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { readBodyBytes, readJsonObject } from "../../http/body.ts";
 import { httpError } from "../../http/errors.ts";
-import { authorizeDevice, signatureHeader } from "../registration/authorize.ts";
-import { approveRegistration, listPending, removePending } from "../registration/registrations.ts";
-import { ReplayGuard } from "../registration/replay.ts";
+import { authorizeDevice, signatureHeader } from "./authorize.ts";
+import { approveRegistration, listPending, removePending } from "./registrations.ts";
+import { ReplayGuard } from "./replay.ts";
 import { onlyKeys, requireString } from "../validation.ts";
 
 const AUTH_BODY_LIMIT = 64 * 1024;

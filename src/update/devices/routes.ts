@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
-import { addTag, deleteDevice, deviceTags, getDevice, listDevices, removeTag, toV1, toV2, validTag } from "../devices/devices.ts";
+import { addTag, deleteDevice, deviceTags, getDevice, listDevices, removeTag, toV1, toV2, validTag } from "./devices.ts";
 import { authorize, permissionFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
 

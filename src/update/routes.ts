@@ -1,20 +1,20 @@
 import { Hono } from "hono";
-import type { Auth } from "../../auth/middleware.ts";
-import type { AppContext, AppEnv } from "../../server/context.ts";
-import { createDeviceGate } from "../devices/gate.ts";
-import { authRoutes } from "./auth.ts";
-import { devicesRoutes } from "./devices.ts";
-import { permissionsRoutes } from "./permissions.ts";
-import { localStorageRoutes } from "../../storage/routes.ts";
-import { storageOf, sweepOrphanObjects } from "../packages/packages.ts";
-import { packagesRoutes } from "../packages/routes.ts";
-import { groupsV1Routes, groupsV2Routes } from "../groups/routes.ts";
-import { progressRoutes } from "../progress/routes.ts";
-import { updateCheckRoutes } from "../updatecheck/routes.ts";
-import { channelRoutes } from "../channel/routes.ts";
-import { actionsRoutes } from "../actions/routes.ts";
-import { deviceFilesRoutes } from "../devicefiles/routes.ts";
-import { eventsRoutes } from "../events/routes.ts";
+import type { Auth } from "../auth/middleware.ts";
+import type { AppContext, AppEnv } from "../server/context.ts";
+import { createDeviceGate } from "./devices/gate.ts";
+import { authRoutes } from "./registration/routes.ts";
+import { devicesRoutes } from "./devices/routes.ts";
+import { permissionsRoutes } from "./permissions/routes.ts";
+import { localStorageRoutes } from "../storage/routes.ts";
+import { storageOf, sweepOrphanObjects } from "./packages/packages.ts";
+import { packagesRoutes } from "./packages/routes.ts";
+import { groupsV1Routes, groupsV2Routes } from "./groups/routes.ts";
+import { progressRoutes } from "./progress/routes.ts";
+import { updateCheckRoutes } from "./updatecheck/routes.ts";
+import { channelRoutes } from "./channel/routes.ts";
+import { actionsRoutes } from "./actions/routes.ts";
+import { deviceFilesRoutes } from "./devicefiles/routes.ts";
+import { eventsRoutes } from "./events/routes.ts";
 
 /**
  * The update server (update-server.md): every router of the domain, mounted at the root.
