@@ -89,6 +89,7 @@ export class Database {
   private statements = new Map<string, SqlJsStatement>();
   private journal!: JournalWriter;
   private generation = 0;
+  private loads = 0;
   private seq = 0;
   private inTransaction = false;
   private dirtySinceCheckpoint = false;
@@ -194,6 +195,7 @@ export class Database {
     }
 
     this.replaceConnection(sql);
+    this.loads += 1;
     this.generation = expected - 1;
     this.seq = lastSeq;
     this.dirtySinceCheckpoint = true;
@@ -201,6 +203,14 @@ export class Database {
     this.generation += 1;
     this.journal = new JournalWriter(join(this.dir, journalName(this.generation)), (error) => this.onJournalFailure(error));
     fsyncDir(this.dir);
+  }
+
+  /**
+   * Changes whenever the in-memory state is rebuilt from disk (start-up, recovery after a write
+   * failure, which drops commits that never reached the disk): caches of table contents key on it.
+   */
+  get epoch(): number {
+    return this.loads;
   }
 
   private replaceConnection(sql: SqlJsDatabase): void {
