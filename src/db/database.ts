@@ -165,6 +165,10 @@ export class Database {
       sql.run("CREATE TABLE IF NOT EXISTS _labgate_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
     }
     sql.run("PRAGMA foreign_keys = ON");
+    // SQLite's own rollback journal would be a file in sql.js's in-memory file system, created,
+    // written and deleted by every transaction. Durability comes from the redo journal, and a
+    // crash loses the in-memory database anyway, so the rollback journal can live in memory.
+    sql.run("PRAGMA journal_mode = MEMORY");
 
     let expected = imageGeneration + 1;
     let lastSeq = 0;
@@ -263,7 +267,7 @@ export class Database {
       stmt.reset();
     }
     const changes = this.sql.getRowsModified();
-    const lastInsertRowid = Number(this.sql.exec("SELECT last_insert_rowid()")[0].values[0][0]);
+    const lastInsertRowid = Number(this.get<{ id: number }>("SELECT last_insert_rowid() AS id")!.id);
     return { changes, lastInsertRowid };
   }
 
