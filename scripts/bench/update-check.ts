@@ -5,6 +5,7 @@
  *
  *   node --import tsx scripts/bench/update-check.ts [--devices 10000] [--groups 100]
  *        [--packages 500] [--clients 50] [--seconds 10] [--seed-dir DIR] [--client raw|http|both]
+ *        [--log-level warn|info]
  *
  * Set-up (in-process, then the server is restarted as its own process): N devices (rows and
  * device tokens minted with the appliance key), G groups with an exact_match policy and
@@ -21,7 +22,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import { loadConfig } from "../../src/config/config.ts";
@@ -45,6 +46,7 @@ const SECONDS = flag("seconds", 10);
 const PER_GROUP = Math.max(1, Math.floor(PACKAGES / GROUPS));
 const SEED_DIR = textFlag("seed-dir");
 /** Which load generator clients to run: raw, http or both (default). */
+const LOG_LEVEL = textFlag("log-level") ?? "warn";
 const CLIENT_KINDS = (textFlag("client") ?? "both") === "both" ? (["raw", "http"] as const) : ([textFlag("client") as "raw" | "http"] as const);
 
 const work = SEED_DIR ?? mkdtempSync(join(process.env.TMPDIR ?? "/tmp", "labgate-bench-check-"));
@@ -111,9 +113,9 @@ async function seed(): Promise<Target[]> {
   return targets;
 }
 
-async function spawnServer(args: string[]): Promise<{ child: ChildProcess; url: string }> {
+async function spawnServer(args: string[], stderr: "inherit" | number = "inherit"): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", ...args], {
-    stdio: ["ignore", "pipe", "inherit"],
+    stdio: ["ignore", "pipe", stderr],
     env: { ...process.env, LABGATE_CONFIG: "" },
   });
   let out = "";
@@ -176,9 +178,11 @@ async function main(): Promise<void> {
   const bareRequests: LoadRequest[] = [{ method: "GET", path: "/bare" }];
   const results: Record<string, { checks: Measured; bare: Measured }> = {};
 
-  // Per-request log lines at info would measure stderr, not the server.
-  writeFileSync(join(work, "bench.config.yaml"), "log_level: warn\n");
-  const labgate = await spawnServer(["src/main.ts", "serve", "--config", join(work, "bench.config.yaml"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"]);
+  // warn by default: at info every request writes a log line (--log-level info measures that too;
+  // the server's stderr then goes to server.log in the work dir).
+  writeFileSync(join(work, "bench.config.yaml"), `log_level: ${LOG_LEVEL}\n`);
+  const logFile = LOG_LEVEL === "info" || LOG_LEVEL === "debug" ? openSync(join(work, "server.log"), "w") : undefined;
+  const labgate = await spawnServer(["src/main.ts", "serve", "--config", join(work, "bench.config.yaml"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"], logFile);
   const checkRuns: Partial<Record<"raw" | "http", Measured>> = {};
   try {
     // Warm-up: JIT, caches, and every device's first check (which writes its progress record).
@@ -189,6 +193,7 @@ async function main(): Promise<void> {
   } finally {
     labgate.child.kill("SIGTERM");
     await once(labgate.child, "exit");
+    if (logFile !== undefined) closeSync(logFile);
   }
 
   const bare = await spawnServer([
