@@ -9,8 +9,10 @@
  * during the upload and during the download. Targets (issue 4): peak RSS no more than 40 MB
  * above idle, upload and download at least half of `cp` (which, like the upload, ends with an
  * fsync). The source file is fsynced before anything is timed (else cp competes with its
- * write-back), and cp runs before and after the server's transfers: both are printed and the
- * faster one is the baseline.
+ * write-back). cp runs twice before and once after the server's transfers: on a virtual disk
+ * the first gigabyte written often lands in the host's cache at several times the speed of
+ * the next ones, so one cp is no baseline. The median of the three is the baseline; the ratio
+ * to the fastest is printed too.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
@@ -139,7 +141,7 @@ async function main(): Promise<void> {
     rmSync(join(work, "copy.bin"));
     return ms;
   };
-  const cpBeforeMs = timedCopy();
+  const cpBeforeMs = [timedCopy(), timedCopy()];
   let started: number;
 
   const { child, url } = await startServer();
@@ -172,15 +174,17 @@ async function main(): Promise<void> {
     const end = procStatus(child.pid!);
     child.kill("SIGTERM");
     await once(child, "exit");
-    const cpAfterMs = timedCopy();
-    const cpMs = Math.min(cpBeforeMs, cpAfterMs);
+    const cpRuns = [...cpBeforeMs, timedCopy()];
+    const cpMs = [...cpRuns].sort((a, b) => a - b)[1];
+    const cpBestMs = Math.min(...cpRuns);
 
     const ok = pkg.sha256 === digest && down.sha256 === digest && down.bytes === bytes;
     const over = (hwm: number) => `+${((hwm - idle.rss) / MB).toFixed(1)} MB over idle`;
     console.log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? "?"}; node ${process.version}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}; ${new Date().toISOString()}`);
-    console.log(`cp + sync           ${mbps(bytes, cpMs).padStart(8)} MB/s  (before ${mbps(bytes, cpBeforeMs)}, after ${mbps(bytes, cpAfterMs)}; the faster is the baseline)`);
-    console.log(`upload (multipart)  ${mbps(bytes, upMs).padStart(8)} MB/s  (${((cpMs / upMs) * 100).toFixed(0)}% of cp; target >= 50%)`);
-    console.log(`download (signed)   ${mbps(bytes, downMs).padStart(8)} MB/s  (${((cpMs / downMs) * 100).toFixed(0)}% of cp; target >= 50%)`);
+    console.log(`cp + sync           ${mbps(bytes, cpMs).padStart(8)} MB/s  (median of ${cpRuns.map((ms) => mbps(bytes, ms)).join(", ")}: two before, one after)`);
+    const share = (ms: number) => `${((cpMs / ms) * 100).toFixed(0)}% of cp, ${((cpBestMs / ms) * 100).toFixed(0)}% of the fastest cp; target >= 50%`;
+    console.log(`upload (multipart)  ${mbps(bytes, upMs).padStart(8)} MB/s  (${share(upMs)})`);
+    console.log(`download (signed)   ${mbps(bytes, downMs).padStart(8)} MB/s  (${share(downMs)})`);
     console.log(`server RSS idle     ${(idle.rss / MB).toFixed(1).padStart(8)} MB`);
     if (resettable) {
       console.log(`server RSS peak     ${(afterUpload.hwm / MB).toFixed(1).padStart(8)} MB during upload (${over(afterUpload.hwm)}), ${(end.hwm / MB).toFixed(1)} MB during download (${over(end.hwm)}); target <= +40 MB`);
