@@ -4,25 +4,39 @@
  * the same load generator in the same run.
  *
  *   node --import tsx scripts/bench/update-check.ts [--devices 10000] [--groups 100]
- *        [--packages 500] [--clients 50] [--seconds 10]
+ *        [--packages 500] [--clients 50] [--seconds 10] [--seed-dir DIR] [--client raw|http|both]
+ *        [--log-level warn|info]
  *
  * Set-up (in-process, then the server is restarted as its own process): N devices (rows and
  * device tokens minted with the appliance key), G groups with an exact_match policy and
  * P/G packages each (a chain of requires: deltas plus a full image), every device in one group.
+ * `--seed-dir DIR` keeps the seeded data dir and tokens in DIR and reuses them on the next run
+ * (seeding takes about a minute). BENCH_NODE_ARGS adds node flags to the server (e.g. --cpu-prof).
+ *
+ * The load generator (loadgen.ts) runs as its own process, twice per target: the "raw" client
+ * (pre-serialised requests on plain sockets, as wrk/autocannon do) and node:http's client. On
+ * 2 cores the generator competes with the server for CPU, so both figures are printed along
+ * with the CPU each process used and the server's CPU time per request, which other load on
+ * the machine disturbs far less than throughput does.
  * Targets (issue 4): >= 8,000 checks/s, p99 < 25 ms on 2 cores, ratio to the bare route >= 0.12.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
-import { Agent, request } from "node:http";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import { loadConfig } from "../../src/config/config.ts";
 import { startServer } from "../../src/server/start.ts";
 import { createLogger } from "../../src/util/log.ts";
+import type { LoadRequest, LoadResult, LoadSpec } from "./loadgen.ts";
 
 const flag = (name: string, fallback: number): number => {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 ? Number(process.argv[i + 1]) : fallback;
+};
+const textFlag = (name: string): string | undefined => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : undefined;
 };
 const DEVICES = flag("devices", 10_000);
 const GROUPS = flag("groups", 100);
@@ -30,9 +44,14 @@ const PACKAGES = flag("packages", 500);
 const CLIENTS = flag("clients", 50);
 const SECONDS = flag("seconds", 10);
 const PER_GROUP = Math.max(1, Math.floor(PACKAGES / GROUPS));
+const SEED_DIR = textFlag("seed-dir");
+/** Which load generator clients to run: raw, http or both (default). */
+const LOG_LEVEL = textFlag("log-level") ?? "warn";
+const CLIENT_KINDS = (textFlag("client") ?? "both") === "both" ? (["raw", "http"] as const) : ([textFlag("client") as "raw" | "http"] as const);
 
-const work = mkdtempSync(join(process.env.TMPDIR ?? "/tmp", "labgate-bench-check-"));
+const work = SEED_DIR ?? mkdtempSync(join(process.env.TMPDIR ?? "/tmp", "labgate-bench-check-"));
 const dataDir = join(work, "data");
+const targetsFile = join(work, `targets-${DEVICES}-${GROUPS}-${PACKAGES}.json`);
 
 interface Target {
   token: string;
@@ -85,7 +104,7 @@ async function seed(): Promise<Target[]> {
       // every 10th already runs the target (204).
       const start = device.id % 10 === 0 ? PER_GROUP + 1 : device.id % 2 === 0 ? 1 : PER_GROUP;
       targets.push({
-        token: server.ctx.tokens.issueDevice(device.mac_address, device.id, 3600),
+        token: server.ctx.tokens.issueDevice(device.mac_address, device.id, 30 * 86400),
         body: JSON.stringify({ "svc.software.version": `g${g}-v${start}`, "svc.hardware.devtype": "board", "svc.hardware.macaddr": device.mac_address }),
       });
     }
@@ -94,8 +113,11 @@ async function seed(): Promise<Target[]> {
   return targets;
 }
 
-async function spawnServer(args: string[]): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", ...args], { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, LABGATE_CONFIG: "" } });
+async function spawnServer(args: string[], stderr: "inherit" | number = "inherit"): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", ...args], {
+    stdio: ["ignore", "pipe", stderr],
+    env: { ...process.env, LABGATE_CONFIG: "" },
+  });
   let out = "";
   for await (const chunk of child.stdout!) {
     out += chunk;
@@ -105,78 +127,73 @@ async function spawnServer(args: string[]): Promise<{ child: ChildProcess; url: 
   throw new Error(`server did not start: ${out}`);
 }
 
-interface Result {
-  requests: number;
-  perSecond: number;
-  p50: number;
-  p99: number;
-  statuses: Map<number, number>;
+/** CPU seconds (user + system) a process has used so far, from /proc. */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
 }
 
-/** CLIENTS keep-alive connections, each sending its next request as soon as the last answered. */
-async function load(url: string, path: string, next: () => { token?: string; body?: string }, seconds: number): Promise<Result> {
-  const agent = new Agent({ keepAlive: true, maxSockets: CLIENTS });
-  const { hostname, port } = new URL(url);
-  const latencies: number[] = [];
-  const statuses = new Map<number, number>();
-  const deadline = performance.now() + seconds * 1000;
-  const one = () =>
-    new Promise<void>((resolve, reject) => {
-      const { token, body } = next();
-      const started = performance.now();
-      const req = request(
-        {
-          agent,
-          hostname,
-          port,
-          path,
-          method: body ? "POST" : "GET",
-          headers: { ...(token ? { authorization: `Bearer token=${token}` } : {}), ...(body ? { "content-type": "application/json", "content-length": Buffer.byteLength(body) } : {}) },
-        },
-        (res) => {
-          res.resume();
-          res.on("end", () => {
-            latencies.push(performance.now() - started);
-            statuses.set(res.statusCode!, (statuses.get(res.statusCode!) ?? 0) + 1);
-            resolve();
-          });
-        },
-      );
-      req.on("error", reject);
-      req.end(body);
-    });
-  const worker = async () => {
-    while (performance.now() < deadline) await one();
-  };
-  const started = performance.now();
-  await Promise.all(Array.from({ length: CLIENTS }, worker));
-  const elapsed = (performance.now() - started) / 1000;
-  agent.destroy();
-  latencies.sort((a, b) => a - b);
-  const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * p))];
-  return { requests: latencies.length, perSecond: latencies.length / elapsed, p50: pct(0.5), p99: pct(0.99), statuses };
+interface Measured extends LoadResult {
+  /** Cores the server process used while measured. */
+  serverCores: number;
 }
 
-const fmt = (r: Result) =>
-  `${r.perSecond.toFixed(0).padStart(7)} req/s  p50 ${r.p50.toFixed(2)} ms  p99 ${r.p99.toFixed(2)} ms  (${r.requests} requests; ${[...r.statuses].map(([s, n]) => `${s}: ${n}`).join(", ")})`;
+/** Runs the load generator as its own process against `server`. */
+async function load(server: ChildProcess, spec: LoadSpec): Promise<Measured> {
+  const file = join(work, `load-${process.pid}.json`);
+  writeFileSync(file, JSON.stringify(spec));
+  const cpuBefore = cpuSeconds(server.pid!);
+  const wallBefore = performance.now();
+  const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "loadgen.ts"), file], { stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  child.stdout!.on("data", (d) => (out += d));
+  const [code] = await once(child, "exit");
+  if (code !== 0) throw new Error(`load generator exited with ${code}`);
+  const result = JSON.parse(out) as LoadResult;
+  // The server's CPU over the generator's whole life (start-up and warm-up included) is an upper
+  // bound; scale it to the measured phase by wall time.
+  const serverCores = (cpuSeconds(server.pid!) - cpuBefore) / ((performance.now() - wallBefore) / 1000);
+  return { ...result, serverCores };
+}
+
+const fmt = (r: Measured) =>
+  `${r.perSecond.toFixed(0).padStart(7)} req/s  p50 ${r.p50.toFixed(2).padStart(6)} ms  p99 ${r.p99.toFixed(2).padStart(6)} ms  ` +
+  `server ${((r.serverCores / r.perSecond) * 1e6).toFixed(0).padStart(4)} us CPU/request  cpu cores: server ${r.serverCores.toFixed(2)}, generator ${r.cpuCores.toFixed(2)}  ` +
+  `(${r.requests} requests; ${Object.entries(r.statuses).map(([s, n]) => `${s}: ${n}`).join(", ")}${r.errors ? `; ${r.errors} errors` : ""})`;
 
 async function main(): Promise<void> {
   console.log(`labgate update-check benchmark: ${DEVICES} devices, ${GROUPS} groups, ${PER_GROUP * GROUPS} packages, ${CLIENTS} clients, ${SECONDS} s`);
-  const targets = await seed();
-  let i = 0;
-  const nextCheck = () => targets[i++ % targets.length];
+  console.log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? "?"}; node ${process.version}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}; ${new Date().toISOString()}`);
+  let targets: Target[];
+  if (SEED_DIR && existsSync(targetsFile)) targets = JSON.parse(readFileSync(targetsFile, "utf8")) as Target[];
+  else {
+    if (SEED_DIR) {
+      rmSync(dataDir, { recursive: true, force: true });
+      mkdirSync(SEED_DIR, { recursive: true });
+    }
+    targets = await seed();
+    if (SEED_DIR) writeFileSync(targetsFile, JSON.stringify(targets));
+  }
+  const checks: LoadRequest[] = targets.map((t) => ({ method: "POST", path: "/api/v1/update/check", token: t.token, body: t.body }));
+  const bareRequests: LoadRequest[] = [{ method: "GET", path: "/bare" }];
+  const results: Record<string, { checks: Measured; bare: Measured }> = {};
 
-  // Per-request log lines at info would measure stderr, not the server.
-  writeFileSync(join(work, "bench.config.yaml"), "log_level: warn\n");
-  const labgate = await spawnServer(["src/main.ts", "serve", "--config", join(work, "bench.config.yaml"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"]);
-  let checks: Result;
+  // warn by default: at info every request writes a log line (--log-level info measures that too;
+  // the server's stderr then goes to server.log in the work dir).
+  writeFileSync(join(work, "bench.config.yaml"), `log_level: ${LOG_LEVEL}\n`);
+  const logFile = LOG_LEVEL === "info" || LOG_LEVEL === "debug" ? openSync(join(work, "server.log"), "w") : undefined;
+  const labgate = await spawnServer(["src/main.ts", "serve", "--config", join(work, "bench.config.yaml"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"], logFile);
+  const checkRuns: Partial<Record<"raw" | "http", Measured>> = {};
   try {
     // Warm-up: JIT, caches, and every device's first check (which writes its progress record).
-    await load(labgate.url, "/api/v1/update/check", nextCheck, Math.max(2, targets.length / 2000));
-    checks = await load(labgate.url, "/api/v1/update/check", nextCheck, SECONDS);
+    const warmup = Math.max(2, targets.length / 4000);
+    for (const client of CLIENT_KINDS) {
+      checkRuns[client] = await load(labgate.child, { url: labgate.url, requests: checks, connections: CLIENTS, seconds: SECONDS, warmupSeconds: warmup, client });
+    }
   } finally {
     labgate.child.kill("SIGTERM");
     await once(labgate.child, "exit");
+    if (logFile !== undefined) closeSync(logFile);
   }
 
   const bare = await spawnServer([
@@ -186,19 +203,25 @@ async function main(): Promise<void> {
      const app = new Hono().get("/bare", (c) => c.json({ ok: true }));
      const s = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, (info) => console.log("listening on http://127.0.0.1:" + info.port));`,
   ]);
-  let baseline: Result;
   try {
-    await load(bare.url, "/bare", () => ({}), 2);
-    baseline = await load(bare.url, "/bare", () => ({}), SECONDS);
+    for (const client of CLIENT_KINDS) {
+      const baseline = await load(bare.child, { url: bare.url, requests: bareRequests, connections: CLIENTS, seconds: SECONDS, warmupSeconds: 2, client });
+      results[client] = { checks: checkRuns[client]!, bare: baseline };
+    }
   } finally {
     bare.child.kill("SIGTERM");
     await once(bare.child, "exit");
   }
 
-  console.log(`update check   ${fmt(checks)}`);
-  console.log(`bare Hono GET  ${fmt(baseline)}`);
-  console.log(`ratio          ${(checks.perSecond / baseline.perSecond).toFixed(3)}  (targets: >= 8000 checks/s, p99 < 25 ms, ratio >= 0.12)`);
-  rmSync(work, { recursive: true, force: true });
+  for (const [client, { checks: c, bare: b }] of Object.entries(results)) {
+    const label = client === "raw" ? "raw-socket client (separate process)" : "node:http client (separate process)";
+    console.log(`\n${label}:`);
+    console.log(`  update check   ${fmt(c)}`);
+    console.log(`  bare Hono GET  ${fmt(b)}`);
+    console.log(`  ratio          ${(c.perSecond / b.perSecond).toFixed(3)}  (targets: >= 8000 checks/s, p99 < 25 ms, ratio >= 0.12)`);
+  }
+  rmSync(join(work, `load-${process.pid}.json`), { force: true });
+  if (!SEED_DIR) rmSync(work, { recursive: true, force: true });
 }
 
 await main();

@@ -32,6 +32,8 @@ export class TokenService {
   private readonly cache = new Map<string, ManagementIdentity>();
   /** Verified device tokens (the deviceGate still checks on every request that the device exists). */
   private readonly deviceCache = new Map<string, DeviceIdentity>();
+  /** Link signatures of the current second by purpose and subject: an update check signs the same link again and again. */
+  private readonly linkCache = new Map<string, { expires: number; signature: string }>();
   private readonly now: () => number;
 
   constructor(keys: AppKeys, prefix: string, now: () => number = () => epochSeconds()) {
@@ -94,6 +96,11 @@ export class TokenService {
     return identity;
   }
 
+  /** The kind of a token verified before and still cached (no parsing), else undefined. */
+  knownType(token: string): "mgmt" | "device" | undefined {
+    return this.deviceCache.has(token) ? "device" : this.cache.has(token) ? "mgmt" : undefined;
+  }
+
   /** Tells which kind a token claims to be, without verifying it (to pick the verifier). */
   static claimedType(token: string): "mgmt" | "device" | undefined {
     const body = token.split(".")[1];
@@ -112,7 +119,13 @@ export class TokenService {
    */
   signLink(purpose: string, subject: string, ttlSeconds: number): { expires: number; signature: string } {
     const expires = this.now() + ttlSeconds;
-    return { expires, signature: base64url(hmacSha256(this.keys.hmacSecret, `${purpose}\n${subject}\n${expires}`)) };
+    const key = `${purpose}\n${subject}`;
+    const cached = this.linkCache.get(key);
+    if (cached?.expires === expires) return { ...cached };
+    const signed = { expires, signature: base64url(hmacSha256(this.keys.hmacSecret, `${key}\n${expires}`)) };
+    if (this.linkCache.size >= MAX_CACHED) this.linkCache.clear();
+    this.linkCache.set(key, signed);
+    return { ...signed };
   }
 
   verifyLink(purpose: string, subject: string, expires: string | undefined, signature: string | undefined): "ok" | "invalid" | "expired" {

@@ -89,6 +89,7 @@ export class Database {
   private statements = new Map<string, SqlJsStatement>();
   private journal!: JournalWriter;
   private generation = 0;
+  private loads = 0;
   private seq = 0;
   private inTransaction = false;
   private dirtySinceCheckpoint = false;
@@ -164,6 +165,10 @@ export class Database {
       sql.run("CREATE TABLE IF NOT EXISTS _labgate_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
     }
     sql.run("PRAGMA foreign_keys = ON");
+    // SQLite's own rollback journal would be a file in sql.js's in-memory file system, created,
+    // written and deleted by every transaction. Durability comes from the redo journal, and a
+    // crash loses the in-memory database anyway, so the rollback journal can live in memory.
+    sql.run("PRAGMA journal_mode = MEMORY");
 
     let expected = imageGeneration + 1;
     let lastSeq = 0;
@@ -194,6 +199,7 @@ export class Database {
     }
 
     this.replaceConnection(sql);
+    this.loads += 1;
     this.generation = expected - 1;
     this.seq = lastSeq;
     this.dirtySinceCheckpoint = true;
@@ -201,6 +207,14 @@ export class Database {
     this.generation += 1;
     this.journal = new JournalWriter(join(this.dir, journalName(this.generation)), (error) => this.onJournalFailure(error));
     fsyncDir(this.dir);
+  }
+
+  /**
+   * Changes whenever the in-memory state is rebuilt from disk (start-up, recovery after a write
+   * failure, which drops commits that never reached the disk): caches of table contents key on it.
+   */
+  get epoch(): number {
+    return this.loads;
   }
 
   private replaceConnection(sql: SqlJsDatabase): void {
@@ -253,7 +267,7 @@ export class Database {
       stmt.reset();
     }
     const changes = this.sql.getRowsModified();
-    const lastInsertRowid = Number(this.sql.exec("SELECT last_insert_rowid()")[0].values[0][0]);
+    const lastInsertRowid = Number(this.get<{ id: number }>("SELECT last_insert_rowid() AS id")!.id);
     return { changes, lastInsertRowid };
   }
 

@@ -16,9 +16,11 @@ export function createApp(ctx: AppContext, modules: RouteModule[] = []): Hono<Ap
   app.use(async (c, next) => {
     const started = performance.now();
     await next();
-    const ms = (performance.now() - started).toFixed(1);
-    const line = `${c.req.method} ${c.req.path} ${c.res.status} ${ms}ms`;
-    if (c.res.status >= 500) ctx.log.warn(line);
+    const status = c.res.status;
+    // Checked before formatting: below info (log_level warn, error) most requests log nothing.
+    if (!ctx.log.enabled(status >= 500 ? "warn" : "info")) return;
+    const line = `${c.req.method} ${c.req.path} ${status} ${(performance.now() - started).toFixed(1)}ms`;
+    if (status >= 500) ctx.log.warn(line);
     else ctx.log.info(line);
   });
 

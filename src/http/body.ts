@@ -24,14 +24,33 @@ export async function readBodyBytes(c: Context, limit: number): Promise<Buffer> 
   if (declared > limit) throw httpError(413, `request body is larger than ${limit} bytes`);
   const body = requestBodyStream(c);
   if (!body) return Buffer.alloc(0);
-  const chunks: Buffer[] = [];
-  let total = 0;
-  for await (const chunk of body) {
-    total += chunk.byteLength;
-    if (total > limit) throw httpError(413, `request body is larger than ${limit} bytes`);
-    chunks.push(Buffer.from(chunk));
-  }
-  return Buffer.concat(chunks);
+  // Events rather than `for await`: the async iterator cost several percent of a small JSON
+  // request (update checks). Same outcomes: the bytes, a 413 that stops reading (the stream is
+  // destroyed, as leaving a for-await loop does), or the stream's error / premature close.
+  return new Promise<Buffer>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    const done = (error?: Error) => {
+      // The error listener stays: a late error must not become an uncaught one.
+      body.off("data", onData).off("end", onEnd).off("close", onClose);
+      if (error) reject(error);
+    };
+    const onData = (chunk: Buffer | Uint8Array) => {
+      total += chunk.byteLength;
+      if (total > limit) {
+        done(httpError(413, `request body is larger than ${limit} bytes`));
+        body.destroy();
+        return;
+      }
+      chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+    };
+    const onEnd = () => {
+      done();
+      resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, total));
+    };
+    const onClose = () => done(Object.assign(new Error("Premature close"), { code: "ERR_STREAM_PREMATURE_CLOSE" }));
+    body.on("data", onData).once("end", onEnd).on("error", done).once("close", onClose);
+  });
 }
 
 /** Reads and parses a JSON body; anything unparsable is a 400 saying why. */

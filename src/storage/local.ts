@@ -5,6 +5,7 @@ import { isAbsolute, join, relative, sep } from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { fsyncDir } from "../util/files.ts";
+import { collectYoungGarbage } from "../util/gc.ts";
 
 /** A storage directory or object name that is not allowed (it could escape the storage dir). */
 export class StorageNameError extends Error {}
@@ -31,6 +32,8 @@ const SEGMENT = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
 const MAX_DEPTH = 8;
 const TMP_DIR = ".tmp";
 const WRITE_CHUNK = 1024 * 1024;
+/** Bytes of upload between two young-generation collections (see util/gc.ts). */
+const COLLECT_EVERY = 4 * 1024 * 1024;
 
 /**
  * Splits a relative path into safe segments. Only plain names are allowed (letters, digits,
@@ -85,9 +88,15 @@ export class LocalStorage {
     const hash = createHash("sha256");
     let size = 0;
     // A second 'data' listener sees every chunk the pipeline writes, without an extra stream hop.
+    let sinceCollection = 0;
     source.on("data", (chunk: Buffer) => {
       hash.update(chunk);
       size += chunk.length;
+      sinceCollection += chunk.length;
+      if (sinceCollection >= COLLECT_EVERY) {
+        sinceCollection = 0;
+        collectYoungGarbage(); // the chunks already written are garbage: keeps RSS flat
+      }
     });
     try {
       await pipeline(source, createWriteStream(tmpPath, { flags: "wx", mode: 0o600, highWaterMark: WRITE_CHUNK }));

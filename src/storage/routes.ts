@@ -4,6 +4,7 @@ import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../server/context.ts";
 import { httpError } from "../http/errors.ts";
 import type { LocalStorage } from "./local.ts";
+import { nodeResponse, sendFile } from "./send.ts";
 
 /** Signatures of `/local_storage/` links are bound to this purpose (see TokenService.signLink). */
 export const LOCAL_STORAGE_LINK = "local_storage";
@@ -57,15 +58,16 @@ export function localStorageRoutes(ctx: AppContext, storage: LocalStorage): Hono
     const object = storage.statObject(name);
     if (!object) throw httpError(404, "object does not exist");
 
-    return serveFile(c, object.stat, (from, to) => storage.read(object.path, from, to));
+    return serveFile(c, object.stat, (from, to) => storage.read(object.path, from, to), object.path);
   });
 }
 
 /**
  * Streams a stored file with Content-Length, ETag, Accept-Ranges, single-range and conditional
- * support (the public storage routes of update-server.md 14.3-14.4).
+ * support (the public storage routes of update-server.md 14.3-14.4). With `path`, the body is
+ * sent by sendFile (same bytes, less memory) when the server is @hono/node-server.
  */
-export function serveFile(c: Context, stat: Stats, read: (start: number, end: number) => Readable): Response {
+export function serveFile(c: Context, stat: Stats, read: (start: number, end: number) => Readable, path?: string): Response {
   const size = stat.size;
   // Objects never change after upload, so size and mtime make a strong validator.
   const etag = `"${size.toString(16)}-${Math.floor(stat.mtimeMs).toString(16)}"`;
@@ -92,6 +94,9 @@ export function serveFile(c: Context, stat: Stats, read: (start: number, end: nu
   if (range) headers["Content-Range"] = `bytes ${start}-${end}/${size}`;
   const status = range ? 206 : 200;
   if (length === 0 || c.req.method === "HEAD") return new Response(null, { status, headers });
+  // Large objects (packages): straight from the file to the socket through a few reused buffers.
+  const res = path === undefined ? undefined : nodeResponse(c.env);
+  if (res) return sendFile(res, status, headers, path!, start, end);
   const body = Readable.toWeb(read(start, end)) as unknown as ReadableStream<Uint8Array>;
   return new Response(body, { status, headers });
 }

@@ -128,12 +128,14 @@ describe("database", () => {
     const dir = tempDir();
     const db = await openWithItems(dir);
     await db.write((tx) => tx.run("INSERT INTO items (name) VALUES (?)", ["durable"]));
+    const epoch = db.epoch;
     db.failNextJournalWrite(Object.assign(new Error("ENOSPC: no space left on device"), { code: "ENOSPC" }));
     await assert.rejects(db.write((tx) => tx.run("INSERT INTO items (name) VALUES (?)", ["lost"])), DatabaseUnavailableError);
     // Recovery reloads from disk on the next turn of the event loop.
     await new Promise((r) => setTimeout(r, 20));
     assert.equal(db.status().state, "ok");
     assert.deepEqual(names(db), ["durable"], "the unacknowledged write is gone from memory too");
+    assert.notEqual(db.epoch, epoch, "caches of table contents see that the state was rebuilt");
     await db.write((tx) => tx.run("INSERT INTO items (name) VALUES (?)", ["next"]));
     const reopened = await Database.open(dir);
     assert.deepEqual(names(reopened), ["durable", "next"]);

@@ -1,25 +1,76 @@
 import type { DeviceIdentity } from "../../auth/tokens.ts";
 import type { AppContext } from "../../server/context.ts";
+import { onDeviceDeleted } from "./devices.ts";
+
+/** Devices the gate has seen, at most (a lab has far fewer; past it the cache starts over). */
+const MAX_KNOWN = 100_000;
 
 /**
  * The device-token gate (ctx.deviceGate): a token is only good while its device exists with the
  * same id and MAC (deleted devices are refused at once; ids are never reused). Every accepted
  * request bumps the device's last_access, lazily persisted and at most once per second.
+ *
+ * Device tokens come with every update check, so both halves avoid SQL per request: devices
+ * found once are remembered (MACs never change; a deletion evicts through onDeviceDeleted, a
+ * database reload drops everything), and the last_access updates of all requests of one event
+ * loop turn are written as one lazy transaction just after it (setImmediate), before any
+ * request that follows an answer of this turn is read.
  */
 export function createDeviceGate(ctx: AppContext): (identity: DeviceIdentity) => boolean {
+  /** Device id -> its MAC and the last_access last written (or read) for it. */
+  let known = new Map<number, { mac: string; lastAccess: string | null }>();
+  let epoch = ctx.db.epoch;
+  const pending = new Map<number, string>();
+  let flushScheduled = false;
+
+  const forget = onDeviceDeleted((_tx, device) => {
+    known.delete(device.id);
+    pending.delete(device.id);
+  });
+  ctx.onShutdown.push(() => {
+    forget();
+    flush();
+  });
+
+  function flush(): void {
+    flushScheduled = false;
+    if (pending.size === 0) return;
+    const updates = [...pending];
+    pending.clear();
+    try {
+      ctx.db.writeLazy((tx) => {
+        for (const [id, time] of updates) tx.run("UPDATE devices SET last_access = ? WHERE id = ?", [time, id]);
+      });
+    } catch (error) {
+      // A last-seen time is not worth failing anything over; the next request records it again.
+      for (const [id] of updates) known.delete(id);
+      ctx.log.warn(`last_access of ${updates.length} device(s) not recorded: ${(error as Error).message}`);
+    }
+  }
+
   return (identity) => {
-    const row = ctx.db.get<{ last_access: string | null }>("SELECT last_access FROM devices WHERE id = ? AND mac_address = ?", [
-      identity.deviceId,
-      identity.mac,
-    ]);
-    if (!row) return false;
+    if (epoch !== ctx.db.epoch) {
+      known = new Map();
+      pending.clear();
+      epoch = ctx.db.epoch;
+    }
+    let device = known.get(identity.deviceId);
+    if (!device) {
+      const row = ctx.db.get<{ mac_address: string; last_access: string | null }>("SELECT mac_address, last_access FROM devices WHERE id = ?", [
+        identity.deviceId,
+      ]);
+      if (!row) return false;
+      if (known.size >= MAX_KNOWN) known.clear();
+      known.set(identity.deviceId, (device = { mac: row.mac_address, lastAccess: row.last_access }));
+    }
+    if (device.mac !== identity.mac) return false;
     const now = new Date(Math.floor(Date.now() / 1000) * 1000).toISOString();
-    if (row.last_access !== now) {
-      try {
-        ctx.db.writeLazy((tx) => void tx.run("UPDATE devices SET last_access = ? WHERE id = ?", [now, identity.deviceId]));
-      } catch (error) {
-        // A last-seen time is not worth failing the device's request over.
-        ctx.log.warn(`last_access of device ${identity.deviceId} not recorded: ${(error as Error).message}`);
+    if (device.lastAccess !== now) {
+      device.lastAccess = now;
+      pending.set(identity.deviceId, now);
+      if (!flushScheduled) {
+        flushScheduled = true;
+        setImmediate(flush);
       }
     }
     return true;

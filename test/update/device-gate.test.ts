@@ -1,0 +1,72 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { removeDir, startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
+import { deviceMetadata, json, nextMac } from "./helpers/devices.ts";
+
+/** Devices straight into the table (as the benchmark seeds them), with a device token each. */
+async function seedDevices(server: TestServer, count: number): Promise<{ id: number; mac: string; token: string }[]> {
+  const macs = Array.from({ length: count }, () => nextMac());
+  await server.server.ctx.db.write((tx) => {
+    for (const mac of macs) {
+      tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata, last_access) VALUES (?, ?, ?, '{}', '{}', ?)", [
+        "2020-01-01T00:00:00.000Z",
+        mac,
+        mac,
+        "2020-01-01T00:00:00.000Z",
+      ]);
+    }
+  });
+  return macs.map((mac) => {
+    const { id } = server.server.ctx.db.get<{ id: number }>("SELECT id FROM devices WHERE mac_address = ?", [mac])!;
+    return { id, mac, token: server.server.ctx.tokens.issueDevice(mac, id, 3600) };
+  });
+}
+
+const check = (server: TestServer, device: { mac: string; token: string }) =>
+  server.request("/api/v1/update/check", { method: "POST", token: device.token, json: deviceMetadata(device.mac) });
+
+const recent = (rfc822: string | null) => rfc822 !== null && Math.abs(Date.parse(rfc822) - Date.now()) < 5000;
+
+test("device gate: last_access of concurrent device requests is visible at once and survives a restart", async () => {
+  const dir = tempDir();
+  let server = await startTestServer({}, dir);
+  try {
+    const devices = await seedDevices(server, 30);
+    // Concurrent checks (one event loop turn on the server for many of them), then each device.
+    const statuses = await Promise.all(devices.map(async (d) => (await check(server, d)).status));
+    assert.deepEqual(new Set(statuses), new Set([204]));
+    for (const d of devices) {
+      const row = await json(server.request(`/api/v2/devices/${d.id}`, { token: server.adminToken }));
+      assert.ok(recent(row.last_access), `device ${d.id}: ${row.last_access}`);
+    }
+    // Checks again within the same second write nothing new but still pass.
+    assert.equal((await check(server, devices[0])).status, 204);
+
+    await server.close();
+    server = await startTestServer({}, dir);
+    for (const d of devices) {
+      const row = await json(server.request(`/api/v2/devices/${d.id}`, { token: server.adminToken }));
+      assert.ok(recent(row.last_access), `after restart, device ${d.id}: ${row.last_access}`);
+    }
+  } finally {
+    await server.close();
+    removeDir(dir);
+  }
+});
+
+test("device gate: a remembered device still refuses a token for its id with another MAC, and forgets a deleted device", async () => {
+  const server = await startTestServer();
+  try {
+    const [device, other] = await seedDevices(server, 2);
+    assert.equal((await check(server, device)).status, 204); // the gate now knows the device
+    const forged = { mac: other.mac, token: server.server.ctx.tokens.issueDevice(other.mac, device.id, 3600) };
+    assert.equal((await check(server, forged)).status, 401);
+    assert.equal((await check(server, device)).status, 204);
+
+    assert.equal((await server.request(`/api/v2/devices/${device.id}`, { method: "DELETE", token: server.adminToken })).status, 200);
+    assert.equal((await check(server, device)).status, 401);
+    assert.equal((await check(server, other)).status, 204);
+  } finally {
+    await server.close();
+  }
+});
