@@ -5,7 +5,7 @@ import type { WebSocket } from "ws";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
-import { getDevice, onDeviceDeleted } from "../devices/devices.ts";
+import { onDeviceDeleted } from "../devices/devices.ts";
 import { deviceFilesOf } from "../devicefiles/store.ts";
 import { channelOf, CLOSE_UNAUTHORIZED, type DeviceConnection } from "./hub.ts";
 import { handleProgress } from "./progress.ts";
@@ -31,18 +31,15 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   handleProgress(ctx, hub);
 
   // A deleted device loses its socket, its action log and the outputs (17.18).
-  const unhook = onDeviceDeleted((tx, device) => {
+  const unhook = onDeviceDeleted(ctx.db, (tx, device) => {
     const outputs = tx.all<{ output_key: string | null }>("SELECT output_key FROM action_log WHERE mac_address = ?", [device.mac_address]);
     tx.run("DELETE FROM action_log WHERE mac_address = ?", [device.mac_address]);
-    // After the transaction: act only if the device is gone from this server's database
-    // (hooks are process-wide; tests run several servers).
-    setImmediate(() => {
-      if (getDevice(ctx.db, device.id)) return;
+    return async () => {
       const conn = hub.get(device.mac_address);
       if (conn && conn.deviceId === device.id) hub.disconnect(device.mac_address, CLOSE_UNAUTHORIZED, "device was deleted");
       const files = deviceFilesOf(ctx);
-      for (const { output_key } of outputs) void files.remove(output_key);
-    });
+      for (const { output_key } of outputs) await files.remove(output_key);
+    };
   });
   ctx.onShutdown.push(unhook);
 

@@ -104,14 +104,18 @@ export function toV1(db: Database, row: DeviceRow): DeviceV1 {
 /**
  * Work other domains must do inside the deletion transaction of a device (e.g. records keyed by
  * MAC rather than by a foreign key). Rows that reference devices(id) ON DELETE CASCADE
- * (tags, group memberships, progress) need no hook.
+ * (tags, group memberships, progress) need no hook. A hook may return work to do once the
+ * deletion is on disk (closing a socket, removing files); the deletion answers after it.
  */
-export type DeviceDeletionHook = (tx: Tx, device: DeviceRow) => void;
-const deletionHooks = new Set<DeviceDeletionHook>();
-/** Registers a hook; returns its removal (a stopped server drops its hooks). */
-export const onDeviceDeleted = (hook: DeviceDeletionHook): (() => void) => {
-  deletionHooks.add(hook);
-  return () => void deletionHooks.delete(hook);
+export type DeviceDeletionHook = (tx: Tx, device: DeviceRow) => void | (() => void | Promise<void>);
+const deletionHooks = new WeakMap<Database, Set<DeviceDeletionHook>>();
+
+/** Registers a hook for deletions in `db`; returns its removal (a stopped server drops its hooks). */
+export const onDeviceDeleted = (db: Database, hook: DeviceDeletionHook): (() => void) => {
+  let hooks = deletionHooks.get(db);
+  if (!hooks) deletionHooks.set(db, (hooks = new Set()));
+  hooks.add(hook);
+  return () => void hooks.delete(hook);
 };
 
 /**
@@ -121,15 +125,21 @@ export const onDeviceDeleted = (hook: DeviceDeletionHook): (() => void) => {
  * gone and ids are never reused). False when there is no such device.
  */
 export async function deleteDevice(db: Database, id: number): Promise<boolean> {
-  return db.write((tx) => {
+  const afterCommit: Array<() => void | Promise<void>> = [];
+  const deleted = await db.write((tx) => {
     const device = getDevice(tx, id);
     if (!device) return false;
-    for (const hook of deletionHooks) hook(tx, device);
+    for (const hook of deletionHooks.get(db) ?? []) {
+      const after = hook(tx, device);
+      if (after) afterCommit.push(after);
+    }
     deletePermissionsOf(tx, "device", id);
     tx.run("DELETE FROM registrations WHERE mac_address = ?", [device.mac_address]);
     tx.run("DELETE FROM devices WHERE id = ?", [id]);
     return true;
   });
+  for (const after of afterCommit) await after();
+  return deleted;
 }
 
 /** Tags: printable, no slash (they appear in paths), at most 128 characters. */

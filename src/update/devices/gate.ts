@@ -23,7 +23,7 @@ export function createDeviceGate(ctx: AppContext): (identity: DeviceIdentity) =>
   const pending = new Map<number, string>();
   let flushScheduled = false;
 
-  const forget = onDeviceDeleted((_tx, device) => {
+  const forget = onDeviceDeleted(ctx.db, (_tx, device) => {
     known.delete(device.id);
     pending.delete(device.id);
   });
