@@ -9,6 +9,17 @@ import { loadAgentConfig } from "../agent/config.ts";
 import { parseDuration } from "../util/time.ts";
 import { VERSION } from "../version.ts";
 
+/** Comma-separated items, wrapped at `width` columns, each line indented. */
+function wrapList(items: readonly string[], indent: string, width: number): string {
+  const lines = [indent];
+  for (const [i, item] of items.entries()) {
+    const text = item + (i < items.length - 1 ? "," : "");
+    if (lines[lines.length - 1].length + text.length + 1 > width) lines.push(indent);
+    lines[lines.length - 1] += (lines[lines.length - 1] === indent ? "" : " ") + text;
+  }
+  return lines.join("\n");
+}
+
 /** A usage error: exit code 2. */
 class UsageError extends Error {}
 
@@ -24,8 +35,9 @@ Usage:
 serve        runs both APIs on one listener (default 0.0.0.0:5000, data dir ./data,
              config ./appliance.config.yaml when it exists). On the first start it writes
              an admin token to DATA_DIR/admin.token.
-token issue  prints a management token signed with the data dir's key. Scopes, with or
-             without the prefix: ${SCOPES.join(", ")}.
+token issue  prints a management token signed with the data dir's key. Scopes (the
+             config's prefix may be left out):
+${wrapList(SCOPES.map((s) => `svc_${s}`), "               ", 86)}
              --ttl accepts 45s, 15m, 12h, 30d, 2w (default 30d).
 agent        runs the device side on a lab device (config: YAML, see README): keeps its
              key in the data dir (default ./agent-data), registers and waits for approval,
