@@ -1,4 +1,4 @@
-import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
+import { closeSync, fsyncSync, openSync, renameSync, rmSync, statSync, writeSync, type Stats } from "node:fs";
 import { dirname } from "node:path";
 
 /** Makes a directory entry change (create, rename, unlink) durable. */
@@ -30,4 +30,15 @@ export function writeFileDurable(path: string, data: string | Uint8Array, mode =
     throw error;
   }
   fsyncDir(dirname(path));
+}
+
+/** A regular file and its stat, or undefined when `path` is undefined, missing or not a regular file. */
+export function statFile(path: string | undefined): { path: string; stat: Stats } | undefined {
+  if (!path) return undefined;
+  try {
+    const stat = statSync(path);
+    return stat.isFile() ? { path, stat } : undefined;
+  } catch {
+    return undefined;
+  }
 }

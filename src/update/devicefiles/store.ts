@@ -13,7 +13,7 @@ import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { AppContext } from "../../server/context.ts";
-import { fsyncDir, writeFileDurable } from "../../util/files.ts";
+import { fsyncDir, statFile, writeFileDurable } from "../../util/files.ts";
 
 export const MULTIPART_LINK = "local_storage_multipart";
 const UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
@@ -42,19 +42,9 @@ export class DeviceFileStore {
     return this.keyPattern.test(key) ? join(this.root, key) : undefined;
   }
 
+  /** Stat of a stored object, or undefined. */
   stat(key: string): { path: string; stat: Stats } | undefined {
-    const path = this.pathOf(key);
-    if (!path) return undefined;
-    try {
-      const stat = statSync(path);
-      return stat.isFile() ? { path, stat } : undefined;
-    } catch {
-      return undefined;
-    }
-  }
-
-  read(path: string, start: number, end: number): Readable {
-    return createReadStream(path, { start, end, highWaterMark: 256 * 1024 });
+    return statFile(this.pathOf(key));
   }
 
   /** Stores bytes durably as a new object; returns its key. */
