@@ -1,4 +1,5 @@
 import { closeSync, fsyncSync, openSync, renameSync, rmSync, statSync, writeSync, type Stats } from "node:fs";
+import { open } from "node:fs/promises";
 import { dirname } from "node:path";
 
 /** Makes a directory entry change (create, rename, unlink) durable. */
@@ -40,5 +41,17 @@ export function statFile(path: string | undefined): { path: string; stat: Stats 
     return stat.isFile() ? { path, stat } : undefined;
   } catch {
     return undefined;
+  }
+}
+
+/** At most the first `limit` bytes of a file. */
+export async function readHead(path: string, limit: number): Promise<Buffer> {
+  const handle = await open(path, "r");
+  try {
+    const buffer = Buffer.alloc(limit);
+    const { bytesRead } = await handle.read(buffer, 0, limit, 0);
+    return buffer.subarray(0, bytesRead);
+  } finally {
+    await handle.close();
   }
 }
