@@ -10,6 +10,7 @@ import { randomUUID } from "node:crypto";
 import type { WebSocket } from "ws";
 import type { AppContext } from "../../server/context.ts";
 import { channelOf, type ChannelHub } from "./hub.ts";
+import { PingTimer, pingOrTerminate } from "./keepalive.ts";
 import { closeReason, hasCapability } from "./protocol.ts";
 
 export const CLOSE_INVALID = 4001;
@@ -54,11 +55,12 @@ export class ShellService {
   private readonly ctx: AppContext;
   private readonly hub: ChannelHub;
   private readonly sessions = new Map<string, ShellSession>();
-  private pinger: NodeJS.Timeout | undefined;
+  private readonly pinger: PingTimer;
 
   constructor(ctx: AppContext) {
     this.ctx = ctx;
     this.hub = channelOf(ctx);
+    this.pinger = new PingTimer(ctx.config.update_server.ws_ping_interval, () => this.pingRound());
     // The management socket went (disconnect, deletion): so do the device's shells.
     this.hub.onDisconnect((mac) => {
       for (const session of [...this.sessions.values()]) if (session.mac === mac) this.end(session, CLOSE_INVALID, `device ${mac} disconnected`);
@@ -97,7 +99,7 @@ export class ShellService {
     const session = new ShellSession(mac, randomUUID(), manager);
     this.sessions.set(this.key(mac, session.uuid), session);
     session.timer = setTimeout(() => this.end(session, CLOSE_INVALID, `device did not connect within ${seconds}s`), seconds * 1000);
-    this.startPinger();
+    this.pinger.start();
     manager.on("pong", () => (session.manager.alive = true));
     try {
       conn.send({ method: "shell_attach", mac_addr: mac, uuid: session.uuid });
@@ -163,36 +165,18 @@ export class ShellService {
       if (side.ws.readyState === side.ws.OPEN || side.ws.readyState === side.ws.CONNECTING) side.ws.close(code, closeReason(reason));
     }
     this.ctx.log.info(`shell session ${session.uuid} of device ${session.mac} ended (${code} ${reason})`);
-    if (this.sessions.size === 0) this.stopPinger();
+    if (this.sessions.size === 0) this.pinger.stop();
   }
 
   /** A side that did not answer the last ping is gone (half-open): the session ends. */
-  private startPinger(): void {
-    if (this.pinger) return;
-    this.pinger = setInterval(() => {
-      for (const session of [...this.sessions.values()]) {
-        for (const side of [session.manager, session.device]) {
-          if (!side) continue;
-          if (!side.alive) {
-            side.ws.terminate();
-            this.end(session, 1000, "the other side went away");
-            break;
-          }
-          side.alive = false;
-          try {
-            side.ws.ping();
-          } catch {
-            // Closing already: its close event ends the session.
-          }
-        }
+  private pingRound(): void {
+    for (const session of [...this.sessions.values()]) {
+      for (const side of [session.manager, session.device]) {
+        if (!side || pingOrTerminate(side, side.ws)) continue;
+        this.end(session, 1000, "the other side went away");
+        break;
       }
-    }, this.ctx.config.update_server.ws_ping_interval * 1000);
-    this.pinger.unref();
-  }
-
-  private stopPinger(): void {
-    if (this.pinger) clearInterval(this.pinger);
-    this.pinger = undefined;
+    }
   }
 }
 
