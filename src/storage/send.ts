@@ -4,6 +4,7 @@ import { ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import type { Context } from "hono";
 import { httpError } from "../http/errors.ts";
+import { rfc822 } from "../util/time.ts";
 
 const CHUNK = 256 * 1024;
 /** Chunks read ahead of the socket at most: 1 MiB per download. */
@@ -121,7 +122,7 @@ export function serveFile(c: Context, file: { path: string; stat: Stats }, optio
     "Content-Type": "application/octet-stream",
     "Accept-Ranges": "bytes",
     ETag: etag,
-    "Last-Modified": stat.mtime.toUTCString(),
+    "Last-Modified": rfc822(stat.mtime),
     "Cache-Control": "private, no-transform",
   };
   const ifNoneMatch = c.req.header("if-none-match");
