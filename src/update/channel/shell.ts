@@ -9,7 +9,7 @@
 import { randomUUID } from "node:crypto";
 import type { WebSocket } from "ws";
 import type { AppContext } from "../../server/context.ts";
-import { channelOf, type ChannelHub } from "./hub.ts";
+import { channelOf, CLOSE_NORMAL, type ChannelHub } from "./hub.ts";
 import { PingTimer, pingOrTerminate } from "./keepalive.ts";
 import { closeReason, hasCapability } from "./protocol.ts";
 
@@ -49,7 +49,7 @@ class ShellSession {
 
 const size = (frame: Frame): number => (typeof frame === "string" ? Buffer.byteLength(frame) : frame.byteLength);
 /** Close codes that may be sent on (1005/1006 and the like are only ever received). */
-const sendable = (code: number): boolean => code === 1000 || (code >= 3000 && code <= 4999);
+const sendable = (code: number): boolean => code === CLOSE_NORMAL || (code >= 3000 && code <= 4999);
 
 export class ShellService {
   private readonly ctx: AppContext;
@@ -142,7 +142,7 @@ export class ShellService {
   /** One side closed: the other follows with the same code and reason when they can be sent on. */
   closed(session: ShellSession, code: number, reason: string): void {
     if (sendable(code)) this.end(session, code, reason);
-    else this.end(session, 1000, "the other side went away");
+    else this.end(session, CLOSE_NORMAL, "the other side went away");
   }
 
   private relay(from: WebSocket, to: WebSocket, frame: Frame): void {
@@ -173,7 +173,7 @@ export class ShellService {
     for (const session of [...this.sessions.values()]) {
       for (const side of [session.manager, session.device]) {
         if (!side || pingOrTerminate(side, side.ws)) continue;
-        this.end(session, 1000, "the other side went away");
+        this.end(session, CLOSE_NORMAL, "the other side went away");
         break;
       }
     }

@@ -59,10 +59,6 @@ export function getPackage(db: Database | Tx, id: number): PackageRow | undefine
   return db.get<PackageRow>(`SELECT ${COLUMNS} FROM packages WHERE id = ?`, [id]);
 }
 
-export function listPackages(db: Database): PackageRow[] {
-  return db.all<PackageRow>(`SELECT ${COLUMNS} FROM packages ORDER BY id`);
-}
-
 export function toView(row: PackageRow): PackageView {
   return { id: row.id, created: rfc822(new Date(row.created)), sha256: row.sha256, driver: row.driver, metadata: JSON.parse(row.metadata) as PackageMetadata };
 }
