@@ -6,7 +6,7 @@ import { createReadStream } from "node:fs";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { Hono, type Context } from "hono";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import { perServer, type AppContext, type AppEnv } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
 import { statFile } from "../../util/files.ts";
 import { readJson, readJsonObject } from "../../http/body.ts";
@@ -26,14 +26,8 @@ import type { TestRunAccess } from "./access.ts";
  */
 const ABORT_WAIT_B_MS = 7_000;
 
-const services = new WeakMap<AppContext, TestRunService>();
-
 /** The one run service of a running appliance. */
-export function runService(ctx: AppContext): TestRunService {
-  let service = services.get(ctx);
-  if (!service) services.set(ctx, (service = new TestRunService(ctx, configStore(ctx))));
-  return service;
-}
+export const runService = perServer((ctx) => new TestRunService(ctx, configStore(ctx)));
 
 const optionalString = (body: Record<string, unknown>, key: string): string | null => {
   const v = body[key];

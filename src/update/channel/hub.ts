@@ -5,7 +5,7 @@
  */
 import type { WebSocket } from "ws";
 import type { WSContext } from "hono/ws";
-import type { AppContext } from "../../server/context.ts";
+import { perServer, type AppContext } from "../../server/context.ts";
 import { setConnected } from "../devices/presence.ts";
 import { eventsOf } from "../events/broadcaster.ts";
 import { PingTimer, pingOrTerminate } from "./keepalive.ts";
@@ -266,15 +266,9 @@ export class ChannelHub {
   }
 }
 
-const hubs = new WeakMap<AppContext["db"], ChannelHub>();
-
-/** The hub of a running server (keyed by its database, like other per-server state). */
-export function channelOf(ctx: AppContext): ChannelHub {
-  let hub = hubs.get(ctx.db);
-  if (!hub) {
-    hubs.set(ctx.db, (hub = new ChannelHub(ctx)));
-    const created = hub;
-    ctx.onClosing.push(() => created.closeAll());
-  }
+/** The hub of a running server. */
+export const channelOf = perServer((ctx) => {
+  const hub = new ChannelHub(ctx);
+  ctx.onClosing.push(() => hub.closeAll());
   return hub;
-}
+});

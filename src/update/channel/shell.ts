@@ -8,7 +8,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { WebSocket } from "ws";
-import type { AppContext } from "../../server/context.ts";
+import { perServer, type AppContext } from "../../server/context.ts";
 import { channelOf, CLOSE_NORMAL, type ChannelHub } from "./hub.ts";
 import { PingTimer, pingOrTerminate } from "./keepalive.ts";
 import { closeReason, hasCapability } from "./protocol.ts";
@@ -182,10 +182,4 @@ export class ShellService {
 
 export type { ShellSession };
 
-const services = new WeakMap<AppContext["db"], ShellService>();
-
-export function shellsOf(ctx: AppContext): ShellService {
-  let service = services.get(ctx.db);
-  if (!service) services.set(ctx.db, (service = new ShellService(ctx)));
-  return service;
-}
+export const shellsOf = perServer((ctx) => new ShellService(ctx));

@@ -12,7 +12,7 @@ import { open, rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import type { AppContext } from "../../server/context.ts";
+import { perServer, type AppContext } from "../../server/context.ts";
 import { fsyncDir, statFile, writeFileDurable } from "../../util/files.ts";
 
 export const MULTIPART_LINK = "local_storage_multipart";
@@ -167,13 +167,7 @@ export class DeviceFileStore {
 
 export class PartTooLargeError extends Error {}
 
-const stores = new WeakMap<AppContext["db"], DeviceFileStore>();
-
-export function deviceFilesOf(ctx: AppContext): DeviceFileStore {
-  let store = stores.get(ctx.db);
-  if (!store) stores.set(ctx.db, (store = new DeviceFileStore(ctx.dataDir, ctx.config.prefix)));
-  return store;
-}
+export const deviceFilesOf = perServer((ctx) => new DeviceFileStore(ctx.dataDir, ctx.config.prefix));
 
 /** A signed, expiring link to a device file or action output (D13). */
 export function signedFileUrl(ctx: AppContext, base: string, key: string): string {
