@@ -12,6 +12,16 @@ export function fsyncDir(dir: string): void {
   }
 }
 
+/** Flushes a file's data to disk, through a descriptor of its own: it works whichever descriptor wrote the bytes. */
+export async function fsyncFile(path: string): Promise<void> {
+  const handle = await open(path, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
 /** Writes a file atomically and durably: temp file, fsync, rename, directory fsync. A failure leaves the old file. */
 export function writeFileDurable(path: string, data: string | Uint8Array, mode = 0o600): void {
   const tmp = `${path}.${process.pid}.tmp`;
