@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import WebSocket from "ws";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
-import { agentClient, approveAgent, device, FAST_SERVER, startAgent, until, untilConnected } from "./helpers/agents.ts";
+import { agentClient, approveAgent, approvedThenStopped, device, FAST_SERVER, startAgent, until, untilConnected } from "./helpers/agents.ts";
 import type { Agent } from "../../src/agent/agent.ts";
 
 let server: TestServer;
@@ -68,10 +68,7 @@ test("a second socket for the same device is closed with 4002 and the first stay
 test("unknown methods, malformed messages and device alerts are ignored, binary frames close with 1003", async () => {
   const agent = startAgent(server);
   agents.push(agent);
-  const id = await approveAgent(server, agent);
-  await untilConnected(server, id);
-  await agent.stop();
-  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  const id = await approvedThenStopped(server, agent);
   const client = await agentClient(server, agent, 7);
   const token = await client.getToken();
   const ws = new WebSocket(`${server.url.replace("http", "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${token}` } });
@@ -97,10 +94,7 @@ test("unknown methods, malformed messages and device alerts are ignored, binary 
 test("a device that stops answering pings is dropped", async () => {
   const agent = startAgent(server);
   agents.push(agent);
-  const id = await approveAgent(server, agent);
-  await untilConnected(server, id);
-  await agent.stop();
-  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  const id = await approvedThenStopped(server, agent);
   const client = await agentClient(server, agent, 13);
   const token = await client.getToken();
   // A client that never answers pings (a half-open connection, seen from the server).

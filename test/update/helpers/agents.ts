@@ -118,15 +118,24 @@ export async function agentClient(server: TestServer, agent: Agent, skewSeconds:
 }
 
 /**
+ * Approves an agent, waits for its socket, then stops it: the device exists, is offline and its
+ * key is free for a hand-driven client. Returns the device id.
+ */
+export async function approvedThenStopped(server: TestServer, agent: Agent): Promise<number> {
+  const id = await approveAgent(server, agent);
+  await untilConnected(server, id);
+  await agent.stop();
+  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  return id;
+}
+
+/**
  * Approves a `board` agent at v1, lets it connect, stops it (so nothing answers for the device)
  * and puts the device in a group whose policy offers an uploaded v9. Returns the device id.
  */
 export async function offlineDeviceOfferedV9(server: TestServer, agent: Agent): Promise<number> {
   const { uploadOk } = await import("./packages.ts");
-  const id = await approveAgent(server, agent);
-  await untilConnected(server, id);
-  await agent.stop();
-  await until(async () => !(await device(server, id)).connected, 3000, "disconnect");
+  const id = await approvedThenStopped(server, agent);
   const call = async (method: string, path: string, json?: unknown) => {
     const res = await server.request(path, { method, token: server.adminToken, json });
     if (res.status !== 200) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
