@@ -24,14 +24,43 @@ const MAX_CACHED = 10_000;
 /** Enough for every device of a large lab holding one live token each. */
 const MAX_CACHED_DEVICE = 50_000;
 
+/** Verified tokens and their identities, so that each token pays for its signature check once. */
+class IdentityCache<T extends { expiresAt: number }> {
+  private readonly entries = new Map<string, T>();
+  private readonly limit: number;
+
+  constructor(limit: number) {
+    this.limit = limit;
+  }
+
+  /** The identity of a token verified before; "expired" (and forgotten) once it has expired. */
+  get(token: string, now: number): T | "expired" | undefined {
+    const cached = this.entries.get(token);
+    if (!cached) return undefined;
+    if (cached.expiresAt > now) return cached;
+    this.entries.delete(token);
+    return "expired";
+  }
+
+  has(token: string): boolean {
+    return this.entries.has(token);
+  }
+
+  /** Remembers a verified token; when full, the oldest entry goes. */
+  set(token: string, identity: T): void {
+    if (this.entries.size >= this.limit) this.entries.delete(this.entries.keys().next().value as string);
+    this.entries.set(token, identity);
+  }
+}
+
 /** Issues and verifies labgate's tokens and signed links (contract.md, Authentication). */
 export class TokenService {
   private readonly keys: AppKeys;
   private readonly prefix: string;
   /** Verified management tokens: an Ed25519 verify costs ~11 ms in tweetnacl, so each token pays once. */
-  private readonly cache = new Map<string, ManagementIdentity>();
+  private readonly cache = new IdentityCache<ManagementIdentity>(MAX_CACHED);
   /** Verified device tokens (the deviceGate still checks on every request that the device exists). */
-  private readonly deviceCache = new Map<string, DeviceIdentity>();
+  private readonly deviceCache = new IdentityCache<DeviceIdentity>(MAX_CACHED_DEVICE);
   /** Link signatures of the current second by purpose and subject: an update check signs the same link again and again. */
   private readonly linkCache = new Map<string, { expires: number; signature: string }>();
   private readonly now: () => number;
@@ -53,12 +82,8 @@ export class TokenService {
 
   verifyManagement(token: string): ManagementIdentity | TokenFailure {
     const now = this.now();
-    const cached = this.cache.get(token);
-    if (cached) {
-      if (cached.expiresAt > now) return cached;
-      this.cache.delete(token);
-      return "expired";
-    }
+    const cached = this.cache.get(token, now);
+    if (cached) return cached;
     const payload = verifyJwt(token, "EdDSA", this.keys.ed25519.publicKey);
     if (typeof payload === "string") return payload;
     if (payload.typ !== "mgmt") return "wrong_type";
@@ -66,7 +91,6 @@ export class TokenService {
     if (payload.exp <= now) return "expired";
     const scopes = typeof payload.scope === "string" ? payload.scope.split(" ").filter(Boolean) : [];
     const identity: ManagementIdentity = { kind: "mgmt", user: payload.sub, scopes: parseScopes(this.prefix, scopes), expiresAt: payload.exp };
-    if (this.cache.size >= MAX_CACHED) this.cache.delete(this.cache.keys().next().value as string);
     this.cache.set(token, identity);
     return identity;
   }
@@ -79,19 +103,14 @@ export class TokenService {
   verifyDevice(token: string): DeviceIdentity | TokenFailure {
     const now = this.now();
     // Device tokens arrive with every update check: each one is verified once per lifetime.
-    const cached = this.deviceCache.get(token);
-    if (cached) {
-      if (cached.expiresAt > now) return cached;
-      this.deviceCache.delete(token);
-      return "expired";
-    }
+    const cached = this.deviceCache.get(token, now);
+    if (cached) return cached;
     const payload = verifyJwt(token, "HS256", this.keys.hmacSecret);
     if (typeof payload === "string") return payload;
     if (payload.typ !== "device") return "wrong_type";
     if (typeof payload.sub !== "string" || typeof payload.did !== "number" || typeof payload.exp !== "number") return "malformed";
     if (payload.exp <= now) return "expired";
     const identity: DeviceIdentity = { kind: "device", mac: payload.sub, deviceId: payload.did, expiresAt: payload.exp };
-    if (this.deviceCache.size >= MAX_CACHED_DEVICE) this.deviceCache.delete(this.deviceCache.keys().next().value as string);
     this.deviceCache.set(token, identity);
     return identity;
   }

@@ -1,10 +1,10 @@
 import { createHash, randomUUID } from "node:crypto";
-import { createReadStream, createWriteStream, mkdirSync, readdirSync, realpathSync, rmSync, statSync, type Stats } from "node:fs";
+import { createWriteStream, mkdirSync, readdirSync, realpathSync, rmSync, statSync, type Stats } from "node:fs";
 import { open, rename, unlink } from "node:fs/promises";
 import { isAbsolute, join, relative, sep } from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { fsyncDir } from "../util/files.ts";
+import { fsyncDir, statFile } from "../util/files.ts";
 import { collectYoungGarbage } from "../util/gc.ts";
 
 /** A storage directory or object name that is not allowed (it could escape the storage dir). */
@@ -177,19 +177,7 @@ export class LocalStorage {
 
   /** Stat of a regular file object, or undefined. */
   statObject(name: string): { path: string; stat: Stats } | undefined {
-    const path = this.pathOf(name);
-    if (!path) return undefined;
-    try {
-      const stat = statSync(path);
-      return stat.isFile() ? { path, stat } : undefined;
-    } catch {
-      return undefined;
-    }
-  }
-
-  /** A stream of bytes `start..end` (inclusive) of an object file. */
-  read(path: string, start: number, end: number): Readable {
-    return createReadStream(path, { start, end, highWaterMark: 256 * 1024 });
+    return statFile(this.pathOf(name));
   }
 
   /** Every object name on disk (for the start-up sweep of objects that never got a row). */

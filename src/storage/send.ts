@@ -1,5 +1,10 @@
-import { ServerResponse } from "node:http";
+import { createReadStream, type Stats } from "node:fs";
 import { open } from "node:fs/promises";
+import { ServerResponse } from "node:http";
+import { Readable } from "node:stream";
+import type { Context } from "hono";
+import { httpError } from "../http/errors.ts";
+import { rfc822 } from "../util/time.ts";
 
 const CHUNK = 256 * 1024;
 /** Chunks read ahead of the socket at most: 1 MiB per download. */
@@ -76,4 +81,69 @@ async function pump(res: ServerResponse, path: string, start: number, end: numbe
     res.off("close", onClose);
     await file?.close().catch(() => {});
   }
+}
+
+type ByteRange = { start: number; end: number } | "unsatisfiable" | undefined;
+
+/**
+ * Parses a single `bytes=` range against `size`. Undefined means "serve the whole object"
+ * (no header, another unit, several ranges or garbage: RFC 9110 lets a server ignore those).
+ * An empty object is always served whole: the reference device client sends `bytes=0-` on
+ * every download and needs a 200 or 206, and no range of zero bytes can be satisfied.
+ */
+export function parseRange(header: string | undefined, size: number): ByteRange {
+  if (!header || size === 0) return undefined;
+  const match = /^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$/i.exec(header);
+  if (!match || (match[1] === "" && match[2] === "")) return undefined;
+  if (match[1] === "") {
+    const suffix = Number(match[2]);
+    if (suffix === 0) return "unsatisfiable";
+    return { start: Math.max(0, size - suffix), end: size - 1 };
+  }
+  const start = Number(match[1]);
+  const end = match[2] === "" ? size - 1 : Math.min(Number(match[2]), size - 1);
+  if (match[2] !== "" && Number(match[2]) < start) return undefined;
+  if (start >= size) return "unsatisfiable";
+  return { start, end };
+}
+
+/**
+ * Streams a stored file with Content-Length, ETag, Accept-Ranges, single-range and conditional
+ * support (the public storage routes of update-server.md 14.3-14.4). With `direct`, the body is
+ * sent by sendFile (same bytes, less memory) when the server is @hono/node-server; otherwise
+ * through a file stream.
+ */
+export function serveFile(c: Context, file: { path: string; stat: Stats }, options: { direct?: boolean } = {}): Response {
+  const { path, stat } = file;
+  const size = stat.size;
+  // Objects never change after upload, so size and mtime make a strong validator.
+  const etag = `"${size.toString(16)}-${Math.floor(stat.mtimeMs).toString(16)}"`;
+  const headers: Record<string, string> = {
+    "Content-Type": "application/octet-stream",
+    "Accept-Ranges": "bytes",
+    ETag: etag,
+    "Last-Modified": rfc822(stat.mtime),
+    "Cache-Control": "private, no-transform",
+  };
+  const ifNoneMatch = c.req.header("if-none-match");
+  if (ifNoneMatch && ifNoneMatch.split(",").some((t) => t.trim() === etag || t.trim() === "*")) {
+    return new Response(null, { status: 304, headers });
+  }
+  const ifRange = c.req.header("if-range");
+  const range = ifRange && ifRange.trim() !== etag ? undefined : parseRange(c.req.header("range"), size);
+  if (range === "unsatisfiable") {
+    c.header("Content-Range", `bytes */${size}`); // kept on the error response built by app.onError
+    throw httpError(416, `range not satisfiable (object is ${size} bytes)`);
+  }
+  const { start, end } = range ?? { start: 0, end: size - 1 };
+  const length = size === 0 ? 0 : end - start + 1;
+  headers["Content-Length"] = String(length);
+  if (range) headers["Content-Range"] = `bytes ${start}-${end}/${size}`;
+  const status = range ? 206 : 200;
+  if (length === 0 || c.req.method === "HEAD") return new Response(null, { status, headers });
+  // Large objects (packages): straight from the file to the socket through a few reused buffers.
+  const res = options.direct ? nodeResponse(c.env) : undefined;
+  if (res) return sendFile(res, status, headers, path, start, end);
+  const body = Readable.toWeb(createReadStream(path, { start, end, highWaterMark: CHUNK })) as unknown as ReadableStream<Uint8Array>;
+  return new Response(body, { status, headers });
 }

@@ -1,4 +1,5 @@
-import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
+import { closeSync, fsyncSync, openSync, renameSync, rmSync, statSync, writeSync, type Stats } from "node:fs";
+import { open } from "node:fs/promises";
 import { dirname } from "node:path";
 
 /** Makes a directory entry change (create, rename, unlink) durable. */
@@ -8,6 +9,16 @@ export function fsyncDir(dir: string): void {
     fsyncSync(fd);
   } finally {
     closeSync(fd);
+  }
+}
+
+/** Flushes a file's data to disk, through a descriptor of its own: it works whichever descriptor wrote the bytes. */
+export async function fsyncFile(path: string): Promise<void> {
+  const handle = await open(path, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
   }
 }
 
@@ -30,4 +41,27 @@ export function writeFileDurable(path: string, data: string | Uint8Array, mode =
     throw error;
   }
   fsyncDir(dirname(path));
+}
+
+/** A regular file and its stat, or undefined when `path` is undefined, missing or not a regular file. */
+export function statFile(path: string | undefined): { path: string; stat: Stats } | undefined {
+  if (!path) return undefined;
+  try {
+    const stat = statSync(path);
+    return stat.isFile() ? { path, stat } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** At most the first `limit` bytes of a file. */
+export async function readHead(path: string, limit: number): Promise<Buffer> {
+  const handle = await open(path, "r");
+  try {
+    const buffer = Buffer.alloc(limit);
+    const { bytesRead } = await handle.read(buffer, 0, limit, 0);
+    return buffer.subarray(0, bytesRead);
+  } finally {
+    await handle.close();
+  }
 }

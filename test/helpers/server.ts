@@ -19,6 +19,20 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
+/** TestServer.request for a server at `url` (also one running in a child process). */
+export function requestAt(url: string): TestServer["request"] {
+  return (path, init = {}) => {
+    const headers = new Headers(init.headers);
+    if (init.token) headers.set("authorization", `Bearer token=${init.token}`);
+    let body = init.body;
+    if (init.json !== undefined) {
+      headers.set("content-type", "application/json");
+      body = JSON.stringify(init.json);
+    }
+    return fetch(url + path, { ...init, headers, body });
+  };
+}
+
 export const tempDir = (label = "labgate-test-"): string => mkdtempSync(join(tmpdir(), label));
 
 export type ConfigPatch = { [K in keyof Config]?: Config[K] extends object ? Partial<Config[K]> : Config[K] };
@@ -41,16 +55,7 @@ export async function startTestServer(patch: ConfigPatch = {}, dataDir = tempDir
     dataDir,
     adminToken,
     token,
-    request(path, init = {}) {
-      const headers = new Headers(init.headers);
-      if (init.token) headers.set("authorization", `Bearer token=${init.token}`);
-      let body = init.body;
-      if (init.json !== undefined) {
-        headers.set("content-type", "application/json");
-        body = JSON.stringify(init.json);
-      }
-      return fetch(server.url + path, { ...init, headers, body });
-    },
+    request: requestAt(server.url),
     async close() {
       await server.close();
     },

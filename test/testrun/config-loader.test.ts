@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { buildPlan, caseNames, planForMachine, planMachines, PlanError, type PlanRequest, type TestPlan } from "../../src/testrun/plan.ts";
 import { listSuites, overrideHints, snapshotSource } from "../../src/testrun/config/plan-builder.ts";
 import { yamlSyntaxProblem } from "../../src/testrun/config/yaml.ts";
+import { API_TEST } from "./run-helpers.ts";
 
 type Files = Record<string, string>;
 const plan = (files: Files, request: Partial<PlanRequest> = {}): TestPlan => buildPlan(snapshotSource(files), { configName: "main.yml", ...request });
@@ -21,20 +22,6 @@ function fails(fn: () => unknown, status: number, pattern: RegExp): void {
     return true;
   });
 }
-
-const API_TEST = `tests:
-  base:
-  - simple:
-      device: "simple"
-      override: device
-
-override: ["tests.ext.0.simple.device"]
-
-test-suites:
-  compl:
-    tests:
-      - base
-`;
 
 test("override hints and suites of the tests/api-test.yml example (4.2)", () => {
   const source = snapshotSource({ "api-test.yml": API_TEST });

@@ -4,23 +4,9 @@ import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startTestServer, removeDir, type TestServer } from "../helpers/server.ts";
-import { serverErrors } from "./run-helpers.ts";
+import { API_TEST, serverErrors } from "./run-helpers.ts";
 
 const RFC822 = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} \+0000$/;
-
-const API_TEST = `tests:
-  base:
-  - simple:
-      device: "simple"
-      override: device
-
-override: ["tests.ext.0.simple.device"]
-
-test-suites:
-  compl:
-    tests:
-      - base
-`;
 
 /** POSTs a multipart upload with one file part (or the given form). */
 function upload(server: TestServer, name: string, content: string, token: string | undefined, field = "file"): Promise<Response> {

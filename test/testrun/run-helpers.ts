@@ -82,3 +82,18 @@ export function serverErrors(server: TestServer): string[] {
   };
   return lines;
 }
+
+/** The tests/api-test.yml example of test-run-server.md 4.2 (override hints and suites). */
+export const API_TEST = `tests:
+  base:
+  - simple:
+      device: "simple"
+      override: device
+
+override: ["tests.ext.0.simple.device"]
+
+test-suites:
+  compl:
+    tests:
+      - base
+`;

@@ -4,7 +4,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, test } from "node:test";
-import { removeDir, startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
+import { removeDir, requestAt, startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
 import { getRun, reportRows, trigger, uploadConfig, waitRun } from "./run-helpers.ts";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -31,16 +31,7 @@ async function spawnServer(dataDir: string) {
   const server = {
     url,
     adminToken: token,
-    request: (path: string, init: RequestInit & { token?: string; json?: unknown } = {}) => {
-      const headers = new Headers(init.headers);
-      if (init.token) headers.set("authorization", `Bearer token=${init.token}`);
-      let body = init.body;
-      if (init.json !== undefined) {
-        headers.set("content-type", "application/json");
-        body = JSON.stringify(init.json);
-      }
-      return fetch(url + path, { ...init, headers, body });
-    },
+    request: requestAt(url),
   } as unknown as TestServer;
   return { child, server };
 }

@@ -1,8 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
-import { uploadOk } from "./helpers/packages.ts";
-import { approveAgent, device, FAST_SERVER, openStream, rawDevice, startAgent, until, untilConnected } from "./helpers/agents.ts";
+import { agentClient, approveAgent, device, FAST_SERVER, offlineDeviceOfferedV9, openStream, rawDevice, startAgent, until, untilConnected } from "./helpers/agents.ts";
 
 let server: TestServer;
 
@@ -75,23 +74,12 @@ test("the stream needs a management token; other users see only their devices' e
 
 test("update_progress moves the device's progress record; 100 or a new version ends it", async () => {
   const agent = startAgent(server, { device_type: "board", software_version: "v1" });
-  const id = await approveAgent(server, agent);
-  await untilConnected(server, id);
-  await agent.stop();
-  await until(async () => !(await device(server, id)).connected, 3000, "disconnect");
+  const id = await offlineDeviceOfferedV9(server, agent);
   const call = (method: string, path: string, json?: unknown) => server.request(path, { method, token: server.adminToken, json });
-  const pkg = await uploadOk(server, { token: server.adminToken, version: "v9", devtype: "board" });
-  const group = ((await (await call("POST", "/api/v2/groups", { metadata: {} })).json()) as { id: number }).id;
-  assert.equal((await call("POST", `/api/v2/groups/${group}/policy`, { policy: "exact_match,v9" })).status, 200);
-  assert.equal((await call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] })).status, 200);
-  assert.equal((await call("PATCH", `/api/v2/groups/${group}/devices`, { add: [id], remove: [] })).status, 200);
 
   const dev = await rawDevice(server, agent);
   try {
-    const { DeviceClient } = await import("../../src/update/client/device-client.ts");
-    const { readFileSync } = await import("node:fs");
-    const { join } = await import("node:path");
-    const client = new DeviceClient({ server: server.url, privateKeyPem: readFileSync(join(agent.config.data_dir, "device-key.pem"), "utf8"), metadata: agent.metadata(), now: () => Math.floor(Date.now() / 1000) + 20 });
+    const client = await agentClient(server, agent, 20);
     const progress = async () => {
       const res = await call("GET", `/api/v2/devices/${id}/progress`);
       return res.status === 200 ? ((await res.json()) as { progress: number; version: string }) : res.status;
@@ -114,22 +102,11 @@ test("a progress record without news for the idle time is removed (17.11); a rep
   const idleServer = await startTestServer({ update_server: { ...FAST_SERVER.update_server, progress_idle_timeout: 1.5 } });
   const agent = startAgent(idleServer, { device_type: "board", software_version: "v1" });
   try {
-    const id = await approveAgent(idleServer, agent);
-    await untilConnected(idleServer, id);
-    await agent.stop();
-    await until(async () => !(await device(idleServer, id)).connected, 3000, "disconnect");
+    const id = await offlineDeviceOfferedV9(idleServer, agent);
     const call = (method: string, path: string, json?: unknown) => idleServer.request(path, { method, token: idleServer.adminToken, json });
-    const pkg = await uploadOk(idleServer, { token: idleServer.adminToken, version: "v9", devtype: "board" });
-    const group = ((await (await call("POST", "/api/v2/groups", { metadata: {} })).json()) as { id: number }).id;
-    assert.equal((await call("POST", `/api/v2/groups/${group}/policy`, { policy: "exact_match,v9" })).status, 200);
-    assert.equal((await call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] })).status, 200);
-    assert.equal((await call("PATCH", `/api/v2/groups/${group}/devices`, { add: [id], remove: [] })).status, 200);
     const dev = await rawDevice(idleServer, agent);
     try {
-      const { DeviceClient } = await import("../../src/update/client/device-client.ts");
-      const { readFileSync } = await import("node:fs");
-      const { join } = await import("node:path");
-      const client = new DeviceClient({ server: idleServer.url, privateKeyPem: readFileSync(join(agent.config.data_dir, "device-key.pem"), "utf8"), metadata: agent.metadata(), now: () => Math.floor(Date.now() / 1000) + 20 });
+      const client = await agentClient(idleServer, agent, 20);
       const started = Date.now();
       assert.equal((await client.request("/api/v1/update/check", { method: "POST", json: agent.metadata() })).status, 200);
       await new Promise((resolve) => setTimeout(resolve, 700));

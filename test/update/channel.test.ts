@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import WebSocket from "ws";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
-import { approveAgent, device, FAST_SERVER, startAgent, until, untilConnected } from "./helpers/agents.ts";
+import { agentClient, approveAgent, approvedThenStopped, device, FAST_SERVER, startAgent, until, untilConnected } from "./helpers/agents.ts";
 import type { Agent } from "../../src/agent/agent.ts";
 
 let server: TestServer;
@@ -49,10 +49,7 @@ test("a second socket for the same device is closed with 4002 and the first stay
   const id = await approveAgent(server, agent);
   await untilConnected(server, id);
   // Same device, same key: a second connection.
-  const { DeviceClient } = await import("../../src/update/client/device-client.ts");
-  const { readFileSync } = await import("node:fs");
-  const { join } = await import("node:path");
-  const client = new DeviceClient({ server: server.url, privateKeyPem: readFileSync(join(agent.config.data_dir, "device-key.pem"), "utf8"), metadata: agent.metadata(), now: () => Math.floor(Date.now() / 1000) + 7 });
+  const client = await agentClient(server, agent, 7);
   const token = await client.getToken();
   assert.ok(token);
   const closed = await new Promise<{ code: number; reason: string }>((resolve) => {
@@ -71,14 +68,8 @@ test("a second socket for the same device is closed with 4002 and the first stay
 test("unknown methods, malformed messages and device alerts are ignored, binary frames close with 1003", async () => {
   const agent = startAgent(server);
   agents.push(agent);
-  const id = await approveAgent(server, agent);
-  await untilConnected(server, id);
-  await agent.stop();
-  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
-  const { DeviceClient } = await import("../../src/update/client/device-client.ts");
-  const { readFileSync } = await import("node:fs");
-  const { join } = await import("node:path");
-  const client = new DeviceClient({ server: server.url, privateKeyPem: readFileSync(join(agent.config.data_dir, "device-key.pem"), "utf8"), metadata: agent.metadata(), now: () => Math.floor(Date.now() / 1000) + 7 });
+  const id = await approvedThenStopped(server, agent);
+  const client = await agentClient(server, agent, 7);
   const token = await client.getToken();
   const ws = new WebSocket(`${server.url.replace("http", "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${token}` } });
   const welcome = await new Promise<string>((resolve) => ws.once("message", (data) => resolve(data.toString())));
@@ -103,14 +94,8 @@ test("unknown methods, malformed messages and device alerts are ignored, binary 
 test("a device that stops answering pings is dropped", async () => {
   const agent = startAgent(server);
   agents.push(agent);
-  const id = await approveAgent(server, agent);
-  await untilConnected(server, id);
-  await agent.stop();
-  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
-  const { DeviceClient } = await import("../../src/update/client/device-client.ts");
-  const { readFileSync } = await import("node:fs");
-  const { join } = await import("node:path");
-  const client = new DeviceClient({ server: server.url, privateKeyPem: readFileSync(join(agent.config.data_dir, "device-key.pem"), "utf8"), metadata: agent.metadata(), now: () => Math.floor(Date.now() / 1000) + 13 });
+  const id = await approvedThenStopped(server, agent);
+  const client = await agentClient(server, agent, 13);
   const token = await client.getToken();
   // A client that never answers pings (a half-open connection, seen from the server).
   const ws = new WebSocket(`${server.url.replace("http", "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${token}` }, autoPong: false });

@@ -5,7 +5,7 @@ import { mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
-import { approveAgent, device, FAST_SERVER, rawDevice, startAgent, until, untilConnected } from "./helpers/agents.ts";
+import { approveAgent, approvedThenStopped, FAST_SERVER, rawDevice, startAgent, untilConnected } from "./helpers/agents.ts";
 import type { Agent } from "../../src/agent/agent.ts";
 
 let server: TestServer;
@@ -112,19 +112,13 @@ test("bad requests, unknown and offline devices, permissions", async () => {
   assert.equal((await fetchFile(join(base(), "small.log"), id, user)).status, 404);
   assert.equal((await server.request(`/api/v2/devices/${id}/fs/file`, { method: "POST", json: { file: "/x" } })).status, 401);
   const other = startAgent(server);
-  const otherId = await approveAgent(server, other);
-  await untilConnected(server, otherId);
-  await other.stop();
-  await until(async () => !(await device(server, otherId)).connected, 5000, "disconnect");
+  const otherId = await approvedThenStopped(server, other);
   assert.equal((await fetchFile("/x", otherId)).status, 409);
 });
 
 test("with a hand-driven device: single-use parts, oversize parts, ETag mismatch and silence (504)", async () => {
   const other = startAgent(server);
-  const otherId = await approveAgent(server, other);
-  await untilConnected(server, otherId);
-  await other.stop();
-  await until(async () => !(await device(server, otherId)).connected, 5000, "disconnect");
+  const otherId = await approvedThenStopped(server, other);
   const dev = await rawDevice(server, other);
   try {
     dev.ws.send(JSON.stringify({ method: "capability_report", capabilities: { file_transfer: true } }));

@@ -2,19 +2,13 @@ import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
+import type { GroupV1 } from "../../src/update/groups/groups.ts";
 import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
 import { registerDevice } from "./helpers/devices.ts";
 import { uploadOk } from "./helpers/packages.ts";
 
-interface Group {
-  id: number;
-  created: string;
-  packages: number[];
-  devices: number[];
-  metadata: Record<string, unknown>;
-  policy: string;
-  priority?: number;
-}
+/** A group as either API version answers it (v1 has no priority). */
+type Group = GroupV1 & { priority?: number };
 
 describe("groups v2 and v1", () => {
   let server: TestServer;

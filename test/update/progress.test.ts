@@ -1,11 +1,8 @@
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { test } from "node:test";
-import { DeviceClient } from "../../src/update/client/device-client.ts";
 import { removeDir, startTestServer } from "../helpers/server.ts";
-import { approveAgent, device, FAST_SERVER, rawDevice, startAgent, until, untilConnected } from "./helpers/agents.ts";
+import { agentClient, FAST_SERVER, offlineDeviceOfferedV9, rawDevice, startAgent, until } from "./helpers/agents.ts";
 import { registerDevice } from "./helpers/devices.ts";
 import { uploadOk } from "./helpers/packages.ts";
 
@@ -64,25 +61,12 @@ test("update_version ends a record waiting at 0; the next offer starts a new one
   const server = await startTestServer(FAST_SERVER);
   const agent = startAgent(server, { device_type: "board", software_version: "v1" });
   try {
-    const id = await approveAgent(server, agent);
-    await untilConnected(server, id);
-    await agent.stop();
-    await until(async () => !(await device(server, id)).connected, 3000, "disconnect");
+    const id = await offlineDeviceOfferedV9(server, agent);
     const call = (method: string, path: string, json?: unknown) => server.request(path, { method, token: server.adminToken, json });
-    const pkg = await uploadOk(server, { token: server.adminToken, version: "v9", devtype: "board" });
-    const group = ((await (await call("POST", "/api/v2/groups", { metadata: {} })).json()) as { id: number }).id;
-    assert.equal((await call("POST", `/api/v2/groups/${group}/policy`, { policy: "exact_match,v9" })).status, 200);
-    assert.equal((await call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] })).status, 200);
-    assert.equal((await call("PATCH", `/api/v2/groups/${group}/devices`, { add: [id], remove: [] })).status, 200);
 
     const dev = await rawDevice(server, agent);
     try {
-      const client = new DeviceClient({
-        server: server.url,
-        privateKeyPem: readFileSync(join(agent.config.data_dir, "device-key.pem"), "utf8"),
-        metadata: agent.metadata(),
-        now: () => Math.floor(Date.now() / 1000) + 20,
-      });
+      const client = await agentClient(server, agent, 20);
       const status = async () => (await call("GET", `/api/v2/devices/${id}/progress`)).status;
       assert.equal((await client.request("/api/v1/update/check", { method: "POST", json: agent.metadata() })).status, 200);
       assert.equal(await status(), 200);

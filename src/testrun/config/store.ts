@@ -8,7 +8,7 @@ import { lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, unlinkSync, ty
 import { open, rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
-import type { AppContext } from "../../server/context.ts";
+import { perServer } from "../../server/context.ts";
 import { rfc822 } from "../../util/time.ts";
 import { fsyncDir } from "../../util/files.ts";
 import { isConfigName } from "./names.ts";
@@ -160,11 +160,5 @@ export class ConfigStore implements ConfigSource {
   }
 }
 
-const stores = new WeakMap<AppContext, ConfigStore>();
-
 /** The one store of a running appliance (configs routes and the run engine share it). */
-export function configStore(ctx: AppContext): ConfigStore {
-  let store = stores.get(ctx);
-  if (!store) stores.set(ctx, (store = new ConfigStore(ctx.dataDir, ctx.config.test_server.max_config_bytes)));
-  return store;
-}
+export const configStore = perServer((ctx) => new ConfigStore(ctx.dataDir, ctx.config.test_server.max_config_bytes));

@@ -1,6 +1,7 @@
 import { constants } from "node:fs";
-import { access, lstat, open, stat, writeFile } from "node:fs/promises";
+import { access, lstat, stat, writeFile } from "node:fs/promises";
 import type { Stats } from "node:fs";
+import { readHead } from "../../util/files.ts";
 import { bool, num, regexError, str } from "./params.ts";
 import { fail, pass, type CaseDef, type EntryContext, type ModuleDef, type Outcome, type Params } from "./types.ts";
 
@@ -16,16 +17,7 @@ const modeBits = (v: unknown): number => (typeof v === "number" ? v : parseInt(S
 const path = (ctx: Pick<EntryContext, "params">) => str(ctx.params, "path")!;
 const given = (p: Params, ...keys: string[]) => keys.some((k) => p[k] !== undefined && p[k] !== null);
 
-async function readContent(file: string): Promise<string> {
-  const handle = await open(file, "r");
-  try {
-    const buffer = Buffer.alloc(CONTENT_LIMIT);
-    const { bytesRead } = await handle.read(buffer, 0, CONTENT_LIMIT, 0);
-    return buffer.subarray(0, bytesRead).toString("utf8").trim();
-  } finally {
-    await handle.close();
-  }
-}
+const readContent = async (file: string): Promise<string> => (await readHead(file, CONTENT_LIMIT)).toString("utf8").trim();
 
 const errorText = (error: unknown) => {
   const e = error as NodeJS.ErrnoException;

@@ -1,7 +1,7 @@
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { isDeepStrictEqual } from "node:util";
-import { bool, ints, list, num, regexError, str } from "./params.ts";
+import { bool, ints, isMapping, list, num, regexError, str } from "./params.ts";
 import { CaseFailure, fail, pass, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
 
 const BODY_LIMIT = 1024 * 1024;
@@ -62,8 +62,6 @@ function at(value: unknown, path: string): { found: boolean; value?: unknown } {
   }
   return { found: true, value: node };
 }
-
-const isMapping = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
 
 /**
  * The `json` checks as [path, expected] pairs. Two forms: a mapping `path: expected`, whose keys

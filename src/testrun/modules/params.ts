@@ -3,7 +3,8 @@ import type { ModuleDef, Params, ParamSpec, ParamType } from "./types.ts";
 /** Params every entry may carry (2.2, 18.1): `override` hints stay in the params and are ignored. */
 const COMMON_IGNORED = new Set(["override"]);
 
-const isMapping = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
+/** A YAML mapping as the module parameters see it (a plain object). */
+export const isMapping = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
 const isScalar = (v: unknown) => typeof v === "string" || typeof v === "number" || typeof v === "boolean";
 
 function checkType(type: ParamType, v: unknown): string | undefined {

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { parse } from "yaml";
 import { describeExit } from "../engine/process.ts";
 import { checkOutput, hasOutputChecks } from "./exec.ts";
-import { ints, num, str } from "./params.ts";
+import { ints, isMapping, num, str } from "./params.ts";
 import { fail, pass, type CaseDef, type ModuleDef, type Params, type ParamSpec } from "./types.ts";
 
 /** A module key that can name a script module file (`/` allowed for nested keys, 2.2). */
@@ -11,8 +11,6 @@ export const SCRIPT_KEY = /^[A-Za-z0-9_][A-Za-z0-9_.-]*(?:\/[A-Za-z0-9_][A-Za-z0
 const CASE_NAME = /^[A-Za-z0-9_]+$/;
 
 export class ScriptModuleError extends Error {}
-
-const isMapping = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
 
 /** `{param}` in device names and messages is replaced by the param's value. */
 const fill = (template: string, params: Params) => template.replace(/\{([A-Za-z0-9_]+)\}/g, (all, name: string) => (params[name] === undefined ? all : String(params[name])));

@@ -2,13 +2,13 @@
  * Run routes (test-run-server.md 12.7-12.13, 13, 14): Variant A by default, Variant B with
  * `test_server.api_variant: B`. Handlers parse, authorize and call the run service.
  */
-import { stat } from "node:fs/promises";
 import { createReadStream } from "node:fs";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { Hono, type Context } from "hono";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import { perServer, type AppContext, type AppEnv } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
+import { statFile } from "../../util/files.ts";
 import { readJson, readJsonObject } from "../../http/body.ts";
 import { openReportJson } from "../engine/report.ts";
 import { configStore } from "../config/store.ts";
@@ -26,14 +26,8 @@ import type { TestRunAccess } from "./access.ts";
  */
 const ABORT_WAIT_B_MS = 7_000;
 
-const services = new WeakMap<AppContext, TestRunService>();
-
 /** The one run service of a running appliance. */
-export function runService(ctx: AppContext): TestRunService {
-  let service = services.get(ctx);
-  if (!service) services.set(ctx, (service = new TestRunService(ctx, configStore(ctx))));
-  return service;
-}
+export const runService = perServer((ctx) => new TestRunService(ctx, configStore(ctx)));
 
 const optionalString = (body: Record<string, unknown>, key: string): string | null => {
   const v = body[key];
@@ -63,10 +57,11 @@ function triggerRequest(body: Record<string, unknown>, variant: "A" | "B"): Trig
   };
 }
 
-async function streamFile(c: Context<AppEnv>, path: string, headers: Record<string, string>): Promise<Response> {
-  const info = await stat(path).catch(() => undefined);
-  if (!info?.isFile()) throw httpError(404, "Report file not found");
-  const all = { ...headers, "content-length": String(info.size) };
+/** Streams a run's CSV report whole (HEAD supported). */
+function serveReport(c: Context<AppEnv>, path: string, headers: Record<string, string>): Response {
+  const file = statFile(path);
+  if (!file) throw httpError(404, "Report file not found");
+  const all = { ...headers, "content-length": String(file.stat.size) };
   if (c.req.method === "HEAD") return c.body(null, 200, all);
   return c.body(Readable.toWeb(createReadStream(path)) as ReadableStream, 200, all);
 }
@@ -75,7 +70,7 @@ async function streamFile(c: Context<AppEnv>, path: string, headers: Record<stri
  * Streams the file named by the request path after `marker` from inside `dir` (9.3): decoded once
  * more so that `a%2Fb.txt` finds `a/b.txt`; nothing outside `dir`, no symlinks; HEAD supported.
  */
-async function serveFile(c: Context<AppEnv>, dir: string, marker: string): Promise<Response> {
+async function serveArtifact(c: Context<AppEnv>, dir: string, marker: string): Promise<Response> {
   const raw = c.req.path.slice(c.req.path.indexOf(marker) + marker.length);
   let name: string;
   try {
@@ -184,7 +179,7 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
       return c.body(Readable.toWeb(report.stream) as ReadableStream, 200, headers);
     }
     if (format !== undefined && format !== "csv") throw httpError(400, `unknown report format: ${format}`);
-    return streamFile(c, path, { "content-type": "text/csv; charset=utf-8", "content-disposition": contentDisposition("attachment", `${run.id}.csv`) });
+    return serveReport(c, path, { "content-type": "text/csv; charset=utf-8", "content-disposition": contentDisposition("attachment", `${run.id}.csv`) });
   });
 
   app.get(`${base}/:id/artifacts`, access.read, async (c) => {
@@ -194,7 +189,7 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
 
   app.get(`${base}/:id/artifacts/*`, access.read, async (c) => {
     const run = completedRun(store.getRun(c.req.param("id")));
-    return serveFile(c, artifactsDir(ctx.dataDir, run.id), "/artifacts/");
+    return serveArtifact(c, artifactsDir(ctx.dataDir, run.id), "/artifacts/");
   });
 
   // Combined results of a trigger with `aggregate_results` (11.6), served like artifacts.
@@ -211,7 +206,7 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
   app.get(`${base}/trigger/:tid/results/*`, access.read, async (c) => {
     const trigger = finishedTrigger(c.req.param("tid"));
     if (!trigger.resultsDir) throw httpError(404, "Artifact file not found");
-    return serveFile(c, join(resultsRoot(ctx.dataDir), trigger.resultsDir), "/results/");
+    return serveArtifact(c, join(resultsRoot(ctx.dataDir), trigger.resultsDir), "/results/");
   });
 
   return app;
@@ -258,7 +253,7 @@ function variantB(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
 
   app.get(`${base}/:id/report`, access.read, async (c) => {
     const run = completedRun(runB(service, c.req.param("id")));
-    return streamFile(c, reportPath(ctx.dataDir, run.id), {
+    return serveReport(c, reportPath(ctx.dataDir, run.id), {
       "content-type": "text/csv; charset=utf-8",
       "content-disposition": contentDisposition("attachment", `report-run-${run.seq}.csv`),
     });

@@ -1,7 +1,6 @@
 import { join } from "node:path";
 
 /** Where a run's files live under the data dir (test-run-server.md 1.6). Run ids are server-made, never user input. */
-export const testrunDir = (dataDir: string) => join(dataDir, "testrun");
 export const reportsDir = (dataDir: string) => join(dataDir, "testrun", "reports");
 export const reportPath = (dataDir: string, runId: string) => join(dataDir, "testrun", "reports", `${runId}.csv`);
 export const artifactsRoot = (dataDir: string) => join(dataDir, "testrun", "artifacts");

@@ -1,4 +1,4 @@
-import { mkdir, open } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { runProcess, describeExit, type ProcessResult } from "../engine/process.ts";
 import { compilePattern, type Matcher } from "../engine/pattern.ts";
@@ -6,6 +6,7 @@ import { ReportWriter, type ReportRow } from "../engine/report.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
 import { CaseSkip, type CaseDef, type EntryContext, type ModuleDef, type Outcome } from "../modules/types.ts";
 import { caseNames, type MetadataCommand, type PlanEntry, type TestPlan } from "../plan.ts";
+import { readHead } from "../../util/files.ts";
 import { artifactsDir, reportPath } from "./paths.ts";
 
 const METADATA_VALUE_LIMIT = 1024 * 1024;
@@ -39,16 +40,7 @@ const messageOf = (o: Outcome): string => (o.status === "passed" ? "" : o.status
 const errorMessage = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
 /** Reads back what a metadata command printed (stdout and stderr interleaved, as written). */
-async function readOutput(file: string): Promise<string> {
-  const handle = await open(file, "r");
-  try {
-    const buffer = Buffer.alloc(METADATA_VALUE_LIMIT);
-    const { bytesRead } = await handle.read(buffer, 0, METADATA_VALUE_LIMIT, 0);
-    return buffer.subarray(0, bytesRead).toString("utf8").trimEnd();
-  } finally {
-    await handle.close();
-  }
-}
+const readOutput = async (file: string): Promise<string> => (await readHead(file, METADATA_VALUE_LIMIT)).toString("utf8").trimEnd();
 
 /** Runs the metadata commands at the start of a run (2.7); throws ExecutionError when one fails. */
 async function runMetadata(commands: MetadataCommand[], dir: string, timeoutMs: number, signal: AbortSignal, warnings: string[]): Promise<Record<string, string | null>> {

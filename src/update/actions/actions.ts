@@ -4,7 +4,7 @@
  * first, at least once), and the results the device sends back. Every wait is bounded.
  */
 import { randomUUID } from "node:crypto";
-import type { AppContext } from "../../server/context.ts";
+import { perServer, type AppContext } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
 import { channelOf, DeviceGoneError, DeviceTimeoutError, type ChannelHub, type DeviceConnection } from "../channel/hub.ts";
 import { asHttpError, notConnected } from "../channel/errors.ts";
@@ -290,10 +290,4 @@ export class ActionService {
   }
 }
 
-const services = new WeakMap<AppContext["db"], ActionService>();
-
-export function actionsOf(ctx: AppContext): ActionService {
-  let service = services.get(ctx.db);
-  if (!service) services.set(ctx.db, (service = new ActionService(ctx)));
-  return service;
-}
+export const actionsOf = perServer((ctx) => new ActionService(ctx));

@@ -5,9 +5,10 @@
  */
 import type { WebSocket } from "ws";
 import type { WSContext } from "hono/ws";
-import type { AppContext } from "../../server/context.ts";
+import { perServer, type AppContext } from "../../server/context.ts";
 import { setConnected } from "../devices/presence.ts";
 import { eventsOf } from "../events/broadcaster.ts";
+import { PingTimer, pingOrTerminate } from "./keepalive.ts";
 import { parseActionList, parseMessage, type ActionDefinition, type ServerMessage } from "./protocol.ts";
 
 /** A device did not answer in time: the HTTP side answers 504. */
@@ -124,10 +125,11 @@ export class ChannelHub {
   private readonly handlers = new Map<string, MessageHandler>();
   private readonly connectHooks: Array<(connection: DeviceConnection) => void> = [];
   private readonly disconnectHooks: Array<(mac: string) => void> = [];
-  private pinger: NodeJS.Timeout | undefined;
+  private readonly pinger: PingTimer;
 
   constructor(ctx: AppContext) {
     this.ctx = ctx;
+    this.pinger = new PingTimer(ctx.config.update_server.ws_ping_interval, () => this.pingRound());
     this.handle("capability_report", (conn, message) => this.capabilityReport(conn, message));
     this.handle("action_list_update", (conn, message) => {
       const actions = parseActionList(message.actions);
@@ -173,7 +175,7 @@ export class ChannelHub {
     this.connections.set(mac, conn);
     setConnected(this.ctx.db, mac, true);
     conn.raw.on("pong", () => (conn.alive = true));
-    this.startPinger();
+    this.pinger.start();
     this.ctx.log.info(`device ${mac} connected`);
     conn.send({ method: "alert", alert: { message: "connected" } });
     eventsOf(this.ctx).publish("connect", { device: mac });
@@ -220,7 +222,7 @@ export class ChannelHub {
         this.ctx.log.error(`device ${conn.mac}: disconnect hook failed: ${(error as Error).message}`);
       }
     }
-    if (this.connections.size === 0) this.stopPinger();
+    if (this.connections.size === 0) this.pinger.stop();
   }
 
   /** Closes the socket of a device (e.g. it was deleted). */
@@ -233,7 +235,7 @@ export class ChannelHub {
 
   /** Server shutdown: every device socket goes (they reconnect to the next server). */
   closeAll(): void {
-    this.stopPinger();
+    this.pinger.stop();
     for (const conn of [...this.connections.values()]) {
       conn.raw.terminate();
       this.closed(conn);
@@ -254,43 +256,19 @@ export class ChannelHub {
       .catch((error) => this.ctx.log.error(`device ${conn.mac}: capabilities not stored: ${(error as Error).message}`));
   }
 
-  /** One timer for all sockets: a device that did not answer the last ping is dropped (13.1). */
-  private startPinger(): void {
-    if (this.pinger) return;
-    this.pinger = setInterval(() => {
-      for (const conn of this.connections.values()) {
-        if (!conn.alive) {
-          this.ctx.log.info(`device ${conn.mac} did not answer the ping: dropped`);
-          conn.raw.terminate();
-          this.closed(conn);
-          continue;
-        }
-        conn.alive = false;
-        try {
-          conn.raw.ping();
-        } catch {
-          // A socket that is closing answers its close event soon.
-        }
-      }
-    }, this.ctx.config.update_server.ws_ping_interval * 1000);
-    this.pinger.unref();
-  }
-
-  private stopPinger(): void {
-    if (this.pinger) clearInterval(this.pinger);
-    this.pinger = undefined;
+  /** A device that did not answer the last ping is dropped (13.1). */
+  private pingRound(): void {
+    for (const conn of [...this.connections.values()]) {
+      if (pingOrTerminate(conn, conn.raw)) continue;
+      this.ctx.log.info(`device ${conn.mac} did not answer the ping: dropped`);
+      this.closed(conn);
+    }
   }
 }
 
-const hubs = new WeakMap<AppContext["db"], ChannelHub>();
-
-/** The hub of a running server (keyed by its database, like other per-server state). */
-export function channelOf(ctx: AppContext): ChannelHub {
-  let hub = hubs.get(ctx.db);
-  if (!hub) {
-    hubs.set(ctx.db, (hub = new ChannelHub(ctx)));
-    const created = hub;
-    ctx.onClosing.push(() => created.closeAll());
-  }
+/** The hub of a running server. */
+export const channelOf = perServer((ctx) => {
+  const hub = new ChannelHub(ctx);
+  ctx.onClosing.push(() => hub.closeAll());
   return hub;
-}
+});

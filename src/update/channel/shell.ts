@@ -8,8 +8,9 @@
  */
 import { randomUUID } from "node:crypto";
 import type { WebSocket } from "ws";
-import type { AppContext } from "../../server/context.ts";
-import { channelOf, type ChannelHub } from "./hub.ts";
+import { perServer, type AppContext } from "../../server/context.ts";
+import { channelOf, CLOSE_NORMAL, type ChannelHub } from "./hub.ts";
+import { PingTimer, pingOrTerminate } from "./keepalive.ts";
 import { closeReason, hasCapability } from "./protocol.ts";
 
 export const CLOSE_INVALID = 4001;
@@ -48,17 +49,18 @@ class ShellSession {
 
 const size = (frame: Frame): number => (typeof frame === "string" ? Buffer.byteLength(frame) : frame.byteLength);
 /** Close codes that may be sent on (1005/1006 and the like are only ever received). */
-const sendable = (code: number): boolean => code === 1000 || (code >= 3000 && code <= 4999);
+const sendable = (code: number): boolean => code === CLOSE_NORMAL || (code >= 3000 && code <= 4999);
 
 export class ShellService {
   private readonly ctx: AppContext;
   private readonly hub: ChannelHub;
   private readonly sessions = new Map<string, ShellSession>();
-  private pinger: NodeJS.Timeout | undefined;
+  private readonly pinger: PingTimer;
 
   constructor(ctx: AppContext) {
     this.ctx = ctx;
     this.hub = channelOf(ctx);
+    this.pinger = new PingTimer(ctx.config.update_server.ws_ping_interval, () => this.pingRound());
     // The management socket went (disconnect, deletion): so do the device's shells.
     this.hub.onDisconnect((mac) => {
       for (const session of [...this.sessions.values()]) if (session.mac === mac) this.end(session, CLOSE_INVALID, `device ${mac} disconnected`);
@@ -97,7 +99,7 @@ export class ShellService {
     const session = new ShellSession(mac, randomUUID(), manager);
     this.sessions.set(this.key(mac, session.uuid), session);
     session.timer = setTimeout(() => this.end(session, CLOSE_INVALID, `device did not connect within ${seconds}s`), seconds * 1000);
-    this.startPinger();
+    this.pinger.start();
     manager.on("pong", () => (session.manager.alive = true));
     try {
       conn.send({ method: "shell_attach", mac_addr: mac, uuid: session.uuid });
@@ -140,7 +142,7 @@ export class ShellService {
   /** One side closed: the other follows with the same code and reason when they can be sent on. */
   closed(session: ShellSession, code: number, reason: string): void {
     if (sendable(code)) this.end(session, code, reason);
-    else this.end(session, 1000, "the other side went away");
+    else this.end(session, CLOSE_NORMAL, "the other side went away");
   }
 
   private relay(from: WebSocket, to: WebSocket, frame: Frame): void {
@@ -163,45 +165,21 @@ export class ShellService {
       if (side.ws.readyState === side.ws.OPEN || side.ws.readyState === side.ws.CONNECTING) side.ws.close(code, closeReason(reason));
     }
     this.ctx.log.info(`shell session ${session.uuid} of device ${session.mac} ended (${code} ${reason})`);
-    if (this.sessions.size === 0) this.stopPinger();
+    if (this.sessions.size === 0) this.pinger.stop();
   }
 
   /** A side that did not answer the last ping is gone (half-open): the session ends. */
-  private startPinger(): void {
-    if (this.pinger) return;
-    this.pinger = setInterval(() => {
-      for (const session of [...this.sessions.values()]) {
-        for (const side of [session.manager, session.device]) {
-          if (!side) continue;
-          if (!side.alive) {
-            side.ws.terminate();
-            this.end(session, 1000, "the other side went away");
-            break;
-          }
-          side.alive = false;
-          try {
-            side.ws.ping();
-          } catch {
-            // Closing already: its close event ends the session.
-          }
-        }
+  private pingRound(): void {
+    for (const session of [...this.sessions.values()]) {
+      for (const side of [session.manager, session.device]) {
+        if (!side || pingOrTerminate(side, side.ws)) continue;
+        this.end(session, CLOSE_NORMAL, "the other side went away");
+        break;
       }
-    }, this.ctx.config.update_server.ws_ping_interval * 1000);
-    this.pinger.unref();
-  }
-
-  private stopPinger(): void {
-    if (this.pinger) clearInterval(this.pinger);
-    this.pinger = undefined;
+    }
   }
 }
 
 export type { ShellSession };
 
-const services = new WeakMap<AppContext["db"], ShellService>();
-
-export function shellsOf(ctx: AppContext): ShellService {
-  let service = services.get(ctx.db);
-  if (!service) services.set(ctx.db, (service = new ShellService(ctx)));
-  return service;
-}
+export const shellsOf = perServer((ctx) => new ShellService(ctx));

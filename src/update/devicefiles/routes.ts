@@ -4,7 +4,8 @@ import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
 import { readJsonObject, requestBodyStream } from "../../http/body.ts";
-import { publicBase, serveFile } from "../../storage/routes.ts";
+import { publicBase, requireSignedLink } from "../../storage/routes.ts";
+import { serveFile } from "../../storage/send.ts";
 import { authorize } from "../permissions/permissions.ts";
 import { onlyKeys, pathId, requireString } from "../validation.ts";
 import { deviceFilesOf, MULTIPART_LINK } from "./store.ts";
@@ -44,12 +45,10 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   app.get("/local_storage_multipart/multipart/*", (c) => {
     // Hono already percent-decoded the path; keys are plain `<dir>/<uuid>`.
     const key = c.req.path.slice("/local_storage_multipart/multipart/".length);
-    const verdict = ctx.tokens.verifyLink(MULTIPART_LINK, key, c.req.query("expires"), c.req.query("signature"));
-    if (verdict === "expired") throw httpError(403, "download link has expired");
-    if (verdict !== "ok") throw httpError(403, "download link signature is missing or invalid");
+    requireSignedLink(ctx, c, MULTIPART_LINK, key);
     const object = store.stat(key);
     if (!object) throw httpError(404, "object does not exist");
-    return serveFile(c, object.stat, (start, end) => store.read(object.path, start, end));
+    return serveFile(c, object);
   });
 
   return app;

@@ -7,13 +7,13 @@
  * Keys are `<dir>/<uuid>` exactly, so nothing else (and no `..`) can ever be named.
  */
 import { randomUUID } from "node:crypto";
-import { closeSync, createReadStream, createWriteStream, fsyncSync, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, unlinkSync, type Stats } from "node:fs";
-import { open, rename, unlink } from "node:fs/promises";
+import { closeSync, createReadStream, createWriteStream, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, unlinkSync, type Stats } from "node:fs";
+import { rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import type { AppContext } from "../../server/context.ts";
-import { fsyncDir, writeFileDurable } from "../../util/files.ts";
+import { perServer, type AppContext } from "../../server/context.ts";
+import { fsyncDir, fsyncFile, statFile, writeFileDurable } from "../../util/files.ts";
 
 export const MULTIPART_LINK = "local_storage_multipart";
 const UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
@@ -42,19 +42,9 @@ export class DeviceFileStore {
     return this.keyPattern.test(key) ? join(this.root, key) : undefined;
   }
 
+  /** Stat of a stored object, or undefined. */
   stat(key: string): { path: string; stat: Stats } | undefined {
-    const path = this.pathOf(key);
-    if (!path) return undefined;
-    try {
-      const stat = statSync(path);
-      return stat.isFile() ? { path, stat } : undefined;
-    } catch {
-      return undefined;
-    }
-  }
-
-  read(path: string, start: number, end: number): Readable {
-    return createReadStream(path, { start, end, highWaterMark: 256 * 1024 });
+    return statFile(this.pathOf(key));
   }
 
   /** Stores bytes durably as a new object; returns its key. */
@@ -104,12 +94,7 @@ export class DeviceFileStore {
     };
     try {
       await pipeline(body, counter, createWriteStream(tmp, { flags: "w", mode: 0o600 }));
-      const fh = await open(tmp, "r");
-      try {
-        await fh.sync();
-      } finally {
-        await fh.close();
-      }
+      await fsyncFile(tmp);
       await rename(tmp, final);
     } catch (error) {
       await unlink(tmp).catch(() => {});
@@ -127,12 +112,7 @@ export class DeviceFileStore {
       const out = createWriteStream(tmp, { flags: "wx", mode: 0o600 });
       for (const part of parts) await pipeline(createReadStream(this.partPath(part)), out, { end: false });
       await new Promise<void>((resolve, reject) => out.end((error?: Error | null) => (error ? reject(error) : resolve())));
-      const fd = openSync(tmp, "r");
-      try {
-        fsyncSync(fd);
-      } finally {
-        closeSync(fd);
-      }
+      await fsyncFile(tmp);
       await rename(tmp, target);
       fsyncDir(join(this.root, this.dirs.downloads));
     } catch (error) {
@@ -177,13 +157,7 @@ export class DeviceFileStore {
 
 export class PartTooLargeError extends Error {}
 
-const stores = new WeakMap<AppContext["db"], DeviceFileStore>();
-
-export function deviceFilesOf(ctx: AppContext): DeviceFileStore {
-  let store = stores.get(ctx.db);
-  if (!store) stores.set(ctx.db, (store = new DeviceFileStore(ctx.dataDir, ctx.config.prefix)));
-  return store;
-}
+export const deviceFilesOf = perServer((ctx) => new DeviceFileStore(ctx.dataDir, ctx.config.prefix));
 
 /** A signed, expiring link to a device file or action output (D13). */
 export function signedFileUrl(ctx: AppContext, base: string, key: string): string {

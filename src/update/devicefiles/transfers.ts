@@ -6,7 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Readable } from "node:stream";
-import type { AppContext } from "../../server/context.ts";
+import { perServer, type AppContext } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
 import { channelOf, type ChannelHub } from "../channel/hub.ts";
 import { asHttpError, notConnected } from "../channel/errors.ts";
@@ -160,10 +160,4 @@ export class FileTransferService {
   }
 }
 
-const services = new WeakMap<AppContext["db"], FileTransferService>();
-
-export function transfersOf(ctx: AppContext): FileTransferService {
-  let service = services.get(ctx.db);
-  if (!service) services.set(ctx.db, (service = new FileTransferService(ctx)));
-  return service;
-}
+export const transfersOf = perServer((ctx) => new FileTransferService(ctx));

@@ -1,4 +1,4 @@
-import type { AppContext } from "../../server/context.ts";
+import { perServer } from "../../server/context.ts";
 
 /** The live events of update-server.md 15.1. */
 export type EventName = "connect" | "disconnect" | "update";
@@ -34,11 +34,5 @@ export class EventBroadcaster {
   }
 }
 
-const broadcasters = new WeakMap<AppContext["db"], EventBroadcaster>();
-
-/** The broadcaster of a running server (keyed by its database, like other per-server state). */
-export function eventsOf(ctx: AppContext): EventBroadcaster {
-  let events = broadcasters.get(ctx.db);
-  if (!events) broadcasters.set(ctx.db, (events = new EventBroadcaster()));
-  return events;
-}
+/** The broadcaster of a running server. */
+export const eventsOf = perServer(() => new EventBroadcaster());

@@ -1,5 +1,5 @@
 import type { Database, Tx } from "../../db/index.ts";
-import type { AppContext } from "../../server/context.ts";
+import { perServer, type AppContext } from "../../server/context.ts";
 import { LocalStorage, type StagedObject } from "../../storage/local.ts";
 import { rfc822 } from "../../util/time.ts";
 
@@ -44,23 +44,13 @@ export function packageKeys(prefix: string) {
 }
 export type PackageKeys = ReturnType<typeof packageKeys>;
 
-const storages = new WeakMap<Database, LocalStorage>();
-
-/** The one local storage driver of a running server (keyed by its database, like other per-server state). */
-export function storageOf(ctx: AppContext): LocalStorage {
-  let storage = storages.get(ctx.db);
-  if (!storage) storages.set(ctx.db, (storage = new LocalStorage(ctx.dataDir)));
-  return storage;
-}
+/** The one local storage driver of a running server. */
+export const storageOf = perServer((ctx) => new LocalStorage(ctx.dataDir));
 
 const COLUMNS = "id, created, sha256, driver, metadata, storage_dir, storage_name, size, version, devtype, created_by";
 
 export function getPackage(db: Database | Tx, id: number): PackageRow | undefined {
   return db.get<PackageRow>(`SELECT ${COLUMNS} FROM packages WHERE id = ?`, [id]);
-}
-
-export function listPackages(db: Database): PackageRow[] {
-  return db.all<PackageRow>(`SELECT ${COLUMNS} FROM packages ORDER BY id`);
 }
 
 export function toView(row: PackageRow): PackageView {

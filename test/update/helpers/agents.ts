@@ -102,19 +102,59 @@ export function restartAgent(previous: Agent & { dir: string }): Agent & { dir: 
 
 export const b64 = (text: string): string => Buffer.from(text).toString("base64");
 
-let rawCount = 0;
-/** A hand-driven device socket (for protocol edge cases a well-behaved agent never produces). */
-export async function rawDevice(server: TestServer, agent: Agent): Promise<{ ws: import("ws").WebSocket; token: string; messages: Array<Record<string, unknown>>; next: (method: string) => Promise<Record<string, unknown>> }> {
+/**
+ * A device client signing with an agent's key. `skewSeconds` moves its clock ahead of the
+ * agent's: a signed body is accepted once, so each client of a device needs its own timestamp.
+ */
+export async function agentClient(server: TestServer, agent: Agent, skewSeconds: number): Promise<import("../../../src/update/client/device-client.ts").DeviceClient> {
   const { DeviceClient } = await import("../../../src/update/client/device-client.ts");
   const { readFileSync } = await import("node:fs");
-  const { default: WebSocket } = await import("ws");
-  const client = new DeviceClient({
+  return new DeviceClient({
     server: server.url,
     privateKeyPem: readFileSync(join(agent.config.data_dir, "device-key.pem"), "utf8"),
     metadata: agent.metadata(),
-    // Another timestamp than the agent's (and than earlier raw sockets'): a signed body is accepted once.
-    now: () => Math.floor(Date.now() / 1000) + 11 + rawCount,
+    now: () => Math.floor(Date.now() / 1000) + skewSeconds,
   });
+}
+
+/**
+ * Approves an agent, waits for its socket, then stops it: the device exists, is offline and its
+ * key is free for a hand-driven client. Returns the device id.
+ */
+export async function approvedThenStopped(server: TestServer, agent: Agent): Promise<number> {
+  const id = await approveAgent(server, agent);
+  await untilConnected(server, id);
+  await agent.stop();
+  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  return id;
+}
+
+/**
+ * Approves a `board` agent at v1, lets it connect, stops it (so nothing answers for the device)
+ * and puts the device in a group whose policy offers an uploaded v9. Returns the device id.
+ */
+export async function offlineDeviceOfferedV9(server: TestServer, agent: Agent): Promise<number> {
+  const { uploadOk } = await import("./packages.ts");
+  const id = await approvedThenStopped(server, agent);
+  const call = async (method: string, path: string, json?: unknown) => {
+    const res = await server.request(path, { method, token: server.adminToken, json });
+    if (res.status !== 200) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
+    return res;
+  };
+  const pkg = await uploadOk(server, { token: server.adminToken, version: "v9", devtype: "board" });
+  const group = ((await (await call("POST", "/api/v2/groups", { metadata: {} })).json()) as { id: number }).id;
+  await call("POST", `/api/v2/groups/${group}/policy`, { policy: "exact_match,v9" });
+  await call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] });
+  await call("PATCH", `/api/v2/groups/${group}/devices`, { add: [id], remove: [] });
+  return id;
+}
+
+let rawCount = 0;
+/** A hand-driven device socket (for protocol edge cases a well-behaved agent never produces). */
+export async function rawDevice(server: TestServer, agent: Agent): Promise<{ ws: import("ws").WebSocket; token: string; messages: Array<Record<string, unknown>>; next: (method: string) => Promise<Record<string, unknown>> }> {
+  const { default: WebSocket } = await import("ws");
+  // Another timestamp than the agent's (and than earlier raw sockets').
+  const client = await agentClient(server, agent, 11 + rawCount);
   rawCount += 1;
   const token = await client.getToken();
   const ws = new WebSocket(`${server.url.replace("http", "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${token}` } });
