@@ -2,11 +2,10 @@
  * `labgate agent` configuration (contract.md, "The device agent"). YAML file; flags beat it.
  * Durations are seconds (fractions allowed, so tests can run fast).
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { networkInterfaces } from "node:os";
 import { resolve } from "node:path";
-import { parse as parseYaml } from "yaml";
-import { ConfigError } from "../config/config.ts";
+import { ConfigError, readYamlMapping } from "../config/config.ts";
 
 export interface AgentAction {
   id: string;
@@ -186,12 +185,7 @@ export function loadAgentConfig(options: { file?: string; server?: string; dataD
   if (options.file) {
     const path = resolve(cwd, options.file);
     if (!existsSync(path)) throw new ConfigError(`--config: file ${path} does not exist`);
-    try {
-      raw = (parseYaml(readFileSync(path, "utf8")) as Record<string, unknown> | null) ?? {};
-    } catch (error) {
-      throw new ConfigError(`agent config file ${path} is not valid YAML: ${(error as Error).message.split("\n")[0]}`);
-    }
-    if (typeof raw !== "object" || Array.isArray(raw)) throw new ConfigError(`agent config file ${path}: expected a mapping at the top level`);
+    raw = readYamlMapping(path, "agent config file");
   }
   if (options.server !== undefined) raw.server = options.server;
   if (options.dataDir !== undefined) raw.data_dir = options.dataDir;

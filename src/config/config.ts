@@ -222,6 +222,24 @@ function build(section: Schema, input: unknown, path: string): Record<string, un
 
 export const defaultConfig = (): Config => build(schema, {}, "") as unknown as Config;
 
+/** Reads a YAML file whose top level must be a mapping (empty: `{}`); `what` names it in messages. */
+export function readYamlMapping(path: string, what: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    throw new ConfigError(`cannot read ${what} ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text) ?? {};
+  } catch (error) {
+    throw new ConfigError(`${what} ${path} is not valid YAML: ${(error as Error).message.split("\n")[0]}`);
+  }
+  if (typeof raw !== "object" || Array.isArray(raw)) throw new ConfigError(`${what} ${path}: expected a mapping at the top level`);
+  return raw as Record<string, unknown>;
+}
+
 export interface ConfigSources {
   /** Explicit --config path; must exist. */
   file?: string;
@@ -244,21 +262,7 @@ export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
   const explicit = sources.file ?? env.LABGATE_CONFIG;
   const file = explicit ? resolve(cwd, explicit) : existsSync(resolve(cwd, "appliance.config.yaml")) ? resolve(cwd, "appliance.config.yaml") : undefined;
 
-  let raw: Record<string, unknown> = {};
-  if (file) {
-    let text: string;
-    try {
-      text = readFileSync(file, "utf8");
-    } catch (error) {
-      throw new ConfigError(`cannot read config file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
-    }
-    try {
-      raw = (parseYaml(text) as Record<string, unknown> | null) ?? {};
-    } catch (error) {
-      throw new ConfigError(`config file ${file} is not valid YAML: ${(error as Error).message.split("\n")[0]}`);
-    }
-    if (typeof raw !== "object" || Array.isArray(raw)) throw new ConfigError(`config file ${file}: expected a mapping at the top level`);
-  }
+  const raw = file ? readYamlMapping(file, "config file") : {};
 
   // Overrides are checked under their own names so that the message names what the user typed.
   const layered = { ...raw };

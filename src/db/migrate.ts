@@ -4,7 +4,7 @@ import type { Migration } from "./migrations/index.ts";
 /** The data dir was written by a newer labgate; this binary must not touch it. */
 export class SchemaTooNewError extends Error {}
 
-const CREATE_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (
+const CREATE_TABLE = `CREATE TABLE schema_migrations (
   version INTEGER PRIMARY KEY,
   name TEXT NOT NULL,
   applied_at TEXT NOT NULL
@@ -12,7 +12,10 @@ const CREATE_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (
 
 /** Applies the pending migrations, each in its own durable transaction. Returns the versions applied. */
 export async function migrate(db: Database, steps: Migration[], now: () => Date = () => new Date()): Promise<number[]> {
-  await db.write((tx) => void tx.run(CREATE_TABLE));
+  // Journaled only on the first start, not as an empty-effect frame on every start.
+  if (!db.get("SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")) {
+    await db.write((tx) => void tx.run(CREATE_TABLE));
+  }
   const current = db.get<{ v: number | null }>("SELECT MAX(version) AS v FROM schema_migrations")?.v ?? 0;
   const newest = steps.reduce((max, m) => Math.max(max, m.version), 0);
   if (current > newest) {

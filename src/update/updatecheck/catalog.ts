@@ -27,6 +27,8 @@ export interface GroupPlan {
 
 interface Cache {
   generation: number;
+  /** The database's load epoch: a reload from disk (after a failed write) drops the cache too. */
+  epoch: number;
   /** Device id -> active group id; devices in no group are absent. Loaded in one query. */
   activeGroup: Map<number, number>;
   plans: Map<number, GroupPlan>;
@@ -44,14 +46,14 @@ const caches = new WeakMap<Database, Cache>();
 function cacheOf(db: Database): Cache {
   const generation = catalogGeneration(db);
   let cache = caches.get(db);
-  if (!cache || cache.generation !== generation) {
+  if (!cache || cache.generation !== generation || cache.epoch !== db.epoch) {
     // One pass over all memberships, ordered so that each device's first row is its active group.
     const activeGroup = new Map<number, number>();
     const rows = db.all<{ device_id: number; group_id: number }>(
       "SELECT gd.device_id, gd.group_id FROM group_devices gd JOIN groups g ON g.id = gd.group_id ORDER BY gd.device_id, g.priority, g.id",
     );
     for (const row of rows) if (!activeGroup.has(row.device_id)) activeGroup.set(row.device_id, row.group_id);
-    cache = { generation, activeGroup, plans: new Map() };
+    cache = { generation, epoch: db.epoch, activeGroup, plans: new Map() };
     caches.set(db, cache);
   }
   return cache;
