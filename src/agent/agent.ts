@@ -16,11 +16,18 @@ import type { AgentConfig } from "./config.ts";
 import { runCommand } from "./commands.ts";
 import { confinedFile, openConfined, uploadParts } from "./files.ts";
 import { download } from "./updater.ts";
+import { serverTransport, type ServerTransport } from "./transport.ts";
 import { ShellSessions } from "./shell.ts";
 
 const KEY_FILE = "device-key.pem";
 const STATE_FILE = "state.json";
 const RECENT_RESULTS = 500;
+/** fetch says only "fetch failed"; the cause says why (e.g. a certificate that does not verify). */
+const reason = (error: unknown): string => {
+  const { message, cause } = error as Error;
+  return cause instanceof Error ? `${message}: ${cause.message}` : message;
+};
+
 /** A socket that saw nothing from the server (not even a ping) for this long is dead (half-open). */
 const SILENCE_LIMIT_MS = 120_000;
 
@@ -39,6 +46,7 @@ export class Agent {
   readonly config: AgentConfig;
   readonly log: Logger;
   private client!: DeviceClient;
+  private transport!: ServerTransport;
   private shells!: ShellSessions;
   private state!: State;
   private socket: WebSocket | undefined;
@@ -87,6 +95,7 @@ export class Agent {
   start(): void {
     mkdirSync(join(this.config.data_dir, "downloads"), { recursive: true, mode: 0o700 });
     this.state = this.loadState();
+    this.transport = serverTransport(this.config.ca_file);
     this.client = new DeviceClient({
       server: this.config.server,
       privateKeyPem: loadOrCreateDeviceKey(join(this.config.data_dir, KEY_FILE), this.config.key_type).privateKeyPem,
@@ -95,7 +104,14 @@ export class Agent {
       now: () => Math.floor(this.clock() / 1000) + this.clockOffset,
       fetch: (input, init) => this.fetchNoting(input, init),
     });
-    this.shells = new ShellSessions({ config: this.config.shell, mac: this.mac, server: this.config.server, log: this.log, token: () => this.client.getToken() });
+    this.shells = new ShellSessions({
+      config: this.config.shell,
+      mac: this.mac,
+      server: this.config.server,
+      ws: this.transport.ws,
+      log: this.log,
+      token: () => this.client.getToken(),
+    });
     void this.run();
   }
 
@@ -169,7 +185,7 @@ export class Agent {
    * outside the server's window. The server's `Date` header tells how far off this clock is.
    */
   private async fetchNoting(input: string | URL | Request, init?: RequestInit): Promise<Response> {
-    const response = await fetch(input, init);
+    const response = await this.transport.fetch(input, init);
     const date = Date.parse(response.headers.get("date") ?? "");
     if (Number.isFinite(date)) {
       const offset = Math.round((date - this.clock()) / 1000);
@@ -233,7 +249,7 @@ export class Agent {
         }
         this.log.info(`agent: device ${this.mac} waits for approval`);
       } catch (error) {
-        this.log.warn(`agent: authorization failed: ${(error as Error).message}`);
+        this.log.warn(`agent: authorization failed: ${reason(error)}`);
       }
       await this.sleep(this.jitter(delay));
       delay = this.nextDelay(delay);
@@ -261,7 +277,7 @@ export class Agent {
       try {
         token = await this.client.getToken();
       } catch (error) {
-        this.log.warn(`agent: authorization failed: ${(error as Error).message}`);
+        this.log.warn(`agent: authorization failed: ${reason(error)}`);
       }
       if (token && !this.stopped) {
         const { opened, status } = await this.connect(token);
@@ -279,7 +295,7 @@ export class Agent {
   private connect(token: string): Promise<{ opened: boolean; status?: number }> {
     return new Promise((resolve) => {
       const url = `${this.config.server.replace(/^http/, "ws")}/api/v1/devices/ws`;
-      const socket = new WebSocket(url, { headers: { authorization: `Bearer token=${token}` }, handshakeTimeout: 10_000 });
+      const socket = new WebSocket(url, { headers: { authorization: `Bearer token=${token}` }, handshakeTimeout: 10_000, ...this.transport.ws });
       this.socket = socket;
       let opened = false;
       let status: number | undefined;
@@ -413,7 +429,7 @@ export class Agent {
       const found = await openConfined(this.config.file_base_dir, file as string);
       if (!found) throw new Error("file is not available");
       try {
-        const etags = await uploadParts(found.handle, urls, partSize);
+        const etags = await uploadParts(found.handle, urls, partSize, this.transport.fetch);
         this.send({ method: "fs_file_download_reply", id, status: 0, etags });
       } finally {
         await found.handle.close();
@@ -458,7 +474,7 @@ export class Agent {
     for (let attempt = 1; !path; attempt++) {
       if (this.stopped) return;
       try {
-        path = await download({ url: uri, sha256, dir: downloads, onProgress: progress, signal: this.stopController.signal });
+        path = await download({ url: uri, sha256, dir: downloads, onProgress: progress, signal: this.stopController.signal, fetch: this.transport.fetch });
       } catch (error) {
         if (this.stopped) return;
         this.log.warn(`agent: download attempt ${attempt}: ${(error as Error).message}`);

@@ -30,6 +30,8 @@ export interface AgentShell {
 
 export interface AgentConfig {
   server: string;
+  /** PEM certificate(s) to trust for an https server, instead of the system's; empty: the system's. */
+  ca_file: string;
   data_dir: string;
   key_type: "rsa" | "ed25519";
   mac_address: string;
@@ -63,6 +65,7 @@ const argv = (v: unknown, key: string): string[] =>
 
 const DEFAULTS = {
   server: "",
+  ca_file: "",
   data_dir: "./agent-data",
   key_type: "rsa",
   mac_address: "",
@@ -156,8 +159,10 @@ export function buildAgentConfig(input: Record<string, unknown>, cwd = process.c
   const logLevel = str(v.log_level, "log_level");
   if (!["error", "warn", "info", "debug"].includes(logLevel)) fail("log_level", "expected error, warn, info or debug");
   const min = num(v.retry_min_delay, "retry_min_delay", 0.001);
+  const caFile = str(v.ca_file, "ca_file");
   return {
     server,
+    ca_file: caFile ? resolve(cwd, caFile) : "",
     data_dir: resolve(cwd, str(v.data_dir, "data_dir")),
     key_type: keyType as "rsa" | "ed25519",
     mac_address: macAddress(str(v.mac_address, "mac_address")),

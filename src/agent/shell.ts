@@ -10,6 +10,7 @@ import WebSocket from "ws";
 import { closeReason } from "../update/channel/protocol.ts";
 import type { Logger } from "../util/log.ts";
 import type { AgentShell } from "./config.ts";
+import type { ServerTransport } from "./transport.ts";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Output waiting for the socket above this pauses the process's pipes. */
@@ -33,14 +34,16 @@ export class ShellSessions {
   private readonly config: AgentShell;
   private readonly mac: string;
   private readonly server: string;
+  private readonly ws: ServerTransport["ws"];
   private readonly log: Logger;
   private readonly token: () => Promise<string | undefined>;
   private readonly sessions = new Set<Session>();
 
-  constructor(options: { config: AgentShell; mac: string; server: string; log: Logger; token: () => Promise<string | undefined> }) {
+  constructor(options: { config: AgentShell; mac: string; server: string; ws: ServerTransport["ws"]; log: Logger; token: () => Promise<string | undefined> }) {
     this.config = options.config;
     this.mac = options.mac;
     this.server = options.server;
+    this.ws = options.ws;
     this.log = options.log;
     this.token = options.token;
   }
@@ -62,7 +65,7 @@ export class ShellSessions {
     const token = await this.token().catch(() => undefined);
     if (!token) return this.log.warn("agent: shell_attach ignored: no device token");
     const url = `${this.server.replace(/^http/, "ws")}/api/v1/devices/${encodeURIComponent(this.mac)}/shell/attach/${uuid}`;
-    const socket = new WebSocket(url, { headers: { authorization: `Bearer token=${token}` }, handshakeTimeout: 10_000 });
+    const socket = new WebSocket(url, { headers: { authorization: `Bearer token=${token}` }, handshakeTimeout: 10_000, ...this.ws });
     const session: Session = { socket, child: undefined, idle: undefined };
     socket.on("error", (error) => this.log.debug(`agent: shell socket error: ${error.message}`));
     socket.on("unexpected-response", (_request, response) => {

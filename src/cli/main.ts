@@ -69,6 +69,15 @@ async function serve(args: string[]): Promise<number> {
     process.once("SIGTERM", () => resolve("SIGTERM"));
   });
   const server = await startServer(config);
+  process.on("SIGHUP", () => {
+    if (!config.tls.cert_file) return server.ctx.log.info("SIGHUP: no TLS configured, nothing to reload");
+    try {
+      server.reloadTls();
+      server.ctx.log.info(`SIGHUP: TLS certificate reloaded from ${config.tls.cert_file}`);
+    } catch (error) {
+      server.ctx.log.error(`SIGHUP: ${(error as Error).message}; keeping the previous certificate`);
+    }
+  });
   if (server.adminTokenFile) process.stderr.write(`labgate: first start: an admin token (all scopes) is in ${server.adminTokenFile}\n`);
   process.stdout.write(`labgate listening on ${server.url}\n`);
   const signal = await signalled;

@@ -6,6 +6,7 @@ import { parse as parseYaml } from "yaml";
 export class ConfigError extends Error {}
 
 export type LogLevel = "error" | "warn" | "info" | "debug";
+export type LogFormat = "text" | "json";
 
 export interface NodeTarget {
   url: string;
@@ -18,6 +19,9 @@ export interface Config {
   public_url: string;
   prefix: string;
   log_level: LogLevel;
+  log_format: LogFormat;
+  /** PEM files; both empty: plain HTTP. */
+  tls: { cert_file: string; key_file: string };
   update_server: {
     download_link_ttl: number;
     device_token_ttl: number;
@@ -176,6 +180,11 @@ const schema: Schema = {
     check: (v, key) => (typeof v === "string" && /^[a-z][a-z0-9]{0,15}$/.test(v) ? v : fail(key, "expected 1-16 lowercase letters or digits, starting with a letter")),
   },
   log_level: { default: "info", check: oneOf("error", "warn", "info", "debug") },
+  log_format: { default: "text", check: oneOf("text", "json") },
+  tls: {
+    cert_file: { default: "", check: string },
+    key_file: { default: "", check: string },
+  },
   update_server: {
     download_link_ttl: { default: 3600, check: integer(1) },
     device_token_ttl: { default: 300, check: integer(10) },
@@ -274,6 +283,12 @@ export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
   const config = build(schema, layered, "") as unknown as Config;
   if (!config.data_dir) throw new ConfigError("config key data_dir: must not be empty");
   config.data_dir = resolve(cwd, config.data_dir);
+  const { tls } = config;
+  if (Boolean(tls.cert_file) !== Boolean(tls.key_file)) fail(tls.cert_file ? "tls.key_file" : "tls.cert_file", "give both tls.cert_file and tls.key_file, or neither");
+  if (tls.cert_file) {
+    tls.cert_file = resolve(cwd, tls.cert_file);
+    tls.key_file = resolve(cwd, tls.key_file);
+  }
   if (config.test_server.nodes_file) config.test_server.nodes = readNodesFile(resolve(cwd, config.test_server.nodes_file), config.test_server.nodes);
   return { config, file };
 }

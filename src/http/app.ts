@@ -1,8 +1,10 @@
+import { randomUUID } from "node:crypto";
 import { Hono } from "hono";
 import { DatabaseUnavailableError } from "../db/index.ts";
 import { createAuth, type Auth } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../server/context.ts";
 import { errorResponse, HttpError } from "./errors.ts";
+import { nodeResponse } from "./transport.ts";
 import { systemRoutes } from "./system.ts";
 
 /** A domain's routes, mounted at the root: each domain owns its own paths. */
@@ -15,13 +17,21 @@ export function createApp(ctx: AppContext, modules: RouteModule[] = []): Hono<Ap
 
   app.use(async (c, next) => {
     const started = performance.now();
+    const id = requestIdOf(c.req.header("x-request-id"));
+    c.set("requestId", id);
+    // On the Node response it goes out with every answer, also one a handler wrote itself (downloads).
+    const outgoing = nodeResponse(c.env);
+    if (outgoing) outgoing.setHeader("X-Request-Id", id);
+    else c.header("X-Request-Id", id);
     await next();
     const status = c.res.status;
     // Checked before formatting: below info (log_level warn, error) most requests log nothing.
     if (!ctx.log.enabled(status >= 500 ? "warn" : "info")) return;
-    const line = `${c.req.method} ${c.req.path} ${status} ${(performance.now() - started).toFixed(1)}ms`;
-    if (status >= 500) ctx.log.warn(line);
-    else ctx.log.info(line);
+    const ms = performance.now() - started;
+    const line = `${c.req.method} ${c.req.path} ${status} ${ms.toFixed(1)}ms`;
+    const fields = { request_id: id, method: c.req.method, path: c.req.path, status, ms: Math.round(ms * 10) / 10 };
+    if (status >= 500) ctx.log.warn(line, fields);
+    else ctx.log.info(line, fields);
   });
 
   app.onError((error, c) => {
@@ -30,7 +40,7 @@ export function createApp(ctx: AppContext, modules: RouteModule[] = []): Hono<Ap
     // Hono's own HTTPException (e.g. from its helpers) carries a status too.
     const status = (error as { status?: unknown }).status;
     if (typeof status === "number" && status >= 400 && status < 500) return errorResponse(c, status as 400, error.message || "bad request");
-    ctx.log.error(`${c.req.method} ${c.req.path}: ${error.stack ?? error.message}`);
+    ctx.log.error(`${c.req.method} ${c.req.path}: ${error.stack ?? error.message}`, { request_id: c.get("requestId"), method: c.req.method, path: c.req.path, status: 500 });
     return errorResponse(c, 500, "internal server error");
   });
 
@@ -39,6 +49,11 @@ export function createApp(ctx: AppContext, modules: RouteModule[] = []): Hono<Ap
   app.route("/", systemRoutes(ctx, auth));
   for (const module of modules) app.route("/", module(ctx, auth));
   return app;
+}
+
+/** A request id the client sent (`X-Request-Id`, kept when it is short and plain), else a new one. */
+function requestIdOf(given: string | undefined): string {
+  return given !== undefined && /^[A-Za-z0-9._:-]{1,64}$/.test(given) ? given : randomUUID();
 }
 
 /** Repeated slashes are served as one (protoplaster's manager CLI sends `//api/v1/...`). */

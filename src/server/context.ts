@@ -32,6 +32,8 @@ export type Identity = ManagementIdentity | DeviceIdentity;
 export interface AppEnv {
   Variables: {
     identity: Identity;
+    /** Echoed as `X-Request-Id` and carried by the request's log lines. */
+    requestId: string;
   };
 }
 

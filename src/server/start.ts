@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
+import { createServer as createHttpsServer, type Server as HttpsServer } from "node:https";
 import { serve, type ServerType, type WebSocketServerLike } from "@hono/node-server";
 import { WebSocketServer } from "ws";
 import type { Server } from "node:http";
@@ -14,6 +15,7 @@ import { createLogger, type Logger } from "../util/log.ts";
 import { writeFileDurable } from "../util/files.ts";
 import { VERSION } from "../version.ts";
 import { acquireLock } from "./lock.ts";
+import { readTlsCredentials, type TlsCredentials } from "./tls.ts";
 import type { AppContext } from "./context.ts";
 import { routeModules } from "./modules.ts";
 
@@ -25,9 +27,14 @@ const WS_MAX_PAYLOAD = 16 * 1024 * 1024;
 
 export interface RunningServer {
   ctx: AppContext;
-  /** Base URL the server answers on, e.g. `http://127.0.0.1:5000`. */
+  /** Base URL the server answers on, e.g. `http://127.0.0.1:5000` (`https` with `tls`). */
   url: string;
   port: number;
+  /**
+   * Reads the TLS certificate and key again and uses them for new connections; open ones keep
+   * theirs. Throws ConfigError (and keeps the old pair) when the files are bad; no-op without TLS.
+   */
+  reloadTls(): void;
   /** Path of the admin token written on first start, if this start wrote one. */
   adminTokenFile: string | undefined;
   /** Stops accepting, finishes in-flight requests, flushes the database, releases the data dir. */
@@ -40,7 +47,9 @@ export interface StartOptions {
 
 /** Opens the data dir and serves both APIs on the configured listener. */
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
-  const log = options.log ?? createLogger(config.log_level);
+  const log = options.log ?? createLogger(config.log_level, { format: config.log_format });
+  // Checked before the data dir is touched: a bad pair exits 2 naming the key.
+  const tls = config.tls.cert_file ? readTlsCredentials(config.tls) : undefined;
   const dataDir = config.data_dir;
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const releaseLock = acquireLock(dataDir);
@@ -62,7 +71,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const app = createApp(ctx, routeModules);
     // WebSocket routes (the device channel) upgrade through @hono/node-server and `ws`.
     const wss = new WebSocketServer({ noServer: true, maxPayload: WS_MAX_PAYLOAD });
-    const server = await listen(config, wss, (request, env) => app.fetch(normalizeRequest(request), env));
+    const server = await listen(config, tls, wss, (request, env) => app.fetch(normalizeRequest(request), env));
     const port = (server.address() as AddressInfo).port;
     const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
 
@@ -85,7 +94,10 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         releaseLock();
       })());
 
-    return { ctx, url: `http://${host}:${port}`, port, adminTokenFile, close };
+    const reloadTls = () => {
+      if (tls) (server as HttpsServer).setSecureContext(readTlsCredentials(config.tls));
+    };
+    return { ctx, url: `${tls ? "https" : "http"}://${host}:${port}`, port, reloadTls, adminTokenFile, close };
   } catch (error) {
     await db?.close().catch(() => {});
     releaseLock();
@@ -93,10 +105,16 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   }
 }
 
-function listen(config: Config, wss: WebSocketServer, fetch: (request: Request, env: unknown) => Response | Promise<Response>): Promise<ServerType> {
+function listen(
+  config: Config,
+  tls: TlsCredentials | undefined,
+  wss: WebSocketServer,
+  fetch: (request: Request, env: unknown) => Response | Promise<Response>,
+): Promise<ServerType> {
   return new Promise((resolve, reject) => {
     const websocket = { server: wss as unknown as WebSocketServerLike };
-    const server = serve({ fetch, hostname: config.listen.host, port: config.listen.port, websocket }, () => resolve(server));
+    const transport = tls ? { createServer: createHttpsServer, serverOptions: tls } : {};
+    const server = serve({ fetch, hostname: config.listen.host, port: config.listen.port, websocket, ...transport }, () => resolve(server));
     server.once("error", reject);
   });
 }

@@ -1,15 +1,16 @@
 import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../server/context.ts";
 import { httpError } from "../http/errors.ts";
+import { isTls } from "../http/transport.ts";
 import type { LocalStorage } from "./local.ts";
 import { serveFile } from "./send.ts";
 
 /** Signatures of `/local_storage/` links are bound to this purpose (see TokenService.signLink). */
 export const LOCAL_STORAGE_LINK = "local_storage";
 
-/** Base of links handed out: the config's `public_url`, else the request's own scheme and host. */
+/** Base of links handed out: the config's `public_url`, else the connection's scheme and the request's host. */
 export function publicBase(ctx: AppContext, c: Context): string {
-  return ctx.config.public_url || new URL(c.req.url).origin;
+  return ctx.config.public_url || `${isTls(c) ? "https" : "http"}://${new URL(c.req.url).host}`;
 }
 
 /** An absolute, signed, expiring download link for a stored object (D13). */

@@ -1,9 +1,10 @@
 import { createReadStream, type Stats } from "node:fs";
 import { open } from "node:fs/promises";
-import { ServerResponse } from "node:http";
+import type { ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import type { Context } from "hono";
 import { httpError } from "../http/errors.ts";
+import { nodeResponse } from "../http/transport.ts";
 import { rfc822 } from "../util/time.ts";
 
 const CHUNK = 256 * 1024;
@@ -24,12 +25,6 @@ const ALREADY_SENT = "x-hono-already-sent";
 function platformResponse(): typeof Response {
   const parent: unknown = Object.getPrototypeOf(Response);
   return typeof parent === "function" && parent !== Function.prototype ? (parent as typeof Response) : Response;
-}
-
-/** The Node response under a request served by @hono/node-server, when there is one. */
-export function nodeResponse(env: unknown): ServerResponse | undefined {
-  const outgoing = (env as { outgoing?: unknown } | undefined)?.outgoing;
-  return outgoing instanceof ServerResponse ? outgoing : undefined;
 }
 
 /**

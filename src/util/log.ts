@@ -1,12 +1,21 @@
-import type { LogLevel } from "../config/config.ts";
+import type { LogFormat, LogLevel } from "../config/config.ts";
 
 const ORDER: Record<LogLevel, number> = { error: 0, warn: 1, info: 2, debug: 3 };
 
+/** What a line says about the request it belongs to. */
+export interface RequestFields {
+  request_id: string;
+  method?: string;
+  path?: string;
+  status?: number;
+  ms?: number;
+}
+
 export interface Logger {
-  error(message: string): void;
-  warn(message: string): void;
-  info(message: string): void;
-  debug(message: string): void;
+  error(message: string, request?: RequestFields): void;
+  warn(message: string, request?: RequestFields): void;
+  info(message: string, request?: RequestFields): void;
+  debug(message: string, request?: RequestFields): void;
   enabled(level: LogLevel): boolean;
 }
 
@@ -43,11 +52,25 @@ function stderrWriter(): (line: string, urgent: boolean) => void {
   };
 }
 
+/** `text`: `TIME LEVEL [request id] message`; `json`: one object per line for log collectors. */
+function formatLine(format: LogFormat, level: LogLevel, message: string, request: RequestFields | undefined): string {
+  const time = new Date().toISOString();
+  if (format === "json") return JSON.stringify({ time, level, message, ...request });
+  return `${time} ${level.toUpperCase().padEnd(5)} ${request ? `[${request.request_id}] ` : ""}${message}`;
+}
+
+export interface LoggerOptions {
+  format?: LogFormat;
+  /** Where lines go instead of stderr (tests). */
+  write?: (line: string) => void;
+}
+
 /** Logs go to stderr, one line each, so that stdout carries only what commands print. */
-export function createLogger(level: LogLevel, write?: (line: string) => void): Logger {
+export function createLogger(level: LogLevel, options: LoggerOptions = {}): Logger {
+  const { write, format = "text" } = options;
   const out = write ? (line: string) => write(line) : stderrWriter();
-  const at = (l: LogLevel) => (message: string) => {
-    if (ORDER[l] <= ORDER[level]) out(`${new Date().toISOString()} ${l.toUpperCase().padEnd(5)} ${message}`, ORDER[l] <= ORDER.warn);
+  const at = (l: LogLevel) => (message: string, request?: RequestFields) => {
+    if (ORDER[l] <= ORDER[level]) out(formatLine(format, l, message, request), ORDER[l] <= ORDER.warn);
   };
   return { error: at("error"), warn: at("warn"), info: at("info"), debug: at("debug"), enabled: (l) => ORDER[l] <= ORDER[level] };
 }

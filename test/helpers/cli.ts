@@ -52,7 +52,7 @@ export function startServe(args: string[], options: { env?: Record<string, strin
     }, 20_000);
     child.stdout!.on("data", (d) => {
       stdout += d;
-      const match = /labgate listening on (http:\/\/\S+)/.exec(stdout);
+      const match = /labgate listening on (https?:\/\/\S+)/.exec(stdout);
       if (match) {
         clearTimeout(timer);
         resolve({

@@ -19,8 +19,8 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-/** TestServer.request for a server at `url` (also one running in a child process). */
-export function requestAt(url: string): TestServer["request"] {
+/** TestServer.request for a server at `url` (also one running in a child process); `fetchImpl` e.g. trusts a test CA. */
+export function requestAt(url: string, fetchImpl: typeof fetch = fetch): TestServer["request"] {
   return (path, init = {}) => {
     const headers = new Headers(init.headers);
     if (init.token) headers.set("authorization", `Bearer token=${init.token}`);
@@ -29,7 +29,7 @@ export function requestAt(url: string): TestServer["request"] {
       headers.set("content-type", "application/json");
       body = JSON.stringify(init.json);
     }
-    return fetch(url + path, { ...init, headers, body });
+    return fetchImpl(url + path, { ...init, headers, body });
   };
 }
 
