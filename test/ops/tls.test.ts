@@ -30,6 +30,12 @@ async function startTls(cert: TestCert, trust = cert.cert): Promise<TestServer> 
   return server;
 }
 
+/** Puts `from`'s files where the server reads its certificate and key. */
+function place(from: TestCert, live: TestCert): void {
+  copyFileSync(from.cert, live.cert);
+  copyFileSync(from.key, live.key);
+}
+
 const fingerprint = (pemFile: string) => new X509Certificate(readFileSync(pemFile)).fingerprint256;
 
 /** A TLS connection to `url` that trusts `ca`, once the handshake is done. */
@@ -96,8 +102,7 @@ describe("HTTPS on the one listener", () => {
     const first = makeCert(dir, "first", "ec");
     const second = makeCert(dir, "second", "ed25519");
     const live = { cert: join(dir, "live.pem"), key: join(dir, "live.key") };
-    copyFileSync(first.cert, live.cert);
-    copyFileSync(first.key, live.key);
+    place(first, live);
     const server = await startTestServer({ tls: { cert_file: live.cert, key_file: live.key } });
     const trust = [first.cert, second.cert];
     try {
@@ -105,8 +110,7 @@ describe("HTTPS on the one listener", () => {
       assert.equal(old.getPeerX509Certificate()!.fingerprint256, fingerprint(first.cert));
       assert.match(await requestOn(old, "/api/health"), /^HTTP\/1.1 200/);
 
-      copyFileSync(second.cert, live.cert);
-      copyFileSync(second.key, live.key);
+      place(second, live);
       server.server.reloadTls();
       const fresh = await openTls(server.url, trust);
       assert.equal(fresh.getPeerX509Certificate()!.fingerprint256, fingerprint(second.cert));
@@ -199,8 +203,7 @@ describe("labgate serve with tls", () => {
     const first = makeCert(dir, "proc-first", "rsa");
     const second = makeCert(dir, "proc-second", "ec");
     const live = { cert: join(dir, "proc-live.pem"), key: join(dir, "proc-live.key") };
-    copyFileSync(first.cert, live.cert);
-    copyFileSync(first.key, live.key);
+    place(first, live);
     const proc = await startServe(["serve", "--config", config("proc", { cert_file: live.cert, key_file: live.key })]);
     try {
       assert.match(proc.url, /^https:\/\//);
@@ -208,8 +211,7 @@ describe("labgate serve with tls", () => {
       const before = await openTls(proc.url, trust);
       assert.equal(before.getPeerX509Certificate()!.fingerprint256, fingerprint(first.cert));
       before.destroy();
-      copyFileSync(second.cert, live.cert);
-      copyFileSync(second.key, live.key);
+      place(second, live);
       proc.child.kill("SIGHUP");
       await until(() => proc.stderr().includes("TLS certificate reloaded"), 10_000, "the reload log line");
       const after = await openTls(proc.url, trust);
