@@ -38,6 +38,10 @@ export interface Config {
     shell_attach_timeout: number;
     /** Seconds without an update check offer or progress report after which a progress record is dropped (17 item 11). */
     progress_idle_timeout: number;
+    /** Device log entries kept per device; a batch that goes over drops the oldest (15.2, issue 13). */
+    device_logs_per_device: number;
+    /** Most entries one `POST /api/v1/logs` batch may carry (400 above). */
+    device_logs_max_batch: number;
   };
   test_server: {
     auth: "token" | "none";
@@ -198,6 +202,8 @@ const schema: Schema = {
     file_transfer_min_rate: { default: 1048576, check: positive },
     shell_attach_timeout: { default: 5, check: positive },
     progress_idle_timeout: { default: 86400, check: positive },
+    device_logs_per_device: { default: 1000, check: integer(1, 1_000_000) },
+    device_logs_max_batch: { default: 500, check: integer(1, 100_000) },
   },
   test_server: {
     auth: { default: "token", check: oneOf("token", "none") },

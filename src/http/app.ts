@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
 import { DatabaseUnavailableError } from "../db/index.ts";
 import { createAuth, type Auth } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../server/context.ts";
@@ -16,6 +16,7 @@ export function createApp(ctx: AppContext, modules: RouteModule[] = []): Hono<Ap
   const auth = createAuth(ctx);
 
   app.use(async (c, next) => {
+    c.json = jsonWithNewline(c);
     const started = performance.now();
     const id = requestIdOf(c.req.header("x-request-id"));
     c.set("requestId", id);
@@ -54,6 +55,19 @@ export function createApp(ctx: AppContext, modules: RouteModule[] = []): Hono<Ap
 /** A request id the client sent (`X-Request-Id`, kept when it is short and plain), else a new one. */
 function requestIdOf(given: string | undefined): string {
   return given !== undefined && /^[A-Za-z0-9._:-]{1,64}$/.test(given) ? given : randomUUID();
+}
+
+/**
+ * `c.json` with the body ending in a newline, as the reference servers' JSON does (clients'
+ * scripts compare `[]` plus a newline). Hono has no hook for its JSON serialiser, so the first
+ * middleware installs this one on every request's context; errors and 404s go through it too.
+ * Streamed JSON (the report's JSON form) ends its last chunk the same way.
+ */
+function jsonWithNewline(c: Context): Context["json"] {
+  // Same arguments and header handling as Hono's own c.json; only the text differs.
+  const respond = c.newResponse as (data: string, arg?: ResponseInit | number, headers?: Record<string, string>) => Response;
+  return ((object: unknown, arg?: ResponseInit | number, headers?: Record<string, string>) =>
+    respond(JSON.stringify(object) + "\n", arg, { "Content-Type": "application/json", ...headers })) as Context["json"];
 }
 
 /** Repeated slashes are served as one (protoplaster's manager CLI sends `//api/v1/...`). */

@@ -15,6 +15,7 @@ import { channelRoutes } from "./channel/routes.ts";
 import { actionsRoutes } from "./actions/routes.ts";
 import { deviceFilesRoutes } from "./devicefiles/routes.ts";
 import { eventsRoutes } from "./events/routes.ts";
+import { logsRoutes } from "./logs/routes.ts";
 
 /**
  * The update server (update-server.md): every router of the domain, mounted at the root.
@@ -42,5 +43,7 @@ export function updateServerRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   app.route("/", actionsRoutes(ctx, auth));
   app.route("/", deviceFilesRoutes(ctx, auth));
   app.route("/", eventsRoutes(ctx, auth));
+  // Issue 13: device logs.
+  app.route("/", logsRoutes(ctx, auth));
   return app;
 }

@@ -14,6 +14,36 @@ export function rfc822(date: Date, zone: "GMT" | "+0000" = "GMT"): string {
   );
 }
 
+const ZONES: Record<string, number> = { UT: 0, UTC: 0, GMT: 0, Z: 0, EST: -5, EDT: -4, CST: -6, CDT: -5, MST: -7, MDT: -6, PST: -8, PDT: -7 };
+const RFC822 = /^\s*(?:(Sun|Mon|Tue|Wed|Thu|Fri|Sat),\s*)?(\d{1,2})\s+(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+(\d{4}|\d{2})\s+(\d{2}):(\d{2})(?::(\d{2}))?(?:\s+([+-]\d{4}|[A-Z]{1,3}))?\s*$/i;
+
+/**
+ * Parses an RFC 822 / RFC 2822 date as Python's email.utils.parsedate_to_datetime accepts it
+ * (`Wed, 02 Oct 2002 15:00:00 -0000`, `2 Oct 2002 15:00 GMT`; no zone means UTC). Anything else,
+ * ISO 8601 included, is undefined.
+ */
+export function parseRfc822(text: string): Date | undefined {
+  const m = RFC822.exec(text);
+  if (!m) return undefined;
+  const [, , day, month, yearText, hh, mm, ss, zone] = m;
+  let year = Number(yearText);
+  if (yearText.length === 2) year += year < 50 ? 2000 : 1900;
+  const monthIndex = MONTHS.findIndex((name) => name.toLowerCase() === month.toLowerCase());
+  let offsetMinutes = 0;
+  if (zone && /^[+-]/.test(zone)) offsetMinutes = (zone[0] === "-" ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(3, 5)));
+  else if (zone) {
+    const hours = ZONES[zone.toUpperCase()];
+    if (hours === undefined) return undefined;
+    offsetMinutes = hours * 60;
+  }
+  const [d, h, min, s] = [Number(day), Number(hh), Number(mm), Number(ss ?? 0)];
+  if (d < 1 || d > 31 || h > 23 || min > 59 || s > 60) return undefined;
+  const utc = Date.UTC(year, monthIndex, d, h, min, Math.min(s, 59)) - offsetMinutes * 60_000;
+  // 31 Feb and the like roll over in Date.UTC: refuse them.
+  if (new Date(Date.UTC(year, monthIndex, d)).getUTCDate() !== d) return undefined;
+  return new Date(utc);
+}
+
 /** UNIX seconds. */
 export const epochSeconds = (date: Date = new Date()): number => Math.floor(date.getTime() / 1000);
 

@@ -51,7 +51,7 @@ describe("remote dispatch between two labgate servers", () => {
     const res = await orch.request("/api/v1/test-runs", { method: "POST", json: body, token: orch.adminToken });
     const text = await res.text();
     assert.equal(res.status, 200, text);
-    assert.equal(text, "{}");
+    assert.equal(text, "{}\n");
     const id = res.headers.get("x-trigger-id");
     assert.ok(id);
     return id;

@@ -76,7 +76,7 @@ export async function openReportJson(path: string): Promise<{ stream: Readable; 
         pending = "";
       }
     }
-    yield Buffer.from(pending + "]");
+    yield Buffer.from(pending + "]\n");
   }
   const stream = Readable.from(json(), { objectMode: false });
   // However the response ends (done, client gone, error), the file handle is closed.
