@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
-import { resolve } from "node:path";
+import { relative, resolve, isAbsolute } from "node:path";
 import { parse as parseYaml } from "yaml";
+import { parseReportColumns, type ReportColumn } from "../testrun/engine/report.ts";
 
 /** A bad config file, flag or environment value; the CLI exits with code 2 and this message. */
 export class ConfigError extends Error {}
@@ -58,6 +59,15 @@ export interface Config {
     metadata_timeout: number;
     /** Seconds a node's run may take before the orchestrator aborts it (11.4). */
     remote_run_timeout: number;
+    /** CSV and JSON report columns: `seed`, `reference` or a list, resolved to names (8.2). */
+    report_columns: ReportColumn[];
+    /**
+     * An existing protoplaster install's directories (`--test-dir`, `--reports-dir`,
+     * `--artifacts-dir`), absolute after loading; empty: under the data dir (runs/paths.ts).
+     */
+    configs_dir: string;
+    reports_dir: string;
+    artifacts_dir: string;
   };
 }
 
@@ -175,6 +185,11 @@ const origins: Validator = (v, key) => {
   });
 };
 
+const reportColumns: Validator = (v, key) => {
+  const columns = parseReportColumns(v);
+  return typeof columns === "string" ? fail(key, columns) : columns;
+};
+
 const schema: Schema = {
   listen: { default: "0.0.0.0:5000", check: (v, key) => parseListen(v, key) },
   data_dir: { default: "./data", check: string },
@@ -215,6 +230,10 @@ const schema: Schema = {
     max_config_bytes: { default: 1048576, check: integer(1024, 64 * 1048576) },
     metadata_timeout: { default: 60, check: integer(1, 86400) },
     remote_run_timeout: { default: 86400, check: integer(1, 30 * 86400) },
+    report_columns: { default: "seed", check: reportColumns },
+    configs_dir: { default: "", check: string },
+    reports_dir: { default: "", check: string },
+    artifacts_dir: { default: "", check: string },
   },
 };
 
@@ -296,7 +315,31 @@ export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
     tls.key_file = resolve(cwd, tls.key_file);
   }
   if (config.test_server.nodes_file) config.test_server.nodes = readNodesFile(resolve(cwd, config.test_server.nodes_file), config.test_server.nodes);
+  resolveTestrunDirs(config, cwd);
   return { config, file };
+}
+
+/**
+ * Makes the test-run directories absolute (relative to where labgate starts) and refuses any two
+ * that are the same or nested: configs, reports and run artifacts must not see each other's files.
+ */
+function resolveTestrunDirs(config: Config, cwd: string): void {
+  const ts = config.test_server;
+  const defaults = { configs_dir: "configs", reports_dir: "reports", artifacts_dir: "artifacts" } as const;
+  const keys = Object.keys(defaults) as (keyof typeof defaults)[];
+  for (const key of keys) if (ts[key]) ts[key] = resolve(cwd, ts[key]);
+  const effective = (key: keyof typeof defaults) => ts[key] || resolve(config.data_dir, "testrun", defaults[key]);
+  const inside = (a: string, b: string) => {
+    const rel = relative(b, a);
+    return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
+  };
+  for (const a of keys) {
+    for (const b of keys) {
+      if (a !== b && (ts[a] || ts[b]) && inside(effective(a), effective(b))) {
+        fail(`test_server.${a}`, `${effective(a)} is inside the ${b.replace("_dir", "")} directory ${effective(b)}; the three directories must be separate`);
+      }
+    }
+  }
 }
 
 /** Reads `test_server.nodes_file` (protoplaster's `--external-devices` format) into `nodes`, with the conflict rules of 11.1. */

@@ -11,6 +11,7 @@ import type { Readable } from "node:stream";
 import { perServer } from "../../server/context.ts";
 import { rfc822 } from "../../util/time.ts";
 import { fsyncDir } from "../../util/files.ts";
+import { testrunDirs } from "../runs/paths.ts";
 import { isConfigName } from "./names.ts";
 import { yamlSyntaxProblem } from "./yaml.ts";
 import type { ConfigSource } from "../plan.ts";
@@ -43,8 +44,8 @@ export class ConfigStore implements ConfigSource {
   readonly dir: string;
   readonly maxBytes: number;
 
-  constructor(dataDir: string, maxBytes: number) {
-    this.dir = join(dataDir, "testrun", "configs");
+  constructor(dir: string, maxBytes: number) {
+    this.dir = dir;
     this.maxBytes = maxBytes;
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     // Temp files of uploads cut short by a crash (the data dir lock means none is in flight now).
@@ -161,4 +162,4 @@ export class ConfigStore implements ConfigSource {
 }
 
 /** The one store of a running appliance (configs routes and the run engine share it). */
-export const configStore = perServer((ctx) => new ConfigStore(ctx.dataDir, ctx.config.test_server.max_config_bytes));
+export const configStore = perServer((ctx) => new ConfigStore(testrunDirs(ctx.config).configs, ctx.config.test_server.max_config_bytes));

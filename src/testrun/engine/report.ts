@@ -3,13 +3,37 @@ import { Readable } from "node:stream";
 import { parse } from "csv-parse";
 import { stringify } from "csv-stringify/sync";
 
-/** Exactly the seed's six columns in the seed's order (test-run-server.md section 19). */
-export const REPORT_COLUMNS = ["device name", "test name", "module", "duration", "message", "status"] as const;
-export type ReportColumn = (typeof REPORT_COLUMNS)[number];
+/** The reference's eight columns in its order (test-run-server.md 8.2). */
+export const REFERENCE_COLUMNS = ["start time", "device name", "test name", "module", "duration", "message", "status", "artifacts"] as const;
+export type ReportColumn = (typeof REFERENCE_COLUMNS)[number];
+/** The seed's six, labgate's default (section 19). */
+export const SEED_COLUMNS: readonly ReportColumn[] = ["device name", "test name", "module", "duration", "message", "status"];
+
+/**
+ * `test_server.report_columns`: `seed`, `reference`, or names as the reference's `--csv-columns`
+ * takes them (a list, or one comma-separated string; `_` stands for a space: `start_time`).
+ * Returns an error message for anything else.
+ */
+export function parseReportColumns(value: unknown): ReportColumn[] | string {
+  if (value === "seed") return [...SEED_COLUMNS];
+  if (value === "reference") return [...REFERENCE_COLUMNS];
+  const names = typeof value === "string" ? value.split(",") : Array.isArray(value) ? value : undefined;
+  if (!names || names.length === 0) return `expected seed, reference or a list of column names (${REFERENCE_COLUMNS.join(", ")})`;
+  const columns: ReportColumn[] = [];
+  for (const name of names) {
+    const column = typeof name === "string" ? name.trim().replace(/_/g, " ") : "";
+    if (!(REFERENCE_COLUMNS as readonly string[]).includes(column)) return `unknown report column ${JSON.stringify(name)}; known: ${REFERENCE_COLUMNS.join(", ")}`;
+    if (columns.includes(column as ReportColumn)) return `report column ${JSON.stringify(column)} is listed twice`;
+    columns.push(column as ReportColumn);
+  }
+  return columns;
+}
 
 export type CaseStatus = "passed" | "failed" | "skipped";
 
 export interface ReportRow {
+  /** When the case (or the failing set-up) started. */
+  startTime: Date;
   deviceName: string;
   testName: string;
   module: string;
@@ -17,7 +41,32 @@ export interface ReportRow {
   duration: number;
   message: string;
   status: CaseStatus;
+  /** The case's recorded artifact names, then the run's metadata file names (8.2). */
+  artifacts: string[];
 }
+
+const pad = (n: number) => String(n).padStart(2, "0");
+/** The reference's `start time`: the gateway's local time, ISO 8601 to the second, no offset. */
+const localIsoSeconds = (d: Date): string =>
+  `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+
+/** A Python str repr, as the reference's list literal shows names: 'a', or "it's" when it holds a quote. */
+const pyRepr = (s: string): string => {
+  const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
+  return quote + s.replace(/\\/g, "\\\\").replace(new RegExp(quote, "g"), `\\${quote}`) + quote;
+};
+
+const CELLS: Record<ReportColumn, (row: ReportRow) => string> = {
+  "start time": (row) => localIsoSeconds(row.startTime),
+  "device name": (row) => row.deviceName,
+  "test name": (row) => row.testName,
+  module: (row) => row.module,
+  // Microseconds are plenty; rounding also drops float noise such as 0.000020999999999958162.
+  duration: (row) => String(Math.round(row.duration * 1e6) / 1e6),
+  message: (row) => row.message,
+  status: (row) => row.status,
+  artifacts: (row) => `[${row.artifacts.map(pyRepr).join(", ")}]`,
+};
 
 // Python's csv writer: minimal quoting, CRLF records (8.2).
 const csvLine = (cells: string[]): string => stringify([cells], { record_delimiter: "windows", quoted: false });
@@ -25,22 +74,22 @@ const csvLine = (cells: string[]): string => stringify([cells], { record_delimit
 /** Appends rows to a run's CSV report as the run progresses; `close` makes it durable. */
 export class ReportWriter {
   private readonly handle: FileHandle;
+  private readonly columns: readonly ReportColumn[];
   private closed = false;
-  private constructor(handle: FileHandle) {
+  private constructor(handle: FileHandle, columns: readonly ReportColumn[]) {
     this.handle = handle;
+    this.columns = columns;
   }
 
-  /** Creates (or truncates) the report and writes the header line. */
-  static async create(path: string): Promise<ReportWriter> {
+  /** Creates (or truncates) the report and writes the header line of `columns`. */
+  static async create(path: string, columns: readonly ReportColumn[] = SEED_COLUMNS): Promise<ReportWriter> {
     const handle = await open(path, "w", 0o644);
-    await handle.write(csvLine([...REPORT_COLUMNS]));
-    return new ReportWriter(handle);
+    await handle.write(csvLine([...columns]));
+    return new ReportWriter(handle, columns);
   }
 
   async append(row: ReportRow): Promise<void> {
-    // Microseconds are plenty; rounding also drops float noise such as 0.000020999999999958162.
-    const duration = String(Math.round(row.duration * 1e6) / 1e6);
-    await this.handle.write(csvLine([row.deviceName, row.testName, row.module, duration, row.message, row.status]));
+    await this.handle.write(csvLine(this.columns.map((column) => CELLS[column](row))));
   }
 
   async close(): Promise<void> {
@@ -55,7 +104,8 @@ export class ReportWriter {
 }
 
 /**
- * The JSON form (8.3): one object per CSV row, keys = header names, values = the cell strings.
+ * The JSON form (8.3): one object per CSV row, keys = header names (so the configured columns),
+ * values = the cell strings.
  * Streamed row by row, so a report of any size costs memory for one row only. Opens the file
  * first: a missing report throws (ENOENT) before anything is sent.
  */

@@ -14,7 +14,7 @@ import { openReportJson } from "../engine/report.ts";
 import { configStore } from "../config/store.ts";
 import { PlanError } from "../plan.ts";
 import { contentDisposition, listArtifacts, openArtifact } from "../runs/artifacts.ts";
-import { artifactsDir, reportPath, resultsRoot } from "../runs/paths.ts";
+import { artifactsDir, reportPath } from "../runs/paths.ts";
 import { TestRunService, type TriggerRequest } from "../runs/service.ts";
 import { FINAL_STATUSES, runObjectA, runObjectB, type RunRecord, type TriggerRecord } from "../runs/store.ts";
 import type { TestRunAccess } from "./access.ts";
@@ -164,7 +164,7 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
 
   app.get(`${base}/:id/report`, access.read, async (c) => {
     const run = completedRun(store.getRun(c.req.param("id")));
-    const path = reportPath(ctx.dataDir, run.id);
+    const path = reportPath(service.dirs, run.id);
     const format = c.req.query("format");
     if (format === "json") {
       const report = await openReportJson(path).catch((error: NodeJS.ErrnoException) => {
@@ -184,12 +184,12 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
 
   app.get(`${base}/:id/artifacts`, access.read, async (c) => {
     const run = completedRun(store.getRun(c.req.param("id")));
-    return c.json(await listArtifacts(artifactsDir(ctx.dataDir, run.id)));
+    return c.json(await listArtifacts(artifactsDir(service.dirs, run.id)));
   });
 
   app.get(`${base}/:id/artifacts/*`, access.read, async (c) => {
     const run = completedRun(store.getRun(c.req.param("id")));
-    return serveArtifact(c, artifactsDir(ctx.dataDir, run.id), "/artifacts/");
+    return serveArtifact(c, artifactsDir(service.dirs, run.id), "/artifacts/");
   });
 
   // Combined results of a trigger with `aggregate_results` (11.6), served like artifacts.
@@ -201,12 +201,12 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
   };
   app.get(`${base}/trigger/:tid/results`, access.read, async (c) => {
     const trigger = finishedTrigger(c.req.param("tid"));
-    return c.json(trigger.resultsDir ? await listArtifacts(join(resultsRoot(ctx.dataDir), trigger.resultsDir)) : []);
+    return c.json(trigger.resultsDir ? await listArtifacts(join(service.dirs.results, trigger.resultsDir)) : []);
   });
   app.get(`${base}/trigger/:tid/results/*`, access.read, async (c) => {
     const trigger = finishedTrigger(c.req.param("tid"));
     if (!trigger.resultsDir) throw httpError(404, "Artifact file not found");
-    return serveArtifact(c, join(resultsRoot(ctx.dataDir), trigger.resultsDir), "/results/");
+    return serveArtifact(c, join(service.dirs.results, trigger.resultsDir), "/results/");
   });
 
   return app;
@@ -253,7 +253,7 @@ function variantB(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
 
   app.get(`${base}/:id/report`, access.read, async (c) => {
     const run = completedRun(runB(service, c.req.param("id")));
-    return serveReport(c, reportPath(ctx.dataDir, run.id), {
+    return serveReport(c, reportPath(service.dirs, run.id), {
       "content-type": "text/csv; charset=utf-8",
       "content-disposition": contentDisposition("attachment", `report-run-${run.seq}.csv`),
     });

@@ -6,7 +6,7 @@ import { pipeline } from "node:stream/promises";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
 import type { NodeTarget } from "../../config/config.ts";
 import { nodeFetch, nodeJson } from "./node-client.ts";
-import { artifactsDir, reportPath, resultsRoot } from "./paths.ts";
+import { artifactsDir, reportPath, type TestrunDirs } from "./paths.ts";
 import type { RunStore, TriggerRecord } from "./store.ts";
 
 const DOWNLOAD_TIMEOUT_MS = 10 * 60_000;
@@ -29,10 +29,10 @@ async function download(node: NodeTarget, path: string, target: string): Promise
 /**
  * Builds a trigger's combined results (11.6): `local_<run>/` and `local_<run>.csv` for every run
  * here, `remote_<machine>_<run>/` and `.csv` for every run of the trigger on each contacted node.
- * Returns the directory name (under DATA_DIR/testrun/results). Best effort: what fails is logged.
+ * Returns the directory name (under the results directory, paths.ts). Best effort: what fails is logged.
  */
 export async function aggregateResults(
-  dataDir: string,
+  dirs: TestrunDirs,
   store: RunStore,
   trigger: TriggerRecord,
   prefix: string,
@@ -40,16 +40,16 @@ export async function aggregateResults(
   warn: (message: string) => void,
 ): Promise<string> {
   const name = `${safePart(prefix)}${trigger.id}`;
-  const dir = join(resultsRoot(dataDir), name);
+  const dir = join(dirs.results, name);
   await mkdir(dir, { recursive: true });
 
   for (const run of store.runsOfTrigger(trigger.id)) {
-    const source = artifactsDir(dataDir, run.id);
+    const source = artifactsDir(dirs, run.id);
     if (await lstat(source).catch(() => undefined)) {
       // Symlinks are never copied: the results are served like artifacts (9.3).
       await cp(source, join(dir, `local_${run.id}`), { recursive: true, filter: async (src) => !(await lstat(src)).isSymbolicLink() });
     }
-    await copyFile(reportPath(dataDir, run.id), join(dir, `local_${run.id}.csv`)).catch(() => {});
+    await copyFile(reportPath(dirs, run.id), join(dir, `local_${run.id}.csv`)).catch(() => {});
   }
 
   for (const machine of Object.keys(trigger.nodes)) {

@@ -1,9 +1,31 @@
 import { join } from "node:path";
+import type { Config } from "../../config/config.ts";
 
-/** Where a run's files live under the data dir (test-run-server.md 1.6). Run ids are server-made, never user input. */
-export const reportsDir = (dataDir: string) => join(dataDir, "testrun", "reports");
-export const reportPath = (dataDir: string, runId: string) => join(dataDir, "testrun", "reports", `${runId}.csv`);
-export const artifactsRoot = (dataDir: string) => join(dataDir, "testrun", "artifacts");
-export const artifactsDir = (dataDir: string, runId: string) => join(dataDir, "testrun", "artifacts", runId);
-/** Combined results of triggers with `aggregate_results` (11.6); not a run, so not under artifacts/. */
-export const resultsRoot = (dataDir: string) => join(dataDir, "testrun", "results");
+/**
+ * Where the test-run server keeps its files (test-run-server.md 1.6). By default under the data
+ * dir; `test_server.configs_dir`, `reports_dir` and `artifacts_dir` (absolute after loading)
+ * point them at an existing protoplaster install's directories instead, the one sanctioned
+ * exception to "nothing outside the data dir", chosen by the admin. Combined multi-node results
+ * (11.6) then go into the artifacts directory, where protoplaster's scripts look for them.
+ * Run ids are server-made, never user input.
+ */
+export interface TestrunDirs {
+  configs: string;
+  reports: string;
+  artifacts: string;
+  results: string;
+}
+
+export function testrunDirs(config: Config): TestrunDirs {
+  const base = join(config.data_dir, "testrun");
+  const { configs_dir, reports_dir, artifacts_dir } = config.test_server;
+  return {
+    configs: configs_dir || join(base, "configs"),
+    reports: reports_dir || join(base, "reports"),
+    artifacts: artifacts_dir || join(base, "artifacts"),
+    results: artifacts_dir || join(base, "results"),
+  };
+}
+
+export const reportPath = (dirs: TestrunDirs, runId: string) => join(dirs.reports, `${runId}.csv`);
+export const artifactsDir = (dirs: TestrunDirs, runId: string) => join(dirs.artifacts, runId);

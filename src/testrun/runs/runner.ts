@@ -2,12 +2,12 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { runProcess, describeExit, type ProcessResult } from "../engine/process.ts";
 import { compilePattern, type Matcher } from "../engine/pattern.ts";
-import { ReportWriter, type ReportRow } from "../engine/report.ts";
+import { ReportWriter, type ReportColumn, type ReportRow } from "../engine/report.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
 import { CaseSkip, type CaseDef, type EntryContext, type ModuleDef, type Outcome } from "../modules/types.ts";
 import { caseNames, type MetadataCommand, type PlanEntry, type TestPlan } from "../plan.ts";
 import { readHead } from "../../util/files.ts";
-import { artifactsDir, reportPath } from "./paths.ts";
+import { artifactsDir, reportPath, type TestrunDirs } from "./paths.ts";
 
 const METADATA_VALUE_LIMIT = 1024 * 1024;
 export const ABORT_MESSAGE = "Aborted by user";
@@ -21,6 +21,9 @@ export interface RunInput {
 }
 
 export interface RunEnvironment extends ModuleLookup {
+  dirs: TestrunDirs;
+  /** `test_server.report_columns`. */
+  reportColumns: readonly ReportColumn[];
   /** `test_server.metadata_timeout` in milliseconds. */
   metadataTimeoutMs: number;
   /** Called after every report row is written (tests and progress logging). */
@@ -72,9 +75,9 @@ async function runMetadata(commands: MetadataCommand[], dir: string, timeoutMs: 
  * failure adds a row; an abort stops at once, the case in progress reported `skipped`.
  */
 export async function executeRun(input: RunInput, env: RunEnvironment, signal: AbortSignal): Promise<RunResult> {
-  const dir = artifactsDir(env.dataDir, input.id);
+  const dir = artifactsDir(env.dirs, input.id);
   await mkdir(dir, { recursive: true });
-  const report = await ReportWriter.create(reportPath(env.dataDir, input.id));
+  const report = await ReportWriter.create(reportPath(env.dirs, input.id), env.reportColumns);
   const warnings: string[] = [];
   let metadata: Record<string, string | null> = {};
   let error: string | null = null;
@@ -83,6 +86,8 @@ export async function executeRun(input: RunInput, env: RunEnvironment, signal: A
   const matcher: Matcher | undefined = input.pattern ? compilePattern(input.pattern) : undefined;
 
   const write = async (row: ReportRow) => {
+    // The reference lists the run's metadata files after the case's own artifacts (8.2).
+    row = { ...row, artifacts: [...row.artifacts, ...Object.keys(metadata)] };
     await report.append(row);
     rows++;
     if (row.status === "failed") failedRows++;
@@ -121,6 +126,7 @@ async function runEntry(
   // Validated at trigger; a script module file changed since then is an execution error.
   if ("error" in resolved) throw new ExecutionError(resolved.error);
   const module: ModuleDef = resolved.module;
+  const recorded: string[] = [];
   const ctx: EntryContext = {
     params: entry.params,
     artifactsDir: dir,
@@ -128,9 +134,8 @@ async function runEntry(
     machineTarget: input.machineTarget,
     moduleKey: entry.module,
     state: {},
-    // Recorded names fed the reference's `artifacts` column, which section 19 dropped: every
-    // file of the directory is listed by the artifacts endpoint instead.
-    recordArtifact: () => {},
+    // For the reference's `artifacts` column; the artifacts endpoint lists every file regardless.
+    recordArtifact: (name) => void recorded.push(name),
     exec: (options) => runProcess({ ...options, cwd: options.cwd ?? dir, signal }),
     warn: (message) => void warnings.push(`${entry.where}: ${message}`),
   };
@@ -144,6 +149,7 @@ async function runEntry(
   }
 
   const setupStarted = performance.now();
+  const setupStart = new Date();
   let setupOutcome: Outcome | undefined;
   try {
     await module.setup?.(ctx);
@@ -159,22 +165,36 @@ async function runEntry(
   } catch {
     deviceName = entry.module;
   }
-  const row = (c: CaseDef, outcome: Outcome, seconds: number): ReportRow => {
+  const row = (c: CaseDef, outcome: Outcome, seconds: number, startTime: Date, artifacts: string[] = []): ReportRow => {
     const names = caseNames(entry, c.name, module.className);
-    return { deviceName, testName: names.testName, module: names.moduleColumn, duration: outcome.duration ?? seconds, message: messageOf(outcome), status: outcome.status };
+    return {
+      startTime,
+      deviceName,
+      testName: names.testName,
+      module: names.moduleColumn,
+      duration: outcome.duration ?? seconds,
+      message: messageOf(outcome),
+      status: outcome.status,
+      artifacts,
+    };
   };
 
-  const abortedRow = (c: CaseDef, seconds: number): ReportRow => ({ ...row(c, { status: "skipped" }, seconds), message: ABORT_MESSAGE });
+  const abortedRow = (c: CaseDef, seconds: number, startTime: Date): ReportRow => ({ ...row(c, { status: "skipped" }, seconds, startTime), message: ABORT_MESSAGE });
 
   let last: CaseDef | undefined;
+  let first = true;
   for (const c of cases) {
     if (signal.aborted) {
       // The abort came during set-up, which belongs to the first case: report it; later cases never started.
-      if (!last) await write(abortedRow(c, setupSeconds));
+      if (!last) await write(abortedRow(c, setupSeconds, setupStart));
       break;
     }
     last = c;
+    // Names recorded during set-up go with the first case; later ones with the case that records them.
+    if (!first) recorded.length = 0;
+    first = false;
     const started = performance.now();
+    const startTime = setupOutcome ? setupStart : new Date();
     let outcome: Outcome;
     if (setupOutcome) {
       outcome = setupOutcome;
@@ -187,12 +207,13 @@ async function runEntry(
     }
     const seconds = setupOutcome ? setupSeconds : (performance.now() - started) / 1000;
     setupSeconds = 0;
-    await write(signal.aborted ? abortedRow(c, seconds) : row(c, outcome, seconds));
+    await write(signal.aborted ? abortedRow(c, seconds, startTime) : row(c, outcome, seconds, startTime, [...recorded]));
   }
 
+  const teardownStart = new Date();
   try {
     await module.teardown?.(ctx);
   } catch (e) {
-    if (last && !signal.aborted) await write(row(last, { status: "failed", message: errorMessage(e) }, 0));
+    if (last && !signal.aborted) await write(row(last, { status: "failed", message: errorMessage(e) }, 0, teardownStart));
   }
 }

@@ -7,7 +7,7 @@ import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
 import { buildPlan, planMachines, type ConfigSource, type TestPlan } from "../plan.ts";
 import { aggregateResults } from "./aggregate.ts";
 import { Orchestrator } from "./dispatch.ts";
-import { artifactsDir, artifactsRoot, reportsDir, resultsRoot } from "./paths.ts";
+import { artifactsDir, testrunDirs, type TestrunDirs } from "./paths.ts";
 import { executeRun } from "./runner.ts";
 import { FINAL_STATUSES, RunStore, type RunRecord, type TriggerRecord, type TriggerStatus } from "./store.ts";
 
@@ -44,6 +44,7 @@ export class TestRunService {
   readonly ctx: AppContext;
   readonly source: ConfigSource;
   readonly orchestrator: Orchestrator;
+  readonly dirs: TestrunDirs;
   private readonly queue: string[] = [];
   private active: ActiveRun | undefined;
   private readonly endWaiters = new Map<string, Array<() => void>>();
@@ -54,9 +55,8 @@ export class TestRunService {
     this.source = source;
     this.store = new RunStore(ctx.db);
     this.orchestrator = new Orchestrator(this);
-    mkdirSync(reportsDir(ctx.dataDir), { recursive: true });
-    mkdirSync(artifactsRoot(ctx.dataDir), { recursive: true });
-    mkdirSync(resultsRoot(ctx.dataDir), { recursive: true });
+    this.dirs = testrunDirs(ctx.config);
+    for (const dir of [this.dirs.reports, this.dirs.artifacts, this.dirs.results]) mkdirSync(dir, { recursive: true });
     // 6.7: nothing is re-queued; the write is applied in memory at once and made durable right after.
     void this.store.abortUnfinished(Date.now(), RESTART_ERROR).catch((e) => ctx.log.error(`testrun: marking unfinished runs aborted failed: ${e}`));
     ctx.onShutdown.push(() => this.shutdown());
@@ -168,7 +168,7 @@ export class TestRunService {
     // The artifact directory exists from the moment the run is `running` (6.3). Synchronous on
     // purpose: nothing may run between the queue's pending check and markRunning (no abort race).
     try {
-      mkdirSync(artifactsDir(this.ctx.dataDir, run.id), { recursive: true });
+      mkdirSync(artifactsDir(this.dirs, run.id), { recursive: true });
     } catch {
       /* the runner reports it */
     }
@@ -176,7 +176,7 @@ export class TestRunService {
     const plan = this.store.planOf(run.id)!;
     let result;
     try {
-      const env = { ...this.lookup, metadataTimeoutMs: this.ctx.config.test_server.metadata_timeout * 1000 };
+      const env = { ...this.lookup, dirs: this.dirs, reportColumns: this.ctx.config.test_server.report_columns, metadataTimeoutMs: this.ctx.config.test_server.metadata_timeout * 1000 };
       this.ctx.log.info(`testrun: run ${run.id} started (${run.configName}${run.suite ? `, ${run.suite}` : ""})`);
       result = await executeRun({ id: run.id, plan, pattern: run.pattern, machineTarget: run.machineTarget }, env, controller.signal);
     } catch (e) {
@@ -208,7 +208,7 @@ export class TestRunService {
   async aggregate(trigger: TriggerRecord, prefix: string): Promise<string | null> {
     const warn = (message: string) => this.ctx.log.warn(`testrun: trigger ${trigger.id}: ${message}`);
     try {
-      return await aggregateResults(this.ctx.dataDir, this.store, trigger, prefix, this.ctx.config.test_server.nodes, warn);
+      return await aggregateResults(this.dirs, this.store, trigger, prefix, this.ctx.config.test_server.nodes, warn);
     } catch (error) {
       warn(`collecting results failed: ${(error as Error).message}`);
       return null;
