@@ -70,13 +70,19 @@ test("a manager's shell reaches the agent's configured process: input in, output
   assert.deepEqual(await s.closed, { code: 1000, reason: "exit 3" });
 });
 
-test("shell access: a token in the header or the query, the shell permission (2.7), 401/403/404 before any upgrade", async () => {
+test("shell access: a token in the header or the query, the shell permission (2.7), 401/403 before any upgrade", async () => {
   const { agent, id } = await connectedAgent(SHELL);
   assert.equal(await socket(`/api/v1/devices/${agent.mac}/shell`).status, 401);
   assert.equal(await shell(agent.mac, "not-a-token").status, 401);
-  assert.equal(await shell("ff:ff:ff:ff:ff:fd").status, 404);
+  // An unknown device is upgraded and closed with 4001 and a reason, as the reference does (a
+  // browser cannot read an HTTP status on a WebSocket); a device the user cannot read looks the same.
+  const unknown = shell("ff:ff:ff:ff:ff:fd");
+  assert.equal(await unknown.status, 101);
+  assert.deepEqual(await unknown.closed, { code: 4001, reason: "device ff:ff:ff:ff:ff:fd not connected to the management WS" });
   const user = server.token([], "dora");
-  assert.equal(await shell(agent.mac, user).status, 404, "a device the user cannot read is hidden");
+  const hidden = shell(agent.mac, user);
+  assert.equal(await hidden.status, 101);
+  assert.deepEqual(await hidden.closed, { code: 4001, reason: `device ${agent.mac} not connected to the management WS` }, "a device the user cannot read is hidden");
   const grant = (permission: string) =>
     server.request("/api/v1/permissions", { method: "POST", token: server.adminToken, json: { user_id: "dora", resource: "device", resource_id: id, permission } });
   assert.equal((await grant("read")).status, 200);

@@ -1,16 +1,17 @@
-import { Hono, type MiddlewareHandler } from "hono";
+import { Hono, type Context, type MiddlewareHandler } from "hono";
 import { upgradeWebSocket } from "@hono/node-server";
 import type { WSContext } from "hono/ws";
 import type { WebSocket } from "ws";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { httpError } from "../../http/errors.ts";
+import { HttpError, httpError } from "../../http/errors.ts";
 import { onDeviceDeleted } from "../devices/devices.ts";
 import { deviceFilesOf } from "../devicefiles/store.ts";
 import { channelOf, CLOSE_UNAUTHORIZED, type DeviceConnection } from "./hub.ts";
 import { handleProgress } from "./progress.ts";
 import { deviceByMac } from "./access.ts";
-import { shellsOf, type ShellSession } from "./shell.ts";
+import { CLOSE_INVALID, notConnected, shellsOf, type ShellSession } from "./shell.ts";
+import { closeReason } from "./protocol.ts";
 
 /** WebSocket routes answer a plain GET with 426 (after authorization, before any upgrade). */
 const requireUpgrade: MiddlewareHandler<AppEnv> = async (c, next) => {
@@ -67,8 +68,18 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   );
 
   // Shell sessions (13.4). The manager's browser cannot set headers on a WebSocket: the token may
-  // come as `?token=` (2.1). PERM-MAC(shell), checked before the upgrade.
+  // come as `?token=` (2.1). PERM-MAC(shell), checked before the upgrade, except that an unknown
+  // device (or one hidden from the caller) is upgraded and closed with 4001 like an offline one,
+  // as the reference does: a browser cannot read an HTTP status on a failed WebSocket.
   const shells = shellsOf(ctx);
+  const shellTarget = (c: Context<AppEnv>) => {
+    try {
+      return deviceByMac(ctx.db, c.get("identity"), c.req.param("mac") ?? "", "shell");
+    } catch (error) {
+      if (error instanceof HttpError && error.status === 404) return undefined;
+      throw error;
+    }
+  };
   const managerAuth: MiddlewareHandler<AppEnv> = async (c, next) => {
     const query = c.req.query("token");
     const header = c.req.header("authorization") ?? (query !== undefined ? `Bearer token=${query}` : undefined);
@@ -79,16 +90,18 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     "/api/v1/devices/:mac/shell",
     managerAuth,
     async (c, next) => {
-      deviceByMac(ctx.db, c.get("identity"), c.req.param("mac") ?? "", "shell");
+      shellTarget(c);
       await next();
     },
     requireUpgrade,
     upgradeWebSocket((c) => {
-      const device = deviceByMac(ctx.db, c.get("identity"), c.req.param("mac") ?? "", "shell");
+      const device = shellTarget(c);
+      const mac = c.req.param("mac") ?? "";
       let session: ShellSession | undefined;
       let early: Array<string | ArrayBuffer> | undefined = [];
       return {
         onOpen: (_event, ws: WSContext) => {
+          if (!device) return ws.close(CLOSE_INVALID, closeReason(notConnected(mac)));
           void shells.open(device.mac_address, device.id, ws.raw as WebSocket).then((opened) => {
             session = opened;
             // Frames that came while the device was asked go first, in order.

@@ -14,6 +14,8 @@ import { PingTimer, pingOrTerminate } from "./keepalive.ts";
 import { closeReason, hasCapability } from "./protocol.ts";
 
 export const CLOSE_INVALID = 4001;
+/** The reference's close reason for a device without a management socket (and for an unknown one). */
+export const notConnected = (mac: string): string => `device ${mac} not connected to the management WS`;
 export const CLOSE_CAPABILITY = 4003;
 /** Sessions one device may have open at once (each is a process on the device). */
 export const MAX_SESSIONS_PER_DEVICE = 8;
@@ -82,7 +84,7 @@ export class ShellService {
   async open(mac: string, deviceId: number, manager: WebSocket): Promise<ShellSession | undefined> {
     const conn = this.hub.get(mac);
     if (!conn || conn.deviceId !== deviceId) {
-      manager.close(CLOSE_INVALID, `device ${mac} not connected to the management WS`);
+      manager.close(CLOSE_INVALID, closeReason(notConnected(mac)));
       return undefined;
     }
     const seconds = this.ctx.config.update_server.shell_attach_timeout;
@@ -104,7 +106,7 @@ export class ShellService {
     try {
       conn.send({ method: "shell_attach", mac_addr: mac, uuid: session.uuid });
     } catch {
-      this.end(session, CLOSE_INVALID, `device ${mac} not connected to the management WS`);
+      this.end(session, CLOSE_INVALID, notConnected(mac));
       return undefined;
     }
     this.ctx.log.info(`shell session ${session.uuid} for device ${mac} requested`);
