@@ -55,4 +55,30 @@ describe("config", () => {
     assert.throws(bad("test_server:\n  nodes:\n    x: {url: 'http://x', extra: 1}\n"), /test_server\.nodes\.x\.extra: unknown key/);
     assert.throws(bad("listen: 0.0.0.0:70000\n"), /config key listen/);
   });
+  test("test_server.report_columns: seed, reference or names like --csv-columns", () => {
+    const dir = tempDir();
+    const columns = (yaml: string) => {
+      writeFileSync(join(dir, "appliance.config.yaml"), `test_server:\n  report_columns: ${yaml}\n`);
+      return loadConfig({ cwd: dir, env: {} }).config.test_server.report_columns;
+    };
+    assert.deepEqual(columns("seed"), ["device name", "test name", "module", "duration", "message", "status"]);
+    assert.deepEqual(columns("reference"), ["start time", "device name", "test name", "module", "duration", "message", "status", "artifacts"]);
+    assert.deepEqual(columns("[start_time, test name, status]"), ["start time", "test name", "status"]);
+    assert.deepEqual(columns('"status, artifacts"'), ["status", "artifacts"]);
+    for (const bad of ["full", "[]", "[status, status]", "[colour]", "5"]) assert.throws(() => columns(bad), /config key test_server\.report_columns: /, bad);
+  });
+
+  test("test_server.configs_dir, reports_dir, artifacts_dir: absolute, and never one inside another", () => {
+    const dir = tempDir();
+    const load = (yaml: string) => {
+      writeFileSync(join(dir, "appliance.config.yaml"), `test_server:\n${yaml}`);
+      return loadConfig({ cwd: dir, env: {} }).config.test_server;
+    };
+    const ts = load("  configs_dir: pp/tests\n  reports_dir: pp/reports\n  artifacts_dir: /var/tmp/pp-artifacts\n");
+    assert.deepEqual([ts.configs_dir, ts.reports_dir, ts.artifacts_dir], [join(dir, "pp/tests"), join(dir, "pp/reports"), "/var/tmp/pp-artifacts"]);
+    assert.throws(() => load("  configs_dir: pp\n  reports_dir: pp/reports\n"), /config key test_server\.reports_dir: .* is inside the configs directory/);
+    assert.throws(() => load("  artifacts_dir: pp\n  reports_dir: pp\n"), /must be separate/);
+    // A configured directory around a default one (under the data dir) is refused too.
+    assert.throws(() => load("  artifacts_dir: data\n"), /must be separate/);
+  });
 });
