@@ -21,6 +21,28 @@ describe("authorization header parsing", () => {
     assert.match((parseAuthorization(undefined) as { error: string }).error, /no Authorization header/);
     assert.match((parseAuthorization("Basic dXNlcjpwdw==") as { error: string }).error, /expected authorization type Bearer/);
     assert.match((parseAuthorization("Bearer key=value") as { error: string }).error, /missing field: token/);
+    assert.deepEqual(parseAuthorization("Bearer realm=x , token = \"t.u\" "), { token: "t.u" });
+    assert.deepEqual(parseAuthorization("  bearer   abc=  "), { token: "abc=" });
+  });
+  // A backtracking parse of these took seconds per header (issue 9): if it comes back, the
+  // test's timeout fails it rather than a wall-clock assert.
+  test("hostile whitespace-stuffed headers parse in linear time", { timeout: 20_000 }, () => {
+    const spaces = " ".repeat(1_000_000);
+    const cases: [string, { token: string } | RegExp][] = [
+      [`Bearer a=b${spaces}x`, /missing field: token/],
+      [`Bearer token=a${spaces}x`, { token: `a${spaces}x` }],
+      [`Bearer ${spaces},${spaces}token=t`, { token: "t" }],
+      [`Bearer =${spaces}=${spaces}=x`, /missing field: token/],
+      [`Bearer${spaces}`, /expected authorization type Bearer/],
+      [`Bearer ${",".repeat(200_000)}${"= ".repeat(200_000)}`, /missing field: token/],
+      [`Bearer token="${'"'.repeat(500_000)}`, /missing field: token/],
+      [`${"\t".repeat(500_000)}Bearer t`, { token: "t" }],
+    ];
+    for (const [header, expected] of cases) {
+      const parsed = parseAuthorization(header);
+      if (expected instanceof RegExp) assert.match((parsed as { error: string }).error, expected);
+      else assert.deepEqual(parsed, expected);
+    }
   });
 });
 

@@ -84,6 +84,31 @@ describe("update server: hostile input never gives a 5xx", () => {
     assert.equal(metadata.constructor, "c");
   });
 
+  it("a form part without a name or truncated mid-part is a 400, and the server keeps serving", async () => {
+    const rows = packageCount();
+    const objects = storedObjects().length;
+    const bodies = [
+      "--BB\r\nContent-Disposition: form-data\r\n\r\nxyz\r\n--BB--\r\n",
+      '--BB\r\nContent-Disposition: form-data; name=""\r\n\r\nxyz\r\n--BB--\r\n',
+      '--BB\r\nContent-Disposition: form-data; filename="a.bin"\r\n\r\nxyz\r\n--BB--\r\n',
+      '--BB\r\nContent-Disposition: form-data; name="other"; filename="a.bin"\r\n\r\nxyz',
+      '--BB\r\nContent-Disposition: form-data; name="file"; filename="a.bin"\r\n\r\nxyz',
+    ];
+    for (const body of bodies) {
+      const res = await server.request("/api/v1/packages", {
+        method: "POST",
+        token: server.adminToken,
+        headers: { "content-type": "multipart/form-data; boundary=BB" },
+        body,
+      });
+      assert.equal(res.status, 400, body);
+      assert.equal(typeof ((await res.json()) as { error: string }).error, "string");
+    }
+    assert.equal((await server.request("/api/health")).status, 200);
+    assert.equal(packageCount(), rows);
+    assert.equal(storedObjects().length, objects);
+  });
+
   it("odd ids, bodies, names and tokens on every route: 4xx with a JSON error, no 5xx, nothing logged", async () => {
     const device = await registerDevice(server);
     const pkg = await uploadOk(server, { token: server.adminToken });

@@ -39,7 +39,9 @@ export async function parseUpload(c: Context, storage: LocalStorage, fileField =
   let staging: Promise<StagedObject> | undefined;
   let fieldError: string | undefined;
   let fieldBytes = 0;
-  parser.on("field", (name, value, info) => {
+  // Nothing in these callbacks may throw: an exception inside busboy's emitter ends the process.
+  parser.on("field", (name: string | undefined, value: string, info) => {
+    if (typeof name !== "string" || name === "") return void (fieldError ??= "a form field has no name");
     fieldBytes += Buffer.byteLength(name) + Buffer.byteLength(value);
     if (info.valueTruncated || info.nameTruncated) fieldError ??= `form field ${JSON.stringify(name.slice(0, 64))} is too long (limit ${FIELD_LIMIT} bytes)`;
     else if (fieldBytes > FIELDS_TOTAL_LIMIT) fieldError ??= `form fields are larger than ${FIELDS_TOTAL_LIMIT} bytes in total`;
@@ -48,6 +50,8 @@ export async function parseUpload(c: Context, storage: LocalStorage, fileField =
   // busboy drops fields past the limit silently; metadata must not lose keys without a word.
   parser.on("fieldsLimit", () => (fieldError ??= `too many form fields (limit ${FIELD_COUNT_LIMIT})`));
   parser.on("file", (name, stream) => {
+    // A truncated form errors the part stream, possibly before anyone reads it; staging sees it.
+    stream.on("error", () => undefined);
     if (name === fileField && !staging) {
       staging = storage.stage(stream);
       staging.catch(() => {}); // awaited below; avoid an unhandled rejection meanwhile
