@@ -1,3 +1,4 @@
+import { z } from "zod";
 import { httpError } from "../http/errors.ts";
 
 /** Request bodies of the update server reject unknown top-level fields (update-server.md 1.1). */
@@ -21,3 +22,24 @@ export function pathId(text: string | undefined, what: string): number {
   if (!text || !/^\d+$/.test(text) || !Number.isSafeInteger(id) || id < 1) throw httpError(404, `${what} does not exist`);
   return id;
 }
+
+/*
+ * The same rules as zod schemas (src/http/openapi.ts jsonBody), with the same messages: request
+ * bodies validated by them are also what the OpenAPI document shows.
+ */
+
+/** A JSON object body with exactly these fields; unknown ones are named (jsonBody reports them first). */
+export const strictBody = <T extends z.ZodRawShape>(shape: T) =>
+  z.strictObject(shape, { error: (iss) => (iss.code === "invalid_type" ? "expected a JSON object" : undefined) });
+
+/** requireString as a schema. */
+export const zRequiredString = (key: string, maxLength = 16_384) =>
+  z
+    .string({
+      error: (iss) =>
+        iss.input === undefined || iss.input === null
+          ? `schema validation failed: field "${key}" is required`
+          : `schema validation failed: field "${key}" must be a non-empty string`,
+    })
+    .min(1, { error: `schema validation failed: field "${key}" must be a non-empty string` })
+    .max(maxLength, { error: `schema validation failed: field "${key}" is longer than ${maxLength} characters` });

@@ -2,14 +2,18 @@ import { Hono, type Context } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
-import { readJsonObject } from "../../http/body.ts";
+import { z } from "zod";
+import { jsonBody } from "../../http/openapi.ts";
 import { publicBase } from "../../storage/routes.ts";
 import { deviceByMac } from "../channel/access.ts";
 import type { Permission } from "../permissions/permissions.ts";
-import { onlyKeys } from "../validation.ts";
+import { strictBody } from "../validation.ts";
 import { actionsOf } from "./actions.ts";
 
 const MAX_IDS = 10_000;
+const MSG_IDS = `schema validation failed: field "actions" must be a list of at most ${MAX_IDS} log entry ids`;
+/** The body of action/remove (11.6). */
+export const removeActionsBody = strictBody({ actions: z.array(z.string({ error: MSG_IDS }), { error: MSG_IDS }).max(MAX_IDS, { error: MSG_IDS }) });
 
 /**
  * Remote actions (update-server.md 11). Routes name the device by MAC; the MAC is resolved to the
@@ -48,13 +52,8 @@ export function actionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   app.post("/api/v2/devices/:mac/action/remove", mgmt, async (c) => {
     const mac = deviceMac(c, "update");
-    const body = await readJsonObject(c);
-    onlyKeys(body, ["actions"]);
-    const ids = body.actions;
-    if (!Array.isArray(ids) || ids.some((id) => typeof id !== "string") || ids.length > MAX_IDS) {
-      throw httpError(400, `schema validation failed: field "actions" must be a list of at most ${MAX_IDS} log entry ids`);
-    }
-    await actions.remove(mac, ids as string[]);
+    const { actions: ids } = await jsonBody(c, removeActionsBody);
+    await actions.remove(mac, ids);
     return c.json({});
   });
 

@@ -3,13 +3,19 @@ import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
-import { readJsonObject, requestBodyStream } from "../../http/body.ts";
+import { requestBodyStream } from "../../http/body.ts";
+import { jsonBody } from "../../http/openapi.ts";
 import { publicBase, requireSignedLink } from "../../storage/routes.ts";
 import { serveFile } from "../../storage/send.ts";
 import { authorize } from "../permissions/permissions.ts";
-import { onlyKeys, pathId, requireString } from "../validation.ts";
+import { pathId, strictBody, zRequiredString } from "../validation.ts";
 import { deviceFilesOf, MULTIPART_LINK } from "./store.ts";
 import { transfersOf } from "./transfers.ts";
+
+/** The body of fs/file: an absolute path on the device. */
+export const fileRequestBody = strictBody({
+  file: zRequiredString("file", 4096).startsWith("/", { error: 'schema validation failed: field "file" must be an absolute path' }),
+});
 
 /**
  * `POST /api/v2/devices/{id}/fs/file` and the public multipart routes (update-server.md 12,
@@ -24,10 +30,7 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     const id = pathId(c.req.param("id"), "device");
     // Checked before the device is asked anything (17.6).
     authorize(ctx.db, c.get("identity"), "device", id, "read");
-    const body = await readJsonObject(c);
-    onlyKeys(body, ["file"]);
-    const file = requireString(body, "file", 4096);
-    if (!file.startsWith("/")) throw httpError(400, 'schema validation failed: field "file" must be an absolute path');
+    const { file } = await jsonBody(c, fileRequestBody);
     return c.json(await transfers.fetch(id, file, publicBase(ctx, c)));
   });
 

@@ -1,10 +1,11 @@
 import { Hono, type Context } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
-import { readJson, readJsonObject } from "../../http/body.ts";
+import { z } from "zod";
+import { jsonBody } from "../../http/openapi.ts";
 import { httpError } from "../../http/errors.ts";
 import type { AppContext, AppEnv, Identity } from "../../server/context.ts";
 import { allowed, authorize, bypasses, deletePermissionsOf, grantCreator, MSG_FORBIDDEN, permissionFilter } from "../permissions/permissions.ts";
-import { onlyKeys, pathId } from "../validation.ts";
+import { pathId, strictBody } from "../validation.ts";
 import {
   createGroup,
   deleteGroup,
@@ -25,28 +26,45 @@ import { parsePolicy } from "./policy.ts";
 
 const PRIORITY_LIMIT = 2 ** 31 - 1;
 
-function integer(value: unknown, what: string): number {
-  if (typeof value !== "number" || !Number.isInteger(value) || Math.abs(value) > PRIORITY_LIMIT) {
-    throw httpError(400, `schema validation failed: ${what} must be an integer`);
-  }
-  return value;
-}
+/** A priority: an integer within 32 bits. */
+const priority = (required: boolean) => {
+  const message = 'schema validation failed: "priority" must be an integer';
+  return z
+    .number({ error: (iss) => (required && iss.input === undefined ? 'schema validation failed: field "priority" is required' : message) })
+    .int({ error: message })
+    .min(-PRIORITY_LIMIT, { error: message })
+    .max(PRIORITY_LIMIT, { error: message });
+};
 
 /** A required array of positive integer ids (duplicates collapse). */
-function idList(body: Record<string, unknown>, key: string): number[] {
-  const value = body[key];
-  if (value === undefined) throw httpError(400, `schema validation failed: field "${key}" is required`);
-  if (!Array.isArray(value) || !value.every((v) => typeof v === "number" && Number.isSafeInteger(v) && v > 0)) {
-    throw httpError(400, `schema validation failed: field "${key}" must be an array of positive integer ids`);
-  }
-  return [...new Set(value as number[])];
-}
+const idList = (key: string) => {
+  const message = `schema validation failed: field "${key}" must be an array of positive integer ids`;
+  return z
+    .array(z.int({ error: message }).positive({ error: message }), {
+      error: (iss) => (iss.input === undefined ? `schema validation failed: field "${key}" is required` : message),
+    })
+    .transform((ids) => [...new Set(ids)]);
+};
 
-function metadataObject(value: unknown): Record<string, unknown> {
-  if (value === undefined) throw httpError(400, 'schema validation failed: field "metadata" is required');
-  if (value === null || typeof value !== "object" || Array.isArray(value)) throw httpError(400, 'schema validation failed: field "metadata" must be an object');
-  return value as Record<string, unknown>;
-}
+const metadataObject = z.record(z.string(), z.unknown(), {
+  error: (iss) => (iss.input === undefined ? 'schema validation failed: field "metadata" is required' : 'schema validation failed: field "metadata" must be an object'),
+});
+
+// Request bodies (update-server.md 5.3-5.10), also shown by the OpenAPI document.
+export const groupCreateV1Body = metadataObject;
+export const groupCreateV2Body = z.looseObject(
+  { metadata: metadataObject, priority: priority(false).nullish() },
+  { error: (iss) => (iss.code === "invalid_type" ? "expected a JSON object" : undefined) },
+);
+export const groupDevicesBody = strictBody({ add: idList("add"), remove: idList("remove") });
+export const groupPackagesBody = strictBody({ packages: idList("packages") });
+export const groupPolicyBody = strictBody({
+  policy: z
+    .string({ error: 'schema validation failed: field "policy" must be a string' })
+    .max(4096, { error: "invalid policy: longer than 4096 characters" })
+    .describe("e.g. exact_match,v2 or no_update"),
+});
+export const groupPriorityBody = strictBody({ priority: priority(true) });
 
 const answer = (c: Context, outcome: Outcome) => {
   if (!outcome.ok) throw httpError(outcome.status, outcome.error);
@@ -87,10 +105,7 @@ function sharedRoutes(ctx: AppContext, app: Hono<AppEnv>, base: string, mode: { 
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "update");
     if (!getGroup(db, id)) throw httpError(404, GROUP_NOT_FOUND);
-    const body = await readJsonObject(c);
-    onlyKeys(body, ["add", "remove"]);
-    const add = idList(body, "add");
-    const remove = idList(body, "remove");
+    const { add, remove } = await jsonBody(c, groupDevicesBody);
     if (mode.v2) requireOnEach(ctx, c.get("identity"), "device", add);
     return answer(c, await patchGroupDevices(db, id, add, remove, mode.rule));
   });
@@ -99,9 +114,7 @@ function sharedRoutes(ctx: AppContext, app: Hono<AppEnv>, base: string, mode: { 
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "update");
     if (!getGroup(db, id)) throw httpError(404, GROUP_NOT_FOUND);
-    const body = await readJsonObject(c);
-    onlyKeys(body, ["packages"]);
-    const packages = idList(body, "packages");
+    const { packages } = await jsonBody(c, groupPackagesBody);
     if (mode.v2) {
       const current = new Set(groupPackageIds(db, id));
       requireOnEach(ctx, c.get("identity"), "package", packages.filter((p) => !current.has(p)));
@@ -113,10 +126,7 @@ function sharedRoutes(ctx: AppContext, app: Hono<AppEnv>, base: string, mode: { 
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "update");
     if (!getGroup(db, id)) throw httpError(404, GROUP_NOT_FOUND);
-    const body = await readJsonObject(c);
-    onlyKeys(body, ["policy"]);
-    if (typeof body.policy !== "string") throw httpError(400, 'schema validation failed: field "policy" must be a string');
-    if (body.policy.length > 4096) throw httpError(400, "invalid policy: longer than 4096 characters");
+    const body = await jsonBody(c, groupPolicyBody);
     const policy = parsePolicy(body.policy);
     if (typeof policy === "string") throw httpError(400, policy);
     return answer(c, await setGroupPolicy(db, id, body.policy));
@@ -131,12 +141,10 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   app.post("/api/v2/groups", auth.management("create_group"), async (c) => {
     const identity = c.get("identity");
-    const body = await readJsonObject(c);
-    const metadata = metadataObject(body.metadata);
-    const priority = body.priority === undefined || body.priority === null ? undefined : integer(body.priority, '"priority"');
+    const body = await jsonBody(c, groupCreateV2Body);
     const row = await createGroup(db, {
-      metadata,
-      priority,
+      metadata: body.metadata,
+      priority: body.priority ?? undefined,
       createdBy: identity.kind === "mgmt" ? identity.user : null,
       onCreated: (tx, id) => grantCreator(tx, identity, "group", id),
     });
@@ -149,10 +157,8 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     const id = pathId(c.req.param("id"), "group");
     authorize(db, c.get("identity"), "group", id, "update");
     if (!getGroup(db, id)) throw httpError(404, GROUP_NOT_FOUND);
-    const body = await readJsonObject(c);
-    onlyKeys(body, ["priority"]);
-    if (body.priority === undefined) throw httpError(400, 'schema validation failed: field "priority" is required');
-    return answer(c, await setGroupPriority(db, id, integer(body.priority, '"priority"')));
+    const { priority } = await jsonBody(c, groupPriorityBody);
+    return answer(c, await setGroupPriority(db, id, priority));
   });
 
   sharedRoutes(ctx, app, "/api/v2/groups", { v2: true, rule: "priority", read: mgmt, write: mgmt });
@@ -167,8 +173,7 @@ export function groupsV1Routes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   const write = auth.management("admin_rw");
 
   app.post("/api/v1/groups", write, async (c) => {
-    const body = await readJson(c);
-    const row = await createGroup(db, { metadata: metadataObject(body), createdBy: null });
+    const row = await createGroup(db, { metadata: await jsonBody(c, groupCreateV1Body), createdBy: null });
     return c.json(toV1(db, row));
   });
 

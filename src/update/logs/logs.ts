@@ -8,7 +8,8 @@ import type { Database, Tx } from "../../db/index.ts";
 import { httpError } from "../../http/errors.ts";
 import { parseRfc822, rfc822 } from "../../util/time.ts";
 import type { SqlFilter } from "../permissions/permissions.ts";
-import { onlyKeys, requireString } from "../validation.ts";
+import { z } from "zod";
+import { strictBody, zRequiredString } from "../validation.ts";
 
 /** Longest `name` and `entry` accepted: entries live in the (in-memory) database. */
 export const MAX_NAME = 256;
@@ -46,26 +47,35 @@ export interface LogFilter {
 }
 
 const invalid = (what: string) => httpError(400, `schema validation failed: ${what}`);
+const RFC822_HINT = 'an RFC 822 date such as "Wed, 02 Oct 2002 15:00:00 -0000"';
 
-/** `{"batch": [{device_timestamp, name, entry}, ...]}`: a 400 naming the first bad field. */
-export function parseBatch(body: Record<string, unknown>, maxBatch: number): LogInput[] {
-  onlyKeys(body, ["batch"]);
-  const batch = body.batch;
-  if (!Array.isArray(batch)) throw invalid('field "batch" must be a list of log entries');
-  if (batch.length > maxBatch) throw invalid(`field "batch" has ${batch.length} entries; at most ${maxBatch} are accepted at once`);
-  return batch.map((item: unknown, i) => {
-    if (item === null || typeof item !== "object" || Array.isArray(item)) throw invalid(`batch entry ${i} must be an object`);
-    const fields = item as Record<string, unknown>;
-    onlyKeys(fields, ["device_timestamp", "name", "entry"]);
-    const stamp = parseRfc822(requireString(fields, "device_timestamp", 64));
-    if (!stamp) throw invalid(`batch entry ${i}: field "device_timestamp" must be an RFC 822 date such as "Wed, 02 Oct 2002 15:00:00 -0000"`);
-    const entry = fields.entry;
-    // An entry may be empty (a metric with no value); it must still be a string.
-    if (typeof entry !== "string") throw invalid(`batch entry ${i}: field "entry" must be a string`);
-    if (entry.length > MAX_ENTRY) throw invalid(`batch entry ${i}: field "entry" is longer than ${MAX_ENTRY} characters`);
-    return { device_timestamp: stamp, name: requireString(fields, "name", MAX_NAME), entry };
+/** An RFC 822 date given as text, as a Date. */
+const rfc822Field = (key: string) =>
+  zRequiredString(key, 64).transform((text, ctx) => {
+    const date = parseRfc822(text);
+    if (!date) ctx.addIssue({ code: "custom", message: `schema validation failed: field "${key}" must be ${RFC822_HINT}` });
+    return date ?? z.NEVER;
   });
-}
+
+const LogEntry = z.strictObject(
+  {
+    device_timestamp: rfc822Field("device_timestamp"),
+    name: zRequiredString("name", MAX_NAME),
+    // An entry may be empty (a metric with no value); it must still be a string.
+    entry: z
+      .string({ error: 'schema validation failed: field "entry" must be a string' })
+      .max(MAX_ENTRY, { error: `schema validation failed: field "entry" is longer than ${MAX_ENTRY} characters` }),
+  },
+  { error: (iss) => (iss.code === "invalid_type" ? "schema validation failed: a batch entry must be an object" : undefined) },
+);
+
+/** `{"batch": [{device_timestamp, name, entry}, ...]}` with at most `maxBatch` entries. */
+export const logBatchBody = (maxBatch: number) =>
+  strictBody({
+    batch: z
+      .array(LogEntry, { error: 'schema validation failed: field "batch" must be a list of log entries' })
+      .max(maxBatch, { error: (iss) => `schema validation failed: field "batch" has ${(iss.input as unknown[]).length} entries; at most ${maxBatch} are accepted at once` }),
+  });
 
 /** The `since`, `to` (RFC 822) and `name` query parameters; a malformed date is a 400. */
 export function parseFilter(query: Record<string, string | undefined>): LogFilter {
@@ -74,7 +84,7 @@ export function parseFilter(query: Record<string, string | undefined>): LogFilte
     const text = query[key];
     if (text === undefined) continue;
     const date = parseRfc822(text);
-    if (!date) throw invalid(`query parameter "${key}" must be an RFC 822 date such as "Wed, 02 Oct 2002 15:00:00 -0000"`);
+    if (!date) throw invalid(`query parameter "${key}" must be ${RFC822_HINT}`);
     filter[key] = date;
   }
   if (query.name !== undefined && query.name !== "") filter.name = query.name;

@@ -1,13 +1,13 @@
 import { Hono, type Context } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { readJsonObject } from "../../http/body.ts";
+import { jsonBody } from "../../http/openapi.ts";
 import { httpError } from "../../http/errors.ts";
 import { getDevice } from "../devices/devices.ts";
 import { GROUP_NOT_FOUND, getGroup } from "../groups/groups.ts";
 import { allowed, authorize, permissionFilter, type Permission } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
-import { appendLogs, deleteLog, deleteLogs, getLog, parseBatch, parseFilter, queryLogs, type DeviceScope } from "./logs.ts";
+import { appendLogs, deleteLog, deleteLogs, getLog, logBatchBody, parseFilter, queryLogs, type DeviceScope } from "./logs.ts";
 
 const LOG_NOT_FOUND = "log does not exist";
 const DEVICE_NOT_FOUND = "device does not exist";
@@ -26,7 +26,7 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     const identity = c.get("identity");
     if (identity.kind !== "device") throw httpError(401, "a device token is required");
     const { device_logs_max_batch, device_logs_per_device } = ctx.config.update_server;
-    const entries = parseBatch(await readJsonObject(c), device_logs_max_batch);
+    const { batch: entries } = await jsonBody(c, logBatchBody(device_logs_max_batch));
     if (!(await appendLogs(db, identity.deviceId, entries, device_logs_per_device))) throw httpError(401, "invalid token was provided");
     return c.json({});
   });

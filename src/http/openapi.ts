@@ -1,0 +1,144 @@
+/*
+ * The OpenAPI 3.1 description of the HTTP API (issue 13), built from the same zod schemas the
+ * handlers validate request bodies with (`jsonBody`). zod 4 emits JSON Schema 2020-12, which is
+ * OpenAPI 3.1's schema dialect, so the schemas go into the document as they are.
+ *
+ * Why not @hono/zod-openapi: its validators read bodies with `c.req.json()`, bypassing
+ * readBodyBytes (the 413 limit, the fast path for update checks) and answering with messages of
+ * its own; labgate's status codes and error texts are part of its interface. Here each domain
+ * lists its operations next to its routes (`<domain>/openapi.ts`), handlers parse bodies with
+ * the schema of their operation, and a test fails when a registered route has no operation.
+ */
+import type { Context } from "hono";
+import { z } from "zod";
+import { readJson } from "./body.ts";
+import { httpError } from "./errors.ts";
+
+export type Method = "get" | "post" | "put" | "patch" | "delete";
+
+/** Who may call: nobody needs a token (`public`), a management token, a device token, either. */
+export type Access = "public" | "management" | "device" | "any";
+
+export interface Reply {
+  description: string;
+  /** A JSON body of this shape. */
+  json?: z.ZodType;
+  /** Another media type (a file, CSV, an event stream). */
+  media?: string;
+}
+
+export interface Operation {
+  method: Method;
+  /** OpenAPI form: `/api/v1/logs/{id}`; a trailing `{path}` stands for the rest of the path. */
+  path: string;
+  summary: string;
+  access: Access;
+  tag: string;
+  query?: z.ZodObject;
+  body?: { json: z.ZodType } | { multipart: z.ZodObject } | { media: string };
+  responses: Record<number, Reply>;
+  /** A WebSocket route (answers 101 to an upgrade). */
+  websocket?: boolean;
+}
+
+export const ErrorBody = z.object({ error: z.string() }).meta({ id: "Error" });
+export const Empty = z.object({}).meta({ id: "Empty" });
+
+/**
+ * Reads a JSON body and validates it with `schema`. Failures are 400s whose text is the schema's
+ * own message (schemas carry labgate's existing texts); an unknown field is reported first, as
+ * the hand-written checks did.
+ */
+export async function jsonBody<T extends z.ZodType>(c: Context, schema: T): Promise<z.output<T>> {
+  const result = schema.safeParse(await readJson(c));
+  if (result.success) return result.data;
+  throw httpError(400, firstMessage(result.error));
+}
+
+export function firstMessage(error: z.ZodError): string {
+  const issues = error.issues;
+  const issue = issues.find((i) => i.code === "unrecognized_keys") ?? issues[0];
+  if (issue.code === "unrecognized_keys") return `schema validation failed: unknown field ${issue.keys.map((k) => JSON.stringify(k)).join(", ")}`;
+  return issue.message;
+}
+
+const jsonSchema = (schema: z.ZodType, io: "input" | "output") => {
+  const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { target: "draft-2020-12", io, unrepresentable: "any", reused: "inline" }) as Record<string, unknown>;
+  return rest;
+};
+
+/** Hono's path (`/api/v1/logs/:id{[0-9]+}`, `/local_storage/*`) in OpenAPI form. */
+export function openApiPath(honoPath: string): string {
+  return honoPath.replace(/:([A-Za-z_]+)(\{[^}]*\})?/g, "{$1}").replace(/\/\*$/, "/{path}");
+}
+
+const SECURITY: Record<Access, Array<Record<string, string[]>>> = {
+  public: [],
+  management: [{ management: [] }],
+  device: [{ device: [] }],
+  any: [{ management: [] }, { device: [] }],
+};
+
+/** The document for `operations` (paths in OpenAPI form). */
+export function openApiDocument(operations: Operation[], info: { title: string; version: string; description?: string }): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const op of operations) {
+    const params = [...op.path.matchAll(/\{([A-Za-z_]+)\}/g)].map((m) => ({ name: m[1], in: "path", required: true, schema: { type: "string" } }));
+    const query = op.query
+      ? Object.entries(op.query.shape).map(([name, schema]) => ({
+          name,
+          in: "query",
+          required: !(schema as z.ZodType).safeParse(undefined).success,
+          schema: jsonSchema(schema as z.ZodType, "input"),
+          ...((schema as z.ZodType).description ? { description: (schema as z.ZodType).description } : {}),
+        }))
+      : [];
+    let requestBody: Record<string, unknown> | undefined;
+    if (op.body && "json" in op.body) requestBody = { required: true, content: { "application/json": { schema: jsonSchema(op.body.json, "input") } } };
+    else if (op.body && "multipart" in op.body) requestBody = { required: true, content: { "multipart/form-data": { schema: jsonSchema(op.body.multipart, "input") } } };
+    else if (op.body) requestBody = { required: true, content: { [op.body.media]: { schema: { type: "string", contentEncoding: "binary" } } } };
+    const responses: Record<string, unknown> = {};
+    for (const [code, reply] of Object.entries(op.responses)) {
+      const content = reply.json
+        ? { "application/json": { schema: jsonSchema(reply.json, "output") } }
+        : reply.media
+          ? { [reply.media]: { schema: { type: "string" } } }
+          : undefined;
+      responses[code] = { description: reply.description, ...(content ? { content } : {}) };
+    }
+    paths[op.path] ??= {};
+    paths[op.path][op.method] = {
+      operationId: `${op.method}${op.path.replace(/\{([^}]+)\}/g, "By_$1").replace(/[^A-Za-z0-9]+(.)?/g, (_m, ch: string | undefined) => (ch ?? "").toUpperCase())}`,
+      summary: op.summary,
+      tags: [op.tag],
+      security: SECURITY[op.access],
+      ...(params.length + query.length > 0 ? { parameters: [...params, ...query] } : {}),
+      ...(requestBody ? { requestBody } : {}),
+      responses,
+      ...(op.websocket ? { "x-websocket": true } : {}),
+    };
+  }
+  return {
+    openapi: "3.1.0",
+    info,
+    components: {
+      securitySchemes: {
+        management: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "Authorization: Bearer token=<management token>" },
+        device: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "Authorization: Bearer token=<device token from POST /api/v1/auth/device>" },
+      },
+    },
+    paths,
+  };
+}
+
+/** Replies most operations share. */
+export const errors = {
+  400: { description: "Malformed request", json: ErrorBody },
+  401: { description: "No valid token", json: ErrorBody },
+  403: { description: "Not permitted", json: ErrorBody },
+  404: { description: "Not found (or hidden from the caller)", json: ErrorBody },
+  409: { description: "Conflicts with the current state", json: ErrorBody },
+  413: { description: "Body too large", json: ErrorBody },
+  422: { description: "Understood but not acceptable", json: ErrorBody },
+} satisfies Record<number, Reply>;
+export const ok = (json: z.ZodType = Empty, description = "Done"): Reply => ({ description, json });

@@ -1,0 +1,301 @@
+/*
+ * The update server's operations for the OpenAPI document (src/http/openapi.ts), in the order of
+ * update-server.md. Request bodies are the schemas the handlers validate with; response shapes
+ * name the fields clients rely on (objects may carry more).
+ */
+import { z } from "zod";
+import type { Config } from "../config/config.ts";
+import { Empty, errors, ok, type Operation, type Reply } from "../http/openapi.ts";
+import { logBatchBody, MAX_NAME } from "./logs/logs.ts";
+import { registerBody, pendingBody } from "./registration/routes.ts";
+import { fileRequestBody } from "./devicefiles/routes.ts";
+import { removeActionsBody } from "./actions/routes.ts";
+import { groupDevicesBody, groupPackagesBody, groupPolicyBody, groupPriorityBody } from "./groups/routes.ts";
+
+const date = z.string().describe("RFC 822, e.g. Sat, 21 Nov 2026 07:12:31 GMT");
+const anyObject = z.record(z.string(), z.unknown());
+
+const Device = z
+  .looseObject({
+    id: z.int(),
+    name: z.string(),
+    mac_address: z.string(),
+    capabilities: anyObject,
+    metadata: anyObject,
+    last_access: date.nullable(),
+    public_key: z.string().nullable(),
+  })
+  .meta({ id: "Device" });
+const DeviceV2 = Device.extend({ groups: z.array(z.int()), connected: z.boolean() }).meta({ id: "DeviceV2" });
+const DeviceV1 = Device.extend({ group: z.int().nullable() }).meta({ id: "DeviceV1" });
+const Group = z
+  .looseObject({ id: z.int(), created: date, packages: z.array(z.int()), devices: z.array(z.int()), metadata: anyObject, policy: z.string() })
+  .meta({ id: "Group" });
+const GroupV2 = Group.extend({ priority: z.int() }).meta({ id: "GroupV2" });
+const Package = z.looseObject({ id: z.int(), created: date, sha256: z.string(), driver: z.string(), metadata: anyObject }).meta({ id: "Package" });
+const Permission = z
+  .object({
+    id: z.int(),
+    created: date,
+    resource: z.string(),
+    resource_id: z.int().nullable(),
+    resource_name: z.string().nullable(),
+    user_id: z.string(),
+    permission: z.string(),
+  })
+  .meta({ id: "Permission" });
+const Pending = z.looseObject({ mac_address: z.string(), public_key: z.string(), metadata: anyObject, last_appeared: date }).meta({ id: "PendingRegistration" });
+const Progress = z.looseObject({ id: z.int(), progress: z.int() }).meta({ id: "Progress" });
+const ActionLogEntry = z
+  .looseObject({ id: z.string(), action: z.string(), created: z.string(), status: z.string(), status_code: z.int().nullable() })
+  .meta({ id: "ActionLogEntry" });
+const Log = z
+  .object({ id: z.int(), created: date, device_id: z.int(), device_timestamp: date, name: z.string().max(MAX_NAME), entry: z.string() })
+  .meta({ id: "Log" });
+const Metadata = z.record(z.string(), z.unknown()).describe("svc.* metadata keys and values");
+const list = (item: z.ZodType) => z.array(item);
+
+const logFilter = z.object({
+  since: z.string().optional().describe("RFC 822; entries with device_timestamp at or after"),
+  to: z.string().optional().describe("RFC 822; entries with device_timestamp at or before"),
+  name: z.string().optional().describe("only entries with this name"),
+});
+
+type Spec = Omit<Operation, "tag">;
+const tagged = (tag: string, ops: Spec[]): Operation[] => ops.map((op) => ({ ...op, tag }));
+const reply = (json: z.ZodType, description = "OK"): Reply => ({ description, json });
+const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409, 413: e413, 422: e422 } = errors;
+const mgmtRead = { 401: e401, 403: e403, 404: e404 };
+const mgmtWrite = { 400: e400, 401: e401, 403: e403, 404: e404 };
+
+export function updateOperations(config: Config): Operation[] {
+  return [
+    ...tagged("registration", [
+      {
+        method: "post",
+        path: "/api/v1/auth/device",
+        access: "public",
+        summary: "A device asks for a token (signed body, X-<prefix>-Device-Signature header)",
+        body: { json: z.object({ metadata: Metadata, public_key: z.string(), timestamp: z.int() }) },
+        responses: { 200: reply(z.object({ token: z.string(), expires: z.int() })), 400: e400, 401: e401 },
+      },
+      { method: "get", path: "/api/v1/auth/pending", access: "management", summary: "Pending registrations", responses: { 200: reply(list(Pending)), ...mgmtRead } },
+      {
+        method: "post",
+        path: "/api/v1/auth/register",
+        access: "management",
+        summary: "Approve a pending registration",
+        body: { json: registerBody },
+        responses: { 200: ok(), ...mgmtWrite, 409: e409 },
+      },
+      { method: "delete", path: "/api/v1/auth/pending", access: "management", summary: "Drop a pending registration", body: { json: pendingBody }, responses: { 200: ok(), ...mgmtWrite } },
+    ]),
+    ...tagged("devices", [
+      { method: "get", path: "/api/v2/devices", access: "management", summary: "Devices the caller may read", responses: { 200: reply(list(DeviceV2)), 401: e401 } },
+      { method: "get", path: "/api/v2/devices/{id}", access: "management", summary: "One device", responses: { 200: reply(DeviceV2), ...mgmtRead } },
+      { method: "delete", path: "/api/v2/devices/{id}", access: "management", summary: "Delete a device and what depends on it", responses: { 200: ok(), ...mgmtRead } },
+      { method: "post", path: "/api/v2/devices/{id}/tag/{tag}", access: "management", summary: "Tag a device", responses: { 200: ok(), ...mgmtWrite } },
+      { method: "delete", path: "/api/v2/devices/{id}/tag/{tag}", access: "management", summary: "Untag a device", responses: { 200: ok(), ...mgmtWrite } },
+      { method: "get", path: "/api/v2/devices/{id}/tags", access: "management", summary: "A device's tags", responses: { 200: reply(list(z.string())), ...mgmtRead } },
+      { method: "get", path: "/api/v2/tags/{tag}", access: "management", summary: "Devices with a tag", responses: { 200: reply(list(DeviceV2)), 400: e400, 401: e401 } },
+      { method: "get", path: "/api/v1/devices", access: "management", summary: "All devices (v1)", responses: { 200: reply(list(DeviceV1)), 401: e401, 403: e403 } },
+      { method: "get", path: "/api/v1/devices/{id}", access: "management", summary: "One device (v1)", responses: { 200: reply(DeviceV1), ...mgmtRead } },
+      { method: "delete", path: "/api/v1/devices/{id}", access: "management", summary: "Delete a device (v1)", responses: { 200: ok(), ...mgmtRead } },
+    ]),
+    ...tagged("permissions", [
+      {
+        method: "post",
+        path: "/api/v1/permissions",
+        access: "management",
+        summary: "Grant a permission",
+        body: {
+          json: z.object({
+            user_id: z.string(),
+            resource: z.enum(["package", "group", "device", "device_by_tag"]),
+            permission: z.enum(["read", "update", "delete", "shell"]),
+            resource_id: z.int().positive().optional(),
+            resource_name: z.string().max(256).optional(),
+          }),
+        },
+        responses: { 200: reply(Permission), ...mgmtWrite, 409: e409, 422: e422 },
+      },
+      { method: "get", path: "/api/v1/permissions", access: "management", summary: "Permissions (admins: all; others: their own)", responses: { 200: reply(list(Permission)), 401: e401 } },
+      { method: "get", path: "/api/v1/permissions/{id}", access: "management", summary: "One permission", responses: { 200: reply(Permission), ...mgmtRead } },
+      { method: "delete", path: "/api/v1/permissions/{id}", access: "management", summary: "Revoke a permission", responses: { 200: ok(), ...mgmtRead } },
+    ]),
+    ...tagged("packages", [
+      { method: "get", path: "/api/v1/packages", access: "management", summary: "Packages the caller may read", responses: { 200: reply(list(Package)), 401: e401 } },
+      {
+        method: "post",
+        path: "/api/v1/packages",
+        access: "management",
+        summary: "Upload a package (multipart: `file` and metadata fields such as svc.software.version)",
+        body: { multipart: z.looseObject({ file: z.string().describe("the package file") }) },
+        responses: { 200: reply(Package), ...mgmtWrite, 409: e409, 413: e413 },
+      },
+      { method: "get", path: "/api/v1/packages/{id}", access: "management", summary: "One package", responses: { 200: reply(Package), ...mgmtRead } },
+      { method: "delete", path: "/api/v1/packages/{id}", access: "management", summary: "Delete a package", responses: { 200: ok(), ...mgmtRead, 409: e409 } },
+      {
+        method: "get",
+        path: "/api/v1/packages/{id}/download",
+        access: "management",
+        summary: "A signed, expiring download link",
+        responses: { 200: reply(z.looseObject({ package_id: z.int(), uri: z.string() })), ...mgmtRead },
+      },
+      {
+        method: "get",
+        path: "/local_storage/{path}",
+        access: "public",
+        summary: "A package object through a signed link (Range supported)",
+        responses: { 200: { description: "The file", media: "application/octet-stream" }, 206: { description: "Part of the file", media: "application/octet-stream" }, 404: e404 },
+      },
+    ]),
+    ...tagged("groups", [
+      ...(["v1", "v2"] as const).flatMap((v): Spec[] => {
+        const G = v === "v2" ? GroupV2 : Group;
+        const base = `/api/${v}/groups`;
+        return [
+          {
+            method: "post",
+            path: base,
+            access: "management",
+            summary: `Create a group (${v})`,
+            body: { json: z.looseObject({ metadata: anyObject, ...(v === "v2" ? { priority: z.int().optional() } : {}) }) },
+            responses: { 200: reply(G), ...mgmtWrite, 409: e409 },
+          },
+          { method: "get", path: base, access: "management", summary: `Groups (${v})`, responses: { 200: reply(list(G)), 401: e401, 403: e403 } },
+          { method: "get", path: `${base}/{id}`, access: "management", summary: `One group (${v})`, responses: { 200: reply(G), ...mgmtRead } },
+          { method: "delete", path: `${base}/{id}`, access: "management", summary: `Delete a group (${v})`, responses: { 200: ok(), ...mgmtRead, 409: e409 } },
+          {
+            method: "patch",
+            path: `${base}/{id}/devices`,
+            access: "management",
+            summary: `Add and remove member devices (${v})`,
+            body: { json: groupDevicesBody },
+            responses: { 200: ok(), ...mgmtWrite, 409: e409 },
+          },
+          {
+            method: "post",
+            path: `${base}/{id}/package`,
+            access: "management",
+            summary: `Set the group's packages (${v})`,
+            body: { json: groupPackagesBody },
+            responses: { 200: ok(), ...mgmtWrite, 409: e409 },
+          },
+          { method: "post", path: `${base}/{id}/policy`, access: "management", summary: `Set the update policy (${v})`, body: { json: groupPolicyBody }, responses: { 200: ok(), ...mgmtWrite } },
+        ];
+      }),
+      {
+        method: "post",
+        path: "/api/v2/groups/{id}/priority",
+        access: "management",
+        summary: "Set the group's priority",
+        body: { json: groupPriorityBody },
+        responses: { 200: ok(), ...mgmtWrite, 409: e409 },
+      },
+    ]),
+    ...tagged("updates", [
+      {
+        method: "post",
+        path: "/api/v1/update/check",
+        access: "device",
+        summary: "A device asks for an update (its metadata in the body)",
+        body: { json: Metadata },
+        responses: {
+          200: reply(z.looseObject({ id: z.int(), created: date, sha256: z.string(), uri: z.string(), deadline: date }), "An update"),
+          204: { description: "No update" },
+          400: e400,
+          401: e401,
+          403: e403,
+        },
+      },
+      { method: "get", path: "/api/v2/devices/progress", access: "management", summary: "Devices that are updating", responses: { 200: reply(list(Progress)), 401: e401 } },
+      { method: "get", path: "/api/v2/devices/{id}/progress", access: "management", summary: "One device's update progress", responses: { 200: reply(Progress), ...mgmtRead } },
+    ]),
+    ...tagged("channel", [
+      {
+        method: "get",
+        path: "/api/v1/devices/ws",
+        access: "device",
+        websocket: true,
+        summary: "The device management WebSocket",
+        responses: { 101: { description: "Upgraded" }, 401: e401, 426: { description: "Not a WebSocket upgrade", json: errors[400].json } },
+      },
+      {
+        method: "get",
+        path: "/api/v1/devices/{mac}/shell",
+        access: "management",
+        websocket: true,
+        summary: "A shell session on the device (token also as ?token=); an unknown or offline device is closed with 4001",
+        query: z.object({ token: z.string().optional().describe("the management token, for browsers") }),
+        responses: { 101: { description: "Upgraded" }, 401: e401, 403: e403, 426: { description: "Not a WebSocket upgrade", json: errors[400].json } },
+      },
+      {
+        method: "get",
+        path: "/api/v1/devices/{mac}/shell/attach/{uuid}",
+        access: "device",
+        websocket: true,
+        summary: "The device's end of a shell session",
+        responses: { 101: { description: "Upgraded" }, 401: e401, 403: e403, 426: { description: "Not a WebSocket upgrade", json: errors[400].json } },
+      },
+    ]),
+    ...tagged("actions", [
+      { method: "get", path: "/api/v2/devices/{mac}/action/list", access: "management", summary: "The device's actions", responses: { 200: reply(list(anyObject)), ...mgmtRead, 504: e400 } },
+      {
+        method: "get",
+        path: "/api/v2/devices/{mac}/action/exec/{action_id}",
+        access: "management",
+        summary: "Run an action (202 {} when the device is offline: queued)",
+        responses: { 200: reply(ActionLogEntry), 202: ok(Empty, "Queued"), ...mgmtRead, 504: e400 },
+      },
+      { method: "get", path: "/api/v2/devices/{mac}/action/log", access: "management", summary: "The device's action log", responses: { 200: reply(list(ActionLogEntry)), ...mgmtRead } },
+      { method: "delete", path: "/api/v2/devices/{mac}/action/log", access: "management", summary: "Clear finished entries", responses: { 200: ok(), ...mgmtRead } },
+      { method: "delete", path: "/api/v2/devices/{mac}/action/pending", access: "management", summary: "Drop queued actions", responses: { 200: ok(), ...mgmtRead } },
+      { method: "post", path: "/api/v2/devices/{mac}/action/remove", access: "management", summary: "Remove log entries", body: { json: removeActionsBody }, responses: { 200: ok(), ...mgmtWrite } },
+    ]),
+    ...tagged("device files", [
+      {
+        method: "post",
+        path: "/api/v2/devices/{id}/fs/file",
+        access: "management",
+        summary: "Fetch a file from the device (status 0 with a link, or 1)",
+        body: { json: fileRequestBody },
+        responses: { 200: reply(z.looseObject({ status: z.int() })), ...mgmtWrite, 504: e400 },
+      },
+      {
+        method: "put",
+        path: "/local_storage_multipart/parts/{part}",
+        access: "public",
+        summary: "A device uploads one part of an open transfer (signed URL)",
+        body: { media: "application/octet-stream" },
+        responses: { 200: { description: "Stored (Etag header)" }, 404: e404 },
+      },
+      {
+        method: "get",
+        path: "/local_storage_multipart/multipart/{path}",
+        access: "public",
+        summary: "A fetched device file through a signed link",
+        responses: { 200: { description: "The file", media: "application/octet-stream" }, 206: { description: "Part of the file", media: "application/octet-stream" }, 404: e404 },
+      },
+    ]),
+    ...tagged("events", [
+      { method: "get", path: "/api/stream", access: "management", summary: "Live connect, disconnect and update events (SSE)", responses: { 200: { description: "Event stream", media: "text/event-stream" }, 401: e401 } },
+    ]),
+    ...tagged("logs", [
+      {
+        method: "post",
+        path: "/api/v1/logs",
+        access: "device",
+        summary: `A device sends a batch of log entries (at most ${config.update_server.device_logs_max_batch}; ${config.update_server.device_logs_per_device} kept per device)`,
+        body: { json: logBatchBody(config.update_server.device_logs_max_batch) },
+        responses: { 200: ok(), 400: e400, 401: e401, 413: e413 },
+      },
+      { method: "get", path: "/api/v1/logs/device/{id}", access: "management", summary: "A device's log entries, newest first", query: logFilter, responses: { 200: reply(list(Log)), 400: e400, ...mgmtRead } },
+      { method: "get", path: "/api/v1/logs/group/{id}", access: "management", summary: "The log entries of a group's devices, newest first", query: logFilter, responses: { 200: reply(list(Log)), 400: e400, ...mgmtRead } },
+      { method: "delete", path: "/api/v1/logs/device/{id}", access: "management", summary: "Delete a device's log entries", query: logFilter, responses: { 200: ok(), ...mgmtWrite } },
+      { method: "delete", path: "/api/v1/logs/group/{id}", access: "management", summary: "Delete the log entries of a group's devices", query: logFilter, responses: { 200: ok(), ...mgmtWrite } },
+      { method: "get", path: "/api/v1/logs/{id}", access: "management", summary: "One log entry", responses: { 200: reply(Log), ...mgmtRead } },
+      { method: "delete", path: "/api/v1/logs/{id}", access: "management", summary: "Delete one log entry", responses: { 200: ok(), ...mgmtRead } },
+    ]),
+  ];
+}
