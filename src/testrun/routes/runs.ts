@@ -9,7 +9,8 @@ import { Hono, type Context } from "hono";
 import { perServer, type AppContext, type AppEnv } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
 import { statFile } from "../../util/files.ts";
-import { readJson, readJsonObject } from "../../http/body.ts";
+import { z } from "zod";
+import { jsonBody } from "../../http/openapi.ts";
 import { openReportJson } from "../engine/report.ts";
 import { configStore } from "../config/store.ts";
 import { PlanError } from "../plan.ts";
@@ -29,31 +30,45 @@ const ABORT_WAIT_B_MS = 7_000;
 /** The one run service of a running appliance. */
 export const runService = perServer((ctx) => new TestRunService(ctx, configStore(ctx)));
 
-const optionalString = (body: Record<string, unknown>, key: string): string | null => {
-  const v = body[key];
-  if (v === undefined || v === null) return null;
-  if (typeof v !== "string") throw httpError(400, `${key} must be a string`);
-  return v;
-};
+const optionalString = (key: string) => z.string({ error: `${key} must be a string` }).nullish();
+const configName = z.string({ error: "config_name is required (a string)" }).min(1, { error: "config_name is required (a string)" });
+const anyObject = z.record(z.string(), z.unknown());
+const jsonObject = { error: (iss: { code: string }) => (iss.code === "invalid_type" ? "expected a JSON object" : undefined) };
 
-/** Parses the POST /test-runs body shared by both variants. */
-function triggerRequest(body: Record<string, unknown>, variant: "A" | "B"): TriggerRequest {
-  if (typeof body.config_name !== "string" || body.config_name === "") throw httpError(400, "config_name is required (a string)");
-  const overrides = body.overrides;
-  if (variant === "B" && overrides !== undefined && overrides !== null && (typeof overrides !== "object" || Array.isArray(overrides))) {
-    throw httpError(400, "invalid overrides: expected an object");
-  }
-  if (overrides !== undefined && overrides !== null && typeof overrides !== "string" && (typeof overrides !== "object" || Array.isArray(overrides))) {
-    throw httpError(400, "invalid overrides: expected a string or an object");
-  }
-  const triggerId = optionalString(body, "trigger_id");
+// The POST /test-runs bodies (12.8, 13); other fields are ignored, as by the reference.
+export const triggerBodyA = z.looseObject(
+  {
+    config_name: configName,
+    overrides: z.union([z.string(), anyObject], { error: "invalid overrides: expected a string or an object" }).nullish(),
+    trigger_id: optionalString("trigger_id"),
+    test_suite_name: optionalString("test_suite_name"),
+    machine_target: optionalString("machine_target"),
+    pattern: optionalString("pattern").describe("a pytest -k style pattern (10.2)"),
+  },
+  jsonObject,
+);
+export const triggerBodyB = z.looseObject(
+  {
+    config_name: configName,
+    overrides: z.record(z.string(), z.unknown(), { error: "invalid overrides: expected an object" }).nullish(),
+    trigger_id: optionalString("trigger_id"),
+    test_suite_name: optionalString("test_suite_name"),
+  },
+  jsonObject,
+);
+/** POST /test-runs/{id}/repeat: the pattern of the cases to run again, or null for all. */
+export const repeatBody = z.string({ error: "expected a JSON string (the test pattern) or null" }).nullable();
+
+/** The trigger request of a parsed body; Variant B has no machine target, pattern or trigger id. */
+function triggerRequest(body: z.output<typeof triggerBodyA>, variant: "A" | "B"): TriggerRequest {
+  const a = variant === "A";
   return {
     configName: body.config_name,
-    suite: optionalString(body, "test_suite_name") ?? "",
-    machineTarget: variant === "A" ? optionalString(body, "machine_target") || null : null,
-    overrides: (overrides ?? null) as TriggerRequest["overrides"],
-    pattern: variant === "A" ? (optionalString(body, "pattern") ?? "") : "",
-    ...(variant === "A" && triggerId !== null ? { triggerId } : {}),
+    suite: body.test_suite_name ?? "",
+    machineTarget: (a && body.machine_target) || null,
+    overrides: body.overrides ?? null,
+    pattern: (a && body.pattern) || "",
+    ...(a && body.trigger_id != null ? { triggerId: body.trigger_id } : {}),
   };
 }
 
@@ -129,7 +144,7 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
   app.get(base, access.read, (c) => c.json(store.listRuns().map(runObjectA)));
 
   app.post(base, access.write, async (c) => {
-    const request = triggerRequest(await readJsonObject(c), "A");
+    const request = triggerRequest(await jsonBody(c, triggerBodyA), "A");
     const result = await service.trigger(request);
     if (result.kind === "dispatch") return c.json({}, 200, { "X-Trigger-Id": result.triggerId });
     return c.json(runObjectA(result.run));
@@ -157,8 +172,7 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
   app.post(`${base}/:id/repeat`, access.write, async (c) => {
     const id = c.req.param("id");
     if (!store.getRun(id)) throw httpError(404, `Run not found: ${id}`);
-    const body = await readJson(c);
-    if (body !== null && typeof body !== "string") throw httpError(400, "expected a JSON string (the test pattern) or null");
+    const body = await jsonBody(c, repeatBody);
     return c.json(runObjectA(await service.repeat(id, body)));
   });
 
@@ -228,7 +242,7 @@ function variantB(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
   app.get(base, access.read, (c) => c.json(store.listRuns().map(runObjectB)));
 
   app.post(base, access.write, async (c) => {
-    const request = triggerRequest(await readJsonObject(c), "B");
+    const request = triggerRequest(await jsonBody(c, triggerBodyB), "B");
     let result;
     try {
       result = await service.trigger(request, { dispatch: false });
