@@ -62,10 +62,23 @@ export function firstMessage(error: z.ZodError): string {
   return issue.message;
 }
 
-const jsonSchema = (schema: z.ZodType, io: "input" | "output") => {
-  const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { target: "draft-2020-12", io, unrepresentable: "any", reused: "inline" }) as Record<string, unknown>;
-  return rest;
-};
+/**
+ * JSON Schema for `schema`. Schemas named with `.meta({ id })` become `components.schemas`
+ * entries (zod puts them under `$defs`, which a reference from inside the document cannot reach).
+ */
+function toJsonSchema(schema: z.ZodType, io: "input" | "output", components: Record<string, unknown>): Record<string, unknown> {
+  const { $schema: _drop, $defs, ...rest } = z.toJSONSchema(schema, { target: "draft-2020-12", io, unrepresentable: "any", reused: "inline" }) as Record<string, unknown>;
+  const relink = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(relink);
+    if (value === null || typeof value !== "object") return value;
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [k, k === "$ref" && typeof v === "string" ? v.replace(/^#\/\$defs\//, "#/components/schemas/") : relink(v)]),
+    );
+  };
+  // Input and output forms of a named schema may differ (defaults, transforms): the output form is named `<id>`.
+  for (const [id, def] of Object.entries(($defs ?? {}) as Record<string, unknown>)) if (io === "output" || !(id in components)) components[id] = relink(def);
+  return relink(rest) as Record<string, unknown>;
+}
 
 /** Hono's path (`/api/v1/logs/:id{[0-9]+}`, `/local_storage/*`) in OpenAPI form. */
 export function openApiPath(honoPath: string): string {
@@ -82,6 +95,8 @@ const SECURITY: Record<Access, Array<Record<string, string[]>>> = {
 /** The document for `operations` (paths in OpenAPI form). */
 export function openApiDocument(operations: Operation[], info: { title: string; version: string; description?: string }): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
+  const schemas: Record<string, unknown> = {};
+  const jsonSchema = (schema: z.ZodType, io: "input" | "output") => toJsonSchema(schema, io, schemas);
   for (const op of operations) {
     const params = [...op.path.matchAll(/\{([A-Za-z_]+)\}/g)].map((m) => ({ name: m[1], in: "path", required: true, schema: { type: "string" } }));
     const query = op.query
@@ -99,12 +114,11 @@ export function openApiDocument(operations: Operation[], info: { title: string; 
     else if (op.body) requestBody = { required: true, content: { [op.body.media]: { schema: { type: "string", contentEncoding: "binary" } } } };
     const responses: Record<string, unknown> = {};
     for (const [code, reply] of Object.entries(op.responses)) {
-      const content = reply.json
-        ? { "application/json": { schema: jsonSchema(reply.json, "output") } }
-        : reply.media
-          ? { [reply.media]: { schema: { type: "string" } } }
-          : undefined;
-      responses[code] = { description: reply.description, ...(content ? { content } : {}) };
+      const content = {
+        ...(reply.json ? { "application/json": { schema: jsonSchema(reply.json, "output") } } : {}),
+        ...(reply.media ? { [reply.media]: { schema: { type: "string" } } } : {}),
+      };
+      responses[code] = { description: reply.description, ...(Object.keys(content).length > 0 ? { content } : {}) };
     }
     paths[op.path] ??= {};
     paths[op.path][op.method] = {
@@ -122,6 +136,7 @@ export function openApiDocument(operations: Operation[], info: { title: string; 
     openapi: "3.1.0",
     info,
     components: {
+      schemas,
       securitySchemes: {
         management: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "Authorization: Bearer token=<management token>" },
         device: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "Authorization: Bearer token=<device token from POST /api/v1/auth/device>" },

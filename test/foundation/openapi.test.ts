@@ -1,0 +1,85 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { Validator } from "@seriousme/openapi-schema-validator";
+import { createApp } from "../../src/http/app.ts";
+import { openApiPath } from "../../src/http/openapi.ts";
+import { routeModules } from "../../src/server/modules.ts";
+import { removeDir, startTestServer, type ConfigPatch, type TestServer } from "../helpers/server.ts";
+
+type Document = { openapi: string; paths: Record<string, Record<string, { requestBody?: unknown; security: unknown[] }>> };
+
+const METHODS = new Set(["GET", "POST", "PUT", "PATCH", "DELETE"]);
+
+/** Every method and path the server's app registers, in OpenAPI form. */
+function registeredRoutes(server: TestServer): Set<string> {
+  const app = createApp(server.server.ctx, routeModules);
+  return new Set(app.routes.filter((r) => METHODS.has(r.method)).map((r) => `${r.method.toLowerCase()} ${openApiPath(r.path)}`));
+}
+
+const documented = (doc: Document): Set<string> => new Set(Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m} ${path}`)));
+
+async function withServer(patch: ConfigPatch, fn: (server: TestServer) => Promise<void>) {
+  const server = await startTestServer(patch);
+  try {
+    await fn(server);
+  } finally {
+    await server.close();
+    removeDir(server.dataDir);
+  }
+}
+
+for (const [label, patch] of [
+  ["default config", {}],
+  ["test_server.api_variant B, auth none", { test_server: { api_variant: "B", auth: "none" } }],
+] as const) {
+  test(`GET /api/openapi.json (${label}): public, a valid OpenAPI 3.1 document, every registered route in it and nothing else`, () =>
+    withServer(patch as ConfigPatch, async (server) => {
+      const res = await server.request("/api/openapi.json");
+      assert.equal(res.status, 200);
+      assert.match(res.headers.get("content-type") ?? "", /^application\/json/);
+      const doc = (await res.json()) as Document;
+
+      const validator = new Validator();
+      const result = await validator.validate(doc as never);
+      assert.equal(result.valid, true, JSON.stringify(result.errors, null, 2));
+      assert.equal(doc.openapi, "3.1.0");
+
+      const routes = registeredRoutes(server);
+      const inDoc = documented(doc);
+      assert.deepEqual([...routes].filter((r) => !inDoc.has(r)).sort(), [], "registered routes missing from the document");
+      assert.deepEqual([...inDoc].filter((r) => !routes.has(r)).sort(), [], "documented operations no route serves");
+    }));
+}
+
+test("the document shows the schemas the handlers validate with", () =>
+  withServer({ update_server: { device_logs_max_batch: 7 } }, async (server) => {
+    const doc = (await (await server.request("/api/openapi.json")).json()) as Document;
+    const body = (op: { requestBody?: unknown }) => (op.requestBody as { content: Record<string, { schema: any }> }).content["application/json"].schema;
+
+    // The log batch: its configured maximum, the RFC 822 timestamp, no other fields.
+    const batch = body(doc.paths["/api/v1/logs"].post);
+    assert.equal(batch.properties.batch.maxItems, 7);
+    assert.deepEqual(batch.properties.batch.items.required.sort(), ["device_timestamp", "entry", "name"]);
+    assert.equal(batch.additionalProperties, false);
+    assert.deepEqual(doc.paths["/api/v1/logs"].post.security, [{ device: [] }]);
+
+    // A group's membership change: both id lists required.
+    const members = body(doc.paths["/api/v2/groups/{id}/devices"].patch);
+    assert.deepEqual(members.required.sort(), ["add", "remove"]);
+    assert.equal(members.properties.add.items.exclusiveMinimum, 0);
+
+    // And the validator behind it answers with today's texts.
+    const group = (await (await server.request("/api/v2/groups", { method: "POST", token: server.adminToken, json: { metadata: {} } })).json()) as { id: number };
+    const patch = (json: unknown) => server.request(`/api/v2/groups/${group.id}/devices`, { method: "PATCH", token: server.adminToken, json });
+    const cases: Array<[unknown, string]> = [
+      [{ add: [] }, 'schema validation failed: field "remove" is required'],
+      [{ add: [0], remove: [] }, 'schema validation failed: field "add" must be an array of positive integer ids'],
+      [{ add: [], remove: [], more: 1 }, 'schema validation failed: unknown field "more"'],
+      [[], "expected a JSON object"],
+    ];
+    for (const [json, error] of cases) {
+      const res = await patch(json);
+      assert.equal(res.status, 400);
+      assert.deepEqual(await res.json(), { error });
+    }
+  }));
