@@ -6,7 +6,7 @@
 import { z } from "zod";
 import type { Config } from "../config/config.ts";
 import { Empty, errors, ok, type Operation, type Reply } from "../http/openapi.ts";
-import { logBatchBody, MAX_NAME } from "./logs/logs.ts";
+import { logBatchBody, logFilterQuery as logFilter, MAX_NAME } from "./logs/logs.ts";
 import { registerBody, pendingBody } from "./registration/routes.ts";
 import { fileRequestBody } from "./devicefiles/routes.ts";
 import { removeActionsBody } from "./actions/routes.ts";
@@ -55,11 +55,6 @@ const Log = z
 const Metadata = z.record(z.string(), z.unknown()).describe("svc.* metadata keys and values");
 const list = (item: z.ZodType) => z.array(item);
 
-const logFilter = z.object({
-  since: z.string().optional().describe("RFC 822; entries with device_timestamp at or after"),
-  to: z.string().optional().describe("RFC 822; entries with device_timestamp at or before"),
-  name: z.string().optional().describe("only entries with this name"),
-});
 
 type Spec = Omit<Operation, "tag">;
 const tagged = (tag: string, ops: Spec[]): Operation[] => ops.map((op) => ({ ...op, tag }));

@@ -6,6 +6,7 @@
  */
 import type { Database, Tx } from "../../db/index.ts";
 import { httpError } from "../../http/errors.ts";
+import { firstMessage } from "../../http/openapi.ts";
 import { parseRfc822, rfc822 } from "../../util/time.ts";
 import type { SqlFilter } from "../permissions/permissions.ts";
 import { z } from "zod";
@@ -46,7 +47,6 @@ export interface LogFilter {
   name?: string;
 }
 
-const invalid = (what: string) => httpError(400, `schema validation failed: ${what}`);
 const RFC822_HINT = 'an RFC 822 date such as "Wed, 02 Oct 2002 15:00:00 -0000"';
 
 /** An RFC 822 date given as text, as a Date. */
@@ -78,17 +78,32 @@ export const logBatchBody = (maxBatch: number) =>
   });
 
 /** The `since`, `to` (RFC 822) and `name` query parameters; a malformed date is a 400. */
+const queryDate = (key: string, what: string) =>
+  z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined) return undefined;
+      const date = parseRfc822(text);
+      if (!date) ctx.addIssue({ code: "custom", message: `schema validation failed: query parameter "${key}" must be ${RFC822_HINT}` });
+      return date;
+    })
+    .describe(`RFC 822; entries with device_timestamp ${what}`);
+
+export const logFilterQuery = z.object({
+  since: queryDate("since", "at or after"),
+  to: queryDate("to", "at or before"),
+  name: z
+    .string()
+    .optional()
+    .transform((name) => name || undefined)
+    .describe("only entries with this name"),
+});
+
 export function parseFilter(query: Record<string, string | undefined>): LogFilter {
-  const filter: LogFilter = {};
-  for (const key of ["since", "to"] as const) {
-    const text = query[key];
-    if (text === undefined) continue;
-    const date = parseRfc822(text);
-    if (!date) throw invalid(`query parameter "${key}" must be ${RFC822_HINT}`);
-    filter[key] = date;
-  }
-  if (query.name !== undefined && query.name !== "") filter.name = query.name;
-  return filter;
+  const result = logFilterQuery.safeParse(query);
+  if (!result.success) throw httpError(400, firstMessage(result.error));
+  return result.data;
 }
 
 const toV1 = (row: LogRow): LogV1 => ({
