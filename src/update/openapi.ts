@@ -10,6 +10,7 @@ import { logBatchBody, logFilterQuery as logFilter, MAX_NAME } from "./logs/logs
 import { registerBody, pendingBody } from "./registration/routes.ts";
 import { fileRequestBody } from "./devicefiles/routes.ts";
 import { removeActionsBody } from "./actions/routes.ts";
+import { permissionBody } from "./permissions/store.ts";
 import { groupDevicesBody, groupPackagesBody, groupPolicyBody, groupPriorityBody } from "./groups/routes.ts";
 
 const date = z.string().describe("RFC 822, e.g. Sat, 21 Nov 2026 07:12:31 GMT");
@@ -103,15 +104,7 @@ export function updateOperations(config: Config): Operation[] {
         path: "/api/v1/permissions",
         access: "management",
         summary: "Grant a permission",
-        body: {
-          json: z.object({
-            user_id: z.string(),
-            resource: z.enum(["package", "group", "device", "device_by_tag"]),
-            permission: z.enum(["read", "update", "delete", "shell"]),
-            resource_id: z.int().positive().optional(),
-            resource_name: z.string().max(256).optional(),
-          }),
-        },
+        body: { json: permissionBody },
         responses: { 200: reply(Permission), ...mgmtWrite, 409: e409, 422: e422 },
       },
       { method: "get", path: "/api/v1/permissions", access: "management", summary: "Permissions (admins: all; others: their own)", responses: { 200: reply(list(Permission)), 401: e401 } },

@@ -1,10 +1,10 @@
 import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { readJsonObject } from "../../http/body.ts";
+import { jsonBody } from "../../http/openapi.ts";
 import { httpError } from "../../http/errors.ts";
 import { bypasses } from "./permissions.ts";
-import { createPermission, deletePermission, getPermission, listPermissions, parsePermission } from "./store.ts";
+import { checkPermission, createPermission, deletePermission, getPermission, listPermissions, permissionBody } from "./store.ts";
 import { pathId } from "../validation.ts";
 
 /** The permission table (update-server.md 10). */
@@ -13,7 +13,7 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
   app.post("/api/v1/permissions", auth.management("admin_rw"), async (c) => {
-    const permission = parsePermission(await readJsonObject(c));
+    const permission = checkPermission(await jsonBody(c, permissionBody));
     return c.json(await createPermission(db, permission));
   });
 

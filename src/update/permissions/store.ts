@@ -1,5 +1,7 @@
 import type { Database } from "../../db/index.ts";
+import { z } from "zod";
 import { httpError } from "../../http/errors.ts";
+import { strictBody } from "../validation.ts";
 import { rfc822 } from "../../util/time.ts";
 import { PERMISSIONS, RESOURCES, resourceExists, type Permission, type PermissionResource } from "./permissions.ts";
 
@@ -43,36 +45,55 @@ export interface NewPermission {
   permission: Permission;
 }
 
-const schemaError = (why: string) => httpError(400, `schema validation failed: ${why}`);
+
+const required = (key: string) =>
+  z
+    .string({ error: `schema validation failed: field "${key}" is required (a non-empty string)` })
+    .min(1, { error: `schema validation failed: field "${key}" is required (a non-empty string)` });
 
 /**
- * Validates a permission body (10.1 plus section 17.26): required strings, known resource and
- * permission words (400), `shell` only on devices (422), names only for device_by_tag and
- * device_by_tag only by name (422). `id` and `created` are accepted and ignored.
+ * The body of POST /api/v1/permissions (10.1 plus section 17.26): required strings, known resource
+ * and permission words, a positive resource_id or a resource_name (0, "" and null count as
+ * missing, as in the reference). `id` and `created` are accepted and ignored. The checks run in
+ * the order the hand-written ones did, so the first failure names the same field.
  */
-export function parsePermission(body: Record<string, unknown>): NewPermission {
-  const allowed = ["resource", "user_id", "permission", "resource_id", "resource_name", "id", "created"];
-  const unknown = Object.keys(body).filter((k) => !allowed.includes(k));
-  if (unknown.length > 0) throw schemaError(`unknown field ${unknown.map((k) => JSON.stringify(k)).join(", ")}`);
-  for (const key of ["resource", "user_id", "permission"]) {
-    if (typeof body[key] !== "string" || body[key] === "") throw schemaError(`field "${key}" is required (a non-empty string)`);
-  }
-  const resource = body.resource as string;
-  const permission = body.permission as string;
-  const user = body.user_id as string;
-  if (user.length > 256) throw schemaError(`field "user_id" is longer than 256 characters`);
-  if (!(RESOURCES as readonly string[]).includes(resource)) throw schemaError(`unknown resource "${resource}" (expected one of ${RESOURCES.join(", ")})`);
-  if (!(PERMISSIONS as readonly string[]).includes(permission)) {
-    throw schemaError(`unknown permission "${permission}" (expected one of ${PERMISSIONS.join(", ")})`);
-  }
-  const rawId = body.resource_id;
-  const rawName = body.resource_name;
-  // 0, "" and null count as missing, as in the reference.
+export const permissionBody = strictBody({
+  // Words and lengths are checked below, after every required field, as the hand-written checks did;
+  // the document shows them.
+  resource: required("resource").meta({ enum: [...RESOURCES] }),
+  user_id: required("user_id").meta({ maxLength: 256 }),
+  permission: required("permission").meta({ enum: [...PERMISSIONS] }),
+  resource_id: z.unknown().optional().meta({ type: ["integer", "null"], minimum: 0 }),
+  resource_name: z.unknown().optional().meta({ type: ["string", "null"], maxLength: 256 }),
+  id: z.unknown().optional(),
+  created: z.unknown().optional(),
+}).superRefine((body, ctx) => {
+  const fail = (why: string) => ctx.addIssue({ code: "custom", message: `schema validation failed: ${why}` });
+  const { resource, permission, resource_id: rawId, resource_name: rawName } = body;
+  if (body.user_id.length > 256) return fail(`field "user_id" is longer than 256 characters`);
+  if (!(RESOURCES as readonly string[]).includes(resource)) return fail(`unknown resource "${resource}" (expected one of ${RESOURCES.join(", ")})`);
+  if (!(PERMISSIONS as readonly string[]).includes(permission)) return fail(`unknown permission "${permission}" (expected one of ${PERMISSIONS.join(", ")})`);
   const hasId = rawId !== undefined && rawId !== null && rawId !== 0;
   const hasName = rawName !== undefined && rawName !== null && rawName !== "";
-  if (hasId && (typeof rawId !== "number" || !Number.isSafeInteger(rawId) || rawId < 1)) throw schemaError(`field "resource_id" must be a positive integer`);
-  if (hasName && (typeof rawName !== "string" || rawName.length > 256)) throw schemaError(`field "resource_name" must be a string of at most 256 characters`);
-  if (!hasId && !hasName) throw schemaError(`one of "resource_id" or "resource_name" is required`);
+  if (hasId && (typeof rawId !== "number" || !Number.isSafeInteger(rawId) || rawId < 1)) return fail(`field "resource_id" must be a positive integer`);
+  if (hasName && (typeof rawName !== "string" || rawName.length > 256)) return fail(`field "resource_name" must be a string of at most 256 characters`);
+  if (!hasId && !hasName) return fail(`one of "resource_id" or "resource_name" is required`);
+  })
+  .transform(
+    (b): NewPermission => ({
+      user_id: b.user_id,
+      resource: b.resource as PermissionResource,
+      permission: b.permission as Permission,
+      resource_id: typeof b.resource_id === "number" && b.resource_id !== 0 ? b.resource_id : null,
+      resource_name: typeof b.resource_name === "string" && b.resource_name !== "" ? b.resource_name : null,
+    }),
+  );
+
+/** The rules between fields (422): `shell` only on devices, names only for device_by_tag and device_by_tag only by name. */
+export function checkPermission(p: NewPermission): NewPermission {
+  const { resource, permission } = p;
+  const hasId = p.resource_id !== null;
+  const hasName = p.resource_name !== null;
   if (permission === "shell" && resource !== "device" && resource !== "device_by_tag") {
     throw httpError(422, "Shell permission is only applicable to devices");
   }
@@ -80,13 +101,7 @@ export function parsePermission(body: Record<string, unknown>): NewPermission {
   if (resource === "device_by_tag" && (hasId || !hasName)) {
     throw httpError(422, "device_by_tag permissions name a tag or device name: give resource_name, not resource_id");
   }
-  return {
-    user_id: user,
-    resource: resource as PermissionResource,
-    resource_id: hasId ? (rawId as number) : null,
-    resource_name: hasName ? (rawName as string) : null,
-    permission: permission as Permission,
-  };
+  return p;
 }
 
 /** Stores a validated permission: 404 for an unknown object, 409 for a duplicate. */
