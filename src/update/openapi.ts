@@ -11,6 +11,7 @@ import { registerBody, pendingBody } from "./registration/routes.ts";
 import { fileRequestBody } from "./devicefiles/routes.ts";
 import { removeActionsBody } from "./actions/routes.ts";
 import { permissionBody } from "./permissions/store.ts";
+import { deviceAuthBody } from "./registration/authorize.ts";
 import { groupDevicesBody, groupPackagesBody, groupPolicyBody, groupPriorityBody } from "./groups/routes.ts";
 
 const date = z.string().describe("RFC 822, e.g. Sat, 21 Nov 2026 07:12:31 GMT");
@@ -72,7 +73,7 @@ export function updateOperations(config: Config): Operation[] {
         path: "/api/v1/auth/device",
         access: "public",
         summary: "A device asks for a token (signed body, X-<prefix>-Device-Signature header)",
-        body: { json: z.object({ metadata: Metadata, public_key: z.string(), timestamp: z.int() }) },
+        body: { json: deviceAuthBody(config.prefix) },
         responses: { 200: reply(z.object({ token: z.string(), expires: z.int() })), 400: e400, 401: e401 },
       },
       { method: "get", path: "/api/v1/auth/pending", access: "management", summary: "Pending registrations", responses: { 200: reply(list(Pending)), ...mgmtRead } },

@@ -4,7 +4,10 @@ import { httpError } from "../../http/errors.ts";
 import { epochSeconds } from "../../util/time.ts";
 import { getDeviceByMac, type Metadata } from "../devices/devices.ts";
 import { decodeSignature, parseDeviceKey, verifyDeviceSignature } from "./keys.ts";
-import { deviceName, metaKeys, validateDeviceMetadata } from "./metadata.ts";
+import { z } from "zod";
+import { firstMessage } from "../../http/openapi.ts";
+import { strictBody } from "../validation.ts";
+import { deviceMetadata, deviceName, metaKeys } from "./metadata.ts";
 import { ReplayGuard } from "./replay.ts";
 
 export type DeviceAuthResult = { status: "accepted"; token: string; expires: number; deviceId: number } | { status: "pending" };
@@ -12,7 +15,16 @@ export type DeviceAuthResult = { status: "accepted"; token: string; expires: num
 /** Header carrying the device's signature, e.g. `X-SVC-Device-Signature`. */
 export const signatureHeader = (prefix: string): string => `X-${prefix.toUpperCase()}-Device-Signature`;
 
-const BODY_KEYS = ["metadata", "public_key", "timestamp"];
+const PUBLIC_KEY_ERROR = "schema validation failed: public_key must be a non-empty string";
+const authBodies = new Map<string, ReturnType<typeof makeAuthBody>>();
+const makeAuthBody = (prefix: string) =>
+  strictBody({
+    metadata: deviceMetadata(prefix),
+    public_key: z.string({ error: PUBLIC_KEY_ERROR }).min(1, { error: PUBLIC_KEY_ERROR }),
+    timestamp: z.int({ error: "schema validation failed: timestamp must be an integer (UNIX seconds)" }).describe("UNIX seconds"),
+  });
+/** The body of POST /api/v1/auth/device (9.1), signed as sent; one schema per prefix. */
+export const deviceAuthBody = (prefix: string) => authBodies.get(prefix) ?? authBodies.set(prefix, makeAuthBody(prefix)).get(prefix)!;
 const MAX_PENDING = 10_000;
 const MAX_PENDING_PER_MAC = 8;
 
@@ -37,18 +49,10 @@ export async function authorizeDevice(
   } catch (error) {
     throw httpError(400, `malformed JSON body: ${(error as Error).message}`);
   }
-  if (body === null || typeof body !== "object" || Array.isArray(body)) throw httpError(400, "expected a JSON object");
-  const fields = body as Record<string, unknown>;
-  const unknown = Object.keys(fields).filter((k) => !BODY_KEYS.includes(k));
-  if (unknown.length > 0) throw httpError(400, `schema validation failed: unknown field ${unknown.map((k) => JSON.stringify(k)).join(", ")}`);
-  const metadata: Metadata = validateDeviceMetadata(fields.metadata, prefix);
-  if (typeof fields.public_key !== "string" || fields.public_key === "") {
-    throw httpError(400, "schema validation failed: public_key must be a non-empty string");
-  }
-  const timestamp = fields.timestamp;
-  if (typeof timestamp !== "number" || !Number.isSafeInteger(timestamp)) {
-    throw httpError(400, "schema validation failed: timestamp must be an integer (UNIX seconds)");
-  }
+  const parsed = deviceAuthBody(prefix).safeParse(body);
+  if (!parsed.success) throw httpError(400, firstMessage(parsed.error));
+  const { metadata, timestamp } = parsed.data;
+  const fields = parsed.data;
 
   const header = signatureHeader(prefix);
   if (signature === undefined || signature.trim() === "") throw httpError(400, `request is missing device signature header (${header})`);

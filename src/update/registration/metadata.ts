@@ -1,4 +1,4 @@
-import { httpError } from "../../http/errors.ts";
+import { z } from "zod";
 import type { Metadata } from "../devices/devices.ts";
 
 /** Metadata keys of the device protocol, under the configured product prefix. */
@@ -14,29 +14,35 @@ const MAC = /^[0-9A-Za-z][0-9A-Za-z:._-]{0,63}$/;
 const MAX_KEYS = 256;
 const MAX_VALUE = 4096;
 
+const metadataError = (why: string) => `schema validation failed: metadata ${why}`;
+/** The key is the last string in the issue's path (`["metadata", "x", 1]` for a list item). */
+const valueError = (iss: { path?: PropertyKey[] }) =>
+  metadataError(`value of ${JSON.stringify(String((iss.path ?? []).filter((p) => typeof p === "string").at(-1) ?? ""))} must be a string or a list of strings`);
+
 /**
- * Checks device metadata (9.1): an object of string or string-list values that holds the
- * version, device type and MAC keys. Returns it typed; 400 with the reason otherwise.
+ * Device metadata (9.1): an object of string or string-list values that holds the version,
+ * device type and MAC keys.
  */
-export function validateDeviceMetadata(value: unknown, prefix: string): Metadata {
-  const fail = (why: string) => httpError(400, `schema validation failed: metadata ${why}`);
-  if (value === null || typeof value !== "object" || Array.isArray(value)) throw fail("must be an object");
-  const entries = Object.entries(value as Record<string, unknown>);
-  if (entries.length > MAX_KEYS) throw fail(`has more than ${MAX_KEYS} keys`);
-  for (const [key, v] of entries) {
-    const ok =
-      (typeof v === "string" && v.length <= MAX_VALUE) ||
-      (Array.isArray(v) && v.length <= MAX_KEYS && v.every((x) => typeof x === "string" && x.length <= MAX_VALUE));
-    if (!ok) throw fail(`value of "${key}" must be a string or a list of strings`);
-  }
+export const deviceMetadata = (prefix: string) => {
   const keys = metaKeys(prefix);
-  const metadata = value as Metadata;
-  for (const key of [keys.version, keys.devtype, keys.mac]) {
-    if (typeof metadata[key] !== "string" || metadata[key] === "") throw fail(`must contain "${key}" (a non-empty string)`);
-  }
-  if (!MAC.test(metadata[keys.mac] as string)) throw fail(`"${keys.mac}" is not a valid MAC address`);
-  return metadata;
-}
+  return z
+    .record(
+      z.string(),
+      z.union([z.string({ error: valueError }).max(MAX_VALUE, { error: valueError }), z.array(z.string({ error: valueError }).max(MAX_VALUE, { error: valueError }), { error: valueError }).max(MAX_KEYS, { error: valueError })], {
+        error: valueError,
+      }),
+      { error: metadataError("must be an object") },
+    )
+    .superRefine((metadata, ctx) => {
+      const fail = (why: string) => ctx.addIssue({ code: "custom", message: metadataError(why) });
+      if (Object.keys(metadata).length > MAX_KEYS) return fail(`has more than ${MAX_KEYS} keys`);
+      for (const key of [keys.version, keys.devtype, keys.mac]) {
+        if (typeof metadata[key] !== "string" || metadata[key] === "") return fail(`must contain "${key}" (a non-empty string)`);
+      }
+      if (!MAC.test(metadata[keys.mac] as string)) return fail(`"${keys.mac}" is not a valid MAC address`);
+    })
+    .meta({ required: [keys.version, keys.devtype, keys.mac], maxProperties: MAX_KEYS }) as z.ZodType<Metadata>;
+};
 
 /** D10: the name the device reports (`svc.device.name`) when it sends one, else its MAC. */
 export function deviceName(metadata: Metadata, mac: string, prefix: string): string {
