@@ -12,6 +12,7 @@ import { fileRequestBody } from "./devicefiles/routes.ts";
 import { removeActionsBody } from "./actions/routes.ts";
 import { permissionBody } from "./permissions/store.ts";
 import { deviceAuthBody } from "./registration/authorize.ts";
+import { checkBodySchema } from "./updatecheck/check.ts";
 import { groupDevicesBody, groupPackagesBody, groupPolicyBody, groupPriorityBody } from "./groups/routes.ts";
 
 const date = z.string().describe("RFC 822, e.g. Sat, 21 Nov 2026 07:12:31 GMT");
@@ -54,7 +55,6 @@ const ActionLogEntry = z
 const Log = z
   .object({ id: z.int(), created: date, device_id: z.int(), device_timestamp: date, name: z.string().max(MAX_NAME), entry: z.string() })
   .meta({ id: "Log" });
-const Metadata = z.record(z.string(), z.unknown()).describe("svc.* metadata keys and values");
 const list = (item: z.ZodType) => z.array(item);
 
 
@@ -189,9 +189,9 @@ export function updateOperations(config: Config): Operation[] {
         path: "/api/v1/update/check",
         access: "device",
         summary: "A device asks for an update (its metadata in the body)",
-        body: { json: Metadata },
+        body: { json: checkBodySchema(config.prefix) },
         responses: {
-          200: reply(z.looseObject({ id: z.int(), created: date, sha256: z.string(), uri: z.string(), deadline: date }), "An update"),
+          200: reply(z.object({ id: z.int(), created: date, sha256: z.string(), uri: z.string(), version: z.string() }), "An update"),
           204: { description: "No update" },
           400: e400,
           401: e401,

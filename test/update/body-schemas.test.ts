@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { firstMessage } from "../../src/http/openapi.ts";
 import { deviceAuthBody } from "../../src/update/registration/authorize.ts";
+import { checkBody } from "../../src/update/updatecheck/check.ts";
 
 // The zod schemas keep the texts of the hand-written checks they replaced (one error per body).
 test("device auth body: the 400 texts of the hand-written checks", () => {
@@ -28,4 +29,21 @@ test("device auth body: the 400 texts of the hand-written checks", () => {
     [{ metadata: meta, public_key: "k" }, "schema validation failed: timestamp must be an integer (UNIX seconds)"],
   ];
   for (const [body, expected] of cases) assert.equal(message(body), expected, JSON.stringify(body).slice(0, 80));
+});
+
+test("update check body: the 400 texts of the hand-written checks", () => {
+  const ok = { "svc.software.version": "v1", "svc.hardware.devtype": "board", "svc.hardware.macaddr": "aa:bb" };
+  const cases: Array<[unknown, string | typeof ok]> = [
+    [ok, ok],
+    [{ ...ok, "svc.software.tags": ["a", "b"] }, { ...ok, "svc.software.tags": ["a", "b"] } as typeof ok],
+    [null, "schema validation failed: expected a JSON object of device metadata"],
+    [["x"], "schema validation failed: expected a JSON object of device metadata"],
+    [{ "svc.hardware.macaddr": 5 }, "schema validation failed: missing required keys: svc.software.version, svc.hardware.devtype"],
+    [{ ...ok, "svc.hardware.devtype": undefined }, "schema validation failed: missing required key: svc.hardware.devtype"],
+    [{ ...ok, "svc.software.version": 5 }, "schema validation failed: svc.software.version must be a non-empty string"],
+    [{ ...ok, "svc.hardware.macaddr": "" }, "schema validation failed: svc.hardware.macaddr must be a non-empty string"],
+    [{ ...ok, other: { a: 1 } }, "schema validation failed: value of other must be a string or a list of strings"],
+    [{ ...ok, other: ["a", 2] }, "schema validation failed: value of other must be a string or a list of strings"],
+  ];
+  for (const [body, expected] of cases) assert.deepEqual(checkBody(body, "svc"), expected, JSON.stringify(body));
 });

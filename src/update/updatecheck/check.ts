@@ -1,4 +1,6 @@
+import { z } from "zod";
 import type { DeviceIdentity } from "../../auth/tokens.ts";
+import { firstMessage } from "../../http/openapi.ts";
 import type { AppContext } from "../../server/context.ts";
 import { signedObjectUrl } from "../../storage/routes.ts";
 import { packageKeys } from "../packages/packages.ts";
@@ -27,26 +29,38 @@ export const checkKeys = (prefix: string) => {
   return keys;
 };
 
+const checkBodies = new Map<string, z.ZodType<DeviceMetadata>>();
+
 /**
- * Validates an update-check body (6.1): a flat object whose values are strings (or lists of
- * strings), with the version, device type and MAC keys present as strings. Returns the
- * metadata, or the 400 message.
+ * The update-check body (6.1): a flat object whose values are strings (or lists of strings), with
+ * the version, device type and MAC keys present as non-empty strings. One schema per prefix.
  */
+export function checkBodySchema(prefix: string): z.ZodType<DeviceMetadata> {
+  let schema = checkBodies.get(prefix);
+  if (!schema) {
+    const keys = checkKeys(prefix);
+    const required = (key: string) =>
+      z.string({ error: `schema validation failed: ${key} must be a non-empty string` }).min(1, { error: `schema validation failed: ${key} must be a non-empty string` });
+    const value = z.union([z.string(), z.array(z.string())], {
+      error: (iss) => `schema validation failed: value of ${String(iss.path?.at(-1) ?? "")} must be a string or a list of strings`,
+    });
+    schema = z
+      .looseObject({ [keys.version]: required(keys.version), [keys.devtype]: required(keys.devtype), [keys.mac]: required(keys.mac) }, {
+        error: "schema validation failed: expected a JSON object of device metadata",
+      })
+      .catchall(value) as unknown as z.ZodType<DeviceMetadata>;
+    checkBodies.set(prefix, schema);
+  }
+  return schema;
+}
+
+/** Validates an update-check body; returns the metadata, or the 400 message (all missing keys named at once). */
 export function checkBody(body: unknown, prefix: string): DeviceMetadata | string {
-  if (body === null || typeof body !== "object" || Array.isArray(body)) return "schema validation failed: expected a JSON object of device metadata";
-  const keys = checkKeys(prefix);
-  const record = body as Record<string, unknown>;
-  const missing = [keys.version, keys.devtype, keys.mac].filter((k) => record[k] === undefined);
-  if (missing.length) return `schema validation failed: missing required key${missing.length > 1 ? "s" : ""}: ${missing.join(", ")}`;
-  for (const key of [keys.version, keys.devtype, keys.mac]) {
-    if (typeof record[key] !== "string" || record[key] === "") return `schema validation failed: ${key} must be a non-empty string`;
-  }
-  for (const [key, value] of Object.entries(record)) {
-    if (typeof value === "string") continue;
-    if (Array.isArray(value) && value.every((v) => typeof v === "string")) continue;
-    return `schema validation failed: value of ${key} must be a string or a list of strings`;
-  }
-  return record as DeviceMetadata;
+  const result = checkBodySchema(prefix).safeParse(body);
+  if (result.success) return result.data;
+  const missing = result.error.issues.filter((i) => i.code === "invalid_type" && i.path.length === 1 && (body as Record<string, unknown>)[i.path[0] as string] === undefined);
+  if (missing.length) return `schema validation failed: missing required key${missing.length > 1 ? "s" : ""}: ${missing.map((i) => String(i.path[0])).join(", ")}`;
+  return firstMessage(result.error);
 }
 
 /** Same MAC, whatever the case or separator style the device uses. */
