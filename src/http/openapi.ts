@@ -55,6 +55,13 @@ export async function jsonBody<T extends z.ZodType>(c: Context, schema: T): Prom
   throw httpError(400, firstMessage(result.error));
 }
 
+/** The query parameters validated with `schema` (an operation's `query`); failures are 400s with the schema's message. */
+export function queryOf<T extends z.ZodType>(c: Context, schema: T): z.output<T> {
+  const result = schema.safeParse(c.req.query());
+  if (result.success) return result.data;
+  throw httpError(400, firstMessage(result.error));
+}
+
 export function firstMessage(error: z.ZodError): string {
   const issues = error.issues;
   const issue = issues.find((i) => i.code === "unrecognized_keys") ?? issues[0];

@@ -6,7 +6,7 @@
 import { z } from "zod";
 import type { Config } from "../config/config.ts";
 import { errors, ok, type Access, type Operation, type Reply } from "../http/openapi.ts";
-import { repeatBody, triggerBodyA, triggerBodyB } from "./routes/runs.ts";
+import { repeatBody, reportQuery, triggerBodyA, triggerBodyB } from "./routes/runs.ts";
 
 const date = z.string().describe("Ddd, DD Mon YYYY HH:MM:SS +0000, or empty when not yet");
 const ConfigInfo = z.object({ name: z.string(), config_name: z.string(), created: date }).meta({ id: "TestConfig" });
@@ -90,7 +90,7 @@ export function testRunOperations(config: Config): Operation[] {
       method: "get",
       path: `${base}/{id}/report`,
       summary: "The report: CSV, or ?format=json (one object per row, keys = the columns)",
-      query: z.object({ format: z.enum(["csv", "json"]).optional() }),
+      query: reportQuery,
       responses: { 200: { ...csv, json: z.array(z.record(z.string(), z.string())) }, 400: e400, 404: e404 },
     }),
     op({ method: "get", path: `${base}/{id}/artifacts`, summary: "The run's artifact files", responses: { 200: reply(z.array(Artifact)), 404: e404 } }),

@@ -36,6 +36,9 @@ test("report_columns as a list: CSV and JSON carry those columns; artifacts: rec
     const rows = await reportRows(s, run.id);
     assert.deepEqual(Object.keys(rows[0]), ["test name", "status", "artifacts"]);
     assert.equal(rows[0].artifacts, "['uname.txt', 'kernel']");
+    const bad = await s.request(`/api/v1/test-runs/${run.id}/report?format=xml`, { token: s.adminToken });
+    assert.equal(bad.status, 400);
+    assert.deepEqual(await bad.json(), { error: "unknown report format: xml" });
   } finally {
     await s.close();
     removeDir(s.dataDir);

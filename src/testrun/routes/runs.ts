@@ -10,7 +10,7 @@ import { perServer, type AppContext, type AppEnv } from "../../server/context.ts
 import { httpError } from "../../http/errors.ts";
 import { statFile } from "../../util/files.ts";
 import { z } from "zod";
-import { jsonBody } from "../../http/openapi.ts";
+import { jsonBody, queryOf } from "../../http/openapi.ts";
 import { openReportJson } from "../engine/report.ts";
 import { configStore } from "../config/store.ts";
 import { PlanError } from "../plan.ts";
@@ -56,6 +56,11 @@ export const triggerBodyB = z.looseObject(
   },
   jsonObject,
 );
+/** GET /test-runs/{id}/report: CSV (the default) or the JSON form (8.3). */
+export const reportQuery = z.object({
+  format: z.enum(["csv", "json"], { error: (iss) => `unknown report format: ${String(iss.input)}` }).optional(),
+});
+
 /** POST /test-runs/{id}/repeat: the pattern of the cases to run again, or null for all. */
 export const repeatBody = z.string({ error: "expected a JSON string (the test pattern) or null" }).nullable();
 
@@ -179,7 +184,7 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
   app.get(`${base}/:id/report`, access.read, async (c) => {
     const run = completedRun(store.getRun(c.req.param("id")));
     const path = reportPath(service.dirs, run.id);
-    const format = c.req.query("format");
+    const { format } = queryOf(c, reportQuery);
     if (format === "json") {
       const report = await openReportJson(path).catch((error: NodeJS.ErrnoException) => {
         if (error.code === "ENOENT") throw httpError(404, "Report file not found");
@@ -192,7 +197,6 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
       }
       return c.body(Readable.toWeb(report.stream) as ReadableStream, 200, headers);
     }
-    if (format !== undefined && format !== "csv") throw httpError(400, `unknown report format: ${format}`);
     return serveReport(c, path, { "content-type": "text/csv; charset=utf-8", "content-disposition": contentDisposition("attachment", `${run.id}.csv`) });
   });
 

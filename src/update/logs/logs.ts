@@ -6,7 +6,6 @@
  */
 import type { Database, Tx } from "../../db/index.ts";
 import { httpError } from "../../http/errors.ts";
-import { firstMessage } from "../../http/openapi.ts";
 import { parseRfc822, rfc822 } from "../../util/time.ts";
 import type { SqlFilter } from "../permissions/permissions.ts";
 import { z } from "zod";
@@ -100,11 +99,6 @@ export const logFilterQuery = z.object({
     .describe("only entries with this name"),
 });
 
-export function parseFilter(query: Record<string, string | undefined>): LogFilter {
-  const result = logFilterQuery.safeParse(query);
-  if (!result.success) throw httpError(400, firstMessage(result.error));
-  return result.data;
-}
 
 const toV1 = (row: LogRow): LogV1 => ({
   id: row.id,

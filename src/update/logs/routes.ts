@@ -1,13 +1,13 @@
 import { Hono, type Context } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { jsonBody } from "../../http/openapi.ts";
+import { jsonBody, queryOf } from "../../http/openapi.ts";
 import { httpError } from "../../http/errors.ts";
 import { getDevice } from "../devices/devices.ts";
 import { GROUP_NOT_FOUND, getGroup } from "../groups/groups.ts";
 import { allowed, authorize, permissionFilter, type Permission } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
-import { appendLogs, deleteLog, deleteLogs, getLog, logBatchBody, parseFilter, queryLogs, type DeviceScope } from "./logs.ts";
+import { appendLogs, deleteLog, deleteLogs, getLog, logBatchBody, logFilterQuery, queryLogs, type DeviceScope } from "./logs.ts";
 
 const LOG_NOT_FOUND = "log does not exist";
 const DEVICE_NOT_FOUND = "device does not exist";
@@ -52,15 +52,15 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     };
   };
 
-  app.get("/api/v1/logs/device/:id{[0-9]+}", mgmt, (c) => c.json(queryLogs(db, deviceScope(c, "read"), parseFilter(c.req.query()))));
-  app.get("/api/v1/logs/group/:id{[0-9]+}", mgmt, (c) => c.json(queryLogs(db, groupScope(c, "read"), parseFilter(c.req.query()))));
+  app.get("/api/v1/logs/device/:id{[0-9]+}", mgmt, (c) => c.json(queryLogs(db, deviceScope(c, "read"), queryOf(c, logFilterQuery))));
+  app.get("/api/v1/logs/group/:id{[0-9]+}", mgmt, (c) => c.json(queryLogs(db, groupScope(c, "read"), queryOf(c, logFilterQuery))));
 
   app.delete("/api/v1/logs/device/:id{[0-9]+}", mgmt, async (c) => {
-    await deleteLogs(db, deviceScope(c, "update"), parseFilter(c.req.query()));
+    await deleteLogs(db, deviceScope(c, "update"), queryOf(c, logFilterQuery));
     return c.json({});
   });
   app.delete("/api/v1/logs/group/:id{[0-9]+}", mgmt, async (c) => {
-    await deleteLogs(db, groupScope(c, "update"), parseFilter(c.req.query()));
+    await deleteLogs(db, groupScope(c, "update"), queryOf(c, logFilterQuery));
     return c.json({});
   });
 
