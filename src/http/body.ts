@@ -65,10 +65,3 @@ export async function readJson(c: Context, limit = JSON_BODY_LIMIT): Promise<unk
     throw httpError(400, `malformed JSON body: ${(error as Error).message}`);
   }
 }
-
-/** Reads a JSON body that must be an object. */
-export async function readJsonObject(c: Context, limit = JSON_BODY_LIMIT): Promise<Record<string, unknown>> {
-  const value = await readJson(c, limit);
-  if (value === null || typeof value !== "object" || Array.isArray(value)) throw httpError(400, "expected a JSON object");
-  return value as Record<string, unknown>;
-}

@@ -7,7 +7,9 @@ import { grants, parseScopes } from "../../src/auth/scopes.ts";
 import { TokenService } from "../../src/auth/tokens.ts";
 import { createApp, type RouteModule } from "../../src/http/app.ts";
 import type { AppEnv } from "../../src/server/context.ts";
-import { JSON_BODY_LIMIT, readJsonObject } from "../../src/http/body.ts";
+import { z } from "zod";
+import { JSON_BODY_LIMIT } from "../../src/http/body.ts";
+import { jsonBody } from "../../src/http/openapi.ts";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
 import { registerDevice } from "../update/helpers/devices.ts";
 
@@ -135,7 +137,7 @@ describe("auth middleware on routes", () => {
       .get("/probe/tests", auth.management("tests_ro"), (c) => c.json({ ok: true }))
       .get("/probe/mgmt", auth.management(), (c) => c.json({ user: (c.get("identity") as { user: string }).user }))
       .get("/probe/device", auth.device(), (c) => c.json({ ok: true }))
-      .post("/probe/json", async (c) => c.json(await readJsonObject(c)))
+      .post("/probe/json", async (c) => c.json(await jsonBody(c, z.looseObject({}))))
       .get("/probe/crash", () => {
         throw new Error("bug");
       });
