@@ -41,6 +41,9 @@ export interface Operation {
   websocket?: boolean;
 }
 
+/** The params of an object schema for a whole body: anything but an object is "expected a JSON object". */
+export const jsonObject = { error: (iss: { code: string }) => (iss.code === "invalid_type" ? "expected a JSON object" : undefined) };
+
 export const ErrorBody = z.object({ error: z.string() }).meta({ id: "Error" });
 export const Empty = z.object({}).meta({ id: "Empty" });
 

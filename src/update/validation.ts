@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { httpError } from "../http/errors.ts";
+import { jsonObject } from "../http/openapi.ts";
 
 /** A positive integer path id; anything else (or too large) is answered like a missing object. */
 export function pathId(text: string | undefined, what: string): number {
@@ -15,7 +16,7 @@ export function pathId(text: string | undefined, what: string): number {
 
 /** A JSON object body with exactly these fields; unknown ones are named (jsonBody reports them first). */
 export const strictBody = <T extends z.ZodRawShape>(shape: T) =>
-  z.strictObject(shape, { error: (iss) => (iss.code === "invalid_type" ? "expected a JSON object" : undefined) });
+  z.strictObject(shape, jsonObject);
 
 /** A required non-empty string field of at most `maxLength` characters. */
 export const zRequiredString = (key: string, maxLength = 16_384) =>

@@ -10,7 +10,7 @@ import { perServer, type AppContext, type AppEnv } from "../../server/context.ts
 import { httpError } from "../../http/errors.ts";
 import { statFile } from "../../util/files.ts";
 import { z } from "zod";
-import { jsonBody, queryOf } from "../../http/openapi.ts";
+import { jsonBody, jsonObject, queryOf } from "../../http/openapi.ts";
 import { openReportJson } from "../engine/report.ts";
 import { configStore } from "../config/store.ts";
 import { PlanError } from "../plan.ts";
@@ -33,7 +33,6 @@ export const runService = perServer((ctx) => new TestRunService(ctx, configStore
 const optionalString = (key: string) => z.string({ error: `${key} must be a string` }).nullish();
 const configName = z.string({ error: "config_name is required (a string)" }).min(1, { error: "config_name is required (a string)" });
 const anyObject = z.record(z.string(), z.unknown());
-const jsonObject = { error: (iss: { code: string }) => (iss.code === "invalid_type" ? "expected a JSON object" : undefined) };
 
 // The POST /test-runs bodies (12.8, 13); other fields are ignored, as by the reference.
 export const triggerBodyA = z.looseObject(

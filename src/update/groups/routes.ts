@@ -1,7 +1,7 @@
 import { Hono, type Context } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import { z } from "zod";
-import { jsonBody } from "../../http/openapi.ts";
+import { jsonBody, jsonObject } from "../../http/openapi.ts";
 import { httpError } from "../../http/errors.ts";
 import type { AppContext, AppEnv, Identity } from "../../server/context.ts";
 import { allowed, authorize, bypasses, deletePermissionsOf, grantCreator, MSG_FORBIDDEN, permissionFilter } from "../permissions/permissions.ts";
@@ -54,7 +54,7 @@ const metadataObject = z.record(z.string(), z.unknown(), {
 export const groupCreateV1Body = metadataObject;
 export const groupCreateV2Body = z.looseObject(
   { metadata: metadataObject, priority: priority(false).nullish() },
-  { error: (iss) => (iss.code === "invalid_type" ? "expected a JSON object" : undefined) },
+  jsonObject,
 );
 export const groupDevicesBody = strictBody({ add: idList("add"), remove: idList("remove") });
 export const groupPackagesBody = strictBody({ packages: idList("packages") });
