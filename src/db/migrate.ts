@@ -23,9 +23,12 @@ export async function migrate(db: Database, steps: Migration[], now: () => Date 
       `the data dir holds schema version ${current}, but this labgate only knows up to ${newest}; use a newer labgate binary`,
     );
   }
+  // By version, not by "above the highest": numbers are reserved per branch, so a lower one may
+  // land after a higher one was applied (010 before 007), and must still run.
+  const done = new Set(db.all<{ version: number }>("SELECT version FROM schema_migrations").map((r) => r.version));
   const applied: number[] = [];
   for (const step of [...steps].sort((a, b) => a.version - b.version)) {
-    if (step.version <= current) continue;
+    if (done.has(step.version)) continue;
     await db.write((tx) => {
       for (const statement of step.sql) tx.run(statement);
       tx.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)", [step.version, step.name, now().toISOString()]);

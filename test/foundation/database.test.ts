@@ -174,6 +174,18 @@ describe("database", () => {
     await older.close();
   });
 
+  test("a migration numbered below one already applied still runs (numbers are reserved per branch and land in any order)", async () => {
+    const dir = tempDir();
+    const db = await Database.open(dir);
+    const v10: Migration[] = [...schema, { version: 10, name: "ten", sql: ["CREATE TABLE ten (id INTEGER)"] }];
+    assert.deepEqual(await migrate(db, v10), [1, 10]);
+    const v7: Migration[] = [...v10, { version: 7, name: "seven", sql: ["CREATE TABLE seven (id INTEGER)"] }];
+    assert.deepEqual(await migrate(db, v7), [7]);
+    assert.deepEqual(await migrate(db, v7), []);
+    assert.ok(db.get("SELECT 1 AS x FROM sqlite_master WHERE name = 'seven'"));
+    await db.close();
+  });
+
   test("lazy writes ride on the next commit", async () => {
     const dir = tempDir();
     const db = await openWithItems(dir, { lazyFlushMs: 60_000 });
