@@ -1,4 +1,5 @@
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
+import { getCookie } from "hono/cookie";
 import type { AppContext, AppEnv } from "../server/context.ts";
 import { httpError } from "../http/errors.ts";
 import { grantsAny, type Scope } from "./scopes.ts";
@@ -8,6 +9,31 @@ export const MSG_NO_HEADER = "no Authorization header was provided";
 export const MSG_NOT_BEARER = "invalid authorization - expected authorization type Bearer";
 export const MSG_NO_TOKEN = "invalid authorization - missing field: token";
 export const MSG_SCOPE = "accessing this resource requires OAuth2 scopes which are not provided by the authenticated client";
+export const MSG_CROSS_SITE = "cross-site request refused";
+export const MSG_SESSION_ENDED = "session has ended";
+
+/** The console's session cookie: a short-lived management token (src/accounts/routes.ts sets it). */
+export const SESSION_COOKIE = "labgate_session";
+
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+
+/**
+ * Whether the request names this server as where it comes from: its `Origin` (or, without one,
+ * its `Referer`) has the host:port of the `Host` header. Browsers add Origin to every POST,
+ * PUT, PATCH, DELETE and WebSocket upgrade, so a page of another site cannot pass.
+ */
+export function sameOrigin(c: Context): boolean {
+  const source = c.req.header("origin") ?? c.req.header("referer");
+  const host = c.req.header("host");
+  if (!source || !host || source === "null") return false;
+  try {
+    const from = new URL(source);
+    // The Host header in the same scheme's URL form, so that default ports compare equal.
+    return from.host === new URL(`${from.protocol}//${host}`).host;
+  } catch {
+    return false;
+  }
+}
 
 const SIMPLE_TOKEN = /^Bearer token=[\w.-]+$/;
 
@@ -54,10 +80,27 @@ const FAILURE_MESSAGES: Record<TokenFailure, string> = {
 
 type Kind = "mgmt" | "device" | "any";
 
+/**
+ * The token of a request: the `Authorization` header, else `fallback` (e.g. a WebSocket's
+ * `?token=` as a header value), else the session cookie. A cookie is sent by the browser on its
+ * own, so a request it authenticates that changes something (or opens a WebSocket) must come
+ * from this server's pages (CSRF): else 403.
+ */
+function requestToken(c: Context, fallback: string | undefined): { token: string } | { error: string } {
+  const header = c.req.header("authorization") ?? fallback;
+  if (header !== undefined) return parseAuthorization(header);
+  const cookie = getCookie(c, SESSION_COOKIE);
+  if (!cookie) return parseAuthorization(undefined);
+  const upgrade = c.req.header("upgrade")?.toLowerCase() === "websocket";
+  if ((upgrade || !SAFE_METHODS.has(c.req.method)) && !sameOrigin(c)) throw httpError(403, MSG_CROSS_SITE);
+  return { token: cookie };
+}
+
 /** Builds the one auth check every route uses. */
 export function createAuth(ctx: AppContext) {
-  function authenticate(header: string | undefined, kind: Kind): ManagementIdentity | DeviceIdentity {
-    const parsed = parseAuthorization(header);
+  /** The caller of `c` (see requestToken for where the token comes from); 401/403 when none fits `kind`. */
+  function authenticate(c: Context, kind: Kind, fallback?: string): ManagementIdentity | DeviceIdentity {
+    const parsed = requestToken(c, fallback);
     if ("error" in parsed) throw httpError(401, parsed.error);
     const claimed = ctx.tokens.knownType(parsed.token) ?? TokenService.claimedType(parsed.token);
     if (kind !== "any" && claimed !== undefined && claimed !== kind) throw httpError(401, FAILURE_MESSAGES.wrong_type);
@@ -65,13 +108,14 @@ export function createAuth(ctx: AppContext) {
     const result = verifyAs === "device" ? ctx.tokens.verifyDevice(parsed.token) : ctx.tokens.verifyManagement(parsed.token);
     if (typeof result === "string") throw httpError(401, FAILURE_MESSAGES[result]);
     if (result.kind === "device" && ctx.deviceGate && !ctx.deviceGate(result)) throw httpError(401, FAILURE_MESSAGES.bad_signature);
+    if (result.kind === "mgmt" && result.session !== undefined && ctx.sessionGate && !ctx.sessionGate(result)) throw httpError(401, MSG_SESSION_ENDED);
     return result;
   }
 
   const middleware =
     (kind: Kind, scopes: readonly Scope[]): MiddlewareHandler<AppEnv> =>
     async (c, next) => {
-      const identity = authenticate(c.req.header("authorization"), kind);
+      const identity = authenticate(c, kind);
       if (scopes.length > 0 && (identity.kind !== "mgmt" || !grantsAny(identity.scopes, scopes))) throw httpError(403, MSG_SCOPE);
       c.set("identity", identity);
       await next();

@@ -9,6 +9,11 @@ export interface ManagementIdentity {
   user: string;
   scopes: ReadonlySet<Scope>;
   expiresAt: number;
+  /**
+   * A console session's (POST /api/v1/auth/login) account session epoch: the token is good only
+   * while its account is enabled with that epoch (ctx.sessionGate). Undefined for other tokens.
+   */
+  session?: number;
 }
 
 export interface DeviceIdentity {
@@ -71,11 +76,12 @@ export class TokenService {
     this.now = now;
   }
 
-  issueManagement(user: string, scopes: readonly Scope[], ttlSeconds: number): string {
+  /** A management token; `session` (the account's session epoch) marks a console login's. */
+  issueManagement(user: string, scopes: readonly Scope[], ttlSeconds: number, options: { session?: number } = {}): string {
     const iat = this.now();
     return signJwt(
       "EdDSA",
-      { sub: user, scope: scopes.map((s) => scopeName(this.prefix, s)).join(" "), iat, exp: iat + ttlSeconds, typ: "mgmt" },
+      { sub: user, scope: scopes.map((s) => scopeName(this.prefix, s)).join(" "), iat, exp: iat + ttlSeconds, typ: "mgmt", ...(options.session === undefined ? {} : { ses: options.session }) },
       this.keys.ed25519.secretKey,
     );
   }
@@ -90,7 +96,13 @@ export class TokenService {
     if (typeof payload.sub !== "string" || !payload.sub || typeof payload.exp !== "number") return "malformed";
     if (payload.exp <= now) return "expired";
     const scopes = typeof payload.scope === "string" ? payload.scope.split(" ").filter(Boolean) : [];
-    const identity: ManagementIdentity = { kind: "mgmt", user: payload.sub, scopes: parseScopes(this.prefix, scopes), expiresAt: payload.exp };
+    const identity: ManagementIdentity = {
+      kind: "mgmt",
+      user: payload.sub,
+      scopes: parseScopes(this.prefix, scopes),
+      expiresAt: payload.exp,
+      ...(Number.isInteger(payload.ses) ? { session: payload.ses as number } : {}),
+    };
     this.cache.set(token, identity);
     return identity;
   }

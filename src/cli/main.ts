@@ -79,6 +79,9 @@ async function serve(args: string[]): Promise<number> {
     }
   });
   if (server.adminTokenFile) process.stderr.write(`labgate: first start: an admin token (all scopes) is in ${server.adminTokenFile}\n`);
+  if (server.adminPasswordFile) {
+    process.stderr.write(`labgate: console account "admin" (all scopes) created; its password is in ${server.adminPasswordFile}\n`);
+  }
   process.stdout.write(`labgate listening on ${server.url}\n`);
   const signal = await signalled;
   server.ctx.log.info(`${signal}: shutting down`);

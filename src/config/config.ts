@@ -23,6 +23,10 @@ export interface Config {
   log_format: LogFormat;
   /** PEM files; both empty: plain HTTP. */
   tls: { cert_file: string; key_file: string };
+  console: {
+    /** Seconds a console login lasts (its session cookie and token). */
+    session_ttl: number;
+  };
   update_server: {
     download_link_ttl: number;
     device_token_ttl: number;
@@ -203,6 +207,9 @@ const schema: Schema = {
   tls: {
     cert_file: { default: "", check: string },
     key_file: { default: "", check: string },
+  },
+  console: {
+    session_ttl: { default: 28800, check: integer(60, 30 * 86400) },
   },
   update_server: {
     download_link_ttl: { default: 3600, check: integer(1) },

@@ -97,9 +97,9 @@ export function openApiPath(honoPath: string): string {
 
 const SECURITY: Record<Access, Array<Record<string, string[]>>> = {
   public: [],
-  management: [{ management: [] }],
+  management: [{ management: [] }, { session: [] }],
   device: [{ device: [] }],
-  any: [{ management: [] }, { device: [] }],
+  any: [{ management: [] }, { session: [] }, { device: [] }],
 };
 
 /** The document for `operations` (paths in OpenAPI form). */
@@ -150,6 +150,12 @@ export function openApiDocument(operations: Operation[], info: { title: string; 
       securitySchemes: {
         management: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "Authorization: Bearer token=<management token>" },
         device: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "Authorization: Bearer token=<device token from POST /api/v1/auth/device>" },
+        session: {
+          type: "apiKey",
+          in: "cookie",
+          name: "labgate_session",
+          description: "The console's session (POST /api/v1/auth/login). A request it authenticates that is not GET/HEAD/OPTIONS, or a WebSocket upgrade, must carry an Origin (or Referer) of this server: else 403.",
+        },
       },
     },
     paths,

@@ -1,7 +1,16 @@
 import { Hono } from "hono";
 import type { Auth } from "../auth/middleware.ts";
 import { scopeName } from "../auth/scopes.ts";
+import type { ManagementIdentity } from "../auth/tokens.ts";
 import type { AppContext, AppEnv } from "../server/context.ts";
+
+/** What GET /api/whoami answers for a management token (also the console's login answer). */
+export const managementBody = (prefix: string, identity: ManagementIdentity) => ({
+  kind: "mgmt" as const,
+  sub: identity.user,
+  scopes: [...identity.scopes].map((s) => scopeName(prefix, s)),
+  expires: new Date(identity.expiresAt * 1000).toISOString(),
+});
 
 /**
  * `GET /api/health` (no token): is the appliance up and its database writable.
@@ -23,8 +32,7 @@ export function systemRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     })
     .get("/api/whoami", auth.any(), (c) => {
       const identity = c.get("identity");
-      const expires = new Date(identity.expiresAt * 1000).toISOString();
-      if (identity.kind === "device") return c.json({ kind: "device", sub: identity.mac, device_id: identity.deviceId, expires });
-      return c.json({ kind: "mgmt", sub: identity.user, scopes: [...identity.scopes].map((s) => scopeName(ctx.config.prefix, s)), expires });
+      if (identity.kind === "mgmt") return c.json(managementBody(ctx.config.prefix, identity));
+      return c.json({ kind: "device", sub: identity.mac, device_id: identity.deviceId, expires: new Date(identity.expiresAt * 1000).toISOString() });
     });
 }

@@ -17,3 +17,8 @@ export function nodeResponse(env: unknown): ServerResponse | undefined {
   const outgoing = (env as { outgoing?: unknown } | undefined)?.outgoing;
   return outgoing instanceof ServerResponse ? outgoing : undefined;
 }
+
+/** The peer address of the request's connection ("" when unknown, e.g. app.request in a test). */
+export function clientAddress(c: Context): string {
+  return (c.env as { incoming?: IncomingMessage } | undefined)?.incoming?.socket?.remoteAddress ?? "";
+}

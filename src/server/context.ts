@@ -18,6 +18,11 @@ export interface AppContext {
    */
   deviceGate?: (identity: DeviceIdentity) => boolean;
   /**
+   * Called for every request made with a console session token; false refuses it (the account
+   * was disabled or its sessions ended). The accounts domain installs it.
+   */
+  sessionGate?: (identity: ManagementIdentity) => boolean;
+  /**
    * Called when the server stops accepting, before it waits for open connections: end
    * long-lived ones (device WebSockets, event streams) so that shutdown does not wait on them.
    */

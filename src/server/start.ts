@@ -7,6 +7,7 @@ import { WebSocketServer } from "ws";
 import type { Server } from "node:http";
 import type { Config } from "../config/config.ts";
 import { Database, IMAGE_FILE, migrate, migrations } from "../db/index.ts";
+import { createFirstAdmin } from "../accounts/accounts.ts";
 import { loadOrCreateKeys } from "../auth/keys.ts";
 import { SCOPES } from "../auth/scopes.ts";
 import { TokenService } from "../auth/tokens.ts";
@@ -37,6 +38,8 @@ export interface RunningServer {
   reloadTls(): void;
   /** Path of the admin token written on first start, if this start wrote one. */
   adminTokenFile: string | undefined;
+  /** Path of the console account `admin`'s initial password, if this start created the account. */
+  adminPasswordFile: string | undefined;
   /** Stops accepting, finishes in-flight requests, flushes the database, releases the data dir. */
   close(): Promise<void>;
 }
@@ -66,6 +69,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       adminTokenFile = join(dataDir, ADMIN_TOKEN_FILE);
       writeFileDurable(adminTokenFile, tokens.issueManagement("admin", [...SCOPES], ADMIN_TOKEN_TTL) + "\n", 0o600);
     }
+    const adminPasswordFile = await createFirstAdmin(db, dataDir, config.prefix);
 
     const ctx: AppContext = { config, dataDir, db, tokens, log, version: VERSION, startedAt: new Date(), onClosing: [], onShutdown: [] };
     const app = createApp(ctx, routeModules);
@@ -97,7 +101,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const reloadTls = () => {
       if (tls) (server as HttpsServer).setSecureContext(readTlsCredentials(config.tls));
     };
-    return { ctx, url: `${tls ? "https" : "http"}://${host}:${port}`, port, reloadTls, adminTokenFile, close };
+    return { ctx, url: `${tls ? "https" : "http"}://${host}:${port}`, port, reloadTls, adminTokenFile, adminPasswordFile, close };
   } catch (error) {
     await db?.close().catch(() => {});
     releaseLock();

@@ -88,6 +88,7 @@ describe("cli: serve", () => {
       const tokenFile = join(dir, "data", "admin.token");
       assert.equal(statSync(tokenFile).mode & 0o777, 0o600);
       assert.match(server.stderr(), /admin\.token/);
+      assert.match(server.stderr(), /console account "admin" \(all scopes\) created; its password is in \S+admin\.password/);
       const token = readFileSync(tokenFile, "utf8").trim();
       const whoami = await fetch(`${server.url}/api/whoami`, { headers: bearer(token) });
       assert.equal(whoami.status, 200);
@@ -114,6 +115,7 @@ describe("cli: serve", () => {
     // env beats the file when no flag is given
     const again = await startServe(["serve", "--data-dir", join(dir, "data")], { cwd: dir, env: { LABGATE_LISTEN: "127.0.0.1:0" } });
     assert.match(again.stderr(), /^(?![\s\S]*admin\.token)/, "no new admin token on a second start");
+    assert.match(again.stderr(), /^(?![\s\S]*admin\.password)/, "no new admin account on a second start");
     assert.equal(await again.stop("SIGINT"), 0, "SIGINT exits 0");
   });
 

@@ -82,8 +82,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   };
   const managerAuth: MiddlewareHandler<AppEnv> = async (c, next) => {
     const query = c.req.query("token");
-    const header = c.req.header("authorization") ?? (query !== undefined ? `Bearer token=${query}` : undefined);
-    c.set("identity", auth.authenticate(header, "mgmt"));
+    c.set("identity", auth.authenticate(c, "mgmt", query !== undefined ? `Bearer token=${query}` : undefined));
     await next();
   };
   app.get(

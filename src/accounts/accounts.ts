@@ -1,0 +1,184 @@
+import { join } from "node:path";
+import { z } from "zod";
+import type { Database } from "../db/index.ts";
+import { SCOPES, scopeName, type Scope } from "../auth/scopes.ts";
+import type { ManagementIdentity } from "../auth/tokens.ts";
+import { writeFileDurable } from "../util/files.ts";
+import { DUMMY_HASH, hashPassword, randomPassword, verifyPassword } from "./passwords.ts";
+
+/** A console account as the API shows it (console-contract.md, Accounts). */
+export interface AccountView {
+  name: string;
+  scopes: string[];
+  disabled: boolean;
+  created: string;
+  last_login: string | null;
+}
+
+interface AccountRow {
+  name: string;
+  password_hash: string;
+  scopes: string;
+  disabled: number;
+  created: string;
+  last_login: string | null;
+  session_epoch: number;
+}
+
+export const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
+export const MIN_PASSWORD = 8;
+/** Longer passwords are refused: scrypt's cost grows with the input. */
+export const MAX_PASSWORD = 1024;
+export const ADMIN_ACCOUNT = "admin";
+export const ADMIN_PASSWORD_FILE = "admin.password";
+
+export const accountName = z.string({ error: "name: expected a string" }).regex(NAME_PATTERN, { error: "name: 1 to 64 letters, digits, '_', '.' or '-'" });
+export const accountPassword = z
+  .string({ error: "password: expected a string" })
+  .min(MIN_PASSWORD, { error: `password: at least ${MIN_PASSWORD} characters` })
+  .max(MAX_PASSWORD, { error: `password: at most ${MAX_PASSWORD} characters` });
+
+/** Checks a name or password given outside a zod body (the CLI); returns the message, or undefined when fine. */
+export function invalid(schema: z.ZodType, value: unknown): string | undefined {
+  const result = schema.safeParse(value);
+  return result.success ? undefined : result.error.issues[0].message;
+}
+
+/** Prefixed or bare scope names to scopes; the first unknown name is returned as an error text. */
+export function parseScopeNames(prefix: string, names: readonly string[]): Scope[] | string {
+  const scopes: Scope[] = [];
+  for (const raw of names) {
+    const scope = SCOPES.find((s) => raw === s || raw === scopeName(prefix, s));
+    if (!scope) return `unknown scope ${JSON.stringify(raw)}; known: ${SCOPES.map((s) => scopeName(prefix, s)).join(", ")}`;
+    if (!scopes.includes(scope)) scopes.push(scope);
+  }
+  return scopes;
+}
+
+const storedScopes = (row: AccountRow): Scope[] => row.scopes.split(" ").filter((s): s is Scope => (SCOPES as readonly string[]).includes(s));
+
+function view(prefix: string, row: AccountRow): AccountView {
+  return {
+    name: row.name,
+    scopes: storedScopes(row).map((s) => scopeName(prefix, s)),
+    disabled: row.disabled === 1,
+    created: row.created,
+    last_login: row.last_login,
+  };
+}
+
+const getRow = (db: Database, name: string) => db.get<AccountRow>("SELECT * FROM accounts WHERE name = ?", [name]);
+
+export const countAccounts = (db: Database): number => db.get<{ n: number }>("SELECT COUNT(*) AS n FROM accounts")!.n;
+
+export function listAccounts(db: Database, prefix: string): AccountView[] {
+  return db.all<AccountRow>("SELECT * FROM accounts ORDER BY name").map((row) => view(prefix, row));
+}
+
+export function getAccount(db: Database, prefix: string, name: string): AccountView | undefined {
+  const row = getRow(db, name);
+  return row && view(prefix, row);
+}
+
+/** Why a change is refused: the name is taken, the account does not exist, or it would lock every admin out. */
+export class AccountConflict extends Error {}
+export class AccountMissing extends Error {}
+
+/**
+ * Creates an account (the password is hashed here; `randomPassword`: it came from randomPassword).
+ * Throws AccountConflict when the name is taken (ignoring case).
+ */
+export async function createAccount(
+  db: Database,
+  prefix: string,
+  name: string,
+  password: string,
+  scopes: readonly Scope[],
+  options: { randomPassword?: boolean } = {},
+): Promise<AccountView> {
+  const hash = await hashPassword(password, { random: options.randomPassword });
+  await db.write((tx) => {
+    if (tx.get("SELECT 1 AS x FROM accounts WHERE name = ?", [name])) throw new AccountConflict(`account ${name} already exists`);
+    tx.run("INSERT INTO accounts (name, password_hash, scopes, disabled, created) VALUES (?, ?, ?, 0, ?)", [name, hash, scopes.join(" "), new Date().toISOString()]);
+  });
+  return getAccount(db, prefix, name)!;
+}
+
+export interface AccountChange {
+  password?: string;
+  scopes?: readonly Scope[];
+  disabled?: boolean;
+}
+
+/** Enabled accounts with admin_rw other than `except`. */
+const otherAdmins = (db: Pick<Database, "all">, except: string) =>
+  db
+    .all<AccountRow>("SELECT * FROM accounts WHERE disabled = 0 AND name <> ?", [except])
+    .filter((row) => storedScopes(row).includes("admin_rw")).length;
+
+/**
+ * Changes an account. Disabling it or changing its password ends its sessions (counts its
+ * session epoch up). Refused (AccountConflict) when it would leave no enabled account with admin_rw,
+ * or when `actor` would disable themselves.
+ */
+export async function updateAccount(db: Database, prefix: string, name: string, change: AccountChange, actor?: string): Promise<AccountView> {
+  const hash = change.password === undefined ? undefined : await hashPassword(change.password);
+  const stored = await db.write((tx) => {
+    const row = tx.get<AccountRow>("SELECT * FROM accounts WHERE name = ?", [name]);
+    if (!row) throw new AccountMissing(`account ${name} does not exist`);
+    const disabled = change.disabled ?? row.disabled === 1;
+    const scopes = change.scopes ?? storedScopes(row);
+    if (change.disabled === true && actor !== undefined && actor.toLowerCase() === row.name.toLowerCase()) throw new AccountConflict("you cannot disable your own account");
+    const wasAdmin = row.disabled === 0 && storedScopes(row).includes("admin_rw");
+    if (wasAdmin && (disabled || !scopes.includes("admin_rw")) && otherAdmins(tx, row.name) === 0) {
+      throw new AccountConflict("this is the last enabled account with admin_rw; give another account admin_rw first");
+    }
+    const endSessions = (change.disabled === true && row.disabled === 0) || hash !== undefined;
+    tx.run("UPDATE accounts SET password_hash = ?, scopes = ?, disabled = ?, session_epoch = ? WHERE name = ?", [
+      hash ?? row.password_hash,
+      scopes.join(" "),
+      disabled ? 1 : 0,
+      row.session_epoch + (endSessions ? 1 : 0),
+      row.name,
+    ]);
+    return row.name;
+  });
+  return getAccount(db, prefix, stored)!;
+}
+
+/**
+ * The account `name` when `password` is its password and it is enabled, else undefined (one
+ * answer for every failure; an unknown name costs the same scrypt as a known one). Records the login.
+ */
+export async function checkLogin(db: Database, name: string, password: string, now = new Date()): Promise<{ name: string; scopes: Scope[]; sessionEpoch: number } | undefined> {
+  const row = getRow(db, name);
+  const matches = await verifyPassword(password, row?.password_hash ?? DUMMY_HASH);
+  // Read again: the account may have changed while scrypt ran.
+  const current = getRow(db, name);
+  if (!row || !matches || !current || current.disabled === 1 || current.password_hash !== row.password_hash) return undefined;
+  await db.write((tx) => void tx.run("UPDATE accounts SET last_login = ? WHERE name = ?", [now.toISOString(), current.name]));
+  return { name: current.name, scopes: storedScopes(current), sessionEpoch: current.session_epoch };
+}
+
+/**
+ * The session gate (ctx.sessionGate): a session token is good while its account exists, is
+ * enabled and has not ended its sessions since (same session epoch).
+ */
+export function sessionAlive(db: Database, identity: ManagementIdentity): boolean {
+  const row = db.get<{ disabled: number; session_epoch: number }>("SELECT disabled, session_epoch FROM accounts WHERE name = ?", [identity.user]);
+  return row !== undefined && row.disabled === 0 && identity.session === row.session_epoch;
+}
+
+/**
+ * With no account at all (first start, or a data dir from before accounts), creates `admin` with
+ * every scope and a random password, written to DATA_DIR/admin.password (0600) first so that it
+ * is never lost. Returns that file's path when it did.
+ */
+export async function createFirstAdmin(db: Database, dataDir: string, prefix: string): Promise<string | undefined> {
+  if (countAccounts(db) > 0) return undefined;
+  const password = randomPassword();
+  const file = join(dataDir, ADMIN_PASSWORD_FILE);
+  writeFileDurable(file, password + "\n", 0o600);
+  await createAccount(db, prefix, ADMIN_ACCOUNT, password, SCOPES, { randomPassword: true });
+  return file;
+}

@@ -1,0 +1,69 @@
+/* The console's sign-in and the accounts (console-contract.md) for the OpenAPI document. */
+import { z } from "zod";
+import { ErrorBody, errors, type Operation } from "../http/openapi.ts";
+import { loginBody, newUserBody, userChangeBody } from "./routes.ts";
+
+const Caller = z.object({ kind: z.literal("mgmt"), sub: z.string(), scopes: z.array(z.string()), expires: z.string() }).meta({ id: "Caller" });
+const Account = z
+  .object({ name: z.string(), scopes: z.array(z.string()), disabled: z.boolean(), created: z.string(), last_login: z.string().nullable() })
+  .meta({ id: "Account" });
+const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409 } = errors;
+
+export const accountOperations: Operation[] = [
+  {
+    method: "post",
+    path: "/api/v1/auth/login",
+    tag: "accounts",
+    access: "public",
+    summary: "Console sign-in: sets the labgate_session cookie (HttpOnly, SameSite=Strict, Secure over TLS) to a session token",
+    body: { json: loginBody },
+    responses: {
+      200: { description: "Signed in (the body is what GET /api/whoami answers)", json: Caller },
+      400: e400,
+      401: { description: "Unknown name, wrong password or disabled account (one answer for all)", json: ErrorBody },
+      403: { description: "Origin or Referer of another site", json: ErrorBody },
+      429: { description: "Too many failed logins for this name or from this address (Retry-After)", json: ErrorBody },
+    },
+  },
+  {
+    method: "post",
+    path: "/api/v1/auth/logout",
+    tag: "accounts",
+    access: "public",
+    summary: "Console sign-out: clears the session cookie",
+    responses: { 204: { description: "Cookie cleared" } },
+  },
+  {
+    method: "get",
+    path: "/api/v1/users",
+    tag: "accounts",
+    access: "management",
+    summary: "Console accounts (admin_ro)",
+    responses: { 200: { description: "By name", json: z.array(Account) }, 401: e401, 403: e403 },
+  },
+  {
+    method: "post",
+    path: "/api/v1/users",
+    tag: "accounts",
+    access: "management",
+    summary: "Creates a console account (admin_rw)",
+    body: { json: newUserBody },
+    responses: { 201: { description: "Created", json: Account }, 400: e400, 401: e401, 403: e403, 409: e409 },
+  },
+  {
+    method: "patch",
+    path: "/api/v1/users/{name}",
+    tag: "accounts",
+    access: "management",
+    summary: "Changes an account's password, scopes or disabled flag (admin_rw); disabling or a new password ends its sessions",
+    body: { json: userChangeBody },
+    responses: {
+      200: { description: "Changed", json: Account },
+      400: e400,
+      401: e401,
+      403: e403,
+      404: e404,
+      409: { description: "Would disable yourself or leave no enabled account with admin_rw", json: ErrorBody },
+    },
+  },
+];

@@ -1,0 +1,109 @@
+import { Hono, type Context } from "hono";
+import { setCookie } from "hono/cookie";
+import { z } from "zod";
+import { SESSION_COOKIE, sameOrigin, MSG_CROSS_SITE, type Auth } from "../auth/middleware.ts";
+import type { ManagementIdentity } from "../auth/tokens.ts";
+import { httpError } from "../http/errors.ts";
+import { jsonBody, jsonObject } from "../http/openapi.ts";
+import { managementBody } from "../http/system.ts";
+import { clientAddress, isTls } from "../http/transport.ts";
+import { perServer, type AppContext, type AppEnv } from "../server/context.ts";
+import {
+  AccountConflict,
+  AccountMissing,
+  accountName,
+  accountPassword,
+  checkLogin,
+  createAccount,
+  getAccount,
+  listAccounts,
+  NAME_PATTERN,
+  parseScopeNames,
+  sessionAlive,
+  updateAccount,
+} from "./accounts.ts";
+import { LoginThrottle } from "./throttle.ts";
+
+export const MSG_LOGIN_FAILED = "invalid username or password";
+export const MSG_THROTTLED = "too many failed logins, try again later";
+
+const loginString = (key: string) => z.string({ error: `${key}: expected a string` }).max(1024, { error: `${key}: at most 1024 characters` });
+export const loginBody = z.strictObject({ username: loginString("username"), password: loginString("password") }, jsonObject);
+const scopeList = z.array(z.string(), { error: "scopes: expected a list of scope names" }).max(64, { error: "scopes: too many" });
+export const newUserBody = z.strictObject({ name: accountName, password: accountPassword, scopes: scopeList }, jsonObject);
+export const userChangeBody = z.strictObject(
+  { password: accountPassword.optional(), scopes: scopeList.optional(), disabled: z.boolean({ error: "disabled: expected true or false" }).optional() },
+  jsonObject,
+);
+
+export const throttleOf = perServer(() => new LoginThrottle());
+
+/** Sets the session cookie (`""` with maxAge 0 clears it); Secure when served over TLS. */
+const sessionCookie = (c: Context, value: string, maxAge: number) =>
+  setCookie(c, SESSION_COOKIE, value, { httpOnly: true, sameSite: "Strict", path: "/", maxAge, secure: isTls(c) });
+
+/** Console sign-in and sign-out, and the accounts (console-contract.md, issue 11). */
+export function accountsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+  const { db } = ctx;
+  const prefix = ctx.config.prefix;
+  // Session tokens are good while their account is enabled and has not ended its sessions.
+  ctx.sessionGate = (identity) => sessionAlive(db, identity);
+  const throttle = throttleOf(ctx);
+  const app = new Hono<AppEnv>();
+
+  const scopesOf = (names: readonly string[]) => {
+    const scopes = parseScopeNames(prefix, names);
+    if (typeof scopes === "string") throw httpError(400, `scopes: ${scopes}`);
+    return scopes;
+  };
+  const answerConflicts = (error: unknown): never => {
+    if (error instanceof AccountConflict) throw httpError(409, error.message);
+    if (error instanceof AccountMissing) throw httpError(404, error.message);
+    throw error;
+  };
+
+  app.post("/api/v1/auth/login", async (c) => {
+    const body = await jsonBody(c, loginBody);
+    // A page of another site must not sign the browser in to an account of its choosing.
+    if ((c.req.header("origin") ?? c.req.header("referer")) !== undefined && !sameOrigin(c)) throw httpError(403, MSG_CROSS_SITE);
+    // Names that cannot exist share one key: they cannot grow the throttle's memory either.
+    const key = NAME_PATTERN.test(body.username) ? body.username : "";
+    const address = clientAddress(c);
+    const wait = throttle.retryAfter(key, address);
+    if (wait > 0) {
+      c.header("Retry-After", String(wait));
+      throw httpError(429, MSG_THROTTLED);
+    }
+    throttle.attempt(key, address);
+    const account = key ? await checkLogin(db, body.username, body.password) : undefined;
+    if (!account) throw httpError(401, MSG_LOGIN_FAILED);
+    throttle.succeeded(key, address);
+    const ttl = ctx.config.console.session_ttl;
+    const token = ctx.tokens.issueManagement(account.name, account.scopes, ttl, { session: account.sessionEpoch });
+    sessionCookie(c, token, ttl);
+    return c.json(managementBody(prefix, ctx.tokens.verifyManagement(token) as ManagementIdentity));
+  });
+
+  app.post("/api/v1/auth/logout", (c) => {
+    sessionCookie(c, "", 0);
+    return c.body(null, 204);
+  });
+
+  app.get("/api/v1/users", auth.management("admin_ro"), (c) => c.json(listAccounts(db, prefix)));
+
+  app.post("/api/v1/users", auth.management("admin_rw"), async (c) => {
+    const body = await jsonBody(c, newUserBody);
+    const account = await createAccount(db, prefix, body.name, body.password, scopesOf(body.scopes)).catch(answerConflicts);
+    return c.json(account, 201);
+  });
+
+  app.patch("/api/v1/users/:name", auth.management("admin_rw"), async (c) => {
+    const name = c.req.param("name");
+    const body = await jsonBody(c, userChangeBody);
+    if (!getAccount(db, prefix, name)) throw httpError(404, `account ${name} does not exist`);
+    const change = { password: body.password, disabled: body.disabled, scopes: body.scopes && scopesOf(body.scopes) };
+    return c.json(await updateAccount(db, prefix, name, change, (c.get("identity") as ManagementIdentity).user).catch(answerConflicts));
+  });
+
+  return app;
+}
