@@ -76,7 +76,10 @@ export function accountsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     }
     throttle.attempt(key, address);
     const account = key ? await checkLogin(db, body.username, body.password) : undefined;
-    if (!account) throw httpError(401, MSG_LOGIN_FAILED);
+    if (!account) {
+      throttle.failed(key, address);
+      throw httpError(401, MSG_LOGIN_FAILED);
+    }
     throttle.succeeded(key, address);
     const ttl = ctx.config.console.session_ttl;
     const token = ctx.tokens.issueManagement(account.name, account.scopes, ttl, { session: account.sessionEpoch });

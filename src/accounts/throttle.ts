@@ -7,7 +7,7 @@
  * and a key forgets its failures `forget` seconds after the last one.
  */
 export interface ThrottleLimits {
-  /** Failures allowed before waiting starts. */
+  /** Failures after which waiting starts. */
   free: number;
   capacity: number;
 }
@@ -55,6 +55,14 @@ class FailureCounter {
     this.entries.set(key, entry);
   }
 
+  /** The wait counts from now (the end of a failed attempt, not its start). */
+  restamp(key: string, now: number): void {
+    const entry = this.current(key, now);
+    if (!entry) return;
+    entry.last = now;
+    entry.until = this.delayed(entry.failures, now);
+  }
+
   /** Takes one failure back (an attempt that succeeded). */
   forgive(key: string, now: number): void {
     const entry = this.current(key, now);
@@ -65,7 +73,7 @@ class FailureCounter {
 
   private delayed(failures: number, from: number): number {
     const over = failures - this.limits.free;
-    return over > 0 ? from + Math.min(MAX_DELAY_S, 2 ** Math.min(over - 1, 20)) * 1000 : 0;
+    return over >= 0 ? from + Math.min(MAX_DELAY_S, 2 ** Math.min(over, 20)) * 1000 : 0;
   }
 
   clear(key: string): void {
@@ -102,6 +110,13 @@ export class LoginThrottle {
     const now = this.now();
     this.accounts.fail(name.toLowerCase(), now);
     this.addresses.fail(address, now);
+  }
+
+  /** The attempt failed: the wait it earned starts now. */
+  failed(name: string, address: string): void {
+    const now = this.now();
+    this.accounts.restamp(name.toLowerCase(), now);
+    this.addresses.restamp(address, now);
   }
 
   succeeded(name: string, address: string): void {
