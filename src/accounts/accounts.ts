@@ -55,6 +55,9 @@ export function parseScopeNames(prefix: string, names: readonly string[]): Scope
   return scopes;
 }
 
+/** Scopes as stored: space-separated bare names in the order of SCOPES. */
+const scopeText = (scopes: readonly Scope[]) => SCOPES.filter((s) => scopes.includes(s)).join(" ");
+
 const storedScopes = (row: AccountRow): Scope[] => row.scopes.split(" ").filter((s): s is Scope => (SCOPES as readonly string[]).includes(s));
 
 function view(prefix: string, row: AccountRow): AccountView {
@@ -99,7 +102,7 @@ export async function createAccount(
   const hash = await hashPassword(password, { random: options.randomPassword });
   await db.write((tx) => {
     if (tx.get("SELECT 1 AS x FROM accounts WHERE name = ?", [name])) throw new AccountConflict(`account ${name} already exists`);
-    tx.run("INSERT INTO accounts (name, password_hash, scopes, disabled, created) VALUES (?, ?, ?, 0, ?)", [name, hash, scopes.join(" "), new Date().toISOString()]);
+    tx.run("INSERT INTO accounts (name, password_hash, scopes, disabled, created) VALUES (?, ?, ?, 0, ?)", [name, hash, scopeText(scopes), new Date().toISOString()]);
   });
   return getAccount(db, prefix, name)!;
 }
@@ -136,7 +139,7 @@ export async function updateAccount(db: Database, prefix: string, name: string, 
     const endSessions = (change.disabled === true && row.disabled === 0) || hash !== undefined;
     tx.run("UPDATE accounts SET password_hash = ?, scopes = ?, disabled = ?, session_epoch = ? WHERE name = ?", [
       hash ?? row.password_hash,
-      scopes.join(" "),
+      scopeText(scopes),
       disabled ? 1 : 0,
       row.session_epoch + (endSessions ? 1 : 0),
       row.name,

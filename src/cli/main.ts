@@ -1,13 +1,14 @@
-import { parseArgs, type ParseArgsConfig } from "node:util";
 import { ConfigError, loadConfig } from "../config/config.ts";
 import { loadOrCreateKeys } from "../auth/keys.ts";
-import { SCOPES, scopeName, type Scope } from "../auth/scopes.ts";
+import { SCOPES } from "../auth/scopes.ts";
 import { TokenService } from "../auth/tokens.ts";
 import { startServer } from "../server/start.ts";
 import { Agent } from "../agent/agent.ts";
 import { loadAgentConfig } from "../agent/config.ts";
 import { parseDuration } from "../util/time.ts";
 import { VERSION } from "../version.ts";
+import { COMMON, parse, parseScopeList, UsageError } from "./args.ts";
+import { userCommand, USER_HELP } from "./users.ts";
 
 /** Comma-separated items, wrapped at `width` columns, each line indented. */
 function wrapList(items: readonly string[], indent: string, width: number): string {
@@ -20,25 +21,28 @@ function wrapList(items: readonly string[], indent: string, width: number): stri
   return lines.join("\n");
 }
 
-/** A usage error: exit code 2. */
-class UsageError extends Error {}
-
 export const HELP = `labgate ${VERSION}: device update management and test runs for an isolated lab network
 
 Usage:
   labgate serve [--config FILE] [--data-dir DIR] [--listen HOST:PORT]
   labgate token issue --user NAME --scopes S1,S2 [--ttl 30d] [--config FILE] [--data-dir DIR]
+${USER_HELP}
   labgate agent [--config FILE] [--server URL] [--data-dir DIR]
   labgate version
   labgate help
 
 serve        runs both APIs on one listener (default 0.0.0.0:5000, data dir ./data,
              config ./appliance.config.yaml when it exists). On the first start it writes
-             an admin token to DATA_DIR/admin.token.
+             an admin token to DATA_DIR/admin.token and creates the console account admin,
+             its password in DATA_DIR/admin.password.
 token issue  prints a management token signed with the data dir's key. Scopes (the
              config's prefix may be left out):
 ${wrapList(SCOPES.map((s) => `svc_${s}`), "               ", 86)}
              --ttl accepts 45s, 15m, 12h, 30d, 2w (default 30d).
+user         console accounts (names: 1-64 of A-Z a-z 0-9 _ . -; scopes as for tokens).
+             The password comes from --password-file (its first line), else a prompt, else
+             stdin's first line; at least 8 characters. disable (or a new password) ends the
+             account's console sessions. Works whether or not a server runs on the data dir.
 agent        runs the device side on a lab device (config: YAML, see README): keeps its
              key in the data dir (default ./agent-data), registers and waits for approval,
              keeps the management socket open, runs its configured actions, serves file
@@ -46,19 +50,6 @@ agent        runs the device side on a lab device (config: YAML, see README): ke
 
 Environment: LABGATE_CONFIG, LABGATE_DATA_DIR, LABGATE_LISTEN (flags win over them).
 `;
-
-const COMMON = {
-  config: { type: "string" },
-  "data-dir": { type: "string" },
-} as const satisfies ParseArgsConfig["options"];
-
-function parse<T extends NonNullable<ParseArgsConfig["options"]>>(args: string[], options: T) {
-  try {
-    return parseArgs({ args, options, strict: true, allowPositionals: false }).values;
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
-}
 
 async function serve(args: string[]): Promise<number> {
   const flags = parse(args, { ...COMMON, listen: { type: "string" } });
@@ -107,17 +98,6 @@ async function agent(args: string[]): Promise<number> {
   return 0;
 }
 
-function parseScopeList(prefix: string, text: string): Scope[] {
-  const scopes: Scope[] = [];
-  for (const raw of text.split(/[,\s]+/).filter(Boolean)) {
-    const scope = SCOPES.find((s) => raw === s || raw === scopeName(prefix, s));
-    if (!scope) throw new UsageError(`--scopes: unknown scope ${JSON.stringify(raw)}; known: ${SCOPES.map((s) => scopeName(prefix, s)).join(", ")}`);
-    if (!scopes.includes(scope)) scopes.push(scope);
-  }
-  if (scopes.length === 0) throw new UsageError("--scopes: give at least one scope");
-  return scopes;
-}
-
 function tokenIssue(args: string[]): number {
   const flags = parse(args, { ...COMMON, user: { type: "string" }, scopes: { type: "string" }, ttl: { type: "string" } });
   if (!flags.user) throw new UsageError("--user: required (the token's subject)");
@@ -140,6 +120,8 @@ export async function main(argv: string[]): Promise<number> {
       case "token":
         if (rest[0] !== "issue") throw new UsageError(`unknown token command ${JSON.stringify(rest[0] ?? "")}; expected: labgate token issue`);
         return tokenIssue(rest.slice(1));
+      case "user":
+        return await userCommand(rest);
       case "agent":
         return await agent(rest);
       case "version":

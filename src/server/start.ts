@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { createServer as createHttpsServer, type Server as HttpsServer } from "node:https";
@@ -21,6 +21,11 @@ import type { AppContext } from "./context.ts";
 import { routeModules } from "./modules.ts";
 
 export const ADMIN_TOKEN_FILE = "admin.token";
+/**
+ * Where a running server says how this machine reaches it (a loopback URL), for the CLI's
+ * commands that change the database while it runs (`labgate user ...`). Removed on shutdown.
+ */
+export const SERVER_URL_FILE = "server.url";
 const ADMIN_TOKEN_TTL = 365 * 86400;
 const SHUTDOWN_GRACE_MS = 10_000;
 /** Largest WebSocket message accepted (action output arrives base64 in one message). */
@@ -78,6 +83,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const server = await listen(config, tls, wss, (request, env) => app.fetch(normalizeRequest(request), env));
     const port = (server.address() as AddressInfo).port;
     const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
+    const scheme = tls ? "https" : "http";
+    const urlFile = join(dataDir, SERVER_URL_FILE);
+    writeFileDurable(urlFile, `${scheme}://${localHost(host)}:${port}\n`);
 
     let closing: Promise<void> | undefined;
     const close = () =>
@@ -95,19 +103,23 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         });
         for (const hook of ctx.onShutdown) await hook();
         await db!.close();
+        rmSync(urlFile, { force: true });
         releaseLock();
       })());
 
     const reloadTls = () => {
       if (tls) (server as HttpsServer).setSecureContext(readTlsCredentials(config.tls));
     };
-    return { ctx, url: `${tls ? "https" : "http"}://${host}:${port}`, port, reloadTls, adminTokenFile, adminPasswordFile, close };
+    return { ctx, url: `${scheme}://${host}:${port}`, port, reloadTls, adminTokenFile, adminPasswordFile, close };
   } catch (error) {
     await db?.close().catch(() => {});
     releaseLock();
     throw error;
   }
 }
+
+/** The listen host as this machine reaches it: a wildcard address is reached on loopback. */
+const localHost = (host: string) => (host === "0.0.0.0" ? "127.0.0.1" : host === "[::]" ? "[::1]" : host);
 
 function listen(
   config: Config,

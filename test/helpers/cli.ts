@@ -11,17 +11,18 @@ export interface CliResult {
 // Absolute paths, so that a child started in another directory still finds tsx and the source.
 const ENTRY = ["--import", import.meta.resolve("tsx"), fileURLToPath(new URL("../../src/main.ts", import.meta.url))];
 
-/** Runs `labgate ARGS` from source to completion. */
-export async function runCli(args: string[], options: { cwd?: string; env?: Record<string, string> } = {}): Promise<CliResult> {
+/** Runs `labgate ARGS` from source to completion; `input` is its stdin (else none). */
+export async function runCli(args: string[], options: { cwd?: string; env?: Record<string, string>; input?: string } = {}): Promise<CliResult> {
   const child = spawn(process.execPath, [...ENTRY, ...args], {
     cwd: process.cwd(),
     env: { ...process.env, ...options.env },
-    stdio: ["ignore", "pipe", "pipe"],
+    stdio: [options.input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
   });
+  child.stdin?.end(options.input);
   let stdout = "";
   let stderr = "";
-  child.stdout.on("data", (d) => (stdout += d));
-  child.stderr.on("data", (d) => (stderr += d));
+  child.stdout!.on("data", (d) => (stdout += d));
+  child.stderr!.on("data", (d) => (stderr += d));
   const [code] = await once(child, "exit");
   return { code, stdout, stderr };
 }

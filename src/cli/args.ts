@@ -1,0 +1,33 @@
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import { parseScopeNames } from "../accounts/accounts.ts";
+import type { Scope } from "../auth/scopes.ts";
+
+/** A usage error: exit code 2. */
+export class UsageError extends Error {}
+
+export const COMMON = {
+  config: { type: "string" },
+  "data-dir": { type: "string" },
+} as const satisfies ParseArgsConfig["options"];
+
+/** The flags of `args` (no positionals). */
+export function parse<T extends NonNullable<ParseArgsConfig["options"]>>(args: string[], options: T) {
+  return parseWith(args, options, false).values;
+}
+
+/** The flags and positionals of `args`. */
+export function parseWith<T extends NonNullable<ParseArgsConfig["options"]>>(args: string[], options: T, allowPositionals = true) {
+  try {
+    return parseArgs({ args, options, strict: true, allowPositionals });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+/** `--scopes S1,S2` (prefixed or bare names) to scopes; at least one unless `allowNone`. */
+export function parseScopeList(prefix: string, text: string, allowNone = false): Scope[] {
+  const scopes = parseScopeNames(prefix, text.split(/[,\s]+/).filter(Boolean));
+  if (typeof scopes === "string") throw new UsageError(`--scopes: ${scopes}`);
+  if (scopes.length === 0 && !allowNone) throw new UsageError("--scopes: give at least one scope");
+  return scopes;
+}
