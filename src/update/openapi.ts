@@ -13,6 +13,7 @@ import { removeActionsBody } from "./actions/routes.ts";
 import { permissionBody } from "./permissions/store.ts";
 import { deviceAuthBody } from "./registration/authorize.ts";
 import { checkBodySchema } from "./updatecheck/check.ts";
+import { deviceListQuery } from "./devices/routes.ts";
 import { groupDevicesBody, groupPackagesBody, groupPolicyBody, groupPriorityBody } from "./groups/routes.ts";
 
 const date = z.string().describe("RFC 822, e.g. Sat, 21 Nov 2026 07:12:31 GMT");
@@ -88,14 +89,28 @@ export function updateOperations(config: Config): Operation[] {
       { method: "delete", path: "/api/v1/auth/pending", access: "management", summary: "Drop a pending registration", body: { json: pendingBody }, responses: { 200: ok(), ...mgmtWrite } },
     ]),
     ...tagged("devices", [
-      { method: "get", path: "/api/v2/devices", access: "management", summary: "Devices the caller may read", responses: { 200: reply(list(DeviceV2)), 401: e401 } },
+      {
+        method: "get",
+        path: "/api/v2/devices",
+        access: "management",
+        summary: "Devices the caller may read (paged with limit/offset/q: X-Total-Count)",
+        query: deviceListQuery,
+        responses: { 200: reply(list(DeviceV2)), 400: e400, 401: e401 },
+      },
       { method: "get", path: "/api/v2/devices/{id}", access: "management", summary: "One device", responses: { 200: reply(DeviceV2), ...mgmtRead } },
       { method: "delete", path: "/api/v2/devices/{id}", access: "management", summary: "Delete a device and what depends on it", responses: { 200: ok(), ...mgmtRead } },
       { method: "post", path: "/api/v2/devices/{id}/tag/{tag}", access: "management", summary: "Tag a device", responses: { 200: ok(), ...mgmtWrite } },
       { method: "delete", path: "/api/v2/devices/{id}/tag/{tag}", access: "management", summary: "Untag a device", responses: { 200: ok(), ...mgmtWrite } },
       { method: "get", path: "/api/v2/devices/{id}/tags", access: "management", summary: "A device's tags", responses: { 200: reply(list(z.string())), ...mgmtRead } },
       { method: "get", path: "/api/v2/tags/{tag}", access: "management", summary: "Devices with a tag", responses: { 200: reply(list(DeviceV2)), 400: e400, 401: e401 } },
-      { method: "get", path: "/api/v1/devices", access: "management", summary: "All devices (v1)", responses: { 200: reply(list(DeviceV1)), 401: e401, 403: e403 } },
+      {
+        method: "get",
+        path: "/api/v1/devices",
+        access: "management",
+        summary: "All devices (v1; paged with limit/offset/q: X-Total-Count)",
+        query: deviceListQuery,
+        responses: { 200: reply(list(DeviceV1)), 400: e400, 401: e401, 403: e403 },
+      },
       { method: "get", path: "/api/v1/devices/{id}", access: "management", summary: "One device (v1)", responses: { 200: reply(DeviceV1), ...mgmtRead } },
       { method: "delete", path: "/api/v1/devices/{id}", access: "management", summary: "Delete a device (v1)", responses: { 200: ok(), ...mgmtRead } },
     ]),

@@ -1,6 +1,7 @@
 import type { Database, Tx } from "../../db/index.ts";
 import { rfc822 } from "../../util/time.ts";
-import { deletePermissionsOf } from "../permissions/permissions.ts";
+import { deletePermissionsOf, type SqlFilter } from "../permissions/permissions.ts";
+import { metaKeys } from "../registration/metadata.ts";
 import { isConnected } from "./presence.ts";
 
 /** A device row as stored (JSON columns still text). */
@@ -46,11 +47,35 @@ export function getDeviceByMac(db: Database | Tx, mac: string): DeviceRow | unde
 
 /**
  * Devices (alias `d`), optionally narrowed by an SQL condition on `d` (e.g. a permission filter
- * from permissions.ts), ordered by id.
+ * from permissions.ts), ordered by id; `page`: only that many from that position.
  */
-export function listDevices(db: Database, where?: { sql: string; params: (string | number)[] }): DeviceRow[] {
+export function listDevices(db: Database, where?: SqlFilter, page?: { limit?: number; offset?: number }): DeviceRow[] {
   const clause = where ? ` WHERE ${where.sql}` : "";
-  return db.all<DeviceRow>(`SELECT ${COLUMNS} FROM devices d${clause} ORDER BY d.id`, where?.params ?? []);
+  const params = where?.params ?? [];
+  if (!page) return db.all<DeviceRow>(`SELECT ${COLUMNS} FROM devices d${clause} ORDER BY d.id`, params);
+  return db.all<DeviceRow>(`SELECT ${COLUMNS} FROM devices d${clause} ORDER BY d.id LIMIT ? OFFSET ?`, [...params, page.limit ?? -1, page.offset ?? 0]);
+}
+
+export function countDevices(db: Database, where?: SqlFilter): number {
+  return db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM devices d${where ? ` WHERE ${where.sql}` : ""}`, where?.params ?? [])!.n;
+}
+
+/** Both conditions (either may be absent). */
+export function bothFilters(a: SqlFilter | undefined, b: SqlFilter | undefined): SqlFilter | undefined {
+  if (!a || !b) return a ?? b;
+  return { sql: `(${a.sql}) AND (${b.sql})`, params: [...a.params, ...b.params] };
+}
+
+/**
+ * The device list's text filter (`q`): `text` within the name, MAC address, id, software
+ * version or device type, ignoring (ASCII) case, as SQLite's LIKE compares.
+ */
+export function deviceTextFilter(prefix: string, text: string): SqlFilter {
+  const pattern = `%${text.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`;
+  const keys = metaKeys(prefix);
+  // The prefix is lowercase letters and digits (config.ts): safe inside a JSON path.
+  const fields = ["d.name", "d.mac_address", "CAST(d.id AS TEXT)", `json_extract(d.metadata, '$."${keys.version}"')`, `json_extract(d.metadata, '$."${keys.devtype}"')`];
+  return { sql: fields.map((f) => `${f} LIKE ? ESCAPE '\\'`).join(" OR "), params: fields.map(() => pattern) };
 }
 
 export function deviceGroupIds(db: Database | Tx, deviceId: number): number[] {

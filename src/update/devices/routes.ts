@@ -1,12 +1,52 @@
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
+import { z } from "zod";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
-import { addTag, deleteDevice, deviceTags, getDevice, listDevices, removeTag, toV1, toV2, validTag } from "./devices.ts";
-import { authorize, permissionFilter } from "../permissions/permissions.ts";
+import { queryOf } from "../../http/openapi.ts";
+import {
+  addTag,
+  bothFilters,
+  countDevices,
+  deleteDevice,
+  deviceTags,
+  deviceTextFilter,
+  getDevice,
+  listDevices,
+  removeTag,
+  toV1,
+  toV2,
+  validTag,
+  type DeviceRow,
+} from "./devices.ts";
+import { authorize, permissionFilter, type SqlFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
 
 const NOT_FOUND = "device does not exist";
+
+const integerParam = (key: string, min: number, max: number) =>
+  z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined) return undefined;
+      const n = /^\d{1,16}$/.test(text) ? Number(text) : NaN;
+      if (n >= min && n <= max) return n;
+      ctx.addIssue({ code: "custom", message: `query parameter "${key}" must be an integer from ${min} to ${max}` });
+      return undefined;
+    })
+    .meta({ type: "integer", minimum: min, maximum: max });
+
+/** Paging of the device lists (issue 11); without any of these the lists answer as before. */
+export const deviceListQuery = z.object({
+  limit: integerParam("limit", 1, 1000).describe("at most this many devices (with X-Total-Count: how many match)"),
+  offset: integerParam("offset", 0, Number.MAX_SAFE_INTEGER).describe("skip this many of the matches (ordered by id)"),
+  q: z
+    .string()
+    .max(256, { error: 'query parameter "q" must be at most 256 characters' })
+    .optional()
+    .describe("only devices with this text in their name, MAC address, id, version or device type (ignoring case)"),
+});
 
 /** Devices v2 and v1, and tags (update-server.md 7). */
 export function devicesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
@@ -24,11 +64,20 @@ export function devicesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     return text;
   };
 
+  /**
+   * A device list: every device `filter` lets through, or with `limit`, `offset` or `q` that
+   * page of the matches and the header X-Total-Count (the console's list at 10,000 devices).
+   */
+  const deviceList = (c: Context<AppEnv>, filter: SqlFilter | undefined, shape: (row: DeviceRow) => unknown) => {
+    const query = queryOf(c, deviceListQuery);
+    if (query.limit === undefined && query.offset === undefined && query.q === undefined) return c.json(listDevices(db, filter).map(shape));
+    const where = bothFilters(filter, query.q === undefined ? undefined : deviceTextFilter(ctx.config.prefix, query.q));
+    c.header("X-Total-Count", String(countDevices(db, where)));
+    return c.json(listDevices(db, where, { limit: query.limit, offset: query.offset }).map(shape));
+  };
+
   // v2: any management token; the permission table decides (2.7).
-  app.get("/api/v2/devices", mgmt, (c) => {
-    const rows = listDevices(db, permissionFilter(c.get("identity"), "device", "d"));
-    return c.json(rows.map((row) => toV2(db, row)));
-  });
+  app.get("/api/v2/devices", mgmt, (c) => deviceList(c, permissionFilter(c.get("identity"), "device", "d"), (row) => toV2(db, row)));
 
   app.get("/api/v2/devices/:id{[0-9]+}", mgmt, (c) => {
     const id = pathId(c.req.param("id"), "device");
@@ -78,7 +127,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   });
 
   // v1: scope-checked, no per-user filtering (7.4).
-  app.get("/api/v1/devices", auth.management("admin_ro"), (c) => c.json(listDevices(db).map((row) => toV1(db, row))));
+  app.get("/api/v1/devices", auth.management("admin_ro"), (c) => deviceList(c, undefined, (row) => toV1(db, row)));
 
   app.get("/api/v1/devices/:id{[0-9]+}", auth.management("admin_ro"), (c) => {
     const id = pathId(c.req.param("id"), "device");
