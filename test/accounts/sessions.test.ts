@@ -68,6 +68,12 @@ describe("accounts: console sessions", () => {
     assert.equal(((await who.json()) as { sub: string }).sub, "admin");
     assert.equal((await server.request("/api/v2/devices", { headers: { cookie } })).status, 200);
     assert.equal((await server.request("/api/v1/configs", { headers: { cookie } })).status, 200);
+    const stream = new AbortController();
+    const events = await server.request("/api/stream", { headers: { cookie }, signal: stream.signal });
+    assert.equal(events.status, 200, "the live event stream");
+    assert.match(events.headers.get("content-type") ?? "", /^text\/event-stream/);
+    stream.abort();
+    await events.body?.cancel().catch(() => {});
 
     const tester = server.token(["tests_ro"], "tester");
     const both = await server.request("/api/whoami", { headers: { cookie }, token: tester });
