@@ -31,7 +31,7 @@ export const accountOperations: Operation[] = [
     tag: "accounts",
     access: "public",
     summary: "Console sign-out: clears the session cookie",
-    responses: { 204: { description: "Cookie cleared" } },
+    responses: { 204: { description: "Cookie cleared" }, 403: { description: "Origin or Referer of another site", json: ErrorBody } },
   },
   {
     method: "get",

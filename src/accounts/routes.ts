@@ -62,10 +62,14 @@ export function accountsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     throw error;
   };
 
+  // A page of another site must not sign the browser in (to an account of its choosing) or out.
+  const refuseCrossSite = (c: Context) => {
+    if ((c.req.header("origin") ?? c.req.header("referer")) !== undefined && !sameOrigin(c)) throw httpError(403, MSG_CROSS_SITE);
+  };
+
   app.post("/api/v1/auth/login", async (c) => {
     const body = await jsonBody(c, loginBody);
-    // A page of another site must not sign the browser in to an account of its choosing.
-    if ((c.req.header("origin") ?? c.req.header("referer")) !== undefined && !sameOrigin(c)) throw httpError(403, MSG_CROSS_SITE);
+    refuseCrossSite(c);
     // Names that cannot exist share one key: they cannot grow the throttle's memory either.
     const key = NAME_PATTERN.test(body.username) ? body.username : "";
     const address = clientAddress(c);
@@ -88,6 +92,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   });
 
   app.post("/api/v1/auth/logout", (c) => {
+    refuseCrossSite(c);
     sessionCookie(c, "", 0);
     return c.body(null, 204);
   });

@@ -128,10 +128,14 @@ describe("accounts: console sessions", () => {
     assert.equal(await status(server.url), 101, "same origin: upgraded (then closed: the device is unknown)");
   });
 
-  test("a cross-site login is refused; logout clears the cookie", async () => {
+  test("a cross-site login or logout is refused; logout clears the cookie", async () => {
     const cross = await login(server, "admin", adminPassword(server), { origin: "http://evil.example" });
     assert.equal(cross.status, 403);
     assert.equal(sessionCookie(cross), undefined);
+
+    const crossOut = await server.request("/api/v1/auth/logout", { method: "POST", headers: { origin: "http://evil.example" } });
+    assert.equal(crossOut.status, 403);
+    assert.equal(sessionCookie(crossOut), undefined);
 
     const res = await server.request("/api/v1/auth/logout", { method: "POST" });
     assert.equal(res.status, 204);
