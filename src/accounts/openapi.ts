@@ -18,11 +18,19 @@ export const accountOperations: Operation[] = [
     summary: "Console sign-in: sets the labgate_session cookie (HttpOnly, SameSite=Strict, Secure over TLS) to a session token",
     body: { json: loginBody },
     responses: {
-      200: { description: "Signed in (the body is what GET /api/whoami answers)", json: Caller },
+      200: {
+        description: "Signed in (the body is what GET /api/whoami answers)",
+        json: Caller,
+        headers: { "Set-Cookie": "labgate_session=<token>; Max-Age=<console.session_ttl>; Path=/; HttpOnly; SameSite=Strict (; Secure over TLS)" },
+      },
       400: e400,
       401: { description: "Unknown name, wrong password or disabled account (one answer for all)", json: ErrorBody },
       403: { description: "Origin or Referer of another site", json: ErrorBody },
-      429: { description: "Too many failed logins for this name or from this address (Retry-After)", json: ErrorBody },
+      429: {
+        description: "Too many failed logins for this name or from this address",
+        json: ErrorBody,
+        headers: { "Retry-After": "seconds to wait" },
+      },
     },
   },
   {
@@ -31,7 +39,7 @@ export const accountOperations: Operation[] = [
     tag: "accounts",
     access: "public",
     summary: "Console sign-out: clears the session cookie",
-    responses: { 204: { description: "Cookie cleared" }, 403: { description: "Origin or Referer of another site", json: ErrorBody } },
+    responses: { 204: { description: "Cookie cleared", headers: { "Set-Cookie": "labgate_session=; Max-Age=0; Path=/; HttpOnly; SameSite=Strict" } }, 403: { description: "Origin or Referer of another site", json: ErrorBody } },
   },
   {
     method: "get",

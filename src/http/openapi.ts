@@ -25,6 +25,8 @@ export interface Reply {
   json?: z.ZodType;
   /** Another media type (a file, CSV, an event stream). */
   media?: string;
+  /** Response headers a client may rely on: name -> description. */
+  headers?: Record<string, string>;
 }
 
 export interface Operation {
@@ -128,7 +130,8 @@ export function openApiDocument(operations: Operation[], info: { title: string; 
         ...(reply.json ? { "application/json": { schema: jsonSchema(reply.json, "output") } } : {}),
         ...(reply.media ? { [reply.media]: { schema: { type: "string" } } } : {}),
       };
-      responses[code] = { description: reply.description, ...(Object.keys(content).length > 0 ? { content } : {}) };
+      const headers = reply.headers && Object.fromEntries(Object.entries(reply.headers).map(([name, description]) => [name, { description, schema: { type: "string" } }]));
+      responses[code] = { description: reply.description, ...(Object.keys(content).length > 0 ? { content } : {}), ...(headers ? { headers } : {}) };
     }
     paths[op.path] ??= {};
     paths[op.path][op.method] = {

@@ -57,6 +57,7 @@ const Log = z
   .object({ id: z.int(), created: date, device_id: z.int(), device_timestamp: date, name: z.string().max(MAX_NAME), entry: z.string() })
   .meta({ id: "Log" });
 const list = (item: z.ZodType) => z.array(item);
+const TOTAL = { "X-Total-Count": "with limit, offset or q: how many devices match before paging" };
 
 
 type Spec = Omit<Operation, "tag">;
@@ -95,7 +96,7 @@ export function updateOperations(config: Config): Operation[] {
         access: "management",
         summary: "Devices the caller may read (paged with limit/offset/q: X-Total-Count)",
         query: deviceListQuery,
-        responses: { 200: reply(list(DeviceV2)), 400: e400, 401: e401 },
+        responses: { 200: { ...reply(list(DeviceV2)), headers: TOTAL }, 400: e400, 401: e401 },
       },
       { method: "get", path: "/api/v2/devices/{id}", access: "management", summary: "One device", responses: { 200: reply(DeviceV2), ...mgmtRead } },
       { method: "delete", path: "/api/v2/devices/{id}", access: "management", summary: "Delete a device and what depends on it", responses: { 200: ok(), ...mgmtRead } },
@@ -109,7 +110,7 @@ export function updateOperations(config: Config): Operation[] {
         access: "management",
         summary: "All devices (v1; paged with limit/offset/q: X-Total-Count)",
         query: deviceListQuery,
-        responses: { 200: reply(list(DeviceV1)), 400: e400, 401: e401, 403: e403 },
+        responses: { 200: { ...reply(list(DeviceV1)), headers: TOTAL }, 400: e400, 401: e401, 403: e403 },
       },
       { method: "get", path: "/api/v1/devices/{id}", access: "management", summary: "One device (v1)", responses: { 200: reply(DeviceV1), ...mgmtRead } },
       { method: "delete", path: "/api/v1/devices/{id}", access: "management", summary: "Delete a device (v1)", responses: { 200: ok(), ...mgmtRead } },

@@ -68,6 +68,18 @@ test("the document shows the schemas the handlers validate with", () =>
     assert.deepEqual(members.required.sort(), ["add", "remove"]);
     assert.equal(members.properties.add.items.exclusiveMinimum, 0);
 
+    // The console's routes: the login body, its cookie and throttling headers, the device list's paging.
+    const any = doc as any;
+    const login = any.paths["/api/v1/auth/login"].post;
+    assert.deepEqual(body(login).required.sort(), ["password", "username"]);
+    assert.ok(login.responses["200"].headers["Set-Cookie"]);
+    assert.ok(login.responses["429"].headers["Retry-After"]);
+    const devices = any.paths["/api/v2/devices"].get;
+    assert.deepEqual(devices.parameters.map((p: { name: string }) => p.name), ["limit", "offset", "q"]);
+    assert.deepEqual([devices.parameters[0].schema.minimum, devices.parameters[0].schema.maximum], [1, 1000]);
+    assert.ok(devices.responses["200"].headers["X-Total-Count"]);
+    assert.deepEqual(devices.security, [{ management: [] }, { session: [] }]);
+
     // And the validator behind it answers with today's texts.
     const group = (await (await server.request("/api/v2/groups", { method: "POST", token: server.adminToken, json: { metadata: {} } })).json()) as { id: number };
     const patch = (json: unknown) => server.request(`/api/v2/groups/${group.id}/devices`, { method: "PATCH", token: server.adminToken, json });
