@@ -132,7 +132,12 @@ describe("packages: upload, list, get, delete", () => {
       ["mixed artifact, all upload scopes", artifact(["single-file", "rootfs-image"]), allThree, 200],
       ["unknown payload type, all upload scopes", artifact(["zephyr-image"]), allThree, 403],
       ["unknown payload type, admin", artifact(["zephyr-image"]), server.adminToken, 200],
-      ["zero payloads, single scope", artifact([]), single, 200],
+      // An empty or missing payload list is an artifact of unknown type (issue 10 item 4).
+      ["zero payloads, single scope", artifact([]), single, 403],
+      ["zero payloads, rootfs scope", artifact([], { gzip: true }), rootfs, 403],
+      ["zero payloads, nonstandard scope", artifact([]), nonstandard, 200],
+      ["no payloads key, single scope", artifact([], { headerInfo: "{}" }), single, 403],
+      ["no payloads key, nonstandard scope", artifact([], { headerInfo: "{}" }), nonstandard, 200],
       ["plain file, nonstandard scope", Buffer.from("just bytes"), nonstandard, 200],
       ["plain file, single scope", Buffer.from("just bytes"), single, 403],
       ["malformed header-info, nonstandard scope", artifact([], { headerInfo: "{not json" }), nonstandard, 200],

@@ -28,7 +28,8 @@ export function scopesForPayload(type: string): Scope[] {
 
 /** Why a token may not upload an artifact with these payload types (403), or undefined. */
 export function uploadScopeRefusal(granted: ReadonlySet<Scope>, types: readonly string[], prefix: string): string | undefined {
-  for (const type of types) {
+  // No type at all is not "nothing to check": it is an artifact of unknown type.
+  for (const type of types.length > 0 ? types : [NONSTANDARD]) {
     const acceptable: Scope[] = ["admin_rw", ...scopesForPayload(type)];
     if (!grantsAny(granted, acceptable)) {
       return `user does not have permission to upload this package type. One of the scopes is required: ${acceptable.map((s) => scopeName(prefix, s)).join(", ")}`;
@@ -164,7 +165,10 @@ async function findMember(source: ByteSource, wanted: string): Promise<Buffer | 
   return undefined;
 }
 
-/** Payload types from an in-memory `header-info`; [NONSTANDARD] when anything is missing or malformed. */
+/**
+ * Payload types from an in-memory `header-info`; [NONSTANDARD] when anything is missing or
+ * malformed, and when the payload list is empty (an artifact of no known type).
+ */
 function payloadTypesFromHeaderInfo(text: Buffer): string[] {
   let info: unknown;
   try {
@@ -173,7 +177,7 @@ function payloadTypesFromHeaderInfo(text: Buffer): string[] {
     return [NONSTANDARD];
   }
   const payloads = (info as { payloads?: unknown })?.payloads;
-  if (!Array.isArray(payloads)) return [NONSTANDARD];
+  if (!Array.isArray(payloads) || payloads.length === 0) return [NONSTANDARD];
   const types: string[] = [];
   for (const payload of payloads) {
     const type = (payload as { type?: unknown })?.type;
