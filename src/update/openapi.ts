@@ -13,7 +13,7 @@ import { removeActionsBody } from "./actions/routes.ts";
 import { permissionBody } from "./permissions/store.ts";
 import { deviceAuthBody } from "./registration/authorize.ts";
 import { checkBodySchema } from "./updatecheck/check.ts";
-import { deviceListQuery } from "./devices/routes.ts";
+import { deviceListQuery, deviceRenameBody } from "./devices/routes.ts";
 import { groupDevicesBody, groupPackagesBody, groupPolicyBody, groupPriorityBody } from "./groups/routes.ts";
 
 const date = z.string().describe("RFC 822, e.g. Sat, 21 Nov 2026 07:12:31 GMT");
@@ -100,7 +100,15 @@ export function updateOperations(config: Config): Operation[] {
       },
       { method: "get", path: "/api/v2/devices/{id}", access: "management", summary: "One device", responses: { 200: reply(DeviceV2), ...mgmtRead } },
       { method: "delete", path: "/api/v2/devices/{id}", access: "management", summary: "Delete a device and what depends on it", responses: { 200: ok(), ...mgmtRead } },
-      { method: "post", path: "/api/v2/devices/{id}/tag/{tag}", access: "management", summary: "Tag a device", responses: { 200: ok(), ...mgmtWrite } },
+      {
+        method: "patch",
+        path: "/api/v2/devices/{id}",
+        access: "management",
+        summary: "Rename a device (needs update, and every permission the new name would grant anyone)",
+        body: { json: deviceRenameBody },
+        responses: { 200: reply(DeviceV2), ...mgmtWrite },
+      },
+      { method: "post", path: "/api/v2/devices/{id}/tag/{tag}", access: "management", summary: "Tag a device (needs update, and every permission the tag would grant anyone)", responses: { 200: ok(), ...mgmtWrite } },
       { method: "delete", path: "/api/v2/devices/{id}/tag/{tag}", access: "management", summary: "Untag a device", responses: { 200: ok(), ...mgmtWrite } },
       { method: "get", path: "/api/v2/devices/{id}/tags", access: "management", summary: "A device's tags", responses: { 200: reply(list(z.string())), ...mgmtRead } },
       { method: "get", path: "/api/v2/tags/{tag}", access: "management", summary: "Devices with a tag", responses: { 200: reply(list(DeviceV2)), 400: e400, 401: e401 } },

@@ -346,15 +346,17 @@ test("last_access: null-free after approval, updated by device-token requests, R
   assert.ok(Math.abs(Date.parse(after.last_access) - Date.now()) < 5000, after.last_access);
 });
 
-test("device name: the reported svc.device.name, else the MAC; metadata replaced on every accepted auth", async () => {
+test("device name: the reported svc.device.name at approval, else the MAC; later auths replace the metadata, not the name", async () => {
   const { client, id } = await registerDevice(server, { extra: { "svc.device.name": "bench-7" } });
   let device = await json(server.request(`/api/v2/devices/${id}`, { token: server.adminToken }));
   assert.equal(device.name, "bench-7");
   client.setMetadata(deviceMetadata(client.mac, { "svc.software.version": "v9" }));
   assert.equal((await client.authorize()).status, "accepted");
   device = await json(server.request(`/api/v2/devices/${id}`, { token: server.adminToken }));
-  assert.equal(device.name, client.mac);
+  assert.equal(device.name, "bench-7");
   assert.equal(device.metadata["svc.software.version"], "v9");
+  const unnamed = await registerDevice(server);
+  assert.equal((await json(server.request(`/api/v2/devices/${unnamed.id}`, { token: server.adminToken }))).name, unnamed.client.mac);
 });
 
 test("one MAC keeps at most its 8 newest pending keys (the route is public)", async () => {

@@ -237,7 +237,7 @@ describe("groups v2 and v1", () => {
     assert.equal((await call("DELETE", `/api/v1/packages/${p.id}`)).status, 200);
   });
 
-  it("no escalation: adding a device or package to a group needs update on it too", async () => {
+  it("no escalation: adding a device or package to a group needs update on it, and what the group's holders would gain", async () => {
     const [, , , , , d6] = devices;
     const erin = server.token([], "erin");
     const g = await create({ metadata: {} });
@@ -249,7 +249,13 @@ describe("groups v2 and v1", () => {
     assert.deepEqual((await get(g.id)).devices, []);
     await grant("erin", "device", d6, "update");
     await grant("erin", "package", p.id, "update");
-    assert.equal((await patch(g.id, [d6], [], "v2", erin)).status, 200);
+    // erin reads the group: the addition would give her read on them, which she lacks (issue 10).
+    assert.equal((await patch(g.id, [d6], [], "v2", erin)).status, 403);
+    assert.equal((await call("POST", `/api/v2/groups/${g.id}/package`, { packages: [p.id] }, erin)).status, 403);
+    await grant("erin", "device", d6, "read");
+    await grant("erin", "package", p.id, "read");
+    const added = await patch(g.id, [d6], [], "v2", erin);
+    assert.equal(added.status, 200, JSON.stringify(added.body));
     assert.equal((await call("POST", `/api/v2/groups/${g.id}/package`, { packages: [p.id] }, erin)).status, 200);
     // Group read reaches the group's packages (and devices).
     const frank = server.token([], "frank");

@@ -1,6 +1,6 @@
 import type { Database, Tx } from "../../db/index.ts";
 import { rfc822 } from "../../util/time.ts";
-import { deletePermissionsOf, type SqlFilter } from "../permissions/permissions.ts";
+import { deletePermissionsOf, type ChangeGuard, type SqlFilter } from "../permissions/permissions.ts";
 import { metaKeys } from "../registration/metadata.ts";
 import { isConnected } from "./presence.ts";
 
@@ -172,13 +172,33 @@ export function validTag(tag: string): boolean {
   return tag.length > 0 && tag.length <= 128 && !/[\/\u0000-\u001f\u007f]/.test(tag);
 }
 
-/** Adds a tag; adding one that is already there is a no-op. False when the device does not exist. */
-export async function addTag(db: Database, deviceId: number, tag: string): Promise<boolean> {
+/**
+ * Adds a tag; adding one that is already there is a no-op. False when the device does not exist.
+ * `guard` runs the change (the escalation rule: a tag can grant permissions, see permissions.ts).
+ */
+export async function addTag(db: Database, deviceId: number, tag: string, guard: ChangeGuard): Promise<boolean> {
   if (!getDevice(db, deviceId)) return false;
   if (db.get("SELECT 1 AS x FROM device_tags WHERE device_id = ? AND tag = ?", [deviceId, tag])) return true;
   return db.write((tx) => {
     if (!getDevice(tx, deviceId)) return false;
-    tx.run("INSERT OR IGNORE INTO device_tags (device_id, tag) VALUES (?, ?)", [deviceId, tag]);
+    guard(tx, () => void tx.run("INSERT OR IGNORE INTO device_tags (device_id, tag) VALUES (?, ?)", [deviceId, tag]));
+    return true;
+  });
+}
+
+/** A device name (D10 limits): 1 to 128 characters, no control characters, no surrounding blanks. */
+export function validDeviceName(name: string): boolean {
+  return name.length > 0 && name.length <= 128 && name.trim() === name && !/[\u0000-\u001f\u007f]/.test(name);
+}
+
+/**
+ * Renames a device (a management request; the device's own reports never rename it, issue 10).
+ * False when the device does not exist. `guard` runs the change: a name can grant permissions.
+ */
+export async function renameDevice(db: Database, deviceId: number, name: string, guard: ChangeGuard): Promise<boolean> {
+  return db.write((tx) => {
+    if (!getDevice(tx, deviceId)) return false;
+    guard(tx, () => void tx.run("UPDATE devices SET name = ? WHERE id = ?", [name, deviceId]));
     return true;
   });
 }

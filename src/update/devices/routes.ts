@@ -14,13 +14,16 @@ import {
   getDevice,
   listDevices,
   removeTag,
+  renameDevice,
   toV1,
   toV2,
+  validDeviceName,
   validTag,
   type DeviceRow,
 } from "./devices.ts";
-import { authorize, permissionFilter, type SqlFilter } from "../permissions/permissions.ts";
-import { pathId } from "../validation.ts";
+import { authorize, grantGuard, permissionFilter, type SqlFilter } from "../permissions/permissions.ts";
+import { jsonBody } from "../../http/openapi.ts";
+import { pathId, strictBody } from "../validation.ts";
 
 const NOT_FOUND = "device does not exist";
 
@@ -46,6 +49,12 @@ export const deviceListQuery = z.object({
     .max(256, { error: 'query parameter "q" must be at most 256 characters' })
     .optional()
     .describe("only devices with this text in their name, MAC address, id, version or device type (ignoring case)"),
+});
+
+const NAME_ERROR = "schema validation failed: field \"name\" must be 1 to 128 characters without control characters or surrounding blanks";
+/** The body of PATCH /api/v2/devices/{id}: the device's new name (what device_by_tag permissions match). */
+export const deviceRenameBody = strictBody({
+  name: z.string({ error: NAME_ERROR }).refine(validDeviceName, { error: NAME_ERROR }).meta({ minLength: 1, maxLength: 128 }),
 });
 
 /** Devices v2 and v1, and tags (update-server.md 7). */
@@ -92,11 +101,22 @@ export function devicesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     return c.json({});
   });
 
+  // Renaming and tagging need update, and may grant no one a permission the caller lacks (permissions.ts).
+  app.patch("/api/v2/devices/:id{[0-9]+}", mgmt, async (c) => {
+    const id = pathId(c.req.param("id"), "device");
+    const identity = c.get("identity");
+    authorize(db, identity, "device", id, "update");
+    const { name } = await jsonBody(c, deviceRenameBody);
+    if (!(await renameDevice(db, id, name, grantGuard(identity, [{ resource: "device", id }])))) throw httpError(404, NOT_FOUND);
+    return c.json(toV2(db, deviceOr404(id)));
+  });
+
   app.post("/api/v2/devices/:id{[0-9]+}/tag/:tag", mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "device");
-    authorize(db, c.get("identity"), "device", id, "update");
+    const identity = c.get("identity");
+    authorize(db, identity, "device", id, "update");
     const tag = tagParam(c.req.param("tag"));
-    if (!(await addTag(db, id, tag))) throw httpError(404, NOT_FOUND);
+    if (!(await addTag(db, id, tag, grantGuard(identity, [{ resource: "device", id }])))) throw httpError(404, NOT_FOUND);
     return c.json({});
   });
 

@@ -1,6 +1,7 @@
 import type { Database, Tx } from "../../db/index.ts";
 import { rfc822 } from "../../util/time.ts";
 import { DEFAULT_POLICY } from "./policy.ts";
+import { unguarded, type ChangeGuard } from "../permissions/permissions.ts";
 
 export const DEFAULT_PRIORITY = 25;
 
@@ -119,8 +120,16 @@ export type MembershipRule = "priority" | "single";
  * PATCH devices (5.6, seed rules): atomic; additions are evaluated first, then removals; an
  * unknown device, an addition that breaks the membership rule, or the removal of a device that
  * is not (after the additions) in the group makes the whole request a 409 and changes nothing.
+ * `guard` runs the change (membership grants the group's permissions, see permissions.ts).
  */
-export async function patchGroupDevices(db: Database, groupId: number, add: number[], remove: number[], rule: MembershipRule): Promise<Outcome> {
+export async function patchGroupDevices(
+  db: Database,
+  groupId: number,
+  add: number[],
+  remove: number[],
+  rule: MembershipRule,
+  guard: ChangeGuard = unguarded,
+): Promise<Outcome> {
   return changed(db, db.write((tx) => {
     const group = getGroup(tx, groupId);
     if (!group) return fail(404, GROUP_NOT_FOUND);
@@ -147,22 +156,29 @@ export async function patchGroupDevices(db: Database, groupId: number, add: numb
     for (const deviceId of remove) {
       if (!members.has(deviceId)) return fail(409, `device ${deviceId} is not assigned to this group`);
     }
-    for (const deviceId of add) tx.run("INSERT INTO group_devices (group_id, device_id) VALUES (?, ?)", [groupId, deviceId]);
-    for (const deviceId of remove) tx.run("DELETE FROM group_devices WHERE group_id = ? AND device_id = ?", [groupId, deviceId]);
+    guard(tx, () => {
+      for (const deviceId of add) tx.run("INSERT INTO group_devices (group_id, device_id) VALUES (?, ?)", [groupId, deviceId]);
+      for (const deviceId of remove) tx.run("DELETE FROM group_devices WHERE group_id = ? AND device_id = ?", [groupId, deviceId]);
+    });
     return ok;
   }));
 }
 
-/** Package assignment (5.7, D4): the set becomes exactly `packageIds`; an unknown package is a 404. */
-export async function setGroupPackages(db: Database, groupId: number, packageIds: number[]): Promise<Outcome> {
+/**
+ * Package assignment (5.7, D4): the set becomes exactly `packageIds`; an unknown package is a 404.
+ * `guard` runs the change (membership grants the group's permissions, see permissions.ts).
+ */
+export async function setGroupPackages(db: Database, groupId: number, packageIds: number[], guard: ChangeGuard = unguarded): Promise<Outcome> {
   try {
     return await changed(db, db.write((tx) => {
       if (!getGroup(tx, groupId)) return fail(404, GROUP_NOT_FOUND);
       for (const id of packageIds) {
         if (!tx.get("SELECT 1 AS x FROM packages WHERE id = ?", [id])) return fail(404, `package ${id} does not exist`);
       }
-      tx.run("DELETE FROM group_packages WHERE group_id = ?", [groupId]);
-      for (const id of packageIds) tx.run("INSERT INTO group_packages (group_id, package_id) VALUES (?, ?)", [groupId, id]);
+      guard(tx, () => {
+        tx.run("DELETE FROM group_packages WHERE group_id = ?", [groupId]);
+        for (const id of packageIds) tx.run("INSERT INTO group_packages (group_id, package_id) VALUES (?, ?)", [groupId, id]);
+      });
       return ok;
     }));
   } catch (error) {

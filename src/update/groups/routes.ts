@@ -4,7 +4,18 @@ import { z } from "zod";
 import { jsonBody, jsonObject } from "../../http/openapi.ts";
 import { httpError } from "../../http/errors.ts";
 import type { AppContext, AppEnv, Identity } from "../../server/context.ts";
-import { allowed, authorize, bypasses, deletePermissionsOf, grantCreator, MSG_FORBIDDEN, permissionFilter } from "../permissions/permissions.ts";
+import {
+  allowed,
+  authorize,
+  bypasses,
+  deletePermissionsOf,
+  grantCreator,
+  grantGuard,
+  MSG_FORBIDDEN,
+  permissionFilter,
+  unguarded,
+  type ChangeGuard,
+} from "../permissions/permissions.ts";
 import { pathId, strictBody } from "../validation.ts";
 import {
   createGroup,
@@ -72,12 +83,14 @@ const answer = (c: Context, outcome: Outcome) => {
 };
 
 /**
- * Section 17 item 5: group permissions reach the group's devices and packages, so putting a
- * device or package into a group needs `update` on that object too (admins bypass).
+ * Section 17 item 5 and issue 10: group permissions reach the group's devices and packages, so
+ * putting a device or package into a group needs `update` on that object, and (the guard it
+ * returns, run with the change) every permission the group's holders would gain on it.
  */
-function requireOnEach(ctx: AppContext, identity: Identity, resource: "device" | "package", ids: number[]): void {
-  if (bypasses(identity, "update")) return;
+function requireOnEach(ctx: AppContext, identity: Identity, resource: "device" | "package", ids: number[]): ChangeGuard {
+  if (bypasses(identity, "update")) return unguarded;
   for (const id of ids) if (!allowed(ctx.db, identity, resource, id, "update")) throw httpError(403, `${MSG_FORBIDDEN}: ${resource} ${id}`);
+  return grantGuard(identity, ids.map((id) => ({ resource, id })));
 }
 
 /** The operations v1 and v2 share; `v2` adds per-user permissions and the escalation checks. */
@@ -106,8 +119,8 @@ function sharedRoutes(ctx: AppContext, app: Hono<AppEnv>, base: string, mode: { 
     check(c, id, "update");
     if (!getGroup(db, id)) throw httpError(404, GROUP_NOT_FOUND);
     const { add, remove } = await jsonBody(c, groupDevicesBody);
-    if (mode.v2) requireOnEach(ctx, c.get("identity"), "device", add);
-    return answer(c, await patchGroupDevices(db, id, add, remove, mode.rule));
+    const guard = mode.v2 ? requireOnEach(ctx, c.get("identity"), "device", add) : unguarded;
+    return answer(c, await patchGroupDevices(db, id, add, remove, mode.rule, guard));
   });
 
   app.post(`${base}/:id/package`, mode.write, async (c) => {
@@ -115,11 +128,12 @@ function sharedRoutes(ctx: AppContext, app: Hono<AppEnv>, base: string, mode: { 
     check(c, id, "update");
     if (!getGroup(db, id)) throw httpError(404, GROUP_NOT_FOUND);
     const { packages } = await jsonBody(c, groupPackagesBody);
+    let guard = unguarded;
     if (mode.v2) {
       const current = new Set(groupPackageIds(db, id));
-      requireOnEach(ctx, c.get("identity"), "package", packages.filter((p) => !current.has(p)));
+      guard = requireOnEach(ctx, c.get("identity"), "package", packages.filter((p) => !current.has(p)));
     }
-    return answer(c, await setGroupPackages(db, id, packages));
+    return answer(c, await setGroupPackages(db, id, packages, guard));
   });
 
   app.post(`${base}/:id/policy`, mode.write, async (c) => {

@@ -44,27 +44,30 @@ export interface SqlFilter {
   params: (string | number)[];
 }
 
+/** SQL condition on a permission row `p`: it applies to the row of `resource` with table alias `alias`. */
+function appliesTo(resource: Resource, alias: string): string {
+  const id = `${alias}.id`;
+  if (resource === "group") return `(p.resource = 'group' AND p.resource_id = ${id})`;
+  if (resource === "package") {
+    return (
+      `(p.resource = 'package' AND p.resource_id = ${id})` +
+      ` OR (p.resource = 'group' AND p.resource_id IN (SELECT gp.group_id FROM group_packages gp WHERE gp.package_id = ${id}))`
+    );
+  }
+  return (
+    `(p.resource = 'device' AND p.resource_id = ${id})` +
+    ` OR (p.resource = 'group' AND p.resource_id IN (SELECT gd.group_id FROM group_devices gd WHERE gd.device_id = ${id}))` +
+    ` OR (p.resource = 'device_by_tag' AND (p.resource_name = ${alias}.name OR p.resource_name = ${alias}.mac_address` +
+    ` OR p.resource_name IN (SELECT dt.tag FROM device_tags dt WHERE dt.device_id = ${id})))`
+  );
+}
+
 /**
  * SQL condition that is true for rows of `resource` (table alias `alias`) on which `user` has
  * `perm`, ignoring admin scopes.
  */
 function grantCondition(resource: Resource, alias: string, user: string, perm: Permission): SqlFilter {
-  const id = `${alias}.id`;
-  let via: string;
-  if (resource === "group") {
-    via = `(p.resource = 'group' AND p.resource_id = ${id})`;
-  } else if (resource === "package") {
-    via =
-      `(p.resource = 'package' AND p.resource_id = ${id})` +
-      ` OR (p.resource = 'group' AND p.resource_id IN (SELECT gp.group_id FROM group_packages gp WHERE gp.package_id = ${id}))`;
-  } else {
-    via =
-      `(p.resource = 'device' AND p.resource_id = ${id})` +
-      ` OR (p.resource = 'group' AND p.resource_id IN (SELECT gd.group_id FROM group_devices gd WHERE gd.device_id = ${id}))` +
-      ` OR (p.resource = 'device_by_tag' AND (p.resource_name = ${alias}.name OR p.resource_name = ${alias}.mac_address` +
-      ` OR p.resource_name IN (SELECT dt.tag FROM device_tags dt WHERE dt.device_id = ${id})))`;
-  }
-  return { sql: `EXISTS (SELECT 1 FROM permissions p WHERE p.user_id = ? AND p.permission = ? AND (${via}))`, params: [user, perm] };
+  return { sql: `EXISTS (SELECT 1 FROM permissions p WHERE p.user_id = ? AND p.permission = ? AND (${appliesTo(resource, alias)}))`, params: [user, perm] };
 }
 
 /**
@@ -127,3 +130,65 @@ export function deletePermissionsOf(tx: Tx, resource: Resource, id: number): voi
 export function resourceExists(db: Database | Tx, resource: Resource, id: number): boolean {
   return db.get(`SELECT 1 AS ok FROM ${TABLES[resource]} WHERE id = ?`, [id]) !== undefined;
 }
+
+/** Who holds what on one object: "user\npermission" for every grant that reaches it (admin scopes aside). */
+function holders(tx: Tx, resource: Resource, id: number): Set<string> {
+  const rows = tx.all<{ user_id: string; permission: string }>(
+    `SELECT DISTINCT p.user_id, p.permission FROM ${TABLES[resource]} o JOIN permissions p ON (${appliesTo(resource, "o")}) WHERE o.id = ?`,
+    [id],
+  );
+  return new Set(rows.map((r) => `${r.user_id}\n${r.permission}`));
+}
+
+/**
+ * Whether `user` is an enabled console account whose scopes already give `perm` everywhere (like
+ * bypasses): rows that reach it gain it nothing. A group an admin created carries the admin's
+ * creator rows; without this, no one but an admin could add anything to it.
+ */
+function accountBypasses(tx: Tx, user: string, perm: Permission): boolean {
+  const row = tx.get<{ scopes: string }>("SELECT scopes FROM accounts WHERE name = ? AND disabled = 0", [user]);
+  const scopes = new Set(row?.scopes.split(" ") ?? []);
+  return scopes.has("admin_rw") || (perm === "read" && scopes.has("admin_ro"));
+}
+
+export interface ObjectRef {
+  resource: "device" | "package";
+  id: number;
+}
+
+/**
+ * THE rule against escalation through tags, groups and names (issue 10): a change to an object's
+ * tags, groups or name may not grant anyone a permission on it that the caller does not already
+ * hold on it (svc_admin_rw passes; svc_admin_ro holds read). Runs `apply` (the change) inside the
+ * caller's write transaction between a look at the object's grants before and after; a change
+ * that would grant more throws 403 and the transaction rolls back, so nothing changes.
+ * Every route that changes tags, group membership or a name goes through this function.
+ */
+export function withinGrants<T>(tx: Tx, identity: Identity, objects: readonly ObjectRef[], apply: () => T): T {
+  if (identity.kind === "mgmt" && identity.scopes.has("admin_rw")) return apply();
+  const before = objects.map((o) => holders(tx, o.resource, o.id));
+  const result = apply();
+  objects.forEach((o, i) => {
+    for (const grant of holders(tx, o.resource, o.id)) {
+      if (before[i].has(grant)) continue;
+      const cut = grant.lastIndexOf("\n");
+      const perm = grant.slice(cut + 1) as Permission;
+      if (accountBypasses(tx, grant.slice(0, cut), perm)) continue; // they had it already, by scope
+      const callerHeld = bypasses(identity, perm) || (identity.kind === "mgmt" && before[i].has(`${identity.user}\n${perm}`));
+      if (!callerHeld) throw httpError(403, `${MSG_FORBIDDEN}: the change would grant ${perm} on ${o.resource} ${o.id}, which you do not hold`);
+    }
+  });
+  return result;
+}
+
+/** Runs a change inside a write transaction; a domain function that changes tags, groups or names takes one. */
+export type ChangeGuard = (tx: Tx, apply: () => void) => void;
+
+/** No rule (admin-only routes, approval). */
+export const unguarded: ChangeGuard = (_tx, apply) => apply();
+
+/** The ChangeGuard of `identity` changing `objects` (see withinGrants). */
+export const grantGuard =
+  (identity: Identity, objects: readonly ObjectRef[]): ChangeGuard =>
+  (tx, apply) =>
+    withinGrants(tx, identity, objects, apply);

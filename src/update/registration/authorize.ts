@@ -7,7 +7,7 @@ import { decodeSignature, parseDeviceKey, verifyDeviceSignature } from "./keys.t
 import { z } from "zod";
 import { firstMessage } from "../../http/openapi.ts";
 import { strictBody } from "../validation.ts";
-import { deviceMetadata, deviceName, metaKeys } from "./metadata.ts";
+import { deviceMetadata, metaKeys } from "./metadata.ts";
 import { ReplayGuard } from "./replay.ts";
 
 export type DeviceAuthResult = { status: "accepted"; token: string; expires: number; deviceId: number } | { status: "pending" };
@@ -75,10 +75,11 @@ export async function authorizeDevice(
   const mac = metadata[metaKeys(prefix).mac] as string;
   const device = getDeviceByMac(ctx.db, mac);
   if (device && device.key_fingerprint === key.fingerprint) {
+    // The reported metadata is kept; the name is not: it was taken at approval and only a
+    // management request changes it (a name can match device_by_tag permissions, issue 10).
     const metadataText = JSON.stringify(metadata);
-    const name = deviceName(metadata, mac, prefix);
-    if (device.metadata !== metadataText || device.name !== name) {
-      await ctx.db.write((tx) => void tx.run("UPDATE devices SET metadata = ?, name = ? WHERE id = ?", [metadataText, name, device.id]));
+    if (device.metadata !== metadataText) {
+      await ctx.db.write((tx) => void tx.run("UPDATE devices SET metadata = ? WHERE id = ?", [metadataText, device.id]));
     }
     const ttl = ctx.config.update_server.device_token_ttl;
     return { status: "accepted", token: ctx.tokens.issueDevice(mac, device.id, ttl), expires: ttl, deviceId: device.id };
