@@ -20,6 +20,8 @@ export interface DeviceIdentity {
   kind: "device";
   mac: string;
   deviceId: number;
+  /** Fingerprint of the device key the token was issued for ("" when none): a key change ends the token (deviceGate). */
+  key: string;
   expiresAt: number;
 }
 
@@ -107,9 +109,10 @@ export class TokenService {
     return identity;
   }
 
-  issueDevice(mac: string, deviceId: number, ttlSeconds: number): string {
+  /** A device token; `key` is the fingerprint of the key the device authenticated with. */
+  issueDevice(mac: string, deviceId: number, ttlSeconds: number, key = ""): string {
     const iat = this.now();
-    return signJwt("HS256", { sub: mac, did: deviceId, iat, exp: iat + ttlSeconds, typ: "device" }, this.keys.hmacSecret);
+    return signJwt("HS256", { sub: mac, did: deviceId, iat, exp: iat + ttlSeconds, typ: "device", ...(key ? { kf: key } : {}) }, this.keys.hmacSecret);
   }
 
   verifyDevice(token: string): DeviceIdentity | TokenFailure {
@@ -122,7 +125,8 @@ export class TokenService {
     if (payload.typ !== "device") return "wrong_type";
     if (typeof payload.sub !== "string" || typeof payload.did !== "number" || typeof payload.exp !== "number") return "malformed";
     if (payload.exp <= now) return "expired";
-    const identity: DeviceIdentity = { kind: "device", mac: payload.sub, deviceId: payload.did, expiresAt: payload.exp };
+    const key = typeof payload.kf === "string" ? payload.kf : "";
+    const identity: DeviceIdentity = { kind: "device", mac: payload.sub, deviceId: payload.did, key, expiresAt: payload.exp };
     this.deviceCache.set(token, identity);
     return identity;
   }

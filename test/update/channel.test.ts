@@ -106,3 +106,50 @@ test("a device that stops answering pings is dropped", async () => {
   await until(async () => !(await device(server, id)).connected, 4000, "dropped for silence");
   await closed;
 });
+
+// Issue 10 item 5: two agents share one MAC, the second with a new key.
+const actionIds = async (mac: string): Promise<string[] | undefined> => {
+  const res = await server.request(`/api/v2/devices/${mac}/action/list`, { token: server.adminToken });
+  return res.status === 200 ? ((await res.json()) as { action_id: string }[]).map((a) => a.action_id) : undefined;
+};
+
+test("a confirmed key change revokes the old key's tokens and socket; the agent with the new key takes over", async () => {
+  const stolen = startAgent(server, { actions: [{ id: "old-key", name: "Old", command: ["true"], timeout: 5 }] });
+  agents.push(stolen);
+  const id = await approveAgent(server, stolen);
+  await untilConnected(server, id);
+  assert.deepEqual(await actionIds(stolen.mac), ["old-key", "svc.builtins.trigger_update_check"]);
+  // A token of the old key, held on the side (as whoever copied the key would).
+  const oldToken = (await (await agentClient(server, stolen, 30)).getToken())!;
+  const check = (token: string) =>
+    server.request("/api/v1/update/check", { method: "POST", token, json: { "svc.software.version": "0", "svc.hardware.devtype": "generic", "svc.hardware.macaddr": stolen.mac } });
+  assert.ok([200, 204].includes((await check(oldToken)).status));
+
+  // The real device comes back with a new key: a pending key change.
+  const real = startAgent(server, { mac_address: stolen.mac, actions: [{ id: "new-key", name: "New", command: ["true"], timeout: 5 }] });
+  agents.push(real);
+  const pending = await until(async () => {
+    const list = (await (await server.request("/api/v1/auth/pending", { token: server.adminToken })).json()) as Array<{ mac_address: string; public_key: string; key_change: boolean }>;
+    return list.find((p) => p.mac_address === real.mac && p.key_change);
+  }, 5000, "the key change request");
+  const approve = await server.request("/api/v1/auth/register", {
+    method: "POST",
+    token: server.adminToken,
+    json: { mac_address: pending.mac_address, public_key: pending.public_key, confirm_key_change: true },
+  });
+  assert.equal(approve.status, 200);
+
+  // At once: the old key's token is refused...
+  const refused = await check(oldToken);
+  assert.equal(refused.status, 401);
+  // ...and the device that connects is the one with the new key (not refused as a duplicate).
+  await real.approved;
+  await until(async () => (await actionIds(real.mac))?.includes("new-key"), 10_000, "the new key's socket");
+  assert.equal((await device(server, id)).connected, true);
+  // The old key is a pending registration again, not a device.
+  await until(async () => {
+    const list = (await (await server.request("/api/v1/auth/pending", { token: server.adminToken })).json()) as Array<{ mac_address: string; key_change: boolean }>;
+    return list.some((p) => p.mac_address === real.mac && p.key_change);
+  }, 5000, "the old key asking again");
+  assert.deepEqual(await actionIds(real.mac), ["new-key", "svc.builtins.trigger_update_check"], "still the new key's socket");
+});

@@ -5,7 +5,7 @@ import type { WebSocket } from "ws";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { HttpError, httpError } from "../../http/errors.ts";
-import { onDeviceDeleted } from "../devices/devices.ts";
+import { onDeviceDeleted, onDeviceRekeyed } from "../devices/devices.ts";
 import { deviceFilesOf } from "../devicefiles/store.ts";
 import { channelOf, CLOSE_UNAUTHORIZED, type DeviceConnection } from "./hub.ts";
 import { handleProgress } from "./progress.ts";
@@ -42,7 +42,12 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
       for (const { output_key } of outputs) await files.remove(output_key);
     };
   });
-  ctx.onShutdown.push(unhook);
+  // A key change closes the socket opened with the earlier key; the device with the new key connects.
+  const unhookKey = onDeviceRekeyed(ctx.db, (device) => {
+    const conn = hub.get(device.mac_address);
+    if (conn && conn.deviceId === device.id) hub.disconnect(device.mac_address, CLOSE_UNAUTHORIZED, "device key changed");
+  });
+  ctx.onShutdown.push(unhook, unhookKey);
 
   const app = new Hono<AppEnv>();
   app.get(

@@ -133,15 +133,34 @@ export function toV1(db: Database, row: DeviceRow): DeviceV1 {
  * deletion is on disk (closing a socket, removing files); the deletion answers after it.
  */
 export type DeviceDeletionHook = (tx: Tx, device: DeviceRow) => void | (() => void | Promise<void>);
-const deletionHooks = new WeakMap<Database, Set<DeviceDeletionHook>>();
+/** Runs once an approved key change of a device is on disk (its old tokens and socket must go). */
+export type DeviceRekeyHook = (device: { id: number; mac_address: string }) => void;
 
-/** Registers a hook for deletions in `db`; returns its removal (a stopped server drops its hooks). */
-export const onDeviceDeleted = (db: Database, hook: DeviceDeletionHook): (() => void) => {
-  let hooks = deletionHooks.get(db);
-  if (!hooks) deletionHooks.set(db, (hooks = new Set()));
-  hooks.add(hook);
-  return () => void hooks.delete(hook);
-};
+/** Hooks per database: `add` returns the hook's removal (a stopped server drops its hooks). */
+function hookRegistry<H>() {
+  const sets = new WeakMap<Database, Set<H>>();
+  return {
+    add(db: Database, hook: H): () => void {
+      let hooks = sets.get(db);
+      if (!hooks) sets.set(db, (hooks = new Set()));
+      hooks.add(hook);
+      return () => void hooks.delete(hook);
+    },
+    of: (db: Database): Iterable<H> => sets.get(db) ?? [],
+  };
+}
+const deletionHooks = hookRegistry<DeviceDeletionHook>();
+const rekeyHooks = hookRegistry<DeviceRekeyHook>();
+
+/** Registers a hook for deletions in `db`; returns its removal. */
+export const onDeviceDeleted = (db: Database, hook: DeviceDeletionHook): (() => void) => deletionHooks.add(db, hook);
+/** Registers a hook for key changes in `db`; returns its removal. */
+export const onDeviceRekeyed = (db: Database, hook: DeviceRekeyHook): (() => void) => rekeyHooks.add(db, hook);
+
+/** Tells the hooks that a device's key changed (call after the commit). */
+export function deviceRekeyed(db: Database, device: { id: number; mac_address: string }): void {
+  for (const hook of rekeyHooks.of(db)) hook(device);
+}
 
 /**
  * Deletes a device and everything that depends on it, in one transaction: tags, group
@@ -154,7 +173,7 @@ export async function deleteDevice(db: Database, id: number): Promise<boolean> {
   const deleted = await db.write((tx) => {
     const device = getDevice(tx, id);
     if (!device) return false;
-    for (const hook of deletionHooks.get(db) ?? []) {
+    for (const hook of deletionHooks.of(db)) {
       const after = hook(tx, device);
       if (after) afterCommit.push(after);
     }

@@ -1,13 +1,14 @@
 import type { DeviceIdentity } from "../../auth/tokens.ts";
 import type { AppContext } from "../../server/context.ts";
-import { onDeviceDeleted } from "./devices.ts";
+import { onDeviceDeleted, onDeviceRekeyed } from "./devices.ts";
 
 /** Devices the gate has seen, at most (a lab has far fewer; past it the cache starts over). */
 const MAX_KNOWN = 100_000;
 
 /**
  * The device-token gate (ctx.deviceGate): a token is only good while its device exists with the
- * same id and MAC (deleted devices are refused at once; ids are never reused). Every accepted
+ * same id, MAC and key (deleted devices are refused at once, ids are never reused; an approved key
+ * change ends every token issued for the earlier key at once). Every accepted
  * request bumps the device's last_access, lazily persisted and at most once per second.
  *
  * Device tokens come with every update check, so both halves avoid SQL per request: devices
@@ -17,8 +18,8 @@ const MAX_KNOWN = 100_000;
  * request that follows an answer of this turn is read.
  */
 export function createDeviceGate(ctx: AppContext): (identity: DeviceIdentity) => boolean {
-  /** Device id -> its MAC and the last_access last written (or read) for it. */
-  let known = new Map<number, { mac: string; lastAccess: string | null }>();
+  /** Device id -> its MAC, key fingerprint and the last_access last written (or read) for it. */
+  let known = new Map<number, { mac: string; key: string; lastAccess: string | null }>();
   let epoch = ctx.db.epoch;
   const pending = new Map<number, string>();
   let flushScheduled = false;
@@ -27,8 +28,10 @@ export function createDeviceGate(ctx: AppContext): (identity: DeviceIdentity) =>
     known.delete(device.id);
     pending.delete(device.id);
   });
+  const forgetKey = onDeviceRekeyed(ctx.db, (device) => void known.delete(device.id));
   ctx.onShutdown.push(() => {
     forget();
+    forgetKey();
     flush();
   });
 
@@ -56,14 +59,15 @@ export function createDeviceGate(ctx: AppContext): (identity: DeviceIdentity) =>
     }
     let device = known.get(identity.deviceId);
     if (!device) {
-      const row = ctx.db.get<{ mac_address: string; last_access: string | null }>("SELECT mac_address, last_access FROM devices WHERE id = ?", [
-        identity.deviceId,
-      ]);
+      const row = ctx.db.get<{ mac_address: string; key_fingerprint: string | null; last_access: string | null }>(
+        "SELECT mac_address, key_fingerprint, last_access FROM devices WHERE id = ?",
+        [identity.deviceId],
+      );
       if (!row) return false;
       if (known.size >= MAX_KNOWN) known.clear();
-      known.set(identity.deviceId, (device = { mac: row.mac_address, lastAccess: row.last_access }));
+      known.set(identity.deviceId, (device = { mac: row.mac_address, key: row.key_fingerprint ?? "", lastAccess: row.last_access }));
     }
-    if (device.mac !== identity.mac) return false;
+    if (device.mac !== identity.mac || device.key !== identity.key) return false;
     const now = new Date(Math.floor(Date.now() / 1000) * 1000).toISOString();
     if (device.lastAccess !== now) {
       device.lastAccess = now;

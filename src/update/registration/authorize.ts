@@ -82,7 +82,7 @@ export async function authorizeDevice(
       await ctx.db.write((tx) => void tx.run("UPDATE devices SET metadata = ? WHERE id = ?", [metadataText, device.id]));
     }
     const ttl = ctx.config.update_server.device_token_ttl;
-    return { status: "accepted", token: ctx.tokens.issueDevice(mac, device.id, ttl), expires: ttl, deviceId: device.id };
+    return { status: "accepted", token: ctx.tokens.issueDevice(mac, device.id, ttl, key.fingerprint), expires: ttl, deviceId: device.id };
   }
 
   await ctx.db.write((tx) => {

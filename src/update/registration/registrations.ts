@@ -1,7 +1,7 @@
 import type { Database } from "../../db/index.ts";
 import { httpError } from "../../http/errors.ts";
 import { rfc822 } from "../../util/time.ts";
-import { getDeviceByMac, tagsFromMetadata, type Metadata } from "../devices/devices.ts";
+import { deviceRekeyed, getDeviceByMac, tagsFromMetadata, type Metadata } from "../devices/devices.ts";
 import { parseDeviceKey } from "./keys.ts";
 import { deviceName, metaKeys } from "./metadata.ts";
 
@@ -59,7 +59,8 @@ export interface RegisterResult {
 /**
  * Approves a pending registration (9.3). A new MAC becomes a device (name per D10, tags from the
  * registration metadata); an existing device gets the new key only with `confirmKeyChange`
- * (409 otherwise) and keeps its id, name rule, groups, tags, capabilities and permissions.
+ * (409 otherwise) and keeps its id, name rule, groups, tags, capabilities and permissions; the
+ * tokens of its earlier key stop working at once and its socket is closed (deviceRekeyed).
  * The registration is removed; other registrations of the MAC stay.
  */
 export async function approveRegistration(
@@ -79,7 +80,7 @@ export async function approveRegistration(
       `this registration replaces the key of existing device ${existing.id} (${mac}); approve it with "confirm_key_change": true if the device really changed its key`,
     );
   }
-  return db.write((tx) => {
+  const result = await db.write((tx) => {
     // Re-read inside the transaction: another request may have approved or deleted meanwhile.
     const reg = tx.get<RegistrationRow>("SELECT * FROM registrations WHERE mac_address = ? AND key_fingerprint = ?", [mac, found.key_fingerprint]);
     if (!reg) throw httpError(404, "specified registration does not exist");
@@ -108,6 +109,10 @@ export async function approveRegistration(
     }
     return { device_id: id, outcome: "created" as const };
   });
+  // The earlier key's tokens and socket end now (issue 10 item 5): the gate forgets the old key.
+  const device = result.outcome === "rekeyed" ? getDeviceByMac(db, mac) : undefined;
+  if (device) deviceRekeyed(db, device);
+  return result;
 }
 
 /** Removes a pending registration (9.4); 404 when there is none for that (MAC, key). */
