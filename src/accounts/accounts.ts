@@ -4,6 +4,7 @@ import type { Database } from "../db/index.ts";
 import { SCOPES, scopeName, type Scope } from "../auth/scopes.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
 import { writeFileDurable } from "../util/files.ts";
+import { revokeUserTokens } from "../auth/revocations.ts";
 import { DUMMY_HASH, hashPassword, randomPassword, verifyPassword } from "./passwords.ts";
 
 /** A console account as the API shows it (console-contract.md, Accounts). */
@@ -121,7 +122,7 @@ const otherAdmins = (db: Pick<Database, "all">, except: string) =>
 
 /**
  * Changes an account. Disabling it or changing its password ends its sessions (counts its
- * session epoch up). Refused (AccountConflict) when it would leave no enabled account with admin_rw,
+ * session epoch up); disabling it also revokes every token issued for its name until now. Refused (AccountConflict) when it would leave no enabled account with admin_rw,
  * or when `actor` would disable themselves.
  */
 export async function updateAccount(db: Database, prefix: string, name: string, change: AccountChange, actor?: string): Promise<AccountView> {
@@ -144,6 +145,8 @@ export async function updateAccount(db: Database, prefix: string, name: string, 
       row.session_epoch + (endSessions ? 1 : 0),
       row.name,
     ]);
+    // Disabling also ends the tokens issued for the name (labgate token issue), not only sessions.
+    if (change.disabled === true && row.disabled === 0) revokeUserTokens(tx, row.name);
     return row.name;
   });
   return getAccount(db, prefix, stored)!;

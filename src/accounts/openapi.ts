@@ -1,9 +1,11 @@
 /* The console's sign-in and the accounts (console-contract.md) for the OpenAPI document. */
 import { z } from "zod";
 import { ErrorBody, errors, type Operation } from "../http/openapi.ts";
-import { loginBody, newUserBody, userChangeBody } from "./routes.ts";
+import { loginBody, newUserBody, revokeBody, userChangeBody } from "./routes.ts";
 
-const Caller = z.object({ kind: z.literal("mgmt"), sub: z.string(), scopes: z.array(z.string()), expires: z.string() }).meta({ id: "Caller" });
+const Caller = z
+  .object({ kind: z.literal("mgmt"), sub: z.string(), scopes: z.array(z.string()), expires: z.string(), id: z.string().optional().describe("the token's id (jti)") })
+  .meta({ id: "Caller" });
 const Account = z
   .object({ name: z.string(), scopes: z.array(z.string()), disabled: z.boolean(), created: z.string(), last_login: z.string().nullable() })
   .meta({ id: "Account" });
@@ -38,7 +40,7 @@ export const accountOperations: Operation[] = [
     path: "/api/v1/auth/logout",
     tag: "accounts",
     access: "public",
-    summary: "Console sign-out: clears the session cookie",
+    summary: "Console sign-out: clears the session cookie and revokes its token",
     responses: { 204: { description: "Cookie cleared", headers: { "Set-Cookie": "labgate_session=; Max-Age=0; Path=/; HttpOnly; SameSite=Strict" } }, 403: { description: "Origin or Referer of another site", json: ErrorBody } },
   },
   {
@@ -63,7 +65,7 @@ export const accountOperations: Operation[] = [
     path: "/api/v1/users/{name}",
     tag: "accounts",
     access: "management",
-    summary: "Changes an account's password, scopes or disabled flag (admin_rw); disabling or a new password ends its sessions",
+    summary: "Changes an account's password, scopes or disabled flag (admin_rw); disabling or a new password ends its sessions, disabling revokes its tokens",
     body: { json: userChangeBody },
     responses: {
       200: { description: "Changed", json: Account },
@@ -73,5 +75,14 @@ export const accountOperations: Operation[] = [
       404: e404,
       409: { description: "Would disable yourself or leave no enabled account with admin_rw", json: ErrorBody },
     },
+  },
+  {
+    method: "post",
+    path: "/api/v1/tokens/revoke",
+    tag: "accounts",
+    access: "management",
+    summary: "Revokes a management token by id, or every token of a user issued until now (admin_rw); effective on the next request, open streams and shells end",
+    body: { json: revokeBody },
+    responses: { 200: { description: "Revoked", json: z.object({}) }, 400: e400, 401: e401, 403: e403 },
   },
 ];

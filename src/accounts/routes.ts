@@ -1,8 +1,9 @@
 import { Hono, type Context } from "hono";
-import { setCookie } from "hono/cookie";
+import { getCookie, setCookie } from "hono/cookie";
 import { z } from "zod";
 import { SESSION_COOKIE, sameOrigin, MSG_CROSS_SITE, type Auth } from "../auth/middleware.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
+import { revokeTokenId, revokeUserTokens, tokenWatchOf } from "../auth/revocations.ts";
 import { httpError } from "../http/errors.ts";
 import { jsonBody, jsonObject } from "../http/openapi.ts";
 import { managementBody } from "../http/system.ts";
@@ -36,6 +37,17 @@ export const userChangeBody = z.strictObject(
   jsonObject,
 );
 
+const REVOKE_ERROR = 'give exactly one of "id" (a token id, as GET /api/whoami shows it) and "user"';
+export const revokeBody = z
+  .strictObject(
+    {
+      id: z.string({ error: "id: expected a string" }).min(1, { error: "id: expected a token id" }).max(128, { error: "id: at most 128 characters" }).optional(),
+      user: z.string({ error: "user: expected a string" }).min(1, { error: "user: expected a name" }).max(256, { error: "user: at most 256 characters" }).optional(),
+    },
+    jsonObject,
+  )
+  .refine((b) => (b.id === undefined) !== (b.user === undefined), { error: REVOKE_ERROR });
+
 export const throttleOf = perServer(() => new LoginThrottle());
 
 /** Sets the session cookie (`""` with maxAge 0 clears it); Secure when served over TLS. */
@@ -49,6 +61,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   // Session tokens are good while their account is enabled and has not ended its sessions.
   ctx.sessionGate = (identity) => sessionAlive(db, identity);
   const throttle = throttleOf(ctx);
+  const tokenWatch = tokenWatchOf(ctx);
   const app = new Hono<AppEnv>();
 
   const scopesOf = (names: readonly string[]) => {
@@ -91,10 +104,26 @@ export function accountsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     return c.json(managementBody(prefix, ctx.tokens.verifyManagement(token) as ManagementIdentity));
   });
 
-  app.post("/api/v1/auth/logout", (c) => {
+  // Signing out ends the session on the server too: its token id is revoked.
+  app.post("/api/v1/auth/logout", async (c) => {
     refuseCrossSite(c);
+    const token = getCookie(c, SESSION_COOKIE);
+    const identity = token ? ctx.tokens.verifyManagement(token) : undefined;
+    if (typeof identity === "object" && identity.jti !== undefined) {
+      const { jti, expiresAt } = identity;
+      await db.write((tx) => revokeTokenId(tx, jti, expiresAt));
+      tokenWatch.sweep();
+    }
     sessionCookie(c, "", 0);
     return c.body(null, 204);
+  });
+
+  // Token revocation (issue 10): one token by id, or every token of a user issued until now.
+  app.post("/api/v1/tokens/revoke", auth.management("admin_rw"), async (c) => {
+    const { id, user } = await jsonBody(c, revokeBody);
+    await db.write((tx) => (id !== undefined ? revokeTokenId(tx, id) : revokeUserTokens(tx, user!)));
+    tokenWatch.sweep();
+    return c.json({});
   });
 
   app.get("/api/v1/users", auth.management("admin_ro"), (c) => c.json(listAccounts(db, prefix)));
@@ -110,7 +139,9 @@ export function accountsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     const body = await jsonBody(c, userChangeBody);
     if (!getAccount(db, prefix, name)) throw httpError(404, `account ${name} does not exist`);
     const change = { password: body.password, disabled: body.disabled, scopes: body.scopes && scopesOf(body.scopes) };
-    return c.json(await updateAccount(db, prefix, name, change, (c.get("identity") as ManagementIdentity).user).catch(answerConflicts));
+    const updated = await updateAccount(db, prefix, name, change, (c.get("identity") as ManagementIdentity).user).catch(answerConflicts);
+    tokenWatch.sweep();
+    return c.json(updated);
   });
 
   return app;

@@ -4,6 +4,7 @@ import type { AppContext, AppEnv } from "../server/context.ts";
 import { httpError } from "../http/errors.ts";
 import { grantsAny, type Scope } from "./scopes.ts";
 import { TokenService, type DeviceIdentity, type ManagementIdentity, type TokenFailure } from "./tokens.ts";
+import { isRevoked, MSG_REVOKED } from "./revocations.ts";
 
 export const MSG_NO_HEADER = "no Authorization header was provided";
 export const MSG_NOT_BEARER = "invalid authorization - expected authorization type Bearer";
@@ -109,6 +110,8 @@ export function createAuth(ctx: AppContext) {
     if (typeof result === "string") throw httpError(401, FAILURE_MESSAGES[result]);
     if (result.kind === "device" && ctx.deviceGate && !ctx.deviceGate(result)) throw httpError(401, FAILURE_MESSAGES.bad_signature);
     if (result.kind === "mgmt" && result.session !== undefined && ctx.sessionGate && !ctx.sessionGate(result)) throw httpError(401, MSG_SESSION_ENDED);
+    // Cached or not, a revoked token stops at the next request.
+    if (result.kind === "mgmt" && isRevoked(ctx.db, result)) throw httpError(401, MSG_REVOKED);
     return result;
   }
 

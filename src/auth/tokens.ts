@@ -1,4 +1,4 @@
-import { timingSafeEqual } from "node:crypto";
+import { randomBytes, timingSafeEqual } from "node:crypto";
 import { epochSeconds } from "../util/time.ts";
 import type { AppKeys } from "./keys.ts";
 import { base64url, hmacSha256, signJwt, verifyJwt } from "./jwt.ts";
@@ -9,6 +9,10 @@ export interface ManagementIdentity {
   user: string;
   scopes: ReadonlySet<Scope>;
   expiresAt: number;
+  /** When it was issued (UNIX seconds, to the millisecond): a revocation by user ends what was issued before. */
+  issuedAt: number;
+  /** The token's id (`jti`), by which it can be revoked; undefined for tokens made before ids. */
+  jti?: string;
   /**
    * A console session's (POST /api/v1/auth/login) account session epoch: the token is good only
    * while its account is enabled with that epoch (ctx.sessionGate). Undefined for other tokens.
@@ -78,14 +82,15 @@ export class TokenService {
     this.now = now;
   }
 
-  /** A management token; `session` (the account's session epoch) marks a console login's. */
+  /**
+   * A management token with a fresh id (`jti`, see src/auth/revocations.ts) and `iat` to the
+   * millisecond; `session` (the account's session epoch) marks a console login's.
+   */
   issueManagement(user: string, scopes: readonly Scope[], ttlSeconds: number, options: { session?: number } = {}): string {
-    const iat = this.now();
-    return signJwt(
-      "EdDSA",
-      { sub: user, scope: scopes.map((s) => scopeName(this.prefix, s)).join(" "), iat, exp: iat + ttlSeconds, typ: "mgmt", ...(options.session === undefined ? {} : { ses: options.session }) },
-      this.keys.ed25519.secretKey,
-    );
+    const now = this.now();
+    const iat = Date.now() / 1000;
+    const claims = { sub: user, scope: scopes.map((s) => scopeName(this.prefix, s)).join(" "), iat, exp: now + ttlSeconds, typ: "mgmt", jti: randomBytes(12).toString("base64url") };
+    return signJwt("EdDSA", { ...claims, ...(options.session === undefined ? {} : { ses: options.session }) }, this.keys.ed25519.secretKey);
   }
 
   verifyManagement(token: string): ManagementIdentity | TokenFailure {
@@ -103,6 +108,8 @@ export class TokenService {
       user: payload.sub,
       scopes: parseScopes(this.prefix, scopes),
       expiresAt: payload.exp,
+      issuedAt: typeof payload.iat === "number" ? payload.iat : 0,
+      ...(typeof payload.jti === "string" ? { jti: payload.jti } : {}),
       ...(Number.isInteger(payload.ses) ? { session: payload.ses as number } : {}),
     };
     this.cache.set(token, identity);

@@ -8,7 +8,9 @@ import { loadAgentConfig } from "../agent/config.ts";
 import { parseDuration } from "../util/time.ts";
 import { VERSION } from "../version.ts";
 import { COMMON, parse, parseScopeList, UsageError } from "./args.ts";
-import { userCommand, USER_HELP } from "./users.ts";
+import { onDataDir, userCommand, USER_HELP } from "./users.ts";
+import { decodeJwt } from "../auth/jwt.ts";
+import { revokeTokenId, revokeUserTokens } from "../auth/revocations.ts";
 
 /** Comma-separated items, wrapped at `width` columns, each line indented. */
 function wrapList(items: readonly string[], indent: string, width: number): string {
@@ -26,6 +28,7 @@ export const HELP = `labgate ${VERSION}: device update management and test runs 
 Usage:
   labgate serve [--config FILE] [--data-dir DIR] [--listen HOST:PORT]
   labgate token issue --user NAME --scopes S1,S2 [--ttl 30d] [--config FILE] [--data-dir DIR]
+  labgate token revoke --id ID | --user NAME [--config FILE] [--data-dir DIR]
 ${USER_HELP}
   labgate agent [--config FILE] [--server URL] [--data-dir DIR]
   labgate version
@@ -38,7 +41,10 @@ serve        runs both APIs on one listener (default 0.0.0.0:5000, data dir ./da
 token issue  prints a management token signed with the data dir's key. Scopes (the
              config's prefix may be left out):
 ${wrapList(SCOPES.map((s) => `svc_${s}`), "               ", 86)}
-             --ttl accepts 45s, 15m, 12h, 30d, 2w (default 30d).
+             --ttl accepts 45s, 15m, 12h, 30d, 2w (default 30d). Its id goes to stderr.
+token revoke ends one token (--id, as issue or GET /api/whoami shows it) or every token
+             of a user issued until now (--user), on the next request. Works whether or not
+             a server runs on the data dir.
 user         console accounts (names: 1-64 of A-Z a-z 0-9 _ . -; scopes as for tokens).
              The password comes from --password-file (its first line), else a prompt, else
              stdin's first line; at least 8 characters. disable (or a new password) ends the
@@ -106,7 +112,24 @@ function tokenIssue(args: string[]): number {
   if (ttl === undefined) throw new UsageError(`--ttl: expected a duration such as 30d, 12h or 3600, got ${JSON.stringify(flags.ttl)}`);
   const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"] } });
   const tokens = new TokenService(loadOrCreateKeys(config.data_dir), config.prefix);
-  process.stdout.write(tokens.issueManagement(flags.user, parseScopeList(config.prefix, flags.scopes), ttl) + "\n");
+  const token = tokens.issueManagement(flags.user, parseScopeList(config.prefix, flags.scopes), ttl);
+  process.stdout.write(token + "\n");
+  const decoded = decodeJwt(token);
+  if (typeof decoded !== "string") process.stderr.write(`labgate: token id ${String(decoded.payload.jti)} (labgate token revoke --id)\n`);
+  return 0;
+}
+
+async function tokenRevoke(args: string[]): Promise<number> {
+  const flags = parse(args, { ...COMMON, id: { type: "string" }, user: { type: "string" } });
+  if ((flags.id === undefined) === (flags.user === undefined)) throw new UsageError("give exactly one of --id ID and --user NAME");
+  const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"] } });
+  const { id, user } = flags;
+  await onDataDir(
+    config,
+    (db) => db.write((tx) => (id !== undefined ? revokeTokenId(tx, id) : revokeUserTokens(tx, user!))),
+    async (call) => void (await call("POST", "/api/v1/tokens/revoke", id !== undefined ? { id } : { user })),
+  );
+  process.stdout.write(id !== undefined ? `token ${id} revoked\n` : `every token of ${user} issued until now revoked\n`);
   return 0;
 }
 
@@ -118,7 +141,8 @@ export async function main(argv: string[]): Promise<number> {
       case "serve":
         return await serve(rest);
       case "token":
-        if (rest[0] !== "issue") throw new UsageError(`unknown token command ${JSON.stringify(rest[0] ?? "")}; expected: labgate token issue`);
+        if (rest[0] === "revoke") return await tokenRevoke(rest.slice(1));
+        if (rest[0] !== "issue") throw new UsageError(`unknown token command ${JSON.stringify(rest[0] ?? "")}; expected: labgate token issue | revoke`);
         return tokenIssue(rest.slice(1));
       case "user":
         return await userCommand(rest);

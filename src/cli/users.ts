@@ -38,13 +38,17 @@ interface Accounts {
   change(name: string, change: { password?: string; scopes?: string[]; disabled?: boolean }): Promise<AccountView>;
 }
 
+/** A call to the running server's management API (JSON in and out); failures are CommandErrors. */
+export type ApiCall = (method: string, path: string, body?: unknown) => Promise<unknown>;
+
 /**
- * Runs `work` on the data dir's accounts. With no server on the data dir it takes the lock and
- * opens the database itself; while a server runs there (it holds the lock) it asks that server,
- * over its users API on loopback, with a one-minute admin token signed with the data dir's key
- * (as `token issue` does). Either way the change is on disk when this returns.
+ * Runs `local` on the data dir's database, or `remote` on the server running there. With no
+ * server on the data dir it takes the lock and opens the database itself; while a server runs
+ * there (it holds the lock) it asks that server, over its API on loopback, with a one-minute
+ * admin token signed with the data dir's key (as `token issue` does). Either way the change is
+ * on disk when this returns.
  */
-async function withAccounts<T>(config: Config, work: (accounts: Accounts) => Promise<T>): Promise<T> {
+export async function onDataDir<T>(config: Config, local: (db: Database) => Promise<T>, remote: (call: ApiCall) => Promise<T>): Promise<T> {
   const missing = () => new CommandError(`no labgate database in ${config.data_dir} yet: run labgate serve once first`);
   if (!existsSync(config.data_dir)) throw missing();
   let release: (() => void) | undefined;
@@ -52,14 +56,14 @@ async function withAccounts<T>(config: Config, work: (accounts: Accounts) => Pro
     release = acquireLock(config.data_dir);
   } catch (error) {
     if (!(error instanceof DataDirInUseError)) throw error;
-    return work(remoteAccounts(config));
+    return remote(serverApi(config));
   }
   try {
     if (!existsSync(join(config.data_dir, IMAGE_FILE))) throw missing();
     const db = await Database.open(config.data_dir, { log: (level, message) => level !== "info" && process.stderr.write(`labgate: ${message}\n`) });
     try {
       await migrate(db, migrations);
-      return await work(localAccounts(db, config.prefix));
+      return await local(db);
     } finally {
       await db.close();
     }
@@ -67,6 +71,10 @@ async function withAccounts<T>(config: Config, work: (accounts: Accounts) => Pro
     release();
   }
 }
+
+/** Runs `work` on the data dir's accounts (see onDataDir). */
+const withAccounts = <T>(config: Config, work: (accounts: Accounts) => Promise<T>): Promise<T> =>
+  onDataDir(config, (db) => work(localAccounts(db, config.prefix)), (call) => work(remoteAccounts(call)));
 
 function localAccounts(db: Database, prefix: string): Accounts {
   const scopes = (names: string[]) => parseScopeList(prefix, names.join(","), true);
@@ -101,7 +109,8 @@ function pinnedDispatcher(certFile: string): Dispatcher {
   });
 }
 
-function remoteAccounts(config: Config): Accounts {
+/** The API of the server running on the data dir (its address from server.url). */
+function serverApi(config: Config): ApiCall {
   let base: string;
   try {
     base = readFileSync(join(config.data_dir, SERVER_URL_FILE), "utf8").trim();
@@ -110,7 +119,7 @@ function remoteAccounts(config: Config): Accounts {
   }
   const token = new TokenService(loadOrCreateKeys(config.data_dir), config.prefix).issueManagement("(labgate cli)", ["admin_rw"], 60);
   const dispatcher = config.tls.cert_file && base.startsWith("https:") ? pinnedDispatcher(config.tls.cert_file) : undefined;
-  const call = async (method: string, path: string, body?: unknown): Promise<unknown> => {
+  return async (method, path, body) => {
     let res;
     try {
       res = await undiciFetch(base + path, {
@@ -127,6 +136,9 @@ function remoteAccounts(config: Config): Accounts {
     if (!res.ok) throw new CommandError(answer.error ?? `the server answered ${res.status}`);
     return answer;
   };
+}
+
+function remoteAccounts(call: ApiCall): Accounts {
   const path = (name: string) => `/api/v1/users/${encodeURIComponent(name)}`;
   return {
     list: async () => (await call("GET", "/api/v1/users")) as AccountView[],

@@ -26,6 +26,8 @@ export interface Config {
   console: {
     /** Seconds a console login lasts (its session cookie and token). */
     session_ttl: number;
+    /** Seconds the first start's admin token (data/admin.token) lasts. */
+    admin_token_ttl: number;
   };
   update_server: {
     download_link_ttl: number;
@@ -210,6 +212,7 @@ const schema: Schema = {
   },
   console: {
     session_ttl: { default: 28800, check: integer(60, 30 * 86400) },
+    admin_token_ttl: { default: 7 * 86400, check: integer(60, 365 * 86400) },
   },
   update_server: {
     download_link_ttl: { default: 3600, check: integer(1) },

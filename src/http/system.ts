@@ -10,6 +10,8 @@ export const managementBody = (prefix: string, identity: ManagementIdentity) => 
   sub: identity.user,
   scopes: [...identity.scopes].map((s) => scopeName(prefix, s)),
   expires: new Date(identity.expiresAt * 1000).toISOString(),
+  /** The token's id, for `labgate token revoke --id` and POST /api/v1/tokens/revoke. */
+  ...(identity.jti === undefined ? {} : { id: identity.jti }),
 });
 
 /**

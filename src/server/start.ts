@@ -26,7 +26,6 @@ export const ADMIN_TOKEN_FILE = "admin.token";
  * commands that change the database while it runs (`labgate user ...`). Removed on shutdown.
  */
 export const SERVER_URL_FILE = "server.url";
-const ADMIN_TOKEN_TTL = 365 * 86400;
 const SHUTDOWN_GRACE_MS = 10_000;
 /** Largest WebSocket message accepted (action output arrives base64 in one message). */
 const WS_MAX_PAYLOAD = 16 * 1024 * 1024;
@@ -72,7 +71,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     let adminTokenFile: string | undefined;
     if (firstStart && !existsSync(join(dataDir, ADMIN_TOKEN_FILE))) {
       adminTokenFile = join(dataDir, ADMIN_TOKEN_FILE);
-      writeFileDurable(adminTokenFile, tokens.issueManagement("admin", [...SCOPES], ADMIN_TOKEN_TTL) + "\n", 0o600);
+      writeFileDurable(adminTokenFile, tokens.issueManagement("admin", [...SCOPES], config.console.admin_token_ttl) + "\n", 0o600);
     }
     const adminPasswordFile = await createFirstAdmin(db, dataDir, config.prefix);
 

@@ -213,3 +213,18 @@ test("a shell session without traffic for the agent's idle timeout is closed", a
   await until(() => s.text() === "awake\n", 5000, "shell output");
   assert.deepEqual(await s.closed, { code: 1000, reason: "idle timeout" });
 });
+
+test("a shell session ends when the manager's token is revoked or expires (issue 10)", async () => {
+  const { agent } = await connectedAgent(SHELL);
+  const token = server.token(["admin_rw"], "shell-revoked");
+  const s = shell(agent.mac, token);
+  assert.equal(await s.status, 101);
+  s.ws.send("echo up\n");
+  await until(() => s.text().includes("up\n"), 5000, "shell output");
+  const { id } = (await (await server.request("/api/whoami", { token })).json()) as { id: string };
+  assert.equal((await server.request("/api/v1/tokens/revoke", { method: "POST", token: server.adminToken, json: { id } })).status, 200);
+  assert.deepEqual(await s.closed, { code: 4000, reason: "token has been revoked" });
+  const short = shell(agent.mac, server.token(["admin_rw"], "shell-short", 2), "header");
+  assert.equal(await short.status, 101);
+  assert.deepEqual(await short.closed, { code: 4000, reason: "token has expired" });
+});

@@ -12,6 +12,7 @@ import { handleProgress } from "./progress.ts";
 import { deviceByMac } from "./access.ts";
 import { CLOSE_INVALID, notConnected, shellsOf, type ShellSession } from "./shell.ts";
 import { closeReason } from "./protocol.ts";
+import { tokenWatchOf } from "../../auth/revocations.ts";
 
 /** WebSocket routes answer a plain GET with 426 (after authorization, before any upgrade). */
 const requireUpgrade: MiddlewareHandler<AppEnv> = async (c, next) => {
@@ -77,6 +78,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   // device (or one hidden from the caller) is upgraded and closed with 4001 like an offline one,
   // as the reference does: a browser cannot read an HTTP status on a failed WebSocket.
   const shells = shellsOf(ctx);
+  const tokenWatch = tokenWatchOf(ctx);
   const shellTarget = (c: Context<AppEnv>) => {
     try {
       return deviceByMac(ctx.db, c.get("identity"), c.req.param("mac") ?? "", "shell");
@@ -100,12 +102,16 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     requireUpgrade,
     upgradeWebSocket((c) => {
       const device = shellTarget(c);
+      const identity = c.get("identity");
       const mac = c.req.param("mac") ?? "";
       let session: ShellSession | undefined;
       let early: Array<string | ArrayBuffer> | undefined = [];
+      let unwatch = () => {};
       return {
         onOpen: (_event, ws: WSContext) => {
           if (!device) return ws.close(CLOSE_INVALID, closeReason(notConnected(mac)));
+          // The session ends with the manager's token (expiry or revocation).
+          if (identity.kind === "mgmt") unwatch = tokenWatch.watch(identity, (reason) => ws.close(CLOSE_UNAUTHORIZED, reason));
           void shells.open(device.mac_address, device.id, ws.raw as WebSocket).then((opened) => {
             session = opened;
             // Frames that came while the device was asked go first, in order.
@@ -123,6 +129,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
           else if (early && early.length < 256) early.push(frame);
         },
         onClose: (event) => {
+          unwatch();
           early = undefined;
           if (session) shells.closed(session, event.code, event.reason);
         },

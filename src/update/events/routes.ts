@@ -4,6 +4,7 @@ import type { AppContext, AppEnv } from "../../server/context.ts";
 import { getDeviceByMac } from "../devices/devices.ts";
 import { allowed, bypasses } from "../permissions/permissions.ts";
 import { eventsOf, type DeviceEvent } from "./broadcaster.ts";
+import { tokenWatchOf } from "../../auth/revocations.ts";
 
 const KEEPALIVE_MS = 15_000;
 /** Events queued for a client that does not read beyond this many bytes end its stream (it may reconnect). */
@@ -12,10 +13,11 @@ export const MAX_BACKLOG = 1024 * 1024;
 /**
  * `GET /api/stream` (update-server.md 15.1): server-sent events `connect`, `disconnect`, `update`
  * as `event:<name>` / `data:<json>` lines. Management token; a user without admin read sees the
- * events of the devices they may read.
+ * events of the devices they may read. The stream ends when its token expires or is revoked.
  */
 export function eventsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   const events = eventsOf(ctx);
+  const tokenWatch = tokenWatchOf(ctx);
   const streams = new Set<() => void>();
   ctx.onClosing.push(() => {
     for (const end of [...streams]) end();
@@ -52,10 +54,15 @@ export function eventsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
         });
         // Comments keep proxies and idle timers from closing a quiet stream.
         const keepalive = setInterval(() => write(":\n\n"), KEEPALIVE_MS);
+        const unwatch = identity.kind === "mgmt" ? tokenWatch.watch(identity, (reason) => {
+          write(`: ${reason}\n\n`);
+          end();
+        }) : () => {};
         end = () => {
           if (!open) return;
           open = false;
           clearInterval(keepalive);
+          unwatch();
           unsubscribe();
           streams.delete(end);
           try {

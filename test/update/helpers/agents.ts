@@ -184,18 +184,25 @@ export interface SseEvent {
   data: Record<string, unknown>;
 }
 
-/** Reads `/api/stream` in the background; `events` fills as they arrive. */
-export async function openStream(server: TestServer, token = server.adminToken): Promise<{ events: SseEvent[]; status: number; close: () => void }> {
+/** Reads `/api/stream` in the background; `events` fills as they arrive; `ended` gives all text once the server ends it. */
+export async function openStream(
+  server: TestServer,
+  token = server.adminToken,
+): Promise<{ events: SseEvent[]; status: number; close: () => void; ended: Promise<string> }> {
   const controller = new AbortController();
   const res = await fetch(`${server.url}/api/stream`, { headers: { authorization: `Bearer token=${token}` }, signal: controller.signal });
   const events: SseEvent[] = [];
+  let ended: Promise<string> = Promise.resolve("");
   if (res.status === 200 && res.body) {
-    void (async () => {
+    ended = (async () => {
       let buffer = "";
+      let all = "";
       const decoder = new TextDecoder();
       try {
         for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-          buffer += decoder.decode(chunk, { stream: true });
+          const text = decoder.decode(chunk, { stream: true });
+          buffer += text;
+          all += text;
           let cut: number;
           while ((cut = buffer.indexOf("\n\n")) >= 0) {
             const block = buffer.slice(0, cut);
@@ -208,7 +215,8 @@ export async function openStream(server: TestServer, token = server.adminToken):
       } catch {
         // Aborted.
       }
+      return all;
     })();
   }
-  return { events, status: res.status, close: () => controller.abort() };
+  return { events, status: res.status, close: () => controller.abort(), ended };
 }

@@ -1,0 +1,91 @@
+/*
+ * Management token revocation (issue 10 item 6). Every management token carries an id (`jti`)
+ * and its issue time (`iat`, to the millisecond). An admin revokes one token by id, or every token
+ * of a user issued until now (disabling an account does the latter). Both live in the database
+ * (migration 008), so `labgate token revoke` works with the server stopped too; the auth check
+ * asks `isRevoked` on every request, verified-token cache or not, so a revocation takes effect on
+ * the next request. Long-lived connections (event streams, shell sockets) `watch` their token and
+ * are ended when it expires or is revoked.
+ */
+import type { Database, Tx } from "../db/index.ts";
+import { epochSeconds } from "../util/time.ts";
+import { perServer } from "../server/context.ts";
+import type { ManagementIdentity } from "./tokens.ts";
+
+export const MSG_REVOKED = "token has been revoked";
+export const MSG_EXPIRED = "token has expired";
+
+/**
+ * Revokes one token by its id (idempotent). `expires` (its `exp`, when known) lets the row go
+ * once the token has expired anyway; rows of expired tokens are dropped here.
+ */
+export function revokeTokenId(tx: Tx, jti: string, expires: number | null = null, now = new Date()): void {
+  tx.run("DELETE FROM revoked_tokens WHERE expires IS NOT NULL AND expires < ?", [epochSeconds(now)]);
+  tx.run("INSERT OR IGNORE INTO revoked_tokens (jti, revoked, expires) VALUES (?, ?, ?)", [jti, now.toISOString(), expires]);
+}
+
+/** Revokes every token of `user` issued until `now` (tokens issued later are good). */
+export function revokeUserTokens(tx: Tx, user: string, now = new Date()): void {
+  tx.run(
+    `INSERT INTO revoked_users (user_id, before_ms, revoked) VALUES (?, ?, ?)
+     ON CONFLICT (user_id) DO UPDATE SET before_ms = max(before_ms, excluded.before_ms), revoked = excluded.revoked`,
+    [user, now.getTime(), now.toISOString()],
+  );
+}
+
+/** Is this (verified) token revoked? Two indexed lookups: management requests are not the hot path. */
+export function isRevoked(db: Pick<Database, "get">, identity: ManagementIdentity): boolean {
+  if (identity.jti !== undefined && db.get("SELECT 1 AS x FROM revoked_tokens WHERE jti = ?", [identity.jti])) return true;
+  const row = db.get<{ before_ms: number }>("SELECT before_ms FROM revoked_users WHERE user_id = ?", [identity.user]);
+  return row !== undefined && identity.issuedAt * 1000 <= row.before_ms;
+}
+
+interface Watch {
+  identity: ManagementIdentity;
+  end: (reason: string) => void;
+}
+
+/**
+ * Long-lived connections by token: each is ended (with MSG_EXPIRED or MSG_REVOKED) once its token
+ * expires or is revoked. Checked every second while any is open, and at once after a revocation
+ * made through this server (`sweep`).
+ */
+export class TokenWatch {
+  private readonly watches = new Set<Watch>();
+  private timer: NodeJS.Timeout | undefined;
+  private readonly db: Database;
+
+  constructor(db: Database) {
+    this.db = db;
+  }
+
+  /** Ends `end` when `identity`'s token expires or is revoked; returns the unregistration. */
+  watch(identity: ManagementIdentity, end: (reason: string) => void): () => void {
+    const entry: Watch = { identity, end };
+    this.watches.add(entry);
+    this.timer ??= setInterval(() => this.sweep(), 1000).unref();
+    return () => this.forget(entry);
+  }
+
+  /** Ends every watched connection whose token has expired or been revoked. */
+  sweep(): void {
+    const now = epochSeconds();
+    for (const entry of [...this.watches]) {
+      const reason = entry.identity.expiresAt <= now ? MSG_EXPIRED : isRevoked(this.db, entry.identity) ? MSG_REVOKED : undefined;
+      if (reason === undefined) continue;
+      this.forget(entry);
+      entry.end(reason);
+    }
+  }
+
+  private forget(entry: Watch): void {
+    this.watches.delete(entry);
+    if (this.watches.size === 0 && this.timer) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+    }
+  }
+}
+
+/** The TokenWatch of a running server. */
+export const tokenWatchOf = perServer((ctx) => new TokenWatch(ctx.db));
