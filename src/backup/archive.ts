@@ -12,6 +12,7 @@
 import { createHash } from "node:crypto";
 import type { FileHandle } from "node:fs/promises";
 import type { Readable, Writable } from "node:stream";
+import { finished } from "node:stream/promises";
 import tar from "tar-stream";
 
 export const FORMAT = "labgate-backup";
@@ -243,6 +244,8 @@ export async function readArchive(input: Readable, sink?: EntrySink): Promise<Re
   let manifest: ManifestEntry[] | undefined;
   const seen = new Map<string, ManifestEntry>();
   let bytes = 0;
+  /** The sink's stream of the entry being read, until it is closed. */
+  let current: Writable | undefined;
   try {
     for await (const entry of extract) {
       const { header } = entry;
@@ -268,6 +271,9 @@ export async function readArchive(input: Readable, sink?: EntrySink): Promise<Re
       if (seen.has(name)) throw new BackupError(`entry ${JSON.stringify(name)} appears twice`);
       const hash = createHash("sha256");
       const target = sink ? await sink(name.slice(DATA_PREFIX.length), (header.mode ?? 0o600) & 0o700, header.mtime) : undefined;
+      // Its errors surface through drained() and end(); this keeps one from being unhandled.
+      target?.on("error", () => {});
+      current = target;
       let size = 0;
       for await (const chunk of entry as AsyncIterable<Uint8Array>) {
         hash.update(chunk);
@@ -275,6 +281,7 @@ export async function readArchive(input: Readable, sink?: EntrySink): Promise<Re
         if (target && !target.write(chunk)) await drained(target);
       }
       if (target) await new Promise<void>((resolve, reject) => target.end((error?: Error | null) => (error ? reject(error) : resolve())));
+      current = undefined;
       seen.set(name, { name, size, sha256: hash.digest("hex") });
       bytes += size;
     }
@@ -282,6 +289,11 @@ export async function readArchive(input: Readable, sink?: EntrySink): Promise<Re
     extract.destroy();
     input.unpipe(extract as unknown as Writable);
     input.destroy();
+    if (current) {
+      // Closed before the caller removes what the sink wrote.
+      current.destroy();
+      await finished(current).catch(() => {});
+    }
     if (error instanceof BackupError) throw error;
     const message = (error as Error).message;
     throw new BackupError(/Unexpected end of data/.test(message) ? "the backup is truncated" : `the backup is damaged (${message})`);
