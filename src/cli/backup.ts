@@ -1,4 +1,4 @@
-import { createReadStream, createWriteStream, renameSync, rmSync } from "node:fs";
+import { createReadStream, createWriteStream, renameSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join, relative, resolve, isAbsolute } from "node:path";
 import { PassThrough, Readable, type Writable } from "node:stream";
 import { finished } from "node:stream/promises";
@@ -51,6 +51,18 @@ async function saveChecked(source: Readable, out: string): Promise<ReadResult> {
   }
 }
 
+/**
+ * With no server running, backup opens the database, which writes a new image and journal: as
+ * another user than the data dir's owner (root, for a service's data dir) those files would be
+ * theirs and the service could not read them.
+ */
+function refuseForeignOwner(dataDir: string): void {
+  const owner = statSync(dataDir).uid;
+  if (process.getuid && process.getuid() !== owner) {
+    throw new CommandError(`${dataDir} belongs to uid ${owner}: with no server running, run labgate backup as that user (e.g. sudo -u labgate)`);
+  }
+}
+
 /** `labgate backup --out FILE`: from the running server (its API), or from the data dir when none runs. */
 export async function backupCommand(args: string[]): Promise<number> {
   const flags = parse(args, { ...COMMON, out: { type: "string" } });
@@ -64,6 +76,7 @@ export async function backupCommand(args: string[]): Promise<number> {
   const result = await onDataDir(
     config,
     async (db) => {
+      refuseForeignOwner(config.data_dir);
       const snapshot = takeSnapshot({ config, db, serverRunning: false, warn: (m) => process.stderr.write(`labgate: ${m}\n`) });
       const stream = new PassThrough({ highWaterMark: 256 * 1024 });
       const writing = snapshot.write(stream);
