@@ -62,6 +62,8 @@ export function entryNameProblem(name: string): string | undefined {
 
 /** Resolves when `out` takes more, rejects when it closed or failed first. */
 function drained(out: Writable): Promise<void> {
+  // A stream destroyed already emits no more events.
+  if (out.destroyed) return Promise.reject(new BackupError("the backup's reader went away"));
   return new Promise((resolve, reject) => {
     const done = (error?: Error) => {
       out.off("drain", onDrain);

@@ -1,4 +1,4 @@
-import { createReadStream, createWriteStream, renameSync, rmSync, statSync } from "node:fs";
+import { createReadStream, createWriteStream, existsSync, renameSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join, relative, resolve, isAbsolute } from "node:path";
 import { PassThrough, Readable, type Writable } from "node:stream";
 import { finished } from "node:stream/promises";
@@ -72,6 +72,7 @@ export async function backupCommand(args: string[]): Promise<number> {
   if (out !== "-") {
     const rel = relative(resolve(config.data_dir), out);
     if (!rel.startsWith("..") && !isAbsolute(rel)) throw new UsageError(`--out: ${out} is inside the data dir; put backups elsewhere`);
+    if (!existsSync(dirname(out))) throw new UsageError(`--out: directory ${dirname(out)} does not exist`);
   }
   const result = await onDataDir(
     config,

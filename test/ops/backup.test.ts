@@ -183,11 +183,18 @@ describe("backup and restore", () => {
 
   describe("restore refuses", () => {
     let good: Buffer;
-    test("setup: a backup of a stopped data dir", async () => {
+    test("setup: a good backup; one whose reader goes away leaves no staging links; admin_rw only", async () => {
       const source = join(dir, "small");
       const server = await startTestServer({}, source);
       try {
-        await uploadOk(server, { token: server.adminToken, file: Buffer.alloc(50_000, 1) });
+        await uploadOk(server, { token: server.adminToken, file: Buffer.alloc(4_000_000, 1) });
+        const abandoned = await server.request("/api/v1/backup", { method: "POST", token: server.adminToken });
+        const reader = abandoned.body!.getReader();
+        assert.equal((await reader.read()).done, false);
+        await reader.cancel();
+        const staging = () => readdirSync(join(source, "storage")).filter((n) => n.startsWith(".backup-"));
+        for (let i = 0; i < 250 && staging().length > 0; i++) await new Promise((r) => setTimeout(r, 20));
+        assert.deepEqual(staging(), []);
         const res = await server.request("/api/v1/backup", { method: "POST", token: server.adminToken });
         good = Buffer.from(await res.arrayBuffer());
         writeFileSync(join(dir, "small.tar"), good);
