@@ -26,7 +26,7 @@ export interface Tab {
   context: BrowserContext;
   /** Console errors, page errors and failed requests ("401 GET /api/whoami"), in order. */
   problems: string[];
-  /** Asserts no problems besides those matching `allowed` (each may match any number). */
+  /** Asserts no problems besides those matching `allowed` (each may match any number) since the last call. */
   clean(allowed?: RegExp[]): void;
   shot(name: string): Promise<void>;
   close(): Promise<void>;
@@ -55,6 +55,7 @@ export async function openTab(browser: Browser, baseURL: string, viewport = { wi
     problems,
     clean(allowed = []) {
       const left = problems.filter((p) => !allowed.some((a) => a.test(p)));
+      problems.length = 0;
       assert.deepEqual(left, [], `problems on the page:\n${left.join("\n")}`);
     },
     async shot(name) {

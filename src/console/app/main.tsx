@@ -77,7 +77,7 @@ function Frame(props: { me: Me; onSignedOut: () => void }) {
           Sign out
         </button>
       </header>
-      <nav class={`sidebar ${menuOpen ? "open" : ""}`} aria-label="Main">
+      <nav class={`sidebar ${menuOpen ? "open" : ""}`} aria-label="Main" onClick={(e) => (e.target as HTMLElement).closest("a") && setMenuOpen(false)}>
         {SECTIONS.map((section) => {
           const entries = visible.filter((p) => p.nav?.section === section).sort((a, b) => a.nav!.order - b.nav!.order);
           if (entries.length === 0) return null;

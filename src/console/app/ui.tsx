@@ -18,11 +18,11 @@ const setToasts = (list: Toast[]) => {
   for (const l of toastListeners) l(list);
 };
 export const dismiss = (id: number) => setToasts(toasts.filter((t) => t.id !== id));
-/** Shows a message at the bottom of the page (errors stay until closed, others for a few seconds). */
+/** Shows a message at the bottom of the page (errors for 15 s or until closed, others for 4 s). */
 export function notify(text: string, kind: Toast["kind"] = "ok") {
   const id = ++toastId;
   setToasts([...toasts.slice(-4), { id, kind, text }]);
-  if (kind === "ok") setTimeout(() => dismiss(id), 4000);
+  setTimeout(() => dismiss(id), kind === "ok" ? 4000 : 15000);
 }
 
 export function Toasts() {
@@ -126,22 +126,29 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = []): Loaded
   };
 }
 
+export interface ActionOptions {
+  /** Shown as a message on success. */
+  done?: string;
+  /** Asked first (confirmAction's arguments); declining does nothing. */
+  confirm?: Parameters<typeof confirmAction>;
+}
+
 /**
- * Runs an action: asks first when `confirm` is given, shows the API's error as a message,
- * `done` as a message on success. `busy` is true while one runs.
+ * Runs an action: asks first when `confirm` is given, shows the API's error as a message and
+ * `done` on success; resolves true when it ran and succeeded. `busy` is true while one runs.
  */
-export function useAction(): [boolean, <T>(work: () => Promise<T>, options?: { done?: string; confirm?: Parameters<typeof confirmAction> }) => Promise<T | undefined>] {
+export function useAction(): [boolean, (work: () => Promise<unknown>, options?: ActionOptions) => Promise<boolean>] {
   const [busy, setBusy] = useState(false);
-  const run = useCallback(async <T,>(work: () => Promise<T>, options: { done?: string; confirm?: Parameters<typeof confirmAction> } = {}) => {
-    if (options.confirm && !(await confirmAction(...options.confirm))) return undefined;
+  const run = useCallback(async (work: () => Promise<unknown>, options: ActionOptions = {}) => {
+    if (options.confirm && !(await confirmAction(...options.confirm))) return false;
     setBusy(true);
     try {
-      const result = await work();
+      await work();
       if (options.done) notify(options.done);
-      return result;
+      return true;
     } catch (error) {
       notify(messageOf(error), "error");
-      return undefined;
+      return false;
     } finally {
       setBusy(false);
     }
