@@ -185,4 +185,3 @@ export function numberEntries(entries: PlanEntry[]): PlanEntry[] {
   });
 }
 
-export { buildPlan } from "./config/plan-builder.ts";

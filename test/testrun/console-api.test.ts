@@ -57,7 +57,7 @@ describe("the console's test-run API on one server", () => {
       const seen = stream.events.filter((e) => e.event === "run" && e.data.id === run.id).map((e) => e.data.status);
       assert.deepEqual([...new Set(seen)], ["pending", "running", "finished"]);
       // Each event is the run object as GET /test-runs/{id} answers it.
-      assert.deepEqual(stream.events.findLast((e) => e.data.id === run.id)?.data, await getRun(server, run.id));
+      assert.deepEqual(stream.events.filter((e) => e.data.id === run.id).pop()?.data, await getRun(server, run.id));
       assert.ok(stream.events.some((e) => e.event === "trigger" && e.data.trigger_id === run.trigger_id), "the trigger's changes too");
 
       assert.equal((await server.request(`/api/v1/test-runs/${run.id}/record`, { method: "DELETE", token: server.adminToken })).status, 200);

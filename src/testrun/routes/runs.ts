@@ -18,7 +18,8 @@ import { PlanError } from "../plan.ts";
 import { contentDisposition, listArtifacts, openArtifact } from "../runs/artifacts.ts";
 import { artifactsDir, reportPath } from "../runs/paths.ts";
 import { LOCAL_DEVICE } from "../runs/nodes.ts";
-import { runChangesOf, TestRunService, type TriggerRequest } from "../runs/service.ts";
+import { runChangesOf, TestRunService } from "../runs/service.ts";
+import type { TriggerRequest } from "../runs/trigger.ts";
 import { FINAL_STATUSES, runObjectA, runObjectB, type RunRecord, type RunStatus, type TriggerRecord } from "../runs/store.ts";
 import type { TestRunAccess } from "./access.ts";
 
