@@ -104,6 +104,9 @@ test("upload with the progress bar, a group with policy, package and device; the
   await row.getByRole("progressbar").and(page.locator('[aria-valuenow="100"]')).waitFor({ timeout: 20_000 });
   await admin.shot("devices-update-100");
   await until(() => agent.softwareVersion === "v2", 10_000, "agent at v2");
+  // The list reads the row again once the update is through: the new version, the group's name.
+  await row.locator("td.mono").getByText("v2", { exact: true }).waitFor();
+  assert.match(await row.innerText(), /lab bench/);
   admin.clean([SIGNED_OUT]);
 });
 

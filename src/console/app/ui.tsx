@@ -225,7 +225,7 @@ export function OnlineBadge(props: { online: boolean }) {
 export function ProgressBar(props: { value: number; label?: string }) {
   const value = Math.max(0, Math.min(100, Math.round(props.value)));
   return (
-    <span class="progress" role="progressbar" aria-valuemin={0} aria-valuemax={100} aria-valuenow={value} aria-label={props.label ?? "progress"}>
+    <span class={`progress ${value >= 50 ? "past-half" : ""}`} role="progressbar" aria-valuemin={0} aria-valuemax={100} aria-valuenow={value} aria-label={props.label ?? "progress"}>
       <span class="progress-bar" style={{ width: `${value}%` }} />
       <span class="progress-text">{value}%</span>
     </span>
