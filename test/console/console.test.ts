@@ -88,3 +88,30 @@ test("a cross-site POST carrying the session cookie is refused", async () => {
     await tab.close();
   }
 });
+
+test("the Devices list at 10,000 devices: a page of 50 from the server, paging, the filter", async () => {
+  const now = new Date().toISOString();
+  await server.server.ctx.db.write((tx) => {
+    for (let i = 0; i < 10_000; i++) {
+      const mac = (0x020000000000 + i).toString(16).padStart(12, "0").match(/../g)!.join(":");
+      const metadata = JSON.stringify({ "svc.software.version": `v${i % 7}`, "svc.hardware.devtype": "board", "svc.hardware.macaddr": mac });
+      tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata) VALUES (?, ?, ?, '{}', ?)", [now, `rack-${i}`, mac, metadata]);
+    }
+  });
+  const tab = await openTab(browser, server.url);
+  try {
+    await signIn(tab.page, "admin", adminPassword(server.dataDir));
+    await tab.page.getByText("10,000 approved").waitFor();
+    assert.equal(await tab.page.locator("tr[data-mac]").count(), 50);
+    await tab.page.getByRole("button", { name: "Next ›" }).click();
+    await tab.page.getByText("51–100 of 10,000").waitFor();
+    await tab.page.getByRole("searchbox", { name: "Filter devices" }).fill("rack-9999");
+    await tab.page.getByText("1 matching").waitFor();
+    assert.equal(await tab.page.locator("tr[data-mac]").count(), 1);
+    assert.match(tab.page.url(), /q=rack-9999/);
+    await tab.shot("devices-10000-filtered");
+    tab.clean([SIGNED_OUT]);
+  } finally {
+    await tab.close();
+  }
+});
