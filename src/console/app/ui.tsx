@@ -262,9 +262,15 @@ export function Pager(props: { offset: number; limit: number; total: number; onC
   );
 }
 
-/** Copies `text`; falls back to a selection copy where the clipboard API is missing (plain http). */
+/** Copies `text`; falls back to a selection copy where the clipboard API is missing (plain http) or refuses. */
 export async function copyText(text: string): Promise<void> {
-  if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+  if (navigator.clipboard && window.isSecureContext) {
+    try {
+      return await navigator.clipboard.writeText(text);
+    } catch {
+      // Refused (no permission, page not focused): the selection copy below.
+    }
+  }
   const area = document.createElement("textarea");
   area.value = text;
   area.setAttribute("readonly", "");
