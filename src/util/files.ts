@@ -1,5 +1,5 @@
 import { closeSync, fsyncSync, openSync, renameSync, rmSync, statSync, writeSync, type Stats } from "node:fs";
-import { open } from "node:fs/promises";
+import { open, rename, rm } from "node:fs/promises";
 import { dirname } from "node:path";
 
 /** Makes a directory entry change (create, rename, unlink) durable. */
@@ -41,6 +41,30 @@ export function writeFileDurable(path: string, data: string | Uint8Array, mode =
     throw error;
   }
   fsyncDir(dirname(path));
+}
+
+/** writeFileDurable through libuv's thread pool, for large files written while the server runs. */
+export async function writeFileDurableAsync(path: string, data: Uint8Array, mode = 0o600): Promise<void> {
+  const tmp = `${path}.${process.pid}.tmp`;
+  try {
+    const handle = await open(tmp, "w", mode);
+    try {
+      await handle.writeFile(data);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(tmp, path);
+  } catch (error) {
+    await rm(tmp, { force: true });
+    throw error;
+  }
+  const dir = await open(dirname(path), "r");
+  try {
+    await dir.sync();
+  } finally {
+    await dir.close();
+  }
 }
 
 /** A regular file and its stat, or undefined when `path` is undefined, missing or not a regular file. */
