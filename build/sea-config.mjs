@@ -1,9 +1,9 @@
-// Prints the SEA config: the bundle, plus every file under assets/ and the sql.js wasm as assets.
+// Prints the SEA config: the bundle, plus every file under assets/, the sql.js wasm and the checkpoint worker's bundle as assets.
 import { readdirSync } from "node:fs";
 import { join, relative } from "node:path";
 
 const [main, output] = process.argv.slice(2);
-const assets = { "sql-wasm.wasm": "node_modules/sql.js/dist/sql-wasm.wasm" };
+const assets = { "sql-wasm.wasm": "node_modules/sql.js/dist/sql-wasm.wasm", "labgate-checkpoint.cjs": "dist/labgate-checkpoint-sea.cjs" };
 const walk = (dir) =>
   readdirSync(dir, { withFileTypes: true }).forEach((entry) => {
     const path = join(dir, entry.name);
