@@ -184,4 +184,3 @@ export function numberEntries(entries: PlanEntry[]): PlanEntry[] {
   });
 }
 
-export { buildPlan } from "./config/plan-builder.ts";

@@ -3,7 +3,8 @@
 // covers the routes.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { buildPlan, caseNames, planForMachine, planMachines, PlanError, type PlanRequest, type TestPlan } from "../../src/testrun/plan.ts";
+import { buildPlan } from "../../src/testrun/config/plan-builder.ts";
+import { caseNames, planForMachine, planMachines, PlanError, type PlanRequest, type TestPlan } from "../../src/testrun/plan.ts";
 import { listSuites, overrideHints, snapshotSource } from "../../src/testrun/config/plan-builder.ts";
 import { yamlSyntaxProblem } from "../../src/testrun/config/yaml.ts";
 import { API_TEST } from "./run-helpers.ts";

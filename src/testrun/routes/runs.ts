@@ -16,7 +16,8 @@ import { configStore } from "../config/store.ts";
 import { PlanError } from "../plan.ts";
 import { contentDisposition, listArtifacts, openArtifact } from "../runs/artifacts.ts";
 import { artifactsDir, reportPath } from "../runs/paths.ts";
-import { TestRunService, type TriggerRequest } from "../runs/service.ts";
+import { TestRunService } from "../runs/service.ts";
+import type { TriggerRequest } from "../runs/trigger.ts";
 import { FINAL_STATUSES, runObjectA, runObjectB, type RunRecord, type TriggerRecord } from "../runs/store.ts";
 import type { TestRunAccess } from "./access.ts";
 

@@ -1,11 +1,12 @@
 import { randomUUID } from "node:crypto";
 import type { NodeTarget } from "../../config/config.ts";
 import { httpError } from "../../http/errors.ts";
-import { snapshotSource } from "../config/plan-builder.ts";
-import { buildPlan, planMachines, type TestPlan } from "../plan.ts";
-import type { TestRunService, TriggerRequest } from "./service.ts";
-import type { RemoteRun, RunStatus } from "./store.ts";
+import { buildPlan, snapshotSource } from "../config/plan-builder.ts";
+import { planMachines, type TestPlan } from "../plan.ts";
+import type { AppContext } from "../../server/context.ts";
+import type { RemoteRun, RunRecord, RunStatus, RunStore, TriggerRecord } from "./store.ts";
 import { nodeJson } from "./node-client.ts";
+import type { TriggerRequest } from "./trigger.ts";
 
 const POLL_MS = 500;
 /** Consecutive failed polls after which a remote run counts as ended (the reference: one). */
@@ -36,11 +37,21 @@ const sleep = (ms: number, signal: AbortSignal) =>
  * selection group by group in lockstep: each machine's share is a node-role POST (same
  * protocol as protoplaster nodes), the local share a tracked run here. Outside the run queue.
  */
+/** What the orchestrator needs of the local run queue (TestRunService). */
+export interface LocalRuns {
+  readonly ctx: AppContext;
+  readonly store: RunStore;
+  createRun(plan: TestPlan, request: TriggerRequest, warnings: string[], repeatOf: string | null): Promise<RunRecord>;
+  aggregate(trigger: TriggerRecord, prefix: string): Promise<string | null>;
+  waitForEnd(id: string, timeoutMs: number): Promise<void>;
+  abort(id: string, reason?: string, propagate?: boolean): Promise<RunRecord>;
+}
+
 export class Orchestrator {
-  private readonly service: TestRunService;
+  private readonly service: LocalRuns;
   private readonly active = new Map<string, Orchestration>();
 
-  constructor(service: TestRunService) {
+  constructor(service: LocalRuns) {
     this.service = service;
   }
 

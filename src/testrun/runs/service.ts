@@ -4,25 +4,17 @@ import type { AppContext } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
 import { patternError } from "../engine/pattern.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
-import { buildPlan, planMachines, type ConfigSource, type TestPlan } from "../plan.ts";
+import { buildPlan } from "../config/plan-builder.ts";
+import { planMachines, type ConfigSource, type TestPlan } from "../plan.ts";
 import { aggregateResults } from "./aggregate.ts";
-import { Orchestrator } from "./dispatch.ts";
+import { Orchestrator, type LocalRuns } from "./dispatch.ts";
 import { artifactsDir, testrunDirs, type TestrunDirs } from "./paths.ts";
 import { executeRun } from "./runner.ts";
+import type { TriggerRequest } from "./trigger.ts";
 import { FINAL_STATUSES, RunStore, type RunRecord, type TriggerRecord, type TriggerStatus } from "./store.ts";
 
 export const RESTART_ERROR = "interrupted by server restart";
 export const SHUTDOWN_ERROR = "server shutdown";
-
-export interface TriggerRequest {
-  configName: string;
-  suite: string;
-  machineTarget: string | null;
-  overrides: string | Record<string, unknown> | null;
-  pattern: string;
-  /** Join or create this trigger (sent by orchestrators, 11.3). */
-  triggerId?: string;
-}
 
 export type TriggerResult = { kind: "run"; run: RunRecord } | { kind: "dispatch"; triggerId: string };
 
@@ -39,7 +31,7 @@ interface ActiveRun {
  * a time (6.5), abort (6.6), restart recovery (6.7) and shutdown. Orchestration of multi-node
  * selections lives in dispatch.ts and never holds the queue.
  */
-export class TestRunService {
+export class TestRunService implements LocalRuns {
   readonly store: RunStore;
   readonly ctx: AppContext;
   readonly source: ConfigSource;

@@ -1,7 +1,8 @@
 import type { Database } from "../../db/index.ts";
 import { httpError } from "../../http/errors.ts";
 import { rfc822 } from "../../util/time.ts";
-import { deviceRekeyed, getDeviceByMac, tagsFromMetadata, type Metadata } from "../devices/devices.ts";
+import { deviceRekeyed, getDeviceByMac, tagsFromMetadata } from "../devices/devices.ts";
+import type { Metadata } from "./metadata.ts";
 import { parseDeviceKey } from "./keys.ts";
 import { deviceName, metaKeys } from "./metadata.ts";
 
