@@ -7,4 +7,6 @@ export interface TriggerRequest {
   pattern: string;
   /** Join or create this trigger (sent by orchestrators, 11.3). */
   triggerId?: string;
+  /** Run the whole selection on each of these nodes at once (LOCAL_DEVICE: here); none: where the config says. */
+  nodes?: string[];
 }
