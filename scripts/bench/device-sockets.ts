@@ -12,6 +12,7 @@
  * prints the fan-out latencies (one device, all back) and the checks' p50/p99.
  * N sockets need N file descriptors in the server (and in the simulators): `ulimit -n` must
  * allow it (this machine: 20,000). `--baseline DIR` runs the same against another checkout.
+ * BENCH_NODE_ARGS adds node flags to the server (e.g. --cpu-prof).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
@@ -59,7 +60,7 @@ async function seed(): Promise<{ admin: string; devices: { mac: string; token: s
 }
 
 async function spawnServer(root: string, dataDir: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", join(root, "src/main.ts"), "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
+  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", join(root, "src/main.ts"), "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
     cwd: root,
     stdio: ["ignore", "pipe", "inherit"],
     env: { ...process.env, LABGATE_CONFIG: join(work, "bench.config.yaml") },

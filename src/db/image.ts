@@ -48,6 +48,9 @@ function configure(sql: SqlJsDatabase): void {
   // written and deleted by every transaction. Durability comes from the redo journal, and a
   // crash loses the in-memory database anyway, so the rollback journal can live in memory.
   sql.run("PRAGMA journal_mode = MEMORY");
+  // Nothing else opens this in-memory file: holding the lock spares every statement SQLite's check
+  // for another connection's hot journal (a file-system lookup in sql.js), about 6x on a point read.
+  sql.run("PRAGMA locking_mode = EXCLUSIVE");
 }
 
 /** Opens the image of `dir` (or an empty database when there is none) and the journal generation it covers. */

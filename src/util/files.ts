@@ -43,9 +43,12 @@ export function writeFileDurable(path: string, data: string | Uint8Array, mode =
   fsyncDir(dirname(path));
 }
 
-/** writeFileDurable through libuv's thread pool, for large files written while the server runs. */
+/**
+ * writeFileDurable through libuv's thread pool, for files written while the server runs. Writers
+ * in the same directory share its fsync: one that arrives while another's runs waits for the next.
+ */
 export async function writeFileDurableAsync(path: string, data: Uint8Array, mode = 0o600): Promise<void> {
-  const tmp = `${path}.${process.pid}.tmp`;
+  const tmp = `${path}.${process.pid}.${++tmpCounter}.tmp`;
   try {
     const handle = await open(tmp, "w", mode);
     try {
@@ -59,11 +62,39 @@ export async function writeFileDurableAsync(path: string, data: Uint8Array, mode
     await rm(tmp, { force: true });
     throw error;
   }
-  const dir = await open(dirname(path), "r");
+  await syncDirShared(dirname(path));
+}
+
+let tmpCounter = 0;
+/** Per directory: the fsync that has not started yet, which new callers join. */
+const pendingDirSyncs = new Map<string, Promise<void>>();
+const runningDirSyncs = new Map<string, Promise<void>>();
+
+/** fsync of a directory, shared by every caller that asks before it starts (group commit for directory entries). */
+function syncDirShared(dir: string): Promise<void> {
+  const pending = pendingDirSyncs.get(dir);
+  if (pending) return pending;
+  const before = runningDirSyncs.get(dir) ?? Promise.resolve();
+  const mine: Promise<void> = before
+    .catch(() => {})
+    .then(() => {
+      pendingDirSyncs.delete(dir);
+      runningDirSyncs.set(dir, mine);
+      return syncDirOnce(dir);
+    })
+    .finally(() => {
+      if (runningDirSyncs.get(dir) === mine) runningDirSyncs.delete(dir);
+    });
+  pendingDirSyncs.set(dir, mine);
+  return mine;
+}
+
+async function syncDirOnce(dir: string): Promise<void> {
+  const handle = await open(dir, "r");
   try {
-    await dir.sync();
+    await handle.sync();
   } finally {
-    await dir.close();
+    await handle.close();
   }
 }
 
