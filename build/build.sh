@@ -22,8 +22,10 @@ bundle node24 dist/labgate-sea.cjs
 # The checkpoint worker thread: next to dist/labgate.cjs, and an asset of the executable.
 bundle node20 dist/labgate-checkpoint.cjs src/db/checkpoint-worker.ts
 bundle node24 dist/labgate-checkpoint-sea.cjs src/db/checkpoint-worker.ts
+# The web console's files: beside dist/labgate.cjs (dist/console/), and assets of the executable.
+node --import tsx src/console/build-cli.ts dist/console
 
-# Everything the executable needs at run time is an asset: the sql.js wasm and assets/.
+# Everything the executable needs at run time is an asset: the sql.js wasm, assets/ and the console.
 node build/sea-config.mjs dist/labgate-sea.cjs dist/labgate.blob > dist/sea.json
 "$NODE24" --experimental-sea-config dist/sea.json
 cp "$NODE24" dist/labgate
