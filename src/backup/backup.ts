@@ -133,7 +133,7 @@ export function takeSnapshot(source: BackupSource): Snapshot {
   const warn = source.warn ?? (() => {});
   const dataDir = config.data_dir;
   // One synchronous step: the image, and the objects of exactly the packages it holds.
-  const image = db.snapshot();
+  const { image, durable } = db.snapshot();
   const staging = stagePackageObjects(dataDir, db, warn);
   const discard = () => {
     rmSync(staging.dir, { recursive: true, force: true });
@@ -156,6 +156,8 @@ export function takeSnapshot(source: BackupSource): Snapshot {
     ...(external.length ? { moved_into_data_dir: Object.fromEntries(external.map(({ dir, as }) => [dir, as])) } : {}),
   };
   async function* sources(): AsyncGenerator<Source> {
+    // Nothing goes out that is not on disk on the server too.
+    await durable;
     yield { name: `${DATA_PREFIX}${IMAGE_FILE}`, data: image, mode: 0o600 };
     for (const [name, staged] of staging.objects) yield { ...fileSource(`${DATA_PREFIX}${STORAGE_DIR}/${name}`, staged), mode: 0o600 };
     // A test-run directory configured elsewhere replaces the data dir's own (left over from before).
