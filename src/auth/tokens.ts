@@ -64,6 +64,9 @@ class IdentityCache<T extends { expiresAt: number }> {
   }
 }
 
+/** A management token's id: plain hex, so that a CLI flag never takes one for an option (base64url began with "-"). */
+export const newTokenId = (): string => randomBytes(12).toString("hex");
+
 /** Issues and verifies labgate's tokens and signed links (contract.md, Authentication). */
 export class TokenService {
   private readonly keys: AppKeys;
@@ -89,7 +92,7 @@ export class TokenService {
   issueManagement(user: string, scopes: readonly Scope[], ttlSeconds: number, options: { session?: number } = {}): string {
     const now = this.now();
     const iat = Date.now() / 1000;
-    const claims = { sub: user, scope: scopes.map((s) => scopeName(this.prefix, s)).join(" "), iat, exp: now + ttlSeconds, typ: "mgmt", jti: randomBytes(12).toString("hex") };
+    const claims = { sub: user, scope: scopes.map((s) => scopeName(this.prefix, s)).join(" "), iat, exp: now + ttlSeconds, typ: "mgmt", jti: newTokenId() };
     return signJwt("EdDSA", { ...claims, ...(options.session === undefined ? {} : { ses: options.session }) }, this.keys.ed25519.secretKey);
   }
 
