@@ -89,7 +89,7 @@ export class TokenService {
   issueManagement(user: string, scopes: readonly Scope[], ttlSeconds: number, options: { session?: number } = {}): string {
     const now = this.now();
     const iat = Date.now() / 1000;
-    const claims = { sub: user, scope: scopes.map((s) => scopeName(this.prefix, s)).join(" "), iat, exp: now + ttlSeconds, typ: "mgmt", jti: randomBytes(12).toString("base64url") };
+    const claims = { sub: user, scope: scopes.map((s) => scopeName(this.prefix, s)).join(" "), iat, exp: now + ttlSeconds, typ: "mgmt", jti: randomBytes(12).toString("hex") };
     return signJwt("EdDSA", { ...claims, ...(options.session === undefined ? {} : { ses: options.session }) }, this.keys.ed25519.secretKey);
   }
 

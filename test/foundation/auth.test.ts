@@ -79,6 +79,15 @@ describe("tokens over HTTP", () => {
     assert.equal((await whoami(`Bearer ${server.adminToken}`)).status, 200);
   });
 
+  test("token ids are plain hex, so that a CLI flag never mistakes one for an option", async () => {
+    // base64url ids began with "-" one time in 64: `labgate token revoke --id -x...` then failed.
+    for (let i = 0; i < 200; i++) {
+      const token = server.token(["admin_ro"], "u", 60);
+      const { jti } = JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()) as { jti: string };
+      assert.match(jti, /^[0-9a-f]{24}$/);
+    }
+  });
+
   test("missing, malformed, tampered and expired tokens get 401 with a JSON error", async () => {
     const tampered = server.adminToken.slice(0, -4) + (server.adminToken.endsWith("AAAA") ? "BBBB" : "AAAA");
     const [header, payload, signature] = server.adminToken.split(".");
