@@ -11,6 +11,7 @@ import { httpError, HttpError } from "../../http/errors.ts";
 import { hasYamlExtension, isConfigName } from "../config/names.ts";
 import { configStore, ConfigSaveError, type ConfigInfo, type ConfigStore, type PendingConfig } from "../config/store.ts";
 import { listSuites, overrideHints } from "../config/plan-builder.ts";
+import { ConfigViewCache } from "../config/view-cache.ts";
 import { PlanError } from "../plan.ts";
 import type { TestRunAccess } from "./access.ts";
 
@@ -143,8 +144,15 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEn
 
   // Suites and hints are Variant A routes only (seed; 13: B has no suites or hints).
   if (ctx.config.test_server.api_variant === "A") {
-    app.get("/api/v1/configs/:name/test-suites", access.read, (c) => c.json(view(() => listSuites(store, c.req.param("name")))));
-    app.get("/api/v1/configs/:name/override-hints", access.read, (c) => c.json(view(() => overrideHints(store, c.req.param("name")))));
+    const views = new ConfigViewCache(store);
+    app.get("/api/v1/configs/:name/test-suites", access.read, (c) => {
+      const name = c.req.param("name");
+      return c.json(view(() => views.get("test-suites", name, (source) => listSuites(source, name))));
+    });
+    app.get("/api/v1/configs/:name/override-hints", access.read, (c) => {
+      const name = c.req.param("name");
+      return c.json(view(() => views.get("override-hints", name, (source) => overrideHints(source, name))));
+    });
   }
 
   return app;
