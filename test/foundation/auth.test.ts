@@ -210,7 +210,7 @@ describe("auth middleware on routes", () => {
   test("an unexpected exception is a JSON 500 without internals", async () => {
     const response = await app.request("/probe/crash");
     assert.equal(response.status, 500);
-    assert.deepEqual(await response.json(), { error: "internal server error" });
+    assert.deepEqual(await response.json(), { error: "internal error" });
   });
 
   test("management token claims are verified once and cached", () => {

@@ -7,7 +7,7 @@ import { Readable } from "node:stream";
 import busboy from "busboy";
 import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { httpError, HttpError } from "../../http/errors.ts";
+import { httpError, HttpError, inputProblem } from "../../http/errors.ts";
 import { hasYamlExtension, isConfigName } from "../config/names.ts";
 import { configStore, ConfigSaveError, type ConfigInfo, type ConfigStore, type PendingConfig } from "../config/store.ts";
 import { listSuites, overrideHints } from "../config/plan-builder.ts";
@@ -37,7 +37,7 @@ function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigIn
       limits: { files: 5, fields: 20, parts: 40, fieldSize: 64 * 1024, headerPairs: 50, fileSize: store.maxBytes + 1 },
     });
   } catch (error) {
-    throw httpError(400, `malformed multipart request: ${(error as Error).message}`);
+    throw httpError(400, `malformed multipart request: ${inputProblem(error)}`);
   }
 
   return new Promise<ConfigInfo>((resolve, reject) => {
@@ -73,7 +73,7 @@ function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigIn
       saving = store.receive(name, stream);
       saving.catch(fail);
     });
-    parser.on("error", (error: Error) => fail(httpError(400, `malformed multipart request: ${error.message}`)));
+    parser.on("error", (error: Error) => fail(httpError(400, `malformed multipart request: ${inputProblem(error)}`)));
     parser.on("close", () => {
       if (refused) return fail(refused);
       if (!saving) return fail(httpError(400, "No file part in the request"));
@@ -94,7 +94,7 @@ function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigIn
     });
 
     const source = Readable.fromWeb(body as import("node:stream/web").ReadableStream<Uint8Array>);
-    source.on("error", (error) => fail(httpError(400, `upload interrupted: ${error.message}`)));
+    source.on("error", (error) => fail(httpError(400, `upload interrupted: ${inputProblem(error)}`)));
     source.pipe(parser);
   });
 }
