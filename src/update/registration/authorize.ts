@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { AppContext } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
+import { parseJsonBody } from "../../http/body.ts";
 import { epochSeconds } from "../../util/time.ts";
 import { getDeviceByMac, type Metadata } from "../devices/devices.ts";
 import { decodeSignature, parseDeviceKey, verifyDeviceSignature } from "./keys.ts";
@@ -43,12 +44,7 @@ export async function authorizeDevice(
   now: Date = new Date(),
 ): Promise<DeviceAuthResult> {
   const { prefix } = ctx.config;
-  let body: unknown;
-  try {
-    body = JSON.parse(raw.toString("utf8"));
-  } catch (error) {
-    throw httpError(400, `malformed JSON body: ${(error as Error).message}`);
-  }
+  const body = parseJsonBody(raw);
   const parsed = deviceAuthBody(prefix).safeParse(body);
   if (!parsed.success) throw httpError(400, firstMessage(parsed.error));
   const { metadata, timestamp } = parsed.data;
