@@ -19,8 +19,10 @@ bundle() {
 }
 bundle node20 dist/labgate.cjs
 bundle node24 dist/labgate-sea.cjs
+# The web console's files: beside dist/labgate.cjs (dist/console/), and assets of the executable.
+node --import tsx src/console/build-cli.ts dist/console
 
-# Everything the executable needs at run time is an asset: the sql.js wasm and assets/.
+# Everything the executable needs at run time is an asset: the sql.js wasm, assets/ and the console.
 node build/sea-config.mjs dist/labgate-sea.cjs dist/labgate.blob > dist/sea.json
 "$NODE24" --experimental-sea-config dist/sea.json
 cp "$NODE24" dist/labgate

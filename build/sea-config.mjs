@@ -1,4 +1,5 @@
-// Prints the SEA config: the bundle, plus every file under assets/ and the sql.js wasm as assets.
+// Prints the SEA config: the bundle, plus every file under assets/, the sql.js wasm and the built
+// console (dist/console/NAME as console/NAME, see src/console/routes.ts) as assets.
 import { readdirSync } from "node:fs";
 import { join, relative } from "node:path";
 
@@ -12,4 +13,5 @@ const walk = (dir) =>
     else assets[relative(".", path)] = path;
   });
 walk("assets");
+for (const name of readdirSync("dist/console")) assets[`console/${name}`] = join("dist/console", name);
 console.log(JSON.stringify({ main, output, disableExperimentalSEAWarning: true, useCodeCache: true, useSnapshot: false, assets }, null, 2));

@@ -19,5 +19,6 @@ if (files.length === 0) {
   console.error("no test files matched");
   process.exit(1);
 }
-const result = spawnSync(process.execPath, ["--import", "tsx", "--test", "--test-concurrency=2", ...files], { stdio: "inherit" });
+// A hung test fails on its own after three minutes instead of holding CI to its limit.
+const result = spawnSync(process.execPath, ["--import", "tsx", "--test", "--test-concurrency=2", "--test-timeout=180000", ...files], { stdio: "inherit" });
 process.exit(result.status ?? 1);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Smoke test of the single executable: copied alone into an empty directory, with no node on
-# PATH and no node_modules above it, it serves /api/health, issues a token, runs an agent that
+# PATH and no node_modules above it, it serves /api/health and the console, issues a token, runs an agent that
 # registers and executes an action, and stops on SIGTERM.
 set -euo pipefail
 BIN="$(cd "$(dirname "$0")/.." && pwd)/dist/labgate"
@@ -30,6 +30,12 @@ echo "whoami: $WHO"
 echo "$WHO" | grep -q '"sub":"smoke"' || { echo "issued token not accepted"; exit 1; }
 ADMIN="$(cat data/admin.token)"
 curl -sf -H "Authorization: Bearer token=$ADMIN" "$URL/api/whoami" | grep -q '"sub":"admin"'
+
+# The web console, from the executable's assets: the page and the script it names.
+PAGE="$(curl -sf "$URL/")"
+echo "$PAGE" | grep -q '<div id="app">' || { echo "console page not served"; exit 1; }
+SCRIPT="$(echo "$PAGE" | sed -n 's/.*<script type="module" src="\([^"]*\)".*/\1/p')"
+curl -sf -o /dev/null -w "console: %{http_code} %{content_type} $SCRIPT\n" "$URL$SCRIPT" | tee /dev/stderr | grep -q "^console: 200 text/javascript"
 
 # The device agent from the same executable: registers, is approved, runs an action over the WebSocket.
 mkdir -p files

@@ -1,5 +1,11 @@
 import type { Database } from "./database.ts";
-import type { Migration } from "./migrations/index.ts";
+
+export interface Migration {
+  version: number;
+  name: string;
+  /** DDL and deterministic DML only: it is journaled and replayed like any other write. */
+  sql: string[];
+}
 
 /** The data dir was written by a newer labgate; this binary must not touch it. */
 export class SchemaTooNewError extends Error {}

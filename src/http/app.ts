@@ -43,7 +43,7 @@ export function createApp(ctx: AppContext, modules: RouteModule[] = []): Hono<Ap
   });
 
   app.onError((error, c) => {
-    if (error instanceof HttpError) return errorResponse(c, error.status, error.message);
+    if (error instanceof HttpError) return errorResponse(c, error.status, error.message, error.details);
     if (error instanceof DatabaseUnavailableError) return errorResponse(c, 503, error.message);
     // Hono's own HTTPException (e.g. from its helpers) carries a status too.
     const status = (error as { status?: unknown }).status;

@@ -1,20 +1,26 @@
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 
-/** Any failure a handler wants to answer: becomes `{"error": message}` with `status`. */
+/** Fields an error body may carry besides `error` (e.g. where in a config file the problem is). */
+export type ErrorDetails = Record<string, string | number>;
+
+/** Any failure a handler wants to answer: becomes `{"error": message, ...details}` with `status`. */
 export class HttpError extends Error {
   readonly status: ContentfulStatusCode;
-  constructor(status: ContentfulStatusCode, message: string) {
+  readonly details: ErrorDetails | undefined;
+  constructor(status: ContentfulStatusCode, message: string, details?: ErrorDetails) {
     super(message);
     this.status = status;
+    this.details = details;
   }
 }
 
 /** The one way to fail a request: `throw httpError(404, "device not found")`. */
-export const httpError = (status: ContentfulStatusCode, message: string): HttpError => new HttpError(status, message);
+export const httpError = (status: ContentfulStatusCode, message: string, details?: ErrorDetails): HttpError => new HttpError(status, message, details);
 
 /** The one error body shape. */
-export const errorResponse = (c: Context, status: ContentfulStatusCode, message: string): Response => c.json({ error: message }, status);
+export const errorResponse = (c: Context, status: ContentfulStatusCode, message: string, details?: ErrorDetails): Response =>
+  c.json({ error: message, ...details }, status);
 
 /**
  * What a client is told of an error met while reading its input (a multipart parser's, a body

@@ -67,6 +67,20 @@ export function queryOf<T extends z.ZodType>(c: Context, schema: T): z.output<T>
   throw httpError(400, firstMessage(result.error));
 }
 
+/** An integer query parameter from `min` to `max` (absent: undefined), with the one error text. */
+export const integerParam = (key: string, min: number, max: number) =>
+  z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined) return undefined;
+      const n = /^\d{1,16}$/.test(text) ? Number(text) : NaN;
+      if (n >= min && n <= max) return n;
+      ctx.addIssue({ code: "custom", message: `query parameter "${key}" must be an integer from ${min} to ${max}` });
+      return undefined;
+    })
+    .meta({ type: "integer", minimum: min, maximum: max });
+
 export function firstMessage(error: z.ZodError): string {
   const issues = error.issues;
   const issue = issues.find((i) => i.code === "unrecognized_keys") ?? issues[0];

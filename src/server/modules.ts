@@ -1,8 +1,9 @@
 import { accountsRoutes } from "../accounts/routes.ts";
+import { consoleRoutes } from "../console/routes.ts";
 import type { RouteModule } from "../http/app.ts";
 import { testRunRoutes } from "../testrun/routes/index.ts";
 import { updateServerRoutes } from "../update/routes.ts";
 import { openApiRoutes } from "./openapi.ts";
 
 /** The domains served by the appliance, in mount order. */
-export const routeModules: RouteModule[] = [accountsRoutes, updateServerRoutes, testRunRoutes, openApiRoutes];
+export const routeModules: RouteModule[] = [accountsRoutes, updateServerRoutes, testRunRoutes, openApiRoutes, consoleRoutes];

@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { Config } from "../config/config.ts";
 import { accountOperations } from "../accounts/openapi.ts";
+import { consoleOperations } from "../console/openapi.ts";
 import { errors, openApiDocument, type Operation } from "../http/openapi.ts";
 import { testRunOperations } from "../testrun/openapi.ts";
 import { updateOperations } from "../update/openapi.ts";
@@ -35,7 +36,7 @@ const systemOperations: Operation[] = [
 ];
 
 /** Every operation the appliance serves with `config`, as its routes are registered. */
-export const apiOperations = (config: Config): Operation[] => [...systemOperations, ...accountOperations, ...updateOperations(config), ...testRunOperations(config)];
+export const apiOperations = (config: Config): Operation[] => [...systemOperations, ...accountOperations, ...updateOperations(config), ...testRunOperations(config), ...consoleOperations];
 
 /** `GET /api/openapi.json` (public: it describes the API, it holds no data or secrets). */
 export function openApiRoutes(ctx: AppContext): Hono<AppEnv> {

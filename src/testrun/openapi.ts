@@ -6,7 +6,8 @@
 import { z } from "zod";
 import type { Config } from "../config/config.ts";
 import { errors, ok, type Access, type Operation, type Reply } from "../http/openapi.ts";
-import { repeatBody, reportQuery, triggerBodyA, triggerBodyB } from "./routes/runs.ts";
+import { repeatBody, reportQuery, runListQuery, triggerBodyA, triggerBodyB } from "./routes/runs.ts";
+import { configListQuery, pushBody } from "./routes/configs.ts";
 
 const date = z.string().describe("Ddd, DD Mon YYYY HH:MM:SS +0000, or empty when not yet");
 const ConfigInfo = z.object({ name: z.string(), config_name: z.string(), created: date }).meta({ id: "TestConfig" });
@@ -32,6 +33,27 @@ const Trigger = z
   .looseObject({ trigger_id: z.string(), is_aborted: z.boolean(), status: z.string(), error: z.string(), config_name: z.string(), runs: z.array(RunA) })
   .meta({ id: "Trigger" });
 
+const NodeStatus = z
+  .object({
+    name: z.string(),
+    url: z.string().describe('"" for this gateway'),
+    local: z.boolean().describe(`true for this gateway ("Local device")`),
+    reachable: z.boolean().describe("the node answered its config list with the configured token"),
+    version: z.string().describe("labgate's version from the node's /api/health; \"\" when unknown (a protoplaster node)"),
+    error: z.string().describe("why it is not reachable"),
+    latency_ms: z.number().nullable(),
+  })
+  .meta({ id: "TestNodeStatus" });
+const PushResult = z.object({ node: z.string(), pushed: z.array(z.string()), error: z.string().describe('"" when every file was stored') }).meta({ id: "ConfigPushResult" });
+const ReportSummary = z
+  .object({ total: z.int(), passed: z.int(), failed: z.int(), skipped: z.int(), columns: z.array(z.string()) })
+  .meta({ id: "ReportSummary" });
+/** A config problem: the 422 body names the file and line when they are known. */
+const ConfigProblem = z.object({ error: z.string(), file: z.string().optional(), line: z.int().optional() }).meta({ id: "ConfigProblem" });
+const e422Config: Reply = { description: "The config does not load (file and line when known)", json: ConfigProblem };
+const uploadRefused: Reply = { description: "Refused (an invalid YAML's line when known)", json: z.object({ error: z.string(), line: z.int().optional() }) };
+const TOTAL = { "X-Total-Count": "with any query parameter: how many runs match before paging" };
+
 const reply = (json: z.ZodType, description = "OK"): Reply => ({ description, json });
 const { 400: e400, 401: e401, 403: e403, 404: e404, 413: e413, 422: e422 } = errors;
 const csv: Reply = { description: "The CSV report (columns: test_server.report_columns)", media: "text/csv" };
@@ -42,19 +64,39 @@ export function testRunOperations(config: Config): Operation[] {
   const denied: Record<number, Reply> = access === "public" ? {} : { 401: e401, 403: e403 };
   const op = (o: Omit<Operation, "tag" | "access">): Operation => ({ ...o, tag: "test runs", access, responses: { ...o.responses, ...denied } });
   const configs: Operation[] = [
-    op({ method: "get", path: "/api/v1/configs", summary: "Uploaded test configs", responses: { 200: reply(z.array(ConfigInfo)) } }),
+    op({
+      method: "get",
+      path: "/api/v1/configs",
+      summary: "Uploaded test configs (?details=true: with size)",
+      query: configListQuery,
+      responses: { 200: reply(z.array(ConfigInfo.extend({ size: z.int().optional().describe("bytes, with details=true") }))), 400: e400 },
+    }),
     op({
       method: "post",
       path: "/api/v1/configs",
       summary: "Upload a test config (multipart field `file`)",
       body: { multipart: z.object({ file: z.string().describe("the YAML file") }) },
-      responses: { 200: reply(ConfigInfo), 400: e400, 413: e413, 422: e422 },
+      responses: { 200: reply(ConfigInfo), 400: uploadRefused, 413: e413, 422: e422 },
     }),
     op({ method: "get", path: "/api/v1/configs/{name}", summary: "One config", responses: { 200: reply(ConfigInfo), 404: e404 } }),
     op({ method: "get", path: "/api/v1/configs/{name}/file", summary: "The config file", responses: { 200: { description: "YAML", media: "text/yaml" }, 404: e404 } }),
     op({ method: "delete", path: "/api/v1/configs/{name}", summary: "Delete a config", responses: { 200: ok(), 404: e404 } }),
   ];
   const base = "/api/v1/test-runs";
+  const remote = "/api/v1/test-nodes/{node}/test-runs/{id}";
+  const relayed = { 404: e404, 502: { description: "The node cannot be reached, refused the gateway's token, or failed", json: errors[400].json } };
+  const nodeRelay: Operation[] = [
+    op({ method: "get", path: remote, summary: "A run on a lab node, read through this gateway", responses: { 200: reply(RunA), ...relayed } }),
+    op({ method: "get", path: `${remote}/report`, summary: "Its report (?format=json as the node serves it)", query: reportQuery, responses: { 200: csv, ...relayed } }),
+    op({ method: "get", path: `${remote}/artifacts`, summary: "Its artifact files", responses: { 200: reply(z.array(Artifact)), ...relayed } }),
+    op({
+      method: "get",
+      path: `${remote}/artifacts/{path}`,
+      summary: "One of its artifacts (?preview=true: inline)",
+      query: z.object({ preview: z.enum(["true"]).optional() }),
+      responses: { 200: file, ...relayed },
+    }),
+  ];
   if (config.test_server.api_variant === "B") {
     return [
       ...configs,
@@ -67,16 +109,37 @@ export function testRunOperations(config: Config): Operation[] {
   }
   return [
     ...configs,
-    op({ method: "get", path: "/api/v1/configs/{name}/test-suites", summary: "The config's test suites", responses: { 200: reply(z.array(z.string())), 404: e404, 422: e422 } }),
-    op({ method: "get", path: "/api/v1/configs/{name}/override-hints", summary: "Keys overrides may set", responses: { 200: reply(z.array(z.string())), 404: e404, 422: e422 } }),
+    op({ method: "get", path: "/api/v1/configs/{name}/test-suites", summary: "The config's test suites", responses: { 200: reply(z.array(z.string())), 404: e404, 422: e422Config } }),
+    op({ method: "get", path: "/api/v1/configs/{name}/override-hints", summary: "Keys overrides may set", responses: { 200: reply(z.array(z.string())), 404: e404, 422: e422Config } }),
+    op({
+      method: "post",
+      path: "/api/v1/configs/{name}/push",
+      summary: "Copy a stored config and its includes to lab nodes (each node's result)",
+      body: { json: pushBody },
+      responses: { 200: reply(z.array(PushResult)), 400: e400, 404: e404 },
+    }),
     op({ method: "get", path: "/api/v1/test-nodes", summary: "Configured lab nodes", responses: { 200: reply(z.array(z.object({ name: z.string(), url: z.string() }))) } }),
-    op({ method: "get", path: base, summary: "Runs", responses: { 200: reply(z.array(RunA)) } }),
+    op({ method: "get", path: "/api/v1/test-nodes/status", summary: "This gateway and the lab nodes, each checked now (reachable, version)", responses: { 200: reply(z.array(NodeStatus)) } }),
+    ...nodeRelay,
+    op({
+      method: "get",
+      path: base,
+      summary: "Runs (creation order; filters and paging with X-Total-Count)",
+      query: runListQuery,
+      responses: { 200: { ...reply(z.array(RunA)), headers: TOTAL }, 400: e400 },
+    }),
+    op({
+      method: "get",
+      path: `${base}/stream`,
+      summary: "Live run changes (SSE): events run (a run object), trigger (a trigger object), run-deleted ({id})",
+      responses: { 200: { description: "Event stream", media: "text/event-stream" } },
+    }),
     op({
       method: "post",
       path: base,
       summary: "Start a run, or dispatch to lab nodes ({} and X-Trigger-Id)",
       body: { json: triggerBodyA },
-      responses: { 200: reply(RunA), 400: e400, 404: e404, 422: e422, 500: { description: "A node could not be reached", json: errors[400].json } },
+      responses: { 200: reply(RunA), 400: e400, 404: e404, 422: e422Config, 500: { description: "A node could not be reached", json: errors[400].json } },
     }),
     op({ method: "get", path: `${base}/trigger`, summary: "Triggers", responses: { 200: reply(z.array(Trigger)) } }),
     op({ method: "get", path: `${base}/trigger/{tid}`, summary: "One trigger", responses: { 200: reply(Trigger), 404: e404 } }),
@@ -85,7 +148,14 @@ export function testRunOperations(config: Config): Operation[] {
     op({ method: "get", path: `${base}/trigger/{tid}/results/{path}`, summary: "One combined result file", responses: { 200: file, 404: e404 } }),
     op({ method: "get", path: `${base}/{id}`, summary: "One run", responses: { 200: reply(RunA), 404: e404 } }),
     op({ method: "delete", path: `${base}/{id}`, summary: "Abort a run (answers at once; poll until aborted)", responses: { 200: reply(RunA), 400: e400, 404: e404 } }),
-    op({ method: "post", path: `${base}/{id}/repeat`, summary: "Run cases of a run again", body: { json: repeatBody }, responses: { 200: reply(RunA), 400: e400, 404: e404 } }),
+    op({ method: "post", path: `${base}/{id}/repeat`, summary: "Run cases of a run again", body: { json: repeatBody }, responses: { 200: reply(RunA), 400: e400, 404: e404, 422: e422Config } }),
+    op({
+      method: "delete",
+      path: `${base}/{id}/record`,
+      summary: "Delete a finished run: its record, report and artifacts",
+      responses: { 200: ok(), 404: e404, 409: errors[409] },
+    }),
+    op({ method: "get", path: `${base}/{id}/report/summary`, summary: "The report's row counts by status", responses: { 200: reply(ReportSummary), 404: e404 } }),
     op({
       method: "get",
       path: `${base}/{id}/report`,

@@ -28,8 +28,9 @@ export type PlanErrorCode =
  */
 export class PlanError extends HttpError {
   readonly code: PlanErrorCode;
-  constructor(code: PlanErrorCode, message: string) {
-    super(PLAN_ERROR_STATUS[code], message);
+  /** `at`: the config file and line of the problem, when known; the error body carries them as `file` and `line`. */
+  constructor(code: PlanErrorCode, message: string, at?: { file: string; line: number }) {
+    super(PLAN_ERROR_STATUS[code], message, at && { file: at.file, line: at.line });
     this.code = code;
   }
 }
@@ -184,4 +185,3 @@ export function numberEntries(entries: PlanEntry[]): PlanEntry[] {
   });
 }
 
-export { buildPlan } from "./config/plan-builder.ts";

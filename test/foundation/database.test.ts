@@ -3,7 +3,7 @@ import { appendFileSync, existsSync, readdirSync, readFileSync, statSync, trunca
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { Database, DatabaseCorruptError, DatabaseUnavailableError, IMAGE_FILE, migrate, SchemaTooNewError } from "../../src/db/index.ts";
-import type { Migration } from "../../src/db/migrations/index.ts";
+import type { Migration } from "../../src/db/migrate.ts";
 import { tempDir } from "../helpers/server.ts";
 
 const schema: Migration[] = [{ version: 1, name: "items", sql: ["CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL, blob BLOB)"] }];

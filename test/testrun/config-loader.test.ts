@@ -3,7 +3,8 @@
 // covers the routes.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { buildPlan, caseNames, planForMachine, planMachines, PlanError, type PlanRequest, type TestPlan } from "../../src/testrun/plan.ts";
+import { buildPlan } from "../../src/testrun/config/plan-builder.ts";
+import { caseNames, planForMachine, planMachines, PlanError, type PlanRequest, type TestPlan } from "../../src/testrun/plan.ts";
 import { listSuites, overrideHints, snapshotSource } from "../../src/testrun/config/plan-builder.ts";
 import { yamlSyntaxProblem } from "../../src/testrun/config/yaml.ts";
 import { API_TEST } from "./run-helpers.ts";
@@ -362,7 +363,7 @@ test("hostile input: alias explosion, deep nesting and recursive overrides are r
   assert.ok(Date.now() - started < 5000, "refused quickly");
 
   fails(() => plan({ "main.yml": "tests: " + "[".repeat(5000) + "]".repeat(5000) + "\n" }), 422, /nest/);
-  assert.match(yamlSyntaxProblem("a: " + "[".repeat(5000) + "]".repeat(5000)) ?? "", /nest/);
+  assert.match(yamlSyntaxProblem("a: " + "[".repeat(5000) + "]".repeat(5000))?.message ?? "", /nest/);
   // An override that makes a mapping contain itself must not hang or crash the walkers.
   fails(() => plan({ "main.yml": "x: &x {k: 1}\nx.self: *x\ntests:\n  g:\n    - simple: *x\n" }), 422, /too large|deeper/);
 });
@@ -370,8 +371,10 @@ test("hostile input: alias explosion, deep nesting and recursive overrides are r
 test("upload syntax check: well-formed YAML only, aliases left unresolved (an include may use its includer's anchors)", () => {
   assert.equal(yamlSyntaxProblem("tests:\n  g:\n    - simple: *from_includer\n"), undefined);
   assert.equal(yamlSyntaxProblem(""), undefined);
-  assert.match(yamlSyntaxProblem("a: [1, 2\n") ?? "", /./);
-  assert.match(yamlSyntaxProblem("a: 1\n---\nb: 2\n") ?? "", /./);
+  assert.match(yamlSyntaxProblem("a: [1, 2\n")?.message ?? "", /./);
+  assert.match(yamlSyntaxProblem("a: 1\n---\nb: 2\n")?.message ?? "", /./);
+  // The line of the problem, for the console to point at.
+  assert.deepEqual(yamlSyntaxProblem("a: 1\nb: 2\nc: d: 3\ne: 4\n"), { message: "Nested mappings are not allowed in compact mappings (line 3)", line: 3 });
 });
 
 test("the shipped assets/testrun/api-test.yml gives the hints and suites of 4.2", async () => {

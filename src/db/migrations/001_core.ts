@@ -1,4 +1,4 @@
-import type { Migration } from "./index.ts";
+import type { Migration } from "../migrate.ts";
 
 export const m001Core: Migration = {
   version: 1,

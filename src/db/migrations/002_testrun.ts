@@ -1,4 +1,4 @@
-import type { Migration } from "./index.ts";
+import type { Migration } from "../migrate.ts";
 
 /**
  * Test runs and triggers (test-run-server.md 6.7: records live in the database). Times are

@@ -1,4 +1,4 @@
-import type { Migration } from "./index.ts";
+import type { Migration } from "../migrate.ts";
 
 /*
  * Update server, part 0 (issue 3): devices, tags, pending registrations, per-user permissions.

@@ -1,4 +1,4 @@
-import type { Migration } from "./index.ts";
+import type { Migration } from "../migrate.ts";
 
 /*
  * Update server, part 1 (issue 4): packages, groups and their assignments, update progress.

@@ -1,4 +1,4 @@
-import type { Migration } from "./index.ts";
+import type { Migration } from "../migrate.ts";
 
 /*
  * Device channel (issue 5): the remote-action log (update-server.md 11, labgate decisions D7, D8).

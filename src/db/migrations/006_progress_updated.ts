@@ -1,4 +1,4 @@
-import type { Migration } from "./index.ts";
+import type { Migration } from "../migrate.ts";
 
 /*
  * Update progress records expire after an idle time (update-server.md 17.11, adopted by

@@ -1,4 +1,4 @@
-import type { Migration } from "./index.ts";
+import type { Migration } from "../migrate.ts";
 
 /*
  * Console accounts (issue 11): who may sign in to the web console.

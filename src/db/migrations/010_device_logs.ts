@@ -1,4 +1,4 @@
-import type { Migration } from "./index.ts";
+import type { Migration } from "../migrate.ts";
 
 /*
  * Device logs (update-server.md 15.2, issue 13): telemetry entries devices send in batches.

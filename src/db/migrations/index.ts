@@ -1,3 +1,4 @@
+import type { Migration } from "../migrate.ts";
 import { m001Core } from "./001_core.ts";
 import { m002Testrun } from "./002_testrun.ts";
 import { m003Devices } from "./003_devices.ts";
@@ -7,13 +8,6 @@ import { m006ProgressUpdated } from "./006_progress_updated.ts";
 import { m008TokenRevocations } from "./008_token_revocations.ts";
 import { m009Accounts } from "./009_accounts.ts";
 import { m010DeviceLogs } from "./010_device_logs.ts";
-
-export interface Migration {
-  version: number;
-  name: string;
-  /** DDL and deterministic DML only: it is journaled and replayed like any other write. */
-  sql: string[];
-}
 
 /** Every schema step in order. Append new numbered files; never edit a released one. */
 export const migrations: Migration[] = [m001Core, m002Testrun, m003Devices, m004PackagesGroups, m005DeviceChannel, m006ProgressUpdated, m008TokenRevocations, m009Accounts, m010DeviceLogs];

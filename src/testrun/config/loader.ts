@@ -5,7 +5,7 @@
 import type { ConfigSource } from "../plan.ts";
 import { isConfigName } from "./names.ts";
 import { collectHints, collectInFileOverrides, applyPath, type Override } from "./overrides.ts";
-import { AnchorRegistry, Budget, isYMap, keyText, parseConfigFile, YamlError, type YKey, type YMap, type YValue } from "./yaml.ts";
+import { AnchorRegistry, Budget, isYMap, keyText, parseConfigFile, YamlError, type SourcePlace, type YKey, type YMap, type YValue } from "./yaml.ts";
 
 
 /** Hostile-input limits for one load. */
@@ -36,10 +36,25 @@ export interface LoadResult {
 /** A file cannot be loaded; `missing` marks the main file being absent (404 rather than 422). */
 export class LoadError extends Error {
   readonly missing: boolean;
-  constructor(message: string, missing = false) {
+  /** Where the problem is, when known (an include line, a YAML error). */
+  readonly at: SourcePlace | undefined;
+  constructor(message: string, missing = false, at?: SourcePlace) {
     super(message);
     this.missing = missing;
+    this.at = at;
   }
+}
+
+/**
+ * The line of `file` that names the include `name`: the first line after `includes:` (or that
+ * line itself, for the flow form) that contains it. The parsed document has no positions left.
+ */
+function includeLine(text: string, file: string, name: string): SourcePlace | undefined {
+  const lines = text.split("\n");
+  const start = lines.findIndex((l) => /^\s*includes\s*:/.test(l));
+  if (start < 0) return undefined;
+  for (let i = start; i < lines.length; i++) if (lines[i].includes(name)) return { file, line: i + 1 };
+  return { file, line: start + 1 };
 }
 
 const KEYS = { tests: "tests", metadata: "metadata", suites: "test-suites", includes: "includes" } as const;
@@ -76,13 +91,15 @@ export function loadConfigFiles(source: ConfigSource, main: string, requestOverr
 
   /** Loads `name`; returns its effective sections and the overrides still unconsumed. */
   const load = (name: string, incoming: Override[], chain: string[]): { root: YMap; tests: YMap; metadata: YMap; suites: YMap; rest: Override[] } | undefined => {
-    if (chain.includes(name)) throw new LoadError(`include cycle: ${[...chain.slice(chain.indexOf(name)), name].join(" -> ")}`);
+    const includer = chain[chain.length - 1];
+    const atInclude = () => (includer === undefined ? undefined : includeLine(files[includer] ?? "", includer, name));
+    if (chain.includes(name)) throw new LoadError(`include cycle: ${[...chain.slice(chain.indexOf(name)), name].join(" -> ")}`, false, atInclude());
     if (done.has(name)) return undefined; // a diamond: loaded once (2.4 DECISION)
     if (Object.keys(files).length >= LOAD_LIMITS.maxFiles) throw new LoadError(`more than ${LOAD_LIMITS.maxFiles} files in one load`);
     const text = source.read(name);
     if (text === undefined) {
       if (chain.length === 0) throw new LoadError("Configuration file not found", true);
-      throw new LoadError(`${chain[chain.length - 1]}: included config '${name}' not found`);
+      throw new LoadError(`${includer}: included config '${name}' not found`, false, atInclude());
     }
     bytes += Buffer.byteLength(text);
     if (bytes > LOAD_LIMITS.maxBytes) throw new LoadError(`the config and its includes exceed ${LOAD_LIMITS.maxBytes} bytes`);
@@ -129,7 +146,7 @@ export function loadConfigFiles(source: ConfigSource, main: string, requestOverr
     return { root: result.root, tests: result.tests, metadata: result.metadata, suites: result.suites, suiteOrder: [...suiteOrder], hints, unconsumed: result.rest, files };
   } catch (error) {
     if (error instanceof LoadError) throw error;
-    if (error instanceof YamlError) throw new LoadError(error.message);
+    if (error instanceof YamlError) throw new LoadError(error.message, false, error.at);
     if (error instanceof RangeError) throw new LoadError(`${main}: the config nests too deeply`);
     throw error;
   }

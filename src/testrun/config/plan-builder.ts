@@ -162,7 +162,7 @@ function load(source: ConfigSource, configName: string, overrides: Override[] = 
   try {
     return loadConfigFiles(source, configName, overrides);
   } catch (error) {
-    if (error instanceof LoadError) throw new PlanError(error.missing ? "config_missing" : "invalid_config", error.message);
+    if (error instanceof LoadError) throw new PlanError(error.missing ? "config_missing" : "invalid_config", error.message, error.at);
     throw error;
   }
 }
@@ -171,7 +171,7 @@ const wrap = <T>(fn: () => T, code: "invalid_config" | "invalid_overrides", pref
   try {
     return fn();
   } catch (error) {
-    if (error instanceof ConfigInvalid || error instanceof YamlError || error instanceof OverrideError) throw new PlanError(code, prefix + error.message);
+    if (error instanceof ConfigInvalid || error instanceof YamlError || error instanceof OverrideError) throw new PlanError(code, prefix + error.message, error instanceof YamlError ? error.at : undefined);
     if (error instanceof RangeError) throw new PlanError(code, `${prefix}the config nests too deeply`);
     throw error;
   }

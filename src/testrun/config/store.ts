@@ -26,9 +26,12 @@ export interface ConfigInfo {
 /** Why a save was refused. */
 export class ConfigSaveError extends Error {
   readonly status: 400 | 413;
-  constructor(status: 400 | 413, message: string) {
+  /** The line of the YAML problem, when known. */
+  readonly line: number | undefined;
+  constructor(status: 400 | 413, message: string, line?: number) {
     super(message);
     this.status = status;
+    this.line = line;
   }
 }
 
@@ -77,6 +80,11 @@ export class ConfigStore implements ConfigSource {
       .map((d) => this.info(d.name))
       .filter((i): i is ConfigInfo => i !== undefined)
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  /** The list with each config's size in bytes (the console's list). */
+  listWithSizes(): Array<ConfigInfo & { size: number }> {
+    return this.list().map((info) => ({ ...info, size: this.file(info.name)?.stat.size ?? 0 }));
   }
 
   info(name: string): ConfigInfo | undefined {
@@ -138,7 +146,7 @@ export class ConfigStore implements ConfigSource {
       if (size > this.maxBytes) throw new ConfigSaveError(413, `config is larger than ${this.maxBytes} bytes`);
       // The limit keeps this small; the YAML check needs the whole text anyway.
       const problem = yamlSyntaxProblem(new TextDecoder("utf-8", { fatal: false }).decode(Buffer.concat(chunks)));
-      if (problem) throw new ConfigSaveError(400, `invalid YAML: ${problem}`);
+      if (problem) throw new ConfigSaveError(400, `invalid YAML: ${problem.message}`, problem.line);
       await handle.sync();
     } catch (error) {
       await handle.close().catch(() => undefined);

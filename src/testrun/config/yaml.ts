@@ -19,8 +19,27 @@ export type YMap = Map<YKey, YValue>;
 export const isYMap = (v: unknown): v is YMap => v instanceof Map;
 export const isContainer = (v: unknown): v is YMap | YValue[] => v instanceof Map || Array.isArray(v);
 
-/** A config is unusable; the message says where and why. */
-export class YamlError extends Error {}
+/** Where in which config file a problem is (1-based line), when known. */
+export interface SourcePlace {
+  file: string;
+  line: number;
+}
+
+/** A config is unusable; the message says where and why, `at` the same for programs. */
+export class YamlError extends Error {
+  readonly at: SourcePlace | undefined;
+  constructor(message: string, at?: SourcePlace) {
+    super(message);
+    this.at = at;
+  }
+}
+
+/** The 1-based line of a character offset. */
+export function lineAt(text: string, offset: number): number {
+  let line = 1;
+  for (let i = text.indexOf("\n"); i >= 0 && i < offset; i = text.indexOf("\n", i + 1)) line++;
+  return line;
+}
 
 /** Nesting deeper than this is refused (the parsers here recurse). */
 export const MAX_DEPTH = 128;
@@ -87,18 +106,24 @@ function parseSyntax(text: string, file: string): Document.Parsed {
     // A stack overflow on absurd nesting, or any parser failure: the text is not usable.
     throw new YamlError(`${file}: invalid YAML: ${firstLine((error as Error).message)}`);
   }
-  if (doc.errors.length > 0) throw new YamlError(`${file}: invalid YAML: ${firstLine(doc.errors[0].message)}`);
+  if (doc.errors.length > 0) {
+    const offset = doc.errors[0].pos?.[0];
+    const line = offset === undefined ? undefined : lineAt(text, offset);
+    const at = line === undefined ? "" : ` (line ${line})`;
+    throw new YamlError(`${file}: invalid YAML: ${firstLine(doc.errors[0].message)}${at}`, line === undefined ? undefined : { file, line });
+  }
   return doc;
 }
 
-/** Upload check (2.1): well-formed YAML, one document. Returns the problem, or undefined. */
-export function yamlSyntaxProblem(text: string): string | undefined {
+/** Upload check (2.1): well-formed YAML, one document. Returns the problem (and its line when known), or undefined. */
+export function yamlSyntaxProblem(text: string): { message: string; line?: number } | undefined {
   try {
     const doc = parseSyntax(text, "config");
     checkDepth(doc.contents as Node | null, 0);
     return undefined;
   } catch (error) {
-    return (error as Error).message.replace(/^config: invalid YAML: /, "");
+    const line = error instanceof YamlError ? error.at?.line : undefined;
+    return { message: (error as Error).message.replace(/^config: invalid YAML: /, ""), ...(line === undefined ? {} : { line }) };
   }
 }
 
@@ -160,15 +185,19 @@ export function parseConfigFile(text: string, file: string, registry: AnchorRegi
   const doc = parseSyntax(text, file);
   const anchors: AnchorSlot[] = [];
 
-  const where = (node: Node | null | undefined) => {
+  const placeOf = (node: Node | null | undefined): SourcePlace | undefined => {
     const offset = node?.range?.[0];
-    if (offset === undefined) return file;
-    const line = text.slice(0, offset).split("\n").length;
-    return `${file} line ${line}`;
+    return offset === undefined ? undefined : { file, line: lineAt(text, offset) };
   };
+  const where = (node: Node | null | undefined) => {
+    const place = placeOf(node);
+    return place ? `${file} line ${place.line}` : file;
+  };
+  /** A problem at `node`: its place in the message and in `at`. */
+  const problem = (node: Node | null | undefined, message: string) => new YamlError(`${where(node)}: ${message}`, placeOf(node));
 
   const alias = (name: string, node: Node): YValue => {
-    if (!registry.has(name)) throw new YamlError(`${where(node)}: found undefined alias '${name}'`);
+    if (!registry.has(name)) throw problem(node, `found undefined alias '${name}'`);
     return registry.get(name);
   };
 
@@ -176,11 +205,11 @@ export function parseConfigFile(text: string, file: string, registry: AnchorRegi
     if (node === null || node === undefined) return null;
     if (isAlias(node)) {
       const value = alias(node.source, node);
-      if (isContainer(value)) throw new YamlError(`${where(node)}: a mapping key must be a scalar`);
+      if (isContainer(value)) throw problem(node, "a mapping key must be a scalar");
       return value;
     }
     if (isScalar(node)) return scalar(node.value);
-    throw new YamlError(`${where(node as Node)}: a mapping key must be a scalar`);
+    throw problem(node as Node, "a mapping key must be a scalar");
   };
 
   const scalar = (value: unknown): string | number | boolean | null => {
@@ -195,7 +224,7 @@ export function parseConfigFile(text: string, file: string, registry: AnchorRegi
   const mergeSources = (node: unknown, depth: number): YMap[] => {
     const one = (n: unknown): YMap => {
       const value = isAlias(n) ? alias(n.source, n) : convert(n as Node, depth + 1, null);
-      if (!isYMap(value)) throw new YamlError(`${where(n as Node)}: a merge key needs a mapping or a list of mappings`);
+      if (!isYMap(value)) throw problem(n as Node, "a merge key needs a mapping or a list of mappings");
       return value;
     };
     // PyYAML merges a list's mappings last-first, so the first mapping of the list wins.
@@ -205,7 +234,7 @@ export function parseConfigFile(text: string, file: string, registry: AnchorRegi
 
   const convert = (node: Node | null | undefined, depth: number, slot: { parent: YMap | YValue[]; key: YKey } | null): YValue => {
     budget.tick();
-    if (depth > MAX_DEPTH) throw new YamlError(`${where(node)}: nesting deeper than ${MAX_DEPTH} levels`);
+    if (depth > MAX_DEPTH) throw problem(node, `nesting deeper than ${MAX_DEPTH} levels`);
     if (node === null || node === undefined) return null;
     if (isAlias(node)) return alias(node.source, node);
     let value: YValue;
@@ -231,7 +260,7 @@ export function parseConfigFile(text: string, file: string, registry: AnchorRegi
       node.items.forEach((item, i) => list.push(convert(item as Node, depth + 1, { parent: list, key: i })));
       value = list;
     } else {
-      throw new YamlError(`${where(node)}: unsupported YAML node`);
+      throw problem(node, "unsupported YAML node");
     }
     if (node.anchor) {
       registry.set(node.anchor, value);

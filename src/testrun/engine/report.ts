@@ -133,3 +133,37 @@ export async function openReportJson(path: string): Promise<{ stream: Readable; 
   stream.once("close", () => file.destroy());
   return { stream, close: async () => void file.destroy() };
 }
+
+/** What a report holds in numbers: its rows, by `status` (a report without that column counts only rows). */
+export interface ReportSummary {
+  total: number;
+  passed: number;
+  failed: number;
+  skipped: number;
+  /** The report's column names, in order. */
+  columns: string[];
+}
+
+/** Counts a report's rows by status, streaming (memory for one row). Throws ENOENT for a missing report. */
+export async function reportSummary(path: string): Promise<ReportSummary> {
+  const handle = await open(path, "r");
+  const file = handle.createReadStream();
+  const summary: ReportSummary = { total: 0, passed: 0, failed: 0, skipped: 0, columns: [] };
+  try {
+    const parser = parse({ skip_empty_lines: true, relax_column_count: true, skip_records_with_error: true });
+    let statusAt = -1;
+    for await (const cells of file.pipe(parser) as AsyncIterable<string[]>) {
+      if (summary.columns.length === 0) {
+        summary.columns = cells;
+        statusAt = cells.indexOf("status");
+        continue;
+      }
+      summary.total++;
+      const status = cells[statusAt];
+      if (status === "passed" || status === "failed" || status === "skipped") summary[status]++;
+    }
+  } finally {
+    file.destroy();
+  }
+  return summary;
+}

@@ -14,6 +14,21 @@ import { listSuites, overrideHints } from "../config/plan-builder.ts";
 import { ConfigViewCache } from "../config/view-cache.ts";
 import { PlanError } from "../plan.ts";
 import type { TestRunAccess } from "./access.ts";
+import { z } from "zod";
+import { jsonBody, jsonObject, queryOf } from "../../http/openapi.ts";
+import { loadConfigFiles, LoadError } from "../config/loader.ts";
+import { nodeNamed, pushConfigs } from "../runs/nodes.ts";
+
+/** GET /configs?details=true adds each config's `size` (labgate, for the console); without it the list is as before. */
+export const configListQuery = z.object({
+  details: z.enum(["true"], { error: 'query parameter "details" must be true' }).optional().describe("labgate: also each config's size in bytes"),
+});
+
+/** POST /configs/{name}/push: the nodes to copy the config (and its includes) to. */
+export const pushBody = z.strictObject(
+  { nodes: z.array(z.string({ error: "nodes must be a list of node names" }), { error: "nodes must be a list of node names" }).min(1, { error: "nodes must name at least one node" }).max(256) },
+  jsonObject,
+);
 
 const NOT_FOUND = "Configuration file not found";
 /** Room for multipart boundaries and headers on top of the file itself. */
@@ -48,7 +63,7 @@ function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigIn
     const fail = (error: unknown) => {
       if (settled) return;
       settled = true;
-      const answer = error instanceof ConfigSaveError ? httpError(error.status, error.message) : error;
+      const answer = error instanceof ConfigSaveError ? httpError(error.status, error.message, error.line === undefined ? undefined : { line: error.line }) : error;
       // Answer only once a running save has removed its temp file: a refusal changes nothing.
       if (!saving) return reject(answer);
       part?.destroy(new Error("upload aborted"));
@@ -106,7 +121,7 @@ function view<T>(fn: () => T): T {
   } catch (error) {
     if (!(error instanceof PlanError)) throw error;
     if (error.code === "config_missing" || error.code === "bad_config_name") throw httpError(404, NOT_FOUND);
-    throw httpError(422, `Failed to parse file: ${error.message}`);
+    throw httpError(422, `Failed to parse file: ${error.message}`, error.details);
   }
 }
 
@@ -114,7 +129,7 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEn
   const app = new Hono<AppEnv>();
   const store = configStore(ctx); // created at start: clears temp files of interrupted uploads
 
-  app.get("/api/v1/configs", access.read, (c) => c.json(store.list()));
+  app.get("/api/v1/configs", access.read, (c) => c.json(queryOf(c, configListQuery).details ? store.listWithSizes() : store.list()));
 
   app.post("/api/v1/configs", access.write, async (c) => c.json(await receiveUpload(c, store)));
 
@@ -141,6 +156,24 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEn
     if (!store.delete(c.req.param("name"))) throw httpError(404, NOT_FOUND);
     return c.json({});
   });
+
+  // Copies of a stored config (and its includes) on lab nodes, for a trigger on several nodes.
+  if (ctx.config.test_server.api_variant === "A") {
+    app.post("/api/v1/configs/:name/push", access.write, async (c) => {
+      const name = c.req.param("name");
+      const { nodes } = await jsonBody(c, pushBody);
+      const text = store.read(name);
+      if (text === undefined) throw httpError(404, NOT_FOUND);
+      for (const node of nodes) nodeNamed(ctx, node); // 404 for an unknown node before anything is sent
+      let files: Array<[string, string]> = [[name, text]];
+      try {
+        files = Object.entries(loadConfigFiles(store, name).files);
+      } catch (error) {
+        if (!(error instanceof LoadError)) throw error; // a config that does not load is pushed alone: the node says why
+      }
+      return c.json(await pushConfigs(ctx, files, [...new Set(nodes)]));
+    });
+  }
 
   // Suites and hints are Variant A routes only (seed; 13: B has no suites or hints).
   if (ctx.config.test_server.api_variant === "A") {

@@ -4,6 +4,7 @@ import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { testRunAccess } from "./access.ts";
 import { configRoutes } from "./configs.ts";
+import { nodeRoutes } from "./nodes.ts";
 import { runRoutes } from "./runs.ts";
 
 /**
@@ -23,9 +24,11 @@ export function testRunRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
       exposeHeaders: ["Content-Disposition", "X-Trigger-Id", "Location"],
       maxAge: 600,
     });
-    for (const path of ["/api/v1/configs", "/api/v1/configs/*", "/api/v1/test-runs", "/api/v1/test-runs/*", "/api/v1/test-nodes"]) app.use(path, handler);
+    for (const path of ["/api/v1/configs", "/api/v1/configs/*", "/api/v1/test-runs", "/api/v1/test-runs/*", "/api/v1/test-nodes", "/api/v1/test-nodes/*"]) app.use(path, handler);
   }
   app.route("/", configRoutes(ctx, access));
   app.route("/", runRoutes(ctx, access));
+  // The node list is a Variant A route (14), like suites and hints.
+  if (ctx.config.test_server.api_variant === "A") app.route("/", nodeRoutes(ctx, access));
   return app;
 }

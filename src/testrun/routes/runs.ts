@@ -10,14 +10,17 @@ import { perServer, type AppContext, type AppEnv } from "../../server/context.ts
 import { httpError } from "../../http/errors.ts";
 import { statFile } from "../../util/files.ts";
 import { z } from "zod";
-import { jsonBody, jsonObject, queryOf } from "../../http/openapi.ts";
-import { openReportJson } from "../engine/report.ts";
+import { integerParam, jsonBody, jsonObject, queryOf } from "../../http/openapi.ts";
+import { eventStreamResponse } from "../../http/sse.ts";
+import { openReportJson, reportSummary } from "../engine/report.ts";
 import { configStore } from "../config/store.ts";
 import { PlanError } from "../plan.ts";
 import { contentDisposition, listArtifacts, openArtifact } from "../runs/artifacts.ts";
 import { artifactsDir, reportPath } from "../runs/paths.ts";
-import { TestRunService, type TriggerRequest } from "../runs/service.ts";
-import { FINAL_STATUSES, runObjectA, runObjectB, type RunRecord, type TriggerRecord } from "../runs/store.ts";
+import { LOCAL_DEVICE } from "../runs/nodes.ts";
+import { runChangesOf, TestRunService } from "../runs/service.ts";
+import type { TriggerRequest } from "../runs/trigger.ts";
+import { FINAL_STATUSES, runObjectA, runObjectB, type RunRecord, type RunStatus, type TriggerRecord } from "../runs/store.ts";
 import type { TestRunAccess } from "./access.ts";
 
 /**
@@ -43,6 +46,11 @@ export const triggerBodyA = z.looseObject(
     test_suite_name: optionalString("test_suite_name"),
     machine_target: optionalString("machine_target"),
     pattern: optionalString("pattern").describe("a pytest -k style pattern (10.2)"),
+    nodes: z
+      .array(z.string({ error: "nodes must be a list of node names" }), { error: "nodes must be a list of node names" })
+      .max(256, { error: "nodes: at most 256" })
+      .nullish()
+      .describe(`labgate: run the whole selection on each of these nodes at once ("${LOCAL_DEVICE}" is this gateway); answered like a dispatch ({} and X-Trigger-Id)`),
   },
   jsonObject,
 );
@@ -60,6 +68,29 @@ export const reportQuery = z.object({
   format: z.enum(["csv", "json"], { error: (iss) => `unknown report format: ${String(iss.input)}` }).optional(),
 });
 
+const STATUSES = ["pending", "running", "finished", "failed", "aborted"] as const;
+
+/** GET /test-runs with filters and paging (labgate, for the console); without any the list is as before (6.8). */
+export const runListQuery = z.object({
+  config_name: z.string().max(255, { error: 'query parameter "config_name" is too long' }).optional().describe("only runs of this config"),
+  status: z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined) return undefined;
+      const list = text.split(",").map((s) => s.trim());
+      const bad = list.find((s) => !(STATUSES as readonly string[]).includes(s));
+      if (bad === undefined) return list as RunStatus[];
+      ctx.addIssue({ code: "custom", message: `query parameter "status": unknown status ${JSON.stringify(bad)} (${STATUSES.join(", ")})` });
+      return undefined;
+    })
+    .describe(`only runs in these states, comma-separated (${STATUSES.join(", ")})`),
+  trigger_id: z.string().max(128, { error: 'query parameter "trigger_id" is too long' }).optional().describe("only the runs of this trigger"),
+  order: z.enum(["asc", "desc"], { error: 'query parameter "order" must be asc or desc' }).optional().describe("asc: oldest first (the default), desc: newest first"),
+  limit: integerParam("limit", 1, 1000).describe("at most this many runs (with X-Total-Count: how many match)"),
+  offset: integerParam("offset", 0, Number.MAX_SAFE_INTEGER).describe("skip this many of the matches"),
+});
+
 /** POST /test-runs/{id}/repeat: the pattern of the cases to run again, or null for all. */
 export const repeatBody = z.string({ error: "expected a JSON string (the test pattern) or null" }).nullable();
 
@@ -73,6 +104,7 @@ function triggerRequest(body: z.output<typeof triggerBodyA>, variant: "A" | "B")
     overrides: body.overrides ?? null,
     pattern: (a && body.pattern) || "",
     ...(a && body.trigger_id != null ? { triggerId: body.trigger_id } : {}),
+    ...(a && body.nodes ? { nodes: body.nodes } : {}),
   };
 }
 
@@ -141,11 +173,37 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
   const store = service.store;
   const base = "/api/v1/test-runs";
 
-  app.get("/api/v1/test-nodes", access.read, (c) =>
-    c.json(Object.entries(ctx.config.test_server.nodes).map(([name, node]) => ({ name, url: node.url }))),
-  );
+  app.get(base, access.read, (c) => {
+    const query = queryOf(c, runListQuery);
+    if (Object.values(query).every((v) => v === undefined)) return c.json(store.listRuns().map(runObjectA));
+    const { runs, total } = store.queryRuns({
+      ...(query.config_name !== undefined ? { configName: query.config_name } : {}),
+      ...(query.status !== undefined ? { statuses: query.status } : {}),
+      ...(query.trigger_id !== undefined ? { triggerId: query.trigger_id } : {}),
+      newestFirst: query.order === "desc",
+      ...(query.limit !== undefined ? { limit: query.limit } : {}),
+      ...(query.offset !== undefined ? { offset: query.offset } : {}),
+    });
+    c.header("X-Total-Count", String(total));
+    return c.json(runs.map(runObjectA));
+  });
 
-  app.get(base, access.read, (c) => c.json(store.listRuns().map(runObjectA)));
+  // Before /:id so that `stream` is never taken for a run id.
+  app.get(`${base}/stream`, access.read, (c) => {
+    const changes = runChangesOf(ctx);
+    return eventStreamResponse(ctx, c.get("identity"), (send) =>
+      changes.subscribe((change) => {
+        if (change.kind === "run-deleted") return send("run-deleted", { id: change.id });
+        if (change.kind === "run") {
+          const run = store.getRun(change.id);
+          if (run) send("run", runObjectA(run));
+          return;
+        }
+        const trigger = store.getTrigger(change.id);
+        if (trigger) send("trigger", triggerObject(service, trigger));
+      }),
+    );
+  });
 
   app.post(base, access.write, async (c) => {
     const request = triggerRequest(await jsonBody(c, triggerBodyA), "A");
@@ -173,6 +231,11 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
     return c.json(runObjectA(await service.abort(c.req.param("id"))));
   });
 
+  app.delete(`${base}/:id/record`, access.write, async (c) => {
+    await service.deleteRun(c.req.param("id"));
+    return c.json({});
+  });
+
   app.post(`${base}/:id/repeat`, access.write, async (c) => {
     const id = c.req.param("id");
     if (!store.getRun(id)) throw httpError(404, `Run not found: ${id}`);
@@ -197,6 +260,16 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
       return c.body(Readable.toWeb(report.stream) as ReadableStream, 200, headers);
     }
     return serveReport(c, path, { "content-type": "text/csv; charset=utf-8", "content-disposition": contentDisposition("attachment", `${run.id}.csv`) });
+  });
+
+  app.get(`${base}/:id/report/summary`, access.read, async (c) => {
+    const run = completedRun(store.getRun(c.req.param("id")));
+    return c.json(
+      await reportSummary(reportPath(service.dirs, run.id)).catch((error: NodeJS.ErrnoException) => {
+        if (error.code === "ENOENT") throw httpError(404, "Report file not found");
+        throw error;
+      }),
+    );
   });
 
   app.get(`${base}/:id/artifacts`, access.read, async (c) => {

@@ -1,18 +1,30 @@
 import { randomUUID } from "node:crypto";
 import type { NodeTarget } from "../../config/config.ts";
 import { httpError } from "../../http/errors.ts";
-import { snapshotSource } from "../config/plan-builder.ts";
-import { buildPlan, planMachines, type TestPlan } from "../plan.ts";
-import type { TestRunService, TriggerRequest } from "./service.ts";
-import type { RemoteRun, RunStatus } from "./store.ts";
+import { buildPlan, snapshotSource } from "../config/plan-builder.ts";
+import { planForMachine, planMachines, type TestPlan } from "../plan.ts";
+import type { AppContext } from "../../server/context.ts";
+import type { RemoteRun, RunRecord, RunStatus, RunStore, TriggerRecord } from "./store.ts";
 import { nodeJson } from "./node-client.ts";
+import { LOCAL_DEVICE } from "./nodes.ts";
+import type { TriggerRequest } from "./trigger.ts";
 
 const POLL_MS = 500;
 /** Consecutive failed polls after which a remote run counts as ended (the reference: one). */
 const POLL_FAILURES = 10;
 const FINAL: ReadonlySet<string> = new Set(["finished", "failed", "aborted"]);
 /** Names that never refer to a configured node (11.1). */
-const RESERVED = new Set(["localhost", "Local device"]);
+const RESERVED = new Set(["localhost", LOCAL_DEVICE]);
+
+/** What an orchestration has done so far. */
+interface Progress {
+  contacted: Record<string, string>;
+  remoteRuns: RemoteRun[];
+  errors: string[];
+  statuses: string[];
+  /** The `machine_target` sent to every node; undefined: each node's own name (the config's `machines:`). */
+  role?: string;
+}
 
 interface Orchestration {
   controller: AbortController;
@@ -36,11 +48,21 @@ const sleep = (ms: number, signal: AbortSignal) =>
  * selection group by group in lockstep: each machine's share is a node-role POST (same
  * protocol as protoplaster nodes), the local share a tracked run here. Outside the run queue.
  */
+/** What the orchestrator needs of the local run queue (TestRunService). */
+export interface LocalRuns {
+  readonly ctx: AppContext;
+  readonly store: RunStore;
+  createRun(plan: TestPlan, request: TriggerRequest, warnings: string[], repeatOf: string | null): Promise<RunRecord>;
+  aggregate(trigger: TriggerRecord, prefix: string): Promise<string | null>;
+  waitForEnd(id: string, timeoutMs: number): Promise<void>;
+  abort(id: string, reason?: string, propagate?: boolean): Promise<RunRecord>;
+}
+
 export class Orchestrator {
-  private readonly service: TestRunService;
+  private readonly service: LocalRuns;
   private readonly active = new Map<string, Orchestration>();
 
-  constructor(service: TestRunService) {
+  constructor(service: LocalRuns) {
     this.service = service;
   }
 
@@ -57,9 +79,13 @@ export class Orchestrator {
     return message ? `HTTP ${status}: ${message}` : `HTTP ${status}`;
   }
 
-  /** Validates every machine (500 before anything starts, 11.4), creates the trigger and starts it. */
-  async start(plan: TestPlan, request: TriggerRequest): Promise<string> {
-    const machines = planMachines(plan);
+  /**
+   * Validates every machine (500 before anything starts, 11.4), creates the trigger and starts it.
+   * With `onNodes`, the whole selection runs on each of those nodes at once (LOCAL_DEVICE: here)
+   * instead of where the config's `machines:` say (the console's "several nodes" trigger).
+   */
+  async start(plan: TestPlan, request: TriggerRequest, onNodes?: string[]): Promise<string> {
+    const machines = onNodes ? onNodes.filter((m) => m !== LOCAL_DEVICE) : planMachines(plan);
     for (const m of machines) {
       if (RESERVED.has(m) || !Object.hasOwn(this.nodes, m)) throw httpError(500, `Machine '${m}' not defined in devices list`);
     }
@@ -81,7 +107,8 @@ export class Orchestrator {
     if (store.getTrigger(id)) throw httpError(400, `trigger ${id} already exists`);
     await store.createTrigger({ id, createdAt: Date.now(), configName: request.configName, suite: request.suite, orchestrated: true });
     const controller = new AbortController();
-    const done = this.run(id, plan, request, controller.signal).catch(async (error) => {
+    const work = onNodes ? this.runOnNodes(id, plan, request, onNodes, controller.signal) : this.run(id, plan, request, controller.signal);
+    const done = work.catch(async (error) => {
       this.service.ctx.log.error(`testrun: trigger ${id}: ${(error as Error).stack ?? error}`);
       await store.updateTrigger(id, { status: "failed", error: (error as Error).message, finishedAt: Date.now() }).catch(() => {});
     });
@@ -89,12 +116,34 @@ export class Orchestrator {
     return id;
   }
 
+  /** Asks machine `m` for a node-role run of `suite` in trigger `id`; its wait, or undefined after noting the error. */
+  private async dispatch(id: string, m: string, suite: string, request: TriggerRequest, progress: Progress, signal: AbortSignal): Promise<{ wait: Promise<string> } | undefined> {
+    const node = this.nodes[m];
+    progress.contacted[m] = node.url;
+    const overrides = request.overrides;
+    const body = {
+      config_name: request.configName,
+      trigger_id: id,
+      test_suite_name: suite,
+      machine_target: progress.role ?? m,
+      ...(overrides !== null && overrides !== "" ? { overrides } : {}),
+      ...(request.pattern ? { pattern: request.pattern } : {}),
+    };
+    try {
+      const answer = await this.call(node, "POST", "/api/v1/test-runs", body, signal);
+      const runId = answer.json && typeof answer.json === "object" ? (answer.json as { id?: unknown }).id : undefined;
+      if (answer.status !== 200 || typeof runId !== "string" && typeof runId !== "number") throw new Error(Orchestrator.errorText(answer.json, answer.status));
+      progress.remoteRuns.push({ machine: m, group: suite, runId: String(runId) });
+      return { wait: this.pollRemote(node, String(runId), signal) };
+    } catch (error) {
+      if (!signal.aborted) progress.errors.push(`dispatch of group '${suite}' to '${m}' failed: ${(error as Error).message}`);
+      return undefined;
+    }
+  }
+
   private async run(id: string, plan: TestPlan, request: TriggerRequest, signal: AbortSignal): Promise<void> {
     const store = this.service.store;
-    const contacted: Record<string, string> = {};
-    const remoteRuns: RemoteRun[] = [];
-    const errors: string[] = [];
-    const statuses: string[] = [];
+    const progress: Progress = { contacted: {}, remoteRuns: [], errors: [], statuses: [] };
     const overrides = request.overrides;
 
     for (const group of plan.groups) {
@@ -104,28 +153,11 @@ export class Orchestrator {
       const waits: Promise<string>[] = [];
 
       for (const m of [...new Set(entries.flatMap((e) => e.machines))]) {
-        const node = this.nodes[m];
-        contacted[m] = node.url;
-        const body = {
-          config_name: request.configName,
-          trigger_id: id,
-          test_suite_name: group,
-          machine_target: m,
-          ...(overrides !== null && overrides !== "" ? { overrides } : {}),
-          ...(request.pattern ? { pattern: request.pattern } : {}),
-        };
-        try {
-          const answer = await this.call(node, "POST", "/api/v1/test-runs", body, signal);
-          const runId = answer.json && typeof answer.json === "object" ? (answer.json as { id?: unknown }).id : undefined;
-          if (answer.status !== 200 || typeof runId !== "string" && typeof runId !== "number") throw new Error(Orchestrator.errorText(answer.json, answer.status));
-          remoteRuns.push({ machine: m, group, runId: String(runId) });
-          waits.push(this.pollRemote(node, String(runId), signal));
-        } catch (error) {
-          if (signal.aborted) break;
-          errors.push(`dispatch of group '${group}' to '${m}' failed: ${(error as Error).message}`);
-        }
+        const dispatched = await this.dispatch(id, m, group, request, progress, signal);
+        if (dispatched) waits.push(dispatched.wait);
+        else if (signal.aborted) break;
       }
-      await store.updateTrigger(id, { nodes: contacted, remoteRuns });
+      await store.updateTrigger(id, { nodes: progress.contacted, remoteRuns: progress.remoteRuns });
 
       if (entries.some((e) => e.machines.length === 0) && !signal.aborted) {
         const local: TriggerRequest = { ...request, suite: group, machineTarget: "localhost", triggerId: id };
@@ -138,10 +170,32 @@ export class Orchestrator {
         const run = await this.service.createRun(localPlan, local, localPlan.warnings, null);
         waits.push(this.waitLocal(run.id, signal));
       }
-      statuses.push(...(await Promise.all(waits)));
+      progress.statuses.push(...(await Promise.all(waits)));
     }
+    await this.finish(id, plan, progress, signal);
+  }
 
-    await store.updateTrigger(id, { nodes: contacted, remoteRuns });
+  /** The whole selection on each of `nodes` at once (a config without `machines:`), each as a node-role run. */
+  private async runOnNodes(id: string, plan: TestPlan, request: TriggerRequest, nodes: string[], signal: AbortSignal): Promise<void> {
+    const progress: Progress = { contacted: {}, remoteRuns: [], errors: [], statuses: [], role: "localhost" };
+    const started = await Promise.all(
+      nodes.map(async (m) => {
+        if (m !== LOCAL_DEVICE) return this.dispatch(id, m, request.suite, request, progress, signal);
+        const local: TriggerRequest = { ...request, machineTarget: "localhost", triggerId: id };
+        const run = await this.service.createRun(planForMachine(plan, "localhost"), local, plan.warnings, null);
+        return { wait: this.waitLocal(run.id, signal) };
+      }),
+    );
+    await this.service.store.updateTrigger(id, { nodes: progress.contacted, remoteRuns: progress.remoteRuns });
+    progress.statuses.push(...(await Promise.all(started.flatMap((s) => (s ? [s.wait] : [])))));
+    await this.finish(id, plan, progress, signal);
+  }
+
+  /** The trigger's final state from what its runs ended as (and its combined results, 11.6). */
+  private async finish(id: string, plan: TestPlan, progress: Progress, signal: AbortSignal): Promise<void> {
+    const store = this.service.store;
+    const { errors, statuses } = progress;
+    await store.updateTrigger(id, { nodes: progress.contacted, remoteRuns: progress.remoteRuns });
     const trigger = store.getTrigger(id)!;
     const aborted = signal.aborted || trigger.isAborted;
     const status = aborted ? "aborted" : errors.length > 0 || statuses.some((s) => s !== "finished") ? "failed" : "finished";

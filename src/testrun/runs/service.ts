@@ -1,28 +1,26 @@
 import { randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
-import type { AppContext } from "../../server/context.ts";
+import { rm } from "node:fs/promises";
+import { perServer, type AppContext } from "../../server/context.ts";
+import { Broadcaster } from "../../http/sse.ts";
 import { httpError } from "../../http/errors.ts";
 import { patternError } from "../engine/pattern.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
-import { buildPlan, planMachines, type ConfigSource, type TestPlan } from "../plan.ts";
+import { buildPlan } from "../config/plan-builder.ts";
+import { planMachines, type ConfigSource, type TestPlan } from "../plan.ts";
 import { aggregateResults } from "./aggregate.ts";
-import { Orchestrator } from "./dispatch.ts";
-import { artifactsDir, testrunDirs, type TestrunDirs } from "./paths.ts";
+import { Orchestrator, type LocalRuns } from "./dispatch.ts";
+import { artifactsDir, reportPath, testrunDirs, type TestrunDirs } from "./paths.ts";
 import { executeRun } from "./runner.ts";
-import { FINAL_STATUSES, RunStore, type RunRecord, type TriggerRecord, type TriggerStatus } from "./store.ts";
+import { LOCAL_DEVICE } from "./nodes.ts";
+import type { TriggerRequest } from "./trigger.ts";
+import { FINAL_STATUSES, RunStore, type RunChange, type RunRecord, type TriggerRecord, type TriggerStatus } from "./store.ts";
+
+/** Every change of a run or trigger record of a server, once on disk (GET /api/v1/test-runs/stream). */
+export const runChangesOf = perServer(() => new Broadcaster<RunChange>());
 
 export const RESTART_ERROR = "interrupted by server restart";
 export const SHUTDOWN_ERROR = "server shutdown";
-
-export interface TriggerRequest {
-  configName: string;
-  suite: string;
-  machineTarget: string | null;
-  overrides: string | Record<string, unknown> | null;
-  pattern: string;
-  /** Join or create this trigger (sent by orchestrators, 11.3). */
-  triggerId?: string;
-}
 
 export type TriggerResult = { kind: "run"; run: RunRecord } | { kind: "dispatch"; triggerId: string };
 
@@ -39,7 +37,7 @@ interface ActiveRun {
  * a time (6.5), abort (6.6), restart recovery (6.7) and shutdown. Orchestration of multi-node
  * selections lives in dispatch.ts and never holds the queue.
  */
-export class TestRunService {
+export class TestRunService implements LocalRuns {
   readonly store: RunStore;
   readonly ctx: AppContext;
   readonly source: ConfigSource;
@@ -53,7 +51,8 @@ export class TestRunService {
   constructor(ctx: AppContext, source: ConfigSource) {
     this.ctx = ctx;
     this.source = source;
-    this.store = new RunStore(ctx.db);
+    const changes = runChangesOf(ctx);
+    this.store = new RunStore(ctx.db, (change) => changes.emit(change));
     this.orchestrator = new Orchestrator(this);
     this.dirs = testrunDirs(ctx.config);
     for (const dir of [this.dirs.reports, this.dirs.artifacts, this.dirs.results]) mkdirSync(dir, { recursive: true });
@@ -88,6 +87,18 @@ export class TestRunService {
     TestRunService.checkPattern(request.pattern);
     if (request.triggerId !== undefined && !TRIGGER_ID.test(request.triggerId)) throw httpError(400, "invalid trigger_id");
     const plan = buildPlan(this.source, { configName: request.configName, suite: request.suite, overrides: request.overrides, machineTarget: request.machineTarget });
+    const nodes = [...new Set(request.nodes ?? [])];
+    if (nodes.length > 0) {
+      if (!options.dispatch) throw httpError(400, "nodes cannot be given through this API variant");
+      if (request.machineTarget !== null) throw httpError(400, "give either nodes or machine_target, not both");
+      const unknown = nodes.find((n) => n !== LOCAL_DEVICE && !Object.hasOwn(this.ctx.config.test_server.nodes, n));
+      if (unknown !== undefined) throw httpError(400, `unknown node '${unknown}' (the nodes are test_server.nodes and '${LOCAL_DEVICE}')`);
+      if (planMachines(plan).length > 0) throw httpError(400, "this config assigns its entries to machines itself (machines:): trigger it without nodes");
+    }
+    if (nodes.length > 1 || (nodes.length === 1 && nodes[0] !== LOCAL_DEVICE)) {
+      if (nodes.includes(LOCAL_DEVICE)) this.validateLocalEntries(plan, false);
+      return { kind: "dispatch", triggerId: await this.orchestrator.start(plan, request, nodes) };
+    }
     if (request.machineTarget === null && planMachines(plan).length > 0) {
       if (!options.dispatch) throw httpError(400, "entries with machines cannot be run through this API variant");
       this.validateLocalEntries(plan, true);
@@ -273,6 +284,17 @@ export class TestRunService {
     if (runs.some((r) => !FINAL_STATUSES.has(r.status))) return "running";
     if (trigger.isAborted || runs.some((r) => r.status === "aborted")) return "aborted";
     return runs.some((r) => r.status === "failed") ? "failed" : "finished";
+  }
+
+  /** Deletes a run in a final state with its report and artifacts (409 while it is pending or running). */
+  async deleteRun(id: string): Promise<void> {
+    const run = this.store.getRun(id);
+    if (!run) throw httpError(404, `Run not found: ${id}`);
+    if (!FINAL_STATUSES.has(run.status)) throw httpError(409, "Test run is pending or running: abort it first");
+    // The record goes first: a failure after it leaves unreferenced files, never a run without them.
+    if (!(await this.store.deleteRun(id))) throw httpError(409, "Test run is pending or running: abort it first");
+    await rm(reportPath(this.dirs, id), { force: true });
+    await rm(artifactsDir(this.dirs, id), { recursive: true, force: true });
   }
 
   /** Graceful shutdown (contract): pending and running runs end `aborted` with `server shutdown`. */

@@ -142,15 +142,46 @@ export interface NewRun {
   status?: RunStatus;
 }
 
+/** What changed: a run or trigger (created or updated), or a run whose record was deleted. */
+export type RunChange = { kind: "run" | "trigger" | "run-deleted"; id: string };
+
+/** A page of the run list: filters (all optional, combined with and) and paging. */
+export interface RunQuery {
+  configName?: string;
+  statuses?: RunStatus[];
+  triggerId?: string;
+  /** Newest first when true; creation order (oldest first, 6.8) otherwise. */
+  newestFirst?: boolean;
+  limit?: number;
+  offset?: number;
+}
+
 /** Run and trigger records in the database. Reads are synchronous; writes resolve once on disk. */
 export class RunStore {
   private readonly db: Database;
-  constructor(db: Database) {
+  private readonly changed: (change: RunChange) => void;
+  /** `changed` hears of every write once it is on disk (the live run stream listens). */
+  constructor(db: Database, changed: (change: RunChange) => void = () => {}) {
     this.db = db;
+    this.changed = changed;
   }
 
   listRuns(): RunRecord[] {
     return this.db.all<RunRow>(`SELECT ${RUN_COLUMNS} FROM testrun_runs ORDER BY seq`).map(toRun);
+  }
+
+  /** One page of the runs matching `query`, and how many match in all. */
+  queryRuns(query: RunQuery): { runs: RunRecord[]; total: number } {
+    const where: string[] = [];
+    const params: (string | number)[] = [];
+    if (query.configName !== undefined) where.push("config_name = ?"), params.push(query.configName);
+    if (query.triggerId !== undefined) where.push("trigger_id = ?"), params.push(query.triggerId);
+    if (query.statuses && query.statuses.length > 0) where.push(`status IN (${query.statuses.map(() => "?").join(", ")})`), params.push(...query.statuses);
+    const filter = where.length > 0 ? ` WHERE ${where.join(" AND ")}` : "";
+    const total = this.db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM testrun_runs${filter}`, params)?.n ?? 0;
+    const page = ` ORDER BY seq ${query.newestFirst ? "DESC" : "ASC"} LIMIT ? OFFSET ?`;
+    const runs = this.db.all<RunRow>(`SELECT ${RUN_COLUMNS} FROM testrun_runs${filter}${page}`, [...params, query.limit ?? -1, query.offset ?? 0]).map(toRun);
+    return { runs, total };
   }
 
   getRun(id: string): RunRecord | undefined {
@@ -211,21 +242,25 @@ export class RunStore {
         ],
       );
     });
+    if (trigger) this.changed({ kind: "trigger", id: run.triggerId });
+    this.changed({ kind: "run", id: run.id });
     return this.getRun(run.id)!;
   }
 
   async createTrigger(trigger: NewTrigger): Promise<TriggerRecord> {
     await this.db.write((tx) => insertTrigger(tx, trigger));
+    this.changed({ kind: "trigger", id: trigger.id });
     return this.getTrigger(trigger.id)!;
   }
 
   async markRunning(id: string, at: number): Promise<void> {
     await this.db.write((tx) => void tx.run("UPDATE testrun_runs SET status = 'running', started_at = ? WHERE id = ? AND status = 'pending'", [at, id]));
+    this.changed({ kind: "run", id });
   }
 
   /** Moves a run to a final state (only from pending/running: a final state is never changed). */
   async finishRun(id: string, fields: { status: RunStatus; at: number; error?: string | null; metadata?: Record<string, string | null>; warnings?: string[] }): Promise<boolean> {
-    return this.db.write((tx) => {
+    const done = await this.db.write((tx) => {
       const sets = ["status = ?", "finished_at = ?"];
       const params: (string | number | null)[] = [fields.status, fields.at];
       if (fields.error !== undefined) sets.push("error = ?"), params.push(fields.error);
@@ -233,10 +268,13 @@ export class RunStore {
       if (fields.warnings) sets.push("warnings = ?"), params.push(JSON.stringify(fields.warnings));
       return tx.run(`UPDATE testrun_runs SET ${sets.join(", ")} WHERE id = ? AND status IN ('pending', 'running')`, [...params, id]).changes > 0;
     });
+    if (done) this.changed({ kind: "run", id });
+    return done;
   }
 
   async setAbortRequested(id: string): Promise<void> {
     await this.db.write((tx) => void tx.run("UPDATE testrun_runs SET abort_requested = 1 WHERE id = ?", [id]));
+    this.changed({ kind: "run", id });
   }
 
   async updateTrigger(id: string, fields: Partial<Pick<TriggerRecord, "status" | "isAborted" | "error" | "nodes" | "remoteRuns" | "finishedAt" | "resultsDir">>): Promise<void> {
@@ -251,6 +289,23 @@ export class RunStore {
     if (fields.resultsDir !== undefined) sets.push("results_dir = ?"), params.push(fields.resultsDir);
     if (sets.length === 0) return;
     await this.db.write((tx) => void tx.run(`UPDATE testrun_triggers SET ${sets.join(", ")} WHERE id = ?`, [...params, id]));
+    this.changed({ kind: "trigger", id });
+  }
+
+  /**
+   * Deletes the record of a run in a final state (its report and artifacts are the caller's);
+   * a trigger left without runs and not orchestrated goes with it. False when there was none.
+   */
+  async deleteRun(id: string): Promise<boolean> {
+    const run = this.getRun(id);
+    if (!run) return false;
+    const done = await this.db.write((tx) => {
+      if (tx.run("DELETE FROM testrun_runs WHERE id = ? AND status IN ('finished', 'failed', 'aborted')", [id]).changes === 0) return false;
+      tx.run("DELETE FROM testrun_triggers WHERE id = ? AND orchestrated = 0 AND NOT EXISTS (SELECT 1 FROM testrun_runs WHERE trigger_id = ?)", [run.triggerId, run.triggerId]);
+      return true;
+    });
+    if (done) this.changed({ kind: "run-deleted", id });
+    return done;
   }
 
   /** At start-up: runs that were pending or running become aborted (6.7); so do orchestrations. */

@@ -1,7 +1,7 @@
 import type { Database, Tx } from "../../db/index.ts";
 import { rfc822 } from "../../util/time.ts";
 import { deletePermissionsOf, type ChangeGuard, type SqlFilter } from "../permissions/permissions.ts";
-import { metaKeys } from "../registration/metadata.ts";
+import { metaKeys, type Metadata } from "../registration/metadata.ts";
 import { isConnected } from "./presence.ts";
 
 /** A device row as stored (JSON columns still text). */
@@ -17,7 +17,6 @@ export interface DeviceRow {
   last_access: string | null;
 }
 
-export type Metadata = Record<string, string | string[]>;
 
 export interface DeviceV2 {
   id: number;

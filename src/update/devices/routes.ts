@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
-import { queryOf } from "../../http/openapi.ts";
+import { integerParam, queryOf } from "../../http/openapi.ts";
 import {
   addTag,
   bothFilters,
@@ -26,19 +26,6 @@ import { jsonBody } from "../../http/openapi.ts";
 import { pathId, strictBody } from "../validation.ts";
 
 const NOT_FOUND = "device does not exist";
-
-const integerParam = (key: string, min: number, max: number) =>
-  z
-    .string()
-    .optional()
-    .transform((text, ctx) => {
-      if (text === undefined) return undefined;
-      const n = /^\d{1,16}$/.test(text) ? Number(text) : NaN;
-      if (n >= min && n <= max) return n;
-      ctx.addIssue({ code: "custom", message: `query parameter "${key}" must be an integer from ${min} to ${max}` });
-      return undefined;
-    })
-    .meta({ type: "integer", minimum: min, maximum: max });
 
 /** Paging of the device lists (issue 11); without any of these the lists answer as before. */
 export const deviceListQuery = z.object({

@@ -1,4 +1,5 @@
 import { perServer } from "../../server/context.ts";
+import { Broadcaster } from "../../http/sse.ts";
 
 /** The live events of update-server.md 15.1. */
 export type EventName = "connect" | "disconnect" | "update";
@@ -8,29 +9,10 @@ export interface DeviceEvent {
   data: { device: string } & Record<string, unknown>;
 }
 
-type Listener = (event: DeviceEvent) => void;
-
 /** In-process publish/subscribe (the reference needs Redis for this; one process needs nothing). */
-export class EventBroadcaster {
-  private readonly listeners = new Set<Listener>();
-
-  subscribe(listener: Listener): () => void {
-    this.listeners.add(listener);
-    return () => void this.listeners.delete(listener);
-  }
-
+export class EventBroadcaster extends Broadcaster<DeviceEvent> {
   publish(event: EventName, data: DeviceEvent["data"]): void {
-    for (const listener of this.listeners) {
-      try {
-        listener({ event, data });
-      } catch {
-        // One broken subscriber must not stop the others (or the publisher).
-      }
-    }
-  }
-
-  get subscribers(): number {
-    return this.listeners.size;
+    this.emit({ event, data });
   }
 }
 

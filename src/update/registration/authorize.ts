@@ -3,12 +3,12 @@ import type { AppContext } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
 import { parseJsonBody } from "../../http/body.ts";
 import { epochSeconds } from "../../util/time.ts";
-import { getDeviceByMac, type Metadata } from "../devices/devices.ts";
+import { getDeviceByMac } from "../devices/devices.ts";
 import { decodeSignature, parseDeviceKey, verifyDeviceSignature } from "./keys.ts";
 import { z } from "zod";
 import { firstMessage } from "../../http/openapi.ts";
 import { strictBody } from "../validation.ts";
-import { deviceMetadata, metaKeys } from "./metadata.ts";
+import { deviceMetadata, metaKeys, type Metadata } from "./metadata.ts";
 import { ReplayGuard } from "./replay.ts";
 
 export type DeviceAuthResult = { status: "accepted"; token: string; expires: number; deviceId: number } | { status: "pending" };

@@ -1,7 +1,9 @@
 import { z } from "zod";
-import type { Metadata } from "../devices/devices.ts";
 
 /** Metadata keys of the device protocol, under the configured product prefix. */
+/** A device's reported metadata: key to value, or to a list for repeated keys. */
+export type Metadata = Record<string, string | string[]>;
+
 export const metaKeys = (prefix: string) => ({
   version: `${prefix}.software.version`,
   devtype: `${prefix}.hardware.devtype`,

@@ -1,7 +1,8 @@
 import type { Database } from "../../db/index.ts";
 import { httpError } from "../../http/errors.ts";
 import { rfc822 } from "../../util/time.ts";
-import { deviceRekeyed, getDeviceByMac, tagsFromMetadata, type Metadata } from "../devices/devices.ts";
+import { deviceRekeyed, getDeviceByMac, tagsFromMetadata } from "../devices/devices.ts";
+import type { Metadata } from "./metadata.ts";
 import { parseDeviceKey } from "./keys.ts";
 import { deviceName, metaKeys } from "./metadata.ts";
 
@@ -16,27 +17,33 @@ interface RegistrationRow {
 export interface PendingRegistration {
   mac_address: string;
   public_key: string;
+  /** SHA-256 of the key (SPKI DER), hex: what the console shows to compare with the device's. */
+  key_fingerprint: string;
   last_appeared: string;
   metadata: Metadata;
   /** True when approving it would replace the key of an existing device (section 17.2). */
   key_change: boolean;
   /** The existing device whose key would change, else null. */
   device_id: number | null;
+  /** That device's current key fingerprint, else null. */
+  device_key_fingerprint: string | null;
 }
 
 export function listPending(db: Database): PendingRegistration[] {
-  const rows = db.all<RegistrationRow & { device_id: number | null }>(
-    `SELECT r.mac_address, r.key_fingerprint, r.public_key, r.metadata, r.last_appeared, d.id AS device_id
+  const rows = db.all<RegistrationRow & { device_id: number | null; device_key_fingerprint: string | null }>(
+    `SELECT r.mac_address, r.key_fingerprint, r.public_key, r.metadata, r.last_appeared, d.id AS device_id, d.key_fingerprint AS device_key_fingerprint
      FROM registrations r LEFT JOIN devices d ON d.mac_address = r.mac_address
      ORDER BY r.last_appeared, r.mac_address`,
   );
   return rows.map((r) => ({
     mac_address: r.mac_address,
     public_key: r.public_key,
+    key_fingerprint: r.key_fingerprint,
     last_appeared: rfc822(new Date(r.last_appeared)),
     metadata: JSON.parse(r.metadata) as Metadata,
     key_change: r.device_id !== null,
     device_id: r.device_id,
+    device_key_fingerprint: r.device_id === null ? null : r.device_key_fingerprint,
   }));
 }
 

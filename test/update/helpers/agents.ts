@@ -184,13 +184,14 @@ export interface SseEvent {
   data: Record<string, unknown>;
 }
 
-/** Reads `/api/stream` in the background; `events` fills as they arrive; `ended` gives all text once the server ends it. */
+/** Reads `/api/stream` (or another event stream at `path`) in the background; `events` fills as they arrive; `ended` gives all text once the server ends it. */
 export async function openStream(
   server: TestServer,
   token = server.adminToken,
+  path = "/api/stream",
 ): Promise<{ events: SseEvent[]; status: number; close: () => void; ended: Promise<string> }> {
   const controller = new AbortController();
-  const res = await fetch(`${server.url}/api/stream`, { headers: { authorization: `Bearer token=${token}` }, signal: controller.signal });
+  const res = await fetch(`${server.url}${path}`, { headers: { authorization: `Bearer token=${token}` }, signal: controller.signal });
   const events: SseEvent[] = [];
   let ended: Promise<string> = Promise.resolve("");
   if (res.status === 200 && res.body) {

@@ -1,0 +1,415 @@
+import { Fragment } from "preact";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { api, get, seg } from "../api.ts";
+import { isOnline, useLive } from "../live.ts";
+import { href, navigate, type Page, type PageProps } from "../router.ts";
+import { canAdminWrite, prefixOf } from "../session.ts";
+import type { Device, Group } from "../types.ts";
+import { Badge, Card, Empty, ErrorBox, OnlineBadge, PageHeader, ProgressBar, Show, Time, useAction, useLoad } from "../ui.tsx";
+import { groupName } from "./groups.tsx";
+
+interface ActionDef {
+  action_id: string;
+  action_name: string;
+  description: string;
+  command: string[];
+  timeout: number;
+}
+interface LogEntry {
+  id: string;
+  action: string;
+  created: string;
+  status: string;
+  status_code: number | null;
+  output: string | null;
+  output_truncated: boolean;
+  download_url: string | null;
+}
+
+/** Base64 output of an action as text. */
+export const decodeOutput = (b64: string | null | undefined): string => {
+  if (!b64) return "";
+  try {
+    return new TextDecoder().decode(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)));
+  } catch {
+    return b64;
+  }
+};
+
+const statusTone = (e: LogEntry) => (e.status === "pending" || e.status === "sent" ? "info" : e.status_code === 0 || e.status === "success" ? "ok" : "bad");
+
+function DevicePage({ params, me }: PageProps) {
+  const id = params.id!;
+  const device = useLoad(() => get<Device>(`/api/v2/devices/${seg(id)}`), [id]);
+  const live = useLive();
+  const [busy, run] = useAction();
+  const prefix = prefixOf(me);
+
+  const remove = async (d: Device) => {
+    if (await run(() => api("DELETE", `/api/v2/devices/${d.id}`), { confirm: [`Delete device ${d.name}?`, { body: "Its tags, group memberships and progress go with it; if its agent asks again it appears under Registrations.", confirm: "Delete device" }], done: "Device deleted" })) navigate("/devices");
+  };
+  const rename = async (d: Device) => {
+    const name = window.prompt("New name for the device", d.name);
+    if (name === null || name.trim() === "" || name === d.name) return;
+    if (await run(() => api("PATCH", `/api/v2/devices/${d.id}`, { json: { name: name.trim() } }), { done: "Renamed" })) device.reload();
+  };
+
+  return (
+    <Show loaded={device}>
+      {(d) => {
+        const online = isOnline(live, d.mac_address, d.connected);
+        const progress = live.progress.get(d.mac_address);
+        const caps = d.capabilities ?? {};
+        return (
+          <>
+            <PageHeader
+              title={
+                <>
+                  {d.name || d.mac_address} <OnlineBadge online={online} />
+                </>
+              }
+              sub={
+                <>
+                  <a href={href("/devices")}>Devices</a> / <span class="mono">{d.mac_address}</span> · id {d.id}
+                </>
+              }
+            >
+              <button type="button" onClick={() => rename(d)} disabled={busy}>
+                Rename
+              </button>
+              {canAdminWrite(me) && (
+                <button type="button" class="danger" onClick={() => remove(d)} disabled={busy}>
+                  Delete
+                </button>
+              )}
+            </PageHeader>
+            {progress && (
+              <Card title={progress.progress >= 100 ? `Update to ${progress.version} installed` : `Updating to ${progress.version}`}>
+                <ProgressBar value={progress.progress} label="update progress" />
+              </Card>
+            )}
+            <div class="grid2">
+              <div>
+                <Card title="Details">
+                  <dl class="props">
+                    <dt>Version</dt>
+                    <dd class="mono">{String(d.metadata[`${prefix}.software.version`] ?? "–")}</dd>
+                    <dt>Device type</dt>
+                    <dd>{String(d.metadata[`${prefix}.hardware.devtype`] ?? "–")}</dd>
+                    <dt>Last access</dt>
+                    <dd>
+                      <Time value={d.last_access} />
+                    </dd>
+                    <dt>Groups</dt>
+                    <dd>
+                      <DeviceGroups ids={d.groups} />
+                    </dd>
+                    <dt>Capabilities</dt>
+                    <dd>
+                      {Object.entries(caps).length === 0 ? (
+                        <span class="muted">none reported</span>
+                      ) : (
+                        Object.entries(caps).map(([k, v]) => (
+                          <Badge key={k} tone={v ? "ok" : "muted"}>
+                            {k}
+                            {v === true || v === false ? "" : `: ${String(v)}`}
+                          </Badge>
+                        ))
+                      )}
+                    </dd>
+                  </dl>
+                </Card>
+                <Tags deviceId={d.id} />
+                <Card title="Metadata">
+                  <dl class="props">
+                    {Object.entries(d.metadata).map(([k, v]) => (
+                      <Fragment key={k}>
+                        <dt class="mono small">{k}</dt>
+                        <dd class="mono small">{typeof v === "string" ? v : JSON.stringify(v)}</dd>
+                      </Fragment>
+                    ))}
+                  </dl>
+                </Card>
+              </div>
+              <div>
+                <Actions mac={d.mac_address} online={online} />
+                <FileDownload deviceId={d.id} online={online} />
+                {Boolean(caps.shell_connect ?? caps.shell) && <TerminalCard mac={d.mac_address} online={online} />}
+              </div>
+            </div>
+          </>
+        );
+      }}
+    </Show>
+  );
+}
+
+function DeviceGroups(props: { ids: number[] }) {
+  const groups = useLoad(() => get<Group[]>("/api/v2/groups"));
+  if (props.ids.length === 0) return <span class="muted">none</span>;
+  return (
+    <>
+      {props.ids.map((g) => {
+        const group = groups.data?.find((x) => x.id === g);
+        return (
+          <a key={g} href={href(`/groups/${g}`)}>
+            <Badge tone="info">{group ? groupName(group) : `#${g}`}</Badge>
+          </a>
+        );
+      })}
+    </>
+  );
+}
+
+function Tags(props: { deviceId: number }) {
+  const tags = useLoad(() => get<string[]>(`/api/v2/devices/${props.deviceId}/tags`), [props.deviceId]);
+  const [busy, run] = useAction();
+  const [text, setText] = useState("");
+  const add = async (e: Event) => {
+    e.preventDefault();
+    const tag = text.trim();
+    if (!tag) return;
+    if (await run(() => api("POST", `/api/v2/devices/${props.deviceId}/tag/${seg(tag)}`), { done: `Tagged ${tag}` })) {
+      setText("");
+      tags.reload();
+    }
+  };
+  const remove = async (tag: string) => {
+    if (await run(() => api("DELETE", `/api/v2/devices/${props.deviceId}/tag/${seg(tag)}`), { confirm: [`Remove the tag ${tag}?`, { confirm: "Remove tag" }] })) tags.reload();
+  };
+  return (
+    <Card title="Tags">
+      <Show loaded={tags}>
+        {(list) => (
+          <p>
+            {list.length === 0 && <span class="muted">No tags. </span>}
+            {list.map((t) => (
+              <Badge key={t}>
+                {t}
+                <button type="button" aria-label={`Remove tag ${t}`} onClick={() => remove(t)} disabled={busy}>
+                  ×
+                </button>
+              </Badge>
+            ))}
+          </p>
+        )}
+      </Show>
+      <form class="form-row" onSubmit={add}>
+        <input aria-label="New tag" placeholder="new tag" value={text} onInput={(e) => setText(e.currentTarget.value)} />
+        <button type="submit" disabled={busy || !text.trim()}>
+          Add tag
+        </button>
+      </form>
+    </Card>
+  );
+}
+
+function Actions(props: { mac: string; online: boolean }) {
+  const mac = seg(props.mac);
+  const list = useLoad(() => (props.online ? get<ActionDef[]>(`/api/v2/devices/${mac}/action/list`) : Promise.resolve(undefined)), [props.mac, props.online]);
+  const log = useLoad(() => get<LogEntry[]>(`/api/v2/devices/${mac}/action/log`), [props.mac]);
+  const [running, setRunning] = useState<string>();
+  const [result, setResult] = useState<{ action: string; code?: number; output: string; queued?: boolean }>();
+  const [busy, run] = useAction();
+
+  const exec = async (a: ActionDef) => {
+    setRunning(a.action_id);
+    setResult(undefined);
+    await run(async () => {
+      const res = await api<{ status_code?: number; output?: string }>("GET", `/api/v2/devices/${mac}/action/exec/${seg(a.action_id)}`);
+      setResult(res?.status_code === undefined ? { action: a.action_name || a.action_id, output: "", queued: true } : { action: a.action_name || a.action_id, code: res.status_code, output: decodeOutput(res.output) });
+    });
+    setRunning(undefined);
+    log.reload();
+  };
+  const clear = async () => {
+    if (await run(() => api("DELETE", `/api/v2/devices/${mac}/action/log`), { confirm: ["Clear the finished entries of the action log?", { confirm: "Clear" }], done: "Log cleared" })) log.reload();
+  };
+
+  return (
+    <>
+      <Card title="Actions">
+        {!props.online ? (
+          <p class="muted">The device is offline: its actions are listed when it is connected.</p>
+        ) : list.error ? (
+          <ErrorBox error={list.error} retry={list.reload} />
+        ) : !list.data ? (
+          <p class="muted">Asking the device…</p>
+        ) : list.data.length === 0 ? (
+          <p class="muted">The device offers no actions.</p>
+        ) : (
+          <div class="table-wrap">
+            <table class="table">
+              <tbody>
+                {list.data.map((a) => (
+                  <tr key={a.action_id}>
+                    <td>
+                      <div class="strong">{a.action_name || a.action_id}</div>
+                      <div class="muted small">{a.description || <span class="mono">{a.command.join(" ") || a.action_id}</span>}</div>
+                    </td>
+                    <td class="actions">
+                      <button type="button" class="small" disabled={busy} onClick={() => exec(a)} aria-label={`Run ${a.action_name || a.action_id}`}>
+                        {running === a.action_id ? "Running…" : "Run"}
+                      </button>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+        {result && (
+          <div class="action-result" aria-live="polite">
+            <p style={{ marginTop: "10px" }}>
+              <strong>{result.action}</strong>{" "}
+              {result.queued ? <Badge tone="info">queued: runs when the device connects</Badge> : <Badge tone={result.code === 0 ? "ok" : "bad"}>exit {result.code}</Badge>}
+            </p>
+            {!result.queued && <pre class="output">{result.output || "(no output)"}</pre>}
+          </div>
+        )}
+      </Card>
+      <Card
+        title="Action log"
+        actions={
+          <>
+            <button type="button" class="small" onClick={log.reload}>
+              Refresh
+            </button>
+            <button type="button" class="small" onClick={clear} disabled={busy}>
+              Clear finished
+            </button>
+          </>
+        }
+      >
+        <Show loaded={log}>
+          {(entries) =>
+            entries.length === 0 ? (
+              <Empty>No actions run yet.</Empty>
+            ) : (
+              <div class="table-wrap">
+                <table class="table">
+                  <thead>
+                    <tr>
+                      <th>Action</th>
+                      <th>Status</th>
+                      <th>When</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {entries.slice(0, 50).map((e) => (
+                      <tr key={e.id}>
+                        <td>
+                          <span class="mono">{e.action}</span>
+                          {e.output && (
+                            <details>
+                              <summary class="small muted">output{e.output_truncated ? " (start)" : ""}</summary>
+                              <pre class="output">{decodeOutput(e.output)}</pre>
+                            </details>
+                          )}
+                          {e.download_url && (
+                            <div>
+                              <a class="small" href={e.download_url}>
+                                whole output
+                              </a>
+                            </div>
+                          )}
+                        </td>
+                        <td>
+                          <Badge tone={statusTone(e)}>{e.status_code === null ? e.status : `exit ${e.status_code}`}</Badge>
+                        </td>
+                        <td>
+                          <Time value={e.created} />
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            )
+          }
+        </Show>
+      </Card>
+    </>
+  );
+}
+
+function FileDownload(props: { deviceId: number; online: boolean }) {
+  const [path, setPath] = useState("");
+  const [link, setLink] = useState<{ file: string; url: string }>();
+  const [busy, run] = useAction();
+  const fetchFile = async (e: Event) => {
+    e.preventDefault();
+    setLink(undefined);
+    const file = path.trim();
+    await run(async () => {
+      const res = await api<{ status: number; url: string }>("POST", `/api/v2/devices/${props.deviceId}/fs/file`, { json: { file } });
+      if (res.status !== 0 || !res.url) throw new Error(`${file}: not found, empty, not readable or outside the agent's file_base_dir`);
+      setLink({ file, url: res.url });
+    });
+  };
+  return (
+    <Card title="Download a file from the device">
+      <form class="form-row" onSubmit={fetchFile}>
+        <input class="wide" style={{ flex: 1 }} aria-label="Absolute path on the device" placeholder="/var/log/syslog" value={path} onInput={(e) => setPath(e.currentTarget.value)} />
+        <button type="submit" disabled={busy || !props.online || !path.trim().startsWith("/")}>
+          {busy ? "Fetching…" : "Fetch"}
+        </button>
+      </form>
+      <p class="hint">{props.online ? "An absolute path inside the agent's file_base_dir." : "The device must be online."}</p>
+      {link && (
+        <p>
+          <a href={link.url} download={link.file.replace(/^.*\//, "")} class="strong">
+            Download {link.file.replace(/^.*\//, "")}
+          </a>
+        </p>
+      )}
+    </Card>
+  );
+}
+
+function TerminalCard(props: { mac: string; online: boolean }) {
+  const box = useRef<HTMLDivElement>(null);
+  const [state, setState] = useState<"closed" | "loading" | "open">("closed");
+  const [ended, setEnded] = useState<string>();
+  const session = useRef<{ close(): void } | undefined>(undefined);
+  useEffect(() => () => session.current?.close(), []);
+  const open = async () => {
+    setState("loading");
+    setEnded(undefined);
+    try {
+      const { openTerminal } = await import("../terminal.ts");
+      session.current = openTerminal(box.current!, props.mac, (reason) => setEnded(reason));
+      setState("open");
+    } catch (error) {
+      setEnded(`the terminal could not load: ${(error as Error).message}`);
+      setState("closed");
+    }
+  };
+  const close = () => {
+    session.current?.close();
+    session.current = undefined;
+    setState("closed");
+  };
+  return (
+    <Card
+      title="Terminal"
+      actions={
+        state === "open" ? (
+          <button type="button" class="small" onClick={close}>
+            Close terminal
+          </button>
+        ) : (
+          <button type="button" class="small primary" onClick={open} disabled={!props.online || state === "loading"}>
+            {state === "loading" ? "Opening…" : "Open terminal"}
+          </button>
+        )
+      }
+    >
+      {state === "closed" && <p class="hint">{props.online ? "A shell on the device (no PTY: lines are edited here and sent with Enter)." : "The device must be online."}</p>}
+      {ended && state === "closed" && <p class="muted">Session ended: {ended}</p>}
+      <div ref={box} class="terminal-box" hidden={state === "closed"} />
+    </Card>
+  );
+}
+
+export const devicePage: Page = { path: "/devices/:id", title: "Device", component: DevicePage };

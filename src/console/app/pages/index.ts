@@ -1,0 +1,14 @@
+/**
+ * Every page of the console. To add one: write pages/<name>.tsx exporting a `Page` (see
+ * router.ts: path, title, component, nav entry, who may see it) and add it to this list.
+ * ../README.md has the conventions.
+ */
+import type { Page } from "../router.ts";
+import { devicePage } from "./device.tsx";
+import { devicesPage } from "./devices.tsx";
+import { groupPage, groupsPage } from "./groups.tsx";
+import { packagesPage } from "./packages.tsx";
+import { registrationsPage } from "./registrations.tsx";
+import { usersPage } from "./users.tsx";
+
+export const pages: Page[] = [devicesPage, devicePage, registrationsPage, groupsPage, groupPage, packagesPage, usersPage];

@@ -1,0 +1,51 @@
+import { useState } from "preact/hooks";
+import { api, messageOf } from "../api.ts";
+import type { Me } from "../session.ts";
+import { Toasts } from "../ui.tsx";
+
+export function Login(props: { onSignedIn: (me: Me) => void }) {
+  const [error, setError] = useState<string>();
+  const [busy, setBusy] = useState(false);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const form = new FormData(e.currentTarget as HTMLFormElement);
+    setBusy(true);
+    setError(undefined);
+    try {
+      const me = await api<Me>("POST", "/api/v1/auth/login", { json: { username: form.get("username"), password: form.get("password") }, quiet401: true });
+      props.onSignedIn(me);
+    } catch (err) {
+      setError(messageOf(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <div class="login-page">
+      <form class="login card" onSubmit={submit}>
+        <div class="brand big">labgate</div>
+        <p class="muted">Sign in to the console.</p>
+        <label class="field">
+          <span class="field-label">Username</span>
+          <input name="username" autocomplete="username" required autofocus />
+        </label>
+        <label class="field">
+          <span class="field-label">Password</span>
+          <input name="password" type="password" autocomplete="current-password" required />
+        </label>
+        {error && (
+          <p class="form-error" role="alert">
+            {error}
+          </p>
+        )}
+        <button type="submit" class="primary" disabled={busy}>
+          {busy ? "Signing in…" : "Sign in"}
+        </button>
+        <p class="hint">
+          First start: the user <code>admin</code>, with the password in <code>data/admin.password</code> on the server.
+        </p>
+      </form>
+      <Toasts />
+    </div>
+  );
+}

@@ -1,0 +1,152 @@
+import { useEffect } from "preact/hooks";
+import { api, get } from "../api.ts";
+import { type Page, type PageProps, href } from "../router.ts";
+import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
+import { type ActionOptions, Badge, Empty, PageHeader, Show, Time, useAction, useLoad } from "../ui.tsx";
+
+interface Pending {
+  mac_address: string;
+  public_key: string;
+  key_fingerprint: string;
+  last_appeared: string;
+  metadata: Record<string, unknown>;
+  key_change: boolean;
+  device_id: number | null;
+  device_key_fingerprint: string | null;
+}
+
+/** A fingerprint as groups of four hex digits (the first 32 digits; the whole one as a tooltip). */
+export function Fingerprint(props: { value: string | null }) {
+  if (!props.value) return <span class="muted">–</span>;
+  const short = props.value.slice(0, 32).match(/.{1,4}/g)!.join(" ");
+  return (
+    <span class="mono small" title={`SHA-256 ${props.value}`}>
+      {short}…
+    </span>
+  );
+}
+
+function Registrations({ me }: PageProps) {
+  const pending = useLoad(() => get<Pending[]>("/api/v1/auth/pending"));
+  const [busy, run] = useAction();
+  const prefix = prefixOf(me);
+  const writable = canAdminWrite(me);
+  // Devices ask again every few seconds until approved: keep the list current.
+  useEffect(() => {
+    const timer = setInterval(pending.reload, 5000);
+    return () => clearInterval(timer);
+  }, []);
+
+  const approve = async (p: Pending) => {
+    const name = String(p.metadata[`${prefix}.device.name`] ?? p.mac_address);
+    const confirm: ActionOptions = p.key_change
+      ? {
+          confirm: [
+            `Replace the key of device ${p.device_id}?`,
+            {
+              body: (
+                <>
+                  <p class="warn-box">
+                    A device with MAC <code>{p.mac_address}</code> is already approved with another key. Approve only if that device really has a new key (reinstalled,
+                    new storage); otherwise this may be another machine using its MAC.
+                  </p>
+                  <p>
+                    Current key: <Fingerprint value={p.device_key_fingerprint} />
+                    <br />
+                    New key: <Fingerprint value={p.key_fingerprint} />
+                  </p>
+                  <p class="muted">The old key stops working at once; the device keeps its id, groups and tags.</p>
+                </>
+              ),
+              confirm: "Replace the key",
+            },
+          ],
+          done: `${name}: new key approved`,
+        }
+      : { done: `${name} approved` };
+    const ok = await run(() => api("POST", "/api/v1/auth/register", { json: { mac_address: p.mac_address, public_key: p.public_key, confirm_key_change: p.key_change } }), confirm);
+    if (ok) pending.reload();
+  };
+  const remove = async (p: Pending) => {
+    const ok = await run(() => api("DELETE", "/api/v1/auth/pending", { json: { mac_address: p.mac_address, public_key: p.public_key } }), {
+      confirm: [`Remove the request of ${p.mac_address}?`, { body: "If the device keeps asking, it appears here again.", confirm: "Remove" }],
+      done: "Request removed",
+    });
+    if (ok) pending.reload();
+  };
+
+  return (
+    <>
+      <PageHeader title="Registrations" sub="Devices asking to be approved. Compare the key fingerprint with the one the device shows before approving.">
+        <button type="button" onClick={pending.reload}>
+          Refresh
+        </button>
+      </PageHeader>
+      <Show loaded={pending}>
+        {(list) =>
+          list.length === 0 ? (
+            <Empty>No pending registrations. A device appears here when its agent first contacts the server.</Empty>
+          ) : (
+            <div class="table-wrap">
+              <table class="table">
+                <thead>
+                  <tr>
+                    <th>Device</th>
+                    <th class="hide-narrow">Type / version</th>
+                    <th>Key fingerprint</th>
+                    <th class="hide-narrow">Last asked</th>
+                    <th />
+                  </tr>
+                </thead>
+                <tbody>
+                  {list.map((p) => (
+                    <tr key={p.mac_address + p.key_fingerprint} data-mac={p.mac_address}>
+                      <td>
+                        <div class="strong">{String(p.metadata[`${prefix}.device.name`] ?? p.mac_address)}</div>
+                        <div class="mono small muted">{p.mac_address}</div>
+                        {p.key_change && (
+                          <Badge tone="warn" title="Approving replaces the key of an approved device">
+                            key change: <a href={href(`/devices/${p.device_id}`)}>device {p.device_id}</a>
+                          </Badge>
+                        )}
+                      </td>
+                      <td class="hide-narrow">
+                        {String(p.metadata[`${prefix}.hardware.devtype`] ?? "–")} · <span class="mono">{String(p.metadata[`${prefix}.software.version`] ?? "–")}</span>
+                      </td>
+                      <td>
+                        <Fingerprint value={p.key_fingerprint} />
+                      </td>
+                      <td class="hide-narrow">
+                        <Time value={p.last_appeared} />
+                      </td>
+                      <td class="actions">
+                        {writable && (
+                          <>
+                            <button type="button" class="primary small" disabled={busy} onClick={() => approve(p)}>
+                              {p.key_change ? "Approve key change" : "Approve"}
+                            </button>{" "}
+                            <button type="button" class="danger small" disabled={busy} onClick={() => remove(p)}>
+                              Remove
+                            </button>
+                          </>
+                        )}
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )
+        }
+      </Show>
+    </>
+  );
+}
+
+export const registrationsPage: Page = {
+  path: "/registrations",
+  title: "Registrations",
+  component: Registrations,
+  nav: { section: "Update server", label: "Registrations", order: 20 },
+  visible: isAdmin,
+};

@@ -1,0 +1,267 @@
+import { useState } from "preact/hooks";
+import { api, get, seg } from "../api.ts";
+import { type Page, type PageProps } from "../router.ts";
+import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
+import { Badge, Card, Empty, Field, PageHeader, Show, Time, useAction, useLoad } from "../ui.tsx";
+
+interface Account {
+  name: string;
+  scopes: string[];
+  disabled: boolean;
+  created: string;
+  last_login: string | null;
+}
+interface Permission {
+  id: number;
+  created: string;
+  resource: string;
+  resource_id: number | null;
+  resource_name: string | null;
+  user_id: string;
+  permission: string;
+}
+
+/** Scope names without the prefix, with what they give. */
+const SCOPES: Array<[string, string]> = [
+  ["admin_rw", "everything"],
+  ["admin_ro", "read everything"],
+  ["create_group", "create groups"],
+  ["upload_single_file", "upload single-file packages"],
+  ["upload_rootfs_image", "upload rootfs images"],
+  ["upload_nonstandard_artifact", "upload other artifacts"],
+  ["tests_rw", "test runs"],
+  ["tests_ro", "read test runs"],
+];
+const RESOURCES = ["device", "device_by_tag", "group", "package"];
+const PERMISSIONS = ["read", "update", "delete", "shell"];
+
+function Users({ me }: PageProps) {
+  const accounts = useLoad(() => get<Account[]>("/api/v1/users"));
+  const permissions = useLoad(() => get<Permission[]>("/api/v1/permissions"));
+  const [busy, run] = useAction();
+  const writable = canAdminWrite(me);
+  const prefix = prefixOf(me);
+
+  const toggle = async (a: Account) => {
+    const ok = await run(() => api("PATCH", `/api/v1/users/${seg(a.name)}`, { json: { disabled: !a.disabled } }), {
+      confirm: a.disabled ? undefined : [`Disable ${a.name}?`, { body: "The account can no longer sign in; its sessions and tokens end at once.", confirm: "Disable" }],
+      done: a.disabled ? `${a.name} enabled` : `${a.name} disabled`,
+    });
+    if (ok) accounts.reload();
+  };
+  const password = async (a: Account) => {
+    const value = window.prompt(`New password for ${a.name} (its sessions end)`);
+    if (!value) return;
+    await run(() => api("PATCH", `/api/v1/users/${seg(a.name)}`, { json: { password: value } }), { done: `Password of ${a.name} changed` });
+  };
+  const revoke = async (p: Permission) => {
+    if (await run(() => api("DELETE", `/api/v1/permissions/${p.id}`), { confirm: [`Remove ${p.user_id}'s ${p.permission} on ${p.resource} ${p.resource_id ?? p.resource_name}?`, { confirm: "Remove" }], done: "Permission removed" }))
+      permissions.reload();
+  };
+
+  return (
+    <>
+      <PageHeader title="Users" sub="Console accounts, and per-user permissions on devices, groups and packages. Scripts use tokens: labgate token issue --user NAME --scopes …" />
+      <Card title="Accounts">
+        <Show loaded={accounts}>
+          {(list) => (
+            <div class="table-wrap">
+              <table class="table">
+                <thead>
+                  <tr>
+                    <th>Account</th>
+                    <th>Scopes</th>
+                    <th class="hide-narrow">Last sign-in</th>
+                    <th />
+                  </tr>
+                </thead>
+                <tbody>
+                  {list.map((a) => (
+                    <tr key={a.name} data-account={a.name}>
+                      <td>
+                        <span class="strong">{a.name}</span> {a.disabled ? <Badge tone="bad">disabled</Badge> : <Badge tone="ok">active</Badge>}
+                      </td>
+                      <td>
+                        {a.scopes.length === 0 && <span class="muted small">none: permissions only</span>}
+                        {a.scopes.map((s) => (
+                          <Badge key={s} tone="info">
+                            {s.replace(`${prefix}_`, "")}
+                          </Badge>
+                        ))}
+                      </td>
+                      <td class="hide-narrow">
+                        <Time value={a.last_login} />
+                      </td>
+                      <td class="actions">
+                        {writable && (
+                          <>
+                            <button type="button" class="small" disabled={busy} onClick={() => password(a)}>
+                              Password
+                            </button>{" "}
+                            <button type="button" class={`small ${a.disabled ? "" : "danger"}`} disabled={busy} onClick={() => toggle(a)}>
+                              {a.disabled ? "Enable" : "Disable"}
+                            </button>
+                          </>
+                        )}
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )}
+        </Show>
+        {writable && <NewAccount prefix={prefix} onCreated={accounts.reload} />}
+      </Card>
+      <Card title="Permissions">
+        <p class="hint">
+          A permission gives one account read, update, delete or shell on one device, the devices with a tag (or name), a group (and so its devices and packages), or a
+          package. Accounts with admin scopes need none.
+        </p>
+        <Show loaded={permissions}>
+          {(list) =>
+            list.length === 0 ? (
+              <Empty>No permissions.</Empty>
+            ) : (
+              <div class="table-wrap">
+                <table class="table">
+                  <thead>
+                    <tr>
+                      <th>Account</th>
+                      <th>Permission</th>
+                      <th>On</th>
+                      <th />
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {list.map((p) => (
+                      <tr key={p.id}>
+                        <td>{p.user_id}</td>
+                        <td>
+                          <Badge tone="info">{p.permission}</Badge>
+                        </td>
+                        <td>
+                          {p.resource} <span class="mono">{p.resource_id ?? p.resource_name}</span>
+                        </td>
+                        <td class="actions">
+                          {writable && (
+                            <button type="button" class="small danger" disabled={busy} onClick={() => revoke(p)}>
+                              Remove
+                            </button>
+                          )}
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            )
+          }
+        </Show>
+        {writable && <NewPermission accounts={accounts.data ?? []} onCreated={permissions.reload} />}
+      </Card>
+    </>
+  );
+}
+
+function NewAccount(props: { prefix: string; onCreated: () => void }) {
+  const [busy, run] = useAction();
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const formEl = e.currentTarget as HTMLFormElement;
+    const data = new FormData(formEl);
+    const name = String(data.get("name")).trim();
+    const scopes = data.getAll("scope").map((s) => `${props.prefix}_${String(s)}`);
+    if (await run(() => api("POST", "/api/v1/users", { json: { name, password: String(data.get("password")), scopes } }), { done: `Account ${name} created` })) {
+      formEl.reset();
+      props.onCreated();
+    }
+  };
+  return (
+    <details style={{ marginTop: "14px" }}>
+      <summary class="strong">Add an account</summary>
+      <form onSubmit={submit} style={{ marginTop: "10px" }}>
+        <div class="form-row">
+          <Field label="Name">
+            <input name="name" required autocomplete="off" />
+          </Field>
+          <Field label="Password">
+            <input name="password" type="password" required autocomplete="new-password" />
+          </Field>
+        </div>
+        <div class="field" style={{ marginTop: "10px" }}>
+          <span class="field-label">Scopes</span>
+          <div class="checks">
+            {SCOPES.map(([s, what]) => (
+              <label key={s} title={what}>
+                <input type="checkbox" name="scope" value={s} /> {s}
+              </label>
+            ))}
+          </div>
+          <span class="hint">None: the account sees only what its permissions below allow.</span>
+        </div>
+        <button type="submit" class="primary" disabled={busy}>
+          Create account
+        </button>
+      </form>
+    </details>
+  );
+}
+
+function NewPermission(props: { accounts: Account[]; onCreated: () => void }) {
+  const [busy, run] = useAction();
+  const [resource, setResource] = useState("device");
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const formEl = e.currentTarget as HTMLFormElement;
+    const data = new FormData(formEl);
+    const target = String(data.get("target")).trim();
+    const body = {
+      user_id: String(data.get("user")),
+      resource,
+      permission: String(data.get("permission")),
+      ...(resource === "device_by_tag" ? { resource_name: target } : { resource_id: Number(target) }),
+    };
+    if (await run(() => api("POST", "/api/v1/permissions", { json: body }), { done: "Permission added" })) {
+      formEl.reset();
+      props.onCreated();
+    }
+  };
+  return (
+    <form class="form-row" onSubmit={submit} style={{ marginTop: "14px" }}>
+      <Field label="Account">
+        <select name="user" required>
+          {props.accounts.map((a) => (
+            <option key={a.name} value={a.name}>
+              {a.name}
+            </option>
+          ))}
+        </select>
+      </Field>
+      <Field label="Permission">
+        <select name="permission">
+          {PERMISSIONS.map((p) => (
+            <option key={p}>{p}</option>
+          ))}
+        </select>
+      </Field>
+      <Field label="On">
+        <select name="resource" value={resource} onChange={(e) => setResource(e.currentTarget.value)}>
+          {RESOURCES.map((r) => (
+            <option key={r} value={r}>
+              {r === "device_by_tag" ? "devices with tag or name" : r}
+            </option>
+          ))}
+        </select>
+      </Field>
+      <Field label={resource === "device_by_tag" ? "Tag or device name" : `${resource} id`}>
+        <input name="target" required style={{ width: "140px" }} inputMode={resource === "device_by_tag" ? "text" : "numeric"} pattern={resource === "device_by_tag" ? undefined : "[0-9]+"} />
+      </Field>
+      <button type="submit" disabled={busy}>
+        Add permission
+      </button>
+    </form>
+  );
+}
+
+export const usersPage: Page = { path: "/users", title: "Users", component: Users, nav: { section: "Administration", label: "Users", order: 10 }, visible: isAdmin };

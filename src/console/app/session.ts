@@ -1,0 +1,16 @@
+/** Who is signed in (GET /api/whoami, or the login answer) and what they may see. */
+export interface Me {
+  kind: "mgmt";
+  sub: string;
+  scopes: string[];
+  expires: string;
+}
+
+/** The scope without the server's prefix (`svc_admin_rw` -> `admin_rw`). */
+const bare = (scope: string) => scope.replace(/^[^_]+_/, "");
+
+export const hasScope = (me: Me, scope: string): boolean => me.scopes.some((s) => bare(s) === scope);
+export const isAdmin = (me: Me): boolean => hasScope(me, "admin_rw") || hasScope(me, "admin_ro");
+export const canAdminWrite = (me: Me): boolean => hasScope(me, "admin_rw");
+/** The server's scope prefix, taken from the account's own scopes ("svc" by default). */
+export const prefixOf = (me: Me): string => me.scopes[0]?.replace(/_.*$/, "") || "svc";

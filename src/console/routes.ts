@@ -1,0 +1,74 @@
+import { existsSync, readFileSync } from "node:fs";
+import { Hono, type Context } from "hono";
+import mime from "mime-types";
+import type { Auth } from "../auth/middleware.ts";
+import { httpError } from "../http/errors.ts";
+import type { AppContext, AppEnv } from "../server/context.ts";
+import { ASSET_PREFIX, buildConsole } from "./build.ts";
+
+interface SeaModule {
+  isSea(): boolean;
+  getAsset(key: string): ArrayBuffer;
+}
+
+/** Where the console's files come from: the executable, dist/console beside the bundle, or a build from source. */
+type Source = (name: string) => Promise<Uint8Array | undefined>;
+
+let source: Source | undefined;
+
+function consoleSource(): Source {
+  const sea = process.getBuiltinModule?.("node:sea") as SeaModule | undefined;
+  if (sea?.isSea()) {
+    // build/sea-config.mjs adds dist/console/<name> as the asset console/<name>.
+    return async (name) => {
+      try {
+        return new Uint8Array(sea.getAsset(`console/${name}`));
+      } catch {
+        return undefined;
+      }
+    };
+  }
+  // dist/labgate.cjs: import.meta.url is the bundle, dist/console/ was built beside it.
+  const dir = new URL("./console/", import.meta.url);
+  if (existsSync(new URL("index.html", dir))) {
+    return async (name) => {
+      const file = new URL(name, dir);
+      return existsSync(file) ? readFileSync(file) : undefined;
+    };
+  }
+  // From source (npm start, tests): built in memory once, on the first request.
+  let built: Promise<Map<string, Uint8Array>> | undefined;
+  return async (name) => {
+    built ??= buildConsole().then((b) => b.files);
+    return (await built).get(name);
+  };
+}
+
+const NAME = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9]+)+$/;
+/** The page itself: only our own scripts and styles, no framing, same-origin requests only. */
+const PAGE_HEADERS = {
+  "Content-Security-Policy":
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+  "X-Content-Type-Options": "nosniff",
+  "Referrer-Policy": "same-origin",
+  "X-Frame-Options": "DENY",
+};
+
+async function serve(c: Context, name: string, cache: string): Promise<Response> {
+  if (!NAME.test(name)) throw httpError(404, `no route for GET ${c.req.path}`);
+  source ??= consoleSource();
+  const body = await source(name);
+  if (!body) throw httpError(404, `no route for GET ${c.req.path}`);
+  const type = mime.contentType(name) || "application/octet-stream";
+  return c.body(body as Uint8Array<ArrayBuffer>, 200, { "Content-Type": type, "Cache-Control": cache, ...(name === "index.html" ? PAGE_HEADERS : { "X-Content-Type-Options": "nosniff" }) });
+}
+
+/**
+ * The web console (issue 11): `/` is its page (no auth: it holds no data; the API it calls checks
+ * every request), `/console/<name>` its scripts and styles, named by content hash, so cached for good.
+ */
+export function consoleRoutes(_ctx: AppContext, _auth: Auth): Hono<AppEnv> {
+  return new Hono<AppEnv>()
+    .get("/", (c) => serve(c, "index.html", "no-cache"))
+    .get(`${ASSET_PREFIX}:name`, (c) => serve(c, c.req.param("name"), "public, max-age=31536000, immutable"));
+}

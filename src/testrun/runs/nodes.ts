@@ -1,0 +1,140 @@
+/**
+ * The lab nodes as the console's Nodes page shows them: this gateway ("Local device", 14) and
+ * every configured node (`test_server.nodes`, `nodes_file`), each checked now.
+ */
+import type { AppContext } from "../../server/context.ts";
+import type { NodeTarget } from "../../config/config.ts";
+import { httpError } from "../../http/errors.ts";
+import { nodeFetch, nodeJson, nodeStream } from "./node-client.ts";
+
+/** The reserved name of this gateway in node lists (the reference's web UI shows it so, 14). */
+export const LOCAL_DEVICE = "Local device";
+/** How long one node may take to answer a check. */
+const CHECK_TIMEOUT_MS = 3_000;
+
+export interface NodeStatus {
+  name: string;
+  /** "" for this gateway. */
+  url: string;
+  local: boolean;
+  /** The node answered its config list (what a trigger needs first), with the configured token. */
+  reachable: boolean;
+  /** labgate's version from the node's `/api/health`; "" when it has none (a protoplaster node) or is down. */
+  version: string;
+  /** Why it is not reachable: the HTTP status and error, or the connection error. */
+  error: string;
+  /** Round trip of the config list request in milliseconds; null when it failed. */
+  latency_ms: number | null;
+}
+
+const errorOf = (error: unknown): string => {
+  const e = error as Error & { cause?: { code?: string; message?: string } };
+  if (e.name === "TimeoutError") return "no answer in time";
+  return e.cause?.code ?? e.cause?.message ?? e.message;
+};
+
+async function check(name: string, node: NodeTarget): Promise<NodeStatus> {
+  const started = performance.now();
+  const [configs, health] = await Promise.allSettled([
+    nodeJson(node, "GET", "/api/v1/configs", { timeoutMs: CHECK_TIMEOUT_MS }),
+    nodeJson(node, "GET", "/api/health", { timeoutMs: CHECK_TIMEOUT_MS }),
+  ]);
+  const ms = Math.round(performance.now() - started);
+  const version = health.status === "fulfilled" && typeof (health.value.json as { version?: unknown } | undefined)?.version === "string" ? (health.value.json as { version: string }).version : "";
+  const base = { name, url: node.url, local: false, version };
+  if (configs.status === "rejected") return { ...base, reachable: false, error: errorOf(configs.reason), latency_ms: null };
+  const { status, json } = configs.value;
+  if (status === 200) return { ...base, reachable: true, error: "", latency_ms: ms };
+  const message = json && typeof json === "object" && "error" in json ? `: ${String((json as { error: unknown }).error)}` : "";
+  return { ...base, reachable: false, error: `HTTP ${status}${message}`, latency_ms: ms };
+}
+
+/** This gateway first, then the configured nodes in configuration order, all checked in parallel. */
+export async function nodeStatuses(ctx: AppContext): Promise<NodeStatus[]> {
+  const local: NodeStatus = { name: LOCAL_DEVICE, url: "", local: true, reachable: true, version: ctx.version, error: "", latency_ms: 0 };
+  const remote = await Promise.all(Object.entries(ctx.config.test_server.nodes).map(([name, node]) => check(name, node)));
+  return [local, ...remote];
+}
+
+/** A configured node by name, or a 404 (LOCAL_DEVICE is this gateway, not a node to call). */
+export function nodeNamed(ctx: AppContext, name: string): NodeTarget {
+  const nodes = ctx.config.test_server.nodes;
+  if (!Object.hasOwn(nodes, name)) throw httpError(404, `unknown node '${name}'`);
+  return nodes[name];
+}
+
+/** An error text from a node's answer: its `error` field, else the start of its body. */
+async function answerText(response: Response): Promise<string> {
+  const text = (await response.text().catch(() => "")).slice(0, 2000);
+  try {
+    const json = JSON.parse(text) as { error?: unknown };
+    if (json && typeof json.error === "string") return json.error;
+  } catch {
+    // not JSON
+  }
+  return text.trim().slice(0, 200) || `HTTP ${response.status}`;
+}
+
+const RELAYED_HEADERS = ["content-type", "content-length", "content-disposition"];
+
+/**
+ * Fetches `path` of a node's test-run API for the caller (read-only: runs, reports, artifacts)
+ * and streams the answer through. Errors become JSON: the node's 4xx as they are, except that a
+ * refusal of the gateway's own token (401, 403) and the node's 5xx are 502, like a node that
+ * cannot be reached: the caller's session is fine, the node is the problem.
+ */
+export async function relayFromNode(name: string, node: NodeTarget, method: "GET" | "HEAD", path: string): Promise<Response> {
+  let response: Response;
+  try {
+    response = await nodeStream(node, method, path);
+  } catch (error) {
+    throw httpError(502, `node '${name}' unreachable: ${errorOf(error)}`);
+  }
+  if (!response.ok) {
+    const message = `node '${name}': ${await answerText(response)}`;
+    const status = response.status;
+    throw httpError(status === 401 || status === 403 || status >= 500 || status < 400 ? 502 : (status as 400), message);
+  }
+  const headers: Record<string, string> = {};
+  for (const header of RELAYED_HEADERS) {
+    const value = response.headers.get(header);
+    if (value !== null) headers[header] = value;
+  }
+  if (method === "HEAD") await response.body?.cancel().catch(() => {});
+  return new Response(method === "HEAD" ? null : response.body, { status: 200, headers });
+}
+
+/** What pushing a config to one node did. */
+export interface PushResult {
+  node: string;
+  /** Config names the node stored (the config, then its includes). */
+  pushed: string[];
+  /** "" when every file was stored; else why the first one that was not failed. */
+  error: string;
+}
+
+/**
+ * Uploads stored configs (`files`: name -> text) to each of `nodes`, as a client of their
+ * `POST /api/v1/configs`; nodes in parallel, files in order. Never throws for a node's failure.
+ */
+export async function pushConfigs(ctx: AppContext, files: Array<[string, string]>, nodes: string[]): Promise<PushResult[]> {
+  return Promise.all(
+    nodes.map(async (name): Promise<PushResult> => {
+      const node = nodeNamed(ctx, name);
+      const pushed: string[] = [];
+      for (const [file, text] of files) {
+        const form = new FormData();
+        form.append("file", new Blob([text], { type: "application/yaml" }), file);
+        try {
+          const response = await nodeFetch(node, "POST", "/api/v1/configs", { body: form });
+          if (!response.ok) return { node: name, pushed, error: `${file}: HTTP ${response.status}: ${await answerText(response)}` };
+          await response.body?.cancel().catch(() => {});
+        } catch (error) {
+          return { node: name, pushed, error: `${file}: unreachable: ${errorOf(error)}` };
+        }
+        pushed.push(file);
+      }
+      return { node: name, pushed, error: "" };
+    }),
+  );
+}

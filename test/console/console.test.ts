@@ -1,0 +1,83 @@
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import type { Browser } from "playwright-core";
+import { buildConsole } from "../../src/console/build.ts";
+import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { adminPassword, launch, openTab, signIn, SIGNED_OUT } from "./browser.ts";
+
+let server: TestServer;
+let browser: Browser;
+
+before(async () => {
+  server = await startTestServer();
+  browser = await launch();
+});
+after(async () => {
+  await browser?.close();
+  await server.close();
+});
+
+test("the first page stays under 150 KB gzipped; the terminal is a chunk of its own", async () => {
+  const { files, firstPageGzip } = await buildConsole();
+  assert.ok(firstPageGzip < 150 * 1024, `first page ${firstPageGzip} bytes gzipped`);
+  assert.ok([...files.keys()].some((name) => /^xterm-.*\.css$/.test(name)));
+});
+
+test("the page and its files are served with their types, caching and a strict CSP", async () => {
+  const page = await fetch(`${server.url}/`);
+  assert.equal(page.status, 200);
+  assert.match(page.headers.get("content-type")!, /^text\/html/);
+  assert.equal(page.headers.get("cache-control"), "no-cache");
+  assert.match(page.headers.get("content-security-policy")!, /script-src 'self'/);
+  const html = await page.text();
+  const script = html.match(/<script type="module" src="([^"]+)"/)![1]!;
+  const js = await fetch(server.url + script);
+  assert.equal(js.status, 200);
+  assert.match(js.headers.get("content-type")!, /^text\/javascript/);
+  assert.match(js.headers.get("cache-control")!, /immutable/);
+  assert.equal((await fetch(`${server.url}/console/nothing-here.js`)).status, 404);
+  assert.equal((await fetch(`${server.url}/console/..%2Fadmin.password`)).status, 404);
+});
+
+test("first login with data/admin.password; a wrong password is a message; sign-out returns to the form", async () => {
+  const tab = await openTab(browser, server.url);
+  try {
+    await tab.page.goto("/");
+    await tab.page.locator('input[name="username"]').fill("admin");
+    await tab.page.locator('input[name="password"]').fill("wrong");
+    await tab.page.getByRole("button", { name: "Sign in" }).click();
+    await tab.page.getByRole("alert").filter({ hasText: "invalid username or password" }).waitFor();
+    await signIn(tab.page, "admin", adminPassword(server.dataDir));
+    await tab.page.getByRole("heading", { name: "Devices" }).waitFor();
+    for (const name of ["Devices"]) assert.ok(await tab.page.getByRole("navigation", { name: "Main" }).getByRole("link", { name }).isVisible());
+    await tab.shot("login-devices");
+    await tab.page.getByRole("button", { name: "Sign out" }).click();
+    await tab.page.locator('input[name="username"]').waitFor();
+    tab.clean([SIGNED_OUT, /^401 POST \/api\/v1\/auth\/login$/]);
+  } finally {
+    await tab.close();
+  }
+});
+
+test("a cross-site POST carrying the session cookie is refused", async () => {
+  const tab = await openTab(browser, server.url);
+  try {
+    await signIn(tab.page, "admin", adminPassword(server.dataDir));
+    const forged = await tab.context.request.post(`${server.url}/api/v2/groups`, {
+      headers: { origin: "http://evil.example", "content-type": "application/json" },
+      data: { metadata: { name: "forged" } },
+    });
+    assert.equal(forged.status(), 403);
+    const groups = (await (await server.request("/api/v2/groups", { token: server.adminToken })).json()) as unknown[];
+    assert.equal(groups.length, 0);
+    // The same request from the console's own origin works (the cookie alone is the session).
+    const own = await tab.context.request.post(`${server.url}/api/v2/groups`, {
+      headers: { origin: server.url, "content-type": "application/json" },
+      data: { metadata: { name: "own" } },
+    });
+    assert.equal(own.status(), 200);
+    tab.clean([SIGNED_OUT]);
+  } finally {
+    await tab.close();
+  }
+});

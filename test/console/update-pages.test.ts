@@ -1,0 +1,199 @@
+/**
+ * The update server's pages in a real browser, against a real server and in-process agents:
+ * approve a registration, upload a package with the progress bar, make a group, watch the
+ * update progress reach 100 % live, run an action, open the terminal, fetch a file, tags, users
+ * and permissions; at 1280x800 and at 390 px wide. Screenshots in .tmp/screenshots.
+ */
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import type { Browser, Page } from "playwright-core";
+import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { approveAgent, FAST_SERVER, startAgent, until, untilConnected } from "../update/helpers/agents.ts";
+import { adminPassword, launch, openTab, signIn, SIGNED_OUT, type Tab } from "./browser.ts";
+
+let server: TestServer;
+let browser: Browser;
+let admin: Tab;
+const agents: Array<{ stop(): Promise<void> }> = [];
+
+before(async () => {
+  server = await startTestServer(FAST_SERVER);
+  browser = await launch();
+  admin = await openTab(browser, server.url);
+  await signIn(admin.page, "admin", adminPassword(server.dataDir));
+});
+after(async () => {
+  for (const agent of agents) await agent.stop();
+  await browser?.close();
+  await server.close();
+});
+
+const nav = (page: Page, name: string) => page.getByRole("navigation", { name: "Main" }).getByRole("link", { name, exact: true }).click();
+const marker = () => join(server.dataDir, "..", `installed-${process.pid}-${Date.now()}`);
+
+let deviceId = 0;
+let mac = "";
+let agent: ReturnType<typeof startAgent>;
+
+test("a registration from a real agent is approved on the Registrations page; the device shows online", async () => {
+  const { page } = admin;
+  agent = startAgent(server, {
+    name: "bench-7",
+    device_type: "board",
+    software_version: "v1",
+    install_command: ["sh", "-c", 'cp "$1" "$2"', "install", "{file}", marker()],
+    shell: { command: ["sh"], idle_timeout: 30 },
+  });
+  agents.push(agent);
+  mac = agent.mac;
+  await nav(page, "Registrations");
+  const row = page.locator(`tr[data-mac="${mac}"]`);
+  await row.waitFor();
+  assert.match(await row.innerText(), /[0-9a-f]{4} [0-9a-f]{4}/, "the key fingerprint is shown");
+  await admin.shot("registrations");
+  await row.getByRole("button", { name: "Approve" }).click();
+  await row.waitFor({ state: "detached" });
+  await agent.approved;
+  await nav(page, "Devices");
+  const deviceRow = page.locator(`tr[data-mac="${mac}"]`);
+  await deviceRow.getByText("online").waitFor();
+  assert.match(await deviceRow.innerText(), /bench-7[\s\S]*v1[\s\S]*board/);
+  deviceId = Number((await deviceRow.getByRole("link").first().getAttribute("href"))!.replace(/\D+/g, ""));
+  await untilConnected(server, deviceId);
+  admin.clean([SIGNED_OUT]);
+});
+
+test("upload with the progress bar, a group with policy, package and device; the update's progress reaches 100 % live", async () => {
+  const { page } = admin;
+  await nav(page, "Packages");
+  await page.locator('input[name="file"]').setInputFiles({ name: "image-v2.bin", mimeType: "application/octet-stream", buffer: randomBytes(3 * 1024 * 1024) });
+  await page.locator('input[name="version"]').fill("v2");
+  await page.locator('input[name="devtype"]').fill("board");
+  await page.getByRole("button", { name: "Upload" }).click();
+  // The bar is shown while the upload runs and ends at 100 %.
+  await page.getByRole("progressbar", { name: "upload progress" }).and(page.locator('[aria-valuenow="100"]')).waitFor();
+  const pkgRow = page.locator("tr[data-package]").filter({ hasText: "v2" });
+  await pkgRow.waitFor();
+  assert.match(await pkgRow.innerText(), /board[\s\S]*3\.0 MB/);
+  await admin.shot("packages");
+
+  await nav(page, "Groups");
+  await page.locator('input[name="group-name"]').fill("lab bench");
+  await page.getByRole("button", { name: "Create group" }).click();
+  await page.getByRole("heading", { name: "lab bench" }).waitFor();
+  await page.getByRole("combobox", { name: "Policy" }).selectOption("exact_match");
+  await page.getByRole("textbox", { name: "Target version" }).fill("v2");
+  await page.getByRole("button", { name: "Save policy" }).click();
+  await page.getByText("exactly v2").first().waitFor();
+  await page.getByRole("combobox", { name: "Package to add" }).selectOption({ label: `v2 · board (#1)` });
+  await page.getByRole("button", { name: "Add package" }).click();
+  await page.getByRole("button", { name: /Remove v2 · board/ }).waitFor();
+  await page.getByRole("searchbox", { name: "Find a device to add" }).fill("bench-7");
+  await page.getByRole("button", { name: "Add bench-7" }).click();
+  await page.getByRole("button", { name: "Remove bench-7 from the group" }).waitFor();
+  // A second group of the same priority cannot take the device: the server's 409 is the message.
+  await admin.shot("group");
+
+  await nav(page, "Devices");
+  const row = page.locator(`tr[data-mac="${mac}"]`);
+  await row.getByText("online").waitFor();
+  await agent.checkNow();
+  await row.getByRole("progressbar").and(page.locator('[aria-valuenow="100"]')).waitFor({ timeout: 20_000 });
+  await admin.shot("devices-update-100");
+  await until(() => agent.softwareVersion === "v2", 10_000, "agent at v2");
+  admin.clean([SIGNED_OUT]);
+});
+
+test("two groups of one priority refuse the device with the server's message", async () => {
+  const { page } = admin;
+  await nav(page, "Groups");
+  await page.locator('input[name="group-name"]').fill("other");
+  await page.getByRole("button", { name: "Create group" }).click();
+  await page.getByRole("heading", { name: "other" }).waitFor();
+  await page.getByRole("searchbox", { name: "Find a device to add" }).fill("bench-7");
+  await page.getByRole("button", { name: "Add bench-7" }).click();
+  await page.getByRole("alert").filter({ hasText: "same priority" }).waitFor();
+  await admin.shot("group-409");
+  await page.getByRole("button", { name: "Delete group" }).click();
+  await page.getByRole("dialog").getByRole("button", { name: "Delete group" }).click();
+  await page.getByRole("heading", { name: "Groups" }).waitFor();
+  admin.clean([SIGNED_OUT, /^409 PATCH \/api\/v2\/groups\/\d+\/devices$/]);
+});
+
+test("the device page: run an action and read its output, tags, a file from the device, the terminal", async () => {
+  const { page } = admin;
+  writeFileSync(join(agent.dir, "files", "boot.log"), "booted fine\n");
+  await page.goto(`/#/devices/${deviceId}`);
+  await page.getByRole("heading", { name: /bench-7/ }).waitFor();
+  await page.getByRole("button", { name: "Run Echo" }).click();
+  const result = page.locator(".action-result");
+  await result.getByText("exit 3").waitFor();
+  assert.match(await result.locator("pre").innerText(), /hello[\s\S]*oops/);
+  await page.locator("details summary").filter({ hasText: "output" }).first().waitFor();
+
+  await page.getByRole("textbox", { name: "New tag" }).fill("rack-a");
+  await page.getByRole("button", { name: "Add tag" }).click();
+  await page.getByRole("button", { name: "Remove tag rack-a" }).waitFor();
+
+  await page.getByRole("textbox", { name: "Absolute path on the device" }).fill(join(agent.dir, "files", "boot.log"));
+  await page.getByRole("button", { name: "Fetch" }).click();
+  const link = page.getByRole("link", { name: "Download boot.log" });
+  await link.waitFor();
+  const body = await (await fetch(new URL((await link.getAttribute("href"))!, server.url))).text();
+  assert.equal(body, "booted fine\n");
+
+  await page.getByRole("button", { name: "Open terminal" }).click();
+  const terminal = page.locator(".terminal-box .xterm");
+  await terminal.waitFor();
+  await page.waitForFunction(() => document.querySelector(".terminal-box")?.textContent?.includes("connecting") ?? false);
+  await page.keyboard.type("echo from-the-$((40+2))-shell");
+  await page.keyboard.press("Enter");
+  await page.locator(".terminal-box").getByText("from-the-42-shell").waitFor();
+  await admin.shot("device");
+  await page.getByRole("button", { name: "Close terminal" }).click();
+  admin.clean([SIGNED_OUT]);
+});
+
+test("a user with read on one device sees only that device; no Users or Registrations for them", async () => {
+  const { page } = admin;
+  const second = startAgent(server, { name: "bench-8" });
+  agents.push(second);
+  await approveAgent(server, second);
+  await nav(page, "Users");
+  await page.getByText("Add an account").click();
+  await page.locator('input[name="name"]').fill("tech");
+  await page.locator('input[name="password"]').fill("tech-password-1");
+  await page.getByRole("button", { name: "Create account" }).click();
+  await page.locator('tr[data-account="tech"]').waitFor();
+  await page.locator('select[name="user"]').selectOption("tech");
+  await page.locator('select[name="permission"]').selectOption("read");
+  await page.locator('input[name="target"]').fill(String(deviceId));
+  await page.getByRole("button", { name: "Add permission" }).click();
+  await page.getByRole("cell", { name: `device ${deviceId}` }).waitFor();
+  await admin.shot("users");
+
+  const tech = await openTab(browser, server.url, { width: 390, height: 800 });
+  try {
+    await signIn(tech.page, "tech", "tech-password-1");
+    await tech.page.getByText("1 approved").waitFor();
+    assert.equal(await tech.page.locator("tr[data-mac]").count(), 1);
+    assert.equal(await tech.page.locator(`tr[data-mac="${mac}"]`).count(), 1);
+    await tech.shot("narrow-devices-tech");
+    await tech.page.getByRole("button", { name: "Menu" }).click();
+    const links = await tech.page.getByRole("navigation", { name: "Main" }).getByRole("link").allInnerTexts();
+    assert.deepEqual(links, ["Devices", "Groups", "Packages"]);
+    await tech.shot("narrow-menu-tech");
+    await tech.page.getByRole("link", { name: "Devices" }).click();
+    await tech.page.locator(`tr[data-mac="${mac}"]`).getByRole("link").first().click();
+    await tech.page.getByRole("heading", { name: /bench-7/ }).waitFor();
+    await tech.page.getByText("Echo").first().waitFor();
+    await tech.shot("narrow-device-tech");
+    tech.clean([SIGNED_OUT]);
+  } finally {
+    await tech.close();
+  }
+  admin.clean([SIGNED_OUT]);
+});

@@ -1,0 +1,70 @@
+import { strict as assert } from "node:assert";
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+import { test } from "node:test";
+import ts from "typescript";
+
+/** Every module under src/ and the relative modules it imports (type imports too). */
+function importGraph(root: string): Map<string, string[]> {
+  const files: string[] = [];
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (/\.tsx?$/.test(entry.name)) files.push(resolve(path));
+    }
+  };
+  walk(root);
+  const graph = new Map<string, string[]>();
+  for (const file of files) {
+    const { importedFiles } = ts.preProcessFile(readFileSync(file, "utf8"), true, true);
+    graph.set(file, importedFiles.filter((i) => i.fileName.startsWith(".")).map((i) => resolve(dirname(file), i.fileName)));
+  }
+  return graph;
+}
+
+/** Strongly connected components of more than one module, or a module importing itself (Tarjan). */
+function cycles(graph: Map<string, string[]>): string[][] {
+  let next = 0;
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const found: string[][] = [];
+  const visit = (v: string) => {
+    index.set(v, next);
+    low.set(v, next++);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of graph.get(v) ?? []) {
+      if (!graph.has(w)) continue;
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const component: string[] = [];
+    let w: string;
+    do {
+      w = stack.pop()!;
+      onStack.delete(w);
+      component.push(w);
+    } while (w !== v);
+    if (component.length > 1 || (graph.get(v) ?? []).includes(v)) found.push(component);
+  };
+  for (const v of graph.keys()) if (!index.has(v)) visit(v);
+  return found;
+}
+
+test("src/ has no import cycles (type imports included): each layer can be read and tested on its own", () => {
+  const graph = importGraph("src");
+  assert.ok(graph.size > 50, `found only ${graph.size} modules`);
+  const found = cycles(graph).map((c) => c.map((f) => relative(process.cwd(), f)).sort());
+  assert.deepEqual(found, [], `import cycles:\n${found.map((c) => "  " + c.join(" -> ")).join("\n")}`);
+});
+
+test("the cycle finder finds a cycle", () => {
+  const graph = new Map([["a", ["b"]], ["b", ["c"]], ["c", ["a"]], ["d", ["a"]]]);
+  assert.deepEqual(cycles(graph).map((c) => c.sort()), [["a", "b", "c"]]);
+});
