@@ -18,7 +18,7 @@ after(async () => {
 
 /** A signed registration of `mac` with `keys`; `pad` makes the body larger. */
 function register(keys: { privateKeyPem: string }, mac = nextMac(), pad = 0): Promise<Response> {
-  const extra = pad ? { "svc.note": "x".repeat(pad) } : {};
+  const extra: Record<string, string> = pad ? { "svc.note": "x".repeat(pad) } : {};
   const body = JSON.stringify({ metadata: deviceMetadata(mac, extra), public_key: publicKeyPem(keys.privateKeyPem), timestamp: Math.floor(Date.now() / 1000) });
   return fetch(`${server.url}/api/v1/auth/device`, {
     method: "POST",
