@@ -3,6 +3,7 @@ import { loadOrCreateKeys } from "../auth/keys.ts";
 import { SCOPES } from "../auth/scopes.ts";
 import { TokenService } from "../auth/tokens.ts";
 import { startServer } from "../server/start.ts";
+import { inFlightOf } from "../http/inflight.ts";
 import { Agent } from "../agent/agent.ts";
 import { loadAgentConfig } from "../agent/config.ts";
 import { parseDuration } from "../util/time.ts";
@@ -76,6 +77,12 @@ async function serve(args: string[]): Promise<number> {
     process.once("SIGTERM", () => resolve("SIGTERM"));
   });
   const server = await startServer(config);
+  // An exception nothing caught leaves the process in an unknown state: it ends (systemd restarts
+  // it), with one log line naming the requests in flight, the one that threw among them.
+  process.on("uncaughtException", (error) => {
+    server.ctx.log.error(`uncaught exception, exiting (${inFlightOf(server.ctx).describe()}): ${error.stack ?? error}`);
+    process.exit(1);
+  });
   process.on("SIGHUP", () => {
     if (!config.tls.cert_file) return server.ctx.log.info("SIGHUP: no TLS configured, nothing to reload");
     try {
