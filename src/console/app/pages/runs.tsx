@@ -341,7 +341,7 @@ function TriggerDialog(props: { configs: TestConfig[]; initial: string; onClose:
         </fieldset>
 
         <Field label="Only cases matching (optional)" hint={<PatternHelp />} wide>
-          <input name="pattern" class="mono" value={pattern} onInput={(e) => setPattern((e.target as HTMLInputElement).value)} placeholder="kernel or shell" />
+          <input name="pattern" class="mono" value={pattern} onInput={(e) => setPattern((e.target as HTMLInputElement).value)} placeholder="test_config1 or stdout" />
         </Field>
 
         <fieldset class="plain">
