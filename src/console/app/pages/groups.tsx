@@ -27,7 +27,7 @@ const POLICY_HELP = (
       <strong>Exact version</strong> (<code>exact_match,VERSION</code>): every device in the group is brought to exactly VERSION, through the group's packages for its
       device type: an upgrade, a downgrade or several steps.
     </li>
-    <li>A device in several groups follows the group with the highest priority number; groups sharing a device need different priorities.</li>
+    <li>A device in several groups follows the group with the lowest priority number (1 before 25); groups sharing a device need different priorities.</li>
   </ul>
 );
 
