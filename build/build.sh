@@ -11,7 +11,7 @@ fi
 
 mkdir -p dist
 bundle() {
-  npx esbuild src/main.ts --bundle --platform=node --format=cjs --target="$1" \
+  npx esbuild "${3:-src/main.ts}" --bundle --platform=node --format=cjs --target="$1" \
     --outfile="$2" --legal-comments=none --log-level=warning \
     --external:sql.js/dist/sql-wasm.wasm \
     --define:import.meta.url=__importMetaUrl \
@@ -19,6 +19,9 @@ bundle() {
 }
 bundle node20 dist/labgate.cjs
 bundle node24 dist/labgate-sea.cjs
+# The checkpoint worker thread: next to dist/labgate.cjs, and an asset of the executable.
+bundle node20 dist/labgate-checkpoint.cjs src/db/checkpoint-worker.ts
+bundle node24 dist/labgate-checkpoint-sea.cjs src/db/checkpoint-worker.ts
 # The web console's files: beside dist/labgate.cjs (dist/console/), and assets of the executable.
 node --import tsx src/console/build-cli.ts dist/console
 
@@ -30,5 +33,5 @@ chmod u+w dist/labgate
 strip dist/labgate 2>/dev/null || true
 npx postject dist/labgate NODE_SEA_BLOB dist/labgate.blob \
   --sentinel-fuse NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2 2>&1 | grep -v "Can't find string offset" || true
-rm -f dist/labgate.blob dist/sea.json dist/labgate-sea.cjs
-ls -l dist/labgate dist/labgate.cjs
+rm -f dist/labgate.blob dist/sea.json dist/labgate-sea.cjs dist/labgate-checkpoint-sea.cjs
+ls -l dist/labgate dist/labgate.cjs dist/labgate-checkpoint.cjs

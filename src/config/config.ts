@@ -29,6 +29,12 @@ export interface Config {
     /** Seconds the first start's admin token (data/admin.token) lasts. */
     admin_token_ttl: number;
   };
+  database: {
+    /** Seconds after which a change is folded into a new image (a checkpoint). */
+    checkpoint_interval: number;
+    /** Journal bytes that start a checkpoint sooner. */
+    checkpoint_bytes: number;
+  };
   update_server: {
     download_link_ttl: number;
     device_token_ttl: number;
@@ -213,6 +219,10 @@ const schema: Schema = {
   console: {
     session_ttl: { default: 28800, check: integer(60, 30 * 86400) },
     admin_token_ttl: { default: 7 * 86400, check: integer(60, 365 * 86400) },
+  },
+  database: {
+    checkpoint_interval: { default: 60, check: positive },
+    checkpoint_bytes: { default: 8 * 1048576, check: integer(4096) },
   },
   update_server: {
     download_link_ttl: { default: 3600, check: integer(1) },

@@ -1,20 +1,16 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, unlinkSync } from "node:fs";
+import { mkdirSync, readdirSync, statSync, unlinkSync } from "node:fs";
+import { unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type { Database as SqlJsDatabase, SqlJsStatic, Statement as SqlJsStatement } from "sql.js";
-import { encodeFrame, JournalWriter, readJournal, type SqlParam, type Statement } from "./journal.ts";
+import { encodeFrame, JournalWriter, type SqlParam, type Statement } from "./journal.ts";
+import { DatabaseCorruptError, IMAGE_FILE, journalGenerations, journalName, markGeneration, openImage, replayJournals } from "./image.ts";
 import { loadSqlJs, type WasmSource } from "./wasm.ts";
-import { fsyncDir, writeFileDurable } from "../util/files.ts";
+import { CheckpointWorkerError, checkpointInWorker } from "./worker.ts";
+import { fsyncDir, writeFileDurableAsync } from "../util/files.ts";
 
 export type { SqlParam } from "./journal.ts";
+export { DatabaseCorruptError, IMAGE_FILE } from "./image.ts";
 export type Row = Record<string, SqlParam>;
-
-export const IMAGE_FILE = "labgate.db";
-const JOURNAL_PATTERN = /^labgate\.journal\.(\d+)$/;
-const journalName = (gen: number) => `labgate.journal.${gen}`;
-const SQLITE_MAGIC = Buffer.from("SQLite format 3\0", "latin1");
-
-/** A database file or journal that cannot be trusted; the server must not start on it. */
-export class DatabaseCorruptError extends Error {}
 
 /** The write path is down (disk full, I/O error); answered 503 until a reload succeeds. */
 export class DatabaseUnavailableError extends Error {}
@@ -55,21 +51,6 @@ function toSqlParams(params: SqlParam[] | undefined): SqlParam[] {
   return (params ?? []).map((p) => (typeof p === "boolean" ? (p ? 1 : 0) : p === undefined ? null : p));
 }
 
-/** Checks the SQLite header so that a truncated or foreign file is refused, never overwritten. */
-function checkImage(path: string, bytes: Buffer): void {
-  if (bytes.length < 100 || !bytes.subarray(0, 16).equals(SQLITE_MAGIC)) {
-    throw new DatabaseCorruptError(`${path} is not a SQLite database (bad header); refusing to start and leaving it untouched`);
-  }
-  const rawPageSize = bytes.readUInt16BE(16);
-  const pageSize = rawPageSize === 1 ? 65536 : rawPageSize;
-  const pageCount = bytes.readUInt32BE(28);
-  if (pageCount > 0 && bytes.length !== pageSize * pageCount) {
-    throw new DatabaseCorruptError(
-      `${path} is truncated or damaged (${bytes.length} bytes, header says ${pageSize * pageCount}); refusing to start and leaving it untouched`,
-    );
-  }
-}
-
 /**
  * sql.js (SQLite in WASM) kept in memory, made durable by a redo journal plus periodic images.
  *
@@ -83,6 +64,9 @@ export class Database {
   readonly dir: string;
   private readonly SQL: SqlJsStatic;
   private readonly wasm: WasmSource;
+  private readonly wasmBytes: Uint8Array;
+  /** Checkpoints run in a worker thread unless it could not start here; then on the main thread. */
+  private workerCheckpoints = true;
   private readonly options: Required<Omit<DatabaseOptions, "log">>;
   private readonly log: NonNullable<DatabaseOptions["log"]>;
   private sql!: SqlJsDatabase;
@@ -99,10 +83,11 @@ export class Database {
   private failure: Error | undefined;
   private closed = false;
 
-  private constructor(dir: string, SQL: SqlJsStatic, wasm: WasmSource, options: DatabaseOptions) {
+  private constructor(dir: string, SQL: SqlJsStatic, wasm: WasmSource, wasmBytes: Uint8Array, options: DatabaseOptions) {
     this.dir = dir;
     this.SQL = SQL;
     this.wasm = wasm;
+    this.wasmBytes = wasmBytes;
     this.log = options.log ?? (() => {});
     this.options = {
       checkpointBytes: options.checkpointBytes ?? 8 * 1024 * 1024,
@@ -111,14 +96,14 @@ export class Database {
     };
   }
 
-  /** Opens the database in `dir`: loads the image, replays the journals after it, writes a fresh image. */
+  /** Opens the database in `dir`: loads the image, replays the journals after it, and writes a fresh image if it replayed any. */
   static async open(dir: string, options: DatabaseOptions = {}): Promise<Database> {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const { SQL, source } = await loadSqlJs();
-    const db = new Database(dir, SQL, source, options);
+    const { SQL, source, wasm } = await loadSqlJs();
+    const db = new Database(dir, SQL, source, wasm, options);
     db.removeStaleImageTemps();
-    db.loadFromDisk();
-    await db.checkpoint();
+    const needsImage = db.loadFromDisk();
+    if (needsImage) await db.checkpoint({ inline: true });
     db.armCheckpointTimer();
     return db;
   }
@@ -132,81 +117,28 @@ export class Database {
     for (const name of readdirSync(this.dir)) if (name.startsWith(`${IMAGE_FILE}.`) && name.endsWith(".tmp")) unlinkSync(join(this.dir, name));
   }
 
-  private journalGenerations(): number[] {
-    return readdirSync(this.dir)
-      .map((name) => JOURNAL_PATTERN.exec(name)?.[1])
-      .filter((g): g is string => g !== undefined)
-      .map(Number)
-      .sort((a, b) => a - b);
-  }
-
-  /** Rebuilds the in-memory database from the image and the journals (at start and after a write failure). */
-  private loadFromDisk(): void {
-    let imageGeneration = 0;
-    let sql: SqlJsDatabase;
-    if (existsSync(this.imagePath)) {
-      const bytes = readFileSync(this.imagePath);
-      checkImage(this.imagePath, bytes);
-      try {
-        sql = new this.SQL.Database(bytes);
-        const check = sql.exec("PRAGMA quick_check")[0]?.values[0]?.[0];
-        if (check !== "ok") throw new Error(String(check));
-        sql.run("CREATE TABLE IF NOT EXISTS _labgate_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
-        const row = sql.exec("SELECT value FROM _labgate_meta WHERE key = 'generation'")[0]?.values[0]?.[0];
-        imageGeneration = row === undefined ? 0 : Number(row);
-      } catch (error) {
-        if (error instanceof DatabaseCorruptError) throw error;
-        throw new DatabaseCorruptError(
-          `${this.imagePath} is damaged (${(error as Error).message}); refusing to start and leaving it untouched`,
-        );
-      }
-    } else {
-      sql = new this.SQL.Database();
-      sql.run("CREATE TABLE IF NOT EXISTS _labgate_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
+  /**
+   * Rebuilds the in-memory database from the image and the journals (at start and after a write
+   * failure). Says whether a new image is due: there was none, or frames were replayed.
+   */
+  private loadFromDisk(): boolean {
+    const { sql, generation: imageGeneration, exists } = openImage(this.SQL, this.dir);
+    let replayed;
+    try {
+      replayed = replayJournals(sql, this.dir, imageGeneration, Infinity, (message) => this.log("warn", message));
+    } catch (error) {
+      sql.close();
+      throw error;
     }
-    sql.run("PRAGMA foreign_keys = ON");
-    // SQLite's own rollback journal would be a file in sql.js's in-memory file system, created,
-    // written and deleted by every transaction. Durability comes from the redo journal, and a
-    // crash loses the in-memory database anyway, so the rollback journal can live in memory.
-    sql.run("PRAGMA journal_mode = MEMORY");
-
-    let expected = imageGeneration + 1;
-    let lastSeq = 0;
-    for (const gen of this.journalGenerations()) {
-      const path = join(this.dir, journalName(gen));
-      if (gen <= imageGeneration) continue; // already inside the image; removed by the next checkpoint
-      if (gen !== expected) {
-        sql.close();
-        throw new DatabaseCorruptError(`journal generation ${expected} is missing before ${path}; refusing to start`);
-      }
-      const { frames, validBytes, totalBytes } = readJournal(path);
-      if (validBytes < totalBytes) {
-        this.log("warn", `${path}: ignoring ${totalBytes - validBytes} bytes of torn journal tail`);
-      }
-      for (const frame of frames) {
-        sql.run("BEGIN");
-        try {
-          for (const [text, params] of frame.ops) sql.run(text, params);
-          sql.run("COMMIT");
-        } catch (error) {
-          sql.run("ROLLBACK");
-          sql.close();
-          throw new DatabaseCorruptError(`${path}: frame ${frame.seq} does not replay (${(error as Error).message}); refusing to start`);
-        }
-        lastSeq = frame.seq;
-      }
-      expected = gen + 1;
-    }
-
     this.replaceConnection(sql);
     this.loads += 1;
-    this.generation = expected - 1;
-    this.seq = lastSeq;
-    this.dirtySinceCheckpoint = true;
+    this.seq = replayed.seq;
+    this.dirtySinceCheckpoint = !exists || replayed.frames > 0;
     // New frames always go to a fresh generation, never after a possibly torn tail.
-    this.generation += 1;
+    this.generation = replayed.generation + 1;
     this.journal = new JournalWriter(join(this.dir, journalName(this.generation)), (error) => this.onJournalFailure(error));
     fsyncDir(this.dir);
+    return this.dirtySinceCheckpoint;
   }
 
   /**
@@ -328,21 +260,18 @@ export class Database {
   }
 
   private onJournalFailure(error: Error): void {
+    this.journal.discardPending(error);
+    if (this.failure) return; // already going back to disk
     this.log("error", `journal write failed: ${error.message}; reloading the last durable state`);
     this.failure = error;
-    this.journal.discardPending(error);
     // In-memory state holds commits that never reached the disk: go back to what is on disk.
     setImmediate(() => void this.recover());
   }
 
   private async recover(): Promise<void> {
-    await this.checkpointing;
+    await this.checkpointing?.catch(() => {});
     if (this.closed) return;
-    try {
-      this.journal.close();
-    } catch {
-      /* best effort */
-    }
+    await this.journal.close().catch(() => {});
     try {
       this.loadFromDisk();
       this.failure = undefined;
@@ -367,29 +296,34 @@ export class Database {
 
   /**
    * Writes a full image (temp file, fsync, rename, directory fsync) and drops the journals it
-   * covers. The export is synchronous; commits arriving during the file write go to the next
-   * journal generation.
+   * covers. Commits go to the next journal generation from the moment it starts. By default a
+   * worker thread rebuilds the covered state from the files and writes the image, so the event
+   * loop does nothing but wait; `inline` exports this connection instead (at start and shutdown,
+   * or where no worker can start), which blocks for the export alone.
    */
-  checkpoint(): Promise<void> {
+  checkpoint({ inline = !this.workerCheckpoints }: { inline?: boolean } = {}): Promise<void> {
     if (this.checkpointing) return this.checkpointing;
     if (this.failure) return Promise.reject(new DatabaseUnavailableError(`database is unavailable: ${this.failure.message}`));
     const covered = this.generation;
-    this.journal.flushNow();
-    this.sql.run("INSERT INTO _labgate_meta (key, value) VALUES ('generation', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", [
-      String(covered),
-    ]);
-    const image = this.sql.export();
-    this.journal.close();
+    let image: Uint8Array | undefined;
+    if (inline) {
+      markGeneration(this.sql, covered);
+      image = this.sql.export();
+    }
+    const previous = this.journal;
+    const drained = previous.close();
     this.generation = covered + 1;
-    this.journal = new JournalWriter(join(this.dir, journalName(this.generation)), (error) => this.onJournalFailure(error));
+    this.journal = new JournalWriter(join(this.dir, journalName(this.generation)), (error) => this.onJournalFailure(error), drained);
     this.dirtySinceCheckpoint = false;
 
     this.checkpointing = (async () => {
-      // Let the event loop answer requests between export and the file write.
-      await new Promise((resolve) => setImmediate(resolve));
       try {
-        writeFileDurable(this.imagePath, image);
-        for (const gen of this.journalGenerations()) if (gen <= covered) unlinkSync(join(this.dir, journalName(gen)));
+        // The image may only cover frames that are on disk: an earlier failure reloads from there instead.
+        await drained;
+        if (image) await writeFileDurableAsync(this.imagePath, image);
+        else await this.checkpointInWorker(covered);
+        const stale = journalGenerations(this.dir).filter((gen) => gen <= covered);
+        await Promise.all(stale.map((gen) => unlink(join(this.dir, journalName(gen)))));
         this.lastCheckpoint = new Date();
       } catch (error) {
         this.dirtySinceCheckpoint = true;
@@ -400,6 +334,18 @@ export class Database {
       }
     })();
     return this.checkpointing;
+  }
+
+  private async checkpointInWorker(covered: number): Promise<void> {
+    try {
+      await checkpointInWorker(this.wasmBytes, { dir: this.dir, covered });
+    } catch (error) {
+      if (!(error instanceof CheckpointWorkerError)) throw error;
+      // Nothing was written: from now on this process checkpoints on its main thread.
+      this.workerCheckpoints = false;
+      this.log("warn", `checkpoint worker unavailable (${error.message}); checkpoints run on the main thread`);
+      throw error;
+    }
   }
 
   status(): DatabaseStatus {
@@ -432,13 +378,13 @@ export class Database {
     await this.checkpointing?.catch(() => {});
     if (!this.failure) {
       try {
-        await this.checkpoint();
+        await this.checkpoint({ inline: true });
       } catch {
         /* the journal still holds everything */
       }
     }
     this.closed = true;
-    this.journal.close();
+    await this.journal.close().catch(() => {});
     for (const stmt of this.statements.values()) stmt.free();
     this.statements.clear();
     this.sql.close();

@@ -10,7 +10,14 @@ interface SeaModule {
   getAsset(key: string): ArrayBuffer;
 }
 
-let loaded: Promise<{ SQL: SqlJsStatic; source: WasmSource }> | undefined;
+export interface LoadedSqlJs {
+  SQL: SqlJsStatic;
+  source: WasmSource;
+  /** The wasm bytes, for a worker thread that needs its own instance. */
+  wasm: Uint8Array;
+}
+
+let loaded: Promise<LoadedSqlJs> | undefined;
 
 /** Finds the sql.js wasm bytes: inside the single executable first, where package resolution does not exist. */
 function wasmBytes(): { bytes: Uint8Array; source: WasmSource } {
@@ -22,12 +29,12 @@ function wasmBytes(): { bytes: Uint8Array; source: WasmSource } {
   return { bytes: readFileSync(path), source: "node_modules" };
 }
 
-export function loadSqlJs(): Promise<{ SQL: SqlJsStatic; source: WasmSource }> {
+export function loadSqlJs(): Promise<LoadedSqlJs> {
   loaded ??= (async () => {
     const { bytes, source } = wasmBytes();
     const wasmBinary = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
     const SQL = await initSqlJs({ wasmBinary });
-    return { SQL, source };
+    return { SQL, source, wasm: bytes };
   })();
   return loaded;
 }

@@ -63,7 +63,11 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   let db: Database | undefined;
   try {
     const firstStart = !existsSync(join(dataDir, IMAGE_FILE));
-    db = await Database.open(dataDir, { log: (level, message) => log[level](message) });
+    db = await Database.open(dataDir, {
+      checkpointIntervalMs: config.database.checkpoint_interval * 1000,
+      checkpointBytes: config.database.checkpoint_bytes,
+      log: (level, message) => log[level](message),
+    });
     const applied = await migrate(db, migrations);
     if (applied.length > 0) log.info(`database migrated to schema ${applied[applied.length - 1]}`);
 

@@ -1,5 +1,5 @@
 import { closeSync, fsyncSync, openSync, renameSync, rmSync, statSync, writeSync, type Stats } from "node:fs";
-import { open } from "node:fs/promises";
+import { open, rename, rm } from "node:fs/promises";
 import { dirname } from "node:path";
 
 /** Makes a directory entry change (create, rename, unlink) durable. */
@@ -41,6 +41,61 @@ export function writeFileDurable(path: string, data: string | Uint8Array, mode =
     throw error;
   }
   fsyncDir(dirname(path));
+}
+
+/**
+ * writeFileDurable through libuv's thread pool, for files written while the server runs. Writers
+ * in the same directory share its fsync: one that arrives while another's runs waits for the next.
+ */
+export async function writeFileDurableAsync(path: string, data: Uint8Array, mode = 0o600): Promise<void> {
+  const tmp = `${path}.${process.pid}.${++tmpCounter}.tmp`;
+  try {
+    const handle = await open(tmp, "w", mode);
+    try {
+      await handle.writeFile(data);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(tmp, path);
+  } catch (error) {
+    await rm(tmp, { force: true });
+    throw error;
+  }
+  await syncDirShared(dirname(path));
+}
+
+let tmpCounter = 0;
+/** Per directory: the fsync that has not started yet, which new callers join. */
+const pendingDirSyncs = new Map<string, Promise<void>>();
+const runningDirSyncs = new Map<string, Promise<void>>();
+
+/** fsync of a directory, shared by every caller that asks before it starts (group commit for directory entries). */
+function syncDirShared(dir: string): Promise<void> {
+  const pending = pendingDirSyncs.get(dir);
+  if (pending) return pending;
+  const before = runningDirSyncs.get(dir) ?? Promise.resolve();
+  const mine: Promise<void> = before
+    .catch(() => {})
+    .then(() => {
+      pendingDirSyncs.delete(dir);
+      runningDirSyncs.set(dir, mine);
+      return syncDirOnce(dir);
+    })
+    .finally(() => {
+      if (runningDirSyncs.get(dir) === mine) runningDirSyncs.delete(dir);
+    });
+  pendingDirSyncs.set(dir, mine);
+  return mine;
+}
+
+async function syncDirOnce(dir: string): Promise<void> {
+  const handle = await open(dir, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
 }
 
 /** A regular file and its stat, or undefined when `path` is undefined, missing or not a regular file. */

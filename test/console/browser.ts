@@ -28,7 +28,8 @@ export interface Tab {
   problems: string[];
   /** Asserts no problems besides those matching `allowed` (each may match any number) since the last call. */
   clean(allowed?: RegExp[]): void;
-  shot(name: string): Promise<void>;
+  /** A screenshot of what the viewport shows (`full`: the whole page). */
+  shot(name: string, full?: boolean): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -58,9 +59,9 @@ export async function openTab(browser: Browser, baseURL: string, viewport = { wi
       problems.length = 0;
       assert.deepEqual(left, [], `problems on the page:\n${left.join("\n")}`);
     },
-    async shot(name) {
+    async shot(name, full = false) {
       mkdirSync(SCREENSHOTS, { recursive: true });
-      await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+      await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: full });
     },
     close: () => context.close(),
   };

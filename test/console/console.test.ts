@@ -47,7 +47,14 @@ test("first login with data/admin.password; a wrong password is a message; sign-
     await tab.page.locator('input[name="password"]').fill("wrong");
     await tab.page.getByRole("button", { name: "Sign in" }).click();
     await tab.page.getByRole("alert").filter({ hasText: "invalid username or password" }).waitFor();
-    await signIn(tab.page, "admin", adminPassword(server.dataDir));
+    // By keyboard alone: the name field has the focus, Tab to the password, Enter signs in.
+    await tab.page.locator('input[name="username"]').fill("");
+    await tab.page.locator('input[name="password"]').fill("");
+    await tab.page.locator('input[name="username"]').focus();
+    await tab.page.keyboard.type("admin");
+    await tab.page.keyboard.press("Tab");
+    await tab.page.keyboard.type(adminPassword(server.dataDir));
+    await tab.page.keyboard.press("Enter");
     await tab.page.getByRole("heading", { name: "Devices" }).waitFor();
     for (const name of ["Devices"]) assert.ok(await tab.page.getByRole("navigation", { name: "Main" }).getByRole("link", { name }).isVisible());
     await tab.shot("login-devices");
@@ -76,6 +83,33 @@ test("a cross-site POST carrying the session cookie is refused", async () => {
       data: { metadata: { name: "own" } },
     });
     assert.equal(own.status(), 200);
+    tab.clean([SIGNED_OUT]);
+  } finally {
+    await tab.close();
+  }
+});
+
+test("the Devices list at 10,000 devices: a page of 50 from the server, paging, the filter", async () => {
+  const now = new Date().toISOString();
+  await server.server.ctx.db.write((tx) => {
+    for (let i = 0; i < 10_000; i++) {
+      const mac = (0x020000000000 + i).toString(16).padStart(12, "0").match(/../g)!.join(":");
+      const metadata = JSON.stringify({ "svc.software.version": `v${i % 7}`, "svc.hardware.devtype": "board", "svc.hardware.macaddr": mac });
+      tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata) VALUES (?, ?, ?, '{}', ?)", [now, `rack-${i}`, mac, metadata]);
+    }
+  });
+  const tab = await openTab(browser, server.url);
+  try {
+    await signIn(tab.page, "admin", adminPassword(server.dataDir));
+    await tab.page.getByText("10,000 approved").waitFor();
+    assert.equal(await tab.page.locator("tr[data-mac]").count(), 50);
+    await tab.page.getByRole("button", { name: "Next ›" }).click();
+    await tab.page.getByText("51–100 of 10,000").waitFor();
+    await tab.page.getByRole("searchbox", { name: "Filter devices" }).fill("rack-9999");
+    await tab.page.getByText("1 matching").waitFor();
+    assert.equal(await tab.page.locator("tr[data-mac]").count(), 1);
+    assert.match(tab.page.url(), /q=rack-9999/);
+    await tab.shot("devices-10000-filtered");
     tab.clean([SIGNED_OUT]);
   } finally {
     await tab.close();

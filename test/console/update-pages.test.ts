@@ -78,6 +78,8 @@ test("upload with the progress bar, a group with policy, package and device; the
   const pkgRow = page.locator("tr[data-package]").filter({ hasText: "v2" });
   await pkgRow.waitFor();
   assert.match(await pkgRow.innerText(), /board[\s\S]*3\.0 MB/);
+  await pkgRow.getByRole("button", { name: "Copy link" }).click();
+  await page.getByText("Download link copied").waitFor();
   await admin.shot("packages");
 
   await nav(page, "Groups");
@@ -104,6 +106,9 @@ test("upload with the progress bar, a group with policy, package and device; the
   await row.getByRole("progressbar").and(page.locator('[aria-valuenow="100"]')).waitFor({ timeout: 20_000 });
   await admin.shot("devices-update-100");
   await until(() => agent.softwareVersion === "v2", 10_000, "agent at v2");
+  // The list reads the row again once the update is through: the new version, the group's name.
+  await row.locator("td.mono").getByText("v2", { exact: true }).waitFor();
+  assert.match(await row.innerText(), /lab bench/);
   admin.clean([SIGNED_OUT]);
 });
 
@@ -195,5 +200,29 @@ test("a user with read on one device sees only that device; no Users or Registra
   } finally {
     await tech.close();
   }
+  admin.clean([SIGNED_OUT]);
+});
+
+test("a key change: marked on Registrations, approved only through the confirmation that shows both fingerprints", async () => {
+  const { page } = admin;
+  await agent.stop();
+  const replacement = startAgent(server, { name: "bench-7", mac_address: mac });
+  agents.push(replacement);
+  await nav(page, "Registrations");
+  const row = page.locator(`tr[data-mac="${mac}"]`);
+  await row.getByText("key change: device").waitFor();
+  await row.getByRole("button", { name: "Approve key change" }).click();
+  const dialog = page.getByRole("dialog");
+  await dialog.getByText("Current key").waitFor();
+  assert.match(await dialog.innerText(), /Current key:\s+[0-9a-f ]+…\s+New key:\s+[0-9a-f ]+…/);
+  await admin.shot("registrations-key-change");
+  // Cancel changes nothing; the confirmation approves.
+  await dialog.getByRole("button", { name: "Cancel" }).click();
+  await row.getByRole("button", { name: "Approve key change" }).waitFor();
+  await row.getByRole("button", { name: "Approve key change" }).click();
+  await page.getByRole("dialog").getByRole("button", { name: "Replace the key" }).click();
+  await row.waitFor({ state: "detached" });
+  await replacement.approved;
+  await untilConnected(server, deviceId);
   admin.clean([SIGNED_OUT]);
 });

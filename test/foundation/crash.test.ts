@@ -1,11 +1,20 @@
 import { strict as assert } from "node:assert";
 import { spawn } from "node:child_process";
+import { watch } from "node:fs";
 import { describe, test } from "node:test";
 import { Database } from "../../src/db/index.ts";
 import { tempDir } from "../helpers/server.ts";
 
-/** Runs the writer until `killWhen` says so, SIGKILLs it, and returns the highest acknowledged batch. */
-function runAndKill(dir: string, env: Record<string, string>, killWhen: (line: string, acked: number) => boolean): Promise<number> {
+/**
+ * Runs the writer until `killWhen` says so (or, with `killOnImageTemp`, until the image temp file
+ * of a checkpoint it announced appears), SIGKILLs it, and returns the highest acknowledged batch.
+ */
+function runAndKill(
+  dir: string,
+  env: Record<string, string>,
+  killWhen: (line: string, acked: number) => boolean,
+  killOnImageTemp = false,
+): Promise<number> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ["--import", "tsx", "test/fixtures/crash-writer.ts", dir], {
       env: { ...process.env, ...env },
@@ -14,6 +23,15 @@ function runAndKill(dir: string, env: Record<string, string>, killWhen: (line: s
     let acked = 0;
     let buffer = "";
     let killed = false;
+    let announced = false;
+    const watcher = killOnImageTemp
+      ? watch(dir, (_event, name) => {
+          if (!killed && announced && name && /^labgate\.db\..*\.tmp$/.test(String(name))) {
+            killed = true;
+            child.kill("SIGKILL");
+          }
+        })
+      : undefined;
     child.stdout.on("data", (chunk: Buffer) => {
       buffer += chunk.toString();
       let newline;
@@ -22,6 +40,7 @@ function runAndKill(dir: string, env: Record<string, string>, killWhen: (line: s
         buffer = buffer.slice(newline + 1);
         const ack = /^ack (\d+)$/.exec(line);
         if (ack) acked = Number(ack[1]);
+        if (line === "checkpoint") announced = true;
         if (!killed && killWhen(line, acked)) {
           killed = true;
           child.kill("SIGKILL");
@@ -29,7 +48,10 @@ function runAndKill(dir: string, env: Record<string, string>, killWhen: (line: s
       }
     });
     child.on("error", reject);
-    child.on("exit", () => resolve(acked));
+    child.on("exit", () => {
+      watcher?.close();
+      resolve(acked);
+    });
   });
 }
 
@@ -51,14 +73,15 @@ describe("crash safety (SIGKILL)", () => {
     await assertAllAcked(dir, acked);
   });
 
-  test("every acknowledged write survives kill -9 during checkpoints, several times over", async () => {
+  test("every acknowledged write survives kill -9 during checkpoints (also while the worker writes the image), several times over", async () => {
     const dir = tempDir();
     // A ~2 MB image makes each checkpoint's file write long enough for the kill to land in it.
     const env = { PAD: "2000", CHECKPOINT_EVERY: "25" };
     let total = 0;
     for (let round = 0; round < 4; round++) {
       let seen = 0;
-      const acked = await runAndKill(dir, env, (line) => line === "checkpoint" && ++seen === 2 + round);
+      // Rounds 0-1 kill as a checkpoint starts; rounds 2-3 as the checkpoint worker creates the image temp file.
+      const acked = await runAndKill(dir, env, (line) => round < 2 && line === "checkpoint" && ++seen === 2 + round, round >= 2);
       await assertAllAcked(dir, acked);
       assert.ok(acked > total, "each round adds rows on top of the recovered state");
       total = acked;

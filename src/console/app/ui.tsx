@@ -225,7 +225,7 @@ export function OnlineBadge(props: { online: boolean }) {
 export function ProgressBar(props: { value: number; label?: string }) {
   const value = Math.max(0, Math.min(100, Math.round(props.value)));
   return (
-    <span class="progress" role="progressbar" aria-valuemin={0} aria-valuemax={100} aria-valuenow={value} aria-label={props.label ?? "progress"}>
+    <span class={`progress ${value >= 50 ? "past-half" : ""}`} role="progressbar" aria-valuemin={0} aria-valuemax={100} aria-valuenow={value} aria-label={props.label ?? "progress"}>
       <span class="progress-bar" style={{ width: `${value}%` }} />
       <span class="progress-text">{value}%</span>
     </span>
@@ -262,9 +262,15 @@ export function Pager(props: { offset: number; limit: number; total: number; onC
   );
 }
 
-/** Copies `text`; falls back to a selection copy where the clipboard API is missing (plain http). */
+/** Copies `text`; falls back to a selection copy where the clipboard API is missing (plain http) or refuses. */
 export async function copyText(text: string): Promise<void> {
-  if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+  if (navigator.clipboard && window.isSecureContext) {
+    try {
+      return await navigator.clipboard.writeText(text);
+    } catch {
+      // Refused (no permission, page not focused): the selection copy below.
+    }
+  }
   const area = document.createElement("textarea");
   area.value = text;
   area.setAttribute("readonly", "");

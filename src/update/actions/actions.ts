@@ -189,7 +189,7 @@ export class ActionService {
       conn.settle(`result:${id}`, answer);
       return;
     }
-    const key = output.length > 0 ? this.files.writeObject("actions", output) : null;
+    const key = output.length > 0 ? await this.files.writeObject("actions", output) : null;
     const stored = await this.ctx.db.write((tx) => {
       const { changes } = tx.run(`UPDATE action_log SET status = ?, status_code = ?, output_key = ?, finished = ? WHERE id = ? AND status NOT IN ${FINAL}`, [
         code === 0 ? "success" : "error",

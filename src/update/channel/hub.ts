@@ -37,7 +37,8 @@ export class DeviceConnection {
   open = true;
   alive = true;
   private readonly ws: WSContext;
-  private readonly waiters = new Map<string, Set<Waiter>>();
+  /** Created on the first wait: most sockets sit idle, and 10,000 of them add up. */
+  private waiters: Map<string, Set<Waiter>> | undefined;
 
   constructor(mac: string, deviceId: number, ws: WSContext) {
     this.mac = mac;
@@ -65,8 +66,9 @@ export class DeviceConnection {
   wait<T>(key: string, seconds: number): Promise<T> {
     if (!this.open) return Promise.reject(new DeviceGoneError(`device ${this.mac} is not connected`));
     return new Promise<T>((resolve, reject) => {
-      let set = this.waiters.get(key);
-      if (!set) this.waiters.set(key, (set = new Set()));
+      const all = (this.waiters ??= new Map());
+      let set = all.get(key);
+      if (!set) all.set(key, (set = new Set()));
       const waiters = set;
       const waiter: Waiter = {
         resolve: (value) => {
@@ -83,13 +85,13 @@ export class DeviceConnection {
       const timer = setTimeout(() => waiter.reject(new DeviceTimeoutError(`device ${this.mac} did not answer within ${seconds} s`)), seconds * 1000);
       waiters.add(waiter);
     }).finally(() => {
-      if (this.waiters.get(key)?.size === 0) this.waiters.delete(key);
+      if (this.waiters?.get(key)?.size === 0) this.waiters.delete(key);
     });
   }
 
   /** Hands `value` to the waiters of `key`; false when nobody waits. */
   settle(key: string, value: unknown): boolean {
-    const set = this.waiters.get(key);
+    const set = this.waiters?.get(key);
     if (!set || set.size === 0) return false;
     for (const waiter of [...set]) waiter.resolve(value);
     return true;
@@ -112,9 +114,16 @@ export class DeviceConnection {
   /** The socket closed: every waiter fails at once. */
   dropped(): void {
     this.open = false;
-    for (const set of this.waiters.values()) for (const waiter of [...set]) waiter.reject(new DeviceGoneError(`device ${this.mac} disconnected`));
-    this.waiters.clear();
+    for (const set of this.waiters?.values() ?? []) for (const waiter of [...set]) waiter.reject(new DeviceGoneError(`device ${this.mac} disconnected`));
+    this.waiters = undefined;
   }
+}
+
+/** One pong listener for every socket (not a closure each). */
+const alive = new WeakMap<WebSocket, DeviceConnection>();
+function markAlive(this: WebSocket): void {
+  const conn = alive.get(this);
+  if (conn) conn.alive = true;
 }
 
 export type MessageHandler = (connection: DeviceConnection, message: Record<string, unknown>) => void | Promise<void>;
@@ -174,7 +183,8 @@ export class ChannelHub {
     const conn = new DeviceConnection(mac, deviceId, ws);
     this.connections.set(mac, conn);
     setConnected(this.ctx.db, mac, true);
-    conn.raw.on("pong", () => (conn.alive = true));
+    alive.set(conn.raw, conn);
+    conn.raw.on("pong", markAlive);
     this.pinger.start();
     this.ctx.log.info(`device ${mac} connected`);
     conn.send({ method: "alert", alert: { message: "connected" } });

@@ -22,7 +22,7 @@ export function handleProgress(ctx: AppContext, hub: ChannelHub): void {
     const version = message.version;
     if (typeof version !== "string" || version === "" || version.length > 256) return ctx.log.warn(`device ${conn.mac}: update_version without a version ignored`);
     const key = `${ctx.config.prefix}.software.version`;
-    await ctx.db.write((tx) => {
+    const written = ctx.db.write((tx) => {
       const row = tx.get<{ metadata: string }>("SELECT metadata FROM devices WHERE id = ?", [conn.deviceId]);
       if (!row) return;
       let metadata: Record<string, unknown> = {};
@@ -36,7 +36,10 @@ export function handleProgress(ctx: AppContext, hub: ChannelHub): void {
       // The device runs the new version: its update is over.
       tx.run("DELETE FROM progress WHERE device_id = ?", [conn.deviceId]);
     });
-    forgetWaiting(ctx.db, conn.deviceId); // the update check must not take the record for still waiting
+    // At once, with the change in memory (not once it is on disk): an update check answered
+    // meanwhile must not take the ended record for one still waiting.
+    forgetWaiting(ctx.db, conn.deviceId);
+    await written;
     ctx.log.info(`device ${conn.mac} now runs ${version}`);
   });
 }

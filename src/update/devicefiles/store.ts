@@ -13,7 +13,7 @@ import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { perServer, type AppContext } from "../../server/context.ts";
-import { fsyncDir, fsyncFile, statFile, writeFileDurable } from "../../util/files.ts";
+import { fsyncDir, fsyncFile, statFile, writeFileDurableAsync } from "../../util/files.ts";
 
 export const MULTIPART_LINK = "local_storage_multipart";
 const UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
@@ -48,9 +48,9 @@ export class DeviceFileStore {
   }
 
   /** Stores bytes durably as a new object; returns its key. */
-  writeObject(kind: ObjectKind, data: Uint8Array): string {
+  async writeObject(kind: ObjectKind, data: Uint8Array): Promise<string> {
     const key = `${this.dirs[kind]}/${randomUUID()}`;
-    writeFileDurable(join(this.root, key), data, 0o600);
+    await writeFileDurableAsync(join(this.root, key), data, 0o600);
     return key;
   }
 

@@ -4,6 +4,7 @@ import { isOnline, useLive } from "../live.ts";
 import { href, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
 import type { Device, Group } from "../types.ts";
+import { groupName } from "./groups.tsx";
 import { Badge, Empty, OnlineBadge, PageHeader, Pager, ProgressBar, Show, Time, useDebounced, useLoad } from "../ui.tsx";
 
 const LIMIT = 50;
@@ -24,8 +25,18 @@ function Devices({ query, me }: PageProps) {
     return { items, total, tags };
   }, [offset, q]);
   const groups = useLoad(() => get<Group[]>("/api/v2/groups"));
-  const groupName = (id: number) => String(groups.data?.find((g) => g.id === id)?.metadata.name ?? `#${id}`);
+  const nameOfGroup = (id: number) => {
+    const group = groups.data?.find((g) => g.id === id);
+    return group ? groupName(group) : `#${id}`;
+  };
   const live = useLive();
+  // An update that reaches 100 % ends with a new version: read the page again shortly after.
+  const finished = page.data?.items.filter((d) => (live.progress.get(d.mac_address)?.progress ?? 0) >= 100 && live.progress.get(d.mac_address)?.version !== d.metadata[`${prefixOf(me)}.software.version`]).map((d) => d.id).join(",");
+  useEffect(() => {
+    if (!finished) return;
+    const timer = setTimeout(page.reload, 2000);
+    return () => clearTimeout(timer);
+  }, [finished]);
   const prefix = prefixOf(me);
 
   return (
@@ -76,7 +87,7 @@ function Devices({ query, me }: PageProps) {
                           <td class="hide-narrow">
                             {d.groups.map((g) => (
                               <Badge key={g} tone="info">
-                                {groupName(g)}
+                                {nameOfGroup(g)}
                               </Badge>
                             ))}
                           </td>

@@ -50,11 +50,16 @@ function Registrations({ me }: PageProps) {
                     A device with MAC <code>{p.mac_address}</code> is already approved with another key. Approve only if that device really has a new key (reinstalled,
                     new storage); otherwise this may be another machine using its MAC.
                   </p>
-                  <p>
-                    Current key: <Fingerprint value={p.device_key_fingerprint} />
-                    <br />
-                    New key: <Fingerprint value={p.key_fingerprint} />
-                  </p>
+                  <dl class="props" style={{ marginBottom: "8px" }}>
+                    <dt>Current key:</dt>
+                    <dd>
+                      <Fingerprint value={p.device_key_fingerprint} />
+                    </dd>
+                    <dt>New key:</dt>
+                    <dd>
+                      <Fingerprint value={p.key_fingerprint} />
+                    </dd>
+                  </dl>
                   <p class="muted">The old key stops working at once; the device keeps its id, groups and tags.</p>
                 </>
               ),

@@ -1,0 +1,184 @@
+/**
+ * Benchmark (figures printed, nothing asserted): many connected devices on one server.
+ *
+ *   node --import tsx scripts/bench/device-sockets.ts [--devices 10000] [--procs 4] [--rounds 3]
+ *        [--baseline DIR]
+ *
+ * Seeds N devices, starts `labgate serve` as its own process, and connects every device from
+ * `--procs` simulator processes (device-sim.ts: the WebSocket protocol only, not full agents).
+ * Prints the server's RSS idle and with all connected (per socket), then sends the built-in
+ * `trigger_update_check` action to all N at once (`GET .../action/exec/...` per device, 64
+ * keep-alive connections) `--rounds` times while the load generator runs update checks, and
+ * prints the fan-out latencies (one device, all back) and the checks' p50/p99.
+ * N sockets need N file descriptors in the server (and in the simulators): `ulimit -n` must
+ * allow it (this machine: 20,000). `--baseline DIR` runs the same against another checkout.
+ * BENCH_NODE_ARGS adds node flags to the server (e.g. --cpu-prof).
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
+import { join, resolve } from "node:path";
+import { Agent as UndiciAgent, request } from "undici";
+import { loadConfig } from "../../src/config/config.ts";
+import { startServer } from "../../src/server/start.ts";
+import { createLogger } from "../../src/util/log.ts";
+import type { LoadResult, LoadSpec } from "./loadgen.ts";
+
+const flag = (name: string, fallback: number): number => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
+};
+const DEVICES = flag("devices", 10_000);
+const PROCS = flag("procs", 4);
+const ROUNDS = flag("rounds", 3);
+const baselineAt = process.argv.indexOf("--baseline");
+const BASELINE = baselineAt >= 0 ? resolve(process.argv[baselineAt + 1]) : undefined;
+
+const here = resolve(import.meta.dirname, "../..");
+const work = mkdtempSync(join(process.env.TMPDIR ?? "/tmp", "labgate-bench-sockets-"));
+const seedDir = join(work, "seed");
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
+const rssKiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function seed(): Promise<{ admin: string; devices: { mac: string; token: string }[] }> {
+  const { config } = loadConfig({ env: {}, cwd: work, flags: { dataDir: seedDir, listen: "127.0.0.1:0" } });
+  const server = await startServer(config, { log: createLogger("error") });
+  const now = new Date().toISOString();
+  await server.ctx.db.write((tx) => {
+    for (let i = 0; i < DEVICES; i++) {
+      const mac = (0x0a0000000000 + i).toString(16).padStart(12, "0").match(/../g)!.join(":");
+      tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata) VALUES (?, ?, ?, '{}', '{}')", [now, mac, mac]);
+    }
+  });
+  const rows = server.ctx.db.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
+  const devices = rows.map((d) => ({ mac: d.mac_address, token: server.ctx.tokens.issueDevice(d.mac_address, d.id, 86400) }));
+  const admin = server.ctx.tokens.issueManagement("bench", ["admin_rw"], 86400);
+  await server.close();
+  return { admin, devices };
+}
+
+async function spawnServer(root: string, dataDir: string): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", join(root, "src/main.ts"), "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
+    cwd: root,
+    stdio: ["ignore", "pipe", "inherit"],
+    env: { ...process.env, LABGATE_CONFIG: join(work, "bench.config.yaml") },
+  });
+  let out = "";
+  for await (const chunk of child.stdout!) {
+    out += chunk;
+    const match = /listening on (\S+)/.exec(out);
+    if (match) return { child, url: match[1] };
+  }
+  throw new Error(`server did not start: ${out}`);
+}
+
+async function simulators(url: string, tokens: string[]): Promise<ChildProcess[]> {
+  const children: ChildProcess[] = [];
+  const ready: Promise<void>[] = [];
+  const per = Math.ceil(tokens.length / PROCS);
+  for (let p = 0; p < PROCS; p++) {
+    const file = join(work, `sim-${p}.json`);
+    writeFileSync(file, JSON.stringify({ url, prefix: "svc", tokens: tokens.slice(p * per, (p + 1) * per) }));
+    const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "device-sim.ts"), file], { stdio: ["ignore", "pipe", "inherit"] });
+    children.push(child);
+    ready.push(
+      new Promise((resolve, reject) => {
+        let out = "";
+        child.stdout!.on("data", (d) => {
+          out += d;
+          if (/connected \d+/.test(out)) resolve();
+          if (/closed/.test(out)) console.log(`simulator ${p}: ${out.trim().split("\n").at(-1)}`);
+        });
+        child.once("exit", (code) => reject(new Error(`simulator exited with ${code}`)));
+      }),
+    );
+  }
+  await Promise.all(ready);
+  return children;
+}
+
+function load(spec: LoadSpec): Promise<LoadResult> {
+  const file = join(work, "load.json");
+  writeFileSync(file, JSON.stringify(spec));
+  const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "loadgen.ts"), file], { stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  child.stdout!.on("data", (d) => (out += d));
+  return once(child, "exit").then(([code]) => {
+    if (code !== 0) throw new Error(`load generator exited with ${code}`);
+    return JSON.parse(out) as LoadResult;
+  });
+}
+
+async function run(root: string, admin: string, devices: { mac: string; token: string }[]): Promise<string[]> {
+  const dataDir = join(work, "run");
+  rmSync(dataDir, { recursive: true, force: true });
+  const { cpSync } = await import("node:fs");
+  cpSync(seedDir, dataDir, { recursive: true });
+  const server = await spawnServer(root, dataDir);
+  const sims: ChildProcess[] = [];
+  try {
+    await sleep(2000);
+    const idle = rssKiB(server.child.pid!);
+    const started = performance.now();
+    sims.push(...(await simulators(server.url, devices.map((d) => d.token))));
+    const connectS = (performance.now() - started) / 1000;
+    await sleep(3000);
+    const connected = rssKiB(server.child.pid!);
+
+    const dispatcher = new UndiciAgent({ connections: 64, keepAliveTimeout: 60_000 });
+    const trigger = "svc.builtins.trigger_update_check";
+    const fanout = async () => {
+      const t0 = performance.now();
+      const each = await Promise.all(
+        devices.map(async (d) => {
+          const s = performance.now();
+          const res = await request(`${server.url}/api/v2/devices/${d.mac}/action/exec/${trigger}`, { headers: { authorization: `Bearer token=${admin}` }, dispatcher });
+          const body = (await res.body.json()) as { status_code?: number };
+          if (res.statusCode !== 200 || body.status_code !== 0) throw new Error(`exec on ${d.mac}: ${res.statusCode} ${JSON.stringify(body)}`);
+          return performance.now() - s;
+        }),
+      );
+      return { all: performance.now() - t0, each };
+    };
+    await fanout(); // first round: every connection asks its device for the action list once
+    const checks = devices.slice(0, 2000).map((d) => ({ method: "POST" as const, path: "/api/v1/update/check", token: d.token, body: JSON.stringify({ "svc.software.version": "1", "svc.hardware.devtype": "board" }) }));
+    const all: number[] = [];
+    const each: number[] = [];
+    const checking = load({ url: server.url, requests: checks, connections: 10, seconds: 8 * ROUNDS, warmupSeconds: 1, client: "raw" });
+    await sleep(1500);
+    for (let r = 0; r < ROUNDS; r++) {
+      const round = await fanout();
+      all.push(round.all);
+      each.push(...round.each);
+    }
+    const checked = await checking;
+    const after = rssKiB(server.child.pid!);
+    await dispatcher.close();
+    const label = root === here ? "this tree" : "baseline";
+    return [
+      `| ${label} | ${DEVICES} | ${connectS.toFixed(1)} s | ${(idle / 1024).toFixed(1)} MiB | ${(connected / 1024).toFixed(1)} MiB | **${((connected - idle) / DEVICES).toFixed(1)} KiB** | ${(after / 1024).toFixed(1)} MiB |`,
+      `| ${label} | ${pct(each, 0.5).toFixed(0)} ms | ${pct(each, 0.99).toFixed(0)} ms | ${pct(all, 0.5).toFixed(0)} ms | ${Math.max(...all).toFixed(0)} ms | ${checked.perSecond.toFixed(0)}/s | ${checked.p50.toFixed(1)} ms | ${checked.p99.toFixed(1)} ms |`,
+    ];
+  } finally {
+    for (const sim of sims) sim.kill("SIGKILL");
+    server.child.kill("SIGTERM");
+    await once(server.child, "exit");
+  }
+}
+
+console.log(`labgate device-socket benchmark: ${DEVICES} simulated devices in ${PROCS} processes, ${ROUNDS} fan-out rounds`);
+console.log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? "?"}; node ${process.version}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}; ${new Date().toISOString()}`);
+writeFileSync(join(work, "bench.config.yaml"), "log_level: warn\n");
+const { admin, devices } = await seed();
+const results: string[][] = [];
+for (const root of BASELINE ? [BASELINE, here] : [here]) results.push(await run(root, admin, devices));
+console.log("\n| server | sockets | all connected in | RSS idle | RSS connected | per socket | RSS after fan-outs |");
+console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+for (const [memory] of results) console.log(memory);
+console.log(`\n| server | one device p50 | one device p99 | all ${DEVICES} back p50 | all back max | update checks meanwhile | check p50 | check p99 |`);
+console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+for (const [, fan] of results) console.log(fan);
+console.log(`load average at the end ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
+rmSync(work, { recursive: true, force: true });
