@@ -79,6 +79,7 @@ for (const binary of binaries) {
   const copy = join(work, "copy-rss");
   cpSync(existing, copy, { recursive: true });
   const { rss } = await start(binary, copy, 2000);
+  rmSync(copy, { recursive: true, force: true });
   console.log(`| ${binary} | ${median(empty).toFixed(0)} ms | ${median(full).toFixed(0)} ms | ${(rss / 1024).toFixed(1)} MB |`);
 }
 console.log(`load average at the end ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);

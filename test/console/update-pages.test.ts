@@ -200,7 +200,31 @@ test("a user with read on one device sees only that device; no Users or Registra
   } finally {
     await tech.close();
   }
+  // Disabling asks first; the account shows disabled, then enabled again.
+  const row = page.locator('tr[data-account="tech"]');
+  await row.getByRole("button", { name: "Disable" }).click();
+  await page.getByRole("dialog").getByRole("button", { name: "Disable" }).click();
+  await row.getByText("disabled").waitFor();
+  await row.getByRole("button", { name: "Enable" }).click();
+  await row.getByText("active").waitFor();
   admin.clean([SIGNED_OUT]);
+});
+
+test("at 390 px wide the group and packages pages fit without a page-wide scroll", async () => {
+  const narrow = await openTab(browser, server.url, { width: 390, height: 800 });
+  try {
+    await signIn(narrow.page, "admin", adminPassword(server.dataDir));
+    for (const [path, heading, name] of [["/groups/1", "lab bench", "narrow-group"], ["/packages", "Packages", "narrow-packages"]] as const) {
+      await narrow.page.goto(`/#${path}`);
+      await narrow.page.getByRole("heading", { name: heading }).waitFor();
+      const width = await narrow.page.evaluate(() => document.documentElement.scrollWidth);
+      assert.ok(width <= 390, `${path}: ${width}px wide`);
+      await narrow.shot(name);
+    }
+    narrow.clean([SIGNED_OUT]);
+  } finally {
+    await narrow.close();
+  }
 });
 
 test("a key change: marked on Registrations, approved only through the confirmation that shows both fingerprints", async () => {

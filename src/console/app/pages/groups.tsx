@@ -71,7 +71,7 @@ function Groups({ me }: PageProps) {
                   </tr>
                 </thead>
                 <tbody>
-                  {[...list].sort((a, b) => b.priority - a.priority || a.id - b.id).map((g) => (
+                  {[...list].sort((a, b) => a.priority - b.priority || a.id - b.id).map((g) => (
                     <tr key={g.id}>
                       <td>
                         <a class="strong" href={href(`/groups/${g.id}`)}>

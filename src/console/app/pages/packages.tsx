@@ -55,7 +55,7 @@ function Packages({ me }: PageProps) {
                         <div class="muted small">#{p.id}</div>
                       </td>
                       <td>{String(meta(p, "hardware.devtype") ?? "–")}</td>
-                      <td>{formatBytes(Number(meta(p, "storage.local.length") ?? p.size))}</td>
+                      <td class="nowrap">{formatBytes(Number(meta(p, "storage.local.length") ?? p.size))}</td>
                       <td class="hide-narrow">
                         <span class="mono small" title={p.sha256}>
                           {p.sha256?.slice(0, 16)}…
