@@ -61,6 +61,19 @@ echo "$EXEC" | grep -q "\"output\":\"$(printf 'from-agent\n' | base64)\"" || { e
 kill -TERM "$AGENT"
 wait "$AGENT"
 
+# Backup while it runs (through its API), then a restore that a second server serves.
+"${CLEAN_ENV[@]}" ./labgate backup --data-dir ./data --out backup.tar
+"${CLEAN_ENV[@]}" ./labgate restore --in backup.tar --data-dir ./restored
+
+kill -TERM "$PID"
+wait "$PID"
+
+"${CLEAN_ENV[@]}" ./labgate serve --listen 127.0.0.1:0 --data-dir ./restored > out2.log 2> err2.log &
+PID=$!
+for _ in $(seq 1 100); do grep -q "labgate listening on" out2.log 2>/dev/null && break; sleep 0.1; done
+URL="$(sed -n 's/^labgate listening on //p' out2.log)"
+[ -n "$URL" ] || { echo "restored server did not start"; cat err2.log; exit 1; }
+curl -sf -H "Authorization: Bearer token=$ADMIN" "$URL/api/v2/devices" | grep -q '0e:00:00:00:00:01' || { echo "restored server lacks the device"; exit 1; }
 kill -TERM "$PID"
 wait "$PID"
 echo "executable smoke test: ok"

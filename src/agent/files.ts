@@ -59,7 +59,10 @@ export async function uploadParts(handle: FileHandle, urls: string[], partSize: 
   for (let i = 0; i < urls.length; i++) {
     const buffer = Buffer.alloc(partSize);
     const { bytesRead } = await handle.read(buffer, 0, partSize, i * partSize);
-    const response = await fetchImpl(urls[i], { method: "PUT", body: buffer.subarray(0, bytesRead), headers: { "content-type": "application/octet-stream" } });
+    const put = () => fetchImpl(urls[i], { method: "PUT", body: buffer.subarray(0, bytesRead), headers: { "content-type": "application/octet-stream" } });
+    // A keep-alive connection the server closed as idle just as it was reused fails the write
+    // (EPIPE, reset) before any answer; on a busy machine that window is wide. Once more on a fresh one.
+    const response = await put().catch(put);
     await response.arrayBuffer().catch(() => undefined);
     const etag = response.headers.get("etag");
     if (response.status !== 200 || !etag) throw new Error(`part ${i} upload answered ${response.status}`);

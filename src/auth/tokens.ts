@@ -1,4 +1,4 @@
-import { randomBytes, timingSafeEqual } from "node:crypto";
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { epochSeconds } from "../util/time.ts";
 import type { AppKeys } from "./keys.ts";
 import { base64url, hmacSha256, signJwt, verifyJwt } from "./jwt.ts";
@@ -68,8 +68,13 @@ class IdentityCache<T extends { expiresAt: number }> {
 export class TokenService {
   private readonly keys: AppKeys;
   private readonly prefix: string;
-  /** Verified management tokens: an Ed25519 verify costs ~11 ms in tweetnacl, so each token pays once. */
+  /** Verified management tokens: each token pays for its Ed25519 check once. */
   private readonly cache = new IdentityCache<ManagementIdentity>(MAX_CACHED);
+  /**
+   * Management tokens whose signature failed, by SHA-256 (a token may be as long as a header):
+   * one forged token replayed costs a lookup. The oldest goes first when full.
+   */
+  private readonly forged = new Set<string>();
   /** Verified device tokens (the deviceGate still checks on every request that the device exists). */
   private readonly deviceCache = new IdentityCache<DeviceIdentity>(MAX_CACHED_DEVICE);
   /** Link signatures of the current second by purpose and subject: an update check signs the same link again and again. */
@@ -97,7 +102,13 @@ export class TokenService {
     const now = this.now();
     const cached = this.cache.get(token, now);
     if (cached) return cached;
+    const digest = createHash("sha256").update(token).digest("base64");
+    if (this.forged.has(digest)) return "bad_signature";
     const payload = verifyJwt(token, "EdDSA", this.keys.ed25519.publicKey);
+    if (payload === "bad_signature") {
+      if (this.forged.size >= MAX_CACHED) this.forged.delete(this.forged.values().next().value as string);
+      this.forged.add(digest);
+    }
     if (typeof payload === "string") return payload;
     if (payload.typ !== "mgmt") return "wrong_type";
     if (typeof payload.sub !== "string" || !payload.sub || typeof payload.exp !== "number") return "malformed";

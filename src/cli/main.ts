@@ -3,12 +3,14 @@ import { loadOrCreateKeys } from "../auth/keys.ts";
 import { SCOPES } from "../auth/scopes.ts";
 import { TokenService } from "../auth/tokens.ts";
 import { startServer } from "../server/start.ts";
+import { inFlightOf } from "../http/inflight.ts";
 import { Agent } from "../agent/agent.ts";
 import { loadAgentConfig } from "../agent/config.ts";
 import { parseDuration } from "../util/time.ts";
 import { VERSION } from "../version.ts";
 import { COMMON, parse, parseScopeList, UsageError } from "./args.ts";
 import { onDataDir, userCommand, USER_HELP } from "./users.ts";
+import { backupCommand, BACKUP_HELP, restoreCommand } from "./backup.ts";
 import { decodeJwt } from "../auth/jwt.ts";
 import { revokeTokenId, revokeUserTokens } from "../auth/revocations.ts";
 
@@ -30,6 +32,7 @@ Usage:
   labgate token issue --user NAME --scopes S1,S2 [--ttl 30d] [--config FILE] [--data-dir DIR]
   labgate token revoke --id ID | --user NAME [--config FILE] [--data-dir DIR]
 ${USER_HELP}
+${BACKUP_HELP}
   labgate agent [--config FILE] [--server URL] [--data-dir DIR]
   labgate version
   labgate help
@@ -49,6 +52,14 @@ user         console accounts (names: 1-64 of A-Z a-z 0-9 _ . -; scopes as for t
              The password comes from --password-file (its first line), else a prompt, else
              stdin's first line; at least 8 characters. disable (or a new password) ends the
              account's console sessions. Works whether or not a server runs on the data dir.
+backup       writes one tar file (mode 0600: it holds the keys) with a consistent image of
+             the database, the package objects, test configs, reports, artifacts, keys and
+             secrets, and a SHA-256 of each; a running server on the data dir makes it (ask
+             it with --config when it serves HTTPS), else labgate reads the data dir itself.
+             The file appears only once complete and checked. --out - writes to stdout.
+restore      makes a new data dir from a backup (--in - reads stdin): refuses a target that
+             is not empty and a backup that is damaged or cut short; nothing appears at
+             the target unless all of it checks out.
 agent        runs the device side on a lab device (config: YAML, see README): keeps its
              key in the data dir (default ./agent-data), registers and waits for approval,
              keeps the management socket open, runs its configured actions, serves file
@@ -66,6 +77,12 @@ async function serve(args: string[]): Promise<number> {
     process.once("SIGTERM", () => resolve("SIGTERM"));
   });
   const server = await startServer(config);
+  // An exception nothing caught leaves the process in an unknown state: it ends (systemd restarts
+  // it), with one log line naming the requests in flight, the one that threw among them.
+  process.on("uncaughtException", (error) => {
+    server.ctx.log.error(`uncaught exception, exiting (${inFlightOf(server.ctx).describe()}): ${error.stack ?? error}`);
+    process.exit(1);
+  });
   process.on("SIGHUP", () => {
     if (!config.tls.cert_file) return server.ctx.log.info("SIGHUP: no TLS configured, nothing to reload");
     try {
@@ -146,6 +163,10 @@ export async function main(argv: string[]): Promise<number> {
         return tokenIssue(rest.slice(1));
       case "user":
         return await userCommand(rest);
+      case "backup":
+        return await backupCommand(rest);
+      case "restore":
+        return await restoreCommand(rest);
       case "agent":
         return await agent(rest);
       case "version":

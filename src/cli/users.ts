@@ -48,7 +48,11 @@ export type ApiCall = (method: string, path: string, body?: unknown) => Promise<
  * admin token signed with the data dir's key (as `token issue` does). Either way the change is
  * on disk when this returns.
  */
-export async function onDataDir<T>(config: Config, local: (db: Database) => Promise<T>, remote: (call: ApiCall) => Promise<T>): Promise<T> {
+export async function onDataDir<T>(
+  config: Config,
+  local: (db: Database) => Promise<T>,
+  remote: (call: ApiCall, request: ServerFetch) => Promise<T>,
+): Promise<T> {
   const missing = () => new CommandError(`no labgate database in ${config.data_dir} yet: run labgate serve once first`);
   if (!existsSync(config.data_dir)) throw missing();
   let release: (() => void) | undefined;
@@ -56,7 +60,8 @@ export async function onDataDir<T>(config: Config, local: (db: Database) => Prom
     release = acquireLock(config.data_dir);
   } catch (error) {
     if (!(error instanceof DataDirInUseError)) throw error;
-    return remote(serverApi(config));
+    const request = serverFetch(config);
+    return remote(serverApi(request), request);
   }
   try {
     if (!existsSync(join(config.data_dir, IMAGE_FILE))) throw missing();
@@ -109,8 +114,11 @@ function pinnedDispatcher(certFile: string): Dispatcher {
   });
 }
 
-/** The API of the server running on the data dir (its address from server.url). */
-function serverApi(config: Config): ApiCall {
+/** A request to the running server's management API, as it answered (connection failures are CommandErrors). */
+export type ServerFetch = (method: string, path: string, body?: unknown) => Promise<Response>;
+
+/** The server running on the data dir (its address from server.url), called with a one-minute admin token. */
+export function serverFetch(config: Config): ServerFetch {
   let base: string;
   try {
     base = readFileSync(join(config.data_dir, SERVER_URL_FILE), "utf8").trim();
@@ -120,18 +128,24 @@ function serverApi(config: Config): ApiCall {
   const token = new TokenService(loadOrCreateKeys(config.data_dir), config.prefix).issueManagement("(labgate cli)", ["admin_rw"], 60);
   const dispatcher = config.tls.cert_file && base.startsWith("https:") ? pinnedDispatcher(config.tls.cert_file) : undefined;
   return async (method, path, body) => {
-    let res;
     try {
-      res = await undiciFetch(base + path, {
+      return (await undiciFetch(base + path, {
         method,
         headers: { authorization: `Bearer token=${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
         body: body === undefined ? undefined : JSON.stringify(body),
         dispatcher,
-      });
+      })) as unknown as Response;
     } catch (error) {
       const cause = (error as { cause?: Error }).cause;
       throw new CommandError(`cannot reach the server running on ${config.data_dir} at ${base}: ${cause?.message ?? (error as Error).message}`);
     }
+  };
+}
+
+/** The JSON API of the server running on the data dir. */
+function serverApi(request: ServerFetch): ApiCall {
+  return async (method, path, body) => {
+    const res = await request(method, path, body);
     const answer = (await res.json().catch(() => ({}))) as { error?: string };
     if (!res.ok) throw new CommandError(answer.error ?? `the server answered ${res.status}`);
     return answer;

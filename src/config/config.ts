@@ -39,6 +39,7 @@ export interface Config {
     download_link_ttl: number;
     device_token_ttl: number;
     auth_timestamp_window: number;
+    pending_registration_ttl: number;
     /** Device channel (update-server.md 13, 11, 12): seconds; fractions allowed (tests). */
     ws_ping_interval: number;
     device_reply_timeout: number;
@@ -228,6 +229,7 @@ const schema: Schema = {
     download_link_ttl: { default: 3600, check: integer(1) },
     device_token_ttl: { default: 300, check: integer(10) },
     auth_timestamp_window: { default: 600, check: integer(0) },
+    pending_registration_ttl: { default: 7 * 86400, check: integer(60) },
     ws_ping_interval: { default: 25, check: positive },
     device_reply_timeout: { default: 30, check: positive },
     action_timeout_margin: { default: 10, check: positive },

@@ -336,6 +336,24 @@ export class Database {
     return this.checkpointing;
   }
 
+  /**
+   * An image (SQLite format) of everything committed so far, for a backup, taken synchronously
+   * (no commit lands halfway; files, generation and checkpoints are untouched), and a promise
+   * that resolves once every change it holds is on disk. It rejects when one of them could not be
+   * made durable (the database then reloads without it): such an image must not be kept.
+   */
+  snapshot(): { image: Uint8Array; durable: Promise<void> } {
+    if (this.closed) throw new DatabaseUnavailableError("database is closed");
+    if (this.failure) throw new DatabaseUnavailableError(`database is unavailable: ${this.failure.message}`);
+    const image = this.sql.export();
+    const loads = this.loads;
+    const durable = this.journal.flush().then(() => {
+      if (this.failure || this.loads !== loads) throw new DatabaseUnavailableError("a change in the snapshot could not be saved; try again");
+    });
+    durable.catch(() => {});
+    return { image, durable };
+  }
+
   private async checkpointInWorker(covered: number): Promise<void> {
     try {
       await checkpointInWorker(this.wasmBytes, { dir: this.dir, covered });

@@ -5,6 +5,7 @@ import { createAuth, type Auth } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../server/context.ts";
 import { errorResponse, HttpError } from "./errors.ts";
 import { nodeResponse } from "./transport.ts";
+import { inFlightOf } from "./inflight.ts";
 import { systemRoutes } from "./system.ts";
 
 /** A domain's routes, mounted at the root: each domain owns its own paths. */
@@ -14,6 +15,7 @@ export type RouteModule = (ctx: AppContext, auth: Auth) => Hono<AppEnv>;
 export function createApp(ctx: AppContext, modules: RouteModule[] = []): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const auth = createAuth(ctx);
+  const inFlight = inFlightOf(ctx);
 
   app.use(async (c, next) => {
     c.json = jsonWithNewline(c);
@@ -24,7 +26,12 @@ export function createApp(ctx: AppContext, modules: RouteModule[] = []): Hono<Ap
     const outgoing = nodeResponse(c.env);
     if (outgoing) outgoing.setHeader("X-Request-Id", id);
     else c.header("X-Request-Id", id);
-    await next();
+    const done = inFlight.add(`${c.req.method} ${c.req.path} [${id}]`);
+    try {
+      await next();
+    } finally {
+      done();
+    }
     const status = c.res.status;
     // Checked before formatting: below info (log_level warn, error) most requests log nothing.
     if (!ctx.log.enabled(status >= 500 ? "warn" : "info")) return;
@@ -42,7 +49,7 @@ export function createApp(ctx: AppContext, modules: RouteModule[] = []): Hono<Ap
     const status = (error as { status?: unknown }).status;
     if (typeof status === "number" && status >= 400 && status < 500) return errorResponse(c, status as 400, error.message || "bad request");
     ctx.log.error(`${c.req.method} ${c.req.path}: ${error.stack ?? error.message}`, { request_id: c.get("requestId"), method: c.req.method, path: c.req.path, status: 500 });
-    return errorResponse(c, 500, "internal server error");
+    return errorResponse(c, 500, "internal error");
   });
 
   app.notFound((c) => errorResponse(c, 404, `no route for ${c.req.method} ${c.req.path}`));

@@ -32,7 +32,7 @@ export async function readBodyBytes(c: Context, limit: number): Promise<Buffer> 
     let total = 0;
     const done = (error?: Error) => {
       // The error listener stays: a late error must not become an uncaught one.
-      body.off("data", onData).off("end", onEnd).off("close", onClose);
+      body.off("data", onData).off("end", onEnd).off("close", cut);
       if (error) reject(error);
     };
     const onData = (chunk: Buffer | Uint8Array) => {
@@ -48,19 +48,51 @@ export async function readBodyBytes(c: Context, limit: number): Promise<Buffer> 
       done();
       resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, total));
     };
-    const onClose = () => done(Object.assign(new Error("Premature close"), { code: "ERR_STREAM_PREMATURE_CLOSE" }));
-    body.on("data", onData).once("end", onEnd).on("error", done).once("close", onClose);
+    // A client that leaves mid-body is a 400 (nobody reads it), not a server error with Node's "aborted".
+    const cut = () => done(httpError(400, "the request body ended early"));
+    body.on("data", onData).once("end", onEnd).on("error", cut).once("close", cut);
   });
 }
 
-/** Reads and parses a JSON body; anything unparsable is a 400 saying why. */
+/** Deepest nesting of arrays and objects a JSON body may have: stored values are serialised again, recursively. */
+export const JSON_MAX_DEPTH = 64;
+
+/**
+ * Whether JSON text nests arrays or objects deeper than `max` (one pass, strings skipped).
+ * JSON.parse takes any depth, but JSON.stringify and schema checks recurse: 5,000 levels of
+ * `{"a":` in a group's metadata overflowed the stack (a 500) when the row was written.
+ */
+export function jsonTooDeep(text: string, max = JSON_MAX_DEPTH): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text.charCodeAt(i);
+    if (inString) {
+      if (ch === 0x5c) i++; // backslash: skip the escaped character
+      else if (ch === 0x22) inString = false;
+    } else if (ch === 0x22) inString = true;
+    else if (ch === 0x5b || ch === 0x7b) {
+      if (++depth > max) return true;
+    } else if (ch === 0x5d || ch === 0x7d) depth--;
+  }
+  return false;
+}
+
+/** Reads and parses a JSON body; anything unparsable (or nested deeper than JSON_MAX_DEPTH) is a 400 saying why. */
 export async function readJson(c: Context, limit = JSON_BODY_LIMIT): Promise<unknown> {
   const type = c.req.header("content-type");
   if (type && !/^application\/(?:[\w.+-]*\+)?json\b/i.test(type)) throw httpError(400, `expected a JSON body (Content-Type: application/json), got ${type}`);
   const bytes = await readBodyBytes(c, limit);
   if (bytes.length === 0) throw httpError(400, "request body is empty; expected JSON");
+  return parseJsonBody(bytes);
+}
+
+/** Parses the bytes of a JSON body: too deep or unparsable is a 400 saying why. */
+export function parseJsonBody(bytes: Buffer): unknown {
+  const text = bytes.toString("utf8");
+  if (jsonTooDeep(text)) throw httpError(400, `malformed JSON body: nested deeper than ${JSON_MAX_DEPTH} levels`);
   try {
-    return JSON.parse(bytes.toString("utf8"));
+    return JSON.parse(text);
   } catch (error) {
     throw httpError(400, `malformed JSON body: ${(error as Error).message}`);
   }

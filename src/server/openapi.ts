@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { Config } from "../config/config.ts";
 import { accountOperations } from "../accounts/openapi.ts";
+import { backupOperations } from "../backup/routes.ts";
 import { consoleOperations } from "../console/openapi.ts";
 import { errors, openApiDocument, type Operation } from "../http/openapi.ts";
 import { testRunOperations } from "../testrun/openapi.ts";
@@ -36,7 +37,14 @@ const systemOperations: Operation[] = [
 ];
 
 /** Every operation the appliance serves with `config`, as its routes are registered. */
-export const apiOperations = (config: Config): Operation[] => [...systemOperations, ...accountOperations, ...updateOperations(config), ...testRunOperations(config), ...consoleOperations];
+export const apiOperations = (config: Config): Operation[] => [
+  ...systemOperations,
+  ...accountOperations,
+  ...updateOperations(config),
+  ...testRunOperations(config),
+  ...backupOperations,
+  ...consoleOperations,
+];
 
 /** `GET /api/openapi.json` (public: it describes the API, it holds no data or secrets). */
 export function openApiRoutes(ctx: AppContext): Hono<AppEnv> {

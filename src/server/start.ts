@@ -19,6 +19,8 @@ import { acquireLock } from "./lock.ts";
 import { readTlsCredentials, type TlsCredentials } from "./tls.ts";
 import type { AppContext } from "./context.ts";
 import { routeModules } from "./modules.ts";
+import { acceptUpgradesOnlyOn, releaseUpgradeBody } from "./upgrade.ts";
+import { nodeResponse } from "../http/transport.ts";
 
 export const ADMIN_TOKEN_FILE = "admin.token";
 /**
@@ -83,7 +85,12 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const app = createApp(ctx, routeModules);
     // WebSocket routes (the device channel) upgrade through @hono/node-server and `ws`.
     const wss = new WebSocketServer({ noServer: true, maxPayload: WS_MAX_PAYLOAD });
-    const server = await listen(config, tls, wss, (request, env) => app.fetch(normalizeRequest(request), env));
+    const server = await listen(config, tls, wss, (request, env) => {
+      const response = app.fetch(normalizeRequest(request), env);
+      // No Node response: an upgrade request, of which only the status and headers are used.
+      return nodeResponse(env) ? response : releaseUpgradeBody(response);
+    });
+    acceptUpgradesOnlyOn(server);
     const port = (server.address() as AddressInfo).port;
     const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
     const scheme = tls ? "https" : "http";

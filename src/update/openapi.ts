@@ -7,7 +7,7 @@ import { z } from "zod";
 import type { Config } from "../config/config.ts";
 import { Empty, errors, ok, type Operation, type Reply } from "../http/openapi.ts";
 import { logBatchBody, logFilterQuery as logFilter, MAX_NAME } from "./logs/logs.ts";
-import { registerBody, pendingBody } from "./registration/routes.ts";
+import { registerBody, pendingBody, pendingListQuery, pendingRemoveBody } from "./registration/routes.ts";
 import { fileRequestBody } from "./devicefiles/routes.ts";
 import { removeActionsBody } from "./actions/routes.ts";
 import { permissionBody } from "./permissions/store.ts";
@@ -78,7 +78,22 @@ export function updateOperations(config: Config): Operation[] {
         body: { json: deviceAuthBody(config.prefix) },
         responses: { 200: reply(z.object({ token: z.string(), expires: z.int() })), 400: e400, 401: e401 },
       },
-      { method: "get", path: "/api/v1/auth/pending", access: "management", summary: "Pending registrations", responses: { 200: reply(list(Pending)), ...mgmtRead } },
+      {
+        method: "get",
+        path: "/api/v1/auth/pending",
+        access: "management",
+        summary: "Pending registrations, oldest first (paged with limit/offset: X-Total-Count); expired ones are not listed",
+        query: pendingListQuery,
+        responses: { 200: { ...reply(list(Pending)), headers: TOTAL }, ...mgmtRead },
+      },
+      {
+        method: "post",
+        path: "/api/v1/auth/pending/remove",
+        access: "management",
+        summary: "Drop pending registrations in bulk: all, from one client address and/or older than some seconds",
+        body: { json: pendingRemoveBody },
+        responses: { 200: reply(z.object({ removed: z.int() })), ...mgmtWrite },
+      },
       {
         method: "post",
         path: "/api/v1/auth/register",

@@ -228,3 +228,19 @@ test("a shell session ends when the manager's token is revoked or expires (issue
   assert.equal(await short.status, 101);
   assert.deepEqual(await short.closed, { code: 4000, reason: "token has expired" });
 });
+
+test("input before the device attaches is bounded in bytes, not frames: more than 64 KiB closes the manager's socket", async () => {
+  const { agent, id } = await connectedAgent();
+  await agent.stop();
+  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  // A device that has not reported its capabilities yet: the route waits for them, holding input.
+  const dev = await rawDevice(server, agent);
+  try {
+    const s = shell(agent.mac);
+    assert.equal(await s.status, 101);
+    for (let i = 0; i < 3; i++) s.ws.send(Buffer.alloc(30 * 1024, i), { binary: true });
+    assert.deepEqual(await s.closed, { code: 4001, reason: "too much input before the device attached" });
+  } finally {
+    dev.ws.close();
+  }
+});

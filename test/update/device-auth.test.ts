@@ -153,6 +153,8 @@ test("refused auth requests: bad signature, body changed after signing, stale ti
   const ec = generateKeyPairSync("ec", { namedCurve: "P-256" });
   const ecPem = ec.publicKey.export({ type: "spki", format: "pem" }) as string;
   const smallRsa = generateKeyPairSync("rsa", { modulusLength: 512 });
+  // Only the standard public exponents: a large one makes every signature check slow (issue 9 item 5).
+  const oddExponent = generateKeyPairSync("rsa", { modulusLength: 1024, publicExponent: 65539 });
   const cases: [string, RegExp][] = [
     ["not json", /malformed JSON/],
     ["[]", /expected a JSON object/],
@@ -167,9 +169,14 @@ test("refused auth requests: bad signature, body changed after signing, stale ti
       /at least 1024 bits/,
     ],
     [
+      JSON.stringify({ metadata: deviceMetadata(nextMac()), public_key: oddExponent.publicKey.export({ type: "spki", format: "pem" }), timestamp: now() }),
+      /exponent must be 3 or 65537/,
+    ],
+    [
       JSON.stringify({ metadata: deviceMetadata(nextMac()), public_key: good.privateKeyPem, timestamp: now() }),
       /unsupported PEM type "PRIVATE KEY"/,
     ],
+    [JSON.stringify({ metadata: deviceMetadata(nextMac()), public_key: "-----BEGIN A-----".repeat(900), timestamp: now() }), /malformed PEM/],
   ];
   const before = (await json(server.request("/api/v1/auth/pending", { token: server.adminToken }))).length;
   for (const [body, pattern] of cases) {

@@ -8,6 +8,7 @@ import { m006ProgressUpdated } from "./006_progress_updated.ts";
 import { m008TokenRevocations } from "./008_token_revocations.ts";
 import { m009Accounts } from "./009_accounts.ts";
 import { m010DeviceLogs } from "./010_device_logs.ts";
+import { m011RegistrationBounds } from "./011_registration_bounds.ts";
 
 /** Every schema step in order. Append new numbered files; never edit a released one. */
-export const migrations: Migration[] = [m001Core, m002Testrun, m003Devices, m004PackagesGroups, m005DeviceChannel, m006ProgressUpdated, m008TokenRevocations, m009Accounts, m010DeviceLogs];
+export const migrations: Migration[] = [m001Core, m002Testrun, m003Devices, m004PackagesGroups, m005DeviceChannel, m006ProgressUpdated, m008TokenRevocations, m009Accounts, m010DeviceLogs, m011RegistrationBounds];

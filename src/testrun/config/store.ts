@@ -67,6 +67,12 @@ export class ConfigStore implements ConfigSource {
     }
   }
 
+  /** What changes when a stored config changes (inode, size, mtime), "" when there is none: keys caches of parsed views. */
+  stamp(name: string): string {
+    const found = this.file(name);
+    return found ? `${found.stat.ino}:${found.stat.size}:${found.stat.mtimeMs}` : "";
+  }
+
   /** Every stored config, sorted by name (12.1 DECISION). */
   list(): ConfigInfo[] {
     return readdirSync(this.dir, { withFileTypes: true })

@@ -7,10 +7,11 @@ import { Readable } from "node:stream";
 import busboy from "busboy";
 import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { httpError, HttpError } from "../../http/errors.ts";
+import { httpError, HttpError, inputProblem } from "../../http/errors.ts";
 import { hasYamlExtension, isConfigName } from "../config/names.ts";
 import { configStore, ConfigSaveError, type ConfigInfo, type ConfigStore, type PendingConfig } from "../config/store.ts";
 import { listSuites, overrideHints } from "../config/plan-builder.ts";
+import { ConfigViewCache } from "../config/view-cache.ts";
 import { PlanError } from "../plan.ts";
 import type { TestRunAccess } from "./access.ts";
 import { z } from "zod";
@@ -51,7 +52,7 @@ function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigIn
       limits: { files: 5, fields: 20, parts: 40, fieldSize: 64 * 1024, headerPairs: 50, fileSize: store.maxBytes + 1 },
     });
   } catch (error) {
-    throw httpError(400, `malformed multipart request: ${(error as Error).message}`);
+    throw httpError(400, `malformed multipart request: ${inputProblem(error)}`);
   }
 
   return new Promise<ConfigInfo>((resolve, reject) => {
@@ -87,7 +88,7 @@ function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigIn
       saving = store.receive(name, stream);
       saving.catch(fail);
     });
-    parser.on("error", (error: Error) => fail(httpError(400, `malformed multipart request: ${error.message}`)));
+    parser.on("error", (error: Error) => fail(httpError(400, `malformed multipart request: ${inputProblem(error)}`)));
     parser.on("close", () => {
       if (refused) return fail(refused);
       if (!saving) return fail(httpError(400, "No file part in the request"));
@@ -108,7 +109,7 @@ function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigIn
     });
 
     const source = Readable.fromWeb(body as import("node:stream/web").ReadableStream<Uint8Array>);
-    source.on("error", (error) => fail(httpError(400, `upload interrupted: ${error.message}`)));
+    source.on("error", (error) => fail(httpError(400, `upload interrupted: ${inputProblem(error)}`)));
     source.pipe(parser);
   });
 }
@@ -176,8 +177,15 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEn
 
   // Suites and hints are Variant A routes only (seed; 13: B has no suites or hints).
   if (ctx.config.test_server.api_variant === "A") {
-    app.get("/api/v1/configs/:name/test-suites", access.read, (c) => c.json(view(() => listSuites(store, c.req.param("name")))));
-    app.get("/api/v1/configs/:name/override-hints", access.read, (c) => c.json(view(() => overrideHints(store, c.req.param("name")))));
+    const views = new ConfigViewCache(store);
+    app.get("/api/v1/configs/:name/test-suites", access.read, (c) => {
+      const name = c.req.param("name");
+      return c.json(view(() => views.get("test-suites", name, (source) => listSuites(source, name))));
+    });
+    app.get("/api/v1/configs/:name/override-hints", access.read, (c) => {
+      const name = c.req.param("name");
+      return c.json(view(() => views.get("override-hints", name, (source) => overrideHints(source, name))));
+    });
   }
 
   return app;

@@ -10,7 +10,7 @@ import { deviceFilesOf } from "../devicefiles/store.ts";
 import { channelOf, CLOSE_UNAUTHORIZED, type DeviceConnection } from "./hub.ts";
 import { handleProgress } from "./progress.ts";
 import { deviceByMac } from "./access.ts";
-import { CLOSE_INVALID, notConnected, shellsOf, type ShellSession } from "./shell.ts";
+import { CLOSE_INVALID, MAX_EARLY_BYTES, notConnected, shellsOf, size, type ShellSession } from "./shell.ts";
 import { closeReason } from "./protocol.ts";
 import { tokenWatchOf } from "../../auth/revocations.ts";
 
@@ -105,7 +105,9 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
       const identity = c.get("identity");
       const mac = c.req.param("mac") ?? "";
       let session: ShellSession | undefined;
+      // Frames that come while the device is asked: bounded in bytes like the session's own (issue 9 item 6).
       let early: Array<string | ArrayBuffer> | undefined = [];
+      let earlyBytes = 0;
       let unwatch = () => {};
       return {
         onOpen: (_event, ws: WSContext) => {
@@ -122,11 +124,18 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
             ws.close(1011, "shell session failed");
           });
         },
-        onMessage: (event) => {
+        onMessage: (event, ws: WSContext) => {
           const frame = frameOf(event.data);
           if (frame === undefined) return;
           if (session) shells.fromManager(session, frame);
-          else if (early && early.length < 256) early.push(frame);
+          else if (early) {
+            earlyBytes += size(frame);
+            if (earlyBytes <= MAX_EARLY_BYTES) early.push(frame);
+            else {
+              early = undefined;
+              ws.close(CLOSE_INVALID, "too much input before the device attached");
+            }
+          }
         },
         onClose: (event) => {
           unwatch();

@@ -19,8 +19,8 @@ export const notConnected = (mac: string): string => `device ${mac} not connecte
 export const CLOSE_CAPABILITY = 4003;
 /** Sessions one device may have open at once (each is a process on the device). */
 export const MAX_SESSIONS_PER_DEVICE = 8;
-/** Manager input held while the device attaches. */
-const MAX_EARLY_BYTES = 64 * 1024;
+/** Manager input held while the device attaches (bytes, whatever the frames). */
+export const MAX_EARLY_BYTES = 64 * 1024;
 /** A relay pauses its source when this much waits for the other side, and resumes below LOW. */
 const HIGH_WATER = 4 * 1024 * 1024;
 const LOW_WATER = 1024 * 1024;
@@ -49,7 +49,7 @@ class ShellSession {
   }
 }
 
-const size = (frame: Frame): number => (typeof frame === "string" ? Buffer.byteLength(frame) : frame.byteLength);
+export const size = (frame: Frame): number => (typeof frame === "string" ? Buffer.byteLength(frame) : frame.byteLength);
 /** Close codes that may be sent on (1005/1006 and the like are only ever received). */
 const sendable = (code: number): boolean => code === CLOSE_NORMAL || (code >= 3000 && code <= 4999);
 

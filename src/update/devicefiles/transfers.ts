@@ -7,7 +7,7 @@
 import { randomUUID } from "node:crypto";
 import type { Readable } from "node:stream";
 import { perServer, type AppContext } from "../../server/context.ts";
-import { httpError } from "../../http/errors.ts";
+import { httpError, inputProblem } from "../../http/errors.ts";
 import { channelOf, type ChannelHub } from "../channel/hub.ts";
 import { asHttpError, notConnected } from "../channel/errors.ts";
 import { hasCapability } from "../channel/protocol.ts";
@@ -148,7 +148,7 @@ export class FileTransferService {
       transfer.taken.delete(name);
       this.store.removeParts([name]);
       if (error instanceof PartTooLargeError) return { error: 413, message: error.message };
-      return { error: 400, message: `part upload failed: ${(error as Error).message}` };
+      return { error: 400, message: `part upload failed: ${inputProblem(error)}` };
     }
     if (this.open.get(transfer.id) !== transfer) {
       // The transfer ended (timeout) while this part arrived.

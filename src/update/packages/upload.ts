@@ -2,7 +2,7 @@ import { pipeline } from "node:stream/promises";
 import busboy from "busboy";
 import type { Context } from "hono";
 import { requestBodyStream } from "../../http/body.ts";
-import { httpError } from "../../http/errors.ts";
+import { httpError, inputProblem } from "../../http/errors.ts";
 import type { LocalStorage, StagedObject } from "../../storage/local.ts";
 
 export interface ParsedUpload {
@@ -32,7 +32,7 @@ export async function parseUpload(c: Context, storage: LocalStorage, fileField =
   try {
     parser = busboy({ headers: { "content-type": contentType }, limits: { fieldSize: FIELD_LIMIT, fields: FIELD_COUNT_LIMIT, fieldNameSize: 1024 }, defParamCharset: "utf8" });
   } catch (error) {
-    throw httpError(400, `malformed multipart/form-data: ${(error as Error).message}`);
+    throw httpError(400, `malformed multipart/form-data: ${inputProblem(error)}`);
   }
 
   const fields = new Map<string, string>();
@@ -65,7 +65,7 @@ export async function parseUpload(c: Context, storage: LocalStorage, fileField =
   } catch (error) {
     // Make sure the file part stops and its temp file is gone before answering.
     if (staging) await staging.then((s) => storage.discard(s), () => {});
-    throw httpError(400, `upload failed: ${(error as Error).message}`);
+    throw httpError(400, `upload failed: ${inputProblem(error)}`);
   }
   let staged: StagedObject | undefined;
   try {
@@ -74,7 +74,7 @@ export async function parseUpload(c: Context, storage: LocalStorage, fileField =
     const code = (error as NodeJS.ErrnoException).code;
     if (code === "ENOSPC" || code === "EDQUOT") throw httpError(507, "could not store package: no space left in the data dir");
     if (code === "EIO" || code === "EROFS" || code === "EACCES") throw httpError(500, `could not store package: ${code}`);
-    throw httpError(400, `upload failed: ${(error as Error).message}`);
+    throw httpError(400, `upload failed: ${inputProblem(error)}`);
   }
   if (fieldError) {
     if (staged) await storage.discard(staged);

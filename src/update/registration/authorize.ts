@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { AppContext } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
+import { parseJsonBody } from "../../http/body.ts";
 import { epochSeconds } from "../../util/time.ts";
 import { getDeviceByMac } from "../devices/devices.ts";
 import { decodeSignature, parseDeviceKey, verifyDeviceSignature } from "./keys.ts";
@@ -27,6 +28,14 @@ const makeAuthBody = (prefix: string) =>
 export const deviceAuthBody = (prefix: string) => authBodies.get(prefix) ?? authBodies.set(prefix, makeAuthBody(prefix)).get(prefix)!;
 const MAX_PENDING = 10_000;
 const MAX_PENDING_PER_MAC = 8;
+/** MACs one key may wait with (a device has one MAC; a flood script reuses its key). */
+export const MAX_PENDING_PER_KEY = 4;
+/** Pending registrations from one client address (a lab has few devices behind one address). */
+export const MAX_PENDING_PER_ADDRESS = 100;
+
+/** Pending registrations that last appeared before this (ISO time) have expired. */
+export const pendingCutoff = (ctx: AppContext, now = new Date()): string =>
+  new Date(now.getTime() - ctx.config.update_server.pending_registration_ttl * 1000).toISOString();
 
 /**
  * Device authorization (update-server.md 9.1 with the section 18 decisions), given the raw body
@@ -41,14 +50,10 @@ export async function authorizeDevice(
   raw: Buffer,
   signature: string | undefined,
   now: Date = new Date(),
+  client = "",
 ): Promise<DeviceAuthResult> {
   const { prefix } = ctx.config;
-  let body: unknown;
-  try {
-    body = JSON.parse(raw.toString("utf8"));
-  } catch (error) {
-    throw httpError(400, `malformed JSON body: ${(error as Error).message}`);
-  }
+  const body = parseJsonBody(raw);
   const parsed = deviceAuthBody(prefix).safeParse(body);
   if (!parsed.success) throw httpError(400, firstMessage(parsed.error));
   const { metadata, timestamp } = parsed.data;
@@ -86,16 +91,25 @@ export async function authorizeDevice(
   }
 
   await ctx.db.write((tx) => {
+    // Pending rows expire (issue 9 item 4): a waiting device repeats its request every few seconds.
+    tx.run("DELETE FROM registrations WHERE last_appeared < ?", [pendingCutoff(ctx, now)]);
     const known = tx.get("SELECT 1 AS x FROM registrations WHERE mac_address = ? AND key_fingerprint = ?", [mac, key.fingerprint]);
-    // The route is public: bound what unapproved requests can store.
-    if (!known && (tx.get<{ n: number }>("SELECT COUNT(*) AS n FROM registrations")?.n ?? 0) >= MAX_PENDING) {
-      throw httpError(429, `too many pending registrations (${MAX_PENDING}); approve or remove some`);
+    // The route is public: bound what unapproved requests can store, in total, per key and per address.
+    if (!known) {
+      const count = (where: string, params: string[]) => tx.get<{ n: number }>(`SELECT COUNT(*) AS n FROM registrations ${where}`, params)?.n ?? 0;
+      if (count("", []) >= MAX_PENDING) throw httpError(429, `too many pending registrations (${MAX_PENDING}); approve or remove some`);
+      if (count("WHERE key_fingerprint = ?", [key.fingerprint]) >= MAX_PENDING_PER_KEY) {
+        throw httpError(429, `this key has ${MAX_PENDING_PER_KEY} pending registrations (other MAC addresses) already`);
+      }
+      if (client && count("WHERE client_address = ?", [client]) >= MAX_PENDING_PER_ADDRESS) {
+        throw httpError(429, `too many pending registrations from ${client} (${MAX_PENDING_PER_ADDRESS}); approve or remove some`);
+      }
     }
     tx.run(
-      `INSERT INTO registrations (mac_address, key_fingerprint, public_key, metadata, last_appeared) VALUES (?, ?, ?, ?, ?)
+      `INSERT INTO registrations (mac_address, key_fingerprint, public_key, metadata, last_appeared, client_address) VALUES (?, ?, ?, ?, ?, ?)
        ON CONFLICT (mac_address, key_fingerprint) DO UPDATE SET public_key = excluded.public_key, metadata = excluded.metadata,
-         last_appeared = excluded.last_appeared`,
-      [mac, key.fingerprint, fields.public_key as string, JSON.stringify(metadata), now.toISOString()],
+         last_appeared = excluded.last_appeared, client_address = excluded.client_address`,
+      [mac, key.fingerprint, fields.public_key as string, JSON.stringify(metadata), now.toISOString(), client],
     );
     // One MAC keeps its newest few keys only.
     tx.run(

@@ -8,7 +8,24 @@ export interface DeviceKey {
 }
 
 const MIN_RSA_BITS = 1024;
-const PEM = /-----BEGIN ([A-Z0-9 ]+)-----([\s\S]*?)-----END \1-----/;
+/** Larger moduli make every signature check of a registration cost more (and no device uses them). */
+const MAX_RSA_BITS = 8192;
+/** Public exponents devices use; a huge one makes each verification cost milliseconds (issue 9 item 5). */
+const RSA_EXPONENTS = new Set([3n, 65537n]);
+const PEM_LABEL = /^[A-Z0-9 ]+$/;
+
+/** The label and body of the first PEM block (a scan, linear in the text), else undefined. */
+function pemBlock(text: string): { label: string; body: string } | undefined {
+  const begin = text.indexOf("-----BEGIN ");
+  if (begin === -1) return undefined;
+  const labelStart = begin + "-----BEGIN ".length;
+  const labelEnd = text.indexOf("-----", labelStart);
+  if (labelEnd === -1) return undefined;
+  const label = text.slice(labelStart, labelEnd);
+  if (!PEM_LABEL.test(label)) return undefined;
+  const end = text.indexOf(`-----END ${label}-----`, labelEnd + 5);
+  return end === -1 ? undefined : { label, body: text.slice(labelEnd + 5, end) };
+}
 
 function importDer(der: Buffer, order: ("spki" | "pkcs1")[]): KeyObject | undefined {
   for (const type of order) {
@@ -31,13 +48,13 @@ export function parseDeviceKey(text: string): DeviceKey | string {
   if (text.length > 16_384) return "public key is too long";
   // Some clients escape newlines twice; base64 never contains a backslash.
   const cleaned = text.replace(/\\n/g, "\n").trim();
-  const pem = PEM.exec(cleaned);
+  const pem = pemBlock(cleaned);
   let label: string | undefined;
   let body = cleaned;
   if (pem) {
-    label = pem[1];
+    label = pem.label;
     // Drop RFC 1421 style headers ("Proc-Type: ...") if any, keep the base64 lines.
-    body = pem[2]
+    body = pem.body
       .split(/\r?\n/)
       .filter((line) => !line.includes(":"))
       .join("");
@@ -56,6 +73,9 @@ export function parseDeviceKey(text: string): DeviceKey | string {
   if (type === "rsa") {
     const bits = key.asymmetricKeyDetails?.modulusLength ?? 0;
     if (bits < MIN_RSA_BITS) return `public key: RSA keys need at least ${MIN_RSA_BITS} bits, got ${bits}`;
+    if (bits > MAX_RSA_BITS) return `public key: RSA keys may have at most ${MAX_RSA_BITS} bits, got ${bits}`;
+    const exponent = key.asymmetricKeyDetails?.publicExponent;
+    if (exponent === undefined || !RSA_EXPONENTS.has(exponent)) return "public key: the RSA public exponent must be 3 or 65537";
   } else if (type !== "ed25519") {
     return `public key: unsupported key type ${type ?? "unknown"} (expected RSA or Ed25519)`;
   }

@@ -29,11 +29,19 @@ export interface PendingRegistration {
   device_key_fingerprint: string | null;
 }
 
-export function listPending(db: Database): PendingRegistration[] {
+/**
+ * The pending registrations that have not expired (last appeared at or after `cutoff`, ISO), oldest
+ * first; with `page`, that slice of them (GET /api/v1/auth/pending?limit=&offset=).
+ */
+export function listPending(db: Database, cutoff = "", page?: { limit?: number; offset?: number }): PendingRegistration[] {
+  const slice = page ? " LIMIT ? OFFSET ?" : "";
+  const params: Array<string | number> = page ? [cutoff, page.limit ?? -1, page.offset ?? 0] : [cutoff];
   const rows = db.all<RegistrationRow & { device_id: number | null; device_key_fingerprint: string | null }>(
     `SELECT r.mac_address, r.key_fingerprint, r.public_key, r.metadata, r.last_appeared, d.id AS device_id, d.key_fingerprint AS device_key_fingerprint
      FROM registrations r LEFT JOIN devices d ON d.mac_address = r.mac_address
-     ORDER BY r.last_appeared, r.mac_address`,
+     WHERE r.last_appeared >= ?
+     ORDER BY r.last_appeared, r.mac_address${slice}`,
+    params,
   );
   return rows.map((r) => ({
     mac_address: r.mac_address,
@@ -45,6 +53,35 @@ export function listPending(db: Database): PendingRegistration[] {
     device_id: r.device_id,
     device_key_fingerprint: r.device_id === null ? null : r.device_key_fingerprint,
   }));
+}
+
+/** How many pending registrations have not expired (X-Total-Count of a paged list). */
+export const countPending = (db: Database, cutoff = ""): number =>
+  db.get<{ n: number }>("SELECT COUNT(*) AS n FROM registrations WHERE last_appeared >= ?", [cutoff])?.n ?? 0;
+
+/** What a bulk removal of pending registrations selects; every given condition must hold. */
+export interface PendingSelection {
+  all?: boolean;
+  /** Sent from this client address. */
+  client_address?: string;
+  /** Last appeared before this (ISO time). */
+  before?: string;
+}
+
+/** Removes the pending registrations `selection` names (an admin cleaning up after a flood); how many went. */
+export async function removePendingBulk(db: Database, selection: PendingSelection): Promise<number> {
+  const where: string[] = [];
+  const params: string[] = [];
+  if (selection.client_address !== undefined) {
+    where.push("client_address = ?");
+    params.push(selection.client_address);
+  }
+  if (selection.before !== undefined) {
+    where.push("last_appeared < ?");
+    params.push(selection.before);
+  }
+  if (where.length === 0 && !selection.all) throw httpError(400, 'name what to remove: "all", "client_address" or "older_than"');
+  return db.write((tx) => tx.run(`DELETE FROM registrations${where.length ? ` WHERE ${where.join(" AND ")}` : ""}`, params).changes);
 }
 
 /** The registration for exactly (MAC, key material); the key text may be encoded differently. */

@@ -3,19 +3,34 @@ import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { z } from "zod";
 import { readBodyBytes } from "../../http/body.ts";
-import { jsonBody } from "../../http/openapi.ts";
+import { integerParam, jsonBody, queryOf } from "../../http/openapi.ts";
+import { clientAddress } from "../../http/transport.ts";
 import { httpError } from "../../http/errors.ts";
-import { authorizeDevice, signatureHeader } from "./authorize.ts";
-import { approveRegistration, listPending, removePending } from "./registrations.ts";
+import { authorizeDevice, pendingCutoff, signatureHeader } from "./authorize.ts";
+import { approveRegistration, countPending, listPending, removePending, removePendingBulk } from "./registrations.ts";
 import { ReplayGuard } from "./replay.ts";
 import { strictBody, zRequiredString } from "../validation.ts";
 
-const AUTH_BODY_LIMIT = 64 * 1024;
+/** A registration is metadata and a key: a few KB (issue 9 item 4: 64 KB bodies filled the database). */
+export const AUTH_BODY_LIMIT = 16 * 1024;
 
 // Request bodies (update-server.md 9.3, 9.4), also shown by the OpenAPI document.
 export const pendingBody = strictBody({ mac_address: zRequiredString("mac_address", 64), public_key: zRequiredString("public_key") });
 export const registerBody = pendingBody.extend({
   confirm_key_change: z.boolean({ error: 'schema validation failed: field "confirm_key_change" must be true or false' }).nullish(),
+});
+
+/** Paging of the pending list; without either the answer is the whole list, as before. */
+export const pendingListQuery = z.object({
+  limit: integerParam("limit", 1, 1000).describe("at most this many registrations, oldest first (with X-Total-Count: how many are pending)"),
+  offset: integerParam("offset", 0, Number.MAX_SAFE_INTEGER).describe("skip this many"),
+});
+
+/** POST /api/v1/auth/pending/remove: which pending registrations to drop (all conditions hold). */
+export const pendingRemoveBody = strictBody({
+  all: z.literal(true, { error: 'schema validation failed: field "all" must be true' }).optional(),
+  client_address: z.string({ error: 'schema validation failed: field "client_address" must be a string' }).max(64).optional(),
+  older_than: z.int({ error: 'schema validation failed: field "older_than" must be an integer (seconds)' }).min(0).max(10 * 365 * 86400).optional(),
 });
 
 /** Device authorization and registrations (update-server.md 9). */
@@ -28,12 +43,25 @@ export function authRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   app.post("/api/v1/auth/device", async (c) => {
     const raw = await readBodyBytes(c, AUTH_BODY_LIMIT);
     if (raw.length === 0) throw httpError(400, "request body is empty; expected JSON");
-    const result = await authorizeDevice(ctx, replay, raw, c.req.header(header));
+    const result = await authorizeDevice(ctx, replay, raw, c.req.header(header), new Date(), clientAddress(c));
     if (result.status === "pending") throw httpError(401, "device unauthorized");
     return c.json({ token: result.token, expires: result.expires });
   });
 
-  app.get("/api/v1/auth/pending", auth.management("admin_ro"), (c) => c.json(listPending(ctx.db)));
+  app.get("/api/v1/auth/pending", auth.management("admin_ro"), (c) => {
+    const query = queryOf(c, pendingListQuery);
+    const cutoff = pendingCutoff(ctx);
+    if (query.limit === undefined && query.offset === undefined) return c.json(listPending(ctx.db, cutoff));
+    c.header("X-Total-Count", String(countPending(ctx.db, cutoff)));
+    return c.json(listPending(ctx.db, cutoff, query));
+  });
+
+  // Bulk removal (issue 9 item 4): after a flood, by client address, by age, or all.
+  app.post("/api/v1/auth/pending/remove", auth.management("admin_rw"), async (c) => {
+    const body = await jsonBody(c, pendingRemoveBody);
+    const before = body.older_than === undefined ? undefined : new Date(Date.now() - body.older_than * 1000).toISOString();
+    return c.json({ removed: await removePendingBulk(ctx.db, { all: body.all, client_address: body.client_address, before }) });
+  });
 
   app.post("/api/v1/auth/register", auth.management("admin_rw"), async (c) => {
     const body = await jsonBody(c, registerBody);

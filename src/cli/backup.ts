@@ -1,0 +1,124 @@
+import { createReadStream, createWriteStream, existsSync, renameSync, rmSync, statSync } from "node:fs";
+import { basename, dirname, join, relative, resolve, isAbsolute } from "node:path";
+import { PassThrough, Readable, type Writable } from "node:stream";
+import { finished } from "node:stream/promises";
+import { BackupError, readArchive, type ReadResult } from "../backup/archive.ts";
+import { takeSnapshot } from "../backup/backup.ts";
+import { restoreBackup } from "../backup/restore.ts";
+import { loadConfig } from "../config/config.ts";
+import { fsyncDir, fsyncFile } from "../util/files.ts";
+import { COMMON, parse, UsageError } from "./args.ts";
+import { CommandError, onDataDir } from "./users.ts";
+
+export const BACKUP_HELP = `  labgate backup --out FILE [--config FILE] [--data-dir DIR]
+  labgate restore --in FILE --data-dir NEW`;
+
+const describe = (r: ReadResult) => `${r.entries.length} files, ${r.bytes} bytes; taken ${r.info.created} from ${String(r.info.data_dir)}`;
+
+/**
+ * Copies the backup stream `source` to `out` ("-": stdout) and checks it on the way (the same
+ * check restore makes): a file only appears at `out`, by rename, once all of it is on disk and
+ * intact.
+ */
+async function saveChecked(source: Readable, out: string): Promise<ReadResult> {
+  const toStdout = out === "-";
+  const temp = toStdout ? "" : join(dirname(out), `.${basename(out)}.partial-${process.pid}`);
+  const sink: Writable = toStdout ? process.stdout : createWriteStream(temp, { flags: "wx", mode: 0o600 });
+  const checker = new PassThrough();
+  source.pipe(sink, { end: !toStdout });
+  source.pipe(checker);
+  const fail = (error: Error) => {
+    source.destroy();
+    if (!toStdout) sink.destroy();
+    checker.destroy();
+    return error;
+  };
+  source.once("error", (error) => checker.destroy(error));
+  try {
+    const [result] = await Promise.all([
+      readArchive(checker).catch((error) => Promise.reject(fail(error))),
+      toStdout ? finished(source) : finished(sink).catch((error) => Promise.reject(fail(error))),
+    ]);
+    if (!toStdout) {
+      await fsyncFile(temp);
+      renameSync(temp, out);
+      fsyncDir(dirname(out));
+    }
+    return result;
+  } catch (error) {
+    if (!toStdout) rmSync(temp, { force: true });
+    throw error instanceof BackupError ? new CommandError(`backup not written: ${error.message}`) : error;
+  }
+}
+
+/**
+ * With no server running, backup opens the database, which writes a new image and journal: as
+ * another user than the data dir's owner (root, for a service's data dir) those files would be
+ * theirs and the service could not read them.
+ */
+function refuseForeignOwner(dataDir: string): void {
+  const owner = statSync(dataDir).uid;
+  if (process.getuid && process.getuid() !== owner) {
+    throw new CommandError(`${dataDir} belongs to uid ${owner}: with no server running, run labgate backup as that user (e.g. sudo -u labgate)`);
+  }
+}
+
+/** `labgate backup --out FILE`: from the running server (its API), or from the data dir when none runs. */
+export async function backupCommand(args: string[]): Promise<number> {
+  const flags = parse(args, { ...COMMON, out: { type: "string" } });
+  if (!flags.out) throw new UsageError("--out: required (the backup file to write, or - for stdout)");
+  const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"] } });
+  const out = flags.out === "-" ? "-" : resolve(flags.out);
+  if (out !== "-") {
+    const rel = relative(resolve(config.data_dir), out);
+    if (!rel.startsWith("..") && !isAbsolute(rel)) throw new UsageError(`--out: ${out} is inside the data dir; put backups elsewhere`);
+    if (!existsSync(dirname(out))) throw new UsageError(`--out: directory ${dirname(out)} does not exist`);
+  }
+  const result = await onDataDir(
+    config,
+    async (db) => {
+      refuseForeignOwner(config.data_dir);
+      const snapshot = takeSnapshot({ config, db, serverRunning: false, warn: (m) => process.stderr.write(`labgate: ${m}\n`) });
+      const stream = new PassThrough({ highWaterMark: 256 * 1024 });
+      const writing = snapshot.write(stream);
+      const [saved] = await Promise.all([saveChecked(stream, out), writing]);
+      return saved;
+    },
+    async (_call, request) => {
+      const res = await request("POST", "/api/v1/backup");
+      if (!res.ok || !res.body) {
+        const answer = (await res.json().catch(() => ({}))) as { error?: string };
+        throw new CommandError(`backup refused by the server: ${answer.error ?? `status ${res.status}`}`);
+      }
+      return saveChecked(Readable.fromWeb(res.body as import("node:stream/web").ReadableStream), out);
+    },
+  );
+  process.stderr.write(`labgate: backup ${out === "-" ? "written to stdout" : `written to ${out}`}: ${describe(result)}\n`);
+  return 0;
+}
+
+/** `labgate restore --in FILE --data-dir NEW`. */
+export async function restoreCommand(args: string[]): Promise<number> {
+  const flags = parse(args, { in: { type: "string" }, "data-dir": { type: "string" } });
+  if (!flags.in) throw new UsageError("--in: required (the backup file, or - for stdin)");
+  if (!flags["data-dir"]) throw new UsageError("--data-dir: required (a new or empty directory to restore into)");
+  const input = flags.in === "-" ? process.stdin : createReadStream(flags.in);
+  const opened = new Promise<void>((resolve, reject) => {
+    if (flags.in === "-") return resolve();
+    input.once("open", () => resolve()).once("error", (error: NodeJS.ErrnoException) => reject(new CommandError(`--in: cannot read ${flags.in}: ${error.code ?? error.message}`)));
+  });
+  await opened;
+  let result: ReadResult;
+  try {
+    result = await restoreBackup(input, flags["data-dir"]);
+  } catch (error) {
+    throw error instanceof BackupError ? new CommandError(`nothing restored: ${error.message}`) : error;
+  }
+  const target = resolve(flags["data-dir"]);
+  process.stdout.write(`restored into ${target}: ${describe(result)}\n`);
+  const moved = result.info.moved_into_data_dir;
+  if (moved && typeof moved === "object") {
+    for (const [from, to] of Object.entries(moved)) process.stdout.write(`note: ${from} is now ${join(target, String(to))}\n`);
+  }
+  return 0;
+}

@@ -1,0 +1,69 @@
+import type { IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
+import type { ServerType } from "@hono/node-server";
+
+/**
+ * The paths that are WebSockets, as Hono patterns (`:name` is one segment). Only these reach the
+ * app on an upgrade request; every other upgrade is refused before any handler runs (issue 9
+ * item 3: a handler run on an upgrade had its response body, an open file or an event
+ * subscription, never read nor released).
+ */
+export const WEBSOCKET_ROUTES = ["/api/v1/devices/ws", "/api/v1/devices/:mac/shell", "/api/v1/devices/:mac/shell/attach/:uuid"];
+
+/** A matcher for WEBSOCKET_ROUTES: one segment per `:name`, no backtracking beyond a segment. */
+export function webSocketPathMatcher(routes: string[] = WEBSOCKET_ROUTES): (path: string) => boolean {
+  const patterns = routes.map((route) => new RegExp(`^${route.split("/").map((s) => (s.startsWith(":") ? "[^/]+" : s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))).join("/")}$`));
+  return (path) => patterns.some((pattern) => pattern.test(path));
+}
+
+/** The path of a request target, repeated slashes as one (as normalizeRequest serves them); undefined when it is no path. */
+function pathOf(target: string | undefined): string | undefined {
+  if (!target || target[0] !== "/") return undefined;
+  const end = target.indexOf("?");
+  return (end === -1 ? target : target.slice(0, end)).replace(/\/{2,}/g, "/");
+}
+
+/** Answers an upgrade request on its raw socket with a JSON error and closes it. */
+function refuse(socket: Duplex, status: 400 | 404, message: string): void {
+  if (socket.destroyed) return;
+  const body = JSON.stringify({ error: message }) + "\n";
+  const head = [
+    `HTTP/1.1 ${status} ${status === 400 ? "Bad Request" : "Not Found"}`,
+    "Content-Type: application/json",
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    "Connection: close",
+  ];
+  // Destroyed once written: a client that never closes its end must not keep the socket.
+  socket.end(`${head.join("\r\n")}\r\n\r\n${body}`, () => socket.destroy());
+}
+
+/**
+ * Puts a filter in front of the server's upgrade handling (@hono/node-server's, which runs the
+ * app for any `Upgrade: websocket`): WebSocket upgrades of the WebSocket routes go on, every
+ * other upgrade request is a 4xx JSON answer and a closed socket. Node hands an upgrade request's
+ * socket over without an error listener: one is added first, so a reset peer is no uncaught error.
+ */
+export function acceptUpgradesOnlyOn(server: ServerType, isWebSocketPath: (path: string) => boolean = webSocketPathMatcher()): void {
+  const handlers = server.listeners("upgrade") as Array<(request: IncomingMessage, socket: Duplex, head: Buffer) => void>;
+  server.removeAllListeners("upgrade");
+  server.on("upgrade", (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+    socket.on("error", () => socket.destroy());
+    const path = pathOf(request.url);
+    if (request.headers.upgrade?.toLowerCase() !== "websocket") return refuse(socket, 400, "unsupported upgrade: only WebSocket routes upgrade");
+    if (request.method !== "GET" || path === undefined || !isWebSocketPath(path)) {
+      return refuse(socket, 400, "this route is not a WebSocket: send the request without Upgrade");
+    }
+    for (const handler of handlers) handler.call(server, request, socket, head);
+  });
+}
+
+/**
+ * The app's answer to a WebSocket upgrade request that it did not upgrade (e.g. a 401): only its
+ * status and headers go out (@hono/node-server writes no body there), so the body is released now.
+ */
+export function releaseUpgradeBody(response: Response | Promise<Response>): Promise<Response> {
+  return Promise.resolve(response).then((res) => {
+    if (res.body && !res.bodyUsed) res.body.cancel().catch(() => {});
+    return res;
+  });
+}

@@ -1,0 +1,337 @@
+/*
+ * Issue 9: a table-driven fuzz and abuse corpus over every route of the OpenAPI document and both
+ * WebSockets. After every input: a 4xx JSON error or a clean close (never a 5xx), /api/health
+ * answers, the server's open files (and, in-process, its event subscribers) are back to their
+ * count before, and nothing new is in the data dir.
+ *
+ * Runs against the source in-process; with LABGATE_BIN=dist/labgate (.ci/run) it starts that
+ * single executable (Node 24) as a child process and counts its /proc/<pid>/fd instead.
+ */
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { after, before, describe, it } from "node:test";
+import { eventsOf } from "../../src/update/events/broadcaster.ts";
+import { startServe, type ServeProcess } from "../helpers/cli.ts";
+import { openFds, parseRaw, rawRequest } from "../helpers/raw.ts";
+import { removeDir, requestAt, startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
+import { until } from "./helpers/agents.ts";
+import { registerDevice } from "./helpers/devices.ts";
+
+const BIN = process.env.LABGATE_BIN;
+
+/** What an input may get back: "4xx" a 4xx JSON error, "no5xx" anything below 500 (a 4xx with JSON), "close" the socket closed (any status). */
+type Expect = "4xx" | "no5xx" | "close";
+interface Input {
+  name: string;
+  request: Buffer | string;
+  expect: Expect;
+  /** Silence after which the client gives up and closes (inputs the server may rightly wait on). */
+  idleMs?: number;
+  /** WebSocket frames written after a 101 (then the client closes after idleMs). */
+  frames?: Buffer[];
+}
+
+/** A masked client WebSocket frame (RFC 6455 5.2); `length` may claim more than is sent. */
+function frame(opcode: number, payload: Buffer, options: { fin?: boolean; mask?: boolean; length?: number } = {}): Buffer {
+  const { fin = true, mask = true } = options;
+  const length = options.length ?? payload.length;
+  const head: number[] = [(fin ? 0x80 : 0) | opcode];
+  const maskBit = mask ? 0x80 : 0;
+  if (length < 126) head.push(maskBit | length);
+  else if (length < 65536) head.push(maskBit | 126, length >> 8, length & 0xff);
+  else {
+    head.push(maskBit | 127);
+    const big = Buffer.alloc(8);
+    big.writeBigUInt64BE(BigInt(length));
+    head.push(...big);
+  }
+  if (!mask) return Buffer.concat([Buffer.from(head), payload]);
+  const key = randomBytes(4);
+  const masked = Buffer.from(payload.map((b, i) => b ^ key[i % 4]));
+  return Buffer.concat([Buffer.from(head), key, masked]);
+}
+
+const CRLF = "\r\n";
+function http(method: string, path: string, headers: Record<string, string> = {}, body?: Buffer | string): Buffer {
+  const all: Record<string, string> = { Host: "127.0.0.1", Connection: "close", ...headers };
+  if (body !== undefined && !Object.keys(all).some((k) => k.toLowerCase() === "content-length" || k.toLowerCase() === "transfer-encoding")) {
+    all["Content-Length"] = String(Buffer.byteLength(body));
+  }
+  const head = `${method} ${path} HTTP/1.1${CRLF}${Object.entries(all).map(([k, v]) => `${k}: ${v}`).join(CRLF)}${CRLF}${CRLF}`;
+  return Buffer.concat([Buffer.from(head, "latin1"), Buffer.from(body ?? "")]);
+}
+const wsHeaders = { Connection: "Upgrade", Upgrade: "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==" };
+
+/** A small deterministic generator, so that a failing input can be found again. */
+function prng(seed: number): (n: number) => Buffer {
+  let x = seed;
+  return (n) => Buffer.from(Array.from({ length: n }, () => ((x = (x * 1103515245 + 12345) & 0x7fffffff), x >> 16) && x & 0xff));
+}
+
+interface Target {
+  url: string;
+  pid: number | "self";
+  dataDir: string;
+  adminToken: string;
+  server: TestServer;
+  /** Event subscribers (in-process only). */
+  subscribers?: () => number;
+  /** Error lines and 5xx answers the server logged. */
+  logged: () => string[];
+  close(): Promise<void>;
+}
+
+async function startTarget(): Promise<Target> {
+  if (!BIN) {
+    const server = await startTestServer();
+    const lines: string[] = [];
+    const log = server.server.ctx.log;
+    log.error = (line: string) => void lines.push(`ERROR ${line}`);
+    // Warnings about odd input (an unparsable device message) are fine; a 5xx is logged as one.
+    log.warn = (line: string) => void (/ 5\d\d [\d.]+ms$/.test(line) && lines.push(`WARN ${line}`));
+    return {
+      url: server.url,
+      pid: "self",
+      dataDir: server.dataDir,
+      adminToken: server.adminToken,
+      server,
+      subscribers: () => eventsOf(server.server.ctx).subscribers,
+      logged: () => lines,
+      close: () => server.close().then(() => removeDir(server.dataDir)),
+    };
+  }
+  const dataDir = tempDir();
+  const serve: ServeProcess = await startServe(["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { command: [resolve(BIN)] });
+  const adminToken = readFileSync(join(dataDir, "admin.token"), "utf8").trim();
+  const server = { url: serve.url, dataDir, adminToken, request: requestAt(serve.url) } as unknown as TestServer;
+  return {
+    url: serve.url,
+    pid: serve.child.pid!,
+    dataDir,
+    adminToken,
+    server,
+    logged: () => serve.stderr().split("\n").filter((line) => / ERROR |uncaught| 5\d\d [\d.]+ms/.test(line)),
+    close: async () => {
+      await serve.stop();
+      removeDir(dataDir);
+    },
+  };
+}
+
+/** Every file under `dir`, relative. */
+function files(dir: string, prefix = ""): string[] {
+  return readdirSync(join(dir, prefix), { withFileTypes: true }).flatMap((entry) => {
+    const name = join(prefix, entry.name);
+    return entry.isDirectory() ? files(dir, name) : [name];
+  });
+}
+
+interface Operation {
+  method: string;
+  path: string;
+  body?: string;
+  query: string[];
+}
+
+describe(`abuse corpus (${BIN ? `single executable ${BIN}` : "source, in-process"})`, () => {
+  let target: Target;
+  let ops: Operation[] = [];
+  let device: { mac: string; id: number; token: string };
+
+  before(async () => {
+    target = await startTarget();
+    const registered = await registerDevice(target.server);
+    device = { mac: registered.client.mac, id: registered.id, token: registered.token };
+    // YAML bombs are stored (they are valid YAML); reading them must be bounded.
+    const laughs = ["a: &a [x, x, x, x, x, x, x, x, x]", ...Array.from({ length: 9 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [*${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}]`), "tests: *j"].join("\n");
+    for (const [name, text] of [["bomb.yml", laughs], ["deep.yml", "tests: " + "[".repeat(5000) + "]".repeat(5000)], ["ok.yml", "tests:\n  base:\n  - simple: {}\n"]]) {
+      const form = new FormData();
+      form.append("file", new Blob([text]), name);
+      const res = await target.server.request("/api/v1/configs", { method: "POST", body: form, token: target.adminToken });
+      assert.ok(res.status === 200 || res.status === 400, `${name}: ${res.status}`);
+    }
+    const doc = (await (await target.server.request("/api/openapi.json")).json()) as {
+      paths: Record<string, Record<string, { requestBody?: { content?: Record<string, unknown> }; parameters?: Array<{ in: string; name: string }> }>>;
+    };
+    for (const [path, methods] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(methods)) {
+        if (typeof op !== "object" || op === null || !("responses" in op)) continue;
+        ops.push({
+          method: method.toUpperCase(),
+          path,
+          body: op.requestBody ? Object.keys(op.requestBody.content ?? {})[0] : undefined,
+          query: (op.parameters ?? []).filter((p) => p.in === "query").map((p) => p.name),
+        });
+      }
+    }
+    assert.ok(ops.length > 80, `the OpenAPI document lists ${ops.length} operations`);
+  });
+  after(async () => {
+    await target?.close();
+  });
+
+  const isWebSocket = (path: string) => /\/ws$|\/shell(\/attach\/\{uuid\})?$/.test(path);
+
+  function corpus(): Input[] {
+    const auth = { Authorization: `Bearer token=${target.adminToken}` };
+    const deviceAuth = { Authorization: `Bearer token=${device.token}` };
+    const random = prng(9);
+    const inputs: Input[] = [];
+    const fill = (path: string, value: (name: string) => string) => path.replace(/\{(\w+)\}/g, (_, name: string) => value(name));
+    const real = (name: string) => (name === "mac" ? device.mac : name === "id" ? "999999" : name === "name" ? "none.yml" : name === "tag" ? "t" : name === "path" ? "x" : "1");
+
+    // Path segments: NUL, traversal (raw and encoded), overlong, odd numbers.
+    for (const op of ops) {
+      if (!op.path.includes("{") || isWebSocket(op.path)) continue;
+      for (const value of ["%00", "..%2F..%2Fetc%2Fpasswd", "9".repeat(400), "-1"]) {
+        inputs.push({ name: `${op.method} ${op.path} param ${value.slice(0, 20)}`, request: http(op.method, fill(op.path, () => value), auth), expect: op.method === "DELETE" ? "4xx" : "no5xx" });
+      }
+      if (op.path.includes("{path}")) {
+        inputs.push({ name: `${op.method} ${op.path} ../ path`, request: http(op.method, fill(op.path, (n) => (n === "path" ? "../../../etc/passwd" : real(n))), auth), expect: "4xx" });
+      }
+    }
+    // Upgrade requests on every ordinary GET route.
+    for (const op of ops) {
+      if (op.method !== "GET" || isWebSocket(op.path)) continue;
+      inputs.push({ name: `upgrade ${op.path}`, request: http("GET", fill(op.path, real), { ...auth, ...wsHeaders }), expect: "4xx" });
+    }
+    // Bodies: truncated, random, wrong types, wrong shapes and depths, multipart variants.
+    const jsonBodies: Array<[string, string | Buffer, string]> = [
+      ["truncated", '{"metadata": {"a": ', "application/json"],
+      ["random bytes", random(300), "application/json"],
+      ["empty", "", "application/json"],
+      ["null", "null", "application/json"],
+      ["array", "[]", "application/json"],
+      ["string", '"x"', "application/json"],
+      ["deep arrays", "[".repeat(20000) + "]".repeat(20000), "application/json"],
+      ["deep objects", '{"a":'.repeat(5000) + "1" + "}".repeat(5000), "application/json"],
+      ["text/plain", '{"a":1}', "text/plain"],
+      ["form", "a=1&b=2", "application/x-www-form-urlencoded"],
+      ["xml", "<a/>", "application/xml"],
+    ];
+    const boundary = "XyZ";
+    const multipart: Array<[string, string, string]> = [
+      ["no boundary", "multipart/form-data", `--${boundary}\r\n\r\n`],
+      ["other boundary", `multipart/form-data; boundary=${boundary}`, "--other\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\nx\r\n--other--\r\n"],
+      ["nameless part", `multipart/form-data; boundary=${boundary}`, `--${boundary}\r\nContent-Disposition: form-data\r\n\r\nx\r\n--${boundary}--\r\n`],
+      ["truncated part", `multipart/form-data; boundary=${boundary}`, `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.yml"\r\n\r\ntests: {}`],
+      ["header bomb", `multipart/form-data; boundary=${boundary}`, `--${boundary}\r\n${"X-A: b\r\n".repeat(2000)}Content-Disposition: form-data; name="file"; filename="a"\r\n\r\nx\r\n--${boundary}--\r\n`],
+      ["traversal filename", `multipart/form-data; boundary=${boundary}`, `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="../../x.txt"\r\n\r\ntests: {}\r\n--${boundary}--\r\n`],
+      ["only a field", `multipart/form-data; boundary=${boundary}`, `--${boundary}\r\nContent-Disposition: form-data; name="x"\r\n\r\ny\r\n--${boundary}--\r\n`],
+      ["empty", `multipart/form-data; boundary=${boundary}`, ""],
+      ["random", `multipart/form-data; boundary=${boundary}`, random(500).toString("latin1")],
+      ["json instead", "application/json", '{"file": "x"}'],
+    ];
+    for (const op of ops) {
+      if (!op.body) continue;
+      const path = fill(op.path, real);
+      const headers = op.path.startsWith("/api/v1/logs") || op.path === "/api/v1/update/check" ? deviceAuth : auth;
+      if (op.body === "multipart/form-data") {
+        for (const [name, type, body] of multipart) inputs.push({ name: `${op.method} ${op.path} multipart ${name}`, request: http(op.method, path, { ...headers, "Content-Type": type }, Buffer.from(body, "latin1")), expect: "4xx" });
+      } else {
+        for (const [name, body, type] of jsonBodies) inputs.push({ name: `${op.method} ${op.path} body ${name}`, request: http(op.method, path, { ...headers, "Content-Type": type }, body), expect: "4xx" });
+      }
+      // A body shorter than announced: the server may wait for the rest; the client leaves.
+      inputs.push({ name: `${op.method} ${op.path} short body`, request: http(op.method, path, { ...headers, "Content-Type": "application/json", "Content-Length": "1000" }, '{"a":'), expect: "close", idleMs: 300 });
+    }
+    // Headers: huge and whitespace-stuffed, on a few kinds of routes.
+    const headerCases: Array<[string, Record<string, string>, Expect]> = [
+      ["auth spaces", { Authorization: `Bearer a=b${" ".repeat(14000)}x` }, "4xx"],
+      ["auth commas", { Authorization: `Bearer ${"a=b, ".repeat(2500)}` }, "4xx"],
+      ["auth huge token", { Authorization: `Bearer token=${"a".repeat(5000)}.${"b".repeat(5000)}.${"c".repeat(3000)}` }, "4xx"],
+      ["auth forged", { Authorization: `Bearer token=${target.adminToken.slice(0, -6)}AAAAAA` }, "4xx"],
+      ["auth tabs", { Authorization: `Bearer\t\t\t${"\t".repeat(5000)}token=x` }, "4xx"],
+      ["too large headers", { "X-Big": "x".repeat(20000) }, "close"],
+      ["cookie junk", { ...auth, Cookie: `labgate_session=${"%".repeat(6000)}; a=${"b".repeat(3000)}` }, "no5xx"],
+      ["request id junk", { ...auth, "X-Request-Id": "\x7f".repeat(1000) }, "no5xx"],
+      ["range junk", { ...auth, Range: `bytes=${"0-1,".repeat(2000)}` }, "no5xx"],
+      ["range overflow", { ...auth, Range: "bytes=99999999999999999999-" }, "no5xx"],
+      ["if-none-match commas", { ...auth, "If-None-Match": ",".repeat(10000) }, "no5xx"],
+      ["content-type params", { ...auth, "Content-Type": `application/json${"; a=b".repeat(1500)}` }, "no5xx"],
+      ["bad content-length", { ...auth, "Content-Length": "-5" }, "close"],
+      ["two content-lengths", { ...auth, "Content-Length": "1\r\nContent-Length: 2" }, "close"],
+      ["odd transfer-encoding", { ...auth, "Transfer-Encoding": "gzip, chunked, identity" }, "close"],
+    ];
+    for (const path of ["/api/whoami", "/api/v1/devices", "/api/v1/configs/ok.yml/file", "/api/v1/packages"]) {
+      for (const [name, headers, expect] of headerCases) inputs.push({ name: `${path} header ${name}`, request: http("GET", path, headers), expect, idleMs: expect === "close" ? 300 : undefined });
+    }
+    // Query strings on every operation that reads one.
+    for (const op of ops) {
+      if (op.query.length === 0 || isWebSocket(op.path)) continue;
+      const path = fill(op.path, op.path.startsWith("/api/v1/logs") ? () => String(device.id) : real);
+      for (const value of ["-1", "1e400", "%00", "x".repeat(6000), "%zz", "..%2F..%2Fx", "%5Bobject%20Object%5D"]) {
+        const query = op.query.map((q) => `${q}=${value}`).join("&");
+        inputs.push({ name: `${op.method} ${op.path}?${op.query.join(",")}=${value.slice(0, 12)}`, request: http(op.method, `${path}?${query}&${op.query[0]}=twice`, auth), expect: "no5xx" });
+      }
+    }
+    // Both WebSockets: garbage frames after the handshake.
+    const frames: Array<[string, Buffer[]]> = [
+      ["broken JSON", [frame(1, Buffer.from("{"))]],
+      ["JSON array", [frame(1, Buffer.from("[]"))]],
+      ["unknown method", [frame(1, Buffer.from(JSON.stringify({ method: "x".repeat(5000), params: {} })))]],
+      ["deep JSON", [frame(1, Buffer.from("[".repeat(20000) + "]".repeat(20000)))]],
+      ["progress junk", [frame(1, Buffer.from(JSON.stringify({ method: "progress", params: { state: { a: 1 }, progress: "x" } })))]],
+      ["invalid UTF-8", [frame(1, Buffer.from([0xff, 0xfe, 0xfd]))]],
+      ["binary", [frame(2, randomBytes(200))]],
+      ["unmasked", [frame(1, Buffer.from("hi"), { mask: false })]],
+      ["reserved opcode", [frame(3, Buffer.from("x"))]],
+      ["claims 1 TB", [frame(2, Buffer.from("x"), { length: 2 ** 40 })]],
+      ["long ping", [frame(9, Buffer.alloc(200))]],
+      ["bad close code", [frame(8, Buffer.from([0x03, 0xe7]))]],
+      ["continuation first", [frame(0, Buffer.from("x"))]],
+      ["fragment then text", [frame(1, Buffer.from("a"), { fin: false }), frame(1, Buffer.from("b"))]],
+    ];
+    const sockets: Array<[string, string, Record<string, string>]> = [
+      ["device socket", "/api/v1/devices/ws", deviceAuth],
+      ["shell socket", `/api/v1/devices/${device.mac}/shell?token=${target.adminToken}`, {}],
+    ];
+    for (const [label, path, headers] of sockets) {
+      for (const [name, sent] of frames) inputs.push({ name: `${label}: ${name}`, request: http("GET", path, { ...headers, ...wsHeaders, Connection: "Upgrade" }), frames: sent, expect: "close", idleMs: 300 });
+    }
+    inputs.push({ name: "attach with a garbage uuid", request: http("GET", `/api/v1/devices/${device.mac}/shell/attach/${"%00".repeat(30)}`, { ...deviceAuth, ...wsHeaders, Connection: "Upgrade" }), frames: [frame(1, Buffer.from("x"))], expect: "close", idleMs: 300 });
+    inputs.push({ name: "device socket with a management token", request: http("GET", "/api/v1/devices/ws", { ...auth, ...wsHeaders, Connection: "Upgrade" }), expect: "close" });
+    inputs.push({ name: "upgrade to h2c", request: http("GET", "/api/health", { Connection: "Upgrade, HTTP2-Settings", Upgrade: "h2c", "HTTP2-Settings": "AAMAAABkAARAAAAAAAIAAAAA" }), expect: "4xx" });
+    return inputs;
+  }
+
+  /** Node's HTTP parser refusing a request it cannot read (400, 413 or 431, no body, connection closed): a clean close. */
+  const refusedByParser = (answer: { text: string; closedByServer: boolean }, status: number) =>
+    (status === 400 || status === 413 || status === 431) && answer.closedByServer && answer.text.endsWith("Connection: close\r\n\r\n");
+
+  /** Sends one input; with frames, writes them after the 101 and leaves after idleMs. */
+  async function send(input: Input): Promise<{ text: string; closedByServer: boolean }> {
+    if (!input.frames) return rawRequest(target.url, input.request, input.idleMs ?? 5000);
+    return rawRequest(target.url, Buffer.concat([Buffer.from(input.request), ...input.frames]), input.idleMs ?? 300);
+  }
+
+  it("every input gets a 4xx JSON error or a clean close; the server keeps answering and holds nothing more", { timeout: 240_000 }, async (t) => {
+    const inputs = corpus();
+    assert.ok(inputs.length >= 300, `${inputs.length} inputs`);
+    t.diagnostic(`${inputs.length} inputs`);
+    const health = async () => parseRaw((await rawRequest(target.url, http("GET", "/api/health"))).text).status;
+    assert.equal(await health(), 200);
+    const fds = openFds(target.pid);
+    const stored = files(target.dataDir).sort().join("\n");
+    const failures: string[] = [];
+    for (const input of inputs) {
+      const answer = await send(input);
+      const { status, json } = parseRaw(answer.text);
+      const error = typeof (json as { error?: unknown } | undefined)?.error === "string";
+      const problem =
+        input.expect === "close"
+          ? status >= 500 || (status >= 400 && !error && answer.text.includes("\r\n\r\n") && !answer.closedByServer)
+          : input.expect === "4xx"
+            ? !(status >= 400 && status < 500 && error)
+            : !(status > 0 && status < 500 && (status < 400 || error));
+      if (problem && !refusedByParser(answer, status)) failures.push(`${input.name}: ${status} ${answer.text.slice(answer.text.indexOf("\r\n\r\n") + 4, answer.text.indexOf("\r\n\r\n") + 120)}`);
+      assert.equal(await health(), 200, `health after ${input.name}`);
+      if (openFds(target.pid) > fds) await until(() => openFds(target.pid) <= fds, 5000, `open files back after ${input.name}`);
+      if (target.subscribers) assert.equal(target.subscribers(), 0, `event subscribers after ${input.name}`);
+    }
+    assert.deepEqual(failures, []);
+    assert.equal(files(target.dataDir).sort().join("\n"), stored, "nothing new in the data dir");
+    assert.deepEqual(target.logged(), [], "the server logged errors");
+  });
+});
