@@ -35,8 +35,8 @@ describe("sample configs in assets/testrun/samples run green", () => {
 
   const samples = readdirSync(join(ASSETS, "samples")).filter((f) => f.endsWith(".yml"));
 
-  test("there is one sample per module", () => {
-    assert.deepEqual(samples.sort(), ["exec.yml", "extended_simple.yml", "file.yml", "http.yml", "junit.yml", "ping.yml", "script.yml", "simple.yml", "sleep.yml", "tcp.yml"]);
+  test("there is one sample per module, and the console's tour (suites, override hints, artifacts)", () => {
+    assert.deepEqual(samples.sort(), ["exec.yml", "extended_simple.yml", "file.yml", "http.yml", "junit.yml", "ping.yml", "script.yml", "simple.yml", "sleep.yml", "suites.yml", "tcp.yml"]);
   });
 
   for (const sample of samples) {

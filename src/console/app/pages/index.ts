@@ -10,5 +10,10 @@ import { groupPage, groupsPage } from "./groups.tsx";
 import { packagesPage } from "./packages.tsx";
 import { registrationsPage } from "./registrations.tsx";
 import { usersPage } from "./users.tsx";
+import { configPage, configsPage } from "./configs.tsx";
+import { nodesPage } from "./nodes.tsx";
+import { runPage } from "./run.tsx";
+import { runsPage } from "./runs.tsx";
+import { triggerPage } from "./trigger.tsx";
 
-export const pages: Page[] = [devicesPage, devicePage, registrationsPage, groupsPage, groupPage, packagesPage, usersPage];
+export const pages: Page[] = [devicesPage, devicePage, registrationsPage, groupsPage, groupPage, packagesPage, usersPage, configsPage, configPage, runsPage, runPage, triggerPage, nodesPage];

@@ -1,0 +1,441 @@
+import { useEffect, useMemo, useState } from "preact/hooks";
+import { api, call, get, seg } from "../api.ts";
+import { href, navigate, type Page, type PageProps } from "../router.ts";
+import { canReadTests, canRunTests, countRows, Counts, failuresFirst, isFinal, runBase, StatusBadge, useRunEvents, type Artifact, type ReportRow, type Run } from "../testruns.tsx";
+import { Card, Empty, ErrorBox, Pager, PageHeader, Show, Time, useAction, useDebounced, useLoad } from "../ui.tsx";
+import { RepeatDialog } from "./runs.tsx";
+
+/** A run: here (`/runs/<id>`), or on a lab node read through this gateway (`/runs/<id>?node=<name>`). */
+function RunPage({ params, query, me }: PageProps) {
+  const id = params.id!;
+  const node = query.get("node") ?? undefined;
+  const base = runBase(id, node);
+  const run = useLoad(() => get<Run>(base), [base]);
+  const [repeat, setRepeat] = useState(false);
+  const [busy, act] = useAction();
+  const write = canRunTests(me) && !node;
+
+  // Live: the stream for runs here; a node's run is asked again every 2 s until it ends.
+  useRunEvents((e) => {
+    if (node) return;
+    if (e.event === "run" && e.run.id === id) run.setData(e.run);
+    if (e.event === "run-deleted" && e.id === id) navigate("/runs");
+  });
+  const final = run.data ? isFinal(run.data) : false;
+  useEffect(() => {
+    if (!node || final || !run.data) return;
+    const timer = setInterval(run.reload, 2000);
+    return () => clearInterval(timer);
+  }, [node, final, Boolean(run.data)]);
+
+  const abort = () =>
+    act(() => api("DELETE", `/api/v1/test-runs/${seg(id)}`), {
+      confirm: ["Abort this run?", { body: "A running case is stopped (SIGTERM, then SIGKILL after 5 s) and reported as skipped.", confirm: "Abort run" }],
+      done: "Abort requested",
+    });
+  const remove = async () => {
+    if (await act(() => api("DELETE", `/api/v1/test-runs/${seg(id)}/record`), { confirm: ["Delete this run?", { body: "Its report and artifacts are deleted too.", confirm: "Delete run" }], done: "Run deleted" }))
+      navigate("/runs");
+  };
+
+  return (
+    <Show loaded={run}>
+      {(r) => (
+        <>
+          <PageHeader
+            title={
+              <>
+                <span class="mono">{r.config_name}</span> <StatusBadge status={r.status} aborting={r.abort_requested} />
+              </>
+            }
+            sub={
+              <>
+                <a href={href("/runs")}>‹ All runs</a>
+                {node ? ` · on node ${node}` : ""} · <span class="mono small">{r.id}</span>
+              </>
+            }
+          >
+            {write && !isFinal(r) && (
+              <button type="button" class="danger" disabled={busy || r.abort_requested} onClick={abort}>
+                Abort
+              </button>
+            )}
+            {write && isFinal(r) && (
+              <>
+                <button type="button" onClick={() => setRepeat(true)}>
+                  Repeat…
+                </button>
+                <button type="button" class="danger" disabled={busy} onClick={remove}>
+                  Delete
+                </button>
+              </>
+            )}
+          </PageHeader>
+          <RunHeader run={r} node={node} />
+          {r.error && <ErrorBox error={r.error} />}
+          {r.warnings.length > 0 && (
+            <div class="warn-box">
+              <strong>Warnings:</strong>
+              <ul>
+                {r.warnings.map((w, i) => (
+                  <li key={i}>{w}</li>
+                ))}
+              </ul>
+            </div>
+          )}
+          {isFinal(r) ? (
+            <>
+              <Report base={base} runId={r.id} />
+              <Artifacts base={base} />
+            </>
+          ) : (
+            <Card title="Report">
+              <p class="muted">{r.status === "pending" ? "Waiting in the queue (one run at a time)…" : "Running… the report and artifacts appear when it ends."}</p>
+            </Card>
+          )}
+          {repeat && <RepeatDialog run={r} onClose={() => setRepeat(false)} />}
+        </>
+      )}
+    </Show>
+  );
+}
+
+function RunHeader(props: { run: Run; node: string | undefined }) {
+  const r = props.run;
+  const overrides = Array.isArray(r.overrides) ? r.overrides : Object.keys(r.overrides ?? {}).length > 0 ? [JSON.stringify(r.overrides)] : [];
+  const where = props.node ?? (r.machine_target && r.machine_target !== "localhost" ? `node role ${r.machine_target}` : "this gateway");
+  return (
+    <Card>
+      <dl class="props run-props">
+        <dt>Config</dt>
+        <dd>
+          {props.node ? <span class="mono">{r.config_name}</span> : <a class="mono" href={href(`/configs/${seg(r.config_name)}`)}>{r.config_name}</a>}
+        </dd>
+        <dt>Suite</dt>
+        <dd>{r.test_suite_name || <span class="muted">all groups</span>}</dd>
+        <dt>Node</dt>
+        <dd>{where}</dd>
+        <dt>Created</dt>
+        <dd>
+          <Time value={r.created_at} /> <span class="muted small">{r.created_at}</span>
+        </dd>
+        <dt>Started</dt>
+        <dd>{r.started_at ? <Time value={r.started_at} /> : <span class="muted">not yet</span>}</dd>
+        <dt>Finished</dt>
+        <dd>
+          {r.finished_at ? <Time value={r.finished_at} /> : <span class="muted">not yet</span>}
+          {r.started_at && r.finished_at && <span class="muted small"> ({duration(r.started_at, r.finished_at)})</span>}
+        </dd>
+        <dt>Trigger</dt>
+        <dd>
+          {r.machine_target === "localhost" && !props.node ? <a href={href(`/triggers/${seg(r.trigger_id)}`)}>{r.trigger_id}</a> : <span class="mono small">{r.trigger_id}</span>}
+          {r.repeat_of && (
+            <>
+              {" "}
+              · repeats <a href={href(`/runs/${seg(r.repeat_of)}`)}>{r.repeat_of.slice(0, 8)}</a>
+            </>
+          )}
+        </dd>
+        {r.pattern && (
+          <>
+            <dt>Pattern</dt>
+            <dd class="mono">-k {r.pattern}</dd>
+          </>
+        )}
+        {overrides.length > 0 && (
+          <>
+            <dt>Overrides</dt>
+            <dd>
+              {overrides.map((o, i) => (
+                <div key={i} class="mono small">
+                  {o}
+                </div>
+              ))}
+            </dd>
+          </>
+        )}
+        {Object.keys(r.metadata).length > 0 && (
+          <>
+            <dt>Metadata</dt>
+            <dd>
+              {Object.entries(r.metadata).map(([k, v]) => (
+                <div key={k} class="small">
+                  <span class="mono">{k}</span>: {v ?? <span class="muted">missing</span>}
+                </div>
+              ))}
+            </dd>
+          </>
+        )}
+      </dl>
+    </Card>
+  );
+}
+
+const duration = (from: string, to: string): string => {
+  const s = Math.max(0, (new Date(to).getTime() - new Date(from).getTime()) / 1000);
+  return s < 60 ? `${s.toFixed(0)} s` : `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
+};
+
+const PAGE = 100;
+
+/** A case's duration: "<1 ms", "12 ms", "3.42 s"; the cell as it is when it is not a number. */
+const seconds = (cell: string | undefined): string => {
+  const s = Number(cell);
+  if (cell === undefined || cell === "" || !Number.isFinite(s)) return cell ?? "";
+  return s < 0.001 ? "<1 ms" : s < 1 ? `${Math.round(s * 1000)} ms` : `${s.toFixed(2)} s`;
+};
+
+/** The report as a table: counts, failures first, a filter box, messages expandable; paged (10,000 cases stay quick). */
+function Report(props: { base: string; runId: string }) {
+  const report = useLoad(async () => {
+    const res = await call("GET", `${props.base}/report?format=json`);
+    // A protoplaster node answers CSV whatever the format: offer the download only.
+    if (!(res.headers.get("content-type") ?? "").includes("json")) return undefined;
+    return (await res.json()) as ReportRow[];
+  }, [props.base]);
+  const [text, setText] = useState("");
+  const [status, setStatus] = useState("");
+  const [offset, setOffset] = useState(0);
+  const [open, setOpen] = useState<Set<number>>(new Set());
+  const filter = useDebounced(text.trim().toLowerCase(), 200);
+  const ordered = useMemo(() => (report.data ? failuresFirst(report.data) : []), [report.data]);
+  const counts = useMemo(() => countRows(report.data ?? []), [report.data]);
+  const shown = useMemo(
+    () => ordered.filter((row) => (!status || row.status === status) && (!filter || Object.values(row).some((v) => v.toLowerCase().includes(filter)))),
+    [ordered, filter, status],
+  );
+  useEffect(() => {
+    setOffset(0);
+    setOpen(new Set());
+  }, [filter, status]);
+  const columns = report.data?.[0] ? Object.keys(report.data[0]).filter((c) => c !== "message" && c !== "status") : [];
+
+  const downloads = (
+    <>
+      <a class="button small" href={`${props.base}/report`} download={`${props.runId}.csv`}>
+        CSV
+      </a>
+      <a class="button small" href={`${props.base}/report?format=json`} download={`${props.runId}.json`}>
+        JSON
+      </a>
+    </>
+  );
+  if (report.error && /Report file not found/.test(report.error)) {
+    return (
+      <Card title="Report">
+        <p class="muted">No report: the run ended before its first case (aborted while waiting, or a metadata command failed).</p>
+      </Card>
+    );
+  }
+  return (
+    <Card title="Report" actions={downloads}>
+      <Show loaded={report}>
+        {(rows) =>
+          rows === undefined ? (
+            <p class="muted">This node serves its report as CSV only: download it above.</p>
+          ) : rows.length === 0 ? (
+            <Empty>No case ran (a pattern that matches nothing, or no entry for this node).</Empty>
+          ) : (
+            <>
+              <Counts counts={counts} />
+              <div class="row filters">
+                <input class="filter" type="search" aria-label="Filter cases" placeholder="Filter by name, module or message" value={text} onInput={(e) => setText((e.target as HTMLInputElement).value)} />
+                <select aria-label="Filter by result" value={status} onChange={(e) => setStatus((e.target as HTMLSelectElement).value)}>
+                  <option value="">all results</option>
+                  <option value="failed">failed</option>
+                  <option value="skipped">skipped</option>
+                  <option value="passed">passed</option>
+                </select>
+                <span class="muted small">{shown.length === rows.length ? "failures first" : `${shown.length.toLocaleString()} of ${rows.length.toLocaleString()} cases`}</span>
+              </div>
+              <div class="table-wrap">
+                <table class="table report" aria-label="Report">
+                  <thead>
+                    <tr>
+                      <th>Result</th>
+                      {columns.map((c) => (
+                        <th key={c} class={c === "module" || c === "start time" || c === "artifacts" ? "hide-narrow" : undefined}>
+                          {c}
+                        </th>
+                      ))}
+                      <th>Message</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {shown.slice(offset, offset + PAGE).map((row, i) => {
+                      const n = offset + i;
+                      const expanded = open.has(n);
+                      const message = row.message ?? "";
+                      const long = message.length > 90 || message.includes("\n");
+                      return (
+                        <tr key={n} data-case={row["test name"]} class={row.status === "failed" ? "row-failed" : undefined}>
+                          <td>
+                            <StatusBadge status={row.status ?? "?"} />
+                          </td>
+                          {columns.map((c) => (
+                            <td key={c} class={c === "module" || c === "start time" || c === "artifacts" ? "hide-narrow mono small" : c === "test name" ? "mono" : undefined}>
+                              {c === "duration" ? seconds(row[c]) : row[c]}
+                            </td>
+                          ))}
+                          <td class="message">
+                            {long ? (
+                              <button
+                                type="button"
+                                class="link message-toggle"
+                                aria-expanded={expanded}
+                                onClick={() => {
+                                  const next = new Set(open);
+                                  if (expanded) next.delete(n);
+                                  else next.add(n);
+                                  setOpen(next);
+                                }}
+                              >
+                                {expanded ? "▾ " : "▸ "}
+                                {expanded ? "" : `${message.split("\n")[0]!.slice(0, 90)}…`}
+                              </button>
+                            ) : (
+                              message
+                            )}
+                            {expanded && <pre class="output message-full">{message}</pre>}
+                          </td>
+                        </tr>
+                      );
+                    })}
+                  </tbody>
+                </table>
+              </div>
+              {shown.length > PAGE && (
+                <Pager
+                  offset={offset}
+                  limit={PAGE}
+                  total={shown.length}
+                  onChange={(o) => {
+                    setOffset(o);
+                    document.querySelector("table.report")?.scrollIntoView({ block: "start" });
+                  }}
+                />
+              )}
+            </>
+          )
+        }
+      </Show>
+    </Card>
+  );
+}
+
+interface TreeDir {
+  dirs: Map<string, TreeDir>;
+  files: Artifact[];
+}
+
+function buildTree(list: Artifact[]): TreeDir {
+  const root: TreeDir = { dirs: new Map(), files: [] };
+  for (const a of list) {
+    const parts = a.name.split("/");
+    let dir = root;
+    for (const part of parts.slice(0, -1)) {
+      if (!dir.dirs.has(part)) dir.dirs.set(part, { dirs: new Map(), files: [] });
+      dir = dir.dirs.get(part)!;
+    }
+    dir.files.push(a);
+  }
+  return root;
+}
+
+const IMAGE = /\.(png|jpe?g|gif|svg|webp|bmp)$/i;
+const TEXT = /\.(txt|log|csv|json|ya?ml|xml|out|err|md|ini|conf|cfg|sh|py|html?)$/i;
+/** Largest text preview read (the rest is offered as a download). */
+const PREVIEW_BYTES = 256 * 1024;
+
+/** The run's artifacts as a tree; text and images preview in place (?preview=true), everything downloads. */
+function Artifacts(props: { base: string }) {
+  const list = useLoad(() => get<Artifact[]>(`${props.base}/artifacts`), [props.base]);
+  const [preview, setPreview] = useState<string>();
+  const url = (name: string, inline = false) => `${props.base}/artifacts/${name.split("/").map(seg).join("/")}${inline ? "?preview=true" : ""}`;
+  const renderDir = (dir: TreeDir, path: string) => (
+    <ul class="tree">
+      {[...dir.dirs.entries()].map(([name, sub]) => (
+        <li key={`d:${name}`}>
+          <details open>
+            <summary>
+              <span class="tree-dir">{name}/</span>
+            </summary>
+            {renderDir(sub, `${path}${name}/`)}
+          </details>
+        </li>
+      ))}
+      {dir.files.map((a) => {
+        const base = a.name.split("/").pop()!;
+        return (
+          <li key={a.name} data-artifact={a.name} class={preview === a.name ? "selected" : undefined}>
+            <span class="mono">{base}</span>{" "}
+            {(IMAGE.test(base) || TEXT.test(base) || !base.includes(".")) && (
+              <button type="button" class="link small" onClick={() => setPreview(preview === a.name ? undefined : a.name)} aria-expanded={preview === a.name}>
+                {preview === a.name ? "Hide" : "Preview"}
+              </button>
+            )}
+            <a class="small" href={url(a.name)} download={base}>
+              Download
+            </a>
+          </li>
+        );
+      })}
+    </ul>
+  );
+  return (
+    <Card title="Artifacts">
+      <Show loaded={list}>
+        {(items) =>
+          items.length === 0 ? (
+            <p class="muted">No files.</p>
+          ) : (
+            <div class="artifacts">
+              <div class="artifact-tree">{renderDir(buildTree(items), "")}</div>
+              {preview && <Preview name={preview} url={url(preview, true)} download={url(preview)} />}
+            </div>
+          )
+        }
+      </Show>
+    </Card>
+  );
+}
+
+function Preview(props: { name: string; url: string; download: string }) {
+  const image = IMAGE.test(props.name);
+  const text = useLoad(async () => {
+    if (image) return "";
+    const res = await call("GET", props.url);
+    const reader = res.body!.getReader();
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    while (size < PREVIEW_BYTES) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.byteLength;
+    }
+    await reader.cancel().catch(() => {});
+    const all = new Uint8Array(size);
+    let at = 0;
+    for (const c of chunks) (all.set(c, at), (at += c.byteLength));
+    const decoded = new TextDecoder("utf-8", { fatal: false }).decode(all.subarray(0, PREVIEW_BYTES));
+    return size >= PREVIEW_BYTES ? `${decoded}\n… (cut at ${PREVIEW_BYTES / 1024} KB: download the whole file)` : decoded;
+  }, [props.url]);
+  return (
+    <div class="artifact-preview" aria-label={`Preview of ${props.name}`}>
+      <div class="row">
+        <strong class="mono">{props.name}</strong>
+        <a class="small" href={props.download} download={props.name.split("/").pop()}>
+          Download
+        </a>
+      </div>
+      {image ? (
+        <img src={props.url} alt={props.name} class="preview-image" />
+      ) : (
+        <Show loaded={text}>{(t) => (t === "" ? <p class="muted">(empty file)</p> : <pre class="output preview-text">{t}</pre>)}</Show>
+      )}
+    </div>
+  );
+}
+
+export const runPage: Page = { path: "/runs/:id", title: "Test run", component: RunPage, visible: canReadTests };

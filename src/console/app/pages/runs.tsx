@@ -1,0 +1,454 @@
+import { useEffect, useRef, useState } from "preact/hooks";
+import { api, call, get, getPage, messageOf, seg } from "../api.ts";
+import { href, navigate, replaceQuery, type Page, type PageProps } from "../router.ts";
+import { canReadTests, canRunTests, isFinal, LOCAL_DEVICE, PatternHelp, StatusBadge, useRunEvents, type Run, type RunStatus, type TestConfig } from "../testruns.tsx";
+import { Card, Empty, Field, Pager, PageHeader, Show, Time, useAction, useLoad } from "../ui.tsx";
+
+const LIMIT = 25;
+const STATUSES: RunStatus[] = ["pending", "running", "finished", "failed", "aborted"];
+
+function Runs({ me, query }: PageProps) {
+  const config = query.get("config") ?? "";
+  const status = query.get("status") ?? "";
+  const offset = Number(query.get("offset") ?? 0) || 0;
+  const write = canRunTests(me);
+  const configs = useLoad(() => get<TestConfig[]>("/api/v1/configs"));
+  const path = () => {
+    const q = new URLSearchParams({ order: "desc", limit: String(LIMIT), offset: String(offset) });
+    if (config) q.set("config_name", config);
+    if (status) q.set("status", status);
+    return `/api/v1/test-runs?${q}`;
+  };
+  const runs = useLoad(() => getPage<Run>(path()), [config, status, offset]);
+  const [dialog, setDialog] = useState<string | undefined>(query.get("trigger") ?? undefined);
+  const [repeatOf, setRepeatOf] = useState<Run>();
+
+  // Live: a changed run on this page is replaced at once; a new or deleted one reloads the page.
+  const reloadSoon = useDebouncedCall(runs.reload, 300);
+  const live = useRunEvents((e) => {
+    const page = runs.data;
+    if (!page) return;
+    if (e.event === "run") {
+      const at = page.items.findIndex((r) => r.id === e.run.id);
+      const matches = (!config || e.run.config_name === config) && (!status || status.split(",").includes(e.run.status));
+      if (at >= 0 && matches) {
+        const items = [...page.items];
+        items[at] = e.run;
+        runs.setData({ ...page, items });
+      } else if (at >= 0 || (matches && offset === 0)) reloadSoon();
+    } else if (e.event === "run-deleted" && page.items.some((r) => r.id === e.id)) reloadSoon();
+  });
+
+  const filter = (next: Record<string, string | undefined>) => replaceQuery({ config, status, ...next, offset: undefined });
+
+  return (
+    <>
+      <PageHeader
+        title="Test runs"
+        sub={
+          <>
+            Newest first. Status changes show as they happen{" "}
+            <span class={`stream-dot inline ${live ? "on" : ""}`} title={live ? "Live" : "Reconnecting"} />.
+          </>
+        }
+      >
+        {write && (
+          <button type="button" class="primary" onClick={() => setDialog("")}>
+            Start a run…
+          </button>
+        )}
+      </PageHeader>
+      <div class="row filters">
+        <label class="field-inline">
+          Config{" "}
+          <select aria-label="Filter by config" value={config} onChange={(e) => filter({ config: (e.target as HTMLSelectElement).value })}>
+            <option value="">all</option>
+            {(configs.data ?? []).map((c) => (
+              <option key={c.name} value={c.name}>
+                {c.name}
+              </option>
+            ))}
+            {config && !(configs.data ?? []).some((c) => c.name === config) && <option value={config}>{config}</option>}
+          </select>
+        </label>
+        <label class="field-inline">
+          Status{" "}
+          <select aria-label="Filter by status" value={status} onChange={(e) => filter({ status: (e.target as HTMLSelectElement).value })}>
+            <option value="">all</option>
+            <option value="pending,running">pending or running</option>
+            {STATUSES.map((s) => (
+              <option key={s} value={s}>
+                {s}
+              </option>
+            ))}
+          </select>
+        </label>
+      </div>
+      <Show loaded={runs}>
+        {(page) =>
+          page.items.length === 0 ? (
+            <Empty>{config || status ? "No run matches these filters." : write ? "No runs yet: start one." : "No runs yet."}</Empty>
+          ) : (
+            <>
+              <RunTable runs={page.items} write={write} onRepeat={setRepeatOf} onChanged={runs.reload} />
+              <Pager offset={offset} limit={LIMIT} total={page.total} onChange={(o) => replaceQuery({ config, status, offset: o || undefined })} />
+            </>
+          )
+        }
+      </Show>
+      {dialog !== undefined && <TriggerDialog configs={configs.data ?? []} initial={dialog} onClose={() => setDialog(undefined)} />}
+      {repeatOf && <RepeatDialog run={repeatOf} onClose={() => setRepeatOf(undefined)} />}
+    </>
+  );
+}
+
+/** Calls `fn` once, `ms` after the last request (many events in a burst reload once). */
+function useDebouncedCall(fn: () => void, ms: number): () => void {
+  const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  useEffect(() => () => clearTimeout(timer.current), []);
+  return () => {
+    clearTimeout(timer.current);
+    timer.current = setTimeout(fn, ms);
+  };
+}
+
+function RunTable(props: { runs: Run[]; write: boolean; onRepeat: (run: Run) => void; onChanged: () => void }) {
+  const [busy, run] = useAction();
+  const abort = (r: Run) =>
+    run(() => api("DELETE", `/api/v1/test-runs/${seg(r.id)}`), {
+      confirm: [`Abort this run of ${r.config_name}?`, { body: "A running case gets SIGTERM (SIGKILL 5 s later) and is reported as skipped; the cases that ran stay in the report.", confirm: "Abort run" }],
+      done: "Abort requested",
+    });
+  const remove = async (r: Run) => {
+    if (
+      await run(() => api("DELETE", `/api/v1/test-runs/${seg(r.id)}/record`), {
+        confirm: [`Delete this run of ${r.config_name}?`, { body: "Its report and artifacts are deleted too.", confirm: "Delete run" }],
+        done: "Run deleted",
+      })
+    )
+      props.onChanged();
+  };
+  return (
+    <div class="table-wrap">
+      <table class="table">
+        <thead>
+          <tr>
+            <th>Status</th>
+            <th>Config</th>
+            <th class="hide-narrow">Suite</th>
+            <th class="hide-narrow">Where</th>
+            <th>Created</th>
+            <th class="hide-narrow">Finished</th>
+            <th />
+          </tr>
+        </thead>
+        <tbody>
+          {props.runs.map((r) => (
+            <tr key={r.id} data-run={r.id}>
+              <td>
+                <a href={href(`/runs/${seg(r.id)}`)} aria-label={`Run ${r.id}`}>
+                  <StatusBadge status={r.status} aborting={r.abort_requested} />
+                </a>
+              </td>
+              <td>
+                <a class="mono" href={href(`/runs/${seg(r.id)}`)}>
+                  {r.config_name}
+                </a>
+                {r.pattern && <div class="muted small mono">-k {r.pattern}</div>}
+              </td>
+              <td class="hide-narrow">{r.test_suite_name || <span class="muted">all</span>}</td>
+              <td class="hide-narrow">
+                {r.machine_target && r.machine_target !== "localhost" ? r.machine_target : "this gateway"}
+                {r.machine_target === "localhost" && (
+                  <div class="small">
+                    <a href={href(`/triggers/${seg(r.trigger_id)}`)}>multi-node trigger</a>
+                  </div>
+                )}
+              </td>
+              <td>
+                <Time value={r.created_at} />
+              </td>
+              <td class="hide-narrow">{r.finished_at ? <Time value={r.finished_at} /> : <span class="muted">–</span>}</td>
+              <td class="actions">
+                {props.write && !isFinal(r) && (
+                  <button type="button" class="small danger" disabled={busy || r.abort_requested} onClick={() => abort(r)}>
+                    Abort
+                  </button>
+                )}
+                {props.write && isFinal(r) && (
+                  <>
+                    <button type="button" class="small" disabled={busy} onClick={() => props.onRepeat(r)}>
+                      Repeat…
+                    </button>{" "}
+                    <button type="button" class="small danger" disabled={busy} onClick={() => remove(r)}>
+                      Delete
+                    </button>
+                  </>
+                )}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+/** A modal form in a <dialog>: Escape or Cancel closes it. */
+export function Modal(props: { title: string; onClose: () => void; children: preact.ComponentChildren; wide?: boolean }) {
+  const ref = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    if (ref.current && !ref.current.open) ref.current.showModal();
+  }, []);
+  return (
+    <dialog ref={ref} class={`confirm form-dialog ${props.wide ? "wide" : ""}`} onCancel={props.onClose} onClose={props.onClose} aria-labelledby="modal-title">
+      <h2 id="modal-title">{props.title}</h2>
+      {props.children}
+    </dialog>
+  );
+}
+
+interface OverrideRow {
+  key: string;
+  value: string;
+}
+
+/** A YAML scalar for a value typed in a row: numbers and booleans as they are, other text quoted when needed. */
+const yamlValue = (text: string): string => {
+  const t = text.trim();
+  if (t === "" || /^(-?\d+(\.\d+)?|true|false|null)$/.test(t) || /^[[{"']/.test(t)) return t === "" ? '""' : t;
+  return /[:#]|^[-?&*!|>%@`]/.test(t) ? JSON.stringify(t) : t;
+};
+
+/** The trigger form: config, suite, overrides (rows from the hints and free YAML), where. */
+function TriggerDialog(props: { configs: TestConfig[]; initial: string; onClose: () => void }) {
+  const [config, setConfig] = useState(props.initial || props.configs[0]?.name || "");
+  const outline = useLoad(async () => {
+    if (!config) return { suites: [] as string[], hints: [] as string[] };
+    const [suites, hints] = await Promise.all([get<string[]>(`/api/v1/configs/${seg(config)}/test-suites`), get<string[]>(`/api/v1/configs/${seg(config)}/override-hints`)]);
+    return { suites, hints };
+  }, [config]);
+  const nodes = useLoad(() => get<Array<{ name: string; url: string }>>("/api/v1/test-nodes"));
+  const [suite, setSuite] = useState("");
+  const [rows, setRows] = useState<OverrideRow[]>([]);
+  const [free, setFree] = useState("");
+  const [pattern, setPattern] = useState("");
+  const [where, setWhere] = useState<"here" | "nodes" | "target">("here");
+  const [picked, setPicked] = useState<Set<string>>(new Set([LOCAL_DEVICE]));
+  const [target, setTarget] = useState("");
+  const [error, setError] = useState<string>();
+  const [busy, setBusy] = useState(false);
+
+  useEffect(() => {
+    setSuite("");
+    setRows([]);
+  }, [config]);
+
+  const overrides = () =>
+    [...rows.filter((r) => r.key.trim()).map((r) => `${r.key.trim()}: ${yamlValue(r.value)}`), free.trim()].filter(Boolean).join("\n");
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setError(undefined);
+    setBusy(true);
+    const body: Record<string, unknown> = { config_name: config };
+    if (suite) body.test_suite_name = suite;
+    const o = overrides();
+    if (o) body.overrides = o;
+    if (pattern.trim()) body.pattern = pattern.trim();
+    if (where === "nodes") body.nodes = [...picked];
+    if (where === "target" && target.trim()) body.machine_target = target.trim();
+    try {
+      const res = await call("POST", "/api/v1/test-runs", { json: body });
+      const trigger = res.headers.get("x-trigger-id");
+      const answer = (await res.json()) as Partial<Run>;
+      props.onClose();
+      if (answer.id) navigate(`/runs/${seg(answer.id)}`);
+      else if (trigger) navigate(`/triggers/${seg(trigger)}`);
+    } catch (err) {
+      setError(messageOf(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const hints = outline.data?.hints ?? [];
+  return (
+    <Modal title="Start a test run" onClose={props.onClose} wide>
+      <form onSubmit={submit} class="trigger-form">
+        <div class="form-row">
+          <Field label="Config" wide>
+            <select name="config_name" value={config} onChange={(e) => setConfig((e.target as HTMLSelectElement).value)} required>
+              {props.configs.map((c) => (
+                <option key={c.name} value={c.name}>
+                  {c.name}
+                </option>
+              ))}
+            </select>
+          </Field>
+          <Field label="Suite" wide>
+            <select name="test_suite_name" value={suite} onChange={(e) => setSuite((e.target as HTMLSelectElement).value)}>
+              <option value="">everything (all groups)</option>
+              {(outline.data?.suites ?? []).map((s) => (
+                <option key={s} value={s}>
+                  {s}
+                </option>
+              ))}
+            </select>
+          </Field>
+        </div>
+        {outline.error && <p class="form-error">This config does not load: {outline.error}</p>}
+
+        <fieldset class="plain">
+          <legend class="field-label">Overrides</legend>
+          {rows.map((row, i) => (
+            <div class="form-row override-row" key={i}>
+              <input
+                aria-label="Override key"
+                class="mono grow"
+                list="override-hints"
+                placeholder="tests.group.0.module.key"
+                value={row.key}
+                onInput={(e) => setRows(rows.map((r, j) => (j === i ? { ...r, key: (e.target as HTMLInputElement).value } : r)))}
+              />
+              <input
+                aria-label="Override value"
+                class="mono"
+                placeholder="value"
+                value={row.value}
+                onInput={(e) => setRows(rows.map((r, j) => (j === i ? { ...r, value: (e.target as HTMLInputElement).value } : r)))}
+              />
+              <button type="button" class="small" aria-label="Remove override" onClick={() => setRows(rows.filter((_, j) => j !== i))}>
+                ×
+              </button>
+            </div>
+          ))}
+          <datalist id="override-hints">
+            {hints.map((h) => (
+              <option key={h} value={h} />
+            ))}
+          </datalist>
+          <div class="row">
+            <button type="button" class="small" onClick={() => setRows([...rows, { key: hints.find((h) => !rows.some((r) => r.key === h)) ?? "", value: "" }])}>
+              + Override
+            </button>
+            <span class="hint">{hints.length > 0 ? `This config suggests: ${hints.join(", ")}` : "This config declares no override hints; any dotted path works."}</span>
+          </div>
+          <details class="free-yaml">
+            <summary class="small">Free YAML (one `dotted.path: value` a line)</summary>
+            <textarea name="overrides" rows={3} value={free} onInput={(e) => setFree((e.target as HTMLTextAreaElement).value)} placeholder="tests.net.0.ping.host: 10.0.0.7" />
+          </details>
+        </fieldset>
+
+        <Field label="Only cases matching (optional)" hint={<PatternHelp />} wide>
+          <input name="pattern" class="mono" value={pattern} onInput={(e) => setPattern((e.target as HTMLInputElement).value)} placeholder="test_config1 or stdout" />
+        </Field>
+
+        <fieldset class="plain">
+          <legend class="field-label">Where</legend>
+          <div class="checks column">
+            <label>
+              <input type="radio" name="where" checked={where === "here"} onChange={() => setWhere("here")} /> On this gateway (entries with <code>machines:</code> go to those nodes)
+            </label>
+            <label>
+              <input type="radio" name="where" checked={where === "nodes"} onChange={() => setWhere("nodes")} /> On several nodes at once, each running everything
+            </label>
+            {where === "nodes" && (
+              <div class="checks indent" role="group" aria-label="Nodes">
+                {[LOCAL_DEVICE, ...(nodes.data ?? []).map((n) => n.name)].map((n) => (
+                  <label key={n}>
+                    <input
+                      type="checkbox"
+                      value={n}
+                      checked={picked.has(n)}
+                      onChange={() => {
+                        const next = new Set(picked);
+                        if (next.has(n)) next.delete(n);
+                        else next.add(n);
+                        setPicked(next);
+                      }}
+                    />
+                    {n === LOCAL_DEVICE ? "this gateway" : n}
+                  </label>
+                ))}
+                <span class="hint">The config must be on each node: copy it from the Configs page.</span>
+              </div>
+            )}
+            <label>
+              <input type="radio" name="where" checked={where === "target"} onChange={() => setWhere("target")} /> As a node role (<code>machine_target</code>: only the entries for that machine)
+            </label>
+            {where === "target" && <input aria-label="Machine target" class="mono indent" value={target} onInput={(e) => setTarget((e.target as HTMLInputElement).value)} placeholder="localhost or a machine name" />}
+          </div>
+        </fieldset>
+
+        {error && (
+          <p class="form-error" role="alert">
+            {error}
+          </p>
+        )}
+        <div class="row end">
+          <button type="button" onClick={props.onClose}>
+            Cancel
+          </button>
+          <button type="submit" class="primary" disabled={busy || !config || (where === "nodes" && picked.size === 0)}>
+            {busy ? "Starting…" : "Start run"}
+          </button>
+        </div>
+      </form>
+    </Modal>
+  );
+}
+
+/** Repeat with a pattern (its syntax explained; the server's refusal shown in place). */
+export function RepeatDialog(props: { run: Run; onClose: () => void }) {
+  const [pattern, setPattern] = useState(props.run.pattern);
+  const [error, setError] = useState<string>();
+  const [busy, setBusy] = useState(false);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(undefined);
+    try {
+      const run = await api<Run>("POST", `/api/v1/test-runs/${seg(props.run.id)}/repeat`, { json: pattern.trim() === "" ? null : pattern.trim() });
+      props.onClose();
+      navigate(`/runs/${seg(run.id)}`);
+    } catch (err) {
+      setError(messageOf(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <Modal title={`Repeat ${props.run.config_name}`} onClose={props.onClose}>
+      <form onSubmit={submit}>
+        <p class="muted small">
+          A new run with the config as it is now, the same suite{props.run.test_suite_name ? ` (${props.run.test_suite_name})` : ""}, overrides and target.
+        </p>
+        <Field label="Cases to run again (-k pattern)" hint={<PatternHelp />} wide>
+          <input name="pattern" class="mono" value={pattern} onInput={(e) => setPattern((e.target as HTMLInputElement).value)} placeholder="empty: every case" autofocus />
+        </Field>
+        {error && (
+          <p class="form-error" role="alert">
+            {error}
+          </p>
+        )}
+        <div class="row end">
+          <button type="button" onClick={props.onClose}>
+            Cancel
+          </button>
+          <button type="submit" class="primary" disabled={busy}>
+            Repeat
+          </button>
+        </div>
+      </form>
+    </Modal>
+  );
+}
+
+export const runsPage: Page = {
+  path: "/runs",
+  title: "Test runs",
+  component: Runs,
+  nav: { section: "Test runs", label: "Test runs", order: 20 },
+  visible: canReadTests,
+};
