@@ -94,6 +94,19 @@ export function parseJsonBody(bytes: Buffer): unknown {
   try {
     return JSON.parse(text);
   } catch (error) {
-    throw httpError(400, `malformed JSON body: ${(error as Error).message}`);
+    throw httpError(400, `malformed JSON body${jsonErrorPlace(text, (error as Error).message)}`);
   }
+}
+
+/**
+ * Where JSON.parse stopped, as " at line L, column C", or "" when it does not say. The runtime's
+ * own text is not passed on: it differs between Node 20 and 24, and is the runtime's, not ours.
+ */
+function jsonErrorPlace(text: string, message: string): string {
+  const found = /position (\d{1,10})/.exec(message);
+  if (!found) return text.trim() === "" ? ": no JSON value" : ": not valid JSON";
+  const position = Math.min(Number(found[1]), text.length);
+  const before = text.slice(0, position);
+  const line = before.split("\n").length;
+  return ` at line ${line}, column ${position - before.lastIndexOf("\n")}`;
 }
