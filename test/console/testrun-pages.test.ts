@@ -260,6 +260,8 @@ test("a read-only account sees runs and configs without upload, start, abort, re
   try {
     const { page } = tab;
     await signIn(page, "viewer", "viewer-password-1");
+    // An account with only test-run scopes opens on Test runs, not on an empty Devices page.
+    await page.waitForURL(/#\/runs$/);
     await nav(page, "Test runs");
     await page.locator("tr[data-run]").first().waitFor();
     assert.equal(await page.getByRole("button", { name: "Start a run…" }).count(), 0);

@@ -5,7 +5,7 @@ import { api, setSignedOutHandler } from "./api.ts";
 import { pages } from "./pages/index.ts";
 import { Login } from "./pages/login.tsx";
 import { match, SECTIONS, useLocation, href, type Page } from "./router.ts";
-import type { Me } from "./session.ts";
+import { homePath, type Me } from "./session.ts";
 import { startLive, stopLive, useLive } from "./live.ts";
 import { ConfirmHost, ErrorBox, notify, Toasts } from "./ui.tsx";
 import { Component, type ComponentChildren } from "preact";
@@ -45,7 +45,7 @@ function Frame(props: { me: Me; onSignedOut: () => void }) {
   useEffect(() => {
     setMenuOpen(false);
     document.title = found ? `${found.page.title} · labgate` : "labgate";
-    if (!found && location.path === "/") window.location.replace(href("/devices"));
+    if (!found && location.path === "/") window.location.replace(href(homePath(me)));
   }, [location.path]);
 
   const signOut = async () => {
@@ -65,7 +65,7 @@ function Frame(props: { me: Me; onSignedOut: () => void }) {
         <button type="button" class="menu-button" aria-label="Menu" aria-expanded={menuOpen} onClick={() => setMenuOpen(!menuOpen)}>
           ☰
         </button>
-        <a class="brand" href={href("/devices")}>
+        <a class="brand" href={href(homePath(me))}>
           labgate
         </a>
         <span class={`stream-dot ${live.streaming ? "on" : ""}`} title={live.streaming ? "Live updates on" : "Live updates off (reconnecting)"} />

@@ -14,3 +14,10 @@ export const isAdmin = (me: Me): boolean => hasScope(me, "admin_rw") || hasScope
 export const canAdminWrite = (me: Me): boolean => hasScope(me, "admin_rw");
 /** The server's scope prefix, taken from the account's own scopes ("svc" by default). */
 export const prefixOf = (me: Me): string => me.scopes[0]?.replace(/_.*$/, "") || "svc";
+
+/**
+ * Where the console opens: Test runs for an account whose scopes are all test-run scopes (a
+ * technician), else Devices.
+ */
+export const homePath = (me: Me): string =>
+  me.scopes.length > 0 && me.scopes.every((s) => bare(s) === "tests_ro" || bare(s) === "tests_rw") ? "/runs" : "/devices";
