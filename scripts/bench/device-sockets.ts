@@ -24,11 +24,8 @@ import { loadConfig } from "../../src/config/config.ts";
 import { startServer } from "../../src/server/start.ts";
 import { createLogger } from "../../src/util/log.ts";
 import type { LoadResult, LoadSpec } from "./loadgen.ts";
+import { flag } from "./flags.ts";
 
-const flag = (name: string, fallback: number): number => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
-};
 const DEVICES = flag("devices", 10_000);
 const PROCS = flag("procs", 4);
 const ROUNDS = flag("rounds", 3);

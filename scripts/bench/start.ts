@@ -14,11 +14,8 @@ import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { Database } from "../../src/db/index.ts";
+import { flag } from "./flags.ts";
 
-const flag = (name: string, fallback: number): number => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
-};
 const RUNS = flag("runs", 10);
 const DEVICES = flag("devices", 10_000);
 const binaries = process.argv.slice(2).filter((a, i, all) => !a.startsWith("--") && !all[i - 1]?.startsWith("--")).map((b) => resolve(b));
