@@ -96,16 +96,22 @@ test("Configs: several files at once, copied to a node; a broken one is shown wi
   admin.clean([SIGNED_OUT, /^400 POST \/api\/v1\/configs$/, /^422 GET \/api\/v1\/configs\/needs-missing\.yml\/test-suites$/]);
 });
 
+/** Opens Test runs' start dialog with `config` and its `suite` chosen. */
+async function openStartDialog(page: Page, config: string, suite: string) {
+  await nav(page, "Test runs");
+  await page.getByRole("button", { name: "Start a run…" }).click();
+  const dialog = page.getByRole("dialog", { name: "Start a test run" });
+  await dialog.locator('select[name="config_name"]').selectOption(config);
+  await dialog.locator('select[name="test_suite_name"] option', { hasText: suite }).waitFor({ state: "attached" });
+  await dialog.locator('select[name="test_suite_name"]').selectOption(suite);
+  return dialog;
+}
+
 let firstRun = "";
 
 test("Test runs: start with a suite and an override; the status changes live; the report puts failures first; artifacts preview", async () => {
   const { page } = admin;
-  await nav(page, "Test runs");
-  await page.getByRole("button", { name: "Start a run…" }).click();
-  const dialog = page.getByRole("dialog", { name: "Start a test run" });
-  await dialog.locator('select[name="config_name"]').selectOption("suites.yml");
-  await dialog.locator('select[name="test_suite_name"] option', { hasText: "quick" }).waitFor({ state: "attached" });
-  await dialog.locator('select[name="test_suite_name"]').selectOption("quick");
+  const dialog = await openStartDialog(page, "suites.yml", "quick");
   await dialog.getByRole("button", { name: "+ Override" }).click();
   assert.equal(await dialog.getByLabel("Override key").inputValue(), "tests.checks.0.exec.command", "the first hint is offered");
   await dialog.getByLabel("Override value").fill("echo overridden > greeting.txt; sleep 1; exit 3");
@@ -161,12 +167,7 @@ test("repeat with a pattern: a bad pattern is explained in place, a good one run
 
 test("abort a long run from its page; the list shows it aborted live, filters by status, and deletes", async () => {
   const { page } = admin;
-  await nav(page, "Test runs");
-  await page.getByRole("button", { name: "Start a run…" }).click();
-  const dialog = page.getByRole("dialog", { name: "Start a test run" });
-  await dialog.locator('select[name="config_name"]').selectOption("suites.yml");
-  await dialog.locator('select[name="test_suite_name"] option', { hasText: "full" }).waitFor({ state: "attached" });
-  await dialog.locator('select[name="test_suite_name"]').selectOption("full");
+  const dialog = await openStartDialog(page, "suites.yml", "full");
   await dialog.locator("summary").filter({ hasText: "Free YAML" }).click();
   await dialog.locator('textarea[name="overrides"]').fill("tests.soak.0.sleep.seconds: 120");
   await dialog.getByRole("button", { name: "Start run" }).click();
@@ -200,12 +201,7 @@ test("a run on the gateway and on a second labgate node at once: side by side, t
   assert.match(await nodeRow.innerText(), new RegExp(node.server.ctx.version.replace(/\./g, "\\.")));
   await admin.shot("testrun-nodes");
 
-  await nav(page, "Test runs");
-  await page.getByRole("button", { name: "Start a run…" }).click();
-  const dialog = page.getByRole("dialog", { name: "Start a test run" });
-  await dialog.locator('select[name="config_name"]').selectOption("suites.yml");
-  await dialog.locator('select[name="test_suite_name"] option', { hasText: "quick" }).waitFor({ state: "attached" });
-  await dialog.locator('select[name="test_suite_name"]').selectOption("quick");
+  const dialog = await openStartDialog(page, "suites.yml", "quick");
   await dialog.getByLabel("On several nodes at once").check();
   await dialog.getByRole("group", { name: "Nodes" }).getByRole("checkbox", { name: "node1" }).check();
   await dialog.getByRole("button", { name: "Start run" }).click();
