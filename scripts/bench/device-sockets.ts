@@ -2,7 +2,7 @@
  * Benchmark (figures printed, nothing asserted): many connected devices on one server.
  *
  *   node --import tsx scripts/bench/device-sockets.ts [--devices 10000] [--procs 4] [--rounds 3]
- *        [--baseline DIR]
+ *        [--each-rounds N] [--baseline DIR]
  *
  * Seeds N devices, starts `labgate serve` as its own process, and connects every device from
  * `--procs` simulator processes (device-sim.ts: the WebSocket protocol only, not full agents).
@@ -32,6 +32,7 @@ import { flag } from "./flags.ts";
 const DEVICES = flag("devices", 10_000);
 const PROCS = flag("procs", 4);
 const ROUNDS = flag("rounds", 3);
+const EACH_ROUNDS = flag("each-rounds", ROUNDS);
 const baselineAt = process.argv.indexOf("--baseline");
 const BASELINE = baselineAt >= 0 ? resolve(process.argv[baselineAt + 1]) : undefined;
 
@@ -142,17 +143,6 @@ async function run(root: string, admin: string, devices: { mac: string; token: s
       );
       return { all: performance.now() - t0, each };
     };
-    await fanout(); // first round: every connection asks its device for the action list once
-    const checks = devices.slice(0, 2000).map((d) => ({ method: "POST" as const, path: "/api/v1/update/check", token: d.token, body: JSON.stringify({ "svc.software.version": "1", "svc.hardware.devtype": "board" }) }));
-    const all: number[] = [];
-    const each: number[] = [];
-    const checking = load({ url: server.url, requests: checks, connections: 10, seconds: 8 * ROUNDS, warmupSeconds: 1, client: "raw" });
-    await sleep(1500);
-    for (let r = 0; r < ROUNDS; r++) {
-      const round = await fanout();
-      all.push(round.all);
-      each.push(...round.each);
-    }
     const bulk: number[] = [];
     const bulkRound = async () => {
       const t0 = performance.now();
@@ -171,6 +161,18 @@ async function run(root: string, admin: string, devices: { mac: string; token: s
       if (res.statusCode !== 200 || bad.length > 0) throw new Error(`fan-out: ${res.statusCode}, ${bad.length} failed: ${JSON.stringify(bad.slice(0, 3))}`);
       return performance.now() - t0;
     };
+    // First round: every connection asks its device for the action list once.
+    if (EACH_ROUNDS > 0 || (await bulkRound()) === undefined) await fanout();
+    const checks = devices.slice(0, 2000).map((d) => ({ method: "POST" as const, path: "/api/v1/update/check", token: d.token, body: JSON.stringify({ "svc.software.version": "1", "svc.hardware.devtype": "board" }) }));
+    const all: number[] = [];
+    const each: number[] = [];
+    const checking = load({ url: server.url, requests: checks, connections: 10, seconds: 8 * EACH_ROUNDS + 4 * ROUNDS, warmupSeconds: 1, client: "raw" });
+    await sleep(1500);
+    for (let r = 0; r < EACH_ROUNDS; r++) {
+      const round = await fanout();
+      all.push(round.all);
+      each.push(...round.each);
+    }
     for (let r = 0; r < ROUNDS; r++) {
       const took = await bulkRound();
       if (took === undefined) break;
@@ -182,7 +184,7 @@ async function run(root: string, admin: string, devices: { mac: string; token: s
     const label = root === here ? "this tree" : "baseline";
     return [
       `| ${label} | ${DEVICES} | ${connectS.toFixed(1)} s | ${(idle / 1024).toFixed(1)} MiB | ${(connected / 1024).toFixed(1)} MiB | **${((connected - idle) / DEVICES).toFixed(1)} KiB** | ${(after / 1024).toFixed(1)} MiB |`,
-      `| ${label} | ${pct(each, 0.5).toFixed(0)} ms | ${pct(each, 0.99).toFixed(0)} ms | ${pct(all, 0.5).toFixed(0)} ms | ${Math.max(...all).toFixed(0)} ms | ${bulk.length ? `${pct(bulk, 0.5).toFixed(0)} ms / ${Math.max(...bulk).toFixed(0)} ms` : "-"} | ${checked.perSecond.toFixed(0)}/s | ${checked.p50.toFixed(1)} ms | ${checked.p99.toFixed(1)} ms |`,
+      `| ${label} | ${each.length ? `${pct(each, 0.5).toFixed(0)} ms | ${pct(each, 0.99).toFixed(0)} ms | ${pct(all, 0.5).toFixed(0)} ms | ${Math.max(...all).toFixed(0)} ms` : "- | - | - | -"} | ${bulk.length ? `${pct(bulk, 0.5).toFixed(0)} ms / ${Math.max(...bulk).toFixed(0)} ms` : "-"} | ${checked.perSecond.toFixed(0)}/s | ${checked.p50.toFixed(1)} ms | ${checked.p99.toFixed(1)} ms |`,
     ];
   } finally {
     for (const sim of sims) sim.kill("SIGKILL");

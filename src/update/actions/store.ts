@@ -87,6 +87,7 @@ export class ActionLogStore {
   private readonly failures = new TurnBatch<string, void>((ids) => this.db.write((tx) => this.failRows(tx, ids)).then(() => ids.map(() => undefined)));
   private readonly results = new TurnBatch<ResultRecord, Recorded>((records) => this.db.write((tx) => records.map((r) => this.resultRow(tx, r))));
   private sent = new Set<string>();
+  private sentFlush = false;
 
   constructor(db: Database, warn: (message: string) => void) {
     this.db = db;
@@ -112,13 +113,17 @@ export class ActionLogStore {
    * rides on the next durable commit (one lazy transaction for all marked in a turn).
    */
   markSent(id: string): void {
-    if (this.sent.size === 0) setImmediate(() => this.flushSent());
     this.sent.add(id);
+    if (this.sentFlush) return;
+    this.sentFlush = true;
+    setImmediate(() => this.flushSent());
   }
 
   private flushSent(): void {
     const ids = [...this.sent];
     this.sent = new Set();
+    this.sentFlush = false;
+    if (ids.length === 0) return;
     try {
       this.db.writeLazy((tx) => {
         for (const id of ids) tx.run("UPDATE action_log SET status = 'sent' WHERE id = ? AND status = 'pending'", [id]);
@@ -140,22 +145,23 @@ export class ActionLogStore {
 
   /** A device's result: the row gets its final status, exit code and output (11.3 step 8), unless it already has one. */
   recordResult(record: ResultRecord): Promise<Recorded> {
+    // A `sent` mark still waiting for its lazy write says nothing the result does not.
+    this.sent.delete(record.id);
     return this.results.add(record);
   }
 
   private resultRow(tx: Tx, r: ResultRecord): Recorded {
-    const row = tx.get<{ status: ActionStatus }>("SELECT status FROM action_log WHERE id = ? AND mac_address = ?", [r.id, r.mac]);
-    if (!row) return "unknown";
-    if (row.status === "success" || row.status === "error") return "late";
-    tx.run("UPDATE action_log SET status = ?, status_code = ?, output_key = ?, output = ?, finished = ? WHERE id = ?", [
+    const { changes } = tx.run(`UPDATE action_log SET status = ?, status_code = ?, output_key = ?, output = ?, finished = ? WHERE id = ? AND mac_address = ? AND status NOT IN ${FINAL}`, [
       r.code === 0 ? "success" : "error",
       r.code,
       r.key,
       r.output,
       new Date().toISOString(),
       r.id,
+      r.mac,
     ]);
-    return "stored";
+    if (changes > 0) return "stored";
+    return tx.get("SELECT 1 FROM action_log WHERE id = ? AND mac_address = ?", [r.id, r.mac]) ? "late" : "unknown";
   }
 
   /** Rows of a device without a result (its queue), oldest first (11.5). */
