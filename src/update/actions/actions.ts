@@ -42,6 +42,9 @@ export interface ExecResult {
 /** What an execution came to: the device's result, or queued for its next connection. */
 export type ExecOutcome = { queued: true } | ExecResult;
 
+/** Executions of a fan-out started per event-loop turn. */
+const SEND_SLICE = 200;
+
 /** The device answered `action_exec` with something other than ok/full. */
 class DeviceRefusedError extends Error {}
 
@@ -93,7 +96,9 @@ export class ActionService {
    */
   async exec(mac: string, actionId: string): Promise<ExecOutcome> {
     const [execution] = await this.start([mac], actionId);
-    return execution;
+    const outcome = await execution;
+    if (outcome.status === "rejected") throw outcome.reason;
+    return outcome.value;
   }
 
   /**
@@ -102,11 +107,15 @@ export class ActionService {
    * Settles once every device has answered, failed or been queued; one outcome per MAC, in order.
    */
   async execMany(macs: string[], actionId: string): Promise<Array<PromiseSettledResult<ExecOutcome>>> {
-    return Promise.allSettled(await this.start(macs, actionId));
+    return Promise.all(await this.start(macs, actionId));
   }
 
-  /** Writes the pending rows, then drives each execution; resolves once the rows are on disk. */
-  private async start(macs: string[], actionId: string): Promise<Array<Promise<ExecOutcome>>> {
+  /**
+   * Writes the pending rows, then starts each execution: SEND_SLICE devices per event-loop turn,
+   * so that other requests (and the first results) are served between slices of a large fan-out.
+   * Resolves once all are started.
+   */
+  private async start(macs: string[], actionId: string): Promise<Array<Promise<PromiseSettledResult<ExecOutcome>>>> {
     const ids = macs.map(() => randomUUID());
     // Marked in flight before the rows exist, so that a dispatcher starting meanwhile skips them.
     for (const id of ids) this.inflight.add(id);
@@ -116,7 +125,17 @@ export class ActionService {
       for (const id of ids) this.inflight.delete(id);
       throw error;
     }
-    return macs.map((mac, i) => this.drive(mac, ids[i], actionId));
+    const executions: Array<Promise<PromiseSettledResult<ExecOutcome>>> = [];
+    for (let i = 0; i < macs.length; i++) {
+      if (i > 0 && i % SEND_SLICE === 0) await new Promise((resolve) => setImmediate(resolve));
+      executions.push(
+        this.drive(macs[i], ids[i], actionId).then(
+          (value) => ({ status: "fulfilled", value }),
+          (reason: unknown) => ({ status: "rejected", reason }),
+        ),
+      );
+    }
+    return executions;
   }
 
   /** One logged execution: sent when the device is connected, its result awaited; else left queued. */
