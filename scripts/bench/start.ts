@@ -6,7 +6,9 @@
  *   node --import tsx scripts/bench/start.ts [--runs 10] [--devices 10000] BINARY [BASELINE_BINARY]
  *
  * The existing data dir holds `--devices` devices (written by a first start plus a direct insert
- * through the binary's own database, i.e. `labgate serve` then stopped).
+ * through the binary's own database, i.e. `labgate serve` then stopped). The executables take
+ * turns run by run, so a change in the machine's load meets both; idle RSS is the median of three
+ * starts, split into anonymous memory and pages of the executable file (shared, reclaimable).
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -21,10 +23,15 @@ const DEVICES = flag("devices", 10_000);
 const binaries = process.argv.slice(2).filter((a, i, all) => !a.startsWith("--") && !all[i - 1]?.startsWith("--")).map((b) => resolve(b));
 const work = mkdtempSync(join(process.env.TMPDIR ?? "/tmp", "labgate-bench-start-"));
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const rssKiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN);
+const statusKiB = (pid: number, key: string) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN);
+interface Rss {
+  rss: number;
+  anon: number;
+  file: number;
+}
 
 /** Starts the binary on `dataDir`; resolves with ms to the first /api/health answer and the RSS after `idleMs`. */
-async function start(binary: string, dataDir: string, idleMs = 0): Promise<{ ms: number; rss: number }> {
+async function start(binary: string, dataDir: string, idleMs = 0): Promise<{ ms: number } & Rss> {
   const t0 = performance.now();
   const child = spawn(binary, ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "ignore"], env: { HOME: work, PATH: "/usr/bin:/bin", LABGATE_CONFIG: "" }, cwd: work });
   let out = "";
@@ -39,45 +46,65 @@ async function start(binary: string, dataDir: string, idleMs = 0): Promise<{ ms:
   await res.arrayBuffer();
   const ms = performance.now() - t0;
   if (idleMs) await new Promise((r) => setTimeout(r, idleMs));
-  const rss = rssKiB(child.pid!);
+  const pid = child.pid!;
+  const memory = { rss: statusKiB(pid, "VmRSS"), anon: statusKiB(pid, "RssAnon"), file: statusKiB(pid, "RssFile") };
   child.kill("SIGTERM");
   await once(child, "exit");
-  return { ms, rss };
+  return { ms, ...memory };
 }
 
 console.log(`labgate start-up benchmark: ${RUNS} runs each; existing data dir with ${DEVICES} devices`);
 console.log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? "?"}; node ${process.version}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}; ${new Date().toISOString()}`);
-const existing = join(work, "existing");
-await start(binaries[0], existing);
-const db = await Database.open(existing);
-const now = new Date().toISOString();
-await db.write((tx) => {
-  for (let i = 0; i < DEVICES; i++) {
-    const mac = (0x0c0000000000 + i).toString(16).padStart(12, "0").match(/../g)!.join(":");
-    tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata) VALUES (?, ?, ?, '{}', ?)", [now, mac, mac, JSON.stringify({ "svc.software.version": "v1", "svc.hardware.devtype": "board" })]);
-  }
-});
-await db.close();
-console.log(`image ${(readFileSync(join(existing, "labgate.db")).length / 1048576).toFixed(1)} MB`);
-console.log("\n| executable | empty data dir (median) | existing data dir (median) | idle RSS, existing dir |");
-console.log("| --- | ---: | ---: | ---: |");
-for (const binary of binaries) {
-  const empty: number[] = [];
-  const full: number[] = [];
-  for (let i = 0; i < RUNS; i++) {
+// One existing data dir per executable, made by its own first start (their schemas may differ).
+const existingDirs: string[] = [];
+for (const [b, binary] of binaries.entries()) {
+  const existing = join(work, `existing-${b}`);
+  await start(binary, existing);
+  const db = await Database.open(existing);
+  const now = new Date().toISOString();
+  await db.write((tx) => {
+    for (let i = 0; i < DEVICES; i++) {
+      const mac = (0x0c0000000000 + i).toString(16).padStart(12, "0").match(/../g)!.join(":");
+      tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata) VALUES (?, ?, ?, '{}', ?)", [now, mac, mac, JSON.stringify({ "svc.software.version": "v1", "svc.hardware.devtype": "board" })]);
+    }
+  });
+  await db.close();
+  existingDirs.push(existing);
+}
+console.log(`image ${(readFileSync(join(existingDirs[0], "labgate.db")).length / 1048576).toFixed(1)} MB`);
+console.log("\n| executable | empty data dir (median) | existing data dir (median) | idle RSS, existing dir (median of 3) | of which anonymous | of which the executable's pages |");
+console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
+const empty = binaries.map((): number[] => []);
+const full = binaries.map((): number[] => []);
+const idle = binaries.map((): Rss[] => []);
+for (let i = 0; i < RUNS; i++) {
+  for (const [b, binary] of binaries.entries()) {
     const dir = join(work, `empty-${i}`);
-    empty.push((await start(binary, dir)).ms);
+    empty[b].push((await start(binary, dir)).ms);
     rmSync(dir, { recursive: true, force: true });
     const copy = join(work, `copy-${i}`);
-    cpSync(existing, copy, { recursive: true });
-    full.push((await start(binary, copy)).ms);
+    cpSync(existingDirs[b], copy, { recursive: true });
+    full[b].push((await start(binary, copy)).ms);
     rmSync(copy, { recursive: true, force: true });
   }
-  const copy = join(work, "copy-rss");
-  cpSync(existing, copy, { recursive: true });
-  const { rss } = await start(binary, copy, 2000);
-  rmSync(copy, { recursive: true, force: true });
-  console.log(`| ${binary} | ${median(empty).toFixed(0)} ms | ${median(full).toFixed(0)} ms | ${(rss / 1024).toFixed(1)} MB |`);
+}
+for (let i = 0; i < 3; i++) {
+  for (const [b, binary] of binaries.entries()) {
+    const copy = join(work, "copy-rss");
+    cpSync(existingDirs[b], copy, { recursive: true });
+    idle[b].push(await start(binary, copy, 2000));
+    rmSync(copy, { recursive: true, force: true });
+  }
+}
+const mb = (kib: number) => `${(kib / 1024).toFixed(1)} MB`;
+for (const [b, binary] of binaries.entries()) {
+  const rss = [...idle[b]].sort((x, y) => x.rss - y.rss)[1];
+  console.log(`| ${binary} | ${median(empty[b]).toFixed(0)} ms | ${median(full[b]).toFixed(0)} ms | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} |`);
+}
+if (binaries.length > 1) {
+  const ratio = (xs: number[][]) => (median(xs[0]) / median(xs[1])).toFixed(2);
+  const rss = (b: number) => median(idle[b].map((r) => r.rss));
+  console.log(`\nfirst / second: empty ${ratio(empty)}, existing ${ratio(full)}, idle RSS ${(rss(0) / rss(1)).toFixed(2)}`);
 }
 console.log(`load average at the end ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
 rmSync(work, { recursive: true, force: true });

@@ -1,9 +1,13 @@
 /**
  * Benchmark (figures printed, nothing asserted): streamed package upload and download through
- * a real `labgate serve` process, next to `cp` of the same file on the same disk.
+ * a real `labgate serve` process, next to `cp` of the same file on the same disk, and uploads
+ * next to a bare Node pipeline (bare-upload.ts: node:http, SHA-256, write, fsync; no multipart,
+ * no framework) that gets the same request bytes from the same client in the same run.
  *
- *   node --import tsx scripts/bench/upload-download.ts [SIZE_MB=1024] [--dir DIR]
+ *   node --import tsx scripts/bench/upload-download.ts [SIZE_MB=1024] [--dir DIR] [--rounds 3]
  *
+ * Uploads alternate between labgate and the bare server, `--rounds` each (the order swapped
+ * every round); the ratio of the medians is the figure of issue 14 (target >= 0.8).
  * Prints throughput in MB/s and the server's RSS: idle (after start-up), and its high-water
  * mark (VmHWM, reset through /proc/PID/clear_refs before each transfer where the kernel allows)
  * during the upload and during the download. Targets (issue 4): peak RSS no more than 40 MB
@@ -16,11 +20,12 @@
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { createReadStream, createWriteStream, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createReadStream, createWriteStream, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { request } from "node:http";
 import { join } from "node:path";
 import { once } from "node:events";
+import { flag } from "./flags.ts";
 
 const args = process.argv.slice(2);
 const dirFlag = args.indexOf("--dir");
@@ -30,6 +35,8 @@ const work = mkdtempSync(join(baseDir ?? process.env.TMPDIR ?? "/tmp", "labgate-
 const dataDir = join(work, "data");
 const source = join(work, "package.bin");
 const MB = 1024 * 1024;
+const ROUNDS = flag("rounds", 3);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 const mbps = (bytes: number, ms: number) => (bytes / MB / (ms / 1000)).toFixed(1);
 
@@ -63,30 +70,40 @@ async function makeSource(): Promise<string> {
   return hash.digest("hex");
 }
 
-async function startServer(): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", "src/main.ts", "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
-    stdio: ["ignore", "pipe", "inherit"],
-    env: { ...process.env, LABGATE_CONFIG: "" },
-  });
+async function listening(child: ChildProcess): Promise<{ child: ChildProcess; url: string }> {
   let out = "";
   for await (const chunk of child.stdout!) {
     out += chunk;
-    const match = /labgate listening on (\S+)/.exec(out);
+    const match = /listening on (\S+)/.exec(out);
     if (match) return { child, url: match[1] };
   }
   throw new Error(`server did not start: ${out}`);
 }
 
-function upload(url: string, token: string): Promise<{ status: number; body: string }> {
+function startServer(): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", "src/main.ts", "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
+    stdio: ["ignore", "pipe", "inherit"],
+    env: { ...process.env, LABGATE_CONFIG: "" },
+  });
+  return listening(child);
+}
+
+function startBare(dir: string): Promise<{ child: ChildProcess; url: string }> {
+  mkdirSync(dir);
+  const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "bare-upload.ts"), dir], { stdio: ["ignore", "pipe", "inherit"] });
+  return listening(child);
+}
+
+function upload(url: string, token: string, version = "bench"): Promise<{ status: number; body: string }> {
   const boundary = "----labgate-bench";
   const head = Buffer.from(
-    `--${boundary}\r\nContent-Disposition: form-data; name="svc.software.version"\r\n\r\nbench\r\n` +
+    `--${boundary}\r\nContent-Disposition: form-data; name="svc.software.version"\r\n\r\n${version}\r\n` +
       `--${boundary}\r\nContent-Disposition: form-data; name="svc.hardware.devtype"\r\n\r\nbench\r\n` +
       `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="package.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`,
   );
   const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
   return new Promise((resolve, reject) => {
-    const req = request(`${url}/api/v1/packages`, {
+    const req = request(url, {
       method: "POST",
       headers: {
         authorization: `Bearer token=${token}`,
@@ -150,13 +167,46 @@ async function main(): Promise<void> {
     await new Promise((r) => setTimeout(r, 500));
     const idle = procStatus(child.pid!);
 
+    const bareDir = join(work, "bare");
+    const bare = await startBare(bareDir);
     const resettable = resetPeak(child.pid!);
-    started = performance.now();
-    const up = await upload(url, token);
-    const upMs = performance.now() - started;
-    if (up.status !== 200) throw new Error(`upload failed: ${up.status} ${up.body}`);
-    const pkg = JSON.parse(up.body) as { id: number; sha256: string };
-    const afterUpload = procStatus(child.pid!);
+    const upTimes: number[] = [];
+    const bareTimes: number[] = [];
+    let up: { status: number; body: string } = { status: 0, body: "" };
+    let pkg: { id: number; sha256: string } = { id: 0, sha256: "" };
+    let afterUpload = idle;
+    const uploadBare = async () => {
+      started = performance.now();
+      const res = await upload(bare.url, "");
+      bareTimes.push(performance.now() - started);
+      if (res.status !== 200) throw new Error(`bare upload failed: ${res.status} ${res.body}`);
+      for (const name of readdirSync(bareDir)) rmSync(join(bareDir, name));
+    };
+    const uploadLabgate = async (round: number) => {
+      if (pkg.id) {
+        const gone = await fetch(`${url}/api/v1/packages/${pkg.id}`, { method: "DELETE", headers: { authorization: `Bearer token=${token}` } });
+        if (gone.status !== 200) throw new Error(`package delete: ${gone.status}`);
+      }
+      if (resettable) resetPeak(child.pid!);
+      started = performance.now();
+      up = await upload(`${url}/api/v1/packages`, token, `bench-${round}`);
+      upTimes.push(performance.now() - started);
+      if (up.status !== 200) throw new Error(`upload failed: ${up.status} ${up.body}`);
+      pkg = JSON.parse(up.body) as { id: number; sha256: string };
+      afterUpload = procStatus(child.pid!);
+    };
+    for (let round = 0; round < ROUNDS; round++) {
+      if (round % 2 === 0) {
+        await uploadBare();
+        await uploadLabgate(round);
+      } else {
+        await uploadLabgate(round);
+        await uploadBare();
+      }
+    }
+    bare.child.kill("SIGTERM");
+    const upMs = median(upTimes);
+    const bareMs = median(bareTimes);
 
     const link = await new Promise<string>((resolve, reject) => {
       request(`${url}/api/v1/packages/${pkg.id}/download`, { headers: { authorization: `Bearer token=${token}` } }, (res) => {
@@ -183,7 +233,9 @@ async function main(): Promise<void> {
     console.log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? "?"}; node ${process.version}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}; ${new Date().toISOString()}`);
     console.log(`cp + sync           ${mbps(bytes, cpMs).padStart(8)} MB/s  (median of ${cpRuns.map((ms) => mbps(bytes, ms)).join(", ")}: two before, one after)`);
     const share = (ms: number) => `${((cpMs / ms) * 100).toFixed(0)}% of cp, ${((cpBestMs / ms) * 100).toFixed(0)}% of the fastest cp; target >= 50%`;
-    console.log(`upload (multipart)  ${mbps(bytes, upMs).padStart(8)} MB/s  (${share(upMs)})`);
+    console.log(`upload (multipart)  ${mbps(bytes, upMs).padStart(8)} MB/s  (${share(upMs)}; median of ${upTimes.map((ms) => mbps(bytes, ms)).join(", ")})`);
+    console.log(`bare Node upload    ${mbps(bytes, bareMs).padStart(8)} MB/s  (median of ${bareTimes.map((ms) => mbps(bytes, ms)).join(", ")}; same request bytes)`);
+    console.log(`upload / bare Node  ${(bareMs / upMs).toFixed(2).padStart(8)}       (target >= 0.8)`);
     console.log(`download (signed)   ${mbps(bytes, downMs).padStart(8)} MB/s  (${share(downMs)})`);
     console.log(`server RSS idle     ${(idle.rss / MB).toFixed(1).padStart(8)} MB`);
     if (resettable) {
