@@ -23,9 +23,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { Agent as UndiciAgent, request } from "undici";
-import { loadConfig } from "../../src/config/config.ts";
-import { startServer } from "../../src/server/start.ts";
-import { createLogger } from "../../src/util/log.ts";
+import { pathToFileURL } from "node:url";
 import type { LoadResult, LoadSpec } from "./loadgen.ts";
 import { flag } from "./flags.ts";
 
@@ -43,7 +41,15 @@ const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(
 const rssKiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * Seeds with the baseline's own code when there is one: a newer tree migrates an older data dir
+ * at its start, an older one cannot open a newer schema.
+ */
 async function seed(): Promise<{ admin: string; devices: { mac: string; token: string }[] }> {
+  const root = BASELINE ?? here;
+  const { loadConfig } = (await import(pathToFileURL(join(root, "src/config/config.ts")).href)) as typeof import("../../src/config/config.ts");
+  const { startServer } = (await import(pathToFileURL(join(root, "src/server/start.ts")).href)) as typeof import("../../src/server/start.ts");
+  const { createLogger } = (await import(pathToFileURL(join(root, "src/util/log.ts")).href)) as typeof import("../../src/util/log.ts");
   const { config } = loadConfig({ env: {}, cwd: work, flags: { dataDir: seedDir, listen: "127.0.0.1:0" } });
   const server = await startServer(config, { log: createLogger("error") });
   const now = new Date().toISOString();
