@@ -12,7 +12,7 @@
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { Database } from "../../src/db/index.ts";
@@ -20,8 +20,17 @@ import { flag } from "./flags.ts";
 
 const RUNS = flag("runs", 10);
 const DEVICES = flag("devices", 10_000);
-const binaries = process.argv.slice(2).filter((a, i, all) => !a.startsWith("--") && !all[i - 1]?.startsWith("--")).map((b) => resolve(b));
+const given = process.argv.slice(2).filter((a, i, all) => !a.startsWith("--") && !all[i - 1]?.startsWith("--")).map((b) => resolve(b));
 const work = mkdtempSync(join(process.env.TMPDIR ?? "/tmp", "labgate-bench-start-"));
+// Each executable runs from a fresh copy: how many of a file's pages a process maps depends on how
+// the file came into the page cache (one just written by postject showed about 15 MB more than a
+// copy of it), so both get the same history.
+const binaries = given.map((binary, b) => {
+  const copy = join(work, `executable-${b}`);
+  copyFileSync(binary, copy);
+  chmodSync(copy, 0o755);
+  return copy;
+});
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const statusKiB = (pid: number, key: string) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN);
 interface Rss {
@@ -97,9 +106,9 @@ for (let i = 0; i < 3; i++) {
   }
 }
 const mb = (kib: number) => `${(kib / 1024).toFixed(1)} MB`;
-for (const [b, binary] of binaries.entries()) {
+for (const b of binaries.keys()) {
   const rss = [...idle[b]].sort((x, y) => x.rss - y.rss)[1];
-  console.log(`| ${binary} | ${median(empty[b]).toFixed(0)} ms | ${median(full[b]).toFixed(0)} ms | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} |`);
+  console.log(`| ${given[b]} | ${median(empty[b]).toFixed(0)} ms | ${median(full[b]).toFixed(0)} ms | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} |`);
 }
 if (binaries.length > 1) {
   const ratio = (xs: number[][]) => (median(xs[0]) / median(xs[1])).toFixed(2);
