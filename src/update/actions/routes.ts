@@ -1,7 +1,7 @@
 import { Hono, type Context } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { z } from "zod";
 import { jsonBody } from "../../http/openapi.ts";
 import { publicBase } from "../../storage/routes.ts";
@@ -32,7 +32,7 @@ export function actionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   app.get("/api/v2/devices/:mac/action/exec/:action_id", mgmt, async (c) => {
     const mac = deviceMac(c, "update");
     const actionId = c.req.param("action_id");
-    if (!actionId || actionId.length > 256) throw httpError(400, "action id must be 1 to 256 characters");
+    if (!actionId || actionId.length > 256) throw new LabgateError("invalid", "action id must be 1 to 256 characters");
     const result = await actions.exec(mac, actionId);
     if ("queued" in result) return c.json({}, 202);
     return c.json(result);

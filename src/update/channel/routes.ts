@@ -4,7 +4,7 @@ import type { WSContext } from "hono/ws";
 import type { WebSocket } from "ws";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { HttpError, httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { onDeviceDeleted, onDeviceRekeyed } from "../devices/devices.ts";
 import { deviceFilesOf } from "../devicefiles/store.ts";
 import { channelOf, CLOSE_UNAUTHORIZED, type DeviceConnection } from "./hub.ts";
@@ -16,7 +16,7 @@ import { tokenWatchOf } from "../../auth/revocations.ts";
 
 /** WebSocket routes answer a plain GET with 426 (after authorization, before any upgrade). */
 const requireUpgrade: MiddlewareHandler<AppEnv> = async (c, next) => {
-  if (c.req.header("upgrade")?.toLowerCase() !== "websocket") throw httpError(426, "this route expects a WebSocket upgrade");
+  if (c.req.header("upgrade")?.toLowerCase() !== "websocket") throw new LabgateError("upgrade_required", "this route expects a WebSocket upgrade");
   await next();
 };
 
@@ -83,7 +83,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     try {
       return deviceByMac(ctx.db, c.get("identity"), c.req.param("mac") ?? "", "shell");
     } catch (error) {
-      if (error instanceof HttpError && error.status === 404) return undefined;
+      if (error instanceof LabgateError && error.code === "not_found") return undefined;
       throw error;
     }
   };
@@ -153,7 +153,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     async (c, next) => {
       const identity = c.get("identity");
       if (identity.kind !== "device" || identity.mac.toLowerCase() !== (c.req.param("mac") ?? "").toLowerCase()) {
-        throw httpError(403, "the device token does not belong to the device in the path");
+        throw new LabgateError("forbidden", "the device token does not belong to the device in the path");
       }
       await next();
     },
