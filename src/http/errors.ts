@@ -36,6 +36,11 @@ export class HttpError extends Error {
 }
 export const httpError = (status: ContentfulStatusCode, message: string, details?: ErrorDetails): HttpError => new HttpError(status, message, details);
 
+/** The code whose status is `status` (the table read backwards), for relaying another labgate server's answer. */
+export function codeOfStatus(status: number): ErrorCode | undefined {
+  return (Object.keys(STATUS_OF) as ErrorCode[]).find((code) => STATUS_OF[code] === status);
+}
+
 /** What a failed request is answered: status, the `error` text and any further body fields. */
 export interface ErrorAnswer {
   status: ContentfulStatusCode;
@@ -66,6 +71,7 @@ export const errorResponse = (c: Context, status: ContentfulStatusCode, message:
  * (those carry a code, ERR_INVALID_ARG_TYPE or ECONNRESET, or are a TypeError or RangeError).
  */
 export function inputProblem(error: unknown, otherwise = "the request body could not be read"): string {
+  if (error instanceof LabgateError) return error.message;
   if (!(error instanceof Error) || error instanceof TypeError || error instanceof RangeError) return otherwise;
   if (typeof (error as { code?: unknown }).code === "string" || error.message === "") return otherwise;
   return error.message.length > 200 ? `${error.message.slice(0, 200)}...` : error.message;
