@@ -24,18 +24,6 @@ export const STATUS_OF: Record<ErrorCode, ContentfulStatusCode> = {
   no_space: 507,
 };
 
-/** Being replaced by LabgateError (issue 16 item 2): the testrun and remaining files still throw this. */
-export class HttpError extends Error {
-  readonly status: ContentfulStatusCode;
-  readonly details: ErrorDetails | undefined;
-  constructor(status: ContentfulStatusCode, message: string, details?: ErrorDetails) {
-    super(message);
-    this.status = status;
-    this.details = details;
-  }
-}
-export const httpError = (status: ContentfulStatusCode, message: string, details?: ErrorDetails): HttpError => new HttpError(status, message, details);
-
 /** The code whose status is `status` (the table read backwards), for relaying another labgate server's answer. */
 export function codeOfStatus(status: number): ErrorCode | undefined {
   return (Object.keys(STATUS_OF) as ErrorCode[]).find((code) => STATUS_OF[code] === status);
@@ -55,7 +43,6 @@ export interface ErrorAnswer {
  */
 export function errorAnswer(error: unknown): ErrorAnswer | undefined {
   if (error instanceof LabgateError) return { status: STATUS_OF[error.code], message: error.message, details: error.details };
-  if (error instanceof HttpError) return { status: error.status, message: error.message, details: error.details };
   const status = (error as { status?: unknown } | null)?.status;
   if (error instanceof Error && typeof status === "number" && status >= 400 && status < 500) return { status: status as 400, message: error.message || "bad request" };
   return undefined;
