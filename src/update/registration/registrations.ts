@@ -119,7 +119,9 @@ export async function approveRegistration(
   if (!found) throw new LabgateError("not_found", "specified registration does not exist");
   const existing = getDeviceByMac(db, mac);
   if (existing && existing.key_fingerprint !== found.key_fingerprint && !confirmKeyChange) {
-    throw new LabgateError("conflict", `this registration replaces the key of existing device ${existing.id} (${mac}); approve it with "confirm_key_change": true if the device really changed its key`,
+    throw new LabgateError(
+      "conflict",
+      `this registration replaces the key of existing device ${existing.id} (${mac}); approve it with "confirm_key_change": true if the device really changed its key`,
     );
   }
   const result = await db.write((tx) => {
