@@ -3,7 +3,6 @@ import { loadOrCreateKeys } from "../auth/keys.ts";
 import { SCOPES } from "../auth/scopes.ts";
 import { TokenService } from "../auth/tokens.ts";
 import { startServer } from "../server/start.ts";
-import { inFlightOf } from "../http/inflight.ts";
 import { Agent } from "../agent/agent.ts";
 import { loadAgentConfig } from "../agent/config.ts";
 import { parseDuration } from "../util/time.ts";
@@ -80,7 +79,7 @@ async function serve(args: string[]): Promise<number> {
   // An exception nothing caught leaves the process in an unknown state: it ends (systemd restarts
   // it), with one log line naming the requests in flight, the one that threw among them.
   process.on("uncaughtException", (error) => {
-    server.ctx.log.error(`uncaught exception, exiting (${inFlightOf(server.ctx).describe()}): ${error.stack ?? error}`);
+    server.ctx.log.error(`uncaught exception, exiting (${server.domains.shared.inFlight.describe()}): ${error.stack ?? error}`);
     process.exit(1);
   });
   process.on("SIGHUP", () => {
