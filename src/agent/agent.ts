@@ -12,6 +12,7 @@ import { DeviceClient, loadOrCreateDeviceKey, type Metadata } from "../update/cl
 import { TRIGGER_UPDATE_CHECK } from "../update/channel/protocol.ts";
 import { writeFileDurable } from "../util/files.ts";
 import { createLogger, type Logger } from "../util/log.ts";
+import { sleep } from "../util/time.ts";
 import type { AgentConfig } from "./config.ts";
 import { runCommand } from "./commands.ts";
 import { confinedFile, openConfined, uploadParts } from "./files.ts";
@@ -203,19 +204,7 @@ export class Agent {
 
   /** Waits, but never past stop(). */
   private sleep(seconds: number): Promise<void> {
-    return new Promise((resolve) => {
-      if (this.stopped) return resolve();
-      const signal = this.stopController.signal;
-      const done = () => {
-        clearTimeout(timer);
-        this.timers.delete(timer);
-        signal.removeEventListener("abort", done);
-        resolve();
-      };
-      const timer = setTimeout(done, seconds * 1000);
-      this.timers.add(timer);
-      signal.addEventListener("abort", done);
-    });
+    return sleep(seconds * 1000, this.stopController.signal);
   }
 
   /** Backoff: doubles from retry_min_delay to retry_max_delay, with a little jitter. */

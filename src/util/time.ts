@@ -55,3 +55,17 @@ export function parseDuration(text: string): number | undefined {
   const seconds = Number(match[1]) * unit;
   return seconds > 0 ? seconds : undefined;
 }
+
+/** Waits `ms`; an abort of `signal` ends the wait early (it resolves, never rejects). */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}

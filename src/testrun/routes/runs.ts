@@ -20,6 +20,7 @@ import { artifactsDir, reportPath } from "../runs/paths.ts";
 import { LOCAL_DEVICE } from "../runs/nodes.ts";
 import { runChangesOf, TestRunService } from "../runs/service.ts";
 import type { TriggerRequest } from "../runs/trigger.ts";
+import { RUN_STATUSES } from "../runs/status.ts";
 import { FINAL_STATUSES, runObjectA, runObjectB, type RunRecord, type RunStatus, type TriggerRecord } from "../runs/store.ts";
 import type { TestRunAccess } from "./access.ts";
 
@@ -68,7 +69,6 @@ export const reportQuery = z.object({
   format: z.enum(["csv", "json"], { error: (iss) => `unknown report format: ${String(iss.input)}` }).optional(),
 });
 
-const STATUSES = ["pending", "running", "finished", "failed", "aborted"] as const;
 
 /** GET /test-runs with filters and paging (labgate, for the console); without any the list is as before (6.8). */
 export const runListQuery = z.object({
@@ -79,12 +79,12 @@ export const runListQuery = z.object({
     .transform((text, ctx) => {
       if (text === undefined) return undefined;
       const list = text.split(",").map((s) => s.trim());
-      const bad = list.find((s) => !(STATUSES as readonly string[]).includes(s));
+      const bad = list.find((s) => !(RUN_STATUSES as readonly string[]).includes(s));
       if (bad === undefined) return list as RunStatus[];
-      ctx.addIssue({ code: "custom", message: `query parameter "status": unknown status ${JSON.stringify(bad)} (${STATUSES.join(", ")})` });
+      ctx.addIssue({ code: "custom", message: `query parameter "status": unknown status ${JSON.stringify(bad)} (${RUN_STATUSES.join(", ")})` });
       return undefined;
     })
-    .describe(`only runs in these states, comma-separated (${STATUSES.join(", ")})`),
+    .describe(`only runs in these states, comma-separated (${RUN_STATUSES.join(", ")})`),
   trigger_id: z.string().max(128, { error: 'query parameter "trigger_id" is too long' }).optional().describe("only the runs of this trigger"),
   order: z.enum(["asc", "desc"], { error: 'query parameter "order" must be asc or desc' }).optional().describe("asc: oldest first (the default), desc: newest first"),
   limit: integerParam("limit", 1, 1000).describe("at most this many runs (with X-Total-Count: how many match)"),

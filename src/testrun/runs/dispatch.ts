@@ -4,15 +4,16 @@ import { httpError } from "../../http/errors.ts";
 import { buildPlan, snapshotSource } from "../config/plan-builder.ts";
 import { planForMachine, planMachines, type TestPlan } from "../plan.ts";
 import type { AppContext } from "../../server/context.ts";
-import type { RemoteRun, RunRecord, RunStatus, RunStore, TriggerRecord } from "./store.ts";
+import type { RemoteRun, RunRecord, RunStore, TriggerRecord } from "./store.ts";
+import { FINAL_STATUSES, isFinalStatus, type RunStatus } from "./status.ts";
 import { nodeJson } from "./node-client.ts";
 import { LOCAL_DEVICE } from "./nodes.ts";
+import { sleep } from "../../util/time.ts";
 import type { TriggerRequest } from "./trigger.ts";
 
 const POLL_MS = 500;
 /** Consecutive failed polls after which a remote run counts as ended (the reference: one). */
 const POLL_FAILURES = 10;
-const FINAL: ReadonlySet<string> = new Set(["finished", "failed", "aborted"]);
 /** Names that never refer to a configured node (11.1). */
 const RESERVED = new Set(["localhost", LOCAL_DEVICE]);
 
@@ -30,18 +31,6 @@ interface Orchestration {
   controller: AbortController;
   done: Promise<void>;
 }
-
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 
 /**
  * Multi-node triggers (11.3, 11.5): checks machines and nodes before answering, then runs the
@@ -213,7 +202,7 @@ export class Orchestrator {
     for (;;) {
       await this.service.waitForEnd(runId, 1_000);
       const run = this.service.store.getRun(runId);
-      if (!run || FINAL.has(run.status)) return run?.status ?? "failed";
+      if (!run || FINAL_STATUSES.has(run.status)) return run?.status ?? "failed";
       // Stopped while the local share still waits in the queue: it must not start any more.
       if (signal.aborted && run.status === "pending") await this.service.abort(runId, typeof signal.reason === "string" ? signal.reason : undefined, false).catch(() => {});
     }
@@ -230,7 +219,7 @@ export class Orchestrator {
       try {
         const answer = await this.call(node, "GET", `/api/v1/test-runs/${encodeURIComponent(runId)}`, undefined, signal);
         const status = answer.json && typeof answer.json === "object" ? String((answer.json as { status?: unknown }).status) : "";
-        if (answer.status === 200 && FINAL.has(status)) return status as RunStatus;
+        if (answer.status === 200 && isFinalStatus(status)) return status;
         failures = answer.status === 200 ? 0 : failures + 1;
       } catch {
         failures++;

@@ -10,6 +10,7 @@ import { channelOf, DeviceGoneError, DeviceTimeoutError, type ChannelHub, type D
 import { asHttpError, notConnected } from "../channel/errors.ts";
 import { hasCapability, type ActionDefinition } from "../channel/protocol.ts";
 import { deviceFilesOf, signedFileUrl, type DeviceFileStore } from "../devicefiles/store.ts";
+import { sleep } from "../../util/time.ts";
 
 export type ActionStatus = "pending" | "sent" | "success" | "error";
 const FINAL = "('success', 'error')";
@@ -52,8 +53,6 @@ export interface ExecResult {
 
 /** The device answered `action_exec` with something other than ok/full. */
 class DeviceRefusedError extends Error {}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class ActionService {
   private readonly ctx: AppContext;
