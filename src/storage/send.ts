@@ -1,5 +1,5 @@
 import { createReadStream, type Stats } from "node:fs";
-import { open } from "node:fs/promises";
+import { open, type FileHandle } from "node:fs/promises";
 import type { ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import type { Context } from "hono";
@@ -28,20 +28,21 @@ function platformResponse(): typeof Response {
 }
 
 /**
- * Sends bytes `start..end` (inclusive) of a file as the body of `res`, whose status and headers
- * are given here. A stream would read each chunk into a fresh buffer, and a 1 GiB download left
- * thousands of 256 KiB buffers for the garbage collector (about +35 MB of RSS at its peak); here
- * POOL buffers go round: one is read into again only once the socket has taken its bytes.
+ * Sends bytes `start..end` (inclusive) of a file (a path, or a handle this then owns) as the body
+ * of `res`, whose status and headers are given here. A stream would read each chunk into a fresh
+ * buffer, and a 1 GiB download left thousands of 256 KiB buffers for the garbage collector (about
+ * +35 MB of RSS at its peak); here POOL buffers go round: one is read into again only once the
+ * socket has taken its bytes.
  * Returns the Response to hand back to @hono/node-server (which then writes nothing).
  */
-export function sendFile(res: ServerResponse, status: number, headers: Record<string, string>, path: string, start: number, end: number): Response {
+export function sendFile(res: ServerResponse, status: number, headers: Record<string, string>, source: string | FileHandle, start: number, end: number): Response {
   res.writeHead(status, headers);
-  void pump(res, path, start, end);
+  void pump(res, source, start, end);
   const PlatformResponse = platformResponse();
   return new PlatformResponse(null, { status, headers: { [ALREADY_SENT]: "true" } });
 }
 
-async function pump(res: ServerResponse, path: string, start: number, end: number): Promise<void> {
+async function pump(res: ServerResponse, source: string | FileHandle, start: number, end: number): Promise<void> {
   const free = Array.from({ length: POOL }, () => Buffer.allocUnsafeSlow(CHUNK));
   let wake: (() => void) | undefined;
   let closed = false;
@@ -50,9 +51,9 @@ async function pump(res: ServerResponse, path: string, start: number, end: numbe
     wake?.();
   };
   res.once("close", onClose);
-  let file: Awaited<ReturnType<typeof open>> | undefined;
+  let file: FileHandle | undefined = typeof source === "string" ? undefined : source;
   try {
-    file = await open(path, "r");
+    file ??= await open(source as string, "r");
     for (let position = start; position <= end && !closed; ) {
       const buf = free.pop();
       if (!buf) {
@@ -61,7 +62,7 @@ async function pump(res: ServerResponse, path: string, start: number, end: numbe
         continue;
       }
       const { bytesRead } = await file.read(buf, 0, Math.min(CHUNK, end - position + 1), position);
-      if (bytesRead === 0) throw new Error(`${path} ended early`);
+      if (bytesRead === 0) throw new Error("the file ended early");
       position += bytesRead;
       res.write(bytesRead === CHUNK ? buf : buf.subarray(0, bytesRead), () => {
         free.push(buf);
@@ -102,43 +103,65 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
   return { start, end };
 }
 
+/** A file to answer with: its path (opened per request) or a handle already open (closed once answered), and its stat. */
+export type FileToServe = { path: string; stat: Stats; handle?: undefined } | { handle: FileHandle; stat: Stats; path?: undefined };
+
 /**
- * Streams a stored file with Content-Length, ETag, Accept-Ranges, single-range and conditional
- * support (the public storage routes of update-server.md 14.3-14.4). With `direct`, the body is
- * sent by sendFile (same bytes, less memory) when the server is @hono/node-server; otherwise
- * through a file stream.
+ * The validator of a file's bytes: files are written whole and replaced, never changed in place,
+ * so size and mtime make a strong one. `variant` tells apart another form of the same file (a
+ * report's JSON).
  */
-export function serveFile(c: Context, file: { path: string; stat: Stats }, options: { direct?: boolean } = {}): Response {
-  const { path, stat } = file;
-  const size = stat.size;
-  // Objects never change after upload, so size and mtime make a strong validator.
-  const etag = `"${size.toString(16)}-${Math.floor(stat.mtimeMs).toString(16)}"`;
-  const headers: Record<string, string> = {
-    "Content-Type": "application/octet-stream",
-    "Accept-Ranges": "bytes",
-    ETag: etag,
-    "Last-Modified": rfc822(stat.mtime),
-    "Cache-Control": "private, no-transform",
-  };
+export function fileEtag(stat: Stats, variant = ""): string {
+  return `"${stat.size.toString(16)}-${Math.floor(stat.mtimeMs).toString(16)}${variant}"`;
+}
+
+/** The request's If-None-Match names `etag` (or `*`): the answer is a 304. */
+export function notModified(c: Context, etag: string): boolean {
   const ifNoneMatch = c.req.header("if-none-match");
-  if (ifNoneMatch && ifNoneMatch.split(",").some((t) => t.trim() === etag || t.trim() === "*")) {
-    return new Response(null, { status: 304, headers });
-  }
+  return !!ifNoneMatch && ifNoneMatch.split(",").some((t) => t.trim() === etag || t.trim() === "*");
+}
+
+/**
+ * Every file answer (packages, device files, reports, artifacts, configs): Content-Length, ETag,
+ * Last-Modified, Accept-Ranges, single ranges (206, 416) and If-None-Match / If-Range (304);
+ * HEAD answers the headers only. `headers` adds to or overrides the defaults (Content-Type is
+ * application/octet-stream unless given). With `direct`, the body is sent by sendFile (same
+ * bytes, less memory) when the server is @hono/node-server; otherwise through a file stream.
+ */
+export async function serveFile(c: Context, file: FileToServe, options: { direct?: boolean; headers?: Record<string, string> } = {}): Promise<Response> {
+  const { stat } = file;
+  const size = stat.size;
+  const etag = fileEtag(stat);
+  const headers: Record<string, string> = {
+    "content-type": "application/octet-stream",
+    "accept-ranges": "bytes",
+    etag,
+    "last-modified": rfc822(stat.mtime),
+    "cache-control": "private, no-transform",
+  };
+  for (const [name, value] of Object.entries(options.headers ?? {})) headers[name.toLowerCase()] = value;
+  const answerWithout = async (status: number) => {
+    await file.handle?.close();
+    return new Response(null, { status, headers });
+  };
+  if (notModified(c, etag)) return answerWithout(304);
   const ifRange = c.req.header("if-range");
   const range = ifRange && ifRange.trim() !== etag ? undefined : parseRange(c.req.header("range"), size);
   if (range === "unsatisfiable") {
+    await file.handle?.close();
     c.header("Content-Range", `bytes */${size}`); // kept on the error response built by app.onError
     throw httpError(416, `range not satisfiable (object is ${size} bytes)`);
   }
   const { start, end } = range ?? { start: 0, end: size - 1 };
   const length = size === 0 ? 0 : end - start + 1;
-  headers["Content-Length"] = String(length);
-  if (range) headers["Content-Range"] = `bytes ${start}-${end}/${size}`;
+  headers["content-length"] = String(length);
+  if (range) headers["content-range"] = `bytes ${start}-${end}/${size}`;
   const status = range ? 206 : 200;
-  if (length === 0 || c.req.method === "HEAD") return new Response(null, { status, headers });
+  if (length === 0 || c.req.method === "HEAD") return answerWithout(status);
   // Large objects (packages): straight from the file to the socket through a few reused buffers.
   const res = options.direct ? nodeResponse(c.env) : undefined;
-  if (res) return sendFile(res, status, headers, path, start, end);
-  const body = Readable.toWeb(createReadStream(path, { start, end, highWaterMark: CHUNK })) as unknown as ReadableStream<Uint8Array>;
+  if (res) return sendFile(res, status, headers, file.handle ?? file.path, start, end);
+  const stream = file.handle ? file.handle.createReadStream({ start, end, highWaterMark: CHUNK }) : createReadStream(file.path, { start, end, highWaterMark: CHUNK });
+  const body = Readable.toWeb(stream) as unknown as ReadableStream<Uint8Array>;
   return new Response(body, { status, headers });
 }
