@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
-import { runProcess } from "../../src/testrun/engine/process.ts";
+import { runProcess } from "../../src/util/process.ts";
 import { removeDir, tempDir, waitFor } from "../helpers/server.ts";
 import { alive } from "./run-helpers.ts";
 

@@ -1,8 +1,11 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
 import { approveAgent, b64, device, FAST_SERVER, rawDevice, restartAgent, startAgent, untilConnected } from "./helpers/agents.ts";
 import type { Agent } from "../../src/agent/agent.ts";
+import { alive } from "../testrun/run-helpers.ts";
 
 let server: TestServer;
 const agents: Agent[] = [];
@@ -139,11 +142,14 @@ test("a device that does not answer in time: 504 and the log entry becomes error
   }
 });
 
-test("an action timeout on the agent kills the command and reports -1 (error)", async () => {
-  const { agent } = await connectedAgent({ actions: [{ id: "hang", command: ["sleep", "5"], timeout: 0.3 }] });
+test("an action timeout on the agent kills the command with its whole process group and reports -1 (error)", async () => {
+  // The shell starts a child of its own: killing only the shell would leave the sleep running.
+  const { agent } = await connectedAgent({ actions: [{ id: "hang", command: ["sh", "-c", "sleep 30 & echo $! > hang.pid; wait"], timeout: 0.3 }] });
   const res = await exec(agent.mac, "hang");
   assert.deepEqual(await res.json(), { status_code: -1, output: "" });
   assert.deepEqual((await log(agent.mac)).map((e) => [e.status, e.status_code]), [["error", -1]]);
+  const pid = Number(readFileSync(join(agent.config.data_dir, "hang.pid"), "utf8"));
+  await waitFor(() => !alive(pid), 2000, "the shell's child to end");
 });
 
 test("unknown action, unknown device, permissions", async () => {
