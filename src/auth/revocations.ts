@@ -8,7 +8,7 @@
  * are ended when it expires or is revoked.
  */
 import type { Database, Tx } from "../db/index.ts";
-import { epochSeconds } from "../util/time.ts";
+import { dateOf, epochSeconds, type Clock } from "../util/time.ts";
 import { perServer } from "../server/context.ts";
 import type { ManagementIdentity } from "./tokens.ts";
 
@@ -54,9 +54,11 @@ export class TokenWatch {
   private readonly watches = new Set<Watch>();
   private timer: NodeJS.Timeout | undefined;
   private readonly db: Database;
+  private readonly clock: Clock;
 
-  constructor(db: Database) {
+  constructor(db: Database, clock: Clock) {
     this.db = db;
+    this.clock = clock;
   }
 
   /** Ends `end` when `identity`'s token expires or is revoked; returns the unregistration. */
@@ -69,7 +71,7 @@ export class TokenWatch {
 
   /** Ends every watched connection whose token has expired or been revoked. */
   sweep(): void {
-    const now = epochSeconds();
+    const now = epochSeconds(dateOf(this.clock));
     for (const entry of [...this.watches]) {
       const reason = entry.identity.expiresAt <= now ? MSG_EXPIRED : isRevoked(this.db, entry.identity) ? MSG_REVOKED : undefined;
       if (reason === undefined) continue;
@@ -88,4 +90,4 @@ export class TokenWatch {
 }
 
 /** The TokenWatch of a running server. */
-export const tokenWatchOf = perServer((ctx) => new TokenWatch(ctx.db));
+export const tokenWatchOf = perServer((ctx) => new TokenWatch(ctx.db, ctx.clock));

@@ -14,6 +14,7 @@ import { TokenService } from "../auth/tokens.ts";
 import { createApp, normalizeRequest } from "../http/app.ts";
 import { createLogger, type Logger } from "../util/log.ts";
 import { writeFileDurable } from "../util/files.ts";
+import { dateOf, systemClock, type Clock } from "../util/time.ts";
 import { VERSION } from "../version.ts";
 import { acquireLock } from "./lock.ts";
 import { readTlsCredentials, type TlsCredentials } from "./tls.ts";
@@ -52,6 +53,8 @@ export interface RunningServer {
 
 export interface StartOptions {
   log?: Logger;
+  /** The server's time (default: the system's); tests pass one they can move. */
+  clock?: Clock;
 }
 
 /** Opens the data dir and serves both APIs on the configured listener. */
@@ -73,7 +76,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const applied = await migrate(db, migrations);
     if (applied.length > 0) log.info(`database migrated to schema ${applied[applied.length - 1]}`);
 
-    const tokens = new TokenService(loadOrCreateKeys(dataDir), config.prefix);
+    const clock = options.clock ?? systemClock;
+    const tokens = new TokenService(loadOrCreateKeys(dataDir), config.prefix, clock);
     let adminTokenFile: string | undefined;
     if (firstStart && !existsSync(join(dataDir, ADMIN_TOKEN_FILE))) {
       adminTokenFile = join(dataDir, ADMIN_TOKEN_FILE);
@@ -81,7 +85,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     }
     const adminPasswordFile = await createFirstAdmin(db, dataDir, config.prefix);
 
-    const ctx: AppContext = { config, dataDir, db, tokens, log, version: VERSION, startedAt: new Date(), onClosing: [], onShutdown: [] };
+    const ctx: AppContext = { config, dataDir, db, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] };
     const app = createApp(ctx, routeModules);
     // WebSocket routes (the device channel) upgrade through @hono/node-server and `ws`.
     const wss = new WebSocketServer({ noServer: true, maxPayload: WS_MAX_PAYLOAD });

@@ -44,6 +44,20 @@ export function parseRfc822(text: string): Date | undefined {
   return new Date(utc);
 }
 
+/**
+ * Where the domain reads the time: the server's AppContext carries one (`ctx.clock`), so that
+ * tests can move time (token, link and registration expiry) instead of waiting for it.
+ */
+export interface Clock {
+  /** Milliseconds since the epoch. */
+  now(): number;
+}
+
+export const systemClock: Clock = { now: () => Date.now() };
+
+/** The clock's time as a Date. */
+export const dateOf = (clock: Clock): Date => new Date(clock.now());
+
 /** UNIX seconds. */
 export const epochSeconds = (date: Date = new Date()): number => Math.floor(date.getTime() / 1000);
 

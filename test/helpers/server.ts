@@ -5,9 +5,24 @@ import { loadConfig, type Config } from "../../src/config/config.ts";
 import { SCOPES, type Scope } from "../../src/auth/scopes.ts";
 import { startServer, type RunningServer } from "../../src/server/start.ts";
 import { createLogger } from "../../src/util/log.ts";
+import type { Clock } from "../../src/util/time.ts";
+
+/** The server's clock in tests: real time plus however far the test moved it (never back). */
+export class TestClock implements Clock {
+  private offset = 0;
+  now(): number {
+    return Date.now() + this.offset;
+  }
+  /** Moves the server's time forward: what expires after `ms` has expired. */
+  advance(ms: number): void {
+    this.offset += ms;
+  }
+}
 
 export interface TestServer {
   server: RunningServer;
+  /** The server's clock: `clock.advance(ms)` instead of waiting for an expiry. */
+  clock: TestClock;
   url: string;
   dataDir: string;
   /** A management token with every scope. */
@@ -81,12 +96,14 @@ export async function startTestServer(patch: ConfigPatch = {}, dataDir = tempDir
       current && typeof current === "object" && !Array.isArray(current) ? { ...current, ...(value as object) } : value;
   }
   const quiet = createLogger(process.env.LABGATE_TEST_LOG ? "debug" : "error");
-  const server = await startServer(config, { log: quiet });
+  const clock = new TestClock();
+  const server = await startServer(config, { log: quiet, clock });
   const token = (scopes: Scope[], user = "tester", ttlSeconds = 3600) => server.ctx.tokens.issueManagement(user, scopes, ttlSeconds);
   const adminToken = token([...SCOPES], "admin");
   const request = requestAt(server.url);
   return {
     server,
+    clock,
     url: server.url,
     dataDir,
     adminToken,

@@ -222,8 +222,9 @@ test("a shell session ends when the manager's token is revoked or expires (issue
   const { id } = (await (await server.request("/api/whoami", { token })).json()) as { id: string };
   assert.equal((await server.request("/api/v1/tokens/revoke", { method: "POST", token: server.adminToken, json: { id } })).status, 200);
   assert.deepEqual(await s.closed, { code: 4000, reason: "token has been revoked" });
-  const short = shell(agent.mac, server.token(["admin_rw"], "shell-short", 2), "header");
+  const short = shell(agent.mac, server.token(["admin_rw"], "shell-short", 60), "header");
   assert.equal(await short.status, 101);
+  server.clock.advance(61_000);
   assert.deepEqual(await short.closed, { code: 4000, reason: "token has expired" });
 });
 

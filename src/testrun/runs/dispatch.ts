@@ -94,12 +94,12 @@ export class Orchestrator {
     const id = request.triggerId ?? randomUUID();
     const store = this.service.store;
     if (store.getTrigger(id)) throw httpError(400, `trigger ${id} already exists`);
-    await store.createTrigger({ id, createdAt: Date.now(), configName: request.configName, suite: request.suite, orchestrated: true });
+    await store.createTrigger({ id, createdAt: this.service.ctx.clock.now(), configName: request.configName, suite: request.suite, orchestrated: true });
     const controller = new AbortController();
     const work = onNodes ? this.runOnNodes(id, plan, request, onNodes, controller.signal) : this.run(id, plan, request, controller.signal);
     const done = work.catch(async (error) => {
       this.service.ctx.log.error(`testrun: trigger ${id}: ${(error as Error).stack ?? error}`);
-      await store.updateTrigger(id, { status: "failed", error: (error as Error).message, finishedAt: Date.now() }).catch(() => {});
+      await store.updateTrigger(id, { status: "failed", error: (error as Error).message, finishedAt: this.service.ctx.clock.now() }).catch(() => {});
     });
     this.active.set(id, { controller, done: done.finally(() => this.active.delete(id)) });
     return id;
@@ -193,7 +193,7 @@ export class Orchestrator {
     await store.updateTrigger(id, {
       status,
       resultsDir,
-      finishedAt: Date.now(),
+      finishedAt: this.service.ctx.clock.now(),
       ...(errors.length > 0 ? { error: errors.join("; ") } : typeof signal.reason === "string" ? { error: signal.reason } : {}),
     });
   }
@@ -211,7 +211,7 @@ export class Orchestrator {
   /** Polls a node's run until it is final (11.3); a run that never ends is aborted remotely. */
   private async pollRemote(node: NodeTarget, runId: string, signal: AbortSignal): Promise<RunStatus | "unknown"> {
     // A node's run that never ends is aborted remotely (11.4).
-    const deadline = Date.now() + this.service.ctx.config.test_server.remote_run_timeout * 1000;
+    const deadline = this.service.ctx.clock.now() + this.service.ctx.config.test_server.remote_run_timeout * 1000;
     let failures = 0;
     while (!signal.aborted) {
       await sleep(POLL_MS, signal);
@@ -225,7 +225,7 @@ export class Orchestrator {
         failures++;
       }
       if (failures >= POLL_FAILURES) return "unknown";
-      if (Date.now() > deadline) {
+      if (this.service.ctx.clock.now() > deadline) {
         await this.call(node, "DELETE", `/api/v1/test-runs/${encodeURIComponent(runId)}`).catch(() => {});
         return "aborted";
       }

@@ -57,7 +57,7 @@ export class TestRunService implements LocalRuns {
     this.dirs = testrunDirs(ctx.config);
     for (const dir of [this.dirs.reports, this.dirs.artifacts, this.dirs.results]) mkdirSync(dir, { recursive: true });
     // 6.7: nothing is re-queued; the write is applied in memory at once and made durable right after.
-    void this.store.abortUnfinished(Date.now(), RESTART_ERROR).catch((e) => ctx.log.error(`testrun: marking unfinished runs aborted failed: ${e}`));
+    void this.store.abortUnfinished(ctx.clock.now(), RESTART_ERROR).catch((e) => ctx.log.error(`testrun: marking unfinished runs aborted failed: ${e}`));
     ctx.onShutdown.push(() => this.shutdown());
   }
 
@@ -111,7 +111,7 @@ export class TestRunService implements LocalRuns {
 
   /** Creates a tracked run (pending, or born aborted in an aborted trigger) and queues it. */
   async createRun(plan: TestPlan, request: TriggerRequest, warnings: string[], repeatOf: string | null): Promise<RunRecord> {
-    const now = Date.now();
+    const now = this.ctx.clock.now();
     const triggerId = request.triggerId ?? randomUUID();
     const trigger = this.store.getTrigger(triggerId);
     const bornAborted = trigger?.isAborted === true;
@@ -183,7 +183,7 @@ export class TestRunService implements LocalRuns {
     } catch {
       /* the runner reports it */
     }
-    await this.store.markRunning(run.id, Date.now());
+    await this.store.markRunning(run.id, this.ctx.clock.now());
     const plan = this.store.planOf(run.id)!;
     let result;
     try {
@@ -202,7 +202,7 @@ export class TestRunService implements LocalRuns {
     const reason = controller.signal.aborted && typeof controller.signal.reason === "string" ? controller.signal.reason : undefined;
     await this.store.finishRun(run.id, {
       status: result.status,
-      at: Date.now(),
+      at: this.ctx.clock.now(),
       error: reason ?? result.error,
       metadata: result.metadata,
       warnings: [...run.warnings, ...result.warnings],
@@ -250,7 +250,7 @@ export class TestRunService implements LocalRuns {
     if (!run) throw httpError(404, "Test run not found");
     if (FINAL_STATUSES.has(run.status)) throw httpError(400, "Test run not pending or running");
     if (run.status === "pending") {
-      await this.store.finishRun(id, { status: "aborted", at: Date.now(), ...(reason ? { error: reason } : {}) });
+      await this.store.finishRun(id, { status: "aborted", at: this.ctx.clock.now(), ...(reason ? { error: reason } : {}) });
       this.notifyEnd(id);
     } else {
       await this.store.setAbortRequested(id);
@@ -302,7 +302,7 @@ export class TestRunService implements LocalRuns {
     this.shuttingDown = true;
     this.orchestrator.signalAll(SHUTDOWN_ERROR);
     for (const run of this.store.runsWithStatus("pending")) {
-      await this.store.finishRun(run.id, { status: "aborted", at: Date.now(), error: SHUTDOWN_ERROR }).catch(() => {});
+      await this.store.finishRun(run.id, { status: "aborted", at: this.ctx.clock.now(), error: SHUTDOWN_ERROR }).catch(() => {});
     }
     const active = this.active;
     if (active) {

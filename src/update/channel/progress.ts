@@ -7,6 +7,7 @@ import type { AppContext } from "../../server/context.ts";
 import { eventsOf } from "../events/broadcaster.ts";
 import { forgetWaiting, getProgress, reportProgress } from "../progress/progress.ts";
 import type { ChannelHub, DeviceConnection } from "./hub.ts";
+import { dateOf } from "../../util/time.ts";
 
 export function handleProgress(ctx: AppContext, hub: ChannelHub): void {
   hub.handle("update_progress", async (conn: DeviceConnection, message) => {
@@ -14,7 +15,7 @@ export function handleProgress(ctx: AppContext, hub: ChannelHub): void {
     if (typeof raw !== "number" || !Number.isFinite(raw)) return ctx.log.warn(`device ${conn.mac}: update_progress without a number ignored`);
     const progress = Math.min(100, Math.max(0, Math.round(raw)));
     const version = getProgress(ctx.db, conn.deviceId)?.version ?? null;
-    await reportProgress(ctx.db, conn.deviceId, progress);
+    await reportProgress(ctx.db, conn.deviceId, progress, dateOf(ctx.clock));
     eventsOf(ctx).publish("update", { device: conn.mac, progress, version });
   });
 

@@ -70,10 +70,10 @@ export class FileTransferService {
       if (typeof message.id !== "string" || !conn.settle(`download:${message.id}`, message)) this.ctx.log.warn(`device ${conn.mac}: fs_file_download_reply for no open transfer ignored`);
     });
     // Assembled downloads outlive their links by nothing: sweep hourly.
-    const sweep = setInterval(() => this.store.sweepDownloads(ctx.config.update_server.download_link_ttl), 3600_000);
+    const sweep = setInterval(() => this.store.sweepDownloads(ctx.config.update_server.download_link_ttl, ctx.clock.now()), 3600_000);
     sweep.unref();
     ctx.onShutdown.push(() => clearInterval(sweep));
-    this.store.sweepDownloads(ctx.config.update_server.download_link_ttl);
+    this.store.sweepDownloads(ctx.config.update_server.download_link_ttl, ctx.clock.now());
   }
 
   /** Fetches `file` from device `deviceId`: `{status: 0, url}` or `{status: 1, url: ""}`. */

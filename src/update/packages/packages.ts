@@ -1,7 +1,7 @@
 import type { Database, Tx } from "../../db/index.ts";
 import { perServer, type AppContext } from "../../server/context.ts";
 import { LocalStorage, type StagedObject } from "../../storage/local.ts";
-import { rfc822 } from "../../util/time.ts";
+import { dateOf, rfc822 } from "../../util/time.ts";
 
 /** A package row as stored. */
 export interface PackageRow {
@@ -85,7 +85,7 @@ export interface NewPackage {
  * Moves the staged object into place, then commits the row: the object is complete and
  * fsynced before the row exists, and if the row cannot be written the object is removed.
  */
-export async function createPackage(ctx: AppContext, input: NewPackage, now = new Date()): Promise<PackageRow> {
+export async function createPackage(ctx: AppContext, input: NewPackage, now = dateOf(ctx.clock)): Promise<PackageRow> {
   const keys = packageKeys(ctx.config.prefix);
   const storage = storageOf(ctx);
   const stored = await storage.commit(input.staged, input.dir);
