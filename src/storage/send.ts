@@ -107,12 +107,12 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
 export type FileToServe = { path: string; stat: Stats; handle?: undefined } | { handle: FileHandle; stat: Stats; path?: undefined };
 
 /**
- * The validator of a file's bytes: files are written whole and replaced, never changed in place,
- * so size and mtime make a strong one. `variant` tells apart another form of the same file (a
- * report's JSON).
+ * The validator of an object's bytes: objects are written whole and replaced, never changed in
+ * place, so size and modification time make a strong one. `variant` tells apart another form of
+ * the same object (a report's JSON).
  */
-export function fileEtag(stat: Stats, variant = ""): string {
-  return `"${stat.size.toString(16)}-${Math.floor(stat.mtimeMs).toString(16)}${variant}"`;
+export function fileEtag(size: number, modified: Date, variant = ""): string {
+  return `"${size.toString(16)}-${Math.floor(modified.getTime()).toString(16)}${variant}"`;
 }
 
 /** The request's If-None-Match names `etag` (or `*`): the answer is a 304. */
@@ -122,33 +122,30 @@ export function notModified(c: Context, etag: string): boolean {
 }
 
 /**
- * Every file answer (packages, device files, reports, artifacts, configs): Content-Length, ETag,
- * Last-Modified, Accept-Ranges, single ranges (206, 416) and If-None-Match / If-Range (304);
- * HEAD answers the headers only. `headers` adds to or overrides the defaults (Content-Type is
- * application/octet-stream unless given). With `direct`, the body is sent by sendFile (same
- * bytes, less memory) when the server is @hono/node-server; otherwise through a file stream.
+ * The head of an answer for an object of `size` bytes: ETag, Last-Modified, Accept-Ranges,
+ * single-range and conditional support; `extra` adds to or overrides the headers (Content-Type is
+ * application/octet-stream unless given). A 304 is answered here; a range that cannot be
+ * satisfied throws 416.
  */
-export async function serveFile(c: Context, file: FileToServe, options: { direct?: boolean; headers?: Record<string, string> } = {}): Promise<Response> {
-  const { stat } = file;
-  const size = stat.size;
-  const etag = fileEtag(stat);
+function answerHead(
+  c: Context,
+  size: number,
+  modified: Date,
+  extra: Record<string, string> = {},
+): Response | { status: 200 | 206; headers: Record<string, string>; start: number; end: number; length: number } {
+  const etag = fileEtag(size, modified);
   const headers: Record<string, string> = {
     "content-type": "application/octet-stream",
     "accept-ranges": "bytes",
     etag,
-    "last-modified": rfc822(stat.mtime),
+    "last-modified": rfc822(modified),
     "cache-control": "private, no-transform",
   };
-  for (const [name, value] of Object.entries(options.headers ?? {})) headers[name.toLowerCase()] = value;
-  const answerWithout = async (status: number) => {
-    await file.handle?.close();
-    return new Response(null, { status, headers });
-  };
-  if (notModified(c, etag)) return answerWithout(304);
+  for (const [name, value] of Object.entries(extra)) headers[name.toLowerCase()] = value;
+  if (notModified(c, etag)) return new Response(null, { status: 304, headers });
   const ifRange = c.req.header("if-range");
   const range = ifRange && ifRange.trim() !== etag ? undefined : parseRange(c.req.header("range"), size);
   if (range === "unsatisfiable") {
-    await file.handle?.close();
     c.header("Content-Range", `bytes */${size}`); // kept on the error response built by app.onError
     throw httpError(416, `range not satisfiable (object is ${size} bytes)`);
   }
@@ -156,12 +153,42 @@ export async function serveFile(c: Context, file: FileToServe, options: { direct
   const length = size === 0 ? 0 : end - start + 1;
   headers["content-length"] = String(length);
   if (range) headers["content-range"] = `bytes ${start}-${end}/${size}`;
-  const status = range ? 206 : 200;
-  if (length === 0 || c.req.method === "HEAD") return answerWithout(status);
+  return { status: range ? 206 : 200, headers, start, end, length };
+}
+
+/**
+ * Every file answer (packages, device files, reports, artifacts, configs): Content-Length, ETag,
+ * Last-Modified, Accept-Ranges, single ranges (206, 416) and If-None-Match / If-Range (304);
+ * HEAD answers the headers only. `headers` adds to or overrides the defaults. With `direct`, the
+ * body is sent by sendFile (same bytes, less memory) when the server is @hono/node-server;
+ * otherwise through a file stream.
+ */
+export async function serveFile(c: Context, file: FileToServe, options: { direct?: boolean; headers?: Record<string, string> } = {}): Promise<Response> {
+  let head: ReturnType<typeof answerHead>;
+  try {
+    head = answerHead(c, file.stat.size, file.stat.mtime, options.headers);
+  } catch (error) {
+    await file.handle?.close();
+    throw error;
+  }
+  if (head instanceof Response || head.length === 0 || c.req.method === "HEAD") {
+    await file.handle?.close();
+    return head instanceof Response ? head : new Response(null, { status: head.status, headers: head.headers });
+  }
+  const { status, headers, start, end } = head;
   // Large objects (packages): straight from the file to the socket through a few reused buffers.
   const res = options.direct ? nodeResponse(c.env) : undefined;
   if (res) return sendFile(res, status, headers, file.handle ?? file.path, start, end);
   const stream = file.handle ? file.handle.createReadStream({ start, end, highWaterMark: CHUNK }) : createReadStream(file.path, { start, end, highWaterMark: CHUNK });
   const body = Readable.toWeb(stream) as unknown as ReadableStream<Uint8Array>;
   return new Response(body, { status, headers });
+}
+
+/** serveFile for a small object held in memory (e.g. an action output kept in the database). */
+export function serveBytes(c: Context, data: Uint8Array, modified: Date): Response {
+  const head = answerHead(c, data.length, modified);
+  if (head instanceof Response) return head;
+  const { status, headers, start, end, length } = head;
+  if (length === 0 || c.req.method === "HEAD") return new Response(null, { status, headers });
+  return new Response(data.slice(start, end + 1), { status, headers });
 }

@@ -7,6 +7,7 @@ import type { AppContext, AppEnv } from "../../server/context.ts";
 import { HttpError, httpError } from "../../http/errors.ts";
 import { onDeviceDeleted, onDeviceRekeyed } from "../devices/devices.ts";
 import { deviceFilesOf } from "../devicefiles/store.ts";
+import { deleteDeviceLog } from "../actions/store.ts";
 import { channelOf, CLOSE_UNAUTHORIZED, type DeviceConnection } from "./hub.ts";
 import { handleProgress } from "./progress.ts";
 import { deviceByMac } from "./access.ts";
@@ -34,13 +35,12 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   // A deleted device loses its socket, its action log and the outputs (17.18).
   const unhook = onDeviceDeleted(ctx.db, (tx, device) => {
-    const outputs = tx.all<{ output_key: string | null }>("SELECT output_key FROM action_log WHERE mac_address = ?", [device.mac_address]);
-    tx.run("DELETE FROM action_log WHERE mac_address = ?", [device.mac_address]);
+    const outputs = deleteDeviceLog(tx, device.mac_address);
     return async () => {
       const conn = hub.get(device.mac_address);
       if (conn && conn.deviceId === device.id) hub.disconnect(device.mac_address, CLOSE_UNAUTHORIZED, "device was deleted");
       const files = deviceFilesOf(ctx);
-      for (const { output_key } of outputs) await files.remove(output_key);
+      for (const key of outputs) await files.remove(key);
     };
   });
   // A key change closes the socket opened with the earlier key; the device with the new key connects.

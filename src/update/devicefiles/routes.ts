@@ -6,7 +6,7 @@ import { httpError } from "../../http/errors.ts";
 import { requestBodyStream } from "../../http/body.ts";
 import { jsonBody } from "../../http/openapi.ts";
 import { publicBase, requireSignedLink } from "../../storage/routes.ts";
-import { serveFile } from "../../storage/send.ts";
+import { serveBytes, serveFile } from "../../storage/send.ts";
 import { authorize } from "../permissions/permissions.ts";
 import { pathId, strictBody, zRequiredString } from "../validation.ts";
 import { deviceFilesOf, MULTIPART_LINK } from "./store.ts";
@@ -50,8 +50,10 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     const key = c.req.path.slice("/local_storage_multipart/multipart/".length);
     requireSignedLink(ctx, c, MULTIPART_LINK, key);
     const object = store.stat(key);
-    if (!object) throw httpError(404, "object does not exist");
-    return serveFile(c, object);
+    if (object) return serveFile(c, object);
+    const inline = store.inlineObject(key);
+    if (inline) return serveBytes(c, inline.data, inline.modified);
+    throw httpError(404, "object does not exist");
   });
 
   return app;
