@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
 import { offerGroup, sha256, uploadOk } from "./helpers/packages.ts";
-import { approveAgent, device, FAST_SERVER, openStream, startAgent, untilConnected } from "./helpers/agents.ts";
+import { approveAgent, device, FAST_SERVER, startAgent, untilConnected } from "./helpers/agents.ts";
+import { openStream } from "../helpers/events.ts";
 import { startProxy } from "./helpers/proxy.ts";
 
 let server: TestServer;
@@ -46,6 +47,8 @@ test("an update pushed through a group is downloaded, verified, installed; versi
     assert.equal(agent.softwareVersion, "v2");
     // The update is over: no progress record any more.
     assert.equal((await server.call("GET", `/api/v2/devices/${id}/progress`)).status, 404);
+    // The events may still be on their way when the version is already stored.
+    await stream.next((e) => e.event === "update" && e.data.device === agent.mac && e.data.progress === 100, 5000, "progress 100");
     const updates = stream.events.filter((e) => e.event === "update" && e.data.device === agent.mac);
     assert.ok(updates.length >= 2, JSON.stringify(updates));
     const steps = updates.map((e) => e.data.progress as number);

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
-import { agentClient, approveAgent, device, FAST_SERVER, offlineDeviceOfferedV9, openStream, rawDevice, startAgent, untilConnected } from "./helpers/agents.ts";
+import { agentClient, approveAgent, device, FAST_SERVER, offlineDeviceOfferedV9, rawDevice, startAgent, untilConnected } from "./helpers/agents.ts";
+import { openStream } from "../helpers/events.ts";
 
 let server: TestServer;
 
