@@ -3,12 +3,12 @@ import { getCookie, setCookie } from "hono/cookie";
 import { z } from "zod";
 import { SESSION_COOKIE, sameOrigin, MSG_CROSS_SITE, type Auth } from "../auth/middleware.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
-import { revokeTokenId, revokeUserTokens, tokenWatchOf } from "../auth/revocations.ts";
+import { revokeTokenId, revokeUserTokens, type TokenWatch } from "../auth/revocations.ts";
 import { httpError } from "../http/errors.ts";
 import { jsonBody, jsonObject } from "../http/openapi.ts";
 import { managementBody } from "../http/system.ts";
 import { clientAddress, isTls } from "../http/transport.ts";
-import { perServer, type AppContext, type AppEnv } from "../server/context.ts";
+import type { AppContext, AppEnv } from "../server/context.ts";
 import {
   AccountConflict,
   AccountMissing,
@@ -20,10 +20,9 @@ import {
   listAccounts,
   NAME_PATTERN,
   parseScopeNames,
-  sessionAlive,
   updateAccount,
 } from "./accounts.ts";
-import { LoginThrottle } from "./throttle.ts";
+import type { LoginThrottle } from "./throttle.ts";
 import { dateOf } from "../util/time.ts";
 
 export const MSG_LOGIN_FAILED = "invalid username or password";
@@ -49,20 +48,14 @@ export const revokeBody = z
   )
   .refine((b) => (b.id === undefined) !== (b.user === undefined), { error: REVOKE_ERROR });
 
-export const throttleOf = perServer(() => new LoginThrottle());
-
 /** Sets the session cookie (`""` with maxAge 0 clears it); Secure when served over TLS. */
 const sessionCookie = (c: Context, value: string, maxAge: number) =>
   setCookie(c, SESSION_COOKIE, value, { httpOnly: true, sameSite: "Strict", path: "/", maxAge, secure: isTls(c) });
 
 /** Console sign-in and sign-out, and the accounts (console-contract.md, issue 11). */
-export function accountsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrottle, tokenWatch: TokenWatch): Hono<AppEnv> {
   const { db } = ctx;
   const prefix = ctx.config.prefix;
-  // Session tokens are good while their account is enabled and has not ended its sessions.
-  ctx.sessionGate = (identity) => sessionAlive(db, identity);
-  const throttle = throttleOf(ctx);
-  const tokenWatch = tokenWatchOf(ctx);
   const app = new Hono<AppEnv>();
 
   const scopesOf = (names: readonly string[]) => {

@@ -9,7 +9,6 @@
  */
 import type { Database, Tx } from "../db/index.ts";
 import { dateOf, epochSeconds, type Clock } from "../util/time.ts";
-import { perServer } from "../server/context.ts";
 import type { ManagementIdentity } from "./tokens.ts";
 
 export const MSG_REVOKED = "token has been revoked";
@@ -88,6 +87,3 @@ export class TokenWatch {
     }
   }
 }
-
-/** The TokenWatch of a running server. */
-export const tokenWatchOf = perServer((ctx) => new TokenWatch(ctx.db, ctx.clock));

@@ -70,12 +70,11 @@ async function serve(args: string[]): Promise<number> {
     process.once("SIGTERM", () => resolve("SIGTERM"));
   });
   const { startServer } = await import("../server/start.ts");
-  const { inFlightOf } = await import("../http/inflight.ts");
   const server = await startServer(config);
   // An exception nothing caught leaves the process in an unknown state: it ends (systemd restarts
   // it), with one log line naming the requests in flight, the one that threw among them.
   process.on("uncaughtException", (error) => {
-    server.ctx.log.error(`uncaught exception, exiting (${inFlightOf(server.ctx).describe()}): ${error.stack ?? error}`);
+    server.ctx.log.error(`uncaught exception, exiting (${server.domains.shared.inFlight.describe()}): ${error.stack ?? error}`);
     process.exit(1);
   });
   process.on("SIGHUP", () => {

@@ -5,17 +5,19 @@ import { createAuth, type Auth } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../server/context.ts";
 import { errorResponse, HttpError } from "./errors.ts";
 import { nodeResponse } from "./transport.ts";
-import { inFlightOf } from "./inflight.ts";
+import { InFlight } from "./inflight.ts";
 import { systemRoutes } from "./system.ts";
 
 /** A domain's routes, mounted at the root: each domain owns its own paths. */
 export type RouteModule = (ctx: AppContext, auth: Auth) => Hono<AppEnv>;
 
-/** Builds the one Hono app: request log, JSON errors everywhere, then every domain's routes. */
-export function createApp(ctx: AppContext, modules: RouteModule[] = []): Hono<AppEnv> {
+/**
+ * Builds the one Hono app: request log, JSON errors everywhere, the system routes, then `modules`
+ * in order (the appliance's are listed in src/server/routes.ts). `inFlight` hears of every request.
+ */
+export function createApp(ctx: AppContext, modules: RouteModule[] = [], inFlight = new InFlight()): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const auth = createAuth(ctx);
-  const inFlight = inFlightOf(ctx);
 
   app.use(async (c, next) => {
     c.json = jsonWithNewline(c);

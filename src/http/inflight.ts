@@ -1,5 +1,3 @@
-import { perServer } from "../server/context.ts";
-
 /** How many in-flight requests an uncaught exception's log line lists at most. */
 const LISTED = 20;
 
@@ -24,5 +22,3 @@ export class InFlight {
     return `requests in flight: ${listed.join(", ")}${more > 0 ? ` and ${more} more` : ""}`;
   }
 }
-
-export const inFlightOf = perServer(() => new InFlight());

@@ -4,8 +4,9 @@
  * that does not read, end the stream when its token expires or is revoked, and end every stream
  * when the server closes.
  */
-import { tokenWatchOf } from "../auth/revocations.ts";
-import { perServer, type AppContext, type Identity } from "../server/context.ts";
+import type { TokenWatch } from "../auth/revocations.ts";
+import type { Identity } from "../server/context.ts";
+import type { Logger } from "../util/log.ts";
 
 const KEEPALIVE_MS = 15_000;
 /** Events queued for a client that does not read beyond this many bytes end its stream (it may reconnect). */
@@ -35,26 +36,35 @@ export class Broadcaster<T> {
   }
 }
 
-/** The open streams of a server, ended when it stops accepting. */
-const openStreams = perServer((ctx) => {
-  const ends = new Set<() => void>();
-  ctx.onClosing.push(() => {
-    for (const end of [...ends]) end();
-  });
-  return ends;
-});
-
 /** Writes one event: `send("run", {...})` becomes `event:run` / `data:<json>`. */
 export type SendEvent = (event: string, data: unknown) => void;
 
-/**
- * A `text/event-stream` response. `subscribe` starts sending and returns how to stop; the stream
- * starts with the comment `:ok` and ends when the client goes, the server closes, the client
- * falls more than MAX_BACKLOG behind, or `identity`'s management token expires or is revoked.
- */
-export function eventStreamResponse(ctx: AppContext, identity: Identity | undefined, subscribe: (send: SendEvent) => () => void): Response {
-  const streams = openStreams(ctx);
-  const tokenWatch = tokenWatchOf(ctx);
+/** The event streams of a server: each ends with its token, all end when the server stops accepting (`endAll`). */
+export class EventStreams {
+  private readonly open = new Set<() => void>();
+  private readonly log: Logger;
+  private readonly tokenWatch: TokenWatch;
+
+  constructor(log: Logger, tokenWatch: TokenWatch) {
+    this.log = log;
+    this.tokenWatch = tokenWatch;
+  }
+
+  endAll(): void {
+    for (const end of [...this.open]) end();
+  }
+
+  /**
+   * A `text/event-stream` response. `subscribe` starts sending and returns how to stop; the stream
+   * starts with the comment `:ok` and ends when the client goes, the server closes, the client
+   * falls more than MAX_BACKLOG behind, or `identity`'s management token expires or is revoked.
+   */
+  respond(identity: Identity | undefined, subscribe: (send: SendEvent) => () => void): Response {
+    return eventStream(this.open, this.log, this.tokenWatch, identity, subscribe);
+  }
+}
+
+function eventStream(streams: Set<() => void>, log: Logger, tokenWatch: TokenWatch, identity: Identity | undefined, subscribe: (send: SendEvent) => () => void): Response {
   const encoder = new TextEncoder();
   let end = () => {};
   const body = new ReadableStream<Uint8Array>(
@@ -70,7 +80,7 @@ export function eventStreamResponse(ctx: AppContext, identity: Identity | undefi
           }
           // A stalled client must not make the server keep every event for it.
           if ((controller.desiredSize ?? 0) < -MAX_BACKLOG) {
-            ctx.log.warn("event stream client does not keep up: stream ended");
+            log.warn("event stream client does not keep up: stream ended");
             end();
           }
         };

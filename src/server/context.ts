@@ -44,17 +44,3 @@ export interface AppEnv {
     requestId: string;
   };
 }
-
-/**
- * A per-server value made on first use: `export const eventsOf = perServer(() => new EventBroadcaster())`.
- * Kept by the server's database, so it lives exactly as long as that server (tests run several
- * servers in one process).
- */
-export function perServer<T>(create: (ctx: AppContext) => T): (ctx: AppContext) => T {
-  const values = new WeakMap<Database, T>();
-  return (ctx) => {
-    let value = values.get(ctx.db);
-    if (value === undefined) values.set(ctx.db, (value = create(ctx)));
-    return value;
-  };
-}

@@ -8,9 +8,11 @@ import type { Server } from "node:http";
 import type { Config } from "../config/config.ts";
 import { Database, IMAGE_FILE, migrate, migrations } from "../db/index.ts";
 import { createFirstAdmin } from "../accounts/accounts.ts";
+import { createAccountsDomain } from "../accounts/domain.ts";
 import { loadOrCreateKeys } from "../auth/keys.ts";
 import { SCOPES } from "../auth/scopes.ts";
 import { TokenService } from "../auth/tokens.ts";
+import { Hono } from "hono";
 import { createApp, normalizeRequest } from "../http/app.ts";
 import { createLogger, type Logger } from "../util/log.ts";
 import { writeFileDurable } from "../util/files.ts";
@@ -18,8 +20,11 @@ import { dateOf, systemClock, type Clock } from "../util/time.ts";
 import { VERSION } from "../version.ts";
 import { acquireLock } from "./lock.ts";
 import { readTlsCredentials, type TlsCredentials } from "./tls.ts";
-import type { AppContext } from "./context.ts";
-import { routeModules } from "./modules.ts";
+import type { AppContext, AppEnv } from "./context.ts";
+import { routeTable, type Domains } from "./routes.ts";
+import { createSharedServices } from "./shared.ts";
+import { createTestRunDomain } from "../testrun/domain.ts";
+import { createUpdateDomain } from "../update/domain.ts";
 import { acceptUpgradesOnlyOn, releaseUpgradeBody } from "./upgrade.ts";
 import { nodeResponse } from "../http/transport.ts";
 
@@ -35,6 +40,10 @@ const WS_MAX_PAYLOAD = 16 * 1024 * 1024;
 
 export interface RunningServer {
   ctx: AppContext;
+  /** The services the composition roots built (startDomains). */
+  domains: Domains;
+  /** The Hono app serving every route (src/server/routes.ts). */
+  app: Hono<AppEnv>;
   /** Base URL the server answers on, e.g. `http://127.0.0.1:5000` (`https` with `tls`). */
   url: string;
   port: number;
@@ -57,7 +66,26 @@ export interface StartOptions {
   clock?: Clock;
 }
 
-/** Opens the data dir and serves both APIs on the configured listener. */
+/**
+ * What runs at start, in this order. Each composition root builds its part's services, installs
+ * its hooks (the device and session gates, device-socket handlers, deletion hooks), starts its
+ * timers and registers its shutdown work on `ctx`; the routers get what they return and only
+ * route (src/server/routes.ts). Backup has no services of its own: each request takes a snapshot.
+ */
+export function startDomains(ctx: AppContext): Domains {
+  // Token watch (revocation ends streams and shells), event streams, in-flight requests.
+  const shared = createSharedServices(ctx);
+  // The session gate, the login throttle.
+  const accounts = createAccountsDomain(ctx);
+  // The device gate, the orphan-object sweep, progress expiry, the device socket hub with its
+  // handlers (progress, actions, file transfers), shells, deletion hooks, the download sweep.
+  const update = createUpdateDomain(ctx);
+  // The config store, the run queue: runs left unfinished by the last process are aborted (6.7).
+  const testRun = createTestRunDomain(ctx);
+  return { shared, accounts, update, testRun };
+}
+
+/** Opens the data dir, starts the domains (startDomains) and serves both APIs on the configured listener. */
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   const log = options.log ?? createLogger(config.log_level, { format: config.log_format });
   // Checked before the data dir is touched: a bad pair exits 2 naming the key.
@@ -86,7 +114,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const adminPasswordFile = await createFirstAdmin(db, dataDir, config.prefix);
 
     const ctx: AppContext = { config, dataDir, db, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] };
-    const app = createApp(ctx, routeModules);
+    const domains = startDomains(ctx);
+    const app = createApp(ctx, routeTable(domains), domains.shared.inFlight);
     // WebSocket routes (the device channel) upgrade through @hono/node-server and `ws`.
     const wss = new WebSocketServer({ noServer: true, maxPayload: WS_MAX_PAYLOAD });
     const server = await listen(config, tls, wss, (request, env) => {
@@ -124,7 +153,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const reloadTls = () => {
       if (tls) (server as HttpsServer).setSecureContext(readTlsCredentials(config.tls));
     };
-    return { ctx, url: `${scheme}://${host}:${port}`, port, reloadTls, adminTokenFile, adminPasswordFile, close };
+    return { ctx, domains, app, url: `${scheme}://${host}:${port}`, port, reloadTls, adminTokenFile, adminPasswordFile, close };
   } catch (error) {
     await db?.close().catch(() => {});
     releaseLock();

@@ -1,9 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { Validator } from "@seriousme/openapi-schema-validator";
-import { createApp } from "../../src/http/app.ts";
 import { openApiPath } from "../../src/http/openapi.ts";
-import { routeModules } from "../../src/server/modules.ts";
 import { removeDir, startTestServer, type ConfigPatch, type TestServer } from "../helpers/server.ts";
 
 type Document = { openapi: string; paths: Record<string, Record<string, { requestBody?: unknown; security: unknown[] }>> };
@@ -12,8 +10,7 @@ const METHODS = new Set(["GET", "POST", "PUT", "PATCH", "DELETE"]);
 
 /** Every method and path the server's app registers, in OpenAPI form. */
 function registeredRoutes(server: TestServer): Set<string> {
-  const app = createApp(server.server.ctx, routeModules);
-  return new Set(app.routes.filter((r) => METHODS.has(r.method)).map((r) => `${r.method.toLowerCase()} ${openApiPath(r.path)}`));
+  return new Set(server.server.app.routes.filter((r) => METHODS.has(r.method)).map((r) => `${r.method.toLowerCase()} ${openApiPath(r.path)}`));
 }
 
 const documented = (doc: Document): Set<string> => new Set(Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m} ${path}`)));

@@ -12,7 +12,6 @@ import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { eventsOf } from "../../src/update/events/broadcaster.ts";
 import { startServe, type ServeProcess } from "../helpers/cli.ts";
 import { openFds, parseRaw, rawRequest } from "../helpers/raw.ts";
 import { removeDir, requestAt, startTestServer, tempDir, type TestServer, waitFor } from "../helpers/server.ts";
@@ -96,7 +95,7 @@ async function startTarget(): Promise<Target> {
       dataDir: server.dataDir,
       adminToken: server.adminToken,
       server,
-      subscribers: () => eventsOf(server.server.ctx).subscribers,
+      subscribers: () => server.server.domains.update.events.subscribers,
       logged: () => lines,
       close: () => server.close().then(() => removeDir(server.dataDir)),
     };

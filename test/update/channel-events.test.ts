@@ -128,7 +128,6 @@ test("a progress record without news for the idle time is removed (17.11); a rep
 
 test("a client that stops reading the stream is cut off instead of queueing events without bound", async () => {
   const { request } = await import("node:http");
-  const { eventsOf } = await import("../../src/update/events/broadcaster.ts");
   const { MAX_BACKLOG } = await import("../../src/update/events/routes.ts");
   const res = await new Promise<import("node:http").IncomingMessage>((resolve, reject) => {
     const req = request(`${server.url}/api/stream`, { headers: { authorization: `Bearer token=${server.adminToken}` } }, resolve);
@@ -139,7 +138,7 @@ test("a client that stops reading the stream is cut off instead of queueing even
   res.pause();
   // 16 MiB of events while the client reads nothing: more than sockets buffer and the backlog allows.
   const pad = "x".repeat(16 * 1024);
-  for (let i = 0; i < 1024; i++) eventsOf(server.server.ctx).publish("update", { device: "aa:aa:aa:aa:aa:aa", progress: 1, version: null, pad });
+  for (let i = 0; i < 1024; i++) server.server.domains.update.events.publish("update", { device: "aa:aa:aa:aa:aa:aa", progress: 1, version: null, pad });
   let received = 0;
   res.on("data", (chunk: Buffer) => (received += chunk.length));
   res.resume();

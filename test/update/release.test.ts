@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
 import { request as httpRequest } from "node:http";
 import { after, before, describe, it } from "node:test";
-import { eventsOf } from "../../src/update/events/broadcaster.ts";
 import { removeDir, startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
 import { openFds, parseRaw, rawRequest } from "../helpers/raw.ts";
 import { uploadOk } from "./helpers/packages.ts";
@@ -27,7 +26,7 @@ const upgrade = (path: string, headers: Record<string, string> = {}, upgradeTo =
 describe("responses release what they hold however the request ends", () => {
   let server: TestServer;
   let downloadPath = "";
-  const subscribers = () => eventsOf(server.server.ctx).subscribers;
+  const subscribers = () => server.server.domains.update.events.subscribers;
 
   before(async () => {
     server = await startTestServer();

@@ -8,10 +8,8 @@ import { lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, unlinkSync, ty
 import { open, rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
-import { perServer } from "../../server/context.ts";
 import { rfc822 } from "../../util/time.ts";
 import { fsyncDir } from "../../util/files.ts";
-import { testrunDirs } from "../runs/paths.ts";
 import { isConfigName } from "./names.ts";
 import { yamlSyntaxProblem } from "./yaml.ts";
 import type { ConfigSource } from "../plan.ts";
@@ -174,6 +172,3 @@ export class ConfigStore implements ConfigSource {
     return (await this.receive(name, content)).commit();
   }
 }
-
-/** The one store of a running appliance (configs routes and the run engine share it). */
-export const configStore = perServer((ctx) => new ConfigStore(testrunDirs(ctx.config).configs, ctx.config.test_server.max_config_bytes));

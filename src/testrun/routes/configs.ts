@@ -10,7 +10,7 @@ import { httpError, HttpError, inputProblem } from "../../http/errors.ts";
 import { serveFile } from "../../storage/send.ts";
 import { statFile } from "../../util/files.ts";
 import { hasYamlExtension, isConfigName } from "../config/names.ts";
-import { configStore, ConfigSaveError, type ConfigInfo, type ConfigStore, type PendingConfig } from "../config/store.ts";
+import { ConfigSaveError, type ConfigInfo, type ConfigStore, type PendingConfig } from "../config/store.ts";
 import { listSuites, overrideHints } from "../config/plan-builder.ts";
 import { ConfigViewCache } from "../config/view-cache.ts";
 import { PlanError } from "../plan.ts";
@@ -126,9 +126,8 @@ function view<T>(fn: () => T): T {
   }
 }
 
-export function configRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
+export function configRoutes(ctx: AppContext, access: TestRunAccess, store: ConfigStore): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  const store = configStore(ctx); // created at start: clears temp files of interrupted uploads
 
   app.get("/api/v1/configs", access.read, (c) => c.json(queryOf(c, configListQuery).details ? store.listWithSizes() : store.list()));
 

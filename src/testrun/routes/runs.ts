@@ -5,23 +5,22 @@
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { Hono, type Context } from "hono";
-import { perServer, type AppContext, type AppEnv } from "../../server/context.ts";
+import type { AppContext, AppEnv } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
 import { statFile } from "../../util/files.ts";
 import { fileEtag, notModified, serveFile } from "../../storage/send.ts";
 import { z } from "zod";
 import { integerParam, jsonBody, jsonObject, queryOf } from "../../http/openapi.ts";
-import { eventStreamResponse } from "../../http/sse.ts";
+import type { Broadcaster, EventStreams } from "../../http/sse.ts";
 import { openReportJson, reportSummary } from "../engine/report.ts";
-import { configStore } from "../config/store.ts";
 import { PlanError } from "../plan.ts";
 import { contentDisposition, listArtifacts, openArtifact } from "../runs/artifacts.ts";
 import { artifactsDir, reportPath } from "../runs/paths.ts";
 import { LOCAL_DEVICE } from "../runs/nodes.ts";
-import { runChangesOf, TestRunService } from "../runs/service.ts";
+import type { TestRunService } from "../runs/service.ts";
 import type { TriggerRequest } from "../runs/trigger.ts";
 import { RUN_STATUSES } from "../runs/status.ts";
-import { FINAL_STATUSES, runObjectA, runObjectB, type RunRecord, type RunStatus, type TriggerRecord } from "../runs/store.ts";
+import { FINAL_STATUSES, runObjectA, runObjectB, type RunChange, type RunRecord, type RunStatus, type TriggerRecord } from "../runs/store.ts";
 import type { TestRunAccess } from "./access.ts";
 
 /**
@@ -30,9 +29,6 @@ import type { TestRunAccess } from "./access.ts";
  * answers at once, the run still `running` with `abort_requested: true` (12.10).
  */
 const ABORT_WAIT_B_MS = 7_000;
-
-/** The one run service of a running appliance. */
-export const runService = perServer((ctx) => new TestRunService(ctx, configStore(ctx)));
 
 const optionalString = (key: string) => z.string({ error: `${key} must be a string` }).nullish();
 const configName = z.string({ error: "config_name is required (a string)" }).min(1, { error: "config_name is required (a string)" });
@@ -140,8 +136,15 @@ function completedRun(run: RunRecord | undefined): RunRecord {
   return run;
 }
 
-export function runRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
-  return ctx.config.test_server.api_variant === "B" ? variantB(ctx, access) : variantA(ctx, access);
+/** What the run routes need: the run service, its record changes and the event streams. */
+export interface RunRoutesDeps {
+  service: TestRunService;
+  changes: Broadcaster<RunChange>;
+  streams: EventStreams;
+}
+
+export function runRoutes(ctx: AppContext, access: TestRunAccess, deps: RunRoutesDeps): Hono<AppEnv> {
+  return ctx.config.test_server.api_variant === "B" ? variantB(access, deps.service) : variantA(access, deps);
 }
 
 function triggerObject(service: TestRunService, t: TriggerRecord): Record<string, unknown> {
@@ -157,9 +160,8 @@ function triggerObject(service: TestRunService, t: TriggerRecord): Record<string
   };
 }
 
-function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
+function variantA(access: TestRunAccess, { service, changes, streams }: RunRoutesDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  const service = runService(ctx);
   const store = service.store;
   const base = "/api/v1/test-runs";
 
@@ -180,8 +182,7 @@ function variantA(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
 
   // Before /:id so that `stream` is never taken for a run id.
   app.get(`${base}/stream`, access.read, (c) => {
-    const changes = runChangesOf(ctx);
-    return eventStreamResponse(ctx, c.get("identity"), (send) =>
+    return streams.respond(c.get("identity"), (send) =>
       changes.subscribe((change) => {
         if (change.kind === "run-deleted") return send("run-deleted", { id: change.id });
         if (change.kind === "run") {
@@ -304,9 +305,8 @@ function runB(service: TestRunService, raw: string): RunRecord {
   return run;
 }
 
-function variantB(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
+function variantB(access: TestRunAccess, service: TestRunService): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  const service = runService(ctx);
   const store = service.store;
   const base = "/api/v1/test-runs";
 

@@ -1,8 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { rm } from "node:fs/promises";
-import { perServer, type AppContext } from "../../server/context.ts";
-import { Broadcaster } from "../../http/sse.ts";
+import type { AppContext } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
 import { patternError } from "../engine/pattern.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
@@ -14,10 +13,7 @@ import { artifactsDir, reportPath, testrunDirs, type TestrunDirs } from "./paths
 import { executeRun } from "./runner.ts";
 import { LOCAL_DEVICE } from "./nodes.ts";
 import type { TriggerRequest } from "./trigger.ts";
-import { FINAL_STATUSES, RunStore, type RunChange, type RunRecord, type TriggerRecord, type TriggerStatus } from "./store.ts";
-
-/** Every change of a run or trigger record of a server, once on disk (GET /api/v1/test-runs/stream). */
-export const runChangesOf = perServer(() => new Broadcaster<RunChange>());
+import { FINAL_STATUSES, type RunStore, type RunRecord, type TriggerRecord, type TriggerStatus } from "./store.ts";
 
 export const RESTART_ERROR = "interrupted by server restart";
 export const SHUTDOWN_ERROR = "server shutdown";
@@ -48,17 +44,19 @@ export class TestRunService implements LocalRuns {
   private readonly endWaiters = new Map<string, Array<() => void>>();
   private shuttingDown = false;
 
-  constructor(ctx: AppContext, source: ConfigSource) {
+  constructor(ctx: AppContext, source: ConfigSource, store: RunStore) {
     this.ctx = ctx;
     this.source = source;
-    const changes = runChangesOf(ctx);
-    this.store = new RunStore(ctx.db, (change) => changes.emit(change));
+    this.store = store;
     this.orchestrator = new Orchestrator(this);
     this.dirs = testrunDirs(ctx.config);
     for (const dir of [this.dirs.reports, this.dirs.artifacts, this.dirs.results]) mkdirSync(dir, { recursive: true });
-    // 6.7: nothing is re-queued; the write is applied in memory at once and made durable right after.
-    void this.store.abortUnfinished(ctx.clock.now(), RESTART_ERROR).catch((e) => ctx.log.error(`testrun: marking unfinished runs aborted failed: ${e}`));
-    ctx.onShutdown.push(() => this.shutdown());
+  }
+
+  /** At start (6.7): runs and orchestrations the last process left unfinished become aborted; nothing is re-queued. */
+  recoverFromRestart(): void {
+    // The write is applied in memory at once and made durable right after.
+    void this.store.abortUnfinished(this.ctx.clock.now(), RESTART_ERROR).catch((e) => this.ctx.log.error(`testrun: marking unfinished runs aborted failed: ${e}`));
   }
 
   get lookup(): ModuleLookup {
@@ -298,7 +296,7 @@ export class TestRunService implements LocalRuns {
   }
 
   /** Graceful shutdown (contract): pending and running runs end `aborted` with `server shutdown`. */
-  private async shutdown(): Promise<void> {
+  async shutdown(): Promise<void> {
     this.shuttingDown = true;
     this.orchestrator.signalAll(SHUTDOWN_ERROR);
     for (const run of this.store.runsWithStatus("pending")) {

@@ -4,12 +4,12 @@
  * first, at least once), and the results the device sends back. Every wait is bounded.
  */
 import { randomUUID } from "node:crypto";
-import { perServer, type AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../server/context.ts";
 import { httpError } from "../../http/errors.ts";
-import { channelOf, DeviceGoneError, DeviceTimeoutError, type ChannelHub, type DeviceConnection } from "../channel/hub.ts";
+import { DeviceGoneError, DeviceTimeoutError, type ChannelHub, type DeviceConnection } from "../channel/hub.ts";
 import { asHttpError, notConnected } from "../channel/errors.ts";
 import { hasCapability, type ActionDefinition } from "../channel/protocol.ts";
-import { deviceFilesOf, signedFileUrl, type DeviceFileStore } from "../devicefiles/store.ts";
+import { signedFileUrl, type DeviceFileStore } from "../devicefiles/store.ts";
 import { sleep } from "../../util/time.ts";
 import { ActionLogStore, INLINE_OUTPUT_BYTES, type ActionStatus, type LogRow } from "./store.ts";
 
@@ -57,20 +57,26 @@ export class ActionService {
   /** Executions driven right now (by a request or a dispatcher): not to be dispatched again. */
   private readonly inflight = new Set<string>();
 
-  constructor(ctx: AppContext) {
+  /** The device messages it handles and its connect hook are installed by createUpdateDomain. */
+  constructor(ctx: AppContext, hub: ChannelHub, files: DeviceFileStore) {
     this.ctx = ctx;
-    this.hub = channelOf(ctx);
-    this.files = deviceFilesOf(ctx);
+    this.hub = hub;
+    this.files = files;
     this.store = new ActionLogStore(ctx.db, (message) => ctx.log.warn(message));
     this.files.serveInlineActions((id) => this.store.inlineOutput(id));
-    this.hub.handle("action_exec_control", (conn, message) => {
-      if (typeof message.execution_id !== "string") return this.ctx.log.warn(`device ${conn.mac}: action_exec_control without execution_id ignored`);
-      if (!conn.settle(`control:${message.execution_id}`, String(message.status))) {
-        this.ctx.log.debug(`device ${conn.mac}: action_exec_control for ${message.execution_id} that nobody waits for`);
-      }
-    });
-    this.hub.handle("action_exec_result", (conn, message) => this.result(conn, message));
-    this.hub.onConnect((conn) => void this.dispatch(conn).catch((error) => this.ctx.log.error(`device ${conn.mac}: queue dispatch: ${(error as Error).message}`)));
+  }
+
+  /** `action_exec_control`: the device took (ok), refused or put off (full) an action (11.3). */
+  control(conn: DeviceConnection, message: Record<string, unknown>): void {
+    if (typeof message.execution_id !== "string") return this.ctx.log.warn(`device ${conn.mac}: action_exec_control without execution_id ignored`);
+    if (!conn.settle(`control:${message.execution_id}`, String(message.status))) {
+      this.ctx.log.debug(`device ${conn.mac}: action_exec_control for ${message.execution_id} that nobody waits for`);
+    }
+  }
+
+  /** A device connected: its queue is delivered (11.5). */
+  connected(conn: DeviceConnection): void {
+    void this.dispatch(conn).catch((error) => this.ctx.log.error(`device ${conn.mac}: queue dispatch: ${(error as Error).message}`));
   }
 
   private get timeouts() {
@@ -189,7 +195,7 @@ export class ActionService {
   }
 
   /** `action_exec_result`: the row gets its final status, exit code and output (11.3 step 8). */
-  private async result(conn: DeviceConnection, message: Record<string, unknown>): Promise<void> {
+  async result(conn: DeviceConnection, message: Record<string, unknown>): Promise<void> {
     const id = message.execution_id;
     const code = message.status_code;
     if (typeof id !== "string" || typeof code !== "number" || !Number.isInteger(code)) {
@@ -287,5 +293,3 @@ export class ActionService {
     for (const key of keys) await this.files.remove(key);
   }
 }
-
-export const actionsOf = perServer((ctx) => new ActionService(ctx));

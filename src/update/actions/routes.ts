@@ -9,7 +9,7 @@ import { publicBase } from "../../storage/routes.ts";
 import { deviceByMac } from "../channel/access.ts";
 import type { Permission } from "../permissions/permissions.ts";
 import { strictBody, zRequiredString } from "../validation.ts";
-import { actionsOf, type ExecOutcome } from "./actions.ts";
+import type { ActionService, ExecOutcome } from "./actions.ts";
 
 const MAX_IDS = 10_000;
 const MSG_IDS = `schema validation failed: field "actions" must be a list of at most ${MAX_IDS} log entry ids`;
@@ -31,9 +31,8 @@ export type FanOutEntry = { device: string; status: number } & ({ status_code: n
  * Remote actions (update-server.md 11). Routes name the device by MAC; the MAC is resolved to the
  * device and the permission is checked on it (17.7): unknown MAC or hidden device -> 404.
  */
-export function actionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionService): Hono<AppEnv> {
   const { db } = ctx;
-  const actions = actionsOf(ctx);
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
 

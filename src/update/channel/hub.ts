@@ -5,9 +5,8 @@
  */
 import type { WebSocket } from "ws";
 import type { WSContext } from "hono/ws";
-import { perServer, type AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../server/context.ts";
 import { setConnected } from "../devices/presence.ts";
-import { eventsOf } from "../events/broadcaster.ts";
 import { PingTimer, pingOrTerminate } from "./keepalive.ts";
 import { parseActionList, parseMessage, type ActionDefinition, type ServerMessage } from "./protocol.ts";
 
@@ -188,7 +187,6 @@ export class ChannelHub {
     this.pinger.start();
     this.ctx.log.info(`device ${mac} connected`);
     conn.send({ method: "alert", alert: { message: "connected" } });
-    eventsOf(this.ctx).publish("connect", { device: mac });
     for (const hook of this.connectHooks) {
       try {
         hook(conn);
@@ -224,7 +222,6 @@ export class ChannelHub {
     setConnected(this.ctx.db, conn.mac, false);
     conn.dropped();
     this.ctx.log.info(`device ${conn.mac} disconnected`);
-    eventsOf(this.ctx).publish("disconnect", { device: conn.mac });
     for (const hook of this.disconnectHooks) {
       try {
         hook(conn.mac);
@@ -275,10 +272,3 @@ export class ChannelHub {
     }
   }
 }
-
-/** The hub of a running server. */
-export const channelOf = perServer((ctx) => {
-  const hub = new ChannelHub(ctx);
-  ctx.onClosing.push(() => hub.closeAll());
-  return hub;
-});

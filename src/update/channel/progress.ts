@@ -4,19 +4,20 @@
  * event; `update_version` stores the new running version and ends the record too.
  */
 import type { AppContext } from "../../server/context.ts";
-import { eventsOf } from "../events/broadcaster.ts";
+import type { EventBroadcaster } from "../events/broadcaster.ts";
 import { forgetWaiting, getProgress, reportProgress } from "../progress/progress.ts";
 import type { ChannelHub, DeviceConnection } from "./hub.ts";
 import { dateOf } from "../../util/time.ts";
 
-export function handleProgress(ctx: AppContext, hub: ChannelHub): void {
+/** Installs the handlers of `update_progress` and `update_version`; progress goes out on `events`. */
+export function handleProgress(ctx: AppContext, hub: ChannelHub, events: EventBroadcaster): void {
   hub.handle("update_progress", async (conn: DeviceConnection, message) => {
     const raw = message.progress;
     if (typeof raw !== "number" || !Number.isFinite(raw)) return ctx.log.warn(`device ${conn.mac}: update_progress without a number ignored`);
     const progress = Math.min(100, Math.max(0, Math.round(raw)));
     const version = getProgress(ctx.db, conn.deviceId)?.version ?? null;
     await reportProgress(ctx.db, conn.deviceId, progress, dateOf(ctx.clock));
-    eventsOf(ctx).publish("update", { device: conn.mac, progress, version });
+    events.publish("update", { device: conn.mac, progress, version });
   });
 
   hub.handle("update_version", async (conn, message) => {

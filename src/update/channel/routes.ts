@@ -5,15 +5,11 @@ import type { WebSocket } from "ws";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { HttpError, httpError } from "../../http/errors.ts";
-import { onDeviceDeleted, onDeviceRekeyed } from "../devices/devices.ts";
-import { deviceFilesOf } from "../devicefiles/store.ts";
-import { deleteDeviceLog } from "../actions/store.ts";
-import { channelOf, CLOSE_UNAUTHORIZED, type DeviceConnection } from "./hub.ts";
-import { handleProgress } from "./progress.ts";
+import { CLOSE_UNAUTHORIZED, type ChannelHub, type DeviceConnection } from "./hub.ts";
 import { deviceByMac } from "./access.ts";
-import { CLOSE_INVALID, MAX_EARLY_BYTES, notConnected, shellsOf, size, type ShellSession } from "./shell.ts";
+import { CLOSE_INVALID, MAX_EARLY_BYTES, notConnected, size, type ShellService, type ShellSession } from "./shell.ts";
 import { closeReason } from "./protocol.ts";
-import { tokenWatchOf } from "../../auth/revocations.ts";
+import type { TokenWatch } from "../../auth/revocations.ts";
 
 /** WebSocket routes answer a plain GET with 426 (after authorization, before any upgrade). */
 const requireUpgrade: MiddlewareHandler<AppEnv> = async (c, next) => {
@@ -29,27 +25,7 @@ const frameOf = (data: unknown): string | ArrayBuffer | undefined =>
  * `GET /api/v1/devices/ws` (update-server.md 13.1): the device management socket, device token in
  * the handshake (refused with a plain 401 before any upgrade).
  */
-export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
-  const hub = channelOf(ctx);
-  handleProgress(ctx, hub);
-
-  // A deleted device loses its socket, its action log and the outputs (17.18).
-  const unhook = onDeviceDeleted(ctx.db, (tx, device) => {
-    const outputs = deleteDeviceLog(tx, device.mac_address);
-    return async () => {
-      const conn = hub.get(device.mac_address);
-      if (conn && conn.deviceId === device.id) hub.disconnect(device.mac_address, CLOSE_UNAUTHORIZED, "device was deleted");
-      const files = deviceFilesOf(ctx);
-      for (const key of outputs) await files.remove(key);
-    };
-  });
-  // A key change closes the socket opened with the earlier key; the device with the new key connects.
-  const unhookKey = onDeviceRekeyed(ctx.db, (device) => {
-    const conn = hub.get(device.mac_address);
-    if (conn && conn.deviceId === device.id) hub.disconnect(device.mac_address, CLOSE_UNAUTHORIZED, "device key changed");
-  });
-  ctx.onShutdown.push(unhook, unhookKey);
-
+export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shells: ShellService, tokenWatch: TokenWatch): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   app.get(
     "/api/v1/devices/ws",
@@ -77,8 +53,6 @@ export function channelRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   // come as `?token=` (2.1). PERM-MAC(shell), checked before the upgrade, except that an unknown
   // device (or one hidden from the caller) is upgraded and closed with 4001 like an offline one,
   // as the reference does: a browser cannot read an HTTP status on a failed WebSocket.
-  const shells = shellsOf(ctx);
-  const tokenWatch = tokenWatchOf(ctx);
   const shellTarget = (c: Context<AppEnv>) => {
     try {
       return deviceByMac(ctx.db, c.get("identity"), c.req.param("mac") ?? "", "shell");

@@ -8,8 +8,8 @@
  */
 import { randomUUID } from "node:crypto";
 import type { WebSocket } from "ws";
-import { perServer, type AppContext } from "../../server/context.ts";
-import { channelOf, CLOSE_NORMAL, type ChannelHub } from "./hub.ts";
+import type { AppContext } from "../../server/context.ts";
+import { CLOSE_NORMAL, type ChannelHub } from "./hub.ts";
 import { PingTimer, pingOrTerminate } from "./keepalive.ts";
 import { closeReason, hasCapability } from "./protocol.ts";
 
@@ -59,17 +59,20 @@ export class ShellService {
   private readonly sessions = new Map<string, ShellSession>();
   private readonly pinger: PingTimer;
 
-  constructor(ctx: AppContext) {
+  constructor(ctx: AppContext, hub: ChannelHub) {
     this.ctx = ctx;
-    this.hub = channelOf(ctx);
+    this.hub = hub;
     this.pinger = new PingTimer(ctx.config.update_server.ws_ping_interval, () => this.pingRound());
-    // The management socket went (disconnect, deletion): so do the device's shells.
-    this.hub.onDisconnect((mac) => {
-      for (const session of [...this.sessions.values()]) if (session.mac === mac) this.end(session, CLOSE_INVALID, `device ${mac} disconnected`);
-    });
-    ctx.onClosing.push(() => {
-      for (const session of [...this.sessions.values()]) this.end(session, 1001, "server shutting down");
-    });
+  }
+
+  /** The device's management socket went (disconnect, deletion): so do its shells. */
+  deviceGone(mac: string): void {
+    for (const session of [...this.sessions.values()]) if (session.mac === mac) this.end(session, CLOSE_INVALID, `device ${mac} disconnected`);
+  }
+
+  /** Server shutdown: every session ends. */
+  endAll(): void {
+    for (const session of [...this.sessions.values()]) this.end(session, 1001, "server shutting down");
   }
 
   private key(mac: string, uuid: string): string {
@@ -183,5 +186,3 @@ export class ShellService {
 }
 
 export type { ShellSession };
-
-export const shellsOf = perServer((ctx) => new ShellService(ctx));

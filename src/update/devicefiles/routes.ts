@@ -9,8 +9,8 @@ import { publicBase, requireSignedLink } from "../../storage/routes.ts";
 import { serveBytes, serveFile } from "../../storage/send.ts";
 import { authorize } from "../permissions/permissions.ts";
 import { pathId, strictBody, zRequiredString } from "../validation.ts";
-import { deviceFilesOf, MULTIPART_LINK } from "./store.ts";
-import { transfersOf } from "./transfers.ts";
+import { MULTIPART_LINK, type DeviceFileStore } from "./store.ts";
+import type { FileTransferService } from "./transfers.ts";
 
 /** The body of fs/file: an absolute path on the device. */
 export const fileRequestBody = strictBody({
@@ -21,9 +21,7 @@ export const fileRequestBody = strictBody({
  * `POST /api/v2/devices/{id}/fs/file` and the public multipart routes (update-server.md 12,
  * 14.4, 14.5), each contained to its own directory and signed.
  */
-export function deviceFilesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
-  const transfers = transfersOf(ctx);
-  const store = deviceFilesOf(ctx);
+export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTransferService, store: DeviceFileStore): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
   app.post("/api/v2/devices/:id{[0-9]+}/fs/file", auth.management(), async (c) => {

@@ -12,7 +12,7 @@ import { rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { perServer, type AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../server/context.ts";
 import { fsyncDir, fsyncFile, statFile, writeFileDurableAsync } from "../../util/files.ts";
 
 export const MULTIPART_LINK = "local_storage_multipart";
@@ -181,8 +181,6 @@ export interface InlineObject {
 }
 
 export class PartTooLargeError extends Error {}
-
-export const deviceFilesOf = perServer((ctx) => new DeviceFileStore(ctx.dataDir, ctx.config.prefix));
 
 /** A signed, expiring link to a device file or action output (D13). */
 export function signedFileUrl(ctx: AppContext, base: string, key: string): string {

@@ -6,13 +6,13 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Readable } from "node:stream";
-import { perServer, type AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../server/context.ts";
 import { httpError, inputProblem } from "../../http/errors.ts";
-import { channelOf, type ChannelHub } from "../channel/hub.ts";
+import type { ChannelHub, DeviceConnection } from "../channel/hub.ts";
 import { asHttpError, notConnected } from "../channel/errors.ts";
 import { hasCapability } from "../channel/protocol.ts";
 import { getDevice } from "../devices/devices.ts";
-import { deviceFilesOf, PART_NAME, PartTooLargeError, signedFileUrl, type DeviceFileStore } from "./store.ts";
+import { PART_NAME, PartTooLargeError, signedFileUrl, type DeviceFileStore } from "./store.ts";
 
 export const PART_LINK = "multipart_part";
 const MiB = 1024 * 1024;
@@ -59,21 +59,21 @@ export class FileTransferService {
   private readonly store: DeviceFileStore;
   private readonly open = new Map<string, Transfer>();
 
-  constructor(ctx: AppContext) {
+  /** The device messages it handles are installed by createUpdateDomain. */
+  constructor(ctx: AppContext, hub: ChannelHub, store: DeviceFileStore) {
     this.ctx = ctx;
-    this.hub = channelOf(ctx);
-    this.store = deviceFilesOf(ctx);
-    this.hub.handle("fs_file_probe_reply", (conn, message) => {
-      if (typeof message.id !== "string" || !conn.settle(`probe:${message.id}`, message)) this.ctx.log.warn(`device ${conn.mac}: fs_file_probe_reply for no open probe ignored`);
-    });
-    this.hub.handle("fs_file_download_reply", (conn, message) => {
-      if (typeof message.id !== "string" || !conn.settle(`download:${message.id}`, message)) this.ctx.log.warn(`device ${conn.mac}: fs_file_download_reply for no open transfer ignored`);
-    });
-    // Assembled downloads outlive their links by nothing: sweep hourly.
-    const sweep = setInterval(() => this.store.sweepDownloads(ctx.config.update_server.download_link_ttl, ctx.clock.now()), 3600_000);
-    sweep.unref();
-    ctx.onShutdown.push(() => clearInterval(sweep));
-    this.store.sweepDownloads(ctx.config.update_server.download_link_ttl, ctx.clock.now());
+    this.hub = hub;
+    this.store = store;
+  }
+
+  /** `fs_file_probe_reply`: the answer to a probe (12, step 3). */
+  probeReply(conn: DeviceConnection, message: Record<string, unknown>): void {
+    if (typeof message.id !== "string" || !conn.settle(`probe:${message.id}`, message)) this.ctx.log.warn(`device ${conn.mac}: fs_file_probe_reply for no open probe ignored`);
+  }
+
+  /** `fs_file_download_reply`: the device uploaded the parts (12, step 6). */
+  downloadReply(conn: DeviceConnection, message: Record<string, unknown>): void {
+    if (typeof message.id !== "string" || !conn.settle(`download:${message.id}`, message)) this.ctx.log.warn(`device ${conn.mac}: fs_file_download_reply for no open transfer ignored`);
   }
 
   /** Fetches `file` from device `deviceId`: `{status: 0, url}` or `{status: 1, url: ""}`. */
@@ -159,5 +159,3 @@ export class FileTransferService {
     return { etag: name };
   }
 }
-
-export const transfersOf = perServer((ctx) => new FileTransferService(ctx));

@@ -1,4 +1,3 @@
-import { perServer } from "../../server/context.ts";
 import { Broadcaster } from "../../http/sse.ts";
 
 /** The live events of update-server.md 15.1. */
@@ -15,6 +14,3 @@ export class EventBroadcaster extends Broadcaster<DeviceEvent> {
     this.emit({ event, data });
   }
 }
-
-/** The broadcaster of a running server. */
-export const eventsOf = perServer(() => new EventBroadcaster());

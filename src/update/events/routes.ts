@@ -1,10 +1,10 @@
 import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { eventStreamResponse } from "../../http/sse.ts";
+import type { EventStreams } from "../../http/sse.ts";
 import { getDeviceByMac } from "../devices/devices.ts";
 import { allowed, bypasses } from "../permissions/permissions.ts";
-import { eventsOf, type DeviceEvent } from "./broadcaster.ts";
+import type { DeviceEvent, EventBroadcaster } from "./broadcaster.ts";
 
 export { MAX_BACKLOG } from "../../http/sse.ts";
 
@@ -13,8 +13,7 @@ export { MAX_BACKLOG } from "../../http/sse.ts";
  * as `event:<name>` / `data:<json>` lines. Management token; a user without admin read sees the
  * events of the devices they may read. The stream ends when its token expires or is revoked.
  */
-export function eventsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
-  const events = eventsOf(ctx);
+export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcaster, streams: EventStreams): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
   app.get("/api/stream", auth.management(), (c) => {
@@ -24,7 +23,7 @@ export function eventsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
       const device = getDeviceByMac(ctx.db, event.data.device);
       return device !== undefined && allowed(ctx.db, identity, "device", device.id, "read");
     };
-    return eventStreamResponse(ctx, identity, (send) =>
+    return streams.respond(identity, (send) =>
       events.subscribe((event) => {
         if (visible(event)) send(event.event, event.data);
       }),

@@ -1,6 +1,6 @@
 import type { Database, Tx } from "../../db/index.ts";
-import { perServer, type AppContext } from "../../server/context.ts";
-import { LocalStorage, type StagedObject } from "../../storage/local.ts";
+import type { AppContext } from "../../server/context.ts";
+import type { LocalStorage, StagedObject } from "../../storage/local.ts";
 import { dateOf, rfc822 } from "../../util/time.ts";
 
 /** A package row as stored. */
@@ -44,9 +44,6 @@ export function packageKeys(prefix: string) {
 }
 export type PackageKeys = ReturnType<typeof packageKeys>;
 
-/** The one local storage driver of a running server. */
-export const storageOf = perServer((ctx) => new LocalStorage(ctx.dataDir));
-
 const COLUMNS = "id, created, sha256, driver, metadata, storage_dir, storage_name, size, version, devtype, created_by";
 
 export function getPackage(db: Database | Tx, id: number): PackageRow | undefined {
@@ -85,9 +82,8 @@ export interface NewPackage {
  * Moves the staged object into place, then commits the row: the object is complete and
  * fsynced before the row exists, and if the row cannot be written the object is removed.
  */
-export async function createPackage(ctx: AppContext, input: NewPackage, now = dateOf(ctx.clock)): Promise<PackageRow> {
+export async function createPackage(ctx: AppContext, storage: LocalStorage, input: NewPackage, now = dateOf(ctx.clock)): Promise<PackageRow> {
   const keys = packageKeys(ctx.config.prefix);
-  const storage = storageOf(ctx);
   const stored = await storage.commit(input.staged, input.dir);
   // fromEntries defines own properties, so a field named `__proto__` is kept like any other key.
   const metadata: PackageMetadata = Object.fromEntries([...input.fields].filter(([key]) => key !== keys.storageDirectory));
@@ -115,7 +111,7 @@ export type DeleteResult = "deleted" | "not_found" | "assigned";
  * Deletes a package that no group holds: row (and, through `onDelete`, its permission rows)
  * in one transaction, then the object. A missing object counts as removed.
  */
-export async function deletePackage(ctx: AppContext, id: number, onDelete?: (tx: Tx) => void): Promise<DeleteResult> {
+export async function deletePackage(ctx: AppContext, storage: LocalStorage, id: number, onDelete?: (tx: Tx) => void): Promise<DeleteResult> {
   const result = await ctx.db.write((tx): { status: DeleteResult; name?: string } => {
     const row = getPackage(tx, id);
     if (!row) return { status: "not_found" };
@@ -127,7 +123,7 @@ export async function deletePackage(ctx: AppContext, id: number, onDelete?: (tx:
   if (result.name) {
     // The row is gone, so the package is deleted; an object that will not go away now is
     // removed by the start-up sweep (sweepOrphanObjects).
-    await storageOf(ctx)
+    await storage
       .remove(result.name)
       .catch((error) => ctx.log.warn(`package ${id}: stored object ${result.name} not removed: ${(error as Error).message}`));
   }
@@ -137,8 +133,7 @@ export async function deletePackage(ctx: AppContext, id: number, onDelete?: (tx:
 const UUID_NAME = /(?:^|\/)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** Removes objects that never got a row (a crash between the file's rename and the row's commit). */
-export async function sweepOrphanObjects(ctx: AppContext): Promise<number> {
-  const storage = storageOf(ctx);
+export async function sweepOrphanObjects(ctx: AppContext, storage: LocalStorage): Promise<number> {
   const known = new Set(ctx.db.all<{ storage_name: string }>("SELECT storage_name FROM packages").map((r) => r.storage_name));
   let removed = 0;
   for (const name of storage.listObjects()) {

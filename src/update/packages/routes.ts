@@ -3,12 +3,12 @@ import type { Auth } from "../../auth/middleware.ts";
 import type { Scope } from "../../auth/scopes.ts";
 import { httpError } from "../../http/errors.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { StorageNameError } from "../../storage/local.ts";
+import { StorageNameError, type LocalStorage } from "../../storage/local.ts";
 import { publicBase, signedObjectUrl } from "../../storage/routes.ts";
 import { authorize, deletePermissionsOf, grantCreator, permissionFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
 import { artifactPayloadTypes, uploadScopeRefusal } from "./artifact.ts";
-import { checkUploadFields, createPackage, deletePackage, getPackage, packageKeys, storageOf, toView, type PackageRow } from "./packages.ts";
+import { checkUploadFields, createPackage, deletePackage, getPackage, packageKeys, toView, type PackageRow } from "./packages.ts";
 import { parseUpload } from "./upload.ts";
 import { dateOf } from "../../util/time.ts";
 
@@ -17,9 +17,8 @@ const WHAT = "specified package";
 const MSG_NOT_FOUND = `${WHAT} does not exist`;
 
 /** Packages (update-server.md 4): upload, list, get, delete, download link. */
-export function packagesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorage): Hono<AppEnv> {
   const keys = packageKeys(ctx.config.prefix);
-  const storage = storageOf(ctx);
   const app = new Hono<AppEnv>();
 
   app.get("/api/v1/packages", auth.management(), (c) => {
@@ -43,7 +42,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
       // D14: the upload scope follows the artifact's payload types, read from the stored bytes.
       const refusal = uploadScopeRefusal(identity.scopes, await artifactPayloadTypes(staged!.tmpPath), ctx.config.prefix);
       if (refusal) throw httpError(403, refusal);
-      const row = await createPackage(ctx, { staged: staged!, fields, dir, user: identity.user, onCreated: (tx, id) => grantCreator(tx, identity, "package", id, dateOf(ctx.clock)) });
+      const row = await createPackage(ctx, storage, { staged: staged!, fields, dir, user: identity.user, onCreated: (tx, id) => grantCreator(tx, identity, "package", id, dateOf(ctx.clock)) });
       return c.json(toView(row));
     } catch (error) {
       if (staged) await storage.discard(staged); // no-op once the object was moved into place
@@ -64,7 +63,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   app.delete("/api/v1/packages/:id", auth.management(), async (c) => {
     const id = pathId(c.req.param("id"), WHAT);
     authorize(ctx.db, c.get("identity"), "package", id, "delete");
-    const result = await deletePackage(ctx, id, (tx) => deletePermissionsOf(tx, "package", id));
+    const result = await deletePackage(ctx, storage, id, (tx) => deletePermissionsOf(tx, "package", id));
     if (result === "not_found") throw httpError(404, MSG_NOT_FOUND);
     if (result === "assigned") throw httpError(409, "delete failed, the package is assigned to at least one group");
     return c.json({});

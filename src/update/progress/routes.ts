@@ -5,7 +5,7 @@ import type { AppContext, AppEnv } from "../../server/context.ts";
 import { getDevice } from "../devices/devices.ts";
 import { authorize, permissionFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
-import { getProgress, idleCutoff, listProgress, startProgressExpiry, toView } from "./progress.ts";
+import { getProgress, idleCutoff, listProgress, toView } from "./progress.ts";
 
 /**
  * Update progress (section 8): PERM(device, read), lists filtered, a device not updating is 404
@@ -15,7 +15,6 @@ export function progressRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   const { db } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
-  startProgressExpiry(ctx);
 
   app.get("/api/v2/devices/progress", mgmt, (c) => c.json(listProgress(db, idleCutoff(db, ctx.clock.now()), permissionFilter(c.get("identity"), "device", "d")).map(toView)));
 

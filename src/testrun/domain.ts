@@ -1,0 +1,31 @@
+/*
+ * The composition root of the test-run server (test-run-server.md): builds the config store and
+ * the run service, aborts what the last process left unfinished (6.7) and registers the shutdown
+ * of the queue and of the orchestrations. The routers get the built services (src/server/routes.ts).
+ */
+import { Broadcaster } from "../http/sse.ts";
+import type { AppContext } from "../server/context.ts";
+import { ConfigStore } from "./config/store.ts";
+import { testrunDirs } from "./runs/paths.ts";
+import { TestRunService } from "./runs/service.ts";
+import { RunStore, type RunChange } from "./runs/store.ts";
+
+/** The test-run server's services, as the routers get them. */
+export interface TestRunDomain {
+  /** Uploaded configs; the run engine reads them too. */
+  configs: ConfigStore;
+  runs: TestRunService;
+  /** Every change of a run or trigger record, once on disk (`GET /api/v1/test-runs/stream`). */
+  changes: Broadcaster<RunChange>;
+}
+
+export function createTestRunDomain(ctx: AppContext): TestRunDomain {
+  // Made at start: clears the temp files of uploads a stop interrupted.
+  const configs = new ConfigStore(testrunDirs(ctx.config).configs, ctx.config.test_server.max_config_bytes);
+  const changes = new Broadcaster<RunChange>();
+  const runs = new TestRunService(ctx, configs, new RunStore(ctx.db, (change) => changes.emit(change)));
+  runs.recoverFromRestart();
+  // Graceful shutdown: pending and running runs end `aborted` with `server shutdown`.
+  ctx.onShutdown.push(() => runs.shutdown());
+  return { configs, runs, changes };
+}

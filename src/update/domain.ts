@@ -1,0 +1,96 @@
+/*
+ * The composition root of the update server (update-server.md): builds its services, installs
+ * its hooks (the device gate, the device messages each service handles, what a device deletion
+ * or key change ends), starts its timers and registers its shutdown work. The routers get the
+ * built services (src/server/routes.ts) and only route.
+ */
+import type { AppContext } from "../server/context.ts";
+import { LocalStorage } from "../storage/local.ts";
+import { ActionService } from "./actions/actions.ts";
+import { deleteDeviceLog } from "./actions/store.ts";
+import { ChannelHub, CLOSE_UNAUTHORIZED } from "./channel/hub.ts";
+import { handleProgress } from "./channel/progress.ts";
+import { ShellService } from "./channel/shell.ts";
+import { DeviceFileStore } from "./devicefiles/store.ts";
+import { FileTransferService } from "./devicefiles/transfers.ts";
+import { onDeviceDeleted, onDeviceRekeyed } from "./devices/devices.ts";
+import { createDeviceGate } from "./devices/gate.ts";
+import { EventBroadcaster } from "./events/broadcaster.ts";
+import { sweepOrphanObjects } from "./packages/packages.ts";
+import { startProgressExpiry } from "./progress/progress.ts";
+
+/** The update server's services, as the routers get them. */
+export interface UpdateDomain {
+  /** Package objects (`/local_storage/`). */
+  storage: LocalStorage;
+  /** Live device events (`GET /api/stream`). */
+  events: EventBroadcaster;
+  /** The device sockets (`/api/v1/devices/ws`). */
+  hub: ChannelHub;
+  shells: ShellService;
+  actions: ActionService;
+  /** Files fetched from devices and action outputs. */
+  deviceFiles: DeviceFileStore;
+  transfers: FileTransferService;
+}
+
+export function createUpdateDomain(ctx: AppContext): UpdateDomain {
+  // Device tokens of deleted devices are refused; last_access is kept up to date.
+  ctx.deviceGate = createDeviceGate(ctx);
+
+  // Packages: objects an interrupted upload left without a row go (in the background).
+  const storage = new LocalStorage(ctx.dataDir);
+  void sweepOrphanObjects(ctx, storage).catch((error) => ctx.log.warn(`storage sweep failed: ${(error as Error).message}`));
+
+  // Progress records idle for `progress_idle_timeout` are removed by a timer.
+  startProgressExpiry(ctx);
+
+  // The device socket hub; every device socket goes when the server stops accepting.
+  const events = new EventBroadcaster();
+  const hub = new ChannelHub(ctx);
+  ctx.onClosing.push(() => hub.closeAll());
+  hub.onConnect((conn) => events.publish("connect", { device: conn.mac }));
+  hub.onDisconnect((mac) => events.publish("disconnect", { device: mac }));
+  // update_progress, update_version (8.2, 13.3).
+  handleProgress(ctx, hub, events);
+
+  // Shell sessions (13.4) end with their device's socket, and at shutdown.
+  const shells = new ShellService(ctx, hub);
+  hub.onDisconnect((mac) => shells.deviceGone(mac));
+  ctx.onClosing.push(() => shells.endAll());
+
+  // Remote actions (11): results and acknowledgements from the device; the queue goes out on connect.
+  const deviceFiles = new DeviceFileStore(ctx.dataDir, ctx.config.prefix);
+  const actions = new ActionService(ctx, hub, deviceFiles);
+  hub.handle("action_exec_control", (conn, message) => actions.control(conn, message));
+  hub.handle("action_exec_result", (conn, message) => actions.result(conn, message));
+  hub.onConnect((conn) => actions.connected(conn));
+
+  // File download from devices (12): the device's replies; assembled downloads outlive their links by nothing (swept hourly).
+  const transfers = new FileTransferService(ctx, hub, deviceFiles);
+  hub.handle("fs_file_probe_reply", (conn, message) => transfers.probeReply(conn, message));
+  hub.handle("fs_file_download_reply", (conn, message) => transfers.downloadReply(conn, message));
+  const ttl = ctx.config.update_server.download_link_ttl;
+  deviceFiles.sweepDownloads(ttl, ctx.clock.now());
+  const sweep = setInterval(() => deviceFiles.sweepDownloads(ttl, ctx.clock.now()), 3600_000);
+  sweep.unref();
+  ctx.onShutdown.push(() => clearInterval(sweep));
+
+  // A deleted device loses its socket, its action log and the outputs (17.18).
+  const unhook = onDeviceDeleted(ctx.db, (tx, device) => {
+    const outputs = deleteDeviceLog(tx, device.mac_address);
+    return async () => {
+      const conn = hub.get(device.mac_address);
+      if (conn && conn.deviceId === device.id) hub.disconnect(device.mac_address, CLOSE_UNAUTHORIZED, "device was deleted");
+      for (const key of outputs) await deviceFiles.remove(key);
+    };
+  });
+  // A key change closes the socket opened with the earlier key; the device with the new key connects.
+  const unhookKey = onDeviceRekeyed(ctx.db, (device) => {
+    const conn = hub.get(device.mac_address);
+    if (conn && conn.deviceId === device.id) hub.disconnect(device.mac_address, CLOSE_UNAUTHORIZED, "device key changed");
+  });
+  ctx.onShutdown.push(unhook, unhookKey);
+
+  return { storage, events, hub, shells, actions, deviceFiles, transfers };
+}
