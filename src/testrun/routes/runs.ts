@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { statFile } from "../../util/files.ts";
 import { fileEtag, notModified, serveFile } from "../../storage/send.ts";
 import { z } from "zod";
@@ -106,7 +106,7 @@ function triggerRequest(body: z.output<typeof triggerBodyA>, variant: "A" | "B")
 
 /** A run's CSV report, as a file answer named `filename`. */
 function serveReport(c: Context<AppEnv>, csv: ReturnType<typeof statFile>, filename: string): Promise<Response> {
-  if (!csv) throw httpError(404, "Report file not found");
+  if (!csv) throw new LabgateError("not_found", "Report file not found");
   return serveFile(c, csv, { headers: { "content-type": "text/csv; charset=utf-8", "content-disposition": contentDisposition("attachment", filename) } });
 }
 
@@ -120,10 +120,10 @@ async function serveArtifact(c: Context<AppEnv>, dir: string, marker: string): P
   try {
     name = decodeURIComponent(raw);
   } catch {
-    throw httpError(404, "Artifact file not found");
+    throw new LabgateError("not_found", "Artifact file not found");
   }
   const file = await openArtifact(dir, name);
-  if (!file) throw httpError(404, "Artifact file not found");
+  if (!file) throw new LabgateError("not_found", "Artifact file not found");
   return serveFile(c, file, {
     headers: { "content-type": file.contentType, "content-disposition": contentDisposition(c.req.query("preview") === "true" ? "inline" : "attachment", file.basename) },
   });
@@ -131,8 +131,8 @@ async function serveArtifact(c: Context<AppEnv>, dir: string, marker: string): P
 
 /** A run whose report and artifacts may be fetched: known and in a final state. */
 function completedRun(run: RunRecord | undefined): RunRecord {
-  if (!run) throw httpError(404, "Test run not found");
-  if (!FINAL_STATUSES.has(run.status)) throw httpError(404, "Test run not finished");
+  if (!run) throw new LabgateError("not_found", "Test run not found");
+  if (!FINAL_STATUSES.has(run.status)) throw new LabgateError("not_found", "Test run not finished");
   return run;
 }
 
@@ -207,14 +207,14 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
   app.get(`${base}/trigger`, access.read, (c) => c.json(store.listTriggers().map((t) => triggerObject(service, t))));
   app.get(`${base}/trigger/:tid`, access.read, (c) => {
     const trigger = store.getTrigger(c.req.param("tid"));
-    if (!trigger) throw httpError(404, "Trigger not found");
+    if (!trigger) throw new LabgateError("not_found", "Trigger not found");
     return c.json(triggerObject(service, trigger));
   });
   app.delete(`${base}/trigger/:tid`, access.write, async (c) => c.json(triggerObject(service, await service.abortTrigger(c.req.param("tid")))));
 
   app.get(`${base}/:id`, access.read, (c) => {
     const run = store.getRun(c.req.param("id"));
-    if (!run) throw httpError(404, `Run not found: ${c.req.param("id")}`);
+    if (!run) throw new LabgateError("not_found", `Run not found: ${c.req.param("id")}`);
     return c.json(runObjectA(run));
   });
 
@@ -229,7 +229,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
 
   app.post(`${base}/:id/repeat`, access.write, async (c) => {
     const id = c.req.param("id");
-    if (!store.getRun(id)) throw httpError(404, `Run not found: ${id}`);
+    if (!store.getRun(id)) throw new LabgateError("not_found", `Run not found: ${id}`);
     const body = await jsonBody(c, repeatBody);
     return c.json(runObjectA(await service.repeat(id, body)));
   });
@@ -239,14 +239,14 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
     const path = reportPath(service.dirs, run.id);
     const { format } = queryOf(c, reportQuery);
     const csv = statFile(path);
-    if (!csv) throw httpError(404, "Report file not found");
+    if (!csv) throw new LabgateError("not_found", "Report file not found");
     if (format === "json") {
       // Made from the CSV as it is sent: its validator follows the CSV's, but it has no byte ranges.
       const etag = fileEtag(csv.stat.size, csv.stat.mtime, "-json");
       const headers = { "content-type": "application/json", etag, "cache-control": "private, no-transform" };
       if (notModified(c, etag)) return c.body(null, 304, headers);
       const report = await openReportJson(path).catch((error: NodeJS.ErrnoException) => {
-        if (error.code === "ENOENT") throw httpError(404, "Report file not found");
+        if (error.code === "ENOENT") throw new LabgateError("not_found", "Report file not found");
         throw error;
       });
       if (c.req.method === "HEAD") {
@@ -262,7 +262,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
     const run = completedRun(store.getRun(c.req.param("id")));
     return c.json(
       await reportSummary(reportPath(service.dirs, run.id)).catch((error: NodeJS.ErrnoException) => {
-        if (error.code === "ENOENT") throw httpError(404, "Report file not found");
+        if (error.code === "ENOENT") throw new LabgateError("not_found", "Report file not found");
         throw error;
       }),
     );
@@ -281,8 +281,8 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
   // Combined results of a trigger with `aggregate_results` (11.6), served like artifacts.
   const finishedTrigger = (id: string) => {
     const trigger = store.getTrigger(id);
-    if (!trigger) throw httpError(404, "Trigger not found");
-    if (service.triggerStatus(trigger) === "running") throw httpError(404, "Trigger not finished");
+    if (!trigger) throw new LabgateError("not_found", "Trigger not found");
+    if (service.triggerStatus(trigger) === "running") throw new LabgateError("not_found", "Trigger not finished");
     return trigger;
   };
   app.get(`${base}/trigger/:tid/results`, access.read, async (c) => {
@@ -291,7 +291,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
   });
   app.get(`${base}/trigger/:tid/results/*`, access.read, async (c) => {
     const trigger = finishedTrigger(c.req.param("tid"));
-    if (!trigger.resultsDir) throw httpError(404, "Artifact file not found");
+    if (!trigger.resultsDir) throw new LabgateError("not_found", "Artifact file not found");
     return serveArtifact(c, join(service.dirs.results, trigger.resultsDir), "/results/");
   });
 
@@ -301,7 +301,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
 /** Variant B ids are positive integers; anything else does not match a B route (404). */
 function runB(service: TestRunService, raw: string): RunRecord {
   const run = /^[1-9][0-9]{0,15}$/.test(raw) ? service.store.getRunBySeq(Number(raw)) : undefined;
-  if (!run) throw httpError(404, "Test run not found");
+  if (!run) throw new LabgateError("not_found", "Test run not found");
   return run;
 }
 
@@ -319,10 +319,10 @@ function variantB(access: TestRunAccess, service: TestRunService): Hono<AppEnv> 
       result = await service.trigger(request, { dispatch: false });
     } catch (error) {
       // B answers 400 for a missing config (13), and for everything about the request.
-      if (error instanceof PlanError && (error.code === "config_missing" || error.code === "bad_config_name")) throw httpError(400, error.message);
+      if (error instanceof PlanError && (error.problem === "config_missing" || error.problem === "bad_config_name")) throw new LabgateError("invalid", error.message);
       throw error;
     }
-    if (result.kind !== "run") throw httpError(400, "Variant B does not dispatch to other machines");
+    if (result.kind !== "run") throw new LabgateError("invalid", "Variant B does not dispatch to other machines");
     return c.body(null, 200, { Location: `${base}/${result.run.seq}` });
   });
 
@@ -330,7 +330,7 @@ function variantB(access: TestRunAccess, service: TestRunService): Hono<AppEnv> 
 
   app.delete(`${base}/:id`, access.write, async (c) => {
     const run = runB(service, c.req.param("id"));
-    if (FINAL_STATUSES.has(run.status)) throw httpError(400, "Test run not in progress");
+    if (FINAL_STATUSES.has(run.status)) throw new LabgateError("invalid", "Test run not in progress");
     await service.abort(run.id);
     await service.waitForEnd(run.id, ABORT_WAIT_B_MS);
     return c.json(runObjectB(store.getRun(run.id)!));

@@ -2,7 +2,7 @@ import { Hono, type Context } from "hono";
 import { z } from "zod";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { integerParam, queryOf } from "../../http/openapi.ts";
 import {
   addTag,
@@ -52,11 +52,11 @@ export function devicesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   const deviceOr404 = (id: number) => {
     const row = getDevice(db, id);
-    if (!row) throw httpError(404, NOT_FOUND);
+    if (!row) throw new LabgateError("not_found", NOT_FOUND);
     return row;
   };
   const tagParam = (text: string) => {
-    if (!validTag(text)) throw httpError(400, "a tag is 1 to 128 characters without slashes or control characters");
+    if (!validTag(text)) throw new LabgateError("invalid", "a tag is 1 to 128 characters without slashes or control characters");
     return text;
   };
 
@@ -84,7 +84,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   app.delete("/api/v2/devices/:id{[0-9]+}", mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "delete");
-    if (!(await deleteDevice(db, id))) throw httpError(404, NOT_FOUND);
+    if (!(await deleteDevice(db, id))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
   });
 
@@ -94,7 +94,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     const identity = c.get("identity");
     authorize(db, identity, "device", id, "update");
     const { name } = await jsonBody(c, deviceRenameBody);
-    if (!(await renameDevice(db, id, name, grantGuard(identity, [{ resource: "device", id }])))) throw httpError(404, NOT_FOUND);
+    if (!(await renameDevice(db, id, name, grantGuard(identity, [{ resource: "device", id }])))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json(toV2(db, deviceOr404(id)));
   });
 
@@ -103,7 +103,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     const identity = c.get("identity");
     authorize(db, identity, "device", id, "update");
     const tag = tagParam(c.req.param("tag"));
-    if (!(await addTag(db, id, tag, grantGuard(identity, [{ resource: "device", id }])))) throw httpError(404, NOT_FOUND);
+    if (!(await addTag(db, id, tag, grantGuard(identity, [{ resource: "device", id }])))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
   });
 
@@ -112,7 +112,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "update");
     const tag = tagParam(c.req.param("tag"));
-    if (!(await removeTag(db, id, tag))) throw httpError(404, NOT_FOUND);
+    if (!(await removeTag(db, id, tag))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
   });
 
@@ -143,7 +143,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   app.delete("/api/v1/devices/:id{[0-9]+}", auth.management("admin_rw"), async (c) => {
     const id = pathId(c.req.param("id"), "device");
-    if (!(await deleteDevice(db, id))) throw httpError(404, NOT_FOUND);
+    if (!(await deleteDevice(db, id))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
   });
 
