@@ -165,7 +165,7 @@ export async function updateAccount(db: Database, prefix: string, name: string, 
  * The account `name` when `password` is its password and it is enabled, else undefined (one
  * answer for every failure; an unknown name costs the same scrypt as a known one). Records the login.
  */
-export async function checkLogin(db: Database, name: string, password: string, now = new Date()): Promise<{ name: string; scopes: Scope[]; sessionEpoch: number } | undefined> {
+export async function checkLogin(db: Database, name: string, password: string, now: Date): Promise<{ name: string; scopes: Scope[]; sessionEpoch: number } | undefined> {
   const row = getRow(db, name);
   const matches = await verifyPassword(password, row?.password_hash ?? DUMMY_HASH);
   // Read again: the account may have changed while scrypt ran.

@@ -21,6 +21,7 @@ import {
   updateAccount,
 } from "./accounts.ts";
 import type { LoginThrottle } from "./throttle.ts";
+import { dateOf } from "../util/time.ts";
 
 export const MSG_LOGIN_FAILED = "invalid username or password";
 export const MSG_THROTTLED = "too many failed logins, try again later";
@@ -78,7 +79,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
       throw new LabgateError("too_many", MSG_THROTTLED);
     }
     throttle.attempt(key, address);
-    const account = key ? await checkLogin(db, body.username, body.password) : undefined;
+    const account = key ? await checkLogin(db, body.username, body.password, dateOf(ctx.clock)) : undefined;
     if (!account) {
       throttle.failed(key, address);
       throw new LabgateError("unauthenticated", MSG_LOGIN_FAILED);
@@ -97,7 +98,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     const identity = token ? ctx.tokens.verifyManagement(token) : undefined;
     if (typeof identity === "object" && identity.jti !== undefined) {
       const { jti, expiresAt } = identity;
-      await db.write((tx) => revokeTokenId(tx, jti, expiresAt));
+      await db.write((tx) => revokeTokenId(tx, jti, expiresAt, dateOf(ctx.clock)));
       tokenWatch.sweep();
     }
     sessionCookie(c, "", 0);
@@ -107,7 +108,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
   // Token revocation (issue 10): one token by id, or every token of a user issued until now.
   app.post("/api/v1/tokens/revoke", auth.management("admin_rw"), async (c) => {
     const { id, user } = await jsonBody(c, revokeBody);
-    await db.write((tx) => (id !== undefined ? revokeTokenId(tx, id) : revokeUserTokens(tx, user!)));
+    await db.write((tx) => (id !== undefined ? revokeTokenId(tx, id, null, dateOf(ctx.clock)) : revokeUserTokens(tx, user!, dateOf(ctx.clock))));
     tokenWatch.sweep();
     return c.json({});
   });

@@ -1,7 +1,7 @@
-import { spawn } from "node:child_process";
+import { runProcess } from "../util/process.ts";
 
 export interface CommandResult {
-  /** Exit code; -1 when killed (timeout) or when it could not start. */
+  /** Exit code; -1 when killed (timeout, stop) or when it could not start. */
   code: number;
   /** stdout and stderr interleaved as they came, cut at `maxOutput` bytes. */
   output: Buffer;
@@ -10,47 +10,20 @@ export interface CommandResult {
 const MAX_OUTPUT = 1024 * 1024;
 
 /**
- * Runs an argv without a shell. A timeout (seconds, 0 = none) kills the process (-1, as the
- * reference client reports it).
+ * Runs an argv without a shell, in its own process group (src/util/process.ts). A timeout
+ * (seconds, 0 = none) kills the whole group at once (-1, as the reference client reports it).
  */
-export function runCommand(argv: string[], options: { timeout?: number; cwd?: string; signal?: AbortSignal; maxOutput?: number } = {}): Promise<CommandResult> {
-  const maxOutput = options.maxOutput ?? MAX_OUTPUT;
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const collect = (chunk: Buffer) => {
-      if (size >= maxOutput) return;
-      const piece = chunk.subarray(0, maxOutput - size);
-      chunks.push(piece);
-      size += piece.length;
-    };
-    let child;
-    try {
-      child = spawn(argv[0], argv.slice(1), { cwd: options.cwd, stdio: ["ignore", "pipe", "pipe"], shell: false, signal: options.signal });
-    } catch (error) {
-      return resolve({ code: -1, output: Buffer.from(`cannot start ${argv[0]}: ${(error as Error).message}\n`) });
-    }
-    let killed = false;
-    const timer =
-      options.timeout && options.timeout > 0
-        ? setTimeout(() => {
-            killed = true;
-            child.kill("SIGKILL");
-          }, options.timeout * 1000)
-        : undefined;
-    child.stdout.on("data", collect);
-    child.stderr.on("data", collect);
-    let done = false;
-    const finish = (code: number) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      resolve({ code, output: Buffer.concat(chunks) });
-    };
-    child.on("error", (error) => {
-      collect(Buffer.from(`${error.message}\n`));
-      if (child.pid === undefined) finish(-1); // never started: no close event to wait for
-    });
-    child.on("close", (code) => finish(killed || code === null ? -1 : code));
+export async function runCommand(argv: string[], options: { timeout?: number; cwd?: string; signal?: AbortSignal; maxOutput?: number } = {}): Promise<CommandResult> {
+  const result = await runProcess({
+    command: argv,
+    cwd: options.cwd ?? process.cwd(),
+    timeoutMs: options.timeout && options.timeout > 0 ? options.timeout * 1000 : undefined,
+    signal: options.signal,
+    combinedLimit: options.maxOutput ?? MAX_OUTPUT,
+    outputLimit: 0, // only the interleaved copy is kept
+    killGraceMs: 0,
   });
+  const output = result.combined ?? Buffer.alloc(0);
+  if (result.startError && !result.aborted) return { code: -1, output: Buffer.concat([output, Buffer.from(`cannot start ${argv[0]}: ${result.startError}\n`)]) };
+  return { code: result.exitCode === null || result.timedOut || result.aborted ? -1 : result.exitCode, output };
 }

@@ -70,3 +70,33 @@ export async function uploadParts(handle: FileHandle, urls: string[], partSize: 
   }
   return etags;
 }
+
+/** Answers `fs_file_probe`: whether the file is there (inside `baseDir`) and its size. */
+export async function answerProbe(baseDir: string, send: (message: object) => boolean, id: string, file: unknown): Promise<void> {
+  const found = await confinedFile(baseDir, file as string);
+  send({ method: "fs_file_probe_reply", id, status: found ? 0 : 1, size: found?.size ?? 0 });
+}
+
+/** Answers `fs_file_download`: uploads the file's parts to the signed URLs, then their ETags. */
+export async function answerDownload(
+  baseDir: string,
+  send: (message: object) => boolean,
+  log: { warn(text: string): void },
+  fetchImpl: typeof fetch,
+  request: { id: string; file: unknown; urls: string[]; partSize: number },
+): Promise<void> {
+  const { id } = request;
+  try {
+    const found = await openConfined(baseDir, request.file as string);
+    if (!found) throw new Error("file is not available");
+    try {
+      const etags = await uploadParts(found.handle, request.urls, request.partSize, fetchImpl);
+      send({ method: "fs_file_download_reply", id, status: 0, etags });
+    } finally {
+      await found.handle.close();
+    }
+  } catch (error) {
+    log.warn(`agent: file upload failed: ${(error as Error).message}`);
+    send({ method: "fs_file_download_reply", id, status: 1, etags: [] });
+  }
+}

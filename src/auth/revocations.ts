@@ -8,7 +8,7 @@
  * are ended when it expires or is revoked.
  */
 import type { Database, Tx } from "../db/index.ts";
-import { epochSeconds } from "../util/time.ts";
+import { dateOf, epochSeconds, type Clock } from "../util/time.ts";
 import type { ManagementIdentity } from "./tokens.ts";
 
 export const MSG_REVOKED = "token has been revoked";
@@ -53,9 +53,11 @@ export class TokenWatch {
   private readonly watches = new Set<Watch>();
   private timer: NodeJS.Timeout | undefined;
   private readonly db: Database;
+  private readonly clock: Clock;
 
-  constructor(db: Database) {
+  constructor(db: Database, clock: Clock) {
     this.db = db;
+    this.clock = clock;
   }
 
   /** Ends `end` when `identity`'s token expires or is revoked; returns the unregistration. */
@@ -68,7 +70,7 @@ export class TokenWatch {
 
   /** Ends every watched connection whose token has expired or been revoked. */
   sweep(): void {
-    const now = epochSeconds();
+    const now = epochSeconds(dateOf(this.clock));
     for (const entry of [...this.watches]) {
       const reason = entry.identity.expiresAt <= now ? MSG_EXPIRED : isRevoked(this.db, entry.identity) ? MSG_REVOKED : undefined;
       if (reason === undefined) continue;

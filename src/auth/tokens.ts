@@ -1,5 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { epochSeconds } from "../util/time.ts";
+import { systemClock, type Clock } from "../util/time.ts";
 import type { AppKeys } from "./keys.ts";
 import { base64url, hmacSha256, signJwt, verifyJwt } from "./jwt.ts";
 import { parseScopes, scopeName, type Scope } from "./scopes.ts";
@@ -82,12 +82,17 @@ export class TokenService {
   private readonly deviceCache = new IdentityCache<DeviceIdentity>(MAX_CACHED_DEVICE);
   /** Link signatures of the current second by purpose and subject: an update check signs the same link again and again. */
   private readonly linkCache = new Map<string, { expires: number; signature: string }>();
-  private readonly now: () => number;
+  private readonly clock: Clock;
 
-  constructor(keys: AppKeys, prefix: string, now: () => number = () => epochSeconds()) {
+  constructor(keys: AppKeys, prefix: string, clock: Clock = systemClock) {
     this.keys = keys;
     this.prefix = prefix;
-    this.now = now;
+    this.clock = clock;
+  }
+
+  /** UNIX seconds by the clock. */
+  private now(): number {
+    return Math.floor(this.clock.now() / 1000);
   }
 
   /**
@@ -96,7 +101,7 @@ export class TokenService {
    */
   issueManagement(user: string, scopes: readonly Scope[], ttlSeconds: number, options: { session?: number } = {}): string {
     const now = this.now();
-    const iat = Date.now() / 1000;
+    const iat = this.clock.now() / 1000;
     const claims = { sub: user, scope: scopes.map((s) => scopeName(this.prefix, s)).join(" "), iat, exp: now + ttlSeconds, typ: "mgmt", jti: newTokenId() };
     return signJwt("EdDSA", { ...claims, ...(options.session === undefined ? {} : { ses: options.session }) }, this.keys.ed25519.secretKey);
   }

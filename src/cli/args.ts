@@ -2,6 +2,14 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import { parseScopeNames } from "../accounts/accounts.ts";
 import type { Scope } from "../auth/scopes.ts";
 
+/** The usage lines of the user and backup commands (here, so that help loads neither). */
+export const USER_HELP = `  labgate user add NAME --scopes S1,S2 [--password-file F] [--config FILE] [--data-dir DIR]
+  labgate user passwd NAME [--password-file F] [--config FILE] [--data-dir DIR]
+  labgate user disable NAME | enable NAME [--config FILE] [--data-dir DIR]
+  labgate user list [--config FILE] [--data-dir DIR]`;
+export const BACKUP_HELP = `  labgate backup --out FILE [--config FILE] [--data-dir DIR]
+  labgate restore --in FILE --data-dir NEW`;
+
 /** A usage error: exit code 2. */
 export class UsageError extends Error {}
 

@@ -10,9 +10,6 @@ import { fsyncDir, fsyncFile } from "../util/files.ts";
 import { COMMON, parse, UsageError } from "./args.ts";
 import { CommandError, onDataDir } from "./users.ts";
 
-export const BACKUP_HELP = `  labgate backup --out FILE [--config FILE] [--data-dir DIR]
-  labgate restore --in FILE --data-dir NEW`;
-
 const describe = (r: ReadResult) => `${r.entries.length} files, ${r.bytes} bytes; taken ${r.info.created} from ${String(r.info.data_dir)}`;
 
 /**

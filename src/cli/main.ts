@@ -1,17 +1,11 @@
 import { ConfigError, loadConfig } from "../config/config.ts";
-import { loadOrCreateKeys } from "../auth/keys.ts";
 import { SCOPES } from "../auth/scopes.ts";
-import { TokenService } from "../auth/tokens.ts";
-import { startServer } from "../server/start.ts";
-import { Agent } from "../agent/agent.ts";
-import { loadAgentConfig } from "../agent/config.ts";
 import { parseDuration } from "../util/time.ts";
 import { VERSION } from "../version.ts";
-import { COMMON, parse, parseScopeList, UsageError } from "./args.ts";
-import { onDataDir, userCommand, USER_HELP } from "./users.ts";
-import { backupCommand, BACKUP_HELP, restoreCommand } from "./backup.ts";
-import { decodeJwt } from "../auth/jwt.ts";
-import { revokeTokenId, revokeUserTokens } from "../auth/revocations.ts";
+import { BACKUP_HELP, COMMON, parse, parseScopeList, UsageError, USER_HELP } from "./args.ts";
+
+// Each command imports what it needs when it runs: help, version and usage errors answer
+// without loading the server, and the agent without the server's modules.
 
 /** Comma-separated items, wrapped at `width` columns, each line indented. */
 function wrapList(items: readonly string[], indent: string, width: number): string {
@@ -75,6 +69,7 @@ async function serve(args: string[]): Promise<number> {
     process.once("SIGINT", () => resolve("SIGINT"));
     process.once("SIGTERM", () => resolve("SIGTERM"));
   });
+  const { startServer } = await import("../server/start.ts");
   const server = await startServer(config);
   // An exception nothing caught leaves the process in an unknown state: it ends (systemd restarts
   // it), with one log line naming the requests in flight, the one that threw among them.
@@ -108,6 +103,8 @@ async function serve(args: string[]): Promise<number> {
 
 async function agent(args: string[]): Promise<number> {
   const flags = parse(args, { ...COMMON, server: { type: "string" } });
+  const { loadAgentConfig } = await import("../agent/config.ts");
+  const { Agent } = await import("../agent/agent.ts");
   const config = loadAgentConfig({ file: flags.config, server: flags.server, dataDir: flags["data-dir"] });
   const running = new Agent(config);
   running.start();
@@ -120,13 +117,16 @@ async function agent(args: string[]): Promise<number> {
   return 0;
 }
 
-function tokenIssue(args: string[]): number {
+async function tokenIssue(args: string[]): Promise<number> {
   const flags = parse(args, { ...COMMON, user: { type: "string" }, scopes: { type: "string" }, ttl: { type: "string" } });
   if (!flags.user) throw new UsageError("--user: required (the token's subject)");
   if (flags.scopes === undefined) throw new UsageError("--scopes: required (comma-separated)");
   const ttl = parseDuration(flags.ttl ?? "30d");
   if (ttl === undefined) throw new UsageError(`--ttl: expected a duration such as 30d, 12h or 3600, got ${JSON.stringify(flags.ttl)}`);
   const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"] } });
+  const { loadOrCreateKeys } = await import("../auth/keys.ts");
+  const { TokenService } = await import("../auth/tokens.ts");
+  const { decodeJwt } = await import("../auth/jwt.ts");
   const tokens = new TokenService(loadOrCreateKeys(config.data_dir), config.prefix);
   const token = tokens.issueManagement(flags.user, parseScopeList(config.prefix, flags.scopes), ttl);
   process.stdout.write(token + "\n");
@@ -140,6 +140,8 @@ async function tokenRevoke(args: string[]): Promise<number> {
   if ((flags.id === undefined) === (flags.user === undefined)) throw new UsageError("give exactly one of --id ID and --user NAME");
   const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"] } });
   const { id, user } = flags;
+  const { onDataDir } = await import("./users.ts");
+  const { revokeTokenId, revokeUserTokens } = await import("../auth/revocations.ts");
   await onDataDir(
     config,
     (db) => db.write((tx) => (id !== undefined ? revokeTokenId(tx, id) : revokeUserTokens(tx, user!))),
@@ -159,13 +161,13 @@ export async function main(argv: string[]): Promise<number> {
       case "token":
         if (rest[0] === "revoke") return await tokenRevoke(rest.slice(1));
         if (rest[0] !== "issue") throw new UsageError(`unknown token command ${JSON.stringify(rest[0] ?? "")}; expected: labgate token issue | revoke`);
-        return tokenIssue(rest.slice(1));
+        return await tokenIssue(rest.slice(1));
       case "user":
-        return await userCommand(rest);
+        return await (await import("./users.ts")).userCommand(rest);
       case "backup":
-        return await backupCommand(rest);
+        return await (await import("./backup.ts")).backupCommand(rest);
       case "restore":
-        return await restoreCommand(rest);
+        return await (await import("./backup.ts")).restoreCommand(rest);
       case "agent":
         return await agent(rest);
       case "version":

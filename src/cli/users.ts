@@ -21,12 +21,7 @@ import { loadConfig, type Config } from "../config/config.ts";
 import { Database, IMAGE_FILE, migrate, migrations } from "../db/index.ts";
 import { acquireLock, DataDirInUseError } from "../server/lock.ts";
 import { SERVER_URL_FILE } from "../server/start.ts";
-import { COMMON, parseScopeList, parseWith, UsageError } from "./args.ts";
-
-export const USER_HELP = `  labgate user add NAME --scopes S1,S2 [--password-file F] [--config FILE] [--data-dir DIR]
-  labgate user passwd NAME [--password-file F] [--config FILE] [--data-dir DIR]
-  labgate user disable NAME | enable NAME [--config FILE] [--data-dir DIR]
-  labgate user list [--config FILE] [--data-dir DIR]`;
+import { COMMON, parseScopeList, parseWith, UsageError, USER_HELP } from "./args.ts";
 
 /** A failure to report (exit code 1), e.g. a name that is taken. */
 export class CommandError extends Error {}

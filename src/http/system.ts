@@ -26,7 +26,7 @@ export function systemRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
         {
           status: database.state === "ok" ? "ok" : "degraded",
           version: ctx.version,
-          uptime: Math.floor((Date.now() - ctx.startedAt.getTime()) / 1000),
+          uptime: Math.floor((ctx.clock.now() - ctx.startedAt.getTime()) / 1000),
           database,
         },
         database.state === "ok" ? 200 : 503,

@@ -2,6 +2,7 @@ import type { Config } from "../config/config.ts";
 import type { Database } from "../db/index.ts";
 import type { DeviceIdentity, ManagementIdentity, TokenService } from "../auth/tokens.ts";
 import type { Logger } from "../util/log.ts";
+import type { Clock } from "../util/time.ts";
 
 /** Everything a domain needs from the running appliance; built once by the server and passed down. */
 export interface AppContext {
@@ -11,6 +12,8 @@ export interface AppContext {
   tokens: TokenService;
   log: Logger;
   version: string;
+  /** The time, for every domain (tests move it). */
+  clock: Clock;
   startedAt: Date;
   /**
    * Called for every request made with a valid device token; false refuses the token (e.g. the

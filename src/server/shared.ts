@@ -14,7 +14,7 @@ export interface SharedServices {
 }
 
 export function createSharedServices(ctx: AppContext): SharedServices {
-  const tokenWatch = new TokenWatch(ctx.db);
+  const tokenWatch = new TokenWatch(ctx.db, ctx.clock);
   const streams = new EventStreams(ctx.log, tokenWatch);
   // Open event streams end when the server stops accepting, so that shutdown does not wait on them.
   ctx.onClosing.push(() => streams.endAll());

@@ -16,6 +16,7 @@ import { Hono } from "hono";
 import { createApp, normalizeRequest } from "../http/app.ts";
 import { createLogger, type Logger } from "../util/log.ts";
 import { writeFileDurable } from "../util/files.ts";
+import { dateOf, systemClock, type Clock } from "../util/time.ts";
 import { VERSION } from "../version.ts";
 import { acquireLock } from "./lock.ts";
 import { readTlsCredentials, type TlsCredentials } from "./tls.ts";
@@ -61,6 +62,8 @@ export interface RunningServer {
 
 export interface StartOptions {
   log?: Logger;
+  /** The server's time (default: the system's); tests pass one they can move. */
+  clock?: Clock;
 }
 
 /**
@@ -101,7 +104,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const applied = await migrate(db, migrations);
     if (applied.length > 0) log.info(`database migrated to schema ${applied[applied.length - 1]}`);
 
-    const tokens = new TokenService(loadOrCreateKeys(dataDir), config.prefix);
+    const clock = options.clock ?? systemClock;
+    const tokens = new TokenService(loadOrCreateKeys(dataDir), config.prefix, clock);
     let adminTokenFile: string | undefined;
     if (firstStart && !existsSync(join(dataDir, ADMIN_TOKEN_FILE))) {
       adminTokenFile = join(dataDir, ADMIN_TOKEN_FILE);
@@ -109,7 +113,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     }
     const adminPasswordFile = await createFirstAdmin(db, dataDir, config.prefix);
 
-    const ctx: AppContext = { config, dataDir, db, tokens, log, version: VERSION, startedAt: new Date(), onClosing: [], onShutdown: [] };
+    const ctx: AppContext = { config, dataDir, db, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] };
     const domains = startDomains(ctx);
     const app = createApp(ctx, routeTable(domains), domains.shared.inFlight);
     // WebSocket routes (the device channel) upgrade through @hono/node-server and `ws`.

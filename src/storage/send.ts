@@ -1,5 +1,5 @@
 import { createReadStream, type Stats } from "node:fs";
-import { open } from "node:fs/promises";
+import { open, type FileHandle } from "node:fs/promises";
 import type { ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import type { Context } from "hono";
@@ -28,20 +28,21 @@ function platformResponse(): typeof Response {
 }
 
 /**
- * Sends bytes `start..end` (inclusive) of a file as the body of `res`, whose status and headers
- * are given here. A stream would read each chunk into a fresh buffer, and a 1 GiB download left
- * thousands of 256 KiB buffers for the garbage collector (about +35 MB of RSS at its peak); here
- * POOL buffers go round: one is read into again only once the socket has taken its bytes.
+ * Sends bytes `start..end` (inclusive) of a file (a path, or a handle this then owns) as the body
+ * of `res`, whose status and headers are given here. A stream would read each chunk into a fresh
+ * buffer, and a 1 GiB download left thousands of 256 KiB buffers for the garbage collector (about
+ * +35 MB of RSS at its peak); here POOL buffers go round: one is read into again only once the
+ * socket has taken its bytes.
  * Returns the Response to hand back to @hono/node-server (which then writes nothing).
  */
-export function sendFile(res: ServerResponse, status: number, headers: Record<string, string>, path: string, start: number, end: number): Response {
+export function sendFile(res: ServerResponse, status: number, headers: Record<string, string>, source: string | FileHandle, start: number, end: number): Response {
   res.writeHead(status, headers);
-  void pump(res, path, start, end);
+  void pump(res, source, start, end);
   const PlatformResponse = platformResponse();
   return new PlatformResponse(null, { status, headers: { [ALREADY_SENT]: "true" } });
 }
 
-async function pump(res: ServerResponse, path: string, start: number, end: number): Promise<void> {
+async function pump(res: ServerResponse, source: string | FileHandle, start: number, end: number): Promise<void> {
   const free = Array.from({ length: POOL }, () => Buffer.allocUnsafeSlow(CHUNK));
   let wake: (() => void) | undefined;
   let closed = false;
@@ -50,9 +51,9 @@ async function pump(res: ServerResponse, path: string, start: number, end: numbe
     wake?.();
   };
   res.once("close", onClose);
-  let file: Awaited<ReturnType<typeof open>> | undefined;
+  let file: FileHandle | undefined = typeof source === "string" ? undefined : source;
   try {
-    file = await open(path, "r");
+    file ??= await open(source as string, "r");
     for (let position = start; position <= end && !closed; ) {
       const buf = free.pop();
       if (!buf) {
@@ -61,7 +62,7 @@ async function pump(res: ServerResponse, path: string, start: number, end: numbe
         continue;
       }
       const { bytesRead } = await file.read(buf, 0, Math.min(CHUNK, end - position + 1), position);
-      if (bytesRead === 0) throw new Error(`${path} ended early`);
+      if (bytesRead === 0) throw new Error("the file ended early");
       position += bytesRead;
       res.write(bytesRead === CHUNK ? buf : buf.subarray(0, bytesRead), () => {
         free.push(buf);
@@ -102,25 +103,46 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
   return { start, end };
 }
 
+/** A file to answer with: its path (opened per request) or a handle already open (closed once answered), and its stat. */
+export type FileToServe = { path: string; stat: Stats; handle?: undefined } | { handle: FileHandle; stat: Stats; path?: undefined };
+
+/**
+ * The validator of an object's bytes: objects are written whole and replaced, never changed in
+ * place, so size and modification time make a strong one. `variant` tells apart another form of
+ * the same object (a report's JSON).
+ */
+export function fileEtag(size: number, modified: Date, variant = ""): string {
+  return `"${size.toString(16)}-${Math.floor(modified.getTime()).toString(16)}${variant}"`;
+}
+
+/** The request's If-None-Match names `etag` (or `*`): the answer is a 304. */
+export function notModified(c: Context, etag: string): boolean {
+  const ifNoneMatch = c.req.header("if-none-match");
+  return !!ifNoneMatch && ifNoneMatch.split(",").some((t) => t.trim() === etag || t.trim() === "*");
+}
+
 /**
  * The head of an answer for an object of `size` bytes: ETag, Last-Modified, Accept-Ranges,
- * single-range and conditional support. A 304 is answered here; a range that cannot be
+ * single-range and conditional support; `extra` adds to or overrides the headers (Content-Type is
+ * application/octet-stream unless given). A 304 is answered here; a range that cannot be
  * satisfied throws 416.
  */
-function answerHead(c: Context, size: number, modified: Date): Response | { status: 200 | 206; headers: Record<string, string>; start: number; end: number; length: number } {
-  // Objects never change once stored, so size and modification time make a strong validator.
-  const etag = `"${size.toString(16)}-${Math.floor(modified.getTime()).toString(16)}"`;
+function answerHead(
+  c: Context,
+  size: number,
+  modified: Date,
+  extra: Record<string, string> = {},
+): Response | { status: 200 | 206; headers: Record<string, string>; start: number; end: number; length: number } {
+  const etag = fileEtag(size, modified);
   const headers: Record<string, string> = {
-    "Content-Type": "application/octet-stream",
-    "Accept-Ranges": "bytes",
-    ETag: etag,
-    "Last-Modified": rfc822(modified),
-    "Cache-Control": "private, no-transform",
+    "content-type": "application/octet-stream",
+    "accept-ranges": "bytes",
+    etag,
+    "last-modified": rfc822(modified),
+    "cache-control": "private, no-transform",
   };
-  const ifNoneMatch = c.req.header("if-none-match");
-  if (ifNoneMatch && ifNoneMatch.split(",").some((t) => t.trim() === etag || t.trim() === "*")) {
-    return new Response(null, { status: 304, headers });
-  }
+  for (const [name, value] of Object.entries(extra)) headers[name.toLowerCase()] = value;
+  if (notModified(c, etag)) return new Response(null, { status: 304, headers });
   const ifRange = c.req.header("if-range");
   const range = ifRange && ifRange.trim() !== etag ? undefined : parseRange(c.req.header("range"), size);
   if (range === "unsatisfiable") {
@@ -129,27 +151,36 @@ function answerHead(c: Context, size: number, modified: Date): Response | { stat
   }
   const { start, end } = range ?? { start: 0, end: size - 1 };
   const length = size === 0 ? 0 : end - start + 1;
-  headers["Content-Length"] = String(length);
-  if (range) headers["Content-Range"] = `bytes ${start}-${end}/${size}`;
+  headers["content-length"] = String(length);
+  if (range) headers["content-range"] = `bytes ${start}-${end}/${size}`;
   return { status: range ? 206 : 200, headers, start, end, length };
 }
 
 /**
- * Streams a stored file with Content-Length, ETag, Accept-Ranges, single-range and conditional
- * support (the public storage routes of update-server.md 14.3-14.4). With `direct`, the body is
- * sent by sendFile (same bytes, less memory) when the server is @hono/node-server; otherwise
- * through a file stream.
+ * Every file answer (packages, device files, reports, artifacts, configs): Content-Length, ETag,
+ * Last-Modified, Accept-Ranges, single ranges (206, 416) and If-None-Match / If-Range (304);
+ * HEAD answers the headers only. `headers` adds to or overrides the defaults. With `direct`, the
+ * body is sent by sendFile (same bytes, less memory) when the server is @hono/node-server;
+ * otherwise through a file stream.
  */
-export function serveFile(c: Context, file: { path: string; stat: Stats }, options: { direct?: boolean } = {}): Response {
-  const { path, stat } = file;
-  const head = answerHead(c, stat.size, stat.mtime);
-  if (head instanceof Response) return head;
-  const { status, headers, start, end, length } = head;
-  if (length === 0 || c.req.method === "HEAD") return new Response(null, { status, headers });
+export async function serveFile(c: Context, file: FileToServe, options: { direct?: boolean; headers?: Record<string, string> } = {}): Promise<Response> {
+  let head: ReturnType<typeof answerHead>;
+  try {
+    head = answerHead(c, file.stat.size, file.stat.mtime, options.headers);
+  } catch (error) {
+    await file.handle?.close();
+    throw error;
+  }
+  if (head instanceof Response || head.length === 0 || c.req.method === "HEAD") {
+    await file.handle?.close();
+    return head instanceof Response ? head : new Response(null, { status: head.status, headers: head.headers });
+  }
+  const { status, headers, start, end } = head;
   // Large objects (packages): straight from the file to the socket through a few reused buffers.
   const res = options.direct ? nodeResponse(c.env) : undefined;
-  if (res) return sendFile(res, status, headers, path, start, end);
-  const body = Readable.toWeb(createReadStream(path, { start, end, highWaterMark: CHUNK })) as unknown as ReadableStream<Uint8Array>;
+  if (res) return sendFile(res, status, headers, file.handle ?? file.path, start, end);
+  const stream = file.handle ? file.handle.createReadStream({ start, end, highWaterMark: CHUNK }) : createReadStream(file.path, { start, end, highWaterMark: CHUNK });
+  const body = Readable.toWeb(stream) as unknown as ReadableStream<Uint8Array>;
   return new Response(body, { status, headers });
 }
 

@@ -71,8 +71,8 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   hub.handle("fs_file_probe_reply", (conn, message) => transfers.probeReply(conn, message));
   hub.handle("fs_file_download_reply", (conn, message) => transfers.downloadReply(conn, message));
   const ttl = ctx.config.update_server.download_link_ttl;
-  deviceFiles.sweepDownloads(ttl);
-  const sweep = setInterval(() => deviceFiles.sweepDownloads(ttl), 3600_000);
+  deviceFiles.sweepDownloads(ttl, ctx.clock.now());
+  const sweep = setInterval(() => deviceFiles.sweepDownloads(ttl, ctx.clock.now()), 3600_000);
   sweep.unref();
   ctx.onShutdown.push(() => clearInterval(sweep));
 

@@ -44,6 +44,20 @@ export function parseRfc822(text: string): Date | undefined {
   return new Date(utc);
 }
 
+/**
+ * Where the domain reads the time: the server's AppContext carries one (`ctx.clock`), so that
+ * tests can move time (token, link and registration expiry) instead of waiting for it.
+ */
+export interface Clock {
+  /** Milliseconds since the epoch. */
+  now(): number;
+}
+
+export const systemClock: Clock = { now: () => Date.now() };
+
+/** The clock's time as a Date. */
+export const dateOf = (clock: Clock): Date => new Date(clock.now());
+
 /** UNIX seconds. */
 export const epochSeconds = (date: Date = new Date()): number => Math.floor(date.getTime() / 1000);
 
@@ -54,4 +68,18 @@ export function parseDuration(text: string): number | undefined {
   const unit = { "": 1, s: 1, m: 60, h: 3600, d: 86400, w: 604800 }[match[2] as "" | "s" | "m" | "h" | "d" | "w"];
   const seconds = Number(match[1]) * unit;
   return seconds > 0 ? seconds : undefined;
+}
+
+/** Waits `ms`; an abort of `signal` ends the wait early (it resolves, never rejects). */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
+  });
 }

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { removeDir, startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
 import { runCli, startServe } from "../helpers/cli.ts";
-import { openStream } from "../update/helpers/agents.ts";
+import { openStream } from "../helpers/events.ts";
 import { adminPassword, fromConsole, signIn } from "./helpers.ts";
 
 const whoami = (server: TestServer, token: string) => server.request("/api/whoami", { token });

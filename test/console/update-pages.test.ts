@@ -10,8 +10,8 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import type { Browser, Page } from "playwright-core";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
-import { approveAgent, FAST_SERVER, startAgent, until, untilConnected } from "../update/helpers/agents.ts";
+import { startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
+import { approveAgent, FAST_SERVER, startAgent, untilConnected } from "../update/helpers/agents.ts";
 import { adminPassword, launch, openTab, signIn, SIGNED_OUT, type Tab } from "./browser.ts";
 
 let server: TestServer;
@@ -105,7 +105,7 @@ test("upload with the progress bar, a group with policy, package and device; the
   await agent.checkNow();
   await row.getByRole("progressbar").and(page.locator('[aria-valuenow="100"]')).waitFor({ timeout: 20_000 });
   await admin.shot("devices-update-100");
-  await until(() => agent.softwareVersion === "v2", 10_000, "agent at v2");
+  await waitFor(() => agent.softwareVersion === "v2", 10_000, "agent at v2");
   // The list reads the row again once the update is through: the new version, the group's name.
   await row.locator("td.mono").getByText("v2", { exact: true }).waitFor();
   assert.match(await row.innerText(), /lab bench/);

@@ -13,6 +13,7 @@ import { deleteDevice } from "../../src/update/devices/devices.ts";
 import { createUpdateDomain, type UpdateDomain } from "../../src/update/domain.ts";
 import { createLogger } from "../../src/util/log.ts";
 import { removeDir, tempDir } from "../helpers/server.ts";
+import { systemClock } from "../../src/util/time.ts";
 
 /** What startServer gives the roots, minus the listener. */
 async function openContext(dataDir: string): Promise<AppContext> {
@@ -20,7 +21,7 @@ async function openContext(dataDir: string): Promise<AppContext> {
   const db = await Database.open(dataDir);
   await migrate(db, migrations);
   const tokens = new TokenService(loadOrCreateKeys(dataDir), config.prefix);
-  return { config, dataDir, db, tokens, log: createLogger("error"), version: "test", startedAt: new Date(), onClosing: [], onShutdown: [] };
+  return { config, dataDir, db, tokens, log: createLogger("error"), version: "test", clock: systemClock, startedAt: new Date(), onClosing: [], onShutdown: [] };
 }
 
 /** The server's own close, without the listener: closing hooks, then shutdown work. */

@@ -16,9 +16,9 @@ import { ConfigError } from "../../src/config/config.ts";
 import { isTls } from "../../src/http/transport.ts";
 import { createLogger } from "../../src/util/log.ts";
 import { runCli, startServe } from "../helpers/cli.ts";
-import { removeDir, requestAt, startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
+import { removeDir, requestAt, startTestServer, tempDir, type TestServer, waitFor } from "../helpers/server.ts";
 import { makeCert, trustingFetch, type KeyKind, type TestCert } from "../helpers/tls.ts";
-import { agentMac, approveAgent, startAgent, untilConnected, until } from "../update/helpers/agents.ts";
+import { agentMac, approveAgent, startAgent, untilConnected } from "../update/helpers/agents.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
 
 const dir = tempDir("labgate-tls-");
@@ -142,7 +142,7 @@ describe("HTTPS on the one listener", () => {
         shell.on("message", (d) => (echoed += d.toString()));
         await new Promise((resolve, reject) => (shell.once("open", resolve), shell.once("error", reject)));
         shell.send("over wss\n");
-        await until(() => echoed === "over wss\n", 5000, `shell echo (${echoed})`);
+        await waitFor(() => echoed === "over wss\n", 5000, `shell echo (${echoed})`);
         shell.close();
       } finally {
         await agent.stop();
@@ -156,7 +156,7 @@ describe("HTTPS on the one listener", () => {
         const refused = new Agent(config, createLogger("warn", { write: (line) => lines.push(line) }));
         refused.start();
         try {
-          await until(() => lines.some((l) => /authorization failed: .*certificate/.test(l)), 5000, `a certificate error (${lines.join(" | ")})`);
+          await waitFor(() => lines.some((l) => /authorization failed: .*certificate/.test(l)), 5000, `a certificate error (${lines.join(" | ")})`);
           const pending = (await (await server.request("/api/v1/auth/pending", { token: server.adminToken })).json()) as Array<{ mac_address: string }>;
           assert.ok(!pending.some((p) => p.mac_address === refused.mac), "nothing reached the server");
         } finally {
@@ -213,7 +213,7 @@ describe("labgate serve with tls", () => {
       before.destroy();
       place(second, live);
       proc.child.kill("SIGHUP");
-      await until(() => proc.stderr().includes("TLS certificate reloaded"), 10_000, "the reload log line");
+      await waitFor(() => proc.stderr().includes("TLS certificate reloaded"), 10_000, "the reload log line");
       const after = await openTls(proc.url, trust);
       assert.equal(after.getPeerX509Certificate()!.fingerprint256, fingerprint(second.cert));
       after.destroy();

@@ -9,8 +9,8 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
-import { openStream } from "../update/helpers/agents.ts";
-import { getRun, serverErrors, trigger, uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
+import { openStream } from "../helpers/events.ts";
+import { getRun, serverErrors, trigger, uploadConfig, waitRun, waitTrigger, type RunObject } from "./run-helpers.ts";
 
 const QUICK = "tests:\n  g:\n  - exec:\n      name: quick\n      command: 'echo hi > out.txt'\n";
 const SLOW = "tests:\n  g:\n  - sleep:\n      seconds: 30\n";
@@ -20,14 +20,6 @@ const json = async <T>(res: Response, status = 200): Promise<T> => {
   const text = await res.text();
   assert.equal(res.status, status, text);
   return JSON.parse(text) as T;
-};
-
-const until = async (what: string, check: () => boolean) => {
-  for (let i = 0; i < 600; i++) {
-    if (check()) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  assert.fail(`timed out waiting for ${what}`);
 };
 
 describe("the console's test-run API on one server", () => {
@@ -53,7 +45,7 @@ describe("the console's test-run API on one server", () => {
     assert.equal(stream.status, 200);
     try {
       const run = await trigger(server, { config_name: "quick.yml" });
-      await until("the finished event", () => stream.events.some((e) => e.event === "run" && e.data.id === run.id && e.data.status === "finished"));
+      await stream.next((e) => e.event === "run" && e.data.id === run.id && e.data.status === "finished", 15_000, "the finished event");
       const seen = stream.events.filter((e) => e.event === "run" && e.data.id === run.id).map((e) => e.data.status);
       assert.deepEqual([...new Set(seen)], ["pending", "running", "finished"]);
       // Each event is the run object as GET /test-runs/{id} answers it.
@@ -61,7 +53,7 @@ describe("the console's test-run API on one server", () => {
       assert.ok(stream.events.some((e) => e.event === "trigger" && e.data.trigger_id === run.trigger_id), "the trigger's changes too");
 
       assert.equal((await server.request(`/api/v1/test-runs/${run.id}/record`, { method: "DELETE", token: server.adminToken })).status, 200);
-      await until("the deletion event", () => stream.events.some((e) => e.event === "run-deleted" && e.data.id === run.id));
+      await stream.next((e) => e.event === "run-deleted" && e.data.id === run.id, 15_000, "the deletion event");
     } finally {
       stream.close();
     }
@@ -220,12 +212,7 @@ describe("lab nodes through the gateway: state, several nodes at once, configs p
     const res = await gateway.request("/api/v1/test-runs", { method: "POST", json: { config_name: "main.yml", nodes: ["Local device", "node1"], overrides: "tests.shared.0.exec.name: renamed" }, token: gateway.adminToken });
     assert.equal(await res.text(), "{}\n");
     const id = res.headers.get("x-trigger-id")!;
-    type Trigger = { status: string; error: string; runs: RunObject[]; remote_runs: Array<{ machine: string; group: string; run_id: string }> };
-    let t: Trigger | undefined;
-    for (let i = 0; i < 600 && t?.status !== "finished"; i++) {
-      t = await json<Trigger>(await gateway.request(`/api/v1/test-runs/trigger/${id}`, { token: ro }));
-      if (t.status === "running") await new Promise((r) => setTimeout(r, 25));
-    }
+    const t = await waitTrigger(gateway, id);
     assert.equal(t?.status, "finished", t?.error);
     assert.deepEqual(t!.runs.map((r) => [r.machine_target, r.status]), [["localhost", "finished"]]);
     assert.equal(t!.remote_runs.length, 1);

@@ -11,7 +11,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import { removeDir, tempDir } from "../helpers/server.ts";
+import { removeDir, tempDir, waitFor } from "../helpers/server.ts";
 
 const STANDIN = join(import.meta.dirname, "..", "..", "scripts", "protoplaster");
 const API_TEST = readFileSync(join(import.meta.dirname, "..", "..", "assets", "testrun", "api-test.yml"), "utf8");
@@ -156,11 +156,10 @@ test("protoplaster's test-api-multinode.sh, through three stand-ins", async () =
 
   for (const node of [main, node1, node2]) {
     // The script sleeps 2 s after the trigger; here: until the node has its run.
-    let runs: { id: string }[] = [];
-    for (let i = 0; i < 600 && runs.length === 0; i++) {
-      runs = await getJson<{ id: string }[]>(`${node.url}/api/v1/test-runs`);
-      if (runs.length === 0) await new Promise((r) => setTimeout(r, 50));
-    }
+    const runs = await waitFor(async () => {
+      const listed = await getJson<{ id: string }[]>(`${node.url}/api/v1/test-runs`);
+      return listed.length > 0 ? listed : undefined;
+    }, 30_000, "the node's run");
     const runId = runs[runs.length - 1].id;
     await waitFinal(node.url, runId);
     const report = (await get(`${node.url}/api/v1/test-runs/${runId}/report`)).text;

@@ -1,6 +1,8 @@
 import { readFileSync } from "node:fs";
 import assert from "node:assert/strict";
-import type { TestServer } from "../helpers/server.ts";
+import { FINAL_STATUSES } from "../../src/testrun/runs/status.ts";
+import { openStream } from "../helpers/events.ts";
+import { waitFor, type TestServer } from "../helpers/server.ts";
 
 /** Uploads a config through the API (multipart field `file`). */
 export async function uploadConfig(server: TestServer, name: string, yaml: string, token = server.adminToken): Promise<void> {
@@ -26,16 +28,47 @@ export async function getRun(server: TestServer, id: string | number, token = se
   return (await res.json()) as RunObject;
 }
 
-const FINAL = new Set(["finished", "failed", "aborted"]);
-
-/** Polls a run until `until` holds (default: a final state). */
-export async function waitRun(server: TestServer, id: string | number, until: (r: RunObject) => boolean = (r) => FINAL.has(r.status), timeoutMs = 15_000): Promise<RunObject> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
+/** Waits for a run until `until` holds (default: a final state), on the server's run events (polling where there are none). */
+export async function waitRun(server: TestServer, id: string | number, until: (r: RunObject) => boolean = (r) => FINAL_STATUSES.has(r.status), timeoutMs = 15_000): Promise<RunObject> {
+  // Subscribed before the first look: no change can fall between the two.
+  const stream = await openStream(server, server.adminToken, "/api/v1/test-runs/stream");
+  try {
     const run = await getRun(server, id);
     if (until(run)) return run;
-    if (Date.now() > deadline) assert.fail(`run ${id} still ${run.status} after ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 25));
+    if (stream.status !== 200) {
+      return await waitFor(async () => {
+        const now = await getRun(server, id);
+        return until(now) ? now : undefined;
+      }, timeoutMs, `run ${id}`);
+    }
+    const event = await stream.next((e) => e.event === "run" && e.data.id === run.id && until(e.data as RunObject), timeoutMs, `run ${id} (still ${run.status})`);
+    return event.data as RunObject;
+  } finally {
+    stream.close();
+  }
+}
+
+/** A trigger as GET /test-runs/trigger/{id} answers it. */
+export type TriggerObject = { status: string; error: string; runs: RunObject[]; remote_runs: Array<{ machine: string; group: string; run_id: string }> } & Record<string, unknown>;
+
+/**
+ * Waits until a trigger holds `until` (default: no longer running), looking again at each run or
+ * trigger event of the server (a trigger's state follows its runs).
+ */
+export async function waitTrigger(server: TestServer, id: string, until: (t: TriggerObject) => boolean = (t) => t.status !== "running", timeoutMs = 15_000): Promise<TriggerObject> {
+  const stream = await openStream(server, server.adminToken, "/api/v1/test-runs/stream");
+  const deadline = Date.now() + timeoutMs;
+  try {
+    for (;;) {
+      const seen = stream.events.length;
+      const res = await server.request(`/api/v1/test-runs/trigger/${id}`, { token: server.adminToken });
+      assert.equal(res.status, 200);
+      const trigger = (await res.json()) as TriggerObject;
+      if (until(trigger)) return trigger;
+      await stream.next((e) => stream.events.indexOf(e) >= seen, Math.max(0, deadline - Date.now()), `trigger ${id} (still ${trigger.status})`);
+    }
+  } finally {
+    stream.close();
   }
 }
 

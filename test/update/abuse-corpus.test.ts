@@ -14,8 +14,7 @@ import { join, resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { startServe, type ServeProcess } from "../helpers/cli.ts";
 import { openFds, parseRaw, rawRequest } from "../helpers/raw.ts";
-import { removeDir, requestAt, startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
-import { until } from "./helpers/agents.ts";
+import { removeDir, requestAt, startTestServer, tempDir, type TestServer, waitFor } from "../helpers/server.ts";
 import { registerDevice } from "./helpers/devices.ts";
 
 const BIN = process.env.LABGATE_BIN;
@@ -326,7 +325,7 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}` : "source, in-process
             : !(status > 0 && status < 500 && (status < 400 || error));
       if (problem && !refusedByParser(answer, status)) failures.push(`${input.name}: ${status} ${answer.text.slice(answer.text.indexOf("\r\n\r\n") + 4, answer.text.indexOf("\r\n\r\n") + 120)}`);
       assert.equal(await health(), 200, `health after ${input.name}`);
-      if (openFds(target.pid) > fds) await until(() => openFds(target.pid) <= fds, 5000, `open files back after ${input.name}`);
+      if (openFds(target.pid) > fds) await waitFor(() => openFds(target.pid) <= fds, 5000, `open files back after ${input.name}`);
       if (target.subscribers) assert.equal(target.subscribers(), 0, `event subscribers after ${input.name}`);
     }
     assert.deepEqual(failures, []);

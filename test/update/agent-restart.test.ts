@@ -3,8 +3,8 @@ import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
-import { startTestServer, tempDir } from "../helpers/server.ts";
-import { agentMac, approveAgent, device, FAST_SERVER, startAgent, until, untilConnected } from "./helpers/agents.ts";
+import { startTestServer, tempDir, waitFor } from "../helpers/server.ts";
+import { agentMac, approveAgent, device, FAST_SERVER, startAgent, untilConnected } from "./helpers/agents.ts";
 import { startProxy } from "./helpers/proxy.ts";
 
 test("an agent survives a server restart without help", async () => {
@@ -17,7 +17,7 @@ test("an agent survives a server restart without help", async () => {
     await untilConnected(server, id);
     const before = agent.connections;
     await server.close();
-    await until(() => !agent.connected, 3000, "agent notices");
+    await waitFor(() => !agent.connected, 3000, "agent notices");
     server = await startTestServer({ ...FAST_SERVER, listen: { host: "127.0.0.1", port } }, dataDir);
     await untilConnected(server, id);
     assert.ok(agent.connections > before);
@@ -53,18 +53,31 @@ test("labgate agent as a child process: registers, connects, runs an action; bad
   );
   const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "agent", "--config", config, "--data-dir", join(dir, "data")], { stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
-  child.stderr.on("data", (chunk) => (stderr += chunk));
+  // A cold start (tsx compiling the sources) can take seconds on a busy machine: wait for the agent to say it runs.
+  const running = new Promise<void>((resolve, reject) => {
+    child.stderr.on("data", (chunk) => {
+      stderr += chunk;
+      if (stderr.includes("labgate agent: device")) resolve();
+    });
+    child.once("exit", (code) => reject(new Error(`the agent exited (${code}): ${stderr}`)));
+  });
   try {
+    await running;
     const id = await approveAgent(server, { mac, approved: Promise.resolve() } as never);
-    await until(async () => (await device(server, id)).connected, 10_000, `child agent connected (${stderr})`);
+    await waitFor(async () => (await device(server, id)).connected, 10_000, `child agent connected (${stderr})`);
     assert.equal((await device(server, id)).metadata["svc.device.name"], "bench-7");
     const res = await server.request(`/api/v2/devices/${mac}/action/exec/hello`, { token: server.adminToken });
     assert.deepEqual(await res.json(), { status_code: 0, output: Buffer.from("hi\n").toString("base64") });
   } finally {
-    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-    child.kill("SIGTERM");
-    assert.equal(await exited, 0);
-    await server.close();
+    try {
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+        child.kill("SIGTERM");
+        assert.equal(await exited, 0, "SIGTERM stops the agent cleanly");
+      }
+    } finally {
+      await server.close();
+    }
   }
 
   writeFileSync(config, "server: http://x:1\nbogus_key: 1\n");

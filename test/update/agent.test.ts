@@ -3,9 +3,10 @@ import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
-import { sha256, uploadOk } from "./helpers/packages.ts";
-import { approveAgent, device, FAST_SERVER, openStream, startAgent, until, untilConnected } from "./helpers/agents.ts";
+import { startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
+import { offerGroup, sha256, uploadOk } from "./helpers/packages.ts";
+import { approveAgent, device, FAST_SERVER, startAgent, untilConnected } from "./helpers/agents.ts";
+import { openStream } from "../helpers/events.ts";
 import { startProxy } from "./helpers/proxy.ts";
 
 let server: TestServer;
@@ -17,18 +18,9 @@ after(async () => {
   await server.close();
 });
 
-const call = async (method: string, path: string, json?: unknown) => server.request(path, { method, token: server.adminToken, json });
-
 /** A group with policy exact_match,<version>, the package and the device. */
-async function pushUpdate(deviceId: number, packageId: number, version: string): Promise<number> {
-  const created = await call("POST", "/api/v2/groups", { metadata: { name: `g-${deviceId}` } });
-  assert.equal(created.status, 200);
-  const group = ((await created.json()) as { id: number }).id;
-  assert.equal((await call("POST", `/api/v2/groups/${group}/policy`, { policy: `exact_match,${version}` })).status, 200);
-  assert.equal((await call("POST", `/api/v2/groups/${group}/package`, { packages: [packageId] })).status, 200);
-  assert.equal((await call("PATCH", `/api/v2/groups/${group}/devices`, { add: [deviceId], remove: [] })).status, 200);
-  return group;
-}
+const pushUpdate = (deviceId: number, packageId: number, version: string): Promise<number> =>
+  offerGroup(server, { policy: `exact_match,${version}`, packages: [packageId], devices: [deviceId], metadata: { name: `g-${deviceId}` } });
 
 /** An install command that copies the package to a marker file (argv, no shell interpolation of the path). */
 const installer = (marker: string) => ["sh", "-c", 'cp "$1" "$2"', "install", "{file}", marker];
@@ -46,15 +38,17 @@ test("an update pushed through a group is downloaded, verified, installed; versi
     await pushUpdate(id, pkg.id, "v2");
 
     // On demand, through the built-in action.
-    const res = await call("GET", `/api/v2/devices/${agent.mac}/action/exec/svc.builtins.trigger_update_check`);
-    assert.deepEqual(await res.json(), { status_code: 0, output: Buffer.from("Update check queued").toString("base64") });
+    const res = await server.call("GET", `/api/v2/devices/${agent.mac}/action/exec/svc.builtins.trigger_update_check`);
+    assert.deepEqual(res.body, { status_code: 0, output: Buffer.from("Update check queued").toString("base64") });
 
-    await until(async () => (await device(server, id)).metadata["svc.software.version"] === "v2", 10_000, "version v2 reported");
+    await waitFor(async () => (await device(server, id)).metadata["svc.software.version"] === "v2", 10_000, "version v2 reported");
     assert.ok(existsSync(marker), "the install command ran");
     assert.equal(sha256(readFileSync(marker)), pkg.sha256);
     assert.equal(agent.softwareVersion, "v2");
     // The update is over: no progress record any more.
-    assert.equal((await call("GET", `/api/v2/devices/${id}/progress`)).status, 404);
+    assert.equal((await server.call("GET", `/api/v2/devices/${id}/progress`)).status, 404);
+    // The events may still be on their way when the version is already stored.
+    await stream.next((e) => e.event === "update" && e.data.device === agent.mac && e.data.progress === 100, 5000, "progress 100");
     const updates = stream.events.filter((e) => e.event === "update" && e.data.device === agent.mac);
     assert.ok(updates.length >= 2, JSON.stringify(updates));
     const steps = updates.map((e) => e.data.progress as number);
@@ -63,7 +57,7 @@ test("an update pushed through a group is downloaded, verified, installed; versi
     assert.equal(steps[steps.length - 1], 100);
     // The next check finds nothing to do: the device runs the target.
     await agent.checkNow();
-    assert.equal((await call("GET", `/api/v2/devices/${id}/progress`)).status, 404);
+    assert.equal((await server.call("GET", `/api/v2/devices/${id}/progress`)).status, 404);
     // The installed version survives an agent restart (state in its data dir).
     const { Agent } = await import("../../src/agent/agent.ts");
     const again = new Agent(agent.config, agent.log);
@@ -85,7 +79,7 @@ test("a download interrupted halfway resumes with Range", async () => {
     await untilConnected(server, id);
     await pushUpdate(id, pkg.id, "v3");
     await agent.checkNow();
-    await until(async () => (await device(server, id)).metadata["svc.software.version"] === "v3", 10_000, "version v3");
+    await waitFor(async () => (await device(server, id)).metadata["svc.software.version"] === "v3", 10_000, "version v3");
     const downloads = proxy.seen.filter((r) => r.path.startsWith("/local_storage/"));
     assert.equal(downloads.length, 2, JSON.stringify(downloads.map((d) => d.headers.range)));
     assert.equal(downloads[0].headers.range, undefined);

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
-import { agentClient, approveAgent, device, FAST_SERVER, offlineDeviceOfferedV9, openStream, rawDevice, startAgent, until, untilConnected } from "./helpers/agents.ts";
+import { startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
+import { agentClient, approveAgent, device, FAST_SERVER, offlineDeviceOfferedV9, rawDevice, startAgent, untilConnected } from "./helpers/agents.ts";
+import { openStream } from "../helpers/events.ts";
 
 let server: TestServer;
 
@@ -19,20 +20,20 @@ test("connect, disconnect and update events arrive on /api/stream", async () => 
   try {
     const id = await approveAgent(server, agent);
     await untilConnected(server, id);
-    await until(() => stream.events.some((e) => e.event === "connect" && e.data.device === agent.mac), 3000, "connect event");
+    await waitFor(() => stream.events.some((e) => e.event === "connect" && e.data.device === agent.mac), 3000, "connect event");
     await agent.stop();
-    await until(() => stream.events.some((e) => e.event === "disconnect" && e.data.device === agent.mac), 3000, "disconnect event");
+    await waitFor(() => stream.events.some((e) => e.event === "disconnect" && e.data.device === agent.mac), 3000, "disconnect event");
 
     // Progress without an update record: broadcast with version null, nothing stored.
     const dev = await rawDevice(server, agent);
     dev.ws.send(JSON.stringify({ method: "update_progress", progress: 42 }));
-    await until(() => stream.events.some((e) => e.event === "update"), 3000, "update event");
+    await waitFor(() => stream.events.some((e) => e.event === "update"), 3000, "update event");
     assert.deepEqual(stream.events.find((e) => e.event === "update")!.data, { device: agent.mac, progress: 42, version: null });
     dev.ws.send(JSON.stringify({ method: "update_progress", progress: 250 }));
-    await until(() => stream.events.filter((e) => e.event === "update").length === 2, 3000, "clamped update event");
+    await waitFor(() => stream.events.filter((e) => e.event === "update").length === 2, 3000, "clamped update event");
     assert.equal(stream.events.filter((e) => e.event === "update")[1].data.progress, 100);
     dev.ws.send(JSON.stringify({ method: "update_version", version: "v7" }));
-    await until(async () => (await device(server, id)).metadata["svc.software.version"] === "v7", 3000, "version stored");
+    await waitFor(async () => (await device(server, id)).metadata["svc.software.version"] === "v7", 3000, "version stored");
     dev.ws.close();
     assert.deepEqual(
       stream.events.filter((e) => e.data.device === agent.mac).map((e) => e.event),
@@ -53,14 +54,14 @@ test("the stream needs a management token; other users see only their devices' e
   try {
     const id = await approveAgent(server, agent);
     await untilConnected(server, id);
-    await until(() => admin.events.some((e) => e.event === "connect" && e.data.device === agent.mac), 3000, "admin sees connect");
+    await waitFor(() => admin.events.some((e) => e.event === "connect" && e.data.device === agent.mac), 3000, "admin sees connect");
     await new Promise((resolve) => setTimeout(resolve, 100));
     assert.deepEqual(stranger.events, []);
     // With read on the device, its events show.
     const grant = await server.request("/api/v1/permissions", { method: "POST", token: server.adminToken, json: { user_id: "carol", resource: "device", resource_id: id, permission: "read" } });
     assert.equal(grant.status, 200);
     await agent.stop();
-    await until(() => stranger.events.some((e) => e.event === "disconnect" && e.data.device === agent.mac), 3000, "reader sees disconnect");
+    await waitFor(() => stranger.events.some((e) => e.event === "disconnect" && e.data.device === agent.mac), 3000, "reader sees disconnect");
     // A device token is not a management token.
     const dev = await rawDevice(server, agent);
     dev.ws.close();
@@ -75,23 +76,22 @@ test("the stream needs a management token; other users see only their devices' e
 test("update_progress moves the device's progress record; 100 or a new version ends it", async () => {
   const agent = startAgent(server, { device_type: "board", software_version: "v1" });
   const id = await offlineDeviceOfferedV9(server, agent);
-  const call = (method: string, path: string, json?: unknown) => server.request(path, { method, token: server.adminToken, json });
 
   const dev = await rawDevice(server, agent);
   try {
     const client = await agentClient(server, agent, 20);
     const progress = async () => {
-      const res = await call("GET", `/api/v2/devices/${id}/progress`);
-      return res.status === 200 ? ((await res.json()) as { progress: number; version: string }) : res.status;
+      const res = await server.call<{ progress: number; version: string }>("GET", `/api/v2/devices/${id}/progress`);
+      return res.status === 200 ? res.body : res.status;
     };
     for (const [report, end] of [[100, "progress 100"], [-1, "new version"]] as const) {
       assert.equal((await client.request("/api/v1/update/check", { method: "POST", json: agent.metadata() })).status, 200);
       assert.deepEqual(await progress().then((p) => typeof p === "object" && [p.progress, p.version]), [0, "v9"]);
       dev.ws.send(JSON.stringify({ method: "update_progress", progress: 40 }));
-      await until(async () => ((await progress()) as { progress: number }).progress === 40, 3000, "progress 40");
+      await waitFor(async () => ((await progress()) as { progress: number }).progress === 40, 3000, "progress 40");
       if (report === 100) dev.ws.send(JSON.stringify({ method: "update_progress", progress: 100 }));
       else dev.ws.send(JSON.stringify({ method: "update_version", version: "v1" }));
-      await until(async () => (await progress()) === 404, 3000, `record ended by ${end}`);
+      await waitFor(async () => (await progress()) === 404, 3000, `record ended by ${end}`);
     }
   } finally {
     dev.ws.close();
@@ -99,25 +99,24 @@ test("update_progress moves the device's progress record; 100 or a new version e
 });
 
 test("a progress record without news for the idle time is removed (17.11); a report keeps it alive", async () => {
-  const idleServer = await startTestServer({ update_server: { ...FAST_SERVER.update_server, progress_idle_timeout: 1.5 } });
+  const idleServer = await startTestServer({ update_server: { ...FAST_SERVER.update_server, progress_idle_timeout: 60 } });
   const agent = startAgent(idleServer, { device_type: "board", software_version: "v1" });
   try {
     const id = await offlineDeviceOfferedV9(idleServer, agent);
-    const call = (method: string, path: string, json?: unknown) => idleServer.request(path, { method, token: idleServer.adminToken, json });
     const dev = await rawDevice(idleServer, agent);
     try {
       const client = await agentClient(idleServer, agent, 20);
-      const started = Date.now();
       assert.equal((await client.request("/api/v1/update/check", { method: "POST", json: agent.metadata() })).status, 200);
-      await new Promise((resolve) => setTimeout(resolve, 700));
+      idleServer.clock.advance(40_000);
       dev.ws.send(JSON.stringify({ method: "update_progress", progress: 30 }));
-      await until(async () => ((await (await call("GET", `/api/v2/devices/${id}/progress`)).json()) as { progress: number }).progress === 30, 2000, "progress 30");
-      await new Promise((resolve) => setTimeout(resolve, Math.max(0, started + 1800 - Date.now())));
-      assert.equal((await call("GET", `/api/v2/devices/${id}/progress`)).status, 200, "older than the idle time, but a report came since");
-      await until(async () => (await call("GET", `/api/v2/devices/${id}/progress`)).status === 404, 3000, "idle record removed");
+      await waitFor(async () => (await idleServer.call("GET", `/api/v2/devices/${id}/progress`)).body.progress === 30, 2000, "progress 30");
+      idleServer.clock.advance(30_000);
+      assert.equal((await idleServer.call("GET", `/api/v2/devices/${id}/progress`)).status, 200, "older than the idle time, but a report came since");
+      idleServer.clock.advance(31_000);
+      assert.equal((await idleServer.call("GET", `/api/v2/devices/${id}/progress`)).status, 404, "idle record removed");
       // The next check starts a new record (the sweep also forgot it was waiting at 0).
       assert.equal((await client.request("/api/v1/update/check", { method: "POST", json: agent.metadata() })).status, 200);
-      assert.equal((await call("GET", `/api/v2/devices/${id}/progress`)).status, 200);
+      assert.equal((await idleServer.call("GET", `/api/v2/devices/${id}/progress`)).status, 200);
     } finally {
       dev.ws.close();
     }

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import WebSocket from "ws";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
-import { agentClient, approveAgent, approvedThenStopped, device, FAST_SERVER, startAgent, until, untilConnected } from "./helpers/agents.ts";
+import { startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
+import { agentClient, approveAgent, approvedThenStopped, device, FAST_SERVER, startAgent, untilConnected } from "./helpers/agents.ts";
 import type { Agent } from "../../src/agent/agent.ts";
 
 let server: TestServer;
@@ -79,14 +79,14 @@ test("unknown methods, malformed messages and device alerts are ignored, binary 
   ws.send(JSON.stringify({ method: "no_such_method" }));
   ws.send(JSON.stringify({ method: "alert", alert: { error: "Device cannot handle request" } }));
   ws.send(JSON.stringify({ method: "capability_report", capabilities: { exec_cmds: false, file_transfer: true } }));
-  await until(async () => (await device(server, id)).capabilities.file_transfer === true && (await device(server, id)).capabilities.exec_cmds === false, 3000, "capabilities");
+  await waitFor(async () => (await device(server, id)).capabilities.file_transfer === true && (await device(server, id)).capabilities.exec_cmds === false, 3000, "capabilities");
   assert.equal((await device(server, id)).connected, true);
   const code = await new Promise<number>((resolve) => {
     ws.on("close", (c) => resolve(c));
     ws.send(Buffer.from([1, 2, 3]), { binary: true });
   });
   assert.equal(code, 1003);
-  await until(async () => !(await device(server, id)).connected, 3000, "disconnect after binary frame");
+  await waitFor(async () => !(await device(server, id)).connected, 3000, "disconnect after binary frame");
   // Capabilities stay after the disconnect (7.1).
   assert.equal((await device(server, id)).capabilities.file_transfer, true);
 });
@@ -101,9 +101,9 @@ test("a device that stops answering pings is dropped", async () => {
   const ws = new WebSocket(`${server.url.replace("http", "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${token}` }, autoPong: false });
   const closed = new Promise<void>((resolve) => ws.on("close", () => resolve()));
   await new Promise((resolve) => ws.once("open", resolve));
-  await until(async () => (await device(server, id)).connected, 3000, "connected");
+  await waitFor(async () => (await device(server, id)).connected, 3000, "connected");
   // ping interval 1 s: dropped after the second ping finds the first unanswered.
-  await until(async () => !(await device(server, id)).connected, 4000, "dropped for silence");
+  await waitFor(async () => !(await device(server, id)).connected, 4000, "dropped for silence");
   await closed;
 });
 
@@ -128,7 +128,7 @@ test("a confirmed key change revokes the old key's tokens and socket; the agent 
   // The real device comes back with a new key: a pending key change.
   const real = startAgent(server, { mac_address: stolen.mac, actions: [{ id: "new-key", name: "New", command: ["true"], timeout: 5 }] });
   agents.push(real);
-  const pending = await until(async () => {
+  const pending = await waitFor(async () => {
     const list = (await (await server.request("/api/v1/auth/pending", { token: server.adminToken })).json()) as Array<{ mac_address: string; public_key: string; key_change: boolean }>;
     return list.find((p) => p.mac_address === real.mac && p.key_change);
   }, 5000, "the key change request");
@@ -144,10 +144,10 @@ test("a confirmed key change revokes the old key's tokens and socket; the agent 
   assert.equal(refused.status, 401);
   // ...and the device that connects is the one with the new key (not refused as a duplicate).
   await real.approved;
-  await until(async () => (await actionIds(real.mac))?.includes("new-key"), 10_000, "the new key's socket");
+  await waitFor(async () => (await actionIds(real.mac))?.includes("new-key"), 10_000, "the new key's socket");
   assert.equal((await device(server, id)).connected, true);
   // The old key is a pending registration again, not a device.
-  await until(async () => {
+  await waitFor(async () => {
     const list = (await (await server.request("/api/v1/auth/pending", { token: server.adminToken })).json()) as Array<{ mac_address: string; key_change: boolean }>;
     return list.some((p) => p.mac_address === real.mac && p.key_change);
   }, 5000, "the old key asking again");

@@ -155,10 +155,8 @@ test("with a hand-driven device: single-use parts, oversize parts, ETag mismatch
     assert.equal(await (await fetch(done.url)).text(), "world");
 
     // 3. A device that never answers the probe: 504 after the reply timeout.
-    const started = Date.now();
     const silent = await fetchFile("/data/z.bin", otherId);
     assert.equal(silent.status, 504);
-    assert.ok(Date.now() - started >= 1900);
   } finally {
     dev.ws.close();
   }

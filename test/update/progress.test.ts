@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { test } from "node:test";
-import { removeDir, startTestServer } from "../helpers/server.ts";
-import { agentClient, FAST_SERVER, offlineDeviceOfferedV9, rawDevice, startAgent, until } from "./helpers/agents.ts";
+import { removeDir, startTestServer, waitFor } from "../helpers/server.ts";
+import { agentClient, FAST_SERVER, offlineDeviceOfferedV9, rawDevice, startAgent } from "./helpers/agents.ts";
 import { registerDevice } from "./helpers/devices.ts";
 import { uploadOk } from "./helpers/packages.ts";
 
@@ -62,16 +62,15 @@ test("update_version ends a record waiting at 0; the next offer starts a new one
   const agent = startAgent(server, { device_type: "board", software_version: "v1" });
   try {
     const id = await offlineDeviceOfferedV9(server, agent);
-    const call = (method: string, path: string, json?: unknown) => server.request(path, { method, token: server.adminToken, json });
 
     const dev = await rawDevice(server, agent);
     try {
       const client = await agentClient(server, agent, 20);
-      const status = async () => (await call("GET", `/api/v2/devices/${id}/progress`)).status;
+      const status = async () => (await server.call("GET", `/api/v2/devices/${id}/progress`)).status;
       assert.equal((await client.request("/api/v1/update/check", { method: "POST", json: agent.metadata() })).status, 200);
       assert.equal(await status(), 200);
       dev.ws.send(JSON.stringify({ method: "update_version", version: "v9" }));
-      await until(async () => (await status()) === 404, 3000, "record ended by the new version");
+      await waitFor(async () => (await status()) === 404, 3000, "record ended by the new version");
       // Rolled back to v1: offered v9 again, and updating again.
       assert.equal((await client.request("/api/v1/update/check", { method: "POST", json: agent.metadata() })).status, 200);
       assert.equal(await status(), 200);

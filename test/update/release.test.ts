@@ -1,9 +1,8 @@
 import assert from "node:assert/strict";
 import { request as httpRequest } from "node:http";
 import { after, before, describe, it } from "node:test";
-import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
+import { removeDir, startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
 import { openFds, parseRaw, rawRequest } from "../helpers/raw.ts";
-import { until } from "./helpers/agents.ts";
 import { uploadOk } from "./helpers/packages.ts";
 
 const upgrade = (path: string, headers: Record<string, string> = {}, upgradeTo = "websocket") =>
@@ -66,7 +65,7 @@ describe("responses release what they hold however the request ends", () => {
     assert.equal(h2c.closedByServer, true);
     assert.equal(parseRaw(h2c.text).status, 400);
     assert.equal(subscribers(), 0);
-    await until(() => openFds() <= fds, 5000, "open files back to their count");
+    await waitFor(() => openFds() <= fds, 5000, "open files back to their count");
     assert.equal((await server.request("/api/health")).status, 200);
   });
 
@@ -77,7 +76,7 @@ describe("responses release what they hold however the request ends", () => {
       assert.equal(parseRaw(answer.text).status, 401);
       assert.equal(answer.closedByServer, true);
     }
-    await until(() => openFds() <= fds, 5000, "open files back to their count");
+    await waitFor(() => openFds() <= fds, 5000, "open files back to their count");
   });
 
   it("a client leaving an event stream or a download midway releases the subscriber and the file", async () => {
@@ -98,8 +97,8 @@ describe("responses release what they hold however the request ends", () => {
       await leave(downloadPath, {});
       await leave("/api/v1/configs/leak.yml/file", { Authorization: `Bearer token=${server.adminToken}` });
     }
-    await until(() => subscribers() === 0, 5000, "event subscribers gone");
-    await until(() => openFds() <= fds, 5000, "open files back to their count");
+    await waitFor(() => subscribers() === 0, 5000, "event subscribers gone");
+    await waitFor(() => openFds() <= fds, 5000, "open files back to their count");
     assert.equal((await server.request("/api/health")).status, 200);
   });
 });

@@ -2,13 +2,12 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
 import { registerDevice } from "./helpers/devices.ts";
-import { sha256, uploadOk } from "./helpers/packages.ts";
+import { offerGroup, sha256, uploadOk } from "./helpers/packages.ts";
 
 /** Cases of update-server.md sections 4-8 and 14 that the other suites do not reach over HTTP. */
 describe("update server: spec cases found by the audit", () => {
   let server: TestServer;
   const admin = () => server.adminToken;
-  const call = (method: string, path: string, json?: unknown) => server.request(path, { method, token: admin(), ...(json === undefined ? {} : { json }) });
 
   before(async () => {
     server = await startTestServer();
@@ -22,7 +21,7 @@ describe("update server: spec cases found by the audit", () => {
     const pkg = await uploadOk(server, { token: admin(), file: Buffer.alloc(0) });
     assert.equal(pkg.sha256, sha256(Buffer.alloc(0)));
     assert.equal(pkg.metadata["svc.storage.local.length"], 0);
-    const { download_url } = (await (await call("GET", `/api/v1/packages/${pkg.id}/download`)).json()) as { download_url: string };
+    const { download_url } = (await server.call("GET", `/api/v1/packages/${pkg.id}/download`)).body as { download_url: string };
     for (const range of [undefined, "bytes=0-", "bytes=-10"]) {
       const res = await fetch(download_url, { headers: range ? { range } : {} });
       assert.equal(res.status, 200, String(range));
@@ -35,10 +34,7 @@ describe("update server: spec cases found by the audit", () => {
   it("update check over HTTP: a device already at the policy's target gets 204 and no progress record (6.2)", async () => {
     const device = await registerDevice(server);
     const v2 = await uploadOk(server, { token: admin(), version: "t2" });
-    const group = ((await (await call("POST", "/api/v2/groups", { metadata: {} })).json()) as { id: number }).id;
-    assert.equal((await call("POST", `/api/v2/groups/${group}/policy`, { policy: "exact_match,t2" })).status, 200);
-    assert.equal((await call("POST", `/api/v2/groups/${group}/package`, { packages: [v2.id] })).status, 200);
-    assert.equal((await call("PATCH", `/api/v2/groups/${group}/devices`, { add: [device.id], remove: [] })).status, 200);
+    await offerGroup(server, { policy: "exact_match,t2", packages: [v2.id], devices: [device.id] });
     const check = (version: string) =>
       device.client.request("/api/v1/update/check", {
         method: "POST",
@@ -47,7 +43,7 @@ describe("update server: spec cases found by the audit", () => {
     const at = await check("t2");
     assert.equal(at.status, 204);
     assert.equal(await at.text(), "");
-    assert.equal((await call("GET", `/api/v2/devices/${device.id}/progress`)).status, 404);
+    assert.equal((await server.call("GET", `/api/v2/devices/${device.id}/progress`)).status, 404);
     assert.equal((await check("t1")).status, 200, "one version below the target is offered the package");
   });
 });

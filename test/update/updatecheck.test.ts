@@ -3,7 +3,7 @@ import { after, before, describe, it } from "node:test";
 import type { DeviceClient } from "../../src/update/client/device-client.ts";
 import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
 import { registerDevice } from "./helpers/devices.ts";
-import { sha256, uploadOk } from "./helpers/packages.ts";
+import { offerGroup, sha256, uploadOk } from "./helpers/packages.ts";
 
 interface Device {
   client: DeviceClient;
@@ -15,20 +15,7 @@ describe("update check (6.1) and progress (8), end to end with device tokens", (
   let server: TestServer;
   const admin = () => server.adminToken;
 
-  const call = async (method: string, path: string, json?: unknown, token = admin()) => {
-    const res = await server.request(path, { method, token, ...(json === undefined ? {} : { json }) });
-    const text = await res.text();
-    return { status: res.status, body: text ? JSON.parse(text) : undefined };
-  };
-  const group = async (policy: string, priority: number, deviceIds: number[], packageIds: number[]): Promise<number> => {
-    const created = await call("POST", "/api/v2/groups", { metadata: {}, priority });
-    assert.equal(created.status, 200);
-    const id = created.body.id as number;
-    assert.equal((await call("POST", `/api/v2/groups/${id}/policy`, { policy })).status, 200);
-    assert.equal((await call("POST", `/api/v2/groups/${id}/package`, { packages: packageIds })).status, 200);
-    assert.equal((await call("PATCH", `/api/v2/groups/${id}/devices`, { add: deviceIds, remove: [] })).status, 200);
-    return id;
-  };
+  const group = (policy: string, priority: number, devices: number[], packages: number[]): Promise<number> => offerGroup(server, { policy, priority, devices, packages });
   const body = (device: Device, version: string, extra: Record<string, unknown> = {}, devtype = "board") => ({
     "svc.software.version": version,
     "svc.hardware.devtype": devtype,
@@ -56,7 +43,7 @@ describe("update check (6.1) and progress (8), end to end with device tokens", (
     const bytes = Buffer.from("the v2 firmware image\n".repeat(1000));
     const v2 = await pkg("v2", {}, "board", bytes);
     await group("exact_match,v2", 10, [device.id], [v2.id]);
-    assert.equal((await call("GET", `/api/v2/devices/${device.id}/progress`)).status, 404, "not updating yet");
+    assert.equal((await server.call("GET", `/api/v2/devices/${device.id}/progress`)).status, 404, "not updating yet");
 
     const res = await check(device, body(device, "v1"));
     assert.equal(res.status, 200, res.text);
@@ -73,19 +60,19 @@ describe("update check (6.1) and progress (8), end to end with device tokens", (
     assert.deepEqual(got, bytes);
     assert.equal(sha256(got), res.body.sha256);
 
-    const progress = await call("GET", `/api/v2/devices/${device.id}/progress`);
+    const progress = await server.call("GET", `/api/v2/devices/${device.id}/progress`);
     assert.equal(progress.status, 200);
     assert.equal(progress.body.id, device.id);
     assert.equal(progress.body.mac_address, device.client.mac);
     assert.equal(progress.body.version, "v2");
     assert.equal(progress.body.progress, 0);
     assert.match(progress.body.created, / GMT$/);
-    const list = await call("GET", "/api/v2/devices/progress");
+    const list = await server.call("GET", "/api/v2/devices/progress");
     assert.equal(list.status, 200);
     assert.ok((list.body as { id: number; progress: number }[]).some((r) => r.id === device.id && r.progress === 0));
 
     // The device reports last_access through its token.
-    const info = await call("GET", `/api/v2/devices/${device.id}`);
+    const info = await server.call("GET", `/api/v2/devices/${device.id}`);
     assert.notEqual(info.body.last_access, null);
 
     // At the target: nothing more to do.
@@ -97,16 +84,16 @@ describe("update check (6.1) and progress (8), end to end with device tokens", (
   it("204 without a group, with no_update, with a device-type mismatch, without a path", async () => {
     const lonely = await registerDevice(server);
     assert.equal((await check(lonely, body(lonely, "v1"))).status, 204);
-    assert.equal((await call("GET", `/api/v2/devices/${lonely.id}/progress`)).status, 404);
+    assert.equal((await server.call("GET", `/api/v2/devices/${lonely.id}/progress`)).status, 404);
 
     const a = await registerDevice(server);
     const p = await pkg("n2");
     const g = await group("no_update,", 10, [a.id], [p.id]);
     assert.equal((await check(a, body(a, "n1"))).status, 204);
-    assert.equal((await call("POST", `/api/v2/groups/${g}/policy`, { policy: "exact_match,n2" })).status, 200);
+    assert.equal((await server.call("POST", `/api/v2/groups/${g}/policy`, { policy: "exact_match,n2" })).status, 200);
     assert.equal((await check(a, body(a, "n1"))).status, 200, "the policy change is seen at once");
     assert.equal((await check(a, body(a, "n1", {}, "otherboard"))).status, 204, "device type mismatch");
-    assert.equal((await call("POST", `/api/v2/groups/${g}/policy`, { policy: "exact_match,n9" })).status, 200);
+    assert.equal((await server.call("POST", `/api/v2/groups/${g}/policy`, { policy: "exact_match,n9" })).status, 200);
     assert.equal((await check(a, body(a, "n1"))).status, 204, "no package of the target version");
     // A package of the target that needs an intermediate version nobody has: no path.
     const b = await registerDevice(server);
@@ -123,13 +110,13 @@ describe("update check (6.1) and progress (8), end to end with device tokens", (
     const g = await group("exact_match,r2", 10, [device.id], [delta.id, full.id, hop.id]);
     assert.equal((await check(device, body(device, "r1"))).body.id, full.id, "requires: mismatch falls back to the full package");
     assert.equal((await check(device, body(device, "r1", { "svc.software.supports_xdelta": "true" }))).body.id, delta.id, "both fit: lowest id");
-    assert.equal((await call("POST", `/api/v2/groups/${g}/policy`, { policy: "exact_match,r3" })).status, 200);
+    assert.equal((await server.call("POST", `/api/v2/groups/${g}/policy`, { policy: "exact_match,r3" })).status, 200);
     assert.equal((await check(device, body(device, "r1"))).body.id, full.id, "first hop of r1 -> r2 -> r3");
     assert.equal((await check(device, body(device, "r2"))).body.id, hop.id);
     // Downgrade.
-    assert.equal((await call("POST", `/api/v2/groups/${g}/policy`, { policy: "exact_match,r2" })).status, 200);
+    assert.equal((await server.call("POST", `/api/v2/groups/${g}/policy`, { policy: "exact_match,r2" })).status, 200);
     assert.equal((await check(device, body(device, "r3"))).body.id, full.id);
-    const progress = await call("GET", `/api/v2/devices/${device.id}/progress`);
+    const progress = await server.call("GET", `/api/v2/devices/${device.id}/progress`);
     assert.equal(progress.body.version, "r2");
   });
 
@@ -139,9 +126,9 @@ describe("update check (6.1) and progress (8), end to end with device tokens", (
     const quiet = await group("no_update,", 10, [device.id], []);
     const eager = await group("exact_match,q2", 20, [device.id], [p.id]);
     assert.equal((await check(device, body(device, "q1"))).status, 204, "the priority-10 group says no update");
-    assert.equal((await call("POST", `/api/v2/groups/${quiet}/priority`, { priority: 30 })).status, 200);
+    assert.equal((await server.call("POST", `/api/v2/groups/${quiet}/priority`, { priority: 30 })).status, 200);
     assert.equal((await check(device, body(device, "q1"))).body.id, p.id, "now the priority-20 group applies");
-    assert.equal((await call("PATCH", `/api/v2/groups/${eager}/devices`, { add: [], remove: [device.id] })).status, 200);
+    assert.equal((await server.call("PATCH", `/api/v2/groups/${eager}/devices`, { add: [], remove: [device.id] })).status, 200);
     assert.equal((await check(device, body(device, "q1"))).status, 204, "membership change is seen at once");
   });
 
@@ -171,7 +158,7 @@ describe("update check (6.1) and progress (8), end to end with device tokens", (
     assert.equal(spoof.status, 403, "the body names another device");
     assert.equal((await check(device, { ...full, "svc.hardware.macaddr": device.client.mac.toUpperCase() })).status, 204, "MAC case does not matter");
     // A deleted device's token is refused.
-    assert.equal((await call("DELETE", `/api/v2/devices/${device.id}`)).status, 200);
+    assert.equal((await server.call("DELETE", `/api/v2/devices/${device.id}`)).status, 200);
     const gone = await fetch(`${server.url}/api/v1/update/check`, {
       method: "POST",
       headers: { "content-type": "application/json", authorization: `Bearer token=${device.token}` },
@@ -185,19 +172,19 @@ describe("update check (6.1) and progress (8), end to end with device tokens", (
     const p = await pkg("w2");
     const g = await group("exact_match,w2", 10, [device.id], [p.id]);
     assert.equal((await check(device, body(device, "w1"))).status, 200);
-    assert.equal((await call("GET", "/api/v2/devices/progress", undefined, "")).status, 401);
-    assert.equal((await call("GET", `/api/v2/devices/${device.id}/progress`, undefined, "")).status, 401);
-    assert.equal((await call("GET", "/api/v2/devices/999999/progress")).status, 404);
+    assert.equal((await server.call("GET", "/api/v2/devices/progress", undefined, "")).status, 401);
+    assert.equal((await server.call("GET", `/api/v2/devices/${device.id}/progress`, undefined, "")).status, 401);
+    assert.equal((await server.call("GET", "/api/v2/devices/999999/progress")).status, 404);
 
     const gina = server.token([], "gina");
-    assert.deepEqual((await call("GET", "/api/v2/devices/progress", undefined, gina)).body, []);
-    assert.equal((await call("GET", `/api/v2/devices/${device.id}/progress`, undefined, gina)).status, 404);
-    assert.equal((await call("POST", "/api/v1/permissions", { resource: "group", resource_id: g, user_id: "gina", permission: "read" })).status, 200);
-    assert.deepEqual(((await call("GET", "/api/v2/devices/progress", undefined, gina)).body as { id: number }[]).map((r) => r.id), [device.id]);
-    assert.equal((await call("GET", `/api/v2/devices/${device.id}/progress`, undefined, gina)).status, 200);
+    assert.deepEqual((await server.call("GET", "/api/v2/devices/progress", undefined, gina)).body, []);
+    assert.equal((await server.call("GET", `/api/v2/devices/${device.id}/progress`, undefined, gina)).status, 404);
+    assert.equal((await server.call("POST", "/api/v1/permissions", { resource: "group", resource_id: g, user_id: "gina", permission: "read" })).status, 200);
+    assert.deepEqual(((await server.call("GET", "/api/v2/devices/progress", undefined, gina)).body as { id: number }[]).map((r) => r.id), [device.id]);
+    assert.equal((await server.call("GET", `/api/v2/devices/${device.id}/progress`, undefined, gina)).status, 200);
 
-    assert.equal((await call("PATCH", `/api/v2/groups/${g}/devices`, { add: [], remove: [device.id] })).status, 200);
-    assert.equal((await call("DELETE", `/api/v2/devices/${device.id}`)).status, 200);
-    assert.ok(!((await call("GET", "/api/v2/devices/progress")).body as { id: number }[]).some((r) => r.id === device.id));
+    assert.equal((await server.call("PATCH", `/api/v2/groups/${g}/devices`, { add: [], remove: [device.id] })).status, 200);
+    assert.equal((await server.call("DELETE", `/api/v2/devices/${device.id}`)).status, 200);
+    assert.ok(!((await server.call("GET", "/api/v2/devices/progress")).body as { id: number }[]).some((r) => r.id === device.id));
   });
 });

@@ -7,6 +7,9 @@ import { useEffect, useState } from "preact/hooks";
 import { seg } from "./api.ts";
 import { hasScope, isAdmin, type Me } from "./session.ts";
 import { Badge } from "./ui.tsx";
+import { isFinalStatus, type RunStatus } from "../../testrun/runs/status.ts";
+
+export type { RunStatus };
 
 export interface TestConfig {
   name: string;
@@ -14,7 +17,6 @@ export interface TestConfig {
   size?: number;
 }
 
-export type RunStatus = "pending" | "running" | "finished" | "failed" | "aborted";
 
 export interface Run {
   id: string;
@@ -76,8 +78,7 @@ export const LOCAL_DEVICE = "Local device";
 export const canReadTests = (me: Me) => isAdmin(me) || hasScope(me, "tests_ro") || hasScope(me, "tests_rw");
 export const canRunTests = (me: Me) => hasScope(me, "admin_rw") || hasScope(me, "tests_rw");
 
-export const FINAL: ReadonlySet<string> = new Set(["finished", "failed", "aborted"]);
-export const isFinal = (run: Pick<Run, "status">) => FINAL.has(run.status);
+export const isFinal = (run: Pick<Run, "status">) => isFinalStatus(run.status);
 
 /** Where a run's API lives: here, or on a lab node through this gateway. */
 export const runBase = (id: string, node?: string) => (node ? `/api/v1/test-nodes/${seg(node)}/test-runs/${seg(id)}` : `/api/v1/test-runs/${seg(id)}`);

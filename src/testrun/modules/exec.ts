@@ -1,5 +1,5 @@
 import { isAbsolute, join } from "node:path";
-import { describeExit, programName, type ProcessResult } from "../engine/process.ts";
+import { describeExit, programName, type ProcessResult } from "../../util/process.ts";
 import { command, envOf, ints, list, num, regexError, str } from "./params.ts";
 import { CaseFailure, fail, pass, type CaseDef, type EntryContext, type ModuleDef, type Outcome, type Params } from "./types.ts";
 import { safeArtifactName } from "./artifact-names.ts";

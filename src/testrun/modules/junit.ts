@@ -1,7 +1,7 @@
 import { copyFile, readdir, readFile, stat } from "node:fs/promises";
 import { basename, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { XMLParser } from "fast-xml-parser";
-import { describeExit, type ProcessResult } from "../engine/process.ts";
+import { describeExit, type ProcessResult } from "../../util/process.ts";
 import { safeArtifactName } from "./artifact-names.ts";
 import { resolveCwd } from "./exec.ts";
 import { command, envOf, ints, num, str } from "./params.ts";

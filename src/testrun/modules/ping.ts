@@ -1,4 +1,4 @@
-import { describeExit, type ProcessResult } from "../engine/process.ts";
+import { describeExit, type ProcessResult } from "../../util/process.ts";
 import { num, str } from "./params.ts";
 import { CaseFailure, fail, pass, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
 

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse } from "yaml";
-import { describeExit } from "../engine/process.ts";
+import { describeExit } from "../../util/process.ts";
 import { checkOutput, hasOutputChecks } from "./exec.ts";
 import { ints, isMapping, num, str } from "./params.ts";
 import { fail, pass, type CaseDef, type ModuleDef, type Params, type ParamSpec } from "./types.ts";

@@ -1,4 +1,4 @@
-import type { ProcessOptions, ProcessResult } from "../engine/process.ts";
+import type { ProcessOptions, ProcessResult } from "../../util/process.ts";
 
 /** An entry's parameters as written in the config (after overrides), `machines` removed. */
 export type Params = Record<string, unknown>;

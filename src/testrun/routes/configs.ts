@@ -2,13 +2,14 @@
  * Config routes, both variants (test-run-server.md 12.1-12.6, 13): list, upload, info, file,
  * delete, test-suites, override-hints. Handlers parse, authorize and call the store/loader.
  */
-import { createReadStream } from "node:fs";
 import { Readable } from "node:stream";
 import busboy from "busboy";
 import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { inputProblem } from "../../http/errors.ts";
 import { LabgateError } from "../../util/errors.ts";
+import { serveFile } from "../../storage/send.ts";
+import { statFile } from "../../util/files.ts";
 import { hasYamlExtension, isConfigName } from "../config/names.ts";
 import type { ConfigInfo, ConfigStore, PendingConfig } from "../config/store.ts";
 import { listSuites, overrideHints } from "../config/plan-builder.ts";
@@ -141,13 +142,11 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
 
   app.get("/api/v1/configs/:name/file", access.read, (c) => {
     const name = c.req.param("name");
-    const path = store.pathOf(name);
-    if (!path) throw new LabgateError("not_found", NOT_FOUND);
-    const stream = Readable.toWeb(createReadStream(path)) as ReadableStream;
-    return c.body(stream, 200, {
-      "Content-Type": "text/yaml; charset=utf-8",
+    const file = statFile(store.pathOf(name));
+    if (!file) throw new LabgateError("not_found", NOT_FOUND);
+    return serveFile(c, file, {
       // The name is from the safe set ([A-Za-z0-9._-]), so it needs no quoting.
-      "Content-Disposition": `attachment; filename=${name}`,
+      headers: { "content-type": "text/yaml; charset=utf-8", "content-disposition": `attachment; filename=${name}` },
     });
   });
 

@@ -2,13 +2,13 @@
  * Run routes (test-run-server.md 12.7-12.13, 13, 14): Variant A by default, Variant B with
  * `test_server.api_variant: B`. Handlers parse, authorize and call the run service.
  */
-import { createReadStream } from "node:fs";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { statFile } from "../../util/files.ts";
+import { fileEtag, notModified, serveFile } from "../../storage/send.ts";
 import { z } from "zod";
 import { integerParam, jsonBody, jsonObject, queryOf } from "../../http/openapi.ts";
 import type { Broadcaster, EventStreams } from "../../http/sse.ts";
@@ -19,6 +19,7 @@ import { artifactsDir, reportPath } from "../runs/paths.ts";
 import { LOCAL_DEVICE } from "../runs/nodes.ts";
 import type { TestRunService } from "../runs/service.ts";
 import type { TriggerRequest } from "../runs/trigger.ts";
+import { RUN_STATUSES } from "../runs/status.ts";
 import { FINAL_STATUSES, runObjectA, runObjectB, type RunChange, type RunRecord, type RunStatus, type TriggerRecord } from "../runs/store.ts";
 import type { TestRunAccess } from "./access.ts";
 
@@ -64,7 +65,6 @@ export const reportQuery = z.object({
   format: z.enum(["csv", "json"], { error: (iss) => `unknown report format: ${String(iss.input)}` }).optional(),
 });
 
-const STATUSES = ["pending", "running", "finished", "failed", "aborted"] as const;
 
 /** GET /test-runs with filters and paging (labgate, for the console); without any the list is as before (6.8). */
 export const runListQuery = z.object({
@@ -75,12 +75,12 @@ export const runListQuery = z.object({
     .transform((text, ctx) => {
       if (text === undefined) return undefined;
       const list = text.split(",").map((s) => s.trim());
-      const bad = list.find((s) => !(STATUSES as readonly string[]).includes(s));
+      const bad = list.find((s) => !(RUN_STATUSES as readonly string[]).includes(s));
       if (bad === undefined) return list as RunStatus[];
-      ctx.addIssue({ code: "custom", message: `query parameter "status": unknown status ${JSON.stringify(bad)} (${STATUSES.join(", ")})` });
+      ctx.addIssue({ code: "custom", message: `query parameter "status": unknown status ${JSON.stringify(bad)} (${RUN_STATUSES.join(", ")})` });
       return undefined;
     })
-    .describe(`only runs in these states, comma-separated (${STATUSES.join(", ")})`),
+    .describe(`only runs in these states, comma-separated (${RUN_STATUSES.join(", ")})`),
   trigger_id: z.string().max(128, { error: 'query parameter "trigger_id" is too long' }).optional().describe("only the runs of this trigger"),
   order: z.enum(["asc", "desc"], { error: 'query parameter "order" must be asc or desc' }).optional().describe("asc: oldest first (the default), desc: newest first"),
   limit: integerParam("limit", 1, 1000).describe("at most this many runs (with X-Total-Count: how many match)"),
@@ -104,13 +104,10 @@ function triggerRequest(body: z.output<typeof triggerBodyA>, variant: "A" | "B")
   };
 }
 
-/** Streams a run's CSV report whole (HEAD supported). */
-function serveReport(c: Context<AppEnv>, path: string, headers: Record<string, string>): Response {
-  const file = statFile(path);
-  if (!file) throw new LabgateError("not_found", "Report file not found");
-  const all = { ...headers, "content-length": String(file.stat.size) };
-  if (c.req.method === "HEAD") return c.body(null, 200, all);
-  return c.body(Readable.toWeb(createReadStream(path)) as ReadableStream, 200, all);
+/** A run's CSV report, as a file answer named `filename`. */
+function serveReport(c: Context<AppEnv>, csv: ReturnType<typeof statFile>, filename: string): Promise<Response> {
+  if (!csv) throw new LabgateError("not_found", "Report file not found");
+  return serveFile(c, csv, { headers: { "content-type": "text/csv; charset=utf-8", "content-disposition": contentDisposition("attachment", filename) } });
 }
 
 /**
@@ -127,16 +124,9 @@ async function serveArtifact(c: Context<AppEnv>, dir: string, marker: string): P
   }
   const file = await openArtifact(dir, name);
   if (!file) throw new LabgateError("not_found", "Artifact file not found");
-  const headers = {
-    "content-type": file.contentType,
-    "content-length": String(file.stat.size),
-    "content-disposition": contentDisposition(c.req.query("preview") === "true" ? "inline" : "attachment", file.basename),
-  };
-  if (c.req.method === "HEAD") {
-    await file.handle.close();
-    return c.body(null, 200, headers);
-  }
-  return c.body(Readable.toWeb(file.handle.createReadStream()) as ReadableStream, 200, headers);
+  return serveFile(c, file, {
+    headers: { "content-type": file.contentType, "content-disposition": contentDisposition(c.req.query("preview") === "true" ? "inline" : "attachment", file.basename) },
+  });
 }
 
 /** A run whose report and artifacts may be fetched: known and in a final state. */
@@ -248,19 +238,24 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
     const run = completedRun(store.getRun(c.req.param("id")));
     const path = reportPath(service.dirs, run.id);
     const { format } = queryOf(c, reportQuery);
+    const csv = statFile(path);
+    if (!csv) throw new LabgateError("not_found", "Report file not found");
     if (format === "json") {
+      // Made from the CSV as it is sent: its validator follows the CSV's, but it has no byte ranges.
+      const etag = fileEtag(csv.stat.size, csv.stat.mtime, "-json");
+      const headers = { "content-type": "application/json", etag, "cache-control": "private, no-transform" };
+      if (notModified(c, etag)) return c.body(null, 304, headers);
       const report = await openReportJson(path).catch((error: NodeJS.ErrnoException) => {
         if (error.code === "ENOENT") throw new LabgateError("not_found", "Report file not found");
         throw error;
       });
-      const headers = { "content-type": "application/json" };
       if (c.req.method === "HEAD") {
         await report.close();
         return c.body(null, 200, headers);
       }
       return c.body(Readable.toWeb(report.stream) as ReadableStream, 200, headers);
     }
-    return serveReport(c, path, { "content-type": "text/csv; charset=utf-8", "content-disposition": contentDisposition("attachment", `${run.id}.csv`) });
+    return serveReport(c, csv, `${run.id}.csv`);
   });
 
   app.get(`${base}/:id/report/summary`, access.read, async (c) => {
@@ -343,10 +338,7 @@ function variantB(access: TestRunAccess, service: TestRunService): Hono<AppEnv> 
 
   app.get(`${base}/:id/report`, access.read, async (c) => {
     const run = completedRun(runB(service, c.req.param("id")));
-    return serveReport(c, reportPath(service.dirs, run.id), {
-      "content-type": "text/csv; charset=utf-8",
-      "content-disposition": contentDisposition("attachment", `report-run-${run.seq}.csv`),
-    });
+    return serveReport(c, statFile(reportPath(service.dirs, run.id)), `report-run-${run.seq}.csv`);
   });
 
   return app;

@@ -4,15 +4,16 @@ import { LabgateError } from "../../util/errors.ts";
 import { buildPlan, snapshotSource } from "../config/plan-builder.ts";
 import { planForMachine, planMachines, type TestPlan } from "../plan.ts";
 import type { AppContext } from "../../server/context.ts";
-import type { RemoteRun, RunRecord, RunStatus, RunStore, TriggerRecord } from "./store.ts";
+import type { RemoteRun, RunRecord, RunStore, TriggerRecord } from "./store.ts";
+import { FINAL_STATUSES, isFinalStatus, type RunStatus } from "./status.ts";
 import { nodeJson } from "./node-client.ts";
 import { LOCAL_DEVICE } from "./nodes.ts";
+import { sleep } from "../../util/time.ts";
 import type { TriggerRequest } from "./trigger.ts";
 
 const POLL_MS = 500;
 /** Consecutive failed polls after which a remote run counts as ended (the reference: one). */
 const POLL_FAILURES = 10;
-const FINAL: ReadonlySet<string> = new Set(["finished", "failed", "aborted"]);
 /** Names that never refer to a configured node (11.1). */
 const RESERVED = new Set(["localhost", LOCAL_DEVICE]);
 
@@ -30,18 +31,6 @@ interface Orchestration {
   controller: AbortController;
   done: Promise<void>;
 }
-
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
 
 /**
  * Multi-node triggers (11.3, 11.5): checks machines and nodes before answering, then runs the
@@ -105,12 +94,12 @@ export class Orchestrator {
     const id = request.triggerId ?? randomUUID();
     const store = this.service.store;
     if (store.getTrigger(id)) throw new LabgateError("invalid", `trigger ${id} already exists`);
-    await store.createTrigger({ id, createdAt: Date.now(), configName: request.configName, suite: request.suite, orchestrated: true });
+    await store.createTrigger({ id, createdAt: this.service.ctx.clock.now(), configName: request.configName, suite: request.suite, orchestrated: true });
     const controller = new AbortController();
     const work = onNodes ? this.runOnNodes(id, plan, request, onNodes, controller.signal) : this.run(id, plan, request, controller.signal);
     const done = work.catch(async (error) => {
       this.service.ctx.log.error(`testrun: trigger ${id}: ${(error as Error).stack ?? error}`);
-      await store.updateTrigger(id, { status: "failed", error: (error as Error).message, finishedAt: Date.now() }).catch(() => {});
+      await store.updateTrigger(id, { status: "failed", error: (error as Error).message, finishedAt: this.service.ctx.clock.now() }).catch(() => {});
     });
     this.active.set(id, { controller, done: done.finally(() => this.active.delete(id)) });
     return id;
@@ -204,7 +193,7 @@ export class Orchestrator {
     await store.updateTrigger(id, {
       status,
       resultsDir,
-      finishedAt: Date.now(),
+      finishedAt: this.service.ctx.clock.now(),
       ...(errors.length > 0 ? { error: errors.join("; ") } : typeof signal.reason === "string" ? { error: signal.reason } : {}),
     });
   }
@@ -213,7 +202,7 @@ export class Orchestrator {
     for (;;) {
       await this.service.waitForEnd(runId, 1_000);
       const run = this.service.store.getRun(runId);
-      if (!run || FINAL.has(run.status)) return run?.status ?? "failed";
+      if (!run || FINAL_STATUSES.has(run.status)) return run?.status ?? "failed";
       // Stopped while the local share still waits in the queue: it must not start any more.
       if (signal.aborted && run.status === "pending") await this.service.abort(runId, typeof signal.reason === "string" ? signal.reason : undefined, false).catch(() => {});
     }
@@ -222,7 +211,7 @@ export class Orchestrator {
   /** Polls a node's run until it is final (11.3); a run that never ends is aborted remotely. */
   private async pollRemote(node: NodeTarget, runId: string, signal: AbortSignal): Promise<RunStatus | "unknown"> {
     // A node's run that never ends is aborted remotely (11.4).
-    const deadline = Date.now() + this.service.ctx.config.test_server.remote_run_timeout * 1000;
+    const deadline = this.service.ctx.clock.now() + this.service.ctx.config.test_server.remote_run_timeout * 1000;
     let failures = 0;
     while (!signal.aborted) {
       await sleep(POLL_MS, signal);
@@ -230,13 +219,13 @@ export class Orchestrator {
       try {
         const answer = await this.call(node, "GET", `/api/v1/test-runs/${encodeURIComponent(runId)}`, undefined, signal);
         const status = answer.json && typeof answer.json === "object" ? String((answer.json as { status?: unknown }).status) : "";
-        if (answer.status === 200 && FINAL.has(status)) return status as RunStatus;
+        if (answer.status === 200 && isFinalStatus(status)) return status;
         failures = answer.status === 200 ? 0 : failures + 1;
       } catch {
         failures++;
       }
       if (failures >= POLL_FAILURES) return "unknown";
-      if (Date.now() > deadline) {
+      if (this.service.ctx.clock.now() > deadline) {
         await this.call(node, "DELETE", `/api/v1/test-runs/${encodeURIComponent(runId)}`).catch(() => {});
         return "aborted";
       }

@@ -1,6 +1,6 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { runProcess, describeExit, type ProcessResult } from "../engine/process.ts";
+import { runProcess, describeExit, type ProcessResult } from "../../util/process.ts";
 import { compilePattern, type Matcher } from "../engine/pattern.ts";
 import { ReportWriter, type ReportColumn, type ReportRow } from "../engine/report.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";

@@ -56,7 +56,7 @@ export class TestRunService implements LocalRuns {
   /** At start (6.7): runs and orchestrations the last process left unfinished become aborted; nothing is re-queued. */
   recoverFromRestart(): void {
     // The write is applied in memory at once and made durable right after.
-    void this.store.abortUnfinished(Date.now(), RESTART_ERROR).catch((e) => this.ctx.log.error(`testrun: marking unfinished runs aborted failed: ${e}`));
+    void this.store.abortUnfinished(this.ctx.clock.now(), RESTART_ERROR).catch((e) => this.ctx.log.error(`testrun: marking unfinished runs aborted failed: ${e}`));
   }
 
   get lookup(): ModuleLookup {
@@ -109,7 +109,7 @@ export class TestRunService implements LocalRuns {
 
   /** Creates a tracked run (pending, or born aborted in an aborted trigger) and queues it. */
   async createRun(plan: TestPlan, request: TriggerRequest, warnings: string[], repeatOf: string | null): Promise<RunRecord> {
-    const now = Date.now();
+    const now = this.ctx.clock.now();
     const triggerId = request.triggerId ?? randomUUID();
     const trigger = this.store.getTrigger(triggerId);
     const bornAborted = trigger?.isAborted === true;
@@ -181,7 +181,7 @@ export class TestRunService implements LocalRuns {
     } catch {
       /* the runner reports it */
     }
-    await this.store.markRunning(run.id, Date.now());
+    await this.store.markRunning(run.id, this.ctx.clock.now());
     const plan = this.store.planOf(run.id)!;
     let result;
     try {
@@ -200,7 +200,7 @@ export class TestRunService implements LocalRuns {
     const reason = controller.signal.aborted && typeof controller.signal.reason === "string" ? controller.signal.reason : undefined;
     await this.store.finishRun(run.id, {
       status: result.status,
-      at: Date.now(),
+      at: this.ctx.clock.now(),
       error: reason ?? result.error,
       metadata: result.metadata,
       warnings: [...run.warnings, ...result.warnings],
@@ -248,7 +248,7 @@ export class TestRunService implements LocalRuns {
     if (!run) throw new LabgateError("not_found", "Test run not found");
     if (FINAL_STATUSES.has(run.status)) throw new LabgateError("invalid", "Test run not pending or running");
     if (run.status === "pending") {
-      await this.store.finishRun(id, { status: "aborted", at: Date.now(), ...(reason ? { error: reason } : {}) });
+      await this.store.finishRun(id, { status: "aborted", at: this.ctx.clock.now(), ...(reason ? { error: reason } : {}) });
       this.notifyEnd(id);
     } else {
       await this.store.setAbortRequested(id);
@@ -300,7 +300,7 @@ export class TestRunService implements LocalRuns {
     this.shuttingDown = true;
     this.orchestrator.signalAll(SHUTDOWN_ERROR);
     for (const run of this.store.runsWithStatus("pending")) {
-      await this.store.finishRun(run.id, { status: "aborted", at: Date.now(), error: SHUTDOWN_ERROR }).catch(() => {});
+      await this.store.finishRun(run.id, { status: "aborted", at: this.ctx.clock.now(), error: SHUTDOWN_ERROR }).catch(() => {});
     }
     const active = this.active;
     if (active) {

@@ -2,8 +2,9 @@ import type { Database, Tx } from "../../db/index.ts";
 import { rfc822 } from "../../util/time.ts";
 import type { TestPlan } from "../plan.ts";
 
-export type RunStatus = "pending" | "running" | "finished" | "failed" | "aborted";
-export const FINAL_STATUSES: ReadonlySet<RunStatus> = new Set(["finished", "failed", "aborted"]);
+import { FINAL_STATUSES, type RunStatus } from "./status.ts";
+
+export { FINAL_STATUSES, type RunStatus } from "./status.ts";
 export type TriggerStatus = "running" | "finished" | "failed" | "aborted";
 
 /** A run as stored (JSON columns parsed). Times are epoch milliseconds. */

@@ -10,6 +10,7 @@ import { DeviceGoneError, DeviceTimeoutError, type ChannelHub, type DeviceConnec
 import { deviceFailure, notConnected } from "../channel/errors.ts";
 import { hasCapability, type ActionDefinition } from "../channel/protocol.ts";
 import { signedFileUrl, type DeviceFileStore } from "../devicefiles/store.ts";
+import { sleep } from "../../util/time.ts";
 import { ActionLogStore, INLINE_OUTPUT_BYTES, type ActionStatus, type LogRow } from "./store.ts";
 
 export type { ActionStatus } from "./store.ts";
@@ -47,8 +48,6 @@ const SEND_SLICE = 200;
 
 /** The device answered `action_exec` with something other than ok/full. */
 class DeviceRefusedError extends Error {}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class ActionService {
   private readonly ctx: AppContext;

@@ -7,6 +7,7 @@ import type { AppContext } from "../../server/context.ts";
 import type { EventBroadcaster } from "../events/broadcaster.ts";
 import { forgetWaiting, getProgress, reportProgress } from "../progress/progress.ts";
 import type { ChannelHub, DeviceConnection } from "./hub.ts";
+import { dateOf } from "../../util/time.ts";
 
 /** Installs the handlers of `update_progress` and `update_version`; progress goes out on `events`. */
 export function handleProgress(ctx: AppContext, hub: ChannelHub, events: EventBroadcaster): void {
@@ -15,7 +16,7 @@ export function handleProgress(ctx: AppContext, hub: ChannelHub, events: EventBr
     if (typeof raw !== "number" || !Number.isFinite(raw)) return ctx.log.warn(`device ${conn.mac}: update_progress without a number ignored`);
     const progress = Math.min(100, Math.max(0, Math.round(raw)));
     const version = getProgress(ctx.db, conn.deviceId)?.version ?? null;
-    await reportProgress(ctx.db, conn.deviceId, progress);
+    await reportProgress(ctx.db, conn.deviceId, progress, dateOf(ctx.clock));
     events.publish("update", { device: conn.mac, progress, version });
   });
 

@@ -156,7 +156,7 @@ export class DeviceFileStore {
   }
 
   /** Removes downloads older than `maxAgeSeconds` (their links have expired by then). */
-  sweepDownloads(maxAgeSeconds: number, now = Date.now()): number {
+  sweepDownloads(maxAgeSeconds: number, now: number): number {
     const dir = join(this.root, this.dirs.downloads);
     let removed = 0;
     for (const name of readdirSync(dir)) {

@@ -68,7 +68,7 @@ export function createDeviceGate(ctx: AppContext): (identity: DeviceIdentity) =>
       known.set(identity.deviceId, (device = { mac: row.mac_address, key: row.key_fingerprint ?? "", lastAccess: row.last_access }));
     }
     if (device.mac !== identity.mac || device.key !== identity.key) return false;
-    const now = new Date(Math.floor(Date.now() / 1000) * 1000).toISOString();
+    const now = new Date(Math.floor(ctx.clock.now() / 1000) * 1000).toISOString();
     if (device.lastAccess !== now) {
       device.lastAccess = now;
       pending.set(identity.deviceId, now);

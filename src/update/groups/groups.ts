@@ -80,7 +80,7 @@ export interface NewGroup {
   onCreated?: (tx: Tx, id: number) => void;
 }
 
-export async function createGroup(db: Database, input: NewGroup, now = new Date()): Promise<GroupRow> {
+export async function createGroup(db: Database, input: NewGroup, now: Date): Promise<GroupRow> {
   return db.write((tx) => {
     const { lastInsertRowid: id } = tx.run("INSERT INTO groups (created, metadata, policy, priority, created_by) VALUES (?, ?, ?, ?, ?)", [
       now.toISOString(),

@@ -33,6 +33,7 @@ import {
   type MembershipRule,
 } from "./groups.ts";
 import { parsePolicy } from "./policy.ts";
+import { dateOf } from "../../util/time.ts";
 
 const PRIORITY_LIMIT = 2 ** 31 - 1;
 
@@ -158,8 +159,8 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
       metadata: body.metadata,
       priority: body.priority ?? undefined,
       createdBy: identity.kind === "mgmt" ? identity.user : null,
-      onCreated: (tx, id) => grantCreator(tx, identity, "group", id),
-    });
+      onCreated: (tx, id) => grantCreator(tx, identity, "group", id, dateOf(ctx.clock)),
+    }, dateOf(ctx.clock));
     return c.json(toV2(db, row));
   });
 
@@ -186,7 +187,7 @@ export function groupsV1Routes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   const write = auth.management("admin_rw");
 
   app.post("/api/v1/groups", write, async (c) => {
-    const row = await createGroup(db, { metadata: await jsonBody(c, groupCreateV1Body), createdBy: null });
+    const row = await createGroup(db, { metadata: await jsonBody(c, groupCreateV1Body), createdBy: null }, dateOf(ctx.clock));
     return c.json(toV1(db, row));
   });
 

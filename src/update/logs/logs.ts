@@ -112,7 +112,7 @@ const toV1 = (row: LogRow): LogV1 => ({
  * Stores a batch for device `deviceId` in one durable commit and drops that device's oldest
  * entries beyond `perDevice`. False when the device no longer exists.
  */
-export function appendLogs(db: Database, deviceId: number, entries: LogInput[], perDevice: number, now = new Date()): Promise<boolean> {
+export function appendLogs(db: Database, deviceId: number, entries: LogInput[], perDevice: number, now: Date): Promise<boolean> {
   return db.write((tx) => {
     if (!tx.get("SELECT 1 AS ok FROM devices WHERE id = ?", [deviceId])) return false;
     for (const e of entries) {

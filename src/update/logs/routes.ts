@@ -8,6 +8,7 @@ import { GROUP_NOT_FOUND, getGroup } from "../groups/groups.ts";
 import { allowed, authorize, permissionFilter, type Permission } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
 import { appendLogs, deleteLog, deleteLogs, getLog, logBatchBody, logFilterQuery, queryLogs, type DeviceScope } from "./logs.ts";
+import { dateOf } from "../../util/time.ts";
 
 const LOG_NOT_FOUND = "log does not exist";
 const DEVICE_NOT_FOUND = "device does not exist";
@@ -27,7 +28,7 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     if (identity.kind !== "device") throw new LabgateError("unauthenticated", "a device token is required");
     const { device_logs_max_batch, device_logs_per_device } = ctx.config.update_server;
     const { batch: entries } = await jsonBody(c, logBatchBody(device_logs_max_batch));
-    if (!(await appendLogs(db, identity.deviceId, entries, device_logs_per_device))) throw new LabgateError("unauthenticated", "invalid token was provided");
+    if (!(await appendLogs(db, identity.deviceId, entries, device_logs_per_device, dateOf(ctx.clock)))) throw new LabgateError("unauthenticated", "invalid token was provided");
     return c.json({});
   });
 

@@ -1,7 +1,7 @@
 import type { Database, Tx } from "../../db/index.ts";
 import type { AppContext } from "../../server/context.ts";
 import type { LocalStorage, StagedObject } from "../../storage/local.ts";
-import { rfc822 } from "../../util/time.ts";
+import { dateOf, rfc822 } from "../../util/time.ts";
 
 /** A package row as stored. */
 export interface PackageRow {
@@ -82,7 +82,7 @@ export interface NewPackage {
  * Moves the staged object into place, then commits the row: the object is complete and
  * fsynced before the row exists, and if the row cannot be written the object is removed.
  */
-export async function createPackage(ctx: AppContext, storage: LocalStorage, input: NewPackage, now = new Date()): Promise<PackageRow> {
+export async function createPackage(ctx: AppContext, storage: LocalStorage, input: NewPackage, now = dateOf(ctx.clock)): Promise<PackageRow> {
   const keys = packageKeys(ctx.config.prefix);
   const stored = await storage.commit(input.staged, input.dir);
   // fromEntries defines own properties, so a field named `__proto__` is kept like any other key.

@@ -10,6 +10,7 @@ import { pathId } from "../validation.ts";
 import { artifactPayloadTypes, uploadScopeRefusal } from "./artifact.ts";
 import { checkUploadFields, createPackage, deletePackage, getPackage, packageKeys, toView, type PackageRow } from "./packages.ts";
 import { parseUpload } from "./upload.ts";
+import { dateOf } from "../../util/time.ts";
 
 const UPLOAD_SCOPES: Scope[] = ["upload_single_file", "upload_rootfs_image", "upload_nonstandard_artifact", "admin_rw"];
 const WHAT = "specified package";
@@ -41,7 +42,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
       // D14: the upload scope follows the artifact's payload types, read from the stored bytes.
       const refusal = uploadScopeRefusal(identity.scopes, await artifactPayloadTypes(staged!.tmpPath), ctx.config.prefix);
       if (refusal) throw new LabgateError("forbidden", refusal);
-      const row = await createPackage(ctx, storage, { staged: staged!, fields, dir, user: identity.user, onCreated: (tx, id) => grantCreator(tx, identity, "package", id) });
+      const row = await createPackage(ctx, storage, { staged: staged!, fields, dir, user: identity.user, onCreated: (tx, id) => grantCreator(tx, identity, "package", id, dateOf(ctx.clock)) });
       return c.json(toView(row));
     } catch (error) {
       if (staged) await storage.discard(staged); // no-op once the object was moved into place

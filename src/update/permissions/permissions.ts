@@ -111,7 +111,7 @@ export function allowed(db: Database | Tx, identity: Identity, resource: Resourc
  * The automatic grants of 2.7: the management user who created a group or uploaded a package
  * gets read, update and delete on it. Call inside the creating transaction.
  */
-export function grantCreator(tx: Tx, identity: Identity, resource: Resource, id: number, now: Date = new Date()): void {
+export function grantCreator(tx: Tx, identity: Identity, resource: Resource, id: number, now: Date): void {
   if (identity.kind !== "mgmt") return;
   for (const perm of ["read", "update", "delete"] as const) {
     tx.run(

@@ -6,6 +6,7 @@ import { LabgateError } from "../../util/errors.ts";
 import { bypasses } from "./permissions.ts";
 import { checkPermission, createPermission, deletePermission, getPermission, listPermissions, permissionBody } from "./store.ts";
 import { pathId } from "../validation.ts";
+import { dateOf } from "../../util/time.ts";
 
 /** The permission table (update-server.md 10). */
 export function permissionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
@@ -14,7 +15,7 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   app.post("/api/v1/permissions", auth.management("admin_rw"), async (c) => {
     const permission = checkPermission(await jsonBody(c, permissionBody));
-    return c.json(await createPermission(db, permission));
+    return c.json(await createPermission(db, permission, dateOf(ctx.clock)));
   });
 
   // Any management identity: admins see every row, everyone else their own.

@@ -105,7 +105,7 @@ export function checkPermission(p: NewPermission): NewPermission {
 }
 
 /** Stores a validated permission: 404 for an unknown object, 409 for a duplicate. */
-export async function createPermission(db: Database, p: NewPermission, now: Date = new Date()): Promise<PermissionObject> {
+export async function createPermission(db: Database, p: NewPermission, now: Date): Promise<PermissionObject> {
   const id = await db.write((tx) => {
     if (p.resource !== "device_by_tag" && !resourceExists(tx, p.resource, p.resource_id as number)) {
       throw new LabgateError("not_found", `${p.resource} ${p.resource_id} does not exist`);

@@ -50,7 +50,7 @@ function stateOf(db: Database): ProgressState {
 }
 
 /** Records last touched before this time (ISO) are idle: not shown, not updated, swept. */
-export const idleCutoff = (db: Database, now = Date.now()): string => new Date(now - stateOf(db).idleMs).toISOString();
+export const idleCutoff = (db: Database, now: number): string => new Date(now - stateOf(db).idleMs).toISOString();
 
 /** The record of a device; with `notBefore`, only when it was touched at or after that time. */
 export function getProgress(db: Database | Tx, deviceId: number, notBefore?: string): ProgressRow | undefined {
@@ -72,7 +72,7 @@ export function listProgress(db: Database, notBefore: string, where?: { sql: str
  * alone entirely while it is far from idle, so a device that checks again before it starts
  * costs no write.
  */
-export async function recordUpdateStart(db: Database, deviceId: number, mac: string, version: string, now = new Date()): Promise<void> {
+export async function recordUpdateStart(db: Database, deviceId: number, mac: string, version: string, now: Date): Promise<void> {
   const state = stateOf(db);
   const nowMs = now.getTime();
   const fresh = (since: number) => nowMs - since < state.idleMs / 2;
@@ -101,7 +101,7 @@ export async function recordUpdateStart(db: Database, deviceId: number, mac: str
  * A progress report from the device (over the device channel): clamped to 0..100; 100 means
  * done and removes the record. False when the device has no record (or only an idle one).
  */
-export async function reportProgress(db: Database, deviceId: number, progress: number, now = new Date()): Promise<boolean> {
+export async function reportProgress(db: Database, deviceId: number, progress: number, now: Date): Promise<boolean> {
   const value = Math.max(0, Math.min(100, Math.round(progress)));
   forgetWaiting(db, deviceId);
   const cutoff = idleCutoff(db, now.getTime());
@@ -124,7 +124,7 @@ export function startProgressExpiry(ctx: AppContext): void {
   const state = stateOf(ctx.db);
   state.idleMs = ctx.config.update_server.progress_idle_timeout * 1000;
   const sweep = async () => {
-    const cutoff = idleCutoff(ctx.db);
+    const cutoff = idleCutoff(ctx.db, ctx.clock.now());
     if (!ctx.db.get("SELECT 1 AS x FROM progress WHERE updated < ? LIMIT 1", [cutoff])) return;
     const removed = await ctx.db.write((tx) => {
       const ids = tx.all<{ device_id: number }>("SELECT device_id FROM progress WHERE updated < ?", [cutoff]).map((r) => r.device_id);

@@ -16,13 +16,13 @@ export function progressRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
 
-  app.get("/api/v2/devices/progress", mgmt, (c) => c.json(listProgress(db, idleCutoff(db), permissionFilter(c.get("identity"), "device", "d")).map(toView)));
+  app.get("/api/v2/devices/progress", mgmt, (c) => c.json(listProgress(db, idleCutoff(db, ctx.clock.now()), permissionFilter(c.get("identity"), "device", "d")).map(toView)));
 
   app.get("/api/v2/devices/:id{[0-9]+}/progress", mgmt, (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "read");
     if (!getDevice(db, id)) throw new LabgateError("not_found", "device does not exist");
-    const row = getProgress(db, id, idleCutoff(db));
+    const row = getProgress(db, id, idleCutoff(db, ctx.clock.now()));
     if (!row) throw new LabgateError("not_found", "device is not updating");
     return c.json(toView(row));
   });

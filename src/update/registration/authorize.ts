@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import type { AppContext } from "../../server/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { parseJsonBody } from "../../http/body.ts";
-import { epochSeconds } from "../../util/time.ts";
+import { dateOf, epochSeconds } from "../../util/time.ts";
 import { getDeviceByMac } from "../devices/devices.ts";
 import { decodeSignature, parseDeviceKey, verifyDeviceSignature } from "./keys.ts";
 import { z } from "zod";
@@ -34,7 +34,7 @@ export const MAX_PENDING_PER_KEY = 4;
 export const MAX_PENDING_PER_ADDRESS = 100;
 
 /** Pending registrations that last appeared before this (ISO time) have expired. */
-export const pendingCutoff = (ctx: AppContext, now = new Date()): string =>
+export const pendingCutoff = (ctx: AppContext, now = dateOf(ctx.clock)): string =>
   new Date(now.getTime() - ctx.config.update_server.pending_registration_ttl * 1000).toISOString();
 
 /**
@@ -49,7 +49,7 @@ export async function authorizeDevice(
   replay: ReplayGuard,
   raw: Buffer,
   signature: string | undefined,
-  now: Date = new Date(),
+  now: Date = dateOf(ctx.clock),
   client = "",
 ): Promise<DeviceAuthResult> {
   const { prefix } = ctx.config;

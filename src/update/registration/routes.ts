@@ -10,6 +10,7 @@ import { authorizeDevice, pendingCutoff, signatureHeader } from "./authorize.ts"
 import { approveRegistration, countPending, listPending, removePending, removePendingBulk } from "./registrations.ts";
 import { ReplayGuard } from "./replay.ts";
 import { strictBody, zRequiredString } from "../validation.ts";
+import { dateOf } from "../../util/time.ts";
 
 /** A registration is metadata and a key: a few KB (issue 9 item 4: 64 KB bodies filled the database). */
 export const AUTH_BODY_LIMIT = 16 * 1024;
@@ -43,7 +44,7 @@ export function authRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   app.post("/api/v1/auth/device", async (c) => {
     const raw = await readBodyBytes(c, AUTH_BODY_LIMIT);
     if (raw.length === 0) throw new LabgateError("invalid", "request body is empty; expected JSON");
-    const result = await authorizeDevice(ctx, replay, raw, c.req.header(header), new Date(), clientAddress(c));
+    const result = await authorizeDevice(ctx, replay, raw, c.req.header(header), dateOf(ctx.clock), clientAddress(c));
     if (result.status === "pending") throw new LabgateError("unauthenticated", "device unauthorized");
     return c.json({ token: result.token, expires: result.expires });
   });
@@ -59,13 +60,13 @@ export function authRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   // Bulk removal (issue 9 item 4): after a flood, by client address, by age, or all.
   app.post("/api/v1/auth/pending/remove", auth.management("admin_rw"), async (c) => {
     const body = await jsonBody(c, pendingRemoveBody);
-    const before = body.older_than === undefined ? undefined : new Date(Date.now() - body.older_than * 1000).toISOString();
+    const before = body.older_than === undefined ? undefined : new Date(ctx.clock.now() - body.older_than * 1000).toISOString();
     return c.json({ removed: await removePendingBulk(ctx.db, { all: body.all, client_address: body.client_address, before }) });
   });
 
   app.post("/api/v1/auth/register", auth.management("admin_rw"), async (c) => {
     const body = await jsonBody(c, registerBody);
-    await approveRegistration(ctx.db, ctx.config.prefix, body.mac_address, body.public_key, body.confirm_key_change ?? false);
+    await approveRegistration(ctx.db, ctx.config.prefix, body.mac_address, body.public_key, body.confirm_key_change ?? false, dateOf(ctx.clock));
     return c.json({});
   });
 

@@ -6,6 +6,7 @@ import { signedObjectUrl } from "../../storage/routes.ts";
 import { packageKeys } from "../packages/packages.ts";
 import { recordUpdateStart } from "../progress/progress.ts";
 import { activeGroup, groupPlan, resolveInPlan } from "./catalog.ts";
+import { dateOf } from "../../util/time.ts";
 
 export type DeviceMetadata = Record<string, string | string[]>;
 
@@ -71,7 +72,7 @@ export const sameMac = (a: string, b: string): boolean => a.toLowerCase().replac
  * (lowest priority value), that group's policy target and packages, and the resolver. On an
  * offer the device's progress record starts at 0. Undefined means "no update" (204).
  */
-export async function updateCheck(ctx: AppContext, device: DeviceIdentity, metadata: DeviceMetadata, base: string, now = new Date()): Promise<Offer | undefined> {
+export async function updateCheck(ctx: AppContext, device: DeviceIdentity, metadata: DeviceMetadata, base: string, now = dateOf(ctx.clock)): Promise<Offer | undefined> {
   const keys = checkKeys(ctx.config.prefix);
   const groupId = activeGroup(ctx.db, device.deviceId);
   if (groupId === null) return undefined;

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { Agent } from "../../../src/agent/agent.ts";
 import { buildAgentConfig, type AgentConfig } from "../../../src/agent/config.ts";
 import { createLogger } from "../../../src/util/log.ts";
-import { tempDir, type TestServer } from "../../helpers/server.ts";
+import { tempDir, waitFor, type TestServer } from "../../helpers/server.ts";
 
 let counter = 0;
 /** A MAC unique within this test process. */
@@ -47,20 +47,9 @@ export function startAgent(server: TestServer | string, options: AgentOptions = 
   return agent;
 }
 
-/** Polls `check` until it returns a truthy value (or fails after `ms`). */
-export async function until<T>(check: () => T | Promise<T>, ms = 5000, what = "condition"): Promise<NonNullable<T>> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value) return value as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 /** Approves the agent's pending registration as admin and waits until it holds a token. */
 export async function approveAgent(server: TestServer, agent: Agent): Promise<number> {
-  const pending = await until(async () => {
+  const pending = await waitFor(async () => {
     const res = await server.request("/api/v1/auth/pending", { token: server.adminToken });
     const list = (await res.json()) as Array<{ mac_address: string; public_key: string }>;
     return list.find((p) => p.mac_address === agent.mac);
@@ -86,7 +75,7 @@ export async function device(server: TestServer, id: number): Promise<{ connecte
 
 /** Waits until the server lists the device as connected and knows its capabilities. */
 export async function untilConnected(server: TestServer, id: number): Promise<void> {
-  await until(async () => {
+  await waitFor(async () => {
     const d = await device(server, id);
     return d.connected && d.capabilities.exec_cmds === true;
   }, 5000, `device ${id} connected`);
@@ -125,7 +114,7 @@ export async function approvedThenStopped(server: TestServer, agent: Agent): Pro
   const id = await approveAgent(server, agent);
   await untilConnected(server, id);
   await agent.stop();
-  await until(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
   return id;
 }
 
@@ -134,18 +123,10 @@ export async function approvedThenStopped(server: TestServer, agent: Agent): Pro
  * and puts the device in a group whose policy offers an uploaded v9. Returns the device id.
  */
 export async function offlineDeviceOfferedV9(server: TestServer, agent: Agent): Promise<number> {
-  const { uploadOk } = await import("./packages.ts");
+  const { offerGroup, uploadOk } = await import("./packages.ts");
   const id = await approvedThenStopped(server, agent);
-  const call = async (method: string, path: string, json?: unknown) => {
-    const res = await server.request(path, { method, token: server.adminToken, json });
-    if (res.status !== 200) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
-    return res;
-  };
   const pkg = await uploadOk(server, { token: server.adminToken, version: "v9", devtype: "board" });
-  const group = ((await (await call("POST", "/api/v2/groups", { metadata: {} })).json()) as { id: number }).id;
-  await call("POST", `/api/v2/groups/${group}/policy`, { policy: "exact_match,v9" });
-  await call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] });
-  await call("PATCH", `/api/v2/groups/${group}/devices`, { add: [id], remove: [] });
+  await offerGroup(server, { policy: "exact_match,v9", packages: [pkg.id], devices: [id] });
   return id;
 }
 
@@ -177,47 +158,4 @@ export async function rawDevice(server: TestServer, agent: Agent): Promise<{ ws:
       waiting.push({ method, resolve });
     });
   return { ws, token: token!, messages, next };
-}
-
-export interface SseEvent {
-  event: string;
-  data: Record<string, unknown>;
-}
-
-/** Reads `/api/stream` (or another event stream at `path`) in the background; `events` fills as they arrive; `ended` gives all text once the server ends it. */
-export async function openStream(
-  server: TestServer,
-  token = server.adminToken,
-  path = "/api/stream",
-): Promise<{ events: SseEvent[]; status: number; close: () => void; ended: Promise<string> }> {
-  const controller = new AbortController();
-  const res = await fetch(`${server.url}${path}`, { headers: { authorization: `Bearer token=${token}` }, signal: controller.signal });
-  const events: SseEvent[] = [];
-  let ended: Promise<string> = Promise.resolve("");
-  if (res.status === 200 && res.body) {
-    ended = (async () => {
-      let buffer = "";
-      let all = "";
-      const decoder = new TextDecoder();
-      try {
-        for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-          const text = decoder.decode(chunk, { stream: true });
-          buffer += text;
-          all += text;
-          let cut: number;
-          while ((cut = buffer.indexOf("\n\n")) >= 0) {
-            const block = buffer.slice(0, cut);
-            buffer = buffer.slice(cut + 2);
-            const event = /^event:(.*)$/m.exec(block)?.[1];
-            const data = /^data:(.*)$/m.exec(block)?.[1];
-            if (event && data) events.push({ event, data: JSON.parse(data) });
-          }
-        }
-      } catch {
-        // Aborted.
-      }
-      return all;
-    })();
-  }
-  return { events, status: res.status, close: () => controller.abort(), ended };
 }

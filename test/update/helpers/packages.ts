@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { gzipSync } from "node:zlib";
+import assert from "node:assert/strict";
 import type { TestServer } from "../../helpers/server.ts";
 
 /** One ustar member (header + data padded to 512). */
@@ -64,4 +65,21 @@ export async function uploadOk(server: TestServer, options: UploadOptions): Prom
   const res = await upload(server, options);
   if (res.status !== 200) throw new Error(`upload failed: ${res.status} ${await res.text()}`);
   return (await res.json()) as { id: number; sha256: string; created: string; metadata: Record<string, unknown> };
+}
+
+/** A group (v2, as admin) with `policy` that offers `packages` to `devices`; its id. */
+export async function offerGroup(server: TestServer, group: { policy: string; packages: number[]; devices: number[]; priority?: number; metadata?: Record<string, string> }): Promise<number> {
+  const created = await server.call<{ id: number }>("POST", "/api/v2/groups", { metadata: group.metadata ?? {}, ...(group.priority === undefined ? {} : { priority: group.priority }) });
+  assert.equal(created.status, 200, JSON.stringify(created.body));
+  const { id } = created.body;
+  const steps: Array<[string, string, unknown]> = [
+    ["POST", `/api/v2/groups/${id}/policy`, { policy: group.policy }],
+    ["POST", `/api/v2/groups/${id}/package`, { packages: group.packages }],
+    ["PATCH", `/api/v2/groups/${id}/devices`, { add: group.devices, remove: [] }],
+  ];
+  for (const [method, path, json] of steps) {
+    const res = await server.call(method, path, json);
+    assert.equal(res.status, 200, `${method} ${path}: ${JSON.stringify(res.body)}`);
+  }
+  return id;
 }

@@ -1,11 +1,11 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, call, get, getPage, messageOf, seg } from "../api.ts";
 import { href, navigate, replaceQuery, type Page, type PageProps } from "../router.ts";
-import { canReadTests, canRunTests, isFinal, LOCAL_DEVICE, PatternHelp, StatusBadge, useRunEvents, type Run, type RunStatus, type TestConfig } from "../testruns.tsx";
+import { RUN_STATUSES } from "../../../testrun/runs/status.ts";
+import { canReadTests, canRunTests, isFinal, LOCAL_DEVICE, PatternHelp, StatusBadge, useRunEvents, type Run, type TestConfig } from "../testruns.tsx";
 import { Card, Empty, Field, Pager, PageHeader, Show, Time, useAction, useLoad } from "../ui.tsx";
 
 const LIMIT = 25;
-const STATUSES: RunStatus[] = ["pending", "running", "finished", "failed", "aborted"];
 
 function Runs({ me, query }: PageProps) {
   const config = query.get("config") ?? "";
@@ -76,7 +76,7 @@ function Runs({ me, query }: PageProps) {
           <select aria-label="Filter by status" value={status} onChange={(e) => filter({ status: (e.target as HTMLSelectElement).value })}>
             <option value="">all</option>
             <option value="pending,running">pending or running</option>
-            {STATUSES.map((s) => (
+            {RUN_STATUSES.map((s) => (
               <option key={s} value={s}>
                 {s}
               </option>

@@ -19,6 +19,8 @@ export interface ProcessOptions {
   outputLimit?: number;
   /** Also stream stdout and stderr (interleaved) into this file, unlimited. */
   outputFile?: string;
+  /** Also keep stdout and stderr interleaved, as they came, up to this many bytes (`combined`). */
+  combinedLimit?: number;
   killGraceMs?: number;
 }
 
@@ -29,6 +31,8 @@ export interface ProcessResult {
   exitSignal: NodeJS.Signals | null;
   stdout: string;
   stderr: string;
+  /** stdout and stderr interleaved (only with `combinedLimit`). */
+  combined?: Buffer;
   /** Either stream went over the in-memory limit (the kept part is the beginning). */
   truncated: boolean;
   timedOut: boolean;
@@ -64,15 +68,19 @@ class Capture {
     this.chunks.push(part);
     this.size += part.length;
   }
+  bytes(): Buffer {
+    return Buffer.concat(this.chunks);
+  }
   text(): string {
-    return Buffer.concat(this.chunks).toString("utf8");
+    return this.bytes().toString("utf8");
   }
 }
 
 /**
- * The one way modules and metadata commands run programs: own process group (so a shell's
- * children die with it), timeout and abort both send SIGTERM to the group and SIGKILL after
- * the grace period, output captured up to a limit. Never throws for a failing program.
+ * The one way labgate runs programs (test modules, metadata commands, the agent's actions and
+ * install command): own process group (so a shell's children die with it), timeout and abort both
+ * send SIGTERM to the group and SIGKILL after the grace period, output captured up to a limit.
+ * Never throws for a failing program.
  */
 export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
   const started = performance.now();
@@ -96,14 +104,16 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
   return new Promise((resolve) => {
     const out = new Capture(limit);
     const err = new Capture(limit);
+    const both = options.combinedLimit === undefined ? undefined : new Capture(options.combinedLimit);
+    let child: ReturnType<typeof spawn>;
+    try {
+      child = spawn(file, args, { cwd: options.cwd, env: { ...process.env, ...options.env }, stdio: ["ignore", "pipe", "pipe"], detached: true });
+    } catch (error) {
+      // Arguments spawn refuses outright (e.g. a NUL byte): nothing started.
+      return resolve(result({ startError: (error as Error).message, ...(both ? { combined: Buffer.alloc(0) } : {}) }));
+    }
     let sink: WriteStream | undefined;
     if (options.outputFile) sink = createWriteStream(options.outputFile);
-    const child = spawn(file, args, {
-      cwd: options.cwd,
-      env: { ...process.env, ...options.env },
-      stdio: ["ignore", "pipe", "pipe"],
-      detached: true,
-    });
     let timedOut = false;
     let aborted = false;
     let killTimer: NodeJS.Timeout | undefined;
@@ -132,12 +142,14 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
     };
     options.signal?.addEventListener("abort", onAbort, { once: true });
 
-    child.stdout.on("data", (chunk: Buffer) => {
+    child.stdout!.on("data", (chunk: Buffer) => {
       out.add(chunk);
+      both?.add(chunk);
       sink?.write(chunk);
     });
-    child.stderr.on("data", (chunk: Buffer) => {
+    child.stderr!.on("data", (chunk: Buffer) => {
       err.add(chunk);
+      both?.add(chunk);
       sink?.write(chunk);
     });
 
@@ -149,6 +161,7 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
           result({
             stdout: out.text(),
             stderr: err.text(),
+            ...(both ? { combined: both.bytes() } : {}),
             truncated: out.truncated || err.truncated,
             timedOut,
             aborted,

@@ -1,0 +1,95 @@
+/*
+ * The agent's identity towards the server: its key, the device client that signs authorization
+ * requests, the clock correction learnt from the server's `Date` headers, and the wait for
+ * approval.
+ */
+import { join } from "node:path";
+import { DeviceClient, loadOrCreateDeviceKey, type Metadata } from "../update/client/device-client.ts";
+import type { Logger } from "../util/log.ts";
+import type { AgentConfig } from "./config.ts";
+import type { ServerTransport } from "./transport.ts";
+
+const KEY_FILE = "device-key.pem";
+
+/** fetch says only "fetch failed"; the cause says why (e.g. a certificate that does not verify). */
+export const reason = (error: unknown): string => {
+  const { message, cause } = error as Error;
+  return cause instanceof Error ? `${message}: ${cause.message}` : message;
+};
+
+export class Registration {
+  readonly client: DeviceClient;
+  /** Seconds to add to the device's clock to get the server's (learnt from `Date` headers). */
+  private clockOffset = 0;
+  private accepted = false;
+  private readonly config: AgentConfig;
+  private readonly log: Logger;
+  private readonly transport: ServerTransport;
+  private readonly clock: () => number;
+
+  /** `clock`: the device's clock in ms (tests skew it). */
+  constructor(config: AgentConfig, log: Logger, transport: ServerTransport, clock: () => number, metadata: Metadata) {
+    this.config = config;
+    this.log = log;
+    this.transport = transport;
+    this.clock = clock;
+    this.client = new DeviceClient({
+      server: config.server,
+      privateKeyPem: loadOrCreateDeviceKey(join(config.data_dir, KEY_FILE), config.key_type).privateKeyPem,
+      metadata,
+      prefix: config.prefix,
+      now: () => Math.floor(this.clock() / 1000) + this.clockOffset,
+      fetch: (input, init) => this.fetchNoting(input, init),
+    });
+  }
+
+  /** Authorizes until the server accepts the device (pending: someone has to approve it). */
+  async untilAccepted(wait: { sleep(seconds: number): Promise<void>; nextDelay(previous: number): number; stopped(): boolean }): Promise<boolean> {
+    let delay = this.config.retry_min_delay;
+    while (!wait.stopped()) {
+      try {
+        const outcome = await this.client.authorize();
+        if (outcome.status === "accepted") {
+          if (!this.accepted) this.log.info(`agent: device ${this.config.mac_address} is accepted`);
+          this.accepted = true;
+          return true;
+        }
+        this.log.info(`agent: device ${this.config.mac_address} waits for approval`);
+      } catch (error) {
+        this.log.warn(`agent: authorization failed: ${reason(error)}`);
+      }
+      await wait.sleep(delay);
+      delay = wait.nextDelay(delay);
+    }
+    return false;
+  }
+
+  /** A token for the socket, or undefined (logged) when authorization failed. */
+  async token(): Promise<string | undefined> {
+    try {
+      return await this.client.getToken();
+    } catch (error) {
+      this.log.warn(`agent: authorization failed: ${reason(error)}`);
+      return undefined;
+    }
+  }
+
+  /**
+   * Lab devices often boot without a real-time clock or NTP: the signed auth timestamp would fall
+   * outside the server's window. The server's `Date` header tells how far off this clock is.
+   */
+  private async fetchNoting(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+    const response = await this.transport.fetch(input, init);
+    const date = Date.parse(response.headers.get("date") ?? "");
+    if (Number.isFinite(date)) {
+      const offset = Math.round((date - this.clock()) / 1000);
+      // Date has whole seconds: follow only a real difference.
+      if (Math.abs(offset - this.clockOffset) > 30) {
+        this.log.warn(`agent: the device clock is ${Math.abs(offset)} s ${offset > 0 ? "behind" : "ahead of"} the server's; using the server's time`);
+        this.clockOffset = offset;
+        this.client?.clockCorrected();
+      }
+    }
+    return response;
+  }
+}
