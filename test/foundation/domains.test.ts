@@ -1,5 +1,6 @@
 // The composition roots build working services without HTTP: a real database in a temp dir, no listener.
 import assert from "node:assert/strict";
+import { Readable } from "node:stream";
 import { after, before, describe, test } from "node:test";
 import { loadOrCreateKeys } from "../../src/auth/keys.ts";
 import { TokenService } from "../../src/auth/tokens.ts";
@@ -42,8 +43,8 @@ describe("createTestRunDomain", () => {
   });
 
   test("a saved config runs through the queue to `finished`, its changes heard; shutdown aborts what is left", async () => {
-    await domain.configs.save("quick.yml", [Buffer.from("tests:\n  g:\n  - sleep:\n      seconds: 0\n")]);
-    await domain.configs.save("slow.yml", [Buffer.from("tests:\n  g:\n  - sleep:\n      seconds: 30\n")]);
+    await domain.configs.save("quick.yml", Readable.from([Buffer.from("tests:\n  g:\n  - sleep:\n      seconds: 0\n")]));
+    await domain.configs.save("slow.yml", Readable.from([Buffer.from("tests:\n  g:\n  - sleep:\n      seconds: 30\n")]));
     const changed: string[] = [];
     domain.changes.subscribe((change) => changed.push(`${change.kind} ${change.id}`));
     const request = { configName: "quick.yml", suite: "", machineTarget: null, overrides: null, pattern: "" };
