@@ -54,9 +54,9 @@ export function routeTable({ shared, accounts, update, testRun }: Domains): Rout
 
     // The update server (update-server.md).
     // Device authorization and registrations: /api/v1/auth/device, /api/v1/auth/register, /api/v1/auth/pending
-    (ctx, auth) => authRoutes(ctx, auth),
+    (ctx, auth) => authRoutes(ctx, auth, update.replay, update.deviceHooks),
     // Devices and tags: /api/v1/devices, /api/v2/devices, /api/v2/tags
-    (ctx, auth) => devicesRoutes(ctx, auth),
+    (ctx, auth) => devicesRoutes(ctx, auth, update.deviceHooks),
     // /api/v1/permissions
     (ctx, auth) => permissionsRoutes(ctx, auth),
     // /api/v1/packages
@@ -85,7 +85,7 @@ export function routeTable({ shared, accounts, update, testRun }: Domains): Rout
     // CORS for the paths below, only when test_server.cors_origins lists origins (1.1).
     (ctx) => testRunCors(ctx.config.test_server.cors_origins),
     // /api/v1/configs
-    (ctx, auth) => configRoutes(ctx, testRunAccess(ctx, auth), testRun.configs),
+    (ctx, auth) => configRoutes(ctx, testRunAccess(ctx, auth), testRun.configs, testRun.views),
     // /api/v1/test-runs (Variant A, or B with test_server.api_variant: B)
     (ctx, auth) => runRoutes(ctx, testRunAccess(ctx, auth), { service: testRun.runs, changes: testRun.changes, streams: shared.streams }),
     // /api/v1/test-nodes (Variant A only, like suites and hints)

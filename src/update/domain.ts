@@ -12,14 +12,19 @@ import { handleProgress } from "./channel/progress.ts";
 import { ShellService } from "./channel/shell.ts";
 import { DeviceFileStore } from "./devicefiles/store.ts";
 import { FileTransferService } from "./devicefiles/transfers.ts";
-import { onDeviceDeleted, onDeviceRekeyed } from "./devices/devices.ts";
+import { DeviceHooks } from "./devices/devices.ts";
 import { createDeviceGate } from "./devices/gate.ts";
 import { EventBroadcaster } from "./events/broadcaster.ts";
 import { sweepOrphanObjects } from "./packages/packages.ts";
 import { startProgressExpiry } from "./progress/progress.ts";
+import { ReplayGuard } from "./registration/replay.ts";
 
 /** The update server's services, as the routers get them. */
 export interface UpdateDomain {
+  /** What a device deletion or key change ends (the gate's cache, sockets, action logs). */
+  deviceHooks: DeviceHooks;
+  /** Signed device authorization requests seen, refused when replayed (9.1). */
+  replay: ReplayGuard;
   /** Package objects (`/local_storage/`). */
   storage: LocalStorage;
   /** Live device events (`GET /api/stream`). */
@@ -34,8 +39,10 @@ export interface UpdateDomain {
 }
 
 export function createUpdateDomain(ctx: AppContext): UpdateDomain {
-  // Device tokens of deleted devices are refused; last_access is kept up to date.
-  ctx.deviceGate = createDeviceGate(ctx);
+  // Device tokens of deleted (or re-keyed) devices are refused; last_access is kept up to date.
+  const deviceHooks = new DeviceHooks();
+  ctx.deviceGate = createDeviceGate(ctx, deviceHooks);
+  const replay = new ReplayGuard();
 
   // Packages: objects an interrupted upload left without a row go (in the background).
   const storage = new LocalStorage(ctx.dataDir);
@@ -76,7 +83,7 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   ctx.onShutdown.push(() => clearInterval(sweep));
 
   // A deleted device loses its socket, its action log and the outputs (17.18).
-  const unhook = onDeviceDeleted(ctx.db, (tx, device) => {
+  deviceHooks.onDeleted((tx, device) => {
     const outputs = tx.all<{ output_key: string | null }>("SELECT output_key FROM action_log WHERE mac_address = ?", [device.mac_address]);
     tx.run("DELETE FROM action_log WHERE mac_address = ?", [device.mac_address]);
     return async () => {
@@ -86,11 +93,10 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
     };
   });
   // A key change closes the socket opened with the earlier key; the device with the new key connects.
-  const unhookKey = onDeviceRekeyed(ctx.db, (device) => {
+  deviceHooks.onRekeyed((device) => {
     const conn = hub.get(device.mac_address);
     if (conn && conn.deviceId === device.id) hub.disconnect(device.mac_address, CLOSE_UNAUTHORIZED, "device key changed");
   });
-  ctx.onShutdown.push(unhook, unhookKey);
 
-  return { storage, events, hub, shells, actions, deviceFiles, transfers };
+  return { deviceHooks, replay, storage, events, hub, shells, actions, deviceFiles, transfers };
 }

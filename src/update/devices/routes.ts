@@ -9,6 +9,7 @@ import {
   bothFilters,
   countDevices,
   deleteDevice,
+  type DeviceHooks,
   deviceTags,
   deviceTextFilter,
   getDevice,
@@ -45,7 +46,7 @@ export const deviceRenameBody = strictBody({
 });
 
 /** Devices v2 and v1, and tags (update-server.md 7). */
-export function devicesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks): Hono<AppEnv> {
   const { db } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
@@ -84,7 +85,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   app.delete("/api/v2/devices/:id{[0-9]+}", mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "delete");
-    if (!(await deleteDevice(db, id))) throw httpError(404, NOT_FOUND);
+    if (!(await deleteDevice(db, hooks, id))) throw httpError(404, NOT_FOUND);
     return c.json({});
   });
 
@@ -143,7 +144,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   app.delete("/api/v1/devices/:id{[0-9]+}", auth.management("admin_rw"), async (c) => {
     const id = pathId(c.req.param("id"), "device");
-    if (!(await deleteDevice(db, id))) throw httpError(404, NOT_FOUND);
+    if (!(await deleteDevice(db, hooks, id))) throw httpError(404, NOT_FOUND);
     return c.json({});
   });
 

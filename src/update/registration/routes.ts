@@ -8,7 +8,8 @@ import { clientAddress } from "../../http/transport.ts";
 import { httpError } from "../../http/errors.ts";
 import { authorizeDevice, pendingCutoff, signatureHeader } from "./authorize.ts";
 import { approveRegistration, countPending, listPending, removePending, removePendingBulk } from "./registrations.ts";
-import { ReplayGuard } from "./replay.ts";
+import type { ReplayGuard } from "./replay.ts";
+import type { DeviceHooks } from "../devices/devices.ts";
 import { strictBody, zRequiredString } from "../validation.ts";
 
 /** A registration is metadata and a key: a few KB (issue 9 item 4: 64 KB bodies filled the database). */
@@ -34,8 +35,7 @@ export const pendingRemoveBody = strictBody({
 });
 
 /** Device authorization and registrations (update-server.md 9). */
-export function authRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
-  const replay = new ReplayGuard();
+export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hooks: DeviceHooks): Hono<AppEnv> {
   const header = signatureHeader(ctx.config.prefix);
   const app = new Hono<AppEnv>();
 
@@ -65,7 +65,7 @@ export function authRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   app.post("/api/v1/auth/register", auth.management("admin_rw"), async (c) => {
     const body = await jsonBody(c, registerBody);
-    await approveRegistration(ctx.db, ctx.config.prefix, body.mac_address, body.public_key, body.confirm_key_change ?? false);
+    await approveRegistration(ctx.db, hooks, ctx.config.prefix, body.mac_address, body.public_key, body.confirm_key_change ?? false);
     return c.json({});
   });
 
