@@ -17,8 +17,12 @@ export class DatabaseUnavailableError extends Error {}
 
 export interface RunResult {
   changes: number;
+  /** The rowid an INSERT (or REPLACE) statement inserted last; 0 for other statements. */
   lastInsertRowid: number;
 }
+
+/** Statements after which last_insert_rowid() means something (asking costs a query each time). */
+const INSERTS = /^\s*(INSERT|REPLACE)\b/i;
 
 /** What a write transaction may do. Only `run` statements are journaled, so they must be deterministic. */
 export interface Tx {
@@ -199,7 +203,7 @@ export class Database {
       stmt.reset();
     }
     const changes = this.sql.getRowsModified();
-    const lastInsertRowid = Number(this.get<{ id: number }>("SELECT last_insert_rowid() AS id")!.id);
+    const lastInsertRowid = INSERTS.test(text) ? Number(this.get<{ id: number }>("SELECT last_insert_rowid() AS id")!.id) : 0;
     return { changes, lastInsertRowid };
   }
 

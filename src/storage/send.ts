@@ -103,21 +103,18 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
 }
 
 /**
- * Streams a stored file with Content-Length, ETag, Accept-Ranges, single-range and conditional
- * support (the public storage routes of update-server.md 14.3-14.4). With `direct`, the body is
- * sent by sendFile (same bytes, less memory) when the server is @hono/node-server; otherwise
- * through a file stream.
+ * The head of an answer for an object of `size` bytes: ETag, Last-Modified, Accept-Ranges,
+ * single-range and conditional support. A 304 is answered here; a range that cannot be
+ * satisfied throws 416.
  */
-export function serveFile(c: Context, file: { path: string; stat: Stats }, options: { direct?: boolean } = {}): Response {
-  const { path, stat } = file;
-  const size = stat.size;
-  // Objects never change after upload, so size and mtime make a strong validator.
-  const etag = `"${size.toString(16)}-${Math.floor(stat.mtimeMs).toString(16)}"`;
+function answerHead(c: Context, size: number, modified: Date): Response | { status: 200 | 206; headers: Record<string, string>; start: number; end: number; length: number } {
+  // Objects never change once stored, so size and modification time make a strong validator.
+  const etag = `"${size.toString(16)}-${Math.floor(modified.getTime()).toString(16)}"`;
   const headers: Record<string, string> = {
     "Content-Type": "application/octet-stream",
     "Accept-Ranges": "bytes",
     ETag: etag,
-    "Last-Modified": rfc822(stat.mtime),
+    "Last-Modified": rfc822(modified),
     "Cache-Control": "private, no-transform",
   };
   const ifNoneMatch = c.req.header("if-none-match");
@@ -134,11 +131,33 @@ export function serveFile(c: Context, file: { path: string; stat: Stats }, optio
   const length = size === 0 ? 0 : end - start + 1;
   headers["Content-Length"] = String(length);
   if (range) headers["Content-Range"] = `bytes ${start}-${end}/${size}`;
-  const status = range ? 206 : 200;
+  return { status: range ? 206 : 200, headers, start, end, length };
+}
+
+/**
+ * Streams a stored file with Content-Length, ETag, Accept-Ranges, single-range and conditional
+ * support (the public storage routes of update-server.md 14.3-14.4). With `direct`, the body is
+ * sent by sendFile (same bytes, less memory) when the server is @hono/node-server; otherwise
+ * through a file stream.
+ */
+export function serveFile(c: Context, file: { path: string; stat: Stats }, options: { direct?: boolean } = {}): Response {
+  const { path, stat } = file;
+  const head = answerHead(c, stat.size, stat.mtime);
+  if (head instanceof Response) return head;
+  const { status, headers, start, end, length } = head;
   if (length === 0 || c.req.method === "HEAD") return new Response(null, { status, headers });
   // Large objects (packages): straight from the file to the socket through a few reused buffers.
   const res = options.direct ? nodeResponse(c.env) : undefined;
   if (res) return sendFile(res, status, headers, path, start, end);
   const body = Readable.toWeb(createReadStream(path, { start, end, highWaterMark: CHUNK })) as unknown as ReadableStream<Uint8Array>;
   return new Response(body, { status, headers });
+}
+
+/** serveFile for a small object held in memory (e.g. an action output kept in the database). */
+export function serveBytes(c: Context, data: Uint8Array, modified: Date): Response {
+  const head = answerHead(c, data.length, modified);
+  if (head instanceof Response) return head;
+  const { status, headers, start, end, length } = head;
+  if (length === 0 || c.req.method === "HEAD") return new Response(null, { status, headers });
+  return new Response(data.slice(start, end + 1), { status, headers });
 }

@@ -7,6 +7,7 @@
 import type { AppContext } from "../server/context.ts";
 import { LocalStorage } from "../storage/local.ts";
 import { ActionService } from "./actions/actions.ts";
+import { deleteDeviceLog } from "./actions/store.ts";
 import { ChannelHub, CLOSE_UNAUTHORIZED } from "./channel/hub.ts";
 import { handleProgress } from "./channel/progress.ts";
 import { ShellService } from "./channel/shell.ts";
@@ -84,12 +85,11 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
 
   // A deleted device loses its socket, its action log and the outputs (17.18).
   deviceHooks.onDeleted((tx, device) => {
-    const outputs = tx.all<{ output_key: string | null }>("SELECT output_key FROM action_log WHERE mac_address = ?", [device.mac_address]);
-    tx.run("DELETE FROM action_log WHERE mac_address = ?", [device.mac_address]);
+    const outputs = deleteDeviceLog(tx, device.mac_address);
     return async () => {
       const conn = hub.get(device.mac_address);
       if (conn && conn.deviceId === device.id) hub.disconnect(device.mac_address, CLOSE_UNAUTHORIZED, "device was deleted");
-      for (const { output_key } of outputs) await deviceFiles.remove(output_key);
+      for (const key of outputs) await deviceFiles.remove(key);
     };
   });
   // A key change closes the socket opened with the earlier key; the device with the new key connects.

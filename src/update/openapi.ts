@@ -9,7 +9,7 @@ import { Empty, errors, ok, type Operation, type Reply } from "../http/openapi.t
 import { logBatchBody, logFilterQuery as logFilter, MAX_NAME } from "./logs/logs.ts";
 import { registerBody, pendingBody, pendingListQuery, pendingRemoveBody } from "./registration/routes.ts";
 import { fileRequestBody } from "./devicefiles/routes.ts";
-import { removeActionsBody } from "./actions/routes.ts";
+import { execManyBody, removeActionsBody } from "./actions/routes.ts";
 import { permissionBody } from "./permissions/store.ts";
 import { deviceAuthBody } from "./registration/authorize.ts";
 import { checkBodySchema } from "./updatecheck/check.ts";
@@ -275,6 +275,14 @@ export function updateOperations(config: Config): Operation[] {
         access: "management",
         summary: "Run an action (202 {} when the device is offline: queued)",
         responses: { 200: reply(ActionLogEntry), 202: ok(Empty, "Queued"), ...mgmtRead, 504: e400 },
+      },
+      {
+        method: "post",
+        path: "/api/v2/devices/action/exec",
+        access: "management",
+        summary: "Run an action on many devices (labgate): per device the status and body its own exec would answer",
+        body: { json: execManyBody },
+        responses: { 200: reply(z.object({ results: list(z.looseObject({ device: z.string(), status: z.int() })) })), ...mgmtWrite },
       },
       { method: "get", path: "/api/v2/devices/{mac}/action/log", access: "management", summary: "The device's action log", responses: { 200: reply(list(ActionLogEntry)), ...mgmtRead } },
       { method: "delete", path: "/api/v2/devices/{mac}/action/log", access: "management", summary: "Clear finished entries", responses: { 200: ok(), ...mgmtRead } },

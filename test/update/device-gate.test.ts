@@ -1,26 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { removeDir, startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
-import { deviceMetadata, json, nextMac } from "./helpers/devices.ts";
-
-/** Devices straight into the table (as the benchmark seeds them), with a device token each. */
-async function seedDevices(server: TestServer, count: number): Promise<{ id: number; mac: string; token: string }[]> {
-  const macs = Array.from({ length: count }, () => nextMac());
-  await server.server.ctx.db.write((tx) => {
-    for (const mac of macs) {
-      tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata, last_access) VALUES (?, ?, ?, '{}', '{}', ?)", [
-        "2020-01-01T00:00:00.000Z",
-        mac,
-        mac,
-        "2020-01-01T00:00:00.000Z",
-      ]);
-    }
-  });
-  return macs.map((mac) => {
-    const { id } = server.server.ctx.db.get<{ id: number }>("SELECT id FROM devices WHERE mac_address = ?", [mac])!;
-    return { id, mac, token: server.server.ctx.tokens.issueDevice(mac, id, 3600) };
-  });
-}
+import { deviceMetadata, json, seedDevices } from "./helpers/devices.ts";
 
 const check = (server: TestServer, device: { mac: string; token: string }) =>
   server.request("/api/v1/update/check", { method: "POST", token: device.token, json: deviceMetadata(device.mac) });

@@ -10,22 +10,11 @@ import { DeviceGoneError, DeviceTimeoutError, type ChannelHub, type DeviceConnec
 import { asHttpError, notConnected } from "../channel/errors.ts";
 import { hasCapability, type ActionDefinition } from "../channel/protocol.ts";
 import { signedFileUrl, type DeviceFileStore } from "../devicefiles/store.ts";
+import { ActionLogStore, INLINE_OUTPUT_BYTES, type ActionStatus, type LogRow } from "./store.ts";
 
-export type ActionStatus = "pending" | "sent" | "success" | "error";
-const FINAL = "('success', 'error')";
+export type { ActionStatus } from "./store.ts";
 /** Output bytes a log entry carries inline: a log of many large outputs stays a modest answer. */
 export const MAX_INLINE_OUTPUT = 64 * 1024;
-
-interface LogRow {
-  seq: number;
-  id: string;
-  mac_address: string;
-  action_id: string;
-  created: string;
-  status: ActionStatus;
-  status_code: number | null;
-  output_key: string | null;
-}
 
 /** An action-log entry as served (11.4 with D7/D8). */
 export interface LogEntry {
@@ -50,6 +39,12 @@ export interface ExecResult {
   output: string;
 }
 
+/** What an execution came to: the device's result, or queued for its next connection. */
+export type ExecOutcome = { queued: true } | ExecResult;
+
+/** Executions of a fan-out started per event-loop turn. */
+const SEND_SLICE = 200;
+
 /** The device answered `action_exec` with something other than ok/full. */
 class DeviceRefusedError extends Error {}
 
@@ -59,6 +54,7 @@ export class ActionService {
   private readonly ctx: AppContext;
   private readonly hub: ChannelHub;
   private readonly files: DeviceFileStore;
+  private readonly store: ActionLogStore;
   /** Executions driven right now (by a request or a dispatcher): not to be dispatched again. */
   private readonly inflight = new Set<string>();
 
@@ -67,6 +63,8 @@ export class ActionService {
     this.ctx = ctx;
     this.hub = hub;
     this.files = files;
+    this.store = new ActionLogStore(ctx.db, (message) => ctx.log.warn(message));
+    this.files.serveInlineActions((id) => this.store.inlineOutput(id));
   }
 
   /** `action_exec_control`: the device took (ok), refused or put off (full) an action (11.3). */
@@ -100,41 +98,74 @@ export class ActionService {
 
   /**
    * Executes `actionId` on the device and waits for its result, or queues it when the device is
-   * offline (`queued`). The log row exists (pending) before anything is sent.
+   * offline (`queued`). The log row is on disk (pending) before anything is sent.
    */
-  async exec(mac: string, actionId: string): Promise<{ queued: true } | ExecResult> {
-    const id = randomUUID();
-    // Marked in flight before the row exists, so that a dispatcher starting meanwhile skips it.
-    this.inflight.add(id);
+  async exec(mac: string, actionId: string): Promise<ExecOutcome> {
+    const [execution] = await this.start([mac], actionId);
+    const outcome = await execution;
+    if (outcome.status === "rejected") throw outcome.reason;
+    return outcome.value;
+  }
+
+  /**
+   * `exec` on many devices at once (a fan-out): every log row is written by one durable write
+   * before anything is sent, and the results are recorded in shared writes as they come back.
+   * Settles once every device has answered, failed or been queued; one outcome per MAC, in order.
+   */
+  async execMany(macs: string[], actionId: string): Promise<Array<PromiseSettledResult<ExecOutcome>>> {
+    return Promise.all(await this.start(macs, actionId));
+  }
+
+  /**
+   * Writes the pending rows, then starts each execution: SEND_SLICE devices per event-loop turn,
+   * so that other requests (and the first results) are served between slices of a large fan-out.
+   * Resolves once all are started.
+   */
+  private async start(macs: string[], actionId: string): Promise<Array<Promise<PromiseSettledResult<ExecOutcome>>>> {
+    const ids = macs.map(() => randomUUID());
+    // Marked in flight before the rows exist, so that a dispatcher starting meanwhile skips them.
+    for (const id of ids) this.inflight.add(id);
     try {
-      await this.ctx.db.write((tx) =>
-        void tx.run("INSERT INTO action_log (id, mac_address, action_id, created, status) VALUES (?, ?, ?, ?, 'pending')", [id, mac, actionId, new Date().toISOString()]),
-      );
+      await this.store.insertPending(ids.map((id, i) => ({ id, mac: macs[i], actionId })));
     } catch (error) {
-      this.inflight.delete(id);
+      for (const id of ids) this.inflight.delete(id);
       throw error;
     }
-    const conn = this.hub.get(mac);
-    if (!conn) {
-      this.inflight.delete(id);
-      return { queued: true };
+    const executions: Array<Promise<PromiseSettledResult<ExecOutcome>>> = [];
+    for (let i = 0; i < macs.length; i++) {
+      if (i > 0 && i % SEND_SLICE === 0) await new Promise((resolve) => setImmediate(resolve));
+      executions.push(
+        this.drive(macs[i], ids[i], actionId).then(
+          (value) => ({ status: "fulfilled", value }),
+          (reason: unknown) => ({ status: "rejected", reason }),
+        ),
+      );
     }
+    return executions;
+  }
+
+  /** One logged execution: sent when the device is connected, its result awaited; else left queued. */
+  private async drive(mac: string, id: string, actionId: string): Promise<ExecOutcome> {
     try {
-      await this.requireActionCapability(conn);
-      const definition = (await conn.actionList(this.timeouts.device_reply_timeout)).find((a) => a.action_id === actionId);
-      if (!definition) throw httpError(404, `action ${actionId} is not defined on the device`);
-      // The action's own timeout bounds the wait (plus a margin); no timeout: the configured maximum.
-      const resultWait = definition.timeout > 0 ? definition.timeout + this.timeouts.action_timeout_margin : this.timeouts.action_max_wait;
-      const deadline = Date.now() + (resultWait + this.timeouts.device_reply_timeout) * 1000;
-      // Waiting starts before sending: a fast device's result may arrive with its acknowledgement.
-      const result = conn.wait<ExecResult>(`result:${id}`, resultWait + this.timeouts.device_reply_timeout);
-      result.catch(() => {});
-      await this.deliver(conn, id, actionId, deadline);
-      return await result;
-    } catch (error) {
-      await this.fail(id);
-      if (error instanceof DeviceRefusedError) throw httpError(502, error.message);
-      throw asHttpError(error);
+      const conn = this.hub.get(mac);
+      if (!conn) return { queued: true };
+      try {
+        await this.requireActionCapability(conn);
+        const definition = (await conn.actionList(this.timeouts.device_reply_timeout)).find((a) => a.action_id === actionId);
+        if (!definition) throw httpError(404, `action ${actionId} is not defined on the device`);
+        // The action's own timeout bounds the wait (plus a margin); no timeout: the configured maximum.
+        const resultWait = definition.timeout > 0 ? definition.timeout + this.timeouts.action_timeout_margin : this.timeouts.action_max_wait;
+        const deadline = Date.now() + (resultWait + this.timeouts.device_reply_timeout) * 1000;
+        // Waiting starts before sending: a fast device's result may arrive with its acknowledgement.
+        const result = conn.wait<ExecResult>(`result:${id}`, resultWait + this.timeouts.device_reply_timeout);
+        result.catch(() => {});
+        await this.deliver(conn, id, actionId, deadline);
+        return await result;
+      } catch (error) {
+        await this.fail(id);
+        if (error instanceof DeviceRefusedError) throw httpError(502, error.message);
+        throw asHttpError(error);
+      }
     } finally {
       this.inflight.delete(id);
     }
@@ -151,15 +182,7 @@ export class ActionService {
       const control = conn.wait<string>(`control:${id}`, this.timeouts.device_reply_timeout);
       conn.send({ method: "action_exec", execution_id: id, action_id: actionId });
       const status = await control;
-      if (status === "ok") {
-        // An intermediate state nobody waits for: it rides on the next durable commit.
-        try {
-          this.ctx.db.writeLazy((tx) => void tx.run("UPDATE action_log SET status = 'sent' WHERE id = ? AND status = 'pending'", [id]));
-        } catch (error) {
-          this.ctx.log.warn(`action ${id}: status sent not recorded: ${(error as Error).message}`);
-        }
-        return;
-      }
+      if (status === "ok") return this.store.markSent(id);
       if (status !== "full") throw new DeviceRefusedError(`device refused the action (status ${JSON.stringify(status)})`);
       if (Date.now() + this.timeouts.queue_full_retry * 1000 > deadline) throw new DeviceTimeoutError(`device ${conn.mac} kept its action queue full`);
       await sleep(this.timeouts.queue_full_retry * 1000);
@@ -167,11 +190,9 @@ export class ActionService {
     }
   }
 
-  /** Marks a row `error` unless it already holds a final status. */
+  /** Marks a row `error` unless it already holds a final status (a failure to do so is logged). */
   private async fail(id: string): Promise<void> {
-    await this.ctx.db
-      .write((tx) => void tx.run(`UPDATE action_log SET status = 'error', finished = ? WHERE id = ? AND status NOT IN ${FINAL}`, [new Date().toISOString(), id]))
-      .catch((error) => this.ctx.log.error(`action ${id}: status not stored: ${(error as Error).message}`));
+    await this.store.fail(id).catch((error) => this.ctx.log.error(`action ${id}: status not stored: ${(error as Error).message}`));
   }
 
   /** `action_exec_result`: the row gets its final status, exit code and output (11.3 step 8). */
@@ -183,39 +204,19 @@ export class ActionService {
     }
     const output = Buffer.from(typeof message.output === "string" ? message.output : "", "base64");
     const answer: ExecResult = { status_code: code, output: output.toString("base64") };
-    const row = this.ctx.db.get<LogRow>("SELECT * FROM action_log WHERE id = ? AND mac_address = ?", [id, conn.mac]);
-    if (!row) {
-      // Removed from the log meanwhile (remove, clear pending): a request still waiting gets its answer.
-      if (!conn.settle(`result:${id}`, answer)) this.ctx.log.warn(`device ${conn.mac}: result for unknown execution ${id} ignored`);
-      return;
-    }
-    if (row.status === "success" || row.status === "error") {
-      // Too late (the request already answered 504), or delivered twice: the first word stands.
-      this.ctx.log.info(`device ${conn.mac}: late result for execution ${id} ignored`);
-      conn.settle(`result:${id}`, answer);
-      return;
-    }
-    const key = output.length > 0 ? await this.files.writeObject("actions", output) : null;
-    const stored = await this.ctx.db.write((tx) => {
-      const { changes } = tx.run(`UPDATE action_log SET status = ?, status_code = ?, output_key = ?, finished = ? WHERE id = ? AND status NOT IN ${FINAL}`, [
-        code === 0 ? "success" : "error",
-        code,
-        key,
-        new Date().toISOString(),
-        id,
-      ]);
-      return changes > 0;
-    });
-    if (!stored) await this.files.remove(key);
-    conn.settle(`result:${id}`, answer);
+    // Small outputs go into the row (durable with the shared commit), larger ones into a file first.
+    const key = output.length > INLINE_OUTPUT_BYTES ? await this.files.writeObject("actions", output) : null;
+    const recorded = await this.store.recordResult({ id, mac: conn.mac, code, output: key || output.length === 0 ? null : output, key });
+    if (recorded !== "stored") await this.files.remove(key);
+    // Too late (the request already answered 504), or delivered twice: the first word stands.
+    if (recorded === "late") this.ctx.log.info(`device ${conn.mac}: late result for execution ${id} ignored`);
+    // Removed from the log meanwhile (remove, clear pending): a request still waiting gets its answer.
+    if (!conn.settle(`result:${id}`, answer) && recorded === "unknown") this.ctx.log.warn(`device ${conn.mac}: result for unknown execution ${id} ignored`);
   }
 
   /** Delivers the queue of a device that just connected: oldest first (11.5). */
   private async dispatch(conn: DeviceConnection): Promise<void> {
-    const queued = () =>
-      this.ctx.db
-        .all<LogRow>("SELECT * FROM action_log WHERE mac_address = ? AND status IN ('pending', 'sent') ORDER BY seq", [conn.mac])
-        .filter((row) => !this.inflight.has(row.id));
+    const queued = () => this.store.queued(conn.mac).filter((row) => !this.inflight.has(row.id));
     if (queued().length === 0) return;
     let actions: ActionDefinition[];
     try {
@@ -248,27 +249,31 @@ export class ActionService {
 
   /** The log of a device, newest first (11.6); each entry carries its output inline and as a link (D8, 11.7). */
   log(mac: string, base: string): LogEntry[] {
-    return this.ctx.db.all<LogRow>("SELECT * FROM action_log WHERE mac_address = ? ORDER BY seq DESC", [mac]).map((row) => ({
-      id: row.id,
-      action: row.action_id,
-      created: row.created.slice(0, 19),
-      status: row.status,
-      status_code: row.status_code,
-      ...this.inlineOutput(row),
-      download_url: row.output_key ? signedFileUrl(this.ctx, base, row.output_key) : null,
-    }));
+    return this.store.entries(mac).map((row) => {
+      const key = row.output_key ?? (row.output ? this.files.actionOutputKey(row.id) : null);
+      return {
+        id: row.id,
+        action: row.action_id,
+        created: row.created.slice(0, 19),
+        status: row.status,
+        status_code: row.status_code,
+        ...this.inlineOutput(row),
+        download_url: key ? signedFileUrl(this.ctx, base, key) : null,
+      };
+    });
   }
 
   private inlineOutput(row: LogRow): { output: string | null; output_truncated: boolean } {
     if (row.status_code === null) return { output: null, output_truncated: false };
+    if (row.output) return { output: Buffer.from(row.output).toString("base64"), output_truncated: false };
     if (!row.output_key) return { output: "", output_truncated: false };
     const { data, truncated } = this.files.readObject(row.output_key, MAX_INLINE_OUTPUT);
     return { output: data.toString("base64"), output_truncated: truncated };
   }
 
   /** Deletes finished rows (success or error). */
-  clearLog(mac: string): Promise<void> {
-    return this.deleteRows(`mac_address = ? AND status IN ${FINAL}`, [mac]);
+  async clearLog(mac: string): Promise<void> {
+    await this.removeFiles(await this.store.clearFinished(mac));
   }
 
   /**
@@ -276,22 +281,16 @@ export class ActionService {
    * delivered again on the next connection (11.5); one the device runs right now cannot be
    * recalled, and its late result is ignored.
    */
-  clearPending(mac: string): Promise<void> {
-    return this.deleteRows(`mac_address = ? AND status NOT IN ${FINAL}`, [mac]);
+  async clearPending(mac: string): Promise<void> {
+    await this.removeFiles(await this.store.clearPending(mac));
   }
 
   /** Deletes the listed rows of that device, whatever their status; unknown ids are ignored. */
-  remove(mac: string, ids: string[]): Promise<void> {
-    if (ids.length === 0) return Promise.resolve();
-    return this.deleteRows(`mac_address = ? AND id IN (${ids.map(() => "?").join(", ")})`, [mac, ...ids]);
+  async remove(mac: string, ids: string[]): Promise<void> {
+    await this.removeFiles(await this.store.remove(mac, ids));
   }
 
-  private async deleteRows(where: string, params: string[]): Promise<void> {
-    const keys = await this.ctx.db.write((tx) => {
-      const outputs = tx.all<{ output_key: string | null }>(`SELECT output_key FROM action_log WHERE ${where}`, params);
-      tx.run(`DELETE FROM action_log WHERE ${where}`, params);
-      return outputs.map((r) => r.output_key);
-    });
+  private async removeFiles(keys: Array<string | null>): Promise<void> {
     for (const key of keys) await this.files.remove(key);
   }
 }

@@ -1,19 +1,31 @@
 import { Hono, type Context } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { httpError } from "../../http/errors.ts";
+import { DatabaseUnavailableError } from "../../db/index.ts";
+import { HttpError, httpError } from "../../http/errors.ts";
 import { z } from "zod";
 import { jsonBody } from "../../http/openapi.ts";
 import { publicBase } from "../../storage/routes.ts";
 import { deviceByMac } from "../channel/access.ts";
 import type { Permission } from "../permissions/permissions.ts";
-import { strictBody } from "../validation.ts";
-import type { ActionService } from "./actions.ts";
+import { strictBody, zRequiredString } from "../validation.ts";
+import type { ActionService, ExecOutcome } from "./actions.ts";
 
 const MAX_IDS = 10_000;
 const MSG_IDS = `schema validation failed: field "actions" must be a list of at most ${MAX_IDS} log entry ids`;
 /** The body of action/remove (11.6). */
 export const removeActionsBody = strictBody({ actions: z.array(z.string({ error: MSG_IDS }), { error: MSG_IDS }).max(MAX_IDS, { error: MSG_IDS }) });
+
+const MAX_DEVICES = 10_000;
+const MSG_DEVICES = `schema validation failed: field "devices" must be a list of 1 to ${MAX_DEVICES} MAC addresses`;
+/** The body of the fan-out (labgate's own route): one action on many devices. */
+export const execManyBody = strictBody({
+  action_id: zRequiredString("action_id", 256),
+  devices: z.array(z.string({ error: MSG_DEVICES }), { error: MSG_DEVICES }).min(1, { error: MSG_DEVICES }).max(MAX_DEVICES, { error: MSG_DEVICES }),
+});
+
+/** One device's part of a fan-out: the status and body its own `action/exec` request would have answered. */
+export type FanOutEntry = { device: string; status: number } & ({ status_code: number; output: string } | { error: string } | Record<never, never>);
 
 /**
  * Remote actions (update-server.md 11). Routes name the device by MAC; the MAC is resolved to the
@@ -35,6 +47,39 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
     const result = await actions.exec(mac, actionId);
     if ("queued" in result) return c.json({}, 202);
     return c.json(result);
+  });
+
+  // A fan-out: `action/exec` on many devices in one request, logged and recorded in shared writes.
+  app.post("/api/v2/devices/action/exec", mgmt, async (c) => {
+    const { action_id: actionId, devices } = await jsonBody(c, execManyBody);
+    const identity = c.get("identity");
+    const macs = [...new Set(devices)];
+    const refused = new Map<string, unknown>();
+    const permitted = macs.filter((mac) => {
+      try {
+        deviceByMac(db, identity, mac, "update");
+        return true;
+      } catch (error) {
+        refused.set(mac, error);
+        return false;
+      }
+    });
+    const settled = await actions.execMany(permitted, actionId);
+    const outcomes = new Map(permitted.map((mac, i) => [mac, settled[i]]));
+    const entry = (mac: string): FanOutEntry => {
+      const outcome = outcomes.get(mac);
+      if (!outcome) return failed(mac, refused.get(mac));
+      if (outcome.status === "rejected") return failed(mac, outcome.reason);
+      const result: ExecOutcome = outcome.value;
+      return "queued" in result ? { device: mac, status: 202 } : { device: mac, status: 200, ...result };
+    };
+    const failed = (mac: string, error: unknown): FanOutEntry => {
+      if (error instanceof HttpError) return { device: mac, status: error.status, error: error.message };
+      if (error instanceof DatabaseUnavailableError) return { device: mac, status: 503, error: error.message };
+      ctx.log.error(`action ${actionId} on ${mac}: ${(error as Error).stack ?? String(error)}`);
+      return { device: mac, status: 500, error: "internal error" };
+    };
+    return c.json({ results: macs.map(entry) });
   });
 
   app.get("/api/v2/devices/:mac/action/log", mgmt, (c) => c.json(actions.log(deviceMac(c, "read"), publicBase(ctx, c))));

@@ -6,7 +6,7 @@ import { httpError } from "../../http/errors.ts";
 import { requestBodyStream } from "../../http/body.ts";
 import { jsonBody } from "../../http/openapi.ts";
 import { publicBase, requireSignedLink } from "../../storage/routes.ts";
-import { serveFile } from "../../storage/send.ts";
+import { serveBytes, serveFile } from "../../storage/send.ts";
 import { authorize } from "../permissions/permissions.ts";
 import { pathId, strictBody, zRequiredString } from "../validation.ts";
 import { MULTIPART_LINK, type DeviceFileStore } from "./store.ts";
@@ -48,8 +48,10 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTr
     const key = c.req.path.slice("/local_storage_multipart/multipart/".length);
     requireSignedLink(ctx, c, MULTIPART_LINK, key);
     const object = store.stat(key);
-    if (!object) throw httpError(404, "object does not exist");
-    return serveFile(c, object);
+    if (object) return serveFile(c, object);
+    const inline = store.inlineObject(key);
+    if (inline) return serveBytes(c, inline.data, inline.modified);
+    throw httpError(404, "object does not exist");
   });
 
   return app;

@@ -26,6 +26,8 @@ export class DeviceFileStore {
   readonly partsDir: string;
   private readonly dirs: Record<ObjectKind, string>;
   private readonly keyPattern: RegExp;
+  /** Small action outputs live in the action log, not in files (src/update/actions/store.ts). */
+  private inlineActions: ((id: string) => InlineObject | undefined) | undefined;
 
   constructor(dataDir: string, prefix: string) {
     this.root = join(dataDir, "multipart");
@@ -40,6 +42,23 @@ export class DeviceFileStore {
   /** The file of a key, or undefined when the key is not one of ours. */
   pathOf(key: string): string | undefined {
     return this.keyPattern.test(key) ? join(this.root, key) : undefined;
+  }
+
+  /** The key an action output kept in the action log answers to: `<prefix>.actions/<execution id>`. */
+  actionOutputKey(executionId: string): string {
+    return `${this.dirs.actions}/${executionId}`;
+  }
+
+  /** Where action outputs that are not files come from (the action service). */
+  serveInlineActions(source: (executionId: string) => InlineObject | undefined): void {
+    this.inlineActions = source;
+  }
+
+  /** An action output kept in the action log under `key`, or undefined. */
+  inlineObject(key: string): InlineObject | undefined {
+    const prefix = `${this.dirs.actions}/`;
+    if (!this.keyPattern.test(key) || !key.startsWith(prefix)) return undefined;
+    return this.inlineActions?.(key.slice(prefix.length));
   }
 
   /** Stat of a stored object, or undefined. */
@@ -153,6 +172,12 @@ export class DeviceFileStore {
     }
     return removed;
   }
+}
+
+/** Bytes stored elsewhere than a file, with the time they were written (for ETag and Last-Modified). */
+export interface InlineObject {
+  data: Uint8Array;
+  modified: Date;
 }
 
 export class PartTooLargeError extends Error {}

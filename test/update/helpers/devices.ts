@@ -80,3 +80,22 @@ export async function registerDevice(server: TestServer, options: ClientOptions 
 export async function json<T = any>(res: Response | Promise<Response>): Promise<T> {
   return (await (await res).json()) as T;
 }
+
+/** Devices straight into the table (as the benchmark seeds them), with a device token each. */
+export async function seedDevices(server: TestServer, count: number): Promise<{ id: number; mac: string; token: string }[]> {
+  const macs = Array.from({ length: count }, () => nextMac());
+  await server.server.ctx.db.write((tx) => {
+    for (const mac of macs) {
+      tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata, last_access) VALUES (?, ?, ?, '{}', '{}', ?)", [
+        "2020-01-01T00:00:00.000Z",
+        mac,
+        mac,
+        "2020-01-01T00:00:00.000Z",
+      ]);
+    }
+  });
+  return macs.map((mac) => {
+    const { id } = server.server.ctx.db.get<{ id: number }>("SELECT id FROM devices WHERE mac_address = ?", [mac])!;
+    return { id, mac, token: server.server.ctx.tokens.issueDevice(mac, id, 3600) };
+  });
+}

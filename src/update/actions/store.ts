@@ -1,0 +1,213 @@
+/*
+ * The action log's SQL (update-server.md 11.4-11.6, labgate D7, D8): rows keyed by MAC, a status
+ * of pending -> sent -> success | error, the exit code, and the output (small ones in the row,
+ * larger ones as a file named by `output_key`).
+ *
+ * Writes that arrive in one event-loop turn share one transaction: an action sent to ten thousand
+ * devices is logged by one durable write, and the results that come back together are recorded
+ * together (the journal's group commit then shares the fsync as well). Every promise still
+ * resolves only once its own row is on disk.
+ */
+import type { Database, Tx } from "../../db/index.ts";
+
+export type ActionStatus = "pending" | "sent" | "success" | "error";
+/** Statuses a row never leaves. */
+export const FINAL = "('success', 'error')";
+/** Outputs up to this size are stored in the log row; larger ones are files (DeviceFileStore). */
+export const INLINE_OUTPUT_BYTES = 1024;
+
+export interface LogRow {
+  seq: number;
+  id: string;
+  mac_address: string;
+  action_id: string;
+  created: string;
+  status: ActionStatus;
+  status_code: number | null;
+  output_key: string | null;
+  /** The whole output when it is small (INLINE_OUTPUT_BYTES), else null. */
+  output: Uint8Array | null;
+  finished: string | null;
+}
+
+export interface NewEntry {
+  id: string;
+  mac: string;
+  actionId: string;
+}
+
+export interface ResultRecord {
+  id: string;
+  mac: string;
+  code: number;
+  /** Stored in the row (small output), or null when the output is a file or empty. */
+  output: Uint8Array | null;
+  /** The output's file, when it was too large for the row. */
+  key: string | null;
+}
+
+/** What became of a result: recorded, too late (the row already had a final status), or no such row. */
+export type Recorded = "stored" | "late" | "unknown";
+
+/** Items added in one event-loop turn, committed by one call just after it (setImmediate). */
+class TurnBatch<T, R> {
+  private items: Array<{ item: T; resolve: (result: R) => void; reject: (error: unknown) => void }> = [];
+  private readonly commit: (items: T[]) => Promise<R[]>;
+
+  constructor(commit: (items: T[]) => Promise<R[]>) {
+    this.commit = commit;
+  }
+
+  add(item: T): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      if (this.items.length === 0) setImmediate(() => this.flush());
+      this.items.push({ item, resolve, reject });
+    });
+  }
+
+  private flush(): void {
+    const batch = this.items;
+    this.items = [];
+    this.commit(batch.map((b) => b.item)).then(
+      (results) => batch.forEach((b, i) => b.resolve(results[i])),
+      (error: unknown) => batch.forEach((b) => b.reject(error)),
+    );
+  }
+}
+
+/** Rows of one multi-row INSERT: one statement text (and one journal op) per 64 log entries. */
+const INSERT_CHUNK = 64;
+const insertSql = (rows: number) =>
+  `INSERT INTO action_log (id, mac_address, action_id, created, status) VALUES ${Array.from({ length: rows }, () => "(?, ?, ?, ?, 'pending')").join(", ")}`;
+
+export class ActionLogStore {
+  private readonly db: Database;
+  private readonly warn: (message: string) => void;
+  private readonly inserts = new TurnBatch<NewEntry, void>((entries) => this.db.write((tx) => this.insertRows(tx, entries)).then(() => entries.map(() => undefined)));
+  private readonly failures = new TurnBatch<string, void>((ids) => this.db.write((tx) => this.failRows(tx, ids)).then(() => ids.map(() => undefined)));
+  private readonly results = new TurnBatch<ResultRecord, Recorded>((records) => this.db.write((tx) => records.map((r) => this.resultRow(tx, r))));
+  private sent = new Set<string>();
+  private sentFlush = false;
+
+  constructor(db: Database, warn: (message: string) => void) {
+    this.db = db;
+    this.warn = warn;
+  }
+
+  /** New `pending` rows (in this order, so the queue keeps it); resolves once they are on disk. */
+  insertPending(entries: NewEntry[]): Promise<void> {
+    return Promise.all(entries.map((entry) => this.inserts.add(entry))).then(() => undefined);
+  }
+
+  private insertRows(tx: Tx, entries: NewEntry[]): void {
+    const created = new Date().toISOString();
+    const params = (rows: NewEntry[]) => rows.flatMap((e) => [e.id, e.mac, e.actionId, created]);
+    let at = 0;
+    for (; at + INSERT_CHUNK <= entries.length; at += INSERT_CHUNK) tx.run(insertSql(INSERT_CHUNK), params(entries.slice(at, at + INSERT_CHUNK)));
+    // The rest one by one: few distinct statement texts, each prepared once.
+    for (; at < entries.length; at++) tx.run(insertSql(1), params([entries[at]]));
+  }
+
+  /**
+   * The device took the action (`ok`): `sent`, an intermediate state nobody waits for, so it
+   * rides on the next durable commit (one lazy transaction for all marked in a turn).
+   */
+  markSent(id: string): void {
+    this.sent.add(id);
+    if (this.sentFlush) return;
+    this.sentFlush = true;
+    setImmediate(() => this.flushSent());
+  }
+
+  private flushSent(): void {
+    const ids = [...this.sent];
+    this.sent = new Set();
+    this.sentFlush = false;
+    if (ids.length === 0) return;
+    try {
+      this.db.writeLazy((tx) => {
+        for (const id of ids) tx.run("UPDATE action_log SET status = 'sent' WHERE id = ? AND status = 'pending'", [id]);
+      });
+    } catch (error) {
+      this.warn(`status sent of ${ids.length} action(s) not recorded: ${(error as Error).message}`);
+    }
+  }
+
+  /** Marks a row `error` unless it already holds a final status; resolves once that is on disk. */
+  fail(id: string): Promise<void> {
+    return this.failures.add(id);
+  }
+
+  private failRows(tx: Tx, ids: string[]): void {
+    const finished = new Date().toISOString();
+    for (const id of ids) tx.run(`UPDATE action_log SET status = 'error', finished = ? WHERE id = ? AND status NOT IN ${FINAL}`, [finished, id]);
+  }
+
+  /** A device's result: the row gets its final status, exit code and output (11.3 step 8), unless it already has one. */
+  recordResult(record: ResultRecord): Promise<Recorded> {
+    // A `sent` mark still waiting for its lazy write says nothing the result does not.
+    this.sent.delete(record.id);
+    return this.results.add(record);
+  }
+
+  private resultRow(tx: Tx, r: ResultRecord): Recorded {
+    const { changes } = tx.run(`UPDATE action_log SET status = ?, status_code = ?, output_key = ?, output = ?, finished = ? WHERE id = ? AND mac_address = ? AND status NOT IN ${FINAL}`, [
+      r.code === 0 ? "success" : "error",
+      r.code,
+      r.key,
+      r.output,
+      new Date().toISOString(),
+      r.id,
+      r.mac,
+    ]);
+    if (changes > 0) return "stored";
+    return tx.get("SELECT 1 FROM action_log WHERE id = ? AND mac_address = ?", [r.id, r.mac]) ? "late" : "unknown";
+  }
+
+  /** Rows of a device without a result (its queue), oldest first (11.5). */
+  queued(mac: string): LogRow[] {
+    return this.db.all<LogRow>("SELECT * FROM action_log WHERE mac_address = ? AND status IN ('pending', 'sent') ORDER BY seq", [mac]);
+  }
+
+  /** The log of a device, newest first (11.6). */
+  entries(mac: string): LogRow[] {
+    return this.db.all<LogRow>("SELECT * FROM action_log WHERE mac_address = ? ORDER BY seq DESC", [mac]);
+  }
+
+  /** The output stored in the row of `id`, and when it came; undefined when the row keeps none. */
+  inlineOutput(id: string): { data: Uint8Array; modified: Date } | undefined {
+    const row = this.db.get<{ output: Uint8Array; finished: string }>("SELECT output, finished FROM action_log WHERE id = ? AND output IS NOT NULL", [id]);
+    return row && { data: row.output, modified: new Date(row.finished) };
+  }
+
+  /** Deletes the finished rows (success or error) of a device; resolves with the output files they named. */
+  clearFinished(mac: string): Promise<Array<string | null>> {
+    return this.deleteWhere(`mac_address = ? AND status IN ${FINAL}`, [mac]);
+  }
+
+  /** Deletes the rows of a device without a result (its queue). */
+  clearPending(mac: string): Promise<Array<string | null>> {
+    return this.deleteWhere(`mac_address = ? AND status NOT IN ${FINAL}`, [mac]);
+  }
+
+  /** Deletes the listed rows of a device, whatever their status; unknown ids are ignored. */
+  remove(mac: string, ids: string[]): Promise<Array<string | null>> {
+    if (ids.length === 0) return Promise.resolve([]);
+    return this.deleteWhere(`mac_address = ? AND id IN (${ids.map(() => "?").join(", ")})`, [mac, ...ids]);
+  }
+
+  private deleteWhere(where: string, params: string[]): Promise<Array<string | null>> {
+    return this.db.write((tx) => deleteRows(tx, where, params));
+  }
+}
+
+function deleteRows(tx: Tx, where: string, params: string[]): Array<string | null> {
+  const outputs = tx.all<{ output_key: string | null }>(`SELECT output_key FROM action_log WHERE ${where}`, params);
+  tx.run(`DELETE FROM action_log WHERE ${where}`, params);
+  return outputs.map((r) => r.output_key);
+}
+
+/** Inside a device's deletion: its whole log goes; returns the output files to remove afterwards. */
+export function deleteDeviceLog(tx: Tx, mac: string): Array<string | null> {
+  return deleteRows(tx, "mac_address = ?", [mac]);
+}
