@@ -67,9 +67,9 @@ export function routeTable({ shared, accounts, update, testRun }: Domains): Rout
     (ctx, auth) => groupsV2Routes(ctx, auth),
     (ctx, auth) => groupsV1Routes(ctx, auth),
     // /api/v1/update/check
-    (ctx, auth) => updateCheckRoutes(ctx, auth),
+    (ctx, auth) => updateCheckRoutes(ctx, auth, update.progress),
     // /api/v2/devices/progress, /api/v2/devices/:id/progress
-    (ctx, auth) => progressRoutes(ctx, auth),
+    (ctx, auth) => progressRoutes(ctx, auth, update.progress),
     // WebSockets (src/server/upgrade.ts lists them): /api/v1/devices/ws, /api/v1/devices/:mac/shell[/attach/:uuid]
     (ctx, auth) => channelRoutes(ctx, auth, update.hub, update.shells, shared.tokenWatch),
     // Remote actions: /api/v2/devices/:mac/action/*

@@ -17,7 +17,7 @@ import { DeviceHooks } from "./devices/devices.ts";
 import { createDeviceGate } from "./devices/gate.ts";
 import { EventBroadcaster } from "./events/broadcaster.ts";
 import { sweepOrphanObjects } from "./packages/packages.ts";
-import { startProgressExpiry } from "./progress/progress.ts";
+import { UpdateProgress } from "./progress/progress.ts";
 import { ReplayGuard } from "./registration/replay.ts";
 
 /** The update server's services, as the routers get them. */
@@ -26,6 +26,8 @@ export interface UpdateDomain {
   deviceHooks: DeviceHooks;
   /** Signed device authorization requests seen, refused when replayed (9.1). */
   replay: ReplayGuard;
+  /** Update progress records and their idle time. */
+  progress: UpdateProgress;
   /** Package objects (`/local_storage/`). */
   storage: LocalStorage;
   /** Live device events (`GET /api/stream`). */
@@ -49,8 +51,13 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   const storage = new LocalStorage(ctx.dataDir);
   void sweepOrphanObjects(ctx, storage).catch((error) => ctx.log.warn(`storage sweep failed: ${(error as Error).message}`));
 
-  // Progress records idle for `progress_idle_timeout` are removed by a timer.
-  startProgressExpiry(ctx);
+  // Update progress (8): records idle for `progress_idle_timeout` no longer count and are swept by a timer.
+  const progress = new UpdateProgress(ctx.db, ctx.config.update_server.progress_idle_timeout);
+  const expiry = setInterval(() => {
+    progress.sweep().catch((error) => ctx.log.warn(`progress: idle records not removed: ${(error as Error).message}`));
+  }, Math.min(progress.idleMs, 60_000));
+  expiry.unref();
+  ctx.onClosing.push(() => clearInterval(expiry));
 
   // The device socket hub; every device socket goes when the server stops accepting.
   const events = new EventBroadcaster();
@@ -59,7 +66,7 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   hub.onConnect((conn) => events.publish("connect", { device: conn.mac }));
   hub.onDisconnect((mac) => events.publish("disconnect", { device: mac }));
   // update_progress, update_version (8.2, 13.3).
-  handleProgress(ctx, hub, events);
+  handleProgress(ctx, hub, progress, events);
 
   // Shell sessions (13.4) end with their device's socket, and at shutdown.
   const shells = new ShellService(ctx, hub);
@@ -98,5 +105,5 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
     if (conn && conn.deviceId === device.id) hub.disconnect(device.mac_address, CLOSE_UNAUTHORIZED, "device key changed");
   });
 
-  return { deviceHooks, replay, storage, events, hub, shells, actions, deviceFiles, transfers };
+  return { deviceHooks, replay, progress, storage, events, hub, shells, actions, deviceFiles, transfers };
 }
