@@ -56,7 +56,7 @@ export function routeTable({ shared, accounts, update, testRun }: Domains): Rout
     // Device authorization and registrations: /api/v1/auth/device, /api/v1/auth/register, /api/v1/auth/pending
     (ctx, auth) => authRoutes(ctx, auth, update.replay, update.deviceHooks),
     // Devices and tags: /api/v1/devices, /api/v2/devices, /api/v2/tags
-    (ctx, auth) => devicesRoutes(ctx, auth, update.deviceHooks),
+    (ctx, auth) => devicesRoutes(ctx, auth, update.deviceHooks, update.hub),
     // /api/v1/permissions
     (ctx, auth) => permissionsRoutes(ctx, auth),
     // /api/v1/packages

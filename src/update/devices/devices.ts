@@ -2,7 +2,6 @@ import type { Database, Tx } from "../../db/index.ts";
 import { rfc822 } from "../../util/time.ts";
 import { deletePermissionsOf, type ChangeGuard, type SqlFilter } from "../permissions/permissions.ts";
 import { metaKeys, type Metadata } from "../registration/metadata.ts";
-import { isConnected } from "./presence.ts";
 
 /** A device row as stored (JSON columns still text). */
 export interface DeviceRow {
@@ -117,8 +116,14 @@ function baseShape(row: DeviceRow) {
   };
 }
 
-export function toV2(db: Database, row: DeviceRow): DeviceV2 {
-  return { ...baseShape(row), groups: deviceGroupIds(db, row.id), connected: isConnected(db, row.mac_address) };
+/** Which devices hold an open management socket (ChannelHub). */
+export interface DevicePresence {
+  isConnected(mac: string): boolean;
+}
+
+/** The v2 device object; `connected`: whether it holds a management socket now (ChannelHub.isConnected). */
+export function toV2(db: Database, row: DeviceRow, connected: boolean): DeviceV2 {
+  return { ...baseShape(row), groups: deviceGroupIds(db, row.id), connected };
 }
 
 export function toV1(db: Database, row: DeviceRow): DeviceV1 {
