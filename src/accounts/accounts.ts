@@ -4,6 +4,7 @@ import type { Database } from "../db/index.ts";
 import { SCOPES, scopeName, type Scope } from "../auth/scopes.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
 import { writeFileDurable } from "../util/files.ts";
+import { LabgateError } from "../util/errors.ts";
 import { revokeUserTokens } from "../auth/revocations.ts";
 import { DUMMY_HASH, hashPassword, randomPassword, verifyPassword } from "./passwords.ts";
 
@@ -85,8 +86,16 @@ export function getAccount(db: Database, prefix: string, name: string): AccountV
 }
 
 /** Why a change is refused: the name is taken, the account does not exist, or it would lock every admin out. */
-export class AccountConflict extends Error {}
-export class AccountMissing extends Error {}
+export class AccountConflict extends LabgateError {
+  constructor(message: string) {
+    super("conflict", message);
+  }
+}
+export class AccountMissing extends LabgateError {
+  constructor(message: string) {
+    super("not_found", message);
+  }
+}
 
 /**
  * Creates an account (the password is hashed here; `randomPassword`: it came from randomPassword).

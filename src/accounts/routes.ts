@@ -4,14 +4,12 @@ import { z } from "zod";
 import { SESSION_COOKIE, sameOrigin, MSG_CROSS_SITE, type Auth } from "../auth/middleware.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
 import { revokeTokenId, revokeUserTokens, type TokenWatch } from "../auth/revocations.ts";
-import { httpError } from "../http/errors.ts";
+import { LabgateError } from "../util/errors.ts";
 import { jsonBody, jsonObject } from "../http/openapi.ts";
 import { managementBody } from "../http/system.ts";
 import { clientAddress, isTls } from "../http/transport.ts";
 import type { AppContext, AppEnv } from "../server/context.ts";
 import {
-  AccountConflict,
-  AccountMissing,
   accountName,
   accountPassword,
   checkLogin,
@@ -59,18 +57,13 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
 
   const scopesOf = (names: readonly string[]) => {
     const scopes = parseScopeNames(prefix, names);
-    if (typeof scopes === "string") throw httpError(400, `scopes: ${scopes}`);
+    if (typeof scopes === "string") throw new LabgateError("invalid", `scopes: ${scopes}`);
     return scopes;
-  };
-  const answerConflicts = (error: unknown): never => {
-    if (error instanceof AccountConflict) throw httpError(409, error.message);
-    if (error instanceof AccountMissing) throw httpError(404, error.message);
-    throw error;
   };
 
   // A page of another site must not sign the browser in (to an account of its choosing) or out.
   const refuseCrossSite = (c: Context) => {
-    if ((c.req.header("origin") ?? c.req.header("referer")) !== undefined && !sameOrigin(c)) throw httpError(403, MSG_CROSS_SITE);
+    if ((c.req.header("origin") ?? c.req.header("referer")) !== undefined && !sameOrigin(c)) throw new LabgateError("forbidden", MSG_CROSS_SITE);
   };
 
   app.post("/api/v1/auth/login", async (c) => {
@@ -82,13 +75,13 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     const wait = throttle.retryAfter(key, address);
     if (wait > 0) {
       c.header("Retry-After", String(wait));
-      throw httpError(429, MSG_THROTTLED);
+      throw new LabgateError("too_many", MSG_THROTTLED);
     }
     throttle.attempt(key, address);
     const account = key ? await checkLogin(db, body.username, body.password) : undefined;
     if (!account) {
       throttle.failed(key, address);
-      throw httpError(401, MSG_LOGIN_FAILED);
+      throw new LabgateError("unauthenticated", MSG_LOGIN_FAILED);
     }
     throttle.succeeded(key, address);
     const ttl = ctx.config.console.session_ttl;
@@ -123,16 +116,16 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
 
   app.post("/api/v1/users", auth.management("admin_rw"), async (c) => {
     const body = await jsonBody(c, newUserBody);
-    const account = await createAccount(db, prefix, body.name, body.password, scopesOf(body.scopes)).catch(answerConflicts);
+    const account = await createAccount(db, prefix, body.name, body.password, scopesOf(body.scopes));
     return c.json(account, 201);
   });
 
   app.patch("/api/v1/users/:name", auth.management("admin_rw"), async (c) => {
     const name = c.req.param("name");
     const body = await jsonBody(c, userChangeBody);
-    if (!getAccount(db, prefix, name)) throw httpError(404, `account ${name} does not exist`);
+    if (!getAccount(db, prefix, name)) throw new LabgateError("not_found", `account ${name} does not exist`);
     const change = { password: body.password, disabled: body.disabled, scopes: body.scopes && scopesOf(body.scopes) };
-    const updated = await updateAccount(db, prefix, name, change, (c.get("identity") as ManagementIdentity).user).catch(answerConflicts);
+    const updated = await updateAccount(db, prefix, name, change, (c.get("identity") as ManagementIdentity).user);
     tokenWatch.sweep();
     return c.json(updated);
   });

@@ -1,7 +1,7 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { getCookie } from "hono/cookie";
 import type { AppContext, AppEnv } from "../server/context.ts";
-import { httpError } from "../http/errors.ts";
+import { LabgateError } from "../util/errors.ts";
 import { grantsAny, type Scope } from "./scopes.ts";
 import { TokenService, type DeviceIdentity, type ManagementIdentity, type TokenFailure } from "./tokens.ts";
 import { isRevoked, MSG_REVOKED } from "./revocations.ts";
@@ -93,7 +93,7 @@ function requestToken(c: Context, fallback: string | undefined): { token: string
   const cookie = getCookie(c, SESSION_COOKIE);
   if (!cookie) return parseAuthorization(undefined);
   const upgrade = c.req.header("upgrade")?.toLowerCase() === "websocket";
-  if ((upgrade || !SAFE_METHODS.has(c.req.method)) && !sameOrigin(c)) throw httpError(403, MSG_CROSS_SITE);
+  if ((upgrade || !SAFE_METHODS.has(c.req.method)) && !sameOrigin(c)) throw new LabgateError("forbidden", MSG_CROSS_SITE);
   return { token: cookie };
 }
 
@@ -108,23 +108,23 @@ export function createAuth(ctx: AppContext) {
   /** The caller of `c` (see requestToken for where the token comes from); 401/403 when none fits `kind`. */
   function authenticate(c: Context, kind: Kind, fallback?: string): ManagementIdentity | DeviceIdentity {
     const parsed = requestToken(c, fallback);
-    if ("error" in parsed) throw httpError(401, parsed.error);
+    if ("error" in parsed) throw new LabgateError("unauthenticated", parsed.error);
     const claimed = ctx.tokens.knownType(parsed.token) ?? TokenService.claimedType(parsed.token);
-    if (kind !== "any" && claimed !== undefined && claimed !== kind) throw httpError(401, FAILURE_MESSAGES.wrong_type);
+    if (kind !== "any" && claimed !== undefined && claimed !== kind) throw new LabgateError("unauthenticated", FAILURE_MESSAGES.wrong_type);
     const verifyAs = kind === "any" ? (claimed ?? "mgmt") : kind;
     const result = verifyAs === "device" ? ctx.tokens.verifyDevice(parsed.token) : ctx.tokens.verifyManagement(parsed.token);
-    if (typeof result === "string") throw httpError(401, FAILURE_MESSAGES[result]);
-    if (result.kind === "device" && ctx.deviceGate && !ctx.deviceGate(result)) throw httpError(401, FAILURE_MESSAGES.bad_signature);
-    if (result.kind === "mgmt" && result.session !== undefined && ctx.sessionGate && !ctx.sessionGate(result)) throw httpError(401, MSG_SESSION_ENDED);
+    if (typeof result === "string") throw new LabgateError("unauthenticated", FAILURE_MESSAGES[result]);
+    if (result.kind === "device" && ctx.deviceGate && !ctx.deviceGate(result)) throw new LabgateError("unauthenticated", FAILURE_MESSAGES.bad_signature);
+    if (result.kind === "mgmt" && result.session !== undefined && ctx.sessionGate && !ctx.sessionGate(result)) throw new LabgateError("unauthenticated", MSG_SESSION_ENDED);
     // Cached or not, a revoked token stops at the next request.
-    if (result.kind === "mgmt" && isRevoked(ctx.db, result)) throw httpError(401, MSG_REVOKED);
+    if (result.kind === "mgmt" && isRevoked(ctx.db, result)) throw new LabgateError("unauthenticated", MSG_REVOKED);
     return result;
   }
 
   const middleware = (kind: Kind, scopes: readonly Scope[]): MiddlewareHandler<AppEnv> => {
     const check: MiddlewareHandler<AppEnv> = async (c, next) => {
       const identity = authenticate(c, kind);
-      if (scopes.length > 0 && (identity.kind !== "mgmt" || !grantsAny(identity.scopes, scopes))) throw httpError(403, MSG_SCOPE);
+      if (scopes.length > 0 && (identity.kind !== "mgmt" || !grantsAny(identity.scopes, scopes))) throw new LabgateError("forbidden", MSG_SCOPE);
       c.set("identity", identity);
       await next();
     };

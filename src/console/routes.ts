@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { Hono, type Context } from "hono";
 import mime from "mime-types";
 import type { Auth } from "../auth/middleware.ts";
-import { httpError } from "../http/errors.ts";
+import { LabgateError } from "../util/errors.ts";
 import type { AppContext, AppEnv } from "../server/context.ts";
 import { buildConsole } from "./build.ts";
 
@@ -55,10 +55,10 @@ const PAGE_HEADERS = {
 };
 
 async function serve(c: Context, name: string, cache: string): Promise<Response> {
-  if (!NAME.test(name)) throw httpError(404, `no route for GET ${c.req.path}`);
+  if (!NAME.test(name)) throw new LabgateError("not_found", `no route for GET ${c.req.path}`);
   source ??= consoleSource();
   const body = await source(name);
-  if (!body) throw httpError(404, `no route for GET ${c.req.path}`);
+  if (!body) throw new LabgateError("not_found", `no route for GET ${c.req.path}`);
   const type = mime.contentType(name) || "application/octet-stream";
   return c.body(body as Uint8Array<ArrayBuffer>, 200, { "Content-Type": type, "Cache-Control": cache, ...(name === "index.html" ? PAGE_HEADERS : { "X-Content-Type-Options": "nosniff" }) });
 }

@@ -7,13 +7,18 @@ import { DatabaseCorruptError, IMAGE_FILE, journalGenerations, journalName, mark
 import { loadSqlJs, type WasmSource } from "./wasm.ts";
 import { CheckpointWorkerError, checkpointInWorker } from "./worker.ts";
 import { fsyncDir, writeFileDurableAsync } from "../util/files.ts";
+import { LabgateError } from "../util/errors.ts";
 
 export type { SqlParam } from "./journal.ts";
 export { DatabaseCorruptError, IMAGE_FILE } from "./image.ts";
 export type Row = Record<string, SqlParam>;
 
 /** The write path is down (disk full, I/O error); answered 503 until a reload succeeds. */
-export class DatabaseUnavailableError extends Error {}
+export class DatabaseUnavailableError extends LabgateError {
+  constructor(message: string) {
+    super("unavailable", message);
+  }
+}
 
 export interface RunResult {
   changes: number;

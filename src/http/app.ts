@@ -1,9 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { Hono, type Context } from "hono";
-import { DatabaseUnavailableError } from "../db/index.ts";
 import { createAuth, type Auth } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../server/context.ts";
-import { errorResponse, HttpError } from "./errors.ts";
+import { errorAnswer, errorResponse } from "./errors.ts";
 import { nodeResponse } from "./transport.ts";
 import { InFlight } from "./inflight.ts";
 import { systemRoutes } from "./system.ts";
@@ -45,11 +44,8 @@ export function createApp(ctx: AppContext, modules: RouteModule[] = [], inFlight
   });
 
   app.onError((error, c) => {
-    if (error instanceof HttpError) return errorResponse(c, error.status, error.message, error.details);
-    if (error instanceof DatabaseUnavailableError) return errorResponse(c, 503, error.message);
-    // Hono's own HTTPException (e.g. from its helpers) carries a status too.
-    const status = (error as { status?: unknown }).status;
-    if (typeof status === "number" && status >= 400 && status < 500) return errorResponse(c, status as 400, error.message || "bad request");
+    const answer = errorAnswer(error);
+    if (answer) return errorResponse(c, answer.status, answer.message, answer.details);
     ctx.log.error(`${c.req.method} ${c.req.path}: ${error.stack ?? error.message}`, { request_id: c.get("requestId"), method: c.req.method, path: c.req.path, status: 500 });
     return errorResponse(c, 500, "internal error");
   });

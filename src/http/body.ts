@@ -1,7 +1,7 @@
 import { IncomingMessage } from "node:http";
 import { Readable } from "node:stream";
 import type { Context } from "hono";
-import { httpError } from "./errors.ts";
+import { LabgateError } from "../util/errors.ts";
 
 /**
  * The request body as a Node stream, straight from @hono/node-server's IncomingMessage when
@@ -21,7 +21,7 @@ export const JSON_BODY_LIMIT = 1024 * 1024;
 /** Reads a request body up to `limit` bytes; more is a 413 without reading the rest into memory. */
 export async function readBodyBytes(c: Context, limit: number): Promise<Buffer> {
   const declared = Number(c.req.header("content-length") ?? NaN);
-  if (declared > limit) throw httpError(413, `request body is larger than ${limit} bytes`);
+  if (declared > limit) throw new LabgateError("too_large", `request body is larger than ${limit} bytes`);
   const body = requestBodyStream(c);
   if (!body) return Buffer.alloc(0);
   // Events rather than `for await`: the async iterator cost several percent of a small JSON
@@ -38,7 +38,7 @@ export async function readBodyBytes(c: Context, limit: number): Promise<Buffer> 
     const onData = (chunk: Buffer | Uint8Array) => {
       total += chunk.byteLength;
       if (total > limit) {
-        done(httpError(413, `request body is larger than ${limit} bytes`));
+        done(new LabgateError("too_large", `request body is larger than ${limit} bytes`));
         body.destroy();
         return;
       }
@@ -49,7 +49,7 @@ export async function readBodyBytes(c: Context, limit: number): Promise<Buffer> 
       resolve(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, total));
     };
     // A client that leaves mid-body is a 400 (nobody reads it), not a server error with Node's "aborted".
-    const cut = () => done(httpError(400, "the request body ended early"));
+    const cut = () => done(new LabgateError("invalid", "the request body ended early"));
     body.on("data", onData).once("end", onEnd).on("error", cut).once("close", cut);
   });
 }
@@ -81,20 +81,20 @@ export function jsonTooDeep(text: string, max = JSON_MAX_DEPTH): boolean {
 /** Reads and parses a JSON body; anything unparsable (or nested deeper than JSON_MAX_DEPTH) is a 400 saying why. */
 export async function readJson(c: Context, limit = JSON_BODY_LIMIT): Promise<unknown> {
   const type = c.req.header("content-type");
-  if (type && !/^application\/(?:[\w.+-]*\+)?json\b/i.test(type)) throw httpError(400, `expected a JSON body (Content-Type: application/json), got ${type}`);
+  if (type && !/^application\/(?:[\w.+-]*\+)?json\b/i.test(type)) throw new LabgateError("invalid", `expected a JSON body (Content-Type: application/json), got ${type}`);
   const bytes = await readBodyBytes(c, limit);
-  if (bytes.length === 0) throw httpError(400, "request body is empty; expected JSON");
+  if (bytes.length === 0) throw new LabgateError("invalid", "request body is empty; expected JSON");
   return parseJsonBody(bytes);
 }
 
 /** Parses the bytes of a JSON body: too deep or unparsable is a 400 saying why. */
 export function parseJsonBody(bytes: Buffer): unknown {
   const text = bytes.toString("utf8");
-  if (jsonTooDeep(text)) throw httpError(400, `malformed JSON body: nested deeper than ${JSON_MAX_DEPTH} levels`);
+  if (jsonTooDeep(text)) throw new LabgateError("invalid", `malformed JSON body: nested deeper than ${JSON_MAX_DEPTH} levels`);
   try {
     return JSON.parse(text);
   } catch (error) {
-    throw httpError(400, `malformed JSON body${jsonErrorPlace(text, (error as Error).message)}`);
+    throw new LabgateError("invalid", `malformed JSON body${jsonErrorPlace(text, (error as Error).message)}`);
   }
 }
 

@@ -1,22 +1,52 @@
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { LabgateError, type ErrorCode, type ErrorDetails } from "../util/errors.ts";
 
-/** Fields an error body may carry besides `error` (e.g. where in a config file the problem is). */
-export type ErrorDetails = Record<string, string | number>;
+/**
+ * Where every error gets its status: the domain throws LabgateError with a code, and this table
+ * is the one place a code becomes an HTTP status. Errors of other kinds: see `errorAnswer`.
+ */
+export const STATUS_OF: Record<ErrorCode, ContentfulStatusCode> = {
+  invalid: 400,
+  unauthenticated: 401,
+  forbidden: 403,
+  not_found: 404,
+  conflict: 409,
+  too_large: 413,
+  bad_range: 416,
+  unprocessable: 422,
+  upgrade_required: 426,
+  too_many: 429,
+  internal: 500,
+  upstream: 502,
+  unavailable: 503,
+  timeout: 504,
+  no_space: 507,
+};
 
-/** Any failure a handler wants to answer: becomes `{"error": message, ...details}` with `status`. */
-export class HttpError extends Error {
-  readonly status: ContentfulStatusCode;
-  readonly details: ErrorDetails | undefined;
-  constructor(status: ContentfulStatusCode, message: string, details?: ErrorDetails) {
-    super(message);
-    this.status = status;
-    this.details = details;
-  }
+/** The code whose status is `status` (the table read backwards), for relaying another labgate server's answer. */
+export function codeOfStatus(status: number): ErrorCode | undefined {
+  return (Object.keys(STATUS_OF) as ErrorCode[]).find((code) => STATUS_OF[code] === status);
 }
 
-/** The one way to fail a request: `throw httpError(404, "device not found")`. */
-export const httpError = (status: ContentfulStatusCode, message: string, details?: ErrorDetails): HttpError => new HttpError(status, message, details);
+/** What a failed request is answered: status, the `error` text and any further body fields. */
+export interface ErrorAnswer {
+  status: ContentfulStatusCode;
+  message: string;
+  details?: ErrorDetails;
+}
+
+/**
+ * The answer to any error a handler threw: a LabgateError by its code; an error that carries a
+ * 4xx status of its own (Hono's HTTPException, thrown by its helpers) with that status; anything
+ * else is a bug or an unexpected failure, a 500 "internal error" (undefined here: the caller logs it).
+ */
+export function errorAnswer(error: unknown): ErrorAnswer | undefined {
+  if (error instanceof LabgateError) return { status: STATUS_OF[error.code], message: error.message, details: error.details };
+  const status = (error as { status?: unknown } | null)?.status;
+  if (error instanceof Error && typeof status === "number" && status >= 400 && status < 500) return { status: status as 400, message: error.message || "bad request" };
+  return undefined;
+}
 
 /** The one error body shape. */
 export const errorResponse = (c: Context, status: ContentfulStatusCode, message: string, details?: ErrorDetails): Response =>
@@ -28,6 +58,7 @@ export const errorResponse = (c: Context, status: ContentfulStatusCode, message:
  * (those carry a code, ERR_INVALID_ARG_TYPE or ECONNRESET, or are a TypeError or RangeError).
  */
 export function inputProblem(error: unknown, otherwise = "the request body could not be read"): string {
+  if (error instanceof LabgateError) return error.message;
   if (!(error instanceof Error) || error instanceof TypeError || error instanceof RangeError) return otherwise;
   if (typeof (error as { code?: unknown }).code === "string" || error.message === "") return otherwise;
   return error.message.length > 200 ? `${error.message.slice(0, 200)}...` : error.message;

@@ -12,7 +12,7 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import { readJson } from "./body.ts";
-import { httpError } from "./errors.ts";
+import { LabgateError } from "../util/errors.ts";
 
 export type Method = "get" | "post" | "put" | "patch" | "delete";
 
@@ -57,14 +57,14 @@ export const Empty = z.object({}).meta({ id: "Empty" });
 export async function jsonBody<T extends z.ZodType>(c: Context, schema: T): Promise<z.output<T>> {
   const result = schema.safeParse(await readJson(c));
   if (result.success) return result.data;
-  throw httpError(400, firstMessage(result.error));
+  throw new LabgateError("invalid", firstMessage(result.error));
 }
 
 /** The query parameters validated with `schema` (an operation's `query`); failures are 400s with the schema's message. */
 export function queryOf<T extends z.ZodType>(c: Context, schema: T): z.output<T> {
   const result = schema.safeParse(c.req.query());
   if (result.success) return result.data;
-  throw httpError(400, firstMessage(result.error));
+  throw new LabgateError("invalid", firstMessage(result.error));
 }
 
 /** An integer query parameter from `min` to `max` (absent: undefined), with the one error text. */

@@ -1,6 +1,6 @@
 import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../server/context.ts";
-import { httpError } from "../http/errors.ts";
+import { LabgateError } from "../util/errors.ts";
 import { isTls } from "../http/transport.ts";
 import type { LocalStorage } from "./local.ts";
 import { serveFile } from "./send.ts";
@@ -22,8 +22,8 @@ export function signedObjectUrl(ctx: AppContext, base: string, name: string, ttl
 /** Throws the 403 of a public download whose link for `name` is expired, unsigned or forged. */
 export function requireSignedLink(ctx: AppContext, c: Context, purpose: string, name: string): void {
   const verdict = ctx.tokens.verifyLink(purpose, name, c.req.query("expires"), c.req.query("signature"));
-  if (verdict === "expired") throw httpError(403, "download link has expired");
-  if (verdict !== "ok") throw httpError(403, "download link signature is missing or invalid");
+  if (verdict === "expired") throw new LabgateError("forbidden", "download link has expired");
+  if (verdict !== "ok") throw new LabgateError("forbidden", "download link signature is missing or invalid");
 }
 
 /**
@@ -36,7 +36,7 @@ export function localStorageRoutes(ctx: AppContext, storage: LocalStorage): Hono
     const name = c.req.path.slice("/local_storage/".length);
     requireSignedLink(ctx, c, LOCAL_STORAGE_LINK, name);
     const object = storage.statObject(name);
-    if (!object) throw httpError(404, "object does not exist");
+    if (!object) throw new LabgateError("not_found", "object does not exist");
     return serveFile(c, object, { direct: true });
   });
 }

@@ -3,7 +3,7 @@ import { open } from "node:fs/promises";
 import type { ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import type { Context } from "hono";
-import { httpError } from "../http/errors.ts";
+import { LabgateError } from "../util/errors.ts";
 import { nodeResponse } from "../http/transport.ts";
 import { rfc822 } from "../util/time.ts";
 
@@ -125,7 +125,7 @@ function answerHead(c: Context, size: number, modified: Date): Response | { stat
   const range = ifRange && ifRange.trim() !== etag ? undefined : parseRange(c.req.header("range"), size);
   if (range === "unsatisfiable") {
     c.header("Content-Range", `bytes */${size}`); // kept on the error response built by app.onError
-    throw httpError(416, `range not satisfiable (object is ${size} bytes)`);
+    throw new LabgateError("bad_range", `range not satisfiable (object is ${size} bytes)`);
   }
   const { start, end } = range ?? { start: 0, end: size - 1 };
   const length = size === 0 ? 0 : end - start + 1;

@@ -6,11 +6,10 @@
  * A plan is plain JSON-serialisable data, so the engine can store it with the run as the
  * trigger-time snapshot (6.4) and never has to re-read the store for a pending run.
  */
-import { HttpError } from "../http/errors.ts";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { LabgateError, type ErrorCode } from "../util/errors.ts";
 
-/** What went wrong, so a caller can map to another status (Variant B answers 400 for a missing config). */
-export type PlanErrorCode =
+/** What went wrong, so a caller can answer differently (Variant B answers 400 for a missing config). */
+export type PlanProblem =
   /** The named config is not in the store (404 `Configuration file not found`). */
   | "config_missing"
   /** `config_name` is not a safe store name (400 `invalid config name`). */
@@ -22,26 +21,24 @@ export type PlanErrorCode =
   /** The config (or an include) does not load or is semantically invalid (422). */
   | "invalid_config";
 
-/**
- * A config/plan problem. It is an HttpError, so a route may simply let it propagate; the
- * status is the one section 12 gives for Variant A.
- */
-export class PlanError extends HttpError {
-  readonly code: PlanErrorCode;
+/** Each problem's error code: the status section 12 gives for Variant A. */
+const PLAN_ERROR_CODE: Record<PlanProblem, ErrorCode> = {
+  config_missing: "not_found",
+  bad_config_name: "invalid",
+  unknown_suite: "not_found",
+  invalid_overrides: "invalid",
+  invalid_config: "unprocessable",
+};
+
+/** A config/plan problem. A route may simply let it propagate. */
+export class PlanError extends LabgateError {
+  readonly problem: PlanProblem;
   /** `at`: the config file and line of the problem, when known; the error body carries them as `file` and `line`. */
-  constructor(code: PlanErrorCode, message: string, at?: { file: string; line: number }) {
-    super(PLAN_ERROR_STATUS[code], message, at && { file: at.file, line: at.line });
-    this.code = code;
+  constructor(problem: PlanProblem, message: string, at?: { file: string; line: number }) {
+    super(PLAN_ERROR_CODE[problem], message, at && { file: at.file, line: at.line });
+    this.problem = problem;
   }
 }
-
-export const PLAN_ERROR_STATUS: Record<PlanErrorCode, ContentfulStatusCode> = {
-  config_missing: 404,
-  bad_config_name: 400,
-  unknown_suite: 404,
-  invalid_overrides: 400,
-  invalid_config: 422,
-};
 
 /** One module instance to execute: a `- module: params` item of a group (2.2). */
 export interface PlanEntry {

@@ -1,14 +1,14 @@
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
 import { parseJsonBody } from "../../src/http/body.ts";
-import { HttpError } from "../../src/http/errors.ts";
+import { LabgateError } from "../../src/util/errors.ts";
 
 const messageOf = (text: string): string => {
   try {
     parseJsonBody(Buffer.from(text));
   } catch (error) {
-    assert.ok(error instanceof HttpError);
-    assert.equal(error.status, 400);
+    assert.ok(error instanceof LabgateError);
+    assert.equal(error.code, "invalid");
     return error.message;
   }
   assert.fail(`${JSON.stringify(text)} parsed`);

@@ -7,6 +7,7 @@ import { buildPlan } from "../../src/testrun/config/plan-builder.ts";
 import { caseNames, planForMachine, planMachines, PlanError, type PlanRequest, type TestPlan } from "../../src/testrun/plan.ts";
 import { listSuites, overrideHints, snapshotSource } from "../../src/testrun/config/plan-builder.ts";
 import { yamlSyntaxProblem } from "../../src/testrun/config/yaml.ts";
+import { STATUS_OF } from "../../src/http/errors.ts";
 import { API_TEST } from "./run-helpers.ts";
 
 type Files = Record<string, string>;
@@ -14,11 +15,11 @@ const plan = (files: Files, request: Partial<PlanRequest> = {}): TestPlan => bui
 const params = (p: TestPlan) => p.entries.map((e) => e.params);
 const devices = (p: TestPlan) => p.entries.map((e) => e.params.device);
 
-/** Asserts that `fn` throws a PlanError with `status` and a message matching `pattern`. */
+/** Asserts that `fn` throws a PlanError answered with `status` and a message matching `pattern`. */
 function fails(fn: () => unknown, status: number, pattern: RegExp): void {
   assert.throws(fn, (error: unknown) => {
     assert.ok(error instanceof PlanError, `expected a PlanError, got ${String(error)}`);
-    assert.equal(error.status, status, error.message);
+    assert.equal(STATUS_OF[error.code], status, error.message);
     assert.match(error.message, pattern);
     return true;
   });

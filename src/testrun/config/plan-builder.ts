@@ -167,12 +167,12 @@ function load(source: ConfigSource, configName: string, overrides: Override[] = 
   }
 }
 
-const wrap = <T>(fn: () => T, code: "invalid_config" | "invalid_overrides", prefix = ""): T => {
+const wrap = <T>(fn: () => T, problem: "invalid_config" | "invalid_overrides", prefix = ""): T => {
   try {
     return fn();
   } catch (error) {
-    if (error instanceof ConfigInvalid || error instanceof YamlError || error instanceof OverrideError) throw new PlanError(code, prefix + error.message, error instanceof YamlError ? error.at : undefined);
-    if (error instanceof RangeError) throw new PlanError(code, `${prefix}the config nests too deeply`);
+    if (error instanceof ConfigInvalid || error instanceof YamlError || error instanceof OverrideError) throw new PlanError(problem, prefix + error.message, error instanceof YamlError ? error.at : undefined);
+    if (error instanceof RangeError) throw new PlanError(problem, `${prefix}the config nests too deeply`);
     throw error;
   }
 };

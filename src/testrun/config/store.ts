@@ -11,6 +11,7 @@ import type { Readable } from "node:stream";
 import { rfc822 } from "../../util/time.ts";
 import { fsyncDir } from "../../util/files.ts";
 import { isConfigName } from "./names.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { yamlSyntaxProblem } from "./yaml.ts";
 import type { ConfigSource } from "../plan.ts";
 
@@ -22,14 +23,10 @@ export interface ConfigInfo {
 }
 
 /** Why a save was refused. */
-export class ConfigSaveError extends Error {
-  readonly status: 400 | 413;
-  /** The line of the YAML problem, when known. */
-  readonly line: number | undefined;
-  constructor(status: 400 | 413, message: string, line?: number) {
-    super(message);
-    this.status = status;
-    this.line = line;
+export class ConfigSaveError extends LabgateError {
+  /** `line`: the line of the YAML problem, when known; the error body carries it. */
+  constructor(code: "invalid" | "too_large", message: string, line?: number) {
+    super(code, message, line === undefined ? undefined : { line });
   }
 }
 
@@ -123,10 +120,10 @@ export class ConfigStore implements ConfigSource {
   /**
    * Streams `content` into a temp file of the store: size limit, YAML check, fsync. Nothing is
    * visible until `commit()` (rename, directory fsync); `discard()` removes the temp file.
-   * Throws ConfigSaveError (400/413) after removing the temp file.
+   * Throws ConfigSaveError (invalid, too large) after removing the temp file.
    */
   async receive(name: string, content: AsyncIterable<Uint8Array> | Readable): Promise<PendingConfig> {
-    if (!isConfigName(name)) throw new ConfigSaveError(400, "invalid config name");
+    if (!isConfigName(name)) throw new ConfigSaveError("invalid", "invalid config name");
     const temp = join(this.dir, `${TEMP_PREFIX}${randomBytes(8).toString("hex")}.tmp`);
     const handle = await open(temp, "wx", 0o600);
     const discard = () => unlink(temp).catch(() => undefined);
@@ -141,10 +138,10 @@ export class ConfigStore implements ConfigSource {
         chunks.push(bytes);
         await handle.write(bytes);
       }
-      if (size > this.maxBytes) throw new ConfigSaveError(413, `config is larger than ${this.maxBytes} bytes`);
+      if (size > this.maxBytes) throw new ConfigSaveError("too_large", `config is larger than ${this.maxBytes} bytes`);
       // The limit keeps this small; the YAML check needs the whole text anyway.
       const problem = yamlSyntaxProblem(new TextDecoder("utf-8", { fatal: false }).decode(Buffer.concat(chunks)));
-      if (problem) throw new ConfigSaveError(400, `invalid YAML: ${problem.message}`, problem.line);
+      if (problem) throw new ConfigSaveError("invalid", `invalid YAML: ${problem.message}`, problem.line);
       await handle.sync();
     } catch (error) {
       await handle.close().catch(() => undefined);

@@ -7,9 +7,10 @@ import { Readable } from "node:stream";
 import busboy from "busboy";
 import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { httpError, HttpError, inputProblem } from "../../http/errors.ts";
+import { inputProblem } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { hasYamlExtension, isConfigName } from "../config/names.ts";
-import { ConfigSaveError, type ConfigInfo, type ConfigStore, type PendingConfig } from "../config/store.ts";
+import type { ConfigInfo, ConfigStore, PendingConfig } from "../config/store.ts";
 import { listSuites, overrideHints } from "../config/plan-builder.ts";
 import type { ConfigViewCache } from "../config/view-cache.ts";
 import { PlanError } from "../plan.ts";
@@ -37,11 +38,11 @@ const MULTIPART_OVERHEAD = 64 * 1024;
 /** Receives the multipart field `file` (12.2), streaming it into the store. */
 function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigInfo> {
   const type = c.req.header("content-type") ?? "";
-  if (!/^multipart\/form-data\b/i.test(type)) throw httpError(400, "No file part in the request (expected multipart/form-data with a 'file' field)");
+  if (!/^multipart\/form-data\b/i.test(type)) throw new LabgateError("invalid", "No file part in the request (expected multipart/form-data with a 'file' field)");
   const declared = Number(c.req.header("content-length") ?? NaN);
-  if (declared > store.maxBytes + MULTIPART_OVERHEAD) throw httpError(413, `config is larger than ${store.maxBytes} bytes`);
+  if (declared > store.maxBytes + MULTIPART_OVERHEAD) throw new LabgateError("too_large", `config is larger than ${store.maxBytes} bytes`);
   const body = c.req.raw.body;
-  if (!body) throw httpError(400, "No file part in the request");
+  if (!body) throw new LabgateError("invalid", "No file part in the request");
 
   let parser: busboy.Busboy;
   try {
@@ -52,24 +53,23 @@ function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigIn
       limits: { files: 5, fields: 20, parts: 40, fieldSize: 64 * 1024, headerPairs: 50, fileSize: store.maxBytes + 1 },
     });
   } catch (error) {
-    throw httpError(400, `malformed multipart request: ${inputProblem(error)}`);
+    throw new LabgateError("invalid", `malformed multipart request: ${inputProblem(error)}`);
   }
 
   return new Promise<ConfigInfo>((resolve, reject) => {
     let saving: Promise<PendingConfig> | undefined;
     let part: Readable | undefined;
-    let refused: HttpError | undefined;
+    let refused: LabgateError | undefined;
     let settled = false;
     const fail = (error: unknown) => {
       if (settled) return;
       settled = true;
-      const answer = error instanceof ConfigSaveError ? httpError(error.status, error.message, error.line === undefined ? undefined : { line: error.line }) : error;
       // Answer only once a running save has removed its temp file: a refusal changes nothing.
-      if (!saving) return reject(answer);
+      if (!saving) return reject(error);
       part?.destroy(new Error("upload aborted"));
       saving.then(
-        (pending) => pending.discard().then(() => reject(answer)),
-        () => reject(answer),
+        (pending) => pending.discard().then(() => reject(error)),
+        () => reject(error),
       );
     };
 
@@ -80,18 +80,18 @@ function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigIn
       const given = info.filename ?? "";
       // Browsers and tools may send a path; only its last component names the config.
       const name = given.split(/[\\/]/).pop() ?? "";
-      if (given === "" || name === "") refused = httpError(400, "Empty filename");
-      else if (!hasYamlExtension(name)) refused = httpError(400, "Only YAML (.yaml, .yml) files are allowed");
-      else if (!isConfigName(name)) refused = httpError(400, "invalid config name");
+      if (given === "" || name === "") refused = new LabgateError("invalid", "Empty filename");
+      else if (!hasYamlExtension(name)) refused = new LabgateError("invalid", "Only YAML (.yaml, .yml) files are allowed");
+      else if (!isConfigName(name)) refused = new LabgateError("invalid", "invalid config name");
       if (refused) return void stream.resume();
       part = stream;
       saving = store.receive(name, stream);
       saving.catch(fail);
     });
-    parser.on("error", (error: Error) => fail(httpError(400, `malformed multipart request: ${inputProblem(error)}`)));
+    parser.on("error", (error: Error) => fail(new LabgateError("invalid", `malformed multipart request: ${inputProblem(error)}`)));
     parser.on("close", () => {
       if (refused) return fail(refused);
-      if (!saving) return fail(httpError(400, "No file part in the request"));
+      if (!saving) return fail(new LabgateError("invalid", "No file part in the request"));
       // Only a complete, well-formed request makes the file visible.
       saving.then(
         async (pending) => {
@@ -109,7 +109,7 @@ function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigIn
     });
 
     const source = Readable.fromWeb(body as import("node:stream/web").ReadableStream<Uint8Array>);
-    source.on("error", (error) => fail(httpError(400, `upload interrupted: ${inputProblem(error)}`)));
+    source.on("error", (error) => fail(new LabgateError("invalid", `upload interrupted: ${inputProblem(error)}`)));
     source.pipe(parser);
   });
 }
@@ -120,8 +120,8 @@ function view<T>(fn: () => T): T {
     return fn();
   } catch (error) {
     if (!(error instanceof PlanError)) throw error;
-    if (error.code === "config_missing" || error.code === "bad_config_name") throw httpError(404, NOT_FOUND);
-    throw httpError(422, `Failed to parse file: ${error.message}`, error.details);
+    if (error.problem === "config_missing" || error.problem === "bad_config_name") throw new LabgateError("not_found", NOT_FOUND);
+    throw new LabgateError("unprocessable", `Failed to parse file: ${error.message}`, error.details);
   }
 }
 
@@ -135,14 +135,14 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
   app.get("/api/v1/configs/:name", access.read, (c) => {
     const name = c.req.param("name");
     const info = store.info(name);
-    if (!info) throw httpError(404, `File not found: ${name}`);
+    if (!info) throw new LabgateError("not_found", `File not found: ${name}`);
     return c.json({ name: info.name, config_name: info.name, created: info.created });
   });
 
   app.get("/api/v1/configs/:name/file", access.read, (c) => {
     const name = c.req.param("name");
     const path = store.pathOf(name);
-    if (!path) throw httpError(404, NOT_FOUND);
+    if (!path) throw new LabgateError("not_found", NOT_FOUND);
     const stream = Readable.toWeb(createReadStream(path)) as ReadableStream;
     return c.body(stream, 200, {
       "Content-Type": "text/yaml; charset=utf-8",
@@ -152,7 +152,7 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
   });
 
   app.delete("/api/v1/configs/:name", access.write, (c) => {
-    if (!store.delete(c.req.param("name"))) throw httpError(404, NOT_FOUND);
+    if (!store.delete(c.req.param("name"))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
   });
 
@@ -162,7 +162,7 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
       const name = c.req.param("name");
       const { nodes } = await jsonBody(c, pushBody);
       const text = store.read(name);
-      if (text === undefined) throw httpError(404, NOT_FOUND);
+      if (text === undefined) throw new LabgateError("not_found", NOT_FOUND);
       for (const node of nodes) nodeNamed(ctx, node); // 404 for an unknown node before anything is sent
       let files: Array<[string, string]> = [[name, text]];
       try {

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { statFile } from "../../util/files.ts";
 import { z } from "zod";
 import { integerParam, jsonBody, jsonObject, queryOf } from "../../http/openapi.ts";
@@ -108,7 +108,7 @@ function triggerRequest(body: z.output<typeof triggerBodyA>, variant: "A" | "B")
 /** Streams a run's CSV report whole (HEAD supported). */
 function serveReport(c: Context<AppEnv>, path: string, headers: Record<string, string>): Response {
   const file = statFile(path);
-  if (!file) throw httpError(404, "Report file not found");
+  if (!file) throw new LabgateError("not_found", "Report file not found");
   const all = { ...headers, "content-length": String(file.stat.size) };
   if (c.req.method === "HEAD") return c.body(null, 200, all);
   return c.body(Readable.toWeb(createReadStream(path)) as ReadableStream, 200, all);
@@ -124,10 +124,10 @@ async function serveArtifact(c: Context<AppEnv>, dir: string, marker: string): P
   try {
     name = decodeURIComponent(raw);
   } catch {
-    throw httpError(404, "Artifact file not found");
+    throw new LabgateError("not_found", "Artifact file not found");
   }
   const file = await openArtifact(dir, name);
-  if (!file) throw httpError(404, "Artifact file not found");
+  if (!file) throw new LabgateError("not_found", "Artifact file not found");
   const headers = {
     "content-type": file.contentType,
     "content-length": String(file.stat.size),
@@ -142,8 +142,8 @@ async function serveArtifact(c: Context<AppEnv>, dir: string, marker: string): P
 
 /** A run whose report and artifacts may be fetched: known and in a final state. */
 function completedRun(run: RunRecord | undefined): RunRecord {
-  if (!run) throw httpError(404, "Test run not found");
-  if (!FINAL_STATUSES.has(run.status)) throw httpError(404, "Test run not finished");
+  if (!run) throw new LabgateError("not_found", "Test run not found");
+  if (!FINAL_STATUSES.has(run.status)) throw new LabgateError("not_found", "Test run not finished");
   return run;
 }
 
@@ -205,14 +205,14 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
   app.get("/api/v1/test-runs/trigger", access.read, (c) => c.json(store.listTriggers().map((t) => triggerView(t))));
   app.get("/api/v1/test-runs/trigger/:tid", access.read, (c) => {
     const trigger = store.getTrigger(c.req.param("tid"));
-    if (!trigger) throw httpError(404, "Trigger not found");
+    if (!trigger) throw new LabgateError("not_found", "Trigger not found");
     return c.json(triggerView(trigger));
   });
   app.delete("/api/v1/test-runs/trigger/:tid", access.write, async (c) => c.json(triggerView(await service.abortTrigger(c.req.param("tid")))));
 
   app.get("/api/v1/test-runs/:id", access.read, (c) => {
     const run = store.getRun(c.req.param("id"));
-    if (!run) throw httpError(404, `Run not found: ${c.req.param("id")}`);
+    if (!run) throw new LabgateError("not_found", `Run not found: ${c.req.param("id")}`);
     return c.json(runObjectA(run));
   });
 
@@ -227,7 +227,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
 
   app.post("/api/v1/test-runs/:id/repeat", access.write, async (c) => {
     const id = c.req.param("id");
-    if (!store.getRun(id)) throw httpError(404, `Run not found: ${id}`);
+    if (!store.getRun(id)) throw new LabgateError("not_found", `Run not found: ${id}`);
     const body = await jsonBody(c, repeatBody);
     return c.json(runObjectA(await service.repeat(id, body)));
   });
@@ -238,7 +238,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
     const { format } = queryOf(c, reportQuery);
     if (format === "json") {
       const report = await openReportJson(path).catch((error: NodeJS.ErrnoException) => {
-        if (error.code === "ENOENT") throw httpError(404, "Report file not found");
+        if (error.code === "ENOENT") throw new LabgateError("not_found", "Report file not found");
         throw error;
       });
       const headers = { "content-type": "application/json" };
@@ -255,7 +255,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
     const run = completedRun(store.getRun(c.req.param("id")));
     return c.json(
       await reportSummary(reportPath(service.dirs, run.id)).catch((error: NodeJS.ErrnoException) => {
-        if (error.code === "ENOENT") throw httpError(404, "Report file not found");
+        if (error.code === "ENOENT") throw new LabgateError("not_found", "Report file not found");
         throw error;
       }),
     );
@@ -274,8 +274,8 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
   // Combined results of a trigger with `aggregate_results` (11.6), served like artifacts.
   const finishedTrigger = (id: string) => {
     const trigger = store.getTrigger(id);
-    if (!trigger) throw httpError(404, "Trigger not found");
-    if (service.triggerStatus(trigger) === "running") throw httpError(404, "Trigger not finished");
+    if (!trigger) throw new LabgateError("not_found", "Trigger not found");
+    if (service.triggerStatus(trigger) === "running") throw new LabgateError("not_found", "Trigger not finished");
     return trigger;
   };
   app.get("/api/v1/test-runs/trigger/:tid/results", access.read, async (c) => {
@@ -284,7 +284,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
   });
   app.get("/api/v1/test-runs/trigger/:tid/results/*", access.read, async (c) => {
     const trigger = finishedTrigger(c.req.param("tid"));
-    if (!trigger.resultsDir) throw httpError(404, "Artifact file not found");
+    if (!trigger.resultsDir) throw new LabgateError("not_found", "Artifact file not found");
     return serveArtifact(c, join(service.dirs.results, trigger.resultsDir), "/results/");
   });
 
@@ -294,7 +294,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
 /** Variant B ids are positive integers; anything else does not match a B route (404). */
 function runB(service: TestRunService, raw: string): RunRecord {
   const run = /^[1-9][0-9]{0,15}$/.test(raw) ? service.store.getRunBySeq(Number(raw)) : undefined;
-  if (!run) throw httpError(404, "Test run not found");
+  if (!run) throw new LabgateError("not_found", "Test run not found");
   return run;
 }
 
@@ -311,10 +311,10 @@ function variantB(access: TestRunAccess, service: TestRunService): Hono<AppEnv> 
       result = await service.trigger(request, { dispatch: false });
     } catch (error) {
       // B answers 400 for a missing config (13), and for everything about the request.
-      if (error instanceof PlanError && (error.code === "config_missing" || error.code === "bad_config_name")) throw httpError(400, error.message);
+      if (error instanceof PlanError && (error.problem === "config_missing" || error.problem === "bad_config_name")) throw new LabgateError("invalid", error.message);
       throw error;
     }
-    if (result.kind !== "run") throw httpError(400, "Variant B does not dispatch to other machines");
+    if (result.kind !== "run") throw new LabgateError("invalid", "Variant B does not dispatch to other machines");
     return c.body(null, 200, { Location: `/api/v1/test-runs/${result.run.seq}` });
   });
 
@@ -322,7 +322,7 @@ function variantB(access: TestRunAccess, service: TestRunService): Hono<AppEnv> 
 
   app.delete("/api/v1/test-runs/:id", access.write, async (c) => {
     const run = runB(service, c.req.param("id"));
-    if (FINAL_STATUSES.has(run.status)) throw httpError(400, "Test run not in progress");
+    if (FINAL_STATUSES.has(run.status)) throw new LabgateError("invalid", "Test run not in progress");
     await service.abort(run.id);
     await service.waitForEnd(run.id, ABORT_WAIT_B_MS);
     return c.json(runObjectB(store.getRun(run.id)!));

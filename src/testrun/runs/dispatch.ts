@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { NodeTarget } from "../../config/config.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { buildPlan, snapshotSource } from "../config/plan-builder.ts";
 import { planForMachine, planMachines, type TestPlan } from "../plan.ts";
 import type { AppContext } from "../../server/context.ts";
@@ -87,7 +87,7 @@ export class Orchestrator {
   async start(plan: TestPlan, request: TriggerRequest, onNodes?: string[]): Promise<string> {
     const machines = onNodes ? onNodes.filter((m) => m !== LOCAL_DEVICE) : planMachines(plan);
     for (const m of machines) {
-      if (RESERVED.has(m) || !Object.hasOwn(this.nodes, m)) throw httpError(500, `Machine '${m}' not defined in devices list`);
+      if (RESERVED.has(m) || !Object.hasOwn(this.nodes, m)) throw new LabgateError("internal", `Machine '${m}' not defined in devices list`);
     }
     const configPath = `/api/v1/configs/${encodeURIComponent(request.configName)}`;
     await Promise.all(
@@ -96,15 +96,15 @@ export class Orchestrator {
         try {
           answer = await this.call(this.nodes[m], "GET", configPath);
         } catch (error) {
-          throw httpError(500, `Machine '${m}' unreachable: ${(error as Error).cause ?? (error as Error).message}`);
+          throw new LabgateError("internal", `Machine '${m}' unreachable: ${(error as Error).cause ?? (error as Error).message}`);
         }
-        if (answer.status === 404) throw httpError(500, `Config '${request.configName}' not found on machine '${m}'`);
-        if (answer.status !== 200) throw httpError(500, `Machine '${m}' unreachable: ${Orchestrator.errorText(answer.json, answer.status)}`);
+        if (answer.status === 404) throw new LabgateError("internal", `Config '${request.configName}' not found on machine '${m}'`);
+        if (answer.status !== 200) throw new LabgateError("internal", `Machine '${m}' unreachable: ${Orchestrator.errorText(answer.json, answer.status)}`);
       }),
     );
     const id = request.triggerId ?? randomUUID();
     const store = this.service.store;
-    if (store.getTrigger(id)) throw httpError(400, `trigger ${id} already exists`);
+    if (store.getTrigger(id)) throw new LabgateError("invalid", `trigger ${id} already exists`);
     await store.createTrigger({ id, createdAt: Date.now(), configName: request.configName, suite: request.suite, orchestrated: true });
     const controller = new AbortController();
     const work = onNodes ? this.runOnNodes(id, plan, request, onNodes, controller.signal) : this.run(id, plan, request, controller.signal);

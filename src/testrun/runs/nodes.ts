@@ -4,7 +4,8 @@
  */
 import type { AppContext } from "../../server/context.ts";
 import type { NodeTarget } from "../../config/config.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
+import { codeOfStatus } from "../../http/errors.ts";
 import { nodeFetch, nodeJson, nodeStream } from "./node-client.ts";
 
 /** The reserved name of this gateway in node lists (the reference's web UI shows it so, 14). */
@@ -59,7 +60,7 @@ export async function nodeStatuses(ctx: AppContext): Promise<NodeStatus[]> {
 /** A configured node by name, or a 404 (LOCAL_DEVICE is this gateway, not a node to call). */
 export function nodeNamed(ctx: AppContext, name: string): NodeTarget {
   const nodes = ctx.config.test_server.nodes;
-  if (!Object.hasOwn(nodes, name)) throw httpError(404, `unknown node '${name}'`);
+  if (!Object.hasOwn(nodes, name)) throw new LabgateError("not_found", `unknown node '${name}'`);
   return nodes[name];
 }
 
@@ -79,21 +80,23 @@ const RELAYED_HEADERS = ["content-type", "content-length", "content-disposition"
 
 /**
  * Fetches `path` of a node's test-run API for the caller (read-only: runs, reports, artifacts)
- * and streams the answer through. Errors become JSON: the node's 4xx as they are, except that a
- * refusal of the gateway's own token (401, 403) and the node's 5xx are 502, like a node that
- * cannot be reached: the caller's session is fine, the node is the problem.
+ * and streams the answer through. Errors become JSON: the node's 4xx as they are (the ones
+ * labgate answers), except that a refusal of the gateway's own token (401, 403), the node's 5xx
+ * and any other status are 502, like a node that cannot be reached: the caller's session is
+ * fine, the node is the problem.
  */
 export async function relayFromNode(name: string, node: NodeTarget, method: "GET" | "HEAD", path: string): Promise<Response> {
   let response: Response;
   try {
     response = await nodeStream(node, method, path);
   } catch (error) {
-    throw httpError(502, `node '${name}' unreachable: ${errorOf(error)}`);
+    throw new LabgateError("upstream", `node '${name}' unreachable: ${errorOf(error)}`);
   }
   if (!response.ok) {
     const message = `node '${name}': ${await answerText(response)}`;
     const status = response.status;
-    throw httpError(status === 401 || status === 403 || status >= 500 || status < 400 ? 502 : (status as 400), message);
+    const relayed = status === 401 || status === 403 || status >= 500 || status < 400 ? undefined : codeOfStatus(status);
+    throw new LabgateError(relayed ?? "upstream", message);
   }
   const headers: Record<string, string> = {};
   for (const header of RELAYED_HEADERS) {

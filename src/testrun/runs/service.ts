@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import type { AppContext } from "../../server/context.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { patternError } from "../engine/pattern.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
 import { buildPlan } from "../config/plan-builder.ts";
@@ -62,7 +62,7 @@ export class TestRunService implements LocalRuns {
     for (const entry of plan.entries) {
       if (localOnly && entry.machines.length > 0) continue;
       const resolved = resolveEntry(entry.where, entry.module, entry.params, this.lookup);
-      if ("error" in resolved) throw httpError(422, resolved.error);
+      if ("error" in resolved) throw new LabgateError("unprocessable", resolved.error);
       warnings.push(...resolved.warnings);
     }
     return warnings;
@@ -70,28 +70,28 @@ export class TestRunService implements LocalRuns {
 
   static checkPattern(pattern: string): void {
     const problem = patternError(pattern);
-    if (problem) throw httpError(400, `invalid pattern: ${problem}`);
+    if (problem) throw new LabgateError("invalid", `invalid pattern: ${problem}`);
   }
 
   /** POST /test-runs (11.5): a local run, a node-role run, or a multi-node dispatch. */
   async trigger(request: TriggerRequest, options: { dispatch: boolean } = { dispatch: true }): Promise<TriggerResult> {
     TestRunService.checkPattern(request.pattern);
-    if (request.triggerId !== undefined && !TRIGGER_ID.test(request.triggerId)) throw httpError(400, "invalid trigger_id");
+    if (request.triggerId !== undefined && !TRIGGER_ID.test(request.triggerId)) throw new LabgateError("invalid", "invalid trigger_id");
     const plan = buildPlan(this.source, { configName: request.configName, suite: request.suite, overrides: request.overrides, machineTarget: request.machineTarget });
     const nodes = [...new Set(request.nodes ?? [])];
     if (nodes.length > 0) {
-      if (!options.dispatch) throw httpError(400, "nodes cannot be given through this API variant");
-      if (request.machineTarget !== null) throw httpError(400, "give either nodes or machine_target, not both");
+      if (!options.dispatch) throw new LabgateError("invalid", "nodes cannot be given through this API variant");
+      if (request.machineTarget !== null) throw new LabgateError("invalid", "give either nodes or machine_target, not both");
       const unknown = nodes.find((n) => n !== LOCAL_DEVICE && !Object.hasOwn(this.ctx.config.test_server.nodes, n));
-      if (unknown !== undefined) throw httpError(400, `unknown node '${unknown}' (the nodes are test_server.nodes and '${LOCAL_DEVICE}')`);
-      if (planMachines(plan).length > 0) throw httpError(400, "this config assigns its entries to machines itself (machines:): trigger it without nodes");
+      if (unknown !== undefined) throw new LabgateError("invalid", `unknown node '${unknown}' (the nodes are test_server.nodes and '${LOCAL_DEVICE}')`);
+      if (planMachines(plan).length > 0) throw new LabgateError("invalid", "this config assigns its entries to machines itself (machines:): trigger it without nodes");
     }
     if (nodes.length > 1 || (nodes.length === 1 && nodes[0] !== LOCAL_DEVICE)) {
       if (nodes.includes(LOCAL_DEVICE)) this.validateLocalEntries(plan, false);
       return { kind: "dispatch", triggerId: await this.orchestrator.start(plan, request, nodes) };
     }
     if (request.machineTarget === null && planMachines(plan).length > 0) {
-      if (!options.dispatch) throw httpError(400, "entries with machines cannot be run through this API variant");
+      if (!options.dispatch) throw new LabgateError("invalid", "entries with machines cannot be run through this API variant");
       this.validateLocalEntries(plan, true);
       return { kind: "dispatch", triggerId: await this.orchestrator.start(plan, request) };
     }
@@ -130,7 +130,7 @@ export class TestRunService implements LocalRuns {
   /** POST /test-runs/{id}/repeat (10.1): the current config, same suite/overrides/target, a new trigger. */
   async repeat(id: string, pattern: string | null): Promise<RunRecord> {
     const original = this.store.getRun(id);
-    if (!original) throw httpError(404, `Run not found: ${id}`);
+    if (!original) throw new LabgateError("not_found", `Run not found: ${id}`);
     const effective = pattern === null || pattern === "" ? original.pattern : pattern;
     TestRunService.checkPattern(effective);
     const overrides = Array.isArray(original.overrides) ? original.overrides.join("\n") : original.overrides;
@@ -198,8 +198,8 @@ export class TestRunService implements LocalRuns {
    */
   async abort(id: string, reason?: string, propagate = true): Promise<RunRecord> {
     const run = this.store.getRun(id);
-    if (!run) throw httpError(404, "Test run not found");
-    if (FINAL_STATUSES.has(run.status)) throw httpError(400, "Test run not pending or running");
+    if (!run) throw new LabgateError("not_found", "Test run not found");
+    if (FINAL_STATUSES.has(run.status)) throw new LabgateError("invalid", "Test run not pending or running");
     if (run.status === "pending") {
       await this.store.finishRun(id, { status: "aborted", at: Date.now(), ...(reason ? { error: reason } : {}) });
       this.queue.ended(id);
@@ -216,8 +216,8 @@ export class TestRunService implements LocalRuns {
   /** DELETE /test-runs/trigger/{id} (14): aborts its pending/running runs and stops its dispatch. */
   async abortTrigger(id: string): Promise<TriggerRecord> {
     const trigger = this.store.getTrigger(id);
-    if (!trigger) throw httpError(404, "Trigger not found");
-    if (this.triggerStatus(trigger) !== "running") throw httpError(400, "There is no pending or running suite in specified trigger");
+    if (!trigger) throw new LabgateError("not_found", "Trigger not found");
+    if (this.triggerStatus(trigger) !== "running") throw new LabgateError("invalid", "There is no pending or running suite in specified trigger");
     await this.store.updateTrigger(id, { isAborted: true });
     for (const run of this.store.runsOfTrigger(id)) {
       if (!FINAL_STATUSES.has(run.status)) await this.abort(run.id, undefined, false).catch(() => {});
@@ -240,10 +240,10 @@ export class TestRunService implements LocalRuns {
   /** Deletes a run in a final state with its report and artifacts (409 while it is pending or running). */
   async deleteRun(id: string): Promise<void> {
     const run = this.store.getRun(id);
-    if (!run) throw httpError(404, `Run not found: ${id}`);
-    if (!FINAL_STATUSES.has(run.status)) throw httpError(409, "Test run is pending or running: abort it first");
+    if (!run) throw new LabgateError("not_found", `Run not found: ${id}`);
+    if (!FINAL_STATUSES.has(run.status)) throw new LabgateError("conflict", "Test run is pending or running: abort it first");
     // The record goes first: a failure after it leaves unreferenced files, never a run without them.
-    if (!(await this.store.deleteRun(id))) throw httpError(409, "Test run is pending or running: abort it first");
+    if (!(await this.store.deleteRun(id))) throw new LabgateError("conflict", "Test run is pending or running: abort it first");
     await rm(reportPath(this.dirs, id), { force: true });
     await rm(artifactsDir(this.dirs, id), { recursive: true, force: true });
   }

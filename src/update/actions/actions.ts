@@ -5,9 +5,9 @@
  */
 import { randomUUID } from "node:crypto";
 import type { AppContext } from "../../server/context.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { DeviceGoneError, DeviceTimeoutError, type ChannelHub, type DeviceConnection } from "../channel/hub.ts";
-import { asHttpError, notConnected } from "../channel/errors.ts";
+import { deviceFailure, notConnected } from "../channel/errors.ts";
 import { hasCapability, type ActionDefinition } from "../channel/protocol.ts";
 import { signedFileUrl, type DeviceFileStore } from "../devicefiles/store.ts";
 import { ActionLogStore, INLINE_OUTPUT_BYTES, type ActionStatus, type LogRow } from "./store.ts";
@@ -92,7 +92,7 @@ export class ActionService {
       await this.requireActionCapability(conn);
       return await conn.actionList(this.timeouts.device_reply_timeout);
     } catch (error) {
-      throw asHttpError(error);
+      throw deviceFailure(error);
     }
   }
 
@@ -152,7 +152,7 @@ export class ActionService {
       try {
         await this.requireActionCapability(conn);
         const definition = (await conn.actionList(this.timeouts.device_reply_timeout)).find((a) => a.action_id === actionId);
-        if (!definition) throw httpError(404, `action ${actionId} is not defined on the device`);
+        if (!definition) throw new LabgateError("not_found", `action ${actionId} is not defined on the device`);
         // The action's own timeout bounds the wait (plus a margin); no timeout: the configured maximum.
         const resultWait = definition.timeout > 0 ? definition.timeout + this.timeouts.action_timeout_margin : this.timeouts.action_max_wait;
         const deadline = Date.now() + (resultWait + this.timeouts.device_reply_timeout) * 1000;
@@ -163,8 +163,8 @@ export class ActionService {
         return await result;
       } catch (error) {
         await this.fail(id);
-        if (error instanceof DeviceRefusedError) throw httpError(502, error.message);
-        throw asHttpError(error);
+        if (error instanceof DeviceRefusedError) throw new LabgateError("upstream", error.message);
+        throw deviceFailure(error);
       }
     } finally {
       this.inflight.delete(id);
@@ -173,7 +173,7 @@ export class ActionService {
 
   private async requireActionCapability(conn: DeviceConnection): Promise<void> {
     const caps = await conn.waitCapabilities(this.timeouts.device_reply_timeout);
-    if (!hasCapability(caps, "action")) throw httpError(409, "device does not support actions");
+    if (!hasCapability(caps, "action")) throw new LabgateError("conflict", "device does not support actions");
   }
 
   /** Sends `action_exec` until the device takes it (ok) or refuses; `full` is retried later (11.3). */

@@ -1,8 +1,8 @@
 import { Hono, type Context } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { DatabaseUnavailableError } from "../../db/index.ts";
-import { HttpError, httpError } from "../../http/errors.ts";
+import { errorAnswer } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { z } from "zod";
 import { jsonBody } from "../../http/openapi.ts";
 import { publicBase } from "../../storage/routes.ts";
@@ -43,7 +43,7 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
   app.get("/api/v2/devices/:mac/action/exec/:action_id", mgmt, async (c) => {
     const mac = deviceMac(c, "update");
     const actionId = c.req.param("action_id");
-    if (!actionId || actionId.length > 256) throw httpError(400, "action id must be 1 to 256 characters");
+    if (!actionId || actionId.length > 256) throw new LabgateError("invalid", "action id must be 1 to 256 characters");
     const result = await actions.exec(mac, actionId);
     if ("queued" in result) return c.json({}, 202);
     return c.json(result);
@@ -74,8 +74,8 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
       return "queued" in result ? { device: mac, status: 202 } : { device: mac, status: 200, ...result };
     };
     const failed = (mac: string, error: unknown): FanOutEntry => {
-      if (error instanceof HttpError) return { device: mac, status: error.status, error: error.message };
-      if (error instanceof DatabaseUnavailableError) return { device: mac, status: 503, error: error.message };
+      const answer = errorAnswer(error);
+      if (answer) return { device: mac, status: answer.status, error: answer.message };
       ctx.log.error(`action ${actionId} on ${mac}: ${(error as Error).stack ?? String(error)}`);
       return { device: mac, status: 500, error: "internal error" };
     };

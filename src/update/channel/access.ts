@@ -1,6 +1,6 @@
 import type { Database } from "../../db/index.ts";
 import type { Identity } from "../../server/context.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { getDeviceByMac, type DeviceRow } from "../devices/devices.ts";
 import { authorize, type Permission } from "../permissions/permissions.ts";
 
@@ -15,6 +15,6 @@ export function deviceByMac(db: Database, identity: Identity, mac: string, perm:
     authorize(db, identity, "device", device.id, "read");
     if (perm !== "read") authorize(db, identity, "device", device.id, perm);
   }
-  if (!device) throw httpError(404, "device does not exist");
+  if (!device) throw new LabgateError("not_found", "device does not exist");
   return device;
 }

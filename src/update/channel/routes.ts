@@ -4,7 +4,7 @@ import type { WSContext } from "hono/ws";
 import type { WebSocket } from "ws";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { HttpError, httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { CLOSE_UNAUTHORIZED, type ChannelHub, type DeviceConnection } from "./hub.ts";
 import { deviceByMac } from "./access.ts";
 import { CLOSE_INVALID, MAX_EARLY_BYTES, notConnected, size, type ShellService, type ShellSession } from "./shell.ts";
@@ -13,7 +13,7 @@ import type { TokenWatch } from "../../auth/revocations.ts";
 
 /** WebSocket routes answer a plain GET with 426 (after authorization, before any upgrade). */
 const requireUpgrade: MiddlewareHandler<AppEnv> = async (c, next) => {
-  if (c.req.header("upgrade")?.toLowerCase() !== "websocket") throw httpError(426, "this route expects a WebSocket upgrade");
+  if (c.req.header("upgrade")?.toLowerCase() !== "websocket") throw new LabgateError("upgrade_required", "this route expects a WebSocket upgrade");
   await next();
 };
 
@@ -57,7 +57,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
     try {
       return deviceByMac(ctx.db, c.get("identity"), c.req.param("mac") ?? "", "shell");
     } catch (error) {
-      if (error instanceof HttpError && error.status === 404) return undefined;
+      if (error instanceof LabgateError && error.code === "not_found") return undefined;
       throw error;
     }
   };
@@ -127,7 +127,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
     async (c, next) => {
       const identity = c.get("identity");
       if (identity.kind !== "device" || identity.mac.toLowerCase() !== (c.req.param("mac") ?? "").toLowerCase()) {
-        throw httpError(403, "the device token does not belong to the device in the path");
+        throw new LabgateError("forbidden", "the device token does not belong to the device in the path");
       }
       await next();
     },

@@ -2,7 +2,7 @@ import { Readable } from "node:stream";
 import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { requestBodyStream } from "../../http/body.ts";
 import { jsonBody } from "../../http/openapi.ts";
 import { publicBase, requireSignedLink } from "../../storage/routes.ts";
@@ -35,12 +35,13 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTr
   app.put("/local_storage_multipart/parts/:part", async (c) => {
     const name = c.req.param("part");
     const source = requestBodyStream(c) ?? Readable.from([]);
-    const result = await transfers.putPart(name, c.req.query("expires"), c.req.query("signature"), source);
-    if ("error" in result) {
+    try {
+      const { etag } = await transfers.putPart(name, c.req.query("expires"), c.req.query("signature"), source);
+      return c.body(null, 200, { ETag: etag });
+    } catch (error) {
       source.resume(); // drain what the client still sends
-      throw httpError(result.error as 400, result.message);
+      throw error;
     }
-    return c.body(null, 200, { ETag: result.etag });
   });
 
   app.get("/local_storage_multipart/multipart/*", (c) => {
@@ -51,7 +52,7 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTr
     if (object) return serveFile(c, object);
     const inline = store.inlineObject(key);
     if (inline) return serveBytes(c, inline.data, inline.modified);
-    throw httpError(404, "object does not exist");
+    throw new LabgateError("not_found", "object does not exist");
   });
 
   return app;

@@ -7,9 +7,10 @@
 import { randomUUID } from "node:crypto";
 import type { Readable } from "node:stream";
 import type { AppContext } from "../../server/context.ts";
-import { httpError, inputProblem } from "../../http/errors.ts";
+import { inputProblem } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import type { ChannelHub, DeviceConnection } from "../channel/hub.ts";
-import { asHttpError, notConnected } from "../channel/errors.ts";
+import { deviceFailure, notConnected } from "../channel/errors.ts";
 import { hasCapability } from "../channel/protocol.ts";
 import { getDevice } from "../devices/devices.ts";
 import { PART_NAME, PartTooLargeError, signedFileUrl, type DeviceFileStore } from "./store.ts";
@@ -51,8 +52,6 @@ interface DownloadReply {
   etags: unknown;
 }
 
-export type PartUploadResult = { etag: string } | { error: number; message: string };
-
 export class FileTransferService {
   private readonly ctx: AppContext;
   private readonly hub: ChannelHub;
@@ -79,14 +78,14 @@ export class FileTransferService {
   /** Fetches `file` from device `deviceId`: `{status: 0, url}` or `{status: 1, url: ""}`. */
   async fetch(deviceId: number, file: string, base: string): Promise<{ status: number; url: string }> {
     const device = getDevice(this.ctx.db, deviceId);
-    if (!device) throw httpError(404, "device does not exist");
+    if (!device) throw new LabgateError("not_found", "device does not exist");
     const conn = this.hub.get(device.mac_address);
     if (!conn || conn.deviceId !== device.id) throw notConnected();
     const { device_reply_timeout: replyTimeout, file_transfer_timeout: transferTimeout, file_transfer_min_rate: minRate } = this.ctx.config.update_server;
     let transfer: Transfer | undefined;
     try {
       const caps = await conn.waitCapabilities(replyTimeout);
-      if (!hasCapability(caps, "filesystem")) throw httpError(409, "device does not support file transfers");
+      if (!hasCapability(caps, "filesystem")) throw new LabgateError("conflict", "device does not support file transfers");
 
       const probeId = randomUUID();
       const probing = conn.wait<ProbeReply>(`probe:${probeId}`, replyTimeout);
@@ -95,7 +94,7 @@ export class FileTransferService {
       const size = probe.size;
       // An empty file is a file (17.15): only a failed probe means "missing".
       if (probe.status !== 0 || typeof size !== "number" || !Number.isSafeInteger(size) || size < 0) return { status: 1, url: "" };
-      if (size > MAX_FILE) throw httpError(413, "file is larger than 5 TiB");
+      if (size > MAX_FILE) throw new LabgateError("too_large", "file is larger than 5 TiB");
 
       const { partSize, count } = planParts(size);
       const id = randomUUID();
@@ -127,19 +126,19 @@ export class FileTransferService {
         this.open.delete(transfer.id);
         this.store.removeParts(transfer.parts);
       }
-      throw asHttpError(error);
+      throw deviceFailure(error);
     }
   }
 
   /** `PUT /local_storage_multipart/parts/{part}`: only a signed part of an open transfer, once. */
-  async putPart(name: string, expires: string | undefined, signature: string | undefined, body: Readable | undefined): Promise<PartUploadResult> {
+  async putPart(name: string, expires: string | undefined, signature: string | undefined, body: Readable | undefined): Promise<{ etag: string }> {
     const verdict = this.ctx.tokens.verifyLink(PART_LINK, name, expires, signature);
-    if (verdict === "expired") return { error: 403, message: "upload link has expired" };
-    if (verdict !== "ok") return { error: 403, message: "upload link signature is missing or invalid" };
+    if (verdict === "expired") throw new LabgateError("forbidden", "upload link has expired");
+    if (verdict !== "ok") throw new LabgateError("forbidden", "upload link signature is missing or invalid");
     const match = PART_NAME.exec(name);
     const transfer = match ? this.open.get(match[1]) : undefined;
-    if (!transfer || !transfer.parts.includes(name)) return { error: 404, message: "no open transfer has this part" };
-    if (transfer.taken.has(name)) return { error: 409, message: "this part was already uploaded" };
+    if (!transfer || !transfer.parts.includes(name)) throw new LabgateError("not_found", "no open transfer has this part");
+    if (transfer.taken.has(name)) throw new LabgateError("conflict", "this part was already uploaded");
     transfer.taken.add(name);
     try {
       if (!body) throw new Error("empty body");
@@ -147,13 +146,13 @@ export class FileTransferService {
     } catch (error) {
       transfer.taken.delete(name);
       this.store.removeParts([name]);
-      if (error instanceof PartTooLargeError) return { error: 413, message: error.message };
-      return { error: 400, message: `part upload failed: ${inputProblem(error)}` };
+      if (error instanceof PartTooLargeError) throw new LabgateError("too_large", error.message);
+      throw new LabgateError("invalid", `part upload failed: ${inputProblem(error)}`);
     }
     if (this.open.get(transfer.id) !== transfer) {
       // The transfer ended (timeout) while this part arrived.
       this.store.removeParts([name]);
-      return { error: 404, message: "the transfer is over" };
+      throw new LabgateError("not_found", "the transfer is over");
     }
     transfer.done.add(name);
     return { etag: name };

@@ -2,7 +2,7 @@ import { Hono, type Context } from "hono";
 import { z } from "zod";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { integerParam, queryOf } from "../../http/openapi.ts";
 import {
   addTag,
@@ -55,11 +55,11 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
   const view = (row: DeviceRow) => toV2(db, row, presence.isConnected(row.mac_address));
   const deviceOr404 = (id: number) => {
     const row = getDevice(db, id);
-    if (!row) throw httpError(404, NOT_FOUND);
+    if (!row) throw new LabgateError("not_found", NOT_FOUND);
     return row;
   };
   const tagParam = (text: string) => {
-    if (!validTag(text)) throw httpError(400, "a tag is 1 to 128 characters without slashes or control characters");
+    if (!validTag(text)) throw new LabgateError("invalid", "a tag is 1 to 128 characters without slashes or control characters");
     return text;
   };
 
@@ -87,7 +87,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
   app.delete("/api/v2/devices/:id{[0-9]+}", mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "delete");
-    if (!(await deleteDevice(db, hooks, id))) throw httpError(404, NOT_FOUND);
+    if (!(await deleteDevice(db, hooks, id))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
   });
 
@@ -97,7 +97,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     const identity = c.get("identity");
     authorize(db, identity, "device", id, "update");
     const { name } = await jsonBody(c, deviceRenameBody);
-    if (!(await renameDevice(db, id, name, grantGuard(identity, [{ resource: "device", id }])))) throw httpError(404, NOT_FOUND);
+    if (!(await renameDevice(db, id, name, grantGuard(identity, [{ resource: "device", id }])))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json(view(deviceOr404(id)));
   });
 
@@ -106,7 +106,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     const identity = c.get("identity");
     authorize(db, identity, "device", id, "update");
     const tag = tagParam(c.req.param("tag"));
-    if (!(await addTag(db, id, tag, grantGuard(identity, [{ resource: "device", id }])))) throw httpError(404, NOT_FOUND);
+    if (!(await addTag(db, id, tag, grantGuard(identity, [{ resource: "device", id }])))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
   });
 
@@ -115,7 +115,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "update");
     const tag = tagParam(c.req.param("tag"));
-    if (!(await removeTag(db, id, tag))) throw httpError(404, NOT_FOUND);
+    if (!(await removeTag(db, id, tag))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
   });
 
@@ -146,7 +146,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
 
   app.delete("/api/v1/devices/:id{[0-9]+}", auth.management("admin_rw"), async (c) => {
     const id = pathId(c.req.param("id"), "device");
-    if (!(await deleteDevice(db, hooks, id))) throw httpError(404, NOT_FOUND);
+    if (!(await deleteDevice(db, hooks, id))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
   });
 

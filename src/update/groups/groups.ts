@@ -1,5 +1,6 @@
 import type { Database, Tx } from "../../db/index.ts";
 import { rfc822 } from "../../util/time.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { DEFAULT_POLICY } from "./policy.ts";
 import { unguarded, type ChangeGuard } from "../permissions/permissions.ts";
 
@@ -93,20 +94,16 @@ export async function createGroup(db: Database, input: NewGroup, now = new Date(
   });
 }
 
-export type Outcome = { ok: true } | { ok: false; status: 404 | 409; error: string };
-const ok: Outcome = { ok: true };
-const fail = (status: 404 | 409, error: string): Outcome => ({ ok: false, status, error });
 export const GROUP_NOT_FOUND = "group does not exist";
 
 /** D5: a group without devices can be deleted; its package assignments and permission rows go with it. */
-export async function deleteGroup(db: Database, id: number, onDelete?: (tx: Tx) => void): Promise<Outcome> {
+export async function deleteGroup(db: Database, id: number, onDelete?: (tx: Tx) => void): Promise<void> {
   return changed(db, db.write((tx) => {
-    if (!getGroup(tx, id)) return fail(404, GROUP_NOT_FOUND);
-    if (tx.get("SELECT 1 AS x FROM group_devices WHERE group_id = ? LIMIT 1", [id])) return fail(409, "group is still assigned to some devices");
+    if (!getGroup(tx, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
+    if (tx.get("SELECT 1 AS x FROM group_devices WHERE group_id = ? LIMIT 1", [id])) throw new LabgateError("conflict", "group is still assigned to some devices");
     onDelete?.(tx);
     tx.run("DELETE FROM group_packages WHERE group_id = ?", [id]);
     tx.run("DELETE FROM groups WHERE id = ?", [id]);
-    return ok;
   }));
 }
 
@@ -129,13 +126,13 @@ export async function patchGroupDevices(
   remove: number[],
   rule: MembershipRule,
   guard: ChangeGuard = unguarded,
-): Promise<Outcome> {
+): Promise<void> {
   return changed(db, db.write((tx) => {
     const group = getGroup(tx, groupId);
-    if (!group) return fail(404, GROUP_NOT_FOUND);
+    if (!group) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const members = new Set(groupDeviceIds(tx, groupId));
     for (const deviceId of add) {
-      if (!tx.get("SELECT 1 AS x FROM devices WHERE id = ?", [deviceId])) return fail(409, `conflict while assigning device, device ${deviceId} does not exist`);
+      if (!tx.get("SELECT 1 AS x FROM devices WHERE id = ?", [deviceId])) throw new LabgateError("conflict", `conflict while assigning device, device ${deviceId} does not exist`);
       const clash =
         rule === "single"
           ? tx.get("SELECT 1 AS x FROM group_devices WHERE device_id = ? LIMIT 1", [deviceId])
@@ -144,8 +141,8 @@ export async function patchGroupDevices(
               group.priority,
             ]);
       if (clash) {
-        return fail(
-          409,
+        throw new LabgateError(
+          "conflict",
           rule === "single"
             ? `device ${deviceId} is already assigned to a group`
             : "A group with the same priority is already assigned to one of the devices requested to be added",
@@ -154,13 +151,12 @@ export async function patchGroupDevices(
       members.add(deviceId);
     }
     for (const deviceId of remove) {
-      if (!members.has(deviceId)) return fail(409, `device ${deviceId} is not assigned to this group`);
+      if (!members.has(deviceId)) throw new LabgateError("conflict", `device ${deviceId} is not assigned to this group`);
     }
     guard(tx, () => {
       for (const deviceId of add) tx.run("INSERT INTO group_devices (group_id, device_id) VALUES (?, ?)", [groupId, deviceId]);
       for (const deviceId of remove) tx.run("DELETE FROM group_devices WHERE group_id = ? AND device_id = ?", [groupId, deviceId]);
     });
-    return ok;
   }));
 }
 
@@ -168,38 +164,36 @@ export async function patchGroupDevices(
  * Package assignment (5.7, D4): the set becomes exactly `packageIds`; an unknown package is a 404.
  * `guard` runs the change (membership grants the group's permissions, see permissions.ts).
  */
-export async function setGroupPackages(db: Database, groupId: number, packageIds: number[], guard: ChangeGuard = unguarded): Promise<Outcome> {
+export async function setGroupPackages(db: Database, groupId: number, packageIds: number[], guard: ChangeGuard = unguarded): Promise<void> {
   try {
     return await changed(db, db.write((tx) => {
-      if (!getGroup(tx, groupId)) return fail(404, GROUP_NOT_FOUND);
+      if (!getGroup(tx, groupId)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
       for (const id of packageIds) {
-        if (!tx.get("SELECT 1 AS x FROM packages WHERE id = ?", [id])) return fail(404, `package ${id} does not exist`);
+        if (!tx.get("SELECT 1 AS x FROM packages WHERE id = ?", [id])) throw new LabgateError("not_found", `package ${id} does not exist`);
       }
       guard(tx, () => {
         tx.run("DELETE FROM group_packages WHERE group_id = ?", [groupId]);
         for (const id of packageIds) tx.run("INSERT INTO group_packages (group_id, package_id) VALUES (?, ?)", [groupId, id]);
       });
-      return ok;
     }));
   } catch (error) {
     // Only a constraint firing after the checks above (a concurrent change) lands here.
-    if (/constraint/i.test((error as Error).message)) return fail(409, "conflict while assigning package, the package or group changed during the operation");
+    if (!(error instanceof LabgateError) && /constraint/i.test((error as Error).message)) throw new LabgateError("conflict", "conflict while assigning package, the package or group changed during the operation");
     throw error;
   }
 }
 
-export async function setGroupPolicy(db: Database, groupId: number, policy: string): Promise<Outcome> {
+export async function setGroupPolicy(db: Database, groupId: number, policy: string): Promise<void> {
   return changed(db, db.write((tx) => {
-    if (!getGroup(tx, groupId)) return fail(404, GROUP_NOT_FOUND);
+    if (!getGroup(tx, groupId)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     tx.run("UPDATE groups SET policy = ? WHERE id = ?", [policy, groupId]);
-    return ok;
   }));
 }
 
 /** Priority change (5.9): 409 when a device of this group holds another group with that priority. */
-export async function setGroupPriority(db: Database, groupId: number, priority: number): Promise<Outcome> {
+export async function setGroupPriority(db: Database, groupId: number, priority: number): Promise<void> {
   return changed(db, db.write((tx) => {
-    if (!getGroup(tx, groupId)) return fail(404, GROUP_NOT_FOUND);
+    if (!getGroup(tx, groupId)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const clash = tx.get(
       `SELECT 1 AS x FROM group_devices mine
          JOIN group_devices other ON other.device_id = mine.device_id AND other.group_id <> mine.group_id
@@ -207,8 +201,7 @@ export async function setGroupPriority(db: Database, groupId: number, priority: 
        WHERE mine.group_id = ? AND g.priority = ? LIMIT 1`,
       [groupId, priority],
     );
-    if (clash) return fail(409, "A group with the same priority is already assigned to one of the devices in this group");
+    if (clash) throw new LabgateError("conflict", "A group with the same priority is already assigned to one of the devices in this group");
     tx.run("UPDATE groups SET priority = ? WHERE id = ?", [priority, groupId]);
-    return ok;
   }));
 }

@@ -2,7 +2,7 @@ import { Hono, type Context } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import { z } from "zod";
 import { jsonBody, jsonObject } from "../../http/openapi.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import type { AppContext, AppEnv, Identity } from "../../server/context.ts";
 import {
   allowed,
@@ -31,7 +31,6 @@ import {
   toV1,
   toV2,
   type MembershipRule,
-  type Outcome,
 } from "./groups.ts";
 import { parsePolicy } from "./policy.ts";
 
@@ -77,11 +76,6 @@ export const groupPolicyBody = strictBody({
 });
 export const groupPriorityBody = strictBody({ priority: priority(true) });
 
-const answer = (c: Context, outcome: Outcome) => {
-  if (!outcome.ok) throw httpError(outcome.status, outcome.error);
-  return c.json({});
-};
-
 /**
  * Section 17 item 5 and issue 10: group permissions reach the group's devices and packages, so
  * putting a device or package into a group needs `update` on that object, and (the guard it
@@ -89,7 +83,7 @@ const answer = (c: Context, outcome: Outcome) => {
  */
 function requireOnEach(ctx: AppContext, identity: Identity, resource: "device" | "package", ids: number[]): ChangeGuard {
   if (bypasses(identity, "update")) return unguarded;
-  for (const id of ids) if (!allowed(ctx.db, identity, resource, id, "update")) throw httpError(403, `${MSG_FORBIDDEN}: ${resource} ${id}`);
+  for (const id of ids) if (!allowed(ctx.db, identity, resource, id, "update")) throw new LabgateError("forbidden", `${MSG_FORBIDDEN}: ${resource} ${id}`);
   return grantGuard(identity, ids.map((id) => ({ resource, id })));
 }
 
@@ -107,46 +101,50 @@ function sharedHandlers(ctx: AppContext, mode: { v2: boolean; rule: MembershipRu
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "read");
     const row = getGroup(db, id);
-    if (!row) throw httpError(404, GROUP_NOT_FOUND);
+    if (!row) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     return c.json(mode.v2 ? toV2(db, row) : toV1(db, row));
   };
 
   const remove = async (c: Context<AppEnv>) => {
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "delete");
-    return answer(c, await deleteGroup(db, id, (tx) => deletePermissionsOf(tx, "group", id)));
+    await deleteGroup(db, id, (tx) => deletePermissionsOf(tx, "group", id));
+    return c.json({});
   };
 
   const devices = async (c: Context<AppEnv>) => {
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "update");
-    if (!getGroup(db, id)) throw httpError(404, GROUP_NOT_FOUND);
+    if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const { add, remove } = await jsonBody(c, groupDevicesBody);
     const guard = mode.v2 ? requireOnEach(ctx, c.get("identity"), "device", add) : unguarded;
-    return answer(c, await patchGroupDevices(db, id, add, remove, mode.rule, guard));
+    await patchGroupDevices(db, id, add, remove, mode.rule, guard);
+    return c.json({});
   };
 
   const packages = async (c: Context<AppEnv>) => {
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "update");
-    if (!getGroup(db, id)) throw httpError(404, GROUP_NOT_FOUND);
+    if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const { packages } = await jsonBody(c, groupPackagesBody);
     let guard = unguarded;
     if (mode.v2) {
       const current = new Set(groupPackageIds(db, id));
       guard = requireOnEach(ctx, c.get("identity"), "package", packages.filter((p) => !current.has(p)));
     }
-    return answer(c, await setGroupPackages(db, id, packages, guard));
+    await setGroupPackages(db, id, packages, guard);
+    return c.json({});
   };
 
   const policy = async (c: Context<AppEnv>) => {
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "update");
-    if (!getGroup(db, id)) throw httpError(404, GROUP_NOT_FOUND);
+    if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const body = await jsonBody(c, groupPolicyBody);
     const policy = parsePolicy(body.policy);
-    if (typeof policy === "string") throw httpError(400, policy);
-    return answer(c, await setGroupPolicy(db, id, body.policy));
+    if (typeof policy === "string") throw new LabgateError("invalid", policy);
+    await setGroupPolicy(db, id, body.policy);
+    return c.json({});
   };
 
   return { get, remove, devices, packages, policy };
@@ -175,9 +173,10 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   app.post("/api/v2/groups/:id/priority", mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "group");
     authorize(db, c.get("identity"), "group", id, "update");
-    if (!getGroup(db, id)) throw httpError(404, GROUP_NOT_FOUND);
+    if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const { priority } = await jsonBody(c, groupPriorityBody);
-    return answer(c, await setGroupPriority(db, id, priority));
+    await setGroupPriority(db, id, priority);
+    return c.json({});
   });
 
   const shared = sharedHandlers(ctx, { v2: true, rule: "priority" });

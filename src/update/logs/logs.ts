@@ -5,7 +5,6 @@
  * device's oldest entries in the same commit) and at most `device_logs_max_batch` per batch.
  */
 import type { Database, Tx } from "../../db/index.ts";
-import { httpError } from "../../http/errors.ts";
 import { parseRfc822, rfc822 } from "../../util/time.ts";
 import type { SqlFilter } from "../permissions/permissions.ts";
 import { z } from "zod";

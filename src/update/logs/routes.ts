@@ -2,7 +2,7 @@ import { Hono, type Context } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { jsonBody, queryOf } from "../../http/openapi.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { getDevice } from "../devices/devices.ts";
 import { GROUP_NOT_FOUND, getGroup } from "../groups/groups.ts";
 import { allowed, authorize, permissionFilter, type Permission } from "../permissions/permissions.ts";
@@ -24,10 +24,10 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   app.post("/api/v1/logs", auth.device(), async (c) => {
     const identity = c.get("identity");
-    if (identity.kind !== "device") throw httpError(401, "a device token is required");
+    if (identity.kind !== "device") throw new LabgateError("unauthenticated", "a device token is required");
     const { device_logs_max_batch, device_logs_per_device } = ctx.config.update_server;
     const { batch: entries } = await jsonBody(c, logBatchBody(device_logs_max_batch));
-    if (!(await appendLogs(db, identity.deviceId, entries, device_logs_per_device))) throw httpError(401, "invalid token was provided");
+    if (!(await appendLogs(db, identity.deviceId, entries, device_logs_per_device))) throw new LabgateError("unauthenticated", "invalid token was provided");
     return c.json({});
   });
 
@@ -35,7 +35,7 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   const deviceScope = (c: Context<AppEnv>, perm: Permission): DeviceScope => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, perm);
-    if (!getDevice(db, id)) throw httpError(404, DEVICE_NOT_FOUND);
+    if (!getDevice(db, id)) throw new LabgateError("not_found", DEVICE_NOT_FOUND);
     return { sql: "d.id = ?", params: [id] };
   };
 
@@ -44,7 +44,7 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     const id = pathId(c.req.param("id"), "group");
     const identity = c.get("identity");
     authorize(db, identity, "group", id, "read");
-    if (!getGroup(db, id)) throw httpError(404, GROUP_NOT_FOUND);
+    if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const filter = permissionFilter(identity, "device", "d", perm);
     return {
       sql: `d.id IN (SELECT gd.device_id FROM group_devices gd WHERE gd.group_id = ?)${filter ? ` AND ${filter.sql}` : ""}`,
@@ -67,7 +67,7 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   /** A single entry: hidden (no read on its device) looks missing. */
   const visibleLog = (c: Context<AppEnv>) => {
     const log = getLog(db, pathId(c.req.param("id"), "log"));
-    if (!log || !allowed(db, c.get("identity"), "device", log.device_id, "read")) throw httpError(404, LOG_NOT_FOUND);
+    if (!log || !allowed(db, c.get("identity"), "device", log.device_id, "read")) throw new LabgateError("not_found", LOG_NOT_FOUND);
     return log;
   };
 
@@ -75,7 +75,7 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   app.delete("/api/v1/logs/:id{[0-9]+}", mgmt, async (c) => {
     const log = visibleLog(c);
     authorize(db, c.get("identity"), "device", log.device_id, "update");
-    if (!(await deleteLog(db, log.id))) throw httpError(404, LOG_NOT_FOUND);
+    if (!(await deleteLog(db, log.id))) throw new LabgateError("not_found", LOG_NOT_FOUND);
     return c.json({});
   });
 

@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { Scope } from "../../auth/scopes.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { StorageNameError, type LocalStorage } from "../../storage/local.ts";
 import { publicBase, signedObjectUrl } from "../../storage/routes.ts";
@@ -32,21 +32,21 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
 
   app.post("/api/v1/packages", auth.management(...UPLOAD_SCOPES), async (c) => {
     const identity = c.get("identity");
-    if (identity.kind !== "mgmt") throw httpError(401, "a management token is required");
+    if (identity.kind !== "mgmt") throw new LabgateError("unauthenticated", "a management token is required");
     const { fields, staged } = await parseUpload(c, storage);
     try {
       const problem = checkUploadFields(keys, fields, staged !== undefined);
-      if (problem) throw httpError(400, problem);
+      if (problem) throw new LabgateError("invalid", problem);
       const dir = storage.normalizeDir(fields.get(keys.storageDirectory));
       // D14: the upload scope follows the artifact's payload types, read from the stored bytes.
       const refusal = uploadScopeRefusal(identity.scopes, await artifactPayloadTypes(staged!.tmpPath), ctx.config.prefix);
-      if (refusal) throw httpError(403, refusal);
+      if (refusal) throw new LabgateError("forbidden", refusal);
       const row = await createPackage(ctx, storage, { staged: staged!, fields, dir, user: identity.user, onCreated: (tx, id) => grantCreator(tx, identity, "package", id) });
       return c.json(toView(row));
     } catch (error) {
       if (staged) await storage.discard(staged); // no-op once the object was moved into place
       // A directory that is not allowed, or that cannot be made (normalizeDir, commit).
-      if (error instanceof StorageNameError) throw httpError(400, `invalid ${keys.storageDirectory}: ${error.message}`);
+      if (error instanceof StorageNameError) throw new LabgateError("invalid", `invalid ${keys.storageDirectory}: ${error.message}`);
       throw error;
     }
   });
@@ -55,7 +55,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     const id = pathId(c.req.param("id"), WHAT);
     authorize(ctx.db, c.get("identity"), "package", id, "read");
     const row = getPackage(ctx.db, id);
-    if (!row) throw httpError(404, MSG_NOT_FOUND);
+    if (!row) throw new LabgateError("not_found", MSG_NOT_FOUND);
     return c.json(toView(row));
   });
 
@@ -63,8 +63,8 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     const id = pathId(c.req.param("id"), WHAT);
     authorize(ctx.db, c.get("identity"), "package", id, "delete");
     const result = await deletePackage(ctx, storage, id, (tx) => deletePermissionsOf(tx, "package", id));
-    if (result === "not_found") throw httpError(404, MSG_NOT_FOUND);
-    if (result === "assigned") throw httpError(409, "delete failed, the package is assigned to at least one group");
+    if (result === "not_found") throw new LabgateError("not_found", MSG_NOT_FOUND);
+    if (result === "assigned") throw new LabgateError("conflict", "delete failed, the package is assigned to at least one group");
     return c.json({});
   });
 
@@ -72,7 +72,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     const id = pathId(c.req.param("id"), WHAT);
     authorize(ctx.db, c.get("identity"), "package", id, "read");
     const row = getPackage(ctx.db, id);
-    if (!row) throw httpError(404, MSG_NOT_FOUND);
+    if (!row) throw new LabgateError("not_found", MSG_NOT_FOUND);
     return c.json({ id: row.id, download_url: signedObjectUrl(ctx, publicBase(ctx, c), row.storage_name) });
   });
 

@@ -2,7 +2,8 @@ import { pipeline } from "node:stream/promises";
 import busboy from "busboy";
 import type { Context } from "hono";
 import { requestBodyStream } from "../../http/body.ts";
-import { httpError, inputProblem } from "../../http/errors.ts";
+import { inputProblem } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import type { LocalStorage, StagedObject } from "../../storage/local.ts";
 
 export interface ParsedUpload {
@@ -24,15 +25,15 @@ const FIELDS_TOTAL_LIMIT = 1024 * 1024;
  */
 export async function parseUpload(c: Context, storage: LocalStorage, fileField = "file"): Promise<ParsedUpload> {
   const contentType = c.req.header("content-type") ?? "";
-  if (!/^multipart\/form-data\b/i.test(contentType)) throw httpError(400, "expected a multipart/form-data body");
+  if (!/^multipart\/form-data\b/i.test(contentType)) throw new LabgateError("invalid", "expected a multipart/form-data body");
   const source = requestBodyStream(c);
-  if (!source) throw httpError(400, "missing package file");
+  if (!source) throw new LabgateError("invalid", "missing package file");
 
   let parser: busboy.Busboy;
   try {
     parser = busboy({ headers: { "content-type": contentType }, limits: { fieldSize: FIELD_LIMIT, fields: FIELD_COUNT_LIMIT, fieldNameSize: 1024 }, defParamCharset: "utf8" });
   } catch (error) {
-    throw httpError(400, `malformed multipart/form-data: ${inputProblem(error)}`);
+    throw new LabgateError("invalid", `malformed multipart/form-data: ${inputProblem(error)}`);
   }
 
   const fields = new Map<string, string>();
@@ -65,20 +66,20 @@ export async function parseUpload(c: Context, storage: LocalStorage, fileField =
   } catch (error) {
     // Make sure the file part stops and its temp file is gone before answering.
     if (staging) await staging.then((s) => storage.discard(s), () => {});
-    throw httpError(400, `upload failed: ${inputProblem(error)}`);
+    throw new LabgateError("invalid", `upload failed: ${inputProblem(error)}`);
   }
   let staged: StagedObject | undefined;
   try {
     staged = staging ? await staging : undefined;
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === "ENOSPC" || code === "EDQUOT") throw httpError(507, "could not store package: no space left in the data dir");
-    if (code === "EIO" || code === "EROFS" || code === "EACCES") throw httpError(500, `could not store package: ${code}`);
-    throw httpError(400, `upload failed: ${inputProblem(error)}`);
+    if (code === "ENOSPC" || code === "EDQUOT") throw new LabgateError("no_space", "could not store package: no space left in the data dir");
+    if (code === "EIO" || code === "EROFS" || code === "EACCES") throw new LabgateError("internal", `could not store package: ${code}`);
+    throw new LabgateError("invalid", `upload failed: ${inputProblem(error)}`);
   }
   if (fieldError) {
     if (staged) await storage.discard(staged);
-    throw httpError(400, fieldError);
+    throw new LabgateError("invalid", fieldError);
   }
   return { fields, staged };
 }

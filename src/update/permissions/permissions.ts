@@ -20,7 +20,7 @@
  */
 import type { Database, Tx } from "../../db/index.ts";
 import type { Identity } from "../../server/context.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 
 export const RESOURCES = ["package", "group", "device", "device_by_tag"] as const;
 export type PermissionResource = (typeof RESOURCES)[number];
@@ -98,8 +98,8 @@ export const notFoundMessage = (resource: Resource): string => `${resource} does
 export function authorize(db: Database | Tx, identity: Identity, resource: Resource, id: number, perm: Permission): void {
   if (bypasses(identity, perm)) return;
   if (identity.kind === "mgmt" && has(db, identity.user, resource, id, perm)) return;
-  if (perm === "read") throw httpError(404, notFoundMessage(resource));
-  throw httpError(403, MSG_FORBIDDEN);
+  if (perm === "read") throw new LabgateError("not_found", notFoundMessage(resource));
+  throw new LabgateError("forbidden", MSG_FORBIDDEN);
 }
 
 /** True when `identity` may do `perm` on the object (no exception; e.g. to filter in code). */
@@ -175,7 +175,7 @@ export function withinGrants<T>(tx: Tx, identity: Identity, objects: readonly Ob
       const perm = grant.slice(cut + 1) as Permission;
       if (accountBypasses(tx, grant.slice(0, cut), perm)) continue; // they had it already, by scope
       const callerHeld = bypasses(identity, perm) || (identity.kind === "mgmt" && before[i].has(`${identity.user}\n${perm}`));
-      if (!callerHeld) throw httpError(403, `${MSG_FORBIDDEN}: the change would grant ${perm} on ${o.resource} ${o.id}, which you do not hold`);
+      if (!callerHeld) throw new LabgateError("forbidden", `${MSG_FORBIDDEN}: the change would grant ${perm} on ${o.resource} ${o.id}, which you do not hold`);
     }
   });
   return result;

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { jsonBody } from "../../http/openapi.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { bypasses } from "./permissions.ts";
 import { checkPermission, createPermission, deletePermission, getPermission, listPermissions, permissionBody } from "./store.ts";
 import { pathId } from "../validation.ts";
@@ -26,12 +26,12 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   app.get("/api/v1/permissions/:id{[0-9]+}", auth.management("admin_rw"), (c) => {
     const found = getPermission(db, pathId(c.req.param("id"), "resource"));
-    if (!found) throw httpError(404, "resource does not exist");
+    if (!found) throw new LabgateError("not_found", "resource does not exist");
     return c.json(found);
   });
 
   app.delete("/api/v1/permissions/:id{[0-9]+}", auth.management("admin_rw"), async (c) => {
-    if (!(await deletePermission(db, pathId(c.req.param("id"), "permission")))) throw httpError(404, "permission does not exist");
+    if (!(await deletePermission(db, pathId(c.req.param("id"), "permission")))) throw new LabgateError("not_found", "permission does not exist");
     return c.json({});
   });
 

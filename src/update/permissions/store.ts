@@ -1,6 +1,6 @@
 import type { Database } from "../../db/index.ts";
 import { z } from "zod";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { strictBody } from "../validation.ts";
 import { rfc822 } from "../../util/time.ts";
 import { PERMISSIONS, RESOURCES, resourceExists, type Permission, type PermissionResource } from "./permissions.ts";
@@ -95,11 +95,11 @@ export function checkPermission(p: NewPermission): NewPermission {
   const hasId = p.resource_id !== null;
   const hasName = p.resource_name !== null;
   if (permission === "shell" && resource !== "device" && resource !== "device_by_tag") {
-    throw httpError(422, "Shell permission is only applicable to devices");
+    throw new LabgateError("unprocessable", "Shell permission is only applicable to devices");
   }
-  if (hasName && resource !== "device_by_tag") throw httpError(422, "Named permissions are only applicable to the device_by_tag resource type");
+  if (hasName && resource !== "device_by_tag") throw new LabgateError("unprocessable", "Named permissions are only applicable to the device_by_tag resource type");
   if (resource === "device_by_tag" && (hasId || !hasName)) {
-    throw httpError(422, "device_by_tag permissions name a tag or device name: give resource_name, not resource_id");
+    throw new LabgateError("unprocessable", "device_by_tag permissions name a tag or device name: give resource_name, not resource_id");
   }
   return p;
 }
@@ -108,13 +108,13 @@ export function checkPermission(p: NewPermission): NewPermission {
 export async function createPermission(db: Database, p: NewPermission, now: Date = new Date()): Promise<PermissionObject> {
   const id = await db.write((tx) => {
     if (p.resource !== "device_by_tag" && !resourceExists(tx, p.resource, p.resource_id as number)) {
-      throw httpError(404, `${p.resource} ${p.resource_id} does not exist`);
+      throw new LabgateError("not_found", `${p.resource} ${p.resource_id} does not exist`);
     }
     const duplicate = tx.get(
       "SELECT 1 AS x FROM permissions WHERE user_id = ? AND resource = ? AND permission = ? AND coalesce(resource_id, resource_name) = ?",
       [p.user_id, p.resource, p.permission, p.resource_id ?? p.resource_name],
     );
-    if (duplicate) throw httpError(409, "Conflict while adding a permission");
+    if (duplicate) throw new LabgateError("conflict", "Conflict while adding a permission");
     return tx.run("INSERT INTO permissions (created, user_id, resource, resource_id, resource_name, permission) VALUES (?, ?, ?, ?, ?, ?)", [
       now.toISOString(),
       p.user_id,

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { getDevice } from "../devices/devices.ts";
 import { authorize, permissionFilter } from "../permissions/permissions.ts";
@@ -21,9 +21,9 @@ export function progressRoutes(ctx: AppContext, auth: Auth, progress: UpdateProg
   app.get("/api/v2/devices/:id{[0-9]+}/progress", mgmt, (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "read");
-    if (!getDevice(db, id)) throw httpError(404, "device does not exist");
+    if (!getDevice(db, id)) throw new LabgateError("not_found", "device does not exist");
     const row = getProgress(db, id, progress.idleCutoff());
-    if (!row) throw httpError(404, "device is not updating");
+    if (!row) throw new LabgateError("not_found", "device is not updating");
     return c.json(toView(row));
   });
 

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { AppContext } from "../../server/context.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { parseJsonBody } from "../../http/body.ts";
 import { epochSeconds } from "../../util/time.ts";
 import { getDeviceByMac } from "../devices/devices.ts";
@@ -55,26 +55,26 @@ export async function authorizeDevice(
   const { prefix } = ctx.config;
   const body = parseJsonBody(raw);
   const parsed = deviceAuthBody(prefix).safeParse(body);
-  if (!parsed.success) throw httpError(400, firstMessage(parsed.error));
+  if (!parsed.success) throw new LabgateError("invalid", firstMessage(parsed.error));
   const { metadata, timestamp } = parsed.data;
   const fields = parsed.data;
 
   const header = signatureHeader(prefix);
-  if (signature === undefined || signature.trim() === "") throw httpError(400, `request is missing device signature header (${header})`);
+  if (signature === undefined || signature.trim() === "") throw new LabgateError("invalid", `request is missing device signature header (${header})`);
   const key = parseDeviceKey(fields.public_key);
-  if (typeof key === "string") throw httpError(400, key);
+  if (typeof key === "string") throw new LabgateError("invalid", key);
   const signatureBytes = decodeSignature(signature);
-  if (!signatureBytes) throw httpError(400, `signature verification failed: ${header} is not base64`);
-  if (!verifyDeviceSignature(key, raw, signatureBytes)) throw httpError(400, "signature verification failed");
+  if (!signatureBytes) throw new LabgateError("invalid", `signature verification failed: ${header} is not base64`);
+  if (!verifyDeviceSignature(key, raw, signatureBytes)) throw new LabgateError("invalid", "signature verification failed");
 
   const window = ctx.config.update_server.auth_timestamp_window;
   const nowSec = epochSeconds(now);
   if (window > 0) {
     if (Math.abs(timestamp - nowSec) > window) {
-      throw httpError(400, `timestamp ${timestamp} is more than ${window} s away from the server time ${nowSec}`);
+      throw new LabgateError("invalid", `timestamp ${timestamp} is more than ${window} s away from the server time ${nowSec}`);
     }
     const digest = createHash("sha256").update(raw).digest("base64");
-    if (!replay.accept(digest, timestamp + window, nowSec)) throw httpError(400, "replayed request: this signed request was already used");
+    if (!replay.accept(digest, timestamp + window, nowSec)) throw new LabgateError("invalid", "replayed request: this signed request was already used");
   }
 
   const mac = metadata[metaKeys(prefix).mac] as string;
@@ -97,12 +97,12 @@ export async function authorizeDevice(
     // The route is public: bound what unapproved requests can store, in total, per key and per address.
     if (!known) {
       const count = (where: string, params: string[]) => tx.get<{ n: number }>(`SELECT COUNT(*) AS n FROM registrations ${where}`, params)?.n ?? 0;
-      if (count("", []) >= MAX_PENDING) throw httpError(429, `too many pending registrations (${MAX_PENDING}); approve or remove some`);
+      if (count("", []) >= MAX_PENDING) throw new LabgateError("too_many", `too many pending registrations (${MAX_PENDING}); approve or remove some`);
       if (count("WHERE key_fingerprint = ?", [key.fingerprint]) >= MAX_PENDING_PER_KEY) {
-        throw httpError(429, `this key has ${MAX_PENDING_PER_KEY} pending registrations (other MAC addresses) already`);
+        throw new LabgateError("too_many", `this key has ${MAX_PENDING_PER_KEY} pending registrations (other MAC addresses) already`);
       }
       if (client && count("WHERE client_address = ?", [client]) >= MAX_PENDING_PER_ADDRESS) {
-        throw httpError(429, `too many pending registrations from ${client} (${MAX_PENDING_PER_ADDRESS}); approve or remove some`);
+        throw new LabgateError("too_many", `too many pending registrations from ${client} (${MAX_PENDING_PER_ADDRESS}); approve or remove some`);
       }
     }
     tx.run(

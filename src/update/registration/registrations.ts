@@ -1,5 +1,5 @@
 import type { Database } from "../../db/index.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { rfc822 } from "../../util/time.ts";
 import { getDeviceByMac, tagsFromMetadata, type DeviceHooks } from "../devices/devices.ts";
 import type { Metadata } from "./metadata.ts";
@@ -80,14 +80,14 @@ export async function removePendingBulk(db: Database, selection: PendingSelectio
     where.push("last_appeared < ?");
     params.push(selection.before);
   }
-  if (where.length === 0 && !selection.all) throw httpError(400, 'name what to remove: "all", "client_address" or "older_than"');
+  if (where.length === 0 && !selection.all) throw new LabgateError("invalid", 'name what to remove: "all", "client_address" or "older_than"');
   return db.write((tx) => tx.run(`DELETE FROM registrations${where.length ? ` WHERE ${where.join(" AND ")}` : ""}`, params).changes);
 }
 
 /** The registration for exactly (MAC, key material); the key text may be encoded differently. */
 function findRegistration(db: Database, mac: string, publicKey: string): RegistrationRow | undefined {
   const key = parseDeviceKey(publicKey);
-  if (typeof key === "string") throw httpError(400, key);
+  if (typeof key === "string") throw new LabgateError("invalid", key);
   return db.get<RegistrationRow>(
     "SELECT mac_address, key_fingerprint, public_key, metadata, last_appeared FROM registrations WHERE mac_address = ? AND key_fingerprint = ?",
     [mac, key.fingerprint],
@@ -117,24 +117,24 @@ export async function approveRegistration(
   now: Date = new Date(),
 ): Promise<RegisterResult> {
   const found = findRegistration(db, mac, publicKey);
-  if (!found) throw httpError(404, "specified registration does not exist");
+  if (!found) throw new LabgateError("not_found", "specified registration does not exist");
   const existing = getDeviceByMac(db, mac);
   if (existing && existing.key_fingerprint !== found.key_fingerprint && !confirmKeyChange) {
-    throw httpError(
-      409,
+    throw new LabgateError(
+      "conflict",
       `this registration replaces the key of existing device ${existing.id} (${mac}); approve it with "confirm_key_change": true if the device really changed its key`,
     );
   }
   const result = await db.write((tx) => {
     // Re-read inside the transaction: another request may have approved or deleted meanwhile.
     const reg = tx.get<RegistrationRow>("SELECT * FROM registrations WHERE mac_address = ? AND key_fingerprint = ?", [mac, found.key_fingerprint]);
-    if (!reg) throw httpError(404, "specified registration does not exist");
+    if (!reg) throw new LabgateError("not_found", "specified registration does not exist");
     const metadata = JSON.parse(reg.metadata) as Metadata;
     const name = deviceName(metadata, mac, prefix);
     const device = getDeviceByMac(tx, mac);
     tx.run("DELETE FROM registrations WHERE mac_address = ? AND key_fingerprint = ?", [mac, reg.key_fingerprint]);
     if (device) {
-      if (device.key_fingerprint !== reg.key_fingerprint && !confirmKeyChange) throw httpError(409, "the device changed meanwhile; repeat the approval");
+      if (device.key_fingerprint !== reg.key_fingerprint && !confirmKeyChange) throw new LabgateError("conflict", "the device changed meanwhile; repeat the approval");
       tx.run("UPDATE devices SET public_key = ?, key_fingerprint = ?, metadata = ?, name = ?, last_access = ? WHERE id = ?", [
         reg.public_key,
         reg.key_fingerprint,
@@ -163,6 +163,6 @@ export async function approveRegistration(
 /** Removes a pending registration (9.4); 404 when there is none for that (MAC, key). */
 export async function removePending(db: Database, mac: string, publicKey: string): Promise<void> {
   const found = findRegistration(db, mac, publicKey);
-  if (!found) throw httpError(404, "registration does not exist");
+  if (!found) throw new LabgateError("not_found", "registration does not exist");
   await db.write((tx) => void tx.run("DELETE FROM registrations WHERE mac_address = ? AND key_fingerprint = ?", [mac, found.key_fingerprint]));
 }

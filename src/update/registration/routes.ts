@@ -5,7 +5,7 @@ import { z } from "zod";
 import { readBodyBytes } from "../../http/body.ts";
 import { integerParam, jsonBody, queryOf } from "../../http/openapi.ts";
 import { clientAddress } from "../../http/transport.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { authorizeDevice, pendingCutoff, signatureHeader } from "./authorize.ts";
 import { approveRegistration, countPending, listPending, removePending, removePendingBulk } from "./registrations.ts";
 import type { ReplayGuard } from "./replay.ts";
@@ -42,9 +42,9 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
   // Public: the signature over the raw body is the authentication.
   app.post("/api/v1/auth/device", async (c) => {
     const raw = await readBodyBytes(c, AUTH_BODY_LIMIT);
-    if (raw.length === 0) throw httpError(400, "request body is empty; expected JSON");
+    if (raw.length === 0) throw new LabgateError("invalid", "request body is empty; expected JSON");
     const result = await authorizeDevice(ctx, replay, raw, c.req.header(header), new Date(), clientAddress(c));
-    if (result.status === "pending") throw httpError(401, "device unauthorized");
+    if (result.status === "pending") throw new LabgateError("unauthenticated", "device unauthorized");
     return c.json({ token: result.token, expires: result.expires });
   });
 

@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import { readJson } from "../../http/body.ts";
-import { httpError } from "../../http/errors.ts";
+import { LabgateError } from "../../util/errors.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { publicBase } from "../../storage/routes.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
@@ -12,10 +12,10 @@ export function updateCheckRoutes(ctx: AppContext, auth: Auth, progress: UpdateP
   const macKey = checkKeys(ctx.config.prefix).mac;
   return new Hono<AppEnv>().post("/api/v1/update/check", auth.device(), async (c) => {
     const device = c.get("identity");
-    if (device.kind !== "device") throw httpError(401, "a device token is required");
+    if (device.kind !== "device") throw new LabgateError("unauthenticated", "a device token is required");
     const metadata = checkBody(await readJson(c), ctx.config.prefix);
-    if (typeof metadata === "string") throw httpError(400, metadata);
-    if (!sameMac(metadata[macKey] as string, device.mac)) throw httpError(403, `${macKey} does not belong to the device of this token`);
+    if (typeof metadata === "string") throw new LabgateError("invalid", metadata);
+    if (!sameMac(metadata[macKey] as string, device.mac)) throw new LabgateError("forbidden", `${macKey} does not belong to the device of this token`);
     const offer = await updateCheck(ctx, progress, device, metadata, publicBase(ctx, c));
     return offer ? c.json(offer) : c.body(null, 204);
   });
