@@ -98,6 +98,12 @@ function requestToken(c: Context, fallback: string | undefined): { token: string
 }
 
 /** Builds the one auth check every route uses. */
+/** What each check made by createAuth asks for (docs/routes.md shows it per route). */
+const requirements = new WeakMap<object, string>();
+
+/** What `handler` asks for when it is a check made by createAuth: `device`, `any`, `mgmt` or `mgmt: <scope> or <scope>`. */
+export const requirementOf = (handler: unknown): string | undefined => (typeof handler === "function" ? requirements.get(handler) : undefined);
+
 export function createAuth(ctx: AppContext) {
   /** The caller of `c` (see requestToken for where the token comes from); 401/403 when none fits `kind`. */
   function authenticate(c: Context, kind: Kind, fallback?: string): ManagementIdentity | DeviceIdentity {
@@ -115,14 +121,16 @@ export function createAuth(ctx: AppContext) {
     return result;
   }
 
-  const middleware =
-    (kind: Kind, scopes: readonly Scope[]): MiddlewareHandler<AppEnv> =>
-    async (c, next) => {
+  const middleware = (kind: Kind, scopes: readonly Scope[]): MiddlewareHandler<AppEnv> => {
+    const check: MiddlewareHandler<AppEnv> = async (c, next) => {
       const identity = authenticate(c, kind);
       if (scopes.length > 0 && (identity.kind !== "mgmt" || !grantsAny(identity.scopes, scopes))) throw new LabgateError("forbidden", MSG_SCOPE);
       c.set("identity", identity);
       await next();
     };
+    requirements.set(check, kind === "mgmt" && scopes.length > 0 ? `mgmt: ${scopes.join(" or ")}` : kind);
+    return check;
+  };
 
   return {
     authenticate,

@@ -4,7 +4,7 @@ import mime from "mime-types";
 import type { Auth } from "../auth/middleware.ts";
 import { LabgateError } from "../util/errors.ts";
 import type { AppContext, AppEnv } from "../server/context.ts";
-import { ASSET_PREFIX, buildConsole } from "./build.ts";
+import { buildConsole } from "./build.ts";
 
 interface SeaModule {
   isSea(): boolean;
@@ -70,5 +70,6 @@ async function serve(c: Context, name: string, cache: string): Promise<Response>
 export function consoleRoutes(_ctx: AppContext, _auth: Auth): Hono<AppEnv> {
   return new Hono<AppEnv>()
     .get("/", (c) => serve(c, "index.html", "no-cache"))
-    .get(`${ASSET_PREFIX}:name`, (c) => serve(c, c.req.param("name"), "public, max-age=31536000, immutable"));
+    // ASSET_PREFIX (build.ts) is /console/.
+    .get("/console/:name", (c) => serve(c, c.req.param("name"), "public, max-age=31536000, immutable"));
 }

@@ -54,9 +54,9 @@ export function routeTable({ shared, accounts, update, testRun }: Domains): Rout
 
     // The update server (update-server.md).
     // Device authorization and registrations: /api/v1/auth/device, /api/v1/auth/register, /api/v1/auth/pending
-    (ctx, auth) => authRoutes(ctx, auth),
+    (ctx, auth) => authRoutes(ctx, auth, update.replay, update.deviceHooks),
     // Devices and tags: /api/v1/devices, /api/v2/devices, /api/v2/tags
-    (ctx, auth) => devicesRoutes(ctx, auth),
+    (ctx, auth) => devicesRoutes(ctx, auth, update.deviceHooks, update.hub),
     // /api/v1/permissions
     (ctx, auth) => permissionsRoutes(ctx, auth),
     // /api/v1/packages
@@ -67,9 +67,9 @@ export function routeTable({ shared, accounts, update, testRun }: Domains): Rout
     (ctx, auth) => groupsV2Routes(ctx, auth),
     (ctx, auth) => groupsV1Routes(ctx, auth),
     // /api/v1/update/check
-    (ctx, auth) => updateCheckRoutes(ctx, auth),
+    (ctx, auth) => updateCheckRoutes(ctx, auth, update.progress),
     // /api/v2/devices/progress, /api/v2/devices/:id/progress
-    (ctx, auth) => progressRoutes(ctx, auth),
+    (ctx, auth) => progressRoutes(ctx, auth, update.progress),
     // WebSockets (src/server/upgrade.ts lists them): /api/v1/devices/ws, /api/v1/devices/:mac/shell[/attach/:uuid]
     (ctx, auth) => channelRoutes(ctx, auth, update.hub, update.shells, shared.tokenWatch),
     // Remote actions: /api/v2/devices/:mac/action/*
@@ -85,7 +85,7 @@ export function routeTable({ shared, accounts, update, testRun }: Domains): Rout
     // CORS for the paths below, only when test_server.cors_origins lists origins (1.1).
     (ctx) => testRunCors(ctx.config.test_server.cors_origins),
     // /api/v1/configs
-    (ctx, auth) => configRoutes(ctx, testRunAccess(ctx, auth), testRun.configs),
+    (ctx, auth) => configRoutes(ctx, testRunAccess(ctx, auth), testRun.configs, testRun.views),
     // /api/v1/test-runs (Variant A, or B with test_server.api_variant: B)
     (ctx, auth) => runRoutes(ctx, testRunAccess(ctx, auth), { service: testRun.runs, changes: testRun.changes, streams: shared.streams }),
     // /api/v1/test-nodes (Variant A only, like suites and hints)

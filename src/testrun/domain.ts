@@ -6,6 +6,7 @@
 import { Broadcaster } from "../http/sse.ts";
 import type { AppContext } from "../server/context.ts";
 import { ConfigStore } from "./config/store.ts";
+import { ConfigViewCache } from "./config/view-cache.ts";
 import { testrunDirs } from "./runs/paths.ts";
 import { TestRunService } from "./runs/service.ts";
 import { RunStore, type RunChange } from "./runs/store.ts";
@@ -14,6 +15,8 @@ import { RunStore, type RunChange } from "./runs/store.ts";
 export interface TestRunDomain {
   /** Uploaded configs; the run engine reads them too. */
   configs: ConfigStore;
+  /** Parsed test-suite and override-hint views of the configs, kept while their files are unchanged. */
+  views: ConfigViewCache;
   runs: TestRunService;
   /** Every change of a run or trigger record, once on disk (`GET /api/v1/test-runs/stream`). */
   changes: Broadcaster<RunChange>;
@@ -27,5 +30,5 @@ export function createTestRunDomain(ctx: AppContext): TestRunDomain {
   runs.recoverFromRestart();
   // Graceful shutdown: pending and running runs end `aborted` with `server shutdown`.
   ctx.onShutdown.push(() => runs.shutdown());
-  return { configs, runs, changes };
+  return { configs, views: new ConfigViewCache(configs), runs, changes };
 }

@@ -13,14 +13,21 @@ import { handleProgress } from "./channel/progress.ts";
 import { ShellService } from "./channel/shell.ts";
 import { DeviceFileStore } from "./devicefiles/store.ts";
 import { FileTransferService } from "./devicefiles/transfers.ts";
-import { onDeviceDeleted, onDeviceRekeyed } from "./devices/devices.ts";
+import { DeviceHooks } from "./devices/devices.ts";
 import { createDeviceGate } from "./devices/gate.ts";
 import { EventBroadcaster } from "./events/broadcaster.ts";
 import { sweepOrphanObjects } from "./packages/packages.ts";
-import { startProgressExpiry } from "./progress/progress.ts";
+import { UpdateProgress } from "./progress/progress.ts";
+import { ReplayGuard } from "./registration/replay.ts";
 
 /** The update server's services, as the routers get them. */
 export interface UpdateDomain {
+  /** What a device deletion or key change ends (the gate's cache, sockets, action logs). */
+  deviceHooks: DeviceHooks;
+  /** Signed device authorization requests seen, refused when replayed (9.1). */
+  replay: ReplayGuard;
+  /** Update progress records and their idle time. */
+  progress: UpdateProgress;
   /** Package objects (`/local_storage/`). */
   storage: LocalStorage;
   /** Live device events (`GET /api/stream`). */
@@ -35,15 +42,22 @@ export interface UpdateDomain {
 }
 
 export function createUpdateDomain(ctx: AppContext): UpdateDomain {
-  // Device tokens of deleted devices are refused; last_access is kept up to date.
-  ctx.deviceGate = createDeviceGate(ctx);
+  // Device tokens of deleted (or re-keyed) devices are refused; last_access is kept up to date.
+  const deviceHooks = new DeviceHooks();
+  ctx.deviceGate = createDeviceGate(ctx, deviceHooks);
+  const replay = new ReplayGuard();
 
   // Packages: objects an interrupted upload left without a row go (in the background).
   const storage = new LocalStorage(ctx.dataDir);
   void sweepOrphanObjects(ctx, storage).catch((error) => ctx.log.warn(`storage sweep failed: ${(error as Error).message}`));
 
-  // Progress records idle for `progress_idle_timeout` are removed by a timer.
-  startProgressExpiry(ctx);
+  // Update progress (8): records idle for `progress_idle_timeout` no longer count and are swept by a timer.
+  const progress = new UpdateProgress(ctx.db, ctx.config.update_server.progress_idle_timeout, ctx.clock);
+  const expiry = setInterval(() => {
+    progress.sweep().catch((error) => ctx.log.warn(`progress: idle records not removed: ${(error as Error).message}`));
+  }, Math.min(progress.idleMs, 60_000));
+  expiry.unref();
+  ctx.onClosing.push(() => clearInterval(expiry));
 
   // The device socket hub; every device socket goes when the server stops accepting.
   const events = new EventBroadcaster();
@@ -52,7 +66,7 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   hub.onConnect((conn) => events.publish("connect", { device: conn.mac }));
   hub.onDisconnect((mac) => events.publish("disconnect", { device: mac }));
   // update_progress, update_version (8.2, 13.3).
-  handleProgress(ctx, hub, events);
+  handleProgress(ctx, hub, progress, events);
 
   // Shell sessions (13.4) end with their device's socket, and at shutdown.
   const shells = new ShellService(ctx, hub);
@@ -77,7 +91,7 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   ctx.onShutdown.push(() => clearInterval(sweep));
 
   // A deleted device loses its socket, its action log and the outputs (17.18).
-  const unhook = onDeviceDeleted(ctx.db, (tx, device) => {
+  deviceHooks.onDeleted((tx, device) => {
     const outputs = deleteDeviceLog(tx, device.mac_address);
     return async () => {
       const conn = hub.get(device.mac_address);
@@ -86,11 +100,10 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
     };
   });
   // A key change closes the socket opened with the earlier key; the device with the new key connects.
-  const unhookKey = onDeviceRekeyed(ctx.db, (device) => {
+  deviceHooks.onRekeyed((device) => {
     const conn = hub.get(device.mac_address);
     if (conn && conn.deviceId === device.id) hub.disconnect(device.mac_address, CLOSE_UNAUTHORIZED, "device key changed");
   });
-  ctx.onShutdown.push(unhook, unhookKey);
 
-  return { storage, events, hub, shells, actions, deviceFiles, transfers };
+  return { deviceHooks, replay, progress, storage, events, hub, shells, actions, deviceFiles, transfers };
 }

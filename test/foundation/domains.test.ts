@@ -93,7 +93,7 @@ describe("createUpdateDomain", () => {
     assert.deepEqual(await domain.actions.exec(mac, "reboot"), { queued: true });
     assert.deepEqual(domain.actions.log(mac, "http://x").map((e) => [e.action, e.status]), [["reboot", "pending"]]);
 
-    assert.equal(await deleteDevice(ctx.db, deviceId), true);
+    assert.equal(await deleteDevice(ctx.db, domain.deviceHooks, deviceId), true);
     assert.deepEqual(domain.actions.log(mac, "http://x"), []);
     assert.equal(ctx.deviceGate?.({ kind: "device", mac, deviceId, key: "", expiresAt: 0 } as never), false);
   });

@@ -13,7 +13,7 @@ import { statFile } from "../../util/files.ts";
 import { hasYamlExtension, isConfigName } from "../config/names.ts";
 import type { ConfigInfo, ConfigStore, PendingConfig } from "../config/store.ts";
 import { listSuites, overrideHints } from "../config/plan-builder.ts";
-import { ConfigViewCache } from "../config/view-cache.ts";
+import type { ConfigViewCache } from "../config/view-cache.ts";
 import { PlanError } from "../plan.ts";
 import type { TestRunAccess } from "./access.ts";
 import { z } from "zod";
@@ -126,7 +126,7 @@ function view<T>(fn: () => T): T {
   }
 }
 
-export function configRoutes(ctx: AppContext, access: TestRunAccess, store: ConfigStore): Hono<AppEnv> {
+export function configRoutes(ctx: AppContext, access: TestRunAccess, store: ConfigStore, views: ConfigViewCache): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
   app.get("/api/v1/configs", access.read, (c) => c.json(queryOf(c, configListQuery).details ? store.listWithSizes() : store.list()));
@@ -175,7 +175,6 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
 
   // Suites and hints are Variant A routes only (seed; 13: B has no suites or hints).
   if (ctx.config.test_server.api_variant === "A") {
-    const views = new ConfigViewCache(store);
     app.get("/api/v1/configs/:name/test-suites", access.read, (c) => {
       const name = c.req.param("name");
       return c.json(view(() => views.get("test-suites", name, (source) => listSuites(source, name))));

@@ -35,11 +35,10 @@ export function nodeRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEnv>
     const query = params.size > 0 ? `?${params}` : "";
     return relayFromNode(name, node, c.req.method === "HEAD" ? "HEAD" : "GET", `/api/v1${rest}${query}`);
   };
-  const base = "/api/v1/test-nodes/:node/test-runs/:id";
-  app.get(base, access.read, relay);
-  app.get(`${base}/report`, access.read, relay);
-  app.get(`${base}/artifacts`, access.read, relay);
-  app.get(`${base}/artifacts/*`, access.read, relay);
+  app.get("/api/v1/test-nodes/:node/test-runs/:id", access.read, relay);
+  app.get("/api/v1/test-nodes/:node/test-runs/:id/report", access.read, relay);
+  app.get("/api/v1/test-nodes/:node/test-runs/:id/artifacts", access.read, relay);
+  app.get("/api/v1/test-nodes/:node/test-runs/:id/artifacts/*", access.read, relay);
 
   return app;
 }

@@ -20,7 +20,8 @@ import { LOCAL_DEVICE } from "../runs/nodes.ts";
 import type { TestRunService } from "../runs/service.ts";
 import type { TriggerRequest } from "../runs/trigger.ts";
 import { RUN_STATUSES } from "../runs/status.ts";
-import { FINAL_STATUSES, runObjectA, runObjectB, type RunChange, type RunRecord, type RunStatus, type TriggerRecord } from "../runs/store.ts";
+import { FINAL_STATUSES, type RunChange, type RunRecord, type RunStatus, type TriggerRecord } from "../runs/store.ts";
+import { runObjectA, runObjectB, triggerObject } from "../runs/views.ts";
 import type { TestRunAccess } from "./access.ts";
 
 /**
@@ -147,25 +148,12 @@ export function runRoutes(ctx: AppContext, access: TestRunAccess, deps: RunRoute
   return ctx.config.test_server.api_variant === "B" ? variantB(access, deps.service) : variantA(access, deps);
 }
 
-function triggerObject(service: TestRunService, t: TriggerRecord): Record<string, unknown> {
-  return {
-    trigger_id: t.id,
-    is_aborted: t.isAborted,
-    status: service.triggerStatus(t),
-    error: t.error ?? "",
-    config_name: t.configName,
-    test_suite_name: t.suite,
-    runs: service.store.runsOfTrigger(t.id).map(runObjectA),
-    remote_runs: t.remoteRuns.map((r) => ({ machine: r.machine, group: r.group, run_id: r.runId })),
-  };
-}
-
 function variantA(access: TestRunAccess, { service, changes, streams }: RunRoutesDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const store = service.store;
-  const base = "/api/v1/test-runs";
+  const triggerView = (t: TriggerRecord) => triggerObject(t, service.triggerStatus(t), store.runsOfTrigger(t.id));
 
-  app.get(base, access.read, (c) => {
+  app.get("/api/v1/test-runs", access.read, (c) => {
     const query = queryOf(c, runListQuery);
     if (Object.values(query).every((v) => v === undefined)) return c.json(store.listRuns().map(runObjectA));
     const { runs, total } = store.queryRuns({
@@ -181,7 +169,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
   });
 
   // Before /:id so that `stream` is never taken for a run id.
-  app.get(`${base}/stream`, access.read, (c) => {
+  app.get("/api/v1/test-runs/stream", access.read, (c) => {
     return streams.respond(c.get("identity"), (send) =>
       changes.subscribe((change) => {
         if (change.kind === "run-deleted") return send("run-deleted", { id: change.id });
@@ -191,12 +179,12 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
           return;
         }
         const trigger = store.getTrigger(change.id);
-        if (trigger) send("trigger", triggerObject(service, trigger));
+        if (trigger) send("trigger", triggerView(trigger));
       }),
     );
   });
 
-  app.post(base, access.write, async (c) => {
+  app.post("/api/v1/test-runs", access.write, async (c) => {
     const request = triggerRequest(await jsonBody(c, triggerBodyA), "A");
     const result = await service.trigger(request);
     if (result.kind === "dispatch") return c.json({}, 200, { "X-Trigger-Id": result.triggerId });
@@ -204,37 +192,37 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
   });
 
   // Trigger routes before /:id so that `trigger` is never taken for a run id.
-  app.get(`${base}/trigger`, access.read, (c) => c.json(store.listTriggers().map((t) => triggerObject(service, t))));
-  app.get(`${base}/trigger/:tid`, access.read, (c) => {
+  app.get("/api/v1/test-runs/trigger", access.read, (c) => c.json(store.listTriggers().map((t) => triggerView(t))));
+  app.get("/api/v1/test-runs/trigger/:tid", access.read, (c) => {
     const trigger = store.getTrigger(c.req.param("tid"));
     if (!trigger) throw new LabgateError("not_found", "Trigger not found");
-    return c.json(triggerObject(service, trigger));
+    return c.json(triggerView(trigger));
   });
-  app.delete(`${base}/trigger/:tid`, access.write, async (c) => c.json(triggerObject(service, await service.abortTrigger(c.req.param("tid")))));
+  app.delete("/api/v1/test-runs/trigger/:tid", access.write, async (c) => c.json(triggerView(await service.abortTrigger(c.req.param("tid")))));
 
-  app.get(`${base}/:id`, access.read, (c) => {
+  app.get("/api/v1/test-runs/:id", access.read, (c) => {
     const run = store.getRun(c.req.param("id"));
     if (!run) throw new LabgateError("not_found", `Run not found: ${c.req.param("id")}`);
     return c.json(runObjectA(run));
   });
 
-  app.delete(`${base}/:id`, access.write, async (c) => {
+  app.delete("/api/v1/test-runs/:id", access.write, async (c) => {
     return c.json(runObjectA(await service.abort(c.req.param("id"))));
   });
 
-  app.delete(`${base}/:id/record`, access.write, async (c) => {
+  app.delete("/api/v1/test-runs/:id/record", access.write, async (c) => {
     await service.deleteRun(c.req.param("id"));
     return c.json({});
   });
 
-  app.post(`${base}/:id/repeat`, access.write, async (c) => {
+  app.post("/api/v1/test-runs/:id/repeat", access.write, async (c) => {
     const id = c.req.param("id");
     if (!store.getRun(id)) throw new LabgateError("not_found", `Run not found: ${id}`);
     const body = await jsonBody(c, repeatBody);
     return c.json(runObjectA(await service.repeat(id, body)));
   });
 
-  app.get(`${base}/:id/report`, access.read, async (c) => {
+  app.get("/api/v1/test-runs/:id/report", access.read, async (c) => {
     const run = completedRun(store.getRun(c.req.param("id")));
     const path = reportPath(service.dirs, run.id);
     const { format } = queryOf(c, reportQuery);
@@ -258,7 +246,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
     return serveReport(c, csv, `${run.id}.csv`);
   });
 
-  app.get(`${base}/:id/report/summary`, access.read, async (c) => {
+  app.get("/api/v1/test-runs/:id/report/summary", access.read, async (c) => {
     const run = completedRun(store.getRun(c.req.param("id")));
     return c.json(
       await reportSummary(reportPath(service.dirs, run.id)).catch((error: NodeJS.ErrnoException) => {
@@ -268,12 +256,12 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
     );
   });
 
-  app.get(`${base}/:id/artifacts`, access.read, async (c) => {
+  app.get("/api/v1/test-runs/:id/artifacts", access.read, async (c) => {
     const run = completedRun(store.getRun(c.req.param("id")));
     return c.json(await listArtifacts(artifactsDir(service.dirs, run.id)));
   });
 
-  app.get(`${base}/:id/artifacts/*`, access.read, async (c) => {
+  app.get("/api/v1/test-runs/:id/artifacts/*", access.read, async (c) => {
     const run = completedRun(store.getRun(c.req.param("id")));
     return serveArtifact(c, artifactsDir(service.dirs, run.id), "/artifacts/");
   });
@@ -285,11 +273,11 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
     if (service.triggerStatus(trigger) === "running") throw new LabgateError("not_found", "Trigger not finished");
     return trigger;
   };
-  app.get(`${base}/trigger/:tid/results`, access.read, async (c) => {
+  app.get("/api/v1/test-runs/trigger/:tid/results", access.read, async (c) => {
     const trigger = finishedTrigger(c.req.param("tid"));
     return c.json(trigger.resultsDir ? await listArtifacts(join(service.dirs.results, trigger.resultsDir)) : []);
   });
-  app.get(`${base}/trigger/:tid/results/*`, access.read, async (c) => {
+  app.get("/api/v1/test-runs/trigger/:tid/results/*", access.read, async (c) => {
     const trigger = finishedTrigger(c.req.param("tid"));
     if (!trigger.resultsDir) throw new LabgateError("not_found", "Artifact file not found");
     return serveArtifact(c, join(service.dirs.results, trigger.resultsDir), "/results/");
@@ -308,11 +296,10 @@ function runB(service: TestRunService, raw: string): RunRecord {
 function variantB(access: TestRunAccess, service: TestRunService): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const store = service.store;
-  const base = "/api/v1/test-runs";
 
-  app.get(base, access.read, (c) => c.json(store.listRuns().map(runObjectB)));
+  app.get("/api/v1/test-runs", access.read, (c) => c.json(store.listRuns().map(runObjectB)));
 
-  app.post(base, access.write, async (c) => {
+  app.post("/api/v1/test-runs", access.write, async (c) => {
     const request = triggerRequest(await jsonBody(c, triggerBodyB), "B");
     let result;
     try {
@@ -323,12 +310,12 @@ function variantB(access: TestRunAccess, service: TestRunService): Hono<AppEnv> 
       throw error;
     }
     if (result.kind !== "run") throw new LabgateError("invalid", "Variant B does not dispatch to other machines");
-    return c.body(null, 200, { Location: `${base}/${result.run.seq}` });
+    return c.body(null, 200, { Location: `/api/v1/test-runs/${result.run.seq}` });
   });
 
-  app.get(`${base}/:id`, access.read, (c) => c.json(runObjectB(runB(service, c.req.param("id")))));
+  app.get("/api/v1/test-runs/:id", access.read, (c) => c.json(runObjectB(runB(service, c.req.param("id")))));
 
-  app.delete(`${base}/:id`, access.write, async (c) => {
+  app.delete("/api/v1/test-runs/:id", access.write, async (c) => {
     const run = runB(service, c.req.param("id"));
     if (FINAL_STATUSES.has(run.status)) throw new LabgateError("invalid", "Test run not in progress");
     await service.abort(run.id);
@@ -336,7 +323,7 @@ function variantB(access: TestRunAccess, service: TestRunService): Hono<AppEnv> 
     return c.json(runObjectB(store.getRun(run.id)!));
   });
 
-  app.get(`${base}/:id/report`, access.read, async (c) => {
+  app.get("/api/v1/test-runs/:id/report", access.read, async (c) => {
     const run = completedRun(runB(service, c.req.param("id")));
     return serveReport(c, statFile(reportPath(service.dirs, run.id)), `report-run-${run.seq}.csv`);
   });

@@ -10,6 +10,7 @@ import { planMachines, type ConfigSource, type TestPlan } from "../plan.ts";
 import { aggregateResults } from "./aggregate.ts";
 import { Orchestrator, type LocalRuns } from "./dispatch.ts";
 import { artifactsDir, reportPath, testrunDirs, type TestrunDirs } from "./paths.ts";
+import { RunQueue } from "./queue.ts";
 import { executeRun } from "./runner.ts";
 import { LOCAL_DEVICE } from "./nodes.ts";
 import type { TriggerRequest } from "./trigger.ts";
@@ -22,16 +23,10 @@ export type TriggerResult = { kind: "run"; run: RunRecord } | { kind: "dispatch"
 
 const TRIGGER_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
-interface ActiveRun {
-  id: string;
-  controller: AbortController;
-  done: Promise<void>;
-}
-
 /**
- * Runs: creation (with the plan as trigger-time snapshot), one FIFO queue executing one run at
- * a time (6.5), abort (6.6), restart recovery (6.7) and shutdown. Orchestration of multi-node
- * selections lives in dispatch.ts and never holds the queue.
+ * Runs: creation (with the plan as trigger-time snapshot), execution of one run (the queue,
+ * queue.ts, takes one at a time, 6.5), abort (6.6), restart recovery (6.7) and shutdown.
+ * Orchestration of multi-node selections lives in dispatch.ts and never holds the queue.
  */
 export class TestRunService implements LocalRuns {
   readonly store: RunStore;
@@ -39,16 +34,14 @@ export class TestRunService implements LocalRuns {
   readonly source: ConfigSource;
   readonly orchestrator: Orchestrator;
   readonly dirs: TestrunDirs;
-  private readonly queue: string[] = [];
-  private active: ActiveRun | undefined;
-  private readonly endWaiters = new Map<string, Array<() => void>>();
-  private shuttingDown = false;
+  private readonly queue: RunQueue;
 
   constructor(ctx: AppContext, source: ConfigSource, store: RunStore) {
     this.ctx = ctx;
     this.source = source;
     this.store = store;
     this.orchestrator = new Orchestrator(this);
+    this.queue = new RunQueue(store, (run, signal) => this.execute(run, signal), ctx.log, ctx.clock);
     this.dirs = testrunDirs(ctx.config);
     for (const dir of [this.dirs.reports, this.dirs.artifacts, this.dirs.results]) mkdirSync(dir, { recursive: true });
   }
@@ -130,7 +123,7 @@ export class TestRunService implements LocalRuns {
       },
       { createdAt: now, configName: request.configName, suite: request.suite, orchestrated: false },
     );
-    if (!bornAborted) this.enqueue(run.id);
+    if (!bornAborted) this.queue.enqueue(run.id);
     return run;
   }
 
@@ -148,32 +141,8 @@ export class TestRunService implements LocalRuns {
     return this.createRun(plan, request, warnings, original.id);
   }
 
-  private enqueue(id: string): void {
-    this.queue.push(id);
-    this.pump();
-  }
-
-  private pump(): void {
-    if (this.active || this.shuttingDown) return;
-    let run: RunRecord | undefined;
-    while (!run && this.queue.length > 0) {
-      const candidate = this.store.getRun(this.queue.shift()!);
-      if (candidate?.status === "pending") run = candidate;
-    }
-    if (!run) return;
-    const controller = new AbortController();
-    const id = run.id;
-    const done = this.execute(run, controller)
-      .catch((e) => this.ctx.log.error(`testrun: run ${id} could not be finished: ${(e as Error).stack ?? e}`))
-      .finally(() => {
-        this.active = undefined;
-        this.notifyEnd(id);
-        this.pump();
-      });
-    this.active = { id, controller, done };
-  }
-
-  private async execute(run: RunRecord, controller: AbortController): Promise<void> {
+  /** Executes one run the queue took: running, the runner, its combined results (11.6), its final state. */
+  private async execute(run: RunRecord, signal: AbortSignal): Promise<void> {
     // The artifact directory exists from the moment the run is `running` (6.3). Synchronous on
     // purpose: nothing may run between the queue's pending check and markRunning (no abort race).
     try {
@@ -187,17 +156,17 @@ export class TestRunService implements LocalRuns {
     try {
       const env = { ...this.lookup, dirs: this.dirs, reportColumns: this.ctx.config.test_server.report_columns, metadataTimeoutMs: this.ctx.config.test_server.metadata_timeout * 1000 };
       this.ctx.log.info(`testrun: run ${run.id} started (${run.configName}${run.suite ? `, ${run.suite}` : ""})`);
-      result = await executeRun({ id: run.id, plan, pattern: run.pattern, machineTarget: run.machineTarget }, env, controller.signal);
+      result = await executeRun({ id: run.id, plan, pattern: run.pattern, machineTarget: run.machineTarget }, env, signal);
     } catch (e) {
       result = { status: "failed" as const, error: `runner error: ${(e as Error).message}`, metadata: {}, warnings: [] };
     }
     this.ctx.log.info(`testrun: run ${run.id} ${result.status}${result.error ? `: ${result.error}` : ""}`);
     // A local-only run is its own trigger: its combined results are collected here (11.6).
     const trigger = this.store.getTrigger(run.triggerId);
-    if (plan.aggregateResults && run.machineTarget === null && trigger && !trigger.orchestrated && !this.shuttingDown) {
+    if (plan.aggregateResults && run.machineTarget === null && trigger && !trigger.orchestrated && !this.queue.stopping) {
       await this.store.updateTrigger(trigger.id, { resultsDir: await this.aggregate(trigger, plan.combinedResultsDirPrefix) });
     }
-    const reason = controller.signal.aborted && typeof controller.signal.reason === "string" ? controller.signal.reason : undefined;
+    const reason = signal.aborted && typeof signal.reason === "string" ? signal.reason : undefined;
     await this.store.finishRun(run.id, {
       status: result.status,
       at: this.ctx.clock.now(),
@@ -205,12 +174,6 @@ export class TestRunService implements LocalRuns {
       metadata: result.metadata,
       warnings: [...run.warnings, ...result.warnings],
     });
-  }
-
-  private notifyEnd(id: string): void {
-    const waiters = this.endWaiters.get(id);
-    this.endWaiters.delete(id);
-    waiters?.forEach((w) => w());
   }
 
   /** Builds a trigger's combined results directory (11.6); returns its name, or null when that failed. */
@@ -226,17 +189,7 @@ export class TestRunService implements LocalRuns {
 
   /** Resolves when the run is in a final state, or after `timeoutMs`. */
   waitForEnd(id: string, timeoutMs: number): Promise<void> {
-    const run = this.store.getRun(id);
-    if (!run || FINAL_STATUSES.has(run.status)) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, timeoutMs);
-      const list = this.endWaiters.get(id) ?? [];
-      list.push(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-      this.endWaiters.set(id, list);
-    });
+    return this.queue.waitForEnd(id, timeoutMs);
   }
 
   /**
@@ -249,10 +202,10 @@ export class TestRunService implements LocalRuns {
     if (FINAL_STATUSES.has(run.status)) throw new LabgateError("invalid", "Test run not pending or running");
     if (run.status === "pending") {
       await this.store.finishRun(id, { status: "aborted", at: this.ctx.clock.now(), ...(reason ? { error: reason } : {}) });
-      this.notifyEnd(id);
+      this.queue.ended(id);
     } else {
       await this.store.setAbortRequested(id);
-      if (this.active?.id === id) this.active.controller.abort(reason);
+      this.queue.signal(id, reason);
     }
     // Aborting the local share of a multi-node trigger aborts the trigger (6.6).
     const trigger = this.store.getTrigger(run.triggerId);
@@ -297,17 +250,9 @@ export class TestRunService implements LocalRuns {
 
   /** Graceful shutdown (contract): pending and running runs end `aborted` with `server shutdown`. */
   async shutdown(): Promise<void> {
-    this.shuttingDown = true;
+    this.queue.stop();
     this.orchestrator.signalAll(SHUTDOWN_ERROR);
-    for (const run of this.store.runsWithStatus("pending")) {
-      await this.store.finishRun(run.id, { status: "aborted", at: this.ctx.clock.now(), error: SHUTDOWN_ERROR }).catch(() => {});
-    }
-    const active = this.active;
-    if (active) {
-      await this.store.setAbortRequested(active.id).catch(() => {});
-      active.controller.abort(SHUTDOWN_ERROR);
-      await active.done;
-    }
+    await this.queue.drain(SHUTDOWN_ERROR);
     await this.orchestrator.shutdown(SHUTDOWN_ERROR);
   }
 }

@@ -1,5 +1,4 @@
 import type { Database, Tx } from "../../db/index.ts";
-import { rfc822 } from "../../util/time.ts";
 import type { TestPlan } from "../plan.ts";
 
 import { FINAL_STATUSES, type RunStatus } from "./status.ts";
@@ -339,43 +338,4 @@ function insertTrigger(tx: Tx, t: NewTrigger): void {
     t.suite,
     t.orchestrated ? 1 : 0,
   ]);
-}
-
-const date = (ms: number | null) => (ms === null ? "" : rfc822(new Date(ms), "+0000"));
-
-/** The Variant A run object (6.1). */
-export function runObjectA(r: RunRecord): Record<string, unknown> {
-  return {
-    id: r.id,
-    config_name: r.configName,
-    test_suite_name: r.suite,
-    created_at: date(r.createdAt),
-    started_at: date(r.startedAt),
-    finished_at: date(r.finishedAt),
-    status: r.status,
-    metadata: r.status === "pending" || r.status === "running" ? {} : r.metadata,
-    trigger_id: r.triggerId,
-    machine_target: r.machineTarget,
-    overrides: r.overrides ?? [],
-    pattern: r.pattern,
-    ...(r.repeatOf ? { repeat_of: r.repeatOf } : {}),
-    warnings: r.warnings,
-    ...(r.abortRequested ? { abort_requested: true } : {}),
-    ...(r.error ? { error: r.error } : {}),
-  };
-}
-
-/** The Variant B run object (6.2): integer id, `created`, `completed` once final. */
-export function runObjectB(r: RunRecord): Record<string, unknown> {
-  return {
-    run_id: r.seq,
-    id: r.seq,
-    config_name: r.configName,
-    test_suite_name: r.suite,
-    created: date(r.createdAt),
-    ...(FINAL_STATUSES.has(r.status) ? { completed: date(r.finishedAt ?? r.createdAt) } : {}),
-    status: r.status,
-    metadata: r.status === "pending" || r.status === "running" ? {} : r.metadata,
-    ...(r.error ? { error: r.error } : {}),
-  };
 }

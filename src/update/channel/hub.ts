@@ -6,7 +6,6 @@
 import type { WebSocket } from "ws";
 import type { WSContext } from "hono/ws";
 import type { AppContext } from "../../server/context.ts";
-import { setConnected } from "../devices/presence.ts";
 import { PingTimer, pingOrTerminate } from "./keepalive.ts";
 import { parseActionList, parseMessage, type ActionDefinition, type ServerMessage } from "./protocol.ts";
 
@@ -181,7 +180,6 @@ export class ChannelHub {
     }
     const conn = new DeviceConnection(mac, deviceId, ws);
     this.connections.set(mac, conn);
-    setConnected(this.ctx.db, mac, true);
     alive.set(conn.raw, conn);
     conn.raw.on("pong", markAlive);
     this.pinger.start();
@@ -219,7 +217,6 @@ export class ChannelHub {
   closed(conn: DeviceConnection): void {
     if (this.connections.get(conn.mac) !== conn) return;
     this.connections.delete(conn.mac);
-    setConnected(this.ctx.db, conn.mac, false);
     conn.dropped();
     this.ctx.log.info(`device ${conn.mac} disconnected`);
     for (const hook of this.disconnectHooks) {
@@ -238,6 +235,11 @@ export class ChannelHub {
     if (!conn) return;
     conn.close(code, reason);
     this.closed(conn);
+  }
+
+  /** Whether the device holds an open management socket (the devices' `connected` field). */
+  isConnected(mac: string): boolean {
+    return this.connections.has(mac);
   }
 
   /** Server shutdown: every device socket goes (they reconnect to the next server). */

@@ -5,18 +5,17 @@
  */
 import type { AppContext } from "../../server/context.ts";
 import type { EventBroadcaster } from "../events/broadcaster.ts";
-import { forgetWaiting, getProgress, reportProgress } from "../progress/progress.ts";
+import { getProgress, type UpdateProgress } from "../progress/progress.ts";
 import type { ChannelHub, DeviceConnection } from "./hub.ts";
-import { dateOf } from "../../util/time.ts";
 
 /** Installs the handlers of `update_progress` and `update_version`; progress goes out on `events`. */
-export function handleProgress(ctx: AppContext, hub: ChannelHub, events: EventBroadcaster): void {
+export function handleProgress(ctx: AppContext, hub: ChannelHub, progressRecords: UpdateProgress, events: EventBroadcaster): void {
   hub.handle("update_progress", async (conn: DeviceConnection, message) => {
     const raw = message.progress;
     if (typeof raw !== "number" || !Number.isFinite(raw)) return ctx.log.warn(`device ${conn.mac}: update_progress without a number ignored`);
     const progress = Math.min(100, Math.max(0, Math.round(raw)));
     const version = getProgress(ctx.db, conn.deviceId)?.version ?? null;
-    await reportProgress(ctx.db, conn.deviceId, progress, dateOf(ctx.clock));
+    await progressRecords.reportProgress(conn.deviceId, progress);
     events.publish("update", { device: conn.mac, progress, version });
   });
 
@@ -40,7 +39,7 @@ export function handleProgress(ctx: AppContext, hub: ChannelHub, events: EventBr
     });
     // At once, with the change in memory (not once it is on disk): an update check answered
     // meanwhile must not take the ended record for one still waiting.
-    forgetWaiting(ctx.db, conn.deviceId);
+    progressRecords.forgetWaiting(conn.deviceId);
     await written;
     ctx.log.info(`device ${conn.mac} now runs ${version}`);
   });

@@ -2,7 +2,6 @@ import type { Database, Tx } from "../../db/index.ts";
 import { rfc822 } from "../../util/time.ts";
 import { deletePermissionsOf, type ChangeGuard, type SqlFilter } from "../permissions/permissions.ts";
 import { metaKeys, type Metadata } from "../registration/metadata.ts";
-import { isConnected } from "./presence.ts";
 
 /** A device row as stored (JSON columns still text). */
 export interface DeviceRow {
@@ -117,8 +116,14 @@ function baseShape(row: DeviceRow) {
   };
 }
 
-export function toV2(db: Database, row: DeviceRow): DeviceV2 {
-  return { ...baseShape(row), groups: deviceGroupIds(db, row.id), connected: isConnected(db, row.mac_address) };
+/** Which devices hold an open management socket (ChannelHub). */
+export interface DevicePresence {
+  isConnected(mac: string): boolean;
+}
+
+/** The v2 device object; `connected`: whether it holds a management socket now (ChannelHub.isConnected). */
+export function toV2(db: Database, row: DeviceRow, connected: boolean): DeviceV2 {
+  return { ...baseShape(row), groups: deviceGroupIds(db, row.id), connected };
 }
 
 export function toV1(db: Database, row: DeviceRow): DeviceV1 {
@@ -135,30 +140,23 @@ export type DeviceDeletionHook = (tx: Tx, device: DeviceRow) => void | (() => vo
 /** Runs once an approved key change of a device is on disk (its old tokens and socket must go). */
 export type DeviceRekeyHook = (device: { id: number; mac_address: string }) => void;
 
-/** Hooks per database: `add` returns the hook's removal (a stopped server drops its hooks). */
-function hookRegistry<H>() {
-  const sets = new WeakMap<Database, Set<H>>();
-  return {
-    add(db: Database, hook: H): () => void {
-      let hooks = sets.get(db);
-      if (!hooks) sets.set(db, (hooks = new Set()));
-      hooks.add(hook);
-      return () => void hooks.delete(hook);
-    },
-    of: (db: Database): Iterable<H> => sets.get(db) ?? [],
-  };
-}
-const deletionHooks = hookRegistry<DeviceDeletionHook>();
-const rekeyHooks = hookRegistry<DeviceRekeyHook>();
+/** What other parts do when a device is deleted or its key changes; createUpdateDomain installs them. */
+export class DeviceHooks {
+  readonly deleted = new Set<DeviceDeletionHook>();
+  private readonly rekeyed = new Set<DeviceRekeyHook>();
 
-/** Registers a hook for deletions in `db`; returns its removal. */
-export const onDeviceDeleted = (db: Database, hook: DeviceDeletionHook): (() => void) => deletionHooks.add(db, hook);
-/** Registers a hook for key changes in `db`; returns its removal. */
-export const onDeviceRekeyed = (db: Database, hook: DeviceRekeyHook): (() => void) => rekeyHooks.add(db, hook);
+  onDeleted(hook: DeviceDeletionHook): void {
+    this.deleted.add(hook);
+  }
 
-/** Tells the hooks that a device's key changed (call after the commit). */
-export function deviceRekeyed(db: Database, device: { id: number; mac_address: string }): void {
-  for (const hook of rekeyHooks.of(db)) hook(device);
+  onRekeyed(hook: DeviceRekeyHook): void {
+    this.rekeyed.add(hook);
+  }
+
+  /** Tells the hooks that a device's key changed (call after the commit). */
+  keyChanged(device: { id: number; mac_address: string }): void {
+    for (const hook of this.rekeyed) hook(device);
+  }
 }
 
 /**
@@ -167,12 +165,12 @@ export function deviceRekeyed(db: Database, device: { id: number; mac_address: s
  * hooks other domains registered. Its tokens are refused from then on (deviceGate: the row is
  * gone and ids are never reused). False when there is no such device.
  */
-export async function deleteDevice(db: Database, id: number): Promise<boolean> {
+export async function deleteDevice(db: Database, hooks: DeviceHooks, id: number): Promise<boolean> {
   const afterCommit: Array<() => void | Promise<void>> = [];
   const deleted = await db.write((tx) => {
     const device = getDevice(tx, id);
     if (!device) return false;
-    for (const hook of deletionHooks.of(db)) {
+    for (const hook of hooks.deleted) {
       const after = hook(tx, device);
       if (after) afterCommit.push(after);
     }

@@ -1,6 +1,6 @@
 import type { DeviceIdentity } from "../../auth/tokens.ts";
 import type { AppContext } from "../../server/context.ts";
-import { onDeviceDeleted, onDeviceRekeyed } from "./devices.ts";
+import type { DeviceHooks } from "./devices.ts";
 
 /** Devices the gate has seen, at most (a lab has far fewer; past it the cache starts over). */
 const MAX_KNOWN = 100_000;
@@ -12,28 +12,24 @@ const MAX_KNOWN = 100_000;
  * request bumps the device's last_access, lazily persisted and at most once per second.
  *
  * Device tokens come with every update check, so both halves avoid SQL per request: devices
- * found once are remembered (MACs never change; a deletion evicts through onDeviceDeleted, a
+ * found once are remembered (MACs never change; a deletion evicts through DeviceHooks, a
  * database reload drops everything), and the last_access updates of all requests of one event
  * loop turn are written as one lazy transaction just after it (setImmediate), before any
  * request that follows an answer of this turn is read.
  */
-export function createDeviceGate(ctx: AppContext): (identity: DeviceIdentity) => boolean {
+export function createDeviceGate(ctx: AppContext, hooks: DeviceHooks): (identity: DeviceIdentity) => boolean {
   /** Device id -> its MAC, key fingerprint and the last_access last written (or read) for it. */
   let known = new Map<number, { mac: string; key: string; lastAccess: string | null }>();
   let epoch = ctx.db.epoch;
   const pending = new Map<number, string>();
   let flushScheduled = false;
 
-  const forget = onDeviceDeleted(ctx.db, (_tx, device) => {
+  hooks.onDeleted((_tx, device) => {
     known.delete(device.id);
     pending.delete(device.id);
   });
-  const forgetKey = onDeviceRekeyed(ctx.db, (device) => void known.delete(device.id));
-  ctx.onShutdown.push(() => {
-    forget();
-    forgetKey();
-    flush();
-  });
+  hooks.onRekeyed((device) => void known.delete(device.id));
+  ctx.onShutdown.push(() => flush());
 
   function flush(): void {
     flushScheduled = false;

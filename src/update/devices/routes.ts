@@ -9,6 +9,7 @@ import {
   bothFilters,
   countDevices,
   deleteDevice,
+  type DeviceHooks,
   deviceTags,
   deviceTextFilter,
   getDevice,
@@ -20,6 +21,7 @@ import {
   validDeviceName,
   validTag,
   type DeviceRow,
+  type DevicePresence,
 } from "./devices.ts";
 import { authorize, grantGuard, permissionFilter, type SqlFilter } from "../permissions/permissions.ts";
 import { jsonBody } from "../../http/openapi.ts";
@@ -45,11 +47,12 @@ export const deviceRenameBody = strictBody({
 });
 
 /** Devices v2 and v1, and tags (update-server.md 7). */
-export function devicesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, presence: DevicePresence): Hono<AppEnv> {
   const { db } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
 
+  const view = (row: DeviceRow) => toV2(db, row, presence.isConnected(row.mac_address));
   const deviceOr404 = (id: number) => {
     const row = getDevice(db, id);
     if (!row) throw new LabgateError("not_found", NOT_FOUND);
@@ -73,18 +76,18 @@ export function devicesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   };
 
   // v2: any management token; the permission table decides (2.7).
-  app.get("/api/v2/devices", mgmt, (c) => deviceList(c, permissionFilter(c.get("identity"), "device", "d"), (row) => toV2(db, row)));
+  app.get("/api/v2/devices", mgmt, (c) => deviceList(c, permissionFilter(c.get("identity"), "device", "d"), view));
 
   app.get("/api/v2/devices/:id{[0-9]+}", mgmt, (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "read");
-    return c.json(toV2(db, deviceOr404(id)));
+    return c.json(view(deviceOr404(id)));
   });
 
   app.delete("/api/v2/devices/:id{[0-9]+}", mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "delete");
-    if (!(await deleteDevice(db, id))) throw new LabgateError("not_found", NOT_FOUND);
+    if (!(await deleteDevice(db, hooks, id))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
   });
 
@@ -95,7 +98,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     authorize(db, identity, "device", id, "update");
     const { name } = await jsonBody(c, deviceRenameBody);
     if (!(await renameDevice(db, id, name, grantGuard(identity, [{ resource: "device", id }])))) throw new LabgateError("not_found", NOT_FOUND);
-    return c.json(toV2(db, deviceOr404(id)));
+    return c.json(view(deviceOr404(id)));
   });
 
   app.post("/api/v2/devices/:id{[0-9]+}/tag/:tag", mgmt, async (c) => {
@@ -130,7 +133,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
       sql: `EXISTS (SELECT 1 FROM device_tags t WHERE t.device_id = d.id AND t.tag = ?)${filter ? ` AND ${filter.sql}` : ""}`,
       params: [tag, ...(filter?.params ?? [])],
     };
-    return c.json(listDevices(db, where).map((row) => toV2(db, row)));
+    return c.json(listDevices(db, where).map(view));
   });
 
   // v1: scope-checked, no per-user filtering (7.4).
@@ -143,7 +146,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   app.delete("/api/v1/devices/:id{[0-9]+}", auth.management("admin_rw"), async (c) => {
     const id = pathId(c.req.param("id"), "device");
-    if (!(await deleteDevice(db, id))) throw new LabgateError("not_found", NOT_FOUND);
+    if (!(await deleteDevice(db, hooks, id))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
   });
 

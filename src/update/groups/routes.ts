@@ -88,29 +88,32 @@ function requireOnEach(ctx: AppContext, identity: Identity, resource: "device" |
   return grantGuard(identity, ids.map((id) => ({ resource, id })));
 }
 
-/** The operations v1 and v2 share; `v2` adds per-user permissions and the escalation checks. */
-function sharedRoutes(ctx: AppContext, app: Hono<AppEnv>, base: string, mode: { v2: boolean; rule: MembershipRule; read: ReturnType<Auth["management"]>; write: ReturnType<Auth["management"]> }) {
+/**
+ * The handlers v1 and v2 share (each router registers them on its own paths); `v2` adds per-user
+ * permissions and the escalation checks.
+ */
+function sharedHandlers(ctx: AppContext, mode: { v2: boolean; rule: MembershipRule }) {
   const { db } = ctx;
   const check = (c: Context<AppEnv>, id: number, perm: "read" | "update" | "delete") => {
     if (mode.v2) authorize(db, c.get("identity"), "group", id, perm);
   };
 
-  app.get(`${base}/:id`, mode.read, (c) => {
+  const get = (c: Context<AppEnv>) => {
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "read");
     const row = getGroup(db, id);
     if (!row) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     return c.json(mode.v2 ? toV2(db, row) : toV1(db, row));
-  });
+  };
 
-  app.delete(`${base}/:id`, mode.write, async (c) => {
+  const remove = async (c: Context<AppEnv>) => {
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "delete");
     await deleteGroup(db, id, (tx) => deletePermissionsOf(tx, "group", id));
     return c.json({});
-  });
+  };
 
-  app.patch(`${base}/:id/devices`, mode.write, async (c) => {
+  const devices = async (c: Context<AppEnv>) => {
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "update");
     if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
@@ -118,9 +121,9 @@ function sharedRoutes(ctx: AppContext, app: Hono<AppEnv>, base: string, mode: { 
     const guard = mode.v2 ? requireOnEach(ctx, c.get("identity"), "device", add) : unguarded;
     await patchGroupDevices(db, id, add, remove, mode.rule, guard);
     return c.json({});
-  });
+  };
 
-  app.post(`${base}/:id/package`, mode.write, async (c) => {
+  const packages = async (c: Context<AppEnv>) => {
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "update");
     if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
@@ -132,9 +135,9 @@ function sharedRoutes(ctx: AppContext, app: Hono<AppEnv>, base: string, mode: { 
     }
     await setGroupPackages(db, id, packages, guard);
     return c.json({});
-  });
+  };
 
-  app.post(`${base}/:id/policy`, mode.write, async (c) => {
+  const policy = async (c: Context<AppEnv>) => {
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "update");
     if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
@@ -143,7 +146,9 @@ function sharedRoutes(ctx: AppContext, app: Hono<AppEnv>, base: string, mode: { 
     if (typeof policy === "string") throw new LabgateError("invalid", policy);
     await setGroupPolicy(db, id, body.policy);
     return c.json({});
-  });
+  };
+
+  return { get, remove, devices, packages, policy };
 }
 
 /** Groups v2 (5.3-5.9): any management token, decided by per-user permissions; create needs a scope. */
@@ -175,7 +180,12 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     return c.json({});
   });
 
-  sharedRoutes(ctx, app, "/api/v2/groups", { v2: true, rule: "priority", read: mgmt, write: mgmt });
+  const shared = sharedHandlers(ctx, { v2: true, rule: "priority" });
+  app.get("/api/v2/groups/:id", mgmt, shared.get);
+  app.delete("/api/v2/groups/:id", mgmt, shared.remove);
+  app.patch("/api/v2/groups/:id/devices", mgmt, shared.devices);
+  app.post("/api/v2/groups/:id/package", mgmt, shared.packages);
+  app.post("/api/v2/groups/:id/policy", mgmt, shared.policy);
   return app;
 }
 
@@ -193,6 +203,11 @@ export function groupsV1Routes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   app.get("/api/v1/groups", read, (c) => c.json(listGroups(db).map((row) => toV1(db, row))));
 
-  sharedRoutes(ctx, app, "/api/v1/groups", { v2: false, rule: "single", read, write });
+  const shared = sharedHandlers(ctx, { v2: false, rule: "single" });
+  app.get("/api/v1/groups/:id", read, shared.get);
+  app.delete("/api/v1/groups/:id", write, shared.remove);
+  app.patch("/api/v1/groups/:id/devices", write, shared.devices);
+  app.post("/api/v1/groups/:id/package", write, shared.packages);
+  app.post("/api/v1/groups/:id/policy", write, shared.policy);
   return app;
 }

@@ -1,6 +1,5 @@
 import type { Database, Tx } from "../../db/index.ts";
-import type { AppContext } from "../../server/context.ts";
-import { rfc822 } from "../../util/time.ts";
+import { dateOf, rfc822, type Clock } from "../../util/time.ts";
 
 /** Update progress record (section 8): one per updating device. */
 export interface ProgressRow {
@@ -31,27 +30,6 @@ export const toView = (row: ProgressRow): ProgressView => ({
 
 const COLUMNS = "pr.device_id, pr.mac_address, pr.created, pr.version, pr.progress, pr.updated";
 
-/**
- * Per-database state: the idle time after which a record is dropped (section 17 item 11,
- * `update_server.progress_idle_timeout`), and the devices whose record is known to wait at 0
- * for a version since a given time (saves the update check a SELECT and a write). A record
- * removed by the cascade of a device deletion leaves a stale entry, which is harmless: device
- * ids are never reused and a deleted device's token is refused.
- */
-interface ProgressState {
-  idleMs: number;
-  waitingAtZero: Map<number, { version: string; since: number }>;
-}
-const states = new WeakMap<Database, ProgressState>();
-function stateOf(db: Database): ProgressState {
-  let state = states.get(db);
-  if (!state) states.set(db, (state = { idleMs: 86_400_000, waitingAtZero: new Map() }));
-  return state;
-}
-
-/** Records last touched before this time (ISO) are idle: not shown, not updated, swept. */
-export const idleCutoff = (db: Database, now: number): string => new Date(now - stateOf(db).idleMs).toISOString();
-
 /** The record of a device; with `notBefore`, only when it was touched at or after that time. */
 export function getProgress(db: Database | Tx, deviceId: number, notBefore?: string): ProgressRow | undefined {
   if (notBefore === undefined) return db.get<ProgressRow>(`SELECT ${COLUMNS} FROM progress pr WHERE pr.device_id = ?`, [deviceId]);
@@ -67,75 +45,90 @@ export function listProgress(db: Database, notBefore: string, where?: { sql: str
 }
 
 /**
- * An update check offered `version`: the device's record starts again at 0 (upsert, section 17
- * item 11). A record already waiting at 0 for the same version keeps its `created`; it is left
- * alone entirely while it is far from idle, so a device that checks again before it starts
- * costs no write.
+ * The progress records' behaviour over time: the idle time after which a record no longer counts
+ * (section 17 item 11, `update_server.progress_idle_timeout`), and the devices whose record is
+ * known to wait at 0 for a version since a given time (saves the update check a SELECT and a
+ * write). A record removed by the cascade of a device deletion leaves a stale entry, which is
+ * harmless: device ids are never reused and a deleted device's token is refused.
  */
-export async function recordUpdateStart(db: Database, deviceId: number, mac: string, version: string, now: Date): Promise<void> {
-  const state = stateOf(db);
-  const nowMs = now.getTime();
-  const fresh = (since: number) => nowMs - since < state.idleMs / 2;
-  const waiting = state.waitingAtZero.get(deviceId);
-  if (waiting && waiting.version === version && fresh(waiting.since)) return;
-  const current = getProgress(db, deviceId);
-  if (current && current.version === version && current.progress === 0 && fresh(Date.parse(current.updated))) {
-    return void state.waitingAtZero.set(deviceId, { version, since: Date.parse(current.updated) });
+export class UpdateProgress {
+  readonly idleMs: number;
+  private readonly db: Database;
+  private readonly clock: Clock;
+  private readonly waitingAtZero = new Map<number, { version: string; since: number }>();
+
+  constructor(db: Database, idleSeconds: number, clock: Clock) {
+    this.db = db;
+    this.clock = clock;
+    this.idleMs = idleSeconds * 1000;
   }
-  const at = now.toISOString();
-  const cutoff = idleCutoff(db, nowMs);
-  await db.write((tx) => {
-    const row = getProgress(tx, deviceId);
-    const keep = row !== undefined && row.version === version && row.progress === 0 && row.updated >= cutoff;
-    tx.run(
-      `INSERT INTO progress (device_id, mac_address, created, version, progress, updated) VALUES (?, ?, ?, ?, 0, ?)
-       ON CONFLICT(device_id) DO UPDATE SET mac_address = excluded.mac_address, created = excluded.created, version = excluded.version,
-         progress = 0, updated = excluded.updated`,
-      [deviceId, mac, keep ? row.created : at, version, at],
-    );
-  });
-  state.waitingAtZero.set(deviceId, { version, since: nowMs });
-}
 
-/**
- * A progress report from the device (over the device channel): clamped to 0..100; 100 means
- * done and removes the record. False when the device has no record (or only an idle one).
- */
-export async function reportProgress(db: Database, deviceId: number, progress: number, now: Date): Promise<boolean> {
-  const value = Math.max(0, Math.min(100, Math.round(progress)));
-  forgetWaiting(db, deviceId);
-  const cutoff = idleCutoff(db, now.getTime());
-  return db.write((tx) => {
-    if (!getProgress(tx, deviceId, cutoff)) return false;
-    if (value >= 100) tx.run("DELETE FROM progress WHERE device_id = ?", [deviceId]);
-    else tx.run("UPDATE progress SET progress = ?, updated = ? WHERE device_id = ?", [value, now.toISOString(), deviceId]);
-    return true;
-  });
-}
+  /** Records last touched before this time (ISO) are idle: not shown, not updated, swept. */
+  idleCutoff(now = this.clock.now()): string {
+    return new Date(now - this.idleMs).toISOString();
+  }
 
-/** Call after removing a device's record by other means (e.g. the device reported its new version). */
-export const forgetWaiting = (db: Database, deviceId: number): void => void stateOf(db).waitingAtZero.delete(deviceId);
+  /**
+   * An update check offered `version`: the device's record starts again at 0 (upsert, section 17
+   * item 11). A record already waiting at 0 for the same version keeps its `created`; it is left
+   * alone entirely while it is far from idle, so a device that checks again before it starts
+   * costs no write.
+   */
+  async recordUpdateStart(deviceId: number, mac: string, version: string, now = dateOf(this.clock)): Promise<void> {
+    const db = this.db;
+    const nowMs = now.getTime();
+    const fresh = (since: number) => nowMs - since < this.idleMs / 2;
+    const waiting = this.waitingAtZero.get(deviceId);
+    if (waiting && waiting.version === version && fresh(waiting.since)) return;
+    const current = getProgress(db, deviceId);
+    if (current && current.version === version && current.progress === 0 && fresh(Date.parse(current.updated))) {
+      return void this.waitingAtZero.set(deviceId, { version, since: Date.parse(current.updated) });
+    }
+    const at = now.toISOString();
+    const cutoff = this.idleCutoff(nowMs);
+    await db.write((tx) => {
+      const row = getProgress(tx, deviceId);
+      const keep = row !== undefined && row.version === version && row.progress === 0 && row.updated >= cutoff;
+      tx.run(
+        `INSERT INTO progress (device_id, mac_address, created, version, progress, updated) VALUES (?, ?, ?, ?, 0, ?)
+         ON CONFLICT(device_id) DO UPDATE SET mac_address = excluded.mac_address, created = excluded.created, version = excluded.version,
+           progress = 0, updated = excluded.updated`,
+        [deviceId, mac, keep ? row.created : at, version, at],
+      );
+    });
+    this.waitingAtZero.set(deviceId, { version, since: nowMs });
+  }
 
-/**
- * Applies the configured idle time and removes idle records now and then (section 17 item 11),
- * until the server shuts down. Reads hide idle records at once, whenever the sweep runs.
- */
-export function startProgressExpiry(ctx: AppContext): void {
-  const state = stateOf(ctx.db);
-  state.idleMs = ctx.config.update_server.progress_idle_timeout * 1000;
-  const sweep = async () => {
-    const cutoff = idleCutoff(ctx.db, ctx.clock.now());
-    if (!ctx.db.get("SELECT 1 AS x FROM progress WHERE updated < ? LIMIT 1", [cutoff])) return;
-    const removed = await ctx.db.write((tx) => {
+  /**
+   * A progress report from the device (over the device channel): clamped to 0..100; 100 means
+   * done and removes the record. False when the device has no record (or only an idle one).
+   */
+  async reportProgress(deviceId: number, progress: number, now = dateOf(this.clock)): Promise<boolean> {
+    const value = Math.max(0, Math.min(100, Math.round(progress)));
+    this.forgetWaiting(deviceId);
+    const cutoff = this.idleCutoff(now.getTime());
+    return this.db.write((tx) => {
+      if (!getProgress(tx, deviceId, cutoff)) return false;
+      if (value >= 100) tx.run("DELETE FROM progress WHERE device_id = ?", [deviceId]);
+      else tx.run("UPDATE progress SET progress = ?, updated = ? WHERE device_id = ?", [value, now.toISOString(), deviceId]);
+      return true;
+    });
+  }
+
+  /** Call after removing a device's record by other means (e.g. the device reported its new version). */
+  forgetWaiting(deviceId: number): void {
+    this.waitingAtZero.delete(deviceId);
+  }
+
+  /** Removes idle records (createUpdateDomain runs it now and then). Reads hide idle records at once, whenever it runs. */
+  async sweep(): Promise<void> {
+    const cutoff = this.idleCutoff();
+    if (!this.db.get("SELECT 1 AS x FROM progress WHERE updated < ? LIMIT 1", [cutoff])) return;
+    const removed = await this.db.write((tx) => {
       const ids = tx.all<{ device_id: number }>("SELECT device_id FROM progress WHERE updated < ?", [cutoff]).map((r) => r.device_id);
       tx.run("DELETE FROM progress WHERE updated < ?", [cutoff]);
       return ids;
     });
-    for (const id of removed) state.waitingAtZero.delete(id);
-  };
-  const timer = setInterval(() => {
-    sweep().catch((error) => ctx.log.warn(`progress: idle records not removed: ${(error as Error).message}`));
-  }, Math.min(state.idleMs, 60_000));
-  timer.unref();
-  ctx.onClosing.push(() => clearInterval(timer));
+    for (const id of removed) this.waitingAtZero.delete(id);
+  }
 }

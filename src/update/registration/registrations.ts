@@ -1,7 +1,7 @@
 import type { Database } from "../../db/index.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { rfc822 } from "../../util/time.ts";
-import { deviceRekeyed, getDeviceByMac, tagsFromMetadata } from "../devices/devices.ts";
+import { getDeviceByMac, tagsFromMetadata, type DeviceHooks } from "../devices/devices.ts";
 import type { Metadata } from "./metadata.ts";
 import { parseDeviceKey } from "./keys.ts";
 import { deviceName, metaKeys } from "./metadata.ts";
@@ -104,11 +104,12 @@ export interface RegisterResult {
  * Approves a pending registration (9.3). A new MAC becomes a device (name per D10, tags from the
  * registration metadata); an existing device gets the new key only with `confirmKeyChange`
  * (409 otherwise) and keeps its id, name rule, groups, tags, capabilities and permissions; the
- * tokens of its earlier key stop working at once and its socket is closed (deviceRekeyed).
+ * tokens of its earlier key stop working at once and its socket is closed (DeviceHooks.keyChanged).
  * The registration is removed; other registrations of the MAC stay.
  */
 export async function approveRegistration(
   db: Database,
+  hooks: DeviceHooks,
   prefix: string,
   mac: string,
   publicKey: string,
@@ -155,7 +156,7 @@ export async function approveRegistration(
   });
   // The earlier key's tokens and socket end now (issue 10 item 5): the gate forgets the old key.
   const device = result.outcome === "rekeyed" ? getDeviceByMac(db, mac) : undefined;
-  if (device) deviceRekeyed(db, device);
+  if (device) hooks.keyChanged(device);
   return result;
 }
 

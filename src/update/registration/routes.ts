@@ -8,7 +8,8 @@ import { clientAddress } from "../../http/transport.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { authorizeDevice, pendingCutoff, signatureHeader } from "./authorize.ts";
 import { approveRegistration, countPending, listPending, removePending, removePendingBulk } from "./registrations.ts";
-import { ReplayGuard } from "./replay.ts";
+import type { ReplayGuard } from "./replay.ts";
+import type { DeviceHooks } from "../devices/devices.ts";
 import { strictBody, zRequiredString } from "../validation.ts";
 import { dateOf } from "../../util/time.ts";
 
@@ -35,8 +36,7 @@ export const pendingRemoveBody = strictBody({
 });
 
 /** Device authorization and registrations (update-server.md 9). */
-export function authRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
-  const replay = new ReplayGuard();
+export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hooks: DeviceHooks): Hono<AppEnv> {
   const header = signatureHeader(ctx.config.prefix);
   const app = new Hono<AppEnv>();
 
@@ -66,7 +66,7 @@ export function authRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   app.post("/api/v1/auth/register", auth.management("admin_rw"), async (c) => {
     const body = await jsonBody(c, registerBody);
-    await approveRegistration(ctx.db, ctx.config.prefix, body.mac_address, body.public_key, body.confirm_key_change ?? false, dateOf(ctx.clock));
+    await approveRegistration(ctx.db, hooks, ctx.config.prefix, body.mac_address, body.public_key, body.confirm_key_change ?? false, dateOf(ctx.clock));
     return c.json({});
   });
 

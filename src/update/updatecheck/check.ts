@@ -4,7 +4,7 @@ import { firstMessage } from "../../http/openapi.ts";
 import type { AppContext } from "../../server/context.ts";
 import { signedObjectUrl } from "../../storage/routes.ts";
 import { packageKeys } from "../packages/packages.ts";
-import { recordUpdateStart } from "../progress/progress.ts";
+import type { UpdateProgress } from "../progress/progress.ts";
 import { activeGroup, groupPlan, resolveInPlan } from "./catalog.ts";
 import { dateOf } from "../../util/time.ts";
 
@@ -72,7 +72,7 @@ export const sameMac = (a: string, b: string): boolean => a.toLowerCase().replac
  * (lowest priority value), that group's policy target and packages, and the resolver. On an
  * offer the device's progress record starts at 0. Undefined means "no update" (204).
  */
-export async function updateCheck(ctx: AppContext, device: DeviceIdentity, metadata: DeviceMetadata, base: string, now = dateOf(ctx.clock)): Promise<Offer | undefined> {
+export async function updateCheck(ctx: AppContext, progress: UpdateProgress, device: DeviceIdentity, metadata: DeviceMetadata, base: string, now = dateOf(ctx.clock)): Promise<Offer | undefined> {
   const keys = checkKeys(ctx.config.prefix);
   const groupId = activeGroup(ctx.db, device.deviceId);
   if (groupId === null) return undefined;
@@ -81,6 +81,6 @@ export async function updateCheck(ctx: AppContext, device: DeviceIdentity, metad
   const index = resolveInPlan(plan, metadata, keys);
   if (index === undefined) return undefined;
   const pkg = plan.packages[index];
-  await recordUpdateStart(ctx.db, device.deviceId, device.mac, pkg.version, now);
+  await progress.recordUpdateStart(device.deviceId, device.mac, pkg.version, now);
   return { id: pkg.id, created: pkg.created, sha256: pkg.sha256, uri: signedObjectUrl(ctx, base, pkg.storageName), version: pkg.version };
 }

@@ -1,0 +1,110 @@
+import type { Logger } from "../../util/log.ts";
+import type { Clock } from "../../util/time.ts";
+import { FINAL_STATUSES, type RunRecord, type RunStore } from "./store.ts";
+
+interface ActiveRun {
+  id: string;
+  controller: AbortController;
+  done: Promise<void>;
+}
+
+/** Executes one run to its final state; `signal` aborts it (its `reason`, a string, is the run's error). */
+export type ExecuteRun = (run: RunRecord, signal: AbortSignal) => Promise<void>;
+
+/**
+ * The run queue (test-run-server.md 6.5): one FIFO, one run executing at a time. A run is taken
+ * only while it is still `pending` (one aborted while waiting is skipped); waiters hear when a
+ * run ends. TestRunService decides what goes in and what executing a run means.
+ */
+export class RunQueue {
+  private readonly waiting: string[] = [];
+  private active: ActiveRun | undefined;
+  private readonly endWaiters = new Map<string, Array<() => void>>();
+  private stopped = false;
+  private readonly store: RunStore;
+  private readonly execute: ExecuteRun;
+  private readonly log: Logger;
+  private readonly clock: Clock;
+
+  constructor(store: RunStore, execute: ExecuteRun, log: Logger, clock: Clock) {
+    this.store = store;
+    this.execute = execute;
+    this.log = log;
+    this.clock = clock;
+  }
+
+  /** True once shutdown began: nothing more is taken. */
+  get stopping(): boolean {
+    return this.stopped;
+  }
+
+  enqueue(id: string): void {
+    this.waiting.push(id);
+    this.pump();
+  }
+
+  /** Aborts the run `id` if it is the one executing (its processes get SIGTERM, then SIGKILL). */
+  signal(id: string, reason?: string): void {
+    if (this.active?.id === id) this.active.controller.abort(reason);
+  }
+
+  /** Tells whoever waits for `id` that it ended (a pending run aborted before it was taken). */
+  ended(id: string): void {
+    const waiters = this.endWaiters.get(id);
+    this.endWaiters.delete(id);
+    waiters?.forEach((w) => w());
+  }
+
+  /** Resolves when the run is in a final state, or after `timeoutMs`. */
+  waitForEnd(id: string, timeoutMs: number): Promise<void> {
+    const run = this.store.getRun(id);
+    if (!run || FINAL_STATUSES.has(run.status)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      const list = this.endWaiters.get(id) ?? [];
+      list.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+      this.endWaiters.set(id, list);
+    });
+  }
+
+  /** Shutdown, first step: nothing more is taken. */
+  stop(): void {
+    this.stopped = true;
+  }
+
+  /** Shutdown, second step: pending runs end aborted with `reason`; the executing one is aborted and awaited. */
+  async drain(reason: string): Promise<void> {
+    for (const run of this.store.runsWithStatus("pending")) {
+      await this.store.finishRun(run.id, { status: "aborted", at: this.clock.now(), error: reason }).catch(() => {});
+    }
+    const active = this.active;
+    if (active) {
+      await this.store.setAbortRequested(active.id).catch(() => {});
+      active.controller.abort(reason);
+      await active.done;
+    }
+  }
+
+  private pump(): void {
+    if (this.active || this.stopped) return;
+    let run: RunRecord | undefined;
+    while (!run && this.waiting.length > 0) {
+      const candidate = this.store.getRun(this.waiting.shift()!);
+      if (candidate?.status === "pending") run = candidate;
+    }
+    if (!run) return;
+    const controller = new AbortController();
+    const id = run.id;
+    const done = this.execute(run, controller.signal)
+      .catch((e) => this.log.error(`testrun: run ${id} could not be finished: ${(e as Error).stack ?? e}`))
+      .finally(() => {
+        this.active = undefined;
+        this.ended(id);
+        this.pump();
+      });
+    this.active = { id, controller, done };
+  }
+}

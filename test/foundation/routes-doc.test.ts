@@ -1,0 +1,83 @@
+import { strict as assert } from "node:assert";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { test } from "node:test";
+import { requirementOf } from "../../src/auth/middleware.ts";
+import { openApiPath } from "../../src/http/openapi.ts";
+import { apiOperations } from "../../src/server/openapi.ts";
+import { removeDir, startTestServer } from "../helpers/server.ts";
+
+const DOC = "docs/routes.md";
+const REGENERATE = "UPDATE_ROUTES_DOC=1 npm test -- routes-doc (or npm run routes-doc)";
+const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+/** Every source file under src/ with its text, for finding where a route is registered. */
+function sources(dir = "src"): { file: string; text: string }[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return sources(path);
+    return /\.tsx?$/.test(entry.name) ? [{ file: path, text: readFileSync(path, "utf8") }] : [];
+  });
+}
+
+test(`${DOC} lists every route, who may call it and the file that registers it (${REGENERATE} rewrites it)`, async () => {
+  const server = await startTestServer();
+  try {
+    const { app, ctx } = server.server;
+    const files = sources();
+    const operations = new Map(apiOperations(ctx.config).map((op) => [`${op.method.toUpperCase()} ${op.path}`, op]));
+    // The auth check of a route is one of its handlers; Hono lists each handler as a route entry.
+    const required = new Map<string, string>();
+    for (const route of app.routes) {
+      const requirement = requirementOf(route.handler);
+      if (requirement) required.set(`${route.method} ${route.path}`, requirement);
+    }
+    const unfindable: string[] = [];
+    const rows = new Map<string, { path: string; cells: string[] }>();
+    for (const route of app.routes) {
+      if (!METHODS.includes(route.method)) continue;
+      const key = `${route.method} ${openApiPath(route.path)}`;
+      if (rows.has(key)) continue;
+      // A route's path is written out whole where it is registered (`.get("/api/...", `), so that grep finds it.
+      const registration = new RegExp(`\\.${route.method.toLowerCase()}\\(\\s*"${route.path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}"`);
+      const where = files.filter((f) => registration.test(f.text)).map((f) => f.file);
+      if (where.length === 0) unfindable.push(`${route.method} ${route.path}`);
+      const op = operations.get(key);
+      const access = required.get(`${route.method} ${route.path}`) ?? (op?.access === "management" ? "mgmt" : op?.access) ?? "";
+      rows.set(key, { path: route.path, cells: [route.method, `\`${route.path}\``, access, op?.summary ?? "", where.map((w) => `\`${w}\``).join(", ")] });
+    }
+    assert.deepEqual(unfindable, [], "routes whose path is not written out as one string literal in src/ (grep cannot find them)");
+    const sorted = [...rows.values()]
+      .sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0) || METHODS.indexOf(a.cells[0]!) - METHODS.indexOf(b.cells[0]!))
+      .map((row) => row.cells);
+    const text = [
+      "# Routes",
+      "",
+      "Every HTTP route the appliance serves with the default config (Variant A test-run API), from the",
+      "registered routes themselves. Written by `test/foundation/routes-doc.test.ts`, which fails when",
+      `this file is stale: \`${REGENERATE}\` rewrites it.`,
+      "",
+      "Where they are mounted: `src/server/routes.ts` (the route table) lists every router in order;",
+      "`/api/health` and `/api/whoami` come first (`src/http/system.ts`). Access: the scopes a management",
+      "(`mgmt`) token needs (admin scopes imply the rest, `src/auth/scopes.ts`), `device` or `any` token, or",
+      "`public` (some public routes need a signed link); per-object permissions come on top. With",
+      "`test_server.auth: none` the test-run routes need no token.",
+      "",
+      "| method | path | access | what | registered in |",
+      "| --- | --- | --- | --- | --- |",
+      ...sorted.map((cells) => `| ${cells.map((c) => c.replaceAll("|", "\\|")).join(" | ")} |`),
+      "",
+    ].join("\n");
+    let before = "";
+    try {
+      before = readFileSync(DOC, "utf8");
+    } catch {
+      // Not written yet.
+    }
+    if (process.env.UPDATE_ROUTES_DOC === "1") writeFileSync(DOC, text);
+    else assert.equal(before, text, `${DOC} is stale: run ${REGENERATE} and commit it`);
+  } finally {
+    await server.close();
+    removeDir(server.dataDir);
+  }
+});
