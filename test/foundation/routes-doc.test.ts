@@ -8,7 +8,7 @@ import { apiOperations } from "../../src/server/openapi.ts";
 import { removeDir, startTestServer } from "../helpers/server.ts";
 
 const DOC = "docs/routes.md";
-const REGENERATE = "UPDATE_ROUTES_DOC=1 npm test -- routes-doc (or npm run routes-doc)";
+const REGENERATE = "npm run routes-doc";
 const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
 /** Every source file under src/ with its text, for finding where a route is registered. */
