@@ -25,6 +25,7 @@ import { join, resolve } from "node:path";
 import { Agent as UndiciAgent, request } from "undici";
 import { pathToFileURL } from "node:url";
 import type { LoadResult, LoadSpec } from "./loadgen.ts";
+import { insertDevices, listening } from "./server.ts";
 import { flag } from "./flags.ts";
 
 const DEVICES = flag("devices", 10_000);
@@ -52,13 +53,7 @@ async function seed(): Promise<{ admin: string; devices: { mac: string; token: s
   const { createLogger } = (await import(pathToFileURL(join(root, "src/util/log.ts")).href)) as typeof import("../../src/util/log.ts");
   const { config } = loadConfig({ env: {}, cwd: work, flags: { dataDir: seedDir, listen: "127.0.0.1:0" } });
   const server = await startServer(config, { log: createLogger("error") });
-  const now = new Date().toISOString();
-  await server.ctx.db.write((tx) => {
-    for (let i = 0; i < DEVICES; i++) {
-      const mac = (0x0a0000000000 + i).toString(16).padStart(12, "0").match(/../g)!.join(":");
-      tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata) VALUES (?, ?, ?, '{}', '{}')", [now, mac, mac]);
-    }
-  });
+  await server.ctx.db.write((tx) => insertDevices(tx, DEVICES, 0x0a0000000000));
   const rows = server.ctx.db.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
   const devices = rows.map((d) => ({ mac: d.mac_address, token: server.ctx.tokens.issueDevice(d.mac_address, d.id, 86400) }));
   const admin = server.ctx.tokens.issueManagement("bench", ["admin_rw"], 86400);
@@ -72,13 +67,7 @@ async function spawnServer(root: string, dataDir: string): Promise<{ child: Chil
     stdio: ["ignore", "pipe", "inherit"],
     env: { ...process.env, LABGATE_CONFIG: join(work, "bench.config.yaml") },
   });
-  let out = "";
-  for await (const chunk of child.stdout!) {
-    out += chunk;
-    const match = /listening on (\S+)/.exec(out);
-    if (match) return { child, url: match[1] };
-  }
-  throw new Error(`server did not start: ${out}`);
+  return listening(child);
 }
 
 async function simulators(url: string, tokens: string[]): Promise<ChildProcess[]> {

@@ -29,6 +29,7 @@ import { loadConfig } from "../../src/config/config.ts";
 import { startServer } from "../../src/server/start.ts";
 import { createLogger } from "../../src/util/log.ts";
 import type { LoadRequest, LoadResult, LoadSpec } from "./loadgen.ts";
+import { insertDevices, listening } from "./server.ts";
 import { flag, textFlag } from "./flags.ts";
 
 const DEVICES = flag("devices", 2000);
@@ -63,14 +64,9 @@ async function seed(): Promise<Target[]> {
     if (res.status !== 200) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
     return res.json() as Promise<{ id: number }>;
   };
-  const now = new Date().toISOString();
-  await server.ctx.db.write((tx) => {
-    for (let i = 0; i < DEVICES; i++) {
-      const mac = (0x020000000000 + i).toString(16).padStart(12, "0").match(/../g)!.join(":");
-      tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata) VALUES (?, ?, ?, '{}', '{}')", [now, mac, mac]);
-    }
-  });
+  await server.ctx.db.write((tx) => insertDevices(tx, DEVICES, 0x020000000000));
   const devices = server.ctx.db.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
+  const now = new Date().toISOString();
   const entry = "l".repeat(1000);
   const rows = Math.ceil((FILL_MB * 1024 * 1024) / 1150);
   for (let done = 0; done < rows; done += 5000) {
@@ -114,13 +110,7 @@ async function spawnServer(root: string, dataDir: string, slow: boolean): Promis
     stdio: ["ignore", "pipe", "inherit"],
     env: { ...process.env, LABGATE_CONFIG: join(work, "bench.config.yaml"), SLOW_FS_SYNC_MS: String(SYNC_MS), SLOW_FS_MBPS: String(MBPS) },
   });
-  let out = "";
-  for await (const chunk of child.stdout!) {
-    out += chunk;
-    const match = /listening on (\S+)/.exec(out);
-    if (match) return { child, url: match[1] };
-  }
-  throw new Error(`server did not start: ${out}`);
+  return listening(child);
 }
 
 async function load(spec: LoadSpec): Promise<LoadResult> {

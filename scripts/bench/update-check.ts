@@ -29,6 +29,7 @@ import { loadConfig } from "../../src/config/config.ts";
 import { startServer } from "../../src/server/start.ts";
 import { createLogger } from "../../src/util/log.ts";
 import type { LoadRequest, LoadResult, LoadSpec } from "./loadgen.ts";
+import { insertDevices, listening } from "./server.ts";
 import { flag, textFlag } from "./flags.ts";
 
 const DEVICES = flag("devices", 10_000);
@@ -65,15 +66,7 @@ async function seed(): Promise<Target[]> {
     return res.json() as Promise<{ id: number }>;
   };
 
-  const now = new Date().toISOString();
-  const macs: string[] = [];
-  await server.ctx.db.write((tx) => {
-    for (let i = 0; i < DEVICES; i++) {
-      const mac = (0x020000000000 + i).toString(16).padStart(12, "0").match(/../g)!.join(":");
-      macs.push(mac);
-      tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata) VALUES (?, ?, ?, '{}', '{}')", [now, mac, mac]);
-    }
-  });
+  const macs = await server.ctx.db.write((tx) => insertDevices(tx, DEVICES, 0x020000000000));
   const deviceIds = server.ctx.db.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
 
   const targets: Target[] = [];
@@ -111,13 +104,7 @@ async function spawnServer(args: string[], stderr: "inherit" | number = "inherit
     stdio: ["ignore", "pipe", stderr],
     env: { ...process.env, LABGATE_CONFIG: "" },
   });
-  let out = "";
-  for await (const chunk of child.stdout!) {
-    out += chunk;
-    const match = /listening on (\S+)/.exec(out);
-    if (match) return { child, url: match[1] };
-  }
-  throw new Error(`server did not start: ${out}`);
+  return listening(child);
 }
 
 /** CPU seconds (user + system) a process has used so far, from /proc. */

@@ -26,6 +26,7 @@ import { request } from "node:http";
 import { join } from "node:path";
 import { once } from "node:events";
 import { flag } from "./flags.ts";
+import { listening } from "./server.ts";
 
 const args = process.argv.slice(2);
 const dirFlag = args.indexOf("--dir");
@@ -68,16 +69,6 @@ async function makeSource(): Promise<string> {
   out.end();
   await once(out, "finish");
   return hash.digest("hex");
-}
-
-async function listening(child: ChildProcess): Promise<{ child: ChildProcess; url: string }> {
-  let out = "";
-  for await (const chunk of child.stdout!) {
-    out += chunk;
-    const match = /listening on (\S+)/.exec(out);
-    if (match) return { child, url: match[1] };
-  }
-  throw new Error(`server did not start: ${out}`);
 }
 
 function startServer(): Promise<{ child: ChildProcess; url: string }> {

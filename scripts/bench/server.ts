@@ -1,0 +1,28 @@
+/** What the benchmarks do alike with a labgate server: wait for it to listen, seed devices. */
+import type { ChildProcess } from "node:child_process";
+
+/** The URL a spawned `labgate serve` (or bare-upload.ts) prints on its first "listening on" line. */
+export async function listening(child: ChildProcess): Promise<{ child: ChildProcess; url: string }> {
+  let out = "";
+  for await (const chunk of child.stdout!) {
+    out += chunk;
+    const match = /listening on (\S+)/.exec(out);
+    if (match) return { child, url: match[1] };
+  }
+  throw new Error(`server did not start: ${out}`);
+}
+
+/**
+ * Inserts `count` bare devices (name = MAC, MACs counted up from `firstMac`) in one transaction and
+ * returns their MACs. Takes any tree's write transaction (device-sockets seeds with a baseline checkout).
+ */
+export function insertDevices(tx: { run(sql: string, params: (string | number)[]): unknown }, count: number, firstMac: number): string[] {
+  const now = new Date().toISOString();
+  const macs: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const mac = (firstMac + i).toString(16).padStart(12, "0").match(/../g)!.join(":");
+    macs.push(mac);
+    tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata) VALUES (?, ?, ?, '{}', '{}')", [now, mac, mac]);
+  }
+  return macs;
+}
