@@ -62,7 +62,7 @@ export class ActionService {
     this.ctx = ctx;
     this.hub = hub;
     this.files = files;
-    this.store = new ActionLogStore(ctx.db, (message) => ctx.log.warn(message));
+    this.store = new ActionLogStore(ctx.db, ctx.clock, (message) => ctx.log.warn(message));
     this.files.serveInlineActions((id) => this.store.inlineOutput(id));
   }
 
@@ -154,7 +154,7 @@ export class ActionService {
         if (!definition) throw new LabgateError("not_found", `action ${actionId} is not defined on the device`);
         // The action's own timeout bounds the wait (plus a margin); no timeout: the configured maximum.
         const resultWait = definition.timeout > 0 ? definition.timeout + this.timeouts.action_timeout_margin : this.timeouts.action_max_wait;
-        const deadline = Date.now() + (resultWait + this.timeouts.device_reply_timeout) * 1000;
+        const deadline = this.ctx.clock.now() + (resultWait + this.timeouts.device_reply_timeout) * 1000;
         // Waiting starts before sending: a fast device's result may arrive with its acknowledgement.
         const result = conn.wait<ExecResult>(`result:${id}`, resultWait + this.timeouts.device_reply_timeout);
         result.catch(() => {});
@@ -183,7 +183,7 @@ export class ActionService {
       const status = await control;
       if (status === "ok") return this.store.markSent(id);
       if (status !== "full") throw new DeviceRefusedError(`device refused the action (status ${JSON.stringify(status)})`);
-      if (Date.now() + this.timeouts.queue_full_retry * 1000 > deadline) throw new DeviceTimeoutError(`device ${conn.mac} kept its action queue full`);
+      if (this.ctx.clock.now() + this.timeouts.queue_full_retry * 1000 > deadline) throw new DeviceTimeoutError(`device ${conn.mac} kept its action queue full`);
       await sleep(this.timeouts.queue_full_retry * 1000);
       if (!conn.open) throw new DeviceGoneError(`device ${conn.mac} disconnected`);
     }
@@ -233,7 +233,7 @@ export class ActionService {
       }
       this.inflight.add(row.id);
       try {
-        await this.deliver(conn, row.id, row.action_id, Date.now() + this.timeouts.action_max_wait * 1000);
+        await this.deliver(conn, row.id, row.action_id, this.ctx.clock.now() + this.timeouts.action_max_wait * 1000);
       } catch (error) {
         if (error instanceof DeviceRefusedError) {
           await this.fail(row.id);
