@@ -57,13 +57,17 @@ export class ActionService {
   /** Executions driven right now (by a request or a dispatcher): not to be dispatched again. */
   private readonly inflight = new Set<string>();
 
-  /** The device messages it handles and its connect hook are installed by createUpdateDomain. */
+  /** The device messages it handles, its connect hook and its outputs' file route are installed by createUpdateDomain. */
   constructor(ctx: AppContext, hub: ChannelHub, files: DeviceFileStore) {
     this.ctx = ctx;
     this.hub = hub;
     this.files = files;
     this.store = new ActionLogStore(ctx.db, ctx.clock, (message) => ctx.log.warn(message));
-    this.files.serveInlineActions((id) => this.store.inlineOutput(id));
+  }
+
+  /** An output kept in its log row (1 KiB or less) rather than in a file, for the file store to serve. */
+  storedOutput(executionId: string): { data: Uint8Array; modified: Date } | undefined {
+    return this.store.inlineOutput(executionId);
   }
 
   /** `action_exec_control`: the device took (ok), refused or put off (full) an action (11.3). */
