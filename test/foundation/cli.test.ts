@@ -2,7 +2,7 @@ import { strict as assert } from "node:assert";
 import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
-import { runCli, startServe } from "../helpers/cli.ts";
+import { FROM_SOURCE, runCli, startServe } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/server.ts";
 
 const bearer = (token: string) => ({ authorization: `Bearer token=${token}` });
@@ -79,9 +79,11 @@ describe("cli: serve", () => {
     const config = join(dir, "appliance.config.yaml");
     writeFileSync(config, "listen: 127.0.0.1:1\nlog_level: warn\n");
     // The file says port 1 (would fail), env overrides it with port 0 on another host form, the flag wins over both.
+    // From source, as `npm start` runs it (every other child process of the tests runs the bundle).
     const server = await startServe(["serve", "--data-dir", join(dir, "data"), "--listen", "127.0.0.1:0"], {
       cwd: dir,
       env: { LABGATE_LISTEN: "127.0.0.1:2" },
+      command: FROM_SOURCE,
     });
     try {
       assert.match(server.url, /^http:\/\/127\.0\.0\.1:\d+$/);
