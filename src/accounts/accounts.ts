@@ -107,12 +107,12 @@ export async function createAccount(
   name: string,
   password: string,
   scopes: readonly Scope[],
-  options: { randomPassword?: boolean } = {},
+  options: { now: Date; randomPassword?: boolean },
 ): Promise<AccountView> {
   const hash = await hashPassword(password, { random: options.randomPassword });
   await db.write((tx) => {
     if (tx.get("SELECT 1 AS x FROM accounts WHERE name = ?", [name])) throw new AccountConflict(`account ${name} already exists`);
-    tx.run("INSERT INTO accounts (name, password_hash, scopes, disabled, created) VALUES (?, ?, ?, 0, ?)", [name, hash, scopeText(scopes), new Date().toISOString()]);
+    tx.run("INSERT INTO accounts (name, password_hash, scopes, disabled, created) VALUES (?, ?, ?, 0, ?)", [name, hash, scopeText(scopes), options.now.toISOString()]);
   });
   return getAccount(db, prefix, name)!;
 }
@@ -134,7 +134,7 @@ const otherAdmins = (db: Pick<Database, "all">, except: string) =>
  * session epoch up); disabling it also revokes every token issued for its name until now. Refused (AccountConflict) when it would leave no enabled account with admin_rw,
  * or when `actor` would disable themselves.
  */
-export async function updateAccount(db: Database, prefix: string, name: string, change: AccountChange, actor?: string): Promise<AccountView> {
+export async function updateAccount(db: Database, prefix: string, name: string, change: AccountChange, now: Date, actor?: string): Promise<AccountView> {
   const hash = change.password === undefined ? undefined : await hashPassword(change.password);
   const stored = await db.write((tx) => {
     const row = tx.get<AccountRow>("SELECT * FROM accounts WHERE name = ?", [name]);
@@ -155,7 +155,7 @@ export async function updateAccount(db: Database, prefix: string, name: string, 
       row.name,
     ]);
     // Disabling also ends the tokens issued for the name (labgate token issue), not only sessions.
-    if (change.disabled === true && row.disabled === 0) revokeUserTokens(tx, row.name);
+    if (change.disabled === true && row.disabled === 0) revokeUserTokens(tx, row.name, now);
     return row.name;
   });
   return getAccount(db, prefix, stored)!;
@@ -189,11 +189,11 @@ export function sessionAlive(db: Database, identity: ManagementIdentity): boolea
  * every scope and a random password, written to DATA_DIR/admin.password (0600) first so that it
  * is never lost. Returns that file's path when it did.
  */
-export async function createFirstAdmin(db: Database, dataDir: string, prefix: string): Promise<string | undefined> {
+export async function createFirstAdmin(db: Database, dataDir: string, prefix: string, now: Date): Promise<string | undefined> {
   if (countAccounts(db) > 0) return undefined;
   const password = randomPassword();
   const file = join(dataDir, ADMIN_PASSWORD_FILE);
   writeFileDurable(file, password + "\n", 0o600);
-  await createAccount(db, prefix, ADMIN_ACCOUNT, password, SCOPES, { randomPassword: true });
+  await createAccount(db, prefix, ADMIN_ACCOUNT, password, SCOPES, { now, randomPassword: true });
   return file;
 }

@@ -117,7 +117,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
 
   app.post("/api/v1/users", auth.management("admin_rw"), async (c) => {
     const body = await jsonBody(c, newUserBody);
-    const account = await createAccount(db, prefix, body.name, body.password, scopesOf(body.scopes));
+    const account = await createAccount(db, prefix, body.name, body.password, scopesOf(body.scopes), { now: dateOf(ctx.clock) });
     return c.json(account, 201);
   });
 
@@ -126,7 +126,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     const body = await jsonBody(c, userChangeBody);
     if (!getAccount(db, prefix, name)) throw new LabgateError("not_found", `account ${name} does not exist`);
     const change = { password: body.password, disabled: body.disabled, scopes: body.scopes && scopesOf(body.scopes) };
-    const updated = await updateAccount(db, prefix, name, change, (c.get("identity") as ManagementIdentity).user);
+    const updated = await updateAccount(db, prefix, name, change, dateOf(ctx.clock), (c.get("identity") as ManagementIdentity).user);
     tokenWatch.sweep();
     return c.json(updated);
   });

@@ -18,13 +18,13 @@ export const MSG_EXPIRED = "token has expired";
  * Revokes one token by its id (idempotent). `expires` (its `exp`, when known) lets the row go
  * once the token has expired anyway; rows of expired tokens are dropped here.
  */
-export function revokeTokenId(tx: Tx, jti: string, expires: number | null = null, now = new Date()): void {
+export function revokeTokenId(tx: Tx, jti: string, expires: number | null, now: Date): void {
   tx.run("DELETE FROM revoked_tokens WHERE expires IS NOT NULL AND expires < ?", [epochSeconds(now)]);
   tx.run("INSERT OR IGNORE INTO revoked_tokens (jti, revoked, expires) VALUES (?, ?, ?)", [jti, now.toISOString(), expires]);
 }
 
 /** Revokes every token of `user` issued until `now` (tokens issued later are good). */
-export function revokeUserTokens(tx: Tx, user: string, now = new Date()): void {
+export function revokeUserTokens(tx: Tx, user: string, now: Date): void {
   tx.run(
     `INSERT INTO revoked_users (user_id, before_ms, revoked) VALUES (?, ?, ?)
      ON CONFLICT (user_id) DO UPDATE SET before_ms = max(before_ms, excluded.before_ms), revoked = excluded.revoked`,

@@ -38,6 +38,8 @@ export interface BackupSource {
   db: Database;
   /** Whether a server runs on the data dir (recorded in the backup's info). */
   serverRunning: boolean;
+  /** The backup's `created` time. */
+  now: Date;
   warn?: (message: string) => void;
 }
 
@@ -148,7 +150,7 @@ export function takeSnapshot(source: BackupSource): Snapshot {
   const info: BackupInfo = {
     format: FORMAT,
     version: FORMAT_VERSION,
-    created: new Date().toISOString(),
+    created: source.now.toISOString(),
     labgate: VERSION,
     data_dir: dataDir,
     server_running: source.serverRunning,

@@ -5,6 +5,7 @@ import type { Auth } from "../auth/middleware.ts";
 import { errors, ErrorBody, type Operation } from "../http/openapi.ts";
 import type { AppContext, AppEnv } from "../server/context.ts";
 import { takeSnapshot } from "./backup.ts";
+import { dateOf } from "../util/time.ts";
 
 export const backupOperations: Operation[] = [
   {
@@ -27,7 +28,7 @@ export const backupOperations: Operation[] = [
 export function backupRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   return new Hono<AppEnv>().post("/api/v1/backup", auth.management("admin_rw"), (c) => {
     // Before the answer starts: a database that cannot be read is a 503, not a cut stream.
-    const snapshot = takeSnapshot({ config: ctx.config, db: ctx.db, serverRunning: true, warn: (m) => ctx.log.warn(`backup: ${m}`) });
+    const snapshot = takeSnapshot({ config: ctx.config, db: ctx.db, serverRunning: true, now: dateOf(ctx.clock), warn: (m) => ctx.log.warn(`backup: ${m}`) });
     const out = new PassThrough({ highWaterMark: 256 * 1024 });
     const writing = snapshot.write(out);
     const requestId = c.get("requestId");

@@ -75,7 +75,7 @@ export async function backupCommand(args: string[]): Promise<number> {
     config,
     async (db) => {
       refuseForeignOwner(config.data_dir);
-      const snapshot = takeSnapshot({ config, db, serverRunning: false, warn: (m) => process.stderr.write(`labgate: ${m}\n`) });
+      const snapshot = takeSnapshot({ config, db, serverRunning: false, now: new Date(), warn: (m) => process.stderr.write(`labgate: ${m}\n`) });
       const stream = new PassThrough({ highWaterMark: 256 * 1024 });
       const writing = snapshot.write(stream);
       const [saved] = await Promise.all([saveChecked(stream, out), writing]);

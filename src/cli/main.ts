@@ -144,7 +144,7 @@ async function tokenRevoke(args: string[]): Promise<number> {
   const { revokeTokenId, revokeUserTokens } = await import("../auth/revocations.ts");
   await onDataDir(
     config,
-    (db) => db.write((tx) => (id !== undefined ? revokeTokenId(tx, id) : revokeUserTokens(tx, user!))),
+    (db) => db.write((tx) => (id !== undefined ? revokeTokenId(tx, id, null, new Date()) : revokeUserTokens(tx, user!, new Date()))),
     async (call) => void (await call("POST", "/api/v1/tokens/revoke", id !== undefined ? { id } : { user })),
   );
   process.stdout.write(id !== undefined ? `token ${id} revoked\n` : `every token of ${user} issued until now revoked\n`);

@@ -84,10 +84,10 @@ function localAccounts(db: Database, prefix: string): Accounts {
     });
   return {
     list: async () => listAccounts(db, prefix),
-    add: (name, password, names) => answer(createAccount(db, prefix, name, password, scopes(names))),
+    add: (name, password, names) => answer(createAccount(db, prefix, name, password, scopes(names), { now: new Date() })),
     change: (name, change) => {
       const parsed: AccountChange = { password: change.password, disabled: change.disabled, scopes: change.scopes && scopes(change.scopes) };
-      return answer(updateAccount(db, prefix, name, parsed));
+      return answer(updateAccount(db, prefix, name, parsed, new Date()));
     },
   };
 }

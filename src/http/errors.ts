@@ -38,11 +38,15 @@ export interface ErrorAnswer {
 
 /**
  * The answer to any error a handler threw: a LabgateError by its code; an error that carries a
- * 4xx status of its own (Hono's HTTPException, thrown by its helpers) with that status; anything
+ * 4xx status of its own (Hono's HTTPException, thrown by its helpers) with that status; a full disk
+ * (ENOSPC, EDQUOT from any write) a 507; anything
  * else is a bug or an unexpected failure, a 500 "internal error" (undefined here: the caller logs it).
  */
 export function errorAnswer(error: unknown): ErrorAnswer | undefined {
   if (error instanceof LabgateError) return { status: STATUS_OF[error.code], message: error.message, details: error.details };
+  // A write that met a full disk, wherever it was: the client may retry once space is freed.
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code === "ENOSPC" || code === "EDQUOT") return { status: STATUS_OF.no_space, message: "no space left in the data dir" };
   const status = (error as { status?: unknown } | null)?.status;
   if (error instanceof Error && typeof status === "number" && status >= 400 && status < 500) return { status: status as 400, message: error.message || "bad request" };
   return undefined;

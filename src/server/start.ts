@@ -111,7 +111,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       adminTokenFile = join(dataDir, ADMIN_TOKEN_FILE);
       writeFileDurable(adminTokenFile, tokens.issueManagement("admin", [...SCOPES], config.console.admin_token_ttl) + "\n", 0o600);
     }
-    const adminPasswordFile = await createFirstAdmin(db, dataDir, config.prefix);
+    const adminPasswordFile = await createFirstAdmin(db, dataDir, config.prefix, dateOf(clock));
 
     const ctx: AppContext = { config, dataDir, db, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] };
     const domains = startDomains(ctx);

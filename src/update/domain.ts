@@ -76,6 +76,7 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   // Remote actions (11): results and acknowledgements from the device; the queue goes out on connect.
   const deviceFiles = new DeviceFileStore(ctx.dataDir, ctx.config.prefix);
   const actions = new ActionService(ctx, hub, deviceFiles);
+  deviceFiles.serveInlineActions((id) => actions.storedOutput(id));
   hub.handle("action_exec_control", (conn, message) => actions.control(conn, message));
   hub.handle("action_exec_result", (conn, message) => actions.result(conn, message));
   hub.onConnect((conn) => actions.connected(conn));

@@ -2,16 +2,14 @@
  * Config routes, both variants (test-run-server.md 12.1-12.6, 13): list, upload, info, file,
  * delete, test-suites, override-hints. Handlers parse, authorize and call the store/loader.
  */
-import { Readable } from "node:stream";
-import busboy from "busboy";
 import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { inputProblem } from "../../http/errors.ts";
+import { readMultipart } from "../../http/multipart.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { serveFile } from "../../storage/send.ts";
 import { statFile } from "../../util/files.ts";
 import { hasYamlExtension, isConfigName } from "../config/names.ts";
-import type { ConfigInfo, ConfigStore, PendingConfig } from "../config/store.ts";
+import type { ConfigInfo, ConfigStore } from "../config/store.ts";
 import { listSuites, overrideHints } from "../config/plan-builder.ts";
 import type { ConfigViewCache } from "../config/view-cache.ts";
 import { PlanError } from "../plan.ts";
@@ -36,83 +34,29 @@ const NOT_FOUND = "Configuration file not found";
 /** Room for multipart boundaries and headers on top of the file itself. */
 const MULTIPART_OVERHEAD = 64 * 1024;
 
-/** Receives the multipart field `file` (12.2), streaming it into the store. */
-function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigInfo> {
-  const type = c.req.header("content-type") ?? "";
-  if (!/^multipart\/form-data\b/i.test(type)) throw new LabgateError("invalid", "No file part in the request (expected multipart/form-data with a 'file' field)");
+/** Receives the multipart field `file` (12.2), streaming it into the store; visible once the whole form was read. */
+async function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigInfo> {
   const declared = Number(c.req.header("content-length") ?? NaN);
   if (declared > store.maxBytes + MULTIPART_OVERHEAD) throw new LabgateError("too_large", `config is larger than ${store.maxBytes} bytes`);
-  const body = c.req.raw.body;
-  if (!body) throw new LabgateError("invalid", "No file part in the request");
-
-  let parser: busboy.Busboy;
-  try {
-    parser = busboy({
-      headers: { "content-type": type },
-      defParamCharset: "utf8",
-      // fileSize one over the limit: the store sees the excess and answers 413.
-      limits: { files: 5, fields: 20, parts: 40, fieldSize: 64 * 1024, headerPairs: 50, fileSize: store.maxBytes + 1 },
-    });
-  } catch (error) {
-    throw new LabgateError("invalid", `malformed multipart request: ${inputProblem(error)}`);
-  }
-
-  return new Promise<ConfigInfo>((resolve, reject) => {
-    let saving: Promise<PendingConfig> | undefined;
-    let part: Readable | undefined;
-    let refused: LabgateError | undefined;
-    let settled = false;
-    const fail = (error: unknown) => {
-      if (settled) return;
-      settled = true;
-      // Answer only once a running save has removed its temp file: a refusal changes nothing.
-      if (!saving) return reject(error);
-      part?.destroy(new Error("upload aborted"));
-      saving.then(
-        (pending) => pending.discard().then(() => reject(error)),
-        () => reject(error),
-      );
-    };
-
-    parser.on("file", (field, stream, info) => {
-      // A truncated form errors the part stream, possibly before anyone reads it; the save sees it.
-      stream.on("error", () => undefined);
-      if (field !== "file" || saving || refused) return void stream.resume();
-      const given = info.filename ?? "";
-      // Browsers and tools may send a path; only its last component names the config.
-      const name = given.split(/[\\/]/).pop() ?? "";
-      if (given === "" || name === "") refused = new LabgateError("invalid", "Empty filename");
-      else if (!hasYamlExtension(name)) refused = new LabgateError("invalid", "Only YAML (.yaml, .yml) files are allowed");
-      else if (!isConfigName(name)) refused = new LabgateError("invalid", "invalid config name");
-      if (refused) return void stream.resume();
-      part = stream;
-      saving = store.receive(name, stream);
-      saving.catch(fail);
-    });
-    parser.on("error", (error: Error) => fail(new LabgateError("invalid", `malformed multipart request: ${inputProblem(error)}`)));
-    parser.on("close", () => {
-      if (refused) return fail(refused);
-      if (!saving) return fail(new LabgateError("invalid", "No file part in the request"));
-      // Only a complete, well-formed request makes the file visible.
-      saving.then(
-        async (pending) => {
-          if (settled) return pending.discard();
-          try {
-            const info = await pending.commit();
-            settled = true;
-            resolve(info);
-          } catch (error) {
-            fail(error);
-          }
-        },
-        () => undefined, // already answered by saving.catch(fail)
-      );
-    });
-
-    const source = Readable.fromWeb(body as import("node:stream/web").ReadableStream<Uint8Array>);
-    source.on("error", (error) => fail(new LabgateError("invalid", `upload interrupted: ${inputProblem(error)}`)));
-    source.pipe(parser);
+  const { file } = await readMultipart(c, {
+    file: {
+      field: "file",
+      receive: (stream, given) => {
+        // Browsers and tools may send a path; only its last component names the config.
+        const name = given.split(/[\\/]/).pop() ?? "";
+        if (given === "" || name === "") throw new LabgateError("invalid", "Empty filename");
+        if (!hasYamlExtension(name)) throw new LabgateError("invalid", "Only YAML (.yaml, .yml) files are allowed");
+        if (!isConfigName(name)) throw new LabgateError("invalid", "invalid config name");
+        return store.receive(name, stream);
+      },
+      discard: (pending) => pending.discard(),
+    },
+    // fileSize one over the limit: the store sees the excess and answers 413.
+    limits: { files: 5, fields: 20, parts: 40, fieldSize: 64 * 1024, fieldsTotal: 64 * 1024, headerPairs: 50, fileSize: store.maxBytes + 1 },
+    texts: { notMultipart: "No file part in the request (expected multipart/form-data with a 'file' field)", malformed: "malformed multipart request", interrupted: "upload interrupted" },
   });
+  if (!file) throw new LabgateError("invalid", "No file part in the request");
+  return file.commit();
 }
 
 /** Maps loader errors for the two read views (12.6): 404 missing, 422 `Failed to parse file: ...`. */

@@ -7,6 +7,7 @@ import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
 import { CaseSkip, type CaseDef, type EntryContext, type ModuleDef, type Outcome } from "../modules/types.ts";
 import { caseNames, type MetadataCommand, type PlanEntry, type TestPlan } from "../plan.ts";
 import { readHead } from "../../util/files.ts";
+import { dateOf, type Clock } from "../../util/time.ts";
 import { artifactsDir, reportPath, type TestrunDirs } from "./paths.ts";
 
 const METADATA_VALUE_LIMIT = 1024 * 1024;
@@ -22,6 +23,8 @@ export interface RunInput {
 
 export interface RunEnvironment extends ModuleLookup {
   dirs: TestrunDirs;
+  /** Where the report's start times come from (durations are measured, not read from it). */
+  clock: Clock;
   /** `test_server.report_columns`. */
   reportColumns: readonly ReportColumn[];
   /** `test_server.metadata_timeout` in milliseconds. */
@@ -149,7 +152,7 @@ async function runEntry(
   }
 
   const setupStarted = performance.now();
-  const setupStart = new Date();
+  const setupStart = dateOf(env.clock);
   let setupOutcome: Outcome | undefined;
   try {
     await module.setup?.(ctx);
@@ -194,7 +197,7 @@ async function runEntry(
     if (!first) recorded.length = 0;
     first = false;
     const started = performance.now();
-    const startTime = setupOutcome ? setupStart : new Date();
+    const startTime = setupOutcome ? setupStart : dateOf(env.clock);
     let outcome: Outcome;
     if (setupOutcome) {
       outcome = setupOutcome;
@@ -210,7 +213,7 @@ async function runEntry(
     await write(signal.aborted ? abortedRow(c, seconds, startTime) : row(c, outcome, seconds, startTime, [...recorded]));
   }
 
-  const teardownStart = new Date();
+  const teardownStart = dateOf(env.clock);
   try {
     await module.teardown?.(ctx);
   } catch (e) {

@@ -154,7 +154,7 @@ export class TestRunService implements LocalRuns {
     const plan = this.store.planOf(run.id)!;
     let result;
     try {
-      const env = { ...this.lookup, dirs: this.dirs, reportColumns: this.ctx.config.test_server.report_columns, metadataTimeoutMs: this.ctx.config.test_server.metadata_timeout * 1000 };
+      const env = { ...this.lookup, dirs: this.dirs, clock: this.ctx.clock, reportColumns: this.ctx.config.test_server.report_columns, metadataTimeoutMs: this.ctx.config.test_server.metadata_timeout * 1000 };
       this.ctx.log.info(`testrun: run ${run.id} started (${run.configName}${run.suite ? `, ${run.suite}` : ""})`);
       result = await executeRun({ id: run.id, plan, pattern: run.pattern, machineTarget: run.machineTarget }, env, signal);
     } catch (e) {

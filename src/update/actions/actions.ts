@@ -57,13 +57,17 @@ export class ActionService {
   /** Executions driven right now (by a request or a dispatcher): not to be dispatched again. */
   private readonly inflight = new Set<string>();
 
-  /** The device messages it handles and its connect hook are installed by createUpdateDomain. */
+  /** The device messages it handles, its connect hook and its outputs' file route are installed by createUpdateDomain. */
   constructor(ctx: AppContext, hub: ChannelHub, files: DeviceFileStore) {
     this.ctx = ctx;
     this.hub = hub;
     this.files = files;
-    this.store = new ActionLogStore(ctx.db, (message) => ctx.log.warn(message));
-    this.files.serveInlineActions((id) => this.store.inlineOutput(id));
+    this.store = new ActionLogStore(ctx.db, ctx.clock, (message) => ctx.log.warn(message));
+  }
+
+  /** An output kept in its log row (1 KiB or less) rather than in a file, for the file store to serve. */
+  storedOutput(executionId: string): { data: Uint8Array; modified: Date } | undefined {
+    return this.store.inlineOutput(executionId);
   }
 
   /** `action_exec_control`: the device took (ok), refused or put off (full) an action (11.3). */
@@ -154,7 +158,7 @@ export class ActionService {
         if (!definition) throw new LabgateError("not_found", `action ${actionId} is not defined on the device`);
         // The action's own timeout bounds the wait (plus a margin); no timeout: the configured maximum.
         const resultWait = definition.timeout > 0 ? definition.timeout + this.timeouts.action_timeout_margin : this.timeouts.action_max_wait;
-        const deadline = Date.now() + (resultWait + this.timeouts.device_reply_timeout) * 1000;
+        const deadline = this.ctx.clock.now() + (resultWait + this.timeouts.device_reply_timeout) * 1000;
         // Waiting starts before sending: a fast device's result may arrive with its acknowledgement.
         const result = conn.wait<ExecResult>(`result:${id}`, resultWait + this.timeouts.device_reply_timeout);
         result.catch(() => {});
@@ -183,7 +187,7 @@ export class ActionService {
       const status = await control;
       if (status === "ok") return this.store.markSent(id);
       if (status !== "full") throw new DeviceRefusedError(`device refused the action (status ${JSON.stringify(status)})`);
-      if (Date.now() + this.timeouts.queue_full_retry * 1000 > deadline) throw new DeviceTimeoutError(`device ${conn.mac} kept its action queue full`);
+      if (this.ctx.clock.now() + this.timeouts.queue_full_retry * 1000 > deadline) throw new DeviceTimeoutError(`device ${conn.mac} kept its action queue full`);
       await sleep(this.timeouts.queue_full_retry * 1000);
       if (!conn.open) throw new DeviceGoneError(`device ${conn.mac} disconnected`);
     }
@@ -233,7 +237,7 @@ export class ActionService {
       }
       this.inflight.add(row.id);
       try {
-        await this.deliver(conn, row.id, row.action_id, Date.now() + this.timeouts.action_max_wait * 1000);
+        await this.deliver(conn, row.id, row.action_id, this.ctx.clock.now() + this.timeouts.action_max_wait * 1000);
       } catch (error) {
         if (error instanceof DeviceRefusedError) {
           await this.fail(row.id);

@@ -9,6 +9,7 @@
  * resolves only once its own row is on disk.
  */
 import type { Database, Tx } from "../../db/index.ts";
+import { dateOf, type Clock } from "../../util/time.ts";
 
 export type ActionStatus = "pending" | "sent" | "success" | "error";
 /** Statuses a row never leaves. */
@@ -82,6 +83,7 @@ const insertSql = (rows: number) =>
 
 export class ActionLogStore {
   private readonly db: Database;
+  private readonly clock: Clock;
   private readonly warn: (message: string) => void;
   private readonly inserts = new TurnBatch<NewEntry, void>((entries) => this.db.write((tx) => this.insertRows(tx, entries)).then(() => entries.map(() => undefined)));
   private readonly failures = new TurnBatch<string, void>((ids) => this.db.write((tx) => this.failRows(tx, ids)).then(() => ids.map(() => undefined)));
@@ -89,8 +91,9 @@ export class ActionLogStore {
   private sent = new Set<string>();
   private sentFlush = false;
 
-  constructor(db: Database, warn: (message: string) => void) {
+  constructor(db: Database, clock: Clock, warn: (message: string) => void) {
     this.db = db;
+    this.clock = clock;
     this.warn = warn;
   }
 
@@ -100,7 +103,7 @@ export class ActionLogStore {
   }
 
   private insertRows(tx: Tx, entries: NewEntry[]): void {
-    const created = new Date().toISOString();
+    const created = dateOf(this.clock).toISOString();
     const params = (rows: NewEntry[]) => rows.flatMap((e) => [e.id, e.mac, e.actionId, created]);
     let at = 0;
     for (; at + INSERT_CHUNK <= entries.length; at += INSERT_CHUNK) tx.run(insertSql(INSERT_CHUNK), params(entries.slice(at, at + INSERT_CHUNK)));
@@ -139,7 +142,7 @@ export class ActionLogStore {
   }
 
   private failRows(tx: Tx, ids: string[]): void {
-    const finished = new Date().toISOString();
+    const finished = dateOf(this.clock).toISOString();
     for (const id of ids) tx.run(`UPDATE action_log SET status = 'error', finished = ? WHERE id = ? AND status NOT IN ${FINAL}`, [finished, id]);
   }
 
@@ -156,7 +159,7 @@ export class ActionLogStore {
       r.code,
       r.key,
       r.output,
-      new Date().toISOString(),
+      dateOf(this.clock).toISOString(),
       r.id,
       r.mac,
     ]);

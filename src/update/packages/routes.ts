@@ -9,7 +9,7 @@ import { authorize, deletePermissionsOf, grantCreator, permissionFilter } from "
 import { pathId } from "../validation.ts";
 import { artifactPayloadTypes, uploadScopeRefusal } from "./artifact.ts";
 import { checkUploadFields, createPackage, deletePackage, getPackage, packageKeys, toView, type PackageRow } from "./packages.ts";
-import { parseUpload } from "./upload.ts";
+import { readMultipart } from "../../http/multipart.ts";
 import { dateOf } from "../../util/time.ts";
 
 const UPLOAD_SCOPES: Scope[] = ["upload_single_file", "upload_rootfs_image", "upload_nonstandard_artifact", "admin_rw"];
@@ -34,7 +34,12 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
   app.post("/api/v1/packages", auth.management(...UPLOAD_SCOPES), async (c) => {
     const identity = c.get("identity");
     if (identity.kind !== "mgmt") throw new LabgateError("unauthenticated", "a management token is required");
-    const { fields, staged } = await parseUpload(c, storage);
+    const { fields, file: staged } = await readMultipart(c, {
+      file: { field: "file", receive: (stream) => storage.stage(stream), discard: (staged) => storage.discard(staged) },
+      // All text fields together become the package's metadata: bound what one upload can store.
+      limits: { fieldSize: 64 * 1024, fields: 1000, fieldNameSize: 1024, fieldsTotal: 1024 * 1024 },
+      texts: { notMultipart: "expected a multipart/form-data body", malformed: "malformed multipart/form-data", interrupted: "upload failed" },
+    });
     try {
       const problem = checkUploadFields(keys, fields, staged !== undefined);
       if (problem) throw new LabgateError("invalid", problem);

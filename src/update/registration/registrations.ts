@@ -114,7 +114,7 @@ export async function approveRegistration(
   mac: string,
   publicKey: string,
   confirmKeyChange: boolean,
-  now: Date = new Date(),
+  now: Date,
 ): Promise<RegisterResult> {
   const found = findRegistration(db, mac, publicKey);
   if (!found) throw new LabgateError("not_found", "specified registration does not exist");
