@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { BUNDLE_ENV, buildTestBundle } from "./bundle.ts";
 
@@ -26,6 +27,12 @@ export function labgate(): Promise<string[]> {
   const built = process.env[BUNDLE_ENV];
   command ??= (built ? Promise.resolve(built) : buildTestBundle()).then((bundle) => [process.execPath, bundle]);
   return command;
+}
+
+/** `node` on a test fixture bundled beside labgate()'s bundle (see buildTestBundle). */
+export async function bundledFixture(name: "crash-writer"): Promise<string[]> {
+  const [node, bundle] = await labgate();
+  return [node, join(dirname(bundle), `${name}.mjs`)];
 }
 
 /** Runs `labgate ARGS` to completion; `input` is its stdin (else none); `command` as for startServe. */
