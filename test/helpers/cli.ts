@@ -52,6 +52,30 @@ export async function runCli(args: string[], options: { cwd?: string; env?: Reco
   return { code, stdout, stderr };
 }
 
+/**
+ * Runs `labgate ARGS` in this process (main() of src/cli/main.ts, whose answer src/main.ts makes
+ * the exit code), with `env` added to process.env meanwhile: for commands that end on their own
+ * at once without input (usage and config errors), where the process boundary is not what is
+ * tested. Captures stderr only (this process's stdout carries the test runner's report).
+ */
+export async function runInProcess(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stderr: string }> {
+  const { main } = await import("../../src/cli/main.ts");
+  const saved = Object.fromEntries(Object.keys(env).map((key) => [key, process.env[key]]));
+  const write = process.stderr.write;
+  let stderr = "";
+  Object.assign(process.env, env);
+  process.stderr.write = ((chunk: string | Uint8Array) => ((stderr += String(chunk)), true)) as typeof process.stderr.write;
+  try {
+    return { code: await main(args), stderr };
+  } finally {
+    process.stderr.write = write;
+    for (const [key, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[key];
+      else process.env[key] = value;
+    }
+  }
+}
+
 export interface ServeProcess {
   child: ChildProcess;
   url: string;
