@@ -11,7 +11,7 @@ import { join } from "node:path";
 import type { Metadata } from "../update/client/device-client.ts";
 import { writeFileDurable } from "../util/files.ts";
 import { createLogger, type Logger } from "../util/log.ts";
-import { sleep } from "../util/time.ts";
+import { systemClock, type Clock } from "../util/time.ts";
 import { AgentActions } from "./actions.ts";
 import type { AgentConfig } from "./config.ts";
 import { answerDownload, answerProbe } from "./files.ts";
@@ -38,20 +38,19 @@ export class Agent {
   private state!: State;
   private stopped = false;
   private readonly stopController = new AbortController();
-  private readonly timers = new Set<NodeJS.Timeout>();
   private checking: Promise<void> | undefined;
   private checkAgain = false;
   /** Resolves when the agent is approved and holds a token (tests wait on it). */
   readonly approved: Promise<void>;
   private markApproved!: () => void;
 
-  /** The device's clock in ms (tests skew it). */
-  private readonly clock: () => number;
+  /** The device's clock: its time and every wait (backoff, update checks); tests skew and move it. */
+  private readonly clock: Clock;
 
-  constructor(config: AgentConfig, log: Logger = createLogger(config.log_level), options: { clock?: () => number } = {}) {
+  constructor(config: AgentConfig, log: Logger = createLogger(config.log_level), options: { clock?: Clock } = {}) {
     this.config = config;
     this.log = log;
-    this.clock = options.clock ?? Date.now;
+    this.clock = options.clock ?? systemClock;
     this.approved = new Promise((resolve) => (this.markApproved = resolve));
   }
 
@@ -96,6 +95,7 @@ export class Agent {
       sleep: (seconds) => this.backoff(seconds),
       nextDelay: (previous) => this.nextDelay(previous),
       stopped: () => this.stopped,
+      now: () => this.clock.now(),
     });
     this.actions = new AgentActions(this.config, this.socket, this.stopController.signal, () => void this.checkNow());
     void this.run();
@@ -104,8 +104,6 @@ export class Agent {
   async stop(): Promise<void> {
     this.stopped = true;
     this.stopController.abort();
-    for (const timer of this.timers) clearTimeout(timer);
-    this.timers.clear();
     this.shells?.closeAll();
     await this.socket?.close();
     await this.checking?.catch(() => {});
@@ -178,7 +176,7 @@ export class Agent {
 
   /** Waits about `seconds` (a little jitter), but never past stop(). */
   private backoff(seconds: number): Promise<void> {
-    return sleep(seconds * (0.8 + Math.random() * 0.4) * 1000, this.stopController.signal);
+    return this.clock.sleep(seconds * (0.8 + Math.random() * 0.4) * 1000, this.stopController.signal);
   }
 
   /** Backoff: doubles from retry_min_delay to retry_max_delay. */
@@ -191,22 +189,16 @@ export class Agent {
     const accepted = await this.registration.untilAccepted({ sleep: (s) => this.backoff(s), nextDelay: (p) => this.nextDelay(p), stopped: () => this.stopped });
     if (!accepted || this.stopped) return;
     this.markApproved();
-    this.scheduleChecks();
+    void this.checkEvery();
     await this.socket.run();
   }
 
-  private scheduleChecks(): void {
-    const tick = async () => {
-      if (this.stopped) return;
+  /** An update check now and every update_check_interval until the agent stops. */
+  private async checkEvery(): Promise<void> {
+    while (!this.stopped) {
       await this.checkNow();
-      if (this.stopped) return;
-      const timer = setTimeout(() => {
-        this.timers.delete(timer);
-        void tick();
-      }, this.config.update_check_interval * 1000);
-      this.timers.add(timer);
-    };
-    void tick();
+      await this.clock.sleep(this.config.update_check_interval * 1000, this.stopController.signal);
+    }
   }
 
   private onMessage(text: string): void {

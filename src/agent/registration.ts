@@ -6,6 +6,7 @@
 import { join } from "node:path";
 import { DeviceClient, loadOrCreateDeviceKey, type Metadata } from "../update/client/device-client.ts";
 import type { Logger } from "../util/log.ts";
+import type { Clock } from "../util/time.ts";
 import type { AgentConfig } from "./config.ts";
 import type { ServerTransport } from "./transport.ts";
 
@@ -25,10 +26,10 @@ export class Registration {
   private readonly config: AgentConfig;
   private readonly log: Logger;
   private readonly transport: ServerTransport;
-  private readonly clock: () => number;
+  private readonly clock: Clock;
 
-  /** `clock`: the device's clock in ms (tests skew it). */
-  constructor(config: AgentConfig, log: Logger, transport: ServerTransport, clock: () => number, metadata: Metadata) {
+  /** `clock`: the device's clock (tests skew it). */
+  constructor(config: AgentConfig, log: Logger, transport: ServerTransport, clock: Clock, metadata: Metadata) {
     this.config = config;
     this.log = log;
     this.transport = transport;
@@ -38,7 +39,7 @@ export class Registration {
       privateKeyPem: loadOrCreateDeviceKey(join(config.data_dir, KEY_FILE), config.key_type).privateKeyPem,
       metadata,
       prefix: config.prefix,
-      now: () => Math.floor(this.clock() / 1000) + this.clockOffset,
+      now: () => Math.floor(this.clock.now() / 1000) + this.clockOffset,
       fetch: (input, init) => this.fetchNoting(input, init),
     });
   }
@@ -82,7 +83,7 @@ export class Registration {
     const response = await this.transport.fetch(input, init);
     const date = Date.parse(response.headers.get("date") ?? "");
     if (Number.isFinite(date)) {
-      const offset = Math.round((date - this.clock()) / 1000);
+      const offset = Math.round((date - this.clock.now()) / 1000);
       // Date has whole seconds: follow only a real difference.
       if (Math.abs(offset - this.clockOffset) > 30) {
         this.log.warn(`agent: the device clock is ${Math.abs(offset)} s ${offset > 0 ? "behind" : "ahead of"} the server's; using the server's time`);

@@ -23,6 +23,8 @@ export interface SocketHooks {
   sleep(seconds: number): Promise<void>;
   nextDelay(previous: number): number;
   stopped(): boolean;
+  /** The device's clock (ms), for the watchdog. */
+  now(): number;
 }
 
 export class ManagementSocket {
@@ -99,12 +101,12 @@ export class ManagementSocket {
       this.socket = socket;
       let opened = false;
       let status: number | undefined;
-      let heard = Date.now();
+      let heard = this.hooks.now();
       const watchdog = setInterval(() => {
-        if (Date.now() - heard > SILENCE_LIMIT_MS) socket.terminate();
+        if (this.hooks.now() - heard > SILENCE_LIMIT_MS) socket.terminate();
       }, 10_000);
       watchdog.unref();
-      socket.on("ping", () => (heard = Date.now()));
+      socket.on("ping", () => (heard = this.hooks.now()));
       socket.on("unexpected-response", (_request, response) => {
         status = response.statusCode;
         response.resume();
@@ -120,7 +122,7 @@ export class ManagementSocket {
         for (const message of pending) this.send(message);
       });
       socket.on("message", (data, isBinary) => {
-        heard = Date.now();
+        heard = this.hooks.now();
         if (isBinary) return;
         this.hooks.onMessage(data.toString());
       });

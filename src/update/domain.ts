@@ -30,6 +30,8 @@ export interface UpdateDomain {
   progress: UpdateProgress;
   /** Package objects (`/local_storage/`). */
   storage: LocalStorage;
+  /** The start-up sweep of objects an interrupted upload left without a row: settles once it is done. */
+  orphansSwept: Promise<void>;
   /** Live device events (`GET /api/stream`). */
   events: EventBroadcaster;
   /** The device sockets (`/api/v1/devices/ws`). */
@@ -49,7 +51,10 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
 
   // Packages: objects an interrupted upload left without a row go (in the background).
   const storage = new LocalStorage(ctx.dataDir);
-  void sweepOrphanObjects(ctx, storage).catch((error) => ctx.log.warn(`storage sweep failed: ${(error as Error).message}`));
+  const orphansSwept = sweepOrphanObjects(ctx, storage).then(
+    () => {},
+    (error) => ctx.log.warn(`storage sweep failed: ${(error as Error).message}`),
+  );
 
   // Update progress (8): records idle for `progress_idle_timeout` no longer count and are swept by a timer.
   const progress = new UpdateProgress(ctx.db, ctx.config.update_server.progress_idle_timeout, ctx.clock);
@@ -106,5 +111,5 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
     if (conn && conn.deviceId === device.id) hub.disconnect(device.mac_address, CLOSE_UNAUTHORIZED, "device key changed");
   });
 
-  return { deviceHooks, replay, progress, storage, events, hub, shells, actions, deviceFiles, transfers };
+  return { deviceHooks, replay, progress, storage, orphansSwept, events, hub, shells, actions, deviceFiles, transfers };
 }

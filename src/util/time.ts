@@ -45,15 +45,18 @@ export function parseRfc822(text: string): Date | undefined {
 }
 
 /**
- * Where the domain reads the time: the server's AppContext carries one (`ctx.clock`), so that
- * tests can move time (token, link and registration expiry) instead of waiting for it.
+ * Where the domain reads the time and waits: the server's AppContext carries one (`ctx.clock`),
+ * and so does the device agent (its backoff and update checks), so that tests can move time
+ * (token, link and registration expiry, retry delays) instead of waiting for it.
  */
 export interface Clock {
   /** Milliseconds since the epoch. */
   now(): number;
+  /** Waits `ms` of this clock's time; an abort of `signal` ends the wait early (it resolves, never rejects). */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
 }
 
-export const systemClock: Clock = { now: () => Date.now() };
+export const systemClock: Clock = { now: () => Date.now(), sleep };
 
 /** The clock's time as a Date. */
 export const dateOf = (clock: Clock): Date => new Date(clock.now());

@@ -7,15 +7,63 @@ import { startServer, type RunningServer } from "../../src/server/start.ts";
 import { createLogger } from "../../src/util/log.ts";
 import type { Clock } from "../../src/util/time.ts";
 
-/** The server's clock in tests: real time plus however far the test moved it (never back). */
+/**
+ * The clock of a server or agent in tests: real time plus however far the test moved it (never
+ * back). A sleep on it ends when its time is reached, by real time passing or by `advance`.
+ */
 export class TestClock implements Clock {
-  private offset = 0;
+  private offset: number;
+  private readonly waits = new Set<{ until: number; wake: () => void }>();
+  /** The length (ms) of every sleep begun on this clock, in order. */
+  readonly sleeps: number[] = [];
+  private readonly onSleep = new Set<() => void>();
+
+  /** `offset`: how far (ms) its time starts from real time (a device whose clock is off). */
+  constructor(offset = 0) {
+    this.offset = offset;
+  }
   now(): number {
     return Date.now() + this.offset;
   }
-  /** Moves the server's time forward: what expires after `ms` has expired. */
+  /** Moves the time forward (whole ms, rounded up, as Date.now() counts): what expires after `ms` has expired, sleeps that end by then end. */
   advance(ms: number): void {
-    this.offset += ms;
+    this.offset += Math.ceil(ms);
+    const now = this.now();
+    for (const wait of [...this.waits]) if (wait.until <= now) wait.wake();
+  }
+  sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.waits.delete(wait);
+        signal?.removeEventListener("abort", done);
+        resolve();
+      };
+      const wait = { until: this.now() + ms, wake: done };
+      const timer = setTimeout(done, ms);
+      this.waits.add(wait);
+      signal?.addEventListener("abort", done, { once: true });
+      if (signal?.aborted) done();
+      this.sleeps.push(ms);
+      for (const notify of [...this.onSleep]) notify();
+    });
+  }
+  /** The length (ms) of the `index`-th sleep begun on this clock (0: the first), once it has begun; fails after `ms`. */
+  sleepBegun(index: number, ms = 5000): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.onSleep.delete(check);
+        reject(new Error(`timed out waiting for sleep ${index} (${this.sleeps.length} begun)`));
+      }, ms);
+      const check = () => {
+        if (this.sleeps.length <= index) return;
+        clearTimeout(timer);
+        this.onSleep.delete(check);
+        resolve(this.sleeps[index]);
+      };
+      this.onSleep.add(check);
+      check();
+    });
   }
 }
 

@@ -3,8 +3,8 @@ import { spawn } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
-import { startTestServer, tempDir, waitFor } from "../helpers/server.ts";
-import { agentMac, approveAgent, device, FAST_SERVER, startAgent, untilConnected } from "./helpers/agents.ts";
+import { startTestServer, tempDir, TestClock, waitFor } from "../helpers/server.ts";
+import { agentMac, approveAgent, approvePending, device, deviceId, FAST_SERVER, startAgent, untilConnected } from "./helpers/agents.ts";
 import { startProxy } from "./helpers/proxy.ts";
 
 test("an agent survives a server restart without help", async () => {
@@ -92,21 +92,30 @@ test("labgate agent as a child process: registers, connects, runs an action; bad
 test("an agent waiting for approval asks again with a growing delay (backoff), then connects once approved", async () => {
   const server = await startTestServer(FAST_SERVER);
   const proxy = await startProxy(server.url);
-  const agent = startAgent(proxy.url, { retry_min_delay: 0.05, retry_max_delay: 0.4 });
+  // The agent waits on its clock: the test moves it instead of waiting (delays of many seconds,
+  // which real time does not reach while the test runs).
+  const clock = new TestClock();
+  const agent = startAgent(proxy.url, { retry_min_delay: 10, retry_max_delay: 80 }, { clock });
+  const attempts = () => proxy.seen.filter((r) => r.path === "/api/v1/auth/device").length;
   try {
-    const times: number[] = [];
-    const started = Date.now();
-    while (Date.now() - started < 1500) {
-      const count = proxy.seen.filter((r) => r.path === "/api/v1/auth/device").length;
-      while (times.length < count) times.push(Date.now());
-      await new Promise((resolve) => setTimeout(resolve, 5));
+    const delays: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      delays.push(await clock.sleepBegun(i));
+      // One authorization before each wait, none during a wait.
+      assert.equal(attempts(), i + 1, `attempts before wait ${i}`);
+      if (i < 5) clock.advance(delays[i]);
     }
-    // 0.05, 0.1, 0.2, 0.4, 0.4 ... (jitter ±20 %): about 6 in 1.5 s; without backoff it would be 30.
-    assert.ok(times.length >= 2 && times.length <= 9, `${times.length} attempts`);
-    const gaps = times.slice(1).map((t, i) => t - times[i]);
-    assert.ok(Math.max(...gaps) >= 250, `gaps ${gaps.join(", ")} ms`);
-    const id = await approveAgent(server, agent);
-    await untilConnected(server, id);
+    // 10, 20, 40, 80, 80, 80 s, each with ±20 % jitter.
+    [10, 20, 40, 80, 80, 80].forEach((seconds, i) => {
+      assert.ok(delays[i] >= seconds * 800 && delays[i] <= seconds * 1200, `wait ${i}: ${delays[i]} ms for ${seconds} s (${delays.join(", ")})`);
+    });
+    // Approved during the last wait: the next attempt, once it is over, is accepted.
+    await approvePending(server, agent.mac);
+    assert.equal(attempts(), 6);
+    clock.advance(delays[5]);
+    await agent.approved;
+    assert.equal(attempts(), 7);
+    await untilConnected(server, await deviceId(server, agent.mac));
   } finally {
     await agent.stop();
     await proxy.close();
@@ -116,8 +125,8 @@ test("an agent waiting for approval asks again with a growing delay (backoff), t
 
 test("an agent whose clock is hours off takes the server's time from its Date header and registers", async () => {
   const server = await startTestServer(FAST_SERVER);
-  const behind = startAgent(server, {}, { clock: () => Date.now() - 2 * 3600_000 });
-  const ahead = startAgent(server, {}, { clock: () => Date.now() + 26 * 3600_000 });
+  const behind = startAgent(server, {}, { clock: new TestClock(-2 * 3600_000) });
+  const ahead = startAgent(server, {}, { clock: new TestClock(26 * 3600_000) });
   try {
     for (const agent of [behind, ahead]) {
       const id = await approveAgent(server, agent);

@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { readdirSync, readlinkSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { after, before, test } from "node:test";
-import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
+import { removeDir, startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
 import { uploadOk } from "./helpers/packages.ts";
 
 // Package downloads go through storage/send.ts (a few reused buffers instead of a stream):
@@ -37,12 +37,8 @@ const openOnObject = () =>
     }
   }).length;
 
-/** Descriptors still open on the object after up to 5 s: the sender closes its file just after the last byte goes out. */
-async function openAfterClose(): Promise<number> {
-  const until = Date.now() + 5000;
-  while (openOnObject() > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
-  return openOnObject();
-}
+/** Waits until no descriptor is open on the object: the sender closes its file just after the last byte goes out. */
+const objectClosed = () => waitFor(() => openOnObject() === 0, 5000, "the object's file to be closed");
 
 test("download: the whole object and ranges across chunk boundaries are the exact bytes", async () => {
   const whole = await fetch(url);
@@ -61,7 +57,7 @@ test("download: the whole object and ranges across chunk boundaries are the exac
     assert.equal(res.headers.get("content-range"), `bytes ${start}-${end}/${SIZE}`);
     assert.ok(Buffer.from(await res.arrayBuffer()).equals(bytes.subarray(start, end + 1)), `range ${start}-${end}`);
   }
-  assert.equal(await openAfterClose(), 0);
+  await objectClosed();
 });
 
 test("download: a client that hangs up mid-way stops the sending and the file is closed", async () => {
@@ -76,7 +72,7 @@ test("download: a client that hangs up mid-way stops the sending and the file is
     req.on("error", (error) => ((error as NodeJS.ErrnoException).code === "ECONNRESET" ? undefined : reject(error)));
     req.end();
   });
-  assert.equal(await openAfterClose(), 0);
+  await objectClosed();
   // The server goes on serving.
   assert.equal((await fetch(url, { headers: { range: "bytes=0-9" } })).status, 206);
 });

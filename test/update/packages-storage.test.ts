@@ -4,7 +4,7 @@ import { existsSync, readdirSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
+import { removeDir, startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
 import { sha256, uploadOk } from "./helpers/packages.ts";
 
 const BOUNDARY = "----labgate-test-boundary";
@@ -33,15 +33,6 @@ function chunk(i: number, size: number): Buffer {
 function stagedFiles(dataDir: string): string[] {
   const dir = join(dataDir, "storage", ".tmp");
   return existsSync(dir) ? readdirSync(dir) : [];
-}
-
-async function waitFor(check: () => boolean, ms = 5000): Promise<boolean> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (check()) return true;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  return check();
 }
 
 describe("packages: storage, download links and large uploads", () => {
@@ -102,10 +93,10 @@ describe("packages: storage, download links and large uploads", () => {
       });
       assert.equal(res.status, 503, await res.clone().text());
       const leftovers = () => readdirSync(join(other.dataDir, "storage"), { recursive: true }).filter((n) => !String(n).startsWith(".tmp"));
-      assert.ok(await waitFor(() => leftovers().length === 0), `objects left: ${leftovers()}`);
+      await waitFor(() => leftovers().length === 0, 5000, "no object left");
       assert.deepEqual(stagedFiles(other.dataDir), []);
       // Once the database has reloaded, nothing of the upload is there.
-      assert.ok(await waitFor(() => other.server.ctx.db.status().state === "ok"));
+      await waitFor(() => other.server.ctx.db.status().state === "ok", 5000, "the database reloaded");
       assert.deepEqual(other.server.ctx.db.all("SELECT id FROM packages"), []);
     } finally {
       await other.close();
@@ -284,7 +275,7 @@ describe("packages: storage, download links and large uploads", () => {
 
   it("an aborted upload leaves no file and no row", async () => {
     const before = ((await (await server.request("/api/v1/packages", { token: server.adminToken })).json()) as unknown[]).length;
-    await new Promise<void>((resolve) => {
+    await new Promise<void>((resolve, reject) => {
       const req = httpRequest(`${server.url}/api/v1/packages`, {
         method: "POST",
         headers: {
@@ -300,10 +291,10 @@ describe("packages: storage, download links and large uploads", () => {
       const pump = () => {
         if (sent >= 8) {
           // Wait until the server has staged a temp file, then cut the connection.
-          void waitFor(() => stagedFiles(server.dataDir).length > 0, 2000).then(() => {
+          waitFor(() => stagedFiles(server.dataDir).length > 0, 5000, "a staged temp file").then(() => {
             req.destroy();
             resolve();
-          });
+          }, reject);
           return;
         }
         sent++;
@@ -311,7 +302,7 @@ describe("packages: storage, download links and large uploads", () => {
       };
       pump();
     });
-    assert.ok(await waitFor(() => stagedFiles(server.dataDir).length === 0), `temp files left: ${stagedFiles(server.dataDir)}`);
+    await waitFor(() => stagedFiles(server.dataDir).length === 0, 5000, "no temp file left");
     const list = (await (await server.request("/api/v1/packages", { token: server.adminToken })).json()) as unknown[];
     assert.equal(list.length, before);
     const objects = readdirSync(join(server.dataDir, "storage")).filter((n) => !n.startsWith("."));

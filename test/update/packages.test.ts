@@ -231,12 +231,9 @@ describe("packages: configured prefix and start-up clean-up", () => {
     writeFileSync(join(storage, "notes.txt"), "not an object name: left alone");
     const second = await startTestServer({}, first.dataDir);
     try {
-      const gone = async (path: string) => {
-        for (let i = 0; i < 100 && existsSync(path); i++) await new Promise((r) => setTimeout(r, 20));
-        return !existsSync(path);
-      };
-      assert.ok(await gone(join(storage, stray)));
-      assert.ok(await gone(join(storage, "sub", stray)));
+      await second.server.domains.update.orphansSwept;
+      assert.equal(existsSync(join(storage, stray)), false);
+      assert.equal(existsSync(join(storage, "sub", stray)), false);
       assert.equal(existsSync(join(storage, ".tmp", "half-written")), false);
       assert.ok(existsSync(join(storage, "notes.txt")));
       assert.ok(existsSync(join(storage, "kept", pkg.metadata["svc.storage.local.uuid"] as string)));

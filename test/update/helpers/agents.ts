@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { Agent } from "../../../src/agent/agent.ts";
 import { buildAgentConfig, type AgentConfig } from "../../../src/agent/config.ts";
 import { createLogger } from "../../../src/util/log.ts";
+import type { Clock } from "../../../src/util/time.ts";
 import { tempDir, waitFor, type TestServer } from "../../helpers/server.ts";
 
 let counter = 0;
@@ -21,7 +22,7 @@ export const FAST_SERVER = {
 export type AgentOptions = Partial<Omit<AgentConfig, "actions" | "shell">> & { actions?: Array<Record<string, unknown>>; shell?: Record<string, unknown> };
 
 /** An agent (in-process) with its own data and file dirs, started against `server`. */
-export function startAgent(server: TestServer | string, options: AgentOptions = {}, extra: { clock?: () => number } = {}): Agent & { dir: string } {
+export function startAgent(server: TestServer | string, options: AgentOptions = {}, extra: { clock?: Clock } = {}): Agent & { dir: string } {
   const dir = tempDir("labgate-agent-");
   const files = join(dir, "files");
   mkdirSync(files, { recursive: true });
@@ -49,15 +50,20 @@ export function startAgent(server: TestServer | string, options: AgentOptions = 
 
 /** Approves the agent's pending registration as admin and waits until it holds a token. */
 export async function approveAgent(server: TestServer, agent: Agent): Promise<number> {
+  await approvePending(server, agent.mac);
+  await agent.approved;
+  return deviceId(server, agent.mac);
+}
+
+/** Approves the pending registration of `mac` as admin (once the device has asked). */
+export async function approvePending(server: TestServer, mac: string): Promise<void> {
   const pending = await waitFor(async () => {
     const res = await server.request("/api/v1/auth/pending", { token: server.adminToken });
     const list = (await res.json()) as Array<{ mac_address: string; public_key: string }>;
-    return list.find((p) => p.mac_address === agent.mac);
-  }, 5000, `pending registration of ${agent.mac}`);
+    return list.find((p) => p.mac_address === mac);
+  }, 5000, `pending registration of ${mac}`);
   const res = await server.request("/api/v1/auth/register", { method: "POST", token: server.adminToken, json: { mac_address: pending.mac_address, public_key: pending.public_key } });
   if (res.status !== 200) throw new Error(`approve failed: ${res.status} ${await res.text()}`);
-  await agent.approved;
-  return deviceId(server, agent.mac);
 }
 
 export async function deviceId(server: TestServer, mac: string): Promise<number> {
