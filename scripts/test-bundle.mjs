@@ -1,16 +1,16 @@
-// Bundles test files for node:test: one esbuild pass, shared chunks, into .test-build/.
+// Bundles test files for node:test: one esbuild pass, shared chunks, into .tmp/test-files/.
 //
 // Why: Node 20 runs TypeScript only through tsx's loader hooks, and every module a test file loads
 // (about 300 for one that starts a server, node_modules included) crosses those hooks on another
 // thread: 1.5 to 2.5 s of CPU per file, a third of the suite's CPU. A bundle loads as plain JS.
 // `import.meta.url` and `import.meta.dirname` keep the source file's values, so what the code finds
 // beside its source (assets, fixtures, the console's app/, the checkpoint worker) is found as before.
-import { readFile, rm } from "node:fs/promises";
+import { readdir, readFile, rm } from "node:fs/promises";
 import { dirname, join, relative } from "node:path";
 import { pathToFileURL } from "node:url";
 import { build } from "esbuild";
 
-export const OUT_DIR = ".test-build";
+export const OUT_DIR = ".tmp/test-files";
 
 /** esbuild plugin: our own .ts/.tsx files keep their source location in import.meta. */
 const sourceLocation = {
@@ -27,10 +27,26 @@ const sourceLocation = {
   },
 };
 
-/** Bundles `files` (paths relative to `root`) and returns the bundles' paths, in the same order. */
+/** Whether process `pid` still runs. */
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return error.code === "EPERM";
+  }
+}
+
+/**
+ * Bundles `files` (paths relative to `root`) into a directory of this run's own (runs may overlap
+ * in one checkout) and returns the bundles' paths, in the same order, and a function that removes
+ * them. Directories left by runs that were killed go too.
+ */
 export async function bundleTests(root, files) {
-  const outdir = join(root, OUT_DIR);
-  await rm(outdir, { recursive: true, force: true });
+  const base = join(root, OUT_DIR);
+  const runs = await readdir(base).catch(() => []);
+  await Promise.all(runs.filter((name) => /^\d+$/.test(name) && !alive(Number(name))).map((name) => rm(join(base, name), { recursive: true, force: true })));
+  const outdir = join(base, String(process.pid));
   await build({
     absWorkingDir: root,
     entryPoints: files,
@@ -51,5 +67,8 @@ export async function bundleTests(root, files) {
     logLevel: "warning",
     sourcemap: "linked",
   });
-  return files.map((file) => join(OUT_DIR, relative(".", file)).replace(/\.tsx?$/, ".mjs"));
+  return {
+    paths: files.map((file) => join(outdir, relative(".", file)).replace(/\.tsx?$/, ".mjs")),
+    remove: () => rm(outdir, { recursive: true, force: true }),
+  };
 }
