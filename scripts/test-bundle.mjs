@@ -12,17 +12,19 @@ import { build } from "esbuild";
 
 export const OUT_DIR = ".tmp/test-files";
 
-/** esbuild plugin: our own .ts/.tsx files keep their source location in import.meta. */
+/**
+ * esbuild plugin: our own .ts/.tsx files keep their source location in import.meta. Each gets
+ * its own constants (on its first line, so that source maps stay right), which `define` puts
+ * where the code reads import.meta.url or import.meta.dirname; a string that merely names them is left alone.
+ */
 const sourceLocation = {
   name: "source-location",
   setup(b) {
     b.onLoad({ filter: /\.tsx?$/ }, async (args) => {
       if (args.path.includes("/node_modules/")) return undefined;
       const text = await readFile(args.path, "utf8");
-      return {
-        contents: text.replaceAll("import.meta.url", JSON.stringify(pathToFileURL(args.path).href)).replaceAll("import.meta.dirname", JSON.stringify(dirname(args.path))),
-        loader: args.path.endsWith(".tsx") ? "tsx" : "ts",
-      };
+      const location = `const __sourceUrl = ${JSON.stringify(pathToFileURL(args.path).href)}, __sourceDir = ${JSON.stringify(dirname(args.path))};`;
+      return { contents: location + text, loader: args.path.endsWith(".tsx") ? "tsx" : "ts" };
     });
   },
 };
@@ -64,6 +66,7 @@ export async function bundleTests(root, files) {
     jsx: "automatic",
     jsxImportSource: "preact",
     plugins: [sourceLocation],
+    define: { "import.meta.url": "__sourceUrl", "import.meta.dirname": "__sourceDir" },
     logLevel: "warning",
     sourcemap: "linked",
   });
