@@ -24,11 +24,6 @@ export const STATUS_OF: Record<ErrorCode, ContentfulStatusCode> = {
   no_space: 507,
 };
 
-/** The code whose status is `status` (the table read backwards), for relaying another labgate server's answer. */
-export function codeOfStatus(status: number): ErrorCode | undefined {
-  return (Object.keys(STATUS_OF) as ErrorCode[]).find((code) => STATUS_OF[code] === status);
-}
-
 /** What a failed request is answered: status, the `error` text and any further body fields. */
 export interface ErrorAnswer {
   status: ContentfulStatusCode;
@@ -38,7 +33,8 @@ export interface ErrorAnswer {
 
 /**
  * The answer to any error a handler threw: a LabgateError by its code; an error that carries a
- * 4xx status of its own (Hono's HTTPException, thrown by its helpers) with that status; a full disk
+ * 4xx status of its own (Hono's HTTPException, thrown by its helpers; a lab node's refusal that the
+ * gateway relays, NodeRefusal) with that status; a full disk
  * (ENOSPC, EDQUOT from any write) a 507; anything
  * else is a bug or an unexpected failure, a 500 "internal error" (undefined here: the caller logs it).
  */

@@ -5,6 +5,7 @@ import { test } from "node:test";
 import { HTTPException } from "hono/http-exception";
 import { DatabaseUnavailableError } from "../../src/db/index.ts";
 import { errorAnswer, STATUS_OF } from "../../src/http/errors.ts";
+import { NodeRefusal } from "../../src/testrun/runs/nodes.ts";
 import { LabgateError } from "../../src/util/errors.ts";
 
 test("the one table: every error code has the status clients have always been answered", () => {
@@ -27,7 +28,7 @@ test("the one table: every error code has the status clients have always been an
   });
 });
 
-test("errorAnswer: a LabgateError by its code with its message and details; foreign 4xx as they are; anything else is left to the 500", () => {
+test("errorAnswer: a LabgateError by its code with its message and details; foreign 4xx as they are; a full disk 507; anything else is left to the 500", () => {
   assert.deepEqual(errorAnswer(new LabgateError("not_found", "device does not exist")), { status: 404, message: "device does not exist", details: undefined });
   assert.deepEqual(errorAnswer(new LabgateError("unprocessable", "Failed to parse file: bad", { file: "a.yml", line: 3 })), {
     status: 422,
@@ -40,6 +41,9 @@ test("errorAnswer: a LabgateError by its code with its message and details; fore
   assert.deepEqual(errorAnswer(new HTTPException(413, { message: "too big" })), { status: 413, message: "too big" });
   assert.deepEqual(errorAnswer(new HTTPException(400)), { status: 400, message: "bad request" });
   assert.equal(errorAnswer(new HTTPException(500, { message: "boom" })), undefined);
+  // A lab node's refusal keeps the node's status; a full disk is a 507 wherever the write was.
+  assert.deepEqual(errorAnswer(new NodeRefusal(410, "node 'old': Run expired")), { status: 410, message: "node 'old': Run expired" });
+  assert.deepEqual(errorAnswer(Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" })), { status: 507, message: "no space left in the data dir" });
   assert.equal(errorAnswer(new Error("ENOENT: no such file")), undefined);
   assert.equal(errorAnswer(Object.assign(new Error("odd"), { status: 200 })), undefined);
 });

@@ -5,7 +5,10 @@
  * read through the gateway).
  */
 import assert from "node:assert/strict";
+import { once } from "node:events";
 import { existsSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
@@ -235,6 +238,19 @@ describe("lab nodes through the gateway: state, several nodes at once, configs p
     assert.equal((await gateway.request("/api/v1/test-nodes/locked/test-runs/x", { token: ro })).status, 502, "a node refusing the gateway is not the caller's 401");
     assert.equal((await gateway.request("/api/v1/test-nodes/ghost/test-runs/x", { token: ro })).status, 404);
     assert.equal((await fetch(`${gateway.url}${through}`)).status, 401);
+  });
+
+  test("a node's own refusal with a status labgate never sends (a protoplaster node's 410) reaches the caller as it is", async () => {
+    const other = createServer((_req, res) => void res.writeHead(410, { "content-type": "application/json" }).end('{"error": "Run expired"}')).listen(0, "127.0.0.1");
+    await once(other, "listening");
+    const viaOther = await startTestServer({ test_server: { nodes: { old: { url: `http://127.0.0.1:${(other.address() as AddressInfo).port}` } } } as never });
+    try {
+      const res = await viaOther.request("/api/v1/test-nodes/old/test-runs/x", { token: viaOther.adminToken });
+      assert.deepEqual([res.status, await res.json()], [410, { error: "node 'old': Run expired" }]);
+    } finally {
+      await viaOther.close();
+      other.close();
+    }
   });
 
   test("a trigger on nodes: unknown names, a machine target or a config with machines are refused", async () => {

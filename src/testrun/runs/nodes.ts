@@ -5,7 +5,6 @@
 import type { AppContext } from "../../server/context.ts";
 import type { NodeTarget } from "../../config/config.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { codeOfStatus } from "../../http/errors.ts";
 import { nodeFetch, nodeJson, nodeStream } from "./node-client.ts";
 
 /** The reserved name of this gateway in node lists (the reference's web UI shows it so, 14). */
@@ -79,6 +78,19 @@ async function answerText(response: Response): Promise<string> {
 const RELAYED_HEADERS = ["content-type", "content-length", "content-disposition"];
 
 /**
+ * A node's own refusal (its 4xx: a run it does not have, a range it cannot serve), relayed with
+ * the node's status: the one error whose status is not the gateway's to choose. The HTTP edge
+ * answers an error with a 4xx `status` with that status (src/http/errors.ts, errorAnswer).
+ */
+export class NodeRefusal extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
+/**
  * Fetches `path` of a node's test-run API for the caller (read-only: runs, reports, artifacts)
  * and streams the answer through. Errors become JSON: the node's 4xx as they are (the ones
  * labgate answers), except that a refusal of the gateway's own token (401, 403), the node's 5xx
@@ -95,8 +107,8 @@ export async function relayFromNode(name: string, node: NodeTarget, method: "GET
   if (!response.ok) {
     const message = `node '${name}': ${await answerText(response)}`;
     const status = response.status;
-    const relayed = status === 401 || status === 403 || status >= 500 || status < 400 ? undefined : codeOfStatus(status);
-    throw new LabgateError(relayed ?? "upstream", message);
+    if (status === 401 || status === 403 || status >= 500 || status < 400) throw new LabgateError("upstream", message);
+    throw new NodeRefusal(status, message);
   }
   const headers: Record<string, string> = {};
   for (const header of RELAYED_HEADERS) {
