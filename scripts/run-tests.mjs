@@ -32,7 +32,9 @@ const fromSource = process.env.LABGATE_TEST_SOURCE === "1";
 const [bundle, bundled] = await Promise.all([buildTestBundle(), fromSource ? undefined : bundleTests(process.cwd(), files)]);
 // A hung test fails on its own after three minutes instead of holding CI to its limit.
 const options = ["--enable-source-maps", "--test", "--test-concurrency=2", "--test-timeout=180000"];
-const result = spawnSync(process.execPath, [...(fromSource ? ["--import", "tsx"] : []), ...options, ...(bundled?.paths ?? files)], {
+// LABGATE_TEST_NODE: another Node binary runs the tests (CI: the executable's Node 24, build/node24).
+const node = process.env.LABGATE_TEST_NODE || process.execPath;
+const result = spawnSync(node, [...(fromSource ? ["--import", "tsx"] : []), ...options, ...(bundled?.paths ?? files)], {
   stdio: "inherit",
   env: { ...process.env, [BUNDLE_ENV]: bundle },
 });
