@@ -1,6 +1,6 @@
 // Runs every test/**/*.test.ts with node:test. Node 20's --test does not expand globs, so we do.
 import { spawnSync } from "node:child_process";
-import { readdirSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { tsImport } from "tsx/esm/api";
 
@@ -20,10 +20,13 @@ if (files.length === 0) {
   console.error("no test files matched");
   process.exit(1);
 }
-// Tests that start labgate as a child process run this bundle of the source, built once for the
-// run, instead of each child loading the source through tsx (test/helpers/cli.ts).
-const { BUNDLE_ENV, buildTestBundle } = await tsImport("../test/helpers/bundle.ts", import.meta.url);
-const env = { ...process.env, [BUNDLE_ENV]: await buildTestBundle() };
+// Tests that start labgate as a child process (through test/helpers/cli.ts) run this bundle of
+// the source, built once for the run, instead of each child loading the source through tsx.
+const env = { ...process.env };
+if (files.some((f) => readFileSync(f, "utf8").includes("helpers/cli.ts"))) {
+  const { BUNDLE_ENV, buildTestBundle } = await tsImport("../test/helpers/bundle.ts", import.meta.url);
+  env[BUNDLE_ENV] = await buildTestBundle();
+}
 // A hung test fails on its own after three minutes instead of holding CI to its limit.
 const result = spawnSync(process.execPath, ["--import", "tsx", "--test", "--test-concurrency=2", "--test-timeout=180000", ...files], { stdio: "inherit", env });
 process.exit(result.status ?? 1);
