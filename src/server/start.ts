@@ -18,6 +18,7 @@ import { createLogger, type Logger } from "../util/log.ts";
 import { writeFileDurable } from "../util/files.ts";
 import { dateOf, systemClock, type Clock } from "../util/time.ts";
 import { VERSION } from "../version.ts";
+import { ConnectionTracker } from "./connections.ts";
 import { acquireLock } from "./lock.ts";
 import { readTlsCredentials, type TlsCredentials } from "./tls.ts";
 import type { AppContext, AppEnv } from "./context.ts";
@@ -124,6 +125,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       return nodeResponse(env) ? response : releaseUpgradeBody(response);
     });
     acceptUpgradesOnlyOn(server);
+    const connections = new ConnectionTracker(server as Server, tls !== undefined);
     const port = (server.address() as AddressInfo).port;
     const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
     const scheme = tls ? "https" : "http";
@@ -142,7 +144,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
             clearTimeout(force);
             resolve();
           });
+          // Requests in flight finish (within the grace period); connections without one go now.
           (server as Server).closeIdleConnections();
+          connections.closeWithoutRequest();
         });
         for (const hook of ctx.onShutdown) await hook();
         await db!.close();
