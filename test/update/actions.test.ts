@@ -1,23 +1,19 @@
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { after, test } from "node:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
+import { startTestServer, useTestServer, waitFor } from "../helpers/server.ts";
 import { approveAgent, b64, device, FAST_SERVER, rawDevice, restartAgent, startAgent, untilConnected } from "./helpers/agents.ts";
 import type { Agent } from "../../src/agent/agent.ts";
 import { alive } from "../testrun/run-helpers.ts";
 
-let server: TestServer;
 const agents: Agent[] = [];
-const admin = () => server.adminToken;
-
-before(async () => {
-  server = await startTestServer(FAST_SERVER);
-});
+// Registered first, so it runs first: the agents stop before the server closes.
 after(async () => {
   for (const agent of agents) await agent.stop();
-  await server.close();
 });
+const server = useTestServer(FAST_SERVER);
+const admin = () => server.adminToken;
 
 type Entry = { id: string; action: string; created: string; status: string; status_code: number | null; output: string | null; output_truncated: boolean; download_url: string | null };
 const log = async (mac: string): Promise<Entry[]> => {

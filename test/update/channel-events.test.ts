@@ -1,17 +1,10 @@
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
-import { startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
+import { test } from "node:test";
+import { startTestServer, useTestServer, waitFor } from "../helpers/server.ts";
 import { agentClient, approveAgent, device, FAST_SERVER, offlineDeviceOfferedV9, rawDevice, startAgent, untilConnected } from "./helpers/agents.ts";
 import { openStream } from "../helpers/events.ts";
 
-let server: TestServer;
-
-before(async () => {
-  server = await startTestServer(FAST_SERVER);
-});
-after(async () => {
-  await server.close();
-});
+const server = useTestServer(FAST_SERVER);
 
 test("connect, disconnect and update events arrive on /api/stream", async () => {
   const stream = await openStream(server);

@@ -1,20 +1,16 @@
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { after, test } from "node:test";
 import WebSocket from "ws";
-import { startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
+import { useTestServer, waitFor } from "../helpers/server.ts";
 import { agentClient, approveAgent, approvedThenStopped, device, FAST_SERVER, startAgent, untilConnected } from "./helpers/agents.ts";
 import type { Agent } from "../../src/agent/agent.ts";
 
-let server: TestServer;
 const agents: Agent[] = [];
-
-before(async () => {
-  server = await startTestServer(FAST_SERVER);
-});
+// Registered first, so it runs first: the agents stop before the server closes.
 after(async () => {
   for (const agent of agents) await agent.stop();
-  await server.close();
 });
+const server = useTestServer(FAST_SERVER);
 
 test("an agent registers, waits for approval, connects and reports its capabilities", async () => {
   const agent = startAgent(server, { device_type: "rpi4", software_version: "2.1", metadata: { "lab.rack": "r7", "lab.ports": ["a", "b"] } });

@@ -1,17 +1,11 @@
 import assert from "node:assert/strict";
 import { generateKeyPairSync } from "node:crypto";
-import { after, before, test } from "node:test";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { test } from "node:test";
+import { startTestServer, useTestServer } from "../helpers/server.ts";
 import { publicKeyPem, signBody } from "../../src/update/client/device-client.ts";
 import { approve, deviceClient, deviceMetadata, json, key, nextMac, registerDevice } from "./helpers/devices.ts";
 
-let server: TestServer;
-before(async () => {
-  server = await startTestServer();
-});
-after(async () => {
-  await server.close();
-});
+const server = useTestServer();
 
 /** Sends an auth request with an explicit body and signature. */
 function sendAuth(body: string, signature: string | undefined, header = "X-SVC-Device-Signature"): Promise<Response> {

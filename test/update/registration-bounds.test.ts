@@ -1,20 +1,13 @@
 // Issue 9 item 4: the public registration route is bounded (body, per key, per address, expiry),
 // the pending list pages, and an admin removes pending registrations in bulk.
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
-import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
+import { test } from "node:test";
+import { useTestServer } from "../helpers/server.ts";
 import { publicKeyPem, signBody } from "../../src/update/client/device-client.ts";
 import { MAX_PENDING_PER_ADDRESS, MAX_PENDING_PER_KEY } from "../../src/update/registration/authorize.ts";
 import { deviceMetadata, key, nextMac } from "./helpers/devices.ts";
 
-let server: TestServer;
-before(async () => {
-  server = await startTestServer();
-});
-after(async () => {
-  await server.close();
-  removeDir(server.dataDir);
-});
+const server = useTestServer();
 
 /** A signed registration of `mac` with `keys`; `pad` makes the body larger. */
 function register(keys: { privateKeyPem: string }, mac = nextMac(), pad = 0): Promise<Response> {
