@@ -3,7 +3,7 @@ import { after, test } from "node:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { startTestServer, useTestServer, waitFor } from "../helpers/server.ts";
-import { approveAgent, b64, device, FAST_SERVER, rawDevice, restartAgent, startAgent, untilConnected } from "./helpers/agents.ts";
+import { approveAgent, b64, disconnecting, FAST_SERVER, rawDevice, restartAgent, startAgent, untilConnected } from "./helpers/agents.ts";
 import type { Agent } from "../../src/agent/agent.ts";
 import { alive } from "../testrun/run-helpers.ts";
 
@@ -67,9 +67,8 @@ test("an action executed while the device is connected returns its output and ex
 });
 
 test("an action queued while the agent is offline runs when it connects: pending -> success/error", async () => {
-  let { agent, id } = await connectedAgent();
-  await agent.stop();
-  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  let { agent } = await connectedAgent();
+  await disconnecting(server, agent.mac, () => agent.stop());
 
   const first = await exec(agent.mac, "ok");
   assert.equal(first.status, 202);
@@ -90,11 +89,10 @@ test("an action queued while the agent is offline runs when it connects: pending
 });
 
 test("clear log, clear pending and remove by id", async () => {
-  const { agent, id } = await connectedAgent();
+  const { agent } = await connectedAgent();
   assert.equal((await exec(agent.mac, "ok")).status, 200);
   assert.equal((await exec(agent.mac, "echo")).status, 200);
-  await agent.stop();
-  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  await disconnecting(server, agent.mac, () => agent.stop());
   assert.equal((await exec(agent.mac, "ok")).status, 202);
   assert.equal((await exec(agent.mac, "echo")).status, 202);
   assert.equal((await log(agent.mac)).length, 4);
@@ -195,9 +193,8 @@ test("a device whose queue is full answers `full`; the server asks again and bot
 });
 
 test("with a hand-driven device: missing capability 409, refusal 502, results only for its own executions", async () => {
-  const { agent, id } = await connectedAgent();
-  await agent.stop();
-  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  const { agent } = await connectedAgent();
+  await disconnecting(server, agent.mac, () => agent.stop());
   const dev = await rawDevice(server, agent);
   try {
     dev.ws.send(JSON.stringify({ method: "capability_report", capabilities: { file_transfer: true } }));
@@ -249,9 +246,8 @@ test("actions run without a shell: metacharacters reach the program as they are"
 });
 
 test("queued actions go out oldest first, and again after a disconnect before their results (at least once)", async () => {
-  const { agent, id } = await connectedAgent();
-  await agent.stop();
-  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  const { agent } = await connectedAgent();
+  await disconnecting(server, agent.mac, () => agent.stop());
   for (const action of ["a", "b", "c"]) assert.equal((await exec(agent.mac, action)).status, 202);
   const ids = (await log(agent.mac)).map((e) => e.id).reverse(); // oldest first
 
@@ -273,8 +269,7 @@ test("queued actions go out oldest first, and again after a disconnect before th
   const first = await session(false);
   assert.deepEqual(first.order, ids);
   await waitFor(async () => (await log(agent.mac)).every((e) => e.status === "sent"), 3000, "all sent");
-  first.dev.ws.close();
-  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  await disconnecting(server, agent.mac, () => first.dev.ws.close());
   // Next connection: the same executions again, same order; now they finish.
   const second = await session(true);
   assert.deepEqual(second.order, ids);
@@ -295,9 +290,8 @@ test("a large output: whole in the exec answer and behind the link, the first 64
 });
 
 test("clear pending empties the queue, also of actions handed over before a disconnect (nothing is sent again)", async () => {
-  const { agent, id } = await connectedAgent();
-  await agent.stop();
-  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  const { agent } = await connectedAgent();
+  await disconnecting(server, agent.mac, () => agent.stop());
   for (const action of ["a", "b"]) assert.equal((await exec(agent.mac, action)).status, 202);
   let dev = await rawDevice(server, agent);
   dev.ws.send(JSON.stringify({ method: "capability_report", capabilities: { exec_cmds: true } }));
@@ -308,8 +302,7 @@ test("clear pending empties the queue, also of actions handed over before a disc
     dev.ws.send(JSON.stringify({ method: "action_exec_control", execution_id: sent.execution_id, status: "ok" }));
   }
   await waitFor(async () => (await log(agent.mac)).every((e) => e.status === "sent"), 3000, "sent");
-  dev.ws.close();
-  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  await disconnecting(server, agent.mac, () => dev.ws.close());
   const res = await server.request(`/api/v2/devices/${agent.mac}/action/pending`, { method: "DELETE", token: admin() });
   assert.equal(res.status, 200);
   assert.deepEqual(await log(agent.mac), []);

@@ -62,7 +62,7 @@ test("pending registrations expire after update_server.pending_registration_ttl;
   assert.equal((await list("?limit=0")).status, 400);
 
   // The first one last appeared eight days ago: older than the default ttl of 7 days.
-  const old = new Date(Date.now() - 8 * 86400 * 1000).toISOString();
+  const old = new Date(server.clock.now() - 8 * 86400 * 1000).toISOString();
   await server.server.ctx.db.write((tx) => void tx.run("UPDATE registrations SET last_appeared = ? WHERE mac_address = ?", [old, macs[0]]));
   assert.deepEqual((await list()).macs, macs.slice(1), "an expired registration is not listed");
   assert.equal(pendingRows(), 3);
