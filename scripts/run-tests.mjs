@@ -2,6 +2,7 @@
 import { spawnSync } from "node:child_process";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
+import { tsImport } from "tsx/esm/api";
 
 function find(dir) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -19,6 +20,10 @@ if (files.length === 0) {
   console.error("no test files matched");
   process.exit(1);
 }
+// Tests that start labgate as a child process run this bundle of the source, built once for the
+// run, instead of each child loading the source through tsx (test/helpers/cli.ts).
+const { BUNDLE_ENV, buildTestBundle } = await tsImport("../test/helpers/bundle.ts", import.meta.url);
+const env = { ...process.env, [BUNDLE_ENV]: await buildTestBundle() };
 // A hung test fails on its own after three minutes instead of holding CI to its limit.
-const result = spawnSync(process.execPath, ["--import", "tsx", "--test", "--test-concurrency=2", "--test-timeout=180000", ...files], { stdio: "inherit" });
+const result = spawnSync(process.execPath, ["--import", "tsx", "--test", "--test-concurrency=2", "--test-timeout=180000", ...files], { stdio: "inherit", env });
 process.exit(result.status ?? 1);

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
-import { runCli } from "../helpers/cli.ts";
+import { runCli, runInProcess } from "../helpers/cli.ts";
 import { removeDir, requestAt, startTestServer, tempDir } from "../helpers/server.ts";
 import { makeCert, trustingFetch } from "../helpers/tls.ts";
 import { login } from "./helpers.ts";
@@ -75,15 +75,19 @@ describe("cli: labgate user", () => {
     const dataDir = join(dir, "usage");
     const server = await startTestServer({}, dataDir);
     await server.close();
-    for (const [args, input, message] of [
-      [["add", "bad name", "--scopes", "svc_tests_ro"], "long-enough\n", /name: 1 to 64/],
-      [["add", "bob", "--scopes", "svc_root"], "long-enough\n", /unknown scope "svc_root"/],
-      [["add", "bob"], "long-enough\n", /--scopes: required/],
-      [["add", "bob", "--scopes", "svc_tests_ro"], "short\n", /at least 8 characters/],
-      [["passwd"], "long-enough\n", /one account name/],
-      [["frob", "bob"], undefined, /unknown user command "frob"/],
+    // A password too short, read from stdin, in a child process; the errors found before any
+    // password is read in this one (runInProcess).
+    const short = await user(dataDir, ["add", "bob", "--scopes", "svc_tests_ro"], "short\n");
+    assert.equal(short.code, 2, short.stderr);
+    assert.match(short.stderr, /at least 8 characters/);
+    for (const [args, message] of [
+      [["add", "bad name", "--scopes", "svc_tests_ro"], /name: 1 to 64/],
+      [["add", "bob", "--scopes", "svc_root"], /unknown scope "svc_root"/],
+      [["add", "bob"], /--scopes: required/],
+      [["passwd"], /one account name/],
+      [["frob", "bob"], /unknown user command "frob"/],
     ] as const) {
-      const res = await user(dataDir, [...args], input);
+      const res = await runInProcess(["user", ...args, "--data-dir", dataDir]);
       assert.equal(res.code, 2, `${args.join(" ")}: ${res.stderr}`);
       assert.match(res.stderr, message);
     }

@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { removeDir, startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
-import { runCli, startServe } from "../helpers/cli.ts";
+import { runCli } from "../helpers/cli.ts";
 import { openStream } from "../helpers/events.ts";
 import { adminPassword, fromConsole, signIn } from "./helpers.ts";
 
@@ -68,9 +68,10 @@ describe("token revocation", () => {
     assert.equal((await revoke(server, { id: await tokenId(server, token) })).status, 200);
     assert.match(await stream.ended, /^: token has been revoked$/m);
 
-    const short = server.token(["admin_ro"], "sse-user", 2);
+    const short = server.token(["admin_ro"], "sse-user", 60);
     const expiring = await openStream(server, short);
     assert.equal(expiring.status, 200);
+    server.clock.advance(61_000);
     assert.match(await expiring.ended, /^: token has expired$/m);
   });
 
@@ -119,8 +120,9 @@ describe("admin token lifetime and labgate token revoke", () => {
       assert.ok(id, res.stderr);
       return { token: res.stdout.trim(), id };
     };
-    let serve = await startServe(["serve", "--data-dir", data, "--listen", "127.0.0.1:0"]);
-    const get = (token: string) => fetch(`${serve.url}/api/whoami`, { headers: { authorization: `Bearer token=${token}` } });
+    // The server runs in-process: what is tested is the CLI, on the data dir or through the server's API.
+    let server = await startTestServer({}, data);
+    const get = (token: string) => whoami(server, token);
     try {
       const one = await issue("carl");
       const two = await issue("carl");
@@ -130,16 +132,16 @@ describe("admin token lifetime and labgate token revoke", () => {
       assert.equal(byId.code, 0, byId.stderr);
       assert.equal((await get(one.token)).status, 401);
       assert.equal((await get(two.token)).status, 200);
-      await serve.stop();
+      await server.close();
       const byUser = await runCli(["token", "revoke", "--user", "carl", "--data-dir", data]);
       assert.equal(byUser.code, 0, byUser.stderr);
-      serve = await startServe(["serve", "--data-dir", data, "--listen", "127.0.0.1:0"]);
+      server = await startTestServer({}, data);
       assert.equal((await get(two.token)).status, 401);
       assert.equal((await get(three.token)).status, 200);
       const usage = await runCli(["token", "revoke", "--data-dir", data]);
       assert.equal(usage.code, 2);
     } finally {
-      await serve.stop();
+      await server.close();
       removeDir(dir);
     }
   });

@@ -2,11 +2,13 @@ import { strict as assert } from "node:assert";
 import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
-import { runCli, startServe } from "../helpers/cli.ts";
+import { FROM_SOURCE, runCli, runInProcess, startServe } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/server.ts";
 
 const bearer = (token: string) => ({ authorization: `Bearer token=${token}` });
 
+// Usage and config errors past the first test or two run main() in-process (runInProcess): the
+// exit code main() answers is the process's (src/main.ts), which the spawned cases check.
 describe("cli: usage and config errors", () => {
   test("version and help", async () => {
     const version = await runCli(["version"]);
@@ -40,7 +42,7 @@ describe("cli: usage and config errors", () => {
     test(`bad config file (${name}) exits 2 naming the key`, async () => {
       const dir = tempDir();
       writeFileSync(join(dir, "c.yaml"), yaml);
-      const result = await runCli(["serve", "--config", join(dir, "c.yaml"), "--data-dir", join(dir, "data")]);
+      const result = await runInProcess(["serve", "--config", join(dir, "c.yaml"), "--data-dir", join(dir, "data")]);
       assert.equal(result.code, 2, result.stderr);
       assert.match(result.stderr, message);
       assert.equal(existsSync(join(dir, "data")), false, "nothing is created for a bad config");
@@ -48,26 +50,26 @@ describe("cli: usage and config errors", () => {
   }
 
   test("bad --listen flag and LABGATE_LISTEN are named", async () => {
-    const flag = await runCli(["serve", "--listen", "nowhere"]);
+    const flag = await runInProcess(["serve", "--listen", "nowhere"]);
     assert.equal(flag.code, 2);
     assert.match(flag.stderr, /--listen: expected HOST:PORT/);
-    const env = await runCli(["serve"], { env: { LABGATE_LISTEN: "1.2.3.4:99999" } });
+    const env = await runInProcess(["serve"], { LABGATE_LISTEN: "1.2.3.4:99999" });
     assert.equal(env.code, 2);
     assert.match(env.stderr, /LABGATE_LISTEN: expected HOST:PORT/);
   });
 
   test("a missing --config file exits 2", async () => {
-    const result = await runCli(["serve", "--config", "/nonexistent/labgate.yaml"]);
+    const result = await runInProcess(["serve", "--config", "/nonexistent/labgate.yaml"]);
     assert.equal(result.code, 2);
     assert.match(result.stderr, /cannot read config file/);
   });
 
   test("token issue refuses unknown scopes and bad ttl", async () => {
     const dir = tempDir();
-    const scope = await runCli(["token", "issue", "--user", "u", "--scopes", "svc_root", "--data-dir", dir]);
+    const scope = await runInProcess(["token", "issue", "--user", "u", "--scopes", "svc_root", "--data-dir", dir]);
     assert.equal(scope.code, 2);
     assert.match(scope.stderr, /--scopes: unknown scope "svc_root"/);
-    const ttl = await runCli(["token", "issue", "--user", "u", "--scopes", "svc_admin_ro", "--ttl", "forever", "--data-dir", dir]);
+    const ttl = await runInProcess(["token", "issue", "--user", "u", "--scopes", "svc_admin_ro", "--ttl", "forever", "--data-dir", dir]);
     assert.equal(ttl.code, 2);
     assert.match(ttl.stderr, /--ttl/);
   });
@@ -79,9 +81,11 @@ describe("cli: serve", () => {
     const config = join(dir, "appliance.config.yaml");
     writeFileSync(config, "listen: 127.0.0.1:1\nlog_level: warn\n");
     // The file says port 1 (would fail), env overrides it with port 0 on another host form, the flag wins over both.
+    // From source, as `npm start` runs it (every other child process of the tests runs the bundle).
     const server = await startServe(["serve", "--data-dir", join(dir, "data"), "--listen", "127.0.0.1:0"], {
       cwd: dir,
       env: { LABGATE_LISTEN: "127.0.0.1:2" },
+      command: FROM_SOURCE,
     });
     try {
       assert.match(server.url, /^http:\/\/127\.0\.0\.1:\d+$/);

@@ -3,20 +3,23 @@ import { spawn } from "node:child_process";
 import { watch } from "node:fs";
 import { describe, test } from "node:test";
 import { Database } from "../../src/db/index.ts";
+import { bundledFixture } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/server.ts";
 
 /**
- * Runs the writer until `killWhen` says so (or, with `killOnImageTemp`, until the image temp file
+ * Runs the writer (test/fixtures/crash-writer.ts) until `killWhen` says so (or, with `killOnImageTemp`, until the image temp file
  * of a checkpoint it announced appears), SIGKILLs it, and returns the highest acknowledged batch.
  */
-function runAndKill(
+async function runAndKill(
   dir: string,
   env: Record<string, string>,
   killWhen: (line: string, acked: number) => boolean,
   killOnImageTemp = false,
 ): Promise<number> {
+  // Bundled as dist/labgate.cjs is (its checkpoint worker too): starts without loading the source through tsx.
+  const [node, writer] = await bundledFixture("crash-writer");
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "test/fixtures/crash-writer.ts", dir], {
+    const child = spawn(node, [writer, dir], {
       env: { ...process.env, ...env },
       stdio: ["ignore", "pipe", "inherit"],
     });

@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { BUNDLE_ENV, buildTestBundle } from "./bundle.ts";
 
 export interface CliResult {
   code: number | null;
@@ -8,12 +10,35 @@ export interface CliResult {
   stderr: string;
 }
 
-// Absolute paths, so that a child started in another directory still finds tsx and the source.
-const ENTRY = ["--import", import.meta.resolve("tsx"), fileURLToPath(new URL("../../src/main.ts", import.meta.url))];
+/**
+ * `npm start`'s way: node with tsx on src/main.ts (absolute paths, so that a child started in
+ * another directory still finds tsx and the source). About 0.9 s a start; most tests use `labgate()`.
+ */
+export const FROM_SOURCE = [process.execPath, "--import", import.meta.resolve("tsx"), fileURLToPath(new URL("../../src/main.ts", import.meta.url))];
 
-/** Runs `labgate ARGS` from source to completion; `input` is its stdin (else none). */
-export async function runCli(args: string[], options: { cwd?: string; env?: Record<string, string>; input?: string } = {}): Promise<CliResult> {
-  const child = spawn(process.execPath, [...ENTRY, ...args], {
+let command: Promise<string[]> | undefined;
+
+/**
+ * How tests start labgate: node on the bundle of src/main.ts that scripts/run-tests.mjs built once
+ * for the run (its path in LABGATE_TEST_BUNDLE), or, for a test file run on its own, one this
+ * process builds on first use. Starts in about a quarter of FROM_SOURCE's time.
+ */
+export function labgate(): Promise<string[]> {
+  const built = process.env[BUNDLE_ENV];
+  command ??= (built ? Promise.resolve(built) : buildTestBundle()).then((bundle) => [process.execPath, bundle]);
+  return command;
+}
+
+/** `node` on a test fixture bundled beside labgate()'s bundle (see buildTestBundle). */
+export async function bundledFixture(name: "crash-writer"): Promise<string[]> {
+  const [node, bundle] = await labgate();
+  return [node, join(dirname(bundle), `${name}.mjs`)];
+}
+
+/** Runs `labgate ARGS` to completion; `input` is its stdin (else none); `command` as for startServe. */
+export async function runCli(args: string[], options: { cwd?: string; env?: Record<string, string>; input?: string; command?: string[] } = {}): Promise<CliResult> {
+  const [bin, ...pre] = options.command ?? (await labgate());
+  const child = spawn(bin, [...pre, ...args], {
     cwd: process.cwd(),
     env: { ...process.env, ...options.env },
     stdio: [options.input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
@@ -27,6 +52,30 @@ export async function runCli(args: string[], options: { cwd?: string; env?: Reco
   return { code, stdout, stderr };
 }
 
+/**
+ * Runs `labgate ARGS` in this process (main() of src/cli/main.ts, whose answer src/main.ts makes
+ * the exit code), with `env` added to process.env meanwhile: for commands that end on their own
+ * at once without input (usage and config errors), where the process boundary is not what is
+ * tested. Captures stderr only (this process's stdout carries the test runner's report).
+ */
+export async function runInProcess(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stderr: string }> {
+  const { main } = await import("../../src/cli/main.ts");
+  const saved = Object.fromEntries(Object.keys(env).map((key) => [key, process.env[key]]));
+  const write = process.stderr.write;
+  let stderr = "";
+  Object.assign(process.env, env);
+  process.stderr.write = ((chunk: string | Uint8Array) => ((stderr += String(chunk)), true)) as typeof process.stderr.write;
+  try {
+    return { code: await main(args), stderr };
+  } finally {
+    process.stderr.write = write;
+    for (const [key, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[key];
+      else process.env[key] = value;
+    }
+  }
+}
+
 export interface ServeProcess {
   child: ChildProcess;
   url: string;
@@ -35,9 +84,12 @@ export interface ServeProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts a `serve`-style command (or the built executable via `command`) and waits for its listening line. */
-export function startServe(args: string[], options: { env?: Record<string, string>; command?: string[]; cwd?: string } = {}): Promise<ServeProcess> {
-  const [bin, ...pre] = options.command ?? [process.execPath, ...ENTRY];
+/**
+ * Starts a `serve`-style command of labgate() (or of `command`: FROM_SOURCE, the built executable)
+ * and waits for its listening line.
+ */
+export async function startServe(args: string[], options: { env?: Record<string, string>; command?: string[]; cwd?: string } = {}): Promise<ServeProcess> {
+  const [bin, ...pre] = options.command ?? (await labgate());
   const child = spawn(bin, [...pre, ...args], {
     cwd: options.cwd ?? process.cwd(),
     env: { ...process.env, ...options.env },

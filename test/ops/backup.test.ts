@@ -8,7 +8,7 @@ import tar from "tar-stream";
 import { BackupError, INFO_ENTRY, MANIFEST_ENTRY } from "../../src/backup/archive.ts";
 import { restoreBackup } from "../../src/backup/restore.ts";
 import { runCli } from "../helpers/cli.ts";
-import { removeDir, startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
+import { removeDir, startTestServer, tempDir, type TestServer, waitFor } from "../helpers/server.ts";
 import { trigger, uploadConfig, waitRun } from "../testrun/run-helpers.ts";
 import { registerDevice } from "../update/helpers/devices.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
@@ -131,7 +131,7 @@ describe("backup and restore", () => {
     };
     const workers = [0, 1, 2].map((w) => worker(w).catch((error) => errors.push(error)));
     try {
-      while (uploaded.size < 6) await new Promise((r) => setTimeout(r, 20));
+      await waitFor(() => uploaded.size >= 6 || errors.length > 0, 60_000, "six uploads");
       const doomed = [];
       for (let i = 0; i < 2; i++) {
         const bytes = Buffer.alloc(1_500_000, `doomed-${i}`);
@@ -147,7 +147,7 @@ describe("backup and restore", () => {
       writeFileSync(file, Buffer.from(await res.arrayBuffer()));
       doomedIds = doomed.map((p) => p.id);
       const more = uploaded.size;
-      while (uploaded.size < more + 3) await new Promise((r) => setTimeout(r, 20));
+      await waitFor(() => uploaded.size >= more + 3 || errors.length > 0, 60_000, "three more uploads after the backup");
     } finally {
       stop = true;
       await Promise.all(workers);
@@ -193,8 +193,7 @@ describe("backup and restore", () => {
         assert.equal((await reader.read()).done, false);
         await reader.cancel();
         const staging = () => readdirSync(join(source, "storage")).filter((n) => n.startsWith(".backup-"));
-        for (let i = 0; i < 250 && staging().length > 0; i++) await new Promise((r) => setTimeout(r, 20));
-        assert.deepEqual(staging(), []);
+        await waitFor(() => staging().length === 0, 5000, "the abandoned backup's staging links to go");
         const res = await server.request("/api/v1/backup", { method: "POST", token: server.adminToken });
         good = Buffer.from(await res.arrayBuffer());
         writeFileSync(join(dir, "small.tar"), good);

@@ -15,7 +15,7 @@ import { buildAgentConfig } from "../../src/agent/config.ts";
 import { ConfigError } from "../../src/config/config.ts";
 import { isTls } from "../../src/http/transport.ts";
 import { createLogger } from "../../src/util/log.ts";
-import { runCli, startServe } from "../helpers/cli.ts";
+import { runInProcess, startServe } from "../helpers/cli.ts";
 import { removeDir, requestAt, startTestServer, tempDir, type TestServer, waitFor } from "../helpers/server.ts";
 import { makeCert, trustingFetch, type KeyKind, type TestCert } from "../helpers/tls.ts";
 import { agentMac, approveAgent, startAgent, untilConnected } from "../update/helpers/agents.ts";
@@ -193,7 +193,7 @@ describe("labgate serve with tls", () => {
       [{ cert_file: a.key, key_file: a.key }, /config key tls\.cert_file: .* is not a PEM certificate/],
     ];
     for (const [i, [tls, message]] of cases.entries()) {
-      const result = await runCli(["serve", "--config", config(`bad${i}`, tls)]);
+      const result = await runInProcess(["serve", "--config", config(`bad${i}`, tls)]);
       assert.equal(result.code, 2, result.stderr);
       assert.match(result.stderr, message);
     }

@@ -11,6 +11,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, test } from "node:test";
+import { labgate } from "../helpers/cli.ts";
 import { removeDir, tempDir, waitFor } from "../helpers/server.ts";
 
 const STANDIN = join(import.meta.dirname, "..", "..", "scripts", "protoplaster");
@@ -24,12 +25,16 @@ after(async () => {
   for (const dir of dirs) removeDir(dir);
 });
 
-/** `protoplaster --test-dir .. --reports-dir .. --artifacts-dir .. [--external-devices F] --port 0 --server`; resolves its URL. */
-async function protoplaster(root: string, devices?: string): Promise<{ url: string; dir: (what: string) => string }> {
+/**
+ * `protoplaster --test-dir .. --reports-dir .. --artifacts-dir .. [--external-devices F] --port 0 --server`; resolves its URL.
+ * `bin`: the stand-in's LABGATE_BIN (else it runs the source through tsx).
+ */
+async function protoplaster(root: string, devices?: string, bin?: string): Promise<{ url: string; dir: (what: string) => string }> {
   const dir = (what: string) => join(root, what);
   const args = ["--test-dir", dir("tests"), "--reports-dir", dir("reports"), "--artifacts-dir", dir("artifacts"), "--port", "0", "--server"];
   if (devices) args.push("--external-devices", devices);
-  const child = spawn(STANDIN, args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, PROTOPLASTER_LOG_LEVEL: "error" } });
+  const env = { ...process.env, PROTOPLASTER_LOG_LEVEL: "error", ...(bin ? { LABGATE_BIN: bin } : {}) };
+  const child = spawn(STANDIN, args, { stdio: ["ignore", "pipe", "pipe"], env });
   children.push(child);
   let output = "";
   const url = await new Promise<string>((resolve, reject) => {
@@ -57,14 +62,12 @@ async function upload(url: string, name: string, yaml: string): Promise<string> 
   return ((await (await fetch(`${url}/api/v1/configs`, { method: "POST", body: form })).json()) as { name: string }).name;
 }
 
-async function waitFinal(url: string, id: string): Promise<string> {
-  for (let i = 0; i < 600; i++) {
+/** The stand-ins have no auth and so no event stream to wait on: looks until the run has ended. */
+const waitFinal = (url: string, id: string): Promise<string> =>
+  waitFor(async () => {
     const { status } = await getJson<{ status: string }>(`${url}/api/v1/test-runs/${id}`);
-    if (status === "finished" || status === "failed") return status;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  assert.fail(`run ${id} did not end`);
-}
+    return status === "finished" || status === "failed" ? status : undefined;
+  }, 30_000, `run ${id} to end`);
 
 /** `grep PATTERN report | cut -d, -f<from>[-]` */
 const cut = (report: string, pattern: string, field: number, rest = false): string => {
@@ -127,11 +130,14 @@ test("protoplaster's test-api.sh, through the stand-in", async () => {
 test("protoplaster's test-api-multinode.sh, through three stand-ins", async () => {
   const root = tempDir("labgate-ppm-");
   dirs.push(root);
-  const node1 = await protoplaster(join(root, "node1"));
-  const node2 = await protoplaster(join(root, "node2"));
+  // The stand-in's LABGATE_BIN path (the previous test ran its source path): the bundle the other
+  // child-process tests run, through a script as an executable would be.
+  const bin = join(root, "labgate");
+  writeFileSync(bin, `#!/bin/sh\nexec ${(await labgate()).map((arg) => `'${arg}'`).join(" ")} "$@"\n`, { mode: 0o755 });
+  const [node1, node2] = await Promise.all([protoplaster(join(root, "node1"), undefined, bin), protoplaster(join(root, "node2"), undefined, bin)]);
   const devices = join(root, "devices.yaml");
   writeFileSync(devices, `node1: ${new URL(node1.url).host}\nnode2: ${new URL(node2.url).host}\n`);
-  const main = await protoplaster(join(root, "main"), devices);
+  const main = await protoplaster(join(root, "main"), devices, bin);
   const prefix = "custom-prefix_";
   const config = [
     "aggregate_results: true",
@@ -173,11 +179,7 @@ test("protoplaster's test-api-multinode.sh, through three stand-ins", async () =
   // The combined results, on disk in the main node's --artifacts-dir, once the trigger has ended.
   const triggers = await getJson<{ trigger_id: string }[]>(`${main.url}/api/v1/test-runs/trigger`);
   const triggerId = triggers[triggers.length - 1].trigger_id;
-  for (let i = 0; i < 600; i++) {
-    const trigger = await getJson<{ status: string }>(`${main.url}/api/v1/test-runs/trigger/${triggerId}`);
-    if (trigger.status !== "running") break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await waitFor(async () => (await getJson<{ status: string }>(`${main.url}/api/v1/test-runs/trigger/${triggerId}`)).status !== "running", 30_000, "the trigger to end");
   const combined = join(main.dir("artifacts"), `${prefix}${triggerId}`);
   for (const [node, entry] of [
     [main, "local"],

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, test } from "node:test";
+import { startServe } from "../helpers/cli.ts";
 import { removeDir, requestAt, startTestServer, tempDir, waitFor, type TestServer } from "../helpers/server.ts";
 import { getRun, reportRows, trigger, uploadConfig, waitRun } from "./run-helpers.ts";
 
@@ -12,28 +12,15 @@ const SLEEPY = "tests:\n  g:\n  - exec:\n      name: first\n      command: 'true
 
 /** Starts `labgate serve` as a child process, so that it can be killed without any shutdown. */
 async function spawnServer(dataDir: string) {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
-    cwd: ROOT,
-    env: { ...process.env, LABGATE_CONFIG: "" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    child.stdout.on("data", (d) => {
-      out += d;
-      const m = /labgate listening on (http:\/\/\S+)/.exec(out);
-      if (m) resolve(m[1]);
-    });
-    child.once("exit", (code) => reject(new Error(`server exited with ${code}`)));
-  });
+  const serve = await startServe(["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { cwd: ROOT, env: { LABGATE_CONFIG: "" } });
   const token = readFileSync(join(dataDir, "admin.token"), "utf8").trim();
   // Just enough of TestServer for the helpers.
   const server = {
-    url,
+    url: serve.url,
     adminToken: token,
-    request: requestAt(url),
+    request: requestAt(serve.url),
   } as unknown as TestServer;
-  return { child, server };
+  return { serve, server };
 }
 
 describe("server restart", () => {
@@ -41,7 +28,7 @@ describe("server restart", () => {
     const dataDir = tempDir();
     let restarted: TestServer | undefined;
     try {
-      const { child, server } = await spawnServer(dataDir);
+      const { serve, server } = await spawnServer(dataDir);
       await uploadConfig(server, "sleepy.yml", SLEEPY);
       const running = await trigger(server, { config_name: "sleepy.yml" });
       const pending = await trigger(server, { config_name: "sleepy.yml" });
@@ -49,8 +36,7 @@ describe("server restart", () => {
       // Let the first case reach the report before the crash.
       const report = join(dataDir, "testrun", "reports", `${running.id}.csv`);
       await waitFor(() => existsSync(report) && readFileSync(report, "utf8").includes("first"), 5000, "the first case in the report");
-      child.kill("SIGKILL");
-      await new Promise((r) => child.once("exit", r));
+      await serve.stop("SIGKILL");
 
       restarted = await startTestServer({}, dataDir);
       const r = await getRun(restarted, running.id);

@@ -27,6 +27,11 @@ interface Input {
   expect: Expect;
   /** Silence after which the client gives up and closes (inputs the server may rightly wait on). */
   idleMs?: number;
+  /**
+   * Sent at the same time as the other inputs so marked, each on its own connection (inputs the
+   * server may rightly wait on until the client leaves); the checks after them run once for all.
+   */
+  together?: boolean;
   /** WebSocket frames written after a 101 (then the client closes after idleMs). */
   frames?: Buffer[];
 }
@@ -232,7 +237,7 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}` : "source, in-process
         for (const [name, body, type] of jsonBodies) inputs.push({ name: `${op.method} ${op.path} body ${name}`, request: http(op.method, path, { ...headers, "Content-Type": type }, body), expect: "4xx" });
       }
       // A body shorter than announced: the server may wait for the rest; the client leaves.
-      inputs.push({ name: `${op.method} ${op.path} short body`, request: http(op.method, path, { ...headers, "Content-Type": "application/json", "Content-Length": "1000" }, '{"a":'), expect: "close", idleMs: 300 });
+      inputs.push({ name: `${op.method} ${op.path} short body`, request: http(op.method, path, { ...headers, "Content-Type": "application/json", "Content-Length": "1000" }, '{"a":'), expect: "close", idleMs: 300, together: true });
     }
     // Headers: huge and whitespace-stuffed, on a few kinds of routes.
     const headerCases: Array<[string, Record<string, string>, Expect]> = [
@@ -313,8 +318,7 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}` : "source, in-process
     const fds = openFds(target.pid);
     const stored = files(target.dataDir).sort().join("\n");
     const failures: string[] = [];
-    for (const input of inputs) {
-      const answer = await send(input);
+    const judge = (input: Input, answer: { text: string; closedByServer: boolean }) => {
       const { status, json } = parseRaw(answer.text);
       const error = typeof (json as { error?: unknown } | undefined)?.error === "string";
       const problem =
@@ -324,10 +328,21 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}` : "source, in-process
             ? !(status >= 400 && status < 500 && error)
             : !(status > 0 && status < 500 && (status < 400 || error));
       if (problem && !refusedByParser(answer, status)) failures.push(`${input.name}: ${status} ${answer.text.slice(answer.text.indexOf("\r\n\r\n") + 4, answer.text.indexOf("\r\n\r\n") + 120)}`);
-      assert.equal(await health(), 200, `health after ${input.name}`);
-      if (openFds(target.pid) > fds) await waitFor(() => openFds(target.pid) <= fds, 5000, `open files back after ${input.name}`);
-      if (target.subscribers) assert.equal(target.subscribers(), 0, `event subscribers after ${input.name}`);
+    };
+    /** The server answers, and holds no more open files or event subscribers than before. */
+    const checkAfter = async (sent: string) => {
+      assert.equal(await health(), 200, `health after ${sent}`);
+      if (openFds(target.pid) > fds) await waitFor(() => openFds(target.pid) <= fds, 5000, `open files back after ${sent}`);
+      if (target.subscribers) assert.equal(target.subscribers(), 0, `event subscribers after ${sent}`);
+    };
+    for (const input of inputs.filter((i) => !i.together)) {
+      judge(input, await send(input));
+      await checkAfter(input.name);
     }
+    const together = inputs.filter((i) => i.together);
+    const answers = await Promise.all(together.map(send));
+    together.forEach((input, i) => judge(input, answers[i]));
+    await checkAfter(`the ${together.length} inputs sent together (${together.map((i) => i.name).join("; ")})`);
     assert.deepEqual(failures, []);
     assert.equal(files(target.dataDir).sort().join("\n"), stored, "nothing new in the data dir");
     assert.deepEqual(target.logged(), [], "the server logged errors");

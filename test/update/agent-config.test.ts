@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import { loadAgentConfig } from "../../src/agent/config.ts";
 import { ConfigError } from "../../src/config/config.ts";
+import { runCli } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/server.ts";
 
 const MAC = "0a:00:00:00:00:01";
@@ -67,13 +67,7 @@ test("agent config: every bad value names its key", () => {
 
 test("labgate agent: a bad flag or config exits 2 with one message naming it", async () => {
   const { dir, file } = configFile(`server: http://gw:5000\nmac_address: nope\n`);
-  const run = (args: string[]) =>
-    new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "agent", ...args], { stdio: ["ignore", "ignore", "pipe"] });
-      let stderr = "";
-      child.stderr.on("data", (chunk) => (stderr += chunk));
-      child.once("exit", (code) => resolve({ code, stderr }));
-    });
+  const run = (args: string[]) => runCli(["agent", ...args]);
   // (A missing server and the other keys: ConfigError above, which main() maps to exit 2.)
   const [badFlag, badMac] = await Promise.all([run(["--bogus"]), run(["--config", file, "--data-dir", join(dir, "d")])]);
   assert.equal(badFlag.code, 2);
