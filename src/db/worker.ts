@@ -27,7 +27,7 @@ function startWorker(workerData: { wasm: Uint8Array }): Worker {
   } catch {
     /* Node's own type stripping loads it */
   }
-  if (!tsx || !process.execArgv.some((arg) => arg.includes("tsx"))) return new Worker(new URL(source), { workerData });
+  if (!tsx) return new Worker(new URL(source), { workerData });
   const boot = `import(${JSON.stringify(tsx)}).then((api) => { api.register(); return import(${JSON.stringify(source)}); })`;
   return new Worker(boot, { eval: true, workerData });
 }
