@@ -21,7 +21,14 @@ export const ASSET_PREFIX = "/console/";
 
 type Esbuild = typeof import("esbuild");
 
-export async function buildConsole(): Promise<ConsoleBuild> {
+let built: Promise<ConsoleBuild> | undefined;
+
+/** The console, built once per process (its sources do not change while it runs). */
+export function buildConsole(): Promise<ConsoleBuild> {
+  return (built ??= build());
+}
+
+async function build(): Promise<ConsoleBuild> {
   // esbuild is a build tool (devDependency): required only here, never by the bundled server.
   const esbuild = createRequire(import.meta.url)("esbuild") as Esbuild;
   const appDir = fileURLToPath(new URL("./app/", import.meta.url));

@@ -36,12 +36,8 @@ function consoleSource(): Source {
       return existsSync(file) ? readFileSync(file) : undefined;
     };
   }
-  // From source (npm start, tests): built in memory once, on the first request.
-  let built: Promise<Map<string, Uint8Array>> | undefined;
-  return async (name) => {
-    built ??= buildConsole().then((b) => b.files);
-    return (await built).get(name);
-  };
+  // From source (npm start, tests): built in memory once per process, on the first request.
+  return async (name) => (await buildConsole()).files.get(name);
 }
 
 const NAME = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9]+)+$/;

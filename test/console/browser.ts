@@ -76,6 +76,11 @@ export async function signIn(page: Page, username: string, password: string): Pr
   await page.getByRole("button", { name: "Sign out" }).waitFor();
 }
 
+/** Closes the messages (toasts) earlier steps left open, so that they do not cover the next screenshot. */
+export async function closeMessages(page: Page): Promise<void> {
+  await page.evaluate(() => document.querySelectorAll<HTMLButtonElement>('.toasts button[aria-label="Close message"]').forEach((button) => button.click()));
+}
+
 export const adminPassword = (dataDir: string): string => readFileSync(join(dataDir, "admin.password"), "utf8").trim();
 
 /** The boot request of a signed-out page: expected, not a problem. */

@@ -12,7 +12,7 @@ import { after, before, test } from "node:test";
 import type { Browser, Page } from "playwright-core";
 import { startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
 import { approveAgent, FAST_SERVER, startAgent, untilConnected } from "../update/helpers/agents.ts";
-import { adminPassword, launch, openTab, signIn, SIGNED_OUT, type Tab } from "./browser.ts";
+import { adminPassword, closeMessages, launch, openTab, signIn, SIGNED_OUT, type Tab } from "./browser.ts";
 
 let server: TestServer;
 let browser: Browser;
@@ -34,6 +34,10 @@ after(async () => {
 const nav = (page: Page, name: string) => page.getByRole("navigation", { name: "Main" }).getByRole("link", { name, exact: true }).click();
 const marker = () => join(server.dataDir, "..", `installed-${process.pid}-${Date.now()}`);
 
+/** Waits until the server lists a pending registration of `mac`: the Registrations page reads the list again only every 5 s. */
+const pendingListed = (mac: string) =>
+  waitFor(async () => (await server.call<Array<{ mac_address: string }>>("GET", "/api/v1/auth/pending")).body.some((p) => p.mac_address === mac), 5000, `the pending registration of ${mac}`);
+
 let deviceId = 0;
 let mac = "";
 let agent: ReturnType<typeof startAgent>;
@@ -49,6 +53,7 @@ test("a registration from a real agent is approved on the Registrations page; th
   });
   agents.push(agent);
   mac = agent.mac;
+  await pendingListed(mac);
   await nav(page, "Registrations");
   const row = page.locator(`tr[data-mac="${mac}"]`);
   await row.waitFor();
@@ -131,6 +136,7 @@ test("two groups of one priority refuse the device with the server's message", a
 test("the device page: run an action and read its output, tags, a file from the device, the terminal", async () => {
   const { page } = admin;
   writeFileSync(join(agent.dir, "files", "boot.log"), "booted fine\n");
+  await closeMessages(page);
   await page.goto(`/#/devices/${deviceId}`);
   await page.getByRole("heading", { name: /bench-7/ }).waitFor();
   await page.getByRole("button", { name: "Run Echo" }).click();
@@ -232,6 +238,7 @@ test("a key change: marked on Registrations, approved only through the confirmat
   await agent.stop();
   const replacement = startAgent(server, { name: "bench-7", mac_address: mac });
   agents.push(replacement);
+  await pendingListed(mac);
   await nav(page, "Registrations");
   const row = page.locator(`tr[data-mac="${mac}"]`);
   await row.getByText("key change: device").waitFor();

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { after, before } from "node:test";
 import { loadConfig, type Config } from "../../src/config/config.ts";
 import { SCOPES, type Scope } from "../../src/auth/scopes.ts";
 import { startServer, type RunningServer } from "../../src/server/start.ts";
@@ -165,3 +166,36 @@ export async function startTestServer(patch: ConfigPatch = {}, dataDir = tempDir
 }
 
 export const removeDir = (dir: string) => rmSync(dir, { recursive: true, force: true });
+
+/**
+ * One server for the tests of a file (or of the describe block it is called in): started before
+ * them, closed and its data dir removed after them. What it answers stands for that server while
+ * the tests run. `setup` runs once it has started (uploads the tests share): Node 20 starts a
+ * file's top-level `before` hooks together, so a second one could not count on the server yet.
+ * `after` hooks run one by one in the order they were registered: one that must run before the
+ * server closes (stopping agents) is registered before this call.
+ */
+export function useTestServer(patch: ConfigPatch = {}, setup?: (server: TestServer) => Promise<void>): TestServer & { restart(): Promise<void> } {
+  let current: TestServer | undefined;
+  /** Closes the server and starts it again on its data dir (a restart). */
+  const restart = async () => {
+    await current!.close();
+    current = await startTestServer(patch, current!.dataDir);
+  };
+  before(async () => {
+    current = await startTestServer(patch);
+    await setup?.(current);
+  });
+  after(async () => {
+    if (!current) return;
+    await current.close();
+    removeDir(current.dataDir);
+  });
+  return new Proxy({} as TestServer & { restart(): Promise<void> }, {
+    get(_, key) {
+      if (key === "restart") return restart;
+      if (!current) throw new Error("useTestServer: the server starts in before(); use it in tests and hooks");
+      return current[key as keyof TestServer];
+    },
+  });
+}

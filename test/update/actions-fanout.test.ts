@@ -1,15 +1,11 @@
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import WebSocket from "ws";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { useTestServer } from "../helpers/server.ts";
 import { FAST_SERVER } from "./helpers/agents.ts";
 import { nextMac, seedDevices } from "./helpers/devices.ts";
 
-let server: TestServer;
-before(async () => {
-  server = await startTestServer(FAST_SERVER);
-});
-after(() => server.close());
+const server = useTestServer(FAST_SERVER);
 
 type Entry = { id: string; action: string; status: string; status_code: number | null; output: string | null; download_url: string | null };
 const log = async (mac: string): Promise<Entry[]> => (await (await server.request(`/api/v2/devices/${mac}/action/log`, { token: server.adminToken })).json()) as Entry[];

@@ -1,23 +1,19 @@
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { after, test } from "node:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
-import { approveAgent, b64, device, FAST_SERVER, rawDevice, restartAgent, startAgent, untilConnected } from "./helpers/agents.ts";
+import { startTestServer, useTestServer, waitFor } from "../helpers/server.ts";
+import { approveAgent, b64, disconnecting, FAST_SERVER, rawDevice, restartAgent, startAgent, untilConnected } from "./helpers/agents.ts";
 import type { Agent } from "../../src/agent/agent.ts";
 import { alive } from "../testrun/run-helpers.ts";
 
-let server: TestServer;
 const agents: Agent[] = [];
-const admin = () => server.adminToken;
-
-before(async () => {
-  server = await startTestServer(FAST_SERVER);
-});
+// Registered first, so it runs first: the agents stop before the server closes.
 after(async () => {
   for (const agent of agents) await agent.stop();
-  await server.close();
 });
+const server = useTestServer(FAST_SERVER);
+const admin = () => server.adminToken;
 
 type Entry = { id: string; action: string; created: string; status: string; status_code: number | null; output: string | null; output_truncated: boolean; download_url: string | null };
 const log = async (mac: string): Promise<Entry[]> => {
@@ -71,9 +67,8 @@ test("an action executed while the device is connected returns its output and ex
 });
 
 test("an action queued while the agent is offline runs when it connects: pending -> success/error", async () => {
-  let { agent, id } = await connectedAgent();
-  await agent.stop();
-  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  let { agent } = await connectedAgent();
+  await disconnecting(server, agent.mac, () => agent.stop());
 
   const first = await exec(agent.mac, "ok");
   assert.equal(first.status, 202);
@@ -94,11 +89,10 @@ test("an action queued while the agent is offline runs when it connects: pending
 });
 
 test("clear log, clear pending and remove by id", async () => {
-  const { agent, id } = await connectedAgent();
+  const { agent } = await connectedAgent();
   assert.equal((await exec(agent.mac, "ok")).status, 200);
   assert.equal((await exec(agent.mac, "echo")).status, 200);
-  await agent.stop();
-  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  await disconnecting(server, agent.mac, () => agent.stop());
   assert.equal((await exec(agent.mac, "ok")).status, 202);
   assert.equal((await exec(agent.mac, "echo")).status, 202);
   assert.equal((await log(agent.mac)).length, 4);
@@ -199,9 +193,8 @@ test("a device whose queue is full answers `full`; the server asks again and bot
 });
 
 test("with a hand-driven device: missing capability 409, refusal 502, results only for its own executions", async () => {
-  const { agent, id } = await connectedAgent();
-  await agent.stop();
-  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  const { agent } = await connectedAgent();
+  await disconnecting(server, agent.mac, () => agent.stop());
   const dev = await rawDevice(server, agent);
   try {
     dev.ws.send(JSON.stringify({ method: "capability_report", capabilities: { file_transfer: true } }));
@@ -227,10 +220,9 @@ test("with a hand-driven device: missing capability 409, refusal 502, results on
     dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: "00000000-0000-4000-8000-000000000000", status_code: 0, output: "" }));
     dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: again.execution_id, status_code: 0, output: b64("done") }));
     assert.deepEqual(await (await second).json(), { status_code: 0, output: b64("done") });
-    // A duplicate result (at-least-once delivery) leaves the first one standing.
+    // A duplicate result (at-least-once delivery) leaves the first one standing (checked below,
+    // once the device's next result, sent after it, has been answered).
     dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: again.execution_id, status_code: 5, output: "" }));
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    assert.deepEqual((await log(agent.mac)).map((e) => [e.status, e.status_code]), [["success", 0], ["error", null], ["error", null]]);
 
     // An entry removed while its request waits: the request still gets the device's result.
     const third = exec(agent.mac, "x");
@@ -241,7 +233,7 @@ test("with a hand-driven device: missing capability 409, refusal 502, results on
     dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: running.execution_id, status_code: 0, output: b64("late") }));
     const answer = await third;
     assert.deepEqual([answer.status, await answer.json()], [200, { status_code: 0, output: b64("late") }]);
-    assert.equal((await log(agent.mac)).length, 3);
+    assert.deepEqual((await log(agent.mac)).map((e) => [e.status, e.status_code]), [["success", 0], ["error", null], ["error", null]]);
   } finally {
     dev.ws.close();
   }
@@ -254,9 +246,8 @@ test("actions run without a shell: metacharacters reach the program as they are"
 });
 
 test("queued actions go out oldest first, and again after a disconnect before their results (at least once)", async () => {
-  const { agent, id } = await connectedAgent();
-  await agent.stop();
-  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  const { agent } = await connectedAgent();
+  await disconnecting(server, agent.mac, () => agent.stop());
   for (const action of ["a", "b", "c"]) assert.equal((await exec(agent.mac, action)).status, 202);
   const ids = (await log(agent.mac)).map((e) => e.id).reverse(); // oldest first
 
@@ -278,8 +269,7 @@ test("queued actions go out oldest first, and again after a disconnect before th
   const first = await session(false);
   assert.deepEqual(first.order, ids);
   await waitFor(async () => (await log(agent.mac)).every((e) => e.status === "sent"), 3000, "all sent");
-  first.dev.ws.close();
-  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  await disconnecting(server, agent.mac, () => first.dev.ws.close());
   // Next connection: the same executions again, same order; now they finish.
   const second = await session(true);
   assert.deepEqual(second.order, ids);
@@ -300,9 +290,8 @@ test("a large output: whole in the exec answer and behind the link, the first 64
 });
 
 test("clear pending empties the queue, also of actions handed over before a disconnect (nothing is sent again)", async () => {
-  const { agent, id } = await connectedAgent();
-  await agent.stop();
-  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  const { agent } = await connectedAgent();
+  await disconnecting(server, agent.mac, () => agent.stop());
   for (const action of ["a", "b"]) assert.equal((await exec(agent.mac, action)).status, 202);
   let dev = await rawDevice(server, agent);
   dev.ws.send(JSON.stringify({ method: "capability_report", capabilities: { exec_cmds: true } }));
@@ -313,16 +302,23 @@ test("clear pending empties the queue, also of actions handed over before a disc
     dev.ws.send(JSON.stringify({ method: "action_exec_control", execution_id: sent.execution_id, status: "ok" }));
   }
   await waitFor(async () => (await log(agent.mac)).every((e) => e.status === "sent"), 3000, "sent");
-  dev.ws.close();
-  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  await disconnecting(server, agent.mac, () => dev.ws.close());
   const res = await server.request(`/api/v2/devices/${agent.mac}/action/pending`, { method: "DELETE", token: admin() });
   assert.equal(res.status, 200);
   assert.deepEqual(await log(agent.mac), []);
   dev = await rawDevice(server, agent);
   try {
     dev.ws.send(JSON.stringify({ method: "capability_report", capabilities: { exec_cmds: true } }));
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // A new execution goes out, and it is the first the device gets: nothing cleared went before it.
+    const fresh = exec(agent.mac, "a");
+    await dev.next("action_list_query");
+    dev.ws.send(JSON.stringify({ method: "action_list_update", actions: [{ id: "a", command: ["true"] }] }));
+    const sent = await dev.next("action_exec");
+    assert.equal(sent.execution_id, (await log(agent.mac))[0].id);
     assert.deepEqual(dev.messages.filter((m) => m.method === "action_exec"), []);
+    dev.ws.send(JSON.stringify({ method: "action_exec_control", execution_id: sent.execution_id, status: "ok" }));
+    dev.ws.send(JSON.stringify({ method: "action_exec_result", execution_id: sent.execution_id, status_code: 0, output: "" }));
+    assert.equal((await fresh).status, 200);
   } finally {
     dev.ws.close();
   }

@@ -2,21 +2,14 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
-import { startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
+import { test } from "node:test";
+import { useTestServer, waitFor } from "../helpers/server.ts";
 import { offerGroup, sha256, uploadOk } from "./helpers/packages.ts";
 import { approveAgent, device, FAST_SERVER, startAgent, untilConnected } from "./helpers/agents.ts";
 import { openStream } from "../helpers/events.ts";
 import { startProxy } from "./helpers/proxy.ts";
 
-let server: TestServer;
-
-before(async () => {
-  server = await startTestServer(FAST_SERVER);
-});
-after(async () => {
-  await server.close();
-});
+const server = useTestServer(FAST_SERVER);
 
 /** A group with policy exact_match,<version>, the package and the device. */
 const pushUpdate = (deviceId: number, packageId: number, version: string): Promise<number> =>

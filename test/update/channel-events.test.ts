@@ -1,17 +1,10 @@
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
-import { startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
+import { test } from "node:test";
+import { startTestServer, useTestServer, waitFor } from "../helpers/server.ts";
 import { agentClient, approveAgent, device, FAST_SERVER, offlineDeviceOfferedV9, rawDevice, startAgent, untilConnected } from "./helpers/agents.ts";
 import { openStream } from "../helpers/events.ts";
 
-let server: TestServer;
-
-before(async () => {
-  server = await startTestServer(FAST_SERVER);
-});
-after(async () => {
-  await server.close();
-});
+const server = useTestServer(FAST_SERVER);
 
 test("connect, disconnect and update events arrive on /api/stream", async () => {
   const stream = await openStream(server);
@@ -20,18 +13,18 @@ test("connect, disconnect and update events arrive on /api/stream", async () => 
   try {
     const id = await approveAgent(server, agent);
     await untilConnected(server, id);
-    await waitFor(() => stream.events.some((e) => e.event === "connect" && e.data.device === agent.mac), 3000, "connect event");
+    await stream.next((e) => e.event === "connect" && e.data.device === agent.mac, 3000, "connect event");
     await agent.stop();
-    await waitFor(() => stream.events.some((e) => e.event === "disconnect" && e.data.device === agent.mac), 3000, "disconnect event");
+    await stream.next((e) => e.event === "disconnect" && e.data.device === agent.mac, 3000, "disconnect event");
 
     // Progress without an update record: broadcast with version null, nothing stored.
     const dev = await rawDevice(server, agent);
     dev.ws.send(JSON.stringify({ method: "update_progress", progress: 42 }));
-    await waitFor(() => stream.events.some((e) => e.event === "update"), 3000, "update event");
-    assert.deepEqual(stream.events.find((e) => e.event === "update")!.data, { device: agent.mac, progress: 42, version: null });
+    const first = await stream.next((e) => e.event === "update", 3000, "update event");
+    assert.deepEqual(first.data, { device: agent.mac, progress: 42, version: null });
     dev.ws.send(JSON.stringify({ method: "update_progress", progress: 250 }));
-    await waitFor(() => stream.events.filter((e) => e.event === "update").length === 2, 3000, "clamped update event");
-    assert.equal(stream.events.filter((e) => e.event === "update")[1].data.progress, 100);
+    const clamped = await stream.next((e) => e.event === "update" && e !== first, 3000, "clamped update event");
+    assert.equal(clamped.data.progress, 100);
     dev.ws.send(JSON.stringify({ method: "update_version", version: "v7" }));
     await waitFor(async () => (await device(server, id)).metadata["svc.software.version"] === "v7", 3000, "version stored");
     dev.ws.close();
@@ -54,14 +47,14 @@ test("the stream needs a management token; other users see only their devices' e
   try {
     const id = await approveAgent(server, agent);
     await untilConnected(server, id);
-    await waitFor(() => admin.events.some((e) => e.event === "connect" && e.data.device === agent.mac), 3000, "admin sees connect");
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    assert.deepEqual(stranger.events, []);
+    await admin.next((e) => e.event === "connect" && e.data.device === agent.mac, 3000, "admin sees connect");
     // With read on the device, its events show.
     const grant = await server.request("/api/v1/permissions", { method: "POST", token: server.adminToken, json: { user_id: "carol", resource: "device", resource_id: id, permission: "read" } });
     assert.equal(grant.status, 200);
     await agent.stop();
-    await waitFor(() => stranger.events.some((e) => e.event === "disconnect" && e.data.device === agent.mac), 3000, "reader sees disconnect");
+    await stranger.next((e) => e.event === "disconnect" && e.data.device === agent.mac, 3000, "reader sees disconnect");
+    // Events come in order: the connect before the grant never reached the reader.
+    assert.deepEqual(stranger.events.map((e) => e.event), ["disconnect"]);
     // A device token is not a management token.
     const dev = await rawDevice(server, agent);
     dev.ws.close();
@@ -78,8 +71,14 @@ test("update_progress moves the device's progress record; 100 or a new version e
   const id = await offlineDeviceOfferedV9(server, agent);
 
   const dev = await rawDevice(server, agent);
+  const stream = await openStream(server);
   try {
     const client = await agentClient(server, agent, 20);
+    /** The next `update` event of this device with `progress`, once the record holds it. */
+    const reported = (progress: number) => {
+      const seen = stream.events.length;
+      return stream.next((e) => stream.events.indexOf(e) >= seen && e.event === "update" && e.data.device === agent.mac && e.data.progress === progress, 3000, `progress ${progress}`);
+    };
     const progress = async () => {
       const res = await server.call<{ progress: number; version: string }>("GET", `/api/v2/devices/${id}/progress`);
       return res.status === 200 ? res.body : res.status;
@@ -87,13 +86,23 @@ test("update_progress moves the device's progress record; 100 or a new version e
     for (const [report, end] of [[100, "progress 100"], [-1, "new version"]] as const) {
       assert.equal((await client.request("/api/v1/update/check", { method: "POST", json: agent.metadata() })).status, 200);
       assert.deepEqual(await progress().then((p) => typeof p === "object" && [p.progress, p.version]), [0, "v9"]);
+      let update = reported(40);
       dev.ws.send(JSON.stringify({ method: "update_progress", progress: 40 }));
-      await waitFor(async () => ((await progress()) as { progress: number }).progress === 40, 3000, "progress 40");
-      if (report === 100) dev.ws.send(JSON.stringify({ method: "update_progress", progress: 100 }));
-      else dev.ws.send(JSON.stringify({ method: "update_version", version: "v1" }));
-      await waitFor(async () => (await progress()) === 404, 3000, `record ended by ${end}`);
+      await update;
+      assert.equal(((await progress()) as { progress: number }).progress, 40);
+      if (report === 100) {
+        update = reported(100);
+        dev.ws.send(JSON.stringify({ method: "update_progress", progress: 100 }));
+        await update;
+        assert.equal(await progress(), 404, `record ended by ${end}`);
+      } else {
+        // No event tells that the version is stored.
+        dev.ws.send(JSON.stringify({ method: "update_version", version: "v1" }));
+        await waitFor(async () => (await progress()) === 404, 3000, `record ended by ${end}`);
+      }
     }
   } finally {
+    stream.close();
     dev.ws.close();
   }
 });
@@ -104,12 +113,14 @@ test("a progress record without news for the idle time is removed (17.11); a rep
   try {
     const id = await offlineDeviceOfferedV9(idleServer, agent);
     const dev = await rawDevice(idleServer, agent);
+    const stream = await openStream(idleServer);
     try {
       const client = await agentClient(idleServer, agent, 20);
       assert.equal((await client.request("/api/v1/update/check", { method: "POST", json: agent.metadata() })).status, 200);
       idleServer.clock.advance(40_000);
       dev.ws.send(JSON.stringify({ method: "update_progress", progress: 30 }));
-      await waitFor(async () => (await idleServer.call("GET", `/api/v2/devices/${id}/progress`)).body.progress === 30, 2000, "progress 30");
+      await stream.next((e) => e.event === "update" && e.data.progress === 30, 2000, "progress 30");
+      assert.equal((await idleServer.call("GET", `/api/v2/devices/${id}/progress`)).body.progress, 30);
       idleServer.clock.advance(30_000);
       assert.equal((await idleServer.call("GET", `/api/v2/devices/${id}/progress`)).status, 200, "older than the idle time, but a report came since");
       idleServer.clock.advance(31_000);
@@ -118,6 +129,7 @@ test("a progress record without news for the idle time is removed (17.11); a rep
       assert.equal((await client.request("/api/v1/update/check", { method: "POST", json: agent.metadata() })).status, 200);
       assert.equal((await idleServer.call("GET", `/api/v2/devices/${id}/progress`)).status, 200);
     } finally {
+      stream.close();
       dev.ws.close();
     }
   } finally {

@@ -1,20 +1,17 @@
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { after, test } from "node:test";
 import WebSocket from "ws";
-import { startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
-import { agentClient, approveAgent, approvedThenStopped, device, FAST_SERVER, startAgent, untilConnected } from "./helpers/agents.ts";
+import { useTestServer, waitFor } from "../helpers/server.ts";
+import { agentClient, approveAgent, approvedThenStopped, device, disconnecting, FAST_SERVER, startAgent, untilConnected } from "./helpers/agents.ts";
+import { openStream } from "../helpers/events.ts";
 import type { Agent } from "../../src/agent/agent.ts";
 
-let server: TestServer;
 const agents: Agent[] = [];
-
-before(async () => {
-  server = await startTestServer(FAST_SERVER);
-});
+// Registered first, so it runs first: the agents stop before the server closes.
 after(async () => {
   for (const agent of agents) await agent.stop();
-  await server.close();
 });
+const server = useTestServer(FAST_SERVER);
 
 test("an agent registers, waits for approval, connects and reports its capabilities", async () => {
   const agent = startAgent(server, { device_type: "rpi4", software_version: "2.1", metadata: { "lab.rack": "r7", "lab.ports": ["a", "b"] } });
@@ -81,12 +78,14 @@ test("unknown methods, malformed messages and device alerts are ignored, binary 
   ws.send(JSON.stringify({ method: "capability_report", capabilities: { exec_cmds: false, file_transfer: true } }));
   await waitFor(async () => (await device(server, id)).capabilities.file_transfer === true && (await device(server, id)).capabilities.exec_cmds === false, 3000, "capabilities");
   assert.equal((await device(server, id)).connected, true);
-  const code = await new Promise<number>((resolve) => {
-    ws.on("close", (c) => resolve(c));
-    ws.send(Buffer.from([1, 2, 3]), { binary: true });
+  let code = 0;
+  await disconnecting(server, agent.mac, async () => {
+    code = await new Promise<number>((resolve) => {
+      ws.on("close", (c) => resolve(c));
+      ws.send(Buffer.from([1, 2, 3]), { binary: true });
+    });
   });
   assert.equal(code, 1003);
-  await waitFor(async () => !(await device(server, id)).connected, 3000, "disconnect after binary frame");
   // Capabilities stay after the disconnect (7.1).
   assert.equal((await device(server, id)).capabilities.file_transfer, true);
 });
@@ -98,13 +97,20 @@ test("a device that stops answering pings is dropped", async () => {
   const client = await agentClient(server, agent, 13);
   const token = await client.getToken();
   // A client that never answers pings (a half-open connection, seen from the server).
-  const ws = new WebSocket(`${server.url.replace("http", "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${token}` }, autoPong: false });
-  const closed = new Promise<void>((resolve) => ws.on("close", () => resolve()));
-  await new Promise((resolve) => ws.once("open", resolve));
-  await waitFor(async () => (await device(server, id)).connected, 3000, "connected");
-  // ping interval 1 s: dropped after the second ping finds the first unanswered.
-  await waitFor(async () => !(await device(server, id)).connected, 4000, "dropped for silence");
-  await closed;
+  const stream = await openStream(server);
+  try {
+    const ws = new WebSocket(`${server.url.replace("http", "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${token}` }, autoPong: false });
+    const closed = new Promise<void>((resolve) => ws.on("close", () => resolve()));
+    await new Promise((resolve) => ws.once("open", resolve));
+    await stream.next((e) => e.event === "connect" && e.data.device === agent.mac, 3000, "connected");
+    assert.equal((await device(server, id)).connected, true);
+    // ping interval 1 s: dropped after the second ping finds the first unanswered.
+    await stream.next((e) => e.event === "disconnect" && e.data.device === agent.mac, 4000, "dropped for silence");
+    assert.equal((await device(server, id)).connected, false);
+    await closed;
+  } finally {
+    stream.close();
+  }
 });
 
 // Issue 10 item 5: two agents share one MAC, the second with a new key.

@@ -1,17 +1,11 @@
 import assert from "node:assert/strict";
 import { generateKeyPairSync } from "node:crypto";
-import { after, before, test } from "node:test";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { test } from "node:test";
+import { startTestServer, useTestServer } from "../helpers/server.ts";
 import { publicKeyPem, signBody } from "../../src/update/client/device-client.ts";
 import { approve, deviceClient, deviceMetadata, json, key, nextMac, registerDevice } from "./helpers/devices.ts";
 
-let server: TestServer;
-before(async () => {
-  server = await startTestServer();
-});
-after(async () => {
-  await server.close();
-});
+const server = useTestServer();
 
 /** Sends an auth request with an explicit body and signature. */
 function sendAuth(body: string, signature: string | undefined, header = "X-SVC-Device-Signature"): Promise<Response> {
@@ -348,9 +342,13 @@ test("last_access: null-free after approval, updated by device-token requests, R
   // Move the stored time back, then make a device request.
   await server.server.ctx.db.write((tx) => void tx.run("UPDATE devices SET last_access = ? WHERE id = ?", ["2020-01-01T00:00:00.000Z", id]));
   assert.match((await json(server.request(`/api/v2/devices/${id}`, { token: server.adminToken }))).last_access, /2020/);
+  const from = server.clock.now();
   await client.request("/api/v1/update/check", { method: "POST", json: deviceMetadata(client.mac) });
+  const to = server.clock.now();
   const after = await json(server.request(`/api/v2/devices/${id}`, { token: server.adminToken }));
-  assert.ok(Math.abs(Date.parse(after.last_access) - Date.now()) < 5000, after.last_access);
+  // The server's time of the request, in whole seconds.
+  const stamped = Date.parse(after.last_access);
+  assert.ok(stamped >= Math.floor(from / 1000) * 1000 && stamped <= to, after.last_access);
 });
 
 test("device name: the reported svc.device.name at approval, else the MAC; later auths replace the metadata, not the name", async () => {
@@ -371,7 +369,7 @@ test("one MAC keeps at most its 8 newest pending keys (the route is public)", as
   const clients = Array.from({ length: 10 }, () => deviceClient(server, { mac }));
   for (const client of clients) {
     assert.equal((await client.authorize()).status, "pending");
-    await new Promise((resolve) => setTimeout(resolve, 2)); // distinct last_appeared
+    server.clock.advance(1); // distinct last_appeared
   }
   const pending = (await json(server.request("/api/v1/auth/pending", { token: server.adminToken }))).filter(
     (p: { mac_address: string }) => p.mac_address === mac,

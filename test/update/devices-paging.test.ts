@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
-import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
+import { before, describe, test } from "node:test";
+import { useTestServer } from "../helpers/server.ts";
 import { registerDevice } from "./helpers/devices.ts";
 
 interface Listed {
@@ -10,11 +10,10 @@ interface Listed {
 }
 
 describe("device lists: limit, offset, q and X-Total-Count (issue 11)", () => {
-  let server: TestServer;
+  const server = useTestServer();
   const ids: number[] = [];
   const macs: string[] = [];
   before(async () => {
-    server = await startTestServer();
     const extras: Array<Record<string, string>> = [
       { "svc.device.name": "lab-alpha" },
       { "svc.device.name": "Lab-Beta", "svc.software.version": "v2.0-rc", "svc.hardware.devtype": "Board-X" },
@@ -25,10 +24,6 @@ describe("device lists: limit, offset, q and X-Total-Count (issue 11)", () => {
       ids.push(id);
       macs.push(client.mac);
     }
-  });
-  after(async () => {
-    await server.close();
-    removeDir(server.dataDir);
   });
 
   const list = async (path: string, token = server.adminToken) => {

@@ -1,15 +1,9 @@
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { test } from "node:test";
+import { useTestServer } from "../helpers/server.ts";
 import { deviceClient, json, key, registerDevice } from "./helpers/devices.ts";
 
-let server: TestServer;
-before(async () => {
-  server = await startTestServer();
-});
-after(async () => {
-  await server.close();
-});
+const server = useTestServer();
 
 const admin = () => server.adminToken;
 const RFC822 = /^\w{3}, \d{2} \w{3} \d{4} \d{2}:\d{2}:\d{2} GMT$/;
@@ -129,12 +123,10 @@ test("deleting a device removes its dependants: memberships, tags, device permis
 });
 
 test("devices survive a restart: the same key is still accepted, tags kept", async () => {
-  const dataDir = server.dataDir;
   const keys = key("ed25519", true);
   const { client, id } = await registerDevice(server, { keys });
   await server.request(`/api/v2/devices/${id}/tag/persist`, { method: "POST", token: admin() });
-  await server.close();
-  server = await startTestServer({}, dataDir);
+  await server.restart();
   assert.deepEqual(await json(server.request(`/api/v2/devices/${id}/tags`, { token: server.adminToken })), ["persist"]);
   const again = deviceClient(server, { mac: client.mac, keys });
   assert.equal((await again.authorize()).status, "accepted");

@@ -2,29 +2,23 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { readdirSync, readlinkSync } from "node:fs";
 import { request as httpRequest } from "node:http";
-import { after, before, test } from "node:test";
-import { removeDir, startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
+import { test } from "node:test";
+import { useTestServer, waitFor } from "../helpers/server.ts";
 import { uploadOk } from "./helpers/packages.ts";
 
 // Package downloads go through storage/send.ts (a few reused buffers instead of a stream):
 // bytes and ranges across its 256 KiB chunks, and a client that hangs up.
 
-let server: TestServer;
 let url: string;
 let uuid: string;
 const SIZE = 3 * 1024 * 1024 + 12345;
 const bytes = randomBytes(SIZE);
 
-before(async () => {
-  server = await startTestServer();
+useTestServer({}, async (server) => {
   const pkg = await uploadOk(server, { token: server.adminToken, file: bytes });
   uuid = String(pkg.metadata["svc.storage.local.uuid"]);
   const res = await server.request(`/api/v1/packages/${pkg.id}/download`, { token: server.adminToken });
   url = ((await res.json()) as { download_url: string }).download_url;
-});
-after(async () => {
-  await server.close();
-  removeDir(server.dataDir);
 });
 
 /** Descriptors of this process (the server runs in it) open on the object's file. */

@@ -4,18 +4,12 @@
  * withinGrants), and a device's reports never rename it.
  */
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { describe, test } from "node:test";
+import { useTestServer } from "../helpers/server.ts";
 import { deviceMetadata, json, registerDevice } from "./helpers/devices.ts";
 import { uploadOk } from "./helpers/packages.ts";
 
-let server: TestServer;
-before(async () => {
-  server = await startTestServer();
-});
-after(async () => {
-  await server.close();
-});
+const server = useTestServer();
 
 const admin = () => server.adminToken;
 async function grant(user_id: string, resource: string, target: number | string, permission: string): Promise<void> {

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
+import { before, describe, it } from "node:test";
 import type { GroupV1 } from "../../src/update/groups/groups.ts";
-import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
+import { useTestServer } from "../helpers/server.ts";
 import { registerDevice } from "./helpers/devices.ts";
 import { uploadOk } from "./helpers/packages.ts";
 
@@ -11,7 +11,7 @@ import { uploadOk } from "./helpers/packages.ts";
 type Group = GroupV1 & { priority?: number };
 
 describe("groups v2 and v1", () => {
-  let server: TestServer;
+  const server = useTestServer();
   let devices: number[] = [];
   const admin = () => server.adminToken;
 
@@ -28,13 +28,8 @@ describe("groups v2 and v1", () => {
   };
 
   before(async () => {
-    server = await startTestServer();
     devices = [];
     for (let i = 0; i < 6; i++) devices.push((await registerDevice(server)).id);
-  });
-  after(async () => {
-    await server.close();
-    removeDir(server.dataDir);
   });
 
   it("creates a group with the defaults: no devices, no packages, policy no_update, priority 25", async () => {

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
-import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
+import { before, describe, it } from "node:test";
+import { useTestServer } from "../helpers/server.ts";
 import { registerDevice } from "./helpers/devices.ts";
 import { upload, uploadOk } from "./helpers/packages.ts";
 
@@ -11,19 +11,14 @@ import { upload, uploadOk } from "./helpers/packages.ts";
  * nothing is logged as a server error, and refused requests store nothing.
  */
 describe("update server: hostile input never gives a 5xx", () => {
-  let server: TestServer;
+  const server = useTestServer();
   /** Lines the server logged as errors or warnings (a 5xx is logged as a warning). */
   const logged: string[] = [];
 
   before(async () => {
-    server = await startTestServer();
     const log = server.server.ctx.log;
     log.error = (line: string) => void logged.push(`ERROR ${line}`);
     log.warn = (line: string) => void logged.push(`WARN ${line}`);
-  });
-  after(async () => {
-    await server.close();
-    removeDir(server.dataDir);
   });
 
   const packageCount = () => (server.server.ctx.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM packages")?.n ?? 0);

@@ -3,8 +3,8 @@ import { createHash } from "node:crypto";
 import { existsSync, readdirSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
-import { removeDir, startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
+import { before, describe, it } from "node:test";
+import { removeDir, startTestServer, useTestServer, waitFor } from "../helpers/server.ts";
 import { sha256, uploadOk } from "./helpers/packages.ts";
 
 const BOUNDARY = "----labgate-test-boundary";
@@ -36,16 +36,11 @@ function stagedFiles(dataDir: string): string[] {
 }
 
 describe("packages: storage, download links and large uploads", () => {
-  let server: TestServer;
+  const server = useTestServer();
   let pkg: { id: number; sha256: string; metadata: Record<string, unknown> };
   const bytes = Buffer.from(Array.from({ length: 10_000 }, (_, i) => i % 251));
   before(async () => {
-    server = await startTestServer();
     pkg = await uploadOk(server, { token: server.adminToken, file: bytes });
-  });
-  after(async () => {
-    await server.close();
-    removeDir(server.dataDir);
   });
 
   const link = async (token = server.adminToken): Promise<string> => {

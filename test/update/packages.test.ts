@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { readdirSync, existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
-import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
+import { describe, it } from "node:test";
+import { removeDir, startTestServer, useTestServer } from "../helpers/server.ts";
 import { artifact, sha256, tar, tarMember, upload, uploadOk } from "./helpers/packages.ts";
 
 const objectsOn = (dataDir: string): string[] => {
@@ -19,14 +19,7 @@ const objectsOn = (dataDir: string): string[] => {
 };
 
 describe("packages: upload, list, get, delete", () => {
-  let server: TestServer;
-  before(async () => {
-    server = await startTestServer();
-  });
-  after(async () => {
-    await server.close();
-    removeDir(server.dataDir);
-  });
+  const server = useTestServer();
 
   it("uploads a package: 200 with the Package object, bytes on disk, sha256 of the bytes", async () => {
     const bytes = Buffer.from("first package payload\n".repeat(100));

@@ -1,16 +1,10 @@
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { describe, test } from "node:test";
+import { useTestServer } from "../helpers/server.ts";
 import { json, registerDevice } from "./helpers/devices.ts";
 import { uploadOk } from "./helpers/packages.ts";
 
-let server: TestServer;
-before(async () => {
-  server = await startTestServer();
-});
-after(async () => {
-  await server.close();
-});
+const server = useTestServer();
 
 const admin = () => server.adminToken;
 const grant = (json: Record<string, unknown>) => server.request("/api/v1/permissions", { method: "POST", token: admin(), json });

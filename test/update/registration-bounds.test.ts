@@ -1,20 +1,13 @@
 // Issue 9 item 4: the public registration route is bounded (body, per key, per address, expiry),
 // the pending list pages, and an admin removes pending registrations in bulk.
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
-import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
+import { test } from "node:test";
+import { useTestServer } from "../helpers/server.ts";
 import { publicKeyPem, signBody } from "../../src/update/client/device-client.ts";
 import { MAX_PENDING_PER_ADDRESS, MAX_PENDING_PER_KEY } from "../../src/update/registration/authorize.ts";
 import { deviceMetadata, key, nextMac } from "./helpers/devices.ts";
 
-let server: TestServer;
-before(async () => {
-  server = await startTestServer();
-});
-after(async () => {
-  await server.close();
-  removeDir(server.dataDir);
-});
+const server = useTestServer();
 
 /** A signed registration of `mac` with `keys`; `pad` makes the body larger. */
 function register(keys: { privateKeyPem: string }, mac = nextMac(), pad = 0): Promise<Response> {
@@ -69,7 +62,7 @@ test("pending registrations expire after update_server.pending_registration_ttl;
   assert.equal((await list("?limit=0")).status, 400);
 
   // The first one last appeared eight days ago: older than the default ttl of 7 days.
-  const old = new Date(Date.now() - 8 * 86400 * 1000).toISOString();
+  const old = new Date(server.clock.now() - 8 * 86400 * 1000).toISOString();
   await server.server.ctx.db.write((tx) => void tx.run("UPDATE registrations SET last_appeared = ? WHERE mac_address = ?", [old, macs[0]]));
   assert.deepEqual((await list()).macs, macs.slice(1), "an expired registration is not listed");
   assert.equal(pendingRows(), 3);

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { request as httpRequest } from "node:http";
-import { after, before, describe, it } from "node:test";
-import { removeDir, startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
+import { before, describe, it } from "node:test";
+import { useTestServer, waitFor } from "../helpers/server.ts";
 import { openFds, parseRaw, rawRequest } from "../helpers/raw.ts";
 import { uploadOk } from "./helpers/packages.ts";
 
@@ -24,22 +24,17 @@ const upgrade = (path: string, headers: Record<string, string> = {}, upgradeTo =
  * client going away or an error. Counts this process's open files and the event subscribers.
  */
 describe("responses release what they hold however the request ends", () => {
-  let server: TestServer;
+  const server = useTestServer();
   let downloadPath = "";
   const subscribers = () => server.server.domains.update.events.subscribers;
 
   before(async () => {
-    server = await startTestServer();
     const pkg = await uploadOk(server, { token: server.adminToken, file: Buffer.alloc(4 * 1024 * 1024, 7) });
     const link = (await (await server.request(`/api/v1/packages/${pkg.id}/download`, { token: server.adminToken })).json()) as { download_url: string };
     downloadPath = link.download_url.slice(server.url.length);
     const form = new FormData();
     form.append("file", new Blob(["tests:\n  base:\n  - simple:\n      device: simple\n"]), "leak.yml");
     assert.equal((await server.request("/api/v1/configs", { method: "POST", body: form, token: server.adminToken })).status, 200);
-  });
-  after(async () => {
-    await server.close();
-    removeDir(server.dataDir);
   });
 
   it("an upgrade of an ordinary route is a 400 JSON error before any handler runs; nothing stays open", async () => {

@@ -1,21 +1,13 @@
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
+import { describe, it } from "node:test";
+import { useTestServer } from "../helpers/server.ts";
 import { registerDevice } from "./helpers/devices.ts";
 import { offerGroup, sha256, uploadOk } from "./helpers/packages.ts";
 
 /** Cases of update-server.md sections 4-8 and 14 that the other suites do not reach over HTTP. */
 describe("update server: spec cases found by the audit", () => {
-  let server: TestServer;
+  const server = useTestServer();
   const admin = () => server.adminToken;
-
-  before(async () => {
-    server = await startTestServer();
-  });
-  after(async () => {
-    await server.close();
-    removeDir(server.dataDir);
-  });
 
   it("an empty package downloads through its link even with the reference client's Range: bytes=0- (14.3)", async () => {
     const pkg = await uploadOk(server, { token: admin(), file: Buffer.alloc(0) });

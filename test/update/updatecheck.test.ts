@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import type { DeviceClient } from "../../src/update/client/device-client.ts";
-import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
+import { useTestServer } from "../helpers/server.ts";
 import { registerDevice } from "./helpers/devices.ts";
 import { offerGroup, sha256, uploadOk } from "./helpers/packages.ts";
 
@@ -12,7 +12,7 @@ interface Device {
 }
 
 describe("update check (6.1) and progress (8), end to end with device tokens", () => {
-  let server: TestServer;
+  const server = useTestServer();
   const admin = () => server.adminToken;
 
   const group = (policy: string, priority: number, devices: number[], packages: number[]): Promise<number> => offerGroup(server, { policy, priority, devices, packages });
@@ -29,14 +29,6 @@ describe("update check (6.1) and progress (8), end to end with device tokens", (
   };
   const pkg = (version: string, fields: Record<string, string> = {}, devtype = "board", file?: Buffer) =>
     uploadOk(server, { token: admin(), version, devtype, fields, file: file ?? Buffer.from(`package ${version} ${JSON.stringify(fields)}`) });
-
-  before(async () => {
-    server = await startTestServer();
-  });
-  after(async () => {
-    await server.close();
-    removeDir(server.dataDir);
-  });
 
   it("upload, exact_match group, check: 200 with a signed link to the exact bytes; progress at 0", async () => {
     const device = await registerDevice(server);

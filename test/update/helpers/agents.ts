@@ -4,6 +4,7 @@ import { Agent } from "../../../src/agent/agent.ts";
 import { buildAgentConfig, type AgentConfig } from "../../../src/agent/config.ts";
 import { createLogger } from "../../../src/util/log.ts";
 import type { Clock } from "../../../src/util/time.ts";
+import { openStream } from "../../helpers/events.ts";
 import { tempDir, waitFor, type TestServer } from "../../helpers/server.ts";
 
 let counter = 0;
@@ -119,9 +120,19 @@ export async function agentClient(server: TestServer, agent: Agent, skewSeconds:
 export async function approvedThenStopped(server: TestServer, agent: Agent): Promise<number> {
   const id = await approveAgent(server, agent);
   await untilConnected(server, id);
-  await agent.stop();
-  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  await disconnecting(server, agent.mac, () => agent.stop());
   return id;
+}
+
+/** Runs `cause` (an agent's stop, a socket's close) and waits for the server's disconnect event of `mac`. */
+export async function disconnecting(server: TestServer, mac: string, cause: () => unknown): Promise<void> {
+  const stream = await openStream(server);
+  try {
+    await cause();
+    await stream.next((e) => e.event === "disconnect" && e.data.device === mac, 5000, `disconnect of ${mac}`);
+  } finally {
+    stream.close();
+  }
 }
 
 /**
