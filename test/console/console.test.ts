@@ -1,20 +1,17 @@
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { after, test } from "node:test";
 import type { Browser } from "playwright-core";
 import { buildConsole } from "../../src/console/build.ts";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { useTestServer } from "../helpers/server.ts";
 import { adminPassword, launch, openTab, signIn, SIGNED_OUT } from "./browser.ts";
 
-let server: TestServer;
 let browser: Browser;
-
-before(async () => {
-  server = await startTestServer();
-  browser = await launch();
-});
+// Registered first, so it runs first: the browser closes before the server.
 after(async () => {
   await browser?.close();
-  await server.close();
+});
+const server = useTestServer({}, async () => {
+  browser = await launch();
 });
 
 test("the first page stays under 150 KB gzipped; the terminal is a chunk of its own", async () => {

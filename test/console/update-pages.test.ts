@@ -8,27 +8,24 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
+import { after, test } from "node:test";
 import type { Browser, Page } from "playwright-core";
-import { startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
+import { useTestServer, waitFor } from "../helpers/server.ts";
 import { approveAgent, FAST_SERVER, startAgent, untilConnected } from "../update/helpers/agents.ts";
 import { adminPassword, closeMessages, launch, openTab, signIn, SIGNED_OUT, type Tab } from "./browser.ts";
 
-let server: TestServer;
 let browser: Browser;
 let admin: Tab;
 const agents: Array<{ stop(): Promise<void> }> = [];
-
-before(async () => {
-  server = await startTestServer(FAST_SERVER);
-  browser = await launch();
-  admin = await openTab(browser, server.url);
-  await signIn(admin.page, "admin", adminPassword(server.dataDir));
-});
+// Registered first, so it runs first: the agents and the browser go before the server closes.
 after(async () => {
   for (const agent of agents) await agent.stop();
   await browser?.close();
-  await server.close();
+});
+const server = useTestServer(FAST_SERVER, async (server) => {
+  browser = await launch();
+  admin = await openTab(browser, server.url);
+  await signIn(admin.page, "admin", adminPassword(server.dataDir));
 });
 
 const nav = (page: Page, name: string) => page.getByRole("navigation", { name: "Main" }).getByRole("link", { name, exact: true }).click();
