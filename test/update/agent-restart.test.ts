@@ -4,6 +4,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import { startTestServer, tempDir, TestClock, waitFor } from "../helpers/server.ts";
+import { labgate } from "../helpers/cli.ts";
 import { agentMac, approveAgent, approvePending, device, deviceId, FAST_SERVER, startAgent, untilConnected } from "./helpers/agents.ts";
 import { startProxy } from "./helpers/proxy.ts";
 
@@ -51,9 +52,10 @@ test("labgate agent as a child process: registers, connects, runs an action; bad
       "  - {id: hello, name: Hello, command: [echo, hi], timeout: 5}",
     ].join("\n"),
   );
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "agent", "--config", config, "--data-dir", join(dir, "data")], { stdio: ["ignore", "ignore", "pipe"] });
+  const [node, ...entry] = await labgate();
+  const child = spawn(node, [...entry, "agent", "--config", config, "--data-dir", join(dir, "data")], { stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
-  // A cold start (tsx compiling the sources) can take seconds on a busy machine: wait for the agent to say it runs.
+  // A start can take seconds on a busy machine: wait for the agent to say it runs.
   const running = new Promise<void>((resolve, reject) => {
     child.stderr.on("data", (chunk) => {
       stderr += chunk;
@@ -81,7 +83,7 @@ test("labgate agent as a child process: registers, connects, runs an action; bad
   }
 
   writeFileSync(config, "server: http://x:1\nbogus_key: 1\n");
-  const bad = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "agent", "--config", config], { stdio: ["ignore", "ignore", "pipe"] });
+  const bad = spawn(node, [...entry, "agent", "--config", config], { stdio: ["ignore", "ignore", "pipe"] });
   let message = "";
   bad.stderr.on("data", (chunk) => (message += chunk));
   const code = await new Promise<number | null>((resolve) => bad.once("exit", (c) => resolve(c)));
