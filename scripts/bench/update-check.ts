@@ -66,7 +66,7 @@ async function seed(): Promise<Target[]> {
     return res.json() as Promise<{ id: number }>;
   };
 
-  const macs = await server.ctx.db.write((tx) => insertDevices(tx, DEVICES, 0x020000000000));
+  await server.ctx.db.write((tx) => insertDevices(tx, DEVICES, 0x020000000000));
   const deviceIds = server.ctx.db.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
 
   const targets: Target[] = [];

@@ -1,6 +1,5 @@
 import { PassThrough, Readable } from "node:stream";
 import { Hono } from "hono";
-import { z } from "zod";
 import type { Auth } from "../auth/middleware.ts";
 import { errors, ErrorBody, type Operation } from "../http/openapi.ts";
 import type { AppContext, AppEnv } from "../server/context.ts";

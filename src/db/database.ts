@@ -3,7 +3,7 @@ import { unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type { Database as SqlJsDatabase, SqlJsStatic, Statement as SqlJsStatement } from "sql.js";
 import { encodeFrame, JournalWriter, type SqlParam, type Statement } from "./journal.ts";
-import { DatabaseCorruptError, IMAGE_FILE, journalGenerations, journalName, markGeneration, openImage, replayJournals } from "./image.ts";
+import { IMAGE_FILE, journalGenerations, journalName, markGeneration, openImage, replayJournals } from "./image.ts";
 import { loadSqlJs, type WasmSource } from "./wasm.ts";
 import { CheckpointWorkerError, checkpointInWorker } from "./worker.ts";
 import { fsyncDir, writeFileDurableAsync } from "../util/files.ts";

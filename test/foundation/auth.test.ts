@@ -89,7 +89,7 @@ describe("tokens over HTTP", () => {
 
   test("missing, malformed, tampered and expired tokens get 401 with a JSON error", async () => {
     const tampered = server.adminToken.slice(0, -4) + (server.adminToken.endsWith("AAAA") ? "BBBB" : "AAAA");
-    const [header, payload, signature] = server.adminToken.split(".");
+    const [header, , signature] = server.adminToken.split(".");
     const forgedPayload = Buffer.from(JSON.stringify({ sub: "mallory", scope: "svc_admin_rw", iat: 0, exp: 9e9, typ: "mgmt" })).toString("base64url");
     const expired = server.token(["admin_rw"], "old", -10);
     const cases: Array<[string, string | undefined]> = [

@@ -56,11 +56,6 @@ describe("remote dispatch between two labgate servers", () => {
     assert.ok(id);
     return id;
   };
-  const getTrigger = async (server: TestServer, id: string) => {
-    const res = await server.request(`/api/v1/test-runs/trigger/${id}`, { token: server.adminToken });
-    assert.equal(res.status, 200);
-    return (await res.json()) as Trigger;
-  };
   const waitTrigger = (id: string, until = (t: Trigger) => t.status !== "running") => waitTriggerOn(orch, id, until as never) as Promise<Trigger>;
   const nodeRuns = async () => (await (await node.request("/api/v1/test-runs", { token: node.adminToken })).json()) as RunObject[];
 
@@ -258,7 +253,7 @@ describe("remote dispatch between two labgate servers", () => {
   test("a node whose answers never end cannot hold the orchestrator or fill its memory", async () => {
     // Answers every request with 20 MiB of JSON-looking text and then never finishes.
     const sockets = new Set<import("node:net").Socket>();
-    const flood = createServer((req, res) => {
+    const flood = createServer((_req, res) => {
       res.setHeader("content-type", "application/json");
       res.write("[");
       const chunk = Buffer.alloc(1024 * 1024, 0x20);

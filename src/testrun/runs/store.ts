@@ -1,7 +1,6 @@
 import type { Database, Tx } from "../../db/index.ts";
 import type { TestPlan } from "../plan.ts";
-
-import { FINAL_STATUSES, type RunStatus } from "./status.ts";
+import type { RunStatus } from "./status.ts";
 
 export { FINAL_STATUSES, type RunStatus } from "./status.ts";
 export type TriggerStatus = "running" | "finished" | "failed" | "aborted";

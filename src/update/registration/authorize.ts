@@ -8,7 +8,7 @@ import { decodeSignature, parseDeviceKey, verifyDeviceSignature } from "./keys.t
 import { z } from "zod";
 import { firstMessage } from "../../http/openapi.ts";
 import { strictBody } from "../validation.ts";
-import { deviceMetadata, metaKeys, type Metadata } from "./metadata.ts";
+import { deviceMetadata, metaKeys } from "./metadata.ts";
 import { ReplayGuard } from "./replay.ts";
 
 export type DeviceAuthResult = { status: "accepted"; token: string; expires: number; deviceId: number } | { status: "pending" };

@@ -3,7 +3,7 @@ import { api, call, get, getPage, messageOf, seg } from "../api.ts";
 import { href, navigate, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { RUN_STATUSES } from "../../../testrun/runs/status.ts";
 import { canReadTests, canRunTests, isFinal, LOCAL_DEVICE, PatternHelp, StatusBadge, useRunEvents, type Run, type TestConfig } from "../testruns.tsx";
-import { Card, Empty, Field, Pager, PageHeader, Show, Time, useAction, useLoad } from "../ui.tsx";
+import { Empty, Field, Pager, PageHeader, Show, Time, useAction, useLoad } from "../ui.tsx";
 
 const LIMIT = 25;
 
