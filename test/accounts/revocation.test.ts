@@ -6,8 +6,8 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
-import { removeDir, startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
+import { describe, test } from "node:test";
+import { removeDir, startTestServer, tempDir, useTestServer, type TestServer } from "../helpers/server.ts";
 import { runCli } from "../helpers/cli.ts";
 import { openStream } from "../helpers/events.ts";
 import { adminPassword, fromConsole, signIn } from "./helpers.ts";
@@ -17,14 +17,7 @@ const tokenId = async (server: TestServer, token: string): Promise<string> => ((
 const revoke = (server: TestServer, json: unknown, token = server.adminToken) => server.request("/api/v1/tokens/revoke", { method: "POST", token, json });
 
 describe("token revocation", () => {
-  let server: TestServer;
-  before(async () => {
-    server = await startTestServer();
-  });
-  after(async () => {
-    await server.close();
-    removeDir(server.dataDir);
-  });
+  const server = useTestServer();
 
   test("every token has an id; revoking it refuses it on the next request, cached or not", async () => {
     const first = server.token(["admin_ro"], "rita");

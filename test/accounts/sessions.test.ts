@@ -1,21 +1,14 @@
 import assert from "node:assert/strict";
 import { statSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
+import { after, describe, test } from "node:test";
 import WebSocket from "ws";
-import { removeDir, requestAt, startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
+import { removeDir, requestAt, startTestServer, tempDir, useTestServer } from "../helpers/server.ts";
 import { makeCert, trustingFetch } from "../helpers/tls.ts";
 import { adminPassword, login, sessionCookie, signIn } from "./helpers.ts";
 
 describe("accounts: console sessions", () => {
-  let server: TestServer;
-  before(async () => {
-    server = await startTestServer();
-  });
-  after(async () => {
-    await server.close();
-    removeDir(server.dataDir);
-  });
+  const server = useTestServer();
 
   test("first start: account admin with every scope, its random password in admin.password (0600)", async () => {
     const file = join(server.dataDir, "admin.password");

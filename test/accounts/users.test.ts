@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
-import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
+import { describe, test } from "node:test";
+import { useTestServer } from "../helpers/server.ts";
 import { registerDevice } from "../update/helpers/devices.ts";
 import { adminPassword, fromConsole, login, signIn } from "./helpers.ts";
 
@@ -13,14 +13,7 @@ interface User {
 }
 
 describe("accounts: the users API", () => {
-  let server: TestServer;
-  before(async () => {
-    server = await startTestServer();
-  });
-  after(async () => {
-    await server.close();
-    removeDir(server.dataDir);
-  });
+  const server = useTestServer();
 
   const users = async (token = server.adminToken) => (await (await server.request("/api/v1/users", { token })).json()) as User[];
   const add = (json: unknown, token = server.adminToken) => server.request("/api/v1/users", { method: "POST", token, json });

@@ -1,16 +1,9 @@
 // Issue 9 item 7: test-suites and override-hints are parsed once per version of the files they read.
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startTestServer, removeDir, type TestServer } from "../helpers/server.ts";
+import { useTestServer } from "../helpers/server.ts";
 
-let server: TestServer;
-before(async () => {
-  server = await startTestServer();
-});
-after(async () => {
-  await server.close();
-  removeDir(server.dataDir);
-});
+const server = useTestServer();
 
 const put = async (name: string, text: string) => {
   const form = new FormData();
