@@ -50,6 +50,7 @@ export interface MultipartForm<T> {
  */
 export async function readMultipart<T>(c: Context, options: MultipartOptions<T>): Promise<MultipartForm<T>> {
   const { file: part, limits, texts } = options;
+  const { fieldsTotal, ...busboyLimits } = limits;
   const contentType = c.req.header("content-type") ?? "";
   if (!/^multipart\/form-data\b/i.test(contentType)) throw new LabgateError("invalid", texts.notMultipart);
   const fields = new Map<string, string>();
@@ -58,7 +59,7 @@ export async function readMultipart<T>(c: Context, options: MultipartOptions<T>)
 
   let parser: busboy.Busboy;
   try {
-    parser = busboy({ headers: { "content-type": contentType }, limits, defParamCharset: "utf8" });
+    parser = busboy({ headers: { "content-type": contentType }, limits: busboyLimits, defParamCharset: "utf8" });
   } catch (error) {
     throw new LabgateError("invalid", `${texts.malformed}: ${inputProblem(error)}`);
   }
@@ -78,7 +79,7 @@ export async function readMultipart<T>(c: Context, options: MultipartOptions<T>)
     if (typeof name !== "string" || name === "") return refuse("a form field has no name");
     fieldBytes += Buffer.byteLength(name) + Buffer.byteLength(value);
     if (info.valueTruncated || info.nameTruncated) refuse(`form field ${JSON.stringify(name.slice(0, 64))} is too long (limit ${limits.fieldSize} bytes)`);
-    else if (fieldBytes > limits.fieldsTotal) refuse(`form fields are larger than ${limits.fieldsTotal} bytes in total`);
+    else if (fieldBytes > fieldsTotal) refuse(`form fields are larger than ${fieldsTotal} bytes in total`);
     else if (!fields.has(name)) fields.set(name, value);
   });
   // busboy drops fields past the limit silently; a form must not lose fields without a word.

@@ -8,7 +8,6 @@ import type { RemoteRun, RunRecord, RunStore, TriggerRecord } from "./store.ts";
 import { FINAL_STATUSES, isFinalStatus, type RunStatus } from "./status.ts";
 import { nodeJson } from "./node-client.ts";
 import { LOCAL_DEVICE } from "./nodes.ts";
-import { sleep } from "../../util/time.ts";
 import type { TriggerRequest } from "./trigger.ts";
 
 const POLL_MS = 500;
@@ -214,7 +213,7 @@ export class Orchestrator {
     const deadline = this.service.ctx.clock.now() + this.service.ctx.config.test_server.remote_run_timeout * 1000;
     let failures = 0;
     while (!signal.aborted) {
-      await sleep(POLL_MS, signal);
+      await this.service.ctx.clock.sleep(POLL_MS, signal);
       if (signal.aborted) break;
       try {
         const answer = await this.call(node, "GET", `/api/v1/test-runs/${encodeURIComponent(runId)}`, undefined, signal);

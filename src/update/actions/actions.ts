@@ -10,7 +10,6 @@ import { DeviceGoneError, DeviceTimeoutError, type ChannelHub, type DeviceConnec
 import { deviceFailure, notConnected } from "../channel/errors.ts";
 import { hasCapability, type ActionDefinition } from "../channel/protocol.ts";
 import { signedFileUrl, type DeviceFileStore } from "../devicefiles/store.ts";
-import { sleep } from "../../util/time.ts";
 import { ActionLogStore, INLINE_OUTPUT_BYTES, type ActionStatus, type LogRow } from "./store.ts";
 
 export type { ActionStatus } from "./store.ts";
@@ -188,7 +187,7 @@ export class ActionService {
       if (status === "ok") return this.store.markSent(id);
       if (status !== "full") throw new DeviceRefusedError(`device refused the action (status ${JSON.stringify(status)})`);
       if (this.ctx.clock.now() + this.timeouts.queue_full_retry * 1000 > deadline) throw new DeviceTimeoutError(`device ${conn.mac} kept its action queue full`);
-      await sleep(this.timeouts.queue_full_retry * 1000);
+      await this.ctx.clock.sleep(this.timeouts.queue_full_retry * 1000);
       if (!conn.open) throw new DeviceGoneError(`device ${conn.mac} disconnected`);
     }
   }

@@ -35,7 +35,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     const identity = c.get("identity");
     if (identity.kind !== "mgmt") throw new LabgateError("unauthenticated", "a management token is required");
     const { fields, file: staged } = await readMultipart(c, {
-      file: { field: "file", receive: (stream) => storage.stage(stream), discard: (staged) => storage.discard(staged) },
+      file: { field: "file", receive: (stream) => storage.stage(stream), discard: (object) => storage.discard(object) },
       // All text fields together become the package's metadata: bound what one upload can store.
       limits: { fieldSize: 64 * 1024, fields: 1000, fieldNameSize: 1024, fieldsTotal: 1024 * 1024 },
       texts: { notMultipart: "expected a multipart/form-data body", malformed: "malformed multipart/form-data", interrupted: "upload failed" },
