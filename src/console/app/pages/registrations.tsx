@@ -27,7 +27,7 @@ export function Fingerprint(props: { value: string | null }) {
 }
 
 function Registrations({ me }: PageProps) {
-  const pending = useLoad(() => get<Pending[]>("/api/v1/auth/pending"));
+  const pending = useLoad(() => get<Pending[]>("/api/v1/auth/pending?details=true"));
   const [busy, run] = useAction();
   const prefix = prefixOf(me);
   const writable = canAdminWrite(me);
