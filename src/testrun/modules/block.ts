@@ -1,14 +1,13 @@
 import { createReadStream } from "node:fs";
 import { join } from "node:path";
 import { exists, readAttribute } from "./hardware.ts";
-import { num, optional, paramSchema, required, str } from "./params.ts";
+import { given, num, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, type CaseDef, type EntryContext, type ModuleDef, type Params } from "./types.ts";
 
 const MIB = 1024 * 1024;
 const SIZE = /^(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?$/i;
 const UNITS: Record<string, number> = { "": 1, K: 1024, M: MIB, G: 1024 * MIB, T: 1024 * 1024 * MIB };
 
-const given = (p: Params, key: string) => p[key] !== undefined && p[key] !== null;
 /** `32G`, `512M`, `1.5T` (binary units) or a number of bytes. */
 const bytesOf = (v: unknown): number => {
   const m = SIZE.exec(String(v).trim());

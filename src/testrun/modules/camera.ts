@@ -3,10 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { safeArtifactName } from "./artifact-names.ts";
 import { assertion, exists, hostPath, readAttribute, runTool, toolProblem } from "./hardware.ts";
-import { num, optional, paramSchema, required, str } from "./params.ts";
-import { fail, pass, skip, type EntryContext, type ModuleDef, type Outcome, type Params } from "./types.ts";
+import { given, num, optional, paramSchema, required, str } from "./params.ts";
+import { fail, pass, skip, type EntryContext, type ModuleDef, type Outcome } from "./types.ts";
 
-const given = (p: Params, key: string) => p[key] !== undefined && p[key] !== null;
 const device = (ctx: Pick<EntryContext, "params">) => str(ctx.params, "device")!;
 
 interface CameraState {

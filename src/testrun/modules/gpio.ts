@@ -1,10 +1,9 @@
 import { readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { assertion, runTool, toolProblem } from "./hardware.ts";
-import { bool, choice, num, optional, paramSchema, required, str } from "./params.ts";
+import { bool, choice, given, num, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, type EntryContext, type ModuleDef, type Outcome, type Params } from "./types.ts";
 
-const given = (p: Params, key: string) => p[key] !== undefined && p[key] !== null;
 const isDir = (path: string) => stat(path).then((s) => s.isDirectory(), () => false);
 const isFile = (path: string) => stat(path).then((s) => !s.isDirectory(), () => false);
 

@@ -1,9 +1,8 @@
 import { join } from "node:path";
 import { assertion, exists, hex, integerOf, runTool, toolProblem } from "./hardware.ts";
-import { choice, isMapping, optional, paramSchema, required, str } from "./params.ts";
+import { choice, given, isMapping, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, type CaseDef, type EntryContext, type ModuleDef, type Params } from "./types.ts";
 
-const given = (p: Params, key: string) => p[key] !== undefined && p[key] !== null;
 
 /** The bus as i2c-tools take it: `1` for `1`, `/dev/i2c-1` or `i2c-1`; a bus name as written. */
 const busArg = (p: Params): string => {

@@ -1,15 +1,14 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { assertion, exists, hostPath, readAttribute } from "./hardware.ts";
-import { num, optional, paramSchema, required, str } from "./params.ts";
+import { given, num, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, skip, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
 
 const DEFAULT_ADC = "/sys/bus/iio/devices/iio:device0";
 const CHANNEL = /^[A-Za-z0-9_]+$/;
 
 const sysfsPath = (ctx: Pick<EntryContext, "params">, fallback?: string) => str(ctx.params, "sysfs_path", fallback)!;
-const given = (ctx: Pick<EntryContext, "params">, key: string) => ctx.params[key] !== undefined && ctx.params[key] !== null;
-const channelError = (p: Record<string, unknown>) => (given({ params: p }, "channel") && !CHANNEL.test(String(p.channel)) ? "parameter 'channel': expected a channel such as 0 or 0_vcc" : undefined);
+const channelError = (p: Record<string, unknown>) => (given(p, "channel") && !CHANNEL.test(String(p.channel)) ? "parameter 'channel': expected a channel such as 0 or 0_vcc" : undefined);
 
 /** `adc`: an ADC channel through the IIO sysfs interface (protoplaster's `adc`, same cases and messages). */
 export const adcModule: ModuleDef = {
@@ -32,7 +31,7 @@ export const adcModule: ModuleDef = {
     {
       name: "device_name",
       async run(ctx) {
-        if (!given(ctx, "device_name")) return skip("device_name parameter not set");
+        if (!given(ctx.params, "device_name")) return skip("device_name parameter not set");
         // protoplaster compares the untrimmed file and so never matches; the trimmed name is what was meant.
         const name = await readAttribute(join(hostPath(ctx.roots, sysfsPath(ctx, DEFAULT_ADC)), "name"));
         return name === str(ctx.params, "device_name") ? pass() : assertion("The device name is not correct");
@@ -80,7 +79,7 @@ export const dacModule: ModuleDef = {
         run: async (ctx) => ((await exists(hostPath(ctx.roots, sysfsPath(ctx)))) ? pass() : assertion("Provided DAC path doesn't exist")),
       },
     ];
-    if (given({ params }, "value"))
+    if (given(params, "value"))
       cases.push({
         name: "write_read",
         async run(ctx) {

@@ -1,8 +1,7 @@
 import { assertion, hostPath, runTool, toolProblem } from "./hardware.ts";
-import { num, optional, paramSchema, required, str } from "./params.ts";
-import { fail, pass, type ModuleDef, type Params } from "./types.ts";
+import { given, num, optional, paramSchema, required, str } from "./params.ts";
+import { fail, pass, type ModuleDef } from "./types.ts";
 
-const given = (p: Params, key: string) => p[key] !== undefined && p[key] !== null;
 
 /** `memtester`: the memtester program passes (protoplaster's `memtester`, same command line and message). */
 export const memtesterModule: ModuleDef = {

@@ -1,11 +1,10 @@
 import { join } from "node:path";
 import { assertion, exists, readAttribute } from "./hardware.ts";
-import { bool, choice, num, optional, paramSchema, required, str } from "./params.ts";
+import { bool, choice, given, num, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, skip, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
 
 const iface = (ctx: Pick<EntryContext, "params">) => str(ctx.params, "interface")!;
 const attribute = (ctx: EntryContext, name: string) => readAttribute(join(ctx.roots.sys, "class", "net", iface(ctx), name));
-const given = (ctx: Pick<EntryContext, "params">, key: string) => ctx.params[key] !== undefined && ctx.params[key] !== null;
 
 /** A labgate check of one attribute, reported only when its parameter is given. */
 const attributeCase = (name: string, file: string, check: (ctx: EntryContext, value: string) => string | undefined): CaseDef => ({
@@ -41,7 +40,7 @@ export const networkModule: ModuleDef = {
       {
         name: "speed",
         async run(ctx) {
-          if (!given(ctx, "speed")) return skip("speed parameter not set");
+          if (!given(ctx.params, "speed")) return skip("speed parameter not set");
           const text = await attribute(ctx, "speed");
           // The kernel refuses to read the speed of a link that is down.
           const speed = text !== undefined && /^-?\d+$/.test(text) ? Number(text) : undefined;
@@ -51,17 +50,17 @@ export const networkModule: ModuleDef = {
         },
       },
     ];
-    if (given({ params }, "state"))
+    if (given(params, "state"))
       cases.push(attributeCase("state", "operstate", (ctx, v) => (v === str(ctx.params, "state") ? undefined : `operstate is ${v}, expected ${str(ctx.params, "state")}`)));
-    if (given({ params }, "carrier"))
+    if (given(params, "carrier"))
       cases.push(
         attributeCase("carrier", "carrier", (ctx, v) => {
           const want = bool(ctx.params, "carrier")!;
           return (v === "1") === want ? undefined : want ? "no carrier (is the cable plugged in?)" : "carrier present, expected none";
         }),
       );
-    if (given({ params }, "mtu")) cases.push(attributeCase("mtu", "mtu", (ctx, v) => (Number(v) === num(ctx.params, "mtu") ? undefined : `MTU is ${v}, expected ${num(ctx.params, "mtu")}`)));
-    if (given({ params }, "mac"))
+    if (given(params, "mtu")) cases.push(attributeCase("mtu", "mtu", (ctx, v) => (Number(v) === num(ctx.params, "mtu") ? undefined : `MTU is ${v}, expected ${num(ctx.params, "mtu")}`)));
+    if (given(params, "mac"))
       cases.push(attributeCase("mac", "address", (ctx, v) => (v.toLowerCase() === str(ctx.params, "mac")!.toLowerCase() ? undefined : `MAC address is ${v}, expected ${str(ctx.params, "mac")}`)));
     return cases;
   },

@@ -1,10 +1,9 @@
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { hostPath, readAttribute } from "./hardware.ts";
-import { num, optional, paramSchema, str } from "./params.ts";
+import { given, num, optional, paramSchema, str } from "./params.ts";
 import { fail, pass, type EntryContext, type ModuleDef, type Params } from "./types.ts";
 
-const given = (p: Params, key: string) => p[key] !== undefined && p[key] !== null;
 const NAME = /^[^/\0]+$/;
 
 /** The sensor file as the config names it (`/sys/...`), found in set-up for `zone` and `hwmon`. */

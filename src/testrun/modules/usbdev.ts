@@ -1,7 +1,7 @@
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { assertion, exists, readAttribute } from "./hardware.ts";
-import { optional, paramSchema, required, str } from "./params.ts";
+import { given, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, skip, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
 
 const USB_DEVICES = "/sys/bus/usb/devices";
@@ -13,7 +13,6 @@ interface UsbState {
 }
 
 const state = (ctx: Pick<EntryContext, "state">) => ctx.state as UsbState;
-const given = (ctx: Pick<EntryContext, "params">, key: string) => ctx.params[key] !== undefined && ctx.params[key] !== null;
 const hexId = (v: unknown) => String(v).toLowerCase().replace(/^0x/, "").padStart(4, "0");
 
 /** `usbdev`: a USB device in /sys/bus/usb/devices (protoplaster's `usbdev`; `device` may also be `vid:pid`). */
@@ -41,7 +40,7 @@ export const usbdevModule: ModuleDef = {
       {
         name: "negotiated_speed",
         async run(ctx) {
-          if (!given(ctx, "speed")) return skip("speed parameter not set");
+          if (!given(ctx.params, "speed")) return skip("speed parameter not set");
           const file = `${USB_DEVICES}/${state(ctx).name ?? str(ctx.params, "device")}/speed`;
           const current = state(ctx).name ? await readAttribute(join(ctx.roots.sys, "bus", "usb", "devices", state(ctx).name!, "speed")) : undefined;
           if (current === undefined) return assertion(`Could not find speed file: ${file} (is the device connected?)`);
@@ -50,7 +49,7 @@ export const usbdevModule: ModuleDef = {
         },
       },
     ];
-    if (given({ params }, "vendor_id") || given({ params }, "product_id"))
+    if (given(params, "vendor_id") || given(params, "product_id"))
       cases.push({
         name: "ids",
         async run(ctx) {
@@ -60,7 +59,7 @@ export const usbdevModule: ModuleDef = {
             ["vendor_id", "idVendor"],
             ["product_id", "idProduct"],
           ] as const) {
-            if (!given(ctx, key)) continue;
+            if (!given(ctx.params, key)) continue;
             const value = await readAttribute(join(ctx.roots.sys, "bus", "usb", "devices", name, file));
             if (value?.toLowerCase() !== hexId(ctx.params[key])) return fail(`${file} is ${value ?? "unreadable"}, expected ${hexId(ctx.params[key])}`);
           }
