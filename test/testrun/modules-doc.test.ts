@@ -1,5 +1,5 @@
 import { strict as assert } from "node:assert";
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import { parse } from "yaml";
@@ -7,6 +7,7 @@ import { TOOL_PACKAGES } from "../../src/testrun/modules/hardware.ts";
 import { paramDocs } from "../../src/testrun/modules/params.ts";
 import { BUILTIN_MODULES } from "../../src/testrun/modules/registry.ts";
 import type { ModuleDef } from "../../src/testrun/modules/types.ts";
+import { checkGeneratedDoc } from "../helpers/generated-doc.ts";
 
 const DOC = "docs/modules.md";
 const REGENERATE = "npm run modules-doc";
@@ -79,12 +80,5 @@ test(`${DOC} documents every built-in module from its zod schema (${REGENERATE} 
     "",
     ...BUILTIN_MODULES.flatMap(section),
   ].join("\n");
-  let before = "";
-  try {
-    before = readFileSync(DOC, "utf8");
-  } catch {
-    // Not written yet.
-  }
-  if (process.env.UPDATE_MODULES_DOC === "1") writeFileSync(DOC, text);
-  else assert.equal(before, text, `${DOC} is stale: run ${REGENERATE} and commit it`);
+  checkGeneratedDoc(DOC, text, "UPDATE_MODULES_DOC", REGENERATE);
 });
