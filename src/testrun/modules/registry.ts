@@ -1,18 +1,54 @@
+import { blockDeviceModule, mmcModule } from "./block.ts";
+import { cameraModule } from "./camera.ts";
 import { execModule } from "./exec.ts";
 import { extendedSimpleModule, simpleModule } from "./compat.ts";
 import { fileModule } from "./file.ts";
+import { fpgaModule } from "./fpga.ts";
+import { gpioModule } from "./gpio.ts";
 import { httpModule } from "./http.ts";
+import { i2cModule, i2cRegistersModule } from "./i2c.ts";
+import { adcModule, dacModule } from "./iio.ts";
 import { junitModule } from "./junit.ts";
-import { checkParams } from "./params.ts";
+import { memtesterModule } from "./memtester.ts";
+import { networkModule } from "./network.ts";
 import { pingModule } from "./ping.ts";
 import { loadScriptModule, ScriptModuleError } from "./script.ts";
 import { sleepModule } from "./sleep.ts";
 import { tcpModule } from "./tcp.ts";
+import { thermalModule } from "./thermal.ts";
+import { usbdevModule } from "./usbdev.ts";
 import type { ModuleDef, Params } from "./types.ts";
 
-const BUILTIN: ReadonlyMap<string, ModuleDef> = new Map(
-  [execModule, junitModule, httpModule, tcpModule, pingModule, fileModule, sleepModule, simpleModule, extendedSimpleModule].map((m) => [m.key, m]),
-);
+/** Params every entry may carry (2.2, 18.1): `override` hints stay in the params and are ignored. */
+const COMMON_IGNORED = new Set(["override"]);
+
+/** Every built-in module, in the order docs/modules.md lists them. */
+export const BUILTIN_MODULES: readonly ModuleDef[] = [
+  execModule,
+  junitModule,
+  httpModule,
+  tcpModule,
+  pingModule,
+  fileModule,
+  sleepModule,
+  // Hardware (hardware.ts): protoplaster's module keys and parameters.
+  networkModule,
+  usbdevModule,
+  adcModule,
+  dacModule,
+  thermalModule,
+  mmcModule,
+  blockDeviceModule,
+  gpioModule,
+  i2cModule,
+  i2cRegistersModule,
+  cameraModule,
+  memtesterModule,
+  fpgaModule,
+  simpleModule,
+  extendedSimpleModule,
+];
+const BUILTIN: ReadonlyMap<string, ModuleDef> = new Map(BUILTIN_MODULES.map((m) => [m.key, m]));
 
 export interface ModuleLookup {
   /** `test_server.compat_modules`: offer `simple` and `extended_simple`. */
@@ -25,6 +61,27 @@ export function findModule(key: string, lookup: ModuleLookup): ModuleDef | undef
   const builtin = BUILTIN.get(key);
   if (builtin) return builtin.compat && !lookup.compat ? undefined : builtin;
   return loadScriptModule(lookup.dataDir, key);
+}
+
+export interface ParamCheck {
+  error?: string;
+  /** Unknown params, for the run's warnings (18.1: ignored with a warning). */
+  unknown: string[];
+}
+
+/** Validates an entry's params against the module's schema (at trigger: errors are a 422). A null value counts as absent. */
+export function checkParams(module: ModuleDef, params: Params): ParamCheck {
+  const shape = module.params.shape;
+  const unknown = Object.keys(params).filter((k) => !(k in shape) && !COMMON_IGNORED.has(k));
+  const given = Object.fromEntries(Object.entries(params).filter(([k, v]) => k in shape && v !== undefined && v !== null));
+  const parsed = module.params.safeParse(given);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const name = issue.path.map(String).join(".");
+    return { error: given[String(issue.path[0])] === undefined ? `parameter '${name}' is required` : `parameter '${name}': ${issue.message}`, unknown };
+  }
+  const extra = module.validate?.(params);
+  return extra ? { error: extra, unknown } : { unknown };
 }
 
 export interface ResolvedEntry {

@@ -1,7 +1,8 @@
 import type { ProcessOptions, ProcessResult } from "../../util/process.ts";
+import type { Params, ParamSchema } from "./params.ts";
 
-/** An entry's parameters as written in the config (after overrides), `machines` removed. */
-export type Params = Record<string, unknown>;
+export type { Params };
+
 
 /** What one case produced (section 7.3). The runner turns a skip into `Skipped` / `Skipped: <reason>`. */
 export type Outcome = ({ status: "passed" } | { status: "failed"; message: string } | { status: "skipped"; reason?: string }) & {
@@ -18,6 +19,13 @@ export class CaseFailure extends Error {}
 /** Thrown from set-up: every case of the entry is skipped. */
 export class CaseSkip extends Error {}
 
+/** Where the hardware modules read sysfs, device nodes and firmware (`test_server.sys_root`, `dev_root`, `firmware_root`). */
+export interface HardwareRoots {
+  sys: string;
+  dev: string;
+  firmware: string;
+}
+
 /** Everything a module instance (one entry) sees. A fresh one per entry: no state leaks (section 5). */
 export interface EntryContext {
   params: Params;
@@ -27,6 +35,8 @@ export interface EntryContext {
   signal: AbortSignal;
   /** The node role of the run (7.7); null for a local run. */
   machineTarget: string | null;
+  /** Where a config's `/sys/...`, `/dev/...` and firmware names are looked up (hardware.ts). */
+  roots: HardwareRoots;
   /** The module key of this entry (`exec`, `nested/impl1/hello`). */
   moduleKey: string;
   /** Per-entry instance state, filled by set-up and read by the cases. */
@@ -45,14 +55,6 @@ export interface CaseDef {
   run(ctx: EntryContext): Promise<Outcome> | Outcome;
 }
 
-export type ParamType = "string" | "number" | "integer" | "boolean" | "command" | "strings" | "integers" | "mapping" | "list" | "scalar" | "any";
-
-export interface ParamSpec {
-  type: ParamType;
-  required?: boolean;
-  oneOf?: readonly string[];
-}
-
 /** One test module (section 7.1, 18.1). */
 export interface ModuleDef {
   key: string;
@@ -60,7 +62,8 @@ export interface ModuleDef {
   className: string;
   /** Compatibility modules are hidden unless `test_server.compat_modules` is on (18.2). */
   compat?: boolean;
-  params: Record<string, ParamSpec>;
+  /** Declared once (params.ts): validated at trigger, documented in docs/modules.md. */
+  params: ParamSchema;
   /** Checks across params, at trigger; returns a message for a 422. */
   validate?(params: Params): string | undefined;
   /** The report's device name; called after set-up, so it may use `state`. */
