@@ -7,6 +7,7 @@
  */
 import { Hono } from "hono";
 import { cors } from "hono/cors";
+import { CORS_PATHS } from "../auth/middleware.ts";
 import type { AccountsDomain } from "../accounts/domain.ts";
 import { accountsRoutes } from "../accounts/routes.ts";
 import { backupRoutes } from "../backup/routes.ts";
@@ -111,6 +112,6 @@ function testRunCors(origins: string[]): Hono<AppEnv> {
     exposeHeaders: ["Content-Disposition", "X-Trigger-Id", "Location"],
     maxAge: 600,
   });
-  for (const path of ["/api/v1/configs", "/api/v1/configs/*", "/api/v1/test-runs", "/api/v1/test-runs/*", "/api/v1/test-nodes", "/api/v1/test-nodes/*"]) app.use(path, handler);
+  for (const path of CORS_PATHS) app.use(path, handler).use(`${path}/*`, handler);
   return app;
 }

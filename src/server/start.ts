@@ -17,7 +17,7 @@ import { createApp, normalizeRequest } from "../http/app.ts";
 import { createLogger, type Logger } from "../util/log.ts";
 import { writeFileDurable } from "../util/files.ts";
 import { dateOf, systemClock, type Clock } from "../util/time.ts";
-import { VERSION } from "../version.ts";
+import { describeBuild, VERSION } from "../version.ts";
 import { ConnectionTracker } from "./connections.ts";
 import { acquireLock } from "../util/lock.ts";
 import { readTlsCredentials, type TlsCredentials } from "./tls.ts";
@@ -89,6 +89,7 @@ export function startDomains(ctx: AppContext): Domains {
 /** Opens the data dir, starts the domains (startDomains) and serves both APIs on the configured listener. */
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   const log = options.log ?? createLogger(config.log_level, { format: config.log_format });
+  log.info(`${describeBuild()} starting`);
   // Checked before the data dir is touched: a bad pair exits 2 naming the key.
   const tls = config.tls.cert_file ? readTlsCredentials(config.tls) : undefined;
   const dataDir = config.data_dir;

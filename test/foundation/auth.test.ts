@@ -196,13 +196,17 @@ describe("auth middleware on routes", () => {
     assert.equal((await call("/probe/device", token)).status, 200);
   });
 
-  test("JSON bodies: malformed 400, wrong content type 400, not an object 400, too large 413", async () => {
+  test("JSON bodies: malformed 400, another or no content type 415, not an object 400, too large 413", async () => {
     const post = (body: string, type = "application/json") => app.request("/probe/json", { method: "POST", body, headers: { "content-type": type } });
     assert.deepEqual(await (await post('{"a":1}')).json(), { a: 1 });
     const malformed = await post('{"a":');
     assert.equal(malformed.status, 400);
     assert.match(((await malformed.json()) as { error: string }).error, /malformed JSON/);
-    assert.equal((await post('{"a":1}', "text/plain")).status, 400);
+    assert.equal((await post('{"a":1}', "text/plain")).status, 415);
+    // What a page of another site can send without asking: a Blob or text without a JSON type.
+    assert.equal((await app.request("/probe/json", { method: "POST", body: '{"a":1}' })).status, 415);
+    assert.equal((await post('{"a":1}', "application/jsonx")).status, 415);
+    assert.equal((await post('{"a":1}', "application/merge-patch+json; charset=utf-8")).status, 200);
     assert.equal((await post("[1,2]")).status, 400);
     assert.equal((await post("")).status, 400);
     assert.equal((await post(JSON.stringify({ big: "x".repeat(JSON_BODY_LIMIT) }))).status, 413);
