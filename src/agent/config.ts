@@ -41,6 +41,10 @@ export interface AgentConfig {
   metadata: Record<string, string | string[]>;
   update_check_interval: number;
   install_command: string[];
+  /** A/B systems: prints the running version (last line); after a restart it tells whether an install took. */
+  version_command: string[];
+  /** A/B systems: makes the running slot stay (after version_command confirmed it); empty: nothing to do. */
+  commit_command: string[];
   file_base_dir: string;
   actions: AgentAction[];
   shell: AgentShell;
@@ -75,6 +79,8 @@ const DEFAULTS = {
   metadata: {},
   update_check_interval: 60,
   install_command: [],
+  version_command: [],
+  commit_command: [],
   file_base_dir: "/var/log",
   actions: [{ id: "uptime", name: "Uptime", command: ["uptime"], description: "", timeout: 5 }],
   shell: {},
@@ -172,6 +178,8 @@ export function buildAgentConfig(input: Record<string, unknown>, cwd = process.c
     metadata: metadata as Record<string, string | string[]>,
     update_check_interval: num(v.update_check_interval, "update_check_interval", 0.01),
     install_command: argv(v.install_command, "install_command"),
+    version_command: argv(v.version_command, "version_command"),
+    commit_command: argv(v.commit_command, "commit_command"),
     file_base_dir: resolve(cwd, str(v.file_base_dir, "file_base_dir")),
     actions,
     shell,

@@ -67,7 +67,8 @@ export function toV1(db: Database, row: GroupRow): GroupV1 {
  */
 const generations = new WeakMap<Database, number>();
 export const catalogGeneration = (db: Database): number => generations.get(db) ?? 0;
-function changed<T>(db: Database, write: Promise<T>): Promise<T> {
+/** Wraps a write that changes the catalog (here and in deployments/): `changed(db, db.write(...))`. */
+export function changed<T>(db: Database, write: Promise<T>): Promise<T> {
   generations.set(db, catalogGeneration(db) + 1);
   return write;
 }

@@ -5,7 +5,8 @@ import type { AppContext } from "../../server/context.ts";
 import { signedObjectUrl } from "../../storage/routes.ts";
 import { packageKeys } from "../packages/packages.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
-import { activeGroup, groupPlan, resolveInPlan } from "./catalog.ts";
+import type { DeploymentService } from "../deployments/service.ts";
+import { activeGroup, groupPlan, resolveInPlan, retarget } from "./catalog.ts";
 import { dateOf } from "../../util/time.ts";
 
 export type DeviceMetadata = Record<string, string | string[]>;
@@ -69,16 +70,31 @@ export const sameMac = (a: string, b: string): boolean => a.toLowerCase().replac
 
 /**
  * The update check for the token's device (section 18: never the body's MAC): its active group
- * (lowest priority value), that group's policy target and packages, and the resolver. On an
- * offer the device's progress record starts at 0. Undefined means "no update" (204).
+ * (lowest priority value), that group's policy target and packages, and the resolver. A device
+ * in a started phase of a deployment of that group gets the deployment's target instead (or
+ * nothing, once it finished there; deployments/service.ts). On an offer the device's progress
+ * record starts at 0. Undefined means "no update" (204).
  */
-export async function updateCheck(ctx: AppContext, progress: UpdateProgress, device: DeviceIdentity, metadata: DeviceMetadata, base: string, now = dateOf(ctx.clock)): Promise<Offer | undefined> {
+export async function updateCheck(
+  ctx: AppContext,
+  progress: UpdateProgress,
+  deployments: DeploymentService | undefined,
+  device: DeviceIdentity,
+  metadata: DeviceMetadata,
+  base: string,
+  now = dateOf(ctx.clock),
+): Promise<Offer | undefined> {
   const keys = checkKeys(ctx.config.prefix);
   const groupId = activeGroup(ctx.db, device.deviceId);
   if (groupId === null) return undefined;
-  const plan = groupPlan(ctx.db, groupId, keys.version);
-  if (!plan || plan.target === undefined || plan.packages.length === 0) return undefined;
-  const index = resolveInPlan(plan, metadata, keys);
+  const steer = deployments?.steer(device.deviceId, groupId, now.getTime());
+  if (steer === "hold") return undefined;
+  const groupwide = groupPlan(ctx.db, groupId, keys.version);
+  if (!groupwide) return undefined;
+  const plan = steer ? retarget(groupwide, steer.target) : groupwide;
+  const index = plan.target === undefined || plan.packages.length === 0 ? undefined : resolveInPlan(plan, metadata, keys);
+  // The deployment's record of the answer is durable before the device hears it.
+  if (steer) await steer.settle(index !== undefined, String(metadata[keys.version]));
   if (index === undefined) return undefined;
   const pkg = plan.packages[index];
   await progress.recordUpdateStart(device.deviceId, device.mac, pkg.version, now);
