@@ -36,6 +36,7 @@ const phases = z
   .min(1, { error: field("phases", "must list at least one phase") })
   .max(MAX_PHASES, { error: field("phases", `may list at most ${MAX_PHASES} phases`) })
   .superRefine((list, ctx) => {
+    if (list.length === 0) return;
     const percentOf = (spec: PhaseSpec) => (typeof spec === "number" ? spec : "percent" in spec ? spec.percent : undefined);
     let previous = 0;
     for (const spec of list) {
@@ -200,11 +201,12 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     // A deployment of a group the caller may not read is as missing as one that does not exist.
     if (!row) throw new LabgateError("not_found", NOT_FOUND);
     try {
-      authorize(db, c.get("identity"), "group", row.group_id, perm);
+      authorize(db, c.get("identity"), "group", row.group_id, "read");
     } catch (error) {
       if (error instanceof LabgateError && error.code === "not_found") throw new LabgateError("not_found", NOT_FOUND);
       throw error;
     }
+    if (perm === "update") authorize(db, c.get("identity"), "group", row.group_id, "update");
     return row;
   };
 
