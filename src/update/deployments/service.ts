@@ -13,7 +13,7 @@ import { LabgateError } from "../../util/errors.ts";
 import type { ChannelHub, DeviceConnection } from "../channel/hub.ts";
 import type { EventBroadcaster } from "../events/broadcaster.ts";
 import { changed, getGroup, groupDeviceIds, groupPackageIds } from "../groups/groups.ts";
-import { checkKeys } from "../updatecheck/check.ts";
+import { checkKeys, type Steer, type Steering } from "../updatecheck/check.ts";
 import {
   ACTIVE,
   emptyCounts,
@@ -91,9 +91,6 @@ interface Member {
   offeredAt: number | null;
 }
 
-/** What an update check does for a device in a deployment (see `steer`). */
-export type Steer = "hold" | { target: string; settle(offered: boolean, deviceVersion: string): Promise<void> };
-
 /** An outcome the device reported (the `update_outcome` message, docs/device-channel.md). */
 export interface Outcome {
   state: "installing" | "installed" | "failed" | "aborted";
@@ -106,7 +103,7 @@ export interface Outcome {
 /** Told once an `installed` transition is on disk (issue 28's validation hangs here). */
 export type InstalledHook = (event: { deploymentId: number; deviceId: number; version: string }) => void;
 
-export class DeploymentService {
+export class DeploymentService implements Steering {
   private readonly ctx: AppContext;
   private readonly db: Database;
   private readonly events: EventBroadcaster;

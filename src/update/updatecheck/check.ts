@@ -5,11 +5,21 @@ import type { AppContext } from "../../server/context.ts";
 import { signedObjectUrl } from "../../storage/routes.ts";
 import { packageKeys } from "../packages/packages.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
-import type { DeploymentService } from "../deployments/service.ts";
 import { activeGroup, groupPlan, resolveInPlan, retarget } from "./catalog.ts";
 import { dateOf } from "../../util/time.ts";
 
 export type DeviceMetadata = Record<string, string | string[]>;
+
+/**
+ * What an update check does for a device in a deployment (deployments/service.ts): "hold", no
+ * update; or the deployment's target, and `settle` to record (durably) what the resolver found.
+ */
+export type Steer = "hold" | { target: string; settle(offered: boolean, deviceVersion: string): Promise<void> };
+
+/** The deployments as the update check sees them: undefined, the group's policy as usual. */
+export interface Steering {
+  steer(deviceId: number, groupId: number, now: number): Steer | undefined;
+}
 
 /** The 200 body of an update check. */
 export interface Offer {
@@ -78,7 +88,7 @@ export const sameMac = (a: string, b: string): boolean => a.toLowerCase().replac
 export async function updateCheck(
   ctx: AppContext,
   progress: UpdateProgress,
-  deployments: DeploymentService | undefined,
+  deployments: Steering | undefined,
   device: DeviceIdentity,
   metadata: DeviceMetadata,
   base: string,

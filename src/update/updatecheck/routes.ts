@@ -4,12 +4,11 @@ import { readJson } from "../../http/body.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { publicBase } from "../../storage/routes.ts";
-import type { DeploymentService } from "../deployments/service.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
-import { checkBody, checkKeys, sameMac, updateCheck } from "./check.ts";
+import { checkBody, checkKeys, sameMac, updateCheck, type Steering } from "./check.ts";
 
 /** `POST /api/v1/update/check` (6.1) with a device token. */
-export function updateCheckRoutes(ctx: AppContext, auth: Auth, progress: UpdateProgress, deployments: DeploymentService): Hono<AppEnv> {
+export function updateCheckRoutes(ctx: AppContext, auth: Auth, progress: UpdateProgress, deployments: Steering): Hono<AppEnv> {
   const macKey = checkKeys(ctx.config.prefix).mac;
   return new Hono<AppEnv>().post("/api/v1/update/check", auth.device(), async (c) => {
     const device = c.get("identity");
