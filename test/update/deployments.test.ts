@@ -321,6 +321,8 @@ describe("deployments", () => {
     assert.equal(hop2.body.version, "v3");
     await report(device, { state: "installed", version: "v3", from_version: "v2" });
     assert.equal((await deployment(created.id)).status, "completed");
+    // The same report again (its acknowledgement was lost): nothing new.
+    await report(device, { state: "installed", version: "v3", from_version: "v2" });
     const history = (await call("GET", `/api/v2/devices/${device.id}/update-history`)).body;
     assert.deepEqual(history.map((h: { to_version: string }) => h.to_version), ["v3", "v2"]);
   });

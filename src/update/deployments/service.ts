@@ -466,6 +466,9 @@ export class DeploymentService implements Steering {
       const latest = latestMembership(this.db, deviceId);
       const ended = latest && (latest.state === "installing" || latest.state === "aborted" || latest.state === "not_reached") ? latest : undefined;
       await this.db.write((tx) => {
+        // A report sent again (its acknowledgement was lost) is the newest row already.
+        const newest = tx.get<{ to_version: string; outcome: string; reason: string | null }>("SELECT to_version, outcome, reason FROM update_history WHERE device_id = ? ORDER BY id DESC LIMIT 1", [deviceId]);
+        if (newest && newest.to_version === outcome.version && newest.outcome === outcome.state && newest.reason === outcome.reason) return;
         addHistory(tx, { device_id: deviceId, deployment_id: ended?.deployment_id ?? null, from_version: outcome.fromVersion, to_version: outcome.version, outcome: outcome.state, reason: outcome.reason, at });
         if (ended && ended.state === "installing") {
           const done = outcome.state === "installed" ? "installed" : "failed";
@@ -493,13 +496,15 @@ export class DeploymentService implements Steering {
         if (UNDERWAY.has(member.state)) next = { state: "aborted", at, progress: null, reason: outcome.reason };
         break;
     }
+    // A report sent again (its acknowledgement was lost) changes nothing.
+    if (!next) return;
+    const change = next;
     await this.db.write((tx) => {
       if (outcome.state === "installed" || outcome.state === "failed") {
         addHistory(tx, { device_id: deviceId, deployment_id: run.row.id, from_version: outcome.fromVersion, to_version: outcome.version, outcome: outcome.state, reason: outcome.reason, at });
       }
-      if (next) this.move(tx, deviceId, member, next);
+      this.move(tx, deviceId, member, change);
     });
-    if (!next) return;
     this.publishDevice(run, conn.mac, member, next.reason ? { reason: next.reason } : {});
     if (next.state === "installed") this.installed(run.row.id, deviceId, target);
     if (next.state === "failed") await this.checkErrors(run);
