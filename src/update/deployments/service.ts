@@ -464,7 +464,8 @@ export class DeploymentService implements Steering {
       // Not in an active deployment: history only (an ended deployment's device still gets its row).
       if (outcome.state !== "installed" && outcome.state !== "failed") return;
       const latest = latestMembership(this.db, deviceId);
-      const ended = latest && (latest.state === "installing" || latest.state === "aborted" || latest.state === "not_reached") ? latest : undefined;
+      // Its deployment ended while it installed that deployment's version (an abort cannot stop an install).
+      const ended = latest && latest.to_version === outcome.version && (latest.state === "installing" || latest.state === "aborted" || latest.state === "not_reached") ? latest : undefined;
       await this.db.write((tx) => {
         // A report sent again (its acknowledgement was lost) is the newest row already.
         const newest = tx.get<{ to_version: string; outcome: string; reason: string | null }>("SELECT to_version, outcome, reason FROM update_history WHERE device_id = ? ORDER BY id DESC LIMIT 1", [deviceId]);

@@ -133,8 +133,8 @@ export function memberStates(db: Database | Tx, id: number): Array<{ device_id: 
 }
 
 /** The latest deployment row of a device (an outcome that arrives after its deployment ended). */
-export function latestMembership(db: Database | Tx, deviceId: number): { deployment_id: number; state: DeviceState; from_version: string | null } | undefined {
-  return db.get("SELECT deployment_id, state, from_version FROM deployment_devices WHERE device_id = ? ORDER BY deployment_id DESC LIMIT 1", [deviceId]);
+export function latestMembership(db: Database | Tx, deviceId: number): { deployment_id: number; state: DeviceState; to_version: string | null } | undefined {
+  return db.get("SELECT deployment_id, state, to_version FROM deployment_devices WHERE device_id = ? ORDER BY deployment_id DESC LIMIT 1", [deviceId]);
 }
 
 export interface MemberChange {
