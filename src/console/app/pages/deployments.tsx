@@ -3,13 +3,14 @@
  * page with its phases, counts and devices, which move live with the `deployment` and
  * `deployment_device` events of /api/stream.
  */
-import { useMemo, useRef, useState } from "preact/hooks";
+import { useMemo, useState } from "preact/hooks";
 import { api, get, getPage, messageOf, seg } from "../api.ts";
 import { href, navigate, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
 import type { Group, Package } from "../types.ts";
 import { groupName } from "../update.ts";
-import { Badge, Card, Field, Modal, ModalButtons, PageHeader, ProgressBar, Show, Table, Time, useAction, useEventSource, useLoad } from "../ui.tsx";
+import { useDeploymentEvents } from "../rollouts.tsx";
+import { Badge, Card, Field, Modal, ModalButtons, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
 
 const STATES = ["waiting", "offered", "downloading", "installing", "installed", "failed", "already_installed", "no_package", "not_reached", "aborted"] as const;
 type State = (typeof STATES)[number];
@@ -102,23 +103,6 @@ function Legend(props: { counts: Counts }) {
 }
 
 const phaseText = (d: Deployment) => (d.current_phase < 0 ? "not started" : `${d.current_phase + 1} of ${d.phases.length}`);
-
-/** Reloads `reload` once per animation frame at most when a deployment event passes `match`. */
-function useDeploymentEvents(match: (data: { deployment: number }) => boolean, reload: () => void): void {
-  const pending = useRef(false);
-  const later = () => {
-    if (pending.current) return;
-    pending.current = true;
-    setTimeout(() => {
-      pending.current = false;
-      reload();
-    }, 150);
-  };
-  useEventSource<{ deployment: { deployment: number }; deployment_device: { deployment: number } }>("/api/stream", {
-    deployment: (d) => match(d) && later(),
-    deployment_device: (d) => match(d) && later(),
-  });
-}
 
 // ---- the list -----------------------------------------------------------------------------
 
@@ -555,60 +539,6 @@ function DeploymentView({ params, query }: PageProps) {
         );
       }}
     </Show>
-  );
-}
-
-// ---- a device's update history (on the device page) ---------------------------------------------
-
-interface HistoryEntry {
-  id: number;
-  deployment: number | null;
-  from_version: string | null;
-  to_version: string;
-  outcome: string;
-  reason: string | null;
-  at: string;
-}
-
-const OUTCOME_TONE: Record<string, "ok" | "bad" | "warn" | "muted"> = { installed: "ok", failed: "bad", not_reached: "warn", aborted: "muted" };
-
-export function UpdateHistory(props: { deviceId: number }) {
-  const history = useLoad(() => get<HistoryEntry[]>(`/api/v2/devices/${props.deviceId}/update-history?limit=50`), [props.deviceId]);
-  useDeploymentEvents(() => true, history.reload);
-  return (
-    <Card title="Update history">
-      <Show loaded={history}>
-        {(list) => (
-          <Table
-            rows={list}
-            rowKey={(h) => h.id}
-            rowAttrs={(h) => ({ "data-history": h.id })}
-            empty="No updates reported yet."
-            columns={[
-              { head: "When", class: "nowrap", cell: (h) => <Time value={h.at} /> },
-              {
-                head: "Update",
-                cell: (h) => (
-                  <span class="mono">
-                    {h.from_version ?? "?"} → {h.to_version}
-                  </span>
-                ),
-              },
-              {
-                head: "Outcome",
-                cell: (h) => (
-                  <>
-                    <Badge tone={OUTCOME_TONE[h.outcome] ?? "muted"}>{h.outcome.replace("_", " ")}</Badge>
-                    {h.reason && <div class="muted small">{h.reason}</div>}
-                  </>
-                ),
-              },
-              { head: "Deployment", cell: (h) => (h.deployment === null ? <span class="muted">–</span> : <a href={href(`/deployments/${h.deployment}`)}>#{h.deployment}</a>) },
-            ]}
-          />
-        )}
-      </Show>
-    </Card>
   );
 }
 
