@@ -96,6 +96,14 @@ export interface Config {
     configs_dir: string;
     reports_dir: string;
     artifacts_dir: string;
+    /**
+     * Where the hardware modules find sysfs, device nodes and firmware (docs/modules.md): a
+     * config's `/sys/...`, `/dev/...` and firmware names are read below these, so configs stay
+     * portable and tests use fake trees. Absolute after loading.
+     */
+    sys_root: string;
+    dev_root: string;
+    firmware_root: string;
   };
 }
 
@@ -277,6 +285,9 @@ const schema: Schema = {
     configs_dir: { default: "", check: string },
     reports_dir: { default: "", check: string },
     artifacts_dir: { default: "", check: string },
+    sys_root: { default: "/sys", check: string },
+    dev_root: { default: "/dev", check: string },
+    firmware_root: { default: "/lib/firmware", check: string },
   },
 };
 
@@ -390,6 +401,7 @@ function resolveTestrunDirs(config: Config, cwd: string): void {
   const defaults = { configs_dir: "configs", reports_dir: "reports", artifacts_dir: "artifacts" } as const;
   const keys = Object.keys(defaults) as (keyof typeof defaults)[];
   for (const key of keys) if (ts[key]) ts[key] = resolve(cwd, ts[key]);
+  for (const key of ["sys_root", "dev_root", "firmware_root"] as const) ts[key] = ts[key] ? resolve(cwd, ts[key]) : fail(`test_server.${key}`, "expected a directory");
   const effective = (key: keyof typeof defaults) => ts[key] || resolve(config.data_dir, "testrun", defaults[key]);
   const inside = (a: string, b: string) => {
     const rel = relative(b, a);

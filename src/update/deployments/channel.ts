@@ -2,7 +2,7 @@
  * The device side of deployments on the device socket: `update_outcome` reports (parsed here,
  * acknowledged once durable; src/update/channel/protocol.ts documents the message).
  */
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import type { ChannelHub } from "../channel/hub.ts";
 import { tail, type DeploymentService, type Outcome } from "./service.ts";
 

@@ -2,7 +2,7 @@ import { Hono, type Context } from "hono";
 import { z } from "zod";
 import type { Auth } from "../../auth/middleware.ts";
 import { integerParam, jsonBody, queryOf } from "../../http/openapi.ts";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { parseRfc822, rfc822 } from "../../util/time.ts";
 import { getDevice } from "../devices/devices.ts";

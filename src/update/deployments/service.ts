@@ -8,11 +8,11 @@
  * loop sleeping on it runs them (tests move a TestClock and the loop wakes).
  */
 import type { Database, Tx } from "../../db/index.ts";
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { ChannelHub, DeviceConnection } from "../channel/hub.ts";
 import type { EventBroadcaster } from "../events/broadcaster.ts";
-import { changed, getGroup, groupDeviceIds, groupPackageIds } from "../groups/groups.ts";
+import { changed, getGroup, groupDeviceIds, groupPackageIds, type CatalogWatch } from "../groups/groups.ts";
 import { checkKeys, type Steer, type Steering } from "../updatecheck/check.ts";
 import {
   ACTIVE,
@@ -108,6 +108,7 @@ export class DeploymentService implements Steering {
   private readonly db: Database;
   private readonly events: EventBroadcaster;
   private readonly hub: ChannelHub;
+  private readonly catalog: CatalogWatch;
   private readonly runs = new Map<number, Run>();
   /** Device id -> its place in an active deployment (a device is in at most one: one per group, and the check uses its active group). */
   private readonly index = new Map<number, Member>();
@@ -115,9 +116,11 @@ export class DeploymentService implements Steering {
   private epoch = -1;
   private readonly stop = new AbortController();
 
-  constructor(ctx: AppContext, events: EventBroadcaster, hub: ChannelHub) {
+  /** `catalog` is told of the group writes (a package assignment at creation, the policy at completion). */
+  constructor(ctx: AppContext, catalog: CatalogWatch, events: EventBroadcaster, hub: ChannelHub) {
     this.ctx = ctx;
     this.db = ctx.db;
+    this.catalog = catalog;
     this.events = events;
     this.hub = hub;
     this.load();
@@ -235,7 +238,7 @@ export class DeploymentService implements Steering {
     const now = this.ctx.clock.now();
     const at = new Date(now).toISOString();
     const versionKey = checkKeys(this.ctx.config.prefix).version;
-    const row = await changed(this.db, this.db.write((tx) => {
+    const row = await changed(this.catalog, this.db.write((tx) => {
       if (!getGroup(tx, input.groupId)) throw new LabgateError("invalid", `field "group": group ${input.groupId} does not exist`);
       const running = activeDeploymentOf(tx, input.groupId);
       if (running) throw new LabgateError("conflict", `field "group": group ${input.groupId} already has deployment ${running.id} (${running.status})`);
@@ -594,7 +597,7 @@ export class DeploymentService implements Steering {
   /** The last phase finished: the group's policy becomes exact_match,<target> in the same transaction. */
   private async complete(run: Run): Promise<void> {
     const at = this.isoNow();
-    await changed(this.db, this.db.write((tx) => {
+    await changed(this.catalog, this.db.write((tx) => {
       if (run.row.status !== "running") return;
       this.setRow(tx, run, run.row.id, { status: "completed", finished: at, pause_reason: null }, at);
       tx.run("UPDATE groups SET policy = ? WHERE id = ?", [`exact_match,${run.row.version}`, run.row.group_id]);

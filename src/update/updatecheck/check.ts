@@ -1,11 +1,11 @@
 import { z } from "zod";
 import type { DeviceIdentity } from "../../auth/tokens.ts";
 import { firstMessage } from "../../http/openapi.ts";
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import { signedObjectUrl } from "../../storage/routes.ts";
 import { packageKeys } from "../packages/packages.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
-import { activeGroup, groupPlan, resolveInPlan, retarget } from "./catalog.ts";
+import { resolveInPlan, retarget, type UpdateCatalog } from "./catalog.ts";
 import { dateOf } from "../../util/time.ts";
 
 export type DeviceMetadata = Record<string, string | string[]>;
@@ -86,8 +86,9 @@ export const sameMac = (a: string, b: string): boolean => a.toLowerCase().replac
  * record starts at 0. Undefined means "no update" (204).
  */
 export async function updateCheck(
-  ctx: AppContext,
+  ctx: Pick<AppContext, "clock" | "config" | "tokens">,
   progress: UpdateProgress,
+  catalog: UpdateCatalog,
   deployments: Steering | undefined,
   device: DeviceIdentity,
   metadata: DeviceMetadata,
@@ -95,11 +96,11 @@ export async function updateCheck(
   now = dateOf(ctx.clock),
 ): Promise<Offer | undefined> {
   const keys = checkKeys(ctx.config.prefix);
-  const groupId = activeGroup(ctx.db, device.deviceId);
+  const groupId = catalog.activeGroup(device.deviceId);
   if (groupId === null) return undefined;
   const steer = deployments?.steer(device.deviceId, groupId, now.getTime());
   if (steer === "hold") return undefined;
-  const groupwide = groupPlan(ctx.db, groupId, keys.version);
+  const groupwide = catalog.groupPlan(groupId, keys.version);
   if (!groupwide) return undefined;
   const plan = steer ? retarget(groupwide, steer.target) : groupwide;
   const index = plan.target === undefined || plan.packages.length === 0 ? undefined : resolveInPlan(plan, metadata, keys);
