@@ -20,6 +20,7 @@ import { Registration } from "./registration.ts";
 import { ManagementSocket } from "./socket.ts";
 import { serverTransport, type ServerTransport } from "./transport.ts";
 import { ShellSessions } from "./shell.ts";
+import { TestRunner } from "./tests.ts";
 
 const STATE_FILE = "state.json";
 
@@ -35,6 +36,7 @@ export class Agent {
   private actions!: AgentActions;
   private transport!: ServerTransport;
   private shells!: ShellSessions;
+  private tests!: TestRunner;
   private state!: State;
   private stopped = false;
   private readonly stopController = new AbortController();
@@ -90,7 +92,7 @@ export class Agent {
       token: () => this.registration.token(),
       refused: () => client.dropToken(),
       // Capabilities at once (13.1), with the seed's keys (D11).
-      greeting: () => ({ method: "capability_report", capabilities: { exec_cmds: true, file_transfer: true, shell_connect: this.shells.enabled } }),
+      greeting: () => ({ method: "capability_report", capabilities: { exec_cmds: true, file_transfer: true, shell_connect: this.shells.enabled, tests: this.config.tests.enabled } }),
       onMessage: (text) => this.onMessage(text),
       sleep: (seconds) => this.backoff(seconds),
       nextDelay: (previous) => this.nextDelay(previous),
@@ -98,6 +100,17 @@ export class Agent {
       now: () => this.clock.now(),
     });
     this.actions = new AgentActions(this.config, this.socket, this.stopController.signal, () => void this.checkNow());
+    this.tests = new TestRunner({
+      config: this.config.tests,
+      dataDir: this.config.data_dir,
+      server: this.config.server,
+      fetch: this.transport.fetch,
+      token: () => client.getToken(),
+      send: (message) => this.socket.send(message),
+      log: this.log,
+      clock: this.clock,
+      sleep: (seconds) => this.backoff(seconds),
+    });
     void this.run();
   }
 
@@ -105,6 +118,7 @@ export class Agent {
     this.stopped = true;
     this.stopController.abort();
     this.shells?.closeAll();
+    await this.tests?.stop();
     await this.socket?.close();
     await this.checking?.catch(() => {});
   }
@@ -231,6 +245,10 @@ export class Agent {
           partSize: Number(message.part_size),
         });
         return;
+      case "test_run_start":
+        return this.tests.start(message);
+      case "test_run_abort":
+        return this.tests.abort(message);
       default:
         this.log.warn(`agent: unsupported request ${JSON.stringify(message.method)} ignored`);
     }

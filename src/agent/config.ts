@@ -28,6 +28,14 @@ export interface AgentShell {
   max_sessions: number;
 }
 
+/** Test runs the gateway sends (docs/device-tests.md): off unless the device's owner turns them on. */
+export interface AgentTests {
+  /** false: every test run is refused ("tests.enabled is false"), and the capability says so. */
+  enabled: boolean;
+  /** Seconds a run may take before the agent aborts it itself; 0 = no limit. */
+  max_duration: number;
+}
+
 export interface AgentConfig {
   server: string;
   /** PEM certificate(s) to trust for an https server, instead of the system's; empty: the system's. */
@@ -51,6 +59,8 @@ export interface AgentConfig {
   retry_max_delay: number;
   /** Actions run at once; more are answered `full` and the server asks again. */
   action_concurrency: number;
+  /** Test runs from the gateway. */
+  tests: AgentTests;
   log_level: "error" | "warn" | "info" | "debug";
 }
 
@@ -82,6 +92,7 @@ const DEFAULTS = {
   retry_min_delay: 1,
   retry_max_delay: 60,
   action_concurrency: 4,
+  tests: {},
   log_level: "info",
 };
 
@@ -94,6 +105,15 @@ export function defaultMac(): string {
 }
 
 const SHELL_DEFAULTS = { command: [], cwd: "", idle_timeout: 900, max_sessions: 2 };
+const TESTS_DEFAULTS = { enabled: false, max_duration: 3600 };
+
+function buildTests(input: unknown): AgentTests {
+  if (input === null || typeof input !== "object" || Array.isArray(input)) return fail("tests", "expected a mapping {enabled, max_duration}");
+  for (const key of Object.keys(input)) if (!(key in TESTS_DEFAULTS)) fail(`tests.${key}`, "unknown key");
+  const v = { ...TESTS_DEFAULTS, ...(input as Record<string, unknown>) };
+  if (typeof v.enabled !== "boolean") fail("tests.enabled", "expected true or false");
+  return { enabled: v.enabled as boolean, max_duration: num(v.max_duration, "tests.max_duration") };
+}
 
 function buildShell(input: unknown, cwd: string, fileBaseDir: string): AgentShell {
   if (input === null || typeof input !== "object" || Array.isArray(input)) return fail("shell", "expected a mapping {command, cwd, idle_timeout, max_sessions}");
@@ -179,6 +199,7 @@ export function buildAgentConfig(input: Record<string, unknown>, cwd = process.c
     retry_min_delay: min,
     retry_max_delay: Math.max(min, num(v.retry_max_delay, "retry_max_delay", 0.001)),
     action_concurrency: Math.max(1, Math.floor(num(v.action_concurrency, "action_concurrency", 1))),
+    tests: buildTests(v.tests),
     log_level: logLevel as AgentConfig["log_level"],
   };
 }

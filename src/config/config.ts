@@ -70,8 +70,12 @@ export interface Config {
     max_config_bytes: number;
     /** Seconds a metadata command may run (test-run-server.md 2.7). */
     metadata_timeout: number;
-    /** Seconds a node's run may take before the orchestrator aborts it (11.4). */
+    /** Seconds a node's run (or a device's share of a run) may take before it is aborted (11.4). */
     remote_run_timeout: number;
+    /** Seconds a run on managed devices waits for an offline device to connect before its cases fail. */
+    device_wait: number;
+    /** Bytes of artifacts a run takes from one device (413 above). */
+    device_artifacts_max_bytes: number;
     /** CSV and JSON report columns: `seed`, `reference` or a list, resolved to names (8.2). */
     report_columns: ReportColumn[];
     /**
@@ -252,6 +256,8 @@ const schema: Schema = {
     max_config_bytes: { default: 1048576, check: integer(1024, 64 * 1048576) },
     metadata_timeout: { default: 60, check: integer(1, 86400) },
     remote_run_timeout: { default: 86400, check: integer(1, 30 * 86400) },
+    device_wait: { default: 60, check: positive },
+    device_artifacts_max_bytes: { default: 256 * 1048576, check: integer(0) },
     report_columns: { default: "seed", check: reportColumns },
     configs_dir: { default: "", check: string },
     reports_dir: { default: "", check: string },

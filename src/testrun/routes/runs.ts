@@ -186,7 +186,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
 
   app.post("/api/v1/test-runs", access.write, async (c) => {
     const request = triggerRequest(await jsonBody(c, triggerBodyA), "A");
-    const result = await service.trigger(request);
+    const result = await service.trigger(request, { dispatch: true, identity: c.get("identity") });
     if (result.kind === "dispatch") return c.json({}, 200, { "X-Trigger-Id": result.triggerId });
     return c.json(runObjectA(result.run));
   });
@@ -219,7 +219,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
     const id = c.req.param("id");
     if (!store.getRun(id)) throw new LabgateError("not_found", `Run not found: ${id}`);
     const body = await jsonBody(c, repeatBody);
-    return c.json(runObjectA(await service.repeat(id, body)));
+    return c.json(runObjectA(await service.repeat(id, body, c.get("identity"))));
   });
 
   app.get("/api/v1/test-runs/:id/report", access.read, async (c) => {
