@@ -3,7 +3,8 @@
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import type { Agent } from "../../src/agent/agent.ts";
-import { useTestServer, type TestServer } from "../helpers/server.ts";
+import { useTestServer, waitFor, type TestServer } from "../helpers/server.ts";
+import { NOT_CONNECTED, TESTS_DISABLED } from "../../src/testrun/devices/runs.ts";
 import { approveAgent, FAST_SERVER, startAgent, untilConnected, type AgentOptions } from "../update/helpers/agents.ts";
 import { uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
 
@@ -66,5 +67,99 @@ describe("runs on devices", () => {
     assert.deepEqual(names, ["bench-a/file.txt", "bench-a/out.txt", "bench-b/file.txt", "bench-b/out.txt"]);
     const file = await server.request(`/api/v1/test-runs/${run.id}/artifacts/bench-b/out.txt`, { token: server.adminToken });
     assert.equal(await file.text(), "hello\n");
+
+    // The history: each test per device over the runs; a second run where exec fails marks it newly failing.
+    await uploadConfig(server, "lab.yml", CONFIG.replace("echo ok", "exit 1"));
+    const again = await waitRun(server, (await server.call("POST", "/api/v1/test-runs", { config_name: "lab.yml" })).body.id);
+    const history = await server.call("GET", "/api/v1/configs/lab.yml/history?runs=5&limit=4");
+    assert.equal(history.status, 200, JSON.stringify(history.body));
+    assert.equal(history.headers.get("x-total-count"), "14");
+    assert.deepEqual(history.body.runs.map((r: { id: string }) => r.id), [again.id, run.id]);
+    assert.deepEqual(history.body.rows[0], { device: "bench-a", mac_address: a.agent.mac, test_name: "conditional_skip[test_config0]", results: ["passed", "passed"], flaky: false, newly_failing: false });
+    const exit = history.body.rows.find((r: { test_name: string }) => r.test_name === "exit_code[test_config0]");
+    assert.deepEqual([exit.results, exit.flaky, exit.newly_failing], [["failed", "passed"], true, true]);
+    const next = await server.call("GET", "/api/v1/configs/lab.yml/history?runs=1&limit=100&offset=12");
+    assert.deepEqual([next.body.rows.length, next.body.runs.length, next.body.rows[0].device], [2, 1, "bench-b"]);
+  });
+
+  test("targets are resolved at trigger: unknown devices, groups and tags are 4xx naming them, an empty group too; nothing is created", async () => {
+    await uploadConfig(server, "target.yml", "tests:\n  g:\n  - simple: {}\n");
+    const before = (await server.call("GET", "/api/v1/test-runs")).body.length;
+    const refused = async (target: string, status: number, text: string) => {
+      const res = await server.call("POST", "/api/v1/test-runs", { config_name: "target.yml", machine_target: target });
+      assert.equal(res.status, status, `${target}: ${JSON.stringify(res.body)}`);
+      assert.match(res.body.error, new RegExp(text), target);
+    };
+    await refused("device:nosuch", 404, "unknown device 'nosuch'");
+    await refused("device:00:11:22:33:44:55", 404, "unknown device '00:11:22:33:44:55'");
+    await refused("group:nosuch", 404, "unknown group 'nosuch'");
+    await refused("tag:nosuch", 404, "no device is tagged 'nosuch'");
+    await group(server, "empty", []);
+    await refused("group:empty", 422, "group 'empty' has no devices");
+    assert.equal((await server.call("GET", "/api/v1/test-runs")).body.length, before);
+  });
+
+  test("the `test` permission: svc_tests_rw alone gets 403 naming the devices; per device `test` lets it run; admin_rw always", async () => {
+    const c = await device("bench-c");
+    const d = await device("bench-d");
+    await server.call("POST", `/api/v2/devices/${c.id}/tag/perm`);
+    await server.call("POST", `/api/v2/devices/${d.id}/tag/perm`);
+    await uploadConfig(server, "perm.yml", "tests:\n  g:\n  - simple: {}\n");
+    const alice = server.token(["tests_rw", "tests_ro"], "alice");
+    const body = { config_name: "perm.yml", machine_target: "tag:perm" };
+    // Devices alice may not even read are not hers to target.
+    const hidden = await server.call("POST", "/api/v1/test-runs", body, alice);
+    assert.equal(hidden.status, 404, JSON.stringify(hidden.body));
+    for (const id of [c.id, d.id]) assert.equal((await server.call("POST", "/api/v1/permissions", { user_id: "alice", resource: "device", resource_id: id, permission: "read" })).status, 200);
+    const forbidden = await server.call("POST", "/api/v1/test-runs", body, alice);
+    assert.equal(forbidden.status, 403);
+    assert.equal(forbidden.body.error, "no test permission on devices 'bench-c', 'bench-d'");
+    await server.call("POST", "/api/v1/permissions", { user_id: "alice", resource: "device_by_tag", resource_name: "perm", permission: "test" });
+    const allowed = await server.call("POST", "/api/v1/test-runs", body, alice);
+    assert.equal(allowed.status, 200, JSON.stringify(allowed.body));
+    const run = await waitRun(server, allowed.body.id);
+    assert.deepEqual((run.devices as Array<{ name: string }>).map((x) => x.name).sort(), ["bench-c", "bench-d"]);
+  });
+
+  test("a device whose agent has tests disabled, and one that stays offline, get their cases failed with the reason", async () => {
+    const off = await device("bench-off", { tests: { enabled: false } } as AgentOptions);
+    const gone = await device("bench-gone");
+    await gone.agent.stop();
+    await waitFor(async () => !(await server.call("GET", `/api/v2/devices/${gone.id}`)).body.connected, 5000, "bench-gone offline");
+    await uploadConfig(server, "off.yml", "tests:\n  g:\n  - simple: {}\n");
+    const started = await server.call("POST", "/api/v1/test-runs", { config_name: "off.yml", machine_target: "device:bench-off" });
+    const run = await waitRun(server, started.body.id);
+    assert.equal(run.status, "failed");
+    assert.equal(run.error, `device 'bench-off': ${TESTS_DISABLED}`);
+    const rows = await report(run.id);
+    assert.equal(rows.length, 5);
+    assert.ok(rows.every((r) => r.status === "failed" && r.message === TESTS_DISABLED && r["device name"] === "bench-off"), JSON.stringify(rows));
+
+    const offline = await server.call("POST", "/api/v1/test-runs", { config_name: "off.yml", machine_target: `device:${gone.agent.mac}` });
+    assert.equal(offline.status, 200);
+    const ended = await waitRun(server, offline.body.id);
+    assert.equal(ended.error, `device 'bench-gone': ${NOT_CONNECTED}`);
+    assert.ok((await report(ended.id)).every((r) => r.status === "failed" && r.message === NOT_CONNECTED));
+    void off;
+  });
+
+  test("an agent that stops mid-run ends its share aborted; abort stops the other devices' runs", async () => {
+    const e = await device("bench-e");
+    const f = await device("bench-f");
+    await group(server, "slow", [e.id, f.id]);
+    await uploadConfig(server, "slow.yml", ["tests:", "  g:", "    machines: [group:slow]", "    tests:", "    - exec:", "        command: [sleep, '30']", "    - simple: {}", ""].join("\n"));
+    const started = await server.call("POST", "/api/v1/test-runs", { config_name: "slow.yml" });
+    await waitRun(server, started.body.id, (r) => (r.devices as Array<{ status: string }>).every((x) => x.status === "running"));
+    await f.agent.stop();
+    const half = await waitRun(server, started.body.id, (r) => (r.devices as Array<{ name: string; status: string }>).some((x) => x.name === "bench-f" && x.status !== "running"));
+    const fProgress = (half.devices as Array<{ name: string; status: string; error: string }>).find((x) => x.name === "bench-f")!;
+    assert.deepEqual([fProgress.status, fProgress.error], ["aborted", "agent stopping"]);
+    assert.equal((await server.call("DELETE", `/api/v1/test-runs/${started.body.id}`)).status, 200);
+    const run = await waitRun(server, started.body.id);
+    assert.equal(run.status, "aborted");
+    const eProgress = (run.devices as Array<{ name: string; status: string }>).find((x) => x.name === "bench-e")!;
+    assert.equal(eProgress.status, "aborted");
+    const rows = await report(run.id);
+    assert.ok(rows.some((r) => r["device name"] === "bench-e" && r.message === "Aborted by user"), JSON.stringify(rows));
   });
 });
