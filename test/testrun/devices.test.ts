@@ -68,6 +68,15 @@ describe("runs on devices", () => {
     const file = await server.request(`/api/v1/test-runs/${run.id}/artifacts/bench-b/out.txt`, { token: server.adminToken });
     assert.equal(await file.text(), "hello\n");
 
+    const summary = (await server.call("GET", `/api/v1/test-runs/${run.id}/report/summary`)).body;
+    assert.deepEqual(summary.devices, [
+      { device: "bench-a", total: 7, passed: 6, failed: 1, skipped: 0 },
+      { device: "bench-b", total: 7, passed: 6, failed: 1, skipped: 0 },
+    ]);
+    const grouped = (await server.call("GET", `/api/v1/test-runs/${run.id}/report?format=json&group_by=device`)).body as Array<{ device: string; failed: number; rows: Array<Record<string, string>> }>;
+    assert.deepEqual(grouped.map((g) => [g.device, g.failed, g.rows.length, g.rows.every((r) => r["device name"] === g.device)]), [["bench-a", 1, 7, true], ["bench-b", 1, 7, true]]);
+    assert.equal((await server.call("GET", `/api/v1/test-runs/${run.id}/report?group_by=device`)).status, 400);
+
     // The history: each test per device over the runs; a second run where exec fails marks it newly failing.
     await uploadConfig(server, "lab.yml", CONFIG.replace("echo ok", "exit 1"));
     const again = await waitRun(server, (await server.call("POST", "/api/v1/test-runs", { config_name: "lab.yml" })).body.id);
