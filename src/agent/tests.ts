@@ -49,6 +49,7 @@ const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 export class TestRunner {
   private readonly deps: TestRunnerDeps;
   private current: { id: string; controller: AbortController; done: Promise<void> } | undefined;
+  private stopping = false;
 
   constructor(deps: TestRunnerDeps) {
     this.deps = deps;
@@ -75,6 +76,7 @@ export class TestRunner {
 
   /** Agent stop: the run is aborted and awaited. */
   async stop(): Promise<void> {
+    this.stopping = true;
     this.current?.controller.abort("agent stopping");
     await this.current?.done;
   }
@@ -125,10 +127,10 @@ export class TestRunner {
         },
         controller.signal,
       );
-      const aborted = controller.signal.aborted;
       const reason = typeof controller.signal.reason === "string" ? controller.signal.reason : null;
       const warnings = [...result.warnings];
-      if (!aborted) warnings.push(...(await this.uploadArtifacts(id, artifactsDir(dirs, id), Math.max(0, Number(start.artifacts_max_bytes) || 0))));
+      // What the cases wrote is uploaded after an abort too (the gateway takes it while it waits for the end).
+      if (!this.stopping) warnings.push(...(await this.uploadArtifacts(id, artifactsDir(dirs, id), Math.max(0, Number(start.artifacts_max_bytes) || 0))));
       end = { method: "test_run_end", run_id: id, status: result.status, error: reason ?? result.error, warnings };
     } catch (error) {
       end = { method: "test_run_end", run_id: id, status: "failed", error: `runner error: ${(error as Error).message}`, warnings: [] };
