@@ -4,7 +4,8 @@
  * reconnecting with backoff so a server restart needs no help (socket.ts), reports capabilities,
  * runs configured actions (actions.ts), serves file probes and uploads inside file_base_dir
  * (files.ts), and checks for, downloads, verifies and installs updates (install.ts), reporting
- * progress and the new version. This file wires them together and holds the device's state.
+ * progress and the new version, and runs test runs the gateway sends (tests.ts). This file wires
+ * them together and holds the device's state.
  */
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";

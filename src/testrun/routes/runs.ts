@@ -42,7 +42,9 @@ export const triggerBodyA = z.looseObject(
     overrides: z.union([z.string(), anyObject], { error: "invalid overrides: expected a string or an object" }).nullish(),
     trigger_id: optionalString("trigger_id"),
     test_suite_name: optionalString("test_suite_name"),
-    machine_target: optionalString("machine_target"),
+    machine_target: optionalString("machine_target").describe(
+      "a lab node role; or managed devices: device:<mac or name>, group:<v2 group name>, tag:<tag> (runs the entries without machines, and those naming it, on each device; needs the test permission on each)",
+    ),
     pattern: optionalString("pattern").describe("a pytest -k style pattern (10.2)"),
     nodes: z
       .array(z.string({ error: "nodes must be a list of node names" }), { error: "nodes must be a list of node names" })
