@@ -2,14 +2,11 @@
 // machines: [group:lab] on three devices, one with tests disabled, one killed mid-run, an abort
 // for the rest; one report and the artifacts per device.
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import type { ChildProcess } from "node:child_process";
 import { after, test } from "node:test";
 import { DISCONNECTED, TESTS_DISABLED } from "../../src/testrun/devices/runs.ts";
-import { labgate } from "../helpers/cli.ts";
-import { tempDir, useTestServer, waitFor, type TestServer } from "../helpers/server.ts";
-import { agentMac, approvePending, device, deviceId, FAST_SERVER } from "../update/helpers/agents.ts";
+import { useTestServer, waitFor, type TestServer } from "../helpers/server.ts";
+import { approvePending, device, deviceId, FAST_SERVER, spawnAgent } from "../update/helpers/agents.ts";
 import { uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
 
 const children: ChildProcess[] = [];
@@ -20,39 +17,12 @@ const server = useTestServer({ ...FAST_SERVER, test_server: { device_wait: 5 } }
 
 /** `labgate agent` as a child process, named `name`, approved and connected; its device id. */
 async function agentProcess(server: TestServer, name: string, tests: boolean): Promise<{ child: ChildProcess; id: number }> {
-  const dir = tempDir("labgate-agent-tests-");
-  mkdirSync(join(dir, "files"));
-  const mac = agentMac();
-  const config = join(dir, "agent.yaml");
-  writeFileSync(
-    config,
-    [
-      `server: ${server.url}`,
-      "key_type: ed25519",
-      `mac_address: "${mac}"`,
-      `name: ${name}`,
-      `file_base_dir: ${join(dir, "files")}`,
-      "retry_min_delay: 0.05",
-      "retry_max_delay: 0.3",
-      "log_level: error",
-      `tests: {enabled: ${tests}, max_duration: 120}`,
-    ].join("\n"),
-  );
-  const [node, ...entry] = await labgate();
-  const child = spawn(node, [...entry, "agent", "--config", config, "--data-dir", join(dir, "data")], { stdio: ["ignore", "ignore", "pipe"] });
-  children.push(child);
-  let stderr = "";
-  await new Promise<void>((resolve, reject) => {
-    child.stderr!.on("data", (chunk) => {
-      stderr += chunk;
-      if (stderr.includes("labgate agent: device")) resolve();
-    });
-    child.once("exit", (code) => reject(new Error(`the agent exited (${code}): ${stderr}`)));
-  });
-  await approvePending(server, mac);
-  const id = await waitFor(() => deviceId(server, mac).catch(() => undefined), 10_000, `device ${mac}`);
-  await waitFor(async () => (await device(server, id)).connected, 10_000, `${name} connected (${stderr})`);
-  return { child, id };
+  const agent = await spawnAgent(server, [`name: ${name}`, `tests: {enabled: ${tests}, max_duration: 120}`]);
+  children.push(agent.child);
+  await approvePending(server, agent.mac);
+  const id = await waitFor(() => deviceId(server, agent.mac).catch(() => undefined), 10_000, `device ${agent.mac}`);
+  await waitFor(async () => (await device(server, id)).connected, 10_000, `${name} connected (${agent.stderr()})`);
+  return { child: agent.child, id };
 }
 
 type Progress = { name: string; status: string; passed: number; failed: number; skipped: number; error: string | null };
