@@ -44,10 +44,13 @@ export class EventStreams {
   private readonly open = new Set<() => void>();
   private readonly log: Logger;
   private readonly tokenWatch: TokenWatch;
+  private readonly comments: boolean;
 
-  constructor(log: Logger, tokenWatch: TokenWatch) {
+  /** `comments` false (compat.sse_comments): no comment lines, only events, as the reference sends. */
+  constructor(log: Logger, tokenWatch: TokenWatch, comments = true) {
     this.log = log;
     this.tokenWatch = tokenWatch;
+    this.comments = comments;
   }
 
   endAll(): void {
@@ -60,11 +63,18 @@ export class EventStreams {
    * falls more than MAX_BACKLOG behind, or `identity`'s management token expires or is revoked.
    */
   respond(identity: Identity | undefined, subscribe: (send: SendEvent) => () => void): Response {
-    return eventStream(this.open, this.log, this.tokenWatch, identity, subscribe);
+    return eventStream(this.open, this.log, this.tokenWatch, this.comments, identity, subscribe);
   }
 }
 
-function eventStream(streams: Set<() => void>, log: Logger, tokenWatch: TokenWatch, identity: Identity | undefined, subscribe: (send: SendEvent) => () => void): Response {
+function eventStream(
+  streams: Set<() => void>,
+  log: Logger,
+  tokenWatch: TokenWatch,
+  comments: boolean,
+  identity: Identity | undefined,
+  subscribe: (send: SendEvent) => () => void,
+): Response {
   const encoder = new TextEncoder();
   let end = () => {};
   const body = new ReadableStream<Uint8Array>(
@@ -86,11 +96,14 @@ function eventStream(streams: Set<() => void>, log: Logger, tokenWatch: TokenWat
         };
         const unsubscribe = subscribe((event, data) => write(`event:${event}\ndata:${JSON.stringify(data)}\n\n`));
         // Comments keep proxies and idle timers from closing a quiet stream.
-        const keepalive = setInterval(() => write(":\n\n"), KEEPALIVE_MS);
+        const comment = (text: string) => {
+          if (comments) write(`:${text}\n\n`);
+        };
+        const keepalive = setInterval(() => comment(""), KEEPALIVE_MS);
         const unwatch =
           identity?.kind === "mgmt"
             ? tokenWatch.watch(identity, (reason) => {
-                write(`: ${reason}\n\n`);
+                comment(` ${reason}`);
                 end();
               })
             : () => {};
@@ -108,7 +121,7 @@ function eventStream(streams: Set<() => void>, log: Logger, tokenWatch: TokenWat
           }
         };
         streams.add(end);
-        write(":ok\n\n");
+        comment("ok");
       },
       cancel() {
         end();

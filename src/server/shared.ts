@@ -15,7 +15,7 @@ export interface SharedServices {
 
 export function createSharedServices(ctx: AppContext): SharedServices {
   const tokenWatch = new TokenWatch(ctx.db, ctx.clock);
-  const streams = new EventStreams(ctx.log, tokenWatch);
+  const streams = new EventStreams(ctx.log, tokenWatch, ctx.config.compat.sse_comments);
   // Open event streams end when the server stops accepting, so that shutdown does not wait on them.
   ctx.onClosing.push(() => streams.endAll());
   return { tokenWatch, streams, inFlight: new InFlight() };
