@@ -34,6 +34,10 @@ export interface AgentTests {
   enabled: boolean;
   /** Seconds a run may take before the agent aborts it itself; 0 = no limit. */
   max_duration: number;
+  /** Where the hardware modules read sysfs, device nodes and firmware (absolute; a fake board in tests). */
+  sys_root: string;
+  dev_root: string;
+  firmware_root: string;
 }
 
 export interface AgentConfig {
@@ -105,14 +109,15 @@ export function defaultMac(): string {
 }
 
 const SHELL_DEFAULTS = { command: [], cwd: "", idle_timeout: 900, max_sessions: 2 };
-const TESTS_DEFAULTS = { enabled: false, max_duration: 3600 };
+const TESTS_DEFAULTS = { enabled: false, max_duration: 3600, sys_root: "/sys", dev_root: "/dev", firmware_root: "/lib/firmware" };
 
-function buildTests(input: unknown): AgentTests {
-  if (input === null || typeof input !== "object" || Array.isArray(input)) return fail("tests", "expected a mapping {enabled, max_duration}");
+function buildTests(input: unknown, cwd: string): AgentTests {
+  if (input === null || typeof input !== "object" || Array.isArray(input)) return fail("tests", "expected a mapping {enabled, max_duration, sys_root, dev_root, firmware_root}");
   for (const key of Object.keys(input)) if (!(key in TESTS_DEFAULTS)) fail(`tests.${key}`, "unknown key");
   const v = { ...TESTS_DEFAULTS, ...(input as Record<string, unknown>) };
   if (typeof v.enabled !== "boolean") fail("tests.enabled", "expected true or false");
-  return { enabled: v.enabled as boolean, max_duration: num(v.max_duration, "tests.max_duration") };
+  const dir = (key: "sys_root" | "dev_root" | "firmware_root") => resolve(cwd, str(v[key], `tests.${key}`) || fail(`tests.${key}`, "expected a directory"));
+  return { enabled: v.enabled as boolean, max_duration: num(v.max_duration, "tests.max_duration"), sys_root: dir("sys_root"), dev_root: dir("dev_root"), firmware_root: dir("firmware_root") };
 }
 
 function buildShell(input: unknown, cwd: string, fileBaseDir: string): AgentShell {
@@ -199,7 +204,7 @@ export function buildAgentConfig(input: Record<string, unknown>, cwd = process.c
     retry_min_delay: min,
     retry_max_delay: Math.max(min, num(v.retry_max_delay, "retry_max_delay", 0.001)),
     action_concurrency: Math.max(1, Math.floor(num(v.action_concurrency, "action_concurrency", 1))),
-    tests: buildTests(v.tests),
+    tests: buildTests(v.tests, cwd),
     log_level: logLevel as AgentConfig["log_level"],
   };
 }

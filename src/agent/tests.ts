@@ -110,6 +110,7 @@ export class TestRunner {
           clock: deps.clock,
           reportColumns: SEED_COLUMNS,
           metadataTimeoutMs: METADATA_TIMEOUT_MS,
+          roots: { sys: deps.config.sys_root, dev: deps.config.dev_root, firmware: deps.config.firmware_root },
           onRow: (row) => {
             const message: TestRunRow = {
               method: "test_run_row",
