@@ -114,6 +114,6 @@ function testRunCors(origins: string[]): Hono<AppEnv> {
     exposeHeaders: ["Content-Disposition", "X-Trigger-Id", "Location"],
     maxAge: 600,
   });
-  for (const path of ["/api/v1/configs", "/api/v1/configs/*", "/api/v1/test-runs", "/api/v1/test-runs/*", "/api/v1/test-nodes", "/api/v1/test-nodes/*"]) app.use(path, handler);
+  for (const path of ["/api/v1/configs", "/api/v1/configs/*", "/api/v1/test-runs", "/api/v1/test-runs/*", "/api/v1/test-nodes", "/api/v1/test-nodes/*", "/api/v1/test-targets"]) app.use(path, handler);
   return app;
 }

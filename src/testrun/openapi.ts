@@ -182,6 +182,21 @@ export function testRunOperations(config: Config): Operation[] {
       query: historyQuery,
       responses: { 200: { ...reply(History), headers: { "X-Total-Count": "how many (device, test) rows in all" } }, 400: e400 },
     }),
+    op({
+      method: "get",
+      path: "/api/v1/test-targets",
+      summary: "Where the caller may run tests on managed devices: devices (at most 1000, by name), groups and tags with the `test` permission",
+      responses: {
+        200: reply(
+          z.object({
+            devices: z.array(z.object({ name: z.string(), mac_address: z.string() })),
+            total: z.int().describe("how many devices in all"),
+            groups: z.array(z.object({ name: z.string(), devices: z.int() })),
+            tags: z.array(z.object({ tag: z.string(), devices: z.int() })),
+          }),
+        ),
+      },
+    }),
     op({ method: "get", path: "/api/v1/test-nodes", summary: "Configured lab nodes", responses: { 200: reply(z.array(z.object({ name: z.string(), url: z.string() }))) } }),
     op({ method: "get", path: "/api/v1/test-nodes/status", summary: "This gateway and the lab nodes, each checked now (reachable, version)", responses: { 200: reply(z.array(NodeStatus)) } }),
     ...nodeRelay,

@@ -171,7 +171,8 @@ export class DeviceRuns {
       const shares = [...active.shares.values()];
       const aborted = active.controller.signal.aborted;
       const failed = shares.some((s) => s.progress.status !== "finished" || s.progress.failed > 0);
-      const errors = shares.filter((s) => s.progress.error).map((s) => `device '${s.plan.name}': ${s.progress.error}`);
+      // An abort is the run's story: only the shares that failed for their own reason are named.
+      const errors = shares.filter((s) => s.progress.error && s.progress.status === "failed").map((s) => `device '${s.plan.name}': ${s.progress.error}`);
       const reason = typeof active.controller.signal.reason === "string" ? active.controller.signal.reason : undefined;
       clearTimeout(active.progressTimer);
       await store.setDevices(id, shares.map((s) => s.progress));

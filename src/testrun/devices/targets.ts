@@ -68,3 +68,50 @@ export function resolveTargets(db: Database, identity: Identity | undefined, tar
   if (refused.size > 0) throw new LabgateError("forbidden", `no test permission on device${refused.size > 1 ? "s" : ""} ${[...refused.values()].map((n) => `'${n}'`).join(", ")}`);
   return out;
 }
+
+/** What the console offers as places to run: the devices, groups and tags `identity` may run tests on. */
+export interface TestableTargets {
+  /** At most `limit` devices (by name); `total`: how many in all. */
+  devices: TargetDevice[];
+  total: number;
+  /** Groups with at least one such device, and how many. */
+  groups: Array<{ name: string; devices: number }>;
+  tags: Array<{ tag: string; devices: number }>;
+}
+
+/** The devices `identity` may read and run tests on, as SQL on alias `d` (undefined: all, an admin). */
+function testableFilter(identity: Identity): { sql: string; params: (string | number)[] } | undefined {
+  const read = permissionFilter(identity, "device", "d");
+  const test = permissionFilter(identity, "device", "d", "test");
+  if (!read || !test) return read ?? test;
+  return { sql: `(${read.sql}) AND (${test.sql})`, params: [...read.params, ...test.params] };
+}
+
+export function testableTargets(db: Database, identity: Identity | undefined, limit = 1000): TestableTargets {
+  if (!identity || identity.kind !== "mgmt") return { devices: [], total: 0, groups: [], tags: [] };
+  const filter = testableFilter(identity);
+  const where = filter ? `WHERE ${filter.sql}` : "";
+  const params = filter?.params ?? [];
+  const devices = db
+    .all<{ id: number; mac_address: string; name: string }>(`SELECT d.id, d.mac_address, d.name FROM devices d ${where} ORDER BY d.name, d.id LIMIT ?`, [...params, limit])
+    .map((d) => ({ id: d.id, mac: d.mac_address, name: d.name || d.mac_address }));
+  const total = db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM devices d ${where}`, params)?.n ?? 0;
+  const groupFilter = permissionFilter(identity, "group", "g");
+  const groups = db.all<{ metadata: string; n: number }>(
+    `SELECT g.metadata, COUNT(*) AS n FROM groups g JOIN group_devices gd ON gd.group_id = g.id JOIN devices d ON d.id = gd.device_id
+       WHERE ${filter ? filter.sql : "1"} AND ${groupFilter ? groupFilter.sql : "1"} GROUP BY g.id ORDER BY g.id`,
+    [...params, ...(groupFilter?.params ?? [])],
+  );
+  const named = new Map<string, number>();
+  for (const g of groups) {
+    const name = (JSON.parse(g.metadata) as { name?: unknown }).name;
+    if (typeof name === "string" && name !== "") named.set(name, (named.get(name) ?? 0) + g.n);
+  }
+  const tags = db.all<{ tag: string; n: number }>(`SELECT dt.tag, COUNT(*) AS n FROM device_tags dt JOIN devices d ON d.id = dt.device_id ${where} GROUP BY dt.tag ORDER BY dt.tag`, params);
+  return {
+    devices,
+    total,
+    groups: [...named].map(([name, n]) => ({ name, devices: n })).sort((a, b) => (a.name < b.name ? -1 : 1)),
+    tags: tags.map((t) => ({ tag: t.tag, devices: t.n })),
+  };
+}

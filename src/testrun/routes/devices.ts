@@ -1,6 +1,7 @@
 /**
  * Routes of runs on managed devices (docs/device-tests.md): the agents' artifact uploads (device
- * token) and a config's results per device over its last runs (the history matrix).
+ * token), the places a user may run tests on, and a config's results per device over its last
+ * runs (the history matrix).
  */
 import { Readable } from "node:stream";
 import { Hono } from "hono";
@@ -11,6 +12,7 @@ import { integerParam, queryOf } from "../../http/openapi.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { isConfigName } from "../config/names.ts";
+import { testableTargets } from "../devices/targets.ts";
 import type { TestRunService } from "../runs/service.ts";
 import { runObjectA } from "../runs/views.ts";
 import type { TestRunAccess } from "./access.ts";
@@ -59,6 +61,11 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
   });
 
   if (ctx.config.test_server.api_variant === "A") {
+    app.get("/api/v1/test-targets", access.read, (c) => {
+      const targets = testableTargets(ctx.db, c.get("identity"));
+      return c.json({ devices: targets.devices.map((d) => ({ name: d.name, mac_address: d.mac })), total: targets.total, groups: targets.groups, tags: targets.tags });
+    });
+
     app.get("/api/v1/configs/:name/history", access.read, (c) => {
       const name = c.req.param("name");
       if (!isConfigName(name)) throw new LabgateError("invalid", "invalid config name");
