@@ -30,8 +30,10 @@ const { BUNDLE_ENV, buildTestBundle } = await tsImport("../test/helpers/bundle.t
 // them from source.
 const fromSource = process.env.LABGATE_TEST_SOURCE === "1";
 const [bundle, bundled] = await Promise.all([buildTestBundle(), fromSource ? undefined : bundleTests(process.cwd(), files)]);
-// A hung test fails on its own after three minutes instead of holding CI to its limit.
-const options = ["--enable-source-maps", "--test", "--test-concurrency=2", "--test-timeout=180000"];
+// A hung test fails on its own after three minutes (LABGATE_TEST_TIMEOUT_MS: another bound, as
+// .ci/run gives the abuse corpus against the arm64 executable under qemu) instead of holding CI to its limit.
+const timeout = Number(process.env.LABGATE_TEST_TIMEOUT_MS || 180_000);
+const options = ["--enable-source-maps", "--test", "--test-concurrency=2", `--test-timeout=${timeout}`];
 // LABGATE_TEST_NODE: another Node binary runs the tests (CI: the executable's Node 24, build/node24).
 const node = process.env.LABGATE_TEST_NODE || process.execPath;
 const result = spawnSync(node, [...(fromSource ? ["--import", "tsx"] : []), ...options, ...(bundled?.paths ?? files)], {

@@ -15,7 +15,7 @@ export interface ManagementIdentity {
   jti?: string;
   /**
    * A console session's (POST /api/v1/auth/login) account session epoch: the token is good only
-   * while its account is enabled with that epoch (ctx.sessionGate). Undefined for other tokens.
+   * while its account is enabled with that epoch (the session gate, AuthGates). Undefined for other tokens.
    */
   session?: number;
 }

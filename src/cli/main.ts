@@ -1,7 +1,7 @@
 import { ConfigError, loadConfig } from "../config/config.ts";
 import { SCOPES } from "../auth/scopes.ts";
 import { parseDuration } from "../util/time.ts";
-import { VERSION } from "../version.ts";
+import { describeBuild, VERSION } from "../version.ts";
 import { BACKUP_HELP, COMMON, parse, parseScopeList, UsageError, USER_HELP } from "./args.ts";
 
 // Each command imports what it needs when it runs: help, version and usage errors answer
@@ -172,7 +172,7 @@ export async function main(argv: string[]): Promise<number> {
         return await agent(rest);
       case "version":
       case "--version":
-        process.stdout.write(`labgate ${VERSION}\n`);
+        process.stdout.write(`${describeBuild()}\n`);
         return 0;
       case "help":
       case "--help":

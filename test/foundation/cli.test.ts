@@ -13,7 +13,7 @@ describe("cli: usage and config errors", () => {
   test("version and help", async () => {
     const version = await runCli(["version"]);
     assert.equal(version.code, 0);
-    assert.match(version.stdout, /^labgate \d+\.\d+\.\d+\n$/);
+    assert.match(version.stdout, new RegExp(`^labgate \\d+\\.\\d+\\.\\d+ \\(commit \\S+, built \\S+, ${process.platform}-${process.arch}, node v\\d+\\.\\d+\\.\\d+\\)\n$`));
     const help = await runCli(["help"]);
     assert.equal(help.code, 0);
     assert.match(help.stdout, /labgate serve/);

@@ -10,7 +10,7 @@ import { constants } from "node:fs";
 import { lstat, mkdir, open } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import type { ChannelHub, DeviceConnection } from "../../update/channel/hub.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { dateOf } from "../../util/time.ts";
@@ -33,7 +33,7 @@ const PROGRESS_INTERVAL_MS = 300;
 
 /** What the device runs need of the run service. */
 export interface DeviceRunHost {
-  readonly ctx: AppContext;
+  readonly ctx: Pick<AppContext, "clock" | "config" | "log">;
   readonly store: RunStore;
   readonly dirs: TestrunDirs;
   readonly lookup: ModuleLookup;
@@ -114,7 +114,7 @@ export class DeviceRuns {
     hub.onDisconnect((mac) => this.disconnected(mac));
   }
 
-  private get ctx(): AppContext {
+  private get ctx(): DeviceRunHost["ctx"] {
     return this.host.ctx;
   }
 

@@ -4,7 +4,7 @@
  * to managed devices when the run is triggered, with the caller's permissions.
  */
 import type { Database } from "../../db/index.ts";
-import type { Identity } from "../../server/context.ts";
+import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { getDeviceByMac, listDevices, type DeviceRow } from "../../update/devices/devices.ts";
 import { listGroups } from "../../update/groups/groups.ts";

@@ -9,7 +9,7 @@ import { z } from "zod";
 import type { Auth } from "../../auth/middleware.ts";
 import { requestBodyStream } from "../../http/body.ts";
 import { integerParam, queryOf } from "../../http/openapi.ts";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { isConfigName } from "../config/names.ts";
 import { testableTargets } from "../devices/targets.ts";

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import type { Readable } from "node:stream";
-import type { AppContext, Identity } from "../../server/context.ts";
+import type { AppContext, Identity } from "../../app/context.ts";
 import type { ChannelHub } from "../../update/channel/hub.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { patternError } from "../engine/pattern.ts";
@@ -42,7 +42,7 @@ const TRIGGER_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
  */
 export class TestRunService implements LocalRuns {
   readonly store: RunStore;
-  readonly ctx: AppContext;
+  readonly ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "db">;
   readonly source: ConfigSource;
   readonly orchestrator: Orchestrator;
   readonly dirs: TestrunDirs;
@@ -50,7 +50,7 @@ export class TestRunService implements LocalRuns {
   /** Runs on managed devices; undefined when this server manages no devices (no device socket hub). */
   private readonly devices: DeviceRuns | undefined;
 
-  constructor(ctx: AppContext, source: ConfigSource, store: RunStore, hub?: ChannelHub) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "db">, source: ConfigSource, store: RunStore, hub?: ChannelHub) {
     this.ctx = ctx;
     this.source = source;
     this.store = store;

@@ -19,7 +19,7 @@
  * Denied write (update, delete, shell, test): 403. `test`: run test configs on the device (src/testrun/devices/).
  */
 import type { Database, Tx } from "../../db/index.ts";
-import type { Identity } from "../../server/context.ts";
+import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 
 export const RESOURCES = ["package", "group", "device", "device_by_tag"] as const;
