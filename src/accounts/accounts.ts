@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { z } from "zod";
 import type { Database } from "../db/index.ts";
-import { SCOPES, scopeName, type Scope } from "../auth/scopes.ts";
+import { grants, SCOPES, scopeName, type Scope } from "../auth/scopes.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
 import { writeFileDurable } from "../util/files.ts";
 import { LabgateError } from "../util/errors.ts";
@@ -175,13 +175,48 @@ export async function checkLogin(db: Database, name: string, password: string, n
   return { name: current.name, scopes: storedScopes(current), sessionEpoch: current.session_epoch };
 }
 
+export const MSG_SESSION_ENDED = "session has ended";
+export const MSG_ACCOUNT_DISABLED = "the account is disabled";
+
+/** Scopes both sets grant (each with what it implies), as few as say it: `token`'s own when the account grants them all. */
+function narrowed(token: ReadonlySet<Scope>, account: ReadonlySet<Scope>): Set<Scope> {
+  if ([...token].every((s) => grants(account, s))) return new Set(token);
+  return new Set(SCOPES.filter((s) => grants(token, s) && grants(account, s)));
+}
+
 /**
- * The session gate (ctx.sessionGate): a session token is good while its account exists, is
- * enabled and has not ended its sessions since (same session epoch).
+ * The account gate (ctx.accountGate): a management token as its account stands now. A console
+ * session acts with the account's current scopes while the account exists, is enabled and has
+ * not ended its sessions since (same session epoch); another token of an account's name acts with
+ * what both its own scopes and the account's grant, and not at all while the account is disabled.
+ * A token of a name that is no account (a machine's) keeps its scopes. Returns the refusal's reason otherwise.
  */
-export function sessionAlive(db: Database, identity: ManagementIdentity): boolean {
-  const row = db.get<{ disabled: number; session_epoch: number }>("SELECT disabled, session_epoch FROM accounts WHERE name = ?", [identity.user]);
-  return row !== undefined && row.disabled === 0 && identity.session === row.session_epoch;
+export function accountStanding(db: Database, identity: ManagementIdentity): ManagementIdentity | string {
+  const row = db.get<{ scopes: string; disabled: number; session_epoch: number }>("SELECT scopes, disabled, session_epoch FROM accounts WHERE name = ?", [identity.user]);
+  if (identity.session !== undefined && (row === undefined || row.disabled === 1 || identity.session !== row.session_epoch)) return MSG_SESSION_ENDED;
+  if (row === undefined) return identity;
+  if (row.disabled === 1) return MSG_ACCOUNT_DISABLED;
+  const scopes = new Set(storedScopes(row as AccountRow));
+  return { ...identity, scopes: identity.session !== undefined ? scopes : narrowed(identity.scopes, scopes), token: identity };
+}
+
+/**
+ * Deletes an account: its sessions end, every token issued for its name until now is revoked (a
+ * token must not get back the scopes the account no longer caps) and its per-user permissions
+ * go, so that a new account of that name starts with none. Refused like disabling (AccountConflict).
+ */
+export async function deleteAccount(db: Database, name: string, now: Date, actor?: string): Promise<void> {
+  await db.write((tx) => {
+    const row = tx.get<AccountRow>("SELECT * FROM accounts WHERE name = ?", [name]);
+    if (!row) throw new AccountMissing(`account ${name} does not exist`);
+    if (actor !== undefined && actor.toLowerCase() === row.name.toLowerCase()) throw new AccountConflict("you cannot delete your own account");
+    if (row.disabled === 0 && storedScopes(row).includes("admin_rw") && otherAdmins(tx, row.name) === 0) {
+      throw new AccountConflict("this is the last enabled account with admin_rw; give another account admin_rw first");
+    }
+    tx.run("DELETE FROM accounts WHERE name = ?", [row.name]);
+    tx.run("DELETE FROM permissions WHERE user_id = ? COLLATE NOCASE", [row.name]);
+    revokeUserTokens(tx, row.name, now);
+  });
 }
 
 /**

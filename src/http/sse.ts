@@ -1,10 +1,11 @@
 /*
  * Server-sent event streams (the update server's `/api/stream`, the test-run server's
  * `/api/v1/test-runs/stream`): one way to write events, keep a quiet stream alive, drop a client
- * that does not read, end the stream when its token expires or is revoked, and end every stream
- * when the server closes.
+ * that does not read, end the stream when its token or account no longer allows it
+ * (src/auth/authority.ts), and end every stream when the server closes. An event is encoded once
+ * (`prepareEvent`), however many streams it goes to.
  */
-import type { TokenWatch } from "../auth/revocations.ts";
+import type { AccessWatch } from "../auth/authority.ts";
 import type { Identity } from "../server/context.ts";
 import type { Logger } from "../util/log.ts";
 
@@ -36,18 +37,28 @@ export class Broadcaster<T> {
   }
 }
 
-/** Writes one event: `send("run", {...})` becomes `event:run` / `data:<json>`. */
-export type SendEvent = (event: string, data: unknown) => void;
+const encoder = new TextEncoder();
+const KEEPALIVE = encoder.encode(":\n\n");
+
+/** One event as it goes on the wire: `prepareEvent("run", {...})` is `event:run` / `data:<json>`. */
+export interface PreparedEvent {
+  readonly bytes: Uint8Array;
+}
+
+export const prepareEvent = (event: string, data: unknown): PreparedEvent => ({ bytes: encoder.encode(`event:${event}\ndata:${JSON.stringify(data)}\n\n`) });
+
+/** Writes one prepared event to a stream. */
+export type SendEvent = (event: PreparedEvent) => void;
 
 /** The event streams of a server: each ends with its token, all end when the server stops accepting (`endAll`). */
 export class EventStreams {
   private readonly open = new Set<() => void>();
   private readonly log: Logger;
-  private readonly tokenWatch: TokenWatch;
+  private readonly accessWatch: AccessWatch;
 
-  constructor(log: Logger, tokenWatch: TokenWatch) {
+  constructor(log: Logger, accessWatch: AccessWatch) {
     this.log = log;
-    this.tokenWatch = tokenWatch;
+    this.accessWatch = accessWatch;
   }
 
   endAll(): void {
@@ -57,24 +68,23 @@ export class EventStreams {
   /**
    * A `text/event-stream` response. `subscribe` starts sending and returns how to stop; the stream
    * starts with the comment `:ok` and ends when the client goes, the server closes, the client
-   * falls more than MAX_BACKLOG behind, or `identity`'s management token expires or is revoked.
+   * falls more than MAX_BACKLOG behind, or `identity`'s token or account no longer allows it.
    */
   respond(identity: Identity | undefined, subscribe: (send: SendEvent) => () => void): Response {
-    return eventStream(this.open, this.log, this.tokenWatch, identity, subscribe);
+    return eventStream(this.open, this.log, this.accessWatch, identity, subscribe);
   }
 }
 
-function eventStream(streams: Set<() => void>, log: Logger, tokenWatch: TokenWatch, identity: Identity | undefined, subscribe: (send: SendEvent) => () => void): Response {
-  const encoder = new TextEncoder();
+function eventStream(streams: Set<() => void>, log: Logger, accessWatch: AccessWatch, identity: Identity | undefined, subscribe: (send: SendEvent) => () => void): Response {
   let end = () => {};
   const body = new ReadableStream<Uint8Array>(
     {
       start(controller) {
         let open = true;
-        const write = (text: string) => {
+        const write = (bytes: Uint8Array) => {
           if (!open) return;
           try {
-            controller.enqueue(encoder.encode(text));
+            controller.enqueue(bytes);
           } catch {
             return end();
           }
@@ -84,14 +94,16 @@ function eventStream(streams: Set<() => void>, log: Logger, tokenWatch: TokenWat
             end();
           }
         };
-        const unsubscribe = subscribe((event, data) => write(`event:${event}\ndata:${JSON.stringify(data)}\n\n`));
+        const unsubscribe = subscribe((event) => write(event.bytes));
         // Comments keep proxies and idle timers from closing a quiet stream.
-        const keepalive = setInterval(() => write(":\n\n"), KEEPALIVE_MS);
+        const keepalive = setInterval(() => write(KEEPALIVE), KEEPALIVE_MS);
         const unwatch =
           identity?.kind === "mgmt"
-            ? tokenWatch.watch(identity, (reason) => {
-                write(`: ${reason}\n\n`);
-                end();
+            ? accessWatch.watch(identity, {
+                end: (reason) => {
+                  write(encoder.encode(`: ${reason}\n\n`));
+                  end();
+                },
               })
             : () => {};
         end = () => {
@@ -108,7 +120,7 @@ function eventStream(streams: Set<() => void>, log: Logger, tokenWatch: TokenWat
           }
         };
         streams.add(end);
-        write(":ok\n\n");
+        write(encoder.encode(":ok\n\n"));
       },
       cancel() {
         end();

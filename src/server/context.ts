@@ -21,10 +21,11 @@ export interface AppContext {
    */
   deviceGate?: (identity: DeviceIdentity) => boolean;
   /**
-   * Called for every request made with a console session token; false refuses it (the account
-   * was disabled or its sessions ended). The accounts domain installs it.
+   * A management token as its account stands now (src/auth/authority.ts asks it once per access
+   * generation): the identity with the account's current scopes, or why it is refused (the
+   * session ended, the account is disabled). The accounts domain installs it.
    */
-  sessionGate?: (identity: ManagementIdentity) => boolean;
+  accountGate?: (identity: ManagementIdentity) => ManagementIdentity | string;
   /**
    * Called when the server stops accepting, before it waits for open connections: end
    * long-lived ones (device WebSockets, event streams) so that shutdown does not wait on them.

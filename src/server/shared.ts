@@ -1,12 +1,12 @@
-import { TokenWatch } from "../auth/revocations.ts";
+import { AccessWatch } from "../auth/authority.ts";
 import { InFlight } from "../http/inflight.ts";
 import { EventStreams } from "../http/sse.ts";
 import type { AppContext } from "./context.ts";
 
 /** Services more than one part uses. */
 export interface SharedServices {
-  /** Ends long-lived connections (event streams, shells) when their token expires or is revoked. */
-  tokenWatch: TokenWatch;
+  /** Ends long-lived connections (event streams, shells) when their token or account no longer allows them. */
+  accessWatch: AccessWatch;
   /** The server-sent event streams (`/api/stream`, `/api/v1/test-runs/stream`). */
   streams: EventStreams;
   /** The requests being handled, named in the log line of an uncaught exception. */
@@ -14,9 +14,9 @@ export interface SharedServices {
 }
 
 export function createSharedServices(ctx: AppContext): SharedServices {
-  const tokenWatch = new TokenWatch(ctx.db, ctx.clock);
-  const streams = new EventStreams(ctx.log, tokenWatch);
+  const accessWatch = new AccessWatch(ctx, ctx.clock);
+  const streams = new EventStreams(ctx.log, accessWatch);
   // Open event streams end when the server stops accepting, so that shutdown does not wait on them.
   ctx.onClosing.push(() => streams.endAll());
-  return { tokenWatch, streams, inFlight: new InFlight() };
+  return { accessWatch, streams, inFlight: new InFlight() };
 }

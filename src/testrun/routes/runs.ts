@@ -11,7 +11,7 @@ import { statFile } from "../../util/files.ts";
 import { fileEtag, notModified, serveFile } from "../../storage/send.ts";
 import { z } from "zod";
 import { integerParam, jsonBody, jsonObject, queryOf } from "../../http/openapi.ts";
-import type { Broadcaster, EventStreams } from "../../http/sse.ts";
+import { Broadcaster, prepareEvent, type EventStreams, type PreparedEvent } from "../../http/sse.ts";
 import { openReportJson, reportSummary } from "../engine/report.ts";
 import { PlanError } from "../plan.ts";
 import { contentDisposition, listArtifacts, openArtifact } from "../runs/artifacts.ts";
@@ -168,21 +168,22 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
     return c.json(runs.map(runObjectA));
   });
 
-  // Before /:id so that `stream` is never taken for a run id.
-  app.get("/api/v1/test-runs/stream", access.read, (c) => {
-    return streams.respond(c.get("identity"), (send) =>
-      changes.subscribe((change) => {
-        if (change.kind === "run-deleted") return send("run-deleted", { id: change.id });
-        if (change.kind === "run") {
-          const run = store.getRun(change.id);
-          if (run) send("run", runObjectA(run));
-          return;
-        }
-        const trigger = store.getTrigger(change.id);
-        if (trigger) send("trigger", triggerView(trigger));
-      }),
-    );
+  // A change is read and encoded once, however many streams are open (issue 25).
+  const feed = new Broadcaster<PreparedEvent>();
+  changes.subscribe((change) => {
+    if (feed.subscribers === 0) return;
+    if (change.kind === "run-deleted") return feed.emit(prepareEvent("run-deleted", { id: change.id }));
+    if (change.kind === "run") {
+      const run = store.getRun(change.id);
+      if (run) feed.emit(prepareEvent("run", runObjectA(run)));
+      return;
+    }
+    const trigger = store.getTrigger(change.id);
+    if (trigger) feed.emit(prepareEvent("trigger", triggerView(trigger)));
   });
+
+  // Before /:id so that `stream` is never taken for a run id.
+  app.get("/api/v1/test-runs/stream", access.read, (c) => streams.respond(c.get("identity"), (send) => feed.subscribe(send)));
 
   app.post("/api/v1/test-runs", access.write, async (c) => {
     const request = triggerRequest(await jsonBody(c, triggerBodyA), "A");

@@ -1,33 +1,69 @@
 import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
+import { accessGeneration, currentIdentity } from "../../auth/authority.ts";
+import type { ManagementIdentity } from "../../auth/tokens.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import type { EventStreams } from "../../http/sse.ts";
-import { getDeviceByMac } from "../devices/devices.ts";
-import { allowed, bypasses } from "../permissions/permissions.ts";
-import type { DeviceEvent, EventBroadcaster } from "./broadcaster.ts";
+import { prepareEvent, type EventStreams, type SendEvent } from "../../http/sse.ts";
+import { bypasses, permissionFilter } from "../permissions/permissions.ts";
+import type { EventBroadcaster } from "./broadcaster.ts";
 
 export { MAX_BACKLOG } from "../../http/sse.ts";
+
+/** An open stream: whose it is, and the MAC addresses of the devices its user may read ("all" for admin reads). */
+interface Viewer {
+  identity: ManagementIdentity;
+  sees: ReadonlySet<string> | "all";
+  send: SendEvent;
+}
 
 /**
  * `GET /api/stream` (update-server.md 15.1): server-sent events `connect`, `disconnect`, `update`
  * as `event:<name>` / `data:<json>` lines. Management token; a user without admin read sees the
- * events of the devices they may read. The stream ends when its token expires or is revoked.
+ * events of the devices they may read. The stream ends when its token or account no longer
+ * allows it (src/auth/authority.ts).
+ *
+ * An event costs the same however many streams are open (issue 25): it is encoded once, and each
+ * stream knows the devices its user may read. Those sets are made again, once per user and
+ * scopes, when the access generation has moved (a permission, a tag, a group, a device changed).
  */
 export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcaster, streams: EventStreams): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
+  const viewers = new Set<Viewer>();
+  let generation = -1;
+
+  /** The devices `identity` may read now, shared by the viewers of one user and scopes within a generation. */
+  const visibleTo = (identity: ManagementIdentity | string, shared: Map<string, Viewer["sees"]>): Viewer["sees"] => {
+    if (typeof identity === "string") return new Set(); // its watch ends the stream
+    if (bypasses(identity, "read")) return "all";
+    const key = `${identity.user}\n${[...identity.scopes].sort().join(" ")}`;
+    let sees = shared.get(key);
+    if (sees === undefined) {
+      const filter = permissionFilter(identity, "device", "d")!;
+      sees = new Set(ctx.db.all<{ mac_address: string }>(`SELECT d.mac_address FROM devices d WHERE ${filter.sql}`, filter.params).map((r) => r.mac_address));
+      shared.set(key, sees);
+    }
+    return sees;
+  };
+
+  events.subscribe((event) => {
+    if (viewers.size === 0) return;
+    const now = accessGeneration(ctx.db);
+    if (now !== generation) {
+      generation = now;
+      const shared = new Map<string, Viewer["sees"]>();
+      for (const viewer of viewers) viewer.sees = visibleTo(currentIdentity(ctx, viewer.identity), shared);
+    }
+    const prepared = prepareEvent(event.event, event.data);
+    for (const viewer of viewers) if (viewer.sees === "all" || viewer.sees.has(event.data.device)) viewer.send(prepared);
+  });
 
   app.get("/api/stream", auth.management(), (c) => {
-    const identity = c.get("identity");
-    const visible = (event: DeviceEvent): boolean => {
-      if (bypasses(identity, "read")) return true;
-      const device = getDeviceByMac(ctx.db, event.data.device);
-      return device !== undefined && allowed(ctx.db, identity, "device", device.id, "read");
-    };
-    return streams.respond(identity, (send) =>
-      events.subscribe((event) => {
-        if (visible(event)) send(event.event, event.data);
-      }),
-    );
+    const identity = c.get("identity") as ManagementIdentity;
+    return streams.respond(identity, (send) => {
+      const viewer: Viewer = { identity, sees: visibleTo(identity, new Map()), send };
+      viewers.add(viewer);
+      return () => void viewers.delete(viewer);
+    });
   });
   return app;
 }
