@@ -3,7 +3,7 @@
  * (migration 014) counts up on every change to who may do what: an account's scopes, password,
  * enabled state or existence, a revocation, a permission row, or what permission rows reach (a
  * device's name and tags, group membership). `currentIdentity` resolves a verified management
- * token against it (revocations, then the account, see ctx.accountGate), once per generation.
+ * token against it (the account, see ctx.accountGate, then revocations), once per generation.
  *
  * Long-lived connections (event streams, shells) register with `AccessWatch`: once a second, and
  * at once after a change made through this server (`sweep`), each is ended when its token has
@@ -33,7 +33,8 @@ export function currentIdentity(ctx: Pick<AppContext, "db" | "accountGate">, giv
   const generation = accessGeneration(ctx.db);
   const known = resolved.get(identity);
   if (known?.generation === generation) return known.current;
-  const current = isRevoked(ctx.db, identity) ? MSG_REVOKED : (ctx.accountGate?.(identity) ?? identity);
+  const standing = ctx.accountGate?.(identity) ?? identity;
+  const current = typeof standing === "string" || !isRevoked(ctx.db, identity) ? standing : MSG_REVOKED;
   resolved.set(identity, { generation, current });
   return current;
 }
