@@ -6,7 +6,7 @@ import type { ManagementIdentity } from "../auth/tokens.ts";
 import { writeFileDurable } from "../util/files.ts";
 import { LabgateError } from "../util/errors.ts";
 import { revokeUserTokens } from "../auth/revocations.ts";
-import { DUMMY_HASH, hashPassword, randomPassword, verifyPassword } from "./passwords.ts";
+import { DUMMY_HASH, hashPassword, outdatedHash, randomPassword, verifyPassword } from "./passwords.ts";
 
 /** A console account as the API shows it (console-contract.md, Accounts). */
 export interface AccountView {
@@ -98,7 +98,7 @@ export class AccountMissing extends LabgateError {
 }
 
 /**
- * Creates an account (the password is hashed here; `randomPassword`: it came from randomPassword).
+ * Creates an account (the password is hashed here).
  * Throws AccountConflict when the name is taken (ignoring case).
  */
 export async function createAccount(
@@ -107,9 +107,9 @@ export async function createAccount(
   name: string,
   password: string,
   scopes: readonly Scope[],
-  options: { now: Date; randomPassword?: boolean },
+  options: { now: Date },
 ): Promise<AccountView> {
-  const hash = await hashPassword(password, { random: options.randomPassword });
+  const hash = await hashPassword(password);
   await db.write((tx) => {
     if (tx.get("SELECT 1 AS x FROM accounts WHERE name = ?", [name])) throw new AccountConflict(`account ${name} already exists`);
     tx.run("INSERT INTO accounts (name, password_hash, scopes, disabled, created) VALUES (?, ?, ?, 0, ?)", [name, hash, scopeText(scopes), options.now.toISOString()]);
@@ -171,7 +171,12 @@ export async function checkLogin(db: Database, name: string, password: string, n
   // Read again: the account may have changed while scrypt ran.
   const current = getRow(db, name);
   if (!row || !matches || !current || current.disabled === 1 || current.password_hash !== row.password_hash) return undefined;
-  await db.write((tx) => void tx.run("UPDATE accounts SET last_login = ? WHERE name = ?", [now.toISOString(), current.name]));
+  // A hash made with other parameters (a first admin's from before issue 25) is made again now.
+  const rehashed = outdatedHash(row.password_hash) ? await hashPassword(password) : undefined;
+  await db.write((tx) => {
+    tx.run("UPDATE accounts SET last_login = ? WHERE name = ?", [now.toISOString(), current.name]);
+    if (rehashed) tx.run("UPDATE accounts SET password_hash = ? WHERE name = ? AND password_hash = ?", [rehashed, current.name, row.password_hash]);
+  });
   return { name: current.name, scopes: storedScopes(current), sessionEpoch: current.session_epoch };
 }
 
@@ -229,6 +234,6 @@ export async function createFirstAdmin(db: Database, dataDir: string, prefix: st
   const password = randomPassword();
   const file = join(dataDir, ADMIN_PASSWORD_FILE);
   writeFileDurable(file, password + "\n", 0o600);
-  await createAccount(db, prefix, ADMIN_ACCOUNT, password, SCOPES, { now, randomPassword: true });
+  await createAccount(db, prefix, ADMIN_ACCOUNT, password, SCOPES, { now });
   return file;
 }

@@ -81,9 +81,11 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
       throw new LabgateError("too_many", MSG_THROTTLED);
     }
     throttle.attempt(key, address);
-    const account = key ? await checkLogin(db, body.username, body.password, dateOf(ctx.clock)) : undefined;
+    // Every name costs the same password check, one that cannot exist too.
+    const account = await checkLogin(db, key, body.password, dateOf(ctx.clock));
     if (!account) {
-      throttle.failed(key, address);
+      const hold = throttle.failed(key, address);
+      if (hold > 0) await ctx.clock.sleep(hold);
       throw new LabgateError("unauthenticated", MSG_LOGIN_FAILED);
     }
     throttle.succeeded(key, address);
