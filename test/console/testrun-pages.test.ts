@@ -271,6 +271,21 @@ test("a read-only account sees runs and configs without upload, start, abort, re
     await page.locator("tr[data-config]").first().waitFor();
     assert.equal(await page.locator('input[name="configs"]').count(), 0, "no upload");
     assert.equal(await page.locator("tr[data-config] button").count(), 0);
+    // A table sorts by a column when its header is clicked: ascending, descending, then as listed.
+    const names = () => page.locator("tr[data-config]").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-config")!));
+    const listed = await names();
+    assert.ok(listed.length > 1, "several configs to sort");
+    const byName = [...listed].sort((a, b) => a.localeCompare(b, undefined, { numeric: true }));
+    const header = page.getByRole("columnheader", { name: "Name" });
+    await header.getByRole("button").click();
+    assert.equal(await header.getAttribute("aria-sort"), "ascending");
+    assert.deepEqual(await names(), byName);
+    await header.getByRole("button").click();
+    assert.equal(await header.getAttribute("aria-sort"), "descending");
+    assert.deepEqual(await names(), [...byName].reverse());
+    await header.getByRole("button").click();
+    assert.equal(await header.getAttribute("aria-sort"), "none");
+    assert.deepEqual(await names(), listed);
     const refused = await page.evaluate(async () => {
       const post = await fetch("/api/v1/test-runs", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ config_name: "suites.yml" }) });
       const abort = await fetch("/api/v1/test-runs/x", { method: "DELETE" });

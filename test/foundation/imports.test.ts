@@ -68,3 +68,12 @@ test("the cycle finder finds a cycle", () => {
   const graph = new Map([["a", ["b"]], ["b", ["c"]], ["c", ["a"]], ["d", ["a"]]]);
   assert.deepEqual(cycles(graph).map((c) => c.sort()), [["a", "b", "c"]]);
 });
+
+test("no console page imports another page: what two pages share lives in ui.tsx or a shared module beside it", () => {
+  const pages = resolve("src/console/app/pages");
+  const graph = importGraph(pages);
+  const found = [...graph]
+    .filter(([file]) => !file.endsWith("index.ts"))
+    .flatMap(([file, imports]) => imports.filter((i) => dirname(i) === pages).map((i) => `${relative(pages, file)} -> ${relative(pages, i)}`));
+  assert.deepEqual(found, []);
+});

@@ -1,10 +1,12 @@
 /**
- * Live device state from the server-sent events of /api/stream (the session cookie authenticates
- * it): connect, disconnect and update (progress) events, merged into one store that pages read
- * with useLive(). One EventSource while signed in; it reconnects by itself.
+ * Live device state from the server-sent events of /api/stream: connect, disconnect and update
+ * (progress) events. The frame opens the one stream while signed in (`useLiveStream`, through
+ * `useEventSource`) and hands its state down (`LiveContext`); pages read it with `useLive()`.
  */
-import { useEffect, useState } from "preact/hooks";
+import { createContext } from "preact";
+import { useContext, useRef, useState } from "preact/hooks";
 import { get } from "./api.ts";
+import { useEventSource } from "./ui.tsx";
 
 export interface LiveProgress {
   progress: number;
@@ -20,71 +22,53 @@ export interface LiveState {
   streaming: boolean;
 }
 
-let state: LiveState = { online: new Map(), progress: new Map(), streaming: false };
-const listeners = new Set<(s: LiveState) => void>();
-let scheduled = false;
-const changed = () => {
-  if (scheduled) return;
-  scheduled = true;
-  // Many events at once (a lab reconnecting) render once per frame.
-  requestAnimationFrame(() => {
-    scheduled = false;
-    state = { ...state };
-    for (const l of listeners) l(state);
-  });
-};
-
-let source: EventSource | undefined;
-
-export function startLive() {
-  if (source) return;
-  source = new EventSource("/api/stream");
-  source.onopen = () => {
-    state.streaming = true;
-    changed();
-    // What was updating before the stream opened.
-    get<Array<{ mac_address: string; progress: number; version: string }>>("/api/v2/devices/progress").then(
-      (list) => {
-        for (const p of list) if (!state.progress.has(p.mac_address)) state.progress.set(p.mac_address, { progress: p.progress, version: p.version });
-        changed();
-      },
-      () => {},
-    );
-  };
-  source.onerror = () => {
-    state.streaming = false;
-    changed();
-  };
-  const on = (name: string, handle: (data: Record<string, unknown>) => void) =>
-    source!.addEventListener(name, (e) => {
-      try {
-        handle(JSON.parse((e as MessageEvent).data));
-        changed();
-      } catch {
-        // A malformed event changes nothing.
-      }
-    });
-  on("connect", (d) => state.online.set(String(d.device), true));
-  on("disconnect", (d) => state.online.set(String(d.device), false));
-  on("update", (d) => state.progress.set(String(d.device), { progress: Number(d.progress), version: String(d.version ?? "") }));
+/** The events of /api/stream the console follows: each names the device by MAC. */
+interface DeviceEvents {
+  connect: { device: string };
+  disconnect: { device: string };
+  update: { device: string; progress: number; version?: string };
 }
 
-export function stopLive() {
-  source?.close();
-  source = undefined;
-  state = { online: new Map(), progress: new Map(), streaming: false };
+export const LiveContext = createContext<LiveState>({ online: new Map(), progress: new Map(), streaming: false });
+
+/** Opens /api/stream for as long as the calling component is shown; its state for LiveContext. */
+export function useLiveStream(): LiveState {
+  const maps = useRef({ online: new Map<string, boolean>(), progress: new Map<string, LiveProgress>() });
+  const [, setFrame] = useState(0);
+  const scheduled = useRef(false);
+  const changed = () => {
+    if (scheduled.current) return;
+    scheduled.current = true;
+    // Many events at once (a lab reconnecting) render once per frame.
+    requestAnimationFrame(() => {
+      scheduled.current = false;
+      setFrame((n) => n + 1);
+    });
+  };
+  const { online, progress } = maps.current;
+  const streaming = useEventSource<DeviceEvents>(
+    "/api/stream",
+    {
+      connect: (d) => (online.set(String(d.device), true), changed()),
+      disconnect: (d) => (online.set(String(d.device), false), changed()),
+      update: (d) => (progress.set(String(d.device), { progress: Number(d.progress), version: String(d.version ?? "") }), changed()),
+    },
+    // What was updating before the stream opened.
+    () =>
+      get<Array<{ mac_address: string; progress: number; version: string }>>("/api/v2/devices/progress").then(
+        (list) => {
+          for (const p of list) if (!progress.has(p.mac_address)) progress.set(p.mac_address, { progress: p.progress, version: p.version });
+          changed();
+        },
+        () => {},
+      ),
+  );
+  // A new object each render: the context's readers render again with the maps as they are now.
+  return { online, progress, streaming };
 }
 
 /** The live state; the component re-renders when it changes. */
-export function useLive(): LiveState {
-  const [current, setCurrent] = useState(state);
-  useEffect(() => {
-    listeners.add(setCurrent);
-    setCurrent(state);
-    return () => void listeners.delete(setCurrent);
-  }, []);
-  return current;
-}
+export const useLive = (): LiveState => useContext(LiveContext);
 
 /** Online: the last event if there was one, else what the server said when the row was loaded. */
 export const isOnline = (live: LiveState, mac: string, loaded: boolean | undefined): boolean => live.online.get(mac) ?? Boolean(loaded);

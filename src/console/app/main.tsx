@@ -6,7 +6,7 @@ import { pages } from "./pages/index.ts";
 import { Login } from "./pages/login.tsx";
 import { match, SECTIONS, useLocation, href, type Page } from "./router.ts";
 import { homePath, type Me } from "./session.ts";
-import { startLive, stopLive, useLive } from "./live.ts";
+import { LiveContext, useLiveStream } from "./live.ts";
 import { ConfirmHost, ErrorBox, notify, Toasts } from "./ui.tsx";
 import { Component, type ComponentChildren } from "preact";
 import "./style.css";
@@ -15,7 +15,6 @@ function App() {
   const [me, setMe] = useState<Me | null | undefined>(undefined);
   useEffect(() => {
     setSignedOutHandler(() => {
-      stopLive();
       setMe((current) => {
         if (current) notify("Your session ended: sign in again.", "error");
         return null;
@@ -26,10 +25,6 @@ function App() {
       () => setMe(null),
     );
   }, []);
-  useEffect(() => {
-    if (me) startLive();
-  }, [me]);
-
   if (me === undefined) return <p class="boot muted">Loading…</p>;
   if (me === null) return <Login onSignedIn={setMe} />;
   return <Frame me={me} onSignedOut={() => setMe(null)} />;
@@ -41,7 +36,8 @@ function Frame(props: { me: Me; onSignedOut: () => void }) {
   const [menuOpen, setMenuOpen] = useState(false);
   const visible = pages.filter((p) => !p.visible || p.visible(me));
   const found = match(visible, location.path);
-  const live = useLive();
+  // The device event stream, open while signed in (the frame is shown only then).
+  const live = useLiveStream();
   useEffect(() => {
     setMenuOpen(false);
     document.title = found ? `${found.page.title} · labgate` : "labgate";
@@ -54,53 +50,54 @@ function Frame(props: { me: Me; onSignedOut: () => void }) {
     } catch {
       // Signed out either way: the cookie is cleared or already gone.
     }
-    stopLive();
     props.onSignedOut();
   };
 
   const current = (page: Page) => location.path === page.path || location.path.startsWith(`${page.path}/`);
   return (
-    <div class="frame">
-      <header class="topbar">
-        <button type="button" class="menu-button" aria-label="Menu" aria-expanded={menuOpen} onClick={() => setMenuOpen(!menuOpen)}>
-          ☰
-        </button>
-        <a class="brand" href={href(homePath(me))}>
-          labgate
-        </a>
-        <span class={`stream-dot ${live.streaming ? "on" : ""}`} title={live.streaming ? "Live updates on" : "Live updates off (reconnecting)"} />
-        <span class="spacer" />
-        <span class="who" title={me.scopes.join(", ")}>
-          {me.sub}
-        </span>
-        <button type="button" class="signout" onClick={signOut}>
-          Sign out
-        </button>
-      </header>
-      <nav class={`sidebar ${menuOpen ? "open" : ""}`} aria-label="Main" onClick={(e) => (e.target as HTMLElement).closest("a") && setMenuOpen(false)}>
-        {SECTIONS.map((section) => {
-          const entries = visible.filter((p) => p.nav?.section === section).sort((a, b) => a.nav!.order - b.nav!.order);
-          if (entries.length === 0) return null;
-          return (
-            <div class="nav-section" key={section}>
-              <div class="nav-title">{section}</div>
-              {entries.map((p) => (
-                <a key={p.path} href={href(p.path)} class={current(p) ? "active" : ""} aria-current={current(p) ? "page" : undefined}>
-                  {p.nav!.label}
-                </a>
-              ))}
-            </div>
-          );
-        })}
-      </nav>
-      <main class="content" id="main">
-        <Boundary key={location.path}>
-          {found ? <found.page.component params={found.params} query={location.query} me={me} /> : location.path === "/" ? null : <ErrorBox error={`no page ${location.path}`} />}
-        </Boundary>
-      </main>
-      <Toasts />
-      <ConfirmHost />
-    </div>
+    <LiveContext.Provider value={live}>
+      <div class="frame">
+        <header class="topbar">
+          <button type="button" class="menu-button" aria-label="Menu" aria-expanded={menuOpen} onClick={() => setMenuOpen(!menuOpen)}>
+            ☰
+          </button>
+          <a class="brand" href={href(homePath(me))}>
+            labgate
+          </a>
+          <span class={`stream-dot ${live.streaming ? "on" : ""}`} title={live.streaming ? "Live updates on" : "Live updates off (reconnecting)"} />
+          <span class="spacer" />
+          <span class="who" title={me.scopes.join(", ")}>
+            {me.sub}
+          </span>
+          <button type="button" class="signout" onClick={signOut}>
+            Sign out
+          </button>
+        </header>
+        <nav class={`sidebar ${menuOpen ? "open" : ""}`} aria-label="Main" onClick={(e) => (e.target as HTMLElement).closest("a") && setMenuOpen(false)}>
+          {SECTIONS.map((section) => {
+            const entries = visible.filter((p) => p.nav?.section === section).sort((a, b) => a.nav!.order - b.nav!.order);
+            if (entries.length === 0) return null;
+            return (
+              <div class="nav-section" key={section}>
+                <div class="nav-title">{section}</div>
+                {entries.map((p) => (
+                  <a key={p.path} href={href(p.path)} class={current(p) ? "active" : ""} aria-current={current(p) ? "page" : undefined}>
+                    {p.nav!.label}
+                  </a>
+                ))}
+              </div>
+            );
+          })}
+        </nav>
+        <main class="content" id="main">
+          <Boundary key={location.path}>
+            {found ? <found.page.component params={found.params} query={location.query} me={me} /> : location.path === "/" ? null : <ErrorBox error={`no page ${location.path}`} />}
+          </Boundary>
+        </main>
+        <Toasts />
+        <ConfirmHost />
+      </div>
+    </LiveContext.Provider>
   );
 }
 

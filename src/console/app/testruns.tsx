@@ -4,9 +4,10 @@
  */
 import type { ComponentChildren } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { seg } from "./api.ts";
+import { api, messageOf, seg } from "./api.ts";
+import { navigate } from "./router.ts";
 import { hasScope, isAdmin, type Me } from "./session.ts";
-import { Badge } from "./ui.tsx";
+import { Badge, Field, Modal, ModalButtons } from "./ui.tsx";
 import { isFinalStatus, type RunStatus } from "../../testrun/runs/status.ts";
 
 export type { RunStatus };
@@ -97,35 +98,14 @@ export function StatusBadge(props: { status: string; aborting?: boolean }) {
 
 // ---- live run changes ------------------------------------------------------------------------
 
-export type RunEvent = { event: "run"; run: Run } | { event: "trigger"; trigger: Trigger } | { event: "run-deleted"; id: string };
+/** GET /api/v1/test-runs/stream: each run's and trigger's changes (follow with useEventSource). */
+export const RUN_STREAM = "/api/v1/test-runs/stream";
 
-/**
- * Calls `handle` for each change from GET /api/v1/test-runs/stream while the component is shown
- * (the session cookie authenticates it; EventSource reconnects by itself). Returns whether the
- * stream is open.
- */
-export function useRunEvents(handle: (event: RunEvent) => void): boolean {
-  const [open, setOpen] = useState(false);
-  const [latest] = useState<{ handle: typeof handle }>({ handle });
-  latest.handle = handle;
-  useEffect(() => {
-    const source = new EventSource("/api/v1/test-runs/stream");
-    source.onopen = () => setOpen(true);
-    source.onerror = () => setOpen(false);
-    const on = (name: RunEvent["event"], wrap: (data: never) => RunEvent) =>
-      source.addEventListener(name, (e) => {
-        try {
-          latest.handle(wrap(JSON.parse((e as MessageEvent).data) as never));
-        } catch {
-          // A malformed event changes nothing.
-        }
-      });
-    on("run", (run: Run) => ({ event: "run", run }));
-    on("trigger", (trigger: Trigger) => ({ event: "trigger", trigger }));
-    on("run-deleted", (data: { id: string }) => ({ event: "run-deleted", id: data.id }));
-    return () => source.close();
-  }, []);
-  return open;
+/** The events of RUN_STREAM and their data. */
+export interface RunEvents {
+  run: Run;
+  trigger: Trigger;
+  "run-deleted": { id: string };
 }
 
 // ---- YAML ----------------------------------------------------------------------------------------
@@ -243,6 +223,40 @@ export function PatternHelp() {
       <code>or</code>, <code>not</code> and parentheses: <code>test_config1</code>, <code>not exit_code</code>, <code>(stdout or exit_code) and not test_config0</code>.
       No quotes; empty means every case.
     </div>
+  );
+}
+
+/** Repeat a run with a pattern (its syntax explained; the server's refusal shown in place). */
+export function RepeatDialog(props: { run: Run; onClose: () => void }) {
+  const [pattern, setPattern] = useState(props.run.pattern);
+  const [error, setError] = useState<string>();
+  const [busy, setBusy] = useState(false);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(undefined);
+    try {
+      const run = await api<Run>("POST", `/api/v1/test-runs/${seg(props.run.id)}/repeat`, { json: pattern.trim() === "" ? null : pattern.trim() });
+      props.onClose();
+      navigate(`/runs/${seg(run.id)}`);
+    } catch (err) {
+      setError(messageOf(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <Modal title={`Repeat ${props.run.config_name}`} onClose={props.onClose}>
+      <form onSubmit={submit}>
+        <p class="muted small">
+          A new run with the config as it is now, the same suite{props.run.test_suite_name ? ` (${props.run.test_suite_name})` : ""}, overrides and target.
+        </p>
+        <Field label="Cases to run again (-k pattern)" hint={<PatternHelp />} wide>
+          <input name="pattern" class="mono" value={pattern} onInput={(e) => setPattern((e.target as HTMLInputElement).value)} placeholder="empty: every case" autofocus />
+        </Field>
+        <ModalButtons error={error} onCancel={props.onClose} submit="Repeat" disabled={busy} />
+      </form>
+    </Modal>
   );
 }
 

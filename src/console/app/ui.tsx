@@ -1,6 +1,11 @@
-/** Shared pieces of every page: loading, errors, messages, confirmation, badges, tables, formatting. */
+/**
+ * The console's building blocks, shared by every page: messages, dialogs (`Modal`, confirmation),
+ * loading (`useLoad`, `Show`), actions, event streams (`useEventSource`), tables (`Table`), badges
+ * and formatting. A page imports from here (and from the shared modules beside it), never from
+ * another page.
+ */
 import type { ComponentChildren } from "preact";
-import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { useCallback, useEffect, useId, useMemo, useRef, useState } from "preact/hooks";
 import { messageOf } from "./api.ts";
 
 // ---- messages (toasts) ------------------------------------------------------------------------
@@ -63,22 +68,17 @@ export function confirmAction(title: string, options: { body?: ComponentChildren
 
 export function ConfirmHost() {
   const [ask, setAsk] = useState<Ask | undefined>();
-  const dialog = useRef<HTMLDialogElement>(null);
   useEffect(() => {
     showAsk = setAsk;
   }, []);
-  useEffect(() => {
-    if (ask && dialog.current && !dialog.current.open) dialog.current.showModal();
-  }, [ask]);
+  if (!ask) return null;
+  // Closing the dialog (Escape) after an answer resolves nothing more: a promise settles once.
   const close = (yes: boolean) => {
-    ask?.resolve(yes);
-    dialog.current?.close();
+    ask.resolve(yes);
     setAsk(undefined);
   };
-  if (!ask) return null;
   return (
-    <dialog ref={dialog} class="confirm" onCancel={() => close(false)} aria-labelledby="confirm-title">
-      <h2 id="confirm-title">{ask.title}</h2>
+    <Modal title={ask.title} onClose={() => close(false)} narrow>
       {ask.body && <div class="confirm-body">{ask.body}</div>}
       <div class="row end">
         <button type="button" onClick={() => close(false)}>
@@ -88,7 +88,44 @@ export function ConfirmHost() {
           {ask.confirm}
         </button>
       </div>
+    </Modal>
+  );
+}
+
+/** A modal `<dialog>` (forms, confirmation): Escape or the caller's Cancel closes it through `onClose`. */
+export function Modal(props: { title: string; onClose: () => void; children: ComponentChildren; wide?: boolean; narrow?: boolean }) {
+  const ref = useRef<HTMLDialogElement>(null);
+  const id = useId();
+  useEffect(() => {
+    if (ref.current && !ref.current.open) ref.current.showModal();
+  }, []);
+  const size = props.narrow ? "" : props.wide ? "form-dialog wide" : "form-dialog";
+  return (
+    <dialog ref={ref} class={`confirm ${size}`} onCancel={props.onClose} onClose={props.onClose} aria-labelledby={`${id}-title`}>
+      <h2 id={`${id}-title`}>{props.title}</h2>
+      {props.children}
     </dialog>
+  );
+}
+
+/** The end of a form in a Modal: the server's refusal in place, Cancel and the submit button. */
+export function ModalButtons(props: { error: string | undefined; onCancel: () => void; submit: ComponentChildren; disabled?: boolean }) {
+  return (
+    <>
+      {props.error && (
+        <p class="form-error" role="alert">
+          {props.error}
+        </p>
+      )}
+      <div class="row end">
+        <button type="button" onClick={props.onCancel}>
+          Cancel
+        </button>
+        <button type="submit" class="primary" disabled={props.disabled}>
+          {props.submit}
+        </button>
+      </div>
+    </>
   );
 }
 
@@ -124,6 +161,61 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = []): Loaded
     reload: useCallback(() => setTick((t) => t + 1), []),
     setData: useCallback((data: T) => setState({ data, loading: false }), []),
   };
+}
+
+/** Calls `fn` every `ms` while `active` (state no event announces: a lab node's run, registrations). */
+export function useEvery(ms: number, fn: () => void, active = true): void {
+  const latest = useRef(fn);
+  latest.current = fn;
+  useEffect(() => {
+    if (!active) return;
+    const timer = setInterval(() => latest.current(), ms);
+    return () => clearInterval(timer);
+  }, [ms, active]);
+}
+
+/**
+ * Listens to a server-sent event stream while the component is shown: `handlers[name](data)` for
+ * each event, its JSON data parsed (a malformed event changes nothing); `onOpen` after every
+ * (re)connect. The session cookie authenticates it and EventSource reconnects by itself. No
+ * `url` (undefined): no stream. Returns whether the stream is open. The one way pages follow
+ * live changes: device state (live.ts) and test runs (testruns.tsx) both use it.
+ */
+export function useEventSource<Events extends object>(
+  url: string | undefined,
+  handlers: { [Name in keyof Events]?: (data: Events[Name]) => void },
+  onOpen?: () => void,
+): boolean {
+  const [open, setOpen] = useState(false);
+  // The handlers of the last render: listeners stay registered while the callbacks change.
+  const latest = useRef({ handlers, onOpen });
+  latest.current = { handlers, onOpen };
+  const names = Object.keys(handlers).sort().join(" ");
+  useEffect(() => {
+    if (!url) return;
+    const source = new EventSource(url);
+    source.onopen = () => {
+      setOpen(true);
+      latest.current.onOpen?.();
+    };
+    source.onerror = () => setOpen(false);
+    for (const name of names.split(" ").filter(Boolean)) {
+      source.addEventListener(name, (e) => {
+        let data: unknown;
+        try {
+          data = JSON.parse((e as MessageEvent<string>).data);
+        } catch {
+          return;
+        }
+        (latest.current.handlers as Record<string, ((data: unknown) => void) | undefined>)[name]?.(data);
+      });
+    }
+    return () => {
+      source.close();
+      setOpen(false);
+    };
+  }, [url, names]);
+  return open;
 }
 
 export interface ActionOptions {
@@ -243,6 +335,138 @@ export function Field(props: { label: string; hint?: ComponentChildren; children
       {props.children}
       {props.hint && <span class="hint">{props.hint}</span>}
     </label>
+  );
+}
+
+// ---- tables -----------------------------------------------------------------------------------
+
+export interface Column<T> {
+  /** The header ("" for a column of buttons). */
+  head: ComponentChildren;
+  cell: (row: T, index: number) => ComponentChildren;
+  /** Classes of the column's cells: "hide-narrow" (dropped below 800 px), "actions", "mono", ... */
+  class?: string;
+  /** The header's class where it differs from the cells' (`class` otherwise). */
+  headClass?: string;
+  /** Makes the column sortable (click the header): the value rows are ordered by. */
+  sort?: (row: T) => string | number | null | undefined;
+}
+
+export interface TableProps<T> {
+  /** The rows in their own order; undefined while loading. */
+  rows: readonly T[] | undefined;
+  /** The columns; `false` leaves one out (`writable && {...}`). */
+  columns: ReadonlyArray<Column<T> | false | undefined>;
+  /** A row's key; `index` is its place in the table (all pages, after sorting). */
+  rowKey: (row: T, index: number) => string | number;
+  /** A row's attributes: `data-*` that tests and links find it by, a class. */
+  rowAttrs?: (row: T) => Record<string, string | number | undefined>;
+  /** Shown instead of the table when there are no rows (without it, an empty table). */
+  empty?: ComponentChildren;
+  /** Shown while `rows` is undefined. */
+  loading?: ComponentChildren;
+  /** Pages in the browser: this many rows at a time (the list is all loaded). */
+  pageSize?: number;
+  /** Pages on the server: the list is one page of `total`; `onChange` asks for another. */
+  pager?: { offset: number; limit: number; total: number; onChange: (offset: number) => void };
+  /** More classes of the `<table>` ("report"). */
+  class?: string;
+  label?: string;
+  /** Without a header row (a list of actions). */
+  headless?: boolean;
+}
+
+type Sorted = { column: number; descending: boolean } | undefined;
+
+const compareValues = (a: string | number | null | undefined, b: string | number | null | undefined): number => {
+  if (a === b) return 0;
+  // Missing values last whichever the direction.
+  if (a === null || a === undefined || a === "") return 1;
+  if (b === null || b === undefined || b === "") return -1;
+  return typeof a === "number" && typeof b === "number" ? a - b : String(a).localeCompare(String(b), undefined, { numeric: true });
+};
+
+/**
+ * The console's table: header, rows, optional sorting by column, paging in the browser
+ * (`pageSize`) or on the server (`pager`), an empty text and a loading line. Give it a `key` that
+ * changes with a filter to start again at the first page.
+ */
+export function Table<T>(props: TableProps<T>) {
+  const columns = props.columns.filter((c): c is Column<T> => Boolean(c));
+  const [sorted, setSorted] = useState<Sorted>(undefined);
+  const [offset, setOffset] = useState(0);
+  const wrap = useRef<HTMLDivElement>(null);
+  const rows = props.rows;
+  const ordered = useMemo(() => {
+    const by = sorted && columns[sorted.column]?.sort;
+    if (!rows || !by || !sorted) return rows;
+    const sign = sorted.descending ? -1 : 1;
+    return rows
+      .map((row, i) => ({ row, i, value: by(row) }))
+      .sort((a, b) => compareValues(a.value, b.value) * sign || a.i - b.i)
+      .map((x) => x.row);
+  }, [rows, sorted]);
+  if (!ordered) return <p class="muted loading">{props.loading ?? "Loading…"}</p>;
+  if (ordered.length === 0 && props.empty !== undefined) return <Empty>{props.empty}</Empty>;
+
+  const size = props.pageSize;
+  const first = size ? Math.min(offset, Math.max(0, Math.floor((ordered.length - 1) / size) * size)) : 0;
+  const shown = size ? ordered.slice(first, first + size) : ordered;
+  const toggle = (column: number) =>
+    setSorted((s) => (s?.column !== column ? { column, descending: false } : s.descending ? undefined : { column, descending: true }));
+  return (
+    <>
+      <div class="table-wrap" ref={wrap}>
+        <table class={`table ${props.class ?? ""}`} aria-label={props.label}>
+          {!props.headless && (
+            <thead>
+              <tr>
+                {columns.map((c, i) => {
+                  const state = sorted?.column === i ? (sorted.descending ? "descending" : "ascending") : undefined;
+                  return (
+                    <th key={i} class={c.headClass ?? c.class} aria-sort={c.sort ? (state ?? "none") : undefined}>
+                      {c.sort ? (
+                        <button type="button" class="sort" onClick={() => toggle(i)}>
+                          {c.head}
+                          <span class="sort-mark" aria-hidden="true">
+                            {state === "ascending" ? "▴" : state === "descending" ? "▾" : "↕"}
+                          </span>
+                        </button>
+                      ) : (
+                        c.head
+                      )}
+                    </th>
+                  );
+                })}
+              </tr>
+            </thead>
+          )}
+          <tbody>
+            {shown.map((row, i) => (
+              <tr key={props.rowKey(row, first + i)} {...props.rowAttrs?.(row)}>
+                {columns.map((c, j) => (
+                  <td key={j} class={c.class}>
+                    {c.cell(row, first + i)}
+                  </td>
+                ))}
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      {size !== undefined && ordered.length > size && (
+        <Pager
+          offset={first}
+          limit={size}
+          total={ordered.length}
+          onChange={(o) => {
+            setOffset(o);
+            wrap.current?.scrollIntoView({ block: "start" });
+          }}
+        />
+      )}
+      {props.pager && <Pager {...props.pager} />}
+    </>
   );
 }
 

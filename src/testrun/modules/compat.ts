@@ -1,6 +1,6 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { list } from "./params.ts";
+import { list, optional, paramSchema } from "./params.ts";
 import { CaseFailure, fail, pass, skip, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
 
 // The reference's own test modules (18.2), so its scenarios run unchanged. Messages are the reference's.
@@ -41,7 +41,7 @@ export const simpleModule: ModuleDef = {
   key: "simple",
   className: "TestSimple",
   compat: true,
-  params: { device: { type: "any" } },
+  params: paramSchema({ device: optional("any", "used in the device name and by `conditional_skip`") }),
   deviceName: ({ params }) => ("device" in params ? `simple(${pyStr(params.device)})` : "simple"),
   cases: () => [success, failure, conditionalSkip, recordArtifact, configureRunsOnce],
   setup: configure,
@@ -51,7 +51,11 @@ export const extendedSimpleModule: ModuleDef = {
   key: "extended_simple",
   className: "TestExtendedSimple",
   compat: true,
-  params: { device: { type: "any" }, skipped_devices: { type: "list" } },
+  params: paramSchema({
+    // Required by the module's set-up (its message), not at trigger, as in the reference.
+    device: optional("any", "used in the device name and by `conditional_skip`; set-up fails without it"),
+    skipped_devices: optional("list", "devices for which `conditional_skip` skips", []),
+  }),
   deviceName: ({ params }) => `extended_simple(${pyStr(params.device)})`,
   // The subclass's own case first, then the inherited ones (section 5 step 5).
   cases: () => [conditionalSkip, success, failure, recordArtifact, configureRunsOnce],

@@ -1,6 +1,6 @@
 import { isAbsolute, join } from "node:path";
 import { describeExit, programName, type ProcessResult } from "../../util/process.ts";
-import { command, envOf, ints, list, num, regexError, str } from "./params.ts";
+import { command, envOf, ints, list, num, optional, paramSchema, regexError, required, str } from "./params.ts";
 import { CaseFailure, fail, pass, type CaseDef, type EntryContext, type ModuleDef, type Outcome, type Params } from "./types.ts";
 import { safeArtifactName } from "./artifact-names.ts";
 
@@ -29,22 +29,22 @@ const result = (ctx: EntryContext) => ctx.state.result as ProcessResult;
 export const execModule: ModuleDef = {
   key: "exec",
   className: "TestExec",
-  params: {
-    command: { type: "command", required: true },
-    name: { type: "string" },
-    cwd: { type: "string" },
-    env: { type: "mapping" },
-    timeout: { type: "number" },
-    expect_exit: { type: "integers" },
-    stdout_contains: { type: "strings" },
-    stdout_regex: { type: "strings" },
-    stdout_not_regex: { type: "strings" },
-    stderr_contains: { type: "strings" },
-    stderr_regex: { type: "strings" },
-    stderr_not_regex: { type: "strings" },
-    max_seconds: { type: "number" },
-    save_output: { type: "string" },
-  },
+  params: paramSchema({
+    command: required("command", "a string (run by `/bin/sh -c`) or a list (argv, no shell)"),
+    name: optional("string", "the report's device name", "exec(<program>)"),
+    cwd: optional("string", "working directory, relative to the run's artifact directory", "the artifact directory"),
+    env: optional("mapping", "extra environment variables"),
+    timeout: optional("number", "seconds before the program is stopped", 60),
+    expect_exit: optional("integers", "accepted exit status or statuses", 0),
+    stdout_contains: optional("strings", "text stdout must contain (all of a list)"),
+    stdout_regex: optional("strings", "regular expressions stdout must match"),
+    stdout_not_regex: optional("strings", "regular expressions stdout must not match"),
+    stderr_contains: optional("strings", "text stderr must contain"),
+    stderr_regex: optional("strings", "regular expressions stderr must match"),
+    stderr_not_regex: optional("strings", "regular expressions stderr must not match"),
+    max_seconds: optional("number", "the longest the program may take (adds the `duration` case)"),
+    save_output: optional("string", "artifact file name for stdout and stderr"),
+  }),
   validate: (p) =>
     regexError(p, "stdout_regex", "stdout_not_regex", "stderr_regex", "stderr_not_regex") ??
     (p.save_output !== undefined && !safeArtifactName(String(p.save_output)) ? "parameter 'save_output': expected a plain file name" : undefined),

@@ -2,7 +2,7 @@ import { constants } from "node:fs";
 import { access, lstat, stat, writeFile } from "node:fs/promises";
 import type { Stats } from "node:fs";
 import { readHead } from "../../util/files.ts";
-import { bool, num, regexError, str } from "./params.ts";
+import { bool, choice, num, optional, paramSchema, regexError, required, str } from "./params.ts";
 import { fail, pass, type CaseDef, type EntryContext, type ModuleDef, type Outcome, type Params } from "./types.ts";
 
 const CONTENT_LIMIT = 64 * 1024;
@@ -36,21 +36,21 @@ const guarded = (run: (ctx: EntryContext) => Promise<Outcome>) => async (ctx: En
 export const fileModule: ModuleDef = {
   key: "file",
   className: "TestFile",
-  params: {
-    path: { type: "string", required: true },
-    name: { type: "string" },
-    exists: { type: "boolean" },
-    type: { type: "string", oneOf: TYPES },
-    mode: { type: "scalar" },
-    readable: { type: "boolean" },
-    writable: { type: "boolean" },
-    equals: { type: "scalar" },
-    regex: { type: "string" },
-    min: { type: "number" },
-    max: { type: "number" },
-    scale: { type: "number" },
-    write: { type: "scalar" },
-  },
+  params: paramSchema({
+    path: required("string", "the file, directory or device node"),
+    name: optional("string", "the report's device name", "the path"),
+    exists: optional("boolean", "whether the path should exist (false: only absence is checked)", true),
+    type: choice(TYPES, "the kind of file"),
+    mode: optional("scalar", "permission bits as an octal string such as \"0644\""),
+    readable: optional("boolean", "whether the server can read it"),
+    writable: optional("boolean", "whether the server can write it"),
+    equals: optional("scalar", "the trimmed content"),
+    regex: optional("string", "regular expression the content must match"),
+    min: optional("number", "lowest value of the content as a number, times `scale`"),
+    max: optional("number", "highest value of the content as a number, times `scale`"),
+    scale: optional("number", "factor applied to the content before `min`/`max`", 1),
+    write: optional("scalar", "a value written before the content checks"),
+  }),
   validate(p) {
     if (p.mode !== undefined && p.mode !== null && Number.isNaN(modeBits(p.mode))) return "parameter 'mode': expected an octal string such as \"0644\"";
     return regexError(p, "regex");

@@ -1,7 +1,7 @@
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { isDeepStrictEqual } from "node:util";
-import { bool, ints, isMapping, list, num, regexError, str } from "./params.ts";
+import { bool, ints, isMapping, list, num, optional, paramSchema, regexError, required, str } from "./params.ts";
 import { CaseFailure, fail, pass, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
 
 const BODY_LIMIT = 1024 * 1024;
@@ -93,20 +93,20 @@ const result = (ctx: EntryContext) => ctx.state.result as HttpResult;
 export const httpModule: ModuleDef = {
   key: "http",
   className: "TestHttp",
-  params: {
-    url: { type: "string", required: true },
-    name: { type: "string" },
-    method: { type: "string" },
-    headers: { type: "mapping" },
-    body: { type: "any" },
-    timeout: { type: "number" },
-    expect_status: { type: "integers" },
-    body_contains: { type: "strings" },
-    body_regex: { type: "strings" },
-    json: { type: "any" },
-    max_ms: { type: "number" },
-    tls_verify: { type: "boolean" },
-  },
+  params: paramSchema({
+    url: required("string", "http or https URL"),
+    name: optional("string", "the report's device name", "http(<url>)"),
+    method: optional("string", "request method", "GET"),
+    headers: optional("mapping", "request headers"),
+    body: optional("any", "request body: a string, or a mapping sent as JSON"),
+    timeout: optional("number", "seconds", 10),
+    expect_status: optional("integers", "accepted status or statuses", 200),
+    body_contains: optional("strings", "text the body must contain"),
+    body_regex: optional("strings", "regular expressions the body must match"),
+    json: optional("any", "JSON checks: a mapping of JSON Pointer to value, or a list of {path, equals}"),
+    max_ms: optional("number", "the longest the request may take (adds the `latency` case)"),
+    tls_verify: optional("boolean", "verify the server's certificate", true),
+  }),
   validate(p) {
     try {
       const url = new URL(String(p.url));

@@ -4,7 +4,7 @@ import { XMLParser } from "fast-xml-parser";
 import { describeExit, type ProcessResult } from "../../util/process.ts";
 import { safeArtifactName } from "./artifact-names.ts";
 import { resolveCwd } from "./exec.ts";
-import { command, envOf, ints, num, str } from "./params.ts";
+import { choice, command, envOf, ints, num, optional, paramSchema, str } from "./params.ts";
 import { fail, pass, skip, type CaseDef, type EntryContext, type ModuleDef, type Outcome } from "./types.ts";
 
 const XML_LIMIT = 16 * 1024 * 1024;
@@ -103,17 +103,17 @@ export const junitModule: ModuleDef = {
   key: "junit",
   className: "TestJunit",
   dynamicCases: true,
-  params: {
-    command: { type: "command" },
-    name: { type: "string" },
-    cwd: { type: "string" },
-    env: { type: "mapping" },
-    timeout: { type: "number" },
-    report: { type: "string" },
-    expect_exit: { type: "integers" },
-    case_name: { type: "string", oneOf: ["classname.name", "name"] },
-    save_output: { type: "string" },
-  },
+  params: paramSchema({
+    command: optional("command", "as in `exec`; without it only `report` is read"),
+    name: optional("string", "the report's device name", "the first <testsuite name>, else junit"),
+    cwd: optional("string", "working directory, relative to the run's artifact directory", "the artifact directory"),
+    env: optional("mapping", "extra environment variables"),
+    timeout: optional("number", "seconds before the program is stopped", 3600),
+    report: optional("string", "path or glob of the JUnit XML files, relative to `cwd`", "junit.xml"),
+    expect_exit: optional("integers", "accepted exit statuses (frameworks exit 1 when a test fails)", [0, 1]),
+    case_name: choice(["classname.name", "name"], "how a test case's report name is built", "classname.name"),
+    save_output: optional("string", "artifact file name for the program's output", "<key>.log"),
+  }),
   validate: (p) => (p.save_output !== undefined && !safeArtifactName(String(p.save_output)) ? "parameter 'save_output': expected a plain file name" : undefined),
   deviceName: (ctx) => str(ctx.params, "name") ?? state(ctx).suiteName ?? "junit",
   cases(ctx) {

@@ -1,63 +1,65 @@
-import type { ModuleDef, Params, ParamSpec, ParamType } from "./types.ts";
+import { z } from "zod";
 
-/** Params every entry may carry (2.2, 18.1): `override` hints stay in the params and are ignored. */
-const COMMON_IGNORED = new Set(["override"]);
+/** An entry's parameters as written in the config (after overrides), `machines` removed. */
+export type Params = Record<string, unknown>;
 
 /** A YAML mapping as the module parameters see it (a plain object). */
 export const isMapping = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
-const isScalar = (v: unknown) => typeof v === "string" || typeof v === "number" || typeof v === "boolean";
 
-function checkType(type: ParamType, v: unknown): string | undefined {
-  switch (type) {
-    case "string":
-      return typeof v === "string" || typeof v === "number" ? undefined : "expected a string";
-    case "number":
-      return typeof v === "number" && Number.isFinite(v) ? undefined : "expected a number";
-    case "integer":
-      return typeof v === "number" && Number.isInteger(v) ? undefined : "expected an integer";
-    case "boolean":
-      return typeof v === "boolean" ? undefined : "expected true or false";
-    case "command":
-      if (typeof v === "string") return v.trim() ? undefined : "expected a non-empty command";
-      if (Array.isArray(v)) return v.length > 0 && v.every(isScalar) ? undefined : "expected a non-empty list of arguments";
-      return "expected a command string or a list of arguments";
-    case "strings":
-      return typeof v === "string" || (Array.isArray(v) && v.every((x) => typeof x === "string")) ? undefined : "expected a string or a list of strings";
-    case "integers":
-      return Number.isInteger(v) || (Array.isArray(v) && v.length > 0 && v.every((x) => Number.isInteger(x))) ? undefined : "expected an integer or a list of integers";
-    case "mapping":
-      return isMapping(v) ? undefined : "expected a mapping";
-    case "list":
-      return Array.isArray(v) ? undefined : "expected a list";
-    case "scalar":
-      return isScalar(v) ? undefined : "expected a scalar value";
-    case "any":
-      return undefined;
-  }
-}
+/** The kinds of value a parameter takes; each is one zod type below, and a name in docs/modules.md. */
+export type ParamType = "string" | "number" | "integer" | "boolean" | "command" | "strings" | "integers" | "mapping" | "list" | "scalar" | "any";
 
-export interface ParamCheck {
-  error?: string;
-  /** Unknown params, for the run's warnings (18.1: ignored with a warning). */
-  unknown: string[];
-}
+const scalar = () => z.union([z.string(), z.number(), z.boolean()], { error: "expected a scalar value" });
+const KINDS: Record<ParamType, () => z.ZodType> = {
+  // YAML reads `0x1c`, `20` or `1.0` as numbers; a string parameter takes them as written.
+  string: () => z.union([z.string(), z.number()], { error: "expected a string" }),
+  number: () => z.number({ error: "expected a number" }),
+  integer: () => z.int({ error: "expected an integer" }),
+  boolean: () => z.boolean({ error: "expected true or false" }),
+  command: () =>
+    z.union(
+      [
+        z.string().refine((s) => s.trim() !== "", "expected a non-empty command"),
+        z.array(scalar(), { error: "expected a non-empty list of arguments" }).min(1, "expected a non-empty list of arguments"),
+      ],
+      { error: "expected a command string or a list of arguments" },
+    ),
+  strings: () => z.union([z.string(), z.array(z.string())], { error: "expected a string or a list of strings" }),
+  integers: () => z.union([z.int(), z.array(z.int()).min(1, "expected an integer or a list of integers")], { error: "expected an integer or a list of integers" }),
+  mapping: () => z.record(z.string(), z.unknown(), { error: "expected a mapping" }),
+  list: () => z.array(z.unknown(), { error: "expected a list" }),
+  scalar,
+  any: () => z.unknown(),
+};
 
-/** Validates an entry's params against the module's schema (at trigger: errors are a 422). */
-export function checkParams(module: ModuleDef, params: Params): ParamCheck {
-  const unknown = Object.keys(params).filter((k) => !(k in module.params) && !COMMON_IGNORED.has(k));
-  for (const [name, spec] of Object.entries(module.params) as [string, ParamSpec][]) {
-    const value = params[name];
-    if (value === undefined || value === null) {
-      if (spec.required) return { error: `parameter '${name}' is required`, unknown };
-      continue;
-    }
-    const problem = checkType(spec.type, value);
-    if (problem) return { error: `parameter '${name}': ${problem}`, unknown };
-    if (spec.oneOf && !spec.oneOf.includes(String(value))) return { error: `parameter '${name}': expected one of ${spec.oneOf.join(", ")}`, unknown };
-  }
-  const extra = module.validate?.(params);
-  return extra ? { error: extra, unknown } : { unknown };
+/** What docs/modules.md says of a parameter. */
+export interface ParamDoc {
+  type: string;
+  description: string;
+  /** The value the module uses when the parameter is left out. */
+  default?: unknown;
 }
+export const paramDocs = z.registry<ParamDoc>();
+
+/** A parameter the entry must give. */
+export const required = (type: ParamType, description: string) => KINDS[type]().register(paramDocs, { type, description });
+
+/** A parameter the entry may leave out; `fallback` is what the module then uses (documented, applied by the module). */
+export const optional = (type: ParamType, description: string, fallback?: unknown) =>
+  KINDS[type]()
+    .optional()
+    .register(paramDocs, { type, description, ...(fallback === undefined ? {} : { default: fallback }) });
+
+/** An optional string parameter limited to `values`. */
+export const choice = (values: readonly string[], description: string, fallback?: string) =>
+  KINDS.string()
+    .refine((v) => values.includes(String(v)), `expected one of ${values.join(", ")}`)
+    .optional()
+    .register(paramDocs, { type: values.map((v) => `\`${v}\``).join(" \\| "), description, ...(fallback === undefined ? {} : { default: fallback }) });
+
+/** A module's parameters: one zod object, the single declaration that validation and docs/modules.md read. */
+export type ParamSchema = z.ZodObject<Record<string, z.ZodType>>;
+export const paramSchema = (shape: Record<string, z.ZodType>): ParamSchema => z.object(shape);
 
 // Accessors for validated params.
 export const str = (p: Params, k: string, d?: string): string | undefined => (p[k] === undefined || p[k] === null ? d : String(p[k]));

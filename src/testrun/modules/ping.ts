@@ -1,5 +1,5 @@
 import { describeExit, type ProcessResult } from "../../util/process.ts";
-import { num, str } from "./params.ts";
+import { num, optional, paramSchema, required, str } from "./params.ts";
 import { CaseFailure, fail, pass, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
 
 interface PingResult {
@@ -21,14 +21,14 @@ const result = (ctx: EntryContext) => ctx.state.result as PingResult;
 export const pingModule: ModuleDef = {
   key: "ping",
   className: "TestPing",
-  params: {
-    host: { type: "string", required: true },
-    name: { type: "string" },
-    count: { type: "integer" },
-    timeout: { type: "number" },
-    max_loss_percent: { type: "number" },
-    max_rtt_ms: { type: "number" },
-  },
+  params: paramSchema({
+    host: required("string", "host name or address"),
+    name: optional("string", "the report's device name", "ping(<host>)"),
+    count: optional("integer", "echo requests sent", 3),
+    timeout: optional("number", "seconds for all of them", 10),
+    max_loss_percent: optional("number", "the packet loss allowed", 0),
+    max_rtt_ms: optional("number", "the highest average round trip allowed (adds the `rtt` case)"),
+  }),
   validate: (p) => (/^[A-Za-z0-9.:_-]+$/.test(String(p.host)) && !String(p.host).startsWith("-") ? undefined : "parameter 'host': expected a host name or address"),
   deviceName: ({ params }) => str(params, "name") ?? `ping(${str(params, "host")})`,
   cases({ params }) {

@@ -3,12 +3,14 @@ import { extendedSimpleModule, simpleModule } from "./compat.ts";
 import { fileModule } from "./file.ts";
 import { httpModule } from "./http.ts";
 import { junitModule } from "./junit.ts";
-import { checkParams } from "./params.ts";
 import { pingModule } from "./ping.ts";
 import { loadScriptModule, ScriptModuleError } from "./script.ts";
 import { sleepModule } from "./sleep.ts";
 import { tcpModule } from "./tcp.ts";
 import type { ModuleDef, Params } from "./types.ts";
+
+/** Params every entry may carry (2.2, 18.1): `override` hints stay in the params and are ignored. */
+const COMMON_IGNORED = new Set(["override"]);
 
 const BUILTIN: ReadonlyMap<string, ModuleDef> = new Map(
   [execModule, junitModule, httpModule, tcpModule, pingModule, fileModule, sleepModule, simpleModule, extendedSimpleModule].map((m) => [m.key, m]),
@@ -25,6 +27,27 @@ export function findModule(key: string, lookup: ModuleLookup): ModuleDef | undef
   const builtin = BUILTIN.get(key);
   if (builtin) return builtin.compat && !lookup.compat ? undefined : builtin;
   return loadScriptModule(lookup.dataDir, key);
+}
+
+export interface ParamCheck {
+  error?: string;
+  /** Unknown params, for the run's warnings (18.1: ignored with a warning). */
+  unknown: string[];
+}
+
+/** Validates an entry's params against the module's schema (at trigger: errors are a 422). A null value counts as absent. */
+export function checkParams(module: ModuleDef, params: Params): ParamCheck {
+  const shape = module.params.shape;
+  const unknown = Object.keys(params).filter((k) => !(k in shape) && !COMMON_IGNORED.has(k));
+  const given = Object.fromEntries(Object.entries(params).filter(([k, v]) => k in shape && v !== undefined && v !== null));
+  const parsed = module.params.safeParse(given);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const name = issue.path.map(String).join(".");
+    return { error: given[String(issue.path[0])] === undefined ? `parameter '${name}' is required` : `parameter '${name}': ${issue.message}`, unknown };
+  }
+  const extra = module.validate?.(params);
+  return extra ? { error: extra, unknown } : { unknown };
 }
 
 export interface ResolvedEntry {

@@ -1,10 +1,11 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse } from "yaml";
+import { z } from "zod";
 import { describeExit } from "../../util/process.ts";
 import { checkOutput, hasOutputChecks } from "./exec.ts";
-import { ints, isMapping, num, str } from "./params.ts";
-import { fail, pass, type CaseDef, type ModuleDef, type Params, type ParamSpec } from "./types.ts";
+import { ints, isMapping, num, paramSchema, str } from "./params.ts";
+import { fail, pass, type CaseDef, type ModuleDef, type Params } from "./types.ts";
 
 /** A module key that can name a script module file (`/` allowed for nested keys, 2.2). */
 export const SCRIPT_KEY = /^[A-Za-z0-9_][A-Za-z0-9_.-]*(?:\/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$/;
@@ -48,10 +49,10 @@ export function loadScriptModule(dataDir: string, key: string): ModuleDef | unde
   if (!isMapping(doc)) bad("expected a mapping");
   const d = doc as Record<string, unknown>;
   const className = typeof d.class === "string" && /^[A-Za-z_][A-Za-z0-9_]*$/.test(d.class) ? d.class : bad("'class' must be an identifier");
-  const params: Record<string, ParamSpec> = {};
+  const shape: Record<string, z.ZodType> = {};
   if (d.params !== undefined && d.params !== null) {
     if (!isMapping(d.params)) bad("'params' must be a mapping");
-    for (const [name, spec] of Object.entries(d.params as Record<string, unknown>)) params[name] = { type: "any", required: isMapping(spec) && spec.required === true };
+    for (const [name, spec] of Object.entries(d.params as Record<string, unknown>)) shape[name] = isMapping(spec) && spec.required === true ? z.unknown() : z.unknown().optional();
   }
   if (!Array.isArray(d.cases) || d.cases.length === 0) bad("'cases' must be a non-empty list");
   const cases: CaseDef[] = (d.cases as unknown[]).map((c, i) => {
@@ -85,7 +86,7 @@ export function loadScriptModule(dataDir: string, key: string): ModuleDef | unde
   return {
     key,
     className,
-    params,
+    params: paramSchema(shape),
     deviceName: ({ params: p }) => fill(deviceName, p),
     cases: () => cases,
   };

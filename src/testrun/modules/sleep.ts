@@ -1,12 +1,12 @@
 import { setTimeout as delay } from "node:timers/promises";
-import { num } from "./params.ts";
+import { num, optional, paramSchema } from "./params.ts";
 import { pass, type ModuleDef } from "./types.ts";
 
 /** `sleep` (18.2): waits, then passes; an abort interrupts the wait at once. */
 export const sleepModule: ModuleDef = {
   key: "sleep",
   className: "TestSleepRPC",
-  params: { seconds: { type: "number" } },
+  params: paramSchema({ seconds: optional("number", "how long to wait", 10) }),
   validate: (p) => ((num(p, "seconds", 10) ?? 0) < 0 ? "parameter 'seconds': must not be negative" : undefined),
   deviceName: () => "Sleep Test",
   cases: () => [

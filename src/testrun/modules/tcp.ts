@@ -1,5 +1,5 @@
 import { connect, type Socket } from "node:net";
-import { num, regexError, str } from "./params.ts";
+import { choice, num, optional, paramSchema, regexError, required, str } from "./params.ts";
 import { fail, pass, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
 
 const READ_LIMIT = 64 * 1024;
@@ -56,16 +56,16 @@ function probe(ctx: EntryContext): Promise<TcpResult> {
 export const tcpModule: ModuleDef = {
   key: "tcp",
   className: "TestTcp",
-  params: {
-    host: { type: "string", required: true },
-    port: { type: "integer", required: true },
-    name: { type: "string" },
-    timeout: { type: "number" },
-    expect: { type: "string", oneOf: ["open", "closed"] },
-    send: { type: "string" },
-    expect_regex: { type: "string" },
-    read_timeout: { type: "number" },
-  },
+  params: paramSchema({
+    host: required("string", "host name or address"),
+    port: required("integer", "TCP port, 1 to 65535"),
+    name: optional("string", "the report's device name", "tcp(<host>:<port>)"),
+    timeout: optional("number", "seconds to connect", 5),
+    expect: choice(["open", "closed"], "whether the port should accept a connection", "open"),
+    send: optional("string", "text sent once connected"),
+    expect_regex: optional("string", "regular expression what is received must match (adds the `response` case)"),
+    read_timeout: optional("number", "seconds to read the response", 2),
+  }),
   validate: (p) => ((num(p, "port")! < 1 || num(p, "port")! > 65535) ? "parameter 'port': expected 1 to 65535" : regexError(p, "expect_regex")),
   deviceName: ({ params }) => str(params, "name") ?? `tcp(${str(params, "host")}:${num(params, "port")})`,
   cases({ params }) {

@@ -1,7 +1,8 @@
 import type { ProcessOptions, ProcessResult } from "../../util/process.ts";
+import type { Params, ParamSchema } from "./params.ts";
 
-/** An entry's parameters as written in the config (after overrides), `machines` removed. */
-export type Params = Record<string, unknown>;
+export type { Params };
+
 
 /** What one case produced (section 7.3). The runner turns a skip into `Skipped` / `Skipped: <reason>`. */
 export type Outcome = ({ status: "passed" } | { status: "failed"; message: string } | { status: "skipped"; reason?: string }) & {
@@ -45,14 +46,6 @@ export interface CaseDef {
   run(ctx: EntryContext): Promise<Outcome> | Outcome;
 }
 
-export type ParamType = "string" | "number" | "integer" | "boolean" | "command" | "strings" | "integers" | "mapping" | "list" | "scalar" | "any";
-
-export interface ParamSpec {
-  type: ParamType;
-  required?: boolean;
-  oneOf?: readonly string[];
-}
-
 /** One test module (section 7.1, 18.1). */
 export interface ModuleDef {
   key: string;
@@ -60,7 +53,8 @@ export interface ModuleDef {
   className: string;
   /** Compatibility modules are hidden unless `test_server.compat_modules` is on (18.2). */
   compat?: boolean;
-  params: Record<string, ParamSpec>;
+  /** Declared once (params.ts): validated at trigger, documented in docs/modules.md. */
+  params: ParamSchema;
   /** Checks across params, at trigger; returns a message for a 422. */
   validate?(params: Params): string | undefined;
   /** The report's device name; called after set-up, so it may use `state`. */

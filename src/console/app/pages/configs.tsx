@@ -2,7 +2,7 @@ import { useRef, useState } from "preact/hooks";
 import { api, ApiError, call, get, messageOf, seg, upload } from "../api.ts";
 import { href, type Page, type PageProps } from "../router.ts";
 import { canReadTests, canRunTests, hintLines, includesOf, YamlView, type ConfigProblem, type TestConfig } from "../testruns.tsx";
-import { Card, Empty, formatBytes, notify, PageHeader, Show, Time, useAction, useLoad } from "../ui.tsx";
+import { Card, formatBytes, notify, PageHeader, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
 
 /** What uploading one file did: stored here, then copied to nodes (each node's result). */
 interface UploadResult {
@@ -34,54 +34,48 @@ function Configs({ me }: PageProps) {
       <PageHeader title="Test configs" sub="YAML files that say what a test run does: groups of test entries, suites, includes and overridable keys." />
       {write && <UploadCard onUploaded={configs.reload} />}
       <Show loaded={configs}>
-        {(list) =>
-          list.length === 0 ? (
-            <Empty>No configs yet{write ? ": upload one above (assets/testrun/samples has one for every module)." : "."}</Empty>
-          ) : (
-            <div class="table-wrap">
-              <table class="table">
-                <thead>
-                  <tr>
-                    <th>Name</th>
-                    <th>Uploaded</th>
-                    <th>Size</th>
-                    <th />
-                  </tr>
-                </thead>
-                <tbody>
-                  {list.map((c) => (
-                    <tr key={c.name} data-config={c.name}>
-                      <td>
-                        <a class="mono strong" href={href(`/configs/${seg(c.name)}`)}>
-                          {c.name}
-                        </a>
-                      </td>
-                      <td>
-                        <Time value={c.created} />
-                      </td>
-                      <td>{formatBytes(c.size)}</td>
-                      <td class="actions">
-                        {write && (
-                          <a class="button small primary" href={href("/runs", { trigger: c.name })}>
-                            Run…
-                          </a>
-                        )}{" "}
-                        <a class="button small" href={`/api/v1/configs/${seg(c.name)}/file`} download={c.name}>
-                          Download
-                        </a>{" "}
-                        {write && (
-                          <button type="button" class="small danger" disabled={busy} onClick={() => remove(c)}>
-                            Delete
-                          </button>
-                        )}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )
-        }
+        {(list) => (
+          <Table
+            rows={list}
+            rowKey={(c) => c.name}
+            rowAttrs={(c) => ({ "data-config": c.name })}
+            empty={`No configs yet${write ? ": upload one above (assets/testrun/samples has one for every module)." : "."}`}
+            columns={[
+              {
+                head: "Name",
+                sort: (c) => c.name,
+                cell: (c) => (
+                  <a class="mono strong" href={href(`/configs/${seg(c.name)}`)}>
+                    {c.name}
+                  </a>
+                ),
+              },
+              { head: "Uploaded", sort: (c) => c.created, cell: (c) => <Time value={c.created} /> },
+              { head: "Size", sort: (c) => c.size, cell: (c) => formatBytes(c.size) },
+              {
+                head: "",
+                class: "actions",
+                cell: (c) => (
+                  <>
+                    {write && (
+                      <a class="button small primary" href={href("/runs", { trigger: c.name })}>
+                        Run…
+                      </a>
+                    )}{" "}
+                    <a class="button small" href={`/api/v1/configs/${seg(c.name)}/file`} download={c.name}>
+                      Download
+                    </a>{" "}
+                    {write && (
+                      <button type="button" class="small danger" disabled={busy} onClick={() => remove(c)}>
+                        Delete
+                      </button>
+                    )}
+                  </>
+                ),
+              },
+            ]}
+          />
+        )}
       </Show>
     </>
   );

@@ -5,8 +5,8 @@ import { isOnline, useLive } from "../live.ts";
 import { href, navigate, type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, prefixOf } from "../session.ts";
 import type { Device, Group } from "../types.ts";
-import { Badge, Card, Empty, ErrorBox, OnlineBadge, PageHeader, ProgressBar, Show, Time, useAction, useLoad } from "../ui.tsx";
-import { groupName } from "./groups.tsx";
+import { groupName } from "../update.ts";
+import { Badge, Card, ErrorBox, OnlineBadge, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
 
 interface ActionDef {
   action_id: string;
@@ -27,7 +27,7 @@ interface LogEntry {
 }
 
 /** Base64 output of an action as text. */
-export const decodeOutput = (b64: string | null | undefined): string => {
+const decodeOutput = (b64: string | null | undefined): string => {
   if (!b64) return "";
   try {
     return new TextDecoder().decode(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)));
@@ -233,30 +233,34 @@ function Actions(props: { mac: string; online: boolean }) {
           <p class="muted">The device is offline: its actions are listed when it is connected.</p>
         ) : list.error ? (
           <ErrorBox error={list.error} retry={list.reload} />
-        ) : !list.data ? (
-          <p class="muted">Asking the device…</p>
-        ) : list.data.length === 0 ? (
-          <p class="muted">The device offers no actions.</p>
         ) : (
-          <div class="table-wrap">
-            <table class="table">
-              <tbody>
-                {list.data.map((a) => (
-                  <tr key={a.action_id}>
-                    <td>
-                      <div class="strong">{a.action_name || a.action_id}</div>
-                      <div class="muted small">{a.description || <span class="mono">{a.command.join(" ") || a.action_id}</span>}</div>
-                    </td>
-                    <td class="actions">
-                      <button type="button" class="small" disabled={busy} onClick={() => exec(a)} aria-label={`Run ${a.action_name || a.action_id}`}>
-                        {running === a.action_id ? "Running…" : "Run"}
-                      </button>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <Table
+            rows={list.data}
+            loading="Asking the device…"
+            empty="The device offers no actions."
+            headless
+            rowKey={(a) => a.action_id}
+            columns={[
+              {
+                head: "Action",
+                cell: (a) => (
+                  <>
+                    <div class="strong">{a.action_name || a.action_id}</div>
+                    <div class="muted small">{a.description || <span class="mono">{a.command.join(" ") || a.action_id}</span>}</div>
+                  </>
+                ),
+              },
+              {
+                head: "",
+                class: "actions",
+                cell: (a) => (
+                  <button type="button" class="small" disabled={busy} onClick={() => exec(a)} aria-label={`Run ${a.action_name || a.action_id}`}>
+                    {running === a.action_id ? "Running…" : "Run"}
+                  </button>
+                ),
+              },
+            ]}
+          />
         )}
         {result && (
           <div class="action-result" aria-live="polite">
@@ -282,51 +286,38 @@ function Actions(props: { mac: string; online: boolean }) {
         }
       >
         <Show loaded={log}>
-          {(entries) =>
-            entries.length === 0 ? (
-              <Empty>No actions run yet.</Empty>
-            ) : (
-              <div class="table-wrap">
-                <table class="table">
-                  <thead>
-                    <tr>
-                      <th>Action</th>
-                      <th>Status</th>
-                      <th>When</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {entries.slice(0, 50).map((e) => (
-                      <tr key={e.id}>
-                        <td>
-                          <span class="mono">{e.action}</span>
-                          {e.output && (
-                            <details>
-                              <summary class="small muted">output{e.output_truncated ? " (start)" : ""}</summary>
-                              <pre class="output">{decodeOutput(e.output)}</pre>
-                            </details>
-                          )}
-                          {e.download_url && (
-                            <div>
-                              <a class="small" href={e.download_url}>
-                                whole output
-                              </a>
-                            </div>
-                          )}
-                        </td>
-                        <td>
-                          <Badge tone={statusTone(e)}>{e.status_code === null ? e.status : `exit ${e.status_code}`}</Badge>
-                        </td>
-                        <td>
-                          <Time value={e.created} />
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
-            )
-          }
+          {(entries) => (
+            <Table
+              rows={entries.slice(0, 50)}
+              rowKey={(e) => e.id}
+              empty="No actions run yet."
+              columns={[
+                {
+                  head: "Action",
+                  cell: (e) => (
+                    <>
+                      <span class="mono">{e.action}</span>
+                      {e.output && (
+                        <details>
+                          <summary class="small muted">output{e.output_truncated ? " (start)" : ""}</summary>
+                          <pre class="output">{decodeOutput(e.output)}</pre>
+                        </details>
+                      )}
+                      {e.download_url && (
+                        <div>
+                          <a class="small" href={e.download_url}>
+                            whole output
+                          </a>
+                        </div>
+                      )}
+                    </>
+                  ),
+                },
+                { head: "Status", cell: (e) => <Badge tone={statusTone(e)}>{e.status_code === null ? e.status : `exit ${e.status_code}`}</Badge> },
+                { head: "When", cell: (e) => <Time value={e.created} /> },
+              ]}
+            />
+          )}
         </Show>
       </Card>
     </>

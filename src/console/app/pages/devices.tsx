@@ -4,8 +4,8 @@ import { isOnline, useLive } from "../live.ts";
 import { href, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
 import type { Device, Group } from "../types.ts";
-import { groupName } from "./groups.tsx";
-import { Badge, Empty, OnlineBadge, PageHeader, Pager, ProgressBar, Show, Time, useDebounced, useLoad } from "../ui.tsx";
+import { groupName } from "../update.ts";
+import { Badge, OnlineBadge, PageHeader, ProgressBar, Show, Table, Time, useDebounced, useLoad } from "../ui.tsx";
 
 const LIMIT = 50;
 
@@ -22,7 +22,7 @@ function Devices({ query, me }: PageProps) {
     const { items, total } = await getPage<Device>(`/api/v2/devices?${params}`);
     // Tags are per device: one small request each, for this page only.
     const tags = await Promise.all(items.map((d) => get<string[]>(`/api/v2/devices/${d.id}/tags`).catch(() => [] as string[])));
-    return { items, total, tags };
+    return { items: items.map((d, i) => ({ ...d, tags: tags[i]! })), total };
   }, [offset, q]);
   const groups = useLoad(() => get<Group[]>("/api/v2/groups"));
   const nameOfGroup = (id: number) => {
@@ -45,70 +45,58 @@ function Devices({ query, me }: PageProps) {
         <input type="search" class="filter" placeholder="Filter: name, MAC, id, version, type" aria-label="Filter devices" value={text} onInput={(e) => setText(e.currentTarget.value)} />
       </PageHeader>
       <Show loaded={page}>
-        {({ items, total, tags }) =>
-          items.length === 0 ? (
-            <Empty>{q ? "No device matches the filter." : "No approved devices yet: approve one under Registrations."}</Empty>
-          ) : (
-            <>
-              <div class="table-wrap">
-                <table class="table">
-                  <thead>
-                    <tr>
-                      <th>Device</th>
-                      <th>Status</th>
-                      <th>Version</th>
-                      <th class="hide-narrow">Type</th>
-                      <th class="hide-narrow">Groups</th>
-                      <th class="hide-narrow">Tags</th>
-                      <th>Last access</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {items.map((d, i) => {
-                      const progress = live.progress.get(d.mac_address);
-                      return (
-                        <tr key={d.id} data-mac={d.mac_address}>
-                          <td>
-                            <a href={href(`/devices/${seg(d.id)}`)} class="strong">
-                              {d.name || d.mac_address}
-                            </a>
-                            <div class="muted mono small">{d.mac_address}</div>
-                          </td>
-                          <td>
-                            <OnlineBadge online={isOnline(live, d.mac_address, d.connected)} />
-                            {progress && (
-                              <div class="progress-cell" title={`updating to ${progress.version}`}>
-                                <ProgressBar value={progress.progress} label={`update of ${d.name || d.mac_address}`} />
-                              </div>
-                            )}
-                          </td>
-                          <td class="mono">{String(d.metadata[`${prefix}.software.version`] ?? "–")}</td>
-                          <td class="hide-narrow">{String(d.metadata[`${prefix}.hardware.devtype`] ?? "–")}</td>
-                          <td class="hide-narrow">
-                            {d.groups.map((g) => (
-                              <Badge key={g} tone="info">
-                                {nameOfGroup(g)}
-                              </Badge>
-                            ))}
-                          </td>
-                          <td class="hide-narrow">
-                            {tags[i]!.map((t) => (
-                              <Badge key={t}>{t}</Badge>
-                            ))}
-                          </td>
-                          <td>
-                            <Time value={d.last_access} />
-                          </td>
-                        </tr>
-                      );
-                    })}
-                  </tbody>
-                </table>
-              </div>
-              <Pager offset={offset} limit={LIMIT} total={total} onChange={(o) => replaceQuery({ q, offset: o || undefined })} />
-            </>
-          )
-        }
+        {({ items, total }) => (
+          <Table
+            rows={items}
+            rowKey={(d) => d.id}
+            rowAttrs={(d) => ({ "data-mac": d.mac_address })}
+            empty={q ? "No device matches the filter." : "No approved devices yet: approve one under Registrations."}
+            pager={{ offset, limit: LIMIT, total, onChange: (o) => replaceQuery({ q, offset: o || undefined }) }}
+            columns={[
+              {
+                head: "Device",
+                cell: (d) => (
+                  <>
+                    <a href={href(`/devices/${seg(d.id)}`)} class="strong">
+                      {d.name || d.mac_address}
+                    </a>
+                    <div class="muted mono small">{d.mac_address}</div>
+                  </>
+                ),
+              },
+              {
+                head: "Status",
+                cell: (d) => {
+                  const progress = live.progress.get(d.mac_address);
+                  return (
+                    <>
+                      <OnlineBadge online={isOnline(live, d.mac_address, d.connected)} />
+                      {progress && (
+                        <div class="progress-cell" title={`updating to ${progress.version}`}>
+                          <ProgressBar value={progress.progress} label={`update of ${d.name || d.mac_address}`} />
+                        </div>
+                      )}
+                    </>
+                  );
+                },
+              },
+              { head: "Version", class: "mono", cell: (d) => String(d.metadata[`${prefix}.software.version`] ?? "–") },
+              { head: "Type", class: "hide-narrow", cell: (d) => String(d.metadata[`${prefix}.hardware.devtype`] ?? "–") },
+              {
+                head: "Groups",
+                class: "hide-narrow",
+                cell: (d) =>
+                  d.groups.map((g) => (
+                    <Badge key={g} tone="info">
+                      {nameOfGroup(g)}
+                    </Badge>
+                  )),
+              },
+              { head: "Tags", class: "hide-narrow", cell: (d) => d.tags.map((t) => <Badge key={t}>{t}</Badge>) },
+              { head: "Last access", cell: (d) => <Time value={d.last_access} /> },
+            ]}
+          />
+        )}
       </Show>
     </>
   );

@@ -4,20 +4,13 @@ import { isOnline, useLive } from "../live.ts";
 import { href, navigate, type Page, type PageProps } from "../router.ts";
 import { prefixOf, type Me } from "../session.ts";
 import type { Device, Group, Package } from "../types.ts";
-import { Badge, Card, Empty, Field, OnlineBadge, PageHeader, Pager, Show, useAction, useDebounced, useLoad } from "../ui.tsx";
+import { Badge, Card, Field, OnlineBadge, PageHeader, Pager, Show, Table, useAction, useDebounced, useLoad } from "../ui.tsx";
+import { groupName, packageLabel } from "../update.ts";
 
-/** The display name: `<prefix>.group.name` (the reference UI's key), else `name`, else the id. */
-export const groupName = (g: Group): string => {
-  const key = Object.keys(g.metadata).find((k) => k.endsWith(".group.name")) ?? "name";
-  return typeof g.metadata[key] === "string" && g.metadata[key] ? String(g.metadata[key]) : `Group ${g.id}`;
-};
 const groupDescription = (g: Group): string => {
   const key = Object.keys(g.metadata).find((k) => k.endsWith(".group.description")) ?? "description";
   return typeof g.metadata[key] === "string" ? String(g.metadata[key]) : "";
 };
-export const packageLabel = (p: Package, prefix: string): string =>
-  `${String(p.metadata[`${prefix}.software.version`] ?? "?")} · ${String(p.metadata[`${prefix}.hardware.devtype`] ?? "?")} (#${p.id})`;
-
 const POLICY_HELP = (
   <ul class="hint" style={{ margin: "4px 0 0", paddingLeft: "18px" }}>
     <li>
@@ -55,43 +48,31 @@ function Groups({ me }: PageProps) {
     <>
       <PageHeader title="Groups" sub="A group gives its devices an update policy and the packages to reach it." />
       <Show loaded={groups}>
-        {(list) =>
-          list.length === 0 ? (
-            <Empty>No groups yet.</Empty>
-          ) : (
-            <div class="table-wrap">
-              <table class="table">
-                <thead>
-                  <tr>
-                    <th>Group</th>
-                    <th>Policy</th>
-                    <th>Priority</th>
-                    <th>Devices</th>
-                    <th>Packages</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {[...list].sort((a, b) => a.priority - b.priority || a.id - b.id).map((g) => (
-                    <tr key={g.id}>
-                      <td>
-                        <a class="strong" href={href(`/groups/${g.id}`)}>
-                          {groupName(g)}
-                        </a>
-                        {groupDescription(g) && <div class="muted small">{groupDescription(g)}</div>}
-                      </td>
-                      <td>
-                        <PolicyBadge policy={g.policy} />
-                      </td>
-                      <td>{g.priority}</td>
-                      <td>{g.devices.length}</td>
-                      <td>{g.packages.length}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )
-        }
+        {(list) => (
+          <Table
+            rows={[...list].sort((a, b) => a.priority - b.priority || a.id - b.id)}
+            rowKey={(g) => g.id}
+            empty="No groups yet."
+            columns={[
+              {
+                head: "Group",
+                sort: groupName,
+                cell: (g) => (
+                  <>
+                    <a class="strong" href={href(`/groups/${g.id}`)}>
+                      {groupName(g)}
+                    </a>
+                    {groupDescription(g) && <div class="muted small">{groupDescription(g)}</div>}
+                  </>
+                ),
+              },
+              { head: "Policy", sort: (g) => g.policy, cell: (g) => <PolicyBadge policy={g.policy} /> },
+              { head: "Priority", sort: (g) => g.priority, cell: (g) => g.priority },
+              { head: "Devices", sort: (g) => g.devices.length, cell: (g) => g.devices.length },
+              { head: "Packages", sort: (g) => g.packages.length, cell: (g) => g.packages.length },
+            ]}
+          />
+        )}
       </Show>
       <Card title="New group" class="narrow-card">
         <form onSubmit={create}>
@@ -118,7 +99,7 @@ function Groups({ me }: PageProps) {
   );
 }
 
-export function PolicyBadge(props: { policy: string }) {
+function PolicyBadge(props: { policy: string }) {
   const [name, arg = ""] = props.policy.split(/,(.*)/s);
   if (name === "no_update") return <Badge>no update</Badge>;
   if (name === "exact_match") return <Badge tone="info">exactly {arg || "(empty)"}</Badge>;

@@ -1,7 +1,7 @@
 import { get } from "../api.ts";
 import type { Page, PageProps } from "../router.ts";
 import { canReadTests, type NodeStatus } from "../testruns.tsx";
-import { Badge, Empty, PageHeader, Show, useLoad } from "../ui.tsx";
+import { Badge, Empty, PageHeader, Show, Table, useLoad } from "../ui.tsx";
 
 /** This gateway and the lab nodes (test_server.nodes, nodes_file), each checked when the page loads. */
 function Nodes(_: PageProps) {
@@ -16,33 +16,31 @@ function Nodes(_: PageProps) {
       <Show loaded={nodes}>
         {(list) => (
           <>
-            <div class="table-wrap">
-              <table class="table">
-                <thead>
-                  <tr>
-                    <th>Node</th>
-                    <th>State</th>
-                    <th>Version</th>
-                    <th class="hide-narrow">Address</th>
-                    <th class="hide-narrow">Answer</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {list.map((n) => (
-                    <tr key={n.name} data-node={n.name}>
-                      <td class="strong">{n.local ? "This gateway" : n.name}</td>
-                      <td>
-                        {n.reachable ? <Badge tone="ok">reachable</Badge> : <Badge tone="bad">unreachable</Badge>}
-                        {n.error && <div class="small form-error">{n.error}</div>}
-                      </td>
-                      <td class="mono">{n.version || <span class="muted" title="not a labgate node, or down">–</span>}</td>
-                      <td class="hide-narrow mono small">{n.local ? <span class="muted">Local device</span> : n.url}</td>
-                      <td class="hide-narrow">{n.local ? <span class="muted">–</span> : n.latency_ms === null ? <span class="muted">none</span> : `${n.latency_ms} ms`}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <Table
+              rows={list}
+              rowKey={(n) => n.name}
+              rowAttrs={(n) => ({ "data-node": n.name })}
+              columns={[
+                { head: "Node", class: "strong", headClass: "", cell: (n) => (n.local ? "This gateway" : n.name) },
+                {
+                  head: "State",
+                  cell: (n) => (
+                    <>
+                      {n.reachable ? <Badge tone="ok">reachable</Badge> : <Badge tone="bad">unreachable</Badge>}
+                      {n.error && <div class="small form-error">{n.error}</div>}
+                    </>
+                  ),
+                },
+                { head: "Version", class: "mono", cell: (n) => n.version || <span class="muted" title="not a labgate node, or down">–</span> },
+                { head: "Address", class: "hide-narrow mono small", headClass: "hide-narrow", cell: (n) => (n.local ? <span class="muted">Local device</span> : n.url) },
+                {
+                  head: "Answer",
+                  class: "hide-narrow",
+                  sort: (n) => n.latency_ms,
+                  cell: (n) => (n.local ? <span class="muted">–</span> : n.latency_ms === null ? <span class="muted">none</span> : `${n.latency_ms} ms`),
+                },
+              ]}
+            />
             {list.length === 1 && (
               <Empty>
                 No lab nodes configured. Add them to the gateway's configuration (<code>test_server.nodes: {"{node1: http://10.0.1.2:5000}"}</code> or a{" "}

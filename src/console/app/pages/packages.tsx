@@ -3,13 +3,14 @@ import { api, get, messageOf, upload } from "../api.ts";
 import { type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
 import type { Package } from "../types.ts";
-import { Card, copyText, Empty, Field, formatBytes, notify, PageHeader, ProgressBar, Show, Time, useAction, useLoad } from "../ui.tsx";
+import { Card, copyText, Field, formatBytes, notify, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
 
 function Packages({ me }: PageProps) {
   const packages = useLoad(() => get<Package[]>("/api/v1/packages"));
   const [busy, run] = useAction();
   const prefix = prefixOf(me);
   const meta = (p: Package, key: string) => p.metadata[`${prefix}.${key}`];
+  const size = (p: Package) => Number(meta(p, "storage.local.length") ?? p.size);
 
   const copyLink = (p: Package) =>
     run(async () => {
@@ -31,54 +32,52 @@ function Packages({ me }: PageProps) {
       <PageHeader title="Packages" sub="Images and files devices install. A group's policy picks among them by version and device type." />
       <UploadCard prefix={prefix} onUploaded={packages.reload} />
       <Show loaded={packages}>
-        {(list) =>
-          list.length === 0 ? (
-            <Empty>No packages yet: upload one above.</Empty>
-          ) : (
-            <div class="table-wrap">
-              <table class="table">
-                <thead>
-                  <tr>
-                    <th>Version</th>
-                    <th>Device type</th>
-                    <th>Size</th>
-                    <th class="hide-narrow">SHA-256</th>
-                    <th class="hide-narrow">Uploaded</th>
-                    <th />
-                  </tr>
-                </thead>
-                <tbody>
-                  {[...list].reverse().map((p) => (
-                    <tr key={p.id} data-package={p.id}>
-                      <td>
-                        <span class="mono strong">{String(meta(p, "software.version") ?? "–")}</span>
-                        <div class="muted small">#{p.id}</div>
-                      </td>
-                      <td>{String(meta(p, "hardware.devtype") ?? "–")}</td>
-                      <td class="nowrap">{formatBytes(Number(meta(p, "storage.local.length") ?? p.size))}</td>
-                      <td class="hide-narrow">
-                        <span class="mono small" title={p.sha256}>
-                          {p.sha256?.slice(0, 16)}…
-                        </span>
-                      </td>
-                      <td class="hide-narrow">
-                        <Time value={p.created as string} />
-                      </td>
-                      <td class="actions">
-                        <button type="button" class="small" disabled={busy} onClick={() => copyLink(p)}>
-                          Copy link
-                        </button>{" "}
-                        <button type="button" class="small danger" disabled={busy} onClick={() => remove(p)}>
-                          Delete
-                        </button>
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )
-        }
+        {(list) => (
+          <Table
+            rows={[...list].reverse()}
+            rowKey={(p) => p.id}
+            rowAttrs={(p) => ({ "data-package": p.id })}
+            empty="No packages yet: upload one above."
+            columns={[
+              {
+                head: "Version",
+                sort: (p) => String(meta(p, "software.version") ?? ""),
+                cell: (p) => (
+                  <>
+                    <span class="mono strong">{String(meta(p, "software.version") ?? "–")}</span>
+                    <div class="muted small">#{p.id}</div>
+                  </>
+                ),
+              },
+              { head: "Device type", sort: (p) => String(meta(p, "hardware.devtype") ?? ""), cell: (p) => String(meta(p, "hardware.devtype") ?? "–") },
+              { head: "Size", class: "nowrap", headClass: "", sort: (p) => size(p), cell: (p) => formatBytes(size(p)) },
+              {
+                head: "SHA-256",
+                class: "hide-narrow",
+                cell: (p) => (
+                  <span class="mono small" title={p.sha256}>
+                    {p.sha256?.slice(0, 16)}…
+                  </span>
+                ),
+              },
+              { head: "Uploaded", class: "hide-narrow", sort: (p) => p.created as string, cell: (p) => <Time value={p.created as string} /> },
+              {
+                head: "",
+                class: "actions",
+                cell: (p) => (
+                  <>
+                    <button type="button" class="small" disabled={busy} onClick={() => copyLink(p)}>
+                      Copy link
+                    </button>{" "}
+                    <button type="button" class="small danger" disabled={busy} onClick={() => remove(p)}>
+                      Delete
+                    </button>
+                  </>
+                ),
+              },
+            ]}
+          />
+        )}
       </Show>
     </>
   );

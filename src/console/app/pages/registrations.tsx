@@ -1,8 +1,7 @@
-import { useEffect } from "preact/hooks";
 import { api, get } from "../api.ts";
 import { type Page, type PageProps, href } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
-import { type ActionOptions, Badge, Empty, PageHeader, Show, Time, useAction, useLoad } from "../ui.tsx";
+import { type ActionOptions, Badge, PageHeader, Show, Table, Time, useAction, useEvery, useLoad } from "../ui.tsx";
 
 interface Pending {
   mac_address: string;
@@ -16,7 +15,7 @@ interface Pending {
 }
 
 /** A fingerprint as groups of four hex digits (the first 32 digits; the whole one as a tooltip). */
-export function Fingerprint(props: { value: string | null }) {
+function Fingerprint(props: { value: string | null }) {
   if (!props.value) return <span class="muted">–</span>;
   const short = props.value.slice(0, 32).match(/.{1,4}/g)!.join(" ");
   return (
@@ -31,11 +30,8 @@ function Registrations({ me }: PageProps) {
   const [busy, run] = useAction();
   const prefix = prefixOf(me);
   const writable = canAdminWrite(me);
-  // Devices ask again every few seconds until approved: keep the list current.
-  useEffect(() => {
-    const timer = setInterval(pending.reload, 5000);
-    return () => clearInterval(timer);
-  }, []);
+  // Devices ask again every few seconds until approved (no event announces a request): keep the list current.
+  useEvery(5000, pending.reload);
 
   const approve = async (p: Pending) => {
     const name = String(p.metadata[`${prefix}.device.name`] ?? p.mac_address);
@@ -88,61 +84,56 @@ function Registrations({ me }: PageProps) {
         </button>
       </PageHeader>
       <Show loaded={pending}>
-        {(list) =>
-          list.length === 0 ? (
-            <Empty>No pending registrations. A device appears here when its agent first contacts the server.</Empty>
-          ) : (
-            <div class="table-wrap">
-              <table class="table">
-                <thead>
-                  <tr>
-                    <th>Device</th>
-                    <th class="hide-narrow">Type / version</th>
-                    <th>Key fingerprint</th>
-                    <th class="hide-narrow">Last asked</th>
-                    <th />
-                  </tr>
-                </thead>
-                <tbody>
-                  {list.map((p) => (
-                    <tr key={p.mac_address + p.key_fingerprint} data-mac={p.mac_address}>
-                      <td>
-                        <div class="strong">{String(p.metadata[`${prefix}.device.name`] ?? p.mac_address)}</div>
-                        <div class="mono small muted">{p.mac_address}</div>
-                        {p.key_change && (
-                          <Badge tone="warn" title="Approving replaces the key of an approved device">
-                            key change: <a href={href(`/devices/${p.device_id}`)}>device {p.device_id}</a>
-                          </Badge>
-                        )}
-                      </td>
-                      <td class="hide-narrow">
-                        {String(p.metadata[`${prefix}.hardware.devtype`] ?? "–")} · <span class="mono">{String(p.metadata[`${prefix}.software.version`] ?? "–")}</span>
-                      </td>
-                      <td>
-                        <Fingerprint value={p.key_fingerprint} />
-                      </td>
-                      <td class="hide-narrow">
-                        <Time value={p.last_appeared} />
-                      </td>
-                      <td class="actions">
-                        {writable && (
-                          <>
-                            <button type="button" class="primary small" disabled={busy} onClick={() => approve(p)}>
-                              {p.key_change ? "Approve key change" : "Approve"}
-                            </button>{" "}
-                            <button type="button" class="danger small" disabled={busy} onClick={() => remove(p)}>
-                              Remove
-                            </button>
-                          </>
-                        )}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )
-        }
+        {(list) => (
+          <Table
+            rows={list}
+            rowKey={(p) => p.mac_address + p.key_fingerprint}
+            rowAttrs={(p) => ({ "data-mac": p.mac_address })}
+            empty="No pending registrations. A device appears here when its agent first contacts the server."
+            columns={[
+              {
+                head: "Device",
+                sort: (p) => String(p.metadata[`${prefix}.device.name`] ?? p.mac_address),
+                cell: (p) => (
+                  <>
+                    <div class="strong">{String(p.metadata[`${prefix}.device.name`] ?? p.mac_address)}</div>
+                    <div class="mono small muted">{p.mac_address}</div>
+                    {p.key_change && (
+                      <Badge tone="warn" title="Approving replaces the key of an approved device">
+                        key change: <a href={href(`/devices/${p.device_id}`)}>device {p.device_id}</a>
+                      </Badge>
+                    )}
+                  </>
+                ),
+              },
+              {
+                head: "Type / version",
+                class: "hide-narrow",
+                cell: (p) => (
+                  <>
+                    {String(p.metadata[`${prefix}.hardware.devtype`] ?? "–")} · <span class="mono">{String(p.metadata[`${prefix}.software.version`] ?? "–")}</span>
+                  </>
+                ),
+              },
+              { head: "Key fingerprint", cell: (p) => <Fingerprint value={p.key_fingerprint} /> },
+              { head: "Last asked", class: "hide-narrow", sort: (p) => p.last_appeared, cell: (p) => <Time value={p.last_appeared} /> },
+              writable && {
+                head: "",
+                class: "actions",
+                cell: (p) => (
+                  <>
+                    <button type="button" class="primary small" disabled={busy} onClick={() => approve(p)}>
+                      {p.key_change ? "Approve key change" : "Approve"}
+                    </button>{" "}
+                    <button type="button" class="danger small" disabled={busy} onClick={() => remove(p)}>
+                      Remove
+                    </button>
+                  </>
+                ),
+              },
+            ]}
+          />
+        )}
       </Show>
     </>
   );

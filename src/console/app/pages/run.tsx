@@ -1,9 +1,8 @@
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { api, call, get, seg } from "../api.ts";
 import { href, navigate, type Page, type PageProps } from "../router.ts";
-import { canReadTests, canRunTests, countRows, Counts, failuresFirst, isFinal, runBase, StatusBadge, useRunEvents, type Artifact, type ReportRow, type Run } from "../testruns.tsx";
-import { Card, Empty, ErrorBox, Pager, PageHeader, Show, Time, useAction, useDebounced, useLoad } from "../ui.tsx";
-import { RepeatDialog } from "./runs.tsx";
+import { canReadTests, canRunTests, countRows, Counts, failuresFirst, isFinal, RepeatDialog, runBase, RUN_STREAM, StatusBadge, type Artifact, type ReportRow, type Run, type RunEvents } from "../testruns.tsx";
+import { Card, Empty, ErrorBox, PageHeader, Show, Table, Time, useAction, useDebounced, useEventSource, useEvery, useLoad } from "../ui.tsx";
 
 /** A run: here (`/runs/<id>`), or on a lab node read through this gateway (`/runs/<id>?node=<name>`). */
 function RunPage({ params, query, me }: PageProps) {
@@ -15,18 +14,13 @@ function RunPage({ params, query, me }: PageProps) {
   const [busy, act] = useAction();
   const write = canRunTests(me) && !node;
 
-  // Live: the stream for runs here; a node's run is asked again every 2 s until it ends.
-  useRunEvents((e) => {
-    if (node) return;
-    if (e.event === "run" && e.run.id === id) run.setData(e.run);
-    if (e.event === "run-deleted" && e.id === id) navigate("/runs");
+  // Live: the run stream for runs here; a lab node's run has no stream at this gateway, so it is
+  // asked again every 2 s until it ends.
+  useEventSource<RunEvents>(node ? undefined : RUN_STREAM, {
+    run: (changed) => changed.id === id && run.setData(changed),
+    "run-deleted": (deleted) => deleted.id === id && navigate("/runs"),
   });
-  const final = run.data ? isFinal(run.data) : false;
-  useEffect(() => {
-    if (!node || final || !run.data) return;
-    const timer = setInterval(run.reload, 2000);
-    return () => clearInterval(timer);
-  }, [node, final, Boolean(run.data)]);
+  useEvery(2000, run.reload, Boolean(node && run.data && !isFinal(run.data)));
 
   const abort = () =>
     act(() => api("DELETE", `/api/v1/test-runs/${seg(id)}`), {
@@ -185,6 +179,24 @@ const seconds = (cell: string | undefined): string => {
   return s < 0.001 ? "<1 ms" : s < 1 ? `${Math.round(s * 1000)} ms` : `${s.toFixed(2)} s`;
 };
 
+/** Columns dropped on narrow screens. */
+const narrow = (column: string) => column === "module" || column === "start time" || column === "artifacts";
+
+/** A case's message: short ones as they are, long ones behind a toggle. */
+function Message(props: { text: string; open: boolean; onToggle: () => void }) {
+  const { text, open } = props;
+  if (text.length <= 90 && !text.includes("\n")) return <>{text}</>;
+  return (
+    <>
+      <button type="button" class="link message-toggle" aria-expanded={open} onClick={props.onToggle}>
+        {open ? "▾ " : "▸ "}
+        {open ? "" : `${text.split("\n")[0]!.slice(0, 90)}…`}
+      </button>
+      {open && <pre class="output message-full">{text}</pre>}
+    </>
+  );
+}
+
 /** The report as a table: counts, failures first, a filter box, messages expandable; paged (10,000 cases stay quick). */
 function Report(props: { base: string; runId: string }) {
   const report = useLoad(async () => {
@@ -195,7 +207,6 @@ function Report(props: { base: string; runId: string }) {
   }, [props.base]);
   const [text, setText] = useState("");
   const [status, setStatus] = useState("");
-  const [offset, setOffset] = useState(0);
   const [open, setOpen] = useState<Set<number>>(new Set());
   const filter = useDebounced(text.trim().toLowerCase(), 200);
   const ordered = useMemo(() => (report.data ? failuresFirst(report.data) : []), [report.data]);
@@ -204,10 +215,13 @@ function Report(props: { base: string; runId: string }) {
     () => ordered.filter((row) => (!status || row.status === status) && (!filter || Object.values(row).some((v) => v.toLowerCase().includes(filter)))),
     [ordered, filter, status],
   );
-  useEffect(() => {
-    setOffset(0);
-    setOpen(new Set());
-  }, [filter, status]);
+  useEffect(() => setOpen(new Set()), [filter, status]);
+  const toggle = (n: number) => {
+    const next = new Set(open);
+    if (next.has(n)) next.delete(n);
+    else next.add(n);
+    setOpen(next);
+  };
   const columns = report.data?.[0] ? Object.keys(report.data[0]).filter((c) => c !== "message" && c !== "status") : [];
 
   const downloads = (
@@ -248,73 +262,25 @@ function Report(props: { base: string; runId: string }) {
                 </select>
                 <span class="muted small">{shown.length === rows.length ? "failures first" : `${shown.length.toLocaleString()} of ${rows.length.toLocaleString()} cases`}</span>
               </div>
-              <div class="table-wrap">
-                <table class="table report" aria-label="Report">
-                  <thead>
-                    <tr>
-                      <th>Result</th>
-                      {columns.map((c) => (
-                        <th key={c} class={c === "module" || c === "start time" || c === "artifacts" ? "hide-narrow" : undefined}>
-                          {c}
-                        </th>
-                      ))}
-                      <th>Message</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {shown.slice(offset, offset + PAGE).map((row, i) => {
-                      const n = offset + i;
-                      const expanded = open.has(n);
-                      const message = row.message ?? "";
-                      const long = message.length > 90 || message.includes("\n");
-                      return (
-                        <tr key={n} data-case={row["test name"]} class={row.status === "failed" ? "row-failed" : undefined}>
-                          <td>
-                            <StatusBadge status={row.status ?? "?"} />
-                          </td>
-                          {columns.map((c) => (
-                            <td key={c} class={c === "module" || c === "start time" || c === "artifacts" ? "hide-narrow mono small" : c === "test name" ? "mono" : undefined}>
-                              {c === "duration" ? seconds(row[c]) : row[c]}
-                            </td>
-                          ))}
-                          <td class="message">
-                            {long ? (
-                              <button
-                                type="button"
-                                class="link message-toggle"
-                                aria-expanded={expanded}
-                                onClick={() => {
-                                  const next = new Set(open);
-                                  if (expanded) next.delete(n);
-                                  else next.add(n);
-                                  setOpen(next);
-                                }}
-                              >
-                                {expanded ? "▾ " : "▸ "}
-                                {expanded ? "" : `${message.split("\n")[0]!.slice(0, 90)}…`}
-                              </button>
-                            ) : (
-                              message
-                            )}
-                            {expanded && <pre class="output message-full">{message}</pre>}
-                          </td>
-                        </tr>
-                      );
-                    })}
-                  </tbody>
-                </table>
-              </div>
-              {shown.length > PAGE && (
-                <Pager
-                  offset={offset}
-                  limit={PAGE}
-                  total={shown.length}
-                  onChange={(o) => {
-                    setOffset(o);
-                    document.querySelector("table.report")?.scrollIntoView({ block: "start" });
-                  }}
-                />
-              )}
+              <Table
+                key={`${filter}\n${status}`}
+                rows={shown}
+                class="report"
+                label="Report"
+                pageSize={PAGE}
+                rowKey={(_, n) => n}
+                rowAttrs={(row) => ({ "data-case": row["test name"], class: row.status === "failed" ? "row-failed" : undefined })}
+                columns={[
+                  { head: "Result", cell: (row) => <StatusBadge status={row.status ?? "?"} /> },
+                  ...columns.map((c) => ({
+                    head: c,
+                    headClass: narrow(c) ? "hide-narrow" : undefined,
+                    class: narrow(c) ? "hide-narrow mono small" : c === "test name" ? "mono" : undefined,
+                    cell: (row: ReportRow) => (c === "duration" ? seconds(row[c]) : row[c]),
+                  })),
+                  { head: "Message", class: "message", cell: (row, n) => <Message text={row.message ?? ""} open={open.has(n)} onToggle={() => toggle(n)} /> },
+                ]}
+              />
             </>
           )
         }

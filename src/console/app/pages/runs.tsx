@@ -2,8 +2,8 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { api, call, get, getPage, messageOf, seg } from "../api.ts";
 import { href, navigate, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { RUN_STATUSES } from "../../../testrun/runs/status.ts";
-import { canReadTests, canRunTests, isFinal, LOCAL_DEVICE, PatternHelp, StatusBadge, useRunEvents, type Run, type TestConfig } from "../testruns.tsx";
-import { Empty, Field, Pager, PageHeader, Show, Time, useAction, useLoad } from "../ui.tsx";
+import { canReadTests, canRunTests, isFinal, LOCAL_DEVICE, PatternHelp, RepeatDialog, RUN_STREAM, StatusBadge, type Run, type RunEvents, type TestConfig } from "../testruns.tsx";
+import { Field, Modal, ModalButtons, PageHeader, Show, Table, Time, useAction, useEventSource, useLoad, type TableProps } from "../ui.tsx";
 
 const LIMIT = 25;
 
@@ -25,18 +25,21 @@ function Runs({ me, query }: PageProps) {
 
   // Live: a changed run on this page is replaced at once; a new or deleted one reloads the page.
   const reloadSoon = useDebouncedCall(runs.reload, 300);
-  const live = useRunEvents((e) => {
-    const page = runs.data;
-    if (!page) return;
-    if (e.event === "run") {
-      const at = page.items.findIndex((r) => r.id === e.run.id);
-      const matches = (!config || e.run.config_name === config) && (!status || status.split(",").includes(e.run.status));
+  const live = useEventSource<RunEvents>(RUN_STREAM, {
+    run: (run) => {
+      const page = runs.data;
+      if (!page) return;
+      const at = page.items.findIndex((r) => r.id === run.id);
+      const matches = (!config || run.config_name === config) && (!status || status.split(",").includes(run.status));
       if (at >= 0 && matches) {
         const items = [...page.items];
-        items[at] = e.run;
+        items[at] = run;
         runs.setData({ ...page, items });
       } else if (at >= 0 || (matches && offset === 0)) reloadSoon();
-    } else if (e.event === "run-deleted" && page.items.some((r) => r.id === e.id)) reloadSoon();
+    },
+    "run-deleted": ({ id }) => {
+      if (runs.data?.items.some((r) => r.id === id)) reloadSoon();
+    },
   });
 
   const filter = (next: Record<string, string | undefined>) => replaceQuery({ config, status, ...next, offset: undefined });
@@ -85,16 +88,16 @@ function Runs({ me, query }: PageProps) {
         </label>
       </div>
       <Show loaded={runs}>
-        {(page) =>
-          page.items.length === 0 ? (
-            <Empty>{config || status ? "No run matches these filters." : write ? "No runs yet: start one." : "No runs yet."}</Empty>
-          ) : (
-            <>
-              <RunTable runs={page.items} write={write} onRepeat={setRepeatOf} onChanged={runs.reload} />
-              <Pager offset={offset} limit={LIMIT} total={page.total} onChange={(o) => replaceQuery({ config, status, offset: o || undefined })} />
-            </>
-          )
-        }
+        {(page) => (
+          <RunTable
+            runs={page.items}
+            write={write}
+            onRepeat={setRepeatOf}
+            onChanged={runs.reload}
+            empty={config || status ? "No run matches these filters." : write ? "No runs yet: start one." : "No runs yet."}
+            pager={{ offset, limit: LIMIT, total: page.total, onChange: (o) => replaceQuery({ config, status, offset: o || undefined }) }}
+          />
+        )}
       </Show>
       {dialog !== undefined && <TriggerDialog configs={configs.data ?? []} initial={dialog} onClose={() => setDialog(undefined)} />}
       {repeatOf && <RepeatDialog run={repeatOf} onClose={() => setRepeatOf(undefined)} />}
@@ -112,7 +115,7 @@ function useDebouncedCall(fn: () => void, ms: number): () => void {
   };
 }
 
-function RunTable(props: { runs: Run[]; write: boolean; onRepeat: (run: Run) => void; onChanged: () => void }) {
+function RunTable(props: { runs: Run[]; write: boolean; onRepeat: (run: Run) => void; onChanged: () => void; empty: string; pager: TableProps<Run>["pager"] }) {
   const [busy, run] = useAction();
   const abort = (r: Run) =>
     run(() => api("DELETE", `/api/v1/test-runs/${seg(r.id)}`), {
@@ -129,82 +132,74 @@ function RunTable(props: { runs: Run[]; write: boolean; onRepeat: (run: Run) => 
       props.onChanged();
   };
   return (
-    <div class="table-wrap">
-      <table class="table">
-        <thead>
-          <tr>
-            <th>Status</th>
-            <th>Config</th>
-            <th class="hide-narrow">Suite</th>
-            <th class="hide-narrow">Where</th>
-            <th>Created</th>
-            <th class="hide-narrow">Finished</th>
-            <th />
-          </tr>
-        </thead>
-        <tbody>
-          {props.runs.map((r) => (
-            <tr key={r.id} data-run={r.id}>
-              <td>
-                <a href={href(`/runs/${seg(r.id)}`)} aria-label={`Run ${r.id}`}>
-                  <StatusBadge status={r.status} aborting={r.abort_requested} />
-                </a>
-              </td>
-              <td>
-                <a class="mono" href={href(`/runs/${seg(r.id)}`)}>
-                  {r.config_name}
-                </a>
-                {r.pattern && <div class="muted small mono">-k {r.pattern}</div>}
-              </td>
-              <td class="hide-narrow">{r.test_suite_name || <span class="muted">all</span>}</td>
-              <td class="hide-narrow">
-                {r.machine_target && r.machine_target !== "localhost" ? r.machine_target : "this gateway"}
-                {r.machine_target === "localhost" && (
-                  <div class="small">
-                    <a href={href(`/triggers/${seg(r.trigger_id)}`)}>multi-node trigger</a>
-                  </div>
-                )}
-              </td>
-              <td>
-                <Time value={r.created_at} />
-              </td>
-              <td class="hide-narrow">{r.finished_at ? <Time value={r.finished_at} /> : <span class="muted">–</span>}</td>
-              <td class="actions">
-                {props.write && !isFinal(r) && (
-                  <button type="button" class="small danger" disabled={busy || r.abort_requested} onClick={() => abort(r)}>
-                    Abort
+    <Table
+      rows={props.runs}
+      rowKey={(r) => r.id}
+      rowAttrs={(r) => ({ "data-run": r.id })}
+      empty={props.empty}
+      pager={props.pager}
+      columns={[
+        {
+          head: "Status",
+          cell: (r) => (
+            <a href={href(`/runs/${seg(r.id)}`)} aria-label={`Run ${r.id}`}>
+              <StatusBadge status={r.status} aborting={r.abort_requested} />
+            </a>
+          ),
+        },
+        {
+          head: "Config",
+          cell: (r) => (
+            <>
+              <a class="mono" href={href(`/runs/${seg(r.id)}`)}>
+                {r.config_name}
+              </a>
+              {r.pattern && <div class="muted small mono">-k {r.pattern}</div>}
+            </>
+          ),
+        },
+        { head: "Suite", class: "hide-narrow", cell: (r) => r.test_suite_name || <span class="muted">all</span> },
+        {
+          head: "Where",
+          class: "hide-narrow",
+          cell: (r) => (
+            <>
+              {r.machine_target && r.machine_target !== "localhost" ? r.machine_target : "this gateway"}
+              {r.machine_target === "localhost" && (
+                <div class="small">
+                  <a href={href(`/triggers/${seg(r.trigger_id)}`)}>multi-node trigger</a>
+                </div>
+              )}
+            </>
+          ),
+        },
+        { head: "Created", cell: (r) => <Time value={r.created_at} /> },
+        { head: "Finished", class: "hide-narrow", cell: (r) => (r.finished_at ? <Time value={r.finished_at} /> : <span class="muted">–</span>) },
+        {
+          head: "",
+          class: "actions",
+          cell: (r) => (
+            <>
+              {props.write && !isFinal(r) && (
+                <button type="button" class="small danger" disabled={busy || r.abort_requested} onClick={() => abort(r)}>
+                  Abort
+                </button>
+              )}
+              {props.write && isFinal(r) && (
+                <>
+                  <button type="button" class="small" disabled={busy} onClick={() => props.onRepeat(r)}>
+                    Repeat…
+                  </button>{" "}
+                  <button type="button" class="small danger" disabled={busy} onClick={() => remove(r)}>
+                    Delete
                   </button>
-                )}
-                {props.write && isFinal(r) && (
-                  <>
-                    <button type="button" class="small" disabled={busy} onClick={() => props.onRepeat(r)}>
-                      Repeat…
-                    </button>{" "}
-                    <button type="button" class="small danger" disabled={busy} onClick={() => remove(r)}>
-                      Delete
-                    </button>
-                  </>
-                )}
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
-  );
-}
-
-/** A modal form in a <dialog>: Escape or Cancel closes it. */
-export function Modal(props: { title: string; onClose: () => void; children: preact.ComponentChildren; wide?: boolean }) {
-  const ref = useRef<HTMLDialogElement>(null);
-  useEffect(() => {
-    if (ref.current && !ref.current.open) ref.current.showModal();
-  }, []);
-  return (
-    <dialog ref={ref} class={`confirm form-dialog ${props.wide ? "wide" : ""}`} onCancel={props.onClose} onClose={props.onClose} aria-labelledby="modal-title">
-      <h2 id="modal-title">{props.title}</h2>
-      {props.children}
-    </dialog>
+                </>
+              )}
+            </>
+          ),
+        },
+      ]}
+    />
   );
 }
 
@@ -381,65 +376,7 @@ function TriggerDialog(props: { configs: TestConfig[]; initial: string; onClose:
           </div>
         </fieldset>
 
-        {error && (
-          <p class="form-error" role="alert">
-            {error}
-          </p>
-        )}
-        <div class="row end">
-          <button type="button" onClick={props.onClose}>
-            Cancel
-          </button>
-          <button type="submit" class="primary" disabled={busy || !config || (where === "nodes" && picked.size === 0)}>
-            {busy ? "Starting…" : "Start run"}
-          </button>
-        </div>
-      </form>
-    </Modal>
-  );
-}
-
-/** Repeat with a pattern (its syntax explained; the server's refusal shown in place). */
-export function RepeatDialog(props: { run: Run; onClose: () => void }) {
-  const [pattern, setPattern] = useState(props.run.pattern);
-  const [error, setError] = useState<string>();
-  const [busy, setBusy] = useState(false);
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    setBusy(true);
-    setError(undefined);
-    try {
-      const run = await api<Run>("POST", `/api/v1/test-runs/${seg(props.run.id)}/repeat`, { json: pattern.trim() === "" ? null : pattern.trim() });
-      props.onClose();
-      navigate(`/runs/${seg(run.id)}`);
-    } catch (err) {
-      setError(messageOf(err));
-    } finally {
-      setBusy(false);
-    }
-  };
-  return (
-    <Modal title={`Repeat ${props.run.config_name}`} onClose={props.onClose}>
-      <form onSubmit={submit}>
-        <p class="muted small">
-          A new run with the config as it is now, the same suite{props.run.test_suite_name ? ` (${props.run.test_suite_name})` : ""}, overrides and target.
-        </p>
-        <Field label="Cases to run again (-k pattern)" hint={<PatternHelp />} wide>
-          <input name="pattern" class="mono" value={pattern} onInput={(e) => setPattern((e.target as HTMLInputElement).value)} placeholder="empty: every case" autofocus />
-        </Field>
-        {error && (
-          <p class="form-error" role="alert">
-            {error}
-          </p>
-        )}
-        <div class="row end">
-          <button type="button" onClick={props.onClose}>
-            Cancel
-          </button>
-          <button type="submit" class="primary" disabled={busy}>
-            Repeat
-          </button>
-        </div>
+        <ModalButtons error={error} onCancel={props.onClose} submit={busy ? "Starting…" : "Start run"} disabled={busy || !config || (where === "nodes" && picked.size === 0)} />
       </form>
     </Modal>
   );

@@ -1,8 +1,8 @@
 import { useEffect, useState } from "preact/hooks";
 import { api, call, get, seg } from "../api.ts";
 import { href, type Page, type PageProps } from "../router.ts";
-import { canReadTests, canRunTests, countRows, Counts, isFinal, runBase, StatusBadge, useRunEvents, type ReportRow, type Run, type Trigger } from "../testruns.tsx";
-import { Card, ErrorBox, PageHeader, Show, Time, useAction, useLoad } from "../ui.tsx";
+import { canReadTests, canRunTests, countRows, Counts, isFinal, runBase, RUN_STREAM, StatusBadge, type ReportRow, type Run, type RunEvents, type Trigger } from "../testruns.tsx";
+import { Card, ErrorBox, PageHeader, Show, Time, useAction, useEventSource, useEvery, useLoad } from "../ui.tsx";
 
 /** One run of a multi-node trigger: here, or on a node (read through this gateway). */
 interface Share {
@@ -19,9 +19,9 @@ function TriggerPage({ params, me }: PageProps) {
   const id = params.id!;
   const trigger = useLoad(() => get<Trigger>(`/api/v1/test-runs/trigger/${seg(id)}`), [id]);
   const [busy, act] = useAction();
-  useRunEvents((e) => {
-    if (e.event === "trigger" && e.trigger.trigger_id === id) trigger.setData(e.trigger);
-    if (e.event === "run" && e.run.trigger_id === id) trigger.reload();
+  useEventSource<RunEvents>(RUN_STREAM, {
+    trigger: (changed) => changed.trigger_id === id && trigger.setData(changed),
+    run: (run) => run.trigger_id === id && trigger.reload(),
   });
   const abort = () =>
     act(() => api("DELETE", `/api/v1/test-runs/trigger/${seg(id)}`), {
@@ -79,11 +79,8 @@ function ShareColumn(props: { share: Share; local: Run | undefined }) {
   const remote = useLoad(() => (share.local ? Promise.resolve(undefined) : get<Run>(base)), [base]);
   const run = props.local ?? remote.data;
   const final = run ? isFinal(run) : false;
-  useEffect(() => {
-    if (share.local || final) return;
-    const timer = setInterval(remote.reload, 2000);
-    return () => clearInterval(timer);
-  }, [share.local, final]);
+  // A node's run has no stream at this gateway: asked again every 2 s until it ends.
+  useEvery(2000, remote.reload, !share.local && !final);
   const [rows, setRows] = useState<ReportRow[] | undefined>();
   useEffect(() => {
     if (!final) return;

@@ -2,7 +2,7 @@ import { useState } from "preact/hooks";
 import { api, get, seg } from "../api.ts";
 import { type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
-import { Badge, Card, Empty, Field, PageHeader, Show, Time, useAction, useLoad } from "../ui.tsx";
+import { Badge, Card, Field, PageHeader, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
 
 interface Account {
   name: string;
@@ -65,50 +65,51 @@ function Users({ me }: PageProps) {
       <Card title="Accounts">
         <Show loaded={accounts}>
           {(list) => (
-            <div class="table-wrap">
-              <table class="table">
-                <thead>
-                  <tr>
-                    <th>Account</th>
-                    <th>Scopes</th>
-                    <th class="hide-narrow">Last sign-in</th>
-                    <th />
-                  </tr>
-                </thead>
-                <tbody>
-                  {list.map((a) => (
-                    <tr key={a.name} data-account={a.name}>
-                      <td>
-                        <span class="strong">{a.name}</span> {a.disabled ? <Badge tone="bad">disabled</Badge> : <Badge tone="ok">active</Badge>}
-                      </td>
-                      <td>
-                        {a.scopes.length === 0 && <span class="muted small">none: permissions only</span>}
-                        {a.scopes.map((s) => (
-                          <Badge key={s} tone="info">
-                            {s.replace(`${prefix}_`, "")}
-                          </Badge>
-                        ))}
-                      </td>
-                      <td class="hide-narrow">
-                        <Time value={a.last_login} />
-                      </td>
-                      <td class="actions">
-                        {writable && (
-                          <>
-                            <button type="button" class="small" disabled={busy} onClick={() => password(a)}>
-                              Password
-                            </button>{" "}
-                            <button type="button" class={`small ${a.disabled ? "" : "danger"}`} disabled={busy} onClick={() => toggle(a)}>
-                              {a.disabled ? "Enable" : "Disable"}
-                            </button>
-                          </>
-                        )}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <Table
+              rows={list}
+              rowKey={(a) => a.name}
+              rowAttrs={(a) => ({ "data-account": a.name })}
+              columns={[
+                {
+                  head: "Account",
+                  sort: (a) => a.name,
+                  cell: (a) => (
+                    <>
+                      <span class="strong">{a.name}</span> {a.disabled ? <Badge tone="bad">disabled</Badge> : <Badge tone="ok">active</Badge>}
+                    </>
+                  ),
+                },
+                {
+                  head: "Scopes",
+                  cell: (a) => (
+                    <>
+                      {a.scopes.length === 0 && <span class="muted small">none: permissions only</span>}
+                      {a.scopes.map((s) => (
+                        <Badge key={s} tone="info">
+                          {s.replace(`${prefix}_`, "")}
+                        </Badge>
+                      ))}
+                    </>
+                  ),
+                },
+                { head: "Last sign-in", class: "hide-narrow", sort: (a) => a.last_login, cell: (a) => <Time value={a.last_login} /> },
+                {
+                  head: "",
+                  class: "actions",
+                  cell: (a) =>
+                    writable && (
+                      <>
+                        <button type="button" class="small" disabled={busy} onClick={() => password(a)}>
+                          Password
+                        </button>{" "}
+                        <button type="button" class={`small ${a.disabled ? "" : "danger"}`} disabled={busy} onClick={() => toggle(a)}>
+                          {a.disabled ? "Enable" : "Disable"}
+                        </button>
+                      </>
+                    ),
+                },
+              ]}
+            />
           )}
         </Show>
         {writable && <NewAccount prefix={prefix} onCreated={accounts.reload} />}
@@ -119,44 +120,36 @@ function Users({ me }: PageProps) {
           package. Accounts with admin scopes need none.
         </p>
         <Show loaded={permissions}>
-          {(list) =>
-            list.length === 0 ? (
-              <Empty>No permissions.</Empty>
-            ) : (
-              <div class="table-wrap">
-                <table class="table">
-                  <thead>
-                    <tr>
-                      <th>Account</th>
-                      <th>Permission</th>
-                      <th>On</th>
-                      <th />
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {list.map((p) => (
-                      <tr key={p.id}>
-                        <td>{p.user_id}</td>
-                        <td>
-                          <Badge tone="info">{p.permission}</Badge>
-                        </td>
-                        <td>
-                          {p.resource} <span class="mono">{p.resource_id ?? p.resource_name}</span>
-                        </td>
-                        <td class="actions">
-                          {writable && (
-                            <button type="button" class="small danger" disabled={busy} onClick={() => revoke(p)}>
-                              Remove
-                            </button>
-                          )}
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
-            )
-          }
+          {(list) => (
+            <Table
+              rows={list}
+              rowKey={(p) => p.id}
+              empty="No permissions."
+              columns={[
+                { head: "Account", sort: (p) => p.user_id, cell: (p) => p.user_id },
+                { head: "Permission", sort: (p) => p.permission, cell: (p) => <Badge tone="info">{p.permission}</Badge> },
+                {
+                  head: "On",
+                  sort: (p) => p.resource,
+                  cell: (p) => (
+                    <>
+                      {p.resource} <span class="mono">{p.resource_id ?? p.resource_name}</span>
+                    </>
+                  ),
+                },
+                {
+                  head: "",
+                  class: "actions",
+                  cell: (p) =>
+                    writable && (
+                      <button type="button" class="small danger" disabled={busy} onClick={() => revoke(p)}>
+                        Remove
+                      </button>
+                    ),
+                },
+              ]}
+            />
+          )}
         </Show>
         {writable && <NewPermission accounts={accounts.data ?? []} onCreated={permissions.reload} />}
       </Card>
