@@ -37,6 +37,36 @@ export class Broadcaster<T> {
   }
 }
 
+/**
+ * One subscription to `source` shared by the streams that `hold` it: made with the first, dropped
+ * with the last (a server without streams listens to nothing). The listener reads and encodes
+ * each value once for all of them.
+ */
+export class SharedSubscription<T> {
+  private holders = 0;
+  private stop: (() => void) | undefined;
+  private readonly source: Broadcaster<T>;
+  private readonly listener: (value: T) => void;
+
+  constructor(source: Broadcaster<T>, listener: (value: T) => void) {
+    this.source = source;
+    this.listener = listener;
+  }
+
+  /** Holds the subscription; returns the release (once). */
+  hold(): () => void {
+    if (this.holders++ === 0) this.stop = this.source.subscribe(this.listener);
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      if (--this.holders > 0) return;
+      this.stop?.();
+      this.stop = undefined;
+    };
+  }
+}
+
 const encoder = new TextEncoder();
 const KEEPALIVE = encoder.encode(":\n\n");
 

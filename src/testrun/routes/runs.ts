@@ -11,7 +11,7 @@ import { statFile } from "../../util/files.ts";
 import { fileEtag, notModified, serveFile } from "../../storage/send.ts";
 import { z } from "zod";
 import { integerParam, jsonBody, jsonObject, queryOf } from "../../http/openapi.ts";
-import { Broadcaster, prepareEvent, type EventStreams, type PreparedEvent } from "../../http/sse.ts";
+import { Broadcaster, prepareEvent, SharedSubscription, type EventStreams, type PreparedEvent } from "../../http/sse.ts";
 import { openReportJson, reportSummary } from "../engine/report.ts";
 import { PlanError } from "../plan.ts";
 import { contentDisposition, listArtifacts, openArtifact } from "../runs/artifacts.ts";
@@ -170,8 +170,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
 
   // A change is read and encoded once, however many streams are open (issue 25).
   const feed = new Broadcaster<PreparedEvent>();
-  changes.subscribe((change) => {
-    if (feed.subscribers === 0) return;
+  const subscription = new SharedSubscription(changes, (change) => {
     if (change.kind === "run-deleted") return feed.emit(prepareEvent("run-deleted", { id: change.id }));
     if (change.kind === "run") {
       const run = store.getRun(change.id);
@@ -183,7 +182,16 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
   });
 
   // Before /:id so that `stream` is never taken for a run id.
-  app.get("/api/v1/test-runs/stream", access.read, (c) => streams.respond(c.get("identity"), (send) => feed.subscribe(send)));
+  app.get("/api/v1/test-runs/stream", access.read, (c) =>
+    streams.respond(c.get("identity"), (send) => {
+      const unsubscribe = feed.subscribe(send);
+      const release = subscription.hold();
+      return () => {
+        unsubscribe();
+        release();
+      };
+    }),
+  );
 
   app.post("/api/v1/test-runs", access.write, async (c) => {
     const request = triggerRequest(await jsonBody(c, triggerBodyA), "A");

@@ -3,7 +3,7 @@ import type { Auth } from "../../auth/middleware.ts";
 import { accessGeneration, currentIdentity } from "../../auth/authority.ts";
 import type { ManagementIdentity } from "../../auth/tokens.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
-import { prepareEvent, type EventStreams, type SendEvent } from "../../http/sse.ts";
+import { prepareEvent, SharedSubscription, type EventStreams, type SendEvent } from "../../http/sse.ts";
 import { bypasses, permissionFilter } from "../permissions/permissions.ts";
 import type { EventBroadcaster } from "./broadcaster.ts";
 
@@ -45,8 +45,7 @@ export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcast
     return sees;
   };
 
-  events.subscribe((event) => {
-    if (viewers.size === 0) return;
+  const subscription = new SharedSubscription(events, (event) => {
     const now = accessGeneration(ctx.db);
     if (now !== generation) {
       generation = now;
@@ -62,7 +61,11 @@ export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcast
     return streams.respond(identity, (send) => {
       const viewer: Viewer = { identity, sees: visibleTo(identity, new Map()), send };
       viewers.add(viewer);
-      return () => void viewers.delete(viewer);
+      const release = subscription.hold();
+      return () => {
+        viewers.delete(viewer);
+        release();
+      };
     });
   });
   return app;
