@@ -56,6 +56,16 @@ export interface Config {
     device_logs_per_device: number;
     /** Most entries one `POST /api/v1/logs` batch may carry (400 above). */
     device_logs_max_batch: number;
+    /** Bytes of log entries (UTF-8) kept per device; a batch that goes over drops the oldest (issue 25). */
+    device_log_bytes_per_device: number;
+    /** Log entries a device may send per minute (429 above, issue 25). */
+    device_logs_per_minute: number;
+    /** Actions waiting for one device (queued or sent, no result yet); more are 429 (issue 25). */
+    max_queued_actions: number;
+    /** Offline devices one fan-out may queue an action for; the rest of them get 429 (issue 25). */
+    max_queued_per_request: number;
+    /** Pending registrations in total (from every address); more are 429 (issue 25). */
+    max_pending_registrations: number;
   };
   test_server: {
     auth: "token" | "none";
@@ -241,6 +251,11 @@ const schema: Schema = {
     progress_idle_timeout: { default: 86400, check: positive },
     device_logs_per_device: { default: 1000, check: integer(1, 1_000_000) },
     device_logs_max_batch: { default: 500, check: integer(1, 100_000) },
+    device_log_bytes_per_device: { default: 1048576, check: integer(4096, 1024 * 1048576) },
+    device_logs_per_minute: { default: 1000, check: integer(1, 1_000_000) },
+    max_queued_actions: { default: 100, check: integer(1, 100_000) },
+    max_queued_per_request: { default: 1000, check: integer(1, 10_000) },
+    max_pending_registrations: { default: 10_000, check: integer(1, 10_000_000) },
   },
   test_server: {
     auth: { default: "token", check: oneOf("token", "none") },
