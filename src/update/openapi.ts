@@ -63,7 +63,7 @@ const TOTAL = { "X-Total-Count": "with limit, offset or q: how many devices matc
 type Spec = Omit<Operation, "tag">;
 const tagged = (tag: string, ops: Spec[]): Operation[] => ops.map((op) => ({ ...op, tag }));
 const reply = (json: z.ZodType, description = "OK"): Reply => ({ description, json });
-const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409, 413: e413, 422: e422 } = errors;
+const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409, 413: e413, 422: e422, 429: e429 } = errors;
 const mgmtRead = { 401: e401, 403: e403, 404: e404 };
 const mgmtWrite = { 400: e400, 401: e401, 403: e403, 404: e404 };
 
@@ -273,14 +273,15 @@ export function updateOperations(config: Config): Operation[] {
         method: "get",
         path: "/api/v2/devices/{mac}/action/exec/{action_id}",
         access: "management",
-        summary: "Run an action (202 {} when the device is offline: queued)",
-        responses: { 200: reply(ActionLogEntry), 202: ok(Empty, "Queued"), ...mgmtRead, 504: e400 },
+        summary: "Run an action (202 {} when the device is offline: queued; 429 when update_server.max_queued_actions wait for it already)",
+        responses: { 200: reply(ActionLogEntry), 202: ok(Empty, "Queued"), ...mgmtRead, 429: e429, 504: e400 },
       },
       {
         method: "post",
         path: "/api/v2/devices/action/exec",
         access: "management",
-        summary: "Run an action on many devices (labgate): per device the status and body its own exec would answer",
+        summary:
+          "Run an action on many devices (labgate): per device the status and body its own exec would answer (429 for a device whose queue is full, or past update_server.max_queued_per_request offline devices)",
         body: { json: execManyBody },
         responses: { 200: reply(z.object({ results: list(z.looseObject({ device: z.string(), status: z.int() })) })), ...mgmtWrite },
       },
