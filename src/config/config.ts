@@ -38,7 +38,6 @@ export interface Config {
   update_server: {
     download_link_ttl: number;
     device_token_ttl: number;
-    auth_timestamp_window: number;
     pending_registration_ttl: number;
     /** Device channel (update-server.md 13, 11, 12): seconds; fractions allowed (tests). */
     ws_ping_interval: number;
@@ -67,6 +66,22 @@ export interface Config {
     /** Pending registrations in total (from every address); more are 429 (issue 25). */
     max_pending_registrations: number;
   };
+  /**
+   * Deliberate differences from the reference update server, one key each, safe by default; a site
+   * whose reference tools must work unchanged turns one off (README, "The reference's tools").
+   */
+  compat: {
+    /** Approving a registration that replaces a device's key needs `"confirm_key_change": true`. */
+    key_change_confirmation: boolean;
+    /** A package upload needs `<prefix>.hardware.devtype` as well as the version. */
+    package_device_type_required: boolean;
+    /** Action log status of a finished action: `words` (success, error) or `exit_code` ("0", "-1"). */
+    action_log_status: "words" | "exit_code";
+    /** Event streams carry comment lines (`:ok` at the start, a keep-alive every 15 s). */
+    sse_comments: boolean;
+    /** Device auth requests must carry a timestamp within this many seconds of now, each accepted once; 0: not checked. */
+    auth_timestamp_window: number;
+  };
   test_server: {
     auth: "token" | "none";
     api_variant: "A" | "B";
@@ -91,6 +106,14 @@ export interface Config {
     configs_dir: string;
     reports_dir: string;
     artifacts_dir: string;
+    /**
+     * Where the hardware modules find sysfs, device nodes and firmware (docs/modules.md): a
+     * config's `/sys/...`, `/dev/...` and firmware names are read below these, so configs stay
+     * portable and tests use fake trees. Absolute after loading.
+     */
+    sys_root: string;
+    dev_root: string;
+    firmware_root: string;
   };
 }
 
@@ -238,7 +261,6 @@ const schema: Schema = {
   update_server: {
     download_link_ttl: { default: 3600, check: integer(1) },
     device_token_ttl: { default: 300, check: integer(10) },
-    auth_timestamp_window: { default: 600, check: integer(0) },
     pending_registration_ttl: { default: 7 * 86400, check: integer(60) },
     ws_ping_interval: { default: 25, check: positive },
     device_reply_timeout: { default: 30, check: positive },
@@ -257,6 +279,13 @@ const schema: Schema = {
     max_queued_per_request: { default: 1000, check: integer(1, 10_000) },
     max_pending_registrations: { default: 10_000, check: integer(1, 10_000_000) },
   },
+  compat: {
+    key_change_confirmation: { default: true, check: boolean },
+    package_device_type_required: { default: true, check: boolean },
+    action_log_status: { default: "words", check: oneOf("words", "exit_code") },
+    sse_comments: { default: true, check: boolean },
+    auth_timestamp_window: { default: 600, check: integer(0) },
+  },
   test_server: {
     auth: { default: "token", check: oneOf("token", "none") },
     api_variant: { default: "A", check: oneOf("A", "B") },
@@ -271,6 +300,9 @@ const schema: Schema = {
     configs_dir: { default: "", check: string },
     reports_dir: { default: "", check: string },
     artifacts_dir: { default: "", check: string },
+    sys_root: { default: "/sys", check: string },
+    dev_root: { default: "/dev", check: string },
+    firmware_root: { default: "/lib/firmware", check: string },
   },
 };
 
@@ -326,6 +358,25 @@ export interface LoadedConfig {
   file: string | undefined;
 }
 
+/** Keys that moved, under their old names too (an installed config file is never rewritten). */
+const MOVED: Array<[from: [string, string], to: [string, string]]> = [[["update_server", "auth_timestamp_window"], ["compat", "auth_timestamp_window"]]];
+
+/** `raw` with each moved key at its new place; both places with different values is an error. */
+function movedKeys(raw: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...raw };
+  for (const [[fromSection, key], [toSection, toKey]] of MOVED) {
+    const from = out[fromSection];
+    if (!from || typeof from !== "object" || Array.isArray(from) || !(key in from)) continue;
+    const { [key]: value, ...rest } = from as Record<string, unknown>;
+    const to = out[toSection];
+    const target = to && typeof to === "object" && !Array.isArray(to) ? (to as Record<string, unknown>) : {};
+    if (toKey in target && target[toKey] !== value) fail(`${fromSection}.${key}`, `moved to ${toSection}.${toKey}, which the file also sets; keep one`);
+    out[fromSection] = rest;
+    out[toSection] = { ...target, [toKey]: value };
+  }
+  return out;
+}
+
 /** Flags beat environment variables, which beat the file, which beats the defaults. */
 export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
   const env = sources.env ?? process.env;
@@ -336,7 +387,7 @@ export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
   const raw = file ? readYamlMapping(file, "config file") : {};
 
   // Overrides are checked under their own names so that the message names what the user typed.
-  const layered = { ...raw };
+  const layered = movedKeys(raw);
   if (env.LABGATE_DATA_DIR) layered.data_dir = env.LABGATE_DATA_DIR;
   if (env.LABGATE_LISTEN) layered.listen = (parseListen(env.LABGATE_LISTEN, "LABGATE_LISTEN"), env.LABGATE_LISTEN);
   if (sources.flags?.dataDir !== undefined) layered.data_dir = sources.flags.dataDir;
@@ -365,6 +416,7 @@ function resolveTestrunDirs(config: Config, cwd: string): void {
   const defaults = { configs_dir: "configs", reports_dir: "reports", artifacts_dir: "artifacts" } as const;
   const keys = Object.keys(defaults) as (keyof typeof defaults)[];
   for (const key of keys) if (ts[key]) ts[key] = resolve(cwd, ts[key]);
+  for (const key of ["sys_root", "dev_root", "firmware_root"] as const) ts[key] = ts[key] ? resolve(cwd, ts[key]) : fail(`test_server.${key}`, "expected a directory");
   const effective = (key: keyof typeof defaults) => ts[key] || resolve(config.data_dir, "testrun", defaults[key]);
   const inside = (a: string, b: string) => {
     const rel = relative(b, a);

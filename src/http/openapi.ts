@@ -81,6 +81,41 @@ export const integerParam = (key: string, min: number, max: number) =>
     })
     .meta({ type: "integer", minimum: min, maximum: max });
 
+/*
+ * Numbers and flags as the reference's request schemas (marshmallow) read them, so that its tools
+ * work unchanged: an integer also comes as its decimal text ("1": rdfm-mgmt sends ids as
+ * strings), a flag as one of marshmallow's spellings ("true", "yes", "on", "1", 1 and the like).
+ * Stricter on purpose (README): no fractions (marshmallow truncates 1.5 to 1), no `+`, spaces or
+ * `_` digit separators in the text, no other words for true and false.
+ */
+export const INTEGER_TEXT = /^-?\d{1,16}$/;
+const TRUE_WORDS = new Set(["true", "True", "TRUE", "t", "T", "yes", "Yes", "YES", "y", "Y", "on", "On", "ON", "1"]);
+const FALSE_WORDS = new Set(["false", "False", "FALSE", "f", "F", "no", "No", "NO", "n", "N", "off", "Off", "OFF", "0"]);
+
+/** `value` as the reference reads an integer: a number, or its decimal text; anything else unchanged (for a schema to refuse). */
+export const readInteger = (value: unknown): unknown => (typeof value === "string" && INTEGER_TEXT.test(value) ? Number(value) : value);
+
+/** `value` as the reference reads a boolean: true, false, one of its words, 1 or 0; anything else unchanged. */
+export function readFlag(value: unknown): unknown {
+  if (value === 1 || (typeof value === "string" && TRUE_WORDS.has(value))) return true;
+  if (value === 0 || (typeof value === "string" && FALSE_WORDS.has(value))) return false;
+  return value;
+}
+
+/** A flag query parameter (`?details=true`); absent: undefined. */
+export const flagParam = (key: string) =>
+  z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined) return undefined;
+      const flag = readFlag(text);
+      if (typeof flag === "boolean") return flag;
+      ctx.addIssue({ code: "custom", message: `query parameter "${key}" must be true or false` });
+      return undefined;
+    })
+    .meta({ type: "boolean" });
+
 export function firstMessage(error: z.ZodError): string {
   const issues = error.issues;
   const issue = issues.find((i) => i.code === "unrecognized_keys") ?? issues[0];

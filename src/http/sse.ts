@@ -68,7 +68,6 @@ export class SharedSubscription<T> {
 }
 
 const encoder = new TextEncoder();
-const KEEPALIVE = encoder.encode(":\n\n");
 
 /** One event as it goes on the wire: `prepareEvent("run", {...})` is `event:run` / `data:<json>`. */
 export interface PreparedEvent {
@@ -85,10 +84,13 @@ export class EventStreams {
   private readonly open = new Set<() => void>();
   private readonly log: Logger;
   private readonly accessWatch: AccessWatch;
+  private readonly comments: boolean;
 
-  constructor(log: Logger, accessWatch: AccessWatch) {
+  /** `comments` false (compat.sse_comments): no comment lines, only events, as the reference sends. */
+  constructor(log: Logger, accessWatch: AccessWatch, comments = true) {
     this.log = log;
     this.accessWatch = accessWatch;
+    this.comments = comments;
   }
 
   endAll(): void {
@@ -101,11 +103,18 @@ export class EventStreams {
    * falls more than MAX_BACKLOG behind, or `identity`'s token or account no longer allows it.
    */
   respond(identity: Identity | undefined, subscribe: (send: SendEvent) => () => void): Response {
-    return eventStream(this.open, this.log, this.accessWatch, identity, subscribe);
+    return eventStream(this.open, this.log, this.accessWatch, this.comments, identity, subscribe);
   }
 }
 
-function eventStream(streams: Set<() => void>, log: Logger, accessWatch: AccessWatch, identity: Identity | undefined, subscribe: (send: SendEvent) => () => void): Response {
+function eventStream(
+  streams: Set<() => void>,
+  log: Logger,
+  accessWatch: AccessWatch,
+  comments: boolean,
+  identity: Identity | undefined,
+  subscribe: (send: SendEvent) => () => void,
+): Response {
   let end = () => {};
   const body = new ReadableStream<Uint8Array>(
     {
@@ -126,12 +135,15 @@ function eventStream(streams: Set<() => void>, log: Logger, accessWatch: AccessW
         };
         const unsubscribe = subscribe((event) => write(event.bytes));
         // Comments keep proxies and idle timers from closing a quiet stream.
-        const keepalive = setInterval(() => write(KEEPALIVE), KEEPALIVE_MS);
+        const comment = (text: string) => {
+          if (comments) write(encoder.encode(`:${text}\n\n`));
+        };
+        const keepalive = setInterval(() => comment(""), KEEPALIVE_MS);
         const unwatch =
           identity?.kind === "mgmt"
             ? accessWatch.watch(identity, {
                 end: (reason) => {
-                  write(encoder.encode(`: ${reason}\n\n`));
+                  comment(` ${reason}`);
                   end();
                 },
               })
@@ -150,7 +162,7 @@ function eventStream(streams: Set<() => void>, log: Logger, accessWatch: AccessW
           }
         };
         streams.add(end);
-        write(encoder.encode(":ok\n\n"));
+        comment("ok");
       },
       cancel() {
         end();

@@ -15,7 +15,7 @@ export interface SharedServices {
 
 export function createSharedServices(ctx: AppContext): SharedServices {
   const accessWatch = new AccessWatch(ctx, ctx.clock);
-  const streams = new EventStreams(ctx.log, accessWatch);
+  const streams = new EventStreams(ctx.log, accessWatch, ctx.config.compat.sse_comments);
   // Open event streams end when the server stops accepting, so that shutdown does not wait on them.
   ctx.onClosing.push(() => streams.endAll());
   return { accessWatch, streams, inFlight: new InFlight() };

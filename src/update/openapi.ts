@@ -48,7 +48,18 @@ const Permission = z
     permission: z.string(),
   })
   .meta({ id: "Permission" });
-const Pending = z.looseObject({ mac_address: z.string(), public_key: z.string(), key_fingerprint: z.string(), metadata: anyObject, last_appeared: date, key_change: z.boolean(), device_id: z.int().nullable(), device_key_fingerprint: z.string().nullable() }).meta({ id: "PendingRegistration" });
+const Pending = z
+  .object({
+    mac_address: z.string(),
+    public_key: z.string(),
+    metadata: anyObject,
+    last_appeared: date,
+    key_fingerprint: z.string().optional().describe("with details=true: SHA-256 of the key (SPKI DER), hex"),
+    key_change: z.boolean().optional().describe("with details=true: approving it replaces the key of an existing device"),
+    device_id: z.int().nullable().optional().describe("with details=true: that device, else null"),
+    device_key_fingerprint: z.string().nullable().optional().describe("with details=true: that device's current key fingerprint, else null"),
+  })
+  .meta({ id: "PendingRegistration" });
 const Progress = z.looseObject({ id: z.int(), progress: z.int() }).meta({ id: "Progress" });
 const ActionLogEntry = z
   .looseObject({ id: z.string(), action: z.string(), created: z.string(), status: z.string(), status_code: z.int().nullable() })

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { LabgateError } from "../util/errors.ts";
-import { jsonObject } from "../http/openapi.ts";
+import { INTEGER_TEXT, jsonObject, readFlag, readInteger } from "../http/openapi.ts";
 
 /** A positive integer path id; anything else (or too large) is answered like a missing object. */
 export function pathId(text: string | undefined, what: string): number {
@@ -29,3 +29,22 @@ export const zRequiredString = (key: string, maxLength = 16_384) =>
     })
     .min(1, { error: `schema validation failed: field "${key}" must be a non-empty string` })
     .max(maxLength, { error: `schema validation failed: field "${key}" is longer than ${maxLength} characters` });
+
+/*
+ * Integers and flags in bodies as the reference's request schemas read them (readInteger and
+ * readFlag in src/http/openapi.ts say what is accepted and where labgate is stricter).
+ */
+
+/** An integer from `min` to `max` given as a number or its decimal text; `message` for anything else. */
+export const zInteger = (min: number, max: number, message: string | ((input: unknown) => string)) => {
+  const error = typeof message === "string" ? message : (iss: { input: unknown }) => message(iss.input);
+  return z
+    .preprocess(readInteger, z.int({ error }).min(min, { error }).max(max, { error }))
+    .meta({ type: ["integer", "string"], minimum: min, maximum: max, pattern: min >= 0 ? "^\\d{1,16}$" : INTEGER_TEXT.source });
+};
+
+/** A positive integer id, as a number or its decimal text. */
+export const zId = (message: string | ((input: unknown) => string)) => zInteger(1, Number.MAX_SAFE_INTEGER, message);
+
+/** A flag given as true/false or one of the reference's spellings; `message` for anything else. */
+export const zFlag = (message: string) => z.preprocess(readFlag, z.boolean({ error: message })).meta({ type: ["boolean", "string", "integer"] });

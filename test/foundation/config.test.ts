@@ -44,6 +44,28 @@ describe("config", () => {
     assert.deepEqual(config.test_server.nodes, { dut: { url: "http://10.0.0.2:5000" }, b: { url: "http://b:5000", token: "t" } });
   });
 
+  test("the compat section: safe defaults, and the timestamp window still read under its old name", () => {
+    assert.deepEqual(defaultConfig().compat, {
+      key_change_confirmation: true,
+      package_device_type_required: true,
+      action_log_status: "words",
+      sse_comments: true,
+      auth_timestamp_window: 600,
+    });
+    const dir = tempDir();
+    const load = (yaml: string) => {
+      writeFileSync(join(dir, "appliance.config.yaml"), yaml);
+      return loadConfig({ cwd: dir, env: {} }).config;
+    };
+    const old = load("update_server:\n  auth_timestamp_window: 30\n  device_token_ttl: 60\n");
+    assert.equal(old.compat.auth_timestamp_window, 30);
+    assert.equal(old.update_server.device_token_ttl, 60);
+    assert.equal("auth_timestamp_window" in old.update_server, false);
+    assert.equal(load("update_server:\n  auth_timestamp_window: 30\ncompat:\n  auth_timestamp_window: 30\n").compat.auth_timestamp_window, 30);
+    assert.throws(() => load("update_server:\n  auth_timestamp_window: 30\ncompat:\n  auth_timestamp_window: 0\n"), /update_server.auth_timestamp_window: moved to compat.auth_timestamp_window/);
+    assert.throws(() => load("compat:\n  action_log_status: numbers\n"), /compat.action_log_status: expected one of words, exit_code/);
+  });
+
   test("errors name the key", () => {
     const dir = tempDir();
     const bad = (yaml: string) => {

@@ -60,10 +60,11 @@ test("the document shows the schemas the handlers validate with", () =>
     assert.equal(batch.additionalProperties, false);
     assert.deepEqual(doc.paths["/api/v1/logs"].post.security, [{ device: [] }]);
 
-    // A group's membership change: both id lists required.
+    // A group's membership change: both id lists required, each id a positive integer or its decimal text.
     const members = body(doc.paths["/api/v2/groups/{id}/devices"].patch);
     assert.deepEqual(members.required.sort(), ["add", "remove"]);
-    assert.equal(members.properties.add.items.exclusiveMinimum, 0);
+    const id = members.properties.add.items;
+    assert.deepEqual([id.type, id.minimum, id.pattern], [["integer", "string"], 1, "^\\d{1,16}$"]);
 
     // The console's routes: the login body, its cookie and throttling headers, the device list's paging.
     const any = doc as any;

@@ -135,7 +135,7 @@ test("a confirmed key change revokes the old key's tokens and socket; the agent 
   const real = startAgent(server, { mac_address: stolen.mac, actions: [{ id: "new-key", name: "New", command: ["true"], timeout: 5 }] });
   agents.push(real);
   const pending = await waitFor(async () => {
-    const list = (await (await server.request("/api/v1/auth/pending", { token: server.adminToken })).json()) as Array<{ mac_address: string; public_key: string; key_change: boolean }>;
+    const list = (await (await server.request("/api/v1/auth/pending?details=true", { token: server.adminToken })).json()) as Array<{ mac_address: string; public_key: string; key_change: boolean }>;
     return list.find((p) => p.mac_address === real.mac && p.key_change);
   }, 5000, "the key change request");
   const approve = await server.request("/api/v1/auth/register", {
@@ -154,7 +154,7 @@ test("a confirmed key change revokes the old key's tokens and socket; the agent 
   assert.equal((await device(server, id)).connected, true);
   // The old key is a pending registration again, not a device.
   await waitFor(async () => {
-    const list = (await (await server.request("/api/v1/auth/pending", { token: server.adminToken })).json()) as Array<{ mac_address: string; key_change: boolean }>;
+    const list = (await (await server.request("/api/v1/auth/pending?details=true", { token: server.adminToken })).json()) as Array<{ mac_address: string; key_change: boolean }>;
     return list.some((p) => p.mac_address === real.mac && p.key_change);
   }, 5000, "the old key asking again");
   assert.deepEqual(await actionIds(real.mac), ["new-key", "svc.builtins.trigger_update_check"], "still the new key's socket");

@@ -40,7 +40,7 @@ for (const type of ["rsa", "ed25519"] as const) {
     assert.equal(res.status, 401);
     assert.deepEqual(await res.json(), { error: "device unauthorized" });
 
-    const pending = await json(server.request("/api/v1/auth/pending", { token: server.adminToken }));
+    const pending = await json(server.request("/api/v1/auth/pending?details=true", { token: server.adminToken }));
     const entry = pending.find((p: { mac_address: string }) => p.mac_address === client.mac);
     assert.ok(entry, "the request is listed as pending");
     assert.equal(entry.public_key, client.publicKeyPem);
@@ -180,7 +180,7 @@ test("refused auth requests: bad signature, body changed after signing, stale ti
 });
 
 test("timestamp window 0 turns the timestamp and replay checks off", async () => {
-  const lax = await startTestServer({ update_server: { auth_timestamp_window: 0 } as never });
+  const lax = await startTestServer({ compat: { auth_timestamp_window: 0 } });
   try {
     const keys = key("ed25519");
     const body = JSON.stringify({ metadata: deviceMetadata(nextMac()), public_key: publicKeyPem(keys.privateKeyPem), timestamp: 1 });
@@ -248,7 +248,7 @@ test("a key change is flagged, needs confirm_key_change, keeps id, groups and ta
 
   const newClient = deviceClient(server, { mac, keys: key("ed25519", true), extra: { "svc.software.version": "v2" } });
   assert.equal((await newClient.authorize()).status, "pending");
-  const pending = (await json(server.request("/api/v1/auth/pending", { token: server.adminToken }))).filter(
+  const pending = (await json(server.request("/api/v1/auth/pending?details=true", { token: server.adminToken }))).filter(
     (p: { mac_address: string }) => p.mac_address === mac,
   );
   assert.equal(pending.length, 1);
@@ -274,7 +274,7 @@ test("a key change is flagged, needs confirm_key_change, keeps id, groups and ta
 
   assert.equal((await newClient.authorize()).status, "accepted");
   assert.equal((await oldClient.authorize()).status, "pending");
-  const now = (await json(server.request("/api/v1/auth/pending", { token: server.adminToken }))).filter(
+  const now = (await json(server.request("/api/v1/auth/pending?details=true", { token: server.adminToken }))).filter(
     (p: { mac_address: string }) => p.mac_address === mac,
   );
   assert.deepEqual(

@@ -53,7 +53,7 @@ describe("permission API", () => {
       [{ ...base, permission: "own" }, 400, /unknown permission "own"/],
       [{ ...base, resource_id: undefined }, 400, /resource_id.*resource_name/],
       [{ ...base, resource_id: 0 }, 400, /resource_id.*resource_name/],
-      [{ ...base, resource_id: "1" }, 400, /resource_id/],
+      [{ ...base, resource_id: "1.5" }, 400, /resource_id/],
       [{ ...base, resource_id: -3 }, 400, /resource_id/],
       [{ ...base, user_id: 5 }, 400, /user_id/],
       [{ ...base, colour: "red" }, 400, /unknown field "colour"/],

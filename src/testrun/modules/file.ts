@@ -2,8 +2,8 @@ import { constants } from "node:fs";
 import { access, lstat, stat, writeFile } from "node:fs/promises";
 import type { Stats } from "node:fs";
 import { readHead } from "../../util/files.ts";
-import { bool, choice, num, optional, paramSchema, regexError, required, str } from "./params.ts";
-import { fail, pass, type CaseDef, type EntryContext, type ModuleDef, type Outcome, type Params } from "./types.ts";
+import { bool, choice, given, num, optional, paramSchema, regexError, required, str } from "./params.ts";
+import { fail, pass, type CaseDef, type EntryContext, type ModuleDef, type Outcome } from "./types.ts";
 
 const CONTENT_LIMIT = 64 * 1024;
 const TYPES = ["file", "dir", "char", "block", "link", "socket", "fifo"] as const;
@@ -15,7 +15,6 @@ const typeOf = (s: Stats): string =>
 const modeBits = (v: unknown): number => (typeof v === "number" ? v : parseInt(String(v), 8));
 
 const path = (ctx: Pick<EntryContext, "params">) => str(ctx.params, "path")!;
-const given = (p: Params, ...keys: string[]) => keys.some((k) => p[k] !== undefined && p[k] !== null);
 
 const readContent = async (file: string): Promise<string> => (await readHead(file, CONTENT_LIMIT)).toString("utf8").trim();
 

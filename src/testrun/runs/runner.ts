@@ -4,7 +4,7 @@ import { runProcess, describeExit, type ProcessResult } from "../../util/process
 import { compilePattern, type Matcher } from "../engine/pattern.ts";
 import { ReportWriter, type ReportColumn, type ReportRow } from "../engine/report.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
-import { CaseSkip, type CaseDef, type EntryContext, type ModuleDef, type Outcome } from "../modules/types.ts";
+import { CaseSkip, type CaseDef, type EntryContext, type HardwareRoots, type ModuleDef, type Outcome } from "../modules/types.ts";
 import { caseNames, type MetadataCommand, type PlanEntry, type TestPlan } from "../plan.ts";
 import { readHead } from "../../util/files.ts";
 import { dateOf, type Clock } from "../../util/time.ts";
@@ -29,6 +29,8 @@ export interface RunEnvironment extends ModuleLookup {
   reportColumns: readonly ReportColumn[];
   /** `test_server.metadata_timeout` in milliseconds. */
   metadataTimeoutMs: number;
+  /** Where the hardware modules read sysfs, /dev and firmware. */
+  roots: HardwareRoots;
   /** Called after every report row is written (tests and progress logging). */
   onRow?: (row: ReportRow) => void;
 }
@@ -135,10 +137,12 @@ async function runEntry(
     artifactsDir: dir,
     signal,
     machineTarget: input.machineTarget,
+    roots: env.roots,
     moduleKey: entry.module,
     state: {},
     // For the reference's `artifacts` column; the artifacts endpoint lists every file regardless.
     recordArtifact: (name) => void recorded.push(name),
+    // Every program a module starts goes through here (tools of the hardware modules too).
     exec: (options) => runProcess({ ...options, cwd: options.cwd ?? dir, signal }),
     warn: (message) => void warnings.push(`${entry.where}: ${message}`),
   };

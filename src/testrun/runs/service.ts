@@ -154,7 +154,8 @@ export class TestRunService implements LocalRuns {
     const plan = this.store.planOf(run.id)!;
     let result;
     try {
-      const env = { ...this.lookup, dirs: this.dirs, clock: this.ctx.clock, reportColumns: this.ctx.config.test_server.report_columns, metadataTimeoutMs: this.ctx.config.test_server.metadata_timeout * 1000 };
+      const ts = this.ctx.config.test_server;
+      const env = { ...this.lookup, dirs: this.dirs, clock: this.ctx.clock, reportColumns: this.ctx.config.test_server.report_columns, metadataTimeoutMs: this.ctx.config.test_server.metadata_timeout * 1000, roots: { sys: ts.sys_root, dev: ts.dev_root, firmware: ts.firmware_root } };
       this.ctx.log.info(`testrun: run ${run.id} started (${run.configName}${run.suite ? `, ${run.suite}` : ""})`);
       result = await executeRun({ id: run.id, plan, pattern: run.pattern, machineTarget: run.machineTarget }, env, signal);
     } catch (e) {

@@ -10,7 +10,7 @@ import { DeviceGoneError, DeviceTimeoutError, type ChannelHub, type DeviceConnec
 import { deviceFailure, notConnected } from "../channel/errors.ts";
 import { hasCapability, type ActionDefinition } from "../channel/protocol.ts";
 import { signedFileUrl, type DeviceFileStore } from "../devicefiles/store.ts";
-import { ActionLogStore, INLINE_OUTPUT_BYTES, type ActionStatus, type LogRow } from "./store.ts";
+import { ActionLogStore, INLINE_OUTPUT_BYTES, type LogRow } from "./store.ts";
 
 export type { ActionStatus } from "./store.ts";
 /** Output bytes a log entry carries inline: a log of many large outputs stays a modest answer. */
@@ -22,7 +22,8 @@ export interface LogEntry {
   action: string;
   /** ISO 8601 without zone (UTC), as the seed says (D7). */
   created: string;
-  status: ActionStatus;
+  /** An ActionStatus, or with `compat.action_log_status: exit_code` a finished action's exit code as text ("0", "-1"), as the reference stores it. */
+  status: string;
   status_code: number | null;
   /**
    * Base64 of the combined output once the result is in ("" for none), else null (D8); at most
@@ -273,13 +274,14 @@ export class ActionService {
 
   /** The log of a device, newest first (11.6); each entry carries its output inline and as a link (D8, 11.7). */
   log(mac: string, base: string): LogEntry[] {
+    const exitCodes = this.ctx.config.compat.action_log_status === "exit_code";
     return this.store.entries(mac).map((row) => {
       const key = row.output_key ?? (row.output ? this.files.actionOutputKey(row.id) : null);
       return {
         id: row.id,
         action: row.action_id,
         created: row.created.slice(0, 19),
-        status: row.status,
+        status: exitCodes && row.status_code !== null ? String(row.status_code) : row.status,
         status_code: row.status_code,
         ...this.inlineOutput(row),
         download_url: key ? signedFileUrl(this.ctx, base, key) : null,

@@ -16,7 +16,7 @@ import {
   unguarded,
   type ChangeGuard,
 } from "../permissions/permissions.ts";
-import { pathId, strictBody } from "../validation.ts";
+import { pathId, strictBody, zId, zInteger } from "../validation.ts";
 import {
   createGroup,
   deleteGroup,
@@ -37,21 +37,17 @@ import { dateOf } from "../../util/time.ts";
 
 const PRIORITY_LIMIT = 2 ** 31 - 1;
 
-/** A priority: an integer within 32 bits. */
+/** A priority: an integer within 32 bits (or its decimal text, as the reference reads it). */
 const priority = (required: boolean) => {
   const message = 'schema validation failed: "priority" must be an integer';
-  return z
-    .number({ error: (iss) => (required && iss.input === undefined ? 'schema validation failed: field "priority" is required' : message) })
-    .int({ error: message })
-    .min(-PRIORITY_LIMIT, { error: message })
-    .max(PRIORITY_LIMIT, { error: message });
+  return zInteger(-PRIORITY_LIMIT, PRIORITY_LIMIT, (input) => (required && input === undefined ? 'schema validation failed: field "priority" is required' : message));
 };
 
-/** A required array of positive integer ids (duplicates collapse). */
+/** A required array of positive integer ids, each a number or its decimal text (duplicates collapse). */
 const idList = (key: string) => {
   const message = `schema validation failed: field "${key}" must be an array of positive integer ids`;
   return z
-    .array(z.int({ error: message }).positive({ error: message }), {
+    .array(zId(message), {
       error: (iss) => (iss.input === undefined ? `schema validation failed: field "${key}" is required` : message),
     })
     .transform((ids) => [...new Set(ids)]);

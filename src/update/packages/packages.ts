@@ -54,13 +54,17 @@ export function toView(row: PackageRow): PackageView {
   return { id: row.id, created: rfc822(new Date(row.created)), sha256: row.sha256, driver: row.driver, metadata: JSON.parse(row.metadata) as PackageMetadata };
 }
 
-/** Why an upload's form fields are refused (400), or undefined when they are fine. */
-export function checkUploadFields(keys: PackageKeys, fields: ReadonlyMap<string, string>, hasFile: boolean): string | undefined {
+/**
+ * Why an upload's form fields are refused (400), or undefined when they are fine. The version is
+ * required; the device type too unless `deviceTypeRequired` is off (compat: the reference does not
+ * check it, and a package without one is offered to no device).
+ */
+export function checkUploadFields(keys: PackageKeys, fields: ReadonlyMap<string, string>, hasFile: boolean, deviceTypeRequired = true): string | undefined {
   for (const key of fields.keys()) {
     if (key !== keys.storageDirectory && key.startsWith(keys.reserved)) return `provided metadata contains reserved key: ${key}`;
   }
   if (!hasFile) return "missing package file";
-  for (const key of [keys.version, keys.devtype]) {
+  for (const key of deviceTypeRequired ? [keys.version, keys.devtype] : [keys.version]) {
     const value = fields.get(key);
     if (value === undefined || value.trim() === "") return `missing required metadata: ${key}`;
   }
@@ -94,7 +98,7 @@ export async function createPackage(ctx: AppContext, storage: LocalStorage, inpu
     return await ctx.db.write((tx) => {
       const { lastInsertRowid: id } = tx.run(
         "INSERT INTO packages (created, sha256, driver, metadata, storage_dir, storage_name, size, version, devtype, created_by) VALUES (?, ?, 'local', ?, ?, ?, ?, ?, ?, ?)",
-        [now.toISOString(), stored.sha256, JSON.stringify(metadata), stored.dir, stored.name, stored.size, String(metadata[keys.version]), String(metadata[keys.devtype]), input.user],
+        [now.toISOString(), stored.sha256, JSON.stringify(metadata), stored.dir, stored.name, stored.size, String(metadata[keys.version]), String(metadata[keys.devtype] ?? ""), input.user],
       );
       input.onCreated?.(tx, id);
       return getPackage(tx, id)!;

@@ -41,7 +41,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
       texts: { notMultipart: "expected a multipart/form-data body", malformed: "malformed multipart/form-data", interrupted: "upload failed" },
     });
     try {
-      const problem = checkUploadFields(keys, fields, staged !== undefined);
+      const problem = checkUploadFields(keys, fields, staged !== undefined, ctx.config.compat.package_device_type_required);
       if (problem) throw new LabgateError("invalid", problem);
       const dir = storage.normalizeDir(fields.get(keys.storageDirectory));
       // D14: the upload scope follows the artifact's payload types, read from the stored bytes.

@@ -2,6 +2,7 @@ import type { Database } from "../../db/index.ts";
 import { z } from "zod";
 import { LabgateError } from "../../util/errors.ts";
 import { strictBody } from "../validation.ts";
+import { readInteger } from "../../http/openapi.ts";
 import { rfc822 } from "../../util/time.ts";
 import { PERMISSIONS, RESOURCES, resourceExists, type Permission, type PermissionResource } from "./permissions.ts";
 
@@ -46,6 +47,8 @@ export interface NewPermission {
 }
 
 
+const positiveOrNull = (id: unknown): number | null => (typeof id === "number" && id !== 0 ? id : null);
+
 const required = (key: string) =>
   z
     .string({ error: `schema validation failed: field "${key}" is required (a non-empty string)` })
@@ -54,7 +57,7 @@ const required = (key: string) =>
 /**
  * The body of POST /api/v1/permissions (10.1 plus section 17.26): required strings, known resource
  * and permission words, a positive resource_id or a resource_name (0, "" and null count as
- * missing, as in the reference). `id` and `created` are accepted and ignored. The checks run in
+ * missing, as in the reference; an id may come as its decimal text, as the reference reads it). `id` and `created` are accepted and ignored. The checks run in
  * the order the hand-written ones did, so the first failure names the same field.
  */
 export const permissionBody = strictBody({
@@ -63,13 +66,14 @@ export const permissionBody = strictBody({
   resource: required("resource").meta({ enum: [...RESOURCES] }),
   user_id: required("user_id").meta({ maxLength: 256 }),
   permission: required("permission").meta({ enum: [...PERMISSIONS] }),
-  resource_id: z.unknown().optional().meta({ type: ["integer", "null"], minimum: 0 }),
+  resource_id: z.unknown().optional().meta({ type: ["integer", "string", "null"], minimum: 0 }),
   resource_name: z.unknown().optional().meta({ type: ["string", "null"], maxLength: 256 }),
   id: z.unknown().optional(),
   created: z.unknown().optional(),
 }).superRefine((body, ctx) => {
   const fail = (why: string) => ctx.addIssue({ code: "custom", message: `schema validation failed: ${why}` });
-  const { resource, permission, resource_id: rawId, resource_name: rawName } = body;
+  const { resource, permission, resource_name: rawName } = body;
+  const rawId = readInteger(body.resource_id);
   if (body.user_id.length > 256) return fail(`field "user_id" is longer than 256 characters`);
   if (!(RESOURCES as readonly string[]).includes(resource)) return fail(`unknown resource "${resource}" (expected one of ${RESOURCES.join(", ")})`);
   if (!(PERMISSIONS as readonly string[]).includes(permission)) return fail(`unknown permission "${permission}" (expected one of ${PERMISSIONS.join(", ")})`);
@@ -84,7 +88,7 @@ export const permissionBody = strictBody({
       user_id: b.user_id,
       resource: b.resource as PermissionResource,
       permission: b.permission as Permission,
-      resource_id: typeof b.resource_id === "number" && b.resource_id !== 0 ? b.resource_id : null,
+      resource_id: positiveOrNull(readInteger(b.resource_id)),
       resource_name: typeof b.resource_name === "string" && b.resource_name !== "" ? b.resource_name : null,
     }),
   );

@@ -7,7 +7,7 @@ import { getDeviceByMac } from "../devices/devices.ts";
 import { decodeSignature, parseDeviceKey, verifyDeviceSignature } from "./keys.ts";
 import { z } from "zod";
 import { firstMessage } from "../../http/openapi.ts";
-import { strictBody } from "../validation.ts";
+import { strictBody, zInteger } from "../validation.ts";
 import { deviceMetadata, metaKeys } from "./metadata.ts";
 import { ReplayGuard } from "./replay.ts";
 
@@ -22,7 +22,7 @@ const makeAuthBody = (prefix: string) =>
   strictBody({
     metadata: deviceMetadata(prefix),
     public_key: z.string({ error: PUBLIC_KEY_ERROR }).min(1, { error: PUBLIC_KEY_ERROR }),
-    timestamp: z.int({ error: "schema validation failed: timestamp must be an integer (UNIX seconds)" }).describe("UNIX seconds"),
+    timestamp: zInteger(-Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, "schema validation failed: timestamp must be an integer (UNIX seconds)").describe("UNIX seconds"),
   });
 /** The body of POST /api/v1/auth/device (9.1), signed as sent; one schema per prefix. */
 export const deviceAuthBody = (prefix: string) => authBodies.get(prefix) ?? authBodies.set(prefix, makeAuthBody(prefix)).get(prefix)!;
@@ -67,7 +67,7 @@ export async function authorizeDevice(
   if (!signatureBytes) throw new LabgateError("invalid", `signature verification failed: ${header} is not base64`);
   if (!verifyDeviceSignature(key, raw, signatureBytes)) throw new LabgateError("invalid", "signature verification failed");
 
-  const window = ctx.config.update_server.auth_timestamp_window;
+  const window = ctx.config.compat.auth_timestamp_window;
   const nowSec = epochSeconds(now);
   if (window > 0) {
     if (Math.abs(timestamp - nowSec) > window) {

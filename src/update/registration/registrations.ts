@@ -55,6 +55,14 @@ export function listPending(db: Database, cutoff = "", page?: { limit?: number; 
   }));
 }
 
+/** A pending registration with exactly the reference's fields (its clients load the list with a strict schema). */
+export const referencePending = (p: PendingRegistration): Pick<PendingRegistration, "mac_address" | "public_key" | "last_appeared" | "metadata"> => ({
+  mac_address: p.mac_address,
+  public_key: p.public_key,
+  last_appeared: p.last_appeared,
+  metadata: p.metadata,
+});
+
 /** How many pending registrations have not expired (X-Total-Count of a paged list). */
 export const countPending = (db: Database, cutoff = ""): number =>
   db.get<{ n: number }>("SELECT COUNT(*) AS n FROM registrations WHERE last_appeared >= ?", [cutoff])?.n ?? 0;

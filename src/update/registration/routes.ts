@@ -3,14 +3,14 @@ import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../server/context.ts";
 import { z } from "zod";
 import { readBodyBytes } from "../../http/body.ts";
-import { integerParam, jsonBody, queryOf } from "../../http/openapi.ts";
+import { flagParam, integerParam, jsonBody, queryOf, readFlag } from "../../http/openapi.ts";
 import { clientAddress } from "../../http/transport.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { authorizeDevice, pendingCutoff, signatureHeader } from "./authorize.ts";
-import { approveRegistration, countPending, listPending, removePending, removePendingBulk } from "./registrations.ts";
+import { approveRegistration, countPending, listPending, referencePending, removePending, removePendingBulk } from "./registrations.ts";
 import type { ReplayGuard } from "./replay.ts";
 import type { DeviceHooks } from "../devices/devices.ts";
-import { strictBody, zRequiredString } from "../validation.ts";
+import { strictBody, zFlag, zInteger, zRequiredString } from "../validation.ts";
 import { dateOf } from "../../util/time.ts";
 
 /** A registration is metadata and a key: a few KB (issue 9 item 4: 64 KB bodies filled the database). */
@@ -19,20 +19,21 @@ export const AUTH_BODY_LIMIT = 16 * 1024;
 // Request bodies (update-server.md 9.3, 9.4), also shown by the OpenAPI document.
 export const pendingBody = strictBody({ mac_address: zRequiredString("mac_address", 64), public_key: zRequiredString("public_key") });
 export const registerBody = pendingBody.extend({
-  confirm_key_change: z.boolean({ error: 'schema validation failed: field "confirm_key_change" must be true or false' }).nullish(),
+  confirm_key_change: zFlag('schema validation failed: field "confirm_key_change" must be true or false').nullish(),
 });
 
 /** Paging of the pending list; without either the answer is the whole list, as before. */
 export const pendingListQuery = z.object({
   limit: integerParam("limit", 1, 1000).describe("at most this many registrations, oldest first (with X-Total-Count: how many are pending)"),
   offset: integerParam("offset", 0, Number.MAX_SAFE_INTEGER).describe("skip this many"),
+  details: flagParam("details").describe("true: add labgate's key_fingerprint, key_change, device_id and device_key_fingerprint to each (the reference's clients read exactly its four fields)"),
 });
 
 /** POST /api/v1/auth/pending/remove: which pending registrations to drop (all conditions hold). */
 export const pendingRemoveBody = strictBody({
-  all: z.literal(true, { error: 'schema validation failed: field "all" must be true' }).optional(),
+  all: z.preprocess(readFlag, z.literal(true, { error: 'schema validation failed: field "all" must be true' })).optional(),
   client_address: z.string({ error: 'schema validation failed: field "client_address" must be a string' }).max(64).optional(),
-  older_than: z.int({ error: 'schema validation failed: field "older_than" must be an integer (seconds)' }).min(0).max(10 * 365 * 86400).optional(),
+  older_than: zInteger(0, 10 * 365 * 86400, 'schema validation failed: field "older_than" must be an integer (seconds)').optional(),
 });
 
 /** Device authorization and registrations (update-server.md 9). */
@@ -52,9 +53,10 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
   app.get("/api/v1/auth/pending", auth.management("admin_ro"), (c) => {
     const query = queryOf(c, pendingListQuery);
     const cutoff = pendingCutoff(ctx);
-    if (query.limit === undefined && query.offset === undefined) return c.json(listPending(ctx.db, cutoff));
-    c.header("X-Total-Count", String(countPending(ctx.db, cutoff)));
-    return c.json(listPending(ctx.db, cutoff, query));
+    const paged = query.limit !== undefined || query.offset !== undefined;
+    if (paged) c.header("X-Total-Count", String(countPending(ctx.db, cutoff)));
+    const list = listPending(ctx.db, cutoff, paged ? query : undefined);
+    return c.json(query.details ? list : list.map(referencePending));
   });
 
   // Bulk removal (issue 9 item 4): after a flood, by client address, by age, or all.
@@ -66,7 +68,8 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
 
   app.post("/api/v1/auth/register", auth.management("admin_rw"), async (c) => {
     const body = await jsonBody(c, registerBody);
-    await approveRegistration(ctx.db, hooks, ctx.config.prefix, body.mac_address, body.public_key, body.confirm_key_change ?? false, dateOf(ctx.clock));
+    const confirmed = body.confirm_key_change ?? !ctx.config.compat.key_change_confirmation;
+    await approveRegistration(ctx.db, hooks, ctx.config.prefix, body.mac_address, body.public_key, confirmed, dateOf(ctx.clock));
     return c.json({});
   });
 

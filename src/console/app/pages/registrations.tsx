@@ -26,7 +26,7 @@ function Fingerprint(props: { value: string | null }) {
 }
 
 function Registrations({ me }: PageProps) {
-  const pending = useLoad(() => get<Pending[]>("/api/v1/auth/pending"));
+  const pending = useLoad(() => get<Pending[]>("/api/v1/auth/pending?details=true"));
   const [busy, run] = useAction();
   const prefix = prefixOf(me);
   const writable = canAdminWrite(me);
