@@ -6,7 +6,7 @@
 import { z } from "zod";
 import type { Config } from "../config/config.ts";
 import { Empty, errors, ok, type Operation, type Reply } from "../http/openapi.ts";
-import { logBatchBody, logFilterQuery as logFilter, MAX_NAME } from "./logs/logs.ts";
+import { logBatchBody, logDeleteQuery, logFilterQuery as logFilter, MAX_NAME } from "./logs/logs.ts";
 import { registerBody, pendingBody, pendingListQuery, pendingRemoveBody } from "./registration/routes.ts";
 import { fileRequestBody } from "./devicefiles/routes.ts";
 import { execManyBody, removeActionsBody } from "./actions/routes.ts";
@@ -69,6 +69,7 @@ const Log = z
   .meta({ id: "Log" });
 const list = (item: z.ZodType) => z.array(item);
 const TOTAL = { "X-Total-Count": "with limit, offset or q: how many devices match before paging" };
+const LOG_TOTAL = { "X-Total-Count": "how many entries match before paging" };
 
 
 type Spec = Omit<Operation, "tag">;
@@ -334,14 +335,14 @@ export function updateOperations(config: Config): Operation[] {
         method: "post",
         path: "/api/v1/logs",
         access: "device",
-        summary: `A device sends a batch of log entries (at most ${config.update_server.device_logs_max_batch}; ${config.update_server.device_logs_per_device} kept per device)`,
+        summary: `A device sends a batch of log entries (at most ${config.update_server.device_logs_max_batch}, each at most 4096 bytes; ${config.update_server.device_logs_per_device} entries and ${config.update_server.device_log_bytes_per_device} bytes kept per device; ${config.update_server.device_logs_per_minute} entries a minute)`,
         body: { json: logBatchBody(config.update_server.device_logs_max_batch) },
-        responses: { 200: ok(), 400: e400, 401: e401, 413: e413 },
+        responses: { 200: ok(), 400: e400, 401: e401, 413: e413, 429: { ...e429, headers: { "Retry-After": "seconds until the batch fits the device's rate" } } },
       },
-      { method: "get", path: "/api/v1/logs/device/{id}", access: "management", summary: "A device's log entries, newest first", query: logFilter, responses: { 200: reply(list(Log)), 400: e400, ...mgmtRead } },
-      { method: "get", path: "/api/v1/logs/group/{id}", access: "management", summary: "The log entries of a group's devices, newest first", query: logFilter, responses: { 200: reply(list(Log)), 400: e400, ...mgmtRead } },
-      { method: "delete", path: "/api/v1/logs/device/{id}", access: "management", summary: "Delete a device's log entries", query: logFilter, responses: { 200: ok(), ...mgmtWrite } },
-      { method: "delete", path: "/api/v1/logs/group/{id}", access: "management", summary: "Delete the log entries of a group's devices", query: logFilter, responses: { 200: ok(), ...mgmtWrite } },
+      { method: "get", path: "/api/v1/logs/device/{id}", access: "management", summary: "A device's log entries, newest first (paged with limit/offset; without them streamed whole)", query: logFilter, responses: { 200: { ...reply(list(Log)), headers: LOG_TOTAL }, 400: e400, ...mgmtRead } },
+      { method: "get", path: "/api/v1/logs/group/{id}", access: "management", summary: "The log entries of a group's devices, newest first (paged with limit/offset; without them streamed whole)", query: logFilter, responses: { 200: { ...reply(list(Log)), headers: LOG_TOTAL }, 400: e400, ...mgmtRead } },
+      { method: "delete", path: "/api/v1/logs/device/{id}", access: "management", summary: "Delete a device's log entries", query: logDeleteQuery, responses: { 200: ok(), ...mgmtWrite } },
+      { method: "delete", path: "/api/v1/logs/group/{id}", access: "management", summary: "Delete the log entries of a group's devices", query: logDeleteQuery, responses: { 200: ok(), ...mgmtWrite } },
       { method: "get", path: "/api/v1/logs/{id}", access: "management", summary: "One log entry", responses: { 200: reply(Log), ...mgmtRead } },
       { method: "delete", path: "/api/v1/logs/{id}", access: "management", summary: "Delete one log entry", responses: { 200: ok(), ...mgmtRead } },
     ]),
