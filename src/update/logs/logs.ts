@@ -8,7 +8,7 @@
  * Lists are answered page by page: with `limit`/`offset` one page, without them every entry,
  * streamed a page at a time (memory for one page, other requests served in between).
  */
-import type { Database, Tx } from "../../db/index.ts";
+import type { Database, SqlParam, Tx } from "../../db/index.ts";
 import { integerParam } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { parseRfc822, rfc822 } from "../../util/time.ts";
@@ -183,6 +183,15 @@ export class LogRate {
     this.now = now;
   }
 
+  /** Seconds until the device may send one entry again, when its allowance is spent (checked before its body is read). */
+  spent(deviceId: number): { retryAfter: number } | undefined {
+    const rate = this.perMinute();
+    const bucket = this.buckets.get(deviceId);
+    if (!bucket) return undefined;
+    const tokens = Math.min(rate, bucket.tokens + ((this.now() - bucket.at) * rate) / 60_000);
+    return tokens >= 1 ? undefined : { retryAfter: Math.max(1, Math.ceil(((1 - tokens) * 60) / rate)) };
+  }
+
   /** Takes `count` entries from the device's allowance; else (taking nothing) the seconds until they fit. */
   take(deviceId: number, count: number): { retryAfter: number } | undefined {
     const rate = this.perMinute();
@@ -213,8 +222,20 @@ const where = (devices: DeviceScope, filter: LogFilter): SqlFilter => {
 };
 
 const ORDER = "ORDER BY l.device_timestamp DESC, l.id DESC";
-/** Entries per page of a streamed list. */
-const STREAM_PAGE = 500;
+/** Entries per page of a streamed list (about 400 KiB of JSON at most). */
+const STREAM_PAGE = 100;
+
+/**
+ * The rows of a page: the database orders and cuts the matching ids only (its sort carries ids,
+ * not 4 KiB entries), then reads that page's rows.
+ */
+const pageRows = (db: Database, w: SqlFilter, extra: string, params: SqlParam[], limit: number, offset: number): LogRow[] =>
+  db.all<LogRow>(`SELECT l.* FROM device_logs l WHERE l.id IN (SELECT l.id FROM device_logs l WHERE ${w.sql}${extra} ${ORDER} LIMIT ? OFFSET ?) ${ORDER}`, [
+    ...w.params,
+    ...params,
+    limit,
+    offset,
+  ]);
 
 /** How many entries of the devices in scope match `filter` (X-Total-Count). */
 export function countLogs(db: Database, devices: DeviceScope, filter: LogFilter): number {
@@ -224,8 +245,7 @@ export function countLogs(db: Database, devices: DeviceScope, filter: LogFilter)
 
 /** One page of the entries of the devices in scope matching `filter`, newest device timestamp first. */
 export function queryLogs(db: Database, devices: DeviceScope, filter: LogFilter, page: LogPage): LogV1[] {
-  const w = where(devices, filter);
-  return db.all<LogRow>(`SELECT l.* FROM device_logs l WHERE ${w.sql} ${ORDER} LIMIT ? OFFSET ?`, [...w.params, page.limit ?? -1, page.offset ?? 0]).map(toV1);
+  return pageRows(db, where(devices, filter), "", [], page.limit ?? -1, page.offset ?? 0).map(toV1);
 }
 
 /**
@@ -236,9 +256,7 @@ export function* logPages(db: Database, devices: DeviceScope, filter: LogFilter)
   const w = where(devices, filter);
   let after: LogRow | undefined;
   for (;;) {
-    const keyset = after ? " AND (l.device_timestamp < ? OR (l.device_timestamp = ? AND l.id < ?))" : "";
-    const params = after ? [...w.params, after.device_timestamp, after.device_timestamp, after.id] : w.params;
-    const rows = db.all<LogRow>(`SELECT l.* FROM device_logs l WHERE ${w.sql}${keyset} ${ORDER} LIMIT ${STREAM_PAGE}`, params);
+    const rows = after ? pageRows(db, w, " AND (l.device_timestamp, l.id) < (?, ?)", [after.device_timestamp, after.id], STREAM_PAGE, 0) : pageRows(db, w, "", [], STREAM_PAGE, 0);
     if (rows.length > 0) yield rows.map(toV1);
     if (rows.length < STREAM_PAGE) return;
     after = rows[rows.length - 1];

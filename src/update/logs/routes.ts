@@ -29,13 +29,17 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   app.post("/api/v1/logs", auth.device(), async (c) => {
     const identity = c.get("identity");
     if (identity.kind !== "device") throw new LabgateError("unauthenticated", "a device token is required");
+    const tooMany = (over: { retryAfter: number }) => {
+      c.header("Retry-After", String(over.retryAfter));
+      return new LabgateError("too_many", `this device sends more than ${limits.device_logs_per_minute} log entries a minute (update_server.device_logs_per_minute)`);
+    };
+    // A device past its rate is refused before its body is read: a flood costs no parsing.
+    const spent = rate.spent(identity.deviceId);
+    if (spent) throw tooMany(spent);
     const { batch: entries } = await jsonBody(c, logBatchBody(limits.device_logs_max_batch));
     checkEntrySizes(entries);
     const over = rate.take(identity.deviceId, entries.length);
-    if (over) {
-      c.header("Retry-After", String(over.retryAfter));
-      throw new LabgateError("too_many", `this device sends more than ${limits.device_logs_per_minute} log entries a minute (update_server.device_logs_per_minute)`);
-    }
+    if (over) throw tooMany(over);
     const quota = { entries: limits.device_logs_per_device, bytes: limits.device_log_bytes_per_device };
     if (!(await appendLogs(db, identity.deviceId, entries, quota, dateOf(ctx.clock)))) throw new LabgateError("unauthenticated", "invalid token was provided");
     return c.json({});
