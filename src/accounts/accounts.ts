@@ -190,7 +190,7 @@ function narrowed(token: ReadonlySet<Scope>, account: ReadonlySet<Scope>): Set<S
 }
 
 /**
- * The account gate (ctx.accountGate): a management token as its account stands now. A console
+ * The account gate (the accounts domain's `accountGate`, asked by the auth check and AccessWatch): a management token as its account stands now. A console
  * session acts with the account's current scopes while the account exists, is enabled and has
  * not ended its sessions since (same session epoch); another token of an account's name acts with
  * what both its own scopes and the account's grant, and not at all while the account is disabled.

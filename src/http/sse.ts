@@ -6,7 +6,7 @@
  * (`prepareEvent`), however many streams it goes to.
  */
 import type { AccessWatch } from "../auth/authority.ts";
-import type { Identity } from "../server/context.ts";
+import type { Identity } from "../app/context.ts";
 import type { Logger } from "../util/log.ts";
 
 const KEEPALIVE_MS = 15_000;

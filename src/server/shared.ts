@@ -1,7 +1,7 @@
-import { AccessWatch } from "../auth/authority.ts";
+import { AccessWatch, type AccountGate } from "../auth/authority.ts";
 import { InFlight } from "../http/inflight.ts";
 import { EventStreams } from "../http/sse.ts";
-import type { AppContext } from "./context.ts";
+import type { AppContext } from "../app/context.ts";
 
 /** Services more than one part uses. */
 export interface SharedServices {
@@ -13,8 +13,8 @@ export interface SharedServices {
   inFlight: InFlight;
 }
 
-export function createSharedServices(ctx: AppContext): SharedServices {
-  const accessWatch = new AccessWatch(ctx, ctx.clock);
+export function createSharedServices(ctx: Pick<AppContext, "clock" | "config" | "db" | "log" | "onClosing">, accountGate: AccountGate | undefined): SharedServices {
+  const accessWatch = new AccessWatch(ctx.db, accountGate, ctx.clock);
   const streams = new EventStreams(ctx.log, accessWatch, ctx.config.compat.sse_comments);
   // Open event streams end when the server stops accepting, so that shutdown does not wait on them.
   ctx.onClosing.push(() => streams.endAll());

@@ -1,8 +1,8 @@
 import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
-import { accessGeneration, currentIdentity } from "../../auth/authority.ts";
+import { accessGeneration, type AccessWatch } from "../../auth/authority.ts";
 import type { ManagementIdentity } from "../../auth/tokens.ts";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import type { AppContext, AppEnv } from "../../app/context.ts";
 import { prepareEvent, SharedSubscription, type EventStreams, type SendEvent } from "../../http/sse.ts";
 import { bypasses, permissionFilter } from "../permissions/permissions.ts";
 import type { EventBroadcaster } from "./broadcaster.ts";
@@ -26,7 +26,7 @@ interface Viewer {
  * stream knows the devices its user may read. Those sets are made again, once per user and
  * scopes, when the access generation has moved (a permission, a tag, a group, a device changed).
  */
-export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcaster, streams: EventStreams): Hono<AppEnv> {
+export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcaster, streams: EventStreams, access: AccessWatch): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const viewers = new Set<Viewer>();
   let generation = -1;
@@ -50,7 +50,7 @@ export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcast
     if (now !== generation) {
       generation = now;
       const shared = new Map<string, Viewer["sees"]>();
-      for (const viewer of viewers) viewer.sees = visibleTo(currentIdentity(ctx, viewer.identity), shared);
+      for (const viewer of viewers) viewer.sees = visibleTo(access.current(viewer.identity), shared);
     }
     const prepared = prepareEvent(event.event, event.data);
     for (const viewer of viewers) if (viewer.sees === "all" || viewer.sees.has(event.data.device)) viewer.send(prepared);
