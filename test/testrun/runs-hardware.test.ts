@@ -354,11 +354,13 @@ describe("camera", () => {
 
   test("an empty frame, wrong names, a missing device", async () => {
     board.file("dev/video0").file("tools/v4l2/video0/frame", "").file("tools/v4l2/video0/driver", "uvcvideo").file("tools/v4l2/video0/card", "HD Webcam");
+    // The device name carries udev's model where udev knows the device.
+    board.file("tools/udev/video0", "DEVNAME=/dev/video0\nID_MODEL=HD_Webcam\nID_V4L_PRODUCT=HD Webcam C270\n");
     const { brief } = await run(yaml + `  - camera: {device: /dev/video2}\n`);
     assert.deepEqual(brief, [
-      ["/dev/video0", "frame[test_config0]", "failed", "AssertionError: The frame is invalid"],
-      ["/dev/video0", "device_name[test_config0]", "failed", "AssertionError: The device name is not correct"],
-      ["/dev/video0", "driver_name[test_config0]", "failed", "AssertionError: The driver name is not correct"],
+      ["HD Webcam C270(/dev/video0)", "frame[test_config0]", "failed", "AssertionError: The frame is invalid"],
+      ["HD Webcam C270(/dev/video0)", "device_name[test_config0]", "failed", "AssertionError: The device name is not correct"],
+      ["HD Webcam C270(/dev/video0)", "driver_name[test_config0]", "failed", "AssertionError: The driver name is not correct"],
       ["/dev/video2", "frame[test_config1]", "failed", "AssertionError: Device /dev/video2 doesn't exist"],
       ["/dev/video2", "device_name[test_config1]", "failed", "AssertionError: Device /dev/video2 doesn't exist"],
       ["/dev/video2", "driver_name[test_config1]", "failed", "AssertionError: Device /dev/video2 doesn't exist"],

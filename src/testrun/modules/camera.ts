@@ -109,6 +109,7 @@ export const cameraModule: ModuleDef = {
     if (given(ctx.params, "driver_name") || given(ctx.params, "camera_name")) s.info = await info(ctx);
     // The model for the device name, from udev where it knows the device.
     const udev = await runTool(ctx, ["udevadm", "info", "-q", "property", "-n", node], 10);
-    if (udev.exitCode === 0) s.model = infoField(udev.stdout.replace(/=/g, ":"), "ID_V4L_PRODUCT") ?? infoField(udev.stdout.replace(/=/g, ":"), "ID_MODEL");
+    const property = (key: string) => new RegExp(`^${key}=(.+)$`, "m").exec(udev.stdout)?.[1]?.trim();
+    if (udev.exitCode === 0) s.model = property("ID_V4L_PRODUCT") ?? property("ID_MODEL");
   },
 };
