@@ -206,7 +206,7 @@ describe("mmc and block", () => {
       ["/dev/mmcblk0", "size[test_config1]", "failed", "size 29.72 GiB (31914983424 bytes) is less than 64G"],
       ["/dev/mmcblk0", "type[test_config1]", "failed", "device type is SD, expected MMC"],
       ["/dev/mmcblk1", "exists[test_config2]", "failed", "no block device /sys/block/mmcblk1"],
-      ["/dev/mmcblk1", "read_speed[test_config2]", "failed", "cannot read /dev/mmcblk1: ENOENT"],
+      ["/dev/mmcblk1", "read_speed[test_config2]", "failed", "cannot read /dev/mmcblk1: no such device"],
       ["/dev/sda", "exists[test_config0]", "failed", "no block device /sys/block/sda"],
     ]);
   });
@@ -365,6 +365,18 @@ describe("camera", () => {
       ["/dev/video2", "device_name[test_config1]", "failed", "AssertionError: Device /dev/video2 doesn't exist"],
       ["/dev/video2", "driver_name[test_config1]", "failed", "AssertionError: Device /dev/video2 doesn't exist"],
     ]);
+  });
+
+  test("without save_file the frame is checked and not kept", async () => {
+    board.file("dev/video0").file("tools/v4l2/video0/frame", "YUYV");
+    const { brief, id } = await run(`tests:\n  c:\n  - camera: {device: /dev/video0}\n`);
+    assert.deepEqual(brief, [
+      ["/dev/video0", "frame[test_config0]", "passed", ""],
+      ["/dev/video0", "device_name[test_config0]", "skipped", "Skipped: camera_name parameter not set"],
+      ["/dev/video0", "driver_name[test_config0]", "skipped", "Skipped: driver_name parameter not set"],
+    ]);
+    const artifacts = await s.request(`/api/v1/test-runs/${id}/artifacts`, { token: s.adminToken });
+    assert.deepEqual(await artifacts.json(), []);
   });
 
   test("without v4l-utils", async () => {
