@@ -13,7 +13,7 @@ import { fail, type EntryContext, type HardwareRoots, type Outcome } from "./typ
 
 const ATTRIBUTE_LIMIT = 64 * 1024;
 
-/** Where a path as a config writes it is on this server: `/sys/...` and `/dev/...` below their roots, anything else as written. */
+/** Where a path as a config writes it is on this server: `/sys/...` and `/dev/...` below their roots, anything else as written (normalised, from `/`). */
 export function hostPath(roots: HardwareRoots, path: string): string {
   const p = posix.normalize(`/${path}`);
   for (const [prefix, root] of [
@@ -22,7 +22,7 @@ export function hostPath(roots: HardwareRoots, path: string): string {
   ] as const) {
     if (p === prefix || p.startsWith(`${prefix}/`)) return posix.join(root, p.slice(prefix.length));
   }
-  return posix.isAbsolute(path) ? p : path;
+  return p;
 }
 
 // The board's files. Every sysfs, /dev and firmware access of a hardware module goes through these
@@ -67,7 +67,6 @@ export const assertion = (text: string): Outcome => fail(`AssertionError: ${text
 /** The Debian package of each tool a hardware module runs, for the message when it is missing. */
 export const TOOL_PACKAGES: Readonly<Record<string, string>> = {
   i2cget: "i2c-tools",
-  i2ctransfer: "i2c-tools",
   gpioget: "gpiod",
   gpioset: "gpiod",
   "v4l2-ctl": "v4l-utils",
