@@ -230,6 +230,15 @@ export class DeploymentService implements Steering {
     this.events.publishDeployment("deployment_device", { deployment: row.id, group: row.group_id, device: mac, phase: member.phase, state: member.state, ...extra });
   }
 
+  /** A deleted device leaves its deployment (its rows went with it): it no longer counts. */
+  deviceDeleted(deviceId: number): void {
+    const member = this.index.get(deviceId);
+    if (!member) return;
+    member.run.counts[member.phase][member.state] -= 1;
+    this.index.delete(deviceId);
+    void this.evaluate(member.run).catch((error) => this.ctx.log.warn(`deployment ${member.run.row.id}: ${(error as Error).message}`));
+  }
+
   // --- creation and commands -----------------------------------------------------------------
 
   /** Creates a deployment (validated by the route: shapes; here: what needs the database). Returns its row. */
