@@ -158,7 +158,8 @@ async function main(): Promise<void> {
   };
   const checks: LoadRequest[] = seeded.devices.map((d) => ({ method: "POST", path: "/api/v1/update/check", token: d.token, body: body(d.mac, "v1") }));
   try {
-    const without = await load({ url: server.url, requests: checks, connections: CLIENTS, seconds: SECONDS, warmupSeconds: 3, client: "raw" });
+    // Warm-up: JIT, caches, and every device's first check (which writes its progress record).
+    const without = await load({ url: server.url, requests: checks, connections: CLIENTS, seconds: SECONDS, warmupSeconds: Math.max(3, DEVICES / 1000), client: "raw" });
     console.log(`\nwithout a deployment  ${fmt(without)}`);
 
     const rssBefore = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.child.pid}/status`, "utf8"))![1]) * 1024;
