@@ -96,6 +96,10 @@ export interface Config {
     configs_dir: string;
     reports_dir: string;
     artifacts_dir: string;
+    /** `user` or `user:group` that test processes run as; empty: the server's own user (src/testrun/engine/identity.ts). */
+    run_as: string;
+    /** With run_as: where per-run working directories are made (absolute after loading, never inside the data dir); empty: `<data_dir>-runs`. */
+    work_dir: string;
   };
 }
 
@@ -277,6 +281,11 @@ const schema: Schema = {
     configs_dir: { default: "", check: string },
     reports_dir: { default: "", check: string },
     artifacts_dir: { default: "", check: string },
+    run_as: {
+      default: "",
+      check: (v, key) => (typeof v === "string" && /^(?:[A-Za-z0-9_][A-Za-z0-9_.-]*(?::[A-Za-z0-9_][A-Za-z0-9_.-]*)?)?$/.test(v) ? v : fail(key, `expected a user name or user:group, got ${JSON.stringify(v)}`)),
+    },
+    work_dir: { default: "", check: string },
   },
 };
 
@@ -378,6 +387,12 @@ export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
   }
   if (config.test_server.nodes_file) config.test_server.nodes = readNodesFile(resolve(cwd, config.test_server.nodes_file), config.test_server.nodes);
   resolveTestrunDirs(config, cwd);
+  const ts = config.test_server;
+  if (ts.work_dir) {
+    ts.work_dir = resolve(cwd, ts.work_dir);
+    const rel = relative(config.data_dir, ts.work_dir);
+    if (rel === "" || (!rel.startsWith("..") && !isAbsolute(rel))) fail("test_server.work_dir", `${ts.work_dir} is inside the data dir, which test processes must not reach`);
+  }
   return { config, file };
 }
 

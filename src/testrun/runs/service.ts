@@ -12,6 +12,7 @@ import { Orchestrator, type LocalRuns } from "./dispatch.ts";
 import { artifactsDir, reportPath, testrunDirs, type TestrunDirs } from "./paths.ts";
 import { RunQueue } from "./queue.ts";
 import { executeRun } from "./runner.ts";
+import { testIdentityOf, type TestIdentity, type TestWorkspace } from "../engine/identity.ts";
 import { LOCAL_DEVICE } from "./nodes.ts";
 import type { TriggerRequest } from "./trigger.ts";
 import { FINAL_STATUSES, type RunStore, type RunRecord, type TriggerRecord, type TriggerStatus } from "./store.ts";
@@ -35,6 +36,9 @@ export class TestRunService implements LocalRuns {
   readonly orchestrator: Orchestrator;
   readonly dirs: TestrunDirs;
   private readonly queue: RunQueue;
+  /** `test_server.run_as`: who runs the tests, and where their working directories are made. */
+  private readonly identity: TestIdentity | undefined;
+  private readonly workspace: TestWorkspace | undefined;
 
   constructor(ctx: AppContext, source: ConfigSource, store: RunStore) {
     this.ctx = ctx;
@@ -44,6 +48,7 @@ export class TestRunService implements LocalRuns {
     this.queue = new RunQueue(store, (run, signal) => this.execute(run, signal), ctx.log, ctx.clock);
     this.dirs = testrunDirs(ctx.config);
     for (const dir of [this.dirs.reports, this.dirs.artifacts, this.dirs.results]) mkdirSync(dir, { recursive: true });
+    ({ identity: this.identity, workspace: this.workspace } = testIdentityOf(ctx.config, ctx.log));
   }
 
   /** At start (6.7): runs and orchestrations the last process left unfinished become aborted; nothing is re-queued. */
@@ -154,7 +159,15 @@ export class TestRunService implements LocalRuns {
     const plan = this.store.planOf(run.id)!;
     let result;
     try {
-      const env = { ...this.lookup, dirs: this.dirs, clock: this.ctx.clock, reportColumns: this.ctx.config.test_server.report_columns, metadataTimeoutMs: this.ctx.config.test_server.metadata_timeout * 1000 };
+      const env = {
+        ...this.lookup,
+        dirs: this.dirs,
+        clock: this.ctx.clock,
+        reportColumns: this.ctx.config.test_server.report_columns,
+        metadataTimeoutMs: this.ctx.config.test_server.metadata_timeout * 1000,
+        identity: this.identity,
+        workspace: this.workspace,
+      };
       this.ctx.log.info(`testrun: run ${run.id} started (${run.configName}${run.suite ? `, ${run.suite}` : ""})`);
       result = await executeRun({ id: run.id, plan, pattern: run.pattern, machineTarget: run.machineTarget }, env, signal);
     } catch (e) {
