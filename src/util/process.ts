@@ -15,9 +15,9 @@ export interface ProcessOptions {
   /** The environment to start from instead of the server's own (test processes: src/testrun/engine/identity.ts). */
   baseEnv?: Record<string, string>;
   /**
-   * Run as this user and group instead of the server's (needs root or CAP_SETUID and CAP_SETGID),
-   * with no supplementary groups and umask 007: what it writes, its group (the server's, by
-   * membership) may read. Signals to its process group go through that identity too.
+   * Run as this user and group instead of the server's (needs root or CAP_SETUID and CAP_SETGID;
+   * see switchTo), with the user's own groups and umask 007: what it writes, its group (the
+   * server is a member) may read. Signals to its process group go through that identity too.
    */
   as?: { uid: number; gid: number };
   timeoutMs?: number;
@@ -108,8 +108,7 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
   });
   if (!file) return Promise.resolve(result({ startError: "empty command" }));
   if (options.signal?.aborted) return Promise.resolve(result({ aborted: true, startError: "aborted" }));
-  // Node's spawn sets no umask: a shell sets it and then becomes the program (NOT_FOUND below).
-  if (options.as) [file, args] = ["/bin/sh", ["-c", `umask 007; command -v -- "$0" >/dev/null || { echo "${NOT_FOUND}" >&2; exit 127; }; exec "$0" "$@"`, file, ...args]];
+  if (options.as) [file, args] = ["setpriv", [...switchTo(options.as), "/bin/sh", "-c", UMASK_THEN_EXEC, file, ...args]];
 
   return new Promise((resolve) => {
     const out = new Capture(limit);
@@ -117,8 +116,7 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
     const both = options.combinedLimit === undefined ? undefined : new Capture(options.combinedLimit);
     let child: ReturnType<typeof spawn>;
     try {
-      const identity = options.as ? { uid: options.as.uid, gid: options.as.gid } : {};
-      child = spawn(file, args, { cwd: options.cwd, env: { ...(options.baseEnv ?? process.env), ...options.env }, stdio: ["ignore", "pipe", "pipe"], detached: true, ...identity });
+      child = spawn(file, args, { cwd: options.cwd, env: { ...(options.baseEnv ?? process.env), ...options.env }, stdio: ["ignore", "pipe", "pipe"], detached: true });
     } catch (error) {
       // Arguments spawn refuses outright (e.g. a NUL byte): nothing started.
       return resolve(result({ startError: (error as Error).message, ...(both ? { combined: Buffer.alloc(0) } : {}) }));
@@ -209,6 +207,20 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
 /** What the umask shell of a process run `as` another user says when the program does not exist. */
 const NOT_FOUND = "labgate: program not found";
 
+/** Node's spawn sets no umask: a shell sets it, then becomes the program (or says NOT_FOUND). */
+const UMASK_THEN_EXEC = `umask 007; command -v -- "$0" >/dev/null || { echo "${NOT_FOUND}" >&2; exit 127; }; exec "$0" "$@"`;
+
+/**
+ * setpriv's arguments (util-linux) that make the rest of its command line run as `as`: real,
+ * effective and saved ids, the user's own groups, and no capabilities. Node's own uid/gid spawn
+ * options are not enough: a server that is not root but holds CAP_SETUID and CAP_SETGID as
+ * ambient capabilities (the systemd unit) would pass them on, and the test could switch back to
+ * the server's user.
+ */
+export function switchTo(as: { uid: number; gid: number }): string[] {
+  return ["--reuid", String(as.uid), "--regid", String(as.gid), "--init-groups", "--inh-caps=-all", "--ambient-caps=-all", "--"];
+}
+
 /** Open flags of output files: created or truncated, never through a symlink. */
 const WRITE_NO_FOLLOW = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW;
 
@@ -224,7 +236,7 @@ function openOutput(path: string): WriteStream | undefined {
 /** Sends `sig` to `pid` (a process group when negative) as `as`: a `kill` run as that user. */
 export function signalAs(as: { uid: number; gid: number }, pid: number, sig: NodeJS.Signals): void {
   try {
-    spawn("kill", ["-s", sig.replace(/^SIG/, ""), "--", String(pid)], { uid: as.uid, gid: as.gid, stdio: "ignore", env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" } }).on("error", () => {});
+    spawn("setpriv", [...switchTo(as), "kill", "-s", sig.replace(/^SIG/, ""), "--", String(pid)], { stdio: "ignore", env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" } }).on("error", () => {});
   } catch {
     /* nothing to signal with: the timeout's SIGKILL tries again */
   }

@@ -14,7 +14,7 @@ import { userInfo } from "node:os";
 import { ConfigError, type Config } from "../../config/config.ts";
 import type { Logger } from "../../util/log.ts";
 import { readHead } from "../../util/files.ts";
-import { runProcess, type ProcessOptions, type ProcessResult } from "../../util/process.ts";
+import { runProcess, switchTo, type ProcessOptions, type ProcessResult } from "../../util/process.ts";
 
 /** The user and group test processes run as (`test_server.run_as`). */
 export interface TestIdentity {
@@ -54,9 +54,9 @@ export function resolveRunAs(spec: string): TestIdentity {
 
 /** Throws a ConfigError when this process cannot start programs as `identity` (it needs root, or CAP_SETUID and CAP_SETGID). */
 export function checkCanSwitch(identity: TestIdentity): void {
-  const probe = spawnSync("true", [], { uid: identity.uid, gid: identity.gid, stdio: "ignore", env: { PATH: SAFE_PATH } });
+  const probe = spawnSync("setpriv", [...switchTo(identity), "true"], { encoding: "utf8", stdio: ["ignore", "ignore", "pipe"], env: { PATH: SAFE_PATH } });
   if (probe.error || probe.status !== 0) {
-    const why = (probe.error as NodeJS.ErrnoException | undefined)?.code ?? `exit ${probe.status}`;
+    const why = (probe.error as NodeJS.ErrnoException | undefined)?.code ?? (probe.stderr.trim().split("\n")[0] || `exit ${probe.status}`);
     throw new ConfigError(`config key test_server.run_as: this server cannot start programs as ${identity.user} (${why}): run it as root, or with CAP_SETUID and CAP_SETGID (scripts/labgate.service)`);
   }
 }
