@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs labgate as a systemd service: the executable, the units (labgate.service and
-# labgate-agent.service), the system user labgate and a config in /etc/labgate that is kept
-# when it exists. Idempotent: run it again to upgrade the executable and the units.
+# labgate-agent.service), the system users labgate and labgate-runner (scripts/labgate.sysusers)
+# and a config in /etc/labgate that is kept when it exists. Idempotent: run it again to upgrade
+# the executable and the units. (npm run package builds Debian packages from its staging root.)
 #
 #   sudo sh scripts/install.sh [--executable dist/labgate] [--prefix /usr/local] [--destdir DIR]
 #
@@ -16,7 +17,7 @@ PREFIX=${PREFIX:-/usr/local}
 DESTDIR=${DESTDIR:-}
 
 usage() {
-  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 }
 
@@ -51,7 +52,7 @@ if [ -z "$EXECUTABLE" ] || [ ! -f "$EXECUTABLE" ]; then
   echo "install.sh: no labgate executable found (build it with npm run build, or give --executable PATH)" >&2
   exit 1
 fi
-for file in labgate.service labgate-agent.service; do
+for file in labgate.service labgate-agent.service labgate.sysusers; do
   [ -f "$HERE/$file" ] || { echo "install.sh: $HERE/$file is missing" >&2; exit 1; }
 done
 CONFIG_SOURCE="$HERE/../appliance.config.yaml"
@@ -93,9 +94,7 @@ for unit in labgate.service labgate-agent.service; do
 done
 # labgate runs the server; labgate-runner runs what test configs start (test_server.run_as), and
 # labgate is in its group to read what the runs write.
-printf '%s\n' 'u labgate - "labgate appliance server" /var/lib/labgate' \
-  'u labgate-runner - "labgate test runner" /var/lib/labgate-runs' \
-  'm labgate labgate-runner' | put "$SYSUSERS" 0644
+put "$SYSUSERS" 0644 < "$HERE/labgate.sysusers"
 
 # The configs are the administrator's: written only when there is none.
 # The service's tests run as labgate-runner (the unit may switch to it, README: "Who tests run as").
@@ -121,8 +120,8 @@ if [ "$LIVE" = 1 ]; then
   if command -v systemd-sysusers >/dev/null 2>&1; then
     systemd-sysusers "$SYSUSERS"
   else
-    id labgate >/dev/null 2>&1 || useradd --system --home-dir /var/lib/labgate --no-create-home --shell /usr/sbin/nologin labgate
-    id labgate-runner >/dev/null 2>&1 || useradd --system --user-group --home-dir /var/lib/labgate-runs --no-create-home --shell /usr/sbin/nologin labgate-runner
+    id labgate >/dev/null 2>&1 || useradd --system --user-group --home-dir /var/lib/labgate --no-create-home --shell /usr/sbin/nologin labgate
+    id labgate-runner >/dev/null 2>&1 || useradd --system --user-group --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin labgate-runner
     usermod -a -G labgate-runner labgate
   fi
   # The server reads its config (and the TLS key you put next to it) as the labgate user.

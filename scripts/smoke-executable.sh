@@ -1,35 +1,79 @@
 #!/usr/bin/env bash
-# Smoke test of the single executable: copied alone into an empty directory, with no node on
-# PATH and no node_modules above it, it serves /api/health and the console, issues a token, runs an agent that
-# registers and executes an action, and stops on SIGTERM.
+# Smoke test of the single executables:
+#
+#   bash scripts/smoke-executable.sh [SERVER [AGENT]]     (default: dist/labgate for both)
+#
+# Each is copied alone into an empty directory, with no node on PATH and no node_modules above
+# it. The SERVER serves /api/health and the console, issues a token, takes a package upload,
+# runs a sample test config, and stops on SIGTERM; the AGENT registers with it, runs an action and
+# installs the uploaded package through an update check; then a backup is restored and served.
+# An arm64 executable runs under qemu-aarch64-static (with /usr/aarch64-linux-gnu as its root)
+# on another machine, so that `smoke-executable.sh dist/labgate dist/labgate-linux-arm64` checks
+# an arm64 agent against an x64 server and the reverse order an arm64 server.
 set -euo pipefail
-BIN="$(cd "$(dirname "$0")/.." && pwd)/dist/labgate"
-[ -x "$BIN" ] || { echo "missing $BIN: run npm run build first" >&2; exit 1; }
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+SERVER_BIN="$(realpath "${1:-$ROOT/dist/labgate}")"
+AGENT_BIN="$(realpath "${2:-$SERVER_BIN}")"
+for bin in "$SERVER_BIN" "$AGENT_BIN"; do
+  [ -x "$bin" ] || { echo "missing $bin: run npm run build first" >&2; exit 1; }
+done
+
+# The command prefix that runs executable $1 here: qemu for an aarch64 ELF (e_machine 0xb7) on another machine.
+runner() {
+  if [ "$(od -An -tx1 -j18 -N2 "$1" | tr -d ' \n')" = b700 ] && [ "$(uname -m)" != aarch64 ]; then
+    echo "$(command -v qemu-aarch64-static || echo qemu-aarch64-static) -L /usr/aarch64-linux-gnu"
+  fi
+}
 
 WORK="$(mktemp -d)"
 trap 'kill -9 "${PID:-0}" "${AGENT:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
-cp "$BIN" "$WORK/labgate"
+cp "$SERVER_BIN" "$WORK/labgate"
+cp "$AGENT_BIN" "$WORK/labgate-agent"
 cd "$WORK"
-# No PATH at all for labgate itself: it must not need node or any other program.
-CLEAN_ENV=(env -i HOME="$WORK" PATH=/nonexistent)
+# No node on PATH for labgate: it must not need node. Test runs find `uname` (the sample's first
+# command) in bin/, which holds nothing else.
+mkdir bin
+ln -s "$(command -v uname)" bin/uname
+CLEAN_ENV=(env -i HOME="$WORK" PATH="$WORK/bin")
+# shellcheck disable=SC2207
+LABGATE=("${CLEAN_ENV[@]}" $(runner "$SERVER_BIN") ./labgate)
+# shellcheck disable=SC2207
+AGENT_CMD=("${CLEAN_ENV[@]}" $(runner "$AGENT_BIN") ./labgate-agent)
+echo "server: $("${LABGATE[@]}" version)"
+echo "agent:  $("${AGENT_CMD[@]}" version)"
 
-"${CLEAN_ENV[@]}" ./labgate version
-"${CLEAN_ENV[@]}" ./labgate serve --listen 127.0.0.1:0 --data-dir ./data > out.log 2> err.log &
-PID=$!
-for _ in $(seq 1 100); do grep -q "labgate listening on" out.log 2>/dev/null && break; sleep 0.1; done
-URL="$(sed -n 's/^labgate listening on //p' out.log)"
-[ -n "$URL" ] || { echo "server did not start"; cat err.log; exit 1; }
+# Starts `labgate serve` on data dir $1, logging to $2.{out,err}; sets PID and URL.
+serve() {
+  local started
+  started=$(date +%s%N)
+  "${LABGATE[@]}" serve --listen 127.0.0.1:0 --data-dir "$1" > "$2.out" 2> "$2.err" &
+  PID=$!
+  for _ in $(seq 1 300); do grep -q "labgate listening on" "$2.out" 2>/dev/null && break; sleep 0.1; done
+  URL="$(sed -n 's/^labgate listening on //p' "$2.out")"
+  [ -n "$URL" ] || { echo "server did not start"; cat "$2.err"; exit 1; }
+  echo "listening after $((($(date +%s%N) - started) / 1000000)) ms; first log line: $(head -n 1 "$2.err")"
+}
+# GETs path $1 with the admin token (more curl arguments after it).
+api() {
+  local path=$1
+  shift
+  curl -sf -H "Authorization: Bearer token=$ADMIN" "$@" "$URL$path"
+}
+# Prints field $2 of the JSON on stdin, read as a JavaScript expression on `j` (the host's node parses it).
+json() { node -e 'let s="";process.stdin.on("data",(d)=>(s+=d)).on("end",()=>{const j=JSON.parse(s);const v=eval(process.argv[1]);if(v!==undefined)process.stdout.write(typeof v==="string"?v:JSON.stringify(v))})' "$1"; }
 
+serve ./data server
+grep -q "labgate $("${LABGATE[@]}" version | sed -n 's/^labgate \([^ ]*\) .*/\1/p') .*linux-" server.err || { echo "the startup log does not name the version and arch"; exit 1; }
 HEALTH="$(curl -sf "$URL/api/health")"
 echo "health: $HEALTH"
 echo "$HEALTH" | grep -q '"wasm":"sea-asset"' || { echo "wasm not loaded from the executable"; exit 1; }
 
-TOKEN="$("${CLEAN_ENV[@]}" ./labgate token issue --user smoke --scopes svc_admin_ro --ttl 1h --data-dir ./data)"
+TOKEN="$("${LABGATE[@]}" token issue --user smoke --scopes svc_admin_ro --ttl 1h --data-dir ./data)"
 WHO="$(curl -sf -H "Authorization: Bearer token=$TOKEN" "$URL/api/whoami")"
 echo "whoami: $WHO"
 echo "$WHO" | grep -q '"sub":"smoke"' || { echo "issued token not accepted"; exit 1; }
 ADMIN="$(cat data/admin.token)"
-curl -sf -H "Authorization: Bearer token=$ADMIN" "$URL/api/whoami" | grep -q '"sub":"admin"'
+api /api/whoami | grep -q '"sub":"admin"'
 
 # The web console, from the executable's assets: the page and the script it names.
 PAGE="$(curl -sf "$URL/")"
@@ -37,43 +81,84 @@ echo "$PAGE" | grep -q '<div id="app">' || { echo "console page not served"; exi
 SCRIPT="$(echo "$PAGE" | sed -n 's/.*<script type="module" src="\([^"]*\)".*/\1/p')"
 curl -sf -o /dev/null -w "console: %{http_code} %{content_type} $SCRIPT\n" "$URL$SCRIPT" | tee /dev/stderr | grep -q "^console: 200 text/javascript"
 
-# The device agent from the same executable: registers, is approved, runs an action over the WebSocket.
+# A sample test config, run to the end (assets/testrun/samples/exec.yml: a program, a shell line).
+api /api/v1/configs -F "file=@$ROOT/assets/testrun/samples/exec.yml" > /dev/null
+RUN="$(api /api/v1/test-runs -H 'content-type: application/json' -d '{"config_name":"exec.yml"}' | json j.id)"
+STATUS=""
+for _ in $(seq 1 200); do
+  STATUS="$(api "/api/v1/test-runs/$RUN" | json j.status)"
+  case "$STATUS" in pending | running) sleep 0.1 ;; *) break ;; esac
+done
+REPORT="$(api "/api/v1/test-runs/$RUN/report?format=json")"
+echo "test run $RUN: $STATUS, $(echo "$REPORT" | json 'j.map((r)=>r.status).join(" ")')"
+[ "$STATUS" = finished ] && ! echo "$REPORT" | grep -q '"status":"failed"' || { echo "test run failed: $REPORT"; exit 1; }
+
+# A package upload (multipart, streamed to the object store), offered to the agent's device through a group.
+head -c 300000 /dev/urandom > image.bin
+PACKAGE="$(api /api/v1/packages -F file=@image.bin -F svc.software.version=v2 -F svc.hardware.devtype=smoke-board | json j.id)"
+[ -n "$PACKAGE" ] || { echo "package upload failed"; exit 1; }
+
+# The device agent: registers, is approved, runs an action over the WebSocket, then installs the
+# package its update check is offered.
 mkdir -p files
-printf 'server: %s\nkey_type: ed25519\nmac_address: "0e:00:00:00:00:01"\nfile_base_dir: ./files\nretry_min_delay: 0.2\nretry_max_delay: 1\nactions:\n  - {id: hello, command: [/bin/echo, from-agent], timeout: 5}\n' "$URL" > agent.yaml
-"${CLEAN_ENV[@]}" ./labgate agent --config agent.yaml --data-dir ./agent-data > agent.out 2> agent.err &
+cat > agent.yaml << EOF
+server: $URL
+key_type: ed25519
+mac_address: "0e:00:00:00:00:01"
+device_type: smoke-board
+software_version: v1
+file_base_dir: ./files
+retry_min_delay: 0.2
+retry_max_delay: 1
+update_check_interval: 1
+install_command: [/bin/cp, "{file}", "$WORK/installed.bin"]
+actions:
+  - {id: hello, command: [/bin/echo, from-agent], timeout: 5}
+EOF
+"${AGENT_CMD[@]}" agent --config agent.yaml --data-dir ./agent-data > agent.out 2> agent.err &
 AGENT=$!
 APPROVE=""
-for _ in $(seq 1 50); do
-  APPROVE="$(curl -sf -H "Authorization: Bearer token=$ADMIN" "$URL/api/v1/auth/pending" | node -e 'let s="";process.stdin.on("data",(d)=>(s+=d)).on("end",()=>{const p=JSON.parse(s).find((x)=>x.mac_address==="0e:00:00:00:00:01");if(p)process.stdout.write(JSON.stringify({mac_address:p.mac_address,public_key:p.public_key}))})')"
+for _ in $(seq 1 100); do
+  APPROVE="$(api /api/v1/auth/pending | json 'j.filter((x)=>x.mac_address==="0e:00:00:00:00:01").map((p)=>({mac_address:p.mac_address,public_key:p.public_key}))[0]')"
   [ -n "$APPROVE" ] && break
   sleep 0.1
 done
 [ -n "$APPROVE" ] || { echo "agent did not register"; cat agent.err; exit 1; }
-curl -sf -X POST -H "content-type: application/json" -H "Authorization: Bearer token=$ADMIN" -d "$APPROVE" "$URL/api/v1/auth/register" > /dev/null
+api /api/v1/auth/register -X POST -H "content-type: application/json" -d "$APPROVE" > /dev/null
 # Connected once its action list can be read (an exec before that would be queued).
-for _ in $(seq 1 50); do
-  curl -sf -H "Authorization: Bearer token=$ADMIN" "$URL/api/v2/devices/0e:00:00:00:00:01/action/list" > /dev/null && break
+for _ in $(seq 1 100); do
+  api /api/v2/devices/0e:00:00:00:00:01/action/list > /dev/null && break
   sleep 0.2
 done
 EXEC="$(curl -s -H "Authorization: Bearer token=$ADMIN" "$URL/api/v2/devices/0e:00:00:00:00:01/action/exec/hello")"
 echo "agent action: $EXEC"
 echo "$EXEC" | grep -q "\"output\":\"$(printf 'from-agent\n' | base64)\"" || { echo "agent action failed"; cat agent.err; exit 1; }
+
+DEVICE="$(api "/api/v2/devices?q=0e:00:00:00:00:01" | json 'j[0].id')"
+GROUP="$(api /api/v2/groups -H 'content-type: application/json' -d '{"metadata":{"name":"smoke"}}' | json j.id)"
+api "/api/v2/groups/$GROUP/package" -H 'content-type: application/json' -d "{\"packages\":[$PACKAGE]}" > /dev/null
+api "/api/v2/groups/$GROUP/policy" -H 'content-type: application/json' -d '{"policy":"exact_match,v2"}' > /dev/null
+api "/api/v2/groups/$GROUP/devices" -X PATCH -H 'content-type: application/json' -d "{\"add\":[$DEVICE],\"remove\":[]}" > /dev/null
+VERSION=""
+for _ in $(seq 1 150); do
+  VERSION="$(api "/api/v2/devices/$DEVICE" | json 'j.metadata["svc.software.version"]')"
+  [ "$VERSION" = v2 ] && break
+  sleep 0.2
+done
+echo "agent update: device reports $VERSION"
+[ "$VERSION" = v2 ] && cmp -s image.bin installed.bin || { echo "update not installed"; cat agent.err; exit 1; }
 kill -TERM "$AGENT"
 wait "$AGENT"
 
 # Backup while it runs (through its API), then a restore that a second server serves.
-"${CLEAN_ENV[@]}" ./labgate backup --data-dir ./data --out backup.tar
-"${CLEAN_ENV[@]}" ./labgate restore --in backup.tar --data-dir ./restored
+"${LABGATE[@]}" backup --data-dir ./data --out backup.tar
+"${LABGATE[@]}" restore --in backup.tar --data-dir ./restored
 
 kill -TERM "$PID"
 wait "$PID"
 
-"${CLEAN_ENV[@]}" ./labgate serve --listen 127.0.0.1:0 --data-dir ./restored > out2.log 2> err2.log &
-PID=$!
-for _ in $(seq 1 100); do grep -q "labgate listening on" out2.log 2>/dev/null && break; sleep 0.1; done
-URL="$(sed -n 's/^labgate listening on //p' out2.log)"
-[ -n "$URL" ] || { echo "restored server did not start"; cat err2.log; exit 1; }
-curl -sf -H "Authorization: Bearer token=$ADMIN" "$URL/api/v2/devices" | grep -q '0e:00:00:00:00:01' || { echo "restored server lacks the device"; exit 1; }
+serve ./restored restored
+api /api/v2/devices | grep -q '0e:00:00:00:00:01' || { echo "restored server lacks the device"; exit 1; }
 kill -TERM "$PID"
 wait "$PID"
-echo "executable smoke test: ok"
+echo "executable smoke test: ok ($(basename "$SERVER_BIN") server, $(basename "$AGENT_BIN") agent)"

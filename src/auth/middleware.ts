@@ -1,6 +1,6 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { getCookie } from "hono/cookie";
-import type { AppContext, AppEnv } from "../server/context.ts";
+import type { AppContext, AppEnv } from "../app/context.ts";
 import { LabgateError } from "../util/errors.ts";
 import { grantsAny, type Scope } from "./scopes.ts";
 import { TokenService, type DeviceIdentity, type ManagementIdentity, type TokenFailure } from "./tokens.ts";
@@ -138,8 +138,19 @@ const requirements = new WeakMap<object, string>();
 /** What `handler` asks for when it is a check made by createAuth: `device`, `any`, `mgmt` or `mgmt: <scope> or <scope>`. */
 export const requirementOf = (handler: unknown): string | undefined => (typeof handler === "function" ? requirements.get(handler) : undefined);
 
+/**
+ * Checks beyond a token's signature, each made by the domain that owns the records (start.ts
+ * hands them over from startDomains); absent, every valid token passes.
+ */
+export interface AuthGates {
+  /** A device token is good while its device exists with that key (update/devices/gate.ts). */
+  device?: (identity: DeviceIdentity) => boolean;
+  /** A console session is good while its account is enabled and has not ended its sessions (accounts). */
+  session?: (identity: ManagementIdentity) => boolean;
+}
+
 /** Builds the one auth check every route uses. */
-export function createAuth(ctx: AppContext) {
+export function createAuth(ctx: AppContext, gates: AuthGates = {}) {
   /** The caller of `c` (see requestToken for where the token comes from); 401/403 when none fits `kind`. */
   function authenticate(c: Context, kind: Kind, fallback?: string): ManagementIdentity | DeviceIdentity {
     const parsed = requestToken(c, fallback);
@@ -149,8 +160,8 @@ export function createAuth(ctx: AppContext) {
     const verifyAs = kind === "any" ? (claimed ?? "mgmt") : kind;
     const result = verifyAs === "device" ? ctx.tokens.verifyDevice(parsed.token) : ctx.tokens.verifyManagement(parsed.token);
     if (typeof result === "string") throw new LabgateError("unauthenticated", FAILURE_MESSAGES[result]);
-    if (result.kind === "device" && ctx.deviceGate && !ctx.deviceGate(result)) throw new LabgateError("unauthenticated", FAILURE_MESSAGES.bad_signature);
-    if (result.kind === "mgmt" && result.session !== undefined && ctx.sessionGate && !ctx.sessionGate(result)) throw new LabgateError("unauthenticated", MSG_SESSION_ENDED);
+    if (result.kind === "device" && gates.device && !gates.device(result)) throw new LabgateError("unauthenticated", FAILURE_MESSAGES.bad_signature);
+    if (result.kind === "mgmt" && result.session !== undefined && gates.session && !gates.session(result)) throw new LabgateError("unauthenticated", MSG_SESSION_ENDED);
     // Cached or not, a revoked token stops at the next request.
     if (result.kind === "mgmt" && isRevoked(ctx.db, result)) throw new LabgateError("unauthenticated", MSG_REVOKED);
     return result;

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { Hono, type Context } from "hono";
-import { actsByMethod, createAuth, refuseCrossSite, type Auth } from "../auth/middleware.ts";
-import type { AppContext, AppEnv } from "../server/context.ts";
+import { actsByMethod, createAuth, refuseCrossSite, type Auth, type AuthGates } from "../auth/middleware.ts";
+import type { AppContext, AppEnv } from "../app/context.ts";
 import { errorAnswer, errorResponse } from "./errors.ts";
 import { nodeResponse } from "./transport.ts";
 import { InFlight } from "./inflight.ts";
@@ -10,13 +10,19 @@ import { systemRoutes } from "./system.ts";
 /** A domain's routes, mounted at the root: each domain owns its own paths. */
 export type RouteModule = (ctx: AppContext, auth: Auth) => Hono<AppEnv>;
 
-/**
- * Builds the one Hono app: request log, JSON errors everywhere, the system routes, then `modules`
- * in order (the appliance's are listed in src/server/routes.ts). `inFlight` hears of every request.
- */
-export function createApp(ctx: AppContext, modules: RouteModule[] = [], inFlight = new InFlight()): Hono<AppEnv> {
+export interface AppOptions {
+  /** The routers, mounted in this order (the appliance's are listed in src/server/routes.ts). */
+  modules?: RouteModule[];
+  /** Hears of every request. */
+  inFlight?: InFlight;
+  /** The domains' token gates (startDomains). */
+  gates?: AuthGates;
+}
+
+/** Builds the one Hono app: request log, JSON errors everywhere, the system routes, then the modules in order. */
+export function createApp(ctx: AppContext, { modules = [], inFlight = new InFlight(), gates }: AppOptions = {}): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  const auth = createAuth(ctx);
+  const auth = createAuth(ctx, gates);
   // On every answer: no content sniffing (an answer is only ever what its type says) and, over
   // TLS, browsers told to come back only over TLS.
   const everyAnswer: Record<string, string> = { "X-Content-Type-Options": "nosniff" };

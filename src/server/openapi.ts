@@ -7,7 +7,7 @@ import { consoleOperations } from "../console/openapi.ts";
 import { errors, openApiDocument, type Operation } from "../http/openapi.ts";
 import { testRunOperations } from "../testrun/openapi.ts";
 import { updateOperations } from "../update/openapi.ts";
-import type { AppContext, AppEnv } from "./context.ts";
+import type { AppContext, AppEnv } from "../app/context.ts";
 
 /** The system routes (src/http/system.ts) and this one. */
 const systemOperations: Operation[] = [

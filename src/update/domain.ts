@@ -4,13 +4,16 @@
  * or key change ends), starts its timers and registers its shutdown work. The routers get the
  * built services (src/server/routes.ts) and only route.
  */
-import type { AppContext } from "../server/context.ts";
+import type { AppContext } from "../app/context.ts";
+import type { DeviceIdentity } from "../auth/tokens.ts";
 import { LocalStorage } from "../storage/local.ts";
 import { ActionService } from "./actions/actions.ts";
 import { deleteDeviceLog } from "./actions/store.ts";
 import { ChannelHub, CLOSE_UNAUTHORIZED } from "./channel/hub.ts";
 import { handleProgress } from "./channel/progress.ts";
 import { ShellService } from "./channel/shell.ts";
+import { handleOutcomes } from "./deployments/channel.ts";
+import { DeploymentService } from "./deployments/service.ts";
 import { DeviceFileStore } from "./devicefiles/store.ts";
 import { FileTransferService } from "./devicefiles/transfers.ts";
 import { DeviceHooks } from "./devices/devices.ts";
@@ -19,13 +22,18 @@ import { EventBroadcaster } from "./events/broadcaster.ts";
 import { sweepOrphanObjects } from "./packages/packages.ts";
 import { UpdateProgress } from "./progress/progress.ts";
 import { ReplayGuard } from "./registration/replay.ts";
+import { UpdateCatalog } from "./updatecheck/catalog.ts";
 
 /** The update server's services, as the routers get them. */
 export interface UpdateDomain {
+  /** Device tokens are good while their device exists with that key; bumps last_access (the app's auth check calls it). */
+  deviceGate: (identity: DeviceIdentity) => boolean;
   /** What a device deletion or key change ends (the gate's cache, sockets, action logs). */
   deviceHooks: DeviceHooks;
   /** Signed device authorization requests seen, refused when replayed (9.1). */
   replay: ReplayGuard;
+  /** The update checks' cached inputs (active groups, group plans); group writes drop them. */
+  catalog: UpdateCatalog;
   /** Update progress records and their idle time. */
   progress: UpdateProgress;
   /** Package objects (`/local_storage/`). */
@@ -41,13 +49,17 @@ export interface UpdateDomain {
   /** Files fetched from devices and action outputs. */
   deviceFiles: DeviceFileStore;
   transfers: FileTransferService;
+  /** Phased rollouts to groups: their state machine, the update check's view of them. */
+  deployments: DeploymentService;
 }
 
 export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   // Device tokens of deleted (or re-keyed) devices are refused; last_access is kept up to date.
   const deviceHooks = new DeviceHooks();
-  ctx.deviceGate = createDeviceGate(ctx, deviceHooks);
+  const deviceGate = createDeviceGate(ctx, deviceHooks);
   const replay = new ReplayGuard();
+  // What update checks answer from, dropped by every group write that changes it.
+  const catalog = new UpdateCatalog(ctx.db);
 
   // Packages: objects an interrupted upload left without a row go (in the background).
   const storage = new LocalStorage(ctx.dataDir);
@@ -70,8 +82,13 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   ctx.onClosing.push(() => hub.closeAll());
   hub.onConnect((conn) => events.publish("connect", { device: conn.mac }));
   hub.onDisconnect((mac) => events.publish("disconnect", { device: mac }));
+  // Deployments: progress and versions move devices' states; update_outcome reports (docs in channel/protocol.ts).
+  const deployments = new DeploymentService(ctx, catalog, events, hub);
+  deployments.start();
+  ctx.onClosing.push(() => deployments.close());
+  handleOutcomes(ctx, hub, deployments);
   // update_progress, update_version (8.2, 13.3).
-  handleProgress(ctx, hub, progress, events);
+  handleProgress(ctx, hub, progress, events, deployments);
 
   // Shell sessions (13.4) end with their device's socket, and at shutdown.
   const shells = new ShellService(ctx, hub);
@@ -111,5 +128,5 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
     if (conn && conn.deviceId === device.id) hub.disconnect(device.mac_address, CLOSE_UNAUTHORIZED, "device key changed");
   });
 
-  return { deviceHooks, replay, progress, storage, orphansSwept, events, hub, shells, actions, deviceFiles, transfers };
+  return { deviceGate, deviceHooks, replay, catalog, progress, storage, orphansSwept, events, hub, shells, actions, deviceFiles, transfers, deployments };
 }

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
+import { closeSync, openSync, readSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { BUNDLE_ENV, buildTestBundle } from "./bundle.ts";
@@ -27,6 +28,23 @@ export function labgate(): Promise<string[]> {
   const built = process.env[BUNDLE_ENV];
   command ??= (built ? Promise.resolve(built) : buildTestBundle()).then((bundle) => [process.execPath, bundle]);
   return command;
+}
+
+/**
+ * The command that runs a built executable here: the file itself, or, for an arm64 one (ELF
+ * e_machine 0xb7) on another machine, qemu-aarch64-static with Debian's arm64 libraries as its
+ * root (.ci/run installs both), as scripts/smoke-executable.sh does.
+ */
+export function executableCommand(path: string): string[] {
+  const header = Buffer.alloc(20);
+  const fd = openSync(path, "r");
+  try {
+    readSync(fd, header, 0, 20, 0);
+  } finally {
+    closeSync(fd);
+  }
+  const aarch64 = header.subarray(0, 4).equals(Buffer.from("\x7fELF", "latin1")) && header.readUInt16LE(18) === 0xb7;
+  return aarch64 && process.arch !== "arm64" ? ["qemu-aarch64-static", "-L", "/usr/aarch64-linux-gnu", path] : [path];
 }
 
 /** `node` on a test fixture bundled beside labgate()'s bundle (see buildTestBundle). */
@@ -79,6 +97,7 @@ export async function runInProcess(args: string[], env: Record<string, string> =
 export interface ServeProcess {
   child: ChildProcess;
   url: string;
+  stdout: () => string;
   stderr: () => string;
   /** Sends the signal and resolves with the exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
@@ -86,9 +105,9 @@ export interface ServeProcess {
 
 /**
  * Starts a `serve`-style command of labgate() (or of `command`: FROM_SOURCE, the built executable)
- * and waits for its listening line.
+ * and waits for its listening line (at most `startTimeoutMs`, default 20 s).
  */
-export async function startServe(args: string[], options: { env?: Record<string, string>; command?: string[]; cwd?: string } = {}): Promise<ServeProcess> {
+export async function startServe(args: string[], options: { env?: Record<string, string>; command?: string[]; cwd?: string; startTimeoutMs?: number } = {}): Promise<ServeProcess> {
   const [bin, ...pre] = options.command ?? (await labgate());
   const child = spawn(bin, [...pre, ...args], {
     cwd: options.cwd ?? process.cwd(),
@@ -102,7 +121,7 @@ export async function startServe(args: string[], options: { env?: Record<string,
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
       reject(new Error(`server did not start: ${stderr}`));
-    }, 20_000);
+    }, options.startTimeoutMs ?? 20_000);
     child.stdout!.on("data", (d) => {
       stdout += d;
       const match = /labgate listening on (https?:\/\/\S+)/.exec(stdout);
@@ -111,6 +130,7 @@ export async function startServe(args: string[], options: { env?: Record<string,
         resolve({
           child,
           url: match[1],
+          stdout: () => stdout,
           stderr: () => stderr,
           async stop(signal = "SIGTERM") {
             if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;

@@ -12,12 +12,21 @@ import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { startServe, type ServeProcess } from "../helpers/cli.ts";
+import { executableCommand, startServe, type ServeProcess } from "../helpers/cli.ts";
 import { openFds, parseRaw, rawRequest } from "../helpers/raw.ts";
 import { removeDir, requestAt, startTestServer, tempDir, type TestServer, waitFor } from "../helpers/server.ts";
 import { registerDevice } from "./helpers/devices.ts";
 
 const BIN = process.env.LABGATE_BIN;
+/** An arm64 executable runs under qemu (executableCommand): everything, a checkpoint holding its files included, takes many times longer. */
+const EMULATED = BIN !== undefined && executableCommand(resolve(BIN)).length > 1;
+/** Silence after which a client gives up on an answer it is owed. */
+const PATIENCE_MS = EMULATED ? 60_000 : 5000;
+/**
+ * LABGATE_ABUSE_QUICK=1 (.ci/run, for the arm64 executable under qemu): only the inputs answered
+ * at once, not those the server may rightly wait on until the client leaves (idleMs, together).
+ */
+const QUICK = process.env.LABGATE_ABUSE_QUICK === "1";
 
 /** What an input may get back: "4xx" a 4xx JSON error, "no5xx" anything below 500 (a 4xx with JSON), "close" the socket closed (any status). */
 type Expect = "4xx" | "no5xx" | "close";
@@ -106,7 +115,10 @@ async function startTarget(): Promise<Target> {
     };
   }
   const dataDir = tempDir();
-  const serve: ServeProcess = await startServe(["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { command: [resolve(BIN)] });
+  const serve: ServeProcess = await startServe(["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
+    command: executableCommand(resolve(BIN)),
+    startTimeoutMs: EMULATED ? 180_000 : undefined,
+  });
   const adminToken = readFileSync(join(dataDir, "admin.token"), "utf8").trim();
   const server = { url: serve.url, dataDir, adminToken, request: requestAt(serve.url) } as unknown as TestServer;
   return {
@@ -138,7 +150,7 @@ interface Operation {
   query: string[];
 }
 
-describe(`abuse corpus (${BIN ? `single executable ${BIN}` : "source, in-process"})`, () => {
+describe(`abuse corpus (${BIN ? `single executable ${BIN}${EMULATED ? " under qemu" : ""}` : "source, in-process"}${QUICK ? ", quick inputs" : ""})`, () => {
   let target: Target;
   let ops: Operation[] = [];
   let device: { mac: string; id: number; token: string };
@@ -305,7 +317,7 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}` : "source, in-process
 
   /** Sends one input; with frames, writes them after the 101 and leaves after idleMs. */
   async function send(input: Input): Promise<{ text: string; closedByServer: boolean }> {
-    if (!input.frames) return rawRequest(target.url, input.request, input.idleMs ?? 5000);
+    if (!input.frames) return rawRequest(target.url, input.request, input.idleMs ?? PATIENCE_MS);
     return rawRequest(target.url, Buffer.concat([Buffer.from(input.request), ...input.frames]), input.idleMs ?? 300);
   }
 
@@ -386,14 +398,17 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}` : "source, in-process
     assert.deepEqual((await list("/api/v1/users")).map((u) => u.name), ["admin"]);
   });
 
-  it("every input gets a 4xx JSON error or a clean close; the server keeps answering and holds nothing more", { timeout: 240_000 }, async (t) => {
-    const inputs = corpus();
-    assert.ok(inputs.length >= 300, `${inputs.length} inputs`);
+  it("every input gets a 4xx JSON error or a clean close; the server keeps answering and holds nothing more", { timeout: EMULATED ? 600_000 : 240_000 }, async (t) => {
+    const inputs = corpus().filter((input) => !QUICK || (input.idleMs === undefined && !input.together));
+    assert.ok(inputs.length >= (QUICK ? 200 : 300), `${inputs.length} inputs`);
     t.diagnostic(`${inputs.length} inputs`);
-    const health = async () => parseRaw((await rawRequest(target.url, http("GET", "/api/health"))).text).status;
+    const health = async () => parseRaw((await rawRequest(target.url, http("GET", "/api/health"), PATIENCE_MS)).text).status;
     assert.equal(await health(), 200);
     const fds = openFds(target.pid);
-    const stored = files(target.dataDir).sort().join("\n");
+    // A checkpoint (every database.checkpoint_interval seconds after a change: a slow run sees one)
+    // starts the next journal generation: the journal's number is not new data.
+    const stored = () => [...new Set(files(target.dataDir).map((name) => name.replace(/^labgate\.journal\.\d+$/, "labgate.journal.N")))].sort().join("\n");
+    const storedBefore = stored();
     const failures: string[] = [];
     const judge = (input: Input, answer: { text: string; closedByServer: boolean }) => {
       const { status, json } = parseRaw(answer.text);
@@ -409,7 +424,7 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}` : "source, in-process
     /** The server answers, and holds no more open files or event subscribers than before. */
     const checkAfter = async (sent: string) => {
       assert.equal(await health(), 200, `health after ${sent}`);
-      if (openFds(target.pid) > fds) await waitFor(() => openFds(target.pid) <= fds, 5000, `open files back after ${sent}`);
+      if (openFds(target.pid) > fds) await waitFor(() => openFds(target.pid) <= fds, PATIENCE_MS, `open files back after ${sent}`);
       if (target.subscribers) assert.equal(target.subscribers(), 0, `event subscribers after ${sent}`);
     };
     for (const input of inputs.filter((i) => !i.together)) {
@@ -421,7 +436,7 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}` : "source, in-process
     together.forEach((input, i) => judge(input, answers[i]));
     await checkAfter(`the ${together.length} inputs sent together (${together.map((i) => i.name).join("; ")})`);
     assert.deepEqual(failures, []);
-    assert.equal(files(target.dataDir).sort().join("\n"), stored, "nothing new in the data dir");
+    assert.equal(stored(), storedBefore, "nothing new in the data dir");
     assert.deepEqual(target.logged(), [], "the server logged errors");
   });
 });

@@ -1,5 +1,5 @@
-import { bool, choice, num, optional, paramSchema, regexError, required, str } from "./params.ts";
-import { fail, pass, type CaseDef, type EntryContext, type ModuleDef, type Outcome, type Params } from "./types.ts";
+import { bool, choice, given, num, optional, paramSchema, regexError, required, str } from "./params.ts";
+import { fail, pass, type CaseDef, type EntryContext, type ModuleDef, type Outcome } from "./types.ts";
 
 const CONTENT_LIMIT = 64 * 1024;
 const TYPES = ["file", "dir", "char", "block", "link", "socket", "fifo"] as const;
@@ -8,7 +8,6 @@ const TYPES = ["file", "dir", "char", "block", "link", "socket", "fifo"] as cons
 const modeBits = (v: unknown): number => (typeof v === "number" ? v : parseInt(String(v), 8));
 
 const path = (ctx: Pick<EntryContext, "params">) => str(ctx.params, "path")!;
-const given = (p: Params, ...keys: string[]) => keys.some((k) => p[k] !== undefined && p[k] !== null);
 
 // Every path is touched as the test's user (ctx.files): what it may not read, the test may not either.
 const readContent = async (ctx: EntryContext): Promise<string> => (await ctx.files.read(path(ctx), CONTENT_LIMIT)).toString("utf8").trim();
@@ -37,6 +36,7 @@ const guarded = (run: (ctx: EntryContext) => Promise<Outcome>) => async (ctx: En
 export const fileModule: ModuleDef = {
   key: "file",
   className: "TestFile",
+  summary: "File, sysfs and /dev checks: existence, type, mode, access, content, a numeric range, a write read back.",
   params: paramSchema({
     path: required("string", "the file, directory or device node"),
     name: optional("string", "the report's device name", "the path"),

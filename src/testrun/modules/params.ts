@@ -62,6 +62,8 @@ export type ParamSchema = z.ZodObject<Record<string, z.ZodType>>;
 export const paramSchema = (shape: Record<string, z.ZodType>): ParamSchema => z.object(shape);
 
 // Accessors for validated params.
+/** Any of `keys` is given (a null value is absent, as at validation). */
+export const given = (p: Params, ...keys: string[]): boolean => keys.some((k) => p[k] !== undefined && p[k] !== null);
 export const str = (p: Params, k: string, d?: string): string | undefined => (p[k] === undefined || p[k] === null ? d : String(p[k]));
 export const num = (p: Params, k: string, d?: number): number | undefined => (typeof p[k] === "number" ? (p[k] as number) : d);
 export const bool = (p: Params, k: string, d?: boolean): boolean | undefined => (typeof p[k] === "boolean" ? (p[k] as boolean) : d);

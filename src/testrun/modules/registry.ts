@@ -1,20 +1,54 @@
+import { blockDeviceModule, mmcModule } from "./block.ts";
+import { cameraModule } from "./camera.ts";
 import { execModule } from "./exec.ts";
 import { extendedSimpleModule, simpleModule } from "./compat.ts";
 import { fileModule } from "./file.ts";
+import { fpgaModule } from "./fpga.ts";
+import { gpioModule } from "./gpio.ts";
 import { httpModule } from "./http.ts";
+import { i2cModule, i2cRegistersModule } from "./i2c.ts";
+import { adcModule, dacModule } from "./iio.ts";
 import { junitModule } from "./junit.ts";
+import { memtesterModule } from "./memtester.ts";
+import { networkModule } from "./network.ts";
 import { pingModule } from "./ping.ts";
 import { loadScriptModule, ScriptModuleError } from "./script.ts";
 import { sleepModule } from "./sleep.ts";
 import { tcpModule } from "./tcp.ts";
+import { thermalModule } from "./thermal.ts";
+import { usbdevModule } from "./usbdev.ts";
 import type { ModuleDef, Params } from "./types.ts";
 
 /** Params every entry may carry (2.2, 18.1): `override` hints stay in the params and are ignored. */
 const COMMON_IGNORED = new Set(["override"]);
 
-const BUILTIN: ReadonlyMap<string, ModuleDef> = new Map(
-  [execModule, junitModule, httpModule, tcpModule, pingModule, fileModule, sleepModule, simpleModule, extendedSimpleModule].map((m) => [m.key, m]),
-);
+/** Every built-in module, in the order docs/modules.md lists them. */
+export const BUILTIN_MODULES: readonly ModuleDef[] = [
+  execModule,
+  junitModule,
+  httpModule,
+  tcpModule,
+  pingModule,
+  fileModule,
+  sleepModule,
+  // Hardware (hardware.ts): protoplaster's module keys and parameters.
+  networkModule,
+  usbdevModule,
+  adcModule,
+  dacModule,
+  thermalModule,
+  mmcModule,
+  blockDeviceModule,
+  gpioModule,
+  i2cModule,
+  i2cRegistersModule,
+  cameraModule,
+  memtesterModule,
+  fpgaModule,
+  simpleModule,
+  extendedSimpleModule,
+];
+const BUILTIN: ReadonlyMap<string, ModuleDef> = new Map(BUILTIN_MODULES.map((m) => [m.key, m]));
 
 export interface ModuleLookup {
   /** `test_server.compat_modules`: offer `simple` and `extended_simple`. */

@@ -20,6 +20,13 @@ export class CaseFailure extends Error {}
 /** Thrown from set-up: every case of the entry is skipped. */
 export class CaseSkip extends Error {}
 
+/** Where the hardware modules read sysfs, device nodes and firmware (`test_server.sys_root`, `dev_root`, `firmware_root`). */
+export interface HardwareRoots {
+  sys: string;
+  dev: string;
+  firmware: string;
+}
+
 /** Everything a module instance (one entry) sees. A fresh one per entry: no state leaks (section 5). */
 export interface EntryContext {
   params: Params;
@@ -29,6 +36,8 @@ export interface EntryContext {
   signal: AbortSignal;
   /** The node role of the run (7.7); null for a local run. */
   machineTarget: string | null;
+  /** Where a config's `/sys/...`, `/dev/...` and firmware names are looked up (hardware.ts). */
+  roots: HardwareRoots;
   /** The module key of this entry (`exec`, `nested/impl1/hello`). */
   moduleKey: string;
   /** Per-entry instance state, filled by set-up and read by the cases. */
@@ -58,6 +67,8 @@ export interface ModuleDef {
   key: string;
   /** Class name used in report names (`TestExec`). */
   className: string;
+  /** One sentence for docs/modules.md. */
+  summary?: string;
   /** Compatibility modules are hidden unless `test_server.compat_modules` is on (18.2). */
   compat?: boolean;
   /** Declared once (params.ts): validated at trigger, documented in docs/modules.md. */

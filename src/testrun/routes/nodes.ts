@@ -4,7 +4,7 @@
  * (the console shows a multi-node trigger's runs side by side).
  */
 import { Hono, type Context } from "hono";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import type { AppContext, AppEnv } from "../../app/context.ts";
 import { nodeNamed, nodeStatuses, relayFromNode, type RelayedAnswer } from "../runs/nodes.ts";
 import type { TestRunAccess } from "./access.ts";
 

@@ -5,7 +5,7 @@
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { Hono, type Context } from "hono";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { statFile } from "../../util/files.ts";
 import { contentDisposition, fileEtag, notModified, serveFile, untrustedFileHeaders } from "../../storage/send.ts";

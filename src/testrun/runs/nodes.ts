@@ -2,7 +2,7 @@
  * The lab nodes as the console's Nodes page shows them: this gateway ("Local device", 14) and
  * every configured node (`test_server.nodes`, `nodes_file`), each checked now.
  */
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import type { NodeTarget } from "../../config/config.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { contentDisposition, FILE_CSP, untrustedFileHeaders } from "../../storage/send.ts";
@@ -51,14 +51,14 @@ async function check(name: string, node: NodeTarget): Promise<NodeStatus> {
 }
 
 /** This gateway first, then the configured nodes in configuration order, all checked in parallel. */
-export async function nodeStatuses(ctx: AppContext): Promise<NodeStatus[]> {
+export async function nodeStatuses(ctx: Pick<AppContext, "config" | "version">): Promise<NodeStatus[]> {
   const local: NodeStatus = { name: LOCAL_DEVICE, url: "", local: true, reachable: true, version: ctx.version, error: "", latency_ms: 0 };
   const remote = await Promise.all(Object.entries(ctx.config.test_server.nodes).map(([name, node]) => check(name, node)));
   return [local, ...remote];
 }
 
 /** A configured node by name, or a 404 (LOCAL_DEVICE is this gateway, not a node to call). */
-export function nodeNamed(ctx: AppContext, name: string): NodeTarget {
+export function nodeNamed(ctx: Pick<AppContext, "config" | "version">, name: string): NodeTarget {
   const nodes = ctx.config.test_server.nodes;
   if (!Object.hasOwn(nodes, name)) throw new LabgateError("not_found", `unknown node '${name}'`);
   return nodes[name];
@@ -159,7 +159,7 @@ export interface PushResult {
  * Uploads stored configs (`files`: name -> text) to each of `nodes`, as a client of their
  * `POST /api/v1/configs`; nodes in parallel, files in order. Never throws for a node's failure.
  */
-export async function pushConfigs(ctx: AppContext, files: Array<[string, string]>, nodes: string[]): Promise<PushResult[]> {
+export async function pushConfigs(ctx: Pick<AppContext, "config" | "version">, files: Array<[string, string]>, nodes: string[]): Promise<PushResult[]> {
   return Promise.all(
     nodes.map(async (name): Promise<PushResult> => {
       const node = nodeNamed(ctx, name);

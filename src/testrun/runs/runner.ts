@@ -5,7 +5,7 @@ import { runTestProcess, testFiles, type TestIdentity, type TestWorkspace } from
 import { compilePattern, type Matcher } from "../engine/pattern.ts";
 import { ReportWriter, type ReportColumn, type ReportRow } from "../engine/report.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
-import { CaseSkip, type CaseDef, type EntryContext, type ModuleDef, type Outcome } from "../modules/types.ts";
+import { CaseSkip, type CaseDef, type EntryContext, type HardwareRoots, type ModuleDef, type Outcome } from "../modules/types.ts";
 import { caseNames, type MetadataCommand, type PlanEntry, type TestPlan } from "../plan.ts";
 import { readHead } from "../../util/files.ts";
 import { dateOf, type Clock } from "../../util/time.ts";
@@ -30,6 +30,8 @@ export interface RunEnvironment extends ModuleLookup {
   reportColumns: readonly ReportColumn[];
   /** `test_server.metadata_timeout` in milliseconds. */
   metadataTimeoutMs: number;
+  /** Where the hardware modules read sysfs, /dev and firmware. */
+  roots: HardwareRoots;
   /** Called after every report row is written (tests and progress logging). */
   onRow?: (row: ReportRow) => void;
   /** `test_server.run_as`: who the run's programs and file checks run as; absent: the server's user. */
@@ -151,10 +153,12 @@ async function runEntry(
     artifactsDir: dir,
     signal,
     machineTarget: input.machineTarget,
+    roots: env.roots,
     moduleKey: entry.module,
     state: {},
     // For the reference's `artifacts` column; the artifacts endpoint lists every file regardless.
     recordArtifact: (name) => void recorded.push(name),
+    // Every program a module starts goes through here (tools of the hardware modules too).
     exec: (options) => runTestProcess(env.identity, dir, { ...options, cwd: options.cwd ?? dir, signal }),
     files: testFiles(env.identity, dir),
     warn: (message) => void warnings.push(`${entry.where}: ${message}`),

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { rm } from "node:fs/promises";
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { patternError } from "../engine/pattern.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
@@ -31,7 +31,7 @@ const TRIGGER_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
  */
 export class TestRunService implements LocalRuns {
   readonly store: RunStore;
-  readonly ctx: AppContext;
+  readonly ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log">;
   readonly source: ConfigSource;
   readonly orchestrator: Orchestrator;
   readonly dirs: TestrunDirs;
@@ -40,7 +40,7 @@ export class TestRunService implements LocalRuns {
   private readonly identity: TestIdentity | undefined;
   private readonly workspace: TestWorkspace | undefined;
 
-  constructor(ctx: AppContext, source: ConfigSource, store: RunStore) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log">, source: ConfigSource, store: RunStore) {
     this.ctx = ctx;
     this.source = source;
     this.store = store;
@@ -159,12 +159,14 @@ export class TestRunService implements LocalRuns {
     const plan = this.store.planOf(run.id)!;
     let result;
     try {
+      const ts = this.ctx.config.test_server;
       const env = {
         ...this.lookup,
         dirs: this.dirs,
         clock: this.ctx.clock,
-        reportColumns: this.ctx.config.test_server.report_columns,
-        metadataTimeoutMs: this.ctx.config.test_server.metadata_timeout * 1000,
+        reportColumns: ts.report_columns,
+        metadataTimeoutMs: ts.metadata_timeout * 1000,
+        roots: { sys: ts.sys_root, dev: ts.dev_root, firmware: ts.firmware_root },
         identity: this.identity,
         workspace: this.workspace,
       };

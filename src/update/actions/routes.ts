@@ -1,6 +1,6 @@
 import { Hono, type Context } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import type { AppContext, AppEnv } from "../../app/context.ts";
 import { errorAnswer } from "../../http/errors.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { z } from "zod";

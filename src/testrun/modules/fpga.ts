@@ -1,0 +1,45 @@
+import { writeFile } from "node:fs/promises";
+import { posix } from "node:path";
+import { assertion, exists, firmwarePath, hostPath, readAttribute } from "./hardware.ts";
+import { paramSchema, required, str } from "./params.ts";
+import { pass, type EntryContext, type ModuleDef } from "./types.ts";
+
+const iface = (ctx: Pick<EntryContext, "params">) => str(ctx.params, "sysfs_interface")!;
+
+/**
+ * `fpga`: load a bitstream through the kernel's fpga_manager (protoplaster's `fpga`, same cases).
+ * Instead of asking an operator whether the bitstream works, the manager's `state` must read
+ * `operating` after the load.
+ */
+export const fpgaModule: ModuleDef = {
+  key: "fpga",
+  className: "TestFPGA",
+  summary: "Loads a bitstream through the kernel's fpga_manager and checks it reports `operating`; protoplaster's `fpga` without the operator prompt.",
+  params: paramSchema({
+    sysfs_interface: required("string", "the manager's `firmware` attribute, such as `/sys/class/fpga_manager/fpga0/firmware`"),
+    bitstream_path: required("string", "the bitstream's name below the firmware directory (`/lib/firmware`)"),
+  }),
+  deviceName: (ctx) => iface(ctx),
+  cases: () => [
+    {
+      name: "sysfs_interface",
+      run: async (ctx) => ((await exists(hostPath(ctx.roots, iface(ctx)))) ? pass() : assertion(`${iface(ctx)} does not exist`)),
+    },
+    {
+      name: "flashing_bitstream",
+      async run(ctx) {
+        const bitstream = str(ctx.params, "bitstream_path")!;
+        if (!(await exists(firmwarePath(ctx.roots, bitstream)))) return assertion("Bitstream file does not exist");
+        const file = hostPath(ctx.roots, iface(ctx));
+        try {
+          await writeFile(file, bitstream);
+        } catch {
+          return assertion("The bitstream failed to flash");
+        }
+        const stateFile = posix.join(posix.dirname(iface(ctx)), "state");
+        const state = await readAttribute(hostPath(ctx.roots, stateFile));
+        return state === "operating" ? pass() : assertion(`${stateFile} is '${state ?? "unreadable"}' after the load, expected 'operating'`);
+      },
+    },
+  ],
+};
