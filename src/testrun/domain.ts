@@ -8,6 +8,7 @@ import type { AppContext } from "../app/context.ts";
 import { ConfigStore } from "./config/store.ts";
 import { ConfigViewCache } from "./config/view-cache.ts";
 import { testrunDirs } from "./runs/paths.ts";
+import type { TestRunAs } from "./engine/identity.ts";
 import { TestRunService } from "./runs/service.ts";
 import { RunStore, type RunChange } from "./runs/store.ts";
 
@@ -22,11 +23,12 @@ export interface TestRunDomain {
   changes: Broadcaster<RunChange>;
 }
 
-export function createTestRunDomain(ctx: AppContext): TestRunDomain {
+/** `runAs`: who tests run as (testIdentityOf, resolved before any domain starts). */
+export function createTestRunDomain(ctx: AppContext, runAs: TestRunAs = {}): TestRunDomain {
   // Made at start: clears the temp files of uploads a stop interrupted.
   const configs = new ConfigStore(testrunDirs(ctx.config).configs, ctx.config.test_server.max_config_bytes);
   const changes = new Broadcaster<RunChange>();
-  const runs = new TestRunService(ctx, configs, new RunStore(ctx.db, (change) => changes.emit(change)));
+  const runs = new TestRunService(ctx, configs, new RunStore(ctx.db, (change) => changes.emit(change)), runAs);
   runs.recoverFromRestart();
   // Graceful shutdown: pending and running runs end `aborted` with `server shutdown`.
   ctx.onShutdown.push(() => runs.shutdown());

@@ -63,7 +63,7 @@ describe("systemd service", () => {
     // The sysusers entry makes the user (checked inside the staging root, not on this machine).
     await run("systemd-sysusers", [`--root=${root}`, join(root, "etc/sysusers.d/labgate.conf")]);
     assert.match(readFileSync(join(root, "etc/passwd"), "utf8"), /^labgate:x:\d+:\d+:[^:]*:\/var\/lib\/labgate:/m);
-    assert.match(readFileSync(join(root, "etc/passwd"), "utf8"), /^labgate-runner:x:\d+:\d+:[^:]*:\/var\/lib\/labgate-runs:/m);
+    assert.match(readFileSync(join(root, "etc/passwd"), "utf8"), /^labgate-runner:x:\d+:\d+:[^:]*:\/nonexistent:/m);
     assert.match(readFileSync(join(root, "etc/group"), "utf8"), /^labgate-runner:x:\d+:labgate$/m, "the server is in the runner's group");
   });
 

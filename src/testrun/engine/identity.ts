@@ -271,7 +271,13 @@ async function copyTree(from: string, to: string): Promise<void> {
  * the key otherwise), the data dir closed to everyone else (0700) and the work dir made. Without
  * it, tests run as the server's own user, and the log says once what that means.
  */
-export function testIdentityOf(config: Config, log: Logger): { identity?: TestIdentity; workspace?: TestWorkspace } {
+/** Who a server's tests run as: a user and its work dir, or nothing (the server's own user). */
+export interface TestRunAs {
+  identity?: TestIdentity;
+  workspace?: TestWorkspace;
+}
+
+export function testIdentityOf(config: Config, log: Logger): TestRunAs {
   const spec = config.test_server.run_as;
   if (!spec) {
     log.warn(

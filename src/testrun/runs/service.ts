@@ -12,7 +12,7 @@ import { Orchestrator, type LocalRuns } from "./dispatch.ts";
 import { artifactsDir, reportPath, testrunDirs, type TestrunDirs } from "./paths.ts";
 import { RunQueue } from "./queue.ts";
 import { executeRun } from "./runner.ts";
-import { testIdentityOf, type TestIdentity, type TestWorkspace } from "../engine/identity.ts";
+import type { TestIdentity, TestRunAs, TestWorkspace } from "../engine/identity.ts";
 import { LOCAL_DEVICE } from "./nodes.ts";
 import type { TriggerRequest } from "./trigger.ts";
 import { FINAL_STATUSES, type RunStore, type RunRecord, type TriggerRecord, type TriggerStatus } from "./store.ts";
@@ -40,7 +40,7 @@ export class TestRunService implements LocalRuns {
   private readonly identity: TestIdentity | undefined;
   private readonly workspace: TestWorkspace | undefined;
 
-  constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log">, source: ConfigSource, store: RunStore) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log">, source: ConfigSource, store: RunStore, runAs: TestRunAs = {}) {
     this.ctx = ctx;
     this.source = source;
     this.store = store;
@@ -48,7 +48,8 @@ export class TestRunService implements LocalRuns {
     this.queue = new RunQueue(store, (run, signal) => this.execute(run, signal), ctx.log, ctx.clock);
     this.dirs = testrunDirs(ctx.config);
     for (const dir of [this.dirs.reports, this.dirs.artifacts, this.dirs.results]) mkdirSync(dir, { recursive: true });
-    ({ identity: this.identity, workspace: this.workspace } = testIdentityOf(ctx.config, ctx.log));
+    this.identity = runAs.identity;
+    this.workspace = runAs.workspace;
   }
 
   /** At start (6.7): runs and orchestrations the last process left unfinished become aborted; nothing is re-queued. */
