@@ -88,11 +88,11 @@ export class FakeBoard {
   constructor() {
     mkdirSync(this.bin, { recursive: true });
     mkdirSync(this.noTools, { recursive: true });
+    // The board's root is written into each stand-in: tests start with a clean environment, none of the server's variables.
     for (const [name, body] of Object.entries(TOOLS)) {
-      writeFileSync(join(this.bin, name), `#!/bin/sh\n${body}`);
+      writeFileSync(join(this.bin, name), `#!/bin/sh\nLABGATE_FAKE_HW='${this.root}'\n${body}`);
       chmodSync(join(this.bin, name), 0o755);
     }
-    process.env.LABGATE_FAKE_HW = this.root;
     this.tools(true);
     this.reset();
   }
