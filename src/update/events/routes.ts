@@ -5,41 +5,56 @@ import type { ManagementIdentity } from "../../auth/tokens.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { prepareEvent, SharedSubscription, type EventStreams, type SendEvent } from "../../http/sse.ts";
 import { bypasses, permissionFilter } from "../permissions/permissions.ts";
-import type { EventBroadcaster } from "./broadcaster.ts";
+import type { DeviceEvent, EventBroadcaster } from "./broadcaster.ts";
 
 export { MAX_BACKLOG } from "../../http/sse.ts";
 
-/** An open stream: whose it is, and the MAC addresses of the devices its user may read ("all" for admin reads). */
+/** What a user may read: the devices by MAC address and the groups by id, or "all" (admin reads). */
+type Visible = { devices: ReadonlySet<string>; groups: ReadonlySet<number> } | "all";
+
+/** An open stream: whose it is, what its user may read, where its events go. */
 interface Viewer {
   identity: ManagementIdentity;
-  sees: ReadonlySet<string> | "all";
+  sees: Visible;
   send: SendEvent;
+}
+
+const NOTHING: Visible = { devices: new Set(), groups: new Set() };
+
+function shows(sees: Visible, event: DeviceEvent): boolean {
+  if (sees === "all") return true;
+  if (event.event === "deployment" || event.event === "deployment_device") return sees.groups.has(event.data.group);
+  return sees.devices.has(event.data.device);
 }
 
 /**
  * `GET /api/stream` (update-server.md 15.1): server-sent events `connect`, `disconnect`, `update`
- * as `event:<name>` / `data:<json>` lines. Management token; a user without admin read sees the
- * events of the devices they may read. The stream ends when its token or account no longer
- * allows it (src/auth/authority.ts).
+ * (and `deployment`, `deployment_device`) as `event:<name>` / `data:<json>` lines. Management
+ * token; a user without admin read sees the events of the devices (and deployments' groups) they
+ * may read. The stream ends when its token or account no longer allows it (src/auth/authority.ts).
  *
  * An event costs the same however many streams are open (issue 25): it is encoded once, and each
- * stream knows the devices its user may read. Those sets are made again, once per user and
- * scopes, when the access generation has moved (a permission, a tag, a group, a device changed).
+ * stream knows the devices and groups its user may read. Those sets are made again, once per user
+ * and scopes, when the access generation has moved (a permission, a tag, a group, a device changed).
  */
 export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcaster, streams: EventStreams, access: AccessWatch): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const viewers = new Set<Viewer>();
   let generation = -1;
 
-  /** The devices `identity` may read now, shared by the viewers of one user and scopes within a generation. */
-  const visibleTo = (identity: ManagementIdentity | string, shared: Map<string, Viewer["sees"]>): Viewer["sees"] => {
-    if (typeof identity === "string") return new Set(); // its watch ends the stream
+  /** What `identity` may read now, shared by the viewers of one user and scopes within a generation. */
+  const visibleTo = (identity: ManagementIdentity | string, shared: Map<string, Visible>): Visible => {
+    if (typeof identity === "string") return NOTHING; // its watch ends the stream
     if (bypasses(identity, "read")) return "all";
     const key = `${identity.user}\n${[...identity.scopes].sort().join(" ")}`;
     let sees = shared.get(key);
     if (sees === undefined) {
-      const filter = permissionFilter(identity, "device", "d")!;
-      sees = new Set(ctx.db.all<{ mac_address: string }>(`SELECT d.mac_address FROM devices d WHERE ${filter.sql}`, filter.params).map((r) => r.mac_address));
+      const devices = permissionFilter(identity, "device", "d")!;
+      const groups = permissionFilter(identity, "group", "g")!;
+      sees = {
+        devices: new Set(ctx.db.all<{ mac_address: string }>(`SELECT d.mac_address FROM devices d WHERE ${devices.sql}`, devices.params).map((r) => r.mac_address)),
+        groups: new Set(ctx.db.all<{ id: number }>(`SELECT g.id FROM groups g WHERE ${groups.sql}`, groups.params).map((r) => r.id)),
+      };
       shared.set(key, sees);
     }
     return sees;
@@ -49,11 +64,11 @@ export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcast
     const now = accessGeneration(ctx.db);
     if (now !== generation) {
       generation = now;
-      const shared = new Map<string, Viewer["sees"]>();
+      const shared = new Map<string, Visible>();
       for (const viewer of viewers) viewer.sees = visibleTo(access.current(viewer.identity), shared);
     }
     const prepared = prepareEvent(event.event, event.data);
-    for (const viewer of viewers) if (viewer.sees === "all" || viewer.sees.has(event.data.device)) viewer.send(prepared);
+    for (const viewer of viewers) if (shows(viewer.sees, event)) viewer.send(prepared);
   });
 
   app.get("/api/stream", auth.management(), (c) => {
