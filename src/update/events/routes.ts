@@ -24,7 +24,7 @@ const NOTHING: Visible = { devices: new Set(), groups: new Set() };
 function shows(sees: Visible, event: DeviceEvent): boolean {
   if (sees === "all") return true;
   if (event.event === "deployment" || event.event === "deployment_device") return sees.groups.has(event.data.group);
-  return sees.devices.has(event.data.device);
+  return sees.devices.has(String(event.data.device));
 }
 
 /**
