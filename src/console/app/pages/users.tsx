@@ -49,6 +49,16 @@ function Users({ me }: PageProps) {
     });
     if (ok) accounts.reload();
   };
+  const remove = async (a: Account) => {
+    const ok = await run(() => api("DELETE", `/api/v1/users/${seg(a.name)}`), {
+      confirm: [`Delete ${a.name}?`, { body: "Its sessions and tokens end at once and its permissions go. This cannot be undone.", confirm: "Delete" }],
+      done: `${a.name} deleted`,
+    });
+    if (ok) {
+      accounts.reload();
+      permissions.reload();
+    }
+  };
   const password = async (a: Account) => {
     const value = window.prompt(`New password for ${a.name} (its sessions end)`);
     if (!value) return;
@@ -104,6 +114,9 @@ function Users({ me }: PageProps) {
                         </button>{" "}
                         <button type="button" class={`small ${a.disabled ? "" : "danger"}`} disabled={busy} onClick={() => toggle(a)}>
                           {a.disabled ? "Enable" : "Disable"}
+                        </button>{" "}
+                        <button type="button" class="small danger" disabled={busy} onClick={() => remove(a)}>
+                          Delete
                         </button>
                       </>
                     ),
