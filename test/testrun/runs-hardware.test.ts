@@ -281,6 +281,8 @@ describe("i2c and i2c_registers", () => {
     board.reset();
     board.dir("tools/i2c/0/0x1c");
     assert.deepEqual((await run(basic)).brief, [["/dev/i2c-0", "addresses[test_config0]", "failed", "AssertionError: No device found at address: 112"]]);
+    // A bus that does not open is not a missing device.
+    assert.deepEqual((await run(basic.replace("bus: 0", "bus: 4"))).brief, [["/dev/i2c-4", "addresses[test_config0]", "failed", "Error: Could not open file `/dev/i2c-4' or `/dev/i2c/4': No such file or directory"]]);
   });
 
   test("without i2c-tools: a bound kernel driver counts, else the package to install", async () => {

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import { safeArtifactName } from "./artifact-names.ts";
-import { assertion, exists, hostPath, nonEmpty, readAttribute, removeFile, runTool, toolProblem } from "./hardware.ts";
+import { assertion, exists, hostPath, nonEmpty, readAttribute, removeFile, runTool, toolFailure } from "./hardware.ts";
 import { given, num, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, skip, type EntryContext, type ModuleDef, type Outcome } from "./types.ts";
 
@@ -21,7 +21,7 @@ const infoField = (text: string, label: string) => new RegExp(`^\\s*${label}\\s*
 
 async function info(ctx: EntryContext): Promise<CameraState["info"]> {
   const r = await runTool(ctx, ["v4l2-ctl", "-d", hostPath(ctx.roots, device(ctx)), "--info"]);
-  const problem = toolProblem(r) ?? (r.exitCode !== 0 ? `v4l2-ctl --info exited with status ${r.exitCode}: ${r.stderr.trim().split("\n")[0] ?? ""}` : undefined);
+  const problem = toolFailure(r, "v4l2-ctl --info");
   if (problem) return { problem };
   const driver = infoField(r.stdout, "Driver name");
   const card = infoField(r.stdout, "Card type");
@@ -37,7 +37,7 @@ async function capture(ctx: EntryContext, file: string): Promise<string | undefi
     ["v4l2-ctl", "-d", hostPath(ctx.roots, device(ctx)), ...(format ? [`--set-fmt-video=pixelformat=${format}`] : []), "--stream-mmap", "--stream-count=1", `--stream-to=${file}`],
     timeout,
   );
-  return toolProblem(r, timeout) ?? (r.exitCode !== 0 ? `v4l2-ctl exited with status ${r.exitCode}: ${r.stderr.trim().split("\n")[0] ?? ""}` : undefined);
+  return toolFailure(r, "v4l2-ctl", timeout);
 }
 
 const compareInfo = (ctx: EntryContext, param: string, field: "driver" | "card", message: string, sysfsName?: string): Outcome => {

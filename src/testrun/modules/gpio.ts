@@ -1,4 +1,4 @@
-import { assertion, hostPath, kindOf, readAttribute, runTool, toolProblem, writeAttribute } from "./hardware.ts";
+import { assertion, hostPath, kindOf, readAttribute, runTool, toolFailure, toolProblem, writeAttribute } from "./hardware.ts";
 import { bool, choice, given, num, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, type EntryContext, type ModuleDef, type Outcome, type Params } from "./types.ts";
 
@@ -52,7 +52,7 @@ async function viaGpiod(ctx: EntryContext): Promise<Outcome> {
   const v2 = /\bv?2\.\d/.test(version.stdout);
   const run = async (argv: string[]): Promise<string | Outcome> => {
     const r = await runTool(ctx, argv);
-    const why = toolProblem(r) ?? (r.exitCode !== 0 ? `${argv[0]} exited with status ${r.exitCode}: ${r.stderr.trim().split("\n")[0] ?? ""}` : undefined);
+    const why = toolFailure(r, argv[0]!);
     return why ? fail(why) : r.stdout;
   };
   if (write) {

@@ -89,6 +89,13 @@ export async function runTool(ctx: Pick<EntryContext, "exec">, argv: string[], t
 /** Why a tool did not answer (could not start, timed out, aborted), or undefined when it ran to an exit status. */
 export const toolProblem = (r: ProcessResult, timeoutSeconds = 30): string | undefined => (r.exitCode === null || r.timedOut ? describeExit(r, timeoutSeconds * 1000) : undefined);
 
+/** The first line of a tool's complaint. */
+export const firstLine = (text: string): string => text.trim().split("\n")[0] ?? "";
+
+/** Why a tool failed: `toolProblem`, or a status other than 0 with the first line it wrote to stderr. */
+export const toolFailure = (r: ProcessResult, tool: string, timeoutSeconds = 30): string | undefined =>
+  toolProblem(r, timeoutSeconds) ?? (r.exitCode !== 0 ? `${tool} exited with status ${r.exitCode}: ${firstLine(r.stderr)}` : undefined);
+
 /** `0x1c`, `28` or `"0x1C"` as a number; NaN when it is none. */
 export const integerOf = (v: unknown): number => (typeof v === "number" ? v : typeof v === "string" && /^\s*(0x[0-9a-f]+|\d+)\s*$/i.test(v) ? Number(v.trim()) : NaN);
 
