@@ -17,6 +17,7 @@ import { localStorageRoutes } from "../storage/routes.ts";
 import type { TestRunDomain } from "../testrun/domain.ts";
 import { testRunAccess } from "../testrun/routes/access.ts";
 import { configRoutes } from "../testrun/routes/configs.ts";
+import { deviceRunRoutes } from "../testrun/routes/devices.ts";
 import { nodeRoutes } from "../testrun/routes/nodes.ts";
 import { runRoutes } from "../testrun/routes/runs.ts";
 import { actionsRoutes } from "../update/actions/routes.ts";
@@ -92,6 +93,8 @@ export function routeTable({ shared, accounts, update, testRun }: Domains): Rout
     (ctx, auth) => configRoutes(ctx, testRunAccess(ctx, auth), testRun.configs, testRun.views),
     // /api/v1/test-runs (Variant A, or B with test_server.api_variant: B)
     (ctx, auth) => runRoutes(ctx, testRunAccess(ctx, auth), { service: testRun.runs, changes: testRun.changes, streams: shared.streams }),
+    // Runs on managed devices: the agents' artifact uploads, /api/v1/configs/:name/history (Variant A)
+    (ctx, auth) => deviceRunRoutes(ctx, auth, testRunAccess(ctx, auth), testRun.runs),
     // /api/v1/test-nodes (Variant A only, like suites and hints)
     (ctx, auth) => (ctx.config.test_server.api_variant === "A" ? nodeRoutes(ctx, testRunAccess(ctx, auth)) : new Hono<AppEnv>()),
 
