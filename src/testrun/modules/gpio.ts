@@ -1,4 +1,4 @@
-import { assertion, hostPath, kindOf, readAttribute, runTool, toolFailure, toolProblem, writeAttribute } from "./hardware.ts";
+import { assertion, boardPath, kindOf, readAttribute, runTool, toolFailure, toolProblem, writeAttribute } from "./hardware.ts";
 import { bool, choice, given, num, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, type EntryContext, type ModuleDef, type Outcome, type Params } from "./types.ts";
 
@@ -42,7 +42,7 @@ async function viaSysfs(ctx: EntryContext): Promise<Outcome> {
 /** libgpiod's tools on the character device: version 1 (`gpioget CHIP LINE`) and 2 (`gpioget -c CHIP LINE`) differ. */
 async function viaGpiod(ctx: EntryContext): Promise<Outcome> {
   const p = ctx.params;
-  const chip = hostPath(ctx.roots, `/dev/${chipName(p)}`);
+  const chip = await boardPath(ctx.roots, `/dev/${chipName(p)}`);
   const line = str(p, "line")!;
   const write = bool(p, "write", false)!;
   const want = num(p, "value")!;
