@@ -264,6 +264,10 @@ describe("gpio", () => {
     assert.match(log("gpio.log"), new RegExp(`^gpioget --numeric --as-is -c ${board.dev}/gpiochip0 22$`, "m"));
   });
 
+  test("a line is a name or an offset, never an option of the tool", async () => {
+    assert.match(await refused(`tests:\n  p:\n  - gpio: {chip: 0, line: --help, value: 1}\n`), /parameter 'line': expected a line offset or name/);
+  });
+
   test("without libgpiod's tools the case fails naming the package", async () => {
     board.file("dev/gpiochip0");
     board.tools(false);

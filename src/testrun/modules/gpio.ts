@@ -98,6 +98,8 @@ export const gpioModule: ModuleDef = {
     if (str(p, "method") === "gpiod" && !gpiod) return "method gpiod needs 'chip' and 'line'";
     if (given(p, "gpio_name") && !/^[^/\0]+$/.test(String(p.gpio_name))) return "parameter 'gpio_name': expected a directory name";
     if (given(p, "chip") && !/^(\/dev\/)?[A-Za-z0-9_.-]+$/.test(String(p.chip))) return "parameter 'chip': expected a chip number, name or /dev path";
+    // Passed to gpioget as an argument: a name, never an option.
+    if (given(p, "line") && !/^[A-Za-z0-9_][A-Za-z0-9_.-]*$/.test(String(p.line))) return "parameter 'line': expected a line offset or name";
     return undefined;
   },
   deviceName: ({ params }) => str(params, "test_name") ?? (given(params, "number") ? `/sys/class/gpio/${num(params, "number")}` : `${chipName(params)}/${str(params, "line")}`),
