@@ -2,7 +2,8 @@ import { randomUUID } from "node:crypto";
 import { Hono, type Context } from "hono";
 import { actsByMethod, createAuth, refuseCrossSite, type Auth, type AuthGates } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
-import { errorAnswer, errorResponse } from "./errors.ts";
+import { LabgateError } from "../util/errors.ts";
+import { answerError } from "./errors.ts";
 import { nodeResponse } from "./transport.ts";
 import { InFlight } from "./inflight.ts";
 import { systemRoutes } from "./system.ts";
@@ -74,14 +75,8 @@ export function createApp(ctx: AppContext, { modules = [], inFlight = new InFlig
     await next();
   });
 
-  app.onError((error, c) => {
-    const answer = errorAnswer(error);
-    if (answer) return errorResponse(c, answer.status, answer.message, answer.details);
-    ctx.log.error(`${c.req.method} ${c.req.path}: ${error.stack ?? error.message}`, { request_id: c.get("requestId"), method: c.req.method, path: c.req.path, status: 500 });
-    return errorResponse(c, 500, "internal error");
-  });
-
-  app.notFound((c) => errorResponse(c, 404, `no route for ${c.req.method} ${c.req.path}`));
+  app.onError((error, c) => answerError(c, error, ctx.log));
+  app.notFound((c) => answerError(c, new LabgateError("not_found", `no route for ${c.req.method} ${c.req.path}`), ctx.log));
 
   app.route("/", systemRoutes(ctx, auth));
   for (const module of modules) app.route("/", module(ctx, auth));

@@ -47,6 +47,8 @@ export interface EntryContext {
   exec(options: Omit<ProcessOptions, "signal" | "cwd"> & { cwd?: string }): Promise<ProcessResult>;
   /** A non-fatal remark stored in the run's `warnings`. */
   warn(message: string): void;
+  /** Waits `ms` on the server's clock; an abort of the run ends the wait at once. */
+  sleep(ms: number): Promise<void>;
 }
 
 export interface CaseDef {

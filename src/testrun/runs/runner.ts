@@ -145,6 +145,7 @@ async function runEntry(
     // Every program a module starts goes through here (tools of the hardware modules too).
     exec: (options) => runProcess({ ...options, cwd: options.cwd ?? dir, signal }),
     warn: (message) => void warnings.push(`${entry.where}: ${message}`),
+    sleep: (ms) => env.clock.sleep(ms, signal),
   };
   const selected = (cases: CaseDef[]) => (matcher ? cases.filter((c) => matcher(caseNames(entry, c.name, module.className).matchNames)) : cases);
 
