@@ -1,7 +1,7 @@
 import { api, get } from "../api.ts";
 import { type Page, type PageProps, href } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
-import { type ActionOptions, Badge, PageHeader, Show, Table, Time, useAction, useEvery, useLoad } from "../ui.tsx";
+import { type ActionOptions, Badge, PageHeader, Show, Table, Time, timeOf, useAction, useEvery, useLoad } from "../ui.tsx";
 
 interface Pending {
   mac_address: string;
@@ -116,7 +116,7 @@ function Registrations({ me }: PageProps) {
                 ),
               },
               { head: "Key fingerprint", cell: (p) => <Fingerprint value={p.key_fingerprint} /> },
-              { head: "Last asked", class: "hide-narrow", sort: (p) => p.last_appeared, cell: (p) => <Time value={p.last_appeared} /> },
+              { head: "Last asked", class: "hide-narrow", sort: (p) => timeOf(p.last_appeared), cell: (p) => <Time value={p.last_appeared} /> },
               writable && {
                 head: "",
                 class: "actions",
