@@ -4,7 +4,8 @@
  * reconnecting with backoff so a server restart needs no help (socket.ts), reports capabilities,
  * runs configured actions (actions.ts), serves file probes and uploads inside file_base_dir
  * (files.ts), and checks for, downloads, verifies and installs updates (install.ts), reporting
- * progress and the new version. This file wires them together and holds the device's state.
+ * progress and the new version, and runs test runs the gateway sends (tests.ts). This file wires
+ * them together and holds the device's state.
  */
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -21,6 +22,7 @@ import { Registration } from "./registration.ts";
 import { ManagementSocket } from "./socket.ts";
 import { serverTransport, type ServerTransport } from "./transport.ts";
 import { ShellSessions } from "./shell.ts";
+import { TestRunner } from "./tests.ts";
 
 const STATE_FILE = "state.json";
 
@@ -38,6 +40,7 @@ export class Agent {
   private actions!: AgentActions;
   private transport!: ServerTransport;
   private shells!: ShellSessions;
+  private tests!: TestRunner;
   private state!: State;
   private outcomes!: OutcomeQueue;
   /** Aborted by the server's `update_abort` (a new one for every check). */
@@ -96,7 +99,7 @@ export class Agent {
       token: () => this.registration.token(),
       refused: () => client.dropToken(),
       // Capabilities at once (13.1), with the seed's keys (D11).
-      greeting: () => ({ method: "capability_report", capabilities: { exec_cmds: true, file_transfer: true, shell_connect: this.shells.enabled } }),
+      greeting: () => ({ method: "capability_report", capabilities: { exec_cmds: true, file_transfer: true, shell_connect: this.shells.enabled, tests: this.config.tests.enabled } }),
       // Outcomes the server has not acknowledged yet go again on every connection.
       connected: () => this.outcomes.resend(),
       onMessage: (text) => this.onMessage(text),
@@ -107,6 +110,17 @@ export class Agent {
     });
     this.outcomes = new OutcomeQueue(this.config.data_dir, (message) => this.socket.send(message));
     this.actions = new AgentActions(this.config, this.socket, this.stopController.signal, () => void this.checkNow());
+    this.tests = new TestRunner({
+      config: this.config.tests,
+      dataDir: this.config.data_dir,
+      server: this.config.server,
+      fetch: this.transport.fetch,
+      token: () => client.getToken(),
+      send: (message) => this.socket.send(message),
+      log: this.log,
+      clock: this.clock,
+      sleep: (seconds) => this.backoff(seconds),
+    });
     void this.run();
   }
 
@@ -114,6 +128,7 @@ export class Agent {
     this.stopped = true;
     this.stopController.abort();
     this.shells?.closeAll();
+    await this.tests?.stop();
     await this.socket?.close();
     await this.checking?.catch(() => {});
   }
@@ -277,6 +292,10 @@ export class Agent {
           partSize: Number(message.part_size),
         });
         return;
+      case "test_run_start":
+        return this.tests.start(message);
+      case "test_run_abort":
+        return this.tests.abort(message);
       default:
         this.log.warn(`agent: unsupported request ${JSON.stringify(message.method)} ignored`);
     }

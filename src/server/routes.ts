@@ -17,6 +17,7 @@ import { localStorageRoutes } from "../storage/routes.ts";
 import type { TestRunDomain } from "../testrun/domain.ts";
 import { testRunAccess } from "../testrun/routes/access.ts";
 import { configRoutes } from "../testrun/routes/configs.ts";
+import { deviceRunRoutes } from "../testrun/routes/devices.ts";
 import { nodeRoutes } from "../testrun/routes/nodes.ts";
 import { runRoutes } from "../testrun/routes/runs.ts";
 import { actionsRoutes } from "../update/actions/routes.ts";
@@ -53,7 +54,7 @@ export interface Domains {
 export function routeTable({ shared, accounts, update, testRun }: Domains, operations: readonly Operation[]): RouteModule[] {
   return [
     // Console sign-in and accounts: /api/v1/auth/login, /api/v1/auth/logout, /api/v1/tokens/revoke, /api/v1/users
-    (ctx, auth) => accountsRoutes(ctx, auth, accounts.throttle, shared.tokenWatch),
+    (ctx, auth) => accountsRoutes(ctx, auth, accounts.throttle, shared.accessWatch),
 
     // The update server (update-server.md).
     // Device authorization and registrations: /api/v1/auth/device, /api/v1/auth/register, /api/v1/auth/pending
@@ -76,13 +77,13 @@ export function routeTable({ shared, accounts, update, testRun }: Domains, opera
     // /api/v2/devices/progress, /api/v2/devices/:id/progress
     (ctx, auth) => progressRoutes(ctx, auth, update.progress),
     // WebSockets (src/server/upgrade.ts lists them): /api/v1/devices/ws, /api/v1/devices/:mac/shell[/attach/:uuid]
-    (ctx, auth) => channelRoutes(ctx, auth, update.hub, update.shells, shared.tokenWatch),
+    (ctx, auth) => channelRoutes(ctx, auth, update.hub, update.shells, shared.accessWatch),
     // Remote actions: /api/v2/devices/:mac/action/*
     (ctx, auth) => actionsRoutes(ctx, auth, update.actions),
     // File download from devices: /api/v2/devices/:id/fs/file, /local_storage_multipart/*
     (ctx, auth) => deviceFilesRoutes(ctx, auth, update.transfers, update.deviceFiles),
     // Live device events (SSE): /api/stream
-    (ctx, auth) => eventsRoutes(ctx, auth, update.events, shared.streams),
+    (ctx, auth) => eventsRoutes(ctx, auth, update.events, shared.streams, shared.accessWatch),
     // Device logs: /api/v1/logs
     (ctx, auth) => logsRoutes(ctx, auth),
 
@@ -93,6 +94,8 @@ export function routeTable({ shared, accounts, update, testRun }: Domains, opera
     (ctx, auth) => configRoutes(ctx, testRunAccess(ctx, auth), testRun.configs, testRun.views),
     // /api/v1/test-runs (Variant A, or B with test_server.api_variant: B)
     (ctx, auth) => runRoutes(ctx, testRunAccess(ctx, auth), { service: testRun.runs, changes: testRun.changes, streams: shared.streams }),
+    // Runs on managed devices: the agents' artifact uploads, /api/v1/configs/:name/history (Variant A)
+    (ctx, auth) => deviceRunRoutes(ctx, auth, testRunAccess(ctx, auth), testRun.runs),
     // /api/v1/test-nodes (Variant A only, like suites and hints)
     (ctx, auth) => (ctx.config.test_server.api_variant === "A" ? nodeRoutes(ctx, testRunAccess(ctx, auth)) : new Hono<AppEnv>()),
 

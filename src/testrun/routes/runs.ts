@@ -10,8 +10,8 @@ import { statFile } from "../../util/files.ts";
 import { contentDisposition, fileEtag, serveFile, serveMade, untrustedFileHeaders } from "../../storage/send.ts";
 import { z } from "zod";
 import { integerParam, jsonBody, jsonObject, queryOf } from "../../http/openapi.ts";
-import type { Broadcaster, EventStreams } from "../../http/sse.ts";
-import { openReportJson, reportSummary } from "../engine/report.ts";
+import { Broadcaster, prepareEvent, SharedSubscription, type EventStreams, type PreparedEvent } from "../../http/sse.ts";
+import { openReportJson, openReportJsonByDevice, reportSummary } from "../engine/report.ts";
 import { PlanError } from "../plan.ts";
 import { listArtifacts, openArtifact } from "../runs/artifacts.ts";
 import { artifactsDir, reportPath } from "../runs/paths.ts";
@@ -41,7 +41,9 @@ export const triggerBodyA = z.looseObject(
     overrides: z.union([z.string(), anyObject], { error: "invalid overrides: expected a string or an object" }).nullish(),
     trigger_id: optionalString("trigger_id"),
     test_suite_name: optionalString("test_suite_name"),
-    machine_target: optionalString("machine_target"),
+    machine_target: optionalString("machine_target").describe(
+      "a lab node role; or managed devices: device:<mac or name>, group:<v2 group name>, tag:<tag> (runs the entries without machines, and those naming it, on each device; needs the test permission on each)",
+    ),
     pattern: optionalString("pattern").describe("a pytest -k style pattern (10.2)"),
     nodes: z
       .array(z.string({ error: "nodes must be a list of node names" }), { error: "nodes must be a list of node names" })
@@ -63,6 +65,10 @@ export const triggerBodyB = z.looseObject(
 /** GET /test-runs/{id}/report: CSV (the default) or the JSON form (8.3). */
 export const reportQuery = z.object({
   format: z.enum(["csv", "json"], { error: (iss) => `unknown report format: ${String(iss.input)}` }).optional(),
+  group_by: z
+    .enum(["device"], { error: 'query parameter "group_by" must be device' })
+    .optional()
+    .describe("with format=json: [{device, total, passed, failed, skipped, rows}], devices with failures first (a run on managed devices)"),
 });
 
 
@@ -165,25 +171,34 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
     return c.json(runs.map(runObjectA));
   });
 
-  // Before /:id so that `stream` is never taken for a run id.
-  app.get("/api/v1/test-runs/stream", access.read, (c) => {
-    return streams.respond(c.get("identity"), (send) =>
-      changes.subscribe((change) => {
-        if (change.kind === "run-deleted") return send("run-deleted", { id: change.id });
-        if (change.kind === "run") {
-          const run = store.getRun(change.id);
-          if (run) send("run", runObjectA(run));
-          return;
-        }
-        const trigger = store.getTrigger(change.id);
-        if (trigger) send("trigger", triggerView(trigger));
-      }),
-    );
+  // A change is read and encoded once, however many streams are open (issue 25).
+  const feed = new Broadcaster<PreparedEvent>();
+  const subscription = new SharedSubscription(changes, (change) => {
+    if (change.kind === "run-deleted") return feed.emit(prepareEvent("run-deleted", { id: change.id }));
+    if (change.kind === "run") {
+      const run = store.getRun(change.id);
+      if (run) feed.emit(prepareEvent("run", runObjectA(run)));
+      return;
+    }
+    const trigger = store.getTrigger(change.id);
+    if (trigger) feed.emit(prepareEvent("trigger", triggerView(trigger)));
   });
+
+  // Before /:id so that `stream` is never taken for a run id.
+  app.get("/api/v1/test-runs/stream", access.read, (c) =>
+    streams.respond(c.get("identity"), (send) => {
+      const unsubscribe = feed.subscribe(send);
+      const release = subscription.hold();
+      return () => {
+        unsubscribe();
+        release();
+      };
+    }),
+  );
 
   app.post("/api/v1/test-runs", access.write, async (c) => {
     const request = triggerRequest(await jsonBody(c, triggerBodyA), "A");
-    const result = await service.trigger(request);
+    const result = await service.trigger(request, { dispatch: true, identity: c.get("identity") });
     if (result.kind === "dispatch") return c.json({}, 200, { "X-Trigger-Id": result.triggerId });
     return c.json(runObjectA(result.run));
   });
@@ -216,19 +231,20 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
     const id = c.req.param("id");
     if (!store.getRun(id)) throw new LabgateError("not_found", `Run not found: ${id}`);
     const body = await jsonBody(c, repeatBody);
-    return c.json(runObjectA(await service.repeat(id, body)));
+    return c.json(runObjectA(await service.repeat(id, body, c.get("identity"))));
   });
 
   app.get("/api/v1/test-runs/:id/report", access.read, async (c) => {
     const run = completedRun(store.getRun(c.req.param("id")));
     const path = reportPath(service.dirs, run.id);
-    const { format } = queryOf(c, reportQuery);
+    const { format, group_by: groupBy } = queryOf(c, reportQuery);
     const csv = statFile(path);
     if (!csv) throw new LabgateError("not_found", "Report file not found");
+    if (groupBy && format !== "json") throw new LabgateError("invalid", "group_by needs format=json");
     if (format === "json") {
       // Made from the CSV as it is sent: its validator follows the CSV's, but it has no byte ranges.
-      return serveMade(c, fileEtag(csv.stat.size, csv.stat.mtime, "-json"), { "content-type": "application/json" }, () =>
-        openReportJson(path).catch((error: NodeJS.ErrnoException) => {
+      return serveMade(c, fileEtag(csv.stat.size, csv.stat.mtime, groupBy ? "-json-device" : "-json"), { "content-type": "application/json" }, () =>
+        (groupBy ? openReportJsonByDevice(path) : openReportJson(path)).catch((error: NodeJS.ErrnoException) => {
           if (error.code === "ENOENT") throw new LabgateError("not_found", "Report file not found");
           throw error;
         }),
@@ -240,7 +256,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
   app.get("/api/v1/test-runs/:id/report/summary", access.read, async (c) => {
     const run = completedRun(store.getRun(c.req.param("id")));
     return c.json(
-      await reportSummary(reportPath(service.dirs, run.id)).catch((error: NodeJS.ErrnoException) => {
+      await reportSummary(reportPath(service.dirs, run.id), { byDevice: run.devices !== null }).catch((error: NodeJS.ErrnoException) => {
         if (error.code === "ENOENT") throw new LabgateError("not_found", "Report file not found");
         throw error;
       }),
