@@ -1,7 +1,8 @@
 /**
  * Benchmark (figures printed, nothing asserted): start-up of the single executable, from spawn to
  * the first answer of GET /api/health, with an empty data dir and with an existing one, and its
- * idle RSS two seconds after start.
+ * idle RSS two seconds after start; then the idle RSS of `labgate agent` from the same executable,
+ * approved, connected to a server and idle for two seconds (issue 31: the agent loads no server code).
  *
  *   node --import tsx scripts/bench/start.ts [--runs 10] [--devices 10000] BINARY [BASELINE_BINARY]
  *
@@ -12,7 +13,7 @@
  */
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { chmodSync, copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { Database } from "../../src/db/index.ts";
@@ -105,10 +106,64 @@ for (let i = 0; i < 3; i++) {
     rmSync(copy, { recursive: true, force: true });
   }
 }
+/** RSS of `labgate agent` (same binary), approved by and connected to a server on a copy of `dataDir`, after two idle seconds. */
+async function agentIdle(binary: string, dataDir: string, run: number): Promise<Rss> {
+  const copy = join(work, "copy-agent");
+  cpSync(dataDir, copy, { recursive: true });
+  const server = spawn(binary, ["serve", "--data-dir", copy, "--listen", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "ignore"], env: { HOME: work, PATH: "/usr/bin:/bin", LABGATE_CONFIG: "" }, cwd: work });
+  let out = "";
+  let url: string | undefined;
+  for await (const chunk of server.stdout!) {
+    out += chunk;
+    url = /listening on (\S+)/.exec(out)?.[1];
+    if (url) break;
+  }
+  if (!url) throw new Error(`no server: ${out}`);
+  const token = readFileSync(join(copy, "admin.token"), "utf8").trim();
+  const api = async (path: string, init: RequestInit = {}) => fetch(`${url}${path}`, { ...init, headers: { authorization: `Bearer token=${token}`, "content-type": "application/json" } });
+  const mac = `0e:00:00:00:01:${run.toString(16).padStart(2, "0")}`;
+  const agentDir = join(work, `agent-${run}`);
+  const config = join(work, `agent-${run}.yaml`);
+  writeFileSync(config, `server: ${url}\nkey_type: ed25519\nmac_address: "${mac}"\nretry_min_delay: 0.2\nretry_max_delay: 1\n`);
+  const agent = spawn(binary, ["agent", "--config", config, "--data-dir", agentDir], { stdio: "ignore", env: { HOME: work, PATH: "/usr/bin:/bin" }, cwd: work });
+  try {
+    const until = async <T>(what: string, probe: () => Promise<T | undefined>): Promise<T> => {
+      for (let i = 0; i < 600; i++) {
+        const value = await probe();
+        if (value !== undefined) return value;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error(`agent benchmark: ${what} took over 60 s`);
+    };
+    const pending = await until("registration", async () => ((await (await api("/api/v1/auth/pending")).json()) as Array<{ mac_address: string; public_key: string }>).find((p) => p.mac_address === mac));
+    await api("/api/v1/auth/register", { method: "POST", body: JSON.stringify({ mac_address: mac, public_key: pending.public_key }) });
+    await until("connection", async () => ((await api(`/api/v2/devices/${mac}/action/list`)).status === 200 ? true : undefined));
+    await new Promise((r) => setTimeout(r, 2000));
+    const pid = agent.pid!;
+    return { rss: statusKiB(pid, "VmRSS"), anon: statusKiB(pid, "RssAnon"), file: statusKiB(pid, "RssFile") };
+  } finally {
+    agent.kill("SIGTERM");
+    server.kill("SIGTERM");
+    await Promise.all([once(agent, "exit"), once(server, "exit")]);
+    rmSync(copy, { recursive: true, force: true });
+    rmSync(agentDir, { recursive: true, force: true });
+  }
+}
+const agents = binaries.map((): Rss[] => []);
+for (let i = 0; i < 3; i++) {
+  for (const [b, binary] of binaries.entries()) agents[b].push(await agentIdle(binary, existingDirs[b], b * 3 + i));
+}
+
 const mb = (kib: number) => `${(kib / 1024).toFixed(1)} MB`;
 for (const b of binaries.keys()) {
   const rss = [...idle[b]].sort((x, y) => x.rss - y.rss)[1];
   console.log(`| ${given[b]} | ${median(empty[b]).toFixed(0)} ms | ${median(full[b]).toFixed(0)} ms | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} |`);
+}
+console.log("\n| executable | `labgate agent` idle RSS, connected (median of 3) | of which anonymous | of which the executable's pages |");
+console.log("| --- | ---: | ---: | ---: |");
+for (const b of binaries.keys()) {
+  const rss = [...agents[b]].sort((x, y) => x.rss - y.rss)[1];
+  console.log(`| ${given[b]} | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} |`);
 }
 if (binaries.length > 1) {
   const ratio = (xs: number[][]) => (median(xs[0]) / median(xs[1])).toFixed(2);

@@ -3,6 +3,7 @@ import { getCookie, setCookie } from "hono/cookie";
 import { z } from "zod";
 import { SESSION_COOKIE, sameOrigin, MSG_CROSS_SITE, type Auth } from "../auth/middleware.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
+import { parseScopeNames } from "../auth/scopes.ts";
 import { revokeTokenId, revokeUserTokens, type TokenWatch } from "../auth/revocations.ts";
 import { LabgateError } from "../util/errors.ts";
 import { jsonBody, jsonObject } from "../http/openapi.ts";
@@ -17,7 +18,6 @@ import {
   getAccount,
   listAccounts,
   NAME_PATTERN,
-  parseScopeNames,
   updateAccount,
 } from "./accounts.ts";
 import type { LoginThrottle } from "./throttle.ts";

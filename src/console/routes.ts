@@ -1,8 +1,8 @@
 import { existsSync, readFileSync } from "node:fs";
 import { Hono, type Context } from "hono";
-import mime from "mime-types";
 import type { Auth } from "../auth/middleware.ts";
 import { LabgateError } from "../util/errors.ts";
+import { contentTypeOf } from "../util/mime.ts";
 import type { AppContext, AppEnv } from "../server/context.ts";
 import { buildConsole } from "./build.ts";
 
@@ -55,7 +55,7 @@ async function serve(c: Context, name: string, cache: string): Promise<Response>
   source ??= consoleSource();
   const body = await source(name);
   if (!body) throw new LabgateError("not_found", `no route for GET ${c.req.path}`);
-  const type = mime.contentType(name) || "application/octet-stream";
+  const type = await contentTypeOf(name);
   return c.body(body as Uint8Array<ArrayBuffer>, 200, { "Content-Type": type, "Cache-Control": cache, ...(name === "index.html" ? PAGE_HEADERS : { "X-Content-Type-Options": "nosniff" }) });
 }
 

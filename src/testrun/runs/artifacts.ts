@@ -1,8 +1,8 @@
 import { constants, type Stats } from "node:fs";
 import { lstat, open, readdir, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
-import { contentType } from "mime-types";
 import { rfc822 } from "../../util/time.ts";
+import { contentTypeOf } from "../../util/mime.ts";
 
 export interface ArtifactInfo {
   name: string;
@@ -69,7 +69,7 @@ export async function openArtifact(dir: string, name: string): Promise<OpenArtif
     return undefined;
   }
   const basename = segments[segments.length - 1];
-  return { handle, stat, basename, contentType: contentType(basename) || "application/octet-stream" };
+  return { handle, stat, basename, contentType: await contentTypeOf(basename) };
 }
 
 /** `attachment; filename=x` (the reference's form) or a quoted/encoded form for unusual names. */
