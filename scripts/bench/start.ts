@@ -10,13 +10,15 @@
  * through the binary's own database, i.e. `labgate serve` then stopped). The executables take
  * turns run by run, so a change in the machine's load meets both; idle RSS is the median of three
  * starts, split into anonymous memory and pages of the executable file (shared, reclaimable).
+ * An arm64 executable runs under qemu-aarch64-static (for the record: emulated figures).
  */
-import { spawn } from "node:child_process";
+import { spawn, type SpawnOptions } from "node:child_process";
 import { once } from "node:events";
 import { chmodSync, copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { Database } from "../../src/db/index.ts";
+import { executableCommand } from "../../test/helpers/cli.ts";
 import { flag } from "./flags.ts";
 
 const RUNS = flag("runs", 10);
@@ -32,6 +34,11 @@ const binaries = given.map((binary, b) => {
   chmodSync(copy, 0o755);
   return copy;
 });
+/** Spawns an executable, an arm64 one under qemu on another machine (its RSS then is qemu's, translated code included). */
+const launch = (binary: string, args: string[], options: SpawnOptions) => {
+  const [command, ...pre] = executableCommand(binary);
+  return spawn(command, [...pre, ...args], options);
+};
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const statusKiB = (pid: number, key: string) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN);
 interface Rss {
@@ -43,7 +50,7 @@ interface Rss {
 /** Starts the binary on `dataDir`; resolves with ms to the first /api/health answer and the RSS after `idleMs`. */
 async function start(binary: string, dataDir: string, idleMs = 0): Promise<{ ms: number } & Rss> {
   const t0 = performance.now();
-  const child = spawn(binary, ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "ignore"], env: { HOME: work, PATH: "/usr/bin:/bin", LABGATE_CONFIG: "" }, cwd: work });
+  const child = launch(binary, ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "ignore"], env: { HOME: work, PATH: "/usr/bin:/bin", LABGATE_CONFIG: "" }, cwd: work });
   let out = "";
   let url: string | undefined;
   for await (const chunk of child.stdout!) {
@@ -110,7 +117,7 @@ for (let i = 0; i < 3; i++) {
 async function agentIdle(binary: string, dataDir: string, run: number): Promise<Rss> {
   const copy = join(work, "copy-agent");
   cpSync(dataDir, copy, { recursive: true });
-  const server = spawn(binary, ["serve", "--data-dir", copy, "--listen", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "ignore"], env: { HOME: work, PATH: "/usr/bin:/bin", LABGATE_CONFIG: "" }, cwd: work });
+  const server = launch(binary, ["serve", "--data-dir", copy, "--listen", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "ignore"], env: { HOME: work, PATH: "/usr/bin:/bin", LABGATE_CONFIG: "" }, cwd: work });
   let out = "";
   let url: string | undefined;
   for await (const chunk of server.stdout!) {
@@ -125,7 +132,7 @@ async function agentIdle(binary: string, dataDir: string, run: number): Promise<
   const agentDir = join(work, `agent-${run}`);
   const config = join(work, `agent-${run}.yaml`);
   writeFileSync(config, `server: ${url}\nkey_type: ed25519\nmac_address: "${mac}"\nretry_min_delay: 0.2\nretry_max_delay: 1\n`);
-  const agent = spawn(binary, ["agent", "--config", config, "--data-dir", agentDir], { stdio: "ignore", env: { HOME: work, PATH: "/usr/bin:/bin" }, cwd: work });
+  const agent = launch(binary, ["agent", "--config", config, "--data-dir", agentDir], { stdio: "ignore", env: { HOME: work, PATH: "/usr/bin:/bin" }, cwd: work });
   try {
     const until = async <T>(what: string, probe: () => Promise<T | undefined>): Promise<T> => {
       for (let i = 0; i < 600; i++) {
