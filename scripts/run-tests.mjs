@@ -1,8 +1,8 @@
 // Runs every test/**/*.test.ts (or those whose path contains an argument) with node:test. Node 20's
 // --test does not expand globs, so we do.
 import { spawnSync } from "node:child_process";
-import { readdirSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, readdirSync } from "node:fs";
+import { delimiter, join } from "node:path";
 import { tsImport } from "tsx/esm/api";
 import { bundleTests } from "./test-bundle.mjs";
 
@@ -22,6 +22,32 @@ if (files.length === 0) {
   console.error("no test files matched");
   process.exit(1);
 }
+// Programs from Debian that some tests drive, by the test files that need them. Missing ones are
+// installed with apt-get when running as root (as .ci/run does); otherwise the run stops before
+// any test starts, naming the one command to run (a half-run suite says less than no run).
+const SYSTEM_PACKAGES = [
+  { pkg: "chromium", program: process.env.CHROMIUM_PATH ?? "/usr/bin/chromium", for: "test/console/", why: "the console's browser tests" },
+  { pkg: "systemd", program: "systemd-analyze", for: "test/ops/service", why: "the service unit tests" },
+];
+const found = (program) =>
+  program.includes("/") ? existsSync(program) : (process.env.PATH ?? "").split(delimiter).some((dir) => dir && existsSync(join(dir, program)));
+const missing = SYSTEM_PACKAGES.filter((need) => files.some((f) => f.startsWith(need.for)) && !found(need.program));
+if (missing.length > 0) {
+  const names = missing.map((need) => need.pkg).join(" ");
+  const command = `apt-get update && apt-get install -y --no-install-recommends ${names}`;
+  if (process.getuid?.() !== 0) {
+    console.error(`${missing.map((need) => `${need.why} need ${need.program}`).join("; ")}, which is missing. Install it, then run the tests again:\n  sudo sh -c '${command}'`);
+    process.exit(1);
+  }
+  console.error(`installing ${names} for ${missing.map((need) => need.why).join(" and ")}: ${command}`);
+  const install = spawnSync("sh", ["-c", command], { stdio: "inherit", env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
+  const still = missing.filter((need) => !found(need.program));
+  if (install.status !== 0 || still.length > 0) {
+    console.error(`could not install ${still.map((need) => need.pkg).join(" ") || names} (apt-get exited with ${install.status}); no test was run`);
+    process.exit(1);
+  }
+}
+
 // Tests that start labgate as a child process run this bundle of the source, built once for the
 // run, instead of each child loading the source through tsx (test/helpers/cli.ts).
 const { BUNDLE_ENV, buildTestBundle } = await tsImport("../test/helpers/bundle.ts", import.meta.url);

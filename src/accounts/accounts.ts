@@ -165,7 +165,7 @@ export async function checkLogin(db: Database, name: string, password: string, n
 }
 
 /**
- * The session gate (ctx.sessionGate): a session token is good while its account exists, is
+ * The session gate (the accounts domain's `sessionGate`, called by the auth check): a session token is good while its account exists, is
  * enabled and has not ended its sessions since (same session epoch).
  */
 export function sessionAlive(db: Database, identity: ManagementIdentity): boolean {

@@ -9,7 +9,7 @@ import { LabgateError } from "../util/errors.ts";
 import { jsonBody, jsonObject } from "../http/openapi.ts";
 import { managementBody } from "../http/system.ts";
 import { clientAddress, isTls } from "../http/transport.ts";
-import type { AppContext, AppEnv } from "../server/context.ts";
+import type { AppContext, AppEnv } from "../app/context.ts";
 import {
   accountName,
   accountPassword,

@@ -1,6 +1,6 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { getCookie } from "hono/cookie";
-import type { AppContext, AppEnv } from "../server/context.ts";
+import type { AppContext, AppEnv } from "../app/context.ts";
 import { LabgateError } from "../util/errors.ts";
 import { grantsAny, type Scope } from "./scopes.ts";
 import { TokenService, type DeviceIdentity, type ManagementIdentity, type TokenFailure } from "./tokens.ts";
@@ -19,21 +19,54 @@ export const SESSION_COOKIE = "labgate_session";
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
 /**
- * Whether the request names this server as where it comes from: its `Origin` (or, without one,
- * its `Referer`) has the host:port of the `Host` header. Browsers add Origin to every POST,
- * PUT, PATCH, DELETE and WebSocket upgrade, so a page of another site cannot pass.
+ * The test-run API's paths: the only ones src/server/routes.ts sends CORS headers on, and the
+ * only ones an origin listed in `test_server.cors_origins` may act on.
  */
-export function sameOrigin(c: Context): boolean {
-  const source = c.req.header("origin") ?? c.req.header("referer");
+export const CORS_PATHS = ["/api/v1/configs", "/api/v1/test-runs", "/api/v1/test-nodes"];
+
+/** Whether a request changes something or runs something by its method: all but GET, HEAD and OPTIONS, and every WebSocket upgrade. */
+export function actsByMethod(c: Context): boolean {
+  return !SAFE_METHODS.has(c.req.method) || c.req.header("upgrade")?.toLowerCase() === "websocket";
+}
+
+/**
+ * Refuses (403) a request that acts when a browser says a page of another origin made it: its
+ * `Sec-Fetch-Site` is `cross-site` or `same-site` (another port or subdomain of the same host is
+ * "same-site", and gets SameSite cookies), or its `Origin` is not this server's. Whatever the
+ * authentication: with `test_server.auth: none` a page's "simple" request (a form, text/plain,
+ * a Blob, an image) is enough to act. Clients that send neither header (curl, the agent, the
+ * reference tools) pass; so does an origin the administrator listed in `cors_origins` (an
+ * explicit entry, not "*"), on the test-run paths that CORS opens to it.
+ */
+export function refuseCrossSite(c: Context, corsOrigins: readonly string[]): void {
+  const origin = c.req.header("origin");
+  if (origin !== undefined && corsOrigins.includes(origin) && CORS_PATHS.some((p) => c.req.path === p || c.req.path.startsWith(`${p}/`))) return;
+  const site = c.req.header("sec-fetch-site")?.toLowerCase();
+  if (site === "cross-site" || site === "same-site") throw new LabgateError("forbidden", MSG_CROSS_SITE);
+  if (origin !== undefined && !ownOrigin(c, origin)) throw new LabgateError("forbidden", MSG_CROSS_SITE);
+}
+
+/** `origin` (an Origin header, or a Referer) has the host:port of the request's `Host` header. */
+function ownOrigin(c: Context, origin: string): boolean {
   const host = c.req.header("host");
-  if (!source || !host || source === "null") return false;
+  if (!host || origin === "null") return false;
   try {
-    const from = new URL(source);
+    const from = new URL(origin);
     // The Host header in the same scheme's URL form, so that default ports compare equal.
     return from.host === new URL(`${from.protocol}//${host}`).host;
   } catch {
     return false;
   }
+}
+
+/**
+ * Whether the request names this server as where it comes from: its `Origin` (or, without one,
+ * its `Referer`) has the host:port of the `Host` header. Browsers add Origin to every POST,
+ * PUT, PATCH, DELETE and WebSocket upgrade, and a Referer to the rest unless told not to.
+ */
+export function sameOrigin(c: Context): boolean {
+  const source = c.req.header("origin") ?? c.req.header("referer");
+  return source !== undefined && ownOrigin(c, source);
 }
 
 const SIMPLE_TOKEN = /^Bearer token=[\w.-]+$/;
@@ -92,19 +125,32 @@ function requestToken(c: Context, fallback: string | undefined): { token: string
   if (header !== undefined) return parseAuthorization(header);
   const cookie = getCookie(c, SESSION_COOKIE);
   if (!cookie) return parseAuthorization(undefined);
-  const upgrade = c.req.header("upgrade")?.toLowerCase() === "websocket";
-  if ((upgrade || !SAFE_METHODS.has(c.req.method)) && !sameOrigin(c)) throw new LabgateError("forbidden", MSG_CROSS_SITE);
+  if ((actsByMethod(c) || actsOnGet.has(c)) && !sameOrigin(c)) throw new LabgateError("forbidden", MSG_CROSS_SITE);
   return { token: cookie };
 }
 
-/** Builds the one auth check every route uses. */
+/** Requests to a route that acts on GET (see `actsOnGet` in createAuth), for requestToken's cookie rule. */
+const actsOnGet = new WeakSet<Context>();
+
 /** What each check made by createAuth asks for (docs/routes.md shows it per route). */
 const requirements = new WeakMap<object, string>();
 
 /** What `handler` asks for when it is a check made by createAuth: `device`, `any`, `mgmt` or `mgmt: <scope> or <scope>`. */
 export const requirementOf = (handler: unknown): string | undefined => (typeof handler === "function" ? requirements.get(handler) : undefined);
 
-export function createAuth(ctx: AppContext) {
+/**
+ * Checks beyond a token's signature, each made by the domain that owns the records (start.ts
+ * hands them over from startDomains); absent, every valid token passes.
+ */
+export interface AuthGates {
+  /** A device token is good while its device exists with that key (update/devices/gate.ts). */
+  device?: (identity: DeviceIdentity) => boolean;
+  /** A console session is good while its account is enabled and has not ended its sessions (accounts). */
+  session?: (identity: ManagementIdentity) => boolean;
+}
+
+/** Builds the one auth check every route uses. */
+export function createAuth(ctx: AppContext, gates: AuthGates = {}) {
   /** The caller of `c` (see requestToken for where the token comes from); 401/403 when none fits `kind`. */
   function authenticate(c: Context, kind: Kind, fallback?: string): ManagementIdentity | DeviceIdentity {
     const parsed = requestToken(c, fallback);
@@ -114,8 +160,8 @@ export function createAuth(ctx: AppContext) {
     const verifyAs = kind === "any" ? (claimed ?? "mgmt") : kind;
     const result = verifyAs === "device" ? ctx.tokens.verifyDevice(parsed.token) : ctx.tokens.verifyManagement(parsed.token);
     if (typeof result === "string") throw new LabgateError("unauthenticated", FAILURE_MESSAGES[result]);
-    if (result.kind === "device" && ctx.deviceGate && !ctx.deviceGate(result)) throw new LabgateError("unauthenticated", FAILURE_MESSAGES.bad_signature);
-    if (result.kind === "mgmt" && result.session !== undefined && ctx.sessionGate && !ctx.sessionGate(result)) throw new LabgateError("unauthenticated", MSG_SESSION_ENDED);
+    if (result.kind === "device" && gates.device && !gates.device(result)) throw new LabgateError("unauthenticated", FAILURE_MESSAGES.bad_signature);
+    if (result.kind === "mgmt" && result.session !== undefined && gates.session && !gates.session(result)) throw new LabgateError("unauthenticated", MSG_SESSION_ENDED);
     // Cached or not, a revoked token stops at the next request.
     if (result.kind === "mgmt" && isRevoked(ctx.db, result)) throw new LabgateError("unauthenticated", MSG_REVOKED);
     return result;
@@ -132,8 +178,24 @@ export function createAuth(ctx: AppContext) {
     return check;
   };
 
+  /**
+   * For a GET route that runs something (the reference's `GET .../action/exec/{id}`), before its
+   * auth check: the cross-site rule of the acting methods, and a HEAD is refused (405), never run.
+   */
+  const actsOnGetCheck: MiddlewareHandler<AppEnv> = async (c, next) => {
+    if (c.req.method === "HEAD") {
+      c.header("Allow", "GET");
+      throw new LabgateError("method_not_allowed", "this route runs something: use GET");
+    }
+    refuseCrossSite(c, ctx.config.test_server.cors_origins);
+    actsOnGet.add(c);
+    await next();
+  };
+
   return {
     authenticate,
+    /** Marks a GET route that changes or runs something (see actsOnGetCheck); goes before its auth check. */
+    actsOnGet: () => actsOnGetCheck,
     /** A management token; with scopes, one of them (admin scopes imply the rest, see scopes.ts). */
     management: (...anyOf: Scope[]) => middleware("mgmt", anyOf),
     /** A device token of a device that still exists. */

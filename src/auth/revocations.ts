@@ -1,6 +1,6 @@
 /*
  * Management token revocation (issue 10 item 6). Every management token carries an id (`jti`)
- * and its issue time (`iat`, to the millisecond). An admin revokes one token by id, or every token
+ * and its issue time (`iat_ms`, to the millisecond). An admin revokes one token by id, or every token
  * of a user issued until now (disabling an account does the latter). Both live in the database
  * (migration 008), so `labgate token revoke` works with the server stopped too; the auth check
  * asks `isRevoked` on every request, verified-token cache or not, so a revocation takes effect on
@@ -36,7 +36,7 @@ export function revokeUserTokens(tx: Tx, user: string, now: Date): void {
 export function isRevoked(db: Pick<Database, "get">, identity: ManagementIdentity): boolean {
   if (identity.jti !== undefined && db.get("SELECT 1 AS x FROM revoked_tokens WHERE jti = ?", [identity.jti])) return true;
   const row = db.get<{ before_ms: number }>("SELECT before_ms FROM revoked_users WHERE user_id = ?", [identity.user]);
-  return row !== undefined && identity.issuedAt * 1000 <= row.before_ms;
+  return row !== undefined && identity.issuedAtMs <= row.before_ms;
 }
 
 interface Watch {

@@ -9,13 +9,13 @@ export interface ManagementIdentity {
   user: string;
   scopes: ReadonlySet<Scope>;
   expiresAt: number;
-  /** When it was issued (UNIX seconds, to the millisecond): a revocation by user ends what was issued before. */
-  issuedAt: number;
+  /** When it was issued (UNIX milliseconds): a revocation by user ends what was issued until then. */
+  issuedAtMs: number;
   /** The token's id (`jti`), by which it can be revoked; undefined for tokens made before ids. */
   jti?: string;
   /**
    * A console session's (POST /api/v1/auth/login) account session epoch: the token is good only
-   * while its account is enabled with that epoch (ctx.sessionGate). Undefined for other tokens.
+   * while its account is enabled with that epoch (the session gate, AuthGates). Undefined for other tokens.
    */
   session?: number;
 }
@@ -64,6 +64,12 @@ class IdentityCache<T extends { expiresAt: number }> {
   }
 }
 
+/** A management token's issue time in ms: `iat_ms`, else `iat` (tokens made before it; fractional ones too), else 0. */
+function issuedAtMs(payload: Record<string, unknown>): number {
+  if (Number.isSafeInteger(payload.iat_ms)) return payload.iat_ms as number;
+  return typeof payload.iat === "number" ? Math.round(payload.iat * 1000) : 0;
+}
+
 /** A management token's id: plain hex, so that a CLI flag never takes one for an option (base64url began with "-"). */
 export const newTokenId = (): string => randomBytes(12).toString("hex");
 
@@ -96,13 +102,15 @@ export class TokenService {
   }
 
   /**
-   * A management token with a fresh id (`jti`, see src/auth/revocations.ts) and `iat` to the
-   * millisecond; `session` (the account's session epoch) marks a console login's.
+   * A management token with a fresh id (`jti`, see src/auth/revocations.ts); `session` (the
+   * account's session epoch) marks a console login's. `iat` and `exp` are whole seconds, as JWT
+   * tools and the reference's clients read them; `iat_ms` is the issue time to the millisecond, so
+   * that a revocation by user ends a token issued earlier in the same second and spares a later one.
    */
   issueManagement(user: string, scopes: readonly Scope[], ttlSeconds: number, options: { session?: number } = {}): string {
-    const now = this.now();
-    const iat = this.clock.now() / 1000;
-    const claims = { sub: user, scope: scopes.map((s) => scopeName(this.prefix, s)).join(" "), iat, exp: now + ttlSeconds, typ: "mgmt", jti: newTokenId() };
+    const ms = this.clock.now();
+    const iat = Math.floor(ms / 1000);
+    const claims = { sub: user, scope: scopes.map((s) => scopeName(this.prefix, s)).join(" "), iat, iat_ms: ms, exp: iat + ttlSeconds, typ: "mgmt", jti: newTokenId() };
     return signJwt("EdDSA", { ...claims, ...(options.session === undefined ? {} : { ses: options.session }) }, this.keys.ed25519.secretKey);
   }
 
@@ -127,7 +135,7 @@ export class TokenService {
       user: payload.sub,
       scopes: parseScopes(this.prefix, scopes),
       expiresAt: payload.exp,
-      issuedAt: typeof payload.iat === "number" ? payload.iat : 0,
+      issuedAtMs: issuedAtMs(payload),
       ...(typeof payload.jti === "string" ? { jti: payload.jti } : {}),
       ...(Number.isInteger(payload.ses) ? { session: payload.ses as number } : {}),
     };

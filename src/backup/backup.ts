@@ -21,7 +21,7 @@ import { isAbsolute, join, relative, sep } from "node:path";
 import type { Writable } from "node:stream";
 import type { Config } from "../config/config.ts";
 import { IMAGE_FILE, type Database } from "../db/index.ts";
-import { LOCK_FILE } from "../server/lock.ts";
+import { LOCK_FILE } from "../util/lock.ts";
 import { testrunDirs } from "../testrun/runs/paths.ts";
 import { VERSION } from "../version.ts";
 import { DATA_PREFIX, FORMAT, FORMAT_VERSION, writeArchive, type BackupInfo, type Source, type WriteSummary } from "./archive.ts";

@@ -2,7 +2,7 @@ import { PassThrough, Readable } from "node:stream";
 import { Hono } from "hono";
 import type { Auth } from "../auth/middleware.ts";
 import { errors, ErrorBody, type Operation } from "../http/openapi.ts";
-import type { AppContext, AppEnv } from "../server/context.ts";
+import type { AppContext, AppEnv } from "../app/context.ts";
 import { takeSnapshot } from "./backup.ts";
 import { dateOf } from "../util/time.ts";
 

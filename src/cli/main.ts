@@ -61,6 +61,14 @@ agent        runs the device side on a lab device (config: YAML, see README): ke
 Environment: LABGATE_CONFIG, LABGATE_DATA_DIR, LABGATE_LISTEN (flags win over them).
 `;
 
+/** Where a browser opens the console: `public_url`, else the listener (a wildcard address becomes this machine's loopback). */
+export function consoleUrl(publicUrl: string, listening: string): string {
+  if (publicUrl) return `${publicUrl}/`;
+  const url = new URL(listening);
+  if (url.hostname === "0.0.0.0" || url.hostname === "[::]") url.hostname = "127.0.0.1";
+  return url.href;
+}
+
 async function serve(args: string[]): Promise<number> {
   const flags = parse(args, { ...COMMON, listen: { type: "string" } });
   const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"], listen: flags.listen } });
@@ -90,6 +98,7 @@ async function serve(args: string[]): Promise<number> {
   if (server.adminPasswordFile) {
     process.stderr.write(`labgate: console account "admin" (all scopes) created; its password is in ${server.adminPasswordFile}\n`);
   }
+  process.stdout.write(`labgate: web console at ${consoleUrl(config.public_url, server.url)}\n`);
   process.stdout.write(`labgate listening on ${server.url}\n`);
   const signal = await signalled;
   server.ctx.log.info(`${signal}: shutting down`);

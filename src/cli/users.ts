@@ -19,7 +19,7 @@ import { loadOrCreateKeys } from "../auth/keys.ts";
 import { TokenService } from "../auth/tokens.ts";
 import { loadConfig, type Config } from "../config/config.ts";
 import { Database, IMAGE_FILE, migrate, migrations } from "../db/index.ts";
-import { acquireLock, DataDirInUseError } from "../server/lock.ts";
+import { acquireLock, DataDirInUseError } from "../util/lock.ts";
 import { SERVER_URL_FILE } from "../server/start.ts";
 import { COMMON, parseScopeList, parseWith, UsageError, USER_HELP } from "./args.ts";
 

@@ -1,9 +1,9 @@
 import { existsSync, readFileSync } from "node:fs";
 import { Hono, type Context } from "hono";
+import mime from "mime-types";
 import type { Auth } from "../auth/middleware.ts";
 import { LabgateError } from "../util/errors.ts";
-import { contentTypeOf } from "../util/mime.ts";
-import type { AppContext, AppEnv } from "../server/context.ts";
+import type { AppContext, AppEnv } from "../app/context.ts";
 import { buildConsole } from "./build.ts";
 
 interface SeaModule {
@@ -13,8 +13,6 @@ interface SeaModule {
 
 /** Where the console's files come from: the executable, dist/console beside the bundle, or a build from source. */
 type Source = (name: string) => Promise<Uint8Array | undefined>;
-
-let source: Source | undefined;
 
 function consoleSource(): Source {
   const sea = process.getBuiltinModule?.("node:sea") as SeaModule | undefined;
@@ -50,12 +48,11 @@ const PAGE_HEADERS = {
   "X-Frame-Options": "DENY",
 };
 
-async function serve(c: Context, name: string, cache: string): Promise<Response> {
+async function serve(c: Context, source: Source, name: string, cache: string): Promise<Response> {
   if (!NAME.test(name)) throw new LabgateError("not_found", `no route for GET ${c.req.path}`);
-  source ??= consoleSource();
   const body = await source(name);
   if (!body) throw new LabgateError("not_found", `no route for GET ${c.req.path}`);
-  const type = await contentTypeOf(name);
+  const type = mime.contentType(name) || "application/octet-stream";
   return c.body(body as Uint8Array<ArrayBuffer>, 200, { "Content-Type": type, "Cache-Control": cache, ...(name === "index.html" ? PAGE_HEADERS : { "X-Content-Type-Options": "nosniff" }) });
 }
 
@@ -64,8 +61,11 @@ async function serve(c: Context, name: string, cache: string): Promise<Response>
  * every request), `/console/<name>` its scripts and styles, named by content hash, so cached for good.
  */
 export function consoleRoutes(_ctx: AppContext, _auth: Auth): Hono<AppEnv> {
+  // Looked for on the first request (a server that serves no page builds nothing).
+  let source: Source | undefined;
+  const files: Source = (name) => (source ??= consoleSource())(name);
   return new Hono<AppEnv>()
-    .get("/", (c) => serve(c, "index.html", "no-cache"))
+    .get("/", (c) => serve(c, files, "index.html", "no-cache"))
     // ASSET_PREFIX (build.ts) is /console/.
-    .get("/console/:name", (c) => serve(c, c.req.param("name"), "public, max-age=31536000, immutable"));
+    .get("/console/:name", (c) => serve(c, files, c.req.param("name"), "public, max-age=31536000, immutable"));
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { Hono, type Context } from "hono";
-import { createAuth, type Auth } from "../auth/middleware.ts";
-import type { AppContext, AppEnv } from "../server/context.ts";
+import { actsByMethod, createAuth, refuseCrossSite, type Auth, type AuthGates } from "../auth/middleware.ts";
+import type { AppContext, AppEnv } from "../app/context.ts";
 import { errorAnswer, errorResponse } from "./errors.ts";
 import { nodeResponse } from "./transport.ts";
 import { InFlight } from "./inflight.ts";
@@ -10,13 +10,23 @@ import { systemRoutes } from "./system.ts";
 /** A domain's routes, mounted at the root: each domain owns its own paths. */
 export type RouteModule = (ctx: AppContext, auth: Auth) => Hono<AppEnv>;
 
-/**
- * Builds the one Hono app: request log, JSON errors everywhere, the system routes, then `modules`
- * in order (the appliance's are listed in src/server/routes.ts). `inFlight` hears of every request.
- */
-export function createApp(ctx: AppContext, modules: RouteModule[] = [], inFlight = new InFlight()): Hono<AppEnv> {
+export interface AppOptions {
+  /** The routers, mounted in this order (the appliance's are listed in src/server/routes.ts). */
+  modules?: RouteModule[];
+  /** Hears of every request. */
+  inFlight?: InFlight;
+  /** The domains' token gates (startDomains). */
+  gates?: AuthGates;
+}
+
+/** Builds the one Hono app: request log, JSON errors everywhere, the system routes, then the modules in order. */
+export function createApp(ctx: AppContext, { modules = [], inFlight = new InFlight(), gates }: AppOptions = {}): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  const auth = createAuth(ctx);
+  const auth = createAuth(ctx, gates);
+  // On every answer: no content sniffing (an answer is only ever what its type says) and, over
+  // TLS, browsers told to come back only over TLS.
+  const everyAnswer: Record<string, string> = { "X-Content-Type-Options": "nosniff" };
+  if (ctx.config.tls.cert_file) everyAnswer["Strict-Transport-Security"] = "max-age=31536000";
 
   app.use(async (c, next) => {
     c.json = jsonWithNewline(c);
@@ -25,13 +35,28 @@ export function createApp(ctx: AppContext, modules: RouteModule[] = [], inFlight
     c.set("requestId", id);
     // On the Node response it goes out with every answer, also one a handler wrote itself (downloads).
     const outgoing = nodeResponse(c.env);
-    if (outgoing) outgoing.setHeader("X-Request-Id", id);
-    else c.header("X-Request-Id", id);
+    for (const [name, value] of Object.entries({ "X-Request-Id": id, ...everyAnswer })) {
+      if (outgoing) outgoing.setHeader(name, value);
+      else c.header(name, value);
+    }
     const done = inFlight.add(`${c.req.method} ${c.req.path} [${id}]`);
     try {
       await next();
     } finally {
       done();
+    }
+    // JSON answers are the API's: accounts, tokens, sessions, devices. None is kept in a cache
+    // (shared or the browser's) unless its route says otherwise (the JSON report's ETag).
+    const answer = c.res;
+    if (/^application\/json/i.test(answer.headers.get("content-type") ?? "") && !answer.headers.has("cache-control")) {
+      try {
+        answer.headers.set("Cache-Control", "no-store");
+      } catch {
+        // Immutable headers (a Response made by fetch): a copy of the answer carries it.
+        const headers = new Headers(answer.headers);
+        headers.set("Cache-Control", "no-store");
+        c.res = new Response(answer.body, { status: answer.status, statusText: answer.statusText, headers });
+      }
     }
     const status = c.res.status;
     // Checked before formatting: below info (log_level warn, error) most requests log nothing.
@@ -41,6 +66,12 @@ export function createApp(ctx: AppContext, modules: RouteModule[] = [], inFlight
     const fields = { request_id: id, method: c.req.method, path: c.req.path, status, ms: Math.round(ms * 10) / 10 };
     if (status >= 500) ctx.log.warn(line, fields);
     else ctx.log.info(line, fields);
+  });
+
+  // Nothing a page of another site sends acts (src/auth/middleware.ts, refuseCrossSite).
+  app.use(async (c, next) => {
+    if (actsByMethod(c)) refuseCrossSite(c, ctx.config.test_server.cors_origins);
+    await next();
   });
 
   app.onError((error, c) => {

@@ -78,10 +78,14 @@ export function jsonTooDeep(text: string, max = JSON_MAX_DEPTH): boolean {
   return false;
 }
 
-/** Reads and parses a JSON body; anything unparsable (or nested deeper than JSON_MAX_DEPTH) is a 400 saying why. */
+/** Reads and parses a JSON body: another Content-Type is a 415, anything unparsable (or nested deeper than JSON_MAX_DEPTH) a 400 saying why. */
 export async function readJson(c: Context, limit = JSON_BODY_LIMIT): Promise<unknown> {
+  // A page of another site can send a body only as text/plain, a form or a Blob without a type
+  // (no preflight): a JSON route that reads nothing else cannot be driven that way.
   const type = c.req.header("content-type");
-  if (type && !/^application\/(?:[\w.+-]*\+)?json\b/i.test(type)) throw new LabgateError("invalid", `expected a JSON body (Content-Type: application/json), got ${type}`);
+  if (!type || !/^application\/(?:[\w.+-]*\+)?json\s*(?:;|$)/i.test(type)) {
+    throw new LabgateError("unsupported_media", `expected a JSON body (Content-Type: application/json), got ${type ? type : "no Content-Type"}`);
+  }
   const bytes = await readBodyBytes(c, limit);
   if (bytes.length === 0) throw new LabgateError("invalid", "request body is empty; expected JSON");
   return parseJsonBody(bytes);

@@ -5,7 +5,7 @@
  * when the server closes.
  */
 import type { TokenWatch } from "../auth/revocations.ts";
-import type { Identity } from "../server/context.ts";
+import type { Identity } from "../app/context.ts";
 import type { Logger } from "../util/log.ts";
 
 const KEEPALIVE_MS = 15_000;

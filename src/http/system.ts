@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import type { Auth } from "../auth/middleware.ts";
 import { scopeName } from "../auth/scopes.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
-import type { AppContext, AppEnv } from "../server/context.ts";
+import type { AppContext, AppEnv } from "../app/context.ts";
 
 /** What GET /api/whoami answers for a management token (also the console's login answer). */
 export const managementBody = (prefix: string, identity: ManagementIdentity) => ({

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { openApiDocument } from "../http/openapi.ts";
-import type { AppContext, AppEnv } from "./context.ts";
+import type { AppContext, AppEnv } from "../app/context.ts";
 
 /** `GET /api/openapi.json` (public: it describes the API, it holds no data or secrets). */
 export function openApiRoutes(ctx: AppContext): Hono<AppEnv> {

@@ -7,6 +7,7 @@
  */
 import { Hono } from "hono";
 import { cors } from "hono/cors";
+import { CORS_PATHS } from "../auth/middleware.ts";
 import type { AccountsDomain } from "../accounts/domain.ts";
 import { accountsRoutes } from "../accounts/routes.ts";
 import { backupRoutes } from "../backup/routes.ts";
@@ -31,7 +32,7 @@ import { permissionsRoutes } from "../update/permissions/routes.ts";
 import { progressRoutes } from "../update/progress/routes.ts";
 import { authRoutes } from "../update/registration/routes.ts";
 import { updateCheckRoutes } from "../update/updatecheck/routes.ts";
-import type { AppEnv } from "./context.ts";
+import type { AppEnv } from "../app/context.ts";
 import { openApiRoutes } from "./openapi.ts";
 import type { SharedServices } from "./shared.ts";
 
@@ -64,10 +65,10 @@ export function routeTable({ shared, accounts, update, testRun }: Domains): Rout
     // Package downloads through signed links: /local_storage/*
     (ctx) => localStorageRoutes(ctx, update.storage),
     // /api/v2/groups, then /api/v1/groups
-    (ctx, auth) => groupsV2Routes(ctx, auth),
-    (ctx, auth) => groupsV1Routes(ctx, auth),
+    (ctx, auth) => groupsV2Routes(ctx, auth, update.catalog),
+    (ctx, auth) => groupsV1Routes(ctx, auth, update.catalog),
     // /api/v1/update/check
-    (ctx, auth) => updateCheckRoutes(ctx, auth, update.progress),
+    (ctx, auth) => updateCheckRoutes(ctx, auth, update.progress, update.catalog),
     // /api/v2/devices/progress, /api/v2/devices/:id/progress
     (ctx, auth) => progressRoutes(ctx, auth, update.progress),
     // WebSockets (src/server/upgrade.ts lists them): /api/v1/devices/ws, /api/v1/devices/:mac/shell[/attach/:uuid]
@@ -111,6 +112,6 @@ function testRunCors(origins: string[]): Hono<AppEnv> {
     exposeHeaders: ["Content-Disposition", "X-Trigger-Id", "Location"],
     maxAge: 600,
   });
-  for (const path of ["/api/v1/configs", "/api/v1/configs/*", "/api/v1/test-runs", "/api/v1/test-runs/*", "/api/v1/test-nodes", "/api/v1/test-nodes/*"]) app.use(path, handler);
+  for (const path of CORS_PATHS) app.use(path, handler).use(`${path}/*`, handler);
   return app;
 }

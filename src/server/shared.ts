@@ -1,7 +1,7 @@
 import { TokenWatch } from "../auth/revocations.ts";
 import { InFlight } from "../http/inflight.ts";
 import { EventStreams } from "../http/sse.ts";
-import type { AppContext } from "./context.ts";
+import type { AppContext } from "../app/context.ts";
 
 /** Services more than one part uses. */
 export interface SharedServices {
@@ -13,7 +13,7 @@ export interface SharedServices {
   inFlight: InFlight;
 }
 
-export function createSharedServices(ctx: AppContext): SharedServices {
+export function createSharedServices(ctx: Pick<AppContext, "clock" | "config" | "db" | "log" | "onClosing">): SharedServices {
   const tokenWatch = new TokenWatch(ctx.db, ctx.clock);
   const streams = new EventStreams(ctx.log, tokenWatch, ctx.config.compat.sse_comments);
   // Open event streams end when the server stops accepting, so that shutdown does not wait on them.

@@ -19,9 +19,9 @@ import { writeFileDurable } from "../util/files.ts";
 import { dateOf, systemClock, type Clock } from "../util/time.ts";
 import { describeBuild, VERSION } from "../version.ts";
 import { ConnectionTracker } from "./connections.ts";
-import { acquireLock } from "./lock.ts";
+import { acquireLock } from "../util/lock.ts";
 import { readTlsCredentials, type TlsCredentials } from "./tls.ts";
-import type { AppContext, AppEnv } from "./context.ts";
+import type { AppContext, AppEnv } from "../app/context.ts";
 import { routeTable, type Domains } from "./routes.ts";
 import { createSharedServices } from "./shared.ts";
 import { createTestRunDomain } from "../testrun/domain.ts";
@@ -68,10 +68,10 @@ export interface StartOptions {
 }
 
 /**
- * What runs at start, in this order. Each composition root builds its part's services, installs
- * its hooks (the device and session gates, device-socket handlers, deletion hooks), starts its
- * timers and registers its shutdown work on `ctx`; the routers get what they return and only
- * route (src/server/routes.ts). Backup has no services of its own: each request takes a snapshot.
+ * What runs at start, in this order. Each composition root builds its part's services and hooks
+ * (the device and session gates, device-socket handlers, deletion hooks), starts its timers and
+ * registers its shutdown work on `ctx`; it changes nothing else in `ctx`. The app gets the gates
+ * and the routers the services it returns, and only route (src/server/routes.ts). Backup has no services of its own: each request takes a snapshot.
  */
 export function startDomains(ctx: AppContext): Domains {
   // Token watch (revocation ends streams and shells), event streams, in-flight requests.
@@ -117,7 +117,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
 
     const ctx: AppContext = { config, dataDir, db, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] };
     const domains = startDomains(ctx);
-    const app = createApp(ctx, routeTable(domains), domains.shared.inFlight);
+    const app = createApp(ctx, { modules: routeTable(domains), inFlight: domains.shared.inFlight, gates: { device: domains.update.deviceGate, session: domains.accounts.sessionGate } });
     // WebSocket routes (the device channel) upgrade through @hono/node-server and `ws`.
     const wss = new WebSocketServer({ noServer: true, maxPayload: WS_MAX_PAYLOAD });
     const server = await listen(config, tls, wss, (request, env) => {

@@ -1,5 +1,5 @@
 import { createPrivateKey, X509Certificate, type KeyObject } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { ConfigError, type Config } from "../config/config.ts";
 
 export interface TlsCredentials {
@@ -9,8 +9,14 @@ export interface TlsCredentials {
 
 function readKeyFile(path: string, key: string): Buffer {
   try {
+    // The private key: readable by its owner and, at most, a group (0640 root:labgate is how the
+    // service reads it); one every local user can read is no secret, and the server says so.
+    if (key === "tls.key_file" && (statSync(path).mode & 0o004) !== 0) {
+      throw new ConfigError(`config key ${key}: ${path} is readable by every user of this machine: chmod o-rwx ${path} (0600, or 0640 with the service's group)`);
+    }
     return readFileSync(path);
   } catch (error) {
+    if (error instanceof ConfigError) throw error;
     throw new ConfigError(`config key ${key}: cannot read ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
   }
 }

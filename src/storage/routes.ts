@@ -1,5 +1,5 @@
 import { Hono, type Context } from "hono";
-import type { AppContext, AppEnv } from "../server/context.ts";
+import type { AppContext, AppEnv } from "../app/context.ts";
 import { LabgateError } from "../util/errors.ts";
 import { isTls } from "../http/transport.ts";
 import type { LocalStorage } from "./local.ts";
@@ -9,12 +9,12 @@ import { serveFile } from "./send.ts";
 export const LOCAL_STORAGE_LINK = "local_storage";
 
 /** Base of links handed out: the config's `public_url`, else the connection's scheme and the request's host. */
-export function publicBase(ctx: AppContext, c: Context): string {
+export function publicBase(ctx: Pick<AppContext, "config">, c: Context): string {
   return ctx.config.public_url || `${isTls(c) ? "https" : "http"}://${new URL(c.req.url).host}`;
 }
 
 /** An absolute, signed, expiring download link for a stored object (D13). */
-export function signedObjectUrl(ctx: AppContext, base: string, name: string, ttlSeconds = ctx.config.update_server.download_link_ttl): string {
+export function signedObjectUrl(ctx: Pick<AppContext, "config" | "tokens">, base: string, name: string, ttlSeconds = ctx.config.update_server.download_link_ttl): string {
   const { expires, signature } = ctx.tokens.signLink(LOCAL_STORAGE_LINK, name, ttlSeconds);
   return `${base}/local_storage/${name}?expires=${expires}&signature=${signature}`;
 }

@@ -3,9 +3,44 @@ import { open, type FileHandle } from "node:fs/promises";
 import type { ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import type { Context } from "hono";
+import { contentType, lookup } from "mime-types";
 import { LabgateError } from "../util/errors.ts";
 import { nodeResponse } from "../http/transport.ts";
 import { rfc822 } from "../util/time.ts";
+
+/**
+ * On every file answer: the bytes of a file came from outside (a test, a device, an upload, a
+ * node), and even opened directly in a tab they run nothing on the gateway's origin. With
+ * `nosniff` (every answer has it, src/http/app.ts) the type given is the type used.
+ */
+export const FILE_CSP = "sandbox; default-src 'none'";
+
+/** Raster images a browser may show inline: decoded, never run (SVG is a document, not one of them). */
+const RASTER = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+/** Types a download keeps as they are: nothing a browser would run or render as a document. */
+const PLAIN = new Set(["text/plain", "text/csv", "application/json", "application/octet-stream", "application/gzip", "application/zip", "application/x-tar"]);
+
+/**
+ * The head of a file whose bytes came from outside (artifacts, a node's files): a download
+ * (`attachment`) under a type guessed from `filename` that no browser runs: raster images and
+ * plain types as they are, other text (HTML, SVG, XML, scripts) as `text/plain`, the rest
+ * `application/octet-stream`. With `preview`, inline: a raster image as itself, anything else as
+ * `text/plain; charset=utf-8` (shown as text, whatever it holds).
+ */
+export function untrustedFileHeaders(filename: string, preview: boolean): Record<string, string> {
+  const guessed = (lookup(filename) || "application/octet-stream").toLowerCase();
+  const raster = RASTER.has(guessed);
+  const text = guessed.startsWith("text/") || /[/+](?:json|xml|yaml|javascript|ecmascript)$/.test(guessed) || guessed === "application/x-sh";
+  const type = raster ? guessed : preview || (text && !PLAIN.has(guessed)) ? "text/plain; charset=utf-8" : PLAIN.has(guessed) ? contentType(guessed) || guessed : "application/octet-stream";
+  return { "content-type": type, "content-disposition": contentDisposition(preview ? "inline" : "attachment", filename) };
+}
+
+/** `attachment; filename=x` (the reference's form) or a quoted/encoded form for unusual names. */
+export function contentDisposition(kind: "attachment" | "inline", filename: string): string {
+  if (/^[A-Za-z0-9._-]+$/.test(filename)) return `${kind}; filename=${filename}`;
+  const ascii = filename.replace(/[^\x20-\x7e]|["\\]/g, "_");
+  return `${kind}; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`;
+}
 
 const CHUNK = 256 * 1024;
 /** Chunks read ahead of the socket at most: 1 MiB per download. */
@@ -123,8 +158,8 @@ export function notModified(c: Context, etag: string): boolean {
 
 /**
  * The head of an answer for an object of `size` bytes: ETag, Last-Modified, Accept-Ranges,
- * single-range and conditional support; `extra` adds to or overrides the headers (Content-Type is
- * application/octet-stream unless given). A 304 is answered here; a range that cannot be
+ * single-range and conditional support; `extra` adds to or overrides the headers (a download,
+ * `attachment` as application/octet-stream, unless given; FILE_CSP always). A 304 is answered here; a range that cannot be
  * satisfied throws 416.
  */
 function answerHead(
@@ -136,6 +171,8 @@ function answerHead(
   const etag = fileEtag(size, modified);
   const headers: Record<string, string> = {
     "content-type": "application/octet-stream",
+    "content-disposition": "attachment",
+    "content-security-policy": FILE_CSP,
     "accept-ranges": "bytes",
     etag,
     "last-modified": rfc822(modified),

@@ -4,7 +4,7 @@
  * of the queue and of the orchestrations. The routers get the built services (src/server/routes.ts).
  */
 import { Broadcaster } from "../http/sse.ts";
-import type { AppContext } from "../server/context.ts";
+import type { AppContext } from "../app/context.ts";
 import { ConfigStore } from "./config/store.ts";
 import { ConfigViewCache } from "./config/view-cache.ts";
 import { testrunDirs } from "./runs/paths.ts";

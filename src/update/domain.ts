@@ -4,7 +4,8 @@
  * or key change ends), starts its timers and registers its shutdown work. The routers get the
  * built services (src/server/routes.ts) and only route.
  */
-import type { AppContext } from "../server/context.ts";
+import type { AppContext } from "../app/context.ts";
+import type { DeviceIdentity } from "../auth/tokens.ts";
 import { LocalStorage } from "../storage/local.ts";
 import { ActionService } from "./actions/actions.ts";
 import { deleteDeviceLog } from "./actions/store.ts";
@@ -19,13 +20,18 @@ import { EventBroadcaster } from "./events/broadcaster.ts";
 import { sweepOrphanObjects } from "./packages/packages.ts";
 import { UpdateProgress } from "./progress/progress.ts";
 import { ReplayGuard } from "./registration/replay.ts";
+import { UpdateCatalog } from "./updatecheck/catalog.ts";
 
 /** The update server's services, as the routers get them. */
 export interface UpdateDomain {
+  /** Device tokens are good while their device exists with that key; bumps last_access (the app's auth check calls it). */
+  deviceGate: (identity: DeviceIdentity) => boolean;
   /** What a device deletion or key change ends (the gate's cache, sockets, action logs). */
   deviceHooks: DeviceHooks;
   /** Signed device authorization requests seen, refused when replayed (9.1). */
   replay: ReplayGuard;
+  /** The update checks' cached inputs (active groups, group plans); group writes drop them. */
+  catalog: UpdateCatalog;
   /** Update progress records and their idle time. */
   progress: UpdateProgress;
   /** Package objects (`/local_storage/`). */
@@ -46,8 +52,10 @@ export interface UpdateDomain {
 export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   // Device tokens of deleted (or re-keyed) devices are refused; last_access is kept up to date.
   const deviceHooks = new DeviceHooks();
-  ctx.deviceGate = createDeviceGate(ctx, deviceHooks);
+  const deviceGate = createDeviceGate(ctx, deviceHooks);
   const replay = new ReplayGuard();
+  // What update checks answer from, dropped by every group write that changes it.
+  const catalog = new UpdateCatalog(ctx.db);
 
   // Packages: objects an interrupted upload left without a row go (in the background).
   const storage = new LocalStorage(ctx.dataDir);
@@ -111,5 +119,5 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
     if (conn && conn.deviceId === device.id) hub.disconnect(device.mac_address, CLOSE_UNAUTHORIZED, "device key changed");
   });
 
-  return { deviceHooks, replay, progress, storage, orphansSwept, events, hub, shells, actions, deviceFiles, transfers };
+  return { deviceGate, deviceHooks, replay, catalog, progress, storage, orphansSwept, events, hub, shells, actions, deviceFiles, transfers };
 }

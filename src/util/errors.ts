@@ -15,10 +15,14 @@ export type ErrorCode =
   | "forbidden"
   /** The thing named does not exist, or is hidden from the caller (404). */
   | "not_found"
+  /** The route exists, but not for this method (a HEAD on a route that acts) (405). */
+  | "method_not_allowed"
   /** The current state forbids it: in use, already there, changed meanwhile (409). */
   | "conflict"
   /** The input is larger than accepted (413). */
   | "too_large"
+  /** The body is not of the media type the route reads (a JSON route without a JSON Content-Type) (415). */
+  | "unsupported_media"
   /** The requested byte range lies outside the object (416). */
   | "bad_range"
   /** Well-formed, but its content is not acceptable (an invalid config, a permission that cannot apply) (422). */

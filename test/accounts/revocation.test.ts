@@ -11,13 +11,41 @@ import { removeDir, startTestServer, tempDir, useTestServer, type TestServer } f
 import { runCli } from "../helpers/cli.ts";
 import { openStream } from "../helpers/events.ts";
 import { adminPassword, fromConsole, signIn } from "./helpers.ts";
+import { registerDevice } from "../update/helpers/devices.ts";
 
 const whoami = (server: TestServer, token: string) => server.request("/api/whoami", { token });
 const tokenId = async (server: TestServer, token: string): Promise<string> => ((await (await whoami(server, token)).json()) as { id: string }).id;
 const revoke = (server: TestServer, json: unknown, token = server.adminToken) => server.request("/api/v1/tokens/revoke", { method: "POST", token, json });
 
+/** A JWT's claims, unverified. */
+const claims = (token: string): Record<string, unknown> => JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString("utf8"));
+
 describe("token revocation", () => {
   const server = useTestServer();
+
+  test("every token's iat and exp are whole seconds (management, console session, first admin, device)", async () => {
+    const session = (await signIn(server, "admin", adminPassword(server))).replace(/^labgate_session=/, "");
+    const first = readFileSync(join(server.dataDir, "admin.token"), "utf8").trim();
+    server.clock.advance(123.4); // not on a second boundary
+    const { token: device } = await registerDevice(server);
+    for (const [what, token] of Object.entries({ management: server.token(["admin_ro"], "rita"), session, first, device })) {
+      const { iat, exp } = claims(token);
+      assert.ok(Number.isInteger(iat) && Number.isInteger(exp), `${what}: iat ${iat}, exp ${exp}`);
+      assert.ok((exp as number) > (iat as number), what);
+    }
+  });
+
+  test("a revocation by user ends tokens issued earlier in the same second, not those issued after it", async () => {
+    server.clock.advance(1000 - (server.clock.now() % 1000) + 100); // 100 ms into a second
+    const before = server.token(["admin_ro"], "sam");
+    server.clock.advance(100);
+    assert.equal((await revoke(server, { user: "sam" })).status, 200);
+    server.clock.advance(100);
+    const after = server.token(["admin_ro"], "sam");
+    assert.equal(claims(before).iat, claims(after).iat, "both issued in one second");
+    assert.equal((await whoami(server, before)).status, 401);
+    assert.equal((await whoami(server, after)).status, 200);
+  });
 
   test("every token has an id; revoking it refuses it on the next request, cached or not", async () => {
     const first = server.token(["admin_ro"], "rita");

@@ -139,9 +139,12 @@ test("Test runs: start with a suite and an override; the status changes live; th
   await tree.getByText("plots/").waitFor();
   await page.locator('[data-artifact="greeting.txt"]').getByRole("button", { name: "Preview" }).click();
   await page.locator(".preview-text").getByText("overridden").waitFor();
+  // An SVG is a document that may hold script: previewed as its text, never rendered (issue 24).
   await page.locator('[data-artifact="plots/chart.svg"]').getByRole("button", { name: "Preview" }).click();
-  const image = page.locator("img.preview-image");
-  await image.waitFor();
+  await page.locator(".preview-text").getByText("<svg").waitFor();
+  assert.equal(await page.locator("img.preview-image").count(), 0);
+  await page.locator('[data-artifact="plots/chart.png"]').getByRole("button", { name: "Preview" }).click();
+  await page.locator("img.preview-image").waitFor();
   await page.waitForFunction(() => (document.querySelector("img.preview-image") as HTMLImageElement | null)?.naturalWidth === 120);
   await admin.shot("testrun-run");
   admin.clean([FIRST_CONFIG]);

@@ -7,7 +7,7 @@ import { parseAuthorization } from "../../src/auth/middleware.ts";
 import { grants, parseScopes } from "../../src/auth/scopes.ts";
 import { newTokenId, TokenService } from "../../src/auth/tokens.ts";
 import { createApp, type RouteModule } from "../../src/http/app.ts";
-import type { AppEnv } from "../../src/server/context.ts";
+import type { AppEnv } from "../../src/app/context.ts";
 import { z } from "zod";
 import { JSON_BODY_LIMIT } from "../../src/http/body.ts";
 import { jsonBody } from "../../src/http/openapi.ts";
@@ -139,6 +139,7 @@ describe("tokens over HTTP", () => {
 describe("auth middleware on routes", () => {
   let server: TestServer;
   let app: Hono<AppEnv>;
+  let refusedDevice: number | undefined;
   const probe: RouteModule = (_ctx, auth) =>
     new Hono<AppEnv>()
       .get("/probe/admin", auth.management("admin_rw"), (c) => c.json({ ok: true }))
@@ -152,7 +153,12 @@ describe("auth middleware on routes", () => {
 
   before(async () => {
     server = await startTestServer();
-    app = createApp(server.server.ctx, [probe]);
+    // The server's own gates, and one device a test refuses besides.
+    const { update, accounts } = server.server.domains;
+    app = createApp(server.server.ctx, {
+      modules: [probe],
+      gates: { device: (identity) => identity.deviceId !== refusedDevice && update.deviceGate(identity), session: accounts.sessionGate },
+    });
   });
   after(() => server.close());
 
@@ -181,23 +187,26 @@ describe("auth middleware on routes", () => {
 
   test("the device gate can refuse a still-valid device token", async () => {
     const { id, token } = await registerDevice(server);
-    const gate = server.server.ctx.deviceGate;
-    server.server.ctx.deviceGate = (identity) => identity.deviceId !== id;
+    refusedDevice = id;
     try {
       assert.equal((await call("/probe/device", token)).status, 401);
     } finally {
-      server.server.ctx.deviceGate = gate;
+      refusedDevice = undefined;
     }
     assert.equal((await call("/probe/device", token)).status, 200);
   });
 
-  test("JSON bodies: malformed 400, wrong content type 400, not an object 400, too large 413", async () => {
+  test("JSON bodies: malformed 400, another or no content type 415, not an object 400, too large 413", async () => {
     const post = (body: string, type = "application/json") => app.request("/probe/json", { method: "POST", body, headers: { "content-type": type } });
     assert.deepEqual(await (await post('{"a":1}')).json(), { a: 1 });
     const malformed = await post('{"a":');
     assert.equal(malformed.status, 400);
     assert.match(((await malformed.json()) as { error: string }).error, /malformed JSON/);
-    assert.equal((await post('{"a":1}', "text/plain")).status, 400);
+    assert.equal((await post('{"a":1}', "text/plain")).status, 415);
+    // What a page of another site can send without asking: a Blob or text without a JSON type.
+    assert.equal((await app.request("/probe/json", { method: "POST", body: '{"a":1}' })).status, 415);
+    assert.equal((await post('{"a":1}', "application/jsonx")).status, 415);
+    assert.equal((await post('{"a":1}', "application/merge-patch+json; charset=utf-8")).status, 200);
     assert.equal((await post("[1,2]")).status, 400);
     assert.equal((await post("")).status, 400);
     assert.equal((await post(JSON.stringify({ big: "x".repeat(JSON_BODY_LIMIT) }))).status, 413);

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { describe, test } from "node:test";
 import { FROM_SOURCE, runCli, runInProcess, startServe } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/server.ts";
+import { consoleUrl } from "../../src/cli/main.ts";
 
 const bearer = (token: string) => ({ authorization: `Bearer token=${token}` });
 
@@ -89,6 +90,7 @@ describe("cli: serve", () => {
     });
     try {
       assert.match(server.url, /^http:\/\/127\.0\.0\.1:\d+$/);
+      assert.match(server.stdout(), new RegExp(`^labgate: web console at ${server.url}/\n`, "m"));
       const tokenFile = join(dir, "data", "admin.token");
       assert.equal(statSync(tokenFile).mode & 0o777, 0o600);
       assert.match(server.stderr(), /admin\.token/);
@@ -143,4 +145,11 @@ describe("cli: serve", () => {
     assert.deepEqual(readFileSync(join(dir, "labgate.db")), Buffer.alloc(5000, 7));
     assert.equal(existsSync(join(dir, "labgate.lock")), false);
   });
+});
+
+test("the start names the console's URL: public_url, or the listener with a wildcard address as loopback", () => {
+  assert.equal(consoleUrl("", "http://0.0.0.0:5000"), "http://127.0.0.1:5000/");
+  assert.equal(consoleUrl("", "https://[::]:8443"), "https://127.0.0.1:8443/");
+  assert.equal(consoleUrl("", "http://10.0.0.1:5000"), "http://10.0.0.1:5000/");
+  assert.equal(consoleUrl("https://gateway.lab:5000", "http://0.0.0.0:5000"), "https://gateway.lab:5000/");
 });

@@ -6,7 +6,7 @@ import { loadOrCreateKeys } from "../../src/auth/keys.ts";
 import { TokenService } from "../../src/auth/tokens.ts";
 import { loadConfig } from "../../src/config/config.ts";
 import { Database, migrate, migrations } from "../../src/db/index.ts";
-import type { AppContext } from "../../src/server/context.ts";
+import type { AppContext } from "../../src/app/context.ts";
 import { createTestRunDomain, type TestRunDomain } from "../../src/testrun/domain.ts";
 import { SHUTDOWN_ERROR } from "../../src/testrun/runs/service.ts";
 import { deleteDevice } from "../../src/update/devices/devices.ts";
@@ -88,13 +88,13 @@ describe("createUpdateDomain", () => {
     const deviceId = await ctx.db.write(
       (tx) => tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata) VALUES (?, ?, ?, '{}', '{}')", [new Date().toISOString(), "d1", mac]).lastInsertRowid,
     );
-    assert.equal(ctx.deviceGate?.({ kind: "device", mac, deviceId, key: "", expiresAt: 0 } as never), true, "the root installs the device gate");
+    assert.equal(domain.deviceGate({ kind: "device", mac, deviceId, key: "", expiresAt: 0 } as never), true, "the root installs the device gate");
 
     assert.deepEqual(await domain.actions.exec(mac, "reboot"), { queued: true });
     assert.deepEqual(domain.actions.log(mac, "http://x").map((e) => [e.action, e.status]), [["reboot", "pending"]]);
 
     assert.equal(await deleteDevice(ctx.db, domain.deviceHooks, deviceId), true);
     assert.deepEqual(domain.actions.log(mac, "http://x"), []);
-    assert.equal(ctx.deviceGate?.({ kind: "device", mac, deviceId, key: "", expiresAt: 0 } as never), false);
+    assert.equal(domain.deviceGate({ kind: "device", mac, deviceId, key: "", expiresAt: 0 } as never), false);
   });
 });

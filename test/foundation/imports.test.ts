@@ -77,3 +77,11 @@ test("no console page imports another page: what two pages share lives in ui.tsx
     .flatMap(([file, imports]) => imports.filter((i) => dirname(i) === pages).map((i) => `${relative(pages, file)} -> ${relative(pages, i)}`));
   assert.deepEqual(found, []);
 });
+
+test("only the start-up code and the command line import src/server/: the domains depend on src/app/context.ts", () => {
+  const graph = importGraph("src");
+  const server = resolve("src/server");
+  const outside = (file: string) => !file.startsWith(`${server}/`) && !file.startsWith(`${resolve("src/cli")}/`) && file !== resolve("src/main.ts");
+  const found = [...graph].filter(([file]) => outside(file)).flatMap(([file, imports]) => imports.filter((i) => i.startsWith(`${server}/`)).map((i) => `${relative("src", file)} -> ${relative("src", i)}`));
+  assert.deepEqual(found, []);
+});

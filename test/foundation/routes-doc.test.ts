@@ -1,11 +1,12 @@
 import { strict as assert } from "node:assert";
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import { requirementOf } from "../../src/auth/middleware.ts";
 import { openApiPath } from "../../src/http/openapi.ts";
 import { apiOperations } from "../../src/server/operations.ts";
 import { removeDir, startTestServer } from "../helpers/server.ts";
+import { checkGeneratedDoc } from "../helpers/generated-doc.ts";
 
 const DOC = "docs/routes.md";
 const REGENERATE = "npm run routes-doc";
@@ -68,14 +69,7 @@ test(`${DOC} lists every route, who may call it and the file that registers it (
       ...sorted.map((cells) => `| ${cells.map((c) => c.replaceAll("|", "\\|")).join(" | ")} |`),
       "",
     ].join("\n");
-    let before = "";
-    try {
-      before = readFileSync(DOC, "utf8");
-    } catch {
-      // Not written yet.
-    }
-    if (process.env.UPDATE_ROUTES_DOC === "1") writeFileSync(DOC, text);
-    else assert.equal(before, text, `${DOC} is stale: run ${REGENERATE} and commit it`);
+    checkGeneratedDoc(DOC, text, "UPDATE_ROUTES_DOC", REGENERATE);
   } finally {
     await server.close();
     removeDir(server.dataDir);

@@ -97,6 +97,7 @@ export async function runInProcess(args: string[], env: Record<string, string> =
 export interface ServeProcess {
   child: ChildProcess;
   url: string;
+  stdout: () => string;
   stderr: () => string;
   /** Sends the signal and resolves with the exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
@@ -129,6 +130,7 @@ export async function startServe(args: string[], options: { env?: Record<string,
         resolve({
           child,
           url: match[1],
+          stdout: () => stdout,
           stderr: () => stderr,
           async stop(signal = "SIGTERM") {
             if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;

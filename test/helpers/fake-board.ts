@@ -143,3 +143,36 @@ export class FakeBoard {
     rmSync(this.root, { recursive: true, force: true });
   }
 }
+
+/** The board the samples in assets/testrun/samples/ were written for: every hardware sample passes on it. */
+export function sampleBoard(board: FakeBoard): FakeBoard {
+  board
+    .attrs("sys/class/net/eth0", { speed: 1000, operstate: "up", carrier: 1, mtu: 1500, address: "02:00:00:12:34:56" })
+    .attrs("sys/bus/usb/devices/1-1", { speed: 480, idVendor: "1a40", idProduct: "0101" })
+    .attrs("sys/bus/usb/devices/1-1.2", { speed: 480, idVendor: "0bda", idProduct: "5411" })
+    .attrs("sys/bus/iio/devices/iio:device0", { name: "xadc", in_voltage0_vcc_raw: 4505, in_voltage0_vcc_scale: "0.732421875" })
+    .attrs("sys/bus/iio/devices/iio:device1", { name: "ltc2655", out_voltage0_raw: 0 })
+    .attrs("sys/class/thermal/thermal_zone0", { type: "cpu-thermal", temp: 45000 })
+    .attrs("sys/class/hwmon/hwmon0", { name: "tmp431", temp1_input: 31000 })
+    .attrs("sys/block/mmcblk0", { size: 15523840 })
+    .attrs("sys/block/mmcblk0/device", { type: "SD" })
+    .file("dev/mmcblk0", Buffer.alloc(16 * 1024 * 1024))
+    .attrs("sys/block/nvme0n1", { size: 1000215216 })
+    .attrs("sys/class/gpio/gpio20", { direction: "in", value: 0 })
+    .file("sys/class/gpio/export")
+    .file("sys/class/gpio/unexport")
+    .file("dev/gpiochip0")
+    .file("tools/gpio/gpiochip0/17", "1\n")
+    .dir("tools/i2c/0/0x1c")
+    .dir("tools/i2c/0/0x70")
+    .file("tools/i2c/1/0x58/0x81", "0x3a\n")
+    .file("tools/i2c/1/0x58/0x82", "0x00\n")
+    .file("dev/video0")
+    .file("sys/class/video4linux/video0/name", "HD Webcam\n")
+    .file("tools/v4l2/video0/frame", testCardPng())
+    .file("tools/v4l2/video0/driver", "uvcvideo")
+    .file("tools/v4l2/video0/card", "HD Webcam")
+    .attrs("sys/class/fpga_manager/fpga0", { firmware: "", state: "operating" })
+    .file("firmware/blink.bit.bin", "bitstream");
+  return board;
+}

@@ -3,7 +3,7 @@ import { after, test } from "node:test";
 import { Hono } from "hono";
 import { loadConfig } from "../../src/config/config.ts";
 import { createApp } from "../../src/http/app.ts";
-import type { AppEnv } from "../../src/server/context.ts";
+import type { AppEnv } from "../../src/app/context.ts";
 import { startServer, type RunningServer } from "../../src/server/start.ts";
 import { createLogger } from "../../src/util/log.ts";
 import { removeDir, tempDir } from "../helpers/server.ts";
@@ -60,7 +60,7 @@ test("an unexpected error's log line and its answer carry the same request id (t
     const failing = () => new Hono<AppEnv>().get("/boom", () => {
       throw new Error("kaboom");
     });
-    const app = createApp(server.ctx, [failing]);
+    const app = createApp(server.ctx, { modules: [failing] });
     const res = await app.request("/boom");
     assert.equal(res.status, 500);
     const id = res.headers.get("x-request-id")!;

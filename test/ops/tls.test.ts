@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { copyFileSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, copyFileSync, writeFileSync } from "node:fs";
 import { createServer as createHttpsServer } from "node:https";
 import { connect as netConnect, type AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -75,6 +75,8 @@ describe("HTTPS on the one listener", () => {
         assert.match(server.url, /^https:\/\/127\.0\.0\.1:\d+$/);
         const res = await server.request("/api/whoami", { token: server.adminToken });
         assert.equal(res.status, 200);
+        assert.equal(res.headers.get("strict-transport-security"), "max-age=31536000");
+        assert.equal(res.headers.get("x-content-type-options"), "nosniff");
         await assert.rejects(fetch(server.url.replace("https:", "http:") + "/api/health"));
         await assert.rejects(fetch(server.url + "/api/health"), "a client that does not trust the certificate refuses it");
       } finally {
@@ -175,6 +177,14 @@ describe("HTTPS on the one listener", () => {
   });
 });
 
+/** A copy of `key` that every user may read (0644). */
+function readableByAll(key: string): string {
+  const copy = key.replace(/\.key$/, "-open.key");
+  copyFileSync(key, copy);
+  chmodSync(copy, 0o644);
+  return copy;
+}
+
 describe("labgate serve with tls", () => {
   const config = (name: string, tls: Record<string, string>) => {
     const file = join(dir, `${name}.yaml`);
@@ -191,6 +201,7 @@ describe("labgate serve with tls", () => {
       [{ cert_file: a.cert }, /config key tls\.key_file: give both/],
       [{ cert_file: a.cert, key_file: b.key }, /config key tls\.key_file: .* does not match the certificate/],
       [{ cert_file: a.key, key_file: a.key }, /config key tls\.cert_file: .* is not a PEM certificate/],
+      [{ cert_file: a.cert, key_file: readableByAll(a.key) }, /config key tls\.key_file: .*open\.key is readable by every user of this machine: chmod o-rwx/],
     ];
     for (const [i, [tls, message]] of cases.entries()) {
       const result = await runInProcess(["serve", "--config", config(`bad${i}`, tls)]);
@@ -204,6 +215,9 @@ describe("labgate serve with tls", () => {
     const second = makeCert(dir, "proc-second", "ec");
     const live = { cert: join(dir, "proc-live.pem"), key: join(dir, "proc-live.key") };
     place(first, live);
+    // How the service reads its key: 0640, owned by root with the service's group.
+    chmodSync(live.key, 0o640);
+    if (process.getuid?.() === 0) chownSync(live.key, 0, 1);
     const proc = await startServe(["serve", "--config", config("proc", { cert_file: live.cert, key_file: live.key })]);
     try {
       assert.match(proc.url, /^https:\/\//);

@@ -199,7 +199,7 @@ describe("test-run API compliance", () => {
     assert.equal(await status(runs, { method: "POST", json: { config_name: "audit.yml", pattern: "not ".repeat(50_000) + "x" } }), 400);
     assert.equal(await status(`${runs}/${run.id}/repeat`, { method: "POST", json: "(".repeat(10_000) }), 400);
     assert.equal(await status(`${runs}/${run.id}/repeat`, { method: "POST", json: ["x"] }), 400);
-    assert.equal(await status(`${runs}/${run.id}/repeat`, { method: "POST", body: "x", headers: { "content-type": "text/plain" } }), 400);
+    assert.equal(await status(`${runs}/${run.id}/repeat`, { method: "POST", body: "x", headers: { "content-type": "text/plain" } }), 415);
     // None of it created a run.
     assert.equal(((await (await s.request(runs, { token: t })).json()) as unknown[]).filter((r) => (r as RunObject).config_name === "bomb.yml").length, 0);
   });

@@ -183,7 +183,7 @@ describe("update server: hostile input never gives a 5xx", () => {
     }
     for (const [method, path] of [...writes, ["POST", "/api/v2/groups"], ["POST", "/api/v1/groups"]] as [string, string][]) {
       assert.equal(await probe(method, path, { body: "{oops", type: "application/json" }), 400, path);
-      assert.equal(await probe(method, path, { body: "a=1", type: "application/x-www-form-urlencoded" }), 400, path);
+      assert.equal(await probe(method, path, { body: "a=1", type: "application/x-www-form-urlencoded" }), 415, path);
       assert.equal(await probe(method, path, { body: "" , type: "application/json" }), 400, path);
     }
     // Nothing of the refused requests changed the group or the device.

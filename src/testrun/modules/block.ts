@@ -27,9 +27,10 @@ async function readSpeed(file: string, bytes: number, signal: AbortSignal): Prom
   return { read, mbps: read / 1e6 / seconds };
 }
 
-const blockModule = (key: string, className: string, example: string): ModuleDef => ({
+const blockModule = (key: string, className: string, example: string, summary: string): ModuleDef => ({
   key,
   className,
+  summary,
   params: paramSchema({
     device: required("string", `the block device, such as \`${example}\` or \`/dev/${example}\``),
     min_size: optional("scalar", "smallest allowed size: bytes, or with K, M, G, T (binary units)"),
@@ -94,6 +95,6 @@ const blockModule = (key: string, className: string, example: string): ModuleDef
 });
 
 /** `mmc`: an MMC/SD card or eMMC as a block device: present, size, type, read speed. */
-export const mmcModule = blockModule("mmc", "TestMMC", "mmcblk0");
+export const mmcModule = blockModule("mmc", "TestMMC", "mmcblk0", "An MMC/SD card or eMMC: present, its size and type, and a read of its first MiBs fast enough.");
 /** `block`: the same checks for any block device (SATA, NVMe, USB storage). */
-export const blockDeviceModule = blockModule("block", "TestBlock", "sda");
+export const blockDeviceModule = blockModule("block", "TestBlock", "sda", "The `mmc` checks for any block device (SATA, NVMe, USB storage).");

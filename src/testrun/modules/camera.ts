@@ -54,6 +54,7 @@ const compareInfo = (ctx: EntryContext, param: string, field: "driver" | "card",
 export const cameraModule: ModuleDef = {
   key: "camera",
   className: "TestCamera",
+  summary: "One frame from a V4L2 device (`v4l2-ctl`, package v4l-utils), its card and driver names; protoplaster's `camera`.",
   params: paramSchema({
     device: required("string", "the video device, such as `/dev/video0`"),
     camera_name: optional("string", "expected card name (`/sys/class/video4linux/videoN/name`, or `Card type` of `v4l2-ctl --info`)"),

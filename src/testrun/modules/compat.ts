@@ -40,6 +40,7 @@ const configure = async (ctx: EntryContext) => {
 export const simpleModule: ModuleDef = {
   key: "simple",
   className: "TestSimple",
+  summary: "protoplaster's own test module: passes, fails, skips and records an artifact (compatibility, `test_server.compat_modules: true`).",
   compat: true,
   params: paramSchema({ device: optional("any", "used in the device name and by `conditional_skip`") }),
   deviceName: ({ params }) => ("device" in params ? `simple(${pyStr(params.device)})` : "simple"),
@@ -50,6 +51,7 @@ export const simpleModule: ModuleDef = {
 export const extendedSimpleModule: ModuleDef = {
   key: "extended_simple",
   className: "TestExtendedSimple",
+  summary: "protoplaster's `extended_simple` test module (compatibility, `test_server.compat_modules: true`).",
   compat: true,
   params: paramSchema({
     // Required by the module's set-up (its message), not at trigger, as in the reference.

@@ -29,6 +29,7 @@ const result = (ctx: EntryContext) => ctx.state.result as ProcessResult;
 export const execModule: ModuleDef = {
   key: "exec",
   className: "TestExec",
+  summary: "Runs any program once and checks its exit status, output and duration.",
   params: paramSchema({
     command: required("command", "a string (run by `/bin/sh -c`) or a list (argv, no shell)"),
     name: optional("string", "the report's device name", "exec(<program>)"),

@@ -35,6 +35,7 @@ const guarded = (run: (ctx: EntryContext) => Promise<Outcome>) => async (ctx: En
 export const fileModule: ModuleDef = {
   key: "file",
   className: "TestFile",
+  summary: "File, sysfs and /dev checks: existence, type, mode, access, content, a numeric range, a write read back.",
   params: paramSchema({
     path: required("string", "the file, directory or device node"),
     name: optional("string", "the report's device name", "the path"),

@@ -14,6 +14,7 @@ const iface = (ctx: Pick<EntryContext, "params">) => str(ctx.params, "sysfs_inte
 export const fpgaModule: ModuleDef = {
   key: "fpga",
   className: "TestFPGA",
+  summary: "Loads a bitstream through the kernel's fpga_manager and checks it reports `operating`; protoplaster's `fpga` without the operator prompt.",
   params: paramSchema({
     sysfs_interface: required("string", "the manager's `firmware` attribute, such as `/sys/class/fpga_manager/fpga0/firmware`"),
     bitstream_path: required("string", "the bitstream's name below the firmware directory (`/lib/firmware`)"),

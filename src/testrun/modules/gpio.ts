@@ -81,6 +81,7 @@ const usesSysfs = async (ctx: EntryContext) => {
 export const gpioModule: ModuleDef = {
   key: "gpio",
   className: "TestGPIO",
+  summary: "A GPIO line reads a value, or is driven and read back: sysfs (`/sys/class/gpio`) or the character device through libgpiod's `gpioget`/`gpioset` (package gpiod); protoplaster's `gpio`.",
   params: paramSchema({
     number: optional("integer", "the line's number in the sysfs interface (`/sys/class/gpio`)"),
     value: required("integer", "0 or 1: the value expected, or written with `write`"),

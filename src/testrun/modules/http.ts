@@ -93,6 +93,7 @@ const result = (ctx: EntryContext) => ctx.state.result as HttpResult;
 export const httpModule: ModuleDef = {
   key: "http",
   className: "TestHttp",
+  summary: "One HTTP(S) request with checks on status, body, JSON and latency.",
   params: paramSchema({
     url: required("string", "http or https URL"),
     name: optional("string", "the report's device name", "http(<url>)"),

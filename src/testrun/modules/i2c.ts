@@ -23,6 +23,7 @@ const boundDriver = (ctx: EntryContext, bus: string, address: number) => exists(
 export const i2cModule: ModuleDef = {
   key: "i2c",
   className: "TestI2C",
+  summary: "Each listed address answers on an I2C bus (`i2cget -y -f`, package i2c-tools; without it, a bound kernel driver); protoplaster's `i2c`.",
   params: paramSchema({
     bus: required("scalar", "bus number, or `/dev/i2c-N`"),
     devices: required("list", "the devices: `{name, address}` each"),
@@ -89,6 +90,7 @@ const registersOf = (p: Params): Register[] =>
 export const i2cRegistersModule: ModuleDef = {
   key: "i2c_registers",
   className: "TestI2CRegisters",
+  summary: "Registers of an I2C chip read expected values under a mask (chip-ID checks), one row per register; `i2cget` from i2c-tools.",
   params: paramSchema({
     bus: required("scalar", "bus number, or `/dev/i2c-N`"),
     address: required("scalar", "the chip's 7-bit address"),

@@ -14,6 +14,7 @@ const channelError = (p: Record<string, unknown>) => (given(p, "channel") && !CH
 export const adcModule: ModuleDef = {
   key: "adc",
   className: "TestADC",
+  summary: "An ADC channel of an IIO device: present, its name, `raw` × `scale` within bounds; protoplaster's `adc`.",
   params: paramSchema({
     sysfs_path: optional("string", "the IIO device directory", DEFAULT_ADC),
     channel: optional("string", "the part between `in_voltage` and `_raw`, such as `0` or `0_vcc`", 0),
@@ -65,6 +66,7 @@ export const adcModule: ModuleDef = {
 export const dacModule: ModuleDef = {
   key: "dac",
   className: "TestDAC",
+  summary: "A DAC's sysfs interface is there, and optionally a raw value written reads back; protoplaster's `dac`.",
   params: paramSchema({
     sysfs_path: required("string", "the DAC's sysfs directory, such as `/sys/bus/iio/devices/iio:device1`"),
     channel: optional("string", "with `value`: the part between `out_voltage` and `_raw`", 0),

@@ -102,6 +102,7 @@ const state = (ctx: Pick<EntryContext, "state">) => ctx.state as unknown as Juni
 export const junitModule: ModuleDef = {
   key: "junit",
   className: "TestJunit",
+  summary: "Runs a test framework and reports each case of its JUnit XML as a row.",
   dynamicCases: true,
   params: paramSchema({
     command: optional("command", "as in `exec`; without it only `report` is read"),

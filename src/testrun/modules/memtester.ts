@@ -7,6 +7,7 @@ import { fail, pass, type ModuleDef } from "./types.ts";
 export const memtesterModule: ModuleDef = {
   key: "memtester",
   className: "TestDMA",
+  summary: "memtester (package memtester) finds no memory error; protoplaster's `memtester`.",
   params: paramSchema({
     memory: required("string", "how much memory to test, as memtester takes it (`10M`, `1G`)"),
     iterations: optional("integer", "loops", 1),

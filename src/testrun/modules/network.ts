@@ -21,6 +21,7 @@ const attributeCase = (name: string, file: string, check: (ctx: EntryContext, va
 export const networkModule: ModuleDef = {
   key: "network",
   className: "TestNetwork",
+  summary: "A network interface exists, its link speed, and optionally its state, carrier, MTU and MAC address; protoplaster's `network`.",
   params: paramSchema({
     interface: required("string", "interface name, such as `eth0`"),
     speed: optional("integer", "link speed in Mb/s (`/sys/class/net/IF/speed`)"),

@@ -21,6 +21,7 @@ const result = (ctx: EntryContext) => ctx.state.result as PingResult;
 export const pingModule: ModuleDef = {
   key: "ping",
   className: "TestPing",
+  summary: "Reachability and round-trip time with the system `ping`.",
   params: paramSchema({
     host: required("string", "host name or address"),
     name: optional("string", "the report's device name", "ping(<host>)"),

@@ -6,6 +6,7 @@ import { pass, type ModuleDef } from "./types.ts";
 export const sleepModule: ModuleDef = {
   key: "sleep",
   className: "TestSleepRPC",
+  summary: "Waits, then passes (pauses between hardware steps).",
   params: paramSchema({ seconds: optional("number", "how long to wait", 10) }),
   validate: (p) => ((num(p, "seconds", 10) ?? 0) < 0 ? "parameter 'seconds': must not be negative" : undefined),
   deviceName: () => "Sleep Test",

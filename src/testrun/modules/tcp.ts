@@ -56,6 +56,7 @@ function probe(ctx: EntryContext): Promise<TcpResult> {
 export const tcpModule: ModuleDef = {
   key: "tcp",
   className: "TestTcp",
+  summary: "A TCP port accepts (or refuses) connections, optionally answering as expected.",
   params: paramSchema({
     host: required("string", "host name or address"),
     port: required("integer", "TCP port, 1 to 65535"),

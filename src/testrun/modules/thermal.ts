@@ -30,6 +30,7 @@ const where = (p: Params) => (given(p, "path") ? str(p, "path")! : given(p, "zon
 export const thermalModule: ModuleDef = {
   key: "thermal",
   className: "TestThermal",
+  summary: "A temperature from a thermal zone or hwmon sensor is within a range.",
   params: paramSchema({
     path: optional("string", "the sensor file, such as `/sys/class/thermal/thermal_zone0/temp`"),
     zone: optional("string", "instead of `path`: the thermal zone whose `type` is this (`cpu-thermal`)"),

@@ -60,6 +60,8 @@ export interface ModuleDef {
   key: string;
   /** Class name used in report names (`TestExec`). */
   className: string;
+  /** One sentence for docs/modules.md. */
+  summary?: string;
   /** Compatibility modules are hidden unless `test_server.compat_modules` is on (18.2). */
   compat?: boolean;
   /** Declared once (params.ts): validated at trigger, documented in docs/modules.md. */

@@ -19,6 +19,7 @@ const hexId = (v: unknown) => String(v).toLowerCase().replace(/^0x/, "").padStar
 export const usbdevModule: ModuleDef = {
   key: "usbdev",
   className: "TestUsb",
+  summary: "A USB device is present (by sysfs name or vendor:product), its negotiated speed and IDs; protoplaster's `usbdev`.",
   params: paramSchema({
     device: required("string", "sysfs name such as `1-1.2`, or `vendor:product` in hex such as `0bda:5411`"),
     speed: optional("string", "negotiated speed in Mb/s as the kernel writes it (`1.5`, `12`, `480`, `5000`)"),

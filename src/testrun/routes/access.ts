@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import type { AppContext, AppEnv } from "../../app/context.ts";
 
 /** The two checks every test-run route uses: `read` (svc_tests_ro) and `write` (svc_tests_rw). */
 export interface TestRunAccess {

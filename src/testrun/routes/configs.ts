@@ -3,7 +3,7 @@
  * delete, test-suites, override-hints. Handlers parse, authorize and call the store/loader.
  */
 import { Hono, type Context } from "hono";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import type { AppContext, AppEnv } from "../../app/context.ts";
 import { readMultipart } from "../../http/multipart.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { serveFile } from "../../storage/send.ts";

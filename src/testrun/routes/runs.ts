@@ -5,16 +5,16 @@
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { Hono, type Context } from "hono";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { statFile } from "../../util/files.ts";
-import { fileEtag, notModified, serveFile } from "../../storage/send.ts";
+import { contentDisposition, fileEtag, notModified, serveFile, untrustedFileHeaders } from "../../storage/send.ts";
 import { z } from "zod";
 import { integerParam, jsonBody, jsonObject, queryOf } from "../../http/openapi.ts";
 import type { Broadcaster, EventStreams } from "../../http/sse.ts";
 import { openReportJson, reportSummary } from "../engine/report.ts";
 import { PlanError } from "../plan.ts";
-import { contentDisposition, listArtifacts, openArtifact } from "../runs/artifacts.ts";
+import { listArtifacts, openArtifact } from "../runs/artifacts.ts";
 import { artifactsDir, reportPath } from "../runs/paths.ts";
 import { LOCAL_DEVICE } from "../runs/nodes.ts";
 import type { TestRunService } from "../runs/service.ts";
@@ -125,9 +125,7 @@ async function serveArtifact(c: Context<AppEnv>, dir: string, marker: string): P
   }
   const file = await openArtifact(dir, name);
   if (!file) throw new LabgateError("not_found", "Artifact file not found");
-  return serveFile(c, file, {
-    headers: { "content-type": file.contentType, "content-disposition": contentDisposition(c.req.query("preview") === "true" ? "inline" : "attachment", file.basename) },
-  });
+  return serveFile(c, file, { headers: untrustedFileHeaders(file.basename, c.req.query("preview") === "true") });
 }
 
 /** A run whose report and artifacts may be fetched: known and in a final state. */

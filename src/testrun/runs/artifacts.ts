@@ -2,7 +2,6 @@ import { constants, type Stats } from "node:fs";
 import { lstat, open, readdir, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { rfc822 } from "../../util/time.ts";
-import { contentTypeOf } from "../../util/mime.ts";
 
 export interface ArtifactInfo {
   name: string;
@@ -38,7 +37,6 @@ export interface OpenArtifact {
   stat: Stats;
   /** Last path segment, for Content-Disposition. */
   basename: string;
-  contentType: string;
 }
 
 /**
@@ -69,12 +67,5 @@ export async function openArtifact(dir: string, name: string): Promise<OpenArtif
     return undefined;
   }
   const basename = segments[segments.length - 1];
-  return { handle, stat, basename, contentType: await contentTypeOf(basename) };
-}
-
-/** `attachment; filename=x` (the reference's form) or a quoted/encoded form for unusual names. */
-export function contentDisposition(kind: "attachment" | "inline", filename: string): string {
-  if (/^[A-Za-z0-9._-]+$/.test(filename)) return `${kind}; filename=${filename}`;
-  const ascii = filename.replace(/[^\x20-\x7e]|["\\]/g, "_");
-  return `${kind}; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`;
+  return { handle, stat, basename };
 }

@@ -3,7 +3,7 @@ import type { NodeTarget } from "../../config/config.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { buildPlan, snapshotSource } from "../config/plan-builder.ts";
 import { planForMachine, planMachines, type TestPlan } from "../plan.ts";
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import type { RemoteRun, RunRecord, RunStore, TriggerRecord } from "./store.ts";
 import { FINAL_STATUSES, isFinalStatus, type RunStatus } from "./status.ts";
 import { nodeJson } from "./node-client.ts";
@@ -38,7 +38,7 @@ interface Orchestration {
  */
 /** What the orchestrator needs of the local run queue (TestRunService). */
 export interface LocalRuns {
-  readonly ctx: AppContext;
+  readonly ctx: Pick<AppContext, "clock" | "config" | "log">;
   readonly store: RunStore;
   createRun(plan: TestPlan, request: TriggerRequest, warnings: string[], repeatOf: string | null): Promise<RunRecord>;
   aggregate(trigger: TriggerRecord, prefix: string): Promise<string | null>;

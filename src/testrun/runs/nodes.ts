@@ -2,9 +2,10 @@
  * The lab nodes as the console's Nodes page shows them: this gateway ("Local device", 14) and
  * every configured node (`test_server.nodes`, `nodes_file`), each checked now.
  */
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import type { NodeTarget } from "../../config/config.ts";
 import { LabgateError } from "../../util/errors.ts";
+import { contentDisposition, FILE_CSP, untrustedFileHeaders } from "../../storage/send.ts";
 import { nodeFetch, nodeJson, nodeStream } from "./node-client.ts";
 
 /** The reserved name of this gateway in node lists (the reference's web UI shows it so, 14). */
@@ -50,14 +51,14 @@ async function check(name: string, node: NodeTarget): Promise<NodeStatus> {
 }
 
 /** This gateway first, then the configured nodes in configuration order, all checked in parallel. */
-export async function nodeStatuses(ctx: AppContext): Promise<NodeStatus[]> {
+export async function nodeStatuses(ctx: Pick<AppContext, "config" | "version">): Promise<NodeStatus[]> {
   const local: NodeStatus = { name: LOCAL_DEVICE, url: "", local: true, reachable: true, version: ctx.version, error: "", latency_ms: 0 };
   const remote = await Promise.all(Object.entries(ctx.config.test_server.nodes).map(([name, node]) => check(name, node)));
   return [local, ...remote];
 }
 
 /** A configured node by name, or a 404 (LOCAL_DEVICE is this gateway, not a node to call). */
-export function nodeNamed(ctx: AppContext, name: string): NodeTarget {
+export function nodeNamed(ctx: Pick<AppContext, "config" | "version">, name: string): NodeTarget {
   const nodes = ctx.config.test_server.nodes;
   if (!Object.hasOwn(nodes, name)) throw new LabgateError("not_found", `unknown node '${name}'`);
   return nodes[name];
@@ -75,7 +76,31 @@ async function answerText(response: Response): Promise<string> {
   return text.trim().slice(0, 200) || `HTTP ${response.status}`;
 }
 
-const RELAYED_HEADERS = ["content-type", "content-length", "content-disposition"];
+/**
+ * What the gateway expects a relayed answer to be. A node is another machine: its bytes are
+ * untrusted, so its own Content-Type and Content-Disposition are never passed on. JSON and CSV
+ * go out as labgate's own types (anything else from the node is a 502); a file as any untrusted
+ * file (untrustedFileHeaders: a download, or a text or raster preview).
+ */
+export type RelayedAnswer = { kind: "json" } | { kind: "csv"; filename: string } | { kind: "file"; filename: string; preview: boolean };
+
+const RELAYED_TYPES = {
+  json: { pattern: /^application\/json\s*(?:;|$)/i, type: "application/json", what: "JSON" },
+  csv: { pattern: /^text\/csv\s*(?:;|$)/i, type: "text/csv; charset=utf-8", what: "CSV" },
+};
+
+/** The head of a relayed answer the node gave as `response` (see RelayedAnswer); a 502 when it is not what was expected. */
+function relayedHead(name: string, response: Response, expected: RelayedAnswer): Record<string, string> {
+  const length = response.headers.get("content-length");
+  const headers: Record<string, string> = { "content-security-policy": FILE_CSP, ...(length === null ? {} : { "content-length": length }) };
+  if (expected.kind === "file") return { ...headers, ...untrustedFileHeaders(expected.filename, expected.preview) };
+  const { pattern, type, what } = RELAYED_TYPES[expected.kind];
+  const given = response.headers.get("content-type") ?? "";
+  if (!pattern.test(given)) throw new LabgateError("upstream", `node '${name}' answered ${given || "without a Content-Type"} where ${what} was expected`);
+  headers["content-type"] = type;
+  if (expected.kind === "csv") headers["content-disposition"] = contentDisposition("attachment", expected.filename);
+  return headers;
+}
 
 /**
  * A node's own refusal (its 4xx: a run it does not have, a range it cannot serve), relayed with
@@ -92,12 +117,12 @@ export class NodeRefusal extends Error {
 
 /**
  * Fetches `path` of a node's test-run API for the caller (read-only: runs, reports, artifacts)
- * and streams the answer through. Errors become JSON: the node's 4xx as they are (the ones
+ * and streams the answer through as `expected` says (see RelayedAnswer). Errors become JSON: the node's 4xx as they are (the ones
  * labgate answers), except that a refusal of the gateway's own token (401, 403), the node's 5xx
  * and any other status are 502, like a node that cannot be reached: the caller's session is
  * fine, the node is the problem.
  */
-export async function relayFromNode(name: string, node: NodeTarget, method: "GET" | "HEAD", path: string): Promise<Response> {
+export async function relayFromNode(name: string, node: NodeTarget, method: "GET" | "HEAD", path: string, expected: RelayedAnswer): Promise<Response> {
   let response: Response;
   try {
     response = await nodeStream(node, method, path);
@@ -110,10 +135,12 @@ export async function relayFromNode(name: string, node: NodeTarget, method: "GET
     if (status === 401 || status === 403 || status >= 500 || status < 400) throw new LabgateError("upstream", message);
     throw new NodeRefusal(status, message);
   }
-  const headers: Record<string, string> = {};
-  for (const header of RELAYED_HEADERS) {
-    const value = response.headers.get(header);
-    if (value !== null) headers[header] = value;
+  let headers: Record<string, string>;
+  try {
+    headers = relayedHead(name, response, expected);
+  } catch (error) {
+    await response.body?.cancel().catch(() => {});
+    throw error;
   }
   if (method === "HEAD") await response.body?.cancel().catch(() => {});
   return new Response(method === "HEAD" ? null : response.body, { status: 200, headers });
@@ -132,7 +159,7 @@ export interface PushResult {
  * Uploads stored configs (`files`: name -> text) to each of `nodes`, as a client of their
  * `POST /api/v1/configs`; nodes in parallel, files in order. Never throws for a node's failure.
  */
-export async function pushConfigs(ctx: AppContext, files: Array<[string, string]>, nodes: string[]): Promise<PushResult[]> {
+export async function pushConfigs(ctx: Pick<AppContext, "config" | "version">, files: Array<[string, string]>, nodes: string[]): Promise<PushResult[]> {
   return Promise.all(
     nodes.map(async (name): Promise<PushResult> => {
       const node = nodeNamed(ctx, name);

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { rm } from "node:fs/promises";
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { patternError } from "../engine/pattern.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
@@ -30,13 +30,13 @@ const TRIGGER_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
  */
 export class TestRunService implements LocalRuns {
   readonly store: RunStore;
-  readonly ctx: AppContext;
+  readonly ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log">;
   readonly source: ConfigSource;
   readonly orchestrator: Orchestrator;
   readonly dirs: TestrunDirs;
   private readonly queue: RunQueue;
 
-  constructor(ctx: AppContext, source: ConfigSource, store: RunStore) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log">, source: ConfigSource, store: RunStore) {
     this.ctx = ctx;
     this.source = source;
     this.store = store;

@@ -4,7 +4,7 @@
  * first, at least once), and the results the device sends back. Every wait is bounded.
  */
 import { randomUUID } from "node:crypto";
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { DeviceGoneError, DeviceTimeoutError, type ChannelHub, type DeviceConnection } from "../channel/hub.ts";
 import { deviceFailure, notConnected } from "../channel/errors.ts";
@@ -50,7 +50,7 @@ const SEND_SLICE = 200;
 class DeviceRefusedError extends Error {}
 
 export class ActionService {
-  private readonly ctx: AppContext;
+  private readonly ctx: Pick<AppContext, "clock" | "config" | "db" | "log" | "tokens">;
   private readonly hub: ChannelHub;
   private readonly files: DeviceFileStore;
   private readonly store: ActionLogStore;
@@ -58,7 +58,7 @@ export class ActionService {
   private readonly inflight = new Set<string>();
 
   /** The device messages it handles, its connect hook and its outputs' file route are installed by createUpdateDomain. */
-  constructor(ctx: AppContext, hub: ChannelHub, files: DeviceFileStore) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "db" | "log" | "tokens">, hub: ChannelHub, files: DeviceFileStore) {
     this.ctx = ctx;
     this.hub = hub;
     this.files = files;

@@ -1,6 +1,6 @@
 import { Hono, type Context } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import type { AppContext, AppEnv } from "../../app/context.ts";
 import { errorAnswer } from "../../http/errors.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { z } from "zod";
@@ -40,7 +40,8 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
 
   app.get("/api/v2/devices/:mac/action/list", mgmt, async (c) => c.json(await actions.list(deviceMac(c, "read"))));
 
-  app.get("/api/v2/devices/:mac/action/exec/:action_id", mgmt, async (c) => {
+  // The reference's GET runs the action: refused cross-site like a POST, and a HEAD runs nothing.
+  app.get("/api/v2/devices/:mac/action/exec/:action_id", auth.actsOnGet(), mgmt, async (c) => {
     const mac = deviceMac(c, "update");
     const actionId = c.req.param("action_id");
     if (!actionId || actionId.length > 256) throw new LabgateError("invalid", "action id must be 1 to 256 characters");

@@ -1,5 +1,5 @@
 import type { Database } from "../../db/index.ts";
-import type { Identity } from "../../server/context.ts";
+import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { getDeviceByMac, type DeviceRow } from "../devices/devices.ts";
 import { authorize, type Permission } from "../permissions/permissions.ts";

@@ -5,7 +5,7 @@
  */
 import type { WebSocket } from "ws";
 import type { WSContext } from "hono/ws";
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import { PingTimer, pingOrTerminate } from "./keepalive.ts";
 import { parseActionList, parseMessage, type ActionDefinition, type ServerMessage } from "./protocol.ts";
 
@@ -127,14 +127,14 @@ function markAlive(this: WebSocket): void {
 export type MessageHandler = (connection: DeviceConnection, message: Record<string, unknown>) => void | Promise<void>;
 
 export class ChannelHub {
-  private readonly ctx: AppContext;
+  private readonly ctx: Pick<AppContext, "config" | "db" | "log">;
   private readonly connections = new Map<string, DeviceConnection>();
   private readonly handlers = new Map<string, MessageHandler>();
   private readonly connectHooks: Array<(connection: DeviceConnection) => void> = [];
   private readonly disconnectHooks: Array<(mac: string) => void> = [];
   private readonly pinger: PingTimer;
 
-  constructor(ctx: AppContext) {
+  constructor(ctx: Pick<AppContext, "config" | "db" | "log">) {
     this.ctx = ctx;
     this.pinger = new PingTimer(ctx.config.update_server.ws_ping_interval, () => this.pingRound());
     this.handle("capability_report", (conn, message) => this.capabilityReport(conn, message));

@@ -3,13 +3,13 @@
  * moves the device's record (clamped to 0..100; 100 ends it) and is broadcast as an `update`
  * event; `update_version` stores the new running version and ends the record too.
  */
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import type { EventBroadcaster } from "../events/broadcaster.ts";
 import { getProgress, type UpdateProgress } from "../progress/progress.ts";
 import type { ChannelHub, DeviceConnection } from "./hub.ts";
 
 /** Installs the handlers of `update_progress` and `update_version`; progress goes out on `events`. */
-export function handleProgress(ctx: AppContext, hub: ChannelHub, progressRecords: UpdateProgress, events: EventBroadcaster): void {
+export function handleProgress(ctx: Pick<AppContext, "config" | "db" | "log">, hub: ChannelHub, progressRecords: UpdateProgress, events: EventBroadcaster): void {
   hub.handle("update_progress", async (conn: DeviceConnection, message) => {
     const raw = message.progress;
     if (typeof raw !== "number" || !Number.isFinite(raw)) return ctx.log.warn(`device ${conn.mac}: update_progress without a number ignored`);

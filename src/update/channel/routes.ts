@@ -3,7 +3,7 @@ import { upgradeWebSocket } from "@hono/node-server";
 import type { WSContext } from "hono/ws";
 import type { WebSocket } from "ws";
 import type { Auth } from "../../auth/middleware.ts";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { CLOSE_UNAUTHORIZED, type ChannelHub, type DeviceConnection } from "./hub.ts";
 import { deviceByMac } from "./access.ts";

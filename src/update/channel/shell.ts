@@ -8,7 +8,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { WebSocket } from "ws";
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import { CLOSE_NORMAL, type ChannelHub } from "./hub.ts";
 import { PingTimer, pingOrTerminate } from "./keepalive.ts";
 import { closeReason, hasCapability } from "./protocol.ts";
@@ -54,12 +54,12 @@ export const size = (frame: Frame): number => (typeof frame === "string" ? Buffe
 const sendable = (code: number): boolean => code === CLOSE_NORMAL || (code >= 3000 && code <= 4999);
 
 export class ShellService {
-  private readonly ctx: AppContext;
+  private readonly ctx: Pick<AppContext, "config" | "log">;
   private readonly hub: ChannelHub;
   private readonly sessions = new Map<string, ShellSession>();
   private readonly pinger: PingTimer;
 
-  constructor(ctx: AppContext, hub: ChannelHub) {
+  constructor(ctx: Pick<AppContext, "config" | "log">, hub: ChannelHub) {
     this.ctx = ctx;
     this.hub = hub;
     this.pinger = new PingTimer(ctx.config.update_server.ws_ping_interval, () => this.pingRound());

@@ -69,6 +69,9 @@ export function signBody(privateKey: string | KeyObject, body: Uint8Array): stri
 
 export type Metadata = Record<string, string | string[]>;
 
+/** Signed timestamps a client remembers: each is at least a second after the last, so they span more than the timestamp window (600 s by default). */
+const USED_TIMESTAMPS = 1024;
+
 export interface DeviceClientOptions {
   /** Base URL of the gateway, e.g. `http://gateway:5000`. */
   server: string;
@@ -106,6 +109,12 @@ export class DeviceClient {
   private token: string | undefined;
   private tokenExpiresAt = 0;
   private lastTimestamp = 0;
+  /**
+   * Timestamps signed lately, oldest first (at most USED_TIMESTAMPS). After a clock correction
+   * the clock may go back to a second already signed; the same metadata and key then make the
+   * same body, which the server refuses as a replay.
+   */
+  private readonly used = new Set<number>();
   private inflight: Promise<AuthOutcome> | undefined;
 
   constructor(options: DeviceClientOptions) {
@@ -137,9 +146,12 @@ export class DeviceClient {
 
   /** Builds a signed auth request: the exact body bytes and the signature header value. */
   signedAuthRequest(): { body: string; signature: string; header: string } {
-    // Strictly increasing timestamps: the server refuses a signature it has already seen.
-    const timestamp = Math.max(this.options.now(), this.lastTimestamp + 1);
+    // Strictly increasing timestamps, and none signed lately: the server refuses a body it has already seen.
+    let timestamp = Math.max(this.options.now(), this.lastTimestamp + 1);
+    while (this.used.has(timestamp)) timestamp += 1;
     this.lastTimestamp = timestamp;
+    this.used.add(timestamp);
+    if (this.used.size > USED_TIMESTAMPS) this.used.delete(this.used.values().next().value as number);
     const body = JSON.stringify({ metadata: this.options.metadata, public_key: this.publicKey, timestamp });
     const header = `X-${this.options.prefix.toUpperCase()}-Device-Signature`;
     return { body, signature: signBody(this.privateKey, Buffer.from(body)), header };
@@ -182,7 +194,7 @@ export class DeviceClient {
 
   /**
    * The clock was corrected (it was far off, the server refused its timestamps): the next
-   * timestamps follow the corrected clock, even when it went back.
+   * timestamps follow the corrected clock, even when it went back (skipping those signed lately).
    */
   clockCorrected(): void {
     this.lastTimestamp = 0;

@@ -1,7 +1,7 @@
 import { Readable } from "node:stream";
 import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { requestBodyStream } from "../../http/body.ts";
 import { jsonBody } from "../../http/openapi.ts";

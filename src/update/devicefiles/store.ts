@@ -12,7 +12,7 @@ import { rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import { fsyncDir, fsyncFile, statFile, writeFileDurableAsync } from "../../util/files.ts";
 
 export const MULTIPART_LINK = "local_storage_multipart";
@@ -183,7 +183,7 @@ export interface InlineObject {
 export class PartTooLargeError extends Error {}
 
 /** A signed, expiring link to a device file or action output (D13). */
-export function signedFileUrl(ctx: AppContext, base: string, key: string): string {
+export function signedFileUrl(ctx: Pick<AppContext, "config" | "tokens">, base: string, key: string): string {
   const { expires, signature } = ctx.tokens.signLink(MULTIPART_LINK, key, ctx.config.update_server.download_link_ttl);
   return `${base}/local_storage_multipart/multipart/${key}?expires=${expires}&signature=${signature}`;
 }

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Readable } from "node:stream";
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import { inputProblem } from "../../http/errors.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { ChannelHub, DeviceConnection } from "../channel/hub.ts";
@@ -53,13 +53,13 @@ interface DownloadReply {
 }
 
 export class FileTransferService {
-  private readonly ctx: AppContext;
+  private readonly ctx: Pick<AppContext, "config" | "db" | "log" | "tokens">;
   private readonly hub: ChannelHub;
   private readonly store: DeviceFileStore;
   private readonly open = new Map<string, Transfer>();
 
   /** The device messages it handles are installed by createUpdateDomain. */
-  constructor(ctx: AppContext, hub: ChannelHub, store: DeviceFileStore) {
+  constructor(ctx: Pick<AppContext, "config" | "db" | "log" | "tokens">, hub: ChannelHub, store: DeviceFileStore) {
     this.ctx = ctx;
     this.hub = hub;
     this.store = store;

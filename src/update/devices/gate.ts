@@ -1,12 +1,12 @@
 import type { DeviceIdentity } from "../../auth/tokens.ts";
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import type { DeviceHooks } from "./devices.ts";
 
 /** Devices the gate has seen, at most (a lab has far fewer; past it the cache starts over). */
 const MAX_KNOWN = 100_000;
 
 /**
- * The device-token gate (ctx.deviceGate): a token is only good while its device exists with the
+ * The device-token gate (the update domain's `deviceGate`, called by the auth check): a token is only good while its device exists with the
  * same id, MAC and key (deleted devices are refused at once, ids are never reused; an approved key
  * change ends every token issued for the earlier key at once). Every accepted
  * request bumps the device's last_access, lazily persisted and at most once per second.
@@ -17,7 +17,7 @@ const MAX_KNOWN = 100_000;
  * loop turn are written as one lazy transaction just after it (setImmediate), before any
  * request that follows an answer of this turn is read.
  */
-export function createDeviceGate(ctx: AppContext, hooks: DeviceHooks): (identity: DeviceIdentity) => boolean {
+export function createDeviceGate(ctx: Pick<AppContext, "clock" | "db" | "log" | "onShutdown">, hooks: DeviceHooks): (identity: DeviceIdentity) => boolean {
   /** Device id -> its MAC, key fingerprint and the last_access last written (or read) for it. */
   let known = new Map<number, { mac: string; key: string; lastAccess: string | null }>();
   let epoch = ctx.db.epoch;

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import type { AppContext, AppEnv } from "../../app/context.ts";
 import type { EventStreams } from "../../http/sse.ts";
 import { getDeviceByMac } from "../devices/devices.ts";
 import { allowed, bypasses } from "../permissions/permissions.ts";

@@ -61,14 +61,16 @@ export function toV1(db: Database, row: GroupRow): GroupV1 {
 }
 
 /**
- * Bumped by every write that changes what an update check could answer (memberships, policies,
- * priorities, assignments; see updatecheck/catalog.ts). `changed` bumps it right after the
- * transaction ran in memory, before the commit is awaited, so no check can cache stale inputs.
+ * Told of every write that changes what an update check could answer (memberships, policies,
+ * priorities, assignments): the update domain's catalog (updatecheck/catalog.ts). `changed` tells
+ * it right after the transaction ran in memory, before the commit is awaited, so no check can
+ * cache stale inputs.
  */
-const generations = new WeakMap<Database, number>();
-export const catalogGeneration = (db: Database): number => generations.get(db) ?? 0;
-function changed<T>(db: Database, write: Promise<T>): Promise<T> {
-  generations.set(db, catalogGeneration(db) + 1);
+export interface CatalogWatch {
+  changed(): void;
+}
+function changed<T>(catalog: CatalogWatch, write: Promise<T>): Promise<T> {
+  catalog.changed();
   return write;
 }
 
@@ -97,8 +99,8 @@ export async function createGroup(db: Database, input: NewGroup, now: Date): Pro
 export const GROUP_NOT_FOUND = "group does not exist";
 
 /** D5: a group without devices can be deleted; its package assignments and permission rows go with it. */
-export async function deleteGroup(db: Database, id: number, onDelete?: (tx: Tx) => void): Promise<void> {
-  return changed(db, db.write((tx) => {
+export async function deleteGroup(db: Database, catalog: CatalogWatch, id: number, onDelete?: (tx: Tx) => void): Promise<void> {
+  return changed(catalog, db.write((tx) => {
     if (!getGroup(tx, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     if (tx.get("SELECT 1 AS x FROM group_devices WHERE group_id = ? LIMIT 1", [id])) throw new LabgateError("conflict", "group is still assigned to some devices");
     onDelete?.(tx);
@@ -121,13 +123,14 @@ export type MembershipRule = "priority" | "single";
  */
 export async function patchGroupDevices(
   db: Database,
+  catalog: CatalogWatch,
   groupId: number,
   add: number[],
   remove: number[],
   rule: MembershipRule,
   guard: ChangeGuard = unguarded,
 ): Promise<void> {
-  return changed(db, db.write((tx) => {
+  return changed(catalog, db.write((tx) => {
     const group = getGroup(tx, groupId);
     if (!group) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const members = new Set(groupDeviceIds(tx, groupId));
@@ -164,9 +167,9 @@ export async function patchGroupDevices(
  * Package assignment (5.7, D4): the set becomes exactly `packageIds`; an unknown package is a 404.
  * `guard` runs the change (membership grants the group's permissions, see permissions.ts).
  */
-export async function setGroupPackages(db: Database, groupId: number, packageIds: number[], guard: ChangeGuard = unguarded): Promise<void> {
+export async function setGroupPackages(db: Database, catalog: CatalogWatch, groupId: number, packageIds: number[], guard: ChangeGuard = unguarded): Promise<void> {
   try {
-    return await changed(db, db.write((tx) => {
+    return await changed(catalog, db.write((tx) => {
       if (!getGroup(tx, groupId)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
       for (const id of packageIds) {
         if (!tx.get("SELECT 1 AS x FROM packages WHERE id = ?", [id])) throw new LabgateError("not_found", `package ${id} does not exist`);
@@ -183,16 +186,16 @@ export async function setGroupPackages(db: Database, groupId: number, packageIds
   }
 }
 
-export async function setGroupPolicy(db: Database, groupId: number, policy: string): Promise<void> {
-  return changed(db, db.write((tx) => {
+export async function setGroupPolicy(db: Database, catalog: CatalogWatch, groupId: number, policy: string): Promise<void> {
+  return changed(catalog, db.write((tx) => {
     if (!getGroup(tx, groupId)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     tx.run("UPDATE groups SET policy = ? WHERE id = ?", [policy, groupId]);
   }));
 }
 
 /** Priority change (5.9): 409 when a device of this group holds another group with that priority. */
-export async function setGroupPriority(db: Database, groupId: number, priority: number): Promise<void> {
-  return changed(db, db.write((tx) => {
+export async function setGroupPriority(db: Database, catalog: CatalogWatch, groupId: number, priority: number): Promise<void> {
+  return changed(catalog, db.write((tx) => {
     if (!getGroup(tx, groupId)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const clash = tx.get(
       `SELECT 1 AS x FROM group_devices mine

@@ -3,7 +3,7 @@ import type { Auth } from "../../auth/middleware.ts";
 import { z } from "zod";
 import { jsonBody, jsonObject } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
-import type { AppContext, AppEnv, Identity } from "../../server/context.ts";
+import type { AppContext, AppEnv, Identity } from "../../app/context.ts";
 import {
   allowed,
   authorize,
@@ -30,6 +30,7 @@ import {
   setGroupPriority,
   toV1,
   toV2,
+  type CatalogWatch,
   type MembershipRule,
 } from "./groups.ts";
 import { parsePolicy } from "./policy.ts";
@@ -88,7 +89,7 @@ function requireOnEach(ctx: AppContext, identity: Identity, resource: "device" |
  * The handlers v1 and v2 share (each router registers them on its own paths); `v2` adds per-user
  * permissions and the escalation checks.
  */
-function sharedHandlers(ctx: AppContext, mode: { v2: boolean; rule: MembershipRule }) {
+function sharedHandlers(ctx: AppContext, catalog: CatalogWatch, mode: { v2: boolean; rule: MembershipRule }) {
   const { db } = ctx;
   const check = (c: Context<AppEnv>, id: number, perm: "read" | "update" | "delete") => {
     if (mode.v2) authorize(db, c.get("identity"), "group", id, perm);
@@ -105,7 +106,7 @@ function sharedHandlers(ctx: AppContext, mode: { v2: boolean; rule: MembershipRu
   const remove = async (c: Context<AppEnv>) => {
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "delete");
-    await deleteGroup(db, id, (tx) => deletePermissionsOf(tx, "group", id));
+    await deleteGroup(db, catalog, id, (tx) => deletePermissionsOf(tx, "group", id));
     return c.json({});
   };
 
@@ -115,7 +116,7 @@ function sharedHandlers(ctx: AppContext, mode: { v2: boolean; rule: MembershipRu
     if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const { add, remove } = await jsonBody(c, groupDevicesBody);
     const guard = mode.v2 ? requireOnEach(ctx, c.get("identity"), "device", add) : unguarded;
-    await patchGroupDevices(db, id, add, remove, mode.rule, guard);
+    await patchGroupDevices(db, catalog, id, add, remove, mode.rule, guard);
     return c.json({});
   };
 
@@ -129,7 +130,7 @@ function sharedHandlers(ctx: AppContext, mode: { v2: boolean; rule: MembershipRu
       const current = new Set(groupPackageIds(db, id));
       guard = requireOnEach(ctx, c.get("identity"), "package", packages.filter((p) => !current.has(p)));
     }
-    await setGroupPackages(db, id, packages, guard);
+    await setGroupPackages(db, catalog, id, packages, guard);
     return c.json({});
   };
 
@@ -140,7 +141,7 @@ function sharedHandlers(ctx: AppContext, mode: { v2: boolean; rule: MembershipRu
     const body = await jsonBody(c, groupPolicyBody);
     const policy = parsePolicy(body.policy);
     if (typeof policy === "string") throw new LabgateError("invalid", policy);
-    await setGroupPolicy(db, id, body.policy);
+    await setGroupPolicy(db, catalog, id, body.policy);
     return c.json({});
   };
 
@@ -148,7 +149,7 @@ function sharedHandlers(ctx: AppContext, mode: { v2: boolean; rule: MembershipRu
 }
 
 /** Groups v2 (5.3-5.9): any management token, decided by per-user permissions; create needs a scope. */
-export function groupsV2Routes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatch): Hono<AppEnv> {
   const { db } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
@@ -172,11 +173,11 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     authorize(db, c.get("identity"), "group", id, "update");
     if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const { priority } = await jsonBody(c, groupPriorityBody);
-    await setGroupPriority(db, id, priority);
+    await setGroupPriority(db, catalog, id, priority);
     return c.json({});
   });
 
-  const shared = sharedHandlers(ctx, { v2: true, rule: "priority" });
+  const shared = sharedHandlers(ctx, catalog, { v2: true, rule: "priority" });
   app.get("/api/v2/groups/:id", mgmt, shared.get);
   app.delete("/api/v2/groups/:id", mgmt, shared.remove);
   app.patch("/api/v2/groups/:id/devices", mgmt, shared.devices);
@@ -186,7 +187,7 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 }
 
 /** Groups v1 (5.10): admin scopes only, flat metadata body, no priority, one group per device. */
-export function groupsV1Routes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+export function groupsV1Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatch): Hono<AppEnv> {
   const { db } = ctx;
   const app = new Hono<AppEnv>();
   const read = auth.management("admin_ro");
@@ -199,7 +200,7 @@ export function groupsV1Routes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   app.get("/api/v1/groups", read, (c) => c.json(listGroups(db).map((row) => toV1(db, row))));
 
-  const shared = sharedHandlers(ctx, { v2: false, rule: "single" });
+  const shared = sharedHandlers(ctx, catalog, { v2: false, rule: "single" });
   app.get("/api/v1/groups/:id", read, shared.get);
   app.delete("/api/v1/groups/:id", write, shared.remove);
   app.patch("/api/v1/groups/:id/devices", write, shared.devices);

@@ -1,6 +1,6 @@
 import { Hono, type Context } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import type { AppContext, AppEnv } from "../../app/context.ts";
 import { jsonBody, queryOf } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { getDevice } from "../devices/devices.ts";

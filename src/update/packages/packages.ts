@@ -1,5 +1,5 @@
 import type { Database, Tx } from "../../db/index.ts";
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import type { LocalStorage, StagedObject } from "../../storage/local.ts";
 import { dateOf, rfc822 } from "../../util/time.ts";
 
@@ -86,7 +86,7 @@ export interface NewPackage {
  * Moves the staged object into place, then commits the row: the object is complete and
  * fsynced before the row exists, and if the row cannot be written the object is removed.
  */
-export async function createPackage(ctx: AppContext, storage: LocalStorage, input: NewPackage, now = dateOf(ctx.clock)): Promise<PackageRow> {
+export async function createPackage(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, storage: LocalStorage, input: NewPackage, now = dateOf(ctx.clock)): Promise<PackageRow> {
   const keys = packageKeys(ctx.config.prefix);
   const stored = await storage.commit(input.staged, input.dir);
   // fromEntries defines own properties, so a field named `__proto__` is kept like any other key.
@@ -115,7 +115,7 @@ export type DeleteResult = "deleted" | "not_found" | "assigned";
  * Deletes a package that no group holds: row (and, through `onDelete`, its permission rows)
  * in one transaction, then the object. A missing object counts as removed.
  */
-export async function deletePackage(ctx: AppContext, storage: LocalStorage, id: number, onDelete?: (tx: Tx) => void): Promise<DeleteResult> {
+export async function deletePackage(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, storage: LocalStorage, id: number, onDelete?: (tx: Tx) => void): Promise<DeleteResult> {
   const result = await ctx.db.write((tx): { status: DeleteResult; name?: string } => {
     const row = getPackage(tx, id);
     if (!row) return { status: "not_found" };
@@ -137,7 +137,7 @@ export async function deletePackage(ctx: AppContext, storage: LocalStorage, id: 
 const UUID_NAME = /(?:^|\/)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** Removes objects that never got a row (a crash between the file's rename and the row's commit). */
-export async function sweepOrphanObjects(ctx: AppContext, storage: LocalStorage): Promise<number> {
+export async function sweepOrphanObjects(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, storage: LocalStorage): Promise<number> {
   const known = new Set(ctx.db.all<{ storage_name: string }>("SELECT storage_name FROM packages").map((r) => r.storage_name));
   let removed = 0;
   for (const name of storage.listObjects()) {

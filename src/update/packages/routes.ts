@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { Scope } from "../../auth/scopes.ts";
 import { LabgateError } from "../../util/errors.ts";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import type { AppContext, AppEnv } from "../../app/context.ts";
 import { StorageNameError, type LocalStorage } from "../../storage/local.ts";
 import { publicBase, signedObjectUrl } from "../../storage/routes.ts";
 import { authorize, deletePermissionsOf, grantCreator, permissionFilter } from "../permissions/permissions.ts";

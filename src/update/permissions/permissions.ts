@@ -19,7 +19,7 @@
  * Denied write (update, delete, shell): 403.
  */
 import type { Database, Tx } from "../../db/index.ts";
-import type { Identity } from "../../server/context.ts";
+import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 
 export const RESOURCES = ["package", "group", "device", "device_by_tag"] as const;

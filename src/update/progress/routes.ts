@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import { LabgateError } from "../../util/errors.ts";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import type { AppContext, AppEnv } from "../../app/context.ts";
 import { getDevice } from "../devices/devices.ts";
 import { authorize, permissionFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { parseJsonBody } from "../../http/body.ts";
 import { dateOf, epochSeconds } from "../../util/time.ts";
@@ -34,7 +34,7 @@ export const MAX_PENDING_PER_KEY = 4;
 export const MAX_PENDING_PER_ADDRESS = 100;
 
 /** Pending registrations that last appeared before this (ISO time) have expired. */
-export const pendingCutoff = (ctx: AppContext, now = dateOf(ctx.clock)): string =>
+export const pendingCutoff = (ctx: Pick<AppContext, "clock" | "config" | "db" | "tokens">, now = dateOf(ctx.clock)): string =>
   new Date(now.getTime() - ctx.config.update_server.pending_registration_ttl * 1000).toISOString();
 
 /**
@@ -45,7 +45,7 @@ export const pendingCutoff = (ctx: AppContext, now = dateOf(ctx.clock)): string 
  * Failures before the registration step are 400 with the reason.
  */
 export async function authorizeDevice(
-  ctx: AppContext,
+  ctx: Pick<AppContext, "clock" | "config" | "db" | "tokens">,
   replay: ReplayGuard,
   raw: Buffer,
   signature: string | undefined,

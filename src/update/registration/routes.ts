@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
-import type { AppContext, AppEnv } from "../../server/context.ts";
+import type { AppContext, AppEnv } from "../../app/context.ts";
 import { z } from "zod";
 import { readBodyBytes } from "../../http/body.ts";
 import { flagParam, integerParam, jsonBody, queryOf, readFlag } from "../../http/openapi.ts";

@@ -1,6 +1,6 @@
 import type { Database } from "../../db/index.ts";
 import { rfc822 } from "../../util/time.ts";
-import { catalogGeneration } from "../groups/groups.ts";
+import type { CatalogWatch } from "../groups/groups.ts";
 import { policyTarget } from "../groups/policy.ts";
 import { REQUIRES, resolve, type Meta, type ResolverKeys } from "./resolver.ts";
 
@@ -26,7 +26,6 @@ export interface GroupPlan {
 }
 
 interface Cache {
-  generation: number;
   /** The database's load epoch: a reload from disk (after a failed write) drops the cache too. */
   epoch: number;
   /** Device id -> active group id; devices in no group are absent. Loaded in one query. */
@@ -34,55 +33,64 @@ interface Cache {
   plans: Map<number, GroupPlan>;
 }
 
-const caches = new WeakMap<Database, Cache>();
-
 /**
  * The resolver's inputs kept in memory (update checks are the hot path): each device's active
- * group and each group's policy target and packages. Everything is dropped whenever a group
- * write bumps the catalog generation. Device deletion needs no invalidation: ids are never
- * reused and a deleted device's token is refused before it gets here; packages cannot change
- * while assigned and new ones are in no group yet.
+ * group and each group's policy target and packages. One per server (the update domain's);
+ * every group write that changes what a check could answer drops it (`changed`, called by
+ * groups/groups.ts). Device deletion needs no invalidation: ids are never reused and a deleted
+ * device's token is refused before it gets here; packages cannot change while assigned and new
+ * ones are in no group yet.
  */
-function cacheOf(db: Database): Cache {
-  const generation = catalogGeneration(db);
-  let cache = caches.get(db);
-  if (!cache || cache.generation !== generation || cache.epoch !== db.epoch) {
-    // One pass over all memberships, ordered so that each device's first row is its active group.
-    const activeGroup = new Map<number, number>();
-    const rows = db.all<{ device_id: number; group_id: number }>(
-      "SELECT gd.device_id, gd.group_id FROM group_devices gd JOIN groups g ON g.id = gd.group_id ORDER BY gd.device_id, g.priority, g.id",
-    );
-    for (const row of rows) if (!activeGroup.has(row.device_id)) activeGroup.set(row.device_id, row.group_id);
-    cache = { generation, epoch: db.epoch, activeGroup, plans: new Map() };
-    caches.set(db, cache);
-  }
-  return cache;
-}
+export class UpdateCatalog implements CatalogWatch {
+  private cache: Cache | undefined;
+  private readonly db: Database;
 
-/** The group whose policy applies to a device: lowest priority value, ties to the lowest id. */
-export function activeGroup(db: Database, deviceId: number): number | null {
-  return cacheOf(db).activeGroup.get(deviceId) ?? null;
-}
-
-export function groupPlan(db: Database, groupId: number, versionKey: string): GroupPlan | undefined {
-  const cache = cacheOf(db);
-  let plan = cache.plans.get(groupId);
-  if (!plan) {
-    const group = db.get<{ policy: string }>("SELECT policy FROM groups WHERE id = ?", [groupId]);
-    if (!group) return undefined;
-    const rows = db.all<{ id: number; created: string; sha256: string; storage_name: string; metadata: string }>(
-      "SELECT p.id, p.created, p.sha256, p.storage_name, p.metadata FROM group_packages gp JOIN packages p ON p.id = gp.package_id WHERE gp.group_id = ? ORDER BY p.id",
-      [groupId],
-    );
-    const packages = rows.map((row) => {
-      const metadata = JSON.parse(row.metadata) as Meta;
-      return { id: row.id, created: rfc822(new Date(row.created)), sha256: row.sha256, storageName: row.storage_name, version: String(metadata[versionKey] ?? ""), metadata };
-    });
-    const requiredKeys = [...new Set(packages.flatMap((p) => Object.keys(p.metadata).filter((k) => k.startsWith(REQUIRES)).map((k) => k.slice(REQUIRES.length))))];
-    plan = { target: policyTarget(group.policy), packages, metas: packages.map((p) => p.metadata), requiredKeys, answers: new Map() };
-    cache.plans.set(groupId, plan);
+  constructor(db: Database) {
+    this.db = db;
   }
-  return plan;
+
+  changed(): void {
+    this.cache = undefined;
+  }
+
+  private current(): Cache {
+    if (!this.cache || this.cache.epoch !== this.db.epoch) {
+      // One pass over all memberships, ordered so that each device's first row is its active group.
+      const activeGroup = new Map<number, number>();
+      const rows = this.db.all<{ device_id: number; group_id: number }>(
+        "SELECT gd.device_id, gd.group_id FROM group_devices gd JOIN groups g ON g.id = gd.group_id ORDER BY gd.device_id, g.priority, g.id",
+      );
+      for (const row of rows) if (!activeGroup.has(row.device_id)) activeGroup.set(row.device_id, row.group_id);
+      this.cache = { epoch: this.db.epoch, activeGroup, plans: new Map() };
+    }
+    return this.cache;
+  }
+
+  /** The group whose policy applies to a device: lowest priority value, ties to the lowest id. */
+  activeGroup(deviceId: number): number | null {
+    return this.current().activeGroup.get(deviceId) ?? null;
+  }
+
+  groupPlan(groupId: number, versionKey: string): GroupPlan | undefined {
+    const cache = this.current();
+    let plan = cache.plans.get(groupId);
+    if (!plan) {
+      const group = this.db.get<{ policy: string }>("SELECT policy FROM groups WHERE id = ?", [groupId]);
+      if (!group) return undefined;
+      const rows = this.db.all<{ id: number; created: string; sha256: string; storage_name: string; metadata: string }>(
+        "SELECT p.id, p.created, p.sha256, p.storage_name, p.metadata FROM group_packages gp JOIN packages p ON p.id = gp.package_id WHERE gp.group_id = ? ORDER BY p.id",
+        [groupId],
+      );
+      const packages = rows.map((row) => {
+        const metadata = JSON.parse(row.metadata) as Meta;
+        return { id: row.id, created: rfc822(new Date(row.created)), sha256: row.sha256, storageName: row.storage_name, version: String(metadata[versionKey] ?? ""), metadata };
+      });
+      const requiredKeys = [...new Set(packages.flatMap((p) => Object.keys(p.metadata).filter((k) => k.startsWith(REQUIRES)).map((k) => k.slice(REQUIRES.length))))];
+      plan = { target: policyTarget(group.policy), packages, metas: packages.map((p) => p.metadata), requiredKeys, answers: new Map() };
+      cache.plans.set(groupId, plan);
+    }
+    return plan;
+  }
 }
 
 const MAX_ANSWERS = 10_000;

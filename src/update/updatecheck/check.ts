@@ -1,11 +1,11 @@
 import { z } from "zod";
 import type { DeviceIdentity } from "../../auth/tokens.ts";
 import { firstMessage } from "../../http/openapi.ts";
-import type { AppContext } from "../../server/context.ts";
+import type { AppContext } from "../../app/context.ts";
 import { signedObjectUrl } from "../../storage/routes.ts";
 import { packageKeys } from "../packages/packages.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
-import { activeGroup, groupPlan, resolveInPlan } from "./catalog.ts";
+import { resolveInPlan, type UpdateCatalog } from "./catalog.ts";
 import { dateOf } from "../../util/time.ts";
 
 export type DeviceMetadata = Record<string, string | string[]>;
@@ -72,11 +72,11 @@ export const sameMac = (a: string, b: string): boolean => a.toLowerCase().replac
  * (lowest priority value), that group's policy target and packages, and the resolver. On an
  * offer the device's progress record starts at 0. Undefined means "no update" (204).
  */
-export async function updateCheck(ctx: AppContext, progress: UpdateProgress, device: DeviceIdentity, metadata: DeviceMetadata, base: string, now = dateOf(ctx.clock)): Promise<Offer | undefined> {
+export async function updateCheck(ctx: Pick<AppContext, "clock" | "config" | "tokens">, progress: UpdateProgress, catalog: UpdateCatalog, device: DeviceIdentity, metadata: DeviceMetadata, base: string, now = dateOf(ctx.clock)): Promise<Offer | undefined> {
   const keys = checkKeys(ctx.config.prefix);
-  const groupId = activeGroup(ctx.db, device.deviceId);
+  const groupId = catalog.activeGroup(device.deviceId);
   if (groupId === null) return undefined;
-  const plan = groupPlan(ctx.db, groupId, keys.version);
+  const plan = catalog.groupPlan(groupId, keys.version);
   if (!plan || plan.target === undefined || plan.packages.length === 0) return undefined;
   const index = resolveInPlan(plan, metadata, keys);
   if (index === undefined) return undefined;

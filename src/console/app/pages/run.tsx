@@ -308,8 +308,10 @@ function buildTree(list: Artifact[]): TreeDir {
   return root;
 }
 
-const IMAGE = /\.(png|jpe?g|gif|svg|webp|bmp)$/i;
-const TEXT = /\.(txt|log|csv|json|ya?ml|xml|out|err|md|ini|conf|cfg|sh|py|html?)$/i;
+// What the server previews (src/storage/send.ts, untrustedFileHeaders): raster images as
+// themselves, anything else as text/plain. An SVG or HTML file is shown as its text, never rendered.
+const IMAGE = /\.(png|jpe?g|gif|webp)$/i;
+const TEXT = /\.(txt|log|csv|json|ya?ml|xml|svg|out|err|md|ini|conf|cfg|sh|py|html?)$/i;
 /** Largest text preview read (the rest is offered as a download). */
 const PREVIEW_BYTES = 256 * 1024;
 

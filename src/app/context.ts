@@ -4,34 +4,29 @@ import type { DeviceIdentity, ManagementIdentity, TokenService } from "../auth/t
 import type { Logger } from "../util/log.ts";
 import type { Clock } from "../util/time.ts";
 
-/** Everything a domain needs from the running appliance; built once by the server and passed down. */
+/**
+ * What every part of the running appliance shares: its config, data dir, database, tokens, log and
+ * clock, and where to register shutdown work. Built once by the server (src/server/start.ts) and
+ * passed down; read-only for the domains, which keep their own state in the objects their
+ * composition roots build (update/domain.ts, testrun/domain.ts, accounts/domain.ts).
+ */
 export interface AppContext {
-  config: Config;
-  dataDir: string;
-  db: Database;
-  tokens: TokenService;
-  log: Logger;
-  version: string;
+  readonly config: Config;
+  readonly dataDir: string;
+  readonly db: Database;
+  readonly tokens: TokenService;
+  readonly log: Logger;
+  readonly version: string;
   /** The time, for every domain (tests move it). */
-  clock: Clock;
-  startedAt: Date;
-  /**
-   * Called for every request made with a valid device token; false refuses the token (e.g. the
-   * device was deleted). The update server installs it; absent means every valid token passes.
-   */
-  deviceGate?: (identity: DeviceIdentity) => boolean;
-  /**
-   * Called for every request made with a console session token; false refuses it (the account
-   * was disabled or its sessions ended). The accounts domain installs it.
-   */
-  sessionGate?: (identity: ManagementIdentity) => boolean;
+  readonly clock: Clock;
+  readonly startedAt: Date;
   /**
    * Called when the server stops accepting, before it waits for open connections: end
    * long-lived ones (device WebSockets, event streams) so that shutdown does not wait on them.
    */
-  onClosing: Array<() => void>;
+  readonly onClosing: Array<() => void>;
   /** Work to finish before the process exits (closing sockets, stopping runs). */
-  onShutdown: Array<() => Promise<void> | void>;
+  readonly onShutdown: Array<() => Promise<void> | void>;
 }
 
 export type Identity = ManagementIdentity | DeviceIdentity;
