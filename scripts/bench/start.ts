@@ -12,7 +12,7 @@
  * starts, split into anonymous memory and pages of the executable file (shared, reclaimable).
  * An arm64 executable runs under qemu-aarch64-static (for the record: emulated figures).
  */
-import { spawn, type SpawnOptions } from "node:child_process";
+import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process";
 import { once } from "node:events";
 import { chmodSync, copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
@@ -47,18 +47,22 @@ interface Rss {
   file: number;
 }
 
+/** Starts `labgate serve` of the binary on `dataDir` and waits for its listening line. */
+async function serve(binary: string, dataDir: string): Promise<{ child: ChildProcess; url: string }> {
+  const child = launch(binary, ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "ignore"], env: { HOME: work, PATH: "/usr/bin:/bin", LABGATE_CONFIG: "" }, cwd: work });
+  let out = "";
+  for await (const chunk of child.stdout!) {
+    out += chunk;
+    const url = /listening on (\S+)/.exec(out)?.[1];
+    if (url) return { child, url };
+  }
+  throw new Error(`no start: ${out}`);
+}
+
 /** Starts the binary on `dataDir`; resolves with ms to the first /api/health answer and the RSS after `idleMs`. */
 async function start(binary: string, dataDir: string, idleMs = 0): Promise<{ ms: number } & Rss> {
   const t0 = performance.now();
-  const child = launch(binary, ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "ignore"], env: { HOME: work, PATH: "/usr/bin:/bin", LABGATE_CONFIG: "" }, cwd: work });
-  let out = "";
-  let url: string | undefined;
-  for await (const chunk of child.stdout!) {
-    out += chunk;
-    url = /listening on (\S+)/.exec(out)?.[1];
-    if (url) break;
-  }
-  if (!url) throw new Error(`no start: ${out}`);
+  const { child, url } = await serve(binary, dataDir);
   const res = await fetch(`${url}/api/health`);
   await res.arrayBuffer();
   const ms = performance.now() - t0;
@@ -117,15 +121,7 @@ for (let i = 0; i < 3; i++) {
 async function agentIdle(binary: string, dataDir: string, run: number): Promise<Rss> {
   const copy = join(work, "copy-agent");
   cpSync(dataDir, copy, { recursive: true });
-  const server = launch(binary, ["serve", "--data-dir", copy, "--listen", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "ignore"], env: { HOME: work, PATH: "/usr/bin:/bin", LABGATE_CONFIG: "" }, cwd: work });
-  let out = "";
-  let url: string | undefined;
-  for await (const chunk of server.stdout!) {
-    out += chunk;
-    url = /listening on (\S+)/.exec(out)?.[1];
-    if (url) break;
-  }
-  if (!url) throw new Error(`no server: ${out}`);
+  const { child: server, url } = await serve(binary, copy);
   const token = readFileSync(join(copy, "admin.token"), "utf8").trim();
   const api = async (path: string, init: RequestInit = {}) => fetch(`${url}${path}`, { ...init, headers: { authorization: `Bearer token=${token}`, "content-type": "application/json" } });
   const mac = `0e:00:00:00:01:${run.toString(16).padStart(2, "0")}`;
