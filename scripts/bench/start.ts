@@ -132,7 +132,8 @@ async function agentIdle(binary: string, dataDir: string, run: number): Promise<
   try {
     const until = async <T>(what: string, probe: () => Promise<T | undefined>): Promise<T> => {
       for (let i = 0; i < 600; i++) {
-        const value = await probe();
+        // A refused or reset request (a slow emulated server) is one more try, not the end.
+        const value = await probe().catch(() => undefined);
         if (value !== undefined) return value;
         await new Promise((r) => setTimeout(r, 100));
       }
