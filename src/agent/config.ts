@@ -84,6 +84,10 @@ export const agentConfigSchema = z.strictObject({
     .prefault({}),
   update_check_interval: atLeast(0.01).prefault(60),
   install_command: argv().prefault([]),
+  /** A/B systems: prints the running version (last line); after a restart it tells whether an install took. */
+  version_command: argv().prefault([]),
+  /** A/B systems: makes the running slot stay (after version_command confirmed it); empty: nothing to do. */
+  commit_command: argv().prefault([]),
   file_base_dir: text().prefault("/var/log"),
   actions: z
     .array(action, { error: "expected a list of {id, name, command, description, timeout}" })
@@ -110,6 +114,20 @@ export const agentConfigSchema = z.strictObject({
     },
     "expected a mapping {command, cwd, idle_timeout, max_sessions}",
   ),
+  /** Test runs the gateway sends (docs/device-tests.md): off unless the device's owner turns them on. */
+  tests: section(
+    {
+      /** false: every test run is refused ("tests.enabled is false"), and the capability report says so. */
+      enabled: z.boolean({ error: "expected true or false" }).prefault(false),
+      /** Seconds a run may take before the agent aborts it itself; 0 = no limit. */
+      max_duration: atLeast(0).prefault(3600),
+      /** Where the hardware modules read sysfs, device nodes and firmware (a fake board in tests). */
+      sys_root: text().min(1, { error: "expected a directory" }).prefault("/sys"),
+      dev_root: text().min(1, { error: "expected a directory" }).prefault("/dev"),
+      firmware_root: text().min(1, { error: "expected a directory" }).prefault("/lib/firmware"),
+    },
+    "expected a mapping {enabled, max_duration, sys_root, dev_root, firmware_root}",
+  ),
   /** Product prefix of metadata keys and the signature header (the server's `prefix`). */
   prefix: text().prefault("svc"),
   /** Backoff between retries (registration, reconnects, downloads): from min, doubling, up to max. */
@@ -123,6 +141,7 @@ export const agentConfigSchema = z.strictObject({
 export type AgentConfig = z.output<typeof agentConfigSchema>;
 export type AgentAction = AgentConfig["actions"][number];
 export type AgentShell = AgentConfig["shell"];
+export type AgentTests = AgentConfig["tests"];
 
 /** How a message names a key: flags as they are, the rest as `agent config key actions[0].id`. */
 const keyName = (path: Array<PropertyKey>) => {
@@ -141,6 +160,7 @@ export function buildAgentConfig(input: Record<string, unknown>, cwd = process.c
     file_base_dir: fileBaseDir,
     // Sessions start where files may be fetched from, unless told otherwise.
     shell: { ...config.shell, cwd: config.shell.cwd ? resolve(cwd, config.shell.cwd) : fileBaseDir },
+    tests: { ...config.tests, sys_root: resolve(cwd, config.tests.sys_root), dev_root: resolve(cwd, config.tests.dev_root), firmware_root: resolve(cwd, config.tests.firmware_root) },
     retry_max_delay: Math.max(config.retry_min_delay, config.retry_max_delay),
   };
 }

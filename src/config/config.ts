@@ -214,8 +214,12 @@ export const configSchema = z.strictObject({
     max_config_bytes: integer(1024, 64 * 1048576).prefault(1048576),
     /** Seconds a metadata command may run. */
     metadata_timeout: integer(1, 86400).prefault(60),
-    /** Seconds a node's run may take before the orchestrator aborts it. */
+    /** Seconds a node's run (or a device's share of a run) may take before it is aborted. */
     remote_run_timeout: integer(1, 30 * 86400).prefault(86400),
+    /** Seconds a run on managed devices waits for an offline device to connect before its cases fail (docs/device-tests.md). */
+    device_wait: positive().prefault(60),
+    /** Bytes of artifacts a run takes from one device (413 above). */
+    device_artifacts_max_bytes: integer(0).prefault(256 * 1048576),
     /** CSV and JSON report columns: `seed`, `reference` or a list, resolved to names. */
     report_columns: custom(readReportColumns).prefault("seed"),
     /**
