@@ -192,4 +192,15 @@ describe("runs on devices", () => {
     const rows = (await report(run.id)).map((r) => [r["device name"], r.status]).sort();
     assert.deepEqual(rows, [["board-cool", "passed"], ["board-hot", "failed"]]);
   });
+
+  test("runOnDevice (an update's validation): the gateway runs a config on one device and awaits its end", async () => {
+    const v = await device("validate-me");
+    await uploadConfig(server, "validate.yml", "tests:\n  smoke:\n  - exec:\n      command: [sh, -c, 'exit 4']\n");
+    const runs = server.server.domains.testRun.runs;
+    const run = await runs.runOnDevice("validate.yml", "", { id: v.id, mac: v.agent.mac, name: "validate-me" });
+    assert.equal(run.machineTarget, `device:${v.agent.mac}`);
+    const ended = await runs.finalRun(run.id);
+    assert.equal(ended?.status, "failed");
+    assert.deepEqual((await report(run.id)).map((r) => [r["device name"], r.status]), [["validate-me", "failed"]]);
+  });
 });
