@@ -84,6 +84,10 @@ export const agentConfigSchema = z.strictObject({
     .prefault({}),
   update_check_interval: atLeast(0.01).prefault(60),
   install_command: argv().prefault([]),
+  /** A/B systems: prints the running version (last line); after a restart it tells whether an install took. */
+  version_command: argv().prefault([]),
+  /** A/B systems: makes the running slot stay (after version_command confirmed it); empty: nothing to do. */
+  commit_command: argv().prefault([]),
   file_base_dir: text().prefault("/var/log"),
   actions: z
     .array(action, { error: "expected a list of {id, name, command, description, timeout}" })

@@ -23,6 +23,7 @@ import { runRoutes } from "../testrun/routes/runs.ts";
 import { actionsRoutes } from "../update/actions/routes.ts";
 import { channelRoutes } from "../update/channel/routes.ts";
 import { deviceFilesRoutes } from "../update/devicefiles/routes.ts";
+import { deploymentRoutes } from "../update/deployments/routes.ts";
 import { devicesRoutes } from "../update/devices/routes.ts";
 import type { UpdateDomain } from "../update/domain.ts";
 import { eventsRoutes } from "../update/events/routes.ts";
@@ -69,7 +70,9 @@ export function routeTable({ shared, accounts, update, testRun }: Domains): Rout
     (ctx, auth) => groupsV2Routes(ctx, auth, update.catalog),
     (ctx, auth) => groupsV1Routes(ctx, auth, update.catalog),
     // /api/v1/update/check
-    (ctx, auth) => updateCheckRoutes(ctx, auth, update.progress, update.catalog),
+    (ctx, auth) => updateCheckRoutes(ctx, auth, update.progress, update.catalog, update.deployments),
+    // Deployments and update history: /api/v2/deployments, /api/v2/devices/:id/update-history
+    (ctx, auth) => deploymentRoutes(ctx, auth, update.deployments),
     // /api/v2/devices/progress, /api/v2/devices/:id/progress
     (ctx, auth) => progressRoutes(ctx, auth, update.progress),
     // WebSockets (src/server/upgrade.ts lists them): /api/v1/devices/ws, /api/v1/devices/:mac/shell[/attach/:uuid]
