@@ -110,14 +110,24 @@ export class TestRunService implements LocalRuns {
    * caller checked them when it was set up). The run's `machine_target` is `device:<mac>`.
    */
   async runOnDevice(configName: string, suite: string, device: TargetDevice): Promise<RunRecord> {
+    const { request, plan, shares, warnings } = this.oneDevice(configName, suite, device);
+    return this.createRun({ ...plan, machineTarget: request.machineTarget, devices: shares, modules: shareModules(shares, this.ctx.dataDir) }, request, warnings, null);
+  }
+
+  /** Whether runOnDevice could run `configName` (and `suite`): the config loads and has entries for a device (else 4xx why). */
+  checkOnDevice(configName: string, suite: string): void {
+    this.oneDevice(configName, suite, { id: 0, mac: "00:00:00:00:00:00", name: "check" });
+  }
+
+  /** The plan of `configName` on `device` alone: the entries without machines (as machine_target device:<mac> selects them). */
+  private oneDevice(configName: string, suite: string, device: TargetDevice) {
     if (!this.devices) throw new LabgateError("invalid", "this server manages no devices");
     const request: TriggerRequest = { configName, suite, machineTarget: `device:${device.mac}`, overrides: null, pattern: "" };
     const plan = this.planOf(request);
     const targets = deviceTargetsOf(plan, request.machineTarget)!;
     const shares = deviceShares(targets.entries, new Map([[request.machineTarget!, [device]]]));
-    if (shares.length === 0) throw new LabgateError("unprocessable", `no entry of ${configName}${suite ? ` (${suite})` : ""} runs on a device`);
-    const warnings = this.checkShares(shares, plan.warnings);
-    return this.createRun({ ...plan, machineTarget: request.machineTarget, devices: shares, modules: shareModules(shares, this.ctx.dataDir) }, request, warnings, null);
+    if (shares.length === 0) throw new LabgateError("unprocessable", `no entry of ${configName}${suite ? ` (${suite})` : ""} runs on a device (entries naming machines are left out)`);
+    return { request, plan, shares, warnings: this.checkShares(shares, plan.warnings) };
   }
 
   /** Resolves when the run is final (however long it takes); its final record. */
