@@ -250,6 +250,15 @@ export class DeploymentService implements Steering {
     this.events.publishDeployment("deployment_device", { deployment: row.id, group: row.group_id, device: mac, phase: member.phase, state: member.state, ...extra });
   }
 
+  /** A deleted device leaves its deployment (its rows went with it): it no longer counts. */
+  deviceDeleted(deviceId: number): void {
+    const member = this.index.get(deviceId);
+    if (!member) return;
+    member.run.counts[member.phase][member.state] -= 1;
+    this.index.delete(deviceId);
+    void this.evaluate(member.run).catch((error) => this.ctx.log.warn(`deployment ${member.run.row.id}: ${(error as Error).message}`));
+  }
+
   // --- creation and commands -----------------------------------------------------------------
 
   /** Creates a deployment (validated by the route: shapes; here: what needs the database). Returns its row. */
@@ -308,7 +317,9 @@ export class DeploymentService implements Steering {
       const ends = phaseCounts(input.phases, order.length);
       tx.run("UPDATE deployments SET phases = ? WHERE id = ?", [JSON.stringify(ends), id]);
       const versions = new Map(
-        tx.all<{ id: number; metadata: string }>(`SELECT id, metadata FROM devices WHERE id IN (${devices.join(",")})`).map((d) => [d.id, String((JSON.parse(d.metadata) as Record<string, unknown>)[versionKey] ?? "")]),
+        tx
+          .all<{ id: number; metadata: string }>("SELECT d.id, d.metadata FROM devices d JOIN group_devices gd ON gd.device_id = d.id WHERE gd.group_id = ?", [input.groupId])
+          .map((d) => [d.id, String((JSON.parse(d.metadata) as Record<string, unknown>)[versionKey] ?? "")]),
       );
       order.forEach((deviceId, position) => {
         tx.run("INSERT INTO deployment_devices (deployment_id, device_id, phase, position, state, from_version, to_version, updated) VALUES (?, ?, ?, ?, 'waiting', ?, ?, ?)", [
@@ -726,11 +737,12 @@ export class DeploymentService implements Steering {
     addHistory(tx, { device_id: deviceId, deployment_id: deploymentId, from_version: row?.from_version ?? null, to_version: row?.to_version ?? "", outcome, reason, at });
   }
 
+  /** The MACs of devices (one prepared statement, whatever the number). */
   private macs(ids: number[]): Array<{ id: number; mac_address: string }> {
     const out: Array<{ id: number; mac_address: string }> = [];
-    for (let i = 0; i < ids.length; i += 500) {
-      const chunk = ids.slice(i, i + 500);
-      out.push(...this.db.all<{ id: number; mac_address: string }>(`SELECT id, mac_address FROM devices WHERE id IN (${chunk.map(() => "?").join(",")})`, chunk));
+    for (const id of ids) {
+      const row = this.db.get<{ mac_address: string }>("SELECT mac_address FROM devices WHERE id = ?", [id]);
+      if (row) out.push({ id, mac_address: row.mac_address });
     }
     return out;
   }
