@@ -14,6 +14,7 @@ import { SCOPES } from "../auth/scopes.ts";
 import { TokenService } from "../auth/tokens.ts";
 import { Hono } from "hono";
 import { createApp, normalizeRequest } from "../http/app.ts";
+import type { Operation } from "../http/openapi.ts";
 import { createLogger, type Logger } from "../util/log.ts";
 import { writeFileDurable } from "../util/files.ts";
 import { dateOf, systemClock, type Clock } from "../util/time.ts";
@@ -44,6 +45,8 @@ export interface RunningServer {
   ctx: AppContext;
   /** The services the composition roots built (startDomains). */
   domains: Domains;
+  /** The operations the routers registered with their routes (src/http/openapi.ts, `route`). */
+  operations: readonly Operation[];
   /** The Hono app serving every route (src/server/routes.ts). */
   app: Hono<AppEnv>;
   /** Base URL the server answers on, e.g. `http://127.0.0.1:5000` (`https` with `tls`). */
@@ -121,7 +124,14 @@ export async function startServer(config: Config, options: StartOptions = {}): P
 
     const ctx: AppContext = { config, dataDir, db, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] };
     const domains = startDomains(ctx);
-    const app = createApp(ctx, { modules: routeTable(domains), inFlight: domains.shared.inFlight, gates: { device: domains.update.deviceGate, account: domains.accounts.accountGate } });
+    // The routers' operations, for the OpenAPI document: createApp fills it as it mounts them.
+    const operations: Operation[] = [];
+    const app = createApp(ctx, {
+      modules: routeTable(domains, operations),
+      inFlight: domains.shared.inFlight,
+      gates: { device: domains.update.deviceGate, account: domains.accounts.accountGate },
+      operations,
+    });
     // WebSocket routes (the device channel) upgrade through @hono/node-server and `ws`.
     const wss = new WebSocketServer({ noServer: true, maxPayload: WS_MAX_PAYLOAD });
     const server = await listen(config, tls, wss, (request, env) => {
@@ -162,7 +172,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const reloadTls = () => {
       if (tls) (server as HttpsServer).setSecureContext(readTlsCredentials(config.tls));
     };
-    return { ctx, domains, app, url: `${scheme}://${host}:${port}`, port, reloadTls, adminTokenFile, adminPasswordFile, close };
+    return { ctx, domains, operations, app, url: `${scheme}://${host}:${port}`, port, reloadTls, adminTokenFile, adminPasswordFile, close };
   } catch (error) {
     await db?.close().catch(() => {});
     releaseLock();

@@ -54,6 +54,8 @@ export interface EntryContext {
   files: TestFiles;
   /** A non-fatal remark stored in the run's `warnings`. */
   warn(message: string): void;
+  /** Waits `ms` on the server's clock; an abort of the run ends the wait at once. */
+  sleep(ms: number): Promise<void>;
 }
 
 export interface CaseDef {

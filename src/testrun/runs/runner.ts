@@ -162,6 +162,7 @@ async function runEntry(
     exec: (options) => runTestProcess(env.identity, dir, { ...options, cwd: options.cwd ?? dir, signal }),
     files: testFiles(env.identity, dir),
     warn: (message) => void warnings.push(`${entry.where}: ${message}`),
+    sleep: (ms) => env.clock.sleep(ms, signal),
   };
   const selected = (cases: CaseDef[]) => (matcher ? cases.filter((c) => matcher(caseNames(entry, c.name, module.className).matchNames)) : cases);
 

@@ -2,7 +2,7 @@ import { useState } from "preact/hooks";
 import { api, get, seg } from "../api.ts";
 import { type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
-import { Badge, Card, Field, PageHeader, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
+import { Badge, Card, Field, PageHeader, Show, Table, Time, timeOf, useAction, useLoad } from "../ui.tsx";
 
 interface Account {
   name: string;
@@ -102,7 +102,7 @@ function Users({ me }: PageProps) {
                     </>
                   ),
                 },
-                { head: "Last sign-in", class: "hide-narrow", sort: (a) => a.last_login, cell: (a) => <Time value={a.last_login} /> },
+                { head: "Last sign-in", class: "hide-narrow", sort: (a) => timeOf(a.last_login), cell: (a) => <Time value={a.last_login} /> },
                 {
                   head: "",
                   class: "actions",
