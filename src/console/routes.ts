@@ -4,6 +4,8 @@ import mime from "mime-types";
 import type { Auth } from "../auth/middleware.ts";
 import { LabgateError } from "../util/errors.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
+import { serveBytes } from "../storage/send.ts";
+import { dateOf } from "../util/time.ts";
 import { buildConsole } from "./build.ts";
 
 interface SeaModule {
@@ -48,24 +50,32 @@ const PAGE_HEADERS = {
   "X-Frame-Options": "DENY",
 };
 
-async function serve(c: Context, source: Source, name: string, cache: string): Promise<Response> {
+/** A console file through the one file sender (validators, ranges, HEAD), shown in place, never a download. */
+async function serve(c: Context, source: Source, since: Date, name: string, cache: string): Promise<Response> {
   if (!NAME.test(name)) throw new LabgateError("not_found", `no route for GET ${c.req.path}`);
   const body = await source(name);
   if (!body) throw new LabgateError("not_found", `no route for GET ${c.req.path}`);
   const type = mime.contentType(name) || "application/octet-stream";
-  return c.body(body as Uint8Array<ArrayBuffer>, 200, { "Content-Type": type, "Cache-Control": cache, ...(name === "index.html" ? PAGE_HEADERS : { "X-Content-Type-Options": "nosniff" }) });
+  return serveBytes(c, body, since, {
+    "Content-Type": type,
+    "Content-Disposition": "inline",
+    "Cache-Control": cache,
+    ...(name === "index.html" ? PAGE_HEADERS : { "X-Content-Type-Options": "nosniff" }),
+  });
 }
 
 /**
  * The web console (issue 11): `/` is its page (no auth: it holds no data; the API it calls checks
  * every request), `/console/<name>` its scripts and styles, named by content hash, so cached for good.
  */
-export function consoleRoutes(_ctx: AppContext, _auth: Auth): Hono<AppEnv> {
+export function consoleRoutes(ctx: AppContext, _auth: Auth): Hono<AppEnv> {
   // Looked for on the first request (a server that serves no page builds nothing).
   let source: Source | undefined;
   const files: Source = (name) => (source ??= consoleSource())(name);
+  // The files do not change while the server runs: their Last-Modified is its start.
+  const since = dateOf(ctx.clock);
   return new Hono<AppEnv>()
-    .get("/", (c) => serve(c, files, "index.html", "no-cache"))
+    .get("/", (c) => serve(c, files, since, "index.html", "no-cache"))
     // ASSET_PREFIX (build.ts) is /console/.
-    .get("/console/:name", (c) => serve(c, files, c.req.param("name"), "public, max-age=31536000, immutable"));
+    .get("/console/:name", (c) => serve(c, files, since, c.req.param("name"), "public, max-age=31536000, immutable"));
 }

@@ -2,7 +2,9 @@ import { randomUUID } from "node:crypto";
 import { Hono, type Context } from "hono";
 import { actsByMethod, createAuth, refuseCrossSite, type Auth, type AuthGates } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
-import { errorAnswer, errorResponse } from "./errors.ts";
+import { LabgateError } from "../util/errors.ts";
+import { answerError } from "./errors.ts";
+import { operationsOf, type Operation } from "./openapi.ts";
 import { nodeResponse } from "./transport.ts";
 import { InFlight } from "./inflight.ts";
 import { systemRoutes } from "./system.ts";
@@ -17,10 +19,12 @@ export interface AppOptions {
   inFlight?: InFlight;
   /** The domains' token gates (startDomains). */
   gates?: AuthGates;
+  /** Filled with the operations the mounted routers registered (`route`): the OpenAPI document's. */
+  operations?: Operation[];
 }
 
 /** Builds the one Hono app: request log, JSON errors everywhere, the system routes, then the modules in order. */
-export function createApp(ctx: AppContext, { modules = [], inFlight = new InFlight(), gates }: AppOptions = {}): Hono<AppEnv> {
+export function createApp(ctx: AppContext, { modules = [], inFlight = new InFlight(), gates, operations = [] }: AppOptions = {}): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const auth = createAuth(ctx, gates);
   // On every answer: no content sniffing (an answer is only ever what its type says) and, over
@@ -74,17 +78,13 @@ export function createApp(ctx: AppContext, { modules = [], inFlight = new InFlig
     await next();
   });
 
-  app.onError((error, c) => {
-    const answer = errorAnswer(error);
-    if (answer) return errorResponse(c, answer.status, answer.message, answer.details);
-    ctx.log.error(`${c.req.method} ${c.req.path}: ${error.stack ?? error.message}`, { request_id: c.get("requestId"), method: c.req.method, path: c.req.path, status: 500 });
-    return errorResponse(c, 500, "internal error");
-  });
+  app.onError((error, c) => answerError(c, error, ctx.log));
+  app.notFound((c) => answerError(c, new LabgateError("not_found", `no route for ${c.req.method} ${c.req.path}`), ctx.log));
 
-  app.notFound((c) => errorResponse(c, 404, `no route for ${c.req.method} ${c.req.path}`));
-
-  app.route("/", systemRoutes(ctx, auth));
-  for (const module of modules) app.route("/", module(ctx, auth));
+  for (const router of [systemRoutes(ctx, auth), ...modules.map((module) => module(ctx, auth))]) {
+    app.route("/", router);
+    operations.push(...operationsOf(router));
+  }
   return app;
 }
 

@@ -1,6 +1,8 @@
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { AppEnv } from "../app/context.ts";
 import { LabgateError, type ErrorCode, type ErrorDetails } from "../util/errors.ts";
+import type { Logger, RequestFields } from "../util/log.ts";
 
 /**
  * Where every error gets its status: the domain throws LabgateError with a code, and this table
@@ -53,6 +55,24 @@ export function errorAnswer(error: unknown): ErrorAnswer | undefined {
 /** The one error body shape. */
 export const errorResponse = (c: Context, status: ContentfulStatusCode, message: string, details?: ErrorDetails): Response =>
   c.json({ error: message, ...details }, status);
+
+/**
+ * errorAnswer's answer, or for an error it does not know (a bug, an unexpected failure) a 500
+ * "internal error" that tells the client nothing more; that error is logged as `what` failed.
+ */
+export function answerOrInternal(error: unknown, log: Logger, what: string, request?: RequestFields): ErrorAnswer {
+  const answer = errorAnswer(error);
+  if (answer) return answer;
+  log.error(`${what}: ${(error as Error | undefined)?.stack ?? String(error)}`, request && { ...request, status: STATUS_OF.internal });
+  return { status: STATUS_OF.internal, message: "internal error" };
+}
+
+/** The one way a failed request is answered (the app's error and not-found handlers). */
+export function answerError(c: Context<AppEnv>, error: unknown, log: Logger): Response {
+  const { method, path } = c.req;
+  const answer = answerOrInternal(error, log, `${method} ${path}`, { request_id: c.get("requestId"), method, path });
+  return errorResponse(c, answer.status, answer.message, answer.details);
+}
 
 /**
  * What a client is told of an error met while reading its input (a multipart parser's, a body

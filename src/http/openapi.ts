@@ -5,11 +5,13 @@
  *
  * Why not @hono/zod-openapi: its validators read bodies with `c.req.json()`, bypassing
  * readBodyBytes (the 413 limit, the fast path for update checks) and answering with messages of
- * its own; labgate's status codes and error texts are part of its interface. Here each domain
- * lists its operations next to its routes (`<domain>/openapi.ts`), handlers parse bodies with
- * the schema of their operation, and a test fails when a registered route has no operation.
+ * its own; labgate's status codes and error texts are part of its interface. Here a route is
+ * registered with its operation (`route(app, operation, ...handlers)`): its request and response
+ * schemas are written once, where the route is, the handler parses with the same schemas, and
+ * the document is made from what the routers registered. A test fails when a route has no
+ * operation. (Areas not moved yet still list theirs in `<domain>/openapi.ts`.)
  */
-import type { Context } from "hono";
+import type { Context, Env, Handler, Hono, MiddlewareHandler } from "hono";
 import { z } from "zod";
 import { readJson } from "./body.ts";
 import { LabgateError } from "../util/errors.ts";
@@ -31,7 +33,10 @@ export interface Reply {
 
 export interface Operation {
   method: Method;
-  /** OpenAPI form: `/api/v1/logs/{id}`; a trailing `{path}` stands for the rest of the path. */
+  /**
+   * OpenAPI form (`/api/v1/logs/{id}`; a trailing `{path}` stands for the rest of the path), or,
+   * for a route registered with `route`, Hono's (`/api/v1/logs/:id`), made OpenAPI's in the document.
+   */
   path: string;
   summary: string;
   access: Access;
@@ -42,6 +47,23 @@ export interface Operation {
   /** A WebSocket route (answers 101 to an upgrade). */
   websocket?: boolean;
 }
+
+/** The operations of each router, recorded by `route` as it registers them. */
+const registered = new WeakMap<object, Operation[]>();
+
+/**
+ * Registers `handlers` (the auth check first) on `app` for the operation's method and path, and
+ * records the operation for the OpenAPI document: a route and its description in one place.
+ */
+export function route<E extends Env>(app: Hono<E>, operation: Operation, ...handlers: Array<MiddlewareHandler<E> | Handler<E>>): void {
+  let list = registered.get(app);
+  if (!list) registered.set(app, (list = []));
+  list.push({ ...operation, path: openApiPath(operation.path) });
+  app.on(operation.method.toUpperCase(), operation.path, ...(handlers as [Handler<E>]));
+}
+
+/** The operations `route` registered on `app`. */
+export const operationsOf = (app: object): Operation[] => registered.get(app) ?? [];
 
 /** The params of an object schema for a whole body: anything but an object is "expected a JSON object". */
 export const jsonObject = { error: (iss: { code: string }) => (iss.code === "invalid_type" ? "expected a JSON object" : undefined) };

@@ -36,8 +36,8 @@ const systemOperations: Operation[] = [
   { method: "get", path: "/api/openapi.json", tag: "system", access: "public", summary: "This document", responses: { 200: { description: "OpenAPI 3.1", json: z.record(z.string(), z.unknown()) } } },
 ];
 
-/** Every operation the appliance serves with `config`, as its routes are registered. */
-export const apiOperations = (config: Config): Operation[] => [
+/** The operations of the areas that do not register theirs with their routes yet (`route`). */
+export const listedOperations = (config: Config): Operation[] => [
   ...systemOperations,
   ...accountOperations,
   ...updateOperations(config),
@@ -46,11 +46,17 @@ export const apiOperations = (config: Config): Operation[] => [
   ...consoleOperations,
 ];
 
-/** `GET /api/openapi.json` (public: it describes the API, it holds no data or secrets). */
-export function openApiRoutes(ctx: AppContext): Hono<AppEnv> {
+/** Every operation of the document: the listed ones and those the routers registered. */
+export const apiOperations = (config: Config, registered: readonly Operation[]): Operation[] => [...listedOperations(config), ...registered];
+
+/**
+ * `GET /api/openapi.json` (public: it describes the API, it holds no data or secrets), made on the
+ * first request from `registered` (filled by createApp as it mounts the routers) and the lists.
+ */
+export function openApiRoutes(ctx: AppContext, registered: readonly Operation[]): Hono<AppEnv> {
   let document: Record<string, unknown> | undefined;
   return new Hono<AppEnv>().get("/api/openapi.json", (c) => {
-    document ??= openApiDocument(apiOperations(ctx.config), {
+    document ??= openApiDocument(apiOperations(ctx.config, registered), {
       title: "labgate",
       version: ctx.version,
       description: "Device update management and test runs, one appliance (update-server.md, test-run-server.md).",

@@ -35,6 +35,7 @@ import { progressRoutes } from "../update/progress/routes.ts";
 import { authRoutes } from "../update/registration/routes.ts";
 import { updateCheckRoutes } from "../update/updatecheck/routes.ts";
 import type { AppEnv } from "../app/context.ts";
+import type { Operation } from "../http/openapi.ts";
 import { openApiRoutes } from "./openapi.ts";
 import type { SharedServices } from "./shared.ts";
 
@@ -50,7 +51,7 @@ export interface Domains {
  * Every router, in mount order (createApp mounts `/api/health` and `/api/whoami`, src/http/system.ts,
  * before these). Each checks its own authorization.
  */
-export function routeTable({ shared, accounts, update, testRun }: Domains): RouteModule[] {
+export function routeTable({ shared, accounts, update, testRun }: Domains, operations: readonly Operation[]): RouteModule[] {
   return [
     // Console sign-in and accounts: /api/v1/auth/login, /api/v1/auth/logout, /api/v1/tokens/revoke, /api/v1/users
     (ctx, auth) => accountsRoutes(ctx, auth, accounts.throttle, shared.accessWatch),
@@ -101,7 +102,7 @@ export function routeTable({ shared, accounts, update, testRun }: Domains): Rout
     // POST /api/v1/backup
     (ctx, auth) => backupRoutes(ctx, auth),
     // GET /api/openapi.json
-    (ctx) => openApiRoutes(ctx),
+    (ctx) => openApiRoutes(ctx, operations),
     // The web console: / and /console/*
     (ctx, auth) => consoleRoutes(ctx, auth),
   ];

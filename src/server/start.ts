@@ -14,6 +14,7 @@ import { SCOPES } from "../auth/scopes.ts";
 import { TokenService } from "../auth/tokens.ts";
 import { Hono } from "hono";
 import { createApp, normalizeRequest } from "../http/app.ts";
+import type { Operation } from "../http/openapi.ts";
 import { createLogger, type Logger } from "../util/log.ts";
 import { writeFileDurable } from "../util/files.ts";
 import { dateOf, systemClock, type Clock } from "../util/time.ts";
@@ -26,6 +27,7 @@ import { routeTable, type Domains } from "./routes.ts";
 import { createSharedServices } from "./shared.ts";
 import { createTestRunDomain } from "../testrun/domain.ts";
 import { validateDeployments } from "../testrun/devices/validation.ts";
+import { testIdentityOf } from "../testrun/engine/identity.ts";
 import { createUpdateDomain } from "../update/domain.ts";
 import { acceptUpgradesOnlyOn, releaseUpgradeBody } from "./upgrade.ts";
 import { nodeResponse } from "../http/transport.ts";
@@ -44,6 +46,8 @@ export interface RunningServer {
   ctx: AppContext;
   /** The services the composition roots built (startDomains). */
   domains: Domains;
+  /** The operations the routers registered with their routes (src/http/openapi.ts, `route`). */
+  operations: readonly Operation[];
   /** The Hono app serving every route (src/server/routes.ts). */
   app: Hono<AppEnv>;
   /** Base URL the server answers on, e.g. `http://127.0.0.1:5000` (`https` with `tls`). */
@@ -75,6 +79,8 @@ export interface StartOptions {
  * and the routers the services it returns, and only route (src/server/routes.ts). Backup has no services of its own: each request takes a snapshot.
  */
 export function startDomains(ctx: AppContext): Domains {
+  // Who tests run as: checked first, so that a start it refuses (exit 2) has started nothing yet.
+  const runAs = testIdentityOf(ctx.config, ctx.log);
   // The account gate (tokens act as their account stands now), the login throttle.
   const accounts = createAccountsDomain(ctx);
   // The access watch (an account or token change ends streams and shells), event streams, in-flight requests.
@@ -84,7 +90,7 @@ export function startDomains(ctx: AppContext): Domains {
   const update = createUpdateDomain(ctx);
   // The config store, the run queue: runs left unfinished by the last process are aborted (6.7).
   // Runs on managed devices go through the update server's device sockets.
-  const testRun = createTestRunDomain(ctx, update.hub);
+  const testRun = createTestRunDomain(ctx, update.hub, runAs);
   // A deployment's validation runs a test config on each device that installed.
   validateDeployments(ctx, update.deployments, testRun.runs, update.hub);
   return { shared, accounts, update, testRun };
@@ -121,7 +127,14 @@ export async function startServer(config: Config, options: StartOptions = {}): P
 
     const ctx: AppContext = { config, dataDir, db, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] };
     const domains = startDomains(ctx);
-    const app = createApp(ctx, { modules: routeTable(domains), inFlight: domains.shared.inFlight, gates: { device: domains.update.deviceGate, account: domains.accounts.accountGate } });
+    // The routers' operations, for the OpenAPI document: createApp fills it as it mounts them.
+    const operations: Operation[] = [];
+    const app = createApp(ctx, {
+      modules: routeTable(domains, operations),
+      inFlight: domains.shared.inFlight,
+      gates: { device: domains.update.deviceGate, account: domains.accounts.accountGate },
+      operations,
+    });
     // WebSocket routes (the device channel) upgrade through @hono/node-server and `ws`.
     const wss = new WebSocketServer({ noServer: true, maxPayload: WS_MAX_PAYLOAD });
     const server = await listen(config, tls, wss, (request, env) => {
@@ -162,7 +175,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const reloadTls = () => {
       if (tls) (server as HttpsServer).setSecureContext(readTlsCredentials(config.tls));
     };
-    return { ctx, domains, app, url: `${scheme}://${host}:${port}`, port, reloadTls, adminTokenFile, adminPasswordFile, close };
+    return { ctx, domains, operations, app, url: `${scheme}://${host}:${port}`, port, reloadTls, adminTokenFile, adminPasswordFile, close };
   } catch (error) {
     await db?.close().catch(() => {});
     releaseLock();

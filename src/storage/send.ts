@@ -221,9 +221,27 @@ export async function serveFile(c: Context, file: FileToServe, options: { direct
   return new Response(body, { status, headers });
 }
 
-/** serveFile for a small object held in memory (e.g. an action output kept in the database). */
-export function serveBytes(c: Context, data: Uint8Array, modified: Date): Response {
-  const head = answerHead(c, data.length, modified);
+/**
+ * A file answer made as it is sent (a report's JSON, made from its CSV): no length and no byte
+ * ranges, but the validator `etag` (304 when the request names it, before anything is opened),
+ * FILE_CSP, and HEAD answered with the headers only. `headers` adds to or overrides the defaults.
+ */
+export async function serveMade(c: Context, etag: string, headers: Record<string, string>, open: () => Promise<{ stream: Readable; close(): Promise<void> }>): Promise<Response> {
+  const head: Record<string, string> = { "content-security-policy": FILE_CSP, etag, "cache-control": "private, no-transform" };
+  for (const [name, value] of Object.entries(headers)) head[name.toLowerCase()] = value;
+  if (notModified(c, etag)) return new Response(null, { status: 304, headers: head });
+  const made = await open();
+  if (c.req.method !== "HEAD") return new Response(Readable.toWeb(made.stream) as unknown as ReadableStream<Uint8Array>, { status: 200, headers: head });
+  await made.close();
+  return new Response(null, { status: 200, headers: head });
+}
+
+/**
+ * serveFile for a small object held in memory (an action output kept in the database, the
+ * console's files); `headers` adds to or overrides the defaults as serveFile's do.
+ */
+export function serveBytes(c: Context, data: Uint8Array, modified: Date, extra?: Record<string, string>): Response {
+  const head = answerHead(c, data.length, modified, extra);
   if (head instanceof Response) return head;
   const { status, headers, start, end, length } = head;
   if (length === 0 || c.req.method === "HEAD") return new Response(null, { status, headers });

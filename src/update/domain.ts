@@ -22,6 +22,7 @@ import { EventBroadcaster } from "./events/broadcaster.ts";
 import { sweepOrphanObjects } from "./packages/packages.ts";
 import { UpdateProgress } from "./progress/progress.ts";
 import { ReplayGuard } from "./registration/replay.ts";
+import { every } from "../util/time.ts";
 import { UpdateCatalog } from "./updatecheck/catalog.ts";
 
 /** The update server's services, as the routers get them. */
@@ -70,11 +71,10 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
 
   // Update progress (8): records idle for `progress_idle_timeout` no longer count and are swept by a timer.
   const progress = new UpdateProgress(ctx.db, ctx.config.update_server.progress_idle_timeout, ctx.clock);
-  const expiry = setInterval(() => {
+  const stopExpiry = every(ctx.clock, Math.min(progress.idleMs, 60_000), () => {
     progress.sweep().catch((error) => ctx.log.warn(`progress: idle records not removed: ${(error as Error).message}`));
-  }, Math.min(progress.idleMs, 60_000));
-  expiry.unref();
-  ctx.onClosing.push(() => clearInterval(expiry));
+  });
+  ctx.onClosing.push(stopExpiry);
 
   // The device socket hub; every device socket goes when the server stops accepting.
   const events = new EventBroadcaster();
@@ -109,9 +109,7 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   hub.handle("fs_file_download_reply", (conn, message) => transfers.downloadReply(conn, message));
   const ttl = ctx.config.update_server.download_link_ttl;
   deviceFiles.sweepDownloads(ttl, ctx.clock.now());
-  const sweep = setInterval(() => deviceFiles.sweepDownloads(ttl, ctx.clock.now()), 3600_000);
-  sweep.unref();
-  ctx.onShutdown.push(() => clearInterval(sweep));
+  ctx.onShutdown.push(every(ctx.clock, 3600_000, () => deviceFiles.sweepDownloads(ttl, ctx.clock.now())));
 
   // A deleted device loses its socket, its action log and the outputs (17.18), and leaves its deployment.
   deviceHooks.onDeleted((tx, device) => {

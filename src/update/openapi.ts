@@ -38,7 +38,6 @@ const Group = z
   .looseObject({ id: z.int(), created: date, packages: z.array(z.int()), devices: z.array(z.int()), metadata: anyObject, policy: z.string() })
   .meta({ id: "Group" });
 const GroupV2 = Group.extend({ priority: z.int() }).meta({ id: "GroupV2" });
-const Package = z.looseObject({ id: z.int(), created: date, sha256: z.string(), driver: z.string(), metadata: anyObject }).meta({ id: "Package" });
 const Permission = z
   .object({
     id: z.int(),
@@ -213,24 +212,6 @@ export function updateOperations(config: Config): Operation[] {
       { method: "delete", path: "/api/v1/permissions/{id}", access: "management", summary: "Revoke a permission", responses: { 200: ok(), ...mgmtRead } },
     ]),
     ...tagged("packages", [
-      { method: "get", path: "/api/v1/packages", access: "management", summary: "Packages the caller may read", responses: { 200: reply(list(Package)), 401: e401 } },
-      {
-        method: "post",
-        path: "/api/v1/packages",
-        access: "management",
-        summary: "Upload a package (multipart: `file` and metadata fields such as svc.software.version)",
-        body: { multipart: z.looseObject({ file: z.string().describe("the package file") }) },
-        responses: { 200: reply(Package), ...mgmtWrite, 409: e409, 413: e413 },
-      },
-      { method: "get", path: "/api/v1/packages/{id}", access: "management", summary: "One package", responses: { 200: reply(Package), ...mgmtRead } },
-      { method: "delete", path: "/api/v1/packages/{id}", access: "management", summary: "Delete a package", responses: { 200: ok(), ...mgmtRead, 409: e409 } },
-      {
-        method: "get",
-        path: "/api/v1/packages/{id}/download",
-        access: "management",
-        summary: "A signed, expiring download link",
-        responses: { 200: reply(z.looseObject({ package_id: z.int(), uri: z.string() })), ...mgmtRead },
-      },
       {
         method: "get",
         path: "/local_storage/{path}",

@@ -58,6 +58,31 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => Date.now(), sleep };
 
+/**
+ * Runs `fn` once `ms` of `clock`'s time have passed, unless the returned function cancels it
+ * first. Every deadline (a device's reply, a shell's attach, a run's end) is set so, on the
+ * injected clock: tests move the time instead of waiting for it.
+ */
+export function after(clock: Clock, ms: number, fn: () => void): () => void {
+  const cancel = new AbortController();
+  void clock.sleep(ms, cancel.signal).then(() => {
+    if (!cancel.signal.aborted) fn();
+  });
+  return () => cancel.abort();
+}
+
+/** Runs `fn` every `ms` of `clock`'s time until the returned function stops it. */
+export function every(clock: Clock, ms: number, fn: () => void): () => void {
+  const stop = new AbortController();
+  void (async () => {
+    while (!stop.signal.aborted) {
+      await clock.sleep(ms, stop.signal);
+      if (!stop.signal.aborted) fn();
+    }
+  })();
+  return () => stop.abort();
+}
+
 /** The clock's time as a Date. */
 export const dateOf = (clock: Clock): Date => new Date(clock.now());
 

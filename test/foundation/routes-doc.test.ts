@@ -26,7 +26,7 @@ test(`${DOC} lists every route, who may call it and the file that registers it (
   try {
     const { app, ctx } = server.server;
     const files = sources();
-    const operations = new Map(apiOperations(ctx.config).map((op) => [`${op.method.toUpperCase()} ${op.path}`, op]));
+    const operations = new Map(apiOperations(ctx.config, server.server.operations).map((op) => [`${op.method.toUpperCase()} ${op.path}`, op]));
     // The auth check of a route is one of its handlers; Hono lists each handler as a route entry.
     const required = new Map<string, string>();
     for (const route of app.routes) {
@@ -39,8 +39,11 @@ test(`${DOC} lists every route, who may call it and the file that registers it (
       if (!METHODS.includes(route.method)) continue;
       const key = `${route.method} ${openApiPath(route.path)}`;
       if (rows.has(key)) continue;
-      // A route's path is written out whole where it is registered (`.get("/api/...", `), so that grep finds it.
-      const registration = new RegExp(`\\.${route.method.toLowerCase()}\\(\\s*"${route.path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}"`);
+      // A route's path is written out whole where it is registered (`.get("/api/...", ` or
+      // `route(app, { method: "get", path: "/api/...", `), so that grep finds it.
+      const quoted = route.path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+      const method = route.method.toLowerCase();
+      const registration = new RegExp(`\\.${method}\\(\\s*"${quoted}"|\\broute\\(\\s*\\w+,\\s*\\{\\s*method: "${method}",\\s*path: "${quoted}"`);
       const where = files.filter((f) => registration.test(f.text)).map((f) => f.file);
       if (where.length === 0) unfindable.push(`${route.method} ${route.path}`);
       const op = operations.get(key);

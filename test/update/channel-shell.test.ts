@@ -224,6 +224,9 @@ test("a shell session ends when the manager's token is revoked or expires (issue
   assert.deepEqual(await s.closed, { code: 4000, reason: "token has been revoked" });
   const short = shell(agent.mac, server.token(["admin_rw"], "shell-short", 60), "header");
   assert.equal(await short.status, 101);
+  // The device attached (its attach deadline is on the same clock, and would end the session first).
+  short.ws.send("echo attached\n");
+  await waitFor(() => short.text().includes("attached\n"), 5000, "shell output");
   server.clock.advance(61_000);
   assert.deepEqual(await short.closed, { code: 4000, reason: "token has expired" });
 });

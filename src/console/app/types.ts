@@ -20,11 +20,3 @@ export interface Group {
   packages: number[];
   devices: number[];
 }
-
-export interface Package {
-  id: number;
-  metadata: Record<string, unknown>;
-  sha256?: string;
-  size?: number;
-  [key: string]: unknown;
-}

@@ -378,11 +378,12 @@ export interface TableProps<T> {
 
 type Sorted = { column: number; descending: boolean } | undefined;
 
+const missing = (v: string | number | null | undefined) => v === null || v === undefined || v === "" || Number.isNaN(v);
 const compareValues = (a: string | number | null | undefined, b: string | number | null | undefined): number => {
   if (a === b) return 0;
   // Missing values last whichever the direction.
-  if (a === null || a === undefined || a === "") return 1;
-  if (b === null || b === undefined || b === "") return -1;
+  if (missing(a)) return 1;
+  if (missing(b)) return -1;
   return typeof a === "number" && typeof b === "number" ? a - b : String(a).localeCompare(String(b), undefined, { numeric: true });
 };
 
@@ -519,6 +520,13 @@ export function formatBytes(n: number | undefined | null): string {
     unit += 1;
   }
   return `${unit === 0 ? value : value.toFixed(value < 10 ? 1 : 0)} ${units[unit]}`;
+}
+
+/** A time the API sent (RFC 822, ISO 8601 or UNIX seconds) as milliseconds, for sorting; undefined when there is none. */
+export function timeOf(value: string | number | null | undefined): number | undefined {
+  if (value === null || value === undefined || value === "") return undefined;
+  const ms = typeof value === "number" ? value * 1000 : Date.parse(value);
+  return Number.isNaN(ms) ? undefined : ms;
 }
 
 /** "3 min ago" with the exact time as a tooltip; "never" for null. */

@@ -1,4 +1,3 @@
-import { setTimeout as delay } from "node:timers/promises";
 import { num, optional, paramSchema } from "./params.ts";
 import { pass, type ModuleDef } from "./types.ts";
 
@@ -14,7 +13,8 @@ export const sleepModule: ModuleDef = {
     {
       name: "sleep",
       async run(ctx) {
-        await delay(num(ctx.params, "seconds", 10)! * 1000, undefined, { signal: ctx.signal });
+        // An abort ends the wait; the runner reports the case as aborted.
+        await ctx.sleep(num(ctx.params, "seconds", 10)! * 1000);
         return pass();
       },
     },

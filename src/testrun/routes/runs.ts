@@ -3,12 +3,11 @@
  * `test_server.api_variant: B`. Handlers parse, authorize and call the run service.
  */
 import { join } from "node:path";
-import { Readable } from "node:stream";
 import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { statFile } from "../../util/files.ts";
-import { contentDisposition, fileEtag, notModified, serveFile, untrustedFileHeaders } from "../../storage/send.ts";
+import { contentDisposition, fileEtag, serveFile, serveMade, untrustedFileHeaders } from "../../storage/send.ts";
 import { z } from "zod";
 import { integerParam, jsonBody, jsonObject, queryOf } from "../../http/openapi.ts";
 import { Broadcaster, prepareEvent, SharedSubscription, type EventStreams, type PreparedEvent } from "../../http/sse.ts";
@@ -244,18 +243,12 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
     if (groupBy && format !== "json") throw new LabgateError("invalid", "group_by needs format=json");
     if (format === "json") {
       // Made from the CSV as it is sent: its validator follows the CSV's, but it has no byte ranges.
-      const etag = fileEtag(csv.stat.size, csv.stat.mtime, groupBy ? "-json-device" : "-json");
-      const headers = { "content-type": "application/json", etag, "cache-control": "private, no-transform" };
-      if (notModified(c, etag)) return c.body(null, 304, headers);
-      const report = await (groupBy ? openReportJsonByDevice(path) : openReportJson(path)).catch((error: NodeJS.ErrnoException) => {
-        if (error.code === "ENOENT") throw new LabgateError("not_found", "Report file not found");
-        throw error;
-      });
-      if (c.req.method === "HEAD") {
-        await report.close();
-        return c.body(null, 200, headers);
-      }
-      return c.body(Readable.toWeb(report.stream) as ReadableStream, 200, headers);
+      return serveMade(c, fileEtag(csv.stat.size, csv.stat.mtime, groupBy ? "-json-device" : "-json"), { "content-type": "application/json" }, () =>
+        (groupBy ? openReportJsonByDevice(path) : openReportJson(path)).catch((error: NodeJS.ErrnoException) => {
+          if (error.code === "ENOENT") throw new LabgateError("not_found", "Report file not found");
+          throw error;
+        }),
+      );
     }
     return serveReport(c, csv, `${run.id}.csv`);
   });

@@ -1,5 +1,5 @@
 import type { Logger } from "../../util/log.ts";
-import type { Clock } from "../../util/time.ts";
+import { after, type Clock } from "../../util/time.ts";
 import { FINAL_STATUSES, type RunRecord, type RunStore } from "./store.ts";
 
 interface ActiveRun {
@@ -60,10 +60,10 @@ export class RunQueue {
     const run = this.store.getRun(id);
     if (!run || FINAL_STATUSES.has(run.status)) return Promise.resolve();
     return new Promise((resolve) => {
-      const timer = setTimeout(resolve, timeoutMs);
+      const cancel = after(this.clock, timeoutMs, resolve);
       const list = this.endWaiters.get(id) ?? [];
       list.push(() => {
-        clearTimeout(timer);
+        cancel();
         resolve();
       });
       this.endWaiters.set(id, list);

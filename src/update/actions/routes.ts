@@ -1,7 +1,7 @@
 import { Hono, type Context } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
-import { errorAnswer } from "../../http/errors.ts";
+import { answerOrInternal } from "../../http/errors.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { z } from "zod";
 import { jsonBody } from "../../http/openapi.ts";
@@ -68,10 +68,8 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
       return "queued" in result ? { device: mac, status: 202 } : { device: mac, status: 200, ...result };
     };
     const failed = (mac: string, error: unknown): FanOutEntry => {
-      const answer = errorAnswer(error);
-      if (answer) return { device: mac, status: answer.status, error: answer.message };
-      ctx.log.error(`action ${actionId} on ${mac}: ${(error as Error).stack ?? String(error)}`);
-      return { device: mac, status: 500, error: "internal error" };
+      const answer = answerOrInternal(error, ctx.log, `action ${actionId} on ${mac}`);
+      return { device: mac, status: answer.status, error: answer.message };
     };
     return c.json({ results: macs.map(entry) });
   });

@@ -6,6 +6,7 @@
 import type { WebSocket } from "ws";
 import type { WSContext } from "hono/ws";
 import type { AppContext } from "../../app/context.ts";
+import { after, type Clock } from "../../util/time.ts";
 import { PingTimer, pingOrTerminate } from "./keepalive.ts";
 import { parseActionList, parseMessage, type ActionDefinition, type ServerMessage } from "./protocol.ts";
 
@@ -35,13 +36,15 @@ export class DeviceConnection {
   open = true;
   alive = true;
   private readonly ws: WSContext;
+  private readonly clock: Clock;
   /** Created on the first wait: most sockets sit idle, and 10,000 of them add up. */
   private waiters: Map<string, Set<Waiter>> | undefined;
 
-  constructor(mac: string, deviceId: number, ws: WSContext) {
+  constructor(mac: string, deviceId: number, ws: WSContext, clock: Clock) {
     this.mac = mac;
     this.deviceId = deviceId;
     this.ws = ws;
+    this.clock = clock;
   }
 
   get raw(): WebSocket {
@@ -70,17 +73,17 @@ export class DeviceConnection {
       const waiters = set;
       const waiter: Waiter = {
         resolve: (value) => {
-          clearTimeout(timer);
+          cancel();
           waiters.delete(waiter);
           resolve(value as T);
         },
         reject: (error) => {
-          clearTimeout(timer);
+          cancel();
           waiters.delete(waiter);
           reject(error);
         },
       };
-      const timer = setTimeout(() => waiter.reject(new DeviceTimeoutError(`device ${this.mac} did not answer within ${seconds} s`)), seconds * 1000);
+      const cancel = after(this.clock, seconds * 1000, () => waiter.reject(new DeviceTimeoutError(`device ${this.mac} did not answer within ${seconds} s`)));
       waiters.add(waiter);
     }).finally(() => {
       if (this.waiters?.get(key)?.size === 0) this.waiters.delete(key);
@@ -127,16 +130,16 @@ function markAlive(this: WebSocket): void {
 export type MessageHandler = (connection: DeviceConnection, message: Record<string, unknown>) => void | Promise<void>;
 
 export class ChannelHub {
-  private readonly ctx: Pick<AppContext, "config" | "db" | "log">;
+  private readonly ctx: Pick<AppContext, "clock" | "config" | "db" | "log">;
   private readonly connections = new Map<string, DeviceConnection>();
   private readonly handlers = new Map<string, MessageHandler>();
   private readonly connectHooks: Array<(connection: DeviceConnection) => void> = [];
   private readonly disconnectHooks: Array<(mac: string) => void> = [];
   private readonly pinger: PingTimer;
 
-  constructor(ctx: Pick<AppContext, "config" | "db" | "log">) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">) {
     this.ctx = ctx;
-    this.pinger = new PingTimer(ctx.config.update_server.ws_ping_interval, () => this.pingRound());
+    this.pinger = new PingTimer(ctx.clock, ctx.config.update_server.ws_ping_interval, () => this.pingRound());
     this.handle("capability_report", (conn, message) => this.capabilityReport(conn, message));
     this.handle("action_list_update", (conn, message) => {
       const actions = parseActionList(message.actions);
@@ -178,7 +181,7 @@ export class ChannelHub {
       ws.close(CLOSE_DUPLICATE, "duplicate connections not allowed");
       return undefined;
     }
-    const conn = new DeviceConnection(mac, deviceId, ws);
+    const conn = new DeviceConnection(mac, deviceId, ws, this.ctx.clock);
     this.connections.set(mac, conn);
     alive.set(conn.raw, conn);
     conn.raw.on("pong", markAlive);

@@ -3,6 +3,7 @@
  * answered the previous ping by the next one is half-open and is dropped.
  */
 import type { WebSocket } from "ws";
+import { every, type Clock } from "../../util/time.ts";
 
 /**
  * One ping round for a socket whose pongs set `peer.alive`. False when it missed the previous
@@ -22,25 +23,25 @@ export function pingOrTerminate(peer: { alive: boolean }, ws: WebSocket): boolea
   return true;
 }
 
-/** One interval timer for all sockets of a service, running only while there are sockets. */
+/** One ping round every interval (of the injected clock) for all sockets of a service, running only while there are sockets. */
 export class PingTimer {
+  private readonly clock: Clock;
   private readonly intervalMs: number;
   private readonly round: () => void;
-  private timer: NodeJS.Timeout | undefined;
+  private stopRounds: (() => void) | undefined;
 
-  constructor(intervalSeconds: number, round: () => void) {
+  constructor(clock: Clock, intervalSeconds: number, round: () => void) {
+    this.clock = clock;
     this.intervalMs = intervalSeconds * 1000;
     this.round = round;
   }
 
   start(): void {
-    if (this.timer) return;
-    this.timer = setInterval(this.round, this.intervalMs);
-    this.timer.unref();
+    this.stopRounds ??= every(this.clock, this.intervalMs, this.round);
   }
 
   stop(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
+    this.stopRounds?.();
+    this.stopRounds = undefined;
   }
 }

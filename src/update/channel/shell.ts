@@ -10,6 +10,7 @@ import { randomUUID } from "node:crypto";
 import type { WebSocket } from "ws";
 import type { AppContext } from "../../app/context.ts";
 import { CLOSE_NORMAL, type ChannelHub } from "./hub.ts";
+import { after } from "../../util/time.ts";
 import { PingTimer, pingOrTerminate } from "./keepalive.ts";
 import { closeReason, hasCapability } from "./protocol.ts";
 
@@ -39,7 +40,8 @@ class ShellSession {
   device: Side | undefined;
   early: Frame[] = [];
   earlyBytes = 0;
-  timer: NodeJS.Timeout | undefined;
+  /** Cancels the attach deadline. */
+  cancelAttach: (() => void) | undefined;
   over = false;
 
   constructor(mac: string, uuid: string, manager: WebSocket) {
@@ -54,15 +56,15 @@ export const size = (frame: Frame): number => (typeof frame === "string" ? Buffe
 const sendable = (code: number): boolean => code === CLOSE_NORMAL || (code >= 3000 && code <= 4999);
 
 export class ShellService {
-  private readonly ctx: Pick<AppContext, "config" | "log">;
+  private readonly ctx: Pick<AppContext, "clock" | "config" | "log">;
   private readonly hub: ChannelHub;
   private readonly sessions = new Map<string, ShellSession>();
   private readonly pinger: PingTimer;
 
-  constructor(ctx: Pick<AppContext, "config" | "log">, hub: ChannelHub) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "log">, hub: ChannelHub) {
     this.ctx = ctx;
     this.hub = hub;
-    this.pinger = new PingTimer(ctx.config.update_server.ws_ping_interval, () => this.pingRound());
+    this.pinger = new PingTimer(ctx.clock, ctx.config.update_server.ws_ping_interval, () => this.pingRound());
   }
 
   /** The device's management socket went (disconnect, deletion): so do its shells. */
@@ -103,7 +105,7 @@ export class ShellService {
     }
     const session = new ShellSession(mac, randomUUID(), manager);
     this.sessions.set(this.key(mac, session.uuid), session);
-    session.timer = setTimeout(() => this.end(session, CLOSE_INVALID, `device did not connect within ${seconds}s`), seconds * 1000);
+    session.cancelAttach = after(this.ctx.clock, seconds * 1000, () => this.end(session, CLOSE_INVALID, `device did not connect within ${seconds}s`));
     this.pinger.start();
     manager.on("pong", () => (session.manager.alive = true));
     try {
@@ -123,7 +125,7 @@ export class ShellService {
       device.close(CLOSE_INVALID, "invalid shell session identifier");
       return undefined;
     }
-    clearTimeout(session.timer);
+    session.cancelAttach?.();
     session.device = { ws: device, alive: true };
     device.on("pong", () => session.device && (session.device.alive = true));
     for (const frame of session.early) this.relay(session.manager.ws, device, frame);
@@ -162,7 +164,7 @@ export class ShellService {
   private end(session: ShellSession, code: number, reason: string): void {
     if (session.over) return;
     session.over = true;
-    clearTimeout(session.timer);
+    session.cancelAttach?.();
     this.sessions.delete(this.key(session.mac, session.uuid));
     for (const side of [session.manager, session.device]) {
       if (!side) continue;

@@ -1,7 +1,8 @@
-import type { Database, Tx } from "../../db/index.ts";
+import type { Database, SqlParam, Tx } from "../../db/index.ts";
 import type { AppContext } from "../../app/context.ts";
 import type { LocalStorage, StagedObject } from "../../storage/local.ts";
 import { dateOf, rfc822 } from "../../util/time.ts";
+import type { Package, PackageMetadata } from "./schema.ts";
 
 /** A package row as stored. */
 export interface PackageRow {
@@ -18,16 +19,6 @@ export interface PackageRow {
   created_by: string | null;
 }
 
-export type PackageMetadata = Record<string, string | number>;
-
-/** The Package object of the API (update-server.md 4.1). */
-export interface PackageView {
-  id: number;
-  created: string;
-  sha256: string;
-  driver: string;
-  metadata: PackageMetadata;
-}
 
 /** Metadata key names under the configured product prefix (never a literal `svc`). */
 export function packageKeys(prefix: string) {
@@ -50,7 +41,13 @@ export function getPackage(db: Database | Tx, id: number): PackageRow | undefine
   return db.get<PackageRow>(`SELECT ${COLUMNS} FROM packages WHERE id = ?`, [id]);
 }
 
-export function toView(row: PackageRow): PackageView {
+/** The packages `filter` lets through (a permission filter on the alias `pkg`), by id. */
+export function listPackages(db: Database | Tx, filter?: { sql: string; params: SqlParam[] }): PackageRow[] {
+  return db.all<PackageRow>(`SELECT ${COLUMNS} FROM packages pkg${filter ? ` WHERE ${filter.sql}` : ""} ORDER BY pkg.id`, filter?.params ?? []);
+}
+
+/** A row as the API answers it. */
+export function toView(row: PackageRow): Package {
   return { id: row.id, created: rfc822(new Date(row.created)), sha256: row.sha256, driver: row.driver, metadata: JSON.parse(row.metadata) as PackageMetadata };
 }
 

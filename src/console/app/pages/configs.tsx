@@ -2,7 +2,7 @@ import { useRef, useState } from "preact/hooks";
 import { api, ApiError, call, get, messageOf, seg, upload } from "../api.ts";
 import { href, type Page, type PageProps } from "../router.ts";
 import { canReadTests, canRunTests, hintLines, includesOf, YamlView, type ConfigProblem, type TestConfig } from "../testruns.tsx";
-import { Card, formatBytes, notify, PageHeader, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
+import { Card, formatBytes, notify, PageHeader, Show, Table, Time, timeOf, useAction, useLoad } from "../ui.tsx";
 
 /** What uploading one file did: stored here, then copied to nodes (each node's result). */
 interface UploadResult {
@@ -50,7 +50,7 @@ function Configs({ me }: PageProps) {
                   </a>
                 ),
               },
-              { head: "Uploaded", sort: (c) => c.created, cell: (c) => <Time value={c.created} /> },
+              { head: "Uploaded", sort: (c) => timeOf(c.created), cell: (c) => <Time value={c.created} /> },
               { head: "Size", sort: (c) => c.size, cell: (c) => formatBytes(c.size) },
               {
                 head: "",

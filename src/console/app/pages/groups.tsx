@@ -3,7 +3,8 @@ import { api, get, getPage, seg } from "../api.ts";
 import { isOnline, useLive } from "../live.ts";
 import { href, navigate, type Page, type PageProps } from "../router.ts";
 import { prefixOf, type Me } from "../session.ts";
-import type { Device, Group, Package } from "../types.ts";
+import type { Device, Group } from "../types.ts";
+import type { Package } from "../../../update/packages/schema.ts";
 import { Badge, Card, Field, OnlineBadge, PageHeader, Pager, Show, Table, useAction, useDebounced, useLoad } from "../ui.tsx";
 import { groupName, packageLabel } from "../update.ts";
 

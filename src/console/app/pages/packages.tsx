@@ -2,15 +2,15 @@ import { useRef, useState } from "preact/hooks";
 import { api, get, messageOf, upload } from "../api.ts";
 import { type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
-import type { Package } from "../types.ts";
-import { Card, copyText, Field, formatBytes, notify, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
+import type { Package } from "../../../update/packages/schema.ts";
+import { Card, copyText, Field, formatBytes, notify, PageHeader, ProgressBar, Show, Table, Time, timeOf, useAction, useLoad } from "../ui.tsx";
 
 function Packages({ me }: PageProps) {
   const packages = useLoad(() => get<Package[]>("/api/v1/packages"));
   const [busy, run] = useAction();
   const prefix = prefixOf(me);
   const meta = (p: Package, key: string) => p.metadata[`${prefix}.${key}`];
-  const size = (p: Package) => Number(meta(p, "storage.local.length") ?? p.size);
+  const size = (p: Package) => Number(meta(p, "storage.local.length"));
 
   const copyLink = (p: Package) =>
     run(async () => {
@@ -56,11 +56,11 @@ function Packages({ me }: PageProps) {
                 class: "hide-narrow",
                 cell: (p) => (
                   <span class="mono small" title={p.sha256}>
-                    {p.sha256?.slice(0, 16)}…
+                    {p.sha256.slice(0, 16)}…
                   </span>
                 ),
               },
-              { head: "Uploaded", class: "hide-narrow", sort: (p) => p.created as string, cell: (p) => <Time value={p.created as string} /> },
+              { head: "Uploaded", class: "hide-narrow", sort: (p) => timeOf(p.created), cell: (p) => <Time value={p.created} /> },
               {
                 head: "",
                 class: "actions",

@@ -1,0 +1,30 @@
+/**
+ * The packages API's shapes, each once: the handlers answer with these types, the OpenAPI
+ * document shows these schemas (packages/routes.ts registers them with the routes) and the
+ * console imports the types.
+ */
+import { z } from "zod";
+import { Rfc822 } from "../../http/shapes.ts";
+
+/** The upload's text fields, and the storage driver's `<prefix>.storage.*` keys (the object's size a number). */
+export const PackageMetadata = z.record(z.string(), z.union([z.string(), z.number()]));
+export type PackageMetadata = z.infer<typeof PackageMetadata>;
+
+/** A package. */
+export const Package = z
+  .object({
+    id: z.int(),
+    created: Rfc822,
+    sha256: z.string().describe("of the file, hex"),
+    driver: z.string().describe("the storage driver: local"),
+    metadata: PackageMetadata,
+  })
+  .meta({ id: "Package" });
+export type Package = z.infer<typeof Package>;
+
+/** A signed, expiring link to a package's file. */
+export const PackageLink = z.object({ id: z.int(), download_url: z.string().describe("absolute; works without a token until it expires") }).meta({ id: "PackageLink" });
+export type PackageLink = z.infer<typeof PackageLink>;
+
+/** The upload form: the file and metadata fields (`<prefix>.software.version`, ...). */
+export const PackageUpload = z.looseObject({ file: z.string().describe("the package file") });

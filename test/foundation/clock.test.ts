@@ -1,0 +1,51 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { DeviceConnection, DeviceTimeoutError } from "../../src/update/channel/hub.ts";
+import { after, every } from "../../src/util/time.ts";
+import { TestClock } from "../helpers/server.ts";
+
+// Deadlines far beyond the test's own time: they can only pass because the clock is moved.
+const HOUR = 3600_000;
+
+test("after: a deadline on the injected clock passes when the clock is moved, and not once cancelled", async () => {
+  const clock = new TestClock();
+  const fired: string[] = [];
+  after(clock, HOUR, () => fired.push("kept"));
+  const cancel = after(clock, HOUR, () => fired.push("cancelled"));
+  cancel();
+  clock.advance(HOUR / 2);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(fired, []);
+  clock.advance(HOUR / 2);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(fired, ["kept"]);
+});
+
+test("every: rounds on the injected clock until stopped", async () => {
+  const clock = new TestClock();
+  let rounds = 0;
+  const stop = every(clock, HOUR, () => rounds++);
+  for (let i = 0; i < 3; i++) {
+    await clock.sleepBegun(i);
+    clock.advance(HOUR);
+  }
+  await clock.sleepBegun(3);
+  assert.equal(rounds, 3);
+  stop();
+  clock.advance(HOUR);
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(rounds, 3);
+});
+
+test("a device's reply deadline is on the server's clock", async () => {
+  const clock = new TestClock();
+  const sent: string[] = [];
+  const ws = { send: (text: string) => sent.push(text), close: () => {}, raw: {} } as never;
+  const conn = new DeviceConnection("aa:bb:cc:00:00:01", 1, ws, clock);
+  const reply = conn.wait("action_list", 3600);
+  clock.advance(HOUR);
+  await assert.rejects(reply, (error: Error) => error instanceof DeviceTimeoutError && /did not answer within 3600 s/.test(error.message));
+  const answered = conn.wait<string>("action_list", 3600);
+  assert.equal(conn.settle("action_list", "list"), true);
+  assert.equal(await answered, "list");
+});
