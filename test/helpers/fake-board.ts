@@ -43,6 +43,9 @@ for a; do case "$a" in
 esac; done
 exit 1
 `,
+  // udevadm info -q property -n DEV: the device's udev properties are tools/udev/<base name>.
+  udevadm: `f="$LABGATE_FAKE_HW/tools/udev/\${5##*/}"; [ -f "$f" ] || { echo "Unknown device \"$5\"" >&2; exit 4; }; cat "$f"
+`,
   memtester: `echo "memtester $*" > "$LABGATE_FAKE_HW/tools/memtester.log"
 code=0; [ -f "$LABGATE_FAKE_HW/tools/memtester-exit" ] && read code < "$LABGATE_FAKE_HW/tools/memtester-exit"
 echo "memtester version 4.5.1 (64-bit)"; exit "$code"
@@ -85,11 +88,11 @@ export class FakeBoard {
   constructor() {
     mkdirSync(this.bin, { recursive: true });
     mkdirSync(this.noTools, { recursive: true });
+    // The board's root is written into each stand-in: tests start with a clean environment, none of the server's variables.
     for (const [name, body] of Object.entries(TOOLS)) {
-      writeFileSync(join(this.bin, name), `#!/bin/sh\n${body}`);
+      writeFileSync(join(this.bin, name), `#!/bin/sh\nLABGATE_FAKE_HW='${this.root}'\n${body}`);
       chmodSync(join(this.bin, name), 0o755);
     }
-    process.env.LABGATE_FAKE_HW = this.root;
     this.tools(true);
     this.reset();
   }

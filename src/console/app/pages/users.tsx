@@ -29,7 +29,7 @@ const SCOPES: Array<[string, string]> = [
   ["upload_single_file", "upload single-file packages"],
   ["upload_rootfs_image", "upload rootfs images"],
   ["upload_nonstandard_artifact", "upload other artifacts"],
-  ["tests_rw", "test runs"],
+  ["tests_rw", "test runs: runs commands on the gateway"],
   ["tests_ro", "read test runs"],
 ];
 const RESOURCES = ["device", "device_by_tag", "group", "package"];
