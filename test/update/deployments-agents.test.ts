@@ -94,6 +94,9 @@ test("20 agents, 3 phases: failures pause phase 1, abort stops offers, a second 
       const mac = byId.get(id)!.mac;
       await stream.next((e) => e.event === "deployment_device" && e.data.device === mac && e.data.state === "installing", 20_000, `${mac} installing`);
     }
+    // The phase's other two devices have installed before the failures pause the deployment (a
+    // device not yet offered then would stay unoffered, and the counts below would be off by it).
+    await waitFor(async () => (await members(d1, "&state=installed")).length === 2, 20_000, "the phase's other two devices installed");
     for (const id of failing) {
       const fifo = await open(fifoOf(id), "w");
       await fifo.write("go\n");
