@@ -31,7 +31,7 @@ import { loadConfig } from "../../src/config/config.ts";
 import { startServer } from "../../src/server/start.ts";
 import { createLogger } from "../../src/util/log.ts";
 import type { LoadRequest, LoadResult, LoadSpec } from "./loadgen.ts";
-import { insertDevices, listening } from "./server.ts";
+import { insertDevices, listening, runLoad } from "./server.ts";
 import { flag } from "./flags.ts";
 
 const DEVICES = flag("devices", 10_000);
@@ -108,16 +108,7 @@ async function spawnServer(): Promise<{ child: ChildProcess; url: string }> {
   return listening(child);
 }
 
-async function load(spec: LoadSpec): Promise<LoadResult> {
-  const file = join(work, `load-${process.pid}-${Date.now()}.json`);
-  writeFileSync(file, JSON.stringify(spec));
-  const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "loadgen.ts"), file], { stdio: ["ignore", "pipe", "inherit"] });
-  let out = "";
-  child.stdout!.on("data", (d) => (out += d));
-  const [code] = await once(child, "exit");
-  if (code !== 0) throw new Error(`load generator exited with ${code}`);
-  return JSON.parse(out) as LoadResult;
-}
+const load = (spec: LoadSpec): Promise<LoadResult> => runLoad(work, spec);
 
 const body = (mac: string, version: string) => JSON.stringify({ "svc.software.version": version, "svc.hardware.devtype": "board", "svc.hardware.macaddr": mac });
 

@@ -1,5 +1,9 @@
-/** What the benchmarks do alike with a labgate server: wait for it to listen, seed devices. */
-import type { ChildProcess } from "node:child_process";
+/** What the benchmarks do alike with a labgate server: wait for it to listen, seed devices, run the load generator. */
+import { spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { LoadResult, LoadSpec } from "./loadgen.ts";
 
 /** The URL a spawned `labgate serve` (or bare-upload.ts) prints on its first "listening on" line. */
 export async function listening(child: ChildProcess): Promise<{ child: ChildProcess; url: string }> {
@@ -25,6 +29,18 @@ export function insertDevices(tx: { run(sql: string, params: (string | number)[]
     tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata) VALUES (?, ?, ?, '{}', '{}')", [now, mac, mac]);
   }
   return macs;
+}
+
+/** Runs the load generator (loadgen.ts) as its own process with `spec` (written to `work`); its result. */
+export async function runLoad(work: string, spec: LoadSpec): Promise<LoadResult> {
+  const file = join(work, `load-${process.pid}.json`);
+  writeFileSync(file, JSON.stringify(spec));
+  const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "loadgen.ts"), file], { stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  child.stdout!.on("data", (d) => (out += d));
+  const [code] = await once(child, "exit");
+  if (code !== 0) throw new Error(`load generator exited with ${code}`);
+  return JSON.parse(out) as LoadResult;
 }
 
 /** A labgate server in this process on a fresh data dir (`adjust` changes its config first); `close` removes the dir. */

@@ -29,24 +29,35 @@ interface History {
 const historyOf = async (id: number): Promise<History[]> => (await server.call("GET", `/api/v2/devices/${id}/update-history`)).body;
 const until = (id: number, outcome: string) => waitFor(async () => (await historyOf(id)).find((h) => h.outcome === outcome), 10_000, `${outcome} in the history of ${id}`);
 
-test("A/B: the install waits for the restart; version_command confirms it and commit_command runs", async () => {
+/**
+ * An A/B agent at v1 (devtype `devtype`) whose install writes v2 to `<slot>.next`, approved, in a
+ * group offering v2; `versionCommand(slot)` is what it runs after the restart.
+ */
+async function abAgent(devtype: string, versionCommand: (slot: string) => string[]) {
   const dir = tempDir("labgate-ab-");
   const slot = join(dir, "slot");
   const committed = join(dir, "committed");
   writeFileSync(slot, "v1\n");
-  const pkg = await uploadOk(server, { token: server.adminToken, version: "v2", devtype: "ab", file: Buffer.from("v2 for ab") });
-  let agent = startAgent(server, {
-    device_type: "ab",
+  const pkg = await uploadOk(server, { token: server.adminToken, version: "v2", devtype, file: Buffer.from(`v2 for ${devtype}`) });
+  const agent = startAgent(server, {
+    device_type: devtype,
     software_version: "v1",
     install_command: ["sh", "-c", 'echo "v2" > "$1.next"', "install", slot],
-    // The "bootloader": after the restart the next slot runs.
-    version_command: ["sh", "-c", 'if [ -e "$1.next" ]; then mv "$1.next" "$1"; fi; cat "$1"', "version", slot],
+    version_command: versionCommand(slot),
     commit_command: ["touch", committed],
   });
   agents.push(agent);
   const id = await approveAgent(server, agent);
   await untilConnected(server, id);
   await offerGroup(server, { policy: "exact_match,v2", packages: [pkg.id], devices: [id] });
+  return { agent, id, committed };
+}
+
+test("A/B: the install waits for the restart; version_command confirms it and commit_command runs", async () => {
+  // The "bootloader": after the restart the next slot runs.
+  const ab = await abAgent("ab", (slot) => ["sh", "-c", 'if [ -e "$1.next" ]; then mv "$1.next" "$1"; fi; cat "$1"', "version", slot]);
+  let agent = ab.agent;
+  const { id, committed } = ab;
   await agent.checkNow();
   assert.equal(agent.softwareVersion, "v1", "not before the restart");
   assert.ok(!existsSync(committed));
@@ -65,22 +76,10 @@ test("A/B: the install waits for the restart; version_command confirms it and co
 });
 
 test("A/B: a device that comes back on the old slot reports failed: rolled back", async () => {
-  const dir = tempDir("labgate-ab-");
-  const slot = join(dir, "slot");
-  writeFileSync(slot, "v1\n");
-  const pkg = await uploadOk(server, { token: server.adminToken, version: "v2", devtype: "ab-bad", file: Buffer.from("v2 for ab-bad") });
-  let agent = startAgent(server, {
-    device_type: "ab-bad",
-    software_version: "v1",
-    install_command: ["sh", "-c", 'echo "v2" > "$1.next"', "install", slot],
-    // The new slot did not boot: the old one runs.
-    version_command: ["cat", slot],
-    commit_command: ["touch", join(dir, "committed")],
-  });
-  agents.push(agent);
-  const id = await approveAgent(server, agent);
-  await untilConnected(server, id);
-  await offerGroup(server, { policy: "exact_match,v2", packages: [pkg.id], devices: [id] });
+  // The new slot did not boot: the old one runs.
+  const ab = await abAgent("ab-bad", (slot) => ["cat", slot]);
+  let agent = ab.agent;
+  const { id, committed } = ab;
   await agent.checkNow();
   await agent.stop();
   agent = restartAgent(agent);
@@ -88,7 +87,7 @@ test("A/B: a device that comes back on the old slot reports failed: rolled back"
   const failed = await until(id, "failed");
   assert.equal(failed.reason, "rolled back: running v1 instead of v2");
   assert.equal(agent.softwareVersion, "v1");
-  assert.ok(!existsSync(join(dir, "committed")), "nothing committed");
+  assert.ok(!existsSync(committed), "nothing committed");
 });
 
 test("a download that keeps failing its checksum is reported failed: checksum mismatch", async () => {

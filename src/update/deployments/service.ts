@@ -187,9 +187,14 @@ export class DeploymentService implements Steering {
     if (this.db.epoch !== this.epoch) this.load();
   }
 
+  /** Is the window open (computed once a minute); notes when it opened, for the timeouts. */
   private windowOpenAt(run: Run, now: number): boolean {
     const minute = Math.floor(now / 60_000);
-    if (run.windowCache.minute !== minute) run.windowCache = { minute, open: windowOpen(run.window, now) };
+    if (run.windowCache.minute !== minute) {
+      const open = windowOpen(run.window, now);
+      if (open && !run.windowCache.open && run.windowCache.minute !== -1) run.windowOpenedAt = now;
+      run.windowCache = { minute, open };
+    }
     return run.windowCache.open;
   }
 
@@ -630,8 +635,6 @@ export class DeploymentService implements Steering {
         });
         this.publishRun(run.row);
       }
-      const wasOpen = run.windowCache.open;
-      if (this.windowOpenAt(run, now) && !wasOpen && run.windowCache.minute !== -1) run.windowOpenedAt = now;
       await this.timeouts(run, now);
       await this.evaluate(run);
     }
