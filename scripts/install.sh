@@ -92,11 +92,16 @@ put "$BIN" 0755 < "$EXECUTABLE"
 for unit in labgate.service labgate-agent.service; do
   sed "s#/usr/local/bin/labgate#$BIN#g" "$HERE/$unit" | put "$UNIT_DIR/$unit" 0644
 done
+# labgate runs the server; labgate-runner runs what test configs start (test_server.run_as), and
+# labgate is in its group to read what the runs write.
 put "$SYSUSERS" 0644 < "$HERE/labgate.sysusers"
 
 # The configs are the administrator's: written only when there is none.
+# The service's tests run as labgate-runner (the unit may switch to it, README: "Who tests run as").
 if [ ! -e "$DESTDIR$CONF_DIR/labgate.yaml" ]; then
-  put "$CONF_DIR/labgate.yaml" 0640 < "$CONFIG_SOURCE"
+  sed 's/^  run_as: ""$/  run_as: labgate-runner/' "$CONFIG_SOURCE" | put "$CONF_DIR/labgate.yaml" 0640
+elif ! grep -q '^  run_as: *[A-Za-z0-9_]' "$DESTDIR$CONF_DIR/labgate.yaml"; then
+  echo "note: $CONF_DIR/labgate.yaml sets no test_server.run_as: tests run as labgate itself; set run_as: labgate-runner" >&2
 fi
 if [ ! -e "$DESTDIR$CONF_DIR/agent.yaml" ]; then
   put "$CONF_DIR/agent.yaml" 0640 <<'EOF'
@@ -117,6 +122,7 @@ if [ "$LIVE" = 1 ]; then
   else
     id labgate >/dev/null 2>&1 || useradd --system --user-group --home-dir /var/lib/labgate --no-create-home --shell /usr/sbin/nologin labgate
     id labgate-runner >/dev/null 2>&1 || useradd --system --user-group --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin labgate-runner
+    usermod -a -G labgate-runner labgate
   fi
   # The server reads its config (and the TLS key you put next to it) as the labgate user.
   chgrp labgate "$CONF_DIR" "$CONF_DIR/labgate.yaml"

@@ -247,6 +247,10 @@ export const configSchema = z.strictObject({
     sys_root: string().prefault("/sys"),
     dev_root: string().prefault("/dev"),
     firmware_root: string().prefault("/lib/firmware"),
+    /** `user` or `user:group` that test processes run as; empty: the server's own user (src/testrun/engine/identity.ts). */
+    run_as: string().prefault(""),
+    /** With run_as: where per-run working directories are made (absolute after loading, never inside the data dir); empty: `<data_dir>-runs`. */
+    work_dir: string().prefault(""),
   }),
 });
 
@@ -319,7 +323,18 @@ export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
   }
   if (config.test_server.nodes_file) config.test_server.nodes = readNodesFile(resolve(cwd, config.test_server.nodes_file), config.test_server.nodes);
   resolveTestrunDirs(config, cwd);
+  resolveRunAs(config, cwd);
   return { config, file };
+}
+
+/** Checks `test_server.run_as`'s form and makes `work_dir` absolute, outside the data dir (the tests' user must reach nothing there). */
+function resolveRunAs(config: Config, cwd: string): void {
+  const ts = config.test_server;
+  if (!/^(?:[A-Za-z0-9_][A-Za-z0-9_.-]*(?::[A-Za-z0-9_][A-Za-z0-9_.-]*)?)?$/.test(ts.run_as)) fail("test_server.run_as", `expected a user name or user:group, got ${JSON.stringify(ts.run_as)}`);
+  if (!ts.work_dir) return;
+  ts.work_dir = resolve(cwd, ts.work_dir);
+  const rel = relative(config.data_dir, ts.work_dir);
+  if (rel === "" || (!rel.startsWith("..") && !isAbsolute(rel))) fail("test_server.work_dir", `${ts.work_dir} is inside the data dir, which test processes must not reach`);
 }
 
 /**

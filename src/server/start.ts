@@ -26,6 +26,7 @@ import type { AppContext, AppEnv } from "../app/context.ts";
 import { routeTable, type Domains } from "./routes.ts";
 import { createSharedServices } from "./shared.ts";
 import { createTestRunDomain } from "../testrun/domain.ts";
+import { testIdentityOf } from "../testrun/engine/identity.ts";
 import { createUpdateDomain } from "../update/domain.ts";
 import { acceptUpgradesOnlyOn, releaseUpgradeBody } from "./upgrade.ts";
 import { nodeResponse } from "../http/transport.ts";
@@ -77,6 +78,8 @@ export interface StartOptions {
  * and the routers the services it returns, and only route (src/server/routes.ts). Backup has no services of its own: each request takes a snapshot.
  */
 export function startDomains(ctx: AppContext): Domains {
+  // Who tests run as: checked first, so that a start it refuses (exit 2) has started nothing yet.
+  const runAs = testIdentityOf(ctx.config, ctx.log);
   // The account gate (tokens act as their account stands now), the login throttle.
   const accounts = createAccountsDomain(ctx);
   // The access watch (an account or token change ends streams and shells), event streams, in-flight requests.
@@ -86,7 +89,7 @@ export function startDomains(ctx: AppContext): Domains {
   const update = createUpdateDomain(ctx);
   // The config store, the run queue: runs left unfinished by the last process are aborted.
   // Runs on managed devices go through the update server's device sockets.
-  const testRun = createTestRunDomain(ctx, update.hub);
+  const testRun = createTestRunDomain(ctx, update.hub, runAs);
   return { shared, accounts, update, testRun };
 }
 

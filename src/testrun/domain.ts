@@ -9,6 +9,7 @@ import type { ChannelHub } from "../update/channel/hub.ts";
 import { ConfigStore } from "./config/store.ts";
 import { ConfigViewCache } from "./config/view-cache.ts";
 import { testrunDirs } from "./runs/paths.ts";
+import type { TestRunAs } from "./engine/identity.ts";
 import { TestRunService } from "./runs/service.ts";
 import { RunStore, type RunChange } from "./runs/store.ts";
 
@@ -23,12 +24,15 @@ export interface TestRunDomain {
   changes: Broadcaster<RunChange>;
 }
 
-/** `hub`: the device sockets, for runs on managed devices (none: device targets are refused). */
-export function createTestRunDomain(ctx: AppContext, hub?: ChannelHub): TestRunDomain {
+/**
+ * `hub`: the device sockets, for runs on managed devices (none: device targets are refused).
+ * `runAs`: who tests run here (testIdentityOf, resolved before any domain starts).
+ */
+export function createTestRunDomain(ctx: AppContext, hub?: ChannelHub, runAs: TestRunAs = {}): TestRunDomain {
   // Made at start: clears the temp files of uploads a stop interrupted.
   const configs = new ConfigStore(testrunDirs(ctx.config).configs, ctx.config.test_server.max_config_bytes);
   const changes = new Broadcaster<RunChange>();
-  const runs = new TestRunService(ctx, configs, new RunStore(ctx.db, (change) => changes.emit(change)), hub);
+  const runs = new TestRunService(ctx, configs, new RunStore(ctx.db, (change) => changes.emit(change)), hub, runAs);
   runs.recoverFromRestart();
   // Graceful shutdown: pending and running runs end `aborted` with `server shutdown`.
   ctx.onShutdown.push(() => runs.shutdown());

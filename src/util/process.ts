@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { createWriteStream, type WriteStream } from "node:fs";
+import { constants, createWriteStream, openSync, type WriteStream } from "node:fs";
 
 /** How long a process gets between SIGTERM and SIGKILL. */
 export const KILL_GRACE_MS = 5_000;
@@ -10,8 +10,16 @@ export interface ProcessOptions {
   /** A string runs through `/bin/sh -c` (as one argument); a list is an argv, no shell. */
   command: string | string[];
   cwd: string;
-  /** Extra variables on top of the server's environment. */
+  /** Extra variables on top of the base environment (`baseEnv`, else the server's). */
   env?: Record<string, string>;
+  /** The environment to start from instead of the server's own (test processes: src/testrun/engine/identity.ts). */
+  baseEnv?: Record<string, string>;
+  /**
+   * Run as this user and group instead of the server's (needs root or CAP_SETUID and CAP_SETGID;
+   * see switchTo), with the user's own groups and umask 007: what it writes, its group (the
+   * server is a member) may read. Signals to its process group go through that identity too.
+   */
+  as?: { uid: number; gid: number };
   timeoutMs?: number;
   /** Abort (user abort, shutdown): the process group gets SIGTERM, then SIGKILL. */
   signal?: AbortSignal;
@@ -86,7 +94,7 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
   const started = performance.now();
   const limit = options.outputLimit ?? OUTPUT_LIMIT;
   const grace = options.killGraceMs ?? KILL_GRACE_MS;
-  const [file, args] = Array.isArray(options.command) ? [options.command[0] ?? "", options.command.slice(1)] : ["/bin/sh", ["-c", options.command]];
+  let [file, args] = Array.isArray(options.command) ? [options.command[0] ?? "", options.command.slice(1)] : ["/bin/sh", ["-c", options.command]];
   const result = (partial: Partial<ProcessResult>): ProcessResult => ({
     exitCode: null,
     exitSignal: null,
@@ -100,6 +108,7 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
   });
   if (!file) return Promise.resolve(result({ startError: "empty command" }));
   if (options.signal?.aborted) return Promise.resolve(result({ aborted: true, startError: "aborted" }));
+  if (options.as) [file, args] = ["setpriv", [...switchTo(options.as), "/bin/sh", "-c", UMASK_THEN_EXEC, file, ...args]];
 
   return new Promise((resolve) => {
     const out = new Capture(limit);
@@ -107,13 +116,14 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
     const both = options.combinedLimit === undefined ? undefined : new Capture(options.combinedLimit);
     let child: ReturnType<typeof spawn>;
     try {
-      child = spawn(file, args, { cwd: options.cwd, env: { ...process.env, ...options.env }, stdio: ["ignore", "pipe", "pipe"], detached: true });
+      child = spawn(file, args, { cwd: options.cwd, env: { ...(options.baseEnv ?? process.env), ...options.env }, stdio: ["ignore", "pipe", "pipe"], detached: true });
     } catch (error) {
       // Arguments spawn refuses outright (e.g. a NUL byte): nothing started.
       return resolve(result({ startError: (error as Error).message, ...(both ? { combined: Buffer.alloc(0) } : {}) }));
     }
     let sink: WriteStream | undefined;
-    if (options.outputFile) sink = createWriteStream(options.outputFile);
+    // Never through a symlink: the directory may be the test's own (a link to the server's files).
+    if (options.outputFile) sink = openOutput(options.outputFile);
     let timedOut = false;
     let aborted = false;
     let killTimer: NodeJS.Timeout | undefined;
@@ -123,7 +133,9 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
       if (child.pid === undefined) return;
       try {
         process.kill(-child.pid, sig);
-      } catch {
+      } catch (error) {
+        // Another user's processes: a server that may only switch users (no CAP_KILL) signals them as that user.
+        if ((error as NodeJS.ErrnoException).code === "EPERM" && options.as) return signalAs(options.as, -child.pid, sig);
         try {
           child.kill(sig);
         } catch {
@@ -181,6 +193,7 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
     child.on("close", (code, sig) => {
       if (exited) return;
       exited = true;
+      if (options.as && code === 127 && err.text().startsWith(NOT_FOUND)) return finish({ startError: `${programName(options.command)} not found` });
       // The shell may be gone while its children still hold nothing open; make sure the group is.
       if (killTimer) {
         clearTimeout(killTimer);
@@ -189,6 +202,44 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
       finish({ exitCode: code, exitSignal: sig });
     });
   });
+}
+
+/** What the umask shell of a process run `as` another user says when the program does not exist. */
+const NOT_FOUND = "labgate: program not found";
+
+/** Node's spawn sets no umask: a shell sets it, then becomes the program (or says NOT_FOUND). */
+const UMASK_THEN_EXEC = `umask 007; command -v -- "$0" >/dev/null || { echo "${NOT_FOUND}" >&2; exit 127; }; exec "$0" "$@"`;
+
+/**
+ * setpriv's arguments (util-linux) that make the rest of its command line run as `as`: real,
+ * effective and saved ids, the user's own groups, and no capabilities. Node's own uid/gid spawn
+ * options are not enough: a server that is not root but holds CAP_SETUID and CAP_SETGID as
+ * ambient capabilities (the systemd unit) would pass them on, and the test could switch back to
+ * the server's user.
+ */
+export function switchTo(as: { uid: number; gid: number }): string[] {
+  return ["--reuid", String(as.uid), "--regid", String(as.gid), "--init-groups", "--inh-caps=-all", "--ambient-caps=-all", "--"];
+}
+
+/** Open flags of output files: created or truncated, never through a symlink. */
+const WRITE_NO_FOLLOW = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW;
+
+/** A stream writing `path` (created or truncated, never through a symlink), or undefined when it cannot be opened. */
+function openOutput(path: string): WriteStream | undefined {
+  try {
+    return createWriteStream("", { fd: openSync(path, WRITE_NO_FOLLOW, 0o666) });
+  } catch {
+    return undefined;
+  }
+}
+
+/** Sends `sig` to `pid` (a process group when negative) as `as`: a `kill` run as that user. */
+export function signalAs(as: { uid: number; gid: number }, pid: number, sig: NodeJS.Signals): void {
+  try {
+    spawn("setpriv", [...switchTo(as), "kill", "-s", sig.replace(/^SIG/, ""), "--", String(pid)], { stdio: "ignore", env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" } }).on("error", () => {});
+  } catch {
+    /* nothing to signal with: the timeout's SIGKILL tries again */
+  }
 }
 
 /** A one-line description of how a process ended, for failure messages. */

@@ -210,6 +210,12 @@ test("a user with read on one device sees only that device; no Users or Registra
   await row.getByText("disabled").waitFor();
   await row.getByRole("button", { name: "Enable" }).click();
   await row.getByText("active").waitFor();
+  // Deleting asks first; the account and its permission go.
+  await row.getByRole("button", { name: "Delete" }).click();
+  await page.getByRole("dialog").getByRole("button", { name: "Delete" }).click();
+  await row.waitFor({ state: "detached" });
+  await page.getByRole("cell", { name: `device ${deviceId}` }).waitFor({ state: "detached" });
+  assert.equal((await server.call("GET", "/api/v1/users")).body.some((a: { name: string }) => a.name === "tech"), false);
   admin.clean([SIGNED_OUT]);
 });
 

@@ -12,7 +12,8 @@ import { tempDir } from "./server.ts";
 // The stand-ins read what a device would answer from $LABGATE_FAKE_HW/tools/...
 const TOOLS: Record<string, string> = {
   // i2cget -y -f BUS ADDR [REG [MODE]]: a device is a directory tools/i2c/BUS/ADDR; a register a file in it.
-  i2cget: `dir="$LABGATE_FAKE_HW/tools/i2c/$3/$4"
+  i2cget: `[ -d "$LABGATE_FAKE_HW/tools/i2c/$3" ] || { echo "Error: Could not open file \\\`/dev/i2c-$3' or \\\`/dev/i2c/$3': No such file or directory" >&2; exit 1; }
+dir="$LABGATE_FAKE_HW/tools/i2c/$3/$4"
 [ -d "$dir" ] || { echo "Error: Read failed" >&2; exit 2; }
 if [ -n "$5" ]; then [ -f "$dir/$5" ] || { echo "Error: Read failed" >&2; exit 2; }; read v < "$dir/$5"; echo "$v"; else echo 0x00; fi
 `,
@@ -88,11 +89,11 @@ export class FakeBoard {
   constructor() {
     mkdirSync(this.bin, { recursive: true });
     mkdirSync(this.noTools, { recursive: true });
+    // The board's root is written into each stand-in: tests start with a clean environment, none of the server's variables.
     for (const [name, body] of Object.entries(TOOLS)) {
-      writeFileSync(join(this.bin, name), `#!/bin/sh\n${body}`);
+      writeFileSync(join(this.bin, name), `#!/bin/sh\nLABGATE_FAKE_HW='${this.root}'\n${body}`);
       chmodSync(join(this.bin, name), 0o755);
     }
-    process.env.LABGATE_FAKE_HW = this.root;
     this.tools(true);
     this.reset();
   }

@@ -47,7 +47,10 @@ describe("systemd service", () => {
       "usr/local/bin/labgate",
     ]);
     assert.equal(files["usr/local/bin/labgate"], `755 ${readFileSync(fake, "utf8")}`);
-    assert.equal(files["etc/labgate/labgate.yaml"], `640 ${readFileSync("appliance.config.yaml", "utf8")}`);
+    // The defaults, but the service's tests run as labgate-runner.
+    const config = readFileSync("appliance.config.yaml", "utf8");
+    assert.match(config, /^  run_as: ""$/m);
+    assert.equal(files["etc/labgate/labgate.yaml"], `640 ${config.replace(/^  run_as: ""$/m, "  run_as: labgate-runner")}`);
     assert.equal(files["etc/systemd/system/labgate.service"], `644 ${readFileSync("scripts/labgate.service", "utf8")}`);
 
     const edited = join(root, "etc/labgate/labgate.yaml");
@@ -60,6 +63,8 @@ describe("systemd service", () => {
     // The sysusers entry makes the user (checked inside the staging root, not on this machine).
     await run("systemd-sysusers", [`--root=${root}`, join(root, "etc/sysusers.d/labgate.conf")]);
     assert.match(readFileSync(join(root, "etc/passwd"), "utf8"), /^labgate:x:\d+:\d+:[^:]*:\/var\/lib\/labgate:/m);
+    assert.match(readFileSync(join(root, "etc/passwd"), "utf8"), /^labgate-runner:x:\d+:\d+:[^:]*:\/nonexistent:/m);
+    assert.match(readFileSync(join(root, "etc/group"), "utf8"), /^labgate-runner:x:\d+:labgate$/m, "the server is in the runner's group");
   });
 
   test("--prefix: the executable goes to PREFIX/bin and the units run it from there", async () => {
@@ -78,13 +83,17 @@ describe("systemd service", () => {
     const server = readFileSync("scripts/labgate.service", "utf8");
     for (const line of [
       /^User=labgate$/m,
-      /^StateDirectory=labgate$/m,
+      /^StateDirectory=labgate labgate-runs$/m,
+      // Switching to the test runner is the only privilege (README: "Who tests run as").
+      /^SupplementaryGroups=labgate-runner$/m,
+      /^AmbientCapabilities=CAP_SETUID CAP_SETGID$/m,
+      /^CapabilityBoundingSet=CAP_SETUID CAP_SETGID$/m,
       /^Restart=on-failure$/m,
       /^ProtectSystem=strict$/m,
       /^ProtectHome=yes$/m,
       /^NoNewPrivileges=yes$/m,
       /^PrivateTmp=yes$/m,
-      /^ReadWritePaths=\/var\/lib\/labgate$/m,
+      /^ReadWritePaths=\/var\/lib\/labgate \/var\/lib\/labgate-runs$/m,
       /^LimitNOFILE=65536$/m,
       /^ExecReload=\/bin\/kill -HUP \$MAINPID$/m,
     ]) {

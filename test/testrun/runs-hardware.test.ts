@@ -4,7 +4,7 @@
  * stand-in tools on the PATH (or none), runs a config through the HTTP API and reads the report.
  */
 import assert from "node:assert/strict";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, beforeEach, describe, test } from "node:test";
 import { FakeBoard, testCardPng } from "../helpers/fake-board.ts";
@@ -264,6 +264,10 @@ describe("gpio", () => {
     assert.match(log("gpio.log"), new RegExp(`^gpioget --numeric --as-is -c ${board.dev}/gpiochip0 22$`, "m"));
   });
 
+  test("a line is a name or an offset, never an option of the tool", async () => {
+    assert.match(await refused(`tests:\n  p:\n  - gpio: {chip: 0, line: --help, value: 1}\n`), /parameter 'line': expected a line offset or name/);
+  });
+
   test("without libgpiod's tools the case fails naming the package", async () => {
     board.file("dev/gpiochip0");
     board.tools(false);
@@ -281,6 +285,8 @@ describe("i2c and i2c_registers", () => {
     board.reset();
     board.dir("tools/i2c/0/0x1c");
     assert.deepEqual((await run(basic)).brief, [["/dev/i2c-0", "addresses[test_config0]", "failed", "AssertionError: No device found at address: 112"]]);
+    // A bus that does not open is not a missing device.
+    assert.deepEqual((await run(basic.replace("bus: 0", "bus: 4"))).brief, [["/dev/i2c-4", "addresses[test_config0]", "failed", "Error: Could not open file `/dev/i2c-4' or `/dev/i2c/4': No such file or directory"]]);
   });
 
   test("without i2c-tools: a bound kernel driver counts, else the package to install", async () => {
@@ -434,8 +440,47 @@ describe("fpga", () => {
   });
 });
 
-test("paths in a config stay below the server's roots", async () => {
-  // A path is normalised before it is mapped: /sys/class/../x is /sys/x, below sys_root.
-  board.attrs("sys/x", { temp: 5000 });
-  assert.deepEqual((await run(`tests:\n  t:\n  - thermal: {path: /sys/class/../x/temp, max: 10}\n`)).brief, [["/sys/class/../x/temp", "range[test_config0]", "passed", ""]]);
+test("no module reads or writes outside the board's trees: not by path, not by a link planted in them", async () => {
+  for (const entry of [
+    "thermal: {path: /proc/self/environ, max: 1}",
+    `thermal: {path: "/sys/../${s.dataDir}/admin.token", max: 1}`,
+    `adc: {sysfs_path: "${s.dataDir}"}`,
+    "dac: {sysfs_path: /sys/../etc}",
+    "camera: {device: /etc/passwd}",
+    "memtester: {memory: 1M, physaddr: '0x0', device: /proc/kcore}",
+    "fpga: {sysfs_interface: /sys/class/fpga_manager/fpga0/firmware, bitstream_path: ../../etc/passwd}",
+  ]) {
+    assert.match(await refused(`tests:\n  t:\n  - ${entry}\n`), /parameter '\w+': ('\.\.' is not allowed|expected a path under \/(sys|dev))/, entry);
+  }
+  // What a successful escape would read: an ADC channel in the data dir.
+  writeFileSync(join(s.dataDir, "in_voltage0_raw"), "1\n");
+  writeFileSync(join(s.dataDir, "in_voltage0_scale"), "1\n");
+  board.link("sys/bus/iio/devices/iio:device9", s.dataDir);
+  board.link("sys/class/fpga_manager/fpga0", s.dataDir);
+  board.link("sys/class/thermal/thermal_zone0", s.dataDir);
+  board.link("dev/fd", "/proc/self/fd");
+  board.link("firmware/evil.bin", join(s.dataDir, "admin.token"));
+  const { brief } = await run(
+    [
+      "tests:",
+      "  t:",
+      '  - adc: {sysfs_path: "/sys/bus/iio/devices/iio:device9", channel: 0, max_voltage: 5}',
+      "  - thermal: {zone: cpu-thermal, max: 100}",
+      "  - fpga: {sysfs_interface: /sys/class/fpga_manager/fpga0/firmware, bitstream_path: evil.bin}",
+      "  - memtester: {memory: 1M, physaddr: '0x0', device: /dev/fd/1}",
+      "",
+    ].join("\n"),
+  );
+  const out = "leads outside /sys";
+  assert.deepEqual(brief, [
+    ["ADC(/sys/bus/iio/devices/iio:device9)", "is_alive[test_config0]", "failed", `/sys/bus/iio/devices/iio:device9 ${out}`],
+    ["ADC(/sys/bus/iio/devices/iio:device9)", "device_name[test_config0]", "skipped", "Skipped: device_name parameter not set"],
+    ["ADC(/sys/bus/iio/devices/iio:device9)", "read_adc[test_config0]", "failed", `/sys/bus/iio/devices/iio:device9/in_voltage0_raw ${out}`],
+    ["thermal zone cpu-thermal", "range[test_config0]", "failed", `/sys/class/thermal/thermal_zone0/type ${out}`],
+    ["/sys/class/fpga_manager/fpga0/firmware", "sysfs_interface[test_config0]", "failed", `/sys/class/fpga_manager/fpga0/firmware ${out}`],
+    ["/sys/class/fpga_manager/fpga0/firmware", "flashing_bitstream[test_config0]", "failed", "evil.bin leads outside the firmware directory"],
+    ["/dev/fd/1", "memory[test_config0]", "failed", "/dev/fd/1 leads outside /dev"],
+  ]);
+  // Nothing was written there either.
+  assert.equal(existsSync(join(s.dataDir, "firmware")), false);
 });

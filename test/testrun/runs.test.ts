@@ -192,7 +192,7 @@ describe("test runs, Variant A", () => {
       if (match) assert.match(body.error ?? "", match);
     };
     await expect(post("{not json"), 400);
-    await expect(post({ config_name: "mixed.yml" }, { "content-type": "text/plain" }), 400);
+    await expect(post({ config_name: "mixed.yml" }, { "content-type": "text/plain" }), 415);
     await expect(post({}), 400, /config_name/);
     await expect(post({ config_name: 5 }), 400);
     await expect(post({ config_name: "../etc/passwd.yml" }), 400, /invalid config name/);

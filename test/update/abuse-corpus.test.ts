@@ -337,6 +337,83 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}${EMULATED ? " under qe
     return rawRequest(target.url, Buffer.concat([Buffer.from(input.request), ...input.frames]), input.idleMs ?? 300);
   }
 
+  // Issue 24's probes, on both runtimes: nothing a page of another site sends acts, JSON routes
+  // read only JSON, every answer is nosniff (no-store for JSON), files are never active content.
+  it("security probes: cross-site requests refused, JSON routes need JSON, headers on every answer, artifacts inert", { timeout: 120_000 }, async () => {
+    const auth = { Authorization: `Bearer token=${target.adminToken}` };
+    const fill = (path: string) => path.replace(/\{(\w+)\}/g, (_, name: string) => (name === "mac" ? device.mac : name === "name" ? "ok.yml" : name === "path" ? "x" : "1"));
+    const answer = async (request: Buffer) => {
+      const { text } = await rawRequest(target.url, request);
+      const head = text.slice(0, text.indexOf("\r\n\r\n")).toLowerCase();
+      return { ...parseRaw(text), head };
+    };
+    const list = async (path: string) => (await (await target.server.request(path, { token: target.adminToken })).json()) as Array<{ name?: string }>;
+    const configNames = async () => (await list("/api/v1/configs")).map((c) => (typeof c === "string" ? c : String(c.name))).sort();
+    const configsBefore = await configNames();
+    const failures: string[] = [];
+    const acting = ops.filter((op) => op.method !== "GET" || /\/action\/exec\/\{action_id\}$/.test(op.path));
+    assert.ok(acting.length > 40, `${acting.length} acting operations`);
+    const foreign: Array<[string, Record<string, string>]> = [
+      ["Origin of another site", { Origin: "http://evil.example" }],
+      ["Origin null", { Origin: "null" }],
+      ["Origin of another port", { Origin: "http://127.0.0.1:1" }],
+      ["Sec-Fetch-Site same-site", { "Sec-Fetch-Site": "same-site" }],
+      ["Sec-Fetch-Site cross-site, own Origin", { "Sec-Fetch-Site": "cross-site", Origin: "http://127.0.0.1" }],
+    ];
+    for (const op of [...acting, ...ops.filter((op) => isWebSocket(op.path))]) {
+      for (const [name, headers] of foreign) {
+        const extra = isWebSocket(op.path) ? wsHeaders : { "Content-Type": op.body === "multipart/form-data" ? "multipart/form-data; boundary=x" : "text/plain" };
+        const got = await answer(http(op.method, fill(op.path), { ...auth, ...extra, ...headers }, isWebSocket(op.path) ? undefined : "{}"));
+        // An upgrade's refusal is its status alone (a browser reads no body there).
+        const refused = got.status === 403 && (isWebSocket(op.path) || (got.json as { error?: string } | undefined)?.error === "cross-site request refused");
+        if (!refused) failures.push(`${op.method} ${op.path} with ${name}: ${got.status}`);
+      }
+    }
+    // A test's HTML and SVG files: downloads, or text when previewed; never HTML or SVG, always sandboxed.
+    const form = new FormData();
+    form.append("file", new Blob(["tests:\n  t:\n  - exec:\n      command: echo '<script>x()</script>' > a.html; echo '<svg onload=x()/>' > b.svg; env > env.txt\n"]), "probe.yml");
+    assert.equal((await target.server.request("/api/v1/configs", { method: "POST", body: form, token: target.adminToken })).status, 200);
+    const run = (await (await target.server.request("/api/v1/test-runs", { method: "POST", json: { config_name: "probe.yml" }, token: target.adminToken })).json()) as { id: string };
+    await waitFor(async () => ["finished", "failed"].includes(((await (await target.server.request(`/api/v1/test-runs/${run.id}`, { token: target.adminToken })).json()) as { status: string }).status), 15_000, "the probe run");
+    for (const name of ["a.html", "b.svg"]) {
+      for (const preview of ["", "?preview=true"]) {
+        const got = await answer(http("GET", `/api/v1/test-runs/${run.id}/artifacts/${name}${preview}`, auth));
+        const type = /\r\ncontent-type: ([^\r]*)/.exec(got.head)?.[1];
+        if (got.status !== 200 || type !== "text/plain; charset=utf-8") failures.push(`${name}${preview}: ${got.status} ${type}`);
+        if (!got.head.includes("\r\ncontent-security-policy: sandbox; default-src 'none'")) failures.push(`${name}${preview}: no sandbox`);
+        if (!got.head.includes(`\r\ncontent-disposition: ${preview ? "inline" : "attachment"}; filename=${name}`)) failures.push(`${name}${preview}: disposition`);
+      }
+    }
+    // A HEAD of the action route runs nothing; JSON routes refuse what a page can send unasked.
+    const head = await answer(http("HEAD", `/api/v2/devices/${device.mac}/action/exec/uptime`, auth));
+    if (head.status !== 405) failures.push(`HEAD action exec: ${head.status}`);
+    // Objects that exist, so that a route's 404 does not come before its body is read.
+    assert.equal((await target.server.request("/api/v2/groups", { method: "POST", json: { metadata: { name: "probe" } }, token: target.adminToken })).status, 200);
+    const existing = (path: string) => path.replace("{id}", path.includes("/test-runs/") ? run.id : "1");
+    // Device authorization is signed over its raw bytes and public: it reads any type (the reference's clients vary).
+    for (const op of ops.filter((op) => op.body === "application/json" && op.path !== "/api/v1/auth/device")) {
+      const headers = op.path.startsWith("/api/v1/logs") || op.path === "/api/v1/update/check" ? { Authorization: `Bearer token=${device.token}` } : auth;
+      for (const type of [undefined, "text/plain", "application/x-www-form-urlencoded"]) {
+        const got = await answer(http(op.method, fill(existing(op.path)), { ...headers, ...(type ? { "Content-Type": type } : {}) }, "{}"));
+        if (got.status !== 415) failures.push(`${op.method} ${op.path} as ${type ?? "no type"}: ${got.status}`);
+      }
+    }
+    // Every GET answers nosniff; JSON ones no-store unless they cache on purpose.
+    for (const op of ops.filter((op) => op.method === "GET" && !isWebSocket(op.path) && !op.path.endsWith("/stream") && !op.path.includes("action/exec"))) {
+      const got = await answer(http("GET", fill(op.path), auth));
+      if (!got.head.includes("\r\nx-content-type-options: nosniff")) failures.push(`GET ${op.path}: no nosniff`);
+      if (got.head.includes("\r\ncontent-type: application/json") && !/\r\ncache-control: (no-store|private)/.test(got.head)) failures.push(`GET ${op.path}: JSON without no-store`);
+    }
+    // The test's environment holds nothing of the server's.
+    const env = await (await target.server.request(`/api/v1/test-runs/${run.id}/artifacts/env.txt`, { token: target.adminToken })).text();
+    if (/LABGATE|^(?!PATH|HOME|TMPDIR|LANG|LC_|TZ|PWD|SHLVL|_=|OLDPWD)/m.test(env.trim())) failures.push(`a test's environment: ${env.replace(/\n/g, " ")}`);
+    assert.deepEqual(failures, []);
+    // The refused requests stored nothing: the configs are the ones before and the probe's, one group (the probe's), no new account.
+    assert.deepEqual(await configNames(), [...configsBefore, "probe.yml"].sort());
+    assert.deepEqual((await list("/api/v2/groups")).length, 1, "only the probe's own group");
+    assert.deepEqual((await list("/api/v1/users")).map((u) => u.name), ["admin"]);
+  });
+
   it("every input gets a 4xx JSON error or a clean close; the server keeps answering and holds nothing more", { timeout: EMULATED ? 600_000 : 240_000 }, async (t) => {
     const inputs = corpus().filter((input) => !QUICK || (input.idleMs === undefined && !input.together));
     assert.ok(inputs.length >= (QUICK ? 200 : 300), `${inputs.length} inputs`);

@@ -1,4 +1,4 @@
-import { exists, hostPath, readAttribute, runTool, toolProblem } from "./hardware.ts";
+import { boardPath, exists, firstLine, readAttribute, runTool, toolProblem } from "./hardware.ts";
 import { given, num, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, type CaseDef, type EntryContext, type ModuleDef, type Params } from "./types.ts";
 
@@ -21,9 +21,9 @@ async function readSpeed(ctx: EntryContext, mib: number): Promise<{ read: number
   const device = `/dev/${deviceOf(ctx.params)}`;
   if (!(await exists(ctx, device))) return `cannot read ${device}: no such device`;
   const started = performance.now();
-  const r = await runTool(ctx, ["dd", `if=${hostPath(ctx.roots, device)}`, "of=/dev/null", "bs=1M", `count=${mib}`], 600);
+  const r = await runTool(ctx, ["dd", `if=${await boardPath(ctx.roots, device)}`, "of=/dev/null", "bs=1M", `count=${mib}`], 600);
   const seconds = Math.max((performance.now() - started) / 1000, 1e-6);
-  const problem = toolProblem(r, 600) ?? (r.exitCode !== 0 ? `cannot read ${device}: ${r.stderr.trim().split("\n")[0]?.replace(/^dd: /, "") ?? ""}` : undefined);
+  const problem = toolProblem(r, 600) ?? (r.exitCode !== 0 ? `cannot read ${device}: ${firstLine(r.stderr).replace(/^dd: /, "")}` : undefined);
   if (problem) return problem;
   // `16777216 bytes (17 MB, 16 MiB) copied, 0.0123 s, 1.4 GB/s`: the byte count from dd, the time measured here (dd's own rounding varies).
   const read = Number(/^(\d+) bytes/m.exec(r.stderr)?.[1] ?? 0);

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import { safeArtifactName } from "./artifact-names.ts";
-import { assertion, exists, hostPath, nonEmpty, readAttribute, removeFile, runTool, toolProblem } from "./hardware.ts";
+import { assertion, boardPath, boardPathError, exists, readAttribute, removeRunFile, runFileNonEmpty, runTool, toolFailure } from "./hardware.ts";
 import { given, num, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, skip, type EntryContext, type ModuleDef, type Outcome } from "./types.ts";
 
@@ -20,8 +20,8 @@ const state = (ctx: Pick<EntryContext, "state">) => ctx.state as CameraState;
 const infoField = (text: string, label: string) => new RegExp(`^\\s*${label}\\s*:\\s*(.*)$`, "m").exec(text)?.[1]?.trim();
 
 async function info(ctx: EntryContext): Promise<CameraState["info"]> {
-  const r = await runTool(ctx, ["v4l2-ctl", "-d", hostPath(ctx.roots, device(ctx)), "--info"]);
-  const problem = toolProblem(r) ?? (r.exitCode !== 0 ? `v4l2-ctl --info exited with status ${r.exitCode}: ${r.stderr.trim().split("\n")[0] ?? ""}` : undefined);
+  const r = await runTool(ctx, ["v4l2-ctl", "-d", await boardPath(ctx.roots, device(ctx)), "--info"]);
+  const problem = toolFailure(r, "v4l2-ctl --info");
   if (problem) return { problem };
   const driver = infoField(r.stdout, "Driver name");
   const card = infoField(r.stdout, "Card type");
@@ -34,10 +34,10 @@ async function capture(ctx: EntryContext, file: string): Promise<string | undefi
   const timeout = num(ctx.params, "timeout", 30)!;
   const r = await runTool(
     ctx,
-    ["v4l2-ctl", "-d", hostPath(ctx.roots, device(ctx)), ...(format ? [`--set-fmt-video=pixelformat=${format}`] : []), "--stream-mmap", "--stream-count=1", `--stream-to=${file}`],
+    ["v4l2-ctl", "-d", await boardPath(ctx.roots, device(ctx)), ...(format ? [`--set-fmt-video=pixelformat=${format}`] : []), "--stream-mmap", "--stream-count=1", `--stream-to=${file}`],
     timeout,
   );
-  return toolProblem(r, timeout) ?? (r.exitCode !== 0 ? `v4l2-ctl exited with status ${r.exitCode}: ${r.stderr.trim().split("\n")[0] ?? ""}` : undefined);
+  return toolFailure(r, "v4l2-ctl", timeout);
 }
 
 const compareInfo = (ctx: EntryContext, param: string, field: "driver" | "card", message: string, sysfsName?: string): Outcome => {
@@ -62,7 +62,7 @@ export const cameraModule: ModuleDef = {
     pixel_format: optional("string", "a V4L2 pixel format set before the capture, such as `MJPG`"),
     timeout: optional("number", "seconds the capture may take", 30),
   }),
-  validate: (p) => (given(p, "save_file") && !safeArtifactName(String(p.save_file)) ? "parameter 'save_file': expected a plain file name" : undefined),
+  validate: (p) => boardPathError(p.device, "device", ["/dev"]) ?? (given(p, "save_file") && !safeArtifactName(String(p.save_file)) ? "parameter 'save_file': expected a plain file name" : undefined),
   deviceName: (ctx) => (state(ctx).model ? `${state(ctx).model}(${device(ctx)})` : device(ctx)),
   cases: () => [
     {
@@ -71,15 +71,15 @@ export const cameraModule: ModuleDef = {
         if (state(ctx).missing) return assertion(`Device ${device(ctx)} doesn't exist`);
         const save = str(ctx.params, "save_file");
         // Without save_file the frame is looked at and removed again, as the reference keeps it in memory.
-        const file = join(ctx.artifactsDir, save ?? `.frame-${randomUUID()}`);
+        const name = save ?? `.frame-${randomUUID()}`;
         try {
-          const problem = await capture(ctx, file);
+          const problem = await capture(ctx, join(ctx.artifactsDir, name));
           if (problem) return fail(problem);
-          if (!(await nonEmpty(ctx, file))) return assertion("The frame is invalid");
+          if (!(await runFileNonEmpty(ctx, name))) return assertion("The frame is invalid");
           if (save) ctx.recordArtifact(save);
           return pass();
         } finally {
-          if (!save) await removeFile(ctx, file);
+          if (!save) await removeRunFile(ctx, name);
         }
       },
     },
@@ -105,7 +105,7 @@ export const cameraModule: ModuleDef = {
     }
     if (given(ctx.params, "driver_name") || given(ctx.params, "camera_name")) s.info = await info(ctx);
     // The model for the device name, from udev where it knows the device.
-    const udev = await runTool(ctx, ["udevadm", "info", "-q", "property", "-n", hostPath(ctx.roots, device(ctx))], 10);
+    const udev = await runTool(ctx, ["udevadm", "info", "-q", "property", "-n", await boardPath(ctx.roots, device(ctx))], 10);
     const property = (key: string) => new RegExp(`^${key}=(.+)$`, "m").exec(udev.stdout)?.[1]?.trim();
     if (udev.exitCode === 0) s.model = property("ID_V4L_PRODUCT") ?? property("ID_MODEL");
   },

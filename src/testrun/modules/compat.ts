@@ -1,4 +1,3 @@
-import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { list, optional, paramSchema } from "./params.ts";
 import { CaseFailure, fail, pass, skip, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
@@ -12,7 +11,7 @@ const failure: CaseDef = { name: "failure", run: () => fail("assert False") };
 const recordArtifact: CaseDef = {
   name: "record_artifact",
   async run(ctx) {
-    await writeFile(join(ctx.artifactsDir, "file.txt"), "test");
+    await ctx.files.write(join(ctx.artifactsDir, "file.txt"), "test");
     ctx.recordArtifact("file.txt");
     return pass();
   },

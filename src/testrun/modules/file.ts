@@ -1,22 +1,23 @@
-import { constants } from "node:fs";
-import { access, lstat, stat, writeFile } from "node:fs/promises";
-import type { Stats } from "node:fs";
-import { readHead } from "../../util/files.ts";
 import { bool, choice, given, num, optional, paramSchema, regexError, required, str } from "./params.ts";
 import { fail, pass, type CaseDef, type EntryContext, type ModuleDef, type Outcome } from "./types.ts";
 
 const CONTENT_LIMIT = 64 * 1024;
 const TYPES = ["file", "dir", "char", "block", "link", "socket", "fifo"] as const;
 
-const typeOf = (s: Stats): string =>
-  s.isSymbolicLink() ? "link" : s.isFile() ? "file" : s.isDirectory() ? "dir" : s.isCharacterDevice() ? "char" : s.isBlockDevice() ? "block" : s.isSocket() ? "socket" : s.isFIFO() ? "fifo" : "unknown";
-
 /** `mode: 0644` unquoted is an octal number under YAML 1.1, so a number is taken as the bits themselves. */
 const modeBits = (v: unknown): number => (typeof v === "number" ? v : parseInt(String(v), 8));
 
 const path = (ctx: Pick<EntryContext, "params">) => str(ctx.params, "path")!;
 
-const readContent = async (file: string): Promise<string> => (await readHead(file, CONTENT_LIMIT)).toString("utf8").trim();
+// Every path is touched as the test's user (ctx.files): what it may not read, the test may not either.
+const readContent = async (ctx: EntryContext): Promise<string> => (await ctx.files.read(path(ctx), CONTENT_LIMIT)).toString("utf8").trim();
+
+/** stat or lstat of the entry's path; an ENOENT error when there is nothing (as fs.stat throws). */
+const statOf = async (ctx: EntryContext, follow: boolean) => {
+  const info = await ctx.files.stat(path(ctx), follow);
+  if (!info) throw Object.assign(new Error(`no such file or directory, stat '${path(ctx)}'`), { code: "ENOENT" });
+  return info;
+};
 
 const errorText = (error: unknown) => {
   const e = error as NodeJS.ErrnoException;
@@ -42,8 +43,8 @@ export const fileModule: ModuleDef = {
     exists: optional("boolean", "whether the path should exist (false: only absence is checked)", true),
     type: choice(TYPES, "the kind of file"),
     mode: optional("scalar", "permission bits as an octal string such as \"0644\""),
-    readable: optional("boolean", "whether the server can read it"),
-    writable: optional("boolean", "whether the server can write it"),
+    readable: optional("boolean", "whether the test's user (test_server.run_as, else the server's) can read it"),
+    writable: optional("boolean", "whether the test's user can write it"),
     equals: optional("scalar", "the trimmed content"),
     regex: optional("string", "regular expression the content must match"),
     min: optional("number", "lowest value of the content as a number, times `scale`"),
@@ -62,10 +63,8 @@ export const fileModule: ModuleDef = {
         name: "exists",
         async run(ctx) {
           const want = bool(ctx.params, "exists", true);
-          const found = await lstat(path(ctx)).then(
-            () => true,
-            () => false,
-          );
+          const found = await ctx.files.stat(path(ctx), false).then((info) => info !== undefined, (error: unknown) => error);
+          if (typeof found !== "boolean") return fail(errorText(found));
           if (found === want) return pass();
           return fail(want ? `${path(ctx)} does not exist` : `${path(ctx)} exists`);
         },
@@ -77,7 +76,7 @@ export const fileModule: ModuleDef = {
         name: "type",
         run: guarded(async (ctx) => {
           const want = str(ctx.params, "type")!;
-          const actual = typeOf(want === "link" ? await lstat(path(ctx)) : await stat(path(ctx)));
+          const actual = (await statOf(ctx, want !== "link")).type;
           return actual === want ? pass() : fail(`expected type ${want}, got ${actual}`);
         }),
       });
@@ -86,7 +85,7 @@ export const fileModule: ModuleDef = {
         name: "mode",
         run: guarded(async (ctx) => {
           const want = modeBits(ctx.params.mode) & 0o7777;
-          const actual = (await stat(path(ctx))).mode & 0o7777;
+          const actual = (await statOf(ctx, true)).mode;
           return actual === want ? pass() : fail(`expected mode ${want.toString(8).padStart(4, "0")}, got ${actual.toString(8).padStart(4, "0")}`);
         }),
       });
@@ -94,16 +93,13 @@ export const fileModule: ModuleDef = {
       cases.push({
         name: "access",
         run: guarded(async (ctx) => {
-          for (const [key, flag, word] of [
-            ["readable", constants.R_OK, "readable"],
-            ["writable", constants.W_OK, "writable"],
+          for (const [key, how, word] of [
+            ["readable", "r", "readable"],
+            ["writable", "w", "writable"],
           ] as const) {
             const want = bool(ctx.params, key);
             if (want === undefined) continue;
-            const ok = await access(path(ctx), flag).then(
-              () => true,
-              () => false,
-            );
+            const ok = await ctx.files.access(path(ctx), how);
             if (ok !== want) return fail(`${path(ctx)} is ${ok ? "" : "not "}${word}`);
           }
           return pass();
@@ -113,7 +109,7 @@ export const fileModule: ModuleDef = {
       cases.push({
         name: "write",
         run: guarded(async (ctx) => {
-          await writeFile(path(ctx), String(ctx.params.write));
+          await ctx.files.write(path(ctx), String(ctx.params.write));
           return pass();
         }),
       });
@@ -121,7 +117,7 @@ export const fileModule: ModuleDef = {
       cases.push({
         name: "content",
         run: guarded(async (ctx) => {
-          const content = await readContent(path(ctx));
+          const content = await readContent(ctx);
           const equals = ctx.params.equals;
           if (equals !== undefined && equals !== null && content !== String(equals)) return fail(`expected ${JSON.stringify(String(equals))}, got ${JSON.stringify(content)}`);
           const regex = str(ctx.params, "regex");
@@ -133,7 +129,7 @@ export const fileModule: ModuleDef = {
       cases.push({
         name: "range",
         run: guarded(async (ctx) => {
-          const content = await readContent(path(ctx));
+          const content = await readContent(ctx);
           const raw = Number(content);
           if (content === "" || Number.isNaN(raw)) return fail(`content ${JSON.stringify(content)} is not a number`);
           const value = raw * num(ctx.params, "scale", 1)!;

@@ -1,5 +1,5 @@
 import { posix } from "node:path";
-import { assertion, exists, firmwareExists, readAttribute, writeAttribute } from "./hardware.ts";
+import { assertion, boardPathError, exists, firmwareExists, readAttribute, writeAttribute } from "./hardware.ts";
 import { paramSchema, required, str } from "./params.ts";
 import { pass, type EntryContext, type ModuleDef } from "./types.ts";
 
@@ -18,6 +18,7 @@ export const fpgaModule: ModuleDef = {
     sysfs_interface: required("string", "the manager's `firmware` attribute, such as `/sys/class/fpga_manager/fpga0/firmware`"),
     bitstream_path: required("string", "the bitstream's name below the firmware directory (`/lib/firmware`)"),
   }),
+  validate: (p) => boardPathError(p.sysfs_interface, "sysfs_interface", ["/sys"]) ?? (String(p.bitstream_path).split("/").includes("..") ? "parameter 'bitstream_path': '..' is not allowed" : undefined),
   deviceName: (ctx) => iface(ctx),
   cases: () => [
     {

@@ -1,4 +1,4 @@
-import { assertion, hostPath, kindOf, readAttribute, runTool, toolProblem, writeAttribute } from "./hardware.ts";
+import { assertion, boardPath, kindOf, readAttribute, runTool, toolFailure, toolProblem, writeAttribute } from "./hardware.ts";
 import { bool, choice, given, num, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, type EntryContext, type ModuleDef, type Outcome, type Params } from "./types.ts";
 
@@ -42,7 +42,7 @@ async function viaSysfs(ctx: EntryContext): Promise<Outcome> {
 /** libgpiod's tools on the character device: version 1 (`gpioget CHIP LINE`) and 2 (`gpioget -c CHIP LINE`) differ. */
 async function viaGpiod(ctx: EntryContext): Promise<Outcome> {
   const p = ctx.params;
-  const chip = hostPath(ctx.roots, `/dev/${chipName(p)}`);
+  const chip = await boardPath(ctx.roots, `/dev/${chipName(p)}`);
   const line = str(p, "line")!;
   const write = bool(p, "write", false)!;
   const want = num(p, "value")!;
@@ -52,7 +52,7 @@ async function viaGpiod(ctx: EntryContext): Promise<Outcome> {
   const v2 = /\bv?2\.\d/.test(version.stdout);
   const run = async (argv: string[]): Promise<string | Outcome> => {
     const r = await runTool(ctx, argv);
-    const why = toolProblem(r) ?? (r.exitCode !== 0 ? `${argv[0]} exited with status ${r.exitCode}: ${r.stderr.trim().split("\n")[0] ?? ""}` : undefined);
+    const why = toolFailure(r, argv[0]!);
     return why ? fail(why) : r.stdout;
   };
   if (write) {
@@ -98,6 +98,8 @@ export const gpioModule: ModuleDef = {
     if (str(p, "method") === "gpiod" && !gpiod) return "method gpiod needs 'chip' and 'line'";
     if (given(p, "gpio_name") && !/^[^/\0]+$/.test(String(p.gpio_name))) return "parameter 'gpio_name': expected a directory name";
     if (given(p, "chip") && !/^(\/dev\/)?[A-Za-z0-9_.-]+$/.test(String(p.chip))) return "parameter 'chip': expected a chip number, name or /dev path";
+    // Passed to gpioget as an argument: a name, never an option.
+    if (given(p, "line") && !/^[A-Za-z0-9_][A-Za-z0-9_.-]*$/.test(String(p.line))) return "parameter 'line': expected a line offset or name";
     return undefined;
   },
   deviceName: ({ params }) => str(params, "test_name") ?? (given(params, "number") ? `/sys/class/gpio/${num(params, "number")}` : `${chipName(params)}/${str(params, "line")}`),

@@ -1,4 +1,5 @@
-import { readdir, rm, stat, writeFile } from "node:fs/promises";
+import { constants } from "node:fs";
+import { open, readdir, realpath, rm, stat } from "node:fs/promises";
 import { posix } from "node:path";
 import { readHead } from "../../util/files.ts";
 import { describeExit, type ProcessResult } from "../../util/process.ts";
@@ -13,53 +14,101 @@ import { fail, type EntryContext, type HardwareRoots, type Outcome } from "./typ
 
 const ATTRIBUTE_LIMIT = 64 * 1024;
 
-/** Where a path as a config writes it is on this server: `/sys/...` and `/dev/...` below their roots, anything else as written (normalised, from `/`). */
-export function hostPath(roots: HardwareRoots, path: string): string {
-  const p = posix.normalize(`/${path}`);
-  for (const [prefix, root] of [
-    ["/sys", roots.sys],
-    ["/dev", roots.dev],
-  ] as const) {
-    if (p === prefix || p.startsWith(`${prefix}/`)) return posix.join(root, p.slice(prefix.length));
+/** A config path that would leave the board's trees: the case fails with this message. */
+export class BoardPathError extends Error {}
+
+const AREAS = [
+  ["/sys", "sys"],
+  ["/dev", "dev"],
+] as const;
+export type Area = (typeof AREAS)[number][0];
+
+const hasDotDot = (path: string) => path.split("/").includes("..");
+const inside = (path: string, root: string) => root === "/" || path === root || path.startsWith(`${root}/`);
+
+/** At trigger: why a path parameter is refused (`..`, or not under one of `areas`), or undefined. */
+export function boardPathError(value: unknown, key: string, areas: readonly Area[]): string | undefined {
+  const path = String(value);
+  if (hasDotDot(path)) return `parameter '${key}': '..' is not allowed`;
+  const p = posix.normalize(path);
+  return areas.some((a) => inside(p, a)) ? undefined : `parameter '${key}': expected a path under ${areas.join(" or ")}`;
+}
+
+/**
+ * Refuses `host` when the longest part of it that exists, links resolved, is not below `root`:
+ * sysfs's and /dev's own links stay inside their tree, a link out of it (`/dev/fd`, a planted
+ * link to the data dir) is refused.
+ */
+async function confine(root: string, host: string, message: string): Promise<void> {
+  const realRoot = await realpath(root).catch(() => root);
+  for (let probe = host; ; probe = posix.dirname(probe)) {
+    const real = await realpath(probe).catch(() => undefined);
+    if (real !== undefined) {
+      if (!inside(real, realRoot)) throw new BoardPathError(message);
+      return;
+    }
+    if (posix.dirname(probe) === probe) return;
   }
-  return p;
+}
+
+/** Where a config's `/sys/...` or `/dev/...` path is on this server, below `sys_root` or `dev_root`; a BoardPathError for any other path. */
+export async function boardPath(roots: HardwareRoots, path: string): Promise<string> {
+  if (hasDotDot(path)) throw new BoardPathError(`${path}: '..' is not allowed`);
+  const p = posix.normalize(`/${path}`);
+  for (const [prefix, key] of AREAS) {
+    if (!inside(p, prefix)) continue;
+    const host = posix.join(roots[key], p.slice(prefix.length));
+    await confine(roots[key], host, `${p} leads outside ${prefix}`);
+    return host;
+  }
+  throw new BoardPathError(`${path} is not under /sys or /dev`);
 }
 
 // The board's files. Every sysfs, /dev and firmware access of a hardware module goes through these
-// functions, with the path as the config writes it, so that who reads and writes them is decided here.
+// functions, with the path as the config writes it, confined to the board's trees.
 type Board = Pick<EntryContext, "roots">;
+const missing = () => undefined;
 
 /** What is at a config path: `dir`, `file` (anything else: attribute, device node) or undefined when nothing. */
-export const kindOf = (ctx: Board, path: string): Promise<"dir" | "file" | undefined> =>
-  stat(hostPath(ctx.roots, path)).then(
-    (s) => (s.isDirectory() ? "dir" : "file"),
-    () => undefined,
-  );
+export async function kindOf(ctx: Board, path: string): Promise<"dir" | "file" | undefined> {
+  const s = await stat(await boardPath(ctx.roots, path)).catch(missing);
+  return s === undefined ? undefined : s.isDirectory() ? "dir" : "file";
+}
 
 export const exists = async (ctx: Board, path: string): Promise<boolean> => (await kindOf(ctx, path)) !== undefined;
 
 /** A sysfs attribute's content, trimmed; undefined when it cannot be read (missing, or the kernel refuses, as `speed` of a link that is down). */
 export async function readAttribute(ctx: Board, path: string): Promise<string | undefined> {
+  const host = await boardPath(ctx.roots, path);
+  return (await readHead(host, ATTRIBUTE_LIMIT).catch(missing))?.toString("utf8").trim();
+}
+
+/** Writes an existing attribute (`export`, `direction`, `firmware`), never creating a file; throws the system's error. */
+export async function writeAttribute(ctx: Board, path: string, text: string): Promise<void> {
+  const handle = await open(await boardPath(ctx.roots, path), constants.O_WRONLY | constants.O_TRUNC | constants.O_NOFOLLOW);
   try {
-    return (await readHead(hostPath(ctx.roots, path), ATTRIBUTE_LIMIT)).toString("utf8").trim();
-  } catch {
-    return undefined;
+    await handle.writeFile(text);
+  } finally {
+    await handle.close();
   }
 }
 
-/** Writes an attribute (`export`, `direction`, `firmware`); throws the system's error. */
-export const writeAttribute = (ctx: Board, path: string, text: string): Promise<void> => writeFile(hostPath(ctx.roots, path), text);
-
 /** A directory's entry names, sorted; none when it cannot be read. */
-export const listDir = async (ctx: Board, path: string): Promise<string[]> => (await readdir(hostPath(ctx.roots, path)).catch(() => [] as string[])).sort();
+export const listDir = async (ctx: Board, path: string): Promise<string[]> => ((await readdir(await boardPath(ctx.roots, path)).catch(missing)) ?? []).sort();
 
-/** Whether a file has at least one byte (a captured frame). */
-export const nonEmpty = async (ctx: Board, path: string): Promise<boolean> => (await readHead(hostPath(ctx.roots, path), 1).catch(() => Buffer.alloc(0))).length > 0;
+/** Whether a firmware file (a name as the kernel's firmware loader takes it, below `firmware_root`) is there. */
+export async function firmwareExists(ctx: Board, name: string): Promise<boolean> {
+  if (hasDotDot(name)) throw new BoardPathError(`${name}: '..' is not allowed`);
+  const host = posix.join(ctx.roots.firmware, posix.normalize(`/${name}`));
+  await confine(ctx.roots.firmware, host, `${name} leads outside the firmware directory`);
+  return (await stat(host).catch(missing)) !== undefined;
+}
 
-export const removeFile = (ctx: Board, path: string): Promise<void> => rm(hostPath(ctx.roots, path), { force: true });
+/** Whether a file the run wrote into its directory has at least one byte (a captured frame). */
+export const runFileNonEmpty = async (ctx: Pick<EntryContext, "artifactsDir">, name: string): Promise<boolean> =>
+  ((await readHead(posix.join(ctx.artifactsDir, name), 1).catch(missing))?.length ?? 0) > 0;
 
-/** Whether a firmware file (a name as the kernel's firmware loader takes it) is there. */
-export const firmwareExists = (ctx: Board, name: string): Promise<boolean> => stat(posix.join(ctx.roots.firmware, posix.normalize(`/${name}`))).then(() => true, () => false);
+export const removeRunFile = (ctx: Pick<EntryContext, "artifactsDir">, name: string): Promise<void> => rm(posix.join(ctx.artifactsDir, name), { force: true });
 
 /** A failed assertion as protoplaster's modules report it (test-run-server conventions). */
 export const assertion = (text: string): Outcome => fail(`AssertionError: ${text}`);
@@ -88,6 +137,13 @@ export async function runTool(ctx: Pick<EntryContext, "exec">, argv: string[], t
 
 /** Why a tool did not answer (could not start, timed out, aborted), or undefined when it ran to an exit status. */
 export const toolProblem = (r: ProcessResult, timeoutSeconds = 30): string | undefined => (r.exitCode === null || r.timedOut ? describeExit(r, timeoutSeconds * 1000) : undefined);
+
+/** The first line of a tool's complaint. */
+export const firstLine = (text: string): string => text.trim().split("\n")[0] ?? "";
+
+/** Why a tool failed: `toolProblem`, or a status other than 0 with the first line it wrote to stderr. */
+export const toolFailure = (r: ProcessResult, tool: string, timeoutSeconds = 30): string | undefined =>
+  toolProblem(r, timeoutSeconds) ?? (r.exitCode !== 0 ? `${tool} exited with status ${r.exitCode}: ${firstLine(r.stderr)}` : undefined);
 
 /** `0x1c`, `28` or `"0x1C"` as a number; NaN when it is none. */
 export const integerOf = (v: unknown): number => (typeof v === "number" ? v : typeof v === "string" && /^\s*(0x[0-9a-f]+|\d+)\s*$/i.test(v) ? Number(v.trim()) : NaN);

@@ -1,7 +1,9 @@
-import { assertion, exists, hex, integerOf, runTool, toolProblem } from "./hardware.ts";
+import { assertion, exists, firstLine, hex, integerOf, runTool, toolProblem } from "./hardware.ts";
 import { choice, given, isMapping, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, type CaseDef, type EntryContext, type ModuleDef, type Params } from "./types.ts";
 
+
+const BUS_ERROR = /Could not open file|Permission denied/;
 
 /** The bus as i2c-tools take it: `1` for `1`, `/dev/i2c-1` or `i2c-1`; a bus name as written. */
 const busArg = (p: Params): string => {
@@ -56,6 +58,8 @@ export const i2cModule: ModuleDef = {
             const problem = toolProblem(r);
             if (!problem) {
               if (r.exitCode === 0) continue;
+              // A bus that cannot be opened says nothing about the device: its reason, not "no device".
+              if (BUS_ERROR.test(r.stderr)) return fail(firstLine(r.stderr));
               return missing();
             }
             if (method === "probe" || !r.startError?.includes("not found")) return fail(problem);
@@ -128,7 +132,7 @@ export const i2cRegistersModule: ModuleDef = {
           const r = await runTool(ctx, ["i2cget", "-y", "-f", busArg(ctx.params), hex(integerOf(ctx.params.address)), hex(reg.register), size]);
           const problem = toolProblem(r);
           if (problem) return fail(problem);
-          if (r.exitCode !== 0) return fail(`register ${hex(reg.register)}: i2cget exited with status ${r.exitCode}: ${r.stderr.trim().split("\n")[0] ?? ""}`);
+          if (r.exitCode !== 0) return fail(`register ${hex(reg.register)}: i2cget exited with status ${r.exitCode}: ${firstLine(r.stderr)}`);
           const read = integerOf(r.stdout.trim());
           if (Number.isNaN(read)) return fail(`register ${hex(reg.register)}: i2cget printed ${JSON.stringify(r.stdout.trim().slice(0, 80))}`);
           const digits = size === "w" ? 4 : 2;

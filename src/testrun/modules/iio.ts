@@ -1,5 +1,5 @@
 import { posix } from "node:path";
-import { assertion, exists, readAttribute, writeAttribute } from "./hardware.ts";
+import { assertion, boardPathError, exists, readAttribute, writeAttribute } from "./hardware.ts";
 import { given, num, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, skip, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
 
@@ -21,7 +21,7 @@ export const adcModule: ModuleDef = {
     min_voltage: optional("number", "lowest allowed `raw` × `scale` (millivolts, per the IIO ABI)"),
     max_voltage: optional("number", "highest allowed `raw` × `scale`"),
   }),
-  validate: channelError,
+  validate: (p) => (given(p, "sysfs_path") ? boardPathError(p.sysfs_path, "sysfs_path", ["/sys"]) : undefined) ?? channelError(p),
   deviceName: (ctx) => `ADC(${sysfsPath(ctx, DEFAULT_ADC)})`,
   cases: () => [
     {
@@ -71,7 +71,7 @@ export const dacModule: ModuleDef = {
     channel: optional("string", "with `value`: the part between `out_voltage` and `_raw`", 0),
     value: optional("integer", "a raw value written to `out_voltage<channel>_raw` and read back (adds the `write_read` case)"),
   }),
-  validate: channelError,
+  validate: (p) => boardPathError(p.sysfs_path, "sysfs_path", ["/sys"]) ?? channelError(p),
   deviceName: (ctx) => `DAC(${sysfsPath(ctx)})`,
   cases({ params }) {
     const cases: CaseDef[] = [

@@ -1,6 +1,6 @@
-import { copyFile, readdir, readFile, stat } from "node:fs/promises";
 import { basename, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { XMLParser } from "fast-xml-parser";
+import type { TestFiles } from "../engine/identity.ts";
 import { describeExit, type ProcessResult } from "../../util/process.ts";
 import { safeArtifactName } from "./artifact-names.ts";
 import { resolveCwd } from "./exec.ts";
@@ -28,25 +28,25 @@ export const sanitizeCaseName = (name: string): string => name.replace(/[^\p{L}\
 
 const globPart = (part: string) => new RegExp(`^${part.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(/\?/g, "[^/]")}$`);
 
-/** Expands a glob (`*`, `?`, `**`) against the file system; plain paths pass through when they exist. */
-export async function globFiles(cwd: string, pattern: string): Promise<string[]> {
+/** Expands a glob (`*`, `?`, `**`) against the file system as the test's user (`files`); plain paths pass through when they exist. */
+export async function globFiles(files: TestFiles, cwd: string, pattern: string): Promise<string[]> {
   const absolute = isAbsolute(pattern);
   const parts = pattern.split("/").filter((p) => p !== "" && p !== ".");
   const found = new Set<string>();
   const walk = async (dir: string, i: number): Promise<void> => {
     if (i === parts.length) {
-      if ((await stat(dir).catch(() => undefined))?.isFile()) found.add(dir);
+      if ((await files.stat(dir, true).catch(() => undefined))?.type === "file") found.add(dir);
       return;
     }
     const part = parts[i];
     if (part === "**") {
       await walk(dir, i + 1);
-      for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) if (entry.isDirectory()) await walk(join(dir, entry.name), i);
+      for (const entry of await files.list(dir).catch(() => [])) if (entry.dir) await walk(join(dir, entry.name), i);
       return;
     }
     if (!/[*?]/.test(part)) return walk(join(dir, part), i + 1);
     const regex = globPart(part);
-    for (const entry of await readdir(dir).catch(() => [] as string[])) if (regex.test(entry)) await walk(join(dir, entry), i + 1);
+    for (const entry of await files.list(dir).catch(() => [])) if (regex.test(entry.name)) await walk(join(dir, entry.name), i + 1);
   };
   await walk(absolute ? "/" : cwd, 0);
   return [...found].sort();
@@ -157,14 +157,16 @@ export const junitModule: ModuleDef = {
       ctx.recordArtifact(log);
       if (s.process.aborted) return;
     }
-    s.files = await globFiles(cwd, str(p, "report", "junit.xml")!);
+    s.files = await globFiles(ctx.files, cwd, str(p, "report", "junit.xml")!);
     const caseName = str(p, "case_name", "classname.name") as "classname.name" | "name";
     const artifacts = resolve(ctx.artifactsDir);
     for (const file of s.files) {
+      // Read as the test's user: a report path may name anything, the server's files included.
+      let xml: Buffer | undefined;
       try {
-        const info = await stat(file);
-        if (info.size > XML_LIMIT) throw new Error(`larger than ${XML_LIMIT} bytes`);
-        const parsed = parseJunit(await readFile(file, "utf8"), caseName);
+        xml = await ctx.files.read(file, XML_LIMIT + 1);
+        if (xml.length > XML_LIMIT) throw new Error(`larger than ${XML_LIMIT} bytes`);
+        const parsed = parseJunit(xml.toString("utf8"), caseName);
         s.cases.push(...parsed.cases);
         s.suiteName ??= parsed.suiteName;
       } catch (error) {
@@ -174,8 +176,8 @@ export const junitModule: ModuleDef = {
       const rel = relative(artifacts, resolve(file));
       if (rel.startsWith("..") || isAbsolute(rel)) {
         const name = basename(file);
-        if (safeArtifactName(name)) {
-          await copyFile(file, join(ctx.artifactsDir, name)).catch(() => {});
+        if (safeArtifactName(name) && xml !== undefined && xml.length <= XML_LIMIT) {
+          await ctx.files.write(join(ctx.artifactsDir, name), xml.toString("utf8")).catch(() => {});
           ctx.recordArtifact(name);
         }
       } else ctx.recordArtifact(rel.split(sep).join("/"));

@@ -1,4 +1,4 @@
-import { assertion, hostPath, runTool, toolProblem } from "./hardware.ts";
+import { assertion, boardPath, boardPathError, runTool, toolProblem } from "./hardware.ts";
 import { given, num, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, type ModuleDef } from "./types.ts";
 
@@ -15,7 +15,7 @@ export const memtesterModule: ModuleDef = {
     device: optional("string", "with `physaddr`: the device to map it from (`-d`)", "/dev/mem"),
     timeout: optional("number", "seconds memtester may run", 3600),
   }),
-  validate: (p) => (/^\d+[BKMG]?$/i.test(String(p.memory)) ? (given(p, "physaddr") && !/^(0x)?[0-9a-f]+$/i.test(String(p.physaddr)) ? "parameter 'physaddr': expected a hex address" : undefined) : "parameter 'memory': expected a size such as 10M"),
+  validate: (p) => (given(p, "device") ? boardPathError(p.device, "device", ["/dev"]) : undefined) ?? (/^\d+[BKMG]?$/i.test(String(p.memory)) ? (given(p, "physaddr") && !/^(0x)?[0-9a-f]+$/i.test(String(p.physaddr)) ? "parameter 'physaddr': expected a hex address" : undefined) : "parameter 'memory': expected a size such as 10M"),
   deviceName: ({ params }) => str(params, "device") ?? "/dev/mem",
   cases: () => [
     {
@@ -25,7 +25,7 @@ export const memtesterModule: ModuleDef = {
         const timeout = num(p, "timeout", 3600)!;
         // As the reference: the device only counts with a physical address.
         const argv = ["memtester"];
-        if (given(p, "physaddr")) argv.push("-p", str(p, "physaddr")!, ...(given(p, "device") ? ["-d", hostPath(ctx.roots, str(p, "device")!)] : []));
+        if (given(p, "physaddr")) argv.push("-p", str(p, "physaddr")!, ...(given(p, "device") ? ["-d", await boardPath(ctx.roots, str(p, "device")!)] : []));
         argv.push(str(p, "memory")!, String(num(p, "iterations", 1)));
         const r = await runTool(ctx, argv, timeout);
         const problem = toolProblem(r, timeout);

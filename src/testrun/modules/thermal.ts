@@ -1,4 +1,4 @@
-import { listDir, readAttribute } from "./hardware.ts";
+import { boardPathError, listDir, readAttribute } from "./hardware.ts";
 import { given, num, optional, paramSchema, str } from "./params.ts";
 import { fail, pass, type EntryContext, type ModuleDef, type Params } from "./types.ts";
 
@@ -40,6 +40,10 @@ export const thermalModule: ModuleDef = {
   validate(p) {
     const ways = ["path", "zone", "hwmon"].filter((k) => given(p, k));
     if (ways.length !== 1) return "give exactly one of 'path', 'zone' and 'hwmon'";
+    if (given(p, "path")) {
+      const bad = boardPathError(p.path, "path", ["/sys"]);
+      if (bad) return bad;
+    }
     for (const k of ["zone", "hwmon", "sensor"]) if (given(p, k) && !NAME.test(String(p[k]))) return `parameter '${k}': expected a name`;
     return undefined;
   },

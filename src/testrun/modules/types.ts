@@ -1,4 +1,5 @@
 import type { ProcessOptions, ProcessResult } from "../../util/process.ts";
+import type { TestFiles } from "../engine/identity.ts";
 import type { Params, ParamSchema } from "./params.ts";
 
 export type { Params };
@@ -29,7 +30,7 @@ export interface HardwareRoots {
 /** Everything a module instance (one entry) sees. A fresh one per entry: no state leaks. */
 export interface EntryContext {
   params: Params;
-  /** The run's artifact directory; modules write files here. */
+  /** The run's working directory (its artifacts: the run's artifact directory, or under run_as its own directory, moved there at the end); modules write files here. */
   artifactsDir: string;
   /** Aborted when the user aborts the run or the server shuts down; stop promptly. */
   signal: AbortSignal;
@@ -43,8 +44,14 @@ export interface EntryContext {
   state: Record<string, unknown>;
   /** Records an artifact name. */
   recordArtifact(name: string): void;
-  /** Runs a program with the run's abort signal; cwd defaults to the artifact directory. */
-  exec(options: Omit<ProcessOptions, "signal" | "cwd"> & { cwd?: string }): Promise<ProcessResult>;
+  /**
+   * Runs a program for the test (runTestProcess: as `test_server.run_as` when set, clean
+   * environment, the run's abort signal); cwd defaults to the artifact directory. Every program a
+   * module starts goes through here.
+   */
+  exec(options: Omit<ProcessOptions, "signal" | "cwd" | "as" | "baseEnv"> & { cwd?: string }): Promise<ProcessResult>;
+  /** Files the config names (paths, reports), read and written as the test's user, never the server's. */
+  files: TestFiles;
   /** A non-fatal remark stored in the run's `warnings`. */
   warn(message: string): void;
   /** Waits `ms` on the server's clock; an abort of the run ends the wait at once. */

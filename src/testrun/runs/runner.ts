@@ -1,6 +1,7 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { runProcess, describeExit, type ProcessResult } from "../../util/process.ts";
+import { describeExit, type ProcessResult } from "../../util/process.ts";
+import { runTestProcess, testFiles, type TestIdentity, type TestWorkspace } from "../engine/identity.ts";
 import { compilePattern, type Matcher } from "../engine/pattern.ts";
 import { ReportWriter, type ReportColumn, type ReportRow } from "../engine/report.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
@@ -33,6 +34,10 @@ export interface RunEnvironment extends ModuleLookup {
   roots: HardwareRoots;
   /** Called after every report row is written (tests and progress logging). */
   onRow?: (row: ReportRow) => void;
+  /** `test_server.run_as`: who the run's programs and file checks run as; absent: the server's user. */
+  identity?: TestIdentity;
+  /** With `identity`: where the run's working directory is made (its files move to the artifacts at the end). */
+  workspace?: TestWorkspace;
 }
 
 export interface RunResult {
@@ -51,17 +56,18 @@ const errorMessage = (e: unknown) => (e instanceof Error ? e.message : String(e)
 const readOutput = async (file: string): Promise<string> => (await readHead(file, METADATA_VALUE_LIMIT)).toString("utf8").trimEnd();
 
 /** Runs the metadata commands at the start of a run; throws ExecutionError when one fails. */
-async function runMetadata(commands: MetadataCommand[], dir: string, timeoutMs: number, signal: AbortSignal, warnings: string[]): Promise<Record<string, string | null>> {
+async function runMetadata(commands: MetadataCommand[], dir: string, env: RunEnvironment, signal: AbortSignal, warnings: string[]): Promise<Record<string, string | null>> {
   const values: Record<string, string | null> = {};
-  const isRoot = process.getuid?.() === 0;
+  const isRoot = process.getuid?.() === 0 && !env.identity;
+  const timeoutMs = env.metadataTimeoutMs;
   const run = async (name: string, command: string): Promise<ProcessResult> => {
-    const r = await runProcess({ command, cwd: dir, timeoutMs, signal, outputFile: join(dir, name) });
+    const r = await runTestProcess(env.identity, dir, { command, cwd: dir, timeoutMs, signal, outputFile: join(dir, name) });
     if (r.exitCode === 0) values[name] = await readOutput(join(dir, name)).catch(() => null);
     return r;
   };
   for (const m of commands) {
     if (signal.aborted) return values;
-    if (m.superuser && !isRoot) warnings.push(`metadata '${m.name}': superuser ${m.superuser} but the server is not root; running anyway`);
+    if (m.superuser && !isRoot) warnings.push(`metadata '${m.name}': superuser ${m.superuser} but tests do not run as root; running anyway`);
     let r = await run(m.name, m.run);
     if (r.exitCode === 0 || signal.aborted) continue;
     if (m.onFail) {
@@ -80,8 +86,18 @@ async function runMetadata(commands: MetadataCommand[], dir: string, timeoutMs: 
  * failure adds a row; an abort stops at once, the case in progress reported `skipped`.
  */
 export async function executeRun(input: RunInput, env: RunEnvironment, signal: AbortSignal): Promise<RunResult> {
-  const dir = artifactsDir(env.dirs, input.id);
-  await mkdir(dir, { recursive: true });
+  const artifacts = artifactsDir(env.dirs, input.id);
+  await mkdir(artifacts, { recursive: true });
+  // Under run_as the run works in a directory of its user's; its files join the artifacts at the end.
+  const dir = env.workspace ? await env.workspace.open(input.id) : artifacts;
+  try {
+    return await executeIn(dir, input, env, signal);
+  } finally {
+    await env.workspace?.close(input.id, artifacts);
+  }
+}
+
+async function executeIn(dir: string, input: RunInput, env: RunEnvironment, signal: AbortSignal): Promise<RunResult> {
   const report = await ReportWriter.create(reportPath(env.dirs, input.id), env.reportColumns);
   const warnings: string[] = [];
   let metadata: Record<string, string | null> = {};
@@ -100,7 +116,7 @@ export async function executeRun(input: RunInput, env: RunEnvironment, signal: A
   };
 
   try {
-    metadata = await runMetadata(input.plan.metadata, dir, env.metadataTimeoutMs, signal, warnings);
+    metadata = await runMetadata(input.plan.metadata, dir, env, signal, warnings);
     for (const entry of input.plan.entries) {
       if (signal.aborted) break;
       await runEntry(entry, input, env, dir, signal, matcher, write, warnings);
@@ -143,7 +159,8 @@ async function runEntry(
     // For the reference's `artifacts` column; the artifacts endpoint lists every file regardless.
     recordArtifact: (name) => void recorded.push(name),
     // Every program a module starts goes through here (tools of the hardware modules too).
-    exec: (options) => runProcess({ ...options, cwd: options.cwd ?? dir, signal }),
+    exec: (options) => runTestProcess(env.identity, dir, { ...options, cwd: options.cwd ?? dir, signal }),
+    files: testFiles(env.identity, dir),
     warn: (message) => void warnings.push(`${entry.where}: ${message}`),
     sleep: (ms) => env.clock.sleep(ms, signal),
   };

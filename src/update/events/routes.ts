@@ -5,21 +5,27 @@ import type { ManagementIdentity } from "../../auth/tokens.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { prepareEvent, SharedSubscription, type EventStreams, type SendEvent } from "../../http/sse.ts";
 import { bypasses, permissionFilter } from "../permissions/permissions.ts";
-import type { EventBroadcaster } from "./broadcaster.ts";
+import type { DeviceEvent, EventBroadcaster } from "./broadcaster.ts";
 
 export { MAX_BACKLOG } from "../../http/sse.ts";
 
-/** What a stream's user may read: the MAC addresses of devices and the ids of groups ("all" for admin reads). */
-type Sight = { devices: ReadonlySet<string>; groups: ReadonlySet<number> } | "all";
+/** What a user may read: the devices by MAC address and the groups by id, or "all" (admin reads). */
+type Visible = { devices: ReadonlySet<string>; groups: ReadonlySet<number> } | "all";
 
 /** An open stream: whose it is, what its user may read, where its events go. */
 interface Viewer {
   identity: ManagementIdentity;
-  sees: Sight;
+  sees: Visible;
   send: SendEvent;
 }
 
-const NOTHING: Sight = { devices: new Set(), groups: new Set() };
+const NOTHING: Visible = { devices: new Set(), groups: new Set() };
+
+function shows(sees: Visible, event: DeviceEvent): boolean {
+  if (sees === "all") return true;
+  if (event.event === "deployment" || event.event === "deployment_device") return sees.groups.has(event.data.group);
+  return sees.devices.has(String(event.data.device));
+}
 
 /**
  * `GET /api/stream`: server-sent events `connect`, `disconnect`, `update`
@@ -36,8 +42,8 @@ export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcast
   const viewers = new Set<Viewer>();
   let generation = -1;
 
-  /** What `identity` may read now (devices and groups), shared by the viewers of one user and scopes within a generation. */
-  const visibleTo = (identity: ManagementIdentity | string, shared: Map<string, Viewer["sees"]>): Viewer["sees"] => {
+  /** What `identity` may read now, shared by the viewers of one user and scopes within a generation. */
+  const visibleTo = (identity: ManagementIdentity | string, shared: Map<string, Visible>): Visible => {
     if (typeof identity === "string") return NOTHING; // its watch ends the stream
     if (bypasses(identity, "read")) return "all";
     const key = `${identity.user}\n${[...identity.scopes].sort().join(" ")}`;
@@ -58,15 +64,11 @@ export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcast
     const now = accessGeneration(ctx.db);
     if (now !== generation) {
       generation = now;
-      const shared = new Map<string, Viewer["sees"]>();
+      const shared = new Map<string, Visible>();
       for (const viewer of viewers) viewer.sees = visibleTo(access.current(viewer.identity), shared);
     }
     const prepared = prepareEvent(event.event, event.data);
-    const deployment = event.event === "deployment" || event.event === "deployment_device";
-    for (const viewer of viewers) {
-      const sees = viewer.sees;
-      if (sees === "all" || (deployment ? sees.groups.has(Number(event.data.group)) : sees.devices.has(String(event.data.device)))) viewer.send(prepared);
-    }
+    for (const viewer of viewers) if (shows(viewer.sees, event)) viewer.send(prepared);
   });
 
   app.get("/api/stream", auth.management(), (c) => {

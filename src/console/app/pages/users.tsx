@@ -29,7 +29,7 @@ const SCOPES: Array<[string, string]> = [
   ["upload_single_file", "upload single-file packages"],
   ["upload_rootfs_image", "upload rootfs images"],
   ["upload_nonstandard_artifact", "upload other artifacts"],
-  ["tests_rw", "test runs"],
+  ["tests_rw", "test runs: runs commands on the gateway"],
   ["tests_ro", "read test runs"],
 ];
 const RESOURCES = ["device", "device_by_tag", "group", "package"];
@@ -48,6 +48,16 @@ function Users({ me }: PageProps) {
       done: a.disabled ? `${a.name} enabled` : `${a.name} disabled`,
     });
     if (ok) accounts.reload();
+  };
+  const remove = async (a: Account) => {
+    const ok = await run(() => api("DELETE", `/api/v1/users/${seg(a.name)}`), {
+      confirm: [`Delete ${a.name}?`, { body: "Its sessions and tokens end at once and its permissions go. This cannot be undone.", confirm: "Delete" }],
+      done: `${a.name} deleted`,
+    });
+    if (ok) {
+      accounts.reload();
+      permissions.reload();
+    }
   };
   const password = async (a: Account) => {
     const value = window.prompt(`New password for ${a.name} (its sessions end)`);
@@ -104,6 +114,9 @@ function Users({ me }: PageProps) {
                         </button>{" "}
                         <button type="button" class={`small ${a.disabled ? "" : "danger"}`} disabled={busy} onClick={() => toggle(a)}>
                           {a.disabled ? "Enable" : "Disable"}
+                        </button>{" "}
+                        <button type="button" class="small danger" disabled={busy} onClick={() => remove(a)}>
+                          Delete
                         </button>
                       </>
                     ),
