@@ -168,17 +168,23 @@ async function run(root: string, admin: string, devices: { mac: string; token: s
       all.push(round.all);
       each.push(...round.each);
     }
+    // The server's RSS before the fan-out requests and after each (issue 31: it must not grow round over round).
+    const rounds = [rssKiB(server.child.pid!)];
     for (let r = 0; r < ROUNDS; r++) {
       const took = await bulkRound();
       if (took === undefined) break;
       bulk.push(took);
+      rounds.push(rssKiB(server.child.pid!));
     }
     const checked = await checking;
+    // Settled: two seconds after the last answer, the update checks over.
+    await sleep(2000);
     const after = rssKiB(server.child.pid!);
     await dispatcher.close();
     const label = root === here ? "this tree" : "baseline";
     return [
       `| ${label} | ${DEVICES} | ${connectS.toFixed(1)} s | ${(idle / 1024).toFixed(1)} MiB | ${(connected / 1024).toFixed(1)} MiB | **${((connected - idle) / DEVICES).toFixed(1)} KiB** | ${(after / 1024).toFixed(1)} MiB |`,
+      `| ${label} | ${rounds.map((k) => (k / 1024).toFixed(0)).join(" / ")} MiB | ${((after - rounds[0]) / 1024).toFixed(1)} MiB |`,
       `| ${label} | ${each.length ? `${pct(each, 0.5).toFixed(0)} ms | ${pct(each, 0.99).toFixed(0)} ms | ${pct(all, 0.5).toFixed(0)} ms | ${Math.max(...all).toFixed(0)} ms` : "- | - | - | -"} | ${bulk.length ? `${pct(bulk, 0.5).toFixed(0)} ms / ${Math.max(...bulk).toFixed(0)} ms` : "-"} | ${checked.perSecond.toFixed(0)}/s | ${checked.p50.toFixed(1)} ms | ${checked.p99.toFixed(1)} ms |`,
     ];
   } finally {
@@ -197,8 +203,11 @@ for (const root of BASELINE ? [BASELINE, here] : [here]) results.push(await run(
 console.log("\n| server | sockets | all connected in | RSS idle | RSS connected | per socket | RSS after fan-outs |");
 console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
 for (const [memory] of results) console.log(memory);
+console.log(`\n| server | RSS before the fan-out requests / after each of the ${ROUNDS} | settled after the last, minus before |`);
+console.log("| --- | --- | ---: |");
+for (const [, rounds] of results) console.log(rounds);
 console.log(`\n| server | one device p50 | one device p99 | all ${DEVICES} back p50 | all back max | one fan-out request: all back p50 / max | update checks meanwhile | check p50 | check p99 |`);
 console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-for (const [, fan] of results) console.log(fan);
+for (const [, , fan] of results) console.log(fan);
 console.log(`load average at the end ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
 rmSync(work, { recursive: true, force: true });

@@ -1,7 +1,8 @@
 /**
  * Benchmark (figures printed, nothing asserted): start-up of the single executable, from spawn to
  * the first answer of GET /api/health, with an empty data dir and with an existing one, and its
- * idle RSS two seconds after start.
+ * idle RSS two seconds after start; then the idle RSS of `labgate agent` from the same executable,
+ * approved, connected to a server and idle for two seconds (issue 31: the agent loads no server code).
  *
  *   node --import tsx scripts/bench/start.ts [--runs 10] [--devices 10000] BINARY [BASELINE_BINARY]
  *
@@ -9,13 +10,15 @@
  * through the binary's own database, i.e. `labgate serve` then stopped). The executables take
  * turns run by run, so a change in the machine's load meets both; idle RSS is the median of three
  * starts, split into anonymous memory and pages of the executable file (shared, reclaimable).
+ * An arm64 executable runs under qemu-aarch64-static (for the record: emulated figures).
  */
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process";
 import { once } from "node:events";
-import { chmodSync, copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, copyFileSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { Database } from "../../src/db/index.ts";
+import { executableCommand } from "../../test/helpers/cli.ts";
 import { flag } from "./flags.ts";
 
 const RUNS = flag("runs", 10);
@@ -31,6 +34,11 @@ const binaries = given.map((binary, b) => {
   chmodSync(copy, 0o755);
   return copy;
 });
+/** Spawns an executable, an arm64 one under qemu on another machine (its RSS then is qemu's, translated code included). */
+const launch = (binary: string, args: string[], options: SpawnOptions) => {
+  const [command, ...pre] = executableCommand(binary);
+  return spawn(command, [...pre, ...args], options);
+};
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const statusKiB = (pid: number, key: string) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN);
 interface Rss {
@@ -39,18 +47,22 @@ interface Rss {
   file: number;
 }
 
+/** Starts `labgate serve` of the binary on `dataDir` and waits for its listening line. */
+async function serve(binary: string, dataDir: string): Promise<{ child: ChildProcess; url: string }> {
+  const child = launch(binary, ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "ignore"], env: { HOME: work, PATH: "/usr/bin:/bin", LABGATE_CONFIG: "" }, cwd: work });
+  let out = "";
+  for await (const chunk of child.stdout!) {
+    out += chunk;
+    const url = /listening on (\S+)/.exec(out)?.[1];
+    if (url) return { child, url };
+  }
+  throw new Error(`no start: ${out}`);
+}
+
 /** Starts the binary on `dataDir`; resolves with ms to the first /api/health answer and the RSS after `idleMs`. */
 async function start(binary: string, dataDir: string, idleMs = 0): Promise<{ ms: number } & Rss> {
   const t0 = performance.now();
-  const child = spawn(binary, ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "ignore"], env: { HOME: work, PATH: "/usr/bin:/bin", LABGATE_CONFIG: "" }, cwd: work });
-  let out = "";
-  let url: string | undefined;
-  for await (const chunk of child.stdout!) {
-    out += chunk;
-    url = /listening on (\S+)/.exec(out)?.[1];
-    if (url) break;
-  }
-  if (!url) throw new Error(`no start: ${out}`);
+  const { child, url } = await serve(binary, dataDir);
   const res = await fetch(`${url}/api/health`);
   await res.arrayBuffer();
   const ms = performance.now() - t0;
@@ -105,10 +117,57 @@ for (let i = 0; i < 3; i++) {
     rmSync(copy, { recursive: true, force: true });
   }
 }
+/** RSS of `labgate agent` (same binary), approved by and connected to a server on a copy of `dataDir`, after two idle seconds. */
+async function agentIdle(binary: string, dataDir: string, run: number): Promise<Rss> {
+  const copy = join(work, "copy-agent");
+  cpSync(dataDir, copy, { recursive: true });
+  const { child: server, url } = await serve(binary, copy);
+  const token = readFileSync(join(copy, "admin.token"), "utf8").trim();
+  const api = async (path: string, init: RequestInit = {}) => fetch(`${url}${path}`, { ...init, headers: { authorization: `Bearer token=${token}`, "content-type": "application/json" } });
+  const mac = `0e:00:00:00:01:${run.toString(16).padStart(2, "0")}`;
+  const agentDir = join(work, `agent-${run}`);
+  const config = join(work, `agent-${run}.yaml`);
+  writeFileSync(config, `server: ${url}\nkey_type: ed25519\nmac_address: "${mac}"\nretry_min_delay: 0.2\nretry_max_delay: 1\n`);
+  const agent = launch(binary, ["agent", "--config", config, "--data-dir", agentDir], { stdio: "ignore", env: { HOME: work, PATH: "/usr/bin:/bin" }, cwd: work });
+  try {
+    const until = async <T>(what: string, probe: () => Promise<T | undefined>): Promise<T> => {
+      for (let i = 0; i < 600; i++) {
+        // A refused or reset request (a slow emulated server) is one more try, not the end.
+        const value = await probe().catch(() => undefined);
+        if (value !== undefined) return value;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error(`agent benchmark: ${what} took over 60 s`);
+    };
+    const pending = await until("registration", async () => ((await (await api("/api/v1/auth/pending")).json()) as Array<{ mac_address: string; public_key: string }>).find((p) => p.mac_address === mac));
+    await api("/api/v1/auth/register", { method: "POST", body: JSON.stringify({ mac_address: mac, public_key: pending.public_key }) });
+    await until("connection", async () => ((await api(`/api/v2/devices/${mac}/action/list`)).status === 200 ? true : undefined));
+    await new Promise((r) => setTimeout(r, 2000));
+    const pid = agent.pid!;
+    return { rss: statusKiB(pid, "VmRSS"), anon: statusKiB(pid, "RssAnon"), file: statusKiB(pid, "RssFile") };
+  } finally {
+    agent.kill("SIGTERM");
+    server.kill("SIGTERM");
+    await Promise.all([once(agent, "exit"), once(server, "exit")]);
+    rmSync(copy, { recursive: true, force: true });
+    rmSync(agentDir, { recursive: true, force: true });
+  }
+}
+const agents = binaries.map((): Rss[] => []);
+for (let i = 0; i < 3; i++) {
+  for (const [b, binary] of binaries.entries()) agents[b].push(await agentIdle(binary, existingDirs[b], b * 3 + i));
+}
+
 const mb = (kib: number) => `${(kib / 1024).toFixed(1)} MB`;
 for (const b of binaries.keys()) {
   const rss = [...idle[b]].sort((x, y) => x.rss - y.rss)[1];
   console.log(`| ${given[b]} | ${median(empty[b]).toFixed(0)} ms | ${median(full[b]).toFixed(0)} ms | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} |`);
+}
+console.log("\n| executable | `labgate agent` idle RSS, connected (median of 3) | of which anonymous | of which the executable's pages |");
+console.log("| --- | ---: | ---: | ---: |");
+for (const b of binaries.keys()) {
+  const rss = [...agents[b]].sort((x, y) => x.rss - y.rss)[1];
+  console.log(`| ${given[b]} | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} |`);
 }
 if (binaries.length > 1) {
   const ratio = (xs: number[][]) => (median(xs[0]) / median(xs[1])).toFixed(2);

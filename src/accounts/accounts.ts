@@ -46,17 +46,6 @@ export function invalid(schema: z.ZodType, value: unknown): string | undefined {
   return result.success ? undefined : result.error.issues[0].message;
 }
 
-/** Prefixed or bare scope names to scopes; the first unknown name is returned as an error text. */
-export function parseScopeNames(prefix: string, names: readonly string[]): Scope[] | string {
-  const scopes: Scope[] = [];
-  for (const raw of names) {
-    const scope = SCOPES.find((s) => raw === s || raw === scopeName(prefix, s));
-    if (!scope) return `unknown scope ${JSON.stringify(raw)}; known: ${SCOPES.map((s) => scopeName(prefix, s)).join(", ")}`;
-    if (!scopes.includes(scope)) scopes.push(scope);
-  }
-  return scopes;
-}
-
 /** Scopes as stored: space-separated bare names in the order of SCOPES. */
 const scopeText = (scopes: readonly Scope[]) => SCOPES.filter((s) => scopes.includes(s)).join(" ");
 

@@ -3,6 +3,7 @@ import { getCookie, setCookie } from "hono/cookie";
 import { z } from "zod";
 import { SESSION_COOKIE, sameOrigin, MSG_CROSS_SITE, type Auth } from "../auth/middleware.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
+import { parseScopeNames } from "../auth/scopes.ts";
 import { revokeTokenId, revokeUserTokens } from "../auth/revocations.ts";
 import type { AccessWatch } from "../auth/authority.ts";
 import { LabgateError } from "../util/errors.ts";
@@ -19,7 +20,6 @@ import {
   getAccount,
   listAccounts,
   NAME_PATTERN,
-  parseScopeNames,
   updateAccount,
 } from "./accounts.ts";
 import type { LoginThrottle } from "./throttle.ts";

@@ -22,6 +22,7 @@ import { Registration } from "./registration.ts";
 import { ManagementSocket } from "./socket.ts";
 import { serverTransport, type ServerTransport } from "./transport.ts";
 import { ShellSessions } from "./shell.ts";
+import { runCommand } from "./commands.ts";
 import { TestRunner } from "./tests.ts";
 
 const STATE_FILE = "state.json";
@@ -256,6 +257,17 @@ export class Agent {
     }
   }
 
+  /** The validation of an installed update failed on the gateway: the configured rollback_command runs. */
+  private async rollback(version: string, runId: string): Promise<void> {
+    const command = this.config.rollback_command;
+    if (command.length === 0) return this.log.warn(`agent: validation of ${version} failed (test run ${runId}); no rollback_command configured`);
+    const result = await runCommand(
+      command.map((arg) => arg.replaceAll("{version}", version)),
+      { cwd: this.config.data_dir, timeout: 600, signal: this.stopController.signal },
+    );
+    this.log[result.code === 0 ? "info" : "warn"](`agent: validation of ${version} failed (test run ${runId}): rollback_command exited ${result.code}`);
+  }
+
   private onMessage(text: string): void {
     let message: Record<string, unknown>;
     try {
@@ -272,6 +284,9 @@ export class Agent {
       case "update_abort":
         // Only an update under way listens; the next check makes a new signal.
         if (this.checking) this.updateAbort.abort();
+        return;
+      case "validation_failed":
+        void this.rollback(String(message.version ?? ""), String(message.run_id ?? ""));
         return;
       case "action_list_query":
         send({ method: "action_list_update", actions: this.actions.definitions() });

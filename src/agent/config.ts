@@ -88,6 +88,11 @@ export const agentConfigSchema = z.strictObject({
   version_command: argv().prefault([]),
   /** A/B systems: makes the running slot stay (after version_command confirmed it); empty: nothing to do. */
   commit_command: argv().prefault([]),
+  /**
+   * Runs when the gateway's validation test run of an installed update failed (docs/device-tests.md),
+   * e.g. to switch back to the other slot; argv, no shell, "{version}" becomes the update's version; empty: nothing.
+   */
+  rollback_command: argv().prefault([]),
   file_base_dir: text().prefault("/var/log"),
   actions: z
     .array(action, { error: "expected a list of {id, name, command, description, timeout}" })

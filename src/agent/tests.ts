@@ -14,7 +14,6 @@ import type { TestRunEnd, TestRunRow, TestRunStart } from "../testrun/devices/pr
 import type { MetadataCommand, PlanEntry, TestPlan } from "../testrun/plan.ts";
 import { listArtifacts } from "../testrun/runs/artifacts.ts";
 import { artifactsDir } from "../testrun/runs/paths.ts";
-import { executeRun } from "../testrun/runs/runner.ts";
 import type { Logger } from "../util/log.ts";
 import type { Clock } from "../util/time.ts";
 import type { AgentTests } from "./config.ts";
@@ -99,6 +98,8 @@ export class TestRunner {
       await mkdir(dirs.artifacts, { recursive: true, mode: 0o700 });
       deps.log.info(`agent: test run ${id}: ${start.entries.length} entries`);
       const plan = { entries: start.entries, metadata: (Array.isArray(start.metadata) ? start.metadata : []) as MetadataCommand[] } as TestPlan;
+      // The run engine and its modules load with the first run: an agent that runs no tests never holds them.
+      const { executeRun } = await import("../testrun/runs/runner.ts");
       const result = await executeRun(
         { id, plan, pattern: typeof start.pattern === "string" ? start.pattern : "", machineTarget: null },
         {

@@ -1,6 +1,5 @@
 import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { Agent as Dispatcher, fetch as undiciFetch } from "undici";
 import type { ClientOptions } from "ws";
 import { ConfigError } from "../config/schema.ts";
 
@@ -23,9 +22,14 @@ export function serverTransport(caFile: string): ServerTransport {
   } catch (error) {
     throw new ConfigError(`agent config key ca_file: ${caFile} is not a readable PEM certificate (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
   }
-  // Node's built-in fetch takes no trust options: undici's own fetch with a dispatcher of its own does.
-  const dispatcher = new Dispatcher({ connect: { ca } });
-  const pinned = (input: Parameters<typeof fetch>[0], init?: RequestInit) =>
-    undiciFetch(input as Parameters<typeof undiciFetch>[0], { ...(init as Parameters<typeof undiciFetch>[1]), dispatcher }) as unknown as Promise<Response>;
-  return { fetch: pinned, ws: { ca } };
+  // Node's built-in fetch takes no trust options: undici's own fetch with a dispatcher of its own
+  // does. Loaded on the first request, so that an agent without ca_file never loads undici (issue 31).
+  let pinned: Promise<typeof fetch> | undefined;
+  const load = async (): Promise<typeof fetch> => {
+    const undici = await import("undici");
+    const dispatcher = new undici.Agent({ connect: { ca } });
+    return (input, init) =>
+      undici.fetch(input as Parameters<typeof undici.fetch>[0], { ...(init as Parameters<typeof undici.fetch>[1]), dispatcher }) as unknown as Promise<Response>;
+  };
+  return { fetch: async (input, init) => (await (pinned ??= load()))(input, init), ws: { ca } };
 }

@@ -26,6 +26,17 @@ export function parseScopes(prefix: string, names: Iterable<string>): Set<Scope>
   return out;
 }
 
+/** Prefixed or bare scope names to scopes; the first unknown name is returned as an error text. */
+export function parseScopeNames(prefix: string, names: readonly string[]): Scope[] | string {
+  const scopes: Scope[] = [];
+  for (const raw of names) {
+    const scope = SCOPES.find((s) => raw === s || raw === scopeName(prefix, s));
+    if (!scope) return `unknown scope ${JSON.stringify(raw)}; known: ${SCOPES.map((s) => scopeName(prefix, s)).join(", ")}`;
+    if (!scopes.includes(scope)) scopes.push(scope);
+  }
+  return scopes;
+}
+
 /**
  * `admin_rw` includes every scope (write and read); `admin_ro` includes every read scope;
  * `tests_rw` includes `tests_ro`.

@@ -1,6 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from "node:util";
-import { parseScopeNames } from "../accounts/accounts.ts";
-import type { Scope } from "../auth/scopes.ts";
+import { parseScopeNames, type Scope } from "../auth/scopes.ts";
 
 /** The usage lines of the user and backup commands (here, so that help loads neither). */
 export const USER_HELP = `  labgate user add NAME --scopes S1,S2 [--password-file F] [--config FILE] [--data-dir DIR]

@@ -26,6 +26,7 @@ import type { AppContext, AppEnv } from "../app/context.ts";
 import { routeTable, type Domains } from "./routes.ts";
 import { createSharedServices } from "./shared.ts";
 import { createTestRunDomain } from "../testrun/domain.ts";
+import { validateDeployments } from "../testrun/devices/validation.ts";
 import { testIdentityOf } from "../testrun/engine/identity.ts";
 import { createUpdateDomain } from "../update/domain.ts";
 import { acceptUpgradesOnlyOn, releaseUpgradeBody } from "./upgrade.ts";
@@ -90,6 +91,8 @@ export function startDomains(ctx: AppContext): Domains {
   // The config store, the run queue: runs left unfinished by the last process are aborted.
   // Runs on managed devices go through the update server's device sockets.
   const testRun = createTestRunDomain(ctx, update.hub, runAs);
+  // A deployment's validation runs a test config on each device that installed.
+  validateDeployments(ctx, update.deployments, testRun.runs, update.hub);
   return { shared, accounts, update, testRun };
 }
 

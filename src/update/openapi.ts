@@ -90,6 +90,7 @@ const Deployment = z
     window: anyObject.nullable(),
     created: date,
     created_by: z.string().nullable(),
+    validation: z.object({ config: z.string(), suite: z.string() }).nullable().describe("the test run each installed device must pass (docs/device-tests.md)"),
     started: date.nullable(),
     finished: date.nullable(),
   })

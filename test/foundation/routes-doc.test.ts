@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { requirementOf } from "../../src/auth/middleware.ts";
 import { openApiPath } from "../../src/http/openapi.ts";
-import { apiOperations } from "../../src/server/openapi.ts";
+import { apiOperations } from "../../src/server/operations.ts";
 import { removeDir, startTestServer } from "../helpers/server.ts";
 import { checkGeneratedDoc } from "../helpers/generated-doc.ts";
 

@@ -1,9 +1,11 @@
 // Test runs on managed devices (docs/device-tests.md) with in-process agents: targets, the `test`
 // permission, rows and artifacts per device, refusals, offline devices, abort, the history.
 import assert from "node:assert/strict";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { after, describe, test } from "node:test";
 import type { Agent } from "../../src/agent/agent.ts";
-import { useTestServer, waitFor, type TestServer } from "../helpers/server.ts";
+import { tempDir, useTestServer, waitFor, type TestServer } from "../helpers/server.ts";
 import { NOT_CONNECTED, TESTS_DISABLED } from "../../src/testrun/devices/runs.ts";
 import { approveAgent, FAST_SERVER, startAgent, untilConnected, type AgentOptions } from "../update/helpers/agents.ts";
 import { uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
@@ -170,5 +172,35 @@ describe("runs on devices", () => {
     assert.equal(eProgress.status, "aborted");
     const rows = await report(run.id);
     assert.ok(rows.some((r) => r["device name"] === "bench-e" && r.message === "Aborted by user"), JSON.stringify(rows));
+  });
+
+  test("hardware modules on the device read its own sys_root: each board's thermal zone decides its row", async () => {
+    const board = (celsius: number) => {
+      const root = tempDir("labgate-fake-sys-");
+      mkdirSync(join(root, "class/thermal/thermal_zone0"), { recursive: true });
+      writeFileSync(join(root, "class/thermal/thermal_zone0/type"), "cpu-thermal\n");
+      writeFileSync(join(root, "class/thermal/thermal_zone0/temp"), `${celsius * 1000}\n`);
+      return root;
+    };
+    const cool = await device("board-cool", { tests: { enabled: true, sys_root: board(45) } } as AgentOptions);
+    const hot = await device("board-hot", { tests: { enabled: true, sys_root: board(95) } } as AgentOptions);
+    await server.call("POST", `/api/v2/devices/${cool.id}/tag/boards`);
+    await server.call("POST", `/api/v2/devices/${hot.id}/tag/boards`);
+    await uploadConfig(server, "thermal.yml", "tests:\n  temps:\n  - thermal:\n      zone: cpu-thermal\n      max: 85\n");
+    const started = await server.call("POST", "/api/v1/test-runs", { config_name: "thermal.yml", machine_target: "tag:boards" });
+    const run = await waitRun(server, started.body.id);
+    const rows = (await report(run.id)).map((r) => [r["device name"], r.status]).sort();
+    assert.deepEqual(rows, [["board-cool", "passed"], ["board-hot", "failed"]]);
+  });
+
+  test("runOnDevice (an update's validation): the gateway runs a config on one device and awaits its end", async () => {
+    const v = await device("validate-me");
+    await uploadConfig(server, "validate.yml", "tests:\n  smoke:\n  - exec:\n      command: [sh, -c, 'exit 4']\n");
+    const runs = server.server.domains.testRun.runs;
+    const run = await runs.runOnDevice("validate.yml", "", { id: v.id, mac: v.agent.mac, name: "validate-me" });
+    assert.equal(run.machineTarget, `device:${v.agent.mac}`);
+    const ended = await runs.finalRun(run.id);
+    assert.equal(ended?.status, "failed");
+    assert.deepEqual((await report(run.id)).map((r) => [r["device name"], r.status]), [["validate-me", "failed"]]);
   });
 });

@@ -1,7 +1,5 @@
-import { constants } from "node:fs";
-import { open, readdir, realpath, rm, stat } from "node:fs/promises";
+import { realpath } from "node:fs/promises";
 import { posix } from "node:path";
-import { readHead } from "../../util/files.ts";
 import { describeExit, type ProcessResult } from "../../util/process.ts";
 import { fail, type EntryContext, type HardwareRoots, type Outcome } from "./types.ts";
 
@@ -65,14 +63,15 @@ export async function boardPath(roots: HardwareRoots, path: string): Promise<str
 }
 
 // The board's files. Every sysfs, /dev and firmware access of a hardware module goes through these
-// functions, with the path as the config writes it, confined to the board's trees.
-type Board = Pick<EntryContext, "roots">;
+// functions, with the path as the config writes it, confined to the board's trees, and done as
+// the test's user (ctx.files: `test_server.run_as`), never with the server's identity.
+type Board = Pick<EntryContext, "roots" | "files">;
 const missing = () => undefined;
 
 /** What is at a config path: `dir`, `file` (anything else: attribute, device node) or undefined when nothing. */
 export async function kindOf(ctx: Board, path: string): Promise<"dir" | "file" | undefined> {
-  const s = await stat(await boardPath(ctx.roots, path)).catch(missing);
-  return s === undefined ? undefined : s.isDirectory() ? "dir" : "file";
+  const info = await ctx.files.stat(await boardPath(ctx.roots, path), true).catch(missing);
+  return info === undefined ? undefined : info.type === "dir" ? "dir" : "file";
 }
 
 export const exists = async (ctx: Board, path: string): Promise<boolean> => (await kindOf(ctx, path)) !== undefined;
@@ -80,35 +79,36 @@ export const exists = async (ctx: Board, path: string): Promise<boolean> => (awa
 /** A sysfs attribute's content, trimmed; undefined when it cannot be read (missing, or the kernel refuses, as `speed` of a link that is down). */
 export async function readAttribute(ctx: Board, path: string): Promise<string | undefined> {
   const host = await boardPath(ctx.roots, path);
-  return (await readHead(host, ATTRIBUTE_LIMIT).catch(missing))?.toString("utf8").trim();
+  return (await ctx.files.read(host, ATTRIBUTE_LIMIT).catch(missing))?.toString("utf8").trim();
 }
 
 /** Writes an existing attribute (`export`, `direction`, `firmware`), never creating a file; throws the system's error. */
 export async function writeAttribute(ctx: Board, path: string, text: string): Promise<void> {
-  const handle = await open(await boardPath(ctx.roots, path), constants.O_WRONLY | constants.O_TRUNC | constants.O_NOFOLLOW);
-  try {
-    await handle.writeFile(text);
-  } finally {
-    await handle.close();
-  }
+  const host = await boardPath(ctx.roots, path);
+  if ((await ctx.files.stat(host, true)) === undefined) throw new Error(`${path} does not exist`);
+  await ctx.files.write(host, text);
 }
 
 /** A directory's entry names, sorted; none when it cannot be read. */
-export const listDir = async (ctx: Board, path: string): Promise<string[]> => ((await readdir(await boardPath(ctx.roots, path)).catch(missing)) ?? []).sort();
+export const listDir = async (ctx: Board, path: string): Promise<string[]> =>
+  ((await ctx.files.list(await boardPath(ctx.roots, path)).catch(missing)) ?? []).map((e) => e.name).sort();
 
 /** Whether a firmware file (a name as the kernel's firmware loader takes it, below `firmware_root`) is there. */
 export async function firmwareExists(ctx: Board, name: string): Promise<boolean> {
   if (hasDotDot(name)) throw new BoardPathError(`${name}: '..' is not allowed`);
   const host = posix.join(ctx.roots.firmware, posix.normalize(`/${name}`));
   await confine(ctx.roots.firmware, host, `${name} leads outside the firmware directory`);
-  return (await stat(host).catch(missing)) !== undefined;
+  return (await ctx.files.stat(host, true).catch(missing)) !== undefined;
 }
 
 /** Whether a file the run wrote into its directory has at least one byte (a captured frame). */
-export const runFileNonEmpty = async (ctx: Pick<EntryContext, "artifactsDir">, name: string): Promise<boolean> =>
-  ((await readHead(posix.join(ctx.artifactsDir, name), 1).catch(missing))?.length ?? 0) > 0;
+export const runFileNonEmpty = async (ctx: Pick<EntryContext, "artifactsDir" | "files">, name: string): Promise<boolean> =>
+  ((await ctx.files.read(posix.join(ctx.artifactsDir, name), 1).catch(missing))?.length ?? 0) > 0;
 
-export const removeRunFile = (ctx: Pick<EntryContext, "artifactsDir">, name: string): Promise<void> => rm(posix.join(ctx.artifactsDir, name), { force: true });
+/** Removes a file the run wrote into its directory, as the test's user (who owns it). */
+export const removeRunFile = async (ctx: Pick<EntryContext, "artifactsDir" | "exec">, name: string): Promise<void> => {
+  await ctx.exec({ command: ["rm", "-f", "--", posix.join(ctx.artifactsDir, name)], timeoutMs: 30_000 });
+};
 
 /** A failed assertion as protoplaster's modules report it (test-run-server conventions). */
 export const assertion = (text: string): Outcome => fail(`AssertionError: ${text}`);

@@ -9,10 +9,10 @@ import { patternError } from "../engine/pattern.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
 import { isDeviceTarget } from "../devices/protocol.ts";
 import { buildPlan } from "../config/plan-builder.ts";
-import { planMachines, type ConfigSource, type TestPlan } from "../plan.ts";
+import { planMachines, type ConfigSource, type DeviceShare, type TestPlan } from "../plan.ts";
 import { DeviceRuns } from "../devices/runs.ts";
 import { deviceShares, deviceTargetsOf, shareModules } from "../devices/shares.ts";
-import { resolveTargets } from "../devices/targets.ts";
+import { resolveTargets, type TargetDevice } from "../devices/targets.ts";
 import { aggregateResults } from "./aggregate.ts";
 import { Orchestrator, type LocalRuns } from "./dispatch.ts";
 import { artifactsDir, reportPath, testrunDirs, type TestrunDirs } from "./paths.ts";
@@ -106,13 +106,54 @@ export class TestRunService implements LocalRuns {
     if ((request.nodes ?? []).length > 0) throw new LabgateError("invalid", "give either nodes or device targets, not both");
     const shares = deviceShares(targets.entries, resolveTargets(this.ctx.db, identity, targets.targets));
     if (shares.length === 0) throw new LabgateError("unprocessable", `no entry of the selection runs on ${targets.targets.join(", ")}`);
-    const warnings = [...plan.warnings];
+    const warnings = this.checkShares(shares, plan.warnings);
+    return { plan: { ...plan, machineTarget: request.machineTarget, devices: shares, modules: shareModules(shares, this.ctx.dataDir) }, warnings };
+  }
+
+  /**
+   * Runs `configName` (and `suite`) on one managed device for the gateway itself, e.g. to
+   * validate an update the device just installed: no caller's permissions are checked here (the
+   * caller checked them when it was set up). The run's `machine_target` is `device:<mac>`.
+   */
+  async runOnDevice(configName: string, suite: string, device: TargetDevice): Promise<RunRecord> {
+    const { request, plan, shares, warnings } = this.oneDevice(configName, suite, device);
+    return this.createRun({ ...plan, machineTarget: request.machineTarget, devices: shares, modules: shareModules(shares, this.ctx.dataDir) }, request, warnings, null);
+  }
+
+  /** Whether runOnDevice could run `configName` (and `suite`): the config loads and has entries for a device (else 4xx why). */
+  checkOnDevice(configName: string, suite: string): void {
+    this.oneDevice(configName, suite, { id: 0, mac: "00:00:00:00:00:00", name: "check" });
+  }
+
+  /** The plan of `configName` on `device` alone: the entries without machines (as machine_target device:<mac> selects them). */
+  private oneDevice(configName: string, suite: string, device: TargetDevice) {
+    if (!this.devices) throw new LabgateError("invalid", "this server manages no devices");
+    const request: TriggerRequest = { configName, suite, machineTarget: `device:${device.mac}`, overrides: null, pattern: "" };
+    const plan = this.planOf(request);
+    const targets = deviceTargetsOf(plan, request.machineTarget)!;
+    const shares = deviceShares(targets.entries, new Map([[request.machineTarget!, [device]]]));
+    if (shares.length === 0) throw new LabgateError("unprocessable", `no entry of ${configName}${suite ? ` (${suite})` : ""} runs on a device (entries naming machines are left out)`);
+    return { request, plan, shares, warnings: this.checkShares(shares, plan.warnings) };
+  }
+
+  /** Resolves when the run is final (however long it takes); its final record. */
+  async finalRun(id: string): Promise<RunRecord | undefined> {
+    for (;;) {
+      const run = this.store.getRun(id);
+      if (!run || FINAL_STATUSES.has(run.status)) return run;
+      await this.queue.waitForEnd(id, 60_000);
+    }
+  }
+
+  /** Every entry of the shares checked (module known, params valid: 422 naming it); the run's warnings. */
+  private checkShares(shares: DeviceShare[], planWarnings: string[]): string[] {
+    const warnings = [...planWarnings];
     for (const entry of shares.flatMap((s) => s.entries)) {
       const resolved = resolveEntry(entry.where, entry.module, entry.params, this.lookup);
       if ("error" in resolved) throw new LabgateError("unprocessable", resolved.error);
       for (const w of resolved.warnings) if (!warnings.includes(w)) warnings.push(w);
     }
-    return { plan: { ...plan, machineTarget: request.machineTarget, devices: shares, modules: shareModules(shares, this.ctx.dataDir) }, warnings };
+    return warnings;
   }
 
   /** The request's plan; a `machine_target` naming devices selects like none (deviceTargetsOf picks the entries). */

@@ -10,6 +10,8 @@ export type ServerMessage =
   | { method: "update_abort"; version: string }
   // labgate: the `update_outcome` of this id is on the server's disk; the device may forget it.
   | { method: "update_outcome_ack"; id: string }
+  // labgate: the validation test run of the update the device installed failed (docs/device-tests.md): its rollback_command runs.
+  | { method: "validation_failed"; deployment_id: number; version: string; run_id: string }
   | { method: "shell_attach"; mac_addr: string; uuid: string }
   | { method: "action_list_query" }
   | { method: "action_exec"; execution_id: string; action_id: string }

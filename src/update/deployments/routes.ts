@@ -2,14 +2,16 @@ import { Hono, type Context } from "hono";
 import { z } from "zod";
 import type { Auth } from "../../auth/middleware.ts";
 import { integerParam, jsonBody, queryOf } from "../../http/openapi.ts";
-import type { AppContext, AppEnv } from "../../app/context.ts";
+import type { AppContext, AppEnv, Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { parseRfc822, rfc822 } from "../../util/time.ts";
 import { getDevice } from "../devices/devices.ts";
-import { authorize, permissionFilter } from "../permissions/permissions.ts";
+import { allowed, authorize, permissionFilter } from "../permissions/permissions.ts";
+import { groupDeviceIds } from "../groups/groups.ts";
+import type { Database } from "../../db/index.ts";
 import { pathId, strictBody } from "../validation.ts";
 import { DEVICE_STATES, knownTimezone, STATUSES, sumOf, SUCCEEDED, totalOf, WEEKDAYS, type Counts, type PhaseSpec } from "./model.ts";
-import type { DeploymentService } from "./service.ts";
+import type { DeploymentService, DeploymentValidation } from "./service.ts";
 import { getDeployment, listDeployments, listHistory, listMembers, parsePhases, parsePhaseStarted, parseWindow, type DeploymentRow, type HistoryRow, type MemberRow } from "./store.ts";
 
 const NOT_FOUND = "deployment does not exist";
@@ -98,6 +100,17 @@ export const deploymentCreateBody = strictBody({
     .default(1440),
   start_at: instant.nullable().default(null),
   window: windowSchema.nullable().default(null),
+  validation: z
+    .strictObject(
+      {
+        config: z.string({ error: field("validation.config", "must name a stored test config") }).min(1, { error: field("validation.config", "must name a stored test config") }),
+        suite: z.string({ error: field("validation.suite", "must be a suite or group name") }).default(""),
+      },
+      { error: field("validation", "must be an object {config, suite} or null") },
+    )
+    .nullable()
+    .default(null)
+    .describe("a test config (and suite) each device runs once it installed; a failing run fails the device (reason validation). Needs svc_tests_rw and the test permission on the group's devices"),
 });
 
 export const deploymentListQuery = z.object({
@@ -155,9 +168,26 @@ export function deploymentView(service: DeploymentService, row: DeploymentRow) {
     window: parseWindow(row),
     created: rfc822(new Date(row.created)),
     created_by: row.created_by,
+    validation: row.validation ? (JSON.parse(row.validation) as DeploymentValidation) : null,
     started: time(row.started),
     finished: time(row.finished),
   };
+}
+
+/**
+ * A deployment's `validation` runs tests on the group's devices: the caller needs svc_tests_rw
+ * and the `test` permission on each of them (403 naming those it lacks), and the config must run
+ * on a device here (src/testrun/devices/validation.ts).
+ */
+function checkValidation(db: Database, identity: Identity, groupId: number, validation: DeploymentValidation, service: DeploymentService): void {
+  if (!service.validator) throw new LabgateError("invalid", `field "validation": this server runs no tests`);
+  if (identity.kind !== "mgmt" || !(identity.scopes.has("tests_rw") || identity.scopes.has("admin_rw"))) throw new LabgateError("forbidden", `field "validation": needs svc_tests_rw`);
+  const refused = groupDeviceIds(db, groupId)
+    .filter((id) => !allowed(db, identity, "device", id, "test"))
+    .map((id) => getDevice(db, id))
+    .map((d) => `'${d?.name || d?.mac_address}'`);
+  if (refused.length > 0) throw new LabgateError("forbidden", `field "validation": no test permission on device${refused.length > 1 ? "s" : ""} ${refused.join(", ")}`);
+  service.validator.check(validation);
 }
 
 const memberView = (row: MemberRow) => ({
@@ -214,6 +244,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     const body = await jsonBody(c, deploymentCreateBody);
     const identity = c.get("identity");
     authorize(db, identity, "group", body.group, "update");
+    if (body.validation) checkValidation(db, identity, body.group, body.validation, service);
     const row = await service.create({
       groupId: body.group,
       version: body.version,
@@ -226,6 +257,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       startAt: body.start_at,
       window: body.window,
       createdBy: identity.kind === "mgmt" ? identity.user : null,
+      validation: body.validation,
     });
     return c.json(deploymentView(service, row), 201);
   });

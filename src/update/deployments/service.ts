@@ -68,6 +68,22 @@ export interface NewDeployment {
   startAt: number | null;
   window: MaintenanceWindow | null;
   createdBy: string | null;
+  /** A test config (and suite) each device runs once it installed; a failure fails the device (`validation`). */
+  validation: DeploymentValidation | null;
+}
+
+/** What validates an installed update: a stored test config and a suite of it ("" for all). */
+export interface DeploymentValidation {
+  config: string;
+  suite: string;
+}
+
+/**
+ * The test-run server's part in validation (src/testrun/devices/validation.ts), installed by the
+ * composition root: `check` refuses a validation that cannot run (a 4xx naming why).
+ */
+export interface ValidationRunner {
+  check(validation: DeploymentValidation): void;
 }
 
 /** An active deployment in memory. */
@@ -113,6 +129,10 @@ export class DeploymentService implements Steering {
   /** Device id -> its place in an active deployment (a device is in at most one: one per group, and the check uses its active group). */
   private readonly index = new Map<number, Member>();
   private readonly installedHooks: InstalledHook[] = [];
+  /** Set when this server runs tests too: deployments may then name a `validation`. */
+  validator: ValidationRunner | undefined;
+  /** Deployment id -> devices whose installed update is being validated: meanwhile it neither advances nor completes. */
+  private readonly validating = new Map<number, Set<number>>();
   private epoch = -1;
   private readonly stop = new AbortController();
 
@@ -277,8 +297,8 @@ export class DeploymentService implements Steering {
       const starts = input.startAt === null || input.startAt <= now;
       const { lastInsertRowid: id } = tx.run(
         `INSERT INTO deployments (group_id, version, status, phases, current_phase, phase_started, success_percent, success_wait, error_percent,
-           device_timeout, start_at, window, created, created_by, started, updated)
-         VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+           device_timeout, start_at, window, created, created_by, validation, started, updated)
+         VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         [
           input.groupId,
           input.version,
@@ -293,6 +313,7 @@ export class DeploymentService implements Steering {
           input.window ? JSON.stringify(input.window) : null,
           at,
           input.createdBy,
+          input.validation ? JSON.stringify(input.validation) : null,
           starts ? at : null,
           at,
         ],
@@ -549,6 +570,22 @@ export class DeploymentService implements Steering {
     await this.evaluate(member.run);
   }
 
+  /** A validation of the device's install begins (call from an installed hook, before the deployment moves on). */
+  holdForValidation(deploymentId: number, deviceId: number): void {
+    const set = this.validating.get(deploymentId) ?? new Set();
+    set.add(deviceId);
+    this.validating.set(deploymentId, set);
+  }
+
+  /** The validation ended (after `fail` when it failed): the deployment may move on. */
+  async validationDone(deploymentId: number, deviceId: number): Promise<void> {
+    const set = this.validating.get(deploymentId);
+    set?.delete(deviceId);
+    if (set?.size === 0) this.validating.delete(deploymentId);
+    const run = this.runs.get(deploymentId);
+    if (run) await this.evaluate(run);
+  }
+
   private installed(deploymentId: number, deviceId: number, version: string): void {
     for (const hook of this.installedHooks) {
       try {
@@ -593,6 +630,7 @@ export class DeploymentService implements Steering {
   private async evaluate(run: Run): Promise<void> {
     for (;;) {
       if (run.row.status !== "running" || !this.runs.has(run.row.id)) return;
+      if (this.validating.has(run.row.id)) return;
       const now = this.ctx.clock.now();
       const current = run.row.current_phase;
       const last = run.ends.length - 1;

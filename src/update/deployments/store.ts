@@ -28,6 +28,8 @@ export interface DeploymentRow {
   window: string | null;
   created: string;
   created_by: string | null;
+  /** JSON {config, suite}: the test run that validates each installed device (issue 28); NULL: none. */
+  validation: string | null;
   started: string | null;
   finished: string | null;
   updated: string;
@@ -56,7 +58,7 @@ export const parsePhaseStarted = (row: DeploymentRow): string[] => JSON.parse(ro
 
 const COLUMNS =
   "dp.id, dp.group_id, dp.version, dp.status, dp.pause_reason, dp.phases, dp.current_phase, dp.phase_started, dp.success_percent, dp.success_wait, " +
-  "dp.error_percent, dp.device_timeout, dp.start_at, dp.window, dp.created, dp.created_by, dp.started, dp.finished, dp.updated";
+  "dp.error_percent, dp.device_timeout, dp.start_at, dp.window, dp.created, dp.created_by, dp.validation, dp.started, dp.finished, dp.updated";
 
 export function getDeployment(db: Database | Tx, id: number): DeploymentRow | undefined {
   return db.get<DeploymentRow>(`SELECT ${COLUMNS} FROM deployments dp WHERE dp.id = ?`, [id]);

@@ -13,6 +13,10 @@ import { groupName } from "../update.ts";
 import { useDeploymentEvents } from "../rollouts.tsx";
 import { Badge, Card, Field, Modal, ModalButtons, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
 
+/** The test run a device failed its validation in (docs/device-tests.md: its output ends with the run's console link). */
+const validationRun = (m: { reason: string | null; output: string | null }): string | undefined =>
+  m.reason === "validation" ? /\/#\/runs\/([0-9a-f-]{36})\s*$/.exec(m.output ?? "")?.[1] : undefined;
+
 const STATES = ["waiting", "offered", "downloading", "installing", "installed", "failed", "already_installed", "no_package", "not_reached", "aborted"] as const;
 type State = (typeof STATES)[number];
 type Counts = Record<State, number>;
@@ -519,6 +523,14 @@ function DeploymentView({ params, query }: PageProps) {
                           m.reason ? (
                             <>
                               <span class={m.state === "failed" ? "bad-text" : ""}>{m.reason}</span>
+                              {validationRun(m) && (
+                                <>
+                                  {" "}
+                                  <a class="small" href={href(`/runs/${seg(validationRun(m)!)}`)}>
+                                    the test run ›
+                                  </a>
+                                </>
+                              )}
                               {m.output && (
                                 <details class="output">
                                   <summary class="small">output</summary>
