@@ -4,7 +4,7 @@ import { request } from "node:http";
 import { after, before, describe, test } from "node:test";
 import { LoginThrottle } from "../../src/accounts/throttle.ts";
 import { DUMMY_HASH } from "../../src/accounts/passwords.ts";
-import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
+import { removeDir, startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
 import { adminPassword, login, sessionCookie } from "./helpers.ts";
 
 const THROTTLED = { error: "too many failed logins, try again later" };
@@ -66,6 +66,31 @@ describe("accounts: login throttling over HTTP", () => {
       assert.ok(res.headers.get("retry-after"));
     }
     assert.equal((await loginFrom(server, "127.0.0.3", "bob", "bob-password")).status, 200, "another address");
+  });
+});
+
+describe("accounts: the per-name cap over HTTP", () => {
+  test("past it a wrong password's 401 is held, while a right one from a fresh address answers at once", async () => {
+    const server = await startTestServer();
+    try {
+      // 105 failures for admin from 53 addresses (two each: no address waits), as a spread-out guesser leaves them.
+      const throttle = server.server.domains.accounts.throttle;
+      for (let i = 0; i < 105; i++) {
+        throttle.attempt("admin", `10.3.0.${i >> 1}`);
+        throttle.failed("admin", `10.3.0.${i >> 1}`);
+      }
+      let answered = false;
+      const wrong = loginFrom(server, "127.0.0.4", "admin", "not-the-password").then((res) => ((answered = true), res));
+      await waitFor(() => server.clock.sleeps.includes(15_000), 10_000, "the wrong password's answer held 15 s");
+      const owner = await loginFrom(server, "127.0.0.5", "admin", adminPassword(server));
+      assert.equal(owner.status, 200);
+      assert.equal(answered, false, "the guess is still held while the owner is signed in");
+      server.clock.advance(15_000);
+      assert.equal((await wrong).status, 401);
+    } finally {
+      await server.close();
+      removeDir(server.dataDir);
+    }
   });
 });
 
