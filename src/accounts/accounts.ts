@@ -8,7 +8,7 @@ import { LabgateError } from "../util/errors.ts";
 import { revokeUserTokens } from "../auth/revocations.ts";
 import { DUMMY_HASH, hashPassword, outdatedHash, randomPassword, verifyPassword } from "./passwords.ts";
 
-/** A console account as the API shows it (console-contract.md, Accounts). */
+/** A console account as the API shows it. */
 export interface AccountView {
   name: string;
   scopes: string[];
@@ -215,7 +215,7 @@ export async function deleteAccount(db: Database, name: string, now: Date, actor
 
 /**
  * With no account at all (first start, or a data dir from before accounts), creates `admin` with
- * every scope and a random password, written to DATA_DIR/admin.password (0600) first so that it
+ * every scope and a random password, written to DATA_DIR/admin.password first so that it
  * is never lost. Returns that file's path when it did.
  */
 export async function createFirstAdmin(db: Database, dataDir: string, prefix: string, now: Date): Promise<string | undefined> {

@@ -1,4 +1,4 @@
-/* The console's sign-in and the accounts (console-contract.md) for the OpenAPI document. */
+/* The console's sign-in and the accounts for the OpenAPI document. */
 import { z } from "zod";
 import { ErrorBody, errors, type Operation } from "../http/openapi.ts";
 import { loginBody, newUserBody, revokeBody, userChangeBody } from "./routes.ts";

@@ -52,7 +52,7 @@ export const revokeBody = z
 const sessionCookie = (c: Context, value: string, maxAge: number) =>
   setCookie(c, SESSION_COOKIE, value, { httpOnly: true, sameSite: "Strict", path: "/", maxAge, secure: isTls(c) });
 
-/** Console sign-in and sign-out, and the accounts (console-contract.md, issue 11). */
+/** Console sign-in and sign-out, and the accounts. */
 export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrottle, accessWatch: AccessWatch): Hono<AppEnv> {
   const { db } = ctx;
   const prefix = ctx.config.prefix;
@@ -109,7 +109,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     return c.body(null, 204);
   });
 
-  // Token revocation (issue 10): one token by id, or every token of a user issued until now.
+  // Token revocation: one token by id, or every token of a user issued until now.
   app.post("/api/v1/tokens/revoke", auth.management("admin_rw"), async (c) => {
     const { id, user } = await jsonBody(c, revokeBody);
     await db.write((tx) => (id !== undefined ? revokeTokenId(tx, id, null, dateOf(ctx.clock)) : revokeUserTokens(tx, user!, dateOf(ctx.clock))));

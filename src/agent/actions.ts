@@ -1,5 +1,5 @@
 /*
- * The agent's actions (update-server.md 11, 13): the list it reports, and executions run at
+ * The agent's actions: the list it reports, and executions run at
  * most `action_concurrency` at a time, answered at least once (a result is kept for an
  * execution the server sends again after a reconnection).
  */

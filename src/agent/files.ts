@@ -1,5 +1,5 @@
 /*
- * File probes and uploads for the server's fs/file (update-server.md 12, steps 3 and 8), confined
+ * File probes and uploads for the server's fs/file, confined
  * to the agent's file_base_dir: the path is resolved, symlinks included, and must stay inside.
  */
 import { constants } from "node:fs";

@@ -1,5 +1,5 @@
 /*
- * Shell sessions on the device (update-server.md 13.4). On `shell_attach` the agent opens the
+ * Shell sessions on the device. On `shell_attach` the agent opens the
  * session's socket and runs the configured command (argv, no shell interpolation, no PTY) in the
  * configured directory with a small environment; socket frames go to its stdin, its stdout and
  * stderr come back as binary frames. The session ends when either side ends, after the idle

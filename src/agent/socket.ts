@@ -14,7 +14,7 @@ const OUTBOX_LIMIT = 500;
 export interface SocketHooks {
   /** A fresh token, or undefined when authorization failed (logged by the caller). */
   token(): Promise<string | undefined>;
-  /** The server refused the token (401): the device must authorize again. */
+  /** The server refused the token: the device must authorize again. */
   refused(): void;
   /** Sent first on every connection (the capability report). */
   greeting(): object;

@@ -23,7 +23,7 @@ export function serverTransport(caFile: string): ServerTransport {
     throw new ConfigError(`agent config key ca_file: ${caFile} is not a readable PEM certificate (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
   }
   // Node's built-in fetch takes no trust options: undici's own fetch with a dispatcher of its own
-  // does. Loaded on the first request, so that an agent without ca_file never loads undici (issue 31).
+  // does. Loaded on the first request, so that an agent without ca_file never loads undici.
   let pinned: Promise<typeof fetch> | undefined;
   const load = async (): Promise<typeof fetch> => {
     const undici = await import("undici");

@@ -1,5 +1,5 @@
 /*
- * A token acts with its account's current standing (issue 25). The database's access generation
+ * A token acts with its account's current standing. The database's access generation
  * (migration 014) counts up on every change to who may do what: an account's scopes, password,
  * enabled state or existence, a revocation, a permission row, or what permission rows reach (a
  * device's name and tags, group membership). `currentIdentity` resolves a verified management

@@ -29,7 +29,7 @@ export function actsByMethod(c: Context): boolean {
 }
 
 /**
- * Refuses (403) a request that acts when a browser says a page of another origin made it: its
+ * Refuses a request that acts when a browser says a page of another origin made it: its
  * `Sec-Fetch-Site` is `cross-site` or `same-site` (another port or subdomain of the same host is
  * "same-site", and gets SameSite cookies), or its `Origin` is not this server's. Whatever the
  * authentication: with `test_server.auth: none` a page's "simple" request (a form, text/plain,
@@ -180,7 +180,7 @@ export function createAuth(ctx: AppContext, gates: AuthGates = {}) {
 
   /**
    * For a GET route that runs something (the reference's `GET .../action/exec/{id}`), before its
-   * auth check: the cross-site rule of the acting methods, and a HEAD is refused (405), never run.
+   * auth check: the cross-site rule of the acting methods, and a HEAD is refused, never run.
    */
   const actsOnGetCheck: MiddlewareHandler<AppEnv> = async (c, next) => {
     if (c.req.method === "HEAD") {

@@ -1,5 +1,5 @@
 /*
- * Management token revocation (issue 10 item 6). Every management token carries an id (`jti`)
+ * Management token revocation. Every management token carries an id (`jti`)
  * and its issue time (`iat_ms`, to the millisecond). An admin revokes one token by id, or every token
  * of a user issued until now (disabling an account does the latter). Both live in the database
  * (migration 008), so `labgate token revoke` works with the server stopped too; the auth check

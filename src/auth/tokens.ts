@@ -75,7 +75,7 @@ function issuedAtMs(payload: Record<string, unknown>): number {
 /** A management token's id: plain hex, so that a CLI flag never takes one for an option (base64url began with "-"). */
 export const newTokenId = (): string => randomBytes(12).toString("hex");
 
-/** Issues and verifies labgate's tokens and signed links (contract.md, Authentication). */
+/** Issues and verifies labgate's tokens and signed links. */
 export class TokenService {
   private readonly keys: AppKeys;
   private readonly prefix: string;

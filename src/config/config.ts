@@ -361,7 +361,7 @@ function resolveTestrunDirs(config: Config, cwd: string): void {
   }
 }
 
-/** Reads `test_server.nodes_file` (protoplaster's `--external-devices` format) into `nodes`, with the conflict rules of 11.1. */
+/** Reads `test_server.nodes_file` (protoplaster's `--external-devices` format) into `nodes`, with the conflict rules. */
 function readNodesFile(path: string, nodes: Record<string, NodeTarget>): Record<string, NodeTarget> {
   const key = "config key test_server.nodes_file";
   let text: string;

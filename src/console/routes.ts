@@ -65,7 +65,7 @@ async function serve(c: Context, source: Source, since: Date, name: string, cach
 }
 
 /**
- * The web console (issue 11): `/` is its page (no auth: it holds no data; the API it calls checks
+ * The web console: `/` is its page (no auth: it holds no data; the API it calls checks
  * every request), `/console/<name>` its scripts and styles, named by content hash, so cached for good.
  */
 export function consoleRoutes(ctx: AppContext, _auth: Auth): Hono<AppEnv> {

@@ -1,5 +1,5 @@
 /*
- * The OpenAPI 3.1 description of the HTTP API (issue 13), built from the same zod schemas the
+ * The OpenAPI 3.1 description of the HTTP API, built from the same zod schemas the
  * handlers validate request bodies with (`jsonBody`). zod 4 emits JSON Schema 2020-12, which is
  * OpenAPI 3.1's schema dialect, so the schemas go into the document as they are.
  *

@@ -14,7 +14,7 @@ export function openApiRoutes(ctx: AppContext, registered: readonly Operation[])
     document ??= openApiDocument(apiOperations(ctx.config, registered), {
       title: "labgate",
       version: ctx.version,
-      description: "Device update management and test runs, one appliance (update-server.md, test-run-server.md).",
+      description: "Device update management and test runs, one appliance.",
     });
     return c.json(document);
   });

@@ -56,7 +56,7 @@ export function routeTable({ shared, accounts, update, testRun }: Domains, opera
     // Console sign-in and accounts: /api/v1/auth/login, /api/v1/auth/logout, /api/v1/tokens/revoke, /api/v1/users
     (ctx, auth) => accountsRoutes(ctx, auth, accounts.throttle, shared.accessWatch),
 
-    // The update server (update-server.md).
+    // The update server.
     // Device authorization and registrations: /api/v1/auth/device, /api/v1/auth/register, /api/v1/auth/pending
     (ctx, auth) => authRoutes(ctx, auth, update.replay, update.deviceHooks),
     // Devices and tags: /api/v1/devices, /api/v2/devices, /api/v2/tags
@@ -87,8 +87,8 @@ export function routeTable({ shared, accounts, update, testRun }: Domains, opera
     // Device logs: /api/v1/logs
     (ctx, auth) => logsRoutes(ctx, auth),
 
-    // The test-run server (test-run-server.md 12 to 14); `test_server.auth: none` opens these.
-    // CORS for the paths below, only when test_server.cors_origins lists origins (1.1).
+    // The test-run server; `test_server.auth: none` opens these.
+    // CORS for the paths below, only when test_server.cors_origins lists origins.
     (ctx) => testRunCors(ctx.config.test_server.cors_origins),
     // /api/v1/configs
     (ctx, auth) => configRoutes(ctx, testRunAccess(ctx, auth), testRun.configs, testRun.views),
@@ -108,7 +108,7 @@ export function routeTable({ shared, accounts, update, testRun }: Domains, opera
   ];
 }
 
-/** No CORS unless origins are listed (1.1 DECISION): a config upload is shell access (17.2). */
+/** No CORS unless origins are listed: a config upload is shell access. */
 function testRunCors(origins: string[]): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   if (origins.length === 0) return app;

@@ -88,7 +88,7 @@ export function startDomains(ctx: AppContext): Domains {
   // The device gate, the orphan-object sweep, progress expiry, the device socket hub with its
   // handlers (progress, actions, file transfers), shells, deletion hooks, the download sweep.
   const update = createUpdateDomain(ctx);
-  // The config store, the run queue: runs left unfinished by the last process are aborted (6.7).
+  // The config store, the run queue: runs left unfinished by the last process are aborted.
   // Runs on managed devices go through the update server's device sockets.
   const testRun = createTestRunDomain(ctx, update.hub, runAs);
   // A deployment's validation runs a test config on each device that installed.

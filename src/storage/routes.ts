@@ -13,7 +13,7 @@ export function publicBase(ctx: Pick<AppContext, "config">, c: Context): string 
   return ctx.config.public_url || `${isTls(c) ? "https" : "http"}://${new URL(c.req.url).host}`;
 }
 
-/** An absolute, signed, expiring download link for a stored object (D13). */
+/** An absolute, signed, expiring download link for a stored object. */
 export function signedObjectUrl(ctx: Pick<AppContext, "config" | "tokens">, base: string, name: string, ttlSeconds = ctx.config.update_server.download_link_ttl): string {
   const { expires, signature } = ctx.tokens.signLink(LOCAL_STORAGE_LINK, name, ttlSeconds);
   return `${base}/local_storage/${name}?expires=${expires}&signature=${signature}`;

@@ -195,7 +195,7 @@ function answerHead(
 
 /**
  * Every file answer (packages, device files, reports, artifacts, configs): Content-Length, ETag,
- * Last-Modified, Accept-Ranges, single ranges (206, 416) and If-None-Match / If-Range (304);
+ * Last-Modified, Accept-Ranges, single ranges and If-None-Match / If-Range;
  * HEAD answers the headers only. `headers` adds to or overrides the defaults. With `direct`, the
  * body is sent by sendFile (same bytes, less memory) when the server is @hono/node-server;
  * otherwise through a file stream.

@@ -1,6 +1,6 @@
 /*
- * The composition root of the test-run server (test-run-server.md): builds the config store and
- * the run service, aborts what the last process left unfinished (6.7) and registers the shutdown
+ * The composition root of the test-run server: builds the config store and
+ * the run service, aborts what the last process left unfinished and registers the shutdown
  * of the queue and of the orchestrations. The routers get the built services (src/server/routes.ts).
  */
 import { Broadcaster } from "../http/sse.ts";

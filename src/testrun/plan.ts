@@ -1,10 +1,10 @@
 /**
  * The run plan: what a test run executes, derived from a stored config, a suite or group name,
- * request overrides and a node role (test-run-server.md sections 2 to 5). The run engine only
+ * request overrides and a node role. The run engine only
  * consumes this; the YAML dialect, includes, anchors and overrides live in ./config/.
  *
  * A plan is plain JSON-serialisable data, so the engine can store it with the run as the
- * trigger-time snapshot (6.4) and never has to re-read the store for a pending run.
+ * trigger-time snapshot and never has to re-read the store for a pending run.
  */
 import { LabgateError, type ErrorCode } from "../util/errors.ts";
 
@@ -14,14 +14,14 @@ export type PlanProblem =
   | "config_missing"
   /** `config_name` is not a safe store name (400 `invalid config name`). */
   | "bad_config_name"
-  /** `test_suite_name` names neither a suite nor a group (404). */
+  /** `test_suite_name` names neither a suite nor a group. */
   | "unknown_suite"
   /** Request overrides are malformed or match nothing (400 `invalid overrides: ...`). */
   | "invalid_overrides"
-  /** The config (or an include) does not load or is semantically invalid (422). */
+  /** The config (or an include) does not load or is semantically invalid. */
   | "invalid_config";
 
-/** Each problem's error code: the status section 12 gives for Variant A. */
+/** Each problem's error code: its status in Variant A. */
 const PLAN_ERROR_CODE: Record<PlanProblem, ErrorCode> = {
   config_missing: "not_found",
   bad_config_name: "invalid",
@@ -40,7 +40,7 @@ export class PlanError extends LabgateError {
   }
 }
 
-/** One module instance to execute: a `- module: params` item of a group (2.2). */
+/** One module instance to execute: a `- module: params` item of a group. */
 export interface PlanEntry {
   /** Group name as text (YAML 1.1 keys are rendered like Python's str(): `000:` is "0"). */
   group: string;
@@ -59,16 +59,16 @@ export interface PlanEntry {
    * A `- sleep:` entry without params gives `{}`.
    */
   params: Record<string, unknown>;
-  /** Machines the entry runs on (2.8); empty = local (runs on the node that got the trigger). */
+  /** Machines the entry runs on; empty = local (runs on the node that got the trigger). */
   machines: string[];
   /**
    * Parameter id `test_config<k>`: k counts earlier entries with the same module key in this
-   * plan, from 0. Numbered after suite selection and machine filtering (section 5 step 4).
+   * plan, from 0. Numbered after suite selection and machine filtering.
    */
   paramId: string;
 }
 
-/** A metadata command (2.7), validated: `run` present, name a safe file name. */
+/** A metadata command, validated: `run` present, name a safe file name. */
 export interface MetadataCommand {
   /** Metadata name: the result key and the artifact file name (`[A-Za-z0-9._-]+`, no leading dot). */
   name: string;
@@ -76,14 +76,14 @@ export interface MetadataCommand {
   run: string;
   /**
    * Fallback run when `run` fails. `output` is the reference's result name (default: `name`);
-   * labgate stores the result under `name` anyway (2.7 DECISION), so it is informational.
+   * labgate stores the result under `name` anyway, so it is informational.
    */
   onFail: { run: string; output: string } | null;
   /** `required` / `preferred`: when not root the engine adds a warning and still runs the command. */
   superuser: "required" | "preferred" | null;
 }
 
-/** The expanded, ordered selection for one run (section 5 steps 1-4). */
+/** The expanded, ordered selection for one run. */
 export interface TestPlan {
   /** Store name of the main config. */
   configName: string;
@@ -92,7 +92,7 @@ export interface TestPlan {
   /** How `suite` was resolved: every group, a named suite, or a single group. */
   selection: "all" | "suite" | "group";
   /**
-   * Node role the entries were filtered for (2.8): null = no filtering (a local run or the
+   * Node role the entries were filtered for: null = no filtering (a local run or the
    * orchestrator's view, entries keep their `machines`); "localhost" = entries without
    * machines; any other name = entries whose machines contain it.
    */
@@ -101,16 +101,16 @@ export interface TestPlan {
   groups: string[];
   /** Entries in execution order (group order, then entry order); groups left empty are gone. */
   entries: PlanEntry[];
-  /** Metadata commands to run at the start of the run, in definition order (2.7 rule 1). */
+  /** Metadata commands to run at the start of the run, in definition order. */
   metadata: MetadataCommand[];
-  /** `aggregate_results` of the main file (11.6). */
+  /** `aggregate_results` of the main file. */
   aggregateResults: boolean;
-  /** `combined_results_dir_prefix` of the main file, default `combined_` (11.6). */
+  /** `combined_results_dir_prefix` of the main file, default `combined_`. */
   combinedResultsDirPrefix: string;
   /** Non-fatal problems for the run's `warnings` (unknown suite members, unconsumed in-file overrides, ...). */
   warnings: string[];
   /**
-   * The request overrides as the run object shows them (6.1): the string form split into lines,
+   * The request overrides as the run object shows them: the string form split into lines,
    * the object form as given, null when none.
    */
   overrides: string[] | Record<string, unknown> | null;
@@ -149,13 +149,13 @@ export interface PlanRequest {
   configName: string;
   /** Suite or group name; "" / null / undefined = everything. */
   suite?: string | null;
-  /** Variant A string form (newline-delimited YAML, 3.3) or object form deep-merged (3.6). */
+  /** Variant A string form (newline-delimited YAML) or object form deep-merged. */
   overrides?: string | Record<string, unknown> | null;
-  /** Node role (2.8); undefined/null = no machine filtering. */
+  /** Node role; undefined/null = no machine filtering. */
   machineTarget?: string | null;
 }
 
-/** The names of a case that a repeat pattern is matched against (10.3), and its report names (18.1). */
+/** The names of a case that a repeat pattern is matched against, and its report names. */
 export interface CaseNames {
   /** Report `test name`: `<case>[test_config<k>]`. */
   testName: string;
@@ -178,8 +178,8 @@ export function caseNames(entry: Pick<PlanEntry, "module" | "paramId">, caseName
 }
 
 /**
- * Keeps the entries of `plan` that run on `machineTarget` (2.8) and renumbers the parameter ids
- * (section 5: numbering follows the machine filter).
+ * Keeps the entries of `plan` that run on `machineTarget` and renumbers the parameter ids
+ * (numbering follows the machine filter).
  */
 export function planForMachine(plan: TestPlan, machineTarget: string): TestPlan {
   const kept = plan.entries.filter((e) => (machineTarget === "localhost" ? e.machines.length === 0 : e.machines.includes(machineTarget)));

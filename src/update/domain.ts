@@ -1,5 +1,5 @@
 /*
- * The composition root of the update server (update-server.md): builds its services, installs
+ * The composition root of the update server: builds its services, installs
  * its hooks (the device gate, the device messages each service handles, what a device deletion
  * or key change ends), starts its timers and registers its shutdown work. The routers get the
  * built services (src/server/routes.ts) and only route.
@@ -31,7 +31,7 @@ export interface UpdateDomain {
   deviceGate: (identity: DeviceIdentity) => boolean;
   /** What a device deletion or key change ends (the gate's cache, sockets, action logs). */
   deviceHooks: DeviceHooks;
-  /** Signed device authorization requests seen, refused when replayed (9.1). */
+  /** Signed device authorization requests seen, refused when replayed. */
   replay: ReplayGuard;
   /** The update checks' cached inputs (active groups, group plans); group writes drop them. */
   catalog: UpdateCatalog;
@@ -69,7 +69,7 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
     (error) => ctx.log.warn(`storage sweep failed: ${(error as Error).message}`),
   );
 
-  // Update progress (8): records idle for `progress_idle_timeout` no longer count and are swept by a timer.
+  // Update progress: records idle for `progress_idle_timeout` no longer count and are swept by a timer.
   const progress = new UpdateProgress(ctx.db, ctx.config.update_server.progress_idle_timeout, ctx.clock);
   const stopExpiry = every(ctx.clock, Math.min(progress.idleMs, 60_000), () => {
     progress.sweep().catch((error) => ctx.log.warn(`progress: idle records not removed: ${(error as Error).message}`));
@@ -87,15 +87,15 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   deployments.start();
   ctx.onClosing.push(() => deployments.close());
   handleOutcomes(ctx, hub, deployments);
-  // update_progress, update_version (8.2, 13.3).
+  // update_progress, update_version.
   handleProgress(ctx, hub, progress, events, deployments);
 
-  // Shell sessions (13.4) end with their device's socket, and at shutdown.
+  // Shell sessions end with their device's socket, and at shutdown.
   const shells = new ShellService(ctx, hub);
   hub.onDisconnect((mac) => shells.deviceGone(mac));
   ctx.onClosing.push(() => shells.endAll());
 
-  // Remote actions (11): results and acknowledgements from the device; the queue goes out on connect.
+  // Remote actions: results and acknowledgements from the device; the queue goes out on connect.
   const deviceFiles = new DeviceFileStore(ctx.dataDir, ctx.config.prefix);
   const actions = new ActionService(ctx, hub, deviceFiles);
   deviceFiles.serveInlineActions((id) => actions.storedOutput(id));
@@ -103,7 +103,7 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   hub.handle("action_exec_result", (conn, message) => actions.result(conn, message));
   hub.onConnect((conn) => actions.connected(conn));
 
-  // File download from devices (12): the device's replies; assembled downloads outlive their links by nothing (swept hourly).
+  // File download from devices: the device's replies; assembled downloads outlive their links by nothing (swept hourly).
   const transfers = new FileTransferService(ctx, hub, deviceFiles);
   hub.handle("fs_file_probe_reply", (conn, message) => transfers.probeReply(conn, message));
   hub.handle("fs_file_download_reply", (conn, message) => transfers.downloadReply(conn, message));
@@ -111,7 +111,7 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   deviceFiles.sweepDownloads(ttl, ctx.clock.now());
   ctx.onShutdown.push(every(ctx.clock, 3600_000, () => deviceFiles.sweepDownloads(ttl, ctx.clock.now())));
 
-  // A deleted device loses its socket, its action log and the outputs (17.18), and leaves its deployment.
+  // A deleted device loses its socket, its action log and the outputs, and leaves its deployment.
   deviceHooks.onDeleted((tx, device) => {
     const outputs = deleteDeviceLog(tx, device.mac_address);
     return async () => {

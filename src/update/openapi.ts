@@ -1,6 +1,6 @@
 /*
- * The update server's operations for the OpenAPI document (src/http/openapi.ts), in the order of
- * update-server.md. Request bodies are the schemas the handlers validate with; response shapes
+ * The update server's operations for the OpenAPI document (src/http/openapi.ts), by area.
+ * Request bodies are the schemas the handlers validate with; response shapes
  * name the fields clients rely on (objects may carry more).
  */
 import { z } from "zod";

@@ -7,39 +7,39 @@
  *   throw new LabgateError("not_found", "device does not exist");
  */
 export type ErrorCode =
-  /** The request is malformed or names something that cannot be (400). */
+  /** The request is malformed or names something that cannot be. */
   | "invalid"
-  /** No valid credentials: no token, a bad or expired one, a revoked session (401). */
+  /** No valid credentials: no token, a bad or expired one, a revoked session. */
   | "unauthenticated"
-  /** Authenticated, but not allowed to do this (403). */
+  /** Authenticated, but not allowed to do this. */
   | "forbidden"
-  /** The thing named does not exist, or is hidden from the caller (404). */
+  /** The thing named does not exist, or is hidden from the caller. */
   | "not_found"
-  /** The route exists, but not for this method (a HEAD on a route that acts) (405). */
+  /** The route exists, but not for this method (a HEAD on a route that acts). */
   | "method_not_allowed"
-  /** The current state forbids it: in use, already there, changed meanwhile (409). */
+  /** The current state forbids it: in use, already there, changed meanwhile. */
   | "conflict"
-  /** The input is larger than accepted (413). */
+  /** The input is larger than accepted. */
   | "too_large"
-  /** The body is not of the media type the route reads (a JSON route without a JSON Content-Type) (415). */
+  /** The body is not of the media type the route reads (a JSON route without a JSON Content-Type). */
   | "unsupported_media"
-  /** The requested byte range lies outside the object (416). */
+  /** The requested byte range lies outside the object. */
   | "bad_range"
-  /** Well-formed, but its content is not acceptable (an invalid config, a permission that cannot apply) (422). */
+  /** Well-formed, but its content is not acceptable (an invalid config, a permission that cannot apply). */
   | "unprocessable"
-  /** The path must be reached through a protocol upgrade (WebSocket) (426). */
+  /** The path must be reached through a protocol upgrade (WebSocket). */
   | "upgrade_required"
-  /** Too many of something pending already (registrations) (429). */
+  /** Too many of something pending already (registrations). */
   | "too_many"
-  /** The operation failed on this side for a reason worth telling (an I/O error, a node that cannot be used) (500). */
+  /** The operation failed on this side for a reason worth telling (an I/O error, a node that cannot be used). */
   | "internal"
-  /** A device or node answered wrongly or could not be reached (502). */
+  /** A device or node answered wrongly or could not be reached. */
   | "upstream"
-  /** The service cannot do it now (the database's write path is down) (503). */
+  /** The service cannot do it now (the database's write path is down). */
   | "unavailable"
-  /** A device did not answer in time, or went away before answering (504). */
+  /** A device did not answer in time, or went away before answering. */
   | "timeout"
-  /** No space left to store it (507). */
+  /** No space left to store it. */
   | "no_space";
 
 /** Fields an error body may carry besides `error` (e.g. where in a config file the problem is). */

@@ -1,9 +1,9 @@
 import { spawn } from "node:child_process";
 import { constants, createWriteStream, openSync, type WriteStream } from "node:fs";
 
-/** How long a process gets between SIGTERM and SIGKILL (18.1). */
+/** How long a process gets between SIGTERM and SIGKILL. */
 export const KILL_GRACE_MS = 5_000;
-/** Output kept in memory per stream (18.1); everything can still go to `outputFile`. */
+/** Output kept in memory per stream; everything can still go to `outputFile`. */
 export const OUTPUT_LIMIT = 1024 * 1024;
 
 export interface ProcessOptions {

@@ -4,8 +4,8 @@ const pad = (n: number) => String(n).padStart(2, "0");
 
 /**
  * RFC 822 date in UTC, whole seconds: `Sat, 21 Nov 2026 07:12:31 GMT`.
- * The update server writes the `GMT` zone (update-server.md 1.3); the test-run server writes
- * `+0000` (test-run-server.md 1.3). Both are the same instant in valid RFC 822.
+ * The update server writes the `GMT` zone; the test-run server writes
+ * `+0000`. Both are the same instant in valid RFC 822.
  */
 export function rfc822(date: Date, zone: "GMT" | "+0000" = "GMT"): string {
   return (

@@ -1,20 +1,16 @@
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { after, test } from "node:test";
 import WebSocket from "ws";
-import { startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
+import { useTestServer, waitFor } from "../helpers/server.ts";
 import { approveAgent, device, FAST_SERVER, rawDevice, startAgent, untilConnected } from "./helpers/agents.ts";
 import type { Agent } from "../../src/agent/agent.ts";
 
-let server: TestServer;
 const agents: Agent[] = [];
-
-before(async () => {
-  server = await startTestServer(FAST_SERVER);
-});
+// Registered first: the agents stop before the server closes (and its data dir goes).
 after(async () => {
   for (const agent of agents) await agent.stop();
-  await server.close();
 });
+const server = useTestServer(FAST_SERVER);
 
 interface Socket {
   ws: WebSocket;

@@ -9,7 +9,7 @@ export class ApiError extends Error {
   }
 }
 
-/** Called when the session is gone (401): the app shows the login form again. */
+/** Called when the session is gone: the app shows the login form again. */
 let onSignedOut: () => void = () => {};
 export const setSignedOutHandler = (handler: () => void) => {
   onSignedOut = handler;

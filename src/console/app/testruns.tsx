@@ -230,7 +230,7 @@ export function hintLines(text: string, hints: string[]): Set<number> {
 
 // ---- the -k pattern ------------------------------------------------------------------------------
 
-/** The pattern language (test-run-server.md 10.2), as the repeat and trigger forms explain it. */
+/** The pattern language, as the repeat and trigger forms explain it. */
 export function PatternHelp() {
   return (
     <div class="hint pattern-help">

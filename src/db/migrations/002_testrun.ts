@@ -1,7 +1,7 @@
 import type { Migration } from "../migrate.ts";
 
 /**
- * Test runs and triggers (test-run-server.md 6.7: records live in the database). Times are
+ * Test runs and triggers (records live in the database). Times are
  * milliseconds since the epoch, passed in as parameters (journal replay must be deterministic).
  * `seq` gives creation order and Variant B's integer ids (never reused: AUTOINCREMENT).
  */

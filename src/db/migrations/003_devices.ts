@@ -1,7 +1,7 @@
 import type { Migration } from "../migrate.ts";
 
 /*
- * Update server, part 0 (issue 3): devices, tags, pending registrations, per-user permissions.
+ * Update server, part 0: devices, tags, pending registrations, per-user permissions.
  *
  * Table names other domains rely on:
  *   devices(id, created, name, mac_address UNIQUE, public_key, key_fingerprint, capabilities, metadata, last_access)

@@ -1,7 +1,7 @@
 import type { Migration } from "../migrate.ts";
 
 /*
- * Update server, part 1 (issue 4): packages, groups and their assignments, update progress.
+ * Update server, part 1: packages, groups and their assignments, update progress.
  *
  * Table names other domains rely on (the permission test walks group membership):
  *   packages(id, created, sha256, driver, metadata, storage_dir, storage_name, size, version, devtype, created_by)

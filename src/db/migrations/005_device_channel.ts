@@ -1,7 +1,7 @@
 import type { Migration } from "../migrate.ts";
 
 /*
- * Device channel (issue 5): the remote-action log (update-server.md 11, labgate decisions D7, D8).
+ * Device channel: the remote-action log.
  *
  *   action_log(seq, id UNIQUE, mac_address, action_id, created, status, status_code, output_key, finished)
  *

@@ -1,8 +1,7 @@
 import type { Migration } from "../migrate.ts";
 
 /*
- * Update progress records expire after an idle time (update-server.md 17.11, adopted by
- * section 18): `updated` is the time of the record's update check or of the device's latest
+ * Update progress records expire after an idle time: `updated` is the time of the record's update check or of the device's latest
  * progress report. Existing records count from their `created`.
  */
 export const m006ProgressUpdated: Migration = {

@@ -1,7 +1,7 @@
 import type { Migration } from "../migrate.ts";
 
 /*
- * Management token revocation (issue 10 item 6).
+ * Management token revocation.
  *
  *   revoked_tokens(jti, revoked, expires)      -- one token, by its id (the `jti` claim)
  *   revoked_users(user_id, before_ms, revoked) -- every token of a user issued at or before before_ms

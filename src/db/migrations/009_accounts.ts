@@ -1,7 +1,7 @@
 import type { Migration } from "../migrate.ts";
 
 /*
- * Console accounts (issue 11): who may sign in to the web console.
+ * Console accounts: who may sign in to the web console.
  *
  *   accounts(name, password_hash, scopes, disabled, created, last_login, session_epoch)
  *

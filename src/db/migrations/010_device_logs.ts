@@ -1,7 +1,7 @@
 import type { Migration } from "../migrate.ts";
 
 /*
- * Device logs (update-server.md 15.2, issue 13): telemetry entries devices send in batches.
+ * Device logs: telemetry entries devices send in batches.
  *
  *   device_logs(id, device_id, created, device_timestamp, name, entry)
  *

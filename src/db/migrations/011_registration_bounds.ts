@@ -1,7 +1,7 @@
 import type { Migration } from "../migrate.ts";
 
 /*
- * Bounds of the public registration route (issue 9 item 4):
+ * Bounds of the public registration route:
  *
  *   registrations.client_address  -- the peer address that last sent the registration
  *

@@ -1,7 +1,7 @@
 import type { Migration } from "../migrate.ts";
 
 /*
- * The access generation (issue 25): one counter that every change to who may do what counts up.
+ * The access generation: one counter that every change to who may do what counts up.
  *
  *   access_generation(n)  -- one row
  *

@@ -1,7 +1,7 @@
 import type { Migration } from "../migrate.ts";
 
 /*
- * Device logs bounded in bytes (issue 25):
+ * Device logs bounded in bytes:
  *
  *   device_logs.bytes  -- UTF-8 bytes of the entry's name and text, what the per-device quota counts
  *

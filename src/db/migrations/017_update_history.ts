@@ -1,7 +1,7 @@
 import type { Migration } from "../migrate.ts";
 
 /*
- * Every device's update history (issue 26): one row per update outcome the device reported (or a
+ * Every device's update history: one row per update outcome the device reported (or a
  * deployment decided: not reached, aborted), with or without a deployment.
  *
  *   update_history(id, device_id, deployment_id, from_version, to_version, outcome, reason, at)

@@ -1,5 +1,5 @@
 /**
- * One load of a test config (test-run-server.md 2.4, 2.5, 3.4): the main file, then its
+ * One load of a test config: the main file, then its
  * includes depth-first in list order, with one anchor namespace and overrides passed down.
  */
 import type { ConfigSource } from "../plan.ts";
@@ -19,13 +19,13 @@ export const LOAD_LIMITS = {
 export interface LoadResult {
   /** The main file's own document after its overrides were applied (for top-level keys). */
   root: YMap;
-  /** Effective `tests`, `metadata`, `test-suites`: includes first, then the file's own (2.4). */
+  /** Effective `tests`, `metadata`, `test-suites`: includes first, then the file's own. */
   tests: YMap;
   metadata: YMap;
   suites: YMap;
-  /** Suite names in first-definition order over the load order (2.6 DECISION). */
+  /** Suite names in first-definition order over the load order. */
   suiteOrder: string[];
-  /** Override hints of every file, main file first, includes depth-first (4.1). */
+  /** Override hints of every file, main file first, includes depth-first. */
   hints: string[];
   /** Overrides no file could apply, in order (request ones are an error for the caller). */
   unconsumed: Override[];
@@ -59,7 +59,7 @@ function includeLine(text: string, file: string, name: string): SourcePlace | un
 
 const KEYS = { tests: "tests", metadata: "metadata", suites: "test-suites", includes: "includes" } as const;
 
-/** Loads `main` with `requestOverrides` (3.4). Throws LoadError. */
+/** Loads `main` with `requestOverrides`. Throws LoadError. */
 export function loadConfigFiles(source: ConfigSource, main: string, requestOverrides: Override[] = []): LoadResult {
   const registry = new AnchorRegistry();
   const budget = new Budget();
@@ -79,7 +79,7 @@ export function loadConfigFiles(source: ConfigSource, main: string, requestOverr
   const includesOf = (root: YMap, file: string): string[] => {
     const value = root.get(KEYS.includes);
     if (value === undefined || value === null) return [];
-    // A single string is a one-element list (2.4 DECISION).
+    // A single string is a one-element list.
     const list = typeof value === "string" ? [value] : value;
     if (!Array.isArray(list)) throw new LoadError(`${file}: 'includes' must be a list of config names`);
     return list.map((item) => {
@@ -94,7 +94,7 @@ export function loadConfigFiles(source: ConfigSource, main: string, requestOverr
     const includer = chain[chain.length - 1];
     const atInclude = () => (includer === undefined ? undefined : includeLine(files[includer] ?? "", includer, name));
     if (chain.includes(name)) throw new LoadError(`include cycle: ${[...chain.slice(chain.indexOf(name)), name].join(" -> ")}`, false, atInclude());
-    if (done.has(name)) return undefined; // a diamond: loaded once (2.4 DECISION)
+    if (done.has(name)) return undefined; // a diamond: loaded once
     if (Object.keys(files).length >= LOAD_LIMITS.maxFiles) throw new LoadError(`more than ${LOAD_LIMITS.maxFiles} files in one load`);
     const text = source.read(name);
     if (text === undefined) {
@@ -110,7 +110,7 @@ export function loadConfigFiles(source: ConfigSource, main: string, requestOverr
     if (!isYMap(root)) throw new LoadError(`${name}: the top level must be a mapping`);
     for (const hint of collectHints(root, name, budget)) hints.push(hint); // no spread: may be huge
 
-    // 3.4 steps 1-3: in-file overrides, updated by the incoming ones (same path: incoming wins,
+    // In-file overrides, updated by the incoming ones (same path: incoming wins,
     // first position kept), applied in that order; applied ones are consumed.
     const ordered = new Map<string, Override>();
     for (const o of collectInFileOverrides(root, name, budget)) ordered.set(o.path, o);

@@ -1,5 +1,5 @@
 /**
- * Config store names (test-run-server.md 12.2, 2.4): a flat store, so a name is a plain file
+ * Config store names: a flat store, so a name is a plain file
  * name of safe characters with a YAML extension. Anything else can never name a stored config,
  * which is what makes path traversal impossible.
  */
@@ -12,5 +12,5 @@ export const hasYamlExtension = (name: string): boolean => YAML_EXTENSION.test(n
 /** True for a name that may be stored and looked up. */
 export const isConfigName = (name: unknown): name is string => typeof name === "string" && CONFIG_NAME.test(name) && YAML_EXTENSION.test(name);
 
-/** Metadata names become artifact file names (2.7). */
+/** Metadata names become artifact file names. */
 export const isSafeFileName = (name: string): boolean => /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}$/.test(name);

@@ -1,5 +1,5 @@
 /**
- * Overrides and override hints (test-run-server.md sections 3 and 4): dotted-path resolution,
+ * Overrides and override hints: dotted-path resolution,
  * in-file override keys, hint collection, the Variant A string form and the object deep merge.
  */
 import { Budget, isContainer, isYMap, keyText, parseStandalone, YamlError, type YKey, type YMap, type YValue } from "./yaml.ts";
@@ -16,7 +16,7 @@ export type ApplyResult = "applied" | "not_found" | "not_container";
 
 const DECIMAL = /^[0-9]+$/;
 
-/** One step of 3.1 step 1: a string key, else a decimal segment as list index or integer key. */
+/** One step of a dotted path: a string key, else a decimal segment as list index or integer key. */
 function step(node: YMap | YValue[], segment: string): YValue | undefined {
   if (segment === "") return undefined;
   if (isYMap(node)) {
@@ -35,7 +35,7 @@ function step(node: YMap | YValue[], segment: string): YValue | undefined {
 }
 
 /**
- * Applies `value` at `path` inside `root` (3.1): every intermediate key must exist; the last
+ * Applies `value` at `path` inside `root`: every intermediate key must exist; the last
  * segment replaces or adds a key of a mapping, or replaces an existing element of a list.
  */
 export function applyPath(root: YValue, path: string, value: YValue): ApplyResult {
@@ -64,7 +64,7 @@ export function applyPath(root: YValue, path: string, value: YValue): ApplyResul
 const join = (path: string, key: string) => (path === "" ? key : `${path}.${key}`);
 
 /**
- * Removes every in-file override key (a string key containing `.`, 3.2) from `root` and returns
+ * Removes every in-file override key (a string key containing `.`) from `root` and returns
  * them in document order, each with its full path (the key prefixed by its mapping's path).
  * Recurses into the removed values too, since they may hold override keys of their own.
  */
@@ -91,7 +91,7 @@ export function collectInFileOverrides(root: YValue, file: string, budget: Budge
 }
 
 /**
- * The override hints of one parsed file (section 4.1), on the raw document: every `override`
+ * The override hints of one parsed file, on the raw document: every `override`
  * key's string or list of strings, relative to the mapping that holds it, in document order.
  */
 export function collectHints(root: YValue, file: string, budget: Budget): string[] {
@@ -132,7 +132,7 @@ export class OverrideError extends Error {}
 const LINE_BREAK = /\r\n|[\n\v\f\r\x1c\x1d\x1e\x85\u2028\u2029]/;
 
 /**
- * The Variant A string form (3.3): split into lines (kept on the run), re-joined with `\n` and
+ * The Variant A string form: split into lines (kept on the run), re-joined with `\n` and
  * parsed as one YAML 1.1 mapping of dotted paths to values.
  */
 export function parseOverrideString(text: string): { lines: string[]; overrides: Override[] } {
@@ -170,7 +170,7 @@ function copy(value: YValue, budget: Budget): YValue {
 }
 
 /**
- * The object form (3.6): mappings merge key by key, a list merges with a mapping of decimal
+ * The object form: mappings merge key by key, a list merges with a mapping of decimal
  * keys element by element (the length appends; beyond is an error), anything else replaces.
  */
 export function deepMerge(base: YValue | undefined, patch: YValue, path: string, budget: Budget): YValue {

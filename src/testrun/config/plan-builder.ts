@@ -1,5 +1,5 @@
 /**
- * From a loaded config to a run plan (test-run-server.md 2.2, 2.6-2.8, 3.6, section 5), plus the
+ * From a loaded config to a run plan, plus the
  * two read views of a config: its suites and its override hints.
  */
 import { PlanError, numberEntries, type ConfigSource, type MetadataCommand, type PlanEntry, type PlanRequest, type TestPlan } from "../plan.ts";
@@ -46,7 +46,7 @@ function nameList(value: YValue | undefined, where: string): string[] {
   return value.map((v) => (isContainer(v) ? invalid(`${where} must be a list of names`) : keyText(v)));
 }
 
-/** Checks the effective view `{tests, metadata, test-suites, ...}` (2.2, 2.6, 2.7). */
+/** Checks the effective view `{tests, metadata, test-suites, ...}`. */
 function checkModel(view: YMap): Model {
   const section = (key: string): YMap => {
     const value = view.get(key);
@@ -127,7 +127,7 @@ function checkModel(view: YMap): Model {
   return { groups, suites, metadata, aggregateResults: aggregate === true, combinedResultsDirPrefix: typeof prefix === "string" ? prefix : "combined_" };
 }
 
-/** The effective config as one mapping: the main file's keys with the merged sections (3.6). */
+/** The effective config as one mapping: the main file's keys with the merged sections. */
 function effectiveView(loaded: LoadResult): YMap {
   const view: YMap = new Map(loaded.root);
   view.set("tests", loaded.tests);
@@ -137,7 +137,7 @@ function effectiveView(loaded: LoadResult): YMap {
   return view;
 }
 
-/** Expands a suite to its groups, recursively, first occurrence wins, order-independent (2.6). */
+/** Expands a suite to its groups, recursively, first occurrence wins, order-independent. */
 function expandSuite(model: Model, name: string, warnings: string[]): string[] {
   const out = new Set<string>();
   const walk = (suite: string, stack: string[]) => {
@@ -179,13 +179,13 @@ const wrap = <T>(fn: () => T, problem: "invalid_config" | "invalid_overrides", p
 
 /**
  * Loads `request.configName` from `source` (includes, anchors, in-file and request overrides),
- * selects the suite or group, filters by machine target and numbers the entries (sections 2-5).
+ * selects the suite or group, filters by machine target and numbers the entries.
  * Throws PlanError: 404 config missing / unknown suite, 400 bad overrides or name, 422 invalid config.
  */
 export function buildPlan(source: ConfigSource, request: PlanRequest): TestPlan {
   const warnings: string[] = [];
 
-  // Request overrides: a string is path overrides (3.3), an object a deep-merge patch (3.6).
+  // Request overrides: a string is path overrides, an object a deep-merge patch.
   let pathOverrides: Override[] = [];
   let patch: YValue | undefined;
   let recorded: TestPlan["overrides"] = null;
@@ -221,7 +221,7 @@ export function buildPlan(source: ConfigSource, request: PlanRequest): TestPlan 
     );
   }
 
-  // Selection (section 5 step 2).
+  // Selection.
   const suite = request.suite ?? "";
   let selection: TestPlan["selection"] = "all";
   let groupNames = [...model.groups.keys()];
@@ -233,7 +233,7 @@ export function buildPlan(source: ConfigSource, request: PlanRequest): TestPlan 
       const wanted = new Set(model.suites.get(suite)!.metadata);
       const known = new Set(metadata.map((m) => m.name));
       for (const name of wanted) if (!known.has(name)) warnings.push(`test-suite '${suite}': unknown metadata '${name}' skipped`);
-      metadata = metadata.filter((m) => wanted.has(m.name)); // in definition order (2.7)
+      metadata = metadata.filter((m) => wanted.has(m.name)); // in definition order
     } else if (model.groups.has(suite)) {
       selection = "group";
       groupNames = [suite];
@@ -242,7 +242,7 @@ export function buildPlan(source: ConfigSource, request: PlanRequest): TestPlan 
     }
   }
 
-  // Machine filter (step 3), expansion and numbering (step 4); params become plain data.
+  // Machine filter, expansion and numbering; params become plain data.
   const target = request.machineTarget ?? null;
   const keep = (machines: string[]) => target === null || (target === "localhost" ? machines.length === 0 : machines.includes(target));
   const budget = new Budget(1_000_000);
@@ -274,14 +274,14 @@ export function buildPlan(source: ConfigSource, request: PlanRequest): TestPlan 
   };
 }
 
-/** `GET .../test-suites` (2.6, 12.6): suite names in first-definition order over the load order. */
+/** `GET .../test-suites`: suite names in first-definition order over the load order. */
 export function listSuites(source: ConfigSource, configName: string): string[] {
   const loaded = load(source, configName);
   const model = wrap(() => checkModel(effectiveView(loaded)), "invalid_config");
   return loaded.suiteOrder.filter((name) => model.suites.has(name));
 }
 
-/** `GET .../override-hints` (section 4): every file's hints, main file first, includes depth-first. */
+/** `GET .../override-hints`: every file's hints, main file first, includes depth-first. */
 export function overrideHints(source: ConfigSource, configName: string): string[] {
   return load(source, configName).hints;
 }

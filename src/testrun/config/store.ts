@@ -1,5 +1,5 @@
 /**
- * The config store: a flat directory DATA_DIR/testrun/configs/ (test-run-server.md 1.6, 12.1-12.5).
+ * The config store: a flat directory DATA_DIR/testrun/configs/.
  * Only names accepted by isConfigName are ever joined to the directory, so nothing outside it
  * can be read, written or deleted.
  */
@@ -18,7 +18,7 @@ import type { ConfigSource } from "../plan.ts";
 /** A stored config as the API shows it (seed: Config). */
 export interface ConfigInfo {
   name: string;
-  /** Upload time = file modification time, RFC 822 with `+0000` (1.3). */
+  /** Upload time = file modification time, RFC 822 with `+0000`. */
   created: string;
 }
 
@@ -68,7 +68,7 @@ export class ConfigStore implements ConfigSource {
     return found ? `${found.stat.ino}:${found.stat.size}:${found.stat.mtimeMs}` : "";
   }
 
-  /** Every stored config, sorted by name (12.1 DECISION). */
+  /** Every stored config, sorted by name. */
   list(): ConfigInfo[] {
     return readdirSync(this.dir, { withFileTypes: true })
       .filter((d) => d.isFile() && isConfigName(d.name))

@@ -1,5 +1,5 @@
 /**
- * The test-config YAML dialect (test-run-server.md 2.3, 2.5): YAML 1.1 like PyYAML's safe
+ * The test-config YAML dialect: YAML 1.1 like PyYAML's safe
  * loader, merge keys, duplicate keys (last wins, first position kept), no `y`/`n` booleans,
  * dates kept as strings, and one anchor namespace shared by every file of a load.
  *
@@ -115,7 +115,7 @@ function parseSyntax(text: string, file: string): Document.Parsed {
   return doc;
 }
 
-/** Upload check (2.1): well-formed YAML, one document. Returns the problem (and its line when known), or undefined. */
+/** Upload check: well-formed YAML, one document. Returns the problem (and its line when known), or undefined. */
 export function yamlSyntaxProblem(text: string): { message: string; line?: number } | undefined {
   try {
     const doc = parseSyntax(text, "config");
@@ -133,14 +133,14 @@ function checkDepth(node: Node | null | undefined, depth: number): void {
   else if (isSeq(node)) for (const item of node.items) checkDepth(item as Node, depth + 1);
 }
 
-/** Where an anchored value sits, so the registry can follow an override that replaced it (3.4 step 4). */
+/** Where an anchored value sits, so the registry can follow an override that replaced it. */
 interface AnchorSlot {
   name: string;
   parent: YMap | YValue[];
   key: YKey;
 }
 
-/** The anchor namespace of one load (2.5): later definitions shadow earlier ones from then on. */
+/** The anchor namespace of one load: later definitions shadow earlier ones from then on. */
 export class AnchorRegistry {
   private readonly values = new Map<string, YValue>();
   has(name: string): boolean {
@@ -168,7 +168,7 @@ export interface ParsedFile {
   anchors: AnchorSlot[];
 }
 
-/** Python's str() of a key, which is how keys appear in dotted paths and names (4.1). */
+/** Python's str() of a key, which is how keys appear in dotted paths and names. */
 export function keyText(key: YKey): string {
   if (key === null) return "None";
   if (key === true) return "True";
@@ -272,7 +272,7 @@ export function parseConfigFile(text: string, file: string, registry: AnchorRegi
   return { root: convert(doc.contents as Node | null, 0, null), anchors };
 }
 
-/** Parses a standalone YAML text (request overrides, 3.3) in the same dialect, with its own anchors. */
+/** Parses a standalone YAML text (request overrides) in the same dialect, with its own anchors. */
 export function parseStandalone(text: string, what: string): YValue {
   return parseConfigFile(text, what, new AnchorRegistry(), new Budget(200_000)).root;
 }

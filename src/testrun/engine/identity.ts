@@ -268,7 +268,7 @@ async function copyTree(from: string, to: string): Promise<void> {
 
 /**
  * `test_server.run_as` at start: resolved, checked (the server can switch to it, exit 2 naming
- * the key otherwise), the data dir closed to everyone else (0700) and the work dir made. Without
+ * the key otherwise), the data dir closed to everyone else and the work dir made. Without
  * it, tests run as the server's own user, and the log says once what that means.
  */
 /** Who a server's tests run as: a user and its work dir, or nothing (the server's own user). */

@@ -1,5 +1,5 @@
 /**
- * The repeat pattern language (test-run-server.md 10.2): pytest's `-k` expressions.
+ * The repeat pattern language: pytest's `-k` expressions.
  *
  *   expression := expr? EOF
  *   expr       := and_expr ("or" and_expr)*
@@ -11,7 +11,7 @@
 
 export class PatternError extends Error {}
 
-/** Tests a case given all the names it is matched against (10.3). */
+/** Tests a case given all the names it is matched against. */
 export type Matcher = (names: readonly string[]) => boolean;
 
 type Token = { kind: "lparen" | "rparen" | "or" | "and" | "not" | "eof"; text: string; pos: number } | { kind: "ident"; text: string; pos: number };

@@ -3,10 +3,10 @@ import { Readable } from "node:stream";
 import { parse } from "csv-parse";
 import { stringify } from "csv-stringify/sync";
 
-/** The reference's eight columns in its order (test-run-server.md 8.2). */
+/** The reference's eight columns in its order. */
 export const REFERENCE_COLUMNS = ["start time", "device name", "test name", "module", "duration", "message", "status", "artifacts"] as const;
 export type ReportColumn = (typeof REFERENCE_COLUMNS)[number];
-/** The seed's six, labgate's default (section 19). */
+/** The seed's six, labgate's default. */
 export const SEED_COLUMNS: readonly ReportColumn[] = ["device name", "test name", "module", "duration", "message", "status"];
 
 /**
@@ -41,7 +41,7 @@ export interface ReportRow {
   duration: number;
   message: string;
   status: CaseStatus;
-  /** The case's recorded artifact names, then the run's metadata file names (8.2). */
+  /** The case's recorded artifact names, then the run's metadata file names. */
   artifacts: string[];
 }
 
@@ -68,7 +68,7 @@ const CELLS: Record<ReportColumn, (row: ReportRow) => string> = {
   artifacts: (row) => `[${row.artifacts.map(pyRepr).join(", ")}]`,
 };
 
-// Python's csv writer: minimal quoting, CRLF records (8.2).
+// Python's csv writer: minimal quoting, CRLF records.
 const csvLine = (cells: string[]): string => stringify([cells], { record_delimiter: "windows", quoted: false });
 
 /** Appends rows to a run's CSV report as the run progresses; `close` makes it durable. */
@@ -104,7 +104,7 @@ export class ReportWriter {
 }
 
 /**
- * The JSON form (8.3): one object per CSV row, keys = header names (so the configured columns),
+ * The JSON form: one object per CSV row, keys = header names (so the configured columns),
  * values = the cell strings.
  * Streamed row by row, so a report of any size costs memory for one row only. Opens the file
  * first: a missing report throws (ENOENT) before anything is sent.

@@ -2,7 +2,7 @@ import { join } from "node:path";
 import { list, optional, paramSchema } from "./params.ts";
 import { CaseFailure, fail, pass, skip, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
 
-// The reference's own test modules (18.2), so its scenarios run unchanged. Messages are the reference's.
+// The reference's own test modules, so its scenarios run unchanged. Messages are the reference's.
 
 const pyStr = (v: unknown): string => (v === null || v === undefined ? "None" : v === true ? "True" : v === false ? "False" : String(v));
 
@@ -58,7 +58,7 @@ export const extendedSimpleModule: ModuleDef = {
     skipped_devices: optional("list", "devices for which `conditional_skip` skips", []),
   }),
   deviceName: ({ params }) => `extended_simple(${pyStr(params.device)})`,
-  // The subclass's own case first, then the inherited ones (section 5 step 5).
+  // The subclass's own case first, then the inherited ones.
   cases: () => [conditionalSkip, success, failure, recordArtifact, configureRunsOnce],
   async setup(ctx) {
     if (ctx.params.device === undefined || ctx.params.device === null) throw new CaseFailure("AssertionError: 'device' is an obligatory argument");

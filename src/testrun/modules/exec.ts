@@ -25,7 +25,7 @@ export const resolveCwd = (ctx: Pick<EntryContext, "artifactsDir" | "params">): 
 
 const result = (ctx: EntryContext) => ctx.state.result as ProcessResult;
 
-/** `exec`: run any program once in set-up, then check its exit status, output and duration (18.4). */
+/** `exec`: run any program once in set-up, then check its exit status, output and duration. */
 export const execModule: ModuleDef = {
   key: "exec",
   className: "TestExec",
@@ -88,7 +88,7 @@ export const execModule: ModuleDef = {
     });
     if (save) ctx.recordArtifact(save);
     ctx.state.result = r;
-    // A program that cannot start or times out fails every case (18.4).
+    // A program that cannot start or times out fails every case.
     if (r.startError || r.timedOut || r.aborted) throw new CaseFailure(describeExit(r, timeout * 1000));
   },
 };

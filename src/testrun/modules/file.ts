@@ -32,7 +32,7 @@ const guarded = (run: (ctx: EntryContext) => Promise<Outcome>) => async (ctx: En
   }
 };
 
-/** `file`: file, sysfs and /dev checks (18.4). */
+/** `file`: file, sysfs and /dev checks. */
 export const fileModule: ModuleDef = {
   key: "file",
   className: "TestFile",

@@ -65,7 +65,7 @@ function at(value: unknown, path: string): { found: boolean; value?: unknown } {
 
 /**
  * The `json` checks as [path, expected] pairs. Two forms: a mapping `path: expected`, whose keys
- * must not contain `.` (in a config file such a key is an in-file override, 3.2: use a `/` JSON
+ * must not contain `.` (in a config file such a key is an in-file override: use a `/` JSON
  * Pointer instead), or a list of `{path, equals}` items, where the path is a value and any form works.
  */
 function jsonChecks(value: unknown): Array<[string, unknown]> {
@@ -89,7 +89,7 @@ function jsonParamError(value: unknown): string | undefined {
 
 const result = (ctx: EntryContext) => ctx.state.result as HttpResult;
 
-/** `http`: one HTTP(S) request with checks (18.4). */
+/** `http`: one HTTP(S) request with checks. */
 export const httpModule: ModuleDef = {
   key: "http",
   className: "TestHttp",

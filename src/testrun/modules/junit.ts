@@ -23,7 +23,7 @@ interface JunitState {
   suiteName?: string;
 }
 
-/** Case names may only hold pattern identifier characters (18.1); the rest becomes `_`. */
+/** Case names may only hold pattern identifier characters; the rest becomes `_`. */
 export const sanitizeCaseName = (name: string): string => name.replace(/[^\p{L}\p{N}_:+\-.[\]\\/]/gu, "_") || "_";
 
 const globPart = (part: string) => new RegExp(`^${part.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(/\?/g, "[^/]")}$`);
@@ -60,7 +60,7 @@ const textOf = (node: XmlNode): string =>
     .map((c) => (tagOf(c) === "#text" ? String(c["#text"]) : ""))
     .join("");
 
-/** Every `<testcase>` in document order with its outcome (18.4). */
+/** Every `<testcase>` in document order with its outcome. */
 export function parseJunit(xml: string, caseName: "classname.name" | "name"): { cases: JunitCase[]; suiteName?: string } {
   const parser = new XMLParser({ preserveOrder: true, ignoreAttributes: false, attributeNamePrefix: "", parseAttributeValue: false, parseTagValue: false });
   const doc = parser.parse(xml) as XmlNode[];
@@ -98,7 +98,7 @@ export function parseJunit(xml: string, caseName: "classname.name" | "name"): { 
 
 const state = (ctx: Pick<EntryContext, "state">) => ctx.state as unknown as JunitState;
 
-/** `junit`: run an external test framework and ingest its JUnit XML (18.4). */
+/** `junit`: run an external test framework and ingest its JUnit XML. */
 export const junitModule: ModuleDef = {
   key: "junit",
   className: "TestJunit",

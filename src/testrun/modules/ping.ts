@@ -17,7 +17,7 @@ export function parsePing(output: string): PingResult | undefined {
 
 const result = (ctx: EntryContext) => ctx.state.result as PingResult;
 
-/** `ping`: reachability with the system ping (18.4). */
+/** `ping`: reachability with the system ping. */
 export const pingModule: ModuleDef = {
   key: "ping",
   className: "TestPing",

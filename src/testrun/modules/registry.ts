@@ -19,7 +19,7 @@ import { thermalModule } from "./thermal.ts";
 import { usbdevModule } from "./usbdev.ts";
 import type { ModuleDef, Params } from "./types.ts";
 
-/** Params every entry may carry (2.2, 18.1): `override` hints stay in the params and are ignored. */
+/** Params every entry may carry: `override` hints stay in the params and are ignored. */
 const COMMON_IGNORED = new Set(["override"]);
 
 /** Every built-in module, in the order docs/modules.md lists them. */
@@ -71,7 +71,7 @@ export function findModule(key: string, lookup: ModuleLookup): ModuleDef | undef
 
 export interface ParamCheck {
   error?: string;
-  /** Unknown params, for the run's warnings (18.1: ignored with a warning). */
+  /** Unknown params, for the run's warnings (ignored with a warning). */
   unknown: string[];
 }
 

@@ -7,7 +7,7 @@ import { checkOutput, hasOutputChecks } from "./exec.ts";
 import { ints, isMapping, num, paramSchema, str } from "./params.ts";
 import { fail, pass, type CaseDef, type ModuleDef, type Params } from "./types.ts";
 
-/** A module key that can name a script module file (`/` allowed for nested keys, 2.2). */
+/** A module key that can name a script module file (`/` allowed for nested keys). */
 export const SCRIPT_KEY = /^[A-Za-z0-9_][A-Za-z0-9_.-]*(?:\/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$/;
 const CASE_NAME = /^[A-Za-z0-9_]+$/;
 
@@ -36,7 +36,7 @@ export function readScriptModule(dataDir: string, key: string): string | undefin
 }
 
 /**
- * A declarative module from `DATA_DIR/testrun/modules/<key>.yaml` (18.3): each case is one
+ * A declarative module from `DATA_DIR/testrun/modules/<key>.yaml`: each case is one
  * exec check with the entry's params exported as PARAM_<NAME>. Undefined when there is no file.
  */
 export function loadScriptModule(dataDir: string, key: string): ModuleDef | undefined {

@@ -1,7 +1,7 @@
 import { num, optional, paramSchema } from "./params.ts";
 import { pass, type ModuleDef } from "./types.ts";
 
-/** `sleep` (18.2): waits, then passes; an abort interrupts the wait at once. */
+/** `sleep`: waits, then passes; an abort interrupts the wait at once. */
 export const sleepModule: ModuleDef = {
   key: "sleep",
   className: "TestSleepRPC",

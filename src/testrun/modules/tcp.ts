@@ -52,7 +52,7 @@ function probe(ctx: EntryContext): Promise<TcpResult> {
   });
 }
 
-/** `tcp`: a TCP port check (18.4). */
+/** `tcp`: a TCP port check. */
 export const tcpModule: ModuleDef = {
   key: "tcp",
   className: "TestTcp",

@@ -5,7 +5,7 @@ import type { Params, ParamSchema } from "./params.ts";
 export type { Params };
 
 
-/** What one case produced (section 7.3). The runner turns a skip into `Skipped` / `Skipped: <reason>`. */
+/** What one case produced. The runner turns a skip into `Skipped` / `Skipped: <reason>`. */
 export type Outcome = ({ status: "passed" } | { status: "failed"; message: string } | { status: "skipped"; reason?: string }) & {
   /** Seconds, when the module knows better than the runner's clock (junit's `time`). */
   duration?: number;
@@ -15,7 +15,7 @@ export const pass = (): Outcome => ({ status: "passed" });
 export const fail = (message: string): Outcome => ({ status: "failed", message });
 export const skip = (reason?: string): Outcome => ({ status: "skipped", ...(reason ? { reason } : {}) });
 
-/** Thrown from set-up or tear-down: every case of the entry fails with this message (7.3). */
+/** Thrown from set-up or tear-down: every case of the entry fails with this message. */
 export class CaseFailure extends Error {}
 /** Thrown from set-up: every case of the entry is skipped. */
 export class CaseSkip extends Error {}
@@ -27,14 +27,14 @@ export interface HardwareRoots {
   firmware: string;
 }
 
-/** Everything a module instance (one entry) sees. A fresh one per entry: no state leaks (section 5). */
+/** Everything a module instance (one entry) sees. A fresh one per entry: no state leaks. */
 export interface EntryContext {
   params: Params;
   /** The run's working directory (its artifacts: the run's artifact directory, or under run_as its own directory, moved there at the end); modules write files here. */
   artifactsDir: string;
   /** Aborted when the user aborts the run or the server shuts down; stop promptly. */
   signal: AbortSignal;
-  /** The node role of the run (7.7); null for a local run. */
+  /** The node role of the run; null for a local run. */
   machineTarget: string | null;
   /** Where a config's `/sys/...`, `/dev/...` and firmware names are looked up (hardware.ts). */
   roots: HardwareRoots;
@@ -42,7 +42,7 @@ export interface EntryContext {
   moduleKey: string;
   /** Per-entry instance state, filled by set-up and read by the cases. */
   state: Record<string, unknown>;
-  /** Records an artifact name (section 9.1). */
+  /** Records an artifact name. */
   recordArtifact(name: string): void;
   /**
    * Runs a program for the test (runTestProcess: as `test_server.run_as` when set, clean
@@ -59,19 +59,19 @@ export interface EntryContext {
 }
 
 export interface CaseDef {
-  /** Case name without the `test_` prefix; only pattern identifier characters (18.1). */
+  /** Case name without the `test_` prefix; only pattern identifier characters. */
   name: string;
   run(ctx: EntryContext): Promise<Outcome> | Outcome;
 }
 
-/** One test module (section 7.1, 18.1). */
+/** One test module. */
 export interface ModuleDef {
   key: string;
   /** Class name used in report names (`TestExec`). */
   className: string;
   /** One sentence for docs/modules.md. */
   summary?: string;
-  /** Compatibility modules are hidden unless `test_server.compat_modules` is on (18.2). */
+  /** Compatibility modules are hidden unless `test_server.compat_modules` is on. */
   compat?: boolean;
   /** Declared once (params.ts): validated at trigger, documented in docs/modules.md. */
   params: ParamSchema;

@@ -1,5 +1,5 @@
 /**
- * Config routes, both variants (test-run-server.md 12.1-12.6, 13): list, upload, info, file,
+ * Config routes, both variants: list, upload, info, file,
  * delete, test-suites, override-hints. Handlers parse, authorize and call the store/loader.
  */
 import { Hono, type Context } from "hono";
@@ -34,7 +34,7 @@ const NOT_FOUND = "Configuration file not found";
 /** Room for multipart boundaries and headers on top of the file itself. */
 const MULTIPART_OVERHEAD = 64 * 1024;
 
-/** Receives the multipart field `file` (12.2), streaming it into the store; visible once the whole form was read. */
+/** Receives the multipart field `file`, streaming it into the store; visible once the whole form was read. */
 async function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigInfo> {
   const declared = Number(c.req.header("content-length") ?? NaN);
   if (declared > store.maxBytes + MULTIPART_OVERHEAD) throw new LabgateError("too_large", `config is larger than ${store.maxBytes} bytes`);
@@ -59,7 +59,7 @@ async function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<Co
   return file.commit();
 }
 
-/** Maps loader errors for the two read views (12.6): 404 missing, 422 `Failed to parse file: ...`. */
+/** Maps loader errors for the two read views: 404 missing, 422 `Failed to parse file: ...`. */
 function view<T>(fn: () => T): T {
   try {
     return fn();

@@ -1,5 +1,5 @@
 /**
- * Run routes (test-run-server.md 12.7-12.13, 13, 14): Variant A by default, Variant B with
+ * Run routes: Variant A by default, Variant B with
  * `test_server.api_variant: B`. Handlers parse, authorize and call the run service.
  */
 import { join } from "node:path";
@@ -25,8 +25,8 @@ import type { TestRunAccess } from "./access.ts";
 
 /**
  * How long a Variant B DELETE waits for a signalled running run to stop: B answers the run "now
- * aborted" (13), and a process that ignores SIGTERM gets SIGKILL after 5 s (6.6). Variant A
- * answers at once, the run still `running` with `abort_requested: true` (12.10).
+ * aborted", and a process that ignores SIGTERM gets SIGKILL after 5 s. Variant A
+ * answers at once, the run still `running` with `abort_requested: true`.
  */
 const ABORT_WAIT_B_MS = 7_000;
 
@@ -34,7 +34,7 @@ const optionalString = (key: string) => z.string({ error: `${key} must be a stri
 const configName = z.string({ error: "config_name is required (a string)" }).min(1, { error: "config_name is required (a string)" });
 const anyObject = z.record(z.string(), z.unknown());
 
-// The POST /test-runs bodies (12.8, 13); other fields are ignored, as by the reference.
+// The POST /test-runs bodies; other fields are ignored, as by the reference.
 export const triggerBodyA = z.looseObject(
   {
     config_name: configName,
@@ -62,7 +62,7 @@ export const triggerBodyB = z.looseObject(
   },
   jsonObject,
 );
-/** GET /test-runs/{id}/report: CSV (the default) or the JSON form (8.3). */
+/** GET /test-runs/{id}/report: CSV (the default) or the JSON form. */
 export const reportQuery = z.object({
   format: z.enum(["csv", "json"], { error: (iss) => `unknown report format: ${String(iss.input)}` }).optional(),
   group_by: z
@@ -72,7 +72,7 @@ export const reportQuery = z.object({
 });
 
 
-/** GET /test-runs with filters and paging (labgate, for the console); without any the list is as before (6.8). */
+/** GET /test-runs with filters and paging (labgate, for the console); without any the list is as before. */
 export const runListQuery = z.object({
   config_name: z.string().max(255, { error: 'query parameter "config_name" is too long' }).optional().describe("only runs of this config"),
   status: z
@@ -117,7 +117,7 @@ function serveReport(c: Context<AppEnv>, csv: ReturnType<typeof statFile>, filen
 }
 
 /**
- * Streams the file named by the request path after `marker` from inside `dir` (9.3): decoded once
+ * Streams the file named by the request path after `marker` from inside `dir`: decoded once
  * more so that `a%2Fb.txt` finds `a/b.txt`; nothing outside `dir`, no symlinks; HEAD supported.
  */
 async function serveArtifact(c: Context<AppEnv>, dir: string, marker: string): Promise<Response> {
@@ -171,7 +171,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
     return c.json(runs.map(runObjectA));
   });
 
-  // A change is read and encoded once, however many streams are open (issue 25).
+  // A change is read and encoded once, however many streams are open.
   const feed = new Broadcaster<PreparedEvent>();
   const subscription = new SharedSubscription(changes, (change) => {
     if (change.kind === "run-deleted") return feed.emit(prepareEvent("run-deleted", { id: change.id }));
@@ -273,7 +273,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
     return serveArtifact(c, artifactsDir(service.dirs, run.id), "/artifacts/");
   });
 
-  // Combined results of a trigger with `aggregate_results` (11.6), served like artifacts.
+  // Combined results of a trigger with `aggregate_results`, served like artifacts.
   const finishedTrigger = (id: string) => {
     const trigger = store.getTrigger(id);
     if (!trigger) throw new LabgateError("not_found", "Trigger not found");
@@ -293,7 +293,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
   return app;
 }
 
-/** Variant B ids are positive integers; anything else does not match a B route (404). */
+/** Variant B ids are positive integers; anything else does not match a B route. */
 function runB(service: TestRunService, raw: string): RunRecord {
   const run = /^[1-9][0-9]{0,15}$/.test(raw) ? service.store.getRunBySeq(Number(raw)) : undefined;
   if (!run) throw new LabgateError("not_found", "Test run not found");
@@ -312,7 +312,7 @@ function variantB(access: TestRunAccess, service: TestRunService): Hono<AppEnv> 
     try {
       result = await service.trigger(request, { dispatch: false });
     } catch (error) {
-      // B answers 400 for a missing config (13), and for everything about the request.
+      // B answers 400 for a missing config, and for everything about the request.
       if (error instanceof PlanError && (error.problem === "config_missing" || error.problem === "bad_config_name")) throw new LabgateError("invalid", error.message);
       throw error;
     }

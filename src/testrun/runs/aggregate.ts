@@ -27,7 +27,7 @@ async function download(node: NodeTarget, path: string, target: string): Promise
 }
 
 /**
- * Builds a trigger's combined results (11.6): `local_<run>/` and `local_<run>.csv` for every run
+ * Builds a trigger's combined results: `local_<run>/` and `local_<run>.csv` for every run
  * here, `remote_<machine>_<run>/` and `.csv` for every run of the trigger on each contacted node.
  * Returns the directory name (under the results directory, paths.ts). Best effort: what fails is logged.
  */
@@ -46,7 +46,7 @@ export async function aggregateResults(
   for (const run of store.runsOfTrigger(trigger.id)) {
     const source = artifactsDir(dirs, run.id);
     if (await lstat(source).catch(() => undefined)) {
-      // Symlinks are never copied: the results are served like artifacts (9.3).
+      // Symlinks are never copied: the results are served like artifacts.
       await cp(source, join(dir, `local_${run.id}`), { recursive: true, filter: async (src) => !(await lstat(src)).isSymbolicLink() });
     }
     await copyFile(reportPath(dirs, run.id), join(dir, `local_${run.id}.csv`)).catch(() => {});

@@ -8,7 +8,7 @@ export interface ArtifactInfo {
   created: string;
 }
 
-/** Every regular file under the run's directory, `/`-separated names, sorted; symlinks never (9.2). */
+/** Every regular file under the run's directory, `/`-separated names, sorted; symlinks never. */
 export async function listArtifacts(dir: string): Promise<ArtifactInfo[]> {
   const out: ArtifactInfo[] = [];
   const walk = async (path: string, prefix: string): Promise<void> => {
@@ -42,7 +42,7 @@ export interface OpenArtifact {
 /**
  * Opens `name` (already percent-decoded, `/`-separated) inside `dir`, or undefined. Refuses
  * empty, `.` and `..` segments, NUL, and any symlink on the way (every directory is lstat'ed and
- * the file is opened with O_NOFOLLOW), so nothing outside the run's directory is ever served (9.3).
+ * the file is opened with O_NOFOLLOW), so nothing outside the run's directory is ever served.
  */
 export async function openArtifact(dir: string, name: string): Promise<OpenArtifact | undefined> {
   if (name.includes("\0") || name.includes("\\")) return undefined;

@@ -13,7 +13,7 @@ import type { TriggerRequest } from "./trigger.ts";
 const POLL_MS = 500;
 /** Consecutive failed polls after which a remote run counts as ended (the reference: one). */
 const POLL_FAILURES = 10;
-/** Names that never refer to a configured node (11.1). */
+/** Names that never refer to a configured node. */
 const RESERVED = new Set(["localhost", LOCAL_DEVICE]);
 
 /** What an orchestration has done so far. */
@@ -32,7 +32,7 @@ interface Orchestration {
 }
 
 /**
- * Multi-node triggers (11.3, 11.5): checks machines and nodes before answering, then runs the
+ * Multi-node triggers: checks machines and nodes before answering, then runs the
  * selection group by group in lockstep: each machine's share is a node-role POST (same
  * protocol as protoplaster nodes), the local share a tracked run here. Outside the run queue.
  */
@@ -68,7 +68,7 @@ export class Orchestrator {
   }
 
   /**
-   * Validates every machine (500 before anything starts, 11.4), creates the trigger and starts it.
+   * Validates every machine (500 before anything starts), creates the trigger and starts it.
    * With `onNodes`, the whole selection runs on each of those nodes at once (LOCAL_DEVICE: here)
    * instead of where the config's `machines:` say (the console's "several nodes" trigger).
    */
@@ -179,7 +179,7 @@ export class Orchestrator {
     await this.finish(id, plan, progress, signal);
   }
 
-  /** The trigger's final state from what its runs ended as (and its combined results, 11.6). */
+  /** The trigger's final state from what its runs ended as (and its combined results). */
   private async finish(id: string, plan: TestPlan, progress: Progress, signal: AbortSignal): Promise<void> {
     const store = this.service.store;
     const { errors, statuses } = progress;
@@ -212,14 +212,14 @@ export class Orchestrator {
   }
 
   /**
-   * Polls node `m`'s run until it is final (11.3); a run that never ends is aborted remotely. A
+   * Polls node `m`'s run until it is final; a run that never ends is aborted remotely. A
    * run that failed, a node that stopped answering and a run past `remote_run_timeout` are noted
    * in the trigger's errors, each naming the node and why.
    */
   private async pollRemote(m: string, runId: string, progress: Progress, signal: AbortSignal): Promise<RunStatus | "unknown"> {
     const node = this.nodes[m];
     const timeout = this.service.ctx.config.test_server.remote_run_timeout;
-    // A node's run that never ends is aborted remotely (11.4).
+    // A node's run that never ends is aborted remotely.
     const deadline = this.service.ctx.clock.now() + timeout * 1000;
     let failures = 0;
     let problem = "";
@@ -254,7 +254,7 @@ export class Orchestrator {
     return "aborted";
   }
 
-  /** Stops dispatching and tells every node already involved (6.6). */
+  /** Stops dispatching and tells every node already involved. */
   async abort(id: string, reason?: string): Promise<void> {
     const orchestration = this.active.get(id);
     orchestration?.controller.abort(reason);

@@ -118,7 +118,7 @@ export class NodeRefusal extends Error {
 /**
  * Fetches `path` of a node's test-run API for the caller (read-only: runs, reports, artifacts)
  * and streams the answer through as `expected` says (see RelayedAnswer). Errors become JSON: the node's 4xx as they are (the ones
- * labgate answers), except that a refusal of the gateway's own token (401, 403), the node's 5xx
+ * labgate answers), except that a refusal of the gateway's own token, the node's 5xx
  * and any other status are 502, like a node that cannot be reached: the caller's session is
  * fine, the node is the problem.
  */

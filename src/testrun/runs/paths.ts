@@ -2,11 +2,11 @@ import { join } from "node:path";
 import type { Config } from "../../config/config.ts";
 
 /**
- * Where the test-run server keeps its files (test-run-server.md 1.6). By default under the data
+ * Where the test-run server keeps its files. By default under the data
  * dir; `test_server.configs_dir`, `reports_dir` and `artifacts_dir` (absolute after loading)
  * point them at an existing protoplaster install's directories instead, the one sanctioned
  * exception to "nothing outside the data dir", chosen by the admin. Combined multi-node results
- * (11.6) then go into the artifacts directory, where protoplaster's scripts look for them.
+ * then go into the artifacts directory, where protoplaster's scripts look for them.
  * Run ids are server-made, never user input.
  */
 export interface TestrunDirs {

@@ -12,7 +12,7 @@ interface ActiveRun {
 export type ExecuteRun = (run: RunRecord, signal: AbortSignal) => Promise<void>;
 
 /**
- * The run queue (test-run-server.md 6.5): one FIFO, one run executing at a time. A run is taken
+ * The run queue: one FIFO, one run executing at a time. A run is taken
  * only while it is still `pending` (one aborted while waiting is skipped); waiters hear when a
  * run ends. TestRunService decides what goes in and what executing a run means.
  */

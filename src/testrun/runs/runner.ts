@@ -55,7 +55,7 @@ const errorMessage = (e: unknown) => (e instanceof Error ? e.message : String(e)
 /** Reads back what a metadata command printed (stdout and stderr interleaved, as written). */
 const readOutput = async (file: string): Promise<string> => (await readHead(file, METADATA_VALUE_LIMIT)).toString("utf8").trimEnd();
 
-/** Runs the metadata commands at the start of a run (2.7); throws ExecutionError when one fails. */
+/** Runs the metadata commands at the start of a run; throws ExecutionError when one fails. */
 async function runMetadata(commands: MetadataCommand[], dir: string, env: RunEnvironment, signal: AbortSignal, warnings: string[]): Promise<Record<string, string | null>> {
   const values: Record<string, string | null> = {};
   const isRoot = process.getuid?.() === 0 && !env.identity;
@@ -71,7 +71,7 @@ async function runMetadata(commands: MetadataCommand[], dir: string, env: RunEnv
     let r = await run(m.name, m.run);
     if (r.exitCode === 0 || signal.aborted) continue;
     if (m.onFail) {
-      // The result key (and artifact name) is always the metadata name (2.7 DECISION).
+      // The result key (and artifact name) is always the metadata name.
       r = await run(m.name, m.onFail.run);
       if (r.exitCode === 0 || signal.aborted) continue;
     }
@@ -81,7 +81,7 @@ async function runMetadata(commands: MetadataCommand[], dir: string, env: RunEnv
 }
 
 /**
- * Executes one run (sections 5 to 8): metadata, then every entry's cases in order, writing the
+ * Executes one run: metadata, then every entry's cases in order, writing the
  * CSV report row by row. A set-up failure fails every selected case of the entry; a tear-down
  * failure adds a row; an abort stops at once, the case in progress reported `skipped`.
  */
@@ -107,7 +107,7 @@ async function executeIn(dir: string, input: RunInput, env: RunEnvironment, sign
   const matcher: Matcher | undefined = input.pattern ? compilePattern(input.pattern) : undefined;
 
   const write = async (row: ReportRow) => {
-    // The reference lists the run's metadata files after the case's own artifacts (8.2).
+    // The reference lists the run's metadata files after the case's own artifacts.
     row = { ...row, artifacts: [...row.artifacts, ...Object.keys(metadata)] };
     await report.append(row);
     rows++;

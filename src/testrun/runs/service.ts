@@ -38,7 +38,7 @@ const TRIGGER_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 /**
  * Runs: creation (with the plan as trigger-time snapshot), execution of one run (the queue,
- * queue.ts, takes one at a time, 6.5), abort (6.6), restart recovery (6.7) and shutdown.
+ * queue.ts, takes one at a time), abort, restart recovery and shutdown.
  * Orchestration of multi-node selections lives in dispatch.ts and never holds the queue.
  */
 export class TestRunService implements LocalRuns {
@@ -67,7 +67,7 @@ export class TestRunService implements LocalRuns {
     this.workspace = runAs.workspace;
   }
 
-  /** At start (6.7): runs and orchestrations the last process left unfinished become aborted; nothing is re-queued. */
+  /** At start: runs and orchestrations the last process left unfinished become aborted; nothing is re-queued. */
   recoverFromRestart(): void {
     // The write is applied in memory at once and made durable right after.
     void this.store.abortUnfinished(this.ctx.clock.now(), RESTART_ERROR).catch((e) => this.ctx.log.error(`testrun: marking unfinished runs aborted failed: ${e}`));
@@ -162,7 +162,7 @@ export class TestRunService implements LocalRuns {
     return buildPlan(this.source, { configName: request.configName, suite: request.suite, overrides: request.overrides, machineTarget });
   }
 
-  /** POST /test-runs (11.5): a local run, a node-role run, a run on managed devices, or a multi-node dispatch. */
+  /** POST /test-runs: a local run, a node-role run, a run on managed devices, or a multi-node dispatch. */
   async trigger(request: TriggerRequest, options: TriggerOptions = { dispatch: true }): Promise<TriggerResult> {
     TestRunService.checkPattern(request.pattern);
     if (request.triggerId !== undefined && !TRIGGER_ID.test(request.triggerId)) throw new LabgateError("invalid", "invalid trigger_id");
@@ -225,7 +225,7 @@ export class TestRunService implements LocalRuns {
   }
 
   /**
-   * POST /test-runs/{id}/repeat (10.1): the current config, same suite/overrides/target, a new
+   * POST /test-runs/{id}/repeat: the current config, same suite/overrides/target, a new
    * trigger. A run on devices runs again on the devices its targets name now.
    */
   async repeat(id: string, pattern: string | null, identity?: Identity): Promise<RunRecord> {
@@ -239,13 +239,13 @@ export class TestRunService implements LocalRuns {
     const onDevices = this.onDevices(plan, request, identity);
     if (onDevices) return this.createRun(onDevices.plan, request, onDevices.warnings, original.id);
     const warnings = [...plan.warnings, ...this.validateLocalEntries(plan, false)];
-    // Orchestration is never repeated (10.1): a dispatched run's local share runs again here only.
+    // Orchestration is never repeated: a dispatched run's local share runs again here only.
     return this.createRun(plan, request, warnings, original.id);
   }
 
-  /** Executes one run the queue took: running, the runner, its combined results (11.6), its final state. */
+  /** Executes one run the queue took: running, the runner, its combined results, its final state. */
   private async execute(run: RunRecord, signal: AbortSignal): Promise<void> {
-    // The artifact directory exists from the moment the run is `running` (6.3). Synchronous on
+    // The artifact directory exists from the moment the run is `running`. Synchronous on
     // purpose: nothing may run between the queue's pending check and markRunning (no abort race).
     try {
       mkdirSync(artifactsDir(this.dirs, run.id), { recursive: true });
@@ -273,7 +273,7 @@ export class TestRunService implements LocalRuns {
       result = { status: "failed" as const, error: `runner error: ${(e as Error).message}`, metadata: {}, warnings: [] };
     }
     this.ctx.log.info(`testrun: run ${run.id} ${result.status}${result.error ? `: ${result.error}` : ""}`);
-    // A local-only run is its own trigger: its combined results are collected here (11.6).
+    // A local-only run is its own trigger: its combined results are collected here.
     const trigger = this.store.getTrigger(run.triggerId);
     if (plan.aggregateResults && run.machineTarget === null && trigger && !trigger.orchestrated && !this.queue.stopping) {
       await this.store.updateTrigger(trigger.id, { resultsDir: await this.aggregate(trigger, plan.combinedResultsDirPrefix) });
@@ -288,7 +288,7 @@ export class TestRunService implements LocalRuns {
     });
   }
 
-  /** Builds a trigger's combined results directory (11.6); returns its name, or null when that failed. */
+  /** Builds a trigger's combined results directory; returns its name, or null when that failed. */
   async aggregate(trigger: TriggerRecord, prefix: string): Promise<string | null> {
     const warn = (message: string) => this.ctx.log.warn(`testrun: trigger ${trigger.id}: ${message}`);
     try {
@@ -311,7 +311,7 @@ export class TestRunService implements LocalRuns {
   }
 
   /**
-   * DELETE /test-runs/{id} (6.6): a pending run is aborted at once; a running one is signalled
+   * DELETE /test-runs/{id}: a pending run is aborted at once; a running one is signalled
    * (its processes get SIGTERM, then SIGKILL). Throws 400 for a run in a final state.
    */
   async abort(id: string, reason?: string, propagate = true): Promise<RunRecord> {
@@ -326,13 +326,13 @@ export class TestRunService implements LocalRuns {
       this.queue.signal(id, reason);
       this.devices?.abort(id, reason);
     }
-    // Aborting the local share of a multi-node trigger aborts the trigger (6.6).
+    // Aborting the local share of a multi-node trigger aborts the trigger.
     const trigger = this.store.getTrigger(run.triggerId);
     if (propagate && trigger?.orchestrated && !trigger.isAborted) await this.abortTrigger(trigger.id);
     return this.store.getRun(id)!;
   }
 
-  /** DELETE /test-runs/trigger/{id} (14): aborts its pending/running runs and stops its dispatch. */
+  /** DELETE /test-runs/trigger/{id}: aborts its pending/running runs and stops its dispatch. */
   async abortTrigger(id: string): Promise<TriggerRecord> {
     const trigger = this.store.getTrigger(id);
     if (!trigger) throw new LabgateError("not_found", "Trigger not found");

@@ -1,4 +1,4 @@
-/** A test run's states (test-run-server.md 6); imports nothing, so the console shares it. */
+/** A test run's states; imports nothing, so the console shares it. */
 export const RUN_STATUSES = ["pending", "running", "finished", "failed", "aborted"] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
 /** The states a run never leaves. */

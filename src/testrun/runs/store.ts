@@ -48,7 +48,7 @@ export interface TriggerRecord {
   nodes: Record<string, string>;
   remoteRuns: RemoteRun[];
   finishedAt: number | null;
-  /** Name of the combined results directory (11.6), once built. */
+  /** Name of the combined results directory, once built. */
   resultsDir: string | null;
 }
 
@@ -155,7 +155,7 @@ export interface RunQuery {
   configName?: string;
   statuses?: RunStatus[];
   triggerId?: string;
-  /** Newest first when true; creation order (oldest first, 6.8) otherwise. */
+  /** Newest first when true; creation order (oldest first) otherwise. */
   newestFirst?: boolean;
   limit?: number;
   offset?: number;
@@ -363,7 +363,7 @@ export class RunStore {
     return done;
   }
 
-  /** At start-up: runs that were pending or running become aborted (6.7); so do orchestrations. */
+  /** At start-up: runs that were pending or running become aborted; so do orchestrations. */
   async abortUnfinished(at: number, error: string): Promise<number> {
     const unfinished =
       this.db.get("SELECT 1 AS x FROM testrun_runs WHERE status IN ('pending', 'running') LIMIT 1") ??

@@ -5,7 +5,7 @@ export interface TriggerRequest {
   machineTarget: string | null;
   overrides: string | Record<string, unknown> | null;
   pattern: string;
-  /** Join or create this trigger (sent by orchestrators, 11.3). */
+  /** Join or create this trigger (sent by orchestrators). */
   triggerId?: string;
   /** Run the whole selection on each of these nodes at once (LOCAL_DEVICE: here); none: where the config says. */
   nodes?: string[];

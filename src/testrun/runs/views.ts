@@ -1,5 +1,5 @@
 /*
- * How runs and triggers are answered (test-run-server.md 6.1, 6.2, 14): the records of store.ts
+ * How runs and triggers are answered: the records of store.ts
  * as the API's JSON objects.
  */
 import { rfc822 } from "../../util/time.ts";
@@ -8,7 +8,7 @@ import { FINAL_STATUSES, type RunRecord, type TriggerRecord, type TriggerStatus 
 
 const date = (ms: number | null) => (ms === null ? "" : rfc822(new Date(ms), "+0000"));
 
-/** The Variant A run object (6.1). */
+/** The Variant A run object. */
 export function runObjectA(r: RunRecord): Record<string, unknown> {
   return {
     id: r.id,
@@ -39,7 +39,7 @@ export function devicesFailuresFirst(devices: DeviceProgress[]): DeviceProgress[
   return [...devices].sort((a, b) => unfinished(a) - unfinished(b) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
-/** The Variant B run object (6.2): integer id, `created`, `completed` once final. */
+/** The Variant B run object: integer id, `created`, `completed` once final. */
 export function runObjectB(r: RunRecord): Record<string, unknown> {
   return {
     run_id: r.seq,
@@ -54,7 +54,7 @@ export function runObjectB(r: RunRecord): Record<string, unknown> {
   };
 }
 
-/** The trigger object (14): its status (TestRunService.triggerStatus), its runs and where its dispatch went. */
+/** The trigger object: its status (TestRunService.triggerStatus), its runs and where its dispatch went. */
 export function triggerObject(t: TriggerRecord, status: TriggerStatus, runs: RunRecord[]): Record<string, unknown> {
   return {
     trigger_id: t.id,

@@ -1,5 +1,5 @@
 /*
- * Remote actions (update-server.md 11, labgate decisions D7, D8): the action log, execution
+ * Remote actions: the action log, execution
  * while the device is connected, the queue of pending rows delivered when it connects (oldest
  * first, at least once), and the results the device sends back. Every wait is bounded.
  */
@@ -16,18 +16,18 @@ export type { ActionStatus } from "./store.ts";
 /** Output bytes a log entry carries inline: a log of many large outputs stays a modest answer. */
 export const MAX_INLINE_OUTPUT = 64 * 1024;
 
-/** An action-log entry as served (11.4 with D7/D8). */
+/** An action-log entry as served. */
 export interface LogEntry {
   id: string;
   action: string;
-  /** ISO 8601 without zone (UTC), as the seed says (D7). */
+  /** ISO 8601 without zone (UTC), as the seed says. */
   created: string;
   /** An ActionStatus, or with `compat.action_log_status: exit_code` a finished action's exit code as text ("0", "-1"), as the reference stores it. */
   status: string;
   status_code: number | null;
   /**
-   * Base64 of the combined output once the result is in ("" for none), else null (D8); at most
-   * MAX_INLINE_OUTPUT bytes, the whole output is behind `download_url` (11.7).
+   * Base64 of the combined output once the result is in ("" for none), else null; at most
+   * MAX_INLINE_OUTPUT bytes, the whole output is behind `download_url`.
    */
   output: string | null;
   output_truncated: boolean;
@@ -70,7 +70,7 @@ export class ActionService {
     return this.store.inlineOutput(executionId);
   }
 
-  /** `action_exec_control`: the device took (ok), refused or put off (full) an action (11.3). */
+  /** `action_exec_control`: the device took (ok), refused or put off (full) an action. */
   control(conn: DeviceConnection, message: Record<string, unknown>): void {
     if (typeof message.execution_id !== "string") return this.ctx.log.warn(`device ${conn.mac}: action_exec_control without execution_id ignored`);
     if (!conn.settle(`control:${message.execution_id}`, String(message.status))) {
@@ -78,7 +78,7 @@ export class ActionService {
     }
   }
 
-  /** A device connected: its queue is delivered (11.5). */
+  /** A device connected: its queue is delivered. */
   connected(conn: DeviceConnection): void {
     void this.dispatch(conn).catch((error) => this.ctx.log.error(`device ${conn.mac}: queue dispatch: ${(error as Error).message}`));
   }
@@ -87,7 +87,7 @@ export class ActionService {
     return this.ctx.config.update_server;
   }
 
-  /** The connected device's action list (11.2). */
+  /** The connected device's action list. */
   async list(mac: string): Promise<ActionDefinition[]> {
     const conn = this.hub.get(mac);
     if (!conn) throw notConnected();
@@ -201,7 +201,7 @@ export class ActionService {
     if (!hasCapability(caps, "action")) throw new LabgateError("conflict", "device does not support actions");
   }
 
-  /** Sends `action_exec` until the device takes it (ok) or refuses; `full` is retried later (11.3). */
+  /** Sends `action_exec` until the device takes it (ok) or refuses; `full` is retried later. */
   private async deliver(conn: DeviceConnection, id: string, actionId: string, deadline: number): Promise<void> {
     for (;;) {
       const control = conn.wait<string>(`control:${id}`, this.timeouts.device_reply_timeout);
@@ -220,7 +220,7 @@ export class ActionService {
     await this.store.fail(id).catch((error) => this.ctx.log.error(`action ${id}: status not stored: ${(error as Error).message}`));
   }
 
-  /** `action_exec_result`: the row gets its final status, exit code and output (11.3 step 8). */
+  /** `action_exec_result`: the row gets its final status, exit code and output. */
   async result(conn: DeviceConnection, message: Record<string, unknown>): Promise<void> {
     const id = message.execution_id;
     const code = message.status_code;
@@ -239,7 +239,7 @@ export class ActionService {
     if (!conn.settle(`result:${id}`, answer) && recorded === "unknown") this.ctx.log.warn(`device ${conn.mac}: result for unknown execution ${id} ignored`);
   }
 
-  /** Delivers the queue of a device that just connected: oldest first (11.5). */
+  /** Delivers the queue of a device that just connected: oldest first. */
   private async dispatch(conn: DeviceConnection): Promise<void> {
     const queued = () => this.store.queued(conn.mac).filter((row) => !this.inflight.has(row.id));
     if (queued().length === 0) return;
@@ -272,7 +272,7 @@ export class ActionService {
     }
   }
 
-  /** The log of a device, newest first (11.6); each entry carries its output inline and as a link (D8, 11.7). */
+  /** The log of a device, newest first; each entry carries its output inline and as a link. */
   log(mac: string, base: string): LogEntry[] {
     const exitCodes = this.ctx.config.compat.action_log_status === "exit_code";
     return this.store.entries(mac).map((row) => {
@@ -304,7 +304,7 @@ export class ActionService {
 
   /**
    * Empties the queue: every row without a result. `sent` rows go too, since they would be
-   * delivered again on the next connection (11.5); one the device runs right now cannot be
+   * delivered again on the next connection; one the device runs right now cannot be
    * recalled, and its late result is ignored.
    */
   async clearPending(mac: string): Promise<void> {

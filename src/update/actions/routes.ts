@@ -13,7 +13,7 @@ import type { ActionService, ExecOutcome } from "./actions.ts";
 
 const MAX_IDS = 10_000;
 const MSG_IDS = `schema validation failed: field "actions" must be a list of at most ${MAX_IDS} log entry ids`;
-/** The body of action/remove (11.6). */
+/** The body of action/remove. */
 export const removeActionsBody = strictBody({ actions: z.array(z.string({ error: MSG_IDS }), { error: MSG_IDS }).max(MAX_IDS, { error: MSG_IDS }) });
 
 const MAX_DEVICES = 10_000;
@@ -28,8 +28,8 @@ export const execManyBody = strictBody({
 export type FanOutEntry = { device: string; status: number } & ({ status_code: number; output: string } | { error: string } | Record<never, never>);
 
 /**
- * Remote actions (update-server.md 11). Routes name the device by MAC; the MAC is resolved to the
- * device and the permission is checked on it (17.7): unknown MAC or hidden device -> 404.
+ * Remote actions. Routes name the device by MAC; the MAC is resolved to the
+ * device and the permission is checked on it: unknown MAC or hidden device -> 404.
  */
 export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionService): Hono<AppEnv> {
   const { db } = ctx;

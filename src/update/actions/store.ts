@@ -1,5 +1,5 @@
 /*
- * The action log's SQL (update-server.md 11.4-11.6, labgate D7, D8): rows keyed by MAC, a status
+ * The action log's SQL: rows keyed by MAC, a status
  * of pending -> sent -> success | error, the exit code, and the output (small ones in the row,
  * larger ones as a file named by `output_key`).
  *
@@ -159,7 +159,7 @@ export class ActionLogStore {
     for (const id of ids) tx.run(`UPDATE action_log SET status = 'error', finished = ? WHERE id = ? AND status NOT IN ${FINAL}`, [finished, id]);
   }
 
-  /** A device's result: the row gets its final status, exit code and output (11.3 step 8), unless it already has one. */
+  /** A device's result: the row gets its final status, exit code and output, unless it already has one. */
   recordResult(record: ResultRecord): Promise<Recorded> {
     // A `sent` mark still waiting for its lazy write says nothing the result does not.
     this.sent.delete(record.id);
@@ -189,12 +189,12 @@ export class ActionLogStore {
     return new Map(rows.map((r) => [r.mac, r.n]));
   }
 
-  /** Rows of a device without a result (its queue), oldest first (11.5). */
+  /** Rows of a device without a result (its queue), oldest first. */
   queued(mac: string): LogRow[] {
     return this.db.all<LogRow>("SELECT * FROM action_log WHERE mac_address = ? AND status IN ('pending', 'sent') ORDER BY seq", [mac]);
   }
 
-  /** The log of a device, newest first (11.6). */
+  /** The log of a device, newest first. */
   entries(mac: string): LogRow[] {
     return this.db.all<LogRow>("SELECT * FROM action_log WHERE mac_address = ? ORDER BY seq DESC", [mac]);
   }

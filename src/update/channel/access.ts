@@ -5,7 +5,7 @@ import { getDeviceByMac, type DeviceRow } from "../devices/devices.ts";
 import { authorize, MSG_FORBIDDEN, notFoundMessage, permissionFilter, type Permission } from "../permissions/permissions.ts";
 
 /**
- * PERM-MAC (update-server.md 2.7, 17 item 7): the device named by MAC in the path, with `perm`
+ * PERM-MAC: the device named by MAC in the path, with `perm`
  * checked on it. Without read the device is hidden (404, like a missing one); with read but not
  * `perm`, 403.
  */

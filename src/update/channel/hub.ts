@@ -1,5 +1,5 @@
 /*
- * The device WebSocket hub (update-server.md 13): one connection per device, keyed by MAC, the
+ * The device WebSocket hub: one connection per device, keyed by MAC, the
  * `connected` flag, pings, capabilities, and bounded waits for device replies. Domains (actions,
  * file downloads, progress) register handlers for the device messages they own.
  */
@@ -31,7 +31,7 @@ export class DeviceConnection {
   readonly deviceId: number;
   /** The last capability report (undefined until the device sends one). */
   capabilities: Record<string, unknown> | undefined;
-  /** Cached action definitions (11.1): first query, or any unsolicited update. */
+  /** Cached action definitions: first query, or any unsolicited update. */
   actions: ActionDefinition[] | undefined;
   open = true;
   alive = true;
@@ -147,7 +147,7 @@ export class ChannelHub {
       conn.actions = actions;
       conn.settle("action_list", actions);
     });
-    // The device's own alerts (e.g. "cannot handle request") are logged, never fatal (17.20).
+    // The device's own alerts (e.g. "cannot handle request") are logged, never fatal.
     this.handle("alert", (conn, message) => this.ctx.log.info(`device ${conn.mac} alert: ${JSON.stringify(message.alert ?? null)}`));
   }
 
@@ -177,7 +177,7 @@ export class ChannelHub {
   /** A new socket of an authenticated device. Returns the connection, or undefined if refused. */
   opened(mac: string, deviceId: number, ws: WSContext): DeviceConnection | undefined {
     if (this.connections.has(mac)) {
-      // One connection per device: the second one goes, the first one stays untouched (13.1).
+      // One connection per device: the second one goes, the first one stays untouched.
       ws.close(CLOSE_DUPLICATE, "duplicate connections not allowed");
       return undefined;
     }
@@ -262,13 +262,13 @@ export class ChannelHub {
     conn.capabilities = caps as Record<string, unknown>;
     conn.settle("capabilities", conn.capabilities);
     const text = JSON.stringify(caps);
-    // Stored on the device (7.1) and kept after disconnect.
+    // Stored on the device and kept after disconnect.
     this.ctx.db
       .write((tx) => void tx.run("UPDATE devices SET capabilities = ? WHERE id = ?", [text, conn.deviceId]))
       .catch((error) => this.ctx.log.error(`device ${conn.mac}: capabilities not stored: ${(error as Error).message}`));
   }
 
-  /** A device that did not answer the last ping is dropped (13.1). */
+  /** A device that did not answer the last ping is dropped. */
   private pingRound(): void {
     for (const conn of [...this.connections.values()]) {
       if (pingOrTerminate(conn, conn.raw)) continue;

@@ -1,5 +1,5 @@
 /*
- * Pings for the device channel and the shell relay (update-server.md 13.1): a socket that has not
+ * Pings for the device channel and the shell relay: a socket that has not
  * answered the previous ping by the next one is half-open and is dropped.
  */
 import type { WebSocket } from "ws";

@@ -1,5 +1,5 @@
 /*
- * Update progress reported over the device socket (update-server.md 8.2, 13.3): `update_progress`
+ * Update progress reported over the device socket: `update_progress`
  * moves the device's record (clamped to 0..100; 100 ends it) and is broadcast as an `update`
  * event; `update_version` stores the new running version and ends the record too.
  */

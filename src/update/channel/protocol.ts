@@ -1,5 +1,5 @@
 /*
- * The device management WebSocket's messages (update-server.md 13.2, 13.3). Every message is one
+ * The device management WebSocket's messages. Every message is one
  * JSON object with a `method`; extra fields are ignored.
  */
 
@@ -39,7 +39,7 @@ export interface UpdateOutcomeMessage {
   output?: string;
 }
 
-/** An action as served by `action/list` (11.1). */
+/** An action as served by `action/list`. */
 export interface ActionDefinition {
   action_id: string;
   action_name: string;
@@ -49,11 +49,11 @@ export interface ActionDefinition {
   timeout: number;
 }
 
-/** The built-in action every agent offers (11.1). */
+/** The built-in action every agent offers. */
 export const TRIGGER_UPDATE_CHECK = (prefix: string): string => `${prefix}.builtins.trigger_update_check`;
 
 /**
- * Capabilities a request needs. The labgate agent reports the seed's keys (D11); the reference
+ * Capabilities a request needs. The labgate agent reports the seed's keys; the reference
  * client's keys are accepted too so that both kinds of device work.
  */
 export const CAPABILITY_KEYS = {

@@ -23,7 +23,7 @@ const frameOf = (data: unknown): string | ArrayBuffer | undefined =>
   typeof data === "string" || data instanceof ArrayBuffer ? data : undefined;
 
 /**
- * `GET /api/v1/devices/ws` (update-server.md 13.1): the device management socket, device token in
+ * `GET /api/v1/devices/ws`: the device management socket, device token in
  * the handshake (refused with a plain 401 before any upgrade).
  */
 export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shells: ShellService, accessWatch: AccessWatch): Hono<AppEnv> {
@@ -50,8 +50,8 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
     }),
   );
 
-  // Shell sessions (13.4). The manager's browser cannot set headers on a WebSocket: the token may
-  // come as `?token=` (2.1). PERM-MAC(shell), checked before the upgrade, except that an unknown
+  // Shell sessions. The manager's browser cannot set headers on a WebSocket: the token may
+  // come as `?token=`. PERM-MAC(shell), checked before the upgrade, except that an unknown
   // device (or one hidden from the caller) is upgraded and closed with 4001 like an offline one,
   // as the reference does: a browser cannot read an HTTP status on a failed WebSocket.
   const shellTarget = (c: Context<AppEnv>) => {
@@ -80,7 +80,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
       const identity = c.get("identity");
       const mac = c.req.param("mac") ?? "";
       let session: ShellSession | undefined;
-      // Frames that come while the device is asked: bounded in bytes like the session's own (issue 9 item 6).
+      // Frames that come while the device is asked: bounded in bytes like the session's own.
       let early: Array<string | ArrayBuffer> | undefined = [];
       let earlyBytes = 0;
       let unwatch = () => {};
@@ -126,7 +126,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
     }),
   );
 
-  // The device's end of a session: its token must name the device of the path (17 item 4).
+  // The device's end of a session: its token must name the device of the path.
   app.get(
     "/api/v1/devices/:mac/shell/attach/:uuid",
     auth.device(),

@@ -1,5 +1,5 @@
 /*
- * Shell sessions (update-server.md 13.4, 17 item 4): a manager's WebSocket is paired with the
+ * Shell sessions: a manager's WebSocket is paired with the
  * socket the device opens for that session (`shell_attach`); frames are relayed unchanged in
  * both directions (text stays text, binary stays binary) until one side closes, then both close.
  * Bounded: the device must attach within `shell_attach_timeout`, input before that is capped,

@@ -1,5 +1,5 @@
 /*
- * The device side of the update server's authorization (update-server.md 9.1, 2.2): key
+ * The device side of the update server's authorization: key
  * generation, the signed auth request, a cached device token refreshed shortly before it
  * expires and after a 401. Used by the tests now and by the labgate agent later. Node only.
  */
@@ -157,7 +157,7 @@ export class DeviceClient {
     return { body, signature: signBody(this.privateKey, Buffer.from(body)), header };
   }
 
-  /** One auth request: a fresh token when the device is accepted, `pending` (401) otherwise. */
+  /** One auth request: a fresh token when the device is accepted, `pending` otherwise. */
   authorize(): Promise<AuthOutcome> {
     this.inflight ??= this.doAuthorize().finally(() => (this.inflight = undefined));
     return this.inflight;

@@ -28,7 +28,7 @@ export interface DeploymentRow {
   window: string | null;
   created: string;
   created_by: string | null;
-  /** JSON {config, suite}: the test run that validates each installed device (issue 28); NULL: none. */
+  /** JSON {config, suite}: the test run that validates each installed device; NULL: none. */
   validation: string | null;
   started: string | null;
   finished: string | null;

@@ -18,15 +18,14 @@ export const fileRequestBody = strictBody({
 });
 
 /**
- * `POST /api/v2/devices/{id}/fs/file` and the public multipart routes (update-server.md 12,
- * 14.4, 14.5), each contained to its own directory and signed.
+ * `POST /api/v2/devices/{id}/fs/file` and the public multipart routes, each contained to its own directory and signed.
  */
 export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTransferService, store: DeviceFileStore): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
   app.post("/api/v2/devices/:id{[0-9]+}/fs/file", auth.management(), async (c) => {
     const id = pathId(c.req.param("id"), "device");
-    // Checked before the device is asked anything (17.6).
+    // Checked before the device is asked anything.
     authorize(ctx.db, c.get("identity"), "device", id, "read");
     const { file } = await jsonBody(c, fileRequestBody);
     return c.json(await transfers.fetch(id, file, publicBase(ctx, c)));

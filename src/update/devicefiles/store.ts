@@ -1,5 +1,5 @@
 /*
- * Files that come from devices, under DATA_DIR/multipart/ (update-server.md 11.7, 12, 14.4-14.5):
+ * Files that come from devices, under DATA_DIR/multipart/:
  *   parts/<transfer-uuid>_part<i>   uploaded parts of an open file transfer (wiped at start)
  *   <prefix>.downloads/<uuid>       assembled files fetched from devices
  *   <prefix>.actions/<uuid>         action outputs
@@ -182,7 +182,7 @@ export interface InlineObject {
 
 export class PartTooLargeError extends Error {}
 
-/** A signed, expiring link to a device file or action output (D13). */
+/** A signed, expiring link to a device file or action output. */
 export function signedFileUrl(ctx: Pick<AppContext, "config" | "tokens">, base: string, key: string): string {
   const { expires, signature } = ctx.tokens.signLink(MULTIPART_LINK, key, ctx.config.update_server.download_link_ttl);
   return `${base}/local_storage_multipart/multipart/${key}?expires=${expires}&signature=${signature}`;

@@ -1,8 +1,8 @@
 /*
- * File download from a device (update-server.md 12, 14.5, decisions of 17.9/17.10/17.14/17.15):
+ * File download from a device:
  * probe, multipart plan, signed expiring part URLs that accept only the parts of an open
  * transfer (each once), assembly with ETag checks, parts removed in every outcome, every wait
- * bounded (504).
+ * bounded.
  */
 import { randomUUID } from "node:crypto";
 import type { Readable } from "node:stream";
@@ -23,7 +23,7 @@ const MAX_PART = 5 * 1024 * MiB;
 const MAX_PARTS = 10_000;
 const MAX_FILE = 5 * 1024 * 1024 * MiB;
 
-/** How a file of `size` bytes is cut (12, step 5); an empty file is one empty part. */
+/** How a file of `size` bytes is cut; an empty file is one empty part. */
 export function planParts(size: number): { partSize: number; count: number } {
   let partSize = Math.min(MAX_PART, Math.max(MIN_PART, PART_SIZE));
   let count = size <= partSize ? 1 : Math.ceil(size / partSize);
@@ -65,12 +65,12 @@ export class FileTransferService {
     this.store = store;
   }
 
-  /** `fs_file_probe_reply`: the answer to a probe (12, step 3). */
+  /** `fs_file_probe_reply`: the answer to a probe. */
   probeReply(conn: DeviceConnection, message: Record<string, unknown>): void {
     if (typeof message.id !== "string" || !conn.settle(`probe:${message.id}`, message)) this.ctx.log.warn(`device ${conn.mac}: fs_file_probe_reply for no open probe ignored`);
   }
 
-  /** `fs_file_download_reply`: the device uploaded the parts (12, step 6). */
+  /** `fs_file_download_reply`: the device uploaded the parts. */
   downloadReply(conn: DeviceConnection, message: Record<string, unknown>): void {
     if (typeof message.id !== "string" || !conn.settle(`download:${message.id}`, message)) this.ctx.log.warn(`device ${conn.mac}: fs_file_download_reply for no open transfer ignored`);
   }
@@ -92,7 +92,7 @@ export class FileTransferService {
       conn.send({ method: "fs_file_probe", id: probeId, file });
       const probe = await probing;
       const size = probe.size;
-      // An empty file is a file (17.15): only a failed probe means "missing".
+      // An empty file is a file: only a failed probe means "missing".
       if (probe.status !== 0 || typeof size !== "number" || !Number.isSafeInteger(size) || size < 0) return { status: 1, url: "" };
       if (size > MAX_FILE) throw new LabgateError("too_large", "file is larger than 5 TiB");
 

@@ -202,7 +202,7 @@ export async function addTag(db: Database, deviceId: number, tag: string, guard:
   });
 }
 
-/** A device name (D10 limits): 1 to 128 characters, no control characters, no surrounding blanks. */
+/** A device name: 1 to 128 characters, no control characters, no surrounding blanks. */
 export function validDeviceName(name: string): boolean {
   return name.length > 0 && name.length <= 128 && name.trim() === name && !/[\u0000-\u001f\u007f]/.test(name);
 }

@@ -29,7 +29,7 @@ import { pathId, strictBody } from "../validation.ts";
 
 const NOT_FOUND = "device does not exist";
 
-/** Paging of the device lists (issue 11); without any of these the lists answer as before. */
+/** Paging of the device lists; without any of these the lists answer as before. */
 export const deviceListQuery = z.object({
   limit: integerParam("limit", 1, 1000).describe("at most this many devices (with X-Total-Count: how many match)"),
   offset: integerParam("offset", 0, Number.MAX_SAFE_INTEGER).describe("skip this many of the matches (ordered by id)"),
@@ -46,7 +46,7 @@ export const deviceRenameBody = strictBody({
   name: z.string({ error: NAME_ERROR }).refine(validDeviceName, { error: NAME_ERROR }).meta({ minLength: 1, maxLength: 128 }),
 });
 
-/** Devices v2 and v1, and tags (update-server.md 7). */
+/** Devices v2 and v1, and tags. */
 export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, presence: DevicePresence): Hono<AppEnv> {
   const { db } = ctx;
   const app = new Hono<AppEnv>();
@@ -75,7 +75,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     return c.json(listDevices(db, where, { limit: query.limit, offset: query.offset }).map(shape));
   };
 
-  // v2: any management token; the permission table decides (2.7).
+  // v2: any management token; the permission table decides.
   app.get("/api/v2/devices", mgmt, (c) => deviceList(c, permissionFilter(c.get("identity"), "device", "d"), view));
 
   app.get("/api/v2/devices/:id{[0-9]+}", mgmt, (c) => {
@@ -110,7 +110,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     return c.json({});
   });
 
-  // Beyond the seed (section 17.19): tag removal, idempotent like assignment.
+  // Beyond the seed: tag removal, idempotent like assignment.
   app.delete("/api/v2/devices/:id{[0-9]+}/tag/:tag", mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "update");
@@ -136,7 +136,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     return c.json(listDevices(db, where).map(view));
   });
 
-  // v1: scope-checked, no per-user filtering (7.4).
+  // v1: scope-checked, no per-user filtering.
   app.get("/api/v1/devices", auth.management("admin_ro"), (c) => deviceList(c, undefined, (row) => toV1(db, row)));
 
   app.get("/api/v1/devices/:id{[0-9]+}", auth.management("admin_ro"), (c) => {

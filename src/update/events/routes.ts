@@ -28,12 +28,12 @@ function shows(sees: Visible, event: DeviceEvent): boolean {
 }
 
 /**
- * `GET /api/stream` (update-server.md 15.1): server-sent events `connect`, `disconnect`, `update`
+ * `GET /api/stream`: server-sent events `connect`, `disconnect`, `update`
  * (and `deployment`, `deployment_device`) as `event:<name>` / `data:<json>` lines. Management
  * token; a user without admin read sees the events of the devices (and deployments' groups) they
  * may read. The stream ends when its token or account no longer allows it (src/auth/authority.ts).
  *
- * An event costs the same however many streams are open (issue 25): it is encoded once, and each
+ * An event costs the same however many streams are open: it is encoded once, and each
  * stream knows the devices and groups its user may read. Those sets are made again, once per user
  * and scopes, when the access generation has moved (a permission, a tag, a group, a device changed).
  */

@@ -99,7 +99,7 @@ export async function createGroup(db: Database, input: NewGroup, now: Date): Pro
 
 export const GROUP_NOT_FOUND = "group does not exist";
 
-/** D5: a group without devices can be deleted; its package assignments and permission rows go with it. */
+/** A group without devices can be deleted; its package assignments and permission rows go with it. */
 export async function deleteGroup(db: Database, catalog: CatalogWatch, id: number, onDelete?: (tx: Tx) => void): Promise<void> {
   return changed(catalog, db.write((tx) => {
     if (!getGroup(tx, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
@@ -112,12 +112,12 @@ export async function deleteGroup(db: Database, catalog: CatalogWatch, id: numbe
 
 /**
  * v2: a device may not hold two groups of the same priority (the target included).
- * v1 (D2): a device may hold at most one group.
+ * v1: a device may hold at most one group.
  */
 export type MembershipRule = "priority" | "single";
 
 /**
- * PATCH devices (5.6, seed rules): atomic; additions are evaluated first, then removals; an
+ * PATCH devices: atomic; additions are evaluated first, then removals; an
  * unknown device, an addition that breaks the membership rule, or the removal of a device that
  * is not (after the additions) in the group makes the whole request a 409 and changes nothing.
  * `guard` runs the change (membership grants the group's permissions, see permissions.ts).
@@ -165,7 +165,7 @@ export async function patchGroupDevices(
 }
 
 /**
- * Package assignment (5.7, D4): the set becomes exactly `packageIds`; an unknown package is a 404.
+ * Package assignment: the set becomes exactly `packageIds`; an unknown package is a 404.
  * `guard` runs the change (membership grants the group's permissions, see permissions.ts).
  */
 export async function setGroupPackages(db: Database, catalog: CatalogWatch, groupId: number, packageIds: number[], guard: ChangeGuard = unguarded): Promise<void> {
@@ -194,7 +194,7 @@ export async function setGroupPolicy(db: Database, catalog: CatalogWatch, groupI
   }));
 }
 
-/** Priority change (5.9): 409 when a device of this group holds another group with that priority. */
+/** Priority change: 409 when a device of this group holds another group with that priority. */
 export async function setGroupPriority(db: Database, catalog: CatalogWatch, groupId: number, priority: number): Promise<void> {
   return changed(catalog, db.write((tx) => {
     if (!getGroup(tx, groupId)) throw new LabgateError("not_found", GROUP_NOT_FOUND);

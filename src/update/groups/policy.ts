@@ -1,5 +1,5 @@
 /**
- * Group update policies (update-server.md 5.2): `<name>,<argument>`, split at the first comma.
+ * Group update policies: `<name>,<argument>`, split at the first comma.
  * `no_update` offers nothing; `exact_match,<version>` targets exactly that version.
  */
 export const DEFAULT_POLICY = "no_update,";

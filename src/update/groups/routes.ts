@@ -58,7 +58,7 @@ const metadataObject = z.record(z.string(), z.unknown(), {
   error: (iss) => (iss.input === undefined ? 'schema validation failed: field "metadata" is required' : 'schema validation failed: field "metadata" must be an object'),
 });
 
-// Request bodies (update-server.md 5.3-5.10), also shown by the OpenAPI document.
+// Request bodies, also shown by the OpenAPI document.
 export const groupCreateV1Body = metadataObject;
 export const groupCreateV2Body = z.looseObject(
   { metadata: metadataObject, priority: priority(false).nullish() },
@@ -148,7 +148,7 @@ function sharedHandlers(ctx: AppContext, catalog: CatalogWatch, mode: { v2: bool
   return { get, remove, devices, packages, policy };
 }
 
-/** Groups v2 (5.3-5.9): any management token, decided by per-user permissions; create needs a scope. */
+/** Groups v2: any management token, decided by per-user permissions; create needs a scope. */
 export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatch): Hono<AppEnv> {
   const { db } = ctx;
   const app = new Hono<AppEnv>();
@@ -186,7 +186,7 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
   return app;
 }
 
-/** Groups v1 (5.10): admin scopes only, flat metadata body, no priority, one group per device. */
+/** Groups v1: admin scopes only, flat metadata body, no priority, one group per device. */
 export function groupsV1Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatch): Hono<AppEnv> {
   const { db } = ctx;
   const app = new Hono<AppEnv>();

@@ -1,5 +1,5 @@
 /*
- * Device logs (update-server.md 15.2): telemetry entries a device sends in batches, read and
+ * Device logs: telemetry entries a device sends in batches, read and
  * deleted by managers per device, per group or one by one. Unlike the reference, storage is
  * bounded (issues 13 and 25): an entry is at most MAX_ENTRY_BYTES of UTF-8 (413 beyond), a batch
  * at most `device_logs_max_batch` entries, a device keeps at most `device_logs_per_device` entries
@@ -26,7 +26,7 @@ export interface LogInput {
   entry: string;
 }
 
-/** The log object of 15.2; dates in the update server's RFC 822 form. */
+/** The log object; dates in the update server's RFC 822 form. */
 export interface LogV1 {
   id: number;
   created: string;

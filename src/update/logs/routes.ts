@@ -15,9 +15,9 @@ const LOG_NOT_FOUND = "log does not exist";
 const DEVICE_NOT_FOUND = "device does not exist";
 
 /**
- * Device logs (update-server.md 15.2). Devices post with their token; managers read (`read` on
+ * Device logs. Devices post with their token; managers read (`read` on
  * the device) and delete (`update` on the device) like other device data: admin scopes pass,
- * everyone else goes through the permission table (2.7), a hidden device or log is a 404.
+ * everyone else goes through the permission table, a hidden device or log is a 404.
  */
 export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   const { db } = ctx;

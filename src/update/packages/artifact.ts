@@ -5,7 +5,7 @@ import type { Readable } from "node:stream";
 import { grantsAny, scopeName, type Scope } from "../../auth/scopes.ts";
 
 /**
- * Upload scope from the artifact's payload types (update-server.md 4.3 step 7, D14): a device
+ * Upload scope from the artifact's payload types: a device
  * artifact is a tar holding `header.tar`, whose `header-info` JSON lists `payloads[*].type`.
  * Anything that is not such an artifact is `nonstandard`.
  */
@@ -17,7 +17,7 @@ export function scopesForPayload(type: string): Scope[] {
     case "single-file":
       return ["upload_single_file"];
     case "rootfs-image":
-    case "delta-rootfs-image": // the documented intent (section 17 item 24)
+    case "delta-rootfs-image": // the documented intent
       return ["upload_rootfs_image"];
     case NONSTANDARD:
       return ["upload_nonstandard_artifact"];
@@ -26,7 +26,7 @@ export function scopesForPayload(type: string): Scope[] {
   }
 }
 
-/** Why a token may not upload an artifact with these payload types (403), or undefined. */
+/** Why a token may not upload an artifact with these payload types, or undefined. */
 export function uploadScopeRefusal(granted: ReadonlySet<Scope>, types: readonly string[], prefix: string): string | undefined {
   // No type at all is not "nothing to check": it is an artifact of unknown type.
   for (const type of types.length > 0 ? types : [NONSTANDARD]) {

@@ -52,7 +52,7 @@ export function toView(row: PackageRow): Package {
 }
 
 /**
- * Why an upload's form fields are refused (400), or undefined when they are fine. The version is
+ * Why an upload's form fields are refused, or undefined when they are fine. The version is
  * required; the device type too unless `deviceTypeRequired` is off (compat: the reference does not
  * check it, and a package without one is offered to no device).
  */

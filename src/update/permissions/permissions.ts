@@ -1,5 +1,5 @@
 /*
- * Per-user permissions (update-server.md 2.4, 2.7, 10): the ONE authorization function of the
+ * Per-user permissions: the ONE authorization function of the
  * update server. Every route that touches a package, group or device calls `authorize` (single
  * object, before acting) or `permissionFilter` (lists, in the query).
  *
@@ -108,7 +108,7 @@ export function allowed(db: Database | Tx, identity: Identity, resource: Resourc
 }
 
 /**
- * The automatic grants of 2.7: the management user who created a group or uploaded a package
+ * The automatic grants: the management user who created a group or uploaded a package
  * gets read, update and delete on it. Call inside the creating transaction.
  */
 export function grantCreator(tx: Tx, identity: Identity, resource: Resource, id: number, now: Date): void {
@@ -121,7 +121,7 @@ export function grantCreator(tx: Tx, identity: Identity, resource: Resource, id:
   }
 }
 
-/** Cascade of 2.7: deleting an object deletes its id-based permission rows (named rows stay). */
+/** Cascade: deleting an object deletes its id-based permission rows (named rows stay). */
 export function deletePermissionsOf(tx: Tx, resource: Resource, id: number): void {
   tx.run("DELETE FROM permissions WHERE resource = ? AND resource_id = ?", [resource, id]);
 }
@@ -157,7 +157,7 @@ export interface ObjectRef {
 }
 
 /**
- * THE rule against escalation through tags, groups and names (issue 10): a change to an object's
+ * THE rule against escalation through tags, groups and names: a change to an object's
  * tags, groups or name may not grant anyone a permission on it that the caller does not already
  * hold on it (svc_admin_rw passes; svc_admin_ro holds read). Runs `apply` (the change) inside the
  * caller's write transaction between a look at the object's grants before and after; a change

@@ -8,7 +8,7 @@ import { checkPermission, createPermission, deletePermission, getPermission, lis
 import { pathId } from "../validation.ts";
 import { dateOf } from "../../util/time.ts";
 
-/** The permission table (update-server.md 10). */
+/** The permission table. */
 export function permissionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   const { db } = ctx;
   const app = new Hono<AppEnv>();

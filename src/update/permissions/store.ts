@@ -55,7 +55,7 @@ const required = (key: string) =>
     .min(1, { error: `schema validation failed: field "${key}" is required (a non-empty string)` });
 
 /**
- * The body of POST /api/v1/permissions (10.1 plus section 17.26): required strings, known resource
+ * The body of POST /api/v1/permissions: required strings, known resource
  * and permission words, a positive resource_id or a resource_name (0, "" and null count as
  * missing, as in the reference; an id may come as its decimal text, as the reference reads it). `id` and `created` are accepted and ignored. The checks run in
  * the order the hand-written ones did, so the first failure names the same field.
@@ -93,7 +93,7 @@ export const permissionBody = strictBody({
     }),
   );
 
-/** The rules between fields (422): `shell` only on devices, names only for device_by_tag and device_by_tag only by name. */
+/** The rules between fields: `shell` only on devices, names only for device_by_tag and device_by_tag only by name. */
 export function checkPermission(p: NewPermission): NewPermission {
   const { resource, permission } = p;
   const hasId = p.resource_id !== null;

@@ -1,14 +1,14 @@
 import type { Database, Tx } from "../../db/index.ts";
 import { dateOf, rfc822, type Clock } from "../../util/time.ts";
 
-/** Update progress record (section 8): one per updating device. */
+/** Update progress record: one per updating device. */
 export interface ProgressRow {
   device_id: number;
   mac_address: string;
   created: string;
   version: string;
   progress: number;
-  /** Time of the latest update check offer or progress report (ISO); the idle clock of 17.11. */
+  /** Time of the latest update check offer or progress report (ISO); the idle clock. */
   updated: string;
 }
 
@@ -46,7 +46,7 @@ export function listProgress(db: Database, notBefore: string, where?: { sql: str
 
 /**
  * The progress records' behaviour over time: the idle time after which a record no longer counts
- * (section 17 item 11, `update_server.progress_idle_timeout`), and the devices whose record is
+ * (`update_server.progress_idle_timeout`), and the devices whose record is
  * known to wait at 0 for a version since a given time (saves the update check a SELECT and a
  * write). A record removed by the cascade of a device deletion leaves a stale entry, which is
  * harmless: device ids are never reused and a deleted device's token is refused.
@@ -69,8 +69,8 @@ export class UpdateProgress {
   }
 
   /**
-   * An update check offered `version`: the device's record starts again at 0 (upsert, section 17
-   * item 11). A record already waiting at 0 for the same version keeps its `created`; it is left
+   * An update check offered `version`: the device's record starts again at 0 (upsert). A
+   * record already waiting at 0 for the same version keeps its `created`; it is left
    * alone entirely while it is far from idle, so a device that checks again before it starts
    * costs no write.
    */

@@ -8,8 +8,8 @@ import { pathId } from "../validation.ts";
 import { getProgress, listProgress, toView, type UpdateProgress } from "./progress.ts";
 
 /**
- * Update progress (section 8): PERM(device, read), lists filtered, a device not updating is 404
- * (D6); a record idle for `progress_idle_timeout` no longer counts (17.11).
+ * Update progress: PERM(device, read), lists filtered, a device not updating is 404
+ *; a record idle for `progress_idle_timeout` no longer counts.
  */
 export function progressRoutes(ctx: AppContext, auth: Auth, progress: UpdateProgress): Hono<AppEnv> {
   const { db } = ctx;

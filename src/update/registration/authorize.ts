@@ -24,7 +24,7 @@ const makeAuthBody = (prefix: string) =>
     public_key: z.string({ error: PUBLIC_KEY_ERROR }).min(1, { error: PUBLIC_KEY_ERROR }),
     timestamp: zInteger(-Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, "schema validation failed: timestamp must be an integer (UNIX seconds)").describe("UNIX seconds"),
   });
-/** The body of POST /api/v1/auth/device (9.1), signed as sent; one schema per prefix. */
+/** The body of POST /api/v1/auth/device, signed as sent; one schema per prefix. */
 export const deviceAuthBody = (prefix: string) => authBodies.get(prefix) ?? authBodies.set(prefix, makeAuthBody(prefix)).get(prefix)!;
 const MAX_PENDING_PER_MAC = 8;
 /** MACs one key may wait with (a device has one MAC; a flood script reuses its key). */
@@ -37,7 +37,7 @@ export const pendingCutoff = (ctx: Pick<AppContext, "clock" | "config" | "db" | 
   new Date(now.getTime() - ctx.config.update_server.pending_registration_ttl * 1000).toISOString();
 
 /**
- * Device authorization (update-server.md 9.1 with the section 18 decisions), given the raw body
+ * Device authorization, given the raw body
  * bytes exactly as received and the signature header:
  *   schema -> signature header -> key -> signature over the raw bytes -> timestamp window ->
  *   replay -> accepted device: token; anything else: pending registration (MAC, key) upserted.
@@ -90,7 +90,7 @@ export async function authorizeDevice(
   }
 
   await ctx.db.write((tx) => {
-    // Pending rows expire (issue 9 item 4): a waiting device repeats its request every few seconds.
+    // Pending rows expire: a waiting device repeats its request every few seconds.
     tx.run("DELETE FROM registrations WHERE last_appeared < ?", [pendingCutoff(ctx, now)]);
     const known = tx.get("SELECT 1 AS x FROM registrations WHERE mac_address = ? AND key_fingerprint = ?", [mac, key.fingerprint]);
     // The route is public: bound what unapproved requests can store, in total, per key and per address.

@@ -10,7 +10,7 @@ export interface DeviceKey {
 const MIN_RSA_BITS = 1024;
 /** Larger moduli make every signature check of a registration cost more (and no device uses them). */
 const MAX_RSA_BITS = 8192;
-/** Public exponents devices use; a huge one makes each verification cost milliseconds (issue 9 item 5). */
+/** Public exponents devices use; a huge one makes each verification cost milliseconds. */
 const RSA_EXPONENTS = new Set([3n, 65537n]);
 const PEM_LABEL = /^[A-Z0-9 ]+$/;
 
@@ -39,7 +39,7 @@ function importDer(der: Buffer, order: ("spki" | "pkcs1")[]): KeyObject | undefi
 }
 
 /**
- * Parses a device key as devices send it (update-server.md 9.1): PEM SubjectPublicKeyInfo
+ * Parses a device key as devices send it: PEM SubjectPublicKeyInfo
  * (`PUBLIC KEY`, RSA or Ed25519), PEM PKCS#1 (`RSA PUBLIC KEY`), PKCS#1 DER under a `PUBLIC KEY`
  * label (what the reference device clients send), or bare base64 DER of either. RSA keys need
  * at least 1024 bits. Returns a reason string when the key is not usable.

@@ -22,7 +22,7 @@ const valueError = (iss: { path?: PropertyKey[] }) =>
   metadataError(`value of ${JSON.stringify(String((iss.path ?? []).filter((p) => typeof p === "string").at(-1) ?? ""))} must be a string or a list of strings`);
 
 /**
- * Device metadata (9.1): an object of string or string-list values that holds the version,
+ * Device metadata: an object of string or string-list values that holds the version,
  * device type and MAC keys.
  */
 export const deviceMetadata = (prefix: string) => {
@@ -46,7 +46,7 @@ export const deviceMetadata = (prefix: string) => {
     .meta({ required: [keys.version, keys.devtype, keys.mac], maxProperties: MAX_KEYS }) as z.ZodType<Metadata>;
 };
 
-/** D10: the name the device reports (`svc.device.name`) when it sends one, else its MAC. */
+/** The name the device reports (`svc.device.name`) when it sends one, else its MAC. */
 export function deviceName(metadata: Metadata, mac: string, prefix: string): string {
   const reported = metadata[metaKeys(prefix).name];
   return typeof reported === "string" && reported.trim() !== "" ? reported.trim().slice(0, 128) : mac;

@@ -21,7 +21,7 @@ export interface PendingRegistration {
   key_fingerprint: string;
   last_appeared: string;
   metadata: Metadata;
-  /** True when approving it would replace the key of an existing device (section 17.2). */
+  /** True when approving it would replace the key of an existing device. */
   key_change: boolean;
   /** The existing device whose key would change, else null. */
   device_id: number | null;
@@ -109,7 +109,7 @@ export interface RegisterResult {
 }
 
 /**
- * Approves a pending registration (9.3). A new MAC becomes a device (name per D10, tags from the
+ * Approves a pending registration. A new MAC becomes a device (named as metadata.ts says, tags from the
  * registration metadata); an existing device gets the new key only with `confirmKeyChange`
  * (409 otherwise) and keeps its id, name rule, groups, tags, capabilities and permissions; the
  * tokens of its earlier key stop working at once and its socket is closed (DeviceHooks.keyChanged).
@@ -162,13 +162,13 @@ export async function approveRegistration(
     }
     return { device_id: id, outcome: "created" as const };
   });
-  // The earlier key's tokens and socket end now (issue 10 item 5): the gate forgets the old key.
+  // The earlier key's tokens and socket end now: the gate forgets the old key.
   const device = result.outcome === "rekeyed" ? getDeviceByMac(db, mac) : undefined;
   if (device) hooks.keyChanged(device);
   return result;
 }
 
-/** Removes a pending registration (9.4); 404 when there is none for that (MAC, key). */
+/** Removes a pending registration; 404 when there is none for that (MAC, key). */
 export async function removePending(db: Database, mac: string, publicKey: string): Promise<void> {
   const found = findRegistration(db, mac, publicKey);
   if (!found) throw new LabgateError("not_found", "registration does not exist");

@@ -1,5 +1,5 @@
 /**
- * Signed auth requests seen within the timestamp window (section 18): each is accepted once.
+ * Signed auth requests seen within the timestamp window: each is accepted once.
  * Keyed by a digest of the signed body, not the signature text, so that re-encoding the same
  * signature (base64 padding bits) does not make a replay look new. Each entry is dropped when its timestamp leaves the window, after which the timestamp
  * check refuses the request anyway. In memory: a restart forgets, the window still bounds replay.

@@ -16,7 +16,7 @@ import { dateOf } from "../../util/time.ts";
 /** A registration is metadata and a key: a few KB (issue 9 item 4: 64 KB bodies filled the database). */
 export const AUTH_BODY_LIMIT = 16 * 1024;
 
-// Request bodies (update-server.md 9.3, 9.4), also shown by the OpenAPI document.
+// Request bodies, also shown by the OpenAPI document.
 export const pendingBody = strictBody({ mac_address: zRequiredString("mac_address", 64), public_key: zRequiredString("public_key") });
 export const registerBody = pendingBody.extend({
   confirm_key_change: zFlag('schema validation failed: field "confirm_key_change" must be true or false').nullish(),
@@ -36,7 +36,7 @@ export const pendingRemoveBody = strictBody({
   older_than: zInteger(0, 10 * 365 * 86400, 'schema validation failed: field "older_than" must be an integer (seconds)').optional(),
 });
 
-/** Device authorization and registrations (update-server.md 9). */
+/** Device authorization and registrations. */
 export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hooks: DeviceHooks): Hono<AppEnv> {
   const header = signatureHeader(ctx.config.prefix);
   const app = new Hono<AppEnv>();
@@ -59,7 +59,7 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
     return c.json(query.details ? list : list.map(referencePending));
   });
 
-  // Bulk removal (issue 9 item 4): after a flood, by client address, by age, or all.
+  // Bulk removal: after a flood, by client address, by age, or all.
   app.post("/api/v1/auth/pending/remove", auth.management("admin_rw"), async (c) => {
     const body = await jsonBody(c, pendingRemoveBody);
     const before = body.older_than === undefined ? undefined : new Date(ctx.clock.now() - body.older_than * 1000).toISOString();

@@ -16,7 +16,7 @@ export interface CatalogPackage {
 
 export interface GroupPlan {
   target: string | undefined;
-  /** Ascending package id: the resolver's tie-break (6.3). */
+  /** Ascending package id: the resolver's tie-break. */
   packages: CatalogPackage[];
   metas: Meta[];
   /** Device metadata keys the packages' `requires:` clauses look at. */

@@ -44,7 +44,7 @@ export const checkKeys = (prefix: string) => {
 const checkBodies = new Map<string, z.ZodType<DeviceMetadata>>();
 
 /**
- * The update-check body (6.1): a flat object whose values are strings (or lists of strings), with
+ * The update-check body: a flat object whose values are strings (or lists of strings), with
  * the version, device type and MAC keys present as non-empty strings. One schema per prefix.
  */
 export function checkBodySchema(prefix: string): z.ZodType<DeviceMetadata> {
@@ -79,11 +79,11 @@ export function checkBody(body: unknown, prefix: string): DeviceMetadata | strin
 export const sameMac = (a: string, b: string): boolean => a.toLowerCase().replace(/[-.]/g, ":") === b.toLowerCase().replace(/[-.]/g, ":");
 
 /**
- * The update check for the token's device (section 18: never the body's MAC): its active group
+ * The update check for the token's device (never the body's MAC): its active group
  * (lowest priority value), that group's policy target and packages, and the resolver. A device
  * in a started phase of a deployment of that group gets the deployment's target instead (or
  * nothing, once it finished there; deployments/service.ts). On an offer the device's progress
- * record starts at 0. Undefined means "no update" (204).
+ * record starts at 0. Undefined means "no update".
  */
 export async function updateCheck(
   ctx: Pick<AppContext, "clock" | "config" | "tokens">,

@@ -1,5 +1,5 @@
 /**
- * The package resolver of update-server.md 6.2, as pure logic: which of a group's packages
+ * The package resolver, as pure logic: which of a group's packages
  * (in ascending id order) moves a device one hop along the shortest path from the version it
  * runs to the policy's target version.
  *
@@ -9,7 +9,7 @@
  * the later ones. Fewest hops wins; ties go to the lowest index (breadth-first search over
  * edges in insertion order, the reference graph library's behaviour).
  *
- * Deliberate difference from the reference (section 17 item 16): edges leaving the running
+ * Deliberate difference from the reference: edges leaving the running
  * version are only those checked against the device's metadata, never ones checked against
  * another package of the same version; and packages of another device type are ignored.
  */

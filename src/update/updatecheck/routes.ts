@@ -8,7 +8,7 @@ import type { UpdateProgress } from "../progress/progress.ts";
 import type { UpdateCatalog } from "./catalog.ts";
 import { checkBody, checkKeys, sameMac, updateCheck, type Steering } from "./check.ts";
 
-/** `POST /api/v1/update/check` (6.1) with a device token. */
+/** `POST /api/v1/update/check` with a device token. */
 export function updateCheckRoutes(ctx: AppContext, auth: Auth, progress: UpdateProgress, catalog: UpdateCatalog, deployments: Steering): Hono<AppEnv> {
   const macKey = checkKeys(ctx.config.prefix).mac;
   return new Hono<AppEnv>().post("/api/v1/update/check", auth.device(), async (c) => {

@@ -25,7 +25,7 @@ function Fingerprint(props: { value: string | null }) {
   );
 }
 
-/** Registrations a page: a flood of thousands stays a small answer (issue 25). */
+/** Registrations a page: a flood of thousands stays a small answer. */
 const LIMIT = 50;
 
 function Registrations({ me, query }: PageProps) {
