@@ -2,7 +2,9 @@
 // each device that installed; the device whose run fails is `failed: validation` with a link to the
 // run, counts for the error threshold (the deployment pauses) and its agent's rollback_command runs.
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { open } from "node:fs/promises";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import type { Agent } from "../../src/agent/agent.ts";
@@ -28,7 +30,10 @@ interface Member {
 test("a deployment with a validation config: the device whose validation fails is failed: validation (link to its run), the threshold pauses, its rollback_command runs", async () => {
   const pkg = await uploadOk(server, { token: server.adminToken, version: "v2", devtype: "board", file: Buffer.from("the v2 image") });
   // The validation fails on a device whose data dir holds `bad` (cases run in <data_dir>/tests/<run>/artifacts/<run>).
-  await uploadConfig(server, "validate.yml", "tests:\n  smoke:\n  - exec:\n      name: smoke\n      command: [sh, -c, 'test ! -e ../../../../bad']\n");
+  // Where the data dir also holds the fifo `gate`, the validation first waits for a line on it: the
+  // test lets the bad device fail only once the others installed (else the pause could come first
+  // and leave one of them unoffered).
+  await uploadConfig(server, "validate.yml", "tests:\n  smoke:\n  - exec:\n      name: smoke\n      command: [sh, -c, 'if [ -p ../../../../gate ]; then read go < ../../../../gate; fi; test ! -e ../../../../bad']\n");
   const ids: number[] = [];
   const rollback: string[] = [];
   for (const name of ["ok-1", "ok-2", "bad-3"]) {
@@ -46,7 +51,10 @@ test("a deployment with a validation config: the device whose validation fails i
     agents.push(agent);
     ids.push(await approveAgent(server, agent));
     await untilConnected(server, ids[ids.length - 1]!);
-    if (name === "bad-3") writeFileSync(join(agent.config.data_dir, "bad"), "");
+    if (name === "bad-3") {
+      writeFileSync(join(agent.config.data_dir, "bad"), "");
+      execFileSync("mkfifo", [join(agent.config.data_dir, "gate")]);
+    }
   }
   const group = (await server.call("POST", "/api/v2/groups", { metadata: { name: "boards" } })).body.id as number;
   assert.equal((await server.call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] })).status, 200);
@@ -70,6 +78,12 @@ test("a deployment with a validation config: the device whose validation fails i
     assert.equal(created.status, 201, JSON.stringify(created.body));
     assert.deepEqual(created.body.validation, { config: "validate.yml", suite: "" });
     id = created.body.id as number;
+    const othersInstalled = async () =>
+      ((await server.call("GET", `/api/v2/deployments/${id}/devices?limit=10`)).body as Member[]).filter((m) => m.device !== ids[2] && m.state === "installed").length === 2;
+    await waitFor(othersInstalled, 30_000, "ok-1 and ok-2 installed");
+    const gate = await open(join(agents[2]!.config.data_dir, "gate"), "w");
+    await gate.write("go\n");
+    await gate.close();
     await stream.next((e) => e.event === "deployment" && e.data.deployment === id && e.data.status === "paused", 30_000, "paused at the threshold");
   } finally {
     stream.close();
