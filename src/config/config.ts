@@ -72,6 +72,11 @@ export interface Config {
     /** Device auth requests must carry a timestamp within this many seconds of now, each accepted once; 0: not checked. */
     auth_timestamp_window: number;
   };
+  /** The audit log (src/audit/audit.ts): the oldest entries go past either bound. */
+  audit: {
+    retention_days: number;
+    max_rows: number;
+  };
   test_server: {
     auth: "token" | "none";
     api_variant: "A" | "B";
@@ -270,6 +275,10 @@ const schema: Schema = {
     action_log_status: { default: "words", check: oneOf("words", "exit_code") },
     sse_comments: { default: true, check: boolean },
     auth_timestamp_window: { default: 600, check: integer(0) },
+  },
+  audit: {
+    retention_days: { default: 365, check: integer(1, 100 * 365) },
+    max_rows: { default: 1_000_000, check: integer(1000, 100_000_000) },
   },
   test_server: {
     auth: { default: "token", check: oneOf("token", "none") },

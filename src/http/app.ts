@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { Hono, type Context } from "hono";
 import { actsByMethod, createAuth, refuseCrossSite, type Auth, type AuthGates } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
+import { recordRefusal } from "../audit/audit.ts";
 import { errorAnswer, errorResponse } from "./errors.ts";
 import { nodeResponse } from "./transport.ts";
 import { InFlight } from "./inflight.ts";
@@ -74,8 +75,10 @@ export function createApp(ctx: AppContext, { modules = [], inFlight = new InFlig
     await next();
   });
 
-  app.onError((error, c) => {
+  app.onError(async (error, c) => {
     const answer = errorAnswer(error);
+    // A refused authorization is in the audit log before the answer goes (issue 29).
+    if (answer?.status === 403) await recordRefusal(ctx, c, answer.message);
     if (answer) return errorResponse(c, answer.status, answer.message, answer.details);
     ctx.log.error(`${c.req.method} ${c.req.path}: ${error.stack ?? error.message}`, { request_id: c.get("requestId"), method: c.req.method, path: c.req.path, status: 500 });
     return errorResponse(c, 500, "internal error");

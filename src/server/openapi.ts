@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { Config } from "../config/config.ts";
 import { accountOperations } from "../accounts/openapi.ts";
+import { auditOperations } from "../audit/routes.ts";
 import { backupOperations } from "../backup/routes.ts";
 import { consoleOperations } from "../console/openapi.ts";
 import { errors, openApiDocument, type Operation } from "../http/openapi.ts";
@@ -43,6 +44,7 @@ export const apiOperations = (config: Config): Operation[] => [
   ...updateOperations(config),
   ...testRunOperations(config),
   ...backupOperations,
+  ...auditOperations,
   ...consoleOperations,
 ];
 

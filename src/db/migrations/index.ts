@@ -10,6 +10,7 @@ import { m009Accounts } from "./009_accounts.ts";
 import { m010DeviceLogs } from "./010_device_logs.ts";
 import { m011RegistrationBounds } from "./011_registration_bounds.ts";
 import { m012ActionOutputInline } from "./012_action_output_inline.ts";
+import { m018AuditLog } from "./018_audit_log.ts";
 
 /** Every schema step in order. Append new numbered files; never edit a released one. */
-export const migrations: Migration[] = [m001Core, m002Testrun, m003Devices, m004PackagesGroups, m005DeviceChannel, m006ProgressUpdated, m008TokenRevocations, m009Accounts, m010DeviceLogs, m011RegistrationBounds, m012ActionOutputInline];
+export const migrations: Migration[] = [m001Core, m002Testrun, m003Devices, m004PackagesGroups, m005DeviceChannel, m006ProgressUpdated, m008TokenRevocations, m009Accounts, m010DeviceLogs, m011RegistrationBounds, m012ActionOutputInline, m018AuditLog];

@@ -4,6 +4,7 @@
  * first, at least once), and the results the device sends back. Every wait is bounded.
  */
 import { randomUUID } from "node:crypto";
+import type { Actor } from "../../audit/audit.ts";
 import type { AppContext } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { DeviceGoneError, DeviceTimeoutError, type ChannelHub, type DeviceConnection } from "../channel/hub.ts";
@@ -103,8 +104,8 @@ export class ActionService {
    * Executes `actionId` on the device and waits for its result, or queues it when the device is
    * offline (`queued`). The log row is on disk (pending) before anything is sent.
    */
-  async exec(mac: string, actionId: string): Promise<ExecOutcome> {
-    const [execution] = await this.start([mac], actionId);
+  async exec(mac: string, actionId: string, actor: Actor): Promise<ExecOutcome> {
+    const [execution] = await this.start([mac], actionId, actor);
     const outcome = await execution;
     if (outcome.status === "rejected") throw outcome.reason;
     return outcome.value;
@@ -115,8 +116,8 @@ export class ActionService {
    * before anything is sent, and the results are recorded in shared writes as they come back.
    * Settles once every device has answered, failed or been queued; one outcome per MAC, in order.
    */
-  async execMany(macs: string[], actionId: string): Promise<Array<PromiseSettledResult<ExecOutcome>>> {
-    return Promise.all(await this.start(macs, actionId));
+  async execMany(macs: string[], actionId: string, actor: Actor): Promise<Array<PromiseSettledResult<ExecOutcome>>> {
+    return Promise.all(await this.start(macs, actionId, actor));
   }
 
   /**
@@ -124,12 +125,12 @@ export class ActionService {
    * so that other requests (and the first results) are served between slices of a large fan-out.
    * Resolves once all are started.
    */
-  private async start(macs: string[], actionId: string): Promise<Array<Promise<PromiseSettledResult<ExecOutcome>>>> {
+  private async start(macs: string[], actionId: string, actor: Actor): Promise<Array<Promise<PromiseSettledResult<ExecOutcome>>>> {
     const ids = macs.map(() => randomUUID());
     // Marked in flight before the rows exist, so that a dispatcher starting meanwhile skips them.
     for (const id of ids) this.inflight.add(id);
     try {
-      await this.store.insertPending(ids.map((id, i) => ({ id, mac: macs[i], actionId })));
+      await this.store.insertPending(ids.map((id, i) => ({ id, mac: macs[i], actionId, ...(i === 0 ? { audit: { actor, devices: macs } } : {}) })));
     } catch (error) {
       for (const id of ids) this.inflight.delete(id);
       throw error;
