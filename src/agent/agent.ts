@@ -4,7 +4,8 @@
  * reconnecting with backoff so a server restart needs no help (socket.ts), reports capabilities,
  * runs configured actions (actions.ts), serves file probes and uploads inside file_base_dir
  * (files.ts), and checks for, downloads, verifies and installs updates (install.ts), reporting
- * progress and the new version. This file wires them together and holds the device's state.
+ * progress and the new version, and runs test runs the gateway sends (tests.ts). This file wires
+ * them together and holds the device's state.
  */
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -15,16 +16,20 @@ import { systemClock, type Clock } from "../util/time.ts";
 import { AgentActions } from "./actions.ts";
 import type { AgentConfig } from "./config.ts";
 import { answerDownload, answerProbe } from "./files.ts";
-import { checkAndInstall } from "./install.ts";
+import { checkAndInstall, confirmInstall, type PendingInstall } from "./install.ts";
+import { OutcomeQueue } from "./outcomes.ts";
 import { Registration } from "./registration.ts";
 import { ManagementSocket } from "./socket.ts";
 import { serverTransport, type ServerTransport } from "./transport.ts";
 import { ShellSessions } from "./shell.ts";
+import { TestRunner } from "./tests.ts";
 
 const STATE_FILE = "state.json";
 
 interface State {
   software_version: string;
+  /** An A/B install that the next start confirms (or finds rolled back). */
+  pending_install?: PendingInstall;
 }
 
 export class Agent {
@@ -35,7 +40,11 @@ export class Agent {
   private actions!: AgentActions;
   private transport!: ServerTransport;
   private shells!: ShellSessions;
+  private tests!: TestRunner;
   private state!: State;
+  private outcomes!: OutcomeQueue;
+  /** Aborted by the server's `update_abort` (a new one for every check). */
+  private updateAbort = new AbortController();
   private stopped = false;
   private readonly stopController = new AbortController();
   private checking: Promise<void> | undefined;
@@ -90,14 +99,28 @@ export class Agent {
       token: () => this.registration.token(),
       refused: () => client.dropToken(),
       // Capabilities at once (13.1), with the seed's keys (D11).
-      greeting: () => ({ method: "capability_report", capabilities: { exec_cmds: true, file_transfer: true, shell_connect: this.shells.enabled } }),
+      greeting: () => ({ method: "capability_report", capabilities: { exec_cmds: true, file_transfer: true, shell_connect: this.shells.enabled, tests: this.config.tests.enabled } }),
+      // Outcomes the server has not acknowledged yet go again on every connection.
+      connected: () => this.outcomes.resend(),
       onMessage: (text) => this.onMessage(text),
       sleep: (seconds) => this.backoff(seconds),
       nextDelay: (previous) => this.nextDelay(previous),
       stopped: () => this.stopped,
       now: () => this.clock.now(),
     });
+    this.outcomes = new OutcomeQueue(this.config.data_dir, (message) => this.socket.send(message));
     this.actions = new AgentActions(this.config, this.socket, this.stopController.signal, () => void this.checkNow());
+    this.tests = new TestRunner({
+      config: this.config.tests,
+      dataDir: this.config.data_dir,
+      server: this.config.server,
+      fetch: this.transport.fetch,
+      token: () => client.getToken(),
+      send: (message) => this.socket.send(message),
+      log: this.log,
+      clock: this.clock,
+      sleep: (seconds) => this.backoff(seconds),
+    });
     void this.run();
   }
 
@@ -105,6 +128,7 @@ export class Agent {
     this.stopped = true;
     this.stopController.abort();
     this.shells?.closeAll();
+    await this.tests?.stop();
     await this.socket?.close();
     await this.checking?.catch(() => {});
   }
@@ -118,6 +142,9 @@ export class Agent {
     this.checking = (async () => {
       do {
         this.checkAgain = false;
+        if (this.updateAbort.signal.aborted) this.updateAbort = new AbortController();
+        // An A/B install waits for its restart: nothing else until then.
+        if (this.state.pending_install) break;
         try {
           await checkAndInstall({
             config: this.config,
@@ -132,6 +159,10 @@ export class Agent {
             sleep: (seconds) => this.backoff(seconds),
             nextDelay: (previous) => this.nextDelay(previous),
             installed: (version) => this.installed(version),
+            softwareVersion: () => this.state.software_version,
+            report: (outcome) => this.outcomes.report(outcome),
+            awaitRestart: (pending) => this.saveState({ ...this.state, pending_install: pending }),
+            aborted: this.updateAbort.signal,
           });
         } catch (error) {
           if (!this.stopped) this.log.warn(`update: ${(error as Error).message}`);
@@ -147,17 +178,40 @@ export class Agent {
     const path = join(this.config.data_dir, STATE_FILE);
     try {
       const state = JSON.parse(readFileSync(path, "utf8")) as Partial<State>;
-      if (typeof state.software_version === "string") return { software_version: state.software_version };
+      if (typeof state.software_version === "string") {
+        const pending = state.pending_install;
+        const valid = pending && typeof pending.version === "string" && typeof pending.from_version === "string";
+        return { software_version: state.software_version, ...(valid ? { pending_install: pending } : {}) };
+      }
     } catch {
       // First start (or an unreadable file): the configured version.
     }
     return { software_version: this.config.software_version };
   }
 
-  private installed(version: string): void {
-    this.state.software_version = version;
+  private saveState(state: State): void {
+    this.state = state;
     writeFileDurable(join(this.config.data_dir, STATE_FILE), JSON.stringify(this.state) + "\n", 0o600);
+  }
+
+  private installed(version: string): void {
+    const { pending_install: _done, ...rest } = this.state;
+    this.saveState({ ...rest, software_version: version });
     this.registration.client.setMetadata(this.metadata());
+  }
+
+  /** An A/B install pending from before the restart: the version_command tells whether it took. */
+  private async confirmPending(): Promise<void> {
+    const pending = this.state.pending_install;
+    if (!pending) return;
+    const running = await confirmInstall(this.config, pending, (outcome) => this.outcomes.report(outcome), this.log);
+    if (running === pending.version) {
+      this.installed(running);
+      this.socket.deliver({ method: "update_version", version: running });
+    } else {
+      const { pending_install: _gone, ...rest } = this.state;
+      this.saveState(rest);
+    }
   }
 
   metadata(): Metadata {
@@ -188,6 +242,7 @@ export class Agent {
   private async run(): Promise<void> {
     const accepted = await this.registration.untilAccepted({ sleep: (s) => this.backoff(s), nextDelay: (p) => this.nextDelay(p), stopped: () => this.stopped });
     if (!accepted || this.stopped) return;
+    await this.confirmPending().catch((error) => this.log.warn(`agent: confirming the last install failed: ${(error as Error).message}`));
     this.markApproved();
     void this.checkEvery();
     await this.socket.run();
@@ -212,6 +267,12 @@ export class Agent {
     switch (message.method) {
       case "alert":
         return this.log.debug(`agent: server alert ${JSON.stringify(message.alert)}`);
+      case "update_outcome_ack":
+        return this.outcomes.acknowledged(message.id);
+      case "update_abort":
+        // Only an update under way listens; the next check makes a new signal.
+        if (this.checking) this.updateAbort.abort();
+        return;
       case "action_list_query":
         send({ method: "action_list_update", actions: this.actions.definitions() });
         return;
@@ -231,6 +292,10 @@ export class Agent {
           partSize: Number(message.part_size),
         });
         return;
+      case "test_run_start":
+        return this.tests.start(message);
+      case "test_run_abort":
+        return this.tests.abort(message);
       default:
         this.log.warn(`agent: unsupported request ${JSON.stringify(message.method)} ignored`);
     }

@@ -1,7 +1,8 @@
 /*
  * Update checks and installs: asks the server for an update, downloads it (resuming, for as
- * long as the agent runs), runs the configured install_command, and reports progress and the
- * new version.
+ * long as the agent runs), runs the configured install_command, and reports progress, the new
+ * version and the outcome (`update_outcome`: installed, or failed with a reason and the output's
+ * tail). With a version_command (A/B systems) the outcome waits for the restart (`confirmInstall`).
  */
 import { readdirSync, rmSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
@@ -9,10 +10,19 @@ import type { DeviceClient, Metadata } from "../update/client/device-client.ts";
 import type { Logger } from "../util/log.ts";
 import type { AgentConfig } from "./config.ts";
 import { runCommand } from "./commands.ts";
-import { download } from "./updater.ts";
+import { outputTail, type UpdateOutcome } from "./outcomes.ts";
+import { ChecksumError, download } from "./updater.ts";
 
-/** Download attempts of one offer before waiting for the next check. */
+/** Download attempts of one offer before it is reported failed (and tried again at the next offer). */
 const MAX_ATTEMPTS = 20;
+/** Downloads that did not match their SHA-256 before the offer is reported failed. */
+const MAX_CHECKSUM_ERRORS = 3;
+
+/** An A/B install waiting for the restart that shows whether it took (kept in the agent's state file). */
+export interface PendingInstall {
+  version: string;
+  from_version: string;
+}
 
 export interface InstallContext {
   config: AgentConfig;
@@ -30,6 +40,14 @@ export interface InstallContext {
   nextDelay(previous: number): number;
   /** `version` is installed: remember it (state file, metadata). */
   installed(version: string): void;
+  /** The version running now. */
+  softwareVersion(): string;
+  /** Reports an outcome (kept until the server acknowledges it). */
+  report(outcome: UpdateOutcome): void;
+  /** An A/B install ran: the restart decides (`confirmInstall`). */
+  awaitRestart(pending: PendingInstall): void;
+  /** Aborted when the server says the deployment was aborted (`update_abort`): install nothing. */
+  aborted: AbortSignal;
 }
 
 /** One update check; installs what the server offers. Throws what went wrong (the caller logs it). */
@@ -53,10 +71,25 @@ export async function checkAndInstall(agent: InstallContext): Promise<void> {
   const downloads = join(config.data_dir, "downloads");
   for (const name of readdirSync(downloads)) if (!name.startsWith(sha256.toLowerCase())) rmSync(join(downloads, name), { force: true, recursive: true });
 
-  // Download, resuming after interruptions, for as long as the agent runs.
+  const version0 = offered ?? `package ${String(answer.id)}`;
+  const from = agent.softwareVersion();
+  const failed = (reason: string, output?: Buffer): Error => {
+    agent.report({ state: "failed", version: version0, from_version: from, reason, ...(output ? { output: outputTail(output) } : {}) });
+    return new Error(reason);
+  };
+  const signal = AbortSignal.any([agent.signal, agent.aborted]);
+  const abortedByServer = () => {
+    if (!agent.aborted.aborted || agent.stopped()) return false;
+    agent.report({ state: "aborted", version: version0, from_version: from, reason: "the deployment was aborted" });
+    log.info(`agent: update ${version0} aborted by the server: not installed`);
+    return true;
+  };
+
+  // Download, resuming after interruptions, MAX_ATTEMPTS times at most.
   let path: string | undefined;
   let delay = config.retry_min_delay;
   let lastReported = -1;
+  let checksumErrors = 0;
   const progress = (percent: number) => {
     // At most one message per 5 % step.
     if (percent - lastReported < 5 && percent !== 0) return;
@@ -64,35 +97,75 @@ export async function checkAndInstall(agent: InstallContext): Promise<void> {
     agent.send({ method: "update_progress", progress: percent });
   };
   for (let attempt = 1; !path; attempt++) {
-    if (agent.stopped()) return;
+    if (agent.stopped() || abortedByServer()) return;
     try {
-      path = await download({ url: uri, sha256, dir: downloads, onProgress: progress, signal: agent.signal, fetch: agent.fetch });
+      path = await download({ url: uri, sha256, dir: downloads, onProgress: progress, signal, fetch: agent.fetch });
     } catch (error) {
-      if (agent.stopped()) return;
-      log.warn(`agent: download attempt ${attempt}: ${(error as Error).message}`);
-      if (attempt >= MAX_ATTEMPTS) throw new Error("download failed too often; trying again at the next check");
+      if (agent.stopped() || abortedByServer()) return;
+      const message = (error as Error).message;
+      log.warn(`agent: download attempt ${attempt}: ${message}`);
+      if (error instanceof ChecksumError && ++checksumErrors >= MAX_CHECKSUM_ERRORS) throw failed(`checksum mismatch: ${checksumErrors} downloads did not match the offered sha256`);
+      if (attempt >= MAX_ATTEMPTS) throw failed(`download failed after ${attempt} attempts: ${message}`);
       await agent.sleep(delay);
       delay = agent.nextDelay(delay);
     }
   }
+  if (abortedByServer()) return;
 
+  agent.report({ state: "installing", version: version0, from_version: from });
   const argv = config.install_command.map((arg) => arg.replaceAll("{file}", path));
   let version = offered;
-  if (argv.length > 0) {
-    const result = await runCommand(argv, { cwd: config.data_dir, signal: agent.signal });
-    if (result.code !== 0) throw new Error(`install command exited with ${result.code}: ${result.output.toString().slice(-500)}`);
-    // An install command may name the version it installed (`version=X` on a line of its own).
-    const named = /^version=(\S+)\s*$/m.exec(result.output.toString());
-    version = named?.[1] ?? version;
-  }
+  const result = await runCommand(argv, { cwd: config.data_dir, signal: agent.signal });
+  if (agent.stopped()) return;
+  if (result.code !== 0) throw failed(`install command exited with ${result.code}`, result.output);
+  // An install command may name the version it installed (`version=X` on a line of its own).
+  const named = /^version=(\S+)\s*$/m.exec(result.output.toString());
+  version = named?.[1] ?? version;
   try {
     unlinkSync(path);
   } catch {
     // Already gone.
   }
   agent.deliver({ method: "update_progress", progress: 100 });
-  if (!version) return log.warn("agent: installed, but the new version is unknown (the server did not name it)");
+  if (!version) {
+    agent.report({ state: "installed", version: version0, from_version: from, reason: "installed; the new version is unknown (the server did not name it)" });
+    return log.warn("agent: installed, but the new version is unknown (the server did not name it)");
+  }
+  if (config.version_command.length > 0) {
+    // A/B: the new slot runs after a restart; the restart tells (confirmInstall).
+    agent.awaitRestart({ version, from_version: from });
+    return log.info(`agent: installed ${version} into the other slot; it is confirmed after the restart`);
+  }
   agent.installed(version);
   agent.deliver({ method: "update_version", version });
+  agent.report({ state: "installed", version, from_version: from });
   log.info(`agent: installed ${version}`);
+}
+
+/**
+ * After a restart with an A/B install pending: the version_command says what runs. The installed
+ * version: commit_command (if any) makes it stay, and it is reported installed. Anything else:
+ * the device rolled back, reported `failed: rolled back`. Returns the running version to keep.
+ */
+export async function confirmInstall(config: AgentConfig, pending: PendingInstall, report: (outcome: UpdateOutcome) => void, log: Logger): Promise<string | undefined> {
+  const probe = await runCommand(config.version_command, { cwd: config.data_dir, timeout: 60 });
+  const running = probe.code === 0 ? probe.output.toString().trim().split("\n").pop()?.trim() ?? "" : "";
+  if (running !== pending.version) {
+    const reason = probe.code === 0 ? `rolled back: running ${running || "(nothing)"} instead of ${pending.version}` : `rolled back: version_command exited with ${probe.code}`;
+    report({ state: "failed", version: pending.version, from_version: pending.from_version, reason, output: outputTail(probe.output) });
+    log.warn(`agent: update ${pending.version} ${reason}`);
+    return running || undefined;
+  }
+  if (config.commit_command.length > 0) {
+    const commit = await runCommand(config.commit_command, { cwd: config.data_dir, timeout: 300 });
+    if (commit.code !== 0) {
+      const reason = `commit command exited with ${commit.code}`;
+      report({ state: "failed", version: pending.version, from_version: pending.from_version, reason, output: outputTail(commit.output) });
+      log.warn(`agent: update ${pending.version}: ${reason}`);
+      return undefined;
+    }
+  }
+  report({ state: "installed", version: pending.version, from_version: pending.from_version });
+  log.info(`agent: ${pending.version} confirmed after the restart`);
+  return running;
 }

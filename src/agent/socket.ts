@@ -18,6 +18,8 @@ export interface SocketHooks {
   refused(): void;
   /** Sent first on every connection (the capability report). */
   greeting(): object;
+  /** Runs on every connection, after the greeting and the outbox. */
+  connected?(): void;
   onMessage(text: string): void;
   /** Waits `seconds` of backoff, or less once the agent stops. */
   sleep(seconds: number): Promise<void>;
@@ -120,6 +122,7 @@ export class ManagementSocket {
         const pending = this.outbox;
         this.outbox = [];
         for (const message of pending) this.send(message);
+        this.hooks.connected?.();
       });
       socket.on("message", (data, isBinary) => {
         heard = this.hooks.now();

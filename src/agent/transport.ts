@@ -2,7 +2,7 @@ import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { Agent as Dispatcher, fetch as undiciFetch } from "undici";
 import type { ClientOptions } from "ws";
-import { ConfigError } from "../config/config.ts";
+import { ConfigError } from "../config/schema.ts";
 
 /** How the agent reaches the gateway: HTTP requests and the options of its WebSockets. */
 export interface ServerTransport {

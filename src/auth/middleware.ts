@@ -22,7 +22,7 @@ const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
  * The test-run API's paths: the only ones src/server/routes.ts sends CORS headers on, and the
  * only ones an origin listed in `test_server.cors_origins` may act on.
  */
-export const CORS_PATHS = ["/api/v1/configs", "/api/v1/test-runs", "/api/v1/test-nodes"];
+export const CORS_PATHS = ["/api/v1/configs", "/api/v1/test-runs", "/api/v1/test-nodes", "/api/v1/test-targets"];
 
 /** Whether a request changes something or runs something by its method: all but GET, HEAD and OPTIONS, and every WebSocket upgrade. */
 export function actsByMethod(c: Context): boolean {

@@ -18,11 +18,13 @@ import { localStorageRoutes } from "../storage/routes.ts";
 import type { TestRunDomain } from "../testrun/domain.ts";
 import { testRunAccess } from "../testrun/routes/access.ts";
 import { configRoutes } from "../testrun/routes/configs.ts";
+import { deviceRunRoutes } from "../testrun/routes/devices.ts";
 import { nodeRoutes } from "../testrun/routes/nodes.ts";
 import { runRoutes } from "../testrun/routes/runs.ts";
 import { actionsRoutes } from "../update/actions/routes.ts";
 import { channelRoutes } from "../update/channel/routes.ts";
 import { deviceFilesRoutes } from "../update/devicefiles/routes.ts";
+import { deploymentRoutes } from "../update/deployments/routes.ts";
 import { devicesRoutes } from "../update/devices/routes.ts";
 import type { UpdateDomain } from "../update/domain.ts";
 import { eventsRoutes } from "../update/events/routes.ts";
@@ -69,7 +71,9 @@ export function routeTable({ shared, accounts, update, testRun }: Domains): Rout
     (ctx, auth) => groupsV2Routes(ctx, auth, update.catalog),
     (ctx, auth) => groupsV1Routes(ctx, auth, update.catalog),
     // /api/v1/update/check
-    (ctx, auth) => updateCheckRoutes(ctx, auth, update.progress, update.catalog),
+    (ctx, auth) => updateCheckRoutes(ctx, auth, update.progress, update.catalog, update.deployments),
+    // Deployments and update history: /api/v2/deployments, /api/v2/devices/:id/update-history
+    (ctx, auth) => deploymentRoutes(ctx, auth, update.deployments),
     // /api/v2/devices/progress, /api/v2/devices/:id/progress
     (ctx, auth) => progressRoutes(ctx, auth, update.progress),
     // WebSockets (src/server/upgrade.ts lists them): /api/v1/devices/ws, /api/v1/devices/:mac/shell[/attach/:uuid]
@@ -90,6 +94,8 @@ export function routeTable({ shared, accounts, update, testRun }: Domains): Rout
     (ctx, auth) => configRoutes(ctx, testRunAccess(ctx, auth), testRun.configs, testRun.views),
     // /api/v1/test-runs (Variant A, or B with test_server.api_variant: B)
     (ctx, auth) => runRoutes(ctx, testRunAccess(ctx, auth), { service: testRun.runs, changes: testRun.changes, streams: shared.streams }),
+    // Runs on managed devices: the agents' artifact uploads, /api/v1/configs/:name/history (Variant A)
+    (ctx, auth) => deviceRunRoutes(ctx, auth, testRunAccess(ctx, auth), testRun.runs),
     // /api/v1/test-nodes (Variant A only, like suites and hints)
     (ctx, auth) => (ctx.config.test_server.api_variant === "A" ? nodeRoutes(ctx, testRunAccess(ctx, auth)) : new Hono<AppEnv>()),
 

@@ -82,7 +82,8 @@ export function startDomains(ctx: AppContext): Domains {
   // handlers (progress, actions, file transfers), shells, deletion hooks, the download sweep.
   const update = createUpdateDomain(ctx);
   // The config store, the run queue: runs left unfinished by the last process are aborted (6.7).
-  const testRun = createTestRunDomain(ctx);
+  // Runs on managed devices go through the update server's device sockets.
+  const testRun = createTestRunDomain(ctx, update.hub);
   return { shared, accounts, update, testRun };
 }
 

@@ -5,6 +5,7 @@
  */
 import { Broadcaster } from "../http/sse.ts";
 import type { AppContext } from "../app/context.ts";
+import type { ChannelHub } from "../update/channel/hub.ts";
 import { ConfigStore } from "./config/store.ts";
 import { ConfigViewCache } from "./config/view-cache.ts";
 import { testrunDirs } from "./runs/paths.ts";
@@ -22,11 +23,12 @@ export interface TestRunDomain {
   changes: Broadcaster<RunChange>;
 }
 
-export function createTestRunDomain(ctx: AppContext): TestRunDomain {
+/** `hub`: the device sockets, for runs on managed devices (none: device targets are refused). */
+export function createTestRunDomain(ctx: AppContext, hub?: ChannelHub): TestRunDomain {
   // Made at start: clears the temp files of uploads a stop interrupted.
   const configs = new ConfigStore(testrunDirs(ctx.config).configs, ctx.config.test_server.max_config_bytes);
   const changes = new Broadcaster<RunChange>();
-  const runs = new TestRunService(ctx, configs, new RunStore(ctx.db, (change) => changes.emit(change)));
+  const runs = new TestRunService(ctx, configs, new RunStore(ctx.db, (change) => changes.emit(change)), hub);
   runs.recoverFromRestart();
   // Graceful shutdown: pending and running runs end `aborted` with `server shutdown`.
   ctx.onShutdown.push(() => runs.shutdown());

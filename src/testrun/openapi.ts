@@ -8,6 +8,7 @@ import type { Config } from "../config/config.ts";
 import { errors, ok, type Access, type Operation, type Reply } from "../http/openapi.ts";
 import { repeatBody, reportQuery, runListQuery, triggerBodyA, triggerBodyB } from "./routes/runs.ts";
 import { configListQuery, pushBody } from "./routes/configs.ts";
+import { artifactUploadQuery, historyQuery } from "./routes/devices.ts";
 
 const date = z.string().describe("Ddd, DD Mon YYYY HH:MM:SS +0000, or empty when not yet");
 const ConfigInfo = z.object({ name: z.string(), config_name: z.string(), created: date }).meta({ id: "TestConfig" });
@@ -26,6 +27,21 @@ const RunA = z
     machine_target: z.string().nullable(),
     pattern: z.string(),
     warnings: z.array(z.string()),
+    devices: z
+      .array(
+        z.object({
+          name: z.string().describe("the device's name: the report's `device name`"),
+          mac: z.string(),
+          dir: z.string().describe("its artifacts are under <dir>/"),
+          status: z.enum(["waiting", "pending", "running", "finished", "failed", "aborted"]),
+          passed: z.int(),
+          failed: z.int(),
+          skipped: z.int(),
+          error: z.string().nullable().describe('why its share failed or was aborted ("device not connected", "device disconnected", ...)'),
+        }),
+      )
+      .optional()
+      .describe("a run on managed devices (machines: device:/group:/tag:): each device's share, failures first"),
   })
   .meta({ id: "TestRun" });
 const RunB = z.looseObject({ id: z.int(), run_id: z.int(), config_name: z.string(), status: z.string(), created: date }).meta({ id: "TestRunB" });
@@ -45,9 +61,29 @@ const NodeStatus = z
   })
   .meta({ id: "TestNodeStatus" });
 const PushResult = z.object({ node: z.string(), pushed: z.array(z.string()), error: z.string().describe('"" when every file was stored') }).meta({ id: "ConfigPushResult" });
+const Counts = { total: z.int(), passed: z.int(), failed: z.int(), skipped: z.int() };
 const ReportSummary = z
-  .object({ total: z.int(), passed: z.int(), failed: z.int(), skipped: z.int(), columns: z.array(z.string()) })
+  .object({
+    ...Counts,
+    columns: z.array(z.string()),
+    devices: z.array(z.object({ device: z.string(), ...Counts })).optional().describe("a run on managed devices: the counts of each device, failures first"),
+  })
   .meta({ id: "ReportSummary" });
+const History = z
+  .object({
+    runs: z.array(z.object({ id: z.string(), created_at: date, status: z.string(), test_suite_name: z.string(), machine_target: z.string().nullable() })).describe("newest first"),
+    rows: z.array(
+      z.object({
+        device: z.string(),
+        mac_address: z.string(),
+        test_name: z.string(),
+        results: z.array(z.string().nullable()).describe("the status in each of `runs` (null: not run there)"),
+        flaky: z.boolean().describe("both passed and failed among these runs"),
+        newly_failing: z.boolean().describe("failed in the newest run after passing in the one before"),
+      }),
+    ),
+  })
+  .meta({ id: "DeviceTestHistory" });
 /** A config problem: the 422 body names the file and line when they are known. */
 const ConfigProblem = z.object({ error: z.string(), file: z.string().optional(), line: z.int().optional() }).meta({ id: "ConfigProblem" });
 const e422Config: Reply = { description: "The config does not load (file and line when known)", json: ConfigProblem };
@@ -59,10 +95,29 @@ const { 400: e400, 401: e401, 403: e403, 404: e404, 413: e413, 422: e422 } = err
 const csv: Reply = { description: "The CSV report (columns: test_server.report_columns)", media: "text/csv" };
 const file: Reply = { description: "The file", media: "application/octet-stream" };
 
+/** The agents' artifact uploads of runs on managed devices (device token; served with Variant A and B). */
+const deviceUpload: Operation = {
+  method: "put",
+  path: "/api/v1/devices/test-runs/{id}/artifacts/{path}",
+  summary: "A device uploads an artifact of its share of a run, from ?offset= (its present size; 409 answers the right one)",
+  tag: "test runs",
+  access: "device",
+  query: artifactUploadQuery,
+  body: { media: "application/octet-stream" },
+  responses: {
+    200: reply(z.object({ offset: z.int().describe("the artifact's size now") })),
+    400: errors[400],
+    401: errors[401],
+    404: { description: "The device runs no share of this run (any more)", json: errors[400].json },
+    409: { description: "The upload must continue at `offset`", json: z.object({ error: z.string(), offset: z.int() }) },
+    413: errors[413],
+  },
+};
+
 export function testRunOperations(config: Config): Operation[] {
   const access: Access = config.test_server.auth === "none" ? "public" : "management";
   const denied: Record<number, Reply> = access === "public" ? {} : { 401: e401, 403: e403 };
-  const op = (o: Omit<Operation, "tag" | "access">): Operation => ({ ...o, tag: "test runs", access, responses: { ...o.responses, ...denied } });
+  const op = (o: Omit<Operation, "tag" | "access">): Operation => ({ ...o, tag: "test runs", access, responses: { ...denied, ...o.responses } });
   const configs: Operation[] = [
     op({
       method: "get",
@@ -105,10 +160,12 @@ export function testRunOperations(config: Config): Operation[] {
       op({ method: "get", path: `${base}/{id}`, summary: "One run", responses: { 200: reply(RunB), 404: e404 } }),
       op({ method: "delete", path: `${base}/{id}`, summary: "Abort a run (waits for its end)", responses: { 200: reply(RunB), 400: e400, 404: e404 } }),
       op({ method: "get", path: `${base}/{id}/report`, summary: "The CSV report", responses: { 200: csv, 404: e404 } }),
+      deviceUpload,
     ];
   }
   return [
     ...configs,
+    deviceUpload,
     op({ method: "get", path: "/api/v1/configs/{name}/test-suites", summary: "The config's test suites", responses: { 200: reply(z.array(z.string())), 404: e404, 422: e422Config } }),
     op({ method: "get", path: "/api/v1/configs/{name}/override-hints", summary: "Keys overrides may set", responses: { 200: reply(z.array(z.string())), 404: e404, 422: e422Config } }),
     op({
@@ -117,6 +174,28 @@ export function testRunOperations(config: Config): Operation[] {
       summary: "Copy a stored config and its includes to lab nodes (each node's result)",
       body: { json: pushBody },
       responses: { 200: reply(z.array(PushResult)), 400: e400, 404: e404 },
+    }),
+    op({
+      method: "get",
+      path: "/api/v1/configs/{name}/history",
+      summary: "Each test's result per device over the config's newest runs on managed devices (rows paged, X-Total-Count)",
+      query: historyQuery,
+      responses: { 200: { ...reply(History), headers: { "X-Total-Count": "how many (device, test) rows in all" } }, 400: e400 },
+    }),
+    op({
+      method: "get",
+      path: "/api/v1/test-targets",
+      summary: "Where the caller may run tests on managed devices: devices (at most 1000, by name), groups and tags with the `test` permission",
+      responses: {
+        200: reply(
+          z.object({
+            devices: z.array(z.object({ name: z.string(), mac_address: z.string() })),
+            total: z.int().describe("how many devices in all"),
+            groups: z.array(z.object({ name: z.string(), devices: z.int() })),
+            tags: z.array(z.object({ tag: z.string(), devices: z.int() })),
+          }),
+        ),
+      },
     }),
     op({ method: "get", path: "/api/v1/test-nodes", summary: "Configured lab nodes", responses: { 200: reply(z.array(z.object({ name: z.string(), url: z.string() }))) } }),
     op({ method: "get", path: "/api/v1/test-nodes/status", summary: "This gateway and the lab nodes, each checked now (reachable, version)", responses: { 200: reply(z.array(NodeStatus)) } }),
@@ -137,9 +216,14 @@ export function testRunOperations(config: Config): Operation[] {
     op({
       method: "post",
       path: base,
-      summary: "Start a run, or dispatch to lab nodes ({} and X-Trigger-Id)",
+      summary: "Start a run (here, on managed devices: machine_target or machines device:/group:/tag:), or dispatch to lab nodes ({} and X-Trigger-Id)",
       body: { json: triggerBodyA },
-      responses: { 200: reply(RunA), 400: e400, 404: e404, 422: e422Config, 500: { description: "A node could not be reached", json: errors[400].json } },
+      responses: {
+        200: reply(RunA),
+        400: e400,
+        404: e404,
+        422: e422Config,
+        403: { description: "Without svc_tests_rw, or without the `test` permission on a device the targets name (the devices are named)", json: errors[400].json }, 500: { description: "A node could not be reached", json: errors[400].json } },
     }),
     op({ method: "get", path: `${base}/trigger`, summary: "Triggers", responses: { 200: reply(z.array(Trigger)) } }),
     op({ method: "get", path: `${base}/trigger/{tid}`, summary: "One trigger", responses: { 200: reply(Trigger), 404: e404 } }),
@@ -159,7 +243,7 @@ export function testRunOperations(config: Config): Operation[] {
     op({
       method: "get",
       path: `${base}/{id}/report`,
-      summary: "The report: CSV, or ?format=json (one object per row, keys = the columns)",
+      summary: "The report: CSV, or ?format=json (one object per row, keys = the columns; &group_by=device: grouped by device with counts, failures first)",
       query: reportQuery,
       responses: { 200: { ...csv, json: z.array(z.record(z.string(), z.string())) }, 400: e400, 404: e404 },
     }),

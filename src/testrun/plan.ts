@@ -116,6 +116,25 @@ export interface TestPlan {
   overrides: string[] | Record<string, unknown> | null;
   /** Snapshot of every config file the load read (main file and includes): store name -> text. */
   files: Record<string, string>;
+  /**
+   * A run on managed devices (src/testrun/devices/): each device's share, resolved from the
+   * `device:`/`group:`/`tag:` targets at trigger time. Absent for runs here or on lab nodes.
+   */
+  devices?: DeviceShare[];
+  /** Script module files the device shares use, as they were at trigger: module key -> YAML text. */
+  modules?: Record<string, string>;
+}
+
+/** One device's share of a run on managed devices. */
+export interface DeviceShare {
+  id: number;
+  mac: string;
+  /** The report's `device name`. */
+  name: string;
+  /** Its artifacts' directory in the run's artifacts (a safe, unique file name). */
+  dir: string;
+  /** Its entries, numbered for it (`test_config<k>`). */
+  entries: PlanEntry[];
 }
 
 /** Where config texts come from: the store, or a snapshot (`plan.files`). */

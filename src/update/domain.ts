@@ -12,6 +12,8 @@ import { deleteDeviceLog } from "./actions/store.ts";
 import { ChannelHub, CLOSE_UNAUTHORIZED } from "./channel/hub.ts";
 import { handleProgress } from "./channel/progress.ts";
 import { ShellService } from "./channel/shell.ts";
+import { handleOutcomes } from "./deployments/channel.ts";
+import { DeploymentService } from "./deployments/service.ts";
 import { DeviceFileStore } from "./devicefiles/store.ts";
 import { FileTransferService } from "./devicefiles/transfers.ts";
 import { DeviceHooks } from "./devices/devices.ts";
@@ -47,6 +49,8 @@ export interface UpdateDomain {
   /** Files fetched from devices and action outputs. */
   deviceFiles: DeviceFileStore;
   transfers: FileTransferService;
+  /** Phased rollouts to groups: their state machine, the update check's view of them. */
+  deployments: DeploymentService;
 }
 
 export function createUpdateDomain(ctx: AppContext): UpdateDomain {
@@ -78,8 +82,13 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   ctx.onClosing.push(() => hub.closeAll());
   hub.onConnect((conn) => events.publish("connect", { device: conn.mac }));
   hub.onDisconnect((mac) => events.publish("disconnect", { device: mac }));
+  // Deployments: progress and versions move devices' states; update_outcome reports (docs in channel/protocol.ts).
+  const deployments = new DeploymentService(ctx, catalog, events, hub);
+  deployments.start();
+  ctx.onClosing.push(() => deployments.close());
+  handleOutcomes(ctx, hub, deployments);
   // update_progress, update_version (8.2, 13.3).
-  handleProgress(ctx, hub, progress, events);
+  handleProgress(ctx, hub, progress, events, deployments);
 
   // Shell sessions (13.4) end with their device's socket, and at shutdown.
   const shells = new ShellService(ctx, hub);
@@ -119,5 +128,5 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
     if (conn && conn.deviceId === device.id) hub.disconnect(device.mac_address, CLOSE_UNAUTHORIZED, "device key changed");
   });
 
-  return { deviceGate, deviceHooks, replay, catalog, progress, storage, orphansSwept, events, hub, shells, actions, deviceFiles, transfers };
+  return { deviceGate, deviceHooks, replay, catalog, progress, storage, orphansSwept, events, hub, shells, actions, deviceFiles, transfers, deployments };
 }

@@ -15,6 +15,8 @@ import { deviceAuthBody } from "./registration/authorize.ts";
 import { checkBodySchema } from "./updatecheck/check.ts";
 import { deviceListQuery, deviceRenameBody } from "./devices/routes.ts";
 import { groupDevicesBody, groupPackagesBody, groupPolicyBody, groupPriorityBody } from "./groups/routes.ts";
+import { deploymentCreateBody, deploymentDevicesQuery, deploymentListQuery, historyQuery } from "./deployments/routes.ts";
+import { DEVICE_STATES, STATUSES } from "./deployments/model.ts";
 
 const date = z.string().describe("RFC 822, e.g. Sat, 21 Nov 2026 07:12:31 GMT");
 const anyObject = z.record(z.string(), z.unknown());
@@ -67,6 +69,52 @@ const ActionLogEntry = z
 const Log = z
   .object({ id: z.int(), created: date, device_id: z.int(), device_timestamp: date, name: z.string().max(MAX_NAME), entry: z.string() })
   .meta({ id: "Log" });
+const StateCounts = z.object(Object.fromEntries(DEVICE_STATES.map((s) => [s, z.int()]))).meta({ id: "DeploymentStateCounts" });
+const Deployment = z
+  .looseObject({
+    id: z.int(),
+    group: z.int(),
+    version: z.string(),
+    status: z.enum(STATUSES),
+    pause_reason: z.string().nullable(),
+    current_phase: z.int().describe("index of the last started phase; -1 before the start time"),
+    gate: z.enum(["go", "wait", "stuck"]).nullable().describe("the current phase's success gate (stuck: a person decides with advance)"),
+    window_open: z.boolean(),
+    devices: z.int(),
+    counts: StateCounts,
+    phases: z.array(z.looseObject({ index: z.int(), until: z.int(), devices: z.int(), started: date.nullable(), succeeded: z.int(), counts: StateCounts })),
+    success_percent: z.number().nullable(),
+    success_wait_minutes: z.int().nullable(),
+    error_percent: z.number().nullable(),
+    device_timeout_minutes: z.int(),
+    start_at: date.nullable(),
+    window: anyObject.nullable(),
+    created: date,
+    created_by: z.string().nullable(),
+    started: date.nullable(),
+    finished: date.nullable(),
+  })
+  .meta({ id: "Deployment" });
+const DeploymentDevice = z
+  .looseObject({
+    device: z.int(),
+    mac_address: z.string(),
+    name: z.string(),
+    phase: z.int(),
+    position: z.int(),
+    state: z.enum(DEVICE_STATES),
+    progress: z.int().nullable(),
+    from_version: z.string().nullable(),
+    to_version: z.string().nullable(),
+    reason: z.string().nullable(),
+    output: z.string().nullable().describe("the last 4 KiB of the install command's output, for a failure"),
+    offered: date.nullable(),
+    updated: date,
+  })
+  .meta({ id: "DeploymentDevice" });
+const UpdateHistory = z
+  .looseObject({ id: z.int(), deployment: z.int().nullable(), from_version: z.string().nullable(), to_version: z.string(), outcome: z.string(), reason: z.string().nullable(), at: date })
+  .meta({ id: "UpdateHistoryEntry" });
 const list = (item: z.ZodType) => z.array(item);
 const TOTAL = { "X-Total-Count": "with limit, offset or q: how many devices match before paging" };
 
@@ -250,6 +298,38 @@ export function updateOperations(config: Config): Operation[] {
       },
       { method: "get", path: "/api/v2/devices/progress", access: "management", summary: "Devices that are updating", responses: { 200: reply(list(Progress)), 401: e401 } },
       { method: "get", path: "/api/v2/devices/{id}/progress", access: "management", summary: "One device's update progress", responses: { 200: reply(Progress), ...mgmtRead } },
+      {
+        method: "get",
+        path: "/api/v2/devices/{id}/update-history",
+        access: "management",
+        summary: "A device's update history, newest first (X-Total-Count)",
+        query: historyQuery,
+        responses: { 200: reply(list(UpdateHistory)), 400: e400, ...mgmtRead },
+      },
+    ]),
+    ...tagged("deployments", [
+      {
+        method: "post",
+        path: "/api/v2/deployments",
+        access: "management",
+        summary: "Roll a version out to a group in phases (update on the group)",
+        body: { json: deploymentCreateBody },
+        responses: { 201: reply(Deployment, "Created"), ...mgmtWrite, 409: e409 },
+      },
+      { method: "get", path: "/api/v2/deployments", access: "management", summary: "Deployments of the groups the caller may read, newest first (X-Total-Count)", query: deploymentListQuery, responses: { 200: reply(list(Deployment)), 400: e400, 401: e401 } },
+      { method: "get", path: "/api/v2/deployments/{id}", access: "management", summary: "One deployment with its counts per state and per phase", responses: { 200: reply(Deployment), ...mgmtRead } },
+      {
+        method: "get",
+        path: "/api/v2/deployments/{id}/devices",
+        access: "management",
+        summary: "A deployment's devices in their recorded order, with states and failure reasons (X-Total-Count)",
+        query: deploymentDevicesQuery,
+        responses: { 200: reply(list(DeploymentDevice)), 400: e400, ...mgmtRead },
+      },
+      { method: "post", path: "/api/v2/deployments/{id}/pause", access: "management", summary: "No new offers until resumed", responses: { 200: reply(Deployment), ...mgmtWrite, 409: e409 } },
+      { method: "post", path: "/api/v2/deployments/{id}/resume", access: "management", summary: "Offers again", responses: { 200: reply(Deployment), ...mgmtWrite, 409: e409 } },
+      { method: "post", path: "/api/v2/deployments/{id}/abort", access: "management", summary: "No more offers; downloads are told to stop; the group's policy stays", responses: { 200: reply(Deployment), ...mgmtWrite, 409: e409 } },
+      { method: "post", path: "/api/v2/deployments/{id}/advance", access: "management", summary: "Start the next phase now, whatever its gate says", responses: { 200: reply(Deployment), ...mgmtWrite, 409: e409 } },
     ]),
     ...tagged("channel", [
       {

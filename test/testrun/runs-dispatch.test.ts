@@ -315,4 +315,47 @@ describe("remote dispatch between two labgate servers", () => {
       await closed;
     }
   });
+
+  test("a multi-node trigger's error names each node that failed and why: one that stops answering, one past remote_run_timeout, one whose run failed", async () => {
+    // One fake node process plays three nodes; each run's answers depend on the node it was sent to.
+    const fake = createServer((req, res) => {
+      res.setHeader("content-type", "application/json");
+      let body = "";
+      req.on("data", (d) => (body += d)).on("end", () => {
+        if (req.method === "POST") return res.end(JSON.stringify({ id: `${(JSON.parse(body) as { machine_target: string }).machine_target}-run` }));
+        if (req.method === "DELETE") return res.end("{}");
+        const run = /\/api\/v1\/test-runs\/(\w+)-run$/.exec(req.url ?? "")?.[1];
+        if (run === "dying") return (res.statusCode = 500), res.end(JSON.stringify({ error: "node is shutting down" }));
+        if (run === "slow") return res.end(JSON.stringify({ status: "running" }));
+        if (run === "failing") return res.end(JSON.stringify({ status: "failed", error: "metadata command 'x' failed" }));
+        res.end(JSON.stringify({ name: "three.yml" }));
+      });
+    });
+    await new Promise<void>((r) => fake.listen(0, "127.0.0.1", r));
+    const url = `http://127.0.0.1:${(fake.address() as AddressInfo).port}`;
+    const o = await startTestServer({ test_server: { nodes: { dying: { url }, slow: { url }, failing: { url } }, remote_run_timeout: 10 } as never });
+    try {
+      await uploadConfig(o, "three.yml", "tests:\n  g:\n  - exec:\n      command: 'true'\n      machines: [dying, slow, failing]\n");
+      const res = await o.request("/api/v1/test-runs", { method: "POST", json: { config_name: "three.yml" }, token: o.adminToken });
+      assert.equal(res.status, 200, await res.clone().text());
+      const ended = waitTriggerOn(o, res.headers.get("x-trigger-id")!) as unknown as Promise<Trigger>;
+      // Each poll waits on the server's clock: move it on as soon as the pollers sleep.
+      for (let i = 0; ; i++) {
+        const began = await Promise.race([o.clock.sleepBegun(i, 10_000).then(() => true, () => false), ended.then(() => false)]);
+        if (!began) break;
+        o.clock.advance(500);
+      }
+      const t = await ended;
+      assert.equal(t.status, "failed");
+      const errors = t.error.split("; ").sort();
+      assert.deepEqual(errors, [
+        "node 'dying' stopped answering while its run dying-run was polled (HTTP 500: node is shutting down)",
+        "node 'failing': run failing-run failed: metadata command 'x' failed",
+        "node 'slow': run slow-run did not end within remote_run_timeout (10 s) and was aborted",
+      ]);
+    } finally {
+      await o.close();
+      await new Promise((r) => fake.close(r));
+    }
+  });
 });

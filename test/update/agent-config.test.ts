@@ -28,6 +28,8 @@ test("agent config: flags beat the file, which beats the defaults; relative dirs
   assert.deepEqual(fromFile.actions.map((a) => a.id), ["uptime"]);
   // No shell sessions unless a command is configured; they start in file_base_dir.
   assert.deepEqual(fromFile.shell, { command: [], cwd: join(dir, "logs"), idle_timeout: 900, max_sessions: 2 });
+  // Test runs from the gateway are the device owner's decision: off unless turned on.
+  assert.deepEqual(fromFile.tests, { enabled: false, max_duration: 3600, sys_root: "/sys", dev_root: "/dev", firmware_root: "/lib/firmware" });
 
   const flagged = loadAgentConfig({ file, cwd: dir, server: "http://from-flag:1", dataDir: "/tmp/flag-data" });
   assert.equal(flagged.server, "http://from-flag:1");
@@ -48,6 +50,10 @@ test("agent config: every bad value names its key", () => {
     ["actions: [{id: a, command: []}]", /actions\[0\]\.command: must not be empty/],
     ["key_type: dsa", /key_type: expected rsa or ed25519/],
     ["update_check_interval: -1", /update_check_interval/],
+    ["tests: {enabled: yes please}", /tests\.enabled: expected true or false/],
+    ["tests: {max_duration: -5}", /tests\.max_duration: expected a number >= 0/],
+    ["tests: {run: 1}", /tests\.run: unknown key/],
+    ["tests: {sys_root: ''}", /tests\.sys_root: expected a directory/],
   ];
   for (const [line, message] of cases) {
     const mac = line.startsWith("mac_address") ? "" : `mac_address: "${MAC}"\n`;

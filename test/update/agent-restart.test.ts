@@ -1,11 +1,10 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { writeFileSync } from "node:fs";
 import { test } from "node:test";
 import { startTestServer, tempDir, TestClock, waitFor } from "../helpers/server.ts";
 import { labgate } from "../helpers/cli.ts";
-import { agentMac, approveAgent, approvePending, device, deviceId, FAST_SERVER, startAgent, untilConnected } from "./helpers/agents.ts";
+import { approveAgent, approvePending, device, deviceId, FAST_SERVER, spawnAgent, startAgent, untilConnected } from "./helpers/agents.ts";
 import { startProxy } from "./helpers/proxy.ts";
 
 test("an agent survives a server restart without help", async () => {
@@ -32,41 +31,10 @@ test("an agent survives a server restart without help", async () => {
 
 test("labgate agent as a child process: registers, connects, runs an action; bad config exits 2", async () => {
   const server = await startTestServer(FAST_SERVER);
-  const dir = tempDir("labgate-agent-cli-");
-  const files = join(dir, "files");
-  mkdirSync(files);
-  const mac = agentMac();
-  const config = join(dir, "agent.yaml");
-  writeFileSync(
-    config,
-    [
-      `server: ${server.url}`,
-      "key_type: ed25519",
-      `mac_address: "${mac}"`,
-      "name: bench-7",
-      `file_base_dir: ${files}`,
-      "retry_min_delay: 0.05",
-      "retry_max_delay: 0.3",
-      "log_level: error",
-      "actions:",
-      "  - {id: hello, name: Hello, command: [echo, hi], timeout: 5}",
-    ].join("\n"),
-  );
-  const [node, ...entry] = await labgate();
-  const child = spawn(node, [...entry, "agent", "--config", config, "--data-dir", join(dir, "data")], { stdio: ["ignore", "ignore", "pipe"] });
-  let stderr = "";
-  // A start can take seconds on a busy machine: wait for the agent to say it runs.
-  const running = new Promise<void>((resolve, reject) => {
-    child.stderr.on("data", (chunk) => {
-      stderr += chunk;
-      if (stderr.includes("labgate agent: device")) resolve();
-    });
-    child.once("exit", (code) => reject(new Error(`the agent exited (${code}): ${stderr}`)));
-  });
+  const { child, mac, config, stderr: output } = await spawnAgent(server, ["name: bench-7", "actions:", "  - {id: hello, name: Hello, command: [echo, hi], timeout: 5}"]);
   try {
-    await running;
     const id = await approveAgent(server, { mac, approved: Promise.resolve() } as never);
-    await waitFor(async () => (await device(server, id)).connected, 10_000, `child agent connected (${stderr})`);
+    await waitFor(async () => (await device(server, id)).connected, 10_000, `child agent connected (${output()})`);
     assert.equal((await device(server, id)).metadata["svc.device.name"], "bench-7");
     const res = await server.request(`/api/v2/devices/${mac}/action/exec/hello`, { token: server.adminToken });
     assert.deepEqual(await res.json(), { status_code: 0, output: Buffer.from("hi\n").toString("base64") });
@@ -83,6 +51,7 @@ test("labgate agent as a child process: registers, connects, runs an action; bad
   }
 
   writeFileSync(config, "server: http://x:1\nbogus_key: 1\n");
+  const [node, ...entry] = await labgate();
   const bad = spawn(node, [...entry, "agent", "--config", config], { stdio: ["ignore", "ignore", "pipe"] });
   let message = "";
   bad.stderr.on("data", (chunk) => (message += chunk));

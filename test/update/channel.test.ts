@@ -19,7 +19,7 @@ test("an agent registers, waits for approval, connects and reports its capabilit
   const id = await approveAgent(server, agent);
   await untilConnected(server, id);
   const d = await device(server, id);
-  assert.deepEqual(d.capabilities, { exec_cmds: true, file_transfer: true, shell_connect: false });
+  assert.deepEqual(d.capabilities, { exec_cmds: true, file_transfer: true, shell_connect: false, tests: false });
   assert.equal(d.metadata["svc.hardware.macaddr"], agent.mac);
   // contract.md, the device agent: device_type, software_version and metadata are reported.
   assert.equal(d.metadata["svc.hardware.devtype"], "rpi4");

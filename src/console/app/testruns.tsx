@@ -8,9 +8,9 @@ import { api, messageOf, seg } from "./api.ts";
 import { navigate } from "./router.ts";
 import { hasScope, isAdmin, type Me } from "./session.ts";
 import { Badge, Field, Modal, ModalButtons } from "./ui.tsx";
-import { isFinalStatus, type RunStatus } from "../../testrun/runs/status.ts";
+import { isFinalStatus, type DeviceProgress, type RunStatus } from "../../testrun/runs/status.ts";
 
-export type { RunStatus };
+export type { DeviceProgress, RunStatus };
 
 export interface TestConfig {
   name: string;
@@ -36,7 +36,23 @@ export interface Run {
   warnings: string[];
   abort_requested?: boolean;
   error?: string;
+  /** A run on managed devices: each device's share, failures first. */
+  devices?: DeviceProgress[];
 }
+
+/** GET /api/v1/test-targets: where the user may run tests on managed devices. */
+export interface TestTargets {
+  devices: Array<{ name: string; mac_address: string }>;
+  total: number;
+  groups: Array<{ name: string; devices: number }>;
+  tags: Array<{ tag: string; devices: number }>;
+}
+
+/** Where a run ran, in words: its devices, a node role, or this gateway. */
+export const whereOf = (r: Pick<Run, "machine_target" | "devices">): string => {
+  if (r.devices) return `${r.devices.length === 1 ? r.devices[0]!.name : `${r.devices.length} devices`}${r.machine_target ? ` (${r.machine_target})` : ""}`;
+  return r.machine_target && r.machine_target !== "localhost" ? `node role ${r.machine_target}` : "this gateway";
+};
 
 export interface Trigger {
   trigger_id: string;

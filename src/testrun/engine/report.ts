@@ -134,36 +134,107 @@ export async function openReportJson(path: string): Promise<{ stream: Readable; 
   return { stream, close: async () => void file.destroy() };
 }
 
-/** What a report holds in numbers: its rows, by `status` (a report without that column counts only rows). */
-export interface ReportSummary {
+/** Rows counted by `status`. */
+export interface StatusCounts {
   total: number;
   passed: number;
   failed: number;
   skipped: number;
-  /** The report's column names, in order. */
-  columns: string[];
 }
 
-/** Counts a report's rows by status, streaming (memory for one row). Throws ENOENT for a missing report. */
-export async function reportSummary(path: string): Promise<ReportSummary> {
+/** What a report holds in numbers: its rows, by `status` (a report without that column counts only rows). */
+export interface ReportSummary extends StatusCounts {
+  /** The report's column names, in order. */
+  columns: string[];
+  /** With `byDevice` (a run on managed devices): the counts of each `device name`, failures first. */
+  devices?: Array<StatusCounts & { device: string }>;
+}
+
+/** Devices with failures first, then by name. */
+const failuresFirst = (a: StatusCounts & { device: string }, b: StatusCounts & { device: string }) =>
+  Number(b.failed > 0) - Number(a.failed > 0) || (a.device < b.device ? -1 : a.device > b.device ? 1 : 0);
+
+/**
+ * Counts a report's rows by status, and with `byDevice` by device too, streaming (memory for one
+ * row and the devices' counts). Throws ENOENT for a missing report.
+ */
+export async function reportSummary(path: string, options: { byDevice?: boolean } = {}): Promise<ReportSummary> {
   const handle = await open(path, "r");
   const file = handle.createReadStream();
   const summary: ReportSummary = { total: 0, passed: 0, failed: 0, skipped: 0, columns: [] };
+  const devices = new Map<string, StatusCounts & { device: string }>();
   try {
     const parser = parse({ skip_empty_lines: true, relax_column_count: true, skip_records_with_error: true });
     let statusAt = -1;
+    let deviceAt = -1;
     for await (const cells of file.pipe(parser) as AsyncIterable<string[]>) {
       if (summary.columns.length === 0) {
         summary.columns = cells;
         statusAt = cells.indexOf("status");
+        deviceAt = cells.indexOf("device name");
         continue;
       }
-      summary.total++;
       const status = cells[statusAt];
-      if (status === "passed" || status === "failed" || status === "skipped") summary[status]++;
+      const counts = [summary as StatusCounts];
+      if (options.byDevice && deviceAt >= 0) {
+        const device = cells[deviceAt] ?? "";
+        if (!devices.has(device)) devices.set(device, { device, total: 0, passed: 0, failed: 0, skipped: 0 });
+        counts.push(devices.get(device)!);
+      }
+      for (const c of counts) {
+        c.total++;
+        if (status === "passed" || status === "failed" || status === "skipped") c[status]++;
+      }
     }
   } finally {
     file.destroy();
   }
+  if (options.byDevice) summary.devices = [...devices.values()].sort(failuresFirst);
   return summary;
+}
+
+/**
+ * The JSON form grouped by device (a run on managed devices): `[{device, total, passed, failed,
+ * skipped, rows}]`, devices with failures first, each device's rows as in the JSON form. One
+ * pass to count, then one per device, so memory stays that of one row whatever the report's size.
+ */
+export async function openReportJsonByDevice(path: string): Promise<{ stream: Readable; close(): Promise<void> }> {
+  const { devices = [] } = await reportSummary(path, { byDevice: true });
+  let current: FileHandle | undefined;
+  let closed = false;
+  async function* json(): AsyncGenerator<Buffer> {
+    yield Buffer.from("[");
+    for (const [i, counts] of devices.entries()) {
+      if (closed) return;
+      const { device, ...numbers } = counts;
+      let pending = `${i > 0 ? "," : ""}${JSON.stringify({ device, ...numbers }).slice(0, -1)},"rows":[`;
+      let first = true;
+      current = await open(path, "r");
+      const file = current.createReadStream();
+      try {
+        const parser = parse({ columns: true, skip_empty_lines: true, relax_column_count: true, skip_records_with_error: true });
+        for await (const row of file.pipe(parser) as AsyncIterable<Record<ReportColumn, string>>) {
+          if (row["device name"] !== device) continue;
+          pending += (first ? "" : ",") + JSON.stringify(row);
+          first = false;
+          if (pending.length >= 65536) {
+            yield Buffer.from(pending);
+            pending = "";
+          }
+        }
+      } finally {
+        file.destroy();
+        current = undefined;
+      }
+      yield Buffer.from(pending + "]}");
+    }
+    yield Buffer.from("]\n");
+  }
+  const stream = Readable.from(json(), { objectMode: false });
+  const close = async () => {
+    closed = true;
+    await current?.close().catch(() => {});
+  };
+  stream.once("close", () => void close());
+  return { stream, close };
 }

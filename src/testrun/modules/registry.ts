@@ -12,7 +12,7 @@ import { junitModule } from "./junit.ts";
 import { memtesterModule } from "./memtester.ts";
 import { networkModule } from "./network.ts";
 import { pingModule } from "./ping.ts";
-import { loadScriptModule, ScriptModuleError } from "./script.ts";
+import { loadScriptModule, parseScriptModule, ScriptModuleError } from "./script.ts";
 import { sleepModule } from "./sleep.ts";
 import { tcpModule } from "./tcp.ts";
 import { thermalModule } from "./thermal.ts";
@@ -54,12 +54,18 @@ export interface ModuleLookup {
   /** `test_server.compat_modules`: offer `simple` and `extended_simple`. */
   compat: boolean;
   dataDir: string;
+  /** Script modules given as text (a device's share of a run): used instead of the data dir's files. */
+  scripts?: Record<string, string>;
 }
+
+/** Whether `key` names a built-in module (anything else is a script module file). */
+export const isBuiltinModule = (key: string): boolean => BUILTIN.has(key);
 
 /** The module for a key: built-in first, then a script module file. Throws ScriptModuleError for a broken file. */
 export function findModule(key: string, lookup: ModuleLookup): ModuleDef | undefined {
   const builtin = BUILTIN.get(key);
   if (builtin) return builtin.compat && !lookup.compat ? undefined : builtin;
+  if (lookup.scripts) return Object.hasOwn(lookup.scripts, key) ? parseScriptModule(key, lookup.scripts[key]) : undefined;
   return loadScriptModule(lookup.dataDir, key);
 }
 

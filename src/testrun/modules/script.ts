@@ -25,18 +25,27 @@ const paramEnv = (params: Params): Record<string, string> => {
   return env;
 };
 
+/** The text of `DATA_DIR/testrun/modules/<key>.yaml`, or undefined when there is no such file (or `key` cannot name one). */
+export function readScriptModule(dataDir: string, key: string): string | undefined {
+  if (!SCRIPT_KEY.test(key) || key.split("/").some((s) => s === "." || s === "..")) return undefined;
+  try {
+    return readFileSync(join(dataDir, "testrun", "modules", `${key}.yaml`), "utf8");
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * A declarative module from `DATA_DIR/testrun/modules/<key>.yaml` (18.3): each case is one
  * exec check with the entry's params exported as PARAM_<NAME>. Undefined when there is no file.
  */
 export function loadScriptModule(dataDir: string, key: string): ModuleDef | undefined {
-  if (!SCRIPT_KEY.test(key) || key.split("/").some((s) => s === "." || s === "..")) return undefined;
-  let text: string;
-  try {
-    text = readFileSync(join(dataDir, "testrun", "modules", `${key}.yaml`), "utf8");
-  } catch {
-    return undefined;
-  }
+  const text = readScriptModule(dataDir, key);
+  return text === undefined ? undefined : parseScriptModule(key, text);
+}
+
+/** A script module from its file's text (a device gets the text with its share of a run). */
+export function parseScriptModule(key: string, text: string): ModuleDef {
   let doc: unknown;
   try {
     doc = parse(text);

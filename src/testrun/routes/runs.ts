@@ -12,7 +12,7 @@ import { contentDisposition, fileEtag, notModified, serveFile, untrustedFileHead
 import { z } from "zod";
 import { integerParam, jsonBody, jsonObject, queryOf } from "../../http/openapi.ts";
 import type { Broadcaster, EventStreams } from "../../http/sse.ts";
-import { openReportJson, reportSummary } from "../engine/report.ts";
+import { openReportJson, openReportJsonByDevice, reportSummary } from "../engine/report.ts";
 import { PlanError } from "../plan.ts";
 import { listArtifacts, openArtifact } from "../runs/artifacts.ts";
 import { artifactsDir, reportPath } from "../runs/paths.ts";
@@ -42,7 +42,9 @@ export const triggerBodyA = z.looseObject(
     overrides: z.union([z.string(), anyObject], { error: "invalid overrides: expected a string or an object" }).nullish(),
     trigger_id: optionalString("trigger_id"),
     test_suite_name: optionalString("test_suite_name"),
-    machine_target: optionalString("machine_target"),
+    machine_target: optionalString("machine_target").describe(
+      "a lab node role; or managed devices: device:<mac or name>, group:<v2 group name>, tag:<tag> (runs the entries without machines, and those naming it, on each device; needs the test permission on each)",
+    ),
     pattern: optionalString("pattern").describe("a pytest -k style pattern (10.2)"),
     nodes: z
       .array(z.string({ error: "nodes must be a list of node names" }), { error: "nodes must be a list of node names" })
@@ -64,6 +66,10 @@ export const triggerBodyB = z.looseObject(
 /** GET /test-runs/{id}/report: CSV (the default) or the JSON form (8.3). */
 export const reportQuery = z.object({
   format: z.enum(["csv", "json"], { error: (iss) => `unknown report format: ${String(iss.input)}` }).optional(),
+  group_by: z
+    .enum(["device"], { error: 'query parameter "group_by" must be device' })
+    .optional()
+    .describe("with format=json: [{device, total, passed, failed, skipped, rows}], devices with failures first (a run on managed devices)"),
 });
 
 
@@ -184,7 +190,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
 
   app.post("/api/v1/test-runs", access.write, async (c) => {
     const request = triggerRequest(await jsonBody(c, triggerBodyA), "A");
-    const result = await service.trigger(request);
+    const result = await service.trigger(request, { dispatch: true, identity: c.get("identity") });
     if (result.kind === "dispatch") return c.json({}, 200, { "X-Trigger-Id": result.triggerId });
     return c.json(runObjectA(result.run));
   });
@@ -217,21 +223,22 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
     const id = c.req.param("id");
     if (!store.getRun(id)) throw new LabgateError("not_found", `Run not found: ${id}`);
     const body = await jsonBody(c, repeatBody);
-    return c.json(runObjectA(await service.repeat(id, body)));
+    return c.json(runObjectA(await service.repeat(id, body, c.get("identity"))));
   });
 
   app.get("/api/v1/test-runs/:id/report", access.read, async (c) => {
     const run = completedRun(store.getRun(c.req.param("id")));
     const path = reportPath(service.dirs, run.id);
-    const { format } = queryOf(c, reportQuery);
+    const { format, group_by: groupBy } = queryOf(c, reportQuery);
     const csv = statFile(path);
     if (!csv) throw new LabgateError("not_found", "Report file not found");
+    if (groupBy && format !== "json") throw new LabgateError("invalid", "group_by needs format=json");
     if (format === "json") {
       // Made from the CSV as it is sent: its validator follows the CSV's, but it has no byte ranges.
-      const etag = fileEtag(csv.stat.size, csv.stat.mtime, "-json");
+      const etag = fileEtag(csv.stat.size, csv.stat.mtime, groupBy ? "-json-device" : "-json");
       const headers = { "content-type": "application/json", etag, "cache-control": "private, no-transform" };
       if (notModified(c, etag)) return c.body(null, 304, headers);
-      const report = await openReportJson(path).catch((error: NodeJS.ErrnoException) => {
+      const report = await (groupBy ? openReportJsonByDevice(path) : openReportJson(path)).catch((error: NodeJS.ErrnoException) => {
         if (error.code === "ENOENT") throw new LabgateError("not_found", "Report file not found");
         throw error;
       });
@@ -247,7 +254,7 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
   app.get("/api/v1/test-runs/:id/report/summary", access.read, async (c) => {
     const run = completedRun(store.getRun(c.req.param("id")));
     return c.json(
-      await reportSummary(reportPath(service.dirs, run.id)).catch((error: NodeJS.ErrnoException) => {
+      await reportSummary(reportPath(service.dirs, run.id), { byDevice: run.devices !== null }).catch((error: NodeJS.ErrnoException) => {
         if (error.code === "ENOENT") throw new LabgateError("not_found", "Report file not found");
         throw error;
       }),

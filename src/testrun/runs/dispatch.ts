@@ -122,7 +122,7 @@ export class Orchestrator {
       const runId = answer.json && typeof answer.json === "object" ? (answer.json as { id?: unknown }).id : undefined;
       if (answer.status !== 200 || typeof runId !== "string" && typeof runId !== "number") throw new Error(Orchestrator.errorText(answer.json, answer.status));
       progress.remoteRuns.push({ machine: m, group: suite, runId: String(runId) });
-      return { wait: this.pollRemote(node, String(runId), signal) };
+      return { wait: this.pollRemote(m, String(runId), progress, signal) };
     } catch (error) {
       if (!signal.aborted) progress.errors.push(`dispatch of group '${suite}' to '${m}' failed: ${(error as Error).message}`);
       return undefined;
@@ -156,7 +156,7 @@ export class Orchestrator {
           machineTarget: "localhost",
         });
         const run = await this.service.createRun(localPlan, local, localPlan.warnings, null);
-        waits.push(this.waitLocal(run.id, signal));
+        waits.push(this.waitLocal(run.id, progress, signal));
       }
       progress.statuses.push(...(await Promise.all(waits)));
     }
@@ -171,7 +171,7 @@ export class Orchestrator {
         if (m !== LOCAL_DEVICE) return this.dispatch(id, m, request.suite, request, progress, signal);
         const local: TriggerRequest = { ...request, machineTarget: "localhost", triggerId: id };
         const run = await this.service.createRun(planForMachine(plan, "localhost"), local, plan.warnings, null);
-        return { wait: this.waitLocal(run.id, signal) };
+        return { wait: this.waitLocal(run.id, progress, signal) };
       }),
     );
     await this.service.store.updateTrigger(id, { nodes: progress.contacted, remoteRuns: progress.remoteRuns });
@@ -197,35 +197,57 @@ export class Orchestrator {
     });
   }
 
-  private async waitLocal(runId: string, signal: AbortSignal): Promise<string> {
+  /** Waits for the local share's run; a failed one is noted in the trigger's errors. */
+  private async waitLocal(runId: string, progress: Progress, signal: AbortSignal): Promise<string> {
     for (;;) {
       await this.service.waitForEnd(runId, 1_000);
       const run = this.service.store.getRun(runId);
-      if (!run || FINAL_STATUSES.has(run.status)) return run?.status ?? "failed";
+      if (!run || FINAL_STATUSES.has(run.status)) {
+        if (run?.status === "failed") progress.errors.push(`'${LOCAL_DEVICE}': run ${runId} failed${run.error ? `: ${run.error}` : ""}`);
+        return run?.status ?? "failed";
+      }
       // Stopped while the local share still waits in the queue: it must not start any more.
       if (signal.aborted && run.status === "pending") await this.service.abort(runId, typeof signal.reason === "string" ? signal.reason : undefined, false).catch(() => {});
     }
   }
 
-  /** Polls a node's run until it is final (11.3); a run that never ends is aborted remotely. */
-  private async pollRemote(node: NodeTarget, runId: string, signal: AbortSignal): Promise<RunStatus | "unknown"> {
+  /**
+   * Polls node `m`'s run until it is final (11.3); a run that never ends is aborted remotely. A
+   * run that failed, a node that stopped answering and a run past `remote_run_timeout` are noted
+   * in the trigger's errors, each naming the node and why.
+   */
+  private async pollRemote(m: string, runId: string, progress: Progress, signal: AbortSignal): Promise<RunStatus | "unknown"> {
+    const node = this.nodes[m];
+    const timeout = this.service.ctx.config.test_server.remote_run_timeout;
     // A node's run that never ends is aborted remotely (11.4).
-    const deadline = this.service.ctx.clock.now() + this.service.ctx.config.test_server.remote_run_timeout * 1000;
+    const deadline = this.service.ctx.clock.now() + timeout * 1000;
     let failures = 0;
+    let problem = "";
     while (!signal.aborted) {
       await this.service.ctx.clock.sleep(POLL_MS, signal);
       if (signal.aborted) break;
       try {
         const answer = await this.call(node, "GET", `/api/v1/test-runs/${encodeURIComponent(runId)}`, undefined, signal);
-        const status = answer.json && typeof answer.json === "object" ? String((answer.json as { status?: unknown }).status) : "";
-        if (answer.status === 200 && isFinalStatus(status)) return status;
+        const json = answer.json && typeof answer.json === "object" ? (answer.json as { status?: unknown; error?: unknown }) : {};
+        const status = String(json.status ?? "");
+        if (answer.status === 200 && isFinalStatus(status)) {
+          if (status === "failed") progress.errors.push(`node '${m}': run ${runId} failed${typeof json.error === "string" && json.error ? `: ${json.error}` : ""}`);
+          return status;
+        }
         failures = answer.status === 200 ? 0 : failures + 1;
-      } catch {
+        if (answer.status !== 200) problem = Orchestrator.errorText(answer.json, answer.status);
+      } catch (error) {
+        if (signal.aborted) break;
         failures++;
+        problem = String((error as Error).cause ?? (error as Error).message);
       }
-      if (failures >= POLL_FAILURES) return "unknown";
+      if (failures >= POLL_FAILURES) {
+        progress.errors.push(`node '${m}' stopped answering while its run ${runId} was polled (${problem})`);
+        return "unknown";
+      }
       if (this.service.ctx.clock.now() > deadline) {
         await this.call(node, "DELETE", `/api/v1/test-runs/${encodeURIComponent(runId)}`).catch(() => {});
+        progress.errors.push(`node '${m}': run ${runId} did not end within remote_run_timeout (${timeout} s) and was aborted`);
         return "aborted";
       }
     }

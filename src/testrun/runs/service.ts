@@ -1,12 +1,18 @@
 import { randomUUID } from "node:crypto";
 import { mkdirSync } from "node:fs";
 import { rm } from "node:fs/promises";
-import type { AppContext } from "../../app/context.ts";
+import type { Readable } from "node:stream";
+import type { AppContext, Identity } from "../../app/context.ts";
+import type { ChannelHub } from "../../update/channel/hub.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { patternError } from "../engine/pattern.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
+import { isDeviceTarget } from "../devices/protocol.ts";
 import { buildPlan } from "../config/plan-builder.ts";
 import { planMachines, type ConfigSource, type TestPlan } from "../plan.ts";
+import { DeviceRuns } from "../devices/runs.ts";
+import { deviceShares, deviceTargetsOf, shareModules } from "../devices/shares.ts";
+import { resolveTargets } from "../devices/targets.ts";
 import { aggregateResults } from "./aggregate.ts";
 import { Orchestrator, type LocalRuns } from "./dispatch.ts";
 import { artifactsDir, reportPath, testrunDirs, type TestrunDirs } from "./paths.ts";
@@ -21,6 +27,12 @@ export const SHUTDOWN_ERROR = "server shutdown";
 
 export type TriggerResult = { kind: "run"; run: RunRecord } | { kind: "dispatch"; triggerId: string };
 
+/** How a trigger came: through which API variant, and who asks (device targets check their permissions). */
+export interface TriggerOptions {
+  dispatch: boolean;
+  identity?: Identity;
+}
+
 const TRIGGER_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 /**
@@ -30,19 +42,22 @@ const TRIGGER_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
  */
 export class TestRunService implements LocalRuns {
   readonly store: RunStore;
-  readonly ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log">;
+  readonly ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "db">;
   readonly source: ConfigSource;
   readonly orchestrator: Orchestrator;
   readonly dirs: TestrunDirs;
   private readonly queue: RunQueue;
+  /** Runs on managed devices; undefined when this server manages no devices (no device socket hub). */
+  private readonly devices: DeviceRuns | undefined;
 
-  constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log">, source: ConfigSource, store: RunStore) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "db">, source: ConfigSource, store: RunStore, hub?: ChannelHub) {
     this.ctx = ctx;
     this.source = source;
     this.store = store;
     this.orchestrator = new Orchestrator(this);
     this.queue = new RunQueue(store, (run, signal) => this.execute(run, signal), ctx.log, ctx.clock);
     this.dirs = testrunDirs(ctx.config);
+    this.devices = hub && new DeviceRuns({ ctx, store, dirs: this.dirs, lookup: this.lookup, ended: (id) => this.queue.ended(id) }, hub);
     for (const dir of [this.dirs.reports, this.dirs.artifacts, this.dirs.results]) mkdirSync(dir, { recursive: true });
   }
 
@@ -73,11 +88,43 @@ export class TestRunService implements LocalRuns {
     if (problem) throw new LabgateError("invalid", `invalid pattern: ${problem}`);
   }
 
-  /** POST /test-runs (11.5): a local run, a node-role run, or a multi-node dispatch. */
-  async trigger(request: TriggerRequest, options: { dispatch: boolean } = { dispatch: true }): Promise<TriggerResult> {
+  /**
+   * The plan of a run on managed devices, when the trigger names devices (docs/device-tests.md):
+   * targets resolved now with the caller's permissions, each device's share, the script modules
+   * they use. Undefined when it names none. Throws 4xx for unknown targets, 403 without `test`.
+   */
+  private onDevices(plan: TestPlan, request: TriggerRequest, identity: Identity | undefined): { plan: TestPlan; warnings: string[] } | undefined {
+    const targets = deviceTargetsOf(plan, request.machineTarget);
+    if (!targets) return undefined;
+    if (!this.devices) throw new LabgateError("invalid", "this server manages no devices");
+    if ((request.nodes ?? []).length > 0) throw new LabgateError("invalid", "give either nodes or device targets, not both");
+    const shares = deviceShares(targets.entries, resolveTargets(this.ctx.db, identity, targets.targets));
+    if (shares.length === 0) throw new LabgateError("unprocessable", `no entry of the selection runs on ${targets.targets.join(", ")}`);
+    const warnings = [...plan.warnings];
+    for (const entry of shares.flatMap((s) => s.entries)) {
+      const resolved = resolveEntry(entry.where, entry.module, entry.params, this.lookup);
+      if ("error" in resolved) throw new LabgateError("unprocessable", resolved.error);
+      for (const w of resolved.warnings) if (!warnings.includes(w)) warnings.push(w);
+    }
+    return { plan: { ...plan, machineTarget: request.machineTarget, devices: shares, modules: shareModules(shares, this.ctx.dataDir) }, warnings };
+  }
+
+  /** The request's plan; a `machine_target` naming devices selects like none (deviceTargetsOf picks the entries). */
+  private planOf(request: TriggerRequest): TestPlan {
+    const machineTarget = request.machineTarget !== null && isDeviceTarget(request.machineTarget) ? null : request.machineTarget;
+    return buildPlan(this.source, { configName: request.configName, suite: request.suite, overrides: request.overrides, machineTarget });
+  }
+
+  /** POST /test-runs (11.5): a local run, a node-role run, a run on managed devices, or a multi-node dispatch. */
+  async trigger(request: TriggerRequest, options: TriggerOptions = { dispatch: true }): Promise<TriggerResult> {
     TestRunService.checkPattern(request.pattern);
     if (request.triggerId !== undefined && !TRIGGER_ID.test(request.triggerId)) throw new LabgateError("invalid", "invalid trigger_id");
-    const plan = buildPlan(this.source, { configName: request.configName, suite: request.suite, overrides: request.overrides, machineTarget: request.machineTarget });
+    const plan = this.planOf(request);
+    const onDevices = this.onDevices(plan, request, options.identity);
+    if (onDevices) {
+      if (!options.dispatch) throw new LabgateError("invalid", "device targets cannot be run through this API variant");
+      return { kind: "run", run: await this.createRun(onDevices.plan, request, onDevices.warnings, null) };
+    }
     const nodes = [...new Set(request.nodes ?? [])];
     if (nodes.length > 0) {
       if (!options.dispatch) throw new LabgateError("invalid", "nodes cannot be given through this API variant");
@@ -120,22 +167,30 @@ export class TestRunService implements LocalRuns {
         warnings,
         plan,
         ...(bornAborted ? { status: "aborted" as const } : {}),
+        ...(plan.devices ? { devices: plan.devices.map((d) => ({ name: d.name, mac: d.mac, dir: d.dir, status: "waiting" as const, passed: 0, failed: 0, skipped: 0, error: null })) } : {}),
       },
       { createdAt: now, configName: request.configName, suite: request.suite, orchestrated: false },
     );
-    if (!bornAborted) this.queue.enqueue(run.id);
+    if (bornAborted) return run;
+    if (plan.devices) this.devices!.start(run, plan);
+    else this.queue.enqueue(run.id);
     return run;
   }
 
-  /** POST /test-runs/{id}/repeat (10.1): the current config, same suite/overrides/target, a new trigger. */
-  async repeat(id: string, pattern: string | null): Promise<RunRecord> {
+  /**
+   * POST /test-runs/{id}/repeat (10.1): the current config, same suite/overrides/target, a new
+   * trigger. A run on devices runs again on the devices its targets name now.
+   */
+  async repeat(id: string, pattern: string | null, identity?: Identity): Promise<RunRecord> {
     const original = this.store.getRun(id);
     if (!original) throw new LabgateError("not_found", `Run not found: ${id}`);
     const effective = pattern === null || pattern === "" ? original.pattern : pattern;
     TestRunService.checkPattern(effective);
     const overrides = Array.isArray(original.overrides) ? original.overrides.join("\n") : original.overrides;
     const request: TriggerRequest = { configName: original.configName, suite: original.suite, machineTarget: original.machineTarget, overrides, pattern: effective };
-    const plan = buildPlan(this.source, { configName: request.configName, suite: request.suite, overrides, machineTarget: request.machineTarget });
+    const plan = this.planOf(request);
+    const onDevices = this.onDevices(plan, request, identity);
+    if (onDevices) return this.createRun(onDevices.plan, request, onDevices.warnings, original.id);
     const warnings = [...plan.warnings, ...this.validateLocalEntries(plan, false)];
     // Orchestration is never repeated (10.1): a dispatched run's local share runs again here only.
     return this.createRun(plan, request, warnings, original.id);
@@ -188,6 +243,12 @@ export class TestRunService implements LocalRuns {
     }
   }
 
+  /** An artifact upload of a device for its share of a run (DeviceRuns.writeArtifact); the artifact's new size. */
+  deviceArtifact(runId: string, mac: string, name: string, offset: number, body: Readable): Promise<number> {
+    if (!this.devices) throw new LabgateError("not_found", "no running test run of this device");
+    return this.devices.writeArtifact(runId, mac, name, offset, body);
+  }
+
   /** Resolves when the run is in a final state, or after `timeoutMs`. */
   waitForEnd(id: string, timeoutMs: number): Promise<void> {
     return this.queue.waitForEnd(id, timeoutMs);
@@ -207,6 +268,7 @@ export class TestRunService implements LocalRuns {
     } else {
       await this.store.setAbortRequested(id);
       this.queue.signal(id, reason);
+      this.devices?.abort(id, reason);
     }
     // Aborting the local share of a multi-node trigger aborts the trigger (6.6).
     const trigger = this.store.getTrigger(run.triggerId);
@@ -253,6 +315,7 @@ export class TestRunService implements LocalRuns {
   async shutdown(): Promise<void> {
     this.queue.stop();
     this.orchestrator.signalAll(SHUTDOWN_ERROR);
+    await this.devices?.shutdown(SHUTDOWN_ERROR);
     await this.queue.drain(SHUTDOWN_ERROR);
     await this.orchestrator.shutdown(SHUTDOWN_ERROR);
   }

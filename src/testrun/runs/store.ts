@@ -1,6 +1,6 @@
 import type { Database, Tx } from "../../db/index.ts";
 import type { TestPlan } from "../plan.ts";
-import type { RunStatus } from "./status.ts";
+import type { DeviceProgress, RunStatus } from "./status.ts";
 
 export { FINAL_STATUSES, type RunStatus } from "./status.ts";
 export type TriggerStatus = "running" | "finished" | "failed" | "aborted";
@@ -24,6 +24,8 @@ export interface RunRecord {
   error: string | null;
   warnings: string[];
   abortRequested: boolean;
+  /** A run on managed devices: each device's share; null for other runs. */
+  devices: DeviceProgress[] | null;
 }
 
 export interface RemoteRun {
@@ -68,6 +70,7 @@ type RunRow = {
   error: string | null;
   warnings: string;
   abort_requested: number;
+  devices: string | null;
 };
 
 type TriggerRow = {
@@ -87,7 +90,7 @@ type TriggerRow = {
 };
 
 const RUN_COLUMNS =
-  "seq, id, trigger_id, config_name, test_suite_name, machine_target, overrides, pattern, repeat_of, status, created_at, started_at, finished_at, metadata, error, warnings, abort_requested";
+  "seq, id, trigger_id, config_name, test_suite_name, machine_target, overrides, pattern, repeat_of, status, created_at, started_at, finished_at, metadata, error, warnings, abort_requested, devices";
 
 const toRun = (r: RunRow): RunRecord => ({
   seq: r.seq,
@@ -107,6 +110,7 @@ const toRun = (r: RunRow): RunRecord => ({
   error: r.error,
   warnings: JSON.parse(r.warnings),
   abortRequested: r.abort_requested === 1,
+  devices: r.devices === null ? null : JSON.parse(r.devices),
 });
 
 const toTrigger = (r: TriggerRow): TriggerRecord => ({
@@ -139,6 +143,8 @@ export interface NewRun {
   plan: TestPlan;
   /** Born aborted (a run created in an already aborted trigger). */
   status?: RunStatus;
+  /** A run on managed devices: its devices, each `waiting`. */
+  devices?: DeviceProgress[];
 }
 
 /** What changed: a run or trigger (created or updated), or a run whose record was deleted. */
@@ -223,7 +229,7 @@ export class RunStore {
       if (trigger && !tx.get("SELECT 1 FROM testrun_triggers WHERE id = ?", [run.triggerId])) insertTrigger(tx, { ...trigger, id: run.triggerId });
       tx.run(
         `INSERT INTO testrun_runs (id, trigger_id, config_name, test_suite_name, machine_target, overrides, pattern, repeat_of, status,
-           created_at, finished_at, warnings, plan) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+           created_at, finished_at, warnings, plan, devices) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         [
           run.id,
           run.triggerId,
@@ -238,6 +244,7 @@ export class RunStore {
           run.status === "aborted" ? run.createdAt : null,
           JSON.stringify(run.warnings),
           JSON.stringify(run.plan),
+          run.devices ? JSON.stringify(run.devices) : null,
         ],
       );
     });
@@ -271,6 +278,54 @@ export class RunStore {
     return done;
   }
 
+  /** A device run's progress (how far each device got). */
+  async setDevices(id: string, devices: DeviceProgress[]): Promise<void> {
+    await this.db.write((tx) => void tx.run("UPDATE testrun_runs SET devices = ? WHERE id = ?", [JSON.stringify(devices), id]));
+    this.changed({ kind: "run", id });
+  }
+
+  /** Each case's result on one device of a run (test name -> status), for the config's history. */
+  async saveDeviceResults(run: RunRecord, device: { mac: string; name: string }, results: Map<string, string>): Promise<void> {
+    if (results.size === 0) return;
+    await this.db.write((tx) => {
+      for (const [testName, status] of results) {
+        tx.run(
+          "INSERT OR REPLACE INTO testrun_device_results (run_seq, run_id, config_name, device_mac, device_name, test_name, status) VALUES (?, ?, ?, ?, ?, ?, ?)",
+          [run.seq, run.id, run.configName, device.mac, device.name, testName, status],
+        );
+      }
+    });
+  }
+
+  /**
+   * A config's history (the newest `runs` runs on devices): those runs, newest first, and one
+   * page of its (device, test) pairs with the result in each of those runs (null: not run there).
+   */
+  deviceHistory(configName: string, runs: number, page: { limit: number; offset: number }): { runs: RunRecord[]; total: number; rows: HistoryRow[] } {
+    const seqs = this.db
+      .all<{ run_seq: number }>("SELECT DISTINCT run_seq FROM testrun_device_results WHERE config_name = ? ORDER BY run_seq DESC LIMIT ?", [configName, runs])
+      .map((r) => r.run_seq);
+    if (seqs.length === 0) return { runs: [], total: 0, rows: [] };
+    const inRuns = `config_name = ? AND run_seq IN (${seqs.map(() => "?").join(", ")})`;
+    const params = [configName, ...seqs];
+    const total = this.db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM (SELECT DISTINCT device_mac, test_name FROM testrun_device_results WHERE ${inRuns})`, params)?.n ?? 0;
+    const pairs = this.db.all<{ device_mac: string; test_name: string; device_name: string }>(
+      `SELECT device_mac, test_name, MAX(device_name) AS device_name FROM testrun_device_results WHERE ${inRuns}
+         GROUP BY device_mac, test_name ORDER BY MAX(device_name), device_mac, test_name LIMIT ? OFFSET ?`,
+      [...params, page.limit, page.offset],
+    );
+    const rows: HistoryRow[] = pairs.map((p) => {
+      const results = new Map(
+        this.db
+          .all<{ run_seq: number; status: string }>(`SELECT run_seq, status FROM testrun_device_results WHERE ${inRuns} AND device_mac = ? AND test_name = ?`, [...params, p.device_mac, p.test_name])
+          .map((r) => [r.run_seq, r.status]),
+      );
+      return { device: p.device_name, mac: p.device_mac, testName: p.test_name, results: seqs.map((seq) => results.get(seq) ?? null) };
+    });
+    const records = seqs.map((seq) => this.getRunBySeq(seq)).filter((r): r is RunRecord => r !== undefined);
+    return { runs: records, total, rows };
+  }
+
   async setAbortRequested(id: string): Promise<void> {
     await this.db.write((tx) => void tx.run("UPDATE testrun_runs SET abort_requested = 1 WHERE id = ?", [id]));
     this.changed({ kind: "run", id });
@@ -300,6 +355,7 @@ export class RunStore {
     if (!run) return false;
     const done = await this.db.write((tx) => {
       if (tx.run("DELETE FROM testrun_runs WHERE id = ? AND status IN ('finished', 'failed', 'aborted')", [id]).changes === 0) return false;
+      tx.run("DELETE FROM testrun_device_results WHERE run_id = ?", [id]);
       tx.run("DELETE FROM testrun_triggers WHERE id = ? AND orchestrated = 0 AND NOT EXISTS (SELECT 1 FROM testrun_runs WHERE trigger_id = ?)", [run.triggerId, run.triggerId]);
       return true;
     });
@@ -319,6 +375,14 @@ export class RunStore {
       return changed;
     });
   }
+}
+
+/** One (device, test) pair of a config's history: its result in each run, newest first. */
+export interface HistoryRow {
+  device: string;
+  mac: string;
+  testName: string;
+  results: (string | null)[];
 }
 
 export interface NewTrigger {

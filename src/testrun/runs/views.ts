@@ -3,6 +3,7 @@
  * as the API's JSON objects.
  */
 import { rfc822 } from "../../util/time.ts";
+import type { DeviceProgress } from "./status.ts";
 import { FINAL_STATUSES, type RunRecord, type TriggerRecord, type TriggerStatus } from "./store.ts";
 
 const date = (ms: number | null) => (ms === null ? "" : rfc822(new Date(ms), "+0000"));
@@ -26,7 +27,16 @@ export function runObjectA(r: RunRecord): Record<string, unknown> {
     warnings: r.warnings,
     ...(r.abortRequested ? { abort_requested: true } : {}),
     ...(r.error ? { error: r.error } : {}),
+    // A run on managed devices: each device's share, failures first (docs/device-tests.md).
+    ...(r.devices ? { devices: devicesFailuresFirst(r.devices) } : {}),
   };
+}
+
+const unfinished = (d: DeviceProgress) => (d.status === "failed" || d.failed > 0 ? 0 : d.status === "finished" ? 2 : 1);
+
+/** Devices with failures first, then those still going, then the rest; by name within each. */
+export function devicesFailuresFirst(devices: DeviceProgress[]): DeviceProgress[] {
+  return [...devices].sort((a, b) => unfinished(a) - unfinished(b) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
 /** The Variant B run object (6.2): integer id, `created`, `completed` once final. */

@@ -8,14 +8,21 @@ import type { EventBroadcaster } from "../events/broadcaster.ts";
 import { getProgress, type UpdateProgress } from "../progress/progress.ts";
 import type { ChannelHub, DeviceConnection } from "./hub.ts";
 
+/** What else follows a device's reports (the deployments). */
+export interface ProgressListener {
+  progress(deviceId: number, mac: string, percent: number): Promise<void>;
+  reportedVersion(deviceId: number, version: string): Promise<void>;
+}
+
 /** Installs the handlers of `update_progress` and `update_version`; progress goes out on `events`. */
-export function handleProgress(ctx: Pick<AppContext, "config" | "db" | "log">, hub: ChannelHub, progressRecords: UpdateProgress, events: EventBroadcaster): void {
+export function handleProgress(ctx: Pick<AppContext, "config" | "db" | "log">, hub: ChannelHub, progressRecords: UpdateProgress, events: EventBroadcaster, listener: ProgressListener): void {
   hub.handle("update_progress", async (conn: DeviceConnection, message) => {
     const raw = message.progress;
     if (typeof raw !== "number" || !Number.isFinite(raw)) return ctx.log.warn(`device ${conn.mac}: update_progress without a number ignored`);
     const progress = Math.min(100, Math.max(0, Math.round(raw)));
     const version = getProgress(ctx.db, conn.deviceId)?.version ?? null;
     await progressRecords.reportProgress(conn.deviceId, progress);
+    await listener.progress(conn.deviceId, conn.mac, progress);
     events.publish("update", { device: conn.mac, progress, version });
   });
 
@@ -42,5 +49,6 @@ export function handleProgress(ctx: Pick<AppContext, "config" | "db" | "log">, h
     progressRecords.forgetWaiting(conn.deviceId);
     await written;
     ctx.log.info(`device ${conn.mac} now runs ${version}`);
+    await listener.reportedVersion(conn.deviceId, version);
   });
 }

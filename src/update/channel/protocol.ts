@@ -6,11 +6,36 @@
 /** Server -> device. */
 export type ServerMessage =
   | { method: "alert"; alert: Record<string, unknown> }
+  // labgate: a deployment was aborted while the device downloaded its target: stop, install nothing.
+  | { method: "update_abort"; version: string }
+  // labgate: the `update_outcome` of this id is on the server's disk; the device may forget it.
+  | { method: "update_outcome_ack"; id: string }
   | { method: "shell_attach"; mac_addr: string; uuid: string }
   | { method: "action_list_query" }
   | { method: "action_exec"; execution_id: string; action_id: string }
   | { method: "fs_file_probe"; id: string; file: string }
   | { method: "fs_file_download"; id: string; file: string; upload_urls: string[]; part_size: number };
+
+/**
+ * Device -> server, labgate's addition to `update_progress` and `update_version`: what became of
+ * an offered update (README "Deployments"). The device keeps each report until it is
+ * acknowledged (`update_outcome_ack`), across reconnects and restarts, and sends it again on
+ * every connection; the server's handling is idempotent.
+ *
+ *   {"method": "update_outcome", "id": "<unique per report>", "state": "installing" | "installed" | "failed" | "aborted",
+ *    "version": "<the version offered or installed>", "from_version": "<the version it ran>",
+ *    "reason": "download failed: ... | checksum mismatch | install command exited with 3 | rolled back | ...",
+ *    "output": "<the last 4 KiB of the install command's output>"}
+ */
+export interface UpdateOutcomeMessage {
+  method: "update_outcome";
+  id: string;
+  state: "installing" | "installed" | "failed" | "aborted";
+  version: string;
+  from_version?: string;
+  reason?: string;
+  output?: string;
+}
 
 /** An action as served by `action/list` (11.1). */
 export interface ActionDefinition {

@@ -1,16 +1,22 @@
 import { Broadcaster } from "../../http/sse.ts";
 
-/** The live events of update-server.md 15.1. */
-export type EventName = "connect" | "disconnect" | "update";
-export interface DeviceEvent {
-  event: EventName;
-  /** `{"device": mac, ...}`: every event names the device by MAC. */
-  data: { device: string } & Record<string, unknown>;
-}
+/** The live events of update-server.md 15.1, and the deployments' (README "Deployments"). */
+export type DeviceEventName = "connect" | "disconnect" | "update";
+export type DeploymentEventName = "deployment" | "deployment_device";
+export type EventName = DeviceEventName | DeploymentEventName;
+export type DeviceEvent =
+  /** `{"device": mac, ...}`: every device event names the device by MAC. */
+  | { event: DeviceEventName; data: { device: string } & Record<string, unknown> }
+  /** `{"deployment": id, "group": id, ...}`: shown to whoever may read the group. */
+  | { event: DeploymentEventName; data: { deployment: number; group: number } & Record<string, unknown> };
 
 /** In-process publish/subscribe (the reference needs Redis for this; one process needs nothing). */
 export class EventBroadcaster extends Broadcaster<DeviceEvent> {
-  publish(event: EventName, data: DeviceEvent["data"]): void {
+  publish(event: DeviceEventName, data: { device: string } & Record<string, unknown>): void {
+    this.emit({ event, data });
+  }
+
+  publishDeployment(event: DeploymentEventName, data: { deployment: number; group: number } & Record<string, unknown>): void {
     this.emit({ event, data });
   }
 }

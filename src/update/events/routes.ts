@@ -10,8 +10,8 @@ export { MAX_BACKLOG } from "../../http/sse.ts";
 
 /**
  * `GET /api/stream` (update-server.md 15.1): server-sent events `connect`, `disconnect`, `update`
- * as `event:<name>` / `data:<json>` lines. Management token; a user without admin read sees the
- * events of the devices they may read. The stream ends when its token expires or is revoked.
+ * (and `deployment`, `deployment_device`) as `event:<name>` / `data:<json>` lines. Management
+ * token; a user without admin read sees the events of the devices (and deployments' groups) they may read. The stream ends when its token expires or is revoked.
  */
 export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcaster, streams: EventStreams): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -20,7 +20,8 @@ export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcast
     const identity = c.get("identity");
     const visible = (event: DeviceEvent): boolean => {
       if (bypasses(identity, "read")) return true;
-      const device = getDeviceByMac(ctx.db, event.data.device);
+      if (event.event === "deployment" || event.event === "deployment_device") return allowed(ctx.db, identity, "group", event.data.group, "read");
+      const device = getDeviceByMac(ctx.db, String(event.data.device));
       return device !== undefined && allowed(ctx.db, identity, "device", device.id, "read");
     };
     return streams.respond(identity, (send) =>

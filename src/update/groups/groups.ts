@@ -70,7 +70,8 @@ export function toV1(db: Database, row: GroupRow): GroupV1 {
 export interface CatalogWatch {
   changed(): void;
 }
-function changed<T>(catalog: CatalogWatch, write: Promise<T>): Promise<T> {
+/** Wraps a write that changes the catalog (here and in deployments/): `changed(catalog, db.write(...))`. */
+export function changed<T>(catalog: CatalogWatch, write: Promise<T>): Promise<T> {
   catalog.changed();
   return write;
 }

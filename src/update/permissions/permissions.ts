@@ -16,7 +16,7 @@
  *      its name or its MAC address.
  * Admin bypass: svc_admin_rw passes every check; svc_admin_ro passes every read check.
  * Denied read: 404 (the object is hidden, indistinguishable from a missing one).
- * Denied write (update, delete, shell): 403.
+ * Denied write (update, delete, shell, test): 403. `test`: run test configs on the device (src/testrun/devices/).
  */
 import type { Database, Tx } from "../../db/index.ts";
 import type { Identity } from "../../app/context.ts";
@@ -27,7 +27,7 @@ export type PermissionResource = (typeof RESOURCES)[number];
 /** Resources that objects (and routes) have; device_by_tag only names devices. */
 export type Resource = Exclude<PermissionResource, "device_by_tag">;
 
-export const PERMISSIONS = ["read", "update", "delete", "shell"] as const;
+export const PERMISSIONS = ["read", "update", "delete", "shell", "test"] as const;
 export type Permission = (typeof PERMISSIONS)[number];
 
 const TABLES: Record<Resource, string> = { package: "packages", group: "groups", device: "devices" };

@@ -93,6 +93,21 @@ export class UpdateCatalog implements CatalogWatch {
   }
 }
 
+const retargeted = new WeakMap<GroupPlan, Map<string, GroupPlan>>();
+
+/**
+ * The plan of a group with another target (a deployment's): the same packages, its own memo of
+ * answers. Kept as long as the group's plan is (a catalog change makes both anew).
+ */
+export function retarget(plan: GroupPlan, target: string): GroupPlan {
+  if (plan.target === target) return plan;
+  let byTarget = retargeted.get(plan);
+  if (!byTarget) retargeted.set(plan, (byTarget = new Map()));
+  let other = byTarget.get(target);
+  if (!other) byTarget.set(target, (other = { ...plan, target, answers: new Map() }));
+  return other;
+}
+
 const MAX_ANSWERS = 10_000;
 
 /**

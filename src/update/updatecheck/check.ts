@@ -5,10 +5,21 @@ import type { AppContext } from "../../app/context.ts";
 import { signedObjectUrl } from "../../storage/routes.ts";
 import { packageKeys } from "../packages/packages.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
-import { resolveInPlan, type UpdateCatalog } from "./catalog.ts";
+import { resolveInPlan, retarget, type UpdateCatalog } from "./catalog.ts";
 import { dateOf } from "../../util/time.ts";
 
 export type DeviceMetadata = Record<string, string | string[]>;
+
+/**
+ * What an update check does for a device in a deployment (deployments/service.ts): "hold", no
+ * update; or the deployment's target, and `settle` to record (durably) what the resolver found.
+ */
+export type Steer = "hold" | { target: string; settle(offered: boolean, deviceVersion: string): Promise<void> };
+
+/** The deployments as the update check sees them: undefined, the group's policy as usual. */
+export interface Steering {
+  steer(deviceId: number, groupId: number, now: number): Steer | undefined;
+}
 
 /** The 200 body of an update check. */
 export interface Offer {
@@ -69,16 +80,32 @@ export const sameMac = (a: string, b: string): boolean => a.toLowerCase().replac
 
 /**
  * The update check for the token's device (section 18: never the body's MAC): its active group
- * (lowest priority value), that group's policy target and packages, and the resolver. On an
- * offer the device's progress record starts at 0. Undefined means "no update" (204).
+ * (lowest priority value), that group's policy target and packages, and the resolver. A device
+ * in a started phase of a deployment of that group gets the deployment's target instead (or
+ * nothing, once it finished there; deployments/service.ts). On an offer the device's progress
+ * record starts at 0. Undefined means "no update" (204).
  */
-export async function updateCheck(ctx: Pick<AppContext, "clock" | "config" | "tokens">, progress: UpdateProgress, catalog: UpdateCatalog, device: DeviceIdentity, metadata: DeviceMetadata, base: string, now = dateOf(ctx.clock)): Promise<Offer | undefined> {
+export async function updateCheck(
+  ctx: Pick<AppContext, "clock" | "config" | "tokens">,
+  progress: UpdateProgress,
+  catalog: UpdateCatalog,
+  deployments: Steering | undefined,
+  device: DeviceIdentity,
+  metadata: DeviceMetadata,
+  base: string,
+  now = dateOf(ctx.clock),
+): Promise<Offer | undefined> {
   const keys = checkKeys(ctx.config.prefix);
   const groupId = catalog.activeGroup(device.deviceId);
   if (groupId === null) return undefined;
-  const plan = catalog.groupPlan(groupId, keys.version);
-  if (!plan || plan.target === undefined || plan.packages.length === 0) return undefined;
-  const index = resolveInPlan(plan, metadata, keys);
+  const steer = deployments?.steer(device.deviceId, groupId, now.getTime());
+  if (steer === "hold") return undefined;
+  const groupwide = catalog.groupPlan(groupId, keys.version);
+  if (!groupwide) return undefined;
+  const plan = steer ? retarget(groupwide, steer.target) : groupwide;
+  const index = plan.target === undefined || plan.packages.length === 0 ? undefined : resolveInPlan(plan, metadata, keys);
+  // The deployment's record of the answer is durable before the device hears it.
+  if (steer) await steer.settle(index !== undefined, String(metadata[keys.version]));
   if (index === undefined) return undefined;
   const pkg = plan.packages[index];
   await progress.recordUpdateStart(device.deviceId, device.mac, pkg.version, now);

@@ -6,10 +6,10 @@ import type { AppContext, AppEnv } from "../../app/context.ts";
 import { publicBase } from "../../storage/routes.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
 import type { UpdateCatalog } from "./catalog.ts";
-import { checkBody, checkKeys, sameMac, updateCheck } from "./check.ts";
+import { checkBody, checkKeys, sameMac, updateCheck, type Steering } from "./check.ts";
 
 /** `POST /api/v1/update/check` (6.1) with a device token. */
-export function updateCheckRoutes(ctx: AppContext, auth: Auth, progress: UpdateProgress, catalog: UpdateCatalog): Hono<AppEnv> {
+export function updateCheckRoutes(ctx: AppContext, auth: Auth, progress: UpdateProgress, catalog: UpdateCatalog, deployments: Steering): Hono<AppEnv> {
   const macKey = checkKeys(ctx.config.prefix).mac;
   return new Hono<AppEnv>().post("/api/v1/update/check", auth.device(), async (c) => {
     const device = c.get("identity");
@@ -17,7 +17,7 @@ export function updateCheckRoutes(ctx: AppContext, auth: Auth, progress: UpdateP
     const metadata = checkBody(await readJson(c), ctx.config.prefix);
     if (typeof metadata === "string") throw new LabgateError("invalid", metadata);
     if (!sameMac(metadata[macKey] as string, device.mac)) throw new LabgateError("forbidden", `${macKey} does not belong to the device of this token`);
-    const offer = await updateCheck(ctx, progress, catalog, device, metadata, publicBase(ctx, c));
+    const offer = await updateCheck(ctx, progress, catalog, deployments, device, metadata, publicBase(ctx, c));
     return offer ? c.json(offer) : c.body(null, 204);
   });
 }

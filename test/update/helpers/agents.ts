@@ -1,9 +1,11 @@
-import { mkdirSync } from "node:fs";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Agent } from "../../../src/agent/agent.ts";
 import { buildAgentConfig, type AgentConfig } from "../../../src/agent/config.ts";
 import { createLogger } from "../../../src/util/log.ts";
 import type { Clock } from "../../../src/util/time.ts";
+import { labgate } from "../../helpers/cli.ts";
 import { openStream } from "../../helpers/events.ts";
 import { tempDir, waitFor, type TestServer } from "../../helpers/server.ts";
 
@@ -175,4 +177,39 @@ export async function rawDevice(server: TestServer, agent: Agent): Promise<{ ws:
       waiting.push({ method, resolve });
     });
   return { ws, token: token!, messages, next };
+}
+
+/** `labgate agent` as a child process. */
+export interface AgentProcess {
+  child: ChildProcess;
+  mac: string;
+  /** Its config file. */
+  config: string;
+  stderr(): string;
+}
+
+/**
+ * Starts `labgate agent` (labgate()'s command) with a config of its own dirs, a fresh MAC, fast
+ * retries and the YAML lines `extra`; resolves once it says it runs (a start can take seconds on
+ * a busy machine). The caller stops it.
+ */
+export async function spawnAgent(server: TestServer, extra: string[]): Promise<AgentProcess> {
+  const dir = tempDir("labgate-agent-cli-");
+  const files = join(dir, "files");
+  mkdirSync(files);
+  const mac = agentMac();
+  const config = join(dir, "agent.yaml");
+  const lines = [`server: ${server.url}`, "key_type: ed25519", `mac_address: "${mac}"`, `file_base_dir: ${files}`, "retry_min_delay: 0.05", "retry_max_delay: 0.3", "log_level: error"];
+  writeFileSync(config, [...lines, ...extra].join("\n"));
+  const [node, ...entry] = await labgate();
+  const child = spawn(node, [...entry, "agent", "--config", config, "--data-dir", join(dir, "data")], { stdio: ["ignore", "ignore", "pipe"] });
+  let stderr = "";
+  await new Promise<void>((resolve, reject) => {
+    child.stderr!.on("data", (chunk) => {
+      stderr += chunk;
+      if (stderr.includes("labgate agent: device")) resolve();
+    });
+    child.once("exit", (code) => reject(new Error(`the agent exited (${code}): ${stderr}`)));
+  });
+  return { child, mac, config, stderr: () => stderr };
 }

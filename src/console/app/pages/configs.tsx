@@ -318,7 +318,99 @@ function ConfigView({ params, query, me }: PageProps) {
           </Card>
         </div>
       </div>
+      <DeviceHistory name={name} />
     </>
+  );
+}
+
+/** GET /api/v1/configs/{name}/history. */
+interface History {
+  runs: Array<{ id: string; created_at: string; status: string }>;
+  rows: Array<{ device: string; mac_address: string; test_name: string; results: Array<string | null>; flaky: boolean; newly_failing: boolean }>;
+}
+
+const HISTORY_RUNS = 10;
+const HISTORY_ROWS = 1000;
+
+/**
+ * The config's newest runs on managed devices as a matrix: a row per test, a column per device,
+ * in each cell the test's result in each run (oldest left, newest right). Newly failing and
+ * flaky tests are marked and can be shown alone. Not shown for a config never run on devices.
+ */
+function DeviceHistory(props: { name: string }) {
+  const history = useLoad(async () => {
+    const res = await call("GET", `/api/v1/configs/${seg(props.name)}/history?runs=${HISTORY_RUNS}&limit=${HISTORY_ROWS}`);
+    const items = (await res.json()) as History;
+    return { items, total: Number(res.headers.get("x-total-count") ?? items.rows.length) };
+  }, [props.name]);
+  const [only, setOnly] = useState(false);
+  if (!history.data || history.data.items.runs.length === 0) return null;
+  const { items, total } = history.data;
+  const devices = [...new Set(items.rows.map((r) => r.device))].sort();
+  const tests = new Map<string, Map<string, History["rows"][number]>>();
+  for (const row of items.rows) {
+    if (!tests.has(row.test_name)) tests.set(row.test_name, new Map());
+    tests.get(row.test_name)!.set(row.device, row);
+  }
+  const troubled = (cells: Map<string, History["rows"][number]>) => [...cells.values()].some((c) => c.flaky || c.newly_failing || c.results[0] === "failed");
+  const shown = [...tests].filter(([, cells]) => !only || troubled(cells)).sort(([a], [b]) => (a < b ? -1 : 1));
+  const runs = [...items.runs].reverse();
+  return (
+    <Card
+      title="On devices: the newest runs"
+      actions={
+        <label class="small">
+          <input type="checkbox" checked={only} onChange={() => setOnly(!only)} /> only failing or flaky tests
+        </label>
+      }
+    >
+      <p class="muted small">
+        Each cell shows a test's result on a device in the last {runs.length} run{runs.length === 1 ? "" : "s"} on devices, oldest left, newest right.{" "}
+        <span class="history-legend newly-failing">newly failing</span> <span class="history-legend flaky">flaky</span>
+        {total > items.rows.length && ` The first ${items.rows.length} of ${total} (device, test) pairs.`}
+      </p>
+      <div class="history-scroll">
+        <table class="table history" aria-label="Results per device">
+          <thead>
+            <tr>
+              <th>Test</th>
+              {devices.map((d) => (
+                <th key={d} class="mono small">
+                  {d}
+                </th>
+              ))}
+            </tr>
+          </thead>
+          <tbody>
+            {shown.length === 0 && (
+              <tr>
+                <td colSpan={devices.length + 1} class="muted">
+                  No failing or flaky test.
+                </td>
+              </tr>
+            )}
+            {shown.map(([test, cells]) => (
+              <tr key={test} data-test={test}>
+                <td class="mono small">{test}</td>
+                {devices.map((d) => {
+                  const cell = cells.get(d);
+                  if (!cell) return <td key={d} class="muted small">–</td>;
+                  return (
+                    <td key={d} data-device={d} class={cell.newly_failing ? "newly-failing" : cell.flaky ? "flaky" : undefined} title={cell.newly_failing ? "newly failing" : cell.flaky ? "flaky" : undefined}>
+                      <span class="strip">
+                        {[...cell.results].reverse().map((result, i) => (
+                          <a key={runs[i]!.id} href={href(`/runs/${seg(runs[i]!.id)}`)} class={`cell-result result-${result ?? "none"}`} title={`${runs[i]!.created_at}: ${result ?? "not run"}`} aria-label={`${result ?? "not run"} in run ${runs[i]!.id.slice(0, 8)}`} />
+                        ))}
+                      </span>
+                    </td>
+                  );
+                })}
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </Card>
   );
 }
 

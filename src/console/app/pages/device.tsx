@@ -6,6 +6,7 @@ import { href, navigate, type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, prefixOf } from "../session.ts";
 import type { Device, Group } from "../types.ts";
 import { groupName } from "../update.ts";
+import { UpdateHistory } from "../rollouts.tsx";
 import { Badge, Card, ErrorBox, OnlineBadge, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
 
 interface ActionDef {
@@ -120,6 +121,7 @@ function DevicePage({ params, me }: PageProps) {
                   </dl>
                 </Card>
                 <Tags deviceId={d.id} />
+                <UpdateHistory deviceId={d.id} mac={d.mac_address} />
                 <Card title="Metadata">
                   <dl class="props">
                     {Object.entries(d.metadata).map(([k, v]) => (

@@ -4,6 +4,7 @@
  * ../README.md has the conventions.
  */
 import type { Page } from "../router.ts";
+import { deploymentPage, deploymentsPage } from "./deployments.tsx";
 import { devicePage } from "./device.tsx";
 import { devicesPage } from "./devices.tsx";
 import { groupPage, groupsPage } from "./groups.tsx";
@@ -16,4 +17,4 @@ import { runPage } from "./run.tsx";
 import { runsPage } from "./runs.tsx";
 import { triggerPage } from "./trigger.tsx";
 
-export const pages: Page[] = [devicesPage, devicePage, registrationsPage, groupsPage, groupPage, packagesPage, usersPage, configsPage, configPage, runsPage, runPage, triggerPage, nodesPage];
+export const pages: Page[] = [devicesPage, devicePage, registrationsPage, groupsPage, groupPage, deploymentsPage, deploymentPage, packagesPage, usersPage, configsPage, configPage, runsPage, runPage, triggerPage, nodesPage];

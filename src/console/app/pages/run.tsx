@@ -1,7 +1,24 @@
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { api, call, get, seg } from "../api.ts";
 import { href, navigate, type Page, type PageProps } from "../router.ts";
-import { canReadTests, canRunTests, countRows, Counts, failuresFirst, isFinal, RepeatDialog, runBase, RUN_STREAM, StatusBadge, type Artifact, type ReportRow, type Run, type RunEvents } from "../testruns.tsx";
+import {
+  canReadTests,
+  canRunTests,
+  countRows,
+  Counts,
+  failuresFirst,
+  isFinal,
+  RepeatDialog,
+  runBase,
+  RUN_STREAM,
+  StatusBadge,
+  whereOf,
+  type Artifact,
+  type DeviceProgress,
+  type ReportRow,
+  type Run,
+  type RunEvents,
+} from "../testruns.tsx";
 import { Card, Empty, ErrorBox, PageHeader, Show, Table, Time, useAction, useDebounced, useEventSource, useEvery, useLoad } from "../ui.tsx";
 
 /** A run: here (`/runs/<id>`), or on a lab node read through this gateway (`/runs/<id>?node=<name>`). */
@@ -77,14 +94,17 @@ function RunPage({ params, query, me }: PageProps) {
               </ul>
             </div>
           )}
+          {r.devices && <Devices devices={r.devices} />}
           {isFinal(r) ? (
             <>
-              <Report base={base} runId={r.id} />
+              <Report base={base} runId={r.id} devices={r.devices?.map((d) => d.name)} />
               <Artifacts base={base} />
             </>
           ) : (
             <Card title="Report">
-              <p class="muted">{r.status === "pending" ? "Waiting in the queue (one run at a time)…" : "Running… the report and artifacts appear when it ends."}</p>
+              <p class="muted">
+                {r.status === "pending" ? "Waiting in the queue (one run at a time)…" : r.devices ? "Running on the devices above… the report and artifacts appear when every device is done." : "Running… the report and artifacts appear when it ends."}
+              </p>
             </Card>
           )}
           {repeat && <RepeatDialog run={r} onClose={() => setRepeat(false)} />}
@@ -97,7 +117,7 @@ function RunPage({ params, query, me }: PageProps) {
 function RunHeader(props: { run: Run; node: string | undefined }) {
   const r = props.run;
   const overrides = Array.isArray(r.overrides) ? r.overrides : Object.keys(r.overrides ?? {}).length > 0 ? [JSON.stringify(r.overrides)] : [];
-  const where = props.node ?? (r.machine_target && r.machine_target !== "localhost" ? `node role ${r.machine_target}` : "this gateway");
+  const where = props.node ?? whereOf(r);
   return (
     <Card>
       <dl class="props run-props">
@@ -107,7 +127,7 @@ function RunHeader(props: { run: Run; node: string | undefined }) {
         </dd>
         <dt>Suite</dt>
         <dd>{r.test_suite_name || <span class="muted">all groups</span>}</dd>
-        <dt>Node</dt>
+        <dt>{r.devices ? "Devices" : "Node"}</dt>
         <dd>{where}</dd>
         <dt>Created</dt>
         <dd>
@@ -165,6 +185,32 @@ function RunHeader(props: { run: Run; node: string | undefined }) {
   );
 }
 
+const DEVICE_STATES: Record<string, string> = { waiting: "waiting to connect", pending: "pending" };
+
+/** A run on managed devices: each device's share, live (counts as its rows come), failures first. */
+function Devices(props: { devices: DeviceProgress[] }) {
+  const running = props.devices.filter((d) => d.status === "waiting" || d.status === "running").length;
+  return (
+    <Card title={`Devices (${props.devices.length})`} actions={running > 0 ? <span class="muted small">{running} still running</span> : undefined}>
+      <Table
+        rows={props.devices}
+        class="devices"
+        label="Devices"
+        rowKey={(d) => d.mac}
+        rowAttrs={(d) => ({ "data-device": d.name, class: d.status === "failed" || d.failed > 0 ? "row-failed" : undefined })}
+        columns={[
+          { head: "Device", cell: (d) => <span title={d.mac}>{d.name}</span> },
+          { head: "State", cell: (d) => (DEVICE_STATES[d.status] ? <span class="muted">{DEVICE_STATES[d.status]}</span> : <StatusBadge status={d.status} />) },
+          { head: "Passed", class: "num", headClass: "num", cell: (d) => d.passed.toLocaleString() },
+          { head: "Failed", class: "num", headClass: "num", cell: (d) => (d.failed > 0 ? <span class="fail-count">{d.failed.toLocaleString()}</span> : "0") },
+          { head: "Skipped", class: "num hide-narrow", headClass: "num hide-narrow", cell: (d) => d.skipped.toLocaleString() },
+          { head: "Why", cell: (d) => (d.error ? <span class={d.status === "aborted" ? "muted small" : "form-error small"}>{d.error}</span> : "") },
+        ]}
+      />
+    </Card>
+  );
+}
+
 const duration = (from: string, to: string): string => {
   const s = Math.max(0, (new Date(to).getTime() - new Date(from).getTime()) / 1000);
   return s < 60 ? `${s.toFixed(0)} s` : `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
@@ -198,7 +244,7 @@ function Message(props: { text: string; open: boolean; onToggle: () => void }) {
 }
 
 /** The report as a table: counts, failures first, a filter box, messages expandable; paged (10,000 cases stay quick). */
-function Report(props: { base: string; runId: string }) {
+function Report(props: { base: string; runId: string; devices?: string[] | undefined }) {
   const report = useLoad(async () => {
     const res = await call("GET", `${props.base}/report?format=json`);
     // A protoplaster node answers CSV whatever the format: offer the download only.
@@ -207,15 +253,19 @@ function Report(props: { base: string; runId: string }) {
   }, [props.base]);
   const [text, setText] = useState("");
   const [status, setStatus] = useState("");
+  const [device, setDevice] = useState("");
   const [open, setOpen] = useState<Set<number>>(new Set());
   const filter = useDebounced(text.trim().toLowerCase(), 200);
   const ordered = useMemo(() => (report.data ? failuresFirst(report.data) : []), [report.data]);
   const counts = useMemo(() => countRows(report.data ?? []), [report.data]);
   const shown = useMemo(
-    () => ordered.filter((row) => (!status || row.status === status) && (!filter || Object.values(row).some((v) => v.toLowerCase().includes(filter)))),
-    [ordered, filter, status],
+    () =>
+      ordered.filter(
+        (row) => (!status || row.status === status) && (!device || row["device name"] === device) && (!filter || Object.values(row).some((v) => v.toLowerCase().includes(filter))),
+      ),
+    [ordered, filter, status, device],
   );
-  useEffect(() => setOpen(new Set()), [filter, status]);
+  useEffect(() => setOpen(new Set()), [filter, status, device]);
   const toggle = (n: number) => {
     const next = new Set(open);
     if (next.has(n)) next.delete(n);
@@ -260,10 +310,20 @@ function Report(props: { base: string; runId: string }) {
                   <option value="skipped">skipped</option>
                   <option value="passed">passed</option>
                 </select>
+                {props.devices && (
+                  <select aria-label="Filter by device" value={device} onChange={(e) => setDevice((e.target as HTMLSelectElement).value)}>
+                    <option value="">all devices</option>
+                    {props.devices.map((d) => (
+                      <option key={d} value={d}>
+                        {d}
+                      </option>
+                    ))}
+                  </select>
+                )}
                 <span class="muted small">{shown.length === rows.length ? "failures first" : `${shown.length.toLocaleString()} of ${rows.length.toLocaleString()} cases`}</span>
               </div>
               <Table
-                key={`${filter}\n${status}`}
+                key={`${filter}\n${status}\n${device}`}
                 rows={shown}
                 class="report"
                 label="Report"

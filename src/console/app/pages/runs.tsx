@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { api, call, get, getPage, messageOf, seg } from "../api.ts";
 import { href, navigate, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { RUN_STATUSES } from "../../../testrun/runs/status.ts";
-import { canReadTests, canRunTests, isFinal, LOCAL_DEVICE, PatternHelp, RepeatDialog, RUN_STREAM, StatusBadge, type Run, type RunEvents, type TestConfig } from "../testruns.tsx";
+import { canReadTests, canRunTests, isFinal, LOCAL_DEVICE, PatternHelp, RepeatDialog, RUN_STREAM, StatusBadge, type Run, type RunEvents, type TestConfig, type TestTargets, whereOf } from "../testruns.tsx";
 import { Field, Modal, ModalButtons, PageHeader, Show, Table, Time, useAction, useEventSource, useLoad, type TableProps } from "../ui.tsx";
 
 const LIMIT = 25;
@@ -164,7 +164,7 @@ function RunTable(props: { runs: Run[]; write: boolean; onRepeat: (run: Run) => 
           class: "hide-narrow",
           cell: (r) => (
             <>
-              {r.machine_target && r.machine_target !== "localhost" ? r.machine_target : "this gateway"}
+              {whereOf(r)}
               {r.machine_target === "localhost" && (
                 <div class="small">
                   <a href={href(`/triggers/${seg(r.trigger_id)}`)}>multi-node trigger</a>
@@ -228,7 +228,19 @@ function TriggerDialog(props: { configs: TestConfig[]; initial: string; onClose:
   const [rows, setRows] = useState<OverrideRow[]>([]);
   const [free, setFree] = useState("");
   const [pattern, setPattern] = useState("");
-  const [where, setWhere] = useState<"here" | "nodes" | "target">("here");
+  const [where, setWhere] = useState<"here" | "nodes" | "target" | "devices">("here");
+  const targets = useLoad(() => get<TestTargets>("/api/v1/test-targets"));
+  const [kind, setKind] = useState<"group" | "tag" | "device">("group");
+  const [place, setPlace] = useState("");
+  const places = (t: TestTargets | undefined): Array<{ value: string; label: string }> =>
+    !t
+      ? []
+      : kind === "group"
+        ? t.groups.map((g) => ({ value: g.name, label: `${g.name} (${g.devices} device${g.devices === 1 ? "" : "s"})` }))
+        : kind === "tag"
+          ? t.tags.map((g) => ({ value: g.tag, label: `${g.tag} (${g.devices} device${g.devices === 1 ? "" : "s"})` }))
+          : t.devices.map((d) => ({ value: d.mac_address, label: d.name === d.mac_address ? d.name : `${d.name} (${d.mac_address})` }));
+  const devicePlace = place || places(targets.data)[0]?.value || "";
   const [picked, setPicked] = useState<Set<string>>(new Set([LOCAL_DEVICE]));
   const [target, setTarget] = useState("");
   const [error, setError] = useState<string>();
@@ -253,6 +265,7 @@ function TriggerDialog(props: { configs: TestConfig[]; initial: string; onClose:
     if (pattern.trim()) body.pattern = pattern.trim();
     if (where === "nodes") body.nodes = [...picked];
     if (where === "target" && target.trim()) body.machine_target = target.trim();
+    if (where === "devices") body.machine_target = `${kind}:${devicePlace}`;
     try {
       const res = await call("POST", "/api/v1/test-runs", { json: body });
       const trigger = res.headers.get("x-trigger-id");
@@ -343,7 +356,7 @@ function TriggerDialog(props: { configs: TestConfig[]; initial: string; onClose:
           <legend class="field-label">Where</legend>
           <div class="checks column">
             <label>
-              <input type="radio" name="where" checked={where === "here"} onChange={() => setWhere("here")} /> On this gateway (entries with <code>machines:</code> go to those nodes)
+              <input type="radio" name="where" checked={where === "here"} onChange={() => setWhere("here")} /> On this gateway (entries with <code>machines:</code> go to those nodes or devices)
             </label>
             <label>
               <input type="radio" name="where" checked={where === "nodes"} onChange={() => setWhere("nodes")} /> On several nodes at once, each running everything
@@ -373,10 +386,38 @@ function TriggerDialog(props: { configs: TestConfig[]; initial: string; onClose:
               <input type="radio" name="where" checked={where === "target"} onChange={() => setWhere("target")} /> As a node role (<code>machine_target</code>: only the entries for that machine)
             </label>
             {where === "target" && <input aria-label="Machine target" class="mono indent" value={target} onInput={(e) => setTarget((e.target as HTMLInputElement).value)} placeholder="localhost or a machine name" />}
+            <label>
+              <input type="radio" name="where" checked={where === "devices"} onChange={() => setWhere("devices")} /> On managed devices (their agents run the entries without <code>machines:</code>)
+            </label>
+            {where === "devices" && (
+              <div class="form-row indent" role="group" aria-label="Devices">
+                <select aria-label="Run on" value={kind} onChange={(e) => (setKind((e.target as HTMLSelectElement).value as typeof kind), setPlace(""))}>
+                  <option value="group">every device of a group</option>
+                  <option value="tag">every device with a tag</option>
+                  <option value="device">one device</option>
+                </select>
+                <select aria-label={kind === "group" ? "Group" : kind === "tag" ? "Tag" : "Device"} class="grow" value={devicePlace} onChange={(e) => setPlace((e.target as HTMLSelectElement).value)}>
+                  {places(targets.data).map((p) => (
+                    <option key={p.value} value={p.value}>
+                      {p.label}
+                    </option>
+                  ))}
+                </select>
+                <span class="hint">
+                  {targets.error
+                    ? targets.error
+                    : places(targets.data).length === 0
+                      ? `No ${kind} you may run tests on (it takes the test permission on its devices).`
+                      : kind === "device" && targets.data && targets.data.total > targets.data.devices.length
+                        ? `The first ${targets.data.devices.length} of ${targets.data.total} devices; a group or tag reaches them all.`
+                        : "Only devices you hold the test permission on are offered. Each device's agent must have tests enabled."}
+                </span>
+              </div>
+            )}
           </div>
         </fieldset>
 
-        <ModalButtons error={error} onCancel={props.onClose} submit={busy ? "Starting…" : "Start run"} disabled={busy || !config || (where === "nodes" && picked.size === 0)} />
+        <ModalButtons error={error} onCancel={props.onClose} submit={busy ? "Starting…" : "Start run"} disabled={busy || !config || (where === "nodes" && picked.size === 0) || (where === "devices" && !devicePlace)} />
       </form>
     </Modal>
   );

@@ -33,7 +33,7 @@ const SCOPES: Array<[string, string]> = [
   ["tests_ro", "read test runs"],
 ];
 const RESOURCES = ["device", "device_by_tag", "group", "package"];
-const PERMISSIONS = ["read", "update", "delete", "shell"];
+const PERMISSIONS = ["read", "update", "delete", "shell", "test"];
 
 function Users({ me }: PageProps) {
   const accounts = useLoad(() => get<Account[]>("/api/v1/users"));

@@ -1,0 +1,91 @@
+/**
+ * What the server's config (config.ts) and the agent's (src/agent/config.ts) are written with:
+ * zod schemas of their keys with messages that say what a key accepts, and one way to turn the
+ * first problem into a ConfigError that names the key (the CLI exits 2 with it). Kept apart from
+ * config.ts so that the agent reads its config without the server's modules.
+ */
+import { readFileSync } from "node:fs";
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+
+/** A bad config file, flag or environment value; the CLI exits with code 2 and this message. */
+export class ConfigError extends Error {}
+
+/** A value that does not fit its key: `what` is wrong, at `path` below the key being read. */
+export class Problem extends Error {
+  readonly what: string;
+  readonly path: Array<string | number>;
+  constructor(what: string, path: Array<string | number> = []) {
+    super(what);
+    this.what = what;
+    this.path = path;
+  }
+}
+
+export const shown = (value: unknown) => JSON.stringify(value);
+
+/** A value read by `read`, which throws Problem for a value that does not fit (a ConfigError passes through). */
+export const custom = <T>(read: (value: unknown) => T) =>
+  z.unknown().transform((value, ctx): T => {
+    try {
+      return read(value);
+    } catch (error) {
+      if (!(error instanceof Problem)) throw error;
+      ctx.addIssue({ code: "custom", message: error.what, path: error.path });
+      return z.NEVER;
+    }
+  });
+
+export const string = () => z.string({ error: (iss) => `expected a string, got ${shown(iss.input)}` });
+export const boolean = () => z.boolean({ error: (iss) => `expected true or false, got ${shown(iss.input)}` });
+export const oneOf = <const T extends readonly [string, ...string[]]>(...values: T) =>
+  z.enum(values, { error: (iss) => `expected one of ${values.join(", ")}, got ${shown(iss.input)}` });
+export const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => {
+  const error = (iss: { input?: unknown }) => `expected an integer from ${min} to ${max}, got ${shown(iss.input)}`;
+  return z.number({ error }).int({ error }).min(min, { error }).max(max, { error });
+};
+export const positive = () => {
+  const error = (iss: { input?: unknown }) => `expected a number greater than 0, got ${shown(iss.input)}`;
+  return z.number({ error }).positive({ error });
+};
+/** A list of strings: a command's argv (never run through a shell). */
+export const argv = () =>
+  custom((value): string[] => {
+    if (Array.isArray(value) && value.every((x) => typeof x === "string")) return value;
+    throw new Problem("expected a list of strings (argv, no shell)");
+  });
+
+/** A section: a mapping of its keys (absent or empty: every default); an unknown key is an error. */
+export const section = <Shape extends z.ZodRawShape>(shape: Shape, what = "expected a mapping") =>
+  z.preprocess((value) => value ?? {}, z.strictObject(shape, { error: (iss) => (iss.code === "invalid_type" ? what : undefined) })).prefault({});
+
+/**
+ * `input` read by `schema`, or a ConfigError naming the first key that does not fit (an unknown
+ * key before a bad value): `name(path)` turns the key's path into what the message calls it.
+ */
+export function parseWith<T extends z.ZodType>(schema: T, input: unknown, name: (path: Array<PropertyKey>) => string): z.output<T> {
+  const result = schema.safeParse(input);
+  if (result.success) return result.data;
+  const unknownKey = result.error.issues.find((i) => i.code === "unrecognized_keys");
+  const issue = unknownKey ?? result.error.issues[0]!;
+  const path = issue.code === "unrecognized_keys" ? [...issue.path, issue.keys[0]!] : issue.path;
+  throw new ConfigError(`${name(path)}: ${issue.code === "unrecognized_keys" ? "unknown key" : issue.message}`);
+}
+
+/** Reads a YAML file whose top level must be a mapping (empty: `{}`); `what` names it in messages. */
+export function readYamlMapping(path: string, what: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    throw new ConfigError(`cannot read ${what} ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text) ?? {};
+  } catch (error) {
+    throw new ConfigError(`${what} ${path} is not valid YAML: ${(error as Error).message.split("\n")[0]}`);
+  }
+  if (typeof raw !== "object" || Array.isArray(raw)) throw new ConfigError(`${what} ${path}: expected a mapping at the top level`);
+  return raw as Record<string, unknown>;
+}

@@ -1,0 +1,546 @@
+/*
+ * Deployments (README "Deployments"): the list, the New deployment dialog and one deployment's
+ * page with its phases, counts and devices, which move live with the `deployment` and
+ * `deployment_device` events of /api/stream.
+ */
+import { useMemo, useState } from "preact/hooks";
+import { api, get, getPage, messageOf, seg } from "../api.ts";
+import { href, navigate, replaceQuery, type Page, type PageProps } from "../router.ts";
+import { prefixOf } from "../session.ts";
+import type { Group, Package } from "../types.ts";
+import { groupName } from "../update.ts";
+import { useDeploymentEvents } from "../rollouts.tsx";
+import { Badge, Card, Field, Modal, ModalButtons, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
+
+const STATES = ["waiting", "offered", "downloading", "installing", "installed", "failed", "already_installed", "no_package", "not_reached", "aborted"] as const;
+type State = (typeof STATES)[number];
+type Counts = Record<State, number>;
+
+export interface Deployment {
+  id: number;
+  group: number;
+  version: string;
+  status: "scheduled" | "running" | "paused" | "completed" | "aborted";
+  pause_reason: string | null;
+  current_phase: number;
+  gate: "go" | "wait" | "stuck" | null;
+  window_open: boolean;
+  devices: number;
+  counts: Counts;
+  phases: Array<{ index: number; devices: number; started: string | null; succeeded: number; counts: Counts }>;
+  success_percent: number | null;
+  success_wait_minutes: number | null;
+  error_percent: number | null;
+  device_timeout_minutes: number;
+  start_at: string | null;
+  window: { days: string[]; from: string; to: string; timezone: string } | null;
+  created: string;
+  created_by: string | null;
+  started: string | null;
+  finished: string | null;
+}
+
+interface Member {
+  device: number;
+  mac_address: string;
+  name: string;
+  phase: number;
+  state: State;
+  progress: number | null;
+  from_version: string | null;
+  reason: string | null;
+  output: string | null;
+  updated: string;
+}
+
+/** Labels and colours of the states (the stacked bars and the badges agree). */
+const LOOK: Record<State, { label: string; tone: "ok" | "warn" | "bad" | "info" | "muted"; color: string }> = {
+  waiting: { label: "waiting", tone: "muted", color: "#d0d5dd" },
+  offered: { label: "offered", tone: "info", color: "#9db7f5" },
+  downloading: { label: "downloading", tone: "info", color: "#2458d6" },
+  installing: { label: "installing", tone: "info", color: "#6938ef" },
+  installed: { label: "installed", tone: "ok", color: "#16794a" },
+  already_installed: { label: "already installed", tone: "ok", color: "#6cc08b" },
+  failed: { label: "failed", tone: "bad", color: "#b42318" },
+  no_package: { label: "no package", tone: "warn", color: "#e0a03a" },
+  not_reached: { label: "not reached", tone: "warn", color: "#a15c00" },
+  aborted: { label: "aborted", tone: "muted", color: "#667085" },
+};
+
+const STATUS_TONE: Record<Deployment["status"], "ok" | "warn" | "bad" | "info" | "muted"> = { scheduled: "muted", running: "info", paused: "warn", completed: "ok", aborted: "bad" };
+
+export function StatusBadge(props: { status: Deployment["status"] }) {
+  return <Badge tone={STATUS_TONE[props.status]}>{props.status}</Badge>;
+}
+
+export function StateBadge(props: { state: State }) {
+  return <Badge tone={LOOK[props.state].tone}>{LOOK[props.state].label}</Badge>;
+}
+
+/** One bar, a segment per state in proportion to its devices (hover: the numbers). */
+export function StateBar(props: { counts: Counts; total: number; wide?: boolean }) {
+  const parts = STATES.filter((s) => props.counts[s] > 0);
+  const summary = parts.map((s) => `${props.counts[s]} ${LOOK[s].label}`).join(", ") || "no devices";
+  return (
+    <span class={`state-bar ${props.wide ? "wide" : ""}`} role="img" aria-label={summary} title={summary}>
+      {parts.map((s) => (
+        <span key={s} class="state-seg" data-state={s} style={{ width: `${(props.counts[s] * 100) / Math.max(1, props.total)}%`, background: LOOK[s].color }} />
+      ))}
+    </span>
+  );
+}
+
+function Legend(props: { counts: Counts }) {
+  return (
+    <div class="state-legend">
+      {STATES.filter((s) => props.counts[s] > 0).map((s) => (
+        <span key={s} class="small">
+          <span class="swatch" style={{ background: LOOK[s].color }} /> {LOOK[s].label} <strong>{props.counts[s]}</strong>
+        </span>
+      ))}
+    </div>
+  );
+}
+
+const phaseText = (d: Deployment) => (d.current_phase < 0 ? "not started" : `${d.current_phase + 1} of ${d.phases.length}`);
+
+// ---- the list -----------------------------------------------------------------------------
+
+const PAGE = 50;
+
+function Deployments({ query, me }: PageProps) {
+  const status = query.get("status") ?? "";
+  const offset = Number(query.get("offset") ?? 0) || 0;
+  const [creating, setCreating] = useState(false);
+  const list = useLoad(() => getPage<Deployment>(`/api/v2/deployments?limit=${PAGE}&offset=${offset}${status ? `&status=${seg(status)}` : ""}`), [status, offset]);
+  const groups = useLoad(() => get<Group[]>("/api/v2/groups"));
+  const names = useMemo(() => new Map((groups.data ?? []).map((g) => [g.id, groupName(g)])), [groups.data]);
+  useDeploymentEvents(() => true, list.reload);
+
+  return (
+    <>
+      <PageHeader title="Deployments" sub="Roll a version out to a group in phases; pause, abort, and see every device's outcome.">
+        <select aria-label="Status" value={status} onChange={(e) => replaceQuery({ status: e.currentTarget.value || undefined, offset: undefined })}>
+          <option value="">all statuses</option>
+          {["scheduled", "running", "paused", "completed", "aborted"].map((s) => (
+            <option key={s} value={s}>
+              {s}
+            </option>
+          ))}
+        </select>
+        <button type="button" class="primary" onClick={() => setCreating(true)}>
+          New deployment
+        </button>
+      </PageHeader>
+      <Show loaded={list}>
+        {({ items, total }) => (
+          <Table
+            rows={items}
+            rowKey={(d) => d.id}
+            rowAttrs={(d) => ({ "data-deployment": d.id })}
+            empty={status ? `No ${status} deployments.` : "No deployments yet: start one with New deployment."}
+            pager={{ offset, limit: PAGE, total, onChange: (o) => replaceQuery({ offset: o || undefined }) }}
+            columns={[
+              {
+                head: "Deployment",
+                cell: (d) => (
+                  <>
+                    <a href={href(`/deployments/${d.id}`)} class="strong">
+                      #{d.id} · <span class="mono">{d.version}</span>
+                    </a>
+                    <div class="muted small">
+                      to <a href={href(`/groups/${d.group}`)}>{names.get(d.group) ?? `Group ${d.group}`}</a>
+                    </div>
+                  </>
+                ),
+              },
+              { head: "Phase", class: "nowrap", cell: (d) => phaseText(d) },
+              {
+                head: "Devices",
+                cell: (d) => (
+                  <>
+                    <StateBar counts={d.counts} total={d.devices} />
+                    <div class="muted small">
+                      {d.counts.installed + d.counts.already_installed} of {d.devices} up to date{d.counts.failed > 0 ? ` · ${d.counts.failed} failed` : ""}
+                    </div>
+                  </>
+                ),
+              },
+              { head: "Started", class: "hide-narrow", cell: (d) => (d.started ? <Time value={d.started} /> : d.start_at ? <span class="muted">at <Time value={d.start_at} /></span> : "–") },
+              { head: "Status", cell: (d) => <StatusBadge status={d.status} /> },
+            ]}
+          />
+        )}
+      </Show>
+      {creating && (
+        <NewDeployment
+          prefix={prefixOf(me)}
+          onClose={() => setCreating(false)}
+          onCreated={(d) => {
+            setCreating(false);
+            navigate(`/deployments/${d.id}`);
+          }}
+        />
+      )}
+    </>
+  );
+}
+
+const DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+
+/** The New deployment dialog: group, version (from the group's packages), phases, gates, window, start. */
+function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: (d: Deployment) => void }) {
+  const groups = useLoad(() => get<Group[]>("/api/v2/groups"));
+  const packages = useLoad(() => get<Package[]>("/api/v1/packages"));
+  const [groupId, setGroupId] = useState("");
+  const [error, setError] = useState<string>();
+  const [busy, setBusy] = useState(false);
+  const [useWindow, setUseWindow] = useState(false);
+  const [days, setDays] = useState<string[]>(["mon", "tue", "wed", "thu", "fri"]);
+  const group = groups.data?.find((g) => String(g.id) === groupId);
+  const versions = useMemo(() => {
+    if (!group || !packages.data) return [];
+    const key = `${props.prefix}.software.version`;
+    return [...new Set(packages.data.filter((p) => group.packages.includes(p.id)).map((p) => String(p.metadata[key] ?? "")))].filter(Boolean).sort();
+  }, [group, packages.data]);
+
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const data = new FormData(e.currentTarget as HTMLFormElement);
+    const text = (name: string) => String(data.get(name) ?? "").trim();
+    const numberOrNull = (name: string) => (text(name) === "" ? null : Number(text(name)));
+    const phases = text("phases")
+      .split(/[\s,]+/)
+      .filter(Boolean)
+      .map((p) => (p.endsWith("d") ? { devices: Number(p.slice(0, -1)) } : Number(p.replace(/%$/, ""))));
+    const body: Record<string, unknown> = {
+      group: Number(groupId),
+      version: text("version"),
+      phases,
+      success_percent: text("gate") === "manual" ? null : numberOrNull("success_percent"),
+      success_wait_minutes: numberOrNull("success_wait_minutes"),
+      error_percent: numberOrNull("error_percent"),
+      device_timeout_minutes: Number(text("device_timeout_minutes") || 1440),
+      start_at: text("start_at") ? new Date(text("start_at")).toISOString() : null,
+      window: useWindow ? { days, from: text("window_from"), to: text("window_to"), timezone: text("timezone") || "UTC" } : null,
+    };
+    setBusy(true);
+    setError(undefined);
+    try {
+      props.onCreated(await api<Deployment>("POST", "/api/v2/deployments", { json: body }));
+    } catch (err) {
+      setError(messageOf(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  return (
+    <Modal title="New deployment" onClose={props.onClose} wide>
+      <form onSubmit={submit} class="deployment-form">
+        <div class="form-row">
+          <Field label="Group" wide>
+            <select name="group" value={groupId} onChange={(e) => setGroupId(e.currentTarget.value)} required>
+              <option value="">choose a group…</option>
+              {(groups.data ?? []).map((g) => (
+                <option key={g.id} value={g.id}>
+                  {groupName(g)} ({g.devices.length} devices, policy {g.policy})
+                </option>
+              ))}
+            </select>
+          </Field>
+          <Field label="Version" hint={group && versions.length === 0 ? "This group has no packages: assign some on its page." : undefined}>
+            <select name="version" required disabled={!group}>
+              {versions.map((v) => (
+                <option key={v} value={v}>
+                  {v}
+                </option>
+              ))}
+            </select>
+          </Field>
+        </div>
+        <div class="form-row">
+          <Field label="Phases" hint='Cumulative percents of the group, e.g. "5, 25, 100"; "2d" is a phase of 2 devices. The last is 100.'>
+            <input name="phases" defaultValue="10, 50, 100" required style={{ width: "200px" }} />
+          </Field>
+          <Field label="Next phase">
+            <select name="gate" defaultValue="auto">
+              <option value="auto">automatically, when…</option>
+              <option value="manual">only by hand</option>
+            </select>
+          </Field>
+          <Field label="installed (%)">
+            <input name="success_percent" type="number" min="0" max="100" defaultValue="90" style={{ width: "80px" }} />
+          </Field>
+          <Field label="and waited (min)">
+            <input name="success_wait_minutes" type="number" min="0" placeholder="0" style={{ width: "90px" }} />
+          </Field>
+        </div>
+        <div class="form-row">
+          <Field label="Pause above failed (%)" hint="Of the devices started so far; empty: never.">
+            <input name="error_percent" type="number" min="0" max="100" defaultValue="20" style={{ width: "90px" }} />
+          </Field>
+          <Field label="Device timeout (min)" hint="Not finished by then: not reached.">
+            <input name="device_timeout_minutes" type="number" min="1" defaultValue="1440" style={{ width: "100px" }} />
+          </Field>
+          <Field label="Start at" hint="Empty: now.">
+            <input name="start_at" type="datetime-local" />
+          </Field>
+        </div>
+        <fieldset class="plain">
+          <label class="check">
+            <input type="checkbox" checked={useWindow} onChange={(e) => setUseWindow(e.currentTarget.checked)} /> Only inside a maintenance window
+          </label>
+          {useWindow && (
+            <div class="form-row">
+              <div class="field">
+                <span class="field-label">Days</span>
+                <div class="row">
+                  {DAYS.map((d) => (
+                    <label key={d} class="check small">
+                      <input type="checkbox" checked={days.includes(d)} onChange={(e) => setDays(e.currentTarget.checked ? [...days, d] : days.filter((x) => x !== d))} /> {d}
+                    </label>
+                  ))}
+                </div>
+              </div>
+              <Field label="From">
+                <input name="window_from" type="time" defaultValue="22:00" required />
+              </Field>
+              <Field label="To">
+                <input name="window_to" type="time" defaultValue="05:00" required />
+              </Field>
+              <Field label="Time zone">
+                <input name="timezone" defaultValue={Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC"} style={{ width: "160px" }} />
+              </Field>
+            </div>
+          )}
+        </fieldset>
+        <ModalButtons error={error} onCancel={props.onClose} submit={busy ? "Starting…" : "Start deployment"} disabled={busy || !group || versions.length === 0} />
+      </form>
+    </Modal>
+  );
+}
+
+// ---- one deployment -----------------------------------------------------------------------
+
+const DEVICE_PAGE = 100;
+
+function DeploymentView({ params, query }: PageProps) {
+  const id = Number(params.id);
+  const state = query.get("state") ?? "";
+  const offset = Number(query.get("offset") ?? 0) || 0;
+  const deployment = useLoad(() => get<Deployment>(`/api/v2/deployments/${id}`), [id]);
+  const members = useLoad(() => getPage<Member>(`/api/v2/deployments/${id}/devices?limit=${DEVICE_PAGE}&offset=${offset}${state ? `&state=${seg(state)}` : ""}`), [id, state, offset]);
+  const groups = useLoad(() => get<Group[]>("/api/v2/groups"));
+  const [busy, run] = useAction();
+  useDeploymentEvents((d) => d.deployment === id, () => {
+    deployment.reload();
+    members.reload();
+  });
+
+  const command = (name: "pause" | "resume" | "abort" | "advance", done: string, confirm?: Parameters<typeof run>[1]) =>
+    run(async () => deployment.setData(await api<Deployment>("POST", `/api/v2/deployments/${id}/${name}`)), { done, ...confirm }).then(() => members.reload());
+
+  return (
+    <Show loaded={deployment}>
+      {(d) => {
+        const group = groups.data?.find((g) => g.id === d.group);
+        const active = d.status === "running" || d.status === "paused" || d.status === "scheduled";
+        return (
+          <>
+            <PageHeader
+              title={
+                <>
+                  Deployment #{d.id}: <span class="mono">{d.version}</span> <StatusBadge status={d.status} />
+                </>
+              }
+              sub={
+                <>
+                  <a href={href("/deployments")}>Deployments</a> / to <a href={href(`/groups/${d.group}`)}>{group ? groupName(group) : `Group ${d.group}`}</a> · created <Time value={d.created} />
+                  {d.created_by ? ` by ${d.created_by}` : ""}
+                </>
+              }
+            >
+              {d.status === "running" && (
+                <button type="button" disabled={busy} onClick={() => command("pause", "Paused: no new offers")}>
+                  Pause
+                </button>
+              )}
+              {d.status === "paused" && (
+                <button type="button" class="primary" disabled={busy} onClick={() => command("resume", "Resumed")}>
+                  Resume
+                </button>
+              )}
+              {active && d.status !== "scheduled" && d.current_phase < d.phases.length - 1 && (
+                <button
+                  type="button"
+                  disabled={busy}
+                  onClick={() =>
+                    command("advance", `Phase ${d.current_phase + 2} started`, {
+                      confirm: [`Start phase ${d.current_phase + 2} of ${d.phases.length} now?`, { body: "Its devices are offered the version at their next check, whatever the current phase's gate says.", confirm: "Start next phase" }],
+                    })
+                  }
+                >
+                  Next phase
+                </button>
+              )}
+              {active && (
+                <button
+                  type="button"
+                  class="danger"
+                  disabled={busy}
+                  onClick={() =>
+                    command("abort", "Deployment aborted", {
+                      confirm: [`Abort deployment #${d.id}?`, { body: "No device is offered the version any more; devices downloading it are told to stop. The group's policy stays as it was.", confirm: "Abort", danger: true }],
+                    })
+                  }
+                >
+                  Abort
+                </button>
+              )}
+            </PageHeader>
+            {d.status === "paused" && d.pause_reason && (
+              <div class="error-box" role="status">
+                <strong>Paused:</strong> {d.pause_reason}
+              </div>
+            )}
+            {d.gate === "stuck" && d.status === "running" && (
+              <div class="note-box" role="status">
+                Phase {d.current_phase + 1} finished below its gate ({d.success_percent === null ? "the next phase starts only by hand" : `${d.success_percent}% must install`}): start the next phase with <em>Next phase</em>, or abort.
+              </div>
+            )}
+            <div class="grid2">
+              <Card title="Devices">
+                <StateBar counts={d.counts} total={d.devices} wide />
+                <Legend counts={d.counts} />
+                <dl class="props">
+                  <dt>Phase</dt>
+                  <dd>{phaseText(d)}</dd>
+                  <dt>Next phase</dt>
+                  <dd>
+                    {d.success_percent === null ? "by hand" : `when ${d.success_percent}% installed`}
+                    {d.success_wait_minutes ? ` and ${d.success_wait_minutes} min passed` : ""}
+                  </dd>
+                  <dt>Pauses</dt>
+                  <dd>{d.error_percent === null ? "never on errors" : `above ${d.error_percent}% failed`}</dd>
+                  <dt>Device timeout</dt>
+                  <dd>{d.device_timeout_minutes} min</dd>
+                  {d.window && (
+                    <>
+                      <dt>Window</dt>
+                      <dd>
+                        {d.window.days.join(", ")} {d.window.from}–{d.window.to} {d.window.timezone} {d.window_open ? <Badge tone="ok">open</Badge> : <Badge>closed</Badge>}
+                      </dd>
+                    </>
+                  )}
+                  <dt>Started</dt>
+                  <dd>{d.started ? <Time value={d.started} /> : d.start_at ? <>at <Time value={d.start_at} /></> : "–"}</dd>
+                  {d.finished && (
+                    <>
+                      <dt>Finished</dt>
+                      <dd>
+                        <Time value={d.finished} />
+                      </dd>
+                    </>
+                  )}
+                </dl>
+              </Card>
+              <Card title="Phases">
+                <table class="table phases">
+                  <tbody>
+                    {d.phases.map((p) => (
+                      <tr key={p.index} data-phase={p.index} class={p.index === d.current_phase && active ? "current" : ""}>
+                        <td class="nowrap">
+                          <strong>Phase {p.index + 1}</strong>
+                          <div class="muted small">{p.started ? <Time value={p.started} /> : "not started"}</div>
+                        </td>
+                        <td>
+                          <StateBar counts={p.counts} total={p.devices} />
+                          <div class="muted small">
+                            {p.succeeded} of {p.devices} installed{p.counts.failed ? ` · ${p.counts.failed} failed` : ""}
+                          </div>
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </Card>
+            </div>
+            <Card
+              title="Devices in this deployment"
+              actions={
+                <select aria-label="State" value={state} onChange={(e) => replaceQuery({ state: e.currentTarget.value || undefined, offset: undefined })}>
+                  <option value="">every state</option>
+                  {STATES.map((s) => (
+                    <option key={s} value={s}>
+                      {LOOK[s].label} ({d.counts[s]})
+                    </option>
+                  ))}
+                </select>
+              }
+            >
+              <Show loaded={members}>
+                {({ items, total }) => (
+                  <Table
+                    rows={items}
+                    rowKey={(m) => m.device}
+                    rowAttrs={(m) => ({ "data-device": m.device, "data-state": m.state })}
+                    empty="No devices in this state."
+                    pager={{ offset, limit: DEVICE_PAGE, total, onChange: (o) => replaceQuery({ offset: o || undefined }) }}
+                    columns={[
+                      {
+                        head: "Device",
+                        cell: (m) => (
+                          <>
+                            <a href={href(`/devices/${m.device}`)}>{m.name || m.mac_address}</a>
+                            <div class="muted small mono">{m.mac_address}</div>
+                          </>
+                        ),
+                      },
+                      { head: "Phase", class: "nowrap", cell: (m) => m.phase + 1 },
+                      {
+                        head: "State",
+                        cell: (m) => (
+                          <>
+                            <StateBadge state={m.state} />
+                            {m.state === "downloading" && m.progress !== null && (
+                              <div class="progress-cell">
+                                <ProgressBar value={m.progress} label={`download of ${m.name}`} />
+                              </div>
+                            )}
+                          </>
+                        ),
+                      },
+                      { head: "From", class: "mono hide-narrow", cell: (m) => m.from_version ?? "–" },
+                      {
+                        head: "Reason",
+                        cell: (m) =>
+                          m.reason ? (
+                            <>
+                              <span class={m.state === "failed" ? "bad-text" : ""}>{m.reason}</span>
+                              {m.output && (
+                                <details class="output">
+                                  <summary class="small">output</summary>
+                                  <pre>{m.output}</pre>
+                                </details>
+                              )}
+                            </>
+                          ) : (
+                            <span class="muted">–</span>
+                          ),
+                      },
+                      { head: "Updated", class: "hide-narrow", cell: (m) => <Time value={m.updated} /> },
+                    ]}
+                  />
+                )}
+              </Show>
+            </Card>
+          </>
+        );
+      }}
+    </Show>
+  );
+}
+
+export const deploymentsPage: Page = { path: "/deployments", title: "Deployments", component: Deployments, nav: { section: "Update server", label: "Deployments", order: 35 } };
+export const deploymentPage: Page = { path: "/deployments/:id", title: "Deployment", component: DeploymentView };

@@ -1,0 +1,412 @@
+/*
+ * Runs on managed devices (docs/device-tests.md): one run, one report. Each device's share goes
+ * to its agent over the management WebSocket; its rows come back as they end and are written to
+ * the run's report with the device's name, its artifacts come by HTTP (resumable) into
+ * `<device>/`. A device that is offline, refuses, disconnects or never ends has the cases it did
+ * not report written as failed with the reason; every wait is bounded by the injected clock.
+ * The run is final when every device's share is. Outside the run queue (the work is on the devices).
+ */
+import { constants } from "node:fs";
+import { lstat, mkdir, open } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import type { Readable } from "node:stream";
+import type { AppContext } from "../../app/context.ts";
+import type { ChannelHub, DeviceConnection } from "../../update/channel/hub.ts";
+import { LabgateError } from "../../util/errors.ts";
+import { dateOf } from "../../util/time.ts";
+import { ReportWriter, type ReportRow } from "../engine/report.ts";
+import type { ModuleLookup } from "../modules/registry.ts";
+import type { DeviceShare, TestPlan } from "../plan.ts";
+import { artifactsDir, reportPath, type TestrunDirs } from "../runs/paths.ts";
+import type { DeviceProgress } from "../runs/status.ts";
+import type { RunRecord, RunStore } from "../runs/store.ts";
+import { LIMITS, TESTS_CAPABILITY, type TestRunAbort, type TestRunStart } from "./protocol.ts";
+import { expectedCases, type ExpectedCase } from "./shares.ts";
+
+export const NOT_CONNECTED = "device not connected";
+export const DISCONNECTED = "device disconnected";
+export const TESTS_DISABLED = "the device does not run tests (tests.enabled is false in its agent config)";
+/** How long an aborted device may take to confirm (its processes get SIGTERM, then SIGKILL after 5 s). */
+const ABORT_GRACE_MS = 10_000;
+/** Progress reaches the run object (and the console) at most this often while rows come. */
+const PROGRESS_INTERVAL_MS = 300;
+
+/** What the device runs need of the run service. */
+export interface DeviceRunHost {
+  readonly ctx: Pick<AppContext, "clock" | "config" | "log">;
+  readonly store: RunStore;
+  readonly dirs: TestrunDirs;
+  readonly lookup: ModuleLookup;
+  /** Tells whoever waits for the run that it ended. */
+  ended(id: string): void;
+}
+
+class Share {
+  readonly plan: DeviceShare;
+  readonly progress: DeviceProgress;
+  readonly expected: ExpectedCase[];
+  /** `test name\nmodule` of every row received. */
+  readonly seen = new Set<string>();
+  /** test name -> status, for the config's history. */
+  readonly results = new Map<string, string>();
+  /** Aborted when the share ends: its timers stop. */
+  readonly over = new AbortController();
+  readonly done: Promise<void>;
+  resolve!: () => void;
+  conn: DeviceConnection | undefined;
+  ended = false;
+  rows = 0;
+  artifactBytes = 0;
+  warnings: string[] = [];
+
+  constructor(plan: DeviceShare, expected: ExpectedCase[]) {
+    this.plan = plan;
+    this.expected = expected;
+    this.progress = { name: plan.name, mac: plan.mac, dir: plan.dir, status: "waiting", passed: 0, failed: 0, skipped: 0, error: null };
+    this.done = new Promise((resolve) => (this.resolve = resolve));
+  }
+}
+
+class ActiveRun {
+  readonly run: RunRecord;
+  readonly plan: TestPlan;
+  readonly controller = new AbortController();
+  readonly shares = new Map<string, Share>();
+  report!: ReportWriter;
+  /** Report appends, one after the other. */
+  writes: Promise<void> = Promise.resolve();
+  progressTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Files being written: one upload per file at a time. */
+  readonly uploading = new Set<string>();
+  /** Resolves once the run is final. */
+  readonly closed: Promise<void>;
+  close!: () => void;
+
+  constructor(run: RunRecord, plan: TestPlan) {
+    this.run = run;
+    this.plan = plan;
+    this.closed = new Promise((resolve) => (this.close = resolve));
+  }
+}
+
+const str = (v: unknown, max: number): string => (typeof v === "string" ? v : v === undefined || v === null ? "" : String(v)).slice(0, max);
+
+/** A relative artifact name from a device: `/`-separated plain segments, nothing that climbs or hides. */
+function artifactSegments(name: string): string[] | undefined {
+  if (name.length === 0 || name.length > 1024 || name.includes("\0") || name.includes("\\")) return undefined;
+  const segments = name.split("/");
+  if (segments.length > 16 || segments.some((s) => s === "" || s === "." || s === ".." || s.length > 255)) return undefined;
+  return segments;
+}
+
+export class DeviceRuns {
+  private readonly host: DeviceRunHost;
+  private readonly hub: ChannelHub;
+  private readonly active = new Map<string, ActiveRun>();
+  private readonly connectWaiters = new Map<string, Set<() => void>>();
+
+  constructor(host: DeviceRunHost, hub: ChannelHub) {
+    this.host = host;
+    this.hub = hub;
+    hub.handle("test_run_row", (conn, message) => this.row(conn, message));
+    hub.handle("test_run_end", (conn, message) => this.deviceEnd(conn, message));
+    hub.onConnect((conn) => this.connectWaiters.get(conn.mac)?.forEach((wake) => wake()));
+    hub.onDisconnect((mac) => this.disconnected(mac));
+  }
+
+  private get ctx(): DeviceRunHost["ctx"] {
+    return this.host.ctx;
+  }
+
+  /** Whether `id` is a device run in progress here. */
+  has(id: string): boolean {
+    return this.active.has(id);
+  }
+
+  /** Starts a created (pending) device run; it ends on its own. */
+  start(run: RunRecord, plan: TestPlan): void {
+    const active = new ActiveRun(run, plan);
+    const lookup: ModuleLookup = { ...this.host.lookup, scripts: plan.modules ?? {} };
+    for (const share of plan.devices ?? []) active.shares.set(share.mac, new Share(share, expectedCases(share.entries, run.pattern, lookup)));
+    this.active.set(run.id, active);
+    void this.execute(active).catch((error) => this.ctx.log.error(`testrun: device run ${run.id}: ${(error as Error).stack ?? error}`));
+  }
+
+  /** Aborts a running device run: devices are told, and each has ABORT_GRACE_MS to confirm. */
+  abort(id: string, reason: string | undefined): void {
+    const active = this.active.get(id);
+    if (!active || active.controller.signal.aborted) return;
+    active.controller.abort(reason);
+    for (const share of active.shares.values()) {
+      if (share.ended || !share.conn) continue;
+      this.send(share, { method: "test_run_abort", run_id: id, reason: reason ?? "Aborted by user" });
+      void this.ctx.clock.sleep(ABORT_GRACE_MS, share.over.signal).then(() => this.end(active, share, "aborted", "the device did not confirm the abort in time"));
+    }
+  }
+
+  /** Shutdown: every device run ends aborted with `reason` at once (devices are told). */
+  async shutdown(reason: string): Promise<void> {
+    const runs = [...this.active.values()];
+    for (const active of runs) {
+      this.abort(active.run.id, reason);
+      for (const share of active.shares.values()) await this.end(active, share, "aborted", reason);
+    }
+    await Promise.all(runs.map((r) => r.closed));
+  }
+
+  private async execute(active: ActiveRun): Promise<void> {
+    const { run } = active;
+    const store = this.host.store;
+    const id = run.id;
+    try {
+      // Aborted while pending (between its creation and now): it never starts.
+      if (store.getRun(id)?.status !== "pending") return;
+      await mkdir(artifactsDir(this.host.dirs, id), { recursive: true });
+      await store.markRunning(id, this.ctx.clock.now());
+      this.ctx.log.info(`testrun: run ${id} started on ${active.shares.size} device(s) (${run.configName}${run.suite ? `, ${run.suite}` : ""})`);
+      active.report = await ReportWriter.create(reportPath(this.host.dirs, id), this.ctx.config.test_server.report_columns);
+      await Promise.all([...active.shares.values()].map((share) => this.runShare(active, share)));
+      await active.writes;
+      await active.report.close();
+      const shares = [...active.shares.values()];
+      const aborted = active.controller.signal.aborted;
+      const failed = shares.some((s) => s.progress.status !== "finished" || s.progress.failed > 0);
+      // An abort is the run's story: only the shares that failed for their own reason are named.
+      const errors = shares.filter((s) => s.progress.error && s.progress.status === "failed").map((s) => `device '${s.plan.name}': ${s.progress.error}`);
+      const reason = typeof active.controller.signal.reason === "string" ? active.controller.signal.reason : undefined;
+      clearTimeout(active.progressTimer);
+      await store.setDevices(id, shares.map((s) => s.progress));
+      await store.finishRun(id, {
+        status: aborted ? "aborted" : failed ? "failed" : "finished",
+        at: this.ctx.clock.now(),
+        error: aborted && reason ? reason : errors.length > 0 ? errors.join("; ") : null,
+        warnings: [...run.warnings, ...shares.flatMap((s) => s.warnings.map((w) => `device '${s.plan.name}': ${w}`))],
+      });
+      this.ctx.log.info(`testrun: run ${id} ${store.getRun(id)?.status}${errors.length > 0 ? `: ${errors.join("; ")}` : ""}`);
+    } catch (error) {
+      await store.finishRun(id, { status: "failed", at: this.ctx.clock.now(), error: `runner error: ${(error as Error).message}` }).catch(() => {});
+    } finally {
+      clearTimeout(active.progressTimer);
+      this.active.delete(id);
+      this.host.ended(id);
+      active.close();
+    }
+  }
+
+  /** The device's connection, waiting up to `test_server.device_wait` for it to connect. */
+  private async connection(mac: string, signal: AbortSignal): Promise<DeviceConnection | undefined> {
+    const now = this.hub.get(mac);
+    if (now) return now;
+    const connected = new AbortController();
+    const wake = () => connected.abort();
+    const waiters = this.connectWaiters.get(mac) ?? new Set();
+    waiters.add(wake);
+    this.connectWaiters.set(mac, waiters);
+    try {
+      await this.ctx.clock.sleep(this.ctx.config.test_server.device_wait * 1000, AbortSignal.any([signal, connected.signal]));
+    } finally {
+      waiters.delete(wake);
+      if (waiters.size === 0) this.connectWaiters.delete(mac);
+    }
+    return signal.aborted ? undefined : this.hub.get(mac);
+  }
+
+  private async runShare(active: ActiveRun, share: Share): Promise<void> {
+    const signal = active.controller.signal;
+    const reason = () => (typeof signal.reason === "string" ? signal.reason : "Aborted by user");
+    const conn = await this.connection(share.plan.mac, signal);
+    if (signal.aborted) return this.end(active, share, "aborted", reason());
+    if (!conn) return this.end(active, share, "failed", NOT_CONNECTED);
+    let capabilities: Record<string, unknown>;
+    try {
+      capabilities = await conn.waitCapabilities(this.ctx.config.update_server.device_reply_timeout);
+    } catch {
+      return this.end(active, share, "failed", conn.open ? "the device did not report its capabilities" : DISCONNECTED);
+    }
+    if (capabilities[TESTS_CAPABILITY] !== true) return this.end(active, share, "failed", TESTS_DISABLED);
+    if (signal.aborted) return this.end(active, share, "aborted", reason());
+    share.conn = conn;
+    share.progress.status = "running";
+    this.progressChanged(active);
+    const start: TestRunStart = {
+      method: "test_run_start",
+      run_id: active.run.id,
+      entries: share.plan.entries,
+      modules: active.plan.modules ?? {},
+      metadata: active.plan.metadata,
+      pattern: active.run.pattern,
+      artifacts_max_bytes: this.ctx.config.test_server.device_artifacts_max_bytes,
+    };
+    if (!this.send(share, start)) return this.end(active, share, "failed", DISCONNECTED);
+    const timeout = this.ctx.config.test_server.remote_run_timeout;
+    void this.ctx.clock.sleep(timeout * 1000, share.over.signal).then(() => {
+      if (share.ended) return;
+      this.send(share, { method: "test_run_abort", run_id: active.run.id, reason: "remote_run_timeout" });
+      return this.end(active, share, "failed", `no result within remote_run_timeout (${timeout} s)`);
+    });
+    await share.done;
+  }
+
+  private send(share: Share, message: TestRunStart | TestRunAbort): boolean {
+    try {
+      share.conn?.send(message as never);
+      return share.conn !== undefined;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Ends a device's share; the cases it did not report are written failed with `error` (not when aborted). */
+  private async end(active: ActiveRun, share: Share, status: "finished" | "failed" | "aborted", error: string | null): Promise<void> {
+    if (share.ended) return;
+    share.ended = true;
+    share.over.abort();
+    if (status !== "aborted" && error) {
+      const at = dateOf(this.ctx.clock);
+      for (const c of share.expected) {
+        if (share.seen.has(`${c.testName}\n${c.module}`)) continue;
+        this.write(active, share, { startTime: at, deviceName: share.plan.name, testName: c.testName, module: c.module, duration: 0, message: error, status: "failed", artifacts: [] });
+      }
+    }
+    share.progress.status = status;
+    share.progress.error = error;
+    this.progressChanged(active);
+    try {
+      await active.writes;
+      await this.host.store.saveDeviceResults(active.run, share.plan, share.results);
+    } catch (e) {
+      this.ctx.log.error(`testrun: run ${active.run.id}: results of device ${share.plan.mac} not stored: ${(e as Error).message}`);
+    } finally {
+      share.resolve();
+    }
+  }
+
+  /** Queues a report row of `share` (in arrival order) and counts it. */
+  private write(active: ActiveRun, share: Share, row: ReportRow): void {
+    share.seen.add(`${row.testName}\n${row.module}`);
+    share.results.set(row.testName, row.status);
+    share.progress[row.status]++;
+    active.writes = active.writes.then(() => active.report.append(row));
+    this.progressChanged(active);
+  }
+
+  /** The run object shows each device's counts: written at most every PROGRESS_INTERVAL_MS. */
+  private progressChanged(active: ActiveRun): void {
+    if (active.progressTimer) return;
+    active.progressTimer = setTimeout(() => {
+      active.progressTimer = undefined;
+      if (!this.active.has(active.run.id)) return;
+      this.host.store.setDevices(active.run.id, [...active.shares.values()].map((s) => s.progress)).catch(() => {});
+    }, PROGRESS_INTERVAL_MS);
+  }
+
+  /** The run and share a device message is about; a run this gateway no longer runs is stopped on the device. */
+  private shareOf(conn: DeviceConnection, message: Record<string, unknown>): { active: ActiveRun; share: Share } | undefined {
+    const runId = typeof message.run_id === "string" ? message.run_id : "";
+    const active = this.active.get(runId);
+    const share = active?.shares.get(conn.mac);
+    if (!active || !share) {
+      if (runId) {
+        try {
+          conn.send({ method: "test_run_abort", run_id: runId.slice(0, 128), reason: "the gateway does not run this test run" } as never);
+        } catch {
+          // gone already
+        }
+      }
+      return undefined;
+    }
+    return share.conn === conn && !share.ended ? { active, share } : undefined;
+  }
+
+  /** `test_run_row`: one case's result. */
+  private row(conn: DeviceConnection, message: Record<string, unknown>): void {
+    const found = this.shareOf(conn, message);
+    if (!found) return;
+    const { active, share } = found;
+    const status = message.status;
+    if (status !== "passed" && status !== "failed" && status !== "skipped") return this.ctx.log.warn(`device ${conn.mac}: test_run_row with status ${JSON.stringify(status)} ignored`);
+    if (++share.rows > LIMITS.rows) {
+      this.send(share, { method: "test_run_abort", run_id: active.run.id, reason: "too many rows" });
+      void this.end(active, share, "failed", `the device sent more than ${LIMITS.rows} rows`);
+      return;
+    }
+    const start = typeof message.start_time === "number" && Number.isFinite(message.start_time) ? new Date(message.start_time) : dateOf(this.ctx.clock);
+    const duration = typeof message.duration === "number" && Number.isFinite(message.duration) && message.duration >= 0 ? message.duration : 0;
+    const artifacts = (Array.isArray(message.artifacts) ? message.artifacts : [])
+      .slice(0, LIMITS.artifactsPerRow)
+      .filter((a): a is string => typeof a === "string" && artifactSegments(a) !== undefined)
+      .map((a) => `${share.plan.dir}/${a}`);
+    this.write(active, share, {
+      startTime: Number.isNaN(start.getTime()) ? dateOf(this.ctx.clock) : start,
+      deviceName: share.plan.name,
+      testName: str(message.test_name, LIMITS.testName),
+      module: str(message.module, LIMITS.module),
+      duration,
+      message: str(message.message, LIMITS.message),
+      status,
+      artifacts,
+    });
+  }
+
+  /** `test_run_end`: the device's share ended (its artifacts are uploaded by then). */
+  private deviceEnd(conn: DeviceConnection, message: Record<string, unknown>): void {
+    const found = this.shareOf(conn, message);
+    if (!found) return;
+    const status = message.status === "finished" || message.status === "aborted" ? message.status : "failed";
+    const error = typeof message.error === "string" && message.error !== "" ? message.error.slice(0, LIMITS.message) : status === "failed" && found.share.progress.failed === 0 ? "the device reported a failure" : null;
+    if (Array.isArray(message.warnings)) found.share.warnings = message.warnings.slice(0, 100).map((w) => str(w, 1024));
+    void this.end(found.active, found.share, status, error);
+  }
+
+  /** A device's socket closed: its running shares fail. */
+  private disconnected(mac: string): void {
+    for (const active of this.active.values()) {
+      const share = active.shares.get(mac);
+      if (share?.conn && !share.ended) void this.end(active, share, active.controller.signal.aborted ? "aborted" : "failed", DISCONNECTED);
+    }
+  }
+
+  /**
+   * `PUT /api/v1/devices/test-runs/{id}/artifacts/{name}?offset=N` from the device `mac`: appends
+   * the body to the artifact at `offset`, which must be its present size (else 409 with
+   * `offset`, from where the device resumes). Only while the device's share runs, within
+   * `test_server.device_artifacts_max_bytes` for the device. Returns the artifact's new size.
+   */
+  async writeArtifact(runId: string, mac: string, name: string, offset: number, body: Readable): Promise<number> {
+    const active = this.active.get(runId);
+    const share = active?.shares.get(mac);
+    if (!active || !share || !share.conn || share.ended) throw new LabgateError("not_found", "no running test run of this device");
+    const segments = artifactSegments(name);
+    if (!segments) throw new LabgateError("invalid", "invalid artifact name");
+    const path = join(artifactsDir(this.host.dirs, runId), share.plan.dir, ...segments);
+    if (active.uploading.has(path)) throw new LabgateError("conflict", "this artifact is being uploaded already");
+    active.uploading.add(path);
+    try {
+      await mkdir(dirname(path), { recursive: true });
+      const existing = await lstat(path).catch(() => undefined);
+      if (existing && !existing.isFile()) throw new LabgateError("conflict", "artifact name is taken by a directory");
+      const size = existing?.size ?? 0;
+      if (offset !== size) throw new LabgateError("conflict", `upload must continue at offset ${size}`, { offset: size });
+      const limit = this.ctx.config.test_server.device_artifacts_max_bytes;
+      const handle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW, 0o644);
+      let written = size;
+      try {
+        for await (const chunk of body as AsyncIterable<Buffer>) {
+          if (share.artifactBytes + chunk.length > limit) {
+            body.resume();
+            throw new LabgateError("too_large", `artifacts of one device are limited to ${limit} bytes (test_server.device_artifacts_max_bytes)`);
+          }
+          share.artifactBytes += chunk.length;
+          await handle.write(chunk);
+          written += chunk.length;
+        }
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      return written;
+    } finally {
+      active.uploading.delete(path);
+    }
+  }
+}

@@ -1,0 +1,170 @@
+/*
+ * The deployment model (README "Deployments"), as pure logic: device states, phase sizes, the
+ * stable device order, the maintenance window and the gates that move a deployment on or pause it.
+ * The service (service.ts) keeps the state; this file only decides.
+ */
+import { createHash } from "node:crypto";
+
+export const DEVICE_STATES = [
+  "waiting",
+  "offered",
+  "downloading",
+  "installing",
+  "installed",
+  "failed",
+  "already_installed",
+  "no_package",
+  "not_reached",
+  "aborted",
+] as const;
+export type DeviceState = (typeof DEVICE_STATES)[number];
+
+/** States a device leaves no more on its own (not_reached is left when the device turns up late). */
+export const FINAL: ReadonlySet<DeviceState> = new Set(["installed", "failed", "already_installed", "no_package", "not_reached", "aborted"]);
+/** States that count as success for a phase's gate. */
+export const SUCCEEDED: ReadonlySet<DeviceState> = new Set(["installed", "already_installed"]);
+/** States of a device that is on its way (offered, not finished): abort stops them, the timeout ends them. */
+export const UNDERWAY: ReadonlySet<DeviceState> = new Set(["offered", "downloading", "installing"]);
+
+export const STATUSES = ["scheduled", "running", "paused", "completed", "aborted"] as const;
+export type Status = (typeof STATUSES)[number];
+/** A deployment in one of these holds its group: offers, the device index, the one-per-group rule. */
+export const ACTIVE: ReadonlySet<Status> = new Set(["scheduled", "running", "paused"]);
+
+/** A phase as asked for: a cumulative percent of the group's devices, or a number of devices this phase adds. */
+export type PhaseSpec = number | { percent: number } | { devices: number };
+
+/**
+ * The cumulative device count at the end of each phase, for a group of `total` devices.
+ * Percents round up (5 % of 20 is 1 device), so a small group still gets a first phase.
+ */
+export function phaseCounts(specs: readonly PhaseSpec[], total: number): number[] {
+  const counts: number[] = [];
+  let previous = 0;
+  for (const spec of specs) {
+    const end =
+      typeof spec === "number"
+        ? Math.ceil((spec * total) / 100)
+        : "percent" in spec
+          ? Math.ceil((spec.percent * total) / 100)
+          : previous + spec.devices;
+    previous = Math.min(total, Math.max(previous, end));
+    counts.push(previous);
+  }
+  return counts;
+}
+
+/** The phase of the device at `position` (0-based) given the cumulative counts. */
+export const phaseOf = (counts: readonly number[], position: number): number => {
+  const index = counts.findIndex((end) => position < end);
+  return index < 0 ? counts.length - 1 : index;
+};
+
+/**
+ * The recorded order of a deployment's devices: a hash of the deployment id and the device id,
+ * so that the first phase is a spread sample of the group rather than its oldest devices, and
+ * the same devices come first however often it is computed.
+ */
+export function stableOrder(deploymentId: number, deviceIds: readonly number[]): number[] {
+  const key = (id: number) => createHash("sha256").update(`${deploymentId}:${id}`).digest("hex");
+  return deviceIds
+    .map((id) => ({ id, key: key(id) }))
+    .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.id - b.id))
+    .map((entry) => entry.id);
+}
+
+// --- the maintenance window --------------------------------------------------------------
+
+export const WEEKDAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"] as const;
+export type Weekday = (typeof WEEKDAYS)[number];
+
+/** Offers are made only inside it: on `days` (of the start of the range), from `from` to `to` local time. */
+export interface MaintenanceWindow {
+  days: Weekday[];
+  /** "HH:MM", local time in `timezone`. */
+  from: string;
+  /** "HH:MM"; before `from` means the range ends the next day. */
+  to: string;
+  /** IANA time zone, e.g. Europe/Warsaw; "UTC" by default. */
+  timezone: string;
+}
+
+const minutesOf = (hhmm: string): number => Number(hhmm.slice(0, 2)) * 60 + Number(hhmm.slice(3, 5));
+
+const formatters = new Map<string, Intl.DateTimeFormat>();
+/** Weekday and minute of the day at `at` in `timezone`. */
+function localTime(at: number, timezone: string): { day: number; minute: number } {
+  let format = formatters.get(timezone);
+  if (!format) {
+    format = new Intl.DateTimeFormat("en-US", { timeZone: timezone, weekday: "short", hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+    formatters.set(timezone, format);
+  }
+  const parts = format.formatToParts(new Date(at));
+  const part = (type: string) => parts.find((p) => p.type === type)?.value ?? "";
+  return { day: WEEKDAYS.indexOf(part("weekday").toLowerCase().slice(0, 3) as Weekday), minute: Number(part("hour")) * 60 + Number(part("minute")) };
+}
+
+/** Whether a time zone name is one this runtime knows. */
+export function knownTimezone(name: string): boolean {
+  try {
+    new Intl.DateTimeFormat("en-US", { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Is the window open at `at` (ms)? No window: always. */
+export function windowOpen(window: MaintenanceWindow | null, at: number): boolean {
+  if (!window) return true;
+  const { day, minute } = localTime(at, window.timezone);
+  const from = minutesOf(window.from);
+  const to = minutesOf(window.to);
+  const on = (d: number) => window.days.includes(WEEKDAYS[(d + 7) % 7]);
+  if (from < to) return on(day) && minute >= from && minute < to;
+  // Over midnight: the evening part belongs to today, the morning part to yesterday's window.
+  return (on(day) && minute >= from) || (on(day - 1) && minute < to);
+}
+
+// --- gates -------------------------------------------------------------------------------
+
+/** How many devices of a phase (or of the started phases) are in each state. */
+export type Counts = Record<DeviceState, number>;
+export const emptyCounts = (): Counts => Object.fromEntries(DEVICE_STATES.map((s) => [s, 0])) as Counts;
+export const sumOf = (counts: Counts, states: ReadonlySet<DeviceState>): number => [...states].reduce((n, s) => n + counts[s], 0);
+export const totalOf = (counts: Counts): number => DEVICE_STATES.reduce((n, s) => n + counts[s], 0);
+
+/**
+ * The error threshold: more than `errorPercent` of the devices started so far (offered or
+ * further) failed. Null: no threshold.
+ */
+export function overErrorThreshold(started: Counts, errorPercent: number | null): boolean {
+  if (errorPercent === null) return false;
+  const begun = totalOf(started) - started.waiting;
+  return begun > 0 && (started.failed * 100) / begun > errorPercent;
+}
+
+export interface GateInput {
+  phase: Counts;
+  successPercent: number | null;
+  /** Minutes after the phase's start before it may go on; null: none. */
+  successWait: number | null;
+  phaseStartedAt: number;
+  now: number;
+}
+
+/**
+ * What a started phase's success gate says: `go` (at least S % of its devices succeeded and the
+ * wait passed), `wait` (not yet: devices are still under way or the wait runs), or `stuck` (every
+ * device finished below S %, or the gate is manual: a person decides).
+ */
+export function gate(input: GateInput): "go" | "wait" | "stuck" {
+  const total = totalOf(input.phase);
+  const unfinished = total - sumOf(input.phase, FINAL);
+  if (total === 0) return "go";
+  if (input.successPercent === null) return unfinished > 0 ? "wait" : "stuck";
+  const ok = (sumOf(input.phase, SUCCEEDED) * 100) / total >= input.successPercent;
+  const waited = input.successWait === null || input.now >= input.phaseStartedAt + input.successWait * 60_000;
+  if (ok) return waited ? "go" : "wait";
+  return unfinished > 0 ? "wait" : "stuck";
+}

@@ -1,0 +1,200 @@
+/*
+ * Deployment rows (migrations 016, 017): SQL only. The state machine is service.ts.
+ */
+import type { Database, Tx } from "../../db/index.ts";
+import type { SqlFilter } from "../permissions/permissions.ts";
+import { DEVICE_STATES, emptyCounts, type Counts, type DeviceState, type MaintenanceWindow, type Status } from "./model.ts";
+
+/** A deployment row as stored. */
+export interface DeploymentRow {
+  id: number;
+  group_id: number;
+  version: string;
+  status: Status;
+  pause_reason: string | null;
+  /** JSON number[]: cumulative device count at the end of each phase. */
+  phases: string;
+  current_phase: number;
+  /** JSON string[]: ISO start time of each started phase. */
+  phase_started: string;
+  success_percent: number | null;
+  /** Minutes. */
+  success_wait: number | null;
+  error_percent: number | null;
+  /** Minutes. */
+  device_timeout: number;
+  start_at: string | null;
+  /** JSON MaintenanceWindow or NULL. */
+  window: string | null;
+  created: string;
+  created_by: string | null;
+  started: string | null;
+  finished: string | null;
+  updated: string;
+}
+
+/** A device's row in a deployment, with the device's MAC and name. */
+export interface MemberRow {
+  device_id: number;
+  mac_address: string;
+  name: string;
+  phase: number;
+  position: number;
+  state: DeviceState;
+  progress: number | null;
+  from_version: string | null;
+  to_version: string | null;
+  reason: string | null;
+  output: string | null;
+  offered_at: string | null;
+  updated: string;
+}
+
+export const parseWindow = (row: DeploymentRow): MaintenanceWindow | null => (row.window ? (JSON.parse(row.window) as MaintenanceWindow) : null);
+export const parsePhases = (row: DeploymentRow): number[] => JSON.parse(row.phases) as number[];
+export const parsePhaseStarted = (row: DeploymentRow): string[] => JSON.parse(row.phase_started) as string[];
+
+const COLUMNS =
+  "dp.id, dp.group_id, dp.version, dp.status, dp.pause_reason, dp.phases, dp.current_phase, dp.phase_started, dp.success_percent, dp.success_wait, " +
+  "dp.error_percent, dp.device_timeout, dp.start_at, dp.window, dp.created, dp.created_by, dp.started, dp.finished, dp.updated";
+
+export function getDeployment(db: Database | Tx, id: number): DeploymentRow | undefined {
+  return db.get<DeploymentRow>(`SELECT ${COLUMNS} FROM deployments dp WHERE dp.id = ?`, [id]);
+}
+
+/** The deployments that hold their group (scheduled, running, paused). */
+export function activeDeployments(db: Database | Tx): DeploymentRow[] {
+  return db.all<DeploymentRow>(`SELECT ${COLUMNS} FROM deployments dp WHERE dp.status IN ('scheduled', 'running', 'paused') ORDER BY dp.id`);
+}
+
+export function activeDeploymentOf(db: Database | Tx, groupId: number): DeploymentRow | undefined {
+  return db.get<DeploymentRow>(`SELECT ${COLUMNS} FROM deployments dp WHERE dp.group_id = ? AND dp.status IN ('scheduled', 'running', 'paused') LIMIT 1`, [groupId]);
+}
+
+export interface DeploymentFilter {
+  group?: number;
+  status?: Status;
+  version?: string;
+  limit: number;
+  offset: number;
+}
+
+/** A page of deployments (newest first) and how many match; `visible` narrows to groups the caller may read (alias `g`). */
+export function listDeployments(db: Database, filter: DeploymentFilter, visible: SqlFilter | undefined): { rows: DeploymentRow[]; total: number } {
+  const where: string[] = [];
+  const params: (string | number)[] = [];
+  if (filter.group !== undefined) where.push("dp.group_id = ?"), params.push(filter.group);
+  if (filter.status !== undefined) where.push("dp.status = ?"), params.push(filter.status);
+  if (filter.version !== undefined) where.push("dp.version = ?"), params.push(filter.version);
+  if (visible) where.push(visible.sql), params.push(...visible.params);
+  const from = `FROM deployments dp JOIN groups g ON g.id = dp.group_id${where.length ? ` WHERE ${where.join(" AND ")}` : ""}`;
+  const total = db.get<{ n: number }>(`SELECT COUNT(*) AS n ${from}`, params)?.n ?? 0;
+  const rows = db.all<DeploymentRow>(`SELECT ${COLUMNS} ${from} ORDER BY dp.id DESC LIMIT ? OFFSET ?`, [...params, filter.limit, filter.offset]);
+  return { rows, total };
+}
+
+/** Device counts per phase and state, from the rows (for deployments that are not in memory). */
+export function storedCounts(db: Database, id: number, phases: number): Counts[] {
+  const counts = Array.from({ length: phases }, emptyCounts);
+  for (const row of db.all<{ phase: number; state: DeviceState; n: number }>(
+    "SELECT phase, state, COUNT(*) AS n FROM deployment_devices WHERE deployment_id = ? GROUP BY phase, state",
+    [id],
+  )) {
+    if (counts[row.phase] && (DEVICE_STATES as readonly string[]).includes(row.state)) counts[row.phase][row.state] = row.n;
+  }
+  return counts;
+}
+
+export interface MemberFilter {
+  state?: DeviceState;
+  phase?: number;
+  limit: number;
+  offset: number;
+}
+
+const MEMBER_COLUMNS =
+  "dd.device_id, d.mac_address, d.name, dd.phase, dd.position, dd.state, dd.progress, dd.from_version, dd.to_version, dd.reason, dd.output, dd.offered_at, dd.updated";
+
+/** A page of a deployment's devices in their recorded order, and how many match. */
+export function listMembers(db: Database, id: number, filter: MemberFilter): { rows: MemberRow[]; total: number } {
+  const where = ["dd.deployment_id = ?"];
+  const params: (string | number)[] = [id];
+  if (filter.state !== undefined) where.push("dd.state = ?"), params.push(filter.state);
+  if (filter.phase !== undefined) where.push("dd.phase = ?"), params.push(filter.phase);
+  const from = `FROM deployment_devices dd JOIN devices d ON d.id = dd.device_id WHERE ${where.join(" AND ")}`;
+  const total = db.get<{ n: number }>(`SELECT COUNT(*) AS n ${from}`, params)?.n ?? 0;
+  const rows = db.all<MemberRow>(`SELECT ${MEMBER_COLUMNS} ${from} ORDER BY dd.position LIMIT ? OFFSET ?`, [...params, filter.limit, filter.offset]);
+  return { rows, total };
+}
+
+/** The member rows the service keeps in memory for an active deployment. */
+export function memberStates(db: Database | Tx, id: number): Array<{ device_id: number; phase: number; state: DeviceState; offered_at: string | null; to_version: string | null }> {
+  return db.all("SELECT device_id, phase, state, offered_at, to_version FROM deployment_devices WHERE deployment_id = ?", [id]);
+}
+
+/** The latest deployment row of a device (an outcome that arrives after its deployment ended). */
+export function latestMembership(db: Database | Tx, deviceId: number): { deployment_id: number; state: DeviceState; to_version: string | null } | undefined {
+  return db.get("SELECT deployment_id, state, to_version FROM deployment_devices WHERE device_id = ? ORDER BY deployment_id DESC LIMIT 1", [deviceId]);
+}
+
+export interface MemberChange {
+  state: DeviceState;
+  at: string;
+  progress?: number | null;
+  reason?: string | null;
+  output?: string | null;
+  fromVersion?: string | null;
+  toVersion?: string | null;
+  offeredAt?: string | null;
+}
+
+/** One durable transition of one device. Columns not named keep their value. */
+export function updateMember(tx: Tx, deploymentId: number, deviceId: number, change: MemberChange): void {
+  const sets = ["state = ?", "updated = ?"];
+  const params: (string | number | null)[] = [change.state, change.at];
+  const optional: Array<[string, string | number | null | undefined]> = [
+    ["progress", change.progress],
+    ["reason", change.reason],
+    ["output", change.output],
+    ["from_version", change.fromVersion],
+    ["to_version", change.toVersion],
+    ["offered_at", change.offeredAt],
+  ];
+  for (const [column, value] of optional) if (value !== undefined) sets.push(`${column} = ?`), params.push(value);
+  tx.run(`UPDATE deployment_devices SET ${sets.join(", ")} WHERE deployment_id = ? AND device_id = ?`, [...params, deploymentId, deviceId]);
+}
+
+// --- update history ------------------------------------------------------------------------
+
+export interface HistoryRow {
+  id: number;
+  device_id: number;
+  deployment_id: number | null;
+  from_version: string | null;
+  to_version: string;
+  outcome: string;
+  reason: string | null;
+  at: string;
+}
+
+export function addHistory(tx: Tx, entry: Omit<HistoryRow, "id">): void {
+  tx.run("INSERT INTO update_history (device_id, deployment_id, from_version, to_version, outcome, reason, at) VALUES (?, ?, ?, ?, ?, ?, ?)", [
+    entry.device_id,
+    entry.deployment_id,
+    entry.from_version,
+    entry.to_version,
+    entry.outcome,
+    entry.reason,
+    entry.at,
+  ]);
+}
+
+/** A device's history, newest first. */
+export function listHistory(db: Database, deviceId: number, limit: number, offset: number): { rows: HistoryRow[]; total: number } {
+  const total = db.get<{ n: number }>("SELECT COUNT(*) AS n FROM update_history WHERE device_id = ?", [deviceId])?.n ?? 0;
+  const rows = db.all<HistoryRow>(
+    "SELECT id, device_id, deployment_id, from_version, to_version, outcome, reason, at FROM update_history WHERE device_id = ? ORDER BY id DESC LIMIT ? OFFSET ?",
+    [deviceId, limit, offset],
+  );
+  return { rows, total };
+}

@@ -1,0 +1,117 @@
+/**
+ * Runs on managed devices in a real browser (issue 28): "where to run" offers the groups, tags
+ * and devices the user may test, the run page shows each device's progress live and aborts them,
+ * the report filters by device, and the config page shows the history matrix (devices x tests,
+ * newest runs; a newly failing test marked). Screenshots in .tmp/screenshots.
+ */
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+import type { Browser, Page } from "playwright-core";
+import type { Agent } from "../../src/agent/agent.ts";
+import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { uploadConfig, waitRun } from "../testrun/run-helpers.ts";
+import { approveAgent, FAST_SERVER, startAgent, untilConnected, type AgentOptions } from "../update/helpers/agents.ts";
+import { adminPassword, closeMessages, launch, openTab, signIn, SIGNED_OUT, type Tab } from "./browser.ts";
+
+let gateway: TestServer;
+let browser: Browser;
+let admin: Tab;
+const agents: Array<Agent & { dir: string }> = [];
+
+const SLOW = ["tests:", "  board:", "  - exec:", "      name: quick", "      command: [sh, -c, 'echo fine']", "  - exec:", "      name: soak", "      command: [sleep, '60']", ""].join("\n");
+const CHECK = (fails: string) => ["tests:", "  board:", "    machines: [tag:bench]", "    tests:", "    - exec:", "        command: [sh, -c, 'test \"$(hostname)\" != " + fails + "']", "    - simple: {}", ""].join("\n");
+
+before(async () => {
+  gateway = await startTestServer({ ...FAST_SERVER, test_server: { compat_modules: true } });
+  for (const name of ["rack-1", "rack-2"]) {
+    const agent = startAgent(gateway, { name, tests: { enabled: true } } as AgentOptions);
+    agents.push(agent);
+    const id = await approveAgent(gateway, agent);
+    await untilConnected(gateway, id);
+    await gateway.call("POST", `/api/v2/devices/${id}/tag/bench`);
+  }
+  const group = await gateway.call("POST", "/api/v2/groups", { metadata: { name: "lab" } });
+  const ids = ((await gateway.call("GET", "/api/v2/devices")).body as Array<{ id: number }>).map((d) => d.id);
+  await gateway.call("PATCH", `/api/v2/groups/${group.body.id}/devices`, { add: ids, remove: [] });
+  await uploadConfig(gateway, "board.yml", SLOW);
+  browser = await launch();
+  admin = await openTab(browser, gateway.url);
+  await signIn(admin.page, "admin", adminPassword(gateway.dataDir));
+});
+after(async () => {
+  await browser?.close();
+  for (const agent of agents) await agent.stop();
+  await gateway.close();
+});
+
+const nav = (page: Page, name: string) => page.getByRole("navigation", { name: "Main" }).getByRole("link", { name, exact: true }).click();
+const status = (page: Page, value: string) => page.locator(`.page-header [data-status="${value}"]`);
+const device = (page: Page, name: string) => page.locator(`table.devices tr[data-device="${name}"]`);
+
+test("Start a run on a group's devices; the run page shows each device live; abort stops them all; the report filters by device", async () => {
+  const { page } = admin;
+  await nav(page, "Test runs");
+  await page.getByRole("button", { name: "Start a run…" }).click();
+  const dialog = page.getByRole("dialog", { name: "Start a test run" });
+  await dialog.locator('select[name="config_name"]').selectOption("board.yml");
+  await dialog.getByRole("radio", { name: /On managed devices/ }).check();
+  const place = dialog.getByLabel("Group");
+  await place.locator("option", { hasText: "lab (2 devices)" }).waitFor({ state: "attached" });
+  await dialog.getByLabel("Run on").selectOption("tag");
+  await dialog.getByLabel("Tag").locator("option", { hasText: "bench (2 devices)" }).waitFor({ state: "attached" });
+  await dialog.getByLabel("Run on").selectOption("group");
+  await admin.shot("device-runs-where");
+  await dialog.getByRole("button", { name: "Start run" }).click();
+  await page.waitForURL(/#\/runs\/[0-9a-f-]{36}$/);
+
+  // Live: both devices pass `quick` and sleep in `soak`.
+  for (const name of ["rack-1", "rack-2"]) await device(page, name).locator('[data-status="running"]').waitFor({ timeout: 15_000 });
+  await page.waitForFunction(() => [...document.querySelectorAll("table.devices tbody tr")].every((tr) => tr.querySelectorAll("td")[2]?.textContent === "1"), undefined, { timeout: 15_000 });
+  assert.match(await page.locator(".run-props").innerText(), /Devices\s*2 devices \(group:lab\)/);
+  await admin.shot("device-runs-running");
+  await page.getByRole("button", { name: "Abort" }).click();
+  await page.getByRole("dialog").getByRole("button", { name: "Abort run" }).click();
+  await status(page, "aborted").waitFor({ timeout: 20_000 });
+  for (const name of ["rack-1", "rack-2"]) await device(page, name).locator('[data-status="aborted"]').waitFor();
+
+  await page.getByLabel("Report counts").waitFor();
+  assert.match(await page.getByLabel("Report counts").innerText(), /4\s*cases/);
+  await page.getByLabel("Filter by device").selectOption("rack-2");
+  await page.waitForFunction(() => document.querySelectorAll("table.report tbody tr").length === 2);
+  assert.deepEqual(await page.locator('table.report tbody tr td:nth-child(2)').allInnerTexts(), ["rack-2", "rack-2"]);
+  await page.locator(".artifact-tree").or(page.getByText("No files.")).first().waitFor();
+  await admin.shot("device-runs-aborted", true);
+  admin.clean([SIGNED_OUT]);
+});
+
+test("the config page's matrix: devices x tests over the newest runs, a newly failing test marked", async () => {
+  const { page } = admin;
+  const host = (await import("node:os")).hostname();
+  // Twice passing everywhere, then failing (the agents run here, so `hostname` is this host's).
+  for (const fails of ["none", "none", host]) {
+    await uploadConfig(gateway, "check.yml", CHECK(fails));
+    const run = await gateway.call("POST", "/api/v1/test-runs", { config_name: "check.yml" });
+    assert.equal(run.status, 200, JSON.stringify(run.body));
+    await waitRun(gateway, run.body.id);
+  }
+  await nav(page, "Configs");
+  await page.locator('tr[data-config="check.yml"] a').first().click();
+  const matrix = page.getByRole("table", { name: "Results per device" });
+  await matrix.waitFor();
+  assert.deepEqual(await matrix.locator("thead th").allInnerTexts(), ["Test", "rack-1", "rack-2"]);
+  const exit = matrix.locator('tr[data-test="exit_code[test_config0]"]');
+  assert.equal(await exit.locator("td.newly-failing").count(), 2);
+  assert.deepEqual(await exit.locator('td[data-device="rack-1"] .cell-result').evaluateAll((cells) => cells.map((c) => c.className)), [
+    "cell-result result-passed",
+    "cell-result result-passed",
+    "cell-result result-failed",
+  ]);
+  await page.getByLabel("only failing or flaky tests").check();
+  await page.waitForFunction(() => document.querySelectorAll("table.history tbody tr").length === 2);
+  assert.deepEqual(await matrix.locator("tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-test"))), ["exit_code[test_config0]", "failure[test_config0]"]);
+  await page.getByLabel("only failing or flaky tests").uncheck();
+  await closeMessages(page);
+  await matrix.scrollIntoViewIfNeeded();
+  await admin.shot("device-runs-history");
+  admin.clean();
+});

@@ -1,0 +1,434 @@
+/*
+ * Deployments over HTTP and the device socket, with hand-driven devices (seeded rows, their
+ * update checks and `update_outcome` reports): the phases, gates, threshold, timeouts, window,
+ * abort, completion, validation and permissions. The run with real agents is
+ * deployments-agents.test.ts.
+ */
+import assert from "node:assert/strict";
+import { afterEach, describe, test } from "node:test";
+import WebSocket from "ws";
+import { openStream } from "../helpers/events.ts";
+import { useTestServer, waitFor } from "../helpers/server.ts";
+import { deviceMetadata, seedDevices } from "./helpers/devices.ts";
+import { uploadOk } from "./helpers/packages.ts";
+
+const server = useTestServer();
+const DAY = 86400;
+
+type Device = { id: number; mac: string; token: string };
+
+// Tokens that outlive the hours the clock test moves the server's clock by.
+let adminToken: string | undefined;
+const admin = () => (adminToken ??= server.token(["admin_rw"], "deploy-admin", 30 * DAY));
+const call = <T = any>(method: string, path: string, json?: unknown, token?: string) => server.call<T>(method, path, json, token ?? admin());
+async function devicesOf(count: number): Promise<Device[]> {
+  return (await seedDevices(server, count)).map((d) => ({ ...d, token: server.server.ctx.tokens.issueDevice(d.mac, d.id, 30 * DAY) }));
+}
+
+/** An update check of `device` running `version`: the status and the offer. */
+async function check(device: Device, version: string, devtype = "board"): Promise<{ status: number; body: { id?: number; version?: string } }> {
+  const res = await server.request("/api/v1/update/check", {
+    method: "POST",
+    token: device.token,
+    json: deviceMetadata(device.mac, { "svc.software.version": version, "svc.hardware.devtype": devtype }),
+  });
+  return { status: res.status, body: res.status === 200 ? await res.json() : {} };
+}
+
+interface DeviceSocket {
+  send(message: object): void;
+  next(method: string): Promise<Record<string, unknown>>;
+  close(): void;
+}
+/** One socket per device (the server refuses a second), open until the test's end. */
+const sockets = new Map<number, Promise<DeviceSocket>>();
+afterEach(() => {
+  for (const socket of sockets.values()) void socket.then((s) => s.close());
+  sockets.clear();
+});
+function socketOf(device: Device): Promise<DeviceSocket> {
+  let socket = sockets.get(device.id);
+  if (!socket) sockets.set(device.id, (socket = openSocket(device)));
+  return socket;
+}
+
+/** A device socket: `send` a message, `next(method)` waits for one from the server. */
+async function openSocket(device: Device): Promise<DeviceSocket> {
+  const ws = new WebSocket(`${server.url.replace("http", "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${device.token}` } });
+  const inbox: Array<Record<string, unknown>> = [];
+  const waiting: Array<{ method: string; resolve: (m: Record<string, unknown>) => void }> = [];
+  ws.on("message", (data) => {
+    const message = JSON.parse(data.toString()) as Record<string, unknown>;
+    const i = waiting.findIndex((w) => w.method === message.method);
+    if (i >= 0) waiting.splice(i, 1)[0].resolve(message);
+    else inbox.push(message);
+  });
+  await new Promise((resolve, reject) => (ws.once("open", resolve), ws.once("error", reject)));
+  return {
+    send: (message) => ws.send(JSON.stringify(message)),
+    next: (method) =>
+      new Promise((resolve, reject) => {
+        const i = inbox.findIndex((m) => m.method === method);
+        if (i >= 0) return resolve(inbox.splice(i, 1)[0]);
+        const timer = setTimeout(() => reject(new Error(`no ${method} from the server within 5 s`)), 5000);
+        waiting.push({ method, resolve: (m) => (clearTimeout(timer), resolve(m)) });
+      }),
+    close: () => ws.close(),
+  };
+}
+
+let outcomeCount = 0;
+/** Reports an outcome over a fresh socket and waits for its acknowledgement (the report is durable then). */
+async function report(device: Device, outcome: Record<string, unknown>): Promise<void> {
+  const socket = await socketOf(device);
+  const id = `o-${++outcomeCount}`;
+  const acked = socket.next("update_outcome_ack");
+  socket.send({ method: "update_outcome", id, ...outcome });
+  assert.equal((await acked).id, id);
+}
+
+/** A v2 group (as admin) with `devices`, `packages` and policy; its id. */
+async function group(devices: number[], packages: number[], policy = "no_update,"): Promise<number> {
+  const { body } = await call<{ id: number }>("POST", "/api/v2/groups", { metadata: {} });
+  for (const [method, path, json] of [
+    ["POST", `/api/v2/groups/${body.id}/policy`, { policy }],
+    ["POST", `/api/v2/groups/${body.id}/package`, { packages }],
+    ["PATCH", `/api/v2/groups/${body.id}/devices`, { add: devices, remove: [] }],
+  ] as const) {
+    const res = await call(method, path, json);
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+  }
+  return body.id;
+}
+
+interface MemberView {
+  device: number;
+  phase: number;
+  state: string;
+  reason: string | null;
+  output: string | null;
+  progress: number | null;
+}
+
+async function members(id: number, query = ""): Promise<MemberView[]> {
+  const res = await call<MemberView[]>("GET", `/api/v2/deployments/${id}/devices?limit=1000${query}`);
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return res.body;
+}
+
+const deployment = async (id: number) => (await call("GET", `/api/v2/deployments/${id}`)).body;
+
+async function create(body: Record<string, unknown>): Promise<{ id: number; status: string; phases: Array<{ devices: number }> }> {
+  const res = await call("POST", "/api/v2/deployments", body);
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  return res.body;
+}
+
+/** Devices of a deployment by phase, in the recorded order. */
+async function byPhase(id: number, devices: Device[]): Promise<Device[][]> {
+  const list = await members(id);
+  const phases: Device[][] = [];
+  for (const m of list) (phases[m.phase] ??= []).push(devices.find((d) => d.id === m.device)!);
+  return phases;
+}
+
+let packages: { v2: number; v3: number; v2other: number; v15: number };
+const packagesReady = async () => {
+  packages ??= {
+    v2: (await uploadOk(server, { token: admin(), version: "v2", devtype: "board", file: Buffer.from("v2 for boards") })).id,
+    v3: (await uploadOk(server, { token: admin(), version: "v3", devtype: "board", file: Buffer.from("v3 for boards"), fields: { "requires:svc.software.version": "v2" } })).id,
+    v2other: (await uploadOk(server, { token: admin(), version: "v2", devtype: "other", file: Buffer.from("v2 for others") })).id,
+    v15: (await uploadOk(server, { token: admin(), version: "v1.5", devtype: "board", file: Buffer.from("v1.5 for boards") })).id,
+  };
+  return packages;
+};
+
+describe("deployments", () => {
+  test("bad input is a 4xx naming the field, and creates nothing", async () => {
+    const pk = await packagesReady();
+    const devices = await devicesOf(2);
+    const g = await group([devices[0].id], [pk.v2]);
+    const empty = await group([], [pk.v2]);
+    const before = (await call("GET", "/api/v2/deployments")).headers.get("x-total-count");
+    const cases: Array<[Record<string, unknown>, number, RegExp]> = [
+      [{ version: "v2" }, 400, /"group"/],
+      [{ group: 999_999, version: "v2" }, 400, /"group": group 999999 does not exist/],
+      [{ group: g, version: "v9" }, 400, /"version": no package/],
+      [{ group: g, version: "v2", phases: [10, 50] }, 400, /"phases".*100/],
+      [{ group: g, version: "v2", phases: [50, 20, 100] }, 400, /"phases".*grow/],
+      [{ group: g, version: "v2", phases: [] }, 400, /"phases"/],
+      [{ group: g, version: "v2", phases: ["x"] }, 400, /"phases"/],
+      [{ group: g, version: "v2", success_percent: 101 }, 400, /"success_percent"/],
+      [{ group: g, version: "v2", error_percent: -1 }, 400, /"error_percent"/],
+      [{ group: g, version: "v2", window: { days: [], from: "22:00", to: "04:00" } }, 400, /"window.days".*never opens/],
+      [{ group: g, version: "v2", window: { days: ["mon"], from: "22:00", to: "22:00" } }, 400, /"window".*never opens/],
+      [{ group: g, version: "v2", window: { days: ["mon"], from: "25:00", to: "04:00" } }, 400, /"window.from"/],
+      [{ group: g, version: "v2", window: { days: ["mon"], from: "01:00", to: "04:00", timezone: "Mars/Base" } }, 400, /"window.timezone"/],
+      [{ group: g, version: "v2", start_at: "tomorrow" }, 400, /"start_at"/],
+      [{ group: g, version: "v2", device_timeout_minutes: 0 }, 400, /"device_timeout_minutes"/],
+      [{ group: g, version: "v2", packages: [999_999] }, 400, /"packages": package 999999/],
+      [{ group: g, version: "v2", colour: "red" }, 400, /unknown field "colour"/],
+      [{ group: empty, version: "v2" }, 400, /"group": group \d+ has no devices/],
+    ];
+    for (const [body, status, message] of cases) {
+      const res = await call("POST", "/api/v2/deployments", body);
+      assert.equal(res.status, status, `${JSON.stringify(body)}: ${JSON.stringify(res.body)}`);
+      assert.match(res.body.error, message, JSON.stringify(body));
+    }
+    assert.equal((await call("GET", "/api/v2/deployments")).headers.get("x-total-count"), before, "nothing was created");
+    // The packages of a refused request were not assigned either.
+    const v3 = await call("POST", "/api/v2/deployments", { group: g, version: "v9", packages: [pk.v3] });
+    assert.equal(v3.status, 400);
+    assert.deepEqual((await call("GET", `/api/v2/groups/${g}`)).body.packages, [pk.v2]);
+
+    // One active deployment per group.
+    const first = await create({ group: g, version: "v2" });
+    const second = await call("POST", "/api/v2/deployments", { group: g, version: "v2" });
+    assert.equal(second.status, 409);
+    assert.match(second.body.error, /"group": group \d+ already has deployment/);
+    assert.equal((await call("POST", `/api/v2/deployments/${first.id}/abort`)).status, 200);
+  });
+
+  test("phases start in the recorded order; the gate opens the next; errors pause; completion sets the policy", async () => {
+    const pk = await packagesReady();
+    const devices = await devicesOf(10);
+    const g = await group(devices.map((d) => d.id), [pk.v2], "no_update,");
+    const stream = await openStream(server, admin());
+    try {
+      const created = await create({ group: g, version: "v2", phases: [20, 50, 100], success_percent: 100, error_percent: 15 });
+      assert.equal(created.status, "running");
+      assert.deepEqual(created.phases.map((p) => p.devices), [2, 3, 5]);
+      const phases = await byPhase(created.id, devices);
+      // The order is recorded: asking again gives the same.
+      assert.deepEqual((await byPhase(created.id, devices)).map((p) => p.map((d) => d.id)), phases.map((p) => p.map((d) => d.id)));
+
+      // Phase 0 is offered the target; the others follow the group's policy (no_update).
+      for (const d of phases[0]) {
+        const answer = await check(d, "v1");
+        assert.equal(answer.status, 200);
+        assert.equal(answer.body.version, "v2");
+      }
+      for (const d of phases[1]) assert.equal((await check(d, "v1")).status, 204);
+      assert.deepEqual((await members(created.id, "&phase=0")).map((m) => m.state), ["offered", "offered"]);
+      assert.deepEqual((await members(created.id, "&state=waiting")).length, 8);
+
+      // Downloading with a percent, then installed.
+      const socket = await socketOf(phases[0][0]);
+      socket.send({ method: "update_progress", progress: 40 });
+      await stream.next((e) => e.event === "deployment_device" && e.data.device === phases[0][0].mac && e.data.state === "downloading", 5000, "downloading");
+      await report(phases[0][0], { state: "installing", version: "v2", from_version: "v1" });
+      await report(phases[0][0], { state: "installed", version: "v2", from_version: "v1" });
+      // An installed device is held: the group's policy cannot pull it anywhere while the deployment runs.
+      assert.equal((await check(phases[0][0], "v2")).status, 204);
+      assert.equal((await deployment(created.id)).current_phase, 0, "the gate needs 100 %");
+      await report(phases[0][1], { state: "installed", version: "v2", from_version: "v1" });
+      await stream.next((e) => e.event === "deployment" && e.data.deployment === created.id && e.data.current_phase === 1, 5000, "phase 1 started");
+
+      // Phase 1: one failure of the 5 started so far (2 installed, 3 offered): 20 % > 15 % pauses it.
+      for (const d of phases[1]) assert.equal((await check(d, "v1")).status, 200);
+      await report(phases[1][0], { state: "failed", version: "v2", from_version: "v1", reason: "install command exited with 3", output: "x".repeat(5000) + "the end" });
+      const paused = await deployment(created.id);
+      assert.equal(paused.status, "paused");
+      assert.match(paused.pause_reason, /error threshold: 1 of 5 started devices failed/);
+      const failed = (await members(created.id, "&state=failed"))[0];
+      assert.equal(failed.reason, "install command exited with 3");
+      assert.equal(Buffer.byteLength(failed.output!), 4096, "the last 4 KiB of the output");
+      assert.ok(failed.output!.endsWith("the end"));
+      // A failed device is not offered again during the deployment.
+      assert.equal((await check(phases[1][0], "v1")).status, 204);
+
+      // Paused: devices already under way go on; nobody new is offered (phase 2 is not started anyway).
+      await report(phases[1][1], { state: "installed", version: "v2", from_version: "v1" });
+      const resumed = await call("POST", `/api/v2/deployments/${created.id}/resume`);
+      assert.equal(resumed.body.status, "running");
+      await report(phases[1][2], { state: "installed", version: "v2", from_version: "v1" });
+      // 2 of 3 installed < 100 %, every device finished: the gate is stuck, a person decides.
+      assert.equal((await deployment(created.id)).gate, "stuck");
+      const advanced = await call("POST", `/api/v2/deployments/${created.id}/advance`);
+      assert.equal(advanced.body.current_phase, 2);
+      const last = await call("POST", `/api/v2/deployments/${created.id}/advance`);
+      assert.equal(last.status, 409);
+
+      // Phase 2: one is already at v2, one has no package for its type, three install.
+      const [at2, otherType, ...rest] = phases[2];
+      assert.equal((await check(at2, "v2")).status, 204);
+      assert.equal((await check(otherType, "v1", "stranger")).status, 204);
+      for (const d of rest) {
+        assert.equal((await check(d, "v1")).status, 200);
+        await report(d, { state: "installed", version: "v2", from_version: "v1" });
+      }
+      await stream.next((e) => e.event === "deployment" && e.data.deployment === created.id && e.data.status === "completed", 5000, "completed");
+      const done = await deployment(created.id);
+      assert.equal(done.counts.installed, 7);
+      assert.equal(done.counts.failed, 1);
+      assert.equal(done.counts.already_installed, 1);
+      assert.equal(done.counts.no_package, 1);
+      assert.deepEqual(done.phases.map((p: { succeeded: number }) => p.succeeded), [2, 2, 4]);
+      assert.equal((await call("GET", `/api/v2/groups/${g}`)).body.policy, "exact_match,v2");
+      // The steady state: the failed device is offered v2 again by the group's policy.
+      assert.equal((await check(phases[1][0], "v1")).status, 200);
+
+      // Its history.
+      const history = await call("GET", `/api/v2/devices/${phases[1][0].id}/update-history`);
+      assert.equal(history.status, 200);
+      assert.deepEqual(
+        history.body.map((h: Record<string, unknown>) => [h.deployment, h.from_version, h.to_version, h.outcome, h.reason]),
+        [[created.id, "v1", "v2", "failed", "install command exited with 3"]],
+      );
+      // Kept after it ended, found by filters.
+      const list = await call("GET", `/api/v2/deployments?group=${g}&status=completed`);
+      assert.equal(list.headers.get("x-total-count"), "1");
+      assert.equal(list.body[0].id, created.id);
+    } finally {
+      stream.close();
+    }
+  });
+
+  test("abort: no more offers, devices downloading are told to stop, the policy stays", async () => {
+    const pk = await packagesReady();
+    const devices = await devicesOf(4);
+    const g = await group(devices.map((d) => d.id), [pk.v2], "no_update,");
+    const created = await create({ group: g, version: "v2", phases: [50, 100] });
+    const [first] = await byPhase(created.id, devices);
+    assert.equal((await check(first[0], "v1")).status, 200);
+    const socket = await socketOf(first[0]);
+    socket.send({ method: "update_progress", progress: 10 });
+    await waitFor(async () => (await members(created.id, "&state=downloading")).length === 1, 5000, "downloading");
+    const stop = socket.next("update_abort");
+    const aborted = await call("POST", `/api/v2/deployments/${created.id}/abort`);
+    assert.equal(aborted.body.status, "aborted");
+    assert.deepEqual(await stop, { method: "update_abort", version: "v2" });
+    for (const d of devices) assert.equal((await check(d, "v1")).status, 204, "no offer after abort");
+    assert.equal((await members(created.id, "&state=aborted")).length, 4);
+    assert.equal((await call("GET", `/api/v2/groups/${g}`)).body.policy, "no_update,");
+    assert.equal((await call("POST", `/api/v2/deployments/${created.id}/resume`)).status, 409);
+    // The group is free for the next one.
+    const next = await create({ group: g, version: "v2" });
+    assert.equal(next.status, "running");
+    await call("POST", `/api/v2/deployments/${next.id}/abort`);
+  });
+
+  test("multi-hop: the resolver's path leads to the target; an intermediate hop is not the end", async () => {
+    const pk = await packagesReady();
+    const [device] = await devicesOf(1);
+    const g = await group([device.id], [pk.v2, pk.v3], "no_update,");
+    const created = await create({ group: g, version: "v3" });
+    const hop1 = await check(device, "v1");
+    assert.equal(hop1.body.version, "v2");
+    await report(device, { state: "installed", version: "v2", from_version: "v1" });
+    assert.equal((await members(created.id))[0].state, "offered");
+    const hop2 = await check(device, "v2");
+    assert.equal(hop2.body.version, "v3");
+    await report(device, { state: "installed", version: "v3", from_version: "v2" });
+    assert.equal((await deployment(created.id)).status, "completed");
+    // The same report again (its acknowledgement was lost): nothing new.
+    await report(device, { state: "installed", version: "v3", from_version: "v2" });
+    const history = (await call("GET", `/api/v2/devices/${device.id}/update-history`)).body;
+    assert.deepEqual(history.map((h: { to_version: string }) => h.to_version), ["v3", "v2"]);
+  });
+
+  test("permissions: read on the group to read, update on it to change; events and lists follow", async () => {
+    const pk = await packagesReady();
+    const devices = await devicesOf(2);
+    const g = await group(devices.map((d) => d.id), [pk.v2], "no_update,");
+    const reader = server.token([], "deploy-reader");
+    const stranger = server.token([], "deploy-stranger");
+    const grant = await call("POST", "/api/v1/permissions", { resource: "group", resource_id: g, user_id: "deploy-reader", permission: "read" });
+    assert.equal(grant.status, 200, JSON.stringify(grant.body));
+    // Only update on the group (or admin) creates.
+    const refused = await call("POST", "/api/v2/deployments", { group: g, version: "v2" }, reader);
+    assert.equal(refused.status, 403);
+    const created = await create({ group: g, version: "v2" });
+    assert.equal((await call("GET", `/api/v2/deployments/${created.id}`, undefined, reader)).status, 200);
+    assert.equal((await call("GET", `/api/v2/deployments/${created.id}/devices`, undefined, reader)).status, 200);
+    assert.equal((await call("POST", `/api/v2/deployments/${created.id}/pause`, undefined, reader)).status, 403);
+    assert.equal((await call("GET", `/api/v2/deployments/${created.id}`, undefined, stranger)).status, 404);
+    assert.equal((await call("POST", `/api/v2/deployments/${created.id}/abort`, undefined, stranger)).status, 404);
+    const strangerList = await call("GET", "/api/v2/deployments", undefined, stranger);
+    assert.deepEqual(strangerList.body, []);
+    assert.ok((await call("GET", "/api/v2/deployments", undefined, reader)).body.some((d: { id: number }) => d.id === created.id));
+
+    const readerStream = await openStream(server, reader);
+    const strangerStream = await openStream(server, stranger);
+    try {
+      const paused = await call("POST", `/api/v2/deployments/${created.id}/pause`);
+      assert.equal(paused.body.status, "paused");
+      await readerStream.next((e) => e.event === "deployment" && e.data.deployment === created.id && e.data.status === "paused", 5000, "reader sees it");
+      await call("POST", `/api/v2/deployments/${created.id}/abort`);
+      await readerStream.next((e) => e.event === "deployment" && e.data.deployment === created.id && e.data.status === "aborted", 5000, "reader sees the abort");
+      assert.ok(!strangerStream.events.some((e) => e.event.startsWith("deployment")), "the stranger sees nothing");
+    } finally {
+      readerStream.close();
+      strangerStream.close();
+    }
+  });
+
+  test("malformed update_outcome messages are ignored; outcomes outside deployments still make history", async () => {
+    const pk = await packagesReady();
+    const [device] = await devicesOf(1);
+    await group([device.id], [pk.v2], "exact_match,v2");
+    const socket = await socketOf(device);
+    try {
+      socket.send({ method: "update_outcome", id: "", state: "installed", version: "v2" });
+      socket.send({ method: "update_outcome", id: "x", state: "exploded", version: "v2" });
+      const ack = socket.next("update_outcome_ack");
+      socket.send({ method: "update_outcome", id: "good", state: "failed", version: "v2", from_version: "v1", reason: "checksum mismatch" });
+      assert.equal((await ack).id, "good", "only the well-formed one is acknowledged");
+    } finally {
+      socket.close();
+      sockets.clear();
+    }
+    const history = (await call("GET", `/api/v2/devices/${device.id}/update-history`)).body;
+    assert.deepEqual(history.map((h: Record<string, unknown>) => [h.deployment, h.outcome, h.reason]), [[null, "failed", "checksum mismatch"]]);
+  });
+  test("time: start time, success wait, device timeout and the window follow the server's clock", async () => {
+    const pk = await packagesReady();
+    const devices = await devicesOf(4);
+    const g = await group(devices.map((d) => d.id), [pk.v2], "no_update,");
+    const clock = server.clock;
+    const stream = await openStream(server, admin());
+    try {
+      const startAt = new Date(clock.now() + 3600_000).toISOString();
+      const created = await create({ group: g, version: "v2", phases: [50, 100], success_percent: 50, success_wait_minutes: 30, device_timeout_minutes: 60, start_at: startAt });
+      assert.equal(created.status, "scheduled");
+      for (const d of devices) assert.equal((await check(d, "v1")).status, 204, "not before its start time");
+      clock.advance(3600_000);
+      await stream.next((e) => e.event === "deployment" && e.data.deployment === created.id && e.data.status === "running", 5000, "started at its time");
+      const [first, second] = await byPhase(created.id, devices);
+      assert.equal((await check(first[0], "v1")).status, 200);
+      await report(first[0], { state: "installed", version: "v2", from_version: "v1" });
+      // 50 % installed, but the 30 minutes have not passed.
+      assert.equal((await deployment(created.id)).gate, "wait");
+      clock.advance(30 * 60_000);
+      await stream.next((e) => e.event === "deployment" && e.data.deployment === created.id && e.data.current_phase === 1, 5000, "phase 1 after the wait");
+      // first[1] never checked in: 60 minutes after its phase started, it is not reached (not failed).
+      assert.equal((await check(second[0], "v1")).status, 200);
+      clock.advance(60 * 60_000);
+      await stream.next((e) => e.event === "deployment_device" && e.data.device === second[0].mac && e.data.state === "not_reached", 5000, "offered device not reached");
+      await stream.next((e) => e.event === "deployment_device" && e.data.device === second[1].mac && e.data.state === "not_reached", 5000, "never-offered device not reached");
+      await stream.next((e) => e.event === "deployment" && e.data.deployment === created.id && e.data.status === "completed", 5000, "completed");
+      const done = await deployment(created.id);
+      assert.equal(done.counts.not_reached, 3);
+      assert.equal(done.counts.failed, 0);
+
+      // A window: closed now (it opens in an hour's time, UTC), open after the clock moves.
+      const devices2 = await devicesOf(1);
+      const g2 = await group(devices2.map((d) => d.id), [pk.v2], "no_update,");
+      const now = new Date(clock.now());
+      const hhmm = (d: Date) => `${String(d.getUTCHours()).padStart(2, "0")}:${String(d.getUTCMinutes()).padStart(2, "0")}`;
+      const opens = new Date(now.getTime() + 3600_000);
+      const closes = new Date(now.getTime() + 3 * 3600_000);
+      const all = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
+      const windowed = await create({ group: g2, version: "v2", window: { days: all, from: hhmm(opens), to: hhmm(closes), timezone: "UTC" } });
+      assert.equal((await deployment(windowed.id)).window_open, false);
+      assert.equal((await check(devices2[0], "v1")).status, 204, "outside the window");
+      clock.advance(3600_000 + 60_000);
+      assert.equal((await deployment(windowed.id)).window_open, true);
+      assert.equal((await check(devices2[0], "v1")).status, 200, "inside the window");
+      await call("POST", `/api/v2/deployments/${windowed.id}/abort`);
+    } finally {
+      stream.close();
+    }
+  });
+});
+
