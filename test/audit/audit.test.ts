@@ -102,6 +102,20 @@ describe("the audit log records each family of changes", () => {
     for (const secret of ["correct horse", "battery staple", adminPassword(server), "wrong password"]) assert.ok(!all.includes(secret), secret);
   });
 
+  test("deployments: create, pause, resume, abort", async () => {
+    const { id: deviceId } = await registerDevice(server);
+    const pkg = await uploadOk(server, { token: server.adminToken, version: "v5" });
+    const group = (await server.call<{ id: number }>("POST", "/api/v2/groups", { metadata: {} })).body.id;
+    await server.call("PATCH", `/api/v2/groups/${group}/devices`, { add: [deviceId], remove: [] });
+    const created = await server.call<{ id: number }>("POST", "/api/v2/deployments", { group, version: "v5", packages: [pkg.id] });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const id = created.body.id;
+    for (const step of ["pause", "resume", "abort"]) assert.equal((await server.call("POST", `/api/v2/deployments/${id}/${step}`)).status, 200, step);
+    const list = await entries(server, `target=deployment:${id}`);
+    assert.deepEqual(list.map((e) => e.action), ["deployment.abort", "deployment.resume", "deployment.pause", "deployment.create"]);
+    assert.deepEqual([list[3].detail?.group, list[3].detail?.version, list[3].detail?.devices], [group, "v5", 1]);
+  });
+
   test("an action on a device, queued while it is offline, is recorded with its action id and device count", async () => {
     const { client } = await registerDevice(server);
     const res = await server.request(`/api/v2/devices/${client.mac}/action/exec/uptime`, { token: server.adminToken });
