@@ -92,6 +92,15 @@ export function recordAudit(tx: Pick<Tx, "run">, actor: Actor, action: string, t
   ]);
 }
 
+/**
+ * Records a change that is not a database transaction (a config file, a test run's processes, a
+ * backup's stream) in a transaction of its own, right after the change and before the answer.
+ */
+export async function recordRequest(ctx: Pick<AppContext, "clock" | "db">, c: Context<AppEnv>, action: string, target: string, detail?: Record<string, unknown>): Promise<void> {
+  const actor = actorOf(c, ctx.clock);
+  await ctx.db.write((tx) => recordAudit(tx, actor, action, target, detail));
+}
+
 /** Records a refused request (an authorization failure) in a transaction of its own; a failure to record is logged, never thrown. */
 export async function recordRefusal(ctx: AppContext, c: Context<AppEnv>, message: string): Promise<void> {
   const actor = actorOf(c, ctx.clock);

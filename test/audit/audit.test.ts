@@ -4,7 +4,7 @@
  * pages and streams CSV; retention drops the oldest; the CLI records with no server running.
  */
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
@@ -114,6 +114,22 @@ describe("the audit log records each family of changes", () => {
     const list = await entries(server, `target=deployment:${id}`);
     assert.deepEqual(list.map((e) => e.action), ["deployment.abort", "deployment.resume", "deployment.pause", "deployment.create"]);
     assert.deepEqual([list[3].detail?.group, list[3].detail?.version, list[3].detail?.devices], [group, "v5", 1]);
+  });
+
+  test("test configs, test runs and backups", async () => {
+    const form = new FormData();
+    form.set("file", new Blob([readFileSync("assets/testrun/samples/exec.yml")]), "audit-exec.yml");
+    assert.equal((await server.request("/api/v1/configs", { method: "POST", token: server.adminToken, body: form })).status, 200);
+    const trigger = await server.call<{ id: string }>("POST", "/api/v1/test-runs", { config_name: "audit-exec.yml" });
+    assert.equal(trigger.status, 200, JSON.stringify(trigger.body));
+    const run = await newest(server, "testrun.trigger");
+    assert.deepEqual([run.target, run.detail?.config], [`run:${trigger.body.id}`, "audit-exec.yml"]);
+    assert.equal((await server.call("DELETE", "/api/v1/configs/audit-exec.yml")).status, 200);
+    assert.deepEqual((await entries(server, "target=config:audit-exec.yml")).map((e) => e.action), ["config.delete", "config.upload"]);
+    const backup = await server.request("/api/v1/backup", { method: "POST", token: server.adminToken });
+    assert.equal(backup.status, 200);
+    await backup.arrayBuffer();
+    assert.equal((await newest(server, "backup")).actor, "admin");
   });
 
   test("an action on a device, queued while it is offline, is recorded with its action id and device count", async () => {
