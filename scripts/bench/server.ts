@@ -1,5 +1,9 @@
-/** What the benchmarks do alike with a labgate server: wait for it to listen, seed devices. */
-import type { ChildProcess } from "node:child_process";
+/** What the benchmarks do alike with a labgate server: wait for it to listen, seed devices, run the load generator. */
+import { spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { LoadResult, LoadSpec } from "./loadgen.ts";
 
 /** The URL a spawned `labgate serve` (or bare-upload.ts) prints on its first "listening on" line. */
 export async function listening(child: ChildProcess): Promise<{ child: ChildProcess; url: string }> {
@@ -25,4 +29,71 @@ export function insertDevices(tx: { run(sql: string, params: (string | number)[]
     tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata) VALUES (?, ?, ?, '{}', '{}')", [now, mac, mac]);
   }
   return macs;
+}
+
+/** Runs the load generator (loadgen.ts) as its own process with `spec` (written to `work`); its result. */
+export async function runLoad(work: string, spec: LoadSpec): Promise<LoadResult> {
+  const file = join(work, `load-${process.pid}.json`);
+  writeFileSync(file, JSON.stringify(spec));
+  const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "loadgen.ts"), file], { stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  child.stdout!.on("data", (d) => (out += d));
+  const [code] = await once(child, "exit");
+  if (code !== 0) throw new Error(`load generator exited with ${code}`);
+  return JSON.parse(out) as LoadResult;
+}
+
+/** A labgate server in this process on a fresh data dir (`adjust` changes its config first); `close` removes the dir. */
+export async function inProcessServer(adjust: (config: import("../../src/config/config.ts").Config) => void = () => {}) {
+  const { mkdtempSync, rmSync } = await import("node:fs");
+  const { join } = await import("node:path");
+  const { loadConfig } = await import("../../src/config/config.ts");
+  const { startServer } = await import("../../src/server/start.ts");
+  const { createLogger } = await import("../../src/util/log.ts");
+  const work = mkdtempSync(join(process.env.TMPDIR ?? "/tmp", "labgate-bench-"));
+  const { config } = loadConfig({ env: {}, cwd: work, flags: { dataDir: join(work, "data"), listen: "127.0.0.1:0" } });
+  adjust(config);
+  const server = await startServer(config, { log: createLogger("error") });
+  return {
+    server,
+    url: server.url,
+    async close() {
+      await server.close();
+      rmSync(work, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * Runs `work` while asking `GET /api/health` every 10 ms: how long it took, and the health answers'
+ * slowest and median times (the event loop's stall as a client sees it). `health` alone, without
+ * work, is the baseline request.
+ */
+export async function withHealth<T>(url: string, work: () => Promise<T>): Promise<{ result: T; ms: number; healthMax: number; healthP50: number; healthCount: number }> {
+  let running = true;
+  const times: number[] = [];
+  const poller = (async () => {
+    while (running) {
+      const started = performance.now();
+      await (await fetch(`${url}/api/health`)).arrayBuffer();
+      times.push(performance.now() - started);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  })();
+  const started = performance.now();
+  const result = await work();
+  const ms = performance.now() - started;
+  running = false;
+  await poller;
+  times.sort((a, b) => a - b);
+  return { result, ms, healthMax: times.at(-1) ?? 0, healthP50: times[Math.floor(times.length / 2)] ?? 0, healthCount: times.length };
+}
+
+/** `ms` with one decimal, right-aligned in `width`. */
+export const ms = (value: number, width = 8): string => `${value.toFixed(1)} ms`.padStart(width + 3);
+
+/** The p-th percentile of `values` (sorted here). */
+export function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? 0;
 }

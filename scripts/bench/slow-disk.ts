@@ -29,7 +29,7 @@ import { loadConfig } from "../../src/config/config.ts";
 import { startServer } from "../../src/server/start.ts";
 import { createLogger } from "../../src/util/log.ts";
 import type { LoadRequest, LoadResult, LoadSpec } from "./loadgen.ts";
-import { insertDevices, listening } from "./server.ts";
+import { insertDevices, listening, runLoad } from "./server.ts";
 import { flag, textFlag } from "./flags.ts";
 
 const DEVICES = flag("devices", 2000);
@@ -113,16 +113,7 @@ async function spawnServer(root: string, dataDir: string, slow: boolean): Promis
   return listening(child);
 }
 
-async function load(spec: LoadSpec): Promise<LoadResult> {
-  const file = join(work, "load.json");
-  writeFileSync(file, JSON.stringify(spec));
-  const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "loadgen.ts"), file], { stdio: ["ignore", "pipe", "inherit"] });
-  let out = "";
-  child.stdout!.on("data", (d) => (out += d));
-  const [code] = await once(child, "exit");
-  if (code !== 0) throw new Error(`load generator exited with ${code}`);
-  return JSON.parse(out) as LoadResult;
-}
+const load = (spec: LoadSpec): Promise<LoadResult> => runLoad(work, spec);
 
 const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))] : NaN);
 

@@ -2,12 +2,12 @@ import { join } from "node:path";
 import { recordAudit, systemActor, type Actor } from "../audit/audit.ts";
 import { z } from "zod";
 import type { Database } from "../db/index.ts";
-import { SCOPES, scopeName, type Scope } from "../auth/scopes.ts";
+import { grants, SCOPES, scopeName, type Scope } from "../auth/scopes.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
 import { writeFileDurable } from "../util/files.ts";
 import { LabgateError } from "../util/errors.ts";
 import { revokeUserTokens } from "../auth/revocations.ts";
-import { DUMMY_HASH, hashPassword, randomPassword, verifyPassword } from "./passwords.ts";
+import { DUMMY_HASH, hashPassword, outdatedHash, randomPassword, verifyPassword } from "./passwords.ts";
 
 /** A console account as the API shows it (console-contract.md, Accounts). */
 export interface AccountView {
@@ -99,7 +99,7 @@ export class AccountMissing extends LabgateError {
 }
 
 /**
- * Creates an account (the password is hashed here; `randomPassword`: it came from randomPassword).
+ * Creates an account (the password is hashed here).
  * Throws AccountConflict when the name is taken (ignoring case).
  */
 export async function createAccount(
@@ -108,9 +108,9 @@ export async function createAccount(
   name: string,
   password: string,
   scopes: readonly Scope[],
-  options: { now: Date; randomPassword?: boolean; actor: Actor },
+  options: { now: Date; actor: Actor },
 ): Promise<AccountView> {
-  const hash = await hashPassword(password, { random: options.randomPassword });
+  const hash = await hashPassword(password);
   await db.write((tx) => {
     if (tx.get("SELECT 1 AS x FROM accounts WHERE name = ?", [name])) throw new AccountConflict(`account ${name} already exists`);
     tx.run("INSERT INTO accounts (name, password_hash, scopes, disabled, created) VALUES (?, ?, ?, 0, ?)", [name, hash, scopeText(scopes), options.now.toISOString()]);
@@ -178,20 +178,58 @@ export async function checkLogin(db: Database, name: string, password: string, n
   // Read again: the account may have changed while scrypt ran.
   const current = getRow(db, name);
   if (!row || !matches || !current || current.disabled === 1 || current.password_hash !== row.password_hash) return undefined;
+  // A hash made with other parameters (a first admin's from before issue 25) is made again now.
+  const rehashed = outdatedHash(row.password_hash) ? await hashPassword(password) : undefined;
   await db.write((tx) => {
     tx.run("UPDATE accounts SET last_login = ? WHERE name = ?", [now.toISOString(), current.name]);
+    if (rehashed) tx.run("UPDATE accounts SET password_hash = ? WHERE name = ? AND password_hash = ?", [rehashed, current.name, row.password_hash]);
     recordAudit(tx, { ...actor, kind: "account", name: current.name }, "login.success", `user:${current.name}`);
   });
   return { name: current.name, scopes: storedScopes(current), sessionEpoch: current.session_epoch };
 }
 
+export const MSG_SESSION_ENDED = "session has ended";
+export const MSG_ACCOUNT_DISABLED = "the account is disabled";
+
+/** Scopes both sets grant (each with what it implies), as few as say it: `token`'s own when the account grants them all. */
+function narrowed(token: ReadonlySet<Scope>, account: ReadonlySet<Scope>): Set<Scope> {
+  if ([...token].every((s) => grants(account, s))) return new Set(token);
+  return new Set(SCOPES.filter((s) => grants(token, s) && grants(account, s)));
+}
+
 /**
- * The session gate (the accounts domain's `sessionGate`, called by the auth check): a session token is good while its account exists, is
- * enabled and has not ended its sessions since (same session epoch).
+ * The account gate (the accounts domain's `accountGate`, asked by the auth check and AccessWatch): a management token as its account stands now. A console
+ * session acts with the account's current scopes while the account exists, is enabled and has
+ * not ended its sessions since (same session epoch); another token of an account's name acts with
+ * what both its own scopes and the account's grant, and not at all while the account is disabled.
+ * A token of a name that is no account (a machine's) keeps its scopes. Returns the refusal's reason otherwise.
  */
-export function sessionAlive(db: Database, identity: ManagementIdentity): boolean {
-  const row = db.get<{ disabled: number; session_epoch: number }>("SELECT disabled, session_epoch FROM accounts WHERE name = ?", [identity.user]);
-  return row !== undefined && row.disabled === 0 && identity.session === row.session_epoch;
+export function accountStanding(db: Database, identity: ManagementIdentity): ManagementIdentity | string {
+  const row = db.get<{ scopes: string; disabled: number; session_epoch: number }>("SELECT scopes, disabled, session_epoch FROM accounts WHERE name = ?", [identity.user]);
+  if (identity.session !== undefined && (row === undefined || row.disabled === 1 || identity.session !== row.session_epoch)) return MSG_SESSION_ENDED;
+  if (row === undefined) return identity;
+  if (row.disabled === 1) return MSG_ACCOUNT_DISABLED;
+  const scopes = new Set(storedScopes(row as AccountRow));
+  return { ...identity, scopes: identity.session !== undefined ? scopes : narrowed(identity.scopes, scopes), token: identity };
+}
+
+/**
+ * Deletes an account: its sessions end, every token issued for its name until now is revoked (a
+ * token must not get back the scopes the account no longer caps) and its per-user permissions
+ * go, so that a new account of that name starts with none. Refused like disabling (AccountConflict).
+ */
+export async function deleteAccount(db: Database, name: string, now: Date, actor?: string): Promise<void> {
+  await db.write((tx) => {
+    const row = tx.get<AccountRow>("SELECT * FROM accounts WHERE name = ?", [name]);
+    if (!row) throw new AccountMissing(`account ${name} does not exist`);
+    if (actor !== undefined && actor.toLowerCase() === row.name.toLowerCase()) throw new AccountConflict("you cannot delete your own account");
+    if (row.disabled === 0 && storedScopes(row).includes("admin_rw") && otherAdmins(tx, row.name) === 0) {
+      throw new AccountConflict("this is the last enabled account with admin_rw; give another account admin_rw first");
+    }
+    tx.run("DELETE FROM accounts WHERE name = ?", [row.name]);
+    tx.run("DELETE FROM permissions WHERE user_id = ? COLLATE NOCASE", [row.name]);
+    revokeUserTokens(tx, row.name, now);
+  });
 }
 
 /**
@@ -204,6 +242,6 @@ export async function createFirstAdmin(db: Database, dataDir: string, prefix: st
   const password = randomPassword();
   const file = join(dataDir, ADMIN_PASSWORD_FILE);
   writeFileDurable(file, password + "\n", 0o600);
-  await createAccount(db, prefix, ADMIN_ACCOUNT, password, SCOPES, { now, randomPassword: true, actor: systemActor("server", now) });
+  await createAccount(db, prefix, ADMIN_ACCOUNT, password, SCOPES, { now, actor: systemActor("server", now) });
   return file;
 }

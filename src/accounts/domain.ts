@@ -1,16 +1,16 @@
 import type { AppContext } from "../app/context.ts";
-import type { ManagementIdentity } from "../auth/tokens.ts";
-import { sessionAlive } from "./accounts.ts";
+import type { AccountGate } from "../auth/authority.ts";
+import { accountStanding } from "./accounts.ts";
 import { LoginThrottle } from "./throttle.ts";
 
 /** The accounts' services, as the app and the routers get them (src/server/start.ts, routes.ts). */
 export interface AccountsDomain {
   throttle: LoginThrottle;
-  /** Session tokens are good while their account is enabled and has not ended its sessions. */
-  sessionGate: (identity: ManagementIdentity) => boolean;
+  /** Tokens act as their account stands now: its current scopes, refused once disabled, deleted or its sessions ended. */
+  accountGate: AccountGate;
 }
 
-/** The composition root of console accounts: the session gate and the login throttle. */
+/** The composition root of console accounts: the account gate and the login throttle. */
 export function createAccountsDomain(ctx: AppContext): AccountsDomain {
-  return { throttle: new LoginThrottle(), sessionGate: (identity) => sessionAlive(ctx.db, identity) };
+  return { throttle: new LoginThrottle(), accountGate: (identity) => accountStanding(ctx.db, identity) };
 }

@@ -65,7 +65,7 @@ export const accountOperations: Operation[] = [
     path: "/api/v1/users/{name}",
     tag: "accounts",
     access: "management",
-    summary: "Changes an account's password, scopes or disabled flag (admin_rw); disabling or a new password ends its sessions, disabling revokes its tokens",
+    summary: "Changes an account's password, scopes or disabled flag (admin_rw); disabling or a new password ends its sessions, disabling revokes its tokens; its sessions and tokens act with the new scopes from the next request on",
     body: { json: userChangeBody },
     responses: {
       200: { description: "Changed", json: Account },
@@ -74,6 +74,20 @@ export const accountOperations: Operation[] = [
       403: e403,
       404: e404,
       409: { description: "Would disable yourself or leave no enabled account with admin_rw", json: ErrorBody },
+    },
+  },
+  {
+    method: "delete",
+    path: "/api/v1/users/{name}",
+    tag: "accounts",
+    access: "management",
+    summary: "Deletes an account (admin_rw): its sessions end, its tokens are revoked, its per-user permissions go",
+    responses: {
+      204: { description: "Deleted" },
+      401: e401,
+      403: e403,
+      404: e404,
+      409: { description: "Would delete yourself or leave no enabled account with admin_rw", json: ErrorBody },
     },
   },
   {

@@ -1,13 +1,11 @@
 import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from "node:crypto";
 
-/** scrypt cost: N=2^15, r=8, p=1 (32 MiB and about 0.1 s a check; the threadpool runs it, not the event loop). */
-const PARAMS = { N: 32768, r: 8, p: 1 } as const;
 /**
- * For a password made by randomPassword (120 random bits) a slow hash adds nothing: nobody can
- * guess through that space, fast or slow. The first admin's hash uses this (a server start costs
- * ~1 ms, not ~0.1 s); the account gets the full cost when its password is changed.
+ * scrypt cost: N=2^15, r=8, p=1 (32 MiB and about 0.1 s a check; the threadpool runs it, not the
+ * event loop). Every account's hash uses it, the first admin's random one too: a failed login
+ * takes the same time whatever the name, so it does not tell whose password was never changed.
  */
-const RANDOM_PARAMS = { N: 1024, r: 8, p: 1 } as const;
+const PARAMS = { N: 32768, r: 8, p: 1 } as const;
 const KEY_LENGTH = 32;
 const SALT_BYTES = 16;
 const maxmem = (o: { N: number; r: number; p: number }) => 256 * o.N * o.r + 1024 * 1024 * (o.p + 1);
@@ -16,9 +14,9 @@ function derive(password: string, salt: Buffer, options: ScryptOptions, length: 
   return new Promise((resolve, reject) => scrypt(password.normalize("NFC"), salt, length, options, (error, key) => (error ? reject(error) : resolve(key))));
 }
 
-/** `scrypt$N$r$p$<salt>$<hash>` (base64) with a fresh random salt; `random`: made by randomPassword. */
-export async function hashPassword(password: string, options: { random?: boolean } = {}): Promise<string> {
-  const params = options.random ? RANDOM_PARAMS : PARAMS;
+/** `scrypt$N$r$p$<salt>$<hash>` (base64) with a fresh random salt. */
+export async function hashPassword(password: string): Promise<string> {
+  const params = PARAMS;
   const salt = randomBytes(SALT_BYTES);
   const key = await derive(password, salt, { ...params, maxmem: maxmem(params) }, KEY_LENGTH);
   return `scrypt$${params.N}$${params.r}$${params.p}$${salt.toString("base64")}$${key.toString("base64")}`;
@@ -26,6 +24,9 @@ export async function hashPassword(password: string, options: { random?: boolean
 
 /** A stored hash that matches no password, checked when the account does not exist (same cost, same answer). */
 export const DUMMY_HASH = `scrypt$${PARAMS.N}$${PARAMS.r}$${PARAMS.p}$${Buffer.alloc(SALT_BYTES).toString("base64")}$${Buffer.alloc(KEY_LENGTH).toString("base64")}`;
+
+/** Whether a stored hash was made with other parameters than today's (it is made again at the next successful login). */
+export const outdatedHash = (stored: string): boolean => !stored.startsWith(`scrypt$${PARAMS.N}$${PARAMS.r}$${PARAMS.p}$`);
 
 /** Whether `password` matches `stored` (constant-time compare); a malformed hash matches nothing. */
 export async function verifyPassword(password: string, stored: string): Promise<boolean> {

@@ -4,7 +4,8 @@ import { getCookie, setCookie } from "hono/cookie";
 import { z } from "zod";
 import { SESSION_COOKIE, sameOrigin, MSG_CROSS_SITE, type Auth } from "../auth/middleware.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
-import { revokeTokenId, revokeTokens, type TokenWatch } from "../auth/revocations.ts";
+import { revokeTokenId, revokeTokens } from "../auth/revocations.ts";
+import type { AccessWatch } from "../auth/authority.ts";
 import { LabgateError } from "../util/errors.ts";
 import { jsonBody, jsonObject } from "../http/openapi.ts";
 import { managementBody } from "../http/system.ts";
@@ -15,6 +16,7 @@ import {
   accountPassword,
   checkLogin,
   createAccount,
+  deleteAccount,
   getAccount,
   listAccounts,
   NAME_PATTERN,
@@ -52,7 +54,7 @@ const sessionCookie = (c: Context, value: string, maxAge: number) =>
   setCookie(c, SESSION_COOKIE, value, { httpOnly: true, sameSite: "Strict", path: "/", maxAge, secure: isTls(c) });
 
 /** Console sign-in and sign-out, and the accounts (console-contract.md, issue 11). */
-export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrottle, tokenWatch: TokenWatch): Hono<AppEnv> {
+export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrottle, accessWatch: AccessWatch): Hono<AppEnv> {
   const { db } = ctx;
   const prefix = ctx.config.prefix;
   const app = new Hono<AppEnv>();
@@ -80,11 +82,13 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
       throw new LabgateError("too_many", MSG_THROTTLED);
     }
     throttle.attempt(key, address);
-    const account = key ? await checkLogin(db, body.username, body.password, dateOf(ctx.clock), actorOf(c, ctx.clock)) : undefined;
+    // Every name costs the same password check, one that cannot exist too.
+    const account = await checkLogin(db, key, body.password, dateOf(ctx.clock), actorOf(c, ctx.clock));
     if (!account) {
-      throttle.failed(key, address);
       const actor = { ...actorOf(c, ctx.clock), name: body.username.slice(0, 64) };
       await db.write((tx) => recordAudit(tx, actor, "login.failure", `user:${actor.name}`, undefined, "refused"));
+      const hold = throttle.failed(key, address);
+      if (hold > 0) await ctx.clock.sleep(hold);
       throw new LabgateError("unauthenticated", MSG_LOGIN_FAILED);
     }
     throttle.succeeded(key, address);
@@ -106,7 +110,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
         revokeTokenId(tx, jti, expiresAt, dateOf(ctx.clock));
         recordAudit(tx, actor, "logout", `user:${identity.user}`);
       });
-      tokenWatch.sweep();
+      accessWatch.sweep();
     }
     sessionCookie(c, "", 0);
     return c.body(null, 204);
@@ -116,7 +120,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
   app.post("/api/v1/tokens/revoke", auth.management("admin_rw"), async (c) => {
     const { id, user } = await jsonBody(c, revokeBody);
     await revokeTokens(db, { id, user }, actorOf(c, ctx.clock));
-    tokenWatch.sweep();
+    accessWatch.sweep();
     return c.json({});
   });
 
@@ -134,8 +138,14 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     if (!getAccount(db, prefix, name)) throw new LabgateError("not_found", `account ${name} does not exist`);
     const change = { password: body.password, disabled: body.disabled, scopes: body.scopes && scopesOf(body.scopes) };
     const updated = await updateAccount(db, prefix, name, change, dateOf(ctx.clock), actorOf(c, ctx.clock));
-    tokenWatch.sweep();
+    accessWatch.sweep();
     return c.json(updated);
+  });
+
+  app.delete("/api/v1/users/:name", auth.management("admin_rw"), async (c) => {
+    await deleteAccount(db, c.req.param("name"), dateOf(ctx.clock), (c.get("identity") as ManagementIdentity).user);
+    accessWatch.sweep();
+    return c.body(null, 204);
   });
 
   return app;

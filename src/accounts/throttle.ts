@@ -1,10 +1,17 @@
 /**
- * Slows password guessing at the console's login (issue 11): failures are counted per account
- * name and per client address. After `free` failures each further attempt has to wait, twice as
- * long each time (1 s, 2 s, 4 s, ... up to 15 min). An attempt counts as a failure from its start
- * (so that guesses sent in parallel count too); a success takes it back and clears the account's
- * count. Memory is bounded: at most `capacity` keys per kind, the least recently failed go first,
- * and a key forgets its failures `forget` seconds after the last one.
+ * Slows password guessing at the console's login (issues 11 and 25) without handing anyone a way
+ * to lock the owner out. Failures are counted three ways:
+ *
+ * - per name and client address, and per client address: after `free` failures each further
+ *   attempt from there has to wait, twice as long each time (1 s, 2 s, 4 s, ... up to 15 min), 429;
+ * - per name, from every address: past `free` failures a wrong password is answered only after a
+ *   delay (1 s, doubling up to 15 s). A right password is answered at once: the guesser pays, not
+ *   the owner.
+ *
+ * So a right password from an address that has not been failing is never refused. An attempt
+ * counts as a failure from its start (so that guesses sent in parallel count too); a success
+ * takes it back and clears the name-and-address count. Memory is bounded: at most `capacity` keys
+ * per kind, the least recently failed go first, and a key forgets its failures an hour after the last one.
  */
 export interface ThrottleLimits {
   /** Failures after which waiting starts. */
@@ -13,6 +20,8 @@ export interface ThrottleLimits {
 }
 
 const MAX_DELAY_S = 15 * 60;
+/** The longest a wrong password's answer is held once its name is past the global cap. */
+const MAX_ANSWER_DELAY_S = 15;
 const FORGET_S = 60 * 60;
 
 interface Entry {
@@ -71,6 +80,11 @@ class FailureCounter {
     entry.until = this.delayed(entry.failures, entry.last);
   }
 
+  /** Failures of `key` past the free ones. */
+  excess(key: string, now: number): number {
+    return Math.max(0, (this.current(key, now)?.failures ?? 0) - this.limits.free);
+  }
+
   private delayed(failures: number, from: number): number {
     const over = failures - this.limits.free;
     return over >= 0 ? from + Math.min(MAX_DELAY_S, 2 ** Math.min(over, 20)) * 1000 : 0;
@@ -85,47 +99,68 @@ class FailureCounter {
   }
 }
 
+export interface LoginLimits {
+  /** Per name and client address. */
+  pair: ThrottleLimits;
+  /** Per client address, over every name. */
+  address: ThrottleLimits;
+  /** Per name, over every address: past it, wrong passwords are answered late. */
+  name: ThrottleLimits;
+}
+
+export const DEFAULT_LOGIN_LIMITS: LoginLimits = {
+  pair: { free: 5, capacity: 10_000 },
+  address: { free: 20, capacity: 10_000 },
+  name: { free: 100, capacity: 10_000 },
+};
+
 export class LoginThrottle {
-  private readonly accounts: FailureCounter;
+  private readonly pairs: FailureCounter;
   private readonly addresses: FailureCounter;
+  private readonly names: FailureCounter;
   private readonly now: () => number;
 
-  constructor(
-    limits: { account: ThrottleLimits; address: ThrottleLimits } = { account: { free: 5, capacity: 10_000 }, address: { free: 20, capacity: 10_000 } },
-    now: () => number = Date.now,
-  ) {
-    this.accounts = new FailureCounter(limits.account);
+  constructor(limits: LoginLimits = DEFAULT_LOGIN_LIMITS, now: () => number = Date.now) {
+    this.pairs = new FailureCounter(limits.pair);
     this.addresses = new FailureCounter(limits.address);
+    this.names = new FailureCounter(limits.name);
     this.now = now;
   }
 
   /** Seconds to wait before `name` may try again from `address` (0: go ahead). */
   retryAfter(name: string, address: string): number {
     const now = this.now();
-    return Math.ceil(Math.max(this.accounts.wait(name.toLowerCase(), now), this.addresses.wait(address, now)) / 1000);
+    return Math.ceil(Math.max(this.pairs.wait(pairKey(name, address), now), this.addresses.wait(address, now)) / 1000);
   }
 
   /** An attempt begins: counted as a failure until `succeeded` says otherwise. */
   attempt(name: string, address: string): void {
     const now = this.now();
-    this.accounts.fail(name.toLowerCase(), now);
+    this.pairs.fail(pairKey(name, address), now);
     this.addresses.fail(address, now);
+    this.names.fail(name.toLowerCase(), now);
   }
 
-  /** The attempt failed: the wait it earned starts now. */
-  failed(name: string, address: string): void {
+  /** The attempt failed: the wait it earned starts now. Returns how long (ms) to hold its answer. */
+  failed(name: string, address: string): number {
     const now = this.now();
-    this.accounts.restamp(name.toLowerCase(), now);
+    this.pairs.restamp(pairKey(name, address), now);
     this.addresses.restamp(address, now);
+    const excess = this.names.excess(name.toLowerCase(), now);
+    return excess > 0 ? Math.min(MAX_ANSWER_DELAY_S, 2 ** Math.min(excess - 1, 10)) * 1000 : 0;
   }
 
   succeeded(name: string, address: string): void {
-    this.accounts.clear(name.toLowerCase());
-    this.addresses.forgive(address, this.now());
+    const now = this.now();
+    this.pairs.clear(pairKey(name, address));
+    this.addresses.forgive(address, now);
+    this.names.forgive(name.toLowerCase(), now);
   }
 
   /** Keys held (for the memory bound's test). */
-  get size(): { accounts: number; addresses: number } {
-    return { accounts: this.accounts.size, addresses: this.addresses.size };
+  get size(): { pairs: number; addresses: number; names: number } {
+    return { pairs: this.pairs.size, addresses: this.addresses.size, names: this.names.size };
   }
 }
+
+const pairKey = (name: string, address: string) => `${name.toLowerCase()}\n${address}`;

@@ -4,14 +4,13 @@ import type { AppContext, AppEnv } from "../app/context.ts";
 import { LabgateError } from "../util/errors.ts";
 import { grantsAny, type Scope } from "./scopes.ts";
 import { TokenService, type DeviceIdentity, type ManagementIdentity, type TokenFailure } from "./tokens.ts";
-import { isRevoked, MSG_REVOKED } from "./revocations.ts";
+import { currentIdentity, type AccountGate } from "./authority.ts";
 
 export const MSG_NO_HEADER = "no Authorization header was provided";
 export const MSG_NOT_BEARER = "invalid authorization - expected authorization type Bearer";
 export const MSG_NO_TOKEN = "invalid authorization - missing field: token";
 export const MSG_SCOPE = "accessing this resource requires OAuth2 scopes which are not provided by the authenticated client";
 export const MSG_CROSS_SITE = "cross-site request refused";
-export const MSG_SESSION_ENDED = "session has ended";
 
 /** The console's session cookie: a short-lived management token (src/accounts/routes.ts sets it). */
 export const SESSION_COOKIE = "labgate_session";
@@ -145,8 +144,8 @@ export const requirementOf = (handler: unknown): string | undefined => (typeof h
 export interface AuthGates {
   /** A device token is good while its device exists with that key (update/devices/gate.ts). */
   device?: (identity: DeviceIdentity) => boolean;
-  /** A console session is good while its account is enabled and has not ended its sessions (accounts). */
-  session?: (identity: ManagementIdentity) => boolean;
+  /** A management token acts as its account stands now (accounts; src/auth/authority.ts). */
+  account?: AccountGate;
 }
 
 /** Builds the one auth check every route uses. */
@@ -161,10 +160,11 @@ export function createAuth(ctx: AppContext, gates: AuthGates = {}) {
     const result = verifyAs === "device" ? ctx.tokens.verifyDevice(parsed.token) : ctx.tokens.verifyManagement(parsed.token);
     if (typeof result === "string") throw new LabgateError("unauthenticated", FAILURE_MESSAGES[result]);
     if (result.kind === "device" && gates.device && !gates.device(result)) throw new LabgateError("unauthenticated", FAILURE_MESSAGES.bad_signature);
-    if (result.kind === "mgmt" && result.session !== undefined && gates.session && !gates.session(result)) throw new LabgateError("unauthenticated", MSG_SESSION_ENDED);
-    // Cached or not, a revoked token stops at the next request.
-    if (result.kind === "mgmt" && isRevoked(ctx.db, result)) throw new LabgateError("unauthenticated", MSG_REVOKED);
-    return result;
+    if (result.kind === "device") return result;
+    // Cached or not, a token acts as its account stands now: revoked, ended or cut at the next request.
+    const current = currentIdentity(ctx.db, gates.account, result);
+    if (typeof current === "string") throw new LabgateError("unauthenticated", current);
+    return current;
   }
 
   const middleware = (kind: Kind, scopes: readonly Scope[]): MiddlewareHandler<AppEnv> => {

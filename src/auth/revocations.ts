@@ -3,13 +3,12 @@
  * and its issue time (`iat_ms`, to the millisecond). An admin revokes one token by id, or every token
  * of a user issued until now (disabling an account does the latter). Both live in the database
  * (migration 008), so `labgate token revoke` works with the server stopped too; the auth check
- * asks `isRevoked` on every request, verified-token cache or not, so a revocation takes effect on
- * the next request. Long-lived connections (event streams, shell sockets) `watch` their token and
- * are ended when it expires or is revoked.
+ * asks `isRevoked` (through currentIdentity, src/auth/authority.ts) on every request, verified-token
+ * cache or not, so a revocation takes effect on the next request and ends long-lived connections.
  */
 import type { Database, Tx } from "../db/index.ts";
 import { recordAudit, type Actor } from "../audit/audit.ts";
-import { dateOf, epochSeconds, type Clock } from "../util/time.ts";
+import { epochSeconds } from "../util/time.ts";
 import type { ManagementIdentity } from "./tokens.ts";
 
 export const MSG_REVOKED = "token has been revoked";
@@ -47,53 +46,4 @@ export function isRevoked(db: Pick<Database, "get">, identity: ManagementIdentit
   if (identity.jti !== undefined && db.get("SELECT 1 AS x FROM revoked_tokens WHERE jti = ?", [identity.jti])) return true;
   const row = db.get<{ before_ms: number }>("SELECT before_ms FROM revoked_users WHERE user_id = ?", [identity.user]);
   return row !== undefined && identity.issuedAtMs <= row.before_ms;
-}
-
-interface Watch {
-  identity: ManagementIdentity;
-  end: (reason: string) => void;
-}
-
-/**
- * Long-lived connections by token: each is ended (with MSG_EXPIRED or MSG_REVOKED) once its token
- * expires or is revoked. Checked every second while any is open, and at once after a revocation
- * made through this server (`sweep`).
- */
-export class TokenWatch {
-  private readonly watches = new Set<Watch>();
-  private timer: NodeJS.Timeout | undefined;
-  private readonly db: Database;
-  private readonly clock: Clock;
-
-  constructor(db: Database, clock: Clock) {
-    this.db = db;
-    this.clock = clock;
-  }
-
-  /** Ends `end` when `identity`'s token expires or is revoked; returns the unregistration. */
-  watch(identity: ManagementIdentity, end: (reason: string) => void): () => void {
-    const entry: Watch = { identity, end };
-    this.watches.add(entry);
-    this.timer ??= setInterval(() => this.sweep(), 1000).unref();
-    return () => this.forget(entry);
-  }
-
-  /** Ends every watched connection whose token has expired or been revoked. */
-  sweep(): void {
-    const now = epochSeconds(dateOf(this.clock));
-    for (const entry of [...this.watches]) {
-      const reason = entry.identity.expiresAt <= now ? MSG_EXPIRED : isRevoked(this.db, entry.identity) ? MSG_REVOKED : undefined;
-      if (reason === undefined) continue;
-      this.forget(entry);
-      entry.end(reason);
-    }
-  }
-
-  private forget(entry: Watch): void {
-    this.watches.delete(entry);
-    if (this.watches.size === 0 && this.timer) {
-      clearInterval(this.timer);
-      this.timer = undefined;
-    }
-  }
 }

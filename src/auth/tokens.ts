@@ -15,9 +15,11 @@ export interface ManagementIdentity {
   jti?: string;
   /**
    * A console session's (POST /api/v1/auth/login) account session epoch: the token is good only
-   * while its account is enabled with that epoch (the session gate, AuthGates). Undefined for other tokens.
+   * while its account is enabled with that epoch (the account gate, AuthGates). Undefined for other tokens.
    */
   session?: number;
+  /** The token's own identity, when this one is it as its account stands now (src/auth/authority.ts). */
+  token?: ManagementIdentity;
 }
 
 export interface DeviceIdentity {

@@ -184,6 +184,16 @@ export const configSchema = z.strictObject({
     device_logs_per_device: integer(1, 1_000_000).prefault(1000),
     /** Most entries one `POST /api/v1/logs` batch may carry (400 above). */
     device_logs_max_batch: integer(1, 100_000).prefault(500),
+    /** Bytes of log entries (UTF-8) kept per device; a batch that goes over drops the oldest. */
+    device_log_bytes_per_device: integer(4096, 1024 * 1048576).prefault(1048576),
+    /** Log entries a device may send per minute (429 above). */
+    device_logs_per_minute: integer(1, 1_000_000).prefault(1000),
+    /** Actions waiting for one device (queued or sent, no result yet); more are 429. */
+    max_queued_actions: integer(1, 100_000).prefault(100),
+    /** Offline devices one fan-out may queue an action for; the rest of them get 429. */
+    max_queued_per_request: integer(1, 10_000).prefault(1000),
+    /** Pending registrations in total (from every address); more are 429. */
+    max_pending_registrations: integer(1, 10_000_000).prefault(10_000),
   }),
   /**
    * Deliberate differences from the reference update server, one key each, safe by default; a site

@@ -223,5 +223,6 @@ export const errors = {
   409: { description: "Conflicts with the current state", json: ErrorBody },
   413: { description: "Body too large", json: ErrorBody },
   422: { description: "Understood but not acceptable", json: ErrorBody },
+  429: { description: "Over a limit (the message names it); try again later", json: ErrorBody },
 } satisfies Record<number, Reply>;
 export const ok = (json: z.ZodType = Empty, description = "Done"): Reply => ({ description, json });

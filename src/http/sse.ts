@@ -1,10 +1,11 @@
 /*
  * Server-sent event streams (the update server's `/api/stream`, the test-run server's
  * `/api/v1/test-runs/stream`): one way to write events, keep a quiet stream alive, drop a client
- * that does not read, end the stream when its token expires or is revoked, and end every stream
- * when the server closes.
+ * that does not read, end the stream when its token or account no longer allows it
+ * (src/auth/authority.ts), and end every stream when the server closes. An event is encoded once
+ * (`prepareEvent`), however many streams it goes to.
  */
-import type { TokenWatch } from "../auth/revocations.ts";
+import type { AccessWatch } from "../auth/authority.ts";
 import type { Identity } from "../app/context.ts";
 import type { Logger } from "../util/log.ts";
 
@@ -36,20 +37,59 @@ export class Broadcaster<T> {
   }
 }
 
-/** Writes one event: `send("run", {...})` becomes `event:run` / `data:<json>`. */
-export type SendEvent = (event: string, data: unknown) => void;
+/**
+ * One subscription to `source` shared by the streams that `hold` it: made with the first, dropped
+ * with the last (a server without streams listens to nothing). The listener reads and encodes
+ * each value once for all of them.
+ */
+export class SharedSubscription<T> {
+  private holders = 0;
+  private stop: (() => void) | undefined;
+  private readonly source: Broadcaster<T>;
+  private readonly listener: (value: T) => void;
+
+  constructor(source: Broadcaster<T>, listener: (value: T) => void) {
+    this.source = source;
+    this.listener = listener;
+  }
+
+  /** Holds the subscription; returns the release (once). */
+  hold(): () => void {
+    if (this.holders++ === 0) this.stop = this.source.subscribe(this.listener);
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      if (--this.holders > 0) return;
+      this.stop?.();
+      this.stop = undefined;
+    };
+  }
+}
+
+const encoder = new TextEncoder();
+
+/** One event as it goes on the wire: `prepareEvent("run", {...})` is `event:run` / `data:<json>`. */
+export interface PreparedEvent {
+  readonly bytes: Uint8Array;
+}
+
+export const prepareEvent = (event: string, data: unknown): PreparedEvent => ({ bytes: encoder.encode(`event:${event}\ndata:${JSON.stringify(data)}\n\n`) });
+
+/** Writes one prepared event to a stream. */
+export type SendEvent = (event: PreparedEvent) => void;
 
 /** The event streams of a server: each ends with its token, all end when the server stops accepting (`endAll`). */
 export class EventStreams {
   private readonly open = new Set<() => void>();
   private readonly log: Logger;
-  private readonly tokenWatch: TokenWatch;
+  private readonly accessWatch: AccessWatch;
   private readonly comments: boolean;
 
   /** `comments` false (compat.sse_comments): no comment lines, only events, as the reference sends. */
-  constructor(log: Logger, tokenWatch: TokenWatch, comments = true) {
+  constructor(log: Logger, accessWatch: AccessWatch, comments = true) {
     this.log = log;
-    this.tokenWatch = tokenWatch;
+    this.accessWatch = accessWatch;
     this.comments = comments;
   }
 
@@ -60,31 +100,30 @@ export class EventStreams {
   /**
    * A `text/event-stream` response. `subscribe` starts sending and returns how to stop; the stream
    * starts with the comment `:ok` and ends when the client goes, the server closes, the client
-   * falls more than MAX_BACKLOG behind, or `identity`'s management token expires or is revoked.
+   * falls more than MAX_BACKLOG behind, or `identity`'s token or account no longer allows it.
    */
   respond(identity: Identity | undefined, subscribe: (send: SendEvent) => () => void): Response {
-    return eventStream(this.open, this.log, this.tokenWatch, this.comments, identity, subscribe);
+    return eventStream(this.open, this.log, this.accessWatch, this.comments, identity, subscribe);
   }
 }
 
 function eventStream(
   streams: Set<() => void>,
   log: Logger,
-  tokenWatch: TokenWatch,
+  accessWatch: AccessWatch,
   comments: boolean,
   identity: Identity | undefined,
   subscribe: (send: SendEvent) => () => void,
 ): Response {
-  const encoder = new TextEncoder();
   let end = () => {};
   const body = new ReadableStream<Uint8Array>(
     {
       start(controller) {
         let open = true;
-        const write = (text: string) => {
+        const write = (bytes: Uint8Array) => {
           if (!open) return;
           try {
-            controller.enqueue(encoder.encode(text));
+            controller.enqueue(bytes);
           } catch {
             return end();
           }
@@ -94,17 +133,19 @@ function eventStream(
             end();
           }
         };
-        const unsubscribe = subscribe((event, data) => write(`event:${event}\ndata:${JSON.stringify(data)}\n\n`));
+        const unsubscribe = subscribe((event) => write(event.bytes));
         // Comments keep proxies and idle timers from closing a quiet stream.
         const comment = (text: string) => {
-          if (comments) write(`:${text}\n\n`);
+          if (comments) write(encoder.encode(`:${text}\n\n`));
         };
         const keepalive = setInterval(() => comment(""), KEEPALIVE_MS);
         const unwatch =
           identity?.kind === "mgmt"
-            ? tokenWatch.watch(identity, (reason) => {
-                comment(` ${reason}`);
-                end();
+            ? accessWatch.watch(identity, {
+                end: (reason) => {
+                  comment(` ${reason}`);
+                  end();
+                },
               })
             : () => {};
         end = () => {

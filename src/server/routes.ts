@@ -54,7 +54,7 @@ export interface Domains {
 export function routeTable({ shared, accounts, update, testRun }: Domains): RouteModule[] {
   return [
     // Console sign-in and accounts: /api/v1/auth/login, /api/v1/auth/logout, /api/v1/tokens/revoke, /api/v1/users
-    (ctx, auth) => accountsRoutes(ctx, auth, accounts.throttle, shared.tokenWatch),
+    (ctx, auth) => accountsRoutes(ctx, auth, accounts.throttle, shared.accessWatch),
 
     // The update server (update-server.md).
     // Device authorization and registrations: /api/v1/auth/device, /api/v1/auth/register, /api/v1/auth/pending
@@ -77,13 +77,13 @@ export function routeTable({ shared, accounts, update, testRun }: Domains): Rout
     // /api/v2/devices/progress, /api/v2/devices/:id/progress
     (ctx, auth) => progressRoutes(ctx, auth, update.progress),
     // WebSockets (src/server/upgrade.ts lists them): /api/v1/devices/ws, /api/v1/devices/:mac/shell[/attach/:uuid]
-    (ctx, auth) => channelRoutes(ctx, auth, update.hub, update.shells, shared.tokenWatch),
+    (ctx, auth) => channelRoutes(ctx, auth, update.hub, update.shells, shared.accessWatch),
     // Remote actions: /api/v2/devices/:mac/action/*
     (ctx, auth) => actionsRoutes(ctx, auth, update.actions),
     // File download from devices: /api/v2/devices/:id/fs/file, /local_storage_multipart/*
     (ctx, auth) => deviceFilesRoutes(ctx, auth, update.transfers, update.deviceFiles),
     // Live device events (SSE): /api/stream
-    (ctx, auth) => eventsRoutes(ctx, auth, update.events, shared.streams),
+    (ctx, auth) => eventsRoutes(ctx, auth, update.events, shared.streams, shared.accessWatch),
     // Device logs: /api/v1/logs
     (ctx, auth) => logsRoutes(ctx, auth),
 

@@ -69,15 +69,15 @@ export interface StartOptions {
 
 /**
  * What runs at start, in this order. Each composition root builds its part's services and hooks
- * (the device and session gates, device-socket handlers, deletion hooks), starts its timers and
+ * (the device and account gates, device-socket handlers, deletion hooks), starts its timers and
  * registers its shutdown work on `ctx`; it changes nothing else in `ctx`. The app gets the gates
  * and the routers the services it returns, and only route (src/server/routes.ts). Backup has no services of its own: each request takes a snapshot.
  */
 export function startDomains(ctx: AppContext): Domains {
-  // Token watch (revocation ends streams and shells), event streams, in-flight requests.
-  const shared = createSharedServices(ctx);
-  // The session gate, the login throttle.
+  // The account gate (tokens act as their account stands now), the login throttle.
   const accounts = createAccountsDomain(ctx);
+  // The access watch (an account or token change ends streams and shells), event streams, in-flight requests.
+  const shared = createSharedServices(ctx, accounts.accountGate);
   // The device gate, the orphan-object sweep, progress expiry, the device socket hub with its
   // handlers (progress, actions, file transfers), shells, deletion hooks, the download sweep.
   const update = createUpdateDomain(ctx);
@@ -118,7 +118,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
 
     const ctx: AppContext = { config, dataDir, db, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] };
     const domains = startDomains(ctx);
-    const app = createApp(ctx, { modules: routeTable(domains), inFlight: domains.shared.inFlight, gates: { device: domains.update.deviceGate, session: domains.accounts.sessionGate } });
+    const app = createApp(ctx, { modules: routeTable(domains), inFlight: domains.shared.inFlight, gates: { device: domains.update.deviceGate, account: domains.accounts.accountGate } });
     // WebSocket routes (the device channel) upgrade through @hono/node-server and `ws`.
     const wss = new WebSocketServer({ noServer: true, maxPayload: WS_MAX_PAYLOAD });
     const server = await listen(config, tls, wss, (request, env) => {

@@ -113,10 +113,11 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   sweep.unref();
   ctx.onShutdown.push(() => clearInterval(sweep));
 
-  // A deleted device loses its socket, its action log and the outputs (17.18).
+  // A deleted device loses its socket, its action log and the outputs (17.18), and leaves its deployment.
   deviceHooks.onDeleted((tx, device) => {
     const outputs = deleteDeviceLog(tx, device.mac_address);
     return async () => {
+      deployments.deviceDeleted(device.id);
       const conn = hub.get(device.mac_address);
       if (conn && conn.deviceId === device.id) hub.disconnect(device.mac_address, CLOSE_UNAUTHORIZED, "device was deleted");
       for (const key of outputs) await deviceFiles.remove(key);

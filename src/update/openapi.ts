@@ -6,7 +6,7 @@
 import { z } from "zod";
 import type { Config } from "../config/config.ts";
 import { Empty, errors, ok, type Operation, type Reply } from "../http/openapi.ts";
-import { logBatchBody, logFilterQuery as logFilter, MAX_NAME } from "./logs/logs.ts";
+import { logBatchBody, logDeleteQuery, logFilterQuery as logFilter, MAX_NAME } from "./logs/logs.ts";
 import { registerBody, pendingBody, pendingListQuery, pendingRemoveBody } from "./registration/routes.ts";
 import { fileRequestBody } from "./devicefiles/routes.ts";
 import { execManyBody, removeActionsBody } from "./actions/routes.ts";
@@ -117,12 +117,13 @@ const UpdateHistory = z
   .meta({ id: "UpdateHistoryEntry" });
 const list = (item: z.ZodType) => z.array(item);
 const TOTAL = { "X-Total-Count": "with limit, offset or q: how many devices match before paging" };
+const LOG_TOTAL = { "X-Total-Count": "how many entries match before paging" };
 
 
 type Spec = Omit<Operation, "tag">;
 const tagged = (tag: string, ops: Spec[]): Operation[] => ops.map((op) => ({ ...op, tag }));
 const reply = (json: z.ZodType, description = "OK"): Reply => ({ description, json });
-const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409, 413: e413, 422: e422 } = errors;
+const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409, 413: e413, 422: e422, 429: e429 } = errors;
 const mgmtRead = { 401: e401, 403: e403, 404: e404 };
 const mgmtWrite = { 400: e400, 401: e401, 403: e403, 404: e404 };
 
@@ -364,14 +365,15 @@ export function updateOperations(config: Config): Operation[] {
         method: "get",
         path: "/api/v2/devices/{mac}/action/exec/{action_id}",
         access: "management",
-        summary: "Run an action (202 {} when the device is offline: queued)",
-        responses: { 200: reply(ActionLogEntry), 202: ok(Empty, "Queued"), ...mgmtRead, 504: e400 },
+        summary: "Run an action (202 {} when the device is offline: queued; 429 when update_server.max_queued_actions wait for it already)",
+        responses: { 200: reply(ActionLogEntry), 202: ok(Empty, "Queued"), ...mgmtRead, 429: e429, 504: e400 },
       },
       {
         method: "post",
         path: "/api/v2/devices/action/exec",
         access: "management",
-        summary: "Run an action on many devices (labgate): per device the status and body its own exec would answer",
+        summary:
+          "Run an action on many devices (labgate): per device the status and body its own exec would answer (429 for a device whose queue is full, or past update_server.max_queued_per_request offline devices)",
         body: { json: execManyBody },
         responses: { 200: reply(z.object({ results: list(z.looseObject({ device: z.string(), status: z.int() })) })), ...mgmtWrite },
       },
@@ -413,14 +415,14 @@ export function updateOperations(config: Config): Operation[] {
         method: "post",
         path: "/api/v1/logs",
         access: "device",
-        summary: `A device sends a batch of log entries (at most ${config.update_server.device_logs_max_batch}; ${config.update_server.device_logs_per_device} kept per device)`,
+        summary: `A device sends a batch of log entries (at most ${config.update_server.device_logs_max_batch}, each at most 4096 bytes; ${config.update_server.device_logs_per_device} entries and ${config.update_server.device_log_bytes_per_device} bytes kept per device; ${config.update_server.device_logs_per_minute} entries a minute)`,
         body: { json: logBatchBody(config.update_server.device_logs_max_batch) },
-        responses: { 200: ok(), 400: e400, 401: e401, 413: e413 },
+        responses: { 200: ok(), 400: e400, 401: e401, 413: e413, 429: { ...e429, headers: { "Retry-After": "seconds until the batch fits the device's rate" } } },
       },
-      { method: "get", path: "/api/v1/logs/device/{id}", access: "management", summary: "A device's log entries, newest first", query: logFilter, responses: { 200: reply(list(Log)), 400: e400, ...mgmtRead } },
-      { method: "get", path: "/api/v1/logs/group/{id}", access: "management", summary: "The log entries of a group's devices, newest first", query: logFilter, responses: { 200: reply(list(Log)), 400: e400, ...mgmtRead } },
-      { method: "delete", path: "/api/v1/logs/device/{id}", access: "management", summary: "Delete a device's log entries", query: logFilter, responses: { 200: ok(), ...mgmtWrite } },
-      { method: "delete", path: "/api/v1/logs/group/{id}", access: "management", summary: "Delete the log entries of a group's devices", query: logFilter, responses: { 200: ok(), ...mgmtWrite } },
+      { method: "get", path: "/api/v1/logs/device/{id}", access: "management", summary: "A device's log entries, newest first (paged with limit/offset; without them streamed whole)", query: logFilter, responses: { 200: { ...reply(list(Log)), headers: LOG_TOTAL }, 400: e400, ...mgmtRead } },
+      { method: "get", path: "/api/v1/logs/group/{id}", access: "management", summary: "The log entries of a group's devices, newest first (paged with limit/offset; without them streamed whole)", query: logFilter, responses: { 200: { ...reply(list(Log)), headers: LOG_TOTAL }, 400: e400, ...mgmtRead } },
+      { method: "delete", path: "/api/v1/logs/device/{id}", access: "management", summary: "Delete a device's log entries", query: logDeleteQuery, responses: { 200: ok(), ...mgmtWrite } },
+      { method: "delete", path: "/api/v1/logs/group/{id}", access: "management", summary: "Delete the log entries of a group's devices", query: logDeleteQuery, responses: { 200: ok(), ...mgmtWrite } },
       { method: "get", path: "/api/v1/logs/{id}", access: "management", summary: "One log entry", responses: { 200: reply(Log), ...mgmtRead } },
       { method: "delete", path: "/api/v1/logs/{id}", access: "management", summary: "Delete one log entry", responses: { 200: ok(), ...mgmtRead } },
     ]),

@@ -112,8 +112,11 @@ describe("accounts: the users API", () => {
     const dropped = await patch("admin", { scopes: ["svc_admin_ro"] }, { headers: fromConsole(server, cookie) });
     assert.equal(dropped.status, 200);
     assert.deepEqual(((await dropped.json()) as User).scopes, ["svc_admin_ro"]);
-    assert.equal((await patch("carol", { disabled: true })).status, 409, "carol is now the last admin");
-    assert.equal((await patch("admin", { scopes: ["svc_admin_rw"] })).status, 200);
+    // The first admin token is admin's: it acts with admin's scopes now.
+    assert.equal((await patch("carol", { disabled: true })).status, 403, "admin's token lost admin_rw with the account");
+    const carol = { token: server.token(["admin_rw"], "carol") };
+    assert.equal((await patch("carol", { disabled: true }, { token: server.token(["admin_rw"], "ops") })).status, 409, "carol is now the last admin");
+    assert.equal((await patch("admin", { scopes: ["svc_admin_rw"] }, carol)).status, 200);
   });
 
   test("a cookie-authenticated change without this server's Origin is refused and changes nothing", async () => {

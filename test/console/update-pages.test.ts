@@ -230,6 +230,40 @@ test("at 390 px wide the group and packages pages fit without a page-wide scroll
   }
 });
 
+test("a flood of registrations: the Registrations page loads one page at a time and pages through them", async () => {
+  const { page } = admin;
+  // 120 pending registrations straight into the table (as 20 addresses' floods would leave them).
+  const now = new Date().toISOString();
+  await server.server.ctx.db.write((tx) => {
+    for (let i = 0; i < 120; i++) {
+      const flood = `02:fe:00:00:${(i >> 8).toString(16).padStart(2, "0")}:${(i & 255).toString(16).padStart(2, "0")}`;
+      tx.run("INSERT INTO registrations (mac_address, key_fingerprint, public_key, metadata, last_appeared, client_address) VALUES (?, ?, 'k', ?, ?, ?)", [
+        flood,
+        randomBytes(32).toString("hex"),
+        JSON.stringify({ "svc.device.name": `flood-${i}` }),
+        now,
+        `10.9.0.${i % 20}`,
+      ]);
+    }
+  });
+  try {
+    const answers: string[] = [];
+    page.on("request", (request) => void (request.url().includes("/api/v1/auth/pending") && answers.push(request.url())));
+    await nav(page, "Registrations");
+    const pager = page.getByRole("navigation", { name: "Pages" });
+    await pager.getByText(/^1–50 of 12\d$/).waitFor();
+    assert.equal(await page.locator("tbody tr").count(), 50);
+    assert.ok(answers.every((url) => /[?&]limit=50\b/.test(url)), `every list request is one page: ${answers.join(" ")}`);
+    await admin.shot("registrations-paged");
+    await pager.getByRole("button", { name: "Next ›" }).click();
+    await pager.getByText(/^51–100 of 12\d$/).waitFor();
+    assert.equal(await page.locator("tbody tr").count(), 50);
+    admin.clean([SIGNED_OUT]);
+  } finally {
+    await server.server.ctx.db.write((tx) => void tx.run("DELETE FROM registrations WHERE mac_address LIKE '02:fe:%'"));
+  }
+});
+
 test("a key change: marked on Registrations, approved only through the confirmation that shows both fingerprints", async () => {
   const { page } = admin;
   await agent.stop();

@@ -157,7 +157,7 @@ describe("auth middleware on routes", () => {
     const { update, accounts } = server.server.domains;
     app = createApp(server.server.ctx, {
       modules: [probe],
-      gates: { device: (identity) => identity.deviceId !== refusedDevice && update.deviceGate(identity), session: accounts.sessionGate },
+      gates: { device: (identity) => identity.deviceId !== refusedDevice && update.deviceGate(identity), account: accounts.accountGate },
     });
   });
   after(() => server.close());

@@ -43,6 +43,9 @@ for a; do case "$a" in
 esac; done
 exit 1
 `,
+  // udevadm info -q property -n DEV: the device's udev properties are tools/udev/<base name>.
+  udevadm: `f="$LABGATE_FAKE_HW/tools/udev/\${5##*/}"; [ -f "$f" ] || { echo "Unknown device \"$5\"" >&2; exit 4; }; cat "$f"
+`,
   memtester: `echo "memtester $*" > "$LABGATE_FAKE_HW/tools/memtester.log"
 code=0; [ -f "$LABGATE_FAKE_HW/tools/memtester-exit" ] && read code < "$LABGATE_FAKE_HW/tools/memtester-exit"
 echo "memtester version 4.5.1 (64-bit)"; exit "$code"

@@ -206,7 +206,7 @@ describe("mmc and block", () => {
       ["/dev/mmcblk0", "size[test_config1]", "failed", "size 29.72 GiB (31914983424 bytes) is less than 64G"],
       ["/dev/mmcblk0", "type[test_config1]", "failed", "device type is SD, expected MMC"],
       ["/dev/mmcblk1", "exists[test_config2]", "failed", "no block device /sys/block/mmcblk1"],
-      ["/dev/mmcblk1", "read_speed[test_config2]", "failed", "cannot read /dev/mmcblk1: ENOENT"],
+      ["/dev/mmcblk1", "read_speed[test_config2]", "failed", "cannot read /dev/mmcblk1: no such device"],
       ["/dev/sda", "exists[test_config0]", "failed", "no block device /sys/block/sda"],
     ]);
   });
@@ -354,15 +354,29 @@ describe("camera", () => {
 
   test("an empty frame, wrong names, a missing device", async () => {
     board.file("dev/video0").file("tools/v4l2/video0/frame", "").file("tools/v4l2/video0/driver", "uvcvideo").file("tools/v4l2/video0/card", "HD Webcam");
+    // The device name carries udev's model where udev knows the device.
+    board.file("tools/udev/video0", "DEVNAME=/dev/video0\nID_MODEL=HD_Webcam\nID_V4L_PRODUCT=HD Webcam C270\n");
     const { brief } = await run(yaml + `  - camera: {device: /dev/video2}\n`);
     assert.deepEqual(brief, [
-      ["/dev/video0", "frame[test_config0]", "failed", "AssertionError: The frame is invalid"],
-      ["/dev/video0", "device_name[test_config0]", "failed", "AssertionError: The device name is not correct"],
-      ["/dev/video0", "driver_name[test_config0]", "failed", "AssertionError: The driver name is not correct"],
+      ["HD Webcam C270(/dev/video0)", "frame[test_config0]", "failed", "AssertionError: The frame is invalid"],
+      ["HD Webcam C270(/dev/video0)", "device_name[test_config0]", "failed", "AssertionError: The device name is not correct"],
+      ["HD Webcam C270(/dev/video0)", "driver_name[test_config0]", "failed", "AssertionError: The driver name is not correct"],
       ["/dev/video2", "frame[test_config1]", "failed", "AssertionError: Device /dev/video2 doesn't exist"],
       ["/dev/video2", "device_name[test_config1]", "failed", "AssertionError: Device /dev/video2 doesn't exist"],
       ["/dev/video2", "driver_name[test_config1]", "failed", "AssertionError: Device /dev/video2 doesn't exist"],
     ]);
+  });
+
+  test("without save_file the frame is checked and not kept", async () => {
+    board.file("dev/video0").file("tools/v4l2/video0/frame", "YUYV");
+    const { brief, id } = await run(`tests:\n  c:\n  - camera: {device: /dev/video0}\n`);
+    assert.deepEqual(brief, [
+      ["/dev/video0", "frame[test_config0]", "passed", ""],
+      ["/dev/video0", "device_name[test_config0]", "skipped", "Skipped: camera_name parameter not set"],
+      ["/dev/video0", "driver_name[test_config0]", "skipped", "Skipped: driver_name parameter not set"],
+    ]);
+    const artifacts = await s.request(`/api/v1/test-runs/${id}/artifacts`, { token: s.adminToken });
+    assert.deepEqual(await artifacts.json(), []);
   });
 
   test("without v4l-utils", async () => {

@@ -154,11 +154,17 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}${EMULATED ? " under qe
   let target: Target;
   let ops: Operation[] = [];
   let device: { mac: string; id: number; token: string };
+  /** A session of an account without scopes or permissions (issue 25's unprivileged caller). */
+  let nobody: string;
 
   before(async () => {
     target = await startTarget();
     const registered = await registerDevice(target.server);
     device = { mac: registered.client.mac, id: registered.id, token: registered.token };
+    const account = { name: "nobody", password: "nobody-password" };
+    assert.equal((await target.server.request("/api/v1/users", { method: "POST", token: target.adminToken, json: { ...account, scopes: [] } })).status, 201);
+    const login = await target.server.request("/api/v1/auth/login", { method: "POST", json: { username: account.name, password: account.password } });
+    nobody = login.headers.getSetCookie()[0].split(";")[0].slice("labgate_session=".length);
     // YAML bombs are stored (they are valid YAML); reading them must be bounded.
     const laughs = ["a: &a [x, x, x, x, x, x, x, x, x]", ...Array.from({ length: 9 }, (_, i) => `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [*${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}]`), "tests: *j"].join("\n");
     for (const [name, text] of [["bomb.yml", laughs], ["deep.yml", "tests: " + "[".repeat(5000) + "]".repeat(5000)], ["ok.yml", "tests:\n  base:\n  - simple: {}\n"]]) {
@@ -307,6 +313,16 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}${EMULATED ? " under qe
     }
     inputs.push({ name: "attach with a garbage uuid", request: http("GET", `/api/v1/devices/${device.mac}/shell/attach/${"%00".repeat(30)}`, { ...deviceAuth, ...wsHeaders, Connection: "Upgrade" }), frames: [frame(1, Buffer.from("x"))], expect: "close", idleMs: 300 });
     inputs.push({ name: "device socket with a management token", request: http("GET", "/api/v1/devices/ws", { ...auth, ...wsHeaders, Connection: "Upgrade" }), expect: "close" });
+    // Issue 25: work bounded whoever asks.
+    const macs = Array.from({ length: 10_000 }, (_, i) => `02:00:00:${(i >> 16).toString(16).padStart(2, "0")}:${((i >> 8) & 255).toString(16).padStart(2, "0")}:${(i & 255).toString(16).padStart(2, "0")}`);
+    const nobodyAuth = { Authorization: `Bearer token=${nobody}`, "Content-Type": "application/json" };
+    inputs.push({ name: "fan-out of 10,000 MACs by a caller without permissions", request: http("POST", "/api/v2/devices/action/exec", nobodyAuth, JSON.stringify({ action_id: "x", devices: [device.mac, ...macs.slice(1)] })), expect: "no5xx" });
+    inputs.push({ name: "device stream of a caller without permissions", request: http("GET", "/api/stream", nobodyAuth), expect: "close", idleMs: 300 });
+    const entry = (text: string) => JSON.stringify({ batch: [{ device_timestamp: "Wed, 02 Oct 2002 15:00:00 -0000", name: "n", entry: text }] });
+    inputs.push({ name: "log entry of 4097 bytes in 1366 characters", request: http("POST", "/api/v1/logs", { ...deviceAuth, "Content-Type": "application/json" }, entry("€".repeat(1365) + "xx")), expect: "4xx" });
+    inputs.push({ name: "log list paged past the end", request: http("GET", `/api/v1/logs/device/${device.id}?limit=1000&offset=9007199254740991`, auth), expect: "no5xx" });
+    inputs.push({ name: "login with a name that cannot exist", request: http("POST", "/api/v1/auth/login", { "Content-Type": "application/json" }, JSON.stringify({ username: "../admin\u0000", password: "x".repeat(1024) })), expect: "4xx" });
+    inputs.push({ name: "delete an account with a session of no scopes", request: http("DELETE", "/api/v1/users/admin", { ...nobodyAuth, Origin: "http://127.0.0.1" }), expect: "4xx" });
     inputs.push({ name: "upgrade to h2c", request: http("GET", "/api/health", { Connection: "Upgrade, HTTP2-Settings", Upgrade: "h2c", "HTTP2-Settings": "AAMAAABkAARAAAAAAAIAAAAA" }), expect: "4xx" });
     return inputs;
   }

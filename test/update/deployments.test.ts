@@ -308,6 +308,19 @@ describe("deployments", () => {
     await call("POST", `/api/v2/deployments/${next.id}/abort`);
   });
 
+  test("a device deleted mid-deployment leaves it: the others complete it", async () => {
+    const pk = await packagesReady();
+    const devices = await devicesOf(2);
+    const g = await group(devices.map((d) => d.id), [pk.v2], "no_update,");
+    const created = await create({ group: g, version: "v2" });
+    assert.equal((await check(devices[0], "v1")).status, 200);
+    await report(devices[0], { state: "installed", version: "v2", from_version: "v1" });
+    assert.equal((await deployment(created.id)).status, "running");
+    assert.equal((await call("DELETE", `/api/v2/devices/${devices[1].id}`)).status, 200);
+    await waitFor(async () => (await deployment(created.id)).status === "completed", 5000, "completed without the deleted device");
+    assert.equal((await deployment(created.id)).devices, 1);
+  });
+
   test("multi-hop: the resolver's path leads to the target; an intermediate hop is not the end", async () => {
     const pk = await packagesReady();
     const [device] = await devicesOf(1);

@@ -49,6 +49,25 @@ test("one client address holds a bounded number of pending registrations", async
   assert.equal((await removeAll()).status, 200);
 });
 
+test("pending registrations are bounded in total (update_server.max_pending_registrations, 10,000): many addresses cannot pass it", async () => {
+  const total = server.server.ctx.config.update_server.max_pending_registrations;
+  assert.equal(total, 10_000);
+  // A flood from 200 addresses, 50 each: under every per-address cap.
+  await server.server.ctx.db.write((tx) => {
+    for (let i = 0; i < total; i++) {
+      tx.run("INSERT INTO registrations (mac_address, key_fingerprint, public_key, metadata, last_appeared, client_address) VALUES (?, ?, 'k', '{}', ?, ?)", [`g${i}`, `f${i}`, new Date().toISOString(), `10.8.${i % 200}.1`]);
+    }
+  });
+  const refused = await register(key("ed25519", true));
+  assert.equal(refused.status, 429);
+  assert.match(((await refused.json()) as { error: string }).error, /too many pending registrations \(10000, update_server\.max_pending_registrations\)/);
+  assert.equal(pendingRows(), total);
+  const removed = await server.request("/api/v1/auth/pending/remove", { method: "POST", token: server.adminToken, json: { client_address: "10.8.0.1" } });
+  assert.deepEqual(await removed.json(), { removed: 50 });
+  assert.equal((await register(key("ed25519", true))).status, 401, "room again: pending");
+  assert.equal((await removeAll()).status, 200);
+});
+
 test("pending registrations expire after update_server.pending_registration_ttl; the list pages; bulk removal by age", async () => {
   const macs = [nextMac(), nextMac(), nextMac()];
   for (const mac of macs) assert.equal((await register(key("ed25519", true), mac)).status, 401);

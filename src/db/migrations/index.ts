@@ -10,10 +10,12 @@ import { m009Accounts } from "./009_accounts.ts";
 import { m010DeviceLogs } from "./010_device_logs.ts";
 import { m011RegistrationBounds } from "./011_registration_bounds.ts";
 import { m012ActionOutputInline } from "./012_action_output_inline.ts";
+import { m014AccessGeneration } from "./014_access_generation.ts";
+import { m015DeviceLogBytes } from "./015_device_log_bytes.ts";
 import { m016Deployments } from "./016_deployments.ts";
 import { m017UpdateHistory } from "./017_update_history.ts";
 import { m018AuditLog } from "./018_audit_log.ts";
 import { m020DeviceTestRuns } from "./020_device_test_runs.ts";
 
 /** Every schema step in order. Append new numbered files; never edit a released one. */
-export const migrations: Migration[] = [m001Core, m002Testrun, m003Devices, m004PackagesGroups, m005DeviceChannel, m006ProgressUpdated, m008TokenRevocations, m009Accounts, m010DeviceLogs, m011RegistrationBounds, m012ActionOutputInline, m016Deployments, m017UpdateHistory, m018AuditLog, m020DeviceTestRuns];
+export const migrations: Migration[] = [m001Core, m002Testrun, m003Devices, m004PackagesGroups, m005DeviceChannel, m006ProgressUpdated, m008TokenRevocations, m009Accounts, m010DeviceLogs, m011RegistrationBounds, m012ActionOutputInline, m014AccessGeneration, m015DeviceLogBytes, m016Deployments, m017UpdateHistory, m018AuditLog, m020DeviceTestRuns];

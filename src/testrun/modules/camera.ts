@@ -1,8 +1,7 @@
-import { mkdtemp, rm, stat } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import { safeArtifactName } from "./artifact-names.ts";
-import { assertion, exists, hostPath, readAttribute, runTool, toolProblem } from "./hardware.ts";
+import { assertion, exists, hostPath, nonEmpty, readAttribute, removeFile, runTool, toolProblem } from "./hardware.ts";
 import { given, num, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, skip, type EntryContext, type ModuleDef, type Outcome } from "./types.ts";
 
@@ -71,17 +70,16 @@ export const cameraModule: ModuleDef = {
       async run(ctx) {
         if (state(ctx).missing) return assertion(`Device ${device(ctx)} doesn't exist`);
         const save = str(ctx.params, "save_file");
-        const scratch = save ? undefined : await mkdtemp(join(tmpdir(), "labgate-frame-"));
-        const file = save ? join(ctx.artifactsDir, save) : join(scratch!, "frame");
+        // Without save_file the frame is looked at and removed again, as the reference keeps it in memory.
+        const file = join(ctx.artifactsDir, save ?? `.frame-${randomUUID()}`);
         try {
           const problem = await capture(ctx, file);
           if (problem) return fail(problem);
-          const size = await stat(file).then((s) => s.size, () => 0);
-          if (size === 0) return assertion("The frame is invalid");
+          if (!(await nonEmpty(ctx, file))) return assertion("The frame is invalid");
           if (save) ctx.recordArtifact(save);
           return pass();
         } finally {
-          if (scratch) await rm(scratch, { recursive: true, force: true });
+          if (!save) await removeFile(ctx, file);
         }
       },
     },
@@ -89,7 +87,7 @@ export const cameraModule: ModuleDef = {
       name: "device_name",
       async run(ctx) {
         const node = /^video\d+$/.exec(device(ctx).split("/").pop() ?? "")?.[0];
-        const sysfsName = node ? await readAttribute(join(ctx.roots.sys, "class", "video4linux", node, "name")) : undefined;
+        const sysfsName = node ? await readAttribute(ctx, `/sys/class/video4linux/${node}/name`) : undefined;
         return compareInfo(ctx, "camera_name", "card", "The device name is not correct", sysfsName);
       },
     },
@@ -100,15 +98,15 @@ export const cameraModule: ModuleDef = {
   ],
   async setup(ctx) {
     const s = state(ctx);
-    const node = hostPath(ctx.roots, device(ctx));
     // The tool does the I/O: a test tree's `dev/video0` may be a plain file.
-    if (!(await exists(node))) {
+    if (!(await exists(ctx, device(ctx)))) {
       s.missing = true;
       return;
     }
     if (given(ctx.params, "driver_name") || given(ctx.params, "camera_name")) s.info = await info(ctx);
     // The model for the device name, from udev where it knows the device.
-    const udev = await runTool(ctx, ["udevadm", "info", "-q", "property", "-n", node], 10);
-    if (udev.exitCode === 0) s.model = infoField(udev.stdout.replace(/=/g, ":"), "ID_V4L_PRODUCT") ?? infoField(udev.stdout.replace(/=/g, ":"), "ID_MODEL");
+    const udev = await runTool(ctx, ["udevadm", "info", "-q", "property", "-n", hostPath(ctx.roots, device(ctx))], 10);
+    const property = (key: string) => new RegExp(`^${key}=(.+)$`, "m").exec(udev.stdout)?.[1]?.trim();
+    if (udev.exitCode === 0) s.model = property("ID_V4L_PRODUCT") ?? property("ID_MODEL");
   },
 };

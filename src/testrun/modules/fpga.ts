@@ -1,6 +1,5 @@
-import { writeFile } from "node:fs/promises";
 import { posix } from "node:path";
-import { assertion, exists, firmwarePath, hostPath, readAttribute } from "./hardware.ts";
+import { assertion, exists, firmwareExists, readAttribute, writeAttribute } from "./hardware.ts";
 import { paramSchema, required, str } from "./params.ts";
 import { pass, type EntryContext, type ModuleDef } from "./types.ts";
 
@@ -23,21 +22,20 @@ export const fpgaModule: ModuleDef = {
   cases: () => [
     {
       name: "sysfs_interface",
-      run: async (ctx) => ((await exists(hostPath(ctx.roots, iface(ctx)))) ? pass() : assertion(`${iface(ctx)} does not exist`)),
+      run: async (ctx) => ((await exists(ctx, iface(ctx))) ? pass() : assertion(`${iface(ctx)} does not exist`)),
     },
     {
       name: "flashing_bitstream",
       async run(ctx) {
         const bitstream = str(ctx.params, "bitstream_path")!;
-        if (!(await exists(firmwarePath(ctx.roots, bitstream)))) return assertion("Bitstream file does not exist");
-        const file = hostPath(ctx.roots, iface(ctx));
+        if (!(await firmwareExists(ctx, bitstream))) return assertion("Bitstream file does not exist");
         try {
-          await writeFile(file, bitstream);
+          await writeAttribute(ctx, iface(ctx), bitstream);
         } catch {
           return assertion("The bitstream failed to flash");
         }
         const stateFile = posix.join(posix.dirname(iface(ctx)), "state");
-        const state = await readAttribute(hostPath(ctx.roots, stateFile));
+        const state = await readAttribute(ctx, stateFile);
         return state === "operating" ? pass() : assertion(`${stateFile} is '${state ?? "unreadable"}' after the load, expected 'operating'`);
       },
     },

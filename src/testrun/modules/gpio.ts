@@ -1,11 +1,7 @@
-import { readFile, stat, writeFile } from "node:fs/promises";
-import { join } from "node:path";
-import { assertion, runTool, toolProblem } from "./hardware.ts";
+import { assertion, hostPath, kindOf, readAttribute, runTool, toolProblem, writeAttribute } from "./hardware.ts";
 import { bool, choice, given, num, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, type EntryContext, type ModuleDef, type Outcome, type Params } from "./types.ts";
 
-const isDir = (path: string) => stat(path).then((s) => s.isDirectory(), () => false);
-const isFile = (path: string) => stat(path).then((s) => !s.isDirectory(), () => false);
 
 /** `gpiochip0` whether the config writes `0`, `gpiochip0` or `/dev/gpiochip0`. */
 const chipName = (p: Params) => {
@@ -19,33 +15,34 @@ const mismatch = (write: boolean, want: number, got: unknown) =>
 /** The reference's flow: export when the line's directory is missing (and unexport after, only then), set the direction, read or write `value`. */
 async function viaSysfs(ctx: EntryContext): Promise<Outcome> {
   const p = ctx.params;
-  const base = join(ctx.roots.sys, "class", "gpio");
+  const base = "/sys/class/gpio";
   const number = num(p, "number")!;
-  const dir = join(base, str(p, "gpio_name", `gpio${number}`)!);
+  const dir = `${base}/${str(p, "gpio_name", `gpio${number}`)}`;
   const write = bool(p, "write", false)!;
   const want = num(p, "value")!;
   let unexport = false;
-  if (!(await isDir(dir))) {
-    if (!(await isFile(join(base, "export")))) return assertion("Sysfs interface for GPIO does not exist");
-    await writeFile(join(base, "export"), String(number));
+  if ((await kindOf(ctx, dir)) !== "dir") {
+    if ((await kindOf(ctx, `${base}/export`)) !== "file") return assertion("Sysfs interface for GPIO does not exist");
+    await writeAttribute(ctx, `${base}/export`, String(number));
     unexport = true;
   }
   try {
-    if (!(await isDir(dir))) return assertion("GPIO could not be initiated");
-    await writeFile(join(dir, "direction"), write ? "out" : "in");
-    if (write) await writeFile(join(dir, "value"), String(want));
-    const text = (await readFile(join(dir, "value"), "utf8")).trim();
+    if ((await kindOf(ctx, dir)) !== "dir") return assertion("GPIO could not be initiated");
+    await writeAttribute(ctx, `${dir}/direction`, write ? "out" : "in");
+    if (write) await writeAttribute(ctx, `${dir}/value`, String(want));
+    const text = await readAttribute(ctx, `${dir}/value`);
+    if (text === undefined) return fail(`cannot read ${dir}/value`);
     const got = /^-?\d+$/.test(text) ? Number(text) : text;
     return got === want ? pass() : mismatch(write, want, got);
   } finally {
-    if (unexport) await writeFile(join(base, "unexport"), String(number)).catch(() => undefined);
+    if (unexport) await writeAttribute(ctx, `${base}/unexport`, String(number)).catch(() => undefined);
   }
 }
 
 /** libgpiod's tools on the character device: version 1 (`gpioget CHIP LINE`) and 2 (`gpioget -c CHIP LINE`) differ. */
 async function viaGpiod(ctx: EntryContext): Promise<Outcome> {
   const p = ctx.params;
-  const chip = join(ctx.roots.dev, chipName(p));
+  const chip = hostPath(ctx.roots, `/dev/${chipName(p)}`);
   const line = str(p, "line")!;
   const write = bool(p, "write", false)!;
   const want = num(p, "value")!;
@@ -74,7 +71,7 @@ const usesSysfs = async (ctx: EntryContext) => {
   const method = str(ctx.params, "method");
   if (method) return method === "sysfs";
   if (!given(ctx.params, "chip")) return true;
-  return given(ctx.params, "number") && (await isFile(join(ctx.roots.sys, "class", "gpio", "export")));
+  return given(ctx.params, "number") && (await kindOf(ctx, "/sys/class/gpio/export")) === "file";
 };
 
 /** `gpio`: read a line, or drive it and read it back (protoplaster's `gpio`; labgate adds the character device). */

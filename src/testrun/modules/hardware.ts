@@ -1,4 +1,4 @@
-import { access } from "node:fs/promises";
+import { readdir, rm, stat, writeFile } from "node:fs/promises";
 import { posix } from "node:path";
 import { readHead } from "../../util/files.ts";
 import { describeExit, type ProcessResult } from "../../util/process.ts";
@@ -13,7 +13,7 @@ import { fail, type EntryContext, type HardwareRoots, type Outcome } from "./typ
 
 const ATTRIBUTE_LIMIT = 64 * 1024;
 
-/** Where a path as a config writes it is on this server: `/sys/...` and `/dev/...` below their roots, anything else as written. */
+/** Where a path as a config writes it is on this server: `/sys/...` and `/dev/...` below their roots, anything else as written (normalised, from `/`). */
 export function hostPath(roots: HardwareRoots, path: string): string {
   const p = posix.normalize(`/${path}`);
   for (const [prefix, root] of [
@@ -22,26 +22,44 @@ export function hostPath(roots: HardwareRoots, path: string): string {
   ] as const) {
     if (p === prefix || p.startsWith(`${prefix}/`)) return posix.join(root, p.slice(prefix.length));
   }
-  return posix.isAbsolute(path) ? p : path;
+  return p;
 }
 
-/** A firmware file name (as the kernel's firmware loader takes it) on this server. */
-export const firmwarePath = (roots: HardwareRoots, name: string): string => posix.join(roots.firmware, posix.normalize(`/${name}`));
+// The board's files. Every sysfs, /dev and firmware access of a hardware module goes through these
+// functions, with the path as the config writes it, so that who reads and writes them is decided here.
+type Board = Pick<EntryContext, "roots">;
 
-export const exists = async (path: string): Promise<boolean> =>
-  access(path).then(
-    () => true,
-    () => false,
+/** What is at a config path: `dir`, `file` (anything else: attribute, device node) or undefined when nothing. */
+export const kindOf = (ctx: Board, path: string): Promise<"dir" | "file" | undefined> =>
+  stat(hostPath(ctx.roots, path)).then(
+    (s) => (s.isDirectory() ? "dir" : "file"),
+    () => undefined,
   );
 
+export const exists = async (ctx: Board, path: string): Promise<boolean> => (await kindOf(ctx, path)) !== undefined;
+
 /** A sysfs attribute's content, trimmed; undefined when it cannot be read (missing, or the kernel refuses, as `speed` of a link that is down). */
-export async function readAttribute(path: string): Promise<string | undefined> {
+export async function readAttribute(ctx: Board, path: string): Promise<string | undefined> {
   try {
-    return (await readHead(path, ATTRIBUTE_LIMIT)).toString("utf8").trim();
+    return (await readHead(hostPath(ctx.roots, path), ATTRIBUTE_LIMIT)).toString("utf8").trim();
   } catch {
     return undefined;
   }
 }
+
+/** Writes an attribute (`export`, `direction`, `firmware`); throws the system's error. */
+export const writeAttribute = (ctx: Board, path: string, text: string): Promise<void> => writeFile(hostPath(ctx.roots, path), text);
+
+/** A directory's entry names, sorted; none when it cannot be read. */
+export const listDir = async (ctx: Board, path: string): Promise<string[]> => (await readdir(hostPath(ctx.roots, path)).catch(() => [] as string[])).sort();
+
+/** Whether a file has at least one byte (a captured frame). */
+export const nonEmpty = async (ctx: Board, path: string): Promise<boolean> => (await readHead(hostPath(ctx.roots, path), 1).catch(() => Buffer.alloc(0))).length > 0;
+
+export const removeFile = (ctx: Board, path: string): Promise<void> => rm(hostPath(ctx.roots, path), { force: true });
+
+/** Whether a firmware file (a name as the kernel's firmware loader takes it) is there. */
+export const firmwareExists = (ctx: Board, name: string): Promise<boolean> => stat(posix.join(ctx.roots.firmware, posix.normalize(`/${name}`))).then(() => true, () => false);
 
 /** A failed assertion as protoplaster's modules report it (test-run-server conventions). */
 export const assertion = (text: string): Outcome => fail(`AssertionError: ${text}`);
@@ -49,7 +67,6 @@ export const assertion = (text: string): Outcome => fail(`AssertionError: ${text
 /** The Debian package of each tool a hardware module runs, for the message when it is missing. */
 export const TOOL_PACKAGES: Readonly<Record<string, string>> = {
   i2cget: "i2c-tools",
-  i2ctransfer: "i2c-tools",
   gpioget: "gpiod",
   gpioset: "gpiod",
   "v4l2-ctl": "v4l-utils",

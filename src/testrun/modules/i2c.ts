@@ -1,4 +1,3 @@
-import { join } from "node:path";
 import { assertion, exists, hex, integerOf, runTool, toolProblem } from "./hardware.ts";
 import { choice, given, isMapping, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, type CaseDef, type EntryContext, type ModuleDef, type Params } from "./types.ts";
@@ -17,7 +16,7 @@ const addressError = (v: unknown, what: string) => {
 
 /** A client with a bound kernel driver: `/sys/bus/i2c/devices/<bus>-00<addr>/driver`. */
 const sysfsClient = (bus: string, address: number) => `/sys/bus/i2c/devices/${bus}-${address.toString(16).padStart(4, "0")}`;
-const boundDriver = (ctx: EntryContext, bus: string, address: number) => exists(join(ctx.roots.sys, sysfsClient(bus, address).slice("/sys/".length), "driver"));
+const boundDriver = (ctx: EntryContext, bus: string, address: number) => exists(ctx, `${sysfsClient(bus, address)}/driver`);
 
 /** `i2c`: each listed address answers on the bus (protoplaster's `i2c`: a forced one-byte read per address). */
 export const i2cModule: ModuleDef = {

@@ -1,6 +1,5 @@
-import { writeFile } from "node:fs/promises";
-import { join } from "node:path";
-import { assertion, exists, hostPath, readAttribute } from "./hardware.ts";
+import { posix } from "node:path";
+import { assertion, exists, readAttribute, writeAttribute } from "./hardware.ts";
 import { given, num, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, skip, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
 
@@ -27,14 +26,14 @@ export const adcModule: ModuleDef = {
   cases: () => [
     {
       name: "is_alive",
-      run: async (ctx) => ((await exists(hostPath(ctx.roots, sysfsPath(ctx, DEFAULT_ADC)))) ? pass() : assertion("ADC does not respond correctly")),
+      run: async (ctx) => ((await exists(ctx, sysfsPath(ctx, DEFAULT_ADC))) ? pass() : assertion("ADC does not respond correctly")),
     },
     {
       name: "device_name",
       async run(ctx) {
         if (!given(ctx.params, "device_name")) return skip("device_name parameter not set");
         // protoplaster compares the untrimmed file and so never matches; the trimmed name is what was meant.
-        const name = await readAttribute(join(hostPath(ctx.roots, sysfsPath(ctx, DEFAULT_ADC)), "name"));
+        const name = await readAttribute(ctx, posix.join(sysfsPath(ctx, DEFAULT_ADC), "name"));
         return name === str(ctx.params, "device_name") ? pass() : assertion("The device name is not correct");
       },
     },
@@ -44,7 +43,7 @@ export const adcModule: ModuleDef = {
         const dir = sysfsPath(ctx, DEFAULT_ADC);
         const channel = str(ctx.params, "channel", "0");
         const read = async (what: string) => {
-          const text = await readAttribute(join(hostPath(ctx.roots, dir), `in_voltage${channel}_${what}`));
+          const text = await readAttribute(ctx, posix.join(dir, `in_voltage${channel}_${what}`));
           return text === undefined || text === "" || Number.isNaN(Number(text)) ? undefined : Number(text);
         };
         const raw = await read("raw");
@@ -78,7 +77,7 @@ export const dacModule: ModuleDef = {
     const cases: CaseDef[] = [
       {
         name: "sysfs_interface",
-        run: async (ctx) => ((await exists(hostPath(ctx.roots, sysfsPath(ctx)))) ? pass() : assertion("Provided DAC path doesn't exist")),
+        run: async (ctx) => ((await exists(ctx, sysfsPath(ctx))) ? pass() : assertion("Provided DAC path doesn't exist")),
       },
     ];
     if (given(params, "value"))
@@ -86,14 +85,14 @@ export const dacModule: ModuleDef = {
         name: "write_read",
         async run(ctx) {
           const name = `out_voltage${str(ctx.params, "channel", "0")}_raw`;
-          const file = join(hostPath(ctx.roots, sysfsPath(ctx)), name);
+          const file = posix.join(sysfsPath(ctx), name);
           const value = num(ctx.params, "value")!;
           try {
-            await writeFile(file, String(value));
+            await writeAttribute(ctx, file, String(value));
           } catch (error) {
             return fail(`cannot write ${sysfsPath(ctx)}/${name}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
           }
-          const back = await readAttribute(file);
+          const back = await readAttribute(ctx, file);
           return back === String(value) ? pass() : fail(`read back ${back ?? "nothing"} from ${sysfsPath(ctx)}/${name}, wrote ${value}`);
         },
       });

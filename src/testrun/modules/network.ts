@@ -1,10 +1,9 @@
-import { join } from "node:path";
 import { assertion, exists, readAttribute } from "./hardware.ts";
 import { bool, choice, given, num, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, skip, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
 
 const iface = (ctx: Pick<EntryContext, "params">) => str(ctx.params, "interface")!;
-const attribute = (ctx: EntryContext, name: string) => readAttribute(join(ctx.roots.sys, "class", "net", iface(ctx), name));
+const attribute = (ctx: EntryContext, name: string) => readAttribute(ctx, `/sys/class/net/${iface(ctx)}/${name}`);
 
 /** A labgate check of one attribute, reported only when its parameter is given. */
 const attributeCase = (name: string, file: string, check: (ctx: EntryContext, value: string) => string | undefined): CaseDef => ({
@@ -36,7 +35,7 @@ export const networkModule: ModuleDef = {
     const cases: CaseDef[] = [
       {
         name: "exist",
-        run: async (ctx) => ((await exists(join(ctx.roots.sys, "class", "net", iface(ctx)))) ? pass() : assertion(`No interface found: ${iface(ctx)}`)),
+        run: async (ctx) => ((await exists(ctx, `/sys/class/net/${iface(ctx)}`)) ? pass() : assertion(`No interface found: ${iface(ctx)}`)),
       },
       {
         name: "speed",

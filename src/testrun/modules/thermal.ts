@@ -1,6 +1,4 @@
-import { readdir } from "node:fs/promises";
-import { join } from "node:path";
-import { hostPath, readAttribute } from "./hardware.ts";
+import { listDir, readAttribute } from "./hardware.ts";
 import { given, num, optional, paramSchema, str } from "./params.ts";
 import { fail, pass, type EntryContext, type ModuleDef, type Params } from "./types.ts";
 
@@ -10,16 +8,14 @@ const NAME = /^[^/\0]+$/;
 async function findSensor(ctx: EntryContext): Promise<string | undefined> {
   const p = ctx.params;
   if (given(p, "path")) return str(p, "path");
-  const sys = ctx.roots.sys;
-  const list = async (dir: string) => (await readdir(join(sys, dir)).catch(() => [] as string[])).sort();
   if (given(p, "zone")) {
-    for (const zone of await list("class/thermal")) {
-      if (zone.startsWith("thermal_zone") && (await readAttribute(join(sys, "class/thermal", zone, "type"))) === str(p, "zone")) return `/sys/class/thermal/${zone}/temp`;
+    for (const zone of await listDir(ctx, "/sys/class/thermal")) {
+      if (zone.startsWith("thermal_zone") && (await readAttribute(ctx, `/sys/class/thermal/${zone}/type`)) === str(p, "zone")) return `/sys/class/thermal/${zone}/temp`;
     }
     return undefined;
   }
-  for (const hwmon of await list("class/hwmon")) {
-    if ((await readAttribute(join(sys, "class/hwmon", hwmon, "name"))) === str(p, "hwmon")) return `/sys/class/hwmon/${hwmon}/${str(p, "sensor", "temp1")}_input`;
+  for (const hwmon of await listDir(ctx, "/sys/class/hwmon")) {
+    if ((await readAttribute(ctx, `/sys/class/hwmon/${hwmon}/name`)) === str(p, "hwmon")) return `/sys/class/hwmon/${hwmon}/${str(p, "sensor", "temp1")}_input`;
   }
   return undefined;
 }
@@ -54,7 +50,7 @@ export const thermalModule: ModuleDef = {
       async run(ctx) {
         const sensor = ctx.state.sensor as string | undefined;
         if (!sensor) return fail(`no ${where(ctx.params)}`);
-        const text = await readAttribute(hostPath(ctx.roots, sensor));
+        const text = await readAttribute(ctx, sensor);
         if (text === undefined || text === "" || Number.isNaN(Number(text))) return fail(`cannot read a temperature from ${sensor}`);
         const value = Number(text) * num(ctx.params, "scale", 0.001)!;
         const shown = Number(value.toFixed(3));

@@ -1,6 +1,4 @@
-import { readdir } from "node:fs/promises";
-import { join } from "node:path";
-import { assertion, exists, readAttribute } from "./hardware.ts";
+import { assertion, exists, listDir, readAttribute } from "./hardware.ts";
 import { given, optional, paramSchema, required, str } from "./params.ts";
 import { fail, pass, skip, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
 
@@ -43,7 +41,7 @@ export const usbdevModule: ModuleDef = {
         async run(ctx) {
           if (!given(ctx.params, "speed")) return skip("speed parameter not set");
           const file = `${USB_DEVICES}/${state(ctx).name ?? str(ctx.params, "device")}/speed`;
-          const current = state(ctx).name ? await readAttribute(join(ctx.roots.sys, "bus", "usb", "devices", state(ctx).name!, "speed")) : undefined;
+          const current = state(ctx).name ? await readAttribute(ctx, `${USB_DEVICES}/${state(ctx).name}/speed`) : undefined;
           if (current === undefined) return assertion(`Could not find speed file: ${file} (is the device connected?)`);
           const want = str(ctx.params, "speed");
           return current === want ? pass() : assertion(`Expected USB speed ${want} Mbps, but got ${current} Mbps`);
@@ -61,7 +59,7 @@ export const usbdevModule: ModuleDef = {
             ["product_id", "idProduct"],
           ] as const) {
             if (!given(ctx.params, key)) continue;
-            const value = await readAttribute(join(ctx.roots.sys, "bus", "usb", "devices", name, file));
+            const value = await readAttribute(ctx, `${USB_DEVICES}/${name}/${file}`);
             if (value?.toLowerCase() !== hexId(ctx.params[key])) return fail(`${file} is ${value ?? "unreadable"}, expected ${hexId(ctx.params[key])}`);
           }
           return pass();
@@ -70,18 +68,16 @@ export const usbdevModule: ModuleDef = {
     return cases;
   },
   async setup(ctx) {
-    const devices = join(ctx.roots.sys, "bus", "usb", "devices");
     const device = str(ctx.params, "device")!;
     const ids = VID_PID.exec(device);
     if (!ids) {
-      if (await exists(join(devices, device))) state(ctx).name = device;
+      if (await exists(ctx, `${USB_DEVICES}/${device}`)) state(ctx).name = device;
       return;
     }
-    const names = await readdir(devices).catch(() => [] as string[]);
-    for (const name of names.sort()) {
-      const vendor = await readAttribute(join(devices, name, "idVendor"));
+    for (const name of await listDir(ctx, USB_DEVICES)) {
+      const vendor = await readAttribute(ctx, `${USB_DEVICES}/${name}/idVendor`);
       if (vendor?.toLowerCase() !== ids[1]!.toLowerCase()) continue;
-      if ((await readAttribute(join(devices, name, "idProduct")))?.toLowerCase() === ids[2]!.toLowerCase()) {
+      if ((await readAttribute(ctx, `${USB_DEVICES}/${name}/idProduct`))?.toLowerCase() === ids[2]!.toLowerCase()) {
         state(ctx).name = name;
         return;
       }

@@ -12,7 +12,7 @@ import { statFile } from "../../util/files.ts";
 import { contentDisposition, fileEtag, notModified, serveFile, untrustedFileHeaders } from "../../storage/send.ts";
 import { z } from "zod";
 import { integerParam, jsonBody, jsonObject, queryOf } from "../../http/openapi.ts";
-import type { Broadcaster, EventStreams } from "../../http/sse.ts";
+import { Broadcaster, prepareEvent, SharedSubscription, type EventStreams, type PreparedEvent } from "../../http/sse.ts";
 import { openReportJson, openReportJsonByDevice, reportSummary } from "../engine/report.ts";
 import { PlanError } from "../plan.ts";
 import { listArtifacts, openArtifact } from "../runs/artifacts.ts";
@@ -173,21 +173,30 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     return c.json(runs.map(runObjectA));
   });
 
-  // Before /:id so that `stream` is never taken for a run id.
-  app.get("/api/v1/test-runs/stream", access.read, (c) => {
-    return streams.respond(c.get("identity"), (send) =>
-      changes.subscribe((change) => {
-        if (change.kind === "run-deleted") return send("run-deleted", { id: change.id });
-        if (change.kind === "run") {
-          const run = store.getRun(change.id);
-          if (run) send("run", runObjectA(run));
-          return;
-        }
-        const trigger = store.getTrigger(change.id);
-        if (trigger) send("trigger", triggerView(trigger));
-      }),
-    );
+  // A change is read and encoded once, however many streams are open (issue 25).
+  const feed = new Broadcaster<PreparedEvent>();
+  const subscription = new SharedSubscription(changes, (change) => {
+    if (change.kind === "run-deleted") return feed.emit(prepareEvent("run-deleted", { id: change.id }));
+    if (change.kind === "run") {
+      const run = store.getRun(change.id);
+      if (run) feed.emit(prepareEvent("run", runObjectA(run)));
+      return;
+    }
+    const trigger = store.getTrigger(change.id);
+    if (trigger) feed.emit(prepareEvent("trigger", triggerView(trigger)));
   });
+
+  // Before /:id so that `stream` is never taken for a run id.
+  app.get("/api/v1/test-runs/stream", access.read, (c) =>
+    streams.respond(c.get("identity"), (send) => {
+      const unsubscribe = feed.subscribe(send);
+      const release = subscription.hold();
+      return () => {
+        unsubscribe();
+        release();
+      };
+    }),
+  );
 
   app.post("/api/v1/test-runs", access.write, async (c) => {
     const request = triggerRequest(await jsonBody(c, triggerBodyA), "A");

@@ -123,23 +123,45 @@ export class ActionService {
   /**
    * Writes the pending rows, then starts each execution: SEND_SLICE devices per event-loop turn,
    * so that other requests (and the first results) are served between slices of a large fan-out.
-   * Resolves once all are started.
+   * A device whose queue is full (max_queued_actions rows without a result), or an offline one
+   * past the request's max_queued_per_request, gets no row: 429. Resolves once all are started.
    */
   private async start(macs: string[], actionId: string, actor: Actor): Promise<Array<Promise<PromiseSettledResult<ExecOutcome>>>> {
-    const ids = macs.map(() => randomUUID());
+    const { max_queued_actions: perDevice, max_queued_per_request: perRequest } = this.timeouts;
+    let offline = 0;
+    const overRequest = new Set(macs.filter((mac) => !this.hub.get(mac) && ++offline > perRequest));
+    const taken = macs.filter((mac) => !overRequest.has(mac));
+    const ids = taken.map(() => randomUUID());
     // Marked in flight before the rows exist, so that a dispatcher starting meanwhile skips them.
     for (const id of ids) this.inflight.add(id);
+    let stored: boolean[];
     try {
-      await this.store.insertPending(ids.map((id, i) => ({ id, mac: macs[i], actionId, ...(i === 0 ? { audit: { actor, devices: macs } } : {}) })));
+      stored = await this.store.insertPending(
+        ids.map((id, i) => ({ id, mac: taken[i], actionId, ...(i === 0 ? { audit: { actor, devices: taken } } : {}) })),
+        perDevice,
+      );
     } catch (error) {
       for (const id of ids) this.inflight.delete(id);
       throw error;
     }
+    const refusals = new Map<string, LabgateError>();
+    for (const mac of overRequest) refusals.set(mac, new LabgateError("too_many", `one request queues actions for at most ${perRequest} offline devices (update_server.max_queued_per_request)`));
+    const executionOf = new Map<string, string>();
+    taken.forEach((mac, i) => {
+      if (stored[i]) return void executionOf.set(mac, ids[i]);
+      this.inflight.delete(ids[i]);
+      refusals.set(mac, new LabgateError("too_many", `device ${mac} has ${perDevice} actions waiting already (update_server.max_queued_actions)`));
+    });
     const executions: Array<Promise<PromiseSettledResult<ExecOutcome>>> = [];
     for (let i = 0; i < macs.length; i++) {
       if (i > 0 && i % SEND_SLICE === 0) await new Promise((resolve) => setImmediate(resolve));
+      const refusal = refusals.get(macs[i]);
+      if (refusal) {
+        executions.push(Promise.resolve({ status: "rejected", reason: refusal }));
+        continue;
+      }
       executions.push(
-        this.drive(macs[i], ids[i], actionId).then(
+        this.drive(macs[i], executionOf.get(macs[i])!, actionId).then(
           (value) => ({ status: "fulfilled", value }),
           (reason: unknown) => ({ status: "rejected", reason }),
         ),

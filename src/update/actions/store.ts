@@ -88,7 +88,7 @@ export class ActionLogStore {
   private readonly db: Database;
   private readonly clock: Clock;
   private readonly warn: (message: string) => void;
-  private readonly inserts = new TurnBatch<NewEntry, void>((entries) => this.db.write((tx) => this.insertRows(tx, entries)).then(() => entries.map(() => undefined)));
+  private readonly inserts = new TurnBatch<NewEntry & { cap: number }, boolean>((entries) => this.db.write((tx) => this.insertRows(tx, entries)));
   private readonly failures = new TurnBatch<string, void>((ids) => this.db.write((tx) => this.failRows(tx, ids)).then(() => ids.map(() => undefined)));
   private readonly results = new TurnBatch<ResultRecord, Recorded>((records) => this.db.write((tx) => records.map((r) => this.resultRow(tx, r))));
   private sent = new Set<string>();
@@ -100,23 +100,36 @@ export class ActionLogStore {
     this.warn = warn;
   }
 
-  /** New `pending` rows (in this order, so the queue keeps it); resolves once they are on disk. */
-  insertPending(entries: NewEntry[]): Promise<void> {
-    return Promise.all(entries.map((entry) => this.inserts.add(entry))).then(() => undefined);
+  /**
+   * New `pending` rows (in this order, so the queue keeps it); resolves once they are on disk, with
+   * per entry whether it was stored: not when its device already has `cap` rows without a result
+   * (counted in the writing transaction, so requests sent together cannot go past it).
+   */
+  insertPending(entries: NewEntry[], cap: number): Promise<boolean[]> {
+    return Promise.all(entries.map((entry) => this.inserts.add({ ...entry, cap })));
   }
 
-  private insertRows(tx: Tx, entries: NewEntry[]): void {
+  private insertRows(tx: Tx, entries: Array<NewEntry & { cap: number }>): boolean[] {
+    const waiting = this.unfinishedCounts([...new Set(entries.map((e) => e.mac))], tx);
+    const stored = entries.map((e) => {
+      const n = waiting.get(e.mac) ?? 0;
+      if (n >= e.cap) return false;
+      waiting.set(e.mac, n + 1);
+      return true;
+    });
+    const rows = entries.filter((_e, i) => stored[i]);
     const created = dateOf(this.clock).toISOString();
-    const params = (rows: NewEntry[]) => rows.flatMap((e) => [e.id, e.mac, e.actionId, created]);
+    const params = (chunk: NewEntry[]) => chunk.flatMap((e) => [e.id, e.mac, e.actionId, created]);
     let at = 0;
-    for (; at + INSERT_CHUNK <= entries.length; at += INSERT_CHUNK) tx.run(insertSql(INSERT_CHUNK), params(entries.slice(at, at + INSERT_CHUNK)));
+    for (; at + INSERT_CHUNK <= rows.length; at += INSERT_CHUNK) tx.run(insertSql(INSERT_CHUNK), params(rows.slice(at, at + INSERT_CHUNK)));
     // The rest one by one: few distinct statement texts, each prepared once.
-    for (; at < entries.length; at++) tx.run(insertSql(1), params([entries[at]]));
+    for (; at < rows.length; at++) tx.run(insertSql(1), params([rows[at]]));
     for (const { audit, actionId } of entries) {
       if (!audit) continue;
       const target = audit.devices.length === 1 ? `mac:${audit.devices[0]}` : "devices";
       recordAudit(tx, audit.actor, "action.exec", target, { action_id: actionId, devices: audit.devices.length, ...(audit.devices.length > 1 ? { first: audit.devices.slice(0, 10) } : {}) });
     }
+    return stored;
   }
 
   /**
@@ -173,6 +186,15 @@ export class ActionLogStore {
     ]);
     if (changes > 0) return "stored";
     return tx.get("SELECT 1 FROM action_log WHERE id = ? AND mac_address = ?", [r.id, r.mac]) ? "late" : "unknown";
+  }
+
+  /** Rows without a result per device of `macs` (devices without any are left out), in one query. */
+  private unfinishedCounts(macs: readonly string[], tx: Tx): Map<string, number> {
+    const rows = tx.all<{ mac: string; n: number }>(
+      "SELECT mac_address AS mac, COUNT(*) AS n FROM action_log WHERE status IN ('pending', 'sent') AND mac_address IN (SELECT value FROM json_each(?)) GROUP BY mac_address",
+      [JSON.stringify(macs)],
+    );
+    return new Map(rows.map((r) => [r.mac, r.n]));
   }
 
   /** Rows of a device without a result (its queue), oldest first (11.5). */

@@ -2,7 +2,7 @@ import type { Database } from "../../db/index.ts";
 import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { getDeviceByMac, type DeviceRow } from "../devices/devices.ts";
-import { authorize, type Permission } from "../permissions/permissions.ts";
+import { authorize, MSG_FORBIDDEN, notFoundMessage, permissionFilter, type Permission } from "../permissions/permissions.ts";
 
 /**
  * PERM-MAC (update-server.md 2.7, 17 item 7): the device named by MAC in the path, with `perm`
@@ -17,4 +17,26 @@ export function deviceByMac(db: Database, identity: Identity, mac: string, perm:
   }
   if (!device) throw new LabgateError("not_found", "device does not exist");
   return device;
+}
+
+/**
+ * PERM-MAC for many MACs at once (a fan-out), in one query whatever their number: per MAC the
+ * error deviceByMac would throw (404 unknown or hidden, 403 without `perm`), or undefined when
+ * `identity` may go ahead. Only the devices the caller may read come back from the database, and
+ * a caller without any permission row gets its 404s without a query over the devices.
+ */
+export function devicesByMac(db: Database, identity: Identity, macs: readonly string[], perm: Permission): Map<string, LabgateError | undefined> {
+  const hidden = new LabgateError("not_found", notFoundMessage("device"));
+  const refused = new LabgateError("forbidden", MSG_FORBIDDEN);
+  const verdicts = new Map<string, LabgateError | undefined>(macs.map((mac) => [mac, hidden]));
+  const read = permissionFilter(identity, "device", "d", "read");
+  if (read && (identity.kind !== "mgmt" || !db.get("SELECT 1 AS x FROM permissions WHERE user_id = ? LIMIT 1", [identity.user]))) return verdicts;
+  const wanted = permissionFilter(identity, "device", "d", perm) ?? { sql: "1", params: [] };
+  const readable = read ?? { sql: "1", params: [] };
+  const rows = db.all<{ mac_address: string; w: number }>(
+    `SELECT d.mac_address, ${wanted.sql} AS w FROM devices d WHERE d.mac_address IN (SELECT value FROM json_each(?)) AND ${readable.sql}`,
+    [...wanted.params, JSON.stringify(macs), ...readable.params],
+  );
+  for (const row of rows) verdicts.set(row.mac_address, row.w ? undefined : refused);
+  return verdicts;
 }

@@ -9,7 +9,8 @@ import { CLOSE_UNAUTHORIZED, type ChannelHub, type DeviceConnection } from "./hu
 import { deviceByMac } from "./access.ts";
 import { CLOSE_INVALID, MAX_EARLY_BYTES, notConnected, size, type ShellService, type ShellSession } from "./shell.ts";
 import { closeReason } from "./protocol.ts";
-import type { TokenWatch } from "../../auth/revocations.ts";
+import type { AccessWatch } from "../../auth/authority.ts";
+import { allowed, MSG_FORBIDDEN } from "../permissions/permissions.ts";
 
 /** WebSocket routes answer a plain GET with 426 (after authorization, before any upgrade). */
 const requireUpgrade: MiddlewareHandler<AppEnv> = async (c, next) => {
@@ -25,7 +26,7 @@ const frameOf = (data: unknown): string | ArrayBuffer | undefined =>
  * `GET /api/v1/devices/ws` (update-server.md 13.1): the device management socket, device token in
  * the handshake (refused with a plain 401 before any upgrade).
  */
-export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shells: ShellService, tokenWatch: TokenWatch): Hono<AppEnv> {
+export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shells: ShellService, accessWatch: AccessWatch): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   app.get(
     "/api/v1/devices/ws",
@@ -86,8 +87,13 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
       return {
         onOpen: (_event, ws: WSContext) => {
           if (!device) return ws.close(CLOSE_INVALID, closeReason(notConnected(mac)));
-          // The session ends with the manager's token (expiry or revocation).
-          if (identity.kind === "mgmt") unwatch = tokenWatch.watch(identity, (reason) => ws.close(CLOSE_UNAUTHORIZED, reason));
+          // The session ends with the manager's token or account, or when the shell permission goes.
+          if (identity.kind === "mgmt") {
+            unwatch = accessWatch.watch(identity, {
+              end: (reason) => ws.close(CLOSE_UNAUTHORIZED, reason),
+              check: (current) => (allowed(ctx.db, current, "device", device.id, "shell") ? undefined : MSG_FORBIDDEN),
+            });
+          }
           void shells.open(device.mac_address, device.id, ws.raw as WebSocket).then((opened) => {
             session = opened;
             // Frames that came while the device was asked go first, in order.

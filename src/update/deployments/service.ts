@@ -190,9 +190,14 @@ export class DeploymentService implements Steering {
     if (this.db.epoch !== this.epoch) this.load();
   }
 
+  /** Is the window open (computed once a minute); notes when it opened, for the timeouts. */
   private windowOpenAt(run: Run, now: number): boolean {
     const minute = Math.floor(now / 60_000);
-    if (run.windowCache.minute !== minute) run.windowCache = { minute, open: windowOpen(run.window, now) };
+    if (run.windowCache.minute !== minute) {
+      const open = windowOpen(run.window, now);
+      if (open && !run.windowCache.open && run.windowCache.minute !== -1) run.windowOpenedAt = now;
+      run.windowCache = { minute, open };
+    }
     return run.windowCache.open;
   }
 
@@ -231,6 +236,15 @@ export class DeploymentService implements Steering {
   private publishDevice(run: Run | DeploymentRow, mac: string, member: { phase: number; state: DeviceState }, extra: Record<string, unknown> = {}): void {
     const row = "row" in run ? run.row : run;
     this.events.publishDeployment("deployment_device", { deployment: row.id, group: row.group_id, device: mac, phase: member.phase, state: member.state, ...extra });
+  }
+
+  /** A deleted device leaves its deployment (its rows went with it): it no longer counts. */
+  deviceDeleted(deviceId: number): void {
+    const member = this.index.get(deviceId);
+    if (!member) return;
+    member.run.counts[member.phase][member.state] -= 1;
+    this.index.delete(deviceId);
+    void this.evaluate(member.run).catch((error) => this.ctx.log.warn(`deployment ${member.run.row.id}: ${(error as Error).message}`));
   }
 
   // --- creation and commands -----------------------------------------------------------------
@@ -291,7 +305,9 @@ export class DeploymentService implements Steering {
       const ends = phaseCounts(input.phases, order.length);
       tx.run("UPDATE deployments SET phases = ? WHERE id = ?", [JSON.stringify(ends), id]);
       const versions = new Map(
-        tx.all<{ id: number; metadata: string }>(`SELECT id, metadata FROM devices WHERE id IN (${devices.join(",")})`).map((d) => [d.id, String((JSON.parse(d.metadata) as Record<string, unknown>)[versionKey] ?? "")]),
+        tx
+          .all<{ id: number; metadata: string }>("SELECT d.id, d.metadata FROM devices d JOIN group_devices gd ON gd.device_id = d.id WHERE gd.group_id = ?", [input.groupId])
+          .map((d) => [d.id, String((JSON.parse(d.metadata) as Record<string, unknown>)[versionKey] ?? "")]),
       );
       order.forEach((deviceId, position) => {
         tx.run("INSERT INTO deployment_devices (deployment_id, device_id, phase, position, state, from_version, to_version, updated) VALUES (?, ?, ?, ?, 'waiting', ?, ?, ?)", [
@@ -633,8 +649,6 @@ export class DeploymentService implements Steering {
         });
         this.publishRun(run.row);
       }
-      const wasOpen = run.windowCache.open;
-      if (this.windowOpenAt(run, now) && !wasOpen && run.windowCache.minute !== -1) run.windowOpenedAt = now;
       await this.timeouts(run, now);
       await this.evaluate(run);
     }
@@ -702,11 +716,12 @@ export class DeploymentService implements Steering {
     addHistory(tx, { device_id: deviceId, deployment_id: deploymentId, from_version: row?.from_version ?? null, to_version: row?.to_version ?? "", outcome, reason, at });
   }
 
+  /** The MACs of devices (one prepared statement, whatever the number). */
   private macs(ids: number[]): Array<{ id: number; mac_address: string }> {
     const out: Array<{ id: number; mac_address: string }> = [];
-    for (let i = 0; i < ids.length; i += 500) {
-      const chunk = ids.slice(i, i + 500);
-      out.push(...this.db.all<{ id: number; mac_address: string }>(`SELECT id, mac_address FROM devices WHERE id IN (${chunk.map(() => "?").join(",")})`, chunk));
+    for (const id of ids) {
+      const row = this.db.get<{ mac_address: string }>("SELECT mac_address FROM devices WHERE id = ?", [id]);
+      if (row) out.push({ id, mac_address: row.mac_address });
     }
     return out;
   }

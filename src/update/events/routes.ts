@@ -1,34 +1,85 @@
 import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
+import { accessGeneration, type AccessWatch } from "../../auth/authority.ts";
+import type { ManagementIdentity } from "../../auth/tokens.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
-import type { EventStreams } from "../../http/sse.ts";
-import { getDeviceByMac } from "../devices/devices.ts";
-import { allowed, bypasses } from "../permissions/permissions.ts";
-import type { DeviceEvent, EventBroadcaster } from "./broadcaster.ts";
+import { prepareEvent, SharedSubscription, type EventStreams, type SendEvent } from "../../http/sse.ts";
+import { bypasses, permissionFilter } from "../permissions/permissions.ts";
+import type { EventBroadcaster } from "./broadcaster.ts";
 
 export { MAX_BACKLOG } from "../../http/sse.ts";
+
+/** What a stream's user may read: the MAC addresses of devices and the ids of groups ("all" for admin reads). */
+type Sight = { devices: ReadonlySet<string>; groups: ReadonlySet<number> } | "all";
+
+/** An open stream: whose it is, what its user may read, where its events go. */
+interface Viewer {
+  identity: ManagementIdentity;
+  sees: Sight;
+  send: SendEvent;
+}
+
+const NOTHING: Sight = { devices: new Set(), groups: new Set() };
 
 /**
  * `GET /api/stream` (update-server.md 15.1): server-sent events `connect`, `disconnect`, `update`
  * (and `deployment`, `deployment_device`) as `event:<name>` / `data:<json>` lines. Management
- * token; a user without admin read sees the events of the devices (and deployments' groups) they may read. The stream ends when its token expires or is revoked.
+ * token; a user without admin read sees the events of the devices (and deployments' groups) they
+ * may read. The stream ends when its token or account no longer allows it (src/auth/authority.ts).
+ *
+ * An event costs the same however many streams are open (issue 25): it is encoded once, and each
+ * stream knows the devices and groups its user may read. Those sets are made again, once per user
+ * and scopes, when the access generation has moved (a permission, a tag, a group, a device changed).
  */
-export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcaster, streams: EventStreams): Hono<AppEnv> {
+export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcaster, streams: EventStreams, access: AccessWatch): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
+  const viewers = new Set<Viewer>();
+  let generation = -1;
+
+  /** What `identity` may read now (devices and groups), shared by the viewers of one user and scopes within a generation. */
+  const visibleTo = (identity: ManagementIdentity | string, shared: Map<string, Viewer["sees"]>): Viewer["sees"] => {
+    if (typeof identity === "string") return NOTHING; // its watch ends the stream
+    if (bypasses(identity, "read")) return "all";
+    const key = `${identity.user}\n${[...identity.scopes].sort().join(" ")}`;
+    let sees = shared.get(key);
+    if (sees === undefined) {
+      const devices = permissionFilter(identity, "device", "d")!;
+      const groups = permissionFilter(identity, "group", "g")!;
+      sees = {
+        devices: new Set(ctx.db.all<{ mac_address: string }>(`SELECT d.mac_address FROM devices d WHERE ${devices.sql}`, devices.params).map((r) => r.mac_address)),
+        groups: new Set(ctx.db.all<{ id: number }>(`SELECT g.id FROM groups g WHERE ${groups.sql}`, groups.params).map((r) => r.id)),
+      };
+      shared.set(key, sees);
+    }
+    return sees;
+  };
+
+  const subscription = new SharedSubscription(events, (event) => {
+    const now = accessGeneration(ctx.db);
+    if (now !== generation) {
+      generation = now;
+      const shared = new Map<string, Viewer["sees"]>();
+      for (const viewer of viewers) viewer.sees = visibleTo(access.current(viewer.identity), shared);
+    }
+    const prepared = prepareEvent(event.event, event.data);
+    const deployment = event.event === "deployment" || event.event === "deployment_device";
+    for (const viewer of viewers) {
+      const sees = viewer.sees;
+      if (sees === "all" || (deployment ? sees.groups.has(Number(event.data.group)) : sees.devices.has(String(event.data.device)))) viewer.send(prepared);
+    }
+  });
 
   app.get("/api/stream", auth.management(), (c) => {
-    const identity = c.get("identity");
-    const visible = (event: DeviceEvent): boolean => {
-      if (bypasses(identity, "read")) return true;
-      if (event.event === "deployment" || event.event === "deployment_device") return allowed(ctx.db, identity, "group", event.data.group, "read");
-      const device = getDeviceByMac(ctx.db, String(event.data.device));
-      return device !== undefined && allowed(ctx.db, identity, "device", device.id, "read");
-    };
-    return streams.respond(identity, (send) =>
-      events.subscribe((event) => {
-        if (visible(event)) send(event.event, event.data);
-      }),
-    );
+    const identity = c.get("identity") as ManagementIdentity;
+    return streams.respond(identity, (send) => {
+      const viewer: Viewer = { identity, sees: visibleTo(identity, new Map()), send };
+      viewers.add(viewer);
+      const release = subscription.hold();
+      return () => {
+        viewers.delete(viewer);
+        release();
+      };
+    });
   });
   return app;
 }

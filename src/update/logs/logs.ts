@@ -1,18 +1,24 @@
 /*
  * Device logs (update-server.md 15.2): telemetry entries a device sends in batches, read and
  * deleted by managers per device, per group or one by one. Unlike the reference, storage is
- * bounded: at most `device_logs_per_device` entries per device (a batch that goes over drops the
- * device's oldest entries in the same commit) and at most `device_logs_max_batch` per batch.
+ * bounded (issues 13 and 25): an entry is at most MAX_ENTRY_BYTES of UTF-8 (413 beyond), a batch
+ * at most `device_logs_max_batch` entries, a device keeps at most `device_logs_per_device` entries
+ * and `device_log_bytes_per_device` bytes (a batch that goes over drops the device's oldest
+ * entries in the same commit) and sends at most `device_logs_per_minute` entries (429 beyond).
+ * Lists are answered page by page: with `limit`/`offset` one page, without them every entry,
+ * streamed a page at a time (memory for one page, other requests served in between).
  */
-import type { Database, Tx } from "../../db/index.ts";
+import type { Database, SqlParam, Tx } from "../../db/index.ts";
+import { integerParam } from "../../http/openapi.ts";
+import { LabgateError } from "../../util/errors.ts";
 import { parseRfc822, rfc822 } from "../../util/time.ts";
 import type { SqlFilter } from "../permissions/permissions.ts";
 import { z } from "zod";
 import { strictBody, zRequiredString } from "../validation.ts";
 
-/** Longest `name` and `entry` accepted: entries live in the (in-memory) database. */
+/** Longest `name` (characters) and `entry` (UTF-8 bytes) accepted: entries live in the (in-memory) database. */
 export const MAX_NAME = 256;
-export const MAX_ENTRY = 4096;
+export const MAX_ENTRY_BYTES = 4096;
 
 export interface LogInput {
   device_timestamp: Date;
@@ -45,6 +51,11 @@ export interface LogFilter {
   name?: string;
 }
 
+export interface LogPage {
+  limit?: number;
+  offset?: number;
+}
+
 const RFC822_HINT = 'an RFC 822 date such as "Wed, 02 Oct 2002 15:00:00 -0000"';
 
 /** An RFC 822 date given as text, as a Date. */
@@ -60,9 +71,7 @@ const LogEntry = z.strictObject(
     device_timestamp: rfc822Field("device_timestamp"),
     name: zRequiredString("name", MAX_NAME),
     // An entry may be empty (a metric with no value); it must still be a string.
-    entry: z
-      .string({ error: 'schema validation failed: field "entry" must be a string' })
-      .max(MAX_ENTRY, { error: `schema validation failed: field "entry" is longer than ${MAX_ENTRY} characters` }),
+    entry: z.string({ error: 'schema validation failed: field "entry" must be a string' }).meta({ description: `at most ${MAX_ENTRY_BYTES} bytes in UTF-8 (413 beyond)` }),
   },
   { error: (iss) => (iss.code === "invalid_type" ? "schema validation failed: a batch entry must be an object" : undefined) },
 );
@@ -88,7 +97,7 @@ const queryDate = (key: string, what: string) =>
     })
     .describe(`RFC 822; entries with device_timestamp ${what}`);
 
-export const logFilterQuery = z.object({
+export const logDeleteQuery = z.object({
   since: queryDate("since", "at or after"),
   to: queryDate("to", "at or before"),
   name: z
@@ -96,6 +105,12 @@ export const logFilterQuery = z.object({
     .optional()
     .transform((name) => name || undefined)
     .describe("only entries with this name"),
+});
+
+/** The filters, and `limit`/`offset` paging of a list. */
+export const logFilterQuery = logDeleteQuery.extend({
+  limit: integerParam("limit", 1, 1000).describe("at most this many entries (X-Total-Count: how many match)"),
+  offset: integerParam("offset", 0, Number.MAX_SAFE_INTEGER).describe("skip this many"),
 });
 
 
@@ -108,29 +123,90 @@ const toV1 = (row: LogRow): LogV1 => ({
   entry: row.entry,
 });
 
+/** UTF-8 bytes of an entry, as the quota counts them. */
+const entryBytes = (e: { name: string; entry: string }) => Buffer.byteLength(e.name) + Buffer.byteLength(e.entry);
+
+/** 413 for the first entry longer than MAX_ENTRY_BYTES in UTF-8. */
+export function checkEntrySizes(entries: readonly LogInput[]): void {
+  const index = entries.findIndex((e) => Buffer.byteLength(e.entry) > MAX_ENTRY_BYTES);
+  if (index >= 0) throw new LabgateError("too_large", `batch entry ${index}: "entry" is longer than ${MAX_ENTRY_BYTES} bytes (UTF-8)`);
+}
+
+export interface LogQuota {
+  entries: number;
+  bytes: number;
+}
+
 /**
  * Stores a batch for device `deviceId` in one durable commit and drops that device's oldest
- * entries beyond `perDevice`. False when the device no longer exists.
+ * entries beyond `quota` (entries and bytes). False when the device no longer exists.
  */
-export function appendLogs(db: Database, deviceId: number, entries: LogInput[], perDevice: number, now: Date): Promise<boolean> {
+export function appendLogs(db: Database, deviceId: number, entries: LogInput[], quota: LogQuota, now: Date): Promise<boolean> {
   return db.write((tx) => {
     if (!tx.get("SELECT 1 AS ok FROM devices WHERE id = ?", [deviceId])) return false;
     for (const e of entries) {
-      tx.run("INSERT INTO device_logs (device_id, created, device_timestamp, name, entry) VALUES (?, ?, ?, ?, ?)", [
+      tx.run("INSERT INTO device_logs (device_id, created, device_timestamp, name, entry, bytes) VALUES (?, ?, ?, ?, ?, ?)", [
         deviceId,
         now.toISOString(),
         e.device_timestamp.toISOString(),
         e.name,
         e.entry,
+        entryBytes(e),
       ]);
     }
     tx.run("DELETE FROM device_logs WHERE device_id = ? AND id <= (SELECT id FROM device_logs WHERE device_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)", [
       deviceId,
       deviceId,
-      perDevice,
+      quota.entries,
     ]);
+    // The newest entry whose running total (newest first) passes the byte quota, and all older, go.
+    tx.run(
+      `DELETE FROM device_logs WHERE device_id = ? AND id <= (
+         SELECT id FROM (SELECT id, SUM(bytes) OVER (ORDER BY id DESC) AS total FROM device_logs WHERE device_id = ?) WHERE total > ? ORDER BY id DESC LIMIT 1)`,
+      [deviceId, deviceId, quota.bytes],
+    );
     return true;
   });
+}
+
+/**
+ * Entries each device may send per minute: a bucket of `perMinute` that refills continuously. Memory:
+ * one number pair per device that sent logs lately (a full bucket is forgotten).
+ */
+export class LogRate {
+  private readonly buckets = new Map<number, { tokens: number; at: number }>();
+  private readonly perMinute: () => number;
+  private readonly now: () => number;
+
+  constructor(perMinute: () => number, now: () => number) {
+    this.perMinute = perMinute;
+    this.now = now;
+  }
+
+  /** Seconds until the device may send one entry again, when its allowance is spent (checked before its body is read). */
+  spent(deviceId: number): { retryAfter: number } | undefined {
+    const rate = this.perMinute();
+    const bucket = this.buckets.get(deviceId);
+    if (!bucket) return undefined;
+    const tokens = Math.min(rate, bucket.tokens + ((this.now() - bucket.at) * rate) / 60_000);
+    return tokens >= 1 ? undefined : { retryAfter: Math.max(1, Math.ceil(((1 - tokens) * 60) / rate)) };
+  }
+
+  /** Takes `count` entries from the device's allowance; else (taking nothing) the seconds until they fit. */
+  take(deviceId: number, count: number): { retryAfter: number } | undefined {
+    const rate = this.perMinute();
+    const now = this.now();
+    const bucket = this.buckets.get(deviceId);
+    const tokens = bucket ? Math.min(rate, bucket.tokens + ((now - bucket.at) * rate) / 60_000) : rate;
+    if (count > tokens) return { retryAfter: Math.max(1, Math.ceil(((Math.min(count, rate) - tokens) * 60) / rate)) };
+    this.buckets.set(deviceId, { tokens: tokens - count, at: now });
+    if (this.buckets.size > 100_000) this.forgetFull(now, rate);
+    return undefined;
+  }
+
+  private forgetFull(now: number, rate: number): void {
+    for (const [id, bucket] of this.buckets) if (bucket.tokens + ((now - bucket.at) * rate) / 60_000 >= rate) this.buckets.delete(id);
+  }
 }
 
 /** `devices d` rows whose logs a query covers, as an SQL condition on `d`. */
@@ -145,10 +221,46 @@ const where = (devices: DeviceScope, filter: LogFilter): SqlFilter => {
   return { sql: parts.join(" AND "), params };
 };
 
-/** The entries of the devices in scope matching `filter`, newest device timestamp first. */
-export function queryLogs(db: Database, devices: DeviceScope, filter: LogFilter): LogV1[] {
+const ORDER = "ORDER BY l.device_timestamp DESC, l.id DESC";
+/** Entries per page of a streamed list (about 400 KiB of JSON at most). */
+const STREAM_PAGE = 100;
+
+/**
+ * The rows of a page: the database orders and cuts the matching ids only (its sort carries ids,
+ * not 4 KiB entries), then reads that page's rows.
+ */
+const pageRows = (db: Database, w: SqlFilter, extra: string, params: SqlParam[], limit: number, offset: number): LogRow[] =>
+  db.all<LogRow>(`SELECT l.* FROM device_logs l WHERE l.id IN (SELECT l.id FROM device_logs l WHERE ${w.sql}${extra} ${ORDER} LIMIT ? OFFSET ?) ${ORDER}`, [
+    ...w.params,
+    ...params,
+    limit,
+    offset,
+  ]);
+
+/** How many entries of the devices in scope match `filter` (X-Total-Count). */
+export function countLogs(db: Database, devices: DeviceScope, filter: LogFilter): number {
   const w = where(devices, filter);
-  return db.all<LogRow>(`SELECT l.* FROM device_logs l WHERE ${w.sql} ORDER BY l.device_timestamp DESC, l.id DESC`, w.params).map(toV1);
+  return db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM device_logs l WHERE ${w.sql}`, w.params)!.n;
+}
+
+/** One page of the entries of the devices in scope matching `filter`, newest device timestamp first. */
+export function queryLogs(db: Database, devices: DeviceScope, filter: LogFilter, page: LogPage): LogV1[] {
+  return pageRows(db, where(devices, filter), "", [], page.limit ?? -1, page.offset ?? 0).map(toV1);
+}
+
+/**
+ * Every matching entry, newest first, a page at a time: each page starts after the last one's
+ * (device timestamp, id), so a page costs the same however deep into the list it is.
+ */
+export function* logPages(db: Database, devices: DeviceScope, filter: LogFilter): Generator<LogV1[]> {
+  const w = where(devices, filter);
+  let after: LogRow | undefined;
+  for (;;) {
+    const rows = after ? pageRows(db, w, " AND (l.device_timestamp, l.id) < (?, ?)", [after.device_timestamp, after.id], STREAM_PAGE, 0) : pageRows(db, w, "", [], STREAM_PAGE, 0);
+    if (rows.length > 0) yield rows.map(toV1);
+    if (rows.length < STREAM_PAGE) return;
+    after = rows[rows.length - 1];
+  }
 }
 
 /** Deletes the entries of the devices in scope matching `filter`; returns how many went. */

@@ -7,7 +7,8 @@ import { getDevice } from "../devices/devices.ts";
 import { GROUP_NOT_FOUND, getGroup } from "../groups/groups.ts";
 import { allowed, authorize, permissionFilter, type Permission } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
-import { appendLogs, deleteLog, deleteLogs, getLog, logBatchBody, logFilterQuery, queryLogs, type DeviceScope } from "./logs.ts";
+import { jsonArrayStream } from "../../http/json-array.ts";
+import { appendLogs, checkEntrySizes, countLogs, deleteLog, deleteLogs, getLog, logBatchBody, logDeleteQuery, logFilterQuery, logPages, LogRate, queryLogs, type DeviceScope } from "./logs.ts";
 import { dateOf } from "../../util/time.ts";
 
 const LOG_NOT_FOUND = "log does not exist";
@@ -22,13 +23,25 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   const { db } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
+  const limits = ctx.config.update_server;
+  const rate = new LogRate(() => limits.device_logs_per_minute, () => ctx.clock.now());
 
   app.post("/api/v1/logs", auth.device(), async (c) => {
     const identity = c.get("identity");
     if (identity.kind !== "device") throw new LabgateError("unauthenticated", "a device token is required");
-    const { device_logs_max_batch, device_logs_per_device } = ctx.config.update_server;
-    const { batch: entries } = await jsonBody(c, logBatchBody(device_logs_max_batch));
-    if (!(await appendLogs(db, identity.deviceId, entries, device_logs_per_device, dateOf(ctx.clock)))) throw new LabgateError("unauthenticated", "invalid token was provided");
+    const tooMany = (over: { retryAfter: number }) => {
+      c.header("Retry-After", String(over.retryAfter));
+      return new LabgateError("too_many", `this device sends more than ${limits.device_logs_per_minute} log entries a minute (update_server.device_logs_per_minute)`);
+    };
+    // A device past its rate is refused before its body is read: a flood costs no parsing.
+    const spent = rate.spent(identity.deviceId);
+    if (spent) throw tooMany(spent);
+    const { batch: entries } = await jsonBody(c, logBatchBody(limits.device_logs_max_batch));
+    checkEntrySizes(entries);
+    const over = rate.take(identity.deviceId, entries.length);
+    if (over) throw tooMany(over);
+    const quota = { entries: limits.device_logs_per_device, bytes: limits.device_log_bytes_per_device };
+    if (!(await appendLogs(db, identity.deviceId, entries, quota, dateOf(ctx.clock)))) throw new LabgateError("unauthenticated", "invalid token was provided");
     return c.json({});
   });
 
@@ -53,15 +66,23 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     };
   };
 
-  app.get("/api/v1/logs/device/:id{[0-9]+}", mgmt, (c) => c.json(queryLogs(db, deviceScope(c, "read"), queryOf(c, logFilterQuery))));
-  app.get("/api/v1/logs/group/:id{[0-9]+}", mgmt, (c) => c.json(queryLogs(db, groupScope(c, "read"), queryOf(c, logFilterQuery))));
+  /** A list with X-Total-Count: one page with limit or offset, else every entry, streamed. */
+  const list = (c: Context<AppEnv>, scope: DeviceScope) => {
+    const { limit, offset, ...filter } = queryOf(c, logFilterQuery);
+    c.header("X-Total-Count", String(countLogs(db, scope, filter)));
+    if (limit !== undefined || offset !== undefined) return c.json(queryLogs(db, scope, filter, { limit, offset }));
+    return c.body(jsonArrayStream(logPages(db, scope, filter)), 200, { "Content-Type": "application/json" });
+  };
+
+  app.get("/api/v1/logs/device/:id{[0-9]+}", mgmt, (c) => list(c, deviceScope(c, "read")));
+  app.get("/api/v1/logs/group/:id{[0-9]+}", mgmt, (c) => list(c, groupScope(c, "read")));
 
   app.delete("/api/v1/logs/device/:id{[0-9]+}", mgmt, async (c) => {
-    await deleteLogs(db, deviceScope(c, "update"), queryOf(c, logFilterQuery));
+    await deleteLogs(db, deviceScope(c, "update"), queryOf(c, logDeleteQuery));
     return c.json({});
   });
   app.delete("/api/v1/logs/group/:id{[0-9]+}", mgmt, async (c) => {
-    await deleteLogs(db, groupScope(c, "update"), queryOf(c, logFilterQuery));
+    await deleteLogs(db, groupScope(c, "update"), queryOf(c, logDeleteQuery));
     return c.json({});
   });
 

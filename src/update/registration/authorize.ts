@@ -26,7 +26,6 @@ const makeAuthBody = (prefix: string) =>
   });
 /** The body of POST /api/v1/auth/device (9.1), signed as sent; one schema per prefix. */
 export const deviceAuthBody = (prefix: string) => authBodies.get(prefix) ?? authBodies.set(prefix, makeAuthBody(prefix)).get(prefix)!;
-const MAX_PENDING = 10_000;
 const MAX_PENDING_PER_MAC = 8;
 /** MACs one key may wait with (a device has one MAC; a flood script reuses its key). */
 export const MAX_PENDING_PER_KEY = 4;
@@ -97,7 +96,8 @@ export async function authorizeDevice(
     // The route is public: bound what unapproved requests can store, in total, per key and per address.
     if (!known) {
       const count = (where: string, params: string[]) => tx.get<{ n: number }>(`SELECT COUNT(*) AS n FROM registrations ${where}`, params)?.n ?? 0;
-      if (count("", []) >= MAX_PENDING) throw new LabgateError("too_many", `too many pending registrations (${MAX_PENDING}); approve or remove some`);
+      const total = ctx.config.update_server.max_pending_registrations;
+      if (count("", []) >= total) throw new LabgateError("too_many", `too many pending registrations (${total}, update_server.max_pending_registrations); approve or remove some`);
       if (count("WHERE key_fingerprint = ?", [key.fingerprint]) >= MAX_PENDING_PER_KEY) {
         throw new LabgateError("too_many", `this key has ${MAX_PENDING_PER_KEY} pending registrations (other MAC addresses) already`);
       }

@@ -104,10 +104,11 @@ export async function updateCheck(
   if (!groupwide) return undefined;
   const plan = steer ? retarget(groupwide, steer.target) : groupwide;
   const index = plan.target === undefined || plan.packages.length === 0 ? undefined : resolveInPlan(plan, metadata, keys);
-  // The deployment's record of the answer is durable before the device hears it.
-  if (steer) await steer.settle(index !== undefined, String(metadata[keys.version]));
-  if (index === undefined) return undefined;
+  // The deployment's record of the answer is durable before the device hears it; it and the
+  // progress record below are written at once and share a commit.
+  const settled = steer ? steer.settle(index !== undefined, String(metadata[keys.version])) : undefined;
+  if (index === undefined) return void (await settled);
   const pkg = plan.packages[index];
-  await progress.recordUpdateStart(device.deviceId, device.mac, pkg.version, now);
+  await Promise.all([settled, progress.recordUpdateStart(device.deviceId, device.mac, pkg.version, now)]);
   return { id: pkg.id, created: pkg.created, sha256: pkg.sha256, uri: signedObjectUrl(ctx, base, pkg.storageName), version: pkg.version };
 }

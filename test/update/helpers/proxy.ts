@@ -11,19 +11,20 @@ export interface SeenRequest {
 /**
  * An HTTP proxy in front of the server (WebSocket upgrades are piped through). `cutAfter` makes
  * the first response to a matching GET stop after that many body bytes, as a broken link would;
- * `corrupt` flips a bit in the first matching response.
+ * `corrupt` flips a bit in the first matching response (the first `times` ones).
  */
-export async function startProxy(target: string, options: { cut?: { path: RegExp; after: number }; corrupt?: { path: RegExp } } = {}) {
+export async function startProxy(target: string, options: { cut?: { path: RegExp; after: number }; corrupt?: { path: RegExp; times?: number } } = {}) {
   const { hostname, port } = new URL(target);
   const seen: SeenRequest[] = [];
   let cut = options.cut;
   let corrupt = options.corrupt;
+  let corruptLeft = options.corrupt?.times ?? 1;
   const server = createServer((req, res) => {
     seen.push({ method: req.method ?? "", path: req.url ?? "", headers: req.headers });
     const upstream = httpRequest({ host: hostname, port, method: req.method, path: req.url, headers: req.headers }, (up) => {
       res.writeHead(up.statusCode ?? 502, up.headers);
       if (corrupt && req.method === "GET" && corrupt.path.test(req.url ?? "")) {
-        corrupt = undefined; // only the first one: flip one bit of the first chunk
+        if (--corruptLeft <= 0) corrupt = undefined; // flip one bit of the first chunk
         let flipped = false;
         up.on("data", (chunk: Buffer) => {
           if (!flipped && chunk.length > 0) {

@@ -1,5 +1,5 @@
-import { api, get } from "../api.ts";
-import { type Page, type PageProps, href } from "../router.ts";
+import { api, getPage } from "../api.ts";
+import { type Page, type PageProps, href, replaceQuery } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
 import { type ActionOptions, Badge, PageHeader, Show, Table, Time, useAction, useEvery, useLoad } from "../ui.tsx";
 
@@ -25,8 +25,12 @@ function Fingerprint(props: { value: string | null }) {
   );
 }
 
-function Registrations({ me }: PageProps) {
-  const pending = useLoad(() => get<Pending[]>("/api/v1/auth/pending?details=true"));
+/** Registrations a page: a flood of thousands stays a small answer (issue 25). */
+const LIMIT = 50;
+
+function Registrations({ me, query }: PageProps) {
+  const offset = Math.max(0, Number(query.get("offset")) || 0);
+  const pending = useLoad(() => getPage<Pending>(`/api/v1/auth/pending?details=true&limit=${LIMIT}&offset=${offset}`), [offset]);
   const [busy, run] = useAction();
   const prefix = prefixOf(me);
   const writable = canAdminWrite(me);
@@ -78,22 +82,25 @@ function Registrations({ me }: PageProps) {
 
   return (
     <>
-      <PageHeader title="Registrations" sub="Devices asking to be approved. Compare the key fingerprint with the one the device shows before approving.">
+      <PageHeader
+        title="Registrations"
+        sub={`${pending.data ? `${pending.data.total.toLocaleString()} waiting. ` : ""}Devices asking to be approved. Compare the key fingerprint with the one the device shows before approving.`}
+      >
         <button type="button" onClick={pending.reload}>
           Refresh
         </button>
       </PageHeader>
       <Show loaded={pending}>
-        {(list) => (
+        {({ items, total }) => (
           <Table
-            rows={list}
+            rows={items}
+            pager={{ offset, limit: LIMIT, total, onChange: (o) => replaceQuery({ offset: o || undefined }) }}
             rowKey={(p) => p.mac_address + p.key_fingerprint}
             rowAttrs={(p) => ({ "data-mac": p.mac_address })}
             empty="No pending registrations. A device appears here when its agent first contacts the server."
             columns={[
               {
                 head: "Device",
-                sort: (p) => String(p.metadata[`${prefix}.device.name`] ?? p.mac_address),
                 cell: (p) => (
                   <>
                     <div class="strong">{String(p.metadata[`${prefix}.device.name`] ?? p.mac_address)}</div>
@@ -116,7 +123,7 @@ function Registrations({ me }: PageProps) {
                 ),
               },
               { head: "Key fingerprint", cell: (p) => <Fingerprint value={p.key_fingerprint} /> },
-              { head: "Last asked", class: "hide-narrow", sort: (p) => p.last_appeared, cell: (p) => <Time value={p.last_appeared} /> },
+              { head: "Last asked", class: "hide-narrow", cell: (p) => <Time value={p.last_appeared} /> },
               writable && {
                 head: "",
                 class: "actions",

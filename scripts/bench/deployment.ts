@@ -1,0 +1,196 @@
+/**
+ * Benchmark (figures printed, nothing asserted): a 3-phase deployment to 10,000 simulated devices.
+ *
+ *   node --expose-gc --import tsx scripts/bench/deployment.ts [--devices 10000] [--clients 50]
+ *        [--seconds 10] [--workers 4]
+ *
+ * Set-up (in-process): N devices in one group, packages v1.5 and v2 (board), the group's policy
+ * exact_match,v1.5, a device token each. Memory per device state: the heap and the array buffers
+ * (sql.js) before and after creating a deployment of the N devices in-process (with --expose-gc),
+ * divided by N; that deployment is aborted again.
+ *
+ * Then `labgate serve` runs as its own process on that data dir, and:
+ * 1. without a deployment: the load generator (loadgen.ts, its own process) runs update checks of
+ *    every device for `--seconds`: the rate and p99;
+ * 2. a deployment to v2 is created (phases 10, 50, 100 %, next phase at 95 % installed) and the
+ *    devices go through it: `--workers` simulated devices at a time take the next device of a
+ *    started phase, check for an update (offered v2) and report `update_outcome` installed over
+ *    its device socket, phase after phase, until the deployment completes; meanwhile the load
+ *    generator runs the same update checks as in 1 for `--seconds` (devices of started phases
+ *    get v2 or, once installed, 204; the others v1.5 from the policy);
+ * 3. prints both rates, the ratio, the p99s and how long the rollout took.
+ * Targets (issue 26): the rate during the deployment >= 0.8 of the rate without, p99 < 25 ms.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
+import { join } from "node:path";
+import WebSocket from "ws";
+import { loadConfig } from "../../src/config/config.ts";
+import { startServer } from "../../src/server/start.ts";
+import { createLogger } from "../../src/util/log.ts";
+import type { LoadRequest, LoadResult, LoadSpec } from "./loadgen.ts";
+import { insertDevices, listening, runLoad } from "./server.ts";
+import { flag } from "./flags.ts";
+
+const DEVICES = flag("devices", 10_000);
+const CLIENTS = flag("clients", 50);
+const SECONDS = flag("seconds", 10);
+const WORKERS = flag("workers", 4);
+
+const work = mkdtempSync(join(process.env.TMPDIR ?? "/tmp", "labgate-bench-deploy-"));
+const dataDir = join(work, "data");
+
+interface Seeded {
+  group: number;
+  admin: string;
+  devices: Array<{ id: number; mac: string; token: string }>;
+  memory: { heap: number; buffers: number };
+}
+
+const gc = (globalThis as { gc?: () => void }).gc;
+function settledMemory(): NodeJS.MemoryUsage {
+  gc?.();
+  gc?.();
+  return process.memoryUsage();
+}
+
+async function seed(): Promise<Seeded> {
+  const { config } = loadConfig({ env: {}, cwd: work, flags: { dataDir, listen: "127.0.0.1:0" } });
+  const server = await startServer(config, { log: createLogger("error") });
+  const admin = server.ctx.tokens.issueManagement("bench", ["admin_rw"], 86400);
+  const call = async <T>(method: string, path: string, body?: unknown, form?: FormData): Promise<T> => {
+    const res = await fetch(server.url + path, {
+      method,
+      headers: { authorization: `Bearer token=${admin}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      body: form ?? (body === undefined ? undefined : JSON.stringify(body)),
+    });
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
+    return res.json() as Promise<T>;
+  };
+  await server.ctx.db.write((tx) => insertDevices(tx, DEVICES, 0x030000000000));
+  const rows = server.ctx.db.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
+  const packages: number[] = [];
+  for (const version of ["v1.5", "v2"]) {
+    const form = new FormData();
+    form.set("svc.software.version", version);
+    form.set("svc.hardware.devtype", "board");
+    form.set("file", new Blob([`image ${version}`]), "image.bin");
+    packages.push((await call<{ id: number }>("POST", "/api/v1/packages", undefined, form)).id);
+  }
+  const group = (await call<{ id: number }>("POST", "/api/v2/groups", { metadata: { name: "fleet" } })).id;
+  await call("POST", `/api/v2/groups/${group}/policy`, { policy: "exact_match,v1.5" });
+  await call("POST", `/api/v2/groups/${group}/package`, { packages });
+  await call("PATCH", `/api/v2/groups/${group}/devices`, { add: rows.map((r) => r.id), remove: [] });
+
+  // Memory per device state: a deployment of every device, created and aborted in-process (a
+  // first one warms the caches and statements up, the second is measured).
+  const warm = await call<{ id: number }>("POST", "/api/v2/deployments", { group, version: "v2" });
+  await call("POST", `/api/v2/deployments/${warm.id}/abort`);
+  const before = settledMemory();
+  const created = await call<{ id: number }>("POST", "/api/v2/deployments", { group, version: "v2" });
+  const afterCreate = settledMemory();
+  await call("POST", `/api/v2/deployments/${created.id}/abort`);
+  const memory = { heap: (afterCreate.heapUsed - before.heapUsed) / DEVICES, buffers: (afterCreate.arrayBuffers - before.arrayBuffers) / DEVICES };
+
+  const devices = rows.map((r) => ({ id: r.id, mac: r.mac_address, token: server.ctx.tokens.issueDevice(r.mac_address, r.id, 30 * 86400) }));
+  await server.close();
+  return { group, admin, devices, memory };
+}
+
+async function spawnServer(): Promise<{ child: ChildProcess; url: string }> {
+  writeFileSync(join(work, "bench.config.yaml"), "log_level: warn\n");
+  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "serve", "--config", join(work, "bench.config.yaml"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
+    stdio: ["ignore", "pipe", "inherit"],
+    env: { ...process.env, LABGATE_CONFIG: "" },
+  });
+  return listening(child);
+}
+
+const load = (spec: LoadSpec): Promise<LoadResult> => runLoad(work, spec);
+
+const body = (mac: string, version: string) => JSON.stringify({ "svc.software.version": version, "svc.hardware.devtype": "board", "svc.hardware.macaddr": mac });
+
+/** One simulated device through the deployment: its check (offered v2), then `installed` over its socket. */
+async function rollOne(url: string, device: { mac: string; token: string }): Promise<void> {
+  const res = await fetch(`${url}/api/v1/update/check`, { method: "POST", headers: { authorization: `Bearer token=${device.token}`, "content-type": "application/json" }, body: body(device.mac, "v1") });
+  const offer = res.status === 200 ? ((await res.json()) as { version: string }) : undefined;
+  if (offer?.version !== "v2") return;
+  const ws = new WebSocket(`${url.replace(/^http/, "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${device.token}` }, perMessageDeflate: false });
+  await new Promise<void>((resolve, reject) => {
+    ws.on("open", () => ws.send(JSON.stringify({ method: "update_outcome", id: `b-${device.mac}`, state: "installed", version: "v2", from_version: "v1" })));
+    ws.on("message", (data) => {
+      if ((JSON.parse(String(data)) as { method: string }).method === "update_outcome_ack") {
+        ws.close();
+        resolve();
+      }
+    });
+    ws.on("error", reject);
+  });
+}
+
+const fmt = (r: LoadResult) =>
+  `${r.perSecond.toFixed(0).padStart(7)} checks/s  p50 ${r.p50.toFixed(2).padStart(6)} ms  p99 ${r.p99.toFixed(2).padStart(6)} ms  ` +
+  `(${r.requests} requests; ${Object.entries(r.statuses).map(([s, n]) => `${s}: ${n}`).join(", ")}${r.errors ? `; ${r.errors} errors` : ""})`;
+
+async function main(): Promise<void> {
+  console.log(`labgate deployment benchmark: ${DEVICES} devices, 3 phases, ${CLIENTS} check clients, ${WORKERS} rollout workers, ${SECONDS} s of checks each`);
+  console.log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? "?"}; node ${process.version}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}; ${new Date().toISOString()}`);
+  if (!gc) console.log("(run with node --expose-gc for the memory figures)");
+  const seeded = await seed();
+  console.log(`memory per device state (in-process, a deployment of ${DEVICES}): heap ${seeded.memory.heap.toFixed(0)} B, sql.js buffers ${seeded.memory.buffers.toFixed(0)} B`);
+
+  const server = await spawnServer();
+  const api = async <T>(method: string, path: string, json?: unknown): Promise<T> => {
+    const res = await fetch(server.url + path, { method, headers: { authorization: `Bearer token=${seeded.admin}`, "content-type": "application/json" }, body: json === undefined ? undefined : JSON.stringify(json) });
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
+    return res.json() as Promise<T>;
+  };
+  const checks: LoadRequest[] = seeded.devices.map((d) => ({ method: "POST", path: "/api/v1/update/check", token: d.token, body: body(d.mac, "v1") }));
+  try {
+    // Warm-up: JIT, caches, and every device's first check (which writes its progress record).
+    const without = await load({ url: server.url, requests: checks, connections: CLIENTS, seconds: SECONDS, warmupSeconds: Math.max(3, DEVICES / 1000), client: "raw" });
+    console.log(`\nwithout a deployment  ${fmt(without)}`);
+
+    const rssBefore = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.child.pid}/status`, "utf8"))![1]) * 1024;
+    const created = await api<{ id: number }>("POST", "/api/v2/deployments", { group: seeded.group, version: "v2", phases: [10, 50, 100], success_percent: 95 });
+    const rssAfter = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.child.pid}/status`, "utf8"))![1]) * 1024;
+    const order = (await Promise.all(Array.from({ length: Math.ceil(DEVICES / 1000) }, (_, i) => api<Array<{ device: number; phase: number }>>("GET", `/api/v2/deployments/${created.id}/devices?limit=1000&offset=${i * 1000}`)))).flat();
+    const byId = new Map(seeded.devices.map((d) => [d.id, d]));
+    const started = performance.now();
+    const rollout = (async () => {
+      for (let phase = 0; phase < 3; phase++) {
+        for (;;) {
+          const view = await api<{ current_phase: number; status: string }>("GET", `/api/v2/deployments/${created.id}`);
+          if (view.current_phase >= phase || view.status === "completed") break;
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+        const queue = order.filter((m) => m.phase === phase).map((m) => byId.get(m.device)!);
+        await Promise.all(Array.from({ length: WORKERS }, async () => {
+          for (let next = queue.shift(); next; next = queue.shift()) await rollOne(server.url, next);
+        }));
+      }
+    })();
+    const during = await load({ url: server.url, requests: checks, connections: CLIENTS, seconds: SECONDS, warmupSeconds: 1, client: "raw" });
+    await rollout;
+    let final: { status: string; counts: Record<string, number> };
+    for (;;) {
+      final = await api("GET", `/api/v2/deployments/${created.id}`);
+      if (final.status === "completed") break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const took = (performance.now() - started) / 1000;
+    const group = await api<{ policy: string }>("GET", `/api/v2/groups/${seeded.group}`);
+    console.log(`during the deployment  ${fmt(during)}`);
+    console.log(`ratio during/without   ${(during.perSecond / without.perSecond).toFixed(3)}  (targets: >= 0.8, p99 < 25 ms)`);
+    console.log(`\nrollout: ${final.status} in ${took.toFixed(1)} s (${(DEVICES / took).toFixed(0)} devices/s through check + outcome); installed ${final.counts.installed}; group policy now ${group.policy}`);
+    console.log(`server RSS: +${((rssAfter - rssBefore) / DEVICES).toFixed(0)} B per device at creation (RSS, noisy)`);
+  } finally {
+    server.child.kill("SIGTERM");
+    await once(server.child, "exit");
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+await main();

@@ -1,0 +1,116 @@
+/*
+ * A token acts with its account's current standing (issue 25). The database's access generation
+ * (migration 014) counts up on every change to who may do what: an account's scopes, password,
+ * enabled state or existence, a revocation, a permission row, or what permission rows reach (a
+ * device's name and tags, group membership). `currentIdentity` resolves a verified management
+ * token against it (the account, see AccountGate, then revocations), once per generation.
+ *
+ * Long-lived connections (event streams, shells) register with `AccessWatch`: once a second, and
+ * at once after a change made through this server (`sweep`), each is ended when its token has
+ * expired, has been revoked, its session has ended, its account's scopes have changed, or its
+ * own `check` (a shell: the `shell` permission on its device) fails.
+ */
+import type { Database } from "../db/index.ts";
+import { dateOf, epochSeconds, type Clock } from "../util/time.ts";
+import { isRevoked, MSG_EXPIRED, MSG_REVOKED } from "./revocations.ts";
+import type { ManagementIdentity } from "./tokens.ts";
+
+export const MSG_SCOPES_CHANGED = "the account's scopes have changed";
+
+/**
+ * A management token as its account stands now (the accounts domain makes it): the identity with
+ * the account's current scopes, or why it is refused (the session ended, the account is disabled).
+ */
+export type AccountGate = (identity: ManagementIdentity) => ManagementIdentity | string;
+
+/** The access generation: it differs whenever an answer about access may have changed. */
+export const accessGeneration = (db: Pick<Database, "get">): number => db.get<{ n: number }>("SELECT n FROM access_generation")?.n ?? 0;
+
+const resolved = new WeakMap<ManagementIdentity, { generation: number; current: ManagementIdentity | string }>();
+
+/**
+ * `identity` (a verified, unexpired management token) as it stands now: with its account's
+ * current scopes, or the reason it no longer counts (revoked, session ended, account disabled).
+ * One query while nothing changed: the answer is kept until the access generation moves.
+ */
+export function currentIdentity(db: Database, gate: AccountGate | undefined, given: ManagementIdentity): ManagementIdentity | string {
+  const identity = given.token ?? given;
+  const generation = accessGeneration(db);
+  const known = resolved.get(identity);
+  if (known?.generation === generation) return known.current;
+  const standing = gate?.(identity) ?? identity;
+  const current = typeof standing === "string" || !isRevoked(db, identity) ? standing : MSG_REVOKED;
+  resolved.set(identity, { generation, current });
+  return current;
+}
+
+const sameScopes = (a: ManagementIdentity, b: ManagementIdentity) => a.scopes.size === b.scopes.size && [...a.scopes].every((s) => b.scopes.has(s));
+
+export interface WatchOptions {
+  /** Ends the connection, with the reason (a close reason, an SSE comment). */
+  end: (reason: string) => void;
+  /** A further condition of the connection on the current identity: a reason to end it, or undefined. */
+  check?: (current: ManagementIdentity) => string | undefined;
+}
+
+interface Watch extends WatchOptions {
+  identity: ManagementIdentity;
+  generation: number;
+}
+
+/** Long-lived connections by token, ended when their token or account no longer allows them (see the file comment). */
+export class AccessWatch {
+  private readonly watches = new Set<Watch>();
+  private timer: NodeJS.Timeout | undefined;
+  private readonly db: Database;
+  private readonly gate: AccountGate | undefined;
+  private readonly clock: Clock;
+
+  constructor(db: Database, gate: AccountGate | undefined, clock: Clock) {
+    this.db = db;
+    this.gate = gate;
+    this.clock = clock;
+  }
+
+  /** `identity` as it stands now (currentIdentity with this server's account gate). */
+  current(identity: ManagementIdentity): ManagementIdentity | string {
+    return currentIdentity(this.db, this.gate, identity);
+  }
+
+  /** Watches a connection opened by `identity` (as currentIdentity gave it); returns the unregistration. */
+  watch(identity: ManagementIdentity, options: WatchOptions): () => void {
+    const entry: Watch = { ...options, identity, generation: accessGeneration(this.db) };
+    this.watches.add(entry);
+    this.timer ??= setInterval(() => this.sweep(), 1000).unref();
+    return () => this.forget(entry);
+  }
+
+  /** Ends every watched connection that its token, its account or its check no longer allows. */
+  sweep(): void {
+    if (this.watches.size === 0) return;
+    const now = epochSeconds(dateOf(this.clock));
+    const generation = accessGeneration(this.db);
+    for (const entry of [...this.watches]) {
+      const reason = entry.identity.expiresAt <= now ? MSG_EXPIRED : entry.generation === generation ? undefined : this.recheck(entry);
+      entry.generation = generation;
+      if (reason === undefined) continue;
+      this.forget(entry);
+      entry.end(reason);
+    }
+  }
+
+  private recheck(entry: Watch): string | undefined {
+    const current = this.current(entry.identity);
+    if (typeof current === "string") return current;
+    if (!sameScopes(current, entry.identity)) return MSG_SCOPES_CHANGED;
+    return entry.check?.(current);
+  }
+
+  private forget(entry: Watch): void {
+    this.watches.delete(entry);
+    if (this.watches.size === 0 && this.timer) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+    }
+  }
+}

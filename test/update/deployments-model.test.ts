@@ -1,0 +1,49 @@
+/* The deployment model's pure decisions (src/update/deployments/model.ts). */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { emptyCounts, gate, overErrorThreshold, phaseCounts, phaseOf, stableOrder, windowOpen, type Counts } from "../../src/update/deployments/model.ts";
+
+const counts = (values: Partial<Counts>): Counts => ({ ...emptyCounts(), ...values });
+
+test("phase sizes: percents round up and are cumulative; device counts add; the last takes the rest", () => {
+  assert.deepEqual(phaseCounts([5, 25, 100], 20), [1, 5, 20]);
+  assert.deepEqual(phaseCounts([5, 25, 100], 300), [15, 75, 300]);
+  assert.deepEqual(phaseCounts([{ devices: 2 }, { devices: 3 }, 100], 20), [2, 5, 20]);
+  assert.deepEqual(phaseCounts([{ devices: 50 }, 100], 20), [20, 20], "never more than the group");
+  assert.deepEqual(phaseCounts([{ percent: 50 }, 100], 3), [2, 3]);
+  assert.deepEqual([0, 1, 4, 5, 19].map((p) => phaseOf([1, 5, 20], p)), [0, 1, 1, 2, 2]);
+});
+
+test("the recorded order is stable for a deployment and differs between deployments", () => {
+  const ids = Array.from({ length: 50 }, (_, i) => i + 1);
+  assert.deepEqual(stableOrder(7, ids), stableOrder(7, [...ids].reverse()));
+  assert.notDeepEqual(stableOrder(7, ids), stableOrder(8, ids));
+  assert.deepEqual([...stableOrder(7, ids)].sort((a, b) => a - b), ids);
+});
+
+test("the window: days of the range's start, local time, over midnight", () => {
+  const window = { days: ["fri" as const], from: "22:00", to: "05:00", timezone: "UTC" };
+  // 2026-11-27 is a Friday.
+  assert.equal(windowOpen(window, Date.parse("2026-11-27T21:59:00Z")), false);
+  assert.equal(windowOpen(window, Date.parse("2026-11-27T22:00:00Z")), true);
+  assert.equal(windowOpen(window, Date.parse("2026-11-28T04:59:00Z")), true, "Saturday morning belongs to Friday's window");
+  assert.equal(windowOpen(window, Date.parse("2026-11-28T05:00:00Z")), false);
+  assert.equal(windowOpen(window, Date.parse("2026-11-28T23:00:00Z")), false, "not on Saturday evening");
+  const warsaw = { days: ["fri" as const], from: "09:00", to: "17:00", timezone: "Europe/Warsaw" };
+  assert.equal(windowOpen(warsaw, Date.parse("2026-11-27T08:30:00Z")), true, "09:30 in Warsaw (UTC+1)");
+  assert.equal(windowOpen(warsaw, Date.parse("2026-11-27T16:30:00Z")), false, "17:30 in Warsaw");
+  assert.equal(windowOpen(null, 0), true, "no window: always open");
+});
+
+test("the gate and the error threshold", () => {
+  const base = { phaseStartedAt: 0, now: 0 };
+  assert.equal(gate({ ...base, phase: counts({ installed: 9, downloading: 1 }), successPercent: 90, successWait: null }), "go");
+  assert.equal(gate({ ...base, phase: counts({ installed: 8, downloading: 2 }), successPercent: 90, successWait: null }), "wait");
+  assert.equal(gate({ ...base, phase: counts({ installed: 8, failed: 2 }), successPercent: 90, successWait: null }), "stuck");
+  assert.equal(gate({ ...base, phase: counts({ installed: 9, already_installed: 1 }), successPercent: 100, successWait: 30 }), "wait", "the wait has not passed");
+  assert.equal(gate({ phase: counts({ installed: 10 }), successPercent: 100, successWait: 30, phaseStartedAt: 0, now: 30 * 60_000 }), "go");
+  assert.equal(gate({ ...base, phase: counts({ installed: 10 }), successPercent: null, successWait: null }), "stuck", "manual: a person decides");
+  assert.equal(overErrorThreshold(counts({ failed: 1, installed: 3, waiting: 16 }), 25), false, "1 of 4 started is 25 %, not more");
+  assert.equal(overErrorThreshold(counts({ failed: 2, installed: 2, waiting: 16 }), 25), true);
+  assert.equal(overErrorThreshold(counts({ failed: 5 }), null), false, "no threshold");
+});
