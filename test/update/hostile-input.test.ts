@@ -156,7 +156,7 @@ describe("update server: hostile input never gives a 5xx", () => {
       null, [], "x", 5, true, {}, { x: 1 },
       { add: "1", remove: [] }, { add: [1e300], remove: [] }, { add: [-1], remove: [] }, { add: [2 ** 53], remove: [] }, { add: [null], remove: [] },
       { packages: [1e300] }, { packages: null }, { packages: {} }, { policy: 5 }, { policy: "x".repeat(5000) }, { policy: "," },
-      { priority: "5" }, { priority: 1e300 }, { priority: -(2 ** 40) }, { priority: null }, { metadata: null }, { metadata: [] },
+      { priority: "5.5" }, { priority: " 5" }, { priority: 1e300 }, { priority: -(2 ** 40) }, { priority: null }, { metadata: null }, { metadata: [] },
       { mac_address: 1, public_key: [] }, { mac_address: "m", public_key: "not a key" }, { mac_address: "x".repeat(100), public_key: "k" },
       { resource: "device", resource_id: 1e300, user_id: "u", permission: "read" }, { resource: "device_by_tag", resource_name: {}, user_id: "u", permission: "read" },
       { resource: "__proto__", resource_id: 1, user_id: "u", permission: "read" },
