@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { recordAudit, systemActor, type Actor } from "../audit/audit.ts";
 import { z } from "zod";
 import type { Database } from "../db/index.ts";
 import { grants, SCOPES, scopeName, type Scope } from "../auth/scopes.ts";
@@ -96,12 +97,13 @@ export async function createAccount(
   name: string,
   password: string,
   scopes: readonly Scope[],
-  options: { now: Date },
+  options: { now: Date; actor: Actor },
 ): Promise<AccountView> {
   const hash = await hashPassword(password);
   await db.write((tx) => {
     if (tx.get("SELECT 1 AS x FROM accounts WHERE name = ?", [name])) throw new AccountConflict(`account ${name} already exists`);
     tx.run("INSERT INTO accounts (name, password_hash, scopes, disabled, created) VALUES (?, ?, ?, 0, ?)", [name, hash, scopeText(scopes), options.now.toISOString()]);
+    recordAudit(tx, options.actor, "user.add", `user:${name}`, { scopes: scopeText(scopes) });
   });
   return getAccount(db, prefix, name)!;
 }
@@ -123,14 +125,14 @@ const otherAdmins = (db: Pick<Database, "all">, except: string) =>
  * session epoch up); disabling it also revokes every token issued for its name until now. Refused (AccountConflict) when it would leave no enabled account with admin_rw,
  * or when `actor` would disable themselves.
  */
-export async function updateAccount(db: Database, prefix: string, name: string, change: AccountChange, now: Date, actor?: string): Promise<AccountView> {
+export async function updateAccount(db: Database, prefix: string, name: string, change: AccountChange, now: Date, actor: Actor): Promise<AccountView> {
   const hash = change.password === undefined ? undefined : await hashPassword(change.password);
   const stored = await db.write((tx) => {
     const row = tx.get<AccountRow>("SELECT * FROM accounts WHERE name = ?", [name]);
     if (!row) throw new AccountMissing(`account ${name} does not exist`);
     const disabled = change.disabled ?? row.disabled === 1;
     const scopes = change.scopes ?? storedScopes(row);
-    if (change.disabled === true && actor !== undefined && actor.toLowerCase() === row.name.toLowerCase()) throw new AccountConflict("you cannot disable your own account");
+    if (change.disabled === true && actor.kind !== "system" && actor.name.toLowerCase() === row.name.toLowerCase()) throw new AccountConflict("you cannot disable your own account");
     const wasAdmin = row.disabled === 0 && storedScopes(row).includes("admin_rw");
     if (wasAdmin && (disabled || !scopes.includes("admin_rw")) && otherAdmins(tx, row.name) === 0) {
       throw new AccountConflict("this is the last enabled account with admin_rw; give another account admin_rw first");
@@ -145,6 +147,11 @@ export async function updateAccount(db: Database, prefix: string, name: string, 
     ]);
     // Disabling also ends the tokens issued for the name (labgate token issue), not only sessions.
     if (change.disabled === true && row.disabled === 0) revokeUserTokens(tx, row.name, now);
+    // One entry per kind of change; never the password itself.
+    const target = `user:${row.name}`;
+    if (hash !== undefined) recordAudit(tx, actor, "user.passwd", target);
+    if (change.scopes !== undefined) recordAudit(tx, actor, "user.scopes", target, { scopes: scopeText(scopes) });
+    if (change.disabled !== undefined && change.disabled !== (row.disabled === 1)) recordAudit(tx, actor, disabled ? "user.disable" : "user.enable", target);
     return row.name;
   });
   return getAccount(db, prefix, stored)!;
@@ -154,7 +161,7 @@ export async function updateAccount(db: Database, prefix: string, name: string, 
  * The account `name` when `password` is its password and it is enabled, else undefined (one
  * answer for every failure; an unknown name costs the same scrypt as a known one). Records the login.
  */
-export async function checkLogin(db: Database, name: string, password: string, now: Date): Promise<{ name: string; scopes: Scope[]; sessionEpoch: number } | undefined> {
+export async function checkLogin(db: Database, name: string, password: string, now: Date, actor: Actor): Promise<{ name: string; scopes: Scope[]; sessionEpoch: number } | undefined> {
   const row = getRow(db, name);
   const matches = await verifyPassword(password, row?.password_hash ?? DUMMY_HASH);
   // Read again: the account may have changed while scrypt ran.
@@ -165,6 +172,7 @@ export async function checkLogin(db: Database, name: string, password: string, n
   await db.write((tx) => {
     tx.run("UPDATE accounts SET last_login = ? WHERE name = ?", [now.toISOString(), current.name]);
     if (rehashed) tx.run("UPDATE accounts SET password_hash = ? WHERE name = ? AND password_hash = ?", [rehashed, current.name, row.password_hash]);
+    recordAudit(tx, { ...actor, kind: "account", name: current.name }, "login.success", `user:${current.name}`);
   });
   return { name: current.name, scopes: storedScopes(current), sessionEpoch: current.session_epoch };
 }
@@ -223,6 +231,6 @@ export async function createFirstAdmin(db: Database, dataDir: string, prefix: st
   const password = randomPassword();
   const file = join(dataDir, ADMIN_PASSWORD_FILE);
   writeFileDurable(file, password + "\n", 0o600);
-  await createAccount(db, prefix, ADMIN_ACCOUNT, password, SCOPES, { now });
+  await createAccount(db, prefix, ADMIN_ACCOUNT, password, SCOPES, { now, actor: systemActor("server", now) });
   return file;
 }

@@ -1,10 +1,11 @@
 import { Hono, type Context } from "hono";
+import { actorOf, recordAudit, type Actor } from "../audit/audit.ts";
 import { getCookie, setCookie } from "hono/cookie";
 import { z } from "zod";
 import { SESSION_COOKIE, sameOrigin, MSG_CROSS_SITE, type Auth } from "../auth/middleware.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
 import { parseScopeNames } from "../auth/scopes.ts";
-import { revokeTokenId, revokeUserTokens } from "../auth/revocations.ts";
+import { revokeTokenId, revokeTokens } from "../auth/revocations.ts";
 import type { AccessWatch } from "../auth/authority.ts";
 import { LabgateError } from "../util/errors.ts";
 import { jsonBody, jsonObject } from "../http/openapi.ts";
@@ -82,8 +83,10 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     }
     throttle.attempt(key, address);
     // Every name costs the same password check, one that cannot exist too.
-    const account = await checkLogin(db, key, body.password, dateOf(ctx.clock));
+    const account = await checkLogin(db, key, body.password, dateOf(ctx.clock), actorOf(c, ctx.clock));
     if (!account) {
+      const actor = { ...actorOf(c, ctx.clock), name: body.username.slice(0, 64) };
+      await db.write((tx) => recordAudit(tx, actor, "login.failure", `user:${actor.name}`, undefined, "refused"));
       const hold = throttle.failed(key, address);
       if (hold > 0) await ctx.clock.sleep(hold);
       throw new LabgateError("unauthenticated", MSG_LOGIN_FAILED);
@@ -102,7 +105,11 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     const identity = token ? ctx.tokens.verifyManagement(token) : undefined;
     if (typeof identity === "object" && identity.jti !== undefined) {
       const { jti, expiresAt } = identity;
-      await db.write((tx) => revokeTokenId(tx, jti, expiresAt, dateOf(ctx.clock)));
+      const actor: Actor = { ...actorOf(c, ctx.clock), kind: "account", name: identity.user, tokenId: jti };
+      await db.write((tx) => {
+        revokeTokenId(tx, jti, expiresAt, dateOf(ctx.clock));
+        recordAudit(tx, actor, "logout", `user:${identity.user}`);
+      });
       accessWatch.sweep();
     }
     sessionCookie(c, "", 0);
@@ -112,7 +119,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
   // Token revocation: one token by id, or every token of a user issued until now.
   app.post("/api/v1/tokens/revoke", auth.management("admin_rw"), async (c) => {
     const { id, user } = await jsonBody(c, revokeBody);
-    await db.write((tx) => (id !== undefined ? revokeTokenId(tx, id, null, dateOf(ctx.clock)) : revokeUserTokens(tx, user!, dateOf(ctx.clock))));
+    await revokeTokens(db, { id, user }, actorOf(c, ctx.clock));
     accessWatch.sweep();
     return c.json({});
   });
@@ -121,7 +128,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
 
   app.post("/api/v1/users", auth.management("admin_rw"), async (c) => {
     const body = await jsonBody(c, newUserBody);
-    const account = await createAccount(db, prefix, body.name, body.password, scopesOf(body.scopes), { now: dateOf(ctx.clock) });
+    const account = await createAccount(db, prefix, body.name, body.password, scopesOf(body.scopes), { now: dateOf(ctx.clock), actor: actorOf(c, ctx.clock) });
     return c.json(account, 201);
   });
 
@@ -130,7 +137,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     const body = await jsonBody(c, userChangeBody);
     if (!getAccount(db, prefix, name)) throw new LabgateError("not_found", `account ${name} does not exist`);
     const change = { password: body.password, disabled: body.disabled, scopes: body.scopes && scopesOf(body.scopes) };
-    const updated = await updateAccount(db, prefix, name, change, dateOf(ctx.clock), (c.get("identity") as ManagementIdentity).user);
+    const updated = await updateAccount(db, prefix, name, change, dateOf(ctx.clock), actorOf(c, ctx.clock));
     accessWatch.sweep();
     return c.json(updated);
   });

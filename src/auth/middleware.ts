@@ -170,8 +170,9 @@ export function createAuth(ctx: AppContext, gates: AuthGates = {}) {
   const middleware = (kind: Kind, scopes: readonly Scope[]): MiddlewareHandler<AppEnv> => {
     const check: MiddlewareHandler<AppEnv> = async (c, next) => {
       const identity = authenticate(c, kind);
-      if (scopes.length > 0 && (identity.kind !== "mgmt" || !grantsAny(identity.scopes, scopes))) throw new LabgateError("forbidden", MSG_SCOPE);
+      // Set before the scope check: a refusal is recorded with who was refused (src/audit/audit.ts).
       c.set("identity", identity);
+      if (scopes.length > 0 && (identity.kind !== "mgmt" || !grantsAny(identity.scopes, scopes))) throw new LabgateError("forbidden", MSG_SCOPE);
       await next();
     };
     requirements.set(check, kind === "mgmt" && scopes.length > 0 ? `mgmt: ${scopes.join(" or ")}` : kind);

@@ -7,6 +7,7 @@
  * cache or not, so a revocation takes effect on the next request and ends long-lived connections.
  */
 import type { Database, Tx } from "../db/index.ts";
+import { recordAudit, type Actor } from "../audit/audit.ts";
 import { epochSeconds } from "../util/time.ts";
 import type { ManagementIdentity } from "./tokens.ts";
 
@@ -29,6 +30,15 @@ export function revokeUserTokens(tx: Tx, user: string, now: Date): void {
      ON CONFLICT (user_id) DO UPDATE SET before_ms = max(before_ms, excluded.before_ms), revoked = excluded.revoked`,
     [user, now.getTime(), now.toISOString()],
   );
+}
+
+/** Revokes one token by id or every token of a user issued until now (the API and `labgate token revoke`), recorded in the audit log. */
+export function revokeTokens(db: Database, which: { id?: string; user?: string }, actor: Actor): Promise<void> {
+  return db.write((tx) => {
+    if (which.id !== undefined) revokeTokenId(tx, which.id, null, actor.at);
+    else revokeUserTokens(tx, which.user!, actor.at);
+    recordAudit(tx, actor, "token.revoke", which.id !== undefined ? `token:${which.id}` : `user:${which.user}`);
+  });
 }
 
 /** Is this (verified) token revoked? Two indexed lookups: management requests are not the hot path. */

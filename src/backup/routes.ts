@@ -1,4 +1,5 @@
 import { PassThrough, Readable } from "node:stream";
+import { recordRequest } from "../audit/audit.ts";
 import { Hono } from "hono";
 import type { Auth } from "../auth/middleware.ts";
 import { errors, ErrorBody, type Operation } from "../http/openapi.ts";
@@ -25,7 +26,9 @@ export const backupOperations: Operation[] = [
 
 /** `POST /api/v1/backup` (see backup.ts for what it holds). */
 export function backupRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
-  return new Hono<AppEnv>().post("/api/v1/backup", auth.management("admin_rw"), (c) => {
+  return new Hono<AppEnv>().post("/api/v1/backup", auth.management("admin_rw"), async (c) => {
+    // In the log before the snapshot: the backup holds its own entry.
+    await recordRequest(ctx, c, "backup", "data_dir");
     // Before the answer starts: a database that cannot be read is a 503, not a cut stream.
     const snapshot = takeSnapshot({ config: ctx.config, db: ctx.db, serverRunning: true, now: dateOf(ctx.clock), warn: (m) => ctx.log.warn(`backup: ${m}`) });
     const out = new PassThrough({ highWaterMark: 256 * 1024 });

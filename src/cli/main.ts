@@ -150,10 +150,11 @@ async function tokenRevoke(args: string[]): Promise<number> {
   const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"] } });
   const { id, user } = flags;
   const { onDataDir } = await import("./users.ts");
-  const { revokeTokenId, revokeUserTokens } = await import("../auth/revocations.ts");
+  const { revokeTokens } = await import("../auth/revocations.ts");
+  const { cliActor } = await import("../audit/audit.ts");
   await onDataDir(
     config,
-    (db) => db.write((tx) => (id !== undefined ? revokeTokenId(tx, id, null, new Date()) : revokeUserTokens(tx, user!, new Date()))),
+    (db) => revokeTokens(db, { id, user }, cliActor()),
     async (call) => void (await call("POST", "/api/v1/tokens/revoke", id !== undefined ? { id } : { user })),
   );
   process.stdout.write(id !== undefined ? `token ${id} revoked\n` : `every token of ${user} issued until now revoked\n`);

@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from "node:fs";
+import { cliActor } from "../audit/audit.ts";
 import { join } from "node:path";
 import { connect as tlsConnect } from "node:tls";
 import { X509Certificate } from "node:crypto";
@@ -84,10 +85,10 @@ function localAccounts(db: Database, prefix: string): Accounts {
     });
   return {
     list: async () => listAccounts(db, prefix),
-    add: (name, password, names) => answer(createAccount(db, prefix, name, password, scopes(names), { now: new Date() })),
+    add: (name, password, names) => answer(createAccount(db, prefix, name, password, scopes(names), { now: new Date(), actor: cliActor() })),
     change: (name, change) => {
       const parsed: AccountChange = { password: change.password, disabled: change.disabled, scopes: change.scopes && scopes(change.scopes) };
-      return answer(updateAccount(db, prefix, name, parsed, new Date()));
+      return answer(updateAccount(db, prefix, name, parsed, new Date(), cliActor()));
     },
   };
 }

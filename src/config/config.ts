@@ -211,6 +211,11 @@ export const configSchema = z.strictObject({
     /** Device auth requests must carry a timestamp within this many seconds of now, each accepted once; 0: not checked. */
     auth_timestamp_window: integer(0).prefault(600),
   }),
+  /** The audit log (src/audit/audit.ts): the oldest entries go past either bound. */
+  audit: section({
+    retention_days: integer(1, 100 * 365).prefault(365),
+    max_rows: integer(1000, 100_000_000).prefault(1_000_000),
+  }),
   test_server: section({
     auth: oneOf("token", "none").prefault("token"),
     api_variant: oneOf("A", "B").prefault("A"),

@@ -3,7 +3,8 @@ import { Hono, type Context } from "hono";
 import { actsByMethod, createAuth, refuseCrossSite, type Auth, type AuthGates } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
 import { LabgateError } from "../util/errors.ts";
-import { answerError } from "./errors.ts";
+import { recordRefusal } from "../audit/audit.ts";
+import { answerError, errorAnswer } from "./errors.ts";
 import { operationsOf, type Operation } from "./openapi.ts";
 import { nodeResponse } from "./transport.ts";
 import { InFlight } from "./inflight.ts";
@@ -78,7 +79,12 @@ export function createApp(ctx: AppContext, { modules = [], inFlight = new InFlig
     await next();
   });
 
-  app.onError((error, c) => answerError(c, error, ctx.log));
+  app.onError(async (error, c) => {
+    // A refused authorization is in the audit log before the answer goes.
+    const refused = errorAnswer(error);
+    if (refused?.status === 403) await recordRefusal(ctx, c, refused.message);
+    return answerError(c, error, ctx.log);
+  });
   app.notFound((c) => answerError(c, new LabgateError("not_found", `no route for ${c.req.method} ${c.req.path}`), ctx.log));
 
   for (const router of [systemRoutes(ctx, auth), ...modules.map((module) => module(ctx, auth))]) {

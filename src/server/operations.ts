@@ -3,6 +3,7 @@
 import { z } from "zod";
 import type { Config } from "../config/config.ts";
 import { accountOperations } from "../accounts/openapi.ts";
+import { auditOperations } from "../audit/routes.ts";
 import { backupOperations } from "../backup/routes.ts";
 import { consoleOperations } from "../console/openapi.ts";
 import { errors, type Operation } from "../http/openapi.ts";
@@ -43,6 +44,7 @@ export const listedOperations = (config: Config): Operation[] => [
   ...updateOperations(config),
   ...testRunOperations(config),
   ...backupOperations,
+  ...auditOperations,
   ...consoleOperations,
 ];
 

@@ -10,6 +10,7 @@ import { cors } from "hono/cors";
 import { CORS_PATHS } from "../auth/middleware.ts";
 import type { AccountsDomain } from "../accounts/domain.ts";
 import { accountsRoutes } from "../accounts/routes.ts";
+import { auditRoutes } from "../audit/routes.ts";
 import { backupRoutes } from "../backup/routes.ts";
 import { consoleRoutes } from "../console/routes.ts";
 import type { RouteModule } from "../http/app.ts";
@@ -101,6 +102,8 @@ export function routeTable({ shared, accounts, update, testRun }: Domains, opera
 
     // POST /api/v1/backup
     (ctx, auth) => backupRoutes(ctx, auth),
+    // GET /api/v1/audit
+    (ctx, auth) => auditRoutes(ctx, auth),
     // GET /api/openapi.json
     (ctx) => openApiRoutes(ctx, operations),
     // The web console: / and /console/*

@@ -2,6 +2,7 @@ import { AccessWatch, type AccountGate } from "../auth/authority.ts";
 import { InFlight } from "../http/inflight.ts";
 import { EventStreams } from "../http/sse.ts";
 import type { AppContext } from "../app/context.ts";
+import { AuditRetention } from "../audit/audit.ts";
 
 /** Services more than one part uses. */
 export interface SharedServices {
@@ -11,6 +12,8 @@ export interface SharedServices {
   streams: EventStreams;
   /** The requests being handled, named in the log line of an uncaught exception. */
   inFlight: InFlight;
+  /** Drops audit entries past the configured age and count, off the request path. */
+  auditRetention: AuditRetention;
 }
 
 export function createSharedServices(ctx: Pick<AppContext, "clock" | "config" | "db" | "log" | "onClosing">, accountGate: AccountGate | undefined): SharedServices {
@@ -18,5 +21,8 @@ export function createSharedServices(ctx: Pick<AppContext, "clock" | "config" | 
   const streams = new EventStreams(ctx.log, accessWatch, ctx.config.compat.sse_comments);
   // Open event streams end when the server stops accepting, so that shutdown does not wait on them.
   ctx.onClosing.push(() => streams.endAll());
-  return { accessWatch, streams, inFlight: new InFlight() };
+  const auditRetention = new AuditRetention(ctx.db, ctx.clock, ctx.log, ctx.config.audit);
+  auditRetention.start();
+  ctx.onClosing.push(() => auditRetention.stop());
+  return { accessWatch, streams, inFlight: new InFlight(), auditRetention };
 }

@@ -10,6 +10,7 @@ import type { AppContext } from "../../src/app/context.ts";
 import { createTestRunDomain, type TestRunDomain } from "../../src/testrun/domain.ts";
 import { SHUTDOWN_ERROR } from "../../src/testrun/runs/service.ts";
 import { deleteDevice } from "../../src/update/devices/devices.ts";
+import { systemActor } from "../../src/audit/audit.ts";
 import { createUpdateDomain, type UpdateDomain } from "../../src/update/domain.ts";
 import { createLogger } from "../../src/util/log.ts";
 import { removeDir, tempDir } from "../helpers/server.ts";
@@ -90,10 +91,10 @@ describe("createUpdateDomain", () => {
     );
     assert.equal(domain.deviceGate({ kind: "device", mac, deviceId, key: "", expiresAt: 0 } as never), true, "the root installs the device gate");
 
-    assert.deepEqual(await domain.actions.exec(mac, "reboot"), { queued: true });
+    assert.deepEqual(await domain.actions.exec(mac, "reboot", systemActor("test", new Date())), { queued: true });
     assert.deepEqual(domain.actions.log(mac, "http://x").map((e) => [e.action, e.status]), [["reboot", "pending"]]);
 
-    assert.equal(await deleteDevice(ctx.db, domain.deviceHooks, deviceId), true);
+    assert.equal(await deleteDevice(ctx.db, domain.deviceHooks, deviceId, systemActor("test", new Date())), true);
     assert.deepEqual(domain.actions.log(mac, "http://x"), []);
     assert.equal(domain.deviceGate({ kind: "device", mac, deviceId, key: "", expiresAt: 0 } as never), false);
   });

@@ -6,7 +6,7 @@ import type { Migration } from "../migrate.ts";
  *   revoked_tokens(jti, revoked, expires)      -- one token, by its id (the `jti` claim)
  *   revoked_users(user_id, before_ms, revoked) -- every token of a user issued at or before before_ms
  *
- * `before_ms` is UNIX milliseconds (tokens carry `iat_ms`, their issue time to the millisecond); `expires` is the
+ * `before_ms` is UNIX milliseconds (tokens carry `iat` to the millisecond); `expires` is the
  * token's `exp` when known (the row is useless after it), else NULL. User names compare ignoring
  * case, as account names do. Times are ISO 8601 UTC.
  */

@@ -3,6 +3,7 @@
  * delete, test-suites, override-hints. Handlers parse, authorize and call the store/loader.
  */
 import { Hono, type Context } from "hono";
+import { recordRequest } from "../../audit/audit.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { readMultipart } from "../../http/multipart.ts";
 import { LabgateError } from "../../util/errors.ts";
@@ -75,7 +76,11 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
 
   app.get("/api/v1/configs", access.read, (c) => c.json(queryOf(c, configListQuery).details ? store.listWithSizes() : store.list()));
 
-  app.post("/api/v1/configs", access.write, async (c) => c.json(await receiveUpload(c, store)));
+  app.post("/api/v1/configs", access.write, async (c) => {
+    const info = await receiveUpload(c, store);
+    await recordRequest(ctx, c, "config.upload", `config:${info.name}`);
+    return c.json(info);
+  });
 
   app.get("/api/v1/configs/:name", access.read, (c) => {
     const name = c.req.param("name");
@@ -94,8 +99,9 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
     });
   });
 
-  app.delete("/api/v1/configs/:name", access.write, (c) => {
+  app.delete("/api/v1/configs/:name", access.write, async (c) => {
     if (!store.delete(c.req.param("name"))) throw new LabgateError("not_found", NOT_FOUND);
+    await recordRequest(ctx, c, "config.delete", `config:${c.req.param("name")}`);
     return c.json({});
   });
 

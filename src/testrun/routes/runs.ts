@@ -3,6 +3,7 @@
  * `test_server.api_variant: B`. Handlers parse, authorize and call the run service.
  */
 import { join } from "node:path";
+import { recordRequest } from "../../audit/audit.ts";
 import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
@@ -148,10 +149,10 @@ export interface RunRoutesDeps {
 }
 
 export function runRoutes(ctx: AppContext, access: TestRunAccess, deps: RunRoutesDeps): Hono<AppEnv> {
-  return ctx.config.test_server.api_variant === "B" ? variantB(access, deps.service) : variantA(access, deps);
+  return ctx.config.test_server.api_variant === "B" ? variantB(access, deps.service) : variantA(ctx, access, deps);
 }
 
-function variantA(access: TestRunAccess, { service, changes, streams }: RunRoutesDeps): Hono<AppEnv> {
+function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, streams }: RunRoutesDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const store = service.store;
   const triggerView = (t: TriggerRecord) => triggerObject(t, service.triggerStatus(t), store.runsOfTrigger(t.id));
@@ -199,6 +200,8 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
   app.post("/api/v1/test-runs", access.write, async (c) => {
     const request = triggerRequest(await jsonBody(c, triggerBodyA), "A");
     const result = await service.trigger(request, { dispatch: true, identity: c.get("identity") });
+    const target = result.kind === "dispatch" ? `trigger:${result.triggerId}` : `run:${result.run.id}`;
+    await recordRequest(ctx, c, "testrun.trigger", target, { config: request.configName, suite: request.suite });
     if (result.kind === "dispatch") return c.json({}, 200, { "X-Trigger-Id": result.triggerId });
     return c.json(runObjectA(result.run));
   });
@@ -210,7 +213,11 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
     if (!trigger) throw new LabgateError("not_found", "Trigger not found");
     return c.json(triggerView(trigger));
   });
-  app.delete("/api/v1/test-runs/trigger/:tid", access.write, async (c) => c.json(triggerView(await service.abortTrigger(c.req.param("tid")))));
+  app.delete("/api/v1/test-runs/trigger/:tid", access.write, async (c) => {
+    const trigger = await service.abortTrigger(c.req.param("tid"));
+    await recordRequest(ctx, c, "testrun.abort", `trigger:${trigger.id}`);
+    return c.json(triggerView(trigger));
+  });
 
   app.get("/api/v1/test-runs/:id", access.read, (c) => {
     const run = store.getRun(c.req.param("id"));
@@ -219,11 +226,14 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
   });
 
   app.delete("/api/v1/test-runs/:id", access.write, async (c) => {
-    return c.json(runObjectA(await service.abort(c.req.param("id"))));
+    const run = await service.abort(c.req.param("id"));
+    await recordRequest(ctx, c, "testrun.abort", `run:${run.id}`);
+    return c.json(runObjectA(run));
   });
 
   app.delete("/api/v1/test-runs/:id/record", access.write, async (c) => {
     await service.deleteRun(c.req.param("id"));
+    await recordRequest(ctx, c, "testrun.delete", `run:${c.req.param("id")}`);
     return c.json({});
   });
 
@@ -231,7 +241,9 @@ function variantA(access: TestRunAccess, { service, changes, streams }: RunRoute
     const id = c.req.param("id");
     if (!store.getRun(id)) throw new LabgateError("not_found", `Run not found: ${id}`);
     const body = await jsonBody(c, repeatBody);
-    return c.json(runObjectA(await service.repeat(id, body, c.get("identity"))));
+    const run = await service.repeat(id, body, c.get("identity"));
+    await recordRequest(ctx, c, "testrun.trigger", `run:${run.id}`, { repeat_of: id });
+    return c.json(runObjectA(run));
   });
 
   app.get("/api/v1/test-runs/:id/report", access.read, async (c) => {

@@ -4,6 +4,7 @@
  * first, at least once), and the results the device sends back. Every wait is bounded.
  */
 import { randomUUID } from "node:crypto";
+import type { Actor } from "../../audit/audit.ts";
 import type { AppContext } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { DeviceGoneError, DeviceTimeoutError, type ChannelHub, type DeviceConnection } from "../channel/hub.ts";
@@ -103,8 +104,8 @@ export class ActionService {
    * Executes `actionId` on the device and waits for its result, or queues it when the device is
    * offline (`queued`). The log row is on disk (pending) before anything is sent.
    */
-  async exec(mac: string, actionId: string): Promise<ExecOutcome> {
-    const [execution] = await this.start([mac], actionId);
+  async exec(mac: string, actionId: string, actor: Actor): Promise<ExecOutcome> {
+    const [execution] = await this.start([mac], actionId, actor);
     const outcome = await execution;
     if (outcome.status === "rejected") throw outcome.reason;
     return outcome.value;
@@ -115,8 +116,8 @@ export class ActionService {
    * before anything is sent, and the results are recorded in shared writes as they come back.
    * Settles once every device has answered, failed or been queued; one outcome per MAC, in order.
    */
-  async execMany(macs: string[], actionId: string): Promise<Array<PromiseSettledResult<ExecOutcome>>> {
-    return Promise.all(await this.start(macs, actionId));
+  async execMany(macs: string[], actionId: string, actor: Actor): Promise<Array<PromiseSettledResult<ExecOutcome>>> {
+    return Promise.all(await this.start(macs, actionId, actor));
   }
 
   /**
@@ -125,7 +126,7 @@ export class ActionService {
    * A device whose queue is full (max_queued_actions rows without a result), or an offline one
    * past the request's max_queued_per_request, gets no row: 429. Resolves once all are started.
    */
-  private async start(macs: string[], actionId: string): Promise<Array<Promise<PromiseSettledResult<ExecOutcome>>>> {
+  private async start(macs: string[], actionId: string, actor: Actor): Promise<Array<Promise<PromiseSettledResult<ExecOutcome>>>> {
     const { max_queued_actions: perDevice, max_queued_per_request: perRequest } = this.timeouts;
     let offline = 0;
     const overRequest = new Set(macs.filter((mac) => !this.hub.get(mac) && ++offline > perRequest));
@@ -136,7 +137,7 @@ export class ActionService {
     let stored: boolean[];
     try {
       stored = await this.store.insertPending(
-        ids.map((id, i) => ({ id, mac: taken[i], actionId })),
+        ids.map((id, i) => ({ id, mac: taken[i], actionId, ...(i === 0 ? { audit: { actor, devices: taken } } : {}) })),
         perDevice,
       );
     } catch (error) {

@@ -1,4 +1,5 @@
 import { Hono, type Context } from "hono";
+import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { answerOrInternal } from "../../http/errors.ts";
@@ -45,7 +46,7 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
     const mac = deviceMac(c, "update");
     const actionId = c.req.param("action_id");
     if (!actionId || actionId.length > 256) throw new LabgateError("invalid", "action id must be 1 to 256 characters");
-    const result = await actions.exec(mac, actionId);
+    const result = await actions.exec(mac, actionId, actorOf(c, ctx.clock));
     if ("queued" in result) return c.json({}, 202);
     return c.json(result);
   });
@@ -58,7 +59,7 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
     // One query for every device's permission: the cost follows the list, not a lookup per MAC.
     const refused = devicesByMac(db, identity, macs, "update");
     const permitted = macs.filter((mac) => refused.get(mac) === undefined);
-    const settled = await actions.execMany(permitted, actionId);
+    const settled = await actions.execMany(permitted, actionId, actorOf(c, ctx.clock));
     const outcomes = new Map(permitted.map((mac, i) => [mac, settled[i]]));
     const entry = (mac: string): FanOutEntry => {
       const outcome = outcomes.get(mac);

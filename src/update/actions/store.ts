@@ -9,6 +9,7 @@
  * resolves only once its own row is on disk.
  */
 import type { Database, Tx } from "../../db/index.ts";
+import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { dateOf, type Clock } from "../../util/time.ts";
 
 export type ActionStatus = "pending" | "sent" | "success" | "error";
@@ -35,6 +36,8 @@ export interface NewEntry {
   id: string;
   mac: string;
   actionId: string;
+  /** On the first entry of a request: its audit entry (`action.exec`), written with the rows. */
+  audit?: { actor: Actor; devices: string[] };
 }
 
 export interface ResultRecord {
@@ -121,6 +124,11 @@ export class ActionLogStore {
     for (; at + INSERT_CHUNK <= rows.length; at += INSERT_CHUNK) tx.run(insertSql(INSERT_CHUNK), params(rows.slice(at, at + INSERT_CHUNK)));
     // The rest one by one: few distinct statement texts, each prepared once.
     for (; at < rows.length; at++) tx.run(insertSql(1), params([rows[at]]));
+    for (const { audit, actionId } of entries) {
+      if (!audit) continue;
+      const target = audit.devices.length === 1 ? `mac:${audit.devices[0]}` : "devices";
+      recordAudit(tx, audit.actor, "action.exec", target, { action_id: actionId, devices: audit.devices.length, ...(audit.devices.length > 1 ? { first: audit.devices.slice(0, 10) } : {}) });
+    }
     return stored;
   }
 

@@ -1,4 +1,5 @@
 import { Hono, type Context } from "hono";
+import { actorOf, type Actor } from "../../audit/audit.ts";
 import { z } from "zod";
 import type { Auth } from "../../auth/middleware.ts";
 import { integerParam, jsonBody, queryOf } from "../../http/openapi.ts";
@@ -258,6 +259,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       window: body.window,
       createdBy: identity.kind === "mgmt" ? identity.user : null,
       validation: body.validation,
+      actor: actorOf(c, ctx.clock),
     });
     return c.json(deploymentView(service, row), 201);
   });
@@ -283,15 +285,15 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     return c.json(rows.map(memberView));
   });
 
-  const command = (action: (id: number) => Promise<void>) => async (c: Context<AppEnv>) => {
+  const command = (action: (id: number, actor: Actor) => Promise<void>) => async (c: Context<AppEnv>) => {
     const row = deploymentFor(c, "update");
-    await action(row.id);
+    await action(row.id, actorOf(c, ctx.clock));
     return c.json(deploymentView(service, getDeployment(db, row.id)!));
   };
-  app.post("/api/v2/deployments/:id{[0-9]+}/pause", mgmt, command((id) => service.pause(id)));
-  app.post("/api/v2/deployments/:id{[0-9]+}/resume", mgmt, command((id) => service.resume(id)));
-  app.post("/api/v2/deployments/:id{[0-9]+}/abort", mgmt, command((id) => service.abort(id)));
-  app.post("/api/v2/deployments/:id{[0-9]+}/advance", mgmt, command((id) => service.advance(id)));
+  app.post("/api/v2/deployments/:id{[0-9]+}/pause", mgmt, command((id, actor) => service.pause(id, actor)));
+  app.post("/api/v2/deployments/:id{[0-9]+}/resume", mgmt, command((id, actor) => service.resume(id, actor)));
+  app.post("/api/v2/deployments/:id{[0-9]+}/abort", mgmt, command((id, actor) => service.abort(id, actor)));
+  app.post("/api/v2/deployments/:id{[0-9]+}/advance", mgmt, command((id, actor) => service.advance(id, actor)));
 
   app.get("/api/v2/devices/:id{[0-9]+}/update-history", mgmt, (c) => {
     const id = pathId(c.req.param("id"), "device");

@@ -8,6 +8,7 @@
  * loop sleeping on it runs them (tests move a TestClock and the loop wakes).
  */
 import type { Database, Tx } from "../../db/index.ts";
+import { recordAudit, type Actor } from "../../audit/audit.ts";
 import type { AppContext } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { ChannelHub, DeviceConnection } from "../channel/hub.ts";
@@ -70,6 +71,8 @@ export interface NewDeployment {
   createdBy: string | null;
   /** A test config (and suite) each device runs once it installed; a failure fails the device (`validation`). */
   validation: DeploymentValidation | null;
+  /** Who creates it (the audit log). */
+  actor: Actor;
 }
 
 /** What validates an installed update: a stored test config and a suite of it ("" for all). */
@@ -318,6 +321,7 @@ export class DeploymentService implements Steering {
           at,
         ],
       );
+      recordAudit(tx, input.actor, "deployment.create", `deployment:${id}`, { group: input.groupId, version: input.version, devices: devices.length, packages: packageIds });
       const order = stableOrder(id, devices);
       const ends = phaseCounts(input.phases, order.length);
       tx.run("UPDATE deployments SET phases = ? WHERE id = ?", [JSON.stringify(ends), id]);
@@ -363,31 +367,40 @@ export class DeploymentService implements Steering {
   }
 
   /** No new offers until resumed (devices already under way go on). */
-  async pause(id: number, reason = "paused by a person"): Promise<void> {
+  async pause(id: number, actor: Actor, reason = "paused by a person"): Promise<void> {
     const run = this.activeRun(id);
     if (run.row.status === "paused") return;
     if (run.row.status !== "running") throw new LabgateError("conflict", `deployment ${id} is ${run.row.status}`);
-    await this.db.write((tx) => this.setRow(tx, run, id, { status: "paused", pause_reason: reason }, this.isoNow()));
+    await this.db.write((tx) => {
+      this.setRow(tx, run, id, { status: "paused", pause_reason: reason }, this.isoNow());
+      recordAudit(tx, actor, "deployment.pause", `deployment:${id}`, { reason });
+    });
     this.publishRun(run.row);
   }
 
-  async resume(id: number): Promise<void> {
+  async resume(id: number, actor: Actor): Promise<void> {
     const run = this.activeRun(id);
     if (run.row.status === "running") return;
     if (run.row.status !== "paused") throw new LabgateError("conflict", `deployment ${id} is ${run.row.status}`);
-    await this.db.write((tx) => this.setRow(tx, run, id, { status: "running", pause_reason: null }, this.isoNow()));
+    await this.db.write((tx) => {
+      this.setRow(tx, run, id, { status: "running", pause_reason: null }, this.isoNow());
+      recordAudit(tx, actor, "deployment.resume", `deployment:${id}`);
+    });
     this.publishRun(run.row);
     await this.evaluate(run);
   }
 
   /** Starts the next phase now, whatever its gate says (and lifts a pause). */
-  async advance(id: number): Promise<void> {
+  async advance(id: number, actor: Actor): Promise<void> {
     const run = this.activeRun(id);
     if (run.row.status === "scheduled") throw new LabgateError("conflict", `deployment ${id} has not started yet`);
     if (run.row.current_phase >= run.ends.length - 1) {
       throw new LabgateError("conflict", `deployment ${id} runs its last phase: it completes when its devices finish (or abort it)`);
     }
-    await this.db.write((tx) => this.startPhase(tx, run, this.ctx.clock.now()));
+    await this.db.write((tx) => {
+      this.startPhase(tx, run, this.ctx.clock.now());
+      recordAudit(tx, actor, "deployment.advance", `deployment:${id}`, { phase: run.row.current_phase });
+    });
     this.publishRun(run.row);
     await this.evaluate(run);
   }
@@ -396,7 +409,7 @@ export class DeploymentService implements Steering {
    * Abort: no more offers; devices offered or downloading are told to stop and count as aborted;
    * devices installing cannot be stopped and report what happened. The group's policy stays.
    */
-  async abort(id: number): Promise<void> {
+  async abort(id: number, actor: Actor): Promise<void> {
     const run = this.activeRun(id);
     const at = this.isoNow();
     const stopped: number[] = [];
@@ -410,6 +423,7 @@ export class DeploymentService implements Steering {
         this.move(tx, deviceId, member, { state: "aborted", at, progress: null });
       }
       this.setRow(tx, run, id, { status: "aborted", finished: at, pause_reason: null }, at);
+      recordAudit(tx, actor, "deployment.abort", `deployment:${id}`, { stopped: stopped.length });
     });
     this.forget(run);
     this.publishRun(run.row);

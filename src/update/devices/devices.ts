@@ -1,4 +1,5 @@
 import type { Database, Tx } from "../../db/index.ts";
+import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { rfc822 } from "../../util/time.ts";
 import { deletePermissionsOf, type ChangeGuard, type SqlFilter } from "../permissions/permissions.ts";
 import { metaKeys, type Metadata } from "../registration/metadata.ts";
@@ -165,7 +166,7 @@ export class DeviceHooks {
  * hooks other domains registered. Its tokens are refused from then on (deviceGate: the row is
  * gone and ids are never reused). False when there is no such device.
  */
-export async function deleteDevice(db: Database, hooks: DeviceHooks, id: number): Promise<boolean> {
+export async function deleteDevice(db: Database, hooks: DeviceHooks, id: number, actor: Actor): Promise<boolean> {
   const afterCommit: Array<() => void | Promise<void>> = [];
   const deleted = await db.write((tx) => {
     const device = getDevice(tx, id);
@@ -177,6 +178,7 @@ export async function deleteDevice(db: Database, hooks: DeviceHooks, id: number)
     deletePermissionsOf(tx, "device", id);
     tx.run("DELETE FROM registrations WHERE mac_address = ?", [device.mac_address]);
     tx.run("DELETE FROM devices WHERE id = ?", [id]);
+    recordAudit(tx, actor, "device.delete", `device:${id}`, { mac: device.mac_address, name: device.name });
     return true;
   });
   for (const after of afterCommit) await after();
@@ -192,12 +194,13 @@ export function validTag(tag: string): boolean {
  * Adds a tag; adding one that is already there is a no-op. False when the device does not exist.
  * `guard` runs the change (the escalation rule: a tag can grant permissions, see permissions.ts).
  */
-export async function addTag(db: Database, deviceId: number, tag: string, guard: ChangeGuard): Promise<boolean> {
+export async function addTag(db: Database, deviceId: number, tag: string, guard: ChangeGuard, actor: Actor): Promise<boolean> {
   if (!getDevice(db, deviceId)) return false;
   if (db.get("SELECT 1 AS x FROM device_tags WHERE device_id = ? AND tag = ?", [deviceId, tag])) return true;
   return db.write((tx) => {
     if (!getDevice(tx, deviceId)) return false;
     guard(tx, () => void tx.run("INSERT OR IGNORE INTO device_tags (device_id, tag) VALUES (?, ?)", [deviceId, tag]));
+    recordAudit(tx, actor, "device.tag", `device:${deviceId}`, { add: tag });
     return true;
   });
 }
@@ -211,18 +214,22 @@ export function validDeviceName(name: string): boolean {
  * Renames a device (a management request; the device's own reports never rename it, issue 10).
  * False when the device does not exist. `guard` runs the change: a name can grant permissions.
  */
-export async function renameDevice(db: Database, deviceId: number, name: string, guard: ChangeGuard): Promise<boolean> {
+export async function renameDevice(db: Database, deviceId: number, name: string, guard: ChangeGuard, actor: Actor): Promise<boolean> {
   return db.write((tx) => {
-    if (!getDevice(tx, deviceId)) return false;
+    const device = getDevice(tx, deviceId);
+    if (!device) return false;
     guard(tx, () => void tx.run("UPDATE devices SET name = ? WHERE id = ?", [name, deviceId]));
+    recordAudit(tx, actor, "device.rename", `device:${deviceId}`, { from: device.name, to: name });
     return true;
   });
 }
 
 /** Removes a tag (absent: no-op). False when the device does not exist. */
-export async function removeTag(db: Database, deviceId: number, tag: string): Promise<boolean> {
+export async function removeTag(db: Database, deviceId: number, tag: string, actor: Actor): Promise<boolean> {
   if (!getDevice(db, deviceId)) return false;
-  await db.write((tx) => void tx.run("DELETE FROM device_tags WHERE device_id = ? AND tag = ?", [deviceId, tag]));
+  await db.write((tx) => {
+    if (tx.run("DELETE FROM device_tags WHERE device_id = ? AND tag = ?", [deviceId, tag]).changes > 0) recordAudit(tx, actor, "device.tag", `device:${deviceId}`, { remove: tag });
+  });
   return true;
 }
 

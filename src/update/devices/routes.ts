@@ -1,4 +1,5 @@
 import { Hono, type Context } from "hono";
+import { actorOf } from "../../audit/audit.ts";
 import { z } from "zod";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
@@ -87,7 +88,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
   app.delete("/api/v2/devices/:id{[0-9]+}", mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "delete");
-    if (!(await deleteDevice(db, hooks, id))) throw new LabgateError("not_found", NOT_FOUND);
+    if (!(await deleteDevice(db, hooks, id, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
   });
 
@@ -97,7 +98,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     const identity = c.get("identity");
     authorize(db, identity, "device", id, "update");
     const { name } = await jsonBody(c, deviceRenameBody);
-    if (!(await renameDevice(db, id, name, grantGuard(identity, [{ resource: "device", id }])))) throw new LabgateError("not_found", NOT_FOUND);
+    if (!(await renameDevice(db, id, name, grantGuard(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json(view(deviceOr404(id)));
   });
 
@@ -106,7 +107,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     const identity = c.get("identity");
     authorize(db, identity, "device", id, "update");
     const tag = tagParam(c.req.param("tag"));
-    if (!(await addTag(db, id, tag, grantGuard(identity, [{ resource: "device", id }])))) throw new LabgateError("not_found", NOT_FOUND);
+    if (!(await addTag(db, id, tag, grantGuard(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
   });
 
@@ -115,7 +116,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "update");
     const tag = tagParam(c.req.param("tag"));
-    if (!(await removeTag(db, id, tag))) throw new LabgateError("not_found", NOT_FOUND);
+    if (!(await removeTag(db, id, tag, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
   });
 
@@ -146,7 +147,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
 
   app.delete("/api/v1/devices/:id{[0-9]+}", auth.management("admin_rw"), async (c) => {
     const id = pathId(c.req.param("id"), "device");
-    if (!(await deleteDevice(db, hooks, id))) throw new LabgateError("not_found", NOT_FOUND);
+    if (!(await deleteDevice(db, hooks, id, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
   });
 

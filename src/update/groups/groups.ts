@@ -1,4 +1,5 @@
 import type { Database, Tx } from "../../db/index.ts";
+import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { rfc822 } from "../../util/time.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { DEFAULT_POLICY } from "./policy.ts";
@@ -83,7 +84,7 @@ export interface NewGroup {
   onCreated?: (tx: Tx, id: number) => void;
 }
 
-export async function createGroup(db: Database, input: NewGroup, now: Date): Promise<GroupRow> {
+export async function createGroup(db: Database, input: NewGroup, now: Date, actor: Actor): Promise<GroupRow> {
   return db.write((tx) => {
     const { lastInsertRowid: id } = tx.run("INSERT INTO groups (created, metadata, policy, priority, created_by) VALUES (?, ?, ?, ?, ?)", [
       now.toISOString(),
@@ -93,6 +94,7 @@ export async function createGroup(db: Database, input: NewGroup, now: Date): Pro
       input.createdBy,
     ]);
     input.onCreated?.(tx, id);
+    recordAudit(tx, actor, "group.create", `group:${id}`, { priority: input.priority ?? DEFAULT_PRIORITY });
     return getGroup(tx, id)!;
   });
 }
@@ -100,13 +102,14 @@ export async function createGroup(db: Database, input: NewGroup, now: Date): Pro
 export const GROUP_NOT_FOUND = "group does not exist";
 
 /** A group without devices can be deleted; its package assignments and permission rows go with it. */
-export async function deleteGroup(db: Database, catalog: CatalogWatch, id: number, onDelete?: (tx: Tx) => void): Promise<void> {
+export async function deleteGroup(db: Database, catalog: CatalogWatch, id: number, actor: Actor, onDelete?: (tx: Tx) => void): Promise<void> {
   return changed(catalog, db.write((tx) => {
     if (!getGroup(tx, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     if (tx.get("SELECT 1 AS x FROM group_devices WHERE group_id = ? LIMIT 1", [id])) throw new LabgateError("conflict", "group is still assigned to some devices");
     onDelete?.(tx);
     tx.run("DELETE FROM group_packages WHERE group_id = ?", [id]);
     tx.run("DELETE FROM groups WHERE id = ?", [id]);
+    recordAudit(tx, actor, "group.delete", `group:${id}`);
   }));
 }
 
@@ -129,6 +132,7 @@ export async function patchGroupDevices(
   add: number[],
   remove: number[],
   rule: MembershipRule,
+  actor: Actor,
   guard: ChangeGuard = unguarded,
 ): Promise<void> {
   return changed(catalog, db.write((tx) => {
@@ -161,6 +165,7 @@ export async function patchGroupDevices(
       for (const deviceId of add) tx.run("INSERT INTO group_devices (group_id, device_id) VALUES (?, ?)", [groupId, deviceId]);
       for (const deviceId of remove) tx.run("DELETE FROM group_devices WHERE group_id = ? AND device_id = ?", [groupId, deviceId]);
     });
+    recordAudit(tx, actor, "group.devices", `group:${groupId}`, { add, remove });
   }));
 }
 
@@ -168,7 +173,7 @@ export async function patchGroupDevices(
  * Package assignment: the set becomes exactly `packageIds`; an unknown package is a 404.
  * `guard` runs the change (membership grants the group's permissions, see permissions.ts).
  */
-export async function setGroupPackages(db: Database, catalog: CatalogWatch, groupId: number, packageIds: number[], guard: ChangeGuard = unguarded): Promise<void> {
+export async function setGroupPackages(db: Database, catalog: CatalogWatch, groupId: number, packageIds: number[], actor: Actor, guard: ChangeGuard = unguarded): Promise<void> {
   try {
     return await changed(catalog, db.write((tx) => {
       if (!getGroup(tx, groupId)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
@@ -179,6 +184,7 @@ export async function setGroupPackages(db: Database, catalog: CatalogWatch, grou
         tx.run("DELETE FROM group_packages WHERE group_id = ?", [groupId]);
         for (const id of packageIds) tx.run("INSERT INTO group_packages (group_id, package_id) VALUES (?, ?)", [groupId, id]);
       });
+      recordAudit(tx, actor, "group.packages", `group:${groupId}`, { packages: packageIds });
     }));
   } catch (error) {
     // Only a constraint firing after the checks above (a concurrent change) lands here.
@@ -187,15 +193,17 @@ export async function setGroupPackages(db: Database, catalog: CatalogWatch, grou
   }
 }
 
-export async function setGroupPolicy(db: Database, catalog: CatalogWatch, groupId: number, policy: string): Promise<void> {
+export async function setGroupPolicy(db: Database, catalog: CatalogWatch, groupId: number, policy: string, actor: Actor): Promise<void> {
   return changed(catalog, db.write((tx) => {
-    if (!getGroup(tx, groupId)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
+    const group = getGroup(tx, groupId);
+    if (!group) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     tx.run("UPDATE groups SET policy = ? WHERE id = ?", [policy, groupId]);
+    recordAudit(tx, actor, "group.policy", `group:${groupId}`, { from: group.policy, to: policy });
   }));
 }
 
 /** Priority change: 409 when a device of this group holds another group with that priority. */
-export async function setGroupPriority(db: Database, catalog: CatalogWatch, groupId: number, priority: number): Promise<void> {
+export async function setGroupPriority(db: Database, catalog: CatalogWatch, groupId: number, priority: number, actor: Actor): Promise<void> {
   return changed(catalog, db.write((tx) => {
     if (!getGroup(tx, groupId)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const clash = tx.get(
@@ -207,5 +215,6 @@ export async function setGroupPriority(db: Database, catalog: CatalogWatch, grou
     );
     if (clash) throw new LabgateError("conflict", "A group with the same priority is already assigned to one of the devices in this group");
     tx.run("UPDATE groups SET priority = ? WHERE id = ?", [priority, groupId]);
+    recordAudit(tx, actor, "group.priority", `group:${groupId}`, { priority });
   }));
 }

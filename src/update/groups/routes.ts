@@ -1,4 +1,5 @@
 import { Hono, type Context } from "hono";
+import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import { z } from "zod";
 import { jsonBody, jsonObject } from "../../http/openapi.ts";
@@ -106,7 +107,7 @@ function sharedHandlers(ctx: AppContext, catalog: CatalogWatch, mode: { v2: bool
   const remove = async (c: Context<AppEnv>) => {
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "delete");
-    await deleteGroup(db, catalog, id, (tx) => deletePermissionsOf(tx, "group", id));
+    await deleteGroup(db, catalog, id, actorOf(c, ctx.clock), (tx) => deletePermissionsOf(tx, "group", id));
     return c.json({});
   };
 
@@ -116,7 +117,7 @@ function sharedHandlers(ctx: AppContext, catalog: CatalogWatch, mode: { v2: bool
     if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const { add, remove } = await jsonBody(c, groupDevicesBody);
     const guard = mode.v2 ? requireOnEach(ctx, c.get("identity"), "device", add) : unguarded;
-    await patchGroupDevices(db, catalog, id, add, remove, mode.rule, guard);
+    await patchGroupDevices(db, catalog, id, add, remove, mode.rule, actorOf(c, ctx.clock), guard);
     return c.json({});
   };
 
@@ -130,7 +131,7 @@ function sharedHandlers(ctx: AppContext, catalog: CatalogWatch, mode: { v2: bool
       const current = new Set(groupPackageIds(db, id));
       guard = requireOnEach(ctx, c.get("identity"), "package", packages.filter((p) => !current.has(p)));
     }
-    await setGroupPackages(db, catalog, id, packages, guard);
+    await setGroupPackages(db, catalog, id, packages, actorOf(c, ctx.clock), guard);
     return c.json({});
   };
 
@@ -141,7 +142,7 @@ function sharedHandlers(ctx: AppContext, catalog: CatalogWatch, mode: { v2: bool
     const body = await jsonBody(c, groupPolicyBody);
     const policy = parsePolicy(body.policy);
     if (typeof policy === "string") throw new LabgateError("invalid", policy);
-    await setGroupPolicy(db, catalog, id, body.policy);
+    await setGroupPolicy(db, catalog, id, body.policy, actorOf(c, ctx.clock));
     return c.json({});
   };
 
@@ -162,7 +163,7 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
       priority: body.priority ?? undefined,
       createdBy: identity.kind === "mgmt" ? identity.user : null,
       onCreated: (tx, id) => grantCreator(tx, identity, "group", id, dateOf(ctx.clock)),
-    }, dateOf(ctx.clock));
+    }, dateOf(ctx.clock), actorOf(c, ctx.clock));
     return c.json(toV2(db, row));
   });
 
@@ -173,7 +174,7 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
     authorize(db, c.get("identity"), "group", id, "update");
     if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const { priority } = await jsonBody(c, groupPriorityBody);
-    await setGroupPriority(db, catalog, id, priority);
+    await setGroupPriority(db, catalog, id, priority, actorOf(c, ctx.clock));
     return c.json({});
   });
 
@@ -194,7 +195,7 @@ export function groupsV1Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
   const write = auth.management("admin_rw");
 
   app.post("/api/v1/groups", write, async (c) => {
-    const row = await createGroup(db, { metadata: await jsonBody(c, groupCreateV1Body), createdBy: null }, dateOf(ctx.clock));
+    const row = await createGroup(db, { metadata: await jsonBody(c, groupCreateV1Body), createdBy: null }, dateOf(ctx.clock), actorOf(c, ctx.clock));
     return c.json(toV1(db, row));
   });
 

@@ -1,4 +1,5 @@
 import type { Database, SqlParam, Tx } from "../../db/index.ts";
+import { recordAudit, type Actor } from "../../audit/audit.ts";
 import type { AppContext } from "../../app/context.ts";
 import type { LocalStorage, StagedObject } from "../../storage/local.ts";
 import { dateOf, rfc822 } from "../../util/time.ts";
@@ -77,6 +78,7 @@ export interface NewPackage {
   user: string | null;
   /** Runs inside the insert transaction (creator grants). */
   onCreated?: (tx: Tx, id: number) => void;
+  actor: Actor;
 }
 
 /**
@@ -98,6 +100,7 @@ export async function createPackage(ctx: Pick<AppContext, "clock" | "config" | "
         [now.toISOString(), stored.sha256, JSON.stringify(metadata), stored.dir, stored.name, stored.size, String(metadata[keys.version]), String(metadata[keys.devtype] ?? ""), input.user],
       );
       input.onCreated?.(tx, id);
+      recordAudit(tx, input.actor, "package.upload", `package:${id}`, { version: metadata[keys.version], devtype: metadata[keys.devtype] ?? null, sha256: stored.sha256, size: stored.size });
       return getPackage(tx, id)!;
     });
   } catch (error) {
@@ -112,13 +115,14 @@ export type DeleteResult = "deleted" | "not_found" | "assigned";
  * Deletes a package that no group holds: row (and, through `onDelete`, its permission rows)
  * in one transaction, then the object. A missing object counts as removed.
  */
-export async function deletePackage(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, storage: LocalStorage, id: number, onDelete?: (tx: Tx) => void): Promise<DeleteResult> {
+export async function deletePackage(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, storage: LocalStorage, id: number, actor: Actor, onDelete?: (tx: Tx) => void): Promise<DeleteResult> {
   const result = await ctx.db.write((tx): { status: DeleteResult; name?: string } => {
     const row = getPackage(tx, id);
     if (!row) return { status: "not_found" };
     if (tx.get("SELECT 1 AS x FROM group_packages WHERE package_id = ? LIMIT 1", [id])) return { status: "assigned" };
     onDelete?.(tx);
     tx.run("DELETE FROM packages WHERE id = ?", [id]);
+    recordAudit(tx, actor, "package.delete", `package:${id}`, { version: row.version, sha256: row.sha256 });
     return { status: "deleted", name: row.storage_name };
   });
   if (result.name) {

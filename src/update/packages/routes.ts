@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { errors, ok, route } from "../../http/openapi.ts";
+import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { Scope } from "../../auth/scopes.ts";
 import { LabgateError } from "../../util/errors.ts";
@@ -61,7 +62,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
         // The upload scope follows the artifact's payload types, read from the stored bytes.
         const refusal = uploadScopeRefusal(identity.scopes, await artifactPayloadTypes(staged!.tmpPath), ctx.config.prefix);
         if (refusal) throw new LabgateError("forbidden", refusal);
-        const row = await createPackage(ctx, storage, { staged: staged!, fields, dir, user: identity.user, onCreated: (tx, id) => grantCreator(tx, identity, "package", id, dateOf(ctx.clock)) });
+        const row = await createPackage(ctx, storage, { staged: staged!, fields, dir, user: identity.user, onCreated: (tx, id) => grantCreator(tx, identity, "package", id, dateOf(ctx.clock)), actor: actorOf(c, ctx.clock) });
         return c.json(toView(row));
       } catch (error) {
         if (staged) await storage.discard(staged); // no-op once the object was moved into place
@@ -83,7 +84,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
   route(app, { method: "delete", path: "/api/v1/packages/:id", tag, access: "management", summary: "Delete a package (not while a group has it)", responses: { 200: ok(), ...read, 409: e409 } }, auth.management(), async (c) => {
     const id = pathId(c.req.param("id"), WHAT);
     authorize(ctx.db, c.get("identity"), "package", id, "delete");
-    const result = await deletePackage(ctx, storage, id, (tx) => deletePermissionsOf(tx, "package", id));
+    const result = await deletePackage(ctx, storage, id, actorOf(c, ctx.clock), (tx) => deletePermissionsOf(tx, "package", id));
     if (result === "not_found") throw new LabgateError("not_found", MSG_NOT_FOUND);
     if (result === "assigned") throw new LabgateError("conflict", "delete failed, the package is assigned to at least one group");
     return c.json({});

@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { jsonBody } from "../../http/openapi.ts";
@@ -15,7 +16,7 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   app.post("/api/v1/permissions", auth.management("admin_rw"), async (c) => {
     const permission = checkPermission(await jsonBody(c, permissionBody));
-    return c.json(await createPermission(db, permission, dateOf(ctx.clock)));
+    return c.json(await createPermission(db, permission, dateOf(ctx.clock), actorOf(c, ctx.clock)));
   });
 
   // Any management identity: admins see every row, everyone else their own.
@@ -32,7 +33,7 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   });
 
   app.delete("/api/v1/permissions/:id{[0-9]+}", auth.management("admin_rw"), async (c) => {
-    if (!(await deletePermission(db, pathId(c.req.param("id"), "permission")))) throw new LabgateError("not_found", "permission does not exist");
+    if (!(await deletePermission(db, pathId(c.req.param("id"), "permission"), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", "permission does not exist");
     return c.json({});
   });
 

@@ -1,4 +1,5 @@
 import type { Database } from "../../db/index.ts";
+import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { z } from "zod";
 import { LabgateError } from "../../util/errors.ts";
 import { strictBody } from "../validation.ts";
@@ -109,7 +110,7 @@ export function checkPermission(p: NewPermission): NewPermission {
 }
 
 /** Stores a validated permission: 404 for an unknown object, 409 for a duplicate. */
-export async function createPermission(db: Database, p: NewPermission, now: Date): Promise<PermissionObject> {
+export async function createPermission(db: Database, p: NewPermission, now: Date, actor: Actor): Promise<PermissionObject> {
   const id = await db.write((tx) => {
     if (p.resource !== "device_by_tag" && !resourceExists(tx, p.resource, p.resource_id as number)) {
       throw new LabgateError("not_found", `${p.resource} ${p.resource_id} does not exist`);
@@ -119,7 +120,7 @@ export async function createPermission(db: Database, p: NewPermission, now: Date
       [p.user_id, p.resource, p.permission, p.resource_id ?? p.resource_name],
     );
     if (duplicate) throw new LabgateError("conflict", "Conflict while adding a permission");
-    return tx.run("INSERT INTO permissions (created, user_id, resource, resource_id, resource_name, permission) VALUES (?, ?, ?, ?, ?, ?)", [
+    const id = tx.run("INSERT INTO permissions (created, user_id, resource, resource_id, resource_name, permission) VALUES (?, ?, ?, ?, ?, ?)", [
       now.toISOString(),
       p.user_id,
       p.resource,
@@ -127,6 +128,8 @@ export async function createPermission(db: Database, p: NewPermission, now: Date
       p.resource_name,
       p.permission,
     ]).lastInsertRowid;
+    recordAudit(tx, actor, "permission.create", `permission:${id}`, { ...p });
+    return id;
   });
   return getPermission(db, id)!;
 }
@@ -145,6 +148,12 @@ export function listPermissions(db: Database, user?: string): PermissionObject[]
   return rows.map(toObject);
 }
 
-export async function deletePermission(db: Database, id: number): Promise<boolean> {
-  return db.write((tx) => tx.run("DELETE FROM permissions WHERE id = ?", [id]).changes > 0);
+export async function deletePermission(db: Database, id: number, actor: Actor): Promise<boolean> {
+  return db.write((tx) => {
+    const row = tx.get<PermissionRow>(`SELECT ${COLUMNS} FROM permissions WHERE id = ?`, [id]);
+    if (!row) return false;
+    tx.run("DELETE FROM permissions WHERE id = ?", [id]);
+    recordAudit(tx, actor, "permission.delete", `permission:${id}`, { user_id: row.user_id, resource: row.resource, resource_id: row.resource_id, resource_name: row.resource_name, permission: row.permission });
+    return true;
+  });
 }

@@ -1,4 +1,5 @@
 import type { Database } from "../../db/index.ts";
+import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { rfc822 } from "../../util/time.ts";
 import { getDeviceByMac, tagsFromMetadata, type DeviceHooks } from "../devices/devices.ts";
@@ -77,7 +78,7 @@ export interface PendingSelection {
 }
 
 /** Removes the pending registrations `selection` names (an admin cleaning up after a flood); how many went. */
-export async function removePendingBulk(db: Database, selection: PendingSelection): Promise<number> {
+export async function removePendingBulk(db: Database, selection: PendingSelection, actor: Actor): Promise<number> {
   const where: string[] = [];
   const params: string[] = [];
   if (selection.client_address !== undefined) {
@@ -89,7 +90,11 @@ export async function removePendingBulk(db: Database, selection: PendingSelectio
     params.push(selection.before);
   }
   if (where.length === 0 && !selection.all) throw new LabgateError("invalid", 'name what to remove: "all", "client_address" or "older_than"');
-  return db.write((tx) => tx.run(`DELETE FROM registrations${where.length ? ` WHERE ${where.join(" AND ")}` : ""}`, params).changes);
+  return db.write((tx) => {
+    const removed = tx.run(`DELETE FROM registrations${where.length ? ` WHERE ${where.join(" AND ")}` : ""}`, params).changes;
+    recordAudit(tx, actor, "registration.remove", "registrations", { ...selection, removed });
+    return removed;
+  });
 }
 
 /** The registration for exactly (MAC, key material); the key text may be encoded differently. */
@@ -123,6 +128,7 @@ export async function approveRegistration(
   publicKey: string,
   confirmKeyChange: boolean,
   now: Date,
+  actor: Actor,
 ): Promise<RegisterResult> {
   const found = findRegistration(db, mac, publicKey);
   if (!found) throw new LabgateError("not_found", "specified registration does not exist");
@@ -151,6 +157,7 @@ export async function approveRegistration(
         reg.last_appeared,
         device.id,
       ]);
+      recordAudit(tx, actor, "device.key_change", `device:${device.id}`, { mac, from: device.key_fingerprint, to: reg.key_fingerprint });
       return { device_id: device.id, outcome: "rekeyed" as const };
     }
     const { lastInsertRowid: id } = tx.run(
@@ -160,6 +167,7 @@ export async function approveRegistration(
     for (const tag of tagsFromMetadata(metadata[metaKeys(prefix).tags])) {
       tx.run("INSERT OR IGNORE INTO device_tags (device_id, tag) VALUES (?, ?)", [id, tag]);
     }
+    recordAudit(tx, actor, "device.approve", `device:${id}`, { mac, key: reg.key_fingerprint });
     return { device_id: id, outcome: "created" as const };
   });
   // The earlier key's tokens and socket end now: the gate forgets the old key.
@@ -169,8 +177,11 @@ export async function approveRegistration(
 }
 
 /** Removes a pending registration; 404 when there is none for that (MAC, key). */
-export async function removePending(db: Database, mac: string, publicKey: string): Promise<void> {
+export async function removePending(db: Database, mac: string, publicKey: string, actor: Actor): Promise<void> {
   const found = findRegistration(db, mac, publicKey);
   if (!found) throw new LabgateError("not_found", "registration does not exist");
-  await db.write((tx) => void tx.run("DELETE FROM registrations WHERE mac_address = ? AND key_fingerprint = ?", [mac, found.key_fingerprint]));
+  await db.write((tx) => {
+    tx.run("DELETE FROM registrations WHERE mac_address = ? AND key_fingerprint = ?", [mac, found.key_fingerprint]);
+    recordAudit(tx, actor, "registration.remove", `mac:${mac}`, { key: found.key_fingerprint });
+  });
 }

@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { z } from "zod";
@@ -63,19 +64,19 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
   app.post("/api/v1/auth/pending/remove", auth.management("admin_rw"), async (c) => {
     const body = await jsonBody(c, pendingRemoveBody);
     const before = body.older_than === undefined ? undefined : new Date(ctx.clock.now() - body.older_than * 1000).toISOString();
-    return c.json({ removed: await removePendingBulk(ctx.db, { all: body.all, client_address: body.client_address, before }) });
+    return c.json({ removed: await removePendingBulk(ctx.db, { all: body.all, client_address: body.client_address, before }, actorOf(c, ctx.clock)) });
   });
 
   app.post("/api/v1/auth/register", auth.management("admin_rw"), async (c) => {
     const body = await jsonBody(c, registerBody);
     const confirmed = body.confirm_key_change ?? !ctx.config.compat.key_change_confirmation;
-    await approveRegistration(ctx.db, hooks, ctx.config.prefix, body.mac_address, body.public_key, confirmed, dateOf(ctx.clock));
+    await approveRegistration(ctx.db, hooks, ctx.config.prefix, body.mac_address, body.public_key, confirmed, dateOf(ctx.clock), actorOf(c, ctx.clock));
     return c.json({});
   });
 
   app.delete("/api/v1/auth/pending", auth.management("admin_rw"), async (c) => {
     const body = await jsonBody(c, pendingBody);
-    await removePending(ctx.db, body.mac_address, body.public_key);
+    await removePending(ctx.db, body.mac_address, body.public_key, actorOf(c, ctx.clock));
     return c.json({});
   });
 

@@ -3,10 +3,11 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { api, get, seg } from "../api.ts";
 import { isOnline, useLive } from "../live.ts";
 import { href, navigate, type Page, type PageProps } from "../router.ts";
-import { canAdminWrite, prefixOf } from "../session.ts";
+import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
 import type { Device, Group } from "../types.ts";
 import { groupName } from "../update.ts";
 import { UpdateHistory } from "../rollouts.tsx";
+import { RecentAudit } from "../audit.tsx";
 import { Badge, Card, ErrorBox, OnlineBadge, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
 
 interface ActionDef {
@@ -122,6 +123,7 @@ function DevicePage({ params, me }: PageProps) {
                 </Card>
                 <Tags deviceId={d.id} />
                 <UpdateHistory deviceId={d.id} mac={d.mac_address} />
+                {isAdmin(me) && <RecentAudit deviceId={d.id} />}
                 <Card title="Metadata">
                   <dl class="props">
                     {Object.entries(d.metadata).map(([k, v]) => (

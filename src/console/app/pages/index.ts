@@ -4,6 +4,7 @@
  * ../README.md has the conventions.
  */
 import type { Page } from "../router.ts";
+import { auditPage } from "./audit.tsx";
 import { deploymentPage, deploymentsPage } from "./deployments.tsx";
 import { devicePage } from "./device.tsx";
 import { devicesPage } from "./devices.tsx";
@@ -17,4 +18,4 @@ import { runPage } from "./run.tsx";
 import { runsPage } from "./runs.tsx";
 import { triggerPage } from "./trigger.tsx";
 
-export const pages: Page[] = [devicesPage, devicePage, registrationsPage, groupsPage, groupPage, deploymentsPage, deploymentPage, packagesPage, usersPage, configsPage, configPage, runsPage, runPage, triggerPage, nodesPage];
+export const pages: Page[] = [devicesPage, devicePage, registrationsPage, groupsPage, groupPage, deploymentsPage, deploymentPage, packagesPage, usersPage, configsPage, configPage, runsPage, runPage, triggerPage, nodesPage, auditPage];

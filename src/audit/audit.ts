@@ -1,0 +1,259 @@
+/*
+ * The audit log (issue 29): every change, recorded in the transaction that makes it, so that an
+ * acknowledged change is in the log and a rolled-back one is not; refused authorizations are
+ * recorded too. A domain records with one line inside its `db.write`:
+ *
+ *   recordAudit(tx, actor, "group.devices", `group:${id}`, { add, remove });
+ *
+ * The actor comes from the request (`actorOf(c)`: the account or token and the client address)
+ * or is `systemActor(...)` for the CLI and the server's own work. Details are small and never
+ * carry secrets (passwords, tokens, keys). Old rows go in batches off the request path
+ * (`AuditRetention`), by age and by count.
+ */
+import { userInfo } from "node:os";
+import type { Context } from "hono";
+import type { AppContext, AppEnv } from "../app/context.ts";
+import type { Database, Tx } from "../db/index.ts";
+import { clientAddress } from "../http/transport.ts";
+import { dateOf, type Clock } from "../util/time.ts";
+import type { Logger } from "../util/log.ts";
+
+export type ActorKind = "account" | "token" | "device" | "system";
+
+/** Who acts: a console account (a session), a management token, a device, or the system (CLI, server). */
+export interface Actor {
+  kind: ActorKind;
+  /** The account or token user, the device's MAC address, or what the system is (`cli`, `server`). */
+  name: string;
+  /** The management token's id (`jti`), else null. */
+  tokenId: string | null;
+  /** The client address ("" for the CLI). */
+  client: string;
+  at: Date;
+}
+
+export type Outcome = "ok" | "refused";
+
+/** An audit entry as served. */
+export interface AuditEntry {
+  id: number;
+  time: string;
+  actor_kind: ActorKind;
+  actor: string;
+  token_id: string | null;
+  client: string;
+  action: string;
+  target: string;
+  outcome: Outcome;
+  detail: Record<string, unknown> | null;
+}
+
+/** A detail larger than this is replaced by a note: the log says who did what, not every byte of it. */
+const MAX_DETAIL = 2048;
+
+/** The actor of a request: its identity (when authenticated) and its client address. */
+export function actorOf(c: Context<AppEnv>, clock: Clock): Actor {
+  const identity = c.get("identity") as AppEnv["Variables"]["identity"] | undefined;
+  const client = clientAddress(c);
+  const at = dateOf(clock);
+  if (!identity) return { kind: "system", name: "anonymous", tokenId: null, client, at };
+  if (identity.kind === "device") return { kind: "device", name: identity.mac, tokenId: null, client, at };
+  return { kind: identity.session === undefined ? "token" : "account", name: identity.user, tokenId: identity.jti ?? null, client, at };
+}
+
+/** The system acting on its own (`server`: retention, restarts) or a command on this machine (`cli:<user>`). */
+export const systemActor = (name: string, at: Date): Actor => ({ kind: "system", name, tokenId: null, client: "", at });
+
+/** A command of this machine's CLI run on the data dir with no server (`cli:<login name>`). */
+export function cliActor(at = new Date()): Actor {
+  let user = "unknown";
+  try {
+    user = userInfo().username;
+  } catch {
+    // No passwd entry for this uid (a container): "unknown".
+  }
+  return systemActor(`cli:${user}`, at);
+}
+
+/** Records one entry in `tx`, the transaction of the change it describes. */
+export function recordAudit(tx: Pick<Tx, "run">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome: Outcome = "ok"): void {
+  let text = detail === undefined ? null : JSON.stringify(detail);
+  if (text !== null && text.length > MAX_DETAIL) text = JSON.stringify({ truncated: true, bytes: text.length });
+  tx.run("INSERT INTO audit_log (time, actor_kind, actor, token_id, client, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+    actor.at.toISOString(),
+    actor.kind,
+    actor.name,
+    actor.tokenId,
+    actor.client,
+    action,
+    target,
+    outcome,
+    text,
+  ]);
+}
+
+/**
+ * Records a change that is not a database transaction (a config file, a test run's processes, a
+ * backup's stream) in a transaction of its own, right after the change and before the answer.
+ */
+export async function recordRequest(ctx: Pick<AppContext, "clock" | "db">, c: Context<AppEnv>, action: string, target: string, detail?: Record<string, unknown>): Promise<void> {
+  const actor = actorOf(c, ctx.clock);
+  await ctx.db.write((tx) => recordAudit(tx, actor, action, target, detail));
+}
+
+/** Records a refused request (an authorization failure) in a transaction of its own; a failure to record is logged, never thrown. */
+export async function recordRefusal(ctx: AppContext, c: Context<AppEnv>, message: string): Promise<void> {
+  const actor = actorOf(c, ctx.clock);
+  const route = c.req.routePath && c.req.routePath !== "/*" ? c.req.routePath : c.req.path;
+  try {
+    await ctx.db.write((tx) => recordAudit(tx, actor, "auth.refused", `${c.req.method} ${route}`.slice(0, 512), { path: c.req.path.slice(0, 512), error: message.slice(0, 256) }, "refused"));
+  } catch (error) {
+    ctx.log.warn(`audit: refusal not recorded: ${(error as Error).message}`);
+  }
+}
+
+/** What GET /api/v1/audit selects; every given condition holds. */
+export interface AuditFilter {
+  /** ISO times: from (inclusive), until (exclusive). */
+  since?: string;
+  until?: string;
+  actor?: string;
+  /** An action or a prefix of dotted names: `device` selects device.approve, device.delete, ... */
+  action?: string;
+  target?: string;
+  outcome?: Outcome;
+}
+
+function where(filter: AuditFilter): { sql: string; params: string[] } {
+  const terms: string[] = [];
+  const params: string[] = [];
+  if (filter.since !== undefined) terms.push("time >= ?"), params.push(filter.since);
+  if (filter.until !== undefined) terms.push("time < ?"), params.push(filter.until);
+  if (filter.actor !== undefined) terms.push("actor = ?"), params.push(filter.actor);
+  if (filter.target !== undefined) terms.push("target = ?"), params.push(filter.target);
+  if (filter.outcome !== undefined) terms.push("outcome = ?"), params.push(filter.outcome);
+  if (filter.action !== undefined) {
+    // An exact name, or everything below a dotted prefix (`device` or `device.`).
+    const prefix = filter.action.replace(/\.$/, "");
+    terms.push("(action = ? OR substr(action, 1, ?) = ?)");
+    params.push(prefix, String(prefix.length + 1), `${prefix}.`);
+  }
+  return { sql: terms.length ? ` WHERE ${terms.join(" AND ")}` : "", params };
+}
+
+interface AuditRow extends Omit<AuditEntry, "detail"> {
+  detail: string | null;
+}
+
+const toEntry = (row: AuditRow): AuditEntry => ({ ...row, detail: row.detail === null ? null : (JSON.parse(row.detail) as Record<string, unknown>) });
+
+const COLUMNS = "id, time, actor_kind, actor, token_id, client, action, target, outcome, detail";
+
+/** A page of matching entries, newest first. */
+export function listAudit(db: Database, filter: AuditFilter, page: { limit: number; offset: number }): AuditEntry[] {
+  const { sql, params } = where(filter);
+  return db.all<AuditRow>(`SELECT ${COLUMNS} FROM audit_log${sql} ORDER BY id DESC LIMIT ? OFFSET ?`, [...params, page.limit, page.offset]).map(toEntry);
+}
+
+export function countAudit(db: Database, filter: AuditFilter): number {
+  const { sql, params } = where(filter);
+  return db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM audit_log${sql}`, params)?.n ?? 0;
+}
+
+const CSV_COLUMNS = ["id", "time", "actor_kind", "actor", "token_id", "client", "action", "target", "outcome", "detail"] as const;
+const csvField = (value: unknown): string => {
+  const text = value === null || value === undefined ? "" : String(value);
+  return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+};
+/** Rows read per step of a CSV export: memory stays flat whatever the log holds. */
+const CSV_BATCH = 1000;
+
+/**
+ * Every matching entry as CSV, newest first, read in batches as the client takes them (a pull
+ * stream: a slow reader holds one batch, never the log).
+ */
+export function auditCsv(db: Database, filter: AuditFilter): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  const { sql, params } = where(filter);
+  const and = sql ? `${sql} AND` : " WHERE";
+  let before = Number.MAX_SAFE_INTEGER;
+  let header = true;
+  return new ReadableStream<Uint8Array>({
+    pull(controller) {
+      const rows = db.all<AuditRow>(`SELECT ${COLUMNS} FROM audit_log${and} id < ? ORDER BY id DESC LIMIT ?`, [...params, before, CSV_BATCH]);
+      let text = header ? `${CSV_COLUMNS.join(",")}\r\n` : "";
+      header = false;
+      for (const row of rows) text += `${CSV_COLUMNS.map((column) => csvField(row[column])).join(",")}\r\n`;
+      if (text) controller.enqueue(encoder.encode(text));
+      if (rows.length < CSV_BATCH) controller.close();
+      else before = rows[rows.length - 1].id;
+    },
+  });
+}
+
+/** Rows dropped per step of retention: a step is one short transaction. */
+const RETENTION_BATCH = 5000;
+
+/**
+ * Keeps the log within `retention_days` and `max_rows`: every `intervalMs` (and once at start)
+ * the oldest rows go, a batch per event-loop turn, so requests are served in between.
+ */
+export class AuditRetention {
+  private timer: NodeJS.Timeout | undefined;
+  private current: Promise<number> | undefined;
+  private readonly db: Database;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+  private readonly limits: { retention_days: number; max_rows: number };
+
+  constructor(db: Database, clock: Clock, log: Logger, limits: { retention_days: number; max_rows: number }) {
+    this.db = db;
+    this.clock = clock;
+    this.log = log;
+    this.limits = limits;
+  }
+
+  start(intervalMs = 10 * 60_000): void {
+    this.timer = setInterval(() => void this.sweep(), intervalMs).unref();
+    setImmediate(() => void this.sweep());
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  /** Drops what is past the limits, batch by batch; resolves with how many rows went (a sweep under way: that one). */
+  sweep(): Promise<number> {
+    this.current ??= this.drop().finally(() => (this.current = undefined));
+    return this.current;
+  }
+
+  private async drop(): Promise<number> {
+    let dropped = 0;
+    try {
+      const cutoff = new Date(this.clock.now() - this.limits.retention_days * 86_400_000).toISOString();
+      // Read first: a sweep with nothing to drop writes nothing.
+      const due = (): boolean => {
+        if (this.db.get("SELECT 1 AS x FROM audit_log WHERE time < ? LIMIT 1", [cutoff])) return true;
+        const ids = this.db.get<{ low: number | null; high: number | null }>("SELECT MIN(id) AS low, MAX(id) AS high FROM audit_log");
+        return ids?.low != null && ids.high != null && ids.low <= ids.high - this.limits.max_rows;
+      };
+      while (due()) {
+        // Each through an index: by time, then by id (ids only grow and rows go from the lowest,
+        // so the newest max_rows are those above max(id) - max_rows).
+        dropped += await this.db.write((tx) => {
+          const old = tx.run("DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE time < ? ORDER BY time LIMIT ?)", [cutoff, RETENTION_BATCH]).changes;
+          const over = tx.run("DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE id <= (SELECT MAX(id) FROM audit_log) - ? ORDER BY id LIMIT ?)", [
+            this.limits.max_rows,
+            RETENTION_BATCH - old,
+          ]).changes;
+          return old + over;
+        });
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    } catch (error) {
+      this.log.warn(`audit: retention: ${(error as Error).message}`);
+    }
+    return dropped;
+  }
+}

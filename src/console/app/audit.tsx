@@ -1,0 +1,77 @@
+/*
+ * The audit log in the console: the entries' shape and columns, the API path with filters, and a
+ * device page's recent entries (the Audit page itself is pages/audit.tsx).
+ */
+import { get } from "./api.ts";
+import { href } from "./router.ts";
+import { Badge, Card, Show, Table, Time, useLoad } from "./ui.tsx";
+
+export interface AuditEntry {
+  id: number;
+  time: string;
+  actor_kind: "account" | "token" | "device" | "system";
+  actor: string;
+  token_id: string | null;
+  client: string;
+  action: string;
+  target: string;
+  outcome: "ok" | "refused";
+  detail: Record<string, unknown> | null;
+}
+
+/** The filters the Audit page keeps in its address (so a filtered view can be linked to). */
+export const FILTERS = ["actor", "action", "target", "since", "until"] as const;
+export type Filters = Record<(typeof FILTERS)[number], string>;
+
+/** `/api/v1/audit` with these filters (empty ones left out); `extra`: paging or the CSV format. */
+export function auditPath(filters: Partial<Filters>, extra: Record<string, string>): string {
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(filters)) {
+    if (!value) continue;
+    // The date inputs give a day: the whole day, in UTC.
+    params.set(key, key === "since" ? `${value}T00:00:00Z` : key === "until" ? new Date(Date.parse(`${value}T00:00:00Z`) + 86_400_000).toISOString() : value);
+  }
+  for (const [key, value] of Object.entries(extra)) params.set(key, value);
+  return `/api/v1/audit?${params}`;
+}
+
+/** Who acted, as one line: the kind's word, the name, the token when it was one. */
+const actorText = (e: AuditEntry) => `${e.actor_kind === "account" ? "" : `${e.actor_kind} `}${e.actor}`;
+
+/** The entries' columns, shared with the device page's recent entries. */
+export const auditColumns = [
+  { head: "Time", cell: (e: AuditEntry) => <Time value={e.time} /> },
+  {
+    head: "Actor",
+    cell: (e: AuditEntry) => (
+      <>
+        <span class="strong">{actorText(e)}</span>
+        {e.client && <div class="muted mono small">{e.client}</div>}
+      </>
+    ),
+  },
+  {
+    head: "Action",
+    cell: (e: AuditEntry) => (
+      <>
+        <span class="mono">{e.action}</span> {e.outcome === "refused" && <Badge tone="bad">refused</Badge>}
+      </>
+    ),
+  },
+  { head: "Target", cell: (e: AuditEntry) => <span class="mono">{e.target}</span> },
+  { head: "Detail", class: "hide-narrow mono small", cell: (e: AuditEntry) => (e.detail ? <span style={{ wordBreak: "break-all" }}>{JSON.stringify(e.detail)}</span> : "") },
+];
+
+
+/** A device's newest audit entries (admins), with a link to all of them on the Audit page. */
+export function RecentAudit(props: { deviceId: number }) {
+  const target = `device:${props.deviceId}`;
+  const entries = useLoad(() => get<AuditEntry[]>(auditPath({ target }, { limit: "10" })), [props.deviceId]);
+  return (
+    <Card title="Audit log" actions={<a href={href("/audit", { target })}>All entries</a>}>
+      <Show loaded={entries}>
+        {(rows) => <Table rows={rows} rowKey={(e) => e.id} empty="Nothing recorded for this device yet." label="Recent audit entries" columns={auditColumns.slice(0, 4)} />}
+      </Show>
+    </Card>
+  );
+}
