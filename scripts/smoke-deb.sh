@@ -30,11 +30,17 @@ grep -qx /etc/labgate/labgate.yaml /var/lib/dpkg/info/labgate.conffiles
 UNIT=/lib/systemd/system/labgate.service
 field() { sed -n "s/^$1=//p" "$UNIT"; }
 read -r -a EXEC <<< "$(field ExecStart)"
+# The unit's AmbientCapabilities and CapabilityBoundingSet (CAP_SETUID CAP_SETGID: test processes
+# run as the runner user) in setpriv's spelling: +setuid,+setgid.
+caps() { field "$1" | tr ' ' '\n' | sed -n 's/^CAP_\(.*\)$/+\L\1/p' | paste -sd, -; }
+AMBIENT=$(caps AmbientCapabilities)
+BOUNDING=$(caps CapabilityBoundingSet)
 LOG=$(mktemp)
 (
   cd "$(field WorkingDirectory)"
   umask "$(field UMask)"
-  exec setpriv --reuid="$(field User)" --regid="$(field Group)" --init-groups env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LABGATE_LISTEN=127.0.0.1:0 "${EXEC[@]}"
+  exec setpriv --reuid="$(field User)" --regid="$(field Group)" --init-groups \
+    --inh-caps="$AMBIENT" --ambient-caps="$AMBIENT" --bounding-set="-all,$BOUNDING" env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LABGATE_LISTEN=127.0.0.1:0 "${EXEC[@]}"
 ) > "$LOG" 2>&1 &
 PID=$!
 URL=""
@@ -59,7 +65,7 @@ dpkg -r labgate
 [ ! -e /usr/bin/labgate ] || { echo "dpkg -r left /usr/bin/labgate"; exit 1; }
 [ -f /var/lib/labgate/labgate.db ] && [ -f /var/lib/labgate/admin.token ] || { echo "dpkg -r removed the data dir"; exit 1; }
 dpkg --purge labgate
-[ ! -e /var/lib/labgate ] || { echo "dpkg --purge left /var/lib/labgate"; exit 1; }
+for dir in /var/lib/labgate /var/lib/labgate-runs; do [ ! -e "$dir" ] || { echo "dpkg --purge left $dir"; exit 1; }; done
 trap - EXIT
 rm -f "$LOG"
 echo "Debian package smoke test: ok"
