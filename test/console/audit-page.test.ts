@@ -8,7 +8,7 @@ import { after, test } from "node:test";
 import type { Browser } from "playwright-core";
 import { useTestServer } from "../helpers/server.ts";
 import { registerDevice } from "../update/helpers/devices.ts";
-import { adminPassword, launch, openTab, signIn, type Tab } from "./browser.ts";
+import { signedInAdmin, type Tab } from "./browser.ts";
 
 let browser: Browser;
 let admin: Tab;
@@ -16,9 +16,7 @@ after(async () => {
   await browser?.close();
 });
 const server = useTestServer({}, async (server) => {
-  browser = await launch();
-  admin = await openTab(browser, server.url);
-  await signIn(admin.page, "admin", adminPassword(server.dataDir));
+  ({ browser, admin } = await signedInAdmin(server));
 });
 
 test("the Audit page lists, filters and pages entries and downloads them as CSV; a device page shows its own", async () => {

@@ -67,6 +67,14 @@ export async function openTab(browser: Browser, baseURL: string, viewport = { wi
   };
 }
 
+/** A new browser with one tab signed in as `admin` on `server`: how the console tests begin. */
+export async function signedInAdmin(server: { url: string; dataDir: string }): Promise<{ browser: Browser; admin: Tab }> {
+  const browser = await launch();
+  const admin = await openTab(browser, server.url);
+  await signIn(admin.page, "admin", adminPassword(server.dataDir));
+  return { browser, admin };
+}
+
 /** Signs in through the login form. */
 export async function signIn(page: Page, username: string, password: string): Promise<void> {
   await page.goto("/");

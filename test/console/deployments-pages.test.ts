@@ -12,7 +12,7 @@ import type { Browser, Page } from "playwright-core";
 import { tempDir, useTestServer } from "../helpers/server.ts";
 import { approveAgent, FAST_SERVER, startAgent, untilConnected } from "../update/helpers/agents.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
-import { adminPassword, launch, openTab, signIn, SIGNED_OUT, type Tab } from "./browser.ts";
+import { adminPassword, openTab, SIGNED_OUT, signedInAdmin, signIn, type Tab } from "./browser.ts";
 
 let browser: Browser;
 let admin: Tab;
@@ -22,9 +22,7 @@ after(async () => {
   await browser?.close();
 });
 const server = useTestServer(FAST_SERVER, async (server) => {
-  browser = await launch();
-  admin = await openTab(browser, server.url);
-  await signIn(admin.page, "admin", adminPassword(server.dataDir));
+  ({ browser, admin } = await signedInAdmin(server));
 });
 
 const nav = (page: Page, name: string) => page.getByRole("navigation", { name: "Main" }).getByRole("link", { name, exact: true }).click();

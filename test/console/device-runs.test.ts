@@ -11,7 +11,7 @@ import type { Agent } from "../../src/agent/agent.ts";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
 import { uploadConfig, waitRun } from "../testrun/run-helpers.ts";
 import { approveAgent, FAST_SERVER, startAgent, untilConnected, type AgentOptions } from "../update/helpers/agents.ts";
-import { adminPassword, closeMessages, launch, openTab, signIn, SIGNED_OUT, type Tab } from "./browser.ts";
+import { closeMessages, SIGNED_OUT, signedInAdmin, type Tab } from "./browser.ts";
 
 let gateway: TestServer;
 let browser: Browser;
@@ -34,9 +34,7 @@ before(async () => {
   const ids = ((await gateway.call("GET", "/api/v2/devices")).body as Array<{ id: number }>).map((d) => d.id);
   await gateway.call("PATCH", `/api/v2/groups/${group.body.id}/devices`, { add: ids, remove: [] });
   await uploadConfig(gateway, "board.yml", SLOW);
-  browser = await launch();
-  admin = await openTab(browser, gateway.url);
-  await signIn(admin.page, "admin", adminPassword(gateway.dataDir));
+  ({ browser, admin } = await signedInAdmin(gateway));
 });
 after(async () => {
   await browser?.close();

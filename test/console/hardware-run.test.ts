@@ -11,7 +11,7 @@ import type { Browser, Page } from "playwright-core";
 import { FakeBoard, sampleBoard } from "../helpers/fake-board.ts";
 import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
 import { uploadConfig } from "../testrun/run-helpers.ts";
-import { adminPassword, launch, openTab, signIn, SIGNED_OUT, type Tab } from "./browser.ts";
+import { SIGNED_OUT, signedInAdmin, type Tab } from "./browser.ts";
 
 const SAMPLES = join(process.cwd(), "assets", "testrun", "samples");
 /** The camera sample, saving its frame as PNG (what the fake camera gives). */
@@ -27,9 +27,7 @@ before(async () => {
   gateway = await startTestServer({ test_server: board.config as never });
   await uploadConfig(gateway, "camera.yml", CAMERA);
   for (const sample of ["network.yml", "gpio.yml", "i2c.yml"]) await uploadConfig(gateway, sample, readFileSync(join(SAMPLES, sample), "utf8"));
-  browser = await launch();
-  admin = await openTab(browser, gateway.url);
-  await signIn(admin.page, "admin", adminPassword(gateway.dataDir));
+  ({ browser, admin } = await signedInAdmin(gateway));
 });
 after(async () => {
   await browser?.close();

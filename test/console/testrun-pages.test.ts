@@ -12,7 +12,7 @@ import { after, before, test } from "node:test";
 import type { Browser, Page } from "playwright-core";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
 import { uploadConfig } from "../testrun/run-helpers.ts";
-import { adminPassword, launch, openTab, signIn, SIGNED_OUT, type Tab } from "./browser.ts";
+import { openTab, SIGNED_OUT, signedInAdmin, signIn, type Tab } from "./browser.ts";
 
 const SAMPLE = join(process.cwd(), "assets", "testrun", "samples", "suites.yml");
 /** 10,000 JUnit cases, every 500th failing with a two-line message. */
@@ -43,9 +43,7 @@ let admin: Tab;
 before(async () => {
   node = await startTestServer();
   gateway = await startTestServer({ test_server: { nodes: { node1: { url: node.url, token: node.adminToken } } } as never });
-  browser = await launch();
-  admin = await openTab(browser, gateway.url);
-  await signIn(admin.page, "admin", adminPassword(gateway.dataDir));
+  ({ browser, admin } = await signedInAdmin(gateway));
 });
 after(async () => {
   await browser?.close();

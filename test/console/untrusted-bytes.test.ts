@@ -12,7 +12,7 @@ import { after, before, test } from "node:test";
 import type { Browser, Page } from "playwright-core";
 import { startTestServer, type TestServer } from "../helpers/server.ts";
 import { trigger, uploadConfig, waitRun } from "../testrun/run-helpers.ts";
-import { adminPassword, launch, openTab, signIn, SIGNED_OUT, type Tab } from "./browser.ts";
+import { SIGNED_OUT, signedInAdmin, type Tab } from "./browser.ts";
 
 let gateway: TestServer;
 let browser: Browser;
@@ -64,9 +64,7 @@ before(async () => {
   assert.equal(run.status, "finished", String(run.error));
   runId = run.id;
   runJson = JSON.stringify(run);
-  browser = await launch();
-  admin = await openTab(browser, gateway.url);
-  await signIn(admin.page, "admin", adminPassword(gateway.dataDir));
+  ({ browser, admin } = await signedInAdmin(gateway));
 });
 after(async () => {
   await browser?.close();

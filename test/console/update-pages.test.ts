@@ -12,7 +12,7 @@ import { after, test } from "node:test";
 import type { Browser, Page } from "playwright-core";
 import { useTestServer, waitFor } from "../helpers/server.ts";
 import { approveAgent, FAST_SERVER, startAgent, untilConnected } from "../update/helpers/agents.ts";
-import { adminPassword, closeMessages, launch, openTab, signIn, SIGNED_OUT, type Tab } from "./browser.ts";
+import { adminPassword, closeMessages, openTab, SIGNED_OUT, signedInAdmin, signIn, type Tab } from "./browser.ts";
 
 let browser: Browser;
 let admin: Tab;
@@ -23,9 +23,7 @@ after(async () => {
   await browser?.close();
 });
 const server = useTestServer(FAST_SERVER, async (server) => {
-  browser = await launch();
-  admin = await openTab(browser, server.url);
-  await signIn(admin.page, "admin", adminPassword(server.dataDir));
+  ({ browser, admin } = await signedInAdmin(server));
 });
 
 const nav = (page: Page, name: string) => page.getByRole("navigation", { name: "Main" }).getByRole("link", { name, exact: true }).click();
