@@ -106,6 +106,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const releaseLock = acquireLock(dataDir);
   let db: Database | undefined;
+  let started: AppContext | undefined;
   try {
     const firstStart = !existsSync(join(dataDir, IMAGE_FILE));
     db = await Database.open(dataDir, {
@@ -125,7 +126,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     }
     const adminPasswordFile = await createFirstAdmin(db, dataDir, config.prefix, dateOf(clock));
 
-    const ctx: AppContext = { config, dataDir, db, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] };
+    const ctx: AppContext = (started = { config, dataDir, db, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] });
     const domains = startDomains(ctx);
     // The routers' operations, for the OpenAPI document: createApp fills it as it mounts them.
     const operations: Operation[] = [];
@@ -177,10 +178,24 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     };
     return { ctx, domains, operations, app, url: `${scheme}://${host}:${port}`, port, reloadTls, adminTokenFile, adminPasswordFile, close };
   } catch (error) {
+    // What the domains started before the failure (timers, sweeps, node polls) stops, so that a
+    // refused start leaves nothing running in a process that goes on (tests, `labgate` as a library).
+    if (started) await stopDomains(started, log);
     await db?.close().catch(() => {});
     releaseLock();
     throw error;
   }
+}
+
+async function stopDomains(ctx: AppContext, log: Logger): Promise<void> {
+  for (const hook of ctx.onClosing) {
+    try {
+      hook();
+    } catch (error) {
+      log.warn(`stopping after a failed start: ${(error as Error).message}`);
+    }
+  }
+  for (const hook of ctx.onShutdown) await Promise.resolve().then(hook).catch((error: Error) => log.warn(`stopping after a failed start: ${error.message}`));
 }
 
 /** The listen host as this machine reaches it: a wildcard address is reached on loopback. */
