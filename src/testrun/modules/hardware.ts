@@ -68,10 +68,13 @@ export async function boardPath(roots: HardwareRoots, path: string): Promise<str
 type Board = Pick<EntryContext, "roots" | "files">;
 const missing = () => undefined;
 
+/** The kind of what is at a config path, links followed (`file`, `dir`, `char`, `block`...), or undefined when nothing. */
+export const fileType = async (ctx: Board, path: string): Promise<string | undefined> => (await ctx.files.stat(await boardPath(ctx.roots, path), true).catch(missing))?.type;
+
 /** What is at a config path: `dir`, `file` (anything else: attribute, device node) or undefined when nothing. */
 export async function kindOf(ctx: Board, path: string): Promise<"dir" | "file" | undefined> {
-  const info = await ctx.files.stat(await boardPath(ctx.roots, path), true).catch(missing);
-  return info === undefined ? undefined : info.type === "dir" ? "dir" : "file";
+  const type = await fileType(ctx, path);
+  return type === undefined ? undefined : type === "dir" ? "dir" : "file";
 }
 
 export const exists = async (ctx: Board, path: string): Promise<boolean> => (await kindOf(ctx, path)) !== undefined;
@@ -121,6 +124,7 @@ export const TOOL_PACKAGES: Readonly<Record<string, string>> = {
   "v4l2-ctl": "v4l-utils",
   memtester: "memtester",
   udevadm: "udev",
+  "spi-pipe": "spi-tools",
 };
 
 /**
