@@ -30,6 +30,8 @@ export interface ProcessOptions {
   /** Also keep stdout and stderr interleaved, as they came, up to this many bytes (`combined`). */
   combinedLimit?: number;
   killGraceMs?: number;
+  /** An open descriptor the program gets as its fd 3 (a file the server opened and checked for it). */
+  fd3?: number;
 }
 
 export interface ProcessResult {
@@ -116,7 +118,7 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
     const both = options.combinedLimit === undefined ? undefined : new Capture(options.combinedLimit);
     let child: ReturnType<typeof spawn>;
     try {
-      child = spawn(file, args, { cwd: options.cwd, env: { ...(options.baseEnv ?? process.env), ...options.env }, stdio: ["ignore", "pipe", "pipe"], detached: true });
+      child = spawn(file, args, { cwd: options.cwd, env: { ...(options.baseEnv ?? process.env), ...options.env }, stdio: ["ignore", "pipe", "pipe", ...(options.fd3 === undefined ? [] : [options.fd3])], detached: true });
     } catch (error) {
       // Arguments spawn refuses outright (e.g. a NUL byte): nothing started.
       return resolve(result({ startError: (error as Error).message, ...(both ? { combined: Buffer.alloc(0) } : {}) }));

@@ -2,18 +2,17 @@
  * Who runs what a test config starts. Running a config is running commands on the gateway: with
  * `test_server.run_as` they run as that user (never the server's), in a clean environment, in a
  * per-run directory outside the data dir, and every file a test names (the `file` module, a
- * JUnit report) is touched as that user too. Without it they run as the server's own user
+ * JUnit report) is touched as that user too (test-files.ts). Without it they run as the server's own user
  * (README: run_as). `runTestProcess` is the one way anything started for a test is spawned.
  */
 import { execFileSync, spawnSync } from "node:child_process";
-import { chmodSync, chownSync, constants, mkdirSync, type Stats } from "node:fs";
-import { access, lstat, open, readdir, rename, stat } from "node:fs/promises";
+import { chmodSync, chownSync, constants, mkdirSync } from "node:fs";
+import { lstat, open, readdir, rename } from "node:fs/promises";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { userInfo } from "node:os";
 import { ConfigError, type Config } from "../../config/config.ts";
 import type { Logger } from "../../util/log.ts";
-import { readHead } from "../../util/files.ts";
 import { runProcess, switchTo, type ProcessOptions, type ProcessResult } from "../../util/process.ts";
 
 /** The user and group test processes run as (`test_server.run_as`). */
@@ -80,107 +79,6 @@ export function testEnvironment(identity: TestIdentity | undefined, dir: string)
 export function runTestProcess(identity: TestIdentity | undefined, runDir: string, options: ProcessOptions): Promise<ProcessResult> {
   return runProcess({ ...options, baseEnv: testEnvironment(identity, runDir), ...(identity ? { as: { uid: identity.uid, gid: identity.gid } } : {}) });
 }
-
-/** What a test may know of a path: its kind (`file`, `dir`, `link`...) and permission bits. */
-export interface PathInfo {
-  type: string;
-  mode: number;
-}
-
-/**
- * The files a test names (the `file` module's path, a JUnit report), touched with the test's
- * identity: what its user may not read, the test may not read through the server either.
- */
-export interface TestFiles {
-  /** lstat (`follow` false) or stat; undefined when nothing is there. */
-  stat(path: string, follow: boolean): Promise<PathInfo | undefined>;
-  /** Whether the test's user may read (`r`) or write (`w`) it. */
-  access(path: string, how: "r" | "w"): Promise<boolean>;
-  /** The first `limit` bytes. */
-  read(path: string, limit: number): Promise<Buffer>;
-  /** Writes `text` (created or truncated). */
-  write(path: string, text: string): Promise<void>;
-  /** A directory's entries (`dir`: a directory, links not followed). */
-  list(path: string): Promise<Array<{ name: string; dir: boolean }>>;
-}
-
-const typeOf = (mode: number): string => {
-  switch (mode & constants.S_IFMT) {
-    case constants.S_IFLNK:
-      return "link";
-    case constants.S_IFREG:
-      return "file";
-    case constants.S_IFDIR:
-      return "dir";
-    case constants.S_IFCHR:
-      return "char";
-    case constants.S_IFBLK:
-      return "block";
-    case constants.S_IFSOCK:
-      return "socket";
-    case constants.S_IFIFO:
-      return "fifo";
-    default:
-      return "unknown";
-  }
-};
-
-const infoOf = (s: Stats): PathInfo => ({ type: typeOf(s.mode), mode: s.mode & 0o7777 });
-
-/** TestFiles with the server's own identity (no run_as). */
-const serverFiles: TestFiles = {
-  stat: (path, follow) =>
-    (follow ? stat(path) : lstat(path)).then(infoOf, (error: NodeJS.ErrnoException) => {
-      if (error.code === "ENOENT" || error.code === "ENOTDIR") return undefined;
-      throw error;
-    }),
-  access: (path, how) => access(path, how === "r" ? constants.R_OK : constants.W_OK).then(() => true, () => false),
-  read: (path, limit) => readHead(path, limit),
-  list: async (path) => (await readdir(path, { withFileTypes: true })).map((entry) => ({ name: entry.name, dir: entry.isDirectory() })),
-  async write(path, text) {
-    const handle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o666);
-    try {
-      await handle.writeFile(text);
-    } finally {
-      await handle.close();
-    }
-  },
-};
-
-/** TestFiles as `identity`: each operation is a small program (coreutils) run as that user. */
-function identityFiles(identity: TestIdentity, runDir: string): TestFiles {
-  const run = (command: string[], limit = 64 * 1024) => runTestProcess(identity, runDir, { command, cwd: runDir, timeoutMs: 30_000, outputLimit: limit });
-  const failure = (r: ProcessResult) => new Error(r.startError ?? (r.stderr.trim().split("\n")[0] || `exit status ${r.exitCode}`));
-  return {
-    async stat(path, follow) {
-      const r = await run(["stat", ...(follow ? ["-L"] : []), "-c", "%f", "--", path]);
-      if (r.exitCode === 0) return { type: typeOf(parseInt(r.stdout.trim(), 16)), mode: parseInt(r.stdout.trim(), 16) & 0o7777 };
-      if (/No such file|Not a directory/.test(r.stderr)) return undefined;
-      throw failure(r);
-    },
-    async access(path, how) {
-      return (await run(["test", `-${how}`, path])).exitCode === 0;
-    },
-    async read(path, limit) {
-      const r = await run(["head", "-c", String(limit), "--", path], limit);
-      if (r.exitCode !== 0) throw failure(r);
-      return Buffer.from(r.stdout, "utf8");
-    },
-    async write(path, text) {
-      const r = await run(["sh", "-c", 'printf "%s" "$1" > "$2"', "sh", text, path]);
-      if (r.exitCode !== 0) throw failure(r);
-    },
-    async list(path) {
-      // NUL-separated: a name may hold any byte but "/" and NUL.
-      const r = await run(["find", path, "-mindepth", "1", "-maxdepth", "1", "-printf", "%y %f\\0"], 4 * 1024 * 1024);
-      if (r.exitCode !== 0) throw failure(r);
-      return r.stdout.split("\0").filter(Boolean).map((line) => ({ name: line.slice(2), dir: line[0] === "d" }));
-    },
-  };
-}
-
-/** The TestFiles of a run: as `identity`, else as the server. */
-export const testFiles = (identity: TestIdentity | undefined, runDir: string): TestFiles => (identity ? identityFiles(identity, runDir) : serverFiles);
 
 /**
  * The per-run working directories of `run_as` runs: `<root>/<run id>`, made by the test's user

@@ -1,5 +1,5 @@
 import type { ProcessOptions, ProcessResult } from "../../util/process.ts";
-import type { TestFiles } from "../engine/identity.ts";
+import type { TestFiles } from "../engine/test-files.ts";
 import type { Params, ParamSchema } from "./params.ts";
 
 export type { Params };

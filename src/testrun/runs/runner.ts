@@ -1,7 +1,8 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { describeExit, type ProcessResult } from "../../util/process.ts";
-import { runTestProcess, testFiles, type TestIdentity, type TestWorkspace } from "../engine/identity.ts";
+import { runTestProcess, type TestIdentity, type TestWorkspace } from "../engine/identity.ts";
+import { testFiles } from "../engine/test-files.ts";
 import { compilePattern, type Matcher } from "../engine/pattern.ts";
 import { ReportWriter, type ReportColumn, type ReportRow } from "../engine/report.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
