@@ -90,6 +90,15 @@ export async function untilConnected(server: TestServer, id: number): Promise<vo
   }, 5000, `device ${id} connected`);
 }
 
+/** Starts an agent (added to `started`, which the test stops), approves it and waits until it is connected. */
+export async function connectedAgent(server: TestServer, started: Agent[], options: AgentOptions = {}): Promise<{ agent: Agent & { dir: string }; id: number }> {
+  const agent = startAgent(server, options);
+  started.push(agent);
+  const id = await approveAgent(server, agent);
+  await untilConnected(server, id);
+  return { agent, id };
+}
+
 /** A new agent process-equivalent on the same data dir and config (a restart). */
 export function restartAgent(previous: Agent & { dir: string }): Agent & { dir: string } {
   const agent = new Agent(previous.config, previous.log) as Agent & { dir: string };
