@@ -104,14 +104,12 @@ function relayedHead(name: string, response: Response, expected: RelayedAnswer):
 
 /**
  * A node's own refusal (its 4xx: a run it does not have, a range it cannot serve), relayed with
- * the node's status: the one error whose status is not the gateway's to choose. The HTTP edge
- * answers an error with a 4xx `status` with that status (src/http/errors.ts, errorAnswer).
+ * the node's status: the one error whose status is not the gateway's to choose (LabgateError's
+ * `relayedStatus`).
  */
-export class NodeRefusal extends Error {
-  readonly status: number;
+export class NodeRefusal extends LabgateError {
   constructor(status: number, message: string) {
-    super(message);
-    this.status = status;
+    super("upstream", message, undefined, status);
   }
 }
 
