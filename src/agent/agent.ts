@@ -94,6 +94,7 @@ export class Agent {
       server: this.config.server,
       ws: this.transport.ws,
       log: this.log,
+      clock: this.clock,
       token: () => client.getToken(),
     });
     this.socket = new ManagementSocket(`${this.config.server.replace(/^http/, "ws")}/api/v1/devices/ws`, this.transport, this.log, this.config.retry_min_delay, {
@@ -107,7 +108,7 @@ export class Agent {
       sleep: (seconds) => this.backoff(seconds),
       nextDelay: (previous) => this.nextDelay(previous),
       stopped: () => this.stopped,
-      now: () => this.clock.now(),
+      clock: this.clock,
     });
     this.outcomes = new OutcomeQueue(this.config.data_dir, (message) => this.socket.send(message));
     this.actions = new AgentActions(this.config, this.socket, this.stopController.signal, () => void this.checkNow());

@@ -15,7 +15,7 @@ import type { Context } from "hono";
 import type { AppContext, AppEnv } from "../app/context.ts";
 import type { Database, Tx } from "../db/index.ts";
 import { clientAddress } from "../http/transport.ts";
-import { dateOf, type Clock } from "../util/time.ts";
+import { dateOf, every, type Clock } from "../util/time.ts";
 import type { Logger } from "../util/log.ts";
 
 export type ActorKind = "account" | "token" | "device" | "system";
@@ -199,7 +199,7 @@ const RETENTION_BATCH = 5000;
  * the oldest rows go, a batch per event-loop turn, so requests are served in between.
  */
 export class AuditRetention {
-  private timer: NodeJS.Timeout | undefined;
+  private stopSweeps: (() => void) | undefined;
   private current: Promise<number> | undefined;
   private readonly db: Database;
   private readonly clock: Clock;
@@ -214,12 +214,12 @@ export class AuditRetention {
   }
 
   start(intervalMs = 10 * 60_000): void {
-    this.timer = setInterval(() => void this.sweep(), intervalMs).unref();
+    this.stopSweeps = every(this.clock, intervalMs, () => void this.sweep());
     setImmediate(() => void this.sweep());
   }
 
   stop(): void {
-    clearInterval(this.timer);
+    this.stopSweeps?.();
   }
 
   /** Drops what is past the limits, batch by batch; resolves with how many rows went (a sweep under way: that one). */

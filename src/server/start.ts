@@ -17,7 +17,7 @@ import { createApp, normalizeRequest } from "../http/app.ts";
 import type { Operation } from "../http/openapi.ts";
 import { createLogger, type Logger } from "../util/log.ts";
 import { writeFileDurable } from "../util/files.ts";
-import { dateOf, systemClock, type Clock } from "../util/time.ts";
+import { after, dateOf, systemClock, type Clock } from "../util/time.ts";
 import { describeBuild, VERSION } from "../version.ts";
 import { ConnectionTracker } from "./connections.ts";
 import { acquireLock } from "../util/lock.ts";
@@ -158,9 +158,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         // Upgraded sockets are not HTTP connections: server.close() would wait for them.
         for (const client of wss.clients) client.terminate();
         await new Promise<void>((resolve) => {
-          const force = setTimeout(() => (server as Server).closeAllConnections(), SHUTDOWN_GRACE_MS);
+          const cancelForce = after(ctx.clock, SHUTDOWN_GRACE_MS, () => (server as Server).closeAllConnections());
           server.close(() => {
-            clearTimeout(force);
+            cancelForce();
             resolve();
           });
           // Requests in flight finish (within the grace period); connections without one go now.
