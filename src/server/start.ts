@@ -128,6 +128,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
 
     const ctx: AppContext = (started = { config, dataDir, db, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] });
     const domains = startDomains(ctx);
+    // Entries of commands run while no server ran are in the log before the first request.
+    await domains.shared.auditSpool.ingest();
     // The routers' operations, for the OpenAPI document: createApp fills it as it mounts them.
     const operations: Operation[] = [];
     const app = createApp(ctx, {
