@@ -16,6 +16,7 @@ import { listArtifacts } from "../testrun/runs/artifacts.ts";
 import { artifactsDir } from "../testrun/runs/paths.ts";
 import type { Logger } from "../util/log.ts";
 import type { Clock } from "../util/time.ts";
+import type { TestRunAs } from "../testrun/engine/identity.ts";
 import type { AgentTests } from "./config.ts";
 
 export const TESTS_DISABLED_HERE = "tests are disabled on this device (tests.enabled is false in its agent config)";
@@ -26,6 +27,8 @@ const UPLOAD_ATTEMPTS = 5;
 
 export interface TestRunnerDeps {
   config: AgentTests;
+  /** `tests.run_as`: the user the runs' programs run as and its work dir (prepareRunAs); empty: the agent's user. */
+  runAs: TestRunAs;
   /** The agent's data dir: runs work under `tests/`. */
   dataDir: string;
   /** The gateway's URL. */
@@ -112,6 +115,7 @@ export class TestRunner {
           reportColumns: SEED_COLUMNS,
           metadataTimeoutMs: METADATA_TIMEOUT_MS,
           roots: { sys: deps.config.sys_root, dev: deps.config.dev_root, firmware: deps.config.firmware_root },
+          ...deps.runAs,
           onRow: (row) => {
             const message: TestRunRow = {
               method: "test_run_row",
