@@ -104,6 +104,8 @@ export class Agent {
       greeting: () => ({ method: "capability_report", capabilities: { exec_cmds: true, file_transfer: true, shell_connect: this.shells.enabled, tests: this.config.tests.enabled } }),
       // Outcomes the server has not acknowledged yet go again on every connection.
       connected: () => this.outcomes.resend(),
+      // The gateway ends a share whose device disconnects ("device disconnected"): it stops here too.
+      disconnected: () => this.tests?.abandon(),
       onMessage: (text) => this.onMessage(text),
       sleep: (seconds) => this.backoff(seconds),
       nextDelay: (previous) => this.nextDelay(previous),
