@@ -21,6 +21,8 @@ export interface SocketHooks {
   greeting(): object;
   /** Runs on every connection, after the greeting and the outbox. */
   connected?(): void;
+  /** Runs when a connection that was open closes. */
+  disconnected?(): void;
   onMessage(text: string): void;
   /** Waits `seconds` of backoff, or less once the agent stops. */
   sleep(seconds: number): Promise<void>;
@@ -135,7 +137,10 @@ export class ManagementSocket {
       socket.on("close", (code, reason) => {
         stopWatchdog();
         if (this.socket === socket) this.socket = undefined;
-        if (opened) this.log.info(`agent: disconnected (${code} ${reason.toString()})`);
+        if (opened) {
+          this.log.info(`agent: disconnected (${code} ${reason.toString()})`);
+          this.hooks.disconnected?.();
+        }
         resolve({ opened, status });
       });
     });

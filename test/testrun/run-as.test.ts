@@ -162,7 +162,7 @@ test("run_as names a user this server cannot switch to, or no user: the start fa
   try {
     await assert.rejects(startTestServer({ test_server: { run_as: "no-such-user-labgate" } as never }, unknown), (error: Error) => error instanceof ConfigError && /config key test_server\.run_as: no user 'no-such-user-labgate'/.test(error.message));
     await assert.rejects(startTestServer({ test_server: { run_as: "root" } as never }, tempDir()), /config key test_server\.run_as: 'root' is root/);
-    if (!root) await assert.rejects(startTestServer({ test_server: { run_as: "nobody" } as never }, tempDir()), /config key test_server\.run_as: this server cannot start programs as nobody/);
+    if (!root) await assert.rejects(startTestServer({ test_server: { run_as: "nobody" } as never }, tempDir()), /config key test_server\.run_as: this process cannot start programs as nobody/);
   } finally {
     removeDir(unknown);
   }

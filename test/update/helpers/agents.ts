@@ -222,3 +222,17 @@ export async function spawnAgent(server: TestServer, extra: string[]): Promise<A
   });
   return { child, mac, config, stderr: () => stderr };
 }
+
+/** spawnAgent, then approved and connected; with its device id. */
+export async function spawnConnectedAgent(server: TestServer, extra: string[]): Promise<AgentProcess & { id: number }> {
+  const agent = await spawnAgent(server, extra);
+  try {
+    await approvePending(server, agent.mac);
+    const id = await waitFor(() => deviceId(server, agent.mac).catch(() => undefined), 10_000, `device ${agent.mac}`);
+    await waitFor(async () => (await device(server, id)).connected, 10_000, `${agent.mac} connected (${agent.stderr()})`);
+    return { ...agent, id };
+  } catch (error) {
+    agent.child.kill("SIGKILL");
+    throw error;
+  }
+}
