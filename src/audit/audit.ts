@@ -64,16 +64,19 @@ export function actorOf(c: Context<AppEnv>, clock: Clock): Actor {
 /** The system acting on its own (`server`: retention, restarts) or a command on this machine (`cli:<user>`). */
 export const systemActor = (name: string, at: Date): Actor => ({ kind: "system", name, tokenId: null, client: "", at });
 
-/** A command of this machine's CLI run on the data dir with no server (`cli:<login name>`). */
-export function cliActor(at = new Date()): Actor {
+/** How the audit log names a command of this machine's CLI: `cli:<login name>`. */
+export function cliName(): string {
   let user = "unknown";
   try {
     user = userInfo().username;
   } catch {
     // No passwd entry for this uid (a container): "unknown".
   }
-  return systemActor(`cli:${user}`, at);
+  return `cli:${user}`;
 }
+
+/** A command of this machine's CLI acting on the data dir itself (no server runs, or it writes the spool). */
+export const cliActor = (at = new Date()): Actor => systemActor(cliName(), at);
 
 /** Records one entry in `tx`, the transaction of the change it describes. */
 export function recordAudit(tx: Pick<Tx, "run">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome: Outcome = "ok"): void {

@@ -8,7 +8,6 @@ import { backupOperations } from "../backup/routes.ts";
 import { consoleOperations } from "../console/openapi.ts";
 import { errors, type Operation } from "../http/openapi.ts";
 import { testRunOperations } from "../testrun/openapi.ts";
-import { updateOperations } from "../update/openapi.ts";
 
 /** The system routes (src/http/system.ts) and this one. */
 const systemOperations: Operation[] = [
@@ -41,7 +40,6 @@ const systemOperations: Operation[] = [
 export const listedOperations = (config: Config): Operation[] => [
   ...systemOperations,
   ...accountOperations,
-  ...updateOperations(config),
   ...testRunOperations(config),
   ...backupOperations,
   ...auditOperations,
