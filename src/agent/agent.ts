@@ -45,6 +45,8 @@ export class Agent {
   private tests!: TestRunner;
   private state!: State;
   private outcomes!: OutcomeQueue;
+  /** Offers failed at once for want of an install_command (install.ts). */
+  private readonly refusedOffers = new Set<string>();
   /** Aborted by the server's `update_abort` (a new one for every check). */
   private updateAbort = new AbortController();
   private stopped = false;
@@ -172,6 +174,7 @@ export class Agent {
             report: (outcome) => this.outcomes.report(outcome),
             awaitRestart: (pending) => this.saveState({ ...this.state, pending_install: pending }),
             aborted: this.updateAbort.signal,
+            refusedOffers: this.refusedOffers,
           });
         } catch (error) {
           if (!this.stopped) this.log.warn(`update: ${(error as Error).message}`);
