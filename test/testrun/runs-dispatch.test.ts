@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { after, before, describe, test } from "node:test";
-import { startTestServer, waitFor, type TestServer } from "../helpers/server.ts";
+import { after, describe, test } from "node:test";
+import { startTestServer, useTestServer, waitFor } from "../helpers/server.ts";
 import { reportRows, serverErrors, trigger, uploadConfig, waitRun, waitTrigger as waitTriggerOn, type RunObject } from "./run-helpers.ts";
 
 const MULTI = `
@@ -42,8 +42,6 @@ tests:
 type Trigger = { trigger_id: string; status: string; is_aborted: boolean; error: string; runs: RunObject[]; remote_runs: { machine: string; group: string; run_id: string }[] };
 
 describe("remote dispatch between two labgate servers", () => {
-  let node: TestServer;
-  let orch: TestServer;
   let nodeErrors: string[] = [];
   let orchErrors: string[] = [];
 
@@ -59,10 +57,10 @@ describe("remote dispatch between two labgate servers", () => {
   const waitTrigger = (id: string, until = (t: Trigger) => t.status !== "running") => waitTriggerOn(orch, id, until as never) as Promise<Trigger>;
   const nodeRuns = async () => (await (await node.request("/api/v1/test-runs", { token: node.adminToken })).json()) as RunObject[];
 
-  before(async () => {
-    node = await startTestServer();
-    orch = await startTestServer({ test_server: { nodes: { node1: { url: node.url, token: node.adminToken }, dead: { url: "http://127.0.0.1:1" } } } as never });
+  const node = useTestServer({}, async (node) => {
     nodeErrors = serverErrors(node);
+  });
+  const orch = useTestServer(() => ({ test_server: { nodes: { node1: { url: node.url, token: node.adminToken }, dead: { url: "http://127.0.0.1:1" } } } as never }), async (orch) => {
     orchErrors = serverErrors(orch);
     for (const server of [node, orch]) {
       await uploadConfig(server, "multi.yml", MULTI);
@@ -77,9 +75,7 @@ describe("remote dispatch between two labgate servers", () => {
     await uploadConfig(orch, "ghost.yml", "tests:\n  g:\n  - exec:\n      command: 'true'\n  h:\n  - exec:\n      command: 'true'\n      machines: [ghost]\n");
     await uploadConfig(orch, "dead.yml", "tests:\n  g:\n  - exec:\n      command: 'true'\n      machines: dead\n");
   });
-  after(async () => {
-    await orch.close();
-    await node.close();
+  after(() => {
     assert.deepEqual(nodeErrors, [], "the node answered no request 5xx");
     // The orchestrator's only 500s are the deliberate ones of 11.4 (unknown machine, node not usable).
     assert.deepEqual(orchErrors.filter((line) => !/^POST \/api\/v1\/test-runs 500 /.test(line)), []);
