@@ -4,7 +4,7 @@ import { request } from "node:http";
 import { describe, test } from "node:test";
 import { LoginThrottle } from "../../src/accounts/throttle.ts";
 import { DUMMY_HASH } from "../../src/accounts/passwords.ts";
-import { removeDir, startTestServer, type TestServer, useTestServer, waitFor } from "../helpers/server.ts";
+import { removeDir, startTestServer, type TestServer, useTestServer } from "../helpers/server.ts";
 import { adminPassword, login, sessionCookie } from "./helpers.ts";
 
 const THROTTLED = { error: "too many failed logins, try again later" };
@@ -75,7 +75,7 @@ describe("accounts: the per-name cap over HTTP", () => {
       }
       let answered = false;
       const wrong = loginFrom(server, "127.0.0.4", "admin", "not-the-password").then((res) => ((answered = true), res));
-      await waitFor(() => server.clock.sleeps.includes(15_000), 10_000, "the wrong password's answer held 15 s");
+      await server.clock.sleepOf(15_000, 10_000); // the wrong password's answer held 15 s
       const owner = await loginFrom(server, "127.0.0.5", "admin", adminPassword(server));
       assert.equal(owner.status, 200);
       assert.equal(answered, false, "the guess is still held while the owner is signed in");

@@ -114,7 +114,19 @@ export function callWith(request: TestServer["request"], adminToken: string): Te
   };
 }
 
-/** Polls `check` until it returns a truthy value, for states no event announces (fails after `ms`). */
+/**
+ * Polls `check` until it returns a truthy value (fails after `ms`). Only for states that no event
+ * announces and no clock decides; where one does, wait for it instead: a device's connect and
+ * disconnect, a deployment's and its devices' states on `/api/stream`, a run's and a trigger's on
+ * the test-run stream (openStream, events.ts; waitRun), a deadline on the server's clock
+ * (TestClock.sleepOf/sleepBegun, then advance), a frame on a socket the test holds. What is left:
+ * - operating-system state: processes gone, open file descriptors, files and temp files on disk;
+ * - servers in a child process, or protoplaster stand-ins without an event stream: their output, their runs;
+ * - server state with no event: pending registrations, stored capabilities and reported versions,
+ *   action log statuses, progress records, the database's reload, event subscriber counts;
+ * - the agent's own state (connected, its version) and work the test's own loops do (uploads);
+ * - the async work a clock advance set off (the progress sweep) and console pages (a page's state).
+ */
 export async function waitFor<T>(check: () => T | Promise<T>, ms = 5000, what = "condition"): Promise<NonNullable<T>> {
   const deadline = Date.now() + ms;
   for (;;) {

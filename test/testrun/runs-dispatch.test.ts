@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, describe, test } from "node:test";
+import { openStream } from "../helpers/events.ts";
 import { startTestServer, useTestServer, waitFor } from "../helpers/server.ts";
 import { reportRows, serverErrors, trigger, uploadConfig, waitRun, waitTrigger as waitTriggerOn, type RunObject } from "./run-helpers.ts";
 
@@ -151,8 +152,11 @@ describe("remote dispatch between two labgate servers", () => {
   });
 
   test("aborting the trigger stops the remote run and dispatches nothing more", async () => {
+    const runs = await openStream(node, node.adminToken, "/api/v1/test-runs/stream");
     const id = await dispatch({ config_name: "abortable.yml" });
-    const remoteId = (await waitFor(async () => (await nodeRuns()).find((r) => r.trigger_id === id && r.status === "running"), 10_000, "the node's run to start")).id;
+    const started = await runs.next((e) => e.event === "run" && e.data.trigger_id === id && e.data.status === "running", 10_000, "the node's run to start");
+    runs.close();
+    const remoteId = String(started.data.id);
     const res = await orch.request(`/api/v1/test-runs/trigger/${id}`, { method: "DELETE", token: orch.adminToken });
     assert.equal(res.status, 200);
     const remote = await waitRun(node, remoteId);
