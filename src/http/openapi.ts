@@ -89,19 +89,8 @@ export function queryOf<T extends z.ZodType>(c: Context, schema: T): z.output<T>
   throw new LabgateError("invalid", firstMessage(result.error));
 }
 
-/** An integer query parameter from `min` to `max` (absent: undefined), with the one error text. */
-export const integerParam = (key: string, min: number, max: number) =>
-  z
-    .string()
-    .optional()
-    .transform((text, ctx) => {
-      if (text === undefined) return undefined;
-      const n = /^\d{1,16}$/.test(text) ? Number(text) : NaN;
-      if (n >= min && n <= max) return n;
-      ctx.addIssue({ code: "custom", message: `query parameter "${key}" must be an integer from ${min} to ${max}` });
-      return undefined;
-    })
-    .meta({ type: "integer", minimum: min, maximum: max });
+// The integer query parameter is a shape the console's types use too (src/http/shapes.ts).
+export { integerParam } from "./shapes.ts";
 
 /*
  * Numbers and flags as the reference's request schemas (marshmallow) read them, so that its tools
