@@ -3,8 +3,6 @@
 import { z } from "zod";
 import type { Config } from "../config/config.ts";
 import { accountOperations } from "../accounts/openapi.ts";
-import { auditOperations } from "../audit/routes.ts";
-import { backupOperations } from "../backup/routes.ts";
 import { consoleOperations } from "../console/openapi.ts";
 import { errors, type Operation } from "../http/openapi.ts";
 import { testRunOperations } from "../testrun/openapi.ts";
@@ -41,8 +39,6 @@ export const listedOperations = (config: Config): Operation[] => [
   ...systemOperations,
   ...accountOperations,
   ...testRunOperations(config),
-  ...backupOperations,
-  ...auditOperations,
   ...consoleOperations,
 ];
 
