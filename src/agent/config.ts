@@ -4,7 +4,7 @@
 import { existsSync } from "node:fs";
 import { networkInterfaces } from "node:os";
 import { resolve } from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import { argv, ConfigError, custom, parseWith, Problem, readYamlMapping, section, shown } from "../config/schema.ts";
 
 /** The first non-loopback interface's MAC (contract: the default when mac_address is empty). */

@@ -3,7 +3,7 @@
  * Request bodies are the schemas the handlers validate with; response shapes
  * name the fields clients rely on (objects may carry more).
  */
-import { z } from "zod";
+import * as z from "zod";
 import type { Config } from "../config/config.ts";
 import { Empty, errors, ok, type Operation, type Reply } from "../http/openapi.ts";
 import { logBatchBody, logDeleteQuery, logFilterQuery as logFilter, MAX_NAME } from "./logs/logs.ts";

@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import { LabgateError } from "../util/errors.ts";
 import { INTEGER_TEXT, jsonObject, readFlag, readInteger } from "../http/openapi.ts";
 

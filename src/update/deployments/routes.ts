@@ -1,6 +1,6 @@
 import { Hono, type Context } from "hono";
 import { actorOf, type Actor } from "../../audit/audit.ts";
-import { z } from "zod";
+import * as z from "zod";
 import type { Auth } from "../../auth/middleware.ts";
 import { integerParam, jsonBody, queryOf } from "../../http/openapi.ts";
 import type { AppContext, AppEnv, Identity } from "../../app/context.ts";

@@ -13,7 +13,7 @@ import { integerParam } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { parseRfc822, rfc822 } from "../../util/time.ts";
 import type { SqlFilter } from "../permissions/permissions.ts";
-import { z } from "zod";
+import * as z from "zod";
 import { strictBody, zRequiredString } from "../validation.ts";
 
 /** Longest `name` (characters) and `entry` (UTF-8 bytes) accepted: entries live in the (in-memory) database. */

@@ -1,6 +1,6 @@
 import type { Database } from "../../db/index.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
-import { z } from "zod";
+import * as z from "zod";
 import { LabgateError } from "../../util/errors.ts";
 import { strictBody } from "../validation.ts";
 import { readInteger } from "../../http/openapi.ts";

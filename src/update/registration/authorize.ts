@@ -5,7 +5,7 @@ import { parseJsonBody } from "../../http/body.ts";
 import { dateOf, epochSeconds } from "../../util/time.ts";
 import { getDeviceByMac } from "../devices/devices.ts";
 import { decodeSignature, parseDeviceKey, verifyDeviceSignature } from "./keys.ts";
-import { z } from "zod";
+import * as z from "zod";
 import { firstMessage } from "../../http/openapi.ts";
 import { strictBody, zInteger } from "../validation.ts";
 import { deviceMetadata, metaKeys } from "./metadata.ts";

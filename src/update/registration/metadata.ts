@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 
 /** Metadata keys of the device protocol, under the configured product prefix. */
 /** A device's reported metadata: key to value, or to a list for repeated keys. */

@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import type { DeviceIdentity } from "../../auth/tokens.ts";
 import { firstMessage } from "../../http/openapi.ts";
 import type { AppContext } from "../../app/context.ts";
