@@ -1,5 +1,5 @@
 /* The console's sign-in and the accounts for the OpenAPI document. */
-import { z } from "zod";
+import * as z from "zod";
 import { ErrorBody, errors, type Operation } from "../http/openapi.ts";
 import { loginBody, newUserBody, revokeBody, userChangeBody } from "./routes.ts";
 

@@ -1,7 +1,7 @@
 import { Hono, type Context } from "hono";
 import { actorOf, recordAudit, type Actor } from "../audit/audit.ts";
 import { getCookie, setCookie } from "hono/cookie";
-import { z } from "zod";
+import * as z from "zod";
 import { SESSION_COOKIE, sameOrigin, MSG_CROSS_SITE, type Auth } from "../auth/middleware.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
 import { parseScopeNames } from "../auth/scopes.ts";

@@ -4,7 +4,7 @@
 import { existsSync } from "node:fs";
 import { networkInterfaces } from "node:os";
 import { isAbsolute, relative, resolve } from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import { argv, ConfigError, custom, parseWith, Problem, readYamlMapping, section, shown } from "../config/schema.ts";
 import { lookupRunAs, type TestIdentity } from "../testrun/engine/identity.ts";
 

@@ -12,7 +12,7 @@
  * operation. (Areas not moved yet still list theirs in `<domain>/openapi.ts`.)
  */
 import type { Context, Env, Handler, Hono, MiddlewareHandler } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import { readJson } from "./body.ts";
 import { LabgateError } from "../util/errors.ts";
 

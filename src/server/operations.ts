@@ -1,6 +1,6 @@
 // Every operation of the API, for GET /api/openapi.json (loaded on its first request: these
 // modules build hundreds of zod schemas that a start does not need, issue 31) and docs/routes.md.
-import { z } from "zod";
+import * as z from "zod";
 import type { Config } from "../config/config.ts";
 import { accountOperations } from "../accounts/openapi.ts";
 import { consoleOperations } from "../console/openapi.ts";

@@ -3,7 +3,7 @@
  * default, Variant B with `test_server.api_variant: B`, as the routes are registered. With
  * `test_server.auth: none` they need no token.
  */
-import { z } from "zod";
+import * as z from "zod";
 import type { Config } from "../config/config.ts";
 import { errors, ok, type Access, type Operation, type Reply } from "../http/openapi.ts";
 import { repeatBody, reportQuery, runListQuery, triggerBodyA, triggerBodyB } from "./routes/runs.ts";

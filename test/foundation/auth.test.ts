@@ -8,7 +8,7 @@ import { grants, parseScopes } from "../../src/auth/scopes.ts";
 import { newTokenId, TokenService } from "../../src/auth/tokens.ts";
 import { createApp, type RouteModule } from "../../src/http/app.ts";
 import type { AppEnv } from "../../src/app/context.ts";
-import { z } from "zod";
+import * as z from "zod";
 import { JSON_BODY_LIMIT } from "../../src/http/body.ts";
 import { jsonBody } from "../../src/http/openapi.ts";
 import { startTestServer, useTestServer } from "../helpers/server.ts";

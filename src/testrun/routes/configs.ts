@@ -15,7 +15,7 @@ import { listSuites, overrideHints } from "../config/plan-builder.ts";
 import type { ConfigViewCache } from "../config/view-cache.ts";
 import { PlanError } from "../plan.ts";
 import type { TestRunAccess } from "./access.ts";
-import { z } from "zod";
+import * as z from "zod";
 import { jsonBody, jsonObject, queryOf } from "../../http/openapi.ts";
 import { loadConfigFiles, LoadError } from "../config/loader.ts";
 import { nodeNamed, pushConfigs } from "../runs/nodes.ts";

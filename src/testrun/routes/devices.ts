@@ -5,7 +5,7 @@
  */
 import { Readable } from "node:stream";
 import { Hono } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import type { Auth } from "../../auth/middleware.ts";
 import { requestBodyStream } from "../../http/body.ts";
 import { integerParam, queryOf } from "../../http/openapi.ts";
