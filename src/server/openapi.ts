@@ -1,5 +1,6 @@
 import { Hono } from "hono";
-import { openApiDocument, type Operation } from "../http/openapi.ts";
+import { openApiDocument, route, type Operation } from "../http/openapi.ts";
+import { OpenApiDocument } from "../http/schema.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
 
 /**
@@ -9,7 +10,8 @@ import type { AppContext, AppEnv } from "../app/context.ts";
  */
 export function openApiRoutes(ctx: AppContext, registered: readonly Operation[]): Hono<AppEnv> {
   let document: Record<string, unknown> | undefined;
-  return new Hono<AppEnv>().get("/api/openapi.json", async (c) => {
+  const app = new Hono<AppEnv>();
+  route(app, { method: "get", path: "/api/openapi.json", tag: "system", access: "public", summary: "This document", responses: { 200: { description: "OpenAPI 3.1", json: OpenApiDocument } } }, async (c) => {
     const { apiOperations } = await import("./operations.ts");
     document ??= openApiDocument(apiOperations(ctx.config, registered), {
       title: "labgate",
@@ -18,4 +20,5 @@ export function openApiRoutes(ctx: AppContext, registered: readonly Operation[])
     });
     return c.json(document);
   });
+  return app;
 }
