@@ -4,13 +4,11 @@ import type { Config } from "../config/config.ts";
 import { auditOperations } from "../audit/routes.ts";
 import { backupOperations } from "../backup/routes.ts";
 import type { Operation } from "../http/openapi.ts";
-import { testRunOperations } from "../testrun/openapi.ts";
 import { updateOperations } from "../update/openapi.ts";
 
 /** The operations of the areas that do not register theirs with their routes yet (`route`). */
 export const listedOperations = (config: Config): Operation[] => [
   ...updateOperations(config),
-  ...testRunOperations(config),
   ...backupOperations,
   ...auditOperations,
 ];
