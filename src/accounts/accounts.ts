@@ -150,7 +150,7 @@ export async function checkLogin(db: Database, name: string, password: string, n
   // Read again: the account may have changed while scrypt ran.
   const current = getRow(db, name);
   if (!row || !matches || !current || current.disabled === 1 || current.password_hash !== row.password_hash) return undefined;
-  // A hash made with other parameters (a first admin's from before issue 25) is made again now.
+  // A hash made with other parameters (an older first admin's) is made again now.
   const rehashed = outdatedHash(row.password_hash) ? await hashPassword(password) : undefined;
   await db.write((tx) => {
     tx.run("UPDATE accounts SET last_login = ? WHERE name = ?", [now.toISOString(), current.name]);

@@ -1,5 +1,6 @@
-// Every operation of the API, for GET /api/openapi.json (loaded on its first request: these
-// modules build hundreds of zod schemas that a start does not need, issue 31) and docs/routes.md.
+// The operations of the areas that still list theirs apart from their routes, for GET
+// /api/openapi.json (loaded on its first request: these modules build hundreds of zod schemas that
+// a start does not need) and docs/routes.md.
 import type { Config } from "../config/config.ts";
 import { auditOperations } from "../audit/routes.ts";
 import { backupOperations } from "../backup/routes.ts";

@@ -16,7 +16,6 @@ import { yamlSyntaxProblem } from "./yaml.ts";
 import type { ConfigSource } from "../plan.ts";
 import type { TestConfig } from "../schema.ts";
 
-/** A stored config as the API shows it (seed: Config). */
 /** A stored config; `created` is its upload time (the file's modification time). */
 export type ConfigInfo = Pick<TestConfig, "name" | "created">;
 

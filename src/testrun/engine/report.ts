@@ -7,7 +7,7 @@ import type { DeviceCounts, ReportSummary, StatusCounts } from "../schema.ts";
 /** The reference's eight columns in its order. */
 export const REFERENCE_COLUMNS = ["start time", "device name", "test name", "module", "duration", "message", "status", "artifacts"] as const;
 export type ReportColumn = (typeof REFERENCE_COLUMNS)[number];
-/** The seed's six, labgate's default. */
+/** `seed`: six of them, labgate's default. */
 export const SEED_COLUMNS: readonly ReportColumn[] = ["device name", "test name", "module", "duration", "message", "status"];
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The lab nodes as the console's Nodes page shows them: this gateway ("Local device", 14) and
+ * The lab nodes as the console's Nodes page shows them: this gateway ("Local device") and
  * every configured node (`test_server.nodes`, `nodes_file`), each checked now.
  */
 import type { AppContext } from "../../app/context.ts";
@@ -9,7 +9,7 @@ import { contentDisposition, FILE_CSP, untrustedFileHeaders } from "../../storag
 import { nodeFetch, nodeJson, nodeStream } from "./node-client.ts";
 import type { NodeStatus, PushResult } from "../schema.ts";
 
-/** The reserved name of this gateway in node lists (the reference's web UI shows it so, 14). */
+/** The reserved name of this gateway in node lists (the reference's web UI shows it so). */
 export const LOCAL_DEVICE = "Local device";
 /** How long one node may take to answer a check. */
 const CHECK_TIMEOUT_MS = 3_000;
