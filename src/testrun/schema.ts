@@ -61,17 +61,23 @@ export const DeviceProgress = z.object({
 });
 export type DeviceProgress = z.infer<typeof DeviceProgress>;
 
+/** What the run objects of both variants say alike. */
+const runFields = {
+  config_name: z.string(),
+  test_suite_name: z.string(),
+  status: Status,
+  metadata: z.record(z.string(), z.string().nullable()).describe("the metadata commands' outputs; {} until the run is final"),
+  error: z.string().optional().describe("why the run failed or was aborted"),
+};
+
 /** The run object (Variant A). */
 export const TestRun = z
   .object({
+    ...runFields,
     id: z.string(),
-    config_name: z.string(),
-    test_suite_name: z.string(),
     created_at: TestTime,
     started_at: TestTime,
     finished_at: TestTime,
-    status: Status,
-    metadata: z.record(z.string(), z.string().nullable()).describe("{} until the run is final"),
     trigger_id: z.string(),
     machine_target: z.string().nullable(),
     overrides: z.union([z.array(z.string()), z.record(z.string(), z.unknown())]).describe("as given to the trigger; [] when none"),
@@ -79,7 +85,6 @@ export const TestRun = z
     repeat_of: z.string().optional().describe("the run this one repeats"),
     warnings: z.array(z.string()),
     abort_requested: z.literal(true).optional().describe("an abort is under way"),
-    error: z.string().optional().describe("why the run failed"),
     devices: z.array(DeviceProgress).optional().describe("a run on managed devices (machines: device:/group:/tag:): each device's share, failures first"),
   })
   .meta({ id: "TestRun" });
@@ -88,15 +93,11 @@ export type TestRun = z.infer<typeof TestRun>;
 /** The run object of Variant B: integer ids, `created`, `completed` once final. */
 export const TestRunB = z
   .object({
+    ...runFields,
     run_id: z.int(),
     id: z.int(),
-    config_name: z.string(),
-    test_suite_name: z.string(),
     created: TestTime,
     completed: TestTime.optional().describe("once final"),
-    status: Status,
-    metadata: z.record(z.string(), z.string().nullable()),
-    error: z.string().optional(),
   })
   .meta({ id: "TestRunB" });
 export type TestRunB = z.infer<typeof TestRunB>;
