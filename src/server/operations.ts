@@ -5,14 +5,12 @@ import type { Config } from "../config/config.ts";
 import { auditOperations } from "../audit/routes.ts";
 import { backupOperations } from "../backup/routes.ts";
 import type { Operation } from "../http/openapi.ts";
-import { updateOperations } from "../update/openapi.ts";
 
 /** The operations of the areas that do not register theirs with their routes yet (`route`). */
-export const listedOperations = (config: Config): Operation[] => [
-  ...updateOperations(config),
+export const listedOperations = (): Operation[] => [
   ...backupOperations,
   ...auditOperations,
 ];
 
-/** Every operation of the document: the listed ones and those the routers registered. */
-export const apiOperations = (config: Config, registered: readonly Operation[]): Operation[] => [...listedOperations(config), ...registered];
+/** Every operation of the document: the listed ones and those the routers registered (`_config`: what they were registered with). */
+export const apiOperations = (_config: Config, registered: readonly Operation[]): Operation[] => [...listedOperations(), ...registered];

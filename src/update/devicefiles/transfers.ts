@@ -14,6 +14,7 @@ import { deviceFailure, notConnected } from "../channel/errors.ts";
 import { hasCapability } from "../channel/protocol.ts";
 import { getDevice } from "../devices/devices.ts";
 import { PART_NAME, PartTooLargeError, signedFileUrl, type DeviceFileStore } from "./store.ts";
+import type { FetchedFile } from "./schema.ts";
 
 export const PART_LINK = "multipart_part";
 const MiB = 1024 * 1024;
@@ -76,7 +77,7 @@ export class FileTransferService {
   }
 
   /** Fetches `file` from device `deviceId`: `{status: 0, url}` or `{status: 1, url: ""}`. */
-  async fetch(deviceId: number, file: string, base: string): Promise<{ status: number; url: string }> {
+  async fetch(deviceId: number, file: string, base: string): Promise<FetchedFile> {
     const device = getDevice(this.ctx.db, deviceId);
     if (!device) throw new LabgateError("not_found", "device does not exist");
     const conn = this.hub.get(device.mac_address);
