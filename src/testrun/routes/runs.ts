@@ -87,6 +87,12 @@ async function serveArtifact(c: Context<AppEnv>, dir: string, marker: string): P
   return serveFile(c, file, { headers: untrustedFileHeaders(file.basename, c.req.query("preview") === "true") });
 }
 
+/** A report that is gone by the time it is read: 404. */
+function noReport(error: NodeJS.ErrnoException): never {
+  if (error.code === "ENOENT") throw new LabgateError("not_found", "Report file not found");
+  throw error;
+}
+
 /** A run whose report and artifacts may be fetched: known and in a final state. */
 function completedRun(run: RunRecord | undefined): RunRecord {
   if (!run) throw new LabgateError("not_found", "Test run not found");
@@ -110,6 +116,8 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
   const { doc, replies } = access;
   const store = service.store;
   const triggerView = (t: TriggerRecord) => triggerObject(t, service.triggerStatus(t), store.runsOfTrigger(t.id));
+  /** The run the path names, once final: its report and artifacts may be fetched. */
+  const finishedRun = (c: Context<AppEnv>) => completedRun(store.getRun(c.req.param("id") ?? ""));
 
   route(
     app,
@@ -297,7 +305,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     },
     access.read,
     async (c) => {
-      const run = completedRun(store.getRun(c.req.param("id") ?? ""));
+      const run = finishedRun(c);
       const path = reportPath(service.dirs, run.id);
       const { format, group_by: groupBy } = queryOf(c, reportQuery);
       const csv = statFile(path);
@@ -306,10 +314,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       if (format === "json") {
         // Made from the CSV as it is sent: its validator follows the CSV's, but it has no byte ranges.
         return serveMade(c, fileEtag(csv.stat.size, csv.stat.mtime, groupBy ? "-json-device" : "-json"), { "content-type": "application/json" }, () =>
-          (groupBy ? openReportJsonByDevice(path) : openReportJson(path)).catch((error: NodeJS.ErrnoException) => {
-            if (error.code === "ENOENT") throw new LabgateError("not_found", "Report file not found");
-            throw error;
-          }),
+          (groupBy ? openReportJsonByDevice(path) : openReportJson(path)).catch(noReport),
         );
       }
       return serveReport(c, csv, `${run.id}.csv`);
@@ -321,13 +326,8 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "get", path: "/api/v1/test-runs/:id/report/summary", ...doc, summary: "The report's row counts by status", responses: replies({ 200: ok(ReportSummary, "OK"), 404: e404 }) },
     access.read,
     async (c) => {
-      const run = completedRun(store.getRun(c.req.param("id") ?? ""));
-      return c.json(
-        await reportSummary(reportPath(service.dirs, run.id), { byDevice: run.devices !== null }).catch((error: NodeJS.ErrnoException) => {
-          if (error.code === "ENOENT") throw new LabgateError("not_found", "Report file not found");
-          throw error;
-        }),
-      );
+      const run = finishedRun(c);
+      return c.json(await reportSummary(reportPath(service.dirs, run.id), { byDevice: run.devices !== null }).catch(noReport));
     },
   );
 
@@ -336,7 +336,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "get", path: "/api/v1/test-runs/:id/artifacts", ...doc, summary: "The run's artifact files", responses: replies({ 200: ok(z.array(Artifact), "OK"), 404: e404 }) },
     access.read,
     async (c) => {
-      const run = completedRun(store.getRun(c.req.param("id") ?? ""));
+      const run = finishedRun(c);
       return c.json(await listArtifacts(artifactsDir(service.dirs, run.id)));
     },
   );
@@ -346,7 +346,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "get", path: "/api/v1/test-runs/:id/artifacts/*", ...doc, summary: "One artifact (?preview=true: inline)", query: previewQuery, responses: replies({ 200: file, 404: e404 }) },
     access.read,
     async (c) => {
-      const run = completedRun(store.getRun(c.req.param("id") ?? ""));
+      const run = finishedRun(c);
       return serveArtifact(c, artifactsDir(service.dirs, run.id), "/artifacts/");
     },
   );
