@@ -103,7 +103,7 @@ export class Agent {
     this.socket = new ManagementSocket(`${this.config.server.replace(/^http/, "ws")}/api/v1/devices/ws`, this.transport, this.log, this.config.retry_min_delay, {
       token: () => this.registration.token(),
       refused: () => client.dropToken(),
-      // Capabilities at once, with the seed's keys.
+      // Capabilities at once, with the keys the reference's agents send.
       greeting: () => ({ method: "capability_report", capabilities: { exec_cmds: true, file_transfer: true, shell_connect: this.shells.enabled, tests: this.config.tests.enabled } }),
       // Outcomes the server has not acknowledged yet go again on every connection.
       connected: () => this.outcomes.resend(),
