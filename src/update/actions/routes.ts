@@ -78,19 +78,19 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
   app.get("/api/v2/devices/:mac/action/log", mgmt, (c) => c.json(actions.log(deviceMac(c, "read"), publicBase(ctx, c))));
 
   app.delete("/api/v2/devices/:mac/action/log", mgmt, async (c) => {
-    await actions.clearLog(deviceMac(c, "update"));
+    await actions.clearLog(deviceMac(c, "update"), actorOf(c, ctx.clock));
     return c.json({});
   });
 
   app.delete("/api/v2/devices/:mac/action/pending", mgmt, async (c) => {
-    await actions.clearPending(deviceMac(c, "update"));
+    await actions.clearPending(deviceMac(c, "update"), actorOf(c, ctx.clock));
     return c.json({});
   });
 
   app.post("/api/v2/devices/:mac/action/remove", mgmt, async (c) => {
     const mac = deviceMac(c, "update");
     const { actions: ids } = await jsonBody(c, removeActionsBody);
-    await actions.remove(mac, ids);
+    await actions.remove(mac, ids, actorOf(c, ctx.clock));
     return c.json({});
   });
 

@@ -214,23 +214,28 @@ export class ActionLogStore {
   }
 
   /** Deletes the finished rows (success or error) of a device; resolves with the output files they named. */
-  clearFinished(mac: string): Promise<Array<string | null>> {
-    return this.deleteWhere(`mac_address = ? AND status IN ${FINAL}`, [mac]);
+  clearFinished(mac: string, actor: Actor): Promise<Array<string | null>> {
+    return this.deleteWhere(`mac_address = ? AND status IN ${FINAL}`, [mac], actor, "action.clear_log", mac);
   }
 
   /** Deletes the rows of a device without a result (its queue). */
-  clearPending(mac: string): Promise<Array<string | null>> {
-    return this.deleteWhere(`mac_address = ? AND status NOT IN ${FINAL}`, [mac]);
+  clearPending(mac: string, actor: Actor): Promise<Array<string | null>> {
+    return this.deleteWhere(`mac_address = ? AND status NOT IN ${FINAL}`, [mac], actor, "action.clear_pending", mac);
   }
 
   /** Deletes the listed rows of a device, whatever their status; unknown ids are ignored. */
-  remove(mac: string, ids: string[]): Promise<Array<string | null>> {
+  remove(mac: string, ids: string[], actor: Actor): Promise<Array<string | null>> {
     if (ids.length === 0) return Promise.resolve([]);
-    return this.deleteWhere(`mac_address = ? AND id IN (${ids.map(() => "?").join(", ")})`, [mac, ...ids]);
+    return this.deleteWhere(`mac_address = ? AND id IN (${ids.map(() => "?").join(", ")})`, [mac, ...ids], actor, "action.remove", mac, { ids: ids.slice(0, 20) });
   }
 
-  private deleteWhere(where: string, params: string[]): Promise<Array<string | null>> {
-    return this.db.write((tx) => deleteRows(tx, where, params));
+  /** Deletes the matching rows of device `mac` and records `action` with how many went. */
+  private deleteWhere(where: string, params: string[], actor: Actor, action: string, mac: string, detail: Record<string, unknown> = {}): Promise<Array<string | null>> {
+    return this.db.write((tx) => {
+      const keys = deleteRows(tx, where, params);
+      recordAudit(tx, actor, action, `mac:${mac}`, { ...detail, removed: keys.length });
+      return keys;
+    });
   }
 }
 

@@ -1,4 +1,5 @@
 import { Hono, type Context } from "hono";
+import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { jsonBody, queryOf } from "../../http/openapi.ts";
@@ -78,11 +79,11 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   app.get("/api/v1/logs/group/:id{[0-9]+}", mgmt, (c) => list(c, groupScope(c, "read")));
 
   app.delete("/api/v1/logs/device/:id{[0-9]+}", mgmt, async (c) => {
-    await deleteLogs(db, deviceScope(c, "update"), queryOf(c, logDeleteQuery));
+    await deleteLogs(db, deviceScope(c, "update"), queryOf(c, logDeleteQuery), actorOf(c, ctx.clock), `device:${c.req.param("id")}`);
     return c.json({});
   });
   app.delete("/api/v1/logs/group/:id{[0-9]+}", mgmt, async (c) => {
-    await deleteLogs(db, groupScope(c, "update"), queryOf(c, logDeleteQuery));
+    await deleteLogs(db, groupScope(c, "update"), queryOf(c, logDeleteQuery), actorOf(c, ctx.clock), `group:${c.req.param("id")}`);
     return c.json({});
   });
 
@@ -97,7 +98,7 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   app.delete("/api/v1/logs/:id{[0-9]+}", mgmt, async (c) => {
     const log = visibleLog(c);
     authorize(db, c.get("identity"), "device", log.device_id, "update");
-    if (!(await deleteLog(db, log.id))) throw new LabgateError("not_found", LOG_NOT_FOUND);
+    if (!(await deleteLog(db, log, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", LOG_NOT_FOUND);
     return c.json({});
   });
 
