@@ -54,7 +54,7 @@ describe("more families in the audit log", () => {
     assert.equal((await server.call("DELETE", `/api/v2/devices/${mac}/action/pending`, undefined, ops)).status, 200);
     assert.equal((await server.call("DELETE", `/api/v2/devices/${mac}/action/log`, undefined, ops)).status, 200);
     assert.equal((await server.call("POST", `/api/v2/devices/${mac}/action/remove`, { actions: ["no-such-entry"] }, ops)).status, 200);
-    const list = await entries(server, `target=mac:${mac}&action=action`);
+    const list = await entries(server, `target=device:${one.id}&action=action`);
     assert.deepEqual(list.map((e) => [e.action, e.actor, e.detail?.removed]), [["action.remove", "ops", 0], ["action.clear_log", "ops", 0], ["action.clear_pending", "ops", 1]]);
   });
 

@@ -126,7 +126,7 @@ export class ActionLogStore {
     for (; at < rows.length; at++) tx.run(insertSql(1), params([rows[at]]));
     for (const { audit, actionId } of entries) {
       if (!audit) continue;
-      const target = audit.devices.length === 1 ? `mac:${audit.devices[0]}` : "devices";
+      const target = audit.devices.length === 1 ? deviceTarget(tx, audit.devices[0]) : "devices";
       recordAudit(tx, audit.actor, "action.exec", target, { action_id: actionId, devices: audit.devices.length, ...(audit.devices.length > 1 ? { first: audit.devices.slice(0, 10) } : {}) });
     }
     return stored;
@@ -233,10 +233,16 @@ export class ActionLogStore {
   private deleteWhere(where: string, params: string[], actor: Actor, action: string, mac: string, detail: Record<string, unknown> = {}): Promise<Array<string | null>> {
     return this.db.write((tx) => {
       const keys = deleteRows(tx, where, params);
-      recordAudit(tx, actor, action, `mac:${mac}`, { ...detail, removed: keys.length });
+      recordAudit(tx, actor, action, deviceTarget(tx, mac), { ...detail, removed: keys.length });
       return keys;
     });
   }
+}
+
+/** An action's device as the audit log names devices (`device:<id>`: its page lists them), or its MAC address when it is gone. */
+function deviceTarget(tx: Tx, mac: string): string {
+  const device = tx.get<{ id: number }>("SELECT id FROM devices WHERE mac_address = ?", [mac]);
+  return device ? `device:${device.id}` : `mac:${mac}`;
 }
 
 function deleteRows(tx: Tx, where: string, params: string[]): Array<string | null> {
