@@ -63,7 +63,8 @@ export function appendToSpool(dataDir: string, actor: Actor, action: string, tar
   const dir = join(dataDir, SPOOL_DIR);
   const path = join(dir, APPENDING);
   try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // A new directory's own entry must be durable too.
+    if (mkdirSync(dir, { recursive: true, mode: 0o700 }) !== undefined) fsyncDir(dataDir);
     // Root acting on a service's data dir: the files stay the service user's, or it could not take them.
     const owner = statSync(dataDir);
     for (let attempt = 0; attempt < 10; attempt++) {
