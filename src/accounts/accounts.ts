@@ -190,17 +190,18 @@ export function accountStanding(db: Database, identity: ManagementIdentity): Man
  * token must not get back the scopes the account no longer caps) and its per-user permissions
  * go, so that a new account of that name starts with none. Refused like disabling (AccountConflict).
  */
-export async function deleteAccount(db: Database, name: string, now: Date, actor?: string): Promise<void> {
+export async function deleteAccount(db: Database, name: string, now: Date, actor: Actor): Promise<void> {
   await db.write((tx) => {
     const row = tx.get<AccountRow>("SELECT * FROM accounts WHERE name = ?", [name]);
     if (!row) throw new AccountMissing(`account ${name} does not exist`);
-    if (actor !== undefined && actor.toLowerCase() === row.name.toLowerCase()) throw new AccountConflict("you cannot delete your own account");
+    if (actor.name.toLowerCase() === row.name.toLowerCase()) throw new AccountConflict("you cannot delete your own account");
     if (row.disabled === 0 && storedScopes(row).includes("admin_rw") && otherAdmins(tx, row.name) === 0) {
       throw new AccountConflict("this is the last enabled account with admin_rw; give another account admin_rw first");
     }
     tx.run("DELETE FROM accounts WHERE name = ?", [row.name]);
     tx.run("DELETE FROM permissions WHERE user_id = ? COLLATE NOCASE", [row.name]);
     revokeUserTokens(tx, row.name, now);
+    recordAudit(tx, actor, "user.delete", `user:${row.name}`);
   });
 }
 

@@ -221,7 +221,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     },
     auth.management("admin_rw"),
     async (c) => {
-      await deleteAccount(db, c.req.param("name") ?? "", dateOf(ctx.clock), (c.get("identity") as ManagementIdentity).user);
+      await deleteAccount(db, c.req.param("name") ?? "", dateOf(ctx.clock), actorOf(c, ctx.clock));
       accessWatch.sweep();
       return c.body(null, 204);
     },

@@ -181,7 +181,7 @@ export function auditCsv(db: Database, filter: AuditFilter): ReadableStream<Uint
 const RETENTION_BATCH = 5000;
 
 /**
- * Keeps the log within `retention_days` and `max_rows`: every `intervalMs` (and once at start)
+ * Keeps the log within `retention_days` and `max_rows`: every `retention_interval` s (and once at start)
  * the oldest rows go, a batch per event-loop turn, so requests are served in between.
  */
 export class AuditRetention {
@@ -190,17 +190,17 @@ export class AuditRetention {
   private readonly db: Database;
   private readonly clock: Clock;
   private readonly log: Logger;
-  private readonly limits: { retention_days: number; max_rows: number };
+  private readonly limits: { retention_days: number; max_rows: number; retention_interval: number };
 
-  constructor(db: Database, clock: Clock, log: Logger, limits: { retention_days: number; max_rows: number }) {
+  constructor(db: Database, clock: Clock, log: Logger, limits: { retention_days: number; max_rows: number; retention_interval: number }) {
     this.db = db;
     this.clock = clock;
     this.log = log;
     this.limits = limits;
   }
 
-  start(intervalMs = 10 * 60_000): void {
-    this.stopSweeps = every(this.clock, intervalMs, () => void this.sweep());
+  start(): void {
+    this.stopSweeps = every(this.clock, this.limits.retention_interval * 1000, () => void this.sweep());
     setImmediate(() => void this.sweep());
   }
 

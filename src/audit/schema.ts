@@ -49,7 +49,15 @@ export const AuditEntry = z
     actor: z.string(),
     token_id: z.string().nullable().describe("the management token's id (jti) when a token acted"),
     client: z.string().describe("the client address; empty for the command line"),
-    action: z.string().describe("a stable dotted name: device.approve, group.devices, shell.open, token.issue, user.add, auth.refused, ..."),
+    action: z
+      .string()
+      .describe(
+        "a stable dotted name: device.approve|key_change|delete|rename|tag, registration.remove, package.upload|delete, " +
+          "group.create|delete|devices|packages|policy|priority, permission.create|delete, action.exec|clear_log|clear_pending|remove, " +
+          "shell.open|close, file.fetch, log.delete, deployment.create|pause|resume|advance|abort, config.upload|delete|push, " +
+          "testrun.trigger|abort|delete, user.add|passwd|scopes|disable|enable|delete, login.success|failure, logout, token.issue|revoke, " +
+          "backup, restore; auth.refused for a request refused with 403",
+      ),
     target: z.string(),
     outcome: Outcome,
     detail: z.record(z.string(), z.unknown()).nullable().describe("a small JSON object; never a password, token or key"),

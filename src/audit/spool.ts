@@ -63,7 +63,8 @@ export function appendToSpool(dataDir: string, actor: Actor, action: string, tar
   const dir = join(dataDir, SPOOL_DIR);
   const tmp = join(dir, entry.id + WRITING);
   try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // A new directory's own entry must be durable too.
+    if (mkdirSync(dir, { recursive: true, mode: 0o700 }) !== undefined) fsyncDir(dataDir);
     if (readdirSync(dir).length >= MAX_SPOOL_FILES) {
       throw new SpoolError(`the audit spool ${dir} is full (${MAX_SPOOL_FILES} entries): start labgate serve on ${dataDir} to move it into the audit log`);
     }

@@ -132,7 +132,7 @@ async function tokenIssue(args: string[]): Promise<number> {
   const id = String(decoded.payload.jti);
   // In the audit log's spool (on disk) before anyone sees the token: a server running on the
   // data dir takes it at once, else the next start does (src/audit/spool.ts).
-  appendToSpool(config.data_dir, cliActor(), "token.issue", `token:${id}`, { user: flags.user, scopes: scopes.map((s) => `${config.prefix}_${s}`), expires: new Date(Number(decoded.payload.exp) * 1000).toISOString() });
+  appendToSpool(config.data_dir, cliActor(), "token.issue", `token:${id}`, { user: flags.user, scopes: scopes.join(" "), expires: new Date(Number(decoded.payload.exp) * 1000).toISOString() });
   process.stdout.write(token + "\n");
   process.stderr.write(`labgate: token id ${id} (labgate token revoke --id)\n`);
   return 0;

@@ -216,6 +216,8 @@ export const configSchema = z.strictObject({
   audit: section({
     retention_days: integer(1, 100 * 365).prefault(365),
     max_rows: integer(1000, 100_000_000).prefault(1_000_000),
+    /** How often (seconds) retention looks for entries past the bounds. */
+    retention_interval: integer(1, 86_400).prefault(600),
   }),
   test_server: section({
     auth: oneOf("token", "none").prefault("token"),

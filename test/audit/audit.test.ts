@@ -108,11 +108,11 @@ describe("the audit log records each family of changes", () => {
   });
 
   test("an action on a device, queued while it is offline, is recorded with its action id and device count", async () => {
-    const { client } = await registerDevice(server);
+    const { client, id } = await registerDevice(server);
     const res = await server.request(`/api/v2/devices/${client.mac}/action/exec/uptime`, { token: server.adminToken });
     assert.equal(res.status, 202);
     const exec = await newest(server, "action.exec");
-    assert.deepEqual([exec.target, exec.detail], [`mac:${client.mac}`, { action_id: "uptime", devices: 1 }]);
+    assert.deepEqual([exec.target, exec.detail], [`device:${id}`, { action_id: "uptime", devices: 1 }]);
   });
 
   test("a refused request (403) is recorded with who was refused; update checks are not recorded", async () => {

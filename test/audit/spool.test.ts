@@ -45,7 +45,7 @@ describe("labgate token issue with no server running", () => {
         const [entry] = await entries(server, `target=token:${id}`);
         assert.deepEqual([entry.action, entry.actor_kind, entry.client, entry.outcome], ["token.issue", "system", "", "ok"]);
         assert.match(entry.actor, /^cli:/);
-        assert.deepEqual(entry.detail, { user: "ivy", scopes: ["svc_tests_ro"], expires: entry.detail?.expires });
+        assert.deepEqual(entry.detail, { user: "ivy", scopes: "tests_ro", expires: entry.detail?.expires });
         assert.equal((await entries(server, `target=token:${later.id}`)).length, 1);
         assert.ok(!JSON.stringify(await entries(server, "limit=1000")).includes(token.split(".")[2]), "the token's signature is nowhere in the log");
         assert.deepEqual(readdirSync(spool), ["0000dead-0000-4000-8000-000000000000.tmp"], "the entries' files are gone once logged");

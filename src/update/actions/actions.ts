@@ -276,8 +276,8 @@ export class ActionService {
   }
 
   /** Deletes finished rows (success or error). */
-  async clearLog(mac: string): Promise<void> {
-    await this.removeFiles(await this.store.clearFinished(mac));
+  async clearLog(mac: string, actor: Actor): Promise<void> {
+    await this.removeFiles(await this.store.clearFinished(mac, actor));
   }
 
   /**
@@ -285,13 +285,13 @@ export class ActionService {
    * delivered again on the next connection; one the device runs right now cannot be
    * recalled, and its late result is ignored.
    */
-  async clearPending(mac: string): Promise<void> {
-    await this.removeFiles(await this.store.clearPending(mac));
+  async clearPending(mac: string, actor: Actor): Promise<void> {
+    await this.removeFiles(await this.store.clearPending(mac, actor));
   }
 
   /** Deletes the listed rows of that device, whatever their status; unknown ids are ignored. */
-  async remove(mac: string, ids: string[]): Promise<void> {
-    await this.removeFiles(await this.store.remove(mac, ids));
+  async remove(mac: string, ids: string[], actor: Actor): Promise<void> {
+    await this.removeFiles(await this.store.remove(mac, ids, actor));
   }
 
   private async removeFiles(keys: Array<string | null>): Promise<void> {

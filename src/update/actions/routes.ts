@@ -111,12 +111,12 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
   );
 
   route(app, { method: "delete", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "Clear finished entries", responses: { 200: ok(), ...read } }, mgmt, async (c) => {
-    await actions.clearLog(deviceMac(c, "update"));
+    await actions.clearLog(deviceMac(c, "update"), actorOf(c, ctx.clock));
     return c.json({});
   });
 
   route(app, { method: "delete", path: "/api/v2/devices/:mac/action/pending", tag, access: "management", summary: "Drop queued actions", responses: { 200: ok(), ...read } }, mgmt, async (c) => {
-    await actions.clearPending(deviceMac(c, "update"));
+    await actions.clearPending(deviceMac(c, "update"), actorOf(c, ctx.clock));
     return c.json({});
   });
 
@@ -127,7 +127,7 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
     async (c) => {
       const mac = deviceMac(c, "update");
       const { actions: ids } = await jsonBody(c, RemoveActions);
-      await actions.remove(mac, ids);
+      await actions.remove(mac, ids, actorOf(c, ctx.clock));
       return c.json({});
     },
   );

@@ -8,6 +8,7 @@
  * Lists are answered page by page: with `limit`/`offset` one page, without them every entry,
  * streamed a page at a time (memory for one page, other requests served in between).
  */
+import { recordAudit, type Actor } from "../../audit/audit.ts";
 import type { Database, SqlParam, Tx } from "../../db/index.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { rfc822 } from "../../util/time.ts";
@@ -184,9 +185,14 @@ export function* logPages(db: Database, devices: DeviceScope, filter: LogFilter)
 }
 
 /** Deletes the entries of the devices in scope matching `filter`; returns how many went. */
-export function deleteLogs(db: Database, devices: DeviceScope, filter: LogFilter): Promise<number> {
+/** Deletes the entries of the devices in scope matching `filter`; `target` names the scope in the audit log (device:3, group:1). */
+export function deleteLogs(db: Database, devices: DeviceScope, filter: LogFilter, actor: Actor, target: string): Promise<number> {
   const w = where(devices, filter);
-  return db.write((tx) => tx.run(`DELETE FROM device_logs AS l WHERE ${w.sql}`, w.params).changes);
+  return db.write((tx) => {
+    const removed = tx.run(`DELETE FROM device_logs AS l WHERE ${w.sql}`, w.params).changes;
+    recordAudit(tx, actor, "log.delete", target, { ...filter, removed });
+    return removed;
+  });
 }
 
 export function getLog(db: Database | Tx, id: number): Log | undefined {
@@ -194,6 +200,10 @@ export function getLog(db: Database | Tx, id: number): Log | undefined {
   return row && toV1(row);
 }
 
-export function deleteLog(db: Database, id: number): Promise<boolean> {
-  return db.write((tx) => tx.run("DELETE FROM device_logs WHERE id = ?", [id]).changes > 0);
+export function deleteLog(db: Database, log: { id: number; device_id: number }, actor: Actor): Promise<boolean> {
+  return db.write((tx) => {
+    if (tx.run("DELETE FROM device_logs WHERE id = ?", [log.id]).changes === 0) return false;
+    recordAudit(tx, actor, "log.delete", `device:${log.device_id}`, { log: log.id, removed: 1 });
+    return true;
+  });
 }

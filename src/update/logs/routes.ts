@@ -1,4 +1,5 @@
 import { Hono, type Context } from "hono";
+import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import * as z from "zod";
@@ -105,11 +106,11 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   const removed = { query: LogDeleteQuery, responses: { 200: ok(), 400: e400, ...read } };
   route(app, { method: "delete", path: "/api/v1/logs/device/:id{[0-9]+}", tag, access: "management", summary: "Delete a device's log entries", ...removed }, mgmt, async (c) => {
-    await deleteLogs(db, deviceScope(c, "update"), queryOf(c, LogDeleteQuery));
+    await deleteLogs(db, deviceScope(c, "update"), queryOf(c, LogDeleteQuery), actorOf(c, ctx.clock), `device:${c.req.param("id")}`);
     return c.json({});
   });
   route(app, { method: "delete", path: "/api/v1/logs/group/:id{[0-9]+}", tag, access: "management", summary: "Delete the log entries of a group's devices", ...removed }, mgmt, async (c) => {
-    await deleteLogs(db, groupScope(c, "update"), queryOf(c, LogDeleteQuery));
+    await deleteLogs(db, groupScope(c, "update"), queryOf(c, LogDeleteQuery), actorOf(c, ctx.clock), `group:${c.req.param("id")}`);
     return c.json({});
   });
 
@@ -124,7 +125,7 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   route(app, { method: "delete", path: "/api/v1/logs/:id{[0-9]+}", tag, access: "management", summary: "Delete one log entry", responses: { 200: ok(), ...read } }, mgmt, async (c) => {
     const log = visibleLog(c);
     authorize(db, c.get("identity"), "device", log.device_id, "update");
-    if (!(await deleteLog(db, log.id))) throw new LabgateError("not_found", LOG_NOT_FOUND);
+    if (!(await deleteLog(db, log, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", LOG_NOT_FOUND);
     return c.json({});
   });
 
