@@ -97,12 +97,13 @@ export class Agent {
       server: this.config.server,
       ws: this.transport.ws,
       log: this.log,
+      clock: this.clock,
       token: () => client.getToken(),
     });
     this.socket = new ManagementSocket(`${this.config.server.replace(/^http/, "ws")}/api/v1/devices/ws`, this.transport, this.log, this.config.retry_min_delay, {
       token: () => this.registration.token(),
       refused: () => client.dropToken(),
-      // Capabilities at once, with the seed's keys.
+      // Capabilities at once, with the keys the reference's agents send.
       greeting: () => ({ method: "capability_report", capabilities: { exec_cmds: true, file_transfer: true, shell_connect: this.shells.enabled, tests: this.config.tests.enabled } }),
       // Outcomes the server has not acknowledged yet go again on every connection.
       connected: () => this.outcomes.resend(),
@@ -112,7 +113,7 @@ export class Agent {
       sleep: (seconds) => this.backoff(seconds),
       nextDelay: (previous) => this.nextDelay(previous),
       stopped: () => this.stopped,
-      now: () => this.clock.now(),
+      clock: this.clock,
     });
     this.outcomes = new OutcomeQueue(this.config.data_dir, (message) => this.socket.send(message));
     this.actions = new AgentActions(this.config, this.socket, this.stopController.signal, () => void this.checkNow());

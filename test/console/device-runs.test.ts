@@ -7,15 +7,14 @@
 import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
-import { after, before, test } from "node:test";
+import { after, test } from "node:test";
 import type { Browser, Page } from "playwright-core";
 import type { Agent } from "../../src/agent/agent.ts";
-import { startTestServer, waitFor, type TestServer } from "../helpers/server.ts";
+import { useTestServer, waitFor } from "../helpers/server.ts";
 import { uploadConfig, waitRun } from "../testrun/run-helpers.ts";
 import { approveAgent, FAST_SERVER, spawnConnectedAgent, startAgent, untilConnected, type AgentOptions } from "../update/helpers/agents.ts";
 import { closeMessages, SIGNED_OUT, signedInAdmin, type Tab } from "./browser.ts";
 
-let gateway: TestServer;
 let browser: Browser;
 let admin: Tab;
 const agents: Array<Agent & { dir: string }> = [];
@@ -24,8 +23,12 @@ const children: ChildProcess[] = [];
 const SLOW = ["tests:", "  board:", "  - exec:", "      name: quick", "      command: [sh, -c, 'echo fine']", "  - exec:", "      name: soak", "      command: [sleep, '60']", ""].join("\n");
 const CHECK = (fails: string) => ["tests:", "  board:", "    machines: [tag:bench]", "    tests:", "    - exec:", "        command: [sh, -c, 'test \"$(hostname)\" != " + fails + "']", "    - simple: {}", ""].join("\n");
 
-before(async () => {
-  gateway = await startTestServer({ ...FAST_SERVER, test_server: { compat_modules: true } });
+after(async () => {
+  await browser?.close();
+  for (const agent of agents) await agent.stop();
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+});
+const gateway = useTestServer({ ...FAST_SERVER, test_server: { compat_modules: true } }, async (gateway) => {
   for (const name of ["rack-1", "rack-2"]) {
     const agent = startAgent(gateway, { name, tests: { enabled: true } } as AgentOptions);
     agents.push(agent);
@@ -38,12 +41,6 @@ before(async () => {
   await gateway.call("PATCH", `/api/v2/groups/${group.body.id}/devices`, { add: ids, remove: [] });
   await uploadConfig(gateway, "board.yml", SLOW);
   ({ browser, admin } = await signedInAdmin(gateway));
-});
-after(async () => {
-  await browser?.close();
-  for (const agent of agents) await agent.stop();
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-  await gateway.close();
 });
 
 const nav = (page: Page, name: string) => page.getByRole("navigation", { name: "Main" }).getByRole("link", { name, exact: true }).click();

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { afterEach, describe, test } from "node:test";
 import WebSocket from "ws";
 import { openStream } from "../helpers/events.ts";
-import { useTestServer, waitFor } from "../helpers/server.ts";
+import { useTestServer } from "../helpers/server.ts";
 import { deviceMetadata, seedDevices } from "./helpers/devices.ts";
 import { uploadOk } from "./helpers/packages.ts";
 
@@ -291,8 +291,10 @@ describe("deployments", () => {
     const [first] = await byPhase(created.id, devices);
     assert.equal((await check(first[0], "v1")).status, 200);
     const socket = await socketOf(first[0]);
+    const stream = await openStream(server, admin());
     socket.send({ method: "update_progress", progress: 10 });
-    await waitFor(async () => (await members(created.id, "&state=downloading")).length === 1, 5000, "downloading");
+    await stream.next((e) => e.event === "deployment_device" && e.data.deployment === created.id && e.data.state === "downloading", 5000, "downloading");
+    stream.close();
     const stop = socket.next("update_abort");
     const aborted = await call("POST", `/api/v2/deployments/${created.id}/abort`);
     assert.equal(aborted.body.status, "aborted");
@@ -315,8 +317,10 @@ describe("deployments", () => {
     assert.equal((await check(devices[0], "v1")).status, 200);
     await report(devices[0], { state: "installed", version: "v2", from_version: "v1" });
     assert.equal((await deployment(created.id)).status, "running");
+    const stream = await openStream(server, admin());
     assert.equal((await call("DELETE", `/api/v2/devices/${devices[1].id}`)).status, 200);
-    await waitFor(async () => (await deployment(created.id)).status === "completed", 5000, "completed without the deleted device");
+    await stream.next((e) => e.event === "deployment" && e.data.deployment === created.id && e.data.status === "completed", 5000, "completed without the deleted device");
+    stream.close();
     assert.equal((await deployment(created.id)).devices, 1);
   });
 

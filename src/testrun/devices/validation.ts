@@ -8,7 +8,8 @@
  */
 import type { AppContext } from "../../app/context.ts";
 import type { ChannelHub } from "../../update/channel/hub.ts";
-import type { DeploymentService, DeploymentValidation } from "../../update/deployments/service.ts";
+import type { DeploymentService } from "../../update/deployments/service.ts";
+import type { DeploymentValidation } from "../../update/deployments/schema.ts";
 import { getDeployment, unvalidatedMembers } from "../../update/deployments/store.ts";
 import { getDevice } from "../../update/devices/devices.ts";
 import type { TestRunService } from "../runs/service.ts";

@@ -160,10 +160,11 @@ async function runEntry(
     // For the reference's `artifacts` column; the artifacts endpoint lists every file regardless.
     recordArtifact: (name) => void recorded.push(name),
     // Every program a module starts goes through here (tools of the hardware modules too).
-    exec: (options) => runTestProcess(env.identity, dir, { ...options, cwd: options.cwd ?? dir, signal }),
+    exec: (options) => runTestProcess(env.identity, dir, { ...options, cwd: options.cwd ?? dir, signal, clock: env.clock }),
     files: testFiles(env.identity, dir),
     warn: (message) => void warnings.push(`${entry.where}: ${message}`),
     sleep: (ms) => env.clock.sleep(ms, signal),
+    clock: env.clock,
   };
   const selected = (cases: CaseDef[]) => (matcher ? cases.filter((c) => matcher(caseNames(entry, c.name, module.className).matchNames)) : cases);
 

@@ -2,7 +2,8 @@ import type { Database } from "../../db/index.ts";
 import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { getDeviceByMac, type DeviceRow } from "../devices/devices.ts";
-import { authorize, MSG_FORBIDDEN, notFoundMessage, permissionFilter, type Permission } from "../permissions/permissions.ts";
+import { authorize, MSG_FORBIDDEN, notFoundMessage, permissionFilter } from "../permissions/permissions.ts";
+import type { Permission } from "../permissions/schema.ts";
 
 /**
  * PERM-MAC: the device named by MAC in the path, with `perm`

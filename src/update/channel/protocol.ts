@@ -1,7 +1,8 @@
 /*
  * The device management WebSocket's messages. Every message is one
- * JSON object with a `method`; extra fields are ignored.
+ * JSON object with a `method`; extra fields are ignored (docs/device-protocol.md).
  */
+import type { Action } from "../actions/schema.ts";
 
 /** Server -> device. */
 export type ServerMessage =
@@ -40,16 +41,6 @@ export interface UpdateOutcomeMessage {
   output?: string;
 }
 
-/** An action as served by `action/list`. */
-export interface ActionDefinition {
-  action_id: string;
-  action_name: string;
-  description: string;
-  command: string[];
-  /** Seconds; 0 = none. */
-  timeout: number;
-}
-
 /** The built-in action every agent offers. */
 export const TRIGGER_UPDATE_CHECK = (prefix: string): string => `${prefix}.builtins.trigger_update_check`;
 
@@ -74,9 +65,9 @@ const isString = (v: unknown): v is string => typeof v === "string";
  * An action list as a device reports it: the served field names (`action_id`, `action_name`) or
  * the short ones (`id`, `name`). Entries without an id are dropped; undefined if not a list.
  */
-export function parseActionList(value: unknown): ActionDefinition[] | undefined {
+export function parseActionList(value: unknown): Action[] | undefined {
   if (!Array.isArray(value)) return undefined;
-  const out: ActionDefinition[] = [];
+  const out: Action[] = [];
   for (const item of value) {
     if (!item || typeof item !== "object") continue;
     const a = item as Record<string, unknown>;

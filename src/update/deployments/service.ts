@@ -28,12 +28,8 @@ import {
   totalOf,
   UNDERWAY,
   windowOpen,
-  type Counts,
-  type DeviceState,
-  type MaintenanceWindow,
-  type PhaseSpec,
-  type Status,
 } from "./model.ts";
+import type { Counts, DeploymentValidation, DeviceState, MaintenanceWindow, PhaseSpec, Status } from "./schema.ts";
 import {
   activeDeploymentOf,
   activeDeployments,
@@ -74,12 +70,6 @@ export interface NewDeployment {
   validation: DeploymentValidation | null;
   /** Who creates it (the audit log). */
   actor: Actor;
-}
-
-/** What validates an installed update: a stored test config and a suite of it ("" for all). */
-export interface DeploymentValidation {
-  config: string;
-  suite: string;
 }
 
 /**

@@ -3,7 +3,8 @@
  */
 import type { Database, Tx } from "../../db/index.ts";
 import type { SqlFilter } from "../permissions/permissions.ts";
-import { DEVICE_STATES, emptyCounts, type Counts, type DeviceState, type MaintenanceWindow, type Status } from "./model.ts";
+import { emptyCounts } from "./model.ts";
+import { DEVICE_STATES, type Counts, type DeviceState, type MaintenanceWindow, type Status } from "./schema.ts";
 
 /** A deployment row as stored. */
 export interface DeploymentRow {

@@ -3,6 +3,7 @@ import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { rfc822 } from "../../util/time.ts";
 import { deletePermissionsOf, type ChangeGuard, type SqlFilter } from "../permissions/permissions.ts";
 import { metaKeys, type Metadata } from "../registration/metadata.ts";
+import type { Device, DeviceV1 } from "./schema.ts";
 
 /** A device row as stored (JSON columns still text). */
 export interface DeviceRow {
@@ -17,22 +18,6 @@ export interface DeviceRow {
   last_access: string | null;
 }
 
-
-export interface DeviceV2 {
-  id: number;
-  name: string;
-  mac_address: string;
-  capabilities: Record<string, unknown>;
-  metadata: Metadata;
-  groups: number[];
-  last_access: string | null;
-  public_key: string | null;
-  connected: boolean;
-}
-
-export interface DeviceV1 extends Omit<DeviceV2, "groups" | "connected"> {
-  group: number | null;
-}
 
 const COLUMNS = "d.id, d.created, d.name, d.mac_address, d.public_key, d.key_fingerprint, d.capabilities, d.metadata, d.last_access";
 
@@ -123,7 +108,7 @@ export interface DevicePresence {
 }
 
 /** The v2 device object; `connected`: whether it holds a management socket now (ChannelHub.isConnected). */
-export function toV2(db: Database, row: DeviceRow, connected: boolean): DeviceV2 {
+export function toV2(db: Database, row: DeviceRow, connected: boolean): Device {
   return { ...baseShape(row), groups: deviceGroupIds(db, row.id), connected };
 }
 
@@ -203,11 +188,6 @@ export async function addTag(db: Database, deviceId: number, tag: string, guard:
     recordAudit(tx, actor, "device.tag", `device:${deviceId}`, { add: tag });
     return true;
   });
-}
-
-/** A device name: 1 to 128 characters, no control characters, no surrounding blanks. */
-export function validDeviceName(name: string): boolean {
-  return name.length > 0 && name.length <= 128 && name.trim() === name && !/[\u0000-\u001f\u007f]/.test(name);
 }
 
 /**
