@@ -32,7 +32,8 @@ export function validateDeployments(ctx: Pick<AppContext, "db" | "log" | "onClos
   ctx.onClosing.push(() => (closing.now = true));
   deployments.validator = { check: (v) => runs.checkOnDevice(v.config, v.suite) };
   const start = (job: ValidationJob) => {
-    // The deployment waits for the verdict before it counts the device as a success.
+    // The deployment waits for the verdict before it counts the device as a success (held already
+    // when the device moved to `installed`; a validation a restart interrupted is held here).
     deployments.holdForValidation(job.deploymentId, job.deviceId);
     void validate(ctx, deployments, runs, hub, job, closing)
       .catch((error) => ctx.log.error(`deployment ${job.deploymentId}: validation of device ${job.deviceId}: ${(error as Error).message}`))

@@ -227,6 +227,9 @@ export class DeploymentService implements Steering {
     counts[change.state] += 1;
     member.state = change.state;
     if (change.offeredAt !== undefined) member.offeredAt = change.offeredAt === null ? null : Date.parse(change.offeredAt);
+    // Held in the same step as the move: another device's report that resumes first must not
+    // find every device installed and complete the deployment before this one's validation.
+    if (change.state === "installed" && member.run.row.validation) this.holdForValidation(member.run.row.id, deviceId);
   }
 
   /** Writes deployment fields (in `tx`) and keeps the in-memory row in step. */
@@ -580,7 +583,7 @@ export class DeploymentService implements Steering {
     await this.evaluate(member.run);
   }
 
-  /** A validation of the device's install begins (call from an installed hook, before the deployment moves on). */
+  /** A validation of the device's install begins (at its move to `installed`, and for one a restart interrupted). */
   holdForValidation(deploymentId: number, deviceId: number): void {
     const set = this.validating.get(deploymentId) ?? new Set();
     set.add(deviceId);
