@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { recordAudit, systemActor, type Actor } from "../audit/audit.ts";
-import { z } from "zod";
+import * as z from "zod";
 import type { Database } from "../db/index.ts";
 import { grants, SCOPES, scopeName, type Scope } from "../auth/scopes.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";

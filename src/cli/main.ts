@@ -1,8 +1,9 @@
-import { ConfigError, loadConfig } from "../config/config.ts";
+import { loadConfig } from "../config/config.ts";
 import { SCOPES } from "../auth/scopes.ts";
 import { parseDuration } from "../util/time.ts";
 import { describeBuild, VERSION } from "../version.ts";
 import { BACKUP_HELP, COMMON, parse, parseScopeList, UsageError, USER_HELP } from "./args.ts";
+import { exitCode } from "./exit.ts";
 
 // Each command imports what it needs when it runs: help, version and usage errors answer
 // without loading the server, and the agent without the server's modules.
@@ -37,7 +38,8 @@ serve        runs both APIs on one listener (default 0.0.0.0:5000, data dir ./da
 token issue  prints a management token signed with the data dir's key. Scopes (the
              config's prefix may be left out):
 ${wrapList(SCOPES.map((s) => `svc_${s}`), "               ", 86)}
-             --ttl accepts 45s, 15m, 12h, 30d, 2w (default 30d). Its id goes to stderr.
+             --ttl accepts 45s, 15m, 12h, 30d, 2w (default 30d). Its id goes to stderr;
+             the audit log records it (running server or not).
 token revoke ends one token (--id, as issue or GET /api/whoami shows it) or every token
              of a user issued until now (--user), on the next request. Works whether or not
              a server runs on the data dir.
@@ -110,22 +112,6 @@ async function serve(args: string[]): Promise<number> {
   return 0;
 }
 
-async function agent(args: string[]): Promise<number> {
-  const flags = parse(args, { ...COMMON, server: { type: "string" } });
-  const { loadAgentConfig } = await import("../agent/config.ts");
-  const { Agent } = await import("../agent/agent.ts");
-  const config = loadAgentConfig({ file: flags.config, server: flags.server, dataDir: flags["data-dir"] });
-  const running = new Agent(config);
-  running.start();
-  process.stderr.write(`labgate agent: device ${config.mac_address}, server ${config.server}, data in ${config.data_dir}\n`);
-  await new Promise<void>((resolve) => {
-    const stop = () => void running.stop().then(resolve, resolve);
-    process.once("SIGINT", stop);
-    process.once("SIGTERM", stop);
-  });
-  return 0;
-}
-
 async function tokenIssue(args: string[]): Promise<number> {
   const flags = parse(args, { ...COMMON, user: { type: "string" }, scopes: { type: "string" }, ttl: { type: "string" } });
   if (!flags.user) throw new UsageError("--user: required (the token's subject)");
@@ -136,11 +122,19 @@ async function tokenIssue(args: string[]): Promise<number> {
   const { loadOrCreateKeys } = await import("../auth/keys.ts");
   const { TokenService } = await import("../auth/tokens.ts");
   const { decodeJwt } = await import("../auth/jwt.ts");
+  const { appendToSpool } = await import("../audit/spool.ts");
+  const { cliActor } = await import("../audit/audit.ts");
   const tokens = new TokenService(loadOrCreateKeys(config.data_dir), config.prefix);
-  const token = tokens.issueManagement(flags.user, parseScopeList(config.prefix, flags.scopes), ttl);
-  process.stdout.write(token + "\n");
+  const scopes = parseScopeList(config.prefix, flags.scopes);
+  const token = tokens.issueManagement(flags.user, scopes, ttl);
   const decoded = decodeJwt(token);
-  if (typeof decoded !== "string") process.stderr.write(`labgate: token id ${String(decoded.payload.jti)} (labgate token revoke --id)\n`);
+  if (typeof decoded === "string") throw new Error(`the token just issued does not decode: ${decoded}`);
+  const id = String(decoded.payload.jti);
+  // In the audit log's spool (on disk) before anyone sees the token: a server running on the
+  // data dir takes it at once, else the next start does (src/audit/spool.ts).
+  appendToSpool(config.data_dir, cliActor(), "token.issue", `token:${id}`, { user: flags.user, scopes: scopes.map((s) => `${config.prefix}_${s}`), expires: new Date(Number(decoded.payload.exp) * 1000).toISOString() });
+  process.stdout.write(token + "\n");
+  process.stderr.write(`labgate: token id ${id} (labgate token revoke --id)\n`);
   return 0;
 }
 
@@ -164,7 +158,7 @@ async function tokenRevoke(args: string[]): Promise<number> {
 /** Runs one CLI invocation and returns its exit code. */
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
-  try {
+  return exitCode(async () => {
     switch (command) {
       case "serve":
         return await serve(rest);
@@ -179,7 +173,7 @@ export async function main(argv: string[]): Promise<number> {
       case "restore":
         return await (await import("./backup.ts")).restoreCommand(rest);
       case "agent":
-        return await agent(rest);
+        return await (await import("../agent/command.ts")).agentCommand(rest);
       case "version":
       case "--version":
         process.stdout.write(`${describeBuild()}\n`);
@@ -195,12 +189,5 @@ export async function main(argv: string[]): Promise<number> {
       default:
         throw new UsageError(`unknown command ${JSON.stringify(command)}; run labgate help`);
     }
-  } catch (error) {
-    if (error instanceof UsageError || error instanceof ConfigError) {
-      process.stderr.write(`labgate: ${error.message}\n`);
-      return 2;
-    }
-    process.stderr.write(`labgate: ${(error as Error).message}\n`);
-    return 1;
-  }
+  });
 }

@@ -6,20 +6,16 @@ import { LabgateError } from "../util/errors.ts";
 import { errors, route } from "../http/openapi.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
 import { serveBytes } from "../storage/send.ts";
+import { seaAssets } from "../util/sea.ts";
 import { dateOf } from "../util/time.ts";
 import { buildConsole } from "./build.ts";
-
-interface SeaModule {
-  isSea(): boolean;
-  getAsset(key: string): ArrayBuffer;
-}
 
 /** Where the console's files come from: the executable, dist/console beside the bundle, or a build from source. */
 type Source = (name: string) => Promise<Uint8Array | undefined>;
 
 function consoleSource(): Source {
-  const sea = process.getBuiltinModule?.("node:sea") as SeaModule | undefined;
-  if (sea?.isSea()) {
+  const sea = seaAssets();
+  if (sea) {
     // build/sea-config.mjs adds dist/console/<name> as the asset console/<name>.
     return async (name) => {
       try {

@@ -15,7 +15,7 @@ import { listSuites, overrideHints } from "../config/plan-builder.ts";
 import type { ConfigViewCache } from "../config/view-cache.ts";
 import { PlanError } from "../plan.ts";
 import type { TestRunAccess } from "./access.ts";
-import { z } from "zod";
+import * as z from "zod";
 import { errors, jsonBody, ok, queryOf, route, type Reply } from "../../http/openapi.ts";
 import { loadConfigFiles, LoadError } from "../config/loader.ts";
 import { nodeNamed, pushConfigs } from "../runs/nodes.ts";
@@ -155,7 +155,9 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
         } catch (error) {
           if (!(error instanceof LoadError)) throw error; // a config that does not load is pushed alone: the node says why
         }
-        return c.json(await pushConfigs(ctx, files, [...new Set(nodes)]));
+        const results = await pushConfigs(ctx, files, [...new Set(nodes)]);
+        await recordRequest(ctx, c, "config.push", `config:${name}`, { nodes: [...new Set(nodes)].slice(0, 20), files: files.length });
+        return c.json(results);
       },
     );
 

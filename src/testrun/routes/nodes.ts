@@ -53,7 +53,7 @@ export function nodeRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEnv>
       if (value !== undefined) params.set(key, value);
     }
     const query = params.size > 0 ? `?${params}` : "";
-    return relayFromNode(name, node, c.req.method === "HEAD" ? "HEAD" : "GET", `/api/v1${rest}${query}`, expected(c));
+    return relayFromNode(ctx.clock, name, node, c.req.method === "HEAD" ? "HEAD" : "GET", `/api/v1${rest}${query}`, expected(c));
   };
   const json = relay(() => ({ kind: "json" }));
   const relayed: Record<number, Reply> = { 404: errors[404], 502: { description: "The node cannot be reached, refused the gateway's token, or failed", json: errors[404].json } };

@@ -4,7 +4,7 @@ import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { answerOrInternal } from "../../http/errors.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { z } from "zod";
+import * as z from "zod";
 import { Empty, ErrorBody, errors, jsonBody, ok, route } from "../../http/openapi.ts";
 import { publicBase } from "../../storage/routes.ts";
 import { deviceByMac, devicesByMac } from "../channel/access.ts";

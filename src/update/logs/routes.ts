@@ -1,7 +1,7 @@
 import { Hono, type Context } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
-import { z } from "zod";
+import * as z from "zod";
 import { errors, jsonBody, ok, queryOf, route } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { getDevice } from "../devices/devices.ts";

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import { errors, ok, route } from "../../http/openapi.ts";
 import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";

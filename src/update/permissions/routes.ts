@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
-import { z } from "zod";
+import * as z from "zod";
 import { errors, jsonBody, ok, route } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { bypasses } from "./permissions.ts";
