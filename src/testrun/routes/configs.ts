@@ -129,7 +129,8 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
     return c.json({});
   });
 
-  // Copies of a stored config (and its includes) on lab nodes, for a trigger on several nodes.
+  // Variant A only: copies of a stored config (and its includes) on lab nodes, for a trigger on
+  // several nodes; its suites and hints.
   if (ctx.config.test_server.api_variant === "A") {
     route(
       app,
@@ -159,10 +160,7 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
         return c.json(results);
       },
     );
-  }
 
-  // Suites and hints are Variant A routes only (B has none).
-  if (ctx.config.test_server.api_variant === "A") {
     const names = { 200: ok(z.array(z.string()), "OK"), 404: e404, 422: e422Config };
     route(app, { method: "get", path: "/api/v1/configs/:name/test-suites", ...doc, summary: "The config's test suites", responses: replies(names) }, access.read, (c) => {
       const name = c.req.param("name") ?? "";
