@@ -18,7 +18,6 @@ export interface DeviceRow {
   last_access: string | null;
 }
 
-
 const COLUMNS = "d.id, d.created, d.name, d.mac_address, d.public_key, d.key_fingerprint, d.capabilities, d.metadata, d.last_access";
 
 export function getDevice(db: Database | Tx, id: number): DeviceRow | undefined {

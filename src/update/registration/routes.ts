@@ -4,7 +4,7 @@ import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { z } from "zod";
 import { readBodyBytes } from "../../http/body.ts";
-import { errors, jsonBody, ok, queryOf, route } from "../../http/openapi.ts";
+import { errors, jsonBody, ok, queryOf, route, onObject } from "../../http/openapi.ts";
 import { clientAddress } from "../../http/transport.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { authorizeDevice, pendingCutoff, signatureHeader } from "./authorize.ts";
@@ -18,9 +18,8 @@ import { dateOf } from "../../util/time.ts";
 export const AUTH_BODY_LIMIT = 16 * 1024;
 
 const TOTAL = { "X-Total-Count": "with limit or offset: how many registrations are pending" };
-const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409 } = errors;
-const read = { 401: e401, 403: e403, 404: e404 };
-const write = { 400: e400, ...read };
+const { 400: e400, 409: e409 } = errors;
+const write = { 400: e400, ...onObject };
 const tag = "registration";
 
 /** Device authorization and registrations. */
@@ -58,7 +57,7 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
       access: "management",
       summary: "Pending registrations, oldest first (paged with limit/offset: X-Total-Count); expired ones are not listed",
       query: PendingListQuery,
-      responses: { 200: { ...ok(z.array(z.union([PendingRegistration, ReferencePending])), "OK: the reference's four fields, or with details=true all"), headers: TOTAL }, 400: e400, ...read },
+      responses: { 200: { ...ok(z.array(z.union([PendingRegistration, ReferencePending])), "OK: the reference's four fields, or with details=true all"), headers: TOTAL }, 400: e400, ...onObject },
     },
     auth.management("admin_ro"),
     (c) => {
