@@ -120,7 +120,7 @@ const historyView = (row: HistoryRow): UpdateHistoryEntry => ({
 });
 
 /**
- * Deployments (README "Deployments"): reading one needs `read` on its group, creating or changing
+ * Deployments (docs/update-server.md, "Deployments"): reading one needs `read` on its group, creating or changing
  * one `update` on it (admin scopes pass); update history: `read` on the device.
  */
 export function deploymentRoutes(ctx: AppContext, auth: Auth, service: DeploymentService): Hono<AppEnv> {

@@ -97,7 +97,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     return c.json({});
   });
 
-  // Beyond the seed: tag removal, idempotent like assignment.
+  // Tag removal (labgate's), idempotent like assignment.
   route(app, { method: "delete", path: "/api/v2/devices/:id{[0-9]+}/tag/:tag", tag, access: "management", summary: "Untag a device", responses: { 200: ok(), ...write } }, mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "update");

@@ -1,6 +1,6 @@
 import { Broadcaster } from "../../http/sse.ts";
 
-/** The live device events (connect, disconnect, update), and the deployments' (README "Deployments"). */
+/** The live device events (connect, disconnect, update), and the deployments' (docs/update-server.md, "Deployments"). */
 export type DeviceEventName = "connect" | "disconnect" | "update";
 export type DeploymentEventName = "deployment" | "deployment_device";
 export type EventName = DeviceEventName | DeploymentEventName;

@@ -1,7 +1,7 @@
 /*
  * Device logs: telemetry entries a device sends in batches, read and
  * deleted by managers per device, per group or one by one. Unlike the reference, storage is
- * bounded (issues 13 and 25): an entry is at most MAX_ENTRY_BYTES of UTF-8 (413 beyond), a batch
+ * bounded (docs/update-server.md, "Device logs"): an entry is at most MAX_ENTRY_BYTES of UTF-8 (413 beyond), a batch
  * at most `device_logs_max_batch` entries, a device keeps at most `device_logs_per_device` entries
  * and `device_log_bytes_per_device` bytes (a batch that goes over drops the device's oldest
  * entries in the same commit) and sends at most `device_logs_per_minute` entries (429 beyond).

@@ -69,7 +69,7 @@ export async function authorizeDevice(
   const device = getDeviceByMac(ctx.db, mac);
   if (device && device.key_fingerprint === key.fingerprint) {
     // The reported metadata is kept; the name is not: it was taken at approval and only a
-    // management request changes it (a name can match device_by_tag permissions, issue 10).
+    // management request changes it (a name can match device_by_tag permissions).
     const metadataText = JSON.stringify(metadata);
     if (device.metadata !== metadataText) {
       await ctx.db.write((tx) => void tx.run("UPDATE devices SET metadata = ? WHERE id = ?", [metadataText, device.id]));

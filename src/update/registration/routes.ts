@@ -14,7 +14,7 @@ import type { DeviceHooks } from "../devices/devices.ts";
 import { deviceAuthBody, DeviceToken, PendingKey, PendingListQuery, PendingRegistration, PendingRemove, PendingRemoved, ReferencePending, Register } from "./schema.ts";
 import { dateOf } from "../../util/time.ts";
 
-/** A registration is metadata and a key: a few KB (issue 9 item 4: 64 KB bodies filled the database). */
+/** A registration is metadata and a key: a few KB (a public route; larger bodies would fill the database). */
 export const AUTH_BODY_LIMIT = 16 * 1024;
 
 const TOTAL = { "X-Total-Count": "with limit or offset: how many registrations are pending" };
