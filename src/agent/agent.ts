@@ -24,6 +24,7 @@ import { serverTransport, type ServerTransport } from "./transport.ts";
 import { ShellSessions } from "./shell.ts";
 import { runCommand } from "./commands.ts";
 import { TestRunner } from "./tests.ts";
+import { prepareRunAs } from "../testrun/engine/identity.ts";
 
 const STATE_FILE = "state.json";
 
@@ -94,6 +95,7 @@ export class Agent {
       server: this.config.server,
       ws: this.transport.ws,
       log: this.log,
+      clock: this.clock,
       token: () => client.getToken(),
     });
     this.socket = new ManagementSocket(`${this.config.server.replace(/^http/, "ws")}/api/v1/devices/ws`, this.transport, this.log, this.config.retry_min_delay, {
@@ -103,16 +105,22 @@ export class Agent {
       greeting: () => ({ method: "capability_report", capabilities: { exec_cmds: true, file_transfer: true, shell_connect: this.shells.enabled, tests: this.config.tests.enabled } }),
       // Outcomes the server has not acknowledged yet go again on every connection.
       connected: () => this.outcomes.resend(),
+      // The gateway ends a share whose device disconnects ("device disconnected"): it stops here too.
+      disconnected: () => this.tests?.abandon(),
       onMessage: (text) => this.onMessage(text),
       sleep: (seconds) => this.backoff(seconds),
       nextDelay: (previous) => this.nextDelay(previous),
       stopped: () => this.stopped,
-      now: () => this.clock.now(),
+      clock: this.clock,
     });
     this.outcomes = new OutcomeQueue(this.config.data_dir, (message) => this.socket.send(message));
     this.actions = new AgentActions(this.config, this.socket, this.stopController.signal, () => void this.checkNow());
+    const tests = this.config.tests;
+    // Who runs the tests: checked now, so that an agent that cannot switch to run_as stops at start (exit 2).
+    const runAs = tests.enabled && tests.run_as ? prepareRunAs(tests.run_as, this.config.data_dir, tests.work_dir, { runAs: "agent config key tests.run_as", workDir: "agent config key tests.work_dir" }) : {};
     this.tests = new TestRunner({
-      config: this.config.tests,
+      config: tests,
+      runAs,
       dataDir: this.config.data_dir,
       server: this.config.server,
       fetch: this.transport.fetch,

@@ -15,7 +15,7 @@ import type { Context } from "hono";
 import type { AppContext, AppEnv } from "../app/context.ts";
 import type { Database, Tx } from "../db/index.ts";
 import { clientAddress } from "../http/transport.ts";
-import { dateOf, type Clock } from "../util/time.ts";
+import { dateOf, every, type Clock } from "../util/time.ts";
 import type { Logger } from "../util/log.ts";
 
 export type ActorKind = "account" | "token" | "device" | "system";
@@ -64,16 +64,19 @@ export function actorOf(c: Context<AppEnv>, clock: Clock): Actor {
 /** The system acting on its own (`server`: retention, restarts) or a command on this machine (`cli:<user>`). */
 export const systemActor = (name: string, at: Date): Actor => ({ kind: "system", name, tokenId: null, client: "", at });
 
-/** A command of this machine's CLI run on the data dir with no server (`cli:<login name>`). */
-export function cliActor(at = new Date()): Actor {
+/** How the audit log names a command of this machine's CLI: `cli:<login name>`. */
+export function cliName(): string {
   let user = "unknown";
   try {
     user = userInfo().username;
   } catch {
     // No passwd entry for this uid (a container): "unknown".
   }
-  return systemActor(`cli:${user}`, at);
+  return `cli:${user}`;
 }
+
+/** A command of this machine's CLI acting on the data dir itself (no server runs, or it writes the spool). */
+export const cliActor = (at = new Date()): Actor => systemActor(cliName(), at);
 
 /** Records one entry in `tx`, the transaction of the change it describes. */
 export function recordAudit(tx: Pick<Tx, "run">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome: Outcome = "ok"): void {
@@ -199,7 +202,7 @@ const RETENTION_BATCH = 5000;
  * the oldest rows go, a batch per event-loop turn, so requests are served in between.
  */
 export class AuditRetention {
-  private timer: NodeJS.Timeout | undefined;
+  private stopSweeps: (() => void) | undefined;
   private current: Promise<number> | undefined;
   private readonly db: Database;
   private readonly clock: Clock;
@@ -214,12 +217,12 @@ export class AuditRetention {
   }
 
   start(intervalMs = 10 * 60_000): void {
-    this.timer = setInterval(() => void this.sweep(), intervalMs).unref();
+    this.stopSweeps = every(this.clock, intervalMs, () => void this.sweep());
     setImmediate(() => void this.sweep());
   }
 
   stop(): void {
-    clearInterval(this.timer);
+    this.stopSweeps?.();
   }
 
   /** Drops what is past the limits, batch by batch; resolves with how many rows went (a sweep under way: that one). */

@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from "node:fs";
-import { cliActor } from "../audit/audit.ts";
+import { cliActor, cliName } from "../audit/audit.ts";
 import { join } from "node:path";
 import { connect as tlsConnect } from "node:tls";
 import { X509Certificate } from "node:crypto";
@@ -113,7 +113,7 @@ function pinnedDispatcher(certFile: string): Dispatcher {
 /** A request to the running server's management API, as it answered (connection failures are CommandErrors). */
 export type ServerFetch = (method: string, path: string, body?: unknown) => Promise<Response>;
 
-/** The server running on the data dir (its address from server.url), called with a one-minute admin token. */
+/** The server running on the data dir (its address from server.url), called with a one-minute admin token of `cli:<login>`. */
 export function serverFetch(config: Config): ServerFetch {
   let base: string;
   try {
@@ -121,7 +121,8 @@ export function serverFetch(config: Config): ServerFetch {
   } catch {
     throw new CommandError(`a labgate server runs on ${config.data_dir} but has not said where (${SERVER_URL_FILE}); try again when it has started`);
   }
-  const token = new TokenService(loadOrCreateKeys(config.data_dir), config.prefix).issueManagement("(labgate cli)", ["admin_rw"], 60);
+  // Its subject names the command and who runs it: the server's audit log shows `cli:<login>`.
+  const token = new TokenService(loadOrCreateKeys(config.data_dir), config.prefix).issueManagement(cliName(), ["admin_rw"], 60);
   const dispatcher = config.tls.cert_file && base.startsWith("https:") ? pinnedDispatcher(config.tls.cert_file) : undefined;
   return async (method, path, body) => {
     try {

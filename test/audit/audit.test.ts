@@ -11,36 +11,11 @@ import { runInNewContext } from "node:vm";
 import { describe, test } from "node:test";
 import { recordAudit, systemActor } from "../../src/audit/audit.ts";
 import { runCli } from "../helpers/cli.ts";
-import { startTestServer, tempDir, removeDir, useTestServer, type TestServer } from "../helpers/server.ts";
+import { startTestServer, tempDir, removeDir, useTestServer } from "../helpers/server.ts";
 import { adminPassword, login } from "../accounts/helpers.ts";
 import { registerDevice } from "../update/helpers/devices.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
-
-interface Entry {
-  id: number;
-  time: string;
-  actor_kind: string;
-  actor: string;
-  token_id: string | null;
-  client: string;
-  action: string;
-  target: string;
-  outcome: string;
-  detail: Record<string, unknown> | null;
-}
-
-/** The newest entries matching `query` (admin). */
-async function entries(server: TestServer, query: string): Promise<Entry[]> {
-  const res = await server.call<Entry[]>("GET", `/api/v1/audit?${query}`);
-  assert.equal(res.status, 200, JSON.stringify(res.body));
-  return res.body;
-}
-
-const newest = async (server: TestServer, action: string): Promise<Entry> => {
-  const [entry] = await entries(server, `action=${action}&limit=1`);
-  assert.ok(entry, `an entry ${action}`);
-  return entry;
-};
+import { entries, newest, type Entry } from "./helpers.ts";
 
 describe("the audit log records each family of changes", () => {
   const server = useTestServer();

@@ -51,16 +51,23 @@ export class TestClock implements Clock {
   }
   /** The length (ms) of the `index`-th sleep begun on this clock (0: the first), once it has begun; fails after `ms`. */
   sleepBegun(index: number, ms = 5000): Promise<number> {
+    return this.sleepWhere(() => this.sleeps.length > index, `sleep ${index}`, ms).then(() => this.sleeps[index]);
+  }
+  /** Resolves once a sleep (a deadline) of `length` ms has begun on this clock, or had begun before; fails after `ms`. */
+  sleepOf(length: number, ms = 5000): Promise<void> {
+    return this.sleepWhere(() => this.sleeps.includes(length), `a sleep of ${length} ms`, ms);
+  }
+  private sleepWhere(begun: () => boolean, what: string, ms: number): Promise<void> {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.onSleep.delete(check);
-        reject(new Error(`timed out waiting for sleep ${index} (${this.sleeps.length} begun)`));
+        reject(new Error(`timed out waiting for ${what} (${this.sleeps.length} begun)`));
       }, ms);
       const check = () => {
-        if (this.sleeps.length <= index) return;
+        if (!begun()) return;
         clearTimeout(timer);
         this.onSleep.delete(check);
-        resolve(this.sleeps[index]);
+        resolve();
       };
       this.onSleep.add(check);
       check();

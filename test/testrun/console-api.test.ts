@@ -253,6 +253,24 @@ describe("lab nodes through the gateway: state, several nodes at once, configs p
     }
   });
 
+  test("a node that never answers is 'no answer in time' once the check's deadline passes on the gateway's clock", async () => {
+    const silent = createServer(() => {}).listen(0, "127.0.0.1");
+    await once(silent, "listening");
+    const viaSilent = await startTestServer({ test_server: { nodes: { mute: { url: `http://127.0.0.1:${(silent.address() as AddressInfo).port}` } } } as never });
+    try {
+      const answer = viaSilent.request("/api/v1/test-nodes/status", { token: viaSilent.adminToken });
+      await viaSilent.clock.sleepOf(3000);
+      viaSilent.clock.advance(3000);
+      const list = await json<Array<Record<string, unknown>>>(await answer);
+      assert.deepEqual([list[1].name, list[1].reachable, list[1].error], ["mute", false, "no answer in time"]);
+    } finally {
+      await viaSilent.close();
+      removeDir(viaSilent.dataDir);
+      silent.closeAllConnections();
+      silent.close();
+    }
+  });
+
   test("a trigger on nodes: unknown names, a machine target or a config with machines are refused", async () => {
     await uploadConfig(gateway, "placed.yml", "tests:\n  g:\n  - exec: {command: 'true', machines: node1}\n");
     for (const [body, message] of [

@@ -332,6 +332,22 @@ tests:
     assert.equal(rows[0]["device name"], `tcp(127.0.0.1:${tcpPort})`);
   });
 
+  test("tcp: the connect and read deadlines are on the server's clock", async () => {
+    // Ten minutes (and a second) each: the run can only end because the clock is moved.
+    await uploadConfig(s, "tcp-slow.yml", `tests:\n  g:\n  - tcp: {host: 127.0.0.1, port: ${tcpPort}, timeout: 601, read_timeout: 602, expect_regex: never}\n`);
+    const created = await trigger(s, { config_name: "tcp-slow.yml" });
+    await s.clock.sleepOf(602_000); // connected, reading
+    s.clock.advance(602_000);
+    await waitRun(s, created.id);
+    const rows = await reportRows(s, created.id);
+    assert.deepEqual(brief(rows).map(([name, status]) => [name, status]), [
+      ["connect[test_config0]", "passed"],
+      ["response[test_config0]", "failed"],
+    ]);
+    // What arrived before the clock moved (the greeting or nothing yet) did not match.
+    assert.match(rows[1].message, /^response "(HELLO labgate\\r\\n)?" does not match \/never\/$/);
+  });
+
   test("file: existence, type, mode, access, write and content checks on a temp tree", async () => {
     const { run: r, rows } = await run(
       "file.yml",

@@ -9,7 +9,7 @@ import { removeDir, startTestServer, tempDir, type TestServer } from "../helpers
 import { BUILTIN_MODULES } from "../../src/testrun/modules/registry.ts";
 import { reportRows, trigger, uploadConfig, waitRun } from "./run-helpers.ts";
 
-const HARDWARE = ["network", "usbdev", "adc", "dac", "thermal", "mmc", "block", "gpio", "i2c", "i2c_registers", "camera", "memtester", "fpga"].map((k) => `${k}.yml`);
+const HARDWARE = ["network", "usbdev", "adc", "dac", "thermal", "mmc", "block", "gpio", "i2c", "i2c_registers", "spi", "camera", "memtester", "fpga"].map((k) => `${k}.yml`);
 const ASSETS = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "assets", "testrun");
 
 describe("sample configs in assets/testrun/samples run green", () => {

@@ -3,7 +3,7 @@ import { after, test } from "node:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { startTestServer, useTestServer, waitFor } from "../helpers/server.ts";
-import { approveAgent, b64, disconnecting, FAST_SERVER, rawDevice, restartAgent, startAgent, untilConnected } from "./helpers/agents.ts";
+import { approveAgent, b64, disconnecting, FAST_SERVER, rawDevice, restartAgent, startAgent, untilConnected, connectedAgent as connectedAgentOf, type AgentOptions } from "./helpers/agents.ts";
 import type { Agent } from "../../src/agent/agent.ts";
 import { alive } from "../testrun/run-helpers.ts";
 
@@ -23,13 +23,7 @@ const log = async (mac: string): Promise<Entry[]> => {
 };
 const exec = (mac: string, action: string, token = admin()) => server.request(`/api/v2/devices/${mac}/action/exec/${action}`, { token });
 
-async function connectedAgent(options = {}) {
-  const agent = startAgent(server, options);
-  agents.push(agent);
-  const id = await approveAgent(server, agent);
-  await untilConnected(server, id);
-  return { agent, id };
-}
+const connectedAgent = (options: AgentOptions = {}) => connectedAgentOf(server, agents, options);
 
 test("an action executed while the device is connected returns its output and exit code; the log keeps it", async () => {
   const { agent } = await connectedAgent();

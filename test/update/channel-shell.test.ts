@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, test } from "node:test";
 import WebSocket from "ws";
 import { useTestServer, waitFor } from "../helpers/server.ts";
-import { approveAgent, device, FAST_SERVER, rawDevice, startAgent, untilConnected } from "./helpers/agents.ts";
+import { device, FAST_SERVER, rawDevice, connectedAgent as connectedAgentOf, type AgentOptions } from "./helpers/agents.ts";
 import type { Agent } from "../../src/agent/agent.ts";
 
 const agents: Agent[] = [];
@@ -40,13 +40,7 @@ function socket(path: string, headers: Record<string, string> = {}): Socket {
 const shell = (mac: string, token = server.adminToken, via: "query" | "header" = "query") =>
   via === "query" ? socket(`/api/v1/devices/${mac}/shell?token=${token}`) : socket(`/api/v1/devices/${mac}/shell`, { authorization: `Bearer token=${token}` });
 
-async function connectedAgent(options: Parameters<typeof startAgent>[1] = {}) {
-  const agent = startAgent(server, options);
-  agents.push(agent);
-  const id = await approveAgent(server, agent);
-  await untilConnected(server, id);
-  return { agent, id };
-}
+const connectedAgent = (options: AgentOptions = {}) => connectedAgentOf(server, agents, options);
 
 const SHELL = { shell: { command: ["sh"], idle_timeout: 30 } };
 

@@ -119,7 +119,9 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
       } catch (error) {
         if (!(error instanceof LoadError)) throw error; // a config that does not load is pushed alone: the node says why
       }
-      return c.json(await pushConfigs(ctx, files, [...new Set(nodes)]));
+      const results = await pushConfigs(ctx, files, [...new Set(nodes)]);
+      await recordRequest(ctx, c, "config.push", `config:${name}`, { nodes: [...new Set(nodes)].slice(0, 20), files: files.length });
+      return c.json(results);
     });
   }
 

@@ -43,7 +43,7 @@ export function nodeRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEnv>
       if (value !== undefined) params.set(key, value);
     }
     const query = params.size > 0 ? `?${params}` : "";
-    return relayFromNode(name, node, c.req.method === "HEAD" ? "HEAD" : "GET", `/api/v1${rest}${query}`, expected(c));
+    return relayFromNode(ctx.clock, name, node, c.req.method === "HEAD" ? "HEAD" : "GET", `/api/v1${rest}${query}`, expected(c));
   };
   const json = relay(() => ({ kind: "json" }));
   app.get("/api/v1/test-nodes/:node/test-runs/:id", access.read, json);

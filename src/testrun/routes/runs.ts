@@ -149,7 +149,7 @@ export interface RunRoutesDeps {
 }
 
 export function runRoutes(ctx: AppContext, access: TestRunAccess, deps: RunRoutesDeps): Hono<AppEnv> {
-  return ctx.config.test_server.api_variant === "B" ? variantB(access, deps.service) : variantA(ctx, access, deps);
+  return ctx.config.test_server.api_variant === "B" ? variantB(ctx, access, deps.service) : variantA(ctx, access, deps);
 }
 
 function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, streams }: RunRoutesDeps): Hono<AppEnv> {
@@ -312,7 +312,7 @@ function runB(service: TestRunService, raw: string): RunRecord {
   return run;
 }
 
-function variantB(access: TestRunAccess, service: TestRunService): Hono<AppEnv> {
+function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunService): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const store = service.store;
 
@@ -329,6 +329,7 @@ function variantB(access: TestRunAccess, service: TestRunService): Hono<AppEnv> 
       throw error;
     }
     if (result.kind !== "run") throw new LabgateError("invalid", "Variant B does not dispatch to other machines");
+    await recordRequest(ctx, c, "testrun.trigger", `run:${result.run.id}`, { config: request.configName, suite: request.suite, seq: result.run.seq });
     return c.body(null, 200, { Location: `/api/v1/test-runs/${result.run.seq}` });
   });
 
@@ -338,6 +339,7 @@ function variantB(access: TestRunAccess, service: TestRunService): Hono<AppEnv> 
     const run = runB(service, c.req.param("id"));
     if (FINAL_STATUSES.has(run.status)) throw new LabgateError("invalid", "Test run not in progress");
     await service.abort(run.id);
+    await recordRequest(ctx, c, "testrun.abort", `run:${run.id}`, { seq: run.seq });
     await service.waitForEnd(run.id, ABORT_WAIT_B_MS);
     return c.json(runObjectB(store.getRun(run.id)!));
   });

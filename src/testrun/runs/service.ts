@@ -292,7 +292,7 @@ export class TestRunService implements LocalRuns {
   async aggregate(trigger: TriggerRecord, prefix: string): Promise<string | null> {
     const warn = (message: string) => this.ctx.log.warn(`testrun: trigger ${trigger.id}: ${message}`);
     try {
-      return await aggregateResults(this.dirs, this.store, trigger, prefix, this.ctx.config.test_server.nodes, warn);
+      return await aggregateResults(this.dirs, this.store, trigger, prefix, this.ctx.config.test_server.nodes, this.ctx.clock, warn);
     } catch (error) {
       warn(`collecting results failed: ${(error as Error).message}`);
       return null;

@@ -11,6 +11,7 @@ import { CLOSE_INVALID, MAX_EARLY_BYTES, notConnected, size, type ShellService, 
 import { closeReason } from "./protocol.ts";
 import type { AccessWatch } from "../../auth/authority.ts";
 import { allowed, MSG_FORBIDDEN } from "../permissions/permissions.ts";
+import { actorOf } from "../../audit/audit.ts";
 import { errors, queryOf, route, type Operation } from "../../http/openapi.ts";
 import { ShellQuery } from "./schema.ts";
 
@@ -97,6 +98,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
     upgradeWebSocket((c) => {
       const device = shellTarget(c);
       const identity = c.get("identity");
+      const actor = actorOf(c, ctx.clock);
       const mac = c.req.param("mac") ?? "";
       let session: ShellSession | undefined;
       // Frames that come while the device is asked: bounded in bytes like the session's own.
@@ -113,7 +115,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
               check: (current) => (allowed(ctx.db, current, "device", device.id, "shell") ? undefined : MSG_FORBIDDEN),
             });
           }
-          void shells.open(device.mac_address, device.id, ws.raw as WebSocket).then((opened) => {
+          void shells.open(device.mac_address, device.id, ws.raw as WebSocket, actor).then((opened) => {
             session = opened;
             // Frames that came while the device was asked go first, in order.
             for (const frame of early ?? []) if (session) shells.fromManager(session, frame);

@@ -581,6 +581,12 @@ export class DeploymentService implements Steering {
     this.validating.set(deploymentId, set);
   }
 
+  /** The device's validation passed: on disk, so that a restart does not run it again. */
+  async validated(deploymentId: number, deviceId: number): Promise<void> {
+    const at = this.isoNow();
+    await this.db.write((tx) => void tx.run("UPDATE deployment_devices SET validated = ? WHERE deployment_id = ? AND device_id = ? AND state = 'installed'", [at, deploymentId, deviceId]));
+  }
+
   /** The validation ended (after `fail` when it failed): the deployment may move on. */
   async validationDone(deploymentId: number, deviceId: number): Promise<void> {
     const set = this.validating.get(deploymentId);

@@ -70,6 +70,14 @@ export function activeDeployments(db: Database | Tx): DeploymentRow[] {
   return db.all<DeploymentRow>(`SELECT ${COLUMNS} FROM deployments dp WHERE dp.status IN ('scheduled', 'running', 'paused') ORDER BY dp.id`);
 }
 
+/** Devices of active deployments with a validation that installed and have no verdict yet (a stop interrupted it). */
+export function unvalidatedMembers(db: Database | Tx): Array<{ deployment_id: number; device_id: number; version: string; validation: string }> {
+  return db.all(
+    `SELECT dp.id AS deployment_id, m.device_id, dp.version, dp.validation FROM deployments dp JOIN deployment_devices m ON m.deployment_id = dp.id
+     WHERE dp.status IN ('scheduled', 'running', 'paused') AND dp.validation IS NOT NULL AND m.state = 'installed' AND m.validated IS NULL ORDER BY dp.id, m.position`,
+  );
+}
+
 export function activeDeploymentOf(db: Database | Tx, groupId: number): DeploymentRow | undefined {
   return db.get<DeploymentRow>(`SELECT ${COLUMNS} FROM deployments dp WHERE dp.group_id = ? AND dp.status IN ('scheduled', 'running', 'paused') LIMIT 1`, [groupId]);
 }

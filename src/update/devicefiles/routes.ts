@@ -1,5 +1,6 @@
 import { Readable } from "node:stream";
 import { Hono } from "hono";
+import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
@@ -40,7 +41,7 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTr
       // Checked before the device is asked anything.
       authorize(ctx.db, c.get("identity"), "device", id, "read");
       const { file } = await jsonBody(c, FileRequest);
-      return c.json(await transfers.fetch(id, file, publicBase(ctx, c)));
+      return c.json(await transfers.fetch(id, file, publicBase(ctx, c), actorOf(c, ctx.clock)));
     },
   );
 

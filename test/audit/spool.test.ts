@@ -1,0 +1,163 @@
+/*
+ * Issue 29: the CLI's entries reach the audit log whether or not a server runs on the data dir
+ * (src/audit/spool.ts): `token issue` and `restore` through the spool, `user` and `token revoke`
+ * through the running server or the database; none lost when either side is killed, none twice.
+ */
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, test } from "node:test";
+import { labgate, runCli, startServe } from "../helpers/cli.ts";
+import { callWith, removeDir, requestAt, startTestServer, tempDir, useTestServer, waitFor } from "../helpers/server.ts";
+import { entries } from "./helpers.ts";
+
+const SPOOL = "audit-spool";
+
+/** `labgate token issue` on `dir`: the token and its id. */
+async function issue(dir: string, user: string): Promise<{ token: string; id: string }> {
+  const res = await runCli(["token", "issue", "--user", user, "--scopes", "svc_tests_ro", "--ttl", "1h", "--data-dir", dir]);
+  assert.equal(res.code, 0, res.stderr);
+  const id = /token id (\S+)/.exec(res.stderr)?.[1];
+  assert.ok(id, res.stderr);
+  return { token: res.stdout.trim(), id };
+}
+
+describe("labgate token issue with no server running", () => {
+  test("the next start logs it, once, also when the spool is read again after a stop before its deletion", async () => {
+    const dir = tempDir();
+    try {
+      await (await startTestServer({}, dir)).close();
+      const { token, id } = await issue(dir, "ivy");
+      const spooled = readFileSync(join(dir, SPOOL, "entries.jsonl"), "utf8");
+      // A torn write (a command killed mid-append, a power cut) before a later command's entry.
+      appendFileSync(join(dir, SPOOL, "entries.jsonl"), '\n{"id":"torn","time":"2026-');
+      const later = await issue(dir, "ivy");
+
+      let server = await startTestServer({}, dir);
+      try {
+        const [entry] = await entries(server, `target=token:${id}`);
+        assert.deepEqual([entry.action, entry.actor_kind, entry.client, entry.outcome], ["token.issue", "system", "", "ok"]);
+        assert.match(entry.actor, /^cli:/);
+        assert.deepEqual(entry.detail, { user: "ivy", scopes: ["svc_tests_ro"], expires: entry.detail?.expires });
+        assert.equal((await entries(server, `target=token:${later.id}`)).length, 1);
+        assert.ok(!JSON.stringify(await entries(server, "limit=1000")).includes(token.split(".")[2]), "the token's signature is nowhere in the log");
+        assert.ok(!existsSync(join(dir, SPOOL, "entries.jsonl")) && !existsSync(join(dir, SPOOL, "taken.jsonl")), "the spool is emptied");
+      } finally {
+        await server.close();
+      }
+      // As if the server had been killed after its commit, before deleting what it took, and a command had appended the same entry again.
+      writeFileSync(join(dir, SPOOL, "taken.jsonl"), spooled);
+      writeFileSync(join(dir, SPOOL, "entries.jsonl"), spooled);
+      server = await startTestServer({}, dir);
+      try {
+        assert.equal((await entries(server, `target=token:${id}`)).length, 1, "kept once");
+      } finally {
+        await server.close();
+      }
+    } finally {
+      removeDir(dir);
+    }
+  });
+
+  test("backup (no server) is logged in the data dir; restore in the new one, at its first start", async () => {
+    const dir = tempDir();
+    const out = tempDir();
+    const target = join(out, "restored");
+    try {
+      await (await startTestServer({}, dir)).close();
+      assert.equal((await runCli(["backup", "--data-dir", dir, "--out", join(out, "b.tar")])).code, 0);
+      const restored = await runCli(["restore", "--in", join(out, "b.tar"), "--data-dir", target]);
+      assert.equal(restored.code, 0, restored.stderr);
+      const server = await startTestServer({}, target);
+      try {
+        const list = await entries(server, "action=restore");
+        assert.deepEqual(list.map((e) => [e.target, e.actor_kind, e.detail?.from]), [["data_dir", "system", dir]]);
+        assert.match(list[0].actor, /^cli:/);
+        assert.ok(Number(list[0].detail?.files) > 0);
+        // The backup's own entry was written after its snapshot: it is in the source's log, not the copy's.
+        assert.equal((await entries(server, "action=backup")).length, 0);
+      } finally {
+        await server.close();
+      }
+      const source = await startTestServer({}, dir);
+      try {
+        const [backup] = await entries(source, "action=backup");
+        assert.deepEqual([backup.actor_kind, backup.target], ["system", "data_dir"]);
+        assert.match(backup.actor, /^cli:/);
+      } finally {
+        await source.close();
+      }
+    } finally {
+      removeDir(dir);
+      removeDir(out);
+    }
+  });
+});
+
+describe("the CLI beside a running server", () => {
+  const server = useTestServer();
+
+  test("token issue is in the log within moments; token revoke and user add are logged by the server as cli:<login>", async () => {
+    const { id } = await issue(server.dataDir, "ada");
+    const entry = await waitFor(async () => (await entries(server, `target=token:${id}`))[0], 5000, "the token.issue entry");
+    assert.equal(entry.action, "token.issue");
+    assert.match(entry.actor, /^cli:/);
+    assert.equal((await runCli(["token", "revoke", "--id", id, "--data-dir", server.dataDir])).code, 0);
+    const revoke = (await entries(server, `target=token:${id}`))[0];
+    assert.deepEqual([revoke.action, revoke.actor_kind, revoke.actor], ["token.revoke", "token", entry.actor]);
+    const passwordFile = join(server.dataDir, "..", `pw-${process.pid}`);
+    writeFileSync(passwordFile, "a long password\n");
+    try {
+      assert.equal((await runCli(["user", "add", "una", "--scopes", "svc_tests_ro", "--password-file", passwordFile, "--data-dir", server.dataDir])).code, 0);
+    } finally {
+      removeDir(passwordFile);
+    }
+    const [add] = await entries(server, "target=user:una");
+    assert.deepEqual([add.action, add.actor], ["user.add", entry.actor]);
+    assert.equal((await entries(server, `target=token:${id}&action=token.issue`)).length, 1);
+  });
+});
+
+test("kill -9 of the server and of commands: every token printed is logged exactly once", async () => {
+  const dir = tempDir();
+  let server = await startServe(["serve", "--data-dir", dir, "--listen", "127.0.0.1:0"]);
+  try {
+    const printed: string[] = [];
+    // Commands killed at some moment of their run: whatever they printed counts.
+    const [bin, ...pre] = await labgate();
+    const killed = [150, 300, 450, 600].map(async (ms) => {
+      const child = spawn(bin, [...pre, "token", "issue", "--user", "kim", "--scopes", "svc_tests_ro", "--data-dir", dir], { stdio: ["ignore", "pipe", "pipe"] });
+      let stderr = "";
+      child.stderr.on("data", (d) => (stderr += d));
+      const timer = setTimeout(() => child.kill("SIGKILL"), ms);
+      await once(child, "exit");
+      clearTimeout(timer);
+      const id = /token id (\S+)/.exec(stderr)?.[1];
+      if (id) printed.push(id);
+    });
+    // Three workers issue tokens; the server is killed after the fourth is printed and is down for the rest.
+    const workers = [0, 1, 2].map(async () => {
+      for (let i = 0; i < 3; i++) {
+        printed.push((await issue(dir, "kim")).id);
+        if (printed.length === 4) server.child.kill("SIGKILL");
+      }
+    });
+    await Promise.all([...workers, ...killed]);
+    await server.stop("SIGKILL");
+    assert.ok(printed.length >= 9);
+
+    server = await startServe(["serve", "--data-dir", dir, "--listen", "127.0.0.1:0"]);
+    const call = callWith(requestAt(server.url), readFileSync(join(dir, "admin.token"), "utf8").trim());
+    const issued = await entries({ call }, "action=token.issue&limit=1000");
+    const targets = issued.map((e) => e.target);
+    assert.equal(new Set(targets).size, targets.length, "no entry twice");
+    for (const id of printed) assert.ok(targets.includes(`token:${id}`), `token ${id} was printed but is not in the log`);
+    // Entries of commands killed after their append and before printing may be there too; nothing else is.
+    assert.ok(targets.length <= printed.length + 4);
+  } finally {
+    await server.stop("SIGKILL");
+    removeDir(dir);
+  }
+});
