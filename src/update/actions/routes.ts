@@ -30,7 +30,14 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
 
   route(
     app,
-    { method: "get", path: "/api/v2/devices/:mac/action/list", tag, access: "management", summary: "The actions the device offers (asks it)", responses: { 200: ok(z.array(Action), "OK"), ...onObject, ...asking } },
+    {
+      method: "get",
+      path: "/api/v2/devices/:mac/action/list",
+      tag,
+      access: "management",
+      summary: "The actions the device offers (asks it)",
+      responses: { 200: ok(z.array(Action), "OK"), ...onObject, ...asking },
+    },
     mgmt,
     async (c) => c.json(await actions.list(deviceMac(c, "read"))),
   );
@@ -121,7 +128,15 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
 
   route(
     app,
-    { method: "post", path: "/api/v2/devices/:mac/action/remove", tag, access: "management", summary: "Remove log entries", body: { json: RemoveActions }, responses: { 200: ok(), 400: e400, ...onObject } },
+    {
+      method: "post",
+      path: "/api/v2/devices/:mac/action/remove",
+      tag,
+      access: "management",
+      summary: "Remove log entries",
+      body: { json: RemoveActions },
+      responses: { 200: ok(), 400: e400, ...onObject },
+    },
     mgmt,
     async (c) => {
       const mac = deviceMac(c, "update");

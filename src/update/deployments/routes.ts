@@ -205,7 +205,14 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
 
   route(
     app,
-    { method: "get", path: "/api/v2/deployments/:id{[0-9]+}", tag, access: "management", summary: "One deployment with its counts per state and per phase", responses: { 200: ok(Deployment, "OK"), ...onObject } },
+    {
+      method: "get",
+      path: "/api/v2/deployments/:id{[0-9]+}",
+      tag,
+      access: "management",
+      summary: "One deployment with its counts per state and per phase",
+      responses: { 200: ok(Deployment, "OK"), ...onObject },
+    },
     mgmt,
     (c) => c.json(deploymentView(service, deploymentFor(c, "read"))),
   );

@@ -136,7 +136,15 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
 
   route(
     app,
-    { method: "post", path: "/api/v2/groups", tag, access: "management", summary: "Create a group (v2; needs create_group)", body: { json: GroupCreate }, responses: { 200: ok(Group, "OK"), ...invalid, 409: e409 } },
+    {
+      method: "post",
+      path: "/api/v2/groups",
+      tag,
+      access: "management",
+      summary: "Create a group (v2; needs create_group)",
+      body: { json: GroupCreate },
+      responses: { 200: ok(Group, "OK"), ...invalid, 409: e409 },
+    },
     auth.management("create_group"),
     async (c) => {
       const identity = c.get("identity");
@@ -163,7 +171,15 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
 
   route(
     app,
-    { method: "post", path: "/api/v2/groups/:id/priority", tag, access: "management", summary: "Set the group's priority", body: { json: GroupPriority }, responses: { 200: ok(), ...invalid, 409: e409 } },
+    {
+      method: "post",
+      path: "/api/v2/groups/:id/priority",
+      tag,
+      access: "management",
+      summary: "Set the group's priority",
+      body: { json: GroupPriority },
+      responses: { 200: ok(), ...invalid, 409: e409 },
+    },
     mgmt,
     async (c) => {
       const id = pathId(c.req.param("id"), "group");
@@ -194,7 +210,15 @@ export function groupsV1Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
 
   route(
     app,
-    { method: "post", path: "/api/v1/groups", tag, access: "management", summary: "Create a group (v1: the body is its metadata)", body: { json: GroupCreateV1 }, responses: { 200: ok(GroupV1, "OK"), ...invalid, 409: e409 } },
+    {
+      method: "post",
+      path: "/api/v1/groups",
+      tag,
+      access: "management",
+      summary: "Create a group (v1: the body is its metadata)",
+      body: { json: GroupCreateV1 },
+      responses: { 200: ok(GroupV1, "OK"), ...invalid, 409: e409 },
+    },
     write,
     async (c) => {
       const row = await createGroup(db, { metadata: await jsonBody(c, GroupCreateV1), createdBy: null }, dateOf(ctx.clock), actorOf(c, ctx.clock));

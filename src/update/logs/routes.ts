@@ -119,7 +119,12 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     return log;
   };
 
-  route(app, { method: "get", path: "/api/v1/logs/:id{[0-9]+}", tag, access: "management", summary: "One log entry", responses: { 200: ok(Log, "OK"), ...onObject } }, mgmt, (c) => c.json(visibleLog(c)));
+  route(
+    app,
+    { method: "get", path: "/api/v1/logs/:id{[0-9]+}", tag, access: "management", summary: "One log entry", responses: { 200: ok(Log, "OK"), ...onObject } },
+    mgmt,
+    (c) => c.json(visibleLog(c)),
+  );
   route(app, { method: "delete", path: "/api/v1/logs/:id{[0-9]+}", tag, access: "management", summary: "Delete one log entry", responses: { 200: ok(), ...onObject } }, mgmt, async (c) => {
     const log = visibleLog(c);
     authorize(db, c.get("identity"), "device", log.device_id, "update");

@@ -80,14 +80,19 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     return c.json(toView(row));
   });
 
-  route(app, { method: "delete", path: "/api/v1/packages/:id", tag, access: "management", summary: "Delete a package (not while a group has it)", responses: { 200: ok(), ...onObject, 409: e409 } }, auth.management(), async (c) => {
-    const id = pathId(c.req.param("id"), WHAT);
-    authorize(ctx.db, c.get("identity"), "package", id, "delete");
-    const result = await deletePackage(ctx, storage, id, actorOf(c, ctx.clock), (tx) => deletePermissionsOf(tx, "package", id));
-    if (result === "not_found") throw new LabgateError("not_found", MSG_NOT_FOUND);
-    if (result === "assigned") throw new LabgateError("conflict", "delete failed, the package is assigned to at least one group");
-    return c.json({});
-  });
+  route(
+    app,
+    { method: "delete", path: "/api/v1/packages/:id", tag, access: "management", summary: "Delete a package (not while a group has it)", responses: { 200: ok(), ...onObject, 409: e409 } },
+    auth.management(),
+    async (c) => {
+      const id = pathId(c.req.param("id"), WHAT);
+      authorize(ctx.db, c.get("identity"), "package", id, "delete");
+      const result = await deletePackage(ctx, storage, id, actorOf(c, ctx.clock), (tx) => deletePermissionsOf(tx, "package", id));
+      if (result === "not_found") throw new LabgateError("not_found", MSG_NOT_FOUND);
+      if (result === "assigned") throw new LabgateError("conflict", "delete failed, the package is assigned to at least one group");
+      return c.json({});
+    },
+  );
 
   route(
     app,

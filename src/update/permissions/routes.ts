@@ -21,7 +21,15 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   route(
     app,
-    { method: "post", path: "/api/v1/permissions", tag, access: "management", summary: "Grant a permission", body: { json: PermissionCreate }, responses: { 200: ok(PermissionObject, "OK"), 400: e400, ...onObject, 409: e409, 422: e422 } },
+    {
+      method: "post",
+      path: "/api/v1/permissions",
+      tag,
+      access: "management",
+      summary: "Grant a permission",
+      body: { json: PermissionCreate },
+      responses: { 200: ok(PermissionObject, "OK"), 400: e400, ...onObject, 409: e409, 422: e422 },
+    },
     auth.management("admin_rw"),
     async (c) => {
       const permission = checkPermission(await jsonBody(c, PermissionCreate));
@@ -30,22 +38,44 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   );
 
   // Any management identity: admins see every row, everyone else their own.
-  route(app, { method: "get", path: "/api/v1/permissions", tag, access: "management", summary: "Permissions (admins: all; others: their own)", responses: { 200: ok(z.array(PermissionObject), "OK"), 401: e401 } }, auth.management(), (c) => {
-    const identity = c.get("identity");
-    const user = bypasses(identity, "read") || identity.kind !== "mgmt" ? undefined : identity.user;
-    return c.json(listPermissions(db, user));
-  });
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v1/permissions",
+      tag,
+      access: "management",
+      summary: "Permissions (admins: all; others: their own)",
+      responses: { 200: ok(z.array(PermissionObject), "OK"), 401: e401 },
+    },
+    auth.management(),
+    (c) => {
+      const identity = c.get("identity");
+      const user = bypasses(identity, "read") || identity.kind !== "mgmt" ? undefined : identity.user;
+      return c.json(listPermissions(db, user));
+    },
+  );
 
-  route(app, { method: "get", path: "/api/v1/permissions/:id{[0-9]+}", tag, access: "management", summary: "One permission", responses: { 200: ok(PermissionObject, "OK"), ...onObject } }, auth.management("admin_rw"), (c) => {
-    const found = getPermission(db, pathId(c.req.param("id"), "resource"));
-    if (!found) throw new LabgateError("not_found", "resource does not exist");
-    return c.json(found);
-  });
+  route(
+    app,
+    { method: "get", path: "/api/v1/permissions/:id{[0-9]+}", tag, access: "management", summary: "One permission", responses: { 200: ok(PermissionObject, "OK"), ...onObject } },
+    auth.management("admin_rw"),
+    (c) => {
+      const found = getPermission(db, pathId(c.req.param("id"), "resource"));
+      if (!found) throw new LabgateError("not_found", "resource does not exist");
+      return c.json(found);
+    },
+  );
 
-  route(app, { method: "delete", path: "/api/v1/permissions/:id{[0-9]+}", tag, access: "management", summary: "Revoke a permission", responses: { 200: ok(), ...onObject } }, auth.management("admin_rw"), async (c) => {
-    if (!(await deletePermission(db, pathId(c.req.param("id"), "permission"), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", "permission does not exist");
-    return c.json({});
-  });
+  route(
+    app,
+    { method: "delete", path: "/api/v1/permissions/:id{[0-9]+}", tag, access: "management", summary: "Revoke a permission", responses: { 200: ok(), ...onObject } },
+    auth.management("admin_rw"),
+    async (c) => {
+      if (!(await deletePermission(db, pathId(c.req.param("id"), "permission"), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", "permission does not exist");
+      return c.json({});
+    },
+  );
 
   return app;
 }

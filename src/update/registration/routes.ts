@@ -44,7 +44,8 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
       if (raw.length === 0) throw new LabgateError("invalid", "request body is empty; expected JSON");
       const result = await authorizeDevice(ctx, replay, raw, c.req.header(header), dateOf(ctx.clock), clientAddress(c));
       if (result.status === "pending") throw new LabgateError("unauthenticated", "device unauthorized");
-      return c.json({ token: result.token, expires: result.expires });
+      const answer: DeviceToken = { token: result.token, expires: result.expires };
+      return c.json(answer);
     },
   );
 
@@ -86,7 +87,8 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
     async (c) => {
       const body = await jsonBody(c, PendingRemove);
       const before = body.older_than === undefined ? undefined : new Date(ctx.clock.now() - body.older_than * 1000).toISOString();
-      return c.json({ removed: await removePendingBulk(ctx.db, { all: body.all, client_address: body.client_address, before }, actorOf(c, ctx.clock)) });
+      const answer: PendingRemoved = { removed: await removePendingBulk(ctx.db, { all: body.all, client_address: body.client_address, before }, actorOf(c, ctx.clock)) };
+      return c.json(answer);
     },
   );
 
