@@ -26,8 +26,8 @@ export const pendingCutoff = (ctx: Pick<AppContext, "clock" | "config" | "db" | 
   new Date(now.getTime() - ctx.config.update_server.pending_registration_ttl * 1000).toISOString();
 
 /**
- * Device authorization, given the raw body
- * bytes exactly as received and the signature header:
+ * Device authorization (docs/device-protocol.md), given the raw body bytes exactly as received and
+ * the signature header:
  *   schema -> signature header -> key -> signature over the raw bytes -> timestamp window ->
  *   replay -> accepted device: token; anything else: pending registration (MAC, key) upserted.
  * Failures before the registration step are 400 with the reason.
