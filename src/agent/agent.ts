@@ -45,6 +45,8 @@ export class Agent {
   private tests!: TestRunner;
   private state!: State;
   private outcomes!: OutcomeQueue;
+  /** Offers failed at once for want of an install_command (install.ts). */
+  private readonly refusedOffers = new Set<string>();
   /** Aborted by the server's `update_abort` (a new one for every check). */
   private updateAbort = new AbortController();
   private stopped = false;
@@ -101,7 +103,7 @@ export class Agent {
     this.socket = new ManagementSocket(`${this.config.server.replace(/^http/, "ws")}/api/v1/devices/ws`, this.transport, this.log, this.config.retry_min_delay, {
       token: () => this.registration.token(),
       refused: () => client.dropToken(),
-      // Capabilities at once, with the seed's keys.
+      // Capabilities at once, with the keys the reference's agents send.
       greeting: () => ({ method: "capability_report", capabilities: { exec_cmds: true, file_transfer: true, shell_connect: this.shells.enabled, tests: this.config.tests.enabled } }),
       // Outcomes the server has not acknowledged yet go again on every connection.
       connected: () => this.outcomes.resend(),
@@ -172,6 +174,7 @@ export class Agent {
             report: (outcome) => this.outcomes.report(outcome),
             awaitRestart: (pending) => this.saveState({ ...this.state, pending_install: pending }),
             aborted: this.updateAbort.signal,
+            refusedOffers: this.refusedOffers,
           });
         } catch (error) {
           if (!this.stopped) this.log.warn(`update: ${(error as Error).message}`);

@@ -4,11 +4,11 @@
 import { existsSync } from "node:fs";
 import { networkInterfaces } from "node:os";
 import { isAbsolute, relative, resolve } from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import { argv, ConfigError, custom, parseWith, Problem, readYamlMapping, section, shown } from "../config/schema.ts";
 import { lookupRunAs, type TestIdentity } from "../testrun/engine/identity.ts";
 
-/** The first non-loopback interface's MAC (contract: the default when mac_address is empty). */
+/** The first non-loopback interface's MAC (the default when mac_address is empty). */
 export function defaultMac(): string {
   for (const list of Object.values(networkInterfaces())) {
     for (const nic of list ?? []) if (!nic.internal && nic.mac && nic.mac !== "00:00:00:00:00:00") return nic.mac;

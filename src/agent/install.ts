@@ -48,7 +48,12 @@ export interface InstallContext {
   awaitRestart(pending: PendingInstall): void;
   /** Aborted when the server says the deployment was aborted (`update_abort`): install nothing. */
   aborted: AbortSignal;
+  /** The sha256 of offers already reported failed without a try (no install_command): not again. */
+  refusedOffers: Set<string>;
 }
+
+/** Why an offer fails on a device that cannot install anything. */
+export const NO_INSTALLER = "no install_command is configured on the device";
 
 /** One update check; installs what the server offers. Throws what went wrong (the caller logs it). */
 export async function checkAndInstall(agent: InstallContext): Promise<void> {
@@ -61,9 +66,13 @@ export async function checkAndInstall(agent: InstallContext): Promise<void> {
   if (typeof uri !== "string" || typeof sha256 !== "string") throw new Error("update check answer lacks uri or sha256");
   const offered = typeof answer.version === "string" ? answer.version : undefined;
   if (config.install_command.length === 0) {
-    // Nothing could install it: downloading would only cost bandwidth, and reporting the offered
-    // version would claim an update that never happened.
-    return log.warn(`agent: update ${offered ?? `package ${String(answer.id)}`} offered, but no install_command is configured: not installed`);
+    // Nothing could install it: downloading would only cost bandwidth. The offer fails at once,
+    // said once per offer (a deployment would otherwise wait for this device until its timeout).
+    const version = offered ?? `package ${String(answer.id)}`;
+    if (agent.refusedOffers.has(sha256)) return;
+    agent.refusedOffers.add(sha256);
+    agent.report({ state: "failed", version, from_version: agent.softwareVersion(), reason: NO_INSTALLER });
+    return log.warn(`agent: update ${version} offered, but ${NO_INSTALLER}: not installed`);
   }
   log.info(`agent: update ${offered ?? `package ${String(answer.id)}`} offered`);
 

@@ -17,8 +17,7 @@ import type { Database, Tx } from "../db/index.ts";
 import { clientAddress } from "../http/transport.ts";
 import { dateOf, every, type Clock } from "../util/time.ts";
 import type { Logger } from "../util/log.ts";
-
-export type ActorKind = "account" | "token" | "device" | "system";
+import type { ActorKind, AuditEntry, Outcome } from "./schema.ts";
 
 /** Who acts: a console account (a session), a management token, a device, or the system (CLI, server). */
 export interface Actor {
@@ -30,22 +29,6 @@ export interface Actor {
   /** The client address ("" for the CLI). */
   client: string;
   at: Date;
-}
-
-export type Outcome = "ok" | "refused";
-
-/** An audit entry as served. */
-export interface AuditEntry {
-  id: number;
-  time: string;
-  actor_kind: ActorKind;
-  actor: string;
-  token_id: string | null;
-  client: string;
-  action: string;
-  target: string;
-  outcome: Outcome;
-  detail: Record<string, unknown> | null;
 }
 
 /** A detail larger than this is replaced by a note: the log says who did what, not every byte of it. */

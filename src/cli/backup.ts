@@ -77,11 +77,12 @@ export async function backupCommand(args: string[]): Promise<number> {
     config,
     async (db) => {
       refuseForeignOwner(config.data_dir);
+      // In the log before the snapshot, as the server does: the backup holds its own entry.
+      await db.write((tx) => recordAudit(tx, cliActor(), "backup", "data_dir"));
       const snapshot = takeSnapshot({ config, db, serverRunning: false, now: new Date(), warn: (m) => process.stderr.write(`labgate: ${m}\n`) });
       const stream = new PassThrough({ highWaterMark: 256 * 1024 });
       const writing = snapshot.write(stream);
       const [saved] = await Promise.all([saveChecked(stream, out), writing]);
-      await db.write((tx) => recordAudit(tx, cliActor(), "backup", "data_dir", { files: saved.entries.length, bytes: saved.bytes }));
       return saved;
     },
     async (_call, request) => {

@@ -6,7 +6,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { relative, resolve, isAbsolute } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { z } from "zod";
+import * as z from "zod";
 import { parseReportColumns, type ReportColumn } from "../testrun/engine/report.ts";
 import { RUN_AS_FORM } from "../testrun/engine/identity.ts";
 import { boolean, ConfigError, custom, integer, oneOf, parseWith, positive, Problem, readYamlMapping, section, shown, string } from "./schema.ts";

@@ -9,10 +9,10 @@
  * registered with its operation (`route(app, operation, ...handlers)`): its request and response
  * schemas are written once, where the route is, the handler parses with the same schemas, and
  * the document is made from what the routers registered. A test fails when a route has no
- * operation. (Areas not moved yet still list theirs in `<domain>/openapi.ts`.)
+ * operation.
  */
 import type { Context, Env, Handler, Hono, MiddlewareHandler } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import { readJson } from "./body.ts";
 import { LabgateError } from "../util/errors.ts";
 

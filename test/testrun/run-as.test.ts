@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { ConfigError } from "../../src/config/config.ts";
 import { labgate, startServe, type ServeProcess } from "../helpers/cli.ts";
-import { callWith, removeDir, requestAt, startTestServer, tempDir, waitFor, type TestServer } from "../helpers/server.ts";
+import { callWith, removeDir, requestAt, startTestServer, tempDir, type TestServer, useTestServer, waitFor } from "../helpers/server.ts";
 import { ensureUser, isRoot, RUNNER } from "../helpers/users.ts";
 import { alive, getRun, reportRows, trigger, uploadConfig, waitRun } from "./run-helpers.ts";
 
@@ -19,22 +19,18 @@ const root = isRoot;
 const ensureRunner = () => ensureUser(RUNNER);
 
 describe("test_server.run_as as root", { skip: !root && "needs root (CI runs as root); see the test below" }, () => {
-  let server: TestServer;
   let runner: { uid: number; gid: number };
   const secret = "LABGATE_PROBE_SECRET";
 
-  before(async () => {
+  before(() => {
     runner = ensureRunner();
     process.env[secret] = "must-not-reach-tests";
-    server = await startTestServer({ test_server: { run_as: RUNNER } as never });
   });
-  after(async () => {
+  const server = useTestServer({ test_server: { run_as: RUNNER } as never });
+  after(() => {
     delete process.env[secret];
-    await server?.close();
-    if (server) {
-      removeDir(server.dataDir);
-      removeDir(`${server.dataDir}-runs`);
-    }
+    // The runs' work dir (`<data_dir>-runs` by default) is beside the data dir.
+    removeDir(`${server.dataDir}-runs`);
   });
 
   test("a config reading keys, the database, tokens and another run's artifacts is refused; its own artifacts arrive", () => attackRun(server, runner));

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
-import { z } from "zod";
+import * as z from "zod";
 import type { Agent } from "../../src/agent/agent.ts";
 import { Action, ActionLogEntry, ExecResult, FanOutResults } from "../../src/update/actions/schema.ts";
 import { Deployment, DeploymentDevice, UpdateHistoryEntry } from "../../src/update/deployments/schema.ts";

@@ -18,7 +18,7 @@ import { ReportWriter, type ReportRow } from "../engine/report.ts";
 import type { ModuleLookup } from "../modules/registry.ts";
 import type { DeviceShare, TestPlan } from "../plan.ts";
 import { artifactsDir, reportPath, type TestrunDirs } from "../runs/paths.ts";
-import type { DeviceProgress } from "../runs/status.ts";
+import type { DeviceProgress } from "../schema.ts";
 import type { RunRecord, RunStore } from "../runs/store.ts";
 import { LIMITS, TESTS_CAPABILITY, type TestRunAbort, type TestRunStart } from "./protocol.ts";
 import { expectedCases, type ExpectedCase } from "./shares.ts";

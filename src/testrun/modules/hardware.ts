@@ -136,7 +136,7 @@ export const removeRunFile = async (ctx: Pick<EntryContext, "artifactsDir" | "ex
   await ctx.exec({ command: ["rm", "-f", "--", posix.join(ctx.artifactsDir, name)], timeoutMs: 30_000 });
 };
 
-/** A failed assertion as protoplaster's modules report it (test-run-server conventions). */
+/** A failed assertion as protoplaster's modules report it. */
 export const assertion = (text: string): Outcome => fail(`AssertionError: ${text}`);
 
 /** The Debian package of each tool a hardware module runs, for the message when it is missing. */

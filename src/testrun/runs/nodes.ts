@@ -1,5 +1,5 @@
 /**
- * The lab nodes as the console's Nodes page shows them: this gateway ("Local device", 14) and
+ * The lab nodes as the console's Nodes page shows them: this gateway ("Local device") and
  * every configured node (`test_server.nodes`, `nodes_file`), each checked now.
  */
 import type { AppContext } from "../../app/context.ts";
@@ -8,26 +8,12 @@ import { LabgateError } from "../../util/errors.ts";
 import type { Clock } from "../../util/time.ts";
 import { contentDisposition, FILE_CSP, untrustedFileHeaders } from "../../storage/send.ts";
 import { nodeExchange, nodeJson, nodeStream } from "./node-client.ts";
+import type { NodeStatus, PushResult } from "../schema.ts";
 
-/** The reserved name of this gateway in node lists (the reference's web UI shows it so, 14). */
+/** The reserved name of this gateway in node lists (the reference's web UI shows it so). */
 export const LOCAL_DEVICE = "Local device";
 /** How long one node may take to answer a check. */
 const CHECK_TIMEOUT_MS = 3_000;
-
-export interface NodeStatus {
-  name: string;
-  /** "" for this gateway. */
-  url: string;
-  local: boolean;
-  /** The node answered its config list (what a trigger needs first), with the configured token. */
-  reachable: boolean;
-  /** labgate's version from the node's `/api/health`; "" when it has none (a protoplaster node) or is down. */
-  version: string;
-  /** Why it is not reachable: the HTTP status and error, or the connection error. */
-  error: string;
-  /** Round trip of the config list request in milliseconds; null when it failed. */
-  latency_ms: number | null;
-}
 
 const errorOf = (error: unknown): string => {
   const e = error as Error & { cause?: { code?: string; message?: string } };
@@ -146,13 +132,6 @@ export async function relayFromNode(clock: Clock, name: string, node: NodeTarget
 }
 
 /** What pushing a config to one node did. */
-export interface PushResult {
-  node: string;
-  /** Config names the node stored (the config, then its includes). */
-  pushed: string[];
-  /** "" when every file was stored; else why the first one that was not failed. */
-  error: string;
-}
 
 /**
  * Uploads stored configs (`files`: name -> text) to each of `nodes`, as a client of their

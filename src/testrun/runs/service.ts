@@ -367,7 +367,7 @@ export class TestRunService implements LocalRuns {
     await rm(artifactsDir(this.dirs, id), { recursive: true, force: true });
   }
 
-  /** Graceful shutdown (contract): pending and running runs end `aborted` with `server shutdown`. */
+  /** Graceful shutdown (docs/test-run-server.md, "Runs"): pending and running runs end `aborted` with `server shutdown`. */
   async shutdown(): Promise<void> {
     this.queue.stop();
     this.orchestrator.signalAll(SHUTDOWN_ERROR);

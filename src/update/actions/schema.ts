@@ -2,7 +2,7 @@
  * The remote actions API's shapes, each once: actions/routes.ts registers them with the routes
  * (the OpenAPI document shows them), the handlers parse and answer with them, the console imports the types.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { strictBody, zRequiredString } from "../../http/shapes.ts";
 
 /** An action a device offers (`action/list`; docs/device-protocol.md, "Actions"). */

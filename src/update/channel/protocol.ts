@@ -23,7 +23,8 @@ export type ServerMessage =
  * Device -> server, labgate's addition to `update_progress` and `update_version`: what became of
  * an offered update (docs/device-protocol.md, "Update reports"). The device keeps each report until it is
  * acknowledged (`update_outcome_ack`), across reconnects and restarts, and sends it again on
- * every connection; the server's handling is idempotent.
+ * every connection; the server's handling is idempotent (a report that made its history row is
+ * recognised by its id and changes nothing).
  *
  *   {"method": "update_outcome", "id": "<unique per report>", "state": "installing" | "installed" | "failed" | "aborted",
  *    "version": "<the version offered or installed>", "from_version": "<the version it ran>",

@@ -22,6 +22,7 @@ export function parseOutcome(message: Record<string, unknown>): { id: string; ou
   return {
     id,
     outcome: {
+      reportId: id,
       state: message.state as Outcome["state"],
       version: message.version,
       fromVersion: text(message.from_version, MAX_VERSION),

@@ -1,5 +1,5 @@
 import { Hono, type Context } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import { actorOf, type Actor } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import { errors, jsonBody, ok, queryOf, route, onObject } from "../../http/openapi.ts";

@@ -3,7 +3,7 @@
  * (the OpenAPI document shows them), the handlers parse and answer with them, the console imports
  * the types. The states and statuses are the model's (model.ts decides with them).
  */
-import { z } from "zod";
+import * as z from "zod";
 import { integerParam, Rfc822, strictBody } from "../../http/shapes.ts";
 import { parseRfc822 } from "../../util/time.ts";
 

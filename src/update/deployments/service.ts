@@ -34,6 +34,7 @@ import {
   activeDeploymentOf,
   activeDeployments,
   addHistory,
+  reportApplied,
   getDeployment,
   latestMembership,
   memberStates,
@@ -102,6 +103,8 @@ interface Member {
 
 /** An outcome the device reported (the `update_outcome` message, docs/device-channel.md). */
 export interface Outcome {
+  /** The report's `id`: a report sent again is recognised by it. */
+  reportId?: string;
   state: "installing" | "installed" | "failed" | "aborted";
   version: string;
   fromVersion: string | null;
@@ -503,6 +506,9 @@ export class DeploymentService implements Steering {
     this.fresh();
     const deviceId = conn.deviceId;
     const at = this.isoNow();
+    // A report sent again (its acknowledgement was lost) that made its history row changes nothing:
+    // an intermediate hop's `installed` would otherwise move the device back to `offered`.
+    if (outcome.reportId !== undefined && reportApplied(this.db, deviceId, outcome.reportId)) return;
     const member = this.index.get(deviceId);
     if (!member) {
       // Not in an active deployment: history only (an ended deployment's device still gets its row).
@@ -514,7 +520,7 @@ export class DeploymentService implements Steering {
         // A report sent again (its acknowledgement was lost) is the newest row already.
         const newest = tx.get<{ to_version: string; outcome: string; reason: string | null }>("SELECT to_version, outcome, reason FROM update_history WHERE device_id = ? ORDER BY id DESC LIMIT 1", [deviceId]);
         if (newest && newest.to_version === outcome.version && newest.outcome === outcome.state && newest.reason === outcome.reason) return;
-        addHistory(tx, { device_id: deviceId, deployment_id: ended?.deployment_id ?? null, from_version: outcome.fromVersion, to_version: outcome.version, outcome: outcome.state, reason: outcome.reason, at });
+        addHistory(tx, { device_id: deviceId, deployment_id: ended?.deployment_id ?? null, from_version: outcome.fromVersion, to_version: outcome.version, outcome: outcome.state, reason: outcome.reason, at, report_id: outcome.reportId });
         if (ended && ended.state === "installing") {
           const done = outcome.state === "installed" ? "installed" : "failed";
           updateMember(tx, ended.deployment_id, deviceId, { state: done, at, reason: outcome.reason, output: outcome.output });
@@ -546,7 +552,7 @@ export class DeploymentService implements Steering {
     const change = next;
     await this.db.write((tx) => {
       if (outcome.state === "installed" || outcome.state === "failed") {
-        addHistory(tx, { device_id: deviceId, deployment_id: run.row.id, from_version: outcome.fromVersion, to_version: outcome.version, outcome: outcome.state, reason: outcome.reason, at });
+        addHistory(tx, { device_id: deviceId, deployment_id: run.row.id, from_version: outcome.fromVersion, to_version: outcome.version, outcome: outcome.state, reason: outcome.reason, at, report_id: outcome.reportId });
       }
       this.move(tx, deviceId, member, change);
     });

@@ -188,8 +188,9 @@ export interface HistoryRow {
   at: string;
 }
 
-export function addHistory(tx: Tx, entry: Omit<HistoryRow, "id">): void {
-  tx.run("INSERT INTO update_history (device_id, deployment_id, from_version, to_version, outcome, reason, at) VALUES (?, ?, ?, ?, ?, ?, ?)", [
+/** One history row; `report_id` is the device's report that made it (none: the server decided it). */
+export function addHistory(tx: Tx, entry: Omit<HistoryRow, "id"> & { report_id?: string | null }): void {
+  tx.run("INSERT INTO update_history (device_id, deployment_id, from_version, to_version, outcome, reason, at, report_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
     entry.device_id,
     entry.deployment_id,
     entry.from_version,
@@ -197,8 +198,13 @@ export function addHistory(tx: Tx, entry: Omit<HistoryRow, "id">): void {
     entry.outcome,
     entry.reason,
     entry.at,
+    entry.report_id ?? null,
   ]);
 }
+
+/** Whether the device's report `reportId` made a history row already (it is sent again when its acknowledgement was lost). */
+export const reportApplied = (db: Database | Tx, deviceId: number, reportId: string): boolean =>
+  db.get("SELECT 1 AS x FROM update_history WHERE device_id = ? AND report_id = ?", [deviceId, reportId]) !== undefined;
 
 /** A device's history, newest first. */
 export function listHistory(db: Database, deviceId: number, limit: number, offset: number): { rows: HistoryRow[]; total: number } {

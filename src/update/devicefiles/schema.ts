@@ -2,7 +2,7 @@
  * The shapes of fetching a file from a device, each once: devicefiles/routes.ts registers them
  * with the routes (the OpenAPI document shows them) and the handlers parse and answer with them.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { strictBody, zRequiredString } from "../../http/shapes.ts";
 
 /** The body of fs/file: an absolute path on the device. */

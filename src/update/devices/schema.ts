@@ -2,7 +2,7 @@
  * The devices API's shapes, each once: devices/routes.ts registers them with the routes (the
  * OpenAPI document shows them), the handlers answer with these types, the console imports them.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { AnyObject, integerParam, Rfc822, strictBody } from "../../http/shapes.ts";
 
 /** What a device reports about itself: key to value, or to a list for repeated keys (docs/update-server.md, "Device metadata"). */

@@ -2,7 +2,7 @@
  * The events of `GET /api/stream` (server-sent events: `event: <name>`, `data: <JSON>`), each
  * data shape once: the services publish them, the console imports the types.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { DEVICE_STATES, STATUSES } from "../deployments/schema.ts";
 
 export const StreamEvents = {

@@ -1,8 +1,8 @@
 import { Hono, type Context } from "hono";
 import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
-import { z } from "zod";
-import { errors, jsonBody, ok, route, onObject } from "../../http/openapi.ts";
+import * as z from "zod";
+import { errors, jsonBody, ok, onObject, route } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { AppContext, AppEnv, Identity } from "../../app/context.ts";
 import {

@@ -2,7 +2,7 @@
  * The groups API's shapes, each once: groups/routes.ts registers them with the routes (the
  * OpenAPI document shows them), the handlers parse and answer with them, the console imports the types.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { AnyObject, jsonObject, Rfc822, strictBody, zId, zInteger } from "../../http/shapes.ts";
 
 /** A group as the v1 routes show it. */

@@ -1,8 +1,8 @@
 import { Hono, type Context } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
-import { z } from "zod";
-import { errors, jsonBody, ok, queryOf, route, onObject } from "../../http/openapi.ts";
+import * as z from "zod";
+import { errors, jsonBody, ok, queryOf, onObject, route } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { getDevice } from "../devices/devices.ts";
 import { GROUP_NOT_FOUND, getGroup } from "../groups/groups.ts";

@@ -2,7 +2,7 @@
  * The device logs API's shapes, each once: logs/routes.ts registers them with the routes (the
  * OpenAPI document shows them), the handlers parse and answer with them, the console imports the types.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { integerParam, Rfc822, strictBody, zRequiredString } from "../../http/shapes.ts";
 import { parseRfc822 } from "../../util/time.ts";
 

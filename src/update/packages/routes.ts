@@ -1,6 +1,6 @@
 import { Hono } from "hono";
-import { z } from "zod";
-import { errors, ok, route, onObject } from "../../http/openapi.ts";
+import * as z from "zod";
+import { errors, ok, onObject, route } from "../../http/openapi.ts";
 import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { Scope } from "../../auth/scopes.ts";

@@ -2,7 +2,7 @@
  * The permissions API's shapes, each once: permissions/routes.ts registers them with the routes
  * (the OpenAPI document shows them), the handlers parse and answer with them, the console imports the types.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { readInteger, Rfc822, strictBody } from "../../http/shapes.ts";
 
 /** What a permission is on; device_by_tag names devices by tag, name or MAC address (docs/update-server.md, "Permissions"). */

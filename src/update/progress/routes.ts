@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import { errors, ok, onObject, route } from "../../http/openapi.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import { LabgateError } from "../../util/errors.ts";

@@ -2,7 +2,7 @@
  * The update progress API's shape: progress/routes.ts registers it with the routes (the OpenAPI
  * document shows it), the handlers answer with it, the console imports the type.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { Rfc822 } from "../../http/shapes.ts";
 
 /** A device that is updating: what it was offered and how far it got (its `update_progress` reports). */

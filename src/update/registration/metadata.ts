@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 import type { DeviceMetadata } from "../devices/schema.ts";
 
 /** A device's reported metadata: key to value, or to a list for repeated keys. */

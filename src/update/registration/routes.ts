@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
-import { z } from "zod";
+import * as z from "zod";
 import { readBodyBytes } from "../../http/body.ts";
 import { errors, jsonBody, ok, queryOf, route, onObject } from "../../http/openapi.ts";
 import { clientAddress } from "../../http/transport.ts";

@@ -3,7 +3,7 @@
  * registers them with the routes (the OpenAPI document shows them), the handlers parse and answer
  * with them, the console imports the types.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { flagParam, integerParam, readFlag, Rfc822, strictBody, zFlag, zInteger, zRequiredString } from "../../http/shapes.ts";
 import { DeviceMetadata } from "../devices/schema.ts";
 import { deviceMetadata } from "./metadata.ts";

@@ -2,7 +2,7 @@
  * The update check's shapes, each once: updatecheck/routes.ts registers them with the route (the
  * OpenAPI document shows them), the handler parses and answers with them.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { Rfc822 } from "../../http/shapes.ts";
 import { metaKeys, type Metadata } from "../registration/metadata.ts";
 

@@ -82,7 +82,7 @@ export async function device(server: TestServer, id: number): Promise<{ connecte
   return res.json() as never;
 }
 
-/** Waits until the server lists the device as connected and knows its capabilities. */
+/** Waits until the server lists the device as connected and knows its capabilities (no event tells the capabilities). */
 export async function untilConnected(server: TestServer, id: number): Promise<void> {
   await waitFor(async () => {
     const d = await device(server, id);

@@ -1,17 +1,10 @@
 import { useState } from "preact/hooks";
+import type { Account } from "../../../accounts/schema.ts";
 import { api, get, seg } from "../api.ts";
 import { type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
 import type { PermissionObject as Permission } from "../../../update/permissions/schema.ts";
 import { Badge, Card, Field, PageHeader, Show, Table, Time, timeOf, useAction, useLoad } from "../ui.tsx";
-
-interface Account {
-  name: string;
-  scopes: string[];
-  disabled: boolean;
-  created: string;
-  last_login: string | null;
-}
 
 /** Scope names without the prefix, with what they give. */
 const SCOPES: Array<[string, string]> = [
