@@ -19,6 +19,7 @@ import { PermissionObject } from "../../src/update/permissions/schema.ts";
 import { Progress } from "../../src/update/progress/schema.ts";
 import { PendingRegistration, PendingRemoved, ReferencePending } from "../../src/update/registration/schema.ts";
 import { UpdateOffer } from "../../src/update/updatecheck/schema.ts";
+import { exact } from "../helpers/shapes.ts";
 import { useTestServer } from "../helpers/server.ts";
 import { connectedAgent, FAST_SERVER } from "./helpers/agents.ts";
 import { deviceClient, deviceMetadata, seedDevices } from "./helpers/devices.ts";
@@ -30,13 +31,6 @@ after(async () => {
   for (const agent of agents) await agent.stop();
 });
 const server = useTestServer(FAST_SERVER);
-
-/** `value` is exactly of `schema`: it parses, and parsing changes nothing (no field dropped). */
-function exact(schema: z.ZodType, value: unknown, what: string): void {
-  const result = schema.safeParse(value);
-  assert.ok(result.success, `${what}: ${result.success ? "" : JSON.stringify(result.error.issues)}`);
-  assert.deepEqual(result.data, value, `${what}: fields the schema does not have`);
-}
 
 /** The JSON answer of an admin request, asserting a 2xx. */
 async function answer(method: string, path: string, json?: unknown): Promise<any> {
