@@ -16,9 +16,6 @@ import * as z from "zod";
 import { readJson } from "./body.ts";
 import { LabgateError } from "../util/errors.ts";
 
-// The zod pieces shapes are written with live in shapes.ts (the console may follow its imports); re-exported for the routes that import them from here.
-export { flagParam, INTEGER_TEXT, integerParam, jsonObject, readFlag, readInteger } from "./shapes.ts";
-
 export type Method = "get" | "post" | "put" | "patch" | "delete";
 
 /** Who may call: nobody needs a token (`public`), a management token, a device token, either. */
