@@ -16,9 +16,6 @@ import * as z from "zod";
 import { readJson } from "./body.ts";
 import { LabgateError } from "../util/errors.ts";
 
-// The zod pieces shapes are written with live in shapes.ts (the console may follow its imports); re-exported for the routes that import them from here.
-export { flagParam, INTEGER_TEXT, integerParam, jsonObject, readFlag, readInteger } from "./shapes.ts";
-
 export type Method = "get" | "post" | "put" | "patch" | "delete";
 
 /** Who may call: nobody needs a token (`public`), a management token, a device token, either. */
@@ -204,9 +201,12 @@ export const errors = {
   404: { description: "Not found (or hidden from the caller)", json: ErrorBody },
   409: { description: "Conflicts with the current state", json: ErrorBody },
   413: { description: "Body too large", json: ErrorBody },
+  416: { description: "The range is outside the file", json: ErrorBody },
   422: { description: "Understood but not acceptable", json: ErrorBody },
   429: { description: "Over a limit (the message names it); try again later", json: ErrorBody },
   502: { description: "The other side (a device, a node) answered with a failure", json: ErrorBody },
   504: { description: "The other side (a device, a node) did not answer in time", json: ErrorBody },
 } satisfies Record<number, Reply>;
+/** The refusals of a route on one object: no token, not permitted, missing (a refused read looks missing). */
+export const onObject = { 401: errors[401], 403: errors[403], 404: errors[404] } satisfies Record<number, Reply>;
 export const ok = (json: z.ZodType = Empty, description = "Done"): Reply => ({ description, json });

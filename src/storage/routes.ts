@@ -1,7 +1,7 @@
 import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../app/context.ts";
 import { LabgateError } from "../util/errors.ts";
-import { ErrorBody, errors, route } from "../http/openapi.ts";
+import { errors, route } from "../http/openapi.ts";
 import { isTls } from "../http/transport.ts";
 import type { LocalStorage } from "./local.ts";
 import { serveFile } from "./send.ts";
@@ -42,7 +42,7 @@ export function localStorageRoutes(ctx: AppContext, storage: LocalStorage): Hono
       tag: "packages",
       access: "public",
       summary: "A package object through a signed link (Range supported)",
-      responses: { 200: file, 206: { ...file, description: "Part of the file" }, 403: errors[403], 404: errors[404], 416: { description: "The range is outside the file", json: ErrorBody } },
+      responses: { 200: file, 206: { ...file, description: "Part of the file" }, 403: errors[403], 404: errors[404], 416: errors[416] },
     },
     (c) => {
       // Hono already percent-decoded the path; object names never contain '%' themselves.

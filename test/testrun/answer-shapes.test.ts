@@ -25,18 +25,12 @@ import {
   TestTargets,
   Trigger,
 } from "../../src/testrun/schema.ts";
+import { exact } from "../helpers/shapes.ts";
 import { useTestServer, type TestServer } from "../helpers/server.ts";
 import { getRun, trigger, uploadConfig, waitRun } from "./run-helpers.ts";
 
 const QUICK = "metadata:\n  kernel: {run: 'uname -s'}\ntests:\n  g:\n  - exec:\n      name: quick\n      command: 'echo hi > out.txt'\n      save_output: out.log\n";
 const SLOW = "tests:\n  g:\n  - sleep:\n      seconds: 30\n";
-
-/** `value` is exactly of `schema`: it parses, and parsing changes nothing (no field dropped). */
-function exact(schema: z.ZodType, value: unknown, what: string): void {
-  const result = schema.safeParse(value);
-  assert.ok(result.success, `${what}: ${result.success ? "" : JSON.stringify(result.error.issues)}`);
-  assert.deepEqual(result.data, value, `${what}: fields the schema does not have`);
-}
 
 async function answer(server: TestServer, path: string, init: Parameters<TestServer["request"]>[1] = {}): Promise<unknown> {
   const res = await server.request(path, { token: server.adminToken, ...init });

@@ -1,7 +1,7 @@
 /*
- * Remote actions: the action log, execution
- * while the device is connected, the queue of pending rows delivered when it connects (oldest
- * first, at least once), and the results the device sends back. Every wait is bounded.
+ * Remote actions (docs/update-server.md, "Actions"): the action log, execution while the device is
+ * connected, the queue of pending rows delivered when it connects (oldest first, at least once),
+ * and the results the device sends back. Every wait is bounded.
  */
 import { randomUUID } from "node:crypto";
 import type { Actor } from "../../audit/audit.ts";

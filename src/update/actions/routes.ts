@@ -5,15 +5,14 @@ import type { AppContext, AppEnv } from "../../app/context.ts";
 import { answerOrInternal } from "../../http/errors.ts";
 import { LabgateError } from "../../util/errors.ts";
 import * as z from "zod";
-import { Empty, ErrorBody, errors, jsonBody, ok, route } from "../../http/openapi.ts";
+import { Empty, ErrorBody, errors, jsonBody, ok, onObject, route } from "../../http/openapi.ts";
 import { publicBase } from "../../storage/routes.ts";
 import { deviceByMac, devicesByMac } from "../channel/access.ts";
 import type { Permission } from "../permissions/schema.ts";
 import type { ActionService, ExecOutcome } from "./actions.ts";
 import { Action, ActionLogEntry, ExecMany, ExecResult, FanOutResults, RemoveActions, type FanOutEntry } from "./schema.ts";
 
-const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409, 429: e429, 502: e502, 504: e504 } = errors;
-const read = { 401: e401, 403: e403, 404: e404 };
+const { 400: e400, 401: e401, 409: e409, 429: e429, 502: e502, 504: e504 } = errors;
 /** What a route that asks the device may meet: offline or unable (409), a refusal (502), silence (504). */
 const asking = { 409: e409, 502: e502, 504: e504 };
 const tag = "actions";
@@ -31,7 +30,14 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
 
   route(
     app,
-    { method: "get", path: "/api/v2/devices/:mac/action/list", tag, access: "management", summary: "The actions the device offers (asks it)", responses: { 200: ok(z.array(Action), "OK"), ...read, ...asking } },
+    {
+      method: "get",
+      path: "/api/v2/devices/:mac/action/list",
+      tag,
+      access: "management",
+      summary: "The actions the device offers (asks it)",
+      responses: { 200: ok(z.array(Action), "OK"), ...onObject, ...asking },
+    },
     mgmt,
     async (c) => c.json(await actions.list(deviceMac(c, "read"))),
   );
@@ -49,7 +55,7 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
         200: ok(ExecResult, "The device's result"),
         202: ok(Empty, "Queued for the device's next connection"),
         400: e400,
-        ...read,
+        ...onObject,
         405: { description: "A HEAD request: this GET runs the action, a HEAD runs nothing (Allow: GET)", json: ErrorBody, headers: { Allow: "GET" } },
         429: e429,
         ...asking,
@@ -106,23 +112,31 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
     },
   );
 
-  route(app, { method: "get", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "The device's action log", responses: { 200: ok(z.array(ActionLogEntry), "OK"), ...read } }, mgmt, (c) =>
+  route(app, { method: "get", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "The device's action log", responses: { 200: ok(z.array(ActionLogEntry), "OK"), ...onObject } }, mgmt, (c) =>
     c.json(actions.log(deviceMac(c, "read"), publicBase(ctx, c))),
   );
 
-  route(app, { method: "delete", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "Clear finished entries", responses: { 200: ok(), ...read } }, mgmt, async (c) => {
+  route(app, { method: "delete", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "Clear finished entries", responses: { 200: ok(), ...onObject } }, mgmt, async (c) => {
     await actions.clearLog(deviceMac(c, "update"), actorOf(c, ctx.clock));
     return c.json({});
   });
 
-  route(app, { method: "delete", path: "/api/v2/devices/:mac/action/pending", tag, access: "management", summary: "Drop queued actions", responses: { 200: ok(), ...read } }, mgmt, async (c) => {
+  route(app, { method: "delete", path: "/api/v2/devices/:mac/action/pending", tag, access: "management", summary: "Drop queued actions", responses: { 200: ok(), ...onObject } }, mgmt, async (c) => {
     await actions.clearPending(deviceMac(c, "update"), actorOf(c, ctx.clock));
     return c.json({});
   });
 
   route(
     app,
-    { method: "post", path: "/api/v2/devices/:mac/action/remove", tag, access: "management", summary: "Remove log entries", body: { json: RemoveActions }, responses: { 200: ok(), 400: e400, ...read } },
+    {
+      method: "post",
+      path: "/api/v2/devices/:mac/action/remove",
+      tag,
+      access: "management",
+      summary: "Remove log entries",
+      body: { json: RemoveActions },
+      responses: { 200: ok(), 400: e400, ...onObject },
+    },
     mgmt,
     async (c) => {
       const mac = deviceMac(c, "update");

@@ -21,7 +21,7 @@ export type ServerMessage =
 
 /**
  * Device -> server, labgate's addition to `update_progress` and `update_version`: what became of
- * an offered update (README "Deployments"). The device keeps each report until it is
+ * an offered update (docs/device-protocol.md, "Update reports"). The device keeps each report until it is
  * acknowledged (`update_outcome_ack`), across reconnects and restarts, and sends it again on
  * every connection; the server's handling is idempotent (a report that made its history row is
  * recognised by its id and changes nothing).
@@ -45,7 +45,7 @@ export interface UpdateOutcomeMessage {
 export const TRIGGER_UPDATE_CHECK = (prefix: string): string => `${prefix}.builtins.trigger_update_check`;
 
 /**
- * Capabilities a request needs. The labgate agent reports the seed's keys; the reference
+ * Capabilities a request needs. The labgate agent reports the first key of each; the reference
  * client's keys are accepted too so that both kinds of device work.
  */
 export const CAPABILITY_KEYS = {

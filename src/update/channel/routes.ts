@@ -36,8 +36,8 @@ const frameOf = (data: unknown): string | ArrayBuffer | undefined =>
   typeof data === "string" || data instanceof ArrayBuffer ? data : undefined;
 
 /**
- * `GET /api/v1/devices/ws`: the device management socket, device token in
- * the handshake (refused with a plain 401 before any upgrade).
+ * `GET /api/v1/devices/ws`: the device management socket, device token in the handshake (refused
+ * with a plain 401 before any upgrade); the shell sockets. docs/device-protocol.md.
  */
 export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shells: ShellService, accessWatch: AccessWatch): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -65,7 +65,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
   );
 
   // Shell sessions. The manager's browser cannot set headers on a WebSocket: the token may
-  // come as `?token=`. PERM-MAC(shell), checked before the upgrade, except that an unknown
+  // come as `?token=`. The `shell` permission is checked before the upgrade, except that an unknown
   // device (or one hidden from the caller) is upgraded and closed with 4001 like an offline one,
   // as the reference does: a browser cannot read an HTTP status on a failed WebSocket.
   const shellTarget = (c: Context<AppEnv>) => {

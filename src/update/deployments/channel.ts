@@ -1,6 +1,6 @@
 /*
  * The device side of deployments on the device socket: `update_outcome` reports (parsed here,
- * acknowledged once durable; src/update/channel/protocol.ts documents the message).
+ * acknowledged once durable; docs/device-protocol.md, "Update reports").
  */
 import type { AppContext } from "../../app/context.ts";
 import type { ChannelHub } from "../channel/hub.ts";

@@ -1,5 +1,5 @@
 /*
- * The deployment model (README "Deployments"), as pure logic: device states, phase sizes, the
+ * The deployment model (docs/update-server.md, "Deployments"), as pure logic: device states, phase sizes, the
  * stable device order, the maintenance window and the gates that move a deployment on or pause it.
  * The service (service.ts) keeps the state; this file only decides.
  */

@@ -2,7 +2,7 @@ import { Hono, type Context } from "hono";
 import * as z from "zod";
 import { actorOf, type Actor } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
-import { errors, jsonBody, ok, queryOf, route } from "../../http/openapi.ts";
+import { errors, jsonBody, ok, queryOf, route, onObject } from "../../http/openapi.ts";
 import type { AppContext, AppEnv, Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { rfc822 } from "../../util/time.ts";
@@ -29,9 +29,8 @@ import { getDeployment, listDeployments, listHistory, listMembers, parsePhases, 
 
 const NOT_FOUND = "deployment does not exist";
 const TOTAL = { "X-Total-Count": "how many match before paging" };
-const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409 } = errors;
-const read = { 401: e401, 403: e403, 404: e404 };
-const write = { 400: e400, ...read, 409: e409 };
+const { 400: e400, 401: e401, 409: e409 } = errors;
+const write = { 400: e400, ...onObject, 409: e409 };
 const tag = "deployments";
 
 const time = (iso: string | null) => (iso === null ? null : rfc822(new Date(iso)));
@@ -121,7 +120,7 @@ const historyView = (row: HistoryRow): UpdateHistoryEntry => ({
 });
 
 /**
- * Deployments (README "Deployments"): reading one needs `read` on its group, creating or changing
+ * Deployments (docs/update-server.md, "Deployments"): reading one needs `read` on its group, creating or changing
  * one `update` on it (admin scopes pass); update history: `read` on the device.
  */
 export function deploymentRoutes(ctx: AppContext, auth: Auth, service: DeploymentService): Hono<AppEnv> {
@@ -206,7 +205,14 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
 
   route(
     app,
-    { method: "get", path: "/api/v2/deployments/:id{[0-9]+}", tag, access: "management", summary: "One deployment with its counts per state and per phase", responses: { 200: ok(Deployment, "OK"), ...read } },
+    {
+      method: "get",
+      path: "/api/v2/deployments/:id{[0-9]+}",
+      tag,
+      access: "management",
+      summary: "One deployment with its counts per state and per phase",
+      responses: { 200: ok(Deployment, "OK"), ...onObject },
+    },
     mgmt,
     (c) => c.json(deploymentView(service, deploymentFor(c, "read"))),
   );
@@ -220,7 +226,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       access: "management",
       summary: "A deployment's devices in their recorded order, with states and failure reasons (X-Total-Count)",
       query: DeploymentDevicesQuery,
-      responses: { 200: { ...ok(z.array(DeploymentDevice), "OK"), headers: TOTAL }, 400: e400, ...read },
+      responses: { 200: { ...ok(z.array(DeploymentDevice), "OK"), headers: TOTAL }, 400: e400, ...onObject },
     },
     mgmt,
     (c) => {
@@ -262,7 +268,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       access: "management",
       summary: "A device's update history, newest first (X-Total-Count)",
       query: HistoryQuery,
-      responses: { 200: { ...ok(z.array(UpdateHistoryEntry), "OK"), headers: TOTAL }, 400: e400, ...read },
+      responses: { 200: { ...ok(z.array(UpdateHistoryEntry), "OK"), headers: TOTAL }, 400: e400, ...onObject },
     },
     mgmt,
     (c) => {

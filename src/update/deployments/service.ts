@@ -1,5 +1,5 @@
 /*
- * Deployments (README "Deployments"): the state machine of a version rolled out to a group in
+ * Deployments (docs/update-server.md, "Deployments"): the state machine of a version rolled out to a group in
  * phases. Every transition is one durable write (the caller's answer waits for it); the active
  * deployments and their devices' states are kept in memory as well, so that an update check of a
  * device in a deployment costs a map lookup (and one write, the first time it is offered).
@@ -112,7 +112,7 @@ export interface Outcome {
   output: string | null;
 }
 
-/** Told once an `installed` transition is on disk (issue 28's validation hangs here). */
+/** Told once an `installed` transition is on disk (a deployment's validation starts here, docs/device-tests.md). */
 export type InstalledHook = (event: { deploymentId: number; deviceId: number; version: string }) => void;
 
 export class DeploymentService implements Steering {
@@ -566,7 +566,7 @@ export class DeploymentService implements Steering {
   }
 
   /**
-   * A device that installed is failed after all (issue 28's validation: `failed: validation`).
+   * A device that installed is failed after all (its validation failed: `failed: validation`).
    * Counts for the error threshold like any failure.
    */
   async fail(deploymentId: number, deviceId: number, reason: string, output: string | null): Promise<void> {

@@ -5,7 +5,7 @@ import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { requestBodyStream } from "../../http/body.ts";
-import { errors, jsonBody, ok, route } from "../../http/openapi.ts";
+import { errors, jsonBody, ok, onObject, route } from "../../http/openapi.ts";
 import { publicBase, requireSignedLink } from "../../storage/routes.ts";
 import { serveBytes, serveFile } from "../../storage/send.ts";
 import { authorize } from "../permissions/permissions.ts";
@@ -14,7 +14,7 @@ import { FetchedFile, FileRequest } from "./schema.ts";
 import { MULTIPART_LINK, type DeviceFileStore } from "./store.ts";
 import type { FileTransferService } from "./transfers.ts";
 
-const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409, 413: e413, 504: e504 } = errors;
+const { 400: e400, 403: e403, 404: e404, 409: e409, 413: e413, 416: e416, 504: e504 } = errors;
 const tag = "device files";
 const FILE = { description: "The file", media: "application/octet-stream" };
 
@@ -33,7 +33,7 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTr
       access: "management",
       summary: "Fetch a file from the device (status 0 with a link, or 1)",
       body: { json: FileRequest },
-      responses: { 200: ok(FetchedFile, "OK"), 400: e400, 401: e401, 403: e403, 404: e404, 409: e409, 413: e413, 504: e504 },
+      responses: { 200: ok(FetchedFile, "OK"), 400: e400, ...onObject, 409: e409, 413: e413, 504: e504 },
     },
     auth.management(),
     async (c) => {
@@ -77,7 +77,7 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTr
       tag,
       access: "public",
       summary: "A fetched device file through a signed link (Range supported)",
-      responses: { 200: FILE, 206: { ...FILE, description: "Part of the file" }, 403: e403, 404: e404 },
+      responses: { 200: FILE, 206: { ...FILE, description: "Part of the file" }, 403: e403, 404: e404, 416: e416 },
     },
     (c) => {
       // Hono already percent-decoded the path; keys are plain `<dir>/<uuid>`.

@@ -1,8 +1,7 @@
 /*
- * File download from a device:
- * probe, multipart plan, signed expiring part URLs that accept only the parts of an open
- * transfer (each once), assembly with ETag checks, parts removed in every outcome, every wait
- * bounded.
+ * File download from a device (docs/device-protocol.md, "File uploads"): probe, multipart plan,
+ * signed expiring part URLs that accept only the parts of an open transfer (each once), assembly
+ * with ETag checks, parts removed in every outcome, every wait bounded.
  */
 import { randomUUID } from "node:crypto";
 import type { Readable } from "node:stream";

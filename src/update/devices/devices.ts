@@ -18,7 +18,6 @@ export interface DeviceRow {
   last_access: string | null;
 }
 
-
 const COLUMNS = "d.id, d.created, d.name, d.mac_address, d.public_key, d.key_fingerprint, d.capabilities, d.metadata, d.last_access";
 
 export function getDevice(db: Database | Tx, id: number): DeviceRow | undefined {
@@ -191,7 +190,7 @@ export async function addTag(db: Database, deviceId: number, tag: string, guard:
 }
 
 /**
- * Renames a device (a management request; the device's own reports never rename it, issue 10).
+ * Renames a device (a management request; the device's own reports never rename it).
  * False when the device does not exist. `guard` runs the change: a name can grant permissions.
  */
 export async function renameDevice(db: Database, deviceId: number, name: string, guard: ChangeGuard, actor: Actor): Promise<boolean> {

@@ -4,7 +4,7 @@ import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { errors, jsonBody, ok, queryOf, route } from "../../http/openapi.ts";
+import { errors, jsonBody, ok, queryOf, route, onObject } from "../../http/openapi.ts";
 import {
   addTag,
   bothFilters,
@@ -29,9 +29,8 @@ import { Device, DeviceListQuery, DeviceRename, DeviceV1, Tags } from "./schema.
 
 const NOT_FOUND = "device does not exist";
 const TOTAL = { "X-Total-Count": "with limit, offset or q: how many devices match before paging" };
-const { 400: e400, 401: e401, 403: e403, 404: e404 } = errors;
-const read = { 401: e401, 403: e403, 404: e404 };
-const write = { 400: e400, ...read };
+const { 400: e400, 401: e401, 403: e403 } = errors;
+const write = { 400: e400, ...onObject };
 
 /** Devices v2 and v1, and tags. */
 export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, presence: DevicePresence): Hono<AppEnv> {
@@ -64,41 +63,84 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
   };
 
   // v2: any management token; the permission table decides.
-  route(app, { method: "get", path: "/api/v2/devices", tag, access: "management", summary: "Devices the caller may read (paged with limit/offset/q: X-Total-Count)", query: DeviceListQuery, responses: { 200: { ...ok(z.array(Device), "OK"), headers: TOTAL }, 400: e400, 401: e401 } }, mgmt, (c) => deviceList(c, permissionFilter(c.get("identity"), "device", "d"), view));
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v2/devices",
+      tag,
+      access: "management",
+      summary: "Devices the caller may read (paged with limit/offset/q: X-Total-Count)",
+      query: DeviceListQuery,
+      responses: { 200: { ...ok(z.array(Device), "OK"), headers: TOTAL }, 400: e400, 401: e401 },
+    },
+    mgmt,
+    (c) => deviceList(c, permissionFilter(c.get("identity"), "device", "d"), view),
+  );
 
-  route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "One device", responses: { 200: ok(Device, "OK"), ...read } }, mgmt, (c) => {
+  route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "One device", responses: { 200: ok(Device, "OK"), ...onObject } }, mgmt, (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "read");
     return c.json(view(deviceOr404(id)));
   });
 
-  route(app, { method: "delete", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "Delete a device and what depends on it", responses: { 200: ok(), ...read } }, mgmt, async (c) => {
-    const id = pathId(c.req.param("id"), "device");
-    authorize(db, c.get("identity"), "device", id, "delete");
-    if (!(await deleteDevice(db, hooks, id, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
-    return c.json({});
-  });
+  route(
+    app,
+    { method: "delete", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "Delete a device and what depends on it", responses: { 200: ok(), ...onObject } },
+    mgmt,
+    async (c) => {
+      const id = pathId(c.req.param("id"), "device");
+      authorize(db, c.get("identity"), "device", id, "delete");
+      if (!(await deleteDevice(db, hooks, id, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
+      return c.json({});
+    },
+  );
 
   // Renaming and tagging need update, and may grant no one a permission the caller lacks (permissions.ts).
-  route(app, { method: "patch", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "Rename a device (needs update, and every permission the new name would grant anyone)", body: { json: DeviceRename }, responses: { 200: ok(Device, "OK"), ...write } }, mgmt, async (c) => {
-    const id = pathId(c.req.param("id"), "device");
-    const identity = c.get("identity");
-    authorize(db, identity, "device", id, "update");
-    const { name } = await jsonBody(c, DeviceRename);
-    if (!(await renameDevice(db, id, name, grantGuard(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
-    return c.json(view(deviceOr404(id)));
-  });
+  route(
+    app,
+    {
+      method: "patch",
+      path: "/api/v2/devices/:id{[0-9]+}",
+      tag,
+      access: "management",
+      summary: "Rename a device (needs update, and every permission the new name would grant anyone)",
+      body: { json: DeviceRename },
+      responses: { 200: ok(Device, "OK"), ...write },
+    },
+    mgmt,
+    async (c) => {
+      const id = pathId(c.req.param("id"), "device");
+      const identity = c.get("identity");
+      authorize(db, identity, "device", id, "update");
+      const { name } = await jsonBody(c, DeviceRename);
+      if (!(await renameDevice(db, id, name, grantGuard(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
+      return c.json(view(deviceOr404(id)));
+    },
+  );
 
-  route(app, { method: "post", path: "/api/v2/devices/:id{[0-9]+}/tag/:tag", tag, access: "management", summary: "Tag a device (needs update, and every permission the tag would grant anyone)", responses: { 200: ok(), ...write } }, mgmt, async (c) => {
-    const id = pathId(c.req.param("id"), "device");
-    const identity = c.get("identity");
-    authorize(db, identity, "device", id, "update");
-    const name = tagParam(c.req.param("tag"));
-    if (!(await addTag(db, id, name, grantGuard(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
-    return c.json({});
-  });
+  route(
+    app,
+    {
+      method: "post",
+      path: "/api/v2/devices/:id{[0-9]+}/tag/:tag",
+      tag,
+      access: "management",
+      summary: "Tag a device (needs update, and every permission the tag would grant anyone)",
+      responses: { 200: ok(), ...write },
+    },
+    mgmt,
+    async (c) => {
+      const id = pathId(c.req.param("id"), "device");
+      const identity = c.get("identity");
+      authorize(db, identity, "device", id, "update");
+      const name = tagParam(c.req.param("tag"));
+      if (!(await addTag(db, id, name, grantGuard(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
+      return c.json({});
+    },
+  );
 
-  // Beyond the seed: tag removal, idempotent like assignment.
+  // Tag removal (labgate's), idempotent like assignment.
   route(app, { method: "delete", path: "/api/v2/devices/:id{[0-9]+}/tag/:tag", tag, access: "management", summary: "Untag a device", responses: { 200: ok(), ...write } }, mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "update");
@@ -107,7 +149,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     return c.json({});
   });
 
-  route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}/tags", tag, access: "management", summary: "A device's tags", responses: { 200: ok(Tags, "OK"), ...read } }, mgmt, (c) => {
+  route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}/tags", tag, access: "management", summary: "A device's tags", responses: { 200: ok(Tags, "OK"), ...onObject } }, mgmt, (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "read");
     deviceOr404(id);
@@ -125,18 +167,41 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
   });
 
   // v1: scope-checked, no per-user filtering.
-  route(app, { method: "get", path: "/api/v1/devices", tag, access: "management", summary: "All devices (v1; paged with limit/offset/q: X-Total-Count)", query: DeviceListQuery, responses: { 200: { ...ok(z.array(DeviceV1), "OK"), headers: TOTAL }, 400: e400, 401: e401, 403: e403 } }, auth.management("admin_ro"), (c) => deviceList(c, undefined, (row) => toV1(db, row)));
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v1/devices",
+      tag,
+      access: "management",
+      summary: "All devices (v1; paged with limit/offset/q: X-Total-Count)",
+      query: DeviceListQuery,
+      responses: { 200: { ...ok(z.array(DeviceV1), "OK"), headers: TOTAL }, 400: e400, 401: e401, 403: e403 },
+    },
+    auth.management("admin_ro"),
+    (c) => deviceList(c, undefined, (row) => toV1(db, row)),
+  );
 
-  route(app, { method: "get", path: "/api/v1/devices/:id{[0-9]+}", tag, access: "management", summary: "One device (v1)", responses: { 200: ok(DeviceV1, "OK"), ...read } }, auth.management("admin_ro"), (c) => {
-    const id = pathId(c.req.param("id"), "device");
-    return c.json(toV1(db, deviceOr404(id)));
-  });
+  route(
+    app,
+    { method: "get", path: "/api/v1/devices/:id{[0-9]+}", tag, access: "management", summary: "One device (v1)", responses: { 200: ok(DeviceV1, "OK"), ...onObject } },
+    auth.management("admin_ro"),
+    (c) => {
+      const id = pathId(c.req.param("id"), "device");
+      return c.json(toV1(db, deviceOr404(id)));
+    },
+  );
 
-  route(app, { method: "delete", path: "/api/v1/devices/:id{[0-9]+}", tag, access: "management", summary: "Delete a device (v1)", responses: { 200: ok(), ...read } }, auth.management("admin_rw"), async (c) => {
-    const id = pathId(c.req.param("id"), "device");
-    if (!(await deleteDevice(db, hooks, id, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
-    return c.json({});
-  });
+  route(
+    app,
+    { method: "delete", path: "/api/v1/devices/:id{[0-9]+}", tag, access: "management", summary: "Delete a device (v1)", responses: { 200: ok(), ...onObject } },
+    auth.management("admin_rw"),
+    async (c) => {
+      const id = pathId(c.req.param("id"), "device");
+      if (!(await deleteDevice(db, hooks, id, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
+      return c.json({});
+    },
+  );
 
   return app;
 }

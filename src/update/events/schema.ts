@@ -11,7 +11,7 @@ export const StreamEvents = {
   /** A device's management socket closed. */
   disconnect: z.object({ device: z.string() }),
   /** A device reported update progress. */
-  update: z.object({ device: z.string(), progress: z.int(), version: z.string() }),
+  update: z.object({ device: z.string(), progress: z.int(), version: z.string().nullable().describe("the version being installed, null when not known") }),
   /** A deployment changed status or phase. */
   deployment: z.object({ deployment: z.int(), group: z.int(), status: z.enum(STATUSES), current_phase: z.int(), pause_reason: z.string().nullable() }),
   /** A device of a deployment changed state (with progress, reason, versions where they apply). */

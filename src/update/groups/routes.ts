@@ -2,7 +2,7 @@ import { Hono, type Context } from "hono";
 import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import * as z from "zod";
-import { errors, jsonBody, ok, route } from "../../http/openapi.ts";
+import { errors, jsonBody, ok, onObject, route } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { AppContext, AppEnv, Identity } from "../../app/context.ts";
 import {
@@ -38,9 +38,8 @@ import {
 import { parsePolicy } from "./policy.ts";
 import { dateOf } from "../../util/time.ts";
 
-const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409 } = errors;
-const failures = { 401: e401, 403: e403, 404: e404 };
-const invalid = { 400: e400, ...failures };
+const { 400: e400, 401: e401, 403: e403, 409: e409 } = errors;
+const invalid = { 400: e400, ...onObject };
 const tag = "groups";
 
 /**
@@ -121,8 +120,8 @@ function sharedHandlers(ctx: AppContext, catalog: CatalogWatch, mode: { v2: bool
 const shared = (version: "v1" | "v2") => {
   const access = "management";
   return {
-    get: { tag, access, summary: `One group (${version})`, responses: { 200: ok(version === "v2" ? Group : GroupV1, "OK"), ...failures } },
-    remove: { tag, access, summary: `Delete a group (${version})`, responses: { 200: ok(), ...failures, 409: e409 } },
+    get: { tag, access, summary: `One group (${version})`, responses: { 200: ok(version === "v2" ? Group : GroupV1, "OK"), ...onObject } },
+    remove: { tag, access, summary: `Delete a group (${version})`, responses: { 200: ok(), ...onObject, 409: e409 } },
     devices: { tag, access, summary: `Add and remove member devices (${version})`, body: { json: GroupDevices }, responses: { 200: ok(), ...invalid, 409: e409 } },
     packages: { tag, access, summary: `Set the group's packages (${version})`, body: { json: GroupPackages }, responses: { 200: ok(), ...invalid, 409: e409 } },
     policy: { tag, access, summary: `Set the update policy (${version})`, body: { json: GroupPolicy }, responses: { 200: ok(), ...invalid } },
@@ -137,7 +136,15 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
 
   route(
     app,
-    { method: "post", path: "/api/v2/groups", tag, access: "management", summary: "Create a group (v2; needs create_group)", body: { json: GroupCreate }, responses: { 200: ok(Group, "OK"), ...invalid, 409: e409 } },
+    {
+      method: "post",
+      path: "/api/v2/groups",
+      tag,
+      access: "management",
+      summary: "Create a group (v2; needs create_group)",
+      body: { json: GroupCreate },
+      responses: { 200: ok(Group, "OK"), ...invalid, 409: e409 },
+    },
     auth.management("create_group"),
     async (c) => {
       const identity = c.get("identity");
@@ -164,7 +171,15 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
 
   route(
     app,
-    { method: "post", path: "/api/v2/groups/:id/priority", tag, access: "management", summary: "Set the group's priority", body: { json: GroupPriority }, responses: { 200: ok(), ...invalid, 409: e409 } },
+    {
+      method: "post",
+      path: "/api/v2/groups/:id/priority",
+      tag,
+      access: "management",
+      summary: "Set the group's priority",
+      body: { json: GroupPriority },
+      responses: { 200: ok(), ...invalid, 409: e409 },
+    },
     mgmt,
     async (c) => {
       const id = pathId(c.req.param("id"), "group");
@@ -195,7 +210,15 @@ export function groupsV1Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
 
   route(
     app,
-    { method: "post", path: "/api/v1/groups", tag, access: "management", summary: "Create a group (v1: the body is its metadata)", body: { json: GroupCreateV1 }, responses: { 200: ok(GroupV1, "OK"), ...invalid, 409: e409 } },
+    {
+      method: "post",
+      path: "/api/v1/groups",
+      tag,
+      access: "management",
+      summary: "Create a group (v1: the body is its metadata)",
+      body: { json: GroupCreateV1 },
+      responses: { 200: ok(GroupV1, "OK"), ...invalid, 409: e409 },
+    },
     write,
     async (c) => {
       const row = await createGroup(db, { metadata: await jsonBody(c, GroupCreateV1), createdBy: null }, dateOf(ctx.clock), actorOf(c, ctx.clock));

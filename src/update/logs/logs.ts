@@ -1,12 +1,12 @@
 /*
- * Device logs: telemetry entries a device sends in batches, read and
- * deleted by managers per device, per group or one by one. Unlike the reference, storage is
- * bounded (issues 13 and 25): an entry is at most MAX_ENTRY_BYTES of UTF-8 (413 beyond), a batch
- * at most `device_logs_max_batch` entries, a device keeps at most `device_logs_per_device` entries
- * and `device_log_bytes_per_device` bytes (a batch that goes over drops the device's oldest
- * entries in the same commit) and sends at most `device_logs_per_minute` entries (429 beyond).
- * Lists are answered page by page: with `limit`/`offset` one page, without them every entry,
- * streamed a page at a time (memory for one page, other requests served in between).
+ * Device logs (docs/update-server.md, "Device logs"): telemetry entries a device sends in
+ * batches, read and deleted by managers per device, per group or one by one. Unlike the
+ * reference, storage is bounded: an entry is at most MAX_ENTRY_BYTES of UTF-8 (413 beyond), a
+ * batch at most `device_logs_max_batch` entries, a device keeps at most `device_logs_per_device`
+ * entries and `device_log_bytes_per_device` bytes (a batch that goes over drops the device's
+ * oldest entries in the same commit) and sends at most `device_logs_per_minute` entries (429
+ * beyond). Lists are answered page by page: with `limit`/`offset` one page, without them every
+ * entry, streamed a page at a time (memory for one page, other requests served in between).
  */
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import type { Database, SqlParam, Tx } from "../../db/index.ts";

@@ -3,7 +3,7 @@ import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import * as z from "zod";
-import { errors, jsonBody, ok, queryOf, route } from "../../http/openapi.ts";
+import { errors, jsonBody, ok, queryOf, onObject, route } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { getDevice } from "../devices/devices.ts";
 import { GROUP_NOT_FOUND, getGroup } from "../groups/groups.ts";
@@ -18,8 +18,7 @@ import { dateOf } from "../../util/time.ts";
 const LOG_NOT_FOUND = "log does not exist";
 const DEVICE_NOT_FOUND = "device does not exist";
 const TOTAL = { "X-Total-Count": "how many entries match before paging" };
-const { 400: e400, 401: e401, 403: e403, 404: e404, 413: e413, 429: e429 } = errors;
-const read = { 401: e401, 403: e403, 404: e404 };
+const { 400: e400, 401: e401, 413: e413, 429: e429 } = errors;
 const tag = "logs";
 
 /**
@@ -99,12 +98,12 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   const listed = (what: string) => ({
     summary: `${what}, newest first (paged with limit/offset; without them streamed whole)`,
     query: LogFilterQuery,
-    responses: { 200: { ...ok(z.array(Log), "OK"), headers: TOTAL }, 400: e400, ...read },
+    responses: { 200: { ...ok(z.array(Log), "OK"), headers: TOTAL }, 400: e400, ...onObject },
   });
   route(app, { method: "get", path: "/api/v1/logs/device/:id{[0-9]+}", tag, access: "management", ...listed("A device's log entries") }, mgmt, (c) => list(c, deviceScope(c, "read")));
   route(app, { method: "get", path: "/api/v1/logs/group/:id{[0-9]+}", tag, access: "management", ...listed("The log entries of a group's devices") }, mgmt, (c) => list(c, groupScope(c, "read")));
 
-  const removed = { query: LogDeleteQuery, responses: { 200: ok(), 400: e400, ...read } };
+  const removed = { query: LogDeleteQuery, responses: { 200: ok(), 400: e400, ...onObject } };
   route(app, { method: "delete", path: "/api/v1/logs/device/:id{[0-9]+}", tag, access: "management", summary: "Delete a device's log entries", ...removed }, mgmt, async (c) => {
     await deleteLogs(db, deviceScope(c, "update"), queryOf(c, LogDeleteQuery), actorOf(c, ctx.clock), `device:${c.req.param("id")}`);
     return c.json({});
@@ -121,8 +120,13 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     return log;
   };
 
-  route(app, { method: "get", path: "/api/v1/logs/:id{[0-9]+}", tag, access: "management", summary: "One log entry", responses: { 200: ok(Log, "OK"), ...read } }, mgmt, (c) => c.json(visibleLog(c)));
-  route(app, { method: "delete", path: "/api/v1/logs/:id{[0-9]+}", tag, access: "management", summary: "Delete one log entry", responses: { 200: ok(), ...read } }, mgmt, async (c) => {
+  route(
+    app,
+    { method: "get", path: "/api/v1/logs/:id{[0-9]+}", tag, access: "management", summary: "One log entry", responses: { 200: ok(Log, "OK"), ...onObject } },
+    mgmt,
+    (c) => c.json(visibleLog(c)),
+  );
+  route(app, { method: "delete", path: "/api/v1/logs/:id{[0-9]+}", tag, access: "management", summary: "Delete one log entry", responses: { 200: ok(), ...onObject } }, mgmt, async (c) => {
     const log = visibleLog(c);
     authorize(db, c.get("identity"), "device", log.device_id, "update");
     if (!(await deleteLog(db, log, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", LOG_NOT_FOUND);

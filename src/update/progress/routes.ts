@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import * as z from "zod";
-import { errors, ok, route } from "../../http/openapi.ts";
+import { errors, ok, onObject, route } from "../../http/openapi.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
@@ -10,7 +10,7 @@ import { pathId } from "../validation.ts";
 import { getProgress, listProgress, toView, type UpdateProgress } from "./progress.ts";
 import { Progress } from "./schema.ts";
 
-const { 401: e401, 403: e403, 404: e404 } = errors;
+const { 401: e401 } = errors;
 
 /**
  * Update progress: `read` on the device, lists filtered, a device not updating is 404; a record
@@ -27,7 +27,7 @@ export function progressRoutes(ctx: AppContext, auth: Auth, progress: UpdateProg
 
   route(
     app,
-    { method: "get", path: "/api/v2/devices/:id{[0-9]+}/progress", tag: "updates", access: "management", summary: "One device's update progress", responses: { 200: ok(Progress, "OK"), 401: e401, 403: e403, 404: e404 } },
+    { method: "get", path: "/api/v2/devices/:id{[0-9]+}/progress", tag: "updates", access: "management", summary: "One device's update progress", responses: { 200: ok(Progress, "OK"), ...onObject } },
     mgmt,
     (c) => {
       const id = pathId(c.req.param("id"), "device");

@@ -26,8 +26,8 @@ export const pendingCutoff = (ctx: Pick<AppContext, "clock" | "config" | "db" | 
   new Date(now.getTime() - ctx.config.update_server.pending_registration_ttl * 1000).toISOString();
 
 /**
- * Device authorization, given the raw body
- * bytes exactly as received and the signature header:
+ * Device authorization (docs/device-protocol.md), given the raw body bytes exactly as received and
+ * the signature header:
  *   schema -> signature header -> key -> signature over the raw bytes -> timestamp window ->
  *   replay -> accepted device: token; anything else: pending registration (MAC, key) upserted.
  * Failures before the registration step are 400 with the reason.
@@ -69,7 +69,7 @@ export async function authorizeDevice(
   const device = getDeviceByMac(ctx.db, mac);
   if (device && device.key_fingerprint === key.fingerprint) {
     // The reported metadata is kept; the name is not: it was taken at approval and only a
-    // management request changes it (a name can match device_by_tag permissions, issue 10).
+    // management request changes it (a name can match device_by_tag permissions).
     const metadataText = JSON.stringify(metadata);
     if (device.metadata !== metadataText) {
       await ctx.db.write((tx) => void tx.run("UPDATE devices SET metadata = ? WHERE id = ?", [metadataText, device.id]));

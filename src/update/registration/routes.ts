@@ -4,7 +4,7 @@ import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import * as z from "zod";
 import { readBodyBytes } from "../../http/body.ts";
-import { errors, jsonBody, ok, queryOf, route } from "../../http/openapi.ts";
+import { errors, jsonBody, ok, queryOf, route, onObject } from "../../http/openapi.ts";
 import { clientAddress } from "../../http/transport.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { authorizeDevice, pendingCutoff, signatureHeader } from "./authorize.ts";
@@ -14,13 +14,12 @@ import type { DeviceHooks } from "../devices/devices.ts";
 import { deviceAuthBody, DeviceToken, PendingKey, PendingListQuery, PendingRegistration, PendingRemove, PendingRemoved, ReferencePending, Register } from "./schema.ts";
 import { dateOf } from "../../util/time.ts";
 
-/** A registration is metadata and a key: a few KB (issue 9 item 4: 64 KB bodies filled the database). */
+/** A registration is metadata and a key: a few KB (a public route; larger bodies would fill the database). */
 export const AUTH_BODY_LIMIT = 16 * 1024;
 
 const TOTAL = { "X-Total-Count": "with limit or offset: how many registrations are pending" };
-const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409 } = errors;
-const read = { 401: e401, 403: e403, 404: e404 };
-const write = { 400: e400, ...read };
+const { 400: e400, 409: e409 } = errors;
+const write = { 400: e400, ...onObject };
 const tag = "registration";
 
 /** Device authorization and registrations. */
@@ -45,7 +44,8 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
       if (raw.length === 0) throw new LabgateError("invalid", "request body is empty; expected JSON");
       const result = await authorizeDevice(ctx, replay, raw, c.req.header(header), dateOf(ctx.clock), clientAddress(c));
       if (result.status === "pending") throw new LabgateError("unauthenticated", "device unauthorized");
-      return c.json({ token: result.token, expires: result.expires });
+      const answer: DeviceToken = { token: result.token, expires: result.expires };
+      return c.json(answer);
     },
   );
 
@@ -58,7 +58,7 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
       access: "management",
       summary: "Pending registrations, oldest first (paged with limit/offset: X-Total-Count); expired ones are not listed",
       query: PendingListQuery,
-      responses: { 200: { ...ok(z.array(z.union([PendingRegistration, ReferencePending])), "OK: the reference's four fields, or with details=true all"), headers: TOTAL }, 400: e400, ...read },
+      responses: { 200: { ...ok(z.array(z.union([PendingRegistration, ReferencePending])), "OK: the reference's four fields, or with details=true all"), headers: TOTAL }, 400: e400, ...onObject },
     },
     auth.management("admin_ro"),
     (c) => {
@@ -87,7 +87,8 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
     async (c) => {
       const body = await jsonBody(c, PendingRemove);
       const before = body.older_than === undefined ? undefined : new Date(ctx.clock.now() - body.older_than * 1000).toISOString();
-      return c.json({ removed: await removePendingBulk(ctx.db, { all: body.all, client_address: body.client_address, before }, actorOf(c, ctx.clock)) });
+      const answer: PendingRemoved = { removed: await removePendingBulk(ctx.db, { all: body.all, client_address: body.client_address, before }, actorOf(c, ctx.clock)) };
+      return c.json(answer);
     },
   );
 

@@ -66,3 +66,4 @@ export const PendingRemove = strictBody({
 
 /** How many pending registrations a bulk removal dropped. */
 export const PendingRemoved = z.object({ removed: z.int() });
+export type PendingRemoved = z.infer<typeof PendingRemoved>;

@@ -6,7 +6,8 @@ import { href, navigate, type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
 import type { Device } from "../../../update/devices/schema.ts";
 import type { Group } from "../../../update/groups/schema.ts";
-import type { Action, ActionLogEntry } from "../../../update/actions/schema.ts";
+import type { Action, ActionLogEntry, ExecResult } from "../../../update/actions/schema.ts";
+import type { FetchedFile } from "../../../update/devicefiles/schema.ts";
 import { groupName } from "../update.ts";
 import { UpdateHistory } from "../rollouts.tsx";
 import { RecentAudit } from "../audit.tsx";
@@ -204,7 +205,8 @@ function Actions(props: { mac: string; online: boolean }) {
     setRunning(a.action_id);
     setResult(undefined);
     await run(async () => {
-      const res = await api<{ status_code?: number; output?: string }>("GET", `/api/v2/devices/${mac}/action/exec/${seg(a.action_id)}`);
+      // 202 {} when the device is offline: queued.
+      const res = await api<Partial<ExecResult>>("GET", `/api/v2/devices/${mac}/action/exec/${seg(a.action_id)}`);
       setResult(res?.status_code === undefined ? { action: a.action_name || a.action_id, output: "", queued: true } : { action: a.action_name || a.action_id, code: res.status_code, output: decodeOutput(res.output) });
     });
     setRunning(undefined);
@@ -321,7 +323,7 @@ function FileDownload(props: { deviceId: number; online: boolean }) {
     setLink(undefined);
     const file = path.trim();
     await run(async () => {
-      const res = await api<{ status: number; url: string }>("POST", `/api/v2/devices/${props.deviceId}/fs/file`, { json: { file } });
+      const res = await api<FetchedFile>("POST", `/api/v2/devices/${props.deviceId}/fs/file`, { json: { file } });
       if (res.status !== 0 || !res.url) throw new Error(`${file}: not found, empty, not readable or outside the agent's file_base_dir`);
       setLink({ file, url: res.url });
     });
