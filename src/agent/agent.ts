@@ -116,7 +116,7 @@ export class Agent {
       clock: this.clock,
     });
     this.outcomes = new OutcomeQueue(this.config.data_dir, (message) => this.socket.send(message));
-    this.actions = new AgentActions(this.config, this.socket, this.stopController.signal, () => void this.checkNow());
+    this.actions = new AgentActions(this.config, this.socket, this.stopController.signal, () => void this.checkNow(), this.clock);
     const tests = this.config.tests;
     // Who runs the tests: checked now, so that an agent that cannot switch to run_as stops at start (exit 2).
     const runAs = tests.enabled && tests.run_as ? prepareRunAs(tests.run_as, this.config.data_dir, tests.work_dir, { runAs: "agent config key tests.run_as", workDir: "agent config key tests.work_dir" }) : {};
@@ -216,7 +216,7 @@ export class Agent {
   private async confirmPending(): Promise<void> {
     const pending = this.state.pending_install;
     if (!pending) return;
-    const running = await confirmInstall(this.config, pending, (outcome) => this.outcomes.report(outcome), this.log);
+    const running = await confirmInstall(this.config, pending, (outcome) => this.outcomes.report(outcome), this.log, this.clock);
     if (running === pending.version) {
       this.installed(running);
       this.socket.deliver({ method: "update_version", version: running });
@@ -274,7 +274,7 @@ export class Agent {
     if (command.length === 0) return this.log.warn(`agent: validation of ${version} failed (test run ${runId}); no rollback_command configured`);
     const result = await runCommand(
       command.map((arg) => arg.replaceAll("{version}", version)),
-      { cwd: this.config.data_dir, timeout: 600, signal: this.stopController.signal },
+      { cwd: this.config.data_dir, timeout: 600, signal: this.stopController.signal, clock: this.clock },
     );
     this.log[result.code === 0 ? "info" : "warn"](`agent: validation of ${version} failed (test run ${runId}): rollback_command exited ${result.code}`);
   }

@@ -8,6 +8,7 @@ import { readdirSync, rmSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import type { DeviceClient, Metadata } from "../update/client/device-client.ts";
 import type { Logger } from "../util/log.ts";
+import type { Clock } from "../util/time.ts";
 import type { AgentConfig } from "./config.ts";
 import { runCommand } from "./commands.ts";
 import { outputTail, type UpdateOutcome } from "./outcomes.ts";
@@ -156,8 +157,8 @@ export async function checkAndInstall(agent: InstallContext): Promise<void> {
  * version: commit_command (if any) makes it stay, and it is reported installed. Anything else:
  * the device rolled back, reported `failed: rolled back`. Returns the running version to keep.
  */
-export async function confirmInstall(config: AgentConfig, pending: PendingInstall, report: (outcome: UpdateOutcome) => void, log: Logger): Promise<string | undefined> {
-  const probe = await runCommand(config.version_command, { cwd: config.data_dir, timeout: 60 });
+export async function confirmInstall(config: AgentConfig, pending: PendingInstall, report: (outcome: UpdateOutcome) => void, log: Logger, clock: Clock): Promise<string | undefined> {
+  const probe = await runCommand(config.version_command, { cwd: config.data_dir, timeout: 60, clock });
   const running = probe.code === 0 ? probe.output.toString().trim().split("\n").pop()?.trim() ?? "" : "";
   if (running !== pending.version) {
     const reason = probe.code === 0 ? `rolled back: running ${running || "(nothing)"} instead of ${pending.version}` : `rolled back: version_command exited with ${probe.code}`;
@@ -166,7 +167,7 @@ export async function confirmInstall(config: AgentConfig, pending: PendingInstal
     return running || undefined;
   }
   if (config.commit_command.length > 0) {
-    const commit = await runCommand(config.commit_command, { cwd: config.data_dir, timeout: 300 });
+    const commit = await runCommand(config.commit_command, { cwd: config.data_dir, timeout: 300, clock });
     if (commit.code !== 0) {
       const reason = `commit command exited with ${commit.code}`;
       report({ state: "failed", version: pending.version, from_version: pending.from_version, reason, output: outputTail(commit.output) });

@@ -91,8 +91,8 @@ export async function untilConnected(server: TestServer, id: number): Promise<vo
 }
 
 /** Starts an agent (added to `started`, which the test stops), approves it and waits until it is connected. */
-export async function connectedAgent(server: TestServer, started: Agent[], options: AgentOptions = {}): Promise<{ agent: Agent & { dir: string }; id: number }> {
-  const agent = startAgent(server, options);
+export async function connectedAgent(server: TestServer, started: Agent[], options: AgentOptions = {}, extra: { clock?: Clock } = {}): Promise<{ agent: Agent & { dir: string }; id: number }> {
+  const agent = startAgent(server, options, extra);
   started.push(agent);
   const id = await approveAgent(server, agent);
   await untilConnected(server, id);
