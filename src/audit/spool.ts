@@ -16,7 +16,7 @@
  *   twice (a server killed between its commit and the deletion, an append repeated) is kept once.
  */
 import { randomUUID } from "node:crypto";
-import { closeSync, existsSync, fchownSync, fstatSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync, watch, writeSync, type FSWatcher } from "node:fs";
+import { chownSync, closeSync, existsSync, fchownSync, fstatSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync, watch, writeSync, type FSWatcher } from "node:fs";
 import { join } from "node:path";
 import { open } from "node:fs/promises";
 import { createInterface } from "node:readline";
@@ -63,10 +63,14 @@ export function appendToSpool(dataDir: string, actor: Actor, action: string, tar
   const dir = join(dataDir, SPOOL_DIR);
   const path = join(dir, APPENDING);
   try {
-    // A new directory's own entry must be durable too.
-    if (mkdirSync(dir, { recursive: true, mode: 0o700 }) !== undefined) fsyncDir(dataDir);
-    // Root acting on a service's data dir: the files stay the service user's, or it could not take them.
+    // Root acting on a service's data dir: the spool stays the service user's, or it could not take it.
     const owner = statSync(dataDir);
+    const asRoot = process.getuid?.() === 0;
+    if (mkdirSync(dir, { recursive: true, mode: 0o700 }) !== undefined) {
+      if (asRoot) chownSync(dir, owner.uid, owner.gid);
+      // A new directory's own entry must be durable too.
+      fsyncDir(dataDir);
+    }
     for (let attempt = 0; attempt < 10; attempt++) {
       const fd = openSync(path, "a", 0o600);
       try {
@@ -74,7 +78,7 @@ export function appendToSpool(dataDir: string, actor: Actor, action: string, tar
         if (before.size + line.length > MAX_SPOOL_BYTES) {
           throw new SpoolError(`the audit spool ${path} is full (${before.size} bytes): start labgate serve on ${dataDir} to move it into the audit log`);
         }
-        if (process.getuid?.() === 0 && before.uid !== owner.uid) fchownSync(fd, owner.uid, owner.gid);
+        if (asRoot && before.uid !== owner.uid) fchownSync(fd, owner.uid, owner.gid);
         writeSync(fd, line);
         fsyncSync(fd);
         fsyncDir(dir);
