@@ -14,7 +14,7 @@
  *   file read again (a server killed between its commit and the deletion) is kept once.
  */
 import { randomUUID } from "node:crypto";
-import { closeSync, fchownSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync, watch, writeSync, type FSWatcher } from "node:fs";
+import { chownSync, closeSync, fchownSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync, watch, writeSync, type FSWatcher } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Database, Tx } from "../db/index.ts";
@@ -63,16 +63,20 @@ export function appendToSpool(dataDir: string, actor: Actor, action: string, tar
   const dir = join(dataDir, SPOOL_DIR);
   const tmp = join(dir, entry.id + WRITING);
   try {
-    // A new directory's own entry must be durable too.
-    if (mkdirSync(dir, { recursive: true, mode: 0o700 }) !== undefined) fsyncDir(dataDir);
+    // Root acting on a service's data dir: the spool stays the service user's, or it could not take it.
+    const owner = statSync(dataDir);
+    const asRoot = process.getuid?.() === 0;
+    if (mkdirSync(dir, { recursive: true, mode: 0o700 }) !== undefined) {
+      if (asRoot) chownSync(dir, owner.uid, owner.gid);
+      // A new directory's own entry must be durable too.
+      fsyncDir(dataDir);
+    }
     if (readdirSync(dir).length >= MAX_SPOOL_FILES) {
       throw new SpoolError(`the audit spool ${dir} is full (${MAX_SPOOL_FILES} entries): start labgate serve on ${dataDir} to move it into the audit log`);
     }
-    // Root acting on a service's data dir: the files stay the service user's, or it could not remove them.
-    const owner = statSync(dataDir);
     const fd = openSync(tmp, "wx", 0o600);
     try {
-      if (process.getuid?.() === 0) fchownSync(fd, owner.uid, owner.gid);
+      if (asRoot) fchownSync(fd, owner.uid, owner.gid);
       writeSync(fd, bytes);
       fsyncSync(fd);
     } finally {

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chownSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { labgate, runCli, startServe } from "../helpers/cli.ts";
@@ -60,6 +60,22 @@ describe("labgate token issue with no server running", () => {
       } finally {
         await server.close();
       }
+    } finally {
+      removeDir(dir);
+    }
+  });
+
+  test("run by root on a service's data dir, the spool stays the data dir owner's (the server can take it)", async () => {
+    const dir = tempDir();
+    try {
+      await (await startTestServer({}, dir)).close();
+      rmSync(join(dir, SPOOL), { recursive: true });
+      // As root (the tests' usual user here) the data dir belongs to another user, as a service's does.
+      if (process.getuid?.() === 0) chownSync(dir, 65534, 65534);
+      await issue(dir, "ivy");
+      const owner = statSync(dir).uid;
+      const [file] = readdirSync(join(dir, SPOOL));
+      assert.deepEqual([statSync(join(dir, SPOOL)).uid, statSync(join(dir, SPOOL, file!)).uid], [owner, owner]);
     } finally {
       removeDir(dir);
     }
