@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { chmodSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
-import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer } from "node:net";
+import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer, type Socket } from "node:net";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { removeDir, tempDir, useTestServer, waitFor } from "../helpers/server.ts";
@@ -342,6 +342,31 @@ tests:
     ]);
     // What arrived before the clock moved (the greeting or nothing yet) did not match.
     assert.match(rows[1].message, /^response "(HELLO labgate\\r\\n)?" does not match \/never\/$/);
+  });
+
+  test("tcp: once connected, only read_timeout bounds the read (a timeout shorter than it does not cut the answer)", async () => {
+    // A peer that answers only when the test says so: after the connect deadline has passed.
+    const held: Socket[] = [];
+    const quiet = createTcpServer((socket) => held.push(socket));
+    quiet.listen(0, "127.0.0.1");
+    await new Promise((resolve) => quiet.once("listening", resolve));
+    try {
+      const port = (quiet.address() as AddressInfo).port;
+      await uploadConfig(s, "tcp-late.yml", `tests:\n  g:\n  - tcp: {host: 127.0.0.1, port: ${port}, timeout: 60, read_timeout: 603, expect_regex: LATE}\n`);
+      const created = await trigger(s, { config_name: "tcp-late.yml" });
+      await s.clock.sleepOf(603_000); // connected, reading
+      s.clock.advance(61_000); // past the connect deadline, well within the read one
+      await waitFor(() => held.length === 1, 5000, "the probe's connection");
+      held[0]!.write("LATE answer\n");
+      await waitRun(s, created.id);
+      assert.deepEqual(brief(await reportRows(s, created.id)).map(([name, status]) => [name, status]), [
+        ["connect[test_config0]", "passed"],
+        ["response[test_config0]", "passed"],
+      ]);
+    } finally {
+      for (const socket of held) socket.destroy();
+      quiet.close();
+    }
   });
 
   test("file: existence, type, mode, access, write and content checks on a temp tree", async () => {

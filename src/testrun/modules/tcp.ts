@@ -36,9 +36,12 @@ function probe(ctx: EntryContext): Promise<TcpResult> {
     const onAbort = () => finish({ open: connected, error: "Aborted by user", received });
     ctx.signal.addEventListener("abort", onAbort, { once: true });
     socket = connect({ host, port });
-    deadlines.push(after(ctx.clock, timeoutMs, () => finish({ open: connected, ...(connected ? {} : { error: `connect timed out after ${timeoutMs / 1000} s` }), received })));
+    // `timeout` bounds the connect only; once connected, `read_timeout` bounds the answer.
+    const connectDeadline = after(ctx.clock, timeoutMs, () => finish({ open: false, error: `connect timed out after ${timeoutMs / 1000} s`, received }));
+    deadlines.push(connectDeadline);
     socket.on("connect", () => {
       connected = true;
+      connectDeadline();
       if (!wantsResponse) return finish({ open: true, received });
       if (p.send !== undefined && p.send !== null) socket!.write(String(p.send));
       deadlines.push(after(ctx.clock, readMs, () => finish({ open: true, received })));
