@@ -31,7 +31,7 @@ import { loadConfig } from "../../src/config/config.ts";
 import { startServer } from "../../src/server/start.ts";
 import { createLogger } from "../../src/util/log.ts";
 import type { LoadRequest, LoadResult, LoadSpec } from "./loadgen.ts";
-import { insertDevices, listening, runLoad } from "./server.ts";
+import { apiAs, listening, runLoad, seedFleet } from "./server.ts";
 import { flag } from "./flags.ts";
 
 const DEVICES = flag("devices", 10_000);
@@ -60,29 +60,8 @@ async function seed(): Promise<Seeded> {
   const { config } = loadConfig({ env: {}, cwd: work, flags: { dataDir, listen: "127.0.0.1:0" } });
   const server = await startServer(config, { log: createLogger("error") });
   const admin = server.ctx.tokens.issueManagement("bench", ["admin_rw"], 86400);
-  const call = async <T>(method: string, path: string, body?: unknown, form?: FormData): Promise<T> => {
-    const res = await fetch(server.url + path, {
-      method,
-      headers: { authorization: `Bearer token=${admin}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-      body: form ?? (body === undefined ? undefined : JSON.stringify(body)),
-    });
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
-    return res.json() as Promise<T>;
-  };
-  await server.ctx.db.write((tx) => insertDevices(tx, DEVICES, 0x030000000000));
-  const rows = server.ctx.db.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
-  const packages: number[] = [];
-  for (const version of ["v1.5", "v2"]) {
-    const form = new FormData();
-    form.set("svc.software.version", version);
-    form.set("svc.hardware.devtype", "board");
-    form.set("file", new Blob([`image ${version}`]), "image.bin");
-    packages.push((await call<{ id: number }>("POST", "/api/v1/packages", undefined, form)).id);
-  }
-  const group = (await call<{ id: number }>("POST", "/api/v2/groups", { metadata: { name: "fleet" } })).id;
-  await call("POST", `/api/v2/groups/${group}/policy`, { policy: "exact_match,v1.5" });
-  await call("POST", `/api/v2/groups/${group}/package`, { packages });
-  await call("PATCH", `/api/v2/groups/${group}/devices`, { add: rows.map((r) => r.id), remove: [] });
+  const call = apiAs(server.url, admin);
+  const { group, rows } = await seedFleet(server, call, DEVICES, 0x030000000000, "exact_match,v1.5");
 
   // Memory per device state: a deployment of every device, created and aborted in-process (a
   // first one warms the caches and statements up, the second is measured).

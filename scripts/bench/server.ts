@@ -97,3 +97,44 @@ export function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? 0;
 }
+
+/** A JSON (or multipart) call to `url`'s API as `token`; a status of 300 or more throws. */
+export const apiAs =
+  (url: string, token: string) =>
+  async <T>(method: string, path: string, body?: unknown, form?: FormData): Promise<T> => {
+    const res = await fetch(url + path, {
+      method,
+      headers: { authorization: `Bearer token=${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      body: form ?? (body === undefined ? undefined : JSON.stringify(body)),
+    });
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
+    return res.json() as Promise<T>;
+  };
+
+/**
+ * The update benchmarks' fleet on an in-process server: `count` devices in one group with the
+ * packages v1.5 and v2 (device type board) and the group policy `policy`.
+ */
+export async function seedFleet(
+  server: { url: string; ctx: { db: { write<T>(fn: (tx: { run(sql: string, params: (string | number)[]): unknown }) => T): Promise<T>; all<T>(sql: string): T[] } } },
+  call: ReturnType<typeof apiAs>,
+  count: number,
+  firstMac: number,
+  policy: string,
+): Promise<{ group: number; packages: number[]; rows: Array<{ id: number; mac_address: string }> }> {
+  await server.ctx.db.write((tx) => insertDevices(tx, count, firstMac));
+  const rows = server.ctx.db.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
+  const packages: number[] = [];
+  for (const version of ["v1.5", "v2"]) {
+    const form = new FormData();
+    form.set("svc.software.version", version);
+    form.set("svc.hardware.devtype", "board");
+    form.set("file", new Blob([`image ${version}`]), "image.bin");
+    packages.push((await call<{ id: number }>("POST", "/api/v1/packages", undefined, form)).id);
+  }
+  const group = (await call<{ id: number }>("POST", "/api/v2/groups", { metadata: { name: "fleet" } })).id;
+  await call("POST", `/api/v2/groups/${group}/policy`, { policy });
+  await call("POST", `/api/v2/groups/${group}/package`, { packages });
+  await call("PATCH", `/api/v2/groups/${group}/devices`, { add: rows.map((r) => r.id), remove: [] });
+  return { group, packages, rows };
+}

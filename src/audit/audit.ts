@@ -15,10 +15,9 @@ import type { Context } from "hono";
 import type { AppContext, AppEnv } from "../app/context.ts";
 import type { Database, Tx } from "../db/index.ts";
 import { clientAddress } from "../http/transport.ts";
-import { dateOf, type Clock } from "../util/time.ts";
+import { dateOf, every, type Clock } from "../util/time.ts";
 import type { Logger } from "../util/log.ts";
-
-export type ActorKind = "account" | "token" | "device" | "system";
+import type { ActorKind, AuditEntry, Outcome } from "./schema.ts";
 
 /** Who acts: a console account (a session), a management token, a device, or the system (CLI, server). */
 export interface Actor {
@@ -30,22 +29,6 @@ export interface Actor {
   /** The client address ("" for the CLI). */
   client: string;
   at: Date;
-}
-
-export type Outcome = "ok" | "refused";
-
-/** An audit entry as served. */
-export interface AuditEntry {
-  id: number;
-  time: string;
-  actor_kind: ActorKind;
-  actor: string;
-  token_id: string | null;
-  client: string;
-  action: string;
-  target: string;
-  outcome: Outcome;
-  detail: Record<string, unknown> | null;
 }
 
 /** A detail larger than this is replaced by a note: the log says who did what, not every byte of it. */
@@ -64,16 +47,19 @@ export function actorOf(c: Context<AppEnv>, clock: Clock): Actor {
 /** The system acting on its own (`server`: retention, restarts) or a command on this machine (`cli:<user>`). */
 export const systemActor = (name: string, at: Date): Actor => ({ kind: "system", name, tokenId: null, client: "", at });
 
-/** A command of this machine's CLI run on the data dir with no server (`cli:<login name>`). */
-export function cliActor(at = new Date()): Actor {
+/** How the audit log names a command of this machine's CLI: `cli:<login name>`. */
+export function cliName(): string {
   let user = "unknown";
   try {
     user = userInfo().username;
   } catch {
     // No passwd entry for this uid (a container): "unknown".
   }
-  return systemActor(`cli:${user}`, at);
+  return `cli:${user}`;
 }
+
+/** A command of this machine's CLI acting on the data dir itself (no server runs, or it writes the spool). */
+export const cliActor = (at = new Date()): Actor => systemActor(cliName(), at);
 
 /** Records one entry in `tx`, the transaction of the change it describes. */
 export function recordAudit(tx: Pick<Tx, "run">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome: Outcome = "ok"): void {
@@ -195,31 +181,31 @@ export function auditCsv(db: Database, filter: AuditFilter): ReadableStream<Uint
 const RETENTION_BATCH = 5000;
 
 /**
- * Keeps the log within `retention_days` and `max_rows`: every `intervalMs` (and once at start)
+ * Keeps the log within `retention_days` and `max_rows`: every `retention_interval` s (and once at start)
  * the oldest rows go, a batch per event-loop turn, so requests are served in between.
  */
 export class AuditRetention {
-  private timer: NodeJS.Timeout | undefined;
+  private stopSweeps: (() => void) | undefined;
   private current: Promise<number> | undefined;
   private readonly db: Database;
   private readonly clock: Clock;
   private readonly log: Logger;
-  private readonly limits: { retention_days: number; max_rows: number };
+  private readonly limits: { retention_days: number; max_rows: number; retention_interval: number };
 
-  constructor(db: Database, clock: Clock, log: Logger, limits: { retention_days: number; max_rows: number }) {
+  constructor(db: Database, clock: Clock, log: Logger, limits: { retention_days: number; max_rows: number; retention_interval: number }) {
     this.db = db;
     this.clock = clock;
     this.log = log;
     this.limits = limits;
   }
 
-  start(intervalMs = 10 * 60_000): void {
-    this.timer = setInterval(() => void this.sweep(), intervalMs).unref();
+  start(): void {
+    this.stopSweeps = every(this.clock, this.limits.retention_interval * 1000, () => void this.sweep());
     setImmediate(() => void this.sweep());
   }
 
   stop(): void {
-    clearInterval(this.timer);
+    this.stopSweeps?.();
   }
 
   /** Drops what is past the limits, batch by batch; resolves with how many rows went (a sweep under way: that one). */
@@ -235,8 +221,10 @@ export class AuditRetention {
       // Read first: a sweep with nothing to drop writes nothing.
       const due = (): boolean => {
         if (this.db.get("SELECT 1 AS x FROM audit_log WHERE time < ? LIMIT 1", [cutoff])) return true;
-        const ids = this.db.get<{ low: number | null; high: number | null }>("SELECT MIN(id) AS low, MAX(id) AS high FROM audit_log");
-        return ids?.low != null && ids.high != null && ids.low <= ids.high - this.limits.max_rows;
+        // Two queries: SQLite answers a lone MIN or MAX from the index, both in one query by scanning every row.
+        const low = this.db.get<{ id: number | null }>("SELECT MIN(id) AS id FROM audit_log")?.id;
+        const high = this.db.get<{ id: number | null }>("SELECT MAX(id) AS id FROM audit_log")?.id;
+        return low != null && high != null && low <= high - this.limits.max_rows;
       };
       while (due()) {
         // Each through an index: by time, then by id (ids only grow and rows go from the lowest,

@@ -22,9 +22,10 @@ function targetProblem(target: string): string | undefined {
  * Restores the backup read from `input` into the data dir `target`, which must not exist or be
  * empty. Everything is written into a temp directory next to it (same file system), checked
  * against the backup's manifest, made durable, and only then renamed to `target`: a damaged or
- * truncated backup leaves nothing behind.
+ * truncated backup leaves nothing behind. `beforeCommit` adds to the temp directory once the
+ * backup checked out, before it becomes `target` (the restore's own audit entry).
  */
-export async function restoreBackup(input: Readable, target: string): Promise<ReadResult> {
+export async function restoreBackup(input: Readable, target: string, beforeCommit?: (dir: string, result: ReadResult) => void): Promise<ReadResult> {
   target = resolve(target);
   const refused = targetProblem(target);
   if (refused) {
@@ -56,6 +57,7 @@ export async function restoreBackup(input: Readable, target: string): Promise<Re
       // Test configs show their upload time, which is the file's modification time.
       if (mtime) utimesSync(path, mtime, mtime);
     }
+    beforeCommit?.(temp, result);
     for (const dir of dirs) fsyncDir(dir);
     try {
       rmdirSync(target);

@@ -2,6 +2,8 @@ import { createReadStream, createWriteStream, existsSync, renameSync, rmSync, st
 import { basename, dirname, join, relative, resolve, isAbsolute } from "node:path";
 import { PassThrough, Readable, type Writable } from "node:stream";
 import { finished } from "node:stream/promises";
+import { cliActor, recordAudit } from "../audit/audit.ts";
+import { appendToSpool } from "../audit/spool.ts";
 import { BackupError, readArchive, type ReadResult } from "../backup/archive.ts";
 import { takeSnapshot } from "../backup/backup.ts";
 import { restoreBackup } from "../backup/restore.ts";
@@ -75,6 +77,8 @@ export async function backupCommand(args: string[]): Promise<number> {
     config,
     async (db) => {
       refuseForeignOwner(config.data_dir);
+      // In the log before the snapshot, as the server does: the backup holds its own entry.
+      await db.write((tx) => recordAudit(tx, cliActor(), "backup", "data_dir"));
       const snapshot = takeSnapshot({ config, db, serverRunning: false, now: new Date(), warn: (m) => process.stderr.write(`labgate: ${m}\n`) });
       const stream = new PassThrough({ highWaterMark: 256 * 1024 });
       const writing = snapshot.write(stream);
@@ -107,7 +111,10 @@ export async function restoreCommand(args: string[]): Promise<number> {
   await opened;
   let result: ReadResult;
   try {
-    result = await restoreBackup(input, flags["data-dir"]);
+    // The restore's entry waits in the new data dir's audit spool: its first start logs it.
+    result = await restoreBackup(input, flags["data-dir"], (dir, read) =>
+      appendToSpool(dir, cliActor(), "restore", "data_dir", { from: String(read.info.data_dir), taken: String(read.info.created), files: read.entries.length, bytes: read.bytes }),
+    );
   } catch (error) {
     throw error instanceof BackupError ? new CommandError(`nothing restored: ${error.message}`) : error;
   }

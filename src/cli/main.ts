@@ -38,7 +38,8 @@ serve        runs both APIs on one listener (default 0.0.0.0:5000, data dir ./da
 token issue  prints a management token signed with the data dir's key. Scopes (the
              config's prefix may be left out):
 ${wrapList(SCOPES.map((s) => `svc_${s}`), "               ", 86)}
-             --ttl accepts 45s, 15m, 12h, 30d, 2w (default 30d). Its id goes to stderr.
+             --ttl accepts 45s, 15m, 12h, 30d, 2w (default 30d). Its id goes to stderr;
+             the audit log records it (running server or not).
 token revoke ends one token (--id, as issue or GET /api/whoami shows it) or every token
              of a user issued until now (--user), on the next request. Works whether or not
              a server runs on the data dir.
@@ -121,11 +122,19 @@ async function tokenIssue(args: string[]): Promise<number> {
   const { loadOrCreateKeys } = await import("../auth/keys.ts");
   const { TokenService } = await import("../auth/tokens.ts");
   const { decodeJwt } = await import("../auth/jwt.ts");
+  const { appendToSpool } = await import("../audit/spool.ts");
+  const { cliActor } = await import("../audit/audit.ts");
   const tokens = new TokenService(loadOrCreateKeys(config.data_dir), config.prefix);
-  const token = tokens.issueManagement(flags.user, parseScopeList(config.prefix, flags.scopes), ttl);
-  process.stdout.write(token + "\n");
+  const scopes = parseScopeList(config.prefix, flags.scopes);
+  const token = tokens.issueManagement(flags.user, scopes, ttl);
   const decoded = decodeJwt(token);
-  if (typeof decoded !== "string") process.stderr.write(`labgate: token id ${String(decoded.payload.jti)} (labgate token revoke --id)\n`);
+  if (typeof decoded === "string") throw new Error(`the token just issued does not decode: ${decoded}`);
+  const id = String(decoded.payload.jti);
+  // In the audit log's spool (on disk) before anyone sees the token: a server running on the
+  // data dir takes it at once, else the next start does (src/audit/spool.ts).
+  appendToSpool(config.data_dir, cliActor(), "token.issue", `token:${id}`, { user: flags.user, scopes: scopes.join(" "), expires: new Date(Number(decoded.payload.exp) * 1000).toISOString() });
+  process.stdout.write(token + "\n");
+  process.stderr.write(`labgate: token id ${id} (labgate token revoke --id)\n`);
   return 0;
 }
 

@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from "node:fs";
-import { cliActor } from "../audit/audit.ts";
+import { cliActor, cliName } from "../audit/audit.ts";
 import { join } from "node:path";
 import { connect as tlsConnect } from "node:tls";
 import { X509Certificate } from "node:crypto";
@@ -7,15 +7,13 @@ import { Agent, fetch as undiciFetch, type Dispatcher } from "undici";
 import {
   AccountConflict,
   AccountMissing,
-  accountName,
-  accountPassword,
   createAccount,
   invalid,
   listAccounts,
   updateAccount,
   type AccountChange,
-  type AccountView,
 } from "../accounts/accounts.ts";
+import { accountName, accountPassword, type Account, type AccountUpdate } from "../accounts/schema.ts";
 import { loadOrCreateKeys } from "../auth/keys.ts";
 import { TokenService } from "../auth/tokens.ts";
 import { loadConfig, type Config } from "../config/config.ts";
@@ -29,9 +27,9 @@ export class CommandError extends Error {}
 
 /** What the user commands do with the accounts: in the database, or through the running server. */
 interface Accounts {
-  list(): Promise<AccountView[]>;
-  add(name: string, password: string, scopes: string[]): Promise<AccountView>;
-  change(name: string, change: { password?: string; scopes?: string[]; disabled?: boolean }): Promise<AccountView>;
+  list(): Promise<Account[]>;
+  add(name: string, password: string, scopes: string[]): Promise<Account>;
+  change(name: string, change: AccountUpdate): Promise<Account>;
 }
 
 /** A call to the running server's management API (JSON in and out); failures are CommandErrors. */
@@ -113,7 +111,7 @@ function pinnedDispatcher(certFile: string): Dispatcher {
 /** A request to the running server's management API, as it answered (connection failures are CommandErrors). */
 export type ServerFetch = (method: string, path: string, body?: unknown) => Promise<Response>;
 
-/** The server running on the data dir (its address from server.url), called with a one-minute admin token. */
+/** The server running on the data dir (its address from server.url), called with a one-minute admin token of `cli:<login>`. */
 export function serverFetch(config: Config): ServerFetch {
   let base: string;
   try {
@@ -121,7 +119,8 @@ export function serverFetch(config: Config): ServerFetch {
   } catch {
     throw new CommandError(`a labgate server runs on ${config.data_dir} but has not said where (${SERVER_URL_FILE}); try again when it has started`);
   }
-  const token = new TokenService(loadOrCreateKeys(config.data_dir), config.prefix).issueManagement("(labgate cli)", ["admin_rw"], 60);
+  // Its subject names the command and who runs it: the server's audit log shows `cli:<login>`.
+  const token = new TokenService(loadOrCreateKeys(config.data_dir), config.prefix).issueManagement(cliName(), ["admin_rw"], 60);
   const dispatcher = config.tls.cert_file && base.startsWith("https:") ? pinnedDispatcher(config.tls.cert_file) : undefined;
   return async (method, path, body) => {
     try {
@@ -151,9 +150,9 @@ function serverApi(request: ServerFetch): ApiCall {
 function remoteAccounts(call: ApiCall): Accounts {
   const path = (name: string) => `/api/v1/users/${encodeURIComponent(name)}`;
   return {
-    list: async () => (await call("GET", "/api/v1/users")) as AccountView[],
-    add: async (name, password, scopes) => (await call("POST", "/api/v1/users", { name, password, scopes })) as AccountView,
-    change: async (name, change) => (await call("PATCH", path(name), change)) as AccountView,
+    list: async () => (await call("GET", "/api/v1/users")) as Account[],
+    add: async (name, password, scopes) => (await call("POST", "/api/v1/users", { name, password, scopes })) as Account,
+    change: async (name, change) => (await call("PATCH", path(name), change)) as Account,
   };
 }
 
@@ -214,7 +213,7 @@ function prompt(question: string): Promise<string> {
   });
 }
 
-const describe = (a: AccountView) =>
+const describe = (a: Account) =>
   `${a.name}\t${a.disabled ? "disabled" : "enabled"}\t${a.scopes.join(",") || "-"}\tcreated ${a.created}\tlast login ${a.last_login ?? "never"}`;
 
 /** `labgate user add|passwd|disable|enable|list ...`: returns the exit code. */

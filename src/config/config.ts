@@ -8,6 +8,7 @@ import { relative, resolve, isAbsolute } from "node:path";
 import { parse as parseYaml } from "yaml";
 import * as z from "zod";
 import { parseReportColumns, type ReportColumn } from "../testrun/engine/report.ts";
+import { RUN_AS_FORM } from "../testrun/engine/identity.ts";
 import { boolean, ConfigError, custom, integer, oneOf, parseWith, positive, Problem, readYamlMapping, section, shown, string } from "./schema.ts";
 
 export { ConfigError, readYamlMapping };
@@ -215,6 +216,8 @@ export const configSchema = z.strictObject({
   audit: section({
     retention_days: integer(1, 100 * 365).prefault(365),
     max_rows: integer(1000, 100_000_000).prefault(1_000_000),
+    /** How often (seconds) retention looks for entries past the bounds. */
+    retention_interval: integer(1, 86_400).prefault(600),
   }),
   test_server: section({
     auth: oneOf("token", "none").prefault("token"),
@@ -335,7 +338,7 @@ export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
 /** Checks `test_server.run_as`'s form and makes `work_dir` absolute, outside the data dir (the tests' user must reach nothing there). */
 function resolveRunAs(config: Config, cwd: string): void {
   const ts = config.test_server;
-  if (!/^(?:[A-Za-z0-9_][A-Za-z0-9_.-]*(?::[A-Za-z0-9_][A-Za-z0-9_.-]*)?)?$/.test(ts.run_as)) fail("test_server.run_as", `expected a user name or user:group, got ${JSON.stringify(ts.run_as)}`);
+  if (ts.run_as && !RUN_AS_FORM.test(ts.run_as)) fail("test_server.run_as", `expected a user name or user:group, got ${JSON.stringify(ts.run_as)}`);
   if (!ts.work_dir) return;
   ts.work_dir = resolve(cwd, ts.work_dir);
   const rel = relative(config.data_dir, ts.work_dir);

@@ -47,6 +47,8 @@ function takeWorker(wasm: Uint8Array): Worker {
 }
 
 function release(worker: Worker): void {
+  // A raw timer, as the database's others: it paces the database's own work in real time, which a
+  // test moving the app clock must not change (and the database is made before the app's clock is handed out).
   const timer = setTimeout(() => {
     idle.splice(
       idle.findIndex((entry) => entry.worker === worker),

@@ -3,6 +3,7 @@ import { InFlight } from "../http/inflight.ts";
 import { EventStreams } from "../http/sse.ts";
 import type { AppContext } from "../app/context.ts";
 import { AuditRetention } from "../audit/audit.ts";
+import { AuditSpool } from "../audit/spool.ts";
 
 /** Services more than one part uses. */
 export interface SharedServices {
@@ -14,15 +15,20 @@ export interface SharedServices {
   inFlight: InFlight;
   /** Drops audit entries past the configured age and count, off the request path. */
   auditRetention: AuditRetention;
+  /** Moves the entries of commands run beside the server (`labgate token issue`, `restore`) into the audit log. */
+  auditSpool: AuditSpool;
 }
 
-export function createSharedServices(ctx: Pick<AppContext, "clock" | "config" | "db" | "log" | "onClosing">, accountGate: AccountGate | undefined): SharedServices {
+export function createSharedServices(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "db" | "log" | "onClosing">, accountGate: AccountGate | undefined): SharedServices {
   const accessWatch = new AccessWatch(ctx.db, accountGate, ctx.clock);
-  const streams = new EventStreams(ctx.log, accessWatch, ctx.config.compat.sse_comments);
+  const streams = new EventStreams(ctx.log, ctx.clock, accessWatch, ctx.config.compat.sse_comments);
   // Open event streams end when the server stops accepting, so that shutdown does not wait on them.
   ctx.onClosing.push(() => streams.endAll());
   const auditRetention = new AuditRetention(ctx.db, ctx.clock, ctx.log, ctx.config.audit);
   auditRetention.start();
   ctx.onClosing.push(() => auditRetention.stop());
-  return { accessWatch, streams, inFlight: new InFlight(), auditRetention };
+  const auditSpool = new AuditSpool(ctx.db, ctx.dataDir, ctx.log, ctx.clock);
+  auditSpool.start();
+  ctx.onClosing.push(() => auditSpool.stop());
+  return { accessWatch, streams, inFlight: new InFlight(), auditRetention, auditSpool };
 }

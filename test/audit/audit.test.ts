@@ -11,36 +11,11 @@ import { runInNewContext } from "node:vm";
 import { describe, test } from "node:test";
 import { recordAudit, systemActor } from "../../src/audit/audit.ts";
 import { runCli } from "../helpers/cli.ts";
-import { startTestServer, tempDir, removeDir, useTestServer, type TestServer } from "../helpers/server.ts";
+import { startTestServer, tempDir, removeDir, useTestServer } from "../helpers/server.ts";
 import { adminPassword, login } from "../accounts/helpers.ts";
 import { registerDevice } from "../update/helpers/devices.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
-
-interface Entry {
-  id: number;
-  time: string;
-  actor_kind: string;
-  actor: string;
-  token_id: string | null;
-  client: string;
-  action: string;
-  target: string;
-  outcome: string;
-  detail: Record<string, unknown> | null;
-}
-
-/** The newest entries matching `query` (admin). */
-async function entries(server: TestServer, query: string): Promise<Entry[]> {
-  const res = await server.call<Entry[]>("GET", `/api/v1/audit?${query}`);
-  assert.equal(res.status, 200, JSON.stringify(res.body));
-  return res.body;
-}
-
-const newest = async (server: TestServer, action: string): Promise<Entry> => {
-  const [entry] = await entries(server, `action=${action}&limit=1`);
-  assert.ok(entry, `an entry ${action}`);
-  return entry;
-};
+import { entries, newest, type Entry } from "./helpers.ts";
 
 describe("the audit log records each family of changes", () => {
   const server = useTestServer();
@@ -133,11 +108,11 @@ describe("the audit log records each family of changes", () => {
   });
 
   test("an action on a device, queued while it is offline, is recorded with its action id and device count", async () => {
-    const { client } = await registerDevice(server);
+    const { client, id } = await registerDevice(server);
     const res = await server.request(`/api/v2/devices/${client.mac}/action/exec/uptime`, { token: server.adminToken });
     assert.equal(res.status, 202);
     const exec = await newest(server, "action.exec");
-    assert.deepEqual([exec.target, exec.detail], [`mac:${client.mac}`, { action_id: "uptime", devices: 1 }]);
+    assert.deepEqual([exec.target, exec.detail], [`device:${id}`, { action_id: "uptime", devices: 1 }]);
   });
 
   test("a refused request (403) is recorded with who was refused; update checks are not recorded", async () => {

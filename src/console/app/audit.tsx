@@ -2,22 +2,10 @@
  * The audit log in the console: the entries' shape and columns, the API path with filters, and a
  * device page's recent entries (the Audit page itself is pages/audit.tsx).
  */
+import type { AuditEntry } from "../../audit/schema.ts";
 import { get } from "./api.ts";
 import { href } from "./router.ts";
 import { Badge, Card, Show, Table, Time, useLoad } from "./ui.tsx";
-
-export interface AuditEntry {
-  id: number;
-  time: string;
-  actor_kind: "account" | "token" | "device" | "system";
-  actor: string;
-  token_id: string | null;
-  client: string;
-  action: string;
-  target: string;
-  outcome: "ok" | "refused";
-  detail: Record<string, unknown> | null;
-}
 
 /** The filters the Audit page keeps in its address (so a filtered view can be linked to). */
 export const FILTERS = ["actor", "action", "target", "since", "until"] as const;

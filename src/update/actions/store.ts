@@ -1,7 +1,6 @@
 /*
- * The action log's SQL: rows keyed by MAC, a status
- * of pending -> sent -> success | error, the exit code, and the output (small ones in the row,
- * larger ones as a file named by `output_key`).
+ * The action log's SQL: rows keyed by MAC, a status of pending -> sent -> success | error, the exit
+ * code, and the output (small ones in the row, larger ones as a file named by `output_key`).
  *
  * Writes that arrive in one event-loop turn share one transaction: an action sent to ten thousand
  * devices is logged by one durable write, and the results that come back together are recorded
@@ -126,7 +125,7 @@ export class ActionLogStore {
     for (; at < rows.length; at++) tx.run(insertSql(1), params([rows[at]]));
     for (const { audit, actionId } of entries) {
       if (!audit) continue;
-      const target = audit.devices.length === 1 ? `mac:${audit.devices[0]}` : "devices";
+      const target = audit.devices.length === 1 ? deviceTarget(tx, audit.devices[0]) : "devices";
       recordAudit(tx, audit.actor, "action.exec", target, { action_id: actionId, devices: audit.devices.length, ...(audit.devices.length > 1 ? { first: audit.devices.slice(0, 10) } : {}) });
     }
     return stored;
@@ -214,24 +213,35 @@ export class ActionLogStore {
   }
 
   /** Deletes the finished rows (success or error) of a device; resolves with the output files they named. */
-  clearFinished(mac: string): Promise<Array<string | null>> {
-    return this.deleteWhere(`mac_address = ? AND status IN ${FINAL}`, [mac]);
+  clearFinished(mac: string, actor: Actor): Promise<Array<string | null>> {
+    return this.deleteWhere(`mac_address = ? AND status IN ${FINAL}`, [mac], actor, "action.clear_log", mac);
   }
 
   /** Deletes the rows of a device without a result (its queue). */
-  clearPending(mac: string): Promise<Array<string | null>> {
-    return this.deleteWhere(`mac_address = ? AND status NOT IN ${FINAL}`, [mac]);
+  clearPending(mac: string, actor: Actor): Promise<Array<string | null>> {
+    return this.deleteWhere(`mac_address = ? AND status NOT IN ${FINAL}`, [mac], actor, "action.clear_pending", mac);
   }
 
   /** Deletes the listed rows of a device, whatever their status; unknown ids are ignored. */
-  remove(mac: string, ids: string[]): Promise<Array<string | null>> {
+  remove(mac: string, ids: string[], actor: Actor): Promise<Array<string | null>> {
     if (ids.length === 0) return Promise.resolve([]);
-    return this.deleteWhere(`mac_address = ? AND id IN (${ids.map(() => "?").join(", ")})`, [mac, ...ids]);
+    return this.deleteWhere(`mac_address = ? AND id IN (${ids.map(() => "?").join(", ")})`, [mac, ...ids], actor, "action.remove", mac, { ids: ids.slice(0, 20) });
   }
 
-  private deleteWhere(where: string, params: string[]): Promise<Array<string | null>> {
-    return this.db.write((tx) => deleteRows(tx, where, params));
+  /** Deletes the matching rows of device `mac` and records `action` with how many went. */
+  private deleteWhere(where: string, params: string[], actor: Actor, action: string, mac: string, detail: Record<string, unknown> = {}): Promise<Array<string | null>> {
+    return this.db.write((tx) => {
+      const keys = deleteRows(tx, where, params);
+      recordAudit(tx, actor, action, deviceTarget(tx, mac), { ...detail, removed: keys.length });
+      return keys;
+    });
   }
+}
+
+/** An action's device as the audit log names devices (`device:<id>`: its page lists them), or its MAC address when it is gone. */
+function deviceTarget(tx: Tx, mac: string): string {
+  const device = tx.get<{ id: number }>("SELECT id FROM devices WHERE mac_address = ?", [mac]);
+  return device ? `device:${device.id}` : `mac:${mac}`;
 }
 
 function deleteRows(tx: Tx, where: string, params: string[]): Array<string | null> {

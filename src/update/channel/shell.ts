@@ -1,16 +1,17 @@
 /*
- * Shell sessions: a manager's WebSocket is paired with the
- * socket the device opens for that session (`shell_attach`); frames are relayed unchanged in
+ * Shell sessions (docs/device-protocol.md, "Shell sessions"): a manager's WebSocket is paired with
+ * the socket the device opens for that session (`shell_attach`); frames are relayed unchanged in
  * both directions (text stays text, binary stays binary) until one side closes, then both close.
- * Bounded: the device must attach within `shell_attach_timeout`, input before that is capped,
- * a slow reader pauses its writer, both sockets are pinged, and a device that disconnects from
- * the management socket (or is deleted) loses its sessions.
+ * Bounded: the device must attach within `shell_attach_timeout`, input before that is capped, a
+ * slow reader pauses its writer, both sockets are pinged, and a device that disconnects from the
+ * management socket (or is deleted) loses its sessions.
  */
 import { randomUUID } from "node:crypto";
 import type { WebSocket } from "ws";
 import type { AppContext } from "../../app/context.ts";
+import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { CLOSE_NORMAL, type ChannelHub } from "./hub.ts";
-import { after } from "../../util/time.ts";
+import { after, dateOf } from "../../util/time.ts";
 import { PingTimer, pingOrTerminate } from "./keepalive.ts";
 import { closeReason, hasCapability } from "./protocol.ts";
 
@@ -35,19 +36,29 @@ interface Side {
 
 class ShellSession {
   readonly mac: string;
+  readonly deviceId: number;
   readonly uuid: string;
   readonly manager: Side;
+  /** Who opened it (the audit log's shell.open and shell.close), and when (clock ms). */
+  readonly actor: Actor;
+  readonly opened: number;
   device: Side | undefined;
   early: Frame[] = [];
   earlyBytes = 0;
+  /** Bytes relayed to the device (input) and to the manager (output), for shell.close. */
+  bytesIn = 0;
+  bytesOut = 0;
   /** Cancels the attach deadline. */
   cancelAttach: (() => void) | undefined;
   over = false;
 
-  constructor(mac: string, uuid: string, manager: WebSocket) {
+  constructor(mac: string, deviceId: number, uuid: string, manager: WebSocket, actor: Actor, opened: number) {
     this.mac = mac;
+    this.deviceId = deviceId;
     this.uuid = uuid;
     this.manager = { ws: manager, alive: true };
+    this.actor = actor;
+    this.opened = opened;
   }
 }
 
@@ -56,12 +67,12 @@ export const size = (frame: Frame): number => (typeof frame === "string" ? Buffe
 const sendable = (code: number): boolean => code === CLOSE_NORMAL || (code >= 3000 && code <= 4999);
 
 export class ShellService {
-  private readonly ctx: Pick<AppContext, "clock" | "config" | "log">;
+  private readonly ctx: Pick<AppContext, "clock" | "config" | "db" | "log">;
   private readonly hub: ChannelHub;
   private readonly sessions = new Map<string, ShellSession>();
   private readonly pinger: PingTimer;
 
-  constructor(ctx: Pick<AppContext, "clock" | "config" | "log">, hub: ChannelHub) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, hub: ChannelHub) {
     this.ctx = ctx;
     this.hub = hub;
     this.pinger = new PingTimer(ctx.clock, ctx.config.update_server.ws_ping_interval, () => this.pingRound());
@@ -85,8 +96,11 @@ export class ShellService {
     return this.sessions.size;
   }
 
-  /** A manager's socket for device `mac` (already authorized): asks the device to attach. */
-  async open(mac: string, deviceId: number, manager: WebSocket): Promise<ShellSession | undefined> {
+  /**
+   * A manager's socket for device `mac` (already authorized): records `shell.open` (on disk
+   * before the device is asked: no session runs unrecorded), then asks the device to attach.
+   */
+  async open(mac: string, deviceId: number, manager: WebSocket, actor: Actor): Promise<ShellSession | undefined> {
     const conn = this.hub.get(mac);
     if (!conn || conn.deviceId !== deviceId) {
       manager.close(CLOSE_INVALID, closeReason(notConnected(mac)));
@@ -103,9 +117,21 @@ export class ShellService {
       manager.close(CLOSE_INVALID, `device ${mac} has ${MAX_SESSIONS_PER_DEVICE} shell sessions open already`);
       return undefined;
     }
-    const session = new ShellSession(mac, randomUUID(), manager);
+    const session = new ShellSession(mac, deviceId, randomUUID(), manager, actor, this.ctx.clock.now());
     this.sessions.set(this.key(mac, session.uuid), session);
     session.cancelAttach = after(this.ctx.clock, seconds * 1000, () => this.end(session, CLOSE_INVALID, `device did not connect within ${seconds}s`));
+    try {
+      await this.ctx.db.write((tx) => recordAudit(tx, { ...actor, at: dateOf(this.ctx.clock) }, "shell.open", `device:${deviceId}`, { mac, session: session.uuid }));
+    } catch (error) {
+      this.ctx.log.error(`shell session for ${mac} not opened: audit entry not saved: ${(error as Error).message}`);
+      this.end(session, 1011, "shell session failed");
+      return undefined;
+    }
+    if (session.over) return undefined;
+    if (manager.readyState !== manager.OPEN) {
+      this.end(session, CLOSE_NORMAL, "the manager went away");
+      return undefined;
+    }
     this.pinger.start();
     manager.on("pong", () => (session.manager.alive = true));
     try {
@@ -129,6 +155,7 @@ export class ShellService {
     session.device = { ws: device, alive: true };
     device.on("pong", () => session.device && (session.device.alive = true));
     for (const frame of session.early) this.relay(session.manager.ws, device, frame);
+    session.bytesIn += session.earlyBytes;
     session.early = [];
     this.ctx.log.info(`shell session ${uuid} of device ${mac} attached`);
     return session;
@@ -136,14 +163,19 @@ export class ShellService {
 
   fromManager(session: ShellSession, frame: Frame): void {
     if (session.over) return;
-    if (session.device) return this.relay(session.manager.ws, session.device.ws, frame);
+    if (session.device) {
+      session.bytesIn += size(frame);
+      return this.relay(session.manager.ws, session.device.ws, frame);
+    }
     session.earlyBytes += size(frame);
     if (session.earlyBytes > MAX_EARLY_BYTES) return this.end(session, CLOSE_INVALID, "too much input before the device attached");
     session.early.push(frame);
   }
 
   fromDevice(session: ShellSession, frame: Frame): void {
-    if (!session.over) this.relay(session.device!.ws, session.manager.ws, frame);
+    if (session.over) return;
+    session.bytesOut += size(frame);
+    this.relay(session.device!.ws, session.manager.ws, frame);
   }
 
   /** One side closed: the other follows with the same code and reason when they can be sent on. */
@@ -172,6 +204,19 @@ export class ShellService {
       if (side.ws.readyState === side.ws.OPEN || side.ws.readyState === side.ws.CONNECTING) side.ws.close(code, closeReason(reason));
     }
     this.ctx.log.info(`shell session ${session.uuid} of device ${session.mac} ended (${code} ${reason})`);
+    const detail = {
+      mac: session.mac,
+      session: session.uuid,
+      seconds: Math.round((this.ctx.clock.now() - session.opened) / 100) / 10,
+      bytes_in: session.bytesIn,
+      bytes_out: session.bytesOut,
+      code,
+      reason,
+    };
+    // Not awaited (a close cannot wait): applied to the database at once, on disk a moment later.
+    void this.ctx.db
+      .write((tx) => recordAudit(tx, { ...session.actor, at: dateOf(this.ctx.clock) }, "shell.close", `device:${session.deviceId}`, detail))
+      .catch((error: Error) => this.ctx.log.warn(`audit: shell.close of ${session.uuid} not saved: ${error.message}`));
     if (this.sessions.size === 0) this.pinger.stop();
   }
 

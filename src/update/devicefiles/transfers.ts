@@ -1,12 +1,12 @@
 /*
- * File download from a device:
- * probe, multipart plan, signed expiring part URLs that accept only the parts of an open
- * transfer (each once), assembly with ETag checks, parts removed in every outcome, every wait
- * bounded.
+ * File download from a device (docs/device-protocol.md, "File uploads"): probe, multipart plan,
+ * signed expiring part URLs that accept only the parts of an open transfer (each once), assembly
+ * with ETag checks, parts removed in every outcome, every wait bounded.
  */
 import { randomUUID } from "node:crypto";
 import type { Readable } from "node:stream";
 import type { AppContext } from "../../app/context.ts";
+import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { inputProblem } from "../../http/errors.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { ChannelHub, DeviceConnection } from "../channel/hub.ts";
@@ -14,6 +14,7 @@ import { deviceFailure, notConnected } from "../channel/errors.ts";
 import { hasCapability } from "../channel/protocol.ts";
 import { getDevice } from "../devices/devices.ts";
 import { PART_NAME, PartTooLargeError, signedFileUrl, type DeviceFileStore } from "./store.ts";
+import type { FetchedFile } from "./schema.ts";
 
 export const PART_LINK = "multipart_part";
 const MiB = 1024 * 1024;
@@ -75,12 +76,30 @@ export class FileTransferService {
     if (typeof message.id !== "string" || !conn.settle(`download:${message.id}`, message)) this.ctx.log.warn(`device ${conn.mac}: fs_file_download_reply for no open transfer ignored`);
   }
 
-  /** Fetches `file` from device `deviceId`: `{status: 0, url}` or `{status: 1, url: ""}`. */
-  async fetch(deviceId: number, file: string, base: string): Promise<{ status: number; url: string }> {
+  /**
+   * Fetches `file` from device `deviceId`: `{status: 0, url}` or `{status: 1, url: ""}`. A request
+   * the device was asked is in the audit log (`file.fetch`, with its outcome) before the answer.
+   */
+  async fetch(deviceId: number, file: string, base: string, actor: Actor): Promise<FetchedFile> {
     const device = getDevice(this.ctx.db, deviceId);
     if (!device) throw new LabgateError("not_found", "device does not exist");
     const conn = this.hub.get(device.mac_address);
     if (!conn || conn.deviceId !== device.id) throw notConnected();
+    const record = (outcome: Record<string, unknown>) =>
+      this.ctx.db.write((tx) => recordAudit(tx, actor, "file.fetch", `device:${device.id}`, { mac: device.mac_address, file, ...outcome }));
+    let result: FetchedFile;
+    try {
+      result = await this.transfer(conn, file, base);
+    } catch (error) {
+      await record({ error: (error as Error).message.slice(0, 256) }).catch((failure: Error) => this.ctx.log.warn(`audit: file.fetch not saved: ${failure.message}`));
+      throw error;
+    }
+    await record({ status: result.status });
+    return result;
+  }
+
+  /** Probes, plans the parts and waits for the device to upload them (see the top of this file). */
+  private async transfer(conn: DeviceConnection, file: string, base: string): Promise<FetchedFile> {
     const { device_reply_timeout: replyTimeout, file_transfer_timeout: transferTimeout, file_transfer_min_rate: minRate } = this.ctx.config.update_server;
     let transfer: Transfer | undefined;
     try {

@@ -2,7 +2,8 @@ import { useEffect, useState } from "preact/hooks";
 import { getPage } from "../api.ts";
 import { replaceQuery, type Page, type PageProps } from "../router.ts";
 import { isAdmin } from "../session.ts";
-import { auditColumns, auditPath, FILTERS, type AuditEntry, type Filters } from "../audit.tsx";
+import type { AuditEntry } from "../../../audit/schema.ts";
+import { auditColumns, auditPath, FILTERS, type Filters } from "../audit.tsx";
 import { Field, PageHeader, Show, Table, useDebounced, useLoad } from "../ui.tsx";
 
 const LIMIT = 50;
