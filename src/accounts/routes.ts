@@ -8,7 +8,7 @@ import { revokeTokenId, revokeTokens } from "../auth/revocations.ts";
 import type { AccessWatch } from "../auth/authority.ts";
 import { LabgateError } from "../util/errors.ts";
 import { Empty, ErrorBody, errors, jsonBody, route } from "../http/openapi.ts";
-import { z } from "zod";
+import * as z from "zod";
 import { Caller } from "../http/schema.ts";
 import { managementBody } from "../http/system.ts";
 import { clientAddress, isTls } from "../http/transport.ts";

@@ -3,7 +3,7 @@
  * (accounts/routes.ts) register and parse with them, the handlers answer with their types and
  * the console imports the types. Zod and src/http only.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { jsonObject } from "../http/shapes.ts";
 
 export const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;

@@ -3,7 +3,7 @@
  * document itself), each once. Zod only: the console imports the types (`Caller` is who is
  * signed in).
  */
-import { z } from "zod";
+import * as z from "zod";
 
 /** GET /api/health. */
 export const Health = z

@@ -4,7 +4,7 @@
  * answer with their types, and the console imports the types. Zod, src/http/shapes.ts and
  * runs/status.ts (which imports nothing) only, so that the console's build can follow them.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { integerParam, jsonObject } from "../http/shapes.ts";
 import { RUN_STATUSES, type RunStatus } from "./runs/status.ts";
 

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
-import { z } from "zod";
+import * as z from "zod";
 import { Account } from "../../src/accounts/schema.ts";
 import { Caller, Health } from "../../src/http/schema.ts";
 import {

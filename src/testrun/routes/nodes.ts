@@ -4,7 +4,7 @@
  * trigger's runs side by side). docs/test-run-server.md, "Lab nodes".
  */
 import { Hono, type Context } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import { errors, ok, route, type Reply } from "../../http/openapi.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { nodeNamed, nodeStatuses, relayFromNode, type RelayedAnswer } from "../runs/nodes.ts";
