@@ -56,29 +56,56 @@ BUILD_INFO="{\"commit\":\"$COMMIT\",\"date\":\"$DATE\"}"
 
 rm -f dist/labgate dist/labgate-linux-arm64 dist/SHA256SUMS
 mkdir -p dist
-bundle() {
-  npx esbuild "${3:-src/main.ts}" --bundle --platform=node --format=cjs --target="$1" \
+bundle() { # TARGET OUT ENTRY [ESBUILD OPTIONS...]
+  npx esbuild "$3" "${@:4}" --bundle --platform=node --format=cjs --target="$1" \
     --outfile="$2" --legal-comments=none --log-level=warning \
     --external:sql.js/dist/sql-wasm.wasm \
     --define:import.meta.url=__importMetaUrl "--define:LABGATE_BUILD=$BUILD_INFO" \
     '--banner:js=const __importMetaUrl = require("node:url").pathToFileURL(__filename).href;'
 }
-bundle node20 dist/labgate.cjs
-bundle node24 dist/labgate-sea.cjs
-# The checkpoint worker thread: next to dist/labgate.cjs, and an asset of the executable.
-bundle node20 dist/labgate-checkpoint.cjs src/db/checkpoint-worker.ts
-bundle node24 dist/labgate-checkpoint-sea.cjs src/db/checkpoint-worker.ts
+# dist/labgate.cjs is the launcher (src/launch/launch.ts): `labgate agent` runs labgate-agent.cjs,
+# every other command labgate-main.cjs. The checkpoint worker thread's bundle is beside them.
+# The executables hold the same four, built for Node 24 and minified, in dist/sea/: the executable
+# is near its size bound, and source is memory. The whole program keeps its names (stack traces
+# in the server's log); the agent's are shortened too (0.3 MB less), its errors are messages.
+rm -rf dist/sea
+for target in node20 node24; do
+  dir=dist extra=() agent=()
+  [ "$target" = node24 ] && dir=dist/sea extra=(--minify-whitespace --minify-syntax) agent=(--minify --keep-names)
+  bundle "$target" "$dir/labgate.cjs" src/launch/launch.ts "${extra[@]}"
+  bundle "$target" "$dir/labgate-main.cjs" src/main.ts "${extra[@]}"
+  bundle "$target" "$dir/labgate-agent.cjs" src/agent/main.ts "${agent[@]}"
+  bundle "$target" "$dir/labgate-checkpoint.cjs" src/db/checkpoint-worker.ts "${extra[@]}"
+done
 # The web console's files: beside dist/labgate.cjs (dist/console/), and assets of the executable.
 node --import tsx src/console/build-cli.ts dist/console
 
-# Everything the executable needs at run time is an asset: the sql.js wasm, assets/ and the console.
-node build/sea-config.mjs dist/labgate-sea.cjs dist/labgate.blob > dist/sea.json
+# V8's code cache of the whole program, made by the target's Node with the executable's flags by
+# running it (build/code-cache.mjs): a server's start on an existing data dir (made by a first
+# start), into dist/sea/ARCH/. The agent has none: its start is not timed, and its cache would add
+# 0.5 MB to the executable.
+read -r -a SEA_FLAGS <<< "$(node build/sea-config.mjs --flags)"
+CACHE_DATA=$(mktemp -d)
+trap 'rm -rf "$CACHE_DATA"' EXIT
+code_caches() { # ARCH NODE [RUNNER...]
+  local arch=$1 node=$2
+  shift 2
+  local run=("$@" "$node" "${SEA_FLAGS[@]}" build/code-cache.mjs)
+  local serve=(-- serve --data-dir "$CACHE_DATA/server" --listen "127.0.0.1:{port}")
+  mkdir -p "dist/sea/$arch"
+  local log=$CACHE_DATA/server-$arch.log
+  { [ -d "$CACHE_DATA/server" ] || "${run[@]}" dist/sea/labgate-main.cjs /dev/null --until "http://127.0.0.1:{port}/api/health" "${serve[@]}"
+    "${run[@]}" dist/sea/labgate-main.cjs "dist/sea/$arch/labgate-main.cjs.cache" --until "http://127.0.0.1:{port}/api/health" "${serve[@]}"
+  } > "$log" 2>&1 || { cat "$log" >&2; exit 1; }
+}
 
-# One executable: the blob (its code cache is V8's for that CPU, so the target's own Node makes it),
-# injected into a stripped copy of that Node.
-executable() { # OUT NODE STRIP [RUNNER...]
-  local out=$1 node=$2 strip=$3
-  shift 3
+# One executable: the blob (its code caches are V8's for that CPU, so the target's own Node makes
+# them), injected into a stripped copy of that Node.
+executable() { # ARCH OUT NODE STRIP [RUNNER...]
+  local arch=$1 out=$2 node=$3 strip=$4
+  shift 4
+  code_caches "$arch" "$node" "$@"
+  node build/sea-config.mjs dist/sea "dist/sea/$arch" dist/labgate.blob > dist/sea.json
   "$@" "$node" --experimental-sea-config dist/sea.json
   cp "$node" "$out"
   chmod u+w "$out"
@@ -88,12 +115,21 @@ executable() { # OUT NODE STRIP [RUNNER...]
 }
 for arch in $ARCHES; do
   case "$arch" in
-    x64) executable dist/labgate "$NODE24" strip ;;
-    arm64) executable dist/labgate-linux-arm64 "$NODE24_ARM64" aarch64-linux-gnu-strip "${QEMU[@]}" ;;
+    x64) executable x64 dist/labgate "$NODE24" strip ;;
+    arm64) executable arm64 dist/labgate-linux-arm64 "$NODE24_ARM64" aarch64-linux-gnu-strip "${QEMU[@]}" ;;
   esac
 done
-rm -f dist/labgate.blob dist/sea.json dist/labgate-sea.cjs dist/labgate-checkpoint-sea.cjs
+rm -rf dist/labgate.blob dist/sea.json dist/sea
+
+# The executables stay under the size bound (appliance images and the packages count on it).
+MAX_BYTES=115000000
+for out in dist/labgate dist/labgate-linux-arm64; do
+  [ -f "$out" ] || continue
+  size=$(stat -c %s "$out")
+  echo "build.sh: $out is $size bytes (bound $MAX_BYTES)"
+  [ "$size" -le "$MAX_BYTES" ] || { echo "build.sh: $out is over the size bound of $MAX_BYTES bytes" >&2; exit 1; }
+done
 
 # Checksums of every artifact of this build (npm run package adds its .deb files).
-(cd dist && sha256sum $(ls labgate labgate-linux-arm64 2> /dev/null) labgate.cjs labgate-checkpoint.cjs > SHA256SUMS)
+(cd dist && sha256sum $(ls labgate labgate-linux-arm64 2> /dev/null) labgate.cjs labgate-main.cjs labgate-agent.cjs labgate-checkpoint.cjs > SHA256SUMS)
 ls -l dist/labgate* dist/SHA256SUMS

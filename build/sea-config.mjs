@@ -1,10 +1,29 @@
-// Prints the SEA config: the bundle, plus every file under assets/, the sql.js wasm, the checkpoint
-// worker's bundle and the built console (dist/console/NAME as console/NAME, see src/console/routes.ts) as assets.
-import { readdirSync } from "node:fs";
+// Prints the SEA config of one executable: the launcher (src/launch/launch.ts) as its main script,
+// and as assets its two programs with their code caches from CACHE_DIR (made by build/code-cache.mjs
+// for that architecture), the checkpoint worker's bundle, the sql.js wasm, every file under
+// assets/, and the built console (dist/console/NAME as console/NAME, see src/console/routes.ts).
+//
+//   node build/sea-config.mjs SEA_DIR CACHE_DIR OUTPUT    the config (JSON)
+//   node build/sea-config.mjs --flags                     the executable's Node flags
+import { existsSync, readdirSync } from "node:fs";
 import { join, relative } from "node:path";
 
-const [main, output] = process.argv.slice(2);
-const assets = { "sql-wasm.wasm": "node_modules/sql.js/dist/sql-wasm.wasm", "labgate-checkpoint.cjs": "dist/labgate-checkpoint-sea.cjs" };
+// Node flags of the executable (issue 14, idle memory): one V8 helper thread instead of four (each
+// kept its own malloc arena: about 20 MB of idle RSS on this 2-core appliance), and a young
+// generation of 1 MB semi-spaces, which V8 otherwise grows during start-up and keeps.
+const execArgv = ["--v8-pool-size=1", "--max-semi-space-size=1"];
+if (process.argv[2] === "--flags") {
+  console.log(execArgv.join(" "));
+  process.exit(0);
+}
+
+const [seaDir, cacheDir, output] = process.argv.slice(2);
+const assets = { "sql-wasm.wasm": "node_modules/sql.js/dist/sql-wasm.wasm" };
+for (const name of ["labgate-main.cjs", "labgate-agent.cjs", "labgate-checkpoint.cjs"]) {
+  assets[name] = join(seaDir, name);
+  const cache = join(cacheDir, `${name}.cache`);
+  if (existsSync(cache)) assets[`${name}.cache`] = cache;
+}
 const walk = (dir) =>
   readdirSync(dir, { withFileTypes: true }).forEach((entry) => {
     const path = join(dir, entry.name);
@@ -14,8 +33,5 @@ const walk = (dir) =>
   });
 walk("assets");
 for (const name of readdirSync("dist/console")) assets[`console/${name}`] = join("dist/console", name);
-// Node flags of the executable (issue 14, idle memory): one V8 helper thread instead of four (each
-// kept its own malloc arena: about 20 MB of idle RSS on this 2-core appliance), and a young
-// generation of 1 MB semi-spaces, which V8 otherwise grows during start-up and keeps.
-const execArgv = ["--v8-pool-size=1", "--max-semi-space-size=1"];
+const main = join(seaDir, "labgate.cjs");
 console.log(JSON.stringify({ main, output, disableExperimentalSEAWarning: true, useCodeCache: true, useSnapshot: false, execArgv, assets }, null, 2));

@@ -64,6 +64,8 @@ json() { node -e 'let s="";process.stdin.on("data",(d)=>(s+=d)).on("end",()=>{co
 
 serve ./data server
 grep -q "labgate $("${LABGATE[@]}" version | sed -n 's/^labgate \([^ ]*\) .*/\1/p') .*linux-" server.err || { echo "the startup log does not name the version and arch"; exit 1; }
+# The build's code cache fits this executable (else the launcher says so, and starts are slower).
+! grep "refused the code cache" server.err || exit 1
 HEALTH="$(curl -sf "$URL/api/health")"
 echo "health: $HEALTH"
 echo "$HEALTH" | grep -q '"wasm":"sea-asset"' || { echo "wasm not loaded from the executable"; exit 1; }

@@ -15,11 +15,13 @@
  * request's devices all answer within its time ("all back").
  * N sockets need N file descriptors in the server (and in the simulators): `ulimit -n` must
  * allow it (this machine: 20,000). `--baseline DIR` runs the same against another checkout.
- * BENCH_NODE_ARGS adds node flags to the server (e.g. --cpu-prof).
+ * BENCH_NODE_ARGS adds node flags to the server (e.g. --cpu-prof). After each fan-out request the
+ * server also reports (memory-probe.cjs) what it holds after a full collection: V8's live heap
+ * and the capacity it keeps, ArrayBuffers and the wasm heaps, to tell growth from garbage.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { Agent as UndiciAgent, request } from "undici";
@@ -41,6 +43,23 @@ const seedDir = join(work, "seed");
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
 const rssKiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const probeFile = join(work, "memory-probe.jsonl");
+interface Probe {
+  rss: number;
+  heapUsed: number;
+  heapTotal: number;
+  arrayBuffers: number;
+  wasm: number;
+}
+/** The server's memory after a full collection (scripts/bench/memory-probe.cjs). */
+async function probeMemory(pid: number): Promise<Probe> {
+  const lines = () => (existsSync(probeFile) ? readFileSync(probeFile, "utf8").trim().split("\n").filter(Boolean) : []);
+  const before = lines().length;
+  process.kill(pid, "SIGUSR2");
+  for (let i = 0; i < 600 && lines().length === before; i++) await sleep(50);
+  return JSON.parse(lines().at(-1)!) as Probe;
+}
+const mib = (bytes: number) => (bytes / 1048576).toFixed(0);
 
 /**
  * Seeds with the baseline's own code when there is one: a newer tree migrates an older data dir
@@ -62,10 +81,11 @@ async function seed(): Promise<{ admin: string; devices: { mac: string; token: s
 }
 
 async function spawnServer(root: string, dataDir: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", join(root, "src/main.ts"), "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
+  const probe = ["--expose-gc", "-r", join(import.meta.dirname, "memory-probe.cjs")];
+  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), ...probe, "--import", "tsx", join(root, "src/main.ts"), "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
     cwd: root,
     stdio: ["ignore", "pipe", "inherit"],
-    env: { ...process.env, LABGATE_CONFIG: join(work, "bench.config.yaml") },
+    env: { ...process.env, LABGATE_CONFIG: join(work, "bench.config.yaml"), MEMORY_PROBE_FILE: probeFile },
   });
   return listening(child);
 }
@@ -169,22 +189,27 @@ async function run(root: string, admin: string, devices: { mac: string; token: s
       each.push(...round.each);
     }
     // The server's RSS before the fan-out requests and after each (issue 31: it must not grow round over round).
+    // Then what it holds after a full collection: live heap, sql.js's database file and wasm heap.
     const rounds = [rssKiB(server.child.pid!)];
+    const held = [await probeMemory(server.child.pid!)];
     for (let r = 0; r < ROUNDS; r++) {
       const took = await bulkRound();
       if (took === undefined) break;
       bulk.push(took);
       rounds.push(rssKiB(server.child.pid!));
+      held.push(await probeMemory(server.child.pid!));
     }
     const checked = await checking;
     // Settled: two seconds after the last answer, the update checks over.
     await sleep(2000);
     const after = rssKiB(server.child.pid!);
+    const settled = await probeMemory(server.child.pid!);
     await dispatcher.close();
     const label = root === here ? "this tree" : "baseline";
     return [
       `| ${label} | ${DEVICES} | ${connectS.toFixed(1)} s | ${(idle / 1024).toFixed(1)} MiB | ${(connected / 1024).toFixed(1)} MiB | **${((connected - idle) / DEVICES).toFixed(1)} KiB** | ${(after / 1024).toFixed(1)} MiB |`,
       `| ${label} | ${rounds.map((k) => (k / 1024).toFixed(0)).join(" / ")} MiB | ${((after - rounds[0]) / 1024).toFixed(1)} MiB |`,
+      `| ${label} | ${held.map((p) => mib(p.heapUsed)).join(" / ")} MiB | ${held.map((p) => mib(p.heapTotal)).join(" / ")} MiB | ${held.map((p) => mib(p.arrayBuffers)).join(" / ")} MiB | ${held.map((p) => mib(p.wasm)).join(" / ")} MiB | ${mib(settled.rss)} MiB (${mib(settled.rss - held[0].rss)} MiB) |`,
       `| ${label} | ${each.length ? `${pct(each, 0.5).toFixed(0)} ms | ${pct(each, 0.99).toFixed(0)} ms | ${pct(all, 0.5).toFixed(0)} ms | ${Math.max(...all).toFixed(0)} ms` : "- | - | - | -"} | ${bulk.length ? `${pct(bulk, 0.5).toFixed(0)} ms / ${Math.max(...bulk).toFixed(0)} ms` : "-"} | ${checked.perSecond.toFixed(0)}/s | ${checked.p50.toFixed(1)} ms | ${checked.p99.toFixed(1)} ms |`,
     ];
   } finally {
@@ -206,8 +231,12 @@ for (const [memory] of results) console.log(memory);
 console.log(`\n| server | RSS before the fan-out requests / after each of the ${ROUNDS} | settled after the last, minus before |`);
 console.log("| --- | --- | ---: |");
 for (const [, rounds] of results) console.log(rounds);
+console.log(`\nAfter a full collection (scripts/bench/memory-probe.cjs), before the fan-out requests / after each, then settled:`);
+console.log("\n| server | V8 heap, live | V8 heap, kept (capacity) | ArrayBuffers (sql.js's database file, socket buffers) | sql.js wasm heap | RSS settled after a collection (minus before) |");
+console.log("| --- | --- | --- | --- | --- | ---: |");
+for (const [, , held] of results) console.log(held);
 console.log(`\n| server | one device p50 | one device p99 | all ${DEVICES} back p50 | all back max | one fan-out request: all back p50 / max | update checks meanwhile | check p50 | check p99 |`);
 console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-for (const [, , fan] of results) console.log(fan);
+for (const [, , , fan] of results) console.log(fan);
 console.log(`load average at the end ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
 rmSync(work, { recursive: true, force: true });

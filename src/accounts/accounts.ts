@@ -1,22 +1,15 @@
 import { join } from "node:path";
 import { recordAudit, systemActor, type Actor } from "../audit/audit.ts";
-import { z } from "zod";
+import * as z from "zod";
 import type { Database } from "../db/index.ts";
 import { grants, SCOPES, scopeName, type Scope } from "../auth/scopes.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
 import { writeFileDurable } from "../util/files.ts";
 import { LabgateError } from "../util/errors.ts";
 import { revokeUserTokens } from "../auth/revocations.ts";
+import type { Account } from "./schema.ts";
 import { DUMMY_HASH, hashPassword, outdatedHash, randomPassword, verifyPassword } from "./passwords.ts";
 
-/** A console account as the API shows it. */
-export interface AccountView {
-  name: string;
-  scopes: string[];
-  disabled: boolean;
-  created: string;
-  last_login: string | null;
-}
 
 interface AccountRow {
   name: string;
@@ -28,18 +21,8 @@ interface AccountRow {
   session_epoch: number;
 }
 
-export const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
-export const MIN_PASSWORD = 8;
-/** Longer passwords are refused: scrypt's cost grows with the input. */
-export const MAX_PASSWORD = 1024;
 export const ADMIN_ACCOUNT = "admin";
 export const ADMIN_PASSWORD_FILE = "admin.password";
-
-export const accountName = z.string({ error: "name: expected a string" }).regex(NAME_PATTERN, { error: "name: 1 to 64 letters, digits, '_', '.' or '-'" });
-export const accountPassword = z
-  .string({ error: "password: expected a string" })
-  .min(MIN_PASSWORD, { error: `password: at least ${MIN_PASSWORD} characters` })
-  .max(MAX_PASSWORD, { error: `password: at most ${MAX_PASSWORD} characters` });
 
 /** Checks a name or password given outside a zod body (the CLI); returns the message, or undefined when fine. */
 export function invalid(schema: z.ZodType, value: unknown): string | undefined {
@@ -52,7 +35,7 @@ const scopeText = (scopes: readonly Scope[]) => SCOPES.filter((s) => scopes.incl
 
 const storedScopes = (row: AccountRow): Scope[] => row.scopes.split(" ").filter((s): s is Scope => (SCOPES as readonly string[]).includes(s));
 
-function view(prefix: string, row: AccountRow): AccountView {
+function view(prefix: string, row: AccountRow): Account {
   return {
     name: row.name,
     scopes: storedScopes(row).map((s) => scopeName(prefix, s)),
@@ -66,11 +49,11 @@ const getRow = (db: Database, name: string) => db.get<AccountRow>("SELECT * FROM
 
 export const countAccounts = (db: Database): number => db.get<{ n: number }>("SELECT COUNT(*) AS n FROM accounts")!.n;
 
-export function listAccounts(db: Database, prefix: string): AccountView[] {
+export function listAccounts(db: Database, prefix: string): Account[] {
   return db.all<AccountRow>("SELECT * FROM accounts ORDER BY name").map((row) => view(prefix, row));
 }
 
-export function getAccount(db: Database, prefix: string, name: string): AccountView | undefined {
+export function getAccount(db: Database, prefix: string, name: string): Account | undefined {
   const row = getRow(db, name);
   return row && view(prefix, row);
 }
@@ -98,7 +81,7 @@ export async function createAccount(
   password: string,
   scopes: readonly Scope[],
   options: { now: Date; actor: Actor },
-): Promise<AccountView> {
+): Promise<Account> {
   const hash = await hashPassword(password);
   await db.write((tx) => {
     if (tx.get("SELECT 1 AS x FROM accounts WHERE name = ?", [name])) throw new AccountConflict(`account ${name} already exists`);
@@ -125,7 +108,7 @@ const otherAdmins = (db: Pick<Database, "all">, except: string) =>
  * session epoch up); disabling it also revokes every token issued for its name until now. Refused (AccountConflict) when it would leave no enabled account with admin_rw,
  * or when `actor` would disable themselves.
  */
-export async function updateAccount(db: Database, prefix: string, name: string, change: AccountChange, now: Date, actor: Actor): Promise<AccountView> {
+export async function updateAccount(db: Database, prefix: string, name: string, change: AccountChange, now: Date, actor: Actor): Promise<Account> {
   const hash = change.password === undefined ? undefined : await hashPassword(change.password);
   const stored = await db.write((tx) => {
     const row = tx.get<AccountRow>("SELECT * FROM accounts WHERE name = ?", [name]);
@@ -167,7 +150,7 @@ export async function checkLogin(db: Database, name: string, password: string, n
   // Read again: the account may have changed while scrypt ran.
   const current = getRow(db, name);
   if (!row || !matches || !current || current.disabled === 1 || current.password_hash !== row.password_hash) return undefined;
-  // A hash made with other parameters (a first admin's from before issue 25) is made again now.
+  // A hash made with other parameters (an older first admin's) is made again now.
   const rehashed = outdatedHash(row.password_hash) ? await hashPassword(password) : undefined;
   await db.write((tx) => {
     tx.run("UPDATE accounts SET last_login = ? WHERE name = ?", [now.toISOString(), current.name]);

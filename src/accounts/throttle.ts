@@ -1,5 +1,5 @@
 /**
- * Slows password guessing at the console's login (issues 11 and 25) without handing anyone a way
+ * Slows password guessing at the console's login (docs/tokens-and-permissions.md) without handing anyone a way
  * to lock the owner out. Failures are counted three ways:
  *
  * - per name and client address, and per client address: after `free` failures each further

@@ -4,6 +4,7 @@
  * execution the server sends again after a reconnection).
  */
 import { TRIGGER_UPDATE_CHECK } from "../update/channel/protocol.ts";
+import type { Clock } from "../util/time.ts";
 import type { AgentConfig } from "./config.ts";
 import { runCommand } from "./commands.ts";
 
@@ -30,13 +31,15 @@ export class AgentActions {
   private readonly link: ActionLink;
   private readonly signal: AbortSignal;
   private readonly checkNow: () => void;
+  private readonly clock: Clock;
 
-  /** `signal` aborts when the agent stops (running commands end); `checkNow` is the built-in update check. */
-  constructor(config: AgentConfig, link: ActionLink, signal: AbortSignal, checkNow: () => void) {
+  /** `signal` aborts when the agent stops (running commands end); `checkNow` is the built-in update check; `clock` times the commands. */
+  constructor(config: AgentConfig, link: ActionLink, signal: AbortSignal, checkNow: () => void, clock: Clock) {
     this.config = config;
     this.link = link;
     this.signal = signal;
     this.checkNow = checkNow;
+    this.clock = clock;
   }
 
   definitions() {
@@ -65,7 +68,7 @@ export class AgentActions {
     this.running.add(id);
     const work = builtin
       ? Promise.resolve({ code: 0, output: Buffer.from("Update check queued") }).finally(() => void this.checkNow())
-      : runCommand(action!.command, { timeout: action!.timeout, cwd: this.config.data_dir, signal: this.signal });
+      : runCommand(action!.command, { timeout: action!.timeout, cwd: this.config.data_dir, signal: this.signal, clock: this.clock });
     void work.then((result) => {
       this.running.delete(id);
       const message: ExecResult = { method: "action_exec_result", execution_id: id, status_code: result.code, output: result.output.toString("base64") };

@@ -24,6 +24,7 @@ import { serverTransport, type ServerTransport } from "./transport.ts";
 import { ShellSessions } from "./shell.ts";
 import { runCommand } from "./commands.ts";
 import { TestRunner } from "./tests.ts";
+import { prepareRunAs } from "../testrun/engine/identity.ts";
 
 const STATE_FILE = "state.json";
 
@@ -44,6 +45,8 @@ export class Agent {
   private tests!: TestRunner;
   private state!: State;
   private outcomes!: OutcomeQueue;
+  /** Offers failed at once for want of an install_command (install.ts). */
+  private readonly refusedOffers = new Set<string>();
   /** Aborted by the server's `update_abort` (a new one for every check). */
   private updateAbort = new AbortController();
   private stopped = false;
@@ -94,25 +97,32 @@ export class Agent {
       server: this.config.server,
       ws: this.transport.ws,
       log: this.log,
+      clock: this.clock,
       token: () => client.getToken(),
     });
     this.socket = new ManagementSocket(`${this.config.server.replace(/^http/, "ws")}/api/v1/devices/ws`, this.transport, this.log, this.config.retry_min_delay, {
       token: () => this.registration.token(),
       refused: () => client.dropToken(),
-      // Capabilities at once, with the seed's keys.
+      // Capabilities at once, with the keys the reference's agents send.
       greeting: () => ({ method: "capability_report", capabilities: { exec_cmds: true, file_transfer: true, shell_connect: this.shells.enabled, tests: this.config.tests.enabled } }),
       // Outcomes the server has not acknowledged yet go again on every connection.
       connected: () => this.outcomes.resend(),
+      // The gateway ends a share whose device disconnects ("device disconnected"): it stops here too.
+      disconnected: () => this.tests?.abandon(),
       onMessage: (text) => this.onMessage(text),
       sleep: (seconds) => this.backoff(seconds),
       nextDelay: (previous) => this.nextDelay(previous),
       stopped: () => this.stopped,
-      now: () => this.clock.now(),
+      clock: this.clock,
     });
     this.outcomes = new OutcomeQueue(this.config.data_dir, (message) => this.socket.send(message));
-    this.actions = new AgentActions(this.config, this.socket, this.stopController.signal, () => void this.checkNow());
+    this.actions = new AgentActions(this.config, this.socket, this.stopController.signal, () => void this.checkNow(), this.clock);
+    const tests = this.config.tests;
+    // Who runs the tests: checked now, so that an agent that cannot switch to run_as stops at start (exit 2).
+    const runAs = tests.enabled && tests.run_as ? prepareRunAs(tests.run_as, this.config.data_dir, tests.work_dir, { runAs: "agent config key tests.run_as", workDir: "agent config key tests.work_dir" }) : {};
     this.tests = new TestRunner({
-      config: this.config.tests,
+      config: tests,
+      runAs,
       dataDir: this.config.data_dir,
       server: this.config.server,
       fetch: this.transport.fetch,
@@ -164,6 +174,7 @@ export class Agent {
             report: (outcome) => this.outcomes.report(outcome),
             awaitRestart: (pending) => this.saveState({ ...this.state, pending_install: pending }),
             aborted: this.updateAbort.signal,
+            refusedOffers: this.refusedOffers,
           });
         } catch (error) {
           if (!this.stopped) this.log.warn(`update: ${(error as Error).message}`);
@@ -205,7 +216,7 @@ export class Agent {
   private async confirmPending(): Promise<void> {
     const pending = this.state.pending_install;
     if (!pending) return;
-    const running = await confirmInstall(this.config, pending, (outcome) => this.outcomes.report(outcome), this.log);
+    const running = await confirmInstall(this.config, pending, (outcome) => this.outcomes.report(outcome), this.log, this.clock);
     if (running === pending.version) {
       this.installed(running);
       this.socket.deliver({ method: "update_version", version: running });
@@ -263,7 +274,7 @@ export class Agent {
     if (command.length === 0) return this.log.warn(`agent: validation of ${version} failed (test run ${runId}); no rollback_command configured`);
     const result = await runCommand(
       command.map((arg) => arg.replaceAll("{version}", version)),
-      { cwd: this.config.data_dir, timeout: 600, signal: this.stopController.signal },
+      { cwd: this.config.data_dir, timeout: 600, signal: this.stopController.signal, clock: this.clock },
     );
     this.log[result.code === 0 ? "info" : "warn"](`agent: validation of ${version} failed (test run ${runId}): rollback_command exited ${result.code}`);
   }

@@ -3,11 +3,12 @@
  */
 import { existsSync } from "node:fs";
 import { networkInterfaces } from "node:os";
-import { resolve } from "node:path";
-import { z } from "zod";
+import { isAbsolute, relative, resolve } from "node:path";
+import * as z from "zod";
 import { argv, ConfigError, custom, parseWith, Problem, readYamlMapping, section, shown } from "../config/schema.ts";
+import { lookupRunAs, type TestIdentity } from "../testrun/engine/identity.ts";
 
-/** The first non-loopback interface's MAC (contract: the default when mac_address is empty). */
+/** The first non-loopback interface's MAC (the default when mac_address is empty). */
 export function defaultMac(): string {
   for (const list of Object.values(networkInterfaces())) {
     for (const nic of list ?? []) if (!nic.internal && nic.mac && nic.mac !== "00:00:00:00:00:00") return nic.mac;
@@ -49,6 +50,15 @@ function readVersion(value: unknown): string {
   if (typeof value === "string" && value !== "") return value;
   if (typeof value === "number" && Number.isSafeInteger(value)) return String(value);
   throw new Problem(`expected a non-empty string (quote versions such as "1.10"), got ${shown(value)}`);
+}
+
+/** `user` or `user:group` that test runs' programs run as: looked up now (an unknown user is exit 2 at start); empty: the agent's own user. */
+function readRunAs(value: unknown): TestIdentity | undefined {
+  if (typeof value !== "string") throw new Problem(`expected a user name or user:group, got ${shown(value)}`);
+  if (value === "") return undefined;
+  const found = lookupRunAs(value);
+  if ("problem" in found) throw new Problem(found.problem);
+  return found;
 }
 
 const action = z.object(
@@ -130,8 +140,15 @@ export const agentConfigSchema = z.strictObject({
       sys_root: text().min(1, { error: "expected a directory" }).prefault("/sys"),
       dev_root: text().min(1, { error: "expected a directory" }).prefault("/dev"),
       firmware_root: text().min(1, { error: "expected a directory" }).prefault("/lib/firmware"),
+      /**
+       * The user (or user:group) the runs' programs and file checks run as, never the agent's own
+       * (which holds the device key); the agent needs root or CAP_SETUID and CAP_SETGID for it. Empty: the agent's user.
+       */
+      run_as: custom(readRunAs).prefault(""),
+      /** With run_as: where each run's working directory is made (outside the data dir); empty: `<data_dir>-runs`. */
+      work_dir: text().prefault(""),
     },
-    "expected a mapping {enabled, max_duration, sys_root, dev_root, firmware_root}",
+    "expected a mapping {enabled, max_duration, sys_root, dev_root, firmware_root, run_as, work_dir}",
   ),
   /** Product prefix of metadata keys and the signature header (the server's `prefix`). */
   prefix: text().prefault("svc"),
@@ -154,18 +171,33 @@ const keyName = (path: Array<PropertyKey>) => {
   return key.startsWith("-") ? key : `agent config key ${key || "(top level)"}`;
 };
 
+/** `tests.work_dir` absolute (default `<data_dir>-runs`), never inside the data dir: the tests' user must reach nothing there. */
+function testWorkDir(value: string, dataDir: string, cwd: string): string {
+  const dir = value ? resolve(cwd, value) : `${dataDir}-runs`;
+  const rel = relative(dataDir, dir);
+  if (rel === "" || (!rel.startsWith("..") && !isAbsolute(rel))) throw new ConfigError(`agent config key tests.work_dir: ${dir} is inside the data dir, which test processes must not reach`);
+  return dir;
+}
+
 /** Validates a parsed config object (unknown keys are errors), filling defaults; relative paths from `cwd`. */
 export function buildAgentConfig(input: Record<string, unknown>, cwd = process.cwd()): AgentConfig {
   const config = parseWith(agentConfigSchema, input, keyName);
   const fileBaseDir = resolve(cwd, config.file_base_dir);
+  const dataDir = resolve(cwd, config.data_dir);
   return {
     ...config,
     ca_file: config.ca_file ? resolve(cwd, config.ca_file) : "",
-    data_dir: resolve(cwd, config.data_dir),
+    data_dir: dataDir,
     file_base_dir: fileBaseDir,
     // Sessions start where files may be fetched from, unless told otherwise.
     shell: { ...config.shell, cwd: config.shell.cwd ? resolve(cwd, config.shell.cwd) : fileBaseDir },
-    tests: { ...config.tests, sys_root: resolve(cwd, config.tests.sys_root), dev_root: resolve(cwd, config.tests.dev_root), firmware_root: resolve(cwd, config.tests.firmware_root) },
+    tests: {
+      ...config.tests,
+      sys_root: resolve(cwd, config.tests.sys_root),
+      dev_root: resolve(cwd, config.tests.dev_root),
+      firmware_root: resolve(cwd, config.tests.firmware_root),
+      work_dir: testWorkDir(config.tests.work_dir, dataDir, cwd),
+    },
     retry_max_delay: Math.max(config.retry_min_delay, config.retry_max_delay),
   };
 }

@@ -8,6 +8,7 @@ import { readdirSync, rmSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import type { DeviceClient, Metadata } from "../update/client/device-client.ts";
 import type { Logger } from "../util/log.ts";
+import type { Clock } from "../util/time.ts";
 import type { AgentConfig } from "./config.ts";
 import { runCommand } from "./commands.ts";
 import { outputTail, type UpdateOutcome } from "./outcomes.ts";
@@ -48,7 +49,12 @@ export interface InstallContext {
   awaitRestart(pending: PendingInstall): void;
   /** Aborted when the server says the deployment was aborted (`update_abort`): install nothing. */
   aborted: AbortSignal;
+  /** The sha256 of offers already reported failed without a try (no install_command): not again. */
+  refusedOffers: Set<string>;
 }
+
+/** Why an offer fails on a device that cannot install anything. */
+export const NO_INSTALLER = "no install_command is configured on the device";
 
 /** One update check; installs what the server offers. Throws what went wrong (the caller logs it). */
 export async function checkAndInstall(agent: InstallContext): Promise<void> {
@@ -61,9 +67,13 @@ export async function checkAndInstall(agent: InstallContext): Promise<void> {
   if (typeof uri !== "string" || typeof sha256 !== "string") throw new Error("update check answer lacks uri or sha256");
   const offered = typeof answer.version === "string" ? answer.version : undefined;
   if (config.install_command.length === 0) {
-    // Nothing could install it: downloading would only cost bandwidth, and reporting the offered
-    // version would claim an update that never happened.
-    return log.warn(`agent: update ${offered ?? `package ${String(answer.id)}`} offered, but no install_command is configured: not installed`);
+    // Nothing could install it: downloading would only cost bandwidth. The offer fails at once,
+    // said once per offer (a deployment would otherwise wait for this device until its timeout).
+    const version = offered ?? `package ${String(answer.id)}`;
+    if (agent.refusedOffers.has(sha256)) return;
+    agent.refusedOffers.add(sha256);
+    agent.report({ state: "failed", version, from_version: agent.softwareVersion(), reason: NO_INSTALLER });
+    return log.warn(`agent: update ${version} offered, but ${NO_INSTALLER}: not installed`);
   }
   log.info(`agent: update ${offered ?? `package ${String(answer.id)}`} offered`);
 
@@ -147,8 +157,8 @@ export async function checkAndInstall(agent: InstallContext): Promise<void> {
  * version: commit_command (if any) makes it stay, and it is reported installed. Anything else:
  * the device rolled back, reported `failed: rolled back`. Returns the running version to keep.
  */
-export async function confirmInstall(config: AgentConfig, pending: PendingInstall, report: (outcome: UpdateOutcome) => void, log: Logger): Promise<string | undefined> {
-  const probe = await runCommand(config.version_command, { cwd: config.data_dir, timeout: 60 });
+export async function confirmInstall(config: AgentConfig, pending: PendingInstall, report: (outcome: UpdateOutcome) => void, log: Logger, clock: Clock): Promise<string | undefined> {
+  const probe = await runCommand(config.version_command, { cwd: config.data_dir, timeout: 60, clock });
   const running = probe.code === 0 ? probe.output.toString().trim().split("\n").pop()?.trim() ?? "" : "";
   if (running !== pending.version) {
     const reason = probe.code === 0 ? `rolled back: running ${running || "(nothing)"} instead of ${pending.version}` : `rolled back: version_command exited with ${probe.code}`;
@@ -157,7 +167,7 @@ export async function confirmInstall(config: AgentConfig, pending: PendingInstal
     return running || undefined;
   }
   if (config.commit_command.length > 0) {
-    const commit = await runCommand(config.commit_command, { cwd: config.data_dir, timeout: 300 });
+    const commit = await runCommand(config.commit_command, { cwd: config.data_dir, timeout: 300, clock });
     if (commit.code !== 0) {
       const reason = `commit command exited with ${commit.code}`;
       report({ state: "failed", version: pending.version, from_version: pending.from_version, reason, output: outputTail(commit.output) });

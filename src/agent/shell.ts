@@ -9,6 +9,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import WebSocket from "ws";
 import { closeReason } from "../update/channel/protocol.ts";
 import type { Logger } from "../util/log.ts";
+import { after, type Clock } from "../util/time.ts";
 import type { AgentShell } from "./config.ts";
 import type { ServerTransport } from "./transport.ts";
 
@@ -27,7 +28,8 @@ function sessionEnv(): NodeJS.ProcessEnv {
 interface Session {
   socket: WebSocket;
   child: ChildProcess | undefined;
-  idle: NodeJS.Timeout | undefined;
+  /** Cancels the idle deadline. */
+  idle: (() => void) | undefined;
 }
 
 export class ShellSessions {
@@ -36,11 +38,13 @@ export class ShellSessions {
   private readonly server: string;
   private readonly ws: ServerTransport["ws"];
   private readonly log: Logger;
+  private readonly clock: Clock;
   private readonly token: () => Promise<string | undefined>;
   private readonly sessions = new Set<Session>();
 
-  constructor(options: { config: AgentShell; mac: string; server: string; ws: ServerTransport["ws"]; log: Logger; token: () => Promise<string | undefined> }) {
+  constructor(options: { config: AgentShell; mac: string; server: string; ws: ServerTransport["ws"]; log: Logger; clock: Clock; token: () => Promise<string | undefined> }) {
     this.config = options.config;
+    this.clock = options.clock;
     this.mac = options.mac;
     this.server = options.server;
     this.ws = options.ws;
@@ -133,16 +137,15 @@ export class ShellSessions {
   /** Traffic either way: the idle timeout starts again. */
   private touch(session: Session): void {
     if (this.config.idle_timeout <= 0) return;
-    clearTimeout(session.idle);
-    session.idle = setTimeout(() => {
+    session.idle?.();
+    session.idle = after(this.clock, this.config.idle_timeout * 1000, () => {
       if (session.socket.readyState === WebSocket.OPEN) session.socket.close(1000, "idle timeout");
       this.end(session);
-    }, this.config.idle_timeout * 1000);
-    session.idle.unref();
+    });
   }
 
   private end(session: Session): void {
-    clearTimeout(session.idle);
+    session.idle?.();
     this.sessions.delete(session);
     const child = session.child;
     if (!child || child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
@@ -152,14 +155,13 @@ export class ShellSessions {
     } catch {
       return; // already gone
     }
-    const force = setTimeout(() => {
+    const force = after(this.clock, KILL_GRACE_MS, () => {
       try {
         process.kill(group, "SIGKILL");
       } catch {
         // Gone meanwhile.
       }
-    }, KILL_GRACE_MS);
-    force.unref();
-    child.once("close", () => clearTimeout(force));
+    });
+    child.once("close", force);
   }
 }

@@ -4,6 +4,7 @@
  */
 import WebSocket from "ws";
 import type { Logger } from "../util/log.ts";
+import { after, every, type Clock } from "../util/time.ts";
 import type { ServerTransport } from "./transport.ts";
 
 /** A socket that saw nothing from the server (not even a ping) for this long is dead (half-open). */
@@ -20,13 +21,15 @@ export interface SocketHooks {
   greeting(): object;
   /** Runs on every connection, after the greeting and the outbox. */
   connected?(): void;
+  /** Runs when a connection that was open closes. */
+  disconnected?(): void;
   onMessage(text: string): void;
   /** Waits `seconds` of backoff, or less once the agent stops. */
   sleep(seconds: number): Promise<void>;
   nextDelay(previous: number): number;
   stopped(): boolean;
-  /** The device's clock (ms), for the watchdog. */
-  now(): number;
+  /** The device's clock, for the watchdog and the close. */
+  clock: Clock;
 }
 
 export class ManagementSocket {
@@ -77,7 +80,8 @@ export class ManagementSocket {
     await new Promise<void>((resolve) => {
       socket.once("close", () => resolve());
       socket.close(1000, "agent stopping");
-      setTimeout(() => (socket.terminate(), resolve()), 1000).unref();
+      const cancel = after(this.hooks.clock, 1000, () => (socket.terminate(), resolve()));
+      socket.once("close", cancel);
     });
   }
 
@@ -103,12 +107,12 @@ export class ManagementSocket {
       this.socket = socket;
       let opened = false;
       let status: number | undefined;
-      let heard = this.hooks.now();
-      const watchdog = setInterval(() => {
-        if (this.hooks.now() - heard > SILENCE_LIMIT_MS) socket.terminate();
-      }, 10_000);
-      watchdog.unref();
-      socket.on("ping", () => (heard = this.hooks.now()));
+      const clock = this.hooks.clock;
+      let heard = clock.now();
+      const stopWatchdog = every(clock, 10_000, () => {
+        if (clock.now() - heard > SILENCE_LIMIT_MS) socket.terminate();
+      });
+      socket.on("ping", () => (heard = clock.now()));
       socket.on("unexpected-response", (_request, response) => {
         status = response.statusCode;
         response.resume();
@@ -125,15 +129,18 @@ export class ManagementSocket {
         this.hooks.connected?.();
       });
       socket.on("message", (data, isBinary) => {
-        heard = this.hooks.now();
+        heard = clock.now();
         if (isBinary) return;
         this.hooks.onMessage(data.toString());
       });
       socket.on("error", (error) => this.log.debug(`agent: socket error: ${error.message}`));
       socket.on("close", (code, reason) => {
-        clearInterval(watchdog);
+        stopWatchdog();
         if (this.socket === socket) this.socket = undefined;
-        if (opened) this.log.info(`agent: disconnected (${code} ${reason.toString()})`);
+        if (opened) {
+          this.log.info(`agent: disconnected (${code} ${reason.toString()})`);
+          this.hooks.disconnected?.();
+        }
         resolve({ opened, status });
       });
     });

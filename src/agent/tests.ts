@@ -16,6 +16,7 @@ import { listArtifacts } from "../testrun/runs/artifacts.ts";
 import { artifactsDir } from "../testrun/runs/paths.ts";
 import type { Logger } from "../util/log.ts";
 import type { Clock } from "../util/time.ts";
+import type { TestRunAs } from "../testrun/engine/identity.ts";
 import type { AgentTests } from "./config.ts";
 
 export const TESTS_DISABLED_HERE = "tests are disabled on this device (tests.enabled is false in its agent config)";
@@ -26,6 +27,8 @@ const UPLOAD_ATTEMPTS = 5;
 
 export interface TestRunnerDeps {
   config: AgentTests;
+  /** `tests.run_as`: the user the runs' programs run as and its work dir (prepareRunAs); empty: the agent's user. */
+  runAs: TestRunAs;
   /** The agent's data dir: runs work under `tests/`. */
   dataDir: string;
   /** The gateway's URL. */
@@ -43,6 +46,8 @@ export interface TestRunnerDeps {
 
 const isEntryList = (v: unknown): v is PlanEntry[] =>
   Array.isArray(v) && v.every((e) => e && typeof e === "object" && typeof e.module === "string" && typeof e.where === "string" && typeof e.paramId === "string" && e.params && typeof e.params === "object");
+/** Why a share stops when the connection to the gateway is lost. */
+const ABANDONED = "disconnected from the gateway";
 const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 export class TestRunner {
@@ -60,12 +65,22 @@ export class TestRunner {
     if (!RUN_ID.test(id)) return this.deps.log.warn("agent: test_run_start without a valid run_id ignored");
     const refuse = (error: string) => void this.end({ method: "test_run_end", run_id: id, status: "failed", error, warnings: [] });
     if (!this.deps.config.enabled) return refuse(TESTS_DISABLED_HERE);
-    if (this.current) return refuse(`the device is running test run ${this.current.id}`);
+    // A share already aborted only winds down (the gateway no longer runs it): the new one waits for it.
+    if (this.current && !this.current.controller.signal.aborted) return refuse(`the device is running test run ${this.current.id}`);
     if (!isEntryList(message.entries)) return refuse("the gateway sent no valid entries");
     const start = message as unknown as TestRunStart;
     const controller = new AbortController();
-    const done = this.run(start, controller).finally(() => (this.current = undefined));
-    this.current = { id, controller, done };
+    const previous = this.current?.done ?? Promise.resolve();
+    const current = { id, controller, done: previous.then(() => this.run(start, controller)) };
+    this.current = current;
+    void current.done.finally(() => {
+      if (this.current === current) this.current = undefined;
+    });
+  }
+
+  /** The management socket closed: the gateway has ended the share already, so it stops here, nothing uploaded. */
+  abandon(): void {
+    this.current?.controller.abort(ABANDONED);
   }
 
   /** `test_run_abort`: stops the run (its processes get SIGTERM, then SIGKILL). */
@@ -112,6 +127,7 @@ export class TestRunner {
           reportColumns: SEED_COLUMNS,
           metadataTimeoutMs: METADATA_TIMEOUT_MS,
           roots: { sys: deps.config.sys_root, dev: deps.config.dev_root, firmware: deps.config.firmware_root },
+          ...deps.runAs,
           onRow: (row) => {
             const message: TestRunRow = {
               method: "test_run_row",
@@ -132,7 +148,7 @@ export class TestRunner {
       const reason = typeof controller.signal.reason === "string" ? controller.signal.reason : null;
       const warnings = [...result.warnings];
       // What the cases wrote is uploaded after an abort too (the gateway takes it while it waits for the end).
-      if (!this.stopping) warnings.push(...(await this.uploadArtifacts(id, artifactsDir(dirs, id), Math.max(0, Number(start.artifacts_max_bytes) || 0))));
+      if (!this.stopping && controller.signal.reason !== ABANDONED) warnings.push(...(await this.uploadArtifacts(id, artifactsDir(dirs, id), Math.max(0, Number(start.artifacts_max_bytes) || 0))));
       end = { method: "test_run_end", run_id: id, status: result.status, error: reason ?? result.error, warnings };
     } catch (error) {
       end = { method: "test_run_end", run_id: id, status: "failed", error: `runner error: ${(error as Error).message}`, warnings: [] };

@@ -185,7 +185,7 @@ const RETENTION_BATCH = 5000;
  * the oldest rows go, a batch per event-loop turn, so requests are served in between.
  */
 export class AuditRetention {
-  private stopTimer: (() => void) | undefined;
+  private stopSweeps: (() => void) | undefined;
   private current: Promise<number> | undefined;
   private readonly db: Database;
   private readonly clock: Clock;
@@ -200,12 +200,12 @@ export class AuditRetention {
   }
 
   start(): void {
-    this.stopTimer = every(this.clock, this.limits.retention_interval * 1000, () => void this.sweep());
+    this.stopSweeps = every(this.clock, this.limits.retention_interval * 1000, () => void this.sweep());
     setImmediate(() => void this.sweep());
   }
 
   stop(): void {
-    this.stopTimer?.();
+    this.stopSweeps?.();
   }
 
   /** Drops what is past the limits, batch by batch; resolves with how many rows went (a sweep under way: that one). */

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import type { Auth } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
 import { errors, queryOf, route } from "../http/openapi.ts";

@@ -3,7 +3,7 @@
  * answers `AuditEntry` rows, the OpenAPI document shows these schemas (audit/routes.ts registers
  * them with the route) and the console imports the types.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { integerParam } from "../http/shapes.ts";
 
 /** An ISO 8601 time query parameter, answered as the ISO form the log stores. */

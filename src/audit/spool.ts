@@ -1,25 +1,22 @@
 /*
  * Audit entries of commands run on this machine beside the server (`labgate token issue`,
  * `labgate restore`): the server holds the database in memory, so a command cannot write to it
- * while a server runs. The command appends its entry to a spool file in the data dir instead,
- * and the server moves the file's entries into audit_log: at start (before it serves) and as
- * soon as the file changes.
+ * while a server runs. The command leaves its entry in the spool directory of the data dir
+ * instead, and the server moves the entries into audit_log: at start (before it serves) and as
+ * soon as the directory changes.
  *
- * No entry is lost or kept twice, whichever side is killed when:
- * - The command writes each entry with one append (`\n{json}\n`), fsyncs it and only then acts
- *   (prints the token). A command killed mid-write leaves at most a torn line, which cannot
- *   run into the next entry (each starts on a line of its own) and is skipped when read.
- * - The server takes the file away by renaming it (appends from then on make a new file), moves
- *   its entries in transactions, then deletes it. A command whose append landed in a file the
- *   server had taken already sees that the name no longer leads to its file and appends again.
- * - Each entry has an id, kept in audit_log.spool_id under a unique index: an entry moved in
- *   twice (a server killed between its commit and the deletion, an append repeated) is kept once.
+ * One file per entry, so that the two sides never write the same file:
+ * - The command writes `<id>.tmp`, fsyncs it, renames it to `<id>.json` and fsyncs the directory;
+ *   only then does it act (print the token). A command killed before the rename leaves a `.tmp`
+ *   the server never reads (and removes once it is old): that command did nothing.
+ * - The server reads the `.json` files, inserts their entries in transactions, and deletes the
+ *   files after the commit. Each entry's id is kept in audit_log.spool_id under a unique index: a
+ *   file read again (a server killed between its commit and the deletion) is kept once.
  */
 import { randomUUID } from "node:crypto";
-import { chownSync, closeSync, existsSync, fchownSync, fstatSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync, watch, writeSync, type FSWatcher } from "node:fs";
+import { chownSync, closeSync, fchownSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync, watch, writeSync, type FSWatcher } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { open } from "node:fs/promises";
-import { createInterface } from "node:readline";
 import type { Database, Tx } from "../db/index.ts";
 import { fsyncDir } from "../util/files.ts";
 import type { Logger } from "../util/log.ts";
@@ -28,16 +25,19 @@ import type { Actor } from "./audit.ts";
 
 /** The spool's directory in the data dir (a directory of its own: the server watches only it). */
 export const SPOOL_DIR = "audit-spool";
-const APPENDING = "entries.jsonl";
-const TAKEN = "taken.jsonl";
-/** A command refuses to act rather than grow the spool beyond this (a server that never runs to take it). */
-export const MAX_SPOOL_BYTES = 16 * 1024 * 1024;
-/** An entry line at most (the detail is small: see recordAudit). */
-const MAX_LINE = 8 * 1024;
+const ENTRY = ".json";
+const WRITING = ".tmp";
+const UNREADABLE = ".bad";
+/** A command refuses to act rather than grow the spool beyond this many files (a server that never runs to take them). */
+export const MAX_SPOOL_FILES = 10_000;
+/** An entry at most (the detail is small: see recordAudit). */
+const MAX_ENTRY = 8 * 1024;
 /** Entries moved per transaction. */
 const BATCH = 500;
-/** A look at the file now and then, for file systems whose changes fs.watch does not report. */
+/** A look now and then, for file systems whose changes fs.watch does not report. */
 const POLL_MS = 30_000;
+/** A `.tmp` this old belongs to a command that was killed before it acted. */
+const STALE_MS = 10 * 60_000;
 
 /** The spool cannot take the entry: the command must not act. */
 export class SpoolError extends Error {}
@@ -53,15 +53,15 @@ interface SpooledEntry {
 }
 
 /**
- * Appends one entry to `dataDir`'s spool, durably, before the command acts on it (see the top of
+ * Leaves one entry in `dataDir`'s spool, durably, before the command acts on it (see the top of
  * this file). Throws SpoolError when it cannot.
  */
 export function appendToSpool(dataDir: string, actor: Actor, action: string, target: string, detail?: Record<string, unknown>): void {
   const entry: SpooledEntry = { id: randomUUID(), time: actor.at.toISOString(), actor: actor.name, action, target, detail: detail ?? null };
-  const line = Buffer.from(`\n${JSON.stringify(entry)}\n`);
-  if (line.length > MAX_LINE) throw new SpoolError(`audit entry of ${line.length} bytes is too large`);
+  const bytes = Buffer.from(JSON.stringify(entry));
+  if (bytes.length > MAX_ENTRY) throw new SpoolError(`audit entry of ${bytes.length} bytes is too large`);
   const dir = join(dataDir, SPOOL_DIR);
-  const path = join(dir, APPENDING);
+  const tmp = join(dir, entry.id + WRITING);
   try {
     // Root acting on a service's data dir: the spool stays the service user's, or it could not take it.
     const owner = statSync(dataDir);
@@ -71,44 +71,34 @@ export function appendToSpool(dataDir: string, actor: Actor, action: string, tar
       // A new directory's own entry must be durable too.
       fsyncDir(dataDir);
     }
-    for (let attempt = 0; attempt < 10; attempt++) {
-      const fd = openSync(path, "a", 0o600);
-      try {
-        const before = fstatSync(fd);
-        if (before.size + line.length > MAX_SPOOL_BYTES) {
-          throw new SpoolError(`the audit spool ${path} is full (${before.size} bytes): start labgate serve on ${dataDir} to move it into the audit log`);
-        }
-        if (asRoot && before.uid !== owner.uid) fchownSync(fd, owner.uid, owner.gid);
-        writeSync(fd, line);
-        fsyncSync(fd);
-        fsyncDir(dir);
-        // Still the file under the name: the server takes it only later, and reads this entry then.
-        let now;
-        try {
-          now = statSync(path);
-        } catch {
-          now = undefined;
-        }
-        if (now && now.ino === before.ino && now.dev === before.dev) return;
-      } finally {
-        closeSync(fd);
-      }
+    if (readdirSync(dir).length >= MAX_SPOOL_FILES) {
+      throw new SpoolError(`the audit spool ${dir} is full (${MAX_SPOOL_FILES} entries): start labgate serve on ${dataDir} to move it into the audit log`);
     }
+    const fd = openSync(tmp, "wx", 0o600);
+    try {
+      if (asRoot) fchownSync(fd, owner.uid, owner.gid);
+      writeSync(fd, bytes);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, join(dir, entry.id + ENTRY));
+    fsyncDir(dir);
   } catch (error) {
+    rmSync(tmp, { force: true });
     if (error instanceof SpoolError) throw error;
-    throw new SpoolError(`audit entry not written to ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    throw new SpoolError(`audit entry not written to ${dir}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
   }
-  throw new SpoolError(`audit entry not written to ${path}: the file kept being taken`);
 }
 
-/** The entry of one spool line, or a reason to skip it. */
-function parseLine(line: string): SpooledEntry | string {
-  if (line.length > MAX_LINE) return "too long";
+/** The entry of one spool file, or a reason to set it aside. */
+function parseEntry(source: string): SpooledEntry | string {
+  if (source.length > MAX_ENTRY) return "too long";
   let value: unknown;
   try {
-    value = JSON.parse(line);
+    value = JSON.parse(source);
   } catch {
-    return "not JSON (a torn write)";
+    return "not JSON";
   }
   const entry = value as Partial<SpooledEntry> | null;
   const text = (v: unknown, max: number) => typeof v === "string" && v.length > 0 && v.length <= max;
@@ -187,56 +177,51 @@ export class AuditSpool {
     return this.running;
   }
 
-  /** The file taken earlier (a server stopped before it deleted it), then the one being appended to. */
+  /** Moves the spool's entries into the log, BATCH a transaction, and deletes their files once committed. */
   private async take(): Promise<number> {
-    const taken = join(this.dir, TAKEN);
-    let read = 0;
-    if (existsSync(taken)) read += await this.moveAndDelete(taken);
+    let names: string[];
     try {
-      renameSync(join(this.dir, APPENDING), taken);
+      names = readdirSync(this.dir);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return read;
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return 0;
       throw error;
     }
-    return read + (await this.moveAndDelete(taken));
-  }
-
-  private async moveAndDelete(path: string): Promise<number> {
-    const read = await this.move(path);
-    rmSync(path, { force: true });
-    fsyncDir(this.dir);
-    return read;
-  }
-
-  /** Moves the entries of `path` into the log, BATCH a transaction; skips (and logs) lines that are not entries. */
-  private async move(path: string): Promise<number> {
-    const handle = await open(path, "r");
-    const lines = createInterface({ input: handle.createReadStream({ encoding: "utf8" }), crlfDelay: Infinity });
-    let batch: SpooledEntry[] = [];
+    this.removeStale(names.filter((name) => name.endsWith(WRITING)));
+    const files = names.filter((name) => name.endsWith(ENTRY));
     let read = 0;
-    const flush = async () => {
-      const entries = batch;
-      batch = [];
-      if (entries.length) await this.db.write((tx) => entries.forEach((entry) => insert(tx, entry)));
-    };
-    let number = 0;
-    try {
-      for await (const line of lines) {
-        number += 1;
-        if (line === "") continue;
-        const entry = parseLine(line);
+    for (let at = 0; at < files.length; at += BATCH) {
+      const batch: Array<{ file: string; entry: SpooledEntry }> = [];
+      for (const name of files.slice(at, at + BATCH)) {
+        const file = join(this.dir, name);
+        const entry = parseEntry(await readFile(file, "utf8"));
         if (typeof entry === "string") {
-          this.log.warn(`audit spool: line ${number} skipped: ${entry}`);
+          // Kept aside, not retried and not lost: someone may want to see what it was.
+          this.log.warn(`audit spool: ${name} set aside as ${name}${UNREADABLE}: ${entry}`);
+          renameSync(file, file + UNREADABLE);
           continue;
         }
-        batch.push(entry);
-        read += 1;
-        if (batch.length >= BATCH) await flush();
+        batch.push({ file, entry });
       }
-    } finally {
-      await handle.close().catch(() => {});
+      if (batch.length === 0) continue;
+      await this.db.write((tx) => batch.forEach(({ entry }) => insert(tx, entry)));
+      for (const { file } of batch) rmSync(file, { force: true });
+      fsyncDir(this.dir);
+      read += batch.length;
     }
-    await flush();
     return read;
+  }
+
+  /** Entries being written by commands killed before they acted (never read: those commands did nothing). */
+  private removeStale(names: string[]): void {
+    // Against the file system's clock, which wrote the mtimes (not the server's, which tests move).
+    const now = Date.now();
+    for (const name of names) {
+      const file = join(this.dir, name);
+      try {
+        if (now - statSync(file).mtimeMs > STALE_MS) rmSync(file, { force: true });
+      } catch {
+        // Renamed or removed meanwhile: its command finished.
+      }
+    }
   }
 }

@@ -11,7 +11,7 @@
  * own `check` (a shell: the `shell` permission on its device) fails.
  */
 import type { Database } from "../db/index.ts";
-import { dateOf, epochSeconds, type Clock } from "../util/time.ts";
+import { dateOf, epochSeconds, every, type Clock } from "../util/time.ts";
 import { isRevoked, MSG_EXPIRED, MSG_REVOKED } from "./revocations.ts";
 import type { ManagementIdentity } from "./tokens.ts";
 
@@ -61,7 +61,7 @@ interface Watch extends WatchOptions {
 /** Long-lived connections by token, ended when their token or account no longer allows them (see the file comment). */
 export class AccessWatch {
   private readonly watches = new Set<Watch>();
-  private timer: NodeJS.Timeout | undefined;
+  private stopSweeps: (() => void) | undefined;
   private readonly db: Database;
   private readonly gate: AccountGate | undefined;
   private readonly clock: Clock;
@@ -81,7 +81,7 @@ export class AccessWatch {
   watch(identity: ManagementIdentity, options: WatchOptions): () => void {
     const entry: Watch = { ...options, identity, generation: accessGeneration(this.db) };
     this.watches.add(entry);
-    this.timer ??= setInterval(() => this.sweep(), 1000).unref();
+    this.stopSweeps ??= every(this.clock, 1000, () => this.sweep());
     return () => this.forget(entry);
   }
 
@@ -108,9 +108,9 @@ export class AccessWatch {
 
   private forget(entry: Watch): void {
     this.watches.delete(entry);
-    if (this.watches.size === 0 && this.timer) {
-      clearInterval(this.timer);
-      this.timer = undefined;
+    if (this.watches.size === 0 && this.stopSweeps) {
+      this.stopSweeps();
+      this.stopSweeps = undefined;
     }
   }
 }

@@ -201,7 +201,7 @@ export function createAuth(ctx: AppContext, gates: AuthGates = {}) {
     management: (...anyOf: Scope[]) => middleware("mgmt", anyOf),
     /** A device token of a device that still exists. */
     device: () => middleware("device", []),
-    /** Either kind of token (the seed's "token" access). */
+    /** Either kind of token (`any` in docs/routes.md). */
     any: () => middleware("any", []),
   };
 }

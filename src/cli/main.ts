@@ -1,8 +1,9 @@
-import { ConfigError, loadConfig } from "../config/config.ts";
+import { loadConfig } from "../config/config.ts";
 import { SCOPES } from "../auth/scopes.ts";
 import { parseDuration } from "../util/time.ts";
 import { describeBuild, VERSION } from "../version.ts";
 import { BACKUP_HELP, COMMON, parse, parseScopeList, UsageError, USER_HELP } from "./args.ts";
+import { exitCode } from "./exit.ts";
 
 // Each command imports what it needs when it runs: help, version and usage errors answer
 // without loading the server, and the agent without the server's modules.
@@ -111,22 +112,6 @@ async function serve(args: string[]): Promise<number> {
   return 0;
 }
 
-async function agent(args: string[]): Promise<number> {
-  const flags = parse(args, { ...COMMON, server: { type: "string" } });
-  const { loadAgentConfig } = await import("../agent/config.ts");
-  const { Agent } = await import("../agent/agent.ts");
-  const config = loadAgentConfig({ file: flags.config, server: flags.server, dataDir: flags["data-dir"] });
-  const running = new Agent(config);
-  running.start();
-  process.stderr.write(`labgate agent: device ${config.mac_address}, server ${config.server}, data in ${config.data_dir}\n`);
-  await new Promise<void>((resolve) => {
-    const stop = () => void running.stop().then(resolve, resolve);
-    process.once("SIGINT", stop);
-    process.once("SIGTERM", stop);
-  });
-  return 0;
-}
-
 async function tokenIssue(args: string[]): Promise<number> {
   const flags = parse(args, { ...COMMON, user: { type: "string" }, scopes: { type: "string" }, ttl: { type: "string" } });
   if (!flags.user) throw new UsageError("--user: required (the token's subject)");
@@ -173,7 +158,7 @@ async function tokenRevoke(args: string[]): Promise<number> {
 /** Runs one CLI invocation and returns its exit code. */
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
-  try {
+  return exitCode(async () => {
     switch (command) {
       case "serve":
         return await serve(rest);
@@ -188,7 +173,7 @@ export async function main(argv: string[]): Promise<number> {
       case "restore":
         return await (await import("./backup.ts")).restoreCommand(rest);
       case "agent":
-        return await agent(rest);
+        return await (await import("../agent/command.ts")).agentCommand(rest);
       case "version":
       case "--version":
         process.stdout.write(`${describeBuild()}\n`);
@@ -204,12 +189,5 @@ export async function main(argv: string[]): Promise<number> {
       default:
         throw new UsageError(`unknown command ${JSON.stringify(command)}; run labgate help`);
     }
-  } catch (error) {
-    if (error instanceof UsageError || error instanceof ConfigError) {
-      process.stderr.write(`labgate: ${error.message}\n`);
-      return 2;
-    }
-    process.stderr.write(`labgate: ${(error as Error).message}\n`);
-    return 1;
-  }
+  });
 }

@@ -7,15 +7,13 @@ import { Agent, fetch as undiciFetch, type Dispatcher } from "undici";
 import {
   AccountConflict,
   AccountMissing,
-  accountName,
-  accountPassword,
   createAccount,
   invalid,
   listAccounts,
   updateAccount,
   type AccountChange,
-  type AccountView,
 } from "../accounts/accounts.ts";
+import { accountName, accountPassword, type Account, type AccountUpdate } from "../accounts/schema.ts";
 import { loadOrCreateKeys } from "../auth/keys.ts";
 import { TokenService } from "../auth/tokens.ts";
 import { loadConfig, type Config } from "../config/config.ts";
@@ -29,9 +27,9 @@ export class CommandError extends Error {}
 
 /** What the user commands do with the accounts: in the database, or through the running server. */
 interface Accounts {
-  list(): Promise<AccountView[]>;
-  add(name: string, password: string, scopes: string[]): Promise<AccountView>;
-  change(name: string, change: { password?: string; scopes?: string[]; disabled?: boolean }): Promise<AccountView>;
+  list(): Promise<Account[]>;
+  add(name: string, password: string, scopes: string[]): Promise<Account>;
+  change(name: string, change: AccountUpdate): Promise<Account>;
 }
 
 /** A call to the running server's management API (JSON in and out); failures are CommandErrors. */
@@ -152,9 +150,9 @@ function serverApi(request: ServerFetch): ApiCall {
 function remoteAccounts(call: ApiCall): Accounts {
   const path = (name: string) => `/api/v1/users/${encodeURIComponent(name)}`;
   return {
-    list: async () => (await call("GET", "/api/v1/users")) as AccountView[],
-    add: async (name, password, scopes) => (await call("POST", "/api/v1/users", { name, password, scopes })) as AccountView,
-    change: async (name, change) => (await call("PATCH", path(name), change)) as AccountView,
+    list: async () => (await call("GET", "/api/v1/users")) as Account[],
+    add: async (name, password, scopes) => (await call("POST", "/api/v1/users", { name, password, scopes })) as Account,
+    change: async (name, change) => (await call("PATCH", path(name), change)) as Account,
   };
 }
 
@@ -215,7 +213,7 @@ function prompt(question: string): Promise<string> {
   });
 }
 
-const describe = (a: AccountView) =>
+const describe = (a: Account) =>
   `${a.name}\t${a.disabled ? "disabled" : "enabled"}\t${a.scopes.join(",") || "-"}\tcreated ${a.created}\tlast login ${a.last_login ?? "never"}`;
 
 /** `labgate user add|passwd|disable|enable|list ...`: returns the exit code. */

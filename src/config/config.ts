@@ -6,8 +6,9 @@
 import { existsSync, readFileSync } from "node:fs";
 import { relative, resolve, isAbsolute } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { z } from "zod";
+import * as z from "zod";
 import { parseReportColumns, type ReportColumn } from "../testrun/engine/report.ts";
+import { RUN_AS_FORM } from "../testrun/engine/identity.ts";
 import { boolean, ConfigError, custom, integer, oneOf, parseWith, positive, Problem, readYamlMapping, section, shown, string } from "./schema.ts";
 
 export { ConfigError, readYamlMapping };
@@ -337,7 +338,7 @@ export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
 /** Checks `test_server.run_as`'s form and makes `work_dir` absolute, outside the data dir (the tests' user must reach nothing there). */
 function resolveRunAs(config: Config, cwd: string): void {
   const ts = config.test_server;
-  if (!/^(?:[A-Za-z0-9_][A-Za-z0-9_.-]*(?::[A-Za-z0-9_][A-Za-z0-9_.-]*)?)?$/.test(ts.run_as)) fail("test_server.run_as", `expected a user name or user:group, got ${JSON.stringify(ts.run_as)}`);
+  if (ts.run_as && !RUN_AS_FORM.test(ts.run_as)) fail("test_server.run_as", `expected a user name or user:group, got ${JSON.stringify(ts.run_as)}`);
   if (!ts.work_dir) return;
   ts.work_dir = resolve(cwd, ts.work_dir);
   const rel = relative(config.data_dir, ts.work_dir);

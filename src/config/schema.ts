@@ -6,7 +6,7 @@
  */
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
-import { z } from "zod";
+import * as z from "zod";
 
 /** A bad config file, flag or environment value; the CLI exits with code 2 and this message. */
 export class ConfigError extends Error {}

@@ -3,22 +3,19 @@ import { Hono, type Context } from "hono";
 import mime from "mime-types";
 import type { Auth } from "../auth/middleware.ts";
 import { LabgateError } from "../util/errors.ts";
+import { errors, route } from "../http/openapi.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
 import { serveBytes } from "../storage/send.ts";
+import { seaAssets } from "../util/sea.ts";
 import { dateOf } from "../util/time.ts";
 import { buildConsole } from "./build.ts";
-
-interface SeaModule {
-  isSea(): boolean;
-  getAsset(key: string): ArrayBuffer;
-}
 
 /** Where the console's files come from: the executable, dist/console beside the bundle, or a build from source. */
 type Source = (name: string) => Promise<Uint8Array | undefined>;
 
 function consoleSource(): Source {
-  const sea = process.getBuiltinModule?.("node:sea") as SeaModule | undefined;
-  if (sea?.isSea()) {
+  const sea = seaAssets();
+  if (sea) {
     // build/sea-config.mjs adds dist/console/<name> as the asset console/<name>.
     return async (name) => {
       try {
@@ -74,8 +71,23 @@ export function consoleRoutes(ctx: AppContext, _auth: Auth): Hono<AppEnv> {
   const files: Source = (name) => (source ??= consoleSource())(name);
   // The files do not change while the server runs: their Last-Modified is its start.
   const since = dateOf(ctx.clock);
-  return new Hono<AppEnv>()
-    .get("/", (c) => serve(c, files, since, "index.html", "no-cache"))
-    // ASSET_PREFIX (build.ts) is /console/.
-    .get("/console/:name", (c) => serve(c, files, since, c.req.param("name"), "public, max-age=31536000, immutable"));
+  const app = new Hono<AppEnv>();
+  const tag = "console";
+  route(app, { method: "get", path: "/", tag, access: "public", summary: "The web console's page", responses: { 200: { description: "The page", media: "text/html" } } }, (c) =>
+    serve(c, files, since, "index.html", "no-cache"),
+  );
+  // ASSET_PREFIX (build.ts) is /console/.
+  route(
+    app,
+    {
+      method: "get",
+      path: "/console/:name",
+      tag,
+      access: "public",
+      summary: "A script or style of the console (named by content hash, cached for good)",
+      responses: { 200: { description: "The file", media: "text/javascript" }, 404: errors[404] },
+    },
+    (c) => serve(c, files, since, c.req.param("name") ?? "", "public, max-age=31536000, immutable"),
+  );
+  return app;
 }

@@ -288,6 +288,7 @@ export class Database {
     } catch (error) {
       this.failure = error as Error;
       this.log("error", `database reload failed: ${(error as Error).message}`);
+      // Raw timers here: the database paces its disk work in real time (src/db/worker.ts, release).
       setTimeout(() => void this.recover(), 5_000).unref();
     }
   }

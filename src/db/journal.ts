@@ -149,6 +149,7 @@ export class JournalWriter {
   appendLazy(frame: Buffer, delayMs: number): void {
     if (this.closed || this.failed) return;
     this.queue(frame);
+    // Real time, not the app clock: when data reaches the disk (src/db/worker.ts, release).
     this.lazyTimer ??= setTimeout(() => {
       this.lazyTimer = undefined;
       this.schedule();

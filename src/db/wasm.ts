@@ -2,13 +2,9 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import initSqlJs from "sql.js";
 import type { SqlJsStatic } from "sql.js";
+import { seaAssets } from "../util/sea.ts";
 
 export type WasmSource = "sea-asset" | "env" | "node_modules";
-
-interface SeaModule {
-  isSea(): boolean;
-  getAsset(key: string): ArrayBuffer;
-}
 
 export interface LoadedSqlJs {
   SQL: SqlJsStatic;
@@ -21,8 +17,8 @@ let loaded: Promise<LoadedSqlJs> | undefined;
 
 /** Finds the sql.js wasm bytes: inside the single executable first, where package resolution does not exist. */
 function wasmBytes(): { bytes: Uint8Array; source: WasmSource } {
-  const sea = process.getBuiltinModule?.("node:sea") as SeaModule | undefined;
-  if (sea?.isSea()) return { bytes: new Uint8Array(sea.getAsset("sql-wasm.wasm")), source: "sea-asset" };
+  const sea = seaAssets();
+  if (sea) return { bytes: new Uint8Array(sea.getAsset("sql-wasm.wasm")), source: "sea-asset" };
   const override = process.env.SQL_WASM_PATH;
   if (override) return { bytes: readFileSync(override), source: "env" };
   const path = createRequire(import.meta.url).resolve("sql.js/dist/sql-wasm.wasm");

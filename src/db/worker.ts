@@ -1,12 +1,8 @@
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
+import { seaAssets } from "../util/sea.ts";
 import type { CheckpointJob, CheckpointResult } from "./checkpoint-worker.ts";
-
-interface SeaModule {
-  isSea(): boolean;
-  getAsset(key: string, encoding: string): string;
-}
 
 /** The bundled worker's name: next to dist/labgate.cjs, and an asset inside the single executable. */
 export const CHECKPOINT_WORKER_BUNDLE = "labgate-checkpoint.cjs";
@@ -16,8 +12,8 @@ export const CHECKPOINT_WORKER_BUNDLE = "labgate-checkpoint.cjs";
  * next to the bundle, or from source (through tsx on Node 20, whose loader a worker does not inherit).
  */
 function startWorker(workerData: { wasm: Uint8Array }): Worker {
-  const sea = process.getBuiltinModule?.("node:sea") as SeaModule | undefined;
-  if (sea?.isSea()) return new Worker(sea.getAsset(CHECKPOINT_WORKER_BUNDLE, "utf8"), { eval: true, workerData });
+  const sea = seaAssets();
+  if (sea) return new Worker(sea.getAsset(CHECKPOINT_WORKER_BUNDLE, "utf8"), { eval: true, workerData });
   const here = fileURLToPath(import.meta.url);
   if (!here.endsWith(".ts")) return new Worker(join(dirname(here), CHECKPOINT_WORKER_BUNDLE), { workerData });
   const source = new URL("./checkpoint-worker.ts", import.meta.url).href;
@@ -51,6 +47,8 @@ function takeWorker(wasm: Uint8Array): Worker {
 }
 
 function release(worker: Worker): void {
+  // A raw timer, as the database's others: it paces the database's own work in real time, which a
+  // test moving the app clock must not change (and the database is made before the app's clock is handed out).
   const timer = setTimeout(() => {
     idle.splice(
       idle.findIndex((entry) => entry.worker === worker),

@@ -6,7 +6,7 @@ import type { Logger, RequestFields } from "../util/log.ts";
 
 /**
  * Where every error gets its status: the domain throws LabgateError with a code, and this table
- * is the one place a code becomes an HTTP status. Errors of other kinds: see `errorAnswer`.
+ * is the one place a code becomes an HTTP status (see `errorAnswer`).
  */
 export const STATUS_OF: Record<ErrorCode, ContentfulStatusCode> = {
   invalid: 400,
@@ -36,19 +36,16 @@ export interface ErrorAnswer {
 }
 
 /**
- * The answer to any error a handler threw: a LabgateError by its code; an error that carries a
- * 4xx status of its own (Hono's HTTPException, thrown by its helpers; a lab node's refusal that the
- * gateway relays, NodeRefusal) with that status; a full disk
- * (ENOSPC, EDQUOT from any write) a 507; anything
- * else is a bug or an unexpected failure, a 500 "internal error" (undefined here: the caller logs it).
+ * The answer to any error a handler threw: a LabgateError by its code (or the status it relays,
+ * see `relayedStatus`); a full disk (ENOSPC, EDQUOT from any write) a 507. Anything else is a bug
+ * or an unexpected failure, a 500 "internal error" (undefined here: the caller logs it); an error
+ * that should reach the client is thrown as a LabgateError where it arises.
  */
 export function errorAnswer(error: unknown): ErrorAnswer | undefined {
-  if (error instanceof LabgateError) return { status: STATUS_OF[error.code], message: error.message, details: error.details };
+  if (error instanceof LabgateError) return { status: (error.relayedStatus ?? STATUS_OF[error.code]) as ContentfulStatusCode, message: error.message, details: error.details };
   // A write that met a full disk, wherever it was: the client may retry once space is freed.
   const code = (error as { code?: unknown } | null)?.code;
   if (code === "ENOSPC" || code === "EDQUOT") return { status: STATUS_OF.no_space, message: "no space left in the data dir" };
-  const status = (error as { status?: unknown } | null)?.status;
-  if (error instanceof Error && typeof status === "number" && status >= 400 && status < 500) return { status: status as 400, message: error.message || "bad request" };
   return undefined;
 }
 

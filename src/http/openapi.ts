@@ -9,10 +9,10 @@
  * registered with its operation (`route(app, operation, ...handlers)`): its request and response
  * schemas are written once, where the route is, the handler parses with the same schemas, and
  * the document is made from what the routers registered. A test fails when a route has no
- * operation. (Areas not moved yet still list theirs in `<domain>/openapi.ts`.)
+ * operation.
  */
 import type { Context, Env, Handler, Hono, MiddlewareHandler } from "hono";
-import { z } from "zod";
+import * as z from "zod";
 import { readJson } from "./body.ts";
 import { LabgateError } from "../util/errors.ts";
 
@@ -42,7 +42,12 @@ export interface Operation {
   access: Access;
   tag: string;
   query?: z.ZodObject;
-  body?: { json: z.ZodType } | { multipart: z.ZodObject } | { media: string };
+  /**
+   * The request body. A JSON body is read with its Content-Type checked (readJson: else 415, which
+   * the document adds to the operation), unless `anyType`: the route reads the bytes whatever the
+   * type says (a signed body, whose signature covers the bytes).
+   */
+  body?: { json: z.ZodType; anyType?: true } | { multipart: z.ZodObject } | { media: string };
   responses: Record<number, Reply>;
   /** A WebSocket route (answers 101 to an upgrade). */
   websocket?: boolean;
@@ -65,9 +70,6 @@ export function route<E extends Env>(app: Hono<E>, operation: Operation, ...hand
 /** The operations `route` registered on `app`. */
 export const operationsOf = (app: object): Operation[] => registered.get(app) ?? [];
 
-/** The params of an object schema for a whole body: anything but an object is "expected a JSON object". */
-export const jsonObject = { error: (iss: { code: string }) => (iss.code === "invalid_type" ? "expected a JSON object" : undefined) };
-
 export const ErrorBody = z.object({ error: z.string() }).meta({ id: "Error" });
 export const Empty = z.object({}).meta({ id: "Empty" });
 
@@ -88,44 +90,6 @@ export function queryOf<T extends z.ZodType>(c: Context, schema: T): z.output<T>
   if (result.success) return result.data;
   throw new LabgateError("invalid", firstMessage(result.error));
 }
-
-// The integer query parameter is a shape the console's types use too (src/http/shapes.ts).
-export { integerParam } from "./shapes.ts";
-
-/*
- * Numbers and flags as the reference's request schemas (marshmallow) read them, so that its tools
- * work unchanged: an integer also comes as its decimal text ("1": rdfm-mgmt sends ids as
- * strings), a flag as one of marshmallow's spellings ("true", "yes", "on", "1", 1 and the like).
- * Stricter on purpose (README): no fractions (marshmallow truncates 1.5 to 1), no `+`, spaces or
- * `_` digit separators in the text, no other words for true and false.
- */
-export const INTEGER_TEXT = /^-?\d{1,16}$/;
-const TRUE_WORDS = new Set(["true", "True", "TRUE", "t", "T", "yes", "Yes", "YES", "y", "Y", "on", "On", "ON", "1"]);
-const FALSE_WORDS = new Set(["false", "False", "FALSE", "f", "F", "no", "No", "NO", "n", "N", "off", "Off", "OFF", "0"]);
-
-/** `value` as the reference reads an integer: a number, or its decimal text; anything else unchanged (for a schema to refuse). */
-export const readInteger = (value: unknown): unknown => (typeof value === "string" && INTEGER_TEXT.test(value) ? Number(value) : value);
-
-/** `value` as the reference reads a boolean: true, false, one of its words, 1 or 0; anything else unchanged. */
-export function readFlag(value: unknown): unknown {
-  if (value === 1 || (typeof value === "string" && TRUE_WORDS.has(value))) return true;
-  if (value === 0 || (typeof value === "string" && FALSE_WORDS.has(value))) return false;
-  return value;
-}
-
-/** A flag query parameter (`?details=true`); absent: undefined. */
-export const flagParam = (key: string) =>
-  z
-    .string()
-    .optional()
-    .transform((text, ctx) => {
-      if (text === undefined) return undefined;
-      const flag = readFlag(text);
-      if (typeof flag === "boolean") return flag;
-      ctx.addIssue({ code: "custom", message: `query parameter "${key}" must be true or false` });
-      return undefined;
-    })
-    .meta({ type: "boolean" });
 
 export function firstMessage(error: z.ZodError): string {
   const issues = error.issues;
@@ -193,6 +157,7 @@ export function openApiDocument(operations: Operation[], info: { title: string; 
       const headers = reply.headers && Object.fromEntries(Object.entries(reply.headers).map(([name, description]) => [name, { description, schema: { type: "string" } }]));
       responses[code] = { description: reply.description, ...(Object.keys(content).length > 0 ? { content } : {}), ...(headers ? { headers } : {}) };
     }
+    if (op.body && "json" in op.body && !op.body.anyType) responses["415"] ??= { description: NOT_JSON.description, content: { "application/json": { schema: jsonSchema(ErrorBody, "output") } } };
     paths[op.path] ??= {};
     paths[op.path][op.method] = {
       operationId: `${op.method}${op.path.replace(/\{([^}]+)\}/g, "By_$1").replace(/[^A-Za-z0-9]+(.)?/g, (_m, ch: string | undefined) => (ch ?? "").toUpperCase())}`,
@@ -225,6 +190,9 @@ export function openApiDocument(operations: Operation[], info: { title: string; 
   };
 }
 
+/** The answer of a JSON route to a body of another Content-Type (src/http/body.ts, readJson). */
+const NOT_JSON = { description: "The body is not JSON (Content-Type other than application/json)" };
+
 /** Replies most operations share. */
 export const errors = {
   400: { description: "Malformed request", json: ErrorBody },
@@ -233,7 +201,12 @@ export const errors = {
   404: { description: "Not found (or hidden from the caller)", json: ErrorBody },
   409: { description: "Conflicts with the current state", json: ErrorBody },
   413: { description: "Body too large", json: ErrorBody },
+  416: { description: "The range is outside the file", json: ErrorBody },
   422: { description: "Understood but not acceptable", json: ErrorBody },
   429: { description: "Over a limit (the message names it); try again later", json: ErrorBody },
+  502: { description: "The other side (a device, a node) answered with a failure", json: ErrorBody },
+  504: { description: "The other side (a device, a node) did not answer in time", json: ErrorBody },
 } satisfies Record<number, Reply>;
+/** The refusals of a route on one object: no token, not permitted, missing (a refused read looks missing). */
+export const onObject = { 401: errors[401], 403: errors[403], 404: errors[404] } satisfies Record<number, Reply>;
 export const ok = (json: z.ZodType = Empty, description = "Done"): Reply => ({ description, json });

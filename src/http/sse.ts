@@ -8,6 +8,7 @@
 import type { AccessWatch } from "../auth/authority.ts";
 import type { Identity } from "../app/context.ts";
 import type { Logger } from "../util/log.ts";
+import { every, type Clock } from "../util/time.ts";
 
 const KEEPALIVE_MS = 15_000;
 /** Events queued for a client that does not read beyond this many bytes end its stream (it may reconnect). */
@@ -83,12 +84,14 @@ export type SendEvent = (event: PreparedEvent) => void;
 export class EventStreams {
   private readonly open = new Set<() => void>();
   private readonly log: Logger;
+  private readonly clock: Clock;
   private readonly accessWatch: AccessWatch;
   private readonly comments: boolean;
 
   /** `comments` false (compat.sse_comments): no comment lines, only events, as the reference sends. */
-  constructor(log: Logger, accessWatch: AccessWatch, comments = true) {
+  constructor(log: Logger, clock: Clock, accessWatch: AccessWatch, comments = true) {
     this.log = log;
+    this.clock = clock;
     this.accessWatch = accessWatch;
     this.comments = comments;
   }
@@ -103,13 +106,14 @@ export class EventStreams {
    * falls more than MAX_BACKLOG behind, or `identity`'s token or account no longer allows it.
    */
   respond(identity: Identity | undefined, subscribe: (send: SendEvent) => () => void): Response {
-    return eventStream(this.open, this.log, this.accessWatch, this.comments, identity, subscribe);
+    return eventStream(this.open, this.log, this.clock, this.accessWatch, this.comments, identity, subscribe);
   }
 }
 
 function eventStream(
   streams: Set<() => void>,
   log: Logger,
+  clock: Clock,
   accessWatch: AccessWatch,
   comments: boolean,
   identity: Identity | undefined,
@@ -138,7 +142,7 @@ function eventStream(
         const comment = (text: string) => {
           if (comments) write(encoder.encode(`:${text}\n\n`));
         };
-        const keepalive = setInterval(() => comment(""), KEEPALIVE_MS);
+        const stopKeepalive = every(clock, KEEPALIVE_MS, () => comment(""));
         const unwatch =
           identity?.kind === "mgmt"
             ? accessWatch.watch(identity, {
@@ -151,7 +155,7 @@ function eventStream(
         end = () => {
           if (!open) return;
           open = false;
-          clearInterval(keepalive);
+          stopKeepalive();
           unwatch();
           unsubscribe();
           streams.delete(end);

@@ -21,7 +21,7 @@ export interface SharedServices {
 
 export function createSharedServices(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "db" | "log" | "onClosing">, accountGate: AccountGate | undefined): SharedServices {
   const accessWatch = new AccessWatch(ctx.db, accountGate, ctx.clock);
-  const streams = new EventStreams(ctx.log, accessWatch, ctx.config.compat.sse_comments);
+  const streams = new EventStreams(ctx.log, ctx.clock, accessWatch, ctx.config.compat.sse_comments);
   // Open event streams end when the server stops accepting, so that shutdown does not wait on them.
   ctx.onClosing.push(() => streams.endAll());
   const auditRetention = new AuditRetention(ctx.db, ctx.clock, ctx.log, ctx.config.audit);

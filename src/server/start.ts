@@ -17,7 +17,7 @@ import { createApp, normalizeRequest } from "../http/app.ts";
 import type { Operation } from "../http/openapi.ts";
 import { createLogger, type Logger } from "../util/log.ts";
 import { writeFileDurable } from "../util/files.ts";
-import { dateOf, systemClock, type Clock } from "../util/time.ts";
+import { after, dateOf, systemClock, type Clock } from "../util/time.ts";
 import { describeBuild, VERSION } from "../version.ts";
 import { ConnectionTracker } from "./connections.ts";
 import { acquireLock } from "../util/lock.ts";
@@ -25,9 +25,8 @@ import { readTlsCredentials, type TlsCredentials } from "./tls.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
 import { routeTable, type Domains } from "./routes.ts";
 import { createSharedServices } from "./shared.ts";
-import { createTestRunDomain } from "../testrun/domain.ts";
+import { createTestRunDomain, testIdentityOf } from "../testrun/domain.ts";
 import { validateDeployments } from "../testrun/devices/validation.ts";
-import { testIdentityOf } from "../testrun/engine/identity.ts";
 import { createUpdateDomain } from "../update/domain.ts";
 import { acceptUpgradesOnlyOn, releaseUpgradeBody } from "./upgrade.ts";
 import { nodeResponse } from "../http/transport.ts";
@@ -106,6 +105,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const releaseLock = acquireLock(dataDir);
   let db: Database | undefined;
+  let started: AppContext | undefined;
   try {
     const firstStart = !existsSync(join(dataDir, IMAGE_FILE));
     db = await Database.open(dataDir, {
@@ -125,7 +125,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     }
     const adminPasswordFile = await createFirstAdmin(db, dataDir, config.prefix, dateOf(clock));
 
-    const ctx: AppContext = { config, dataDir, db, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] };
+    const ctx: AppContext = (started = { config, dataDir, db, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] });
     const domains = startDomains(ctx);
     // Entries of commands run while no server ran are in the log before the first request.
     await domains.shared.auditSpool.ingest();
@@ -159,9 +159,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
         // Upgraded sockets are not HTTP connections: server.close() would wait for them.
         for (const client of wss.clients) client.terminate();
         await new Promise<void>((resolve) => {
-          const force = setTimeout(() => (server as Server).closeAllConnections(), SHUTDOWN_GRACE_MS);
+          const cancelForce = after(ctx.clock, SHUTDOWN_GRACE_MS, () => (server as Server).closeAllConnections());
           server.close(() => {
-            clearTimeout(force);
+            cancelForce();
             resolve();
           });
           // Requests in flight finish (within the grace period); connections without one go now.
@@ -179,10 +179,24 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     };
     return { ctx, domains, operations, app, url: `${scheme}://${host}:${port}`, port, reloadTls, adminTokenFile, adminPasswordFile, close };
   } catch (error) {
+    // What the domains started before the failure (timers, sweeps, node polls) stops, so that a
+    // refused start leaves nothing running in a process that goes on (tests, `labgate` as a library).
+    if (started) await stopDomains(started, log);
     await db?.close().catch(() => {});
     releaseLock();
     throw error;
   }
+}
+
+async function stopDomains(ctx: AppContext, log: Logger): Promise<void> {
+  for (const hook of ctx.onClosing) {
+    try {
+      hook();
+    } catch (error) {
+      log.warn(`stopping after a failed start: ${(error as Error).message}`);
+    }
+  }
+  for (const hook of ctx.onShutdown) await Promise.resolve().then(hook).catch((error: Error) => log.warn(`stopping after a failed start: ${error.message}`));
 }
 
 /** The listen host as this machine reaches it: a wildcard address is reached on loopback. */

@@ -4,9 +4,8 @@ import type { ServerType } from "@hono/node-server";
 
 /**
  * The paths that are WebSockets, as Hono patterns (`:name` is one segment). Only these reach the
- * app on an upgrade request; every other upgrade is refused before any handler runs (issue 9
- * item 3: a handler run on an upgrade had its response body, an open file or an event
- * subscription, never read nor released).
+ * app on an upgrade request; every other upgrade is refused before any handler runs (a handler run on an upgrade had its
+ * response body, an open file or an event subscription, never read nor released).
  */
 export const WEBSOCKET_ROUTES = ["/api/v1/devices/ws", "/api/v1/devices/:mac/shell", "/api/v1/devices/:mac/shell/attach/:uuid"];
 

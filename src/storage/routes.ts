@@ -1,6 +1,7 @@
 import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv } from "../app/context.ts";
 import { LabgateError } from "../util/errors.ts";
+import { errors, route } from "../http/openapi.ts";
 import { isTls } from "../http/transport.ts";
 import type { LocalStorage } from "./local.ts";
 import { serveFile } from "./send.ts";
@@ -31,12 +32,26 @@ export function requireSignedLink(ctx: AppContext, c: Context, purpose: string, 
  * streams the object with Content-Length, ETag, Accept-Ranges and single-range support.
  */
 export function localStorageRoutes(ctx: AppContext, storage: LocalStorage): Hono<AppEnv> {
-  return new Hono<AppEnv>().get("/local_storage/*", (c) => {
-    // Hono already percent-decoded the path; object names never contain '%' themselves.
-    const name = c.req.path.slice("/local_storage/".length);
-    requireSignedLink(ctx, c, LOCAL_STORAGE_LINK, name);
-    const object = storage.statObject(name);
-    if (!object) throw new LabgateError("not_found", "object does not exist");
-    return serveFile(c, object, { direct: true });
-  });
+  const app = new Hono<AppEnv>();
+  const file = { description: "The file", media: "application/octet-stream" };
+  route(
+    app,
+    {
+      method: "get",
+      path: "/local_storage/*",
+      tag: "packages",
+      access: "public",
+      summary: "A package object through a signed link (Range supported)",
+      responses: { 200: file, 206: { ...file, description: "Part of the file" }, 403: errors[403], 404: errors[404], 416: errors[416] },
+    },
+    (c) => {
+      // Hono already percent-decoded the path; object names never contain '%' themselves.
+      const name = c.req.path.slice("/local_storage/".length);
+      requireSignedLink(ctx, c, LOCAL_STORAGE_LINK, name);
+      const object = storage.statObject(name);
+      if (!object) throw new LabgateError("not_found", "object does not exist");
+      return serveFile(c, object, { direct: true });
+    },
+  );
+  return app;
 }

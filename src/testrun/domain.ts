@@ -9,7 +9,10 @@ import type { ChannelHub } from "../update/channel/hub.ts";
 import { ConfigStore } from "./config/store.ts";
 import { ConfigViewCache } from "./config/view-cache.ts";
 import { testrunDirs } from "./runs/paths.ts";
-import type { TestRunAs } from "./engine/identity.ts";
+import { userInfo } from "node:os";
+import type { Config } from "../config/config.ts";
+import type { Logger } from "../util/log.ts";
+import { prepareRunAs, resolveRunAs, type TestRunAs } from "./engine/identity.ts";
 import { TestRunService } from "./runs/service.ts";
 import { RunStore, type RunChange } from "./runs/store.ts";
 
@@ -22,6 +25,21 @@ export interface TestRunDomain {
   runs: TestRunService;
   /** Every change of a run or trigger record, once on disk (`GET /api/v1/test-runs/stream`). */
   changes: Broadcaster<RunChange>;
+}
+
+/**
+ * `test_server.run_as` at start (prepareRunAs). Without it, tests run as the server's own user,
+ * and the log says once what that means.
+ */
+export function testIdentityOf(config: Config, log: Logger): TestRunAs {
+  const spec = config.test_server.run_as;
+  if (!spec) {
+    log.warn(
+      `test_server.run_as is not set: test configs run their commands as this server's user (${userInfo().username}, uid ${process.getuid?.()}), who can read and change everything in the data dir; an account with svc_tests_rw can do whatever this user can (README: "Who tests run as")`,
+    );
+    return {};
+  }
+  return prepareRunAs(resolveRunAs(spec), config.data_dir, config.test_server.work_dir || `${config.data_dir}-runs`, { runAs: "config key test_server.run_as", workDir: "config key test_server.work_dir" });
 }
 
 /**

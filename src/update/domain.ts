@@ -82,7 +82,7 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   ctx.onClosing.push(() => hub.closeAll());
   hub.onConnect((conn) => events.publish("connect", { device: conn.mac }));
   hub.onDisconnect((mac) => events.publish("disconnect", { device: mac }));
-  // Deployments: progress and versions move devices' states; update_outcome reports (docs in channel/protocol.ts).
+  // Deployments: progress and versions move devices' states; update_outcome reports (docs/device-protocol.md).
   const deployments = new DeploymentService(ctx, catalog, events, hub);
   deployments.start();
   ctx.onClosing.push(() => deployments.close());

@@ -48,9 +48,16 @@ export type ErrorDetails = Record<string, string | number>;
 export class LabgateError extends Error {
   readonly code: ErrorCode;
   readonly details: ErrorDetails | undefined;
-  constructor(code: ErrorCode, message: string, details?: ErrorDetails) {
+  /**
+   * A status another server chose, passed on as it was instead of the code's: set only for a
+   * refusal relayed from a lab node (NodeRefusal in src/testrun/runs/nodes.ts), whose 4xx labgate
+   * may have no code for (a 410).
+   */
+  readonly relayedStatus: number | undefined;
+  constructor(code: ErrorCode, message: string, details?: ErrorDetails, relayedStatus?: number) {
     super(message);
     this.code = code;
     this.details = details;
+    this.relayedStatus = relayedStatus;
   }
 }

@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { constants, createWriteStream, openSync, type WriteStream } from "node:fs";
+import { after, systemClock, type Clock } from "./time.ts";
 
 /** How long a process gets between SIGTERM and SIGKILL. */
 export const KILL_GRACE_MS = 5_000;
@@ -21,6 +22,8 @@ export interface ProcessOptions {
    */
   as?: { uid: number; gid: number };
   timeoutMs?: number;
+  /** Whose time `timeoutMs` and the kill grace run on (a server's or agent's clock); the system's by default. */
+  clock?: Clock;
   /** Abort (user abort, shutdown): the process group gets SIGTERM, then SIGKILL. */
   signal?: AbortSignal;
   /** Bytes of stdout/stderr kept in memory each. */
@@ -30,6 +33,8 @@ export interface ProcessOptions {
   /** Also keep stdout and stderr interleaved, as they came, up to this many bytes (`combined`). */
   combinedLimit?: number;
   killGraceMs?: number;
+  /** An open descriptor the program gets as its fd 3 (a file the server opened and checked for it). */
+  fd3?: number;
 }
 
 export interface ProcessResult {
@@ -116,7 +121,7 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
     const both = options.combinedLimit === undefined ? undefined : new Capture(options.combinedLimit);
     let child: ReturnType<typeof spawn>;
     try {
-      child = spawn(file, args, { cwd: options.cwd, env: { ...(options.baseEnv ?? process.env), ...options.env }, stdio: ["ignore", "pipe", "pipe"], detached: true });
+      child = spawn(file, args, { cwd: options.cwd, env: { ...(options.baseEnv ?? process.env), ...options.env }, stdio: ["ignore", "pipe", "pipe", ...(options.fd3 === undefined ? [] : [options.fd3])], detached: true });
     } catch (error) {
       // Arguments spawn refuses outright (e.g. a NUL byte): nothing started.
       return resolve(result({ startError: (error as Error).message, ...(both ? { combined: Buffer.alloc(0) } : {}) }));
@@ -126,7 +131,8 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
     if (options.outputFile) sink = openOutput(options.outputFile);
     let timedOut = false;
     let aborted = false;
-    let killTimer: NodeJS.Timeout | undefined;
+    const clock = options.clock ?? systemClock;
+    let cancelKill: (() => void) | undefined;
     let exited = false;
 
     const killGroup = (sig: NodeJS.Signals) => {
@@ -145,9 +151,9 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
     };
     const stop = () => {
       killGroup("SIGTERM");
-      killTimer ??= setTimeout(() => killGroup("SIGKILL"), grace);
+      cancelKill ??= after(clock, grace, () => killGroup("SIGKILL"));
     };
-    const timeout = options.timeoutMs ? setTimeout(() => ((timedOut = true), stop()), options.timeoutMs) : undefined;
+    const cancelTimeout = options.timeoutMs ? after(clock, options.timeoutMs, () => ((timedOut = true), stop())) : undefined;
     const onAbort = () => {
       aborted = true;
       stop();
@@ -166,7 +172,7 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
     });
 
     const finish = (partial: Partial<ProcessResult>) => {
-      if (timeout) clearTimeout(timeout);
+      cancelTimeout?.();
       options.signal?.removeEventListener("abort", onAbort);
       const done = () =>
         resolve(
@@ -195,8 +201,8 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
       exited = true;
       if (options.as && code === 127 && err.text().startsWith(NOT_FOUND)) return finish({ startError: `${programName(options.command)} not found` });
       // The shell may be gone while its children still hold nothing open; make sure the group is.
-      if (killTimer) {
-        clearTimeout(killTimer);
+      if (cancelKill) {
+        cancelKill();
         killGroup("SIGKILL");
       }
       finish({ exitCode: code, exitSignal: sig });

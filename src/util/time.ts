@@ -83,6 +83,16 @@ export function every(clock: Clock, ms: number, fn: () => void): () => void {
   return () => stop.abort();
 }
 
+/**
+ * A deadline of `ms` on `clock` for an API that takes an AbortSignal (fetch): `signal` aborts with
+ * a TimeoutError, as AbortSignal.timeout's does, unless `cancel` drops the deadline first.
+ */
+export function deadline(clock: Clock, ms: number): { signal: AbortSignal; cancel: () => void } {
+  const controller = new AbortController();
+  const cancel = after(clock, ms, () => controller.abort(new DOMException(`no answer within ${ms} ms`, "TimeoutError")));
+  return { signal: controller.signal, cancel };
+}
+
 /** The clock's time as a Date. */
 export const dateOf = (clock: Clock): Date => new Date(clock.now());
 
@@ -107,6 +117,7 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
       signal?.removeEventListener("abort", done);
       resolve();
     };
+    // The one raw timer of the domain's waits: this is the system clock's sleep itself.
     const timer = setTimeout(done, ms);
     signal?.addEventListener("abort", done, { once: true });
   });

@@ -5,29 +5,27 @@
  * event stream /api/stream, the test-run stream and a shell.
  */
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { after, describe, test } from "node:test";
 import WebSocket from "ws";
 import type { Agent } from "../../src/agent/agent.ts";
 import { openStream, type EventStream } from "../helpers/events.ts";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { useTestServer } from "../helpers/server.ts";
 import { approveAgent, FAST_SERVER, rawDevice, startAgent, untilConnected } from "../update/helpers/agents.ts";
 import { signIn } from "./helpers.ts";
 
-let server: TestServer;
 let shellAgent: Agent;
 const agents: Agent[] = [];
 /** Long enough for the watch's once-a-second check on a loaded machine; a pass takes about a second. */
 const ENDS_WITHIN = 4000;
 
-before(async () => {
-  server = await startTestServer(FAST_SERVER);
+// Registered before the server: the agents stop before it closes.
+after(async () => {
+  for (const agent of agents) await agent.stop();
+});
+const server = useTestServer(FAST_SERVER, async (server) => {
   shellAgent = startAgent(server, { shell: { command: ["sh"], idle_timeout: 30, max_sessions: 16 } });
   agents.push(shellAgent);
   await untilConnected(server, await approveAgent(server, shellAgent));
-});
-after(async () => {
-  for (const agent of agents) await agent.stop();
-  await server.close();
 });
 
 let accounts = 0;

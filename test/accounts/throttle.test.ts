@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
 import { scrypt } from "node:crypto";
 import { request } from "node:http";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { LoginThrottle } from "../../src/accounts/throttle.ts";
 import { DUMMY_HASH } from "../../src/accounts/passwords.ts";
-import { removeDir, startTestServer, type TestServer, waitFor } from "../helpers/server.ts";
+import { removeDir, startTestServer, type TestServer, useTestServer } from "../helpers/server.ts";
 import { adminPassword, login, sessionCookie } from "./helpers.ts";
 
 const THROTTLED = { error: "too many failed logins, try again later" };
@@ -25,15 +25,9 @@ function loginFrom(server: TestServer, from: string, username: string, password:
 }
 
 describe("accounts: login throttling over HTTP", () => {
-  let server: TestServer;
-  before(async () => {
-    server = await startTestServer();
+  const server = useTestServer({}, async (server) => {
     const made = await server.request("/api/v1/users", { method: "POST", token: server.adminToken, json: { name: "bob", password: "bob-password", scopes: [] } });
     assert.equal(made.status, 201);
-  });
-  after(async () => {
-    await server.close();
-    removeDir(server.dataDir);
   });
 
   test("per name and address: after 5 failures that address waits (429, Retry-After), even with the right password; the owner elsewhere signs in", async () => {
@@ -81,7 +75,7 @@ describe("accounts: the per-name cap over HTTP", () => {
       }
       let answered = false;
       const wrong = loginFrom(server, "127.0.0.4", "admin", "not-the-password").then((res) => ((answered = true), res));
-      await waitFor(() => server.clock.sleeps.includes(15_000), 10_000, "the wrong password's answer held 15 s");
+      await server.clock.sleepOf(15_000, 10_000); // the wrong password's answer held 15 s
       const owner = await loginFrom(server, "127.0.0.5", "admin", adminPassword(server));
       assert.equal(owner.status, 200);
       assert.equal(answered, false, "the guess is still held while the owner is signed in");

@@ -6,11 +6,13 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { appendFileSync, chownSync, existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chownSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { labgate, runCli, startServe } from "../helpers/cli.ts";
 import { callWith, removeDir, requestAt, startTestServer, tempDir, useTestServer, waitFor } from "../helpers/server.ts";
+import { appendToSpool } from "../../src/audit/spool.ts";
+import { systemActor } from "../../src/audit/audit.ts";
 import { entries } from "./helpers.ts";
 
 const SPOOL = "audit-spool";
@@ -30,9 +32,12 @@ describe("labgate token issue with no server running", () => {
     try {
       await (await startTestServer({}, dir)).close();
       const { token, id } = await issue(dir, "ivy");
-      const spooled = readFileSync(join(dir, SPOOL, "entries.jsonl"), "utf8");
-      // A torn write (a command killed mid-append, a power cut) before a later command's entry.
-      appendFileSync(join(dir, SPOOL, "entries.jsonl"), '\n{"id":"torn","time":"2026-');
+      const spool = join(dir, SPOOL);
+      const [file] = readdirSync(spool);
+      assert.match(file!, /^[0-9a-f-]{36}\.json$/, "one file per entry");
+      const spooled = readFileSync(join(spool, file!));
+      // A command killed mid-write (before it printed anything) leaves its torn .tmp: never read.
+      writeFileSync(join(spool, "0000dead-0000-4000-8000-000000000000.tmp"), '{"id":"torn","time":"2026-');
       const later = await issue(dir, "ivy");
 
       let server = await startTestServer({}, dir);
@@ -43,13 +48,12 @@ describe("labgate token issue with no server running", () => {
         assert.deepEqual(entry.detail, { user: "ivy", scopes: "tests_ro", expires: entry.detail?.expires });
         assert.equal((await entries(server, `target=token:${later.id}`)).length, 1);
         assert.ok(!JSON.stringify(await entries(server, "limit=1000")).includes(token.split(".")[2]), "the token's signature is nowhere in the log");
-        assert.ok(!existsSync(join(dir, SPOOL, "entries.jsonl")) && !existsSync(join(dir, SPOOL, "taken.jsonl")), "the spool is emptied");
+        assert.deepEqual(readdirSync(spool), ["0000dead-0000-4000-8000-000000000000.tmp"], "the entries' files are gone once logged");
       } finally {
         await server.close();
       }
-      // As if the server had been killed after its commit, before deleting what it took, and a command had appended the same entry again.
-      writeFileSync(join(dir, SPOOL, "taken.jsonl"), spooled);
-      writeFileSync(join(dir, SPOOL, "entries.jsonl"), spooled);
+      // As if the server had been killed after its commit, before deleting the file: read again.
+      writeFileSync(join(spool, file!), spooled);
       server = await startTestServer({}, dir);
       try {
         assert.equal((await entries(server, `target=token:${id}`)).length, 1, "kept once");
@@ -70,7 +74,8 @@ describe("labgate token issue with no server running", () => {
       if (process.getuid?.() === 0) chownSync(dir, 65534, 65534);
       await issue(dir, "ivy");
       const owner = statSync(dir).uid;
-      assert.deepEqual([statSync(join(dir, SPOOL)).uid, statSync(join(dir, SPOOL, "entries.jsonl")).uid], [owner, owner]);
+      const [file] = readdirSync(join(dir, SPOOL));
+      assert.deepEqual([statSync(join(dir, SPOOL)).uid, statSync(join(dir, SPOOL, file!)).uid], [owner, owner]);
     } finally {
       removeDir(dir);
     }
@@ -125,6 +130,18 @@ describe("the CLI beside a running server", () => {
     const [add] = await entries(server, "target=user:una");
     assert.deepEqual([add.action, add.actor], ["user.add", entry.actor]);
     assert.equal((await entries(server, `target=token:${id}&action=token.issue`)).length, 1);
+  });
+  test("entries left while the server takes others are all logged, once: writers and the server never share a file", async () => {
+    const at = new Date();
+    const targets = Array.from({ length: 300 }, (_, i) => `token:stress-${i}`);
+    for (const [i, target] of targets.entries()) {
+      appendToSpool(server.dataDir, systemActor("cli:stress", at), "token.issue", target);
+      // Let the server's watch fire and take files between writes.
+      if (i % 10 === 0) await new Promise((resolve) => setImmediate(resolve));
+    }
+    await waitFor(async () => (await entries(server, "actor=cli:stress&limit=1000")).length === targets.length, 10_000, "every entry logged");
+    const logged = (await entries(server, "actor=cli:stress&limit=1000")).map((e) => e.target).sort();
+    assert.deepEqual(logged, [...targets].sort());
   });
 });
 

@@ -5,24 +5,30 @@
  * newest runs; a newly failing test marked). Screenshots in .tmp/screenshots.
  */
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import type { ChildProcess } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { after, test } from "node:test";
 import type { Browser, Page } from "playwright-core";
 import type { Agent } from "../../src/agent/agent.ts";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { useTestServer, waitFor } from "../helpers/server.ts";
 import { uploadConfig, waitRun } from "../testrun/run-helpers.ts";
-import { approveAgent, FAST_SERVER, startAgent, untilConnected, type AgentOptions } from "../update/helpers/agents.ts";
+import { approveAgent, FAST_SERVER, spawnConnectedAgent, startAgent, untilConnected, type AgentOptions } from "../update/helpers/agents.ts";
 import { closeMessages, SIGNED_OUT, signedInAdmin, type Tab } from "./browser.ts";
 
-let gateway: TestServer;
 let browser: Browser;
 let admin: Tab;
 const agents: Array<Agent & { dir: string }> = [];
+const children: ChildProcess[] = [];
 
 const SLOW = ["tests:", "  board:", "  - exec:", "      name: quick", "      command: [sh, -c, 'echo fine']", "  - exec:", "      name: soak", "      command: [sleep, '60']", ""].join("\n");
 const CHECK = (fails: string) => ["tests:", "  board:", "    machines: [tag:bench]", "    tests:", "    - exec:", "        command: [sh, -c, 'test \"$(hostname)\" != " + fails + "']", "    - simple: {}", ""].join("\n");
 
-before(async () => {
-  gateway = await startTestServer({ ...FAST_SERVER, test_server: { compat_modules: true } });
+after(async () => {
+  await browser?.close();
+  for (const agent of agents) await agent.stop();
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+});
+const gateway = useTestServer({ ...FAST_SERVER, test_server: { compat_modules: true } }, async (gateway) => {
   for (const name of ["rack-1", "rack-2"]) {
     const agent = startAgent(gateway, { name, tests: { enabled: true } } as AgentOptions);
     agents.push(agent);
@@ -35,11 +41,6 @@ before(async () => {
   await gateway.call("PATCH", `/api/v2/groups/${group.body.id}/devices`, { add: ids, remove: [] });
   await uploadConfig(gateway, "board.yml", SLOW);
   ({ browser, admin } = await signedInAdmin(gateway));
-});
-after(async () => {
-  await browser?.close();
-  for (const agent of agents) await agent.stop();
-  await gateway.close();
 });
 
 const nav = (page: Page, name: string) => page.getByRole("navigation", { name: "Main" }).getByRole("link", { name, exact: true }).click();
@@ -113,3 +114,50 @@ test("the config page's matrix: devices x tests over the newest runs, a newly fa
   await admin.shot("device-runs-history");
   admin.clean();
 });
+
+/** Processes on this machine whose command line is exactly `argv`. */
+const processesRunning = (argv: string[]): number[] =>
+  readdirSync("/proc")
+    .filter((p) => /^\d+$/.test(p))
+    .filter((p) => {
+      try {
+        return readFileSync(`/proc/${p}/cmdline`, "utf8") === `${argv.join("\0")}\0`;
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+
+test("Abort in the console stops a run on a `labgate agent` child process: the run ends aborted, the process it ran is gone, the agent stays", async () => {
+  const agent = await spawnConnectedAgent(gateway, ["name: child-1", "tests: {enabled: true, max_duration: 120}"]);
+  children.push(agent.child);
+  // A command line no other test runs.
+  const soak = ["sleep", "61.25"];
+  await uploadConfig(gateway, "child.yml", ["tests:", "  board:", "  - exec:", "      name: soak", `      command: [${soak.join(", ")}]`, ""].join("\n"));
+  const { page } = admin;
+  await nav(page, "Test runs");
+  await page.getByRole("button", { name: "Start a run…" }).click();
+  const dialog = page.getByRole("dialog", { name: "Start a test run" });
+  await dialog.locator('select[name="config_name"]').selectOption("child.yml");
+  await dialog.getByRole("radio", { name: /On managed devices/ }).check();
+  await dialog.getByLabel("Run on").selectOption("device");
+  const place = dialog.getByLabel("Device", { exact: true });
+  const option = place.locator("option", { hasText: "child-1" });
+  await option.waitFor({ state: "attached" });
+  await place.selectOption((await option.getAttribute("value"))!);
+  await dialog.getByRole("button", { name: "Start run" }).click();
+  await page.waitForURL(/#\/runs\/[0-9a-f-]{36}$/);
+
+  await device(page, "child-1").locator('[data-status="running"]').waitFor({ timeout: 15_000 });
+  await waitFor(() => processesRunning(soak).length === 1, 15_000, "the agent's sleep running");
+  await admin.shot("device-runs-child-running");
+  await page.getByRole("button", { name: "Abort" }).click();
+  await page.getByRole("dialog").getByRole("button", { name: "Abort run" }).click();
+  await status(page, "aborted").waitFor({ timeout: 20_000 });
+  await device(page, "child-1").locator('[data-status="aborted"]').waitFor();
+  await waitFor(() => processesRunning(soak).length === 0, 15_000, "the agent's sleep gone");
+  assert.equal(agent.child.exitCode, null, "the agent itself still runs");
+  await admin.shot("device-runs-child-aborted");
+  admin.clean([SIGNED_OUT]);
+});
+

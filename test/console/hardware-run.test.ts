@@ -6,10 +6,10 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
+import { after, test } from "node:test";
 import type { Browser, Page } from "playwright-core";
 import { FakeBoard, sampleBoard } from "../helpers/fake-board.ts";
-import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
+import { useTestServer } from "../helpers/server.ts";
 import { uploadConfig } from "../testrun/run-helpers.ts";
 import { SIGNED_OUT, signedInAdmin, type Tab } from "./browser.ts";
 
@@ -18,23 +18,24 @@ const SAMPLES = join(process.cwd(), "assets", "testrun", "samples");
 const CAMERA = readFileSync(join(SAMPLES, "camera.yml"), "utf8").replace("save_file: frame.jpg", "save_file: frame.png");
 
 let board: FakeBoard;
-let gateway: TestServer;
 let browser: Browser;
 let admin: Tab;
 
-before(async () => {
-  board = sampleBoard(new FakeBoard());
-  gateway = await startTestServer({ test_server: board.config as never });
-  await uploadConfig(gateway, "camera.yml", CAMERA);
-  for (const sample of ["network.yml", "gpio.yml", "i2c.yml"]) await uploadConfig(gateway, sample, readFileSync(join(SAMPLES, sample), "utf8"));
-  ({ browser, admin } = await signedInAdmin(gateway));
-});
 after(async () => {
   await browser?.close();
-  await gateway?.close();
-  if (gateway) removeDir(gateway.dataDir);
-  board?.remove();
 });
+useTestServer(
+  () => {
+    board = sampleBoard(new FakeBoard());
+    return { test_server: board.config as never };
+  },
+  async (gateway) => {
+    await uploadConfig(gateway, "camera.yml", CAMERA);
+    for (const sample of ["network.yml", "gpio.yml", "i2c.yml"]) await uploadConfig(gateway, sample, readFileSync(join(SAMPLES, sample), "utf8"));
+    ({ browser, admin } = await signedInAdmin(gateway));
+  },
+);
+after(() => board?.remove());
 
 const status = (page: Page, value: string) => page.locator(`.page-header [data-status="${value}"]`);
 

@@ -8,9 +8,9 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
+import { after, test } from "node:test";
 import type { Browser, Page } from "playwright-core";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { useTestServer } from "../helpers/server.ts";
 import { uploadConfig } from "../testrun/run-helpers.ts";
 import { openTab, SIGNED_OUT, signedInAdmin, signIn, type Tab } from "./browser.ts";
 
@@ -35,21 +35,22 @@ const BIG = String.raw`tests:
       report: junit.xml
 `;
 
-let node: TestServer;
-let gateway: TestServer;
 let browser: Browser;
 let admin: Tab;
 
-before(async () => {
-  node = await startTestServer();
-  gateway = await startTestServer({ test_server: { nodes: { node1: { url: node.url, token: node.adminToken } } } as never });
-  ({ browser, admin } = await signedInAdmin(gateway));
-});
 after(async () => {
   await browser?.close();
-  await gateway.close();
-  await node.close();
 });
+const node = useTestServer();
+const gateway = useTestServer(
+  async () => {
+    await node.started;
+    return { test_server: { nodes: { node1: { url: node.url, token: node.adminToken } } } as never };
+  },
+  async (gateway) => {
+    ({ browser, admin } = await signedInAdmin(gateway));
+  },
+);
 
 /** The trigger dialog first shows the first config by name, which does not load (its include is missing). */
 const FIRST_CONFIG = /^422 GET \/api\/v1\/configs\/needs-missing\.yml\/(test-suites|override-hints)$/;

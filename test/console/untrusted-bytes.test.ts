@@ -8,13 +8,12 @@
 import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { after, before, test } from "node:test";
+import { after, test } from "node:test";
 import type { Browser, Page } from "playwright-core";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { useTestServer } from "../helpers/server.ts";
 import { trigger, uploadConfig, waitRun } from "../testrun/run-helpers.ts";
 import { SIGNED_OUT, signedInAdmin, type Tab } from "./browser.ts";
 
-let gateway: TestServer;
 let browser: Browser;
 let admin: Tab;
 let runId = "";
@@ -37,7 +36,10 @@ const payload = (tag: string) =>
 const html = () => `<!doctype html><title>PWNED</title><script>${payload("html")}</script><img src=x onerror='${payload("img")}'>`;
 const svg = () => `<svg xmlns="http://www.w3.org/2000/svg" width="120" height="40" onload='${payload("svg-onload")}'><script>${payload("svg")}</script></svg>`;
 
-before(async () => {
+after(async () => {
+  await browser?.close();
+});
+const gateway = useTestServer(async () => {
   observer = await listen((req, res) => {
     beacons.push(req.url ?? "");
     res.writeHead(204, { "access-control-allow-origin": "*" }).end();
@@ -53,7 +55,8 @@ before(async () => {
   });
   // A node that answers HTML (with script) to everything.
   const htmlNode = await listen((_req, res) => void res.writeHead(200, { "content-type": "text/html" }).end(html()));
-  gateway = await startTestServer({ test_server: { nodes: { files: { url: fileNode }, html: { url: htmlNode } } } as never });
+  return { test_server: { nodes: { files: { url: fileNode }, html: { url: htmlNode } } } as never };
+}, async (gateway) => {
   const b64 = (text: string) => Buffer.from(text).toString("base64");
   await uploadConfig(
     gateway,
@@ -66,9 +69,7 @@ before(async () => {
   runJson = JSON.stringify(run);
   ({ browser, admin } = await signedInAdmin(gateway));
 });
-after(async () => {
-  await browser?.close();
-  await gateway?.close();
+after(() => {
   for (const server of servers) server.close();
 });
 

@@ -10,7 +10,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import type { Browser, Page } from "playwright-core";
-import { useTestServer, waitFor } from "../helpers/server.ts";
+import { tempDir, useTestServer, waitFor } from "../helpers/server.ts";
 import { approveAgent, FAST_SERVER, startAgent, untilConnected } from "../update/helpers/agents.ts";
 import { adminPassword, closeMessages, openTab, SIGNED_OUT, signedInAdmin, signIn, type Tab } from "./browser.ts";
 
@@ -27,7 +27,8 @@ const server = useTestServer(FAST_SERVER, async (server) => {
 });
 
 const nav = (page: Page, name: string) => page.getByRole("navigation", { name: "Main" }).getByRole("link", { name, exact: true }).click();
-const marker = () => join(server.dataDir, "..", `installed-${process.pid}-${Date.now()}`);
+/** Where the agent's install command copies the package: outside the data dir, in a temp dir of its own. */
+const marker = () => join(tempDir("labgate-installed-"), "image");
 
 /** Waits until the server lists a pending registration of `mac`: the Registrations page reads the list again only every 5 s. */
 const pendingListed = (mac: string) =>

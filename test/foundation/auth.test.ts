@@ -1,5 +1,5 @@
 import { strict as assert } from "node:assert";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { Hono } from "hono";
 import nacl from "tweetnacl";
 import { signJwt } from "../../src/auth/jwt.ts";
@@ -8,10 +8,10 @@ import { grants, parseScopes } from "../../src/auth/scopes.ts";
 import { newTokenId, TokenService } from "../../src/auth/tokens.ts";
 import { createApp, type RouteModule } from "../../src/http/app.ts";
 import type { AppEnv } from "../../src/app/context.ts";
-import { z } from "zod";
+import * as z from "zod";
 import { JSON_BODY_LIMIT } from "../../src/http/body.ts";
 import { jsonBody } from "../../src/http/openapi.ts";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { startTestServer, useTestServer } from "../helpers/server.ts";
 import { registerDevice } from "../update/helpers/devices.ts";
 
 describe("authorization header parsing", () => {
@@ -67,13 +67,8 @@ describe("scopes", () => {
 });
 
 describe("tokens over HTTP", () => {
-  let server: TestServer;
+  const server = useTestServer();
   const whoami = (authorization?: string) => fetch(`${server.url}/api/whoami`, { headers: authorization ? { authorization } : {} });
-
-  before(async () => {
-    server = await startTestServer();
-  });
-  after(() => server.close());
 
   test("token ids are plain hex, so that a CLI flag never mistakes one for an option", () => {
     // base64url ids began with "-" one time in 64: `labgate token revoke --id -x...` then failed.
@@ -137,7 +132,6 @@ describe("tokens over HTTP", () => {
 });
 
 describe("auth middleware on routes", () => {
-  let server: TestServer;
   let app: Hono<AppEnv>;
   let refusedDevice: number | undefined;
   const probe: RouteModule = (_ctx, auth) =>
@@ -151,8 +145,7 @@ describe("auth middleware on routes", () => {
         throw new Error("bug");
       });
 
-  before(async () => {
-    server = await startTestServer();
+  const server = useTestServer({}, async (server) => {
     // The server's own gates, and one device a test refuses besides.
     const { update, accounts } = server.server.domains;
     app = createApp(server.server.ctx, {
@@ -160,7 +153,6 @@ describe("auth middleware on routes", () => {
       gates: { device: (identity) => identity.deviceId !== refusedDevice && update.deviceGate(identity), account: accounts.accountGate },
     });
   });
-  after(() => server.close());
 
   const call = (path: string, token?: string) => app.request(path, { headers: token ? { authorization: `Bearer token=${token}` } : {} });
 
@@ -242,11 +234,7 @@ describe("auth middleware on routes", () => {
 });
 
 describe("HTTP base", () => {
-  let server: TestServer;
-  before(async () => {
-    server = await startTestServer();
-  });
-  after(() => server.close());
+  const server = useTestServer();
 
   test("unknown routes answer 404 JSON; health needs no token", async () => {
     const missing = await fetch(`${server.url}/api/v9/nothing`);

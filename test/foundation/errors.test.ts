@@ -30,7 +30,7 @@ test("the one table: every error code has the status clients have always been an
   });
 });
 
-test("errorAnswer: a LabgateError by its code with its message and details; foreign 4xx as they are; a full disk 507; anything else is left to the 500", () => {
+test("errorAnswer: a LabgateError by its code with its message and details, a relayed refusal with its status; a full disk 507; anything else is left to the 500", () => {
   assert.deepEqual(errorAnswer(new LabgateError("not_found", "device does not exist")), { status: 404, message: "device does not exist", details: undefined });
   assert.deepEqual(errorAnswer(new LabgateError("unprocessable", "Failed to parse file: bad", { file: "a.yml", line: 3 })), {
     status: 422,
@@ -39,14 +39,15 @@ test("errorAnswer: a LabgateError by its code with its message and details; fore
   });
   // Internal domain errors go through the same table.
   assert.deepEqual(errorAnswer(new DatabaseUnavailableError("database is closed")), { status: 503, message: "database is closed", details: undefined });
-  // Hono's own exceptions keep their 4xx; their 5xx and plain errors are internal errors.
-  assert.deepEqual(errorAnswer(new HTTPException(413, { message: "too big" })), { status: 413, message: "too big" });
-  assert.deepEqual(errorAnswer(new HTTPException(400)), { status: 400, message: "bad request" });
-  assert.equal(errorAnswer(new HTTPException(500, { message: "boom" })), undefined);
-  // A lab node's refusal keeps the node's status; a full disk is a 507 wherever the write was.
-  assert.deepEqual(errorAnswer(new NodeRefusal(410, "node 'old': Run expired")), { status: 410, message: "node 'old': Run expired" });
+  // A lab node's refusal is a LabgateError that keeps the node's status; a full disk is a 507 wherever the write was.
+  assert.ok(new NodeRefusal(410, "node 'old': Run expired") instanceof LabgateError);
+  assert.deepEqual(errorAnswer(new NodeRefusal(410, "node 'old': Run expired")), { status: 410, message: "node 'old': Run expired", details: undefined });
   assert.deepEqual(errorAnswer(Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" })), { status: 507, message: "no space left in the data dir" });
   assert.equal(errorAnswer(new Error("ENOENT: no such file")), undefined);
+  // No other error becomes an answer by a status of its own: Hono's exceptions and any error with a `status` are internal errors.
+  assert.equal(errorAnswer(new HTTPException(413, { message: "too big" })), undefined);
+  assert.equal(errorAnswer(new HTTPException(500, { message: "boom" })), undefined);
+  assert.equal(errorAnswer(Object.assign(new Error("odd"), { status: 404 })), undefined);
   assert.equal(errorAnswer(Object.assign(new Error("odd"), { status: 200 })), undefined);
 });
 

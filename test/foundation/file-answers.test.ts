@@ -1,8 +1,8 @@
 // Every file the server answers with (package downloads, device files, configs, reports,
 // artifacts) goes through one sender: byte ranges (206, 416) and validators (ETag, 304) on each.
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { after, describe, test } from "node:test";
+import { useTestServer } from "../helpers/server.ts";
 import { approveAgent, FAST_SERVER, startAgent, untilConnected } from "../update/helpers/agents.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
 import { trigger, uploadConfig, waitRun } from "../testrun/run-helpers.ts";
@@ -54,19 +54,16 @@ async function checkFileAnswer(get: Get, bytes: Buffer): Promise<void> {
 }
 
 describe("file answers: Range and ETag on every kind", () => {
-  let server: TestServer;
   let agent: Agent;
   const authed = (path: string): Get => (headers = {}, method = "GET") => server.request(path, { method, headers, token: server.adminToken });
   const signed = (url: string): Get => (headers = {}, method = "GET") => fetch(url, { method, headers });
 
-  before(async () => {
-    server = await startTestServer({ ...FAST_SERVER, test_server: { compat_modules: true } as never });
+  after(async () => {
+    await agent?.stop();
+  });
+  const server = useTestServer({ ...FAST_SERVER, test_server: { compat_modules: true } as never }, async (server) => {
     agent = startAgent(server, { actions: [{ id: "say", name: "Say", command: ["printf", "%s", "output of an action"], timeout: 5 }] });
     await untilConnected(server, await approveAgent(server, agent));
-  });
-  after(async () => {
-    await agent.stop();
-    await server.close();
   });
 
   test("a package download (signed link)", async () => {

@@ -2,9 +2,9 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { request as httpRequest, type IncomingMessage } from "node:http";
-import { connect } from "node:net";
+import { connect, createServer as createNetServer, type AddressInfo } from "node:net";
 import { test } from "node:test";
-import { removeDir, startTestServer } from "../helpers/server.ts";
+import { removeDir, startTestServer, tempDir } from "../helpers/server.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
 
 test("shutdown: a download in flight finishes; a connection that never sent a request does not hold the server", async () => {
@@ -36,5 +36,25 @@ test("shutdown: a download in flight finishes; a connection that never sent a re
   } finally {
     await server.close();
     removeDir(server.dataDir);
+  }
+});
+
+test("a start that fails after the domains started (the port is taken) stops them: no timer is left behind", async () => {
+  const blocker = createNetServer();
+  blocker.listen(0, "127.0.0.1");
+  await once(blocker, "listening");
+  const port = (blocker.address() as AddressInfo).port;
+  const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length;
+  const dataDir = tempDir();
+  try {
+    const before = timers();
+    await assert.rejects(startTestServer({ listen: { host: "127.0.0.1", port } }, dataDir), /EADDRINUSE/);
+    assert.equal(timers(), before, "the sweeps, pings and node polls the domains started are stopped");
+    // The data dir is released: a start on a free port works at once.
+    const server = await startTestServer({}, dataDir);
+    await server.close();
+  } finally {
+    blocker.close();
+    removeDir(dataDir);
   }
 });

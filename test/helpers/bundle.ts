@@ -45,7 +45,7 @@ const CRASH_WRITER: BuildOptions = {
 };
 
 /**
- * Bundles src/main.ts into DIR/labgate.cjs, with the checkpoint worker's bundle beside it (where
+ * Bundles the launcher into DIR/labgate.cjs, src/main.ts and src/agent/main.ts beside it, with the checkpoint worker's bundle (where
  * src/db/worker.ts looks for it), as `npm run build` makes dist/labgate.cjs; and the crash tests'
  * writer into DIR/crash-writer.mjs. Returns labgate.cjs's path.
  * Each file is written under a temporary name and renamed, so that a test process starting a
@@ -55,7 +55,10 @@ const CRASH_WRITER: BuildOptions = {
 export async function buildTestBundle(dir = DEFAULT_DIR): Promise<string> {
   const bundles: Array<[string, string, BuildOptions]> = [
     ["labgate-checkpoint.cjs", src("db/checkpoint-worker.ts"), OPTIONS],
-    ["labgate.cjs", src("main.ts"), OPTIONS],
+    // The launcher and its two programs, as in dist/: child `labgate agent`s run the agent's own bundle.
+    ["labgate.cjs", src("launch/launch.ts"), OPTIONS],
+    ["labgate-main.cjs", src("main.ts"), OPTIONS],
+    ["labgate-agent.cjs", src("agent/main.ts"), OPTIONS],
     ["crash-writer.mjs", fileURLToPath(new URL("../fixtures/crash-writer.ts", import.meta.url)), CRASH_WRITER],
   ];
   const built = await Promise.all(bundles.map(([name, entry, options]) => build({ ...options, write: false, entryPoints: [entry], outfile: join(dir, name) })));

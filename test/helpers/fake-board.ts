@@ -1,10 +1,11 @@
 /**
  * A board without hardware, for the hardware test modules: a fake sysfs, /dev and firmware tree
  * in a temp dir (the server's `test_server.sys_root`, `dev_root`, `firmware_root`), and stand-ins
- * for the tools the modules run (i2cget, gpioget/gpioset, v4l2-ctl, memtester) that answer from
+ * for the tools the modules run (i2cget, gpioget/gpioset, v4l2-ctl, memtester, spidev_test, spi-pipe) that answer from
  * files in the same tree. Each test writes the tree it needs (`reset()` first).
  */
-import { chmodSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { crc32, deflateSync } from "node:zlib";
 import { tempDir } from "./server.ts";
@@ -46,6 +47,16 @@ exit 1
 `,
   // udevadm info -q property -n DEV: the device's udev properties are tools/udev/<base name>.
   udevadm: `f="$LABGATE_FAKE_HW/tools/udev/\${5##*/}"; [ -f "$f" ] || { echo "Unknown device \"$5\"" >&2; exit 4; }; cat "$f"
+`,
+  // spidev_test -D DEV -i IN -o OUT and spi-pipe -d DEV -b N -n 1 <IN >OUT: a device whose MISO is wired to MOSI
+  // has tools/spi/<base name>/loop (the answer is what was sent), else it answers zeros.
+  spidev_test: `echo "spidev_test $*" >> "$LABGATE_FAKE_HW/tools/spi.log"
+[ -e "$2" ] || { echo "can't open device: No such file or directory" >&2; exit 1; }
+if [ -f "$LABGATE_FAKE_HW/tools/spi/\${2##*/}/loop" ]; then cat "$4" > "$6"; else head -c "$(wc -c < "$4")" /dev/zero > "$6"; fi
+`,
+  "spi-pipe": `echo "spi-pipe $*" >> "$LABGATE_FAKE_HW/tools/spi.log"
+[ -e "$2" ] || { echo "$2: No such file or directory" >&2; exit 1; }
+if [ -f "$LABGATE_FAKE_HW/tools/spi/\${2##*/}/loop" ]; then head -c "$4"; else head -c "$4" > /dev/null; head -c "$4" /dev/zero; fi
 `,
   memtester: `echo "memtester $*" > "$LABGATE_FAKE_HW/tools/memtester.log"
 code=0; [ -f "$LABGATE_FAKE_HW/tools/memtester-exit" ] && read code < "$LABGATE_FAKE_HW/tools/memtester-exit"
@@ -106,6 +117,21 @@ export class FakeBoard {
   /** The stand-ins on the PATH (the real tools after them), or no tools at all. */
   tools(present: boolean): void {
     process.env.PATH = present ? `${this.bin}:${this.savedPath}` : this.noTools;
+  }
+
+  /** Only these stand-ins on the PATH, before the system's (which has neither spidev_test nor spi-pipe). */
+  toolsOnly(...names: string[]): void {
+    const dir = join(this.root, `only-${names.join("-")}`);
+    mkdirSync(dir, { recursive: true });
+    for (const name of names) if (!existsSync(join(dir, name))) symlinkSync(join(this.bin, name), join(dir, name));
+    process.env.PATH = `${dir}:${this.savedPath}`;
+  }
+
+  /** A character device node below the board's root (the null device's numbers): needs root, as CI runs. */
+  charDevice(path: string): this {
+    mkdirSync(dirname(join(this.root, path)), { recursive: true });
+    execFileSync("mknod", [join(this.root, path), "c", "1", "3"]);
+    return this;
   }
 
   /** An empty board: no sysfs, /dev, firmware or tool answers. */
@@ -171,6 +197,8 @@ export function sampleBoard(board: FakeBoard): FakeBoard {
     .dir("tools/i2c/0/0x70")
     .file("tools/i2c/1/0x58/0x81", "0x3a\n")
     .file("tools/i2c/1/0x58/0x82", "0x00\n")
+    .charDevice("dev/spidev0.0")
+    .file("tools/spi/spidev0.0/loop")
     .file("dev/video0")
     .file("sys/class/video4linux/video0/name", "HD Webcam\n")
     .file("tools/v4l2/video0/frame", testCardPng())

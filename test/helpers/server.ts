@@ -51,16 +51,23 @@ export class TestClock implements Clock {
   }
   /** The length (ms) of the `index`-th sleep begun on this clock (0: the first), once it has begun; fails after `ms`. */
   sleepBegun(index: number, ms = 5000): Promise<number> {
+    return this.sleepWhere(() => this.sleeps.length > index, `sleep ${index}`, ms).then(() => this.sleeps[index]);
+  }
+  /** Resolves once a sleep (a deadline) of `length` ms has begun on this clock, or had begun before; fails after `ms`. */
+  sleepOf(length: number, ms = 5000): Promise<void> {
+    return this.sleepWhere(() => this.sleeps.includes(length), `a sleep of ${length} ms`, ms);
+  }
+  private sleepWhere(begun: () => boolean, what: string, ms: number): Promise<void> {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.onSleep.delete(check);
-        reject(new Error(`timed out waiting for sleep ${index} (${this.sleeps.length} begun)`));
+        reject(new Error(`timed out waiting for ${what} (${this.sleeps.length} begun)`));
       }, ms);
       const check = () => {
-        if (this.sleeps.length <= index) return;
+        if (!begun()) return;
         clearTimeout(timer);
         this.onSleep.delete(check);
-        resolve(this.sleeps[index]);
+        resolve();
       };
       this.onSleep.add(check);
       check();
@@ -107,7 +114,19 @@ export function callWith(request: TestServer["request"], adminToken: string): Te
   };
 }
 
-/** Polls `check` until it returns a truthy value, for states no event announces (fails after `ms`). */
+/**
+ * Polls `check` until it returns a truthy value (fails after `ms`). Only for states that no event
+ * announces and no clock decides; where one does, wait for it instead: a device's connect and
+ * disconnect, a deployment's and its devices' states on `/api/stream`, a run's and a trigger's on
+ * the test-run stream (openStream, events.ts; waitRun), a deadline on the server's clock
+ * (TestClock.sleepOf/sleepBegun, then advance), a frame on a socket the test holds. What is left:
+ * - operating-system state: processes gone, open file descriptors, files and temp files on disk;
+ * - servers in a child process, or protoplaster stand-ins without an event stream: their output, their runs;
+ * - server state with no event: pending registrations, stored capabilities and reported versions,
+ *   action log statuses, progress records, the database's reload, event subscriber counts;
+ * - the agent's own state (connected, its version) and work the test's own loops do (uploads);
+ * - the async work a clock advance set off (the progress sweep) and console pages (a page's state).
+ */
 export async function waitFor<T>(check: () => T | Promise<T>, ms = 5000, what = "condition"): Promise<NonNullable<T>> {
   const deadline = Date.now() + ms;
   for (;;) {
@@ -132,7 +151,21 @@ export function requestAt(url: string, fetchImpl: typeof fetch = fetch): TestSer
   };
 }
 
-export const tempDir = (label = "labgate-test-"): string => mkdtempSync(join(tmpdir(), label));
+/**
+ * Every temp dir this test process made, removed when it exits whatever its tests did: a test
+ * that failed half-way, an agent's or board's dir, a server's data dir that no hook removes.
+ */
+const made = new Set<string>();
+process.once("exit", () => {
+  for (const dir of made) removeDir(dir);
+});
+
+/** A fresh temp dir (removed at the latest when the test process exits). */
+export function tempDir(label = "labgate-test-"): string {
+  const dir = mkdtempSync(join(tmpdir(), label));
+  made.add(dir);
+  return dir;
+}
 
 export type ConfigPatch = { [K in keyof Config]?: Config[K] extends object ? Partial<Config[K]> : Config[K] };
 
@@ -173,27 +206,48 @@ export const removeDir = (dir: string) => rmSync(dir, { recursive: true, force: 
  * the tests run. `setup` runs once it has started (uploads the tests share): Node 20 starts a
  * file's top-level `before` hooks together, so a second one could not count on the server yet.
  * `after` hooks run one by one in the order they were registered: one that must run before the
- * server closes (stopping agents) is registered before this call.
+ * server closes (stopping agents) is registered before this call. A `patch` given as a function is
+ * read when the server starts: it may name what an earlier hook of the same describe block made
+ * (another server's URL, a fake board). In a describe block hooks run in order; at the top level of
+ * a file Node 20 starts them together, so a second server's patch there first awaits the other's
+ * `started`.
  */
-export function useTestServer(patch: ConfigPatch = {}, setup?: (server: TestServer) => Promise<void>): TestServer & { restart(): Promise<void> } {
+export function useTestServer(
+  patch: ConfigPatch | (() => ConfigPatch | Promise<ConfigPatch>) = {},
+  setup?: (server: TestServer) => Promise<void>,
+): TestServer & { restart(): Promise<void>; started: Promise<void> } {
   let current: TestServer | undefined;
+  let config: ConfigPatch = {};
+  let ready!: () => void;
+  let failed!: (error: unknown) => void;
+  /** Settles when the server has started and its `setup` has run. */
+  const started = new Promise<void>((resolve, reject) => ((ready = resolve), (failed = reject)));
+  started.catch(() => {}); // the hook that started it reports the failure
   /** Closes the server and starts it again on its data dir (a restart). */
   const restart = async () => {
     await current!.close();
-    current = await startTestServer(patch, current!.dataDir);
+    current = await startTestServer(config, current!.dataDir);
   };
   before(async () => {
-    current = await startTestServer(patch);
-    await setup?.(current);
+    try {
+      config = typeof patch === "function" ? await patch() : patch;
+      current = await startTestServer(config);
+      await setup?.(current);
+      ready();
+    } catch (error) {
+      failed(error);
+      throw error;
+    }
   });
   after(async () => {
     if (!current) return;
     await current.close();
     removeDir(current.dataDir);
   });
-  return new Proxy({} as TestServer & { restart(): Promise<void> }, {
+  return new Proxy({} as TestServer & { restart(): Promise<void>; started: Promise<void> }, {
     get(_, key) {
       if (key === "restart") return restart;
+      if (key === "started") return started;
       if (!current) throw new Error("useTestServer: the server starts in before(); use it in tests and hooks");
       return current[key as keyof TestServer];
     },

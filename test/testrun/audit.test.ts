@@ -6,9 +6,9 @@ import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse } from "csv-parse/sync";
-import { after, before, describe, test } from "node:test";
+import { after, describe, test } from "node:test";
 import { loadConfig } from "../../src/config/config.ts";
-import { removeDir, startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
+import { removeDir, startTestServer, tempDir, useTestServer } from "../helpers/server.ts";
 import { serverErrors, trigger, uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
 
 const CONFIG = `aggregate_results: true
@@ -22,13 +22,11 @@ tests:
 `;
 
 describe("test-run API compliance", () => {
-  let s: TestServer;
   let errors: string[];
   let run: RunObject;
   let results: string;
 
-  before(async () => {
-    s = await startTestServer();
+  const s = useTestServer({}, async (s) => {
     errors = serverErrors(s);
     await uploadConfig(s, "audit.yml", CONFIG);
     await uploadConfig(s, "slow.yml", "tests:\n  g:\n  - sleep:\n      seconds: 30\n");
@@ -38,8 +36,7 @@ describe("test-run API compliance", () => {
     results = listed[0].name;
   });
 
-  after(async () => {
-    await s.close();
+  after(() => {
     assert.deepEqual(errors, [], "no request was answered 500 and nothing was logged as an error");
   });
 

@@ -2,9 +2,9 @@
 // compat module `simple` puts its `device` param into the report's device name). Includes,
 // anchors across files, each override placement, request overrides of both forms, suites,
 // and the config errors of a trigger (test-run-server.md 2 to 5, 12.8, 13).
-import { after, before, describe, test } from "node:test";
+import { after, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { startTestServer, removeDir, type TestServer } from "../helpers/server.ts";
+import { type TestServer, useTestServer } from "../helpers/server.ts";
 import { reportRows, trigger, uploadConfig, waitRun, serverErrors } from "./run-helpers.ts";
 
 /** The device of each entry of a finished run, in execution order (one per parameter id). */
@@ -71,18 +71,12 @@ test-suites:
 };
 
 describe("config semantics seen through runs", () => {
-  let server: TestServer;
   let errors: string[] = [];
-  before(async () => {
-    server = await startTestServer({ test_server: { compat_modules: true } });
+  const server = useTestServer({ test_server: { compat_modules: true } }, async (server) => {
     errors = serverErrors(server);
     for (const [name, text] of Object.entries(FILES)) await uploadConfig(server, name, text);
   });
-  after(async () => {
-    await server.close();
-    assert.deepEqual(errors, [], "no request was answered 5xx");
-    removeDir(server.dataDir);
-  });
+  after(() => assert.deepEqual(errors, [], "no request was answered 5xx"));
 
   test("nested includes run first and share anchors across files", async () => {
     assert.deepEqual(await devicesOf(server, { config_name: "main.yml" }), ["b", "main-anchor", "from-b", "main"]);
@@ -138,18 +132,12 @@ describe("config semantics seen through runs", () => {
 });
 
 describe("Variant B: object overrides", () => {
-  let server: TestServer;
   let errors: string[] = [];
-  before(async () => {
-    server = await startTestServer({ test_server: { compat_modules: true, api_variant: "B" } });
+  const server = useTestServer({ test_server: { compat_modules: true, api_variant: "B" } }, async (server) => {
     errors = serverErrors(server);
     await uploadConfig(server, "suites.yml", FILES["suites.yml"]);
   });
-  after(async () => {
-    await server.close();
-    assert.deepEqual(errors, [], "no request was answered 5xx");
-    removeDir(server.dataDir);
-  });
+  after(() => assert.deepEqual(errors, [], "no request was answered 5xx"));
 
   test("a deep-merged object override changes the run; a missing config is 400 in B", async () => {
     const response = await server.request("/api/v1/test-runs", { method: "POST", json: { config_name: "suites.yml", overrides: { tests: { g2: { "0": { simple: { device: "via-b" } } } } } }, token: server.adminToken });

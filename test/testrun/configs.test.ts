@@ -1,9 +1,9 @@
 // Black-box tests of the config routes (test-run-server.md 12.1-12.6, 13) over HTTP.
-import { after, before, describe, test } from "node:test";
+import { after, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { startTestServer, removeDir, type TestServer } from "../helpers/server.ts";
+import { type TestServer, useTestServer } from "../helpers/server.ts";
 import { API_TEST, serverErrors } from "./run-helpers.ts";
 
 const RFC822 = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} \+0000$/;
@@ -25,21 +25,15 @@ async function expectError(response: Response, status: number, pattern?: RegExp)
 const storeDir = (server: TestServer) => join(server.dataDir, "testrun", "configs");
 
 describe("config routes (token auth)", () => {
-  let server: TestServer;
   let errors: string[] = [];
   let rw: string;
   let ro: string;
-  before(async () => {
-    server = await startTestServer();
+  const server = useTestServer({}, async (server) => {
     errors = serverErrors(server);
     rw = server.token(["tests_rw"]);
     ro = server.token(["tests_ro"]);
   });
-  after(async () => {
-    await server.close();
-    assert.deepEqual(errors, [], "no request was answered 5xx");
-    removeDir(server.dataDir);
-  });
+  after(() => assert.deepEqual(errors, [], "no request was answered 5xx"));
 
   test("upload stores the file and answers its name and created; list, info and file download follow", async () => {
     const response = await upload(server, "api-test.yml", API_TEST, rw);
@@ -214,17 +208,11 @@ describe("config routes (token auth)", () => {
 });
 
 describe("config routes with test_server.auth: none and a small size limit", () => {
-  let server: TestServer;
   let errors: string[] = [];
-  before(async () => {
-    server = await startTestServer({ test_server: { auth: "none", max_config_bytes: 2048 } });
+  const server = useTestServer({ test_server: { auth: "none", max_config_bytes: 2048 } }, async (server) => {
     errors = serverErrors(server);
   });
-  after(async () => {
-    await server.close();
-    assert.deepEqual(errors, [], "no request was answered 5xx");
-    removeDir(server.dataDir);
-  });
+  after(() => assert.deepEqual(errors, [], "no request was answered 5xx"));
 
   test("every config route works without a token", async () => {
     assert.equal((await upload(server, "open.yml", API_TEST, undefined)).status, 200);
@@ -237,8 +225,7 @@ describe("config routes with test_server.auth: none and a small size limit", () 
   test("configs survive a restart and temp files of interrupted uploads are removed at start", async () => {
     await upload(server, "kept.yml", "a: 1\n", undefined);
     writeFileSync(join(storeDir(server), ".upload-interrupted.tmp"), "partial");
-    await server.close();
-    server = await startTestServer({ test_server: { auth: "none", max_config_bytes: 2048 } }, server.dataDir);
+    await server.restart();
     errors = serverErrors(server);
     assert.ok(!existsSync(join(storeDir(server), ".upload-interrupted.tmp")));
     assert.equal(readFileSync(join(storeDir(server), "kept.yml"), "utf8"), "a: 1\n");

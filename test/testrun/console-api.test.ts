@@ -10,8 +10,8 @@ import { existsSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
-import { removeDir, startTestServer, type TestServer } from "../helpers/server.ts";
+import { after, describe, test } from "node:test";
+import { removeDir, startTestServer, useTestServer } from "../helpers/server.ts";
 import { openStream } from "../helpers/events.ts";
 import { getRun, serverErrors, trigger, uploadConfig, waitRun, waitTrigger, type RunObject } from "./run-helpers.ts";
 
@@ -26,20 +26,16 @@ const json = async <T>(res: Response, status = 200): Promise<T> => {
 };
 
 describe("the console's test-run API on one server", () => {
-  let server: TestServer;
   let errors: string[];
   let ro: string;
-  before(async () => {
-    server = await startTestServer();
+  const server = useTestServer({}, async (server) => {
     errors = serverErrors(server);
     ro = server.token(["tests_ro"], "reader");
     await uploadConfig(server, "quick.yml", QUICK);
     await uploadConfig(server, "slow.yml", SLOW);
     await uploadConfig(server, "mixed.yml", MIXED);
   });
-  after(async () => {
-    await server.close();
-    removeDir(server.dataDir);
+  after(() => {
     assert.deepEqual(errors, []);
   });
 
@@ -164,22 +160,16 @@ describe("the console's test-run API on one server", () => {
 });
 
 describe("lab nodes through the gateway: state, several nodes at once, configs pushed, runs read", () => {
-  let node: TestServer;
-  let gateway: TestServer;
   let ro: string;
-  before(async () => {
-    node = await startTestServer();
-    gateway = await startTestServer({
+  const node = useTestServer();
+  const gateway = useTestServer(
+    () => ({
       test_server: { nodes: { node1: { url: node.url, token: node.adminToken }, locked: { url: node.url.replace("127.0.0.1", "localhost") }, dead: { url: "http://127.0.0.1:1" } } } as never,
-    });
-    ro = gateway.token(["tests_ro"], "reader");
-  });
-  after(async () => {
-    await gateway.close();
-    await node.close();
-    removeDir(gateway.dataDir);
-    removeDir(node.dataDir);
-  });
+    }),
+    async (gateway) => {
+      ro = gateway.token(["tests_ro"], "reader");
+    },
+  );
 
   test("node state: this gateway first, then each node checked now", async () => {
     const list = await json<Array<Record<string, unknown>>>(await gateway.request("/api/v1/test-nodes/status", { token: ro }));
@@ -249,7 +239,26 @@ describe("lab nodes through the gateway: state, several nodes at once, configs p
       assert.deepEqual([res.status, await res.json()], [410, { error: "node 'old': Run expired" }]);
     } finally {
       await viaOther.close();
+      removeDir(viaOther.dataDir);
       other.close();
+    }
+  });
+
+  test("a node that never answers is 'no answer in time' once the check's deadline passes on the gateway's clock", async () => {
+    const silent = createServer(() => {}).listen(0, "127.0.0.1");
+    await once(silent, "listening");
+    const viaSilent = await startTestServer({ test_server: { nodes: { mute: { url: `http://127.0.0.1:${(silent.address() as AddressInfo).port}` } } } as never });
+    try {
+      const answer = viaSilent.request("/api/v1/test-nodes/status", { token: viaSilent.adminToken });
+      await viaSilent.clock.sleepOf(3000);
+      viaSilent.clock.advance(3000);
+      const list = await json<Array<Record<string, unknown>>>(await answer);
+      assert.deepEqual([list[1].name, list[1].reachable, list[1].error], ["mute", false, "no answer in time"]);
+    } finally {
+      await viaSilent.close();
+      removeDir(viaSilent.dataDir);
+      silent.closeAllConnections();
+      silent.close();
     }
   });
 

@@ -5,8 +5,8 @@ import assert from "node:assert/strict";
 import type { ChildProcess } from "node:child_process";
 import { after, test } from "node:test";
 import { DISCONNECTED, TESTS_DISABLED } from "../../src/testrun/devices/runs.ts";
-import { useTestServer, waitFor, type TestServer } from "../helpers/server.ts";
-import { approvePending, device, deviceId, FAST_SERVER, spawnAgent } from "../update/helpers/agents.ts";
+import { useTestServer, type TestServer } from "../helpers/server.ts";
+import { FAST_SERVER, spawnConnectedAgent } from "../update/helpers/agents.ts";
 import { uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
 
 const children: ChildProcess[] = [];
@@ -17,12 +17,9 @@ const server = useTestServer({ ...FAST_SERVER, test_server: { device_wait: 5 } }
 
 /** `labgate agent` as a child process, named `name`, approved and connected; its device id. */
 async function agentProcess(server: TestServer, name: string, tests: boolean): Promise<{ child: ChildProcess; id: number }> {
-  const agent = await spawnAgent(server, [`name: ${name}`, `tests: {enabled: ${tests}, max_duration: 120}`]);
+  const agent = await spawnConnectedAgent(server, [`name: ${name}`, `tests: {enabled: ${tests}, max_duration: 120}`]);
   children.push(agent.child);
-  await approvePending(server, agent.mac);
-  const id = await waitFor(() => deviceId(server, agent.mac).catch(() => undefined), 10_000, `device ${agent.mac}`);
-  await waitFor(async () => (await device(server, id)).connected, 10_000, `${name} connected (${agent.stderr()})`);
-  return { child: agent.child, id };
+  return agent;
 }
 
 type Progress = { name: string; status: string; passed: number; failed: number; skipped: number; error: string | null };

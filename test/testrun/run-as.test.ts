@@ -11,39 +11,26 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { ConfigError } from "../../src/config/config.ts";
 import { labgate, startServe, type ServeProcess } from "../helpers/cli.ts";
-import { callWith, removeDir, requestAt, startTestServer, tempDir, waitFor, type TestServer } from "../helpers/server.ts";
+import { callWith, removeDir, requestAt, startTestServer, tempDir, type TestServer, useTestServer, waitFor } from "../helpers/server.ts";
+import { ensureUser, isRoot, RUNNER } from "../helpers/users.ts";
 import { alive, getRun, reportRows, trigger, uploadConfig, waitRun } from "./run-helpers.ts";
 
-const RUNNER = "labgate-test-runner";
-const root = process.getuid?.() === 0;
-
-/** The runner user, created when missing (useradd; a parallel test file may have just made it). */
-function ensureRunner(): { uid: number; gid: number } {
-  try {
-    execFileSync("useradd", ["--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", RUNNER], { stdio: "ignore" });
-  } catch {
-    // exists already (exit 9), or made by another test file at the same moment
-  }
-  return { uid: Number(execFileSync("id", ["-u", RUNNER], { encoding: "utf8" })), gid: Number(execFileSync("id", ["-g", RUNNER], { encoding: "utf8" })) };
-}
+const root = isRoot;
+const ensureRunner = () => ensureUser(RUNNER);
 
 describe("test_server.run_as as root", { skip: !root && "needs root (CI runs as root); see the test below" }, () => {
-  let server: TestServer;
   let runner: { uid: number; gid: number };
   const secret = "LABGATE_PROBE_SECRET";
 
-  before(async () => {
+  before(() => {
     runner = ensureRunner();
     process.env[secret] = "must-not-reach-tests";
-    server = await startTestServer({ test_server: { run_as: RUNNER } as never });
   });
-  after(async () => {
+  const server = useTestServer({ test_server: { run_as: RUNNER } as never });
+  after(() => {
     delete process.env[secret];
-    await server?.close();
-    if (server) {
-      removeDir(server.dataDir);
-      removeDir(`${server.dataDir}-runs`);
-    }
+    // The runs' work dir (`<data_dir>-runs` by default) is beside the data dir.
+    removeDir(`${server.dataDir}-runs`);
   });
 
   test("a config reading keys, the database, tokens and another run's artifacts is refused; its own artifacts arrive", () => attackRun(server, runner));
@@ -171,7 +158,7 @@ test("run_as names a user this server cannot switch to, or no user: the start fa
   try {
     await assert.rejects(startTestServer({ test_server: { run_as: "no-such-user-labgate" } as never }, unknown), (error: Error) => error instanceof ConfigError && /config key test_server\.run_as: no user 'no-such-user-labgate'/.test(error.message));
     await assert.rejects(startTestServer({ test_server: { run_as: "root" } as never }, tempDir()), /config key test_server\.run_as: 'root' is root/);
-    if (!root) await assert.rejects(startTestServer({ test_server: { run_as: "nobody" } as never }, tempDir()), /config key test_server\.run_as: this server cannot start programs as nobody/);
+    if (!root) await assert.rejects(startTestServer({ test_server: { run_as: "nobody" } as never }, tempDir()), /config key test_server\.run_as: this process cannot start programs as nobody/);
   } finally {
     removeDir(unknown);
   }

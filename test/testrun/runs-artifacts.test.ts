@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { request as httpRequest } from "node:http";
-import { after, before, describe, test } from "node:test";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { after, describe, test } from "node:test";
+import { useTestServer } from "../helpers/server.ts";
 import { trigger, uploadConfig, waitRun, serverErrors } from "./run-helpers.ts";
 
 /** A GET with the path sent exactly as written (fetch would normalise `..`). */
@@ -31,20 +31,17 @@ tests:
 `;
 
 describe("artifacts", () => {
-  let s: TestServer;
   let errors: string[] = [];
   let id: string;
   const get = (path: string, init: RequestInit = {}) => s.request(`/api/v1/test-runs/${id}/artifacts${path}`, { ...init, token: s.adminToken });
 
-  before(async () => {
-    s = await startTestServer({ test_server: { compat_modules: true } as never });
+  const s = useTestServer({ test_server: { compat_modules: true } as never }, async (s) => {
     errors = serverErrors(s);
     await uploadConfig(s, "maker.yml", MAKER);
     id = (await trigger(s, { config_name: "maker.yml" })).id;
     await waitRun(s, id);
   });
-  after(async () => {
-    await s.close();
+  after(() => {
     assert.deepEqual(errors, [], "no request was answered 5xx");
   });
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { startTestServer, waitFor } from "../helpers/server.ts";
+import { startTestServer } from "../helpers/server.ts";
 import { trigger, uploadConfig, waitRun } from "./run-helpers.ts";
 
 const CONFIG = "tests:\n  g:\n  - sleep:\n      seconds: 0\n";
@@ -56,7 +56,7 @@ describe("run endpoints: authorization", () => {
       const res = await s.request("/api/v1/test-runs", { method: "POST", json: { config_name: "a.yml" } });
       assert.equal(res.status, 200);
       const { id } = (await res.json()) as { id: string };
-      await waitFor(async () => ((await (await s.request(`/api/v1/test-runs/${id}`)).json()) as { status: string }).status === "finished", 5000, "the run to finish");
+      assert.equal((await waitRun(s, id)).status, "finished");
       const report = await s.request(`/api/v1/test-runs/${id}/report?format=json`);
       assert.equal(report.status, 200);
       assert.equal(((await report.json()) as unknown[]).length, 1);

@@ -1,8 +1,9 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { after, before, describe, test } from "node:test";
-import { startTestServer, waitFor, type TestServer } from "../helpers/server.ts";
+import { after, describe, test } from "node:test";
+import { openStream } from "../helpers/events.ts";
+import { startTestServer, useTestServer, waitFor } from "../helpers/server.ts";
 import { reportRows, serverErrors, trigger, uploadConfig, waitRun, waitTrigger as waitTriggerOn, type RunObject } from "./run-helpers.ts";
 
 const MULTI = `
@@ -42,8 +43,6 @@ tests:
 type Trigger = { trigger_id: string; status: string; is_aborted: boolean; error: string; runs: RunObject[]; remote_runs: { machine: string; group: string; run_id: string }[] };
 
 describe("remote dispatch between two labgate servers", () => {
-  let node: TestServer;
-  let orch: TestServer;
   let nodeErrors: string[] = [];
   let orchErrors: string[] = [];
 
@@ -59,10 +58,10 @@ describe("remote dispatch between two labgate servers", () => {
   const waitTrigger = (id: string, until = (t: Trigger) => t.status !== "running") => waitTriggerOn(orch, id, until as never) as Promise<Trigger>;
   const nodeRuns = async () => (await (await node.request("/api/v1/test-runs", { token: node.adminToken })).json()) as RunObject[];
 
-  before(async () => {
-    node = await startTestServer();
-    orch = await startTestServer({ test_server: { nodes: { node1: { url: node.url, token: node.adminToken }, dead: { url: "http://127.0.0.1:1" } } } as never });
+  const node = useTestServer({}, async (node) => {
     nodeErrors = serverErrors(node);
+  });
+  const orch = useTestServer(() => ({ test_server: { nodes: { node1: { url: node.url, token: node.adminToken }, dead: { url: "http://127.0.0.1:1" } } } as never }), async (orch) => {
     orchErrors = serverErrors(orch);
     for (const server of [node, orch]) {
       await uploadConfig(server, "multi.yml", MULTI);
@@ -77,9 +76,7 @@ describe("remote dispatch between two labgate servers", () => {
     await uploadConfig(orch, "ghost.yml", "tests:\n  g:\n  - exec:\n      command: 'true'\n  h:\n  - exec:\n      command: 'true'\n      machines: [ghost]\n");
     await uploadConfig(orch, "dead.yml", "tests:\n  g:\n  - exec:\n      command: 'true'\n      machines: dead\n");
   });
-  after(async () => {
-    await orch.close();
-    await node.close();
+  after(() => {
     assert.deepEqual(nodeErrors, [], "the node answered no request 5xx");
     // The orchestrator's only 500s are the deliberate ones of 11.4 (unknown machine, node not usable).
     assert.deepEqual(orchErrors.filter((line) => !/^POST \/api\/v1\/test-runs 500 /.test(line)), []);
@@ -155,8 +152,11 @@ describe("remote dispatch between two labgate servers", () => {
   });
 
   test("aborting the trigger stops the remote run and dispatches nothing more", async () => {
+    const runs = await openStream(node, node.adminToken, "/api/v1/test-runs/stream");
     const id = await dispatch({ config_name: "abortable.yml" });
-    const remoteId = (await waitFor(async () => (await nodeRuns()).find((r) => r.trigger_id === id && r.status === "running"), 10_000, "the node's run to start")).id;
+    const started = await runs.next((e) => e.event === "run" && e.data.trigger_id === id && e.data.status === "running", 10_000, "the node's run to start");
+    runs.close();
+    const remoteId = String(started.data.id);
     const res = await orch.request(`/api/v1/test-runs/trigger/${id}`, { method: "DELETE", token: orch.adminToken });
     assert.equal(res.status, 200);
     const remote = await waitRun(node, remoteId);

@@ -340,6 +340,58 @@ describe("i2c and i2c_registers", () => {
   });
 });
 
+describe("spi", () => {
+  const yaml = `tests:\n  spi_test:\n  - spi:\n      bus: 0\n      device: 0\n`;
+  const rowsOf = (status: [string, string], loopback: [string, string]) => [
+    ["/dev/spidev0.0", "exists[test_config0]", ...status],
+    ["/dev/spidev0.0", "loopback[test_config0]", ...loopback],
+  ];
+
+  test("a character device that loops the pattern back, with spidev_test; the tool gets the device path and the pattern's file", async () => {
+    board.charDevice("dev/spidev0.0").file("tools/spi/spidev0.0/loop");
+    const { rows, id } = await run(yaml);
+    assert.deepEqual(
+      rows.map((r) => [r["device name"], r["test name"], r.module, r.status, r.message]),
+      [
+        ["/dev/spidev0.0", "exists[test_config0]", "test.py::TestSPI::test_exists[test_config0]", "passed", ""],
+        ["/dev/spidev0.0", "loopback[test_config0]", "test.py::TestSPI::test_loopback[test_config0]", "passed", ""],
+      ],
+    );
+    assert.match(log("spi.log"), new RegExp(`^spidev_test -D ${board.dev}/spidev0\\.0 -i \\S+/\\.spi-sent-\\S+ -o \\S+/\\.spi-received-\\S+\\n$`));
+    // The pattern and the answer are the module's, not the run's artifacts.
+    const artifacts = await s.request(`/api/v1/test-runs/${id}/artifacts`, { token: s.adminToken });
+    assert.deepEqual(await artifacts.json(), []);
+  });
+
+  test("Debian's spi-tools when there is no spidev_test; a bus that does not loop back", async () => {
+    board.charDevice("dev/spidev0.0").file("tools/spi/spidev0.0/loop");
+    board.toolsOnly("spi-pipe");
+    assert.deepEqual((await run(yaml)).brief, rowsOf(["passed", ""], ["passed", ""]));
+    assert.match(log("spi.log"), new RegExp(`^spi-pipe -d ${board.dev}/spidev0\\.0 -b 256 -n 1\\n$`));
+    board.reset();
+    board.charDevice("dev/spidev0.0");
+    board.toolsOnly("spi-pipe");
+    assert.deepEqual((await run(yaml)).brief, rowsOf(["passed", ""], ["failed", "AssertionError: SPI device does not loop back"]));
+    board.tools(true);
+    assert.deepEqual((await run(yaml)).brief, rowsOf(["passed", ""], ["failed", "AssertionError: SPI device does not loop back"]));
+  });
+
+  test("a missing node, one that is no character device, the loopback left out", async () => {
+    assert.deepEqual((await run(yaml)).brief, rowsOf(["failed", "AssertionError: /dev/spidev0.0 does not exist"], ["failed", "spidev_test exited with status 1: can't open device: No such file or directory"]));
+    board.file("dev/spidev0.0").file("tools/spi/spidev0.0/loop");
+    assert.deepEqual((await run(yaml)).brief, rowsOf(["failed", "AssertionError: /dev/spidev0.0 is not a character device (file)"], ["passed", ""]));
+    assert.deepEqual((await run(yaml + "      loopback: false\n")).brief, rowsOf(["failed", "AssertionError: /dev/spidev0.0 is not a character device (file)"], ["skipped", "Skipped: loopback parameter is false"]));
+    assert.match(await refused(`tests:\n  s:\n  - spi: {bus: 0, device: -1}\n`), /parameter 'device': expected a number from 0/);
+    assert.match(await refused(`tests:\n  s:\n  - spi: {bus: /dev/spidev0.0, device: 0}\n`), /parameter 'bus': expected an integer/);
+  });
+
+  test("without spidev_test and spi-tools the case names the package", async () => {
+    board.charDevice("dev/spidev0.0");
+    board.tools(false);
+    assert.deepEqual((await run(yaml)).brief, rowsOf(["passed", ""], ["failed", "spidev_test and spi-pipe not found: install the Debian package spi-tools"]));
+  });
+});
+
 describe("camera", () => {
   const yaml = `tests:\n  camera_test:\n  - camera:\n      device: "/dev/video0"\n      camera_name: "vivid"\n      driver_name: "vivid"\n      save_file: frame.png\n`;
 

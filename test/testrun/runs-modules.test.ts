@@ -1,19 +1,17 @@
 import assert from "node:assert/strict";
 import { chmodSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
-import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer } from "node:net";
+import { createServer as createTcpServer, type AddressInfo, type Server as TcpServer, type Socket } from "node:net";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { removeDir, startTestServer, tempDir, waitFor, type TestServer } from "../helpers/server.ts";
+import { removeDir, tempDir, useTestServer, waitFor } from "../helpers/server.ts";
 import { alive, reportRows, trigger, uploadConfig, waitRun, serverErrors } from "./run-helpers.ts";
 
 type Row = Record<string, string>;
 const brief = (rows: Row[]) => rows.map((r) => [r["test name"], r.status, r.message]);
 
 describe("modules", () => {
-  let s: TestServer;
   let errors: string[] = [];
-  let dataDir: string;
   let tree: string;
   let fakeBin: string;
   let http: HttpServer;
@@ -31,24 +29,6 @@ describe("modules", () => {
   };
 
   before(async () => {
-    dataDir = tempDir();
-    // A script module (18.3) with a nested key, placed by the administrator.
-    mkdirSync(join(dataDir, "testrun", "modules", "nested", "impl1"), { recursive: true });
-    writeFileSync(
-      join(dataDir, "testrun", "modules", "nested", "impl1", "hello.yaml"),
-      [
-        "class: TestHello",
-        'device_name: "Hello Test (impl1): {message}"',
-        "params:",
-        "  message: {required: true}",
-        "cases:",
-        "  - name: hello",
-        "    command: 'test \"$PARAM_MESSAGE\" = Hello'",
-        "    expect_exit: 0",
-        '    fail_message: "Expected `Hello` message attribute, got: {message}"',
-        "",
-      ].join("\n"),
-    );
     // A stand-in `ping` so the module is tested the same on every box.
     fakeBin = tempDir("labgate-bin-");
     writeFileSync(
@@ -89,13 +69,29 @@ describe("modules", () => {
     });
     await new Promise<void>((r) => tcp.listen(0, "127.0.0.1", r));
     tcpPort = (tcp.address() as AddressInfo).port;
-
-    s = await startTestServer({}, dataDir);
+  });
+  const s = useTestServer({}, async (s) => {
     errors = serverErrors(s);
+    // A script module with a nested key, placed by the administrator.
+    mkdirSync(join(s.dataDir, "testrun", "modules", "nested", "impl1"), { recursive: true });
+    writeFileSync(
+      join(s.dataDir, "testrun", "modules", "nested", "impl1", "hello.yaml"),
+      [
+        "class: TestHello",
+        'device_name: "Hello Test (impl1): {message}"',
+        "params:",
+        "  message: {required: true}",
+        "cases:",
+        "  - name: hello",
+        "    command: 'test \"$PARAM_MESSAGE\" = Hello'",
+        "    expect_exit: 0",
+        '    fail_message: "Expected `Hello` message attribute, got: {message}"',
+        "",
+      ].join("\n"),
+    );
   });
 
   after(async () => {
-    await s.close();
     assert.deepEqual(errors, [], "no request was answered 5xx");
     process.env.PATH = savedPath;
     await new Promise((r) => http.close(r));
@@ -172,7 +168,7 @@ tests:
     await uploadConfig(s, "exec-abort.yml", 'tests:\n  g:\n  - exec:\n      command: "sleep 30 & echo $! > child.pid; wait"\n');
     const created = await trigger(s, { config_name: "exec-abort.yml" });
     await waitRun(s, created.id, (r) => r.status === "running");
-    const pidFile = join(dataDir, "testrun", "artifacts", created.id, "child.pid");
+    const pidFile = join(s.dataDir, "testrun", "artifacts", created.id, "child.pid");
     const pid = await waitFor(() => (existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8").trim()) : 0), 5000, "the child's pid");
     assert.ok(pid > 0 && alive(pid));
     const res = await s.request(`/api/v1/test-runs/${created.id}`, { method: "DELETE", token: s.adminToken });
@@ -330,6 +326,47 @@ tests:
       ["connect[test_config3]", "failed", "connection failed: ECONNREFUSED"],
     ]);
     assert.equal(rows[0]["device name"], `tcp(127.0.0.1:${tcpPort})`);
+  });
+
+  test("tcp: the connect and read deadlines are on the server's clock", async () => {
+    // Ten minutes (and a second) each: the run can only end because the clock is moved.
+    await uploadConfig(s, "tcp-slow.yml", `tests:\n  g:\n  - tcp: {host: 127.0.0.1, port: ${tcpPort}, timeout: 601, read_timeout: 602, expect_regex: never}\n`);
+    const created = await trigger(s, { config_name: "tcp-slow.yml" });
+    await s.clock.sleepOf(602_000); // connected, reading
+    s.clock.advance(602_000);
+    await waitRun(s, created.id);
+    const rows = await reportRows(s, created.id);
+    assert.deepEqual(brief(rows).map(([name, status]) => [name, status]), [
+      ["connect[test_config0]", "passed"],
+      ["response[test_config0]", "failed"],
+    ]);
+    // What arrived before the clock moved (the greeting or nothing yet) did not match.
+    assert.match(rows[1].message, /^response "(HELLO labgate\\r\\n)?" does not match \/never\/$/);
+  });
+
+  test("tcp: once connected, only read_timeout bounds the read (a timeout shorter than it does not cut the answer)", async () => {
+    // A peer that answers only when the test says so: after the connect deadline has passed.
+    const held: Socket[] = [];
+    const quiet = createTcpServer((socket) => held.push(socket));
+    quiet.listen(0, "127.0.0.1");
+    await new Promise((resolve) => quiet.once("listening", resolve));
+    try {
+      const port = (quiet.address() as AddressInfo).port;
+      await uploadConfig(s, "tcp-late.yml", `tests:\n  g:\n  - tcp: {host: 127.0.0.1, port: ${port}, timeout: 60, read_timeout: 603, expect_regex: LATE}\n`);
+      const created = await trigger(s, { config_name: "tcp-late.yml" });
+      await s.clock.sleepOf(603_000); // connected, reading
+      s.clock.advance(61_000); // past the connect deadline, well within the read one
+      await waitFor(() => held.length === 1, 5000, "the probe's connection");
+      held[0]!.write("LATE answer\n");
+      await waitRun(s, created.id);
+      assert.deepEqual(brief(await reportRows(s, created.id)).map(([name, status]) => [name, status]), [
+        ["connect[test_config0]", "passed"],
+        ["response[test_config0]", "passed"],
+      ]);
+    } finally {
+      for (const socket of held) socket.destroy();
+      quiet.close();
+    }
   });
 
   test("file: existence, type, mode, access, write and content checks on a temp tree", async () => {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { after, describe, test } from "node:test";
+import { useTestServer } from "../helpers/server.ts";
 import { reportRows, trigger, uploadConfig, waitRun, type RunObject, serverErrors } from "./run-helpers.ts";
 
 const THREE = `
@@ -16,7 +16,6 @@ tests:
 `;
 
 describe("repeat and the pattern language", () => {
-  let s: TestServer;
   let errors: string[] = [];
   let original: RunObject;
   const names = async (id: string) => (await reportRows(s, id)).map((r) => `${r["test name"]}:${r.status}`);
@@ -26,15 +25,13 @@ describe("repeat and the pattern language", () => {
     return (await res.json()) as RunObject;
   };
 
-  before(async () => {
-    s = await startTestServer({ test_server: { compat_modules: true } as never });
+  const s = useTestServer({ test_server: { compat_modules: true } as never }, async (s) => {
     errors = serverErrors(s);
     await uploadConfig(s, "three.yml", THREE);
     original = await waitRun(s, (await trigger(s, { config_name: "three.yml", overrides: "tests.g2.0.simple.device: c2" })).id);
     assert.equal(original.status, "failed");
   });
-  after(async () => {
-    await s.close();
+  after(() => {
     assert.deepEqual(errors, [], "no request was answered 5xx");
   });
 

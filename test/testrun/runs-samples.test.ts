@@ -5,15 +5,14 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 import { FakeBoard, sampleBoard } from "../helpers/fake-board.ts";
-import { removeDir, startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
+import { removeDir, tempDir, useTestServer } from "../helpers/server.ts";
 import { BUILTIN_MODULES } from "../../src/testrun/modules/registry.ts";
 import { reportRows, trigger, uploadConfig, waitRun } from "./run-helpers.ts";
 
-const HARDWARE = ["network", "usbdev", "adc", "dac", "thermal", "mmc", "block", "gpio", "i2c", "i2c_registers", "camera", "memtester", "fpga"].map((k) => `${k}.yml`);
+const HARDWARE = ["network", "usbdev", "adc", "dac", "thermal", "mmc", "block", "gpio", "i2c", "i2c_registers", "spi", "camera", "memtester", "fpga"].map((k) => `${k}.yml`);
 const ASSETS = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "assets", "testrun");
 
 describe("sample configs in assets/testrun/samples run green", () => {
-  let s: TestServer;
   let fakeBin: string | undefined;
   let board: FakeBoard;
   const savedPath = process.env.PATH;
@@ -28,13 +27,15 @@ describe("sample configs in assets/testrun/samples run green", () => {
     }
     // The hardware samples run against the board they were written for, its tools on the PATH.
     board = sampleBoard(new FakeBoard());
-    const dataDir = tempDir();
-    mkdirSync(join(dataDir, "testrun", "modules"), { recursive: true });
-    copyFileSync(join(ASSETS, "modules", "hello.yaml"), join(dataDir, "testrun", "modules", "hello.yaml"));
-    s = await startTestServer({ test_server: { compat_modules: true, ...board.config } as never }, dataDir);
   });
-  after(async () => {
-    await s.close();
+  const s = useTestServer(
+    () => ({ test_server: { compat_modules: true, ...board.config } as never }),
+    async (s) => {
+      mkdirSync(join(s.dataDir, "testrun", "modules"), { recursive: true });
+      copyFileSync(join(ASSETS, "modules", "hello.yaml"), join(s.dataDir, "testrun", "modules", "hello.yaml"));
+    },
+  );
+  after(() => {
     board.remove();
     process.env.PATH = savedPath;
     if (fakeBin) removeDir(fakeBin);

@@ -1,21 +1,18 @@
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { after, describe, test } from "node:test";
+import { useTestServer } from "../helpers/server.ts";
 import { uploadConfig, waitRun, serverErrors } from "./run-helpers.ts";
 
 describe("test runs, Variant B", () => {
-  let s: TestServer;
   let errors: string[] = [];
   const req = (path: string, init: RequestInit & { json?: unknown } = {}) => s.request(path, { ...init, token: s.adminToken });
 
-  before(async () => {
-    s = await startTestServer({ test_server: { api_variant: "B", compat_modules: true } as never });
+  const s = useTestServer({ test_server: { api_variant: "B", compat_modules: true } as never }, async (s) => {
     errors = serverErrors(s);
     await uploadConfig(s, "b.yml", "tests:\n  g:\n  - simple:\n      device: a\n");
     await uploadConfig(s, "slow.yml", "tests:\n  g:\n  - sleep:\n      seconds: 30\n");
   });
-  after(async () => {
-    await s.close();
+  after(() => {
     assert.deepEqual(errors, [], "no request was answered 5xx");
   });
 

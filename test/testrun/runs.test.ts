@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { after, describe, test } from "node:test";
+import { useTestServer } from "../helpers/server.ts";
 import { getRun, reportRows, statuses, trigger, uploadConfig, waitRun, serverErrors } from "./run-helpers.ts";
 
 const MIXED = `
@@ -40,17 +40,14 @@ tests:
 `;
 
 describe("test runs, Variant A", () => {
-  let s: TestServer;
   let errors: string[] = [];
-  before(async () => {
-    s = await startTestServer({ test_server: { compat_modules: true } as never });
+  const s = useTestServer({ test_server: { compat_modules: true } as never }, async (s) => {
     errors = serverErrors(s);
     await uploadConfig(s, "mixed.yml", MIXED);
     await uploadConfig(s, "passing.yml", PASSING);
     await uploadConfig(s, "sleepy.yml", SLEEPY);
   });
-  after(async () => {
-    await s.close();
+  after(() => {
     assert.deepEqual(errors, [], "no request was answered 5xx");
   });
 
@@ -265,14 +262,11 @@ describe("test runs, Variant A", () => {
 });
 
 describe("runner rules", () => {
-  let s: TestServer;
   let errors: string[] = [];
-  before(async () => {
-    s = await startTestServer({ test_server: { compat_modules: true, metadata_timeout: 1 } as never });
+  const s = useTestServer({ test_server: { compat_modules: true, metadata_timeout: 1 } as never }, async (s) => {
     errors = serverErrors(s);
   });
-  after(async () => {
-    await s.close();
+  after(() => {
     assert.deepEqual(errors, [], "no request was answered 5xx");
   });
 

@@ -15,6 +15,7 @@ import { after, before, describe, it } from "node:test";
 import { executableCommand, startServe, type ServeProcess } from "../helpers/cli.ts";
 import { openFds, parseRaw, rawRequest } from "../helpers/raw.ts";
 import { removeDir, requestAt, startTestServer, tempDir, type TestServer, waitFor } from "../helpers/server.ts";
+import { waitRun } from "../testrun/run-helpers.ts";
 import { registerDevice } from "./helpers/devices.ts";
 
 const BIN = process.env.LABGATE_BIN;
@@ -375,7 +376,7 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}${EMULATED ? " under qe
     form.append("file", new Blob(["tests:\n  t:\n  - exec:\n      command: echo '<script>x()</script>' > a.html; echo '<svg onload=x()/>' > b.svg; env > env.txt\n"]), "probe.yml");
     assert.equal((await target.server.request("/api/v1/configs", { method: "POST", body: form, token: target.adminToken })).status, 200);
     const run = (await (await target.server.request("/api/v1/test-runs", { method: "POST", json: { config_name: "probe.yml" }, token: target.adminToken })).json()) as { id: string };
-    await waitFor(async () => ["finished", "failed"].includes(((await (await target.server.request(`/api/v1/test-runs/${run.id}`, { token: target.adminToken })).json()) as { status: string }).status), 15_000, "the probe run");
+    await waitRun(target.server, run.id);
     for (const name of ["a.html", "b.svg"]) {
       for (const preview of ["", "?preview=true"]) {
         const got = await answer(http("GET", `/api/v1/test-runs/${run.id}/artifacts/${name}${preview}`, auth));

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { startTestServer, useTestServer, waitFor } from "../helpers/server.ts";
+import { startTestServer, TestClock, useTestServer, waitFor } from "../helpers/server.ts";
 import { approveAgent, b64, disconnecting, FAST_SERVER, rawDevice, restartAgent, startAgent, untilConnected, connectedAgent as connectedAgentOf, type AgentOptions } from "./helpers/agents.ts";
 import type { Agent } from "../../src/agent/agent.ts";
 import { alive } from "../testrun/run-helpers.ts";
@@ -23,7 +23,7 @@ const log = async (mac: string): Promise<Entry[]> => {
 };
 const exec = (mac: string, action: string, token = admin()) => server.request(`/api/v2/devices/${mac}/action/exec/${action}`, { token });
 
-const connectedAgent = (options: AgentOptions = {}) => connectedAgentOf(server, agents, options);
+const connectedAgent = (options: AgentOptions = {}, clock?: TestClock) => connectedAgentOf(server, agents, options, clock ? { clock } : {});
 
 test("an action executed while the device is connected returns its output and exit code; the log keeps it", async () => {
   const { agent } = await connectedAgent();
@@ -132,11 +132,17 @@ test("a device that does not answer in time: 504 and the log entry becomes error
 
 test("an action timeout on the agent kills the command with its whole process group and reports -1 (error)", async () => {
   // The shell starts a child of its own: killing only the shell would leave the sleep running.
-  const { agent } = await connectedAgent({ actions: [{ id: "hang", command: ["sh", "-c", "sleep 30 & echo $! > hang.pid; wait"], timeout: 0.3 }] });
-  const res = await exec(agent.mac, "hang");
+  // A timeout of 20 s on the agent's clock, which the test moves (less than the socket's silence limit, which it moves too).
+  const clock = new TestClock();
+  const { agent } = await connectedAgent({ actions: [{ id: "hang", command: ["sh", "-c", "sleep 30 & echo $! > hang.pid; wait"], timeout: 20 }] }, clock);
+  const answer = exec(agent.mac, "hang");
+  const pidFile = join(agent.config.data_dir, "hang.pid");
+  const pid = await waitFor(() => (existsSync(pidFile) ? Number(readFileSync(pidFile, "utf8").trim()) : 0), 5000, "the shell's child pid");
+  await clock.sleepOf(20_000);
+  clock.advance(20_000);
+  const res = await answer;
   assert.deepEqual(await res.json(), { status_code: -1, output: "" });
   assert.deepEqual((await log(agent.mac)).map((e) => [e.status, e.status_code]), [["error", -1]]);
-  const pid = Number(readFileSync(join(agent.config.data_dir, "hang.pid"), "utf8"));
   await waitFor(() => !alive(pid), 2000, "the shell's child to end");
 });
 

@@ -29,7 +29,7 @@ test("agent config: flags beat the file, which beats the defaults; relative dirs
   // No shell sessions unless a command is configured; they start in file_base_dir.
   assert.deepEqual(fromFile.shell, { command: [], cwd: join(dir, "logs"), idle_timeout: 900, max_sessions: 2 });
   // Test runs from the gateway are the device owner's decision: off unless turned on.
-  assert.deepEqual(fromFile.tests, { enabled: false, max_duration: 3600, sys_root: "/sys", dev_root: "/dev", firmware_root: "/lib/firmware" });
+  assert.deepEqual(fromFile.tests, { enabled: false, max_duration: 3600, sys_root: "/sys", dev_root: "/dev", firmware_root: "/lib/firmware", run_as: undefined, work_dir: join(dir, "file-data-runs") });
 
   const flagged = loadAgentConfig({ file, cwd: dir, server: "http://from-flag:1", dataDir: "/tmp/flag-data" });
   assert.equal(flagged.server, "http://from-flag:1");
@@ -54,6 +54,10 @@ test("agent config: every bad value names its key", () => {
     ["tests: {max_duration: -5}", /tests\.max_duration: expected a number >= 0/],
     ["tests: {run: 1}", /tests\.run: unknown key/],
     ["tests: {sys_root: ''}", /tests\.sys_root: expected a directory/],
+    ["tests: {run_as: labgate-no-such-user}", /agent config key tests\.run_as: no user 'labgate-no-such-user' on this machine/],
+    ["tests: {run_as: root}", /tests\.run_as: 'root' is root; name an unprivileged user/],
+    ["tests: {run_as: 'a b'}", /tests\.run_as: expected a user name or user:group/],
+    ["tests: {work_dir: ./agent-data/runs}", /tests\.work_dir: .* is inside the data dir/],
   ];
   for (const [line, message] of cases) {
     const mac = line.startsWith("mac_address") ? "" : `mac_address: "${MAC}"\n`;

@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, test } from "node:test";
+import { NO_INSTALLER } from "../../src/agent/install.ts";
 import { OutcomeQueue } from "../../src/agent/outcomes.ts";
 import { tempDir, useTestServer, waitFor } from "../helpers/server.ts";
 import { approveAgent, device, FAST_SERVER, restartAgent, startAgent, untilConnected } from "./helpers/agents.ts";
@@ -107,6 +108,32 @@ test("a download that keeps failing its checksum is reported failed: checksum mi
     await agent.stop();
     await proxy.close();
   }
+});
+
+test("an agent with no install_command fails the offer at once, in a deployment too, and says it once", async () => {
+  const pkg = await uploadOk(server, { token: server.adminToken, version: "v2", devtype: "bare", file: Buffer.from("v2 for bare boards") });
+  const agent = startAgent(server, { device_type: "bare", software_version: "v1", install_command: [], update_check_interval: 0.1 });
+  agents.push(agent);
+  const id = await approveAgent(server, agent);
+  await untilConnected(server, id);
+  const group = (await server.call("POST", "/api/v2/groups", { metadata: { name: "bare" } })).body.id as number;
+  assert.equal((await server.call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] })).status, 200);
+  assert.equal((await server.call("PATCH", `/api/v2/groups/${group}/devices`, { add: [id], remove: [] })).status, 200);
+  // A device timeout of a day: a device that said nothing would only end `not_reached` then.
+  const created = await server.call("POST", "/api/v2/deployments", { group, version: "v2", device_timeout_minutes: 1440 });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  const member = await waitFor(
+    async () => ((await server.call("GET", `/api/v2/deployments/${created.body.id}/devices`)).body as Array<{ state: string; reason: string | null }>).find((m) => m.state === "failed"),
+    10_000,
+    "the device failed",
+  );
+  assert.equal(member.reason, NO_INSTALLER);
+  // Later checks get the same offer: no second report.
+  for (let i = 0; i < 3; i++) await agent.checkNow();
+  assert.deepEqual(
+    (await historyOf(id)).map((h) => [h.deployment, h.outcome, h.to_version, h.reason]),
+    [[created.body.id, "failed", "v2", NO_INSTALLER]],
+  );
 });
 
 test("outcome reports stay on disk until acknowledged, and go again on the next connection", () => {

@@ -4,6 +4,7 @@ import { writeFileSync } from "node:fs";
 import { test } from "node:test";
 import { startTestServer, tempDir, TestClock, waitFor } from "../helpers/server.ts";
 import { labgate } from "../helpers/cli.ts";
+import { openStream } from "../helpers/events.ts";
 import { approveAgent, approvePending, device, deviceId, FAST_SERVER, spawnAgent, startAgent, untilConnected } from "./helpers/agents.ts";
 import { startProxy } from "./helpers/proxy.ts";
 
@@ -33,8 +34,12 @@ test("labgate agent as a child process: registers, connects, runs an action; bad
   const server = await startTestServer(FAST_SERVER);
   const { child, mac, config, stderr: output } = await spawnAgent(server, ["name: bench-7", "actions:", "  - {id: hello, name: Hello, command: [echo, hi], timeout: 5}"]);
   try {
+    const stream = await openStream(server);
     const id = await approveAgent(server, { mac, approved: Promise.resolve() } as never);
-    await waitFor(async () => (await device(server, id)).connected, 10_000, `child agent connected (${output()})`);
+    await stream.next((e) => e.event === "connect" && e.data.device === mac, 10_000, "the child agent's connect").catch((error: Error) => {
+      throw new Error(`${error.message} (${output()})`);
+    });
+    stream.close();
     assert.equal((await device(server, id)).metadata["svc.device.name"], "bench-7");
     const res = await server.request(`/api/v2/devices/${mac}/action/exec/hello`, { token: server.adminToken });
     assert.deepEqual(await res.json(), { status_code: 0, output: Buffer.from("hi\n").toString("base64") });

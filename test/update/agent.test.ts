@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
-import { useTestServer, waitFor } from "../helpers/server.ts";
+import { tempDir, useTestServer, waitFor } from "../helpers/server.ts";
 import { offerGroup, sha256, uploadOk } from "./helpers/packages.ts";
 import { approveAgent, device, FAST_SERVER, startAgent, untilConnected } from "./helpers/agents.ts";
 import { openStream } from "../helpers/events.ts";
@@ -22,7 +22,7 @@ test("an update pushed through a group is downloaded, verified, installed; versi
   const payload = randomBytes(300_000);
   const pkg = await uploadOk(server, { token: server.adminToken, version: "v2", devtype: "board", file: payload });
   const stream = await openStream(server);
-  const marker = join(server.dataDir, "..", `marker-${process.pid}-1`);
+  const marker = join(tempDir("labgate-marker-"), "image");
   const agent = startAgent(server, { device_type: "board", software_version: "v1", install_command: installer(marker) });
   try {
     const id = await approveAgent(server, agent);
@@ -65,7 +65,7 @@ test("a download interrupted halfway resumes with Range", async () => {
   const payload = randomBytes(2 * 1024 * 1024);
   const pkg = await uploadOk(server, { token: server.adminToken, version: "v3", devtype: "board", file: payload });
   const proxy = await startProxy(server.url, { cut: { path: /^\/local_storage\//, after: 1024 * 1024 } });
-  const marker = join(server.dataDir, "..", `marker-${process.pid}-2`);
+  const marker = join(tempDir("labgate-marker-"), "image");
   const agent = startAgent(proxy.url, { device_type: "board", software_version: "v1", install_command: installer(marker) });
   try {
     const id = await approveAgent(server, agent);
@@ -89,7 +89,7 @@ test("a download that does not match its SHA-256 is discarded and fetched again"
   const payload = randomBytes(100_000);
   const pkg = await uploadOk(server, { token: server.adminToken, version: "v5", devtype: "board", file: payload });
   const proxy = await startProxy(server.url, { corrupt: { path: /^\/local_storage\// } });
-  const marker = join(server.dataDir, "..", `marker-${process.pid}-3`);
+  const marker = join(tempDir("labgate-marker-"), "image");
   const agent = startAgent(proxy.url, { device_type: "board", software_version: "v1", install_command: installer(marker) });
   try {
     const id = await approveAgent(server, agent);

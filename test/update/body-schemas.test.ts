@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { firstMessage } from "../../src/http/openapi.ts";
-import { deviceAuthBody } from "../../src/update/registration/authorize.ts";
+import { deviceAuthBody } from "../../src/update/registration/schema.ts";
 import { checkBody } from "../../src/update/updatecheck/check.ts";
 
 // The zod schemas keep the texts of the hand-written checks they replaced (one error per body).

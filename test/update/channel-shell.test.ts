@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { after, test } from "node:test";
 import WebSocket from "ws";
 import { useTestServer, waitFor } from "../helpers/server.ts";
-import { device, FAST_SERVER, rawDevice, connectedAgent as connectedAgentOf, type AgentOptions } from "./helpers/agents.ts";
+import { device, disconnecting, FAST_SERVER, rawDevice, connectedAgent as connectedAgentOf, type AgentOptions } from "./helpers/agents.ts";
 import type { Agent } from "../../src/agent/agent.ts";
 
 const agents: Agent[] = [];
@@ -18,6 +18,8 @@ interface Socket {
   closed: Promise<{ code: number; reason: string }>;
   frames: Array<{ data: Buffer; binary: boolean }>;
   text: () => string;
+  /** Resolves with `check`'s first truthy answer, looked at now and as each frame arrives; fails after `ms`. */
+  until<T>(check: () => T, what: string, ms?: number): Promise<NonNullable<T>>;
 }
 
 /** A WebSocket to `path`; `status` is 101 once open, else the HTTP status of the refusal. */
@@ -34,7 +36,23 @@ function socket(path: string, headers: Record<string, string> = {}): Socket {
     });
   });
   const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.once("close", (code, reason) => resolve({ code, reason: reason.toString() })));
-  return { ws, status, closed, frames, text: () => Buffer.concat(frames.map((f) => f.data)).toString() };
+  const text = () => Buffer.concat(frames.map((f) => f.data)).toString();
+  const until = <T>(check: () => T, what: string, ms = 5000) =>
+    new Promise<NonNullable<T>>((resolve, reject) => {
+      const done = () => {
+        clearTimeout(timer);
+        ws.off("message", look);
+      };
+      const timer = setTimeout(() => (done(), reject(new Error(`timed out waiting for ${what} (received ${JSON.stringify(text())})`))), ms);
+      // After the listener that keeps the frames: the new one is among them.
+      const look = () => {
+        const value = check();
+        if (value) done(), resolve(value as NonNullable<T>);
+      };
+      ws.on("message", look);
+      look();
+    });
+  return { ws, status, closed, frames, text, until };
 }
 
 const shell = (mac: string, token = server.adminToken, via: "query" | "header" = "query") =>
@@ -53,7 +71,7 @@ test("a manager's shell reaches the agent's configured process: input in, output
   // Typed before the device attached: held and delivered in order.
   s.ws.send("echo hello; pwd\n");
   s.ws.send(Buffer.from('echo "[$LABGATE_TEST_SECRET]"\n'), { binary: true });
-  await waitFor(() => s.text().includes("]\n"), 5000, `shell output (${s.text()})`);
+  await s.until(() => s.text().includes("]\n"), "shell output");
   assert.equal(s.text(), `hello\n${agent.config.file_base_dir}\n[]\n`, "cwd is file_base_dir, the agent's environment stays out");
   assert.ok(s.frames.every((f) => f.binary), "process output arrives as binary frames");
   s.ws.send("exit 3\n");
@@ -82,7 +100,7 @@ test("shell access: a token in the header or the query, the shell permission (2.
   const s = shell(agent.mac, user, "header");
   assert.equal(await s.status, 101);
   s.ws.send("echo ok\n");
-  await waitFor(() => s.text() === "ok\n", 5000, "shell output");
+  await s.until(() => s.text() === "ok\n", "shell output");
   s.ws.close();
   // A plain GET is told what the route wants.
   const plain = await server.request(`/api/v1/devices/${agent.mac}/shell`, { token: server.adminToken });
@@ -96,8 +114,7 @@ test("a device that is offline (4001), lacks the capability (4003) or never atta
   let s = shell(agent.mac);
   assert.deepEqual(await s.closed, { code: 4003, reason: "shell attach request failed: device does not support the required method: shell_attach" });
 
-  await agent.stop();
-  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  await disconnecting(server, agent.mac, () => agent.stop());
   s = shell(agent.mac);
   assert.deepEqual(await s.closed, { code: 4001, reason: `device ${agent.mac} not connected to the management WS` });
 
@@ -118,10 +135,9 @@ test("a device that is offline (4001), lacks the capability (4003) or never atta
 });
 
 test("attach: only the device of the path (17.4), only an open session, once; frames relayed unchanged both ways", async () => {
-  const { agent, id } = await connectedAgent();
+  const { agent } = await connectedAgent();
   const { agent: other } = await connectedAgent();
-  await agent.stop();
-  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  await disconnecting(server, agent.mac, () => agent.stop());
   const dev = await rawDevice(server, agent);
   // The other agent is connected: this second socket is refused (4002), but its token is real.
   const otherToken = (await rawDevice(server, other)).token;
@@ -146,11 +162,11 @@ test("attach: only the device of the path (17.4), only an open session, once; fr
 
     s.ws.send("typed");
     s.ws.send(Buffer.from([0, 1, 2, 255]), { binary: true });
-    await waitFor(() => d.frames.length === 2, 3000, "manager frames at the device");
+    await d.until(() => d.frames.length === 2, "manager frames at the device", 3000);
     assert.deepEqual(d.frames.map((f) => [f.binary, [...f.data]]), [[false, [...Buffer.from("typed")]], [true, [0, 1, 2, 255]]]);
     d.ws.send(Buffer.from([9, 8, 7]), { binary: true });
     d.ws.send("prompt$ ");
-    await waitFor(() => s.frames.length === 2, 3000, "device frames at the manager");
+    await s.until(() => s.frames.length === 2, "device frames at the manager", 3000);
     assert.deepEqual(s.frames.map((f) => [f.binary, [...f.data]]), [[true, [9, 8, 7]], [false, [...Buffer.from("prompt$ ")]]]);
 
     // Either side closing closes the other.
@@ -166,7 +182,7 @@ test("deleting the device ends its shell sessions and the agent's process", asyn
   const s = shell(agent.mac);
   assert.equal(await s.status, 101);
   s.ws.send("echo $$\n");
-  const pid = Number(await waitFor(() => /^(\d+)\n$/.exec(s.text())?.[1], 5000, "shell pid"));
+  const pid = Number(await s.until(() => /^(\d+)\n$/.exec(s.text())?.[1], "shell pid"));
   assert.ok(pid > 0);
   assert.equal((await server.request(`/api/v2/devices/${id}`, { method: "DELETE", token: server.adminToken })).status, 200);
   const closed = await s.closed;
@@ -198,7 +214,7 @@ test("a shell session without traffic for the agent's idle timeout is closed", a
   const s = shell(agent.mac);
   assert.equal(await s.status, 101);
   s.ws.send("echo awake\n");
-  await waitFor(() => s.text() === "awake\n", 5000, "shell output");
+  await s.until(() => s.text() === "awake\n", "shell output");
   assert.deepEqual(await s.closed, { code: 1000, reason: "idle timeout" });
 });
 
@@ -208,7 +224,7 @@ test("a shell session ends when the manager's token is revoked or expires (issue
   const s = shell(agent.mac, token);
   assert.equal(await s.status, 101);
   s.ws.send("echo up\n");
-  await waitFor(() => s.text().includes("up\n"), 5000, "shell output");
+  await s.until(() => s.text().includes("up\n"), "shell output");
   const { id } = (await (await server.request("/api/whoami", { token })).json()) as { id: string };
   assert.equal((await server.request("/api/v1/tokens/revoke", { method: "POST", token: server.adminToken, json: { id } })).status, 200);
   assert.deepEqual(await s.closed, { code: 4000, reason: "token has been revoked" });
@@ -216,15 +232,14 @@ test("a shell session ends when the manager's token is revoked or expires (issue
   assert.equal(await short.status, 101);
   // The device attached (its attach deadline is on the same clock, and would end the session first).
   short.ws.send("echo attached\n");
-  await waitFor(() => short.text().includes("attached\n"), 5000, "shell output");
+  await short.until(() => short.text().includes("attached\n"), "shell output");
   server.clock.advance(61_000);
   assert.deepEqual(await short.closed, { code: 4000, reason: "token has expired" });
 });
 
 test("input before the device attaches is bounded in bytes, not frames: more than 64 KiB closes the manager's socket", async () => {
-  const { agent, id } = await connectedAgent();
-  await agent.stop();
-  await waitFor(async () => !(await device(server, id)).connected, 5000, "disconnect");
+  const { agent } = await connectedAgent();
+  await disconnecting(server, agent.mac, () => agent.stop());
   // A device that has not reported its capabilities yet: the route waits for them, holding input.
   const dev = await rawDevice(server, agent);
   try {

@@ -96,7 +96,10 @@ test("20 agents, 3 phases: failures pause phase 1, abort stops offers, a second 
     }
     // The phase's other two devices have installed before the failures pause the deployment (a
     // device not yet offered then would stay unoffered, and the counts below would be off by it).
-    await waitFor(async () => (await members(d1, "&state=installed")).length === 2, 20_000, "the phase's other two devices installed");
+    for (const id of phase0.filter((id) => !failing.includes(id))) {
+      const mac = byId.get(id)!.mac;
+      await stream.next((e) => e.event === "deployment_device" && e.data.device === mac && e.data.state === "installed", 20_000, `${mac} installed`);
+    }
     for (const id of failing) {
       const fifo = await open(fifoOf(id), "w");
       await fifo.write("go\n");
@@ -107,7 +110,10 @@ test("20 agents, 3 phases: failures pause phase 1, abort stops offers, a second 
     assert.equal(view.status, "paused");
     assert.equal(view.current_phase, 0);
     assert.match(view.pause_reason, /error threshold/);
-    await waitFor(async () => (await members(d1, "&state=failed")).length === 2, 10_000, "both failures recorded");
+    for (const id of failing) {
+      const mac = byId.get(id)!.mac;
+      await stream.next((e) => e.event === "deployment_device" && e.data.device === mac && e.data.state === "failed", 10_000, `${mac} failed`);
+    }
     for (const m of await members(d1, "&state=failed")) {
       assert.ok(failing.includes(m.device));
       assert.equal(m.reason, "install command exited with 3");

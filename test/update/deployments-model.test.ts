@@ -1,7 +1,8 @@
 /* The deployment model's pure decisions (src/update/deployments/model.ts). */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { emptyCounts, gate, overErrorThreshold, phaseCounts, phaseOf, stableOrder, windowOpen, type Counts } from "../../src/update/deployments/model.ts";
+import { emptyCounts, gate, overErrorThreshold, phaseCounts, phaseOf, stableOrder, windowOpen } from "../../src/update/deployments/model.ts";
+import type { Counts } from "../../src/update/deployments/schema.ts";
 
 const counts = (values: Partial<Counts>): Counts => ({ ...emptyCounts(), ...values });
 

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { afterEach, describe, test } from "node:test";
 import WebSocket from "ws";
 import { openStream } from "../helpers/events.ts";
-import { useTestServer, waitFor } from "../helpers/server.ts";
+import { useTestServer } from "../helpers/server.ts";
 import { deviceMetadata, seedDevices } from "./helpers/devices.ts";
 import { uploadOk } from "./helpers/packages.ts";
 
@@ -78,10 +78,9 @@ async function openSocket(device: Device): Promise<DeviceSocket> {
 }
 
 let outcomeCount = 0;
-/** Reports an outcome over a fresh socket and waits for its acknowledgement (the report is durable then). */
-async function report(device: Device, outcome: Record<string, unknown>): Promise<void> {
+/** Reports an outcome (as `id`: a report sent again) over the device's socket and waits for its acknowledgement (the report is durable then). */
+async function report(device: Device, outcome: Record<string, unknown>, id = `o-${++outcomeCount}`): Promise<void> {
   const socket = await socketOf(device);
-  const id = `o-${++outcomeCount}`;
   const acked = socket.next("update_outcome_ack");
   socket.send({ method: "update_outcome", id, ...outcome });
   assert.equal((await acked).id, id);
@@ -292,8 +291,10 @@ describe("deployments", () => {
     const [first] = await byPhase(created.id, devices);
     assert.equal((await check(first[0], "v1")).status, 200);
     const socket = await socketOf(first[0]);
+    const stream = await openStream(server, admin());
     socket.send({ method: "update_progress", progress: 10 });
-    await waitFor(async () => (await members(created.id, "&state=downloading")).length === 1, 5000, "downloading");
+    await stream.next((e) => e.event === "deployment_device" && e.data.deployment === created.id && e.data.state === "downloading", 5000, "downloading");
+    stream.close();
     const stop = socket.next("update_abort");
     const aborted = await call("POST", `/api/v2/deployments/${created.id}/abort`);
     assert.equal(aborted.body.status, "aborted");
@@ -316,8 +317,10 @@ describe("deployments", () => {
     assert.equal((await check(devices[0], "v1")).status, 200);
     await report(devices[0], { state: "installed", version: "v2", from_version: "v1" });
     assert.equal((await deployment(created.id)).status, "running");
+    const stream = await openStream(server, admin());
     assert.equal((await call("DELETE", `/api/v2/devices/${devices[1].id}`)).status, 200);
-    await waitFor(async () => (await deployment(created.id)).status === "completed", 5000, "completed without the deleted device");
+    await stream.next((e) => e.event === "deployment" && e.data.deployment === created.id && e.data.status === "completed", 5000, "completed without the deleted device");
+    stream.close();
     assert.equal((await deployment(created.id)).devices, 1);
   });
 
@@ -338,6 +341,26 @@ describe("deployments", () => {
     await report(device, { state: "installed", version: "v3", from_version: "v2" });
     const history = (await call("GET", `/api/v2/devices/${device.id}/update-history`)).body;
     assert.deepEqual(history.map((h: { to_version: string }) => h.to_version), ["v3", "v2"]);
+  });
+
+  test("an intermediate hop's report sent again (its acknowledgement was lost) changes nothing: no second history row, no step back", async () => {
+    const pk = await packagesReady();
+    const [device] = await devicesOf(1);
+    const g = await group([device.id], [pk.v2, pk.v3], "no_update,");
+    const created = await create({ group: g, version: "v3" });
+    assert.equal((await check(device, "v1")).body.version, "v2");
+    await report(device, { state: "installed", version: "v2", from_version: "v1" }, "hop-1");
+    assert.equal((await check(device, "v2")).body.version, "v3");
+    await report(device, { state: "installing", version: "v3", from_version: "v2" }, "hop-2-installing");
+    assert.equal((await members(created.id))[0].state, "installing");
+    // The connection broke before the first hop's acknowledgement: the device sends it again.
+    await report(device, { state: "installed", version: "v2", from_version: "v1" }, "hop-1");
+    assert.equal((await members(created.id))[0].state, "installing");
+    await report(device, { state: "installed", version: "v3", from_version: "v2" }, "hop-2");
+    await report(device, { state: "installed", version: "v2", from_version: "v1" }, "hop-1");
+    assert.equal((await deployment(created.id)).status, "completed");
+    const history = (await call("GET", `/api/v2/devices/${device.id}/update-history`)).body;
+    assert.deepEqual(history.map((h: { to_version: string; outcome: string }) => `${h.outcome} ${h.to_version}`), ["installed v3", "installed v2"]);
   });
 
   test("permissions: read on the group to read, update on it to change; events and lists follow", async () => {

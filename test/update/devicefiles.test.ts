@@ -3,24 +3,21 @@ import { randomBytes, createHash } from "node:crypto";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
-import { startTestServer, type TestServer } from "../helpers/server.ts";
+import { after, test } from "node:test";
+import { useTestServer } from "../helpers/server.ts";
 import { approveAgent, approvedThenStopped, FAST_SERVER, rawDevice, startAgent, untilConnected } from "./helpers/agents.ts";
 import type { Agent } from "../../src/agent/agent.ts";
 
-let server: TestServer;
 let agent: Agent & { dir: string };
 let id: number;
 
-before(async () => {
-  server = await startTestServer(FAST_SERVER);
+after(async () => {
+  await agent?.stop();
+});
+const server = useTestServer(FAST_SERVER, async (server) => {
   agent = startAgent(server);
   id = await approveAgent(server, agent);
   await untilConnected(server, id);
-});
-after(async () => {
-  await agent.stop();
-  await server.close();
 });
 
 const base = () => agent.config.file_base_dir;

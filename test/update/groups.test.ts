@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { before, describe, it } from "node:test";
-import type { GroupV1 } from "../../src/update/groups/groups.ts";
+import type { GroupV1 } from "../../src/update/groups/schema.ts";
 import { useTestServer } from "../helpers/server.ts";
 import { registerDevice } from "./helpers/devices.ts";
 import { uploadOk } from "./helpers/packages.ts";

@@ -7,6 +7,8 @@ import { createContext } from "preact";
 import { useContext, useRef, useState } from "preact/hooks";
 import { get } from "./api.ts";
 import { useEventSource } from "./ui.tsx";
+import type { Progress } from "../../update/progress/schema.ts";
+import type { StreamEventData } from "../../update/events/schema.ts";
 
 export interface LiveProgress {
   progress: number;
@@ -23,11 +25,7 @@ export interface LiveState {
 }
 
 /** The events of /api/stream the console follows: each names the device by MAC. */
-interface DeviceEvents {
-  connect: { device: string };
-  disconnect: { device: string };
-  update: { device: string; progress: number; version?: string };
-}
+type DeviceEvents = Pick<StreamEventData, "connect" | "disconnect" | "update">;
 
 export const LiveContext = createContext<LiveState>({ online: new Map(), progress: new Map(), streaming: false });
 
@@ -55,7 +53,7 @@ export function useLiveStream(): LiveState {
     },
     // What was updating before the stream opened.
     () =>
-      get<Array<{ mac_address: string; progress: number; version: string }>>("/api/v2/devices/progress").then(
+      get<Progress[]>("/api/v2/devices/progress").then(
         (list) => {
           for (const p of list) if (!progress.has(p.mac_address)) progress.set(p.mac_address, { progress: p.progress, version: p.version });
           changed();

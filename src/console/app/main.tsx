@@ -5,6 +5,7 @@ import { api, setSignedOutHandler } from "./api.ts";
 import { pages } from "./pages/index.ts";
 import { Login } from "./pages/login.tsx";
 import { match, SECTIONS, useLocation, href, type Page } from "./router.ts";
+import type { DeviceCaller } from "../../http/schema.ts";
 import { homePath, type Me } from "./session.ts";
 import { LiveContext, useLiveStream } from "./live.ts";
 import { ConfirmHost, ErrorBox, notify, Toasts } from "./ui.tsx";
@@ -20,7 +21,7 @@ function App() {
         return null;
       });
     });
-    api<Me>("GET", "/api/whoami", { quiet401: true }).then(
+    api<Me | DeviceCaller>("GET", "/api/whoami", { quiet401: true }).then(
       (who) => setMe(who.kind === "mgmt" ? who : null),
       () => setMe(null),
     );

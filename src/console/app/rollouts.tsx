@@ -5,13 +5,12 @@
 import { useRef } from "preact/hooks";
 import { get } from "./api.ts";
 import { href } from "./router.ts";
+import type { UpdateHistoryEntry } from "../../update/deployments/schema.ts";
+import type { StreamEventData } from "../../update/events/schema.ts";
 import { Badge, Card, Show, Table, Time, useEventSource, useLoad } from "./ui.tsx";
 
 /** A deployment event of /api/stream: `device` (a MAC) on the per-device ones. */
-export interface DeploymentEvent {
-  deployment: number;
-  device?: string;
-}
+export type DeploymentEvent = StreamEventData["deployment"] | StreamEventData["deployment_device"];
 
 /** Calls `reload` (at most every 150 ms) when a deployment event of /api/stream passes `match`. */
 export function useDeploymentEvents(match: (data: DeploymentEvent) => boolean, reload: () => void): void {
@@ -24,28 +23,18 @@ export function useDeploymentEvents(match: (data: DeploymentEvent) => boolean, r
       reload();
     }, 150);
   };
-  useEventSource<{ deployment: DeploymentEvent; deployment_device: DeploymentEvent }>("/api/stream", {
+  useEventSource<Pick<StreamEventData, "deployment" | "deployment_device">>("/api/stream", {
     deployment: (d) => match(d) && later(),
     deployment_device: (d) => match(d) && later(),
   });
-}
-
-interface HistoryEntry {
-  id: number;
-  deployment: number | null;
-  from_version: string | null;
-  to_version: string;
-  outcome: string;
-  reason: string | null;
-  at: string;
 }
 
 const OUTCOME_TONE: Record<string, "ok" | "bad" | "warn" | "muted"> = { installed: "ok", failed: "bad", not_reached: "warn", aborted: "muted" };
 
 /** A device's update history; it follows the device's deployment events. */
 export function UpdateHistory(props: { deviceId: number; mac: string }) {
-  const history = useLoad(() => get<HistoryEntry[]>(`/api/v2/devices/${props.deviceId}/update-history?limit=50`), [props.deviceId]);
-  useDeploymentEvents((d) => d.device === props.mac, history.reload);
+  const history = useLoad(() => get<UpdateHistoryEntry[]>(`/api/v2/devices/${props.deviceId}/update-history?limit=50`), [props.deviceId]);
+  useDeploymentEvents((d) => "device" in d && d.device === props.mac, history.reload);
   return (
     <Card title="Update history">
       <Show loaded={history}>

@@ -1,10 +1,7 @@
-/** Who is signed in (GET /api/whoami, or the login answer) and what they may see. */
-export interface Me {
-  kind: "mgmt";
-  sub: string;
-  scopes: string[];
-  expires: string;
-}
+import type { Caller } from "../../http/schema.ts";
+
+/** Who is signed in (GET /api/whoami, or the login answer); what they may see follows. */
+export type Me = Caller;
 
 /** The scope without the server's prefix (`svc_admin_rw` -> `admin_rw`). */
 const bare = (scope: string) => scope.replace(/^[^_]+_/, "");

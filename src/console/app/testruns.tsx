@@ -8,86 +8,14 @@ import { api, messageOf, seg } from "./api.ts";
 import { navigate } from "./router.ts";
 import { hasScope, isAdmin, type Me } from "./session.ts";
 import { Badge, Field, Modal, ModalButtons } from "./ui.tsx";
-import { isFinalStatus, type DeviceProgress, type RunStatus } from "../../testrun/runs/status.ts";
-
-export type { DeviceProgress, RunStatus };
-
-export interface TestConfig {
-  name: string;
-  created: string;
-  size?: number;
-}
-
-
-export interface Run {
-  id: string;
-  config_name: string;
-  test_suite_name: string;
-  created_at: string;
-  started_at: string;
-  finished_at: string;
-  status: RunStatus;
-  metadata: Record<string, string | null>;
-  trigger_id: string;
-  machine_target: string | null;
-  overrides: string[] | Record<string, unknown>;
-  pattern: string;
-  repeat_of?: string;
-  warnings: string[];
-  abort_requested?: boolean;
-  error?: string;
-  /** A run on managed devices: each device's share, failures first. */
-  devices?: DeviceProgress[];
-}
-
-/** GET /api/v1/test-targets: where the user may run tests on managed devices. */
-export interface TestTargets {
-  devices: Array<{ name: string; mac_address: string }>;
-  total: number;
-  groups: Array<{ name: string; devices: number }>;
-  tags: Array<{ tag: string; devices: number }>;
-}
+import { isFinalStatus } from "../../testrun/runs/status.ts";
+import type { ReportRow, StatusCounts, TestRun, Trigger } from "../../testrun/schema.ts";
 
 /** Where a run ran, in words: its devices, a node role, or this gateway. */
-export const whereOf = (r: Pick<Run, "machine_target" | "devices">): string => {
+export const whereOf = (r: Pick<TestRun, "machine_target" | "devices">): string => {
   if (r.devices) return `${r.devices.length === 1 ? r.devices[0]!.name : `${r.devices.length} devices`}${r.machine_target ? ` (${r.machine_target})` : ""}`;
   return r.machine_target && r.machine_target !== "localhost" ? `node role ${r.machine_target}` : "this gateway";
 };
-
-export interface Trigger {
-  trigger_id: string;
-  is_aborted: boolean;
-  status: "running" | "finished" | "failed" | "aborted";
-  error: string;
-  config_name: string;
-  test_suite_name: string;
-  runs: Run[];
-  remote_runs: Array<{ machine: string; group: string; run_id: string }>;
-}
-
-export interface NodeStatus {
-  name: string;
-  url: string;
-  local: boolean;
-  reachable: boolean;
-  version: string;
-  error: string;
-  latency_ms: number | null;
-}
-
-export interface Artifact {
-  name: string;
-  created: string;
-}
-
-export type ReportRow = Record<string, string>;
-
-/** A config problem as the API answers it: the message, and the file and line when known. */
-export interface ConfigProblem {
-  error: string;
-  file?: string;
-  line?: number;
-}
 
 /** "Local device": this gateway in node lists (the server's name for it). */
 export const LOCAL_DEVICE = "Local device";
@@ -95,7 +23,7 @@ export const LOCAL_DEVICE = "Local device";
 export const canReadTests = (me: Me) => isAdmin(me) || hasScope(me, "tests_ro") || hasScope(me, "tests_rw");
 export const canRunTests = (me: Me) => hasScope(me, "admin_rw") || hasScope(me, "tests_rw");
 
-export const isFinal = (run: Pick<Run, "status">) => isFinalStatus(run.status);
+export const isFinal = (run: Pick<TestRun, "status">) => isFinalStatus(run.status);
 
 /** Where a run's API lives: here, or on a lab node through this gateway. */
 export const runBase = (id: string, node?: string) => (node ? `/api/v1/test-nodes/${seg(node)}/test-runs/${seg(id)}` : `/api/v1/test-runs/${seg(id)}`);
@@ -119,7 +47,7 @@ export const RUN_STREAM = "/api/v1/test-runs/stream";
 
 /** The events of RUN_STREAM and their data. */
 export interface RunEvents {
-  run: Run;
+  run: TestRun;
   trigger: Trigger;
   "run-deleted": { id: string };
 }
@@ -243,7 +171,7 @@ export function PatternHelp() {
 }
 
 /** Repeat a run with a pattern (its syntax explained; the server's refusal shown in place). */
-export function RepeatDialog(props: { run: Run; onClose: () => void }) {
+export function RepeatDialog(props: { run: TestRun; onClose: () => void }) {
   const [pattern, setPattern] = useState(props.run.pattern);
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
@@ -252,7 +180,7 @@ export function RepeatDialog(props: { run: Run; onClose: () => void }) {
     setBusy(true);
     setError(undefined);
     try {
-      const run = await api<Run>("POST", `/api/v1/test-runs/${seg(props.run.id)}/repeat`, { json: pattern.trim() === "" ? null : pattern.trim() });
+      const run = await api<TestRun>("POST", `/api/v1/test-runs/${seg(props.run.id)}/repeat`, { json: pattern.trim() === "" ? null : pattern.trim() });
       props.onClose();
       navigate(`/runs/${seg(run.id)}`);
     } catch (err) {
@@ -283,13 +211,13 @@ export function failuresFirst(rows: ReportRow[]): ReportRow[] {
 }
 
 /** Counts of a report's rows by status. */
-export function countRows(rows: ReportRow[]): { total: number; passed: number; failed: number; skipped: number } {
+export function countRows(rows: ReportRow[]): StatusCounts {
   const counts = { total: rows.length, passed: 0, failed: 0, skipped: 0 };
   for (const row of rows) if (row.status === "passed" || row.status === "failed" || row.status === "skipped") counts[row.status]++;
   return counts;
 }
 
-export function Counts(props: { counts: { total: number; passed: number; failed: number; skipped: number } }) {
+export function Counts(props: { counts: StatusCounts }) {
   const { total, passed, failed, skipped } = props.counts;
   return (
     <div class="counts" aria-label="Report counts">

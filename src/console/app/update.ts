@@ -1,5 +1,5 @@
 /** Pieces the update-server pages share (Devices, a device, Groups, Packages): names and labels. */
-import type { Group } from "./types.ts";
+import type { Group } from "../../update/groups/schema.ts";
 import type { Package } from "../../update/packages/schema.ts";
 
 /** A group's display name: `<prefix>.group.name` (the reference UI's key), else `name`, else the id. */

@@ -1,7 +1,7 @@
 import type { Migration } from "../migrate.ts";
 
 /*
- * Small action outputs kept in the log row (issue 14, action fan-out):
+ * Small action outputs kept in the log row (action fan-out):
  *
  *   action_log.output  -- the whole output when it is small (src/update/actions/store.ts), else NULL
  *

@@ -1,7 +1,7 @@
 import type { Migration } from "../migrate.ts";
 
 /*
- * Deployments (issue 26, src/update/deployments/): a version rolled out to a v2 group in phases.
+ * Deployments (src/update/deployments/): a version rolled out to a v2 group in phases.
  *
  *   deployments(id, group_id, version, status, pause_reason, phases, current_phase, phase_started,
  *               success_percent, success_wait, error_percent, device_timeout, start_at, window,

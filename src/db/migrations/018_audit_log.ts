@@ -1,7 +1,7 @@
 import type { Migration } from "../migrate.ts";
 
 /*
- * The audit log (issue 29): who changed what, when, from where (src/audit/audit.ts).
+ * The audit log: who changed what, when, from where (src/audit/audit.ts).
  *
  *   audit_log(id, time, actor_kind, actor, token_id, client, action, target, outcome, detail)
  *

@@ -1,7 +1,7 @@
 import type { Migration } from "../migrate.ts";
 
 /*
- * Test runs on managed devices (issue 28, src/testrun/devices/):
+ * Test runs on managed devices (docs/device-tests.md, src/testrun/devices/):
  *
  *   testrun_runs.devices       -- JSON list of the run's devices and how far each got; NULL for other runs
  *   testrun_device_results     -- each case's result per device, for a config's history

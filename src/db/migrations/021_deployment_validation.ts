@@ -1,7 +1,7 @@
 import type { Migration } from "../migrate.ts";
 
 /*
- * Validation of updates by a test run (issue 28, src/testrun/devices/validation.ts):
+ * Validation of updates by a test run (docs/device-tests.md, src/testrun/devices/validation.ts):
  *
  *   deployments.validation  -- JSON {config, suite}: run on each device once it installed; NULL: none
  */

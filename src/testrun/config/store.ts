@@ -14,13 +14,10 @@ import { isConfigName } from "./names.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { yamlSyntaxProblem } from "./yaml.ts";
 import type { ConfigSource } from "../plan.ts";
+import type { TestConfig } from "../schema.ts";
 
-/** A stored config as the API shows it (seed: Config). */
-export interface ConfigInfo {
-  name: string;
-  /** Upload time = file modification time, RFC 822 with `+0000`. */
-  created: string;
-}
+/** A stored config; `created` is its upload time (the file's modification time). */
+export type ConfigInfo = Pick<TestConfig, "name" | "created">;
 
 /** Why a save was refused. */
 export class ConfigSaveError extends LabgateError {

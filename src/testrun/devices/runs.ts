@@ -13,12 +13,12 @@ import type { Readable } from "node:stream";
 import type { AppContext } from "../../app/context.ts";
 import type { ChannelHub, DeviceConnection } from "../../update/channel/hub.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { dateOf } from "../../util/time.ts";
+import { after, dateOf } from "../../util/time.ts";
 import { ReportWriter, type ReportRow } from "../engine/report.ts";
 import type { ModuleLookup } from "../modules/registry.ts";
 import type { DeviceShare, TestPlan } from "../plan.ts";
 import { artifactsDir, reportPath, type TestrunDirs } from "../runs/paths.ts";
-import type { DeviceProgress } from "../runs/status.ts";
+import type { DeviceProgress } from "../schema.ts";
 import type { RunRecord, RunStore } from "../runs/store.ts";
 import { LIMITS, TESTS_CAPABILITY, type TestRunAbort, type TestRunStart } from "./protocol.ts";
 import { expectedCases, type ExpectedCase } from "./shares.ts";
@@ -75,7 +75,8 @@ class ActiveRun {
   report!: ReportWriter;
   /** Report appends, one after the other. */
   writes: Promise<void> = Promise.resolve();
-  progressTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Cancels the pending progress write (after() on the server clock). */
+  progressTimer: (() => void) | undefined;
   /** Files being written: one upload per file at a time. */
   readonly uploading = new Set<string>();
   /** Resolves once the run is final. */
@@ -174,7 +175,7 @@ export class DeviceRuns {
       // An abort is the run's story: only the shares that failed for their own reason are named.
       const errors = shares.filter((s) => s.progress.error && s.progress.status === "failed").map((s) => `device '${s.plan.name}': ${s.progress.error}`);
       const reason = typeof active.controller.signal.reason === "string" ? active.controller.signal.reason : undefined;
-      clearTimeout(active.progressTimer);
+      active.progressTimer?.();
       await store.setDevices(id, shares.map((s) => s.progress));
       await store.finishRun(id, {
         status: aborted ? "aborted" : failed ? "failed" : "finished",
@@ -186,7 +187,7 @@ export class DeviceRuns {
     } catch (error) {
       await store.finishRun(id, { status: "failed", at: this.ctx.clock.now(), error: `runner error: ${(error as Error).message}` }).catch(() => {});
     } finally {
-      clearTimeout(active.progressTimer);
+      active.progressTimer?.();
       this.active.delete(id);
       this.host.ended(id);
       active.close();
@@ -293,11 +294,11 @@ export class DeviceRuns {
   /** The run object shows each device's counts: written at most every PROGRESS_INTERVAL_MS. */
   private progressChanged(active: ActiveRun): void {
     if (active.progressTimer) return;
-    active.progressTimer = setTimeout(() => {
+    active.progressTimer = after(this.ctx.clock, PROGRESS_INTERVAL_MS, () => {
       active.progressTimer = undefined;
       if (!this.active.has(active.run.id)) return;
       this.host.store.setDevices(active.run.id, [...active.shares.values()].map((s) => s.progress)).catch(() => {});
-    }, PROGRESS_INTERVAL_MS);
+    });
   }
 
   /** The run and share a device message is about; a run this gateway no longer runs is stopped on the device. */

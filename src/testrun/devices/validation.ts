@@ -3,13 +3,14 @@
  * once a device of it reports `installed`, the gateway runs that config on the device, and the
  * deployment neither advances nor completes until the verdict. A run that does not finish cleanly
  * fails the device (reason `validation`, counted by the error threshold), its output naming the
- * run, and the device is told so its agent runs its `rollback_command`. A validation under way
- * when the server stops is not resumed: the device stays `installed`.
+ * run, and the device is told so its agent runs its `rollback_command`. A passed validation is
+ * recorded (`validated`); one under way when the server stops runs again after the restart.
  */
 import type { AppContext } from "../../app/context.ts";
 import type { ChannelHub } from "../../update/channel/hub.ts";
-import type { DeploymentService, DeploymentValidation } from "../../update/deployments/service.ts";
-import { getDeployment } from "../../update/deployments/store.ts";
+import type { DeploymentService } from "../../update/deployments/service.ts";
+import type { DeploymentValidation } from "../../update/deployments/schema.ts";
+import { getDeployment, unvalidatedMembers } from "../../update/deployments/store.ts";
 import { getDevice } from "../../update/devices/devices.ts";
 import type { TestRunService } from "../runs/service.ts";
 
@@ -19,18 +20,35 @@ export const VALIDATION_REASON = "validation";
 /** Where the console shows a run (the link in the failed device's output). */
 export const runLink = (runId: string): string => `/#/runs/${runId}`;
 
-export function validateDeployments(ctx: Pick<AppContext, "db" | "log">, deployments: DeploymentService, runs: TestRunService, hub: ChannelHub): void {
+interface ValidationJob {
+  deploymentId: number;
+  deviceId: number;
+  version: string;
+  validation: DeploymentValidation;
+}
+
+export function validateDeployments(ctx: Pick<AppContext, "db" | "log" | "onClosing">, deployments: DeploymentService, runs: TestRunService, hub: ChannelHub): void {
+  const closing = { now: false };
+  ctx.onClosing.push(() => (closing.now = true));
   deployments.validator = { check: (v) => runs.checkOnDevice(v.config, v.suite) };
+  const start = (job: ValidationJob) => {
+    // The deployment waits for the verdict before it counts the device as a success (held already
+    // when the device moved to `installed`; a validation a restart interrupted is held here).
+    deployments.holdForValidation(job.deploymentId, job.deviceId);
+    void validate(ctx, deployments, runs, hub, job, closing)
+      .catch((error) => ctx.log.error(`deployment ${job.deploymentId}: validation of device ${job.deviceId}: ${(error as Error).message}`))
+      .finally(() => deployments.validationDone(job.deploymentId, job.deviceId).catch((error) => ctx.log.warn(`deployment ${job.deploymentId}: ${(error as Error).message}`)));
+  };
   deployments.onInstalled(({ deploymentId, deviceId, version }) => {
     const row = getDeployment(ctx.db, deploymentId);
-    if (!row?.validation) return;
-    const validation = JSON.parse(row.validation) as DeploymentValidation;
-    // The deployment waits for the verdict before it counts the device as a success.
-    deployments.holdForValidation(deploymentId, deviceId);
-    void validate(ctx, deployments, runs, hub, { deploymentId, deviceId, version, validation })
-      .catch((error) => ctx.log.error(`deployment ${deploymentId}: validation of device ${deviceId}: ${(error as Error).message}`))
-      .finally(() => deployments.validationDone(deploymentId, deviceId).catch((error) => ctx.log.warn(`deployment ${deploymentId}: ${(error as Error).message}`)));
+    if (row?.validation) start({ deploymentId, deviceId, version, validation: JSON.parse(row.validation) as DeploymentValidation });
   });
+  // Validations the last stop interrupted (their runs ended "interrupted by server restart") run
+  // again; held now, before the deployments' first tick could count those devices as successes.
+  for (const m of unvalidatedMembers(ctx.db)) {
+    ctx.log.info(`deployment ${m.deployment_id}: validating device ${m.device_id} again (interrupted by a restart)`);
+    start({ deploymentId: m.deployment_id, deviceId: m.device_id, version: m.version, validation: JSON.parse(m.validation) as DeploymentValidation });
+  }
 }
 
 async function validate(
@@ -38,7 +56,8 @@ async function validate(
   deployments: DeploymentService,
   runs: TestRunService,
   hub: ChannelHub,
-  job: { deploymentId: number; deviceId: number; version: string; validation: DeploymentValidation },
+  job: ValidationJob,
+  closing: { now: boolean },
 ): Promise<void> {
   const device = getDevice(ctx.db, job.deviceId);
   if (!device) return;
@@ -52,7 +71,10 @@ async function validate(
     return;
   }
   const ended = await runs.finalRun(run.id);
-  if (ended?.status === "finished") return;
+  if (ended?.status === "finished") return deployments.validated(job.deploymentId, job.deviceId);
+  // Ended by the server's stop (its device sockets close first, so it may read "device
+  // disconnected"): no verdict; it runs again after the start.
+  if (closing.now) return;
   const why = `test run ${run.id} ${ended?.status ?? "vanished"}${ended?.error ? `: ${ended.error}` : ""}`;
   await deployments.fail(job.deploymentId, job.deviceId, VALIDATION_REASON, `${why}\n${runLink(run.id)}`);
   try {

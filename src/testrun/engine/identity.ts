@@ -2,18 +2,15 @@
  * Who runs what a test config starts. Running a config is running commands on the gateway: with
  * `test_server.run_as` they run as that user (never the server's), in a clean environment, in a
  * per-run directory outside the data dir, and every file a test names (the `file` module, a
- * JUnit report) is touched as that user too. Without it they run as the server's own user
+ * JUnit report) is touched as that user too (test-files.ts). Without it they run as the server's own user
  * (README: run_as). `runTestProcess` is the one way anything started for a test is spawned.
  */
 import { execFileSync, spawnSync } from "node:child_process";
-import { chmodSync, chownSync, constants, mkdirSync, type Stats } from "node:fs";
-import { access, lstat, open, readdir, rename, stat } from "node:fs/promises";
+import { chmodSync, chownSync, constants, mkdirSync } from "node:fs";
+import { lstat, open, readdir, rename } from "node:fs/promises";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
-import { userInfo } from "node:os";
-import { ConfigError, type Config } from "../../config/config.ts";
-import type { Logger } from "../../util/log.ts";
-import { readHead } from "../../util/files.ts";
+import { ConfigError } from "../../config/schema.ts";
 import { runProcess, switchTo, type ProcessOptions, type ProcessResult } from "../../util/process.ts";
 
 /** The user and group test processes run as (`test_server.run_as`). */
@@ -35,29 +32,39 @@ function getent(database: "passwd" | "group", key: string): string[] | undefined
   }
 }
 
-/** `user` or `user:group` (names or numbers) as a TestIdentity; a ConfigError (exit 2) naming the key when unknown or root. */
-export function resolveRunAs(spec: string): TestIdentity {
-  const key = "config key test_server.run_as";
+/** The form of a run_as value: `user` or `user:group`, names or numbers. */
+export const RUN_AS_FORM = /^[A-Za-z0-9_][A-Za-z0-9_.-]*(?::[A-Za-z0-9_][A-Za-z0-9_.-]*)?$/;
+
+/** `user` or `user:group` (names or numbers) as a TestIdentity, or why not (unknown, or root). */
+export function lookupRunAs(spec: string): TestIdentity | { problem: string } {
+  if (!RUN_AS_FORM.test(spec)) return { problem: `expected a user name or user:group, got ${JSON.stringify(spec)}` };
   const [userName, groupName] = spec.split(":", 2);
   const user = getent("passwd", userName);
-  if (!user) throw new ConfigError(`${key}: no user '${userName}' on this machine (create it: useradd --system --no-create-home --shell /usr/sbin/nologin ${userName})`);
+  if (!user) return { problem: `no user '${userName}' on this machine (create it: useradd --system --no-create-home --shell /usr/sbin/nologin ${userName})` };
   const uid = Number(user[2]);
   let gid = Number(user[3]);
   if (groupName) {
     const group = getent("group", groupName);
-    if (!group) throw new ConfigError(`${key}: no group '${groupName}' on this machine`);
+    if (!group) return { problem: `no group '${groupName}' on this machine` };
     gid = Number(group[2]);
   }
-  if (uid === 0 || gid === 0) throw new ConfigError(`${key}: '${spec}' is root; name an unprivileged user (e.g. labgate-runner)`);
+  if (uid === 0 || gid === 0) return { problem: `'${spec}' is root; name an unprivileged user (e.g. labgate-runner)` };
   return { user: user[0], uid, gid };
 }
 
-/** Throws a ConfigError when this process cannot start programs as `identity` (it needs root, or CAP_SETUID and CAP_SETGID). */
-export function checkCanSwitch(identity: TestIdentity): void {
+/** lookupRunAs, or a ConfigError (exit 2) naming `key`. */
+export function resolveRunAs(spec: string, key = "config key test_server.run_as"): TestIdentity {
+  const found = lookupRunAs(spec);
+  if ("problem" in found) throw new ConfigError(`${key}: ${found.problem}`);
+  return found;
+}
+
+/** Throws a ConfigError naming `key` when this process cannot start programs as `identity` (it needs root, or CAP_SETUID and CAP_SETGID). */
+export function checkCanSwitch(identity: TestIdentity, key = "config key test_server.run_as"): void {
   const probe = spawnSync("setpriv", [...switchTo(identity), "true"], { encoding: "utf8", stdio: ["ignore", "ignore", "pipe"], env: { PATH: SAFE_PATH } });
   if (probe.error || probe.status !== 0) {
     const why = (probe.error as NodeJS.ErrnoException | undefined)?.code ?? (probe.stderr.trim().split("\n")[0] || `exit ${probe.status}`);
-    throw new ConfigError(`config key test_server.run_as: this server cannot start programs as ${identity.user} (${why}): run it as root, or with CAP_SETUID and CAP_SETGID (scripts/labgate.service)`);
+    throw new ConfigError(`${key}: this process cannot start programs as ${identity.user} (${why}): run it as root, or with CAP_SETUID and CAP_SETGID (scripts/labgate.service)`);
   }
 }
 
@@ -81,107 +88,6 @@ export function runTestProcess(identity: TestIdentity | undefined, runDir: strin
   return runProcess({ ...options, baseEnv: testEnvironment(identity, runDir), ...(identity ? { as: { uid: identity.uid, gid: identity.gid } } : {}) });
 }
 
-/** What a test may know of a path: its kind (`file`, `dir`, `link`...) and permission bits. */
-export interface PathInfo {
-  type: string;
-  mode: number;
-}
-
-/**
- * The files a test names (the `file` module's path, a JUnit report), touched with the test's
- * identity: what its user may not read, the test may not read through the server either.
- */
-export interface TestFiles {
-  /** lstat (`follow` false) or stat; undefined when nothing is there. */
-  stat(path: string, follow: boolean): Promise<PathInfo | undefined>;
-  /** Whether the test's user may read (`r`) or write (`w`) it. */
-  access(path: string, how: "r" | "w"): Promise<boolean>;
-  /** The first `limit` bytes. */
-  read(path: string, limit: number): Promise<Buffer>;
-  /** Writes `text` (created or truncated). */
-  write(path: string, text: string): Promise<void>;
-  /** A directory's entries (`dir`: a directory, links not followed). */
-  list(path: string): Promise<Array<{ name: string; dir: boolean }>>;
-}
-
-const typeOf = (mode: number): string => {
-  switch (mode & constants.S_IFMT) {
-    case constants.S_IFLNK:
-      return "link";
-    case constants.S_IFREG:
-      return "file";
-    case constants.S_IFDIR:
-      return "dir";
-    case constants.S_IFCHR:
-      return "char";
-    case constants.S_IFBLK:
-      return "block";
-    case constants.S_IFSOCK:
-      return "socket";
-    case constants.S_IFIFO:
-      return "fifo";
-    default:
-      return "unknown";
-  }
-};
-
-const infoOf = (s: Stats): PathInfo => ({ type: typeOf(s.mode), mode: s.mode & 0o7777 });
-
-/** TestFiles with the server's own identity (no run_as). */
-const serverFiles: TestFiles = {
-  stat: (path, follow) =>
-    (follow ? stat(path) : lstat(path)).then(infoOf, (error: NodeJS.ErrnoException) => {
-      if (error.code === "ENOENT" || error.code === "ENOTDIR") return undefined;
-      throw error;
-    }),
-  access: (path, how) => access(path, how === "r" ? constants.R_OK : constants.W_OK).then(() => true, () => false),
-  read: (path, limit) => readHead(path, limit),
-  list: async (path) => (await readdir(path, { withFileTypes: true })).map((entry) => ({ name: entry.name, dir: entry.isDirectory() })),
-  async write(path, text) {
-    const handle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o666);
-    try {
-      await handle.writeFile(text);
-    } finally {
-      await handle.close();
-    }
-  },
-};
-
-/** TestFiles as `identity`: each operation is a small program (coreutils) run as that user. */
-function identityFiles(identity: TestIdentity, runDir: string): TestFiles {
-  const run = (command: string[], limit = 64 * 1024) => runTestProcess(identity, runDir, { command, cwd: runDir, timeoutMs: 30_000, outputLimit: limit });
-  const failure = (r: ProcessResult) => new Error(r.startError ?? (r.stderr.trim().split("\n")[0] || `exit status ${r.exitCode}`));
-  return {
-    async stat(path, follow) {
-      const r = await run(["stat", ...(follow ? ["-L"] : []), "-c", "%f", "--", path]);
-      if (r.exitCode === 0) return { type: typeOf(parseInt(r.stdout.trim(), 16)), mode: parseInt(r.stdout.trim(), 16) & 0o7777 };
-      if (/No such file|Not a directory/.test(r.stderr)) return undefined;
-      throw failure(r);
-    },
-    async access(path, how) {
-      return (await run(["test", `-${how}`, path])).exitCode === 0;
-    },
-    async read(path, limit) {
-      const r = await run(["head", "-c", String(limit), "--", path], limit);
-      if (r.exitCode !== 0) throw failure(r);
-      return Buffer.from(r.stdout, "utf8");
-    },
-    async write(path, text) {
-      const r = await run(["sh", "-c", 'printf "%s" "$1" > "$2"', "sh", text, path]);
-      if (r.exitCode !== 0) throw failure(r);
-    },
-    async list(path) {
-      // NUL-separated: a name may hold any byte but "/" and NUL.
-      const r = await run(["find", path, "-mindepth", "1", "-maxdepth", "1", "-printf", "%y %f\\0"], 4 * 1024 * 1024);
-      if (r.exitCode !== 0) throw failure(r);
-      return r.stdout.split("\0").filter(Boolean).map((line) => ({ name: line.slice(2), dir: line[0] === "d" }));
-    },
-  };
-}
-
-/** The TestFiles of a run: as `identity`, else as the server. */
-export const testFiles = (identity: TestIdentity | undefined, runDir: string): TestFiles => (identity ? identityFiles(identity, runDir) : serverFiles);
-
 /**
  * The per-run working directories of `run_as` runs: `<root>/<run id>`, made by the test's user
  * (so it owns them) inside a root that belongs to the server and the test's group (0730: the
@@ -198,8 +104,8 @@ export class TestWorkspace {
     this.identity = identity;
   }
 
-  /** Makes the root and gives it to the identity's group; a ConfigError when the server may not. */
-  static prepare(root: string, identity: TestIdentity): TestWorkspace {
+  /** Makes the root and gives it to the identity's group; a ConfigError naming `key` when this process may not. */
+  static prepare(root: string, identity: TestIdentity, key = "config key test_server.work_dir"): TestWorkspace {
     try {
       mkdirSync(root, { recursive: true, mode: 0o730 });
       chownSync(root, process.getuid?.() ?? -1, identity.gid);
@@ -207,7 +113,7 @@ export class TestWorkspace {
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
       throw new ConfigError(
-        `config key test_server.work_dir: cannot prepare ${root} for ${identity.user} (${code}): the server's user must own it and be in group ${identity.gid} (SupplementaryGroups in scripts/labgate.service)`,
+        `${key}: cannot prepare ${root} for ${identity.user} (${code}): this process's user must own it and be in group ${identity.gid} (SupplementaryGroups in scripts/labgate.service)`,
       );
     }
     return new TestWorkspace(root, identity);
@@ -266,27 +172,20 @@ async function copyTree(from: string, to: string): Promise<void> {
   }
 }
 
-/**
- * `test_server.run_as` at start: resolved, checked (the server can switch to it, exit 2 naming
- * the key otherwise), the data dir closed to everyone else and the work dir made. Without
- * it, tests run as the server's own user, and the log says once what that means.
- */
-/** Who a server's tests run as: a user and its work dir, or nothing (the server's own user). */
+/** Who a process's tests run as: a user and its work dir, or nothing (the process's own user). */
 export interface TestRunAs {
   identity?: TestIdentity;
   workspace?: TestWorkspace;
 }
 
-export function testIdentityOf(config: Config, log: Logger): TestRunAs {
-  const spec = config.test_server.run_as;
-  if (!spec) {
-    log.warn(
-      `test_server.run_as is not set: test configs run their commands as this server's user (${userInfo().username}, uid ${process.getuid?.()}), who can read and change everything in the data dir; an account with svc_tests_rw can do whatever this user can (README: "Who tests run as")`,
-    );
-    return {};
-  }
-  const identity = resolveRunAs(spec);
-  checkCanSwitch(identity);
-  chmodSync(config.data_dir, 0o700);
-  return { identity, workspace: TestWorkspace.prepare(config.test_server.work_dir || `${config.data_dir}-runs`, identity) };
+/**
+ * run_as at start (the server's `test_server.run_as`, the agent's `tests.run_as`): checked (this
+ * process can switch to it, exit 2 naming the key otherwise), the data dir closed to everyone
+ * else, the work dir made.
+ */
+export function prepareRunAs(identity: TestIdentity, dataDir: string, workDir: string, keys: { runAs: string; workDir: string }): TestRunAs {
+  checkCanSwitch(identity, keys.runAs);
+  chmodSync(dataDir, 0o700);
+  return { identity, workspace: TestWorkspace.prepare(workDir, identity, keys.workDir) };
 }
+

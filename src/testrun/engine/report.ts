@@ -2,11 +2,12 @@ import { open, type FileHandle } from "node:fs/promises";
 import { Readable } from "node:stream";
 import { parse } from "csv-parse";
 import { stringify } from "csv-stringify/sync";
+import type { DeviceCounts, ReportSummary, StatusCounts } from "../schema.ts";
 
 /** The reference's eight columns in its order. */
 export const REFERENCE_COLUMNS = ["start time", "device name", "test name", "module", "duration", "message", "status", "artifacts"] as const;
 export type ReportColumn = (typeof REFERENCE_COLUMNS)[number];
-/** The seed's six, labgate's default. */
+/** `seed`: six of them, labgate's default. */
 export const SEED_COLUMNS: readonly ReportColumn[] = ["device name", "test name", "module", "duration", "message", "status"];
 
 /**
@@ -134,24 +135,8 @@ export async function openReportJson(path: string): Promise<{ stream: Readable; 
   return { stream, close: async () => void file.destroy() };
 }
 
-/** Rows counted by `status`. */
-export interface StatusCounts {
-  total: number;
-  passed: number;
-  failed: number;
-  skipped: number;
-}
-
-/** What a report holds in numbers: its rows, by `status` (a report without that column counts only rows). */
-export interface ReportSummary extends StatusCounts {
-  /** The report's column names, in order. */
-  columns: string[];
-  /** With `byDevice` (a run on managed devices): the counts of each `device name`, failures first. */
-  devices?: Array<StatusCounts & { device: string }>;
-}
-
 /** Devices with failures first, then by name. */
-const failuresFirst = (a: StatusCounts & { device: string }, b: StatusCounts & { device: string }) =>
+const failuresFirst = (a: DeviceCounts, b: DeviceCounts) =>
   Number(b.failed > 0) - Number(a.failed > 0) || (a.device < b.device ? -1 : a.device > b.device ? 1 : 0);
 
 /**
@@ -162,7 +147,7 @@ export async function reportSummary(path: string, options: { byDevice?: boolean 
   const handle = await open(path, "r");
   const file = handle.createReadStream();
   const summary: ReportSummary = { total: 0, passed: 0, failed: 0, skipped: 0, columns: [] };
-  const devices = new Map<string, StatusCounts & { device: string }>();
+  const devices = new Map<string, DeviceCounts>();
   try {
     const parser = parse({ skip_empty_lines: true, relax_column_count: true, skip_records_with_error: true });
     let statusAt = -1;

@@ -1,6 +1,7 @@
 import { realpath } from "node:fs/promises";
 import { posix } from "node:path";
 import { describeExit, type ProcessResult } from "../../util/process.ts";
+import { OutsideRoot, type FileOps } from "../engine/test-files.ts";
 import { fail, type EntryContext, type HardwareRoots, type Outcome } from "./types.ts";
 
 /**
@@ -49,68 +50,93 @@ async function confine(root: string, host: string, message: string): Promise<voi
   }
 }
 
-/** Where a config's `/sys/...` or `/dev/...` path is on this server, below `sys_root` or `dev_root`; a BoardPathError for any other path. */
-export async function boardPath(roots: HardwareRoots, path: string): Promise<string> {
+/** A config path on this server: the host path, the tree it must stay in, and how to say it left it. */
+interface Located {
+  host: string;
+  root: string;
+  outside: string;
+}
+
+async function locate(roots: HardwareRoots, path: string): Promise<Located> {
   if (hasDotDot(path)) throw new BoardPathError(`${path}: '..' is not allowed`);
   const p = posix.normalize(`/${path}`);
   for (const [prefix, key] of AREAS) {
     if (!inside(p, prefix)) continue;
-    const host = posix.join(roots[key], p.slice(prefix.length));
-    await confine(roots[key], host, `${p} leads outside ${prefix}`);
-    return host;
+    const located = { host: posix.join(roots[key], p.slice(prefix.length)), root: roots[key], outside: `${p} leads outside ${prefix}` };
+    await confine(located.root, located.host, located.outside);
+    return located;
   }
   throw new BoardPathError(`${path} is not under /sys or /dev`);
 }
 
+/** Where a config's `/sys/...` or `/dev/...` path is on this server, below `sys_root` or `dev_root` (for a tool to open); a BoardPathError for any other path. */
+export const boardPath = async (roots: HardwareRoots, path: string): Promise<string> => (await locate(roots, path)).host;
+
 // The board's files. Every sysfs, /dev and firmware access of a hardware module goes through these
 // functions, with the path as the config writes it, confined to the board's trees, and done as
-// the test's user (ctx.files: `test_server.run_as`), never with the server's identity.
+// the test's user (ctx.files: `test_server.run_as`), never with the server's identity. `confine`
+// above gives a clear message for a link out of the tree; the access itself (files.below) checks
+// again what it opened, so a link swapped after that check leads nowhere either.
 type Board = Pick<EntryContext, "roots" | "files">;
-const missing = () => undefined;
+
+/** Runs `access` on the located path; a path that led outside when opened is a BoardPathError, anything else `fallback`. */
+async function onBoard<T, F>(ctx: Board, at: Located, access: (files: FileOps, host: string) => Promise<T>, fallback: F): Promise<T | F> {
+  try {
+    return await access(ctx.files.below(at.root), at.host);
+  } catch (error) {
+    if (error instanceof OutsideRoot) throw new BoardPathError(at.outside);
+    return fallback;
+  }
+}
+
+/** The kind of what is at a config path, links followed (`file`, `dir`, `char`, `block`...), or undefined when nothing. */
+export const fileType = async (ctx: Board, path: string): Promise<string | undefined> => (await onBoard(ctx, await locate(ctx.roots, path), (f, host) => f.stat(host, true), undefined))?.type;
 
 /** What is at a config path: `dir`, `file` (anything else: attribute, device node) or undefined when nothing. */
 export async function kindOf(ctx: Board, path: string): Promise<"dir" | "file" | undefined> {
-  const info = await ctx.files.stat(await boardPath(ctx.roots, path), true).catch(missing);
-  return info === undefined ? undefined : info.type === "dir" ? "dir" : "file";
+  const type = await fileType(ctx, path);
+  return type === undefined ? undefined : type === "dir" ? "dir" : "file";
 }
 
 export const exists = async (ctx: Board, path: string): Promise<boolean> => (await kindOf(ctx, path)) !== undefined;
 
 /** A sysfs attribute's content, trimmed; undefined when it cannot be read (missing, or the kernel refuses, as `speed` of a link that is down). */
-export async function readAttribute(ctx: Board, path: string): Promise<string | undefined> {
-  const host = await boardPath(ctx.roots, path);
-  return (await ctx.files.read(host, ATTRIBUTE_LIMIT).catch(missing))?.toString("utf8").trim();
-}
+export const readAttribute = async (ctx: Board, path: string): Promise<string | undefined> =>
+  (await onBoard(ctx, await locate(ctx.roots, path), (f, host) => f.read(host, ATTRIBUTE_LIMIT), undefined))?.toString("utf8").trim();
 
 /** Writes an existing attribute (`export`, `direction`, `firmware`), never creating a file; throws the system's error. */
 export async function writeAttribute(ctx: Board, path: string, text: string): Promise<void> {
-  const host = await boardPath(ctx.roots, path);
-  if ((await ctx.files.stat(host, true)) === undefined) throw new Error(`${path} does not exist`);
-  await ctx.files.write(host, text);
+  const at = await locate(ctx.roots, path);
+  if ((await fileType(ctx, path)) === undefined) throw new Error(`${path} does not exist`);
+  await ctx.files
+    .below(at.root)
+    .write(at.host, text)
+    .catch((error: unknown) => {
+      throw error instanceof OutsideRoot ? new BoardPathError(at.outside) : error;
+    });
 }
 
 /** A directory's entry names, sorted; none when it cannot be read. */
-export const listDir = async (ctx: Board, path: string): Promise<string[]> =>
-  ((await ctx.files.list(await boardPath(ctx.roots, path)).catch(missing)) ?? []).map((e) => e.name).sort();
+export const listDir = async (ctx: Board, path: string): Promise<string[]> => (await onBoard(ctx, await locate(ctx.roots, path), (f, host) => f.list(host), [])).map((e) => e.name).sort();
 
 /** Whether a firmware file (a name as the kernel's firmware loader takes it, below `firmware_root`) is there. */
 export async function firmwareExists(ctx: Board, name: string): Promise<boolean> {
   if (hasDotDot(name)) throw new BoardPathError(`${name}: '..' is not allowed`);
-  const host = posix.join(ctx.roots.firmware, posix.normalize(`/${name}`));
-  await confine(ctx.roots.firmware, host, `${name} leads outside the firmware directory`);
-  return (await ctx.files.stat(host, true).catch(missing)) !== undefined;
+  const at = { host: posix.join(ctx.roots.firmware, posix.normalize(`/${name}`)), root: ctx.roots.firmware, outside: `${name} leads outside the firmware directory` };
+  await confine(at.root, at.host, at.outside);
+  return (await onBoard(ctx, at, (f, host) => f.stat(host, true), undefined)) !== undefined;
 }
 
 /** Whether a file the run wrote into its directory has at least one byte (a captured frame). */
 export const runFileNonEmpty = async (ctx: Pick<EntryContext, "artifactsDir" | "files">, name: string): Promise<boolean> =>
-  ((await ctx.files.read(posix.join(ctx.artifactsDir, name), 1).catch(missing))?.length ?? 0) > 0;
+  ((await ctx.files.read(posix.join(ctx.artifactsDir, name), 1).catch(() => undefined))?.length ?? 0) > 0;
 
 /** Removes a file the run wrote into its directory, as the test's user (who owns it). */
 export const removeRunFile = async (ctx: Pick<EntryContext, "artifactsDir" | "exec">, name: string): Promise<void> => {
   await ctx.exec({ command: ["rm", "-f", "--", posix.join(ctx.artifactsDir, name)], timeoutMs: 30_000 });
 };
 
-/** A failed assertion as protoplaster's modules report it (test-run-server conventions). */
+/** A failed assertion as protoplaster's modules report it. */
 export const assertion = (text: string): Outcome => fail(`AssertionError: ${text}`);
 
 /** The Debian package of each tool a hardware module runs, for the message when it is missing. */
@@ -121,6 +147,7 @@ export const TOOL_PACKAGES: Readonly<Record<string, string>> = {
   "v4l2-ctl": "v4l-utils",
   memtester: "memtester",
   udevadm: "udev",
+  "spi-pipe": "spi-tools",
 };
 
 /**

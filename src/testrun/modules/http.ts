@@ -77,7 +77,7 @@ function jsonParamError(value: unknown): string | undefined {
   if (value === undefined || value === null) return undefined;
   if (isMapping(value)) {
     // Every key had a `.` and was taken as an in-file override: the checks would silently vanish.
-    if (Object.keys(value).length === 0) return "parameter 'json': no checks; a key containing '.' is an in-file override (3.2): write the path as a JSON Pointer (/a/b) or use the list form [{path: a.b, equals: value}]";
+    if (Object.keys(value).length === 0) return "parameter 'json': no checks; a key containing '.' is an in-file override (docs/test-run-server.md): write the path as a JSON Pointer (/a/b) or use the list form [{path: a.b, equals: value}]";
     return undefined;
   }
   if (!Array.isArray(value) || value.length === 0) return "parameter 'json': expected a mapping of path to value or a list of {path, equals}";

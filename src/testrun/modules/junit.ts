@@ -1,6 +1,6 @@
 import { basename, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { XMLParser } from "fast-xml-parser";
-import type { TestFiles } from "../engine/identity.ts";
+import type { TestFiles } from "../engine/test-files.ts";
 import { describeExit, type ProcessResult } from "../../util/process.ts";
 import { safeArtifactName } from "./artifact-names.ts";
 import { resolveCwd } from "./exec.ts";

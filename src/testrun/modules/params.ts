@@ -1,4 +1,4 @@
-import { z } from "zod";
+import * as z from "zod";
 
 /** An entry's parameters as written in the config (after overrides), `machines` removed. */
 export type Params = Record<string, unknown>;

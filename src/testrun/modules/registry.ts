@@ -14,6 +14,7 @@ import { networkModule } from "./network.ts";
 import { pingModule } from "./ping.ts";
 import { loadScriptModule, parseScriptModule, ScriptModuleError } from "./script.ts";
 import { sleepModule } from "./sleep.ts";
+import { spiModule } from "./spi.ts";
 import { tcpModule } from "./tcp.ts";
 import { thermalModule } from "./thermal.ts";
 import { usbdevModule } from "./usbdev.ts";
@@ -42,6 +43,7 @@ export const BUILTIN_MODULES: readonly ModuleDef[] = [
   gpioModule,
   i2cModule,
   i2cRegistersModule,
+  spiModule,
   cameraModule,
   memtesterModule,
   fpgaModule,

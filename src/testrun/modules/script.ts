@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse } from "yaml";
-import { z } from "zod";
+import * as z from "zod";
 import { describeExit } from "../../util/process.ts";
 import { checkOutput, hasOutputChecks } from "./exec.ts";
 import { ints, isMapping, num, paramSchema, str } from "./params.ts";

@@ -1,4 +1,5 @@
 import { connect, type Socket } from "node:net";
+import { after } from "../../util/time.ts";
 import { choice, num, optional, paramSchema, regexError, required, str } from "./params.ts";
 import { fail, pass, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
 
@@ -23,11 +24,11 @@ function probe(ctx: EntryContext): Promise<TcpResult> {
     let done = false;
     let received = "";
     let connected = false;
-    const timers: NodeJS.Timeout[] = [];
+    const deadlines: Array<() => void> = [];
     const finish = (r: TcpResult) => {
       if (done) return;
       done = true;
-      timers.forEach(clearTimeout);
+      for (const cancel of deadlines) cancel();
       ctx.signal.removeEventListener("abort", onAbort);
       socket?.destroy();
       resolve(r);
@@ -35,12 +36,15 @@ function probe(ctx: EntryContext): Promise<TcpResult> {
     const onAbort = () => finish({ open: connected, error: "Aborted by user", received });
     ctx.signal.addEventListener("abort", onAbort, { once: true });
     socket = connect({ host, port });
-    timers.push(setTimeout(() => finish({ open: connected, ...(connected ? {} : { error: `connect timed out after ${timeoutMs / 1000} s` }), received }), timeoutMs));
+    // `timeout` bounds the connect only; once connected, `read_timeout` bounds the answer.
+    const connectDeadline = after(ctx.clock, timeoutMs, () => finish({ open: false, error: `connect timed out after ${timeoutMs / 1000} s`, received }));
+    deadlines.push(connectDeadline);
     socket.on("connect", () => {
       connected = true;
+      connectDeadline();
       if (!wantsResponse) return finish({ open: true, received });
       if (p.send !== undefined && p.send !== null) socket!.write(String(p.send));
-      timers.push(setTimeout(() => finish({ open: true, received }), readMs));
+      deadlines.push(after(ctx.clock, readMs, () => finish({ open: true, received })));
     });
     socket.on("data", (chunk: Buffer) => {
       if (received.length < READ_LIMIT) received += chunk.toString("utf8");

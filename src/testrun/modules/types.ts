@@ -1,5 +1,6 @@
 import type { ProcessOptions, ProcessResult } from "../../util/process.ts";
-import type { TestFiles } from "../engine/identity.ts";
+import type { Clock } from "../../util/time.ts";
+import type { TestFiles } from "../engine/test-files.ts";
 import type { Params, ParamSchema } from "./params.ts";
 
 export type { Params };
@@ -49,13 +50,15 @@ export interface EntryContext {
    * environment, the run's abort signal); cwd defaults to the artifact directory. Every program a
    * module starts goes through here.
    */
-  exec(options: Omit<ProcessOptions, "signal" | "cwd" | "as" | "baseEnv"> & { cwd?: string }): Promise<ProcessResult>;
+  exec(options: Omit<ProcessOptions, "signal" | "cwd" | "as" | "baseEnv" | "clock"> & { cwd?: string }): Promise<ProcessResult>;
   /** Files the config names (paths, reports), read and written as the test's user, never the server's. */
   files: TestFiles;
   /** A non-fatal remark stored in the run's `warnings`. */
   warn(message: string): void;
   /** Waits `ms` on the server's clock; an abort of the run ends the wait at once. */
   sleep(ms: number): Promise<void>;
+  /** The server's clock, for a module's own deadlines (`after(ctx.clock, ...)`). */
+  clock: Clock;
 }
 
 export interface CaseDef {

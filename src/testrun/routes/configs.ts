@@ -10,33 +10,27 @@ import { LabgateError } from "../../util/errors.ts";
 import { serveFile } from "../../storage/send.ts";
 import { statFile } from "../../util/files.ts";
 import { hasYamlExtension, isConfigName } from "../config/names.ts";
-import type { ConfigInfo, ConfigStore } from "../config/store.ts";
+import type { ConfigStore } from "../config/store.ts";
 import { listSuites, overrideHints } from "../config/plan-builder.ts";
 import type { ConfigViewCache } from "../config/view-cache.ts";
 import { PlanError } from "../plan.ts";
 import type { TestRunAccess } from "./access.ts";
-import { z } from "zod";
-import { jsonBody, jsonObject, queryOf } from "../../http/openapi.ts";
+import * as z from "zod";
+import { errors, jsonBody, ok, queryOf, route, type Reply } from "../../http/openapi.ts";
 import { loadConfigFiles, LoadError } from "../config/loader.ts";
 import { nodeNamed, pushConfigs } from "../runs/nodes.ts";
+import { ConfigProblem, configListQuery, pushBody, PushResult, TestConfig, TestConfigInfo, UploadRefusal } from "../schema.ts";
 
-/** GET /configs?details=true adds each config's `size` (labgate, for the console); without it the list is as before. */
-export const configListQuery = z.object({
-  details: z.enum(["true"], { error: 'query parameter "details" must be true' }).optional().describe("labgate: also each config's size in bytes"),
-});
-
-/** POST /configs/{name}/push: the nodes to copy the config (and its includes) to. */
-export const pushBody = z.strictObject(
-  { nodes: z.array(z.string({ error: "nodes must be a list of node names" }), { error: "nodes must be a list of node names" }).min(1, { error: "nodes must name at least one node" }).max(256) },
-  jsonObject,
-);
+const { 400: e400, 404: e404, 413: e413 } = errors;
+/** A config that does not load: the file and line when known. */
+export const e422Config: Reply = { description: "The config does not load (file and line when known)", json: ConfigProblem };
 
 const NOT_FOUND = "Configuration file not found";
 /** Room for multipart boundaries and headers on top of the file itself. */
 const MULTIPART_OVERHEAD = 64 * 1024;
 
 /** Receives the multipart field `file`, streaming it into the store; visible once the whole form was read. */
-async function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<ConfigInfo> {
+async function receiveUpload(c: Context<AppEnv>, store: ConfigStore): Promise<TestConfig> {
   const declared = Number(c.req.header("content-length") ?? NaN);
   if (declared > store.maxBytes + MULTIPART_OVERHEAD) throw new LabgateError("too_large", `config is larger than ${store.maxBytes} bytes`);
   const { file } = await readMultipart(c, {
@@ -73,24 +67,53 @@ function view<T>(fn: () => T): T {
 
 export function configRoutes(ctx: AppContext, access: TestRunAccess, store: ConfigStore, views: ConfigViewCache): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
+  const { doc, replies } = access;
 
-  app.get("/api/v1/configs", access.read, (c) => c.json(queryOf(c, configListQuery).details ? store.listWithSizes() : store.list()));
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v1/configs",
+      ...doc,
+      summary: "Uploaded test configs (?details=true: with size)",
+      query: configListQuery,
+      responses: replies({ 200: ok(z.array(TestConfig), "By name"), 400: e400 }),
+    },
+    access.read,
+    (c) => {
+      const configs: TestConfig[] = queryOf(c, configListQuery).details ? store.listWithSizes() : store.list();
+      return c.json(configs);
+    },
+  );
 
-  app.post("/api/v1/configs", access.write, async (c) => {
-    const info = await receiveUpload(c, store);
-    await recordRequest(ctx, c, "config.upload", `config:${info.name}`);
-    return c.json(info);
-  });
+  route(
+    app,
+    {
+      method: "post",
+      path: "/api/v1/configs",
+      ...doc,
+      summary: "Upload a test config (multipart field `file`; stored under the file's name)",
+      body: { multipart: z.object({ file: z.string().describe("the YAML file") }) },
+      responses: replies({ 200: ok(TestConfig, "Stored"), 400: { description: "Refused (an invalid YAML's line when known)", json: UploadRefusal }, 413: e413 }),
+    },
+    access.write,
+    async (c) => {
+      const info = await receiveUpload(c, store);
+      await recordRequest(ctx, c, "config.upload", `config:${info.name}`);
+      return c.json(info);
+    },
+  );
 
-  app.get("/api/v1/configs/:name", access.read, (c) => {
-    const name = c.req.param("name");
+  route(app, { method: "get", path: "/api/v1/configs/:name", ...doc, summary: "One config", responses: replies({ 200: ok(TestConfigInfo, "OK"), 404: e404 }) }, access.read, (c) => {
+    const name = c.req.param("name") ?? "";
     const info = store.info(name);
     if (!info) throw new LabgateError("not_found", `File not found: ${name}`);
-    return c.json({ name: info.name, config_name: info.name, created: info.created });
+    const answer: TestConfigInfo = { name: info.name, config_name: info.name, created: info.created };
+    return c.json(answer);
   });
 
-  app.get("/api/v1/configs/:name/file", access.read, (c) => {
-    const name = c.req.param("name");
+  route(app, { method: "get", path: "/api/v1/configs/:name/file", ...doc, summary: "The config file", responses: replies({ 200: { description: "YAML", media: "text/yaml" }, 404: e404 }) }, access.read, (c) => {
+    const name = c.req.param("name") ?? "";
     const file = statFile(store.pathOf(name));
     if (!file) throw new LabgateError("not_found", NOT_FOUND);
     return serveFile(c, file, {
@@ -99,41 +122,55 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
     });
   });
 
-  app.delete("/api/v1/configs/:name", access.write, async (c) => {
-    if (!store.delete(c.req.param("name"))) throw new LabgateError("not_found", NOT_FOUND);
-    await recordRequest(ctx, c, "config.delete", `config:${c.req.param("name")}`);
+  route(app, { method: "delete", path: "/api/v1/configs/:name", ...doc, summary: "Delete a config", responses: replies({ 200: ok(), 404: e404 }) }, access.write, async (c) => {
+    const name = c.req.param("name") ?? "";
+    if (!store.delete(name)) throw new LabgateError("not_found", NOT_FOUND);
+    await recordRequest(ctx, c, "config.delete", `config:${name}`);
     return c.json({});
   });
 
-  // Copies of a stored config (and its includes) on lab nodes, for a trigger on several nodes.
+  // Variant A only: copies of a stored config (and its includes) on lab nodes, for a trigger on
+  // several nodes; its suites and hints.
   if (ctx.config.test_server.api_variant === "A") {
-    app.post("/api/v1/configs/:name/push", access.write, async (c) => {
-      const name = c.req.param("name");
-      const { nodes } = await jsonBody(c, pushBody);
-      const text = store.read(name);
-      if (text === undefined) throw new LabgateError("not_found", NOT_FOUND);
-      for (const node of nodes) nodeNamed(ctx, node); // 404 for an unknown node before anything is sent
-      let files: Array<[string, string]> = [[name, text]];
-      try {
-        files = Object.entries(loadConfigFiles(store, name).files);
-      } catch (error) {
-        if (!(error instanceof LoadError)) throw error; // a config that does not load is pushed alone: the node says why
-      }
-      const results = await pushConfigs(ctx, files, [...new Set(nodes)]);
-      await recordRequest(ctx, c, "config.push", `config:${name}`, { nodes: [...new Set(nodes)].slice(0, 20), files: files.length });
-      return c.json(results);
-    });
-  }
+    route(
+      app,
+      {
+        method: "post",
+        path: "/api/v1/configs/:name/push",
+        ...doc,
+        summary: "Copy a stored config and its includes to lab nodes (each node's result)",
+        body: { json: pushBody },
+        responses: replies({ 200: ok(z.array(PushResult), "Each node's result"), 400: e400, 404: e404 }),
+      },
+      access.write,
+      async (c) => {
+        const name = c.req.param("name") ?? "";
+        const { nodes } = await jsonBody(c, pushBody);
+        const text = store.read(name);
+        if (text === undefined) throw new LabgateError("not_found", NOT_FOUND);
+        for (const node of nodes) nodeNamed(ctx, node); // 404 for an unknown node before anything is sent
+        let files: Array<[string, string]> = [[name, text]];
+        try {
+          files = Object.entries(loadConfigFiles(store, name).files);
+        } catch (error) {
+          if (!(error instanceof LoadError)) throw error; // a config that does not load is pushed alone: the node says why
+        }
+        const results = await pushConfigs(ctx, files, [...new Set(nodes)]);
+        await recordRequest(ctx, c, "config.push", `config:${name}`, { nodes: [...new Set(nodes)].slice(0, 20), files: files.length });
+        return c.json(results);
+      },
+    );
 
-  // Suites and hints are Variant A routes only (seed; 13: B has no suites or hints).
-  if (ctx.config.test_server.api_variant === "A") {
-    app.get("/api/v1/configs/:name/test-suites", access.read, (c) => {
-      const name = c.req.param("name");
-      return c.json(view(() => views.get("test-suites", name, (source) => listSuites(source, name))));
+    const names = { 200: ok(z.array(z.string()), "OK"), 404: e404, 422: e422Config };
+    route(app, { method: "get", path: "/api/v1/configs/:name/test-suites", ...doc, summary: "The config's test suites", responses: replies(names) }, access.read, (c) => {
+      const name = c.req.param("name") ?? "";
+      const suites: string[] = view(() => views.get("test-suites", name, (source) => listSuites(source, name)));
+      return c.json(suites);
     });
-    app.get("/api/v1/configs/:name/override-hints", access.read, (c) => {
-      const name = c.req.param("name");
-      return c.json(view(() => views.get("override-hints", name, (source) => overrideHints(source, name))));
+    route(app, { method: "get", path: "/api/v1/configs/:name/override-hints", ...doc, summary: "Keys overrides may set", responses: replies(names) }, access.read, (c) => {
+      const name = c.req.param("name") ?? "";
+      const hints: string[] = view(() => views.get("override-hints", name, (source) => overrideHints(source, name)));
+      return c.json(hints);
     });
   }
 

@@ -5,10 +5,9 @@
  */
 import { Readable } from "node:stream";
 import { Hono } from "hono";
-import { z } from "zod";
 import type { Auth } from "../../auth/middleware.ts";
 import { requestBodyStream } from "../../http/body.ts";
-import { integerParam, queryOf } from "../../http/openapi.ts";
+import { errors, ok, queryOf, route } from "../../http/openapi.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { isConfigName } from "../config/names.ts";
@@ -16,18 +15,7 @@ import { testableTargets } from "../devices/targets.ts";
 import type { TestRunService } from "../runs/service.ts";
 import { runObjectA } from "../runs/views.ts";
 import type { TestRunAccess } from "./access.ts";
-
-/** PUT .../artifacts/{name}: where the body goes in the file (its present size; 409 answers the right one). */
-export const artifactUploadQuery = z.object({
-  offset: integerParam("offset", 0, Number.MAX_SAFE_INTEGER).describe("the artifact's present size on the gateway (0 for a new one)"),
-});
-
-/** GET /api/v1/configs/{name}/history: how many runs back, and one page of (device, test) rows. */
-export const historyQuery = z.object({
-  runs: integerParam("runs", 1, 100).describe("the newest runs on devices to show (default 10)"),
-  limit: integerParam("limit", 1, 1000).describe("rows (device, test) in this page (default 100; X-Total-Count: how many in all)"),
-  offset: integerParam("offset", 0, Number.MAX_SAFE_INTEGER).describe("skip this many rows"),
-});
+import { artifactUploadQuery, DeviceTestHistory, historyQuery, TestTargets, UploadConflict, UploadOffset } from "../schema.ts";
 
 /** A result sequence, newest first: flaky when it both passed and failed, newly failing when it failed now after passing before. */
 function trend(results: (string | null)[]): { flaky: boolean; newly_failing: boolean } {
@@ -38,48 +26,98 @@ function trend(results: (string | null)[]): { flaky: boolean; newly_failing: boo
 
 export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAccess, service: TestRunService): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
+  const { doc, replies } = access;
 
-  app.put("/api/v1/devices/test-runs/:id/artifacts/*", auth.device(), async (c) => {
-    const identity = c.get("identity");
-    if (identity.kind !== "device") throw new LabgateError("forbidden", "a device token is required");
-    const marker = "/artifacts/";
-    let name: string;
-    try {
-      name = decodeURIComponent(c.req.path.slice(c.req.path.indexOf(marker) + marker.length));
-    } catch {
-      throw new LabgateError("invalid", "invalid artifact name");
-    }
-    const { offset } = queryOf(c, artifactUploadQuery);
-    const body = requestBodyStream(c) ?? Readable.from([]);
-    try {
-      const size = await service.deviceArtifact(c.req.param("id"), identity.mac, name, offset ?? 0, body);
-      return c.json({ offset: size });
-    } catch (error) {
-      body.resume(); // drain what the device still sends
-      throw error;
-    }
-  });
+  // The device's own route: a device token, whatever test_server.auth says.
+  route(
+    app,
+    {
+      method: "put",
+      path: "/api/v1/devices/test-runs/:id/artifacts/*",
+      summary: "A device uploads an artifact of its share of a run, from ?offset= (its present size; 409 answers the right one)",
+      tag: "test runs",
+      access: "device",
+      query: artifactUploadQuery,
+      body: { media: "application/octet-stream" },
+      responses: {
+        200: ok(UploadOffset, "Stored"),
+        400: errors[400],
+        401: errors[401],
+        403: { description: "Not a device token", json: errors[403].json },
+        404: { description: "The device runs no share of this run (any more)", json: errors[404].json },
+        409: { description: "The upload must continue at `offset`", json: UploadConflict },
+        413: errors[413],
+      },
+    },
+    auth.device(),
+    async (c) => {
+      const identity = c.get("identity");
+      if (identity.kind !== "device") throw new LabgateError("forbidden", "a device token is required");
+      const marker = "/artifacts/";
+      let name: string;
+      try {
+        name = decodeURIComponent(c.req.path.slice(c.req.path.indexOf(marker) + marker.length));
+      } catch {
+        throw new LabgateError("invalid", "invalid artifact name");
+      }
+      const { offset } = queryOf(c, artifactUploadQuery);
+      const body = requestBodyStream(c) ?? Readable.from([]);
+      try {
+        const size = await service.deviceArtifact(c.req.param("id") ?? "", identity.mac, name, offset ?? 0, body);
+        const answer: UploadOffset = { offset: size };
+        return c.json(answer);
+      } catch (error) {
+        body.resume(); // drain what the device still sends
+        throw error;
+      }
+    },
+  );
 
   if (ctx.config.test_server.api_variant === "A") {
-    app.get("/api/v1/test-targets", access.read, (c) => {
-      const targets = testableTargets(ctx.db, c.get("identity"));
-      return c.json({ devices: targets.devices.map((d) => ({ name: d.name, mac_address: d.mac })), total: targets.total, groups: targets.groups, tags: targets.tags });
-    });
+    route(
+      app,
+      {
+        method: "get",
+        path: "/api/v1/test-targets",
+        ...doc,
+        summary: "Where the caller may run tests on managed devices: devices (at most 1000, by name), groups and tags with the `test` permission",
+        responses: replies({ 200: ok(TestTargets, "OK") }),
+      },
+      access.read,
+      (c) => {
+        const targets = testableTargets(ctx.db, c.get("identity"));
+        const answer: TestTargets = { devices: targets.devices.map((d) => ({ name: d.name, mac_address: d.mac })), total: targets.total, groups: targets.groups, tags: targets.tags };
+        return c.json(answer);
+      },
+    );
 
-    app.get("/api/v1/configs/:name/history", access.read, (c) => {
-      const name = c.req.param("name");
-      if (!isConfigName(name)) throw new LabgateError("invalid", "invalid config name");
-      const query = queryOf(c, historyQuery);
-      const history = service.store.deviceHistory(name, query.runs ?? 10, { limit: query.limit ?? 100, offset: query.offset ?? 0 });
-      c.header("X-Total-Count", String(history.total));
-      return c.json({
-        runs: history.runs.map((r) => {
-          const run = runObjectA(r);
-          return { id: run.id, created_at: run.created_at, status: run.status, test_suite_name: run.test_suite_name, machine_target: run.machine_target };
-        }),
-        rows: history.rows.map((r) => ({ device: r.device, mac_address: r.mac, test_name: r.testName, results: r.results, ...trend(r.results) })),
-      });
-    });
+    route(
+      app,
+      {
+        method: "get",
+        path: "/api/v1/configs/:name/history",
+        ...doc,
+        summary: "Each test's result per device over the config's newest runs on managed devices (rows paged, X-Total-Count)",
+        query: historyQuery,
+        responses: replies({ 200: { ...ok(DeviceTestHistory, "OK"), headers: { "X-Total-Count": "how many (device, test) rows in all" } }, 400: errors[400] }),
+      },
+      access.read,
+      (c) => {
+        const name = c.req.param("name") ?? "";
+        if (!isConfigName(name)) throw new LabgateError("invalid", "invalid config name");
+        const query = queryOf(c, historyQuery);
+        const history = service.store.deviceHistory(name, query.runs ?? 10, { limit: query.limit ?? 100, offset: query.offset ?? 0 });
+        c.header("X-Total-Count", String(history.total));
+        const answer: DeviceTestHistory = {
+          runs: history.runs.map((r) => {
+            const run = runObjectA(r);
+            return { id: run.id, created_at: run.created_at, status: run.status, test_suite_name: run.test_suite_name, machine_target: run.machine_target };
+          }),
+          rows: history.rows.map((r) => ({ device: r.device, mac_address: r.mac, test_name: r.testName, results: r.results, ...trend(r.results) })),
+        };
+        return c.json(answer);
+      },
+    );
   }
   return app;
 }

@@ -1,12 +1,15 @@
 /**
- * Lab node routes (Variant A): the configured nodes (14: `GET /api/v1/test-nodes`), their state
- * checked now, and read access to their runs through this gateway, which holds their tokens
- * (the console shows a multi-node trigger's runs side by side).
+ * Lab node routes (Variant A): the configured nodes, their state checked now, and read access to
+ * their runs through this gateway, which holds their tokens (the console shows a multi-node
+ * trigger's runs side by side). docs/test-run-server.md, "Lab nodes".
  */
 import { Hono, type Context } from "hono";
+import { z } from "zod";
+import { errors, ok, route, type Reply } from "../../http/openapi.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { nodeNamed, nodeStatuses, relayFromNode, type RelayedAnswer } from "../runs/nodes.ts";
 import type { TestRunAccess } from "./access.ts";
+import { Artifact, NodeStatus, previewQuery, reportQuery, TestNode, TestRun } from "../schema.ts";
 
 /** The query parameters passed on to the node (the report's format, the artifact's preview). */
 const RELAYED_QUERY = ["format", "preview"];
@@ -23,12 +26,19 @@ function artifactBasename(path: string): string {
 
 export function nodeRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
+  const { doc, replies } = access;
 
-  app.get("/api/v1/test-nodes", access.read, (c) =>
-    c.json(Object.entries(ctx.config.test_server.nodes).map(([name, node]) => ({ name, url: node.url }))),
+  route(app, { method: "get", path: "/api/v1/test-nodes", ...doc, summary: "Configured lab nodes", responses: replies({ 200: ok(z.array(TestNode), "OK") }) }, access.read, (c) => {
+    const nodes: TestNode[] = Object.entries(ctx.config.test_server.nodes).map(([name, node]) => ({ name, url: node.url }));
+    return c.json(nodes);
+  });
+
+  route(
+    app,
+    { method: "get", path: "/api/v1/test-nodes/status", ...doc, summary: "This gateway and the lab nodes, each checked now (reachable, version)", responses: replies({ 200: ok(z.array(NodeStatus), "OK") }) },
+    access.read,
+    async (c) => c.json(await nodeStatuses(ctx)),
   );
-
-  app.get("/api/v1/test-nodes/status", access.read, async (c) => c.json(await nodeStatuses(ctx)));
 
   /** Relays the rest of the path after `/test-nodes/{node}` (already matched to a run route) to the node, answered as `expected` says. */
   const relay = (expected: (c: Context<AppEnv>) => RelayedAnswer) => (c: Context<AppEnv>) => {
@@ -43,18 +53,45 @@ export function nodeRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEnv>
       if (value !== undefined) params.set(key, value);
     }
     const query = params.size > 0 ? `?${params}` : "";
-    return relayFromNode(name, node, c.req.method === "HEAD" ? "HEAD" : "GET", `/api/v1${rest}${query}`, expected(c));
+    return relayFromNode(ctx.clock, name, node, c.req.method === "HEAD" ? "HEAD" : "GET", `/api/v1${rest}${query}`, expected(c));
   };
   const json = relay(() => ({ kind: "json" }));
-  app.get("/api/v1/test-nodes/:node/test-runs/:id", access.read, json);
-  app.get(
-    "/api/v1/test-nodes/:node/test-runs/:id/report",
+  const relayed: Record<number, Reply> = { 404: errors[404], 502: { description: "The node cannot be reached, refused the gateway's token, or failed", json: errors[404].json } };
+  route(
+    app,
+    { method: "get", path: "/api/v1/test-nodes/:node/test-runs/:id", ...doc, summary: "A run on a lab node, read through this gateway", responses: replies({ 200: ok(TestRun, "As the node answers it"), ...relayed }) },
+    access.read,
+    json,
+  );
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v1/test-nodes/:node/test-runs/:id/report",
+      ...doc,
+      summary: "Its report (?format=json as the node serves it)",
+      query: reportQuery.pick({ format: true }),
+      responses: replies({ 200: { description: "The CSV report, or the JSON form", media: "text/csv" }, ...relayed }),
+    },
     access.read,
     relay((c) => (c.req.query("format") === "json" ? { kind: "json" } : { kind: "csv", filename: `${c.req.param("id")}.csv` })),
   );
-  app.get("/api/v1/test-nodes/:node/test-runs/:id/artifacts", access.read, json);
-  app.get(
-    "/api/v1/test-nodes/:node/test-runs/:id/artifacts/*",
+  route(
+    app,
+    { method: "get", path: "/api/v1/test-nodes/:node/test-runs/:id/artifacts", ...doc, summary: "Its artifact files", responses: replies({ 200: ok(z.array(Artifact), "OK"), ...relayed }) },
+    access.read,
+    json,
+  );
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v1/test-nodes/:node/test-runs/:id/artifacts/*",
+      ...doc,
+      summary: "One of its artifacts (?preview=true: inline)",
+      query: previewQuery,
+      responses: replies({ 200: { description: "The file", media: "application/octet-stream" }, ...relayed }),
+    },
     access.read,
     relay((c) => ({ kind: "file", filename: artifactBasename(c.req.path), preview: c.req.query("preview") === "true" })),
   );

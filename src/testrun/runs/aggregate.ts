@@ -5,7 +5,8 @@ import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
 import type { NodeTarget } from "../../config/config.ts";
-import { nodeFetch, nodeJson } from "./node-client.ts";
+import type { Clock } from "../../util/time.ts";
+import { nodeExchange, nodeJson } from "./node-client.ts";
 import { artifactsDir, reportPath, type TestrunDirs } from "./paths.ts";
 import type { RunStore, TriggerRecord } from "./store.ts";
 
@@ -15,15 +16,16 @@ const DOWNLOAD_TIMEOUT_MS = 10 * 60_000;
 const safePart = (text: string) => text.replace(/[^A-Za-z0-9._-]/g, "_").replace(/^\.+/, "_");
 const safeRelative = (name: string) => name.split("/").every((s) => s !== "" && s !== "." && s !== ".." && !s.includes("\0") && !s.includes("\\"));
 
-async function download(node: NodeTarget, path: string, target: string): Promise<boolean> {
-  const response = await nodeFetch(node, "GET", path, { timeoutMs: DOWNLOAD_TIMEOUT_MS });
-  if (response.status !== 200 || !response.body) {
-    await response.body?.cancel();
-    return false;
-  }
-  await mkdir(dirname(target), { recursive: true });
-  await pipeline(Readable.fromWeb(response.body as WebReadableStream), createWriteStream(target, { flags: "wx" }));
-  return true;
+function download(clock: Clock, node: NodeTarget, path: string, target: string): Promise<boolean> {
+  return nodeExchange(clock, node, "GET", path, { timeoutMs: DOWNLOAD_TIMEOUT_MS }, async (response) => {
+    if (response.status !== 200 || !response.body) {
+      await response.body?.cancel();
+      return false;
+    }
+    await mkdir(dirname(target), { recursive: true });
+    await pipeline(Readable.fromWeb(response.body as WebReadableStream), createWriteStream(target, { flags: "wx" }));
+    return true;
+  });
 }
 
 /**
@@ -37,6 +39,7 @@ export async function aggregateResults(
   trigger: TriggerRecord,
   prefix: string,
   nodes: Record<string, NodeTarget>,
+  clock: Clock,
   warn: (message: string) => void,
 ): Promise<string> {
   const name = `${safePart(prefix)}${trigger.id}`;
@@ -56,21 +59,21 @@ export async function aggregateResults(
     const node = nodes[machine];
     if (!node) continue;
     try {
-      const answer = await nodeJson(node, "GET", `/api/v1/test-runs/trigger/${encodeURIComponent(trigger.id)}`);
+      const answer = await nodeJson(clock, node, "GET", `/api/v1/test-runs/trigger/${encodeURIComponent(trigger.id)}`);
       const runs = answer.json && typeof answer.json === "object" ? ((answer.json as { runs?: unknown }).runs as { id?: unknown }[] | undefined) : undefined;
       for (const run of Array.isArray(runs) ? runs : []) {
         const runId = String(run.id ?? "");
         if (!runId) continue;
         const base = `remote_${safePart(machine)}_${safePart(runId)}`;
         const runPath = `/api/v1/test-runs/${encodeURIComponent(runId)}`;
-        await download(node, `${runPath}/report`, join(dir, `${base}.csv`)).catch((e) => warn(`report of ${machine}/${runId}: ${(e as Error).message}`));
-        const list = await nodeJson(node, "GET", `${runPath}/artifacts`);
+        await download(clock, node, `${runPath}/report`, join(dir, `${base}.csv`)).catch((e) => warn(`report of ${machine}/${runId}: ${(e as Error).message}`));
+        const list = await nodeJson(clock, node, "GET", `${runPath}/artifacts`);
         await mkdir(join(dir, base), { recursive: true });
         for (const artifact of Array.isArray(list.json) ? (list.json as { name?: unknown }[]) : []) {
           const artifactName = String(artifact.name ?? "");
           if (!safeRelative(artifactName)) continue;
           const encoded = artifactName.split("/").map(encodeURIComponent).join("/");
-          await download(node, `${runPath}/artifacts/${encoded}`, join(dir, base, ...artifactName.split("/"))).catch((e) =>
+          await download(clock, node, `${runPath}/artifacts/${encoded}`, join(dir, base, ...artifactName.split("/"))).catch((e) =>
             warn(`artifact ${artifactName} of ${machine}/${runId}: ${(e as Error).message}`),
           );
         }

@@ -3,14 +3,11 @@ import { lstat, open, readdir, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { rfc822 } from "../../util/time.ts";
 
-export interface ArtifactInfo {
-  name: string;
-  created: string;
-}
+import type { Artifact } from "../schema.ts";
 
 /** Every regular file under the run's directory, `/`-separated names, sorted; symlinks never. */
-export async function listArtifacts(dir: string): Promise<ArtifactInfo[]> {
-  const out: ArtifactInfo[] = [];
+export async function listArtifacts(dir: string): Promise<Artifact[]> {
+  const out: Artifact[] = [];
   const walk = async (path: string, prefix: string): Promise<void> => {
     let entries;
     try {

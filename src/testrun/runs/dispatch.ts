@@ -59,7 +59,7 @@ export class Orchestrator {
   }
 
   private call(node: NodeTarget, method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<{ status: number; json: unknown }> {
-    return nodeJson(node, method, path, { ...(body !== undefined ? { body } : {}), ...(signal ? { signal } : {}) });
+    return nodeJson(this.service.ctx.clock, node, method, path, { ...(body !== undefined ? { body } : {}), ...(signal ? { signal } : {}) });
   }
 
   private static errorText(json: unknown, status: number): string {

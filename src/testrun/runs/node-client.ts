@@ -1,37 +1,49 @@
 import type { NodeTarget } from "../../config/config.ts";
+import { deadline, type Clock } from "../../util/time.ts";
 
 const REQUEST_TIMEOUT_MS = 10_000;
 
+/** What a request to a node may carry: a JSON body or a FormData (multipart), the caller's abort, a limit other than REQUEST_TIMEOUT_MS. */
+export interface NodeRequestOptions {
+  body?: unknown;
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+
 /**
- * One request to another test node (the protoplaster node protocol), with its token when configured.
- * `body` is sent as JSON, a FormData as multipart. The timeout covers the whole exchange.
+ * One exchange with another test node (the protoplaster node protocol), with its token when
+ * configured: the request, then `read` of its answer. The deadline (on `clock`) covers both.
  */
-export function nodeFetch(node: NodeTarget, method: string, path: string, options: { body?: unknown; signal?: AbortSignal; timeoutMs?: number } = {}): Promise<Response> {
+export async function nodeExchange<T>(clock: Clock, node: NodeTarget, method: string, path: string, options: NodeRequestOptions, read: (response: Response) => Promise<T>): Promise<T> {
   const headers: Record<string, string> = {};
   if (node.token) headers.authorization = `Bearer token=${node.token}`;
   const form = options.body instanceof FormData ? options.body : undefined;
   if (options.body !== undefined && !form) headers["content-type"] = "application/json";
-  const timeout = AbortSignal.timeout(options.timeoutMs ?? REQUEST_TIMEOUT_MS);
-  return fetch(`${node.url}${path}`, {
-    method,
-    headers,
-    ...(options.body !== undefined ? { body: form ?? JSON.stringify(options.body) } : {}),
-    signal: options.signal ? AbortSignal.any([options.signal, timeout]) : timeout,
-  });
+  const timeout = deadline(clock, options.timeoutMs ?? REQUEST_TIMEOUT_MS);
+  try {
+    const response = await fetch(`${node.url}${path}`, {
+      method,
+      headers,
+      ...(options.body !== undefined ? { body: form ?? JSON.stringify(options.body) } : {}),
+      signal: options.signal ? AbortSignal.any([options.signal, timeout.signal]) : timeout.signal,
+    });
+    return await read(response);
+  } finally {
+    timeout.cancel();
+  }
 }
 
 /**
  * A GET whose answer may be streamed for as long as it takes: only the wait for the response
  * headers is limited (a large artifact must not be cut off by the request timeout).
  */
-export async function nodeStream(node: NodeTarget, method: "GET" | "HEAD", path: string): Promise<Response> {
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(new DOMException("no answer", "TimeoutError")), REQUEST_TIMEOUT_MS);
+export async function nodeStream(clock: Clock, node: NodeTarget, method: "GET" | "HEAD", path: string): Promise<Response> {
+  const timeout = deadline(clock, REQUEST_TIMEOUT_MS);
   try {
     const headers: Record<string, string> = node.token ? { authorization: `Bearer token=${node.token}` } : {};
-    return await fetch(`${node.url}${path}`, { method, headers, signal: controller.signal });
+    return await fetch(`${node.url}${path}`, { method, headers, signal: timeout.signal });
   } finally {
-    clearTimeout(timer);
+    timeout.cancel();
   }
 }
 
@@ -58,12 +70,13 @@ async function readLimited(response: Response, limit: number): Promise<string | 
 }
 
 /** A request whose answer is read as JSON (undefined when it is not JSON or too large). */
-export async function nodeJson(node: NodeTarget, method: string, path: string, options: { body?: unknown; signal?: AbortSignal; timeoutMs?: number } = {}): Promise<{ status: number; json: unknown }> {
-  const response = await nodeFetch(node, method, path, options);
-  const text = await readLimited(response, NODE_ANSWER_LIMIT);
-  try {
-    return { status: response.status, json: text ? JSON.parse(text) : undefined };
-  } catch {
-    return { status: response.status, json: undefined };
-  }
+export function nodeJson(clock: Clock, node: NodeTarget, method: string, path: string, options: NodeRequestOptions = {}): Promise<{ status: number; json: unknown }> {
+  return nodeExchange(clock, node, method, path, options, async (response) => {
+    const text = await readLimited(response, NODE_ANSWER_LIMIT);
+    try {
+      return { status: response.status, json: text ? JSON.parse(text) : undefined };
+    } catch {
+      return { status: response.status, json: undefined };
+    }
+  });
 }

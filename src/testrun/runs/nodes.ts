@@ -1,32 +1,19 @@
 /**
- * The lab nodes as the console's Nodes page shows them: this gateway ("Local device", 14) and
+ * The lab nodes as the console's Nodes page shows them: this gateway ("Local device") and
  * every configured node (`test_server.nodes`, `nodes_file`), each checked now.
  */
 import type { AppContext } from "../../app/context.ts";
 import type { NodeTarget } from "../../config/config.ts";
 import { LabgateError } from "../../util/errors.ts";
+import type { Clock } from "../../util/time.ts";
 import { contentDisposition, FILE_CSP, untrustedFileHeaders } from "../../storage/send.ts";
-import { nodeFetch, nodeJson, nodeStream } from "./node-client.ts";
+import { nodeExchange, nodeJson, nodeStream } from "./node-client.ts";
+import type { NodeStatus, PushResult } from "../schema.ts";
 
-/** The reserved name of this gateway in node lists (the reference's web UI shows it so, 14). */
+/** The reserved name of this gateway in node lists (the reference's web UI shows it so). */
 export const LOCAL_DEVICE = "Local device";
 /** How long one node may take to answer a check. */
 const CHECK_TIMEOUT_MS = 3_000;
-
-export interface NodeStatus {
-  name: string;
-  /** "" for this gateway. */
-  url: string;
-  local: boolean;
-  /** The node answered its config list (what a trigger needs first), with the configured token. */
-  reachable: boolean;
-  /** labgate's version from the node's `/api/health`; "" when it has none (a protoplaster node) or is down. */
-  version: string;
-  /** Why it is not reachable: the HTTP status and error, or the connection error. */
-  error: string;
-  /** Round trip of the config list request in milliseconds; null when it failed. */
-  latency_ms: number | null;
-}
 
 const errorOf = (error: unknown): string => {
   const e = error as Error & { cause?: { code?: string; message?: string } };
@@ -34,11 +21,11 @@ const errorOf = (error: unknown): string => {
   return e.cause?.code ?? e.cause?.message ?? e.message;
 };
 
-async function check(name: string, node: NodeTarget): Promise<NodeStatus> {
+async function check(clock: Clock, name: string, node: NodeTarget): Promise<NodeStatus> {
   const started = performance.now();
   const [configs, health] = await Promise.allSettled([
-    nodeJson(node, "GET", "/api/v1/configs", { timeoutMs: CHECK_TIMEOUT_MS }),
-    nodeJson(node, "GET", "/api/health", { timeoutMs: CHECK_TIMEOUT_MS }),
+    nodeJson(clock, node, "GET", "/api/v1/configs", { timeoutMs: CHECK_TIMEOUT_MS }),
+    nodeJson(clock, node, "GET", "/api/health", { timeoutMs: CHECK_TIMEOUT_MS }),
   ]);
   const ms = Math.round(performance.now() - started);
   const version = health.status === "fulfilled" && typeof (health.value.json as { version?: unknown } | undefined)?.version === "string" ? (health.value.json as { version: string }).version : "";
@@ -51,9 +38,9 @@ async function check(name: string, node: NodeTarget): Promise<NodeStatus> {
 }
 
 /** This gateway first, then the configured nodes in configuration order, all checked in parallel. */
-export async function nodeStatuses(ctx: Pick<AppContext, "config" | "version">): Promise<NodeStatus[]> {
+export async function nodeStatuses(ctx: Pick<AppContext, "clock" | "config" | "version">): Promise<NodeStatus[]> {
   const local: NodeStatus = { name: LOCAL_DEVICE, url: "", local: true, reachable: true, version: ctx.version, error: "", latency_ms: 0 };
-  const remote = await Promise.all(Object.entries(ctx.config.test_server.nodes).map(([name, node]) => check(name, node)));
+  const remote = await Promise.all(Object.entries(ctx.config.test_server.nodes).map(([name, node]) => check(ctx.clock, name, node)));
   return [local, ...remote];
 }
 
@@ -104,14 +91,12 @@ function relayedHead(name: string, response: Response, expected: RelayedAnswer):
 
 /**
  * A node's own refusal (its 4xx: a run it does not have, a range it cannot serve), relayed with
- * the node's status: the one error whose status is not the gateway's to choose. The HTTP edge
- * answers an error with a 4xx `status` with that status (src/http/errors.ts, errorAnswer).
+ * the node's status: the one error whose status is not the gateway's to choose (LabgateError's
+ * `relayedStatus`).
  */
-export class NodeRefusal extends Error {
-  readonly status: number;
+export class NodeRefusal extends LabgateError {
   constructor(status: number, message: string) {
-    super(message);
-    this.status = status;
+    super("upstream", message, undefined, status);
   }
 }
 
@@ -122,10 +107,10 @@ export class NodeRefusal extends Error {
  * and any other status are 502, like a node that cannot be reached: the caller's session is
  * fine, the node is the problem.
  */
-export async function relayFromNode(name: string, node: NodeTarget, method: "GET" | "HEAD", path: string, expected: RelayedAnswer): Promise<Response> {
+export async function relayFromNode(clock: Clock, name: string, node: NodeTarget, method: "GET" | "HEAD", path: string, expected: RelayedAnswer): Promise<Response> {
   let response: Response;
   try {
-    response = await nodeStream(node, method, path);
+    response = await nodeStream(clock, node, method, path);
   } catch (error) {
     throw new LabgateError("upstream", `node '${name}' unreachable: ${errorOf(error)}`);
   }
@@ -147,19 +132,12 @@ export async function relayFromNode(name: string, node: NodeTarget, method: "GET
 }
 
 /** What pushing a config to one node did. */
-export interface PushResult {
-  node: string;
-  /** Config names the node stored (the config, then its includes). */
-  pushed: string[];
-  /** "" when every file was stored; else why the first one that was not failed. */
-  error: string;
-}
 
 /**
  * Uploads stored configs (`files`: name -> text) to each of `nodes`, as a client of their
  * `POST /api/v1/configs`; nodes in parallel, files in order. Never throws for a node's failure.
  */
-export async function pushConfigs(ctx: Pick<AppContext, "config" | "version">, files: Array<[string, string]>, nodes: string[]): Promise<PushResult[]> {
+export async function pushConfigs(ctx: Pick<AppContext, "clock" | "config" | "version">, files: Array<[string, string]>, nodes: string[]): Promise<PushResult[]> {
   return Promise.all(
     nodes.map(async (name): Promise<PushResult> => {
       const node = nodeNamed(ctx, name);
@@ -168,9 +146,11 @@ export async function pushConfigs(ctx: Pick<AppContext, "config" | "version">, f
         const form = new FormData();
         form.append("file", new Blob([text], { type: "application/yaml" }), file);
         try {
-          const response = await nodeFetch(node, "POST", "/api/v1/configs", { body: form });
-          if (!response.ok) return { node: name, pushed, error: `${file}: HTTP ${response.status}: ${await answerText(response)}` };
-          await response.body?.cancel().catch(() => {});
+          const refused = await nodeExchange(ctx.clock, node, "POST", "/api/v1/configs", { body: form }, async (response) => {
+            if (!response.ok) return `HTTP ${response.status}: ${await answerText(response)}`;
+            await response.body?.cancel().catch(() => {});
+          });
+          if (refused) return { node: name, pushed, error: `${file}: ${refused}` };
         } catch (error) {
           return { node: name, pushed, error: `${file}: unreachable: ${errorOf(error)}` };
         }

@@ -1,7 +1,8 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { describeExit, type ProcessResult } from "../../util/process.ts";
-import { runTestProcess, testFiles, type TestIdentity, type TestWorkspace } from "../engine/identity.ts";
+import { runTestProcess, type TestIdentity, type TestWorkspace } from "../engine/identity.ts";
+import { testFiles } from "../engine/test-files.ts";
 import { compilePattern, type Matcher } from "../engine/pattern.ts";
 import { ReportWriter, type ReportColumn, type ReportRow } from "../engine/report.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
@@ -159,10 +160,11 @@ async function runEntry(
     // For the reference's `artifacts` column; the artifacts endpoint lists every file regardless.
     recordArtifact: (name) => void recorded.push(name),
     // Every program a module starts goes through here (tools of the hardware modules too).
-    exec: (options) => runTestProcess(env.identity, dir, { ...options, cwd: options.cwd ?? dir, signal }),
+    exec: (options) => runTestProcess(env.identity, dir, { ...options, cwd: options.cwd ?? dir, signal, clock: env.clock }),
     files: testFiles(env.identity, dir),
     warn: (message) => void warnings.push(`${entry.where}: ${message}`),
     sleep: (ms) => env.clock.sleep(ms, signal),
+    clock: env.clock,
   };
   const selected = (cases: CaseDef[]) => (matcher ? cases.filter((c) => matcher(caseNames(entry, c.name, module.className).matchNames)) : cases);
 

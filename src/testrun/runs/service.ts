@@ -292,7 +292,7 @@ export class TestRunService implements LocalRuns {
   async aggregate(trigger: TriggerRecord, prefix: string): Promise<string | null> {
     const warn = (message: string) => this.ctx.log.warn(`testrun: trigger ${trigger.id}: ${message}`);
     try {
-      return await aggregateResults(this.dirs, this.store, trigger, prefix, this.ctx.config.test_server.nodes, warn);
+      return await aggregateResults(this.dirs, this.store, trigger, prefix, this.ctx.config.test_server.nodes, this.ctx.clock, warn);
     } catch (error) {
       warn(`collecting results failed: ${(error as Error).message}`);
       return null;
@@ -367,7 +367,7 @@ export class TestRunService implements LocalRuns {
     await rm(artifactsDir(this.dirs, id), { recursive: true, force: true });
   }
 
-  /** Graceful shutdown (contract): pending and running runs end `aborted` with `server shutdown`. */
+  /** Graceful shutdown (docs/test-run-server.md, "Runs"): pending and running runs end `aborted` with `server shutdown`. */
   async shutdown(): Promise<void> {
     this.queue.stop();
     this.orchestrator.signalAll(SHUTDOWN_ERROR);

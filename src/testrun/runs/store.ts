@@ -1,9 +1,10 @@
 import type { Database, Tx } from "../../db/index.ts";
 import type { TestPlan } from "../plan.ts";
-import type { DeviceProgress, RunStatus } from "./status.ts";
+import type { DeviceProgress, TriggerStatus } from "../schema.ts";
+import type { RunStatus } from "./status.ts";
 
 export { FINAL_STATUSES, type RunStatus } from "./status.ts";
-export type TriggerStatus = "running" | "finished" | "failed" | "aborted";
+export type { TriggerStatus };
 
 /** A run as stored (JSON columns parsed). Times are epoch milliseconds. */
 export interface RunRecord {

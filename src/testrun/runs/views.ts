@@ -3,13 +3,13 @@
  * as the API's JSON objects.
  */
 import { rfc822 } from "../../util/time.ts";
-import type { DeviceProgress } from "./status.ts";
+import type { DeviceProgress, TestRun, TestRunB, Trigger } from "../schema.ts";
 import { FINAL_STATUSES, type RunRecord, type TriggerRecord, type TriggerStatus } from "./store.ts";
 
 const date = (ms: number | null) => (ms === null ? "" : rfc822(new Date(ms), "+0000"));
 
 /** The Variant A run object. */
-export function runObjectA(r: RunRecord): Record<string, unknown> {
+export function runObjectA(r: RunRecord): TestRun {
   return {
     id: r.id,
     config_name: r.configName,
@@ -40,7 +40,7 @@ export function devicesFailuresFirst(devices: DeviceProgress[]): DeviceProgress[
 }
 
 /** The Variant B run object: integer id, `created`, `completed` once final. */
-export function runObjectB(r: RunRecord): Record<string, unknown> {
+export function runObjectB(r: RunRecord): TestRunB {
   return {
     run_id: r.seq,
     id: r.seq,
@@ -55,7 +55,7 @@ export function runObjectB(r: RunRecord): Record<string, unknown> {
 }
 
 /** The trigger object: its status (TestRunService.triggerStatus), its runs and where its dispatch went. */
-export function triggerObject(t: TriggerRecord, status: TriggerStatus, runs: RunRecord[]): Record<string, unknown> {
+export function triggerObject(t: TriggerRecord, status: TriggerStatus, runs: RunRecord[]): Trigger {
   return {
     trigger_id: t.id,
     is_aborted: t.isAborted,

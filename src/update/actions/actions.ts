@@ -1,7 +1,7 @@
 /*
- * Remote actions: the action log, execution
- * while the device is connected, the queue of pending rows delivered when it connects (oldest
- * first, at least once), and the results the device sends back. Every wait is bounded.
+ * Remote actions (docs/update-server.md, "Actions"): the action log, execution while the device is
+ * connected, the queue of pending rows delivered when it connects (oldest first, at least once),
+ * and the results the device sends back. Every wait is bounded.
  */
 import { randomUUID } from "node:crypto";
 import type { Actor } from "../../audit/audit.ts";
@@ -9,37 +9,14 @@ import type { AppContext } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { DeviceGoneError, DeviceTimeoutError, type ChannelHub, type DeviceConnection } from "../channel/hub.ts";
 import { deviceFailure, notConnected } from "../channel/errors.ts";
-import { hasCapability, type ActionDefinition } from "../channel/protocol.ts";
+import { hasCapability } from "../channel/protocol.ts";
+import type { Action, ActionLogEntry, ExecResult } from "./schema.ts";
 import { signedFileUrl, type DeviceFileStore } from "../devicefiles/store.ts";
 import { ActionLogStore, INLINE_OUTPUT_BYTES, type LogRow } from "./store.ts";
 
 export type { ActionStatus } from "./store.ts";
 /** Output bytes a log entry carries inline: a log of many large outputs stays a modest answer. */
 export const MAX_INLINE_OUTPUT = 64 * 1024;
-
-/** An action-log entry as served. */
-export interface LogEntry {
-  id: string;
-  action: string;
-  /** ISO 8601 without zone (UTC), as the seed says. */
-  created: string;
-  /** An ActionStatus, or with `compat.action_log_status: exit_code` a finished action's exit code as text ("0", "-1"), as the reference stores it. */
-  status: string;
-  status_code: number | null;
-  /**
-   * Base64 of the combined output once the result is in ("" for none), else null; at most
-   * MAX_INLINE_OUTPUT bytes, the whole output is behind `download_url`.
-   */
-  output: string | null;
-  output_truncated: boolean;
-  download_url: string | null;
-}
-
-export interface ExecResult {
-  status_code: number;
-  /** Base64 of the combined output. */
-  output: string;
-}
 
 /** What an execution came to: the device's result, or queued for its next connection. */
 export type ExecOutcome = { queued: true } | ExecResult;
@@ -89,7 +66,7 @@ export class ActionService {
   }
 
   /** The connected device's action list. */
-  async list(mac: string): Promise<ActionDefinition[]> {
+  async list(mac: string): Promise<Action[]> {
     const conn = this.hub.get(mac);
     if (!conn) throw notConnected();
     try {
@@ -244,7 +221,7 @@ export class ActionService {
   private async dispatch(conn: DeviceConnection): Promise<void> {
     const queued = () => this.store.queued(conn.mac).filter((row) => !this.inflight.has(row.id));
     if (queued().length === 0) return;
-    let actions: ActionDefinition[];
+    let actions: Action[];
     try {
       const caps = await conn.waitCapabilities(this.timeouts.device_reply_timeout);
       if (!hasCapability(caps, "action")) return;
@@ -274,7 +251,7 @@ export class ActionService {
   }
 
   /** The log of a device, newest first; each entry carries its output inline and as a link. */
-  log(mac: string, base: string): LogEntry[] {
+  log(mac: string, base: string): ActionLogEntry[] {
     const exitCodes = this.ctx.config.compat.action_log_status === "exit_code";
     return this.store.entries(mac).map((row) => {
       const key = row.output_key ?? (row.output ? this.files.actionOutputKey(row.id) : null);

@@ -4,29 +4,18 @@ import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { answerOrInternal } from "../../http/errors.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { z } from "zod";
-import { jsonBody } from "../../http/openapi.ts";
+import * as z from "zod";
+import { Empty, ErrorBody, errors, jsonBody, ok, onObject, route } from "../../http/openapi.ts";
 import { publicBase } from "../../storage/routes.ts";
 import { deviceByMac, devicesByMac } from "../channel/access.ts";
-import type { Permission } from "../permissions/permissions.ts";
-import { strictBody, zRequiredString } from "../validation.ts";
+import type { Permission } from "../permissions/schema.ts";
 import type { ActionService, ExecOutcome } from "./actions.ts";
+import { Action, ActionLogEntry, ExecMany, ExecResult, FanOutResults, RemoveActions, type FanOutEntry } from "./schema.ts";
 
-const MAX_IDS = 10_000;
-const MSG_IDS = `schema validation failed: field "actions" must be a list of at most ${MAX_IDS} log entry ids`;
-/** The body of action/remove. */
-export const removeActionsBody = strictBody({ actions: z.array(z.string({ error: MSG_IDS }), { error: MSG_IDS }).max(MAX_IDS, { error: MSG_IDS }) });
-
-const MAX_DEVICES = 10_000;
-const MSG_DEVICES = `schema validation failed: field "devices" must be a list of 1 to ${MAX_DEVICES} MAC addresses`;
-/** The body of the fan-out (labgate's own route): one action on many devices. */
-export const execManyBody = strictBody({
-  action_id: zRequiredString("action_id", 256),
-  devices: z.array(z.string({ error: MSG_DEVICES }), { error: MSG_DEVICES }).min(1, { error: MSG_DEVICES }).max(MAX_DEVICES, { error: MSG_DEVICES }),
-});
-
-/** One device's part of a fan-out: the status and body its own `action/exec` request would have answered. */
-export type FanOutEntry = { device: string; status: number } & ({ status_code: number; output: string } | { error: string } | Record<never, never>);
+const { 400: e400, 401: e401, 409: e409, 429: e429, 502: e502, 504: e504 } = errors;
+/** What a route that asks the device may meet: offline or unable (409), a refusal (502), silence (504). */
+const asking = { 409: e409, 502: e502, 504: e504 };
+const tag = "actions";
 
 /**
  * Remote actions. Routes name the device by MAC; the MAC is resolved to the
@@ -39,60 +28,123 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
 
   const deviceMac = (c: Context<AppEnv>, perm: Permission): string => deviceByMac(db, c.get("identity"), c.req.param("mac") ?? "", perm).mac_address;
 
-  app.get("/api/v2/devices/:mac/action/list", mgmt, async (c) => c.json(await actions.list(deviceMac(c, "read"))));
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v2/devices/:mac/action/list",
+      tag,
+      access: "management",
+      summary: "The actions the device offers (asks it)",
+      responses: { 200: ok(z.array(Action), "OK"), ...onObject, ...asking },
+    },
+    mgmt,
+    async (c) => c.json(await actions.list(deviceMac(c, "read"))),
+  );
 
   // The reference's GET runs the action: refused cross-site like a POST, and a HEAD runs nothing.
-  app.get("/api/v2/devices/:mac/action/exec/:action_id", auth.actsOnGet(), mgmt, async (c) => {
-    const mac = deviceMac(c, "update");
-    const actionId = c.req.param("action_id");
-    if (!actionId || actionId.length > 256) throw new LabgateError("invalid", "action id must be 1 to 256 characters");
-    const result = await actions.exec(mac, actionId, actorOf(c, ctx.clock));
-    if ("queued" in result) return c.json({}, 202);
-    return c.json(result);
-  });
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v2/devices/:mac/action/exec/:action_id",
+      tag,
+      access: "management",
+      summary: "Run an action (202 {} when the device is offline: queued; 429 when update_server.max_queued_actions wait for it already)",
+      responses: {
+        200: ok(ExecResult, "The device's result"),
+        202: ok(Empty, "Queued for the device's next connection"),
+        400: e400,
+        ...onObject,
+        405: { description: "A HEAD request: this GET runs the action, a HEAD runs nothing (Allow: GET)", json: ErrorBody, headers: { Allow: "GET" } },
+        429: e429,
+        ...asking,
+      },
+    },
+    auth.actsOnGet(),
+    mgmt,
+    async (c) => {
+      const mac = deviceMac(c, "update");
+      const actionId = c.req.param("action_id");
+      if (!actionId || actionId.length > 256) throw new LabgateError("invalid", "action id must be 1 to 256 characters");
+      const result = await actions.exec(mac, actionId, actorOf(c, ctx.clock));
+      if ("queued" in result) return c.json({}, 202);
+      const answer: ExecResult = result;
+      return c.json(answer);
+    },
+  );
 
   // A fan-out: `action/exec` on many devices in one request, logged and recorded in shared writes.
-  app.post("/api/v2/devices/action/exec", mgmt, async (c) => {
-    const { action_id: actionId, devices } = await jsonBody(c, execManyBody);
-    const identity = c.get("identity");
-    const macs = [...new Set(devices)];
-    // One query for every device's permission: the cost follows the list, not a lookup per MAC.
-    const refused = devicesByMac(db, identity, macs, "update");
-    const permitted = macs.filter((mac) => refused.get(mac) === undefined);
-    const settled = await actions.execMany(permitted, actionId, actorOf(c, ctx.clock));
-    const outcomes = new Map(permitted.map((mac, i) => [mac, settled[i]]));
-    const entry = (mac: string): FanOutEntry => {
-      const outcome = outcomes.get(mac);
-      if (!outcome) return failed(mac, refused.get(mac));
-      if (outcome.status === "rejected") return failed(mac, outcome.reason);
-      const result: ExecOutcome = outcome.value;
-      return "queued" in result ? { device: mac, status: 202 } : { device: mac, status: 200, ...result };
-    };
-    const failed = (mac: string, error: unknown): FanOutEntry => {
-      const answer = answerOrInternal(error, ctx.log, `action ${actionId} on ${mac}`);
-      return { device: mac, status: answer.status, error: answer.message };
-    };
-    return c.json({ results: macs.map(entry) });
-  });
+  route(
+    app,
+    {
+      method: "post",
+      path: "/api/v2/devices/action/exec",
+      tag,
+      access: "management",
+      summary:
+        "Run an action on many devices (labgate): per device the status and body its own exec would answer (429 for a device whose queue is full, or past update_server.max_queued_per_request offline devices)",
+      body: { json: ExecMany },
+      responses: { 200: ok(FanOutResults, "OK"), 400: e400, 401: e401 },
+    },
+    mgmt,
+    async (c) => {
+      const { action_id: actionId, devices } = await jsonBody(c, ExecMany);
+      const identity = c.get("identity");
+      const macs = [...new Set(devices)];
+      // One query for every device's permission: the cost follows the list, not a lookup per MAC.
+      const refused = devicesByMac(db, identity, macs, "update");
+      const permitted = macs.filter((mac) => refused.get(mac) === undefined);
+      const settled = await actions.execMany(permitted, actionId, actorOf(c, ctx.clock));
+      const outcomes = new Map(permitted.map((mac, i) => [mac, settled[i]]));
+      const entry = (mac: string): FanOutEntry => {
+        const outcome = outcomes.get(mac);
+        if (!outcome) return failed(mac, refused.get(mac));
+        if (outcome.status === "rejected") return failed(mac, outcome.reason);
+        const result: ExecOutcome = outcome.value;
+        return "queued" in result ? { device: mac, status: 202 } : { device: mac, status: 200, ...result };
+      };
+      const failed = (mac: string, error: unknown): FanOutEntry => {
+        const answer = answerOrInternal(error, ctx.log, `action ${actionId} on ${mac}`);
+        return { device: mac, status: answer.status, error: answer.message };
+      };
+      return c.json({ results: macs.map(entry) });
+    },
+  );
 
-  app.get("/api/v2/devices/:mac/action/log", mgmt, (c) => c.json(actions.log(deviceMac(c, "read"), publicBase(ctx, c))));
+  route(app, { method: "get", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "The device's action log", responses: { 200: ok(z.array(ActionLogEntry), "OK"), ...onObject } }, mgmt, (c) =>
+    c.json(actions.log(deviceMac(c, "read"), publicBase(ctx, c))),
+  );
 
-  app.delete("/api/v2/devices/:mac/action/log", mgmt, async (c) => {
+  route(app, { method: "delete", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "Clear finished entries", responses: { 200: ok(), ...onObject } }, mgmt, async (c) => {
     await actions.clearLog(deviceMac(c, "update"), actorOf(c, ctx.clock));
     return c.json({});
   });
 
-  app.delete("/api/v2/devices/:mac/action/pending", mgmt, async (c) => {
+  route(app, { method: "delete", path: "/api/v2/devices/:mac/action/pending", tag, access: "management", summary: "Drop queued actions", responses: { 200: ok(), ...onObject } }, mgmt, async (c) => {
     await actions.clearPending(deviceMac(c, "update"), actorOf(c, ctx.clock));
     return c.json({});
   });
 
-  app.post("/api/v2/devices/:mac/action/remove", mgmt, async (c) => {
-    const mac = deviceMac(c, "update");
-    const { actions: ids } = await jsonBody(c, removeActionsBody);
-    await actions.remove(mac, ids, actorOf(c, ctx.clock));
-    return c.json({});
-  });
+  route(
+    app,
+    {
+      method: "post",
+      path: "/api/v2/devices/:mac/action/remove",
+      tag,
+      access: "management",
+      summary: "Remove log entries",
+      body: { json: RemoveActions },
+      responses: { 200: ok(), 400: e400, ...onObject },
+    },
+    mgmt,
+    async (c) => {
+      const mac = deviceMac(c, "update");
+      const { actions: ids } = await jsonBody(c, RemoveActions);
+      await actions.remove(mac, ids, actorOf(c, ctx.clock));
+      return c.json({});
+    },
+  );
 
   return app;
 }

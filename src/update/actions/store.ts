@@ -1,7 +1,6 @@
 /*
- * The action log's SQL: rows keyed by MAC, a status
- * of pending -> sent -> success | error, the exit code, and the output (small ones in the row,
- * larger ones as a file named by `output_key`).
+ * The action log's SQL: rows keyed by MAC, a status of pending -> sent -> success | error, the exit
+ * code, and the output (small ones in the row, larger ones as a file named by `output_key`).
  *
  * Writes that arrive in one event-loop turn share one transaction: an action sent to ten thousand
  * devices is logged by one durable write, and the results that come back together are recorded

@@ -2,12 +2,12 @@ import type { Database } from "../../db/index.ts";
 import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { getDeviceByMac, type DeviceRow } from "../devices/devices.ts";
-import { authorize, MSG_FORBIDDEN, notFoundMessage, permissionFilter, type Permission } from "../permissions/permissions.ts";
+import { authorize, MSG_FORBIDDEN, notFoundMessage, permissionFilter } from "../permissions/permissions.ts";
+import type { Permission } from "../permissions/schema.ts";
 
 /**
- * PERM-MAC: the device named by MAC in the path, with `perm`
- * checked on it. Without read the device is hidden (404, like a missing one); with read but not
- * `perm`, 403.
+ * The device named by MAC in the path, with `perm` checked on it. Without read the device is
+ * hidden (404, like a missing one); with read but not `perm`, 403.
  */
 export function deviceByMac(db: Database, identity: Identity, mac: string, perm: Permission): DeviceRow {
   const device = getDeviceByMac(db, mac);
@@ -20,7 +20,7 @@ export function deviceByMac(db: Database, identity: Identity, mac: string, perm:
 }
 
 /**
- * PERM-MAC for many MACs at once (a fan-out), in one query whatever their number: per MAC the
+ * `deviceByMac` for many MACs at once (a fan-out), in one query whatever their number: per MAC the
  * error deviceByMac would throw (404 unknown or hidden, 403 without `perm`), or undefined when
  * `identity` may go ahead. Only the devices the caller may read come back from the database, and
  * a caller without any permission row gets its 404s without a query over the devices.

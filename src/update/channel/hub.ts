@@ -8,7 +8,8 @@ import type { WSContext } from "hono/ws";
 import type { AppContext } from "../../app/context.ts";
 import { after, type Clock } from "../../util/time.ts";
 import { PingTimer, pingOrTerminate } from "./keepalive.ts";
-import { parseActionList, parseMessage, type ActionDefinition, type ServerMessage } from "./protocol.ts";
+import { parseActionList, parseMessage, type ServerMessage } from "./protocol.ts";
+import type { Action } from "../actions/schema.ts";
 
 /** A device did not answer in time: the HTTP side answers 504. */
 export class DeviceTimeoutError extends Error {}
@@ -32,7 +33,7 @@ export class DeviceConnection {
   /** The last capability report (undefined until the device sends one). */
   capabilities: Record<string, unknown> | undefined;
   /** Cached action definitions: first query, or any unsolicited update. */
-  actions: ActionDefinition[] | undefined;
+  actions: Action[] | undefined;
   open = true;
   alive = true;
   private readonly ws: WSContext;
@@ -105,9 +106,9 @@ export class DeviceConnection {
   }
 
   /** The action list, asking the device when it is not cached. */
-  async actionList(seconds: number): Promise<ActionDefinition[]> {
+  async actionList(seconds: number): Promise<Action[]> {
     if (this.actions) return this.actions;
-    const reply = this.wait<ActionDefinition[]>("action_list", seconds);
+    const reply = this.wait<Action[]>("action_list", seconds);
     this.send({ method: "action_list_query" });
     return reply;
   }

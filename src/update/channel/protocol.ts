@@ -1,7 +1,8 @@
 /*
  * The device management WebSocket's messages. Every message is one
- * JSON object with a `method`; extra fields are ignored.
+ * JSON object with a `method`; extra fields are ignored (docs/device-protocol.md).
  */
+import type { Action } from "../actions/schema.ts";
 
 /** Server -> device. */
 export type ServerMessage =
@@ -20,9 +21,10 @@ export type ServerMessage =
 
 /**
  * Device -> server, labgate's addition to `update_progress` and `update_version`: what became of
- * an offered update (README "Deployments"). The device keeps each report until it is
+ * an offered update (docs/device-protocol.md, "Update reports"). The device keeps each report until it is
  * acknowledged (`update_outcome_ack`), across reconnects and restarts, and sends it again on
- * every connection; the server's handling is idempotent.
+ * every connection; the server's handling is idempotent (a report that made its history row is
+ * recognised by its id and changes nothing).
  *
  *   {"method": "update_outcome", "id": "<unique per report>", "state": "installing" | "installed" | "failed" | "aborted",
  *    "version": "<the version offered or installed>", "from_version": "<the version it ran>",
@@ -39,21 +41,11 @@ export interface UpdateOutcomeMessage {
   output?: string;
 }
 
-/** An action as served by `action/list`. */
-export interface ActionDefinition {
-  action_id: string;
-  action_name: string;
-  description: string;
-  command: string[];
-  /** Seconds; 0 = none. */
-  timeout: number;
-}
-
 /** The built-in action every agent offers. */
 export const TRIGGER_UPDATE_CHECK = (prefix: string): string => `${prefix}.builtins.trigger_update_check`;
 
 /**
- * Capabilities a request needs. The labgate agent reports the seed's keys; the reference
+ * Capabilities a request needs. The labgate agent reports the first key of each; the reference
  * client's keys are accepted too so that both kinds of device work.
  */
 export const CAPABILITY_KEYS = {
@@ -73,9 +65,9 @@ const isString = (v: unknown): v is string => typeof v === "string";
  * An action list as a device reports it: the served field names (`action_id`, `action_name`) or
  * the short ones (`id`, `name`). Entries without an id are dropped; undefined if not a list.
  */
-export function parseActionList(value: unknown): ActionDefinition[] | undefined {
+export function parseActionList(value: unknown): Action[] | undefined {
   if (!Array.isArray(value)) return undefined;
-  const out: ActionDefinition[] = [];
+  const out: Action[] = [];
   for (const item of value) {
     if (!item || typeof item !== "object") continue;
     const a = item as Record<string, unknown>;

@@ -12,6 +12,18 @@ import { closeReason } from "./protocol.ts";
 import type { AccessWatch } from "../../auth/authority.ts";
 import { allowed, MSG_FORBIDDEN } from "../permissions/permissions.ts";
 import { actorOf } from "../../audit/audit.ts";
+import { errors, queryOf, route, type Operation } from "../../http/openapi.ts";
+import { ShellQuery } from "./schema.ts";
+
+const { 401: e401, 403: e403 } = errors;
+/** What every WebSocket route answers: 101 and the socket, or 426 to a plain GET. */
+const socket = (access: Operation["access"], summary: string, refusals: Operation["responses"]) => ({
+  tag: "channel",
+  access,
+  summary,
+  websocket: true,
+  responses: { 101: { description: "Upgraded" }, ...refusals, 426: { description: "Not a WebSocket upgrade", json: errors[400].json } },
+});
 
 /** WebSocket routes answer a plain GET with 426 (after authorization, before any upgrade). */
 const requireUpgrade: MiddlewareHandler<AppEnv> = async (c, next) => {
@@ -24,13 +36,14 @@ const frameOf = (data: unknown): string | ArrayBuffer | undefined =>
   typeof data === "string" || data instanceof ArrayBuffer ? data : undefined;
 
 /**
- * `GET /api/v1/devices/ws`: the device management socket, device token in
- * the handshake (refused with a plain 401 before any upgrade).
+ * `GET /api/v1/devices/ws`: the device management socket, device token in the handshake (refused
+ * with a plain 401 before any upgrade); the shell sockets. docs/device-protocol.md.
  */
 export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shells: ShellService, accessWatch: AccessWatch): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
-  app.get(
-    "/api/v1/devices/ws",
+  route(
+    app,
+    { method: "get", path: "/api/v1/devices/ws", ...socket("device", "The device management socket (docs/device-protocol.md)", { 401: e401 }) },
     auth.device(),
     requireUpgrade,
     upgradeWebSocket((c) => {
@@ -52,7 +65,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
   );
 
   // Shell sessions. The manager's browser cannot set headers on a WebSocket: the token may
-  // come as `?token=`. PERM-MAC(shell), checked before the upgrade, except that an unknown
+  // come as `?token=`. The `shell` permission is checked before the upgrade, except that an unknown
   // device (or one hidden from the caller) is upgraded and closed with 4001 like an offline one,
   // as the reference does: a browser cannot read an HTTP status on a failed WebSocket.
   const shellTarget = (c: Context<AppEnv>) => {
@@ -64,12 +77,18 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
     }
   };
   const managerAuth: MiddlewareHandler<AppEnv> = async (c, next) => {
-    const query = c.req.query("token");
+    const { token: query } = queryOf(c, ShellQuery);
     c.set("identity", auth.authenticate(c, "mgmt", query !== undefined ? `Bearer token=${query}` : undefined));
     await next();
   };
-  app.get(
-    "/api/v1/devices/:mac/shell",
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v1/devices/:mac/shell",
+      ...socket("management", "A shell session on the device (token also as ?token=); an unknown or offline device is closed with 4001", { 401: e401, 403: e403 }),
+      query: ShellQuery,
+    },
     managerAuth,
     async (c, next) => {
       shellTarget(c);
@@ -129,8 +148,9 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
   );
 
   // The device's end of a session: its token must name the device of the path.
-  app.get(
-    "/api/v1/devices/:mac/shell/attach/:uuid",
+  route(
+    app,
+    { method: "get", path: "/api/v1/devices/:mac/shell/attach/:uuid", ...socket("device", "The device's end of a shell session", { 401: e401, 403: e403 }) },
     auth.device(),
     async (c, next) => {
       const identity = c.get("identity");

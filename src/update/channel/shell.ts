@@ -1,10 +1,10 @@
 /*
- * Shell sessions: a manager's WebSocket is paired with the
- * socket the device opens for that session (`shell_attach`); frames are relayed unchanged in
+ * Shell sessions (docs/device-protocol.md, "Shell sessions"): a manager's WebSocket is paired with
+ * the socket the device opens for that session (`shell_attach`); frames are relayed unchanged in
  * both directions (text stays text, binary stays binary) until one side closes, then both close.
- * Bounded: the device must attach within `shell_attach_timeout`, input before that is capped,
- * a slow reader pauses its writer, both sockets are pinged, and a device that disconnects from
- * the management socket (or is deleted) loses its sessions.
+ * Bounded: the device must attach within `shell_attach_timeout`, input before that is capped, a
+ * slow reader pauses its writer, both sockets are pinged, and a device that disconnects from the
+ * management socket (or is deleted) loses its sessions.
  */
 import { randomUUID } from "node:crypto";
 import type { WebSocket } from "ws";

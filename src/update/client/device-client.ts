@@ -1,12 +1,13 @@
 /*
- * The device side of the update server's authorization: key
+ * The device side of the update server's authorization (docs/device-protocol.md): key
  * generation, the signed auth request, a cached device token refreshed shortly before it
- * expires and after a 401. Used by the tests now and by the labgate agent later. Node only.
+ * expires and after a 401. Used by the labgate agent and the tests. Node only.
  */
 import { constants, createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { writeFileDurable } from "../../util/files.ts";
+import type { Metadata } from "../registration/metadata.ts";
 
 export type DeviceKeyType = "rsa" | "ed25519";
 
@@ -67,7 +68,8 @@ export function signBody(privateKey: string | KeyObject, body: Uint8Array): stri
   return signature.toString("base64");
 }
 
-export type Metadata = Record<string, string | string[]>;
+/** The metadata a device reports (docs/device-protocol.md). */
+export type { Metadata };
 
 /** Signed timestamps a client remembers: each is at least a second after the last, so they span more than the timestamp window (600 s by default). */
 const USED_TIMESTAMPS = 1024;

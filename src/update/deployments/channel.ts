@@ -1,6 +1,6 @@
 /*
  * The device side of deployments on the device socket: `update_outcome` reports (parsed here,
- * acknowledged once durable; src/update/channel/protocol.ts documents the message).
+ * acknowledged once durable; docs/device-protocol.md, "Update reports").
  */
 import type { AppContext } from "../../app/context.ts";
 import type { ChannelHub } from "../channel/hub.ts";
@@ -22,6 +22,7 @@ export function parseOutcome(message: Record<string, unknown>): { id: string; ou
   return {
     id,
     outcome: {
+      reportId: id,
       state: message.state as Outcome["state"],
       version: message.version,
       fromVersion: text(message.from_version, MAX_VERSION),

@@ -1,23 +1,10 @@
 /*
- * The deployment model (README "Deployments"), as pure logic: device states, phase sizes, the
+ * The deployment model (docs/update-server.md, "Deployments"), as pure logic: device states, phase sizes, the
  * stable device order, the maintenance window and the gates that move a deployment on or pause it.
  * The service (service.ts) keeps the state; this file only decides.
  */
 import { createHash } from "node:crypto";
-
-export const DEVICE_STATES = [
-  "waiting",
-  "offered",
-  "downloading",
-  "installing",
-  "installed",
-  "failed",
-  "already_installed",
-  "no_package",
-  "not_reached",
-  "aborted",
-] as const;
-export type DeviceState = (typeof DEVICE_STATES)[number];
+import { DEVICE_STATES, WEEKDAYS, type Counts, type DeviceState, type MaintenanceWindow, type PhaseSpec, type Status, type Weekday } from "./schema.ts";
 
 /** States a device leaves no more on its own (not_reached is left when the device turns up late). */
 export const FINAL: ReadonlySet<DeviceState> = new Set(["installed", "failed", "already_installed", "no_package", "not_reached", "aborted"]);
@@ -26,13 +13,8 @@ export const SUCCEEDED: ReadonlySet<DeviceState> = new Set(["installed", "alread
 /** States of a device that is on its way (offered, not finished): abort stops them, the timeout ends them. */
 export const UNDERWAY: ReadonlySet<DeviceState> = new Set(["offered", "downloading", "installing"]);
 
-export const STATUSES = ["scheduled", "running", "paused", "completed", "aborted"] as const;
-export type Status = (typeof STATUSES)[number];
 /** A deployment in one of these holds its group: offers, the device index, the one-per-group rule. */
 export const ACTIVE: ReadonlySet<Status> = new Set(["scheduled", "running", "paused"]);
-
-/** A phase as asked for: a cumulative percent of the group's devices, or a number of devices this phase adds. */
-export type PhaseSpec = number | { percent: number } | { devices: number };
 
 /**
  * The cumulative device count at the end of each phase, for a group of `total` devices.
@@ -75,20 +57,6 @@ export function stableOrder(deploymentId: number, deviceIds: readonly number[]):
 
 // --- the maintenance window --------------------------------------------------------------
 
-export const WEEKDAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"] as const;
-export type Weekday = (typeof WEEKDAYS)[number];
-
-/** Offers are made only inside it: on `days` (of the start of the range), from `from` to `to` local time. */
-export interface MaintenanceWindow {
-  days: Weekday[];
-  /** "HH:MM", local time in `timezone`. */
-  from: string;
-  /** "HH:MM"; before `from` means the range ends the next day. */
-  to: string;
-  /** IANA time zone, e.g. Europe/Warsaw; "UTC" by default. */
-  timezone: string;
-}
-
 const minutesOf = (hhmm: string): number => Number(hhmm.slice(0, 2)) * 60 + Number(hhmm.slice(3, 5));
 
 const formatters = new Map<string, Intl.DateTimeFormat>();
@@ -102,16 +70,6 @@ function localTime(at: number, timezone: string): { day: number; minute: number 
   const parts = format.formatToParts(new Date(at));
   const part = (type: string) => parts.find((p) => p.type === type)?.value ?? "";
   return { day: WEEKDAYS.indexOf(part("weekday").toLowerCase().slice(0, 3) as Weekday), minute: Number(part("hour")) * 60 + Number(part("minute")) };
-}
-
-/** Whether a time zone name is one this runtime knows. */
-export function knownTimezone(name: string): boolean {
-  try {
-    new Intl.DateTimeFormat("en-US", { timeZone: name });
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Is the window open at `at` (ms)? No window: always. */
@@ -128,8 +86,6 @@ export function windowOpen(window: MaintenanceWindow | null, at: number): boolea
 
 // --- gates -------------------------------------------------------------------------------
 
-/** How many devices of a phase (or of the started phases) are in each state. */
-export type Counts = Record<DeviceState, number>;
 export const emptyCounts = (): Counts => Object.fromEntries(DEVICE_STATES.map((s) => [s, 0])) as Counts;
 export const sumOf = (counts: Counts, states: ReadonlySet<DeviceState>): number => [...states].reduce((n, s) => n + counts[s], 0);
 export const totalOf = (counts: Counts): number => DEVICE_STATES.reduce((n, s) => n + counts[s], 0);

@@ -1,5 +1,5 @@
 /*
- * Deployments (README "Deployments"): the state machine of a version rolled out to a group in
+ * Deployments (docs/update-server.md, "Deployments"): the state machine of a version rolled out to a group in
  * phases. Every transition is one durable write (the caller's answer waits for it); the active
  * deployments and their devices' states are kept in memory as well, so that an update check of a
  * device in a deployment costs a map lookup (and one write, the first time it is offered).
@@ -28,16 +28,13 @@ import {
   totalOf,
   UNDERWAY,
   windowOpen,
-  type Counts,
-  type DeviceState,
-  type MaintenanceWindow,
-  type PhaseSpec,
-  type Status,
 } from "./model.ts";
+import type { Counts, DeploymentValidation, DeviceState, MaintenanceWindow, PhaseSpec, Status } from "./schema.ts";
 import {
   activeDeploymentOf,
   activeDeployments,
   addHistory,
+  reportApplied,
   getDeployment,
   latestMembership,
   memberStates,
@@ -75,12 +72,6 @@ export interface NewDeployment {
   actor: Actor;
 }
 
-/** What validates an installed update: a stored test config and a suite of it ("" for all). */
-export interface DeploymentValidation {
-  config: string;
-  suite: string;
-}
-
 /**
  * The test-run server's part in validation (src/testrun/devices/validation.ts), installed by the
  * composition root: `check` refuses a validation that cannot run (a 4xx naming why).
@@ -112,6 +103,8 @@ interface Member {
 
 /** An outcome the device reported (the `update_outcome` message, docs/device-channel.md). */
 export interface Outcome {
+  /** The report's `id`: a report sent again is recognised by it. */
+  reportId?: string;
   state: "installing" | "installed" | "failed" | "aborted";
   version: string;
   fromVersion: string | null;
@@ -119,7 +112,7 @@ export interface Outcome {
   output: string | null;
 }
 
-/** Told once an `installed` transition is on disk (issue 28's validation hangs here). */
+/** Told once an `installed` transition is on disk (a deployment's validation starts here, docs/device-tests.md). */
 export type InstalledHook = (event: { deploymentId: number; deviceId: number; version: string }) => void;
 
 export class DeploymentService implements Steering {
@@ -234,6 +227,9 @@ export class DeploymentService implements Steering {
     counts[change.state] += 1;
     member.state = change.state;
     if (change.offeredAt !== undefined) member.offeredAt = change.offeredAt === null ? null : Date.parse(change.offeredAt);
+    // Held in the same step as the move: another device's report that resumes first must not
+    // find every device installed and complete the deployment before this one's validation.
+    if (change.state === "installed" && member.run.row.validation) this.holdForValidation(member.run.row.id, deviceId);
   }
 
   /** Writes deployment fields (in `tx`) and keeps the in-memory row in step. */
@@ -513,6 +509,9 @@ export class DeploymentService implements Steering {
     this.fresh();
     const deviceId = conn.deviceId;
     const at = this.isoNow();
+    // A report sent again (its acknowledgement was lost) that made its history row changes nothing:
+    // an intermediate hop's `installed` would otherwise move the device back to `offered`.
+    if (outcome.reportId !== undefined && reportApplied(this.db, deviceId, outcome.reportId)) return;
     const member = this.index.get(deviceId);
     if (!member) {
       // Not in an active deployment: history only (an ended deployment's device still gets its row).
@@ -524,7 +523,7 @@ export class DeploymentService implements Steering {
         // A report sent again (its acknowledgement was lost) is the newest row already.
         const newest = tx.get<{ to_version: string; outcome: string; reason: string | null }>("SELECT to_version, outcome, reason FROM update_history WHERE device_id = ? ORDER BY id DESC LIMIT 1", [deviceId]);
         if (newest && newest.to_version === outcome.version && newest.outcome === outcome.state && newest.reason === outcome.reason) return;
-        addHistory(tx, { device_id: deviceId, deployment_id: ended?.deployment_id ?? null, from_version: outcome.fromVersion, to_version: outcome.version, outcome: outcome.state, reason: outcome.reason, at });
+        addHistory(tx, { device_id: deviceId, deployment_id: ended?.deployment_id ?? null, from_version: outcome.fromVersion, to_version: outcome.version, outcome: outcome.state, reason: outcome.reason, at, report_id: outcome.reportId });
         if (ended && ended.state === "installing") {
           const done = outcome.state === "installed" ? "installed" : "failed";
           updateMember(tx, ended.deployment_id, deviceId, { state: done, at, reason: outcome.reason, output: outcome.output });
@@ -556,7 +555,7 @@ export class DeploymentService implements Steering {
     const change = next;
     await this.db.write((tx) => {
       if (outcome.state === "installed" || outcome.state === "failed") {
-        addHistory(tx, { device_id: deviceId, deployment_id: run.row.id, from_version: outcome.fromVersion, to_version: outcome.version, outcome: outcome.state, reason: outcome.reason, at });
+        addHistory(tx, { device_id: deviceId, deployment_id: run.row.id, from_version: outcome.fromVersion, to_version: outcome.version, outcome: outcome.state, reason: outcome.reason, at, report_id: outcome.reportId });
       }
       this.move(tx, deviceId, member, change);
     });
@@ -567,7 +566,7 @@ export class DeploymentService implements Steering {
   }
 
   /**
-   * A device that installed is failed after all (issue 28's validation: `failed: validation`).
+   * A device that installed is failed after all (its validation failed: `failed: validation`).
    * Counts for the error threshold like any failure.
    */
   async fail(deploymentId: number, deviceId: number, reason: string, output: string | null): Promise<void> {
@@ -584,11 +583,17 @@ export class DeploymentService implements Steering {
     await this.evaluate(member.run);
   }
 
-  /** A validation of the device's install begins (call from an installed hook, before the deployment moves on). */
+  /** A validation of the device's install begins (at its move to `installed`, and for one a restart interrupted). */
   holdForValidation(deploymentId: number, deviceId: number): void {
     const set = this.validating.get(deploymentId) ?? new Set();
     set.add(deviceId);
     this.validating.set(deploymentId, set);
+  }
+
+  /** The device's validation passed: on disk, so that a restart does not run it again. */
+  async validated(deploymentId: number, deviceId: number): Promise<void> {
+    const at = this.isoNow();
+    await this.db.write((tx) => void tx.run("UPDATE deployment_devices SET validated = ? WHERE deployment_id = ? AND device_id = ? AND state = 'installed'", [at, deploymentId, deviceId]));
   }
 
   /** The validation ended (after `fail` when it failed): the deployment may move on. */

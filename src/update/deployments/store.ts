@@ -3,7 +3,8 @@
  */
 import type { Database, Tx } from "../../db/index.ts";
 import type { SqlFilter } from "../permissions/permissions.ts";
-import { DEVICE_STATES, emptyCounts, type Counts, type DeviceState, type MaintenanceWindow, type Status } from "./model.ts";
+import { emptyCounts } from "./model.ts";
+import { DEVICE_STATES, type Counts, type DeviceState, type MaintenanceWindow, type Status } from "./schema.ts";
 
 /** A deployment row as stored. */
 export interface DeploymentRow {
@@ -67,6 +68,14 @@ export function getDeployment(db: Database | Tx, id: number): DeploymentRow | un
 /** The deployments that hold their group (scheduled, running, paused). */
 export function activeDeployments(db: Database | Tx): DeploymentRow[] {
   return db.all<DeploymentRow>(`SELECT ${COLUMNS} FROM deployments dp WHERE dp.status IN ('scheduled', 'running', 'paused') ORDER BY dp.id`);
+}
+
+/** Devices of active deployments with a validation that installed and have no verdict yet (a stop interrupted it). */
+export function unvalidatedMembers(db: Database | Tx): Array<{ deployment_id: number; device_id: number; version: string; validation: string }> {
+  return db.all(
+    `SELECT dp.id AS deployment_id, m.device_id, dp.version, dp.validation FROM deployments dp JOIN deployment_devices m ON m.deployment_id = dp.id
+     WHERE dp.status IN ('scheduled', 'running', 'paused') AND dp.validation IS NOT NULL AND m.state = 'installed' AND m.validated IS NULL ORDER BY dp.id, m.position`,
+  );
 }
 
 export function activeDeploymentOf(db: Database | Tx, groupId: number): DeploymentRow | undefined {
@@ -179,8 +188,9 @@ export interface HistoryRow {
   at: string;
 }
 
-export function addHistory(tx: Tx, entry: Omit<HistoryRow, "id">): void {
-  tx.run("INSERT INTO update_history (device_id, deployment_id, from_version, to_version, outcome, reason, at) VALUES (?, ?, ?, ?, ?, ?, ?)", [
+/** One history row; `report_id` is the device's report that made it (none: the server decided it). */
+export function addHistory(tx: Tx, entry: Omit<HistoryRow, "id"> & { report_id?: string | null }): void {
+  tx.run("INSERT INTO update_history (device_id, deployment_id, from_version, to_version, outcome, reason, at, report_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
     entry.device_id,
     entry.deployment_id,
     entry.from_version,
@@ -188,8 +198,13 @@ export function addHistory(tx: Tx, entry: Omit<HistoryRow, "id">): void {
     entry.outcome,
     entry.reason,
     entry.at,
+    entry.report_id ?? null,
   ]);
 }
+
+/** Whether the device's report `reportId` made a history row already (it is sent again when its acknowledgement was lost). */
+export const reportApplied = (db: Database | Tx, deviceId: number, reportId: string): boolean =>
+  db.get("SELECT 1 AS x FROM update_history WHERE device_id = ? AND report_id = ?", [deviceId, reportId]) !== undefined;
 
 /** A device's history, newest first. */
 export function listHistory(db: Database, deviceId: number, limit: number, offset: number): { rows: HistoryRow[]; total: number } {

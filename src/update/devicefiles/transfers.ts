@@ -1,8 +1,7 @@
 /*
- * File download from a device:
- * probe, multipart plan, signed expiring part URLs that accept only the parts of an open
- * transfer (each once), assembly with ETag checks, parts removed in every outcome, every wait
- * bounded.
+ * File download from a device (docs/device-protocol.md, "File uploads"): probe, multipart plan,
+ * signed expiring part URLs that accept only the parts of an open transfer (each once), assembly
+ * with ETag checks, parts removed in every outcome, every wait bounded.
  */
 import { randomUUID } from "node:crypto";
 import type { Readable } from "node:stream";
@@ -15,6 +14,7 @@ import { deviceFailure, notConnected } from "../channel/errors.ts";
 import { hasCapability } from "../channel/protocol.ts";
 import { getDevice } from "../devices/devices.ts";
 import { PART_NAME, PartTooLargeError, signedFileUrl, type DeviceFileStore } from "./store.ts";
+import type { FetchedFile } from "./schema.ts";
 
 export const PART_LINK = "multipart_part";
 const MiB = 1024 * 1024;
@@ -80,14 +80,14 @@ export class FileTransferService {
    * Fetches `file` from device `deviceId`: `{status: 0, url}` or `{status: 1, url: ""}`. A request
    * the device was asked is in the audit log (`file.fetch`, with its outcome) before the answer.
    */
-  async fetch(deviceId: number, file: string, base: string, actor: Actor): Promise<{ status: number; url: string }> {
+  async fetch(deviceId: number, file: string, base: string, actor: Actor): Promise<FetchedFile> {
     const device = getDevice(this.ctx.db, deviceId);
     if (!device) throw new LabgateError("not_found", "device does not exist");
     const conn = this.hub.get(device.mac_address);
     if (!conn || conn.deviceId !== device.id) throw notConnected();
     const record = (outcome: Record<string, unknown>) =>
       this.ctx.db.write((tx) => recordAudit(tx, actor, "file.fetch", `device:${device.id}`, { mac: device.mac_address, file, ...outcome }));
-    let result: { status: number; url: string };
+    let result: FetchedFile;
     try {
       result = await this.transfer(conn, file, base);
     } catch (error) {
@@ -99,7 +99,7 @@ export class FileTransferService {
   }
 
   /** Probes, plans the parts and waits for the device to upload them (see the top of this file). */
-  private async transfer(conn: DeviceConnection, file: string, base: string): Promise<{ status: number; url: string }> {
+  private async transfer(conn: DeviceConnection, file: string, base: string): Promise<FetchedFile> {
     const { device_reply_timeout: replyTimeout, file_transfer_timeout: transferTimeout, file_transfer_min_rate: minRate } = this.ctx.config.update_server;
     let transfer: Transfer | undefined;
     try {

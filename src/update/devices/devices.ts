@@ -3,6 +3,7 @@ import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { rfc822 } from "../../util/time.ts";
 import { deletePermissionsOf, type ChangeGuard, type SqlFilter } from "../permissions/permissions.ts";
 import { metaKeys, type Metadata } from "../registration/metadata.ts";
+import type { Device, DeviceV1 } from "./schema.ts";
 
 /** A device row as stored (JSON columns still text). */
 export interface DeviceRow {
@@ -15,23 +16,6 @@ export interface DeviceRow {
   capabilities: string;
   metadata: string;
   last_access: string | null;
-}
-
-
-export interface DeviceV2 {
-  id: number;
-  name: string;
-  mac_address: string;
-  capabilities: Record<string, unknown>;
-  metadata: Metadata;
-  groups: number[];
-  last_access: string | null;
-  public_key: string | null;
-  connected: boolean;
-}
-
-export interface DeviceV1 extends Omit<DeviceV2, "groups" | "connected"> {
-  group: number | null;
 }
 
 const COLUMNS = "d.id, d.created, d.name, d.mac_address, d.public_key, d.key_fingerprint, d.capabilities, d.metadata, d.last_access";
@@ -123,7 +107,7 @@ export interface DevicePresence {
 }
 
 /** The v2 device object; `connected`: whether it holds a management socket now (ChannelHub.isConnected). */
-export function toV2(db: Database, row: DeviceRow, connected: boolean): DeviceV2 {
+export function toV2(db: Database, row: DeviceRow, connected: boolean): Device {
   return { ...baseShape(row), groups: deviceGroupIds(db, row.id), connected };
 }
 
@@ -205,13 +189,8 @@ export async function addTag(db: Database, deviceId: number, tag: string, guard:
   });
 }
 
-/** A device name: 1 to 128 characters, no control characters, no surrounding blanks. */
-export function validDeviceName(name: string): boolean {
-  return name.length > 0 && name.length <= 128 && name.trim() === name && !/[\u0000-\u001f\u007f]/.test(name);
-}
-
 /**
- * Renames a device (a management request; the device's own reports never rename it, issue 10).
+ * Renames a device (a management request; the device's own reports never rename it).
  * False when the device does not exist. `guard` runs the change: a name can grant permissions.
  */
 export async function renameDevice(db: Database, deviceId: number, name: string, guard: ChangeGuard, actor: Actor): Promise<boolean> {

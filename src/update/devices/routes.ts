@@ -1,10 +1,10 @@
 import { Hono, type Context } from "hono";
+import * as z from "zod";
 import { actorOf } from "../../audit/audit.ts";
-import { z } from "zod";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { integerParam, queryOf } from "../../http/openapi.ts";
+import { errors, jsonBody, ok, queryOf, route, onObject } from "../../http/openapi.ts";
 import {
   addTag,
   bothFilters,
@@ -19,48 +19,34 @@ import {
   renameDevice,
   toV1,
   toV2,
-  validDeviceName,
   validTag,
   type DeviceRow,
   type DevicePresence,
 } from "./devices.ts";
 import { authorize, grantGuard, permissionFilter, type SqlFilter } from "../permissions/permissions.ts";
-import { jsonBody } from "../../http/openapi.ts";
-import { pathId, strictBody } from "../validation.ts";
+import { pathId } from "../validation.ts";
+import { Device, DeviceListQuery, DeviceRename, DeviceV1, Tags } from "./schema.ts";
 
 const NOT_FOUND = "device does not exist";
-
-/** Paging of the device lists; without any of these the lists answer as before. */
-export const deviceListQuery = z.object({
-  limit: integerParam("limit", 1, 1000).describe("at most this many devices (with X-Total-Count: how many match)"),
-  offset: integerParam("offset", 0, Number.MAX_SAFE_INTEGER).describe("skip this many of the matches (ordered by id)"),
-  q: z
-    .string()
-    .max(256, { error: 'query parameter "q" must be at most 256 characters' })
-    .optional()
-    .describe("only devices with this text in their name, MAC address, id, version or device type (ignoring case)"),
-});
-
-const NAME_ERROR = "schema validation failed: field \"name\" must be 1 to 128 characters without control characters or surrounding blanks";
-/** The body of PATCH /api/v2/devices/{id}: the device's new name (what device_by_tag permissions match). */
-export const deviceRenameBody = strictBody({
-  name: z.string({ error: NAME_ERROR }).refine(validDeviceName, { error: NAME_ERROR }).meta({ minLength: 1, maxLength: 128 }),
-});
+const TOTAL = { "X-Total-Count": "with limit, offset or q: how many devices match before paging" };
+const { 400: e400, 401: e401, 403: e403 } = errors;
+const write = { 400: e400, ...onObject };
 
 /** Devices v2 and v1, and tags. */
 export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, presence: DevicePresence): Hono<AppEnv> {
   const { db } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
+  const tag = "devices";
 
-  const view = (row: DeviceRow) => toV2(db, row, presence.isConnected(row.mac_address));
+  const view = (row: DeviceRow): Device => toV2(db, row, presence.isConnected(row.mac_address));
   const deviceOr404 = (id: number) => {
     const row = getDevice(db, id);
     if (!row) throw new LabgateError("not_found", NOT_FOUND);
     return row;
   };
-  const tagParam = (text: string) => {
-    if (!validTag(text)) throw new LabgateError("invalid", "a tag is 1 to 128 characters without slashes or control characters");
+  const tagParam = (text: string | undefined) => {
+    if (text === undefined || !validTag(text)) throw new LabgateError("invalid", "a tag is 1 to 128 characters without slashes or control characters");
     return text;
   };
 
@@ -68,8 +54,8 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
    * A device list: every device `filter` lets through, or with `limit`, `offset` or `q` that
    * page of the matches and the header X-Total-Count (the console's list at 10,000 devices).
    */
-  const deviceList = (c: Context<AppEnv>, filter: SqlFilter | undefined, shape: (row: DeviceRow) => unknown) => {
-    const query = queryOf(c, deviceListQuery);
+  const deviceList = (c: Context<AppEnv>, filter: SqlFilter | undefined, shape: (row: DeviceRow) => Device | DeviceV1) => {
+    const query = queryOf(c, DeviceListQuery);
     if (query.limit === undefined && query.offset === undefined && query.q === undefined) return c.json(listDevices(db, filter).map(shape));
     const where = bothFilters(filter, query.q === undefined ? undefined : deviceTextFilter(ctx.config.prefix, query.q));
     c.header("X-Total-Count", String(countDevices(db, where)));
@@ -77,79 +63,145 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
   };
 
   // v2: any management token; the permission table decides.
-  app.get("/api/v2/devices", mgmt, (c) => deviceList(c, permissionFilter(c.get("identity"), "device", "d"), view));
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v2/devices",
+      tag,
+      access: "management",
+      summary: "Devices the caller may read (paged with limit/offset/q: X-Total-Count)",
+      query: DeviceListQuery,
+      responses: { 200: { ...ok(z.array(Device), "OK"), headers: TOTAL }, 400: e400, 401: e401 },
+    },
+    mgmt,
+    (c) => deviceList(c, permissionFilter(c.get("identity"), "device", "d"), view),
+  );
 
-  app.get("/api/v2/devices/:id{[0-9]+}", mgmt, (c) => {
+  route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "One device", responses: { 200: ok(Device, "OK"), ...onObject } }, mgmt, (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "read");
     return c.json(view(deviceOr404(id)));
   });
 
-  app.delete("/api/v2/devices/:id{[0-9]+}", mgmt, async (c) => {
-    const id = pathId(c.req.param("id"), "device");
-    authorize(db, c.get("identity"), "device", id, "delete");
-    if (!(await deleteDevice(db, hooks, id, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
-    return c.json({});
-  });
+  route(
+    app,
+    { method: "delete", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "Delete a device and what depends on it", responses: { 200: ok(), ...onObject } },
+    mgmt,
+    async (c) => {
+      const id = pathId(c.req.param("id"), "device");
+      authorize(db, c.get("identity"), "device", id, "delete");
+      if (!(await deleteDevice(db, hooks, id, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
+      return c.json({});
+    },
+  );
 
   // Renaming and tagging need update, and may grant no one a permission the caller lacks (permissions.ts).
-  app.patch("/api/v2/devices/:id{[0-9]+}", mgmt, async (c) => {
-    const id = pathId(c.req.param("id"), "device");
-    const identity = c.get("identity");
-    authorize(db, identity, "device", id, "update");
-    const { name } = await jsonBody(c, deviceRenameBody);
-    if (!(await renameDevice(db, id, name, grantGuard(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
-    return c.json(view(deviceOr404(id)));
-  });
+  route(
+    app,
+    {
+      method: "patch",
+      path: "/api/v2/devices/:id{[0-9]+}",
+      tag,
+      access: "management",
+      summary: "Rename a device (needs update, and every permission the new name would grant anyone)",
+      body: { json: DeviceRename },
+      responses: { 200: ok(Device, "OK"), ...write },
+    },
+    mgmt,
+    async (c) => {
+      const id = pathId(c.req.param("id"), "device");
+      const identity = c.get("identity");
+      authorize(db, identity, "device", id, "update");
+      const { name } = await jsonBody(c, DeviceRename);
+      if (!(await renameDevice(db, id, name, grantGuard(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
+      return c.json(view(deviceOr404(id)));
+    },
+  );
 
-  app.post("/api/v2/devices/:id{[0-9]+}/tag/:tag", mgmt, async (c) => {
-    const id = pathId(c.req.param("id"), "device");
-    const identity = c.get("identity");
-    authorize(db, identity, "device", id, "update");
-    const tag = tagParam(c.req.param("tag"));
-    if (!(await addTag(db, id, tag, grantGuard(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
-    return c.json({});
-  });
+  route(
+    app,
+    {
+      method: "post",
+      path: "/api/v2/devices/:id{[0-9]+}/tag/:tag",
+      tag,
+      access: "management",
+      summary: "Tag a device (needs update, and every permission the tag would grant anyone)",
+      responses: { 200: ok(), ...write },
+    },
+    mgmt,
+    async (c) => {
+      const id = pathId(c.req.param("id"), "device");
+      const identity = c.get("identity");
+      authorize(db, identity, "device", id, "update");
+      const name = tagParam(c.req.param("tag"));
+      if (!(await addTag(db, id, name, grantGuard(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
+      return c.json({});
+    },
+  );
 
-  // Beyond the seed: tag removal, idempotent like assignment.
-  app.delete("/api/v2/devices/:id{[0-9]+}/tag/:tag", mgmt, async (c) => {
+  // Tag removal (labgate's), idempotent like assignment.
+  route(app, { method: "delete", path: "/api/v2/devices/:id{[0-9]+}/tag/:tag", tag, access: "management", summary: "Untag a device", responses: { 200: ok(), ...write } }, mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "update");
-    const tag = tagParam(c.req.param("tag"));
-    if (!(await removeTag(db, id, tag, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
+    const name = tagParam(c.req.param("tag"));
+    if (!(await removeTag(db, id, name, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
   });
 
-  app.get("/api/v2/devices/:id{[0-9]+}/tags", mgmt, (c) => {
+  route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}/tags", tag, access: "management", summary: "A device's tags", responses: { 200: ok(Tags, "OK"), ...onObject } }, mgmt, (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "read");
     deviceOr404(id);
     return c.json(deviceTags(db, id));
   });
 
-  app.get("/api/v2/tags/:tag", mgmt, (c) => {
-    const tag = tagParam(c.req.param("tag"));
+  route(app, { method: "get", path: "/api/v2/tags/:tag", tag, access: "management", summary: "Devices with a tag", responses: { 200: ok(z.array(Device), "OK"), 400: e400, 401: e401 } }, mgmt, (c) => {
+    const name = tagParam(c.req.param("tag"));
     const filter = permissionFilter(c.get("identity"), "device", "d");
     const where = {
       sql: `EXISTS (SELECT 1 FROM device_tags t WHERE t.device_id = d.id AND t.tag = ?)${filter ? ` AND ${filter.sql}` : ""}`,
-      params: [tag, ...(filter?.params ?? [])],
+      params: [name, ...(filter?.params ?? [])],
     };
     return c.json(listDevices(db, where).map(view));
   });
 
   // v1: scope-checked, no per-user filtering.
-  app.get("/api/v1/devices", auth.management("admin_ro"), (c) => deviceList(c, undefined, (row) => toV1(db, row)));
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v1/devices",
+      tag,
+      access: "management",
+      summary: "All devices (v1; paged with limit/offset/q: X-Total-Count)",
+      query: DeviceListQuery,
+      responses: { 200: { ...ok(z.array(DeviceV1), "OK"), headers: TOTAL }, 400: e400, 401: e401, 403: e403 },
+    },
+    auth.management("admin_ro"),
+    (c) => deviceList(c, undefined, (row) => toV1(db, row)),
+  );
 
-  app.get("/api/v1/devices/:id{[0-9]+}", auth.management("admin_ro"), (c) => {
-    const id = pathId(c.req.param("id"), "device");
-    return c.json(toV1(db, deviceOr404(id)));
-  });
+  route(
+    app,
+    { method: "get", path: "/api/v1/devices/:id{[0-9]+}", tag, access: "management", summary: "One device (v1)", responses: { 200: ok(DeviceV1, "OK"), ...onObject } },
+    auth.management("admin_ro"),
+    (c) => {
+      const id = pathId(c.req.param("id"), "device");
+      return c.json(toV1(db, deviceOr404(id)));
+    },
+  );
 
-  app.delete("/api/v1/devices/:id{[0-9]+}", auth.management("admin_rw"), async (c) => {
-    const id = pathId(c.req.param("id"), "device");
-    if (!(await deleteDevice(db, hooks, id, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
-    return c.json({});
-  });
+  route(
+    app,
+    { method: "delete", path: "/api/v1/devices/:id{[0-9]+}", tag, access: "management", summary: "Delete a device (v1)", responses: { 200: ok(), ...onObject } },
+    auth.management("admin_rw"),
+    async (c) => {
+      const id = pathId(c.req.param("id"), "device");
+      if (!(await deleteDevice(db, hooks, id, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
+      return c.json({});
+    },
+  );
 
   return app;
 }

@@ -1,22 +1,23 @@
 import { Broadcaster } from "../../http/sse.ts";
+import type { StreamEventData } from "./schema.ts";
 
-/** The live device events (connect, disconnect, update), and the deployments' (README "Deployments"). */
+/** The live device events (connect, disconnect, update), and the deployments' (docs/update-server.md, "Live events"). */
 export type DeviceEventName = "connect" | "disconnect" | "update";
 export type DeploymentEventName = "deployment" | "deployment_device";
 export type EventName = DeviceEventName | DeploymentEventName;
-export type DeviceEvent =
-  /** `{"device": mac, ...}`: every device event names the device by MAC. */
-  | { event: DeviceEventName; data: { device: string } & Record<string, unknown> }
-  /** `{"deployment": id, "group": id, ...}`: shown to whoever may read the group. */
-  | { event: DeploymentEventName; data: { deployment: number; group: number } & Record<string, unknown> };
+/**
+ * An event and its data: a device event names the device by MAC; a deployment's is shown to
+ * whoever may read its group. Data may carry more than its schema says (deployment_device's extras).
+ */
+export type DeviceEvent = { [N in EventName]: { event: N; data: StreamEventData[N] & Record<string, unknown> } }[EventName];
 
 /** In-process publish/subscribe (the reference needs Redis for this; one process needs nothing). */
 export class EventBroadcaster extends Broadcaster<DeviceEvent> {
-  publish(event: DeviceEventName, data: { device: string } & Record<string, unknown>): void {
-    this.emit({ event, data });
+  publish<N extends DeviceEventName>(event: N, data: StreamEventData[N] & Record<string, unknown>): void {
+    this.emit({ event, data } as DeviceEvent);
   }
 
-  publishDeployment(event: DeploymentEventName, data: { deployment: number; group: number } & Record<string, unknown>): void {
-    this.emit({ event, data });
+  publishDeployment<N extends DeploymentEventName>(event: N, data: StreamEventData[N] & Record<string, unknown>): void {
+    this.emit({ event, data } as DeviceEvent);
   }
 }

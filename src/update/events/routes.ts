@@ -3,9 +3,11 @@ import type { Auth } from "../../auth/middleware.ts";
 import { accessGeneration, type AccessWatch } from "../../auth/authority.ts";
 import type { ManagementIdentity } from "../../auth/tokens.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
+import { errors, route } from "../../http/openapi.ts";
 import { prepareEvent, SharedSubscription, type EventStreams, type SendEvent } from "../../http/sse.ts";
 import { bypasses, permissionFilter } from "../permissions/permissions.ts";
 import type { DeviceEvent, EventBroadcaster } from "./broadcaster.ts";
+import { StreamEvents } from "./schema.ts";
 
 export { MAX_BACKLOG } from "../../http/sse.ts";
 
@@ -71,17 +73,29 @@ export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcast
     for (const viewer of viewers) if (shows(viewer.sees, event)) viewer.send(prepared);
   });
 
-  app.get("/api/stream", auth.management(), (c) => {
-    const identity = c.get("identity") as ManagementIdentity;
-    return streams.respond(identity, (send) => {
-      const viewer: Viewer = { identity, sees: visibleTo(identity, new Map()), send };
-      viewers.add(viewer);
-      const release = subscription.hold();
-      return () => {
-        viewers.delete(viewer);
-        release();
-      };
-    });
-  });
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/stream",
+      tag: "events",
+      access: "management",
+      summary: `Live events (SSE): ${Object.keys(StreamEvents).join(", ")}, of the devices and groups the caller may read (docs/update-server.md, "Live events")`,
+      responses: { 200: { description: "Event stream", media: "text/event-stream" }, 401: errors[401] },
+    },
+    auth.management(),
+    (c) => {
+      const identity = c.get("identity") as ManagementIdentity;
+      return streams.respond(identity, (send) => {
+        const viewer: Viewer = { identity, sees: visibleTo(identity, new Map()), send };
+        viewers.add(viewer);
+        const release = subscription.hold();
+        return () => {
+          viewers.delete(viewer);
+          release();
+        };
+      });
+    },
+  );
   return app;
 }

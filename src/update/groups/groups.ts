@@ -4,6 +4,7 @@ import { rfc822 } from "../../util/time.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { DEFAULT_POLICY } from "./policy.ts";
 import { unguarded, type ChangeGuard } from "../permissions/permissions.ts";
+import type { Group, GroupV1 } from "./schema.ts";
 
 export const DEFAULT_PRIORITY = 25;
 
@@ -15,18 +16,6 @@ export interface GroupRow {
   policy: string;
   priority: number;
   created_by: string | null;
-}
-
-export interface GroupV1 {
-  id: number;
-  created: string;
-  packages: number[];
-  devices: number[];
-  metadata: Record<string, unknown>;
-  policy: string;
-}
-export interface GroupV2 extends GroupV1 {
-  priority: number;
 }
 
 const COLUMNS = "g.id, g.created, g.metadata, g.policy, g.priority, g.created_by";
@@ -46,7 +35,7 @@ export const groupDeviceIds = (db: Database | Tx, groupId: number): number[] =>
 export const groupPackageIds = (db: Database | Tx, groupId: number): number[] =>
   db.all<{ package_id: number }>("SELECT package_id FROM group_packages WHERE group_id = ? ORDER BY package_id", [groupId]).map((r) => r.package_id);
 
-export function toV2(db: Database, row: GroupRow): GroupV2 {
+export function toV2(db: Database, row: GroupRow): Group {
   return { ...toV1(db, row), priority: row.priority };
 }
 

@@ -1,8 +1,8 @@
 import { Hono, type Context } from "hono";
 import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
-import { z } from "zod";
-import { jsonBody, jsonObject } from "../../http/openapi.ts";
+import * as z from "zod";
+import { errors, jsonBody, ok, onObject, route } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { AppContext, AppEnv, Identity } from "../../app/context.ts";
 import {
@@ -17,7 +17,8 @@ import {
   unguarded,
   type ChangeGuard,
 } from "../permissions/permissions.ts";
-import { pathId, strictBody, zId, zInteger } from "../validation.ts";
+import { pathId } from "../validation.ts";
+import { Group, GroupCreate, GroupCreateV1, GroupDevices, GroupPackages, GroupPolicy, GroupPriority, GroupV1 } from "./schema.ts";
 import {
   createGroup,
   deleteGroup,
@@ -37,46 +38,12 @@ import {
 import { parsePolicy } from "./policy.ts";
 import { dateOf } from "../../util/time.ts";
 
-const PRIORITY_LIMIT = 2 ** 31 - 1;
-
-/** A priority: an integer within 32 bits (or its decimal text, as the reference reads it). */
-const priority = (required: boolean) => {
-  const message = 'schema validation failed: "priority" must be an integer';
-  return zInteger(-PRIORITY_LIMIT, PRIORITY_LIMIT, (input) => (required && input === undefined ? 'schema validation failed: field "priority" is required' : message));
-};
-
-/** A required array of positive integer ids, each a number or its decimal text (duplicates collapse). */
-const idList = (key: string) => {
-  const message = `schema validation failed: field "${key}" must be an array of positive integer ids`;
-  return z
-    .array(zId(message), {
-      error: (iss) => (iss.input === undefined ? `schema validation failed: field "${key}" is required` : message),
-    })
-    .transform((ids) => [...new Set(ids)]);
-};
-
-const metadataObject = z.record(z.string(), z.unknown(), {
-  error: (iss) => (iss.input === undefined ? 'schema validation failed: field "metadata" is required' : 'schema validation failed: field "metadata" must be an object'),
-});
-
-// Request bodies, also shown by the OpenAPI document.
-export const groupCreateV1Body = metadataObject;
-export const groupCreateV2Body = z.looseObject(
-  { metadata: metadataObject, priority: priority(false).nullish() },
-  jsonObject,
-);
-export const groupDevicesBody = strictBody({ add: idList("add"), remove: idList("remove") });
-export const groupPackagesBody = strictBody({ packages: idList("packages") });
-export const groupPolicyBody = strictBody({
-  policy: z
-    .string({ error: 'schema validation failed: field "policy" must be a string' })
-    .max(4096, { error: "invalid policy: longer than 4096 characters" })
-    .describe("e.g. exact_match,v2 or no_update"),
-});
-export const groupPriorityBody = strictBody({ priority: priority(true) });
+const { 400: e400, 401: e401, 403: e403, 409: e409 } = errors;
+const invalid = { 400: e400, ...onObject };
+const tag = "groups";
 
 /**
- * Section 17 item 5 and issue 10: group permissions reach the group's devices and packages, so
+ * Group permissions reach the group's devices and packages, so
  * putting a device or package into a group needs `update` on that object, and (the guard it
  * returns, run with the change) every permission the group's holders would gain on it.
  */
@@ -115,7 +82,7 @@ function sharedHandlers(ctx: AppContext, catalog: CatalogWatch, mode: { v2: bool
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "update");
     if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
-    const { add, remove } = await jsonBody(c, groupDevicesBody);
+    const { add, remove } = await jsonBody(c, GroupDevices);
     const guard = mode.v2 ? requireOnEach(ctx, c.get("identity"), "device", add) : unguarded;
     await patchGroupDevices(db, catalog, id, add, remove, mode.rule, actorOf(c, ctx.clock), guard);
     return c.json({});
@@ -125,7 +92,7 @@ function sharedHandlers(ctx: AppContext, catalog: CatalogWatch, mode: { v2: bool
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "update");
     if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
-    const { packages } = await jsonBody(c, groupPackagesBody);
+    const { packages } = await jsonBody(c, GroupPackages);
     let guard = unguarded;
     if (mode.v2) {
       const current = new Set(groupPackageIds(db, id));
@@ -139,7 +106,7 @@ function sharedHandlers(ctx: AppContext, catalog: CatalogWatch, mode: { v2: bool
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "update");
     if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
-    const body = await jsonBody(c, groupPolicyBody);
+    const body = await jsonBody(c, GroupPolicy);
     const policy = parsePolicy(body.policy);
     if (typeof policy === "string") throw new LabgateError("invalid", policy);
     await setGroupPolicy(db, catalog, id, body.policy, actorOf(c, ctx.clock));
@@ -149,41 +116,88 @@ function sharedHandlers(ctx: AppContext, catalog: CatalogWatch, mode: { v2: bool
   return { get, remove, devices, packages, policy };
 }
 
+/** The operations v1 and v2 share (each router registers them on its own paths, written out whole). */
+const shared = (version: "v1" | "v2") => {
+  const access = "management";
+  return {
+    get: { tag, access, summary: `One group (${version})`, responses: { 200: ok(version === "v2" ? Group : GroupV1, "OK"), ...onObject } },
+    remove: { tag, access, summary: `Delete a group (${version})`, responses: { 200: ok(), ...onObject, 409: e409 } },
+    devices: { tag, access, summary: `Add and remove member devices (${version})`, body: { json: GroupDevices }, responses: { 200: ok(), ...invalid, 409: e409 } },
+    packages: { tag, access, summary: `Set the group's packages (${version})`, body: { json: GroupPackages }, responses: { 200: ok(), ...invalid, 409: e409 } },
+    policy: { tag, access, summary: `Set the update policy (${version})`, body: { json: GroupPolicy }, responses: { 200: ok(), ...invalid } },
+  } as const;
+};
+
 /** Groups v2: any management token, decided by per-user permissions; create needs a scope. */
 export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatch): Hono<AppEnv> {
   const { db } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
 
-  app.post("/api/v2/groups", auth.management("create_group"), async (c) => {
-    const identity = c.get("identity");
-    const body = await jsonBody(c, groupCreateV2Body);
-    const row = await createGroup(db, {
-      metadata: body.metadata,
-      priority: body.priority ?? undefined,
-      createdBy: identity.kind === "mgmt" ? identity.user : null,
-      onCreated: (tx, id) => grantCreator(tx, identity, "group", id, dateOf(ctx.clock)),
-    }, dateOf(ctx.clock), actorOf(c, ctx.clock));
-    return c.json(toV2(db, row));
-  });
+  route(
+    app,
+    {
+      method: "post",
+      path: "/api/v2/groups",
+      tag,
+      access: "management",
+      summary: "Create a group (v2; needs create_group)",
+      body: { json: GroupCreate },
+      responses: { 200: ok(Group, "OK"), ...invalid, 409: e409 },
+    },
+    auth.management("create_group"),
+    async (c) => {
+      const identity = c.get("identity");
+      const body = await jsonBody(c, GroupCreate);
+      const row = await createGroup(
+        db,
+        {
+          metadata: body.metadata,
+          priority: body.priority ?? undefined,
+          createdBy: identity.kind === "mgmt" ? identity.user : null,
+          onCreated: (tx, id) => grantCreator(tx, identity, "group", id, dateOf(ctx.clock)),
+        },
+        dateOf(ctx.clock),
+        actorOf(c, ctx.clock),
+      );
+      const view: Group = toV2(db, row);
+      return c.json(view);
+    },
+  );
 
-  app.get("/api/v2/groups", mgmt, (c) => c.json(listGroups(db, permissionFilter(c.get("identity"), "group", "g")).map((row) => toV2(db, row))));
+  route(app, { method: "get", path: "/api/v2/groups", tag, access: "management", summary: "Groups the caller may read (v2)", responses: { 200: ok(z.array(Group), "OK"), 401: e401 } }, mgmt, (c) =>
+    c.json(listGroups(db, permissionFilter(c.get("identity"), "group", "g")).map((row): Group => toV2(db, row))),
+  );
 
-  app.post("/api/v2/groups/:id/priority", mgmt, async (c) => {
-    const id = pathId(c.req.param("id"), "group");
-    authorize(db, c.get("identity"), "group", id, "update");
-    if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
-    const { priority } = await jsonBody(c, groupPriorityBody);
-    await setGroupPriority(db, catalog, id, priority, actorOf(c, ctx.clock));
-    return c.json({});
-  });
+  route(
+    app,
+    {
+      method: "post",
+      path: "/api/v2/groups/:id/priority",
+      tag,
+      access: "management",
+      summary: "Set the group's priority",
+      body: { json: GroupPriority },
+      responses: { 200: ok(), ...invalid, 409: e409 },
+    },
+    mgmt,
+    async (c) => {
+      const id = pathId(c.req.param("id"), "group");
+      authorize(db, c.get("identity"), "group", id, "update");
+      if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
+      const { priority } = await jsonBody(c, GroupPriority);
+      await setGroupPriority(db, catalog, id, priority, actorOf(c, ctx.clock));
+      return c.json({});
+    },
+  );
 
-  const shared = sharedHandlers(ctx, catalog, { v2: true, rule: "priority" });
-  app.get("/api/v2/groups/:id", mgmt, shared.get);
-  app.delete("/api/v2/groups/:id", mgmt, shared.remove);
-  app.patch("/api/v2/groups/:id/devices", mgmt, shared.devices);
-  app.post("/api/v2/groups/:id/package", mgmt, shared.packages);
-  app.post("/api/v2/groups/:id/policy", mgmt, shared.policy);
+  const handlers = sharedHandlers(ctx, catalog, { v2: true, rule: "priority" });
+  const op = shared("v2");
+  route(app, { method: "get", path: "/api/v2/groups/:id", ...op.get }, mgmt, handlers.get);
+  route(app, { method: "delete", path: "/api/v2/groups/:id", ...op.remove }, mgmt, handlers.remove);
+  route(app, { method: "patch", path: "/api/v2/groups/:id/devices", ...op.devices }, mgmt, handlers.devices);
+  route(app, { method: "post", path: "/api/v2/groups/:id/package", ...op.packages }, mgmt, handlers.packages);
+  route(app, { method: "post", path: "/api/v2/groups/:id/policy", ...op.policy }, mgmt, handlers.policy);
   return app;
 }
 
@@ -194,18 +208,35 @@ export function groupsV1Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
   const read = auth.management("admin_ro");
   const write = auth.management("admin_rw");
 
-  app.post("/api/v1/groups", write, async (c) => {
-    const row = await createGroup(db, { metadata: await jsonBody(c, groupCreateV1Body), createdBy: null }, dateOf(ctx.clock), actorOf(c, ctx.clock));
-    return c.json(toV1(db, row));
-  });
+  route(
+    app,
+    {
+      method: "post",
+      path: "/api/v1/groups",
+      tag,
+      access: "management",
+      summary: "Create a group (v1: the body is its metadata)",
+      body: { json: GroupCreateV1 },
+      responses: { 200: ok(GroupV1, "OK"), ...invalid, 409: e409 },
+    },
+    write,
+    async (c) => {
+      const row = await createGroup(db, { metadata: await jsonBody(c, GroupCreateV1), createdBy: null }, dateOf(ctx.clock), actorOf(c, ctx.clock));
+      const view: GroupV1 = toV1(db, row);
+      return c.json(view);
+    },
+  );
 
-  app.get("/api/v1/groups", read, (c) => c.json(listGroups(db).map((row) => toV1(db, row))));
+  route(app, { method: "get", path: "/api/v1/groups", tag, access: "management", summary: "Groups (v1)", responses: { 200: ok(z.array(GroupV1), "OK"), 401: e401, 403: e403 } }, read, (c) =>
+    c.json(listGroups(db).map((row): GroupV1 => toV1(db, row))),
+  );
 
-  const shared = sharedHandlers(ctx, catalog, { v2: false, rule: "single" });
-  app.get("/api/v1/groups/:id", read, shared.get);
-  app.delete("/api/v1/groups/:id", write, shared.remove);
-  app.patch("/api/v1/groups/:id/devices", write, shared.devices);
-  app.post("/api/v1/groups/:id/package", write, shared.packages);
-  app.post("/api/v1/groups/:id/policy", write, shared.policy);
+  const handlers = sharedHandlers(ctx, catalog, { v2: false, rule: "single" });
+  const op = shared("v1");
+  route(app, { method: "get", path: "/api/v1/groups/:id", ...op.get }, read, handlers.get);
+  route(app, { method: "delete", path: "/api/v1/groups/:id", ...op.remove }, write, handlers.remove);
+  route(app, { method: "patch", path: "/api/v1/groups/:id/devices", ...op.devices }, write, handlers.devices);
+  route(app, { method: "post", path: "/api/v1/groups/:id/package", ...op.packages }, write, handlers.packages);
+  route(app, { method: "post", path: "/api/v1/groups/:id/policy", ...op.policy }, write, handlers.policy);
   return app;
 }

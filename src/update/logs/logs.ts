@@ -1,41 +1,19 @@
 /*
- * Device logs: telemetry entries a device sends in batches, read and
- * deleted by managers per device, per group or one by one. Unlike the reference, storage is
- * bounded (issues 13 and 25): an entry is at most MAX_ENTRY_BYTES of UTF-8 (413 beyond), a batch
- * at most `device_logs_max_batch` entries, a device keeps at most `device_logs_per_device` entries
- * and `device_log_bytes_per_device` bytes (a batch that goes over drops the device's oldest
- * entries in the same commit) and sends at most `device_logs_per_minute` entries (429 beyond).
- * Lists are answered page by page: with `limit`/`offset` one page, without them every entry,
- * streamed a page at a time (memory for one page, other requests served in between).
+ * Device logs (docs/update-server.md, "Device logs"): telemetry entries a device sends in
+ * batches, read and deleted by managers per device, per group or one by one. Unlike the
+ * reference, storage is bounded: an entry is at most MAX_ENTRY_BYTES of UTF-8 (413 beyond), a
+ * batch at most `device_logs_max_batch` entries, a device keeps at most `device_logs_per_device`
+ * entries and `device_log_bytes_per_device` bytes (a batch that goes over drops the device's
+ * oldest entries in the same commit) and sends at most `device_logs_per_minute` entries (429
+ * beyond). Lists are answered page by page: with `limit`/`offset` one page, without them every
+ * entry, streamed a page at a time (memory for one page, other requests served in between).
  */
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import type { Database, SqlParam, Tx } from "../../db/index.ts";
-import { integerParam } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { parseRfc822, rfc822 } from "../../util/time.ts";
+import { rfc822 } from "../../util/time.ts";
 import type { SqlFilter } from "../permissions/permissions.ts";
-import { z } from "zod";
-import { strictBody, zRequiredString } from "../validation.ts";
-
-/** Longest `name` (characters) and `entry` (UTF-8 bytes) accepted: entries live in the (in-memory) database. */
-export const MAX_NAME = 256;
-export const MAX_ENTRY_BYTES = 4096;
-
-export interface LogInput {
-  device_timestamp: Date;
-  name: string;
-  entry: string;
-}
-
-/** The log object; dates in the update server's RFC 822 form. */
-export interface LogV1 {
-  id: number;
-  created: string;
-  device_id: number;
-  device_timestamp: string;
-  name: string;
-  entry: string;
-}
+import { MAX_ENTRY_BYTES, type Log, type LogInput } from "./schema.ts";
 
 interface LogRow {
   id: number;
@@ -57,65 +35,7 @@ export interface LogPage {
   offset?: number;
 }
 
-const RFC822_HINT = 'an RFC 822 date such as "Wed, 02 Oct 2002 15:00:00 -0000"';
-
-/** An RFC 822 date given as text, as a Date. */
-const rfc822Field = (key: string) =>
-  zRequiredString(key, 64).transform((text, ctx) => {
-    const date = parseRfc822(text);
-    if (!date) ctx.addIssue({ code: "custom", message: `schema validation failed: field "${key}" must be ${RFC822_HINT}` });
-    return date ?? z.NEVER;
-  });
-
-const LogEntry = z.strictObject(
-  {
-    device_timestamp: rfc822Field("device_timestamp"),
-    name: zRequiredString("name", MAX_NAME),
-    // An entry may be empty (a metric with no value); it must still be a string.
-    entry: z.string({ error: 'schema validation failed: field "entry" must be a string' }).meta({ description: `at most ${MAX_ENTRY_BYTES} bytes in UTF-8 (413 beyond)` }),
-  },
-  { error: (iss) => (iss.code === "invalid_type" ? "schema validation failed: a batch entry must be an object" : undefined) },
-);
-
-/** `{"batch": [{device_timestamp, name, entry}, ...]}` with at most `maxBatch` entries. */
-export const logBatchBody = (maxBatch: number) =>
-  strictBody({
-    batch: z
-      .array(LogEntry, { error: 'schema validation failed: field "batch" must be a list of log entries' })
-      .max(maxBatch, { error: (iss) => `schema validation failed: field "batch" has ${(iss.input as unknown[]).length} entries; at most ${maxBatch} are accepted at once` }),
-  });
-
-/** The `since`, `to` (RFC 822) and `name` query parameters; a malformed date is a 400. */
-const queryDate = (key: string, what: string) =>
-  z
-    .string()
-    .optional()
-    .transform((text, ctx) => {
-      if (text === undefined) return undefined;
-      const date = parseRfc822(text);
-      if (!date) ctx.addIssue({ code: "custom", message: `schema validation failed: query parameter "${key}" must be ${RFC822_HINT}` });
-      return date;
-    })
-    .describe(`RFC 822; entries with device_timestamp ${what}`);
-
-export const logDeleteQuery = z.object({
-  since: queryDate("since", "at or after"),
-  to: queryDate("to", "at or before"),
-  name: z
-    .string()
-    .optional()
-    .transform((name) => name || undefined)
-    .describe("only entries with this name"),
-});
-
-/** The filters, and `limit`/`offset` paging of a list. */
-export const logFilterQuery = logDeleteQuery.extend({
-  limit: integerParam("limit", 1, 1000).describe("at most this many entries (X-Total-Count: how many match)"),
-  offset: integerParam("offset", 0, Number.MAX_SAFE_INTEGER).describe("skip this many"),
-});
-
-
-const toV1 = (row: LogRow): LogV1 => ({
+const toV1 = (row: LogRow): Log => ({
   id: row.id,
   created: rfc822(new Date(row.created)),
   device_id: row.device_id,
@@ -245,7 +165,7 @@ export function countLogs(db: Database, devices: DeviceScope, filter: LogFilter)
 }
 
 /** One page of the entries of the devices in scope matching `filter`, newest device timestamp first. */
-export function queryLogs(db: Database, devices: DeviceScope, filter: LogFilter, page: LogPage): LogV1[] {
+export function queryLogs(db: Database, devices: DeviceScope, filter: LogFilter, page: LogPage): Log[] {
   return pageRows(db, where(devices, filter), "", [], page.limit ?? -1, page.offset ?? 0).map(toV1);
 }
 
@@ -253,7 +173,7 @@ export function queryLogs(db: Database, devices: DeviceScope, filter: LogFilter,
  * Every matching entry, newest first, a page at a time: each page starts after the last one's
  * (device timestamp, id), so a page costs the same however deep into the list it is.
  */
-export function* logPages(db: Database, devices: DeviceScope, filter: LogFilter): Generator<LogV1[]> {
+export function* logPages(db: Database, devices: DeviceScope, filter: LogFilter): Generator<Log[]> {
   const w = where(devices, filter);
   let after: LogRow | undefined;
   for (;;) {
@@ -275,7 +195,7 @@ export function deleteLogs(db: Database, devices: DeviceScope, filter: LogFilter
   });
 }
 
-export function getLog(db: Database | Tx, id: number): LogV1 | undefined {
+export function getLog(db: Database | Tx, id: number): Log | undefined {
   const row = db.get<LogRow>("SELECT * FROM device_logs WHERE id = ?", [id]);
   return row && toV1(row);
 }

@@ -2,18 +2,24 @@ import { Hono, type Context } from "hono";
 import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
-import { jsonBody, queryOf } from "../../http/openapi.ts";
+import * as z from "zod";
+import { errors, jsonBody, ok, queryOf, onObject, route } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { getDevice } from "../devices/devices.ts";
 import { GROUP_NOT_FOUND, getGroup } from "../groups/groups.ts";
-import { allowed, authorize, permissionFilter, type Permission } from "../permissions/permissions.ts";
+import { allowed, authorize, permissionFilter } from "../permissions/permissions.ts";
+import type { Permission } from "../permissions/schema.ts";
 import { pathId } from "../validation.ts";
 import { jsonArrayStream } from "../../http/json-array.ts";
-import { appendLogs, checkEntrySizes, countLogs, deleteLog, deleteLogs, getLog, logBatchBody, logDeleteQuery, logFilterQuery, logPages, LogRate, queryLogs, type DeviceScope } from "./logs.ts";
+import { appendLogs, checkEntrySizes, countLogs, deleteLog, deleteLogs, getLog, logPages, LogRate, queryLogs, type DeviceScope } from "./logs.ts";
+import { Log, LogBatch, LogDeleteQuery, LogFilterQuery, MAX_ENTRY_BYTES } from "./schema.ts";
 import { dateOf } from "../../util/time.ts";
 
 const LOG_NOT_FOUND = "log does not exist";
 const DEVICE_NOT_FOUND = "device does not exist";
+const TOTAL = { "X-Total-Count": "how many entries match before paging" };
+const { 400: e400, 401: e401, 413: e413, 429: e429 } = errors;
+const tag = "logs";
 
 /**
  * Device logs. Devices post with their token; managers read (`read` on
@@ -26,25 +32,39 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   const mgmt = auth.management();
   const limits = ctx.config.update_server;
   const rate = new LogRate(() => limits.device_logs_per_minute, () => ctx.clock.now());
+  const batch = LogBatch(limits.device_logs_max_batch);
 
-  app.post("/api/v1/logs", auth.device(), async (c) => {
-    const identity = c.get("identity");
-    if (identity.kind !== "device") throw new LabgateError("unauthenticated", "a device token is required");
-    const tooMany = (over: { retryAfter: number }) => {
-      c.header("Retry-After", String(over.retryAfter));
-      return new LabgateError("too_many", `this device sends more than ${limits.device_logs_per_minute} log entries a minute (update_server.device_logs_per_minute)`);
-    };
-    // A device past its rate is refused before its body is read: a flood costs no parsing.
-    const spent = rate.spent(identity.deviceId);
-    if (spent) throw tooMany(spent);
-    const { batch: entries } = await jsonBody(c, logBatchBody(limits.device_logs_max_batch));
-    checkEntrySizes(entries);
-    const over = rate.take(identity.deviceId, entries.length);
-    if (over) throw tooMany(over);
-    const quota = { entries: limits.device_logs_per_device, bytes: limits.device_log_bytes_per_device };
-    if (!(await appendLogs(db, identity.deviceId, entries, quota, dateOf(ctx.clock)))) throw new LabgateError("unauthenticated", "invalid token was provided");
-    return c.json({});
-  });
+  route(
+    app,
+    {
+      method: "post",
+      path: "/api/v1/logs",
+      tag,
+      access: "device",
+      summary: `A device sends a batch of log entries (at most ${limits.device_logs_max_batch}, each at most ${MAX_ENTRY_BYTES} bytes; ${limits.device_logs_per_device} entries and ${limits.device_log_bytes_per_device} bytes kept per device; ${limits.device_logs_per_minute} entries a minute)`,
+      body: { json: batch },
+      responses: { 200: ok(), 400: e400, 401: e401, 413: e413, 429: { ...e429, headers: { "Retry-After": "seconds until the batch fits the device's rate" } } },
+    },
+    auth.device(),
+    async (c) => {
+      const identity = c.get("identity");
+      if (identity.kind !== "device") throw new LabgateError("unauthenticated", "a device token is required");
+      const tooMany = (over: { retryAfter: number }) => {
+        c.header("Retry-After", String(over.retryAfter));
+        return new LabgateError("too_many", `this device sends more than ${limits.device_logs_per_minute} log entries a minute (update_server.device_logs_per_minute)`);
+      };
+      // A device past its rate is refused before its body is read: a flood costs no parsing.
+      const spent = rate.spent(identity.deviceId);
+      if (spent) throw tooMany(spent);
+      const { batch: entries } = await jsonBody(c, batch);
+      checkEntrySizes(entries);
+      const over = rate.take(identity.deviceId, entries.length);
+      if (over) throw tooMany(over);
+      const quota = { entries: limits.device_logs_per_device, bytes: limits.device_log_bytes_per_device };
+      if (!(await appendLogs(db, identity.deviceId, entries, quota, dateOf(ctx.clock)))) throw new LabgateError("unauthenticated", "invalid token was provided");
+      return c.json({});
+    },
+  );
 
   /** One device, after the permission check; a missing one is a 404 for admins too. */
   const deviceScope = (c: Context<AppEnv>, perm: Permission): DeviceScope => {
@@ -69,21 +89,27 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   /** A list with X-Total-Count: one page with limit or offset, else every entry, streamed. */
   const list = (c: Context<AppEnv>, scope: DeviceScope) => {
-    const { limit, offset, ...filter } = queryOf(c, logFilterQuery);
+    const { limit, offset, ...filter } = queryOf(c, LogFilterQuery);
     c.header("X-Total-Count", String(countLogs(db, scope, filter)));
     if (limit !== undefined || offset !== undefined) return c.json(queryLogs(db, scope, filter, { limit, offset }));
     return c.body(jsonArrayStream(logPages(db, scope, filter)), 200, { "Content-Type": "application/json" });
   };
 
-  app.get("/api/v1/logs/device/:id{[0-9]+}", mgmt, (c) => list(c, deviceScope(c, "read")));
-  app.get("/api/v1/logs/group/:id{[0-9]+}", mgmt, (c) => list(c, groupScope(c, "read")));
+  const listed = (what: string) => ({
+    summary: `${what}, newest first (paged with limit/offset; without them streamed whole)`,
+    query: LogFilterQuery,
+    responses: { 200: { ...ok(z.array(Log), "OK"), headers: TOTAL }, 400: e400, ...onObject },
+  });
+  route(app, { method: "get", path: "/api/v1/logs/device/:id{[0-9]+}", tag, access: "management", ...listed("A device's log entries") }, mgmt, (c) => list(c, deviceScope(c, "read")));
+  route(app, { method: "get", path: "/api/v1/logs/group/:id{[0-9]+}", tag, access: "management", ...listed("The log entries of a group's devices") }, mgmt, (c) => list(c, groupScope(c, "read")));
 
-  app.delete("/api/v1/logs/device/:id{[0-9]+}", mgmt, async (c) => {
-    await deleteLogs(db, deviceScope(c, "update"), queryOf(c, logDeleteQuery), actorOf(c, ctx.clock), `device:${c.req.param("id")}`);
+  const removed = { query: LogDeleteQuery, responses: { 200: ok(), 400: e400, ...onObject } };
+  route(app, { method: "delete", path: "/api/v1/logs/device/:id{[0-9]+}", tag, access: "management", summary: "Delete a device's log entries", ...removed }, mgmt, async (c) => {
+    await deleteLogs(db, deviceScope(c, "update"), queryOf(c, LogDeleteQuery), actorOf(c, ctx.clock), `device:${c.req.param("id")}`);
     return c.json({});
   });
-  app.delete("/api/v1/logs/group/:id{[0-9]+}", mgmt, async (c) => {
-    await deleteLogs(db, groupScope(c, "update"), queryOf(c, logDeleteQuery), actorOf(c, ctx.clock), `group:${c.req.param("id")}`);
+  route(app, { method: "delete", path: "/api/v1/logs/group/:id{[0-9]+}", tag, access: "management", summary: "Delete the log entries of a group's devices", ...removed }, mgmt, async (c) => {
+    await deleteLogs(db, groupScope(c, "update"), queryOf(c, LogDeleteQuery), actorOf(c, ctx.clock), `group:${c.req.param("id")}`);
     return c.json({});
   });
 
@@ -94,8 +120,13 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     return log;
   };
 
-  app.get("/api/v1/logs/:id{[0-9]+}", mgmt, (c) => c.json(visibleLog(c)));
-  app.delete("/api/v1/logs/:id{[0-9]+}", mgmt, async (c) => {
+  route(
+    app,
+    { method: "get", path: "/api/v1/logs/:id{[0-9]+}", tag, access: "management", summary: "One log entry", responses: { 200: ok(Log, "OK"), ...onObject } },
+    mgmt,
+    (c) => c.json(visibleLog(c)),
+  );
+  route(app, { method: "delete", path: "/api/v1/logs/:id{[0-9]+}", tag, access: "management", summary: "Delete one log entry", responses: { 200: ok(), ...onObject } }, mgmt, async (c) => {
     const log = visibleLog(c);
     authorize(db, c.get("identity"), "device", log.device_id, "update");
     if (!(await deleteLog(db, log, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", LOG_NOT_FOUND);

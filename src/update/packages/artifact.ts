@@ -5,9 +5,9 @@ import type { Readable } from "node:stream";
 import { grantsAny, scopeName, type Scope } from "../../auth/scopes.ts";
 
 /**
- * Upload scope from the artifact's payload types: a device
- * artifact is a tar holding `header.tar`, whose `header-info` JSON lists `payloads[*].type`.
- * Anything that is not such an artifact is `nonstandard`.
+ * Upload scope from the artifact's payload types: a device artifact is a tar holding `header.tar`,
+ * whose `header-info` JSON lists `payloads[*].type`. Anything that is not such an artifact is
+ * `nonstandard`.
  */
 export const NONSTANDARD = "nonstandard";
 

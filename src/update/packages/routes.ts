@@ -1,6 +1,6 @@
 import { Hono } from "hono";
-import { z } from "zod";
-import { errors, ok, route } from "../../http/openapi.ts";
+import * as z from "zod";
+import { errors, ok, onObject, route } from "../../http/openapi.ts";
 import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { Scope } from "../../auth/scopes.ts";
@@ -21,7 +21,6 @@ const WHAT = "specified package";
 const MSG_NOT_FOUND = `${WHAT} does not exist`;
 
 const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409, 413: e413 } = errors;
-const read = { 401: e401, 403: e403, 404: e404 };
 
 /** Packages: upload, list, get, delete, download link. Each route with its operation (src/http/openapi.ts, `route`). */
 export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorage): Hono<AppEnv> {
@@ -73,7 +72,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     },
   );
 
-  route(app, { method: "get", path: "/api/v1/packages/:id", tag, access: "management", summary: "One package", responses: { 200: ok(Package, "OK"), ...read } }, auth.management(), (c) => {
+  route(app, { method: "get", path: "/api/v1/packages/:id", tag, access: "management", summary: "One package", responses: { 200: ok(Package, "OK"), ...onObject } }, auth.management(), (c) => {
     const id = pathId(c.req.param("id"), WHAT);
     authorize(ctx.db, c.get("identity"), "package", id, "read");
     const row = getPackage(ctx.db, id);
@@ -81,18 +80,23 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     return c.json(toView(row));
   });
 
-  route(app, { method: "delete", path: "/api/v1/packages/:id", tag, access: "management", summary: "Delete a package (not while a group has it)", responses: { 200: ok(), ...read, 409: e409 } }, auth.management(), async (c) => {
-    const id = pathId(c.req.param("id"), WHAT);
-    authorize(ctx.db, c.get("identity"), "package", id, "delete");
-    const result = await deletePackage(ctx, storage, id, actorOf(c, ctx.clock), (tx) => deletePermissionsOf(tx, "package", id));
-    if (result === "not_found") throw new LabgateError("not_found", MSG_NOT_FOUND);
-    if (result === "assigned") throw new LabgateError("conflict", "delete failed, the package is assigned to at least one group");
-    return c.json({});
-  });
+  route(
+    app,
+    { method: "delete", path: "/api/v1/packages/:id", tag, access: "management", summary: "Delete a package (not while a group has it)", responses: { 200: ok(), ...onObject, 409: e409 } },
+    auth.management(),
+    async (c) => {
+      const id = pathId(c.req.param("id"), WHAT);
+      authorize(ctx.db, c.get("identity"), "package", id, "delete");
+      const result = await deletePackage(ctx, storage, id, actorOf(c, ctx.clock), (tx) => deletePermissionsOf(tx, "package", id));
+      if (result === "not_found") throw new LabgateError("not_found", MSG_NOT_FOUND);
+      if (result === "assigned") throw new LabgateError("conflict", "delete failed, the package is assigned to at least one group");
+      return c.json({});
+    },
+  );
 
   route(
     app,
-    { method: "get", path: "/api/v1/packages/:id/download", tag, access: "management", summary: "A signed, expiring download link", responses: { 200: ok(PackageLink, "OK"), ...read } },
+    { method: "get", path: "/api/v1/packages/:id/download", tag, access: "management", summary: "A signed, expiring download link", responses: { 200: ok(PackageLink, "OK"), ...onObject } },
     auth.management(),
     (c) => {
       const id = pathId(c.req.param("id"), WHAT);

@@ -3,7 +3,7 @@
  * document shows these schemas (packages/routes.ts registers them with the routes) and the
  * console imports the types.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { Rfc822 } from "../../http/shapes.ts";
 
 /** The upload's text fields, and the storage driver's `<prefix>.storage.*` keys (the object's size a number). */

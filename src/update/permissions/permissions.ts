@@ -22,13 +22,10 @@ import type { Database, Tx } from "../../db/index.ts";
 import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 
-export const RESOURCES = ["package", "group", "device", "device_by_tag"] as const;
-export type PermissionResource = (typeof RESOURCES)[number];
+import type { Permission, PermissionResource } from "./schema.ts";
 /** Resources that objects (and routes) have; device_by_tag only names devices. */
 export type Resource = Exclude<PermissionResource, "device_by_tag">;
 
-export const PERMISSIONS = ["read", "update", "delete", "shell", "test"] as const;
-export type Permission = (typeof PERMISSIONS)[number];
 
 const TABLES: Record<Resource, string> = { package: "packages", group: "groups", device: "devices" };
 

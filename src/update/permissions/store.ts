@@ -1,30 +1,18 @@
 import type { Database } from "../../db/index.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
-import { z } from "zod";
 import { LabgateError } from "../../util/errors.ts";
-import { strictBody } from "../validation.ts";
-import { readInteger } from "../../http/openapi.ts";
 import { rfc822 } from "../../util/time.ts";
-import { PERMISSIONS, RESOURCES, resourceExists, type Permission, type PermissionResource } from "./permissions.ts";
+import { resourceExists } from "./permissions.ts";
+import type { NewPermission, Permission, PermissionObject, PermissionResource } from "./schema.ts";
 
 interface PermissionRow {
   id: number;
   created: string;
   user_id: string;
-  resource: string;
+  resource: PermissionResource;
   resource_id: number | null;
   resource_name: string | null;
-  permission: string;
-}
-
-export interface PermissionObject {
-  id: number;
-  created: string;
-  resource: string;
-  resource_id: number | null;
-  resource_name: string | null;
-  user_id: string;
-  permission: string;
+  permission: Permission;
 }
 
 const toObject = (row: PermissionRow): PermissionObject => ({
@@ -39,60 +27,6 @@ const toObject = (row: PermissionRow): PermissionObject => ({
 
 const COLUMNS = "id, created, user_id, resource, resource_id, resource_name, permission";
 
-export interface NewPermission {
-  user_id: string;
-  resource: PermissionResource;
-  resource_id: number | null;
-  resource_name: string | null;
-  permission: Permission;
-}
-
-
-const positiveOrNull = (id: unknown): number | null => (typeof id === "number" && id !== 0 ? id : null);
-
-const required = (key: string) =>
-  z
-    .string({ error: `schema validation failed: field "${key}" is required (a non-empty string)` })
-    .min(1, { error: `schema validation failed: field "${key}" is required (a non-empty string)` });
-
-/**
- * The body of POST /api/v1/permissions: required strings, known resource
- * and permission words, a positive resource_id or a resource_name (0, "" and null count as
- * missing, as in the reference; an id may come as its decimal text, as the reference reads it). `id` and `created` are accepted and ignored. The checks run in
- * the order the hand-written ones did, so the first failure names the same field.
- */
-export const permissionBody = strictBody({
-  // Words and lengths are checked below, after every required field, as the hand-written checks did;
-  // the document shows them.
-  resource: required("resource").meta({ enum: [...RESOURCES] }),
-  user_id: required("user_id").meta({ maxLength: 256 }),
-  permission: required("permission").meta({ enum: [...PERMISSIONS] }),
-  resource_id: z.unknown().optional().meta({ type: ["integer", "string", "null"], minimum: 0 }),
-  resource_name: z.unknown().optional().meta({ type: ["string", "null"], maxLength: 256 }),
-  id: z.unknown().optional(),
-  created: z.unknown().optional(),
-}).superRefine((body, ctx) => {
-  const fail = (why: string) => ctx.addIssue({ code: "custom", message: `schema validation failed: ${why}` });
-  const { resource, permission, resource_name: rawName } = body;
-  const rawId = readInteger(body.resource_id);
-  if (body.user_id.length > 256) return fail(`field "user_id" is longer than 256 characters`);
-  if (!(RESOURCES as readonly string[]).includes(resource)) return fail(`unknown resource "${resource}" (expected one of ${RESOURCES.join(", ")})`);
-  if (!(PERMISSIONS as readonly string[]).includes(permission)) return fail(`unknown permission "${permission}" (expected one of ${PERMISSIONS.join(", ")})`);
-  const hasId = rawId !== undefined && rawId !== null && rawId !== 0;
-  const hasName = rawName !== undefined && rawName !== null && rawName !== "";
-  if (hasId && (typeof rawId !== "number" || !Number.isSafeInteger(rawId) || rawId < 1)) return fail(`field "resource_id" must be a positive integer`);
-  if (hasName && (typeof rawName !== "string" || rawName.length > 256)) return fail(`field "resource_name" must be a string of at most 256 characters`);
-  if (!hasId && !hasName) return fail(`one of "resource_id" or "resource_name" is required`);
-  })
-  .transform(
-    (b): NewPermission => ({
-      user_id: b.user_id,
-      resource: b.resource as PermissionResource,
-      permission: b.permission as Permission,
-      resource_id: positiveOrNull(readInteger(b.resource_id)),
-      resource_name: typeof b.resource_name === "string" && b.resource_name !== "" ? b.resource_name : null,
-    }),
-  );
 
 /** The rules between fields: `shell` only on devices, names only for device_by_tag and device_by_tag only by name. */
 export function checkPermission(p: NewPermission): NewPermission {

@@ -1,5 +1,6 @@
 import type { Database, Tx } from "../../db/index.ts";
 import { dateOf, rfc822, type Clock } from "../../util/time.ts";
+import type { Progress } from "./schema.ts";
 
 /** Update progress record: one per updating device. */
 export interface ProgressRow {
@@ -12,15 +13,7 @@ export interface ProgressRow {
   updated: string;
 }
 
-export interface ProgressView {
-  id: number;
-  mac_address: string;
-  created: string;
-  version: string;
-  progress: number;
-}
-
-export const toView = (row: ProgressRow): ProgressView => ({
+export const toView = (row: ProgressRow): Progress => ({
   id: row.device_id,
   mac_address: row.mac_address,
   created: rfc822(new Date(row.created)),

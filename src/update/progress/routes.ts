@@ -1,4 +1,6 @@
 import { Hono } from "hono";
+import * as z from "zod";
+import { errors, ok, onObject, route } from "../../http/openapi.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
@@ -6,26 +8,36 @@ import { getDevice } from "../devices/devices.ts";
 import { authorize, permissionFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
 import { getProgress, listProgress, toView, type UpdateProgress } from "./progress.ts";
+import { Progress } from "./schema.ts";
+
+const { 401: e401 } = errors;
 
 /**
- * Update progress: PERM(device, read), lists filtered, a device not updating is 404
- *; a record idle for `progress_idle_timeout` no longer counts.
+ * Update progress: `read` on the device, lists filtered, a device not updating is 404; a record
+ * idle for `progress_idle_timeout` no longer counts.
  */
 export function progressRoutes(ctx: AppContext, auth: Auth, progress: UpdateProgress): Hono<AppEnv> {
   const { db } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
 
-  app.get("/api/v2/devices/progress", mgmt, (c) => c.json(listProgress(db, progress.idleCutoff(), permissionFilter(c.get("identity"), "device", "d")).map(toView)));
+  route(app, { method: "get", path: "/api/v2/devices/progress", tag: "updates", access: "management", summary: "Devices that are updating", responses: { 200: ok(z.array(Progress), "OK"), 401: e401 } }, mgmt, (c) =>
+    c.json(listProgress(db, progress.idleCutoff(), permissionFilter(c.get("identity"), "device", "d")).map(toView)),
+  );
 
-  app.get("/api/v2/devices/:id{[0-9]+}/progress", mgmt, (c) => {
-    const id = pathId(c.req.param("id"), "device");
-    authorize(db, c.get("identity"), "device", id, "read");
-    if (!getDevice(db, id)) throw new LabgateError("not_found", "device does not exist");
-    const row = getProgress(db, id, progress.idleCutoff());
-    if (!row) throw new LabgateError("not_found", "device is not updating");
-    return c.json(toView(row));
-  });
+  route(
+    app,
+    { method: "get", path: "/api/v2/devices/:id{[0-9]+}/progress", tag: "updates", access: "management", summary: "One device's update progress", responses: { 200: ok(Progress, "OK"), ...onObject } },
+    mgmt,
+    (c) => {
+      const id = pathId(c.req.param("id"), "device");
+      authorize(db, c.get("identity"), "device", id, "read");
+      if (!getDevice(db, id)) throw new LabgateError("not_found", "device does not exist");
+      const row = getProgress(db, id, progress.idleCutoff());
+      if (!row) throw new LabgateError("not_found", "device is not updating");
+      return c.json(toView(row));
+    },
+  );
 
   return app;
 }

@@ -5,10 +5,9 @@ import { parseJsonBody } from "../../http/body.ts";
 import { dateOf, epochSeconds } from "../../util/time.ts";
 import { getDeviceByMac } from "../devices/devices.ts";
 import { decodeSignature, parseDeviceKey, verifyDeviceSignature } from "./keys.ts";
-import { z } from "zod";
 import { firstMessage } from "../../http/openapi.ts";
-import { strictBody, zInteger } from "../validation.ts";
-import { deviceMetadata, metaKeys } from "./metadata.ts";
+import { metaKeys } from "./metadata.ts";
+import { deviceAuthBody } from "./schema.ts";
 import { ReplayGuard } from "./replay.ts";
 
 export type DeviceAuthResult = { status: "accepted"; token: string; expires: number; deviceId: number } | { status: "pending" };
@@ -16,16 +15,6 @@ export type DeviceAuthResult = { status: "accepted"; token: string; expires: num
 /** Header carrying the device's signature, e.g. `X-SVC-Device-Signature`. */
 export const signatureHeader = (prefix: string): string => `X-${prefix.toUpperCase()}-Device-Signature`;
 
-const PUBLIC_KEY_ERROR = "schema validation failed: public_key must be a non-empty string";
-const authBodies = new Map<string, ReturnType<typeof makeAuthBody>>();
-const makeAuthBody = (prefix: string) =>
-  strictBody({
-    metadata: deviceMetadata(prefix),
-    public_key: z.string({ error: PUBLIC_KEY_ERROR }).min(1, { error: PUBLIC_KEY_ERROR }),
-    timestamp: zInteger(-Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, "schema validation failed: timestamp must be an integer (UNIX seconds)").describe("UNIX seconds"),
-  });
-/** The body of POST /api/v1/auth/device, signed as sent; one schema per prefix. */
-export const deviceAuthBody = (prefix: string) => authBodies.get(prefix) ?? authBodies.set(prefix, makeAuthBody(prefix)).get(prefix)!;
 const MAX_PENDING_PER_MAC = 8;
 /** MACs one key may wait with (a device has one MAC; a flood script reuses its key). */
 export const MAX_PENDING_PER_KEY = 4;
@@ -37,8 +26,8 @@ export const pendingCutoff = (ctx: Pick<AppContext, "clock" | "config" | "db" | 
   new Date(now.getTime() - ctx.config.update_server.pending_registration_ttl * 1000).toISOString();
 
 /**
- * Device authorization, given the raw body
- * bytes exactly as received and the signature header:
+ * Device authorization (docs/device-protocol.md), given the raw body bytes exactly as received and
+ * the signature header:
  *   schema -> signature header -> key -> signature over the raw bytes -> timestamp window ->
  *   replay -> accepted device: token; anything else: pending registration (MAC, key) upserted.
  * Failures before the registration step are 400 with the reason.
@@ -80,7 +69,7 @@ export async function authorizeDevice(
   const device = getDeviceByMac(ctx.db, mac);
   if (device && device.key_fingerprint === key.fingerprint) {
     // The reported metadata is kept; the name is not: it was taken at approval and only a
-    // management request changes it (a name can match device_by_tag permissions, issue 10).
+    // management request changes it (a name can match device_by_tag permissions).
     const metadataText = JSON.stringify(metadata);
     if (device.metadata !== metadataText) {
       await ctx.db.write((tx) => void tx.run("UPDATE devices SET metadata = ? WHERE id = ?", [metadataText, device.id]));

@@ -1,9 +1,10 @@
-import { z } from "zod";
+import * as z from "zod";
+import type { DeviceMetadata } from "../devices/schema.ts";
+
+/** A device's reported metadata: key to value, or to a list for repeated keys. */
+export type Metadata = z.infer<typeof DeviceMetadata>;
 
 /** Metadata keys of the device protocol, under the configured product prefix. */
-/** A device's reported metadata: key to value, or to a list for repeated keys. */
-export type Metadata = Record<string, string | string[]>;
-
 export const metaKeys = (prefix: string) => ({
   version: `${prefix}.software.version`,
   devtype: `${prefix}.hardware.devtype`,

@@ -5,6 +5,7 @@ import { rfc822 } from "../../util/time.ts";
 import { getDeviceByMac, tagsFromMetadata, type DeviceHooks } from "../devices/devices.ts";
 import type { Metadata } from "./metadata.ts";
 import { parseDeviceKey } from "./keys.ts";
+import type { PendingRegistration, ReferencePending } from "./schema.ts";
 import { deviceName, metaKeys } from "./metadata.ts";
 
 interface RegistrationRow {
@@ -13,21 +14,6 @@ interface RegistrationRow {
   public_key: string;
   metadata: string;
   last_appeared: string;
-}
-
-export interface PendingRegistration {
-  mac_address: string;
-  public_key: string;
-  /** SHA-256 of the key (SPKI DER), hex: what the console shows to compare with the device's. */
-  key_fingerprint: string;
-  last_appeared: string;
-  metadata: Metadata;
-  /** True when approving it would replace the key of an existing device. */
-  key_change: boolean;
-  /** The existing device whose key would change, else null. */
-  device_id: number | null;
-  /** That device's current key fingerprint, else null. */
-  device_key_fingerprint: string | null;
 }
 
 /**
@@ -57,7 +43,7 @@ export function listPending(db: Database, cutoff = "", page?: { limit?: number; 
 }
 
 /** A pending registration with exactly the reference's fields (its clients load the list with a strict schema). */
-export const referencePending = (p: PendingRegistration): Pick<PendingRegistration, "mac_address" | "public_key" | "last_appeared" | "metadata"> => ({
+export const referencePending = (p: PendingRegistration): ReferencePending => ({
   mac_address: p.mac_address,
   public_key: p.public_key,
   last_appeared: p.last_appeared,

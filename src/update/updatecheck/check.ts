@@ -1,4 +1,3 @@
-import { z } from "zod";
 import type { DeviceIdentity } from "../../auth/tokens.ts";
 import { firstMessage } from "../../http/openapi.ts";
 import type { AppContext } from "../../app/context.ts";
@@ -7,8 +6,8 @@ import { packageKeys } from "../packages/packages.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
 import { resolveInPlan, retarget, type UpdateCatalog } from "./catalog.ts";
 import { dateOf } from "../../util/time.ts";
-
-export type DeviceMetadata = Record<string, string | string[]>;
+import type { Metadata } from "../registration/metadata.ts";
+import { UpdateCheck, type UpdateOffer } from "./schema.ts";
 
 /**
  * What an update check does for a device in a deployment (deployments/service.ts): "hold", no
@@ -21,16 +20,6 @@ export interface Steering {
   steer(deviceId: number, groupId: number, now: number): Steer | undefined;
 }
 
-/** The 200 body of an update check. */
-export interface Offer {
-  id: number;
-  created: string;
-  sha256: string;
-  uri: string;
-  /** labgate extension: the offered package's version, so that an agent can report what it installed. */
-  version: string;
-}
-
 const keyCache = new Map<string, { version: string; devtype: string; mac: string }>();
 export const checkKeys = (prefix: string) => {
   let keys = keyCache.get(prefix);
@@ -41,34 +30,9 @@ export const checkKeys = (prefix: string) => {
   return keys;
 };
 
-const checkBodies = new Map<string, z.ZodType<DeviceMetadata>>();
-
-/**
- * The update-check body: a flat object whose values are strings (or lists of strings), with
- * the version, device type and MAC keys present as non-empty strings. One schema per prefix.
- */
-export function checkBodySchema(prefix: string): z.ZodType<DeviceMetadata> {
-  let schema = checkBodies.get(prefix);
-  if (!schema) {
-    const keys = checkKeys(prefix);
-    const required = (key: string) =>
-      z.string({ error: `schema validation failed: ${key} must be a non-empty string` }).min(1, { error: `schema validation failed: ${key} must be a non-empty string` });
-    const value = z.union([z.string(), z.array(z.string())], {
-      error: (iss) => `schema validation failed: value of ${String(iss.path?.at(-1) ?? "")} must be a string or a list of strings`,
-    });
-    schema = z
-      .looseObject({ [keys.version]: required(keys.version), [keys.devtype]: required(keys.devtype), [keys.mac]: required(keys.mac) }, {
-        error: "schema validation failed: expected a JSON object of device metadata",
-      })
-      .catchall(value) as unknown as z.ZodType<DeviceMetadata>;
-    checkBodies.set(prefix, schema);
-  }
-  return schema;
-}
-
 /** Validates an update-check body; returns the metadata, or the 400 message (all missing keys named at once). */
-export function checkBody(body: unknown, prefix: string): DeviceMetadata | string {
-  const result = checkBodySchema(prefix).safeParse(body);
+export function checkBody(body: unknown, prefix: string): Metadata | string {
+  const result = UpdateCheck(prefix).safeParse(body);
   if (result.success) return result.data;
   const missing = result.error.issues.filter((i) => i.code === "invalid_type" && i.path.length === 1 && (body as Record<string, unknown>)[i.path[0] as string] === undefined);
   if (missing.length) return `schema validation failed: missing required key${missing.length > 1 ? "s" : ""}: ${missing.map((i) => String(i.path[0])).join(", ")}`;
@@ -91,10 +55,10 @@ export async function updateCheck(
   catalog: UpdateCatalog,
   deployments: Steering | undefined,
   device: DeviceIdentity,
-  metadata: DeviceMetadata,
+  metadata: Metadata,
   base: string,
   now = dateOf(ctx.clock),
-): Promise<Offer | undefined> {
+): Promise<UpdateOffer | undefined> {
   const keys = checkKeys(ctx.config.prefix);
   const groupId = catalog.activeGroup(device.deviceId);
   if (groupId === null) return undefined;

@@ -82,7 +82,7 @@ export async function device(server: TestServer, id: number): Promise<{ connecte
   return res.json() as never;
 }
 
-/** Waits until the server lists the device as connected and knows its capabilities. */
+/** Waits until the server lists the device as connected and knows its capabilities (no event tells the capabilities). */
 export async function untilConnected(server: TestServer, id: number): Promise<void> {
   await waitFor(async () => {
     const d = await device(server, id);
@@ -91,8 +91,8 @@ export async function untilConnected(server: TestServer, id: number): Promise<vo
 }
 
 /** Starts an agent (added to `started`, which the test stops), approves it and waits until it is connected. */
-export async function connectedAgent(server: TestServer, started: Agent[], options: AgentOptions = {}): Promise<{ agent: Agent & { dir: string }; id: number }> {
-  const agent = startAgent(server, options);
+export async function connectedAgent(server: TestServer, started: Agent[], options: AgentOptions = {}, extra: { clock?: Clock } = {}): Promise<{ agent: Agent & { dir: string }; id: number }> {
+  const agent = startAgent(server, options, extra);
   started.push(agent);
   const id = await approveAgent(server, agent);
   await untilConnected(server, id);
@@ -221,4 +221,18 @@ export async function spawnAgent(server: TestServer, extra: string[]): Promise<A
     child.once("exit", (code) => reject(new Error(`the agent exited (${code}): ${stderr}`)));
   });
   return { child, mac, config, stderr: () => stderr };
+}
+
+/** spawnAgent, then approved and connected; with its device id. */
+export async function spawnConnectedAgent(server: TestServer, extra: string[]): Promise<AgentProcess & { id: number }> {
+  const agent = await spawnAgent(server, extra);
+  try {
+    await approvePending(server, agent.mac);
+    const id = await waitFor(() => deviceId(server, agent.mac).catch(() => undefined), 10_000, `device ${agent.mac}`);
+    await waitFor(async () => (await device(server, id)).connected, 10_000, `${agent.mac} connected (${agent.stderr()})`);
+    return { ...agent, id };
+  } catch (error) {
+    agent.child.kill("SIGKILL");
+    throw error;
+  }
 }

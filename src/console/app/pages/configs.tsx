@@ -1,7 +1,8 @@
 import { useRef, useState } from "preact/hooks";
 import { api, ApiError, call, get, messageOf, seg, upload } from "../api.ts";
 import { href, type Page, type PageProps } from "../router.ts";
-import { canReadTests, canRunTests, hintLines, includesOf, YamlView, type ConfigProblem, type TestConfig } from "../testruns.tsx";
+import { canReadTests, canRunTests, hintLines, includesOf, YamlView } from "../testruns.tsx";
+import type { ConfigProblem, DeviceTestHistory, PushResult, TestConfig, TestNode } from "../../../testrun/schema.ts";
 import { Card, formatBytes, notify, PageHeader, Show, Table, Time, timeOf, useAction, useLoad } from "../ui.tsx";
 
 /** What uploading one file did: stored here, then copied to nodes (each node's result). */
@@ -83,7 +84,7 @@ function Configs({ me }: PageProps) {
 
 /** Upload one or several files, here and optionally to lab nodes; problems are shown per file with their line. */
 function UploadCard(props: { onUploaded: () => void }) {
-  const nodes = useLoad(() => get<Array<{ name: string; url: string }>>("/api/v1/test-nodes"));
+  const nodes = useLoad(() => get<TestNode[]>("/api/v1/test-nodes"));
   const input = useRef<HTMLInputElement>(null);
   const [targets, setTargets] = useState<Set<string>>(new Set());
   const [results, setResults] = useState<UploadResult[]>([]);
@@ -117,7 +118,7 @@ function UploadCard(props: { onUploaded: () => void }) {
       }
       if (targets.size > 0) {
         try {
-          const pushed = await api<Array<{ node: string; error: string }>>("POST", `/api/v1/configs/${seg(file.name)}/push`, { json: { nodes: [...targets] } });
+          const pushed = await api<PushResult[]>("POST", `/api/v1/configs/${seg(file.name)}/push`, { json: { nodes: [...targets] } });
           result.nodes = pushed.map((p) => ({ node: p.node, error: p.error }));
         } catch (error) {
           result.nodes = [...targets].map((node) => ({ node, error: messageOf(error) }));
@@ -323,12 +324,6 @@ function ConfigView({ params, query, me }: PageProps) {
   );
 }
 
-/** GET /api/v1/configs/{name}/history. */
-interface History {
-  runs: Array<{ id: string; created_at: string; status: string }>;
-  rows: Array<{ device: string; mac_address: string; test_name: string; results: Array<string | null>; flaky: boolean; newly_failing: boolean }>;
-}
-
 const HISTORY_RUNS = 10;
 const HISTORY_ROWS = 1000;
 
@@ -340,19 +335,19 @@ const HISTORY_ROWS = 1000;
 function DeviceHistory(props: { name: string }) {
   const history = useLoad(async () => {
     const res = await call("GET", `/api/v1/configs/${seg(props.name)}/history?runs=${HISTORY_RUNS}&limit=${HISTORY_ROWS}`);
-    const items = (await res.json()) as History;
+    const items = (await res.json()) as DeviceTestHistory;
     return { items, total: Number(res.headers.get("x-total-count") ?? items.rows.length) };
   }, [props.name]);
   const [only, setOnly] = useState(false);
   if (!history.data || history.data.items.runs.length === 0) return null;
   const { items, total } = history.data;
   const devices = [...new Set(items.rows.map((r) => r.device))].sort();
-  const tests = new Map<string, Map<string, History["rows"][number]>>();
+  const tests = new Map<string, Map<string, DeviceTestHistory["rows"][number]>>();
   for (const row of items.rows) {
     if (!tests.has(row.test_name)) tests.set(row.test_name, new Map());
     tests.get(row.test_name)!.set(row.device, row);
   }
-  const troubled = (cells: Map<string, History["rows"][number]>) => [...cells.values()].some((c) => c.flaky || c.newly_failing || c.results[0] === "failed");
+  const troubled = (cells: Map<string, DeviceTestHistory["rows"][number]>) => [...cells.values()].some((c) => c.flaky || c.newly_failing || c.results[0] === "failed");
   const shown = [...tests].filter(([, cells]) => !only || troubled(cells)).sort(([a], [b]) => (a < b ? -1 : 1));
   const runs = [...items.runs].reverse();
   return (

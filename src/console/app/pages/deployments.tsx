@@ -7,7 +7,8 @@ import { useMemo, useState } from "preact/hooks";
 import { api, get, getPage, messageOf, seg } from "../api.ts";
 import { href, navigate, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
-import type { Group } from "../types.ts";
+import type { Group } from "../../../update/groups/schema.ts";
+import type { Counts, Deployment, DeploymentDevice as Member, DeviceState as State } from "../../../update/deployments/schema.ts";
 import type { Package } from "../../../update/packages/schema.ts";
 import { groupName } from "../update.ts";
 import { useDeploymentEvents } from "../rollouts.tsx";
@@ -17,47 +18,6 @@ import { Badge, Card, Field, Modal, ModalButtons, PageHeader, ProgressBar, Show,
 const validationRun = (m: { reason: string | null; output: string | null }): string | undefined =>
   m.reason === "validation" ? /\/#\/runs\/([0-9a-f-]{36})\s*$/.exec(m.output ?? "")?.[1] : undefined;
 
-const STATES = ["waiting", "offered", "downloading", "installing", "installed", "failed", "already_installed", "no_package", "not_reached", "aborted"] as const;
-type State = (typeof STATES)[number];
-type Counts = Record<State, number>;
-
-export interface Deployment {
-  id: number;
-  group: number;
-  version: string;
-  status: "scheduled" | "running" | "paused" | "completed" | "aborted";
-  pause_reason: string | null;
-  current_phase: number;
-  gate: "go" | "wait" | "stuck" | null;
-  window_open: boolean;
-  devices: number;
-  counts: Counts;
-  phases: Array<{ index: number; devices: number; started: string | null; succeeded: number; counts: Counts }>;
-  success_percent: number | null;
-  success_wait_minutes: number | null;
-  error_percent: number | null;
-  device_timeout_minutes: number;
-  start_at: string | null;
-  window: { days: string[]; from: string; to: string; timezone: string } | null;
-  created: string;
-  created_by: string | null;
-  started: string | null;
-  finished: string | null;
-}
-
-interface Member {
-  device: number;
-  mac_address: string;
-  name: string;
-  phase: number;
-  state: State;
-  progress: number | null;
-  from_version: string | null;
-  reason: string | null;
-  output: string | null;
-  updated: string;
-}
-
 /** Labels and colours of the states (the stacked bars and the badges agree). */
 const LOOK: Record<State, { label: string; tone: "ok" | "warn" | "bad" | "info" | "muted"; color: string }> = {
   waiting: { label: "waiting", tone: "muted", color: "#d0d5dd" },
@@ -65,12 +25,15 @@ const LOOK: Record<State, { label: string; tone: "ok" | "warn" | "bad" | "info" 
   downloading: { label: "downloading", tone: "info", color: "#2458d6" },
   installing: { label: "installing", tone: "info", color: "#6938ef" },
   installed: { label: "installed", tone: "ok", color: "#16794a" },
-  already_installed: { label: "already installed", tone: "ok", color: "#6cc08b" },
   failed: { label: "failed", tone: "bad", color: "#b42318" },
+  already_installed: { label: "already installed", tone: "ok", color: "#6cc08b" },
   no_package: { label: "no package", tone: "warn", color: "#e0a03a" },
   not_reached: { label: "not reached", tone: "warn", color: "#a15c00" },
   aborted: { label: "aborted", tone: "muted", color: "#667085" },
 };
+
+/** The states in the order the bars and the filter show them. */
+const STATES = Object.keys(LOOK) as State[];
 
 const STATUS_TONE: Record<Deployment["status"], "ok" | "warn" | "bad" | "info" | "muted"> = { scheduled: "muted", running: "info", paused: "warn", completed: "ok", aborted: "bad" };
 

@@ -4,29 +4,14 @@ import { api, get, seg } from "../api.ts";
 import { isOnline, useLive } from "../live.ts";
 import { href, navigate, type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
-import type { Device, Group } from "../types.ts";
+import type { Device } from "../../../update/devices/schema.ts";
+import type { Group } from "../../../update/groups/schema.ts";
+import type { Action, ActionLogEntry, ExecResult } from "../../../update/actions/schema.ts";
+import type { FetchedFile } from "../../../update/devicefiles/schema.ts";
 import { groupName } from "../update.ts";
 import { UpdateHistory } from "../rollouts.tsx";
 import { RecentAudit } from "../audit.tsx";
 import { Badge, Card, ErrorBox, OnlineBadge, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
-
-interface ActionDef {
-  action_id: string;
-  action_name: string;
-  description: string;
-  command: string[];
-  timeout: number;
-}
-interface LogEntry {
-  id: string;
-  action: string;
-  created: string;
-  status: string;
-  status_code: number | null;
-  output: string | null;
-  output_truncated: boolean;
-  download_url: string | null;
-}
 
 /** Base64 output of an action as text. */
 const decodeOutput = (b64: string | null | undefined): string => {
@@ -38,7 +23,7 @@ const decodeOutput = (b64: string | null | undefined): string => {
   }
 };
 
-const statusTone = (e: LogEntry) => (e.status === "pending" || e.status === "sent" ? "info" : e.status_code === 0 || e.status === "success" ? "ok" : "bad");
+const statusTone = (e: ActionLogEntry) => (e.status === "pending" || e.status === "sent" ? "info" : e.status_code === 0 || e.status === "success" ? "ok" : "bad");
 
 function DevicePage({ params, me }: PageProps) {
   const id = params.id!;
@@ -210,17 +195,18 @@ function Tags(props: { deviceId: number }) {
 
 function Actions(props: { mac: string; online: boolean }) {
   const mac = seg(props.mac);
-  const list = useLoad(() => (props.online ? get<ActionDef[]>(`/api/v2/devices/${mac}/action/list`) : Promise.resolve(undefined)), [props.mac, props.online]);
-  const log = useLoad(() => get<LogEntry[]>(`/api/v2/devices/${mac}/action/log`), [props.mac]);
+  const list = useLoad(() => (props.online ? get<Action[]>(`/api/v2/devices/${mac}/action/list`) : Promise.resolve(undefined)), [props.mac, props.online]);
+  const log = useLoad(() => get<ActionLogEntry[]>(`/api/v2/devices/${mac}/action/log`), [props.mac]);
   const [running, setRunning] = useState<string>();
   const [result, setResult] = useState<{ action: string; code?: number; output: string; queued?: boolean }>();
   const [busy, run] = useAction();
 
-  const exec = async (a: ActionDef) => {
+  const exec = async (a: Action) => {
     setRunning(a.action_id);
     setResult(undefined);
     await run(async () => {
-      const res = await api<{ status_code?: number; output?: string }>("GET", `/api/v2/devices/${mac}/action/exec/${seg(a.action_id)}`);
+      // 202 {} when the device is offline: queued.
+      const res = await api<Partial<ExecResult>>("GET", `/api/v2/devices/${mac}/action/exec/${seg(a.action_id)}`);
       setResult(res?.status_code === undefined ? { action: a.action_name || a.action_id, output: "", queued: true } : { action: a.action_name || a.action_id, code: res.status_code, output: decodeOutput(res.output) });
     });
     setRunning(undefined);
@@ -337,7 +323,7 @@ function FileDownload(props: { deviceId: number; online: boolean }) {
     setLink(undefined);
     const file = path.trim();
     await run(async () => {
-      const res = await api<{ status: number; url: string }>("POST", `/api/v2/devices/${props.deviceId}/fs/file`, { json: { file } });
+      const res = await api<FetchedFile>("POST", `/api/v2/devices/${props.deviceId}/fs/file`, { json: { file } });
       if (res.status !== 0 || !res.url) throw new Error(`${file}: not found, empty, not readable or outside the agent's file_base_dir`);
       setLink({ file, url: res.url });
     });

@@ -3,7 +3,8 @@ import { get, getPage, seg } from "../api.ts";
 import { isOnline, useLive } from "../live.ts";
 import { href, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
-import type { Device, Group } from "../types.ts";
+import type { Device } from "../../../update/devices/schema.ts";
+import type { Group } from "../../../update/groups/schema.ts";
 import { groupName } from "../update.ts";
 import { Badge, OnlineBadge, PageHeader, ProgressBar, Show, Table, Time, useDebounced, useLoad } from "../ui.tsx";
 

@@ -1,6 +1,7 @@
 import { get } from "../api.ts";
 import type { Page, PageProps } from "../router.ts";
-import { canReadTests, type NodeStatus } from "../testruns.tsx";
+import { canReadTests } from "../testruns.tsx";
+import type { NodeStatus } from "../../../testrun/schema.ts";
 import { Badge, Empty, PageHeader, Show, Table, useLoad } from "../ui.tsx";
 
 /** This gateway and the lab nodes (test_server.nodes, nodes_file), each checked when the page loads. */

@@ -2,7 +2,7 @@ import { useRef, useState } from "preact/hooks";
 import { api, get, messageOf, upload } from "../api.ts";
 import { type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
-import type { Package } from "../../../update/packages/schema.ts";
+import type { Package, PackageLink } from "../../../update/packages/schema.ts";
 import { Card, copyText, Field, formatBytes, notify, PageHeader, ProgressBar, Show, Table, Time, timeOf, useAction, useLoad } from "../ui.tsx";
 
 function Packages({ me }: PageProps) {
@@ -14,7 +14,7 @@ function Packages({ me }: PageProps) {
 
   const copyLink = (p: Package) =>
     run(async () => {
-      const { download_url } = await api<{ download_url: string }>("GET", `/api/v1/packages/${p.id}/download`);
+      const { download_url } = await api<PackageLink>("GET", `/api/v1/packages/${p.id}/download`);
       await copyText(download_url);
     }, { done: "Download link copied (it expires)" });
   const remove = async (p: Package) => {

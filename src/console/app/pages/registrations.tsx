@@ -1,18 +1,8 @@
 import { api, getPage } from "../api.ts";
 import { type Page, type PageProps, href, replaceQuery } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
+import type { PendingRegistration as Pending } from "../../../update/registration/schema.ts";
 import { type ActionOptions, Badge, PageHeader, Show, Table, Time, useAction, useEvery, useLoad } from "../ui.tsx";
-
-interface Pending {
-  mac_address: string;
-  public_key: string;
-  key_fingerprint: string;
-  last_appeared: string;
-  metadata: Record<string, unknown>;
-  key_change: boolean;
-  device_id: number | null;
-  device_key_fingerprint: string | null;
-}
 
 /** A fingerprint as groups of four hex digits (the first 32 digits; the whole one as a tooltip). */
 function Fingerprint(props: { value: string | null }) {

@@ -13,12 +13,9 @@ import {
   RUN_STREAM,
   StatusBadge,
   whereOf,
-  type Artifact,
-  type DeviceProgress,
-  type ReportRow,
-  type Run,
   type RunEvents,
 } from "../testruns.tsx";
+import type { Artifact, DeviceProgress, ReportRow, TestRun } from "../../../testrun/schema.ts";
 import { Card, Empty, ErrorBox, PageHeader, Show, Table, Time, useAction, useDebounced, useEventSource, useEvery, useLoad } from "../ui.tsx";
 
 /** A run: here (`/runs/<id>`), or on a lab node read through this gateway (`/runs/<id>?node=<name>`). */
@@ -26,7 +23,7 @@ function RunPage({ params, query, me }: PageProps) {
   const id = params.id!;
   const node = query.get("node") ?? undefined;
   const base = runBase(id, node);
-  const run = useLoad(() => get<Run>(base), [base]);
+  const run = useLoad(() => get<TestRun>(base), [base]);
   const [repeat, setRepeat] = useState(false);
   const [busy, act] = useAction();
   const write = canRunTests(me) && !node;
@@ -114,7 +111,7 @@ function RunPage({ params, query, me }: PageProps) {
   );
 }
 
-function RunHeader(props: { run: Run; node: string | undefined }) {
+function RunHeader(props: { run: TestRun; node: string | undefined }) {
   const r = props.run;
   const overrides = Array.isArray(r.overrides) ? r.overrides : Object.keys(r.overrides ?? {}).length > 0 ? [JSON.stringify(r.overrides)] : [];
   const where = props.node ?? whereOf(r);

@@ -2,7 +2,8 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { api, call, get, getPage, messageOf, seg } from "../api.ts";
 import { href, navigate, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { RUN_STATUSES } from "../../../testrun/runs/status.ts";
-import { canReadTests, canRunTests, isFinal, LOCAL_DEVICE, PatternHelp, RepeatDialog, RUN_STREAM, StatusBadge, type Run, type RunEvents, type TestConfig, type TestTargets, whereOf } from "../testruns.tsx";
+import { canReadTests, canRunTests, isFinal, LOCAL_DEVICE, PatternHelp, RepeatDialog, RUN_STREAM, StatusBadge, type RunEvents, whereOf } from "../testruns.tsx";
+import type { TestConfig, TestNode, TestRun, TestTargets } from "../../../testrun/schema.ts";
 import { Field, Modal, ModalButtons, PageHeader, Show, Table, Time, useAction, useEventSource, useLoad, type TableProps } from "../ui.tsx";
 
 const LIMIT = 25;
@@ -19,9 +20,9 @@ function Runs({ me, query }: PageProps) {
     if (status) q.set("status", status);
     return `/api/v1/test-runs?${q}`;
   };
-  const runs = useLoad(() => getPage<Run>(path()), [config, status, offset]);
+  const runs = useLoad(() => getPage<TestRun>(path()), [config, status, offset]);
   const [dialog, setDialog] = useState<string | undefined>(query.get("trigger") ?? undefined);
-  const [repeatOf, setRepeatOf] = useState<Run>();
+  const [repeatOf, setRepeatOf] = useState<TestRun>();
 
   // Live: a changed run on this page is replaced at once; a new or deleted one reloads the page.
   const reloadSoon = useDebouncedCall(runs.reload, 300);
@@ -115,14 +116,14 @@ function useDebouncedCall(fn: () => void, ms: number): () => void {
   };
 }
 
-function RunTable(props: { runs: Run[]; write: boolean; onRepeat: (run: Run) => void; onChanged: () => void; empty: string; pager: TableProps<Run>["pager"] }) {
+function RunTable(props: { runs: TestRun[]; write: boolean; onRepeat: (run: TestRun) => void; onChanged: () => void; empty: string; pager: TableProps<TestRun>["pager"] }) {
   const [busy, run] = useAction();
-  const abort = (r: Run) =>
+  const abort = (r: TestRun) =>
     run(() => api("DELETE", `/api/v1/test-runs/${seg(r.id)}`), {
       confirm: [`Abort this run of ${r.config_name}?`, { body: "A running case gets SIGTERM (SIGKILL 5 s later) and is reported as skipped; the cases that ran stay in the report.", confirm: "Abort run" }],
       done: "Abort requested",
     });
-  const remove = async (r: Run) => {
+  const remove = async (r: TestRun) => {
     if (
       await run(() => api("DELETE", `/api/v1/test-runs/${seg(r.id)}/record`), {
         confirm: [`Delete this run of ${r.config_name}?`, { body: "Its report and artifacts are deleted too.", confirm: "Delete run" }],
@@ -223,7 +224,7 @@ function TriggerDialog(props: { configs: TestConfig[]; initial: string; onClose:
     const [suites, hints] = await Promise.all([get<string[]>(`/api/v1/configs/${seg(config)}/test-suites`), get<string[]>(`/api/v1/configs/${seg(config)}/override-hints`)]);
     return { suites, hints };
   }, [config]);
-  const nodes = useLoad(() => get<Array<{ name: string; url: string }>>("/api/v1/test-nodes"));
+  const nodes = useLoad(() => get<TestNode[]>("/api/v1/test-nodes"));
   const [suite, setSuite] = useState("");
   const [rows, setRows] = useState<OverrideRow[]>([]);
   const [free, setFree] = useState("");
@@ -269,7 +270,7 @@ function TriggerDialog(props: { configs: TestConfig[]; initial: string; onClose:
     try {
       const res = await call("POST", "/api/v1/test-runs", { json: body });
       const trigger = res.headers.get("x-trigger-id");
-      const answer = (await res.json()) as Partial<Run>;
+      const answer = (await res.json()) as Partial<TestRun>;
       props.onClose();
       if (answer.id) navigate(`/runs/${seg(answer.id)}`);
       else if (trigger) navigate(`/triggers/${seg(trigger)}`);

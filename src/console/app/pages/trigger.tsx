@@ -1,7 +1,8 @@
 import { useEffect, useState } from "preact/hooks";
 import { api, call, get, seg } from "../api.ts";
 import { href, type Page, type PageProps } from "../router.ts";
-import { canReadTests, canRunTests, countRows, Counts, isFinal, runBase, RUN_STREAM, StatusBadge, type ReportRow, type Run, type RunEvents, type Trigger } from "../testruns.tsx";
+import { canReadTests, canRunTests, countRows, Counts, isFinal, runBase, RUN_STREAM, StatusBadge, type RunEvents } from "../testruns.tsx";
+import type { ReportRow, TestRun, Trigger } from "../../../testrun/schema.ts";
 import { Card, ErrorBox, PageHeader, Show, Time, useAction, useEventSource, useEvery, useLoad } from "../ui.tsx";
 
 /** One run of a multi-node trigger: here, or on a node (read through this gateway). */
@@ -73,10 +74,10 @@ function TriggerPage({ params, me }: PageProps) {
   );
 }
 
-function ShareColumn(props: { share: Share; local: Run | undefined }) {
+function ShareColumn(props: { share: Share; local: TestRun | undefined }) {
   const { share } = props;
   const base = runBase(share.runId, share.local ? undefined : share.node);
-  const remote = useLoad(() => (share.local ? Promise.resolve(undefined) : get<Run>(base)), [base]);
+  const remote = useLoad(() => (share.local ? Promise.resolve(undefined) : get<TestRun>(base)), [base]);
   const run = props.local ?? remote.data;
   const final = run ? isFinal(run) : false;
   // A node's run has no stream at this gateway: asked again every 2 s until it ends.

@@ -1,25 +1,10 @@
 import { useState } from "preact/hooks";
+import type { Account } from "../../../accounts/schema.ts";
 import { api, get, seg } from "../api.ts";
 import { type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
+import type { PermissionObject as Permission } from "../../../update/permissions/schema.ts";
 import { Badge, Card, Field, PageHeader, Show, Table, Time, timeOf, useAction, useLoad } from "../ui.tsx";
-
-interface Account {
-  name: string;
-  scopes: string[];
-  disabled: boolean;
-  created: string;
-  last_login: string | null;
-}
-interface Permission {
-  id: number;
-  created: string;
-  resource: string;
-  resource_id: number | null;
-  resource_name: string | null;
-  user_id: string;
-  permission: string;
-}
 
 /** Scope names without the prefix, with what they give. */
 const SCOPES: Array<[string, string]> = [

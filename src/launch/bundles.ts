@@ -1,0 +1,35 @@
+/*
+ * The two programs of a build: the whole CLI (src/main.ts) and the agent alone (src/agent/main.ts).
+ * The launcher runs one of them; build/code-cache.mjs compiles them the same way to make the
+ * executable's code caches. Only node: imports here: the build runs this file with Node 24's own
+ * type stripping.
+ */
+import { dirname } from "node:path";
+import { Script } from "node:vm";
+
+export const MAIN_BUNDLE = "labgate-main.cjs";
+export const AGENT_BUNDLE = "labgate-agent.cjs";
+
+/** The bundle that runs `labgate COMMAND ...`: the agent needs none of the rest. */
+export const bundleFor = (command: string | undefined): string => (command === "agent" ? AGENT_BUNDLE : MAIN_BUNDLE);
+
+/** The executable's asset with V8's code cache for a bundle. */
+export const codeCacheAsset = (bundle: string): string => `${bundle}.cache`;
+
+/**
+ * A CommonJS bundle compiled as Node compiles a module (the same wrapper, so that one code cache
+ * fits both the build and the executable). V8 checks `cachedData` against the source, its own
+ * version and flags, and compiles from the source when it does not fit (`rejected`).
+ */
+export function compileBundle(source: string, filename: string, cachedData?: Uint8Array) {
+  const script = new Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, { filename, cachedData });
+  return {
+    script,
+    rejected: cachedData !== undefined && script.cachedDataRejected === true,
+    /** Runs the bundle's top level with `require` (built-in modules are all a bundle loads). */
+    run(require: NodeJS.Require, file = filename): void {
+      const module = { exports: {} };
+      script.runInThisContext()(module.exports, require, module, file, dirname(file));
+    },
+  };
+}

@@ -1,0 +1,8 @@
+/**
+ * The shapes of the WebSocket routes' requests: channel/routes.ts registers them with the routes
+ * (the OpenAPI document shows them). The messages on the sockets: protocol.ts, docs/device-protocol.md.
+ */
+import * as z from "zod";
+
+/** A browser cannot set headers on a WebSocket: the manager's token may come in the query. */
+export const ShellQuery = z.object({ token: z.string().optional().describe("the management token, for browsers") });

@@ -1,0 +1,15 @@
+/**
+ * The shapes of fetching a file from a device, each once: devicefiles/routes.ts registers them
+ * with the routes (the OpenAPI document shows them) and the handlers parse and answer with them.
+ */
+import * as z from "zod";
+import { strictBody, zRequiredString } from "../../http/shapes.ts";
+
+/** The body of fs/file: an absolute path on the device. */
+export const FileRequest = strictBody({
+  file: zRequiredString("file", 4096).startsWith("/", { error: 'schema validation failed: field "file" must be an absolute path' }),
+});
+
+/** What became of a fetch: 0 and a signed link to the file, or 1 and "" (the device has no such file, or the upload failed). */
+export const FetchedFile = z.object({ status: z.union([z.literal(0), z.literal(1)]), url: z.string() }).meta({ id: "FetchedFile" });
+export type FetchedFile = z.infer<typeof FetchedFile>;
