@@ -5,9 +5,9 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
 import type { Agent } from "../../src/agent/agent.ts";
-import { tempDir, useTestServer, waitFor, type TestServer } from "../helpers/server.ts";
+import { tempDir, useTestServer, type TestServer } from "../helpers/server.ts";
 import { NOT_CONNECTED, TESTS_DISABLED } from "../../src/testrun/devices/runs.ts";
-import { approveAgent, FAST_SERVER, startAgent, untilConnected, type AgentOptions } from "../update/helpers/agents.ts";
+import { approveAgent, disconnecting, FAST_SERVER, startAgent, untilConnected, type AgentOptions } from "../update/helpers/agents.ts";
 import { uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
 
 const agents: Array<Agent & { dir: string }> = [];
@@ -135,8 +135,7 @@ describe("runs on devices", () => {
   test("a device whose agent has tests disabled, and one that stays offline, get their cases failed with the reason", async () => {
     const off = await device("bench-off", { tests: { enabled: false } } as AgentOptions);
     const gone = await device("bench-gone");
-    await gone.agent.stop();
-    await waitFor(async () => !(await server.call("GET", `/api/v2/devices/${gone.id}`)).body.connected, 5000, "bench-gone offline");
+    await disconnecting(server, gone.agent.mac, () => gone.agent.stop());
     await uploadConfig(server, "off.yml", "tests:\n  g:\n  - simple: {}\n");
     const started = await server.call("POST", "/api/v1/test-runs", { config_name: "off.yml", machine_target: "device:bench-off" });
     const run = await waitRun(server, started.body.id);
