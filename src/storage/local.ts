@@ -4,7 +4,7 @@ import { open, rename, unlink } from "node:fs/promises";
 import { isAbsolute, join, relative, sep } from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { fsyncDir, statFile } from "../util/files.ts";
+import { fsyncDir, removeWritten, statFile } from "../util/files.ts";
 import { collectYoungGarbage } from "../util/gc.ts";
 
 /** A storage directory or object name that is not allowed (it could escape the storage dir). */
@@ -98,8 +98,9 @@ export class LocalStorage {
         collectYoungGarbage(); // the chunks already written are garbage: keeps RSS flat
       }
     });
+    const file = createWriteStream(tmpPath, { flags: "wx", mode: 0o600, highWaterMark: WRITE_CHUNK });
     try {
-      await pipeline(source, createWriteStream(tmpPath, { flags: "wx", mode: 0o600, highWaterMark: WRITE_CHUNK }));
+      await pipeline(source, file);
       // fsync through a second descriptor: it flushes the file's data whichever fd wrote it.
       const fh = await open(tmpPath, "r");
       try {
@@ -108,7 +109,7 @@ export class LocalStorage {
         await fh.close();
       }
     } catch (error) {
-      await unlink(tmpPath).catch(() => {});
+      await removeWritten(file, tmpPath);
       throw error;
     }
     return { tmpPath, uuid, size, sha256: hash.digest("hex") };

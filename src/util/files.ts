@@ -1,6 +1,7 @@
 import { closeSync, fsyncSync, openSync, renameSync, rmSync, statSync, writeSync, type Stats } from "node:fs";
-import { open, rename, rm } from "node:fs/promises";
+import { open, rename, rm, unlink } from "node:fs/promises";
 import { dirname } from "node:path";
+import type { Writable } from "node:stream";
 
 /** Makes a directory entry change (create, rename, unlink) durable. */
 export function fsyncDir(dir: string): void {
@@ -119,4 +120,18 @@ export async function readHead(path: string, limit: number): Promise<Buffer> {
   } finally {
     await handle.close();
   }
+}
+
+/**
+ * Removes `path`, which `stream` was writing, once the stream has let go of it. A pipeline that
+ * fails early can settle while its destination is still opening the file (seen on Node 20): an
+ * unlink before that open completes finds nothing, and the open then leaves the file behind.
+ */
+export async function removeWritten(stream: Writable, path: string): Promise<void> {
+  if (!stream.closed) {
+    const closed = new Promise((resolve) => stream.once("close", resolve));
+    stream.destroy();
+    await closed;
+  }
+  await unlink(path).catch(() => {});
 }

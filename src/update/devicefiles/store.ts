@@ -13,7 +13,7 @@ import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { AppContext } from "../../app/context.ts";
-import { fsyncDir, fsyncFile, statFile, writeFileDurableAsync } from "../../util/files.ts";
+import { fsyncDir, fsyncFile, removeWritten, statFile, writeFileDurableAsync } from "../../util/files.ts";
 
 export const MULTIPART_LINK = "local_storage_multipart";
 const UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
@@ -111,12 +111,13 @@ export class DeviceFileStore {
         yield chunk;
       }
     };
+    const file = createWriteStream(tmp, { flags: "w", mode: 0o600 });
     try {
-      await pipeline(body, counter, createWriteStream(tmp, { flags: "w", mode: 0o600 }));
+      await pipeline(body, counter, file);
       await fsyncFile(tmp);
       await rename(tmp, final);
     } catch (error) {
-      await unlink(tmp).catch(() => {});
+      await removeWritten(file, tmp);
       throw error;
     }
     return size;
@@ -127,15 +128,15 @@ export class DeviceFileStore {
     const key = `${this.dirs.downloads}/${randomUUID()}`;
     const target = join(this.root, key);
     const tmp = `${target}.tmp`;
+    const out = createWriteStream(tmp, { flags: "wx", mode: 0o600 });
     try {
-      const out = createWriteStream(tmp, { flags: "wx", mode: 0o600 });
       for (const part of parts) await pipeline(createReadStream(this.partPath(part)), out, { end: false });
       await new Promise<void>((resolve, reject) => out.end((error?: Error | null) => (error ? reject(error) : resolve())));
       await fsyncFile(tmp);
       await rename(tmp, target);
       fsyncDir(join(this.root, this.dirs.downloads));
     } catch (error) {
-      await unlink(tmp).catch(() => {});
+      await removeWritten(out, tmp);
       throw error;
     } finally {
       this.removeParts(parts);
