@@ -1,4 +1,4 @@
-import { createReadStream, createWriteStream, existsSync, renameSync, rmSync, statSync } from "node:fs";
+import { createReadStream, createWriteStream, existsSync, renameSync, statSync } from "node:fs";
 import { basename, dirname, join, relative, resolve, isAbsolute } from "node:path";
 import { PassThrough, Readable, type Writable } from "node:stream";
 import { finished } from "node:stream/promises";
@@ -8,7 +8,7 @@ import { BackupError, readArchive, type ReadResult } from "../backup/archive.ts"
 import { takeSnapshot } from "../backup/backup.ts";
 import { restoreBackup } from "../backup/restore.ts";
 import { loadConfig } from "../config/config.ts";
-import { fsyncDir, fsyncFile } from "../util/files.ts";
+import { fsyncDir, fsyncFile, removeWritten } from "../util/files.ts";
 import { COMMON, parse, UsageError } from "./args.ts";
 import { CommandError, onDataDir } from "./users.ts";
 
@@ -45,7 +45,7 @@ async function saveChecked(source: Readable, out: string): Promise<ReadResult> {
     }
     return result;
   } catch (error) {
-    if (!toStdout) rmSync(temp, { force: true });
+    if (!toStdout) await removeWritten(sink, temp);
     throw error instanceof BackupError ? new CommandError(`backup not written: ${error.message}`) : error;
   }
 }
