@@ -1,10 +1,11 @@
 /*
- * Reading a config file without zod (the agent's config reads with these alone, src/agent/config.ts:
- * zod would be about a fifth of an idle agent's memory): the errors that name a key, and the YAML
- * file's top-level mapping. ./schema.ts builds the server's schemas on them.
+ * Reading a config file without zod's classic API, which is about 5 MB of an idle agent's memory
+ * (src/agent/config.ts reads with zod/mini): the errors that name a key, and the YAML file's
+ * top-level mapping. ./schema.ts builds the server's schemas on them.
  */
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
+import type { $ZodIssue } from "zod/v4/core";
 
 /** A bad config file, flag or environment value; the CLI exits with code 2 and this message. */
 export class ConfigError extends Error {}
@@ -21,6 +22,17 @@ export class Problem extends Error {
 }
 
 export const shown = (value: unknown) => JSON.stringify(value);
+
+/**
+ * The ConfigError of a failed zod parse (classic or zod/mini): the first key that does not fit,
+ * an unknown key before a bad value; `name(path)` turns the key's path into what the message calls it.
+ */
+export function configError(issues: readonly $ZodIssue[], name: (path: Array<PropertyKey>) => string): ConfigError {
+  const unknownKey = issues.find((i) => i.code === "unrecognized_keys");
+  const issue = unknownKey ?? issues[0]!;
+  const path = issue.code === "unrecognized_keys" ? [...issue.path, issue.keys[0]!] : issue.path;
+  return new ConfigError(`${name(path)}: ${issue.code === "unrecognized_keys" ? "unknown key" : issue.message}`);
+}
 
 /** Reads a YAML file whose top level must be a mapping (empty: `{}`); `what` names it in messages. */
 export function readYamlMapping(path: string, what: string): Record<string, unknown> {

@@ -2,11 +2,11 @@
  * What the server's config (config.ts) and the agent's (src/agent/config.ts) are written with:
  * zod schemas of their keys with messages that say what a key accepts, and one way to turn the
  * first problem into a ConfigError that names the key (the CLI exits 2 with it). Kept apart from
- * config.ts so that the agent reads its config without the server's modules (and without zod:
+ * config.ts so that the agent reads its config without the server's modules (and with zod/mini:
  * ./read.ts).
  */
 import * as z from "zod";
-import { ConfigError, Problem, shown } from "./read.ts";
+import { configError, Problem, shown } from "./read.ts";
 
 export { ConfigError, Problem, readYamlMapping, shown } from "./read.ts";
 
@@ -52,8 +52,5 @@ export const section = <Shape extends z.ZodRawShape>(shape: Shape, what = "expec
 export function parseWith<T extends z.ZodType>(schema: T, input: unknown, name: (path: Array<PropertyKey>) => string): z.output<T> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
-  const unknownKey = result.error.issues.find((i) => i.code === "unrecognized_keys");
-  const issue = unknownKey ?? result.error.issues[0]!;
-  const path = issue.code === "unrecognized_keys" ? [...issue.path, issue.keys[0]!] : issue.path;
-  throw new ConfigError(`${name(path)}: ${issue.code === "unrecognized_keys" ? "unknown key" : issue.message}`);
+  throw configError(result.error.issues, name);
 }
