@@ -8,7 +8,9 @@
  *
  * The existing data dir holds `--devices` devices (written by a first start plus a direct insert
  * through the binary's own database, i.e. `labgate serve` then stopped). The executables take
- * turns run by run, so a change in the machine's load meets both; idle RSS is the median of three
+ * turns run by run, so a change in the machine's load meets both. Beside each time, the CPU time
+ * the process's main thread had used when the answer came (/proc/PID/task/PID/schedstat): a start's
+ * critical path, much less sensitive to the machine's load than the wall time. Idle RSS is the median of three
  * starts, split into anonymous memory and pages of the executable file (shared, reclaimable).
  * An arm64 executable runs under qemu-aarch64-static (for the record: emulated figures).
  */
@@ -59,19 +61,23 @@ async function serve(binary: string, dataDir: string): Promise<{ child: ChildPro
   throw new Error(`no start: ${out}`);
 }
 
-/** Starts the binary on `dataDir`; resolves with ms to the first /api/health answer and the RSS after `idleMs`. */
-async function start(binary: string, dataDir: string, idleMs = 0): Promise<{ ms: number } & Rss> {
+/** CPU time (ms) the main thread of process `pid` has run. */
+const mainThreadMs = (pid: number) => Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, "utf8").split(" ")[0]) / 1e6;
+
+/** Starts the binary on `dataDir`; resolves with ms to the first /api/health answer, the main thread's CPU ms by then, and the RSS after `idleMs`. */
+async function start(binary: string, dataDir: string, idleMs = 0): Promise<{ ms: number; cpu: number } & Rss> {
   const t0 = performance.now();
   const { child, url } = await serve(binary, dataDir);
   const res = await fetch(`${url}/api/health`);
   await res.arrayBuffer();
   const ms = performance.now() - t0;
+  const cpu = mainThreadMs(child.pid!);
   if (idleMs) await new Promise((r) => setTimeout(r, idleMs));
   const pid = child.pid!;
   const memory = { rss: statusKiB(pid, "VmRSS"), anon: statusKiB(pid, "RssAnon"), file: statusKiB(pid, "RssFile") };
   child.kill("SIGTERM");
   await once(child, "exit");
-  return { ms, ...memory };
+  return { ms, cpu, ...memory };
 }
 
 console.log(`labgate start-up benchmark: ${RUNS} runs each; existing data dir with ${DEVICES} devices`);
@@ -93,10 +99,11 @@ for (const [b, binary] of binaries.entries()) {
   existingDirs.push(existing);
 }
 console.log(`image ${(readFileSync(join(existingDirs[0], "labgate.db")).length / 1048576).toFixed(1)} MB`);
-console.log("\n| executable | empty data dir (median) | existing data dir (median) | idle RSS, existing dir (median of 3) | of which anonymous | of which the executable's pages |");
-console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
+console.log("\n| executable | empty data dir (median) | existing data dir (median) | main thread's CPU by then, existing dir (median) | idle RSS, existing dir (median of 3) | of which anonymous | of which the executable's pages |");
+console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
 const empty = binaries.map((): number[] => []);
 const full = binaries.map((): number[] => []);
+const fullCpu = binaries.map((): number[] => []);
 const idle = binaries.map((): Rss[] => []);
 for (let i = 0; i < RUNS; i++) {
   for (const [b, binary] of binaries.entries()) {
@@ -105,7 +112,9 @@ for (let i = 0; i < RUNS; i++) {
     rmSync(dir, { recursive: true, force: true });
     const copy = join(work, `copy-${i}`);
     cpSync(existingDirs[b], copy, { recursive: true });
-    full[b].push((await start(binary, copy)).ms);
+    const existing = await start(binary, copy);
+    full[b].push(existing.ms);
+    fullCpu[b].push(existing.cpu);
     rmSync(copy, { recursive: true, force: true });
   }
 }
@@ -161,7 +170,7 @@ for (let i = 0; i < 3; i++) {
 const mb = (kib: number) => `${(kib / 1024).toFixed(1)} MB`;
 for (const b of binaries.keys()) {
   const rss = [...idle[b]].sort((x, y) => x.rss - y.rss)[1];
-  console.log(`| ${given[b]} | ${median(empty[b]).toFixed(0)} ms | ${median(full[b]).toFixed(0)} ms | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} |`);
+  console.log(`| ${given[b]} | ${median(empty[b]).toFixed(0)} ms | ${median(full[b]).toFixed(0)} ms | ${median(fullCpu[b]).toFixed(0)} ms | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} |`);
 }
 console.log("\n| executable | `labgate agent` idle RSS, connected (median of 3) | of which anonymous | of which the executable's pages |");
 console.log("| --- | ---: | ---: | ---: |");
@@ -172,7 +181,7 @@ for (const b of binaries.keys()) {
 if (binaries.length > 1) {
   const ratio = (xs: number[][]) => (median(xs[0]) / median(xs[1])).toFixed(2);
   const rss = (b: number) => median(idle[b].map((r) => r.rss));
-  console.log(`\nfirst / second: empty ${ratio(empty)}, existing ${ratio(full)}, idle RSS ${(rss(0) / rss(1)).toFixed(2)}`);
+  console.log(`\nfirst / second: empty ${ratio(empty)}, existing ${ratio(full)} (main thread's CPU ${ratio(fullCpu)}), idle RSS ${(rss(0) / rss(1)).toFixed(2)}`);
 }
 console.log(`load average at the end ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
 rmSync(work, { recursive: true, force: true });
