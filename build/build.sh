@@ -70,12 +70,13 @@ bundle() { # TARGET OUT ENTRY [ESBUILD OPTIONS...]
 # MB less); functions and classes keep theirs (--keep-names), which is what a stack trace in the
 # server's log shows.
 rm -rf dist/sea
+read -r -a AGENT_FLAGS <<< "$(node --import tsx src/agent/bundle.ts)" # the agent's own esbuild options
 for target in node20 node24; do
   dir=dist extra=()
   [ "$target" = node24 ] && dir=dist/sea extra=(--minify --keep-names)
   bundle "$target" "$dir/labgate.cjs" src/launch/launch.ts "${extra[@]}"
   bundle "$target" "$dir/labgate-main.cjs" src/main.ts "${extra[@]}"
-  bundle "$target" "$dir/labgate-agent.cjs" src/agent/main.ts "${extra[@]}"
+  bundle "$target" "$dir/labgate-agent.cjs" src/agent/main.ts "${extra[@]}" "${AGENT_FLAGS[@]}"
   bundle "$target" "$dir/labgate-checkpoint.cjs" src/db/checkpoint-worker.ts "${extra[@]}"
 done
 # The web console's files: beside dist/labgate.cjs (dist/console/), and assets of the executable.

@@ -2,9 +2,13 @@
  * Benchmark (figures printed, nothing asserted): start-up of the single executable, from spawn to
  * the first answer of GET /api/health, with an empty data dir and with an existing one, and its
  * idle RSS two seconds after start; then the idle RSS of `labgate agent` from the same executable,
- * approved, connected to a server and idle for two seconds (issue 31: the agent loads no server code).
+ * approved, connected to a server and idle for two seconds (issue 31: the agent loads no server code),
+ * with the environment its systemd unit gives it (scripts/labgate-agent.service's Environment=).
  *
- *   node --import tsx scripts/bench/start.ts [--runs 10] [--devices 10000] BINARY [BASELINE_BINARY]
+ *   node --import tsx scripts/bench/start.ts [--runs 10] [--devices 10000] [--agent-only] [--no-unit-env] BINARY [BASELINE_BINARY]
+ *
+ * `--agent-only`: only the agent's figures (its server on an empty data dir, no start timed);
+ * `--no-unit-env`: the agent without the unit's environment.
  *
  * The existing data dir holds `--devices` devices (written by a first start plus a direct insert
  * through the binary's own database, i.e. `labgate serve` then stopped). The executables take
@@ -23,9 +27,20 @@ import { Database } from "../../src/db/index.ts";
 import { executableCommand } from "../../test/helpers/cli.ts";
 import { flag } from "./flags.ts";
 
-const RUNS = flag("runs", 10);
-const DEVICES = flag("devices", 10_000);
-const given = process.argv.slice(2).filter((a, i, all) => !a.startsWith("--") && !all[i - 1]?.startsWith("--")).map((b) => resolve(b));
+const SWITCHES = ["--agent-only", "--no-unit-env"];
+const AGENT_ONLY = process.argv.includes("--agent-only");
+const RUNS = AGENT_ONLY ? 0 : flag("runs", 10);
+const DEVICES = AGENT_ONLY ? 0 : flag("devices", 10_000);
+const given = process.argv
+  .slice(2)
+  .filter((a, i, all) => !a.startsWith("--") && !(all[i - 1]?.startsWith("--") && !SWITCHES.includes(all[i - 1])))
+  .map((b) => resolve(b));
+/** The agent's environment in its systemd unit (`Environment=A=1 B=2` lines), unless --no-unit-env. */
+const unitEnv: Record<string, string> = process.argv.includes("--no-unit-env")
+  ? {}
+  : Object.fromEntries(
+      [...readFileSync(new URL("../labgate-agent.service", import.meta.url), "utf8").matchAll(/^Environment=(.*)$/gm)].flatMap(([, list]) => list.split(/\s+/).map((pair) => pair.split("=", 2))),
+    );
 const work = mkdtempSync(join(process.env.TMPDIR ?? "/tmp", "labgate-bench-start-"));
 // Each executable runs from a fresh copy: how many of a file's pages a process maps depends on how
 // the file came into the page cache (one just written by postject showed about 15 MB more than a
@@ -80,7 +95,8 @@ async function start(binary: string, dataDir: string, idleMs = 0): Promise<{ ms:
   return { ms, cpu, ...memory };
 }
 
-console.log(`labgate start-up benchmark: ${RUNS} runs each; existing data dir with ${DEVICES} devices`);
+console.log(AGENT_ONLY ? "labgate agent idle memory" : `labgate start-up benchmark: ${RUNS} runs each; existing data dir with ${DEVICES} devices`);
+console.log(`the agent's environment: ${JSON.stringify(unitEnv)}`);
 console.log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? "?"}; node ${process.version}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}; ${new Date().toISOString()}`);
 // One existing data dir per executable, made by its own first start (their schemas may differ).
 const existingDirs: string[] = [];
@@ -99,8 +115,8 @@ for (const [b, binary] of binaries.entries()) {
   existingDirs.push(existing);
 }
 console.log(`image ${(readFileSync(join(existingDirs[0], "labgate.db")).length / 1048576).toFixed(1)} MB`);
-console.log("\n| executable | empty data dir (median) | existing data dir (median) | main thread's CPU by then, existing dir (median) | idle RSS, existing dir (median of 3) | of which anonymous | of which the executable's pages |");
-console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+if (!AGENT_ONLY) console.log("\n| executable | empty data dir (median) | existing data dir (median) | main thread's CPU by then, existing dir (median) | idle RSS, existing dir (median of 3) | of which anonymous | of which the executable's pages |");
+if (!AGENT_ONLY) console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
 const empty = binaries.map((): number[] => []);
 const full = binaries.map((): number[] => []);
 const fullCpu = binaries.map((): number[] => []);
@@ -118,7 +134,7 @@ for (let i = 0; i < RUNS; i++) {
     rmSync(copy, { recursive: true, force: true });
   }
 }
-for (let i = 0; i < 3; i++) {
+for (let i = 0; i < (AGENT_ONLY ? 0 : 3); i++) {
   for (const [b, binary] of binaries.entries()) {
     const copy = join(work, "copy-rss");
     cpSync(existingDirs[b], copy, { recursive: true });
@@ -137,7 +153,7 @@ async function agentIdle(binary: string, dataDir: string, run: number): Promise<
   const agentDir = join(work, `agent-${run}`);
   const config = join(work, `agent-${run}.yaml`);
   writeFileSync(config, `server: ${url}\nkey_type: ed25519\nmac_address: "${mac}"\nretry_min_delay: 0.2\nretry_max_delay: 1\n`);
-  const agent = launch(binary, ["agent", "--config", config, "--data-dir", agentDir], { stdio: "ignore", env: { HOME: work, PATH: "/usr/bin:/bin" }, cwd: work });
+  const agent = launch(binary, ["agent", "--config", config, "--data-dir", agentDir], { stdio: "ignore", env: { HOME: work, PATH: "/usr/bin:/bin", ...unitEnv }, cwd: work });
   try {
     const until = async <T>(what: string, probe: () => Promise<T | undefined>): Promise<T> => {
       for (let i = 0; i < 600; i++) {
@@ -168,7 +184,7 @@ for (let i = 0; i < 3; i++) {
 }
 
 const mb = (kib: number) => `${(kib / 1024).toFixed(1)} MB`;
-for (const b of binaries.keys()) {
+for (const b of AGENT_ONLY ? [] : binaries.keys()) {
   const rss = [...idle[b]].sort((x, y) => x.rss - y.rss)[1];
   console.log(`| ${given[b]} | ${median(empty[b]).toFixed(0)} ms | ${median(full[b]).toFixed(0)} ms | ${median(fullCpu[b]).toFixed(0)} ms | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} |`);
 }
@@ -178,7 +194,7 @@ for (const b of binaries.keys()) {
   const rss = [...agents[b]].sort((x, y) => x.rss - y.rss)[1];
   console.log(`| ${given[b]} | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} |`);
 }
-if (binaries.length > 1) {
+if (binaries.length > 1 && !AGENT_ONLY) {
   const ratio = (xs: number[][]) => (median(xs[0]) / median(xs[1])).toFixed(2);
   const rss = (b: number) => median(idle[b].map((r) => r.rss));
   console.log(`\nfirst / second: empty ${ratio(empty)}, existing ${ratio(full)} (main thread's CPU ${ratio(fullCpu)}), idle RSS ${(rss(0) / rss(1)).toFixed(2)}`);

@@ -125,7 +125,7 @@ export class Agent {
       runAs,
       dataDir: this.config.data_dir,
       server: this.config.server,
-      fetch: this.transport.fetch,
+      http: this.transport.http,
       token: () => client.getToken(),
       send: (message) => this.socket.send(message),
       log: this.log,
@@ -161,7 +161,7 @@ export class Agent {
             config: this.config,
             log: this.log,
             client: this.registration.client,
-            fetch: this.transport.fetch,
+            http: this.transport.http,
             signal: this.stopController.signal,
             stopped: () => this.stopped,
             metadata: () => this.metadata(),
@@ -311,7 +311,7 @@ export class Agent {
         void answerProbe(this.config.file_base_dir, send, String(message.id), message.file);
         return;
       case "fs_file_download":
-        void answerDownload(this.config.file_base_dir, send, this.log, this.transport.fetch, {
+        void answerDownload(this.config.file_base_dir, send, this.log, this.transport.http, {
           id: String(message.id),
           file: message.file,
           urls: message.upload_urls as string[],

@@ -5,6 +5,7 @@
 import { constants } from "node:fs";
 import { open, readlink, realpath, stat, type FileHandle } from "node:fs/promises";
 import { isAbsolute, relative, sep } from "node:path";
+import { httpRequest, type HttpClient } from "../update/client/http.ts";
 
 /** The real path of `file` when it is a regular file inside `baseDir`, else undefined. */
 export async function confinedFile(baseDir: string, file: string): Promise<{ path: string; size: number } | undefined> {
@@ -52,19 +53,19 @@ export async function openConfined(baseDir: string, file: string): Promise<{ han
  * Uploads an open file in parts of `partSize` bytes, one PUT per URL in order (an empty file is
  * one empty part). Returns the ETag of each part, or throws. The handle stays open.
  */
-export async function uploadParts(handle: FileHandle, urls: string[], partSize: number, fetchImpl: typeof fetch = fetch): Promise<string[]> {
+export async function uploadParts(handle: FileHandle, urls: string[], partSize: number, http: HttpClient = httpRequest): Promise<string[]> {
   if (!Array.isArray(urls) || urls.length === 0 || !urls.every((u) => typeof u === "string")) throw new Error("no upload URLs");
   if (!Number.isInteger(partSize) || partSize <= 0) throw new Error("bad part size");
   const etags: string[] = [];
   for (let i = 0; i < urls.length; i++) {
     const buffer = Buffer.alloc(partSize);
     const { bytesRead } = await handle.read(buffer, 0, partSize, i * partSize);
-    const put = () => fetchImpl(urls[i], { method: "PUT", body: buffer.subarray(0, bytesRead), headers: { "content-type": "application/octet-stream" } });
+    const put = () => http(urls[i], { method: "PUT", body: buffer.subarray(0, bytesRead), headers: { "content-type": "application/octet-stream" } });
     // A keep-alive connection the server closed as idle just as it was reused fails the write
     // (EPIPE, reset) before any answer; on a busy machine that window is wide. Once more on a fresh one.
     const response = await put().catch(put);
-    await response.arrayBuffer().catch(() => undefined);
-    const etag = response.headers.get("etag");
+    response.discard();
+    const etag = response.headers.etag;
     if (response.status !== 200 || !etag) throw new Error(`part ${i} upload answered ${response.status}`);
     etags.push(etag.replace(/^"|"$/g, ""));
   }
@@ -82,7 +83,7 @@ export async function answerDownload(
   baseDir: string,
   send: (message: object) => boolean,
   log: { warn(text: string): void },
-  fetchImpl: typeof fetch,
+  http: HttpClient,
   request: { id: string; file: unknown; urls: string[]; partSize: number },
 ): Promise<void> {
   const { id } = request;
@@ -90,7 +91,7 @@ export async function answerDownload(
     const found = await openConfined(baseDir, request.file as string);
     if (!found) throw new Error("file is not available");
     try {
-      const etags = await uploadParts(found.handle, request.urls, request.partSize, fetchImpl);
+      const etags = await uploadParts(found.handle, request.urls, request.partSize, http);
       send({ method: "fs_file_download_reply", id, status: 0, etags });
     } finally {
       await found.handle.close();

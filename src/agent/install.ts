@@ -7,6 +7,7 @@
 import { readdirSync, rmSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import type { DeviceClient, Metadata } from "../update/client/device-client.ts";
+import type { HttpClient } from "../update/client/http.ts";
 import type { Logger } from "../util/log.ts";
 import type { Clock } from "../util/time.ts";
 import type { AgentConfig } from "./config.ts";
@@ -29,7 +30,7 @@ export interface InstallContext {
   config: AgentConfig;
   log: Logger;
   client: DeviceClient;
-  fetch: typeof fetch;
+  http: HttpClient;
   signal: AbortSignal;
   stopped(): boolean;
   metadata(): Metadata;
@@ -60,7 +61,7 @@ export const NO_INSTALLER = "no install_command is configured on the device";
 export async function checkAndInstall(agent: InstallContext): Promise<void> {
   const { config, log } = agent;
   const response = await agent.client.request("/api/v1/update/check", { method: "POST", json: agent.metadata(), signal: agent.signal });
-  if (response.status === 204) return void (await response.body?.cancel());
+  if (response.status === 204) return response.discard();
   const answer = (await response.json().catch(() => ({}))) as Record<string, unknown>;
   if (response.status !== 200) throw new Error(`update check answered ${response.status}: ${JSON.stringify(answer.error ?? "")}`);
   const { uri, sha256 } = answer;
@@ -109,7 +110,7 @@ export async function checkAndInstall(agent: InstallContext): Promise<void> {
   for (let attempt = 1; !path; attempt++) {
     if (agent.stopped() || abortedByServer()) return;
     try {
-      path = await download({ url: uri, sha256, dir: downloads, onProgress: progress, signal, fetch: agent.fetch });
+      path = await download({ url: uri, sha256, dir: downloads, onProgress: progress, signal, http: agent.http });
     } catch (error) {
       if (agent.stopped() || abortedByServer()) return;
       const message = (error as Error).message;

@@ -5,6 +5,7 @@
  */
 import { join } from "node:path";
 import { DeviceClient, loadOrCreateDeviceKey, type Metadata } from "../update/client/device-client.ts";
+import type { HttpAnswer, HttpRequest } from "../update/client/http.ts";
 import type { Logger } from "../util/log.ts";
 import type { Clock } from "../util/time.ts";
 import type { AgentConfig } from "./config.ts";
@@ -12,11 +13,8 @@ import type { ServerTransport } from "./transport.ts";
 
 const KEY_FILE = "device-key.pem";
 
-/** fetch says only "fetch failed"; the cause says why (e.g. a certificate that does not verify). */
-export const reason = (error: unknown): string => {
-  const { message, cause } = error as Error;
-  return cause instanceof Error ? `${message}: ${cause.message}` : message;
-};
+/** Why a request failed: its message, else its code (a refused dual-stack connect is an AggregateError without a message). */
+export const reason = (error: unknown): string => (error as Error).message || (error as NodeJS.ErrnoException).code || String(error);
 
 export class Registration {
   readonly client: DeviceClient;
@@ -40,7 +38,7 @@ export class Registration {
       metadata,
       prefix: config.prefix,
       now: () => Math.floor(this.clock.now() / 1000) + this.clockOffset,
-      fetch: (input, init) => this.fetchNoting(input, init),
+      http: (url, request) => this.requestNoting(url, request),
     });
   }
 
@@ -79,9 +77,9 @@ export class Registration {
    * Lab devices often boot without a real-time clock or NTP: the signed auth timestamp would fall
    * outside the server's window. The server's `Date` header tells how far off this clock is.
    */
-  private async fetchNoting(input: string | URL | Request, init?: RequestInit): Promise<Response> {
-    const response = await this.transport.fetch(input, init);
-    const date = Date.parse(response.headers.get("date") ?? "");
+  private async requestNoting(url: string, request?: HttpRequest): Promise<HttpAnswer> {
+    const response = await this.transport.http(url, request);
+    const date = Date.parse(response.headers.date ?? "");
     if (Number.isFinite(date)) {
       const offset = Math.round((date - this.clock.now()) / 1000);
       // Date has whole seconds: follow only a real difference.

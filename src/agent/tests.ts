@@ -8,12 +8,12 @@
 import { createReadStream } from "node:fs";
 import { mkdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { Readable } from "node:stream";
 import { SEED_COLUMNS } from "../testrun/engine/report.ts";
 import type { TestRunEnd, TestRunRow, TestRunStart } from "../testrun/devices/protocol.ts";
 import type { MetadataCommand, PlanEntry, TestPlan } from "../testrun/plan.ts";
 import { listArtifacts } from "../testrun/runs/artifacts.ts";
 import { artifactsDir } from "../testrun/runs/paths.ts";
+import type { HttpAnswer, HttpClient } from "../update/client/http.ts";
 import type { Logger } from "../util/log.ts";
 import type { Clock } from "../util/time.ts";
 import type { TestRunAs } from "../testrun/engine/identity.ts";
@@ -33,7 +33,7 @@ export interface TestRunnerDeps {
   dataDir: string;
   /** The gateway's URL. */
   server: string;
-  fetch: typeof fetch;
+  http: HttpClient;
   /** A device token for the artifact uploads. */
   token(): Promise<string | undefined>;
   /** Sends on the management socket now (false when it is down: the gateway fails the share then). */
@@ -191,15 +191,14 @@ export class TestRunner {
     for (let attempt = 0; attempt < UPLOAD_ATTEMPTS; attempt++) {
       const token = await this.deps.token();
       if (!token) return "no device token";
-      const body = known && offset < size ? (Readable.toWeb(createReadStream(path, { start: offset, end: size - 1 })) as ReadableStream) : new Uint8Array(0);
-      let response: Response;
+      const body = known && offset < size ? createReadStream(path, { start: offset, end: size - 1 }) : new Uint8Array(0);
+      let response: HttpAnswer;
       try {
-        response = await this.deps.fetch(`${url}?offset=${offset}`, {
+        response = await this.deps.http(`${url}?offset=${offset}`, {
           method: "PUT",
           headers: { authorization: `Bearer token=${token}`, "content-type": "application/octet-stream" },
           body,
-          duplex: "half",
-        } as RequestInit);
+        });
       } catch (error) {
         problem = (error as Error).message;
         offset = 0;

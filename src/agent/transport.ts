@@ -1,11 +1,12 @@
 import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { ClientOptions } from "ws";
-import { ConfigError } from "../config/schema.ts";
+import { ConfigError } from "../config/read.ts";
+import { httpClient, httpRequest, type HttpClient } from "../update/client/http.ts";
 
 /** How the agent reaches the gateway: HTTP requests and the options of its WebSockets. */
 export interface ServerTransport {
-  fetch: typeof fetch;
+  http: HttpClient;
   ws: Pick<ClientOptions, "ca">;
 }
 
@@ -14,7 +15,7 @@ export interface ServerTransport {
  * that PEM file are trusted: a gateway with a self-signed certificate or a lab CA, and nobody else.
  */
 export function serverTransport(caFile: string): ServerTransport {
-  if (!caFile) return { fetch: (input, init) => fetch(input, init), ws: {} };
+  if (!caFile) return { http: httpRequest, ws: {} };
   let ca: Buffer;
   try {
     ca = readFileSync(caFile);
@@ -22,14 +23,5 @@ export function serverTransport(caFile: string): ServerTransport {
   } catch (error) {
     throw new ConfigError(`agent config key ca_file: ${caFile} is not a readable PEM certificate (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
   }
-  // Node's built-in fetch takes no trust options: undici's own fetch with a dispatcher of its own
-  // does. Loaded on the first request, so that an agent without ca_file never loads undici.
-  let pinned: Promise<typeof fetch> | undefined;
-  const load = async (): Promise<typeof fetch> => {
-    const undici = await import("undici");
-    const dispatcher = new undici.Agent({ connect: { ca } });
-    return (input, init) =>
-      undici.fetch(input as Parameters<typeof undici.fetch>[0], { ...(init as Parameters<typeof undici.fetch>[1]), dispatcher }) as unknown as Promise<Response>;
-  };
-  return { fetch: async (input, init) => (await (pinned ??= load()))(input, init), ws: { ca } };
+  return { http: httpClient({ ca }), ws: { ca } };
 }

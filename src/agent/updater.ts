@@ -6,8 +6,9 @@ import { createHash } from "node:crypto";
 import { createReadStream, createWriteStream, existsSync, statSync, unlinkSync } from "node:fs";
 import { rename } from "node:fs/promises";
 import { join } from "node:path";
-import { Readable, Transform } from "node:stream";
+import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
+import { httpRequest, type HttpClient } from "../update/client/http.ts";
 
 export interface DownloadOptions {
   url: string;
@@ -16,7 +17,7 @@ export interface DownloadOptions {
   /** Called with 0..100 as bytes arrive. */
   onProgress?: (percent: number) => void;
   signal?: AbortSignal;
-  fetch?: typeof fetch;
+  http?: HttpClient;
 }
 
 export class ChecksumError extends Error {}
@@ -37,19 +38,19 @@ export async function download(options: DownloadOptions): Promise<string> {
   const partial = `${final}.part`;
   let offset = existsSync(partial) ? statSync(partial).size : 0;
   const headers: Record<string, string> = offset > 0 ? { range: `bytes=${offset}-` } : {};
-  const response = await (options.fetch ?? fetch)(options.url, { headers, signal: options.signal });
+  const response = await (options.http ?? httpRequest)(options.url, { headers, signal: options.signal });
   if (response.status === 416) {
     // Already complete (or the object changed): start over.
-    await response.body?.cancel();
+    response.discard();
     unlinkSync(partial);
     throw new Error("download range not satisfiable; restarting");
   }
   if (response.status !== 200 && response.status !== 206) {
-    await response.body?.cancel();
+    response.discard();
     throw new Error(`download answered ${response.status}`);
   }
   if (response.status === 200) offset = 0; // the server sent everything: start over
-  const length = Number(response.headers.get("content-length") ?? NaN);
+  const length = Number(response.headers["content-length"] ?? NaN);
   const total = offset + (Number.isFinite(length) ? length : NaN);
   const hash = offset > 0 ? await hashFile(partial) : createHash("sha256");
   let received = offset;
@@ -66,8 +67,7 @@ export async function download(options: DownloadOptions): Promise<string> {
       done(null, chunk);
     },
   });
-  if (!response.body) throw new Error("download has no body");
-  await pipeline(Readable.fromWeb(response.body as import("node:stream/web").ReadableStream), meter, createWriteStream(partial, { flags: offset > 0 ? "a" : "w" }));
+  await pipeline(response.body, meter, createWriteStream(partial, { flags: offset > 0 ? "a" : "w" }));
   if (Number.isFinite(total) && received !== total) throw new Error(`download ended after ${received} of ${total} bytes`);
   if (hash.digest("hex") !== sha) {
     unlinkSync(partial);

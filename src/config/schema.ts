@@ -2,27 +2,13 @@
  * What the server's config (config.ts) and the agent's (src/agent/config.ts) are written with:
  * zod schemas of their keys with messages that say what a key accepts, and one way to turn the
  * first problem into a ConfigError that names the key (the CLI exits 2 with it). Kept apart from
- * config.ts so that the agent reads its config without the server's modules.
+ * config.ts so that the agent reads its config without the server's modules (and without zod:
+ * ./read.ts).
  */
-import { readFileSync } from "node:fs";
-import { parse as parseYaml } from "yaml";
 import * as z from "zod";
+import { ConfigError, Problem, shown } from "./read.ts";
 
-/** A bad config file, flag or environment value; the CLI exits with code 2 and this message. */
-export class ConfigError extends Error {}
-
-/** A value that does not fit its key: `what` is wrong, at `path` below the key being read. */
-export class Problem extends Error {
-  readonly what: string;
-  readonly path: Array<string | number>;
-  constructor(what: string, path: Array<string | number> = []) {
-    super(what);
-    this.what = what;
-    this.path = path;
-  }
-}
-
-export const shown = (value: unknown) => JSON.stringify(value);
+export { ConfigError, Problem, readYamlMapping, shown } from "./read.ts";
 
 /** A value read by `read`, which throws Problem for a value that does not fit (a ConfigError passes through). */
 export const custom = <T>(read: (value: unknown) => T) =>
@@ -70,22 +56,4 @@ export function parseWith<T extends z.ZodType>(schema: T, input: unknown, name: 
   const issue = unknownKey ?? result.error.issues[0]!;
   const path = issue.code === "unrecognized_keys" ? [...issue.path, issue.keys[0]!] : issue.path;
   throw new ConfigError(`${name(path)}: ${issue.code === "unrecognized_keys" ? "unknown key" : issue.message}`);
-}
-
-/** Reads a YAML file whose top level must be a mapping (empty: `{}`); `what` names it in messages. */
-export function readYamlMapping(path: string, what: string): Record<string, unknown> {
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (error) {
-    throw new ConfigError(`cannot read ${what} ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
-  }
-  let raw: unknown;
-  try {
-    raw = parseYaml(text) ?? {};
-  } catch (error) {
-    throw new ConfigError(`${what} ${path} is not valid YAML: ${(error as Error).message.split("\n")[0]}`);
-  }
-  if (typeof raw !== "object" || Array.isArray(raw)) throw new ConfigError(`${what} ${path}: expected a mapping at the top level`);
-  return raw as Record<string, unknown>;
 }

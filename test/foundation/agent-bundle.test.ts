@@ -1,9 +1,12 @@
 import { strict as assert } from "node:assert";
+import { once } from "node:events";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { test } from "node:test";
 import { build } from "esbuild";
+import { tempDir, useTestServer } from "../helpers/server.ts";
+import { spawnConnectedAgent } from "../update/helpers/agents.ts";
 
 const src = fileURLToPath(new URL("../../src/", import.meta.url));
 
@@ -26,4 +29,18 @@ test("zod is imported as a namespace (import * as z): one `import { z }` puts al
   };
   walk(src);
   assert.deepEqual(named, []);
+});
+
+const server = useTestServer();
+
+test("an idle agent, approved and connected, has loaded neither fetch's undici nor tls, https or zlib (a small board's memory)", async () => {
+  const list = join(tempDir("labgate-modules-"), "loaded.txt");
+  const fixture = fileURLToPath(new URL("../fixtures/module-list.cjs", import.meta.url));
+  // Its registration, token and socket are behind it (src/agent/bundle.ts makes ws's tls, https and zlib load on first use).
+  const agent = await spawnConnectedAgent(server, [], { args: ["--require", fixture], env: { LABGATE_MODULE_LIST: list } });
+  agent.child.kill("SIGTERM");
+  await once(agent.child, "exit");
+  const loaded = readFileSync(list, "utf8").split("\n").map((line) => line.replace(/^NativeModule /, ""));
+  assert.ok(loaded.includes("http") && loaded.includes("crypto"), "the list is of an agent that talked to the server");
+  assert.deepEqual(loaded.filter((name) => ["internal/deps/undici/undici", "tls", "https", "zlib", "http2"].includes(name)), []);
 });

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { once } from "node:events";
 import { chmodSync, chownSync, copyFileSync, writeFileSync } from "node:fs";
 import { createServer as createHttpsServer } from "node:https";
 import { connect as netConnect, type AddressInfo } from "node:net";
@@ -18,7 +19,7 @@ import { createLogger } from "../../src/util/log.ts";
 import { runInProcess, startServe } from "../helpers/cli.ts";
 import { removeDir, requestAt, startTestServer, tempDir, type TestServer, waitFor } from "../helpers/server.ts";
 import { makeCert, trustingFetch, type KeyKind, type TestCert } from "../helpers/tls.ts";
-import { agentMac, approveAgent, startAgent, untilConnected } from "../update/helpers/agents.ts";
+import { agentMac, approveAgent, spawnConnectedAgent, startAgent, untilConnected } from "../update/helpers/agents.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
 
 const dir = tempDir("labgate-tls-");
@@ -149,6 +150,10 @@ describe("HTTPS on the one listener", () => {
       } finally {
         await agent.stop();
       }
+      // The same from a `labgate agent` process, whose bundle loads tls and https only now (src/agent/bundle.ts).
+      const child = await spawnConnectedAgent(server, [`ca_file: ${ca.cert}`]);
+      child.child.kill("SIGTERM");
+      await once(child.child, "exit");
 
       // Trusting another CA, or the system's store, the agent refuses this server and never registers.
       const stranger = makeCert(dir, "stranger", "ec");

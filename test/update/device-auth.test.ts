@@ -3,6 +3,7 @@ import { generateKeyPairSync } from "node:crypto";
 import { test } from "node:test";
 import { startTestServer, useTestServer } from "../helpers/server.ts";
 import { publicKeyPem, signBody } from "../../src/update/client/device-client.ts";
+import { httpRequest, type HttpClient } from "../../src/update/client/http.ts";
 import { approve, deviceClient, deviceMetadata, json, key, nextMac, registerDevice } from "./helpers/devices.ts";
 
 const server = useTestServer();
@@ -309,11 +310,11 @@ test("deleting a device refuses its unexpired token at once; it must register ag
 test("device client: refreshes the token before it expires and after a 401", async () => {
   let clock = now();
   let authRequests = 0;
-  const counting: typeof fetch = (input, init) => {
-    if (String(input).endsWith("/api/v1/auth/device")) authRequests += 1;
-    return fetch(input, init);
+  const counting: HttpClient = (url, request) => {
+    if (url.endsWith("/api/v1/auth/device")) authRequests += 1;
+    return httpRequest(url, request);
   };
-  const { client } = await registerDevice(server, { now: () => clock, fetch: counting });
+  const { client } = await registerDevice(server, { now: () => clock, http: counting });
   const first = await client.getToken();
   assert.ok(first);
   const counted = authRequests;

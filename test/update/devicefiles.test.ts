@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { randomBytes, createHash } from "node:crypto";
 import { execFileSync } from "node:child_process";
+import { subscribe, unsubscribe } from "node:diagnostics_channel";
+import type { ClientRequest } from "node:http";
 import { mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, test } from "node:test";
@@ -49,18 +51,16 @@ test("a small file and an empty file are fetched from the device", async () => {
 test("a file larger than one part (>10 MiB) arrives in parts, is assembled and the parts are removed", async () => {
   const data = randomBytes(12 * 1024 * 1024 + 123);
   writeFileSync(join(base(), "big.bin"), data);
+  // The agent's requests (node:http, in this process) as Node reports them.
   const puts: string[] = [];
-  const realFetch = globalThis.fetch;
-  globalThis.fetch = ((input: string | URL | Request, init?: RequestInit) => {
-    if (init?.method === "PUT") puts.push(String(input));
-    return realFetch(input, init);
-  }) as typeof fetch;
+  const seen = ({ request }: { request: ClientRequest }) => void (request.method === "PUT" && puts.push(`${request.protocol}//${String(request.getHeader("host"))}${request.path}`));
+  subscribe("http.client.request.start", seen as (message: unknown) => void);
   let body: { status: number; url: string };
   try {
     const res = await fetchFile(join(base(), "big.bin"));
     body = (await res.json()) as { status: number; url: string };
   } finally {
-    globalThis.fetch = realFetch;
+    unsubscribe("http.client.request.start", seen as (message: unknown) => void);
   }
   assert.equal(body.status, 0);
   assert.equal(puts.length, 2);

@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { writeFileDurable } from "../../util/files.ts";
 import type { Metadata } from "../registration/metadata.ts";
+import { httpRequest, type HttpAnswer, type HttpClient, type HttpRequest } from "./http.ts";
 
 export type DeviceKeyType = "rsa" | "ed25519";
 
@@ -87,7 +88,8 @@ export interface DeviceClientOptions {
   refreshMargin?: number;
   /** Clock in UNIX seconds (tests move it). */
   now?: () => number;
-  fetch?: typeof fetch;
+  /** How requests go (./http.ts; tests count them). */
+  http?: HttpClient;
 }
 
 export type AuthOutcome = { status: "accepted"; token: string; expires: number } | { status: "pending" };
@@ -102,10 +104,10 @@ export class DeviceAuthError extends Error {
 }
 
 /** A request; `json` is serialised. Bodies are sent twice after a 401, so use a string, not a stream. */
-export type RequestOptions = RequestInit & { json?: unknown };
+export type RequestOptions = Omit<HttpRequest, "body"> & { body?: string | Uint8Array; json?: unknown };
 
 export class DeviceClient {
-  private readonly options: Required<Omit<DeviceClientOptions, "fetch">> & { fetch: typeof fetch };
+  private readonly options: Required<DeviceClientOptions>;
   private readonly privateKey: KeyObject;
   private readonly publicKey: string;
   private token: string | undefined;
@@ -127,7 +129,7 @@ export class DeviceClient {
       refreshMargin: options.refreshMargin ?? 5,
       now: options.now ?? (() => Math.floor(Date.now() / 1000)),
       server: options.server.replace(/\/+$/, ""),
-      fetch: options.fetch ?? ((input, init) => fetch(input, init)),
+      http: options.http ?? httpRequest,
     };
     this.privateKey = createPrivateKey(options.privateKeyPem);
     this.publicKey = publicKeyPem(options.privateKeyPem, this.options.publicKeyEncoding);
@@ -168,7 +170,7 @@ export class DeviceClient {
   private async doAuthorize(): Promise<AuthOutcome> {
     const { body, signature, header } = this.signedAuthRequest();
     const started = this.options.now();
-    const response = await this.options.fetch(`${this.options.server}/api/v1/auth/device`, {
+    const response = await this.options.http(`${this.options.server}/api/v1/auth/device`, {
       method: "POST",
       headers: { "content-type": "application/json", [header]: signature },
       body,
@@ -211,20 +213,17 @@ export class DeviceClient {
    * A request with the device token (`Authorization: Bearer token=...`). A 401 answer means the
    * token was refused: authorize again once and repeat the request.
    */
-  async request(path: string, init: RequestOptions = {}): Promise<Response> {
+  async request(path: string, init: RequestOptions = {}): Promise<HttpAnswer> {
+    const { json, ...rest } = init;
     const send = async (token: string | undefined) => {
-      const headers = new Headers(init.headers);
-      if (token) headers.set("authorization", `Bearer token=${token}`);
-      let body = init.body;
-      if (init.json !== undefined) {
-        headers.set("content-type", "application/json");
-        body = JSON.stringify(init.json);
-      }
-      return this.options.fetch(`${this.options.server}${path}`, { ...init, headers, body });
+      const headers = { ...rest.headers };
+      if (token) headers.authorization = `Bearer token=${token}`;
+      if (json !== undefined) headers["content-type"] = "application/json";
+      return this.options.http(`${this.options.server}${path}`, { ...rest, headers, body: json !== undefined ? JSON.stringify(json) : rest.body });
     };
     const first = await send(await this.getToken());
     if (first.status !== 401) return first;
-    await first.body?.cancel();
+    first.discard();
     this.token = undefined;
     return send(await this.getToken());
   }

@@ -200,9 +200,9 @@ export interface AgentProcess {
 /**
  * Starts `labgate agent` (labgate()'s command) with a config of its own dirs, a fresh MAC, fast
  * retries and the YAML lines `extra`; resolves once it says it runs (a start can take seconds on
- * a busy machine). The caller stops it.
+ * a busy machine). `node`: options for node and variables for the child. The caller stops it.
  */
-export async function spawnAgent(server: TestServer, extra: string[]): Promise<AgentProcess> {
+export async function spawnAgent(server: TestServer, extra: string[], node: { args?: string[]; env?: Record<string, string> } = {}): Promise<AgentProcess> {
   const dir = tempDir("labgate-agent-cli-");
   const files = join(dir, "files");
   mkdirSync(files);
@@ -210,8 +210,8 @@ export async function spawnAgent(server: TestServer, extra: string[]): Promise<A
   const config = join(dir, "agent.yaml");
   const lines = [`server: ${server.url}`, "key_type: ed25519", `mac_address: "${mac}"`, `file_base_dir: ${files}`, "retry_min_delay: 0.05", "retry_max_delay: 0.3", "log_level: error"];
   writeFileSync(config, [...lines, ...extra].join("\n"));
-  const [node, ...entry] = await labgate();
-  const child = spawn(node, [...entry, "agent", "--config", config, "--data-dir", join(dir, "data")], { stdio: ["ignore", "ignore", "pipe"] });
+  const [bin, ...entry] = await labgate();
+  const child = spawn(bin, [...(node.args ?? []), ...entry, "agent", "--config", config, "--data-dir", join(dir, "data")], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, ...node.env } });
   let stderr = "";
   await new Promise<void>((resolve, reject) => {
     child.stderr!.on("data", (chunk) => {
@@ -224,8 +224,8 @@ export async function spawnAgent(server: TestServer, extra: string[]): Promise<A
 }
 
 /** spawnAgent, then approved and connected; with its device id. */
-export async function spawnConnectedAgent(server: TestServer, extra: string[]): Promise<AgentProcess & { id: number }> {
-  const agent = await spawnAgent(server, extra);
+export async function spawnConnectedAgent(server: TestServer, extra: string[], node: Parameters<typeof spawnAgent>[2] = {}): Promise<AgentProcess & { id: number }> {
+  const agent = await spawnAgent(server, extra, node);
   try {
     await approvePending(server, agent.mac);
     const id = await waitFor(() => deviceId(server, agent.mac).catch(() => undefined), 10_000, `device ${agent.mac}`);

@@ -8,6 +8,7 @@ import {
   type Metadata,
   type PublicKeyEncoding,
 } from "../../../src/update/client/device-client.ts";
+import type { HttpClient } from "../../../src/update/client/http.ts";
 
 let counter = 0;
 /** A fresh MAC address per call (unique within the test process). */
@@ -40,7 +41,7 @@ export interface ClientOptions {
   encoding?: PublicKeyEncoding;
   extra?: Metadata;
   now?: () => number;
-  fetch?: typeof fetch;
+  http?: HttpClient;
 }
 
 export function deviceClient(server: TestServer, options: ClientOptions = {}): DeviceClient {
@@ -51,7 +52,7 @@ export function deviceClient(server: TestServer, options: ClientOptions = {}): D
     metadata: deviceMetadata(mac, options.extra),
     publicKeyEncoding: options.encoding,
     now: options.now,
-    fetch: options.fetch,
+    http: options.http,
   });
 }
 
@@ -77,7 +78,8 @@ export async function registerDevice(server: TestServer, options: ClientOptions 
   return { client, id, token: (outcome as { token: string }).token };
 }
 
-export async function json<T = any>(res: Response | Promise<Response>): Promise<T> {
+/** The JSON body of a fetch Response or of a device client's answer. */
+export async function json<T = any>(res: { json(): Promise<unknown> } | Promise<{ json(): Promise<unknown> }>): Promise<T> {
   return (await (await res).json()) as T;
 }
 

@@ -1,0 +1,18 @@
+/*
+ * What the agent's bundle is built with beside the common options (build/build.sh, and the tests'
+ * bundles): ws requires tls, https and zlib at its top level, and an agent of an http:// gateway
+ * uses none of them (labgate's server turns permessage-deflate down), so each is replaced by a
+ * stand-in (./lazy/) that loads the module on first use. tls alone is 1-2 MB of an idle agent.
+ *
+ *   node --import tsx src/agent/bundle.ts     prints them as esbuild flags
+ */
+import { relative } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const AGENT_ALIASES: Record<string, string> = Object.fromEntries(
+  ["tls", "https", "zlib"].map((name) => [name, fileURLToPath(new URL(`./lazy/${name}.cjs`, import.meta.url))]),
+);
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  console.log(Object.entries(AGENT_ALIASES).map(([name, path]) => `--alias:${name}=./${relative(process.cwd(), path)}`).join(" "));
+}

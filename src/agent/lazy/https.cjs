@@ -1,0 +1,2 @@
+// ws requires https at its top level: the agent's bundle gets this stand-in instead (../bundle.ts), which loads it on first use.
+module.exports = new Proxy({}, { get: (_, key) => process.getBuiltinModule("node:https")[key] });
