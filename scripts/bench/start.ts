@@ -3,12 +3,13 @@
  * the first answer of GET /api/health, with an empty data dir and with an existing one, and its
  * idle RSS two seconds after start; then the idle RSS of `labgate agent` from the same executable,
  * approved, connected to a server and idle for two seconds (issue 31: the agent loads no server code),
- * with the environment its systemd unit gives it (scripts/labgate-agent.service's Environment=).
+ * each with the environment its systemd unit gives it (the Environment= lines of scripts/labgate.service
+ * and scripts/labgate-agent.service).
  *
  *   node --import tsx scripts/bench/start.ts [--runs 10] [--devices 10000] [--agent-only] [--no-unit-env] BINARY [BASELINE_BINARY]
  *
  * `--agent-only`: only the agent's figures (its server on an empty data dir, no start timed);
- * `--no-unit-env`: the agent without the unit's environment.
+ * `--no-unit-env`: the server and the agent without their units' environment (malloc settings).
  *
  * The existing data dir holds `--devices` devices (written by a first start plus a direct insert
  * through the binary's own database, i.e. `labgate serve` then stopped). The executables take
@@ -35,12 +36,15 @@ const given = process.argv
   .slice(2)
   .filter((a, i, all) => !a.startsWith("--") && !(all[i - 1]?.startsWith("--") && !SWITCHES.includes(all[i - 1])))
   .map((b) => resolve(b));
-/** The agent's environment in its systemd unit (`Environment=A=1 B=2` lines), unless --no-unit-env. */
-const unitEnv: Record<string, string> = process.argv.includes("--no-unit-env")
-  ? {}
-  : Object.fromEntries(
-      [...readFileSync(new URL("../labgate-agent.service", import.meta.url), "utf8").matchAll(/^Environment=(.*)$/gm)].flatMap(([, list]) => list.split(/\s+/).map((pair) => pair.split("=", 2))),
-    );
+/** A program's environment in its systemd unit (`Environment=A=1 B=2` lines), unless --no-unit-env. */
+const environmentOf = (unit: string): Record<string, string> =>
+  process.argv.includes("--no-unit-env")
+    ? {}
+    : Object.fromEntries(
+        [...readFileSync(new URL(`../${unit}`, import.meta.url), "utf8").matchAll(/^Environment=(.*)$/gm)].flatMap(([, list]) => list.split(/\s+/).map((pair) => pair.split("=", 2))),
+      );
+const unitEnv = environmentOf("labgate-agent.service");
+const serverEnv = environmentOf("labgate.service");
 const work = mkdtempSync(join(process.env.TMPDIR ?? "/tmp", "labgate-bench-start-"));
 // Each executable runs from a fresh copy: how many of a file's pages a process maps depends on how
 // the file came into the page cache (one just written by postject showed about 15 MB more than a
@@ -66,7 +70,7 @@ interface Rss {
 
 /** Starts `labgate serve` of the binary on `dataDir` and waits for its listening line. */
 async function serve(binary: string, dataDir: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = launch(binary, ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "ignore"], env: { HOME: work, PATH: "/usr/bin:/bin", LABGATE_CONFIG: "" }, cwd: work });
+  const child = launch(binary, ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "ignore"], env: { HOME: work, PATH: "/usr/bin:/bin", LABGATE_CONFIG: "", ...serverEnv }, cwd: work });
   let out = "";
   for await (const chunk of child.stdout!) {
     out += chunk;
@@ -96,7 +100,7 @@ async function start(binary: string, dataDir: string, idleMs = 0): Promise<{ ms:
 }
 
 console.log(AGENT_ONLY ? "labgate agent idle memory" : `labgate start-up benchmark: ${RUNS} runs each; existing data dir with ${DEVICES} devices`);
-console.log(`the agent's environment: ${JSON.stringify(unitEnv)}`);
+console.log(`the server's environment: ${JSON.stringify(serverEnv)}; the agent's: ${JSON.stringify(unitEnv)}`);
 console.log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? "?"}; node ${process.version}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}; ${new Date().toISOString()}`);
 // One existing data dir per executable, made by its own first start (their schemas may differ).
 const existingDirs: string[] = [];
