@@ -3,16 +3,19 @@
  * the first answer of GET /api/health, with an empty data dir and with an existing one, and its
  * idle RSS two seconds after start; then the idle RSS of `labgate agent` from the same executable,
  * approved, connected to a server and idle for two seconds (issue 31: the agent loads no server code),
- * with the environment its systemd unit gives it (scripts/labgate-agent.service's Environment=).
+ * each with the environment its systemd unit gives it (the Environment= lines of scripts/labgate.service
+ * and scripts/labgate-agent.service).
  *
  *   node --import tsx scripts/bench/start.ts [--runs 10] [--devices 10000] [--agent-only] [--no-unit-env] BINARY [BASELINE_BINARY]
  *
  * `--agent-only`: only the agent's figures (its server on an empty data dir, no start timed);
- * `--no-unit-env`: the agent without the unit's environment.
+ * `--no-unit-env`: the server and the agent without their units' environment (malloc settings).
  *
  * The existing data dir holds `--devices` devices (written by a first start plus a direct insert
  * through the binary's own database, i.e. `labgate serve` then stopped). The executables take
- * turns run by run, so a change in the machine's load meets both; idle RSS is the median of three
+ * turns run by run, so a change in the machine's load meets both. Beside each time, the CPU time
+ * the process's main thread had used when the answer came (/proc/PID/task/PID/schedstat): a start's
+ * critical path, much less sensitive to the machine's load than the wall time. Idle RSS is the median of three
  * starts, split into anonymous memory and pages of the executable file (shared, reclaimable).
  * An arm64 executable runs under qemu-aarch64-static (for the record: emulated figures).
  */
@@ -33,12 +36,15 @@ const given = process.argv
   .slice(2)
   .filter((a, i, all) => !a.startsWith("--") && !(all[i - 1]?.startsWith("--") && !SWITCHES.includes(all[i - 1])))
   .map((b) => resolve(b));
-/** The agent's environment in its systemd unit (`Environment=A=1 B=2` lines), unless --no-unit-env. */
-const unitEnv: Record<string, string> = process.argv.includes("--no-unit-env")
-  ? {}
-  : Object.fromEntries(
-      [...readFileSync(new URL("../labgate-agent.service", import.meta.url), "utf8").matchAll(/^Environment=(.*)$/gm)].flatMap(([, list]) => list.split(/\s+/).map((pair) => pair.split("=", 2))),
-    );
+/** A program's environment in its systemd unit (`Environment=A=1 B=2` lines), unless --no-unit-env. */
+const environmentOf = (unit: string): Record<string, string> =>
+  process.argv.includes("--no-unit-env")
+    ? {}
+    : Object.fromEntries(
+        [...readFileSync(new URL(`../${unit}`, import.meta.url), "utf8").matchAll(/^Environment=(.*)$/gm)].flatMap(([, list]) => list.split(/\s+/).map((pair) => pair.split("=", 2))),
+      );
+const unitEnv = environmentOf("labgate-agent.service");
+const serverEnv = environmentOf("labgate.service");
 const work = mkdtempSync(join(process.env.TMPDIR ?? "/tmp", "labgate-bench-start-"));
 // Each executable runs from a fresh copy: how many of a file's pages a process maps depends on how
 // the file came into the page cache (one just written by postject showed about 15 MB more than a
@@ -64,7 +70,7 @@ interface Rss {
 
 /** Starts `labgate serve` of the binary on `dataDir` and waits for its listening line. */
 async function serve(binary: string, dataDir: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = launch(binary, ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "ignore"], env: { HOME: work, PATH: "/usr/bin:/bin", LABGATE_CONFIG: "" }, cwd: work });
+  const child = launch(binary, ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "ignore"], env: { HOME: work, PATH: "/usr/bin:/bin", LABGATE_CONFIG: "", ...serverEnv }, cwd: work });
   let out = "";
   for await (const chunk of child.stdout!) {
     out += chunk;
@@ -74,23 +80,27 @@ async function serve(binary: string, dataDir: string): Promise<{ child: ChildPro
   throw new Error(`no start: ${out}`);
 }
 
-/** Starts the binary on `dataDir`; resolves with ms to the first /api/health answer and the RSS after `idleMs`. */
-async function start(binary: string, dataDir: string, idleMs = 0): Promise<{ ms: number } & Rss> {
+/** CPU time (ms) the main thread of process `pid` has run. */
+const mainThreadMs = (pid: number) => Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, "utf8").split(" ")[0]) / 1e6;
+
+/** Starts the binary on `dataDir`; resolves with ms to the first /api/health answer, the main thread's CPU ms by then, and the RSS after `idleMs`. */
+async function start(binary: string, dataDir: string, idleMs = 0): Promise<{ ms: number; cpu: number } & Rss> {
   const t0 = performance.now();
   const { child, url } = await serve(binary, dataDir);
   const res = await fetch(`${url}/api/health`);
   await res.arrayBuffer();
   const ms = performance.now() - t0;
+  const cpu = mainThreadMs(child.pid!);
   if (idleMs) await new Promise((r) => setTimeout(r, idleMs));
   const pid = child.pid!;
   const memory = { rss: statusKiB(pid, "VmRSS"), anon: statusKiB(pid, "RssAnon"), file: statusKiB(pid, "RssFile") };
   child.kill("SIGTERM");
   await once(child, "exit");
-  return { ms, ...memory };
+  return { ms, cpu, ...memory };
 }
 
 console.log(AGENT_ONLY ? "labgate agent idle memory" : `labgate start-up benchmark: ${RUNS} runs each; existing data dir with ${DEVICES} devices`);
-console.log(`the agent's environment: ${JSON.stringify(unitEnv)}`);
+console.log(`the server's environment: ${JSON.stringify(serverEnv)}; the agent's: ${JSON.stringify(unitEnv)}`);
 console.log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? "?"}; node ${process.version}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}; ${new Date().toISOString()}`);
 // One existing data dir per executable, made by its own first start (their schemas may differ).
 const existingDirs: string[] = [];
@@ -109,10 +119,11 @@ for (const [b, binary] of binaries.entries()) {
   existingDirs.push(existing);
 }
 console.log(`image ${(readFileSync(join(existingDirs[0], "labgate.db")).length / 1048576).toFixed(1)} MB`);
-if (!AGENT_ONLY) console.log("\n| executable | empty data dir (median) | existing data dir (median) | idle RSS, existing dir (median of 3) | of which anonymous | of which the executable's pages |");
-if (!AGENT_ONLY) console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
+if (!AGENT_ONLY) console.log("\n| executable | empty data dir (median) | existing data dir (median) | main thread's CPU by then, existing dir (median) | idle RSS, existing dir (median of 3) | of which anonymous | of which the executable's pages |");
+if (!AGENT_ONLY) console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
 const empty = binaries.map((): number[] => []);
 const full = binaries.map((): number[] => []);
+const fullCpu = binaries.map((): number[] => []);
 const idle = binaries.map((): Rss[] => []);
 for (let i = 0; i < RUNS; i++) {
   for (const [b, binary] of binaries.entries()) {
@@ -121,7 +132,9 @@ for (let i = 0; i < RUNS; i++) {
     rmSync(dir, { recursive: true, force: true });
     const copy = join(work, `copy-${i}`);
     cpSync(existingDirs[b], copy, { recursive: true });
-    full[b].push((await start(binary, copy)).ms);
+    const existing = await start(binary, copy);
+    full[b].push(existing.ms);
+    fullCpu[b].push(existing.cpu);
     rmSync(copy, { recursive: true, force: true });
   }
 }
@@ -177,7 +190,7 @@ for (let i = 0; i < 3; i++) {
 const mb = (kib: number) => `${(kib / 1024).toFixed(1)} MB`;
 for (const b of AGENT_ONLY ? [] : binaries.keys()) {
   const rss = [...idle[b]].sort((x, y) => x.rss - y.rss)[1];
-  console.log(`| ${given[b]} | ${median(empty[b]).toFixed(0)} ms | ${median(full[b]).toFixed(0)} ms | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} |`);
+  console.log(`| ${given[b]} | ${median(empty[b]).toFixed(0)} ms | ${median(full[b]).toFixed(0)} ms | ${median(fullCpu[b]).toFixed(0)} ms | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} |`);
 }
 console.log("\n| executable | `labgate agent` idle RSS, connected (median of 3) | of which anonymous | of which the executable's pages |");
 console.log("| --- | ---: | ---: | ---: |");
@@ -188,7 +201,7 @@ for (const b of binaries.keys()) {
 if (binaries.length > 1 && !AGENT_ONLY) {
   const ratio = (xs: number[][]) => (median(xs[0]) / median(xs[1])).toFixed(2);
   const rss = (b: number) => median(idle[b].map((r) => r.rss));
-  console.log(`\nfirst / second: empty ${ratio(empty)}, existing ${ratio(full)}, idle RSS ${(rss(0) / rss(1)).toFixed(2)}`);
+  console.log(`\nfirst / second: empty ${ratio(empty)}, existing ${ratio(full)} (main thread's CPU ${ratio(fullCpu)}), idle RSS ${(rss(0) / rss(1)).toFixed(2)}`);
 }
 console.log(`load average at the end ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
 rmSync(work, { recursive: true, force: true });

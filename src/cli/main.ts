@@ -72,6 +72,10 @@ export function consoleUrl(publicUrl: string, listening: string): string {
 }
 
 async function serve(args: string[]): Promise<number> {
+  // sql.js's wasm compiles on a V8 helper thread: begun before the server's modules load (the
+  // bulk of a start), it is done when the database opens, which otherwise waited for it. A failure
+  // is the database's to report (Database.open awaits the same promise).
+  (await import("../db/wasm.ts")).loadSqlJs().catch(() => {});
   const flags = parse(args, { ...COMMON, listen: { type: "string" } });
   const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"], listen: flags.listen } });
   // Signals are caught from the start: one that arrives while starting stops the server once it is up.

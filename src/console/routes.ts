@@ -1,11 +1,11 @@
 import { existsSync, readFileSync } from "node:fs";
 import { Hono, type Context } from "hono";
-import mime from "mime-types";
 import type { Auth } from "../auth/middleware.ts";
 import { LabgateError } from "../util/errors.ts";
 import { errors, route } from "../http/openapi.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
 import { serveBytes } from "../storage/send.ts";
+import { mimeTypes } from "../util/mime.ts";
 import { seaAssets } from "../util/sea.ts";
 import { dateOf } from "../util/time.ts";
 import { buildConsole } from "./build.ts";
@@ -52,7 +52,7 @@ async function serve(c: Context, source: Source, since: Date, name: string, cach
   if (!NAME.test(name)) throw new LabgateError("not_found", `no route for GET ${c.req.path}`);
   const body = await source(name);
   if (!body) throw new LabgateError("not_found", `no route for GET ${c.req.path}`);
-  const type = mime.contentType(name) || "application/octet-stream";
+  const type = (await mimeTypes()).contentType(name) || "application/octet-stream";
   return serveBytes(c, body, since, {
     "Content-Type": type,
     "Content-Disposition": "inline",

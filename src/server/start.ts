@@ -16,7 +16,7 @@ import { Hono } from "hono";
 import { createApp, normalizeRequest } from "../http/app.ts";
 import type { Operation } from "../http/openapi.ts";
 import { createLogger, type Logger } from "../util/log.ts";
-import { writeFileDurable } from "../util/files.ts";
+import { writeFileAtomic, writeFileDurable } from "../util/files.ts";
 import { after, dateOf, systemClock, type Clock } from "../util/time.ts";
 import { describeBuild, VERSION } from "../version.ts";
 import { ConnectionTracker } from "./connections.ts";
@@ -150,7 +150,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const host = config.listen.host.includes(":") ? `[${config.listen.host}]` : config.listen.host;
     const scheme = tls ? "https" : "http";
     const urlFile = join(dataDir, SERVER_URL_FILE);
-    writeFileDurable(urlFile, `${scheme}://${localHost(host)}:${port}\n`);
+    // Read only while this process holds the data dir's lock (src/cli/users.ts): after a crash it
+    // means nothing, so it is written without fsyncs, which delayed the start.
+    writeFileAtomic(urlFile, `${scheme}://${localHost(host)}:${port}\n`);
 
     let closing: Promise<void> | undefined;
     const close = () =>

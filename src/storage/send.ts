@@ -3,8 +3,8 @@ import { open, type FileHandle } from "node:fs/promises";
 import type { ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import type { Context } from "hono";
-import { contentType, lookup } from "mime-types";
 import { LabgateError } from "../util/errors.ts";
+import { mimeTypes } from "../util/mime.ts";
 import { nodeResponse } from "../http/transport.ts";
 import { rfc822 } from "../util/time.ts";
 
@@ -27,7 +27,8 @@ const PLAIN = new Set(["text/plain", "text/csv", "application/json", "applicatio
  * `application/octet-stream`. With `preview`, inline: a raster image as itself, anything else as
  * `text/plain; charset=utf-8` (shown as text, whatever it holds).
  */
-export function untrustedFileHeaders(filename: string, preview: boolean): Record<string, string> {
+export async function untrustedFileHeaders(filename: string, preview: boolean): Promise<Record<string, string>> {
+  const { contentType, lookup } = await mimeTypes();
   const guessed = (lookup(filename) || "application/octet-stream").toLowerCase();
   const raster = RASTER.has(guessed);
   const text = guessed.startsWith("text/") || /[/+](?:json|xml|yaml|javascript|ecmascript)$/.test(guessed) || guessed === "application/x-sh";

@@ -96,6 +96,8 @@ describe("systemd service", () => {
       /^ReadWritePaths=\/var\/lib\/labgate \/var\/lib\/labgate-runs$/m,
       /^LimitNOFILE=65536$/m,
       /^ExecReload=\/bin\/kill -HUP \$MAINPID$/m,
+      // Idle and after-fan-out memory (README, issue 31).
+      /^Environment=MALLOC_ARENA_MAX=2 MALLOC_TRIM_THRESHOLD_=131072$/m,
     ]) {
       assert.match(server, line);
     }

@@ -113,6 +113,38 @@ test("a device that stops answering pings is dropped", async () => {
   }
 });
 
+test("a server whose event loop was held drops no device whose pong waits in its socket", async () => {
+  const agent = startAgent(server);
+  agents.push(agent);
+  const id = await approvedThenStopped(server, agent);
+  const token = await (await agentClient(server, agent, 13)).getToken();
+  const stream = await openStream(server);
+  try {
+    const ws = new WebSocket(`${server.url.replace("http", "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${token}` } });
+    await new Promise((resolve) => ws.once("open", resolve));
+    await stream.next((e) => e.event === "connect" && e.data.device === agent.mac, 3000, "connected");
+    // The pong is written before "ping" is emitted; then the whole process (the server too) is held
+    // past the next round (ping interval 1 s), once 0.3 s late (judged) and once 0.8 s late.
+    let held = 0;
+    const closed = await new Promise<boolean>((resolve) => {
+      ws.once("close", () => resolve(true));
+      ws.on("ping", () => {
+        if (held === 2) return resolve(false);
+        const until = Date.now() + [1300, 1800][held++];
+        while (Date.now() < until);
+      });
+    });
+    assert.equal(closed, false, `the server closed the socket after ${held} held rounds`);
+    // Any drop would have come in the rounds above; one more round to be sure none is pending.
+    const dropped = stream.next((e) => e.event === "disconnect" && e.data.device === agent.mac, 1500, "").then(() => true, () => false);
+    assert.equal(await dropped, false, "the device was dropped");
+    assert.equal((await device(server, id)).connected, true);
+    ws.close();
+  } finally {
+    stream.close();
+  }
+});
+
 // Issue 10 item 5: two agents share one MAC, the second with a new key.
 const actionIds = async (mac: string): Promise<string[] | undefined> => {
   const res = await server.request(`/api/v2/devices/${mac}/action/list`, { token: server.adminToken });

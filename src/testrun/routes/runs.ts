@@ -84,7 +84,7 @@ async function serveArtifact(c: Context<AppEnv>, dir: string, marker: string): P
   }
   const file = await openArtifact(dir, name);
   if (!file) throw new LabgateError("not_found", "Artifact file not found");
-  return serveFile(c, file, { headers: untrustedFileHeaders(file.basename, c.req.query("preview") === "true") });
+  return serveFile(c, file, { headers: await untrustedFileHeaders(file.basename, c.req.query("preview") === "true") });
 }
 
 /** A report that is gone by the time it is read: 404. */

@@ -77,10 +77,10 @@ const RELAYED_TYPES = {
 };
 
 /** The head of a relayed answer the node gave as `response` (see RelayedAnswer); a 502 when it is not what was expected. */
-function relayedHead(name: string, response: Response, expected: RelayedAnswer): Record<string, string> {
+async function relayedHead(name: string, response: Response, expected: RelayedAnswer): Promise<Record<string, string>> {
   const length = response.headers.get("content-length");
   const headers: Record<string, string> = { "content-security-policy": FILE_CSP, ...(length === null ? {} : { "content-length": length }) };
-  if (expected.kind === "file") return { ...headers, ...untrustedFileHeaders(expected.filename, expected.preview) };
+  if (expected.kind === "file") return { ...headers, ...(await untrustedFileHeaders(expected.filename, expected.preview)) };
   const { pattern, type, what } = RELAYED_TYPES[expected.kind];
   const given = response.headers.get("content-type") ?? "";
   if (!pattern.test(given)) throw new LabgateError("upstream", `node '${name}' answered ${given || "without a Content-Type"} where ${what} was expected`);
@@ -122,7 +122,7 @@ export async function relayFromNode(clock: Clock, name: string, node: NodeTarget
   }
   let headers: Record<string, string>;
   try {
-    headers = relayedHead(name, response, expected);
+    headers = await relayedHead(name, response, expected);
   } catch (error) {
     await response.body?.cancel().catch(() => {});
     throw error;

@@ -140,7 +140,7 @@ export class ChannelHub {
 
   constructor(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">) {
     this.ctx = ctx;
-    this.pinger = new PingTimer(ctx.clock, ctx.config.update_server.ws_ping_interval, () => this.pingRound());
+    this.pinger = new PingTimer(ctx.clock, ctx.config.update_server.ws_ping_interval, (judge) => this.pingRound(judge));
     this.handle("capability_report", (conn, message) => this.capabilityReport(conn, message));
     this.handle("action_list_update", (conn, message) => {
       const actions = parseActionList(message.actions);
@@ -270,9 +270,9 @@ export class ChannelHub {
   }
 
   /** A device that did not answer the last ping is dropped. */
-  private pingRound(): void {
+  private pingRound(judge: boolean): void {
     for (const conn of [...this.connections.values()]) {
-      if (pingOrTerminate(conn, conn.raw)) continue;
+      if (pingOrTerminate(conn, conn.raw, judge)) continue;
       this.ctx.log.info(`device ${conn.mac} did not answer the ping: dropped`);
       this.closed(conn);
     }

@@ -75,7 +75,7 @@ export class ShellService {
   constructor(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, hub: ChannelHub) {
     this.ctx = ctx;
     this.hub = hub;
-    this.pinger = new PingTimer(ctx.clock, ctx.config.update_server.ws_ping_interval, () => this.pingRound());
+    this.pinger = new PingTimer(ctx.clock, ctx.config.update_server.ws_ping_interval, (judge) => this.pingRound(judge));
   }
 
   /** The device's management socket went (disconnect, deletion): so do its shells. */
@@ -221,10 +221,10 @@ export class ShellService {
   }
 
   /** A side that did not answer the last ping is gone (half-open): the session ends. */
-  private pingRound(): void {
+  private pingRound(judge: boolean): void {
     for (const session of [...this.sessions.values()]) {
       for (const side of [session.manager, session.device]) {
-        if (!side || pingOrTerminate(side, side.ws)) continue;
+        if (!side || pingOrTerminate(side, side.ws, judge)) continue;
         this.end(session, CLOSE_NORMAL, "the other side went away");
         break;
       }

@@ -1,0 +1,38 @@
+import assert from "node:assert/strict";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { test } from "node:test";
+import { removeDir, startTestServer } from "../helpers/server.ts";
+import { SERVER_URL_FILE } from "../../src/server/start.ts";
+import { mimeTypes } from "../../src/util/mime.ts";
+
+/** Whether a CommonJS package of node_modules has been loaded into this process (issue 31: what a start loads). */
+const loaded = (name: string) => Object.keys(createRequire(import.meta.url).cache).some((path) => path.includes(`/node_modules/${name}/`));
+
+test("a server's start leaves mime-types unloaded: its tables are built for the first file answer", async () => {
+  const server = await startTestServer();
+  try {
+    assert.equal((await server.request("/api/health")).status, 200);
+    assert.equal(loaded("mime-types"), false, "mime-types was loaded by the start");
+    // What the first file answer does: it is then loaded (the check above sees it).
+    assert.equal((await mimeTypes()).lookup("report.html"), "text/html");
+    assert.equal(loaded("mime-types"), true);
+  } finally {
+    await server.close();
+    removeDir(server.dataDir);
+  }
+});
+
+test("server.url: written whole at start (temp file and rename, no fsync), removed at shutdown", async () => {
+  const server = await startTestServer();
+  const file = join(server.dataDir, SERVER_URL_FILE);
+  try {
+    assert.equal(readFileSync(file, "utf8"), `${server.url}\n`);
+    assert.deepEqual(readdirSync(server.dataDir).filter((name) => name.endsWith(".tmp")), []);
+  } finally {
+    await server.close();
+    assert.equal(existsSync(file), false);
+    removeDir(server.dataDir);
+  }
+});
