@@ -63,6 +63,7 @@ interface Probe {
   arrayBuffers: number;
   wasm: number;
   spaces: Record<string, { size: number; used: number }>;
+  resident: { v8Pages: number; mallocMain: number; otherAnon: number; file: number };
 }
 /** The server's memory after a full collection (scripts/bench/memory-probe.cjs). */
 async function probeMemory(pid: number): Promise<Probe> {
@@ -232,6 +233,7 @@ async function run(root: string, admin: string, devices: { mac: string; token: s
       `| ${label} | ${DEVICES} | ${connectS.toFixed(1)} s | ${(idle / 1024).toFixed(1)} MiB | ${(connected / 1024).toFixed(1)} MiB | **${((connected - idle) / DEVICES).toFixed(1)} KiB** | ${(after / 1024).toFixed(1)} MiB |`,
       `| ${label} | ${mib(connectedHeld.rss)} MiB | ${rounds.map((k) => (k / 1024).toFixed(0)).join(" / ")} MiB | ${((after - rounds[0]) / 1024).toFixed(1)} MiB | **${mib(settled.rss - held[0].rss)} MiB** | ${mib(settled.rss - connectedHeld.rss)} MiB |`,
       `| ${label} | ${per((p) => p.heapUsed)} | ${per((p) => p.heapTotal)} | ${per(space("old", "size"))} | ${per(space("large_object", "size"))} | ${per((p) => p.arrayBuffers)} | ${per((p) => p.wasm)} | ${per((p) => p.rss)} |`,
+      `| ${label} | ${per((p) => p.resident.v8Pages)} | ${per((p) => p.resident.mallocMain)} | ${per((p) => p.resident.otherAnon)} | ${per((p) => p.resident.file)} |`,
       `| ${label} | ${each.length ? `${pct(each, 0.5).toFixed(0)} ms | ${pct(each, 0.99).toFixed(0)} ms | ${pct(all, 0.5).toFixed(0)} ms | ${Math.max(...all).toFixed(0)} ms` : "- | - | - | -"} | ${bulk.length ? `${pct(bulk, 0.5).toFixed(0)} ms / ${Math.max(...bulk).toFixed(0)} ms` : "-"} | ${checked.perSecond.toFixed(0)}/s | ${checked.p50.toFixed(1)} ms | ${checked.p99.toFixed(1)} ms |`,
     ];
   } finally {
@@ -260,8 +262,12 @@ console.log(`\nAfter a full collection (scripts/bench/memory-probe.cjs): connect
 console.log("\n| server | V8 heap, live | V8 heap, kept (capacity) | of which old space | of which large objects | ArrayBuffers (sql.js's database file, socket buffers) | sql.js wasm heap | RSS |");
 console.log("| --- | --- | --- | --- | --- | --- | --- | --- |");
 table(2);
+console.log("\nResident memory by mapping, same moments (memory-probe.cjs): V8's heap pages include those it keeps pooled for reuse (Node 24's V8 releases them only in a memory-reducing collection); glibc's main malloc arena; other anonymous memory (other malloc arenas, the wasm heap, large objects, code); file pages:");
+console.log("\n| server | V8 heap pages resident | malloc main arena | other anonymous | file pages |");
+console.log("| --- | --- | --- | --- | --- |");
+table(3);
 console.log(`\n| server | one device p50 | one device p99 | all ${DEVICES} back p50 | all back max | one fan-out request: all back p50 / max | update checks meanwhile | check p50 | check p99 |`);
 console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-table(3);
+table(4);
 console.log(`load average at the end ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
 rmSync(work, { recursive: true, force: true });

@@ -5,7 +5,7 @@
 // file among them) and each WebAssembly memory (sql.js's wasm heap), in bytes. It separates what a
 // server holds from the garbage V8 has not given back.
 "use strict";
-const { appendFileSync } = require("node:fs");
+const { appendFileSync, readFileSync } = require("node:fs");
 const v8 = require("node:v8");
 const vm = require("node:vm");
 
@@ -39,6 +39,26 @@ const spaces = () => {
   return out;
 };
 
+/**
+ * Resident memory by kind of mapping (/proc/self/smaps), in bytes: V8's heap pages (anonymous
+ * 256 KiB mappings, pages V8 keeps pooled for reuse included, which heapTotal leaves out), glibc's
+ * main malloc arena ([heap]), other anonymous memory (other malloc arenas, large objects, the wasm
+ * heap, code), and the executable's and libraries' file pages.
+ */
+const resident = () => {
+  const out = { v8Pages: 0, mallocMain: 0, otherAnon: 0, file: 0 };
+  let kind;
+  for (const line of readFileSync("/proc/self/smaps", "utf8").split("\n")) {
+    const map = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (map) {
+      const size = parseInt(map[2], 16) - parseInt(map[1], 16);
+      const name = map[3];
+      kind = name === "[heap]" ? "mallocMain" : name.startsWith("/") ? "file" : name ? undefined : size === 262144 ? "v8Pages" : "otherAnon";
+    } else if (kind && line.startsWith("Rss:")) out[kind] += Number(line.split(/\s+/)[1]) * 1024;
+  }
+  return out;
+};
+
 process.on("SIGUSR2", () => {
   collect();
   const m = process.memoryUsage();
@@ -50,6 +70,7 @@ process.on("SIGUSR2", () => {
     arrayBuffers: m.arrayBuffers,
     wasm: memories.reduce((sum, w) => sum + w.buffer.byteLength, 0),
     spaces: spaces(),
+    resident: resident(),
   };
   appendFileSync(process.env.MEMORY_PROBE_FILE, JSON.stringify(line) + "\n");
 });
