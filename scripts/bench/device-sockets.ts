@@ -18,7 +18,8 @@
  * directory, on this Node from source) or an executable (`labgate serve`, as deployed); `--server`
  * makes "this tree" an executable too (e.g. dist/labgate); `--turns N` runs baseline and this tree
  * N times each, taking turns. The servers run with the `Environment=` settings of
- * scripts/labgate.service (the deployed unit's, e.g. MALLOC_ARENA_MAX) unless `--no-unit-env`.
+ * scripts/labgate.service (the deployed unit's, e.g. MALLOC_ARENA_MAX) unless `--no-unit-env`
+ * (a variable set in the benchmark's own environment wins).
  * BENCH_NODE_ARGS adds node flags to the server (e.g. --cpu-prof; NODE_OPTIONS for an executable).
  * Before the first fan-out and after each request the server also reports (memory-probe.cjs)
  * what it holds after a full collection: V8's live heap and the capacity it keeps, ArrayBuffers
@@ -53,6 +54,11 @@ const unitEnv: Record<string, string> = process.argv.includes("--no-unit-env")
 const work = mkdtempSync(join(process.env.TMPDIR ?? "/tmp", "labgate-bench-sockets-"));
 const seedDir = join(work, "seed");
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
+/** CPU time (user + system) a process has used, in ms (clock ticks of 10 ms). */
+const cpuMs = (pid: number) => {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+};
 const rssKiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const probeFile = join(work, "memory-probe.jsonl");
@@ -98,7 +104,7 @@ async function seed(): Promise<{ admin: string; devices: { mac: string; token: s
 async function spawnServer(root: string, dataDir: string): Promise<{ child: ChildProcess; url: string }> {
   const probe = ["-r", join(import.meta.dirname, "memory-probe.cjs")];
   const nodeArgs = [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), ...probe];
-  const env: NodeJS.ProcessEnv = { ...process.env, ...unitEnv, LABGATE_CONFIG: join(work, "bench.config.yaml"), MEMORY_PROBE_FILE: probeFile };
+  const env: NodeJS.ProcessEnv = { ...unitEnv, ...process.env, LABGATE_CONFIG: join(work, "bench.config.yaml"), MEMORY_PROBE_FILE: probeFile };
   const serve = ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"];
   const [command, ...args] = isExecutable(root)
     ? [...executableCommand(root), ...serve]
@@ -212,9 +218,12 @@ async function run(root: string, admin: string, devices: { mac: string; token: s
     // Then what it holds after a full collection: live heap, sql.js's database file and wasm heap.
     const rounds = [rssKiB(server.child.pid!)];
     const held = [await probeMemory(server.child.pid!)];
+    const cpu: number[] = [];
     for (let r = 0; r < ROUNDS; r++) {
+      const cpu0 = cpuMs(server.child.pid!);
       const took = await bulkRound();
       if (took === undefined) break;
+      cpu.push(cpuMs(server.child.pid!) - cpu0);
       bulk.push(took);
       rounds.push(rssKiB(server.child.pid!));
       held.push(await probeMemory(server.child.pid!));
@@ -234,7 +243,7 @@ async function run(root: string, admin: string, devices: { mac: string; token: s
       `| ${label} | ${mib(connectedHeld.rss)} MiB | ${rounds.map((k) => (k / 1024).toFixed(0)).join(" / ")} MiB | ${((after - rounds[0]) / 1024).toFixed(1)} MiB | **${mib(settled.rss - held[0].rss)} MiB** | ${mib(settled.rss - connectedHeld.rss)} MiB |`,
       `| ${label} | ${per((p) => p.heapUsed)} | ${per((p) => p.heapTotal)} | ${per(space("old", "size"))} | ${per(space("large_object", "size"))} | ${per((p) => p.arrayBuffers)} | ${per((p) => p.wasm)} | ${per((p) => p.rss)} |`,
       `| ${label} | ${per((p) => p.resident.v8Pages)} | ${per((p) => p.resident.mallocMain)} | ${per((p) => p.resident.otherAnon)} | ${per((p) => p.resident.file)} |`,
-      `| ${label} | ${each.length ? `${pct(each, 0.5).toFixed(0)} ms | ${pct(each, 0.99).toFixed(0)} ms | ${pct(all, 0.5).toFixed(0)} ms | ${Math.max(...all).toFixed(0)} ms` : "- | - | - | -"} | ${bulk.length ? `${pct(bulk, 0.5).toFixed(0)} ms / ${Math.max(...bulk).toFixed(0)} ms` : "-"} | ${checked.perSecond.toFixed(0)}/s | ${checked.p50.toFixed(1)} ms | ${checked.p99.toFixed(1)} ms |`,
+      `| ${label} | ${each.length ? `${pct(each, 0.5).toFixed(0)} ms | ${pct(each, 0.99).toFixed(0)} ms | ${pct(all, 0.5).toFixed(0)} ms | ${Math.max(...all).toFixed(0)} ms` : "- | - | - | -"} | ${bulk.length ? `${pct(bulk, 0.5).toFixed(0)} ms / ${Math.max(...bulk).toFixed(0)} ms | ${pct(cpu, 0.5).toFixed(0)} ms` : "- | -"} | ${checked.perSecond.toFixed(0)}/s | ${checked.p50.toFixed(1)} ms | ${checked.p99.toFixed(1)} ms |`,
     ];
   } finally {
     for (const sim of sims) sim.kill("SIGKILL");
@@ -266,8 +275,8 @@ console.log("\nResident memory by mapping, same moments (memory-probe.cjs): V8's
 console.log("\n| server | V8 heap pages resident | malloc main arena | other anonymous | file pages |");
 console.log("| --- | --- | --- | --- | --- |");
 table(3);
-console.log(`\n| server | one device p50 | one device p99 | all ${DEVICES} back p50 | all back max | one fan-out request: all back p50 / max | update checks meanwhile | check p50 | check p99 |`);
-console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+console.log(`\n| server | one device p50 | one device p99 | all ${DEVICES} back p50 | all back max | one fan-out request: all back p50 / max | server CPU per fan-out request, p50 (update checks meanwhile included) | update checks meanwhile | check p50 | check p99 |`);
+console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
 table(4);
 console.log(`load average at the end ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
 rmSync(work, { recursive: true, force: true });
