@@ -2,7 +2,7 @@
  * Benchmark (figures printed, nothing asserted): many connected devices on one server.
  *
  *   node --import tsx scripts/bench/device-sockets.ts [--devices 10000] [--procs 4] [--rounds 3]
- *        [--each-rounds N] [--baseline DIR]
+ *        [--each-rounds N] [--baseline DIR|EXECUTABLE] [--server EXECUTABLE] [--turns N] [--no-unit-env]
  *
  * Seeds N devices, starts `labgate serve` as its own process, and connects every device from
  * `--procs` simulator processes (device-sim.ts: the WebSocket protocol only, not full agents).
@@ -14,33 +14,49 @@
  * per device, a device's time includes its wait for one of the 64 connections; a fan-out
  * request's devices all answer within its time ("all back").
  * N sockets need N file descriptors in the server (and in the simulators): `ulimit -n` must
- * allow it (this machine: 20,000). `--baseline DIR` runs the same against another checkout.
- * BENCH_NODE_ARGS adds node flags to the server (e.g. --cpu-prof). After each fan-out request the
- * server also reports (memory-probe.cjs) what it holds after a full collection: V8's live heap
- * and the capacity it keeps, ArrayBuffers and the wasm heaps, to tell growth from garbage.
+ * allow it (this machine: 20,000). `--baseline` runs the same against another checkout (a
+ * directory, on this Node from source) or an executable (`labgate serve`, as deployed); `--server`
+ * makes "this tree" an executable too (e.g. dist/labgate); `--turns N` runs baseline and this tree
+ * N times each, taking turns. The servers run with the `Environment=` settings of
+ * scripts/labgate.service (the deployed unit's, e.g. MALLOC_ARENA_MAX) unless `--no-unit-env`
+ * (a variable set in the benchmark's own environment wins).
+ * BENCH_NODE_ARGS adds node flags to the server (e.g. --cpu-prof; NODE_OPTIONS for an executable).
+ * Before the first fan-out and after each request the server also reports (memory-probe.cjs)
+ * what it holds after a full collection: V8's live heap and the capacity it keeps, ArrayBuffers
+ * and the wasm heaps, to tell growth from garbage.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { Agent as UndiciAgent, request } from "undici";
 import { pathToFileURL } from "node:url";
 import type { LoadResult, LoadSpec } from "./loadgen.ts";
 import { insertDevices, listening } from "./server.ts";
-import { flag } from "./flags.ts";
+import { flag, textFlag } from "./flags.ts";
+import { unitEnvironment } from "./unit-env.ts";
+import { executableCommand } from "../../test/helpers/cli.ts";
 
 const DEVICES = flag("devices", 10_000);
 const PROCS = flag("procs", 4);
 const ROUNDS = flag("rounds", 3);
 const EACH_ROUNDS = flag("each-rounds", ROUNDS);
-const baselineAt = process.argv.indexOf("--baseline");
-const BASELINE = baselineAt >= 0 ? resolve(process.argv[baselineAt + 1]) : undefined;
-
+const TURNS = flag("turns", 1);
 const here = resolve(import.meta.dirname, "../..");
+const BASELINE = textFlag("baseline") && resolve(textFlag("baseline")!);
+const SERVER = textFlag("server") ? resolve(textFlag("server")!) : here;
+/** A server is a checkout (run from source on this Node) or an executable. */
+const isExecutable = (root: string) => statSync(root).isFile();
+const unitEnv = unitEnvironment("labgate.service");
 const work = mkdtempSync(join(process.env.TMPDIR ?? "/tmp", "labgate-bench-sockets-"));
 const seedDir = join(work, "seed");
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
+/** CPU time (user + system) a process has used, in ms (clock ticks of 10 ms). */
+const cpuMs = (pid: number) => {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+};
 const rssKiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const probeFile = join(work, "memory-probe.jsonl");
@@ -50,6 +66,8 @@ interface Probe {
   heapTotal: number;
   arrayBuffers: number;
   wasm: number;
+  spaces: Record<string, { size: number; used: number }>;
+  resident: { v8Pages: number; mallocMain: number; otherAnon: number; file: number };
 }
 /** The server's memory after a full collection (scripts/bench/memory-probe.cjs). */
 async function probeMemory(pid: number): Promise<Probe> {
@@ -62,11 +80,12 @@ async function probeMemory(pid: number): Promise<Probe> {
 const mib = (bytes: number) => (bytes / 1048576).toFixed(0);
 
 /**
- * Seeds with the baseline's own code when there is one: a newer tree migrates an older data dir
- * at its start, an older one cannot open a newer schema.
+ * Seeds with the baseline checkout's own code when there is one: a newer tree migrates an older
+ * data dir at its start, an older one cannot open a newer schema. (An executable baseline is
+ * seeded by this tree: it must know this tree's migrations.)
  */
 async function seed(): Promise<{ admin: string; devices: { mac: string; token: string }[] }> {
-  const root = BASELINE ?? here;
+  const root = BASELINE && !isExecutable(BASELINE) ? BASELINE : here;
   const { loadConfig } = (await import(pathToFileURL(join(root, "src/config/config.ts")).href)) as typeof import("../../src/config/config.ts");
   const { startServer } = (await import(pathToFileURL(join(root, "src/server/start.ts")).href)) as typeof import("../../src/server/start.ts");
   const { createLogger } = (await import(pathToFileURL(join(root, "src/util/log.ts")).href)) as typeof import("../../src/util/log.ts");
@@ -81,12 +100,15 @@ async function seed(): Promise<{ admin: string; devices: { mac: string; token: s
 }
 
 async function spawnServer(root: string, dataDir: string): Promise<{ child: ChildProcess; url: string }> {
-  const probe = ["--expose-gc", "-r", join(import.meta.dirname, "memory-probe.cjs")];
-  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), ...probe, "--import", "tsx", join(root, "src/main.ts"), "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
-    cwd: root,
-    stdio: ["ignore", "pipe", "inherit"],
-    env: { ...process.env, LABGATE_CONFIG: join(work, "bench.config.yaml"), MEMORY_PROBE_FILE: probeFile },
-  });
+  const probe = ["-r", join(import.meta.dirname, "memory-probe.cjs")];
+  const nodeArgs = [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), ...probe];
+  const env: NodeJS.ProcessEnv = { ...unitEnv, ...process.env, LABGATE_CONFIG: join(work, "bench.config.yaml"), MEMORY_PROBE_FILE: probeFile };
+  const serve = ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"];
+  const [command, ...args] = isExecutable(root)
+    ? [...executableCommand(root), ...serve]
+    : [process.execPath, ...nodeArgs, "--import", "tsx", join(root, "src/main.ts"), ...serve];
+  if (isExecutable(root)) env.NODE_OPTIONS = [process.env.NODE_OPTIONS ?? "", ...nodeArgs].join(" ").trim();
+  const child = spawn(command, args, { cwd: isExecutable(root) ? work : root, stdio: ["ignore", "pipe", "inherit"], env });
   return listening(child);
 }
 
@@ -176,6 +198,8 @@ async function run(root: string, admin: string, devices: { mac: string; token: s
       if (res.statusCode !== 200 || bad.length > 0) throw new Error(`fan-out: ${res.statusCode}, ${bad.length} failed: ${JSON.stringify(bad.slice(0, 3))}`);
       return performance.now() - t0;
     };
+    // What the server holds with every device connected, before any fan-out.
+    const connectedHeld = await probeMemory(server.child.pid!);
     // First round: every connection asks its device for the action list once.
     if (EACH_ROUNDS > 0 || (await bulkRound()) === undefined) await fanout();
     const checks = devices.slice(0, 2000).map((d) => ({ method: "POST" as const, path: "/api/v1/update/check", token: d.token, body: JSON.stringify({ "svc.software.version": "1", "svc.hardware.devtype": "board" }) }));
@@ -192,9 +216,12 @@ async function run(root: string, admin: string, devices: { mac: string; token: s
     // Then what it holds after a full collection: live heap, sql.js's database file and wasm heap.
     const rounds = [rssKiB(server.child.pid!)];
     const held = [await probeMemory(server.child.pid!)];
+    const cpu: number[] = [];
     for (let r = 0; r < ROUNDS; r++) {
+      const cpu0 = cpuMs(server.child.pid!);
       const took = await bulkRound();
       if (took === undefined) break;
+      cpu.push(cpuMs(server.child.pid!) - cpu0);
       bulk.push(took);
       rounds.push(rssKiB(server.child.pid!));
       held.push(await probeMemory(server.child.pid!));
@@ -205,12 +232,16 @@ async function run(root: string, admin: string, devices: { mac: string; token: s
     const after = rssKiB(server.child.pid!);
     const settled = await probeMemory(server.child.pid!);
     await dispatcher.close();
-    const label = root === here ? "this tree" : "baseline";
+    const label = `${root === SERVER ? "this tree" : "baseline"}${isExecutable(root) ? " (executable)" : ""}`;
+    const stages = [connectedHeld, ...held, settled];
+    const per = (f: (p: Probe) => number) => `${stages.map((p) => mib(f(p))).join(" / ")} MiB`;
+    const space = (name: string, key: "size" | "used") => (p: Probe) => p.spaces[name]?.[key] ?? 0;
     return [
       `| ${label} | ${DEVICES} | ${connectS.toFixed(1)} s | ${(idle / 1024).toFixed(1)} MiB | ${(connected / 1024).toFixed(1)} MiB | **${((connected - idle) / DEVICES).toFixed(1)} KiB** | ${(after / 1024).toFixed(1)} MiB |`,
-      `| ${label} | ${rounds.map((k) => (k / 1024).toFixed(0)).join(" / ")} MiB | ${((after - rounds[0]) / 1024).toFixed(1)} MiB |`,
-      `| ${label} | ${held.map((p) => mib(p.heapUsed)).join(" / ")} MiB | ${held.map((p) => mib(p.heapTotal)).join(" / ")} MiB | ${held.map((p) => mib(p.arrayBuffers)).join(" / ")} MiB | ${held.map((p) => mib(p.wasm)).join(" / ")} MiB | ${mib(settled.rss)} MiB (${mib(settled.rss - held[0].rss)} MiB) |`,
-      `| ${label} | ${each.length ? `${pct(each, 0.5).toFixed(0)} ms | ${pct(each, 0.99).toFixed(0)} ms | ${pct(all, 0.5).toFixed(0)} ms | ${Math.max(...all).toFixed(0)} ms` : "- | - | - | -"} | ${bulk.length ? `${pct(bulk, 0.5).toFixed(0)} ms / ${Math.max(...bulk).toFixed(0)} ms` : "-"} | ${checked.perSecond.toFixed(0)}/s | ${checked.p50.toFixed(1)} ms | ${checked.p99.toFixed(1)} ms |`,
+      `| ${label} | ${mib(connectedHeld.rss)} MiB | ${rounds.map((k) => (k / 1024).toFixed(0)).join(" / ")} MiB | ${((after - rounds[0]) / 1024).toFixed(1)} MiB | **${mib(settled.rss - held[0].rss)} MiB** | ${mib(settled.rss - connectedHeld.rss)} MiB |`,
+      `| ${label} | ${per((p) => p.heapUsed)} | ${per((p) => p.heapTotal)} | ${per(space("old", "size"))} | ${per(space("large_object", "size"))} | ${per((p) => p.arrayBuffers)} | ${per((p) => p.wasm)} | ${per((p) => p.rss)} |`,
+      `| ${label} | ${per((p) => p.resident.v8Pages)} | ${per((p) => p.resident.mallocMain)} | ${per((p) => p.resident.otherAnon)} | ${per((p) => p.resident.file)} |`,
+      `| ${label} | ${each.length ? `${pct(each, 0.5).toFixed(0)} ms | ${pct(each, 0.99).toFixed(0)} ms | ${pct(all, 0.5).toFixed(0)} ms | ${Math.max(...all).toFixed(0)} ms` : "- | - | - | -"} | ${bulk.length ? `${pct(bulk, 0.5).toFixed(0)} ms / ${Math.max(...bulk).toFixed(0)} ms | ${pct(cpu, 0.5).toFixed(0)} ms` : "- | -"} | ${checked.perSecond.toFixed(0)}/s | ${checked.p50.toFixed(1)} ms | ${checked.p99.toFixed(1)} ms |`,
     ];
   } finally {
     for (const sim of sims) sim.kill("SIGKILL");
@@ -221,22 +252,29 @@ async function run(root: string, admin: string, devices: { mac: string; token: s
 
 console.log(`labgate device-socket benchmark: ${DEVICES} simulated devices in ${PROCS} processes, ${ROUNDS} fan-out rounds`);
 console.log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? "?"}; node ${process.version}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}; ${new Date().toISOString()}`);
+console.log(`server environment from scripts/labgate.service: ${Object.entries(unitEnv).map(([k, v]) => `${k}=${v}`).join(" ") || "none"}`);
 writeFileSync(join(work, "bench.config.yaml"), "log_level: warn\n");
 const { admin, devices } = await seed();
 const results: string[][] = [];
-for (const root of BASELINE ? [BASELINE, here] : [here]) results.push(await run(root, admin, devices));
+for (let turn = 0; turn < TURNS; turn++) for (const root of BASELINE ? [BASELINE, SERVER] : [SERVER]) results.push(await run(root, admin, devices));
+const table = (i: number) => results.forEach((r) => console.log(r[i]));
 console.log("\n| server | sockets | all connected in | RSS idle | RSS connected | per socket | RSS after fan-outs |");
 console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
-for (const [memory] of results) console.log(memory);
-console.log(`\n| server | RSS before the fan-out requests / after each of the ${ROUNDS} | settled after the last, minus before |`);
-console.log("| --- | --- | ---: |");
-for (const [, rounds] of results) console.log(rounds);
-console.log(`\nAfter a full collection (scripts/bench/memory-probe.cjs), before the fan-out requests / after each, then settled:`);
-console.log("\n| server | V8 heap, live | V8 heap, kept (capacity) | ArrayBuffers (sql.js's database file, socket buffers) | sql.js wasm heap | RSS settled after a collection (minus before) |");
-console.log("| --- | --- | --- | --- | --- | ---: |");
-for (const [, , held] of results) console.log(held);
-console.log(`\n| server | one device p50 | one device p99 | all ${DEVICES} back p50 | all back max | one fan-out request: all back p50 / max | update checks meanwhile | check p50 | check p99 |`);
-console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-for (const [, , , fan] of results) console.log(fan);
+table(0);
+console.log(`\nRSS: with every device connected (after a collection), before the measured fan-out requests (one fan-out already made), after each of the ${ROUNDS}; after the last, minus before; after a collection, minus before and minus connected:`);
+console.log(`\n| server | connected | before / after each | after the last, minus before | settled, minus before | settled, minus connected |`);
+console.log("| --- | ---: | --- | ---: | ---: | ---: |");
+table(1);
+console.log(`\nAfter a full collection (scripts/bench/memory-probe.cjs): connected / before the fan-out requests / after each / settled:`);
+console.log("\n| server | V8 heap, live | V8 heap, kept (capacity) | of which old space | of which large objects | ArrayBuffers (sql.js's database file, socket buffers) | sql.js wasm heap | RSS |");
+console.log("| --- | --- | --- | --- | --- | --- | --- | --- |");
+table(2);
+console.log("\nResident memory by mapping, same moments (memory-probe.cjs): V8's heap pages include those it keeps pooled for reuse (Node 24's V8 releases them only in a memory-reducing collection); glibc's main malloc arena; other anonymous memory (other malloc arenas, the wasm heap, large objects, code); file pages:");
+console.log("\n| server | V8 heap pages resident | malloc main arena | other anonymous | file pages |");
+console.log("| --- | --- | --- | --- | --- |");
+table(3);
+console.log(`\n| server | one device p50 | one device p99 | all ${DEVICES} back p50 | all back max | one fan-out request: all back p50 / max | server CPU per fan-out request, p50 (update checks meanwhile included) | update checks meanwhile | check p50 | check p99 |`);
+console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+table(4);
 console.log(`load average at the end ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
 rmSync(work, { recursive: true, force: true });

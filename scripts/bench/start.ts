@@ -27,6 +27,7 @@ import { join, resolve } from "node:path";
 import { Database } from "../../src/db/index.ts";
 import { executableCommand } from "../../test/helpers/cli.ts";
 import { flag } from "./flags.ts";
+import { unitEnvironment } from "./unit-env.ts";
 
 const SWITCHES = ["--agent-only", "--no-unit-env"];
 const AGENT_ONLY = process.argv.includes("--agent-only");
@@ -36,15 +37,8 @@ const given = process.argv
   .slice(2)
   .filter((a, i, all) => !a.startsWith("--") && !(all[i - 1]?.startsWith("--") && !SWITCHES.includes(all[i - 1])))
   .map((b) => resolve(b));
-/** A program's environment in its systemd unit (`Environment=A=1 B=2` lines), unless --no-unit-env. */
-const environmentOf = (unit: string): Record<string, string> =>
-  process.argv.includes("--no-unit-env")
-    ? {}
-    : Object.fromEntries(
-        [...readFileSync(new URL(`../${unit}`, import.meta.url), "utf8").matchAll(/^Environment=(.*)$/gm)].flatMap(([, list]) => list.split(/\s+/).map((pair) => pair.split("=", 2))),
-      );
-const unitEnv = environmentOf("labgate-agent.service");
-const serverEnv = environmentOf("labgate.service");
+const unitEnv = unitEnvironment("labgate-agent.service");
+const serverEnv = unitEnvironment("labgate.service");
 const work = mkdtempSync(join(process.env.TMPDIR ?? "/tmp", "labgate-bench-start-"));
 // Each executable runs from a fresh copy: how many of a file's pages a process maps depends on how
 // the file came into the page cache (one just written by postject showed about 15 MB more than a

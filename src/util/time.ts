@@ -64,6 +64,13 @@ export const systemClock: Clock = { now: () => Date.now(), sleep };
  * injected clock: tests move the time instead of waiting for it.
  */
 export function after(clock: Clock, ms: number, fn: () => void): () => void {
+  // On the system clock a plain timer: a fan-out to 10,000 devices sets two deadlines per device,
+  // and an AbortController each (a signal, a listener, an abort event when cancelled) was a fifth
+  // of the garbage such a fan-out made.
+  if (clock === systemClock) {
+    const timer = setTimeout(fn, ms);
+    return () => clearTimeout(timer);
+  }
   const cancel = new AbortController();
   void clock.sleep(ms, cancel.signal).then(() => {
     if (!cancel.signal.aborted) fn();

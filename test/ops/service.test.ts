@@ -97,7 +97,7 @@ describe("systemd service", () => {
       /^LimitNOFILE=65536$/m,
       /^ExecReload=\/bin\/kill -HUP \$MAINPID$/m,
       // Idle and after-fan-out memory (README, issue 31).
-      /^Environment=MALLOC_ARENA_MAX=2 MALLOC_TRIM_THRESHOLD_=131072$/m,
+      /^Environment=MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072$/m,
     ]) {
       assert.match(server, line);
     }

@@ -27,6 +27,13 @@ const SEND_SLICE = 200;
 /** The device answered `action_exec` with something other than ok/full. */
 class DeviceRefusedError extends Error {}
 
+const noActionCapability = () => new LabgateError("conflict", "device does not support actions");
+
+function findAction(actions: Action[], actionId: string): Action | undefined {
+  for (const action of actions) if (action.action_id === actionId) return action;
+  return undefined;
+}
+
 export class ActionService {
   private readonly ctx: Pick<AppContext, "clock" | "config" | "db" | "log" | "tokens">;
   private readonly hub: ChannelHub;
@@ -113,10 +120,8 @@ export class ActionService {
     for (const id of ids) this.inflight.add(id);
     let stored: boolean[];
     try {
-      stored = await this.store.insertPending(
-        ids.map((id, i) => ({ id, mac: taken[i], actionId, ...(i === 0 ? { audit: { actor, devices: taken } } : {}) })),
-        perDevice,
-      );
+      const audit = { actor, devices: taken };
+      stored = await this.store.insertPending(ids.map((id, i) => ({ id, mac: taken[i], actionId, cap: perDevice, audit: i === 0 ? audit : undefined })));
     } catch (error) {
       for (const id of ids) this.inflight.delete(id);
       throw error;
@@ -133,28 +138,24 @@ export class ActionService {
     for (let i = 0; i < macs.length; i++) {
       if (i > 0 && i % SEND_SLICE === 0) await new Promise((resolve) => setImmediate(resolve));
       const refusal = refusals.get(macs[i]);
-      if (refusal) {
-        executions.push(Promise.resolve({ status: "rejected", reason: refusal }));
-        continue;
-      }
-      executions.push(
-        this.drive(macs[i], executionOf.get(macs[i])!, actionId).then(
-          (value) => ({ status: "fulfilled", value }),
-          (reason: unknown) => ({ status: "rejected", reason }),
-        ),
-      );
+      executions.push(refusal ? Promise.resolve({ status: "rejected", reason: refusal }) : this.drive(macs[i], executionOf.get(macs[i])!, actionId));
     }
     return executions;
   }
 
-  /** One logged execution: sent when the device is connected, its result awaited; else left queued. */
-  private async drive(mac: string, id: string, actionId: string): Promise<ExecOutcome> {
+  /**
+   * One logged execution: sent when the device is connected, its result awaited; else left queued.
+   * Settles with its outcome rather than rejecting (one promise per device of a fan-out, not two).
+   */
+  private async drive(mac: string, id: string, actionId: string): Promise<PromiseSettledResult<ExecOutcome>> {
     try {
       const conn = this.hub.get(mac);
-      if (!conn) return { queued: true };
+      if (!conn) return { status: "fulfilled", value: { queued: true } };
       try {
-        await this.requireActionCapability(conn);
-        const definition = (await conn.actionList(this.timeouts.device_reply_timeout)).find((a) => a.action_id === actionId);
+        // What the device reported and listed is usually known: no wait, no promise, then.
+        const timeout = this.timeouts.device_reply_timeout;
+        if (!hasCapability(conn.capabilities ?? (await conn.waitCapabilities(timeout)), "action")) throw noActionCapability();
+        const definition = findAction(conn.actions ?? (await conn.actionList(timeout)), actionId);
         if (!definition) throw new LabgateError("not_found", `action ${actionId} is not defined on the device`);
         // The action's own timeout bounds the wait (plus a margin); no timeout: the configured maximum.
         const resultWait = definition.timeout > 0 ? definition.timeout + this.timeouts.action_timeout_margin : this.timeouts.action_max_wait;
@@ -163,11 +164,11 @@ export class ActionService {
         const result = conn.wait<ExecResult>(`result:${id}`, resultWait + this.timeouts.device_reply_timeout);
         result.catch(() => {});
         await this.deliver(conn, id, actionId, deadline);
-        return await result;
+        return { status: "fulfilled", value: await result };
       } catch (error) {
         await this.fail(id);
-        if (error instanceof DeviceRefusedError) throw new LabgateError("upstream", error.message);
-        throw deviceFailure(error);
+        if (error instanceof DeviceRefusedError) return { status: "rejected", reason: new LabgateError("upstream", error.message) };
+        return { status: "rejected", reason: deviceFailure(error) };
       }
     } finally {
       this.inflight.delete(id);
@@ -176,7 +177,7 @@ export class ActionService {
 
   private async requireActionCapability(conn: DeviceConnection): Promise<void> {
     const caps = await conn.waitCapabilities(this.timeouts.device_reply_timeout);
-    if (!hasCapability(caps, "action")) throw new LabgateError("conflict", "device does not support actions");
+    if (!hasCapability(caps, "action")) throw noActionCapability();
   }
 
   /** Sends `action_exec` until the device takes it (ok) or refuses; `full` is retried later. */

@@ -35,6 +35,8 @@ export interface NewEntry {
   id: string;
   mac: string;
   actionId: string;
+  /** Stored only while its device has fewer rows without a result than this (update_server.max_queued_actions). */
+  cap: number;
   /** On the first entry of a request: its audit entry (`action.exec`), written with the rows. */
   audit?: { actor: Actor; devices: string[] };
 }
@@ -52,9 +54,19 @@ export interface ResultRecord {
 /** What became of a result: recorded, too late (the row already had a final status), or no such row. */
 export type Recorded = "stored" | "late" | "unknown";
 
+/** Who waits for some of a batch's items: `count` items from `from` (one: its result, else the list). */
+interface BatchWaiter<R> {
+  from: number;
+  count: number;
+  one: boolean;
+  resolve: (results: R | R[]) => void;
+  reject: (error: unknown) => void;
+}
+
 /** Items added in one event-loop turn, committed by one call just after it (setImmediate). */
 class TurnBatch<T, R> {
-  private items: Array<{ item: T; resolve: (result: R) => void; reject: (error: unknown) => void }> = [];
+  private items: T[] = [];
+  private waiters: Array<BatchWaiter<R>> = [];
   private readonly commit: (items: T[]) => Promise<R[]>;
 
   constructor(commit: (items: T[]) => Promise<R[]>) {
@@ -63,17 +75,35 @@ class TurnBatch<T, R> {
 
   add(item: T): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      if (this.items.length === 0) setImmediate(() => this.flush());
-      this.items.push({ item, resolve, reject });
+      this.enlist(1, true, resolve as (results: R | R[]) => void, reject);
+      this.items.push(item);
     });
   }
 
+  /** Many items, one promise for their results (a fan-out's rows: not one promise per device). */
+  addAll(items: T[]): Promise<R[]> {
+    return new Promise<R[]>((resolve, reject) => {
+      this.enlist(items.length, false, resolve as (results: R | R[]) => void, reject);
+      for (const item of items) this.items.push(item);
+    });
+  }
+
+  private enlist(count: number, one: boolean, resolve: (results: R | R[]) => void, reject: (error: unknown) => void): void {
+    if (this.waiters.length === 0) setImmediate(() => this.flush());
+    this.waiters.push({ from: this.items.length, count, one, resolve, reject });
+  }
+
   private flush(): void {
-    const batch = this.items;
+    const { items, waiters } = this;
     this.items = [];
-    this.commit(batch.map((b) => b.item)).then(
-      (results) => batch.forEach((b, i) => b.resolve(results[i])),
-      (error: unknown) => batch.forEach((b) => b.reject(error)),
+    this.waiters = [];
+    this.commit(items).then(
+      (results) => {
+        for (const w of waiters) w.resolve(w.one ? results[w.from] : results.slice(w.from, w.from + w.count));
+      },
+      (error: unknown) => {
+        for (const w of waiters) w.reject(error);
+      },
     );
   }
 }
@@ -87,9 +117,14 @@ export class ActionLogStore {
   private readonly db: Database;
   private readonly clock: Clock;
   private readonly warn: (message: string) => void;
-  private readonly inserts = new TurnBatch<NewEntry & { cap: number }, boolean>((entries) => this.db.write((tx) => this.insertRows(tx, entries)));
+  private readonly inserts = new TurnBatch<NewEntry, boolean>((entries) => this.db.write((tx) => this.insertRows(tx, entries)));
   private readonly failures = new TurnBatch<string, void>((ids) => this.db.write((tx) => this.failRows(tx, ids)).then(() => ids.map(() => undefined)));
-  private readonly results = new TurnBatch<ResultRecord, Recorded>((records) => this.db.write((tx) => records.map((r) => this.resultRow(tx, r))));
+  private readonly results = new TurnBatch<ResultRecord, Recorded>((records) =>
+    this.db.write((tx) => {
+      const finished = dateOf(this.clock).toISOString();
+      return records.map((r) => this.resultRow(tx, r, finished));
+    }),
+  );
   private sent = new Set<string>();
   private sentFlush = false;
 
@@ -104,11 +139,11 @@ export class ActionLogStore {
    * per entry whether it was stored: not when its device already has `cap` rows without a result
    * (counted in the writing transaction, so requests sent together cannot go past it).
    */
-  insertPending(entries: NewEntry[], cap: number): Promise<boolean[]> {
-    return Promise.all(entries.map((entry) => this.inserts.add({ ...entry, cap })));
+  insertPending(entries: NewEntry[]): Promise<boolean[]> {
+    return entries.length === 0 ? Promise.resolve([]) : this.inserts.addAll(entries);
   }
 
-  private insertRows(tx: Tx, entries: Array<NewEntry & { cap: number }>): boolean[] {
+  private insertRows(tx: Tx, entries: NewEntry[]): boolean[] {
     const waiting = this.unfinishedCounts([...new Set(entries.map((e) => e.mac))], tx);
     const stored = entries.map((e) => {
       const n = waiting.get(e.mac) ?? 0;
@@ -173,13 +208,13 @@ export class ActionLogStore {
     return this.results.add(record);
   }
 
-  private resultRow(tx: Tx, r: ResultRecord): Recorded {
+  private resultRow(tx: Tx, r: ResultRecord, finished: string): Recorded {
     const { changes } = tx.run(`UPDATE action_log SET status = ?, status_code = ?, output_key = ?, output = ?, finished = ? WHERE id = ? AND mac_address = ? AND status NOT IN ${FINAL}`, [
       r.code === 0 ? "success" : "error",
       r.code,
       r.key,
       r.output,
-      dateOf(this.clock).toISOString(),
+      finished,
       r.id,
       r.mac,
     ]);

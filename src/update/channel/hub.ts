@@ -21,9 +21,13 @@ export const CLOSE_UNSUPPORTED = 1003;
 export const CLOSE_UNAUTHORIZED = 4000;
 export const CLOSE_DUPLICATE = 4002;
 
+const noop = () => {};
+
+/** One wait for a device's reply: settled by the reply, its deadline or the socket's end. */
 interface Waiter {
   resolve(value: unknown): void;
   reject(error: Error): void;
+  cancel: () => void;
 }
 
 /** One open device socket. */
@@ -38,8 +42,11 @@ export class DeviceConnection {
   alive = true;
   private readonly ws: WSContext;
   private readonly clock: Clock;
-  /** Created on the first wait: most sockets sit idle, and 10,000 of them add up. */
-  private waiters: Map<string, Set<Waiter>> | undefined;
+  /**
+   * Per key its waiters (usually one: an execution's own reply). Only while some wait: most
+   * sockets sit idle, and 10,000 maps left behind by a fan-out would stay scattered in the heap.
+   */
+  private waiters: Map<string, Waiter[]> | undefined;
 
   constructor(mac: string, deviceId: number, ws: WSContext, clock: Clock) {
     this.mac = mac;
@@ -68,35 +75,35 @@ export class DeviceConnection {
   wait<T>(key: string, seconds: number): Promise<T> {
     if (!this.open) return Promise.reject(new DeviceGoneError(`device ${this.mac} is not connected`));
     return new Promise<T>((resolve, reject) => {
+      const waiter: Waiter = { resolve: resolve as (value: unknown) => void, reject, cancel: noop };
       const all = (this.waiters ??= new Map());
-      let set = all.get(key);
-      if (!set) all.set(key, (set = new Set()));
-      const waiters = set;
-      const waiter: Waiter = {
-        resolve: (value) => {
-          cancel();
-          waiters.delete(waiter);
-          resolve(value as T);
-        },
-        reject: (error) => {
-          cancel();
-          waiters.delete(waiter);
-          reject(error);
-        },
-      };
-      const cancel = after(this.clock, seconds * 1000, () => waiter.reject(new DeviceTimeoutError(`device ${this.mac} did not answer within ${seconds} s`)));
-      waiters.add(waiter);
-    }).finally(() => {
-      if (this.waiters?.get(key)?.size === 0) this.waiters.delete(key);
+      const list = all.get(key);
+      if (list) list.push(waiter);
+      else all.set(key, [waiter]);
+      waiter.cancel = after(this.clock, seconds * 1000, () => {
+        const rest = this.waiters?.get(key)?.filter((w) => w !== waiter);
+        if (rest?.length) this.waiters!.set(key, rest);
+        else this.forget(key);
+        reject(new DeviceTimeoutError(`device ${this.mac} did not answer within ${seconds} s`));
+      });
     });
   }
 
   /** Hands `value` to the waiters of `key`; false when nobody waits. */
   settle(key: string, value: unknown): boolean {
-    const set = this.waiters?.get(key);
-    if (!set || set.size === 0) return false;
-    for (const waiter of [...set]) waiter.resolve(value);
+    const list = this.waiters?.get(key);
+    if (!list) return false;
+    this.forget(key);
+    for (const waiter of list) {
+      waiter.cancel();
+      waiter.resolve(value);
+    }
     return true;
+  }
+
+  private forget(key: string): void {
+    this.waiters?.delete(key);
+    if (this.waiters?.size === 0) this.waiters = undefined;
   }
 
   /** The capability report, waiting up to `seconds` for the first one. */
@@ -116,8 +123,14 @@ export class DeviceConnection {
   /** The socket closed: every waiter fails at once. */
   dropped(): void {
     this.open = false;
-    for (const set of this.waiters?.values() ?? []) for (const waiter of [...set]) waiter.reject(new DeviceGoneError(`device ${this.mac} disconnected`));
+    const all = this.waiters;
     this.waiters = undefined;
+    for (const list of all?.values() ?? []) {
+      for (const waiter of list) {
+        waiter.cancel();
+        waiter.reject(new DeviceGoneError(`device ${this.mac} disconnected`));
+      }
+    }
   }
 }
 
