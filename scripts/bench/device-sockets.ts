@@ -2,7 +2,8 @@
  * Benchmark (figures printed, nothing asserted): many connected devices on one server.
  *
  *   node --import tsx scripts/bench/device-sockets.ts [--devices 10000] [--procs 4] [--rounds 3]
- *        [--each-rounds N] [--baseline DIR|EXECUTABLE] [--server EXECUTABLE] [--turns N] [--no-unit-env]
+ *        [--each-rounds N] [--baseline DIR|EXECUTABLE] [--server EXECUTABLE] [--turns N] [--settle S]
+ *        [--busy] [--no-unit-env]
  *
  * Seeds N devices, starts `labgate serve` as its own process, and connects every device from
  * `--procs` simulator processes (device-sim.ts: the WebSocket protocol only, not full agents).
@@ -17,9 +18,12 @@
  * allow it (this machine: 20,000). `--baseline` runs the same against another checkout (a
  * directory, on this Node from source) or an executable (`labgate serve`, as deployed); `--server`
  * makes "this tree" an executable too (e.g. dist/labgate); `--turns N` runs baseline and this tree
- * N times each, taking turns. The servers run with the `Environment=` settings of
- * scripts/labgate.service (the deployed unit's, e.g. MALLOC_ARENA_MAX) unless `--no-unit-env`
- * (a variable set in the benchmark's own environment wins).
+ * N times each, taking turns; `--settle S` waits S seconds (2) after the last fan-out and the update
+ * checks before the settled figures (V8's memory relief after a fan-out takes up to 30), with
+ * `--busy` while update checks go on (a server with traffic, where V8 alone keeps what it freed). The
+ * servers run with the `Environment=` settings of scripts/labgate.service (the deployed unit's,
+ * e.g. MALLOC_ARENA_MAX) unless `--no-unit-env` (a variable set in the benchmark's own
+ * environment wins).
  * BENCH_NODE_ARGS adds node flags to the server (e.g. --cpu-prof; NODE_OPTIONS for an executable).
  * Before the first fan-out and after each request the server also reports (memory-probe.cjs)
  * what it holds after a full collection: V8's live heap and the capacity it keeps, ArrayBuffers
@@ -43,6 +47,8 @@ const PROCS = flag("procs", 4);
 const ROUNDS = flag("rounds", 3);
 const EACH_ROUNDS = flag("each-rounds", ROUNDS);
 const TURNS = flag("turns", 1);
+const SETTLE = flag("settle", 2);
+const BUSY = process.argv.includes("--busy");
 const here = resolve(import.meta.dirname, "../..");
 const BASELINE = textFlag("baseline") && resolve(textFlag("baseline")!);
 const SERVER = textFlag("server") ? resolve(textFlag("server")!) : here;
@@ -227,10 +233,12 @@ async function run(root: string, admin: string, devices: { mac: string; token: s
       held.push(await probeMemory(server.child.pid!));
     }
     const checked = await checking;
-    // Settled: two seconds after the last answer, the update checks over.
-    await sleep(2000);
+    // Settled: SETTLE seconds after the last answer, the update checks over (or, --busy, going on).
+    const busy = BUSY ? load({ url: server.url, requests: checks, connections: 10, seconds: SETTLE + 5, warmupSeconds: 0, client: "raw" }) : undefined;
+    await sleep(SETTLE * 1000);
     const after = rssKiB(server.child.pid!);
     const settled = await probeMemory(server.child.pid!);
+    await busy;
     await dispatcher.close();
     const label = `${root === SERVER ? "this tree" : "baseline"}${isExecutable(root) ? " (executable)" : ""}`;
     const stages = [connectedHeld, ...held, settled];

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { DeviceConnection, DeviceTimeoutError } from "../../src/update/channel/hub.ts";
-import { after, every } from "../../src/util/time.ts";
+import { after, every, systemClock } from "../../src/util/time.ts";
 import { TestClock } from "../helpers/server.ts";
 
 // Deadlines far beyond the test's own time: they can only pass because the clock is moved.
@@ -18,6 +18,15 @@ test("after: a deadline on the injected clock passes when the clock is moved, an
   assert.deepEqual(fired, []);
   clock.advance(HOUR / 2);
   await new Promise((resolve) => setImmediate(resolve));
+  assert.deepEqual(fired, ["kept"]);
+});
+
+test("after: on the system clock a plain timer, which fires once its time passed and not once cancelled", async () => {
+  const fired: string[] = [];
+  after(systemClock, 5, () => fired.push("kept"));
+  const cancel = after(systemClock, 5, () => fired.push("cancelled"));
+  cancel();
+  await new Promise((resolve) => setTimeout(resolve, 30));
   assert.deepEqual(fired, ["kept"]);
 });
 

@@ -13,6 +13,7 @@ import { hasCapability } from "../channel/protocol.ts";
 import type { Action, ActionLogEntry, ExecResult } from "./schema.ts";
 import { signedFileUrl, type DeviceFileStore } from "../devicefiles/store.ts";
 import { ActionLogStore, INLINE_OUTPUT_BYTES, type LogRow } from "./store.ts";
+import { memoryRelief } from "../../util/memory-relief.ts";
 
 export type { ActionStatus } from "./store.ts";
 /** Output bytes a log entry carries inline: a log of many large outputs stays a modest answer. */
@@ -23,6 +24,8 @@ export type ExecOutcome = { queued: true } | ExecResult;
 
 /** Executions of a fan-out started per event-loop turn. */
 const SEND_SLICE = 200;
+/** A fan-out to this many devices or more leaves enough freed heap behind for V8 to give back (memoryRelief). */
+const RELIEF_DEVICES = 1000;
 
 /** The device answered `action_exec` with something other than ok/full. */
 class DeviceRefusedError extends Error {}
@@ -101,7 +104,13 @@ export class ActionService {
    * Settles once every device has answered, failed or been queued; one outcome per MAC, in order.
    */
   async execMany(macs: string[], actionId: string, actor: Actor): Promise<Array<PromiseSettledResult<ExecOutcome>>> {
-    return Promise.all(await this.start(macs, actionId, actor));
+    const burst = macs.length >= RELIEF_DEVICES;
+    if (burst) memoryRelief.begin();
+    try {
+      return await Promise.all(await this.start(macs, actionId, actor));
+    } finally {
+      if (burst) memoryRelief.end();
+    }
   }
 
   /**
