@@ -30,8 +30,12 @@ const RELIEF_DEVICES = 1000;
 /** The device answered `action_exec` with something other than ok/full. */
 class DeviceRefusedError extends Error {}
 
-const noActionCapability = () => new LabgateError("conflict", "device does not support actions");
+/** 409 unless the device reported the `action` capability. */
+function requireActionCapability(capabilities: Record<string, unknown>): void {
+  if (!hasCapability(capabilities, "action")) throw new LabgateError("conflict", "device does not support actions");
+}
 
+/** A loop, not `find()`: no closure per device of a fan-out. */
 function findAction(actions: Action[], actionId: string): Action | undefined {
   for (const action of actions) if (action.action_id === actionId) return action;
   return undefined;
@@ -80,8 +84,9 @@ export class ActionService {
     const conn = this.hub.get(mac);
     if (!conn) throw notConnected();
     try {
-      await this.requireActionCapability(conn);
-      return await conn.actionList(this.timeouts.device_reply_timeout);
+      const timeout = this.timeouts.device_reply_timeout;
+      requireActionCapability(conn.capabilities ?? (await conn.waitCapabilities(timeout)));
+      return await conn.actionList(timeout);
     } catch (error) {
       throw deviceFailure(error);
     }
@@ -163,7 +168,7 @@ export class ActionService {
       try {
         // What the device reported and listed is usually known: no wait, no promise, then.
         const timeout = this.timeouts.device_reply_timeout;
-        if (!hasCapability(conn.capabilities ?? (await conn.waitCapabilities(timeout)), "action")) throw noActionCapability();
+        requireActionCapability(conn.capabilities ?? (await conn.waitCapabilities(timeout)));
         const definition = findAction(conn.actions ?? (await conn.actionList(timeout)), actionId);
         if (!definition) throw new LabgateError("not_found", `action ${actionId} is not defined on the device`);
         // The action's own timeout bounds the wait (plus a margin); no timeout: the configured maximum.
@@ -182,11 +187,6 @@ export class ActionService {
     } finally {
       this.inflight.delete(id);
     }
-  }
-
-  private async requireActionCapability(conn: DeviceConnection): Promise<void> {
-    const caps = await conn.waitCapabilities(this.timeouts.device_reply_timeout);
-    if (!hasCapability(caps, "action")) throw noActionCapability();
   }
 
   /** Sends `action_exec` until the device takes it (ok) or refuses; `full` is retried later. */
