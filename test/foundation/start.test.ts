@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { removeDir, startTestServer } from "../helpers/server.ts";
 import { SERVER_URL_FILE } from "../../src/server/start.ts";
+import { holdEventLoop } from "../../src/util/event-loop.ts";
 import { mimeTypes } from "../../src/util/mime.ts";
 
 /** Whether a CommonJS package of node_modules has been loaded into this process (issue 31: what a start loads). */
@@ -35,4 +36,17 @@ test("server.url: written whole at start (temp file and rename, no fsync), remov
     assert.equal(existsSync(file), false);
     removeDir(server.dataDir);
   }
+});
+
+test("holdEventLoop: a timer keeps the event loop turning while the work is pending, and none is left once it settled or failed", async () => {
+  const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length;
+  const before = timers();
+  let finish!: (value: string) => void;
+  const held = holdEventLoop(new Promise<string>((resolve) => (finish = resolve)));
+  assert.equal(timers(), before + 1);
+  finish("started");
+  assert.equal(await held, "started");
+  assert.equal(timers(), before);
+  await assert.rejects(holdEventLoop(Promise.reject(new Error("no start"))), /no start/);
+  assert.equal(timers(), before);
 });
