@@ -5,8 +5,9 @@
 #
 # Each is copied alone into an empty directory, with no node on PATH and no node_modules above
 # it. The SERVER serves /api/health and the console, issues a token, takes a package upload,
-# runs a sample test config, and stops on SIGTERM; the AGENT registers with it, runs an action and
-# installs the uploaded package through an update check; then a backup is restored and served.
+# runs a sample test config, and stops on SIGTERM; the AGENT registers with it, runs an action,
+# installs the uploaded package through an update check and runs a test run; then a backup is
+# restored and served.
 # An arm64 executable runs under qemu-aarch64-static (with /usr/aarch64-linux-gnu as its root)
 # on another machine, so that `smoke-executable.sh dist/labgate dist/labgate-linux-arm64` checks
 # an arm64 agent against an x64 server and the reverse order an arm64 server.
@@ -114,6 +115,7 @@ retry_min_delay: 0.2
 retry_max_delay: 1
 update_check_interval: 1
 install_command: [/bin/cp, "{file}", "$WORK/installed.bin"]
+tests: {enabled: true}
 actions:
   - {id: hello, command: [/bin/echo, from-agent], timeout: 5}
 EOF
@@ -149,6 +151,18 @@ for _ in $(seq 1 150); do
 done
 echo "agent update: device reports $VERSION"
 [ "$VERSION" = v2 ] && cmp -s image.bin installed.bin || { echo "update not installed"; cat agent.err; exit 1; }
+
+# A test run on the device: the agent loads its test-run engine (a bundle of its own) for it.
+printf '%s\n' "tests:" "  board:" '    machines: ["device:0e:00:00:00:00:01"]' "    tests:" '    - exec: {name: kernel, command: [uname, -s], stdout_regex: "^Linux"}' > device.yml
+api /api/v1/configs -F "file=@device.yml" > /dev/null
+RUN="$(api /api/v1/test-runs -H 'content-type: application/json' -d '{"config_name":"device.yml"}' | json j.id)"
+for _ in $(seq 1 200); do
+  STATUS="$(api "/api/v1/test-runs/$RUN" | json j.status)"
+  case "$STATUS" in pending | running) sleep 0.1 ;; *) break ;; esac
+done
+REPORT="$(api "/api/v1/test-runs/$RUN/report?format=json")"
+echo "device test run $RUN: $STATUS, $(echo "$REPORT" | json 'j.map((r)=>r.status).join(" ")')"
+[ "$STATUS" = finished ] && echo "$REPORT" | grep -q '"status":"passed"' && ! echo "$REPORT" | grep -q '"status":"failed"' || { echo "device test run failed: $REPORT"; cat agent.err; exit 1; }
 kill -TERM "$AGENT"
 wait "$AGENT"
 
