@@ -84,16 +84,22 @@ echo "$PAGE" | grep -q '<div id="app">' || { echo "console page not served"; exi
 SCRIPT="$(echo "$PAGE" | sed -n 's/.*<script type="module" src="\([^"]*\)".*/\1/p')"
 curl -sf -o /dev/null -w "console: %{http_code} %{content_type} $SCRIPT\n" "$URL$SCRIPT" | tee /dev/stderr | grep -q "^console: 200 text/javascript"
 
+# Uploads test config file $1 and runs it to the end: sets STATUS and REPORT (its rows, JSON).
+run_config() {
+  api /api/v1/configs -F "file=@$1" > /dev/null
+  local run
+  run="$(api /api/v1/test-runs -H 'content-type: application/json' -d "{\"config_name\":\"$(basename "$1")\"}" | json j.id)"
+  STATUS=""
+  for _ in $(seq 1 200); do
+    STATUS="$(api "/api/v1/test-runs/$run" | json j.status)"
+    case "$STATUS" in pending | running) sleep 0.1 ;; *) break ;; esac
+  done
+  REPORT="$(api "/api/v1/test-runs/$run/report?format=json")"
+  echo "test run $run ($(basename "$1")): $STATUS, $(echo "$REPORT" | json 'j.map((r)=>r.status).join(" ")')"
+}
+
 # A sample test config, run to the end (assets/testrun/samples/exec.yml: a program, a shell line).
-api /api/v1/configs -F "file=@$ROOT/assets/testrun/samples/exec.yml" > /dev/null
-RUN="$(api /api/v1/test-runs -H 'content-type: application/json' -d '{"config_name":"exec.yml"}' | json j.id)"
-STATUS=""
-for _ in $(seq 1 200); do
-  STATUS="$(api "/api/v1/test-runs/$RUN" | json j.status)"
-  case "$STATUS" in pending | running) sleep 0.1 ;; *) break ;; esac
-done
-REPORT="$(api "/api/v1/test-runs/$RUN/report?format=json")"
-echo "test run $RUN: $STATUS, $(echo "$REPORT" | json 'j.map((r)=>r.status).join(" ")')"
+run_config "$ROOT/assets/testrun/samples/exec.yml"
 [ "$STATUS" = finished ] && ! echo "$REPORT" | grep -q '"status":"failed"' || { echo "test run failed: $REPORT"; exit 1; }
 
 # A package upload (multipart, streamed to the object store), offered to the agent's device through a group.
@@ -154,14 +160,7 @@ echo "agent update: device reports $VERSION"
 
 # A test run on the device: the agent loads its test-run engine (a bundle of its own) for it.
 printf '%s\n' "tests:" "  board:" '    machines: ["device:0e:00:00:00:00:01"]' "    tests:" '    - exec: {name: kernel, command: [uname, -s], stdout_regex: "^Linux"}' > device.yml
-api /api/v1/configs -F "file=@device.yml" > /dev/null
-RUN="$(api /api/v1/test-runs -H 'content-type: application/json' -d '{"config_name":"device.yml"}' | json j.id)"
-for _ in $(seq 1 200); do
-  STATUS="$(api "/api/v1/test-runs/$RUN" | json j.status)"
-  case "$STATUS" in pending | running) sleep 0.1 ;; *) break ;; esac
-done
-REPORT="$(api "/api/v1/test-runs/$RUN/report?format=json")"
-echo "device test run $RUN: $STATUS, $(echo "$REPORT" | json 'j.map((r)=>r.status).join(" ")')"
+run_config device.yml
 [ "$STATUS" = finished ] && echo "$REPORT" | grep -q '"status":"passed"' && ! echo "$REPORT" | grep -q '"status":"failed"' || { echo "device test run failed: $REPORT"; cat agent.err; exit 1; }
 kill -TERM "$AGENT"
 wait "$AGENT"
