@@ -1,4 +1,4 @@
-import { ConfigError } from "../config/read.ts";
+import { ConfigError } from "../config/error.ts";
 import { UsageError } from "./args.ts";
 
 /** A command's exit code: 2 for a usage or configuration error, 1 for any other error (its message on stderr). */
