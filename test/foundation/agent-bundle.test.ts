@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { test } from "node:test";
 import { build } from "esbuild";
-import { tempDir, useTestServer } from "../helpers/server.ts";
+import { tempDir, useTestServer, waitFor } from "../helpers/server.ts";
 import { spawnConnectedAgent } from "../update/helpers/agents.ts";
 
 const src = fileURLToPath(new URL("../../src/", import.meta.url));
@@ -43,4 +43,16 @@ test("an idle agent, approved and connected, has loaded neither fetch's undici n
   const loaded = readFileSync(list, "utf8").split("\n").map((line) => line.replace(/^NativeModule /, ""));
   assert.ok(loaded.includes("http") && loaded.includes("crypto"), "the list is of an agent that talked to the server");
   assert.deepEqual(loaded.filter((name) => ["internal/deps/undici/undici", "tls", "https", "zlib", "http2"].includes(name)), []);
+});
+
+test("a connected agent drops its start's garbage with one whole-heap collection soon after connecting (src/agent/memory.ts)", async () => {
+  // V8 prints each collection with --trace-gc; `testing` marks those that the program asked for (gc()).
+  const agent = await spawnConnectedAgent(server, [], { args: ["--trace-gc"] });
+  try {
+    const asked = () => agent.stdout().split("\n").filter((line) => /Mark-Compact.*testing/.test(line));
+    await waitFor(() => asked().length > 0, 10_000, `the agent's collection (--trace-gc: ${agent.stdout().slice(-500)})`);
+  } finally {
+    agent.child.kill("SIGTERM");
+    await once(agent.child, "exit");
+  }
 });
