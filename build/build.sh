@@ -65,21 +65,20 @@ bundle() { # TARGET OUT ENTRY [ESBUILD OPTIONS...]
 }
 # dist/labgate.cjs is the launcher (src/launch/launch.ts): `labgate agent` runs labgate-agent.cjs,
 # every other command labgate-main.cjs. The checkpoint worker thread's bundle is beside them.
-# The executables hold the same four, built for Node 24 and minified, in dist/sea/: the executable
-# is near its size bound, and source is memory. The agent's local names are shortened too, its
-# functions and classes keep theirs (--keep-names), which is what a stack trace in a log shows. The
-# server's and its worker's are not shortened (0.47 MB more source): --keep-names names a function
-# by Object.defineProperty, which turns it into a dictionary-mode object (+256 B), and the server
-# makes about 19 such closures for each connected device (hono's Context, ws, @hono/node-server
-# keep them for the socket's life): 4.8 KiB of the 22 per socket (README, issue 31).
+# The executables hold the same four, built for Node 24 and minified (build/sea-config.mjs says how),
+# in dist/sea/.
 rm -rf dist/sea
 read -r -a AGENT_FLAGS <<< "$(node --import tsx src/agent/bundle.ts)" # the agent's own esbuild options
 for target in node20 node24; do
-  dir=dist extra=() short=()
-  [ "$target" = node24 ] && dir=dist/sea extra=(--minify-whitespace --minify-syntax) short=(--minify --keep-names)
+  dir=dist extra=() agent=()
+  if [ "$target" = node24 ]; then
+    dir=dist/sea
+    read -r -a extra <<< "$(node build/sea-config.mjs --minify server)"
+    read -r -a agent <<< "$(node build/sea-config.mjs --minify agent)"
+  fi
   bundle "$target" "$dir/labgate.cjs" src/launch/launch.ts "${extra[@]}"
   bundle "$target" "$dir/labgate-main.cjs" src/main.ts "${extra[@]}"
-  bundle "$target" "$dir/labgate-agent.cjs" src/agent/main.ts "${short[@]}" "${AGENT_FLAGS[@]}"
+  bundle "$target" "$dir/labgate-agent.cjs" src/agent/main.ts "${agent[@]}" "${AGENT_FLAGS[@]}"
   bundle "$target" "$dir/labgate-checkpoint.cjs" src/db/checkpoint-worker.ts "${extra[@]}"
 done
 # The web console's files: beside dist/labgate.cjs (dist/console/), and assets of the executable.
