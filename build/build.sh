@@ -67,20 +67,22 @@ bundle() { # TARGET OUT ENTRY [ESBUILD OPTIONS...]
 # (which loads its parts when it needs them: labgate-agent-config.cjs to read its config,
 # labgate-agent-tests.cjs with its first test run), every other command labgate-main.cjs. The
 # checkpoint worker thread's bundle is beside them.
-# The executables hold the same six, built for Node 24 and minified, in dist/sea/: the executable
-# is near its size bound, and source is memory. Local names are shortened (the main program 0.55
-# MB less); functions and classes keep theirs (--keep-names), which is what a stack trace in the
-# server's log shows.
+# The executables hold the same six, built for Node 24 and minified (build/sea-config.mjs says how),
+# in dist/sea/.
 rm -rf dist/sea
 read -r -a AGENT_FLAGS <<< "$(node --import tsx src/agent/bundle.ts)" # the agent's own esbuild options
 for target in node20 node24; do
-  dir=dist extra=()
-  [ "$target" = node24 ] && dir=dist/sea extra=(--minify --keep-names)
+  dir=dist extra=() agent=()
+  if [ "$target" = node24 ]; then
+    dir=dist/sea
+    read -r -a extra <<< "$(node build/sea-config.mjs --minify server)"
+    read -r -a agent <<< "$(node build/sea-config.mjs --minify agent)"
+  fi
   bundle "$target" "$dir/labgate.cjs" src/launch/launch.ts "${extra[@]}"
   bundle "$target" "$dir/labgate-main.cjs" src/main.ts "${extra[@]}"
-  bundle "$target" "$dir/labgate-agent.cjs" src/agent/main.ts "${extra[@]}" "${AGENT_FLAGS[@]}"
-  bundle "$target" "$dir/labgate-agent-config.cjs" src/agent/config-reader.ts "${extra[@]}" "${AGENT_FLAGS[@]}"
-  bundle "$target" "$dir/labgate-agent-tests.cjs" src/agent/test-engine.ts "${extra[@]}" "${AGENT_FLAGS[@]}"
+  bundle "$target" "$dir/labgate-agent.cjs" src/agent/main.ts "${agent[@]}" "${AGENT_FLAGS[@]}"
+  bundle "$target" "$dir/labgate-agent-config.cjs" src/agent/config-reader.ts "${agent[@]}" "${AGENT_FLAGS[@]}"
+  bundle "$target" "$dir/labgate-agent-tests.cjs" src/agent/test-engine.ts "${agent[@]}" "${AGENT_FLAGS[@]}"
   bundle "$target" "$dir/labgate-checkpoint.cjs" src/db/checkpoint-worker.ts "${extra[@]}"
 done
 # The web console's files: beside dist/labgate.cjs (dist/console/), and assets of the executable.

@@ -1,6 +1,5 @@
 import { loadConfig } from "../config/config.ts";
 import { SCOPES } from "../auth/scopes.ts";
-import { holdEventLoop } from "../util/event-loop.ts";
 import { parseDuration } from "../util/time.ts";
 import { describeBuild, VERSION } from "../version.ts";
 import { BACKUP_HELP, COMMON, parse, parseScopeList, UsageError, USER_HELP } from "./args.ts";
@@ -85,7 +84,7 @@ async function serve(args: string[]): Promise<number> {
     process.once("SIGTERM", () => resolve("SIGTERM"));
   });
   const { startServer } = await import("../server/start.ts");
-  const server = await holdEventLoop(startServer(config));
+  const server = await startServer(config);
   // An exception nothing caught leaves the process in an unknown state: it ends (systemd restarts
   // it), with one log line naming the requests in flight, the one that threw among them.
   process.on("uncaughtException", (error) => {

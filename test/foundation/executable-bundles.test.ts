@@ -1,0 +1,36 @@
+import { strict as assert } from "node:assert";
+import { execFileSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { test } from "node:test";
+import { build } from "esbuild";
+
+const root = fileURLToPath(new URL("../../", import.meta.url));
+
+/** The executable's minification of a bundle (build/sea-config.mjs, as build.sh reads it), as esbuild API options. */
+function minification(bundle: "server" | "agent") {
+  const flags = execFileSync(process.execPath, ["build/sea-config.mjs", "--minify", bundle], { cwd: root, encoding: "utf8" }).trim().split(" ");
+  return Object.fromEntries(flags.map((flag) => [flag.slice(2).replace(/-(\w)/g, (_, c: string) => c.toUpperCase()), true]));
+}
+
+async function bundled(entry: string, bundle: "server" | "agent"): Promise<string> {
+  const { outputFiles } = await build({
+    entryPoints: [`${root}src/${entry}`],
+    bundle: true,
+    platform: "node",
+    format: "cjs",
+    target: "node24",
+    external: ["sql.js/dist/sql-wasm.wasm"],
+    write: false,
+    logLevel: "silent",
+    ...minification(bundle),
+  });
+  return outputFiles![0].text;
+}
+
+/** esbuild's --keep-names helper, minified: it names a function by Object.defineProperty. */
+const NAMED_BY_DEFINE = /"name",\{value(:\w+)?,configurable:!0\}/;
+
+test("the executable's server bundle names no function by Object.defineProperty: each would be a dictionary-mode object, and the server holds about 19 per connected device", async () => {
+  assert.match(await bundled("agent/main.ts", "agent"), NAMED_BY_DEFINE, "the agent's bundle keeps names so: the pattern finds esbuild's helper");
+  assert.doesNotMatch(await bundled("main.ts", "server"), NAMED_BY_DEFINE);
+});
