@@ -1,11 +1,8 @@
 import { COMMON, parse } from "../cli/args.ts";
 import { ConfigError } from "../config/error.ts";
 import { Agent } from "./agent.ts";
-import { collectStartupGarbage } from "./memory.ts";
+import { collectAfterConnecting } from "./memory.ts";
 import { loadConfigReader } from "./parts.ts";
-
-/** How long after its first connection the agent drops its start's garbage (src/agent/memory.ts): its first update check is usually done by then. */
-const SETTLE_MS = 1000;
 
 /** `labgate agent [--config FILE] [--server URL] [--data-dir DIR]`: runs until SIGINT or SIGTERM. */
 export async function agentCommand(args: string[]): Promise<number> {
@@ -15,7 +12,7 @@ export async function agentCommand(args: string[]): Promise<number> {
   const { config } = read;
   const running = new Agent(config);
   running.start();
-  void running.connectedOnce.then(() => setTimeout(collectStartupGarbage, SETTLE_MS).unref());
+  collectAfterConnecting(running.connectedOnce);
   process.stderr.write(`labgate agent: device ${config.mac_address}, server ${config.server}, data in ${config.data_dir}\n`);
   await new Promise<void>((resolve) => {
     const stop = () => void running.stop().then(resolve, resolve);
