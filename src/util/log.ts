@@ -1,4 +1,5 @@
 import type { LogFormat, LogLevel } from "../config/config.ts";
+import { isoTime } from "./time.ts";
 
 const ORDER: Record<LogLevel, number> = { error: 0, warn: 1, info: 2, debug: 3 };
 
@@ -54,7 +55,7 @@ function stderrWriter(): (line: string, urgent: boolean) => void {
 
 /** `text`: `TIME LEVEL [request id] message`; `json`: one object per line for log collectors. */
 function formatLine(format: LogFormat, level: LogLevel, message: string, request: RequestFields | undefined): string {
-  const time = new Date().toISOString();
+  const time = isoTime();
   if (format === "json") return JSON.stringify({ time, level, message, ...request });
   return `${time} ${level.toUpperCase().padEnd(5)} ${request ? `[${request.request_id}] ` : ""}${message}`;
 }

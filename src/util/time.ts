@@ -14,6 +14,19 @@ export function rfc822(date: Date, zone: "GMT" | "+0000" = "GMT"): string {
   );
 }
 
+/**
+ * `new Date(ms).toISOString()` from the UTC fields: V8's toISOString looks up the host's time zone
+ * first (through ICU, whose zone data and code are about 1 MB of an idle agent's memory), which a
+ * UTC time never needs. Years outside 0-9999 are toISOString's.
+ */
+export function isoTime(ms: number = Date.now()): string {
+  const date = new Date(ms);
+  const year = date.getUTCFullYear();
+  if (!(year >= 0 && year <= 9999)) return date.toISOString();
+  const day = `${String(year).padStart(4, "0")}-${pad(date.getUTCMonth() + 1)}-${pad(date.getUTCDate())}`;
+  return `${day}T${pad(date.getUTCHours())}:${pad(date.getUTCMinutes())}:${pad(date.getUTCSeconds())}.${String(date.getUTCMilliseconds()).padStart(3, "0")}Z`;
+}
+
 const ZONES: Record<string, number> = { UT: 0, UTC: 0, GMT: 0, Z: 0, EST: -5, EDT: -4, CST: -6, CDT: -5, MST: -7, MDT: -6, PST: -8, PDT: -7 };
 const RFC822 = /^\s*(?:(Sun|Mon|Tue|Wed|Thu|Fri|Sat),\s*)?(\d{1,2})\s+(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+(\d{4}|\d{2})\s+(\d{2}):(\d{2})(?::(\d{2}))?(?:\s+([+-]\d{4}|[A-Z]{1,3}))?\s*$/i;
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { DeviceConnection, DeviceTimeoutError } from "../../src/update/channel/hub.ts";
-import { after, every, systemClock } from "../../src/util/time.ts";
+import { after, every, isoTime, systemClock } from "../../src/util/time.ts";
 import { TestClock } from "../helpers/server.ts";
 
 // Deadlines far beyond the test's own time: they can only pass because the clock is moved.
@@ -57,4 +57,10 @@ test("a device's reply deadline is on the server's clock", async () => {
   const answered = conn.wait<string>("action_list", 3600);
   assert.equal(conn.settle("action_list", "list"), true);
   assert.equal(await answered, "list");
+});
+
+test("isoTime is toISOString (without V8's look-up of the host's time zone): padding, leap days, years beyond 9999", () => {
+  const times = [0, 1, 999, 86_399_999, Date.UTC(2024, 1, 29, 23, 59, 59, 7), Date.UTC(2026, 10, 27, 11, 53, 15, 510), Date.parse("0012-03-04T05:06:07.089Z"), Date.UTC(10_000, 0, 1), -1, Date.now()];
+  for (const ms of times) assert.equal(isoTime(ms), new Date(ms).toISOString(), String(ms));
+  assert.match(isoTime(), /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
 });
