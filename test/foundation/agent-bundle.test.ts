@@ -49,16 +49,17 @@ test("zod is imported as a namespace (import * as z): one `import { z }` puts al
 
 const server = useTestServer();
 
-test("an idle agent, approved and connected, has loaded neither fetch's undici nor tls, https or zlib (a small board's memory)", async () => {
+test("an idle agent, approved and connected, has loaded neither fetch's undici nor tls, https, zlib, fs/promises or child_process (a small board's memory)", async () => {
   const list = join(tempDir("labgate-modules-"), "loaded.txt");
   const fixture = fileURLToPath(new URL("../fixtures/module-list.cjs", import.meta.url));
-  // Its registration, token and socket are behind it (src/agent/bundle.ts makes ws's tls, https and zlib load on first use).
+  // Its registration, token and socket are behind it (src/agent/bundle.ts makes ws's tls, https and zlib, fs/promises and child_process load on first use).
   const agent = await spawnConnectedAgent(server, [], { args: ["--require", fixture], env: { LABGATE_MODULE_LIST: list } });
   agent.child.kill("SIGTERM");
   await once(agent.child, "exit");
   const loaded = readFileSync(list, "utf8").split("\n").map((line) => line.replace(/^NativeModule /, ""));
   assert.ok(loaded.includes("http") && loaded.includes("crypto"), "the list is of an agent that talked to the server");
-  assert.deepEqual(loaded.filter((name) => ["internal/deps/undici/undici", "tls", "https", "zlib", "http2"].includes(name)), []);
+  const unused = ["internal/deps/undici/undici", "tls", "https", "zlib", "http2", "fs/promises", "internal/readline/interface", "child_process", "dgram"];
+  assert.deepEqual(loaded.filter((name) => unused.includes(name)), []);
 });
 
 test("a connected agent drops its start's garbage with one whole-heap collection soon after connecting (src/agent/memory.ts)", async () => {
