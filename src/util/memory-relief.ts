@@ -10,8 +10,8 @@
  * (with 10,000 devices connected, a heap that V8 grows to four times its live size while requests
  * come at full rate). With --optimize-for-size the reducer runs its (incremental) memory-reducing
  * collections at its next check, at most 8 s later. The flag also makes V8 grow the heap less
- * between collections, which cost a fan-out two thirds more CPU and update checks at full rate
- * half as much again (README, issue 31): so it is set only once a burst is over, and cleared when
+ * between collections, which cost a fan-out two thirds more CPU and an update check at full rate
+ * three fifths more (README, issue 31): so it is set only once a burst is over, and cleared when
  * the next announced one starts or RELIEF_MS later. Never at start: the executable's code caches
  * are made then (build/code-cache.mjs), and V8 refuses a cache made under other flags; and while
  * it is set, V8's flag hash differs, so built-in modules first loaded then compile from source.
