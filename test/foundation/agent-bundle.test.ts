@@ -5,17 +5,31 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { test } from "node:test";
 import { build } from "esbuild";
+import { AGENT_ALIASES, AGENT_DEFINE } from "../../src/agent/bundle.ts";
 import { tempDir, useTestServer, waitFor } from "../helpers/server.ts";
 import { spawnConnectedAgent } from "../update/helpers/agents.ts";
 
 const src = fileURLToPath(new URL("../../src/", import.meta.url));
 
+/** The files in a bundle of `entry` built with the agent's options (src/agent/bundle.ts). */
+async function agentBundleInputs(entry: string): Promise<string[]> {
+  const options = { bundle: true, platform: "node", format: "cjs", write: false, metafile: true, logLevel: "silent", alias: AGENT_ALIASES, define: AGENT_DEFINE } as const;
+  const { metafile } = await build({ ...options, entryPoints: [`${src}${entry}`] });
+  return Object.keys(metafile.inputs);
+}
+
 test("the agent's bundle holds no server, database, console, HTTP route or OpenAPI code (a small board's memory)", async () => {
-  const { metafile } = await build({ entryPoints: [`${src}agent/main.ts`], bundle: true, platform: "node", format: "cjs", write: false, metafile: true, logLevel: "silent" });
-  const inputs = Object.keys(metafile.inputs);
+  const inputs = await agentBundleInputs("agent/main.ts");
   assert.ok(inputs.some((path) => path.endsWith("src/agent/agent.ts")), "the agent itself is in it");
   const server = inputs.filter((path) => /src\/(server|db|console|http|accounts|audit|backup|storage|update\/(?!client\/|channel\/protocol))|node_modules\/(hono|@hono|sql\.js|busboy|tar-stream)\//.test(path));
   assert.deepEqual(server, []);
+});
+
+test("the agent's test-run engine is a bundle of its own, which the agent's bundle does not hold (loaded with the first test run)", async () => {
+  const engine = /src\/testrun\/(modules|runs\/runner)|node_modules\/(fast-xml-parser|csv-parse|csv-stringify|zod\/v4\/classic)\//;
+  assert.deepEqual((await agentBundleInputs("agent/main.ts")).filter((path) => engine.test(path)), []);
+  const own = await agentBundleInputs("agent/test-engine.ts");
+  assert.ok(own.some((path) => path.endsWith("src/testrun/runs/runner.ts")) && own.some((path) => path.includes("src/testrun/modules/")), "the engine's bundle holds the runner and its modules");
 });
 
 test("zod is imported as a namespace (import * as z): one `import { z }` puts all of zod, its locales too, into the bundles", () => {
