@@ -4,8 +4,8 @@
  * - ws requires tls, https and zlib at its top level, and an agent of an http:// gateway uses none
  *   of them (labgate's server turns permessage-deflate down), so each is replaced by a stand-in
  *   (./lazy/) that loads the module on first use. tls alone is 1-2 MB of an idle agent.
- * - LABGATE_AGENT_BUNDLE is defined: the test-run engine is then a bundle of its own
- *   (AGENT_TESTS_BUNDLE, built from ./test-engine.ts), loaded with the first test run (./tests.ts).
+ * - LABGATE_AGENT_BUNDLE is defined: the agent's parts (./parts.ts: its config reader, its
+ *   test-run engine) are then bundles of their own, loaded when needed.
  *
  *   node --import tsx src/agent/bundle.ts     prints them as esbuild flags
  */

@@ -4,13 +4,11 @@
  * at a time, within `tests.max_duration`. Rows go back over the management socket as cases end;
  * artifacts are uploaded afterwards, each resumable from the size the gateway has; then the end.
  * Imports only the engine and modules, nothing of the server; the engine loads with the first run
- * (./test-engine.ts).
+ * (./parts.ts).
  */
 import { createReadStream } from "node:fs";
 import { mkdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { AGENT_TESTS_BUNDLE } from "../launch/bundles.ts";
-import { loadBundle } from "../launch/lazy-bundle.ts";
 import type { TestRunEnd, TestRunRow, TestRunStart } from "../testrun/devices/protocol.ts";
 import type { MetadataCommand, PlanEntry, TestPlan } from "../testrun/plan.ts";
 import { listArtifacts } from "../testrun/runs/artifacts.ts";
@@ -20,14 +18,11 @@ import type { Logger } from "../util/log.ts";
 import type { Clock } from "../util/time.ts";
 import type { TestRunAs } from "../testrun/engine/identity.ts";
 import type { AgentTests } from "./config.ts";
+import { loadTestEngine } from "./parts.ts";
 
-type Engine = typeof import("./test-engine.ts");
-/** Defined (true) in the agent's bundles (./bundle.ts), where the engine is a bundle of its own. */
-declare const LABGATE_AGENT_BUNDLE: true | undefined;
-let engine: Promise<Engine> | undefined;
+let engine: ReturnType<typeof loadTestEngine> | undefined;
 /** The test-run engine, loaded with the first run: an agent that runs no tests never holds it. */
-const loadEngine = (): Promise<Engine> =>
-  (engine ??= typeof LABGATE_AGENT_BUNDLE === "undefined" ? import("./test-engine.ts") : Promise.resolve().then(() => loadBundle(AGENT_TESTS_BUNDLE) as Engine));
+const loadEngine = () => (engine ??= loadTestEngine());
 
 export const TESTS_DISABLED_HERE = "tests are disabled on this device (tests.enabled is false in its agent config)";
 /** A metadata command's limit on the device (the gateway's default `metadata_timeout`). */

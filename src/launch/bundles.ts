@@ -9,7 +9,8 @@ import { Script } from "node:vm";
 
 export const MAIN_BUNDLE = "labgate-main.cjs";
 export const AGENT_BUNDLE = "labgate-agent.cjs";
-/** The agent's test-run engine (src/agent/test-engine.ts), loaded by the agent with its first test run. */
+/** Parts of the agent that it loads when it needs them (src/agent/parts.ts): its config reader, its test-run engine. */
+export const AGENT_CONFIG_BUNDLE = "labgate-agent-config.cjs";
 export const AGENT_TESTS_BUNDLE = "labgate-agent-tests.cjs";
 
 /** The bundle that runs `labgate COMMAND ...`: the agent needs none of the rest. */

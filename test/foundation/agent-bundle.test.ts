@@ -25,11 +25,13 @@ test("the agent's bundle holds no server, database, console, HTTP route or OpenA
   assert.deepEqual(server, []);
 });
 
-test("the agent's test-run engine is a bundle of its own, which the agent's bundle does not hold (loaded with the first test run)", async () => {
-  const engine = /src\/testrun\/(modules|runs\/runner)|node_modules\/(fast-xml-parser|csv-parse|csv-stringify|zod\/v4\/classic)\//;
-  assert.deepEqual((await agentBundleInputs("agent/main.ts")).filter((path) => engine.test(path)), []);
-  const own = await agentBundleInputs("agent/test-engine.ts");
-  assert.ok(own.some((path) => path.endsWith("src/testrun/runs/runner.ts")) && own.some((path) => path.includes("src/testrun/modules/")), "the engine's bundle holds the runner and its modules");
+test("the agent's config reader and test-run engine are bundles of their own, which the agent's bundle does not hold (src/agent/parts.ts)", async () => {
+  const parts = /src\/agent\/config\.ts|src\/testrun\/(modules|runs\/runner)|node_modules\/(yaml|zod|fast-xml-parser|csv-parse|csv-stringify)\//;
+  assert.deepEqual((await agentBundleInputs("agent/main.ts")).filter((path) => parts.test(path)), []);
+  const config = await agentBundleInputs("agent/config-reader.ts");
+  assert.ok(config.some((path) => path.endsWith("src/agent/config.ts")) && config.some((path) => path.includes("node_modules/yaml/")), "the config reader's bundle holds the config and the YAML parser");
+  const engine = await agentBundleInputs("agent/test-engine.ts");
+  assert.ok(engine.some((path) => path.endsWith("src/testrun/runs/runner.ts")) && engine.some((path) => path.includes("src/testrun/modules/")), "the engine's bundle holds the runner and its modules");
 });
 
 test("zod is imported as a namespace (import * as z): one `import { z }` puts all of zod, its locales too, into the bundles", () => {

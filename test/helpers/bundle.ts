@@ -63,6 +63,7 @@ export async function buildTestBundle(dir = DEFAULT_DIR): Promise<string> {
     ["labgate.cjs", src("launch/launch.ts"), OPTIONS],
     ["labgate-main.cjs", src("main.ts"), OPTIONS],
     ["labgate-agent.cjs", src("agent/main.ts"), AGENT],
+    ["labgate-agent-config.cjs", src("agent/config-reader.ts"), AGENT],
     ["labgate-agent-tests.cjs", src("agent/test-engine.ts"), AGENT],
     ["crash-writer.mjs", fileURLToPath(new URL("../fixtures/crash-writer.ts", import.meta.url)), CRASH_WRITER],
   ];
