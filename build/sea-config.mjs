@@ -1,7 +1,8 @@
 // Prints the SEA config of one executable: the launcher (src/launch/launch.ts) as its main script,
 // and as assets its two programs with their code caches from CACHE_DIR (made by build/code-cache.mjs
-// for that architecture), the checkpoint worker's bundle, the sql.js wasm, every file under
-// assets/, and the built console (dist/console/NAME as console/NAME, see src/console/routes.ts).
+// for that architecture), the agent's parts (src/agent/parts.ts), the checkpoint worker's bundle,
+// the sql.js wasm, every file under assets/, and the built console (dist/console/NAME as
+// console/NAME, see src/console/routes.ts).
 //
 //   node build/sea-config.mjs SEA_DIR CACHE_DIR OUTPUT    the config (JSON)
 //   node build/sea-config.mjs --flags                     the executable's Node flags
@@ -33,7 +34,7 @@ if (process.argv[2] === "--minify") {
 
 const [seaDir, cacheDir, output] = process.argv.slice(2);
 const assets = { "sql-wasm.wasm": "node_modules/sql.js/dist/sql-wasm.wasm" };
-for (const name of ["labgate-main.cjs", "labgate-agent.cjs", "labgate-checkpoint.cjs"]) {
+for (const name of ["labgate-main.cjs", "labgate-agent.cjs", "labgate-agent-config.cjs", "labgate-agent-tests.cjs", "labgate-checkpoint.cjs"]) {
   assets[name] = join(seaDir, name);
   const cache = join(cacheDir, `${name}.cache`);
   if (existsSync(cache)) assets[`${name}.cache`] = cache;

@@ -5,8 +5,9 @@
 #
 # Each is copied alone into an empty directory, with no node on PATH and no node_modules above
 # it. The SERVER serves /api/health and the console, issues a token, takes a package upload,
-# runs a sample test config, and stops on SIGTERM; the AGENT registers with it, runs an action and
-# installs the uploaded package through an update check; then a backup is restored and served.
+# runs a sample test config, and stops on SIGTERM; the AGENT registers with it, runs an action,
+# installs the uploaded package through an update check and runs a test run; then a backup is
+# restored and served.
 # An arm64 executable runs under qemu-aarch64-static (with /usr/aarch64-linux-gnu as its root)
 # on another machine, so that `smoke-executable.sh dist/labgate dist/labgate-linux-arm64` checks
 # an arm64 agent against an x64 server and the reverse order an arm64 server.
@@ -83,16 +84,22 @@ echo "$PAGE" | grep -q '<div id="app">' || { echo "console page not served"; exi
 SCRIPT="$(echo "$PAGE" | sed -n 's/.*<script type="module" src="\([^"]*\)".*/\1/p')"
 curl -sf -o /dev/null -w "console: %{http_code} %{content_type} $SCRIPT\n" "$URL$SCRIPT" | tee /dev/stderr | grep -q "^console: 200 text/javascript"
 
+# Uploads test config file $1 and runs it to the end: sets STATUS and REPORT (its rows, JSON).
+run_config() {
+  api /api/v1/configs -F "file=@$1" > /dev/null
+  local run
+  run="$(api /api/v1/test-runs -H 'content-type: application/json' -d "{\"config_name\":\"$(basename "$1")\"}" | json j.id)"
+  STATUS=""
+  for _ in $(seq 1 200); do
+    STATUS="$(api "/api/v1/test-runs/$run" | json j.status)"
+    case "$STATUS" in pending | running) sleep 0.1 ;; *) break ;; esac
+  done
+  REPORT="$(api "/api/v1/test-runs/$run/report?format=json")"
+  echo "test run $run ($(basename "$1")): $STATUS, $(echo "$REPORT" | json 'j.map((r)=>r.status).join(" ")')"
+}
+
 # A sample test config, run to the end (assets/testrun/samples/exec.yml: a program, a shell line).
-api /api/v1/configs -F "file=@$ROOT/assets/testrun/samples/exec.yml" > /dev/null
-RUN="$(api /api/v1/test-runs -H 'content-type: application/json' -d '{"config_name":"exec.yml"}' | json j.id)"
-STATUS=""
-for _ in $(seq 1 200); do
-  STATUS="$(api "/api/v1/test-runs/$RUN" | json j.status)"
-  case "$STATUS" in pending | running) sleep 0.1 ;; *) break ;; esac
-done
-REPORT="$(api "/api/v1/test-runs/$RUN/report?format=json")"
-echo "test run $RUN: $STATUS, $(echo "$REPORT" | json 'j.map((r)=>r.status).join(" ")')"
+run_config "$ROOT/assets/testrun/samples/exec.yml"
 [ "$STATUS" = finished ] && ! echo "$REPORT" | grep -q '"status":"failed"' || { echo "test run failed: $REPORT"; exit 1; }
 
 # A package upload (multipart, streamed to the object store), offered to the agent's device through a group.
@@ -114,6 +121,7 @@ retry_min_delay: 0.2
 retry_max_delay: 1
 update_check_interval: 1
 install_command: [/bin/cp, "{file}", "$WORK/installed.bin"]
+tests: {enabled: true}
 actions:
   - {id: hello, command: [/bin/echo, from-agent], timeout: 5}
 EOF
@@ -149,6 +157,11 @@ for _ in $(seq 1 150); do
 done
 echo "agent update: device reports $VERSION"
 [ "$VERSION" = v2 ] && cmp -s image.bin installed.bin || { echo "update not installed"; cat agent.err; exit 1; }
+
+# A test run on the device: the agent loads its test-run engine (a bundle of its own) for it.
+printf '%s\n' "tests:" "  board:" '    machines: ["device:0e:00:00:00:00:01"]' "    tests:" '    - exec: {name: kernel, command: [uname, -s], stdout_regex: "^Linux"}' > device.yml
+run_config device.yml
+[ "$STATUS" = finished ] && echo "$REPORT" | grep -q '"status":"passed"' && ! echo "$REPORT" | grep -q '"status":"failed"' || { echo "device test run failed: $REPORT"; cat agent.err; exit 1; }
 kill -TERM "$AGENT"
 wait "$AGENT"
 

@@ -56,6 +56,9 @@ export class Agent {
   /** Resolves when the agent is approved and holds a token (tests wait on it). */
   readonly approved: Promise<void>;
   private markApproved!: () => void;
+  /** Resolves when the management socket first opens. */
+  readonly connectedOnce: Promise<void>;
+  private markConnected!: () => void;
 
   /** The device's clock: its time and every wait (backoff, update checks); tests skew and move it. */
   private readonly clock: Clock;
@@ -65,6 +68,7 @@ export class Agent {
     this.log = log;
     this.clock = options.clock ?? systemClock;
     this.approved = new Promise((resolve) => (this.markApproved = resolve));
+    this.connectedOnce = new Promise((resolve) => (this.markConnected = resolve));
   }
 
   get mac(): string {
@@ -106,7 +110,10 @@ export class Agent {
       // Capabilities at once, with the keys the reference's agents send.
       greeting: () => ({ method: "capability_report", capabilities: { exec_cmds: true, file_transfer: true, shell_connect: this.shells.enabled, tests: this.config.tests.enabled } }),
       // Outcomes the server has not acknowledged yet go again on every connection.
-      connected: () => this.outcomes.resend(),
+      connected: () => {
+        this.markConnected();
+        this.outcomes.resend();
+      },
       // The gateway ends a share whose device disconnects ("device disconnected"): it stops here too.
       disconnected: () => this.tests?.abandon(),
       onMessage: (text) => this.onMessage(text),

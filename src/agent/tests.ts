@@ -3,12 +3,12 @@
  * with the test-run engine and its built-in modules (script modules come with the share), one run
  * at a time, within `tests.max_duration`. Rows go back over the management socket as cases end;
  * artifacts are uploaded afterwards, each resumable from the size the gateway has; then the end.
- * Imports only the engine and modules, nothing of the server.
+ * Imports only the engine and modules, nothing of the server; the engine loads with the first run
+ * (./parts.ts).
  */
 import { createReadStream } from "node:fs";
 import { mkdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { SEED_COLUMNS } from "../testrun/engine/report.ts";
 import type { TestRunEnd, TestRunRow, TestRunStart } from "../testrun/devices/protocol.ts";
 import type { MetadataCommand, PlanEntry, TestPlan } from "../testrun/plan.ts";
 import { listArtifacts } from "../testrun/runs/artifacts.ts";
@@ -18,6 +18,11 @@ import type { Logger } from "../util/log.ts";
 import type { Clock } from "../util/time.ts";
 import type { TestRunAs } from "../testrun/engine/identity.ts";
 import type { AgentTests } from "./config.ts";
+import { loadTestEngine } from "./parts.ts";
+
+let engine: ReturnType<typeof loadTestEngine> | undefined;
+/** The test-run engine, loaded with the first run: an agent that runs no tests never holds it. */
+const loadEngine = () => (engine ??= loadTestEngine());
 
 export const TESTS_DISABLED_HERE = "tests are disabled on this device (tests.enabled is false in its agent config)";
 /** A metadata command's limit on the device (the gateway's default `metadata_timeout`). */
@@ -113,8 +118,7 @@ export class TestRunner {
       await mkdir(dirs.artifacts, { recursive: true, mode: 0o700 });
       deps.log.info(`agent: test run ${id}: ${start.entries.length} entries`);
       const plan = { entries: start.entries, metadata: (Array.isArray(start.metadata) ? start.metadata : []) as MetadataCommand[] } as TestPlan;
-      // The run engine and its modules load with the first run: an agent that runs no tests never holds them.
-      const { executeRun } = await import("../testrun/runs/runner.ts");
+      const { executeRun, SEED_COLUMNS } = await loadEngine();
       const result = await executeRun(
         { id, plan, pattern: typeof start.pattern === "string" ? start.pattern : "", machineTarget: null },
         {

@@ -20,7 +20,7 @@ import { open, opendir } from "node:fs/promises";
 import { isAbsolute, join, relative, sep } from "node:path";
 import type { Writable } from "node:stream";
 import type { Config } from "../config/config.ts";
-import { IMAGE_FILE, type Database } from "../db/index.ts";
+import { IMAGE_FILE, IMAGE_SUM_FILE, type Database } from "../db/index.ts";
 import { LOCK_FILE } from "../util/lock.ts";
 import { testrunDirs } from "../testrun/runs/paths.ts";
 import { VERSION } from "../version.ts";
@@ -45,7 +45,7 @@ export interface BackupSource {
 
 /** Whether `path` (relative to the data dir, `/`-separated) stays out of a backup. */
 function excluded(path: string, prefix: string): boolean {
-  if (path === IMAGE_FILE || path === LOCK_FILE || path === SERVER_URL_FILE || path === STORAGE_DIR) return true;
+  if (path === IMAGE_FILE || path === IMAGE_SUM_FILE || path === LOCK_FILE || path === SERVER_URL_FILE || path === STORAGE_DIR) return true;
   if (/^labgate\.journal\.\d+$/.test(path) || /^labgate\.db\..*\.tmp$/.test(path)) return true;
   if (path === "multipart/parts" || path === `multipart/${prefix}.downloads`) return true;
   const name = path.slice(path.lastIndexOf("/") + 1);

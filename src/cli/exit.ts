@@ -1,4 +1,5 @@
-import { ConfigError } from "../config/read.ts";
+import { ConfigError } from "../config/error.ts";
+import { holdEventLoop } from "../util/event-loop.ts";
 import { UsageError } from "./args.ts";
 
 /** A command's exit code: 2 for a usage or configuration error, 1 for any other error (its message on stderr). */
@@ -11,9 +12,13 @@ export async function exitCode(command: () => Promise<number>): Promise<number> 
   }
 }
 
-/** Ends the process with the exit code `done` resolves to (1, with the stack, if it rejects). */
+/**
+ * Ends the process with the exit code `done` resolves to (1, with the stack, if it rejects). Until
+ * then the event loop keeps turning (holdEventLoop): a command waiting on sql.js's compile would
+ * otherwise have Node drain V8's whole background queue before it goes on.
+ */
 export function exitWith(done: Promise<number>): void {
-  done.then(
+  holdEventLoop(done).then(
     (code) => process.exit(code),
     (error) => {
       process.stderr.write(`labgate: ${(error as Error).stack ?? error}\n`);

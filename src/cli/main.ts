@@ -1,6 +1,5 @@
 import { loadConfig } from "../config/config.ts";
 import { SCOPES } from "../auth/scopes.ts";
-import { holdEventLoop } from "../util/event-loop.ts";
 import { parseDuration } from "../util/time.ts";
 import { describeBuild, VERSION } from "../version.ts";
 import { BACKUP_HELP, COMMON, parse, parseScopeList, UsageError, USER_HELP } from "./args.ts";
@@ -86,7 +85,7 @@ async function serve(args: string[]): Promise<number> {
   });
   const { startServer } = await import("../server/start.ts");
   const { memoryRelief } = await import("../util/memory-relief.ts");
-  const server = await holdEventLoop(startServer(config));
+  const server = await startServer(config);
   // Heap pages freed by a burst go back to the system once it is over (not only after fan-outs).
   const unwatch = memoryRelief.watch();
   // An exception nothing caught leaves the process in an unknown state: it ends (systemd restarts

@@ -6,9 +6,9 @@
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import type { $ZodIssue } from "zod/v4/core";
+import { ConfigError } from "./error.ts";
 
-/** A bad config file, flag or environment value; the CLI exits with code 2 and this message. */
-export class ConfigError extends Error {}
+export { ConfigError };
 
 /** A value that does not fit its key: `what` is wrong, at `path` below the key being read. */
 export class Problem extends Error {

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { parentPort, workerData } from "node:worker_threads";
 import initSqlJs from "sql.js";
 import { writeFileDurable } from "../util/files.ts";
-import { IMAGE_FILE, markGeneration, openImage, replayJournals } from "./image.ts";
+import { IMAGE_FILE, imageSum, markGeneration, openImage, replayJournals, writeImageSum } from "./image.ts";
 
 export interface CheckpointJob {
   dir: string;
@@ -24,6 +24,7 @@ async function run({ dir, covered }: CheckpointJob): Promise<CheckpointResult> {
     markGeneration(sql, covered);
     const image = sql.export();
     writeFileDurable(join(dir, IMAGE_FILE), image);
+    writeImageSum(dir, imageSum(image));
     return { bytes: image.length };
   } finally {
     sql.close();

@@ -3,14 +3,14 @@ import { unlink } from "node:fs/promises";
 import { join } from "node:path";
 import type { Database as SqlJsDatabase, SqlJsStatic, Statement as SqlJsStatement } from "sql.js";
 import { encodeFrame, JournalWriter, type SqlParam, type Statement } from "./journal.ts";
-import { IMAGE_FILE, journalGenerations, journalName, markGeneration, openImage, replayJournals } from "./image.ts";
+import { IMAGE_FILE, imageSum, journalGenerations, journalName, markGeneration, openImage, replayJournals, writeImageSum } from "./image.ts";
 import { loadSqlJs, type WasmSource } from "./wasm.ts";
 import { CheckpointWorkerError, checkpointInWorker } from "./worker.ts";
 import { fsyncDir, writeFileDurableAsync } from "../util/files.ts";
 import { LabgateError } from "../util/errors.ts";
 
 export type { SqlParam } from "./journal.ts";
-export { DatabaseCorruptError, IMAGE_FILE } from "./image.ts";
+export { DatabaseCorruptError, IMAGE_FILE, IMAGE_SUM_FILE } from "./image.ts";
 export type Row = Record<string, SqlParam>;
 
 /** The write path is down (disk full, I/O error); answered 503 until a reload succeeds. */
@@ -330,8 +330,10 @@ export class Database {
       try {
         // The image may only cover frames that are on disk: an earlier failure reloads from there instead.
         await drained;
-        if (image) await writeFileDurableAsync(this.imagePath, image);
-        else await this.checkpointInWorker(covered);
+        if (image) {
+          await writeFileDurableAsync(this.imagePath, image);
+          writeImageSum(this.dir, imageSum(image));
+        } else await this.checkpointInWorker(covered);
         const stale = journalGenerations(this.dir).filter((gen) => gen <= covered);
         await Promise.all(stale.map((gen) => unlink(join(this.dir, journalName(gen)))));
         this.lastCheckpoint = new Date();

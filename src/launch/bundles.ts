@@ -9,6 +9,9 @@ import { Script } from "node:vm";
 
 export const MAIN_BUNDLE = "labgate-main.cjs";
 export const AGENT_BUNDLE = "labgate-agent.cjs";
+/** Parts of the agent that it loads when it needs them (src/agent/parts.ts): its config reader, its test-run engine. */
+export const AGENT_CONFIG_BUNDLE = "labgate-agent-config.cjs";
+export const AGENT_TESTS_BUNDLE = "labgate-agent-tests.cjs";
 
 /** The bundle that runs `labgate COMMAND ...`: the agent needs none of the rest. */
 export const bundleFor = (command: string | undefined): string => (command === "agent" ? AGENT_BUNDLE : MAIN_BUNDLE);
@@ -26,10 +29,11 @@ export function compileBundle(source: string, filename: string, cachedData?: Uin
   return {
     script,
     rejected: cachedData !== undefined && script.cachedDataRejected === true,
-    /** Runs the bundle's top level with `require` (built-in modules are all a bundle loads). */
-    run(require: NodeJS.Require, file = filename): void {
+    /** Runs the bundle's top level with `require` (built-in modules are all a bundle loads); returns its exports. */
+    run(require: NodeJS.Require, file = filename): unknown {
       const module = { exports: {} };
       script.runInThisContext()(module.exports, require, module, file, dirname(file));
+      return module.exports;
     },
   };
 }

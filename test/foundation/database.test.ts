@@ -1,8 +1,9 @@
 import { strict as assert } from "node:assert";
-import { appendFileSync, existsSync, readdirSync, readFileSync, statSync, truncateSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
-import { Database, DatabaseCorruptError, DatabaseUnavailableError, IMAGE_FILE, migrate, SchemaTooNewError } from "../../src/db/index.ts";
+import { createHash } from "node:crypto";
+import { Database, DatabaseCorruptError, DatabaseUnavailableError, IMAGE_FILE, IMAGE_SUM_FILE, migrate, SchemaTooNewError } from "../../src/db/index.ts";
 import type { Migration } from "../../src/db/migrate.ts";
 import { tempDir } from "../helpers/server.ts";
 
@@ -159,6 +160,57 @@ describe("database", () => {
     writeFileSync(join(dir, IMAGE_FILE), "definitely not sqlite");
     await assert.rejects(Database.open(dir), (e: Error) => e instanceof DatabaseCorruptError && /not a SQLite database/.test(e.message));
     assert.equal(readFileSync(join(dir, IMAGE_FILE), "utf8"), "definitely not sqlite");
+  });
+
+  test("each checkpoint, on the main thread or in the worker, writes the image's SHA-256 beside it", async () => {
+    const dir = tempDir();
+    const db = await openWithItems(dir);
+    const sum = () => readFileSync(join(dir, IMAGE_SUM_FILE), "utf8").trim();
+    const imageSum = () => createHash("sha256").update(readFileSync(join(dir, IMAGE_FILE))).digest("hex");
+    for (const inline of [true, false]) {
+      await db.write((tx) => tx.run("INSERT INTO items (name) VALUES (?)", [`inline ${inline}`]));
+      const before = existsSync(join(dir, IMAGE_SUM_FILE)) ? sum() : "";
+      await db.checkpoint({ inline });
+      assert.equal(sum(), imageSum());
+      assert.notEqual(sum(), before);
+    }
+    await db.close();
+  });
+
+  test("an image damaged inside is refused by quick_check and left untouched; a sum only vouches for the very bytes it was made of", async () => {
+    const dir = tempDir();
+    const db = await openWithItems(dir);
+    await db.write((tx) => tx.run("INSERT INTO items (name) VALUES (?)", ["a"]));
+    const { rootpage } = db.get<{ rootpage: number }>("SELECT rootpage FROM sqlite_master WHERE name = 'items'")!;
+    await db.close();
+    const image = join(dir, IMAGE_FILE);
+    const damaged = readFileSync(image);
+    damaged[(rootpage - 1) * damaged.readUInt16BE(16)] = 0x42; // the items table's root page: no b-tree page has this type
+    writeFileSync(image, damaged);
+    // The sum of the image as written no longer matches: quick_check runs and refuses it.
+    const stale = readFileSync(join(dir, IMAGE_SUM_FILE), "utf8");
+    await assert.rejects(Database.open(dir), (e: Error) => e instanceof DatabaseCorruptError && /is damaged/.test(e.message));
+    assert.deepEqual(readFileSync(image), damaged);
+    assert.equal(readFileSync(join(dir, IMAGE_SUM_FILE), "utf8"), stale, "a refused image gets no sum");
+    // A sum of these very bytes vouches for them: the open trusts it and runs no quick_check.
+    writeFileSync(join(dir, IMAGE_SUM_FILE), `${createHash("sha256").update(damaged).digest("hex")}\n`);
+    const trusted = await Database.open(dir);
+    assert.throws(() => trusted.all("SELECT name FROM items"), /malformed/);
+    await trusted.close();
+  });
+
+  test("an image without a sum (an older version's, a restored one) passes quick_check once and gets its sum", async () => {
+    const dir = tempDir();
+    const db = await openWithItems(dir);
+    await db.write((tx) => tx.run("INSERT INTO items (name) VALUES (?)", ["a"]));
+    await db.close();
+    const sumFile = join(dir, IMAGE_SUM_FILE);
+    const written = readFileSync(sumFile, "utf8");
+    rmSync(sumFile);
+    const reopened = await Database.open(dir);
+    assert.equal(readFileSync(sumFile, "utf8"), written);
+    assert.deepEqual(names(reopened), ["a"]);
+    await reopened.close();
   });
 
   test("migrations run once, and a newer schema is refused", async () => {

@@ -2,7 +2,7 @@ import { mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build, type BuildOptions } from "esbuild";
-import { AGENT_ALIASES } from "../../src/agent/bundle.ts";
+import { AGENT_ALIASES, AGENT_DEFINE } from "../../src/agent/bundle.ts";
 
 /** The variable scripts/run-tests.mjs passes the bundle's path in (test/helpers/cli.ts starts children with it). */
 export const BUNDLE_ENV = "LABGATE_TEST_BUNDLE";
@@ -23,6 +23,9 @@ const OPTIONS: BuildOptions = {
   define: { "import.meta.url": "__importMetaUrl" },
   banner: { js: 'const __importMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
 };
+
+/** The agent's bundles: src/agent/bundle.ts's options. */
+const AGENT: BuildOptions = { ...OPTIONS, alias: AGENT_ALIASES, define: { ...OPTIONS.define, ...AGENT_DEFINE } };
 
 /**
  * The database crash tests' writer (it awaits at the top level, so an ES module), with the same
@@ -59,7 +62,9 @@ export async function buildTestBundle(dir = DEFAULT_DIR): Promise<string> {
     // The launcher and its two programs, as in dist/: child `labgate agent`s run the agent's own bundle.
     ["labgate.cjs", src("launch/launch.ts"), OPTIONS],
     ["labgate-main.cjs", src("main.ts"), OPTIONS],
-    ["labgate-agent.cjs", src("agent/main.ts"), { ...OPTIONS, alias: AGENT_ALIASES }],
+    ["labgate-agent.cjs", src("agent/main.ts"), AGENT],
+    ["labgate-agent-config.cjs", src("agent/config-reader.ts"), AGENT],
+    ["labgate-agent-tests.cjs", src("agent/test-engine.ts"), AGENT],
     ["crash-writer.mjs", fileURLToPath(new URL("../fixtures/crash-writer.ts", import.meta.url)), CRASH_WRITER],
   ];
   const built = await Promise.all(bundles.map(([name, entry, options]) => build({ ...options, write: false, entryPoints: [entry], outfile: join(dir, name) })));

@@ -10,7 +10,7 @@ import { chmodSync, chownSync, constants, mkdirSync } from "node:fs";
 import { lstat, open, readdir, rename } from "node:fs/promises";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
-import { ConfigError } from "../../config/read.ts";
+import { ConfigError } from "../../config/error.ts";
 import { runProcess, switchTo, type ProcessOptions, type ProcessResult } from "../../util/process.ts";
 
 /** The user and group test processes run as (`test_server.run_as`). */

@@ -195,6 +195,7 @@ export interface AgentProcess {
   /** Its config file. */
   config: string;
   stderr(): string;
+  stdout(): string;
 }
 
 /**
@@ -211,8 +212,10 @@ export async function spawnAgent(server: TestServer, extra: string[], node: { ar
   const lines = [`server: ${server.url}`, "key_type: ed25519", `mac_address: "${mac}"`, `file_base_dir: ${files}`, "retry_min_delay: 0.05", "retry_max_delay: 0.3", "log_level: error"];
   writeFileSync(config, [...lines, ...extra].join("\n"));
   const [bin, ...entry] = await labgate();
-  const child = spawn(bin, [...(node.args ?? []), ...entry, "agent", "--config", config, "--data-dir", join(dir, "data")], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, ...node.env } });
+  const child = spawn(bin, [...(node.args ?? []), ...entry, "agent", "--config", config, "--data-dir", join(dir, "data")], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...node.env } });
   let stderr = "";
+  let stdout = "";
+  child.stdout!.on("data", (chunk) => (stdout += chunk));
   await new Promise<void>((resolve, reject) => {
     child.stderr!.on("data", (chunk) => {
       stderr += chunk;
@@ -220,7 +223,7 @@ export async function spawnAgent(server: TestServer, extra: string[], node: { ar
     });
     child.once("exit", (code) => reject(new Error(`the agent exited (${code}): ${stderr}`)));
   });
-  return { child, mac, config, stderr: () => stderr };
+  return { child, mac, config, stderr: () => stderr, stdout: () => stdout };
 }
 
 /** spawnAgent, then approved and connected; with its device id. */
