@@ -2,7 +2,8 @@
  * After a burst of allocation, V8 is asked to favour memory for a while, so that it gives back the
  * heap pages the burst freed. A burst is announced (a fan-out to thousands of devices: begin/end)
  * or noticed (update checks at full rate, say): the serving process samples its memory every few
- * seconds (watch).
+ * seconds (watch). The start is a burst too: once it is over, one collection that gives memory
+ * back (the idle server 89-95 -> 82-86 MB, README issue 31).
  *
  * Node 24's V8 keeps every heap page a collection frees in a pool, resident, until a
  * memory-reducing collection, and its memory reducer runs one only when the allocation rate is
@@ -18,10 +19,12 @@
  */
 import { performance } from "node:perf_hooks";
 import { getHeapStatistics, setFlagsFromString } from "node:v8";
+import { collectAllGarbage } from "./gc.ts";
 
 /** How long V8 favours memory after a burst: its reducer checks every 8 s, then collects twice. */
 export const RELIEF_MS = 30_000;
-/** How often a watching process samples its memory. */
+/** When a watching process takes its start for over (its first sample), and how often it samples then. */
+export const START_MS = 1_000;
 export const SAMPLE_MS = 5_000;
 /** Memory beyond V8's heap that has grown by this much since the last relief is taken for freed heap pages V8 keeps. */
 export const KEPT_BYTES = 64 * 1024 * 1024;
@@ -60,16 +63,23 @@ export class MemoryRelief {
   private readonly setFlags: (flags: string) => void;
   private readonly schedule: Schedule;
   private readonly sample: () => Sample;
+  private readonly collect: () => void;
   private running = 0;
   /** Set while V8 favours memory: ends the window. */
   private cancel: (() => void) | undefined;
   /** The least memory beyond the heap sampled since the last relief (undefined: none yet). */
   private floor: number | undefined;
 
-  constructor(setFlags: (flags: string) => void = setFlagsFromString, schedule: Schedule = unrefTimer, sample: () => Sample = processSampler()) {
+  constructor(
+    setFlags: (flags: string) => void = setFlagsFromString,
+    schedule: Schedule = unrefTimer,
+    sample: () => Sample = processSampler(),
+    collect: () => void = collectAllGarbage,
+  ) {
     this.setFlags = setFlags;
     this.schedule = schedule;
     this.sample = sample;
+    this.collect = collect;
   }
 
   /** An announced burst begins: V8 back to full speed. */
@@ -84,14 +94,26 @@ export class MemoryRelief {
     if (this.running === 0) this.relieve();
   }
 
-  /** Samples every SAMPLE_MS (check) until the returned function is called. */
+  /**
+   * Called once the server has started: samples START_MS later (started), then every SAMPLE_MS
+   * (check), until the returned function is called.
+   */
   watch(): () => void {
-    let stop = this.schedule(SAMPLE_MS, () => tick());
-    const tick = () => {
-      this.check();
-      stop = this.schedule(SAMPLE_MS, tick);
-    };
+    this.sample(); // the event loop's busy time is measured from here
+    const next = () => (stop = this.schedule(SAMPLE_MS, () => (this.check(), next())));
+    let stop = this.schedule(START_MS, () => (this.started(), next()));
     return () => stop();
+  }
+
+  /**
+   * The start is over: if the event loop is quiet, one collection that gives memory back (V8's
+   * last-resort one, src/util/gc.ts: what the start's modules, the database's open and the first
+   * requests left). The heap is small then, so it is short; with requests coming already (devices
+   * reconnecting after a restart) there is none, and the samples that follow take over.
+   */
+  started(): void {
+    const { busy } = this.sample();
+    if (busy < QUIET && this.running === 0) this.collect();
   }
 
   /**

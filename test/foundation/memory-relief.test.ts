@@ -1,15 +1,17 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { KEPT_BYTES, MemoryRelief, QUIET, RELIEF_MS, SAMPLE_MS, type Sample } from "../../src/util/memory-relief.ts";
+import { KEPT_BYTES, MemoryRelief, QUIET, RELIEF_MS, SAMPLE_MS, START_MS, type Sample } from "../../src/util/memory-relief.ts";
 
 const MiB = 1024 * 1024;
 
 /**
- * A relief whose V8 flags, timers and samples are recorded: `fire(ms)` runs the pending timers of
- * that delay, `samples` are what the next checks read (memory beyond the heap, event loop busy).
+ * A relief whose V8 flags, timers, samples and collections are recorded: `fire(ms)` runs the pending
+ * timers of that delay, `samples` are what the next samples read (memory beyond the heap, event
+ * loop busy), `collections` counts the collections asked for.
  */
 function recorded() {
   const flags: string[] = [];
+  let collections = 0;
   const pending: Array<{ ms: number; fn: () => void; cancelled: boolean }> = [];
   const samples: Sample[] = [];
   const relief = new MemoryRelief(
@@ -20,11 +22,12 @@ function recorded() {
       return () => void (timer.cancelled = true);
     },
     () => samples.shift() ?? assert.fail("a sample nobody expected"),
+    () => void (collections += 1),
   );
   const fire = (ms = RELIEF_MS) => pending.filter((t) => !t.cancelled && t.ms === ms).forEach((t) => ((t.cancelled = true), t.fn()));
   /** Checks once per sample given. */
   const check = (...given: Sample[]) => given.forEach((s) => (samples.push(s), relief.check()));
-  return { relief, flags, pending, samples, fire, check };
+  return { relief, flags, pending, samples, fire, check, collections: () => collections };
 }
 
 const quiet = (keptMiB: number): Sample => ({ kept: keptMiB * MiB, busy: QUIET / 2 });
@@ -96,14 +99,33 @@ test("memory relief: no sampled relief while an announced burst runs; its own re
   assert.deepEqual(flags, ["--optimize-for-size"]);
 });
 
-test("memory relief: watching samples every SAMPLE_MS until stopped", () => {
-  const { relief, flags, pending, samples, fire } = recorded();
+test("memory relief: the start is a burst too: once it is over, one collection if the event loop is quiet, none with requests coming", () => {
+  const quietStart = recorded();
+  quietStart.samples.push(quiet(40), quiet(40));
+  quietStart.relief.watch();
+  assert.equal(quietStart.collections(), 0, "not while starting");
+  quietStart.fire(START_MS);
+  assert.equal(quietStart.collections(), 1);
+  const busyStart = recorded();
+  busyStart.samples.push(quiet(40), busy(40));
+  busyStart.relief.watch();
+  busyStart.fire(START_MS);
+  assert.equal(busyStart.collections(), 0, "devices reconnecting after a restart: the samples that follow take over");
+  assert.deepEqual([...quietStart.flags, ...busyStart.flags], [], "no flag at start (the code caches are made then)");
+});
+
+test("memory relief: watching takes its start for over after START_MS, then samples every SAMPLE_MS until stopped", () => {
+  const { relief, flags, pending, samples, fire, collections } = recorded();
+  samples.push(quiet(50));
   const stop = relief.watch();
-  samples.push(quiet(50), quiet(500));
+  assert.equal(samples.length, 0, "the first sample starts the measure of the event loop's busy time");
+  samples.push(quiet(50), quiet(50), quiet(500));
+  fire(START_MS);
+  assert.equal(collections(), 1);
   fire(SAMPLE_MS);
   assert.equal(samples.length, 1, "one sample per SAMPLE_MS");
   fire(SAMPLE_MS);
-  assert.deepEqual(flags, ["--optimize-for-size"], "the second found a burst over");
+  assert.deepEqual(flags, ["--optimize-for-size"], "the second check found a burst over");
   stop();
   assert.equal(pending.filter((t) => !t.cancelled && t.ms === SAMPLE_MS).length, 0, "stopped: no sample pending");
 });
