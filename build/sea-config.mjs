@@ -19,8 +19,9 @@ const execArgv = ["--v8-pool-size=1", "--max-semi-space-size=1"];
 // keep theirs (--keep-names: what a stack trace in its log shows). The server's (and its worker's)
 // names are not shortened (0.47 MB more source): --keep-names names each function by
 // Object.defineProperty, which turns the function into a dictionary-mode object (+256 B), and the
-// server holds about 19 such closures per connected device for the socket's life (hono's Context,
-// ws, @hono/node-server): 4.8 of the 22 KiB per socket (README, issue 31).
+// server holds about 19 such closures per connected device for the socket's life (hono's Context
+// and request, @hono/node-server, the channel's handlers): 4.8 of the 22 KiB per socket (README,
+// issue 31).
 const minify = { server: ["--minify-whitespace", "--minify-syntax"], agent: ["--minify", "--keep-names"] };
 if (process.argv[2] === "--flags") {
   console.log(execArgv.join(" "));

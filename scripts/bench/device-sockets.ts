@@ -3,7 +3,7 @@
  *
  *   node --import tsx scripts/bench/device-sockets.ts [--devices 10000] [--procs 4] [--rounds 3]
  *        [--each-rounds N] [--baseline DIR|EXECUTABLE] [--server EXECUTABLE] [--turns N] [--settle S]
- *        [--busy] [--no-unit-env]
+ *        [--busy] [--busy-rate N] [--checks S] [--no-unit-env]
  *
  * Seeds N devices, starts `labgate serve` as its own process, and connects every device from
  * `--procs` simulator processes (device-sim.ts: the WebSocket protocol only, not full agents).
@@ -20,7 +20,10 @@
  * makes "this tree" an executable too (e.g. dist/labgate); `--turns N` runs baseline and this tree
  * N times each, taking turns; `--settle S` waits S seconds (2) after the last fan-out and the update
  * checks before the settled figures (V8's memory relief after a fan-out takes up to 30), with
- * `--busy` while update checks go on (a server with traffic, where V8 alone keeps what it freed). The
+ * `--busy` while update checks go on (a server with traffic, where V8 alone keeps what it freed), at
+ * full rate or `--busy-rate N` per second. `--rounds 0 --each-rounds 0` makes no fan-out at all: the
+ * burst is then the update checks alone, for `--checks S` seconds (by default they last as long as
+ * the fan-outs, 8 s per round of one request per device and 4 s per fan-out request). The
  * servers run with the `Environment=` settings of scripts/labgate.service (the deployed unit's,
  * e.g. MALLOC_ARENA_MAX) unless `--no-unit-env` (a variable set in the benchmark's own
  * environment wins).
@@ -49,6 +52,8 @@ const EACH_ROUNDS = flag("each-rounds", ROUNDS);
 const TURNS = flag("turns", 1);
 const SETTLE = flag("settle", 2);
 const BUSY = process.argv.includes("--busy");
+const BUSY_RATE = flag("busy-rate", 0);
+const CHECKS = flag("checks", 8 * EACH_ROUNDS + 4 * ROUNDS);
 const here = resolve(import.meta.dirname, "../..");
 const BASELINE = textFlag("baseline") && resolve(textFlag("baseline")!);
 const SERVER = textFlag("server") ? resolve(textFlag("server")!) : here;
@@ -206,12 +211,12 @@ async function run(root: string, admin: string, devices: { mac: string; token: s
     };
     // What the server holds with every device connected, before any fan-out.
     const connectedHeld = await probeMemory(server.child.pid!);
-    // First round: every connection asks its device for the action list once.
-    if (EACH_ROUNDS > 0 || (await bulkRound()) === undefined) await fanout();
+    // First round: every connection asks its device for the action list once (none: no fan-out at all).
+    if (EACH_ROUNDS > 0 || (ROUNDS > 0 && (await bulkRound()) === undefined)) await fanout();
     const checks = devices.slice(0, 2000).map((d) => ({ method: "POST" as const, path: "/api/v1/update/check", token: d.token, body: JSON.stringify({ "svc.software.version": "1", "svc.hardware.devtype": "board" }) }));
     const all: number[] = [];
     const each: number[] = [];
-    const checking = load({ url: server.url, requests: checks, connections: 10, seconds: 8 * EACH_ROUNDS + 4 * ROUNDS, warmupSeconds: 1, client: "raw" });
+    const checking = load({ url: server.url, requests: checks, connections: 10, seconds: CHECKS, warmupSeconds: 1, client: "raw" });
     await sleep(1500);
     for (let r = 0; r < EACH_ROUNDS; r++) {
       const round = await fanout();
@@ -234,7 +239,7 @@ async function run(root: string, admin: string, devices: { mac: string; token: s
     }
     const checked = await checking;
     // Settled: SETTLE seconds after the last answer, the update checks over (or, --busy, going on).
-    const busy = BUSY ? load({ url: server.url, requests: checks, connections: 10, seconds: SETTLE + 5, warmupSeconds: 0, client: "raw" }) : undefined;
+    const busy = BUSY ? load({ url: server.url, requests: checks, connections: BUSY_RATE ? 2 : 10, rate: BUSY_RATE || undefined, seconds: SETTLE + 5, warmupSeconds: 0, client: "raw" }) : undefined;
     await sleep(SETTLE * 1000);
     const after = rssKiB(server.child.pid!);
     const settled = await probeMemory(server.child.pid!);

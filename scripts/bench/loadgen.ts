@@ -33,6 +33,8 @@ export interface LoadSpec {
   /** Seconds of load before measuring (JIT, caches); not counted. */
   warmupSeconds?: number;
   client?: "raw" | "http";
+  /** At most this many requests per second over all connections (raw client; default: as fast as answered). */
+  rate?: number;
 }
 
 export interface LoadResult {
@@ -99,6 +101,8 @@ export function frameResponse(buf: Buffer): { status: number; length: number } |
 
 async function runRaw(spec: LoadSpec, phase: Phase, next: () => number, raw: Buffer[]): Promise<void> {
   const { hostname, port } = new URL(spec.url);
+  /** Each connection's least time between two requests (spec.rate). */
+  const interval = spec.rate ? (spec.connections * 1000) / spec.rate : 0;
   const one = (socket: Socket) =>
     new Promise<void>((resolve) => {
       let pending: Buffer = Buffer.alloc(0);
@@ -109,6 +113,8 @@ async function runRaw(spec: LoadSpec, phase: Phase, next: () => number, raw: Buf
           socket.end();
           return resolve();
         }
+        const wait = started + interval - performance.now();
+        if (started > 0 && wait > 0) return void setTimeout(send, wait);
         started = performance.now();
         socket.write(raw[next()]);
       };
