@@ -9,6 +9,7 @@ import { LabgateError } from "../util/errors.ts";
 import { revokeUserTokens } from "../auth/revocations.ts";
 import type { Account } from "./schema.ts";
 import { DUMMY_HASH, hashPassword, outdatedHash, randomPassword, verifyPassword } from "./passwords.ts";
+import { isoTime } from "../util/time.ts";
 
 
 interface AccountRow {
@@ -85,7 +86,7 @@ export async function createAccount(
   const hash = await hashPassword(password);
   await db.write((tx) => {
     if (tx.get("SELECT 1 AS x FROM accounts WHERE name = ?", [name])) throw new AccountConflict(`account ${name} already exists`);
-    tx.run("INSERT INTO accounts (name, password_hash, scopes, disabled, created) VALUES (?, ?, ?, 0, ?)", [name, hash, scopeText(scopes), options.now.toISOString()]);
+    tx.run("INSERT INTO accounts (name, password_hash, scopes, disabled, created) VALUES (?, ?, ?, 0, ?)", [name, hash, scopeText(scopes), isoTime(options.now)]);
     recordAudit(tx, options.actor, "user.add", `user:${name}`, { scopes: scopeText(scopes) });
   });
   return getAccount(db, prefix, name)!;
@@ -153,7 +154,7 @@ export async function checkLogin(db: Database, name: string, password: string, n
   // A hash made with other parameters (an older first admin's) is made again now.
   const rehashed = outdatedHash(row.password_hash) ? await hashPassword(password) : undefined;
   await db.write((tx) => {
-    tx.run("UPDATE accounts SET last_login = ? WHERE name = ?", [now.toISOString(), current.name]);
+    tx.run("UPDATE accounts SET last_login = ? WHERE name = ?", [isoTime(now), current.name]);
     if (rehashed) tx.run("UPDATE accounts SET password_hash = ? WHERE name = ? AND password_hash = ?", [rehashed, current.name, row.password_hash]);
     recordAudit(tx, { ...actor, kind: "account", name: current.name }, "login.success", `user:${current.name}`);
   });

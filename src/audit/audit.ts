@@ -15,7 +15,7 @@ import type { Context } from "hono";
 import type { AppContext, AppEnv } from "../app/context.ts";
 import type { Database, Tx } from "../db/index.ts";
 import { clientAddress } from "../http/transport.ts";
-import { dateOf, every, type Clock } from "../util/time.ts";
+import { dateOf, every, isoTime, type Clock } from "../util/time.ts";
 import type { Logger } from "../util/log.ts";
 import type { ActorKind, AuditEntry, Outcome } from "./schema.ts";
 
@@ -66,7 +66,7 @@ export function recordAudit(tx: Pick<Tx, "run">, actor: Actor, action: string, t
   let text = detail === undefined ? null : JSON.stringify(detail);
   if (text !== null && text.length > MAX_DETAIL) text = JSON.stringify({ truncated: true, bytes: text.length });
   tx.run("INSERT INTO audit_log (time, actor_kind, actor, token_id, client, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-    actor.at.toISOString(),
+    isoTime(actor.at),
     actor.kind,
     actor.name,
     actor.tokenId,
@@ -217,7 +217,7 @@ export class AuditRetention {
   private async drop(): Promise<number> {
     let dropped = 0;
     try {
-      const cutoff = new Date(this.clock.now() - this.limits.retention_days * 86_400_000).toISOString();
+      const cutoff = isoTime(this.clock.now() - this.limits.retention_days * 86_400_000);
       // Read first: a sweep with nothing to drop writes nothing.
       const due = (): boolean => {
         if (this.db.get("SELECT 1 AS x FROM audit_log WHERE time < ? LIMIT 1", [cutoff])) return true;

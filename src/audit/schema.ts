@@ -5,6 +5,7 @@
  */
 import * as z from "zod";
 import { integerParam } from "../http/shapes.ts";
+import { isoTime } from "../util/time.ts";
 
 /** An ISO 8601 time query parameter, answered as the ISO form the log stores. */
 const timeParam = (key: string) =>
@@ -14,7 +15,7 @@ const timeParam = (key: string) =>
     .transform((text, ctx) => {
       if (text === undefined) return undefined;
       const time = /^\d{4}-\d{2}-\d{2}/.test(text) ? Date.parse(text) : NaN;
-      if (Number.isFinite(time)) return new Date(time).toISOString();
+      if (Number.isFinite(time)) return isoTime(time);
       ctx.addIssue({ code: "custom", message: `query parameter "${key}" must be an ISO 8601 time such as 2026-11-26T12:00:00Z` });
       return undefined;
     })

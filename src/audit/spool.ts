@@ -20,7 +20,7 @@ import { join } from "node:path";
 import type { Database, Tx } from "../db/index.ts";
 import { fsyncDir } from "../util/files.ts";
 import type { Logger } from "../util/log.ts";
-import { every, type Clock } from "../util/time.ts";
+import { every, isoTime, type Clock } from "../util/time.ts";
 import type { Actor } from "./audit.ts";
 
 /** The spool's directory in the data dir (a directory of its own: the server watches only it). */
@@ -57,7 +57,7 @@ interface SpooledEntry {
  * this file). Throws SpoolError when it cannot.
  */
 export function appendToSpool(dataDir: string, actor: Actor, action: string, target: string, detail?: Record<string, unknown>): void {
-  const entry: SpooledEntry = { id: randomUUID(), time: actor.at.toISOString(), actor: actor.name, action, target, detail: detail ?? null };
+  const entry: SpooledEntry = { id: randomUUID(), time: isoTime(actor.at), actor: actor.name, action, target, detail: detail ?? null };
   const bytes = Buffer.from(JSON.stringify(entry));
   if (bytes.length > MAX_ENTRY) throw new SpoolError(`audit entry of ${bytes.length} bytes is too large`);
   const dir = join(dataDir, SPOOL_DIR);
@@ -111,7 +111,7 @@ function parseEntry(source: string): SpooledEntry | string {
 
 function insert(tx: Tx, entry: SpooledEntry): void {
   tx.run("INSERT OR IGNORE INTO audit_log (time, actor_kind, actor, token_id, client, action, target, outcome, detail, spool_id) VALUES (?, 'system', ?, NULL, '', ?, ?, 'ok', ?, ?)", [
-    new Date(entry.time).toISOString(),
+    isoTime(Date.parse(entry.time)),
     entry.actor,
     entry.action,
     entry.target,

@@ -8,7 +8,7 @@
  */
 import type { Database, Tx } from "../db/index.ts";
 import { recordAudit, type Actor } from "../audit/audit.ts";
-import { epochSeconds } from "../util/time.ts";
+import { epochSeconds, isoTime } from "../util/time.ts";
 import type { ManagementIdentity } from "./tokens.ts";
 
 export const MSG_REVOKED = "token has been revoked";
@@ -20,7 +20,7 @@ export const MSG_EXPIRED = "token has expired";
  */
 export function revokeTokenId(tx: Tx, jti: string, expires: number | null, now: Date): void {
   tx.run("DELETE FROM revoked_tokens WHERE expires IS NOT NULL AND expires < ?", [epochSeconds(now)]);
-  tx.run("INSERT OR IGNORE INTO revoked_tokens (jti, revoked, expires) VALUES (?, ?, ?)", [jti, now.toISOString(), expires]);
+  tx.run("INSERT OR IGNORE INTO revoked_tokens (jti, revoked, expires) VALUES (?, ?, ?)", [jti, isoTime(now), expires]);
 }
 
 /** Revokes every token of `user` issued until `now` (tokens issued later are good). */
@@ -28,7 +28,7 @@ export function revokeUserTokens(tx: Tx, user: string, now: Date): void {
   tx.run(
     `INSERT INTO revoked_users (user_id, before_ms, revoked) VALUES (?, ?, ?)
      ON CONFLICT (user_id) DO UPDATE SET before_ms = max(before_ms, excluded.before_ms), revoked = excluded.revoked`,
-    [user, now.getTime(), now.toISOString()],
+    [user, now.getTime(), isoTime(now)],
   );
 }
 

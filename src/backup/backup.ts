@@ -25,6 +25,7 @@ import { LOCK_FILE } from "../util/lock.ts";
 import { testrunDirs } from "../testrun/runs/paths.ts";
 import { VERSION } from "../version.ts";
 import { DATA_PREFIX, FORMAT, FORMAT_VERSION, writeArchive, type BackupInfo, type Source, type WriteSummary } from "./archive.ts";
+import { isoTime } from "../util/time.ts";
 
 /** Written by a running server; a restored data dir must not claim a server. Same as start.ts's SERVER_URL_FILE. */
 const SERVER_URL_FILE = "server.url";
@@ -150,7 +151,7 @@ export function takeSnapshot(source: BackupSource): Snapshot {
   const info: BackupInfo = {
     format: FORMAT,
     version: FORMAT_VERSION,
-    created: source.now.toISOString(),
+    created: isoTime(source.now),
     labgate: VERSION,
     data_dir: dataDir,
     server_running: source.serverRunning,

@@ -1,6 +1,6 @@
 import { loadConfig } from "../config/config.ts";
 import { SCOPES } from "../auth/scopes.ts";
-import { parseDuration } from "../util/time.ts";
+import { isoTime, parseDuration } from "../util/time.ts";
 import { describeBuild, VERSION } from "../version.ts";
 import { BACKUP_HELP, COMMON, parse, parseScopeList, UsageError, USER_HELP } from "./args.ts";
 import { exitCode } from "./exit.ts";
@@ -140,7 +140,7 @@ async function tokenIssue(args: string[]): Promise<number> {
   const id = String(decoded.payload.jti);
   // In the audit log's spool (on disk) before anyone sees the token: a server running on the
   // data dir takes it at once, else the next start does (src/audit/spool.ts).
-  appendToSpool(config.data_dir, cliActor(), "token.issue", `token:${id}`, { user: flags.user, scopes: scopes.join(" "), expires: new Date(Number(decoded.payload.exp) * 1000).toISOString() });
+  appendToSpool(config.data_dir, cliActor(), "token.issue", `token:${id}`, { user: flags.user, scopes: scopes.join(" "), expires: isoTime(Number(decoded.payload.exp) * 1000) });
   process.stdout.write(token + "\n");
   process.stderr.write(`labgate: token id ${id} (labgate token revoke --id)\n`);
   return 0;

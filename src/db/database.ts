@@ -8,6 +8,7 @@ import { loadSqlJs, type WasmSource } from "./wasm.ts";
 import { CheckpointWorkerError, checkpointInWorker } from "./worker.ts";
 import { fsyncDir, writeFileDurableAsync } from "../util/files.ts";
 import { LabgateError } from "../util/errors.ts";
+import { isoTime } from "../util/time.ts";
 
 export type { SqlParam } from "./journal.ts";
 export { DatabaseCorruptError, IMAGE_FILE, IMAGE_SUM_FILE } from "./image.ts";
@@ -392,7 +393,7 @@ export class Database {
       image_bytes: imageBytes,
       journal_bytes: this.journal.bytes,
       generation: this.generation,
-      last_checkpoint: this.lastCheckpoint?.toISOString() ?? null,
+      last_checkpoint: this.lastCheckpoint ? isoTime(this.lastCheckpoint) : null,
     };
   }
 

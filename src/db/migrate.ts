@@ -1,4 +1,5 @@
 import type { Database } from "./database.ts";
+import { isoTime } from "../util/time.ts";
 
 export interface Migration {
   version: number;
@@ -37,7 +38,7 @@ export async function migrate(db: Database, steps: Migration[], now: () => Date 
     if (done.has(step.version)) continue;
     await db.write((tx) => {
       for (const statement of step.sql) tx.run(statement);
-      tx.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)", [step.version, step.name, now().toISOString()]);
+      tx.run("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)", [step.version, step.name, isoTime(now())]);
     });
     applied.push(step.version);
   }

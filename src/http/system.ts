@@ -5,13 +5,14 @@ import type { ManagementIdentity } from "../auth/tokens.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
 import { errors, route } from "./openapi.ts";
 import { Caller, DeviceCaller, Health } from "./schema.ts";
+import { isoTime } from "../util/time.ts";
 
 /** What GET /api/whoami answers for a management token (also the console's login answer). */
 export const managementBody = (prefix: string, identity: ManagementIdentity): Caller => ({
   kind: "mgmt" as const,
   sub: identity.user,
   scopes: [...identity.scopes].map((s) => scopeName(prefix, s)),
-  expires: new Date(identity.expiresAt * 1000).toISOString(),
+  expires: isoTime(identity.expiresAt * 1000),
   /** The token's id, for `labgate token revoke --id` and POST /api/v1/tokens/revoke. */
   ...(identity.jti === undefined ? {} : { id: identity.jti }),
 });
@@ -58,7 +59,7 @@ export function systemRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     (c) => {
       const identity = c.get("identity");
       if (identity.kind === "mgmt") return c.json(managementBody(ctx.config.prefix, identity));
-      const device: DeviceCaller = { kind: "device", sub: identity.mac, device_id: identity.deviceId, expires: new Date(identity.expiresAt * 1000).toISOString() };
+      const device: DeviceCaller = { kind: "device", sub: identity.mac, device_id: identity.deviceId, expires: isoTime(identity.expiresAt * 1000) };
       return c.json(device);
     },
   );

@@ -15,12 +15,13 @@ export function rfc822(date: Date, zone: "GMT" | "+0000" = "GMT"): string {
 }
 
 /**
- * `new Date(ms).toISOString()` from the UTC fields: V8's toISOString looks up the host's time zone
- * first (through ICU, whose zone data and code are about 1 MB of an idle agent's memory), which a
- * UTC time never needs. Years outside 0-9999 are toISOString's.
+ * `new Date(time).toISOString()`, the one ISO 8601 formatter of the program, from the UTC fields:
+ * V8's toISOString looks up the host's time zone first (through ICU, whose zone data and code are
+ * about 1 MB of an idle agent's memory), which a UTC time never needs. Years outside 0-9999 and
+ * invalid times (a RangeError) are toISOString's.
  */
-export function isoTime(ms: number = Date.now()): string {
-  const date = new Date(ms);
+export function isoTime(time: Date | number = Date.now()): string {
+  const date = new Date(time);
   const year = date.getUTCFullYear();
   if (!(year >= 0 && year <= 9999)) return date.toISOString();
   const day = `${String(year).padStart(4, "0")}-${pad(date.getUTCMonth() + 1)}-${pad(date.getUTCDate())}`;

@@ -59,8 +59,17 @@ test("a device's reply deadline is on the server's clock", async () => {
   assert.equal(await answered, "list");
 });
 
-test("isoTime is toISOString (without V8's look-up of the host's time zone): padding, leap days, years beyond 9999", () => {
-  const times = [0, 1, 999, 86_399_999, Date.UTC(2024, 1, 29, 23, 59, 59, 7), Date.UTC(2026, 10, 27, 11, 53, 15, 510), Date.parse("0012-03-04T05:06:07.089Z"), Date.UTC(10_000, 0, 1), -1, Date.now()];
-  for (const ms of times) assert.equal(isoTime(ms), new Date(ms).toISOString(), String(ms));
+test("isoTime is toISOString (without V8's look-up of the host's time zone): padding, leap days, years 0 to 9999 and beyond, invalid times", () => {
+  const edges = [0, 1, 999, 86_399_999, Date.UTC(2024, 1, 29, 23, 59, 59, 7), Date.UTC(2026, 10, 27, 11, 53, 15, 510), Date.parse("0012-03-04T05:06:07.089Z"), Date.parse("0000-01-01T00:00:00.000Z"), Date.parse("9999-12-31T23:59:59.999Z"), Date.UTC(10_000, 0, 1), -1, -62_198_755_200_001, 8.64e15, -8.64e15, Date.now()];
+  // A spread over the years the program meets and beyond: the first and last milliseconds of days, random instants.
+  let seed = 31;
+  const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+  const spread = Array.from({ length: 5000 }, () => Math.floor((random() * 2 - 1) * 4e14));
+  for (const ms of [...edges, ...spread]) {
+    assert.equal(isoTime(ms), new Date(ms).toISOString(), String(ms));
+    assert.equal(isoTime(new Date(ms)), new Date(ms).toISOString(), `Date ${ms}`);
+  }
+  for (const bad of [NaN, 8.64e15 + 1, Infinity]) assert.throws(() => isoTime(bad), RangeError, String(bad));
+  assert.throws(() => isoTime(new Date("not a date")), RangeError);
   assert.match(isoTime(), /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
 });

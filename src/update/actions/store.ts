@@ -9,7 +9,7 @@
  */
 import type { Database, Tx } from "../../db/index.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
-import { dateOf, type Clock } from "../../util/time.ts";
+import { isoTime, type Clock } from "../../util/time.ts";
 
 export type ActionStatus = "pending" | "sent" | "success" | "error";
 /** Statuses a row never leaves. */
@@ -121,7 +121,7 @@ export class ActionLogStore {
   private readonly failures = new TurnBatch<string, void>((ids) => this.db.write((tx) => this.failRows(tx, ids)).then(() => ids.map(() => undefined)));
   private readonly results = new TurnBatch<ResultRecord, Recorded>((records) =>
     this.db.write((tx) => {
-      const finished = dateOf(this.clock).toISOString();
+      const finished = isoTime(this.clock.now());
       return records.map((r) => this.resultRow(tx, r, finished));
     }),
   );
@@ -152,7 +152,7 @@ export class ActionLogStore {
       return true;
     });
     const rows = entries.filter((_e, i) => stored[i]);
-    const created = dateOf(this.clock).toISOString();
+    const created = isoTime(this.clock.now());
     const params = (chunk: NewEntry[]) => chunk.flatMap((e) => [e.id, e.mac, e.actionId, created]);
     let at = 0;
     for (; at + INSERT_CHUNK <= rows.length; at += INSERT_CHUNK) tx.run(insertSql(INSERT_CHUNK), params(rows.slice(at, at + INSERT_CHUNK)));
@@ -197,7 +197,7 @@ export class ActionLogStore {
   }
 
   private failRows(tx: Tx, ids: string[]): void {
-    const finished = dateOf(this.clock).toISOString();
+    const finished = isoTime(this.clock.now());
     for (const id of ids) tx.run(`UPDATE action_log SET status = 'error', finished = ? WHERE id = ? AND status NOT IN ${FINAL}`, [finished, id]);
   }
 

@@ -46,6 +46,7 @@ import {
   type DeploymentRow,
   type MemberChange,
 } from "./store.ts";
+import { isoTime } from "../../util/time.ts";
 
 /** The install output a failure keeps: its last 4 KiB. */
 export const OUTPUT_TAIL = 4096;
@@ -269,7 +270,7 @@ export class DeploymentService implements Steering {
   async create(input: NewDeployment): Promise<DeploymentRow> {
     this.fresh();
     const now = this.ctx.clock.now();
-    const at = new Date(now).toISOString();
+    const at = isoTime(now);
     const versionKey = checkKeys(this.ctx.config.prefix).version;
     const row = await changed(this.catalog, this.db.write((tx) => {
       if (!getGroup(tx, input.groupId)) throw new LabgateError("invalid", `field "group": group ${input.groupId} does not exist`);
@@ -308,7 +309,7 @@ export class DeploymentService implements Steering {
           input.successWait,
           input.errorPercent,
           input.deviceTimeout,
-          input.startAt === null ? null : new Date(input.startAt).toISOString(),
+          input.startAt === null ? null : isoTime(input.startAt),
           input.window ? JSON.stringify(input.window) : null,
           at,
           input.createdBy,
@@ -454,7 +455,7 @@ export class DeploymentService implements Steering {
   }
 
   private async settle(deviceId: number, member: Member, offered: boolean, deviceVersion: string, now: number): Promise<void> {
-    const at = new Date(now).toISOString();
+    const at = isoTime(now);
     const { run } = member;
     const before = member.state;
     const underway = UNDERWAY.has(before);
@@ -637,9 +638,9 @@ export class DeploymentService implements Steering {
   }
 
   private startPhase(tx: Tx, run: Run, now: number): void {
-    const at = new Date(now).toISOString();
+    const at = isoTime(now);
     run.phaseStarted.push(now);
-    const fields: Partial<DeploymentRow> = { current_phase: run.row.current_phase + 1, phase_started: JSON.stringify(run.phaseStarted.map((t) => new Date(t).toISOString())) };
+    const fields: Partial<DeploymentRow> = { current_phase: run.row.current_phase + 1, phase_started: JSON.stringify(run.phaseStarted.map((t) => isoTime(t))) };
     if (run.row.status !== "running") Object.assign(fields, { status: "running", pause_reason: null });
     if (run.row.started === null) fields.started = at;
     this.setRow(tx, run, run.row.id, fields, at);
@@ -712,7 +713,7 @@ export class DeploymentService implements Steering {
       else if (member.state === "waiting" && offering && now - Math.max(run.phaseStarted[member.phase], run.windowOpenedAt) >= limit) late.push(deviceId);
     }
     if (late.length === 0) return;
-    const at = new Date(now).toISOString();
+    const at = isoTime(now);
     await this.db.write((tx) => {
       for (const deviceId of late) {
         const member = this.index.get(deviceId);
@@ -751,7 +752,7 @@ export class DeploymentService implements Steering {
   // --- helpers -------------------------------------------------------------------------------
 
   private isoNow(): string {
-    return new Date(this.ctx.clock.now()).toISOString();
+    return isoTime(this.ctx.clock.now());
   }
 
   private history(tx: Tx, deploymentId: number, deviceId: number, outcome: string, reason: string | null, at: string): void {

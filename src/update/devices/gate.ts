@@ -1,6 +1,7 @@
 import type { DeviceIdentity } from "../../auth/tokens.ts";
 import type { AppContext } from "../../app/context.ts";
 import type { DeviceHooks } from "./devices.ts";
+import { isoTime } from "../../util/time.ts";
 
 /** Devices the gate has seen, at most (a lab has far fewer; past it the cache starts over). */
 const MAX_KNOWN = 100_000;
@@ -64,7 +65,7 @@ export function createDeviceGate(ctx: Pick<AppContext, "clock" | "db" | "log" | 
       known.set(identity.deviceId, (device = { mac: row.mac_address, key: row.key_fingerprint ?? "", lastAccess: row.last_access }));
     }
     if (device.mac !== identity.mac || device.key !== identity.key) return false;
-    const now = new Date(Math.floor(ctx.clock.now() / 1000) * 1000).toISOString();
+    const now = isoTime(Math.floor(ctx.clock.now() / 1000) * 1000);
     if (device.lastAccess !== now) {
       device.lastAccess = now;
       pending.set(identity.deviceId, now);

@@ -1,6 +1,6 @@
 import type { Database, Tx } from "../../db/index.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
-import { rfc822 } from "../../util/time.ts";
+import { isoTime, rfc822 } from "../../util/time.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { DEFAULT_POLICY } from "./policy.ts";
 import { unguarded, type ChangeGuard } from "../permissions/permissions.ts";
@@ -76,7 +76,7 @@ export interface NewGroup {
 export async function createGroup(db: Database, input: NewGroup, now: Date, actor: Actor): Promise<GroupRow> {
   return db.write((tx) => {
     const { lastInsertRowid: id } = tx.run("INSERT INTO groups (created, metadata, policy, priority, created_by) VALUES (?, ?, ?, ?, ?)", [
-      now.toISOString(),
+      isoTime(now),
       JSON.stringify(input.metadata),
       DEFAULT_POLICY,
       input.priority ?? DEFAULT_PRIORITY,

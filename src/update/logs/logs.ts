@@ -11,7 +11,7 @@
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import type { Database, SqlParam, Tx } from "../../db/index.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { rfc822 } from "../../util/time.ts";
+import { isoTime, rfc822 } from "../../util/time.ts";
 import type { SqlFilter } from "../permissions/permissions.ts";
 import { MAX_ENTRY_BYTES, type Log, type LogInput } from "./schema.ts";
 
@@ -68,8 +68,8 @@ export function appendLogs(db: Database, deviceId: number, entries: LogInput[], 
     for (const e of entries) {
       tx.run("INSERT INTO device_logs (device_id, created, device_timestamp, name, entry, bytes) VALUES (?, ?, ?, ?, ?, ?)", [
         deviceId,
-        now.toISOString(),
-        e.device_timestamp.toISOString(),
+        isoTime(now),
+        isoTime(e.device_timestamp),
         e.name,
         e.entry,
         entryBytes(e),
@@ -137,8 +137,8 @@ const where = (devices: DeviceScope, filter: LogFilter): SqlFilter => {
   const parts = [`l.device_id IN (SELECT d.id FROM devices d WHERE ${devices.sql})`];
   const params = [...devices.params];
   if (filter.name !== undefined) parts.push("l.name = ?"), params.push(filter.name);
-  if (filter.since) parts.push("l.device_timestamp >= ?"), params.push(filter.since.toISOString());
-  if (filter.to) parts.push("l.device_timestamp <= ?"), params.push(filter.to.toISOString());
+  if (filter.since) parts.push("l.device_timestamp >= ?"), params.push(isoTime(filter.since));
+  if (filter.to) parts.push("l.device_timestamp <= ?"), params.push(isoTime(filter.to));
   return { sql: parts.join(" AND "), params };
 };
 

@@ -2,7 +2,7 @@ import type { Database, SqlParam, Tx } from "../../db/index.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import type { AppContext } from "../../app/context.ts";
 import type { LocalStorage, StagedObject } from "../../storage/local.ts";
-import { dateOf, rfc822 } from "../../util/time.ts";
+import { dateOf, isoTime, rfc822 } from "../../util/time.ts";
 import type { Package, PackageMetadata } from "./schema.ts";
 
 /** A package row as stored. */
@@ -97,7 +97,7 @@ export async function createPackage(ctx: Pick<AppContext, "clock" | "config" | "
     return await ctx.db.write((tx) => {
       const { lastInsertRowid: id } = tx.run(
         "INSERT INTO packages (created, sha256, driver, metadata, storage_dir, storage_name, size, version, devtype, created_by) VALUES (?, ?, 'local', ?, ?, ?, ?, ?, ?, ?)",
-        [now.toISOString(), stored.sha256, JSON.stringify(metadata), stored.dir, stored.name, stored.size, String(metadata[keys.version]), String(metadata[keys.devtype] ?? ""), input.user],
+        [isoTime(now), stored.sha256, JSON.stringify(metadata), stored.dir, stored.name, stored.size, String(metadata[keys.version]), String(metadata[keys.devtype] ?? ""), input.user],
       );
       input.onCreated?.(tx, id);
       recordAudit(tx, input.actor, "package.upload", `package:${id}`, { version: metadata[keys.version], devtype: metadata[keys.devtype] ?? null, sha256: stored.sha256, size: stored.size });

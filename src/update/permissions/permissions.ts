@@ -23,6 +23,7 @@ import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 
 import type { Permission, PermissionResource } from "./schema.ts";
+import { isoTime } from "../../util/time.ts";
 /** Resources that objects (and routes) have; device_by_tag only names devices. */
 export type Resource = Exclude<PermissionResource, "device_by_tag">;
 
@@ -113,7 +114,7 @@ export function grantCreator(tx: Tx, identity: Identity, resource: Resource, id:
   for (const perm of ["read", "update", "delete"] as const) {
     tx.run(
       "INSERT OR IGNORE INTO permissions (created, user_id, resource, resource_id, resource_name, permission) VALUES (?, ?, ?, ?, NULL, ?)",
-      [now.toISOString(), identity.user, resource, id, perm],
+      [isoTime(now), identity.user, resource, id, perm],
     );
   }
 }

@@ -1,7 +1,7 @@
 import type { Database } from "../../db/index.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { rfc822 } from "../../util/time.ts";
+import { isoTime, rfc822 } from "../../util/time.ts";
 import { resourceExists } from "./permissions.ts";
 import type { NewPermission, Permission, PermissionObject, PermissionResource } from "./schema.ts";
 
@@ -55,7 +55,7 @@ export async function createPermission(db: Database, p: NewPermission, now: Date
     );
     if (duplicate) throw new LabgateError("conflict", "Conflict while adding a permission");
     const id = tx.run("INSERT INTO permissions (created, user_id, resource, resource_id, resource_name, permission) VALUES (?, ?, ?, ?, ?, ?)", [
-      now.toISOString(),
+      isoTime(now),
       p.user_id,
       p.resource,
       p.resource_id,

@@ -1,5 +1,5 @@
 import type { Database, Tx } from "../../db/index.ts";
-import { dateOf, rfc822, type Clock } from "../../util/time.ts";
+import { dateOf, isoTime, rfc822, type Clock } from "../../util/time.ts";
 import type { Progress } from "./schema.ts";
 
 /** Update progress record: one per updating device. */
@@ -58,7 +58,7 @@ export class UpdateProgress {
 
   /** Records last touched before this time (ISO) are idle: not shown, not updated, swept. */
   idleCutoff(now = this.clock.now()): string {
-    return new Date(now - this.idleMs).toISOString();
+    return isoTime(now - this.idleMs);
   }
 
   /**
@@ -77,7 +77,7 @@ export class UpdateProgress {
     if (current && current.version === version && current.progress === 0 && fresh(Date.parse(current.updated))) {
       return void this.waitingAtZero.set(deviceId, { version, since: Date.parse(current.updated) });
     }
-    const at = now.toISOString();
+    const at = isoTime(now);
     const cutoff = this.idleCutoff(nowMs);
     await db.write((tx) => {
       const row = getProgress(tx, deviceId);
@@ -103,7 +103,7 @@ export class UpdateProgress {
     return this.db.write((tx) => {
       if (!getProgress(tx, deviceId, cutoff)) return false;
       if (value >= 100) tx.run("DELETE FROM progress WHERE device_id = ?", [deviceId]);
-      else tx.run("UPDATE progress SET progress = ?, updated = ? WHERE device_id = ?", [value, now.toISOString(), deviceId]);
+      else tx.run("UPDATE progress SET progress = ?, updated = ? WHERE device_id = ?", [value, isoTime(now), deviceId]);
       return true;
     });
   }

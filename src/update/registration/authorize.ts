@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import type { AppContext } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { parseJsonBody } from "../../http/body.ts";
-import { dateOf, epochSeconds } from "../../util/time.ts";
+import { dateOf, epochSeconds, isoTime } from "../../util/time.ts";
 import { getDeviceByMac } from "../devices/devices.ts";
 import { decodeSignature, parseDeviceKey, verifyDeviceSignature } from "./keys.ts";
 import { firstMessage } from "../../http/openapi.ts";
@@ -23,7 +23,7 @@ export const MAX_PENDING_PER_ADDRESS = 100;
 
 /** Pending registrations that last appeared before this (ISO time) have expired. */
 export const pendingCutoff = (ctx: Pick<AppContext, "clock" | "config" | "db" | "tokens">, now = dateOf(ctx.clock)): string =>
-  new Date(now.getTime() - ctx.config.update_server.pending_registration_ttl * 1000).toISOString();
+  isoTime(now.getTime() - ctx.config.update_server.pending_registration_ttl * 1000);
 
 /**
  * Device authorization (docs/device-protocol.md), given the raw body bytes exactly as received and
@@ -98,7 +98,7 @@ export async function authorizeDevice(
       `INSERT INTO registrations (mac_address, key_fingerprint, public_key, metadata, last_appeared, client_address) VALUES (?, ?, ?, ?, ?, ?)
        ON CONFLICT (mac_address, key_fingerprint) DO UPDATE SET public_key = excluded.public_key, metadata = excluded.metadata,
          last_appeared = excluded.last_appeared, client_address = excluded.client_address`,
-      [mac, key.fingerprint, fields.public_key as string, JSON.stringify(metadata), now.toISOString(), client],
+      [mac, key.fingerprint, fields.public_key as string, JSON.stringify(metadata), isoTime(now), client],
     );
     // One MAC keeps its newest few keys only.
     tx.run(

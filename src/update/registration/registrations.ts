@@ -1,7 +1,7 @@
 import type { Database } from "../../db/index.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { rfc822 } from "../../util/time.ts";
+import { isoTime, rfc822 } from "../../util/time.ts";
 import { getDeviceByMac, tagsFromMetadata, type DeviceHooks } from "../devices/devices.ts";
 import type { Metadata } from "./metadata.ts";
 import { parseDeviceKey } from "./keys.ts";
@@ -148,7 +148,7 @@ export async function approveRegistration(
     }
     const { lastInsertRowid: id } = tx.run(
       "INSERT INTO devices (created, name, mac_address, public_key, key_fingerprint, capabilities, metadata, last_access) VALUES (?, ?, ?, ?, ?, '{}', ?, ?)",
-      [now.toISOString(), name, mac, reg.public_key, reg.key_fingerprint, reg.metadata, reg.last_appeared],
+      [isoTime(now), name, mac, reg.public_key, reg.key_fingerprint, reg.metadata, reg.last_appeared],
     );
     for (const tag of tagsFromMetadata(metadata[metaKeys(prefix).tags])) {
       tx.run("INSERT OR IGNORE INTO device_tags (device_id, tag) VALUES (?, ?)", [id, tag]);

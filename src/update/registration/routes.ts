@@ -12,7 +12,7 @@ import { approveRegistration, countPending, listPending, referencePending, remov
 import type { ReplayGuard } from "./replay.ts";
 import type { DeviceHooks } from "../devices/devices.ts";
 import { deviceAuthBody, DeviceToken, PendingKey, PendingListQuery, PendingRegistration, PendingRemove, PendingRemoved, ReferencePending, Register } from "./schema.ts";
-import { dateOf } from "../../util/time.ts";
+import { dateOf, isoTime } from "../../util/time.ts";
 
 /** A registration is metadata and a key: a few KB (a public route; larger bodies would fill the database). */
 export const AUTH_BODY_LIMIT = 16 * 1024;
@@ -86,7 +86,7 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
     auth.management("admin_rw"),
     async (c) => {
       const body = await jsonBody(c, PendingRemove);
-      const before = body.older_than === undefined ? undefined : new Date(ctx.clock.now() - body.older_than * 1000).toISOString();
+      const before = body.older_than === undefined ? undefined : isoTime(ctx.clock.now() - body.older_than * 1000);
       const answer: PendingRemoved = { removed: await removePendingBulk(ctx.db, { all: body.all, client_address: body.client_address, before }, actorOf(c, ctx.clock)) };
       return c.json(answer);
     },
