@@ -20,6 +20,7 @@ import { writeFileAtomic, writeFileDurable } from "../util/files.ts";
 import { after, dateOf, systemClock, type Clock } from "../util/time.ts";
 import { describeBuild, VERSION } from "../version.ts";
 import { ConnectionTracker } from "./connections.ts";
+import { writeDateHeaders } from "./date-header.ts";
 import { acquireLock } from "../util/lock.ts";
 import { readTlsCredentials, type TlsCredentials } from "./tls.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
@@ -214,6 +215,7 @@ function listen(
     const websocket = { server: wss as unknown as WebSocketServerLike };
     const transport = tls ? { createServer: createHttpsServer, serverOptions: tls } : {};
     const server = serve({ fetch, hostname: config.listen.host, port: config.listen.port, websocket, ...transport }, () => resolve(server));
+    writeDateHeaders(server as Server);
     server.once("error", reject);
   });
 }

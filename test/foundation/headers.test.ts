@@ -1,10 +1,13 @@
 /**
  * Headers every answer carries (issue 24): `X-Content-Type-Options: nosniff` on all of them, and
  * `Cache-Control: no-store` on the API's JSON (tokens, accounts, sessions) unless a route says
- * otherwise. HSTS over TLS is in test/ops/tls.test.ts.
+ * otherwise; one Date header, which the server writes itself (src/server/date-header.ts). HSTS over
+ * TLS is in test/ops/tls.test.ts.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { request as httpRequest } from "node:http";
+import { httpDate } from "../../src/server/date-header.ts";
 import { useTestServer } from "../helpers/server.ts";
 import { adminPassword } from "../console/browser.ts";
 
@@ -40,4 +43,23 @@ test("files, the console and downloads are nosniff too and keep their own cachin
   const page = await server.request("/");
   assert.equal(page.headers.get("x-content-type-options"), "nosniff");
   assert.equal(page.headers.get("cache-control"), "no-cache");
+});
+
+test("every answer carries one Date header, the text Node's own would be (toUTCString), of the time it answered", async () => {
+  for (const path of ["/api/health", "/api/v1/nothing-here", "/"]) {
+    const before = Math.floor(Date.now() / 1000) * 1000;
+    // node:http, not fetch, to see every header line as it came.
+    const raw = await new Promise<string[]>((resolve, reject) => {
+      httpRequest(`${server.url}${path}`, (res) => {
+        res.resume();
+        resolve(res.rawHeaders);
+      }).on("error", reject).end();
+    });
+    const dates = raw.flatMap((value, i) => (i % 2 === 1 && raw[i - 1].toLowerCase() === "date" ? [value] : []));
+    assert.equal(dates.length, 1, `${path}: ${JSON.stringify(raw)}`);
+    const at = Date.parse(dates[0]);
+    assert.equal(dates[0], new Date(at).toUTCString(), path);
+    assert.ok(at >= before && at <= Date.now(), `${path}: ${dates[0]}`);
+  }
+  for (let ms = Date.UTC(1970, 0, 1); ms < Date.UTC(9999, 0, 1); ms += 86_399_937 * 97) assert.equal(httpDate(ms), new Date(Math.floor(ms / 1000) * 1000).toUTCString(), String(ms));
 });
