@@ -2,10 +2,9 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
-import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { labgate, startServe } from "../helpers/cli.ts";
-import { tempDir } from "../helpers/server.ts";
+import { tempDir, waitFor } from "../helpers/server.ts";
 import { KEPT_BYTES, MemoryRelief, QUIET, RELIEF_MS, SAMPLE_MS, START_MS, type Sample } from "../../src/util/memory-relief.ts";
 
 const MiB = 1024 * 1024;
@@ -145,7 +144,7 @@ test("`serve` watches its memory: once its start is over, one collection that gi
   const server = await startServe(args, { command: [node, "--require", fixture, ...bundle], env: { LABGATE_V8_FLAGS: flags } });
   try {
     const set = () => (existsSync(flags) ? readFileSync(flags, "utf8").split("\n").filter(Boolean) : []);
-    for (const deadline = Date.now() + 10_000; set().length < 2 && Date.now() < deadline; ) await sleep(50);
+    await waitFor(() => set().length >= 2, 10_000, "the start's collection");
     assert.deepEqual(set(), ["--expose-gc", "--no-expose-gc"], "src/util/gc.ts reached V8's gc and set the flag back");
   } finally {
     assert.equal(await server.stop(), 0);
