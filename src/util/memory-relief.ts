@@ -3,7 +3,7 @@
  * heap pages the burst freed. A burst is announced (a fan-out to thousands of devices: begin/end)
  * or noticed (update checks at full rate, say): the serving process samples its memory every few
  * seconds (watch). The start is a burst too: once it is over, one collection that gives memory
- * back (the idle server 89-95 -> 82-86 MB, README issue 31).
+ * back (the idle executable 90 -> 86 MB, README issue 31).
  *
  * Node 24's V8 keeps every heap page a collection frees in a pool, resident, until a
  * memory-reducing collection, and its memory reducer runs one only when the allocation rate is

@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { labgate, startServe } from "../helpers/cli.ts";
+import { tempDir, waitFor } from "../helpers/server.ts";
 import { KEPT_BYTES, MemoryRelief, QUIET, RELIEF_MS, SAMPLE_MS, START_MS, type Sample } from "../../src/util/memory-relief.ts";
 
 const MiB = 1024 * 1024;
@@ -128,4 +133,20 @@ test("memory relief: watching takes its start for over after START_MS, then samp
   assert.deepEqual(flags, ["--optimize-for-size"], "the second check found a burst over");
   stop();
   assert.equal(pending.filter((t) => !t.cancelled && t.ms === SAMPLE_MS).length, 0, "stopped: no sample pending");
+});
+
+test("`serve` watches its memory: once its start is over, one collection that gives memory back (V8's gc, reached through the expose-gc flag)", async () => {
+  const dir = tempDir();
+  const flags = join(dir, "v8-flags.txt");
+  const fixture = fileURLToPath(new URL("../fixtures/v8-flags.cjs", import.meta.url));
+  const [node, ...bundle] = await labgate();
+  const args = ["serve", "--data-dir", join(dir, "data"), "--listen", "127.0.0.1:0"];
+  const server = await startServe(args, { command: [node, "--require", fixture, ...bundle], env: { LABGATE_V8_FLAGS: flags } });
+  try {
+    const set = () => (existsSync(flags) ? readFileSync(flags, "utf8").split("\n").filter(Boolean) : []);
+    await waitFor(() => set().length >= 2, 10_000, "the start's collection");
+    assert.deepEqual(set(), ["--expose-gc", "--no-expose-gc"], "src/util/gc.ts reached V8's gc and set the flag back");
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
 });
