@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Database as SqlJsDatabase, SqlJsStatic } from "sql.js";
 import { writeFileAtomic } from "../util/files.ts";
@@ -152,15 +152,15 @@ function readImageSum(dir: string): string | undefined {
 
 /**
  * Records the sum (imageSum) of the image just written durably to `dir`, or just checked. Atomic
- * but not durable: a sum a crash loses or leaves stale only makes the next start run quick_check.
- * One that cannot be written is removed, for the same reason; the image, already on disk, stands.
+ * but not durable, and a sum that cannot be written is let be: a sum that a crash loses or leaves
+ * stale, or an old one left in place, matches no other image, so the next start only runs
+ * quick_check. The image, already on disk, stands.
  */
 export function writeImageSum(dir: string, sum: string): void {
-  const path = join(dir, IMAGE_SUM_FILE);
   try {
-    writeFileAtomic(path, `${sum}\n`);
+    writeFileAtomic(join(dir, IMAGE_SUM_FILE), `${sum}\n`);
   } catch {
-    rmSync(path, { force: true });
+    /* the next open checks the image with quick_check */
   }
 }
 

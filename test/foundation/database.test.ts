@@ -1,5 +1,5 @@
 import { strict as assert } from "node:assert";
-import { appendFileSync, existsSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { createHash } from "node:crypto";
@@ -209,6 +209,18 @@ describe("database", () => {
     rmSync(sumFile);
     const reopened = await Database.open(dir);
     assert.equal(readFileSync(sumFile, "utf8"), written);
+    assert.deepEqual(names(reopened), ["a"]);
+    await reopened.close();
+  });
+
+  test("a sum that cannot be written fails neither the checkpoint nor the next open, which checks the image", async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, IMAGE_SUM_FILE), { recursive: true }); // nothing can be renamed over a directory
+    const db = await openWithItems(dir);
+    await db.write((tx) => tx.run("INSERT INTO items (name) VALUES (?)", ["a"]));
+    await db.checkpoint({ inline: true });
+    await db.close();
+    const reopened = await Database.open(dir);
     assert.deepEqual(names(reopened), ["a"]);
     await reopened.close();
   });
