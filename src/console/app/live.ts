@@ -22,16 +22,23 @@ export interface LiveState {
   progress: Map<string, LiveProgress>;
   /** Is the event stream open. */
   streaming: boolean;
+  /**
+   * How many times the stream has opened. What changed while it was closed came as no event:
+   * each opening starts the maps afresh, and pages showing `online` load their rows again (a
+   * dependency of their `useLoad`).
+   */
+  opened: number;
 }
 
 /** The events of /api/stream the console follows: each names the device by MAC. */
 type DeviceEvents = Pick<StreamEventData, "connect" | "disconnect" | "update">;
 
-export const LiveContext = createContext<LiveState>({ online: new Map(), progress: new Map(), streaming: false });
+export const LiveContext = createContext<LiveState>({ online: new Map(), progress: new Map(), streaming: false, opened: 0 });
 
 /** Opens /api/stream for as long as the calling component is shown; its state for LiveContext. */
 export function useLiveStream(): LiveState {
   const maps = useRef({ online: new Map<string, boolean>(), progress: new Map<string, LiveProgress>() });
+  const [opened, setOpened] = useState(0);
   const [, setFrame] = useState(0);
   const scheduled = useRef(false);
   const changed = () => {
@@ -51,18 +58,22 @@ export function useLiveStream(): LiveState {
       disconnect: (d) => (online.set(String(d.device), false), changed()),
       update: (d) => (progress.set(String(d.device), { progress: Number(d.progress), version: String(d.version ?? "") }), changed()),
     },
-    // What was updating before the stream opened.
-    () =>
+    // Events from before a gap may be stale; what was updating is asked (events since win).
+    () => {
+      online.clear();
+      progress.clear();
+      setOpened((n) => n + 1);
       get<Progress[]>("/api/v2/devices/progress").then(
         (list) => {
           for (const p of list) if (!progress.has(p.mac_address)) progress.set(p.mac_address, { progress: p.progress, version: p.version });
           changed();
         },
         () => {},
-      ),
+      );
+    },
   );
   // A new object each render: the context's readers render again with the maps as they are now.
-  return { online, progress, streaming };
+  return { online, progress, streaming, opened };
 }
 
 /** The live state; the component re-renders when it changes. */

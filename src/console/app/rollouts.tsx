@@ -12,7 +12,7 @@ import { Badge, Card, Show, Table, Time, useEventSource, useLoad } from "./ui.ts
 /** A deployment event of /api/stream: `device` (a MAC) on the per-device ones. */
 export type DeploymentEvent = StreamEventData["deployment"] | StreamEventData["deployment_device"];
 
-/** Calls `reload` (at most every 150 ms) when a deployment event of /api/stream passes `match`. */
+/** Calls `reload` (at most every 150 ms) when a deployment event of /api/stream passes `match`, and when the stream (re)opens. */
 export function useDeploymentEvents(match: (data: DeploymentEvent) => boolean, reload: () => void): void {
   const pending = useRef(false);
   const later = () => {
@@ -23,10 +23,14 @@ export function useDeploymentEvents(match: (data: DeploymentEvent) => boolean, r
       reload();
     }, 150);
   };
-  useEventSource<Pick<StreamEventData, "deployment" | "deployment_device">>("/api/stream", {
-    deployment: (d) => match(d) && later(),
-    deployment_device: (d) => match(d) && later(),
-  });
+  useEventSource<Pick<StreamEventData, "deployment" | "deployment_device">>(
+    "/api/stream",
+    {
+      deployment: (d) => match(d) && later(),
+      deployment_device: (d) => match(d) && later(),
+    },
+    reload,
+  );
 }
 
 const OUTCOME_TONE: Record<string, "ok" | "bad" | "warn" | "muted"> = { installed: "ok", failed: "bad", not_reached: "warn", aborted: "muted" };

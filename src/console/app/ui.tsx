@@ -139,15 +139,21 @@ export interface Loaded<T> {
   setData: (data: T) => void;
 }
 
-/** Loads on mount and when `deps` change; `reload()` loads again (keeping the old data meanwhile). */
+/**
+ * Loads on mount and when `deps` change; `reload()` loads again (keeping the old data meanwhile).
+ * `setData` (an event's newer state) wins over a load that was already under way: that load's
+ * answer may predate the event, and anything after the event comes as another event.
+ */
 export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = []): Loaded<T> {
   const [state, setState] = useState<{ data?: T; error?: string; loading: boolean }>({ loading: true });
   const [tick, setTick] = useState(0);
+  const pushed = useRef(0);
   useEffect(() => {
     let live = true;
+    const since = pushed.current;
     setState((s) => ({ ...s, loading: true }));
     load().then(
-      (data) => live && setState({ data, loading: false }),
+      (data) => live && setState((s) => (pushed.current === since ? { data, loading: false } : { ...s, loading: false })),
       (error) => live && setState((s) => ({ data: s.data, error: messageOf(error), loading: false })),
     );
     return () => {
@@ -159,7 +165,10 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[] = []): Loaded
     error: state.error,
     loading: state.loading,
     reload: useCallback(() => setTick((t) => t + 1), []),
-    setData: useCallback((data: T) => setState({ data, loading: false }), []),
+    setData: useCallback((data: T) => {
+      pushed.current++;
+      setState({ data, loading: false });
+    }, []),
   };
 }
 
@@ -180,11 +189,14 @@ export function useEvery(ms: number, fn: () => void, active = true): void {
  * (re)connect. The session cookie authenticates it and EventSource reconnects by itself. No
  * `url` (undefined): no stream. Returns whether the stream is open. The one way pages follow
  * live changes: device state (live.ts) and test runs (testruns.tsx) both use it.
+ *
+ * `onOpen` is required because what changed before the stream opened (after the page loaded, or
+ * while it was reconnecting) comes as no event: it loads again what the events keep up to date.
  */
 export function useEventSource<Events extends object>(
   url: string | undefined,
   handlers: { [Name in keyof Events]?: (data: Events[Name]) => void },
-  onOpen?: () => void,
+  onOpen: () => void,
 ): boolean {
   const [open, setOpen] = useState(false);
   // The handlers of the last render: listeners stay registered while the callbacks change.
@@ -196,7 +208,7 @@ export function useEventSource<Events extends object>(
     const source = new EventSource(url);
     source.onopen = () => {
       setOpen(true);
-      latest.current.onOpen?.();
+      latest.current.onOpen();
     };
     source.onerror = () => setOpen(false);
     for (const name of names.split(" ").filter(Boolean)) {

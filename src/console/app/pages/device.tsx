@@ -27,8 +27,8 @@ const statusTone = (e: ActionLogEntry) => (e.status === "pending" || e.status ==
 
 function DevicePage({ params, me }: PageProps) {
   const id = params.id!;
-  const device = useLoad(() => get<Device>(`/api/v2/devices/${seg(id)}`), [id]);
   const live = useLive();
+  const device = useLoad(() => get<Device>(`/api/v2/devices/${seg(id)}`), [id, live.opened]);
   const [busy, run] = useAction();
   const prefix = prefixOf(me);
 

@@ -17,6 +17,7 @@ function Devices({ query, me }: PageProps) {
   useEffect(() => {
     if (q !== (query.get("q") ?? "")) replaceQuery({ q, offset: undefined });
   }, [q]);
+  const live = useLive();
   const page = useLoad(async () => {
     const params = new URLSearchParams({ limit: String(LIMIT), offset: String(offset) });
     if (q) params.set("q", q);
@@ -24,13 +25,12 @@ function Devices({ query, me }: PageProps) {
     // Tags are per device: one small request each, for this page only.
     const tags = await Promise.all(items.map((d) => get<string[]>(`/api/v2/devices/${d.id}/tags`).catch(() => [] as string[])));
     return { items: items.map((d, i) => ({ ...d, tags: tags[i]! })), total };
-  }, [offset, q]);
+  }, [offset, q, live.opened]);
   const groups = useLoad(() => get<Group[]>("/api/v2/groups"));
   const nameOfGroup = (id: number) => {
     const group = groups.data?.find((g) => g.id === id);
     return group ? groupName(group) : `#${id}`;
   };
-  const live = useLive();
   // An update that reaches 100 % ends with a new version: read the page again shortly after.
   const finished = page.data?.items.filter((d) => (live.progress.get(d.mac_address)?.progress ?? 0) >= 100 && live.progress.get(d.mac_address)?.version !== d.metadata[`${prefixOf(me)}.software.version`]).map((d) => d.id).join(",");
   useEffect(() => {

@@ -260,9 +260,9 @@ function MembersCard(props: { group: Group; me: Me; onChange: () => void }) {
   const g = props.group;
   const [offset, setOffset] = useState(0);
   const ids = g.devices.slice(offset, offset + MEMBERS_PAGE);
-  const members = useLoad(() => Promise.all(ids.map((id) => get<Device>(`/api/v2/devices/${id}`).catch(() => ({ id, name: `device ${id}`, mac_address: "", connected: false }) as Device))), [ids.join(",")]);
-  const [busy, run] = useAction();
   const live = useLive();
+  const members = useLoad(() => Promise.all(ids.map((id) => get<Device>(`/api/v2/devices/${id}`).catch(() => ({ id, name: `device ${id}`, mac_address: "", connected: false }) as Device))), [ids.join(","), live.opened]);
+  const [busy, run] = useAction();
   const change = (add: number[], remove: number[], done: string) =>
     run(() => api("PATCH", `/api/v2/groups/${g.id}/devices`, { json: { add, remove } }), { done }).then((ok) => {
       if (ok) props.onChange();

@@ -30,10 +30,14 @@ function RunPage({ params, query, me }: PageProps) {
 
   // Live: the run stream for runs here; a lab node's run has no stream at this gateway, so it is
   // asked again every 2 s until it ends.
-  useEventSource<RunEvents>(node ? undefined : RUN_STREAM, {
-    run: (changed) => changed.id === id && run.setData(changed),
-    "run-deleted": (deleted) => deleted.id === id && navigate("/runs"),
-  });
+  useEventSource<RunEvents>(
+    node ? undefined : RUN_STREAM,
+    {
+      run: (changed) => changed.id === id && run.setData(changed),
+      "run-deleted": (deleted) => deleted.id === id && navigate("/runs"),
+    },
+    run.reload,
+  );
   useEvery(2000, run.reload, Boolean(node && run.data && !isFinal(run.data)));
 
   const abort = () =>

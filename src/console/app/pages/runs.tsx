@@ -26,22 +26,26 @@ function Runs({ me, query }: PageProps) {
 
   // Live: a changed run on this page is replaced at once; a new or deleted one reloads the page.
   const reloadSoon = useDebouncedCall(runs.reload, 300);
-  const live = useEventSource<RunEvents>(RUN_STREAM, {
-    run: (run) => {
-      const page = runs.data;
-      if (!page) return;
-      const at = page.items.findIndex((r) => r.id === run.id);
-      const matches = (!config || run.config_name === config) && (!status || status.split(",").includes(run.status));
-      if (at >= 0 && matches) {
-        const items = [...page.items];
-        items[at] = run;
-        runs.setData({ ...page, items });
-      } else if (at >= 0 || (matches && offset === 0)) reloadSoon();
+  const live = useEventSource<RunEvents>(
+    RUN_STREAM,
+    {
+      run: (run) => {
+        const page = runs.data;
+        if (!page) return;
+        const at = page.items.findIndex((r) => r.id === run.id);
+        const matches = (!config || run.config_name === config) && (!status || status.split(",").includes(run.status));
+        if (at >= 0 && matches) {
+          const items = [...page.items];
+          items[at] = run;
+          runs.setData({ ...page, items });
+        } else if (at >= 0 || (matches && offset === 0)) reloadSoon();
+      },
+      "run-deleted": ({ id }) => {
+        if (runs.data?.items.some((r) => r.id === id)) reloadSoon();
+      },
     },
-    "run-deleted": ({ id }) => {
-      if (runs.data?.items.some((r) => r.id === id)) reloadSoon();
-    },
-  });
+    runs.reload,
+  );
 
   const filter = (next: Record<string, string | undefined>) => replaceQuery({ config, status, ...next, offset: undefined });
 

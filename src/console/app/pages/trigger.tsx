@@ -20,10 +20,14 @@ function TriggerPage({ params, me }: PageProps) {
   const id = params.id!;
   const trigger = useLoad(() => get<Trigger>(`/api/v1/test-runs/trigger/${seg(id)}`), [id]);
   const [busy, act] = useAction();
-  useEventSource<RunEvents>(RUN_STREAM, {
-    trigger: (changed) => changed.trigger_id === id && trigger.setData(changed),
-    run: (run) => run.trigger_id === id && trigger.reload(),
-  });
+  useEventSource<RunEvents>(
+    RUN_STREAM,
+    {
+      trigger: (changed) => changed.trigger_id === id && trigger.setData(changed),
+      run: (run) => run.trigger_id === id && trigger.reload(),
+    },
+    trigger.reload,
+  );
   const abort = () =>
     act(() => api("DELETE", `/api/v1/test-runs/trigger/${seg(id)}`), {
       confirm: ["Abort this trigger on every node?", { body: "Its runs here are aborted and every node is told to abort its share.", confirm: "Abort all" }],
