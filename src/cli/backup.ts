@@ -87,11 +87,11 @@ export async function backupCommand(args: string[]): Promise<number> {
     },
     async (_call, request) => {
       const res = await request("POST", "/api/v1/backup");
-      if (!res.ok || !res.body) {
+      if (res.status !== 200) {
         const answer = (await res.json().catch(() => ({}))) as { error?: string };
         throw new CommandError(`backup refused by the server: ${answer.error ?? `status ${res.status}`}`);
       }
-      return saveChecked(Readable.fromWeb(res.body as import("node:stream/web").ReadableStream), out);
+      return saveChecked(res.body, out);
     },
   );
   process.stderr.write(`labgate: backup ${out === "-" ? "written to stdout" : `written to ${out}`}: ${describe(result)}\n`);

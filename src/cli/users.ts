@@ -1,9 +1,8 @@
 import { existsSync, readFileSync } from "node:fs";
 import { cliActor, cliName } from "../audit/audit.ts";
 import { join } from "node:path";
-import { connect as tlsConnect } from "node:tls";
 import { X509Certificate } from "node:crypto";
-import { Agent, fetch as undiciFetch, type Dispatcher } from "undici";
+import { httpClient, type HttpAnswer } from "../update/client/http.ts";
 import {
   AccountConflict,
   AccountMissing,
@@ -91,25 +90,8 @@ function localAccounts(db: Database, prefix: string): Accounts {
   };
 }
 
-/** Trusts exactly the certificate the server is configured with (pinned by fingerprint): it is on loopback, under any name. */
-function pinnedDispatcher(certFile: string): Dispatcher {
-  const expected = new X509Certificate(readFileSync(certFile)).fingerprint256;
-  return new Agent({
-    connect: (options, callback) => {
-      const socket = tlsConnect({ host: options.hostname, port: Number(options.port), rejectUnauthorized: false, servername: undefined });
-      socket.once("secureConnect", () => {
-        if (socket.getPeerX509Certificate()?.fingerprint256 === expected) return callback(null, socket);
-        socket.destroy();
-        callback(new Error(`the server at ${options.hostname}:${options.port} does not present ${certFile}`), null);
-      });
-      socket.once("error", (error) => callback(error, null));
-      return socket;
-    },
-  });
-}
-
 /** A request to the running server's management API, as it answered (connection failures are CommandErrors). */
-export type ServerFetch = (method: string, path: string, body?: unknown) => Promise<Response>;
+export type ServerFetch = (method: string, path: string, body?: unknown) => Promise<HttpAnswer>;
 
 /** The server running on the data dir (its address from server.url), called with a one-minute admin token of `cli:<login>`. */
 export function serverFetch(config: Config): ServerFetch {
@@ -121,18 +103,18 @@ export function serverFetch(config: Config): ServerFetch {
   }
   // Its subject names the command and who runs it: the server's audit log shows `cli:<login>`.
   const token = new TokenService(loadOrCreateKeys(config.data_dir), config.prefix).issueManagement(cliName(), ["admin_rw"], 60);
-  const dispatcher = config.tls.cert_file && base.startsWith("https:") ? pinnedDispatcher(config.tls.cert_file) : undefined;
+  // It is on loopback, under any name: trusted is exactly the certificate it is configured with.
+  const certFile = base.startsWith("https:") ? config.tls.cert_file : undefined;
+  const request = httpClient(certFile ? { pinned: new X509Certificate(readFileSync(certFile)).fingerprint256 } : {});
   return async (method, path, body) => {
     try {
-      return (await undiciFetch(base + path, {
+      return await request(base + path, {
         method,
         headers: { authorization: `Bearer token=${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
         body: body === undefined ? undefined : JSON.stringify(body),
-        dispatcher,
-      })) as unknown as Response;
+      });
     } catch (error) {
-      const cause = (error as { cause?: Error }).cause;
-      throw new CommandError(`cannot reach the server running on ${config.data_dir} at ${base}: ${cause?.message ?? (error as Error).message}`);
+      throw new CommandError(`cannot reach the server running on ${config.data_dir} at ${base}: ${(error as Error).message}${certFile ? ` (${certFile})` : ""}`);
     }
   };
 }
@@ -142,7 +124,7 @@ function serverApi(request: ServerFetch): ApiCall {
   return async (method, path, body) => {
     const res = await request(method, path, body);
     const answer = (await res.json().catch(() => ({}))) as { error?: string };
-    if (!res.ok) throw new CommandError(answer.error ?? `the server answered ${res.status}`);
+    if (res.status < 200 || res.status > 299) throw new CommandError(answer.error ?? `the server answered ${res.status}`);
     return answer;
   };
 }

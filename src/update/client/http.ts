@@ -46,14 +46,16 @@ function answer(body: IncomingMessage): HttpAnswer {
 
 /**
  * A client that trusts, for https, only the certificates in `ca` (a lab CA or a self-signed
- * gateway), or without `ca` the system's store.
+ * gateway), or only a server that presents exactly the certificate `pinned` (its SHA-256
+ * fingerprint, as X509Certificate gives it) under any name and chain, or else the system's store.
  */
-export function httpClient(options: { ca?: Buffer } = {}): HttpClient {
+export function httpClient(options: { ca?: Buffer; pinned?: string } = {}): HttpClient {
   let httpsAgent: HttpsAgent | undefined;
   const secureAgent = (): HttpsAgent => {
     const https = process.getBuiltinModule("node:https");
     // Keep-alive as node:http's global agent does.
-    httpsAgent ??= options.ca ? new https.Agent({ keepAlive: true, scheduling: "lifo", timeout: 5000, ca: options.ca }) : https.globalAgent;
+    httpsAgent ??= options.ca || options.pinned ? new https.Agent({ keepAlive: true, scheduling: "lifo", timeout: 5000, ca: options.ca }) : https.globalAgent;
+    if (options.pinned) pin(httpsAgent, options.pinned);
     return httpsAgent;
   };
   return (url, request = {}) =>
@@ -74,6 +76,25 @@ export function httpClient(options: { ca?: Buffer } = {}): HttpClient {
       if (body instanceof Readable) pipeline(body, outgoing).catch(() => {});
       else outgoing.end(body);
     });
+}
+
+/**
+ * Hands the agent's requests a TLS socket only once its server has shown the certificate of
+ * fingerprint `fingerprint256`: nothing of a request (its token) is written before.
+ */
+function pin(agent: HttpsAgent, fingerprint256: string): void {
+  const { connect } = process.getBuiltinModule("node:tls");
+  type Connect = (options: import("node:tls").ConnectionOptions, callback: (error: Error | null, socket?: import("node:stream").Duplex) => void) => undefined;
+  (agent as unknown as { createConnection: Connect }).createConnection = (options, callback) => {
+    const socket = connect({ ...options, rejectUnauthorized: false });
+    socket.once("secureConnect", () => {
+      if (socket.getPeerX509Certificate()?.fingerprint256 === fingerprint256) return callback(null, socket);
+      socket.destroy();
+      callback(new Error(`the server at ${options.host}:${options.port} does not present the pinned certificate`));
+    });
+    socket.once("error", (error) => callback(error));
+    return undefined;
+  };
 }
 
 /** Plain HTTP, and https with the system's trust store. */
