@@ -1,5 +1,4 @@
 import { request as httpRequest, type IncomingMessage } from "node:http";
-import { request as httpsRequest } from "node:https";
 import { isDeepStrictEqual } from "node:util";
 import { bool, ints, isMapping, list, num, optional, paramSchema, regexError, required, str } from "./params.ts";
 import { CaseFailure, fail, pass, type CaseDef, type EntryContext, type ModuleDef } from "./types.ts";
@@ -25,7 +24,8 @@ function send(ctx: EntryContext): Promise<HttpResult> {
     if (!Object.keys(headers).some((k) => k.toLowerCase() === "content-type")) headers["content-type"] = "application/json";
   }
   const started = performance.now();
-  const request = url.protocol === "https:" ? httpsRequest : httpRequest;
+  // node:https (and tls) loaded with the first https check: an idle server does not hold them.
+  const request = url.protocol === "https:" ? process.getBuiltinModule("node:https").request : httpRequest;
   return new Promise((resolve, reject) => {
     const req = request(
       url,
