@@ -19,6 +19,7 @@ const isStream = (value: unknown): value is WebReadableStream<Uint8Array> => typ
 
 export function extractBody(init: BodyInit): Extracted {
   if (typeof init === "string") return { source: init, stream: undefined, type: "text/plain;charset=UTF-8" };
+  // Not copied (the standard copies): labgate never changes bytes it has handed to a body.
   if (init instanceof Uint8Array) return { source: init, stream: undefined, type: undefined };
   if (init instanceof ArrayBuffer) return { source: new Uint8Array(init.slice(0)), stream: undefined, type: undefined };
   if (ArrayBuffer.isView(init)) return { source: new Uint8Array(init.buffer.slice(init.byteOffset, init.byteOffset + init.byteLength)), stream: undefined, type: undefined };
@@ -45,11 +46,6 @@ export class Body {
 
   get isNull(): boolean {
     return this.#source === undefined && this.#stream === undefined;
-  }
-
-  /** The text or bytes as given (no stream asked for yet), for a writer that sends them at once. */
-  get whole(): string | Uint8Array | undefined {
-    return this.#stream ? undefined : this.#source;
   }
 
   get used(): boolean {
