@@ -54,8 +54,10 @@ export function httpClient(options: { ca?: Buffer; pinned?: string } = {}): Http
   const secureAgent = (): HttpsAgent => {
     const https = process.getBuiltinModule("node:https");
     // Keep-alive as node:http's global agent does.
-    httpsAgent ??= options.ca || options.pinned ? new https.Agent({ keepAlive: true, scheduling: "lifo", timeout: 5000, ca: options.ca }) : https.globalAgent;
-    if (options.pinned) pin(httpsAgent, options.pinned);
+    if (!httpsAgent) {
+      httpsAgent = options.ca || options.pinned ? new https.Agent({ keepAlive: true, scheduling: "lifo", timeout: 5000, ca: options.ca }) : https.globalAgent;
+      if (options.pinned) pin(httpsAgent, options.pinned);
+    }
     return httpsAgent;
   };
   return (url, request = {}) =>
