@@ -49,7 +49,8 @@ export class Body {
   }
 
   get used(): boolean {
-    return this.#used || (this.#stream !== undefined && isDisturbed(this.#stream));
+    // A stream locked by a reader: the standard's "disturbed", as far as a stream shows it.
+    return this.#used || this.#stream?.locked === true;
   }
 
   stream(): WebReadableStream<Uint8Array> | null {
@@ -95,11 +96,6 @@ export class Body {
     } else copy.#source = this.#source;
     return copy;
   }
-}
-
-/** Read from, or locked by a reader: the standard's "disturbed" as far as a stream shows it. */
-function isDisturbed(stream: WebReadableStream<Uint8Array>): boolean {
-  return stream.locked;
 }
 
 type ReadAs = "arrayBuffer" | "bytes" | "blob" | "json" | "text" | "formData";

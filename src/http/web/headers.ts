@@ -3,7 +3,8 @@
  * why labgate has its own). Names are kept in lower case; `get` joins a name's values with ", ",
  * iteration is sorted by name and gives each Set-Cookie on its own.
  */
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** An HTTP token (RFC 9110): a header name, a method. */
+export const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const INVALID_VALUE = /[\0\r\n]/;
 const EDGE_WHITESPACE = /^[\t\n\r ]+|[\t\n\r ]+$/g;
 

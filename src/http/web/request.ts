@@ -1,6 +1,6 @@
 /** The Fetch standard's Request, as hono and @hono/node-server use it (src/http/web/install.ts). */
 import { Body, BodyReaders, extractBody, readBody, type BodyInit } from "./body.ts";
-import { Headers, type HeadersInit } from "./headers.ts";
+import { Headers, TOKEN, type HeadersInit } from "./headers.ts";
 
 export interface RequestInit {
   method?: string;
@@ -11,7 +11,6 @@ export interface RequestInit {
   [option: string]: unknown;
 }
 
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** Methods the standard upper-cases whatever case they come in. */
 const NORMALIZED = new Set(["DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT"]);
 const FORBIDDEN = new Set(["CONNECT", "TRACE", "TRACK"]);
