@@ -3,8 +3,8 @@
 # on the pinned Node 24 binaries of build/node24): dist/labgate for x86-64 and
 # dist/labgate-linux-arm64 for arm64, then dist/SHA256SUMS. Offline apart from the npm registry.
 #
-#   npm run build                   both executables
-#   npm run build -- --arch x64     only dist/labgate (no qemu or arm64 binutils needed)
+#   npm run build                   the host's executable: dist/labgate (no qemu or arm64 binutils needed)
+#   npm run build -- --arch all     both executables (CI); --arch arm64 only the arm64 one
 #
 # The arm64 executable needs qemu-user-static, libc6-arm64-cross, libstdc++6-arm64-cross and
 # binutils-aarch64-linux-gnu (.ci/run installs them): its code cache is made by the arm64 Node
@@ -12,7 +12,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ARCHES="x64 arm64"
+# The build runs on x86-64 (the arm64 executable is cross-built under qemu there).
+[ "$(uname -m)" = x86_64 ] || { echo "build.sh: builds run on x86-64 hosts (this is $(uname -m)); the arm64 executable is built there with --arch arm64" >&2; exit 2; }
+ARCHES=x64
 while [ $# -gt 0 ]; do
   case "$1" in
     --arch) ARCHES=${2:?--arch needs x64, arm64 or all}; shift 2 ;;
