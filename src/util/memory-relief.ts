@@ -92,6 +92,8 @@ export class MemoryRelief {
 
   /** An announced burst ended: once none runs any more, V8 favours memory for RELIEF_MS. */
   end(): void {
+    // One that began before this relief was started is not its to end.
+    if (this.running === 0) return;
     this.running -= 1;
     if (this.running === 0) this.relieve();
   }

@@ -67,6 +67,15 @@ test("memory relief: the next burst ends the window at once; overlapping bursts 
   assert.equal(flags.at(-1), "--no-optimize-for-size");
 });
 
+test("memory relief: the end of a burst that began before the relief was started changes nothing, and the next burst is relieved", () => {
+  const { relief, flags } = recorded();
+  relief.end();
+  assert.deepEqual(flags, []);
+  relief.begin();
+  relief.end();
+  assert.deepEqual(flags, ["--optimize-for-size"], "no burst counted as still running");
+});
+
 test("memory relief: a burst nobody announced is relieved once memory beyond the heap grew by KEPT_BYTES and the event loop is quiet", () => {
   const { flags, pending, check } = recorded();
   const keptMiB = KEPT_BYTES / MiB;
