@@ -73,7 +73,6 @@ bundle() { # TARGET OUT ENTRY [ESBUILD OPTIONS...]
 # in dist/sea/.
 rm -rf dist/sea
 read -r -a AGENT_FLAGS <<< "$(node --import tsx src/agent/bundle.ts)" # the agent's own esbuild options
-read -r -a SERVER_FLAGS <<< "$(node --import tsx src/server/bundle.ts)" # the server's
 for target in node20 node24; do
   dir=dist extra=() agent=()
   if [ "$target" = node24 ]; then
@@ -82,7 +81,7 @@ for target in node20 node24; do
     read -r -a agent <<< "$(node build/sea-config.mjs --minify agent)"
   fi
   bundle "$target" "$dir/labgate.cjs" src/launch/launch.ts "${extra[@]}"
-  bundle "$target" "$dir/labgate-main.cjs" src/main.ts "${extra[@]}" "${SERVER_FLAGS[@]}"
+  bundle "$target" "$dir/labgate-main.cjs" src/main.ts "${extra[@]}"
   bundle "$target" "$dir/labgate-agent.cjs" src/agent/main.ts "${agent[@]}" "${AGENT_FLAGS[@]}"
   bundle "$target" "$dir/labgate-agent-config.cjs" src/agent/config-reader.ts "${agent[@]}" "${AGENT_FLAGS[@]}"
   bundle "$target" "$dir/labgate-agent-tests.cjs" src/agent/test-engine.ts "${agent[@]}" "${AGENT_FLAGS[@]}"

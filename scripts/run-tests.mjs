@@ -3,9 +3,8 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { delimiter, join } from "node:path";
-import { pathToFileURL } from "node:url";
 import { tsImport } from "tsx/esm/api";
-import { bundleTests, PRELOAD } from "./test-bundle.mjs";
+import { bundleTests } from "./test-bundle.mjs";
 
 function find(dir) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -63,8 +62,7 @@ const timeout = Number(process.env.LABGATE_TEST_TIMEOUT_MS || 180_000);
 const options = ["--enable-source-maps", "--test", "--test-concurrency=2", `--test-timeout=${timeout}`];
 // LABGATE_TEST_NODE: another Node binary runs the tests (CI: the executable's Node 24, build/node24).
 const node = process.env.LABGATE_TEST_NODE || process.execPath;
-const preload = fromSource ? ["--import", "tsx", "--import", `./${PRELOAD}`] : ["--import", pathToFileURL(bundled.preload).href];
-const result = spawnSync(node, [...preload, ...options, ...(bundled?.paths ?? files)], {
+const result = spawnSync(node, [...(fromSource ? ["--import", "tsx"] : []), ...options, ...(bundled?.paths ?? files)], {
   stdio: "inherit",
   env: { ...process.env, [BUNDLE_ENV]: bundle },
 });

@@ -11,8 +11,6 @@ import { pathToFileURL } from "node:url";
 import { build } from "esbuild";
 
 export const OUT_DIR = ".tmp/test-files";
-/** What every test process loads first (node --import), as src/main.ts does: labgate's own Fetch classes. */
-export const PRELOAD = "src/http/web/install.ts";
 
 /**
  * esbuild plugin: our own .ts/.tsx files keep their source location in import.meta. Each gets
@@ -51,10 +49,9 @@ export async function bundleTests(root, files) {
   const runs = await readdir(base).catch(() => []);
   await Promise.all(runs.filter((name) => /^\d+$/.test(name) && !alive(Number(name))).map((name) => rm(join(base, name), { recursive: true, force: true })));
   const outdir = join(base, String(process.pid));
-  const preload = join(outdir, PRELOAD.replace(/\.ts$/, ".mjs"));
   await build({
     absWorkingDir: root,
-    entryPoints: [...files, PRELOAD],
+    entryPoints: files,
     outdir,
     outbase: ".",
     outExtension: { ".js": ".mjs" },
@@ -74,8 +71,7 @@ export async function bundleTests(root, files) {
     sourcemap: "linked",
   });
   return {
-    paths: files.map((file) => join(outdir, relative(".", file)).replace(/\.tsx?$/, ".mjs")).filter((path) => path !== preload),
-    preload,
+    paths: files.map((file) => join(outdir, relative(".", file)).replace(/\.tsx?$/, ".mjs")),
     remove: () => rm(outdir, { recursive: true, force: true }),
   };
 }

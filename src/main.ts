@@ -1,5 +1,3 @@
-// First: the Fetch classes hono answers with are labgate's own (src/http/web/install.ts says why).
-import "./http/web/install.ts";
 import { exitWith } from "./cli/exit.ts";
 import { main } from "./cli/main.ts";
 

@@ -1,10 +1,10 @@
 /**
  * Benchmark (figures printed, nothing asserted): start-up of the single executable, from spawn to
  * the first answer of GET /api/health, with an empty data dir and with an existing one, and its
- * idle RSS two seconds after start; then the idle RSS of `labgate agent` from the same executable,
- * approved, connected to a server and idle for two seconds (issue 31: the agent loads no server code),
- * each with the environment its systemd unit gives it (the Environment= lines of scripts/labgate.service
- * and scripts/labgate-agent.service).
+ * idle memory two seconds after start; then the idle memory of `labgate agent` from the same
+ * executable, approved, connected to a server and idle for two seconds, each with the environment
+ * its systemd unit gives it (the Environment= lines of scripts/labgate.service and
+ * scripts/labgate-agent.service). The first executable's figures are then set against the targets.
  *
  *   node --import tsx scripts/bench/start.ts [--runs 10] [--devices 10000] [--agent-only] [--no-unit-env] BINARY [BASELINE_BINARY]
  *
@@ -15,8 +15,10 @@
  * through the binary's own database, i.e. `labgate serve` then stopped). The executables take
  * turns run by run, so a change in the machine's load meets both. Beside each time, the CPU time
  * the process's main thread had used when the answer came (/proc/PID/task/PID/schedstat): a start's
- * critical path, much less sensitive to the machine's load than the wall time. Idle RSS is the median of three
- * starts, split into anonymous memory and pages of the executable file (shared, reclaimable).
+ * critical path, much less sensitive to the machine's load than the wall time. Idle memory is the
+ * median of three starts: RSS, of which anonymous (RssAnon: the process's own memory, what the
+ * targets bound) and pages of files (mostly the executable's, clean and reclaimable), and PSS
+ * (/proc/PID/smaps_rollup: RSS with each shared page divided among the processes that map it).
  * An arm64 executable runs under qemu-aarch64-static (for the record: emulated figures).
  */
 import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process";
@@ -60,7 +62,15 @@ interface Rss {
   rss: number;
   anon: number;
   file: number;
+  pss: number;
 }
+/** A process's memory now (KiB). */
+function memoryOf(pid: number): Rss {
+  const pss = Number(/^Pss:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, "utf8"))?.[1] ?? NaN);
+  return { rss: statusKiB(pid, "VmRSS"), anon: statusKiB(pid, "RssAnon"), file: statusKiB(pid, "RssFile"), pss };
+}
+/** The footprint targets (MiB, ms), each for the first executable's median. */
+const TARGETS = { startMs: 150, serverAnon: 40, serverRss: 90, agentAnon: 15, agentRss: 55 };
 
 /** Starts `labgate serve` of the binary on `dataDir` and waits for its listening line. */
 async function serve(binary: string, dataDir: string): Promise<{ child: ChildProcess; url: string }> {
@@ -86,8 +96,7 @@ async function start(binary: string, dataDir: string, idleMs = 0): Promise<{ ms:
   const ms = performance.now() - t0;
   const cpu = mainThreadMs(child.pid!);
   if (idleMs) await new Promise((r) => setTimeout(r, idleMs));
-  const pid = child.pid!;
-  const memory = { rss: statusKiB(pid, "VmRSS"), anon: statusKiB(pid, "RssAnon"), file: statusKiB(pid, "RssFile") };
+  const memory = memoryOf(child.pid!);
   child.kill("SIGTERM");
   await once(child, "exit");
   return { ms, cpu, ...memory };
@@ -113,8 +122,8 @@ for (const [b, binary] of binaries.entries()) {
   existingDirs.push(existing);
 }
 console.log(`image ${(readFileSync(join(existingDirs[0], "labgate.db")).length / 1048576).toFixed(1)} MB`);
-if (!AGENT_ONLY) console.log("\n| executable | empty data dir (median) | existing data dir (median) | main thread's CPU by then, existing dir (median) | idle RSS, existing dir (median of 3) | of which anonymous | of which the executable's pages |");
-if (!AGENT_ONLY) console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+if (!AGENT_ONLY) console.log("\n| executable | empty data dir (median) | existing data dir (median) | main thread's CPU by then, existing dir (median) | idle RSS, existing dir (median of 3) | of which anonymous (RssAnon) | of which files' pages | PSS |");
+if (!AGENT_ONLY) console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
 const empty = binaries.map((): number[] => []);
 const full = binaries.map((): number[] => []);
 const fullCpu = binaries.map((): number[] => []);
@@ -166,8 +175,7 @@ async function agentIdle(binary: string, dataDir: string, run: number): Promise<
     await api("/api/v1/auth/register", { method: "POST", body: JSON.stringify({ mac_address: mac, public_key: pending.public_key }) });
     await until("connection", async () => ((await api(`/api/v2/devices/${mac}/action/list`)).status === 200 ? true : undefined));
     await new Promise((r) => setTimeout(r, 2000));
-    const pid = agent.pid!;
-    return { rss: statusKiB(pid, "VmRSS"), anon: statusKiB(pid, "RssAnon"), file: statusKiB(pid, "RssFile") };
+    return memoryOf(agent.pid!);
   } finally {
     agent.kill("SIGTERM");
     server.kill("SIGTERM");
@@ -184,13 +192,32 @@ for (let i = 0; i < 3; i++) {
 const mb = (kib: number) => `${(kib / 1024).toFixed(1)} MB`;
 for (const b of AGENT_ONLY ? [] : binaries.keys()) {
   const rss = [...idle[b]].sort((x, y) => x.rss - y.rss)[1];
-  console.log(`| ${given[b]} | ${median(empty[b]).toFixed(0)} ms | ${median(full[b]).toFixed(0)} ms | ${median(fullCpu[b]).toFixed(0)} ms | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} |`);
+  console.log(`| ${given[b]} | ${median(empty[b]).toFixed(0)} ms | ${median(full[b]).toFixed(0)} ms | ${median(fullCpu[b]).toFixed(0)} ms | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} | ${mb(rss.pss)} |`);
 }
-console.log("\n| executable | `labgate agent` idle RSS, connected (median of 3) | of which anonymous | of which the executable's pages |");
-console.log("| --- | ---: | ---: | ---: |");
+console.log("\n| executable | `labgate agent` idle RSS, connected (median of 3) | of which anonymous (RssAnon) | of which files' pages | PSS |");
+console.log("| --- | ---: | ---: | ---: | ---: |");
 for (const b of binaries.keys()) {
   const rss = [...agents[b]].sort((x, y) => x.rss - y.rss)[1];
-  console.log(`| ${given[b]} | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} |`);
+  console.log(`| ${given[b]} | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} | ${mb(rss.pss)} |`);
+}
+
+/** The median of one memory figure (MiB) over the runs. */
+const medianMiB = (runs: Rss[], key: keyof Rss) => median(runs.map((r) => r[key])) / 1024;
+const targets: Array<[string, number, number, string]> = [
+  ["agent connected, idle: RssAnon", medianMiB(agents[0], "anon"), TARGETS.agentAnon, "MB"],
+  ["agent connected, idle: RSS", medianMiB(agents[0], "rss"), TARGETS.agentRss, "MB"],
+];
+if (!AGENT_ONLY) {
+  targets.unshift(
+    ["start, existing data dir", median(full[0]), TARGETS.startMs, "ms"],
+    ["server idle: RssAnon", medianMiB(idle[0], "anon"), TARGETS.serverAnon, "MB"],
+    ["server idle: RSS", medianMiB(idle[0], "rss"), TARGETS.serverRss, "MB"],
+  );
+}
+console.log(`\n| ${given[0]} | median | target | |\n| --- | ---: | ---: | --- |`);
+for (const [what, value, bound, unit] of targets) {
+  const met = unit === "ms" ? value < bound : value <= bound;
+  console.log(`| ${what} | ${value.toFixed(unit === "ms" ? 0 : 1)} ${unit} | ${unit === "ms" ? "<" : "<="} ${bound} ${unit} | ${met ? "met" : "NOT met"} |`);
 }
 if (binaries.length > 1 && !AGENT_ONLY) {
   const ratio = (xs: number[][]) => (median(xs[0]) / median(xs[1])).toFixed(2);

@@ -84,10 +84,10 @@ async function serve(args: string[]): Promise<number> {
     process.once("SIGTERM", () => resolve("SIGTERM"));
   });
   const { startServer } = await import("../server/start.ts");
-  const { memoryRelief } = await import("../util/memory-relief.ts");
+  const { startMemoryRelief } = await import("../util/memory-relief.ts");
   const server = await startServer(config);
   // Heap pages freed by a burst go back to the system once it is over (not only after fan-outs).
-  const unwatch = memoryRelief.watch();
+  const unwatch = startMemoryRelief(config.memory_relief, server.ctx.log);
   // An exception nothing caught leaves the process in an unknown state: it ends (systemd restarts
   // it), with one log line naming the requests in flight, the one that threw among them.
   process.on("uncaughtException", (error) => {

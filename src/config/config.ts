@@ -148,6 +148,11 @@ export const configSchema = z.strictObject({
     .prefault("svc"),
   log_level: oneOf("error", "warn", "info", "debug").prefault("info"),
   log_format: oneOf("text", "json").prefault("text"),
+  /**
+   * After a burst (a fan-out, a start, traffic at full rate) V8 is asked to give the freed heap
+   * back for a while (src/util/memory-relief.ts); only on Node 24, the executable's runtime.
+   */
+  memory_relief: boolean().prefault(true),
   /** PEM files; both empty: plain HTTP. */
   tls: section({
     cert_file: string().prefault(""),

@@ -14,7 +14,7 @@ const sea = seaAssets();
 if (sea) {
   let cache: Uint8Array | undefined;
   try {
-    cache = new Uint8Array(sea.getAsset(codeCacheAsset(bundle)));
+    cache = new Uint8Array(sea.getRawAsset(codeCacheAsset(bundle)));
   } catch {
     // A build without code caches: compiled from the source.
   }

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import type { Server as HttpsServer } from "node:https";
+import { createServer as createHttpsServer, type Server as HttpsServer } from "node:https";
 import { serve, type ServerType, type WebSocketServerLike } from "@hono/node-server";
 import { WebSocketServer } from "ws";
 import type { Server } from "node:http";
@@ -213,8 +213,7 @@ function listen(
 ): Promise<ServerType> {
   return new Promise((resolve, reject) => {
     const websocket = { server: wss as unknown as WebSocketServerLike };
-    // node:https (and tls) only for a server that serves TLS: they are memory an idle plain-HTTP server never uses.
-    const transport = tls ? { createServer: process.getBuiltinModule("node:https").createServer, serverOptions: tls } : {};
+    const transport = tls ? { createServer: createHttpsServer, serverOptions: tls } : {};
     const server = serve({ fetch, hostname: config.listen.host, port: config.listen.port, websocket, ...transport }, () => resolve(server));
     writeDateHeaders(server as Server);
     server.once("error", reject);

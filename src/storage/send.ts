@@ -54,10 +54,9 @@ const POOL = 4;
 const ALREADY_SENT = "x-hono-already-sent";
 
 /**
- * The Response class under @hono/node-server's (labgate's own, src/http/web/). @hono/node-server
- * replaces the global one with a lighter class (whose prototype is the one it found) and answers its
- * body-less instances from a cache without looking at the marker, which would write the head a
- * second time.
+ * Node's Response class. @hono/node-server replaces the global one with a lighter class (whose
+ * prototype is Node's) and answers its body-less instances from a cache without looking at the
+ * marker, which would write the head a second time.
  */
 function platformResponse(): typeof Response {
   const parent: unknown = Object.getPrototypeOf(Response);

@@ -3,7 +3,8 @@
  * heap pages the burst freed. A burst is announced (a fan-out to thousands of devices: begin/end)
  * or noticed (update checks at full rate, say): the serving process samples its memory every few
  * seconds (watch). The start is a burst too: once it is over, one collection that gives memory
- * back (the idle executable 90 -> 86 MB, README issue 31).
+ * back. It runs where it was measured, Node 24's V8 (the executable's), and the config's
+ * `memory_relief: false` turns it off (startMemoryRelief).
  *
  * Node 24's V8 keeps every heap page a collection frees in a pool, resident, until a
  * memory-reducing collection, and its memory reducer runs one only when the allocation rate is
@@ -11,8 +12,8 @@
  * (with 10,000 devices connected, a heap that V8 grows to four times its live size while requests
  * come at full rate). With --optimize-for-size the reducer runs its (incremental) memory-reducing
  * collections at its next check, at most 8 s later. The flag also makes V8 grow the heap less
- * between collections, which cost a fan-out two thirds more CPU and an update check at full rate
- * three fifths more (README, issue 31): so it is set only once a burst is over, and cleared when
+ * between collections, which costs a fan-out and update checks at full rate much more CPU
+ * (docs/performance.md): so it is set only once a burst is over, and cleared when
  * the next announced one starts or RELIEF_MS later. Never at start: the executable's code caches
  * are made then (build/code-cache.mjs), and V8 refuses a cache made under other flags; and while
  * it is set, V8's flag hash differs, so built-in modules first loaded then compile from source.
@@ -20,6 +21,7 @@
 import { performance } from "node:perf_hooks";
 import { getHeapStatistics, setFlagsFromString } from "node:v8";
 import { collectAllGarbage } from "./gc.ts";
+import type { Logger } from "./log.ts";
 
 /** How long V8 favours memory after a burst: its reducer checks every 8 s, then collects twice. */
 export const RELIEF_MS = 30_000;
@@ -90,6 +92,8 @@ export class MemoryRelief {
 
   /** An announced burst ended: once none runs any more, V8 favours memory for RELIEF_MS. */
   end(): void {
+    // One that began before this relief was started is not its to end.
+    if (this.running === 0) return;
     this.running -= 1;
     if (this.running === 0) this.relieve();
   }
@@ -145,5 +149,47 @@ export class MemoryRelief {
   }
 }
 
-/** The process's one: V8's flags are the whole process's. */
-export const memoryRelief = new MemoryRelief();
+/** The Node major whose V8 the relief was measured on: another V8 pools and gives back heap pages its own way. */
+export const MEASURED_NODE_MAJOR = 24;
+
+/** Why the relief stays off in a process of Node `nodeVersion` with `memory_relief: enabled`; undefined: it runs. */
+export function reliefOff(enabled: boolean, nodeVersion: string = process.versions.node): string | undefined {
+  if (!enabled) return "memory_relief: false";
+  const major = Number(nodeVersion.split(".")[0]);
+  if (major !== MEASURED_NODE_MAJOR) return `it was measured on Node ${MEASURED_NODE_MAJOR}'s V8, and this is Node ${nodeVersion}`;
+  return undefined;
+}
+
+/** The relief startMemoryRelief started, if any: V8's flags are the whole process's, so there is one. */
+let started: MemoryRelief | undefined;
+
+/** What announces a burst (a fan-out): it reaches the process's relief once a serving process started one, else nothing. */
+export const memoryRelief = {
+  begin: (): void => started?.begin(),
+  end: (): void => started?.end(),
+};
+
+/**
+ * Called once the server has started: the relief watches the process (MemoryRelief.watch) and
+ * takes the announced bursts, unless reliefOff says why not, which is logged once at debug level.
+ * Returns the function that stops it.
+ */
+export function startMemoryRelief(
+  enabled: boolean,
+  log: Pick<Logger, "debug">,
+  nodeVersion: string = process.versions.node,
+  relief: () => MemoryRelief = () => new MemoryRelief(),
+): () => void {
+  const off = reliefOff(enabled, nodeVersion);
+  if (off) {
+    log.debug(`memory relief off: ${off}`);
+    return () => {};
+  }
+  const running = relief();
+  started = running;
+  const unwatch = running.watch();
+  return () => {
+    unwatch();
+    if (started === running) started = undefined;
+  };
+}

@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { labgate, startServe } from "../helpers/cli.ts";
 import { tempDir, waitFor } from "../helpers/server.ts";
-import { KEPT_BYTES, MemoryRelief, QUIET, RELIEF_MS, SAMPLE_MS, START_MS, type Sample } from "../../src/util/memory-relief.ts";
+import { KEPT_BYTES, MEASURED_NODE_MAJOR, MemoryRelief, QUIET, RELIEF_MS, SAMPLE_MS, START_MS, memoryRelief, reliefOff, startMemoryRelief, type Sample } from "../../src/util/memory-relief.ts";
 
 const MiB = 1024 * 1024;
 
@@ -65,6 +65,15 @@ test("memory relief: the next burst ends the window at once; overlapping bursts 
   assert.deepEqual(flags.slice(2), ["--optimize-for-size", "--no-optimize-for-size", "--optimize-for-size"]);
   fire();
   assert.equal(flags.at(-1), "--no-optimize-for-size");
+});
+
+test("memory relief: the end of a burst that began before the relief was started changes nothing, and the next burst is relieved", () => {
+  const { relief, flags } = recorded();
+  relief.end();
+  assert.deepEqual(flags, []);
+  relief.begin();
+  relief.end();
+  assert.deepEqual(flags, ["--optimize-for-size"], "no burst counted as still running");
 });
 
 test("memory relief: a burst nobody announced is relieved once memory beyond the heap grew by KEPT_BYTES and the event loop is quiet", () => {
@@ -135,17 +144,83 @@ test("memory relief: watching takes its start for over after START_MS, then samp
   assert.equal(pending.filter((t) => !t.cancelled && t.ms === SAMPLE_MS).length, 0, "stopped: no sample pending");
 });
 
-test("`serve` watches its memory: once its start is over, one collection that gives memory back (V8's gc, reached through the expose-gc flag)", async () => {
+test("memory relief runs only on the Node major it was measured on, and not with memory_relief: false", () => {
+  assert.equal(reliefOff(true, `${MEASURED_NODE_MAJOR}.21.0`), undefined);
+  assert.equal(reliefOff(false, `${MEASURED_NODE_MAJOR}.21.0`), "memory_relief: false");
+  assert.match(reliefOff(true, "20.20.2") ?? "", /measured on Node 24's V8, and this is Node 20\.20\.2/);
+  assert.match(reliefOff(true, "26.0.0") ?? "", /this is Node 26\.0\.0/);
+});
+
+test("memory relief started: it watches and takes the announced bursts; off: it sets and collects nothing, and says why once at debug level", () => {
+  const on = recorded();
+  on.samples.push(quiet(40), quiet(40));
+  const stopOn = startMemoryRelief(true, { debug: () => assert.fail("nothing to say") }, `${MEASURED_NODE_MAJOR}.21.0`, () => on.relief);
+  on.fire(START_MS);
+  assert.equal(on.collections(), 1, "watching: the start's collection");
+  memoryRelief.begin();
+  memoryRelief.end();
+  assert.deepEqual(on.flags, ["--optimize-for-size"], "a fan-out reaches the started relief");
+  stopOn();
+  on.fire();
+
+  for (const [enabled, version, why] of [
+    [false, `${MEASURED_NODE_MAJOR}.21.0`, /memory relief off: memory_relief: false/],
+    [true, "20.20.2", /memory relief off: .*Node 20\.20\.2/],
+  ] as const) {
+    const off = recorded();
+    const lines: string[] = [];
+    const stop = startMemoryRelief(enabled, { debug: (line) => lines.push(line) }, version, () => off.relief);
+    assert.equal(lines.length, 1);
+    assert.match(lines[0]!, why);
+    assert.deepEqual(off.pending, [], "nothing scheduled: no sample, no collection");
+    memoryRelief.begin();
+    memoryRelief.end();
+    assert.deepEqual(off.flags, [], "a fan-out sets no flag");
+    assert.equal(off.collections(), 0);
+    stop();
+  }
+  assert.deepEqual(on.flags, ["--optimize-for-size", "--no-optimize-for-size"], "stopped: later bursts reach nothing");
+});
+
+/** `serve` started with the fixture that records the V8 flags it sets, and `config` as its config file (debug logs). */
+async function serveRecordingFlags(config: string) {
   const dir = tempDir();
   const flags = join(dir, "v8-flags.txt");
+  writeFileSync(join(dir, "config.yaml"), `log_level: debug\n${config}`);
   const fixture = fileURLToPath(new URL("../fixtures/v8-flags.cjs", import.meta.url));
   const [node, ...bundle] = await labgate();
-  const args = ["serve", "--data-dir", join(dir, "data"), "--listen", "127.0.0.1:0"];
-  const server = await startServe(args, { command: [node, "--require", fixture, ...bundle], env: { LABGATE_V8_FLAGS: flags } });
+  const args = ["serve", "--config", join(dir, "config.yaml"), "--data-dir", join(dir, "data"), "--listen", "127.0.0.1:0"];
+  const server = await startServe(args, { command: [node!, "--require", fixture, ...bundle], env: { LABGATE_V8_FLAGS: flags } });
+  const set = () => (existsSync(flags) ? readFileSync(flags, "utf8").split("\n").filter(Boolean) : []);
+  return { server, set };
+}
+
+/** No flag set by `serve` well after its start would have collected (START_MS), once it said the relief is off. */
+async function noFlagsSet(server: Awaited<ReturnType<typeof serveRecordingFlags>>["server"], set: () => string[], why: RegExp) {
+  await waitFor(() => why.test(server.stderr()), 10_000, "the line saying why the relief is off");
+  await new Promise((resolve) => setTimeout(resolve, 3 * START_MS));
+  assert.deepEqual(set(), []);
+}
+
+test("`serve` watches its memory where the relief was measured: once its start is over, one collection that gives memory back (V8's gc, reached through the expose-gc flag); elsewhere none", async () => {
+  const { server, set } = await serveRecordingFlags("");
   try {
-    const set = () => (existsSync(flags) ? readFileSync(flags, "utf8").split("\n").filter(Boolean) : []);
-    await waitFor(() => set().length >= 2, 10_000, "the start's collection");
-    assert.deepEqual(set(), ["--expose-gc", "--no-expose-gc"], "src/util/gc.ts reached V8's gc and set the flag back");
+    const off = reliefOff(true);
+    if (off === undefined) {
+      await waitFor(() => set().length >= 2, 10_000, "the start's collection");
+      assert.deepEqual(set(), ["--expose-gc", "--no-expose-gc"], "src/util/gc.ts reached V8's gc and set the flag back");
+    } else {
+      await noFlagsSet(server, set, new RegExp(`memory relief off: .*Node ${process.versions.node.replace(/\./g, "\\.")}`));
+    }
+  } finally {
+    assert.equal(await server.stop(), 0);
+  }
+});
+
+test("`serve` with memory_relief: false sets no V8 flag and makes no collection", async () => {
+  const { server, set } = await serveRecordingFlags("memory_relief: false\n");
+  try {
+    await noFlagsSet(server, set, /memory relief off: memory_relief: false/);
   } finally {
     assert.equal(await server.stop(), 0);
   }

@@ -3,7 +3,6 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build, type BuildOptions } from "esbuild";
 import { AGENT_ALIASES, AGENT_DEFINE } from "../../src/agent/bundle.ts";
-import { SERVER_ALIASES } from "../../src/server/bundle.ts";
 
 /** The variable scripts/run-tests.mjs passes the bundle's path in (test/helpers/cli.ts starts children with it). */
 export const BUNDLE_ENV = "LABGATE_TEST_BUNDLE";
@@ -24,9 +23,6 @@ const OPTIONS: BuildOptions = {
   define: { "import.meta.url": "__importMetaUrl" },
   banner: { js: 'const __importMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
 };
-
-/** The server's bundle: src/server/bundle.ts's options. */
-const SERVER: BuildOptions = { ...OPTIONS, alias: SERVER_ALIASES };
 
 /** The agent's bundles: src/agent/bundle.ts's options. */
 const AGENT: BuildOptions = { ...OPTIONS, alias: AGENT_ALIASES, define: { ...OPTIONS.define, ...AGENT_DEFINE } };
@@ -65,7 +61,7 @@ export async function buildTestBundle(dir = DEFAULT_DIR): Promise<string> {
     ["labgate-checkpoint.cjs", src("db/checkpoint-worker.ts"), OPTIONS],
     // The launcher and its two programs, as in dist/: child `labgate agent`s run the agent's own bundle.
     ["labgate.cjs", src("launch/launch.ts"), OPTIONS],
-    ["labgate-main.cjs", src("main.ts"), SERVER],
+    ["labgate-main.cjs", src("main.ts"), OPTIONS],
     ["labgate-agent.cjs", src("agent/main.ts"), AGENT],
     ["labgate-agent-config.cjs", src("agent/config-reader.ts"), AGENT],
     ["labgate-agent-tests.cjs", src("agent/test-engine.ts"), AGENT],

@@ -24,7 +24,7 @@ function send(ctx: EntryContext): Promise<HttpResult> {
     if (!Object.keys(headers).some((k) => k.toLowerCase() === "content-type")) headers["content-type"] = "application/json";
   }
   const started = performance.now();
-  // node:https (and tls) loaded with the first https check: an idle server does not hold them.
+  // node:https (and tls) loaded with the first https check: agents run this too, and hold them only once they check an https URL.
   const request = url.protocol === "https:" ? process.getBuiltinModule("node:https").request : httpRequest;
   return new Promise((resolve, reject) => {
     const req = request(
