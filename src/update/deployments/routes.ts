@@ -174,6 +174,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
         createdBy: identity.kind === "mgmt" ? identity.user : null,
         validation: body.validation,
         actor: actorOf(c, ctx.clock),
+        identity,
       });
       return c.json(deploymentView(service, row), 201);
     },
