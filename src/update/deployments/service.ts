@@ -86,10 +86,11 @@ function assignFirst(tx: Tx, input: NewDeployment): number[] {
 
 /**
  * The test-run server's part in validation (src/testrun/devices/validation.ts), installed by the
- * composition root: `check` refuses a validation that cannot run (a 4xx naming why).
+ * composition root: `pin` copies the config as it is now, which the deployment keeps and its
+ * devices run (opaque here), or refuses a validation that cannot run (a 4xx naming why).
  */
 export interface ValidationRunner {
-  check(validation: DeploymentValidation): void;
+  pin(validation: DeploymentValidation): string;
 }
 
 /** An active deployment in memory. */
@@ -283,6 +284,9 @@ export class DeploymentService implements Steering {
     const now = this.ctx.clock.now();
     const at = isoTime(now);
     const versionKey = checkKeys(this.ctx.config.prefix).version;
+    if (input.validation && !this.validator) throw new LabgateError("invalid", `field "validation": this server runs no tests`);
+    // Its devices run the config as it is now: an upload under its name later changes nothing here.
+    const validationCopy = input.validation ? this.validator!.pin(input.validation) : null;
     const row = await changed(this.catalog, this.db.write((tx) => {
       if (!getGroup(tx, input.groupId)) throw new LabgateError("invalid", `field "group": group ${input.groupId} does not exist`);
       const running = activeDeploymentOf(tx, input.groupId);
@@ -302,8 +306,8 @@ export class DeploymentService implements Steering {
       const starts = input.startAt === null || input.startAt <= now;
       const { lastInsertRowid: id } = tx.run(
         `INSERT INTO deployments (group_id, version, status, phases, current_phase, phase_started, success_percent, success_wait, error_percent,
-           device_timeout, start_at, window, created, created_by, validation, started, updated)
-         VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+           device_timeout, start_at, window, created, created_by, validation, validation_copy, started, updated)
+         VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         [
           input.groupId,
           input.version,
@@ -319,6 +323,7 @@ export class DeploymentService implements Steering {
           at,
           input.createdBy,
           input.validation ? JSON.stringify(input.validation) : null,
+          validationCopy,
           starts ? at : null,
           at,
         ],

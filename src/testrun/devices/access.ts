@@ -1,0 +1,43 @@
+/*
+ * Who may see and stop a run on managed devices (docs/device-tests.md): besides the tests scopes,
+ * the permissions its devices require (src/update/permissions/permissions.ts). A run on no device
+ * needs the scopes alone.
+ */
+import type { Database } from "../../db/index.ts";
+import type { Identity } from "../../app/context.ts";
+import { LabgateError } from "../../util/errors.ts";
+import { getDeviceByMac } from "../../update/devices/devices.ts";
+import { allowed, bypasses, MSG_FORBIDDEN } from "../../update/permissions/permissions.ts";
+import type { Permission } from "../../update/permissions/schema.ts";
+import type { TestPlan } from "../plan.ts";
+import type { RunRecord } from "../runs/store.ts";
+
+/** Whether `identity` holds `perm` on the device with this MAC (a device gone since: no one but an admin). */
+function onDevice(db: Database, identity: Identity | undefined, mac: string, perm: Permission): boolean {
+  if (!identity) return false;
+  const device = getDeviceByMac(db, mac);
+  return device ? allowed(db, identity, "device", device.id, perm) : bypasses(identity, perm);
+}
+
+/** A run on devices is seen by whoever may read one of its devices at least (lists leave the others out). */
+export function mayReadRun(db: Database, identity: Identity | undefined, run: RunRecord): boolean {
+  return run.devices === null || run.devices.some((d) => onDevice(db, identity, d.mac, "read"));
+}
+
+/** The run, unless `identity` may not read it: then as missing as one that does not exist (404 with `message`). */
+export function readableRun(db: Database, identity: Identity | undefined, run: RunRecord | undefined, message: string): RunRecord {
+  if (!run || !mayReadRun(db, identity, run)) throw new LabgateError("not_found", message);
+  return run;
+}
+
+/**
+ * Throws 403 unless `identity` may stop the run (or delete it): `test` on each of its devices, what
+ * starting it needed; a deployment's validation run, whose end decides the device's update (a
+ * failure rolls it back), `update` on its device.
+ */
+export function authorizeStop(db: Database, identity: Identity | undefined, run: RunRecord, plan: TestPlan | undefined): void {
+  if (run.devices === null) return;
+  const perm: Permission = plan?.validates !== undefined ? "update" : "test";
+  const refused = run.devices.filter((d) => !onDevice(db, identity, d.mac, perm)).map((d) => `'${d.name}'`);
+  if (refused.length > 0) throw new LabgateError("forbidden", `${MSG_FORBIDDEN}: no ${perm} permission on device${refused.length > 1 ? "s" : ""} ${refused.join(", ")}`);
+}
