@@ -37,7 +37,8 @@ export function readableRun(db: Database, identity: Identity | undefined, run: R
  */
 export function authorizeStop(db: Database, identity: Identity | undefined, run: RunRecord, plan: TestPlan | undefined): void {
   if (run.devices === null) return;
-  const perm: Permission = plan?.validates !== undefined ? "update" : "test";
-  const refused = run.devices.filter((d) => !onDevice(db, identity, d.mac, perm)).map((d) => `'${d.name}'`);
-  if (refused.length > 0) throw new LabgateError("forbidden", `${MSG_FORBIDDEN}: no ${perm} permission on device${refused.length > 1 ? "s" : ""} ${refused.join(", ")}`);
+  const validation = plan?.validates !== undefined;
+  const perm: Permission = validation ? "update" : "test";
+  if (run.devices.every((d) => onDevice(db, identity, d.mac, perm))) return;
+  throw new LabgateError("forbidden", `${MSG_FORBIDDEN}: ${validation ? "a deployment's validation run needs update" : "this run needs test"} on each of its devices`);
 }

@@ -237,7 +237,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     access.write,
     async (c) => {
       const id = c.req.param("tid") ?? "";
-      for (const run of store.runsOfTrigger(id)) if (!FINAL_STATUSES.has(run.status)) stoppableRun(c, run);
+      for (const run of store.runsOfTrigger(id)) if (!FINAL_STATUSES.has(run.status)) stoppableRun(c, readableRun(ctx.db, c.get("identity"), run, "Trigger not found"));
       const trigger = await service.abortTrigger(id);
       await recordRequest(ctx, c, "testrun.abort", `trigger:${trigger.id}`);
       return c.json(triggerView(trigger));
