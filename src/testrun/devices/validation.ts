@@ -69,16 +69,17 @@ export function validateDeployments(ctx: Ctx, deployments: DeploymentService, ru
 function pinEarlier(ctx: Ctx, pin: (v: DeploymentValidation) => string): void {
   for (const row of activeDeployments(ctx.db)) {
     if (!row.validation || validationCopy(ctx.db, row.id) !== null) continue;
+    const validation = JSON.parse(row.validation) as DeploymentValidation;
     let copy: string;
     try {
-      copy = pin(JSON.parse(row.validation) as DeploymentValidation);
+      copy = pin(validation);
     } catch (error) {
-      ctx.log.warn(`deployment ${row.id}: validation config cannot be pinned: ${(error as Error).message}`);
+      ctx.log.warn(`deployment ${row.id}: validation config ${validation.config} cannot be pinned: ${(error as Error).message}`);
       continue;
     }
     // Applied in memory at once (before any validation below reads it), durable right after.
     void ctx.db.write((tx) => pinValidation(tx, row.id, copy)).catch((error) => ctx.log.error(`deployment ${row.id}: ${(error as Error).message}`));
-    ctx.log.info(`deployment ${row.id}: validation config ${JSON.parse(row.validation).config} pinned as it is now`);
+    ctx.log.info(`deployment ${row.id}: validation config ${validation.config} pinned as it is now`);
   }
 }
 
@@ -99,6 +100,7 @@ async function validate(
     if (copy === null) throw new Error("no copy of it was kept when the deployment was made");
     run = await runs.runOnDevice(JSON.parse(copy) as PinnedConfig, { id: device.id, mac: device.mac_address, name: device.name || device.mac_address }, job.deploymentId);
   } catch (error) {
+    // No copy (one the start could not pin), or one this server can no longer run: the update is not validated.
     await deployments.fail(job.deploymentId, job.deviceId, VALIDATION_REASON, `validation config ${config} cannot run: ${(error as Error).message}`);
     return;
   }

@@ -79,7 +79,7 @@ function assignFirst(tx: Tx, input: NewDeployment): number[] {
   try {
     return assignPackages(tx, input.identity, input.groupId, input.packages, "add", input.actor);
   } catch (error) {
-    if (error instanceof LabgateError) throw new LabgateError(error.code, `field "packages": ${error.message}`);
+    if (error instanceof LabgateError) throw new LabgateError(error.code, `field "packages": ${error.message}`, error.details);
     throw error;
   }
 }
