@@ -9,8 +9,8 @@ import type { Migration } from "../migrate.ts";
  *                                   runs. NULL: no validation (or one made before this column,
  *                                   pinned at the next start)
  */
-export const m024ValidationCopy: Migration = {
-  version: 24,
+export const m026ValidationCopy: Migration = {
+  version: 26,
   name: "validation_copy",
   sql: [`ALTER TABLE deployments ADD COLUMN validation_copy TEXT`],
 };
