@@ -19,9 +19,12 @@ function onDevice(db: Database, identity: Identity | undefined, mac: string, per
   return device ? allowed(db, identity, "device", device.id, perm) : bypasses(identity, perm);
 }
 
-/** A run on devices is seen by whoever may read one of its devices at least (lists leave the others out). */
+/**
+ * A run on devices is seen by whoever may read one of its devices at least. Without a caller
+ * (`test_server.auth: none`: nobody to ask) every run is seen, as every other part of that API.
+ */
 export function mayReadRun(db: Database, identity: Identity | undefined, run: RunRecord): boolean {
-  return run.devices === null || run.devices.some((d) => onDevice(db, identity, d.mac, "read"));
+  return !identity || run.devices === null || run.devices.some((d) => onDevice(db, identity, d.mac, "read"));
 }
 
 /** The run, unless `identity` may not read it: then as missing as one that does not exist (404 with `message`). */
@@ -33,7 +36,7 @@ export function readableRun(db: Database, identity: Identity | undefined, run: R
 /**
  * Throws 403 unless `identity` may stop the run (or delete it): `test` on each of its devices, what
  * starting it needed; a deployment's validation run, whose end decides the device's update (a
- * failure rolls it back), `update` on its device.
+ * failure rolls it back), `update` on its device. Without a caller, nobody may.
  */
 export function authorizeStop(db: Database, identity: Identity | undefined, run: RunRecord, plan: TestPlan | undefined): void {
   if (run.devices === null) return;
