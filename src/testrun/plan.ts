@@ -123,6 +123,22 @@ export interface TestPlan {
   devices?: DeviceShare[];
   /** Script module files the device shares use, as they were at trigger: module key -> YAML text. */
   modules?: Record<string, string>;
+  /** A deployment's validation run (src/testrun/devices/validation.ts): that deployment's id; its end decides the device's update. */
+  validates?: number;
+}
+
+/**
+ * A config as it was when it was pinned (a deployment's validation, docs/device-tests.md): its
+ * files (main file and includes) and the script modules its entries use, so that what runs later
+ * is what was checked then, whatever the store holds by that time.
+ */
+export interface PinnedConfig {
+  config: string;
+  suite: string;
+  /** Store name -> text. */
+  files: Record<string, string>;
+  /** Module key -> YAML text. */
+  modules: Record<string, string>;
 }
 
 /** One device's share of a run on managed devices. */

@@ -192,11 +192,14 @@ describe("runs on devices", () => {
     assert.deepEqual(rows, [["board-cool", "passed"], ["board-hot", "failed"]]);
   });
 
-  test("runOnDevice (an update's validation): the gateway runs a config on one device and awaits its end", async () => {
+  test("runOnDevice (an update's validation): the gateway runs a pinned config on one device and awaits its end", async () => {
     const v = await device("validate-me");
     await uploadConfig(server, "validate.yml", "tests:\n  smoke:\n  - exec:\n      command: [sh, -c, 'exit 4']\n");
     const runs = server.server.domains.testRun.runs;
-    const run = await runs.runOnDevice("validate.yml", "", { id: v.id, mac: v.agent.mac, name: "validate-me" });
+    const pinned = runs.pinOnDevice("validate.yml", "");
+    // What runs is the copy: the config uploaded since is not read.
+    await uploadConfig(server, "validate.yml", "tests:\n  smoke:\n  - exec:\n      command: [sh, -c, 'exit 0']\n");
+    const run = await runs.runOnDevice(pinned, { id: v.id, mac: v.agent.mac, name: "validate-me" }, 1);
     assert.equal(run.machineTarget, `device:${v.agent.mac}`);
     const ended = await runs.finalRun(run.id);
     assert.equal(ended?.status, "failed");

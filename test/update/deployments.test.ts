@@ -165,7 +165,7 @@ describe("deployments", () => {
       [{ group: g, version: "v2", window: { days: ["mon"], from: "01:00", to: "04:00", timezone: "Mars/Base" } }, 400, /"window.timezone"/],
       [{ group: g, version: "v2", start_at: "tomorrow" }, 400, /"start_at"/],
       [{ group: g, version: "v2", device_timeout_minutes: 0 }, 400, /"device_timeout_minutes"/],
-      [{ group: g, version: "v2", packages: [999_999] }, 400, /"packages": package 999999/],
+      [{ group: g, version: "v2", packages: [999_999] }, 404, /"packages": package 999999 does not exist/],
       [{ group: g, version: "v2", colour: "red" }, 400, /unknown field "colour"/],
       [{ group: empty, version: "v2" }, 400, /"group": group \d+ has no devices/],
     ];

@@ -63,8 +63,13 @@ export function deviceShares(entries: Array<{ entry: PlanEntry; targets: string[
 
 /** The script module files the shares use, from the data dir now (they travel with the plan). */
 export function shareModules(shares: DeviceShare[], dataDir: string): Record<string, string> {
+  return scriptModules(shares.flatMap((s) => s.entries), dataDir);
+}
+
+/** The script module files `entries` use, from the data dir now: key -> YAML text. */
+export function scriptModules(entries: PlanEntry[], dataDir: string): Record<string, string> {
   const modules: Record<string, string> = {};
-  for (const entry of shares.flatMap((s) => s.entries)) {
+  for (const entry of entries) {
     if (isBuiltinModule(entry.module) || Object.hasOwn(modules, entry.module)) continue;
     const text = readScriptModule(dataDir, entry.module);
     if (text !== undefined) modules[entry.module] = text;

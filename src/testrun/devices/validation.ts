@@ -5,13 +5,19 @@
  * fails the device (reason `validation`, counted by the error threshold), its output naming the
  * run, and the device is told so its agent runs its `rollback_command`. A passed validation is
  * recorded (`validated`); one under way when the server stops runs again after the restart.
+ * What runs is the config as it was when the deployment was made (its pinned copy): uploading
+ * another config under that name changes nothing a deployment runs. Each run is audited
+ * (`testrun.trigger`, naming the deployment).
  */
 import type { AppContext } from "../../app/context.ts";
+import { recordAudit, systemActor } from "../../audit/audit.ts";
 import type { ChannelHub } from "../../update/channel/hub.ts";
 import type { DeploymentService } from "../../update/deployments/service.ts";
 import type { DeploymentValidation } from "../../update/deployments/schema.ts";
-import { getDeployment, unvalidatedMembers } from "../../update/deployments/store.ts";
+import { activeDeployments, getDeployment, pinValidation, unvalidatedMembers, validationCopy } from "../../update/deployments/store.ts";
 import { getDevice } from "../../update/devices/devices.ts";
+import { dateOf } from "../../util/time.ts";
+import type { PinnedConfig } from "../plan.ts";
 import type { TestRunService } from "../runs/service.ts";
 
 /** The reason a device failed its validation (its deployment state reads `failed: validation`). */
@@ -27,10 +33,14 @@ interface ValidationJob {
   validation: DeploymentValidation;
 }
 
-export function validateDeployments(ctx: Pick<AppContext, "db" | "log" | "onClosing">, deployments: DeploymentService, runs: TestRunService, hub: ChannelHub): void {
+type Ctx = Pick<AppContext, "clock" | "db" | "log" | "onClosing">;
+
+export function validateDeployments(ctx: Ctx, deployments: DeploymentService, runs: TestRunService, hub: ChannelHub): void {
   const closing = { now: false };
   ctx.onClosing.push(() => (closing.now = true));
-  deployments.validator = { check: (v) => runs.checkOnDevice(v.config, v.suite) };
+  const pin = (v: DeploymentValidation) => JSON.stringify(runs.pinOnDevice(v.config, v.suite));
+  deployments.validator = { pin };
+  pinEarlier(ctx, pin);
   const start = (job: ValidationJob) => {
     // The deployment waits for the verdict before it counts the device as a success (held already
     // when the device moved to `installed`; a validation a restart interrupted is held here).
@@ -51,8 +61,30 @@ export function validateDeployments(ctx: Pick<AppContext, "db" | "log" | "onClos
   }
 }
 
+/**
+ * Active deployments made before validation configs were pinned get their copy now, once: from
+ * then on an upload changes nothing they run. One whose config no longer runs keeps none, and its
+ * devices fail their validation.
+ */
+function pinEarlier(ctx: Ctx, pin: (v: DeploymentValidation) => string): void {
+  for (const row of activeDeployments(ctx.db)) {
+    if (!row.validation || validationCopy(ctx.db, row.id) !== null) continue;
+    const validation = JSON.parse(row.validation) as DeploymentValidation;
+    let copy: string;
+    try {
+      copy = pin(validation);
+    } catch (error) {
+      ctx.log.warn(`deployment ${row.id}: validation config ${validation.config} cannot be pinned: ${(error as Error).message}`);
+      continue;
+    }
+    // Applied in memory at once (before any validation below reads it), durable right after.
+    void ctx.db.write((tx) => pinValidation(tx, row.id, copy)).catch((error) => ctx.log.error(`deployment ${row.id}: ${(error as Error).message}`));
+    ctx.log.info(`deployment ${row.id}: validation config ${validation.config} pinned as it is now`);
+  }
+}
+
 async function validate(
-  ctx: Pick<AppContext, "db" | "log">,
+  ctx: Ctx,
   deployments: DeploymentService,
   runs: TestRunService,
   hub: ChannelHub,
@@ -62,14 +94,21 @@ async function validate(
   const device = getDevice(ctx.db, job.deviceId);
   if (!device) return;
   const { config, suite } = job.validation;
+  const copy = validationCopy(ctx.db, job.deploymentId);
   let run;
   try {
-    run = await runs.runOnDevice(config, suite, { id: device.id, mac: device.mac_address, name: device.name || device.mac_address });
+    if (copy === null) throw new Error("no copy of it was kept when the deployment was made");
+    run = await runs.runOnDevice(JSON.parse(copy) as PinnedConfig, { id: device.id, mac: device.mac_address, name: device.name || device.mac_address }, job.deploymentId);
   } catch (error) {
-    // The config changed since the deployment was made (deleted, broken): the update is not validated.
+    // No copy (one the start could not pin), or one this server can no longer run: the update is not validated.
     await deployments.fail(job.deploymentId, job.deviceId, VALIDATION_REASON, `validation config ${config} cannot run: ${(error as Error).message}`);
     return;
   }
+  const audit = { config, suite, deployment: job.deploymentId, device: device.mac_address };
+  // The verdict is awaited whatever becomes of the entry (a database that cannot write loses it as well).
+  await ctx.db
+    .write((tx) => recordAudit(tx, systemActor("server", dateOf(ctx.clock)), "testrun.trigger", `run:${run.id}`, audit))
+    .catch((error) => ctx.log.error(`deployment ${job.deploymentId}: audit of validation run ${run.id}: ${(error as Error).message}`));
   const ended = await runs.finalRun(run.id);
   if (ended?.status === "finished") return deployments.validated(job.deploymentId, job.deviceId);
   // Ended by the server's stop (its device sockets close first, so it may read "device

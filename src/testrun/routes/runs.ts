@@ -13,6 +13,7 @@ import * as z from "zod";
 import { Empty, errors, jsonBody, ok, queryOf, route, type Reply } from "../../http/openapi.ts";
 import { Broadcaster, prepareEvent, SharedSubscription, type EventStreams, type PreparedEvent } from "../../http/sse.ts";
 import { openReportJson, openReportJsonByDevice, reportSummary } from "../engine/report.ts";
+import { authorizeStop, readableRun } from "../devices/access.ts";
 import { PlanError } from "../plan.ts";
 import { listArtifacts, openArtifact } from "../runs/artifacts.ts";
 import { artifactsDir, reportPath } from "../runs/paths.ts";
@@ -116,8 +117,12 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
   const { doc, replies } = access;
   const store = service.store;
   const triggerView = (t: TriggerRecord) => triggerObject(t, service.triggerStatus(t), store.runsOfTrigger(t.id));
+  /** The run the path names, as the caller may see it (a run on devices: read on one of them). */
+  const runOf = (c: Context<AppEnv>, message = "Test run not found") => readableRun(ctx.db, c.get("identity"), store.getRun(c.req.param("id") ?? ""), message);
   /** The run the path names, once final: its report and artifacts may be fetched. */
-  const finishedRun = (c: Context<AppEnv>) => completedRun(store.getRun(c.req.param("id") ?? ""));
+  const finishedRun = (c: Context<AppEnv>) => completedRun(runOf(c));
+  /** The run, if the caller may also stop or delete it (a run on devices: what its devices require). */
+  const stoppableRun = (c: Context<AppEnv>, run: RunRecord) => (authorizeStop(ctx.db, c.get("identity"), run, store.planOf(run.id)), run);
 
   route(
     app,
@@ -231,7 +236,9 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "delete", path: "/api/v1/test-runs/trigger/:tid", ...doc, summary: "Abort a trigger", responses: replies({ 200: ok(Trigger, "Aborting"), 404: e404 }) },
     access.write,
     async (c) => {
-      const trigger = await service.abortTrigger(c.req.param("tid") ?? "");
+      const id = c.req.param("tid") ?? "";
+      for (const run of store.runsOfTrigger(id)) if (!FINAL_STATUSES.has(run.status)) stoppableRun(c, readableRun(ctx.db, c.get("identity"), run, "Trigger not found"));
+      const trigger = await service.abortTrigger(id);
       await recordRequest(ctx, c, "testrun.abort", `trigger:${trigger.id}`);
       return c.json(triggerView(trigger));
     },
@@ -241,12 +248,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     app,
     { method: "get", path: "/api/v1/test-runs/:id", ...doc, summary: "One run", responses: replies({ 200: ok(TestRun, "OK"), 404: e404 }) },
     access.read,
-    (c) => {
-      const id = c.req.param("id") ?? "";
-      const run = store.getRun(id);
-      if (!run) throw new LabgateError("not_found", `Run not found: ${id}`);
-      return c.json(runObjectA(run));
-    },
+    (c) => c.json(runObjectA(runOf(c, `Run not found: ${c.req.param("id") ?? ""}`))),
   );
 
   route(
@@ -254,7 +256,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "delete", path: "/api/v1/test-runs/:id", ...doc, summary: "Abort a run (answers at once, abort_requested; the run ends aborted)", responses: replies({ 200: ok(TestRun, "Aborting"), 400: e400, 404: e404 }) },
     access.write,
     async (c) => {
-      const run = await service.abort(c.req.param("id") ?? "");
+      const run = await service.abort(stoppableRun(c, runOf(c)).id);
       await recordRequest(ctx, c, "testrun.abort", `run:${run.id}`);
       return c.json(runObjectA(run));
     },
@@ -266,6 +268,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     access.write,
     async (c) => {
       const id = c.req.param("id") ?? "";
+      stoppableRun(c, runOf(c, `Run not found: ${id}`));
       await service.deleteRun(id);
       await recordRequest(ctx, c, "testrun.delete", `run:${id}`);
       return c.json({});
@@ -284,8 +287,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     },
     access.write,
     async (c) => {
-      const id = c.req.param("id") ?? "";
-      if (!store.getRun(id)) throw new LabgateError("not_found", `Run not found: ${id}`);
+      const id = runOf(c, `Run not found: ${c.req.param("id") ?? ""}`).id;
       const body = await jsonBody(c, repeatBody);
       const run = await service.repeat(id, body, c.get("identity"));
       await recordRequest(ctx, c, "testrun.trigger", `run:${run.id}`, { repeat_of: id });
@@ -381,11 +383,10 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
   return app;
 }
 
-/** Variant B ids are positive integers; anything else does not match a B route. */
-function runB(service: TestRunService, raw: string): RunRecord {
-  const run = /^[1-9][0-9]{0,15}$/.test(raw) ? service.store.getRunBySeq(Number(raw)) : undefined;
-  if (!run) throw new LabgateError("not_found", "Test run not found");
-  return run;
+/** Variant B ids are positive integers; anything else does not match a B route. A run the caller may not see is as missing. */
+function runB(ctx: AppContext, c: Context<AppEnv>, service: TestRunService): RunRecord {
+  const raw = c.req.param("id") ?? "";
+  return readableRun(ctx.db, c.get("identity"), /^[1-9][0-9]{0,15}$/.test(raw) ? service.store.getRunBySeq(Number(raw)) : undefined, "Test run not found");
 }
 
 function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunService): Hono<AppEnv> {
@@ -431,7 +432,7 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     app,
     { method: "get", path: "/api/v1/test-runs/:id", ...doc, summary: "One run", responses: replies({ 200: ok(TestRunB, "OK"), 404: e404 }) },
     access.read,
-    (c) => c.json(runObjectB(runB(service, c.req.param("id") ?? ""))),
+    (c) => c.json(runObjectB(runB(ctx, c, service))),
   );
 
   route(
@@ -439,7 +440,8 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     { method: "delete", path: "/api/v1/test-runs/:id", ...doc, summary: "Abort a run (waits for its end)", responses: replies({ 200: ok(TestRunB, "Aborted"), 400: e400, 404: e404 }) },
     access.write,
     async (c) => {
-      const run = runB(service, c.req.param("id") ?? "");
+      const run = runB(ctx, c, service);
+      authorizeStop(ctx.db, c.get("identity"), run, store.planOf(run.id));
       if (FINAL_STATUSES.has(run.status)) throw new LabgateError("invalid", "Test run not in progress");
       await service.abort(run.id);
       await recordRequest(ctx, c, "testrun.abort", `run:${run.id}`, { seq: run.seq });
@@ -453,7 +455,7 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     { method: "get", path: "/api/v1/test-runs/:id/report", ...doc, summary: "The CSV report", responses: replies({ 200: csv, 404: e404 }) },
     access.read,
     async (c) => {
-      const run = completedRun(runB(service, c.req.param("id") ?? ""));
+      const run = completedRun(runB(ctx, c, service));
       return serveReport(c, statFile(reportPath(service.dirs, run.id)), `report-run-${run.seq}.csv`);
     },
   );

@@ -8,10 +8,10 @@ import { LabgateError } from "../../util/errors.ts";
 import { patternError } from "../engine/pattern.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
 import { isDeviceTarget } from "../devices/protocol.ts";
-import { buildPlan } from "../config/plan-builder.ts";
-import { planMachines, type ConfigSource, type DeviceShare, type TestPlan } from "../plan.ts";
+import { buildPlan, snapshotSource } from "../config/plan-builder.ts";
+import { planMachines, type ConfigSource, type DeviceShare, type PinnedConfig, type TestPlan } from "../plan.ts";
 import { DeviceRuns } from "../devices/runs.ts";
-import { deviceShares, deviceTargetsOf, shareModules } from "../devices/shares.ts";
+import { deviceShares, deviceTargetsOf, scriptModules, shareModules } from "../devices/shares.ts";
 import { resolveTargets, type TargetDevice } from "../devices/targets.ts";
 import { aggregateResults } from "./aggregate.ts";
 import { Orchestrator, type LocalRuns } from "./dispatch.ts";
@@ -111,29 +111,35 @@ export class TestRunService implements LocalRuns {
   }
 
   /**
-   * Runs `configName` (and `suite`) on one managed device for the gateway itself, e.g. to
-   * validate an update the device just installed: no caller's permissions are checked here (the
-   * caller checked them when it was set up). The run's `machine_target` is `device:<mac>`.
+   * A copy of `configName` (and `suite`) as it is now, for runs on one managed device later
+   * (runOnDevice): its files and the script modules its entries use. Throws 4xx unless it could
+   * run on a device (the config loads and has entries for one).
    */
-  async runOnDevice(configName: string, suite: string, device: TargetDevice): Promise<RunRecord> {
-    const { request, plan, shares, warnings } = this.oneDevice(configName, suite, device);
-    return this.createRun({ ...plan, machineTarget: request.machineTarget, devices: shares, modules: shareModules(shares, this.ctx.dataDir) }, request, warnings, null);
+  pinOnDevice(configName: string, suite: string): PinnedConfig {
+    const { plan } = this.oneDevice(configName, suite, { id: 0, mac: "00:00:00:00:00:00", name: "check" }, this.source, this.lookup);
+    return { config: configName, suite, files: plan.files, modules: scriptModules(plan.entries, this.ctx.dataDir) };
   }
 
-  /** Whether runOnDevice could run `configName` (and `suite`): the config loads and has entries for a device (else 4xx why). */
-  checkOnDevice(configName: string, suite: string): void {
-    this.oneDevice(configName, suite, { id: 0, mac: "00:00:00:00:00:00", name: "check" });
+  /**
+   * Runs a pinned config on one managed device for the gateway itself, e.g. to validate an
+   * update the device just installed (`validates`: that deployment's id): the copy runs, whatever
+   * the store holds now, and no caller's permissions are checked here (the caller checked them
+   * when it was set up). The run's `machine_target` is `device:<mac>`.
+   */
+  async runOnDevice(pinned: PinnedConfig, device: TargetDevice, validates: number): Promise<RunRecord> {
+    const { request, plan, shares, warnings } = this.oneDevice(pinned.config, pinned.suite, device, snapshotSource(pinned.files), { ...this.lookup, scripts: pinned.modules });
+    return this.createRun({ ...plan, machineTarget: request.machineTarget, devices: shares, modules: pinned.modules, validates }, request, warnings, null);
   }
 
   /** The plan of `configName` on `device` alone: the entries without machines (as machine_target device:<mac> selects them). */
-  private oneDevice(configName: string, suite: string, device: TargetDevice) {
+  private oneDevice(configName: string, suite: string, device: TargetDevice, source: ConfigSource, lookup: ModuleLookup) {
     if (!this.devices) throw new LabgateError("invalid", "this server manages no devices");
     const request: TriggerRequest = { configName, suite, machineTarget: `device:${device.mac}`, overrides: null, pattern: "" };
-    const plan = this.planOf(request);
+    const plan = this.planOf(request, source);
     const targets = deviceTargetsOf(plan, request.machineTarget)!;
     const shares = deviceShares(targets.entries, new Map([[request.machineTarget!, [device]]]));
     if (shares.length === 0) throw new LabgateError("unprocessable", `no entry of ${configName}${suite ? ` (${suite})` : ""} runs on a device (entries naming machines are left out)`);
-    return { request, plan, shares, warnings: this.checkShares(shares, plan.warnings) };
+    return { request, plan, shares, warnings: this.checkShares(shares, plan.warnings, lookup) };
   }
 
   /** Resolves when the run is final (however long it takes); its final record. */
@@ -146,10 +152,10 @@ export class TestRunService implements LocalRuns {
   }
 
   /** Every entry of the shares checked (module known, params valid: 422 naming it); the run's warnings. */
-  private checkShares(shares: DeviceShare[], planWarnings: string[]): string[] {
+  private checkShares(shares: DeviceShare[], planWarnings: string[], lookup = this.lookup): string[] {
     const warnings = [...planWarnings];
     for (const entry of shares.flatMap((s) => s.entries)) {
-      const resolved = resolveEntry(entry.where, entry.module, entry.params, this.lookup);
+      const resolved = resolveEntry(entry.where, entry.module, entry.params, lookup);
       if ("error" in resolved) throw new LabgateError("unprocessable", resolved.error);
       for (const w of resolved.warnings) if (!warnings.includes(w)) warnings.push(w);
     }
@@ -157,9 +163,9 @@ export class TestRunService implements LocalRuns {
   }
 
   /** The request's plan; a `machine_target` naming devices selects like none (deviceTargetsOf picks the entries). */
-  private planOf(request: TriggerRequest): TestPlan {
+  private planOf(request: TriggerRequest, source = this.source): TestPlan {
     const machineTarget = request.machineTarget !== null && isDeviceTarget(request.machineTarget) ? null : request.machineTarget;
-    return buildPlan(this.source, { configName: request.configName, suite: request.suite, overrides: request.overrides, machineTarget });
+    return buildPlan(source, { configName: request.configName, suite: request.suite, overrides: request.overrides, machineTarget });
   }
 
   /** POST /test-runs: a local run, a node-role run, a run on managed devices, or a multi-node dispatch. */

@@ -79,10 +79,10 @@ export function deploymentView(service: DeploymentService, row: DeploymentRow): 
 
 /**
  * A deployment's `validation` runs tests on the group's devices: the caller needs svc_tests_rw
- * and the `test` permission on each of them (403 naming those it lacks), and the config must run
- * on a device here (src/testrun/devices/validation.ts).
+ * and the `test` permission on each of them (403 naming those it lacks); the service then pins
+ * the config, which must run on a device here (src/testrun/devices/validation.ts).
  */
-function checkValidation(db: Database, identity: Identity, groupId: number, validation: DeploymentValidation, service: DeploymentService): void {
+function checkValidation(db: Database, identity: Identity, groupId: number, service: DeploymentService): void {
   if (!service.validator) throw new LabgateError("invalid", `field "validation": this server runs no tests`);
   if (identity.kind !== "mgmt" || !(identity.scopes.has("tests_rw") || identity.scopes.has("admin_rw"))) throw new LabgateError("forbidden", `field "validation": needs svc_tests_rw`);
   const refused = groupDeviceIds(db, groupId)
@@ -90,7 +90,6 @@ function checkValidation(db: Database, identity: Identity, groupId: number, vali
     .map((id) => getDevice(db, id))
     .map((d) => `'${d?.name || d?.mac_address}'`);
   if (refused.length > 0) throw new LabgateError("forbidden", `field "validation": no test permission on device${refused.length > 1 ? "s" : ""} ${refused.join(", ")}`);
-  service.validator.check(validation);
 }
 
 const memberView = (row: MemberRow): DeploymentDevice => ({
@@ -159,7 +158,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       const body = await jsonBody(c, DeploymentCreate);
       const identity = c.get("identity");
       authorize(db, identity, "group", body.group, "update");
-      if (body.validation) checkValidation(db, identity, body.group, body.validation, service);
+      if (body.validation) checkValidation(db, identity, body.group, service);
       const row = await service.create({
         groupId: body.group,
         version: body.version,
@@ -174,6 +173,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
         createdBy: identity.kind === "mgmt" ? identity.user : null,
         validation: body.validation,
         actor: actorOf(c, ctx.clock),
+        identity,
       });
       return c.json(deploymentView(service, row), 201);
     },

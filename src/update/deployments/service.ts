@@ -9,11 +9,11 @@
  */
 import type { Database, Tx } from "../../db/index.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
-import type { AppContext } from "../../app/context.ts";
+import type { AppContext, Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { ChannelHub, DeviceConnection } from "../channel/hub.ts";
 import type { EventBroadcaster } from "../events/broadcaster.ts";
-import { changed, getGroup, groupDeviceIds, groupPackageIds, type CatalogWatch } from "../groups/groups.ts";
+import { assignPackages, changed, getGroup, groupDeviceIds, groupPackageIds, type CatalogWatch } from "../groups/groups.ts";
 import { checkKeys, type Steer, type Steering } from "../updatecheck/check.ts";
 import {
   ACTIVE,
@@ -69,16 +69,28 @@ export interface NewDeployment {
   createdBy: string | null;
   /** A test config (and suite) each device runs once it installed; a failure fails the device (`validation`). */
   validation: DeploymentValidation | null;
-  /** Who creates it (the audit log). */
+  /** Who creates it (the audit log), and with what permissions (the package assignment). */
   actor: Actor;
+  identity: Identity;
+}
+
+/** A deployment's `packages` join its group through the group's one assignment path: its checks, its audit. */
+function assignFirst(tx: Tx, input: NewDeployment): number[] {
+  try {
+    return assignPackages(tx, input.identity, input.groupId, input.packages, "add", input.actor);
+  } catch (error) {
+    if (error instanceof LabgateError) throw new LabgateError(error.code, `field "packages": ${error.message}`, error.details);
+    throw error;
+  }
 }
 
 /**
  * The test-run server's part in validation (src/testrun/devices/validation.ts), installed by the
- * composition root: `check` refuses a validation that cannot run (a 4xx naming why).
+ * composition root: `pin` copies the config as it is now, which the deployment keeps and its
+ * devices run (opaque here), or refuses a validation that cannot run (a 4xx naming why).
  */
 export interface ValidationRunner {
-  check(validation: DeploymentValidation): void;
+  pin(validation: DeploymentValidation): string;
 }
 
 /** An active deployment in memory. */
@@ -272,33 +284,30 @@ export class DeploymentService implements Steering {
     const now = this.ctx.clock.now();
     const at = isoTime(now);
     const versionKey = checkKeys(this.ctx.config.prefix).version;
+    if (input.validation && !this.validator) throw new LabgateError("invalid", `field "validation": this server runs no tests`);
+    // Its devices run the config as it is now: an upload under its name later changes nothing here.
+    const validationCopy = input.validation ? this.validator!.pin(input.validation) : null;
     const row = await changed(this.catalog, this.db.write((tx) => {
       if (!getGroup(tx, input.groupId)) throw new LabgateError("invalid", `field "group": group ${input.groupId} does not exist`);
       const running = activeDeploymentOf(tx, input.groupId);
       if (running) throw new LabgateError("conflict", `field "group": group ${input.groupId} already has deployment ${running.id} (${running.status})`);
-      for (const id of input.packages) {
-        if (!tx.get("SELECT 1 AS x FROM packages WHERE id = ?", [id])) throw new LabgateError("invalid", `field "packages": package ${id} does not exist`);
-      }
       const devices = groupDeviceIds(tx, input.groupId);
       if (devices.length === 0) throw new LabgateError("invalid", `field "group": group ${input.groupId} has no devices`);
       // A device follows one deployment at a time (the one of its active group).
       const busy = devices.find((id) => this.index.has(id));
       if (busy !== undefined) throw new LabgateError("conflict", `field "group": device ${busy} is in deployment ${this.index.get(busy)!.run.row.id} of group ${this.index.get(busy)!.run.row.group_id}`);
-      const assigned = new Set(groupPackageIds(tx, input.groupId));
-      const added = input.packages.filter((id) => !assigned.has(id));
-      const packageIds = [...assigned, ...added];
+      const packageIds = input.packages.length > 0 ? assignFirst(tx, input) : groupPackageIds(tx, input.groupId);
       const hasVersion = packageIds.some((id) => {
         const pkg = tx.get<{ metadata: string }>("SELECT metadata FROM packages WHERE id = ?", [id]);
         return pkg !== undefined && String((JSON.parse(pkg.metadata) as Record<string, unknown>)[versionKey] ?? "") === input.version;
       });
       if (!hasVersion) throw new LabgateError("invalid", `field "version": no package of group ${input.groupId} (or in "packages") has version ${input.version}`);
-      for (const id of added) tx.run("INSERT INTO group_packages (group_id, package_id) VALUES (?, ?)", [input.groupId, id]);
 
       const starts = input.startAt === null || input.startAt <= now;
       const { lastInsertRowid: id } = tx.run(
         `INSERT INTO deployments (group_id, version, status, phases, current_phase, phase_started, success_percent, success_wait, error_percent,
-           device_timeout, start_at, window, created, created_by, validation, started, updated)
-         VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+           device_timeout, start_at, window, created, created_by, validation, validation_copy, started, updated)
+         VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         [
           input.groupId,
           input.version,
@@ -314,6 +323,7 @@ export class DeploymentService implements Steering {
           at,
           input.createdBy,
           input.validation ? JSON.stringify(input.validation) : null,
+          validationCopy,
           starts ? at : null,
           at,
         ],

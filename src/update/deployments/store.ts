@@ -215,3 +215,12 @@ export function listHistory(db: Database, deviceId: number, limit: number, offse
   );
   return { rows, total };
 }
+
+/** The copy of a deployment's validation config that its devices run (opaque JSON, src/testrun/devices/validation.ts); null: none. */
+export function validationCopy(db: Database | Tx, id: number): string | null {
+  return db.get<{ copy: string | null }>("SELECT validation_copy AS copy FROM deployments WHERE id = ?", [id])?.copy ?? null;
+}
+
+export function pinValidation(tx: Tx, id: number, copy: string): void {
+  tx.run("UPDATE deployments SET validation_copy = ? WHERE id = ?", [copy, id]);
+}

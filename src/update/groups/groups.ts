@@ -3,7 +3,8 @@ import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { isoTime, rfc822 } from "../../util/time.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { DEFAULT_POLICY } from "./policy.ts";
-import { unguarded, type ChangeGuard } from "../permissions/permissions.ts";
+import { allowed, MSG_FORBIDDEN, unguarded, withinGrants, type ChangeGuard } from "../permissions/permissions.ts";
+import type { Identity } from "../../app/context.ts";
 import type { Group, GroupV1 } from "./schema.ts";
 
 export const DEFAULT_PRIORITY = 25;
@@ -159,21 +160,36 @@ export async function patchGroupDevices(
 }
 
 /**
- * Package assignment: the set becomes exactly `packageIds`; an unknown package is a 404.
- * `guard` runs the change (membership grants the group's permissions, see permissions.ts).
+ * THE package assignment of a group, whichever route asks (the group's package route, a
+ * deployment's `packages`), inside the caller's transaction: `packageIds` become the group's
+ * packages (`replace`) or join them (`add`). Group permissions reach the group's packages, so each
+ * package newly assigned needs `update` on it (403 naming it, before anything says whether it
+ * exists: then 404) and may grant none of the group's holders a permission the caller does not
+ * hold on it (withinGrants: 403). Audited as `group.packages`. Returns the group's packages after.
  */
-export async function setGroupPackages(db: Database, catalog: CatalogWatch, groupId: number, packageIds: number[], actor: Actor, guard: ChangeGuard = unguarded): Promise<void> {
+export function assignPackages(tx: Tx, identity: Identity, groupId: number, packageIds: number[], how: "replace" | "add", actor: Actor): number[] {
+  const current = groupPackageIds(tx, groupId);
+  const had = new Set(current);
+  const wanted = [...new Set(packageIds)];
+  const added = wanted.filter((id) => !had.has(id));
+  for (const id of added) if (!allowed(tx, identity, "package", id, "update")) throw new LabgateError("forbidden", `${MSG_FORBIDDEN}: package ${id}`);
+  for (const id of added) if (!tx.get("SELECT 1 AS x FROM packages WHERE id = ?", [id])) throw new LabgateError("not_found", `package ${id} does not exist`);
+  const removed = how === "replace" ? current.filter((id) => !wanted.includes(id)) : [];
+  withinGrants(tx, identity, added.map((id) => ({ resource: "package" as const, id })), () => {
+    for (const id of removed) tx.run("DELETE FROM group_packages WHERE group_id = ? AND package_id = ?", [groupId, id]);
+    for (const id of added) tx.run("INSERT INTO group_packages (group_id, package_id) VALUES (?, ?)", [groupId, id]);
+  });
+  const after = groupPackageIds(tx, groupId);
+  recordAudit(tx, actor, "group.packages", `group:${groupId}`, { packages: after });
+  return after;
+}
+
+/** The group's package route: the set becomes exactly `packageIds` (assignPackages). */
+export async function setGroupPackages(db: Database, catalog: CatalogWatch, groupId: number, packageIds: number[], identity: Identity, actor: Actor): Promise<void> {
   try {
     return await changed(catalog, db.write((tx) => {
       if (!getGroup(tx, groupId)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
-      for (const id of packageIds) {
-        if (!tx.get("SELECT 1 AS x FROM packages WHERE id = ?", [id])) throw new LabgateError("not_found", `package ${id} does not exist`);
-      }
-      guard(tx, () => {
-        tx.run("DELETE FROM group_packages WHERE group_id = ?", [groupId]);
-        for (const id of packageIds) tx.run("INSERT INTO group_packages (group_id, package_id) VALUES (?, ?)", [groupId, id]);
-      });
-      recordAudit(tx, actor, "group.packages", `group:${groupId}`, { packages: packageIds });
+      assignPackages(tx, identity, groupId, packageIds, "replace", actor);
     }));
   } catch (error) {
     // Only a constraint firing after the checks above (a concurrent change) lands here.

@@ -24,7 +24,6 @@ import {
   deleteGroup,
   getGroup,
   GROUP_NOT_FOUND,
-  groupPackageIds,
   listGroups,
   patchGroupDevices,
   setGroupPackages,
@@ -43,14 +42,14 @@ const invalid = { 400: e400, ...onObject };
 const tag = "groups";
 
 /**
- * Group permissions reach the group's devices and packages, so
- * putting a device or package into a group needs `update` on that object, and (the guard it
- * returns, run with the change) every permission the group's holders would gain on it.
+ * Group permissions reach the group's devices, so putting a device into a group needs `update`
+ * on it, and (the guard it returns, run with the change) every permission the group's holders
+ * would gain on it. Packages: assignPackages (groups.ts) checks the same for every route.
  */
-function requireOnEach(ctx: AppContext, identity: Identity, resource: "device" | "package", ids: number[]): ChangeGuard {
+function requireOnEach(ctx: AppContext, identity: Identity, ids: number[]): ChangeGuard {
   if (bypasses(identity, "update")) return unguarded;
-  for (const id of ids) if (!allowed(ctx.db, identity, resource, id, "update")) throw new LabgateError("forbidden", `${MSG_FORBIDDEN}: ${resource} ${id}`);
-  return grantGuard(identity, ids.map((id) => ({ resource, id })));
+  for (const id of ids) if (!allowed(ctx.db, identity, "device", id, "update")) throw new LabgateError("forbidden", `${MSG_FORBIDDEN}: device ${id}`);
+  return grantGuard(identity, ids.map((id) => ({ resource: "device", id })));
 }
 
 /**
@@ -83,7 +82,7 @@ function sharedHandlers(ctx: AppContext, catalog: CatalogWatch, mode: { v2: bool
     check(c, id, "update");
     if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const { add, remove } = await jsonBody(c, GroupDevices);
-    const guard = mode.v2 ? requireOnEach(ctx, c.get("identity"), "device", add) : unguarded;
+    const guard = mode.v2 ? requireOnEach(ctx, c.get("identity"), add) : unguarded;
     await patchGroupDevices(db, catalog, id, add, remove, mode.rule, actorOf(c, ctx.clock), guard);
     return c.json({});
   };
@@ -93,12 +92,7 @@ function sharedHandlers(ctx: AppContext, catalog: CatalogWatch, mode: { v2: bool
     check(c, id, "update");
     if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const { packages } = await jsonBody(c, GroupPackages);
-    let guard = unguarded;
-    if (mode.v2) {
-      const current = new Set(groupPackageIds(db, id));
-      guard = requireOnEach(ctx, c.get("identity"), "package", packages.filter((p) => !current.has(p)));
-    }
-    await setGroupPackages(db, catalog, id, packages, actorOf(c, ctx.clock), guard);
+    await setGroupPackages(db, catalog, id, packages, c.get("identity"), actorOf(c, ctx.clock));
     return c.json({});
   };
 

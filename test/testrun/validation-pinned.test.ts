@@ -1,0 +1,130 @@
+// Issue 39, item 2: a deployment runs its validation config as it was when the deployment was made
+// (its pinned copy, docs/device-tests.md): an svc_tests_rw account that uploads another config under
+// that name changes nothing its devices run. Its validation run is audited (testrun.trigger, naming
+// the deployment), and reading or stopping it needs what the device requires: read to see it,
+// update to stop it (its end decides the device's update), not svc_tests_rw alone.
+import assert from "node:assert/strict";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, test } from "node:test";
+import type { Agent } from "../../src/agent/agent.ts";
+import { entries } from "../audit/helpers.ts";
+import { removeDir, startTestServer, tempDir, useTestServer, waitFor } from "../helpers/server.ts";
+import { approveAgent, FAST_SERVER, startAgent, untilConnected, type AgentOptions } from "../update/helpers/agents.ts";
+import { seedDevices } from "../update/helpers/devices.ts";
+import { uploadOk } from "../update/helpers/packages.ts";
+import { uploadConfig, type RunObject } from "./run-helpers.ts";
+
+const agents: Agent[] = [];
+after(async () => {
+  for (const agent of agents) await agent.stop();
+});
+const server = useTestServer(FAST_SERVER);
+
+async function grant(user_id: string, resource_id: number, ...permissions: string[]): Promise<void> {
+  for (const permission of permissions) {
+    const res = await server.call("POST", "/api/v1/permissions", { user_id, resource: "device", resource_id, permission });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+  }
+}
+
+test("a validation runs the config pinned at the deployment's creation; its run is audited and hidden from, and unstoppable by, accounts without the device's permissions", async () => {
+  const dir = tempDir("labgate-validate-pinned-");
+  const gate = join(dir, "install-now");
+  // The install waits for the test's word: the config is replaced after the deployment was made, before its run.
+  const agent = startAgent(server, {
+    name: "pinned-1",
+    device_type: "board",
+    software_version: "v1",
+    update_check_interval: 0.3,
+    install_command: ["sh", "-c", 'while [ ! -e "$3" ]; do sleep 0.05; done; cp "$1" "$2"', "install", "{file}", join(dir, "image.bin"), gate],
+    tests: { enabled: true },
+  } as AgentOptions);
+  agents.push(agent);
+  const device = await approveAgent(server, agent);
+  await untilConnected(server, device);
+  const data = agent.config.data_dir;
+
+  const pkg = await uploadOk(server, { token: server.adminToken, version: "v2", devtype: "board", file: Buffer.from("the v2 image") });
+  const group = (await server.call("POST", "/api/v2/groups", { metadata: { name: "pinned" } })).body.id as number;
+  assert.equal((await server.call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] })).status, 200);
+  assert.equal((await server.call("PATCH", `/api/v2/groups/${group}/devices`, { add: [device], remove: [] })).status, 200);
+  // Cases run in <data_dir>/tests/<run>/artifacts/<run>: each run says what it was, then waits for `go`.
+  const config = (word: string) => `tests:\n  smoke:\n  - exec:\n      name: smoke\n      command: [sh, -c, 'echo ${word} >> ../../../../ran; while [ ! -e ../../../../go ]; do sleep 0.05; done']\n`;
+  await uploadConfig(server, "validate.yml", config("original"));
+  const created = await server.call("POST", "/api/v2/deployments", { group, version: "v2", phases: [100], validation: { config: "validate.yml" } });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  const deployment = created.body.id as number;
+
+  // mallory: svc_tests_rw, no permission on the device. Her upload under that name changes nothing the deployment runs.
+  const mallory = server.token(["tests_rw"], "mallory");
+  await uploadConfig(server, "validate.yml", config("replaced"), mallory);
+  assert.deepEqual((await server.call("GET", `/api/v2/deployments/${deployment}`)).body.validation, { config: "validate.yml", suite: "" });
+  writeFileSync(gate, "");
+  await waitFor(() => existsSync(join(data, "ran")), 30_000, "the validation started on the device");
+  assert.equal(readFileSync(join(data, "ran"), "utf8"), "original\n");
+  const run = ((await server.call<RunObject[]>("GET", "/api/v1/test-runs")).body).find((r) => r.machine_target === `device:${agent.mac}`)!;
+  assert.equal(run.status, "running");
+
+  // On record: who ran what, for which deployment.
+  const [audit] = await entries(server, `action=testrun.trigger&target=run:${run.id}`);
+  assert.deepEqual([audit?.actor_kind, audit?.actor, audit?.detail], ["system", "server", { config: "validate.yml", suite: "", deployment, device: agent.mac }]);
+
+  // mallory sees nothing of it and cannot stop it (as a run that does not exist); nor through its trigger.
+  const missing = await server.call("GET", "/api/v1/test-runs/00000000-0000-0000-0000-000000000000", undefined, mallory);
+  assert.deepEqual([(await server.call("GET", `/api/v1/test-runs/${run.id}`, undefined, mallory)).status, missing.status], [404, 404]);
+  const abortMissing = await server.call("DELETE", "/api/v1/test-runs/00000000-0000-0000-0000-000000000000", undefined, mallory);
+  const abort = await server.call("DELETE", `/api/v1/test-runs/${run.id}`, undefined, mallory);
+  assert.deepEqual([abort.status, abort.body], [abortMissing.status, abortMissing.body]);
+  assert.equal((await server.call("DELETE", `/api/v1/test-runs/trigger/${run.trigger_id}`, undefined, mallory)).status, 404);
+  // tess may read the device and run tests on it: she sees the run, but stopping it (which would roll the device back) needs update.
+  await grant("tess", device, "read", "test");
+  const tess = server.token(["tests_rw"], "tess");
+  assert.equal((await server.call("GET", `/api/v1/test-runs/${run.id}`, undefined, tess)).status, 200);
+  const refused = await server.call("DELETE", `/api/v1/test-runs/${run.id}`, undefined, tess);
+  assert.deepEqual([refused.status, refused.body.error], [403, "insufficient permission to a resource: a deployment's validation run needs update on each of its devices"]);
+  assert.equal((await server.call("DELETE", `/api/v1/test-runs/trigger/${run.trigger_id}`, undefined, tess)).status, 403);
+  assert.equal((await server.call("GET", `/api/v1/test-runs/${run.id}`)).body.status, "running", "nobody stopped it");
+
+  // It passes: the device is validated, the deployment completes; the finished run stays hidden from mallory.
+  writeFileSync(join(data, "go"), "");
+  await waitFor(async () => (await server.call("GET", `/api/v2/deployments/${deployment}`)).body.status === "completed", 30_000, "the deployment completed");
+  assert.equal(readFileSync(join(data, "ran"), "utf8"), "original\n", "the replaced config never ran");
+  for (const path of [`/api/v1/test-runs/${run.id}`, `/api/v1/test-runs/${run.id}/report`, `/api/v1/test-runs/${run.id}/report/summary`, `/api/v1/test-runs/${run.id}/artifacts`]) {
+    assert.equal((await server.call("GET", path, undefined, mallory)).status, 404, path);
+    assert.equal((await server.call("GET", path, undefined, tess)).status, 200, path);
+  }
+  assert.equal((await server.call("DELETE", `/api/v1/test-runs/${run.id}/record`, undefined, mallory)).status, 404);
+  assert.equal((await server.call("DELETE", `/api/v1/test-runs/${run.id}/record`, undefined, tess)).status, 403);
+});
+
+test("a deployment made before configs were pinned (no copy) gets its copy at the next start: uploads from then on change nothing it runs", async () => {
+  const dataDir = tempDir();
+  let gateway = await startTestServer({}, dataDir);
+  try {
+    const [device] = await seedDevices(gateway, 1);
+    const pkg = await uploadOk(gateway, { token: gateway.adminToken, version: "v2", devtype: "board" });
+    const group = (await gateway.call("POST", "/api/v2/groups", { metadata: {} })).body.id as number;
+    assert.equal((await gateway.call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] })).status, 200);
+    assert.equal((await gateway.call("PATCH", `/api/v2/groups/${group}/devices`, { add: [device!.id], remove: [] })).status, 200);
+    await uploadConfig(gateway, "legacy.yml", "tests:\n  smoke:\n  - exec:\n      command: [echo, before]\n");
+    const created = await gateway.call("POST", "/api/v2/deployments", { group, version: "v2", start_at: "2999-01-01T00:00:00Z", validation: { config: "legacy.yml" } });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const id = created.body.id as number;
+    const copy = () => gateway.server.ctx.db.get<{ c: string | null }>("SELECT validation_copy AS c FROM deployments WHERE id = ?", [id])?.c ?? null;
+    assert.match(copy() ?? "", /echo, before/);
+    // As a data dir from before the copy was kept: none.
+    await gateway.server.ctx.db.write((tx) => void tx.run("UPDATE deployments SET validation_copy = NULL WHERE id = ?", [id]));
+    await uploadConfig(gateway, "legacy.yml", "tests:\n  smoke:\n  - exec:\n      command: [echo, at-restart]\n");
+    await gateway.close();
+    gateway = await startTestServer({}, dataDir);
+    assert.match(copy() ?? "", /echo, at-restart/);
+    await uploadConfig(gateway, "legacy.yml", "tests:\n  smoke:\n  - exec:\n      command: [echo, later]\n");
+    await gateway.close();
+    gateway = await startTestServer({}, dataDir);
+    assert.match(copy() ?? "", /echo, at-restart/, "pinned once");
+  } finally {
+    await gateway.close();
+    removeDir(dataDir);
+  }
+});
