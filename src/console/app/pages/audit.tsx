@@ -27,7 +27,7 @@ function Audit({ query }: PageProps) {
       </PageHeader>
       <form class="form-row" onSubmit={(e) => e.preventDefault()} aria-label="Filter the audit log">
         <Field label="Actor">
-          <input name="actor" value={form.actor} onInput={set("actor")} placeholder="alice, a MAC address, anonymous" />
+          <input name="actor" value={form.actor} onInput={set("actor")} placeholder="alice, a MAC address" />
         </Field>
         <Field label="Action">
           <input name="action" value={form.action} onInput={set("action")} placeholder="device, group.policy" />
