@@ -215,6 +215,7 @@ export const configSchema = z.strictObject({
   /** The audit log (src/audit/audit.ts, refusals.ts): the oldest entries go past either bound. */
   audit: section({
     retention_days: integer(1, 100 * 365).prefault(365),
+    /** Rows of changes kept; refusals have a budget of their own (max_refusal_rows). */
     max_rows: integer(1000, 100_000_000).prefault(1_000_000),
     /** How often (seconds) retention looks for entries past the bounds. */
     retention_interval: integer(1, 86_400).prefault(600),
