@@ -5,10 +5,13 @@
  * refusal rows have a retention budget of their own: the rows of changes all stay.
  */
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, test } from "node:test";
+import { loadConfig } from "../../src/config/config.ts";
 import { recordAudit, systemActor } from "../../src/audit/audit.ts";
 import { MAX_REQUEST_TEXT } from "../../src/audit/refusals.ts";
-import { useTestServer, waitFor } from "../helpers/server.ts";
+import { tempDir, useTestServer, waitFor } from "../helpers/server.ts";
 import { login } from "../accounts/helpers.ts";
 import { entries, flood, type Entry } from "./helpers.ts";
 
@@ -105,6 +108,14 @@ describe("refusals are counted per client, actor and route in a window", () => {
     const [failure] = await entries(server, "action=login.failure&limit=1");
     assert.deepEqual([failure.actor_kind, failure.target, failure.detail], ["anonymous", `user:${"n".repeat(MAX_REQUEST_TEXT)}`, { tried: "n".repeat(MAX_REQUEST_TEXT) }]);
   });
+
+  test("a server that stops writes the counts of its last window", async () => {
+    await endWindow(async () => true);
+    await flood(server.url, 7, () => ({ method: "PATCH", path: "/api/v1/users/x", headers: evil }));
+    await server.restart();
+    const [row] = await entries(server, "action=auth.refused&target=PATCH%20/api/v1/users/:name&limit=1");
+    assert.equal(row.detail?.count, 7);
+  });
 });
 
 describe("audit retention keeps refusals within a budget of their own", () => {
@@ -137,4 +148,17 @@ describe("audit retention keeps refusals within a budget of their own", () => {
     await server.server.domains.shared.auditRetention.sweep();
     assert.deepEqual([count("ok"), count("refused")], [1000, 100]);
   });
+});
+
+test("the refusal bounds are config keys with their ranges; a bad one names its key", () => {
+  const dir = tempDir();
+  const load = (yaml: string) => {
+    writeFileSync(join(dir, "appliance.config.yaml"), yaml);
+    return loadConfig({ cwd: dir, env: {} }).config.audit;
+  };
+  assert.deepEqual(load(""), { retention_days: 365, max_rows: 1_000_000, retention_interval: 600, max_refusal_rows: 100_000, refusal_window: 60, refusal_keys: 1000 });
+  assert.deepEqual(load("audit:\n  max_refusal_rows: 500\n  refusal_window: 5\n  refusal_keys: 20\n"), { retention_days: 365, max_rows: 1_000_000, retention_interval: 600, max_refusal_rows: 500, refusal_window: 5, refusal_keys: 20 });
+  for (const [key, value] of [["max_refusal_rows", "10"], ["refusal_window", "0"], ["refusal_window", "7200"], ["refusal_keys", "1"], ["refusal_keys", "many"], ["refusal_budget", "5"]]) {
+    assert.throws(() => load(`audit:\n  ${key}: ${value}\n`), new RegExp(`audit\\.${key}`), `${key}: ${value}`);
+  }
 });
