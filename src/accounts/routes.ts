@@ -1,5 +1,6 @@
 import { Hono, type Context } from "hono";
 import { actorOf, recordAudit, type Actor } from "../audit/audit.ts";
+import { MAX_REQUEST_TEXT } from "../audit/refusals.ts";
 import { getCookie, setCookie } from "hono/cookie";
 import { SESSION_COOKIE, sameOrigin, MSG_CROSS_SITE, type Auth } from "../auth/middleware.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
@@ -82,8 +83,9 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
       // Every name costs the same password check, one that cannot exist too.
       const account = await checkLogin(db, key, body.password, dateOf(ctx.clock), actorOf(c, ctx.clock));
       if (!account) {
-        const actor = { ...actorOf(c, ctx.clock), name: body.username.slice(0, 64) };
-        await db.write((tx) => recordAudit(tx, actor, "login.failure", `user:${actor.name}`, undefined, "refused"));
+        // Nobody is known: the name tried is what the attempt was at, cut as every text from a request is.
+        const tried = body.username.slice(0, MAX_REQUEST_TEXT);
+        await db.write((tx) => recordAudit(tx, actorOf(c, ctx.clock), "login.failure", `user:${tried}`, { tried }, "refused"));
         const hold = throttle.failed(key, address);
         if (hold > 0) await ctx.clock.sleep(hold);
         throw new LabgateError("unauthenticated", MSG_LOGIN_FAILED);

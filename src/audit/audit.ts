@@ -1,7 +1,7 @@
 /*
  * The audit log (issue 29): every change, recorded in the transaction that makes it, so that an
  * acknowledged change is in the log and a rolled-back one is not; refused authorizations are
- * recorded too. A domain records with one line inside its `db.write`:
+ * recorded too, counted per client and route (refusals.ts). A domain records with one line inside its `db.write`:
  *
  *   recordAudit(tx, actor, "group.devices", `group:${id}`, { add, remove });
  *
@@ -15,14 +15,15 @@ import type { Context } from "hono";
 import type { AppContext, AppEnv } from "../app/context.ts";
 import type { Database, Tx } from "../db/index.ts";
 import { clientAddress } from "../http/transport.ts";
+import { csvCell } from "../util/csv.ts";
 import { dateOf, every, isoTime, type Clock } from "../util/time.ts";
 import type { Logger } from "../util/log.ts";
 import type { ActorKind, AuditEntry, Outcome } from "./schema.ts";
 
-/** Who acts: a console account (a session), a management token, a device, or the system (CLI, server). */
+/** Who acts: a console account (a session), a management token, a device, the system (CLI, server), or nobody known (`anonymous`). */
 export interface Actor {
   kind: ActorKind;
-  /** The account or token user, the device's MAC address, or what the system is (`cli`, `server`). */
+  /** The account or token user, the device's MAC address, what the system is (`cli`, `server`), or `anonymous`. */
   name: string;
   /** The management token's id (`jti`), else null. */
   tokenId: string | null;
@@ -39,7 +40,7 @@ export function actorOf(c: Context<AppEnv>, clock: Clock): Actor {
   const identity = c.get("identity") as AppEnv["Variables"]["identity"] | undefined;
   const client = clientAddress(c);
   const at = dateOf(clock);
-  if (!identity) return { kind: "system", name: "anonymous", tokenId: null, client, at };
+  if (!identity) return { kind: "anonymous", name: "anonymous", tokenId: null, client, at };
   if (identity.kind === "device") return { kind: "device", name: identity.mac, tokenId: null, client, at };
   return { kind: identity.session === undefined ? "token" : "account", name: identity.user, tokenId: identity.jti ?? null, client, at };
 }
@@ -61,11 +62,11 @@ export function cliName(): string {
 /** A command of this machine's CLI acting on the data dir itself (no server runs, or it writes the spool). */
 export const cliActor = (at = new Date()): Actor => systemActor(cliName(), at);
 
-/** Records one entry in `tx`, the transaction of the change it describes. */
-export function recordAudit(tx: Pick<Tx, "run">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome: Outcome = "ok"): void {
+/** Records one entry in `tx`, the transaction of the change it describes; returns its id. */
+export function recordAudit(tx: Pick<Tx, "run">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome: Outcome = "ok"): number {
   let text = detail === undefined ? null : JSON.stringify(detail);
   if (text !== null && text.length > MAX_DETAIL) text = JSON.stringify({ truncated: true, bytes: text.length });
-  tx.run("INSERT INTO audit_log (time, actor_kind, actor, token_id, client, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+  return tx.run("INSERT INTO audit_log (time, actor_kind, actor, token_id, client, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
     isoTime(actor.at),
     actor.kind,
     actor.name,
@@ -75,7 +76,7 @@ export function recordAudit(tx: Pick<Tx, "run">, actor: Actor, action: string, t
     target,
     outcome,
     text,
-  ]);
+  ]).lastInsertRowid;
 }
 
 /**
@@ -85,17 +86,6 @@ export function recordAudit(tx: Pick<Tx, "run">, actor: Actor, action: string, t
 export async function recordRequest(ctx: Pick<AppContext, "clock" | "db">, c: Context<AppEnv>, action: string, target: string, detail?: Record<string, unknown>): Promise<void> {
   const actor = actorOf(c, ctx.clock);
   await ctx.db.write((tx) => recordAudit(tx, actor, action, target, detail));
-}
-
-/** Records a refused request (an authorization failure) in a transaction of its own; a failure to record is logged, never thrown. */
-export async function recordRefusal(ctx: AppContext, c: Context<AppEnv>, message: string): Promise<void> {
-  const actor = actorOf(c, ctx.clock);
-  const route = c.req.routePath && c.req.routePath !== "/*" ? c.req.routePath : c.req.path;
-  try {
-    await ctx.db.write((tx) => recordAudit(tx, actor, "auth.refused", `${c.req.method} ${route}`.slice(0, 512), { path: c.req.path.slice(0, 512), error: message.slice(0, 256) }, "refused"));
-  } catch (error) {
-    ctx.log.warn(`audit: refusal not recorded: ${(error as Error).message}`);
-  }
 }
 
 /** What GET /api/v1/audit selects; every given condition holds. */
@@ -147,8 +137,9 @@ export function countAudit(db: Database, filter: AuditFilter): number {
 }
 
 const CSV_COLUMNS = ["id", "time", "actor_kind", "actor", "token_id", "client", "action", "target", "outcome", "detail"] as const;
-const csvField = (value: unknown): string => {
-  const text = value === null || value === undefined ? "" : String(value);
+/** A cell: no formula a spreadsheet would run (util/csv.ts), quoted when it holds a quote, comma or line break. */
+const csvField = (value: string | number | null): string => {
+  const text = csvCell(value);
   return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 };
 /** Rows read per step of a CSV export: memory stays flat whatever the log holds. */
@@ -180,9 +171,19 @@ export function auditCsv(db: Database, filter: AuditFilter): ReadableStream<Uint
 /** Rows dropped per step of retention: a step is one short transaction. */
 const RETENTION_BATCH = 5000;
 
+export interface RetentionLimits {
+  retention_days: number;
+  /** Rows of changes (outcome `ok`) kept. */
+  max_rows: number;
+  /** Rows of refusals (outcome `refused`) kept, apart: refusals never push out the rows of changes. */
+  max_refusal_rows: number;
+  retention_interval: number;
+}
+
 /**
- * Keeps the log within `retention_days` and `max_rows`: every `retention_interval` s (and once at start)
- * the oldest rows go, a batch per event-loop turn, so requests are served in between.
+ * Keeps the log within `retention_days`, `max_rows` and `max_refusal_rows`: every
+ * `retention_interval` s (and once at start) the oldest rows go, a batch per event-loop turn, so
+ * requests are served in between.
  */
 export class AuditRetention {
   private stopSweeps: (() => void) | undefined;
@@ -190,9 +191,9 @@ export class AuditRetention {
   private readonly db: Database;
   private readonly clock: Clock;
   private readonly log: Logger;
-  private readonly limits: { retention_days: number; max_rows: number; retention_interval: number };
+  private readonly limits: RetentionLimits;
 
-  constructor(db: Database, clock: Clock, log: Logger, limits: { retention_days: number; max_rows: number; retention_interval: number }) {
+  constructor(db: Database, clock: Clock, log: Logger, limits: RetentionLimits) {
     this.db = db;
     this.clock = clock;
     this.log = log;
@@ -214,28 +215,33 @@ export class AuditRetention {
     return this.current;
   }
 
+  /** How many rows are past each bound now; read first, so that a sweep with nothing to drop writes nothing. */
+  private excess(cutoff: string): { old: boolean; refusals: number; changes: number } {
+    const old = this.db.get("SELECT 1 AS x FROM audit_log WHERE time < ? LIMIT 1", [cutoff]) !== undefined;
+    // Through the partial index of refused rows: as many as the refusal budget holds, at most.
+    const refused = this.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM audit_log WHERE outcome = 'refused'")?.n ?? 0;
+    // Two queries: SQLite answers a lone MIN or MAX from the index, both in one query by scanning every row.
+    const low = this.db.get<{ id: number | null }>("SELECT MIN(id) AS id FROM audit_log")?.id;
+    const high = this.db.get<{ id: number | null }>("SELECT MAX(id) AS id FROM audit_log")?.id;
+    // Ids only grow, so the rows are at most the span of their ids; only a span past the bound needs the count.
+    const span = low != null && high != null ? high - low + 1 : 0;
+    const total = span - refused > this.limits.max_rows ? (this.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM audit_log")?.n ?? 0) : span;
+    return { old, refusals: Math.max(0, refused - this.limits.max_refusal_rows), changes: Math.max(0, total - refused - this.limits.max_rows) };
+  }
+
   private async drop(): Promise<number> {
     let dropped = 0;
     try {
       const cutoff = isoTime(this.clock.now() - this.limits.retention_days * 86_400_000);
-      // Read first: a sweep with nothing to drop writes nothing.
-      const due = (): boolean => {
-        if (this.db.get("SELECT 1 AS x FROM audit_log WHERE time < ? LIMIT 1", [cutoff])) return true;
-        // Two queries: SQLite answers a lone MIN or MAX from the index, both in one query by scanning every row.
-        const low = this.db.get<{ id: number | null }>("SELECT MIN(id) AS id FROM audit_log")?.id;
-        const high = this.db.get<{ id: number | null }>("SELECT MAX(id) AS id FROM audit_log")?.id;
-        return low != null && high != null && low <= high - this.limits.max_rows;
-      };
-      while (due()) {
-        // Each through an index: by time, then by id (ids only grow and rows go from the lowest,
-        // so the newest max_rows are those above max(id) - max_rows).
+      for (let due = this.excess(cutoff); due.old || due.refusals > 0 || due.changes > 0; due = this.excess(cutoff)) {
+        // Each through an index: by time, refusals by the partial index of refused rows, changes by id.
+        // Old rows first and alone in their step: what they take changes what is past the counts.
         dropped += await this.db.write((tx) => {
-          const old = tx.run("DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE time < ? ORDER BY time LIMIT ?)", [cutoff, RETENTION_BATCH]).changes;
-          const over = tx.run("DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE id <= (SELECT MAX(id) FROM audit_log) - ? ORDER BY id LIMIT ?)", [
-            this.limits.max_rows,
-            RETENTION_BATCH - old,
-          ]).changes;
-          return old + over;
+          if (due.old) return tx.run("DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE time < ? ORDER BY time LIMIT ?)", [cutoff, RETENTION_BATCH]).changes;
+          const oldest = (outcome: string, n: number) =>
+            n > 0 ? tx.run(`DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE outcome ${outcome} ORDER BY id LIMIT ?)`, [n]).changes : 0;
+          const refusals = oldest("= 'refused'", Math.min(RETENTION_BATCH, due.refusals));
+          return refusals + oldest("<> 'refused'", Math.min(RETENTION_BATCH - refusals, due.changes));
         });
         await new Promise((resolve) => setImmediate(resolve));
       }

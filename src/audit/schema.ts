@@ -23,7 +23,7 @@ const timeParam = (key: string) =>
 
 const text = (what: string) => z.string().max(512).optional().describe(what);
 
-export const ActorKind = z.enum(["account", "token", "device", "system"]);
+export const ActorKind = z.enum(["account", "token", "device", "system", "anonymous"]);
 export type ActorKind = z.infer<typeof ActorKind>;
 export const Outcome = z.enum(["ok", "refused"]);
 export type Outcome = z.infer<typeof Outcome>;
@@ -46,7 +46,7 @@ export const AuditEntry = z
   .object({
     id: z.int(),
     time: z.string().describe("ISO 8601, UTC"),
-    actor_kind: ActorKind.describe("account: a console session; token: a management token; device; system: the server or a command on the gateway (cli:<login>)"),
+    actor_kind: ActorKind.describe("account: a console session; token: a management token; device; system: the server or a command on the gateway (cli:<login>); anonymous: a request without a valid token (a refusal, a failed login)"),
     actor: z.string(),
     token_id: z.string().nullable().describe("the management token's id (jti) when a token acted"),
     client: z.string().describe("the client address; empty for the command line"),
@@ -57,7 +57,7 @@ export const AuditEntry = z
           "group.create|delete|devices|packages|policy|priority, permission.create|delete, action.exec|clear_log|clear_pending|remove, " +
           "shell.open|close, file.fetch, log.delete, deployment.create|pause|resume|advance|abort, config.upload|delete|push, " +
           "testrun.trigger|abort|delete, user.add|passwd|scopes|disable|enable|delete, login.success|failure, logout, token.issue|revoke, " +
-          "backup, restore; auth.refused for a request refused with 403",
+          "backup, restore; auth.refused for requests refused with 403 (one entry per client, actor, route and window, detail.count of them)",
       ),
     target: z.string(),
     outcome: Outcome,

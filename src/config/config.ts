@@ -217,12 +217,19 @@ export const configSchema = z.strictObject({
     /** Device auth requests must carry a timestamp within this many seconds of now, each accepted once; 0: not checked. */
     auth_timestamp_window: integer(0).prefault(600),
   }),
-  /** The audit log (src/audit/audit.ts): the oldest entries go past either bound. */
+  /** The audit log (src/audit/audit.ts, refusals.ts): the oldest entries go past either bound. */
   audit: section({
     retention_days: integer(1, 100 * 365).prefault(365),
+    /** Rows of changes kept; refusals have a budget of their own (max_refusal_rows). */
     max_rows: integer(1000, 100_000_000).prefault(1_000_000),
     /** How often (seconds) retention looks for entries past the bounds. */
     retention_interval: integer(1, 86_400).prefault(600),
+    /** Rows of refusals (auth.refused, login.failure) kept besides max_rows: they never push out the rows of changes. */
+    max_refusal_rows: integer(100, 100_000_000).prefault(100_000),
+    /** Seconds of a refusal window: one auth.refused row per client, actor and route in each, with a count. */
+    refusal_window: integer(1, 3600).prefault(60),
+    /** Clients and routes counted apart per window; the refusals of more share one row. */
+    refusal_keys: integer(10, 100_000).prefault(1000),
   }),
   test_server: section({
     auth: oneOf("token", "none").prefault("token"),

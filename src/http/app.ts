@@ -3,7 +3,7 @@ import { Hono, type Context } from "hono";
 import { actsByMethod, createAuth, refuseCrossSite, type Auth, type AuthGates } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
 import { LabgateError } from "../util/errors.ts";
-import { recordRefusal } from "../audit/audit.ts";
+import type { RefusalLog } from "../audit/refusals.ts";
 import { answerError, errorAnswer } from "./errors.ts";
 import { operationsOf, type Operation } from "./openapi.ts";
 import { nodeResponse } from "./transport.ts";
@@ -20,12 +20,14 @@ export interface AppOptions {
   inFlight?: InFlight;
   /** The domains' token gates (startDomains). */
   gates?: AuthGates;
+  /** Where refused requests (403) are recorded; without one (a test's probe app) they are not. */
+  refusals?: RefusalLog;
   /** Filled with the operations the mounted routers registered (`route`): the OpenAPI document's. */
   operations?: Operation[];
 }
 
 /** Builds the one Hono app: request log, JSON errors everywhere, the system routes, then the modules in order. */
-export function createApp(ctx: AppContext, { modules = [], inFlight = new InFlight(), gates, operations = [] }: AppOptions = {}): Hono<AppEnv> {
+export function createApp(ctx: AppContext, { modules = [], inFlight = new InFlight(), gates, refusals, operations = [] }: AppOptions = {}): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const auth = createAuth(ctx, gates);
   // On every answer: no content sniffing (an answer is only ever what its type says) and, over
@@ -82,7 +84,7 @@ export function createApp(ctx: AppContext, { modules = [], inFlight = new InFlig
   app.onError(async (error, c) => {
     // A refused authorization is in the audit log before the answer goes.
     const refused = errorAnswer(error);
-    if (refused?.status === 403) await recordRefusal(ctx, c, refused.message);
+    if (refused?.status === 403) await refusals?.record(c, refused.message);
     return answerError(c, error, ctx.log);
   });
   app.notFound((c) => answerError(c, new LabgateError("not_found", `no route for ${c.req.method} ${c.req.path}`), ctx.log));

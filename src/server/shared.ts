@@ -4,6 +4,7 @@ import { EventStreams } from "../http/sse.ts";
 import type { AppContext } from "../app/context.ts";
 import { AuditRetention } from "../audit/audit.ts";
 import { AuditSpool } from "../audit/spool.ts";
+import { RefusalLog } from "../audit/refusals.ts";
 
 /** Services more than one part uses. */
 export interface SharedServices {
@@ -15,11 +16,13 @@ export interface SharedServices {
   inFlight: InFlight;
   /** Drops audit entries past the configured age and count, off the request path. */
   auditRetention: AuditRetention;
+  /** Records refused requests, counted per client, actor and route in a window. */
+  refusals: RefusalLog;
   /** Moves the entries of commands run beside the server (`labgate token issue`, `restore`) into the audit log. */
   auditSpool: AuditSpool;
 }
 
-export function createSharedServices(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "db" | "log" | "onClosing">, accountGate: AccountGate | undefined): SharedServices {
+export function createSharedServices(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "db" | "log" | "onClosing" | "onShutdown">, accountGate: AccountGate | undefined): SharedServices {
   const accessWatch = new AccessWatch(ctx.db, accountGate, ctx.clock);
   const streams = new EventStreams(ctx.log, ctx.clock, accessWatch, ctx.config.compat.sse_comments);
   // Open event streams end when the server stops accepting, so that shutdown does not wait on them.
@@ -27,8 +30,12 @@ export function createSharedServices(ctx: Pick<AppContext, "clock" | "config" | 
   const auditRetention = new AuditRetention(ctx.db, ctx.clock, ctx.log, ctx.config.audit);
   auditRetention.start();
   ctx.onClosing.push(() => auditRetention.stop());
+  // The last window's counts are written after the last request, before the database closes.
+  const refusals = new RefusalLog(ctx.db, ctx.clock, ctx.log, ctx.config.audit);
+  refusals.start();
+  ctx.onShutdown.push(() => refusals.stop());
   const auditSpool = new AuditSpool(ctx.db, ctx.dataDir, ctx.log, ctx.clock);
   auditSpool.start();
   ctx.onClosing.push(() => auditSpool.stop());
-  return { accessWatch, streams, inFlight: new InFlight(), auditRetention, auditSpool };
+  return { accessWatch, streams, inFlight: new InFlight(), auditRetention, refusals, auditSpool };
 }

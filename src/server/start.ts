@@ -135,6 +135,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const app = createApp(ctx, {
       modules: routeTable(domains, operations),
       inFlight: domains.shared.inFlight,
+      refusals: domains.shared.refusals,
       gates: { device: domains.update.deviceGate, account: domains.accounts.accountGate },
       operations,
     });

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import type { TestServer } from "../helpers/server.ts";
 
 /** An entry of GET /api/v1/audit. */
@@ -27,4 +28,45 @@ export async function newest(server: Pick<TestServer, "call">, action: string): 
   const [entry] = await entries(server, `action=${action}&limit=1`);
   assert.ok(entry, `an entry ${action}`);
   return entry;
+}
+
+/** One request of a flood: method, path and headers (no body). */
+export interface FloodRequest {
+  method: string;
+  path: string;
+  headers?: Record<string, string>;
+}
+
+/**
+ * Sends `count` requests made by `make` to the server at `url`, `concurrency` at a time over
+ * keep-alive connections from `localAddress` (any 127.x.y.z is this machine: clients of their
+ * own); resolves with how many got each status.
+ */
+export async function flood(url: string, count: number, make: (i: number) => FloodRequest, options: { concurrency?: number; localAddress?: string } = {}): Promise<Record<number, number>> {
+  const { concurrency = 16, localAddress } = options;
+  const agent = new HttpAgent({ keepAlive: true, maxSockets: concurrency });
+  const statuses: Record<number, number> = {};
+  let next = 0;
+  const one = (r: FloodRequest) =>
+    new Promise<number>((resolve, reject) => {
+      const req = httpRequest(new URL(r.path, url), { method: r.method, headers: r.headers, agent, localAddress }, (res) => {
+        res.resume();
+        res.on("end", () => resolve(res.statusCode ?? 0));
+      });
+      req.on("error", reject);
+      req.end();
+    });
+  try {
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (next < count) {
+          const status = await one(make(next++));
+          statuses[status] = (statuses[status] ?? 0) + 1;
+        }
+      }),
+    );
+  } finally {
+    agent.destroy();
+  }
+  return statuses;
 }

@@ -6,7 +6,9 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, test } from "node:test";
 import type { Browser } from "playwright-core";
-import { useTestServer } from "../helpers/server.ts";
+import { useTestServer, waitFor } from "../helpers/server.ts";
+import { login } from "../accounts/helpers.ts";
+import { entries, flood } from "../audit/helpers.ts";
 import { registerDevice } from "../update/helpers/devices.ts";
 import { signedInAdmin, type Tab } from "./browser.ts";
 
@@ -47,4 +49,25 @@ test("the Audit page lists, filters and pages entries and downloads them as CSV;
   await recent.waitFor();
   assert.match(await recent.innerText(), /device\.rename[\s\S]*device\.approve/);
   await admin.shot("device-audit");
+});
+
+test("refusals read as one entry with their count; a failed login as anonymous with the name tried (issues 39.4, 40.5)", async () => {
+  assert.equal((await login(server, "admin", "not the password")).status, 401);
+  await flood(server.url, 1234, (i) => ({ method: "POST", path: `/api/v2/groups/${i}/priority`, headers: { Origin: "http://evil.example" } }));
+  // The window ends: the entry's count is written.
+  server.clock.advance(60_000);
+  await waitFor(async () => (await entries(server, "action=auth.refused&limit=1"))[0]?.detail?.count === 1234, 5000, "the window's count");
+  const { page } = admin;
+  await page.goto(`${server.url}/#/audit?action=auth`);
+  const row = page.locator('tr[data-action="auth.refused"]');
+  await row.waitFor();
+  assert.equal(await row.count(), 1, "one entry for the 1,234 refusals");
+  assert.match(await row.innerText(), /anonymous[\s\S]*127\.0\.0\.1[\s\S]*auth\.refused[\s\S]*refused[\s\S]*×1,234[\s\S]*POST \/api\/v2\/groups\/:id\/priority/);
+  await admin.shot("audit-refusals");
+  await page.getByLabel("Action").fill("login.failure");
+  const failure = page.locator('tr[data-action="login.failure"]');
+  await failure.waitFor();
+  assert.match(await failure.innerText(), /anonymous \(tried 'admin'\)/);
+  assert.doesNotMatch(await failure.innerText(), /system/);
+  await admin.shot("audit-login-failure");
 });

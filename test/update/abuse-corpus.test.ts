@@ -17,6 +17,7 @@ import { openFds, parseRaw, rawRequest } from "../helpers/raw.ts";
 import { removeDir, requestAt, startTestServer, tempDir, type TestServer, waitFor } from "../helpers/server.ts";
 import { waitRun } from "../testrun/run-helpers.ts";
 import { registerDevice } from "./helpers/devices.ts";
+import { flood } from "../audit/helpers.ts";
 
 const BIN = process.env.LABGATE_BIN;
 /** An arm64 executable runs under qemu (executableCommand): everything, a checkpoint holding its files included, takes many times longer. */
@@ -456,5 +457,42 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}${EMULATED ? " under qe
     assert.deepEqual(failures, []);
     assert.equal(stored(), storedBefore, "nothing new in the data dir");
     assert.deepEqual(target.logged(), [], "the server logged errors");
+  });
+
+  // Issue 39.4: a client without a token cannot flush the audit trail. Its refusals are counted
+  // per client and route in a window: thousands of them are a few rows, and memory stays flat.
+  it("an unauthenticated refusal flood writes a few audit rows, however many requests", { timeout: EMULATED ? 300_000 : 60_000 }, async (t) => {
+    const audit = async (query: string) => {
+      const res = await target.server.request(`/api/v1/audit?${query}`, { token: target.adminToken });
+      assert.equal(res.status, 200);
+      return { total: Number(res.headers.get("x-total-count")), rows: (await res.json()) as Array<{ id: number; target: string; actor_kind: string; detail: { count?: number } | null }> };
+    };
+    const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${target.pid}/status`, "utf8"))![1]) * 1024;
+    const before = await audit("limit=1");
+    const rssBefore = rss();
+    const perRoute = EMULATED ? 200 : 1000;
+    const evil = { Origin: "http://evil.example" };
+    const started = Date.now();
+    const sent = await Promise.all([
+      flood(target.url, perRoute, () => ({ method: "POST", path: "/api/v2/groups", headers: evil })),
+      flood(target.url, perRoute, (i) => ({ method: "PUT", path: `/no/such/route/${i}`, headers: { "Sec-Fetch-Site": "cross-site" } })),
+      flood(target.url, perRoute, (i) => ({ method: "DELETE", path: `/api/v1/packages/${i}`, headers: { ...evil, Cookie: `labgate_session=forged${i}`, "User-Agent": "x".repeat(4000) } })),
+      flood(target.url, perRoute / 2, (i) => ({ method: "GET", path: "/api/v1/devices", headers: { Authorization: `Bearer token=forged.${i}.x` } })),
+    ]);
+    t.diagnostic(`${perRoute * 3.5} requests in ${Date.now() - started} ms, RSS ${((rss() - rssBefore) / 1048576).toFixed(1)} MiB more`);
+    assert.deepEqual(sent, [{ 403: perRoute }, { 403: perRoute }, { 403: perRoute }, { 401: perRoute / 2 }]);
+    const after = await audit(`limit=100`);
+    const fresh = after.rows.filter((row) => row.id > (before.rows[0]?.id ?? 0));
+    // Three routes, two windows at most (one may end during the flood; a key the inputs before
+    // were refused on in this window writes none); the refused client is anonymous.
+    const routes = ["DELETE /api/v1/packages/:id", "POST /api/v2/groups", "PUT *"];
+    assert.ok(after.total - before.total <= 6, `${after.total - before.total} rows for ${perRoute * 3} refusals`);
+    assert.ok(fresh.every((row) => routes.includes(row.target) && row.actor_kind === "anonymous"), JSON.stringify(fresh));
+    for (const route of routes) {
+      const [row] = (await audit(`action=auth.refused&target=${encodeURIComponent(route)}&actor=anonymous&limit=1`)).rows;
+      assert.ok(row && JSON.stringify(row.detail).length < 1024, `${route}: ${JSON.stringify(row)}`);
+    }
+    assert.ok(rss() - rssBefore < 64 * 1048576, `RSS grew ${((rss() - rssBefore) / 1048576).toFixed(1)} MiB`);
+    assert.equal(parseRaw((await rawRequest(target.url, http("GET", "/api/health"), PATIENCE_MS)).text).status, 200);
   });
 });

@@ -23,8 +23,18 @@ export function auditPath(filters: Partial<Filters>, extra: Record<string, strin
   return `/api/v1/audit?${params}`;
 }
 
-/** Who acted, as one line: the kind's word, the name, the token when it was one. */
-const actorText = (e: AuditEntry) => `${e.actor_kind === "account" ? "" : `${e.actor_kind} `}${e.actor}`;
+/** Who acted, as one line: the kind's word and the name; nobody known, and the name a failed login tried. */
+function actorText(e: AuditEntry): string {
+  if (e.actor_kind !== "anonymous") return `${e.actor_kind === "account" ? "" : `${e.actor_kind} `}${e.actor}`;
+  return typeof e.detail?.tried === "string" ? `anonymous (tried '${e.detail.tried}')` : "anonymous";
+}
+
+/** How many requests an entry stands for: refusals are counted per client and route in a window. */
+const timesOf = (e: AuditEntry): number => (typeof e.detail?.count === "number" ? e.detail.count : 1);
+
+/** The window a counted entry's requests came in, for its title. */
+const windowOf = (e: AuditEntry): string | undefined =>
+  typeof e.detail?.first === "string" && typeof e.detail?.last === "string" ? `from ${new Date(e.detail.first).toLocaleString()} to ${new Date(e.detail.last).toLocaleString()}` : undefined;
 
 /** The entries' columns, shared with the device page's recent entries. */
 export const auditColumns = [
@@ -42,7 +52,12 @@ export const auditColumns = [
     head: "Action",
     cell: (e: AuditEntry) => (
       <>
-        <span class="mono">{e.action}</span> {e.outcome === "refused" && <Badge tone="bad">refused</Badge>}
+        <span class="mono">{e.action}</span> {e.outcome === "refused" && <Badge tone="bad">refused</Badge>}{" "}
+        {timesOf(e) > 1 && (
+          <span class="strong" title={`${timesOf(e).toLocaleString()} requests ${windowOf(e) ?? ""}`.trim()} data-count={timesOf(e)}>
+            ×{timesOf(e).toLocaleString()}
+          </span>
+        )}
       </>
     ),
   },

@@ -2,6 +2,7 @@ import { open, type FileHandle } from "node:fs/promises";
 import { Readable } from "node:stream";
 import { parse } from "csv-parse";
 import { stringify } from "csv-stringify/sync";
+import { csvCell, csvText } from "../../util/csv.ts";
 import type { DeviceCounts, ReportSummary, StatusCounts } from "../schema.ts";
 
 /** The reference's eight columns in its order. */
@@ -57,20 +58,27 @@ const pyRepr = (s: string): string => {
   return quote + s.replace(/\\/g, "\\\\").replace(new RegExp(quote, "g"), `\\${quote}`) + quote;
 };
 
-const CELLS: Record<ReportColumn, (row: ReportRow) => string> = {
+const CELLS: Record<ReportColumn, (row: ReportRow) => string | number> = {
   "start time": (row) => localIsoSeconds(row.startTime),
   "device name": (row) => row.deviceName,
   "test name": (row) => row.testName,
   module: (row) => row.module,
   // Microseconds are plenty; rounding also drops float noise such as 0.000020999999999958162.
-  duration: (row) => String(Math.round(row.duration * 1e6) / 1e6),
+  duration: (row) => Math.round(row.duration * 1e6) / 1e6,
   message: (row) => row.message,
   status: (row) => row.status,
   artifacts: (row) => `[${row.artifacts.map(pyRepr).join(", ")}]`,
 };
 
-// Python's csv writer: minimal quoting, CRLF records.
-const csvLine = (cells: string[]): string => stringify([cells], { record_delimiter: "windows", quoted: false });
+// Python's csv writer: minimal quoting, CRLF records; no cell a spreadsheet would run (util/csv.ts).
+const csvLine = (cells: Array<string | number>): string => stringify([cells.map(csvCell)], { record_delimiter: "windows", quoted: false });
+
+/** A report row as read back from its CSV: each cell as it was before csvCell. */
+const readBack = <T extends Record<string, string> | string[]>(row: T): T => {
+  const cells = row as Record<string, unknown>;
+  for (const key of Object.keys(cells)) if (typeof cells[key] === "string") cells[key] = csvText(cells[key]);
+  return row;
+};
 
 /** Appends rows to a run's CSV report as the run progresses; `close` makes it durable. */
 export class ReportWriter {
@@ -120,7 +128,7 @@ export async function openReportJson(path: string): Promise<{ stream: Readable; 
     // A row cut short by a crash mid-write (an unclosed quote) is left out rather than failing the answer.
     const parser = parse({ columns: true, skip_empty_lines: true, relax_column_count: true, skip_records_with_error: true });
     for await (const row of file.pipe(parser) as AsyncIterable<Record<ReportColumn, string>>) {
-      pending += (first ? "" : ",") + JSON.stringify(row);
+      pending += (first ? "" : ",") + JSON.stringify(readBack(row));
       first = false;
       if (pending.length >= 65536) {
         yield Buffer.from(pending);
@@ -152,7 +160,8 @@ export async function reportSummary(path: string, options: { byDevice?: boolean 
     const parser = parse({ skip_empty_lines: true, relax_column_count: true, skip_records_with_error: true });
     let statusAt = -1;
     let deviceAt = -1;
-    for await (const cells of file.pipe(parser) as AsyncIterable<string[]>) {
+    for await (const read of file.pipe(parser) as AsyncIterable<string[]>) {
+      const cells = readBack(read);
       if (summary.columns.length === 0) {
         summary.columns = cells;
         statusAt = cells.indexOf("status");
@@ -198,7 +207,8 @@ export async function openReportJsonByDevice(path: string): Promise<{ stream: Re
       const file = current.createReadStream();
       try {
         const parser = parse({ columns: true, skip_empty_lines: true, relax_column_count: true, skip_records_with_error: true });
-        for await (const row of file.pipe(parser) as AsyncIterable<Record<ReportColumn, string>>) {
+        for await (const read of file.pipe(parser) as AsyncIterable<Record<ReportColumn, string>>) {
+          const row = readBack(read);
           if (row["device name"] !== device) continue;
           pending += (first ? "" : ",") + JSON.stringify(row);
           first = false;

@@ -1,0 +1,147 @@
+/*
+ * Refused requests (403) in the audit log, at a cost nobody can make grow: per window of
+ * `audit.refusal_window` seconds, one `auth.refused` row per client address, actor and route
+ * (method and route pattern, never the raw path) with a count. A key's first refusal in a window
+ * is written at once, before the answer goes; the same key again only counts in memory, and the
+ * row's count is brought up to date when the window ends. At most `audit.refusal_keys` keys are
+ * held per window; refusals beyond them are counted in one row of their own. Every text that
+ * comes from the request is cut to a fixed length. Refusal rows have a budget of their own in
+ * retention (`audit.max_refusal_rows`, AuditRetention), so they never push out the rows of changes.
+ */
+import type { Context } from "hono";
+import { matchedRoutes } from "hono/route";
+import type { AppEnv } from "../app/context.ts";
+import type { Database } from "../db/index.ts";
+import { every, isoTime, type Clock } from "../util/time.ts";
+import type { Logger } from "../util/log.ts";
+import { actorOf, recordAudit, systemActor, type Actor } from "./audit.ts";
+
+/** How long a text from the request may be in a refusal's row (its path, message, user agent). */
+export const MAX_REQUEST_TEXT = 256;
+
+export interface RefusalLimits {
+  /** Seconds of a window: one row per key and window. */
+  refusal_window: number;
+  /** Keys held per window; the refusals of further keys share one row. */
+  refusal_keys: number;
+}
+
+/** One key's refusals in the current window. */
+interface Tally {
+  /** The row written for its first refusal (undefined until that write is done). */
+  id: number | undefined;
+  /** That first write, awaited before the row's count is updated. */
+  written: Promise<void>;
+  actor: Actor;
+  target: string;
+  detail: { path: string; error: string; user_agent: string };
+  count: number;
+  last: Date;
+}
+
+/** The refusals of keys beyond `refusal_keys` in the current window. */
+interface Overflow {
+  count: number;
+  first: Date;
+  last: Date;
+}
+
+/** A text from the request, cut to `max` characters. */
+const bounded = (text: string | undefined, max = MAX_REQUEST_TEXT): string => (text ?? "").slice(0, max);
+
+/**
+ * The route a request was refused on: the method and the pattern of the route it matched
+ * (`DELETE /api/v1/packages/:id`), `*` for a path no route serves. Also for a refusal by a
+ * middleware that runs before the route (cross-site): the whole match is known from the start.
+ */
+export function refusedRoute(c: Context): string {
+  const route = matchedRoutes(c)
+    .filter((r) => r.method !== "ALL")
+    .pop();
+  return `${bounded(c.req.method, 16)} ${route ? route.path : "*"}`.slice(0, 512);
+}
+
+export class RefusalLog {
+  private tallies = new Map<string, Tally>();
+  private overflow: Overflow | undefined;
+  private stopWindows: (() => void) | undefined;
+  private flushing: Promise<void> = Promise.resolve();
+  private readonly db: Database;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+  private readonly limits: RefusalLimits;
+
+  constructor(db: Database, clock: Clock, log: Logger, limits: RefusalLimits) {
+    this.db = db;
+    this.clock = clock;
+    this.log = log;
+    this.limits = limits;
+  }
+
+  start(): void {
+    this.stopWindows = every(this.clock, this.limits.refusal_window * 1000, () => void this.endWindow());
+  }
+
+  /** Stops the windows and writes the counts of the last one. */
+  async stop(): Promise<void> {
+    this.stopWindows?.();
+    await this.endWindow();
+  }
+
+  /** Records a refused request; a failure to record is logged, never thrown. */
+  async record(c: Context<AppEnv>, message: string): Promise<void> {
+    const actor = actorOf(c, this.clock);
+    const target = refusedRoute(c);
+    const key = JSON.stringify([actor.client, actor.kind, actor.name, actor.tokenId, target]);
+    const known = this.tallies.get(key);
+    if (known) {
+      known.count += 1;
+      known.last = actor.at;
+      return;
+    }
+    if (this.tallies.size >= this.limits.refusal_keys) {
+      if (this.overflow) (this.overflow.count += 1), (this.overflow.last = actor.at);
+      else this.overflow = { count: 1, first: actor.at, last: actor.at };
+      return;
+    }
+    const detail = { path: bounded(c.req.path), error: bounded(message), user_agent: bounded(c.req.header("user-agent")) };
+    const tally: Tally = { id: undefined, written: Promise.resolve(), actor, target, detail, count: 1, last: actor.at };
+    this.tallies.set(key, tally);
+    tally.written = this.db
+      .write((tx) => recordAudit(tx, actor, "auth.refused", target, { count: 1, ...detail }, "refused"))
+      .then((id) => void (tally.id = id))
+      .catch((error: Error) => this.log.warn(`audit: refusal not recorded: ${error.message}`));
+    await tally.written;
+  }
+
+  /** Ends the current window: the counts of keys refused more than once, and the overflow's row. */
+  endWindow(): Promise<void> {
+    const tallies = [...this.tallies.values()].filter((t) => t.count > 1);
+    const overflow = this.overflow;
+    this.tallies = new Map();
+    this.overflow = undefined;
+    this.flushing = this.flushing.then(() => this.write(tallies, overflow));
+    return this.flushing;
+  }
+
+  private async write(tallies: Tally[], overflow: Overflow | undefined): Promise<void> {
+    if (tallies.length === 0 && !overflow) return;
+    await Promise.all(tallies.map((t) => t.written));
+    try {
+      await this.db.write((tx) => {
+        for (const t of tallies) {
+          const detail = { count: t.count, ...t.detail, first: isoTime(t.actor.at), last: isoTime(t.last) };
+          // A row retention has dropped meanwhile (or whose first write failed) is written anew.
+          const updated = t.id === undefined ? 0 : tx.run("UPDATE audit_log SET detail = ? WHERE id = ?", [JSON.stringify(detail), t.id]).changes;
+          if (updated === 0) recordAudit(tx, t.actor, "auth.refused", t.target, detail, "refused");
+        }
+        if (overflow) {
+          const note = `refusals of more than ${this.limits.refusal_keys} clients and routes in one window`;
+          recordAudit(tx, systemActor("server", overflow.first), "auth.refused", "*", { count: overflow.count, first: isoTime(overflow.first), last: isoTime(overflow.last), note }, "refused");
+        }
+      });
+    } catch (error) {
+      this.log.warn(`audit: refusal counts not recorded: ${(error as Error).message}`);
+    }
+  }
+}
