@@ -50,7 +50,7 @@ describe("runs on devices: each device within its own directory and budget", () 
       d.send({ method: "test_run_end", run_id: id, status: "finished", error: null, warnings: [] });
     }
     const run = await waitRun(server, id);
-    const dirs = (run.devices as Array<{ mac: string; dir: string }>).map((d) => [d.mac, d.dir]);
+    const dirs = (run.devices as Array<{ mac: string; dir: string }>).map((d): [string, string] => [d.mac, d.dir]);
     assert.deepEqual(new Map(dirs), new Map([[named[0].mac, "dup"], [named[1].mac, "dup_020000007e13"], [named[2].mac, "dup_020000007e13_2"]]));
     for (const [i, d] of named.entries()) {
       const dir = dirs.find(([mac]) => mac === d.mac)![1];

@@ -444,7 +444,8 @@ export class DeviceRuns {
           await handle.write(chunk);
           written += chunk.length;
         }
-        await handle.sync();
+        // What the answer reports is on disk (an empty upload wrote nothing to keep).
+        if (written > size) await handle.sync();
       } finally {
         await handle.close();
       }
