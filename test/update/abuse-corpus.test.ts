@@ -499,7 +499,8 @@ describe(`device output flood (${BIN ? `single executable ${BIN}` : "source, in-
 
       const message = "r".repeat(64 * 1024);
       for (let i = 0; i < 1040; i++) device.row(id, { test_name: `row-${i}`, message });
-      const abort = await device.next("test_run_abort", PATIENCE_MS);
+      // The server reads 65 MiB of rows first: a loaded machine takes its time.
+      const abort = await device.next("test_run_abort", PATIENCE_MS * 12);
       assert.match(String(abort.reason), /test_server\.device_report_max_bytes/);
       const run = await waitRun(target.server, id, undefined, PATIENCE_MS * 2);
       assert.equal(run.status, "failed");

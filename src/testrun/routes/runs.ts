@@ -13,7 +13,7 @@ import { contentDisposition, fileEtag, serveFile, serveMade, untrustedFileHeader
 import * as z from "zod";
 import { Empty, errors, jsonBody, ok, queryOf, route, type Reply } from "../../http/openapi.ts";
 import { prepareEvent, SharedSubscription, type Broadcaster, type EventStreams, type PreparedEvent, type SendEvent } from "../../http/sse.ts";
-import { openReportJson, openReportJsonByDevice, reportSummary, type ReportSource } from "../engine/report.ts";
+import { openReportJson, openReportJsonByDevice, reportSummary } from "../engine/report.ts";
 import { PlanError } from "../plan.ts";
 import { listArtifacts, openArtifact } from "../runs/artifacts.ts";
 import { artifactsDir, reportPath } from "../runs/paths.ts";
@@ -146,8 +146,6 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
   const triggerView = (t: TriggerRecord, sight: DeviceSight) => seenTrigger(t, sight).object;
   /** The run the path names as its reader sees it, once final: its report and artifacts may be fetched. */
   const finishedRun = (c: Context<AppEnv>) => completedRun(service.seen(c.req.param("id") ?? "", sightOf(c)));
-  /** The run's report as its reader sees it. */
-  const reportOf = (seen: SeenRun): ReportSource => service.reportSource(seen);
 
   route(
     app,
@@ -380,7 +378,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       if (groupBy && format !== "json") throw new LabgateError("invalid", "group_by needs format=json");
       if (format === "json") {
         // Made from the CSV as it is sent: its validator follows the CSV's (and the reader's sight), but it has no byte ranges.
-        const source = reportOf(seen);
+        const source = service.reportSource(seen);
         return serveMade(c, fileEtag(csv.stat.size, csv.stat.mtime, `${groupBy ? "-json-device" : "-json"}${seen.variant}`), { "content-type": "application/json" }, () =>
           (groupBy ? openReportJsonByDevice(source) : openReportJson(source)).catch(noReport),
         );
@@ -395,7 +393,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     access.read,
     async (c) => {
       const seen = finishedRun(c);
-      return c.json(await reportSummary(reportOf(seen), { byDevice: seen.run.devices !== null }).catch(noReport));
+      return c.json(await reportSummary(service.reportSource(seen), { byDevice: seen.run.devices !== null }).catch(noReport));
     },
   );
 
