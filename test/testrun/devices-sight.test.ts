@@ -2,9 +2,12 @@
 // may `read`; the run object, the report (CSV, JSON, by device, summary), the artifacts, the live
 // stream and the config's history leave the others out, names and MAC addresses included.
 import assert from "node:assert/strict";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { parse } from "csv-parse/sync";
+import { openReportCsv, ReportWriter, SEED_COLUMNS } from "../../src/testrun/engine/report.ts";
 import { openStream, type SseEvent } from "../helpers/events.ts";
-import { useTestServer } from "../helpers/server.ts";
+import { tempDir, useTestServer } from "../helpers/server.ts";
 import { FAST_SERVER } from "../update/helpers/agents.ts";
 import { protocolDevice, type ProtocolDevice } from "./device-helpers.ts";
 import { uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
@@ -145,5 +148,28 @@ describe("runs on devices: what a reader sees", () => {
     await waitRun(server, started.body.id);
     const run = (await server.call("GET", `/api/v1/test-runs/${started.body.id}`, undefined, outsider)).body as RunObject;
     assert.deepEqual([run.status, run.devices, run.machine_target], ["finished", [], null]);
+  });
+});
+
+describe("the report's row index", () => {
+  test("a filtered report is the header and exactly the kept devices' rows in their order, large rows and runs of rows included; without an index, the header alone", async () => {
+    const dir = tempDir();
+    const path = join(dir, "r.csv");
+    const writer = await ReportWriter.create(path, SEED_COLUMNS, join(dir, "r.rows"));
+    const rows = Array.from({ length: 60 }, (_, i) => ({ device: i % 7 === 0 ? 2 : i % 3, message: (i % 5 === 0 ? "x".repeat(70_000) : "short, \"quoted\"\r\nline") + i }));
+    for (const r of rows) await writer.append({ startTime: new Date(0), deviceName: `d${r.device}`, testName: "t", module: "m", duration: 1, message: r.message, status: "passed", artifacts: [] }, r.device);
+    await writer.close();
+    const read = async (keep?: (device: number) => boolean, index = join(dir, "r.rows")) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of await openReportCsv(path, keep && { index, keep })) chunks.push(chunk as Buffer);
+      return Buffer.concat(chunks).toString();
+    };
+    const all = await read();
+    const lines = (text: string) => parse(text, { relax_column_count: true }) as string[][];
+    for (const kept of [[0], [1, 2], [2], [0, 1, 2], []]) {
+      const expected = lines(all).filter((cells, i) => i === 0 || kept.includes(Number(cells[0].slice(1))));
+      assert.deepEqual(lines(await read((d) => kept.includes(d))), expected, `devices ${kept}`);
+    }
+    assert.equal(await read(() => true, join(dir, "none.rows")), "device name,test name,module,duration,message,status\r\n");
   });
 });

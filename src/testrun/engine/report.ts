@@ -95,11 +95,18 @@ export class ReportWriter {
 
   /** Creates (or truncates) the report (and its row index) and writes the header line of `columns`. */
   static async create(path: string, columns: readonly ReportColumn[] = SEED_COLUMNS, index?: string): Promise<ReportWriter> {
-    const handle = await open(path, "w", 0o644);
     const header = Buffer.from(csvLine([...columns]));
-    await handle.write(header);
-    const indexHandle = index === undefined ? undefined : await open(index, "w", 0o644);
-    await indexHandle?.write(`${header.length}\n`);
+    const handle = await open(path, "w", 0o644);
+    let indexHandle: FileHandle | undefined;
+    try {
+      await handle.write(header);
+      indexHandle = index === undefined ? undefined : await open(index, "w", 0o644);
+      await indexHandle?.write(`${header.length}\n`);
+    } catch (error) {
+      await handle.close();
+      await indexHandle?.close();
+      throw error;
+    }
     return new ReportWriter(handle, indexHandle, columns);
   }
 
