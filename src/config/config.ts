@@ -250,6 +250,10 @@ export const configSchema = z.strictObject({
     device_wait: positive().prefault(60),
     /** Bytes of artifacts a run takes from one device (413 above). */
     device_artifacts_max_bytes: integer(0).prefault(256 * 1048576),
+    /** Artifact files (and the directories they make) a run takes from one device (413 above). */
+    device_artifacts_max_files: integer(1, 10_000_000).prefault(1000),
+    /** Bytes of report rows (as written to the CSV) a run takes from one device; past them its share fails. */
+    device_report_max_bytes: integer(1024, 1024 * 1048576 * 1024).prefault(64 * 1048576),
     /** CSV and JSON report columns: `seed`, `reference` or a list, resolved to names. */
     report_columns: custom(readReportColumns).prefault("seed"),
     /**

@@ -94,7 +94,7 @@ export function routeTable({ shared, accounts, update, testRun }: Domains, opera
     // /api/v1/configs
     (ctx, auth) => configRoutes(ctx, testRunAccess(ctx, auth), testRun.configs, testRun.views),
     // /api/v1/test-runs (Variant A, or B with test_server.api_variant: B)
-    (ctx, auth) => runRoutes(ctx, testRunAccess(ctx, auth), { service: testRun.runs, changes: testRun.changes, streams: shared.streams }),
+    (ctx, auth) => runRoutes(ctx, testRunAccess(ctx, auth), { service: testRun.runs, changes: testRun.changes, streams: shared.streams, accessWatch: shared.accessWatch }),
     // Runs on managed devices: the agents' artifact uploads, /api/v1/configs/:name/history (Variant A)
     (ctx, auth) => deviceRunRoutes(ctx, auth, testRunAccess(ctx, auth), testRun.runs),
     // /api/v1/test-nodes (Variant A only, like suites and hints)

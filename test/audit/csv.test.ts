@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { describe, test } from "node:test";
 import { parse } from "csv-parse/sync";
 import { csvCell, csvText } from "../../src/util/csv.ts";
-import { openReportJson, reportSummary, REFERENCE_COLUMNS, ReportWriter } from "../../src/testrun/engine/report.ts";
+import { openReportCsv, openReportJson, reportSummary, REFERENCE_COLUMNS, ReportWriter } from "../../src/testrun/engine/report.ts";
 import { tempDir, useTestServer } from "../helpers/server.ts";
 import { login } from "../accounts/helpers.ts";
 import { reportRows, trigger, uploadConfig, waitRun } from "../testrun/run-helpers.ts";
@@ -71,7 +71,7 @@ describe("test-run reports", () => {
         ["''=quoted", "'@SUM(A1)", "'\tmod", "1.5", "'+1"],
       ],
     );
-    const { stream } = await openReportJson(path);
+    const { stream } = await openReportJson(() => openReportCsv(path));
     let json = "";
     for await (const chunk of stream) json += String(chunk);
     const rows = JSON.parse(json) as Array<Record<string, string>>;
@@ -83,7 +83,7 @@ describe("test-run reports", () => {
         ["'=quoted", "@SUM(A1)", "\tmod", "+1"],
       ],
     );
-    const summary = await reportSummary(path, { byDevice: true });
+    const summary = await reportSummary(() => openReportCsv(path), { byDevice: true });
     assert.deepEqual(summary.devices?.map((d) => d.device).sort(), ["'=quoted", "=dev", HOSTILE[0]].sort());
   });
 

@@ -76,6 +76,9 @@ describe("config", () => {
     assert.throws(bad("update_server: 5\n"), /config key update_server: expected a mapping/);
     assert.throws(bad("test_server:\n  nodes:\n    x: {url: 'http://x', extra: 1}\n"), /test_server\.nodes\.x\.extra: unknown key/);
     assert.throws(bad("listen: 0.0.0.0:70000\n"), /config key listen/);
+    assert.throws(bad("test_server:\n  device_artifacts_max_files: 0\n"), /config key test_server\.device_artifacts_max_files: expected an integer from 1 /);
+    assert.throws(bad("test_server:\n  device_report_max_bytes: 100\n"), /config key test_server\.device_report_max_bytes: expected an integer from 1024 /);
+    assert.throws(bad("test_server:\n  device_report_max_bytes: lots\n"), /config key test_server\.device_report_max_bytes: expected an integer/);
   });
   test("test_server.report_columns: seed, reference or names like --csv-columns", () => {
     const dir = tempDir();

@@ -70,13 +70,12 @@ test("a validation runs the config pinned at the deployment's creation; its run 
   const [audit] = await entries(server, `action=testrun.trigger&target=run:${run.id}`);
   assert.deepEqual([audit?.actor_kind, audit?.actor, audit?.detail], ["system", "server", { config: "validate.yml", suite: "", deployment, device: agent.mac }]);
 
-  // mallory sees nothing of it and cannot stop it (as a run that does not exist); nor through its trigger.
-  const missing = await server.call("GET", "/api/v1/test-runs/00000000-0000-0000-0000-000000000000", undefined, mallory);
-  assert.deepEqual([(await server.call("GET", `/api/v1/test-runs/${run.id}`, undefined, mallory)).status, missing.status], [404, 404]);
-  const abortMissing = await server.call("DELETE", "/api/v1/test-runs/00000000-0000-0000-0000-000000000000", undefined, mallory);
+  // mallory sees the run but nothing of its device (docs/device-tests.md, "Who sees a device's results"), and cannot stop it; nor through its trigger.
+  const seen = await server.call<RunObject>("GET", `/api/v1/test-runs/${run.id}`, undefined, mallory);
+  assert.deepEqual([seen.status, seen.body.devices, seen.body.machine_target], [200, [], null]);
   const abort = await server.call("DELETE", `/api/v1/test-runs/${run.id}`, undefined, mallory);
-  assert.deepEqual([abort.status, abort.body], [abortMissing.status, abortMissing.body]);
-  assert.equal((await server.call("DELETE", `/api/v1/test-runs/trigger/${run.trigger_id}`, undefined, mallory)).status, 404);
+  assert.deepEqual([abort.status, abort.body.error], [403, "insufficient permission to a resource: a deployment's validation run needs update on each of its devices"]);
+  assert.equal((await server.call("DELETE", `/api/v1/test-runs/trigger/${run.trigger_id}`, undefined, mallory)).status, 403);
   // tess may read the device and run tests on it: she sees the run, but stopping it (which would roll the device back) needs update.
   await grant("tess", device, "read", "test");
   const tess = server.token(["tests_rw"], "tess");
@@ -86,15 +85,19 @@ test("a validation runs the config pinned at the deployment's creation; its run 
   assert.equal((await server.call("DELETE", `/api/v1/test-runs/trigger/${run.trigger_id}`, undefined, tess)).status, 403);
   assert.equal((await server.call("GET", `/api/v1/test-runs/${run.id}`)).body.status, "running", "nobody stopped it");
 
-  // It passes: the device is validated, the deployment completes; the finished run stays hidden from mallory.
+  // It passes: the device is validated, the deployment completes; mallory still sees nothing of the device.
   writeFileSync(join(data, "go"), "");
   await waitFor(async () => (await server.call("GET", `/api/v2/deployments/${deployment}`)).body.status === "completed", 30_000, "the deployment completed");
   assert.equal(readFileSync(join(data, "ran"), "utf8"), "original\n", "the replaced config never ran");
-  for (const path of [`/api/v1/test-runs/${run.id}`, `/api/v1/test-runs/${run.id}/report`, `/api/v1/test-runs/${run.id}/report/summary`, `/api/v1/test-runs/${run.id}/artifacts`]) {
-    assert.equal((await server.call("GET", path, undefined, mallory)).status, 404, path);
+  assert.deepEqual((await server.call<RunObject>("GET", `/api/v1/test-runs/${run.id}`, undefined, mallory)).body.devices, []);
+  assert.deepEqual((await server.call("GET", `/api/v1/test-runs/${run.id}/report?format=json`, undefined, mallory)).body, []);
+  assert.equal((await server.call("GET", `/api/v1/test-runs/${run.id}/report/summary`, undefined, mallory)).body.total, 0);
+  assert.deepEqual((await server.call("GET", `/api/v1/test-runs/${run.id}/artifacts`, undefined, mallory)).body, []);
+  for (const path of [`/api/v1/test-runs/${run.id}/report?format=json`, `/api/v1/test-runs/${run.id}/report/summary`]) {
     assert.equal((await server.call("GET", path, undefined, tess)).status, 200, path);
   }
-  assert.equal((await server.call("DELETE", `/api/v1/test-runs/${run.id}/record`, undefined, mallory)).status, 404);
+  assert.notDeepEqual((await server.call("GET", `/api/v1/test-runs/${run.id}/report?format=json`, undefined, tess)).body, [], "tess reads the device's rows");
+  assert.equal((await server.call("DELETE", `/api/v1/test-runs/${run.id}/record`, undefined, mallory)).status, 403);
   assert.equal((await server.call("DELETE", `/api/v1/test-runs/${run.id}/record`, undefined, tess)).status, 403);
 });
 

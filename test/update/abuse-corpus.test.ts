@@ -9,12 +9,13 @@
  */
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { executableCommand, startServe, type ServeProcess } from "../helpers/cli.ts";
 import { openFds, parseRaw, rawRequest } from "../helpers/raw.ts";
 import { removeDir, requestAt, startTestServer, tempDir, type TestServer, waitFor } from "../helpers/server.ts";
+import { protocolDevice } from "../testrun/device-helpers.ts";
 import { waitRun } from "../testrun/run-helpers.ts";
 import { registerDevice } from "./helpers/devices.ts";
 import { flood } from "../audit/helpers.ts";
@@ -494,5 +495,60 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}${EMULATED ? " under qe
     }
     assert.ok(rss() - rssBefore < 64 * 1048576, `RSS grew ${((rss() - rssBefore) / 1048576).toFixed(1)} MiB`);
     assert.equal(parseRaw((await rawRequest(target.url, http("GET", "/api/health"), PATIENCE_MS)).text).status, 200);
+  });
+});
+
+// Issue 39.9: one device's output in a run stays within its budget (test_server.device_artifacts_max_files,
+// device_report_max_bytes, at their defaults): a flood of empty files and of 64 KiB rows is refused
+// past them (413 for the files, the share failed and the device told to stop for the rows), and
+// what is on disk stays bounded.
+describe(`device output flood (${BIN ? `single executable ${BIN}` : "source, in-process"})`, () => {
+  let target: Target;
+  before(async () => {
+    target = await startTarget();
+  });
+  after(async () => {
+    await target?.close();
+  });
+
+  it("1,010 empty files and 1,040 rows of 64 KiB from one device: 1,000 files and 64 MiB of rows taken, the rest refused", { timeout: EMULATED ? 600_000 : 60_000 }, async () => {
+    const device = await protocolDevice(target.server, "flood");
+    try {
+      const form = new FormData();
+      form.append("file", new Blob(["tests:\n  g:\n  - exec:\n      command: [true]\n"]), "flood.yml");
+      assert.equal((await target.server.request("/api/v1/configs", { method: "POST", body: form, token: target.adminToken })).status, 200);
+      const started = await target.server.request("/api/v1/test-runs", { method: "POST", json: { config_name: "flood.yml", machine_target: `device:${device.mac}` }, token: target.adminToken });
+      assert.equal(started.status, 200, await started.clone().text());
+      const id = ((await started.json()) as { id: string }).id;
+      await device.next("test_run_start", PATIENCE_MS);
+
+      const statuses = new Map<number, number>();
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          while (next < 1010) {
+            const { status } = await device.upload(id, `empty-${next++}.txt`, "");
+            statuses.set(status, (statuses.get(status) ?? 0) + 1);
+          }
+        }),
+      );
+      assert.deepEqual(Object.fromEntries(statuses), { 200: 1000, 413: 10 });
+      assert.equal(readdirSync(join(target.dataDir, "testrun", "artifacts", id, "flood")).length, 1000);
+
+      const message = "r".repeat(64 * 1024);
+      for (let i = 0; i < 1040; i++) device.row(id, { test_name: `row-${i}`, message });
+      // The server reads 65 MiB of rows first: a loaded machine takes its time.
+      const abort = await device.next("test_run_abort", PATIENCE_MS * 12);
+      assert.match(String(abort.reason), /test_server\.device_report_max_bytes/);
+      const run = await waitRun(target.server, id, undefined, PATIENCE_MS * 2);
+      assert.equal(run.status, "failed");
+      assert.match(String(run.error), /device 'flood': the device's report rows went over 67108864 bytes/);
+      const size = statSync(join(target.dataDir, "testrun", "reports", `${id}.csv`)).size;
+      assert.ok(size <= 64 * 1048576 + 4096, `report of ${size} bytes`);
+      assert.equal(parseRaw((await rawRequest(target.url, http("GET", "/api/health"), PATIENCE_MS)).text).status, 200);
+      assert.deepEqual(target.logged(), [], "the server logged errors");
+    } finally {
+      device.close();
+    }
   });
 });

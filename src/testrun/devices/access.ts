@@ -1,7 +1,7 @@
 /*
- * Who may see and stop a run on managed devices (docs/device-tests.md): besides the tests scopes,
- * the permissions its devices require (src/update/permissions/permissions.ts). A run on no device
- * needs the scopes alone.
+ * Who may stop a run on managed devices (docs/device-tests.md): besides the tests scopes, the
+ * permissions its devices require (src/update/permissions/permissions.ts); what a reader sees of
+ * one is src/testrun/runs/sight.ts's. A run on no device needs the scopes alone.
  */
 import type { Database } from "../../db/index.ts";
 import type { Identity } from "../../app/context.ts";
@@ -17,20 +17,6 @@ function onDevice(db: Database, identity: Identity | undefined, mac: string, per
   if (!identity) return false;
   const device = getDeviceByMac(db, mac);
   return device ? allowed(db, identity, "device", device.id, perm) : bypasses(identity, perm);
-}
-
-/**
- * A run on devices is seen by whoever may read one of its devices at least. Without a caller
- * (`test_server.auth: none`: nobody to ask) every run is seen, as every other part of that API.
- */
-export function mayReadRun(db: Database, identity: Identity | undefined, run: RunRecord): boolean {
-  return !identity || run.devices === null || run.devices.some((d) => onDevice(db, identity, d.mac, "read"));
-}
-
-/** The run, unless `identity` may not read it: then as missing as one that does not exist (404 with `message`). */
-export function readableRun(db: Database, identity: Identity | undefined, run: RunRecord | undefined, message: string): RunRecord {
-  if (!run || !mayReadRun(db, identity, run)) throw new LabgateError("not_found", message);
-  return run;
 }
 
 /**

@@ -8,7 +8,7 @@
  */
 import { constants } from "node:fs";
 import { lstat, mkdir, open } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import type { Readable } from "node:stream";
 import type { AppContext } from "../../app/context.ts";
 import type { ChannelHub, DeviceConnection } from "../../update/channel/hub.ts";
@@ -17,7 +17,8 @@ import { after, dateOf } from "../../util/time.ts";
 import { ReportWriter, type ReportRow } from "../engine/report.ts";
 import type { ModuleLookup } from "../modules/registry.ts";
 import type { DeviceShare, TestPlan } from "../plan.ts";
-import { artifactsDir, reportPath, type TestrunDirs } from "../runs/paths.ts";
+import { artifactsDir, reportIndexPath, reportPath, type TestrunDirs } from "../runs/paths.ts";
+import { deviceErrors, deviceLabel } from "../runs/sight.ts";
 import type { DeviceProgress } from "../schema.ts";
 import type { RunRecord, RunStore } from "../runs/store.ts";
 import { LIMITS, TESTS_CAPABILITY, type TestRunAbort, type TestRunStart } from "./protocol.ts";
@@ -43,6 +44,8 @@ export interface DeviceRunHost {
 
 class Share {
   readonly plan: DeviceShare;
+  /** Its place in the run's `devices` (the report's row index names it so). */
+  readonly index: number;
   readonly progress: DeviceProgress;
   readonly expected: ExpectedCase[];
   /** `test name\nmodule` of every row received. */
@@ -56,11 +59,15 @@ class Share {
   conn: DeviceConnection | undefined;
   ended = false;
   rows = 0;
+  /** What the device has used of its budget (test_server.device_*_max_*). */
+  reportBytes = 0;
   artifactBytes = 0;
+  artifactFiles = 0;
   warnings: string[] = [];
 
-  constructor(plan: DeviceShare, expected: ExpectedCase[]) {
+  constructor(plan: DeviceShare, index: number, expected: ExpectedCase[]) {
     this.plan = plan;
+    this.index = index;
     this.expected = expected;
     this.progress = { name: plan.name, mac: plan.mac, dir: plan.dir, status: "waiting", passed: 0, failed: 0, skipped: 0, error: null };
     this.done = new Promise((resolve) => (this.resolve = resolve));
@@ -128,7 +135,7 @@ export class DeviceRuns {
   start(run: RunRecord, plan: TestPlan): void {
     const active = new ActiveRun(run, plan);
     const lookup: ModuleLookup = { ...this.host.lookup, scripts: plan.modules ?? {} };
-    for (const share of plan.devices ?? []) active.shares.set(share.mac, new Share(share, expectedCases(share.entries, run.pattern, lookup)));
+    for (const [i, share] of (plan.devices ?? []).entries()) active.shares.set(share.mac, new Share(share, i, expectedCases(share.entries, run.pattern, lookup)));
     this.active.set(run.id, active);
     void this.execute(active).catch((error) => this.ctx.log.error(`testrun: device run ${run.id}: ${(error as Error).stack ?? error}`));
   }
@@ -165,7 +172,7 @@ export class DeviceRuns {
       await mkdir(artifactsDir(this.host.dirs, id), { recursive: true });
       await store.markRunning(id, this.ctx.clock.now());
       this.ctx.log.info(`testrun: run ${id} started on ${active.shares.size} device(s) (${run.configName}${run.suite ? `, ${run.suite}` : ""})`);
-      active.report = await ReportWriter.create(reportPath(this.host.dirs, id), this.ctx.config.test_server.report_columns);
+      active.report = await ReportWriter.create(reportPath(this.host.dirs, id), this.ctx.config.test_server.report_columns, reportIndexPath(this.host.dirs, id));
       await Promise.all([...active.shares.values()].map((share) => this.runShare(active, share)));
       await active.writes;
       await active.report.close();
@@ -173,17 +180,17 @@ export class DeviceRuns {
       const aborted = active.controller.signal.aborted;
       const failed = shares.some((s) => s.progress.status !== "finished" || s.progress.failed > 0);
       // An abort is the run's story: only the shares that failed for their own reason are named.
-      const errors = shares.filter((s) => s.progress.error && s.progress.status === "failed").map((s) => `device '${s.plan.name}': ${s.progress.error}`);
+      const errors = deviceErrors(shares.map((s) => s.progress));
       const reason = typeof active.controller.signal.reason === "string" ? active.controller.signal.reason : undefined;
       active.progressTimer?.();
       await store.setDevices(id, shares.map((s) => s.progress));
       await store.finishRun(id, {
         status: aborted ? "aborted" : failed ? "failed" : "finished",
         at: this.ctx.clock.now(),
-        error: aborted && reason ? reason : errors.length > 0 ? errors.join("; ") : null,
-        warnings: [...run.warnings, ...shares.flatMap((s) => s.warnings.map((w) => `device '${s.plan.name}': ${w}`))],
+        error: aborted && reason ? reason : errors || null,
+        warnings: [...run.warnings, ...shares.flatMap((s) => s.warnings.map((w) => `${deviceLabel(s.plan.name)}${w}`))],
       });
-      this.ctx.log.info(`testrun: run ${id} ${store.getRun(id)?.status}${errors.length > 0 ? `: ${errors.join("; ")}` : ""}`);
+      this.ctx.log.info(`testrun: run ${id} ${store.getRun(id)?.status}${errors ? `: ${errors}` : ""}`);
     } catch (error) {
       await store.finishRun(id, { status: "failed", at: this.ctx.clock.now(), error: `runner error: ${(error as Error).message}` }).catch(() => {});
     } finally {
@@ -283,11 +290,11 @@ export class DeviceRuns {
   }
 
   /** Queues a report row of `share` (in arrival order) and counts it. */
-  private write(active: ActiveRun, share: Share, row: ReportRow): void {
+  private write(active: ActiveRun, share: Share, row: ReportRow, line: Buffer = active.report.line(row)): void {
     share.seen.add(`${row.testName}\n${row.module}`);
     share.results.set(row.testName, row.status);
     share.progress[row.status]++;
-    active.writes = active.writes.then(() => active.report.append(row));
+    active.writes = active.writes.then(() => active.report.append(line, share.index));
     this.progressChanged(active);
   }
 
@@ -337,7 +344,7 @@ export class DeviceRuns {
       .slice(0, LIMITS.artifactsPerRow)
       .filter((a): a is string => typeof a === "string" && artifactSegments(a) !== undefined)
       .map((a) => `${share.plan.dir}/${a}`);
-    this.write(active, share, {
+    const row: ReportRow = {
       startTime: Number.isNaN(start.getTime()) ? dateOf(this.ctx.clock) : start,
       deviceName: share.plan.name,
       testName: str(message.test_name, LIMITS.testName),
@@ -346,7 +353,18 @@ export class DeviceRuns {
       message: str(message.message, LIMITS.message),
       status,
       artifacts,
-    });
+    };
+    // The row's bytes as written count against the device's budget: past it, the share fails.
+    const line = active.report.line(row);
+    const budget = this.ctx.config.test_server.device_report_max_bytes;
+    if (share.reportBytes + line.length > budget) {
+      const error = `the device's report rows went over ${budget} bytes (test_server.device_report_max_bytes)`;
+      this.send(share, { method: "test_run_abort", run_id: active.run.id, reason: error });
+      void this.end(active, share, "failed", error);
+      return;
+    }
+    share.reportBytes += line.length;
+    this.write(active, share, row, line);
   }
 
   /** `test_run_end`: the device's share ended (its artifacts are uploaded by then). */
@@ -370,8 +388,10 @@ export class DeviceRuns {
   /**
    * `PUT /api/v1/devices/test-runs/{id}/artifacts/{name}?offset=N` from the device `mac`: appends
    * the body to the artifact at `offset`, which must be its present size (else 409 with
-   * `offset`, from where the device resumes). Only while the device's share runs, within
-   * `test_server.device_artifacts_max_bytes` for the device. Returns the artifact's new size.
+   * `offset`, from where the device resumes). Only while the device's share runs, within the
+   * device's budget: `test_server.device_artifacts_max_bytes` bytes and
+   * `test_server.device_artifacts_max_files` files and directories it made (413 beyond).
+   * Returns the artifact's new size.
    */
   async writeArtifact(runId: string, mac: string, name: string, offset: number, body: Readable): Promise<number> {
     const active = this.active.get(runId);
@@ -379,17 +399,40 @@ export class DeviceRuns {
     if (!active || !share || !share.conn || share.ended) throw new LabgateError("not_found", "no running test run of this device");
     const segments = artifactSegments(name);
     if (!segments) throw new LabgateError("invalid", "invalid artifact name");
-    const path = join(artifactsDir(this.host.dirs, runId), share.plan.dir, ...segments);
+    const root = join(artifactsDir(this.host.dirs, runId), share.plan.dir);
+    const path = join(root, ...segments);
     if (active.uploading.has(path)) throw new LabgateError("conflict", "this artifact is being uploaded already");
     active.uploading.add(path);
     try {
-      await mkdir(dirname(path), { recursive: true });
+      await mkdir(root, { recursive: true });
+      let dir = root;
+      for (const segment of segments.slice(0, -1)) {
+        dir = join(dir, segment);
+        const found = await lstat(dir).catch(() => undefined);
+        if (found && !found.isDirectory()) throw new LabgateError("conflict", "artifact name is taken by a file");
+        if (found) continue;
+        const release = this.newEntry(share);
+        await mkdir(dir).catch((error: NodeJS.ErrnoException) => {
+          release();
+          // Another upload of the device made it meanwhile (and counted it).
+          if (error.code !== "EEXIST") throw error;
+        });
+      }
       const existing = await lstat(path).catch(() => undefined);
       if (existing && !existing.isFile()) throw new LabgateError("conflict", "artifact name is taken by a directory");
       const size = existing?.size ?? 0;
       if (offset !== size) throw new LabgateError("conflict", `upload must continue at offset ${size}`, { offset: size });
       const limit = this.ctx.config.test_server.device_artifacts_max_bytes;
-      const handle = await open(path, constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW, 0o644);
+      const flags = constants.O_WRONLY | constants.O_APPEND | constants.O_NOFOLLOW;
+      let handle;
+      if (existing) handle = await open(path, flags);
+      else {
+        const release = this.newEntry(share);
+        handle = await open(path, flags | constants.O_CREAT | constants.O_EXCL, 0o644).catch((error: unknown) => {
+          release();
+          throw error;
+        });
+      }
       let written = size;
       try {
         for await (const chunk of body as AsyncIterable<Buffer>) {
@@ -401,7 +444,8 @@ export class DeviceRuns {
           await handle.write(chunk);
           written += chunk.length;
         }
-        await handle.sync();
+        // What the answer reports is on disk (an empty upload wrote nothing to keep).
+        if (written > size) await handle.sync();
       } finally {
         await handle.close();
       }
@@ -409,5 +453,17 @@ export class DeviceRuns {
     } finally {
       active.uploading.delete(path);
     }
+  }
+
+  /**
+   * Counts a file or directory the device's upload is about to make, or 413 when its budget
+   * (test_server.device_artifacts_max_files) is spent; counted before it exists, as uploads run
+   * side by side. Returns how to give it back when it was not made.
+   */
+  private newEntry(share: Share): () => void {
+    const limit = this.ctx.config.test_server.device_artifacts_max_files;
+    if (share.artifactFiles >= limit) throw new LabgateError("too_large", `artifacts of one device are limited to ${limit} files and directories (test_server.device_artifacts_max_files)`);
+    share.artifactFiles++;
+    return () => void share.artifactFiles--;
   }
 }

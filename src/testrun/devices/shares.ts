@@ -10,13 +10,19 @@ import { caseNames, numberEntries, planMachines, type DeviceShare, type PlanEntr
 import { isDeviceTarget } from "./protocol.ts";
 import type { TargetDevice } from "./targets.ts";
 
-/** File names for the devices' artifact directories: safe, and unique within the run. */
+/**
+ * File names for the devices' artifact directories: safe, and unique within the run by
+ * construction (a name already taken, by a device's own name or by an earlier suffix, gets the
+ * MAC address, then a number, until it is free), so no two devices ever write one directory.
+ */
 function directoryNames(devices: TargetDevice[]): Map<number, string> {
   const out = new Map<number, string>();
   const taken = new Set<string>();
   for (const d of devices) {
-    let dir = d.name.replace(/[^A-Za-z0-9._-]/g, "_").replace(/^\.+/, "_").slice(0, 100) || "device";
-    if (taken.has(dir)) dir = `${dir}_${d.mac.replace(/:/g, "")}`;
+    const base = d.name.replace(/[^A-Za-z0-9._-]/g, "_").replace(/^\.+/, "_").slice(0, 100) || "device";
+    let dir = base;
+    if (taken.has(dir)) dir = `${base}_${d.mac.replace(/:/g, "")}`;
+    for (let n = 2; taken.has(dir); n++) dir = `${base}_${d.mac.replace(/:/g, "")}_${n}`;
     taken.add(dir);
     out.set(d.id, dir);
   }

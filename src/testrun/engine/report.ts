@@ -1,4 +1,5 @@
 import { open, type FileHandle } from "node:fs/promises";
+import { createInterface } from "node:readline";
 import { Readable } from "node:stream";
 import { parse } from "csv-parse";
 import { stringify } from "csv-stringify/sync";
@@ -80,25 +81,53 @@ const readBack = <T extends Record<string, string> | string[]>(row: T): T => {
   return row;
 };
 
-/** Appends rows to a run's CSV report as the run progresses; `close` makes it durable. */
+/** One report row as its CSV line in `columns`. */
+export const reportLine = (columns: readonly ReportColumn[], row: ReportRow): Buffer => Buffer.from(csvLine(columns.map((column) => CELLS[column](row))));
+
+/**
+ * Appends rows to a run's CSV report as the run progresses; `close` makes it durable. A report
+ * of a run on devices also keeps its row index (`index`): the header's length, then for each row
+ * the device it is of (its place in the run's `devices`) and its length, so that a reader who
+ * may not see some devices is sent the report without their rows (openReportCsv).
+ */
 export class ReportWriter {
   private readonly handle: FileHandle;
+  private readonly index: FileHandle | undefined;
   private readonly columns: readonly ReportColumn[];
   private closed = false;
-  private constructor(handle: FileHandle, columns: readonly ReportColumn[]) {
+  private constructor(handle: FileHandle, index: FileHandle | undefined, columns: readonly ReportColumn[]) {
     this.handle = handle;
+    this.index = index;
     this.columns = columns;
   }
 
-  /** Creates (or truncates) the report and writes the header line of `columns`. */
-  static async create(path: string, columns: readonly ReportColumn[] = SEED_COLUMNS): Promise<ReportWriter> {
+  /** Creates (or truncates) the report (and its row index) and writes the header line of `columns`. */
+  static async create(path: string, columns: readonly ReportColumn[] = SEED_COLUMNS, index?: string): Promise<ReportWriter> {
+    const header = Buffer.from(csvLine([...columns]));
     const handle = await open(path, "w", 0o644);
-    await handle.write(csvLine([...columns]));
-    return new ReportWriter(handle, columns);
+    let indexHandle: FileHandle | undefined;
+    try {
+      await handle.write(header);
+      indexHandle = index === undefined ? undefined : await open(index, "w", 0o644);
+      await indexHandle?.write(`${header.length}\n`);
+    } catch (error) {
+      await handle.close();
+      await indexHandle?.close();
+      throw error;
+    }
+    return new ReportWriter(handle, indexHandle, columns);
   }
 
-  async append(row: ReportRow): Promise<void> {
-    await this.handle.write(csvLine(this.columns.map((column) => CELLS[column](row))));
+  /** The row as it will be written (what it costs is known before it is queued). */
+  line(row: ReportRow): Buffer {
+    return reportLine(this.columns, row);
+  }
+
+  /** Appends a row, of device `device` in a report with a row index. */
+  async append(row: ReportRow | Buffer, device?: number): Promise<void> {
+    const line = Buffer.isBuffer(row) ? row : this.line(row);
+    await this.handle.write(line);
+    if (this.index) await this.index.write(`${device ?? -1} ${line.length}\n`);
   }
 
   async close(): Promise<void> {
@@ -106,21 +135,89 @@ export class ReportWriter {
     this.closed = true;
     try {
       await this.handle.sync();
+      await this.index?.sync();
     } finally {
       await this.handle.close();
+      await this.index?.close();
     }
   }
 }
 
+/** Reads of at most this many bytes when a report is filtered. */
+const FILTER_CHUNK = 64 * 1024;
+
+/**
+ * The CSV report's bytes: the file itself, or with `keep` only the header and the rows of the
+ * devices `keep` accepts, found by the row index at `index` (without one, the header alone: a
+ * row of unknown device is never shown). Opens the report first: a missing one throws (ENOENT)
+ * before anything is read.
+ */
+export async function openReportCsv(path: string, filter?: { index: string; keep: (device: number) => boolean }): Promise<Readable> {
+  const report = await open(path, "r");
+  if (!filter) return report.createReadStream();
+  const read = async (start: number, length: number) => {
+    const buffer = Buffer.alloc(length);
+    const { bytesRead } = await report.read(buffer, 0, length, start);
+    return buffer.subarray(0, bytesRead);
+  };
+  async function* rows(index: Readable, keep: (device: number) => boolean): AsyncGenerator<Buffer> {
+    // The kept bytes run from `start` for `length`; consecutive kept rows are read at once.
+    let position = -1;
+    let start = 0;
+    let length = 0;
+    for await (const line of createInterface({ input: index, crlfDelay: Infinity })) {
+      if (position < 0) {
+        const header = Number(line);
+        position = length = Number.isSafeInteger(header) && header > 0 ? header : 0;
+        continue;
+      }
+      const [device, bytes] = line.split(" ").map(Number);
+      if (!Number.isSafeInteger(bytes) || bytes < 0) break;
+      if (keep(device)) {
+        if (start + length === position && length < FILTER_CHUNK) length += bytes;
+        else {
+          if (length > 0) yield await read(start, length);
+          start = position;
+          length = bytes;
+        }
+      }
+      position += bytes;
+    }
+    if (length > 0) yield await read(start, length);
+  }
+  async function* headerOnly(): AsyncGenerator<Buffer> {
+    const head = await read(0, FILTER_CHUNK);
+    const end = head.indexOf("\n");
+    yield end >= 0 ? head.subarray(0, end + 1) : head;
+  }
+  const index = await open(filter.index, "r").then(
+    (handle) => handle.createReadStream(),
+    () => undefined,
+  );
+  return Readable.from(
+    (async function* () {
+      try {
+        yield* index ? rows(index, filter.keep) : headerOnly();
+      } finally {
+        index?.destroy();
+        await report.close();
+      }
+    })(),
+    { objectMode: false },
+  );
+}
+
+/** Opens a report's CSV bytes for one pass (openReportCsv, filtered or not). */
+export type ReportSource = () => Promise<Readable>;
+
 /**
  * The JSON form: one object per CSV row, keys = header names (so the configured columns),
  * values = the cell strings.
- * Streamed row by row, so a report of any size costs memory for one row only. Opens the file
+ * Streamed row by row, so a report of any size costs memory for one row only. Opens the report
  * first: a missing report throws (ENOENT) before anything is sent.
  */
-export async function openReportJson(path: string): Promise<{ stream: Readable; close(): Promise<void> }> {
-  const handle = await open(path, "r");
-  const file = handle.createReadStream();
+export async function openReportJson(source: ReportSource): Promise<{ stream: Readable; close(): Promise<void> }> {
+  const file = await source();
   async function* json(): AsyncGenerator<Buffer> {
     // Rows are sent in chunks of about 64 KiB: one chunk per row costs more than the row itself.
     let pending = "[";
@@ -138,7 +235,7 @@ export async function openReportJson(path: string): Promise<{ stream: Readable; 
     yield Buffer.from(pending + "]\n");
   }
   const stream = Readable.from(json(), { objectMode: false });
-  // However the response ends (done, client gone, error), the file handle is closed.
+  // However the response ends (done, client gone, error), the file is closed.
   stream.once("close", () => file.destroy());
   return { stream, close: async () => void file.destroy() };
 }
@@ -151,9 +248,8 @@ const failuresFirst = (a: DeviceCounts, b: DeviceCounts) =>
  * Counts a report's rows by status, and with `byDevice` by device too, streaming (memory for one
  * row and the devices' counts). Throws ENOENT for a missing report.
  */
-export async function reportSummary(path: string, options: { byDevice?: boolean } = {}): Promise<ReportSummary> {
-  const handle = await open(path, "r");
-  const file = handle.createReadStream();
+export async function reportSummary(source: ReportSource, options: { byDevice?: boolean } = {}): Promise<ReportSummary> {
+  const file = await source();
   const summary: ReportSummary = { total: 0, passed: 0, failed: 0, skipped: 0, columns: [] };
   const devices = new Map<string, DeviceCounts>();
   try {
@@ -192,9 +288,9 @@ export async function reportSummary(path: string, options: { byDevice?: boolean 
  * skipped, rows}]`, devices with failures first, each device's rows as in the JSON form. One
  * pass to count, then one per device, so memory stays that of one row whatever the report's size.
  */
-export async function openReportJsonByDevice(path: string): Promise<{ stream: Readable; close(): Promise<void> }> {
-  const { devices = [] } = await reportSummary(path, { byDevice: true });
-  let current: FileHandle | undefined;
+export async function openReportJsonByDevice(source: ReportSource): Promise<{ stream: Readable; close(): Promise<void> }> {
+  const { devices = [] } = await reportSummary(source, { byDevice: true });
+  let current: Readable | undefined;
   let closed = false;
   async function* json(): AsyncGenerator<Buffer> {
     yield Buffer.from("[");
@@ -203,8 +299,7 @@ export async function openReportJsonByDevice(path: string): Promise<{ stream: Re
       const { device, ...numbers } = counts;
       let pending = `${i > 0 ? "," : ""}${JSON.stringify({ device, ...numbers }).slice(0, -1)},"rows":[`;
       let first = true;
-      current = await open(path, "r");
-      const file = current.createReadStream();
+      const file = (current = await source());
       try {
         const parser = parse({ columns: true, skip_empty_lines: true, relax_column_count: true, skip_records_with_error: true });
         for await (const read of file.pipe(parser) as AsyncIterable<Record<ReportColumn, string>>) {
@@ -228,7 +323,7 @@ export async function openReportJsonByDevice(path: string): Promise<{ stream: Re
   const stream = Readable.from(json(), { objectMode: false });
   const close = async () => {
     closed = true;
-    await current?.close().catch(() => {});
+    current?.destroy();
   };
   stream.once("close", () => void close());
   return { stream, close };

@@ -13,6 +13,7 @@ import { LabgateError } from "../../util/errors.ts";
 import { isConfigName } from "../config/names.ts";
 import { testableTargets } from "../devices/targets.ts";
 import type { TestRunService } from "../runs/service.ts";
+import { seenRun } from "../runs/sight.ts";
 import { runObjectA } from "../runs/views.ts";
 import type { TestRunAccess } from "./access.ts";
 import { artifactUploadQuery, DeviceTestHistory, historyQuery, TestTargets, UploadConflict, UploadOffset } from "../schema.ts";
@@ -106,11 +107,12 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
         const name = c.req.param("name") ?? "";
         if (!isConfigName(name)) throw new LabgateError("invalid", "invalid config name");
         const query = queryOf(c, historyQuery);
-        const history = service.store.deviceHistory(name, query.runs ?? 10, { limit: query.limit ?? 100, offset: query.offset ?? 0 });
+        const sight = service.sight(c.get("identity"));
+        const history = service.store.deviceHistory(name, query.runs ?? 10, { limit: query.limit ?? 100, offset: query.offset ?? 0 }, sight.macs);
         c.header("X-Total-Count", String(history.total));
         const answer: DeviceTestHistory = {
           runs: history.runs.map((r) => {
-            const run = runObjectA(r);
+            const run = runObjectA(seenRun(r, sight).run);
             return { id: run.id, created_at: run.created_at, status: run.status, test_suite_name: run.test_suite_name, machine_target: run.machine_target };
           }),
           rows: history.rows.map((r) => ({ device: r.device, mac_address: r.mac, test_name: r.testName, results: r.results, ...trend(r.results) })),

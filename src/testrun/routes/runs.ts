@@ -4,20 +4,22 @@
  */
 import { join } from "node:path";
 import { recordRequest } from "../../audit/audit.ts";
+import { accessGeneration, type AccessWatch } from "../../auth/authority.ts";
 import { Hono, type Context } from "hono";
-import type { AppContext, AppEnv } from "../../app/context.ts";
+import type { AppContext, AppEnv, Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { statFile } from "../../util/files.ts";
 import { contentDisposition, fileEtag, serveFile, serveMade, untrustedFileHeaders } from "../../storage/send.ts";
 import * as z from "zod";
 import { Empty, errors, jsonBody, ok, queryOf, route, type Reply } from "../../http/openapi.ts";
-import { Broadcaster, prepareEvent, SharedSubscription, type EventStreams, type PreparedEvent } from "../../http/sse.ts";
+import { prepareEvent, SharedSubscription, type Broadcaster, type EventStreams, type PreparedEvent, type SendEvent } from "../../http/sse.ts";
 import { openReportJson, openReportJsonByDevice, reportSummary } from "../engine/report.ts";
-import { authorizeStop, readableRun } from "../devices/access.ts";
 import { PlanError } from "../plan.ts";
 import { listArtifacts, openArtifact } from "../runs/artifacts.ts";
 import { artifactsDir, reportPath } from "../runs/paths.ts";
 import type { TestRunService } from "../runs/service.ts";
+import { DeviceSight, seenRun, type SeenRun } from "../runs/sight.ts";
+import { authorizeStop } from "../devices/access.ts";
 import type { TriggerRequest } from "../runs/trigger.ts";
 import { FINAL_STATUSES, type RunChange, type RunRecord, type TriggerRecord } from "../runs/store.ts";
 import { runObjectA, runObjectB, triggerObject } from "../runs/views.ts";
@@ -65,17 +67,28 @@ function triggerRequest(body: TriggerBody, variant: "A" | "B"): TriggerRequest {
   };
 }
 
-/** A run's CSV report, as a file answer named `filename`. */
-function serveReport(c: Context<AppEnv>, csv: ReturnType<typeof statFile>, filename: string): Promise<Response> {
+/**
+ * A run's CSV report as its reader sees it, as a file answer named `filename`: the file itself,
+ * or made as it is sent without the rows of the devices left out (no byte ranges then).
+ */
+async function serveReport(c: Context<AppEnv>, service: TestRunService, seen: SeenRun, filename: string): Promise<Response> {
+  const csv = statFile(reportPath(service.dirs, seen.run.id));
   if (!csv) throw new LabgateError("not_found", "Report file not found");
-  return serveFile(c, csv, { headers: { "content-type": "text/csv; charset=utf-8", "content-disposition": contentDisposition("attachment", filename) } });
+  const headers = { "content-type": "text/csv; charset=utf-8", "content-disposition": contentDisposition("attachment", filename) };
+  if (seen.whole) return serveFile(c, csv, { headers });
+  const source = service.reportSource(seen);
+  return serveMade(c, fileEtag(csv.stat.size, csv.stat.mtime, `-csv${seen.variant}`), headers, async () => {
+    const stream = await source().catch(noReport);
+    return { stream, close: async () => void stream.destroy() };
+  });
 }
 
 /**
  * Streams the file named by the request path after `marker` from inside `dir`: decoded once
- * more so that `a%2Fb.txt` finds `a/b.txt`; nothing outside `dir`, no symlinks; HEAD supported.
+ * more so that `a%2Fb.txt` finds `a/b.txt`; nothing outside `dir`, no symlinks, nothing `keeps`
+ * refuses (a device's the reader may not see); HEAD supported.
  */
-async function serveArtifact(c: Context<AppEnv>, dir: string, marker: string): Promise<Response> {
+async function serveArtifact(c: Context<AppEnv>, dir: string, marker: string, keeps: (name: string) => boolean = () => true): Promise<Response> {
   const raw = c.req.path.slice(c.req.path.indexOf(marker) + marker.length);
   let name: string;
   try {
@@ -83,7 +96,7 @@ async function serveArtifact(c: Context<AppEnv>, dir: string, marker: string): P
   } catch {
     throw new LabgateError("not_found", "Artifact file not found");
   }
-  const file = await openArtifact(dir, name);
+  const file = keeps(name) ? await openArtifact(dir, name) : undefined;
   if (!file) throw new LabgateError("not_found", "Artifact file not found");
   return serveFile(c, file, { headers: await untrustedFileHeaders(file.basename, c.req.query("preview") === "true") });
 }
@@ -95,34 +108,52 @@ function noReport(error: NodeJS.ErrnoException): never {
 }
 
 /** A run whose report and artifacts may be fetched: known and in a final state. */
-function completedRun(run: RunRecord | undefined): RunRecord {
-  if (!run) throw new LabgateError("not_found", "Test run not found");
-  if (!FINAL_STATUSES.has(run.status)) throw new LabgateError("not_found", "Test run not finished");
-  return run;
+function completedRun<T extends { run: RunRecord }>(seen: T | undefined): T {
+  if (!seen) throw new LabgateError("not_found", "Test run not found");
+  if (!FINAL_STATUSES.has(seen.run.status)) throw new LabgateError("not_found", "Test run not finished");
+  return seen;
 }
 
-/** What the run routes need: the run service, its record changes and the event streams. */
+/** What the run routes need: the run service, its record changes, the event streams and who may still read them. */
 export interface RunRoutesDeps {
   service: TestRunService;
   changes: Broadcaster<RunChange>;
   streams: EventStreams;
+  accessWatch: AccessWatch;
 }
 
 export function runRoutes(ctx: AppContext, access: TestRunAccess, deps: RunRoutesDeps): Hono<AppEnv> {
   return ctx.config.test_server.api_variant === "B" ? variantB(ctx, access, deps.service) : variantA(ctx, access, deps);
 }
 
-function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, streams }: RunRoutesDeps): Hono<AppEnv> {
+/** An open run stream: whose it is, which devices its reader may see, where its events go. */
+interface Viewer {
+  identity: Identity | undefined;
+  sight: DeviceSight;
+  send: SendEvent;
+}
+
+function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, streams, accessWatch }: RunRoutesDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const { doc, replies } = access;
   const store = service.store;
-  const triggerView = (t: TriggerRecord) => triggerObject(t, service.triggerStatus(t), store.runsOfTrigger(t.id));
-  /** The run the path names, as the caller may see it (a run on devices: read on one of them). */
-  const runOf = (c: Context<AppEnv>, message = "Test run not found") => readableRun(ctx.db, c.get("identity"), store.getRun(c.req.param("id") ?? ""), message);
-  /** The run the path names, once final: its report and artifacts may be fetched. */
-  const finishedRun = (c: Context<AppEnv>) => completedRun(runOf(c));
-  /** The run, if the caller may also stop or delete it (a run on devices: what its devices require). */
-  const stoppableRun = (c: Context<AppEnv>, run: RunRecord) => (authorizeStop(ctx.db, c.get("identity"), run, store.planOf(run.id)), run);
+  const sightOf = (c: Context<AppEnv>) => service.sight(c.get("identity"));
+  const runView = (run: RunRecord, sight: DeviceSight) => runObjectA(seenRun(run, sight).run);
+  /** A trigger as `sight` sees it, and what tells its view apart from other readers'. */
+  const seenTrigger = (t: TriggerRecord, sight: DeviceSight) => {
+    const runs = store.runsOfTrigger(t.id).map((r) => seenRun(r, sight));
+    return { object: triggerObject(t, service.triggerStatus(t), runs.map((r) => r.run)), variant: runs.map((r) => r.variant).join("") };
+  };
+  const triggerView = (t: TriggerRecord, sight: DeviceSight) => seenTrigger(t, sight).object;
+  /** The run the path names as its reader sees it, once final: its report and artifacts may be fetched. */
+  const finishedRun = (c: Context<AppEnv>) => completedRun(service.seen(c.req.param("id") ?? "", sightOf(c)));
+  /** The run the path names, if the caller may also stop or delete it (a run on devices: what its devices require). */
+  const stoppableRun = (c: Context<AppEnv>, message: string): RunRecord => {
+    const run = store.getRun(c.req.param("id") ?? "");
+    if (!run) throw new LabgateError("not_found", message);
+    authorizeStop(ctx.db, c.get("identity"), run, store.planOf(run.id));
+    return run;
+  };
 
   route(
     app,
@@ -137,7 +168,8 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     access.read,
     (c) => {
       const query = queryOf(c, runListQuery);
-      if (Object.values(query).every((v) => v === undefined)) return c.json(store.listRuns().map(runObjectA));
+      const sight = sightOf(c);
+      if (Object.values(query).every((v) => v === undefined)) return c.json(store.listRuns().map((r) => runView(r, sight)));
       const { runs, total } = store.queryRuns({
         ...(query.config_name !== undefined ? { configName: query.config_name } : {}),
         ...(query.status !== undefined ? { statuses: query.status } : {}),
@@ -147,21 +179,52 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
         ...(query.offset !== undefined ? { offset: query.offset } : {}),
       });
       c.header("X-Total-Count", String(total));
-      return c.json(runs.map(runObjectA));
+      return c.json(runs.map((r) => runView(r, sight)));
     },
   );
 
-  // A change is read and encoded once, however many streams are open.
-  const feed = new Broadcaster<PreparedEvent>();
+  // A change is read once, and encoded once for each view of it that the open streams' readers
+  // get (one, unless a run's devices are hidden from some). Their sights are made again, once per
+  // user and scopes, when the access generation has moved.
+  const viewers = new Set<Viewer>();
+  let generation = -1;
+  const viewerSight = (identity: Identity | undefined, shared: Map<string, DeviceSight>): DeviceSight => {
+    if (identity?.kind !== "mgmt") return service.sight(identity);
+    const current = accessWatch.current(identity);
+    if (typeof current === "string") return DeviceSight.NONE; // its watch ends the stream
+    const key = `${current.user}\n${[...current.scopes].sort().join(" ")}`;
+    let sight = shared.get(key);
+    if (!sight) shared.set(key, (sight = service.sight(current)));
+    return sight;
+  };
   const subscription = new SharedSubscription(changes, (change) => {
-    if (change.kind === "run-deleted") return feed.emit(prepareEvent("run-deleted", { id: change.id }));
-    if (change.kind === "run") {
-      const run = store.getRun(change.id);
-      if (run) feed.emit(prepareEvent("run", runObjectA(run)));
+    if (change.kind === "run-deleted") {
+      const event = prepareEvent("run-deleted", { id: change.id });
+      for (const viewer of viewers) viewer.send(event);
       return;
     }
-    const trigger = store.getTrigger(change.id);
-    if (trigger) feed.emit(prepareEvent("trigger", triggerView(trigger)));
+    const now = accessGeneration(ctx.db);
+    if (now !== generation) {
+      generation = now;
+      const shared = new Map<string, DeviceSight>();
+      for (const viewer of viewers) viewer.sight = viewerSight(viewer.identity, shared);
+    }
+    const prepared = new Map<string, PreparedEvent>();
+    const run = change.kind === "run" ? store.getRun(change.id) : undefined;
+    const trigger = change.kind === "trigger" ? store.getTrigger(change.id) : undefined;
+    for (const viewer of viewers) {
+      let view: { variant: string; event: () => PreparedEvent };
+      if (run) {
+        const seen = seenRun(run, viewer.sight);
+        view = { variant: seen.variant, event: () => prepareEvent("run", runObjectA(seen.run)) };
+      } else if (trigger) {
+        const seen = seenTrigger(trigger, viewer.sight);
+        view = { variant: seen.variant, event: () => prepareEvent("trigger", seen.object) };
+      } else return;
+      let event = prepared.get(view.variant);
+      if (!event) prepared.set(view.variant, (event = view.event()));
+      viewer.send(event);
+    }
   });
 
   // Before /:id so that `stream` is never taken for a run id.
@@ -175,15 +238,18 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       responses: replies({ 200: { description: "Event stream", media: "text/event-stream" } }),
     },
     access.read,
-    (c) =>
-      streams.respond(c.get("identity"), (send) => {
-        const unsubscribe = feed.subscribe(send);
+    (c) => {
+      const identity = c.get("identity");
+      return streams.respond(identity, (send) => {
+        const viewer: Viewer = { identity, sight: viewerSight(identity, new Map()), send };
+        viewers.add(viewer);
         const release = subscription.hold();
         return () => {
-          unsubscribe();
+          viewers.delete(viewer);
           release();
         };
-      }),
+      });
+    },
   );
 
   route(
@@ -210,7 +276,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       const target = result.kind === "dispatch" ? `trigger:${result.triggerId}` : `run:${result.run.id}`;
       await recordRequest(ctx, c, "testrun.trigger", target, { config: request.configName, suite: request.suite });
       if (result.kind === "dispatch") return c.json({}, 200, { "X-Trigger-Id": result.triggerId });
-      return c.json(runObjectA(result.run));
+      return c.json(runView(result.run, sightOf(c)));
     },
   );
 
@@ -219,7 +285,10 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     app,
     { method: "get", path: "/api/v1/test-runs/trigger", ...doc, summary: "Triggers", responses: replies({ 200: ok(z.array(Trigger), "OK") }) },
     access.read,
-    (c) => c.json(store.listTriggers().map((t) => triggerView(t))),
+    (c) => {
+      const sight = sightOf(c);
+      return c.json(store.listTriggers().map((t) => triggerView(t, sight)));
+    },
   );
   route(
     app,
@@ -228,7 +297,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     (c) => {
       const trigger = store.getTrigger(c.req.param("tid") ?? "");
       if (!trigger) throw new LabgateError("not_found", "Trigger not found");
-      return c.json(triggerView(trigger));
+      return c.json(triggerView(trigger, sightOf(c)));
     },
   );
   route(
@@ -237,10 +306,10 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     access.write,
     async (c) => {
       const id = c.req.param("tid") ?? "";
-      for (const run of store.runsOfTrigger(id)) if (!FINAL_STATUSES.has(run.status)) stoppableRun(c, readableRun(ctx.db, c.get("identity"), run, "Trigger not found"));
+      for (const run of store.runsOfTrigger(id)) if (!FINAL_STATUSES.has(run.status)) authorizeStop(ctx.db, c.get("identity"), run, store.planOf(run.id));
       const trigger = await service.abortTrigger(id);
       await recordRequest(ctx, c, "testrun.abort", `trigger:${trigger.id}`);
-      return c.json(triggerView(trigger));
+      return c.json(triggerView(trigger, sightOf(c)));
     },
   );
 
@@ -248,7 +317,12 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     app,
     { method: "get", path: "/api/v1/test-runs/:id", ...doc, summary: "One run", responses: replies({ 200: ok(TestRun, "OK"), 404: e404 }) },
     access.read,
-    (c) => c.json(runObjectA(runOf(c, `Run not found: ${c.req.param("id") ?? ""}`))),
+    (c) => {
+      const id = c.req.param("id") ?? "";
+      const seen = service.seen(id, sightOf(c));
+      if (!seen) throw new LabgateError("not_found", `Run not found: ${id}`);
+      return c.json(runObjectA(seen.run));
+    },
   );
 
   route(
@@ -256,9 +330,9 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "delete", path: "/api/v1/test-runs/:id", ...doc, summary: "Abort a run (answers at once, abort_requested; the run ends aborted)", responses: replies({ 200: ok(TestRun, "Aborting"), 400: e400, 404: e404 }) },
     access.write,
     async (c) => {
-      const run = await service.abort(stoppableRun(c, runOf(c)).id);
+      const run = await service.abort(stoppableRun(c, `Run not found: ${c.req.param("id") ?? ""}`).id);
       await recordRequest(ctx, c, "testrun.abort", `run:${run.id}`);
-      return c.json(runObjectA(run));
+      return c.json(runView(run, sightOf(c)));
     },
   );
 
@@ -267,8 +341,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "delete", path: "/api/v1/test-runs/:id/record", ...doc, summary: "Delete a finished run: its record, report and artifacts", responses: replies({ 200: ok(), 404: e404, 409: e409 }) },
     access.write,
     async (c) => {
-      const id = c.req.param("id") ?? "";
-      stoppableRun(c, runOf(c, `Run not found: ${id}`));
+      const id = stoppableRun(c, `Run not found: ${c.req.param("id") ?? ""}`).id;
       await service.deleteRun(id);
       await recordRequest(ctx, c, "testrun.delete", `run:${id}`);
       return c.json({});
@@ -287,11 +360,12 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     },
     access.write,
     async (c) => {
-      const id = runOf(c, `Run not found: ${c.req.param("id") ?? ""}`).id;
+      const id = c.req.param("id") ?? "";
+      if (!store.getRun(id)) throw new LabgateError("not_found", `Run not found: ${id}`);
       const body = await jsonBody(c, repeatBody);
       const run = await service.repeat(id, body, c.get("identity"));
       await recordRequest(ctx, c, "testrun.trigger", `run:${run.id}`, { repeat_of: id });
-      return c.json(runObjectA(run));
+      return c.json(runView(run, sightOf(c)));
     },
   );
 
@@ -307,19 +381,19 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     },
     access.read,
     async (c) => {
-      const run = finishedRun(c);
-      const path = reportPath(service.dirs, run.id);
+      const seen = finishedRun(c);
       const { format, group_by: groupBy } = queryOf(c, reportQuery);
-      const csv = statFile(path);
+      const csv = statFile(reportPath(service.dirs, seen.run.id));
       if (!csv) throw new LabgateError("not_found", "Report file not found");
       if (groupBy && format !== "json") throw new LabgateError("invalid", "group_by needs format=json");
       if (format === "json") {
-        // Made from the CSV as it is sent: its validator follows the CSV's, but it has no byte ranges.
-        return serveMade(c, fileEtag(csv.stat.size, csv.stat.mtime, groupBy ? "-json-device" : "-json"), { "content-type": "application/json" }, () =>
-          (groupBy ? openReportJsonByDevice(path) : openReportJson(path)).catch(noReport),
+        // Made from the CSV as it is sent: its validator follows the CSV's (and the reader's sight), but it has no byte ranges.
+        const source = service.reportSource(seen);
+        return serveMade(c, fileEtag(csv.stat.size, csv.stat.mtime, `${groupBy ? "-json-device" : "-json"}${seen.variant}`), { "content-type": "application/json" }, () =>
+          (groupBy ? openReportJsonByDevice(source) : openReportJson(source)).catch(noReport),
         );
       }
-      return serveReport(c, csv, `${run.id}.csv`);
+      return serveReport(c, service, seen, `${seen.run.id}.csv`);
     },
   );
 
@@ -328,8 +402,8 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "get", path: "/api/v1/test-runs/:id/report/summary", ...doc, summary: "The report's row counts by status", responses: replies({ 200: ok(ReportSummary, "OK"), 404: e404 }) },
     access.read,
     async (c) => {
-      const run = finishedRun(c);
-      return c.json(await reportSummary(reportPath(service.dirs, run.id), { byDevice: run.devices !== null }).catch(noReport));
+      const seen = finishedRun(c);
+      return c.json(await reportSummary(service.reportSource(seen), { byDevice: seen.run.devices !== null }).catch(noReport));
     },
   );
 
@@ -338,8 +412,8 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "get", path: "/api/v1/test-runs/:id/artifacts", ...doc, summary: "The run's artifact files", responses: replies({ 200: ok(z.array(Artifact), "OK"), 404: e404 }) },
     access.read,
     async (c) => {
-      const run = finishedRun(c);
-      return c.json(await listArtifacts(artifactsDir(service.dirs, run.id)));
+      const seen = finishedRun(c);
+      return c.json((await listArtifacts(artifactsDir(service.dirs, seen.run.id))).filter((a) => seen.keepsArtifact(a.name)));
     },
   );
 
@@ -348,8 +422,8 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "get", path: "/api/v1/test-runs/:id/artifacts/*", ...doc, summary: "One artifact (?preview=true: inline)", query: previewQuery, responses: replies({ 200: file, 404: e404 }) },
     access.read,
     async (c) => {
-      const run = finishedRun(c);
-      return serveArtifact(c, artifactsDir(service.dirs, run.id), "/artifacts/");
+      const seen = finishedRun(c);
+      return serveArtifact(c, artifactsDir(service.dirs, seen.run.id), "/artifacts/", seen.keepsArtifact);
     },
   );
 
@@ -383,10 +457,11 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
   return app;
 }
 
-/** Variant B ids are positive integers; anything else does not match a B route. A run the caller may not see is as missing. */
-function runB(ctx: AppContext, c: Context<AppEnv>, service: TestRunService): RunRecord {
-  const raw = c.req.param("id") ?? "";
-  return readableRun(ctx.db, c.get("identity"), /^[1-9][0-9]{0,15}$/.test(raw) ? service.store.getRunBySeq(Number(raw)) : undefined, "Test run not found");
+/** Variant B ids are positive integers; anything else does not match a B route. */
+function runB(service: TestRunService, raw: string): RunRecord {
+  const run = /^[1-9][0-9]{0,15}$/.test(raw) ? service.store.getRunBySeq(Number(raw)) : undefined;
+  if (!run) throw new LabgateError("not_found", "Test run not found");
+  return run;
 }
 
 function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunService): Hono<AppEnv> {
@@ -398,7 +473,10 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     app,
     { method: "get", path: "/api/v1/test-runs", ...doc, summary: "Runs", responses: replies({ 200: ok(z.array(TestRunB), "OK") }) },
     access.read,
-    (c) => c.json(store.listRuns().map(runObjectB)),
+    (c) => {
+      const sight = service.sight(c.get("identity"));
+      return c.json(store.listRuns().map((r) => runObjectB(seenRun(r, sight).run)));
+    },
   );
 
   route(
@@ -432,7 +510,7 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     app,
     { method: "get", path: "/api/v1/test-runs/:id", ...doc, summary: "One run", responses: replies({ 200: ok(TestRunB, "OK"), 404: e404 }) },
     access.read,
-    (c) => c.json(runObjectB(runB(ctx, c, service))),
+    (c) => c.json(runObjectB(seenRun(runB(service, c.req.param("id") ?? ""), service.sight(c.get("identity"))).run)),
   );
 
   route(
@@ -440,13 +518,13 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     { method: "delete", path: "/api/v1/test-runs/:id", ...doc, summary: "Abort a run (waits for its end)", responses: replies({ 200: ok(TestRunB, "Aborted"), 400: e400, 404: e404 }) },
     access.write,
     async (c) => {
-      const run = runB(ctx, c, service);
+      const run = runB(service, c.req.param("id") ?? "");
       authorizeStop(ctx.db, c.get("identity"), run, store.planOf(run.id));
       if (FINAL_STATUSES.has(run.status)) throw new LabgateError("invalid", "Test run not in progress");
       await service.abort(run.id);
       await recordRequest(ctx, c, "testrun.abort", `run:${run.id}`, { seq: run.seq });
       await service.waitForEnd(run.id, ABORT_WAIT_B_MS);
-      return c.json(runObjectB(store.getRun(run.id)!));
+      return c.json(runObjectB(seenRun(store.getRun(run.id)!, service.sight(c.get("identity"))).run));
     },
   );
 
@@ -455,8 +533,8 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     { method: "get", path: "/api/v1/test-runs/:id/report", ...doc, summary: "The CSV report", responses: replies({ 200: csv, 404: e404 }) },
     access.read,
     async (c) => {
-      const run = completedRun(runB(ctx, c, service));
-      return serveReport(c, statFile(reportPath(service.dirs, run.id)), `report-run-${run.seq}.csv`);
+      const seen = completedRun(seenRun(runB(service, c.req.param("id") ?? ""), service.sight(c.get("identity"))));
+      return serveReport(c, service, seen, `report-run-${seen.run.seq}.csv`);
     },
   );
 

@@ -15,7 +15,9 @@ import { deviceShares, deviceTargetsOf, scriptModules, shareModules } from "../d
 import { resolveTargets, type TargetDevice } from "../devices/targets.ts";
 import { aggregateResults } from "./aggregate.ts";
 import { Orchestrator, type LocalRuns } from "./dispatch.ts";
-import { artifactsDir, reportPath, testrunDirs, type TestrunDirs } from "./paths.ts";
+import { openReportCsv, type ReportSource } from "../engine/report.ts";
+import { artifactsDir, reportIndexPath, reportPath, testrunDirs, type TestrunDirs } from "./paths.ts";
+import { DeviceSight, seenRun, type SeenRun } from "./sight.ts";
 import { RunQueue } from "./queue.ts";
 import { executeRun } from "./runner.ts";
 import type { TestIdentity, TestRunAs, TestWorkspace } from "../engine/identity.ts";
@@ -311,6 +313,23 @@ export class TestRunService implements LocalRuns {
     return this.devices.writeArtifact(runId, mac, name, offset, body);
   }
 
+  /** The devices `identity` may see of runs (sight.ts): every view of a run is made through it. */
+  sight(identity: Identity | undefined): DeviceSight {
+    return DeviceSight.of(this.ctx.db, identity);
+  }
+
+  /** The run `id` as `sight` sees it, or undefined when there is none. */
+  seen(id: string, sight: DeviceSight): SeenRun | undefined {
+    const run = this.store.getRun(id);
+    return run && seenRun(run, sight);
+  }
+
+  /** The report of a seen run: as stored, or without the rows of the devices left out. */
+  reportSource(seen: SeenRun): ReportSource {
+    const path = reportPath(this.dirs, seen.run.id);
+    return () => openReportCsv(path, seen.whole ? undefined : { index: reportIndexPath(this.dirs, seen.run.id), keep: seen.keepsRow });
+  }
+
   /** Resolves when the run is in a final state, or after `timeoutMs`. */
   waitForEnd(id: string, timeoutMs: number): Promise<void> {
     return this.queue.waitForEnd(id, timeoutMs);
@@ -370,6 +389,7 @@ export class TestRunService implements LocalRuns {
     // The record goes first: a failure after it leaves unreferenced files, never a run without them.
     if (!(await this.store.deleteRun(id))) throw new LabgateError("conflict", "Test run is pending or running: abort it first");
     await rm(reportPath(this.dirs, id), { force: true });
+    await rm(reportIndexPath(this.dirs, id), { force: true });
     await rm(artifactsDir(this.dirs, id), { recursive: true, force: true });
   }
 

@@ -301,14 +301,17 @@ export class RunStore {
   /**
    * A config's history (the newest `runs` runs on devices): those runs, newest first, and one
    * page of its (device, test) pairs with the result in each of those runs (null: not run there).
+   * With `macs`, only the results of those devices count.
    */
-  deviceHistory(configName: string, runs: number, page: { limit: number; offset: number }): { runs: RunRecord[]; total: number; rows: HistoryRow[] } {
+  deviceHistory(configName: string, runs: number, page: { limit: number; offset: number }, macs?: ReadonlySet<string>): { runs: RunRecord[]; total: number; rows: HistoryRow[] } {
+    const ofDevices = macs ? " AND device_mac IN (SELECT value FROM json_each(?))" : "";
+    const config: (string | number)[] = macs ? [configName, JSON.stringify([...macs])] : [configName];
     const seqs = this.db
-      .all<{ run_seq: number }>("SELECT DISTINCT run_seq FROM testrun_device_results WHERE config_name = ? ORDER BY run_seq DESC LIMIT ?", [configName, runs])
+      .all<{ run_seq: number }>(`SELECT DISTINCT run_seq FROM testrun_device_results WHERE config_name = ?${ofDevices} ORDER BY run_seq DESC LIMIT ?`, [...config, runs])
       .map((r) => r.run_seq);
     if (seqs.length === 0) return { runs: [], total: 0, rows: [] };
-    const inRuns = `config_name = ? AND run_seq IN (${seqs.map(() => "?").join(", ")})`;
-    const params = [configName, ...seqs];
+    const inRuns = `config_name = ?${ofDevices} AND run_seq IN (${seqs.map(() => "?").join(", ")})`;
+    const params = [...config, ...seqs];
     const total = this.db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM (SELECT DISTINCT device_mac, test_name FROM testrun_device_results WHERE ${inRuns})`, params)?.n ?? 0;
     const pairs = this.db.all<{ device_mac: string; test_name: string; device_name: string }>(
       `SELECT device_mac, test_name, MAX(device_name) AS device_name FROM testrun_device_results WHERE ${inRuns}
