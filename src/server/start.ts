@@ -3,7 +3,6 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { Server as HttpsServer } from "node:https";
 import { serve, type ServerType, type WebSocketServerLike } from "@hono/node-server";
-import { WebSocketServer } from "ws";
 import type { Server } from "node:http";
 import type { Config } from "../config/config.ts";
 import { Database, IMAGE_FILE, migrate, migrations } from "../db/index.ts";
@@ -29,7 +28,7 @@ import { createSharedServices } from "./shared.ts";
 import { createTestRunDomain, testIdentityOf } from "../testrun/domain.ts";
 import { validateDeployments } from "../testrun/devices/validation.ts";
 import { createUpdateDomain } from "../update/domain.ts";
-import { acceptUpgradesOnlyOn, releaseUpgradeBody } from "./upgrade.ts";
+import { acceptUpgradesOnlyOn, HandshakeFirstServer, releaseUpgradeBody } from "./upgrade.ts";
 import { nodeResponse } from "../http/transport.ts";
 
 export const ADMIN_TOKEN_FILE = "admin.token";
@@ -139,7 +138,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       operations,
     });
     // WebSocket routes (the device channel) upgrade through @hono/node-server and `ws`.
-    const wss = new WebSocketServer({ noServer: true, maxPayload: WS_MAX_PAYLOAD });
+    const wss = new HandshakeFirstServer({ noServer: true, maxPayload: WS_MAX_PAYLOAD });
     const server = await listen(config, tls, wss, (request, env) => {
       const response = app.fetch(normalizeRequest(request), env);
       // No Node response: an upgrade request, of which only the status and headers are used.
@@ -208,7 +207,7 @@ const localHost = (host: string) => (host === "0.0.0.0" ? "127.0.0.1" : host ===
 function listen(
   config: Config,
   tls: TlsCredentials | undefined,
-  wss: WebSocketServer,
+  wss: HandshakeFirstServer,
   fetch: (request: Request, env: unknown) => Response | Promise<Response>,
 ): Promise<ServerType> {
   return new Promise((resolve, reject) => {
