@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { Server as HttpsServer } from "node:https";
 import { serve, type ServerType, type WebSocketServerLike } from "@hono/node-server";
-import type { Server } from "node:http";
+import type { IncomingMessage, Server } from "node:http";
 import type { Config } from "../config/config.ts";
 import { Database, IMAGE_FILE, migrate, migrations } from "../db/index.ts";
 import { createFirstAdmin } from "../accounts/accounts.ts";
@@ -30,6 +30,7 @@ import { validateDeployments } from "../testrun/devices/validation.ts";
 import { createUpdateDomain } from "../update/domain.ts";
 import { acceptUpgradesOnlyOn, HandshakeFirstServer, releaseUpgradeBody } from "./upgrade.ts";
 import { nodeResponse } from "../http/transport.ts";
+import { EarlyAnswerRequest, EarlyAnswerResponse, onClosingConnection } from "./early-answer.ts";
 
 export const ADMIN_TOKEN_FILE = "admin.token";
 /**
@@ -140,6 +141,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     // WebSocket routes (the device channel) upgrade through @hono/node-server and `ws`.
     const wss = new HandshakeFirstServer({ noServer: true, maxPayload: WS_MAX_PAYLOAD });
     const server = await listen(config, tls, wss, (request, env) => {
+      const incoming = (env as { incoming?: IncomingMessage }).incoming;
+      if (incoming && onClosingConnection(incoming)) return new Response(null, { status: 400 });
       const response = app.fetch(normalizeRequest(request), env);
       // No Node response: an upgrade request, of which only the status and headers are used.
       return nodeResponse(env) ? response : releaseUpgradeBody(response);
@@ -213,7 +216,9 @@ function listen(
   return new Promise((resolve, reject) => {
     const websocket = { server: wss as unknown as WebSocketServerLike };
     // node:https (and tls) only for a server that serves TLS: they are memory an idle plain-HTTP server never uses.
-    const transport = tls ? { createServer: process.getBuiltinModule("node:https").createServer, serverOptions: tls } : {};
+    // Answers sent before their request's body is in close their connection (src/server/early-answer.ts).
+    const serverOptions = { IncomingMessage: EarlyAnswerRequest, ServerResponse: EarlyAnswerResponse };
+    const transport = tls ? { createServer: process.getBuiltinModule("node:https").createServer, serverOptions: { ...tls, ...serverOptions } } : { serverOptions };
     const server = serve({ fetch, hostname: config.listen.host, port: config.listen.port, websocket, ...transport }, () => resolve(server));
     writeDateHeaders(server as Server);
     server.once("error", reject);
