@@ -32,8 +32,9 @@ export class EarlyAnswerRequest extends IncomingMessage {
 /** A response that says `Connection: close` when its head goes out before the request's body is in. */
 export class EarlyAnswerResponse<Request extends IncomingMessage = IncomingMessage> extends ServerResponse<Request> {
   override writeHead(statusCode: number, ...rest: unknown[]): this {
-    const socket = this.req.socket;
-    if (!this.req.complete && !closing.has(socket)) {
+    // No socket: the client is gone, and with it the connection.
+    const socket = this.socket;
+    if (socket && !this.req.complete && !closing.has(socket)) {
       this.setHeader("Connection", "close");
       lingerOnClose(socket, this.req);
     }
@@ -42,7 +43,7 @@ export class EarlyAnswerResponse<Request extends IncomingMessage = IncomingMessa
 }
 
 /** Whether `request` came on a connection that closes after an earlier answer (it is not served). */
-export const onClosingConnection = (request: IncomingMessage): boolean => closing.has(request.socket);
+export const onClosingConnection = (request: IncomingMessage): boolean => request.socket !== null && closing.has(request.socket);
 
 /**
  * Node closes a `Connection: close` connection with destroySoon() once the answer is written, which
