@@ -141,6 +141,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     // WebSocket routes (the device channel) upgrade through @hono/node-server and `ws`.
     const wss = new HandshakeFirstServer({ noServer: true, maxPayload: WS_MAX_PAYLOAD });
     const server = await listen(config, tls, wss, (request, env) => {
+      // A request behind an answer that closes its connection is not served (its answer could not go out).
       const incoming = (env as { incoming?: IncomingMessage }).incoming;
       if (incoming && onClosingConnection(incoming)) return new Response(null, { status: 400 });
       const response = app.fetch(normalizeRequest(request), env);
