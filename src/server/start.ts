@@ -3,8 +3,7 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { createServer as createHttpsServer, type Server as HttpsServer } from "node:https";
 import { serve, type ServerType, type WebSocketServerLike } from "@hono/node-server";
-import { WebSocketServer } from "ws";
-import type { Server } from "node:http";
+import type { IncomingMessage, Server } from "node:http";
 import type { Config } from "../config/config.ts";
 import { Database, IMAGE_FILE, migrate, migrations } from "../db/index.ts";
 import { createFirstAdmin } from "../accounts/accounts.ts";
@@ -29,8 +28,9 @@ import { createSharedServices } from "./shared.ts";
 import { createTestRunDomain, testIdentityOf } from "../testrun/domain.ts";
 import { validateDeployments } from "../testrun/devices/validation.ts";
 import { createUpdateDomain } from "../update/domain.ts";
-import { acceptUpgradesOnlyOn, releaseUpgradeBody } from "./upgrade.ts";
+import { acceptUpgradesOnlyOn, HandshakeFirstServer, releaseUpgradeBody } from "./upgrade.ts";
 import { nodeResponse } from "../http/transport.ts";
+import { EarlyAnswerRequest, EarlyAnswerResponse, onClosingConnection } from "./early-answer.ts";
 
 export const ADMIN_TOKEN_FILE = "admin.token";
 /**
@@ -140,8 +140,11 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       operations,
     });
     // WebSocket routes (the device channel) upgrade through @hono/node-server and `ws`.
-    const wss = new WebSocketServer({ noServer: true, maxPayload: WS_MAX_PAYLOAD });
+    const wss = new HandshakeFirstServer({ noServer: true, maxPayload: WS_MAX_PAYLOAD });
     const server = await listen(config, tls, wss, (request, env) => {
+      // A request behind an answer that closes its connection is not served (its answer could not go out).
+      const incoming = (env as { incoming?: IncomingMessage }).incoming;
+      if (incoming && onClosingConnection(incoming)) return new Response(null, { status: 400 });
       const response = app.fetch(normalizeRequest(request), env);
       // No Node response: an upgrade request, of which only the status and headers are used.
       return nodeResponse(env) ? response : releaseUpgradeBody(response);
@@ -209,12 +212,14 @@ const localHost = (host: string) => (host === "0.0.0.0" ? "127.0.0.1" : host ===
 function listen(
   config: Config,
   tls: TlsCredentials | undefined,
-  wss: WebSocketServer,
+  wss: HandshakeFirstServer,
   fetch: (request: Request, env: unknown) => Response | Promise<Response>,
 ): Promise<ServerType> {
   return new Promise((resolve, reject) => {
     const websocket = { server: wss as unknown as WebSocketServerLike };
-    const transport = tls ? { createServer: createHttpsServer, serverOptions: tls } : {};
+    // Answers sent before their request's body is in close their connection (src/server/early-answer.ts).
+    const serverOptions = { IncomingMessage: EarlyAnswerRequest, ServerResponse: EarlyAnswerResponse };
+    const transport = tls ? { createServer: createHttpsServer, serverOptions: { ...tls, ...serverOptions } } : { serverOptions };
     const server = serve({ fetch, hostname: config.listen.host, port: config.listen.port, websocket, ...transport }, () => resolve(server));
     writeDateHeaders(server as Server);
     server.once("error", reject);

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import type { ServerType } from "@hono/node-server";
+import { WebSocketServer, type WebSocket } from "ws";
 
 /**
  * The paths that are WebSockets, as Hono patterns (`:name` is one segment). Only these reach the
@@ -65,4 +66,30 @@ export function releaseUpgradeBody(response: Response | Promise<Response>): Prom
     if (res.body && !res.bodyUsed) res.body.cancel().catch(() => {});
     return res;
   });
+}
+
+/**
+ * How long (ms) the frames a new socket is sent wait after its 101 answer. Some clients take the
+ * answer from a read of its own and look at nothing else that read returned (python's
+ * simple_websocket, through wsproto, until more bytes come): a frame that arrived with the 101 is
+ * not seen, and this is the time such a client, in another process, may take to come to that read.
+ */
+export const FIRST_FRAMES_AFTER_MS = 20;
+
+/**
+ * The server of the WebSocket routes: as `ws`'s, except that whatever a socket is sent as it opens
+ * (a refused shell's close, a device's first message, a ping) leaves in a later write than the
+ * 101 answer, FIRST_FRAMES_AFTER_MS later and after the next poll for I/O (in which a client in
+ * this process reads the 101 alone, however long the event loop was held). Incoming frames are
+ * read at once, as before.
+ */
+export class HandshakeFirstServer extends WebSocketServer {
+  override handleUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer, callback: (client: WebSocket, request: IncomingMessage) => void): void {
+    super.handleUpgrade(request, socket, head, (client, req) => {
+      // The 101 is written; what follows waits in the socket (end() and destroy() still work at once).
+      socket.cork();
+      setTimeout(() => setImmediate(() => socket.uncork()), FIRST_FRAMES_AFTER_MS).unref();
+      callback(client, req);
+    });
+  }
 }
