@@ -282,9 +282,9 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     },
     mgmt,
     async (c) => {
-      const row = deploymentFor(c, "update");
       // No body: every failed device.
       const body = c.req.header("content-type") === undefined && Number(c.req.header("content-length") ?? 0) === 0 ? {} : await jsonBody(c, DeploymentRetry);
+      const row = deploymentFor(c, "update");
       await service.retry(row.id, actorOf(c, ctx.clock), body.devices);
       return c.json(deploymentView(service, getDeployment(db, row.id)!));
     },
