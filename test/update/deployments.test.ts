@@ -107,6 +107,8 @@ interface MemberView {
   reason: string | null;
   output: string | null;
   progress: number | null;
+  attempt: number;
+  failures: number;
 }
 
 async function members(id: number, query = ""): Promise<MemberView[]> {
@@ -440,6 +442,36 @@ describe("deployments", () => {
     const history = (await call("GET", `/api/v2/devices/${device.id}/update-history`)).body;
     assert.deepEqual(history.map((h: Record<string, unknown>) => [h.deployment, h.outcome, h.reason]), [[null, "failed", "checksum mismatch"]]);
   });
+  test("attempts: an outcome counts only for the attempt it answers; a retry is a new attempt; another version than offered fails it", async () => {
+    const pk = await packagesReady();
+    const [device, other] = await devicesOf(2);
+    const g = await group([device.id, other.id], [pk.v2], "no_update,");
+    const created = await create({ group: g, version: "v2", retries: 1, retry_backoff_seconds: 0 });
+    const member = async (d: Device) => (await members(created.id)).find((m) => m.device === d.id)!;
+    const first = await check(device, "v1");
+    assert.deepEqual([first.status, (first.body as Record<string, unknown>).deployment, (first.body as Record<string, unknown>).attempt], [200, created.id, 1]);
+    assert.equal(((await check(device, "v1")).body as Record<string, unknown>).attempt, 1, "the same offer again is the same attempt");
+    await report(device, { state: "failed", version: "v2", from_version: "v1", reason: "exit 3", deployment: created.id, attempt: 1 });
+    assert.deepEqual([(await member(device)).state, (await member(device)).failures], ["retrying", 1]);
+    const second = await check(device, "v1");
+    assert.equal((second.body as Record<string, unknown>).attempt, 2);
+    // A late report of attempt 1 (sent again, say) changes nothing in attempt 2, and makes no row.
+    await report(device, { state: "failed", version: "v2", from_version: "v1", reason: "exit 3, late", deployment: created.id, attempt: 1 });
+    assert.deepEqual([(await member(device)).state, (await member(device)).attempt], ["offered", 2]);
+    await report(device, { state: "installed", version: "v2", from_version: "v1", deployment: created.id, attempt: 2 });
+    assert.equal((await member(device)).state, "installed");
+    const history = (await call("GET", `/api/v2/devices/${device.id}/update-history`)).body as Array<{ outcome: string; attempt: number; reason: string | null }>;
+    assert.deepEqual(history.map((h) => [h.outcome, h.attempt, h.reason]), [["installed", 2, null], ["failed", 1, "exit 3"]]);
+
+    // A device that reports no attempt (the reference's clients): any outcome while its offer is out, checked against the offer.
+    assert.equal((await check(other, "v1")).status, 200);
+    await report(other, { state: "installed", version: "v3", from_version: "v1", output: "wrote v3" });
+    const mismatch = await member(other);
+    assert.deepEqual([mismatch.state, mismatch.reason, mismatch.output], ["retrying", "reported v3, offered v2", "wrote v3"]);
+    assert.equal((await deployment(created.id)).counts.failed, 0, "not failed for good while it has retries");
+    await call("POST", `/api/v2/deployments/${created.id}/abort`);
+  });
+
   test("automatic steps are audited as system:deployment on the deployment: start, advance, pause with its figures, timeouts, completion, policy", async () => {
     const pk = await packagesReady();
     const devices = await devicesOf(5);

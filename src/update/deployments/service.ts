@@ -757,18 +757,22 @@ export class DeploymentService implements Steering {
     // Its deployment ended while it installed that deployment's version (an abort cannot stop an install).
     const ended =
       row && !this.runs.has(row.deployment_id) && ENDED_OPEN.has(row.state) && (outcome.deployment === undefined ? row.to_version === outcome.version : outcome.attempt === row.attempt) ? row : undefined;
-    const open = ended !== undefined || getProgress(this.db, deviceId)?.version === outcome.version;
+    // The group's policy offered this version (its progress record is open); a report naming a deployment answers no policy offer.
+    const offered = getProgress(this.db, deviceId)?.version === outcome.version;
+    const open = ended !== undefined || (offered && outcome.deployment === undefined);
     if (!open && outcome.state !== "installed") return this.drop(deviceId, "it answers no open offer");
     if (this.outcomeRate.take(deviceId, 1)) return this.drop(deviceId, `more than ${OUTCOMES_PER_MINUTE} a minute`);
+    // An earlier attempt of a deployment the report names is history of that deployment.
+    const of = ended ?? (outcome.deployment !== undefined ? row : undefined);
     await this.db.write((tx) => {
       // Installed, once: the newest row says so already (a report sent again, or a flood).
       const newest = tx.get<{ to_version: string; outcome: string }>("SELECT to_version, outcome FROM update_history WHERE device_id = ? ORDER BY id DESC LIMIT 1", [deviceId]);
       if (!open && newest && newest.to_version === outcome.version && newest.outcome === "installed") return;
-      this.progressRecords.endIn(tx, deviceId);
+      if (offered) this.progressRecords.endIn(tx, deviceId);
       addHistory(tx, {
         device_id: deviceId,
-        deployment_id: ended?.deployment_id ?? null,
-        attempt: ended ? ended.attempt : null,
+        deployment_id: of?.deployment_id ?? null,
+        attempt: of ? (outcome.attempt ?? of.attempt) : null,
         from_version: outcome.fromVersion,
         to_version: outcome.version,
         outcome: outcome.state,
