@@ -288,6 +288,8 @@ describe("deployments", () => {
       assert.equal(retried.status, 200, JSON.stringify(retried.body));
       assert.equal(retried.body.status, "running");
       assert.equal(retried.body.counts.retrying, 1);
+      const [asked] = (await call("GET", `/api/v1/audit?target=deployment:${created.id}&action=deployment.retry`)).body as Array<{ actor_kind: string; actor: string; detail: Record<string, unknown> }>;
+      assert.deepEqual([asked.actor_kind, asked.actor, asked.detail], ["token", "deploy-admin", { devices: [phases[1][0].id], count: 1, reopened: true }]);
       const offer = await check(phases[1][0], "v1");
       assert.equal(offer.status, 200);
       assert.deepEqual([offer.body.version, (offer.body as Record<string, unknown>).deployment, (offer.body as Record<string, unknown>).attempt], ["v2", created.id, 2]);
