@@ -731,10 +731,11 @@ export class DeploymentService implements Steering {
       }
       this.move(tx, deviceId, member, change);
     });
-    if (member.state === "failed") this.hold(deviceId, target);
+    // What this report did (another report may have moved the device on meanwhile).
+    if (change.state === "failed") this.hold(deviceId, target);
     this.publishDevice(run, conn.mac, member, { ...(change.reason ? { reason: change.reason } : {}), ...(change.retryAt ? { retry_at: change.retryAt } : {}) });
-    if (member.state === "installed") this.installed(run.row.id, deviceId, target);
-    if (member.state === "failed") await this.checkErrors(run);
+    if (change.state === "installed") this.installed(run.row.id, deviceId, target);
+    if (change.state === "failed") await this.checkErrors(run);
     await this.evaluate(run);
   }
 
