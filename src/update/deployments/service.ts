@@ -71,12 +71,14 @@ const ENDED_OPEN: ReadonlySet<DeviceState> = new Set(["installing", "aborted", "
 
 /**
  * Whether an outcome answers the device's current attempt: it carries that deployment and attempt
- * (a device that echoes none: any outcome while an offer is out). A device not offered yet in
- * this deployment (waiting, or in a phase not started) has no attempt to answer.
+ * (a device that echoes none: one of the offered version while the offer is out, or an install of
+ * another one, a mismatch). A device not offered yet in this deployment (waiting, or in a phase
+ * not started) has no attempt to answer.
  */
 function answers(member: Member, outcome: Outcome): boolean {
   if (member.attempt === 0 || !(UNDERWAY.has(member.state) || member.state === "not_reached")) return false;
-  return outcome.deployment === undefined || (outcome.deployment === member.run.row.id && outcome.attempt === member.attempt);
+  if (outcome.deployment !== undefined) return outcome.deployment === member.run.row.id && outcome.attempt === member.attempt;
+  return outcome.state === "installed" || outcome.version === (member.offeredVersion ?? member.run.row.version);
 }
 
 export interface NewDeployment {
