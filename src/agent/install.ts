@@ -30,7 +30,7 @@ export interface PendingInstall {
 }
 
 /** The deployment and attempt an offer names (its outcomes echo them: docs/device-protocol.md). */
-export function offerTag(answer: Record<string, unknown>): { deployment?: number; attempt?: number } {
+export function offerTag(answer: { deployment?: unknown; attempt?: unknown }): { deployment?: number; attempt?: number } {
   const { deployment, attempt } = answer;
   return Number.isSafeInteger(deployment) && Number.isSafeInteger(attempt) ? { deployment: deployment as number, attempt: attempt as number } : {};
 }
@@ -177,7 +177,7 @@ export async function confirmInstall(config: AgentConfig, pending: PendingInstal
   const running = probe.code === 0 ? probe.output.toString().trim().split("\n").pop()?.trim() ?? "" : "";
   if (running !== pending.version) {
     const reason = probe.code === 0 ? `rolled back: running ${running || "(nothing)"} instead of ${pending.version}` : `rolled back: version_command exited with ${probe.code}`;
-    report({ state: "failed", version: pending.version, from_version: pending.from_version, reason, output: outputTail(probe.output), ...offerTag({ ...pending }) });
+    report({ state: "failed", version: pending.version, from_version: pending.from_version, reason, output: outputTail(probe.output), ...offerTag(pending) });
     log.warn(`agent: update ${pending.version} ${reason}`);
     return running || undefined;
   }
@@ -185,12 +185,12 @@ export async function confirmInstall(config: AgentConfig, pending: PendingInstal
     const commit = await runCommand(config.commit_command, { cwd: config.data_dir, timeout: 300, clock });
     if (commit.code !== 0) {
       const reason = `commit command exited with ${commit.code}`;
-      report({ state: "failed", version: pending.version, from_version: pending.from_version, reason, output: outputTail(commit.output), ...offerTag({ ...pending }) });
+      report({ state: "failed", version: pending.version, from_version: pending.from_version, reason, output: outputTail(commit.output), ...offerTag(pending) });
       log.warn(`agent: update ${pending.version}: ${reason}`);
       return undefined;
     }
   }
-  report({ state: "installed", version: pending.version, from_version: pending.from_version, ...offerTag({ ...pending }) });
+  report({ state: "installed", version: pending.version, from_version: pending.from_version, ...offerTag(pending) });
   log.info(`agent: ${pending.version} confirmed after the restart`);
   return running;
 }
