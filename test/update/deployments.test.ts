@@ -471,7 +471,17 @@ describe("deployments", () => {
     const mismatch = await member(other);
     assert.deepEqual([mismatch.state, mismatch.reason, mismatch.output], ["retrying", "reported v3, offered v2", "wrote v3"]);
     assert.equal((await deployment(created.id)).counts.failed, 0, "not failed for good while it has retries");
+    // Its second attempt fails too: failed for good, held out; a person retries it on the running deployment.
+    assert.equal(((await check(other, "v1")).body as Record<string, unknown>).attempt, 2);
+    await report(other, { state: "failed", version: "v2", from_version: "v1", reason: "exit 3" });
+    assert.deepEqual([(await member(other)).state, (await member(other)).failures], ["failed", 2]);
+    assert.equal((await check(other, "v1")).status, 204);
+    const retried = await call("POST", `/api/v2/deployments/${created.id}/retry`, { devices: [other.id] });
+    assert.deepEqual([retried.status, retried.body.status, retried.body.counts.retrying], [200, "running", 1]);
+    assert.equal(((await check(other, "v1")).body as Record<string, unknown>).attempt, 3);
+    assert.deepEqual([(await member(other)).state, (await member(other)).failures], ["offered", 0]);
     await call("POST", `/api/v2/deployments/${created.id}/abort`);
+    assert.equal((await call("POST", `/api/v2/deployments/${created.id}/retry`)).status, 409, "an aborted deployment is not reopened");
   });
 
   test("automatic steps are audited as system:deployment on the deployment: start, advance, pause with its figures, timeouts, completion, policy", async () => {
