@@ -14,8 +14,7 @@ import { LabgateError } from "../../util/errors.ts";
 import type { ChannelHub, DeviceConnection } from "../channel/hub.ts";
 import type { EventBroadcaster } from "../events/broadcaster.ts";
 import { changed, getGroup, groupDeviceIds, groupPackageIds, type CatalogWatch } from "../groups/groups.ts";
-import { LogRate } from "../logs/logs.ts";
-import { getProgress, type UpdateProgress } from "../progress/progress.ts";
+import type { UpdateProgress } from "../progress/progress.ts";
 import { checkKeys, type OfferTag, type Steer, type Steering } from "../updatecheck/check.ts";
 import {
   ACTIVE,
@@ -43,31 +42,24 @@ import {
   heldOut,
   reportApplied,
   getDeployment,
-  latestMembership,
   memberStates,
   parsePhases,
   parsePhaseStarted,
   parseWindow,
   storedCounts,
   failedMembers,
-  trimHistory,
   updateMember,
   type DeploymentRow,
   type MemberChange,
   type MemberState,
 } from "./store.ts";
+import { PastOutcomes } from "./past.ts";
 import { isoTime } from "../../util/time.ts";
 
 /** The install output a failure keeps: its last 4 KiB. */
 export const OUTPUT_TAIL = 4096;
 /** How often the time decisions run (on the injected clock). */
 const TICK_MS = 1000;
-/** Outcomes outside a current attempt a device may have recorded per minute (beyond: dropped, counted). */
-export const OUTCOMES_PER_MINUTE = 30;
-/** Update history rows kept per device (the oldest go). */
-export const HISTORY_PER_DEVICE = 1000;
-/** States of a device in a deployment that ended in which its install may still report (an abort cannot stop one). */
-const ENDED_OPEN: ReadonlySet<DeviceState> = new Set(["installing", "aborted", "not_reached"]);
 
 /**
  * Whether an outcome answers the device's current attempt: it carries that deployment and attempt
@@ -193,10 +185,8 @@ export class DeploymentService implements Steering {
   private readonly validating = new Map<number, Set<number>>();
   private epoch = -1;
   private readonly stop = new AbortController();
-  private readonly outcomeRate = new LogRate(() => OUTCOMES_PER_MINUTE, () => this.ctx.clock.now());
-  /** Outcomes dropped since the start (outside their bounds). */
-  droppedOutcomes = 0;
-  private droppedLogged = -Infinity;
+  /** Outcomes that answer no current attempt: history within bounds (past.ts). */
+  readonly past: PastOutcomes;
 
   /**
    * `catalog` is told of the group writes (a package assignment at creation, the policy at
@@ -205,6 +195,7 @@ export class DeploymentService implements Steering {
   constructor(ctx: AppContext, catalog: CatalogWatch, events: EventBroadcaster, hub: ChannelHub, progress: UpdateProgress) {
     this.ctx = ctx;
     this.progressRecords = progress;
+    this.past = new PastOutcomes(ctx, progress, (deploymentId) => this.runs.has(deploymentId));
     this.db = ctx.db;
     this.catalog = catalog;
     this.events = events;
@@ -682,7 +673,7 @@ export class DeploymentService implements Steering {
     if (outcome.reportId !== undefined && reportApplied(this.db, deviceId, outcome.reportId)) return;
     const member = this.index.get(deviceId);
     if (member && answers(member, outcome)) return this.attemptOutcome(conn, member, outcome);
-    if (outcome.state === "installed" || outcome.state === "failed") await this.pastOutcome(deviceId, outcome);
+    if (outcome.state === "installed" || outcome.state === "failed") await this.past.record(deviceId, outcome);
   }
 
   private async attemptOutcome(conn: Pick<DeviceConnection, "deviceId" | "mac">, member: Member, outcome: Outcome): Promise<void> {
@@ -747,58 +738,6 @@ export class DeploymentService implements Steering {
     const at = isoTime(now);
     if (failures > member.run.row.retries) return { state: "failed", at, progress: null, reason, output, failures, retryAt: null };
     return { state: "retrying", at, progress: null, reason, output, failures, retryAt: isoTime(now + retryDelay(member.run.row.retry_backoff, failures)) };
-  }
-
-  /**
-   * An outcome that answers no current attempt: a history row, if it is one the device owes (it
-   * answers an offer still open: the policy's, or one of a deployment that ended meanwhile; or it
-   * reports a version installed, once) and within the device's rate. Anything else is dropped.
-   */
-  private async pastOutcome(deviceId: number, outcome: Outcome): Promise<void> {
-    const at = this.isoNow();
-    const row = latestMembership(this.db, deviceId, outcome.deployment);
-    // Its deployment ended while it installed that deployment's version (an abort cannot stop an install).
-    const ended =
-      row && !this.runs.has(row.deployment_id) && ENDED_OPEN.has(row.state) && (outcome.deployment === undefined ? row.to_version === outcome.version : outcome.attempt === row.attempt) ? row : undefined;
-    // The group's policy offered this version (its progress record is open); a report naming a deployment answers no policy offer.
-    const offered = getProgress(this.db, deviceId)?.version === outcome.version;
-    const open = ended !== undefined || (offered && outcome.deployment === undefined);
-    if (!open && outcome.state !== "installed") return this.drop(deviceId, "it answers no open offer");
-    if (this.outcomeRate.take(deviceId, 1)) return this.drop(deviceId, `more than ${OUTCOMES_PER_MINUTE} a minute`);
-    // An earlier attempt of a deployment the report names is history of that deployment.
-    const of = ended ?? (outcome.deployment !== undefined ? row : undefined);
-    await this.db.write((tx) => {
-      // Installed, once: the newest row says so already (a report sent again, or a flood).
-      const newest = tx.get<{ to_version: string; outcome: string }>("SELECT to_version, outcome FROM update_history WHERE device_id = ? ORDER BY id DESC LIMIT 1", [deviceId]);
-      if (!open && newest && newest.to_version === outcome.version && newest.outcome === "installed") return;
-      if (offered) this.progressRecords.endIn(tx, deviceId);
-      addHistory(tx, {
-        device_id: deviceId,
-        deployment_id: of?.deployment_id ?? null,
-        attempt: of ? (outcome.attempt ?? of.attempt) : null,
-        from_version: outcome.fromVersion,
-        to_version: outcome.version,
-        outcome: outcome.state,
-        reason: outcome.reason,
-        output: outcome.state === "failed" ? outcome.output : null,
-        at,
-        report_id: outcome.reportId,
-      });
-      trimHistory(tx, deviceId, HISTORY_PER_DEVICE);
-      if (ended && ended.state === "installing") {
-        const done = outcome.state === "installed" ? "installed" : "failed";
-        updateMember(tx, ended.deployment_id, deviceId, { state: done, at, reason: outcome.reason, output: outcome.output });
-      }
-    });
-  }
-
-  /** Counts an outcome dropped, and says so in the log at most once a minute. */
-  private drop(deviceId: number, why: string): void {
-    this.droppedOutcomes += 1;
-    const now = this.ctx.clock.now();
-    if (now - this.droppedLogged < 60_000) return;
-    this.droppedLogged = now;
-    this.ctx.log.warn(`device ${deviceId}: update_outcome dropped (${why}); ${this.droppedOutcomes} dropped so far`);
   }
 
   /**
