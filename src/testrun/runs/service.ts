@@ -106,7 +106,7 @@ export class TestRunService implements LocalRuns {
     if (!targets) return undefined;
     if (!this.devices) throw new LabgateError("invalid", "this server manages no devices");
     if ((request.nodes ?? []).length > 0) throw new LabgateError("invalid", "give either nodes or device targets, not both");
-    const shares = deviceShares(targets.entries, resolveTargets(this.ctx.db, identity, targets.targets));
+    const shares = deviceShares(targets.entries, resolveTargets(this.ctx.db, identity, targets.targets, this.ctx.config.prefix));
     if (shares.length === 0) throw new LabgateError("unprocessable", `no entry of the selection runs on ${targets.targets.join(", ")}`);
     const warnings = this.checkShares(shares, plan.warnings);
     return { plan: { ...plan, machineTarget: request.machineTarget, devices: shares, modules: shareModules(shares, this.ctx.dataDir) }, warnings };

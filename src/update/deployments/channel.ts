@@ -12,6 +12,7 @@ const MAX_VERSION = 256;
 const MAX_REASON = 1024;
 
 const text = (value: unknown, max: number): string | null => (typeof value === "string" && value !== "" ? value.slice(0, max) : null);
+const count = (value: unknown): number | undefined => (Number.isSafeInteger(value) && (value as number) > 0 ? (value as number) : undefined);
 
 /** A well-formed `update_outcome` (id, state, version), or a message saying what is wrong. */
 export function parseOutcome(message: Record<string, unknown>): { id: string; outcome: Outcome } | string {
@@ -23,6 +24,8 @@ export function parseOutcome(message: Record<string, unknown>): { id: string; ou
     id,
     outcome: {
       reportId: id,
+      deployment: count(message.deployment),
+      attempt: count(message.attempt),
       state: message.state as Outcome["state"],
       version: message.version,
       fromVersion: text(message.from_version, MAX_VERSION),
