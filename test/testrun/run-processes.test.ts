@@ -1,0 +1,236 @@
+/**
+ * Nothing a run starts outlives it (issue 39.3): however a test's program leaves (a background
+ * job, setsid, nohup, a double fork, a user and pid namespace, a watcher loop), once the run is
+ * over none of its processes is left, and a watcher of one run never reaches the next run's
+ * files. Each run's programs are marked (a variable and their command line); after the run this
+ * process looks through /proc for the mark. With a cgroup v2 this process may write, a run is a
+ * cgroup; a server that is not root and has none sweeps its test user instead (both here). And a
+ * test process gets exactly its own group and no_new_privs. Needs root (CI runs as root).
+ */
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { labgate, startServe, type ServeProcess } from "../helpers/cli.ts";
+import { callWith, removeDir, requestAt, tempDir, type TestServer, useTestServer, waitFor } from "../helpers/server.ts";
+import { ensureUser, isRoot, RUNNER } from "../helpers/users.ts";
+import { reportRows, trigger, uploadConfig, waitRun } from "./run-helpers.ts";
+
+/** The ways a program outlives the command that started it; each leaves a `sleep 300` (or a loop) behind. */
+const ESCAPES: Array<[string, string]> = [
+  ["a background job", "sleep 300 >/dev/null 2>&1 &"],
+  ["setsid", "setsid sleep 300 >/dev/null 2>&1 &"],
+  ["nohup", "nohup sleep 300 >/dev/null 2>&1 &"],
+  ["a double fork", "(sleep 300 >/dev/null 2>&1 &)"],
+  ["a user and pid namespace", "unshare -Ur -p -f sleep 300 >/dev/null 2>&1 &"],
+  ["a watcher loop", "while true; do sleep 1; done >/dev/null 2>&1 &"],
+];
+
+const newMark = () => `lgmark${randomBytes(6).toString("hex")}`;
+
+/** One exec step of a config (the command JSON-quoted: a YAML double-quoted scalar). */
+const step = (name: string, command: string, check = "") => `  - exec:\n      name: ${name}\n      command: ${JSON.stringify(command)}\n${check}`;
+
+/** A step that prints how many processes of its user carry `mark` (the mark is assembled, so that its own command line does not). */
+const aliveStep = (name: string, mark: string) =>
+  step(name, `m=lgmark; m=$m${mark.slice(6)}; n=0; for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null; tr '\\0' ' ' < $p/environ 2>/dev/null); case "$c" in *"$m"*) n=$((n+1));; esac; done; echo "alive $n"`, '      stdout_regex: "^alive [1-9]"\n');
+
+/** Pids of live processes whose command line or environment holds `mark`. */
+function marked(mark: string): number[] {
+  const found: number[] = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    let text = "";
+    for (const part of ["cmdline", "environ"]) {
+      try {
+        text += readFileSync(`/proc/${name}/${part}`, "latin1");
+      } catch {
+        // gone, or a kernel thread
+      }
+    }
+    if (text.includes(mark)) found.push(Number(name));
+  }
+  return found;
+}
+
+/** Kills what a failing test left (so that one failure does not leave sleeps behind). */
+function sweep(marks: string[]): void {
+  for (const mark of marks) {
+    for (const pid of marked(mark)) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // gone
+      }
+    }
+  }
+}
+
+/** Runs each escape of `escapes` in one run on `server`: each was alive during the run; none is after it. */
+async function escapeRun(server: TestServer, escapes: Array<[string, string]>, configName: string): Promise<void> {
+  const marks = escapes.map(newMark);
+  try {
+    const yaml = "tests:\n  escape:\n" + escapes.map(([, escape], i) => step(`start${i}`, `export LABGATE_MARK=${marks[i]}; ${escape}\nsleep 0.3`) + aliveStep(`alive${i}`, marks[i])).join("");
+    await uploadConfig(server, configName, yaml);
+    const run = await waitRun(server, (await trigger(server, { config_name: configName })).id, undefined, 30_000);
+    assert.equal(run.status, "finished", `${String(run.error)}: ${JSON.stringify(await reportRows(server, run.id))}`);
+    for (let i = 0; i < escapes.length; i++) assert.deepEqual(marked(marks[i]), [], `${escapes[i][0]}: processes of the run are left after it ended`);
+  } finally {
+    sweep(marks);
+  }
+}
+
+/**
+ * Run 1 leaves a watcher that rewrites every `result.txt` and copies every `secret.txt` in the
+ * working directory of any process it can see; run 2 writes both and reads its result back.
+ */
+async function watcherRun(server: TestServer): Promise<void> {
+  const mark = newMark();
+  const stolen = tempDir("labgate-stolen-");
+  chmodSync(stolen, 0o1777);
+  try {
+    const watcher = `export LABGATE_MARK=${mark}; while true; do for d in /proc/[0-9]*/cwd; do [ -f "$d/result.txt" ] && echo pwned > "$d/result.txt"; [ -f "$d/secret.txt" ] && cp "$d/secret.txt" ${stolen}/; done; sleep 0.05; done >/dev/null 2>&1 & sleep 0.3`;
+    await uploadConfig(server, "watcher.yml", "tests:\n  one:\n" + step("watch", watcher) + aliveStep("alive", mark));
+    const first = await waitRun(server, (await trigger(server, { config_name: "watcher.yml" })).id, undefined, 30_000);
+    assert.equal(first.status, "finished", String(first.error));
+    await uploadConfig(server, "victim.yml", "tests:\n  two:\n" + step("work", "echo original > result.txt; echo run2-secret > secret.txt; sleep 1; cat result.txt", '      stdout_regex: "^original\\n$"\n'));
+    const second = await waitRun(server, (await trigger(server, { config_name: "victim.yml" })).id, undefined, 30_000);
+    assert.equal(second.status, "finished", JSON.stringify(await reportRows(server, second.id)));
+    assert.equal(await (await server.request(`/api/v1/test-runs/${second.id}/artifacts/result.txt`, { token: server.adminToken })).text(), "original\n");
+    assert.deepEqual(readdirSync(stolen), []);
+  } finally {
+    sweep([mark]);
+  }
+}
+
+/** One run of `command`; returns its stdout (the exec module saves it). */
+async function outputOf(server: TestServer, name: string, command: string): Promise<string> {
+  await uploadConfig(server, `${name}.yml`, `tests:\n  ${name}:\n` + step(name, command) + "      save_output: out.txt\n");
+  const run = await waitRun(server, (await trigger(server, { config_name: `${name}.yml` })).id);
+  assert.equal(run.status, "finished", String(run.error));
+  return await (await server.request(`/api/v1/test-runs/${run.id}/artifacts/out.txt`, { token: server.adminToken })).text();
+}
+
+const NO_NEW_PRIVS = "grep NoNewPrivs /proc/self/status";
+
+describe("a run_as run's processes end with it", { skip: !isRoot && "needs root (CI runs as root)" }, () => {
+  before(() => ensureUser(RUNNER));
+  const server = useTestServer({ test_server: { run_as: RUNNER } as never });
+  after(() => removeDir(`${server.dataDir}-runs`));
+
+  for (const escape of ESCAPES) test(`${escape[0]} is gone when the run ends`, () => escapeRun(server, [escape], `escape-${ESCAPES.indexOf(escape)}.yml`));
+  test("a watcher that run 1 left cannot rewrite or copy run 2's files", () => watcherRun(server));
+  test("a test process has no_new_privs: setuid programs give it nothing", async () => assert.match(await outputOf(server, "nnp", NO_NEW_PRIVS), /^NoNewPrivs:\s+1$/m));
+});
+
+describe("a run's processes end with it without run_as", { skip: !isRoot && "needs root (CI runs as root)" }, () => {
+  const server = useTestServer();
+
+  test("every way of escaping is gone when the run ends", () => escapeRun(server, ESCAPES, "escapes.yml"));
+  test("a test process of the server's own user has no_new_privs too", async () => assert.match(await outputOf(server, "nnp", NO_NEW_PRIVS), /^NoNewPrivs:\s+1$/m));
+});
+
+describe("a run_as test gets its own group and no other", { skip: !isRoot && "needs root to create the users" }, () => {
+  const USER = "labgate-test-grouped";
+  const EXTRA = "labgate-test-extra";
+  let ids: { uid: number; gid: number };
+  const server = useTestServer(() => {
+    ids = ensureUser(USER);
+    try {
+      execFileSync("groupadd", ["--system", EXTRA], { stdio: "ignore" });
+    } catch {
+      // exists already
+    }
+    execFileSync("usermod", ["-a", "-G", EXTRA, USER]);
+    return { test_server: { run_as: USER } as never };
+  });
+  after(() => removeDir(`${server.dataDir}-runs`));
+
+  test("id -G prints its gid alone, although /etc/group gives the user another group", async () => {
+    assert.match(execFileSync("id", ["-Gn", USER], { encoding: "utf8" }), new RegExp(`\\b${EXTRA}\\b`));
+    assert.equal(await outputOf(server, "groups", "id -u; id -G"), `${ids.uid}\n${ids.gid}\n`);
+  });
+});
+
+/** The cgroup v2 directory of this process (root), or undefined without one. */
+function ownCgroup(): string | undefined {
+  const own = /^0::(\/.*)$/m.exec(readFileSync("/proc/self/cgroup", "utf8"))?.[1];
+  const mount = readFileSync("/proc/self/mountinfo", "utf8")
+    .split("\n")
+    .map((line) => line.split(" "))
+    .find((fields) => fields[fields.indexOf("-") + 1] === "cgroup2");
+  return own && mount && mount[3] === "/" ? join(mount[4], own) : undefined;
+}
+
+/**
+ * A server as the systemd unit runs it (not root, CAP_SETUID and CAP_SETGID only, in the runner's
+ * group), with run_as `runner`; with `delegate`, in a cgroup of its own that it owns, as
+ * `Delegate=yes` gives it (when this machine has a cgroup v2 that root may write).
+ */
+function serviceServer(runner: string, delegate: boolean) {
+  const SERVER_USER = "labgate-test-server";
+  const dir = tempDir("labgate-svc-");
+  let serve: ServeProcess;
+  let cgroup: string | undefined;
+  const server = {} as TestServer & { log: () => string; cgroup: () => string | undefined };
+  before(async () => {
+    ensureUser(runner);
+    const owner = ensureUser(SERVER_USER);
+    execFileSync("usermod", ["-a", "-G", runner, SERVER_USER]);
+    const data = join(dir, "data");
+    mkdirSync(data, { mode: 0o700 });
+    execFileSync("chown", [`${SERVER_USER}:${SERVER_USER}`, dir, data]);
+    const config = join(dir, "labgate.yaml");
+    writeFileSync(config, `data_dir: ${data}\nlisten: 127.0.0.1:0\nlog_level: info\ntest_server: {run_as: ${runner}}\n`);
+    chmodSync(config, 0o644);
+    chmodSync(dir, 0o755);
+    const [node, bundle] = await labgate();
+    let command = ["setpriv", "--reuid", SERVER_USER, "--regid", SERVER_USER, "--init-groups", "--inh-caps=+setuid,+setgid", "--ambient-caps=+setuid,+setgid", "--", "sh", "-c", 'umask 077; exec "$@"', "sh", node, bundle];
+    const base = delegate ? ownCgroup() : undefined;
+    if (base) {
+      try {
+        cgroup = join(base, `labgate-test-svc-${process.pid}-${randomBytes(3).toString("hex")}`);
+        mkdirSync(cgroup);
+        for (const file of ["", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"]) chownSync(join(cgroup, file), owner.uid, owner.gid);
+        command = ["sh", "-c", 'echo 0 > "$0/cgroup.procs" && exec "$@"', cgroup, ...command];
+      } catch {
+        cgroup = undefined;
+      }
+    }
+    serve = await startServe(["serve", "--config", config], { command, cwd: dir });
+    const token = readFileSync(join(data, "admin.token"), "utf8").trim();
+    const request = requestAt(serve.url);
+    Object.assign(server, { url: serve.url, dataDir: data, adminToken: token, request, call: callWith(request, token), log: () => serve.stderr() + serve.stdout(), cgroup: () => cgroup });
+  });
+  after(async () => {
+    await serve?.stop();
+    if (cgroup && existsSync(cgroup)) rmdirSync(cgroup);
+    removeDir(dir);
+  });
+  return server;
+}
+
+/** Waits for a line of the server's log (the logger writes after the listening line). */
+const logged = (server: { log: () => string }, line: RegExp) => waitFor(() => line.test(server.log()), 5_000, `a log line ${line}: ${server.log()}`);
+
+describe("a run's processes end with it on a server that may not signal its test user (the systemd unit, no cgroup)", { skip: !isRoot && "needs root to create the users" }, () => {
+  // A user of its own: this server kills every process of it when a run ends.
+  const server = serviceServer("labgate-test-runner-sweep", false);
+
+  test("the start log says how runs are contained", async () => void (await logged(server, /testrun: each run's processes are every process of labgate-test-runner-sweep \(uid \d+\), killed when the run ends by a helper run as labgate-test-runner-sweep/)));
+  for (const escape of ESCAPES) test(`${escape[0]} is gone when the run ends`, () => escapeRun(server, [escape], `escape-${ESCAPES.indexOf(escape)}.yml`));
+  test("a watcher that run 1 left cannot rewrite or copy run 2's files", () => watcherRun(server));
+});
+
+describe("a run's processes end with it on a server with a delegated cgroup (the systemd unit with Delegate=yes)", { skip: !isRoot && "needs root to create the users" }, () => {
+  const server = serviceServer("labgate-test-runner-cgroup", true);
+
+  test("the start log says how runs are contained; every way of escaping is gone when the run ends", async () => {
+    const cgroup = server.cgroup();
+    // Where this machine has no cgroup v2 that root may write, the server sweeps its user instead.
+    await logged(server, cgroup ? new RegExp(`testrun: each run's processes in a cgroup v2 of their own below ${cgroup}, killed as a whole`) : /testrun: each run's processes are every process of labgate-test-runner-cgroup/);
+    await escapeRun(server, ESCAPES, "escapes.yml");
+  });
+});
