@@ -164,7 +164,12 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
     };
     const stop = () => {
       killGroup("SIGTERM");
-      cancelKill ??= after(clock, grace, () => killGroup("SIGKILL"));
+      cancelKill ??= after(clock, grace, () => {
+        killGroup("SIGKILL");
+        // A process that left the group (setsid) may hold the output pipes for good: they close here, so the program's end is seen.
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+      });
     };
     const cancelTimeout = options.timeoutMs ? after(clock, options.timeoutMs, () => ((timedOut = true), stop())) : undefined;
     const onAbort = () => {

@@ -16,63 +16,14 @@ import { after, before, describe, test } from "node:test";
 import { labgate, startServe, type ServeProcess } from "../helpers/cli.ts";
 import { callWith, removeDir, requestAt, tempDir, type TestServer, useTestServer, waitFor } from "../helpers/server.ts";
 import { ensureUser, isRoot, RUNNER } from "../helpers/users.ts";
+import { aliveStep, escapeSteps, ESCAPES, marked, newMark, step, sweep } from "./escapes.ts";
 import { reportRows, trigger, uploadConfig, waitRun } from "./run-helpers.ts";
-
-/** The ways a program outlives the command that started it; each leaves a `sleep 300` (or a loop) behind. */
-const ESCAPES: Array<[string, string]> = [
-  ["a background job", "sleep 300 >/dev/null 2>&1 &"],
-  ["setsid", "setsid sleep 300 >/dev/null 2>&1 &"],
-  ["nohup", "nohup sleep 300 >/dev/null 2>&1 &"],
-  ["a double fork", "(sleep 300 >/dev/null 2>&1 &)"],
-  ["a user and pid namespace", "unshare -Ur -p -f sleep 300 >/dev/null 2>&1 &"],
-  ["a watcher loop", "while true; do sleep 1; done >/dev/null 2>&1 &"],
-];
-
-const newMark = () => `lgmark${randomBytes(6).toString("hex")}`;
-
-/** One exec step of a config (the command JSON-quoted: a YAML double-quoted scalar). */
-const step = (name: string, command: string, check = "") => `  - exec:\n      name: ${name}\n      command: ${JSON.stringify(command)}\n${check}`;
-
-/** A step that prints how many processes of its user carry `mark` (the mark is assembled, so that its own command line does not). */
-const aliveStep = (name: string, mark: string) =>
-  step(name, `m=lgmark; m=$m${mark.slice(6)}; n=0; for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null; tr '\\0' ' ' < $p/environ 2>/dev/null); case "$c" in *"$m"*) n=$((n+1));; esac; done; echo "alive $n"`, '      stdout_regex: "^alive [1-9]"\n');
-
-/** Pids of live processes whose command line or environment holds `mark`. */
-function marked(mark: string): number[] {
-  const found: number[] = [];
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    let text = "";
-    for (const part of ["cmdline", "environ"]) {
-      try {
-        text += readFileSync(`/proc/${name}/${part}`, "latin1");
-      } catch {
-        // gone, or a kernel thread
-      }
-    }
-    if (text.includes(mark)) found.push(Number(name));
-  }
-  return found;
-}
-
-/** Kills what a failing test left (so that one failure does not leave sleeps behind). */
-function sweep(marks: string[]): void {
-  for (const mark of marks) {
-    for (const pid of marked(mark)) {
-      try {
-        process.kill(pid, "SIGKILL");
-      } catch {
-        // gone
-      }
-    }
-  }
-}
 
 /** Runs each escape of `escapes` in one run on `server`: each was alive during the run; none is after it. */
 async function escapeRun(server: TestServer, escapes: Array<[string, string]>, configName: string): Promise<void> {
   const marks = escapes.map(newMark);
   try {
-    const yaml = "tests:\n  escape:\n" + escapes.map(([, escape], i) => step(`start${i}`, `export LABGATE_MARK=${marks[i]}; ${escape}\nsleep 0.3`) + aliveStep(`alive${i}`, marks[i])).join("");
+    const yaml = "tests:\n  escape:\n" + escapeSteps(escapes, marks);
     await uploadConfig(server, configName, yaml);
     const run = await waitRun(server, (await trigger(server, { config_name: configName })).id, undefined, 30_000);
     assert.equal(run.status, "finished", `${String(run.error)}: ${JSON.stringify(await reportRows(server, run.id))}`);
@@ -122,6 +73,18 @@ describe("a run_as run's processes end with it", { skip: !isRoot && "needs root 
 
   for (const escape of ESCAPES) test(`${escape[0]} is gone when the run ends`, () => escapeRun(server, [escape], `escape-${ESCAPES.indexOf(escape)}.yml`));
   test("a watcher that run 1 left cannot rewrite or copy run 2's files", () => watcherRun(server));
+  test("a program that left its group holding the output pipes ends with its command's timeout, not when it likes", async () => {
+    const mark = newMark();
+    try {
+      await uploadConfig(server, "hold.yml", "tests:\n  hold:\n" + step("hold", `export LABGATE_MARK=${mark}; setsid sleep 300 & echo started`, "      timeout: 1\n"));
+      const run = await waitRun(server, (await trigger(server, { config_name: "hold.yml" })).id);
+      assert.equal(run.status, "failed");
+      assert.match((await reportRows(server, run.id))[0].message, /timed out after 1 s/);
+      assert.deepEqual(marked(mark), []);
+    } finally {
+      sweep([mark]);
+    }
+  });
   test("a test process has no_new_privs: setuid programs give it nothing", async () => assert.match(await outputOf(server, "nnp", NO_NEW_PRIVS), /^NoNewPrivs:\s+1$/m));
 });
 
