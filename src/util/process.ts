@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { constants, createWriteStream, openSync, type WriteStream } from "node:fs";
+import { constants, createWriteStream, existsSync, openSync, type WriteStream } from "node:fs";
 import { join } from "node:path";
 import { after, systemClock, type Clock } from "./time.ts";
 
@@ -124,7 +124,7 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
   if (!file) return Promise.resolve(result({ startError: "empty command" }));
   if (options.signal?.aborted) return Promise.resolve(result({ aborted: true, startError: "aborted" }));
   if (options.as) [file, args] = ["setpriv", [...switchTo(options.as), "/bin/sh", "-c", UMASK_THEN_EXEC, file, ...args]];
-  else if (options.noNewPrivs) [file, args] = ["setpriv", ["--no-new-privs", "--", "/bin/sh", "-c", CHECK_THEN_EXEC, file, ...args]];
+  else if (options.noNewPrivs) [file, args] = [setpriv(), ["--no-new-privs", "--", "/bin/sh", "-c", CHECK_THEN_EXEC, file, ...args]];
   const wrapped = Boolean(options.as || options.noNewPrivs);
   if (options.cgroup) [file, args] = ["/bin/sh", ["-c", CGROUP_ENTRY, join(options.cgroup, "cgroup.procs"), file, ...args]];
 
@@ -251,6 +251,13 @@ export const CGROUP_ENTRY = `echo 0 > "$0" || { echo "labgate: ${NOT_CONTAINED}"
  */
 export function switchTo(as: { uid: number; gid: number }): string[] {
   return ["--reuid", String(as.uid), "--regid", String(as.gid), "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--ambient-caps=-all", "--"];
+}
+
+let setprivPath: string | undefined;
+/** setpriv's path: the programs of a test without `as` look in the server's PATH, which need not hold it. */
+function setpriv(): string {
+  setprivPath ??= SAFE_PATH.split(":").map((dir) => `${dir}/setpriv`).find((path) => existsSync(path)) ?? "setpriv";
+  return setprivPath;
 }
 
 /** Open flags of output files: created or truncated, never through a symlink. */
