@@ -20,7 +20,13 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileS
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { CGROUP_ENTRY, runProcess, SAFE_PATH, type ProcessOptions } from "../../util/process.ts";
-import type { TestIdentity } from "./identity.ts";
+
+/** The user tests run as: the shape of identity.ts's TestIdentity (that module starts containments, so it is not imported here). */
+interface TestIdentity {
+  user: string;
+  uid: number;
+  gid: number;
+}
 
 /** How long a run's end waits for its last process to be gone before it fails the run. */
 export const END_BOUND_MS = 10_000;
@@ -36,8 +42,6 @@ export interface RunContainer {
 
 /** The way this process contains its runs, chosen at start. */
 export interface RunContainment {
-  /** `cgroup`, `user` or `none`. */
-  readonly kind: "cgroup" | "user" | "none";
   /** One line for the start log: what holds a run's processes, what its end kills. */
   readonly description: string;
   open(runId: string): RunContainer;
@@ -53,7 +57,6 @@ export function chooseContainment(identity: TestIdentity | undefined): RunContai
   // The server's own user is never swept: that would be the server itself and its neighbours.
   if (identity && identity.uid !== process.getuid?.()) return userContainment(identity, `each run's processes are every process of ${identity.user} (uid ${identity.uid}), killed when the run ends ${userKiller(identity)} (${base === undefined ? "no cgroup v2" : "no cgroup v2 this process may create"}; one run at a time: give run_as a user of its own)`);
   return {
-    kind: "none",
     description: `a run's processes end with their process group only: what a test starts in the background and detaches may outlive its run (no cgroup v2 this process may create, and no run_as)${nnp}`,
     open: () => ({ options: { noNewPrivs }, end: async () => {} }),
   };
@@ -61,7 +64,6 @@ export function chooseContainment(identity: TestIdentity | undefined): RunContai
 
 function cgroupContainment(base: string, noNewPrivs: boolean, description: string): RunContainment {
   return {
-    kind: "cgroup",
     description,
     open(runId) {
       const dir = join(base, `labgate-run-${runId.replace(/[^A-Za-z0-9_-]/g, "_")}-${randomBytes(4).toString("hex")}`);
@@ -99,7 +101,7 @@ const cgroupPids = (dir: string): string[] => {
 };
 
 function userContainment(identity: TestIdentity, description: string): RunContainment {
-  return { kind: "user", description, open: () => ({ options: {}, end: () => endUser(identity) }) };
+  return { description, open: () => ({ options: {}, end: () => endUser(identity) }) };
 }
 
 /** SIGKILL to every process of the user until none is left; by a helper running as the user where this process may not signal it. */
