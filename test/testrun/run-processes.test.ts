@@ -117,22 +117,23 @@ describe("a run_as test gets its own group and no other", { skip: !isRoot && "ne
   });
 });
 
-/** The cgroup v2 directory of this process (root), or undefined without one. */
-function ownCgroup(): string | undefined {
+/** The cgroup v2 mount and the cgroup v2 directory of this process (root), or undefined without one. */
+function ownCgroup(): { mount: string; dir: string } | undefined {
   const own = /^0::(\/.*)$/m.exec(readFileSync("/proc/self/cgroup", "utf8"))?.[1];
   const mount = readFileSync("/proc/self/mountinfo", "utf8")
     .split("\n")
     .map((line) => line.split(" "))
     .find((fields) => fields[fields.indexOf("-") + 1] === "cgroup2");
-  return own && mount && mount[3] === "/" ? join(mount[4], own) : undefined;
+  return own && mount && mount[3] === "/" ? { mount: mount[4], dir: join(mount[4], own) } : undefined;
 }
 
 /**
- * A server as the systemd unit runs it (not root, CAP_SETUID and CAP_SETGID only, in the runner's
- * group), with run_as `runner`; with `delegate`, in a cgroup of its own that it owns, as
- * `Delegate=yes` gives it (when this machine has a cgroup v2 that root may write).
+ * A `labgate serve` child with run_as `runner`: `service` as the systemd unit runs it (not root,
+ * CAP_SETUID and CAP_SETGID only, in the runner's group); `delegated` the same in a cgroup of its
+ * own that it owns, as `Delegate=yes` gives it (where this machine has a cgroup v2 root may
+ * write); `root` as root with the cgroup v2 mount read-only to it (as `ProtectControlGroups=yes`).
  */
-function serviceServer(runner: string, delegate: boolean) {
+function spawnedServer(runner: string, way: "service" | "delegated" | "root") {
   const SERVER_USER = "labgate-test-server";
   const dir = tempDir("labgate-svc-");
   let serve: ServeProcess;
@@ -140,26 +141,31 @@ function serviceServer(runner: string, delegate: boolean) {
   const server = {} as TestServer & { log: () => string; cgroup: () => string | undefined };
   before(async () => {
     ensureUser(runner);
-    const owner = ensureUser(SERVER_USER);
-    execFileSync("usermod", ["-a", "-G", runner, SERVER_USER]);
     const data = join(dir, "data");
     mkdirSync(data, { mode: 0o700 });
-    execFileSync("chown", [`${SERVER_USER}:${SERVER_USER}`, dir, data]);
     const config = join(dir, "labgate.yaml");
     writeFileSync(config, `data_dir: ${data}\nlisten: 127.0.0.1:0\nlog_level: info\ntest_server: {run_as: ${runner}}\n`);
     chmodSync(config, 0o644);
     chmodSync(dir, 0o755);
     const [node, bundle] = await labgate();
-    let command = ["setpriv", "--reuid", SERVER_USER, "--regid", SERVER_USER, "--init-groups", "--inh-caps=+setuid,+setgid", "--ambient-caps=+setuid,+setgid", "--", "sh", "-c", 'umask 077; exec "$@"', "sh", node, bundle];
-    const base = delegate ? ownCgroup() : undefined;
-    if (base) {
-      try {
-        cgroup = join(base, `labgate-test-svc-${process.pid}-${randomBytes(3).toString("hex")}`);
-        mkdirSync(cgroup);
-        for (const file of ["", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"]) chownSync(join(cgroup, file), owner.uid, owner.gid);
-        command = ["sh", "-c", 'echo 0 > "$0/cgroup.procs" && exec "$@"', cgroup, ...command];
-      } catch {
-        cgroup = undefined;
+    const cgroups = ownCgroup();
+    let command: string[];
+    if (way === "root") {
+      command = cgroups ? ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", 'mount -o remount,bind,ro "$0" && exec "$@"', cgroups.mount, node, bundle] : [node, bundle];
+    } else {
+      const owner = ensureUser(SERVER_USER);
+      execFileSync("usermod", ["-a", "-G", runner, SERVER_USER]);
+      execFileSync("chown", [`${SERVER_USER}:${SERVER_USER}`, dir, data]);
+      command = ["setpriv", "--reuid", SERVER_USER, "--regid", SERVER_USER, "--init-groups", "--inh-caps=+setuid,+setgid", "--ambient-caps=+setuid,+setgid", "--", "sh", "-c", 'umask 077; exec "$@"', "sh", node, bundle];
+      if (way === "delegated" && cgroups) {
+        try {
+          cgroup = join(cgroups.dir, `labgate-test-svc-${process.pid}-${randomBytes(3).toString("hex")}`);
+          mkdirSync(cgroup);
+          for (const file of ["", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control"]) chownSync(join(cgroup, file), owner.uid, owner.gid);
+          command = ["sh", "-c", 'echo 0 > "$0/cgroup.procs" && exec "$@"', cgroup, ...command];
+        } catch {
+          cgroup = undefined;
+        }
       }
     }
     serve = await startServe(["serve", "--config", config], { command, cwd: dir });
@@ -180,7 +186,7 @@ const logged = (server: { log: () => string }, line: RegExp) => waitFor(() => li
 
 describe("a run's processes end with it on a server that may not signal its test user (the systemd unit, no cgroup)", { skip: !isRoot && "needs root to create the users" }, () => {
   // A user of its own: this server kills every process of it when a run ends.
-  const server = serviceServer("labgate-test-runner-sweep", false);
+  const server = spawnedServer("labgate-test-runner-sweep", "service");
 
   test("the start log says how runs are contained", async () => void (await logged(server, /testrun: each run's processes are every process of labgate-test-runner-sweep \(uid \d+\), killed when the run ends by a helper run as labgate-test-runner-sweep/)));
   for (const escape of ESCAPES) test(`${escape[0]} is gone when the run ends`, () => escapeRun(server, [escape], `escape-${ESCAPES.indexOf(escape)}.yml`));
@@ -188,12 +194,22 @@ describe("a run's processes end with it on a server that may not signal its test
 });
 
 describe("a run's processes end with it on a server with a delegated cgroup (the systemd unit with Delegate=yes)", { skip: !isRoot && "needs root to create the users" }, () => {
-  const server = serviceServer("labgate-test-runner-cgroup", true);
+  const server = spawnedServer("labgate-test-runner-cgroup", "delegated");
 
   test("the start log says how runs are contained; every way of escaping is gone when the run ends", async () => {
     const cgroup = server.cgroup();
     // Where this machine has no cgroup v2 that root may write, the server sweeps its user instead.
     await logged(server, cgroup ? new RegExp(`testrun: each run's processes in a cgroup v2 of their own below ${cgroup}, killed as a whole`) : /testrun: each run's processes are every process of labgate-test-runner-cgroup/);
+    await escapeRun(server, ESCAPES, "escapes.yml");
+  });
+});
+
+describe("a run's processes end with it on a root server whose cgroups are read-only (ProtectControlGroups=yes)", { skip: !isRoot && "needs root" }, () => {
+  // A user of its own: this server kills every process of it when a run ends.
+  const server = spawnedServer("labgate-test-runner-root", "root");
+
+  test("the start log says how runs are contained; every way of escaping is gone when the run ends", async () => {
+    await logged(server, /testrun: each run's processes are every process of labgate-test-runner-root \(uid \d+\), killed when the run ends by this process/);
     await escapeRun(server, ESCAPES, "escapes.yml");
   });
 });
