@@ -94,8 +94,9 @@ export async function executeRun(input: RunInput, env: RunEnvironment, signal: A
   await mkdir(artifacts, { recursive: true });
   // Under run_as the run works in a directory of its user's; its files join the artifacts at the end.
   const dir = env.workspace ? await env.workspace.open(input.id) : artifacts;
-  const container = env.containment?.open(input.id);
+  let container: RunContainer | undefined;
   try {
+    container = env.containment?.open(input.id);
     return await executeIn(dir, input, env, container, signal);
   } finally {
     // Nothing the run started outlives it (an error when something does), before its files leave the test's reach.
