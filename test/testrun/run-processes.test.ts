@@ -14,7 +14,7 @@ import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync,
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { labgate, startServe, type ServeProcess } from "../helpers/cli.ts";
-import { callWith, removeDir, requestAt, tempDir, type TestServer, useTestServer, waitFor } from "../helpers/server.ts";
+import { callWith, removeDir, requestAt, startTestServer, tempDir, type TestServer, useTestServer, waitFor } from "../helpers/server.ts";
 import { ensureUser, isRoot, RUNNER } from "../helpers/users.ts";
 import { aliveStep, escapeSteps, ESCAPES, marked, newMark, step, sweep } from "./escapes.ts";
 import { reportRows, trigger, uploadConfig, waitRun } from "./run-helpers.ts";
@@ -213,3 +213,41 @@ describe("a run's processes end with it on a root server whose cgroups are read-
     await escapeRun(server, ESCAPES, "escapes.yml");
   });
 });
+
+/** Whether root may make a cgroup here (else a server without run_as has nothing to hold its runs with). */
+function cgroupsWritable(): boolean {
+  const dir = isRoot ? ownCgroup()?.dir : undefined;
+  if (!dir) return false;
+  const probe = join(dir, `labgate-test-probe-${process.pid}`);
+  try {
+    mkdirSync(probe);
+    rmdirSync(probe);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe("a run that was running when its server died", { skip: !cgroupsWritable() && "needs a cgroup v2 that root may write" }, () => {
+  test("what it started is killed when the server starts again, before it runs anything", async () => {
+    const dataDir = tempDir();
+    const mark = newMark();
+    let restarted: TestServer | undefined;
+    try {
+      const serve = await startServe(["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { env: { LABGATE_CONFIG: "" } });
+      const server = { url: serve.url, adminToken: readFileSync(join(dataDir, "admin.token"), "utf8").trim(), request: requestAt(serve.url) } as TestServer;
+      await uploadConfig(server, "crash.yml", "tests:\n  crash:\n" + step("leave", `export LABGATE_MARK=${mark}; setsid sleep 300 >/dev/null 2>&1 &`) + "  - sleep:\n      seconds: 30\n");
+      await trigger(server, { config_name: "crash.yml" });
+      await waitFor(() => marked(mark).length > 0, 10_000, "the run's process");
+      await serve.stop("SIGKILL");
+      assert.notDeepEqual(marked(mark), [], "the server's death leaves it");
+      restarted = await startTestServer({}, dataDir);
+      assert.deepEqual(marked(mark), []);
+    } finally {
+      sweep([mark]);
+      await restarted?.close();
+      removeDir(dataDir);
+    }
+  });
+});
+

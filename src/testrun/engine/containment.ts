@@ -19,7 +19,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { CGROUP_ENTRY, runProcess, SAFE_PATH, type ProcessOptions } from "../../util/process.ts";
+import { CGROUP_ENTRY, runProcess, SAFE_PATH, switchTo, type ProcessOptions } from "../../util/process.ts";
 
 /** The user tests run as: the shape of identity.ts's TestIdentity (that module starts containments, so it is not imported here). */
 interface TestIdentity {
@@ -45,6 +45,11 @@ export interface RunContainment {
   /** One line for the start log: what holds a run's processes, what its end kills. */
   readonly description: string;
   open(runId: string): RunContainer;
+  /**
+   * At start, for the runs that were running when the last process died (outside a service
+   * manager, which would have killed them): what they left is killed before any run starts here.
+   */
+  recover(runIds: string[]): void;
 }
 
 /** The containment for tests run as `identity` (none: this process's own user). */
@@ -59,37 +64,52 @@ export function chooseContainment(identity: TestIdentity | undefined): RunContai
   return {
     description: `a run's processes end with their process group only: what a test starts in the background and detaches may outlive its run (no cgroup v2 this process may create, and no run_as)${nnp}`,
     open: () => ({ options: { noNewPrivs }, end: async () => {} }),
+    recover: () => {},
   };
 }
 
 function cgroupContainment(base: string, noNewPrivs: boolean, description: string): RunContainment {
+  const prefix = (runId: string) => `labgate-run-${runId.replace(/[^A-Za-z0-9_-]/g, "_")}-`;
   return {
     description,
     open(runId) {
-      const dir = join(base, `labgate-run-${runId.replace(/[^A-Za-z0-9_-]/g, "_")}-${randomBytes(4).toString("hex")}`);
+      const dir = join(base, `${prefix(runId)}${randomBytes(4).toString("hex")}`);
       mkdirSync(dir);
-      return { options: { cgroup: dir, noNewPrivs }, end: () => endCgroup(dir) };
+      return { options: { cgroup: dir, noNewPrivs }, end: () => until(() => cgroupEnded(dir), () => `the run's processes are still alive ${END_BOUND_MS / 1000} s after cgroup.kill: ${cgroupPids(dir).join(", ")}`) };
+    },
+    recover(runIds) {
+      for (const name of readdirSync(base)) if (runIds.some((id) => name.startsWith(prefix(id)))) untilSync(() => cgroupEnded(join(base, name)));
     },
   };
 }
 
-/** cgroup.kill until the cgroup is empty, then it goes. */
-async function endCgroup(dir: string): Promise<void> {
+/** One try at ending a run's cgroup: cgroup.kill, and once it is empty it goes; true when it is gone. */
+function cgroupEnded(dir: string): boolean {
+  try {
+    writeFileSync(join(dir, "cgroup.kill"), "1");
+    if (/^populated 1$/m.test(readFileSync(join(dir, "cgroup.events"), "utf8"))) return false;
+    rmdirSync(dir);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return true;
+    if ((error as NodeJS.ErrnoException).code !== "EBUSY") throw error;
+    return false;
+  }
+}
+
+/** `attempt` every POLL_MS until it is done; rejects with `left()` after END_BOUND_MS. */
+async function until(attempt: () => boolean | Promise<boolean>, left: () => string): Promise<void> {
   const deadline = performance.now() + END_BOUND_MS;
-  for (;;) {
-    try {
-      writeFileSync(join(dir, "cgroup.kill"), "1");
-      if (!/^populated 1$/m.test(readFileSync(join(dir, "cgroup.events"), "utf8"))) {
-        rmdirSync(dir);
-        return;
-      }
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return;
-      if ((error as NodeJS.ErrnoException).code !== "EBUSY") throw error;
-    }
-    if (performance.now() > deadline) throw new Error(`the run's processes are still alive ${END_BOUND_MS / 1000} s after cgroup.kill: ${cgroupPids(dir).join(", ")}`);
+  while (!(await attempt())) {
+    if (performance.now() > deadline) throw new Error(left());
     await sleep(POLL_MS);
   }
+}
+
+/** `until` at start, before this process serves anything (what is left after the bound stays: the start goes on). */
+function untilSync(attempt: () => boolean): void {
+  const deadline = performance.now() + END_BOUND_MS;
+  while (!attempt() && performance.now() < deadline) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, POLL_MS);
 }
 
 const cgroupPids = (dir: string): string[] => {
@@ -100,28 +120,42 @@ const cgroupPids = (dir: string): string[] => {
   }
 };
 
+/** Every process of the user gets SIGKILL until none is left; by a helper running as the user where this process may not signal it. */
 function userContainment(identity: TestIdentity, description: string): RunContainment {
-  return { description, open: () => ({ options: {}, end: () => endUser(identity) }) };
+  /** One pass: whether none was left, and whether the helper must do what this process may not. */
+  const pass = (): { gone: boolean; asUser?: string[] } => {
+    const pids = processesOf(identity.uid);
+    if (pids.length === 0) return { gone: true };
+    const program = helper();
+    return { gone: false, ...(killEach(pids) && program ? { asUser: [...program, KILL_ALL_OWN] } : {}) };
+  };
+  const left = () => `processes of ${identity.user} are still alive ${END_BOUND_MS / 1000} s after the run's end: ${processesOf(identity.uid).join(", ")}${maySignalOthers() || helper() ? "" : " (this process may not signal them: see the start log)"}`;
+  const end = () =>
+    until(async () => {
+      const { gone, asUser } = pass();
+      if (asUser) await runProcess({ command: asUser, as: identity, cwd: "/", baseEnv: { PATH: SAFE_PATH }, timeoutMs: END_BOUND_MS });
+      return gone;
+    }, left);
+  const recover = () =>
+    untilSync(() => {
+      const { gone, asUser } = pass();
+      if (asUser) spawnSync("setpriv", [...switchTo(identity), ...asUser], { stdio: "ignore", env: { PATH: SAFE_PATH }, timeout: END_BOUND_MS });
+      return gone;
+    });
+  return { description, open: () => ({ options: {}, end }), recover };
 }
 
-/** SIGKILL to every process of the user until none is left; by a helper running as the user where this process may not signal it. */
-async function endUser(identity: TestIdentity): Promise<void> {
-  const deadline = performance.now() + END_BOUND_MS;
-  for (;;) {
-    const pids = processesOf(identity.uid);
-    if (pids.length === 0) return;
-    let refused = false;
-    for (const pid of pids) {
-      try {
-        process.kill(pid, "SIGKILL");
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === "EPERM") refused = true;
-      }
+/** SIGKILL to each of `pids`; true when this process may not signal some of them. */
+function killEach(pids: number[]): boolean {
+  let refused = false;
+  for (const pid of pids) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "EPERM") refused = true;
     }
-    if (refused && helper()) await runProcess({ command: [...helper()!, KILL_ALL_OWN], as: identity, cwd: "/", baseEnv: { PATH: SAFE_PATH }, timeoutMs: END_BOUND_MS });
-    if (performance.now() > deadline) throw new Error(`processes of ${identity.user} are still alive ${END_BOUND_MS / 1000} s after the run's end: ${pids.join(", ")}${refused && !helper() ? " (this process may not signal them: see the start log)" : ""}`);
-    await sleep(POLL_MS);
   }
+  return refused;
 }
 
 /** The helper's script: kill(-1) as the user signals every process of the user but itself, at once. */

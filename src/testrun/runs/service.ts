@@ -67,6 +67,9 @@ export class TestRunService implements LocalRuns {
 
   /** At start: runs and orchestrations the last process left unfinished become aborted; nothing is re-queued. */
   recoverFromRestart(): void {
+    // What the runs it interrupted started dies before anything runs here (a service manager would have killed it with the process).
+    const interrupted = this.store.runsWithStatus("running").map((run) => run.id);
+    if (interrupted.length > 0) this.runAs.containment?.recover(interrupted);
     // The write is applied in memory at once and made durable right after.
     void this.store.abortUnfinished(this.ctx.clock.now(), RESTART_ERROR).catch((e) => this.ctx.log.error(`testrun: marking unfinished runs aborted failed: ${e}`));
   }
