@@ -4,7 +4,8 @@
  */
 import type { AppContext } from "../../app/context.ts";
 import type { ChannelHub } from "../channel/hub.ts";
-import { tail, type DeploymentService, type Outcome } from "./service.ts";
+import { tail, type DeploymentService } from "./service.ts";
+import type { Outcome } from "./schema.ts";
 
 const STATES = new Set(["installing", "installed", "failed", "aborted"]);
 const MAX_ID = 128;

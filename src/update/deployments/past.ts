@@ -9,8 +9,7 @@
 import type { AppContext } from "../../app/context.ts";
 import { LogRate } from "../logs/logs.ts";
 import { getProgress, type UpdateProgress } from "../progress/progress.ts";
-import type { DeviceState } from "./schema.ts";
-import type { Outcome } from "./service.ts";
+import type { DeviceState, Outcome } from "./schema.ts";
 import { addHistory, latestMembership, trimHistory, updateMember } from "./store.ts";
 import { isoTime } from "../../util/time.ts";
 

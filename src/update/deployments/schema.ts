@@ -244,3 +244,17 @@ export const UpdateHistoryEntry = z
   })
   .meta({ id: "UpdateHistoryEntry" });
 export type UpdateHistoryEntry = z.infer<typeof UpdateHistoryEntry>;
+
+/** An outcome the device reported (the `update_outcome` message, docs/device-protocol.md). */
+export interface Outcome {
+  /** The report's `id`: a report sent again is recognised by it. */
+  reportId?: string;
+  /** The deployment and attempt of the offer it answers (an agent echoes them; absent: a device that does not). */
+  deployment?: number;
+  attempt?: number;
+  state: "installing" | "installed" | "failed" | "aborted";
+  version: string;
+  fromVersion: string | null;
+  reason: string | null;
+  output: string | null;
+}

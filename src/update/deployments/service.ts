@@ -34,7 +34,7 @@ import {
   UNDERWAY,
   windowOpen,
 } from "./model.ts";
-import type { Counts, DeploymentValidation, DeviceState, MaintenanceWindow, PhaseSpec, Status } from "./schema.ts";
+import type { Counts, DeploymentValidation, DeviceState, MaintenanceWindow, Outcome, PhaseSpec, Status } from "./schema.ts";
 import {
   activeDeploymentOf,
   activeDeployments,
@@ -160,20 +160,6 @@ const memberOf = (run: Run, m: MemberState): Member => ({
 
 /** The actor of the deployments' own steps (pause at the threshold, advance, completion, timeouts). */
 const automatic = (now: number): Actor => systemActor("deployment", new Date(now));
-
-/** An outcome the device reported (the `update_outcome` message, docs/device-channel.md). */
-export interface Outcome {
-  /** The report's `id`: a report sent again is recognised by it. */
-  reportId?: string;
-  /** The deployment and attempt of the offer it answers (an agent echoes them; absent: a device that does not). */
-  deployment?: number;
-  attempt?: number;
-  state: "installing" | "installed" | "failed" | "aborted";
-  version: string;
-  fromVersion: string | null;
-  reason: string | null;
-  output: string | null;
-}
 
 /** Told once an `installed` transition is on disk (a deployment's validation starts here, docs/device-tests.md). */
 export type InstalledHook = (event: { deploymentId: number; deviceId: number; version: string }) => void;
