@@ -58,6 +58,25 @@ test("the matching API: members stay, a filter wider than 1000 or empty is a 400
     assert.equal(res.status, 400, JSON.stringify(body));
   }
   assert.equal((await server.call("POST", `/api/v2/groups/999/devices/matching`, { q: "rack" })).status, 404);
+  // A user adds only what they may read, and needs update on each (else 403, nothing added).
+  const lab = await seedDevices(server, 5);
+  await server.server.ctx.db.write((tx) => lab.forEach((d, i) => tx.run("UPDATE devices SET name = ? WHERE id = ?", [`lab-x-${i}`, d.id])));
+  const mine = (await server.call("POST", "/api/v2/groups", { metadata: { name: "carol's" }, priority: 40 })).body.id;
+  const grant = async (resource: string, id: number, permission: string) =>
+    assert.equal((await server.call("POST", "/api/v1/permissions", { user_id: "carol", resource, resource_id: id, permission })).status, 200);
+  await grant("group", mine, "update");
+  for (const d of lab.slice(0, 3)) await grant("device", d.id, "read");
+  for (const d of lab.slice(0, 2)) await grant("device", d.id, "update");
+  const carol = server.token([], "carol");
+  const asCarol = () => server.request(`/api/v2/groups/${mine}/devices/matching`, { method: "POST", token: carol, json: { q: "lab-x" } });
+  assert.equal((await asCarol()).status, 403);
+  assert.deepEqual((await server.call("GET", `/api/v2/groups/${mine}`)).body.devices, []);
+  await grant("device", lab[2]!.id, "update");
+  const added = await asCarol();
+  assert.equal(added.status, 200);
+  assert.deepEqual(await added.json(), { added: 3 }, "the three carol may read, not the two she may not");
+  assert.equal((await server.request(`/api/v2/groups/${group}/devices/matching`, { method: "POST", token: carol, json: { q: "lab-x" } })).status, 403, "no update on that group");
+
   await seedDevices(server, 1001);
   const other = (await server.call("POST", "/api/v2/groups", { metadata: { name: "wide" }, priority: 30 })).body.id;
   const wide = await server.call("POST", `/api/v2/groups/${other}/devices/matching`, { q: ":" });
