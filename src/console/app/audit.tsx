@@ -61,7 +61,18 @@ export const auditColumns = [
       </>
     ),
   },
-  { head: "Target", cell: (e: AuditEntry) => <span class="mono">{e.target}</span> },
+  {
+    head: "Target",
+    cell: (e: AuditEntry) =>
+      e.target_name ? (
+        <>
+          <span class="strong">{e.target_name}</span>
+          <div class="mono small muted">{e.target}</div>
+        </>
+      ) : (
+        <span class="mono">{e.target}</span>
+      ),
+  },
   { head: "Detail", class: "hide-narrow mono small", cell: (e: AuditEntry) => (e.detail ? <span style={{ wordBreak: "break-all" }}>{JSON.stringify(e.detail)}</span> : "") },
 ];
 

@@ -6,6 +6,7 @@ import { DEFAULT_POLICY } from "./policy.ts";
 import { allowed, MSG_FORBIDDEN, unguarded, withinGrants, type ChangeGuard } from "../permissions/permissions.ts";
 import type { Identity } from "../../app/context.ts";
 import type { Group, GroupV1 } from "./schema.ts";
+import { groupNameOf } from "../names.ts";
 
 export const DEFAULT_PRIORITY = 25;
 
@@ -68,6 +69,8 @@ export function changed<T>(catalog: CatalogWatch, write: Promise<T>): Promise<T>
 
 export interface NewGroup {
   metadata: Record<string, unknown>;
+  /** The metadata keys' prefix (its name is `<prefix>.group.name`, else `name`: the audit entry names it). */
+  prefix: string;
   priority?: number;
   createdBy: string | null;
   /** Runs inside the insert transaction (creator grants). */
@@ -84,7 +87,7 @@ export async function createGroup(db: Database, input: NewGroup, now: Date, acto
       input.createdBy,
     ]);
     input.onCreated?.(tx, id);
-    recordAudit(tx, actor, "group.create", `group:${id}`, { priority: input.priority ?? DEFAULT_PRIORITY });
+    recordAudit(tx, actor, "group.create", `group:${id}`, { name: groupNameOf(input.metadata, input.prefix), priority: input.priority ?? DEFAULT_PRIORITY });
     return getGroup(tx, id)!;
   });
 }
