@@ -50,7 +50,10 @@ function Registrations({ me, query }: PageProps) {
                       <Fingerprint value={p.key_fingerprint} />
                     </dd>
                   </dl>
-                  <p class="muted">The old key stops working at once; the device keeps its id, groups and tags.</p>
+                  <p class="muted">
+                    On the device, <code>labgate agent --fingerprint</code> prints its key's fingerprint: it must be the new key's. The old key stops working at once; the device keeps
+                    its id, groups and tags.
+                  </p>
                 </>
               ),
               confirm: "Replace the key",
@@ -94,7 +97,7 @@ function Registrations({ me, query }: PageProps) {
     <>
       <PageHeader
         title="Registrations"
-        sub={`${pending.data ? `${pending.data.total.toLocaleString()} waiting. ` : ""}Devices asking to be approved, in the order they first asked. Compare the key fingerprint with the one the device shows before approving.`}
+        sub={`${pending.data ? `${pending.data.total.toLocaleString()} waiting. ` : ""}Devices asking to be approved, in the order they first asked. Compare the key fingerprint with the one the agent prints (at start, or with labgate agent --fingerprint) before approving.`}
       >
         <button type="button" onClick={pending.reload}>
           Refresh
