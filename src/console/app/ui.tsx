@@ -230,6 +230,43 @@ export function useEventSource<Events extends object>(
   return open;
 }
 
+/**
+ * A count that moves on whatever ticks (one timer for the page however many subscribe): what
+ * shows the passing of time (`Time`) or the effect of actions (`useChanges`) renders again.
+ */
+function ticker(start?: (bump: () => void) => () => void) {
+  let count = 0;
+  let stop: (() => void) | undefined;
+  const listeners = new Set<(n: number) => void>();
+  const bump = () => {
+    count++;
+    for (const l of listeners) l(count);
+  };
+  const use = (): number => {
+    const [n, setN] = useState(count);
+    useEffect(() => {
+      listeners.add(setN);
+      if (listeners.size === 1 && start) stop = start(bump);
+      return () => {
+        listeners.delete(setN);
+        if (listeners.size === 0) stop?.();
+      };
+    }, []);
+    return n;
+  };
+  return { use, bump };
+}
+
+/** Relative times ("3 min ago") move on with this tick. */
+const clock = ticker((bump) => {
+  const timer = setInterval(bump, 15_000);
+  return () => clearInterval(timer);
+});
+/** Moves each time an action (useAction) succeeds on the page. */
+const actions = ticker();
+/** Changes after every successful action: a view of what actions record (the audit log) loads again on it. */
+export const useChanges = (): number => actions.use();
+
 export interface ActionOptions {
   /** Shown as a message on success. */
   done?: string;
@@ -249,6 +286,7 @@ export function useAction(): [boolean, (work: () => Promise<unknown>, options?: 
     try {
       await work();
       if (options.done) notify(options.done);
+      actions.bump();
       return true;
     } catch (error) {
       notify(messageOf(error), "error");
@@ -593,8 +631,9 @@ export function timeOf(value: string | number | null | undefined): number | unde
   return Number.isNaN(ms) ? undefined : ms;
 }
 
-/** "3 min ago" with the exact time as a tooltip; "never" for null. */
+/** "3 min ago" with the exact time as a tooltip; "never" for null. Moves on with the page's clock tick. */
 export function Time(props: { value: string | number | null | undefined }) {
+  clock.use();
   if (props.value === null || props.value === undefined || props.value === "") return <span class="muted">never</span>;
   const date = typeof props.value === "number" ? new Date(props.value * 1000) : new Date(props.value);
   if (Number.isNaN(date.getTime())) return <span>{String(props.value)}</span>;
