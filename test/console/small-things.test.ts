@@ -1,12 +1,14 @@
 /**
  * Small things that mislead (issue 47.6): relative times move on (one clock tick for the page),
  * a device page's audit card shows an action done on the page at once, and the login page names
- * the admin password file as `<data dir>/admin.password`. Screenshots in .tmp/screenshots.
+ * the admin password file as `<data dir>/admin.password`, and a config page fits 390 px (its
+ * YAML scrolls inside its box). Screenshots in .tmp/screenshots.
  */
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
 import type { Browser } from "playwright-core";
 import { useTestServer } from "../helpers/server.ts";
+import { uploadConfig } from "../testrun/run-helpers.ts";
 import { registerDevice } from "../update/helpers/devices.ts";
 import { adminPassword, launch, openTab, signIn, SIGNED_OUT } from "./browser.ts";
 
@@ -57,5 +59,26 @@ test("relative times move on without a reload; the device page's audit card show
     tab.clean([SIGNED_OUT]);
   } finally {
     await tab.close();
+  }
+});
+
+test("a config page fits 390, 800 and 1366 px: its YAML box scrolls inside", async () => {
+  const long = `      command: [sh, -c, 'echo ${"a-long-argument ".repeat(12).trim()}']`;
+  await uploadConfig(server, "wide.yml", ["tests:", "  bench:", "  - exec:", "      name: A check with a long command line", long, ""].join("\n"));
+  for (const [width, height] of [[390, 844], [800, 900], [1366, 900]] as const) {
+    const tab = await openTab(browser, server.url, { width, height });
+    try {
+      await signIn(tab.page, "admin", adminPassword(server.dataDir));
+      await tab.page.goto("/#/configs/wide.yml");
+      const yaml = tab.page.locator("pre.yaml");
+      await yaml.getByText("a-long-argument", { exact: false }).waitFor();
+      const fit = await tab.page.evaluate(() => ({ page: document.documentElement.scrollWidth - document.documentElement.clientWidth, box: (() => { const b = document.querySelector("pre.yaml")!; return b.scrollWidth - b.clientWidth; })() }));
+      assert.equal(fit.page, 0, `the page does not scroll sideways at ${width} px`);
+      if (width < 1366) assert.ok(fit.box > 0, "the long line scrolls inside the YAML box");
+      await tab.shot(`small-things-config-${width}`);
+      tab.clean([SIGNED_OUT]);
+    } finally {
+      await tab.close();
+    }
   }
 });
