@@ -105,6 +105,12 @@ test("a run of three named entries on two boards: the JSON form and the console 
     await admin.shot(`named-checks-report-${size.width}`);
   }
   await page.setViewportSize(SIZES[0]!);
+  // The runs list: the run's counts over its boards and how long it took.
+  await page.goto("/#/runs");
+  const listed = page.locator(`tr[data-run="${run.id}"]`);
+  assert.equal(await listed.locator("[data-counts]").innerText(), "4 passed · 2 failed");
+  assert.match(await listed.innerText(), /took \d+ s/);
+  await admin.shot("named-checks-runs-list");
   admin.clean([SIGNED_OUT]);
 });
 

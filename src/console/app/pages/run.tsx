@@ -6,6 +6,7 @@ import {
   canRunTests,
   countRows,
   Counts,
+  duration,
   failuresFirst,
   isFinal,
   RepeatDialog,
@@ -211,11 +212,6 @@ function Devices(props: { devices: DeviceProgress[] }) {
     </Card>
   );
 }
-
-const duration = (from: string, to: string): string => {
-  const s = Math.max(0, (new Date(to).getTime() - new Date(from).getTime()) / 1000);
-  return s < 60 ? `${s.toFixed(0)} s` : `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
-};
 
 const PAGE = 100;
 
