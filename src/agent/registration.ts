@@ -11,7 +11,8 @@ import type { Clock } from "../util/time.ts";
 import type { AgentConfig } from "./config.ts";
 import type { ServerTransport } from "./transport.ts";
 
-const KEY_FILE = "device-key.pem";
+/** The device key's file in the agent's data dir. */
+export const DEVICE_KEY_FILE = "device-key.pem";
 
 /** Why a request failed: its message, else its code (a refused dual-stack connect is an AggregateError without a message). */
 export const reason = (error: unknown): string => (error as Error).message || (error as NodeJS.ErrnoException).code || String(error);
@@ -34,7 +35,7 @@ export class Registration {
     this.clock = clock;
     this.client = new DeviceClient({
       server: config.server,
-      privateKeyPem: loadOrCreateDeviceKey(join(config.data_dir, KEY_FILE), config.key_type).privateKeyPem,
+      privateKeyPem: loadOrCreateDeviceKey(join(config.data_dir, DEVICE_KEY_FILE), config.key_type).privateKeyPem,
       metadata,
       prefix: config.prefix,
       now: () => Math.floor(this.clock.now() / 1000) + this.clockOffset,

@@ -143,6 +143,8 @@ export class TestRunner {
               message: row.message,
               status: row.status,
               artifacts: row.artifacts,
+              name: row.name ?? "",
+              output: row.output ?? "",
             };
             deps.send(message);
           },

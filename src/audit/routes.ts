@@ -7,8 +7,11 @@ import { LabgateError } from "../util/errors.ts";
 import { auditCsv, countAudit, listAudit } from "./audit.ts";
 import { AuditEntry, AuditQuery } from "./schema.ts";
 
-/** GET /api/v1/audit (admin read scope), with its operation (src/http/openapi.ts, `route`). */
-export function auditRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+/** The present names of some targets (`device:4` -> its name); those without one are left out. */
+export type TargetNames = (targets: readonly string[]) => Map<string, string>;
+
+/** GET /api/v1/audit (admin read scope), with its operation (src/http/openapi.ts, `route`); `names` fills the JSON entries' `target_name`. */
+export function auditRoutes(ctx: AppContext, auth: Auth, names: TargetNames = () => new Map()): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   route(
     app,
@@ -36,7 +39,9 @@ export function auditRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
         });
       }
       c.header("X-Total-Count", String(countAudit(ctx.db, filter)));
-      return c.json(listAudit(ctx.db, filter, { limit: limit ?? 100, offset: offset ?? 0 }));
+      const entries = listAudit(ctx.db, filter, { limit: limit ?? 100, offset: offset ?? 0 });
+      const named = names(entries.map((e) => e.target));
+      return c.json(entries.map((e) => ({ ...e, target_name: named.get(e.target) ?? null })));
     },
   );
   return app;

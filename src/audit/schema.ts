@@ -60,6 +60,7 @@ export const AuditEntry = z
           "backup, restore; auth.refused for requests refused with 403 (one entry per client, actor, route and window, detail.count of them)",
       ),
     target: z.string(),
+    target_name: z.string().nullable().optional().describe("the target's present name (a device's, a group's, a package's version and type); null when it has none or is gone"),
     outcome: Outcome,
     detail: z.record(z.string(), z.unknown()).nullable().describe("a small JSON object; never a password, token or key"),
   })

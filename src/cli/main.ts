@@ -27,7 +27,7 @@ Usage:
   labgate token revoke --id ID | --user NAME [--config FILE] [--data-dir DIR]
 ${USER_HELP}
 ${BACKUP_HELP}
-  labgate agent [--config FILE] [--server URL] [--data-dir DIR]
+  labgate agent [--config FILE] [--server URL] [--data-dir DIR] [--fingerprint]
   labgate version
   labgate help
 
@@ -59,6 +59,8 @@ agent        runs the device side on a lab device (config: YAML, see README): ke
              key in the data dir (default ./agent-data), registers and waits for approval,
              keeps the management socket open, runs its configured actions, serves file
              downloads from file_base_dir, installs updates with install_command.
+             It prints its key's fingerprint at start; --fingerprint prints only that
+             (compare it with the one Registrations shows before approving).
 
 Environment: LABGATE_CONFIG, LABGATE_DATA_DIR, LABGATE_LISTEN (flags win over them).
 `;

@@ -11,6 +11,7 @@ import { CORS_PATHS } from "../auth/middleware.ts";
 import type { AccountsDomain } from "../accounts/domain.ts";
 import { accountsRoutes } from "../accounts/routes.ts";
 import { auditRoutes } from "../audit/routes.ts";
+import { targetNames } from "../update/names.ts";
 import { backupRoutes } from "../backup/routes.ts";
 import { consoleRoutes } from "../console/routes.ts";
 import type { RouteModule } from "../http/app.ts";
@@ -103,7 +104,7 @@ export function routeTable({ shared, accounts, update, testRun }: Domains, opera
     // POST /api/v1/backup
     (ctx, auth) => backupRoutes(ctx, auth),
     // GET /api/v1/audit
-    (ctx, auth) => auditRoutes(ctx, auth),
+    (ctx, auth) => auditRoutes(ctx, auth, (targets) => targetNames(ctx.db, ctx.config.prefix, targets)),
     // GET /api/openapi.json
     (ctx) => openApiRoutes(ctx, operations),
     // The web console: / and /console/*

@@ -181,6 +181,9 @@ export interface CaseNames {
   matchNames: string[];
 }
 
+/** The entry's `name:` in the config, the name a person gave it ("" without one). */
+export const entryName = (entry: Pick<PlanEntry, "params">): string => (typeof entry.params.name === "string" ? entry.params.name : "");
+
 /** Names of case `caseName` of `entry`, for a module whose report class is `className`. */
 export function caseNames(entry: Pick<PlanEntry, "module" | "paramId">, caseName: string, className: string): CaseNames {
   const functionId = `test_${caseName}[${entry.paramId}]`;

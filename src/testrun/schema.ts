@@ -269,6 +269,7 @@ export const DeviceTestHistory = z
         device: z.string(),
         mac_address: z.string(),
         test_name: z.string(),
+        name: z.string().describe("the entry's `name:` in the config (\"\" without one)"),
         results: z.array(z.string().nullable()).describe("the status in each of `runs` (null: not run there)"),
         flaky: z.boolean().describe("both passed and failed among these runs"),
         newly_failing: z.boolean().describe("failed in the newest run after passing in the one before"),

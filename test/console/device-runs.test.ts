@@ -86,7 +86,7 @@ test("Start a run on a group made in the console; the run page shows each device
   assert.match(await page.getByLabel("Report counts").innerText(), /4\s*cases/);
   await page.getByLabel("Filter by device").selectOption("rack-2");
   await page.waitForFunction(() => document.querySelectorAll("table.report tbody tr").length === 2);
-  assert.deepEqual(await page.locator('table.report tbody tr td:nth-child(2)').allInnerTexts(), ["rack-2", "rack-2"]);
+  assert.deepEqual(await page.locator('table.report tbody tr td:nth-child(3)').allInnerTexts(), ["rack-2", "rack-2"]);
   await page.locator(".artifact-tree").or(page.getByText("No files.")).first().waitFor();
   await admin.shot("device-runs-aborted", true);
   admin.clean([SIGNED_OUT]);

@@ -57,7 +57,7 @@ test("a camera check from the Start dialog: its rows in the report, the frame pr
     await page.locator("table.report tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-case"))),
     ["frame[test_config0]", "device_name[test_config0]", "driver_name[test_config0]"],
   );
-  assert.match(await page.locator("table.report tbody tr").first().innerText(), /^passed\t\/dev\/video0\tframe\[test_config0\]/);
+  assert.match(await page.locator("table.report tbody tr").first().innerText(), /^passed\tframe\[test_config0\]\t\/dev\/video0/);
 
   await page.locator('[data-artifact="frame.png"]').getByRole("button", { name: "Preview" }).click();
   // The fake camera's frame is a 160×120 PNG test card: the browser decoded it.
@@ -75,7 +75,7 @@ test("a failing board check reads like any other: the reference's message on the
   await status(page, "failed").waitFor({ timeout: 15_000 });
   await page.getByLabel("Report counts").waitFor();
   const first = page.locator("table.report tbody tr").first();
-  assert.match(await first.innerText(), /^failed\teth0\tspeed\[test_config0\][\s\S]*AssertionError: Expected speed 1000, but got 100/);
+  assert.match(await first.innerText(), /^failed\tspeed\[test_config0\]\teth0[\s\S]*AssertionError: Expected speed 1000, but got 100/);
   await admin.shot("hardware-network-failed");
   admin.clean();
 });

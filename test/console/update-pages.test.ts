@@ -177,9 +177,11 @@ test("a user with read on one device sees only that device; no Users or Registra
   await page.locator('tr[data-account="tech"]').waitFor();
   await page.locator('select[name="user"]').selectOption("tech");
   await page.locator('select[name="permission"]').selectOption("read");
-  await page.locator('input[name="target"]').fill(String(deviceId));
+  // The device is picked by name (the picker lists devices; its value is the id).
+  await page.getByLabel("Choose a device").locator(`option[value="${deviceId}"]`).waitFor({ state: "attached" });
+  await page.getByLabel("Choose a device").selectOption(String(deviceId));
   await page.getByRole("button", { name: "Add permission" }).click();
-  await page.getByRole("cell", { name: `device ${deviceId}` }).waitFor();
+  await page.locator('table[aria-label="Permissions"] tr[data-user="tech"]').getByText(`#${deviceId}`).waitFor();
   await admin.shot("users");
 
   const tech = await openTab(browser, server.url, { width: 390, height: 800 });

@@ -73,7 +73,7 @@ test("the document shows the schemas the handlers validate with", () =>
     assert.ok(login.responses["200"].headers["Set-Cookie"]);
     assert.ok(login.responses["429"].headers["Retry-After"]);
     const devices = any.paths["/api/v2/devices"].get;
-    assert.deepEqual(devices.parameters.map((p: { name: string }) => p.name), ["limit", "offset", "q"]);
+    assert.deepEqual(devices.parameters.map((p: { name: string }) => p.name), ["limit", "offset", "q", "sort", "order"]);
     assert.deepEqual([devices.parameters[0].schema.minimum, devices.parameters[0].schema.maximum], [1, 1000]);
     assert.ok(devices.responses["200"].headers["X-Total-Count"]);
     assert.deepEqual(devices.security, [{ management: [] }, { session: [] }]);

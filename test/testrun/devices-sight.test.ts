@@ -155,7 +155,7 @@ describe("the report's row index", () => {
   test("a filtered report is the header and exactly the kept devices' rows in their order, large rows and runs of rows included; without an index, the header alone", async () => {
     const dir = tempDir();
     const path = join(dir, "r.csv");
-    const writer = await ReportWriter.create(path, SEED_COLUMNS, join(dir, "r.rows"));
+    const writer = await ReportWriter.create(path, SEED_COLUMNS, { index: join(dir, "r.rows") });
     const rows = Array.from({ length: 60 }, (_, i) => ({ device: i % 7 === 0 ? 2 : i % 3, message: (i % 5 === 0 ? "x".repeat(70_000) : "short, \"quoted\"\r\nline") + i }));
     for (const r of rows) await writer.append({ startTime: new Date(0), deviceName: `d${r.device}`, testName: "t", module: "m", duration: 1, message: r.message, status: "passed", artifacts: [] }, r.device);
     await writer.close();

@@ -86,7 +86,7 @@ describe("runs on devices", () => {
     assert.equal(history.status, 200, JSON.stringify(history.body));
     assert.equal(history.headers.get("x-total-count"), "14");
     assert.deepEqual(history.body.runs.map((r: { id: string }) => r.id), [again.id, run.id]);
-    assert.deepEqual(history.body.rows[0], { device: "bench-a", mac_address: a.agent.mac, test_name: "conditional_skip[test_config0]", results: ["passed", "passed"], flaky: false, newly_failing: false });
+    assert.deepEqual(history.body.rows[0], { device: "bench-a", mac_address: a.agent.mac, test_name: "conditional_skip[test_config0]", name: "", results: ["passed", "passed"], flaky: false, newly_failing: false });
     const exit = history.body.rows.find((r: { test_name: string }) => r.test_name === "exit_code[test_config0]");
     assert.deepEqual([exit.results, exit.flaky, exit.newly_failing], [["failed", "passed"], true, true]);
     const next = await server.call("GET", "/api/v1/configs/lab.yml/history?runs=1&limit=100&offset=12");

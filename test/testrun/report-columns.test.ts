@@ -34,7 +34,9 @@ test("report_columns as a list: CSV and JSON carry those columns; artifacts: rec
     assert.match(lines[1], /^[^,]+,passed,"\['uname\.txt', 'kernel'\]"$/);
     assert.match(lines[2], /^[^,]+,passed,\['kernel'\]$/);
     const rows = await reportRows(s, run.id);
-    assert.deepEqual(Object.keys(rows[0]), ["test name", "status", "artifacts"]);
+    // The columns, then what the row says beyond them: the entry's `name:`.
+    assert.deepEqual(Object.keys(rows[0]), ["test name", "status", "artifacts", "name"]);
+    assert.equal(rows[0].name, "kernel");
     assert.equal(rows[0].artifacts, "['uname.txt', 'kernel']");
     const bad = await s.request(`/api/v1/test-runs/${run.id}/report?format=xml`, { token: s.adminToken });
     assert.equal(bad.status, 400);

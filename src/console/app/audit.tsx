@@ -5,7 +5,7 @@
 import type { AuditEntry } from "../../audit/schema.ts";
 import { get } from "./api.ts";
 import { href } from "./router.ts";
-import { Badge, Card, Show, Table, Time, useLoad } from "./ui.tsx";
+import { Badge, Card, Show, Table, Time, useChanges, useLoad } from "./ui.tsx";
 
 /** The filters the Audit page keeps in its address (so a filtered view can be linked to). */
 export const FILTERS = ["actor", "action", "target", "since", "until"] as const;
@@ -61,7 +61,18 @@ export const auditColumns = [
       </>
     ),
   },
-  { head: "Target", cell: (e: AuditEntry) => <span class="mono">{e.target}</span> },
+  {
+    head: "Target",
+    cell: (e: AuditEntry) =>
+      e.target_name ? (
+        <>
+          <span class="strong">{e.target_name}</span>
+          <div class="mono small muted">{e.target}</div>
+        </>
+      ) : (
+        <span class="mono">{e.target}</span>
+      ),
+  },
   { head: "Detail", class: "hide-narrow mono small", cell: (e: AuditEntry) => (e.detail ? <span style={{ wordBreak: "break-all" }}>{JSON.stringify(e.detail)}</span> : "") },
 ];
 
@@ -69,7 +80,9 @@ export const auditColumns = [
 /** A device's newest audit entries (admins), with a link to all of them on the Audit page. */
 export function RecentAudit(props: { deviceId: number }) {
   const target = `device:${props.deviceId}`;
-  const entries = useLoad(() => get<AuditEntry[]>(auditPath({ target }, { limit: "10" })), [props.deviceId]);
+  // An action on the page (a tag, a rename, a device action) is recorded: show it.
+  const changes = useChanges();
+  const entries = useLoad(() => get<AuditEntry[]>(auditPath({ target }, { limit: "10" })), [props.deviceId, changes]);
   return (
     <Card title="Audit log" actions={<a href={href("/audit", { target })}>All entries</a>}>
       <Show loaded={entries}>

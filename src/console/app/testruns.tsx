@@ -20,6 +20,16 @@ export const whereOf = (r: Pick<TestRun, "machine_target" | "devices">): string 
 /** "Local device": this gateway in node lists (the server's name for it). */
 export const LOCAL_DEVICE = "Local device";
 
+/** How long a run took: "12 s", "3 min 4 s". */
+export const duration = (from: string, to: string): string => {
+  const s = Math.max(0, (new Date(to).getTime() - new Date(from).getTime()) / 1000);
+  return s < 60 ? `${s.toFixed(0)} s` : `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
+};
+
+/** A run on devices: its cases' counts over the devices so far (a run here has them in its report only). */
+export const deviceCounts = (r: Pick<TestRun, "devices">): { passed: number; failed: number } | undefined =>
+  r.devices?.reduce((sum, d) => ({ passed: sum.passed + d.passed, failed: sum.failed + d.failed }), { passed: 0, failed: 0 });
+
 export const canReadTests = (me: Me) => isAdmin(me) || hasScope(me, "tests_ro") || hasScope(me, "tests_rw");
 export const canRunTests = (me: Me) => hasScope(me, "admin_rw") || hasScope(me, "tests_rw");
 

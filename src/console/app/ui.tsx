@@ -230,6 +230,43 @@ export function useEventSource<Events extends object>(
   return open;
 }
 
+/**
+ * A count that moves on whatever ticks (one timer for the page however many subscribe): what
+ * shows the passing of time (`Time`) or the effect of actions (`useChanges`) renders again.
+ */
+function ticker(start?: (bump: () => void) => () => void) {
+  let count = 0;
+  let stop: (() => void) | undefined;
+  const listeners = new Set<(n: number) => void>();
+  const bump = () => {
+    count++;
+    for (const l of listeners) l(count);
+  };
+  const use = (): number => {
+    const [n, setN] = useState(count);
+    useEffect(() => {
+      listeners.add(setN);
+      if (listeners.size === 1 && start) stop = start(bump);
+      return () => {
+        listeners.delete(setN);
+        if (listeners.size === 0) stop?.();
+      };
+    }, []);
+    return n;
+  };
+  return { use, bump };
+}
+
+/** Relative times ("3 min ago") move on with this tick. */
+const clock = ticker((bump) => {
+  const timer = setInterval(bump, 15_000);
+  return () => clearInterval(timer);
+});
+/** Moves each time an action (useAction) succeeds on the page. */
+const actions = ticker();
+/** Changes after every successful action: a view of what actions record (the audit log) loads again on it. */
+export const useChanges = (): number => actions.use();
+
 export interface ActionOptions {
   /** Shown as a message on success. */
   done?: string;
@@ -249,6 +286,7 @@ export function useAction(): [boolean, (work: () => Promise<unknown>, options?: 
     try {
       await work();
       if (options.done) notify(options.done);
+      actions.bump();
       return true;
     } catch (error) {
       notify(messageOf(error), "error");
@@ -362,6 +400,8 @@ export interface Column<T> {
   headClass?: string;
   /** Makes the column sortable (click the header): the value rows are ordered by. */
   sort?: (row: T) => string | number | null | undefined;
+  /** Makes the column sortable on the server (with the table's `serverSort`): the order's name. */
+  sortKey?: string;
 }
 
 export interface TableProps<T> {
@@ -386,6 +426,14 @@ export interface TableProps<T> {
   label?: string;
   /** Without a header row (a list of actions). */
   headless?: boolean;
+  /**
+   * Rows can be selected: a checkbox per row (and one in the header for the rows shown), and
+   * while some are selected a bar with `actions(selected, clear)`. A row is selected by its
+   * `key`, so a reload keeps the selection of the rows still there.
+   */
+  select?: { key: (row: T) => string; label: (row: T) => string; actions: (selected: T[], clear: () => void) => ComponentChildren };
+  /** Sorted on the server: which column (its `sortKey`) and the way; `onChange` asks for another order. */
+  serverSort?: { key: string | undefined; descending: boolean; onChange: (key: string | undefined, descending: boolean) => void };
 }
 
 type Sorted = { column: number; descending: boolean } | undefined;
@@ -408,8 +456,12 @@ export function Table<T>(props: TableProps<T>) {
   const columns = props.columns.filter((c): c is Column<T> => Boolean(c));
   const [sorted, setSorted] = useState<Sorted>(undefined);
   const [offset, setOffset] = useState(0);
+  const [chosen, setChosen] = useState<ReadonlySet<string>>(new Set());
   const wrap = useRef<HTMLDivElement>(null);
   const rows = props.rows;
+  const select = props.select;
+  // Only rows still listed stay selected (a reload may have dropped some).
+  const selected = useMemo(() => (select && rows ? rows.filter((row) => chosen.has(select.key(row))) : []), [rows, chosen]);
   const ordered = useMemo(() => {
     const by = sorted && columns[sorted.column]?.sort;
     if (!rows || !by || !sorted) return rows;
@@ -425,20 +477,53 @@ export function Table<T>(props: TableProps<T>) {
   const size = props.pageSize;
   const first = size ? Math.min(offset, Math.max(0, Math.floor((ordered.length - 1) / size) * size)) : 0;
   const shown = size ? ordered.slice(first, first + size) : ordered;
-  const toggle = (column: number) =>
+  const server = props.serverSort;
+  const toggle = (column: number) => {
+    const key = columns[column]?.sortKey;
+    if (server && key) return server.onChange(server.key !== key ? key : server.descending ? undefined : key, server.key === key && !server.descending);
     setSorted((s) => (s?.column !== column ? { column, descending: false } : s.descending ? undefined : { column, descending: true }));
+  };
+  const sortState = (column: number): "ascending" | "descending" | undefined => {
+    const key = columns[column]?.sortKey;
+    if (server && key) return server.key === key ? (server.descending ? "descending" : "ascending") : undefined;
+    return sorted?.column === column ? (sorted.descending ? "descending" : "ascending") : undefined;
+  };
+  const sortable = (c: Column<T>) => Boolean(c.sort || (server && c.sortKey));
+  const keys = select ? shown.map((row) => select.key(row)) : [];
+  const allShown = keys.length > 0 && keys.every((k) => chosen.has(k));
+  const choose = (list: string[], on: boolean) =>
+    setChosen((now) => {
+      const next = new Set(now);
+      for (const k of list) on ? next.add(k) : next.delete(k);
+      return next;
+    });
+  const clear = () => setChosen(new Set());
   return (
     <>
+      {select && selected.length > 0 && (
+        <div class="bulk-bar" role="region" aria-label="Selected rows">
+          <strong>{selected.length.toLocaleString()} selected</strong>
+          {select.actions(selected, clear)}
+          <button type="button" class="link" onClick={clear}>
+            Clear selection
+          </button>
+        </div>
+      )}
       <div class="table-wrap" ref={wrap}>
         <table class={`table ${props.class ?? ""}`} aria-label={props.label}>
           {!props.headless && (
             <thead>
               <tr>
+                {select && (
+                  <th class="select">
+                    <input type="checkbox" aria-label="Select all shown" checked={allShown} onChange={() => choose(keys, !allShown)} />
+                  </th>
+                )}
                 {columns.map((c, i) => {
-                  const state = sorted?.column === i ? (sorted.descending ? "descending" : "ascending") : undefined;
+                  const state = sortState(i);
                   return (
-                    <th key={i} class={c.headClass ?? c.class} aria-sort={c.sort ? (state ?? "none") : undefined}>
-                      {c.sort ? (
+                    <th key={i} class={c.headClass ?? c.class} aria-sort={sortable(c) ? (state ?? "none") : undefined}>
+                      {sortable(c) ? (
                         <button type="button" class="sort" onClick={() => toggle(i)}>
                           {c.head}
                           <span class="sort-mark" aria-hidden="true">
@@ -457,6 +542,11 @@ export function Table<T>(props: TableProps<T>) {
           <tbody>
             {shown.map((row, i) => (
               <tr key={props.rowKey(row, first + i)} {...props.rowAttrs?.(row)}>
+                {select && (
+                  <td class="select">
+                    <input type="checkbox" aria-label={`Select ${select.label(row)}`} checked={chosen.has(select.key(row))} onChange={(e) => choose([select.key(row)], e.currentTarget.checked)} />
+                  </td>
+                )}
                 {columns.map((c, j) => (
                   <td key={j} class={c.class}>
                     {c.cell(row, first + i)}
@@ -541,8 +631,9 @@ export function timeOf(value: string | number | null | undefined): number | unde
   return Number.isNaN(ms) ? undefined : ms;
 }
 
-/** "3 min ago" with the exact time as a tooltip; "never" for null. */
+/** "3 min ago" with the exact time as a tooltip; "never" for null. Moves on with the page's clock tick. */
 export function Time(props: { value: string | number | null | undefined }) {
+  clock.use();
   if (props.value === null || props.value === undefined || props.value === "") return <span class="muted">never</span>;
   const date = typeof props.value === "number" ? new Date(props.value * 1000) : new Date(props.value);
   if (Number.isNaN(date.getTime())) return <span>{String(props.value)}</span>;

@@ -11,7 +11,7 @@ export const DEVICE_TARGET = /^(device|group|tag):(.+)$/;
 export const isDeviceTarget = (name: string): boolean => DEVICE_TARGET.test(name);
 
 /** A row's text fields are cut to these many characters; more rows than MAX_ROWS fail the device's share. */
-export const LIMITS = { testName: 1024, module: 1024, message: 64 * 1024, artifactsPerRow: 100, rows: 100_000 } as const;
+export const LIMITS = { testName: 1024, module: 1024, message: 64 * 1024, name: 1024, output: 8 * 1024, artifactsPerRow: 100, rows: 100_000 } as const;
 
 /** Server -> device: run these entries (a device's share of one run). */
 export interface TestRunStart {
@@ -50,6 +50,10 @@ export interface TestRunRow {
   status: "passed" | "failed" | "skipped";
   /** Artifact names (relative to the device's artifact directory). */
   artifacts: string[];
+  /** The entry's `name:` in the config ("" without one). */
+  name?: string;
+  /** A failed case: the end of its program's output. */
+  output?: string;
 }
 
 /** Device -> server: the share ended (after its artifacts were uploaded), or was refused. */

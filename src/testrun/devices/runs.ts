@@ -17,7 +17,7 @@ import { after, dateOf } from "../../util/time.ts";
 import { ReportWriter, type ReportRow } from "../engine/report.ts";
 import type { ModuleLookup } from "../modules/registry.ts";
 import type { DeviceShare, TestPlan } from "../plan.ts";
-import { artifactsDir, reportIndexPath, reportPath, type TestrunDirs } from "../runs/paths.ts";
+import { artifactsDir, reportDetailsPath, reportIndexPath, reportPath, type TestrunDirs } from "../runs/paths.ts";
 import { deviceErrors, deviceLabel } from "../runs/sight.ts";
 import type { DeviceProgress } from "../schema.ts";
 import type { RunRecord, RunStore } from "../runs/store.ts";
@@ -172,7 +172,10 @@ export class DeviceRuns {
       await mkdir(artifactsDir(this.host.dirs, id), { recursive: true });
       await store.markRunning(id, this.ctx.clock.now());
       this.ctx.log.info(`testrun: run ${id} started on ${active.shares.size} device(s) (${run.configName}${run.suite ? `, ${run.suite}` : ""})`);
-      active.report = await ReportWriter.create(reportPath(this.host.dirs, id), this.ctx.config.test_server.report_columns, reportIndexPath(this.host.dirs, id));
+      active.report = await ReportWriter.create(reportPath(this.host.dirs, id), this.ctx.config.test_server.report_columns, {
+        index: reportIndexPath(this.host.dirs, id),
+        details: reportDetailsPath(this.host.dirs, id),
+      });
       await Promise.all([...active.shares.values()].map((share) => this.runShare(active, share)));
       await active.writes;
       await active.report.close();
@@ -273,7 +276,7 @@ export class DeviceRuns {
       const at = dateOf(this.ctx.clock);
       for (const c of share.expected) {
         if (share.seen.has(`${c.testName}\n${c.module}`)) continue;
-        this.write(active, share, { startTime: at, deviceName: share.plan.name, testName: c.testName, module: c.module, duration: 0, message: error, status: "failed", artifacts: [] });
+        this.write(active, share, { startTime: at, deviceName: share.plan.name, testName: c.testName, module: c.module, duration: 0, message: error, status: "failed", artifacts: [], name: c.name, board: share.plan.name });
       }
     }
     share.progress.status = status;
@@ -294,7 +297,7 @@ export class DeviceRuns {
     share.seen.add(`${row.testName}\n${row.module}`);
     share.results.set(row.testName, row.status);
     share.progress[row.status]++;
-    active.writes = active.writes.then(() => active.report.append(line, share.index));
+    active.writes = active.writes.then(() => active.report.append(row, share.index, line));
     this.progressChanged(active);
   }
 
@@ -353,6 +356,9 @@ export class DeviceRuns {
       message: str(message.message, LIMITS.message),
       status,
       artifacts,
+      name: str(message.name, LIMITS.name),
+      board: share.plan.name,
+      output: status === "failed" ? str(message.output, LIMITS.output) : "",
     };
     // The row's bytes as written count against the device's budget: past it, the share fails.
     const line = active.report.line(row);

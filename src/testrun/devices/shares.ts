@@ -6,7 +6,7 @@ import { LabgateError } from "../../util/errors.ts";
 import { compilePattern } from "../engine/pattern.ts";
 import { findModule, isBuiltinModule, type ModuleLookup } from "../modules/registry.ts";
 import { readScriptModule } from "../modules/script.ts";
-import { caseNames, numberEntries, planMachines, type DeviceShare, type PlanEntry, type TestPlan } from "../plan.ts";
+import { caseNames, entryName, numberEntries, planMachines, type DeviceShare, type PlanEntry, type TestPlan } from "../plan.ts";
 import { isDeviceTarget } from "./protocol.ts";
 import type { TargetDevice } from "./targets.ts";
 
@@ -87,6 +87,8 @@ export function scriptModules(entries: PlanEntry[], dataDir: string): Record<str
 export interface ExpectedCase {
   testName: string;
   module: string;
+  /** Its entry's `name:` ("" without one). */
+  name: string;
 }
 
 /**
@@ -105,12 +107,12 @@ export function expectedCases(entries: PlanEntry[], pattern: string, lookup: Mod
       module = undefined;
     }
     if (!module || module.dynamicCases) {
-      out.push({ testName: `${entry.module}[${entry.paramId}]`, module: entry.where });
+      out.push({ testName: `${entry.module}[${entry.paramId}]`, module: entry.where, name: entryName(entry) });
       continue;
     }
     for (const c of module.cases({ params: entry.params, state: {} })) {
       const names = caseNames(entry, c.name, module.className);
-      if (!matcher || matcher(names.matchNames)) out.push({ testName: names.testName, module: names.moduleColumn });
+      if (!matcher || matcher(names.matchNames)) out.push({ testName: names.testName, module: names.moduleColumn, name: entryName(entry) });
     }
   }
   return out;

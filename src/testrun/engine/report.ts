@@ -46,7 +46,33 @@ export interface ReportRow {
   status: CaseStatus;
   /** The case's recorded artifact names, then the run's metadata file names. */
   artifacts: string[];
+  /** Not in the CSV (its columns are the reference's), in the JSON form: the entry's `name:` in the config. */
+  name?: string;
+  /** The board (managed device) the case ran on, in a run on devices. */
+  board?: string;
+  /** The end of the output of a failed case's program. */
+  output?: string;
 }
+
+/** The longest output tail a row keeps (characters). */
+export const OUTPUT_TAIL = 4096;
+/** The end of `text`, at most OUTPUT_TAIL characters, starting at a line where it can. */
+export function outputTail(text: string): string {
+  const trimmed = text.trimEnd();
+  if (trimmed.length <= OUTPUT_TAIL) return trimmed;
+  const cut = trimmed.slice(-OUTPUT_TAIL);
+  const line = cut.indexOf("\n");
+  return `…${line >= 0 && line < 512 ? cut.slice(line) : cut}`;
+}
+
+/** The fields of a row beyond its CSV cells, kept in the report's details file: one JSON line per row. */
+const detailsLine = (row: ReportRow, device: number | undefined): string => {
+  const details: Record<string, string | number> = { device: device ?? -1 };
+  if (row.name) details.name = row.name;
+  if (row.board) details.board = row.board;
+  if (row.output) details.output = row.output;
+  return `${JSON.stringify(details)}\n`;
+};
 
 const pad = (n: number) => String(n).padStart(2, "0");
 /** The reference's `start time`: the gateway's local time, ISO 8601 to the second, no offset. */
@@ -88,34 +114,41 @@ export const reportLine = (columns: readonly ReportColumn[], row: ReportRow): Bu
  * Appends rows to a run's CSV report as the run progresses; `close` makes it durable. A report
  * of a run on devices also keeps its row index (`index`): the header's length, then for each row
  * the device it is of (its place in the run's `devices`) and its length, so that a reader who
- * may not see some devices is sent the report without their rows (openReportCsv).
+ * may not see some devices is sent the report without their rows (openReportCsv). Its details
+ * file (`details`) holds what a row says beyond the CSV's columns, one line per row in the same
+ * order, each naming its device too (openReportDetails).
  */
 export class ReportWriter {
   private readonly handle: FileHandle;
   private readonly index: FileHandle | undefined;
+  private readonly details: FileHandle | undefined;
   private readonly columns: readonly ReportColumn[];
   private closed = false;
-  private constructor(handle: FileHandle, index: FileHandle | undefined, columns: readonly ReportColumn[]) {
+  private constructor(handle: FileHandle, index: FileHandle | undefined, details: FileHandle | undefined, columns: readonly ReportColumn[]) {
     this.handle = handle;
     this.index = index;
+    this.details = details;
     this.columns = columns;
   }
 
-  /** Creates (or truncates) the report (and its row index) and writes the header line of `columns`. */
-  static async create(path: string, columns: readonly ReportColumn[] = SEED_COLUMNS, index?: string): Promise<ReportWriter> {
+  /** Creates (or truncates) the report (its row index and details file) and writes the header line of `columns`. */
+  static async create(path: string, columns: readonly ReportColumn[] = SEED_COLUMNS, files: { index?: string; details?: string } = {}): Promise<ReportWriter> {
     const header = Buffer.from(csvLine([...columns]));
     const handle = await open(path, "w", 0o644);
     let indexHandle: FileHandle | undefined;
+    let detailsHandle: FileHandle | undefined;
     try {
       await handle.write(header);
-      indexHandle = index === undefined ? undefined : await open(index, "w", 0o644);
+      indexHandle = files.index === undefined ? undefined : await open(files.index, "w", 0o644);
       await indexHandle?.write(`${header.length}\n`);
+      detailsHandle = files.details === undefined ? undefined : await open(files.details, "w", 0o644);
     } catch (error) {
       await handle.close();
       await indexHandle?.close();
+      await detailsHandle?.close();
       throw error;
     }
-    return new ReportWriter(handle, indexHandle, columns);
+    return new ReportWriter(handle, indexHandle, detailsHandle, columns);
   }
 
   /** The row as it will be written (what it costs is known before it is queued). */
@@ -123,11 +156,12 @@ export class ReportWriter {
     return reportLine(this.columns, row);
   }
 
-  /** Appends a row, of device `device` in a report with a row index. */
-  async append(row: ReportRow | Buffer, device?: number): Promise<void> {
-    const line = Buffer.isBuffer(row) ? row : this.line(row);
+  /** Appends a row (as `line`, when it was made already), of device `device` in a report with a row index. */
+  async append(row: ReportRow, device?: number, line: Buffer = this.line(row)): Promise<void> {
     await this.handle.write(line);
     if (this.index) await this.index.write(`${device ?? -1} ${line.length}\n`);
+    // Written after its CSV row: a row cut short by a crash has no details, a whole one has its own.
+    if (this.details) await this.details.write(detailsLine(row, device));
   }
 
   async close(): Promise<void> {
@@ -136,10 +170,41 @@ export class ReportWriter {
     try {
       await this.handle.sync();
       await this.index?.sync();
+      await this.details?.sync();
     } finally {
       await this.handle.close();
       await this.index?.close();
+      await this.details?.close();
     }
+  }
+}
+
+/** What a row says beyond its CSV cells (ReportRow's `name`, `board`, `output`). */
+export type RowDetails = Partial<Record<"name" | "board" | "output", string>>;
+
+/**
+ * The details of a report's rows, in their order, only those of the devices `keep` accepts (all
+ * without it); nothing when the report has no details file. Memory for one line at a time.
+ */
+export async function* openReportDetails(path: string, keep?: (device: number) => boolean): AsyncGenerator<RowDetails> {
+  const file = await open(path, "r").catch(() => undefined);
+  if (!file) return;
+  const stream = file.createReadStream();
+  try {
+    for await (const line of createInterface({ input: stream, crlfDelay: Infinity })) {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(line);
+      } catch {
+        return;
+      }
+      if (!parsed || typeof parsed !== "object") return;
+      const { device, ...details } = parsed as { device?: unknown } & RowDetails;
+      if (keep && !(typeof device === "number" && keep(device))) continue;
+      yield details;
+    }
+  } finally {
+    stream.destroy();
   }
 }
 
@@ -207,12 +272,27 @@ export async function openReportCsv(path: string, filter?: { index: string; keep
   );
 }
 
-/** Opens a report's CSV bytes for one pass (openReportCsv, filtered or not). */
-export type ReportSource = () => Promise<Readable>;
+/** Opens a report's CSV bytes for one pass (openReportCsv, filtered or not); `details`: its rows' details, as filtered. */
+export type ReportSource = (() => Promise<Readable>) & { details?: () => AsyncGenerator<RowDetails> };
+
+/** Each CSV row of `file` (as written) with its details, read side by side. */
+async function* rowsOf(file: Readable, source: ReportSource): AsyncGenerator<Record<string, string>> {
+  const details = source.details?.();
+  try {
+    // A row cut short by a crash mid-write (an unclosed quote) is left out rather than failing the answer.
+    const parser = parse({ columns: true, skip_empty_lines: true, relax_column_count: true, skip_records_with_error: true });
+    for await (const read of file.pipe(parser) as AsyncIterable<Record<ReportColumn, string>>) {
+      const extra = details ? await details.next() : undefined;
+      yield extra && !extra.done ? { ...readBack(read), ...extra.value } : readBack(read);
+    }
+  } finally {
+    await details?.return(undefined);
+  }
+}
 
 /**
  * The JSON form: one object per CSV row, keys = header names (so the configured columns),
- * values = the cell strings.
+ * values = the cell strings, and where the row has them `name` (the entry's), `board` and `output`.
  * Streamed row by row, so a report of any size costs memory for one row only. Opens the report
  * first: a missing report throws (ENOENT) before anything is sent.
  */
@@ -222,10 +302,8 @@ export async function openReportJson(source: ReportSource): Promise<{ stream: Re
     // Rows are sent in chunks of about 64 KiB: one chunk per row costs more than the row itself.
     let pending = "[";
     let first = true;
-    // A row cut short by a crash mid-write (an unclosed quote) is left out rather than failing the answer.
-    const parser = parse({ columns: true, skip_empty_lines: true, relax_column_count: true, skip_records_with_error: true });
-    for await (const row of file.pipe(parser) as AsyncIterable<Record<ReportColumn, string>>) {
-      pending += (first ? "" : ",") + JSON.stringify(readBack(row));
+    for await (const row of rowsOf(file, source)) {
+      pending += (first ? "" : ",") + JSON.stringify(row);
       first = false;
       if (pending.length >= 65536) {
         yield Buffer.from(pending);
@@ -301,9 +379,7 @@ export async function openReportJsonByDevice(source: ReportSource): Promise<{ st
       let first = true;
       const file = (current = await source());
       try {
-        const parser = parse({ columns: true, skip_empty_lines: true, relax_column_count: true, skip_records_with_error: true });
-        for await (const read of file.pipe(parser) as AsyncIterable<Record<ReportColumn, string>>) {
-          const row = readBack(read);
+        for await (const row of rowsOf(file, source)) {
           if (row["device name"] !== device) continue;
           pending += (first ? "" : ",") + JSON.stringify(row);
           first = false;

@@ -21,7 +21,8 @@ import { usbdevModule } from "./usbdev.ts";
 import type { ModuleDef, Params } from "./types.ts";
 
 /** Params every entry may carry: `override` hints stay in the params and are ignored. */
-const COMMON_IGNORED = new Set(["override"]);
+// `name` is every entry's own name in the report (plan.ts entryName), whatever its module.
+const COMMON_IGNORED = new Set(["override", "name"]);
 
 /** Every built-in module, in the order docs/modules.md lists them. */
 export const BUILTIN_MODULES: readonly ModuleDef[] = [

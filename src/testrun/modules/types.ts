@@ -7,13 +7,14 @@ export type { Params };
 
 
 /** What one case produced. The runner turns a skip into `Skipped` / `Skipped: <reason>`. */
-export type Outcome = ({ status: "passed" } | { status: "failed"; message: string } | { status: "skipped"; reason?: string }) & {
+export type Outcome = ({ status: "passed" } | { status: "failed"; message: string; output?: string } | { status: "skipped"; reason?: string }) & {
   /** Seconds, when the module knows better than the runner's clock (junit's `time`). */
   duration?: number;
 };
 
 export const pass = (): Outcome => ({ status: "passed" });
-export const fail = (message: string): Outcome => ({ status: "failed", message });
+/** `output`: what the check saw (the program's output), shown with the failure; without it the runner shows the entry's last program's. */
+export const fail = (message: string, output?: string): Outcome => ({ status: "failed", message, ...(output ? { output } : {}) });
 export const skip = (reason?: string): Outcome => ({ status: "skipped", ...(reason ? { reason } : {}) });
 
 /** Thrown from set-up or tear-down: every case of the entry fails with this message. */

@@ -108,14 +108,14 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
         if (!isConfigName(name)) throw new LabgateError("invalid", "invalid config name");
         const query = queryOf(c, historyQuery);
         const sight = service.sight(c.get("identity"));
-        const history = service.store.deviceHistory(name, query.runs ?? 10, { limit: query.limit ?? 100, offset: query.offset ?? 0 }, sight.macs);
+        const history = service.deviceHistory(name, query.runs ?? 10, { limit: query.limit ?? 100, offset: query.offset ?? 0 }, sight.macs);
         c.header("X-Total-Count", String(history.total));
         const answer: DeviceTestHistory = {
           runs: history.runs.map((r) => {
             const run = runObjectA(seenRun(r, sight).run);
             return { id: run.id, created_at: run.created_at, status: run.status, test_suite_name: run.test_suite_name, machine_target: run.machine_target };
           }),
-          rows: history.rows.map((r) => ({ device: r.device, mac_address: r.mac, test_name: r.testName, results: r.results, ...trend(r.results) })),
+          rows: history.rows.map((r) => ({ device: r.device, mac_address: r.mac, test_name: r.testName, name: r.name, results: r.results, ...trend(r.results) })),
         };
         return c.json(answer);
       },

@@ -30,4 +30,6 @@ export function testrunDirs(config: Config): TestrunDirs {
 export const reportPath = (dirs: TestrunDirs, runId: string) => join(dirs.reports, `${runId}.csv`);
 /** A report's row index (a run on devices: which device each row is of, engine/report.ts). */
 export const reportIndexPath = (dirs: TestrunDirs, runId: string) => join(dirs.reports, `${runId}.rows`);
+/** A report's details file: what its rows say beyond the CSV's columns (engine/report.ts). */
+export const reportDetailsPath = (dirs: TestrunDirs, runId: string) => join(dirs.reports, `${runId}.details`);
 export const artifactsDir = (dirs: TestrunDirs, runId: string) => join(dirs.artifacts, runId);

@@ -5,13 +5,13 @@ import type { RunContainer, RunContainment } from "../engine/containment.ts";
 import { runTestProcess, type TestIdentity, type TestWorkspace } from "../engine/identity.ts";
 import { testFiles } from "../engine/test-files.ts";
 import { compilePattern, type Matcher } from "../engine/pattern.ts";
-import { ReportWriter, type ReportColumn, type ReportRow } from "../engine/report.ts";
+import { outputTail, ReportWriter, type ReportColumn, type ReportRow } from "../engine/report.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
 import { CaseSkip, type CaseDef, type EntryContext, type HardwareRoots, type ModuleDef, type Outcome } from "../modules/types.ts";
-import { caseNames, type MetadataCommand, type PlanEntry, type TestPlan } from "../plan.ts";
+import { caseNames, entryName, type MetadataCommand, type PlanEntry, type TestPlan } from "../plan.ts";
 import { readHead } from "../../util/files.ts";
 import { dateOf, type Clock } from "../../util/time.ts";
-import { artifactsDir, reportPath, type TestrunDirs } from "./paths.ts";
+import { artifactsDir, reportDetailsPath, reportPath, type TestrunDirs } from "./paths.ts";
 
 const METADATA_VALUE_LIMIT = 1024 * 1024;
 export const ABORT_MESSAGE = "Aborted by user";
@@ -106,7 +106,7 @@ export async function executeRun(input: RunInput, env: RunEnvironment, signal: A
 }
 
 async function executeIn(dir: string, input: RunInput, env: RunEnvironment, container: RunContainer | undefined, signal: AbortSignal): Promise<RunResult> {
-  const report = await ReportWriter.create(reportPath(env.dirs, input.id), env.reportColumns);
+  const report = await ReportWriter.create(reportPath(env.dirs, input.id), env.reportColumns, { details: reportDetailsPath(env.dirs, input.id) });
   const warnings: string[] = [];
   let metadata: Record<string, string | null> = {};
   let error: string | null = null;
@@ -157,6 +157,12 @@ async function runEntry(
   if ("error" in resolved) throw new ExecutionError(resolved.error);
   const module: ModuleDef = resolved.module;
   const recorded: string[] = [];
+  // What the entry's last program printed: a failure shows its end unless the case says better.
+  let lastOutput = "";
+  const remember = (r: ProcessResult): ProcessResult => {
+    lastOutput = [r.stdout.trimEnd(), r.stderr.trimEnd()].filter(Boolean).join("\n");
+    return r;
+  };
   const ctx: EntryContext = {
     params: entry.params,
     artifactsDir: dir,
@@ -168,7 +174,7 @@ async function runEntry(
     // For the reference's `artifacts` column; the artifacts endpoint lists every file regardless.
     recordArtifact: (name) => void recorded.push(name),
     // Every program a module starts goes through here (tools of the hardware modules too).
-    exec: (options) => runTestProcess(env.identity, dir, { ...options, cwd: options.cwd ?? dir, signal, clock: env.clock }, container),
+    exec: (options) => runTestProcess(env.identity, dir, { ...options, cwd: options.cwd ?? dir, signal, clock: env.clock }, container).then(remember),
     files: testFiles(env.identity, dir),
     warn: (message) => void warnings.push(`${entry.where}: ${message}`),
     sleep: (ms) => env.clock.sleep(ms, signal),
@@ -211,6 +217,8 @@ async function runEntry(
       message: messageOf(outcome),
       status: outcome.status,
       artifacts,
+      name: entryName(entry),
+      output: outcome.status === "failed" ? outputTail(outcome.output ?? lastOutput) : "",
     };
   };
 

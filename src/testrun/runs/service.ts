@@ -11,19 +11,19 @@ import { isDeviceTarget } from "../devices/protocol.ts";
 import { buildPlan, snapshotSource } from "../config/plan-builder.ts";
 import { planMachines, type ConfigSource, type DeviceShare, type PinnedConfig, type TestPlan } from "../plan.ts";
 import { DeviceRuns } from "../devices/runs.ts";
-import { deviceShares, deviceTargetsOf, scriptModules, shareModules } from "../devices/shares.ts";
+import { deviceShares, deviceTargetsOf, expectedCases, scriptModules, shareModules } from "../devices/shares.ts";
 import { resolveTargets, type TargetDevice } from "../devices/targets.ts";
 import { aggregateResults } from "./aggregate.ts";
 import { Orchestrator, type LocalRuns } from "./dispatch.ts";
-import { openReportCsv, type ReportSource } from "../engine/report.ts";
-import { artifactsDir, reportIndexPath, reportPath, testrunDirs, type TestrunDirs } from "./paths.ts";
+import { openReportCsv, openReportDetails, type ReportSource } from "../engine/report.ts";
+import { artifactsDir, reportDetailsPath, reportIndexPath, reportPath, testrunDirs, type TestrunDirs } from "./paths.ts";
 import { DeviceSight, seenRun, type SeenRun } from "./sight.ts";
 import { RunQueue } from "./queue.ts";
 import { executeRun } from "./runner.ts";
 import type { TestRunAs } from "../engine/identity.ts";
 import { LOCAL_DEVICE } from "./nodes.ts";
 import type { TriggerRequest } from "./trigger.ts";
-import { FINAL_STATUSES, type RunStore, type RunRecord, type TriggerRecord, type TriggerStatus } from "./store.ts";
+import { FINAL_STATUSES, type HistoryRow, type RunStore, type RunRecord, type TriggerRecord, type TriggerStatus } from "./store.ts";
 
 export const RESTART_ERROR = "interrupted by server restart";
 export const SHUTDOWN_ERROR = "server shutdown";
@@ -324,10 +324,38 @@ export class TestRunService implements LocalRuns {
     return run && seenRun(run, sight);
   }
 
+  /**
+   * A config's history (store.deviceHistory) with each row's entry name: its `name:` in the
+   * newest of those runs that ran the test on that device ("" without one).
+   */
+  deviceHistory(configName: string, runs: number, page: { limit: number; offset: number }, macs?: ReadonlySet<string>): { runs: RunRecord[]; total: number; rows: Array<HistoryRow & { name: string }> } {
+    const history = this.store.deviceHistory(configName, runs, page, macs);
+    const wanted = new Set(history.rows.map((r) => r.mac));
+    const names = new Map<string, Map<string, string>>();
+    for (const run of history.runs) {
+      const plan = this.store.planOf(run.id);
+      const lookup = { ...this.lookup, scripts: plan?.modules ?? {} };
+      // Devices of one group have the same entries: their names are worked out once per run.
+      const byEntries = new Map<string, Map<string, string>>();
+      for (const share of plan?.devices ?? []) {
+        if (!wanted.has(share.mac)) continue;
+        const key = JSON.stringify(share.entries);
+        let cases = byEntries.get(key);
+        if (!cases) byEntries.set(key, (cases = new Map(expectedCases(share.entries, "", lookup).map((c) => [c.testName, c.name]))));
+        const known = names.get(share.mac) ?? new Map<string, string>();
+        for (const [test, name] of cases) if (!known.has(test)) known.set(test, name);
+        names.set(share.mac, known);
+      }
+    }
+    return { ...history, rows: history.rows.map((r) => ({ ...r, name: names.get(r.mac)?.get(r.testName) ?? "" })) };
+  }
+
   /** The report of a seen run: as stored, or without the rows of the devices left out. */
   reportSource(seen: SeenRun): ReportSource {
     const path = reportPath(this.dirs, seen.run.id);
-    return () => openReportCsv(path, seen.whole ? undefined : { index: reportIndexPath(this.dirs, seen.run.id), keep: seen.keepsRow });
+    const keep = seen.whole ? undefined : seen.keepsRow;
+    const details = reportDetailsPath(this.dirs, seen.run.id);
+    return Object.assign(() => openReportCsv(path, keep && { index: reportIndexPath(this.dirs, seen.run.id), keep }), { details: () => openReportDetails(details, keep) });
   }
 
   /** Resolves when the run is in a final state, or after `timeoutMs`. */
@@ -390,6 +418,7 @@ export class TestRunService implements LocalRuns {
     if (!(await this.store.deleteRun(id))) throw new LabgateError("conflict", "Test run is pending or running: abort it first");
     await rm(reportPath(this.dirs, id), { force: true });
     await rm(reportIndexPath(this.dirs, id), { force: true });
+    await rm(reportDetailsPath(this.dirs, id), { force: true });
     await rm(artifactsDir(this.dirs, id), { recursive: true, force: true });
   }
 

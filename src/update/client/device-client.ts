@@ -3,7 +3,7 @@
  * generation, the signed auth request, a cached device token refreshed shortly before it
  * expires and after a 401. Used by the labgate agent and the tests. Node only.
  */
-import { constants, createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from "node:crypto";
+import { constants, createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { writeFileDurable } from "../../util/files.ts";
@@ -62,6 +62,15 @@ export function publicKeyPem(privateKeyPem: string, encoding: PublicKeyEncoding 
 }
 
 /** Base64 signature of the exact body bytes: RSASSA-PKCS1-v1_5/SHA-256 for RSA, Ed25519 otherwise. */
+/**
+ * The key's fingerprint as the gateway shows it on Registrations: SHA-256 of the public key's
+ * SPKI DER, hex, in groups of four digits (so a person can compare the two).
+ */
+export function keyFingerprint(privateKeyPem: string): string {
+  const der = createPublicKey(createPrivateKey(privateKeyPem)).export({ type: "spki", format: "der" });
+  return createHash("sha256").update(der).digest("hex").match(/.{4}/g)!.join(" ");
+}
+
 export function signBody(privateKey: string | KeyObject, body: Uint8Array): string {
   const key = typeof privateKey === "string" ? createPrivateKey(privateKey) : privateKey;
   const signature =

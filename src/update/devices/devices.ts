@@ -3,7 +3,7 @@ import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { rfc822 } from "../../util/time.ts";
 import { deletePermissionsOf, type ChangeGuard, type SqlFilter } from "../permissions/permissions.ts";
 import { metaKeys, type Metadata } from "../registration/metadata.ts";
-import type { Device, DeviceV1 } from "./schema.ts";
+import type { Device, DeviceSort, DeviceV1 } from "./schema.ts";
 
 /** A device row as stored (JSON columns still text). */
 export interface DeviceRow {
@@ -32,11 +32,33 @@ export function getDeviceByMac(db: Database | Tx, mac: string): DeviceRow | unde
  * Devices (alias `d`), optionally narrowed by an SQL condition on `d` (e.g. a permission filter
  * from permissions.ts), ordered by id; `page`: only that many from that position.
  */
-export function listDevices(db: Database, where?: SqlFilter, page?: { limit?: number; offset?: number }): DeviceRow[] {
+/** A device list's order: by one of DEVICE_SORTS, ties by id (so pages never overlap). */
+export interface DeviceOrder {
+  sort?: DeviceSort;
+  descending?: boolean;
+}
+
+/** The SQL of an order; the names are fixed here, never taken from the request. */
+function orderBy(prefix: string, order: DeviceOrder): string {
+  const keys = metaKeys(prefix);
+  const column: Record<DeviceSort, string> = {
+    id: "d.id",
+    name: "d.name COLLATE NOCASE",
+    mac_address: "d.mac_address",
+    version: `json_extract(d.metadata, '$."${keys.version}"')`,
+    type: `json_extract(d.metadata, '$."${keys.devtype}"')`,
+    last_access: "d.last_access",
+  };
+  const way = order.descending ? "DESC" : "ASC";
+  return !order.sort || order.sort === "id" ? `d.id ${way}` : `${column[order.sort]} ${way}, d.id`;
+}
+
+export function listDevices(db: Database, where?: SqlFilter, page?: { limit?: number; offset?: number }, order: DeviceOrder & { prefix?: string } = {}): DeviceRow[] {
   const clause = where ? ` WHERE ${where.sql}` : "";
   const params = where?.params ?? [];
-  if (!page) return db.all<DeviceRow>(`SELECT ${COLUMNS} FROM devices d${clause} ORDER BY d.id`, params);
-  return db.all<DeviceRow>(`SELECT ${COLUMNS} FROM devices d${clause} ORDER BY d.id LIMIT ? OFFSET ?`, [...params, page.limit ?? -1, page.offset ?? 0]);
+  const by = orderBy(order.prefix ?? "", order);
+  if (!page) return db.all<DeviceRow>(`SELECT ${COLUMNS} FROM devices d${clause} ORDER BY ${by}`, params);
+  return db.all<DeviceRow>(`SELECT ${COLUMNS} FROM devices d${clause} ORDER BY ${by} LIMIT ? OFFSET ?`, [...params, page.limit ?? -1, page.offset ?? 0]);
 }
 
 export function countDevices(db: Database, where?: SqlFilter): number {

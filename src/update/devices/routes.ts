@@ -56,10 +56,11 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
    */
   const deviceList = (c: Context<AppEnv>, filter: SqlFilter | undefined, shape: (row: DeviceRow) => Device | DeviceV1) => {
     const query = queryOf(c, DeviceListQuery);
-    if (query.limit === undefined && query.offset === undefined && query.q === undefined) return c.json(listDevices(db, filter).map(shape));
+    const order = { sort: query.sort, descending: query.order === "desc", prefix: ctx.config.prefix };
+    if (query.limit === undefined && query.offset === undefined && query.q === undefined) return c.json(listDevices(db, filter, undefined, order).map(shape));
     const where = bothFilters(filter, query.q === undefined ? undefined : deviceTextFilter(ctx.config.prefix, query.q));
     c.header("X-Total-Count", String(countDevices(db, where)));
-    return c.json(listDevices(db, where, { limit: query.limit, offset: query.offset }).map(shape));
+    return c.json(listDevices(db, where, { limit: query.limit, offset: query.offset }, order).map(shape));
   };
 
   // v2: any management token; the permission table decides.
@@ -70,7 +71,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
       path: "/api/v2/devices",
       tag,
       access: "management",
-      summary: "Devices the caller may read (paged with limit/offset/q: X-Total-Count)",
+      summary: "Devices the caller may read (paged with limit/offset/q: X-Total-Count; ordered by sort/order)",
       query: DeviceListQuery,
       responses: { 200: { ...ok(z.array(Device), "OK"), headers: TOTAL }, 400: e400, 401: e401 },
     },

@@ -26,15 +26,21 @@ export type Device = z.infer<typeof Device>;
 export const DeviceV1 = z.object({ ...deviceFields, group: z.int().nullable() }).meta({ id: "DeviceV1" });
 export type DeviceV1 = z.infer<typeof DeviceV1>;
 
-/** Paging of the device lists; without any of these the lists answer every device. */
+/** What a device list can be ordered by (`sort`). */
+export const DEVICE_SORTS = ["id", "name", "mac_address", "version", "type", "last_access"] as const;
+export type DeviceSort = (typeof DEVICE_SORTS)[number];
+
+/** Paging and order of the device lists; without limit, offset or q the lists answer every device. */
 export const DeviceListQuery = z.object({
   limit: integerParam("limit", 1, 1000).describe("at most this many devices (with X-Total-Count: how many match)"),
-  offset: integerParam("offset", 0, Number.MAX_SAFE_INTEGER).describe("skip this many of the matches (ordered by id)"),
+  offset: integerParam("offset", 0, Number.MAX_SAFE_INTEGER).describe("skip this many of the matches (in the order of `sort`)"),
   q: z
     .string()
     .max(256, { error: 'query parameter "q" must be at most 256 characters' })
     .optional()
     .describe("only devices with this text in their name, MAC address, id, version or device type (ignoring case)"),
+  sort: z.enum(DEVICE_SORTS, { error: `query parameter "sort" must be one of ${DEVICE_SORTS.join(", ")}` }).optional().describe("the order of the list (default id); ties by id"),
+  order: z.enum(["asc", "desc"], { error: 'query parameter "order" must be asc or desc' }).optional().describe("with sort: ascending (default) or descending"),
 });
 
 /** A device name: 1 to 128 characters, no control characters, no surrounding blanks. */

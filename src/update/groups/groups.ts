@@ -164,6 +164,18 @@ export async function patchGroupDevices(
 }
 
 /**
+ * The devices `where` matches that are not members of the group yet, for an "add all matching";
+ * 400 when more than `max` match (a filter that wide is a mistake more often than not).
+ */
+export function matchingNonMembers(db: Database, groupId: number, where: { sql: string; params: (string | number)[] }, max: number): number[] {
+  const total = db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM devices d WHERE ${where.sql}`, where.params)?.n ?? 0;
+  if (total > max) throw new LabgateError("invalid", `${total} devices match: at most ${max} are added at once; narrow the filter`);
+  return db
+    .all<{ id: number }>(`SELECT d.id FROM devices d WHERE (${where.sql}) AND d.id NOT IN (SELECT device_id FROM group_devices WHERE group_id = ?) ORDER BY d.id`, [...where.params, groupId])
+    .map((r) => r.id);
+}
+
+/**
  * THE package assignment of a group, whichever route asks (the group's package route, a
  * deployment's `packages`), inside the caller's transaction: `packageIds` become the group's
  * packages (`replace`) or join them (`add`). Group permissions reach the group's packages, so each

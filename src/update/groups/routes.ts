@@ -18,13 +18,15 @@ import {
   type ChangeGuard,
 } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
-import { Group, GroupCreate, GroupCreateV1, GroupDevices, GroupPackages, GroupPolicy, GroupPriority, GroupV1 } from "./schema.ts";
+import { Group, GroupCreate, GroupCreateV1, GroupDevices, GroupDevicesAdded, GroupDevicesMatching, GroupPackages, GroupPolicy, GroupPriority, GroupV1, GROUP_MATCH_MAX } from "./schema.ts";
+import { bothFilters, deviceTextFilter } from "../devices/devices.ts";
 import {
   createGroup,
   deleteGroup,
   getGroup,
   GROUP_NOT_FOUND,
   listGroups,
+  matchingNonMembers,
   patchGroupDevices,
   setGroupPackages,
   setGroupPolicy,
@@ -191,6 +193,32 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
   route(app, { method: "get", path: "/api/v2/groups/:id", ...op.get }, mgmt, handlers.get);
   route(app, { method: "delete", path: "/api/v2/groups/:id", ...op.remove }, mgmt, handlers.remove);
   route(app, { method: "patch", path: "/api/v2/groups/:id/devices", ...op.devices }, mgmt, handlers.devices);
+  route(
+    app,
+    {
+      method: "post",
+      path: "/api/v2/groups/:id/devices/matching",
+      tag,
+      access: "management",
+      summary: `Add every device the caller may read that matches a filter (at most ${GROUP_MATCH_MAX}), with the checks of adding each one`,
+      body: { json: GroupDevicesMatching },
+      responses: { 200: ok(GroupDevicesAdded, "OK"), ...invalid, 409: e409 },
+    },
+    mgmt,
+    async (c) => {
+      const id = pathId(c.req.param("id"), "group");
+      const identity = c.get("identity");
+      authorize(db, identity, "group", id, "update");
+      if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
+      const { q } = await jsonBody(c, GroupDevicesMatching);
+      const where = bothFilters(permissionFilter(identity, "device", "d"), deviceTextFilter(ctx.config.prefix, q))!;
+      const add = matchingNonMembers(db, id, where, GROUP_MATCH_MAX);
+      // As PATCH .../devices with these additions: update on each, no permission gained beyond the caller's, the membership rule.
+      await patchGroupDevices(db, catalog, id, add, [], "priority", actorOf(c, ctx.clock), requireOnEach(ctx, identity, add));
+      const answer: GroupDevicesAdded = { added: add.length };
+      return c.json(answer);
+    },
+  );
   route(app, { method: "post", path: "/api/v2/groups/:id/package", ...op.packages }, mgmt, handlers.packages);
   route(app, { method: "post", path: "/api/v2/groups/:id/policy", ...op.policy }, mgmt, handlers.policy);
   return app;

@@ -50,6 +50,19 @@ export const GroupCreateV1 = metadataObject;
 export const GroupCreate = z.looseObject({ metadata: metadataObject, priority: priority(false).nullish() }, jsonObject);
 /** PATCH .../groups/{id}/devices: devices to add and to remove. */
 export const GroupDevices = strictBody({ add: idList("add"), remove: idList("remove") });
+/** Devices one "add all matching" may add at most. */
+export const GROUP_MATCH_MAX = 1000;
+/** POST /api/v2/groups/{id}/devices/matching: add every device the filter matches (the device list's `q`). */
+export const GroupDevicesMatching = strictBody({
+  q: z
+    .string({ error: 'schema validation failed: field "q" must be a string' })
+    .trim()
+    .min(1, { error: 'schema validation failed: field "q" must not be empty (it would match every device)' })
+    .max(256, { error: 'schema validation failed: field "q" must be at most 256 characters' })
+    .describe("the device list's filter: text within the name, MAC address, id, version or device type"),
+});
+export const GroupDevicesAdded = z.object({ added: z.int().describe("devices that joined (those already members are left as they are)") });
+export type GroupDevicesAdded = z.infer<typeof GroupDevicesAdded>;
 /** POST .../groups/{id}/package: the group's packages, replacing the list. */
 export const GroupPackages = strictBody({ packages: idList("packages") });
 /** POST .../groups/{id}/policy. */

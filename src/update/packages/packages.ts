@@ -3,7 +3,8 @@ import { recordAudit, type Actor } from "../../audit/audit.ts";
 import type { AppContext } from "../../app/context.ts";
 import type { LocalStorage, StagedObject } from "../../storage/local.ts";
 import { dateOf, isoTime, rfc822 } from "../../util/time.ts";
-import type { Package, PackageMetadata } from "./schema.ts";
+import type { Package, PackageMetadata, PackageUsage } from "./schema.ts";
+import { groupNameOf } from "../groups/name.ts";
 
 /** A package row as stored. */
 export interface PackageRow {
@@ -37,6 +38,27 @@ export function packageKeys(prefix: string) {
 export type PackageKeys = ReturnType<typeof packageKeys>;
 
 const COLUMNS = "id, created, sha256, driver, metadata, storage_dir, storage_name, size, version, devtype, created_by";
+
+/**
+ * Where a package is used: the groups (those `groups` lets through) that have it, and the
+ * deployments to them of the package's version, newest first, at most 100.
+ */
+export function packageUsage(db: Database, row: PackageRow, prefix: string, groups: { sql: string; params: SqlParam[] } | undefined): PackageUsage {
+  const visible = groups ? ` AND ${groups.sql}` : "";
+  const found = db.all<{ id: number; metadata: string }>(
+    `SELECT g.id, g.metadata FROM groups g JOIN group_packages gp ON gp.group_id = g.id WHERE gp.package_id = ?${visible} ORDER BY g.id`,
+    [row.id, ...(groups?.params ?? [])],
+  );
+  const version = (JSON.parse(row.metadata) as Record<string, unknown>)[packageKeys(prefix).version];
+  const deployments =
+    found.length === 0 || typeof version !== "string"
+      ? []
+      : db.all<PackageUsage["deployments"][number]>(
+          "SELECT id, group_id, version, status, created FROM deployments WHERE version = ? AND group_id IN (SELECT value FROM json_each(?)) ORDER BY id DESC LIMIT 100",
+          [version, JSON.stringify(found.map((g) => g.id))],
+        );
+  return { groups: found.map((g) => ({ id: g.id, name: groupNameOf(JSON.parse(g.metadata) as Record<string, unknown>, prefix) ?? null })), deployments };
+}
 
 export function getPackage(db: Database | Tx, id: number): PackageRow | undefined {
   return db.get<PackageRow>(`SELECT ${COLUMNS} FROM packages WHERE id = ?`, [id]);

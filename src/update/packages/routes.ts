@@ -11,8 +11,8 @@ import { publicBase, signedObjectUrl } from "../../storage/routes.ts";
 import { authorize, deletePermissionsOf, grantCreator, permissionFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
 import { artifactPayloadTypes, uploadScopeRefusal } from "./artifact.ts";
-import { checkUploadFields, createPackage, deletePackage, getPackage, listPackages, packageKeys, toView } from "./packages.ts";
-import { Package, PackageLink, PackageUpload } from "./schema.ts";
+import { checkUploadFields, createPackage, deletePackage, getPackage, listPackages, packageKeys, packageUsage, toView } from "./packages.ts";
+import { Package, PackageLink, PackageUpload, PackageUsage } from "./schema.ts";
 import { readMultipart } from "../../http/multipart.ts";
 import { dateOf } from "../../util/time.ts";
 
@@ -79,6 +79,20 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     if (!row) throw new LabgateError("not_found", MSG_NOT_FOUND);
     return c.json(toView(row));
   });
+
+  route(
+    app,
+    { method: "get", path: "/api/v1/packages/:id/usage", tag, access: "management", summary: "Where a package is used: its groups and their deployments of its version", responses: { 200: ok(PackageUsage, "OK"), ...onObject } },
+    auth.management(),
+    (c) => {
+      const id = pathId(c.req.param("id"), WHAT);
+      const identity = c.get("identity");
+      authorize(ctx.db, identity, "package", id, "read");
+      const row = getPackage(ctx.db, id);
+      if (!row) throw new LabgateError("not_found", MSG_NOT_FOUND);
+      return c.json(packageUsage(ctx.db, row, ctx.config.prefix, permissionFilter(identity, "group", "g")));
+    },
+  );
 
   route(
     app,

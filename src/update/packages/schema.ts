@@ -22,6 +22,17 @@ export const Package = z
   .meta({ id: "Package" });
 export type Package = z.infer<typeof Package>;
 
+/** GET /api/v1/packages/{id}/usage: the groups that have the package, and their deployments of its version. */
+export const PackageUsage = z
+  .object({
+    groups: z.array(z.object({ id: z.int(), name: z.string().nullable() })).describe("groups the caller may read that have the package"),
+    deployments: z
+      .array(z.object({ id: z.int(), group_id: z.int(), version: z.string(), status: z.string(), created: z.string().describe("ISO 8601") }))
+      .describe("deployments of the package's version to those groups, newest first (at most 100)"),
+  })
+  .meta({ id: "PackageUsage" });
+export type PackageUsage = z.infer<typeof PackageUsage>;
+
 /** A signed, expiring link to a package's file. */
 export const PackageLink = z.object({ id: z.int(), download_url: z.string().describe("absolute; works without a token until it expires") }).meta({ id: "PackageLink" });
 export type PackageLink = z.infer<typeof PackageLink>;

@@ -3,11 +3,12 @@ import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import * as z from "zod";
-import { errors, jsonBody, ok, onObject, route } from "../../http/openapi.ts";
+import { errors, jsonBody, ok, onObject, queryOf, route } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { bypasses } from "./permissions.ts";
 import { checkPermission, createPermission, deletePermission, getPermission, listPermissions } from "./store.ts";
-import { PermissionCreate, PermissionObject } from "./schema.ts";
+import { NamedPermission, PermissionCreate, PermissionListQuery, PermissionObject } from "./schema.ts";
+import { targetNames } from "../names.ts";
 import { pathId } from "../validation.ts";
 import { dateOf } from "../../util/time.ts";
 
@@ -45,14 +46,18 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
       path: "/api/v1/permissions",
       tag,
       access: "management",
-      summary: "Permissions (admins: all; others: their own)",
-      responses: { 200: ok(z.array(PermissionObject), "OK"), 401: e401 },
+      summary: "Permissions (admins: all; others: their own); names=true adds what each is on by name",
+      query: PermissionListQuery,
+      responses: { 200: ok(z.array(z.union([PermissionObject, NamedPermission])), "OK"), 400: errors[400], 401: e401 },
     },
     auth.management(),
     (c) => {
       const identity = c.get("identity");
       const user = bypasses(identity, "read") || identity.kind !== "mgmt" ? undefined : identity.user;
-      return c.json(listPermissions(db, user));
+      const list = listPermissions(db, user);
+      if (!queryOf(c, PermissionListQuery).names) return c.json(list);
+      const names = targetNames(db, ctx.config.prefix, list.map((p) => `${p.resource}:${p.resource_id}`));
+      return c.json(list.map((p): NamedPermission => ({ ...p, resource_label: names.get(`${p.resource}:${p.resource_id}`) ?? null })));
     },
   );
 

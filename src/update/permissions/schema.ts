@@ -3,7 +3,7 @@
  * (the OpenAPI document shows them), the handlers parse and answer with them, the console imports the types.
  */
 import * as z from "zod";
-import { readInteger, Rfc822, strictBody } from "../../http/shapes.ts";
+import { flagParam, readInteger, Rfc822, strictBody } from "../../http/shapes.ts";
 
 /** What a permission is on; device_by_tag names devices by tag, name or MAC address (docs/update-server.md, "Permissions"). */
 export const RESOURCES = ["package", "group", "device", "device_by_tag"] as const;
@@ -26,6 +26,15 @@ export const PermissionObject = z
   })
   .meta({ id: "Permission" });
 export type PermissionObject = z.infer<typeof PermissionObject>;
+
+/** GET /api/v1/permissions?names=true: each permission also names what it is on. */
+export const PermissionListQuery = z.object({
+  names: flagParam("names").describe("true: add resource_label, the present name of the device, group or package (the reference's clients read exactly its fields)"),
+});
+export const NamedPermission = PermissionObject.extend({ resource_label: z.string().nullable().describe("with names=true: the resource's present name; null when it has none") }).meta({
+  id: "NamedPermission",
+});
+export type NamedPermission = z.infer<typeof NamedPermission>;
 
 const positiveOrNull = (id: unknown): number | null => (typeof id === "number" && id !== 0 ? id : null);
 

@@ -17,8 +17,9 @@ interface RegistrationRow {
 }
 
 /**
- * The pending registrations that have not expired (last appeared at or after `cutoff`, ISO), oldest
- * first; with `page`, that slice of them (GET /api/v1/auth/pending?limit=&offset=).
+ * The pending registrations that have not expired (last appeared at or after `cutoff`, ISO), in
+ * the order they first asked (asking again moves nothing, so a list being approved keeps still);
+ * with `page`, that slice of them (GET /api/v1/auth/pending?limit=&offset=).
  */
 export function listPending(db: Database, cutoff = "", page?: { limit?: number; offset?: number }): PendingRegistration[] {
   const slice = page ? " LIMIT ? OFFSET ?" : "";
@@ -27,7 +28,7 @@ export function listPending(db: Database, cutoff = "", page?: { limit?: number; 
     `SELECT r.mac_address, r.key_fingerprint, r.public_key, r.metadata, r.last_appeared, d.id AS device_id, d.key_fingerprint AS device_key_fingerprint
      FROM registrations r LEFT JOIN devices d ON d.mac_address = r.mac_address
      WHERE r.last_appeared >= ?
-     ORDER BY r.last_appeared, r.mac_address${slice}`,
+     ORDER BY r.rowid${slice}`,
     params,
   );
   return rows.map((r) => ({
@@ -160,6 +161,38 @@ export async function approveRegistration(
   const device = result.outcome === "rekeyed" ? getDeviceByMac(db, mac) : undefined;
   if (device) hooks.keyChanged(device);
   return result;
+}
+
+/** What one approval of a bulk approval did: the device, or why not. */
+export interface BulkApproval {
+  mac_address: string;
+  device_id: number | null;
+  error: string | null;
+}
+
+/**
+ * Approves each registration of `items` as approveRegistration does, one after the other with
+ * the same checks; one refused (gone, a key change not confirmed) does not stop the others.
+ */
+export async function approveRegistrations(
+  db: Database,
+  hooks: DeviceHooks,
+  prefix: string,
+  items: ReadonlyArray<{ mac: string; publicKey: string; confirmKeyChange: boolean }>,
+  now: Date,
+  actor: Actor,
+): Promise<BulkApproval[]> {
+  const results: BulkApproval[] = [];
+  for (const item of items) {
+    try {
+      const { device_id } = await approveRegistration(db, hooks, prefix, item.mac, item.publicKey, item.confirmKeyChange, now, actor);
+      results.push({ mac_address: item.mac, device_id, error: null });
+    } catch (error) {
+      if (!(error instanceof LabgateError)) throw error;
+      results.push({ mac_address: item.mac, device_id: null, error: error.message });
+    }
+  }
+  return results;
 }
 
 /** Removes a pending registration; 404 when there is none for that (MAC, key). */

@@ -8,10 +8,23 @@ import { errors, jsonBody, ok, queryOf, route, onObject } from "../../http/opena
 import { clientAddress } from "../../http/transport.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { authorizeDevice, pendingCutoff, signatureHeader } from "./authorize.ts";
-import { approveRegistration, countPending, listPending, referencePending, removePending, removePendingBulk } from "./registrations.ts";
+import { approveRegistration, approveRegistrations, countPending, listPending, referencePending, removePending, removePendingBulk } from "./registrations.ts";
 import type { ReplayGuard } from "./replay.ts";
 import type { DeviceHooks } from "../devices/devices.ts";
-import { deviceAuthBody, DeviceToken, PendingKey, PendingListQuery, PendingRegistration, PendingRemove, PendingRemoved, ReferencePending, Register } from "./schema.ts";
+import {
+  BULK_APPROVE_MAX,
+  deviceAuthBody,
+  DeviceToken,
+  PendingKey,
+  PendingListQuery,
+  PendingRegistration,
+  PendingRemove,
+  PendingRemoved,
+  ReferencePending,
+  Register,
+  RegisterBulk,
+  RegisterBulkResult,
+} from "./schema.ts";
 import { dateOf, isoTime } from "../../util/time.ts";
 
 /** A registration is metadata and a key: a few KB (a public route; larger bodies would fill the database). */
@@ -56,7 +69,7 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
       path: "/api/v1/auth/pending",
       tag,
       access: "management",
-      summary: "Pending registrations, oldest first (paged with limit/offset: X-Total-Count); expired ones are not listed",
+      summary: "Pending registrations in the order they first asked (paged with limit/offset: X-Total-Count); expired ones are not listed",
       query: PendingListQuery,
       responses: { 200: { ...ok(z.array(z.union([PendingRegistration, ReferencePending])), "OK: the reference's four fields, or with details=true all"), headers: TOTAL }, 400: e400, ...onObject },
     },
@@ -101,6 +114,28 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
       const confirmed = body.confirm_key_change ?? !ctx.config.compat.key_change_confirmation;
       await approveRegistration(ctx.db, hooks, ctx.config.prefix, body.mac_address, body.public_key, confirmed, dateOf(ctx.clock), actorOf(c, ctx.clock));
       return c.json({});
+    },
+  );
+
+  route(
+    app,
+    {
+      method: "post",
+      path: "/api/v1/auth/register/bulk",
+      tag,
+      access: "management",
+      summary: `Approve up to ${BULK_APPROVE_MAX} pending registrations, each as /api/v1/auth/register would (one refused does not stop the others)`,
+      body: { json: RegisterBulk },
+      responses: { 200: ok(RegisterBulkResult, "OK: one result per registration"), ...write },
+    },
+    auth.management("admin_rw"),
+    async (c) => {
+      const body = await jsonBody(c, RegisterBulk);
+      const confirmDefault = !ctx.config.compat.key_change_confirmation;
+      const items = body.registrations.map((r) => ({ mac: r.mac_address, publicKey: r.public_key, confirmKeyChange: r.confirm_key_change ?? confirmDefault }));
+      const results = await approveRegistrations(ctx.db, hooks, ctx.config.prefix, items, dateOf(ctx.clock), actorOf(c, ctx.clock));
+      const answer: RegisterBulkResult = { approved: results.filter((r) => r.error === null).length, results };
+      return c.json(answer);
     },
   );
 

@@ -44,7 +44,7 @@ export type ReferencePending = z.infer<typeof ReferencePending>;
 
 /** Paging of the pending list; without either the answer is the whole list. */
 export const PendingListQuery = z.object({
-  limit: integerParam("limit", 1, 1000).describe("at most this many registrations, oldest first (with X-Total-Count: how many are pending)"),
+  limit: integerParam("limit", 1, 1000).describe("at most this many registrations, in the order they first asked (with X-Total-Count: how many are pending)"),
   offset: integerParam("offset", 0, Number.MAX_SAFE_INTEGER).describe("skip this many"),
   details: flagParam("details").describe("true: add labgate's key_fingerprint, key_change, device_id and device_key_fingerprint to each (the reference's clients read exactly its four fields)"),
 });
@@ -56,6 +56,24 @@ export const PendingKey = strictBody({ mac_address: zRequiredString("mac_address
 export const Register = PendingKey.extend({
   confirm_key_change: zFlag('schema validation failed: field "confirm_key_change" must be true or false').nullish(),
 });
+
+/** Registrations approved in one request at most. */
+export const BULK_APPROVE_MAX = 200;
+
+/** POST /api/v1/auth/register/bulk: approve these pending registrations, each as POST /api/v1/auth/register would. */
+export const RegisterBulk = strictBody({
+  registrations: z
+    .array(Register, { error: 'schema validation failed: field "registrations" must be a list of {mac_address, public_key}' })
+    .min(1, { error: 'schema validation failed: field "registrations" must name at least one registration' })
+    .max(BULK_APPROVE_MAX, { error: `schema validation failed: at most ${BULK_APPROVE_MAX} registrations at once` }),
+});
+
+/** What a bulk approval did, one result per registration in the order given. */
+export const RegisterBulkResult = z.object({
+  approved: z.int(),
+  results: z.array(z.object({ mac_address: z.string(), device_id: z.int().nullable(), error: z.string().nullable().describe("why this one was not approved") })),
+});
+export type RegisterBulkResult = z.infer<typeof RegisterBulkResult>;
 
 /** POST /api/v1/auth/pending/remove: which pending registrations to drop (all conditions hold). */
 export const PendingRemove = strictBody({

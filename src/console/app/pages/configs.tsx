@@ -327,6 +327,17 @@ function ConfigView({ params, query, me }: PageProps) {
 const HISTORY_RUNS = 10;
 const HISTORY_ROWS = 1000;
 
+/** A history row's test: the entry's name where it has one, over its report name. */
+function HistoryTest(props: { test: string; name: string | undefined }) {
+  if (!props.name) return <span class="mono small">{props.test}</span>;
+  return (
+    <span class="check">
+      <strong class="check-name">{props.name}</strong>
+      <span class="mono small muted">{props.test}</span>
+    </span>
+  );
+}
+
 /**
  * The config's newest runs on managed devices as a matrix: a row per test, a column per device,
  * in each cell the test's result in each run (oldest left, newest right). Newly failing and
@@ -386,7 +397,9 @@ function DeviceHistory(props: { name: string }) {
             )}
             {shown.map(([test, cells]) => (
               <tr key={test} data-test={test}>
-                <td class="mono small">{test}</td>
+                <td>
+                  <HistoryTest test={test} name={[...cells.values()].find((c) => c.name)?.name} />
+                </td>
                 {devices.map((d) => {
                   const cell = cells.get(d);
                   if (!cell) return <td key={d} class="muted small">–</td>;

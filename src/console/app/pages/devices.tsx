@@ -1,17 +1,49 @@
 import { useEffect, useState } from "preact/hooks";
-import { get, getPage, seg } from "../api.ts";
+import { api, get, getPage, seg } from "../api.ts";
 import { isOnline, useLive } from "../live.ts";
 import { href, replaceQuery, type Page, type PageProps } from "../router.ts";
-import { prefixOf } from "../session.ts";
-import type { Device } from "../../../update/devices/schema.ts";
+import { canAdminWrite, prefixOf } from "../session.ts";
+import type { Device, DeviceSort } from "../../../update/devices/schema.ts";
 import type { Group } from "../../../update/groups/schema.ts";
 import { groupName } from "../update.ts";
-import { Badge, OnlineBadge, PageHeader, ProgressBar, Show, Table, Time, useDebounced, useLoad } from "../ui.tsx";
+import { Badge, Field, Modal, ModalButtons, OnlineBadge, PageHeader, ProgressBar, Show, Table, Time, useAction, useDebounced, useLoad } from "../ui.tsx";
+
+/** Adds the selected devices to a group in one request (the group's membership change). */
+function AddToGroup(props: { devices: Device[]; groups: Group[]; onClose: () => void; onDone: () => void }) {
+  const [group, setGroup] = useState(props.groups[0] ? String(props.groups[0].id) : "");
+  const [busy, run] = useAction();
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const ok = await run(() => api("PATCH", `/api/v2/groups/${seg(group)}/devices`, { json: { add: props.devices.map((d) => d.id), remove: [] } }), {
+      done: `${props.devices.length} device${props.devices.length === 1 ? "" : "s"} added to the group`,
+    });
+    if (ok) props.onDone();
+  };
+  return (
+    <Modal title={`Add ${props.devices.length} device${props.devices.length === 1 ? "" : "s"} to a group`} onClose={props.onClose}>
+      <form onSubmit={submit}>
+        <Field label="Group">
+          <select value={group} onChange={(e) => setGroup(e.currentTarget.value)} required>
+            {props.groups.map((g) => (
+              <option key={g.id} value={g.id}>
+                {groupName(g)}
+              </option>
+            ))}
+          </select>
+        </Field>
+        <ModalButtons error={undefined} onCancel={props.onClose} submit="Add to group" disabled={busy || !group} />
+      </form>
+    </Modal>
+  );
+}
 
 const LIMIT = 50;
 
 function Devices({ query, me }: PageProps) {
   const offset = Math.max(0, Number(query.get("offset")) || 0);
+  const sort = (query.get("sort") ?? undefined) as DeviceSort | undefined;
+  const descending = query.get("order") === "desc";
+  const [adding, setAdding] = useState<{ devices: Device[]; clear: () => void }>();
   const [text, setText] = useState(query.get("q") ?? "");
   const q = useDebounced(text.trim(), 250);
   useEffect(() => {
@@ -21,11 +53,13 @@ function Devices({ query, me }: PageProps) {
   const page = useLoad(async () => {
     const params = new URLSearchParams({ limit: String(LIMIT), offset: String(offset) });
     if (q) params.set("q", q);
+    if (sort) params.set("sort", sort);
+    if (descending) params.set("order", "desc");
     const { items, total } = await getPage<Device>(`/api/v2/devices?${params}`);
     // Tags are per device: one small request each, for this page only.
     const tags = await Promise.all(items.map((d) => get<string[]>(`/api/v2/devices/${d.id}/tags`).catch(() => [] as string[])));
     return { items: items.map((d, i) => ({ ...d, tags: tags[i]! })), total };
-  }, [offset, q, live.opened]);
+  }, [offset, q, sort, descending, live.opened]);
   const groups = useLoad(() => get<Group[]>("/api/v2/groups"));
   const nameOfGroup = (id: number) => {
     const group = groups.data?.find((g) => g.id === id);
@@ -52,10 +86,25 @@ function Devices({ query, me }: PageProps) {
             rowKey={(d) => d.id}
             rowAttrs={(d) => ({ "data-mac": d.mac_address })}
             empty={q ? "No device matches the filter." : "No approved devices yet: approve one under Registrations."}
-            pager={{ offset, limit: LIMIT, total, onChange: (o) => replaceQuery({ q, offset: o || undefined }) }}
+            pager={{ offset, limit: LIMIT, total, onChange: (o) => replaceQuery({ q, sort, order: descending ? "desc" : undefined, offset: o || undefined }) }}
+            serverSort={{ key: sort, descending, onChange: (key, desc) => replaceQuery({ q, sort: key, order: key && desc ? "desc" : undefined, offset: undefined }) }}
+            select={
+              canAdminWrite(me)
+                ? {
+                    key: (d) => String(d.id),
+                    label: (d) => d.name || d.mac_address,
+                    actions: (list, clear) => (
+                      <button type="button" class="small" disabled={!groups.data?.length} onClick={() => setAdding({ devices: list, clear })}>
+                        Add to group…
+                      </button>
+                    ),
+                  }
+                : undefined
+            }
             columns={[
               {
                 head: "Device",
+                sortKey: "name",
                 cell: (d) => (
                   <>
                     <a href={href(`/devices/${seg(d.id)}`)} class="strong">
@@ -81,8 +130,8 @@ function Devices({ query, me }: PageProps) {
                   );
                 },
               },
-              { head: "Version", class: "mono", cell: (d) => String(d.metadata[`${prefix}.software.version`] ?? "–") },
-              { head: "Type", class: "hide-narrow", cell: (d) => String(d.metadata[`${prefix}.hardware.devtype`] ?? "–") },
+              { head: "Version", class: "mono", sortKey: "version", cell: (d) => String(d.metadata[`${prefix}.software.version`] ?? "–") },
+              { head: "Type", class: "hide-narrow", sortKey: "type", cell: (d) => String(d.metadata[`${prefix}.hardware.devtype`] ?? "–") },
               {
                 head: "Groups",
                 class: "hide-narrow",
@@ -94,11 +143,23 @@ function Devices({ query, me }: PageProps) {
                   )),
               },
               { head: "Tags", class: "hide-narrow", cell: (d) => d.tags.map((t) => <Badge key={t}>{t}</Badge>) },
-              { head: "Last access", cell: (d) => <Time value={d.last_access} /> },
+              { head: "Last access", sortKey: "last_access", cell: (d) => <Time value={d.last_access} /> },
             ]}
           />
         )}
       </Show>
+      {adding && groups.data && (
+        <AddToGroup
+          devices={adding.devices}
+          groups={groups.data}
+          onClose={() => setAdding(undefined)}
+          onDone={() => {
+            adding.clear();
+            setAdding(undefined);
+            page.reload();
+          }}
+        />
+      )}
     </>
   );
 }

@@ -4,7 +4,7 @@ import { isOnline, useLive } from "../live.ts";
 import { href, navigate, type Page, type PageProps } from "../router.ts";
 import { prefixOf, type Me } from "../session.ts";
 import type { Device } from "../../../update/devices/schema.ts";
-import type { Group } from "../../../update/groups/schema.ts";
+import type { Group, GroupDevicesAdded } from "../../../update/groups/schema.ts";
 import type { Package } from "../../../update/packages/schema.ts";
 import { Badge, Card, Field, OnlineBadge, PageHeader, Pager, Show, Table, useAction, useDebounced, useLoad } from "../ui.tsx";
 import { groupName, packageLabel } from "../update.ts";
@@ -273,7 +273,20 @@ function MembersCard(props: { group: Group; me: Me; onChange: () => void }) {
   }, [g.devices.length]);
   return (
     <Card title={`Devices (${g.devices.length})`}>
-      <AddDevices group={g} onAdd={(id, name) => change([id], [], `${name} added`)} busy={busy} />
+      <AddDevices
+        group={g}
+        onAdd={(id, name) => change([id], [], `${name} added`)}
+        onAddMatching={(q, count) =>
+          run(() => api<GroupDevicesAdded>("POST", `/api/v2/groups/${g.id}/devices/matching`, { json: { q } }), {
+            confirm: [`Add the ${count.toLocaleString()} devices matching “${q}”?`, { body: "Devices already in the group stay as they are.", confirm: "Add all", danger: false }],
+            done: `Devices matching “${q}” added`,
+          }).then((ok) => {
+            if (ok) props.onChange();
+            return ok;
+          })
+        }
+        busy={busy}
+      />
       {g.devices.length === 0 ? (
         <p class="muted">No devices in this group.</p>
       ) : (
@@ -302,7 +315,7 @@ function MembersCard(props: { group: Group; me: Me; onChange: () => void }) {
 }
 
 /** Finds devices by the list's filter (server side) and adds one. */
-function AddDevices(props: { group: Group; onAdd: (id: number, name: string) => Promise<boolean>; busy: boolean }) {
+function AddDevices(props: { group: Group; onAdd: (id: number, name: string) => Promise<boolean>; onAddMatching: (q: string, count: number) => Promise<boolean>; busy: boolean }) {
   const [text, setText] = useState("");
   const q = useDebounced(text.trim(), 250);
   const found = useLoad(() => (q ? getPage<Device>(`/api/v2/devices?limit=8&q=${encodeURIComponent(q)}`) : Promise.resolve(undefined)), [q]);
@@ -326,7 +339,14 @@ function AddDevices(props: { group: Group; onAdd: (id: number, name: string) => 
               )}
             </li>
           ))}
-          {found.data.total > found.data.items.length && <li class="muted small">{found.data.total - found.data.items.length} more: refine the filter.</li>}
+          {found.data.total > found.data.items.length && <li class="muted small">{found.data.total - found.data.items.length} more: refine the filter, or add them all.</li>}
+          {found.data.total > 1 && (
+            <li>
+              <button type="button" class="small" disabled={props.busy} onClick={() => props.onAddMatching(q, found.data!.total)}>
+                Add all {found.data.total.toLocaleString()} matching
+              </button>
+            </li>
+          )}
         </ul>
       )}
     </div>

@@ -9,6 +9,7 @@ import { deploymentPage, deploymentsPage } from "./deployments.tsx";
 import { devicePage } from "./device.tsx";
 import { devicesPage } from "./devices.tsx";
 import { groupPage, groupsPage } from "./groups.tsx";
+import { packagePage } from "./package.tsx";
 import { packagesPage } from "./packages.tsx";
 import { registrationsPage } from "./registrations.tsx";
 import { usersPage } from "./users.tsx";
@@ -18,4 +19,4 @@ import { runPage } from "./run.tsx";
 import { runsPage } from "./runs.tsx";
 import { triggerPage } from "./trigger.tsx";
 
-export const pages: Page[] = [devicesPage, devicePage, registrationsPage, groupsPage, groupPage, deploymentsPage, deploymentPage, packagesPage, usersPage, configsPage, configPage, runsPage, runPage, triggerPage, nodesPage, auditPage];
+export const pages: Page[] = [devicesPage, devicePage, registrationsPage, groupsPage, groupPage, deploymentsPage, deploymentPage, packagesPage, packagePage, usersPage, configsPage, configPage, runsPage, runPage, triggerPage, nodesPage, auditPage];

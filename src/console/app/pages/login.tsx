@@ -42,7 +42,9 @@ export function Login(props: { onSignedIn: (me: Me) => void }) {
           {busy ? "Signing in…" : "Sign in"}
         </button>
         <p class="hint">
-          First start: the user <code>admin</code>, with the password in <code>data/admin.password</code> on the server.
+          {/* The data dir's path is the server's business: a signed-out page names it only as the option that sets it. */}
+          First start: the user <code>admin</code>, with the password in <code>&lt;data dir&gt;/admin.password</code> on the server (<code>--data-dir</code>, <code>./data</code>{" "}
+          by default; the server's log names the file when it writes it).
         </p>
       </form>
       <Toasts />

@@ -1,6 +1,6 @@
 import { useRef, useState } from "preact/hooks";
 import { api, get, messageOf, upload } from "../api.ts";
-import { type Page, type PageProps } from "../router.ts";
+import { href, type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
 import type { Package, PackageLink } from "../../../update/packages/schema.ts";
 import { Card, copyText, Field, formatBytes, notify, PageHeader, ProgressBar, Show, Table, Time, timeOf, useAction, useLoad } from "../ui.tsx";
@@ -44,7 +44,9 @@ function Packages({ me }: PageProps) {
                 sort: (p) => String(meta(p, "software.version") ?? ""),
                 cell: (p) => (
                   <>
-                    <span class="mono strong">{String(meta(p, "software.version") ?? "–")}</span>
+                    <a class="mono strong" href={href(`/packages/${p.id}`)}>
+                      {String(meta(p, "software.version") ?? "–")}
+                    </a>
                     <div class="muted small">#{p.id}</div>
                   </>
                 ),

@@ -1,8 +1,8 @@
 import { api, getPage } from "../api.ts";
 import { type Page, type PageProps, href, replaceQuery } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
-import type { PendingRegistration as Pending } from "../../../update/registration/schema.ts";
-import { type ActionOptions, Badge, PageHeader, Show, Table, Time, useAction, useEvery, useLoad } from "../ui.tsx";
+import type { PendingRegistration as Pending, RegisterBulkResult } from "../../../update/registration/schema.ts";
+import { type ActionOptions, Badge, notify, PageHeader, Show, Table, Time, useAction, useEvery, useLoad } from "../ui.tsx";
 
 /** A fingerprint as groups of four hex digits (the first 32 digits; the whole one as a tooltip). */
 function Fingerprint(props: { value: string | null }) {
@@ -50,7 +50,10 @@ function Registrations({ me, query }: PageProps) {
                       <Fingerprint value={p.key_fingerprint} />
                     </dd>
                   </dl>
-                  <p class="muted">The old key stops working at once; the device keeps its id, groups and tags.</p>
+                  <p class="muted">
+                    On the device, <code>labgate agent --fingerprint</code> prints its key's fingerprint: it must be the new key's. The old key stops working at once; the device keeps
+                    its id, groups and tags.
+                  </p>
                 </>
               ),
               confirm: "Replace the key",
@@ -61,6 +64,26 @@ function Registrations({ me, query }: PageProps) {
       : { done: `${name} approved` };
     const ok = await run(() => api("POST", "/api/v1/auth/register", { json: { mac_address: p.mac_address, public_key: p.public_key, confirm_key_change: p.key_change } }), confirm);
     if (ok) pending.reload();
+  };
+  // Key changes are left out: each is approved on its own, through the confirmation that shows both keys.
+  const approveAll = async (list: Pending[], clear: () => void) => {
+    const plain = list.filter((p) => !p.key_change);
+    let answer: RegisterBulkResult | undefined;
+    const ok = await run(
+      async () => {
+        answer = await api<RegisterBulkResult>("POST", "/api/v1/auth/register/bulk", { json: { registrations: plain.map((p) => ({ mac_address: p.mac_address, public_key: p.public_key })) } });
+      },
+      { confirm: [`Approve ${plain.length} device${plain.length === 1 ? "" : "s"}?`, { body: "Each becomes an approved device and may download updates.", confirm: "Approve", danger: false }] },
+    );
+    if (!ok || !answer) return;
+    const refused = answer.results.filter((r) => r.error);
+    const skipped = list.length - plain.length;
+    notify(
+      `${answer.approved} approved${refused.length ? `; ${refused.length} not: ${refused[0]!.error}` : ""}${skipped ? `; ${skipped} key change${skipped === 1 ? "" : "s"} left to approve one by one` : ""}`,
+      refused.length ? "error" : "ok",
+    );
+    clear();
+    pending.reload();
   };
   const remove = async (p: Pending) => {
     const ok = await run(() => api("DELETE", "/api/v1/auth/pending", { json: { mac_address: p.mac_address, public_key: p.public_key } }), {
@@ -74,7 +97,7 @@ function Registrations({ me, query }: PageProps) {
     <>
       <PageHeader
         title="Registrations"
-        sub={`${pending.data ? `${pending.data.total.toLocaleString()} waiting. ` : ""}Devices asking to be approved. Compare the key fingerprint with the one the device shows before approving.`}
+        sub={`${pending.data ? `${pending.data.total.toLocaleString()} waiting. ` : ""}Devices asking to be approved, in the order they first asked. Compare the key fingerprint with the one the agent prints (at start, or with labgate agent --fingerprint) before approving.`}
       >
         <button type="button" onClick={pending.reload}>
           Refresh
@@ -87,6 +110,19 @@ function Registrations({ me, query }: PageProps) {
             pager={{ offset, limit: LIMIT, total, onChange: (o) => replaceQuery({ offset: o || undefined }) }}
             rowKey={(p) => p.mac_address + p.key_fingerprint}
             rowAttrs={(p) => ({ "data-mac": p.mac_address })}
+            select={
+              writable
+                ? {
+                    key: (p) => p.mac_address + p.key_fingerprint,
+                    label: (p) => String(p.metadata[`${prefix}.device.name`] ?? p.mac_address),
+                    actions: (list, clear) => (
+                      <button type="button" class="primary small" disabled={busy} onClick={() => approveAll(list, clear)}>
+                        Approve {list.length}
+                      </button>
+                    ),
+                  }
+                : undefined
+            }
             empty="No pending registrations. A device appears here when its agent first contacts the server."
             columns={[
               {

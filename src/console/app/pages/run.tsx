@@ -6,6 +6,7 @@ import {
   canRunTests,
   countRows,
   Counts,
+  duration,
   failuresFirst,
   isFinal,
   RepeatDialog,
@@ -212,11 +213,6 @@ function Devices(props: { devices: DeviceProgress[] }) {
   );
 }
 
-const duration = (from: string, to: string): string => {
-  const s = Math.max(0, (new Date(to).getTime() - new Date(from).getTime()) / 1000);
-  return s < 60 ? `${s.toFixed(0)} s` : `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
-};
-
 const PAGE = 100;
 
 /** A case's duration: "<1 ms", "12 ms", "3.42 s"; the cell as it is when it is not a number. */
@@ -227,19 +223,45 @@ const seconds = (cell: string | undefined): string => {
 };
 
 /** Columns dropped on narrow screens. */
-const narrow = (column: string) => column === "module" || column === "start time" || column === "artifacts";
+const narrow = (column: string) => column === "start time" || column === "artifacts" || column === "duration";
+/** Keys of a JSON row shown in columns of their own (the check, the result, the message), not as they are. */
+const OWN_COLUMNS = new Set(["test name", "module", "message", "status", "name", "board", "output"]);
 
-/** A case's message: short ones as they are, long ones behind a toggle. */
-function Message(props: { text: string; open: boolean; onToggle: () => void }) {
-  const { text, open } = props;
-  if (text.length <= 90 && !text.includes("\n")) return <>{text}</>;
+/** A case's check: the entry's name where it has one, over its report name (the module column as its tooltip). */
+function Check(props: { row: ReportRow }) {
+  const { row } = props;
+  const test = (
+    <span class={`mono ${row.name ? "small muted" : ""}`} title={row.module}>
+      {row["test name"]}
+    </span>
+  );
+  if (!row.name) return test;
+  return (
+    <span class="check">
+      <strong class="check-name">{row.name}</strong>
+      {test}
+    </span>
+  );
+}
+
+/** A case's message: short ones as they are, long ones behind a toggle; a failure's output tail beneath, unfolded on demand. */
+function Message(props: { text: string; output?: string | undefined; open: boolean; onToggle: () => void }) {
+  const { text, output, open } = props;
+  const short = text.length <= 90 && !text.includes("\n");
+  if (short && !output) return <>{text}</>;
   return (
     <>
+      {short && <div>{text}</div>}
       <button type="button" class="link message-toggle" aria-expanded={open} onClick={props.onToggle}>
         {open ? "▾ " : "▸ "}
-        {open ? "" : `${text.split("\n")[0]!.slice(0, 90)}…`}
+        {short ? "output" : open ? "" : `${text.split("\n")[0]!.slice(0, 90)}…`}
       </button>
-      {open && <pre class="output message-full">{text}</pre>}
+      {open && !short && <pre class="output message-full">{text}</pre>}
+      {open && output && (
+        <pre class="output message-full" aria-label="Output">
+          {output}
+        </pre>
+      )}
     </>
   );
 }
@@ -273,7 +295,9 @@ function Report(props: { base: string; runId: string; devices?: string[] | undef
     else next.add(n);
     setOpen(next);
   };
-  const columns = report.data?.[0] ? Object.keys(report.data[0]).filter((c) => c !== "message" && c !== "status") : [];
+  const columns = report.data?.[0] ? Object.keys(report.data[0]).filter((c) => !OWN_COLUMNS.has(c)) : [];
+  // On a run on devices the report's device name is the board's.
+  const onBoards = report.data?.some((row) => row.board) ?? false;
 
   const downloads = (
     <>
@@ -333,13 +357,14 @@ function Report(props: { base: string; runId: string; devices?: string[] | undef
                 rowAttrs={(row) => ({ "data-case": row["test name"], class: row.status === "failed" ? "row-failed" : undefined })}
                 columns={[
                   { head: "Result", cell: (row) => <StatusBadge status={row.status ?? "?"} /> },
+                  { head: "Check", cell: (row) => <Check row={row} /> },
                   ...columns.map((c) => ({
-                    head: c,
+                    head: c === "device name" && onBoards ? "board" : c,
                     headClass: narrow(c) ? "hide-narrow" : undefined,
-                    class: narrow(c) ? "hide-narrow mono small" : c === "test name" ? "mono" : undefined,
+                    class: narrow(c) ? "hide-narrow mono small" : undefined,
                     cell: (row: ReportRow) => (c === "duration" ? seconds(row[c]) : row[c]),
                   })),
-                  { head: "Message", class: "message", cell: (row, n) => <Message text={row.message ?? ""} open={open.has(n)} onToggle={() => toggle(n)} /> },
+                  { head: "Message", class: "message", cell: (row, n) => <Message text={row.message ?? ""} output={row.output} open={open.has(n)} onToggle={() => toggle(n)} /> },
                 ]}
               />
             </>

@@ -2,7 +2,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { api, call, get, getPage, messageOf, seg } from "../api.ts";
 import { href, navigate, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { RUN_STATUSES } from "../../../testrun/runs/status.ts";
-import { canReadTests, canRunTests, isFinal, LOCAL_DEVICE, PatternHelp, RepeatDialog, RUN_STREAM, StatusBadge, type RunEvents, whereOf } from "../testruns.tsx";
+import { canReadTests, canRunTests, deviceCounts, duration, isFinal, LOCAL_DEVICE, PatternHelp, RepeatDialog, RUN_STREAM, StatusBadge, type RunEvents, whereOf } from "../testruns.tsx";
 import type { TestConfig, TestNode, TestRun, TestTargets } from "../../../testrun/schema.ts";
 import { Field, Modal, ModalButtons, PageHeader, Show, Table, Time, useAction, useEventSource, useLoad, type TableProps } from "../ui.tsx";
 
@@ -179,7 +179,33 @@ function RunTable(props: { runs: TestRun[]; write: boolean; onRepeat: (run: Test
           ),
         },
         { head: "Created", cell: (r) => <Time value={r.created_at} /> },
-        { head: "Finished", class: "hide-narrow", cell: (r) => (r.finished_at ? <Time value={r.finished_at} /> : <span class="muted">–</span>) },
+        {
+          head: "Finished",
+          class: "hide-narrow",
+          cell: (r) =>
+            r.finished_at ? (
+              <>
+                <Time value={r.finished_at} />
+                {r.started_at && <div class="muted small">took {duration(r.started_at, r.finished_at)}</div>}
+              </>
+            ) : (
+              <span class="muted">–</span>
+            ),
+        },
+        {
+          head: "Cases",
+          class: "hide-narrow",
+          cell: (r) => {
+            const counts = deviceCounts(r);
+            if (!counts) return <span class="muted" title="A run here counts its cases in its report">–</span>;
+            return (
+              <span data-counts>
+                <span class="pass-count">{counts.passed.toLocaleString()} passed</span>
+                {counts.failed > 0 && <span class="fail-count"> · {counts.failed.toLocaleString()} failed</span>}
+              </span>
+            );
+          },
+        },
         {
           head: "",
           class: "actions",

@@ -1,10 +1,43 @@
-import { useState } from "preact/hooks";
+import { useMemo, useState } from "preact/hooks";
 import type { Account } from "../../../accounts/schema.ts";
-import { api, get, seg } from "../api.ts";
+import type { Device } from "../../../update/devices/schema.ts";
+import type { Group } from "../../../update/groups/schema.ts";
+import type { Package } from "../../../update/packages/schema.ts";
+import { api, get, getPage, seg } from "../api.ts";
 import { type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
-import type { PermissionObject as Permission } from "../../../update/permissions/schema.ts";
-import { Badge, Card, Field, PageHeader, Show, Table, Time, timeOf, useAction, useLoad } from "../ui.tsx";
+import type { NamedPermission as Permission } from "../../../update/permissions/schema.ts";
+import { groupName, packageLabel } from "../update.ts";
+import { Badge, Card, Field, PageHeader, Show, Table, Time, timeOf, useAction, useDebounced, useLoad } from "../ui.tsx";
+
+/** One account's permissions on one thing, folded into a row (a group's creator holds three). */
+interface Held {
+  key: string;
+  user: string;
+  on: Permission;
+  permissions: Permission[];
+}
+const fold = (list: Permission[]): Held[] => {
+  const rows = new Map<string, Held>();
+  for (const p of list) {
+    const key = `${p.user_id}\n${p.resource}\n${p.resource_id ?? ""}\n${p.resource_name ?? ""}`;
+    const row = rows.get(key) ?? { key, user: p.user_id, on: p, permissions: [] };
+    row.permissions.push(p);
+    rows.set(key, row);
+  }
+  return [...rows.values()];
+};
+
+/** What a permission is on, by name: a device's or group's name, a package's version and type; the id beside it. */
+function On(props: { p: Permission }) {
+  const { p } = props;
+  if (p.resource === "device_by_tag") return <>devices with tag or name <span class="strong">{p.resource_name}</span></>;
+  return (
+    <>
+      {p.resource} <span class="strong">{p.resource_label ?? `#${p.resource_id}`}</span> {p.resource_label && <span class="mono small muted">#{p.resource_id}</span>}
+    </>
+  );
+}
 
 /** Scope names without the prefix, with what they give. */
 const SCOPES: Array<[string, string]> = [
@@ -22,7 +55,7 @@ const PERMISSIONS = ["read", "update", "delete", "shell", "test"];
 
 function Users({ me }: PageProps) {
   const accounts = useLoad(() => get<Account[]>("/api/v1/users"));
-  const permissions = useLoad(() => get<Permission[]>("/api/v1/permissions"));
+  const permissions = useLoad(() => get<Permission[]>("/api/v1/permissions?names=true"));
   const [busy, run] = useAction();
   const writable = canAdminWrite(me);
   const prefix = prefixOf(me);
@@ -50,7 +83,8 @@ function Users({ me }: PageProps) {
     await run(() => api("PATCH", `/api/v1/users/${seg(a.name)}`, { json: { password: value } }), { done: `Password of ${a.name} changed` });
   };
   const revoke = async (p: Permission) => {
-    if (await run(() => api("DELETE", `/api/v1/permissions/${p.id}`), { confirm: [`Remove ${p.user_id}'s ${p.permission} on ${p.resource} ${p.resource_id ?? p.resource_name}?`, { confirm: "Remove" }], done: "Permission removed" }))
+    const on = p.resource_label ?? p.resource_name ?? `#${p.resource_id}`;
+    if (await run(() => api("DELETE", `/api/v1/permissions/${p.id}`), { confirm: [`Remove ${p.user_id}'s ${p.permission} on ${p.resource} ${on}?`, { confirm: "Remove" }], done: "Permission removed" }))
       permissions.reload();
   };
 
@@ -120,36 +154,36 @@ function Users({ me }: PageProps) {
         <Show loaded={permissions}>
           {(list) => (
             <Table
-              rows={list}
-              rowKey={(p) => p.id}
+              rows={fold(list)}
+              rowKey={(h) => h.key}
+              rowAttrs={(h) => ({ "data-user": h.user })}
+              label="Permissions"
               empty="No permissions."
               columns={[
-                { head: "Account", sort: (p) => p.user_id, cell: (p) => p.user_id },
-                { head: "Permission", sort: (p) => p.permission, cell: (p) => <Badge tone="info">{p.permission}</Badge> },
+                { head: "Account", sort: (h) => h.user, cell: (h) => h.user },
+                { head: "On", sort: (h) => `${h.on.resource} ${h.on.resource_label ?? h.on.resource_name ?? ""}`, cell: (h) => <On p={h.on} /> },
                 {
-                  head: "On",
-                  sort: (p) => p.resource,
-                  cell: (p) => (
-                    <>
-                      {p.resource} <span class="mono">{p.resource_id ?? p.resource_name}</span>
-                    </>
+                  head: "Permissions",
+                  cell: (h) => (
+                    <span class="held">
+                      {h.permissions.map((p) => (
+                        <span key={p.id} class="held-one">
+                          <Badge tone="info">{p.permission}</Badge>
+                          {writable && (
+                            <button type="button" class="link small" disabled={busy} aria-label={`Remove ${p.user_id}'s ${p.permission}`} onClick={() => revoke(p)}>
+                              ×
+                            </button>
+                          )}
+                        </span>
+                      ))}
+                    </span>
                   ),
-                },
-                {
-                  head: "",
-                  class: "actions",
-                  cell: (p) =>
-                    writable && (
-                      <button type="button" class="small danger" disabled={busy} onClick={() => revoke(p)}>
-                        Remove
-                      </button>
-                    ),
                 },
               ]}
             />
           )}
         </Show>
-        {writable && <NewPermission accounts={accounts.data ?? []} onCreated={permissions.reload} />}
+        {writable && <NewPermission accounts={accounts.data ?? []} prefix={prefix} onCreated={permissions.reload} />}
       </Card>
     </>
   );
@@ -199,14 +233,16 @@ function NewAccount(props: { prefix: string; onCreated: () => void }) {
   );
 }
 
-function NewPermission(props: { accounts: Account[]; onCreated: () => void }) {
+function NewPermission(props: { accounts: Account[]; prefix: string; onCreated: () => void }) {
   const [busy, run] = useAction();
   const [resource, setResource] = useState("device");
+  const [picked, setPicked] = useState("");
   const submit = async (e: Event) => {
     e.preventDefault();
     const formEl = e.currentTarget as HTMLFormElement;
     const data = new FormData(formEl);
-    const target = String(data.get("target")).trim();
+    const target = resource === "device_by_tag" ? String(data.get("target")).trim() : picked;
+    if (!target) return;
     const body = {
       user_id: String(data.get("user")),
       resource,
@@ -237,7 +273,14 @@ function NewPermission(props: { accounts: Account[]; onCreated: () => void }) {
         </select>
       </Field>
       <Field label="On">
-        <select name="resource" value={resource} onChange={(e) => setResource(e.currentTarget.value)}>
+        <select
+          name="resource"
+          value={resource}
+          onChange={(e) => {
+            setResource(e.currentTarget.value);
+            setPicked("");
+          }}
+        >
           {RESOURCES.map((r) => (
             <option key={r} value={r}>
               {r === "device_by_tag" ? "devices with tag or name" : r}
@@ -245,13 +288,48 @@ function NewPermission(props: { accounts: Account[]; onCreated: () => void }) {
           ))}
         </select>
       </Field>
-      <Field label={resource === "device_by_tag" ? "Tag or device name" : `${resource} id`}>
-        <input name="target" required style={{ width: "140px" }} inputMode={resource === "device_by_tag" ? "text" : "numeric"} pattern={resource === "device_by_tag" ? undefined : "[0-9]+"} />
-      </Field>
-      <button type="submit" disabled={busy}>
+      {resource === "device_by_tag" ? (
+        <Field label="Tag or device name">
+          <input name="target" required style={{ width: "140px" }} />
+        </Field>
+      ) : (
+        <Picker key={resource} resource={resource as "device" | "group" | "package"} prefix={props.prefix} value={picked} onPick={setPicked} />
+      )}
+      <button type="submit" disabled={busy || (resource !== "device_by_tag" && !picked)}>
         Add permission
       </button>
     </form>
+  );
+}
+
+/** Picks a device (searched on the server by name, MAC or id), a group or a package by name; `value` is its id. */
+function Picker(props: { resource: "device" | "group" | "package"; prefix: string; value: string; onPick: (id: string) => void }) {
+  const [text, setText] = useState("");
+  const q = useDebounced(text.trim(), 250);
+  const options = useLoad(async (): Promise<Array<{ id: number; label: string }>> => {
+    if (props.resource === "group") return (await get<Group[]>("/api/v2/groups")).map((g) => ({ id: g.id, label: groupName(g) }));
+    if (props.resource === "package") return (await get<Package[]>("/api/v2/packages")).map((p) => ({ id: p.id, label: packageLabel(p, props.prefix) }));
+    const params = new URLSearchParams({ limit: "20", sort: "name" });
+    if (q) params.set("q", q);
+    return (await getPage<Device>(`/api/v2/devices?${params}`)).items.map((d) => ({ id: d.id, label: `${d.name || d.mac_address} (${d.mac_address})` }));
+  }, [props.resource, q]);
+  const list = useMemo(() => options.data ?? [], [options.data]);
+  return (
+    <Field label={props.resource === "device" ? "Device" : props.resource === "group" ? "Group" : "Package"}>
+      <span class="picker">
+        {props.resource === "device" && (
+          <input type="search" aria-label="Find a device" placeholder="name, MAC or id" value={text} onInput={(e) => setText(e.currentTarget.value)} />
+        )}
+        <select aria-label={`Choose a ${props.resource}`} value={props.value} onChange={(e) => props.onPick(e.currentTarget.value)} required>
+          <option value="">{list.length === 0 ? `no ${props.resource} found` : `choose a ${props.resource}…`}</option>
+          {list.map((o) => (
+            <option key={o.id} value={String(o.id)}>
+              {o.label}
+            </option>
+          ))}
+        </select>
+      </span>
+    </Field>
   );
 }
 

@@ -1,0 +1,111 @@
+import { Fragment } from "preact";
+import { api, get, seg } from "../api.ts";
+import { href, type Page, type PageProps } from "../router.ts";
+import { prefixOf } from "../session.ts";
+import type { Package, PackageLink, PackageUsage } from "../../../update/packages/schema.ts";
+import { Badge, Card, copyText, Empty, formatBytes, PageHeader, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
+
+/** A package at its own address: what it is (metadata, stored file, full SHA-256) and where it is used (groups, deployments). */
+function PackagePage({ params, me }: PageProps) {
+  const id = params.id!;
+  const prefix = prefixOf(me);
+  const pkg = useLoad(() => get<Package>(`/api/v1/packages/${seg(id)}`), [id]);
+  const usage = useLoad(() => get<PackageUsage>(`/api/v1/packages/${seg(id)}/usage`), [id]);
+  const [busy, run] = useAction();
+  const copy = (text: string, done: string) => run(() => copyText(text), { done });
+  const link = () =>
+    run(async () => {
+      const { download_url } = await api<PackageLink>("GET", `/api/v1/packages/${seg(id)}/download`);
+      await copyText(download_url);
+    }, { done: "Download link copied (it expires)" });
+  return (
+    <Show loaded={pkg}>
+      {(p) => {
+        const meta = (key: string) => p.metadata[`${prefix}.${key}`];
+        return (
+          <>
+            <PageHeader title={<span class="mono">{String(meta("software.version") ?? `Package ${p.id}`)}</span>} sub={<a href={href("/packages")}>‹ All packages</a>}>
+              <button type="button" disabled={busy} onClick={link}>
+                Copy download link
+              </button>
+            </PageHeader>
+            <div class="config-layout">
+              <Card title="Package">
+                <dl class="props">
+                  <dt>Version</dt>
+                  <dd class="mono">{String(meta("software.version") ?? "–")}</dd>
+                  <dt>Device type</dt>
+                  <dd>{String(meta("hardware.devtype") ?? "–")}</dd>
+                  <dt>Size</dt>
+                  <dd>{formatBytes(Number(meta("storage.local.length")))}</dd>
+                  <dt>Stored as</dt>
+                  <dd class="mono small wrap-anywhere">{String(meta("storage.local.uuid") ?? "–")}</dd>
+                  <dt>SHA-256</dt>
+                  <dd>
+                    <span class="mono small wrap-anywhere" data-sha256>
+                      {p.sha256}
+                    </span>{" "}
+                    <button type="button" class="small" disabled={busy} onClick={() => copy(p.sha256, "SHA-256 copied")}>
+                      Copy
+                    </button>
+                  </dd>
+                  <dt>Uploaded</dt>
+                  <dd>
+                    <Time value={p.created} />
+                  </dd>
+                </dl>
+              </Card>
+              <Card title="Used by">
+                <Show loaded={usage}>
+                  {(u) =>
+                    u.groups.length === 0 ? (
+                      <Empty>No group has this package: no device installs it.</Empty>
+                    ) : (
+                      <ul class="plain-list" aria-label="Groups">
+                        {u.groups.map((g) => (
+                          <li key={g.id}>
+                            <a href={href(`/groups/${g.id}`)}>{g.name ?? `Group ${g.id}`}</a>
+                          </li>
+                        ))}
+                      </ul>
+                    )
+                  }
+                </Show>
+              </Card>
+            </div>
+            <Card title="Deployments of this version">
+              <Show loaded={usage}>
+                {(u) => (
+                  <Table
+                    rows={u.deployments}
+                    rowKey={(d) => d.id}
+                    label="Deployments"
+                    empty="None to the groups that have it."
+                    columns={[
+                      { head: "Deployment", cell: (d) => <a href={href(`/deployments/${d.id}`)}>#{d.id}</a> },
+                      { head: "Group", cell: (d) => u.groups.find((g) => g.id === d.group_id)?.name ?? `Group ${d.group_id}` },
+                      { head: "Status", cell: (d) => <Badge tone={d.status === "finished" ? "ok" : d.status === "failed" || d.status === "aborted" ? "bad" : "info"}>{d.status}</Badge> },
+                      { head: "Created", cell: (d) => <Time value={d.created} /> },
+                    ]}
+                  />
+                )}
+              </Show>
+            </Card>
+            <Card title="Metadata">
+              <dl class="props">
+                {Object.entries(p.metadata).map(([k, v]) => (
+                  <Fragment key={k}>
+                    <dt class="mono small">{k}</dt>
+                    <dd class="mono small wrap-anywhere">{Array.isArray(v) ? v.join(", ") : String(v)}</dd>
+                  </Fragment>
+                ))}
+              </dl>
+            </Card>
+          </>
+        );
+      }}
+    </Show>
+  );
+}
+
+export const packagePage: Page = { path: "/packages/:id", title: "Package", component: PackagePage };
