@@ -1,6 +1,6 @@
 import { Fragment } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, get, seg } from "../api.ts";
+import { api, ApiError, get, seg } from "../api.ts";
 import { isOnline, useLive } from "../live.ts";
 import { href, navigate, type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
@@ -8,10 +8,11 @@ import type { Device } from "../../../update/devices/schema.ts";
 import type { Group } from "../../../update/groups/schema.ts";
 import type { Action, ActionLogEntry, ExecResult } from "../../../update/actions/schema.ts";
 import type { FetchedFile } from "../../../update/devicefiles/schema.ts";
+import type { PowerState } from "../../../lab/schema.ts";
 import { groupName } from "../update.ts";
 import { UpdateHistory } from "../rollouts.tsx";
 import { RecentAudit } from "../audit.tsx";
-import { Badge, Card, ErrorBox, OnlineBadge, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
+import { Badge, Card, confirmAction, ErrorBox, OnlineBadge, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
 
 /** Base64 output of an action as text. */
 const decodeOutput = (b64: string | null | undefined): string => {
@@ -121,6 +122,7 @@ function DevicePage({ params, me }: PageProps) {
                 </Card>
               </div>
               <div>
+                <PowerCard deviceId={d.id} />
                 <Actions mac={d.mac_address} online={online} />
                 <FileDownload deviceId={d.id} online={online} />
                 {Boolean(caps.shell_connect ?? caps.shell) && <TerminalCard mac={d.mac_address} online={online} />}
@@ -189,6 +191,54 @@ function Tags(props: { deviceId: number }) {
           Add tag
         </button>
       </form>
+    </Card>
+  );
+}
+
+/** A board's power port (lab.boards): its last known state, and on/off/cycle for callers with `power`. Not a board: no card. */
+function PowerCard(props: { deviceId: number }) {
+  const power = useLoad(
+    () => get<PowerState>(`/api/v2/devices/${props.deviceId}/power`).catch((error) => (error instanceof ApiError && error.status === 409 ? undefined : Promise.reject(error))),
+    [props.deviceId],
+  );
+  const [busy, run] = useAction();
+  if (!power.data && !power.error) return null;
+  const act = async (action: "on" | "off" | "cycle") => {
+    // Switching a board off or cycling it ends whatever runs on it: asked first.
+    const confirm: Parameters<typeof confirmAction> | undefined = action === "on" ? undefined : [`Power ${action} this board?`, { confirm: action === "off" ? "Power off" : "Power cycle" }];
+    if (await run(() => api("POST", `/api/v2/devices/${props.deviceId}/power/${action}`), { confirm, done: `Power ${action} done` })) power.reload();
+  };
+  const p = power.data;
+  return (
+    <Card title="Power">
+      {power.error || !p ? (
+        <ErrorBox error={power.error ?? ""} retry={power.reload} />
+      ) : (
+        <>
+          <p>
+            <Badge tone={p.state === "on" ? "ok" : p.state === "off" ? "muted" : "info"}>{p.state}</Badge> <span class="muted">via {p.driver}</span>
+            {p.last_action && (
+              <span class="muted">
+                {" "}
+                · last {p.last_action.action} by {p.last_action.by} <Time value={p.last_action.at} />
+              </span>
+            )}
+          </p>
+          {p.may_switch && (
+            <p>
+              <button type="button" class="small" disabled={busy || p.busy} onClick={() => act("on")}>
+                Power on
+              </button>{" "}
+              <button type="button" class="small" disabled={busy || p.busy} onClick={() => act("off")}>
+                Power off
+              </button>{" "}
+              <button type="button" class="small primary" disabled={busy || p.busy} onClick={() => act("cycle")}>
+                Power cycle
+              </button>
+            </p>
+          )}
+        </>
+      )}
     </Card>
   );
 }

@@ -1,0 +1,52 @@
+/**
+ * The lab on a device page in a real browser (issue 46): a board's power card, cycled from the
+ * console by its `command` driver; a caller without `power` sees the state and no buttons.
+ */
+import assert from "node:assert/strict";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, test } from "node:test";
+import type { Browser } from "playwright-core";
+import { tempDir, useTestServer } from "../helpers/server.ts";
+import { labConfig } from "../lab/helpers.ts";
+import { seedDevices } from "../update/helpers/devices.ts";
+import { signedInAdmin, type Tab } from "./browser.ts";
+
+const dir = tempDir("labgate-lab-console-");
+const log = join(dir, "power.log");
+writeFileSync(log, "");
+const MAC = "02:00:00:46:01:01";
+
+let browser: Browser;
+let admin: Tab;
+after(async () => {
+  await browser?.close();
+});
+const server = useTestServer(
+  { lab: labConfig([{ device: MAC, power: { driver: "command", on: ["sh", "-c", `echo on >> ${log}`], off: ["sh", "-c", `echo off >> ${log}`], delay: 0 } }]) },
+  async (server) => {
+    ({ browser, admin } = await signedInAdmin(server));
+  },
+);
+
+test("a board's power is cycled from its device page; the card shows who did it", async () => {
+  const [seeded, plain] = await seedDevices(server, 2);
+  await server.server.ctx.db.write((tx) => tx.run("UPDATE devices SET mac_address = ?, name = 'board-7' WHERE id = ?", [MAC, seeded!.id]));
+  const { page } = admin;
+  await page.goto(`${server.url}/#/devices/${seeded!.id}`);
+  const card = page.locator("section.card", { has: page.getByRole("heading", { name: "Power" }) });
+  await card.getByText("unknown").waitFor();
+  await card.getByRole("button", { name: "Power cycle" }).click();
+  await page.getByRole("dialog").getByRole("button", { name: "Power cycle" }).click();
+  await card.getByText(/last cycle by admin/).waitFor();
+  assert.equal(readFileSync(log, "utf8"), "off\non\n");
+  await card.getByText("on", { exact: true }).waitFor();
+  await admin.shot("device-power");
+
+  // A device that is no board has no power card.
+  const answered = page.waitForResponse((r) => r.url().endsWith(`/api/v2/devices/${plain!.id}/power`));
+  await page.goto(`${server.url}/#/devices/${plain!.id}`);
+  assert.equal((await answered).status(), 409);
+  await page.getByRole("heading", { name: "Details" }).waitFor();
+  assert.equal(await page.getByRole("heading", { name: "Power" }).count(), 0);
+});
