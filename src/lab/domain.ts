@@ -1,20 +1,23 @@
 /*
  * The composition root of the board lab: the board map of `lab.boards`, power control through
- * each board's driver. The routers get the built services (src/server/routes.ts) and only route.
+ * each board's driver, reservations (test runs check them where they resolve their devices). The routers get the built services (src/server/routes.ts) and only route.
  */
 import type { AppContext } from "../app/context.ts";
 import type { TestRunAs } from "../testrun/engine/identity.ts";
 import { BoardMap } from "./boards.ts";
 import { PowerService } from "./power.ts";
+import { ReservationService } from "./reservations.ts";
 
 export interface LabDomain {
   boards: BoardMap;
   power: PowerService;
+  reservations: ReservationService;
 }
 
 /** `runAs`: who power commands run as (the test user, as test processes). */
 export function createLabDomain(ctx: AppContext, runAs: TestRunAs): LabDomain {
   const boards = new BoardMap(ctx.config.lab.boards);
   const power = new PowerService(ctx, boards, { runAs, clock: ctx.clock });
-  return { boards, power };
+  const reservations = new ReservationService(ctx.db);
+  return { boards, power, reservations };
 }

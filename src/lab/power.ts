@@ -18,8 +18,8 @@ import { createDriver, stateAfter, type DriverEnv, type PowerAction, type PowerD
 
 export interface PowerView {
   device_id: number;
-  /** The board's power driver. */
-  driver: string;
+  /** The board's power driver; null: the device has no power port in lab.boards. */
+  driver: string | null;
   /** What the last successful action left the port in; `unknown` before the first. */
   state: "on" | "off" | "unknown";
   last_action: { action: PowerAction; by: string; at: string } | null;
@@ -60,11 +60,12 @@ export class PowerService {
     return { device, board: board as BoardConfig & { power: NonNullable<BoardConfig["power"]> } };
   }
 
-  /** The last known state of a board's power: `read` on the device. */
+  /** The last known state of a board's power: `read` on the device; a device without a power port has driver null. */
   view(identity: Identity, id: number): PowerView {
     authorize(this.db, identity, "device", id, "read");
-    const { board } = this.boardOf(id);
-    return this.viewOf(identity, id, board.power.driver);
+    const device = getDevice(this.db, id);
+    if (!device) throw new LabgateError("not_found", "device does not exist");
+    return this.viewOf(identity, id, this.boards.of(device)?.power?.driver ?? null);
   }
 
   /** Switches a board's power: `power` on the device; resolves once the driver did it. */
@@ -89,7 +90,7 @@ export class PowerService {
     return this.viewOf(identity, id, board.power.driver);
   }
 
-  private viewOf(identity: Identity, id: number, driver: string): PowerView {
+  private viewOf(identity: Identity, id: number, driver: string | null): PowerView {
     const row = this.db.get<PowerRow>("SELECT state, action, actor, at FROM lab_power WHERE device_id = ?", [id]);
     return {
       device_id: id,
@@ -97,7 +98,7 @@ export class PowerService {
       state: row?.state ?? "unknown",
       last_action: row ? { action: row.action, by: row.actor, at: row.at } : null,
       busy: this.busy.has(id),
-      may_switch: allowed(this.db, identity, "device", id, "power"),
+      may_switch: driver !== null && allowed(this.db, identity, "device", id, "power"),
     };
   }
 }

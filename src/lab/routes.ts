@@ -1,16 +1,17 @@
 import { Hono } from "hono";
+import * as z from "zod";
 import { actorOf } from "../audit/audit.ts";
 import type { Auth } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
-import { errors, ok, onObject, route } from "../http/openapi.ts";
+import { errors, jsonBody, ok, onObject, route } from "../http/openapi.ts";
 import { pathId } from "../update/validation.ts";
 import type { LabDomain } from "./domain.ts";
 import type { PowerAction } from "./drivers.ts";
-import { PowerState } from "./schema.ts";
+import { PowerState, ReservationCreate, ReservationState } from "./schema.ts";
 
 const tag = "lab";
 
-/** Board power (and, in the lab domain, reservations and consoles): `power` on the device to switch, `read` to look. */
+/** Board power (`power` on the device to switch) and reservations (`test` or `power` to reserve); `read` to look. */
 export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
@@ -22,8 +23,8 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
       path: "/api/v2/devices/:id{[0-9]+}/power",
       tag,
       access: "management",
-      summary: "A board's last known power state and last action (read on the device)",
-      responses: { 200: ok(PowerState, "OK"), ...onObject, 409: errors[409] },
+      summary: "A board's last known power state and last action (read on the device; driver null: no power port)",
+      responses: { 200: ok(PowerState, "OK"), ...onObject },
     },
     mgmt,
     (c) => c.json(lab.power.view(c.get("identity"), pathId(c.req.param("id"), "device"))),
@@ -44,6 +45,67 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
       const id = pathId(c.req.param("id"), "device");
       return c.json(await lab.power.act(c.get("identity"), actorOf(c, ctx.clock), id, c.req.param("action") as PowerAction));
     },
+  );
+
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v2/reservations",
+      tag,
+      access: "management",
+      summary: "The current reservations of the devices the caller may read",
+      responses: { 200: ok(z.array(ReservationState), "OK"), 401: errors[401] },
+    },
+    mgmt,
+    (c) => c.json(lab.reservations.list(c.get("identity"), ctx.clock.now())),
+  );
+
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v2/devices/:id{[0-9]+}/reservation",
+      tag,
+      access: "management",
+      summary: "Who holds a device and until when (read on the device)",
+      responses: { 200: ok(ReservationState, "OK"), ...onObject },
+    },
+    mgmt,
+    (c) => c.json(lab.reservations.view(c.get("identity"), pathId(c.req.param("id"), "device"), ctx.clock.now())),
+  );
+
+  route(
+    app,
+    {
+      method: "post",
+      path: "/api/v2/devices/:id{[0-9]+}/reservation",
+      tag,
+      access: "management",
+      summary: "Reserve a device for the caller, or refresh the caller's reservation (test or power on the device)",
+      body: { json: ReservationCreate },
+      responses: { 200: ok(ReservationState, "Reserved"), 400: errors[400], ...onObject, 409: errors[409] },
+    },
+    mgmt,
+    async (c) => {
+      const id = pathId(c.req.param("id"), "device");
+      const { minutes, note } = await jsonBody(c, ReservationCreate);
+      return c.json(await lab.reservations.reserve(c.get("identity"), actorOf(c, ctx.clock), id, minutes, note));
+    },
+  );
+
+  route(
+    app,
+    {
+      method: "delete",
+      path: "/api/v2/devices/:id{[0-9]+}/reservation",
+      tag,
+      access: "management",
+      summary: "Release the caller's reservation; an administrator breaks another's (audited)",
+      responses: { 200: ok(ReservationState, "Released"), ...onObject },
+    },
+    mgmt,
+    async (c) => c.json(await lab.reservations.release(c.get("identity"), actorOf(c, ctx.clock), pathId(c.req.param("id"), "device"))),
   );
 
   return app;

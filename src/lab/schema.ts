@@ -3,11 +3,12 @@
  * document shows them), the console imports the types.
  */
 import * as z from "zod";
+import { strictBody } from "../http/shapes.ts";
 
 export const PowerState = z
   .object({
     device_id: z.int(),
-    driver: z.string().describe("the board's power driver (lab.boards)"),
+    driver: z.string().nullable().describe("the board's power driver (lab.boards); null: the device has no power port"),
     state: z.enum(["on", "off", "unknown"]).describe("what the last successful action left the port in; unknown before the first"),
     last_action: z
       .object({ action: z.enum(["on", "off", "cycle"]), by: z.string().describe("the account or token user"), at: z.string().describe("ISO 8601") })
@@ -17,3 +18,23 @@ export const PowerState = z
   })
   .meta({ id: "PowerState" });
 export type PowerState = z.infer<typeof PowerState>;
+
+const MINUTES = "schema validation failed: field \"minutes\" must be an integer from 1 to 10080 (a week)";
+const NOTE = "schema validation failed: field \"note\" must be a string of at most 256 characters";
+/** The body of POST /api/v2/devices/{id}/reservation: how long from now, and why. */
+export const ReservationCreate = strictBody({
+  minutes: z.int({ error: MINUTES }).min(1, { error: MINUTES }).max(10080, { error: MINUTES }),
+  note: z.string({ error: NOTE }).max(256, { error: NOTE }).default(""),
+});
+
+export const ReservationState = z
+  .object({
+    device_id: z.int(),
+    reserved: z.boolean(),
+    holder: z.string().nullable().describe("the account or token user who holds it"),
+    note: z.string().nullable(),
+    since: z.string().nullable().describe("ISO 8601"),
+    until: z.string().nullable().describe("ISO 8601; past it the device is free"),
+  })
+  .meta({ id: "Reservation" });
+export type ReservationState = z.infer<typeof ReservationState>;

@@ -46,7 +46,31 @@ test("a board's power is cycled from its device page; the card shows who did it"
   // A device that is no board has no power card.
   const answered = page.waitForResponse((r) => r.url().endsWith(`/api/v2/devices/${plain!.id}/power`));
   await page.goto(`${server.url}/#/devices/${plain!.id}`);
-  assert.equal((await answered).status(), 409);
+  assert.equal(((await (await answered).json()) as { driver: unknown }).driver, null);
   await page.getByRole("heading", { name: "Details" }).waitFor();
   assert.equal(await page.getByRole("heading", { name: "Power" }).count(), 0);
+});
+
+test("a board is reserved from its device page; the devices list shows who holds it until when", async () => {
+  const [device] = await seedDevices(server, 1);
+  await server.server.ctx.db.write((tx) => tx.run("UPDATE devices SET name = 'board-9' WHERE id = ?", [device!.id]));
+  const { page } = admin;
+  await page.goto(`${server.url}/#/devices/${device!.id}`);
+  const card = page.locator("section.card", { has: page.getByRole("heading", { name: "Reservation" }) });
+  await card.getByText("Not reserved").waitFor();
+  await card.getByRole("button", { name: "Reserve for 1 hour" }).click();
+  await card.getByText(/Reserved by admin until/).waitFor();
+  const held = (await server.call("GET", `/api/v2/devices/${device!.id}/reservation`)).body;
+  assert.equal(held.holder, "admin");
+
+  await page.goto(`${server.url}/#/devices?q=board-9`);
+  const row = page.locator(`tr[data-mac="${device!.mac}"]`);
+  await row.getByText("admin").waitFor();
+  assert.match(await row.innerText(), /admin\s+until/);
+  await admin.shot("devices-reserved");
+
+  await page.goto(`${server.url}/#/devices/${device!.id}`);
+  await card.getByRole("button", { name: "Release" }).click();
+  await card.getByText("Not reserved").waitFor();
+  assert.equal((await server.call("GET", `/api/v2/devices/${device!.id}/reservation`)).body.reserved, false);
 });

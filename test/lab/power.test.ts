@@ -157,7 +157,8 @@ describe("board power", () => {
     const serialOnly = await power("serialOnly", "cycle");
     assert.equal(serialOnly.status, 409);
     assert.equal(serialOnly.body.error, `board ${MACS.serialOnly} has no power port in lab.boards`);
-    assert.equal((await state("plain")).status, 409);
+    assert.deepEqual((await state("plain")).body, { device_id: ids.plain, driver: null, state: "unknown", last_action: null, busy: false, may_switch: false });
+    assert.equal((await state("serialOnly")).body.driver, null);
     assert.equal((await power("pdu", "toggle")).status, 404);
     assert.equal((await server.call("POST", "/api/v2/devices/999999/power/on")).status, 404);
   });

@@ -13,6 +13,7 @@ import { planMachines, type ConfigSource, type DeviceShare, type PinnedConfig, t
 import { DeviceRuns } from "../devices/runs.ts";
 import { deviceShares, deviceTargetsOf, scriptModules, shareModules } from "../devices/shares.ts";
 import { resolveTargets, type TargetDevice } from "../devices/targets.ts";
+import { refuseReserved } from "../../lab/reservations.ts";
 import { aggregateResults } from "./aggregate.ts";
 import { Orchestrator, type LocalRuns } from "./dispatch.ts";
 import { openReportCsv, type ReportSource } from "../engine/report.ts";
@@ -99,14 +100,18 @@ export class TestRunService implements LocalRuns {
   /**
    * The plan of a run on managed devices, when the trigger names devices (docs/device-tests.md):
    * targets resolved now with the caller's permissions, each device's share, the script modules
-   * they use. Undefined when it names none. Throws 4xx for unknown targets, 403 without `test`.
+   * they use. Undefined when it names none. Throws 4xx for unknown targets, 403 without `test`,
+   * 409 for a device someone else has reserved.
    */
   private onDevices(plan: TestPlan, request: TriggerRequest, identity: Identity | undefined): { plan: TestPlan; warnings: string[] } | undefined {
     const targets = deviceTargetsOf(plan, request.machineTarget);
     if (!targets) return undefined;
     if (!this.devices) throw new LabgateError("invalid", "this server manages no devices");
     if ((request.nodes ?? []).length > 0) throw new LabgateError("invalid", "give either nodes or device targets, not both");
-    const shares = deviceShares(targets.entries, resolveTargets(this.ctx.db, identity, targets.targets));
+    const resolved = resolveTargets(this.ctx.db, identity, targets.targets);
+    // A board someone else holds runs none of this caller's tests (src/lab/reservations.ts).
+    refuseReserved(this.ctx.db, identity!, [...resolved.values()].flat(), this.ctx.clock.now());
+    const shares = deviceShares(targets.entries, resolved);
     if (shares.length === 0) throw new LabgateError("unprocessable", `no entry of the selection runs on ${targets.targets.join(", ")}`);
     const warnings = this.checkShares(shares, plan.warnings);
     return { plan: { ...plan, machineTarget: request.machineTarget, devices: shares, modules: shareModules(shares, this.ctx.dataDir) }, warnings };

@@ -1,6 +1,6 @@
 import { Fragment } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, ApiError, get, seg } from "../api.ts";
+import { api, get, seg } from "../api.ts";
 import { isOnline, useLive } from "../live.ts";
 import { href, navigate, type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
@@ -8,7 +8,7 @@ import type { Device } from "../../../update/devices/schema.ts";
 import type { Group } from "../../../update/groups/schema.ts";
 import type { Action, ActionLogEntry, ExecResult } from "../../../update/actions/schema.ts";
 import type { FetchedFile } from "../../../update/devicefiles/schema.ts";
-import type { PowerState } from "../../../lab/schema.ts";
+import type { PowerState, ReservationState } from "../../../lab/schema.ts";
 import { groupName } from "../update.ts";
 import { UpdateHistory } from "../rollouts.tsx";
 import { RecentAudit } from "../audit.tsx";
@@ -122,6 +122,7 @@ function DevicePage({ params, me }: PageProps) {
                 </Card>
               </div>
               <div>
+                <ReservationCard deviceId={d.id} me={me} />
                 <PowerCard deviceId={d.id} />
                 <Actions mac={d.mac_address} online={online} />
                 <FileDownload deviceId={d.id} online={online} />
@@ -195,14 +196,52 @@ function Tags(props: { deviceId: number }) {
   );
 }
 
+/** Who holds the device and until when; the caller reserves it for an hour, refreshes or releases their own, an administrator breaks another's. */
+function ReservationCard(props: { deviceId: number; me: PageProps["me"] }) {
+  const path = `/api/v2/devices/${props.deviceId}/reservation`;
+  const reservation = useLoad(() => get<ReservationState>(path), [props.deviceId]);
+  const [busy, run] = useAction();
+  const r = reservation.data;
+  if (!r) return null;
+  const mine = r.holder === props.me.sub;
+  const reserve = async () => {
+    if (await run(() => api("POST", path, { json: { minutes: 60, note: "" } }), { done: mine ? "Reservation refreshed" : "Reserved for an hour" })) reservation.reload();
+  };
+  const release = async () => {
+    const confirm: Parameters<typeof confirmAction> | undefined = mine ? undefined : [`Break ${r.holder}'s reservation?`, { confirm: "Break reservation" }];
+    if (await run(() => api("DELETE", path), { confirm, done: mine ? "Released" : "Reservation broken" })) reservation.reload();
+  };
+  return (
+    <Card title="Reservation">
+      {r.reserved ? (
+        <p>
+          Reserved by <strong>{r.holder}</strong> until <Time value={r.until} />
+          {r.note && <span class="muted"> · {r.note}</span>}
+        </p>
+      ) : (
+        <p class="muted">Not reserved: anyone with the test permission may run tests on it.</p>
+      )}
+      <p>
+        {(!r.reserved || mine) && (
+          <button type="button" class="small" disabled={busy} onClick={reserve}>
+            {mine ? "Refresh (1 hour)" : "Reserve for 1 hour"}
+          </button>
+        )}{" "}
+        {r.reserved && (mine || canAdminWrite(props.me)) && (
+          <button type="button" class={`small${mine ? "" : " danger"}`} disabled={busy} onClick={release}>
+            {mine ? "Release" : "Break reservation"}
+          </button>
+        )}
+      </p>
+    </Card>
+  );
+}
+
 /** A board's power port (lab.boards): its last known state, and on/off/cycle for callers with `power`. Not a board: no card. */
 function PowerCard(props: { deviceId: number }) {
-  const power = useLoad(
-    () => get<PowerState>(`/api/v2/devices/${props.deviceId}/power`).catch((error) => (error instanceof ApiError && error.status === 409 ? undefined : Promise.reject(error))),
-    [props.deviceId],
-  );
+  const power = useLoad(() => get<PowerState>(`/api/v2/devices/${props.deviceId}/power`), [props.deviceId]);
   const [busy, run] = useAction();
-  if (!power.data && !power.error) return null;
+  if ((!power.data || power.data.driver === null) && !power.error) return null;
   const act = async (action: "on" | "off" | "cycle") => {
     // Switching a board off or cycling it ends whatever runs on it: asked first.
     const confirm: Parameters<typeof confirmAction> | undefined = action === "on" ? undefined : [`Power ${action} this board?`, { confirm: action === "off" ? "Power off" : "Power cycle" }];

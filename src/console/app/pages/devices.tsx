@@ -5,6 +5,7 @@ import { href, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
 import type { Device } from "../../../update/devices/schema.ts";
 import type { Group } from "../../../update/groups/schema.ts";
+import type { ReservationState } from "../../../lab/schema.ts";
 import { groupName } from "../update.ts";
 import { Badge, OnlineBadge, PageHeader, ProgressBar, Show, Table, Time, useDebounced, useLoad } from "../ui.tsx";
 
@@ -27,6 +28,8 @@ function Devices({ query, me }: PageProps) {
     return { items: items.map((d, i) => ({ ...d, tags: tags[i]! })), total };
   }, [offset, q, live.opened]);
   const groups = useLoad(() => get<Group[]>("/api/v2/groups"));
+  // Boards someone holds (src/lab/reservations.ts): one request for every readable device.
+  const reserved = useLoad(async () => new Map((await get<ReservationState[]>("/api/v2/reservations")).map((r) => [r.device_id, r])), [offset, q, live.opened]);
   const nameOfGroup = (id: number) => {
     const group = groups.data?.find((g) => g.id === id);
     return group ? groupName(group) : `#${id}`;
@@ -78,6 +81,19 @@ function Devices({ query, me }: PageProps) {
                         </div>
                       )}
                     </>
+                  );
+                },
+              },
+              {
+                head: "Reserved",
+                cell: (d) => {
+                  const r = reserved.data?.get(d.id);
+                  return r ? (
+                    <span title={r.note || undefined}>
+                      <Badge tone="warn">{r.holder}</Badge> <span class="muted small">until <Time value={r.until} /></span>
+                    </span>
+                  ) : (
+                    <span class="muted">–</span>
                   );
                 },
               },
