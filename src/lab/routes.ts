@@ -3,15 +3,15 @@ import * as z from "zod";
 import { actorOf } from "../audit/audit.ts";
 import type { Auth } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
-import { errors, jsonBody, ok, onObject, route } from "../http/openapi.ts";
+import { errors, jsonBody, ok, onObject, queryOf, route } from "../http/openapi.ts";
 import { pathId } from "../update/validation.ts";
 import type { LabDomain } from "./domain.ts";
 import type { PowerAction } from "./drivers.ts";
-import { PowerState, ReservationCreate, ReservationState } from "./schema.ts";
+import { ConsoleQuery, PowerState, ReservationCreate, ReservationState } from "./schema.ts";
 
 const tag = "lab";
 
-/** Board power (`power` on the device to switch) and reservations (`test` or `power` to reserve); `read` to look. */
+/** Board power (`power` on the device to switch), reservations (`test` or `power` to reserve) and consoles; `read` to look. */
 export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
@@ -106,6 +106,43 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
     },
     mgmt,
     async (c) => c.json(await lab.reservations.release(c.get("identity"), actorOf(c, ctx.clock), pathId(c.req.param("id"), "device"))),
+  );
+
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v2/devices/:id{[0-9]+}/console",
+      tag,
+      access: "management",
+      summary: "What a board's console printed (read on the device), from a byte offset",
+      query: ConsoleQuery,
+      responses: {
+        200: {
+          description: "The bytes kept from `since` on",
+          media: "text/plain",
+          headers: {
+            "X-Console-Start": "the offset of the first byte in the answer",
+            "X-Console-End": "the offset after the last: the next request's since",
+            "X-Console-Status": "connected, or why the port is not read now",
+          },
+        },
+        400: errors[400],
+        ...onObject,
+        409: errors[409],
+      },
+    },
+    mgmt,
+    (c) => {
+      const id = pathId(c.req.param("id"), "device");
+      const { since } = queryOf(c, ConsoleQuery);
+      const view = lab.consoles.read(c.get("identity"), id, since ?? 0);
+      c.header("X-Console-Start", String(view.start));
+      c.header("X-Console-End", String(view.end));
+      c.header("X-Console-Status", view.status.replace(/[^\x20-\x7e]/g, "?"));
+      c.header("Content-Type", "text/plain; charset=utf-8");
+      return c.body(new Uint8Array(view.bytes));
+    },
   );
 
   return app;

@@ -3,7 +3,7 @@
  * document shows them), the console imports the types.
  */
 import * as z from "zod";
-import { strictBody } from "../http/shapes.ts";
+import { integerParam, strictBody } from "../http/shapes.ts";
 
 export const PowerState = z
   .object({
@@ -38,3 +38,8 @@ export const ReservationState = z
   })
   .meta({ id: "Reservation" });
 export type ReservationState = z.infer<typeof ReservationState>;
+
+/** The query of GET /api/v2/devices/{id}/console. */
+export const ConsoleQuery = z.object({
+  since: integerParam("since", 0, Number.MAX_SAFE_INTEGER).describe("a byte offset (X-Console-End of an earlier answer); absent: all that is kept"),
+});

@@ -105,3 +105,39 @@ export async function startPlug(kind: "tasmota" | "shelly"): Promise<FakePlug> {
   plug.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return plug;
 }
+
+export interface SerialPair {
+  /** The end labgate reads (the board's console port as the gateway sees it). */
+  port: string;
+  /** The board's end: what is written here is what the board printed. */
+  board: string;
+  close(): Promise<void>;
+}
+
+/** A socat pseudo-terminal pair with stable names under `dir` (`<name>` and `<name>.board`). */
+export async function serialPair(dir: string, name: string): Promise<SerialPair> {
+  const port = join(dir, name);
+  const board = `${port}.board`;
+  const child = spawn("socat", ["-d", "-d", `pty,raw,echo=0,link=${port}`, `pty,raw,echo=0,link=${board}`], { stdio: ["ignore", "ignore", "pipe"] });
+  let log = "";
+  child.stderr!.on("data", (d) => (log += d));
+  // A program in a child process: its links exist once it logs that it is transferring data.
+  await waitFor(() => {
+    if (child.exitCode !== null) throw new Error(`socat exited: ${log}`);
+    return log.includes("starting data transfer loop");
+  }, 10_000, "socat's pseudo-terminals");
+  return {
+    port,
+    board,
+    close: async () => {
+      if (child.exitCode !== null) return;
+      child.kill();
+      await once(child, "exit");
+    },
+  };
+}
+
+/** A board printing to its console: `text` written to its end of the pair, as a running board does. */
+export function boardPrints(pair: SerialPair, text: string): void {
+  writeFileSync(pair.board, text);
+}
