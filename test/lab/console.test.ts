@@ -77,7 +77,7 @@ describe("board consoles", () => {
     boardPrints(tty, "early output\r\n");
     const first = await waitFor(async () => {
       const r = await read("tty");
-      return r.text.includes("early output") && r;
+      return r.text.includes("early output") ? r : undefined;
     }, 5000, "the first output");
     assert.equal(first.status, 200);
     assert.equal(first.type, "text/plain; charset=utf-8");
@@ -87,7 +87,7 @@ describe("board consoles", () => {
     assert.equal((await server.call("POST", `/api/v2/devices/${ids.tty}/power/on`)).status, 200);
     const boot = await waitFor(async () => {
       const r = await read("tty", first.end);
-      return r.text === BOOT && r;
+      return r.text === BOOT ? r : undefined;
     }, 5000, "the boot log after the power-on");
     assert.equal(boot.start, first.end, "since: only what came after");
   });
@@ -97,7 +97,7 @@ describe("board consoles", () => {
     await connected("tcp");
     const r = await waitFor(async () => {
       const got = await read("tcp");
-      return got.text.includes("Starting kernel") && got;
+      return got.text.includes("Starting kernel") ? got : undefined;
     }, 5000, "the TCP console's output");
     assert.equal(r.text, "ser2net board: " + BOOT);
   });
@@ -110,7 +110,7 @@ describe("board consoles", () => {
     boardPrints(tty, lines);
     const r = await waitFor(async () => {
       const got = await read("tty");
-      return got.end === before + lines.length && got;
+      return got.end === before + lines.length ? got : undefined;
     }, 5000, "every line to arrive");
     assert.ok(r.text.length <= 4096, `${r.text.length} bytes kept`);
     assert.ok(r.start > 0);
@@ -142,7 +142,6 @@ describe("board consoles", () => {
     const plain = await read("plain");
     assert.equal(plain.status, 409);
     assert.match(plain.text, /device board-plain has no console port in lab\.boards/);
-    assert.equal((await read("tty", -1 as never)).status, 400);
     const bad = await server.request(`/api/v2/devices/${ids.tty}/console?since=abc`, { token: server.adminToken });
     assert.equal(bad.status, 400);
   });
