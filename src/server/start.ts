@@ -94,8 +94,10 @@ export function startDomains(ctx: AppContext): Domains {
   const testRun = createTestRunDomain(ctx, update.hub, runAs);
   // A deployment's validation runs a test config on each device that installed.
   validateDeployments(ctx, update.deployments, testRun.runs, update.hub);
-  // The board lab: power ports of lab.boards (their commands run as the test user).
+  // The board lab: power ports of lab.boards (their commands run as the test user), console captures;
+  // runs on a board leave its console span as an artifact.
   const lab = createLabDomain(ctx, runAs);
+  testRun.runs.attachConsoles(lab.consoles);
   return { shared, accounts, update, testRun, lab };
 }
 

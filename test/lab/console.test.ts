@@ -13,12 +13,19 @@ import { tempDir, useTestServer, waitFor } from "../helpers/server.ts";
 import { seedDevices } from "../update/helpers/devices.ts";
 import { RETRY_MS } from "../../src/lab/console.ts";
 import { boardPrints, labConfig, serialPair, type SerialPair } from "./helpers.ts";
+import { FAST_SERVER } from "../update/helpers/agents.ts";
+import { protocolDevice, type ProtocolDevice } from "../testrun/device-helpers.ts";
+import { uploadConfig, waitRun } from "../testrun/run-helpers.ts";
 
 const dir = tempDir("labgate-console-");
 const BOOT = "U-Boot 2024.01 (Jan 01 2024)\r\nDRAM: 512 MiB\r\nStarting kernel ...\r\n";
 const MACS = { tty: "02:00:00:46:02:01", tcp: "02:00:00:46:02:02", missing: "02:00:00:46:02:03", plain: "02:00:00:46:02:04" };
+const RUN_MAC = "02:00:00:46:02:05";
 
 let tty: SerialPair;
+/** The console of the board that runs tests. */
+let runTty: SerialPair;
+const agents: ProtocolDevice[] = [];
 /** A ser2net stand-in: prints the boot log to whoever connects. */
 const sockets = new Set<Socket>();
 const ser2net = createServer((socket) => {
@@ -27,12 +34,15 @@ const ser2net = createServer((socket) => {
   socket.write("ser2net board: " + BOOT);
 });
 after(async () => {
+  agents.forEach((a) => a.close());
   await tty?.close();
+  await runTty?.close();
   for (const s of sockets) s.destroy();
   ser2net.close();
 });
 const server = useTestServer(async () => {
   tty = await serialPair(dir, "ttyUSB0");
+  runTty = await serialPair(dir, "ttyUSB1");
   ser2net.listen(0, "127.0.0.1");
   await once(ser2net, "listening");
   return {
@@ -46,11 +56,14 @@ const server = useTestServer(async () => {
         },
         { device: MACS.tcp, serial: { tcp: `127.0.0.1:${(ser2net.address() as AddressInfo).port}` } },
         { device: MACS.missing, serial: { port: `${dir}/ttyACM9`, baud: 9600 } },
+        { device: RUN_MAC, serial: { port: runTty.port } },
       ],
       { console_bytes: 4096 },
     ),
+    ...FAST_SERVER,
+    test_server: { device_wait: 5 },
   };
-});
+}, (s) => uploadConfig(s, "boot.yml", "tests:\n  g:\n  - exec:\n      command: [true]\n"));
 
 const ids: Record<keyof typeof MACS, number> = {} as never;
 async function setup(): Promise<void> {
@@ -144,6 +157,25 @@ describe("board consoles", () => {
     assert.match(plain.text, /device board-plain has no console port in lab\.boards/);
     const bad = await server.request(`/api/v2/devices/${ids.tty}/console?since=abc`, { token: server.adminToken });
     assert.equal(bad.status, 400);
+  });
+
+  test("a test run on a board leaves what its console printed during the run as console.log", async () => {
+    const agent = await protocolDevice(server, "board-run", RUN_MAC);
+    agents.push(agent);
+    await waitFor(async () => (await server.request(`/api/v2/devices/${agent.id}/console`, { token: server.adminToken })).headers.get("x-console-status") === "connected", 10_000, "the run board's console");
+    boardPrints(runTty, "before the run\r\n");
+    await waitFor(async () => (await (await server.request(`/api/v2/devices/${agent.id}/console`, { token: server.adminToken })).text()).includes("before the run"), 5000, "output before the run");
+    const started = await server.call("POST", "/api/v1/test-runs", { config_name: "boot.yml", machine_target: "device:board-run" });
+    assert.equal(started.status, 200, JSON.stringify(started.body));
+    const start = await agent.next("test_run_start");
+    boardPrints(runTty, "[ 1.234] test: running g\r\n");
+    await waitFor(async () => (await (await server.request(`/api/v2/devices/${agent.id}/console`, { token: server.adminToken })).text()).includes("running g"), 5000, "output during the run");
+    agent.send({ method: "test_run_end", run_id: start.run_id, status: "finished", error: null, warnings: [] });
+    const run = await waitRun(server, started.body.id);
+    const deviceDir = (run.devices as Array<{ dir: string }>)[0]!.dir;
+    const log = await server.request(`/api/v1/test-runs/${run.id}/artifacts/${deviceDir}/console.log`, { token: server.adminToken });
+    assert.equal(log.status, 200);
+    assert.equal(await log.text(), "[ 1.234] test: running g\r\n", "the span of the run, not what came before");
   });
 
   test("the ring survives a restart: offsets go on from where they were", async () => {

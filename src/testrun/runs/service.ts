@@ -10,7 +10,7 @@ import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
 import { isDeviceTarget } from "../devices/protocol.ts";
 import { buildPlan, snapshotSource } from "../config/plan-builder.ts";
 import { planMachines, type ConfigSource, type DeviceShare, type PinnedConfig, type TestPlan } from "../plan.ts";
-import { DeviceRuns } from "../devices/runs.ts";
+import { DeviceRuns, type ConsoleSpans } from "../devices/runs.ts";
 import { deviceShares, deviceTargetsOf, scriptModules, shareModules } from "../devices/shares.ts";
 import { resolveTargets, type TargetDevice } from "../devices/targets.ts";
 import { refuseReserved } from "../../lab/reservations.ts";
@@ -71,6 +71,11 @@ export class TestRunService implements LocalRuns {
   }
 
   /** At start: runs and orchestrations the last process left unfinished become aborted; nothing is re-queued. */
+  /** Runs on boards with a console port (src/lab/console.ts) leave the span they ran in as each device's `console.log`. */
+  attachConsoles(consoles: ConsoleSpans): void {
+    this.devices?.attachConsoles(consoles);
+  }
+
   recoverFromRestart(): void {
     // The write is applied in memory at once and made durable right after.
     void this.store.abortUnfinished(this.ctx.clock.now(), RESTART_ERROR).catch((e) => this.ctx.log.error(`testrun: marking unfinished runs aborted failed: ${e}`));
