@@ -27,6 +27,8 @@ export interface PowerView {
   busy: boolean;
   /** The caller holds `power` on the device (the console shows its buttons). */
   may_switch: boolean;
+  /** The board has a console port (GET /api/v2/devices/{id}/console). */
+  console: boolean;
 }
 
 interface PowerRow {
@@ -65,13 +67,15 @@ export class PowerService {
     authorize(this.db, identity, "device", id, "read");
     const device = getDevice(this.db, id);
     if (!device) throw new LabgateError("not_found", "device does not exist");
-    return this.viewOf(identity, id, this.boards.of(device)?.power?.driver ?? null);
+    const board = this.boards.of(device);
+    return { ...this.viewOf(identity, id, board?.power?.driver ?? null), console: board?.serial !== undefined };
   }
 
   /** Switches a board's power: `power` on the device; resolves once the driver did it. */
   async act(identity: Identity, actor: Actor, id: number, action: PowerAction): Promise<PowerView> {
     authorize(this.db, identity, "device", id, "power");
     const { board } = this.boardOf(id);
+    const console = board.serial !== undefined;
     if (this.busy.has(id)) throw new LabgateError("conflict", `a power action on board ${board.device} is under way`);
     let driver = this.drivers.get(board);
     if (!driver) this.drivers.set(board, (driver = createDriver(board.power, this.env)));
@@ -87,10 +91,10 @@ export class PowerService {
       tx.run("INSERT OR REPLACE INTO lab_power (device_id, state, action, actor, at) VALUES (?, ?, ?, ?, ?)", [id, stateAfter(action), action, actor.name, isoTime(actor.at)]);
       recordAudit(tx, actor, `power.${action}`, `device:${id}`, { board: board.device, driver: board.power.driver });
     });
-    return this.viewOf(identity, id, board.power.driver);
+    return { ...this.viewOf(identity, id, board.power.driver), console };
   }
 
-  private viewOf(identity: Identity, id: number, driver: string | null): PowerView {
+  private viewOf(identity: Identity, id: number, driver: string | null): Omit<PowerView, "console"> {
     const row = this.db.get<PowerRow>("SELECT state, action, actor, at FROM lab_power WHERE device_id = ?", [id]);
     return {
       device_id: id,

@@ -1,11 +1,14 @@
 /**
  * The lab on a device page in a real browser (issue 46): a board's power card, cycled from the
- * console by its `command` driver; a caller without `power` sees the state and no buttons.
+ * console by its `command` driver, and its console capture; reservations on the device page and
+ * in the devices list.
  */
 import assert from "node:assert/strict";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, test } from "node:test";
+import { once } from "node:events";
+import { createServer, type AddressInfo, type Socket } from "node:net";
 import type { Browser } from "playwright-core";
 import { tempDir, useTestServer } from "../helpers/server.ts";
 import { labConfig } from "../lab/helpers.ts";
@@ -17,19 +20,32 @@ const log = join(dir, "power.log");
 writeFileSync(log, "");
 const MAC = "02:00:00:46:01:01";
 
+/** The board's console as ser2net serves it: its boot log for whoever connects. */
+const sockets = new Set<Socket>();
+const ser2net = createServer((socket) => {
+  sockets.add(socket);
+  socket.write("U-Boot 2024.01\r\nStarting kernel ...\r\n");
+});
 let browser: Browser;
 let admin: Tab;
 after(async () => {
   await browser?.close();
+  for (const socket of sockets) socket.destroy();
+  ser2net.close();
 });
 const server = useTestServer(
-  { lab: labConfig([{ device: MAC, power: { driver: "command", on: ["sh", "-c", `echo on >> ${log}`], off: ["sh", "-c", `echo off >> ${log}`], delay: 0 } }]) },
+  async () => {
+    ser2net.listen(0, "127.0.0.1");
+    await once(ser2net, "listening");
+    const power = { driver: "command", on: ["sh", "-c", `echo on >> ${log}`], off: ["sh", "-c", `echo off >> ${log}`], delay: 0 };
+    return { lab: labConfig([{ device: MAC, power, serial: { tcp: `127.0.0.1:${(ser2net.address() as AddressInfo).port}` } }]) };
+  },
   async (server) => {
     ({ browser, admin } = await signedInAdmin(server));
   },
 );
 
-test("a board's power is cycled from its device page; the card shows who did it", async () => {
+test("a board's power is cycled from its device page; the card shows who did it; its console is shown", async () => {
   const [seeded, plain] = await seedDevices(server, 2);
   await server.server.ctx.db.write((tx) => tx.run("UPDATE devices SET mac_address = ?, name = 'board-7' WHERE id = ?", [MAC, seeded!.id]));
   const { page } = admin;
@@ -41,6 +57,7 @@ test("a board's power is cycled from its device page; the card shows who did it"
   await card.getByText(/last cycle by admin/).waitFor();
   assert.equal(readFileSync(log, "utf8"), "off\non\n");
   await card.getByText("on", { exact: true }).waitFor();
+  await page.getByLabel("Board console").getByText("Starting kernel").waitFor();
   await admin.shot("device-power");
 
   // A device that is no board has no power card.

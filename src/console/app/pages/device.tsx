@@ -1,6 +1,6 @@
 import { Fragment } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, get, seg } from "../api.ts";
+import { api, call, get, seg } from "../api.ts";
 import { isOnline, useLive } from "../live.ts";
 import { href, navigate, type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
@@ -237,10 +237,48 @@ function ReservationCard(props: { deviceId: number; me: PageProps["me"] }) {
   );
 }
 
+/** The console capture of a board (read-only): the kept tail, then what arrives, asked every two seconds. */
+function ConsoleCard(props: { deviceId: number }) {
+  const [text, setText] = useState("");
+  const [status, setStatus] = useState("");
+  const box = useRef<HTMLPreElement>(null);
+  useEffect(() => {
+    let since = 0;
+    let live = true;
+    const poll = async () => {
+      const res = await call("GET", `/api/v2/devices/${props.deviceId}/console?since=${since}`).catch(() => undefined);
+      if (!live || !res?.ok) return;
+      const chunk = await res.text();
+      since = Number(res.headers.get("X-Console-End")) || since;
+      setStatus(res.headers.get("X-Console-Status") ?? "");
+      // The view keeps the last 64 KiB, as a terminal's scrollback.
+      if (chunk) setText((old) => (old + chunk).slice(-65536));
+    };
+    void poll();
+    const timer = setInterval(poll, 2000);
+    return () => {
+      live = false;
+      clearInterval(timer);
+    };
+  }, [props.deviceId]);
+  useEffect(() => {
+    if (box.current) box.current.scrollTop = box.current.scrollHeight;
+  }, [text]);
+  return (
+    <Card title="Console">
+      <p class="muted small">{status === "connected" ? "Captured from the board's console port." : `Console port: ${status || "…"}`}</p>
+      <pre class="output" ref={box} aria-label="Board console">
+        {text}
+      </pre>
+    </Card>
+  );
+}
+
 /** A board's power port (lab.boards): its last known state, and on/off/cycle for callers with `power`. Not a board: no card. */
 function PowerCard(props: { deviceId: number }) {
   const power = useLoad(() => get<PowerState>(`/api/v2/devices/${props.deviceId}/power`), [props.deviceId]);
   const [busy, run] = useAction();
+  if (power.data?.console && power.data.driver === null) return <ConsoleCard deviceId={props.deviceId} />;
   if ((!power.data || power.data.driver === null) && !power.error) return null;
   const act = async (action: "on" | "off" | "cycle") => {
     // Switching a board off or cycling it ends whatever runs on it: asked first.
@@ -249,6 +287,7 @@ function PowerCard(props: { deviceId: number }) {
   };
   const p = power.data;
   return (
+    <>
     <Card title="Power">
       {power.error || !p ? (
         <ErrorBox error={power.error ?? ""} retry={power.reload} />
@@ -279,6 +318,8 @@ function PowerCard(props: { deviceId: number }) {
         </>
       )}
     </Card>
+    {p?.console && <ConsoleCard deviceId={props.deviceId} />}
+    </>
   );
 }
 
