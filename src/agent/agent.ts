@@ -24,7 +24,7 @@ import { serverTransport, type ServerTransport } from "./transport.ts";
 import { ShellSessions } from "./shell.ts";
 import { runCommand } from "./commands.ts";
 import { TestRunner } from "./tests.ts";
-import { prepareRunAs } from "../testrun/engine/identity.ts";
+import { ownUserRuns, prepareRunAs } from "../testrun/engine/identity.ts";
 
 const STATE_FILE = "state.json";
 
@@ -126,7 +126,8 @@ export class Agent {
     this.actions = new AgentActions(this.config, this.socket, this.stopController.signal, () => void this.checkNow(), this.clock);
     const tests = this.config.tests;
     // Who runs the tests: checked now, so that an agent that cannot switch to run_as stops at start (exit 2).
-    const runAs = tests.enabled && tests.run_as ? prepareRunAs(tests.run_as, this.config.data_dir, tests.work_dir, { runAs: "agent config key tests.run_as", workDir: "agent config key tests.work_dir" }) : {};
+    const runAs = !tests.enabled ? {} : tests.run_as ? prepareRunAs(tests.run_as, this.config.data_dir, tests.work_dir, { runAs: "agent config key tests.run_as", workDir: "agent config key tests.work_dir" }) : ownUserRuns();
+    if (runAs.containment) this.log.info(`agent: tests: ${runAs.containment.description}`);
     this.tests = new TestRunner({
       config: tests,
       runAs,

@@ -24,6 +24,15 @@ const MAX_CHECKSUM_ERRORS = 3;
 export interface PendingInstall {
   version: string;
   from_version: string;
+  /** The offer's deployment and attempt, for the outcome after the restart. */
+  deployment?: number;
+  attempt?: number;
+}
+
+/** The deployment and attempt an offer names (its outcomes echo them: docs/device-protocol.md). */
+export function offerTag(answer: { deployment?: unknown; attempt?: unknown }): { deployment?: number; attempt?: number } {
+  const { deployment, attempt } = answer;
+  return Number.isSafeInteger(deployment) && Number.isSafeInteger(attempt) ? { deployment: deployment as number, attempt: attempt as number } : {};
 }
 
 export interface InstallContext {
@@ -50,7 +59,7 @@ export interface InstallContext {
   awaitRestart(pending: PendingInstall): void;
   /** Aborted when the server says the deployment was aborted (`update_abort`): install nothing. */
   aborted: AbortSignal;
-  /** The sha256 of offers already reported failed without a try (no install_command): not again. */
+  /** Offers (sha256, deployment, attempt) already reported failed without a try (no install_command): not again. */
   refusedOffers: Set<string>;
 }
 
@@ -67,13 +76,16 @@ export async function checkAndInstall(agent: InstallContext): Promise<void> {
   const { uri, sha256 } = answer;
   if (typeof uri !== "string" || typeof sha256 !== "string") throw new Error("update check answer lacks uri or sha256");
   const offered = typeof answer.version === "string" ? answer.version : undefined;
+  const tag = offerTag(answer);
   if (config.install_command.length === 0) {
     // Nothing could install it: downloading would only cost bandwidth. The offer fails at once,
     // said once per offer (a deployment would otherwise wait for this device until its timeout).
     const version = offered ?? `package ${String(answer.id)}`;
-    if (agent.refusedOffers.has(sha256)) return;
-    agent.refusedOffers.add(sha256);
-    agent.report({ state: "failed", version, from_version: agent.softwareVersion(), reason: NO_INSTALLER });
+    // An offer is its package in its deployment's attempt: a retry is a new offer, answered too.
+    const key = `${sha256}:${tag.deployment ?? ""}:${tag.attempt ?? ""}`;
+    if (agent.refusedOffers.has(key)) return;
+    agent.refusedOffers.add(key);
+    agent.report({ state: "failed", version, from_version: agent.softwareVersion(), reason: NO_INSTALLER, ...tag });
     return log.warn(`agent: update ${version} offered, but ${NO_INSTALLER}: not installed`);
   }
   log.info(`agent: update ${offered ?? `package ${String(answer.id)}`} offered`);
@@ -85,13 +97,13 @@ export async function checkAndInstall(agent: InstallContext): Promise<void> {
   const version0 = offered ?? `package ${String(answer.id)}`;
   const from = agent.softwareVersion();
   const failed = (reason: string, output?: Buffer): Error => {
-    agent.report({ state: "failed", version: version0, from_version: from, reason, ...(output ? { output: outputTail(output) } : {}) });
+    agent.report({ state: "failed", version: version0, from_version: from, reason, ...(output ? { output: outputTail(output) } : {}), ...tag });
     return new Error(reason);
   };
   const signal = AbortSignal.any([agent.signal, agent.aborted]);
   const abortedByServer = () => {
     if (!agent.aborted.aborted || agent.stopped()) return false;
-    agent.report({ state: "aborted", version: version0, from_version: from, reason: "the deployment was aborted" });
+    agent.report({ state: "aborted", version: version0, from_version: from, reason: "the deployment was aborted", ...tag });
     log.info(`agent: update ${version0} aborted by the server: not installed`);
     return true;
   };
@@ -123,7 +135,7 @@ export async function checkAndInstall(agent: InstallContext): Promise<void> {
   }
   if (abortedByServer()) return;
 
-  agent.report({ state: "installing", version: version0, from_version: from });
+  agent.report({ state: "installing", version: version0, from_version: from, ...tag });
   const argv = config.install_command.map((arg) => arg.replaceAll("{file}", path));
   let version = offered;
   const result = await runCommand(argv, { cwd: config.data_dir, signal: agent.signal });
@@ -139,17 +151,19 @@ export async function checkAndInstall(agent: InstallContext): Promise<void> {
   }
   agent.deliver({ method: "update_progress", progress: 100 });
   if (!version) {
-    agent.report({ state: "installed", version: version0, from_version: from, reason: "installed; the new version is unknown (the server did not name it)" });
+    agent.report({ state: "installed", version: version0, from_version: from, reason: "installed; the new version is unknown (the server did not name it)", ...tag });
     return log.warn("agent: installed, but the new version is unknown (the server did not name it)");
   }
   if (config.version_command.length > 0) {
     // A/B: the new slot runs after a restart; the restart tells (confirmInstall).
-    agent.awaitRestart({ version, from_version: from });
+    agent.awaitRestart({ version, from_version: from, ...tag });
     return log.info(`agent: installed ${version} into the other slot; it is confirmed after the restart`);
   }
   agent.installed(version);
   agent.deliver({ method: "update_version", version });
-  agent.report({ state: "installed", version, from_version: from });
+  // Another version than offered: the server fails the attempt, and the output says why.
+  const mismatch = offered !== undefined && version !== offered ? { output: outputTail(result.output) } : {};
+  agent.report({ state: "installed", version, from_version: from, ...mismatch, ...tag });
   log.info(`agent: installed ${version}`);
 }
 
@@ -163,7 +177,7 @@ export async function confirmInstall(config: AgentConfig, pending: PendingInstal
   const running = probe.code === 0 ? probe.output.toString().trim().split("\n").pop()?.trim() ?? "" : "";
   if (running !== pending.version) {
     const reason = probe.code === 0 ? `rolled back: running ${running || "(nothing)"} instead of ${pending.version}` : `rolled back: version_command exited with ${probe.code}`;
-    report({ state: "failed", version: pending.version, from_version: pending.from_version, reason, output: outputTail(probe.output) });
+    report({ state: "failed", version: pending.version, from_version: pending.from_version, reason, output: outputTail(probe.output), ...offerTag(pending) });
     log.warn(`agent: update ${pending.version} ${reason}`);
     return running || undefined;
   }
@@ -171,12 +185,12 @@ export async function confirmInstall(config: AgentConfig, pending: PendingInstal
     const commit = await runCommand(config.commit_command, { cwd: config.data_dir, timeout: 300, clock });
     if (commit.code !== 0) {
       const reason = `commit command exited with ${commit.code}`;
-      report({ state: "failed", version: pending.version, from_version: pending.from_version, reason, output: outputTail(commit.output) });
+      report({ state: "failed", version: pending.version, from_version: pending.from_version, reason, output: outputTail(commit.output), ...offerTag(pending) });
       log.warn(`agent: update ${pending.version}: ${reason}`);
       return undefined;
     }
   }
-  report({ state: "installed", version: pending.version, from_version: pending.from_version });
+  report({ state: "installed", version: pending.version, from_version: pending.from_version, ...offerTag(pending) });
   log.info(`agent: ${pending.version} confirmed after the restart`);
   return running;
 }

@@ -16,6 +16,9 @@ export interface UpdateOutcome {
   reason?: string;
   /** The last 4 KiB of the install command's output. */
   output?: string;
+  /** The deployment and attempt of the offer it answers, as the offer named them (absent: an offer of the group's policy). */
+  deployment?: number;
+  attempt?: number;
 }
 
 const FILE = "outcomes.json";

@@ -32,7 +32,7 @@ const UPLOAD_ATTEMPTS = 5;
 
 export interface TestRunnerDeps {
   config: AgentTests;
-  /** `tests.run_as`: the user the runs' programs run as and its work dir (prepareRunAs); empty: the agent's user. */
+  /** `tests.run_as`: the user the runs' programs run as and its work dir (prepareRunAs; none: the agent's user), and what holds each run's processes. */
   runAs: TestRunAs;
   /** The agent's data dir: runs work under `tests/`. */
   dataDir: string;

@@ -12,7 +12,7 @@ import { testrunDirs } from "./runs/paths.ts";
 import { userInfo } from "node:os";
 import type { Config } from "../config/config.ts";
 import type { Logger } from "../util/log.ts";
-import { prepareRunAs, resolveRunAs, type TestRunAs } from "./engine/identity.ts";
+import { ownUserRuns, prepareRunAs, resolveRunAs, type TestRunAs } from "./engine/identity.ts";
 import { TestRunService } from "./runs/service.ts";
 import { RunStore, type RunChange } from "./runs/store.ts";
 
@@ -29,7 +29,7 @@ export interface TestRunDomain {
 
 /**
  * `test_server.run_as` at start (prepareRunAs). Without it, tests run as the server's own user,
- * and the log says once what that means.
+ * and the log says once what that means. The log names what holds a run's processes.
  */
 export function testIdentityOf(config: Config, log: Logger): TestRunAs {
   const spec = config.test_server.run_as;
@@ -37,9 +37,10 @@ export function testIdentityOf(config: Config, log: Logger): TestRunAs {
     log.warn(
       `test_server.run_as is not set: test configs run their commands as this server's user (${userInfo().username}, uid ${process.getuid?.()}), who can read and change everything in the data dir; an account with svc_tests_rw can do whatever this user can (README: "Who tests run as")`,
     );
-    return {};
   }
-  return prepareRunAs(resolveRunAs(spec), config.data_dir, config.test_server.work_dir || `${config.data_dir}-runs`, { runAs: "config key test_server.run_as", workDir: "config key test_server.work_dir" });
+  const runAs = spec ? prepareRunAs(resolveRunAs(spec), config.data_dir, config.test_server.work_dir || `${config.data_dir}-runs`, { runAs: "config key test_server.run_as", workDir: "config key test_server.work_dir" }) : ownUserRuns();
+  log.info(`testrun: ${runAs.containment!.description}`);
+  return runAs;
 }
 
 /**

@@ -83,7 +83,7 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   hub.onConnect((conn) => events.publish("connect", { device: conn.mac }));
   hub.onDisconnect((mac) => events.publish("disconnect", { device: mac }));
   // Deployments: progress and versions move devices' states; update_outcome reports (docs/device-protocol.md).
-  const deployments = new DeploymentService(ctx, catalog, events, hub);
+  const deployments = new DeploymentService(ctx, catalog, events, hub, progress);
   deployments.start();
   ctx.onClosing.push(() => deployments.close());
   handleOutcomes(ctx, hub, deployments);

@@ -1,11 +1,14 @@
 import { spawn } from "node:child_process";
-import { constants, createWriteStream, openSync, type WriteStream } from "node:fs";
+import { constants, createWriteStream, existsSync, openSync, type WriteStream } from "node:fs";
+import { join } from "node:path";
 import { after, systemClock, type Clock } from "./time.ts";
 
 /** How long a process gets between SIGTERM and SIGKILL. */
 export const KILL_GRACE_MS = 5_000;
 /** Output kept in memory per stream; everything can still go to `outputFile`. */
 export const OUTPUT_LIMIT = 1024 * 1024;
+/** Where programs started with a clean environment look for programs. */
+export const SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 export interface ProcessOptions {
   /** A string runs through `/bin/sh -c` (as one argument); a list is an argv, no shell. */
@@ -17,10 +20,17 @@ export interface ProcessOptions {
   baseEnv?: Record<string, string>;
   /**
    * Run as this user and group instead of the server's (needs root or CAP_SETUID and CAP_SETGID;
-   * see switchTo), with the user's own groups and umask 007: what it writes, its group (the
-   * server is a member) may read. Signals to its process group go through that identity too.
+   * see switchTo), with that group alone, no_new_privs and umask 007: what it writes, its group
+   * (the server is a member) may read. Signals to its process group go through that identity too.
    */
   as?: { uid: number; gid: number };
+  /** no_new_privs without `as` too (setpriv): setuid programs and file capabilities give the program nothing. */
+  noNewPrivs?: boolean;
+  /**
+   * A cgroup v2 directory the program starts in: it moves itself there (as this process's user)
+   * before it becomes the program, so that all it ever starts is inside (src/testrun/engine/containment.ts).
+   */
+  cgroup?: string;
   timeoutMs?: number;
   /** Whose time `timeoutMs` and the kill grace run on (a server's or agent's clock); the system's by default. */
   clock?: Clock;
@@ -114,6 +124,9 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
   if (!file) return Promise.resolve(result({ startError: "empty command" }));
   if (options.signal?.aborted) return Promise.resolve(result({ aborted: true, startError: "aborted" }));
   if (options.as) [file, args] = ["setpriv", [...switchTo(options.as), "/bin/sh", "-c", UMASK_THEN_EXEC, file, ...args]];
+  else if (options.noNewPrivs) [file, args] = [setpriv(), ["--no-new-privs", "--", "/bin/sh", "-c", CHECK_THEN_EXEC, file, ...args]];
+  const wrapped = Boolean(options.as || options.noNewPrivs);
+  if (options.cgroup) [file, args] = ["/bin/sh", ["-c", CGROUP_ENTRY, join(options.cgroup, "cgroup.procs"), file, ...args]];
 
   return new Promise((resolve) => {
     const out = new Capture(limit);
@@ -151,7 +164,12 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
     };
     const stop = () => {
       killGroup("SIGTERM");
-      cancelKill ??= after(clock, grace, () => killGroup("SIGKILL"));
+      cancelKill ??= after(clock, grace, () => {
+        killGroup("SIGKILL");
+        // A process that left the group (setsid) may hold the output pipes for good: they close here, so the program's end is seen.
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+      });
     };
     const cancelTimeout = options.timeoutMs ? after(clock, options.timeoutMs, () => ((timedOut = true), stop())) : undefined;
     const onAbort = () => {
@@ -199,7 +217,8 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
     child.on("close", (code, sig) => {
       if (exited) return;
       exited = true;
-      if (options.as && code === 127 && err.text().startsWith(NOT_FOUND)) return finish({ startError: `${programName(options.command)} not found` });
+      if (wrapped && code === 127 && err.text().startsWith(NOT_FOUND)) return finish({ startError: `${programName(options.command)} not found` });
+      if (options.cgroup && code === 125 && err.text().includes(NOT_CONTAINED)) return finish({ startError: NOT_CONTAINED });
       // The shell may be gone while its children still hold nothing open; make sure the group is.
       if (cancelKill) {
         cancelKill();
@@ -210,21 +229,35 @@ export function runProcess(options: ProcessOptions): Promise<ProcessResult> {
   });
 }
 
-/** What the umask shell of a process run `as` another user says when the program does not exist. */
+/** What the shell behind setpriv says when the program does not exist. */
 const NOT_FOUND = "labgate: program not found";
+/** What the cgroup shell says when the program may not start in its cgroup (it does not start). */
+const NOT_CONTAINED = "cannot start the program in its run's cgroup";
 
+/** The shell behind setpriv becomes the program, or says NOT_FOUND (setpriv's own message would be its exit 127 alone). */
+const CHECK_THEN_EXEC = `command -v -- "$0" >/dev/null || { echo "${NOT_FOUND}" >&2; exit 127; }; exec "$0" "$@"`;
 /** Node's spawn sets no umask: a shell sets it, then becomes the program (or says NOT_FOUND). */
-const UMASK_THEN_EXEC = `umask 007; command -v -- "$0" >/dev/null || { echo "${NOT_FOUND}" >&2; exit 127; }; exec "$0" "$@"`;
+const UMASK_THEN_EXEC = `umask 007; ${CHECK_THEN_EXEC}`;
+/** `sh -c CGROUP_ENTRY <cgroup.procs> program...`: the shell writes itself into the cgroup ("0" is the writer), then becomes the program. */
+export const CGROUP_ENTRY = `echo 0 > "$0" || { echo "labgate: ${NOT_CONTAINED}" >&2; exit 125; }; exec "$@"`;
 
 /**
  * setpriv's arguments (util-linux) that make the rest of its command line run as `as`: real,
- * effective and saved ids, the user's own groups, and no capabilities. Node's own uid/gid spawn
+ * effective and saved ids, its group and no supplementary ones (not those /etc/group gives the
+ * user), no capabilities, and no_new_privs (setuid programs give it nothing). Node's own uid/gid spawn
  * options are not enough: a server that is not root but holds CAP_SETUID and CAP_SETGID as
  * ambient capabilities (the systemd unit) would pass them on, and the test could switch back to
  * the server's user.
  */
 export function switchTo(as: { uid: number; gid: number }): string[] {
-  return ["--reuid", String(as.uid), "--regid", String(as.gid), "--init-groups", "--inh-caps=-all", "--ambient-caps=-all", "--"];
+  return ["--reuid", String(as.uid), "--regid", String(as.gid), "--clear-groups", "--no-new-privs", "--inh-caps=-all", "--ambient-caps=-all", "--"];
+}
+
+let setprivPath: string | undefined;
+/** setpriv's path: the programs of a test without `as` look in the server's PATH, which need not hold it. */
+function setpriv(): string {
+  setprivPath ??= SAFE_PATH.split(":").map((dir) => `${dir}/setpriv`).find((path) => existsSync(path)) ?? "setpriv";
+  return setprivPath;
 }
 
 /** Open flags of output files: created or truncated, never through a symlink. */
@@ -242,7 +275,7 @@ function openOutput(path: string): WriteStream | undefined {
 /** Sends `sig` to `pid` (a process group when negative) as `as`: a `kill` run as that user. */
 export function signalAs(as: { uid: number; gid: number }, pid: number, sig: NodeJS.Signals): void {
   try {
-    spawn("setpriv", [...switchTo(as), "kill", "-s", sig.replace(/^SIG/, ""), "--", String(pid)], { stdio: "ignore", env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" } }).on("error", () => {});
+    spawn("setpriv", [...switchTo(as), "kill", "-s", sig.replace(/^SIG/, ""), "--", String(pid)], { stdio: "ignore", env: { PATH: SAFE_PATH } }).on("error", () => {});
   } catch {
     /* nothing to signal with: the timeout's SIGKILL tries again */
   }

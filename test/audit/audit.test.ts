@@ -38,7 +38,7 @@ describe("the audit log records each family of changes", () => {
   test("groups, packages and permissions", async () => {
     const { id: deviceId } = await registerDevice(server);
     const pkg = await uploadOk(server, { token: server.adminToken, version: "v2" });
-    const group = (await server.call<{ id: number }>("POST", "/api/v2/groups", { metadata: {} })).body.id;
+    const group = (await server.call<{ id: number }>("POST", "/api/v2/groups", { metadata: { "svc.group.name": "bench" } })).body.id;
     await server.call("PATCH", `/api/v2/groups/${group}/devices`, { add: [deviceId], remove: [] });
     await server.call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] });
     await server.call("POST", `/api/v2/groups/${group}/policy`, { policy: "exact_match,v2" });
@@ -51,6 +51,7 @@ describe("the audit log records each family of changes", () => {
       ["group.create", "group.devices", "group.packages", "group.policy", "group.priority", "group.devices", "group.packages", "group.delete"],
     );
     assert.deepEqual((await newest(server, "group.policy")).detail, { from: "no_update,", to: "exact_match,v2" });
+    assert.deepEqual((await newest(server, "group.create")).detail, { name: "bench", priority: 25 }, "named by svc.group.name, as the console names it");
 
     assert.equal((await server.call("DELETE", `/api/v1/packages/${pkg.id}`)).status, 200);
     assert.deepEqual((await entries(server, `target=package:${pkg.id}`)).map((e) => e.action), ["package.delete", "package.upload"]);

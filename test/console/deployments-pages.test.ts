@@ -59,6 +59,7 @@ test("a deployment from the dialog: the first phase pauses on a failure with its
   await dialog.locator('input[name="phases"]').fill("33, 100");
   await dialog.locator('input[name="success_percent"]').fill("100");
   await dialog.locator('input[name="error_percent"]').fill("40");
+  await dialog.locator('input[name="retries"]').fill("0");
   await admin.shot("deployment-new");
   await dialog.getByRole("button", { name: "Start deployment" }).click();
   await page.getByRole("heading", { name: /Deployment #\d+: v2/ }).waitFor();
@@ -88,18 +89,31 @@ test("a deployment from the dialog: the first phase pauses on a failure with its
   await page.getByRole("dialog").getByRole("button", { name: "Start next phase" }).click();
   await page.locator('tr[data-phase="1"].current').waitFor();
   await Promise.all(agents.filter((a) => a !== bad && a !== good).map((a) => a.checkNow()));
-  // Completed without a reload: the counts and the status move with the events.
-  await page.locator(".badge", { hasText: "completed" }).waitFor();
+  // Completed without a reload, with its failure said: the counts and the status move with the events.
+  await page.locator(".badge-partial", { hasText: "completed with failures" }).waitFor();
   assert.match(await page.locator("tr[data-phase='1']").innerText(), /4 of 4 installed/);
   assert.equal((await server.call("GET", `/api/v2/groups/${group}`)).body.policy, "exact_match,v2");
   await admin.shot("deployment-completed", true);
 
-  // The list: its row with the stacked bar.
+  // The list: its row with the stacked bar, and the filter of its status.
   await nav(page, "Deployments");
   const row = page.locator(`tr[data-deployment="${id}"]`);
-  await row.getByText("completed").waitFor();
+  await row.getByText("completed with failures").waitFor();
   assert.match(await row.innerText(), /v2[\s\S]*rack boards[\s\S]*2 of 2[\s\S]*5 of 6 up to date · 1 failed/);
+  await page.getByRole("combobox", { name: "Status" }).selectOption("completed_with_failures");
+  await page.locator(`tr[data-deployment="${id}"]`).waitFor();
   await admin.shot("deployments-list");
+
+  // Retry failed: the deployment runs again for the failed board, which installs this time.
+  await bad.checkNow();
+  assert.equal(bad.softwareVersion, "v1", "the group's policy does not offer the failed board v2");
+  await page.goto(`/#/deployments/${id}`);
+  await page.getByRole("button", { name: "Retry failed" }).click();
+  await page.getByRole("dialog").getByRole("button", { name: "Retry failed" }).click();
+  await page.locator(".page-header .badge", { hasText: "running" }).waitFor();
+  await bad.checkNow();
+  await page.locator(".page-header .badge", { hasText: /^completed$/ }).waitFor();
+  assert.equal(bad.softwareVersion, "v2");
   admin.clean([SIGNED_OUT]);
 });
 
@@ -120,12 +134,12 @@ test("abort from the deployment page: nobody is offered the version; the device 
   await Promise.all(agents.map((a) => a.checkNow()));
   for (const agent of agents) assert.equal(agent.softwareVersion, "v2", "nobody was offered v3 after the abort");
 
-  // The board that failed in the first deployment got v2 from the group's policy afterwards (the checks above).
+  // The board that failed in the first deployment installed v2 at its retry there.
   await page.goto(`/#/devices/${failedOnce}`);
   const card = page.locator("section.card", { hasText: "Update history" });
   await card.locator("tr[data-history]").nth(1).waitFor();
-  // Installed by the group's policy (no deployment: not the aborted one of v3), failed in the first one.
-  assert.match(await card.innerText(), /v1 → v2\s+installed\s+–\s+[\s\S]*v1 → v2\s+failed\s+install command exited with 3\s+#1/);
+  // Installed at the retry of the first deployment (not in the aborted one of v3), after failing there.
+  assert.match(await card.innerText(), /v1 → v2\s+installed\s+#1 attempt 2[\s\S]*v1 → v2\s+failed\s+install command exited with 3[\s\S]*#1 attempt 1/);
   await admin.shot("device-update-history", true);
 
   // Narrow: the deployment page still reads.

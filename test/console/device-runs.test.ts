@@ -36,9 +36,6 @@ const gateway = useTestServer({ ...FAST_SERVER, test_server: { compat_modules: t
     await untilConnected(gateway, id);
     await gateway.call("POST", `/api/v2/devices/${id}/tag/bench`);
   }
-  const group = await gateway.call("POST", "/api/v2/groups", { metadata: { name: "lab" } });
-  const ids = ((await gateway.call("GET", "/api/v2/devices")).body as Array<{ id: number }>).map((d) => d.id);
-  await gateway.call("PATCH", `/api/v2/groups/${group.body.id}/devices`, { add: ids, remove: [] });
   await uploadConfig(gateway, "board.yml", SLOW);
   ({ browser, admin } = await signedInAdmin(gateway));
 });
@@ -47,8 +44,20 @@ const nav = (page: Page, name: string) => page.getByRole("navigation", { name: "
 const status = (page: Page, value: string) => page.locator(`.page-header [data-status="${value}"]`);
 const device = (page: Page, name: string) => page.locator(`table.devices tr[data-device="${name}"]`);
 
-test("Start a run on a group's devices; the run page shows each device live; abort stops them all; the report filters by device", async () => {
+test("Start a run on a group made in the console; the run page shows each device live; abort stops them all; the report filters by device", async () => {
   const { page } = admin;
+  // The group as the console makes it (its name under svc.group.name), with both boards.
+  await nav(page, "Groups");
+  await page.locator('input[name="group-name"]').fill("lab");
+  await page.getByRole("button", { name: "Create group" }).click();
+  await page.getByRole("heading", { name: "lab" }).waitFor();
+  for (const name of ["rack-1", "rack-2"]) {
+    await page.getByRole("searchbox", { name: "Find a device to add" }).fill(name);
+    await page.getByRole("button", { name: `Add ${name}` }).click();
+    await page.getByRole("button", { name: `Remove ${name} from the group` }).waitFor();
+  }
+  const groups = (await gateway.call("GET", "/api/v2/groups")).body as Array<{ metadata: Record<string, unknown> }>;
+  assert.deepEqual(groups.map((g) => g.metadata), [{ "svc.group.name": "lab" }]);
   await nav(page, "Test runs");
   await page.getByRole("button", { name: "Start a run…" }).click();
   const dialog = page.getByRole("dialog", { name: "Start a test run" });

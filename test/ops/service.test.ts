@@ -96,12 +96,15 @@ describe("systemd service", () => {
       /^ReadWritePaths=\/var\/lib\/labgate \/var\/lib\/labgate-runs$/m,
       /^LimitNOFILE=65536$/m,
       /^ExecReload=\/bin\/kill -HUP \$MAINPID$/m,
+      // A cgroup per test run (README: "Who tests run as").
+      /^Delegate=yes$/m,
       // Idle and after-fan-out memory (README, issue 31).
       /^Environment=MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072$/m,
     ]) {
       assert.match(server, line);
     }
     assert.match(readFileSync("scripts/labgate-agent.service", "utf8"), /^StateDirectory=labgate-agent$/m);
+    assert.match(readFileSync("scripts/labgate-agent.service", "utf8"), /^Delegate=yes$/m);
 
     // verify checks that ExecStart's program exists: point the installed units at the staged one.
     const units = join(dir, "verify");

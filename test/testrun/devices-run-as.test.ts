@@ -11,7 +11,8 @@ import { runInProcess } from "../helpers/cli.ts";
 import { removeDir, tempDir, useTestServer } from "../helpers/server.ts";
 import { ensureUser, isRoot, RUNNER } from "../helpers/users.ts";
 import { FAST_SERVER, spawnConnectedAgent } from "../update/helpers/agents.ts";
-import { uploadConfig, waitRun } from "./run-helpers.ts";
+import { escapeSteps, ESCAPES, marked, newMark, sweep } from "./escapes.ts";
+import { reportRows, uploadConfig, waitRun } from "./run-helpers.ts";
 
 const children: ChildProcess[] = [];
 const dirs: string[] = [];
@@ -81,5 +82,26 @@ describe("tests.run_as on a device", { skip: !isRoot && "needs root to create th
     const who = await server.request(`/api/v1/test-runs/${run.id}/artifacts/secure/who.txt`, { token: server.adminToken });
     assert.equal(who.status, 200);
     assert.equal(await who.text(), `${RUNNER}\n`);
+  });
+
+  test("nothing a share starts outlives it: each way of escaping is gone when the run ends", async () => {
+    ensureUser(RUNNER);
+    const work = join(tmpdir(), `labgate-agent-runs-contained-${process.pid}`);
+    dirs.push(work);
+    const agent = await spawnConnectedAgent(server, ["name: contained", `tests: {enabled: true, max_duration: 120, run_as: ${RUNNER}, work_dir: ${work}}`]);
+    children.push(agent.child);
+    dirs.push(dirname(agent.config));
+    const marks = ESCAPES.map(newMark);
+    try {
+      const steps = escapeSteps(ESCAPES, marks).replace(/^/gm, "  ");
+      await uploadConfig(server, "contained.yml", `tests:\n  board:\n    machines: [device:contained]\n    tests:\n${steps}`);
+      const started = await server.call("POST", "/api/v1/test-runs", { config_name: "contained.yml" });
+      assert.equal(started.status, 200, JSON.stringify(started.body));
+      const run = await waitRun(server, started.body.id as string, undefined, 30_000);
+      assert.equal(run.status, "finished", JSON.stringify(await reportRows(server, run.id)));
+      for (let i = 0; i < ESCAPES.length; i++) assert.deepEqual(marked(marks[i]), [], `${ESCAPES[i][0]}: processes of the share are left after it ended`);
+    } finally {
+      sweep(marks);
+    }
   });
 });

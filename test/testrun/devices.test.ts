@@ -107,6 +107,10 @@ describe("runs on devices", () => {
     await refused("tag:nosuch", 404, "no device is tagged 'nosuch'");
     await group(server, "empty", []);
     await refused("group:empty", 422, "group 'empty' has no devices");
+    // The name as the console and the reference's tools store it, <prefix>.group.name, before a plain `name`.
+    assert.equal((await server.call("POST", "/api/v2/groups", { metadata: { "svc.group.name": "console-made", name: "plain" } })).status, 200);
+    await refused("group:console-made", 422, "group 'console-made' has no devices");
+    await refused("group:plain", 404, "unknown group 'plain'");
     assert.equal((await server.call("GET", "/api/v1/test-runs")).body.length, before);
   });
 

@@ -39,26 +39,28 @@ describe("test_server.run_as as root", { skip: !root && "needs root (CI runs as 
 
 describe("test_server.run_as from a server that is not root and holds only CAP_SETUID and CAP_SETGID (the systemd unit)", { skip: !root && "needs root to create the users" }, () => {
   const SERVER_USER = "labgate-test-server";
+  // A runner of its own: without a cgroup it may create, this server ends each run by killing every process of its runner.
+  const CAPS_RUNNER = "labgate-test-runner-caps";
   let runner: { uid: number; gid: number };
   let serve: ServeProcess;
   let server: TestServer;
   const dir = tempDir("labgate-caps-");
 
   before(async () => {
-    runner = ensureRunner();
+    runner = ensureUser(CAPS_RUNNER);
     try {
       execFileSync("useradd", ["--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin", SERVER_USER], { stdio: "ignore" });
     } catch {
       // exists already
     }
     // As the unit's SupplementaryGroups: the server is in the runner's group.
-    execFileSync("usermod", ["-a", "-G", RUNNER, SERVER_USER]);
+    execFileSync("usermod", ["-a", "-G", CAPS_RUNNER, SERVER_USER]);
     const data = join(dir, "data");
     mkdirSync(data, { mode: 0o700 });
     execFileSync("chown", [`${SERVER_USER}:${SERVER_USER}`, dir, data]);
     // The work dir's parent is the service's (systemd makes /var/lib/labgate-runs for it).
     const config = join(dir, "labgate.yaml");
-    writeFileSync(config, `data_dir: ${data}\nlisten: 127.0.0.1:0\nlog_level: warn\ntest_server: {run_as: ${RUNNER}}\n`);
+    writeFileSync(config, `data_dir: ${data}\nlisten: 127.0.0.1:0\nlog_level: warn\ntest_server: {run_as: ${CAPS_RUNNER}}\n`);
     chmodSync(config, 0o644);
     chmodSync(dir, 0o755);
     const [node, bundle] = await labgate();

@@ -552,3 +552,52 @@ describe(`device output flood (${BIN ? `single executable ${BIN}` : "source, in-
     }
   });
 });
+
+/*
+ * Issue 39.5: one device token floods `update_outcome` outside any deployment. Only an outcome of
+ * an open offer, or an installed version said once, is recorded, at most 30 a minute per device:
+ * its history stays a handful of rows, the server keeps answering, and every report is
+ * acknowledged (the device may forget it).
+ */
+describe(`abuse corpus: outcome flood (${BIN ? "single executable" : "source, in-process"})`, () => {
+  let target: Target;
+  before(async () => {
+    target = await startTarget();
+  });
+  after(async () => {
+    await target?.close();
+  });
+
+  it("5,000 update_outcome reports of a device outside a deployment write at most 30 history rows a minute", { timeout: EMULATED ? 300_000 : 60_000 }, async () => {
+    const { id, token } = await registerDevice(target.server);
+    const { default: WebSocket } = await import("ws");
+    const ws = new WebSocket(`${target.url.replace("http", "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${token}` } });
+    await new Promise((resolve, reject) => (ws.once("open", resolve), ws.once("error", reject)));
+    const FLOOD = 5000;
+    let acked = 0;
+    const allAcked = new Promise<void>((resolve) =>
+      ws.on("message", (data) => {
+        if ((JSON.parse(data.toString()) as { method?: string }).method === "update_outcome_ack" && ++acked === FLOOD) resolve();
+      }),
+    );
+    const started = Date.now();
+    try {
+      for (let i = 0; i < FLOOD; i++) {
+        // Failures of versions never offered, and installs of ever new versions.
+        const state = i % 2 === 0 ? "failed" : "installed";
+        ws.send(JSON.stringify({ method: "update_outcome", id: `flood-${i}`, state, version: `v${i}`, from_version: "v0", reason: "flood", output: "x".repeat(4000) }));
+      }
+      await Promise.race([allAcked, new Promise((_, reject) => setTimeout(() => reject(new Error(`${acked} of ${FLOOD} acknowledged`)), PATIENCE_MS * 6))]);
+      const history = await target.server.request(`/api/v2/devices/${id}/update-history?limit=1`, { token: target.adminToken });
+      assert.equal(history.status, 200);
+      const rows = Number(history.headers.get("x-total-count"));
+      // 30 at once, and one more every 2 s of the flood (the allowance refills at 30 a minute).
+      const allowed = 30 + Math.ceil((Date.now() - started) / 2000);
+      assert.ok(rows <= allowed, `${rows} history rows from ${FLOOD} reports (at most ${allowed})`);
+      assert.ok(rows >= 1, "an installed version reported once is history");
+      assert.equal((await target.server.request("/api/health")).status, 200);
+    } finally {
+      ws.close();
+    }
+  });
+});

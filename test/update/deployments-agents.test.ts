@@ -80,7 +80,7 @@ test("20 agents, 3 phases: failures pause phase 1, abort stops offers, a second 
 
     // --- the first deployment: phase 1 (4 devices, 2 failing) pauses at the threshold ---------------
     let stream = await openStream(server, token);
-    const first = await server.call("POST", "/api/v2/deployments", { group, version: "v2", phases: [20, 60, 100], success_percent: 100, error_percent: 25 });
+    const first = await server.call("POST", "/api/v2/deployments", { group, version: "v2", phases: [20, 60, 100], success_percent: 100, error_percent: 25, retries: 0 });
     assert.equal(first.status, 201, JSON.stringify(first.body));
     const d1 = first.body.id as number;
     const members = async (id: number, query = ""): Promise<Member[]> => (await server.call("GET", `/api/v2/deployments/${id}/devices?limit=100${query}`)).body;

@@ -1,7 +1,7 @@
 /* The deployment model's pure decisions (src/update/deployments/model.ts). */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { emptyCounts, gate, overErrorThreshold, phaseCounts, phaseOf, stableOrder, windowOpen } from "../../src/update/deployments/model.ts";
+import { emptyCounts, endStatus, gate, overErrorThreshold, phaseCounts, phaseOf, retryDelay, stableOrder, windowOpen } from "../../src/update/deployments/model.ts";
 import type { Counts } from "../../src/update/deployments/schema.ts";
 
 const counts = (values: Partial<Counts>): Counts => ({ ...emptyCounts(), ...values });
@@ -47,4 +47,14 @@ test("the gate and the error threshold", () => {
   assert.equal(overErrorThreshold(counts({ failed: 1, installed: 3, waiting: 16 }), 25), false, "1 of 4 started is 25 %, not more");
   assert.equal(overErrorThreshold(counts({ failed: 2, installed: 2, waiting: 16 }), 25), true);
   assert.equal(overErrorThreshold(counts({ failed: 5 }), null), false, "no threshold");
+});
+
+test("retries: the backoff doubles after each failure; a deployment with failed or unreached devices ends completed_with_failures", () => {
+  assert.deepEqual([1, 2, 3, 4].map((failures) => retryDelay(300, failures)), [300_000, 600_000, 1_200_000, 2_400_000]);
+  assert.deepEqual([1, 2].map((failures) => retryDelay(0.1, failures)), [100, 200], "fractions of seconds (tests)");
+  assert.equal(retryDelay(0, 3), 0);
+  assert.equal(endStatus(counts({ installed: 5, already_installed: 2, no_package: 1 })), "completed");
+  assert.equal(endStatus(counts({ installed: 5, failed: 1 })), "completed_with_failures");
+  assert.equal(endStatus(counts({ installed: 5, not_reached: 1 })), "completed_with_failures");
+  assert.equal(overErrorThreshold(counts({ retrying: 3, installed: 1 }), 25), false, "a device retrying has not failed (yet)");
 });

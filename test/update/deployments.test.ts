@@ -107,6 +107,8 @@ interface MemberView {
   reason: string | null;
   output: string | null;
   progress: number | null;
+  attempt: number;
+  failures: number;
 }
 
 async function members(id: number, query = ""): Promise<MemberView[]> {
@@ -194,7 +196,7 @@ describe("deployments", () => {
     const g = await group(devices.map((d) => d.id), [pk.v2], "no_update,");
     const stream = await openStream(server, admin());
     try {
-      const created = await create({ group: g, version: "v2", phases: [20, 50, 100], success_percent: 100, error_percent: 15 });
+      const created = await create({ group: g, version: "v2", phases: [20, 50, 100], success_percent: 100, error_percent: 15, retries: 0 });
       assert.equal(created.status, "running");
       assert.deepEqual(created.phases.map((p) => p.devices), [2, 3, 5]);
       const phases = await byPhase(created.id, devices);
@@ -256,16 +258,17 @@ describe("deployments", () => {
         assert.equal((await check(d, "v1")).status, 200);
         await report(d, { state: "installed", version: "v2", from_version: "v1" });
       }
-      await stream.next((e) => e.event === "deployment" && e.data.deployment === created.id && e.data.status === "completed", 5000, "completed");
+      await stream.next((e) => e.event === "deployment" && e.data.deployment === created.id && e.data.status === "completed_with_failures", 5000, "completed with failures");
       const done = await deployment(created.id);
+      assert.equal(done.status, "completed_with_failures");
       assert.equal(done.counts.installed, 7);
       assert.equal(done.counts.failed, 1);
       assert.equal(done.counts.already_installed, 1);
       assert.equal(done.counts.no_package, 1);
       assert.deepEqual(done.phases.map((p: { succeeded: number }) => p.succeeded), [2, 2, 4]);
       assert.equal((await call("GET", `/api/v2/groups/${g}`)).body.policy, "exact_match,v2");
-      // The steady state: the failed device is offered v2 again by the group's policy.
-      assert.equal((await check(phases[1][0], "v1")).status, 200);
+      // The steady state, without the device failed for good: the group's policy does not offer it v2.
+      assert.equal((await check(phases[1][0], "v1")).status, 204);
 
       // Its history.
       const history = await call("GET", `/api/v2/devices/${phases[1][0].id}/update-history`);
@@ -275,9 +278,24 @@ describe("deployments", () => {
         [[created.id, "v1", "v2", "failed", "install command exited with 3"]],
       );
       // Kept after it ended, found by filters.
-      const list = await call("GET", `/api/v2/deployments?group=${g}&status=completed`);
+      const list = await call("GET", `/api/v2/deployments?group=${g}&status=completed_with_failures`);
       assert.equal(list.headers.get("x-total-count"), "1");
       assert.equal(list.body[0].id, created.id);
+
+      // A person asks for a retry: the deployment reopens and offers the device a new attempt.
+      assert.equal((await call("POST", `/api/v2/deployments/${created.id}/retry`, { devices: [phases[2][0].id] })).status, 400, "not a failed device");
+      const retried = await call("POST", `/api/v2/deployments/${created.id}/retry`);
+      assert.equal(retried.status, 200, JSON.stringify(retried.body));
+      assert.equal(retried.body.status, "running");
+      assert.equal(retried.body.counts.retrying, 1);
+      const [asked] = (await call("GET", `/api/v1/audit?target=deployment:${created.id}&action=deployment.retry`)).body as Array<{ actor_kind: string; actor: string; detail: Record<string, unknown> }>;
+      assert.deepEqual([asked.actor_kind, asked.actor, asked.detail], ["token", "deploy-admin", { devices: [phases[1][0].id], count: 1, reopened: true }]);
+      const offer = await check(phases[1][0], "v1");
+      assert.equal(offer.status, 200);
+      assert.deepEqual([offer.body.version, (offer.body as Record<string, unknown>).deployment, (offer.body as Record<string, unknown>).attempt], ["v2", created.id, 2]);
+      await report(phases[1][0], { state: "installed", version: "v2", from_version: "v1", deployment: created.id, attempt: 2 });
+      await stream.next((e) => e.event === "deployment" && e.data.deployment === created.id && e.data.status === "completed", 5000, "completed after the retry");
+      assert.equal((await call("POST", `/api/v2/deployments/${created.id}/retry`)).status, 409, "no failed devices left");
     } finally {
       stream.close();
     }
@@ -399,7 +417,7 @@ describe("deployments", () => {
     }
   });
 
-  test("malformed update_outcome messages are ignored; outcomes outside deployments still make history", async () => {
+  test("malformed update_outcome messages are ignored; outcomes outside deployments make history for what was offered", async () => {
     const pk = await packagesReady();
     const [device] = await devicesOf(1);
     await group([device.id], [pk.v2], "exact_match,v2");
@@ -407,9 +425,18 @@ describe("deployments", () => {
     try {
       socket.send({ method: "update_outcome", id: "", state: "installed", version: "v2" });
       socket.send({ method: "update_outcome", id: "x", state: "exploded", version: "v2" });
-      const ack = socket.next("update_outcome_ack");
+      // Not offered: acknowledged (the device may forget it) and dropped.
+      let ack = socket.next("update_outcome_ack");
+      socket.send({ method: "update_outcome", id: "unasked", state: "failed", version: "v2", from_version: "v1", reason: "never offered" });
+      assert.equal((await ack).id, "unasked", "only the well-formed one is acknowledged");
+      // The group's policy offers v2: its outcome is history; the offer is answered, another failure is not.
+      assert.equal((await check(device, "v1")).status, 200);
+      ack = socket.next("update_outcome_ack");
       socket.send({ method: "update_outcome", id: "good", state: "failed", version: "v2", from_version: "v1", reason: "checksum mismatch" });
-      assert.equal((await ack).id, "good", "only the well-formed one is acknowledged");
+      assert.equal((await ack).id, "good");
+      ack = socket.next("update_outcome_ack");
+      socket.send({ method: "update_outcome", id: "again", state: "failed", version: "v2", from_version: "v1", reason: "checksum mismatch, again" });
+      assert.equal((await ack).id, "again");
     } finally {
       socket.close();
       sockets.clear();
@@ -417,6 +444,96 @@ describe("deployments", () => {
     const history = (await call("GET", `/api/v2/devices/${device.id}/update-history`)).body;
     assert.deepEqual(history.map((h: Record<string, unknown>) => [h.deployment, h.outcome, h.reason]), [[null, "failed", "checksum mismatch"]]);
   });
+  test("attempts: an outcome counts only for the attempt it answers; a retry is a new attempt; another version than offered fails it", async () => {
+    const pk = await packagesReady();
+    const [device, other] = await devicesOf(2);
+    const g = await group([device.id, other.id], [pk.v2], "no_update,");
+    const created = await create({ group: g, version: "v2", retries: 1, retry_backoff_seconds: 0 });
+    const member = async (d: Device) => (await members(created.id)).find((m) => m.device === d.id)!;
+    const first = await check(device, "v1");
+    assert.deepEqual([first.status, (first.body as Record<string, unknown>).deployment, (first.body as Record<string, unknown>).attempt], [200, created.id, 1]);
+    assert.equal(((await check(device, "v1")).body as Record<string, unknown>).attempt, 1, "the same offer again is the same attempt");
+    await report(device, { state: "failed", version: "v2", from_version: "v1", reason: "exit 3", deployment: created.id, attempt: 1 });
+    assert.deepEqual([(await member(device)).state, (await member(device)).failures], ["retrying", 1]);
+    const second = await check(device, "v1");
+    assert.equal((second.body as Record<string, unknown>).attempt, 2);
+    // A late report of attempt 1 (sent again, say) changes nothing in attempt 2, and makes no row.
+    await report(device, { state: "failed", version: "v2", from_version: "v1", reason: "exit 3, late", deployment: created.id, attempt: 1 });
+    assert.deepEqual([(await member(device)).state, (await member(device)).attempt], ["offered", 2]);
+    await report(device, { state: "installed", version: "v2", from_version: "v1", deployment: created.id, attempt: 2 });
+    assert.equal((await member(device)).state, "installed");
+    const history = (await call("GET", `/api/v2/devices/${device.id}/update-history`)).body as Array<{ outcome: string; attempt: number; reason: string | null }>;
+    assert.deepEqual(history.map((h) => [h.outcome, h.attempt, h.reason]), [["installed", 2, null], ["failed", 1, "exit 3"]]);
+
+    // A device that reports no attempt (the reference's clients): any outcome while its offer is out, checked against the offer.
+    assert.equal((await check(other, "v1")).status, 200);
+    await report(other, { state: "installed", version: "v3", from_version: "v1", output: "wrote v3" });
+    const mismatch = await member(other);
+    assert.deepEqual([mismatch.state, mismatch.reason, mismatch.output], ["retrying", "reported v3, offered v2", "wrote v3"]);
+    assert.equal((await deployment(created.id)).counts.failed, 0, "not failed for good while it has retries");
+    // Its second attempt fails too: failed for good, held out; a person retries it on the running deployment.
+    assert.equal(((await check(other, "v1")).body as Record<string, unknown>).attempt, 2);
+    await report(other, { state: "failed", version: "v2", from_version: "v1", reason: "exit 3" });
+    assert.deepEqual([(await member(other)).state, (await member(other)).failures], ["failed", 2]);
+    assert.equal((await check(other, "v1")).status, 204);
+    const retried = await call("POST", `/api/v2/deployments/${created.id}/retry`, { devices: [other.id] });
+    assert.deepEqual([retried.status, retried.body.status, retried.body.counts.retrying], [200, "running", 1]);
+    assert.equal(((await check(other, "v1")).body as Record<string, unknown>).attempt, 3);
+    assert.deepEqual([(await member(other)).state, (await member(other)).failures], ["offered", 0]);
+    await call("POST", `/api/v2/deployments/${created.id}/abort`);
+    assert.equal((await call("POST", `/api/v2/deployments/${created.id}/retry`)).status, 409, "an aborted deployment is not reopened");
+  });
+
+  test("automatic steps are audited as system:deployment on the deployment: start, advance, pause with its figures, timeouts, completion, policy", async () => {
+    const pk = await packagesReady();
+    const devices = await devicesOf(5);
+    const g = await group(devices.map((d) => d.id), [pk.v2], "no_update,");
+    const clock = server.clock;
+    const stream = await openStream(server, admin());
+    try {
+      const created = await create({ group: g, version: "v2", phases: [20, 100], success_percent: 100, error_percent: 50, retries: 0, device_timeout_minutes: 60, start_at: new Date(clock.now() + 60_000).toISOString() });
+      const target = `deployment:${created.id}`;
+      const automatic = async (action: string) => {
+        const entries = (await call("GET", `/api/v1/audit?target=${target}&action=${action}`)).body as Array<{ actor_kind: string; actor: string; outcome: string; detail: Record<string, unknown> }>;
+        for (const e of entries) assert.deepEqual([e.actor_kind, e.actor, e.outcome], ["system", "deployment", "ok"], action);
+        return entries.map((e) => e.detail);
+      };
+      clock.advance(60_000);
+      await stream.next((e) => e.event === "deployment" && e.data.deployment === created.id && e.data.status === "running", 5000, "started");
+      assert.equal((await automatic("deployment.start")).length, 1);
+
+      const [[first], rest] = await byPhase(created.id, devices);
+      assert.equal((await check(first, "v1")).status, 200);
+      await report(first, { state: "installed", version: "v2", from_version: "v1" });
+      await stream.next((e) => e.event === "deployment" && e.data.deployment === created.id && e.data.current_phase === 1, 5000, "phase 2");
+      assert.deepEqual(await automatic("deployment.advance"), [{ phase: 1, succeeded: 1, devices: 1, success_percent: 100 }]);
+
+      // Two failures of the four started (offered or further): 50 % is not more than 50 %; the third is.
+      for (const d of rest.slice(0, 3)) assert.equal((await check(d, "v1")).status, 200);
+      await report(rest[0], { state: "failed", version: "v2", from_version: "v1", reason: "exit 3" });
+      await report(rest[1], { state: "failed", version: "v2", from_version: "v1", reason: "exit 3" });
+      assert.equal((await deployment(created.id)).status, "running");
+      await report(rest[2], { state: "failed", version: "v2", from_version: "v1", reason: "exit 3" });
+      assert.equal((await deployment(created.id)).status, "paused");
+      const [pause] = await automatic("deployment.pause");
+      assert.deepEqual([pause.failed, pause.started, pause.error_percent], [3, 4, 50]);
+      assert.match(String(pause.reason), /error threshold: 3 of 4/);
+      // A person resumes: the log shows the pause before it.
+      assert.equal((await call("POST", `/api/v2/deployments/${created.id}/resume`)).status, 200);
+
+      // The last device never checks: not reached after the device timeout; then it completes.
+      clock.advance(60 * 60_000);
+      await stream.next((e) => e.event === "deployment" && e.data.deployment === created.id && e.data.status === "completed_with_failures", 5000, "completed");
+      assert.deepEqual(await automatic("deployment.timeout"), [{ devices: [rest[3].id], count: 1, minutes: 60 }]);
+      assert.deepEqual(await automatic("deployment.complete"), [{ status: "completed_with_failures", counts: { installed: 1, failed: 3, not_reached: 1 } }]);
+      assert.deepEqual(await automatic("deployment.policy"), [{ group: g, from: "no_update,", to: "exact_match,v2" }]);
+      const order = ((await call("GET", `/api/v1/audit?target=${target}`)).body as Array<{ action: string }>).map((e) => e.action).reverse();
+      assert.deepEqual(order, ["deployment.create", "deployment.start", "deployment.advance", "deployment.pause", "deployment.resume", "deployment.timeout", "deployment.complete", "deployment.policy"]);
+    } finally {
+      stream.close();
+    }
+  });
+
   test("time: start time, success wait, device timeout and the window follow the server's clock", async () => {
     const pk = await packagesReady();
     const devices = await devicesOf(4);
@@ -442,8 +559,9 @@ describe("deployments", () => {
       clock.advance(60 * 60_000);
       await stream.next((e) => e.event === "deployment_device" && e.data.device === second[0].mac && e.data.state === "not_reached", 5000, "offered device not reached");
       await stream.next((e) => e.event === "deployment_device" && e.data.device === second[1].mac && e.data.state === "not_reached", 5000, "never-offered device not reached");
-      await stream.next((e) => e.event === "deployment" && e.data.deployment === created.id && e.data.status === "completed", 5000, "completed");
+      await stream.next((e) => e.event === "deployment" && e.data.deployment === created.id && e.data.status === "completed_with_failures", 5000, "completed with failures");
       const done = await deployment(created.id);
+      assert.equal(done.status, "completed_with_failures", "devices not reached are failures of the deployment");
       assert.equal(done.counts.not_reached, 3);
       assert.equal(done.counts.failed, 0);
 

@@ -64,10 +64,27 @@ export function UpdateHistory(props: { deviceId: number; mac: string }) {
                   <>
                     <Badge tone={OUTCOME_TONE[h.outcome] ?? "muted"}>{h.outcome.replace("_", " ")}</Badge>
                     {h.reason && <div class="muted small">{h.reason}</div>}
+                    {h.output && (
+                      <details class="output">
+                        <summary class="small">output</summary>
+                        <pre>{h.output}</pre>
+                      </details>
+                    )}
                   </>
                 ),
               },
-              { head: "Deployment", cell: (h) => (h.deployment === null ? <span class="muted">–</span> : <a href={href(`/deployments/${h.deployment}`)}>#{h.deployment}</a>) },
+              {
+                head: "Deployment",
+                cell: (h) =>
+                  h.deployment === null ? (
+                    <span class="muted">–</span>
+                  ) : (
+                    <>
+                      <a href={href(`/deployments/${h.deployment}`)}>#{h.deployment}</a>
+                      {h.attempt !== null && <span class="muted small"> attempt {h.attempt}</span>}
+                    </>
+                  ),
+              },
             ]}
           />
         )}

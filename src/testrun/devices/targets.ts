@@ -1,6 +1,6 @@
 /*
  * Device targets of a test run (docs/device-tests.md): `device:<mac or name>`, `group:<v2 group
- * name>` and `tag:<tag>` in a config entry's `machines:` or a trigger's `machine_target`, resolved
+ * name>` (update/groups/name.ts) and `tag:<tag>` in a config entry's `machines:` or a trigger's `machine_target`, resolved
  * to managed devices when the run is triggered, with the caller's permissions.
  */
 import type { Database } from "../../db/index.ts";
@@ -8,6 +8,7 @@ import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { getDeviceByMac, listDevices, type DeviceRow } from "../../update/devices/devices.ts";
 import { listGroups } from "../../update/groups/groups.ts";
+import { groupNameOf } from "../../update/groups/name.ts";
 import { allowed, permissionFilter } from "../../update/permissions/permissions.ts";
 import { DEVICE_TARGET } from "./protocol.ts";
 
@@ -28,7 +29,7 @@ function readable(db: Database, identity: Identity, condition: string, params: (
 }
 
 /** One target's devices; a 4xx naming the target when it names nothing the caller may see. */
-function resolveOne(db: Database, identity: Identity, target: string): DeviceRow[] {
+function resolveOne(db: Database, identity: Identity, target: string, prefix: string): DeviceRow[] {
   const [, kind, value] = DEVICE_TARGET.exec(target)!;
   if (kind === "device") {
     const mac = value.toLowerCase();
@@ -40,7 +41,7 @@ function resolveOne(db: Database, identity: Identity, target: string): DeviceRow
   }
   if (kind === "group") {
     const filter = permissionFilter(identity, "group", "g");
-    const groups = listGroups(db, filter).filter((g) => (JSON.parse(g.metadata) as { name?: unknown }).name === value);
+    const groups = listGroups(db, filter).filter((g) => groupNameOf(JSON.parse(g.metadata) as Record<string, unknown>, prefix) === value);
     if (groups.length === 0) throw new LabgateError("not_found", `unknown group '${value}' (${target})`);
     const devices = readable(db, identity, `d.id IN (SELECT gd.device_id FROM group_devices gd WHERE gd.group_id IN (${groups.map(() => "?").join(", ")}))`, groups.map((g) => g.id));
     if (devices.length === 0) throw new LabgateError("unprocessable", `group '${value}' has no devices (${target})`);
@@ -56,12 +57,12 @@ function resolveOne(db: Database, identity: Identity, target: string): DeviceRow
  * `test` permission, or svc_admin_rw): a 403 naming every device it may not.
  * Returns target -> its devices (in id order).
  */
-export function resolveTargets(db: Database, identity: Identity | undefined, targets: string[]): Map<string, TargetDevice[]> {
+export function resolveTargets(db: Database, identity: Identity | undefined, targets: string[], prefix: string): Map<string, TargetDevice[]> {
   if (!identity || identity.kind !== "mgmt") throw new LabgateError("forbidden", "running tests on devices needs a signed-in user with the test permission on them");
   const out = new Map<string, TargetDevice[]>();
   const refused = new Map<number, string>();
   for (const target of targets) {
-    const devices = resolveOne(db, identity, target);
+    const devices = resolveOne(db, identity, target, prefix);
     out.set(target, devices.map((d) => ({ id: d.id, mac: d.mac_address, name: d.name || d.mac_address })));
     for (const d of devices) if (!allowed(db, identity, "device", d.id, "test")) refused.set(d.id, d.name || d.mac_address);
   }
@@ -87,7 +88,7 @@ function testableFilter(identity: Identity): { sql: string; params: (string | nu
   return { sql: `(${read.sql}) AND (${test.sql})`, params: [...read.params, ...test.params] };
 }
 
-export function testableTargets(db: Database, identity: Identity | undefined, limit = 1000): TestableTargets {
+export function testableTargets(db: Database, identity: Identity | undefined, prefix: string, limit = 1000): TestableTargets {
   if (!identity || identity.kind !== "mgmt") return { devices: [], total: 0, groups: [], tags: [] };
   const filter = testableFilter(identity);
   const where = filter ? `WHERE ${filter.sql}` : "";
@@ -104,8 +105,8 @@ export function testableTargets(db: Database, identity: Identity | undefined, li
   );
   const named = new Map<string, number>();
   for (const g of groups) {
-    const name = (JSON.parse(g.metadata) as { name?: unknown }).name;
-    if (typeof name === "string" && name !== "") named.set(name, (named.get(name) ?? 0) + g.n);
+    const name = groupNameOf(JSON.parse(g.metadata) as Record<string, unknown>, prefix);
+    if (name !== undefined) named.set(name, (named.get(name) ?? 0) + g.n);
   }
   const tags = db.all<{ tag: string; n: number }>(`SELECT dt.tag, COUNT(*) AS n FROM device_tags dt JOIN devices d ON d.id = dt.device_id ${where} GROUP BY dt.tag ORDER BY dt.tag`, params);
   return {

@@ -11,7 +11,8 @@ import { lstat, open, readdir, rename } from "node:fs/promises";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { ConfigError } from "../../config/error.ts";
-import { runProcess, switchTo, type ProcessOptions, type ProcessResult } from "../../util/process.ts";
+import { runProcess, SAFE_PATH, switchTo, type ProcessOptions, type ProcessResult } from "../../util/process.ts";
+import { chooseContainment, type RunContainer, type RunContainment } from "./containment.ts";
 
 /** The user and group test processes run as (`test_server.run_as`). */
 export interface TestIdentity {
@@ -19,9 +20,6 @@ export interface TestIdentity {
   uid: number;
   gid: number;
 }
-
-/** Where test processes look for programs when the server's PATH is not theirs to inherit. */
-const SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /** One `getent` entry's fields, or undefined when there is none. */
 function getent(database: "passwd" | "group", key: string): string[] | undefined {
@@ -82,18 +80,20 @@ export function testEnvironment(identity: TestIdentity | undefined, dir: string)
 /**
  * The one way a program is started for a test (a module's command, a metadata command, a file
  * the `file` module reads): as `identity` when there is one, in testEnvironment, in its process
- * group (abort and timeout end the whole group). Modules call it through `EntryContext.exec`.
+ * group (abort and timeout end the whole group), in its run's container (the run's end kills
+ * everything in it: containment.ts). Modules call it through `EntryContext.exec`.
  */
-export function runTestProcess(identity: TestIdentity | undefined, runDir: string, options: ProcessOptions): Promise<ProcessResult> {
-  return runProcess({ ...options, baseEnv: testEnvironment(identity, runDir), ...(identity ? { as: { uid: identity.uid, gid: identity.gid } } : {}) });
+export function runTestProcess(identity: TestIdentity | undefined, runDir: string, options: ProcessOptions, container?: RunContainer): Promise<ProcessResult> {
+  return runProcess({ ...options, ...container?.options, baseEnv: testEnvironment(identity, runDir), ...(identity ? { as: { uid: identity.uid, gid: identity.gid } } : {}) });
 }
 
 /**
  * The per-run working directories of `run_as` runs: `<root>/<run id>`, made by the test's user
  * (so it owns them) inside a root that belongs to the server and the test's group (0730: the
  * test's user may enter and create, not list). Outside the data dir, which stays 0700: a test
- * reaches nothing of the server's. When the run ends, whatever its user still runs is killed and
- * its files move into the run's artifact directory (inside the data dir, out of the test's reach).
+ * reaches nothing of the server's. When the run ends and nothing of it runs any more (its
+ * container ended), its files move into the run's artifact directory (inside the data dir, out of
+ * the test's reach).
  */
 export class TestWorkspace {
   readonly root: string;
@@ -132,13 +132,12 @@ export class TestWorkspace {
   }
 
   /**
-   * Ends the run's directory: every process of the test's user is killed (one run at a time:
-   * none outlives its run), then its entries move into `artifacts` (renames: links stay links,
-   * which the artifact routes never follow) and the rest is removed as the test's user.
+   * Ends the run's directory once no process of the run is left (RunContainer.end): its entries
+   * move into `artifacts` (renames: links stay links, which the artifact routes never follow) and
+   * the rest is removed as the test's user.
    */
   async close(runId: string, artifacts: string): Promise<void> {
     const dir = join(this.root, runId);
-    await this.run(["kill", "-s", "KILL", "--", "-1"]);
     mkdirSync(artifacts, { recursive: true });
     for (const name of await readdir(dir).catch(() => [] as string[])) {
       await rename(join(dir, name), join(artifacts, name)).catch((error: NodeJS.ErrnoException) => (error.code === "EXDEV" ? copyTree(join(dir, name), join(artifacts, name)) : undefined));
@@ -172,20 +171,24 @@ async function copyTree(from: string, to: string): Promise<void> {
   }
 }
 
-/** Who a process's tests run as: a user and its work dir, or nothing (the process's own user). */
+/** Who a process's tests run as (a user and its work dir, or nothing: the process's own user) and what holds each run's processes. */
 export interface TestRunAs {
   identity?: TestIdentity;
   workspace?: TestWorkspace;
+  containment?: RunContainment;
 }
 
 /**
  * run_as at start (the server's `test_server.run_as`, the agent's `tests.run_as`): checked (this
  * process can switch to it, exit 2 naming the key otherwise), the data dir closed to everyone
- * else, the work dir made.
+ * else, the work dir made, the runs' containment chosen (the caller logs its description).
  */
 export function prepareRunAs(identity: TestIdentity, dataDir: string, workDir: string, keys: { runAs: string; workDir: string }): TestRunAs {
   checkCanSwitch(identity, keys.runAs);
   chmodSync(dataDir, 0o700);
-  return { identity, workspace: TestWorkspace.prepare(workDir, identity, keys.workDir) };
+  return { identity, workspace: TestWorkspace.prepare(workDir, identity, keys.workDir), containment: chooseContainment(identity) };
 }
+
+/** Tests as this process's own user: only the containment of their runs. */
+export const ownUserRuns = (): TestRunAs => ({ containment: chooseContainment(undefined) });
 

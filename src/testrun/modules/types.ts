@@ -50,7 +50,7 @@ export interface EntryContext {
    * environment, the run's abort signal); cwd defaults to the artifact directory. Every program a
    * module starts goes through here.
    */
-  exec(options: Omit<ProcessOptions, "signal" | "cwd" | "as" | "baseEnv" | "clock"> & { cwd?: string }): Promise<ProcessResult>;
+  exec(options: Omit<ProcessOptions, "signal" | "cwd" | "as" | "baseEnv" | "clock" | "cgroup" | "noNewPrivs"> & { cwd?: string }): Promise<ProcessResult>;
   /** Files the config names (paths, reports), read and written as the test's user, never the server's. */
   files: TestFiles;
   /** A non-fatal remark stored in the run's `warnings`. */

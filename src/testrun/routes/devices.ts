@@ -86,7 +86,7 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
       },
       access.read,
       (c) => {
-        const targets = testableTargets(ctx.db, c.get("identity"));
+        const targets = testableTargets(ctx.db, c.get("identity"), ctx.config.prefix);
         const answer: TestTargets = { devices: targets.devices.map((d) => ({ name: d.name, mac_address: d.mac })), total: targets.total, groups: targets.groups, tags: targets.tags };
         return c.json(answer);
       },

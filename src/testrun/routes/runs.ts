@@ -330,7 +330,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "delete", path: "/api/v1/test-runs/:id", ...doc, summary: "Abort a run (answers at once, abort_requested; the run ends aborted)", responses: replies({ 200: ok(TestRun, "Aborting"), 400: e400, 404: e404 }) },
     access.write,
     async (c) => {
-      const run = await service.abort(stoppableRun(c, `Run not found: ${c.req.param("id") ?? ""}`).id);
+      const run = await service.abort(stoppableRun(c, "Test run not found").id);
       await recordRequest(ctx, c, "testrun.abort", `run:${run.id}`);
       return c.json(runView(run, sightOf(c)));
     },

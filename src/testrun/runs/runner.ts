@@ -1,6 +1,7 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { describeExit, type ProcessResult } from "../../util/process.ts";
+import type { RunContainer, RunContainment } from "../engine/containment.ts";
 import { runTestProcess, type TestIdentity, type TestWorkspace } from "../engine/identity.ts";
 import { testFiles } from "../engine/test-files.ts";
 import { compilePattern, type Matcher } from "../engine/pattern.ts";
@@ -39,6 +40,8 @@ export interface RunEnvironment extends ModuleLookup {
   identity?: TestIdentity;
   /** With `identity`: where the run's working directory is made (its files move to the artifacts at the end). */
   workspace?: TestWorkspace;
+  /** What holds each run's processes, so that none outlives its run (absent: their process groups only). */
+  containment?: RunContainment;
 }
 
 export interface RunResult {
@@ -57,12 +60,12 @@ const errorMessage = (e: unknown) => (e instanceof Error ? e.message : String(e)
 const readOutput = async (file: string): Promise<string> => (await readHead(file, METADATA_VALUE_LIMIT)).toString("utf8").trimEnd();
 
 /** Runs the metadata commands at the start of a run; throws ExecutionError when one fails. */
-async function runMetadata(commands: MetadataCommand[], dir: string, env: RunEnvironment, signal: AbortSignal, warnings: string[]): Promise<Record<string, string | null>> {
+async function runMetadata(commands: MetadataCommand[], dir: string, env: RunEnvironment, container: RunContainer | undefined, signal: AbortSignal, warnings: string[]): Promise<Record<string, string | null>> {
   const values: Record<string, string | null> = {};
   const isRoot = process.getuid?.() === 0 && !env.identity;
   const timeoutMs = env.metadataTimeoutMs;
   const run = async (name: string, command: string): Promise<ProcessResult> => {
-    const r = await runTestProcess(env.identity, dir, { command, cwd: dir, timeoutMs, signal, outputFile: join(dir, name) });
+    const r = await runTestProcess(env.identity, dir, { command, cwd: dir, timeoutMs, signal, outputFile: join(dir, name) }, container);
     if (r.exitCode === 0) values[name] = await readOutput(join(dir, name)).catch(() => null);
     return r;
   };
@@ -91,14 +94,18 @@ export async function executeRun(input: RunInput, env: RunEnvironment, signal: A
   await mkdir(artifacts, { recursive: true });
   // Under run_as the run works in a directory of its user's; its files join the artifacts at the end.
   const dir = env.workspace ? await env.workspace.open(input.id) : artifacts;
+  let container: RunContainer | undefined;
   try {
-    return await executeIn(dir, input, env, signal);
+    container = env.containment?.open(input.id);
+    return await executeIn(dir, input, env, container, signal);
   } finally {
+    // Nothing the run started outlives it (an error when something does), before its files leave the test's reach.
+    await container?.end();
     await env.workspace?.close(input.id, artifacts);
   }
 }
 
-async function executeIn(dir: string, input: RunInput, env: RunEnvironment, signal: AbortSignal): Promise<RunResult> {
+async function executeIn(dir: string, input: RunInput, env: RunEnvironment, container: RunContainer | undefined, signal: AbortSignal): Promise<RunResult> {
   const report = await ReportWriter.create(reportPath(env.dirs, input.id), env.reportColumns);
   const warnings: string[] = [];
   let metadata: Record<string, string | null> = {};
@@ -117,10 +124,10 @@ async function executeIn(dir: string, input: RunInput, env: RunEnvironment, sign
   };
 
   try {
-    metadata = await runMetadata(input.plan.metadata, dir, env, signal, warnings);
+    metadata = await runMetadata(input.plan.metadata, dir, env, container, signal, warnings);
     for (const entry of input.plan.entries) {
       if (signal.aborted) break;
-      await runEntry(entry, input, env, dir, signal, matcher, write, warnings);
+      await runEntry(entry, input, env, container, dir, signal, matcher, write, warnings);
     }
   } catch (e) {
     error = e instanceof ExecutionError ? e.message : `runner error: ${errorMessage(e)}`;
@@ -138,6 +145,7 @@ async function runEntry(
   entry: PlanEntry,
   input: RunInput,
   env: RunEnvironment,
+  container: RunContainer | undefined,
   dir: string,
   signal: AbortSignal,
   matcher: Matcher | undefined,
@@ -160,7 +168,7 @@ async function runEntry(
     // For the reference's `artifacts` column; the artifacts endpoint lists every file regardless.
     recordArtifact: (name) => void recorded.push(name),
     // Every program a module starts goes through here (tools of the hardware modules too).
-    exec: (options) => runTestProcess(env.identity, dir, { ...options, cwd: options.cwd ?? dir, signal, clock: env.clock }),
+    exec: (options) => runTestProcess(env.identity, dir, { ...options, cwd: options.cwd ?? dir, signal, clock: env.clock }, container),
     files: testFiles(env.identity, dir),
     warn: (message) => void warnings.push(`${entry.where}: ${message}`),
     sleep: (ms) => env.clock.sleep(ms, signal),

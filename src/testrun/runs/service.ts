@@ -21,7 +21,7 @@ import { artifactsDir, reportIndexPath, reportPath, testrunDirs, type TestrunDir
 import { DeviceSight, seenRun, type SeenRun } from "./sight.ts";
 import { RunQueue } from "./queue.ts";
 import { executeRun } from "./runner.ts";
-import type { TestIdentity, TestRunAs, TestWorkspace } from "../engine/identity.ts";
+import type { TestRunAs } from "../engine/identity.ts";
 import { LOCAL_DEVICE } from "./nodes.ts";
 import type { TriggerRequest } from "./trigger.ts";
 import { FINAL_STATUSES, type RunStore, type RunRecord, type TriggerRecord, type TriggerStatus } from "./store.ts";
@@ -53,9 +53,8 @@ export class TestRunService implements LocalRuns {
   private readonly queue: RunQueue;
   /** Runs on managed devices; undefined when this server manages no devices (no device socket hub). */
   private readonly devices: DeviceRuns | undefined;
-  /** `test_server.run_as`: who runs the tests, and where their working directories are made. */
-  private readonly identity: TestIdentity | undefined;
-  private readonly workspace: TestWorkspace | undefined;
+  /** `test_server.run_as`: who runs the tests, where their working directories are made, what holds a run's processes. */
+  private readonly runAs: TestRunAs;
 
   constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "db">, source: ConfigSource, store: RunStore, hub?: ChannelHub, runAs: TestRunAs = {}) {
     this.ctx = ctx;
@@ -66,17 +65,19 @@ export class TestRunService implements LocalRuns {
     this.dirs = testrunDirs(ctx.config);
     this.devices = hub && new DeviceRuns({ ctx, store, dirs: this.dirs, lookup: this.lookup, ended: (id) => this.queue.ended(id) }, hub);
     for (const dir of [this.dirs.reports, this.dirs.artifacts, this.dirs.results]) mkdirSync(dir, { recursive: true });
-    this.identity = runAs.identity;
-    this.workspace = runAs.workspace;
+    this.runAs = runAs;
   }
 
-  /** At start: runs and orchestrations the last process left unfinished become aborted; nothing is re-queued. */
   /** Runs on boards with a console port (src/lab/console.ts) leave the span they ran in as each device's `console.log`. */
   attachConsoles(consoles: ConsoleSpans): void {
     this.devices?.attachConsoles(consoles);
   }
 
+  /** At start: runs and orchestrations the last process left unfinished become aborted; nothing is re-queued. */
   recoverFromRestart(): void {
+    // What the runs it interrupted started dies before anything runs here (a service manager would have killed it with the process).
+    const interrupted = this.store.runsWithStatus("running").map((run) => run.id);
+    if (interrupted.length > 0) this.runAs.containment?.recover(interrupted);
     // The write is applied in memory at once and made durable right after.
     void this.store.abortUnfinished(this.ctx.clock.now(), RESTART_ERROR).catch((e) => this.ctx.log.error(`testrun: marking unfinished runs aborted failed: ${e}`));
   }
@@ -113,7 +114,7 @@ export class TestRunService implements LocalRuns {
     if (!targets) return undefined;
     if (!this.devices) throw new LabgateError("invalid", "this server manages no devices");
     if ((request.nodes ?? []).length > 0) throw new LabgateError("invalid", "give either nodes or device targets, not both");
-    const resolved = resolveTargets(this.ctx.db, identity, targets.targets);
+    const resolved = resolveTargets(this.ctx.db, identity, targets.targets, this.ctx.config.prefix);
     // A board someone else holds runs none of this caller's tests (src/lab/reservations.ts).
     refuseReserved(this.ctx.db, identity!, [...resolved.values()].flat(), this.ctx.clock.now());
     const shares = deviceShares(targets.entries, resolved);
@@ -282,8 +283,7 @@ export class TestRunService implements LocalRuns {
         reportColumns: ts.report_columns,
         metadataTimeoutMs: ts.metadata_timeout * 1000,
         roots: { sys: ts.sys_root, dev: ts.dev_root, firmware: ts.firmware_root },
-        identity: this.identity,
-        workspace: this.workspace,
+        ...this.runAs,
       };
       this.ctx.log.info(`testrun: run ${run.id} started (${run.configName}${run.suite ? `, ${run.suite}` : ""})`);
       result = await executeRun({ id: run.id, plan, pattern: run.pattern, machineTarget: run.machineTarget }, env, signal);

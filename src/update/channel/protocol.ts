@@ -29,7 +29,8 @@ export type ServerMessage =
  *   {"method": "update_outcome", "id": "<unique per report>", "state": "installing" | "installed" | "failed" | "aborted",
  *    "version": "<the version offered or installed>", "from_version": "<the version it ran>",
  *    "reason": "download failed: ... | checksum mismatch | install command exited with 3 | rolled back | ...",
- *    "output": "<the last 4 KiB of the install command's output>"}
+ *    "output": "<the last 4 KiB of the install command's output>",
+ *    "deployment": <the offer's>, "attempt": <the offer's>}    (absent when the offer named none)
  */
 export interface UpdateOutcomeMessage {
   method: "update_outcome";
@@ -39,6 +40,9 @@ export interface UpdateOutcomeMessage {
   from_version?: string;
   reason?: string;
   output?: string;
+  /** The deployment and attempt the answered offer named (docs/update-server.md, "Retries"). */
+  deployment?: number;
+  attempt?: number;
 }
 
 /** The built-in action every agent offers. */

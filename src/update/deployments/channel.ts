@@ -4,7 +4,8 @@
  */
 import type { AppContext } from "../../app/context.ts";
 import type { ChannelHub } from "../channel/hub.ts";
-import { tail, type DeploymentService, type Outcome } from "./service.ts";
+import { tail, type DeploymentService } from "./service.ts";
+import type { Outcome } from "./schema.ts";
 
 const STATES = new Set(["installing", "installed", "failed", "aborted"]);
 const MAX_ID = 128;
@@ -12,6 +13,7 @@ const MAX_VERSION = 256;
 const MAX_REASON = 1024;
 
 const text = (value: unknown, max: number): string | null => (typeof value === "string" && value !== "" ? value.slice(0, max) : null);
+const count = (value: unknown): number | undefined => (Number.isSafeInteger(value) && (value as number) > 0 ? (value as number) : undefined);
 
 /** A well-formed `update_outcome` (id, state, version), or a message saying what is wrong. */
 export function parseOutcome(message: Record<string, unknown>): { id: string; outcome: Outcome } | string {
@@ -23,6 +25,8 @@ export function parseOutcome(message: Record<string, unknown>): { id: string; ou
     id,
     outcome: {
       reportId: id,
+      deployment: count(message.deployment),
+      attempt: count(message.attempt),
       state: message.state as Outcome["state"],
       version: message.version,
       fromVersion: text(message.from_version, MAX_VERSION),

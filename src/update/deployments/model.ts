@@ -15,6 +15,14 @@ export const UNDERWAY: ReadonlySet<DeviceState> = new Set(["offered", "downloadi
 
 /** A deployment in one of these holds its group: offers, the device index, the one-per-group rule. */
 export const ACTIVE: ReadonlySet<Status> = new Set(["scheduled", "running", "paused"]);
+/** A deployment that ended in one of these may be reopened by a retry of its failed devices. */
+export const COMPLETED: ReadonlySet<Status> = new Set(["completed", "completed_with_failures"]);
+
+/** How a deployment whose devices all finished ends: with failed or unreached devices, it says so. */
+export const endStatus = (counts: Counts): Status => (counts.failed + counts.not_reached > 0 ? "completed_with_failures" : "completed");
+
+/** The wait (ms) before the retry that follows the `failures`-th failed attempt: the backoff, doubling each time. */
+export const retryDelay = (backoffSeconds: number, failures: number): number => backoffSeconds * 1000 * 2 ** Math.max(0, failures - 1);
 
 /**
  * The cumulative device count at the end of each phase, for a group of `total` devices.

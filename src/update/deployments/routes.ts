@@ -19,6 +19,7 @@ import {
   DeploymentDevice,
   DeploymentDevicesQuery,
   DeploymentListQuery,
+  DeploymentRetry,
   DEVICE_STATES,
   HistoryQuery,
   UpdateHistoryEntry,
@@ -67,6 +68,8 @@ export function deploymentView(service: DeploymentService, row: DeploymentRow): 
     success_wait_minutes: row.success_wait,
     error_percent: row.error_percent,
     device_timeout_minutes: row.device_timeout,
+    retries: row.retries,
+    retry_backoff_seconds: row.retry_backoff,
     start_at: time(row.start_at),
     window: parseWindow(row),
     created: rfc822(new Date(row.created)),
@@ -104,6 +107,9 @@ const memberView = (row: MemberRow): DeploymentDevice => ({
   to_version: row.to_version,
   reason: row.reason,
   output: row.output,
+  attempt: row.attempt,
+  failures: row.failures,
+  retry_at: time(row.retry_at),
   offered: time(row.offered_at),
   updated: rfc822(new Date(row.updated)),
 });
@@ -114,7 +120,9 @@ const historyView = (row: HistoryRow): UpdateHistoryEntry => ({
   from_version: row.from_version,
   to_version: row.to_version,
   outcome: row.outcome,
+  attempt: row.attempt,
   reason: row.reason,
+  output: row.output,
   at: rfc822(new Date(row.at)),
 });
 
@@ -168,6 +176,8 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
         successWait: body.success_wait_minutes,
         errorPercent: body.error_percent,
         deviceTimeout: body.device_timeout_minutes,
+        retries: body.retries,
+        retryBackoff: body.retry_backoff_seconds,
         startAt: body.start_at,
         window: body.window,
         createdBy: identity.kind === "mgmt" ? identity.user : null,
@@ -257,6 +267,27 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     { method: "post", path: "/api/v2/deployments/:id{[0-9]+}/advance", ...commandOp("Start the next phase now, whatever its gate says") },
     mgmt,
     command((id, actor) => service.advance(id, actor)),
+  );
+
+  route(
+    app,
+    {
+      method: "post",
+      path: "/api/v2/deployments/:id{[0-9]+}/retry",
+      tag,
+      access: "management",
+      summary: "Failed devices (all, or those listed) get their retries again; a completed deployment reopens (update on the group)",
+      body: { json: DeploymentRetry },
+      responses: { 200: ok(Deployment, "OK"), ...write },
+    },
+    mgmt,
+    async (c) => {
+      // No body: every failed device.
+      const body = c.req.header("content-type") === undefined && Number(c.req.header("content-length") ?? 0) === 0 ? {} : await jsonBody(c, DeploymentRetry);
+      const row = deploymentFor(c, "update");
+      await service.retry(row.id, actorOf(c, ctx.clock), body.devices);
+      return c.json(deploymentView(service, getDeployment(db, row.id)!));
+    },
   );
 
   route(

@@ -8,10 +8,10 @@ import { integerParam, Rfc822, strictBody } from "../../http/shapes.ts";
 import { parseRfc822 } from "../../util/time.ts";
 
 /** A device's state in a deployment (docs/update-server.md, "Deployments"). */
-export const DEVICE_STATES = ["waiting", "offered", "downloading", "installing", "installed", "failed", "already_installed", "no_package", "not_reached", "aborted"] as const;
+export const DEVICE_STATES = ["waiting", "offered", "downloading", "installing", "installed", "retrying", "failed", "already_installed", "no_package", "not_reached", "aborted"] as const;
 export type DeviceState = (typeof DEVICE_STATES)[number];
 
-export const STATUSES = ["scheduled", "running", "paused", "completed", "aborted"] as const;
+export const STATUSES = ["scheduled", "running", "paused", "completed", "completed_with_failures", "aborted"] as const;
 export type Status = (typeof STATUSES)[number];
 
 export const WEEKDAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"] as const;
@@ -28,6 +28,7 @@ export function knownTimezone(name: string): boolean {
 }
 
 const MAX_PHASES = 20;
+const MAX_RETRIES = 10;
 const field = (name: string, what: string) => `schema validation failed: field "${name}" ${what}`;
 
 const percent = (name: string) =>
@@ -112,6 +113,18 @@ export const DeploymentCreate = strictBody({
     .min(1, { error: field("device_timeout_minutes", "must be a whole number of minutes from 1") })
     .max(525_600, { error: field("device_timeout_minutes", "must be at most a year") })
     .default(1440),
+  retries: z
+    .int({ error: field("retries", `must be a whole number from 0 to ${MAX_RETRIES}`) })
+    .min(0, { error: field("retries", `must be a whole number from 0 to ${MAX_RETRIES}`) })
+    .max(MAX_RETRIES, { error: field("retries", `must be a whole number from 0 to ${MAX_RETRIES}`) })
+    .default(2)
+    .describe("attempts after a failed one: a device that failed retries + 1 times is failed for good in this deployment"),
+  retry_backoff_seconds: z
+    .number({ error: field("retry_backoff_seconds", "must be a number of seconds from 0 to 86400") })
+    .min(0, { error: field("retry_backoff_seconds", "must be a number of seconds from 0 to 86400") })
+    .max(86_400, { error: field("retry_backoff_seconds", "must be a number of seconds from 0 to 86400") })
+    .default(300)
+    .describe("wait before the first retry; each further retry waits twice as long"),
   start_at: instant.nullable().default(null),
   window: MaintenanceWindow.nullable().default(null),
   validation: z
@@ -140,6 +153,15 @@ export const DeploymentDevicesQuery = z.object({
   phase: integerParam("phase", 0, MAX_PHASES - 1),
   limit: integerParam("limit", 1, 1000).describe("at most this many (default 100; X-Total-Count: how many match)"),
   offset: integerParam("offset", 0, Number.MAX_SAFE_INTEGER),
+});
+
+/** The body of POST /api/v2/deployments/{id}/retry: which failed devices (none named: all of them). */
+export const DeploymentRetry = strictBody({
+  devices: z
+    .array(z.int().positive(), { error: field("devices", "must be a list of device ids") })
+    .max(100_000, { error: field("devices", "may list at most 100000 devices") })
+    .optional()
+    .describe("device ids failed in this deployment; absent: every failed device"),
 });
 
 export const HistoryQuery = z.object({ limit: integerParam("limit", 1, 1000), offset: integerParam("offset", 0, Number.MAX_SAFE_INTEGER) });
@@ -171,6 +193,8 @@ export const Deployment = z
     success_wait_minutes: z.int().nullable(),
     error_percent: z.number().nullable(),
     device_timeout_minutes: z.int(),
+    retries: z.int(),
+    retry_backoff_seconds: z.number(),
     start_at: Rfc822.nullable(),
     window: MaintenanceWindow.nullable(),
     created: Rfc822,
@@ -196,6 +220,9 @@ export const DeploymentDevice = z
     to_version: z.string().nullable(),
     reason: z.string().nullable(),
     output: z.string().nullable().describe("the last 4 KiB of the install command's output, for a failure"),
+    attempt: z.int().describe("offers made to the device in this deployment (0: none yet)"),
+    failures: z.int().describe("failed attempts (retries + 1 of them: failed for good)"),
+    retry_at: Rfc822.nullable().describe("when a device retrying is offered again"),
     offered: Rfc822.nullable(),
     updated: Rfc822,
   })
@@ -210,8 +237,24 @@ export const UpdateHistoryEntry = z
     from_version: z.string().nullable(),
     to_version: z.string(),
     outcome: z.string().describe("installed, failed, not_reached or aborted"),
+    attempt: z.int().nullable().describe("the deployment's attempt it answers (null: outside a deployment)"),
     reason: z.string().nullable(),
+    output: z.string().nullable().describe("the last 4 KiB of the install command's output, for a failure"),
     at: Rfc822,
   })
   .meta({ id: "UpdateHistoryEntry" });
 export type UpdateHistoryEntry = z.infer<typeof UpdateHistoryEntry>;
+
+/** An outcome the device reported (the `update_outcome` message, docs/device-protocol.md). */
+export interface Outcome {
+  /** The report's `id`: a report sent again is recognised by it. */
+  reportId?: string;
+  /** The deployment and attempt of the offer it answers (an agent echoes them; absent: a device that does not). */
+  deployment?: number;
+  attempt?: number;
+  state: "installing" | "installed" | "failed" | "aborted";
+  version: string;
+  fromVersion: string | null;
+  reason: string | null;
+  output: string | null;
+}

@@ -8,50 +8,70 @@
  * loop sleeping on it runs them (tests move a TestClock and the loop wakes).
  */
 import type { Database, Tx } from "../../db/index.ts";
-import { recordAudit, type Actor } from "../../audit/audit.ts";
+import { recordAudit, systemActor, type Actor } from "../../audit/audit.ts";
 import type { AppContext, Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { ChannelHub, DeviceConnection } from "../channel/hub.ts";
 import type { EventBroadcaster } from "../events/broadcaster.ts";
 import { assignPackages, changed, getGroup, groupDeviceIds, groupPackageIds, type CatalogWatch } from "../groups/groups.ts";
-import { checkKeys, type Steer, type Steering } from "../updatecheck/check.ts";
+import type { UpdateProgress } from "../progress/progress.ts";
+import { checkKeys, type OfferTag, type Steer, type Steering } from "../updatecheck/check.ts";
 import {
   ACTIVE,
+  COMPLETED,
   emptyCounts,
+  endStatus,
   FINAL,
   gate,
   overErrorThreshold,
   phaseCounts,
   phaseOf,
+  retryDelay,
   stableOrder,
+  SUCCEEDED,
   sumOf,
   totalOf,
   UNDERWAY,
   windowOpen,
 } from "./model.ts";
-import type { Counts, DeploymentValidation, DeviceState, MaintenanceWindow, PhaseSpec, Status } from "./schema.ts";
+import type { Counts, DeploymentValidation, DeviceState, MaintenanceWindow, Outcome, PhaseSpec, Status } from "./schema.ts";
 import {
   activeDeploymentOf,
   activeDeployments,
   addHistory,
+  heldOut,
   reportApplied,
   getDeployment,
-  latestMembership,
   memberStates,
   parsePhases,
   parsePhaseStarted,
   parseWindow,
   storedCounts,
+  failedMembers,
   updateMember,
   type DeploymentRow,
   type MemberChange,
+  type MemberState,
 } from "./store.ts";
+import { PastOutcomes } from "./past.ts";
 import { isoTime } from "../../util/time.ts";
 
 /** The install output a failure keeps: its last 4 KiB. */
 export const OUTPUT_TAIL = 4096;
 /** How often the time decisions run (on the injected clock). */
 const TICK_MS = 1000;
+
+/**
+ * Whether an outcome answers the device's current attempt: it carries that deployment and attempt
+ * (a device that echoes none: one of the offered version while the offer is out, or an install of
+ * another one, a mismatch). A device not offered yet in this deployment (waiting, or in a phase
+ * not started) has no attempt to answer.
+ */
+function answers(member: Member, outcome: Outcome): boolean {
+  if (member.attempt === 0 || !(UNDERWAY.has(member.state) || member.state === "not_reached")) return false;
+  if (outcome.deployment !== undefined) return outcome.deployment === member.run.row.id && outcome.attempt === member.attempt;
+  return outcome.state === "installed" || outcome.version === (member.offeredVersion ?? member.run.row.version);
+}
 
 export interface NewDeployment {
   groupId: number;
@@ -64,6 +84,9 @@ export interface NewDeployment {
   errorPercent: number | null;
   /** Minutes. */
   deviceTimeout: number;
+  retries: number;
+  /** Seconds before the first retry. */
+  retryBackoff: number;
   startAt: number | null;
   window: MaintenanceWindow | null;
   createdBy: string | null;
@@ -112,18 +135,31 @@ interface Member {
   phase: number;
   state: DeviceState;
   offeredAt: number | null;
+  /** Offers made in this deployment: the current attempt's number. */
+  attempt: number;
+  /** Failed attempts: past the deployment's retries, the device is failed for good. */
+  failures: number;
+  /** The package version offered in the current attempt (null: not offered yet, or a hop's next one). */
+  offeredVersion: string | null;
+  /** When a device `retrying` may be offered again (ms). */
+  retryAt: number | null;
+  /** What the update check is told for this device (kept: the hot path allocates nothing). */
+  steer?: Exclude<Steer, "hold">;
 }
 
-/** An outcome the device reported (the `update_outcome` message, docs/device-channel.md). */
-export interface Outcome {
-  /** The report's `id`: a report sent again is recognised by it. */
-  reportId?: string;
-  state: "installing" | "installed" | "failed" | "aborted";
-  version: string;
-  fromVersion: string | null;
-  reason: string | null;
-  output: string | null;
-}
+const memberOf = (run: Run, m: MemberState): Member => ({
+  run,
+  phase: m.phase,
+  state: m.state,
+  offeredAt: m.offered_at ? Date.parse(m.offered_at) : null,
+  attempt: m.attempt,
+  failures: m.failures,
+  offeredVersion: m.offered_version,
+  retryAt: m.retry_at ? Date.parse(m.retry_at) : null,
+});
+
+/** The actor of the deployments' own steps (pause at the threshold, advance, completion, timeouts). */
+const automatic = (now: number): Actor => systemActor("deployment", new Date(now));
 
 /** Told once an `installed` transition is on disk (a deployment's validation starts here, docs/device-tests.md). */
 export type InstalledHook = (event: { deploymentId: number; deviceId: number; version: string }) => void;
@@ -137,6 +173,9 @@ export class DeploymentService implements Steering {
   private readonly runs = new Map<number, Run>();
   /** Device id -> its place in an active deployment (a device is in at most one: one per group, and the check uses its active group). */
   private readonly index = new Map<number, Member>();
+  /** Device id -> versions it failed for good (store.ts heldOut): nothing offers them until a retry or a new deployment. */
+  private readonly held = new Map<number, Set<string>>();
+  private readonly progressRecords: UpdateProgress;
   private readonly installedHooks: InstalledHook[] = [];
   /** Set when this server runs tests too: deployments may then name a `validation`. */
   validator: ValidationRunner | undefined;
@@ -144,10 +183,17 @@ export class DeploymentService implements Steering {
   private readonly validating = new Map<number, Set<number>>();
   private epoch = -1;
   private readonly stop = new AbortController();
+  /** Outcomes that answer no current attempt: history within bounds (past.ts). */
+  readonly past: PastOutcomes;
 
-  /** `catalog` is told of the group writes (a package assignment at creation, the policy at completion). */
-  constructor(ctx: AppContext, catalog: CatalogWatch, events: EventBroadcaster, hub: ChannelHub) {
+  /**
+   * `catalog` is told of the group writes (a package assignment at creation, the policy at
+   * completion); `progress` records end with the attempt they belong to.
+   */
+  constructor(ctx: AppContext, catalog: CatalogWatch, events: EventBroadcaster, hub: ChannelHub, progress: UpdateProgress) {
     this.ctx = ctx;
+    this.progressRecords = progress;
+    this.past = new PastOutcomes(ctx, progress, (deploymentId) => this.runs.has(deploymentId));
     this.db = ctx.db;
     this.catalog = catalog;
     this.events = events;
@@ -186,15 +232,33 @@ export class DeploymentService implements Steering {
   private load(): void {
     this.runs.clear();
     this.index.clear();
+    this.held.clear();
     const now = this.ctx.clock.now();
-    for (const row of activeDeployments(this.db)) {
-      const run = this.runOf(row, now);
-      for (const m of memberStates(this.db, row.id)) {
-        this.index.set(m.device_id, { run, phase: m.phase, state: m.state, offeredAt: m.offered_at ? Date.parse(m.offered_at) : null });
-        run.counts[m.phase][m.state] += 1;
-      }
-    }
+    for (const row of activeDeployments(this.db)) this.track(row, now);
+    for (const { device_id, version } of heldOut(this.db)) this.hold(device_id, version);
     this.epoch = this.db.epoch;
+  }
+
+  /** An active deployment's devices into memory. */
+  private track(row: DeploymentRow, now: number): Run {
+    const run = this.runOf(row, now);
+    for (const m of memberStates(this.db, row.id)) {
+      this.index.set(m.device_id, memberOf(run, m));
+      run.counts[m.phase][m.state] += 1;
+    }
+    return run;
+  }
+
+  private hold(deviceId: number, version: string): void {
+    const versions = this.held.get(deviceId) ?? new Set();
+    versions.add(version);
+    this.held.set(deviceId, versions);
+  }
+
+  private release(deviceId: number, version: string): void {
+    const versions = this.held.get(deviceId);
+    versions?.delete(version);
+    if (versions?.size === 0) this.held.delete(deviceId);
   }
 
   private runOf(row: DeploymentRow, now: number): Run {
@@ -240,6 +304,10 @@ export class DeploymentService implements Steering {
     counts[change.state] += 1;
     member.state = change.state;
     if (change.offeredAt !== undefined) member.offeredAt = change.offeredAt === null ? null : Date.parse(change.offeredAt);
+    if (change.attempt !== undefined) member.attempt = change.attempt;
+    if (change.failures !== undefined) member.failures = change.failures;
+    if (change.offeredVersion !== undefined) member.offeredVersion = change.offeredVersion;
+    if (change.retryAt !== undefined) member.retryAt = change.retryAt === null ? null : Date.parse(change.retryAt);
     // Held in the same step as the move: another device's report that resumes first must not
     // find every device installed and complete the deployment before this one's validation.
     if (change.state === "installed" && member.run.row.validation) this.holdForValidation(member.run.row.id, deviceId);
@@ -306,8 +374,8 @@ export class DeploymentService implements Steering {
       const starts = input.startAt === null || input.startAt <= now;
       const { lastInsertRowid: id } = tx.run(
         `INSERT INTO deployments (group_id, version, status, phases, current_phase, phase_started, success_percent, success_wait, error_percent,
-           device_timeout, start_at, window, created, created_by, validation, validation_copy, started, updated)
-         VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+           device_timeout, retries, retry_backoff, start_at, window, created, created_by, validation, validation_copy, started, updated)
+         VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         [
           input.groupId,
           input.version,
@@ -318,6 +386,8 @@ export class DeploymentService implements Steering {
           input.successWait,
           input.errorPercent,
           input.deviceTimeout,
+          input.retries,
+          input.retryBackoff,
           input.startAt === null ? null : isoTime(input.startAt),
           input.window ? JSON.stringify(input.window) : null,
           at,
@@ -352,7 +422,7 @@ export class DeploymentService implements Steering {
       const run = this.runOf({ ...row }, now);
       order.forEach((deviceId, position) => {
         const phase = phaseOf(ends, position);
-        this.index.set(deviceId, { run, phase, state: "waiting", offeredAt: null });
+        this.index.set(deviceId, { run, phase, state: "waiting", offeredAt: null, attempt: 0, failures: 0, offeredVersion: null, retryAt: null });
         run.counts[phase].waiting += 1;
       });
       return row;
@@ -413,6 +483,55 @@ export class DeploymentService implements Steering {
   }
 
   /**
+   * A person asks for another go at failed devices (all of them, or `devices`): each has its
+   * retries again and is offered at its next check. A deployment that completed reopens (running,
+   * every phase started); an aborted one does not (a new deployment is the way).
+   */
+  async retry(id: number, actor: Actor, devices?: readonly number[]): Promise<void> {
+    this.fresh();
+    const row = getDeployment(this.db, id);
+    if (!row) throw new LabgateError("not_found", "deployment does not exist");
+    const reopen = COMPLETED.has(row.status);
+    if (!reopen && !ACTIVE.has(row.status)) throw new LabgateError("conflict", `deployment ${id} is ${row.status}: its devices are retried by a new deployment`);
+    const failed = new Set(failedMembers(this.db, id));
+    const chosen = [...new Set(devices ?? failed)];
+    const stray = chosen.find((deviceId) => !failed.has(deviceId));
+    if (stray !== undefined) throw new LabgateError("invalid", `field "devices": device ${stray} has not failed in deployment ${id}`);
+    if (chosen.length === 0) throw new LabgateError("conflict", `deployment ${id} has no failed devices`);
+    if (reopen) {
+      const other = activeDeploymentOf(this.db, row.group_id);
+      if (other) throw new LabgateError("conflict", `group ${row.group_id} has deployment ${other.id} (${other.status}): a completed deployment reopens only when its group has none`);
+      const busy = chosen.find((deviceId) => this.index.has(deviceId));
+      if (busy !== undefined) throw new LabgateError("conflict", `device ${busy} is in deployment ${this.index.get(busy)!.run.row.id}`);
+    }
+    const now = this.ctx.clock.now();
+    const at = isoTime(now);
+    const change: MemberChange = { state: "retrying", at, failures: 0, retryAt: at, reason: `retry asked by ${actor.name}` };
+    await this.db.write((tx) => {
+      const current = getDeployment(tx, id)!;
+      if (current.status !== row.status) throw new LabgateError("conflict", `deployment ${id} is ${current.status}`);
+      if (reopen) {
+        tx.run("UPDATE deployments SET status = 'running', finished = NULL, pause_reason = NULL, updated = ? WHERE id = ?", [at, id]);
+        for (const deviceId of chosen) updateMember(tx, id, deviceId, change);
+      } else {
+        for (const deviceId of chosen) {
+          const member = this.index.get(deviceId);
+          if (member?.run.row.id === id && member.state === "failed") this.move(tx, deviceId, member, change);
+        }
+      }
+      recordAudit(tx, actor, "deployment.retry", `deployment:${id}`, { devices: chosen.slice(0, 100), count: chosen.length, reopened: reopen });
+    });
+    for (const deviceId of chosen) this.release(deviceId, row.version);
+    const run = reopen ? this.track(getDeployment(this.db, id)!, now) : this.runs.get(id);
+    if (!run) return;
+    this.publishRun(run.row);
+    for (const { id: deviceId, mac_address } of this.macs(chosen)) {
+      const member = this.index.get(deviceId);
+      if (member) this.publishDevice(run, mac_address, member);
+    }
+  }
+
+  /**
    * Abort: no more offers; devices offered or downloading are told to stop and count as aborted;
    * devices installing cannot be stopped and report what happened. The group's policy stays.
    */
@@ -451,40 +570,65 @@ export class DeploymentService implements Steering {
   /**
    * What the update check of a device of `groupId` (its active group) does: undefined, the
    * group's policy as usual (not in a deployment, or its phase has not started, or no new offers
-   * now); "hold", no update (the device finished in this deployment: nothing may pull it back);
-   * or the deployment's target, and `settle` to record what the resolver found.
+   * now); "hold", no update (the device finished in this deployment, waits for its retry, or
+   * failed for good the version the policy names: nothing may pull it back); or the deployment's
+   * target, and `settle` to record what the resolver found.
    */
-  steer(deviceId: number, groupId: number, now: number): Steer | undefined {
+  steer(deviceId: number, groupId: number, now: number, policyTarget: string | undefined): Steer | undefined {
     this.fresh();
     const member = this.index.get(deviceId);
-    if (!member || member.run.row.group_id !== groupId || member.phase > member.run.row.current_phase) return undefined;
-    const { state, run } = member;
-    if (FINAL.has(state) && state !== "not_reached") return "hold";
-    if (!UNDERWAY.has(state) && !this.offering(run, now)) return undefined;
-    return { target: run.row.version, settle: (offered, deviceVersion) => this.settle(deviceId, member, offered, deviceVersion, now) };
+    if (member && member.run.row.group_id === groupId && member.phase <= member.run.row.current_phase) {
+      const { state, run } = member;
+      if (FINAL.has(state) && state !== "not_reached") return "hold";
+      if (state === "retrying") {
+        if ((member.retryAt !== null && now < member.retryAt) || !this.offering(run, now)) return "hold";
+      } else if (!UNDERWAY.has(state) && !this.offering(run, now)) return this.policyHeld(deviceId, policyTarget);
+      return (member.steer ??= { target: run.row.version, settle: (offered, deviceVersion) => this.settle(deviceId, member, offered, deviceVersion) });
+    }
+    return this.policyHeld(deviceId, policyTarget);
   }
 
-  private async settle(deviceId: number, member: Member, offered: boolean, deviceVersion: string, now: number): Promise<void> {
+  private policyHeld(deviceId: number, target: string | undefined): "hold" | undefined {
+    return target !== undefined && this.held.get(deviceId)?.has(target) ? "hold" : undefined;
+  }
+
+  /**
+   * Records what the resolver found (`offered`: the version of the package it offers). The same
+   * offer again is the same attempt (no write); a device not under way gets a new attempt.
+   */
+  private settle(deviceId: number, member: Member, offered: string | undefined, deviceVersion: string): OfferTag | Promise<OfferTag | undefined> | undefined {
+    if (offered !== undefined && UNDERWAY.has(member.state) && member.offeredVersion === offered) return { deployment: member.run.row.id, attempt: member.attempt };
+    return this.settleChange(deviceId, member, offered, deviceVersion);
+  }
+
+  private async settleChange(deviceId: number, member: Member, offered: string | undefined, deviceVersion: string): Promise<OfferTag | undefined> {
+    const now = this.ctx.clock.now();
     const at = isoTime(now);
     const { run } = member;
     const before = member.state;
     const underway = UNDERWAY.has(before);
-    let state: DeviceState;
-    if (offered) state = underway ? before : "offered";
-    else if (deviceVersion === run.row.version) state = underway ? "installed" : "already_installed";
-    else state = "no_package";
-    if (state === before) return;
-    await this.db.write((tx) => {
-      if (member.state !== before) return; // another check moved it meanwhile
-      const change: MemberChange = { state, at };
-      if (state === "offered") Object.assign(change, { offeredAt: at, progress: 0, fromVersion: deviceVersion, reason: null, output: null });
-      if (state === "no_package") change.reason = `no package leads from ${deviceVersion} to ${run.row.version} for this device`;
+    let change: MemberChange;
+    if (offered !== undefined) {
+      change = underway
+        ? { state: before, at, offeredVersion: offered } // a hop's next package, in the same attempt
+        : { state: "offered", at, offeredAt: at, progress: 0, fromVersion: deviceVersion, reason: null, output: null, attempt: member.attempt + 1, offeredVersion: offered, retryAt: null };
+    } else if (deviceVersion === run.row.version) {
+      change = { state: underway ? "installed" : "already_installed", at, progress: null };
+    } else {
+      change = { state: "no_package", at, reason: `no package leads from ${deviceVersion} to ${run.row.version} for this device` };
+    }
+    const moved = await this.db.write((tx) => {
+      if (member.state !== before) return false; // another check moved it meanwhile
       this.move(tx, deviceId, member, change);
-      if (state === "installed") this.history(tx, run.row.id, deviceId, "installed", null, at);
+      if (change.state === "installed") this.history(tx, run.row.id, deviceId, "installed", null, at, member.attempt);
+      return true;
     });
-    this.publishDeviceById(run, deviceId, member);
-    if (state === "installed") this.installed(run.row.id, deviceId, run.row.version);
-    await this.evaluate(run);
+    if (moved) {
+      this.publishDeviceById(run, deviceId, member);
+      if (change.state === "installed") this.installed(run.row.id, deviceId, run.row.version);
+      await this.evaluate(run);
+    }
+    return UNDERWAY.has(member.state) ? { deployment: run.row.id, attempt: member.attempt } : undefined;
   }
 
   // --- what devices report -------------------------------------------------------------------------
@@ -508,72 +652,88 @@ export class DeploymentService implements Steering {
     this.fresh();
     const member = this.index.get(deviceId);
     if (!member || !UNDERWAY.has(member.state) || version !== member.run.row.version) return;
-    await this.settle(deviceId, member, false, version, this.ctx.clock.now());
+    await this.settle(deviceId, member, undefined, version);
   }
 
   /**
-   * `update_outcome` of a device (docs/device-channel.md): moves its state in its deployment (an
-   * active one, or the latest one for an outcome that comes after an abort), and writes its update
-   * history. Resolves once durable: the caller acknowledges then.
+   * `update_outcome` of a device (docs/device-channel.md). An outcome that answers the current
+   * attempt of its deployment moves the device there; any other (an earlier attempt, the group's
+   * policy, a deployment that ended) is history only, within the device's bounds. Resolves once
+   * durable: the caller acknowledges then.
    */
   async outcome(conn: Pick<DeviceConnection, "deviceId" | "mac">, outcome: Outcome): Promise<void> {
     this.fresh();
     const deviceId = conn.deviceId;
-    const at = this.isoNow();
     // A report sent again (its acknowledgement was lost) that made its history row changes nothing:
     // an intermediate hop's `installed` would otherwise move the device back to `offered`.
     if (outcome.reportId !== undefined && reportApplied(this.db, deviceId, outcome.reportId)) return;
     const member = this.index.get(deviceId);
-    if (!member) {
-      // Not in an active deployment: history only (an ended deployment's device still gets its row).
-      if (outcome.state !== "installed" && outcome.state !== "failed") return;
-      const latest = latestMembership(this.db, deviceId);
-      // Its deployment ended while it installed that deployment's version (an abort cannot stop an install).
-      const ended = latest && latest.to_version === outcome.version && (latest.state === "installing" || latest.state === "aborted" || latest.state === "not_reached") ? latest : undefined;
-      await this.db.write((tx) => {
-        // A report sent again (its acknowledgement was lost) is the newest row already.
-        const newest = tx.get<{ to_version: string; outcome: string; reason: string | null }>("SELECT to_version, outcome, reason FROM update_history WHERE device_id = ? ORDER BY id DESC LIMIT 1", [deviceId]);
-        if (newest && newest.to_version === outcome.version && newest.outcome === outcome.state && newest.reason === outcome.reason) return;
-        addHistory(tx, { device_id: deviceId, deployment_id: ended?.deployment_id ?? null, from_version: outcome.fromVersion, to_version: outcome.version, outcome: outcome.state, reason: outcome.reason, at, report_id: outcome.reportId });
-        if (ended && ended.state === "installing") {
-          const done = outcome.state === "installed" ? "installed" : "failed";
-          updateMember(tx, ended.deployment_id, deviceId, { state: done, at, reason: outcome.reason, output: outcome.output });
-        }
-      });
-      return;
-    }
+    if (member && answers(member, outcome)) return this.attemptOutcome(conn, member, outcome);
+    if (outcome.state === "installed" || outcome.state === "failed") await this.past.record(deviceId, outcome);
+  }
+
+  private async attemptOutcome(conn: Pick<DeviceConnection, "deviceId" | "mac">, member: Member, outcome: Outcome): Promise<void> {
+    const deviceId = conn.deviceId;
+    const now = this.ctx.clock.now();
+    const at = isoTime(now);
     const { run } = member;
     const target = run.row.version;
+    const offered = member.offeredVersion ?? target;
     let next: MemberChange | undefined;
+    let failure: { reason: string; output: string | null } | undefined;
     switch (outcome.state) {
       case "installing":
-        if (member.state === "offered" || member.state === "downloading" || member.state === "not_reached") next = { state: "installing", at, progress: null };
+        if (member.state !== "installing") next = { state: "installing", at, progress: null };
         break;
       case "installed":
-        if (member.state === "installed" || member.state === "already_installed") break;
-        // One hop of a longer path: on to the next offer.
-        next = outcome.version === target ? { state: "installed", at, progress: null, reason: null, output: null } : { state: "offered", at, progress: 0 };
+        if (outcome.version !== offered) failure = { reason: `reported ${outcome.version}, offered ${offered}`, output: outcome.output };
+        else if (offered === target) next = { state: "installed", at, progress: null, reason: null, output: null };
+        // One hop of a longer path: the next check offers the next package, in this attempt.
+        else next = { state: "offered", at, progress: 0, fromVersion: outcome.version, offeredVersion: null };
         break;
       case "failed":
-        if (member.state !== "failed") next = { state: "failed", at, progress: null, reason: outcome.reason ?? "failed", output: outcome.output };
+        failure = { reason: outcome.reason ?? "failed", output: outcome.output };
         break;
       case "aborted":
         if (UNDERWAY.has(member.state)) next = { state: "aborted", at, progress: null, reason: outcome.reason };
         break;
     }
-    // A report sent again (its acknowledgement was lost) changes nothing.
+    if (failure) next = this.failedAttempt(member, failure.reason, failure.output, now);
     if (!next) return;
     const change = next;
+    const attempt = member.attempt;
     await this.db.write((tx) => {
+      if (outcome.state !== "installing") this.progressRecords.endIn(tx, deviceId);
       if (outcome.state === "installed" || outcome.state === "failed") {
-        addHistory(tx, { device_id: deviceId, deployment_id: run.row.id, from_version: outcome.fromVersion, to_version: outcome.version, outcome: outcome.state, reason: outcome.reason, at, report_id: outcome.reportId });
+        addHistory(tx, {
+          device_id: deviceId,
+          deployment_id: run.row.id,
+          attempt,
+          from_version: outcome.fromVersion,
+          to_version: failure ? offered : outcome.version,
+          outcome: failure ? "failed" : "installed",
+          reason: failure ? failure.reason : outcome.reason,
+          output: failure?.output ?? null,
+          at,
+          report_id: outcome.reportId,
+        });
       }
       this.move(tx, deviceId, member, change);
     });
-    this.publishDevice(run, conn.mac, member, next.reason ? { reason: next.reason } : {});
-    if (next.state === "installed") this.installed(run.row.id, deviceId, target);
-    if (next.state === "failed") await this.checkErrors(run);
+    // What this report did (another report may have moved the device on meanwhile).
+    if (change.state === "failed") this.hold(deviceId, target);
+    this.publishDevice(run, conn.mac, member, { ...(change.reason ? { reason: change.reason } : {}), ...(change.retryAt ? { retry_at: change.retryAt } : {}) });
+    if (change.state === "installed") this.installed(run.row.id, deviceId, target);
+    if (change.state === "failed") await this.checkErrors(run);
     await this.evaluate(run);
+  }
+
+  /** The move of a failed attempt: `retrying` after the backoff, or `failed` for good once it had its retries. */
+  private failedAttempt(member: Member, reason: string, output: string | null, now: number): MemberChange {
+    const failures = member.failures + 1;
+    const at = isoTime(now);
+    if (failures > member.run.row.retries) return { state: "failed", at, progress: null, reason, output, failures, retryAt: null };
+    return { state: "retrying", at, progress: null, reason, output, failures, retryAt: isoTime(now + retryDelay(member.run.row.retry_backoff, failures)) };
   }
 
   /**
@@ -586,9 +746,10 @@ export class DeploymentService implements Steering {
     if (!member || member.run.row.id !== deploymentId || member.state === "failed") return;
     const at = this.isoNow();
     await this.db.write((tx) => {
-      this.move(tx, deviceId, member, { state: "failed", at, reason, output: output === null ? null : tail(output) });
-      addHistory(tx, { device_id: deviceId, deployment_id: deploymentId, from_version: null, to_version: member.run.row.version, outcome: "failed", reason, at });
+      this.move(tx, deviceId, member, { state: "failed", at, reason, output: output === null ? null : tail(output), retryAt: null });
+      addHistory(tx, { device_id: deviceId, deployment_id: deploymentId, attempt: member.attempt, from_version: null, to_version: member.run.row.version, outcome: "failed", reason, output: output === null ? null : tail(output), at });
     });
+    this.hold(deviceId, member.run.row.version);
     this.publishDeviceById(member.run, deviceId, member, { reason });
     await this.checkErrors(member.run);
     await this.evaluate(member.run);
@@ -642,7 +803,11 @@ export class DeploymentService implements Steering {
     if (!overErrorThreshold(started, run.row.error_percent)) return;
     const begun = totalOf(started) - started.waiting;
     const reason = `error threshold: ${started.failed} of ${begun} started devices failed (more than ${run.row.error_percent}%)`;
-    await this.db.write((tx) => this.setRow(tx, run, run.row.id, { status: "paused", pause_reason: reason }, this.isoNow()));
+    const now = this.ctx.clock.now();
+    await this.db.write((tx) => {
+      this.setRow(tx, run, run.row.id, { status: "paused", pause_reason: reason }, isoTime(now));
+      recordAudit(tx, automatic(now), "deployment.pause", `deployment:${run.row.id}`, { reason, failed: started.failed, started: begun, error_percent: run.row.error_percent });
+    });
     this.ctx.log.warn(`deployment ${run.row.id}: paused: ${reason}`);
     this.publishRun(run.row);
   }
@@ -672,23 +837,38 @@ export class DeploymentService implements Steering {
       const verdict = gate({ phase: run.counts[current], successPercent: run.row.success_percent, successWait: run.row.success_wait, phaseStartedAt: run.phaseStarted[current], now });
       if (verdict !== "go") return;
       await this.db.write((tx) => {
-        if (run.row.current_phase === current) this.startPhase(tx, run, now);
+        if (run.row.current_phase !== current) return;
+        this.startPhase(tx, run, now);
+        const phase = run.counts[current];
+        recordAudit(tx, automatic(now), "deployment.advance", `deployment:${run.row.id}`, { phase: current + 1, succeeded: sumOf(phase, SUCCEEDED), devices: totalOf(phase), success_percent: run.row.success_percent });
       });
       this.publishRun(run.row);
     }
   }
 
-  /** The last phase finished: the group's policy becomes exact_match,<target> in the same transaction. */
+  /**
+   * The last phase finished: `completed` (or `completed_with_failures`: failed or unreached
+   * devices), and the group's policy becomes exact_match,<target> in the same transaction (the
+   * devices failed for good stay held out of it).
+   */
   private async complete(run: Run): Promise<void> {
-    const at = this.isoNow();
+    const now = this.ctx.clock.now();
+    const at = isoTime(now);
+    const counts = this.startedCounts(run);
+    const status = endStatus(counts);
+    const policy = `exact_match,${run.row.version}`;
     await changed(this.catalog, this.db.write((tx) => {
       if (run.row.status !== "running") return;
-      this.setRow(tx, run, run.row.id, { status: "completed", finished: at, pause_reason: null }, at);
-      tx.run("UPDATE groups SET policy = ? WHERE id = ?", [`exact_match,${run.row.version}`, run.row.group_id]);
+      const before = tx.get<{ policy: string }>("SELECT policy FROM groups WHERE id = ?", [run.row.group_id])?.policy ?? null;
+      this.setRow(tx, run, run.row.id, { status, finished: at, pause_reason: null }, at);
+      tx.run("UPDATE groups SET policy = ? WHERE id = ?", [policy, run.row.group_id]);
+      const target = `deployment:${run.row.id}`;
+      recordAudit(tx, automatic(now), "deployment.complete", target, { status, counts: Object.fromEntries(Object.entries(counts).filter(([, n]) => n > 0)) });
+      recordAudit(tx, automatic(now), "deployment.policy", target, { group: run.row.group_id, from: before, to: policy });
     }));
-    if (run.row.status !== "completed") return;
+    if (run.row.status !== status) return;
     this.forget(run);
-    this.ctx.log.info(`deployment ${run.row.id}: completed; group ${run.row.group_id} policy is exact_match,${run.row.version}`);
+    this.ctx.log.info(`deployment ${run.row.id}: ${status}; group ${run.row.group_id} policy is ${policy}`);
     this.publishRun(run.row);
   }
 
@@ -699,7 +879,9 @@ export class DeploymentService implements Steering {
     for (const run of [...this.runs.values()]) {
       if (run.row.status === "scheduled" && run.row.start_at !== null && Date.parse(run.row.start_at) <= now) {
         await this.db.write((tx) => {
-          if (run.row.status === "scheduled") this.startPhase(tx, run, now);
+          if (run.row.status !== "scheduled") return;
+          this.startPhase(tx, run, now);
+          recordAudit(tx, automatic(now), "deployment.start", `deployment:${run.row.id}`, { start_at: run.row.start_at });
         });
         this.publishRun(run.row);
       }
@@ -721,16 +903,24 @@ export class DeploymentService implements Steering {
       if (member.run !== run || member.phase > run.row.current_phase) continue;
       if (UNDERWAY.has(member.state) && member.offeredAt !== null && now - member.offeredAt >= limit) late.push(deviceId);
       else if (member.state === "waiting" && offering && now - Math.max(run.phaseStarted[member.phase], run.windowOpenedAt) >= limit) late.push(deviceId);
+      else if (member.state === "retrying" && offering && now - Math.max(member.retryAt ?? 0, run.windowOpenedAt) >= limit) late.push(deviceId);
     }
     if (late.length === 0) return;
     const at = isoTime(now);
+    const reason = `did not finish within ${run.row.device_timeout} minutes`;
     await this.db.write((tx) => {
+      const marked: number[] = [];
       for (const deviceId of late) {
         const member = this.index.get(deviceId);
-        if (!member || (!UNDERWAY.has(member.state) && member.state !== "waiting")) continue;
-        if (UNDERWAY.has(member.state)) this.history(tx, run.row.id, deviceId, "not_reached", `did not finish within ${run.row.device_timeout} minutes`, at);
-        this.move(tx, deviceId, member, { state: "not_reached", at, progress: null, reason: `did not finish within ${run.row.device_timeout} minutes` });
+        if (!member || (!UNDERWAY.has(member.state) && member.state !== "waiting" && member.state !== "retrying")) continue;
+        if (UNDERWAY.has(member.state)) {
+          this.history(tx, run.row.id, deviceId, "not_reached", reason, at, member.attempt);
+          this.progressRecords.endIn(tx, deviceId);
+        }
+        this.move(tx, deviceId, member, { state: "not_reached", at, progress: null, reason, retryAt: null });
+        marked.push(deviceId);
       }
+      if (marked.length > 0) recordAudit(tx, automatic(now), "deployment.timeout", `deployment:${run.row.id}`, { devices: marked.slice(0, 100), count: marked.length, minutes: run.row.device_timeout });
     });
     for (const { id, mac_address } of this.macs(late)) this.publishDevice(run, mac_address, this.index.get(id) ?? { phase: 0, state: "not_reached" });
   }
@@ -765,9 +955,9 @@ export class DeploymentService implements Steering {
     return isoTime(this.ctx.clock.now());
   }
 
-  private history(tx: Tx, deploymentId: number, deviceId: number, outcome: string, reason: string | null, at: string): void {
+  private history(tx: Tx, deploymentId: number, deviceId: number, outcome: string, reason: string | null, at: string, attempt: number | null = null): void {
     const row = tx.get<{ from_version: string | null; to_version: string | null }>("SELECT from_version, to_version FROM deployment_devices WHERE deployment_id = ? AND device_id = ?", [deploymentId, deviceId]);
-    addHistory(tx, { device_id: deviceId, deployment_id: deploymentId, from_version: row?.from_version ?? null, to_version: row?.to_version ?? "", outcome, reason, at });
+    addHistory(tx, { device_id: deviceId, deployment_id: deploymentId, attempt, from_version: row?.from_version ?? null, to_version: row?.to_version ?? "", outcome, reason, at });
   }
 
   /** The MACs of devices (one prepared statement, whatever the number). */

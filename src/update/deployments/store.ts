@@ -1,5 +1,5 @@
 /*
- * Deployment rows (migrations 016, 017): SQL only. The state machine is service.ts.
+ * Deployment rows (migrations 016, 017, 021, 023, 024): SQL only. The state machine is service.ts.
  */
 import type { Database, Tx } from "../../db/index.ts";
 import type { SqlFilter } from "../permissions/permissions.ts";
@@ -24,6 +24,9 @@ export interface DeploymentRow {
   error_percent: number | null;
   /** Minutes. */
   device_timeout: number;
+  retries: number;
+  /** Seconds before the first retry (doubling at each further one). */
+  retry_backoff: number;
   start_at: string | null;
   /** JSON MaintenanceWindow or NULL. */
   window: string | null;
@@ -49,6 +52,9 @@ export interface MemberRow {
   to_version: string | null;
   reason: string | null;
   output: string | null;
+  attempt: number;
+  failures: number;
+  retry_at: string | null;
   offered_at: string | null;
   updated: string;
 }
@@ -59,7 +65,7 @@ export const parsePhaseStarted = (row: DeploymentRow): string[] => JSON.parse(ro
 
 const COLUMNS =
   "dp.id, dp.group_id, dp.version, dp.status, dp.pause_reason, dp.phases, dp.current_phase, dp.phase_started, dp.success_percent, dp.success_wait, " +
-  "dp.error_percent, dp.device_timeout, dp.start_at, dp.window, dp.created, dp.created_by, dp.validation, dp.started, dp.finished, dp.updated";
+  "dp.error_percent, dp.device_timeout, dp.retries, dp.retry_backoff, dp.start_at, dp.window, dp.created, dp.created_by, dp.validation, dp.started, dp.finished, dp.updated";
 
 export function getDeployment(db: Database | Tx, id: number): DeploymentRow | undefined {
   return db.get<DeploymentRow>(`SELECT ${COLUMNS} FROM deployments dp WHERE dp.id = ?`, [id]);
@@ -124,7 +130,7 @@ export interface MemberFilter {
 }
 
 const MEMBER_COLUMNS =
-  "dd.device_id, d.mac_address, d.name, dd.phase, dd.position, dd.state, dd.progress, dd.from_version, dd.to_version, dd.reason, dd.output, dd.offered_at, dd.updated";
+  "dd.device_id, d.mac_address, d.name, dd.phase, dd.position, dd.state, dd.progress, dd.from_version, dd.to_version, dd.reason, dd.output, dd.attempt, dd.failures, dd.retry_at, dd.offered_at, dd.updated";
 
 /** A page of a deployment's devices in their recorded order, and how many match. */
 export function listMembers(db: Database, id: number, filter: MemberFilter): { rows: MemberRow[]; total: number } {
@@ -138,14 +144,42 @@ export function listMembers(db: Database, id: number, filter: MemberFilter): { r
   return { rows, total };
 }
 
-/** The member rows the service keeps in memory for an active deployment. */
-export function memberStates(db: Database | Tx, id: number): Array<{ device_id: number; phase: number; state: DeviceState; offered_at: string | null; to_version: string | null }> {
-  return db.all("SELECT device_id, phase, state, offered_at, to_version FROM deployment_devices WHERE deployment_id = ?", [id]);
+/** What the service keeps in memory of a device of an active deployment. */
+export interface MemberState {
+  device_id: number;
+  phase: number;
+  state: DeviceState;
+  offered_at: string | null;
+  attempt: number;
+  failures: number;
+  offered_version: string | null;
+  retry_at: string | null;
 }
 
-/** The latest deployment row of a device (an outcome that arrives after its deployment ended). */
-export function latestMembership(db: Database | Tx, deviceId: number): { deployment_id: number; state: DeviceState; to_version: string | null } | undefined {
-  return db.get("SELECT deployment_id, state, to_version FROM deployment_devices WHERE device_id = ? ORDER BY deployment_id DESC LIMIT 1", [deviceId]);
+/** The member rows the service keeps in memory for an active deployment. */
+export function memberStates(db: Database | Tx, id: number): MemberState[] {
+  return db.all("SELECT device_id, phase, state, offered_at, attempt, failures, offered_version, retry_at FROM deployment_devices WHERE deployment_id = ?", [id]);
+}
+
+/** A device's row in `deploymentId`, or its latest one (an outcome that arrives after its deployment ended). */
+export function latestMembership(db: Database | Tx, deviceId: number, deploymentId?: number): { deployment_id: number; state: DeviceState; to_version: string | null; attempt: number } | undefined {
+  if (deploymentId !== undefined) return db.get("SELECT deployment_id, state, to_version, attempt FROM deployment_devices WHERE device_id = ? AND deployment_id = ?", [deviceId, deploymentId]);
+  return db.get("SELECT deployment_id, state, to_version, attempt FROM deployment_devices WHERE device_id = ? ORDER BY deployment_id DESC LIMIT 1", [deviceId]);
+}
+
+/** The devices failed (for good) in a deployment. */
+export const failedMembers = (db: Database | Tx, id: number): number[] =>
+  db.all<{ device_id: number }>("SELECT device_id FROM deployment_devices WHERE deployment_id = ? AND state = 'failed' ORDER BY position", [id]).map((r) => r.device_id);
+
+/**
+ * The versions devices failed for good: a device's latest row for a version (of any deployment)
+ * is `failed`. A new deployment of that version, or a retry, makes a newer row that is not.
+ */
+export function heldOut(db: Database | Tx): Array<{ device_id: number; version: string }> {
+  return db.all(
+    `SELECT dd.device_id, dp.version FROM deployment_devices dd JOIN deployments dp ON dp.id = dd.deployment_id
+     WHERE dd.state = 'failed' AND dd.deployment_id = (SELECT MAX(x.deployment_id) FROM deployment_devices x JOIN deployments y ON y.id = x.deployment_id WHERE x.device_id = dd.device_id AND y.version = dp.version)`,
+  );
 }
 
 export interface MemberChange {
@@ -157,6 +191,10 @@ export interface MemberChange {
   fromVersion?: string | null;
   toVersion?: string | null;
   offeredAt?: string | null;
+  attempt?: number;
+  failures?: number;
+  offeredVersion?: string | null;
+  retryAt?: string | null;
 }
 
 /** One durable transition of one device. Columns not named keep their value. */
@@ -170,6 +208,10 @@ export function updateMember(tx: Tx, deploymentId: number, deviceId: number, cha
     ["from_version", change.fromVersion],
     ["to_version", change.toVersion],
     ["offered_at", change.offeredAt],
+    ["attempt", change.attempt],
+    ["failures", change.failures],
+    ["offered_version", change.offeredVersion],
+    ["retry_at", change.retryAt],
   ];
   for (const [column, value] of optional) if (value !== undefined) sets.push(`${column} = ?`), params.push(value);
   tx.run(`UPDATE deployment_devices SET ${sets.join(", ")} WHERE deployment_id = ? AND device_id = ?`, [...params, deploymentId, deviceId]);
@@ -184,22 +226,31 @@ export interface HistoryRow {
   from_version: string | null;
   to_version: string;
   outcome: string;
+  attempt: number | null;
   reason: string | null;
+  output: string | null;
   at: string;
 }
 
 /** One history row; `report_id` is the device's report that made it (none: the server decided it). */
-export function addHistory(tx: Tx, entry: Omit<HistoryRow, "id"> & { report_id?: string | null }): void {
-  tx.run("INSERT INTO update_history (device_id, deployment_id, from_version, to_version, outcome, reason, at, report_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [
+export function addHistory(tx: Tx, entry: Omit<HistoryRow, "id" | "attempt" | "output"> & { attempt?: number | null; output?: string | null; report_id?: string | null }): void {
+  tx.run("INSERT INTO update_history (device_id, deployment_id, from_version, to_version, outcome, attempt, reason, output, at, report_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
     entry.device_id,
     entry.deployment_id,
     entry.from_version,
     entry.to_version,
     entry.outcome,
+    entry.attempt ?? null,
     entry.reason,
+    entry.output ?? null,
     entry.at,
     entry.report_id ?? null,
   ]);
+}
+
+/** Keeps a device's newest `keep` history rows. */
+export function trimHistory(tx: Tx, deviceId: number, keep: number): void {
+  tx.run("DELETE FROM update_history WHERE device_id = ? AND id <= (SELECT id FROM update_history WHERE device_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)", [deviceId, deviceId, keep]);
 }
 
 /** Whether the device's report `reportId` made a history row already (it is sent again when its acknowledgement was lost). */
@@ -210,7 +261,7 @@ export const reportApplied = (db: Database | Tx, deviceId: number, reportId: str
 export function listHistory(db: Database, deviceId: number, limit: number, offset: number): { rows: HistoryRow[]; total: number } {
   const total = db.get<{ n: number }>("SELECT COUNT(*) AS n FROM update_history WHERE device_id = ?", [deviceId])?.n ?? 0;
   const rows = db.all<HistoryRow>(
-    "SELECT id, device_id, deployment_id, from_version, to_version, outcome, reason, at FROM update_history WHERE device_id = ? ORDER BY id DESC LIMIT ? OFFSET ?",
+    "SELECT id, device_id, deployment_id, from_version, to_version, outcome, attempt, reason, output, at FROM update_history WHERE device_id = ? ORDER BY id DESC LIMIT ? OFFSET ?",
     [deviceId, limit, offset],
   );
   return { rows, total };

@@ -1,5 +1,6 @@
 import type { Database, Tx } from "../../db/index.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
+import { groupNameOf } from "./name.ts";
 import { isoTime, rfc822 } from "../../util/time.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { DEFAULT_POLICY } from "./policy.ts";
@@ -68,6 +69,8 @@ export function changed<T>(catalog: CatalogWatch, write: Promise<T>): Promise<T>
 
 export interface NewGroup {
   metadata: Record<string, unknown>;
+  /** The metadata prefix: the audit log names the group by `<prefix>.group.name` (name.ts). */
+  prefix: string;
   priority?: number;
   createdBy: string | null;
   /** Runs inside the insert transaction (creator grants). */
@@ -84,7 +87,8 @@ export async function createGroup(db: Database, input: NewGroup, now: Date, acto
       input.createdBy,
     ]);
     input.onCreated?.(tx, id);
-    recordAudit(tx, actor, "group.create", `group:${id}`, { priority: input.priority ?? DEFAULT_PRIORITY });
+    const name = groupNameOf(input.metadata, input.prefix);
+    recordAudit(tx, actor, "group.create", `group:${id}`, { ...(name !== undefined ? { name } : {}), priority: input.priority ?? DEFAULT_PRIORITY });
     return getGroup(tx, id)!;
   });
 }

@@ -147,6 +147,7 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
         db,
         {
           metadata: body.metadata,
+          prefix: ctx.config.prefix,
           priority: body.priority ?? undefined,
           createdBy: identity.kind === "mgmt" ? identity.user : null,
           onCreated: (tx, id) => grantCreator(tx, identity, "group", id, dateOf(ctx.clock)),
@@ -215,7 +216,7 @@ export function groupsV1Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
     },
     write,
     async (c) => {
-      const row = await createGroup(db, { metadata: await jsonBody(c, GroupCreateV1), createdBy: null }, dateOf(ctx.clock), actorOf(c, ctx.clock));
+      const row = await createGroup(db, { metadata: await jsonBody(c, GroupCreateV1), prefix: ctx.config.prefix, createdBy: null }, dateOf(ctx.clock), actorOf(c, ctx.clock));
       const view: GroupV1 = toV1(db, row);
       return c.json(view);
     },

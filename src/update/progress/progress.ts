@@ -108,6 +108,12 @@ export class UpdateProgress {
     });
   }
 
+  /** The device's update ended (an outcome, or its attempt timed out): its record goes, in `tx`. */
+  endIn(tx: Tx, deviceId: number): void {
+    tx.run("DELETE FROM progress WHERE device_id = ?", [deviceId]);
+    this.waitingAtZero.delete(deviceId);
+  }
+
   /** Call after removing a device's record by other means (e.g. the device reported its new version). */
   forgetWaiting(deviceId: number): void {
     this.waitingAtZero.delete(deviceId);

@@ -9,15 +9,22 @@ import { dateOf } from "../../util/time.ts";
 import type { Metadata } from "../registration/metadata.ts";
 import { UpdateCheck, type UpdateOffer } from "./schema.ts";
 
-/**
- * What an update check does for a device in a deployment (deployments/service.ts): "hold", no
- * update; or the deployment's target, and `settle` to record (durably) what the resolver found.
- */
-export type Steer = "hold" | { target: string; settle(offered: boolean, deviceVersion: string): Promise<void> };
+/** The deployment and attempt an offer belongs to: its outcome names them (docs/device-protocol.md). */
+export interface OfferTag {
+  deployment: number;
+  attempt: number;
+}
 
-/** The deployments as the update check sees them: undefined, the group's policy as usual. */
+/**
+ * What an update check does for a device (deployments/service.ts): "hold", no update; or the
+ * deployment's target, and `settle` to record (durably) what the resolver found (`offered`: the
+ * offered package's version), answering the offer's tag.
+ */
+export type Steer = "hold" | { target: string; settle(offered: string | undefined, deviceVersion: string): OfferTag | Promise<OfferTag | undefined> | undefined };
+
+/** The deployments as the update check sees them: undefined, the group's policy (`policyTarget`) as usual. */
 export interface Steering {
-  steer(deviceId: number, groupId: number, now: number): Steer | undefined;
+  steer(deviceId: number, groupId: number, now: number, policyTarget: string | undefined): Steer | undefined;
 }
 
 const keyCache = new Map<string, { version: string; devtype: string; mac: string }>();
@@ -62,17 +69,19 @@ export async function updateCheck(
   const keys = checkKeys(ctx.config.prefix);
   const groupId = catalog.activeGroup(device.deviceId);
   if (groupId === null) return undefined;
-  const steer = deployments?.steer(device.deviceId, groupId, now.getTime());
-  if (steer === "hold") return undefined;
   const groupwide = catalog.groupPlan(groupId, keys.version);
   if (!groupwide) return undefined;
+  const steer = deployments?.steer(device.deviceId, groupId, now.getTime(), groupwide.target);
+  if (steer === "hold") return undefined;
   const plan = steer ? retarget(groupwide, steer.target) : groupwide;
   const index = plan.target === undefined || plan.packages.length === 0 ? undefined : resolveInPlan(plan, metadata, keys);
+  const pkg = index === undefined ? undefined : plan.packages[index];
   // The deployment's record of the answer is durable before the device hears it; it and the
   // progress record below are written at once and share a commit.
-  const settled = steer ? steer.settle(index !== undefined, String(metadata[keys.version])) : undefined;
-  if (index === undefined) return void (await settled);
-  const pkg = plan.packages[index];
-  await Promise.all([settled, progress.recordUpdateStart(device.deviceId, device.mac, pkg.version, now)]);
-  return { id: pkg.id, created: pkg.created, sha256: pkg.sha256, uri: signedObjectUrl(ctx, base, pkg.storageName), version: pkg.version };
+  const settled = steer ? steer.settle(pkg?.version, String(metadata[keys.version])) : undefined;
+  if (pkg === undefined) return void (await settled);
+  const [tag] = await Promise.all([settled, progress.recordUpdateStart(device.deviceId, device.mac, pkg.version, now)]);
+  const offer: UpdateOffer = { id: pkg.id, created: pkg.created, sha256: pkg.sha256, uri: signedObjectUrl(ctx, base, pkg.storageName), version: pkg.version };
+  if (tag) Object.assign(offer, tag);
+  return offer;
 }

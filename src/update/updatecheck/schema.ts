@@ -39,6 +39,8 @@ export const UpdateOffer = z
     sha256: z.string(),
     uri: z.string().describe("a signed, expiring link to the package's file"),
     version: z.string().describe("labgate: the offered package's version, so that an agent can report what it installed"),
+    deployment: z.int().optional().describe("labgate: the deployment the offer belongs to (its outcome names it)"),
+    attempt: z.int().optional().describe("labgate: the deployment's attempt for this device (its outcome names it)"),
   })
   .meta({ id: "UpdateOffer" });
 export type UpdateOffer = z.infer<typeof UpdateOffer>;

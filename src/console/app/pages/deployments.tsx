@@ -25,6 +25,7 @@ const LOOK: Record<State, { label: string; tone: "ok" | "warn" | "bad" | "info" 
   downloading: { label: "downloading", tone: "info", color: "#2458d6" },
   installing: { label: "installing", tone: "info", color: "#6938ef" },
   installed: { label: "installed", tone: "ok", color: "#16794a" },
+  retrying: { label: "retrying", tone: "warn", color: "#f38744" },
   failed: { label: "failed", tone: "bad", color: "#b42318" },
   already_installed: { label: "already installed", tone: "ok", color: "#6cc08b" },
   no_package: { label: "no package", tone: "warn", color: "#e0a03a" },
@@ -35,9 +36,19 @@ const LOOK: Record<State, { label: string; tone: "ok" | "warn" | "bad" | "info" 
 /** The states in the order the bars and the filter show them. */
 const STATES = Object.keys(LOOK) as State[];
 
-const STATUS_TONE: Record<Deployment["status"], "ok" | "warn" | "bad" | "info" | "muted"> = { scheduled: "muted", running: "info", paused: "warn", completed: "ok", aborted: "bad" };
+const STATUS_TONE: Record<Exclude<Deployment["status"], "completed_with_failures">, "ok" | "warn" | "bad" | "info" | "muted"> = {
+  scheduled: "muted",
+  running: "info",
+  paused: "warn",
+  completed: "ok",
+  aborted: "bad",
+};
+const STATUSES: Deployment["status"][] = ["scheduled", "running", "paused", "completed", "completed_with_failures", "aborted"];
+const statusLabel = (status: Deployment["status"]) => status.replaceAll("_", " ");
 
 export function StatusBadge(props: { status: Deployment["status"] }) {
+  // Ended, but not everywhere: a colour of its own, neither the green of completed nor the red of aborted.
+  if (props.status === "completed_with_failures") return <span class="badge badge-partial">{statusLabel(props.status)}</span>;
   return <Badge tone={STATUS_TONE[props.status]}>{props.status}</Badge>;
 }
 
@@ -90,9 +101,9 @@ function Deployments({ query, me }: PageProps) {
       <PageHeader title="Deployments" sub="Roll a version out to a group in phases; pause, abort, and see every device's outcome.">
         <select aria-label="Status" value={status} onChange={(e) => replaceQuery({ status: e.currentTarget.value || undefined, offset: undefined })}>
           <option value="">all statuses</option>
-          {["scheduled", "running", "paused", "completed", "aborted"].map((s) => (
+          {STATUSES.map((s) => (
             <option key={s} value={s}>
-              {s}
+              {statusLabel(s)}
             </option>
           ))}
         </select>
@@ -106,7 +117,7 @@ function Deployments({ query, me }: PageProps) {
             rows={items}
             rowKey={(d) => d.id}
             rowAttrs={(d) => ({ "data-deployment": d.id })}
-            empty={status ? `No ${status} deployments.` : "No deployments yet: start one with New deployment."}
+            empty={status ? `No ${statusLabel(status as Deployment["status"])} deployments.` : "No deployments yet: start one with New deployment."}
             pager={{ offset, limit: PAGE, total, onChange: (o) => replaceQuery({ offset: o || undefined }) }}
             columns={[
               {
@@ -189,6 +200,8 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
       success_wait_minutes: numberOrNull("success_wait_minutes"),
       error_percent: numberOrNull("error_percent"),
       device_timeout_minutes: Number(text("device_timeout_minutes") || 1440),
+      retries: Number(text("retries") || 0),
+      retry_backoff_seconds: Number(text("retry_backoff_seconds") || 0),
       start_at: text("start_at") ? new Date(text("start_at")).toISOString() : null,
       window: useWindow ? { days, from: text("window_from"), to: text("window_to"), timezone: text("timezone") || "UTC" } : null,
     };
@@ -251,6 +264,12 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
           <Field label="Device timeout (min)" hint="Not finished by then: not reached.">
             <input name="device_timeout_minutes" type="number" min="1" defaultValue="1440" style={{ width: "100px" }} />
           </Field>
+          <Field label="Retries" hint="After a failed install; then failed for good.">
+            <input name="retries" type="number" min="0" max="10" defaultValue="2" style={{ width: "70px" }} />
+          </Field>
+          <Field label="first after (s)" hint="Doubling each time.">
+            <input name="retry_backoff_seconds" type="number" min="0" max="86400" defaultValue="300" style={{ width: "90px" }} />
+          </Field>
           <Field label="Start at" hint="Empty: now.">
             <input name="start_at" type="datetime-local" />
           </Field>
@@ -306,7 +325,7 @@ function DeploymentView({ params, query }: PageProps) {
     members.reload();
   });
 
-  const command = (name: "pause" | "resume" | "abort" | "advance", done: string, confirm?: Parameters<typeof run>[1]) =>
+  const command = (name: "pause" | "resume" | "abort" | "advance" | "retry", done: string, confirm?: Parameters<typeof run>[1]) =>
     run(async () => deployment.setData(await api<Deployment>("POST", `/api/v2/deployments/${id}/${name}`)), { done, ...confirm }).then(() => members.reload());
 
   return (
@@ -352,6 +371,22 @@ function DeploymentView({ params, query }: PageProps) {
                   Next phase
                 </button>
               )}
+              {d.counts.failed > 0 && d.status !== "aborted" && (
+                <button
+                  type="button"
+                  disabled={busy}
+                  onClick={() =>
+                    command("retry", `${d.counts.failed} failed device${d.counts.failed === 1 ? "" : "s"} retried`, {
+                      confirm: [
+                        `Retry the ${d.counts.failed} failed device${d.counts.failed === 1 ? "" : "s"}?`,
+                        { body: `Each is offered ${d.version} again at its next check, with ${d.retries} retr${d.retries === 1 ? "y" : "ies"} after a failure.${active ? "" : " The deployment runs again until they finish."}`, confirm: "Retry failed" },
+                      ],
+                    })
+                  }
+                >
+                  Retry failed
+                </button>
+              )}
               {active && (
                 <button
                   type="button"
@@ -393,6 +428,10 @@ function DeploymentView({ params, query }: PageProps) {
                   <dd>{d.error_percent === null ? "never on errors" : `above ${d.error_percent}% failed`}</dd>
                   <dt>Device timeout</dt>
                   <dd>{d.device_timeout_minutes} min</dd>
+                  <dt>Retries</dt>
+                  <dd>
+                    {d.retries === 0 ? "none: one failure is final" : `${d.retries} after a failure, the first after ${d.retry_backoff_seconds} s (doubling)`}
+                  </dd>
                   {d.window && (
                     <>
                       <dt>Window</dt>
@@ -471,6 +510,12 @@ function DeploymentView({ params, query }: PageProps) {
                         cell: (m) => (
                           <>
                             <StateBadge state={m.state} />
+                            {m.attempt > 1 && <span class="muted small"> attempt {m.attempt}</span>}
+                            {m.state === "retrying" && m.retry_at && (
+                              <div class="muted small">
+                                next try <Time value={m.retry_at} />
+                              </div>
+                            )}
                             {m.state === "downloading" && m.progress !== null && (
                               <div class="progress-cell">
                                 <ProgressBar value={m.progress} label={`download of ${m.name}`} />
