@@ -110,22 +110,31 @@ const MAC = /^[0-9a-f]{2}(?::[0-9a-f]{2}){5}$/i;
 /** How a board's `device` is compared: MAC addresses in lower case, names as written. */
 export const boardKey = (device: string) => (MAC.test(device) ? device.toLowerCase() : device);
 
+/** One board as the config file or the API gives it; a Problem names the key that does not fit. */
+export function readBoard(entry: unknown): BoardConfig {
+  const result = BoardConfig.safeParse(entry);
+  if (result.success) return result.data;
+  const unknownKey = result.error.issues.find((issue) => issue.code === "unrecognized_keys");
+  if (unknownKey) throw new Problem("unknown key", [...(unknownKey.path as Array<string | number>), unknownKey.keys[0]!]);
+  const issue = result.error.issues[0]!;
+  throw new Problem(issue.message, issue.path as Array<string | number>);
+}
+
 function readBoards(value: unknown): BoardConfig[] {
   if (!Array.isArray(value)) throw new Problem("expected a list of boards ({device, power, serial})");
   const seen = new Map<string, number>();
   return value.map((entry, i) => {
-    const result = BoardConfig.safeParse(entry);
-    if (!result.success) {
-      const unknownKey = result.error.issues.find((issue) => issue.code === "unrecognized_keys");
-      if (unknownKey) throw new Problem("unknown key", [i, ...(unknownKey.path as Array<string | number>), unknownKey.keys[0]!]);
-      const issue = result.error.issues[0]!;
-      throw new Problem(issue.message, [i, ...(issue.path as Array<string | number>)]);
+    let board: BoardConfig;
+    try {
+      board = readBoard(entry);
+    } catch (error) {
+      throw error instanceof Problem ? new Problem(error.what, [i, ...error.path]) : error;
     }
-    const key = boardKey(result.data.device);
+    const key = boardKey(board.device);
     const earlier = seen.get(key);
-    if (earlier !== undefined) throw new Problem(`${shown(result.data.device)} is already board ${earlier}`, [i, "device"]);
+    if (earlier !== undefined) throw new Problem(`${shown(board.device)} is already board ${earlier}`, [i, "device"]);
     seen.set(key, i);
-    return result.data;
+    return board;
   });
 }
 

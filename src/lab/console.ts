@@ -202,12 +202,24 @@ export class ConsoleService {
   constructor(ctx: AppContext, boards: BoardMap) {
     this.ctx = ctx;
     this.boards = boards;
-    const root = join(ctx.dataDir, "lab", "console");
-    for (const board of ctx.config.lab.boards) {
-      if (!board.serial) continue;
-      const dir = join(root, createHash("sha256").update(boardKey(board.device)).digest("hex").slice(0, 20));
-      this.captures.set(board, new Capture(ctx, board.serial, new ConsoleRing(dir, ctx.config.lab.console_bytes)));
-    }
+    for (const { board } of boards.list()) this.add(board);
+    // A board set or removed through the API: its old port is closed, its new one opened.
+    boards.onChange((before, after) => {
+      if (before) {
+        this.captures.get(before)?.close();
+        this.captures.delete(before);
+      }
+      if (after) this.add(after)?.start();
+    });
+  }
+
+  /** The capture of `board`'s console port, when it has one; its ring is kept by the board's device. */
+  private add(board: BoardConfig): Capture | undefined {
+    if (!board.serial) return undefined;
+    const dir = join(this.ctx.dataDir, "lab", "console", createHash("sha256").update(boardKey(board.device)).digest("hex").slice(0, 20));
+    const capture = new Capture(this.ctx, board.serial, new ConsoleRing(dir, this.ctx.config.lab.console_bytes));
+    this.captures.set(board, capture);
+    return capture;
   }
 
   start(): void {

@@ -20,7 +20,7 @@ export interface LabDomain {
 
 /** `runAs`: who power commands run as (the test user, as test processes). */
 export function createLabDomain(ctx: AppContext, runAs: TestRunAs): LabDomain {
-  const boards = new BoardMap(ctx.config.lab.boards);
+  const boards = new BoardMap(ctx.config.lab.boards, ctx.db);
   const power = new PowerService(ctx, boards, { runAs, clock: ctx.clock });
   const reservations = new ReservationService(ctx.db);
   const consoles = new ConsoleService(ctx, boards);

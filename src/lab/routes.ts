@@ -7,9 +7,14 @@ import { errors, jsonBody, ok, onObject, queryOf, route } from "../http/openapi.
 import { pathId } from "../update/validation.ts";
 import type { LabDomain } from "./domain.ts";
 import type { PowerAction } from "./drivers.ts";
-import { ConsoleQuery, PowerState, ReservationCreate, ReservationState } from "./schema.ts";
+import { BoardView, ConsoleQuery, PowerState, ReservationCreate, ReservationState } from "./schema.ts";
+import { readBoard, type BoardConfig } from "./config.ts";
+import { Problem } from "../config/schema.ts";
+import { LabgateError } from "../util/errors.ts";
 
 const tag = "lab";
+/** A board's body: a JSON object, read by lab.boards' own reader (readBoard) so the errors name the key. */
+const BoardBody = z.record(z.string(), z.unknown(), { error: "expected a JSON object: {device, power, serial}" });
 
 /** Board power (`power` on the device to switch), reservations (`test` or `power` to reserve) and consoles; `read` to look. */
 export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<AppEnv> {
@@ -142,6 +147,57 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
       c.header("X-Console-Status", view.status.replace(/[^\x20-\x7e]/g, "?"));
       c.header("Content-Type", "text/plain; charset=utf-8");
       return c.body(new Uint8Array(view.bytes));
+    },
+  );
+
+  const viewOf = (board: BoardConfig, source: "config" | "api") => ({ ...board, source });
+
+  route(
+    app,
+    { method: "get", path: "/api/v2/lab/boards", tag, access: "management", summary: "The board map: lab.boards and the boards set through the API (svc_admin_rw or svc_admin_ro)", responses: { 200: ok(z.array(BoardView), "OK"), 401: errors[401], 403: errors[403] } },
+    auth.management("admin_rw", "admin_ro"),
+    (c) => c.json(lab.boards.list().map((e) => viewOf(e.board, e.source))),
+  );
+
+  route(
+    app,
+    {
+      method: "post",
+      path: "/api/v2/lab/boards",
+      tag,
+      access: "management",
+      summary: "Set a board ({device, power, serial}, as in lab.boards; svc_admin_rw); a board of the config file is a 409",
+      body: { json: BoardBody },
+      responses: { 200: ok(BoardView, "Set"), 400: errors[400], 401: errors[401], 403: errors[403], 409: errors[409] },
+    },
+    auth.management("admin_rw"),
+    async (c) => {
+      let board: BoardConfig;
+      try {
+        board = readBoard(await jsonBody(c, BoardBody));
+      } catch (error) {
+        if (!(error instanceof Problem)) throw error;
+        throw new LabgateError("invalid", `${error.path.length ? `${error.path.join(".")}: ` : ""}${error.what}`);
+      }
+      const entry = await lab.boards.set(board, actorOf(c, ctx.clock));
+      return c.json(viewOf(entry.board, entry.source));
+    },
+  );
+
+  route(
+    app,
+    {
+      method: "delete",
+      path: "/api/v2/lab/boards/:device",
+      tag,
+      access: "management",
+      summary: "Remove a board set through the API (by its device: MAC address or name; svc_admin_rw)",
+      responses: { 200: ok(), 401: errors[401], 403: errors[403], 404: errors[404], 409: errors[409] },
+    },
+    auth.management("admin_rw"),
+    async (c) => {
+      await lab.boards.remove(c.req.param("device") ?? "", actorOf(c, ctx.clock));
+      return c.json({});
     },
   );
 

@@ -44,3 +44,13 @@ export type ReservationState = z.infer<typeof ReservationState>;
 export const ConsoleQuery = z.object({
   since: integerParam("since", 0, Number.MAX_SAFE_INTEGER).describe("a byte offset (X-Console-End of an earlier answer); absent: all that is kept"),
 });
+
+/** A board as GET /api/v2/lab/boards lists it: its keys as in lab.boards, and where it was set. */
+export const BoardView = z
+  .object({
+    device: z.string(),
+    power: z.record(z.string(), z.unknown()).optional().describe("the power port: driver and its keys (docs/lab.md)"),
+    serial: z.record(z.string(), z.unknown()).optional().describe("the console port: {port, baud} or {tcp}"),
+    source: z.enum(["config", "api"]).describe("config: lab.boards of the config file (not changed through the API); api: set by an administrator"),
+  })
+  .meta({ id: "Board" });

@@ -5,8 +5,11 @@ import type { Migration } from "../migrate.ts";
  *
  *   lab_power         -- a board's last power action that succeeded: what it left (state), who, when
  *   lab_reservations  -- who holds a board and until when (a row past `until` holds nothing)
+ *   lab_boards        -- boards an administrator set through the API (`config`: the board as JSON),
+ *                        keyed as the board map compares them (MAC addresses in lower case)
  *
- * Both go with their device.
+ * Power and reservation rows go with their device; a board set through the API names a device
+ * that may not exist yet.
  */
 export const m046Lab: Migration = {
   version: 46,
@@ -25,6 +28,12 @@ export const m046Lab: Migration = {
        note TEXT NOT NULL,
        since TEXT NOT NULL,
        until TEXT NOT NULL
+     )`,
+    `CREATE TABLE lab_boards (
+       key TEXT PRIMARY KEY,
+       config TEXT NOT NULL,
+       updated TEXT NOT NULL,
+       actor TEXT NOT NULL
      )`,
   ],
 };
