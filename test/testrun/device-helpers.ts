@@ -5,7 +5,7 @@
  * Needs only the server's URL and admin token, so it works against the single executable too.
  */
 import assert from "node:assert/strict";
-import WebSocket from "ws";
+import { openDeviceSocket } from "../helpers/device-socket.ts";
 import type { TestServer } from "../helpers/server.ts";
 import { registerDevice } from "../update/helpers/devices.ts";
 
@@ -28,33 +28,15 @@ export async function protocolDevice(server: Pick<TestServer, "url" | "request" 
   const registered = await registerDevice(server as TestServer, mac ? { mac } : {});
   const renamed = await server.request(`/api/v2/devices/${registered.id}`, { method: "PATCH", json: { name }, token: server.adminToken });
   assert.equal(renamed.status, 200, await renamed.text());
-  const ws = new WebSocket(`${server.url.replace(/^http/, "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${registered.token}` } });
-  const messages: Array<Record<string, unknown>> = [];
-  const waiting: Array<{ method: string; resolve: (m: Record<string, unknown>) => void }> = [];
-  ws.on("message", (data) => {
-    const message = JSON.parse(data.toString()) as Record<string, unknown>;
-    const i = waiting.findIndex((w) => w.method === message.method);
-    if (i >= 0) waiting.splice(i, 1)[0].resolve(message);
-    else messages.push(message);
-  });
-  await new Promise((resolve, reject) => {
-    ws.once("open", resolve);
-    ws.once("error", reject);
-  });
-  const send = (message: Record<string, unknown>) => ws.send(JSON.stringify(message));
+  const socket = await openDeviceSocket(server.url, registered.token, `device ${registered.client.mac}`);
+  const send = socket.send;
   send({ method: "capability_report", capabilities: { tests: true } });
   const mac0 = registered.client.mac;
   return {
     id: registered.id,
     mac: mac0,
     token: registered.token,
-    next: (method, timeoutMs = 10_000) =>
-      new Promise((resolve, reject) => {
-        const i = messages.findIndex((m) => m.method === method);
-        if (i >= 0) return resolve(messages.splice(i, 1)[0]);
-        const timer = setTimeout(() => reject(new Error(`device ${mac0}: no ${method} within ${timeoutMs} ms`)), timeoutMs);
-        waiting.push({ method, resolve: (m) => (clearTimeout(timer), resolve(m)) });
-      }),
+    next: socket.next,
     send,
     row: (run, fields = {}) => send({ method: "test_run_row", run_id: run, start_time: Date.now(), test_name: "case", module: "m", duration: 0, message: "", status: "passed", artifacts: [], ...fields }),
     upload: async (run, name, body, offset = 0) => {
@@ -66,6 +48,6 @@ export async function protocolDevice(server: Pick<TestServer, "url" | "request" 
       });
       return { status: res.status, body: (await res.json().catch(() => ({}))) as Record<string, unknown> };
     },
-    close: () => ws.close(),
+    close: () => socket.ws.close(),
   };
 }

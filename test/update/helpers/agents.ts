@@ -6,6 +6,7 @@ import { buildAgentConfig, type AgentConfig } from "../../../src/agent/config.ts
 import { createLogger } from "../../../src/util/log.ts";
 import type { Clock } from "../../../src/util/time.ts";
 import { labgate } from "../../helpers/cli.ts";
+import { openDeviceSocket } from "../../helpers/device-socket.ts";
 import { openStream } from "../../helpers/events.ts";
 import { tempDir, waitFor, type TestServer } from "../../helpers/server.ts";
 
@@ -161,31 +162,12 @@ export async function offlineDeviceOfferedV9(server: TestServer, agent: Agent): 
 let rawCount = 0;
 /** A hand-driven device socket (for protocol edge cases a well-behaved agent never produces). */
 export async function rawDevice(server: TestServer, agent: Agent): Promise<{ ws: import("ws").WebSocket; token: string; messages: Array<Record<string, unknown>>; next: (method: string) => Promise<Record<string, unknown>> }> {
-  const { default: WebSocket } = await import("ws");
   // Another timestamp than the agent's (and than earlier raw sockets').
   const client = await agentClient(server, agent, 11 + rawCount);
   rawCount += 1;
   const token = await client.getToken();
-  const ws = new WebSocket(`${server.url.replace("http", "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${token}` } });
-  const messages: Array<Record<string, unknown>> = [];
-  const waiting: Array<{ method: string; resolve: (m: Record<string, unknown>) => void }> = [];
-  ws.on("message", (data) => {
-    const message = JSON.parse(data.toString()) as Record<string, unknown>;
-    const i = waiting.findIndex((w) => w.method === message.method);
-    if (i >= 0) waiting.splice(i, 1)[0].resolve(message);
-    else messages.push(message);
-  });
-  await new Promise((resolve, reject) => {
-    ws.once("open", resolve);
-    ws.once("error", reject);
-  });
-  const next = (method: string) =>
-    new Promise<Record<string, unknown>>((resolve) => {
-      const i = messages.findIndex((m) => m.method === method);
-      if (i >= 0) return resolve(messages.splice(i, 1)[0]);
-      waiting.push({ method, resolve });
-    });
-  return { ws, token: token!, messages, next };
+  const { ws, messages, next } = await openDeviceSocket(server.url, token!);
+  return { ws, token: token!, messages, next: (method) => next(method, 30_000) };
 }
 
 /** `labgate agent` as a child process. */
