@@ -150,7 +150,12 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
     },
   );
 
-  const viewOf = (board: BoardConfig, source: "config" | "api") => ({ ...board, source });
+  // A plug's password is not shown (svc_admin_ro reads this list).
+  const viewOf = (board: BoardConfig, source: "config" | "api") => ({
+    ...board,
+    ...(board.power && "password" in board.power && board.power.password !== undefined ? { power: { ...board.power, password: "(set)" } } : {}),
+    source,
+  });
 
   route(
     app,
