@@ -28,6 +28,8 @@ if (files.length === 0) {
 const SYSTEM_PACKAGES = [
   { pkg: "chromium", program: process.env.CHROMIUM_PATH ?? "/usr/bin/chromium", for: "test/console/", why: "the console's browser tests" },
   { pkg: "systemd", program: "systemd-analyze", for: "test/ops/service", why: "the service unit tests" },
+  { pkg: "pdudaemon", program: "pdudaemon", for: "test/lab/", why: "the lab's power tests" },
+  { pkg: "socat", program: "socat", for: "test/lab/", why: "the lab's serial console tests" },
 ];
 const found = (program) =>
   program.includes("/") ? existsSync(program) : (process.env.PATH ?? "").split(delimiter).some((dir) => dir && existsSync(join(dir, program)));

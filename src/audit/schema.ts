@@ -56,7 +56,7 @@ export const AuditEntry = z
         "a stable dotted name: device.approve|key_change|delete|rename|tag, registration.remove, package.upload|delete, " +
           "group.create|delete|devices|packages|policy|priority, permission.create|delete, action.exec|clear_log|clear_pending|remove, " +
           "shell.open|close, file.fetch, log.delete, deployment.create|pause|resume|advance|abort|retry (and, by system:deployment, start|advance|pause|timeout|complete|policy), config.upload|delete|push, " +
-          "testrun.trigger|abort|delete, user.add|passwd|scopes|disable|enable|delete, login.success|failure, logout, token.issue|revoke, " +
+          "testrun.trigger|abort|delete, power.on|off|cycle, reservation.create|refresh|release|break, board.set|delete, user.add|passwd|scopes|disable|enable|delete, login.success|failure, logout, token.issue|revoke, " +
           "backup, restore; auth.refused for requests refused with 403 (one entry per client, actor, route and window, detail.count of them)",
       ),
     target: z.string(),

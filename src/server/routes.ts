@@ -37,6 +37,8 @@ import { progressRoutes } from "../update/progress/routes.ts";
 import { authRoutes } from "../update/registration/routes.ts";
 import { updateCheckRoutes } from "../update/updatecheck/routes.ts";
 import type { AppEnv } from "../app/context.ts";
+import type { LabDomain } from "../lab/domain.ts";
+import { labRoutes } from "../lab/routes.ts";
 import type { Operation } from "../http/openapi.ts";
 import { openApiRoutes } from "./openapi.ts";
 import type { SharedServices } from "./shared.ts";
@@ -47,13 +49,14 @@ export interface Domains {
   accounts: AccountsDomain;
   update: UpdateDomain;
   testRun: TestRunDomain;
+  lab: LabDomain;
 }
 
 /**
  * Every router, in mount order (createApp mounts `/api/health` and `/api/whoami`, src/http/system.ts,
  * before these). Each checks its own authorization.
  */
-export function routeTable({ shared, accounts, update, testRun }: Domains, operations: readonly Operation[]): RouteModule[] {
+export function routeTable({ shared, accounts, update, testRun, lab }: Domains, operations: readonly Operation[]): RouteModule[] {
   return [
     // Console sign-in and accounts: /api/v1/auth/login, /api/v1/auth/logout, /api/v1/tokens/revoke, /api/v1/users
     (ctx, auth) => accountsRoutes(ctx, auth, accounts.throttle, shared.accessWatch),
@@ -88,6 +91,8 @@ export function routeTable({ shared, accounts, update, testRun }: Domains, opera
     (ctx, auth) => eventsRoutes(ctx, auth, update.events, shared.streams, shared.accessWatch),
     // Device logs: /api/v1/logs
     (ctx, auth) => logsRoutes(ctx, auth),
+    // The board lab: /api/v2/devices/:id/power
+    (ctx, auth) => labRoutes(ctx, auth, lab),
 
     // The test-run server; `test_server.auth: none` opens these.
     // CORS for the paths below, only when test_server.cors_origins lists origins.

@@ -28,6 +28,7 @@ import { createSharedServices } from "./shared.ts";
 import { createTestRunDomain, testIdentityOf } from "../testrun/domain.ts";
 import { validateDeployments } from "../testrun/devices/validation.ts";
 import { createUpdateDomain } from "../update/domain.ts";
+import { createLabDomain } from "../lab/domain.ts";
 import { acceptUpgradesOnlyOn, HandshakeFirstServer, releaseUpgradeBody } from "./upgrade.ts";
 import { nodeResponse } from "../http/transport.ts";
 import { EarlyAnswerRequest, EarlyAnswerResponse, onClosingConnection } from "./early-answer.ts";
@@ -93,7 +94,11 @@ export function startDomains(ctx: AppContext): Domains {
   const testRun = createTestRunDomain(ctx, update.hub, runAs);
   // A deployment's validation runs a test config on each device that installed.
   validateDeployments(ctx, update.deployments, testRun.runs, update.hub);
-  return { shared, accounts, update, testRun };
+  // The board lab: power ports of lab.boards (their commands run as the test user), console captures;
+  // runs on a board leave its console span as an artifact.
+  const lab = createLabDomain(ctx, runAs);
+  testRun.runs.attachConsoles(lab.consoles);
+  return { shared, accounts, update, testRun, lab };
 }
 
 /** Opens the data dir, starts the domains (startDomains) and serves both APIs on the configured listener. */

@@ -42,6 +42,17 @@ export interface DeviceRunHost {
   ended(id: string): void;
 }
 
+/** Boards' consoles as the lab captures them (src/lab/console.ts): a run's span becomes the device's `console.log`. */
+export interface ConsoleSpans {
+  /** Where the device's console is now; undefined: it has no console port. */
+  offsetOf(device: { mac_address: string; name: string }): number | undefined;
+  /** What it printed since `from`. */
+  span(device: { mac_address: string; name: string }, from: number): Buffer | undefined;
+}
+
+/** The artifact a device's console span is written to, beside what the device uploaded. */
+export const CONSOLE_ARTIFACT = "console.log";
+
 class Share {
   readonly plan: DeviceShare;
   /** Its place in the run's `devices` (the report's row index names it so). */
@@ -64,6 +75,8 @@ class Share {
   artifactBytes = 0;
   artifactFiles = 0;
   warnings: string[] = [];
+  /** Where the board's console was when the share began (undefined: no console port). */
+  consoleFrom: number | undefined;
 
   constructor(plan: DeviceShare, index: number, expected: ExpectedCase[]) {
     this.plan = plan;
@@ -112,6 +125,8 @@ export class DeviceRuns {
   private readonly hub: ChannelHub;
   private readonly active = new Map<string, ActiveRun>();
   private readonly connectWaiters = new Map<string, Set<() => void>>();
+  /** The lab's console captures, once the lab domain has started (attachConsoles). */
+  private consoles: ConsoleSpans | undefined;
 
   constructor(host: DeviceRunHost, hub: ChannelHub) {
     this.host = host;
@@ -120,6 +135,11 @@ export class DeviceRuns {
     hub.handle("test_run_end", (conn, message) => this.deviceEnd(conn, message));
     hub.onConnect((conn) => this.connectWaiters.get(conn.mac)?.forEach((wake) => wake()));
     hub.onDisconnect((mac) => this.disconnected(mac));
+  }
+
+  /** From now on every share on a board with a console port leaves its span as `console.log`. */
+  attachConsoles(consoles: ConsoleSpans): void {
+    this.consoles = consoles;
   }
 
   private get ctx(): DeviceRunHost["ctx"] {
@@ -225,6 +245,7 @@ export class DeviceRuns {
   private async runShare(active: ActiveRun, share: Share): Promise<void> {
     const signal = active.controller.signal;
     const reason = () => (typeof signal.reason === "string" ? signal.reason : "Aborted by user");
+    share.consoleFrom = this.consoles?.offsetOf({ mac_address: share.plan.mac, name: share.plan.name });
     const conn = await this.connection(share.plan.mac, signal);
     if (signal.aborted) return this.end(active, share, "aborted", reason());
     if (!conn) return this.end(active, share, "failed", NOT_CONNECTED);
@@ -288,7 +309,27 @@ export class DeviceRuns {
     } catch (e) {
       this.ctx.log.error(`testrun: run ${active.run.id}: results of device ${share.plan.mac} not stored: ${(e as Error).message}`);
     } finally {
+      await this.saveConsole(active, share);
       share.resolve();
+    }
+  }
+
+  /** The board's console from the share's start to now, as its `console.log` (a file the device uploaded under that name stays). */
+  private async saveConsole(active: ActiveRun, share: Share): Promise<void> {
+    if (share.consoleFrom === undefined || !this.consoles) return;
+    const bytes = this.consoles.span({ mac_address: share.plan.mac, name: share.plan.name }, share.consoleFrom);
+    if (!bytes) return;
+    const root = join(artifactsDir(this.host.dirs, active.run.id), share.plan.dir);
+    try {
+      await mkdir(root, { recursive: true });
+      const file = await open(join(root, CONSOLE_ARTIFACT), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o640);
+      try {
+        await file.writeFile(bytes);
+      } finally {
+        await file.close();
+      }
+    } catch (e) {
+      this.ctx.log.warn(`testrun: run ${active.run.id}: console of device ${share.plan.mac} not saved: ${(e as Error).message}`);
     }
   }
 

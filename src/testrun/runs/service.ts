@@ -10,9 +10,10 @@ import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
 import { isDeviceTarget } from "../devices/protocol.ts";
 import { buildPlan, snapshotSource } from "../config/plan-builder.ts";
 import { planMachines, type ConfigSource, type DeviceShare, type PinnedConfig, type TestPlan } from "../plan.ts";
-import { DeviceRuns } from "../devices/runs.ts";
+import { DeviceRuns, type ConsoleSpans } from "../devices/runs.ts";
 import { deviceShares, deviceTargetsOf, expectedCases, scriptModules, shareModules } from "../devices/shares.ts";
 import { resolveTargets, type TargetDevice } from "../devices/targets.ts";
+import { refuseReserved } from "../../lab/reservations.ts";
 import { aggregateResults } from "./aggregate.ts";
 import { Orchestrator, type LocalRuns } from "./dispatch.ts";
 import { openReportCsv, openReportDetails, type ReportSource } from "../engine/report.ts";
@@ -67,6 +68,11 @@ export class TestRunService implements LocalRuns {
     this.runAs = runAs;
   }
 
+  /** Runs on boards with a console port (src/lab/console.ts) leave the span they ran in as each device's `console.log`. */
+  attachConsoles(consoles: ConsoleSpans): void {
+    this.devices?.attachConsoles(consoles);
+  }
+
   /** At start: runs and orchestrations the last process left unfinished become aborted; nothing is re-queued. */
   recoverFromRestart(): void {
     // What the runs it interrupted started dies before anything runs here (a service manager would have killed it with the process).
@@ -100,14 +106,18 @@ export class TestRunService implements LocalRuns {
   /**
    * The plan of a run on managed devices, when the trigger names devices (docs/device-tests.md):
    * targets resolved now with the caller's permissions, each device's share, the script modules
-   * they use. Undefined when it names none. Throws 4xx for unknown targets, 403 without `test`.
+   * they use. Undefined when it names none. Throws 4xx for unknown targets, 403 without `test`,
+   * 409 for a device someone else has reserved.
    */
   private onDevices(plan: TestPlan, request: TriggerRequest, identity: Identity | undefined): { plan: TestPlan; warnings: string[] } | undefined {
     const targets = deviceTargetsOf(plan, request.machineTarget);
     if (!targets) return undefined;
     if (!this.devices) throw new LabgateError("invalid", "this server manages no devices");
     if ((request.nodes ?? []).length > 0) throw new LabgateError("invalid", "give either nodes or device targets, not both");
-    const shares = deviceShares(targets.entries, resolveTargets(this.ctx.db, identity, targets.targets, this.ctx.config.prefix));
+    const resolved = resolveTargets(this.ctx.db, identity, targets.targets, this.ctx.config.prefix);
+    // A board someone else holds runs none of this caller's tests (src/lab/reservations.ts).
+    refuseReserved(this.ctx.db, identity!, [...resolved.values()].flat(), this.ctx.clock.now());
+    const shares = deviceShares(targets.entries, resolved);
     if (shares.length === 0) throw new LabgateError("unprocessable", `no entry of the selection runs on ${targets.targets.join(", ")}`);
     const warnings = this.checkShares(shares, plan.warnings);
     return { plan: { ...plan, machineTarget: request.machineTarget, devices: shares, modules: shareModules(shares, this.ctx.dataDir) }, warnings };

@@ -54,6 +54,7 @@ import {
   type MemberState,
 } from "./store.ts";
 import { PastOutcomes } from "./past.ts";
+import { reservationOf } from "../../lab/reservations.ts";
 import { isoTime } from "../../util/time.ts";
 
 /** The install output a failure keeps: its last 4 KiB. */
@@ -580,6 +581,8 @@ export class DeploymentService implements Steering {
     if (member && member.run.row.group_id === groupId && member.phase <= member.run.row.current_phase) {
       const { state, run } = member;
       if (FINAL.has(state) && state !== "not_reached") return "hold";
+      // A board someone holds (src/lab/reservations.ts) gets no new offer: it waits for its release.
+      if (!UNDERWAY.has(state) && reservationOf(this.db, deviceId, now)) return "hold";
       if (state === "retrying") {
         if ((member.retryAt !== null && now < member.retryAt) || !this.offering(run, now)) return "hold";
       } else if (!UNDERWAY.has(state) && !this.offering(run, now)) return this.policyHeld(deviceId, policyTarget);
@@ -902,6 +905,8 @@ export class DeploymentService implements Steering {
     for (const [deviceId, member] of this.index) {
       if (member.run !== run || member.phase > run.row.current_phase) continue;
       if (UNDERWAY.has(member.state) && member.offeredAt !== null && now - member.offeredAt >= limit) late.push(deviceId);
+      // A reserved board waits for its release: it is not late for an offer it was not made.
+      else if (!UNDERWAY.has(member.state) && reservationOf(this.db, deviceId, now)) continue;
       else if (member.state === "waiting" && offering && now - Math.max(run.phaseStarted[member.phase], run.windowOpenedAt) >= limit) late.push(deviceId);
       else if (member.state === "retrying" && offering && now - Math.max(member.retryAt ?? 0, run.windowOpenedAt) >= limit) late.push(deviceId);
     }

@@ -16,7 +16,8 @@
  *      its name or its MAC address.
  * Admin bypass: svc_admin_rw passes every check; svc_admin_ro passes every read check.
  * Denied read: 404 (the object is hidden, indistinguishable from a missing one).
- * Denied write (update, delete, shell, test): 403. `test`: run test configs on the device (src/testrun/devices/).
+ * Denied write (update, delete, shell, test, power): 403. `test`: run test configs on the device (src/testrun/devices/);
+ * `power`: switch the board's power port (src/lab/).
  */
 import type { Database, Tx } from "../../db/index.ts";
 import type { Identity } from "../../app/context.ts";

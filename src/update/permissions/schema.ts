@@ -10,7 +10,7 @@ export const RESOURCES = ["package", "group", "device", "device_by_tag"] as cons
 export type PermissionResource = (typeof RESOURCES)[number];
 
 /** What a permission lets its holder do. */
-export const PERMISSIONS = ["read", "update", "delete", "shell", "test"] as const;
+export const PERMISSIONS = ["read", "update", "delete", "shell", "test", "power"] as const;
 export type Permission = (typeof PERMISSIONS)[number];
 
 /** A permission: `user_id` may do `permission` on a resource given by id (or, for device_by_tag, by name). */

@@ -28,13 +28,16 @@ const toObject = (row: PermissionRow): PermissionObject => ({
 const COLUMNS = "id, created, user_id, resource, resource_id, resource_name, permission";
 
 
-/** The rules between fields: `shell` only on devices, names only for device_by_tag and device_by_tag only by name. */
+/** The rules between fields: `shell` and `power` only on devices, names only for device_by_tag and device_by_tag only by name. */
 export function checkPermission(p: NewPermission): NewPermission {
   const { resource, permission } = p;
   const hasId = p.resource_id !== null;
   const hasName = p.resource_name !== null;
   if (permission === "shell" && resource !== "device" && resource !== "device_by_tag") {
     throw new LabgateError("unprocessable", "Shell permission is only applicable to devices");
+  }
+  if (permission === "power" && resource !== "device" && resource !== "device_by_tag") {
+    throw new LabgateError("unprocessable", "Power permission is only applicable to devices");
   }
   if (hasName && resource !== "device_by_tag") throw new LabgateError("unprocessable", "Named permissions are only applicable to the device_by_tag resource type");
   if (resource === "device_by_tag" && (hasId || !hasName)) {

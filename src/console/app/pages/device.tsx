@@ -1,6 +1,6 @@
 import { Fragment } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, get, seg } from "../api.ts";
+import { api, call, get, seg } from "../api.ts";
 import { isOnline, useLive } from "../live.ts";
 import { href, navigate, type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
@@ -8,10 +8,11 @@ import type { Device } from "../../../update/devices/schema.ts";
 import type { Group } from "../../../update/groups/schema.ts";
 import type { Action, ActionLogEntry, ExecResult } from "../../../update/actions/schema.ts";
 import type { FetchedFile } from "../../../update/devicefiles/schema.ts";
+import type { PowerState, ReservationState } from "../../../lab/schema.ts";
 import { groupName } from "../update.ts";
 import { UpdateHistory } from "../rollouts.tsx";
 import { RecentAudit } from "../audit.tsx";
-import { Badge, Card, ErrorBox, OnlineBadge, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
+import { Badge, Card, confirmAction, ErrorBox, OnlineBadge, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
 
 /** Base64 output of an action as text. */
 const decodeOutput = (b64: string | null | undefined): string => {
@@ -121,6 +122,8 @@ function DevicePage({ params, me }: PageProps) {
                 </Card>
               </div>
               <div>
+                <ReservationCard deviceId={d.id} me={me} />
+                <PowerCard deviceId={d.id} />
                 <Actions mac={d.mac_address} online={online} />
                 <FileDownload deviceId={d.id} online={online} />
                 {Boolean(caps.shell_connect ?? caps.shell) && <TerminalCard mac={d.mac_address} online={online} />}
@@ -190,6 +193,133 @@ function Tags(props: { deviceId: number }) {
         </button>
       </form>
     </Card>
+  );
+}
+
+/** Who holds the device and until when; the caller reserves it for an hour, refreshes or releases their own, an administrator breaks another's. */
+function ReservationCard(props: { deviceId: number; me: PageProps["me"] }) {
+  const path = `/api/v2/devices/${props.deviceId}/reservation`;
+  const reservation = useLoad(() => get<ReservationState>(path), [props.deviceId]);
+  const [busy, run] = useAction();
+  const r = reservation.data;
+  if (!r) return null;
+  const mine = r.holder === props.me.sub;
+  const reserve = async () => {
+    if (await run(() => api("POST", path, { json: { minutes: 60, note: "" } }), { done: mine ? "Reservation refreshed" : "Reserved for an hour" })) reservation.reload();
+  };
+  const release = async () => {
+    const confirm: Parameters<typeof confirmAction> | undefined = mine ? undefined : [`Break ${r.holder}'s reservation?`, { confirm: "Break reservation" }];
+    if (await run(() => api("DELETE", path), { confirm, done: mine ? "Released" : "Reservation broken" })) reservation.reload();
+  };
+  return (
+    <Card title="Reservation">
+      {r.reserved ? (
+        <p>
+          Reserved by <strong>{r.holder}</strong> until <Time value={r.until} />
+          {r.note && <span class="muted"> · {r.note}</span>}
+        </p>
+      ) : (
+        <p class="muted">Not reserved: anyone with the test permission may run tests on it.</p>
+      )}
+      <p>
+        {(!r.reserved || mine) && (
+          <button type="button" class="small" disabled={busy} onClick={reserve}>
+            {mine ? "Refresh (1 hour)" : "Reserve for 1 hour"}
+          </button>
+        )}{" "}
+        {r.reserved && (mine || canAdminWrite(props.me)) && (
+          <button type="button" class={`small${mine ? "" : " danger"}`} disabled={busy} onClick={release}>
+            {mine ? "Release" : "Break reservation"}
+          </button>
+        )}
+      </p>
+    </Card>
+  );
+}
+
+/** The console capture of a board (read-only): the kept tail, then what arrives, asked every two seconds. */
+function ConsoleCard(props: { deviceId: number }) {
+  const [text, setText] = useState("");
+  const [status, setStatus] = useState("");
+  const box = useRef<HTMLPreElement>(null);
+  useEffect(() => {
+    let since = 0;
+    let live = true;
+    const poll = async () => {
+      const res = await call("GET", `/api/v2/devices/${props.deviceId}/console?since=${since}`).catch(() => undefined);
+      if (!live || !res?.ok) return;
+      const chunk = await res.text();
+      since = Number(res.headers.get("X-Console-End")) || since;
+      setStatus(res.headers.get("X-Console-Status") ?? "");
+      // The view keeps the last 64 KiB, as a terminal's scrollback.
+      if (chunk) setText((old) => (old + chunk).slice(-65536));
+    };
+    void poll();
+    const timer = setInterval(poll, 2000);
+    return () => {
+      live = false;
+      clearInterval(timer);
+    };
+  }, [props.deviceId]);
+  useEffect(() => {
+    if (box.current) box.current.scrollTop = box.current.scrollHeight;
+  }, [text]);
+  return (
+    <Card title="Console">
+      <p class="muted small">{status === "connected" ? "Captured from the board's console port." : `Console port: ${status || "…"}`}</p>
+      <pre class="output" ref={box} aria-label="Board console">
+        {text}
+      </pre>
+    </Card>
+  );
+}
+
+/** A board's power port (lab.boards): its last known state, and on/off/cycle for callers with `power`. Not a board: no card. */
+function PowerCard(props: { deviceId: number }) {
+  const power = useLoad(() => get<PowerState>(`/api/v2/devices/${props.deviceId}/power`), [props.deviceId]);
+  const [busy, run] = useAction();
+  if (power.data?.console && power.data.driver === null) return <ConsoleCard deviceId={props.deviceId} />;
+  if ((!power.data || power.data.driver === null) && !power.error) return null;
+  const act = async (action: "on" | "off" | "cycle") => {
+    // Switching a board off or cycling it ends whatever runs on it: asked first.
+    const confirm: Parameters<typeof confirmAction> | undefined = action === "on" ? undefined : [`Power ${action} this board?`, { confirm: action === "off" ? "Power off" : "Power cycle" }];
+    if (await run(() => api("POST", `/api/v2/devices/${props.deviceId}/power/${action}`), { confirm, done: `Power ${action} done` })) power.reload();
+  };
+  const p = power.data;
+  return (
+    <>
+    <Card title="Power">
+      {power.error || !p ? (
+        <ErrorBox error={power.error ?? ""} retry={power.reload} />
+      ) : (
+        <>
+          <p>
+            <Badge tone={p.state === "on" ? "ok" : p.state === "off" ? "muted" : "info"}>{p.state}</Badge> <span class="muted">via {p.driver}</span>
+            {p.last_action && (
+              <span class="muted">
+                {" "}
+                · last {p.last_action.action} by {p.last_action.by} <Time value={p.last_action.at} />
+              </span>
+            )}
+          </p>
+          {p.may_switch && (
+            <p>
+              <button type="button" class="small" disabled={busy || p.busy} onClick={() => act("on")}>
+                Power on
+              </button>{" "}
+              <button type="button" class="small" disabled={busy || p.busy} onClick={() => act("off")}>
+                Power off
+              </button>{" "}
+              <button type="button" class="small primary" disabled={busy || p.busy} onClick={() => act("cycle")}>
+                Power cycle
+              </button>
+            </p>
+          )}
+        </>
+      )}
+    </Card>
+    {p?.console && <ConsoleCard deviceId={props.deviceId} />}
+    </>
   );
 }
 

@@ -5,6 +5,7 @@ import { href, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, prefixOf } from "../session.ts";
 import type { Device, DeviceSort } from "../../../update/devices/schema.ts";
 import type { Group } from "../../../update/groups/schema.ts";
+import type { ReservationState } from "../../../lab/schema.ts";
 import { groupName } from "../update.ts";
 import { Badge, Field, Modal, ModalButtons, OnlineBadge, PageHeader, ProgressBar, Show, Table, Time, useAction, useDebounced, useLoad } from "../ui.tsx";
 
@@ -61,6 +62,8 @@ function Devices({ query, me }: PageProps) {
     return { items: items.map((d, i) => ({ ...d, tags: tags[i]! })), total };
   }, [offset, q, sort, descending, live.opened]);
   const groups = useLoad(() => get<Group[]>("/api/v2/groups"));
+  // Boards someone holds (src/lab/reservations.ts): one request for every readable device.
+  const reserved = useLoad(async () => new Map((await get<ReservationState[]>("/api/v2/reservations")).map((r) => [r.device_id, r])), [offset, q, live.opened]);
   const nameOfGroup = (id: number) => {
     const group = groups.data?.find((g) => g.id === id);
     return group ? groupName(group) : `#${id}`;
@@ -127,6 +130,19 @@ function Devices({ query, me }: PageProps) {
                         </div>
                       )}
                     </>
+                  );
+                },
+              },
+              {
+                head: "Reserved",
+                cell: (d) => {
+                  const r = reserved.data?.get(d.id);
+                  return r ? (
+                    <span title={r.note || undefined}>
+                      <Badge tone="warn">{r.holder}</Badge> <span class="muted small">until <Time value={r.until} /></span>
+                    </span>
+                  ) : (
+                    <span class="muted">–</span>
                   );
                 },
               },

@@ -51,7 +51,7 @@ const SCOPES: Array<[string, string]> = [
   ["tests_ro", "read test runs"],
 ];
 const RESOURCES = ["device", "device_by_tag", "group", "package"];
-const PERMISSIONS = ["read", "update", "delete", "shell", "test"];
+const PERMISSIONS = ["read", "update", "delete", "shell", "test", "power"];
 
 function Users({ me }: PageProps) {
   const accounts = useLoad(() => get<Account[]>("/api/v1/users"));

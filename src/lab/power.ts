@@ -1,0 +1,108 @@
+/*
+ * Power control of the lab's boards: who may switch a board (`power` on the device, or
+ * svc_admin_rw), the driver call, and what is remembered of it. An action is recorded (and
+ * audited, in the same transaction) only once its driver said it was done: a PDU that fails or
+ * does not answer leaves the last known state as it was.
+ */
+import type { Actor } from "../audit/audit.ts";
+import { recordAudit } from "../audit/audit.ts";
+import type { AppContext, Identity } from "../app/context.ts";
+import type { Database } from "../db/index.ts";
+import { getDevice, type DeviceRow } from "../update/devices/devices.ts";
+import { allowed, authorize } from "../update/permissions/permissions.ts";
+import { LabgateError } from "../util/errors.ts";
+import { isoTime } from "../util/time.ts";
+import type { BoardMap } from "./boards.ts";
+import type { BoardConfig } from "./config.ts";
+import { createDriver, stateAfter, type DriverEnv, type PowerAction, type PowerDriver } from "./drivers.ts";
+
+export interface PowerView {
+  device_id: number;
+  /** The board's power driver; null: the device has no power port in lab.boards. */
+  driver: string | null;
+  /** What the last successful action left the port in; `unknown` before the first. */
+  state: "on" | "off" | "unknown";
+  last_action: { action: PowerAction; by: string; at: string } | null;
+  /** An action on this board is under way. */
+  busy: boolean;
+  /** The caller holds `power` on the device (the console shows its buttons). */
+  may_switch: boolean;
+  /** The board has a console port (GET /api/v2/devices/{id}/console). */
+  console: boolean;
+}
+
+interface PowerRow {
+  state: "on" | "off";
+  action: PowerAction;
+  actor: string;
+  at: string;
+}
+
+export class PowerService {
+  private readonly db: Database;
+  private readonly boards: BoardMap;
+  private readonly env: DriverEnv;
+  private readonly drivers = new Map<BoardConfig, PowerDriver>();
+  /** Devices with an action under way: a second one is refused, not queued behind a PDU that may hang. */
+  private readonly busy = new Set<number>();
+
+  constructor(ctx: AppContext, boards: BoardMap, env: DriverEnv) {
+    this.db = ctx.db;
+    this.boards = boards;
+    this.env = env;
+  }
+
+  /** The device and its board with a power port; 404 without the device, 409 when it has no power port. */
+  private boardOf(id: number): { device: DeviceRow; board: BoardConfig & { power: NonNullable<BoardConfig["power"]> } } {
+    const device = getDevice(this.db, id);
+    if (!device) throw new LabgateError("not_found", "device does not exist");
+    const board = this.boards.of(device);
+    if (!board) throw new LabgateError("conflict", `device ${device.name || device.mac_address} is not a board of lab.boards`);
+    if (!board.power) throw new LabgateError("conflict", `board ${board.device} has no power port in lab.boards`);
+    return { device, board: board as BoardConfig & { power: NonNullable<BoardConfig["power"]> } };
+  }
+
+  /** The last known state of a board's power: `read` on the device; a device without a power port has driver null. */
+  view(identity: Identity, id: number): PowerView {
+    authorize(this.db, identity, "device", id, "read");
+    const device = getDevice(this.db, id);
+    if (!device) throw new LabgateError("not_found", "device does not exist");
+    const board = this.boards.of(device);
+    return { ...this.viewOf(identity, id, board?.power?.driver ?? null), console: board?.serial !== undefined };
+  }
+
+  /** Switches a board's power: `power` on the device; resolves once the driver did it. */
+  async act(identity: Identity, actor: Actor, id: number, action: PowerAction): Promise<PowerView> {
+    authorize(this.db, identity, "device", id, "power");
+    const { board } = this.boardOf(id);
+    const console = board.serial !== undefined;
+    if (this.busy.has(id)) throw new LabgateError("conflict", `a power action on board ${board.device} is under way`);
+    let driver = this.drivers.get(board);
+    if (!driver) this.drivers.set(board, (driver = createDriver(board.power, this.env)));
+    this.busy.add(id);
+    try {
+      await driver(action);
+    } finally {
+      this.busy.delete(id);
+    }
+    await this.db.write((tx) => {
+      // The device may have gone while the PDU worked: nothing to remember then.
+      if (!getDevice(tx, id)) return;
+      tx.run("INSERT OR REPLACE INTO lab_power (device_id, state, action, actor, at) VALUES (?, ?, ?, ?, ?)", [id, stateAfter(action), action, actor.name, isoTime(actor.at)]);
+      recordAudit(tx, actor, `power.${action}`, `device:${id}`, { board: board.device, driver: board.power.driver });
+    });
+    return { ...this.viewOf(identity, id, board.power.driver), console };
+  }
+
+  private viewOf(identity: Identity, id: number, driver: string | null): Omit<PowerView, "console"> {
+    const row = this.db.get<PowerRow>("SELECT state, action, actor, at FROM lab_power WHERE device_id = ?", [id]);
+    return {
+      device_id: id,
+      driver,
+      state: row?.state ?? "unknown",
+      last_action: row ? { action: row.action, by: row.actor, at: row.at } : null,
+      busy: this.busy.has(id),
+      may_switch: driver !== null && allowed(this.db, identity, "device", id, "power"),
+    };
+  }
+}
