@@ -6,7 +6,7 @@
  */
 import { recordAudit, type Actor } from "../audit/audit.ts";
 import type { Identity } from "../app/context.ts";
-import type { Database, Tx } from "../db/index.ts";
+import { Database, type Tx } from "../db/index.ts";
 import { getDevice } from "../update/devices/devices.ts";
 import { allowed, authorize, bypasses, MSG_FORBIDDEN, permissionFilter } from "../update/permissions/permissions.ts";
 import { LabgateError } from "../util/errors.ts";
@@ -28,8 +28,21 @@ export interface ReservationView {
   until: string | null;
 }
 
+/**
+ * The devices that may hold a reservation, per database: every update check of a deployment's
+ * device asks, so only these are looked up. A superset is enough (a row released, expired or
+ * rolled back stays in it until the next start), so reserve() adds before it writes.
+ */
+const mayHold = new WeakMap<Database, Set<number>>();
+function mayBeReserved(db: Database): Set<number> {
+  let ids = mayHold.get(db);
+  if (!ids) mayHold.set(db, (ids = new Set(db.all<{ device_id: number }>("SELECT device_id FROM lab_reservations").map((r) => r.device_id))));
+  return ids;
+}
+
 /** The reservation holding `deviceId` at `now`, if any. */
 export function reservationOf(db: Database | Tx, deviceId: number, now: number): Reservation | undefined {
+  if (db instanceof Database && !mayBeReserved(db).has(deviceId)) return undefined;
   return db.get<Reservation>("SELECT holder, note, since, until FROM lab_reservations WHERE device_id = ? AND until > ?", [deviceId, isoTime(now)]);
 }
 
@@ -86,6 +99,7 @@ export class ReservationService {
     authorize(this.db, identity, "device", id, "read");
     if (!allowed(this.db, identity, "device", id, "test") && !allowed(this.db, identity, "device", id, "power")) throw new LabgateError("forbidden", MSG_FORBIDDEN);
     const now = actor.at.getTime();
+    mayBeReserved(this.db).add(id);
     const reservation = await this.db.write((tx) => {
       const device = getDevice(tx, id);
       if (!device) throw new LabgateError("not_found", "device does not exist");
