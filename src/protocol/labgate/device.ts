@@ -100,28 +100,30 @@ export const ValidationFailed = message("validation_failed", "the validation tes
   version: text("the version installed"),
   run_id: text("the failed test run"),
 });
-export const ShellAttach = message("shell_attach", "opens the shell socket of session `uuid` (\"Shell sessions\")", { mac_addr: z.string(), uuid: text("the session id") });
+export const ShellAttach = message("shell_attach", "opens the shell socket of session `uuid` (\"Shell sessions\")", { mac_addr: text("the device's MAC address"), uuid: text("the session id") });
 export const ActionListQuery = message("action_list_query", "answers `action_list_update`", {});
 export const ActionExec = message("action_exec", "answers `action_exec_control` at once, `action_exec_result` when done", {
   execution_id: text("the execution's id: one seen again is answered with its result, not run twice"),
-  action_id: z.string(),
+  action_id: text("the action to run (one of the device's list)"),
 });
-export const FileProbe = message("fs_file_probe", "answers `fs_file_probe_reply`", { id: z.string(), file: text("an absolute path") });
+const requestId = () => text("the request's id: the reply names it");
+const runId = () => text("the test run");
+export const FileProbe = message("fs_file_probe", "answers `fs_file_probe_reply`", { id: requestId(), file: text("an absolute path") });
 export const FileDownload = message("fs_file_download", "uploads the file in parts, answers `fs_file_download_reply` (\"File uploads\")", {
-  id: z.string(),
+  id: requestId(),
   file: text("an absolute path"),
   upload_urls: z.array(z.string()).check(about("one signed PUT URL per part, in order")),
   part_size: z.int().check(z.positive(), about("bytes per part (the last may be shorter)")),
 });
 export const TestRunStart = message("test_run_start", "runs the device's share of a test run (docs/device-tests.md)", {
-  run_id: z.string(),
+  run_id: runId(),
   entries: z.array(PlanEntry).check(about("the device's config entries, numbered for it (`test_config<k>`)")),
   modules: z.record(z.string(), z.string()).check(about("script module files the entries use: module key -> YAML text")),
   metadata: z.array(MetadataCommand).check(about("metadata commands of the selection (run first)")),
   pattern: text("a pytest -k style pattern; \"\" for every case"),
   artifacts_max_bytes: z.int().check(about("bytes of artifacts the gateway takes from this device for this run")),
 });
-export const TestRunAbort = message("test_run_abort", "stops the run (its processes get SIGTERM, then SIGKILL)", { run_id: z.string(), reason: z.string() });
+export const TestRunAbort = message("test_run_abort", "stops the run (its processes get SIGTERM, then SIGKILL)", { run_id: runId(), reason: text("why, e.g. `Aborted by user`, `remote_run_timeout`") });
 
 /** Server -> device, in the doc's order. */
 export const SERVER_MESSAGES = [
@@ -150,23 +152,23 @@ export const CapabilityReport = message("capability_report", "stores them (kept 
 export const ActionListUpdate = message("action_list_update", "replaces the cached action list (entries without an id are left out)", { actions: z.array(ActionEntry) });
 export const DeviceAlert = message("alert", "the device's own notice (e.g. that it cannot handle a request): logged", { alert: Notice });
 export const ActionExecControl = message("action_exec_control", "`ok`: the device took it; `full`: asked again `queue_full_retry` (5 s) later; anything else refuses it", {
-  execution_id: z.string(),
+  execution_id: text("the execution's id, from `action_exec`"),
   status: text("`ok`, `full` or `unknown_action`"),
 });
 export const ActionExecResult = message("action_exec_result", "the log entry gets its result; the waiting request answers", {
-  execution_id: z.string(),
+  execution_id: text("the execution's id, from `action_exec`"),
   status_code: z.int().check(about("the exit code; -1 when the timeout killed it")),
   output: z.optional(text("base64 of the combined output")),
 });
 export const FileProbeReply = message("fs_file_probe_reply", "`status` 0 and a size: the file exists", {
-  id: z.string(),
+  id: text("the probe's id"),
   status: z.int().check(about("0: there; else missing")),
   size: z.optional(z.int().check(about("bytes"))),
 });
 export const FileDownloadReply = message("fs_file_download_reply", "`status` 0 and one ETag per part, in order: the parts are joined", {
-  id: z.string(),
+  id: text("the download's id"),
   status: z.int().check(about("0: uploaded; else failed")),
-  etags: z.optional(z.array(z.string())),
+  etags: z.optional(z.array(z.string()).check(about("each part's ETag, in order"))),
 });
 export const UpdateProgress = message("update_progress", "the device's progress record; an `update` event (`version` null when no offer is known)", {
   progress: z.number().check(about("download percent, 0..100 (clamped; 100 ends the record)")),
@@ -174,7 +176,7 @@ export const UpdateProgress = message("update_progress", "the device's progress 
 export const UpdateVersion = message("update_version", "the device's stored version; its update is over", { version: nonEmpty(OUTCOME_LIMITS.version, "the version it runs now") });
 export const UpdateOutcome = message("update_outcome", "a deployment's device state; acknowledged with `update_outcome_ack` once on disk (\"Update reports\")", {
   id: nonEmpty(OUTCOME_LIMITS.id, "unique per report"),
-  state: z.enum(OUTCOME_STATES),
+  state: z.enum(OUTCOME_STATES).check(about("what became of the offer")),
   version: nonEmpty(OUTCOME_LIMITS.version, "the version offered or installed"),
   from_version: z.optional(text("the version it ran")),
   reason: z.optional(text("why it failed, e.g. `checksum mismatch`, `install command exited with 3`, `rolled back`")),
@@ -183,22 +185,22 @@ export const UpdateOutcome = message("update_outcome", "a deployment's device st
   attempt: z.optional(z.int().check(z.positive(), about("the attempt the answered offer named"))),
 });
 export const TestRunRow = message("test_run_row", "one case's result, as the case ends: a row of the run's report", {
-  run_id: z.string(),
+  run_id: runId(),
   start_time: z.number().check(about("epoch milliseconds (the device's clock)")),
-  test_name: z.string(),
-  module: z.string(),
+  test_name: text("the case's name (cut at 1 KiB)"),
+  module: text("the module key (cut at 1 KiB)"),
   duration: z.number().check(z.nonnegative(), about("seconds")),
-  message: z.string(),
+  message: text("what the case said (cut at 64 KiB)"),
   status: z.enum(["passed", "failed", "skipped"]),
   artifacts: z.array(z.string()).check(about("artifact names, relative to the device's artifact directory")),
   name: z.optional(text("the entry's `name:` in the config")),
   output: z.optional(text("a failed case: the end of its program's output")),
 });
 export const TestRunEnd = message("test_run_end", "the share ended (after its artifacts were uploaded), or was refused", {
-  run_id: z.string(),
+  run_id: runId(),
   status: z.enum(["finished", "failed", "aborted"]),
-  error: z.nullable(z.string()),
-  warnings: z.array(z.string()),
+  error: z.nullable(z.string()).check(about("why it failed or stopped")),
+  warnings: z.array(z.string()).check(about("e.g. artifacts not uploaded")),
 });
 
 /** Device -> server, in the doc's order. */
