@@ -3,7 +3,7 @@
  * most `action_concurrency` at a time, answered at least once (a result is kept for an
  * execution the server sends again after a reconnection).
  */
-import { TRIGGER_UPDATE_CHECK } from "../update/channel/protocol.ts";
+import { TRIGGER_UPDATE_CHECK, type DeviceMessage, type DeviceMessageOf } from "../protocol/labgate/device.ts";
 import type { Clock } from "../util/time.ts";
 import type { AgentConfig } from "./config.ts";
 import { runCommand } from "./commands.ts";
@@ -11,17 +11,12 @@ import { runCommand } from "./commands.ts";
 /** Results kept for re-delivery. */
 const RECENT_RESULTS = 500;
 
-interface ExecResult {
-  method: "action_exec_result";
-  execution_id: string;
-  status_code: number;
-  output: string;
-}
+type ExecResult = DeviceMessageOf<"action_exec_result">;
 
 export interface ActionLink {
-  send(message: object): boolean;
+  send(message: DeviceMessage): boolean;
   /** Sends now, or on the next connection. */
-  deliver(message: object): void;
+  deliver(message: DeviceMessage): void;
 }
 
 export class AgentActions {
@@ -42,7 +37,7 @@ export class AgentActions {
     this.clock = clock;
   }
 
-  definitions() {
+  definitions(): DeviceMessageOf<"action_list_update">["actions"] {
     const builtin = { action_id: TRIGGER_UPDATE_CHECK(this.config.prefix), action_name: "Check updates", description: "Check for updates", command: [], timeout: 0 };
     return [
       ...this.config.actions.map((a) => ({ action_id: a.id, action_name: a.name, description: a.description, command: a.command, timeout: a.timeout })),

@@ -18,6 +18,8 @@ import type { AgentConfig } from "./config.ts";
 import { answerDownload, answerProbe } from "./files.ts";
 import { checkAndInstall, confirmInstall, type PendingInstall } from "./install.ts";
 import { OutcomeQueue } from "./outcomes.ts";
+import type { DeviceMessage } from "../protocol/labgate/device.ts";
+import { readServerMessage } from "../protocol/labgate/wire.ts";
 import { Registration } from "./registration.ts";
 import { ManagementSocket } from "./socket.ts";
 import { serverTransport, type ServerTransport } from "./transport.ts";
@@ -287,14 +289,16 @@ export class Agent {
     this.log[result.code === 0 ? "info" : "warn"](`agent: validation of ${version} failed (test run ${runId}): rollback_command exited ${result.code}`);
   }
 
+  /** A frame from the server, parsed against its method's schema; one that does not fit is logged and dropped. */
   private onMessage(text: string): void {
-    let message: Record<string, unknown>;
-    try {
-      message = JSON.parse(text) as Record<string, unknown>;
-    } catch {
-      return this.log.warn("agent: unparsable message from the server ignored");
+    const read = readServerMessage(text);
+    if (!("message" in read)) {
+      if (read.dropped === "unparsable") return this.log.warn("agent: unparsable message from the server ignored");
+      if (read.dropped === "unknown") return this.log.warn(`agent: unsupported request ${JSON.stringify(read.method.slice(0, 64))} ignored`);
+      return this.log.warn(`agent: malformed ${read.method} from the server ignored (${read.problem})`);
     }
-    const send = (reply: object) => this.socket.send(reply);
+    const { message } = read;
+    const send = (reply: DeviceMessage) => this.socket.send(reply);
     switch (message.method) {
       case "alert":
         return this.log.debug(`agent: server alert ${JSON.stringify(message.alert)}`);
@@ -305,33 +309,26 @@ export class Agent {
         if (this.checking) this.updateAbort.abort();
         return;
       case "validation_failed":
-        void this.rollback(String(message.version ?? ""), String(message.run_id ?? ""));
+        void this.rollback(message.version, message.run_id);
         return;
       case "action_list_query":
         send({ method: "action_list_update", actions: this.actions.definitions() });
         return;
       case "action_exec":
-        return this.actions.exec(String(message.execution_id), String(message.action_id));
+        return this.actions.exec(message.execution_id, message.action_id);
       case "shell_attach":
         this.shells.attach(message.mac_addr, message.uuid).catch((error) => this.log.warn(`agent: shell session failed: ${(error as Error).message}`));
         return;
       case "fs_file_probe":
-        void answerProbe(this.config.file_base_dir, send, String(message.id), message.file);
+        void answerProbe(this.config.file_base_dir, send, message.id, message.file);
         return;
       case "fs_file_download":
-        void answerDownload(this.config.file_base_dir, send, this.log, this.transport.http, {
-          id: String(message.id),
-          file: message.file,
-          urls: message.upload_urls as string[],
-          partSize: Number(message.part_size),
-        });
+        void answerDownload(this.config.file_base_dir, send, this.log, this.transport.http, { id: message.id, file: message.file, urls: message.upload_urls, partSize: message.part_size });
         return;
       case "test_run_start":
         return this.tests.start(message);
       case "test_run_abort":
         return this.tests.abort(message);
-      default:
-        this.log.warn(`agent: unsupported request ${JSON.stringify(message.method)} ignored`);
     }
   }
 }

@@ -5,6 +5,7 @@
 import { constants } from "node:fs";
 import { open, readlink, realpath, stat, type FileHandle } from "node:fs/promises";
 import { isAbsolute, relative, sep } from "node:path";
+import type { DeviceMessage } from "../protocol/labgate/device.ts";
 import { httpRequest, type HttpClient } from "../update/client/http.ts";
 
 /** The real path of `file` when it is a regular file inside `baseDir`, else undefined. */
@@ -73,22 +74,22 @@ export async function uploadParts(handle: FileHandle, urls: string[], partSize: 
 }
 
 /** Answers `fs_file_probe`: whether the file is there (inside `baseDir`) and its size. */
-export async function answerProbe(baseDir: string, send: (message: object) => boolean, id: string, file: unknown): Promise<void> {
-  const found = await confinedFile(baseDir, file as string);
+export async function answerProbe(baseDir: string, send: (message: DeviceMessage) => boolean, id: string, file: string): Promise<void> {
+  const found = await confinedFile(baseDir, file);
   send({ method: "fs_file_probe_reply", id, status: found ? 0 : 1, size: found?.size ?? 0 });
 }
 
 /** Answers `fs_file_download`: uploads the file's parts to the signed URLs, then their ETags. */
 export async function answerDownload(
   baseDir: string,
-  send: (message: object) => boolean,
+  send: (message: DeviceMessage) => boolean,
   log: { warn(text: string): void },
   http: HttpClient,
-  request: { id: string; file: unknown; urls: string[]; partSize: number },
+  request: { id: string; file: string; urls: string[]; partSize: number },
 ): Promise<void> {
   const { id } = request;
   try {
-    const found = await openConfined(baseDir, request.file as string);
+    const found = await openConfined(baseDir, request.file);
     if (!found) throw new Error("file is not available");
     try {
       const etags = await uploadParts(found.handle, request.urls, request.partSize, http);

@@ -13,6 +13,7 @@ import type { Clock } from "../util/time.ts";
 import type { AgentConfig } from "./config.ts";
 import { runCommand } from "./commands.ts";
 import { outputTail, type UpdateOutcome } from "./outcomes.ts";
+import type { DeviceMessage } from "../protocol/labgate/device.ts";
 import { ChecksumError, download } from "./updater.ts";
 
 /** Download attempts of one offer before it is reported failed (and tried again at the next offer). */
@@ -43,9 +44,9 @@ export interface InstallContext {
   signal: AbortSignal;
   stopped(): boolean;
   metadata(): Metadata;
-  send(message: object): boolean;
+  send(message: DeviceMessage): boolean;
   /** Sends now, or on the next connection. */
-  deliver(message: object): void;
+  deliver(message: DeviceMessage): void;
   /** Waits `seconds` of backoff, or less once the agent stops. */
   sleep(seconds: number): Promise<void>;
   nextDelay(previous: number): number;

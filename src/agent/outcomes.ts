@@ -1,5 +1,5 @@
 /*
- * Update outcomes the agent owes the server (`update_outcome`, src/update/channel/protocol.ts):
+ * Update outcomes the agent owes the server (`update_outcome`, src/protocol/labgate/device.ts):
  * kept in `outcomes.json` in the data dir until the server acknowledges each one, so that a report
  * made while the gateway is unreachable, or before a restart, reaches it on a later connection.
  */
@@ -7,35 +7,26 @@ import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { writeFileDurable } from "../util/files.ts";
+import { OUTPUT_TAIL, type DeviceMessage, type UpdateOutcome as UpdateOutcomeMessage } from "../protocol/labgate/device.ts";
 
-/** What became of an update (the message without its method and id). */
-export interface UpdateOutcome {
-  state: "installing" | "installed" | "failed" | "aborted";
-  version: string;
-  from_version?: string;
-  reason?: string;
-  /** The last 4 KiB of the install command's output. */
-  output?: string;
-  /** The deployment and attempt of the offer it answers, as the offer named them (absent: an offer of the group's policy). */
-  deployment?: number;
-  attempt?: number;
-}
+/** What became of an update: the message without its method and id. */
+export type UpdateOutcome = Omit<UpdateOutcomeMessage, "method" | "id">;
+type Entry = UpdateOutcome & { id: string };
 
 const FILE = "outcomes.json";
 /** Reports kept at most (the oldest go: a device long offline keeps its latest story). */
 const LIMIT = 100;
-export const OUTPUT_TAIL = 4096;
 
 /** The last OUTPUT_TAIL bytes of a command's output, as text. */
 export const outputTail = (output: Buffer): string => output.subarray(Math.max(0, output.length - OUTPUT_TAIL)).toString("utf8");
 
 export class OutcomeQueue {
   private readonly path: string;
-  private pending: Array<UpdateOutcome & { id: string }>;
-  private readonly send: (message: object) => boolean;
+  private pending: Entry[];
+  private readonly send: (message: DeviceMessage) => boolean;
 
   /** `send` sends now and says whether it could (the socket is open). */
-  constructor(dataDir: string, send: (message: object) => boolean) {
+  constructor(dataDir: string, send: (message: DeviceMessage) => boolean) {
     this.path = join(dataDir, FILE);
     this.send = send;
     this.pending = this.read();
@@ -51,7 +42,7 @@ export class OutcomeQueue {
   }
 
   /** The server has it on disk. */
-  acknowledged(id: unknown): void {
+  acknowledged(id: string): void {
     const before = this.pending.length;
     this.pending = this.pending.filter((entry) => entry.id !== id);
     if (this.pending.length !== before) this.persist();
@@ -66,7 +57,7 @@ export class OutcomeQueue {
     return this.pending.length;
   }
 
-  private read(): Array<UpdateOutcome & { id: string }> {
+  private read(): Entry[] {
     try {
       const list = JSON.parse(readFileSync(this.path, "utf8")) as unknown;
       return Array.isArray(list) ? list.filter((e) => e && typeof e === "object" && typeof e.id === "string") : [];

@@ -7,7 +7,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import WebSocket from "ws";
-import { closeReason } from "../update/channel/protocol.ts";
+import { closeReason } from "../protocol/labgate/wire.ts";
 import type { Logger } from "../util/log.ts";
 import { after, type Clock } from "../util/time.ts";
 import type { AgentShell } from "./config.ts";

@@ -3,6 +3,7 @@
  * watchdog for half-open connections, and an outbox for results made while disconnected.
  */
 import WebSocket from "ws";
+import type { DeviceMessage } from "../protocol/labgate/device.ts";
 import type { Logger } from "../util/log.ts";
 import { after, every, type Clock } from "../util/time.ts";
 import type { ServerTransport } from "./transport.ts";
@@ -18,7 +19,7 @@ export interface SocketHooks {
   /** The server refused the token: the device must authorize again. */
   refused(): void;
   /** Sent first on every connection (the capability report). */
-  greeting(): object;
+  greeting(): DeviceMessage;
   /** Runs on every connection, after the greeting and the outbox. */
   connected?(): void;
   /** Runs when a connection that was open closes. */
@@ -34,7 +35,7 @@ export interface SocketHooks {
 
 export class ManagementSocket {
   private socket: WebSocket | undefined;
-  private outbox: object[] = [];
+  private outbox: DeviceMessage[] = [];
   /** Connection count, for tests and logs. */
   connections = 0;
   private readonly url: string;
@@ -85,7 +86,7 @@ export class ManagementSocket {
     });
   }
 
-  send(message: object): boolean {
+  send(message: DeviceMessage): boolean {
     const socket = this.socket;
     if (!socket || socket.readyState !== WebSocket.OPEN) return false;
     socket.send(JSON.stringify(message));
@@ -93,7 +94,7 @@ export class ManagementSocket {
   }
 
   /** Sends now, or on the next connection. */
-  deliver(message: object): void {
+  deliver(message: DeviceMessage): void {
     if (this.send(message)) return;
     this.outbox.push(message);
     // Long offline: the oldest go.

@@ -9,8 +9,8 @@
 import { createReadStream } from "node:fs";
 import { mkdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
-import type { TestRunEnd, TestRunRow, TestRunStart } from "../testrun/devices/protocol.ts";
-import type { MetadataCommand, PlanEntry, TestPlan } from "../testrun/plan.ts";
+import type { DeviceMessage, TestRunAbort, TestRunEnd, TestRunRow, TestRunStart } from "../protocol/labgate/device.ts";
+import type { TestPlan } from "../testrun/plan.ts";
 import { listArtifacts } from "../testrun/runs/artifacts.ts";
 import { artifactsDir } from "../testrun/runs/paths.ts";
 import type { HttpAnswer, HttpClient } from "../update/client/http.ts";
@@ -42,15 +42,13 @@ export interface TestRunnerDeps {
   /** A device token for the artifact uploads. */
   token(): Promise<string | undefined>;
   /** Sends on the management socket now (false when it is down: the gateway fails the share then). */
-  send(message: object): boolean;
+  send(message: DeviceMessage): boolean;
   log: Logger;
   clock: Clock;
   /** Waits between upload attempts. */
   sleep(seconds: number): Promise<void>;
 }
 
-const isEntryList = (v: unknown): v is PlanEntry[] =>
-  Array.isArray(v) && v.every((e) => e && typeof e === "object" && typeof e.module === "string" && typeof e.where === "string" && typeof e.paramId === "string" && e.params && typeof e.params === "object");
 /** Why a share stops when the connection to the gateway is lost. */
 const ABANDONED = "disconnected from the gateway";
 const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -65,15 +63,13 @@ export class TestRunner {
   }
 
   /** `test_run_start`: runs the share, or answers its end at once when it cannot. */
-  start(message: Record<string, unknown>): void {
-    const id = typeof message.run_id === "string" ? message.run_id : "";
+  start(start: TestRunStart): void {
+    const id = start.run_id;
     if (!RUN_ID.test(id)) return this.deps.log.warn("agent: test_run_start without a valid run_id ignored");
     const refuse = (error: string) => void this.end({ method: "test_run_end", run_id: id, status: "failed", error, warnings: [] });
     if (!this.deps.config.enabled) return refuse(TESTS_DISABLED_HERE);
     // A share already aborted only winds down (the gateway no longer runs it): the new one waits for it.
     if (this.current && !this.current.controller.signal.aborted) return refuse(`the device is running test run ${this.current.id}`);
-    if (!isEntryList(message.entries)) return refuse("the gateway sent no valid entries");
-    const start = message as unknown as TestRunStart;
     const controller = new AbortController();
     const previous = this.current?.done ?? Promise.resolve();
     const current = { id, controller, done: previous.then(() => this.run(start, controller)) };
@@ -89,8 +85,8 @@ export class TestRunner {
   }
 
   /** `test_run_abort`: stops the run (its processes get SIGTERM, then SIGKILL). */
-  abort(message: Record<string, unknown>): void {
-    if (this.current && this.current.id === message.run_id) this.current.controller.abort(typeof message.reason === "string" ? message.reason : "Aborted by user");
+  abort(message: TestRunAbort): void {
+    if (this.current && this.current.id === message.run_id) this.current.controller.abort(message.reason || "Aborted by user");
   }
 
   /** Agent stop: the run is aborted and awaited. */
@@ -117,15 +113,15 @@ export class TestRunner {
       await rm(work, { recursive: true, force: true });
       await mkdir(dirs.artifacts, { recursive: true, mode: 0o700 });
       deps.log.info(`agent: test run ${id}: ${start.entries.length} entries`);
-      const plan = { entries: start.entries, metadata: (Array.isArray(start.metadata) ? start.metadata : []) as MetadataCommand[] } as TestPlan;
+      const plan = { entries: start.entries, metadata: start.metadata } as TestPlan;
       const { executeRun, SEED_COLUMNS } = await loadEngine();
       const result = await executeRun(
-        { id, plan, pattern: typeof start.pattern === "string" ? start.pattern : "", machineTarget: null },
+        { id, plan, pattern: start.pattern, machineTarget: null },
         {
           // The gateway checked the entries (modules known, params valid) when the run was triggered.
           compat: true,
           dataDir: work,
-          scripts: start.modules && typeof start.modules === "object" ? start.modules : {},
+          scripts: start.modules,
           dirs,
           clock: deps.clock,
           reportColumns: SEED_COLUMNS,
@@ -154,7 +150,7 @@ export class TestRunner {
       const reason = typeof controller.signal.reason === "string" ? controller.signal.reason : null;
       const warnings = [...result.warnings];
       // What the cases wrote is uploaded after an abort too (the gateway takes it while it waits for the end).
-      if (!this.stopping && controller.signal.reason !== ABANDONED) warnings.push(...(await this.uploadArtifacts(id, artifactsDir(dirs, id), Math.max(0, Number(start.artifacts_max_bytes) || 0))));
+      if (!this.stopping && controller.signal.reason !== ABANDONED) warnings.push(...(await this.uploadArtifacts(id, artifactsDir(dirs, id), Math.max(0, start.artifacts_max_bytes))));
       end = { method: "test_run_end", run_id: id, status: result.status, error: reason ?? result.error, warnings };
     } catch (error) {
       end = { method: "test_run_end", run_id: id, status: "failed", error: `runner error: ${(error as Error).message}`, warnings: [] };

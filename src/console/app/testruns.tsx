@@ -9,7 +9,8 @@ import { navigate } from "./router.ts";
 import { hasScope, isAdmin, type Me } from "./session.ts";
 import { Badge, Field, Modal, ModalButtons } from "./ui.tsx";
 import { isFinalStatus } from "../../testrun/runs/status.ts";
-import type { ReportRow, StatusCounts, TestRun, Trigger } from "../../testrun/schema.ts";
+import type { ReportRow, StatusCounts, TestRun } from "../../testrun/schema.ts";
+import type { RunStreamEventData } from "../../protocol/streams.ts";
 
 /** Where a run ran, in words: its devices, a node role, or this gateway. */
 export const whereOf = (r: Pick<TestRun, "machine_target" | "devices">): string => {
@@ -56,11 +57,7 @@ export function StatusBadge(props: { status: string; aborting?: boolean }) {
 export const RUN_STREAM = "/api/v1/test-runs/stream";
 
 /** The events of RUN_STREAM and their data. */
-export interface RunEvents {
-  run: TestRun;
-  trigger: Trigger;
-  "run-deleted": { id: string };
-}
+export type RunEvents = RunStreamEventData;
 
 // ---- YAML ----------------------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ import { artifactsDir, reportDetailsPath, reportIndexPath, reportPath, type Test
 import { deviceErrors, deviceLabel } from "../runs/sight.ts";
 import type { DeviceProgress } from "../schema.ts";
 import type { RunRecord, RunStore } from "../runs/store.ts";
-import { LIMITS, TESTS_CAPABILITY, type TestRunAbort, type TestRunStart } from "./protocol.ts";
+import { ROW_LIMITS as LIMITS, TESTS_CAPABILITY, type DeviceMessageOf, type TestRunAbort, type TestRunStart } from "../../protocol/labgate/device.ts";
 import { expectedCases, type ExpectedCase } from "./shares.ts";
 
 export const NOT_CONNECTED = "device not connected";
@@ -110,7 +110,7 @@ class ActiveRun {
   }
 }
 
-const str = (v: unknown, max: number): string => (typeof v === "string" ? v : v === undefined || v === null ? "" : String(v)).slice(0, max);
+const str = (v: string | undefined, max: number): string => (v ?? "").slice(0, max);
 
 /** A relative artifact name from a device: `/`-separated plain segments, nothing that climbs or hides. */
 function artifactSegments(name: string): string[] | undefined {
@@ -281,7 +281,7 @@ export class DeviceRuns {
 
   private send(share: Share, message: TestRunStart | TestRunAbort): boolean {
     try {
-      share.conn?.send(message as never);
+      share.conn?.send(message);
       return share.conn !== undefined;
     } catch {
       return false;
@@ -353,14 +353,14 @@ export class DeviceRuns {
   }
 
   /** The run and share a device message is about; a run this gateway no longer runs is stopped on the device. */
-  private shareOf(conn: DeviceConnection, message: Record<string, unknown>): { active: ActiveRun; share: Share } | undefined {
-    const runId = typeof message.run_id === "string" ? message.run_id : "";
+  private shareOf(conn: DeviceConnection, message: { run_id: string }): { active: ActiveRun; share: Share } | undefined {
+    const runId = message.run_id;
     const active = this.active.get(runId);
     const share = active?.shares.get(conn.mac);
     if (!active || !share) {
       if (runId) {
         try {
-          conn.send({ method: "test_run_abort", run_id: runId.slice(0, 128), reason: "the gateway does not run this test run" } as never);
+          conn.send({ method: "test_run_abort", run_id: runId.slice(0, 128), reason: "the gateway does not run this test run" });
         } catch {
           // gone already
         }
@@ -371,22 +371,21 @@ export class DeviceRuns {
   }
 
   /** `test_run_row`: one case's result. */
-  private row(conn: DeviceConnection, message: Record<string, unknown>): void {
+  private row(conn: DeviceConnection, message: DeviceMessageOf<"test_run_row">): void {
     const found = this.shareOf(conn, message);
     if (!found) return;
     const { active, share } = found;
     const status = message.status;
-    if (status !== "passed" && status !== "failed" && status !== "skipped") return this.ctx.log.warn(`device ${conn.mac}: test_run_row with status ${JSON.stringify(status)} ignored`);
     if (++share.rows > LIMITS.rows) {
       this.send(share, { method: "test_run_abort", run_id: active.run.id, reason: "too many rows" });
       void this.end(active, share, "failed", `the device sent more than ${LIMITS.rows} rows`);
       return;
     }
-    const start = typeof message.start_time === "number" && Number.isFinite(message.start_time) ? new Date(message.start_time) : dateOf(this.ctx.clock);
-    const duration = typeof message.duration === "number" && Number.isFinite(message.duration) && message.duration >= 0 ? message.duration : 0;
-    const artifacts = (Array.isArray(message.artifacts) ? message.artifacts : [])
+    const start = new Date(message.start_time);
+    const duration = message.duration;
+    const artifacts = message.artifacts
       .slice(0, LIMITS.artifactsPerRow)
-      .filter((a): a is string => typeof a === "string" && artifactSegments(a) !== undefined)
+      .filter((a) => artifactSegments(a) !== undefined)
       .map((a) => `${share.plan.dir}/${a}`);
     const row: ReportRow = {
       startTime: Number.isNaN(start.getTime()) ? dateOf(this.ctx.clock) : start,
@@ -415,12 +414,12 @@ export class DeviceRuns {
   }
 
   /** `test_run_end`: the device's share ended (its artifacts are uploaded by then). */
-  private deviceEnd(conn: DeviceConnection, message: Record<string, unknown>): void {
+  private deviceEnd(conn: DeviceConnection, message: DeviceMessageOf<"test_run_end">): void {
     const found = this.shareOf(conn, message);
     if (!found) return;
-    const status = message.status === "finished" || message.status === "aborted" ? message.status : "failed";
-    const error = typeof message.error === "string" && message.error !== "" ? message.error.slice(0, LIMITS.message) : status === "failed" && found.share.progress.failed === 0 ? "the device reported a failure" : null;
-    if (Array.isArray(message.warnings)) found.share.warnings = message.warnings.slice(0, 100).map((w) => str(w, 1024));
+    const { status } = message;
+    const error = message.error ? message.error.slice(0, LIMITS.message) : status === "failed" && found.share.progress.failed === 0 ? "the device reported a failure" : null;
+    found.share.warnings = message.warnings.slice(0, 100).map((w) => str(w, 1024));
     void this.end(found.active, found.share, status, error);
   }
 

@@ -7,7 +7,7 @@ import { compilePattern } from "../engine/pattern.ts";
 import { findModule, isBuiltinModule, type ModuleLookup } from "../modules/registry.ts";
 import { readScriptModule } from "../modules/script.ts";
 import { caseNames, entryName, numberEntries, planMachines, type DeviceShare, type PlanEntry, type TestPlan } from "../plan.ts";
-import { isDeviceTarget } from "./protocol.ts";
+import { isDeviceTarget } from "./names.ts";
 import type { TargetDevice } from "./targets.ts";
 
 /**

@@ -10,7 +10,7 @@ import { getDeviceByMac, listDevices, type DeviceRow } from "../../update/device
 import { listGroups } from "../../update/groups/groups.ts";
 import { groupNameOf } from "../../update/groups/name.ts";
 import { allowed, permissionFilter } from "../../update/permissions/permissions.ts";
-import { DEVICE_TARGET } from "./protocol.ts";
+import { DEVICE_TARGET } from "./names.ts";
 
 /** A device a run goes to. */
 export interface TargetDevice {

@@ -12,6 +12,7 @@ import { statFile } from "../../util/files.ts";
 import { contentDisposition, fileEtag, serveFile, serveMade, untrustedFileHeaders } from "../../storage/send.ts";
 import * as z from "zod";
 import { Empty, errors, jsonBody, ok, queryOf, route, type Reply } from "../../http/openapi.ts";
+import type { RunStreamEventData, RunStreamEventName } from "../../protocol/streams.ts";
 import { prepareEvent, SharedSubscription, type Broadcaster, type EventStreams, type PreparedEvent, type SendEvent } from "../../http/sse.ts";
 import { openReportJson, openReportJsonByDevice, reportSummary } from "../engine/report.ts";
 import { PlanError } from "../plan.ts";
@@ -126,6 +127,9 @@ export function runRoutes(ctx: AppContext, access: TestRunAccess, deps: RunRoute
   return ctx.config.test_server.api_variant === "B" ? variantB(ctx, access, deps.service) : variantA(ctx, access, deps);
 }
 
+/** One event of the run stream, its data checked against src/protocol/streams.ts. */
+const runEvent = <N extends RunStreamEventName>(name: N, data: RunStreamEventData[N]): PreparedEvent => prepareEvent(name, data);
+
 /** An open run stream: whose it is, which devices its reader may see, where its events go. */
 interface Viewer {
   identity: Identity | undefined;
@@ -199,7 +203,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
   };
   const subscription = new SharedSubscription(changes, (change) => {
     if (change.kind === "run-deleted") {
-      const event = prepareEvent("run-deleted", { id: change.id });
+      const event = runEvent("run-deleted", { id: change.id });
       for (const viewer of viewers) viewer.send(event);
       return;
     }
@@ -216,10 +220,10 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       let view: { variant: string; event: () => PreparedEvent };
       if (run) {
         const seen = seenRun(run, viewer.sight);
-        view = { variant: seen.variant, event: () => prepareEvent("run", runObjectA(seen.run)) };
+        view = { variant: seen.variant, event: () => runEvent("run", runObjectA(seen.run)) };
       } else if (trigger) {
         const seen = seenTrigger(trigger, viewer.sight);
-        view = { variant: seen.variant, event: () => prepareEvent("trigger", seen.object) };
+        view = { variant: seen.variant, event: () => runEvent("trigger", seen.object) };
       } else return;
       let event = prepared.get(view.variant);
       if (!event) prepared.set(view.variant, (event = view.event()));

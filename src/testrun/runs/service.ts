@@ -7,7 +7,7 @@ import type { ChannelHub } from "../../update/channel/hub.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { patternError } from "../engine/pattern.ts";
 import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
-import { isDeviceTarget } from "../devices/protocol.ts";
+import { isDeviceTarget } from "../devices/names.ts";
 import { buildPlan, snapshotSource } from "../config/plan-builder.ts";
 import { planMachines, type ConfigSource, type DeviceShare, type PinnedConfig, type TestPlan } from "../plan.ts";
 import { DeviceRuns, type ConsoleSpans } from "../devices/runs.ts";

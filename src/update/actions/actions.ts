@@ -9,7 +9,7 @@ import type { AppContext } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { DeviceGoneError, DeviceTimeoutError, type ChannelHub, type DeviceConnection } from "../channel/hub.ts";
 import { deviceFailure, notConnected } from "../channel/errors.ts";
-import { hasCapability } from "../channel/protocol.ts";
+import { hasCapability, type DeviceMessageOf } from "../../protocol/labgate/device.ts";
 import type { Action, ActionLogEntry, ExecResult } from "./schema.ts";
 import { signedFileUrl, type DeviceFileStore } from "../devicefiles/store.ts";
 import { ActionLogStore, INLINE_OUTPUT_BYTES, type LogRow } from "./store.ts";
@@ -63,9 +63,8 @@ export class ActionService {
   }
 
   /** `action_exec_control`: the device took (ok), refused or put off (full) an action. */
-  control(conn: DeviceConnection, message: Record<string, unknown>): void {
-    if (typeof message.execution_id !== "string") return this.ctx.log.warn(`device ${conn.mac}: action_exec_control without execution_id ignored`);
-    if (!conn.settle(`control:${message.execution_id}`, String(message.status))) {
+  control(conn: DeviceConnection, message: DeviceMessageOf<"action_exec_control">): void {
+    if (!conn.settle(`control:${message.execution_id}`, message.status)) {
       this.ctx.log.debug(`device ${conn.mac}: action_exec_control for ${message.execution_id} that nobody waits for`);
     }
   }
@@ -209,13 +208,9 @@ export class ActionService {
   }
 
   /** `action_exec_result`: the row gets its final status, exit code and output. */
-  async result(conn: DeviceConnection, message: Record<string, unknown>): Promise<void> {
-    const id = message.execution_id;
-    const code = message.status_code;
-    if (typeof id !== "string" || typeof code !== "number" || !Number.isInteger(code)) {
-      return this.ctx.log.warn(`device ${conn.mac}: malformed action_exec_result ignored`);
-    }
-    const output = Buffer.from(typeof message.output === "string" ? message.output : "", "base64");
+  async result(conn: DeviceConnection, message: DeviceMessageOf<"action_exec_result">): Promise<void> {
+    const { execution_id: id, status_code: code } = message;
+    const output = Buffer.from(message.output ?? "", "base64");
     const answer: ExecResult = { status_code: code, output: output.toString("base64") };
     // Small outputs go into the row (durable with the shared commit), larger ones into a file first.
     const key = output.length > INLINE_OUTPUT_BYTES ? await this.files.writeObject("actions", output) : null;

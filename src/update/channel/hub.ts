@@ -1,14 +1,16 @@
 /*
  * The device WebSocket hub: one connection per device, keyed by MAC, the
- * `connected` flag, pings, capabilities, and bounded waits for device replies. Domains (actions,
- * file downloads, progress) register handlers for the device messages they own.
+ * `connected` flag, pings, capabilities, and bounded waits for device replies. Every frame is
+ * parsed here, once, against its method's schema (src/protocol/labgate/device.ts); domains
+ * (actions, file downloads, progress, deployments, test runs) register handlers for the device
+ * messages they own and get them typed. A frame that does not parse is dropped and counted.
  */
 import type { WebSocket } from "ws";
-import type { WSContext } from "hono/ws";
 import type { AppContext } from "../../app/context.ts";
 import { after, type Clock } from "../../util/time.ts";
 import { PingTimer, pingOrTerminate } from "./keepalive.ts";
-import { parseActionList, parseMessage, type ServerMessage } from "./protocol.ts";
+import type { ActionEntry, DeviceMessageOf, DeviceMethod, ServerMessage } from "../../protocol/labgate/device.ts";
+import { readDeviceMessage } from "../../protocol/labgate/wire.ts";
 import type { Action } from "../actions/schema.ts";
 
 /** A device did not answer in time: the HTTP side answers 504. */
@@ -22,6 +24,14 @@ export const CLOSE_UNAUTHORIZED = 4000;
 export const CLOSE_DUPLICATE = 4002;
 
 const noop = () => {};
+
+/** What the hub needs of a device's socket (the route adapts its server's socket to it). */
+export interface DeviceSocket {
+  send(text: string): void;
+  close(code: number, reason: string): void;
+  /** The `ws` socket underneath: pings, pongs, terminate. */
+  readonly raw?: unknown;
+}
 
 /** One wait for a device's reply: settled by the reply, its deadline or the socket's end. */
 interface Waiter {
@@ -40,7 +50,7 @@ export class DeviceConnection {
   actions: Action[] | undefined;
   open = true;
   alive = true;
-  private readonly ws: WSContext;
+  private readonly ws: DeviceSocket;
   private readonly clock: Clock;
   /**
    * Per key its waiters (usually one: an execution's own reply). Only while some wait: most
@@ -48,7 +58,7 @@ export class DeviceConnection {
    */
   private waiters: Map<string, Waiter[]> | undefined;
 
-  constructor(mac: string, deviceId: number, ws: WSContext, clock: Clock) {
+  constructor(mac: string, deviceId: number, ws: DeviceSocket, clock: Clock) {
     this.mac = mac;
     this.deviceId = deviceId;
     this.ws = ws;
@@ -141,33 +151,57 @@ function markAlive(this: WebSocket): void {
   if (conn) conn.alive = true;
 }
 
-export type MessageHandler = (connection: DeviceConnection, message: Record<string, unknown>) => void | Promise<void>;
+/** The handler of one device -> server method, given the message as its schema parsed it. */
+export type MessageHandler<M extends DeviceMethod> = (connection: DeviceConnection, message: DeviceMessageOf<M>) => void | Promise<void>;
+
+/**
+ * An action list as a device reports it, with the short field names (`id`, `name`) read as the
+ * served ones; entries without an id are left out.
+ */
+export function actionsOf(entries: ActionEntry[]): Action[] {
+  const out: Action[] = [];
+  for (const entry of entries) {
+    const id = entry.action_id ?? entry.id;
+    if (!id) continue;
+    const timeout = entry.timeout ?? 0;
+    out.push({
+      action_id: id,
+      action_name: entry.action_name ?? entry.name ?? id,
+      description: entry.description ?? "",
+      command: entry.command ?? [],
+      timeout: timeout > 0 ? timeout : 0,
+    });
+  }
+  return out;
+}
 
 export class ChannelHub {
   private readonly ctx: Pick<AppContext, "clock" | "config" | "db" | "log">;
   private readonly connections = new Map<string, DeviceConnection>();
-  private readonly handlers = new Map<string, MessageHandler>();
+  private readonly handlers = new Map<string, MessageHandler<DeviceMethod>>();
   private readonly connectHooks: Array<(connection: DeviceConnection) => void> = [];
   private readonly disconnectHooks: Array<(mac: string) => void> = [];
   private readonly pinger: PingTimer;
+  /** Device frames dropped since the start: unparsable, an unknown method, or a field that does not fit its schema. */
+  dropped = 0;
 
   constructor(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">) {
     this.ctx = ctx;
     this.pinger = new PingTimer(ctx.clock, ctx.config.update_server.ws_ping_interval, (judge) => this.pingRound(judge));
     this.handle("capability_report", (conn, message) => this.capabilityReport(conn, message));
     this.handle("action_list_update", (conn, message) => {
-      const actions = parseActionList(message.actions);
-      if (!actions) return this.ctx.log.warn(`device ${conn.mac}: action_list_update without an action list ignored`);
+      const actions = actionsOf(message.actions);
       conn.actions = actions;
       conn.settle("action_list", actions);
     });
     // The device's own alerts (e.g. "cannot handle request") are logged, never fatal.
-    this.handle("alert", (conn, message) => this.ctx.log.info(`device ${conn.mac} alert: ${JSON.stringify(message.alert ?? null)}`));
+    this.handle("alert", (conn, message) => this.ctx.log.info(`device ${conn.mac} alert: ${JSON.stringify(message.alert)}`));
   }
 
   /** Registers the handler of one device -> server method. */
-  handle(method: string, handler: MessageHandler): void {
-    this.handlers.set(method, handler);
+  handle<M extends DeviceMethod>(method: M, handler: MessageHandler<M>): void {
+    // Each method's own handler: message() hands it only messages of that method.
+    this.handlers.set(method, handler as unknown as MessageHandler<DeviceMethod>);
   }
 
   /** Runs after a device connected (queued actions are dispatched from here). */
@@ -189,7 +223,7 @@ export class ChannelHub {
   }
 
   /** A new socket of an authenticated device. Returns the connection, or undefined if refused. */
-  opened(mac: string, deviceId: number, ws: WSContext): DeviceConnection | undefined {
+  opened(mac: string, deviceId: number, ws: DeviceSocket): DeviceConnection | undefined {
     if (this.connections.has(mac)) {
       // One connection per device: the second one goes, the first one stays untouched.
       ws.close(CLOSE_DUPLICATE, "duplicate connections not allowed");
@@ -218,10 +252,20 @@ export class ChannelHub {
       conn.close(CLOSE_UNSUPPORTED, "device socket requires text-mode encoding");
       return;
     }
-    const message = parseMessage(data);
-    if (!message) return this.ctx.log.warn(`device ${conn.mac}: unparsable message ignored (${data.slice(0, 200)})`);
+    const read = readDeviceMessage(data);
+    if (!("message" in read)) {
+      this.dropped += 1;
+      if (read.dropped === "unparsable") return this.ctx.log.warn(`device ${conn.mac}: unparsable message ignored (${data.slice(0, 200)})`);
+      const method = JSON.stringify(read.method.slice(0, 64));
+      if (read.dropped === "unknown") return this.ctx.log.warn(`device ${conn.mac}: unknown method ${method} ignored`);
+      return this.ctx.log.warn(`device ${conn.mac}: malformed ${method} ignored (${read.problem.slice(0, 200)})`);
+    }
+    const { message } = read;
     const handler = this.handlers.get(message.method);
-    if (!handler) return this.ctx.log.warn(`device ${conn.mac}: unknown method ${JSON.stringify(message.method.slice(0, 64))} ignored`);
+    if (!handler) {
+      this.dropped += 1;
+      return this.ctx.log.warn(`device ${conn.mac}: ${message.method} has no handler here; ignored`);
+    }
     try {
       const result = handler(conn, message);
       if (result instanceof Promise) result.catch((error) => this.ctx.log.error(`device ${conn.mac}: ${message.method}: ${(error as Error).message}`));
@@ -268,12 +312,9 @@ export class ChannelHub {
     }
   }
 
-  private capabilityReport(conn: DeviceConnection, message: Record<string, unknown>): void {
+  private capabilityReport(conn: DeviceConnection, message: DeviceMessageOf<"capability_report">): void {
     const caps = message.capabilities;
-    if (!caps || typeof caps !== "object" || Array.isArray(caps)) {
-      return this.ctx.log.warn(`device ${conn.mac}: capability_report without a capabilities object ignored`);
-    }
-    conn.capabilities = caps as Record<string, unknown>;
+    conn.capabilities = caps;
     conn.settle("capabilities", conn.capabilities);
     const text = JSON.stringify(caps);
     // Stored on the device and kept after disconnect.

@@ -17,9 +17,7 @@ export interface ProgressListener {
 /** Installs the handlers of `update_progress` and `update_version`; progress goes out on `events`. */
 export function handleProgress(ctx: Pick<AppContext, "config" | "db" | "log">, hub: ChannelHub, progressRecords: UpdateProgress, events: EventBroadcaster, listener: ProgressListener): void {
   hub.handle("update_progress", async (conn: DeviceConnection, message) => {
-    const raw = message.progress;
-    if (typeof raw !== "number" || !Number.isFinite(raw)) return ctx.log.warn(`device ${conn.mac}: update_progress without a number ignored`);
-    const progress = Math.min(100, Math.max(0, Math.round(raw)));
+    const progress = Math.min(100, Math.max(0, Math.round(message.progress)));
     const version = getProgress(ctx.db, conn.deviceId)?.version ?? null;
     await progressRecords.reportProgress(conn.deviceId, progress);
     await listener.progress(conn.deviceId, conn.mac, progress);
@@ -27,8 +25,7 @@ export function handleProgress(ctx: Pick<AppContext, "config" | "db" | "log">, h
   });
 
   hub.handle("update_version", async (conn, message) => {
-    const version = message.version;
-    if (typeof version !== "string" || version === "" || version.length > 256) return ctx.log.warn(`device ${conn.mac}: update_version without a version ignored`);
+    const { version } = message;
     const key = `${ctx.config.prefix}.software.version`;
     const written = ctx.db.write((tx) => {
       const row = tx.get<{ metadata: string }>("SELECT metadata FROM devices WHERE id = ?", [conn.deviceId]);

@@ -8,7 +8,7 @@ import { LabgateError } from "../../util/errors.ts";
 import { CLOSE_UNAUTHORIZED, type ChannelHub, type DeviceConnection } from "./hub.ts";
 import { deviceByMac } from "./access.ts";
 import { CLOSE_INVALID, MAX_EARLY_BYTES, notConnected, size, type ShellService, type ShellSession } from "./shell.ts";
-import { closeReason } from "./protocol.ts";
+import { closeReason } from "../../protocol/labgate/wire.ts";
 import type { AccessWatch } from "../../auth/authority.ts";
 import { allowed, MSG_FORBIDDEN } from "../permissions/permissions.ts";
 import { actorOf } from "../../audit/audit.ts";

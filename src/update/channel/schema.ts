@@ -1,6 +1,6 @@
 /**
  * The shapes of the WebSocket routes' requests: channel/routes.ts registers them with the routes
- * (the OpenAPI document shows them). The messages on the sockets: protocol.ts, docs/device-protocol.md.
+ * (the OpenAPI document shows them). The messages on the sockets: src/protocol/labgate/device.ts.
  */
 import * as z from "zod";
 

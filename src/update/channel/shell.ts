@@ -13,7 +13,8 @@ import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { CLOSE_NORMAL, type ChannelHub } from "./hub.ts";
 import { after, dateOf } from "../../util/time.ts";
 import { PingTimer, pingOrTerminate } from "./keepalive.ts";
-import { closeReason, hasCapability } from "./protocol.ts";
+import { hasCapability } from "../../protocol/labgate/device.ts";
+import { closeReason } from "../../protocol/labgate/wire.ts";
 
 export const CLOSE_INVALID = 4001;
 /** The reference's close reason for a device without a management socket (and for an unknown one). */

@@ -56,9 +56,8 @@ import {
 import { PastOutcomes } from "./past.ts";
 import { reservationOf } from "../../lab/reservations.ts";
 import { isoTime } from "../../util/time.ts";
+import { OUTPUT_TAIL } from "../../protocol/labgate/device.ts";
 
-/** The install output a failure keeps: its last 4 KiB. */
-export const OUTPUT_TAIL = 4096;
 /** How often the time decisions run (on the injected clock). */
 const TICK_MS = 1000;
 

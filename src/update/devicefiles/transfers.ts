@@ -11,7 +11,7 @@ import { inputProblem } from "../../http/errors.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { ChannelHub, DeviceConnection } from "../channel/hub.ts";
 import { deviceFailure, notConnected } from "../channel/errors.ts";
-import { hasCapability } from "../channel/protocol.ts";
+import { hasCapability, type DeviceMessageOf } from "../../protocol/labgate/device.ts";
 import { getDevice } from "../devices/devices.ts";
 import { PART_NAME, PartTooLargeError, signedFileUrl, type DeviceFileStore } from "./store.ts";
 import type { FetchedFile } from "./schema.ts";
@@ -44,14 +44,8 @@ interface Transfer {
   done: Set<string>;
 }
 
-interface ProbeReply {
-  status: number;
-  size: number;
-}
-interface DownloadReply {
-  status: number;
-  etags: unknown;
-}
+type ProbeReply = DeviceMessageOf<"fs_file_probe_reply">;
+type DownloadReply = DeviceMessageOf<"fs_file_download_reply">;
 
 export class FileTransferService {
   private readonly ctx: Pick<AppContext, "config" | "db" | "log" | "tokens">;
@@ -67,13 +61,13 @@ export class FileTransferService {
   }
 
   /** `fs_file_probe_reply`: the answer to a probe. */
-  probeReply(conn: DeviceConnection, message: Record<string, unknown>): void {
-    if (typeof message.id !== "string" || !conn.settle(`probe:${message.id}`, message)) this.ctx.log.warn(`device ${conn.mac}: fs_file_probe_reply for no open probe ignored`);
+  probeReply(conn: DeviceConnection, message: ProbeReply): void {
+    if (!conn.settle(`probe:${message.id}`, message)) this.ctx.log.warn(`device ${conn.mac}: fs_file_probe_reply for no open probe ignored`);
   }
 
   /** `fs_file_download_reply`: the device uploaded the parts. */
-  downloadReply(conn: DeviceConnection, message: Record<string, unknown>): void {
-    if (typeof message.id !== "string" || !conn.settle(`download:${message.id}`, message)) this.ctx.log.warn(`device ${conn.mac}: fs_file_download_reply for no open transfer ignored`);
+  downloadReply(conn: DeviceConnection, message: DownloadReply): void {
+    if (!conn.settle(`download:${message.id}`, message)) this.ctx.log.warn(`device ${conn.mac}: fs_file_download_reply for no open transfer ignored`);
   }
 
   /**
@@ -112,7 +106,7 @@ export class FileTransferService {
       const probe = await probing;
       const size = probe.size;
       // An empty file is a file: only a failed probe means "missing".
-      if (probe.status !== 0 || typeof size !== "number" || !Number.isSafeInteger(size) || size < 0) return { status: 1, url: "" };
+      if (probe.status !== 0 || size === undefined || !Number.isSafeInteger(size) || size < 0) return { status: 1, url: "" };
       if (size > MAX_FILE) throw new LabgateError("too_large", "file is larger than 5 TiB");
 
       const { partSize, count } = planParts(size);
