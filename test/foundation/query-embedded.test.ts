@@ -1,7 +1,7 @@
 import { strict as assert } from "node:assert";
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, test } from "node:test";
-import { Kysely, sql } from "kysely";
+import { Kysely, sql, type Generated } from "kysely";
 import { Database, migrate } from "../../src/db/index.ts";
 import type { Migration } from "../../src/db/migrate.ts";
 import { embeddedDialect } from "../../src/db/query/embedded.ts";
@@ -10,7 +10,7 @@ import { tempDir } from "../helpers/server.ts";
 const schema: Migration[] = [{ version: 1, name: "items", sql: ["CREATE TABLE items (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE, n INTEGER NOT NULL DEFAULT 0)"] }];
 
 interface Tables {
-  items: { id: number; name: string; n: number };
+  items: { id: Generated<number>; name: string; n: Generated<number> };
 }
 
 async function open(dir: string) {
