@@ -83,3 +83,39 @@ describe("one query layer, two engines", () => {
     await db.destroy();
   });
 });
+
+describe("one set of numbered migrations, both engines", () => {
+  test("every step applies on PostgreSQL and gives the embedded schema's tables and columns; again is a no-op", async () => {
+    const { migrations, migrate } = await import("../../src/db/index.ts");
+    const { migratePostgres } = await import("../../src/db/query/postgres-schema.ts");
+    const db = await postgresQueryLayer<Record<string, never>>(await postgres.createDatabase("schema"));
+    const applied = await migratePostgres(db, migrations);
+    assert.deepEqual(applied, migrations.map((m) => m.version).sort((a, b) => a - b));
+    assert.deepEqual(await migratePostgres(db, migrations), []);
+    const onPostgres = (
+      await sql<{ t: string; c: string }>`SELECT table_name AS t, column_name AS c FROM information_schema.columns WHERE table_schema = 'public' ORDER BY 1, 2`.execute(db)
+    ).rows.map((r) => `${r.t}.${r.c}`);
+    const embedded = await Database.open(tempDir());
+    await migrate(embedded, migrations);
+    const tables = embedded.all<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '\\_labgate%' ESCAPE '\\' ORDER BY name");
+    const onEmbedded = tables.flatMap(({ name }) => embedded.all<{ name: string }>(`SELECT name FROM pragma_table_info('${name}')`).map((c) => `${name}.${c.name}`)).sort();
+    assert.deepEqual(onPostgres, onEmbedded);
+    await embedded.close();
+    await db.destroy();
+  });
+
+  test("PostgreSQL: the access generation counts changes as on the embedded engine; names ignore case", async () => {
+    const { migrations } = await import("../../src/db/index.ts");
+    const { migratePostgres } = await import("../../src/db/query/postgres-schema.ts");
+    const db = await postgresQueryLayer<Record<string, never>>(await postgres.createDatabase("generation"));
+    await migratePostgres(db, migrations);
+    const generation = async () => Number((await sql<{ n: number }>`SELECT n FROM access_generation`.execute(db)).rows[0].n);
+    const start = await generation();
+    await sql`INSERT INTO revoked_users (user_id, before_ms, revoked) VALUES ('Alice', 1, 'now')`.execute(db);
+    assert.equal(await generation(), start + 1);
+    await assert.rejects(sql`INSERT INTO revoked_users (user_id, before_ms, revoked) VALUES ('alice', 2, 'now')`.execute(db), (e: { code?: string }) => e.code === "23505");
+    await sql`UPDATE revoked_users SET before_ms = 3 WHERE user_id = 'ALICE'`.execute(db);
+    assert.equal(await generation(), start + 2);
+    await db.destroy();
+  });
+});
