@@ -30,6 +30,7 @@ const SYSTEM_PACKAGES = [
   { pkg: "systemd", program: "systemd-analyze", for: "test/ops/service", why: "the service unit tests" },
   { pkg: "pdudaemon", program: "pdudaemon", for: "test/lab/", why: "the lab's power tests" },
   { pkg: "socat", program: "socat", for: "test/lab/", why: "the lab's serial console tests" },
+  { pkg: "postgresql", program: "pg_ctlcluster", for: "test/postgres/", why: "the PostgreSQL engine's tests" },
 ];
 const found = (program) =>
   program.includes("/") ? existsSync(program) : (process.env.PATH ?? "").split(delimiter).some((dir) => dir && existsSync(join(dir, program)));

@@ -2,7 +2,7 @@ import { loadConfig } from "../config/config.ts";
 import { SCOPES } from "../auth/scopes.ts";
 import { isoTime, parseDuration } from "../util/time.ts";
 import { describeBuild, VERSION } from "../version.ts";
-import { BACKUP_HELP, COMMON, parse, parseScopeList, UsageError, USER_HELP } from "./args.ts";
+import { BACKUP_HELP, COMMON, DB_HELP, parse, parseScopeList, UsageError, USER_HELP } from "./args.ts";
 import { exitCode } from "./exit.ts";
 
 // Each command imports what it needs when it runs: help, version and usage errors answer
@@ -27,6 +27,7 @@ Usage:
   labgate token revoke --id ID | --user NAME [--config FILE] [--data-dir DIR]
 ${USER_HELP}
 ${BACKUP_HELP}
+${DB_HELP}
   labgate agent [--config FILE] [--server URL] [--data-dir DIR] [--fingerprint]
   labgate version
   labgate help
@@ -55,6 +56,9 @@ backup       writes one tar file (mode 0600: it holds the keys) with a consisten
 restore      makes a new data dir from a backup (--in - reads stdin): refuses a target that
              is not empty and a backup that is damaged or cut short; nothing appears at
              the target unless all of it checks out.
+db copy      copies a stopped embedded database into an empty PostgreSQL database (one
+             transaction: all of it or nothing), one line per table with its rows; the
+             data dir's files are left as they were.
 agent        runs the device side on a lab device (config: YAML, see README): keeps its
              key in the data dir (default ./agent-data), registers and waits for approval,
              keeps the management socket open, runs its configured actions, serves file
@@ -182,6 +186,8 @@ export async function main(argv: string[]): Promise<number> {
         return await (await import("./backup.ts")).backupCommand(rest);
       case "restore":
         return await (await import("./backup.ts")).restoreCommand(rest);
+      case "db":
+        return await (await import("./db.ts")).dbCommand(rest);
       case "agent":
         return await (await import("../agent/command.ts")).agentCommand(rest);
       case "version":

@@ -37,6 +37,18 @@ export interface Tx {
   all<T = Row>(sql: string, params?: SqlParam[]): T[];
 }
 
+/** What one statement of an open transaction gave: its rows (a SELECT's, or RETURNING's), and for a write its effect. */
+export interface QueryOutcome<T = Row> extends RunResult {
+  rows: T[];
+}
+
+/** A transaction that may span awaits (Database.begin). */
+export interface OpenTransaction {
+  query<T = Row>(sql: string, params: SqlParam[], writes: boolean): QueryOutcome<T>;
+  commit(): Promise<void>;
+  rollback(): void;
+}
+
 export interface DatabaseOptions {
   /** Journal size that triggers a checkpoint. */
   checkpointBytes?: number;
@@ -213,9 +225,13 @@ export class Database {
     return { changes, lastInsertRowid };
   }
 
-  private transact<T>(fn: (tx: Tx) => T): { result: T; ops: Statement[] } {
+  private assertWritable(): void {
     if (this.closed) throw new DatabaseUnavailableError("database is closed");
     if (this.failure) throw new DatabaseUnavailableError(`database is unavailable: ${this.failure.message}`);
+  }
+
+  private transact<T>(fn: (tx: Tx) => T): { result: T; ops: Statement[] } {
+    this.assertWritable();
     if (this.inTransaction) throw new Error("nested write transaction");
     const ops: Statement[] = [];
     const tx: Tx = {
@@ -249,7 +265,12 @@ export class Database {
    */
   async write<T>(fn: (tx: Tx) => T): Promise<T> {
     const { result, ops } = this.transact(fn);
-    if (ops.length === 0) return result;
+    if (ops.length > 0) await this.appendDurably(ops);
+    return result;
+  }
+
+  /** One committed transaction's statements as one journal frame, resolved once it is fsynced. */
+  private async appendDurably(ops: Statement[]): Promise<void> {
     const frame = encodeFrame({ seq: ++this.seq, ops });
     this.dirtySinceCheckpoint = true;
     try {
@@ -258,7 +279,56 @@ export class Database {
       throw new DatabaseUnavailableError(`change not saved: ${(error as Error).message}`);
     }
     this.maybeCheckpoint();
-    return result;
+  }
+
+  /**
+   * A transaction that may span awaits, for the query layer's embedded driver (src/db/query/):
+   * the caller holds the connection while it is open (the driver's lock), its writes become one
+   * journal frame at `commit`, which resolves once the frame is on disk, as `write` does.
+   */
+  begin(): OpenTransaction {
+    this.assertWritable();
+    if (this.inTransaction) throw new Error("nested write transaction");
+    const ops: Statement[] = [];
+    this.inTransaction = true;
+    this.sql.run("BEGIN");
+    let open = true;
+    const end = (verb: "COMMIT" | "ROLLBACK") => {
+      if (!open) throw new Error("the transaction has ended");
+      open = false;
+      this.inTransaction = false;
+      this.sql.run(verb);
+    };
+    return {
+      query: <T>(text: string, params: SqlParam[], writes: boolean) => {
+        if (!open) throw new Error("the transaction has ended");
+        const values = toSqlParams(params);
+        const result = this.execute<T>(text, values, writes);
+        if (writes) ops.push([text, values]);
+        return result;
+      },
+      commit: async () => {
+        end("COMMIT");
+        if (ops.length > 0) await this.appendDurably(ops);
+      },
+      rollback: () => end("ROLLBACK"),
+    };
+  }
+
+  /** Runs one statement and collects what it returns (RETURNING rows too); `writes` says whether it changes anything. */
+  private execute<T>(text: string, params: SqlParam[], writes: boolean): QueryOutcome<T> {
+    const stmt = this.prepare(text);
+    const rows: T[] = [];
+    try {
+      stmt.bind(params);
+      while (stmt.step()) rows.push(stmt.getAsObject() as T);
+    } finally {
+      stmt.reset();
+    }
+    if (!writes) return { rows, changes: 0, lastInsertRowid: 0 };
+    const changes = this.sql.getRowsModified();
+    const lastInsertRowid = INSERTS.test(text) ? Number(this.get<{ id: number }>("SELECT last_insert_rowid() AS id")!.id) : 0;
+    return { rows, changes, lastInsertRowid };
   }
 
   /** A write that needs no acknowledgement (e.g. a last-seen time): durable with the next commit or within a second. */

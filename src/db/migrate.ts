@@ -6,6 +6,12 @@ export interface Migration {
   name: string;
   /** DDL and deterministic DML only: it is journaled and replayed like any other write. */
   sql: string[];
+  /**
+   * The step on PostgreSQL where `sql` is not what PostgreSQL takes after the type rewrite of
+   * src/db/query/postgres-schema.ts: its statements whole (SQLite's trigger bodies), or a rewrite
+   * of each statement after the type rewrite.
+   */
+  postgres?: string[] | ((statement: string) => string);
 }
 
 /** The data dir was written by a newer labgate; this binary must not touch it. */

@@ -12,6 +12,8 @@ export const AGENT_BUNDLE = "labgate-agent.cjs";
 /** Parts of the agent that it loads when it needs them (src/agent/parts.ts): its config reader, its test-run engine. */
 export const AGENT_CONFIG_BUNDLE = "labgate-agent-config.cjs";
 export const AGENT_TESTS_BUNDLE = "labgate-agent-tests.cjs";
+/** The part of the CLI that only a PostgreSQL database needs (src/db/parts.ts): Kysely's PostgreSQL side, pg, `db copy`. */
+export const POSTGRES_BUNDLE = "labgate-postgres.cjs";
 
 /** The bundle that runs `labgate COMMAND ...`: the agent needs none of the rest. */
 export const bundleFor = (command: string | undefined): string => (command === "agent" ? AGENT_BUNDLE : MAIN_BUNDLE);

@@ -25,6 +25,7 @@ const OPTIONS: BuildOptions = {
 };
 
 /** The agent's bundles: src/agent/bundle.ts's options. */
+const MAIN: BuildOptions = { ...OPTIONS, define: { ...OPTIONS.define, LABGATE_MAIN_BUNDLE: "true" } };
 const AGENT: BuildOptions = { ...OPTIONS, alias: AGENT_ALIASES, define: { ...OPTIONS.define, ...AGENT_DEFINE } };
 
 /**
@@ -61,7 +62,8 @@ export async function buildTestBundle(dir = DEFAULT_DIR): Promise<string> {
     ["labgate-checkpoint.cjs", src("db/checkpoint-worker.ts"), OPTIONS],
     // The launcher and its two programs, as in dist/: child `labgate agent`s run the agent's own bundle.
     ["labgate.cjs", src("launch/launch.ts"), OPTIONS],
-    ["labgate-main.cjs", src("main.ts"), OPTIONS],
+    ["labgate-main.cjs", src("main.ts"), MAIN],
+    ["labgate-postgres.cjs", src("db/postgres-part.ts"), OPTIONS],
     ["labgate-agent.cjs", src("agent/main.ts"), AGENT],
     ["labgate-agent-config.cjs", src("agent/config-reader.ts"), AGENT],
     ["labgate-agent-tests.cjs", src("agent/test-engine.ts"), AGENT],

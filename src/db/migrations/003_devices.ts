@@ -58,4 +58,6 @@ export const m003Devices: Migration = {
     `CREATE INDEX permissions_user ON permissions(user_id, permission, resource)`,
     `CREATE INDEX permissions_resource ON permissions(resource, resource_id)`,
   ],
+  // PostgreSQL's coalesce takes one type: an id or a name, as text.
+  postgres: (statement) => statement.replace("coalesce(resource_id, resource_name)", "coalesce(resource_id::text, resource_name)"),
 };

@@ -16,4 +16,9 @@ export const m015DeviceLogBytes: Migration = {
     "UPDATE device_logs SET bytes = length(CAST(name AS BLOB)) + length(CAST(entry AS BLOB))",
     "CREATE INDEX device_logs_time ON device_logs(device_timestamp, id)",
   ],
+  postgres: [
+    "ALTER TABLE device_logs ADD COLUMN bytes BIGINT NOT NULL DEFAULT 0",
+    "UPDATE device_logs SET bytes = octet_length(name) + octet_length(entry)",
+    "CREATE INDEX device_logs_time ON device_logs(device_timestamp, id)",
+  ],
 };

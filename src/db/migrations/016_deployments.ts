@@ -64,4 +64,6 @@ export const m016Deployments: Migration = {
     `CREATE INDEX deployment_devices_state ON deployment_devices(deployment_id, state, position)`,
     `CREATE INDEX deployment_devices_device ON deployment_devices(device_id)`,
   ],
+  // WINDOW is a reserved word in PostgreSQL: the column is quoted there (Kysely quotes every name).
+  postgres: (statement) => statement.replace(/^(\s*)window TEXT,$/m, '$1"window" TEXT,'),
 };

@@ -1,0 +1,5 @@
+/*
+ * What only a PostgreSQL database needs, as one part (src/db/parts.ts): the build makes it a bundle
+ * of its own, so that the embedded default neither loads nor holds pg and Kysely's PostgreSQL side.
+ */
+export { copyToPostgres, CopyRefused } from "./copy.ts";
