@@ -8,7 +8,7 @@ import { test } from "node:test";
 import { removeDir, startTestServer, tempDir, waitFor, type TestServer } from "../helpers/server.ts";
 import { approveAgent, FAST_SERVER, startAgent, untilConnected, type AgentOptions } from "../update/helpers/agents.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
-import { uploadConfig, type RunObject } from "./run-helpers.ts";
+import { uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
 
 interface Member {
   device: number;
@@ -69,7 +69,7 @@ test("a validation interrupted by a gateway stop runs again after the start; one
     const again = await waitFor(async () => (await runs()).find((r) => r.id !== first!.id && r.status === "running"), 30_000, "the validation running again");
     await waitFor(() => existsSync(started), 10_000, "the new share started on the device");
     writeFileSync(join(agent.config.data_dir, "go"), "");
-    await waitFor(async () => (await server.call("GET", `/api/v1/test-runs/${again.id}`)).body.status === "finished", 30_000, "the validation passed");
+    assert.equal((await waitRun(server, again.id, undefined, 30_000)).status, "finished", "the validation passed");
     assert.equal((await member()).state, "installed");
     assert.equal(await status(), "running");
 
