@@ -1,5 +1,5 @@
-// Runs every test/**/*.test.ts (or those whose path contains an argument) with node:test. Node 20's
-// --test does not expand globs, so we do.
+// Runs every test/**/*.test.ts and src/**/*.test.ts (the unit tests beside the modules they test), or
+// those whose path contains an argument, with node:test. Node 20's --test does not expand globs, so we do.
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { delimiter, join } from "node:path";
@@ -15,7 +15,7 @@ function find(dir) {
 }
 
 const filters = process.argv.slice(2);
-const files = find("test")
+const files = [...find("test"), ...find("src")]
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
   .sort();
 if (files.length === 0) {

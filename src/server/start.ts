@@ -101,6 +101,23 @@ export function startDomains(ctx: AppContext): Domains {
   return { shared, accounts, update, testRun, lab };
 }
 
+/**
+ * The one app serving every route over the domains, and the operations its routers registered
+ * (for the OpenAPI document). It needs no listener: tests call `app.request` on it in process.
+ */
+export function serverApp(ctx: AppContext, domains: Domains): { app: Hono<AppEnv>; operations: Operation[] } {
+  // createApp fills `operations` as it mounts the routers.
+  const operations: Operation[] = [];
+  const app = createApp(ctx, {
+    modules: routeTable(domains, operations),
+    inFlight: domains.shared.inFlight,
+    refusals: domains.shared.refusals,
+    gates: { device: domains.update.deviceGate, account: domains.accounts.accountGate },
+    operations,
+  });
+  return { app, operations };
+}
+
 /** Opens the data dir, starts the domains (startDomains) and serves both APIs on the configured listener. */
 export async function startServer(config: Config, options: StartOptions = {}): Promise<RunningServer> {
   const log = options.log ?? createLogger(config.log_level, { format: config.log_format });
@@ -135,15 +152,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const domains = startDomains(ctx);
     // Entries of commands run while no server ran are in the log before the first request.
     await domains.shared.auditSpool.ingest();
-    // The routers' operations, for the OpenAPI document: createApp fills it as it mounts them.
-    const operations: Operation[] = [];
-    const app = createApp(ctx, {
-      modules: routeTable(domains, operations),
-      inFlight: domains.shared.inFlight,
-      refusals: domains.shared.refusals,
-      gates: { device: domains.update.deviceGate, account: domains.accounts.accountGate },
-      operations,
-    });
+    const { app, operations } = serverApp(ctx, domains);
     // WebSocket routes (the device channel) upgrade through @hono/node-server and `ws`.
     const wss = new HandshakeFirstServer({ noServer: true, maxPayload: WS_MAX_PAYLOAD });
     const server = await listen(config, tls, wss, (request, env) => {
@@ -200,7 +209,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   }
 }
 
-async function stopDomains(ctx: AppContext, log: Logger): Promise<void> {
+export async function stopDomains(ctx: AppContext, log: Logger): Promise<void> {
   for (const hook of ctx.onClosing) {
     try {
       hook();

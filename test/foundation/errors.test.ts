@@ -51,12 +51,12 @@ test("errorAnswer: a LabgateError by its code with its message and details, a re
   assert.equal(errorAnswer(Object.assign(new Error("odd"), { status: 200 })), undefined);
 });
 
-/** Every source file under `dir`. */
+/** Every source file under `dir`, not the unit tests beside them. */
 function sources(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) return sources(path);
-    return /\.tsx?$/.test(entry.name) ? [path] : [];
+    return /\.tsx?$/.test(entry.name) && !entry.name.endsWith(".test.ts") ? [path] : [];
   });
 }
 

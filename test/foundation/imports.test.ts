@@ -4,14 +4,17 @@ import { dirname, join, relative, resolve } from "node:path";
 import { test } from "node:test";
 import ts from "typescript";
 
-/** Every module under src/ and the relative modules it imports (type imports too). */
+/** A unit test beside its module (`*.test.ts`): not part of the program, and no module imports it. */
+const isUnitTest = (name: string) => name.endsWith(".test.ts");
+
+/** Every module under src/ (not the unit tests beside them) and the relative modules it imports (type imports too). */
 function importGraph(root: string): Map<string, string[]> {
   const files: string[] = [];
   const walk = (dir: string) => {
     for (const entry of readdirSync(dir, { withFileTypes: true })) {
       const path = join(dir, entry.name);
       if (entry.isDirectory()) walk(path);
-      else if (/\.tsx?$/.test(entry.name)) files.push(resolve(path));
+      else if (/\.tsx?$/.test(entry.name) && !isUnitTest(entry.name)) files.push(resolve(path));
     }
   };
   walk(root);
@@ -83,5 +86,10 @@ test("only the start-up code and the command line import src/server/: the domain
   const server = resolve("src/server");
   const outside = (file: string) => !file.startsWith(`${server}/`) && !file.startsWith(`${resolve("src/cli")}/`) && file !== resolve("src/main.ts");
   const found = [...graph].filter(([file]) => outside(file)).flatMap(([file, imports]) => imports.filter((i) => i.startsWith(`${server}/`)).map((i) => `${relative("src", file)} -> ${relative("src", i)}`));
+  assert.deepEqual(found, []);
+});
+
+test("no module under src/ imports a unit test (*.test.ts): the bundles of the server, the agent and the console, built from their entries, hold none", () => {
+  const found = [...importGraph("src")].flatMap(([file, imports]) => imports.filter((i) => isUnitTest(i)).map((i) => `${relative("src", file)} -> ${relative("src", i)}`));
   assert.deepEqual(found, []);
 });

@@ -11,12 +11,12 @@ const DOC = "docs/routes.md";
 const REGENERATE = "npm run routes-doc";
 const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
-/** Every source file under src/ with its text, for finding where a route is registered. */
+/** Every source file under src/ (not the unit tests beside them) with its text, for finding where a route is registered. */
 function sources(dir = "src"): { file: string; text: string }[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) return sources(path);
-    return /\.tsx?$/.test(entry.name) ? [{ file: path, text: readFileSync(path, "utf8") }] : [];
+    return /\.tsx?$/.test(entry.name) && !entry.name.endsWith(".test.ts") ? [{ file: path, text: readFileSync(path, "utf8") }] : [];
   });
 }
 

@@ -16,9 +16,10 @@ export interface EventStream {
 }
 
 /** Reads `/api/stream` (or another event stream at `path`) in the background; `events` fills as they arrive. */
-export async function openStream(server: TestServer, token = server.adminToken, path = "/api/stream"): Promise<EventStream> {
+export async function openStream(server: Pick<TestServer, "request" | "adminToken">, token = server.adminToken, path = "/api/stream"): Promise<EventStream> {
   const controller = new AbortController();
-  const res = await fetch(`${server.url}${path}`, { headers: { authorization: `Bearer token=${token}` }, signal: controller.signal });
+  // Through the server's own request: a TLS server's test CA is trusted there.
+  const res = await server.request(path, { token, signal: controller.signal });
   const events: SseEvent[] = [];
   const waiters = new Set<(event: SseEvent) => void>();
   let ended: Promise<string> = Promise.resolve("");
@@ -67,4 +68,38 @@ export async function openStream(server: TestServer, token = server.adminToken, 
       waiters.add(waiter);
     });
   return { events, status: res.status, close: () => controller.abort(), ended, next };
+}
+
+/**
+ * The value of `look()` once `until` holds it, looked at again after each event of `stream` that
+ * `relevant` accepts: the state is read when something that could change it happened, never on a
+ * timer. The stream is open before the first look, so no change falls between the two. Fails after `ms`.
+ */
+export async function untilEvent<T>(stream: EventStream, look: () => Promise<T>, until: (value: T) => boolean, relevant: (event: SseEvent) => boolean, ms = 15_000, what = "condition"): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const seen = stream.events.length;
+    const value = await look();
+    if (until(value)) return value;
+    await stream.next((e) => stream.events.indexOf(e) >= seen && relevant(e), Math.max(0, deadline - Date.now()), what);
+  }
+}
+
+/**
+ * The deployment view (GET /api/v2/deployments/{id}) once `until` holds it, looked at again on each
+ * `deployment` or `deployment_device` event of that deployment on /api/stream. Fails after `ms`.
+ */
+export async function untilDeployment<T = Record<string, any>>(server: Pick<TestServer, "request" | "adminToken" | "call">, id: number, until: (view: T) => boolean, ms = 15_000, what = `deployment ${id}`): Promise<T> {
+  return untilDeploymentLooks(server, id, async () => (await server.call<T>("GET", `/api/v2/deployments/${id}`)).body, until, ms, what);
+}
+
+/** untilDeployment with another look (its devices, one device's state), on the same events. */
+export async function untilDeploymentLooks<T>(server: Pick<TestServer, "request" | "adminToken">, id: number, look: () => Promise<T>, until: (value: T) => boolean, ms = 15_000, what = `deployment ${id}`): Promise<T> {
+  const stream = await openStream(server);
+  try {
+    const ofIt = (e: SseEvent) => (e.event === "deployment" || e.event === "deployment_device") && e.data.deployment === id;
+    return await untilEvent(stream, look, until, ofIt, ms, what);
+  } finally {
+    stream.close();
+  }
 }

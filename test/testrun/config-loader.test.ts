@@ -367,15 +367,6 @@ test("hostile input: alias explosion, deep nesting and recursive overrides are r
   fails(() => plan({ "main.yml": "x: &x {k: 1}\nx.self: *x\ntests:\n  g:\n    - simple: *x\n" }), 422, /too large|deeper/);
 });
 
-test("upload syntax check: well-formed YAML only, aliases left unresolved (an include may use its includer's anchors)", () => {
-  assert.equal(yamlSyntaxProblem("tests:\n  g:\n    - simple: *from_includer\n"), undefined);
-  assert.equal(yamlSyntaxProblem(""), undefined);
-  assert.match(yamlSyntaxProblem("a: [1, 2\n")?.message ?? "", /./);
-  assert.match(yamlSyntaxProblem("a: 1\n---\nb: 2\n")?.message ?? "", /./);
-  // The line of the problem, for the console to point at.
-  assert.deepEqual(yamlSyntaxProblem("a: 1\nb: 2\nc: d: 3\ne: 4\n"), { message: "Nested mappings are not allowed in compact mappings (line 3)", line: 3 });
-});
-
 test("the shipped assets/testrun/api-test.yml gives the hints and suites of 4.2", async () => {
   const { readFileSync } = await import("node:fs");
   const text = readFileSync(new URL("../../assets/testrun/api-test.yml", import.meta.url), "utf8");

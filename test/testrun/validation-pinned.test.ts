@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { after, test } from "node:test";
 import type { Agent } from "../../src/agent/agent.ts";
 import { entries } from "../audit/helpers.ts";
+import { untilDeployment } from "../helpers/events.ts";
 import { removeDir, startTestServer, tempDir, useTestServer, waitFor } from "../helpers/server.ts";
 import { approveAgent, FAST_SERVER, startAgent, untilConnected, type AgentOptions } from "../update/helpers/agents.ts";
 import { seedDevices } from "../update/helpers/devices.ts";
@@ -87,7 +88,7 @@ test("a validation runs the config pinned at the deployment's creation; its run 
 
   // It passes: the device is validated, the deployment completes; mallory still sees nothing of the device.
   writeFileSync(join(data, "go"), "");
-  await waitFor(async () => (await server.call("GET", `/api/v2/deployments/${deployment}`)).body.status === "completed", 30_000, "the deployment completed");
+  await untilDeployment(server, deployment, (v) => v.status === "completed", 30_000, "the deployment completed");
   assert.equal(readFileSync(join(data, "ran"), "utf8"), "original\n", "the replaced config never ran");
   assert.deepEqual((await server.call<RunObject>("GET", `/api/v1/test-runs/${run.id}`, undefined, mallory)).body.devices, []);
   assert.deepEqual((await server.call("GET", `/api/v1/test-runs/${run.id}/report?format=json`, undefined, mallory)).body, []);

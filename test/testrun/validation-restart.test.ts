@@ -5,10 +5,11 @@ import assert from "node:assert/strict";
 import { existsSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
+import { openStream, untilEvent } from "../helpers/events.ts";
 import { removeDir, startTestServer, tempDir, waitFor, type TestServer } from "../helpers/server.ts";
 import { approveAgent, FAST_SERVER, startAgent, untilConnected, type AgentOptions } from "../update/helpers/agents.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
-import { uploadConfig, type RunObject } from "./run-helpers.ts";
+import { uploadConfig, waitRun, type RunObject } from "./run-helpers.ts";
 
 interface Member {
   device: number;
@@ -66,10 +67,12 @@ test("a validation interrupted by a gateway stop runs again after the start; one
 
     // The interrupted run ended with the restart; a new one runs, and the deployment waits for it.
     assert.equal((await server.call("GET", `/api/v1/test-runs/${first!.id}`)).body.status, "aborted");
-    const again = await waitFor(async () => (await runs()).find((r) => r.id !== first!.id && r.status === "running"), 30_000, "the validation running again");
+    const stream = await openStream(server, server.adminToken, "/api/v1/test-runs/stream");
+    const rerun = (list: RunObject[]) => list.find((r) => r.id !== first!.id && r.status === "running");
+    const again = rerun(await untilEvent(stream, runs, (list) => rerun(list) !== undefined, (e) => e.event === "run", 30_000, "the validation running again").finally(() => stream.close()))!;
     await waitFor(() => existsSync(started), 10_000, "the new share started on the device");
     writeFileSync(join(agent.config.data_dir, "go"), "");
-    await waitFor(async () => (await server.call("GET", `/api/v1/test-runs/${again.id}`)).body.status === "finished", 30_000, "the validation passed");
+    assert.equal((await waitRun(server, again.id, undefined, 30_000)).status, "finished", "the validation passed");
     assert.equal((await member()).state, "installed");
     assert.equal(await status(), "running");
 

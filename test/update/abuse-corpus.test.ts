@@ -461,16 +461,15 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}${EMULATED ? " under qe
   });
 
   // Issue 39.4: a client without a token cannot flush the audit trail. Its refusals are counted
-  // per client and route in a window: thousands of them are a few rows, and memory stays flat.
+  // per client and route in a window: thousands of them are a few rows (what they cost in memory:
+  // npm run bench:refusals).
   it("an unauthenticated refusal flood writes a few audit rows, however many requests", { timeout: EMULATED ? 300_000 : 60_000 }, async (t) => {
     const audit = async (query: string) => {
       const res = await target.server.request(`/api/v1/audit?${query}`, { token: target.adminToken });
       assert.equal(res.status, 200);
       return { total: Number(res.headers.get("x-total-count")), rows: (await res.json()) as Array<{ id: number; target: string; actor_kind: string; detail: { count?: number } | null }> };
     };
-    const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${target.pid}/status`, "utf8"))![1]) * 1024;
     const before = await audit("limit=1");
-    const rssBefore = rss();
     const perRoute = EMULATED ? 200 : 1000;
     const evil = { Origin: "http://evil.example" };
     const started = Date.now();
@@ -480,7 +479,7 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}${EMULATED ? " under qe
       flood(target.url, perRoute, (i) => ({ method: "DELETE", path: `/api/v1/packages/${i}`, headers: { ...evil, Cookie: `labgate_session=forged${i}`, "User-Agent": "x".repeat(4000) } })),
       flood(target.url, perRoute / 2, (i) => ({ method: "GET", path: "/api/v1/devices", headers: { Authorization: `Bearer token=forged.${i}.x` } })),
     ]);
-    t.diagnostic(`${perRoute * 3.5} requests in ${Date.now() - started} ms, RSS ${((rss() - rssBefore) / 1048576).toFixed(1)} MiB more`);
+    t.diagnostic(`${perRoute * 3.5} requests in ${Date.now() - started} ms`);
     assert.deepEqual(sent, [{ 403: perRoute }, { 403: perRoute }, { 403: perRoute }, { 401: perRoute / 2 }]);
     const after = await audit(`limit=100`);
     const fresh = after.rows.filter((row) => row.id > (before.rows[0]?.id ?? 0));
@@ -493,7 +492,6 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}${EMULATED ? " under qe
       const [row] = (await audit(`action=auth.refused&target=${encodeURIComponent(route)}&actor=anonymous&limit=1`)).rows;
       assert.ok(row && JSON.stringify(row.detail).length < 1024, `${route}: ${JSON.stringify(row)}`);
     }
-    assert.ok(rss() - rssBefore < 64 * 1048576, `RSS grew ${((rss() - rssBefore) / 1048576).toFixed(1)} MiB`);
     assert.equal(parseRaw((await rawRequest(target.url, http("GET", "/api/health"), PATIENCE_MS)).text).status, 200);
   });
 });

@@ -12,8 +12,8 @@ import { join } from "node:path";
 import { test } from "node:test";
 import type { Agent } from "../../src/agent/agent.ts";
 import { startServe, type ServeProcess } from "../helpers/cli.ts";
-import { openStream } from "../helpers/events.ts";
-import { callWith, requestAt, tempDir, waitFor, type TestServer } from "../helpers/server.ts";
+import { openStream, untilDeployment } from "../helpers/events.ts";
+import { callWith, requestAt, tempDir, type TestServer } from "../helpers/server.ts";
 import { approveAgent, startAgent } from "./helpers/agents.ts";
 import { uploadOk } from "./helpers/packages.ts";
 
@@ -142,10 +142,7 @@ test("20 agents, 3 phases: failures pause phase 1, abort stops offers, a second 
     assert.equal(second.status, 201, JSON.stringify(second.body));
     const d2 = second.body.id as number;
     // Mid-deployment: phase 2 runs and several devices have installed.
-    await waitFor(async () => {
-      const view = (await server.call("GET", `/api/v2/deployments/${d2}`)).body;
-      return view.current_phase >= 1 && view.counts.installed >= 6;
-    }, 30_000, "second deployment in phase 2 with installs");
+    await untilDeployment(server, d2, (view) => view.current_phase >= 1 && view.counts.installed >= 6, 30_000, "second deployment in phase 2 with installs");
     await serve.stop("SIGKILL");
     // What the agents hold as acknowledged: installed in this deployment, and no outcome waiting for the server.
     const acknowledged = agents.filter((a) => !before.has(a.mac) && a.softwareVersion === "v2" && (a as unknown as { outcomes: { size: number } }).outcomes.size === 0).map((a) => a.mac);

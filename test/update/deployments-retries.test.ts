@@ -12,7 +12,8 @@ import { join } from "node:path";
 import { test } from "node:test";
 import type { Agent } from "../../src/agent/agent.ts";
 import { stableOrder } from "../../src/update/deployments/model.ts";
-import { startTestServer, waitFor } from "../helpers/server.ts";
+import { untilDeployment, untilDeploymentLooks } from "../helpers/events.ts";
+import { startTestServer } from "../helpers/server.ts";
 import { seedDevices } from "./helpers/devices.ts";
 import { approveAgent, startAgent } from "./helpers/agents.ts";
 import { uploadOk } from "./helpers/packages.ts";
@@ -72,7 +73,7 @@ test("retries: tried retries + 1 times, then held out; completed_with_failures; 
     assert.equal(created.status, 201, JSON.stringify(created.body));
     const d1 = created.body.id as number;
     assert.deepEqual([created.body.retries, created.body.retry_backoff_seconds], [2, 0.1]);
-    await waitFor(async () => (await view(d1)).status === "completed_with_failures", 20_000, "deployment 1 completed with failures");
+    await untilDeployment(server, d1, (v) => v.status === "completed_with_failures", 20_000, "deployment 1 completed with failures");
     const done = await view(d1);
     assert.equal(done.counts.failed, 1, JSON.stringify(done.counts));
     assert.equal(done.counts.installed, 3, JSON.stringify(done.counts));
@@ -119,14 +120,14 @@ test("retries: tried retries + 1 times, then held out; completed_with_failures; 
     // What the device says meanwhile (an outcome of no offer of this deployment) is not its state here.
     (failing as unknown as { outcomes: { report(o: object): void } }).outcomes.report({ state: "failed", version: "v2", from_version: "v1", reason: "a leftover" });
     // --- 3. the version mismatch, in the first phase ------------------------------------------------
-    await waitFor(async () => (await members(d2)).get(id(stuck))!.state === "failed", 20_000, "the stuck device failed");
+    await untilDeploymentLooks(server, d2, () => members(d2), (m) => m.get(id(stuck))!.state === "failed", 20_000, "the stuck device failed");
     const mismatch = (await members(d2)).get(id(stuck))!;
     assert.equal(mismatch.reason, "reported v2, offered v3");
     assert.match(mismatch.output!, /writing .*\nversion=v2\n/);
     assert.equal(stuck.softwareVersion, "v2");
     const stuckRows = (await history(stuck)).filter((h) => h.deployment === d2);
     assert.deepEqual(stuckRows.map((h) => [h.outcome, h.to_version, h.reason]), [["failed", "v3", "reported v2, offered v3"]]);
-    await waitFor(async () => (await view(d2)).gate === "stuck", 20_000, "the first phase finished");
+    await untilDeployment(server, d2, (v) => v.gate === "stuck", 20_000, "the first phase finished");
     const waiting = (await members(d2)).get(id(failing))!;
     assert.deepEqual([waiting.phase, waiting.state, waiting.reason, waiting.output, waiting.attempt], [1, "waiting", null, null, 0]);
     assert.equal((await view(d2)).counts.failed, 1, "only the mismatch counts toward the threshold");
@@ -134,7 +135,7 @@ test("retries: tried retries + 1 times, then held out; completed_with_failures; 
 
     // Its phase starts: now it is tried (once: retries 0), and fails there.
     assert.equal((await server.call("POST", `/api/v2/deployments/${d2}/advance`)).status, 200);
-    await waitFor(async () => (await view(d2)).status === "completed_with_failures", 20_000, "deployment 2 completed with failures");
+    await untilDeployment(server, d2, (v) => v.status === "completed_with_failures", 20_000, "deployment 2 completed with failures");
     const last = (await members(d2)).get(id(failing))!;
     assert.deepEqual([last.state, last.attempt, last.reason], ["failed", 1, "install command exited with 3"]);
     for (const agent of good) assert.equal(agent.softwareVersion, "v3");

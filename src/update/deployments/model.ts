@@ -25,6 +25,15 @@ export const endStatus = (counts: Counts): Status => (counts.failed + counts.not
 export const retryDelay = (backoffSeconds: number, failures: number): number => backoffSeconds * 1000 * 2 ** Math.max(0, failures - 1);
 
 /**
+ * Where a device goes after its `failures`-th failed attempt (this one counted): `retrying`, offered
+ * again at `retryAt` (ms) after the backoff, while it has had no more than `retries` failures; else
+ * `failed` for good.
+ */
+export function afterFailedAttempt(failures: number, retries: number, backoffSeconds: number, now: number): { state: "retrying"; retryAt: number } | { state: "failed" } {
+  return failures > retries ? { state: "failed" } : { state: "retrying", retryAt: now + retryDelay(backoffSeconds, failures) };
+}
+
+/**
  * The cumulative device count at the end of each phase, for a group of `total` devices.
  * Percents round up (5 % of 20 is 1 device), so a small group still gets a first phase.
  */

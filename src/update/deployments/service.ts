@@ -18,6 +18,7 @@ import type { UpdateProgress } from "../progress/progress.ts";
 import { checkKeys, type OfferTag, type Steer, type Steering } from "../updatecheck/check.ts";
 import {
   ACTIVE,
+  afterFailedAttempt,
   COMPLETED,
   emptyCounts,
   endStatus,
@@ -26,7 +27,6 @@ import {
   overErrorThreshold,
   phaseCounts,
   phaseOf,
-  retryDelay,
   stableOrder,
   SUCCEEDED,
   sumOf,
@@ -734,8 +734,9 @@ export class DeploymentService implements Steering {
   private failedAttempt(member: Member, reason: string, output: string | null, now: number): MemberChange {
     const failures = member.failures + 1;
     const at = isoTime(now);
-    if (failures > member.run.row.retries) return { state: "failed", at, progress: null, reason, output, failures, retryAt: null };
-    return { state: "retrying", at, progress: null, reason, output, failures, retryAt: isoTime(now + retryDelay(member.run.row.retry_backoff, failures)) };
+    const next = afterFailedAttempt(failures, member.run.row.retries, member.run.row.retry_backoff, now);
+    if (next.state === "failed") return { state: "failed", at, progress: null, reason, output, failures, retryAt: null };
+    return { state: "retrying", at, progress: null, reason, output, failures, retryAt: isoTime(next.retryAt) };
   }
 
   /**

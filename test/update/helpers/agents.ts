@@ -211,13 +211,16 @@ export async function spawnAgent(server: TestServer, extra: string[], node: { ar
 /** spawnAgent, then approved and connected; with its device id. */
 export async function spawnConnectedAgent(server: TestServer, extra: string[], node: Parameters<typeof spawnAgent>[2] = {}): Promise<AgentProcess & { id: number }> {
   const agent = await spawnAgent(server, extra, node);
+  // Open before the approval: the device's connect event cannot come before it is heard.
+  const stream = await openStream(server);
   try {
     await approvePending(server, agent.mac);
-    const id = await waitFor(() => deviceId(server, agent.mac).catch(() => undefined), 10_000, `device ${agent.mac}`);
-    await waitFor(async () => (await device(server, id)).connected, 10_000, `${agent.mac} connected (${agent.stderr()})`);
-    return { ...agent, id };
+    await stream.next((e) => e.event === "connect" && e.data.device === agent.mac, 10_000, `${agent.mac} connected (${agent.stderr()})`);
+    return { ...agent, id: await deviceId(server, agent.mac) };
   } catch (error) {
     agent.child.kill("SIGKILL");
     throw error;
+  } finally {
+    stream.close();
   }
 }

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { choice, optional, paramSchema, required } from "../../src/testrun/modules/params.ts";
-import { checkParams } from "../../src/testrun/modules/registry.ts";
-import type { ModuleDef } from "../../src/testrun/modules/types.ts";
+import { choice, optional, paramSchema, required } from "./params.ts";
+import { checkParams } from "./registry.ts";
+import type { ModuleDef } from "./types.ts";
 
 const module = (params: ModuleDef["params"]): ModuleDef => ({ key: "m", className: "TestM", params, deviceName: () => "m", cases: () => [] });
 

@@ -1,7 +1,7 @@
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
-import { parseJsonBody } from "../../src/http/body.ts";
-import { LabgateError } from "../../src/util/errors.ts";
+import { parseJsonBody } from "./body.ts";
+import { LabgateError } from "../util/errors.ts";
 
 const messageOf = (text: string): string => {
   try {

@@ -2,7 +2,7 @@ import { strict as assert } from "node:assert";
 import { test } from "node:test";
 import { getHeapSpaceStatistics } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { collectAllGarbage, collectYoungGarbage } from "../../src/util/gc.ts";
+import { collectAllGarbage, collectYoungGarbage } from "./gc.ts";
 
 const youngSize = () => getHeapSpaceStatistics().find((space) => space.space_name === "new_space")!.space_used_size;
 

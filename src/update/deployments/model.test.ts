@@ -1,8 +1,8 @@
 /* The deployment model's pure decisions (src/update/deployments/model.ts). */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { emptyCounts, endStatus, gate, overErrorThreshold, phaseCounts, phaseOf, retryDelay, stableOrder, windowOpen } from "../../src/update/deployments/model.ts";
-import type { Counts } from "../../src/update/deployments/schema.ts";
+import { ACTIVE, afterFailedAttempt, COMPLETED, emptyCounts, endStatus, FINAL, gate, overErrorThreshold, phaseCounts, phaseOf, retryDelay, stableOrder, SUCCEEDED, sumOf, totalOf, UNDERWAY, windowOpen } from "./model.ts";
+import { DEVICE_STATES, type Counts } from "./schema.ts";
 
 const counts = (values: Partial<Counts>): Counts => ({ ...emptyCounts(), ...values });
 
@@ -57,4 +57,34 @@ test("retries: the backoff doubles after each failure; a deployment with failed 
   assert.equal(endStatus(counts({ installed: 5, failed: 1 })), "completed_with_failures");
   assert.equal(endStatus(counts({ installed: 5, not_reached: 1 })), "completed_with_failures");
   assert.equal(overErrorThreshold(counts({ retrying: 3, installed: 1 }), 25), false, "a device retrying has not failed (yet)");
+});
+
+test("a failed attempt: retrying after the backoff while the device has retries left, then failed for good", () => {
+  const now = 1_000_000;
+  assert.deepEqual(afterFailedAttempt(1, 2, 60, now), { state: "retrying", retryAt: now + 60_000 });
+  assert.deepEqual(afterFailedAttempt(2, 2, 60, now), { state: "retrying", retryAt: now + 120_000 }, "the second retry waits twice as long");
+  assert.deepEqual(afterFailedAttempt(3, 2, 60, now), { state: "failed" }, "two retries used: the third failure is final");
+  assert.deepEqual(afterFailedAttempt(1, 0, 60, now), { state: "failed" }, "no retries: the first failure is final");
+});
+
+test("device states: every state is final, under way or waiting for its turn, and success is final", () => {
+  const waitingTurn = DEVICE_STATES.filter((s) => !FINAL.has(s) && !UNDERWAY.has(s));
+  assert.deepEqual(waitingTurn.sort(), ["retrying", "waiting"]);
+  assert.deepEqual([...FINAL].filter((s) => UNDERWAY.has(s)), [], "no state is both final and under way");
+  assert.ok([...SUCCEEDED].every((s) => FINAL.has(s)));
+  assert.deepEqual([...ACTIVE].filter((s) => COMPLETED.has(s)), [], "a deployment holding its group is not completed");
+  const all = counts(Object.fromEntries(DEVICE_STATES.map((s, i) => [s, i + 1])));
+  assert.equal(totalOf(all), (DEVICE_STATES.length * (DEVICE_STATES.length + 1)) / 2);
+  assert.equal(sumOf(all, SUCCEEDED), all.installed + all.already_installed);
+});
+
+test("thresholds at their edges: a phase with no devices goes on; exactly S % succeeded is enough; no device started is under any error threshold", () => {
+  const base = { phaseStartedAt: 0, now: 0, successWait: null };
+  assert.equal(gate({ ...base, phase: emptyCounts(), successPercent: 90 }), "go", "an empty phase holds nothing up");
+  assert.equal(gate({ ...base, phase: counts({ installed: 9, failed: 1 }), successPercent: 90 }), "go", "90 % of 10 is enough for S = 90");
+  assert.equal(gate({ ...base, phase: counts({ installed: 9, no_package: 1 }), successPercent: 100 }), "stuck", "no_package is final, not a success");
+  assert.equal(gate({ ...base, phase: counts({ installed: 1, retrying: 1 }), successPercent: 100 }), "wait", "a device retrying is not finished");
+  assert.equal(overErrorThreshold(counts({ waiting: 10 }), 0), false, "nothing started, nothing over");
+  assert.equal(overErrorThreshold(counts({ failed: 1, waiting: 10 }), 0), true, "E = 0: one failure is over");
+  assert.equal(overErrorThreshold(counts({ failed: 1 }), 100), false, "E = 100: never over");
 });

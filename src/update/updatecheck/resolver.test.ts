@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { compatible, resolve, type Meta } from "../../src/update/updatecheck/resolver.ts";
+import { compatible, resolve, type Meta } from "./resolver.ts";
 
 const keys = { version: "svc.software.version", devtype: "svc.hardware.devtype" };
 const dev = (version: string, extra: Record<string, string> = {}): Meta => ({ "svc.software.version": version, "svc.hardware.devtype": "board", "svc.hardware.macaddr": "00:11:22:33:44:55", ...extra });
