@@ -8,7 +8,7 @@ import { integerParam, Rfc822, strictBody } from "../../http/shapes.ts";
 import { parseRfc822 } from "../../util/time.ts";
 
 /** A device's state in a deployment (docs/update-server.md, "Deployments"). */
-export const DEVICE_STATES = ["waiting", "offered", "downloading", "installing", "installed", "retrying", "failed", "already_installed", "no_package", "not_reached", "aborted"] as const;
+export const DEVICE_STATES = ["waiting", "reserved", "offered", "downloading", "installing", "installed", "retrying", "failed", "already_installed", "no_package", "not_reached", "aborted"] as const;
 export type DeviceState = (typeof DEVICE_STATES)[number];
 
 export const STATUSES = ["scheduled", "running", "paused", "completed", "completed_with_failures", "aborted"] as const;

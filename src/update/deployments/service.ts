@@ -19,6 +19,7 @@ import { checkKeys, type OfferTag, type Steer, type Steering } from "../updatech
 import {
   ACTIVE,
   COMPLETED,
+  begunOf,
   emptyCounts,
   endStatus,
   FINAL,
@@ -180,6 +181,8 @@ export class DeploymentService implements Steering {
   private readonly installedHooks: InstalledHook[] = [];
   /** Set when this server runs tests too: deployments may then name a `validation`. */
   validator: ValidationRunner | undefined;
+  /** Device id -> when its reservation ended (ms): a board released waits its device timeout from then, not from its phase's start. */
+  private readonly releasedAt = new Map<number, number>();
   /** Deployment id -> devices whose installed update is being validated: meanwhile it neither advances nor completes. */
   private readonly validating = new Map<number, Set<number>>();
   private epoch = -1;
@@ -309,6 +312,7 @@ export class DeploymentService implements Steering {
     if (change.failures !== undefined) member.failures = change.failures;
     if (change.offeredVersion !== undefined) member.offeredVersion = change.offeredVersion;
     if (change.retryAt !== undefined) member.retryAt = change.retryAt === null ? null : Date.parse(change.retryAt);
+    if (change.state !== "waiting" && change.state !== "retrying") this.releasedAt.delete(deviceId);
     // Held in the same step as the move: another device's report that resumes first must not
     // find every device installed and complete the deployment before this one's validation.
     if (change.state === "installed" && member.run.row.validation) this.holdForValidation(member.run.row.id, deviceId);
@@ -804,7 +808,7 @@ export class DeploymentService implements Steering {
     if (run.row.status !== "running" || !this.runs.has(run.row.id)) return;
     const started = this.startedCounts(run);
     if (!overErrorThreshold(started, run.row.error_percent)) return;
-    const begun = totalOf(started) - started.waiting;
+    const begun = begunOf(started);
     const reason = `error threshold: ${started.failed} of ${begun} started devices failed (more than ${run.row.error_percent}%)`;
     const now = this.ctx.clock.now();
     await this.db.write((tx) => {
@@ -888,8 +892,39 @@ export class DeploymentService implements Steering {
         });
         this.publishRun(run.row);
       }
+      await this.reservations(run, now);
       await this.timeouts(run, now);
       await this.evaluate(run);
+    }
+  }
+
+  /**
+   * Boards someone holds (src/lab/reservations.ts) of the started phases: one waiting or retrying
+   * is `reserved` while it is held (no offer, no timeout, not counted as started), and goes back
+   * when the reservation ends (`retrying` when it still has its retry time).
+   */
+  private async reservations(run: Run, now: number): Promise<void> {
+    const moves: Array<{ deviceId: number; member: Member; state: DeviceState }> = [];
+    for (const [deviceId, member] of this.index) {
+      if (member.run !== run || member.phase > run.row.current_phase) continue;
+      const { state } = member;
+      if (state !== "waiting" && state !== "retrying" && state !== "reserved") continue;
+      const held = reservationOf(this.db, deviceId, now) !== undefined;
+      if (held && state !== "reserved") moves.push({ deviceId, member, state: "reserved" });
+      else if (!held && state === "reserved") moves.push({ deviceId, member, state: member.retryAt !== null ? "retrying" : "waiting" });
+    }
+    if (moves.length === 0) return;
+    const at = isoTime(now);
+    const done = await this.db.write((tx) =>
+      moves.filter(({ deviceId, member, state }) => {
+        if (this.index.get(deviceId) !== member || (state === "reserved") === (member.state === "reserved")) return false;
+        this.move(tx, deviceId, member, { state, at });
+        return true;
+      }),
+    );
+    for (const { deviceId, member, state } of done) {
+      if (state !== "reserved") this.releasedAt.set(deviceId, now);
+      this.publishDeviceById(run, deviceId, member);
     }
   }
 
@@ -904,11 +939,10 @@ export class DeploymentService implements Steering {
     const late: number[] = [];
     for (const [deviceId, member] of this.index) {
       if (member.run !== run || member.phase > run.row.current_phase) continue;
+      const released = this.releasedAt.get(deviceId) ?? 0;
       if (UNDERWAY.has(member.state) && member.offeredAt !== null && now - member.offeredAt >= limit) late.push(deviceId);
-      // A reserved board waits for its release: it is not late for an offer it was not made.
-      else if (!UNDERWAY.has(member.state) && reservationOf(this.db, deviceId, now)) continue;
-      else if (member.state === "waiting" && offering && now - Math.max(run.phaseStarted[member.phase], run.windowOpenedAt) >= limit) late.push(deviceId);
-      else if (member.state === "retrying" && offering && now - Math.max(member.retryAt ?? 0, run.windowOpenedAt) >= limit) late.push(deviceId);
+      else if (member.state === "waiting" && offering && now - Math.max(run.phaseStarted[member.phase], run.windowOpenedAt, released) >= limit) late.push(deviceId);
+      else if (member.state === "retrying" && offering && now - Math.max(member.retryAt ?? 0, run.windowOpenedAt, released) >= limit) late.push(deviceId);
     }
     if (late.length === 0) return;
     const at = isoTime(now);
