@@ -97,7 +97,7 @@ export function startDomains(ctx: AppContext): Domains {
   // The board lab: power ports of lab.boards (their commands run as the test user), console captures;
   // runs on a board leave its console span as an artifact.
   const lab = createLabDomain(ctx, runAs);
-  testRun.runs.attachConsoles(lab.consoles);
+  testRun.runs.attachLab(lab);
   return { shared, accounts, update, testRun, lab };
 }
 
