@@ -74,8 +74,21 @@ export class PowerService {
   /** Switches a board's power: `power` on the device; resolves once the driver did it. */
   async act(identity: Identity, actor: Actor, id: number, action: PowerAction): Promise<PowerView> {
     authorize(this.db, identity, "device", id, "power");
+    const board = await this.switch(actor, id, action);
+    return { ...this.viewOf(identity, id, board.power.driver), console: board.serial !== undefined };
+  }
+
+  /** Whether the device is a board with a power port (a deployment's `recover` cycles only those). */
+  hasPort(device: { mac_address: string; name: string }): boolean {
+    return this.boards.of(device)?.power !== undefined;
+  }
+
+  /**
+   * Switches a board's power for `actor`, whose authority the caller checked (act; the
+   * deployments' own recovery acts as system:deployment); recorded and audited once done.
+   */
+  async switch(actor: Actor, id: number, action: PowerAction): Promise<BoardConfig & { power: NonNullable<BoardConfig["power"]> }> {
     const { board } = this.boardOf(id);
-    const console = board.serial !== undefined;
     if (this.busy.has(id)) throw new LabgateError("conflict", `a power action on board ${board.device} is under way`);
     let driver = this.drivers.get(board);
     if (!driver) this.drivers.set(board, (driver = createDriver(board.power, this.env)));
@@ -91,7 +104,7 @@ export class PowerService {
       tx.run("INSERT OR REPLACE INTO lab_power (device_id, state, action, actor, at) VALUES (?, ?, ?, ?, ?)", [id, stateAfter(action), action, actor.name, isoTime(actor.at)]);
       recordAudit(tx, actor, `power.${action}`, `device:${id}`, { board: board.device, driver: board.power.driver });
     });
-    return { ...this.viewOf(identity, id, board.power.driver), console };
+    return board;
   }
 
   private viewOf(identity: Identity, id: number, driver: string | null): Omit<PowerView, "console"> {

@@ -7,7 +7,7 @@ import { errors, jsonBody, ok, onObject, queryOf, route } from "../http/openapi.
 import { pathId } from "../update/validation.ts";
 import type { LabDomain } from "./domain.ts";
 import type { PowerAction } from "./drivers.ts";
-import { BoardView, ConsoleQuery, PowerState, ReservationCreate, ReservationState } from "./schema.ts";
+import { BoardView, ConsoleQuery, ConsoleSpan, PowerState, ReservationCreate, ReservationState } from "./schema.ts";
 import { readBoard, type BoardConfig } from "./config.ts";
 import { Problem } from "../config/schema.ts";
 import { LabgateError } from "../util/errors.ts";
@@ -147,6 +147,38 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
       c.header("X-Console-Status", view.status.replace(/[^\x20-\x7e]/g, "?"));
       c.header("Content-Type", "text/plain; charset=utf-8");
       return c.body(new Uint8Array(view.bytes));
+    },
+  );
+
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v2/devices/:id{[0-9]+}/console-spans",
+      tag,
+      access: "management",
+      summary: "The device's update attempts with a console span (read on the device, as its update history), newest first",
+      responses: { 200: ok(z.array(ConsoleSpan), "OK"), ...onObject },
+    },
+    mgmt,
+    (c) => c.json(lab.spans.list(c.get("identity"), pathId(c.req.param("id"), "device"))),
+  );
+
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v2/devices/:id{[0-9]+}/update-history/:entry{[0-9]+}/console",
+      tag,
+      access: "management",
+      summary: "What the board's console printed during one update attempt, from its offer to its outcome and the boot after (read on the device)",
+      responses: { 200: { description: "The span", media: "text/plain" }, ...onObject },
+    },
+    mgmt,
+    (c) => {
+      const bytes = lab.spans.read(c.get("identity"), pathId(c.req.param("id"), "device"), pathId(c.req.param("entry"), "history entry"));
+      c.header("Content-Type", "text/plain; charset=utf-8");
+      return c.body(new Uint8Array(bytes));
     },
   );
 

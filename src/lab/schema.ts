@@ -45,6 +45,18 @@ export const ConsoleQuery = z.object({
   since: integerParam("since", 0, Number.MAX_SAFE_INTEGER).describe("a byte offset (X-Console-End of an earlier answer); absent: all that is kept"),
 });
 
+/** A deployment attempt's console span, as GET /api/v2/devices/{id}/console-spans lists it. */
+export const ConsoleSpan = z
+  .object({
+    history_id: z.int().describe("the attempt's row of GET /api/v2/devices/{id}/update-history"),
+    start: z.int().describe("console offset of its first byte"),
+    end: z.int().describe("console offset after its last byte"),
+    bytes: z.int(),
+    at: z.string().describe("ISO 8601: when it was saved"),
+  })
+  .meta({ id: "ConsoleSpan" });
+export type ConsoleSpan = z.infer<typeof ConsoleSpan>;
+
 /** A board as GET /api/v2/lab/boards lists it: its keys as in lab.boards, and where it was set. */
 export const BoardView = z
   .object({

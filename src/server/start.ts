@@ -28,7 +28,7 @@ import { createSharedServices } from "./shared.ts";
 import { createTestRunDomain, testIdentityOf } from "../testrun/domain.ts";
 import { validateDeployments } from "../testrun/devices/validation.ts";
 import { createUpdateDomain } from "../update/domain.ts";
-import { createLabDomain } from "../lab/domain.ts";
+import { createLabDomain, joinDeployments } from "../lab/domain.ts";
 import { acceptUpgradesOnlyOn, HandshakeFirstServer, releaseUpgradeBody } from "./upgrade.ts";
 import { nodeResponse } from "../http/transport.ts";
 import { EarlyAnswerRequest, EarlyAnswerResponse, onClosingConnection } from "./early-answer.ts";
@@ -98,6 +98,7 @@ export function startDomains(ctx: AppContext): Domains {
   // runs on a board leave its console span as an artifact.
   const lab = createLabDomain(ctx, runAs);
   testRun.runs.attachLab(lab);
+  joinDeployments(ctx, lab, update.deployments);
   return { shared, accounts, update, testRun, lab };
 }
 
