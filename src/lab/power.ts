@@ -29,6 +29,8 @@ export interface PowerView {
   may_switch: boolean;
   /** The board has a console port (GET /api/v2/devices/{id}/console). */
   console: boolean;
+  /** The caller may write to it (`shell` on the device: the live console's input). */
+  console_write: boolean;
 }
 
 interface PowerRow {
@@ -68,14 +70,19 @@ export class PowerService {
     const device = getDevice(this.db, id);
     if (!device) throw new LabgateError("not_found", "device does not exist");
     const board = this.boards.of(device);
-    return { ...this.viewOf(identity, id, board?.power?.driver ?? null), console: board?.serial !== undefined };
+    return { ...this.viewOf(identity, id, board?.power?.driver ?? null), ...this.consoleOf(identity, id, board) };
   }
 
   /** Switches a board's power: `power` on the device; resolves once the driver did it. */
   async act(identity: Identity, actor: Actor, id: number, action: PowerAction): Promise<PowerView> {
     authorize(this.db, identity, "device", id, "power");
     const board = await this.switch(actor, id, action);
-    return { ...this.viewOf(identity, id, board.power.driver), console: board.serial !== undefined };
+    return { ...this.viewOf(identity, id, board.power.driver), ...this.consoleOf(identity, id, board) };
+  }
+
+  private consoleOf(identity: Identity, id: number, board: BoardConfig | undefined): Pick<PowerView, "console" | "console_write"> {
+    const console = board?.serial !== undefined;
+    return { console, console_write: console && allowed(this.db, identity, "device", id, "shell") };
   }
 
   /** Whether the device is a board with a power port (a deployment's `recover` cycles only those). */
@@ -107,7 +114,7 @@ export class PowerService {
     return board;
   }
 
-  private viewOf(identity: Identity, id: number, driver: string | null): Omit<PowerView, "console"> {
+  private viewOf(identity: Identity, id: number, driver: string | null): Omit<PowerView, "console" | "console_write"> {
     const row = this.db.get<PowerRow>("SELECT state, action, actor, at FROM lab_power WHERE device_id = ?", [id]);
     return {
       device_id: id,

@@ -16,6 +16,7 @@ export const PowerState = z
     busy: z.boolean().describe("an action on this board is under way"),
     may_switch: z.boolean().describe("the caller holds power on the device (or svc_admin_rw)"),
     console: z.boolean().describe("the board has a console port (GET /api/v2/devices/{id}/console)"),
+    console_write: z.boolean().describe("the caller may write to it (shell on the device; GET /api/v2/devices/{id}/console/ws)"),
   })
   .meta({ id: "PowerState" });
 export type PowerState = z.infer<typeof PowerState>;

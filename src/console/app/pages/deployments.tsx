@@ -547,6 +547,12 @@ function DeploymentView({ params, query }: PageProps) {
                                   <pre>{m.output}</pre>
                                 </details>
                               )}
+                              {m.state !== "installed" && (
+                                // A board keeps each attempt's console beside its history row there (docs/lab.md).
+                                <div class="small">
+                                  <a href={href(`/devices/${m.device}`)}>its update history and console ›</a>
+                                </div>
+                              )}
                             </>
                           ) : (
                             <span class="muted">–</span>
