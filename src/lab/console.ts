@@ -248,6 +248,11 @@ export class ConsoleService {
     for (const capture of this.captures.values()) capture.start();
   }
 
+  /** Whether any board has a console port (a deployment's offers look for spans only then). */
+  get any(): boolean {
+    return this.captures.size > 0;
+  }
+
   close(): void {
     for (const capture of this.captures.values()) capture.close();
   }

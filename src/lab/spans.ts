@@ -46,6 +46,7 @@ export class AttemptSpans {
 
   /** An attempt was offered: its span starts where the board's console is now (nothing for a device without one). */
   offered(deploymentId: number, deviceId: number, attempt: number): void {
+    if (!this.consoles.any) return;
     const device = getDevice(this.db, deviceId);
     const from = device && this.consoles.offsetOf(device);
     if (from === undefined) return void this.open.delete(deviceId);
