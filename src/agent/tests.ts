@@ -128,6 +128,7 @@ export class TestRunner {
           metadataTimeoutMs: METADATA_TIMEOUT_MS,
           roots: { sys: deps.config.sys_root, dev: deps.config.dev_root, firmware: deps.config.firmware_root },
           ...deps.runAs,
+          power: (action) => this.power(id, action),
           onRow: (row) => {
             const message: TestRunRow = {
               method: "test_run_row",
@@ -160,6 +161,19 @@ export class TestRunner {
     deps.log.info(`agent: test run ${id} ${end.status}${end.error ? `: ${end.error}` : ""}`);
     this.end(end);
     await rm(work, { recursive: true, force: true }).catch(() => {});
+  }
+
+  /** The `power` module: the gateway switches this board (with the run's caller's permission) and answers once done. */
+  private async power(id: string, action: string): Promise<void> {
+    const token = await this.deps.token();
+    if (!token) throw new Error("no device token");
+    const response = await this.deps.http(`${this.deps.server}/api/v1/devices/test-runs/${encodeURIComponent(id)}/power`, {
+      method: "POST",
+      headers: { authorization: `Bearer token=${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ action }),
+    });
+    const answer = (await response.json().catch(() => ({}))) as { error?: unknown };
+    if (response.status !== 200) throw new Error(typeof answer.error === "string" ? answer.error : `the gateway answered ${response.status}`);
   }
 
   /** Uploads every artifact of the run (within the gateway's budget); returns warnings for what did not go. */

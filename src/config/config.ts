@@ -249,6 +249,8 @@ export const configSchema = z.strictObject({
     remote_run_timeout: integer(1, 30 * 86400).prefault(86400),
     /** Seconds a run on managed devices waits for an offline device to connect before its cases fail (docs/device-tests.md). */
     device_wait: positive().prefault(60),
+    /** Seconds a run's share waits for its device while other runs hold it (queued behind them) before its cases fail. */
+    board_wait: positive().prefault(3600),
     /** Bytes of artifacts a run takes from one device (413 above). */
     device_artifacts_max_bytes: integer(0).prefault(256 * 1048576),
     /** Artifact files (and the directories they make) a run takes from one device (413 above). */

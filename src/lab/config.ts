@@ -142,5 +142,7 @@ export const labSection = section({
   boards: custom(readBoards).prefault([]),
   /** Bytes of console output kept per board (a ring on disk). */
   console_bytes: integer(4096, 1024 * 1048576).prefault(1048576),
+  /** Seconds of console kept in a deployment attempt's span after its outcome (the boot after an install). */
+  console_after_outcome: integer(0, 3600).prefault(60),
 });
 export type LabConfig = z.output<typeof labSection>;

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { ReadStream } from "node:tty";
 import type { AppContext, Identity } from "../app/context.ts";
 import { getDevice } from "../update/devices/devices.ts";
-import { authorize } from "../update/permissions/permissions.ts";
+import { allowed, authorize } from "../update/permissions/permissions.ts";
 import { LabgateError } from "../util/errors.ts";
 import { runProcess } from "../util/process.ts";
 import { after } from "../util/time.ts";
@@ -120,8 +120,12 @@ class Capture {
   private readonly serial: SerialConfig;
   private readonly ctx: AppContext;
   private source: ReadStream | Socket | undefined;
+  /** A local tty opened for writing (the live view's input), while it is connected. */
+  private writeFd: number | undefined;
   private cancelRetry: (() => void) | undefined;
   private closed = false;
+  /** The live views following this console. */
+  readonly watchers = new Set<(chunk: Buffer) => void>();
 
   constructor(ctx: AppContext, serial: SerialConfig, ring: ConsoleRing) {
     this.ctx = ctx;
@@ -162,6 +166,7 @@ class Capture {
       } catch (error) {
         this.ctx.log.warn(`lab: console of ${what} not stored: ${(error as Error).message}`);
       }
+      for (const watcher of this.watchers) watcher(chunk);
     });
     source.once("error", (error: NodeJS.ErrnoException) => this.failed(`${what}: ${error.code ?? error.message}`));
     source.once("close", () => this.failed(`${what} closed`));
@@ -173,16 +178,33 @@ class Capture {
     this.status = why;
     this.source?.destroy();
     this.source = undefined;
+    this.closeWriter();
     this.cancelRetry = after(this.ctx.clock, RETRY_MS, () => {
       this.cancelRetry = undefined;
       this.start();
     });
   }
 
+  /** Writes to the board's console port; throws why it cannot (the port is not connected, or refused the bytes). */
+  write(bytes: Buffer): void {
+    if (this.status !== "connected" || !this.source) throw new LabgateError("conflict", `the console port is not connected: ${this.status}`);
+    // A tty's ReadStream is a net.Socket too, opened read-only: only ser2net's socket is written to.
+    if ("tcp" in this.serial) return void (this.source as Socket).write(bytes);
+    const { port } = this.serial;
+    this.writeFd ??= openSync(port, constants.O_WRONLY | constants.O_NOCTTY | constants.O_NONBLOCK);
+    writeSync(this.writeFd, bytes);
+  }
+
+  private closeWriter(): void {
+    if (this.writeFd !== undefined) closeSync(this.writeFd);
+    this.writeFd = undefined;
+  }
+
   close(): void {
     this.closed = true;
     this.cancelRetry?.();
     this.source?.destroy();
+    this.closeWriter();
     this.ring.close();
   }
 }
@@ -226,6 +248,11 @@ export class ConsoleService {
     for (const capture of this.captures.values()) capture.start();
   }
 
+  /** Whether any board has a console port (a deployment's offers look for spans only then). */
+  get any(): boolean {
+    return this.captures.size > 0;
+  }
+
   close(): void {
     for (const capture of this.captures.values()) capture.close();
   }
@@ -244,6 +271,25 @@ export class ConsoleService {
     const capture = this.captureOf(device);
     if (!capture) throw new LabgateError("conflict", `device ${device.name || device.mac_address} has no console port in lab.boards`);
     return { ...capture.ring.read(since), status: capture.status };
+  }
+
+  /**
+   * The live view of a device's console (`read` on the device; 409 without a console port):
+   * `onData` gets what the board prints from now on; `write` is there when the caller holds
+   * `shell` on the device. Returns how to stop.
+   */
+  live(identity: Identity, id: number, onData: (chunk: Buffer) => void): { writable: boolean; write(bytes: Buffer): void; stop(): void } {
+    authorize(this.ctx.db, identity, "device", id, "read");
+    const device = getDevice(this.ctx.db, id);
+    if (!device) throw new LabgateError("not_found", "device does not exist");
+    const capture = this.captureOf(device);
+    if (!capture) throw new LabgateError("conflict", `device ${device.name || device.mac_address} has no console port in lab.boards`);
+    capture.watchers.add(onData);
+    return {
+      writable: allowed(this.ctx.db, identity, "device", id, "shell"),
+      write: (bytes) => capture.write(bytes),
+      stop: () => void capture.watchers.delete(onData),
+    };
   }
 
   /** Where a device's console is now (undefined: it has none): the start of a span for `span`. */

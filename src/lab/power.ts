@@ -29,6 +29,8 @@ export interface PowerView {
   may_switch: boolean;
   /** The board has a console port (GET /api/v2/devices/{id}/console). */
   console: boolean;
+  /** The caller may write to it (`shell` on the device: the live console's input). */
+  console_write: boolean;
 }
 
 interface PowerRow {
@@ -68,14 +70,32 @@ export class PowerService {
     const device = getDevice(this.db, id);
     if (!device) throw new LabgateError("not_found", "device does not exist");
     const board = this.boards.of(device);
-    return { ...this.viewOf(identity, id, board?.power?.driver ?? null), console: board?.serial !== undefined };
+    return { ...this.viewOf(identity, id, board?.power?.driver ?? null), ...this.consoleOf(identity, id, board) };
   }
 
   /** Switches a board's power: `power` on the device; resolves once the driver did it. */
   async act(identity: Identity, actor: Actor, id: number, action: PowerAction): Promise<PowerView> {
     authorize(this.db, identity, "device", id, "power");
+    const board = await this.switch(actor, id, action);
+    return { ...this.viewOf(identity, id, board.power.driver), ...this.consoleOf(identity, id, board) };
+  }
+
+  private consoleOf(identity: Identity, id: number, board: BoardConfig | undefined): Pick<PowerView, "console" | "console_write"> {
+    const console = board?.serial !== undefined;
+    return { console, console_write: console && allowed(this.db, identity, "device", id, "shell") };
+  }
+
+  /** Whether the device is a board with a power port (a deployment's `recover` cycles only those). */
+  hasPort(device: { mac_address: string; name: string }): boolean {
+    return this.boards.of(device)?.power !== undefined;
+  }
+
+  /**
+   * Switches a board's power for `actor`, whose authority the caller checked (act; the
+   * deployments' own recovery acts as system:deployment); recorded and audited once done.
+   */
+  async switch(actor: Actor, id: number, action: PowerAction): Promise<BoardConfig & { power: NonNullable<BoardConfig["power"]> }> {
     const { board } = this.boardOf(id);
-    const console = board.serial !== undefined;
     if (this.busy.has(id)) throw new LabgateError("conflict", `a power action on board ${board.device} is under way`);
     let driver = this.drivers.get(board);
     if (!driver) this.drivers.set(board, (driver = createDriver(board.power, this.env)));
@@ -91,10 +111,10 @@ export class PowerService {
       tx.run("INSERT OR REPLACE INTO lab_power (device_id, state, action, actor, at) VALUES (?, ?, ?, ?, ?)", [id, stateAfter(action), action, actor.name, isoTime(actor.at)]);
       recordAudit(tx, actor, `power.${action}`, `device:${id}`, { board: board.device, driver: board.power.driver });
     });
-    return { ...this.viewOf(identity, id, board.power.driver), console };
+    return board;
   }
 
-  private viewOf(identity: Identity, id: number, driver: string | null): Omit<PowerView, "console"> {
+  private viewOf(identity: Identity, id: number, driver: string | null): Omit<PowerView, "console" | "console_write"> {
     const row = this.db.get<PowerRow>("SELECT state, action, actor, at FROM lab_power WHERE device_id = ?", [id]);
     return {
       device_id: id,

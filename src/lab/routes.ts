@@ -1,4 +1,7 @@
-import { Hono } from "hono";
+import { Hono, type MiddlewareHandler } from "hono";
+import { upgradeWebSocket } from "@hono/node-server";
+import type { WSContext } from "hono/ws";
+import { recordAudit } from "../audit/audit.ts";
 import * as z from "zod";
 import { actorOf } from "../audit/audit.ts";
 import type { Auth } from "../auth/middleware.ts";
@@ -7,12 +10,18 @@ import { errors, jsonBody, ok, onObject, queryOf, route } from "../http/openapi.
 import { pathId } from "../update/validation.ts";
 import type { LabDomain } from "./domain.ts";
 import type { PowerAction } from "./drivers.ts";
-import { BoardView, ConsoleQuery, PowerState, ReservationCreate, ReservationState } from "./schema.ts";
+import { BoardView, ConsoleQuery, ConsoleSpan, PowerState, ReservationCreate, ReservationState } from "./schema.ts";
 import { readBoard, type BoardConfig } from "./config.ts";
 import { Problem } from "../config/schema.ts";
 import { LabgateError } from "../util/errors.ts";
 
 const tag = "lab";
+/** Bytes one frame of the live console's input may carry (keystrokes and pasted lines, not files). */
+export const MAX_CONSOLE_INPUT = 4096;
+/** Close codes of the live console: input refused (too large, or the caller may only read). */
+export const CLOSE_CONSOLE_INPUT = 4001;
+export const CLOSE_READ_ONLY = 4003;
+const ConsoleSocketQuery = z.object({ token: z.string().optional().describe("the management token, for browsers") });
 /** A board's body: a JSON object, read by lab.boards' own reader (readBoard) so the errors name the key. */
 const BoardBody = z.record(z.string(), z.unknown(), { error: "expected a JSON object: {device, power, serial}" });
 
@@ -147,6 +156,97 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
       c.header("X-Console-Status", view.status.replace(/[^\x20-\x7e]/g, "?"));
       c.header("Content-Type", "text/plain; charset=utf-8");
       return c.body(new Uint8Array(view.bytes));
+    },
+  );
+
+  // The live console: what the board prints as binary frames; what the caller sends goes to the
+  // port when it holds `shell` on the device. A browser cannot set headers: the token may come as ?token=.
+  const socketAuth: MiddlewareHandler<AppEnv> = async (c, next) => {
+    const { token } = queryOf(c, ConsoleSocketQuery);
+    c.set("identity", auth.authenticate(c, "mgmt", token !== undefined ? `Bearer token=${token}` : undefined));
+    await next();
+  };
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v2/devices/:id{[0-9]+}/console/ws",
+      tag,
+      access: "management",
+      summary: "The board's console live (read on the device); what the caller sends is written to the port with shell on the device, at most 4096 bytes a frame",
+      websocket: true,
+      query: ConsoleSocketQuery,
+      responses: { 101: { description: "Upgraded" }, ...onObject, 409: errors[409], 426: { description: "Not a WebSocket upgrade", json: errors[400].json } },
+    },
+    socketAuth,
+    async (c, next) => {
+      // Refused before the upgrade: no such device, no read on it, no console port.
+      lab.consoles.live(c.get("identity"), pathId(c.req.param("id"), "device"), () => {}).stop();
+      if (c.req.header("upgrade")?.toLowerCase() !== "websocket") throw new LabgateError("upgrade_required", "this route expects a WebSocket upgrade");
+      await next();
+    },
+    upgradeWebSocket((c) => {
+      const identity = c.get("identity");
+      const id = pathId(c.req.param("id"), "device");
+      const actor = actorOf(c, ctx.clock);
+      let view: ReturnType<LabDomain["consoles"]["live"]> | undefined;
+      let written = 0;
+      return {
+        onOpen: (_event, ws: WSContext) => {
+          view = lab.consoles.live(identity, id, (chunk) => ws.send(new Uint8Array(chunk)));
+        },
+        onMessage: (event, ws: WSContext) => {
+          if (!view) return;
+          const bytes = typeof event.data === "string" ? Buffer.from(event.data) : event.data instanceof ArrayBuffer ? Buffer.from(event.data) : undefined;
+          if (!bytes) return;
+          if (!view.writable) return ws.close(CLOSE_READ_ONLY, "read-only: writing to this console needs the shell permission on the device");
+          if (bytes.length > MAX_CONSOLE_INPUT) return ws.close(CLOSE_CONSOLE_INPUT, `input frames are limited to ${MAX_CONSOLE_INPUT} bytes`);
+          try {
+            view.write(bytes);
+            written += bytes.length;
+          } catch (error) {
+            ws.close(CLOSE_CONSOLE_INPUT, (error as Error).message.slice(0, 120));
+          }
+        },
+        onClose: () => {
+          view?.stop();
+          view = undefined;
+          // Who typed on a board's console, and how much (the bytes themselves are on the console).
+          if (written > 0) void ctx.db.write((tx) => void recordAudit(tx, { ...actor, at: new Date(ctx.clock.now()) }, "console.write", `device:${id}`, { bytes: written })).catch(() => {});
+        },
+      };
+    }),
+  );
+
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v2/devices/:id{[0-9]+}/console-spans",
+      tag,
+      access: "management",
+      summary: "The device's update attempts with a console span (read on the device, as its update history), newest first",
+      responses: { 200: ok(z.array(ConsoleSpan), "OK"), ...onObject },
+    },
+    mgmt,
+    (c) => c.json(lab.spans.list(c.get("identity"), pathId(c.req.param("id"), "device"))),
+  );
+
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v2/devices/:id{[0-9]+}/update-history/:entry{[0-9]+}/console",
+      tag,
+      access: "management",
+      summary: "What the board's console printed during one update attempt, from its offer to its outcome and the boot after (read on the device)",
+      responses: { 200: { description: "The span", media: "text/plain" }, ...onObject },
+    },
+    mgmt,
+    (c) => {
+      const bytes = lab.spans.read(c.get("identity"), pathId(c.req.param("id"), "device"), pathId(c.req.param("entry"), "history entry"));
+      c.header("Content-Type", "text/plain; charset=utf-8");
+      return c.body(new Uint8Array(bytes));
     },
   );
 

@@ -16,6 +16,7 @@ export const PowerState = z
     busy: z.boolean().describe("an action on this board is under way"),
     may_switch: z.boolean().describe("the caller holds power on the device (or svc_admin_rw)"),
     console: z.boolean().describe("the board has a console port (GET /api/v2/devices/{id}/console)"),
+    console_write: z.boolean().describe("the caller may write to it (shell on the device; GET /api/v2/devices/{id}/console/ws)"),
   })
   .meta({ id: "PowerState" });
 export type PowerState = z.infer<typeof PowerState>;
@@ -44,6 +45,18 @@ export type ReservationState = z.infer<typeof ReservationState>;
 export const ConsoleQuery = z.object({
   since: integerParam("since", 0, Number.MAX_SAFE_INTEGER).describe("a byte offset (X-Console-End of an earlier answer); absent: all that is kept"),
 });
+
+/** A deployment attempt's console span, as GET /api/v2/devices/{id}/console-spans lists it. */
+export const ConsoleSpan = z
+  .object({
+    history_id: z.int().describe("the attempt's row of GET /api/v2/devices/{id}/update-history"),
+    start: z.int().describe("console offset of its first byte"),
+    end: z.int().describe("console offset after its last byte"),
+    bytes: z.int(),
+    at: z.string().describe("ISO 8601: when it was saved"),
+  })
+  .meta({ id: "ConsoleSpan" });
+export type ConsoleSpan = z.infer<typeof ConsoleSpan>;
 
 /** A board as GET /api/v2/lab/boards lists it: its keys as in lab.boards, and where it was set. */
 export const BoardView = z

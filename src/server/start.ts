@@ -28,7 +28,7 @@ import { createSharedServices } from "./shared.ts";
 import { createTestRunDomain, testIdentityOf } from "../testrun/domain.ts";
 import { validateDeployments } from "../testrun/devices/validation.ts";
 import { createUpdateDomain } from "../update/domain.ts";
-import { createLabDomain } from "../lab/domain.ts";
+import { createLabDomain, joinDeployments } from "../lab/domain.ts";
 import { acceptUpgradesOnlyOn, HandshakeFirstServer, releaseUpgradeBody } from "./upgrade.ts";
 import { nodeResponse } from "../http/transport.ts";
 import { EarlyAnswerRequest, EarlyAnswerResponse, onClosingConnection } from "./early-answer.ts";
@@ -97,7 +97,8 @@ export function startDomains(ctx: AppContext): Domains {
   // The board lab: power ports of lab.boards (their commands run as the test user), console captures;
   // runs on a board leave its console span as an artifact.
   const lab = createLabDomain(ctx, runAs);
-  testRun.runs.attachConsoles(lab.consoles);
+  testRun.runs.attachLab(lab);
+  joinDeployments(ctx, lab, update.deployments);
   return { shared, accounts, update, testRun, lab };
 }
 

@@ -8,7 +8,7 @@ import { WebSocketServer, type WebSocket } from "ws";
  * app on an upgrade request; every other upgrade is refused before any handler runs (a handler run on an upgrade had its
  * response body, an open file or an event subscription, never read nor released).
  */
-export const WEBSOCKET_ROUTES = ["/api/v1/devices/ws", "/api/v1/devices/:mac/shell", "/api/v1/devices/:mac/shell/attach/:uuid"];
+export const WEBSOCKET_ROUTES = ["/api/v1/devices/ws", "/api/v1/devices/:mac/shell", "/api/v1/devices/:mac/shell/attach/:uuid", "/api/v2/devices/:id/console/ws"];
 
 /** A matcher for WEBSOCKET_ROUTES: one segment per `:name`, no backtracking beyond a segment. */
 export function webSocketPathMatcher(routes: string[] = WEBSOCKET_ROUTES): (path: string) => boolean {

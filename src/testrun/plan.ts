@@ -125,6 +125,8 @@ export interface TestPlan {
   modules?: Record<string, string>;
   /** A deployment's validation run (src/testrun/devices/validation.ts): that deployment's id; its end decides the device's update. */
   validates?: number;
+  /** Who triggered a run on devices, with the scopes of the token: the `power` module switches boards with that authority. */
+  caller?: { user: string; scopes: string[] };
 }
 
 /**

@@ -253,6 +253,11 @@ export const UploadOffset = z.object({ offset: z.int().describe("the artifact's 
 export type UploadOffset = z.infer<typeof UploadOffset>;
 export const UploadConflict = z.object({ error: z.string(), offset: z.int() });
 
+/** POST .../power: the `power` module of a device's share asks its gateway to switch the board. */
+export const DevicePowerRequest = z.object({ action: z.enum(["on", "off", "cycle"], { error: 'action must be one of "on", "off", "cycle"' }) }).meta({ id: "DevicePowerRequest" });
+export const DevicePowerDone = z.object({ action: z.enum(["on", "off", "cycle"]) }).meta({ id: "DevicePowerDone" });
+export type DevicePowerDone = z.infer<typeof DevicePowerDone>;
+
 /** GET /api/v1/configs/{name}/history: how many runs back, and one page of (device, test) rows. */
 export const historyQuery = z.object({
   runs: integerParam("runs", 1, 100).describe("the newest runs on devices to show (default 10)"),

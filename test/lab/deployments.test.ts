@@ -16,13 +16,13 @@ let adminToken: string | undefined;
 const admin = () => (adminToken ??= server.token(["admin_rw"], "lab-admin", 30 * DAY));
 const call = (method: string, path: string, json?: unknown) => server.call(method, path, json, admin());
 
-async function check(device: { mac: string; token: string }): Promise<number> {
-  const res = await server.request("/api/v1/update/check", { method: "POST", token: device.token, json: deviceMetadata(device.mac, { "svc.software.version": "v1" }) });
+async function check(device: { mac: string; token: string }, version = "v1"): Promise<number> {
+  const res = await server.request("/api/v1/update/check", { method: "POST", token: device.token, json: deviceMetadata(device.mac, { "svc.software.version": version }) });
   await res.arrayBuffer();
   return res.status;
 }
 
-test("a deployment offers nothing to a board someone holds, does not time it out, and offers it once released", async () => {
+test("a deployment offers nothing to a board someone holds (state reserved, a count of its own), does not time it out, and offers it once released", async () => {
   const pkg = (await uploadOk(server, { token: admin(), version: "v2", devtype: "board", file: Buffer.from("v2 for boards") })).id;
   const devices = (await seedDevices(server, 2)).map((d) => ({ ...d, token: server.server.ctx.tokens.issueDevice(d.mac, d.id, 30 * DAY) }));
   const [held, free] = devices as [(typeof devices)[0], (typeof devices)[0]];
@@ -49,9 +49,15 @@ test("a deployment offers nothing to a board someone holds, does not time it out
   await server.server.domains.update.deployments.tick();
   const members = async () => new Map(((await call("GET", `/api/v2/deployments/${created.body.id}/devices?limit=10`)).body as Array<{ device: number; state: string }>).map((m) => [m.device, m.state]));
   assert.equal((await members()).get(free.id), "not_reached", "the offered board that never reported timed out");
-  assert.equal((await members()).get(held.id), "waiting");
+  assert.equal((await members()).get(held.id), "reserved", "the held board shows reserved, not waiting or not reached");
+  const counts = (await call("GET", `/api/v2/deployments/${created.body.id}`)).body.counts as Record<string, number>;
+  assert.deepEqual([counts.reserved, counts.not_reached, counts.failed], [1, 1, 0], "reserved is a count of its own");
+  assert.equal((await call("GET", `/api/v2/deployments/${created.body.id}/devices?state=reserved`)).body.length, 1, "the state filters the devices");
+  assert.equal(await check(held), 204, "still held: still nothing");
 
   assert.equal((await server.call("DELETE", `/api/v2/devices/${held.id}/reservation`, undefined, tester)).status, 200);
   assert.equal(await check(held), 200, "released, it is offered v2");
   assert.equal((await members()).get(held.id), "offered");
+  assert.equal(await check(held, "v2"), 204, "at v2 it has nothing more to get");
+  assert.equal((await members()).get(held.id), "installed", "updated after the release");
 });

@@ -80,7 +80,7 @@ const audited = (id: number) =>
 describe("board power", () => {
   test("pdudaemon: on, off and cycle reach the PDU's port; the state and who did it are kept and audited", async () => {
     await setup();
-    assert.deepEqual((await state("pdu")).body, { device_id: ids.pdu, driver: "pdudaemon", state: "unknown", last_action: null, busy: false, may_switch: true, console: false });
+    assert.deepEqual((await state("pdu")).body, { device_id: ids.pdu, driver: "pdudaemon", state: "unknown", last_action: null, busy: false, may_switch: true, console: false, console_write: false });
     const on = await power("pdu", "on");
     assert.equal(on.status, 200, JSON.stringify(on.body));
     assert.equal(on.body.state, "on");
@@ -157,7 +157,7 @@ describe("board power", () => {
     const serialOnly = await power("serialOnly", "cycle");
     assert.equal(serialOnly.status, 409);
     assert.equal(serialOnly.body.error, `board ${MACS.serialOnly} has no power port in lab.boards`);
-    assert.deepEqual((await state("plain")).body, { device_id: ids.plain, driver: null, state: "unknown", last_action: null, busy: false, may_switch: false, console: false });
+    assert.deepEqual((await state("plain")).body, { device_id: ids.plain, driver: null, state: "unknown", last_action: null, busy: false, may_switch: false, console: false, console_write: false });
     assert.deepEqual([(await state("serialOnly")).body.driver, (await state("serialOnly")).body.console], [null, true]);
     assert.equal((await power("pdu", "toggle")).status, 404);
     assert.equal((await server.call("POST", "/api/v2/devices/999999/power/on")).status, 404);

@@ -2,8 +2,9 @@
  * Pieces the deployment pages and the device page share: following deployment events, and a
  * device's update history (README "Deployments").
  */
-import { useRef } from "preact/hooks";
-import { get } from "./api.ts";
+import { useRef, useState } from "preact/hooks";
+import { call, get } from "./api.ts";
+import type { ConsoleSpan } from "../../lab/schema.ts";
 import { href } from "./router.ts";
 import type { UpdateHistoryEntry } from "../../update/deployments/schema.ts";
 import type { StreamEventData } from "../../update/events/schema.ts";
@@ -33,12 +34,31 @@ export function useDeploymentEvents(match: (data: DeploymentEvent) => boolean, r
   );
 }
 
-const OUTCOME_TONE: Record<string, "ok" | "bad" | "warn" | "muted"> = { installed: "ok", failed: "bad", not_reached: "warn", aborted: "muted" };
+const OUTCOME_TONE: Record<string, "ok" | "bad" | "warn" | "muted"> = { installed: "ok", failed: "bad", not_reached: "warn", aborted: "muted", power_cycle: "warn" };
+
+/** What a board's console printed during one attempt (docs/lab.md), loaded when opened. */
+function AttemptConsole(props: { deviceId: number; entry: number; bytes: number }) {
+  const [text, setText] = useState<string | undefined>(undefined);
+  const load = async (open: boolean) => {
+    if (!open || text !== undefined) return;
+    const res = await call("GET", `/api/v2/devices/${props.deviceId}/update-history/${props.entry}/console`).catch((e: Error) => e);
+    setText(res instanceof Error ? res.message : await res.text());
+  };
+  return (
+    <details class="output" data-console-span={props.entry} onToggle={(e) => void load((e.currentTarget as HTMLDetailsElement).open)}>
+      <summary class="small">console ({props.bytes} bytes)</summary>
+      <pre class="console">{text ?? "…"}</pre>
+    </details>
+  );
+}
 
 /** A device's update history; it follows the device's deployment events. */
 export function UpdateHistory(props: { deviceId: number; mac: string }) {
   const history = useLoad(() => get<UpdateHistoryEntry[]>(`/api/v2/devices/${props.deviceId}/update-history?limit=50`), [props.deviceId]);
-  useDeploymentEvents((d) => "device" in d && d.device === props.mac, history.reload);
+  // Boards keep each attempt's console span; other devices have none.
+  const spans = useLoad(() => get<ConsoleSpan[]>(`/api/v2/devices/${props.deviceId}/console-spans`).catch(() => [] as ConsoleSpan[]), [props.deviceId]);
+  const spanOf = (id: number) => (spans.data ?? []).find((s) => s.history_id === id);
+  useDeploymentEvents((d) => "device" in d && d.device === props.mac, () => (history.reload(), spans.reload()));
   return (
     <Card title="Update history">
       <Show loaded={history}>
@@ -70,6 +90,7 @@ export function UpdateHistory(props: { deviceId: number; mac: string }) {
                         <pre>{h.output}</pre>
                       </details>
                     )}
+                    {spanOf(h.id) && <AttemptConsole deviceId={props.deviceId} entry={h.id} bytes={spanOf(h.id)!.bytes} />}
                   </>
                 ),
               },

@@ -10,7 +10,9 @@ import { constants } from "node:fs";
 import { lstat, mkdir, open } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
-import type { AppContext } from "../../app/context.ts";
+import type { AppContext, Identity } from "../../app/context.ts";
+import type { Actor } from "../../audit/audit.ts";
+import type { Scope } from "../../auth/scopes.ts";
 import type { ChannelHub, DeviceConnection } from "../../update/channel/hub.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { after, dateOf } from "../../util/time.ts";
@@ -22,6 +24,7 @@ import { deviceErrors, deviceLabel } from "../runs/sight.ts";
 import type { DeviceProgress } from "../schema.ts";
 import type { RunRecord, RunStore } from "../runs/store.ts";
 import { ROW_LIMITS as LIMITS, TESTS_CAPABILITY, type DeviceMessageOf, type TestRunAbort, type TestRunStart } from "../../protocol/labgate/device.ts";
+import { DeviceQueue } from "./queue.ts";
 import { expectedCases, type ExpectedCase } from "./shares.ts";
 
 export const NOT_CONNECTED = "device not connected";
@@ -48,6 +51,11 @@ export interface ConsoleSpans {
   offsetOf(device: { mac_address: string; name: string }): number | undefined;
   /** What it printed since `from`. */
   span(device: { mac_address: string; name: string }, from: number): Buffer | undefined;
+}
+
+/** Board power as the lab switches it (src/lab/power.ts): the `power` module of a share acts through it. */
+export interface BoardPower {
+  act(identity: Identity, actor: Actor, deviceId: number, action: "on" | "off" | "cycle"): Promise<unknown>;
 }
 
 /** The artifact a device's console span is written to, beside what the device uploaded. */
@@ -125,8 +133,12 @@ export class DeviceRuns {
   private readonly hub: ChannelHub;
   private readonly active = new Map<string, ActiveRun>();
   private readonly connectWaiters = new Map<string, Set<() => void>>();
+  /** Which run holds each device: two runs never share one, the later waits (test_server.board_wait). */
+  private readonly queue = new DeviceQueue();
   /** The lab's console captures, once the lab domain has started (attachConsoles). */
   private consoles: ConsoleSpans | undefined;
+  /** The lab's power control (attachPower). */
+  private boardPower: BoardPower | undefined;
 
   constructor(host: DeviceRunHost, hub: ChannelHub) {
     this.host = host;
@@ -140,6 +152,28 @@ export class DeviceRuns {
   /** From now on every share on a board with a console port leaves its span as `console.log`. */
   attachConsoles(consoles: ConsoleSpans): void {
     this.consoles = consoles;
+  }
+
+  attachPower(power: BoardPower): void {
+    this.boardPower = power;
+  }
+
+  /**
+   * The `power` module of the share `mac` runs in `runId`: the board is switched with the
+   * authority of the run's caller (the `power` permission on the device, checked by the lab),
+   * audited as the caller. A validation run (the server's) has no caller to act as.
+   */
+  async power(runId: string, mac: string, action: "on" | "off" | "cycle", client: string): Promise<void> {
+    const active = this.active.get(runId);
+    const share = active?.shares.get(mac);
+    if (!active || !share || !share.conn || share.ended) throw new LabgateError("not_found", "no running test run of this device");
+    const caller = active.plan.caller;
+    if (!caller) throw new LabgateError("forbidden", "this run has no caller whose power permission the board could be switched with (a deployment's validation run)");
+    if (!this.boardPower) throw new LabgateError("conflict", "this server controls no board power");
+    const now = this.ctx.clock.now();
+    const identity: Identity = { kind: "mgmt", user: caller.user, scopes: new Set(caller.scopes as Scope[]), expiresAt: now + 60_000, issuedAtMs: now };
+    const actor: Actor = { kind: "token", name: caller.user, tokenId: null, client, at: dateOf(this.ctx.clock) };
+    await this.boardPower.act(identity, actor, share.plan.id, action);
   }
 
   private get ctx(): DeviceRunHost["ctx"] {
@@ -245,6 +279,12 @@ export class DeviceRuns {
   private async runShare(active: ActiveRun, share: Share): Promise<void> {
     const signal = active.controller.signal;
     const reason = () => (typeof signal.reason === "string" ? signal.reason : "Aborted by user");
+    if (!(await this.takeDevice(active, share))) {
+      if (signal.aborted) return this.end(active, share, "aborted", reason());
+      const wait = this.ctx.config.test_server.board_wait;
+      return this.end(active, share, "failed", `the board was busy with run ${this.queue.holder(share.plan.mac) ?? "(gone)"} for longer than test_server.board_wait (${wait} s)`);
+    }
+    if (signal.aborted) return this.end(active, share, "aborted", reason());
     share.consoleFrom = this.consoles?.offsetOf({ mac_address: share.plan.mac, name: share.plan.name });
     const conn = await this.connection(share.plan.mac, signal);
     if (signal.aborted) return this.end(active, share, "aborted", reason());
@@ -279,6 +319,17 @@ export class DeviceRuns {
     await share.done;
   }
 
+  /** Takes the share's device for its run, queued behind the runs holding it; false after test_server.board_wait or an abort. */
+  private async takeDevice(active: ActiveRun, share: Share): Promise<boolean> {
+    const waited = new AbortController();
+    const cancel = after(this.ctx.clock, this.ctx.config.test_server.board_wait * 1000, () => waited.abort());
+    try {
+      return await this.queue.take(share.plan.mac, active.run.id, AbortSignal.any([active.controller.signal, waited.signal]));
+    } finally {
+      cancel();
+    }
+  }
+
   private send(share: Share, message: TestRunStart | TestRunAbort): boolean {
     try {
       share.conn?.send(message);
@@ -310,6 +361,7 @@ export class DeviceRuns {
       this.ctx.log.error(`testrun: run ${active.run.id}: results of device ${share.plan.mac} not stored: ${(e as Error).message}`);
     } finally {
       await this.saveConsole(active, share);
+      this.queue.release(share.plan.mac, active.run.id);
       share.resolve();
     }
   }

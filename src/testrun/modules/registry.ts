@@ -12,6 +12,7 @@ import { junitModule } from "./junit.ts";
 import { memtesterModule } from "./memtester.ts";
 import { networkModule } from "./network.ts";
 import { pingModule } from "./ping.ts";
+import { powerModule } from "./power.ts";
 import { loadScriptModule, parseScriptModule, ScriptModuleError } from "./script.ts";
 import { sleepModule } from "./sleep.ts";
 import { spiModule } from "./spi.ts";
@@ -33,6 +34,7 @@ export const BUILTIN_MODULES: readonly ModuleDef[] = [
   pingModule,
   fileModule,
   sleepModule,
+  powerModule,
   // Hardware (hardware.ts): protoplaster's module keys and parameters.
   networkModule,
   usbdevModule,

@@ -60,6 +60,8 @@ export interface EntryContext {
   sleep(ms: number): Promise<void>;
   /** The server's clock, for a module's own deadlines (`after(ctx.clock, ...)`). */
   clock: Clock;
+  /** Switches the power of the board the share runs on, through its gateway (a run on devices only); throws why it did not. */
+  power?: (action: "on" | "off" | "cycle") => Promise<void>;
 }
 
 export interface CaseDef {

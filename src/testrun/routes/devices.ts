@@ -7,7 +7,8 @@ import { Readable } from "node:stream";
 import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import { requestBodyStream } from "../../http/body.ts";
-import { errors, ok, queryOf, route } from "../../http/openapi.ts";
+import { errors, jsonBody, ok, queryOf, route } from "../../http/openapi.ts";
+import { clientAddress } from "../../http/transport.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { isConfigName } from "../config/names.ts";
@@ -16,7 +17,7 @@ import type { TestRunService } from "../runs/service.ts";
 import { seenRun } from "../runs/sight.ts";
 import { runObjectA } from "../runs/views.ts";
 import type { TestRunAccess } from "./access.ts";
-import { artifactUploadQuery, DeviceTestHistory, historyQuery, TestTargets, UploadConflict, UploadOffset } from "../schema.ts";
+import { artifactUploadQuery, DevicePowerDone, DevicePowerRequest, DeviceTestHistory, historyQuery, TestTargets, UploadConflict, UploadOffset } from "../schema.ts";
 
 /** A result sequence, newest first: flaky when it both passed and failed, newly failing when it failed now after passing before. */
 function trend(results: (string | null)[]): { flaky: boolean; newly_failing: boolean } {
@@ -71,6 +72,36 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
         body.resume(); // drain what the device still sends
         throw error;
       }
+    },
+  );
+
+  route(
+    app,
+    {
+      method: "post",
+      path: "/api/v1/devices/test-runs/:id/power",
+      summary: "A device's share switches its board's power (the power module), with the run's caller's power permission; answers once done",
+      tag: "test runs",
+      access: "device",
+      body: { json: DevicePowerRequest },
+      responses: {
+        200: ok(DevicePowerDone, "Done"),
+        400: errors[400],
+        401: errors[401],
+        403: { description: "Not a device token, or the run's caller may not switch the board", json: errors[403].json },
+        404: { description: "The device runs no share of this run (any more)", json: errors[404].json },
+        409: { description: "The device is not a board with a power port, or an action is under way", json: errors[409].json },
+        502: errors[502],
+      },
+    },
+    auth.device(),
+    async (c) => {
+      const identity = c.get("identity");
+      if (identity.kind !== "device") throw new LabgateError("forbidden", "a device token is required");
+      const { action } = await jsonBody(c, DevicePowerRequest);
+      await service.devicePower(c.req.param("id") ?? "", identity.mac, action, clientAddress(c));
+      const answer: DevicePowerDone = { action };
+      return c.json(answer);
     },
   );
 

@@ -42,6 +42,8 @@ export interface RunEnvironment extends ModuleLookup {
   workspace?: TestWorkspace;
   /** What holds each run's processes, so that none outlives its run (absent: their process groups only). */
   containment?: RunContainment;
+  /** A share on a managed device: the `power` module's way to its board (the agent asks the gateway). */
+  power?: EntryContext["power"];
 }
 
 export interface RunResult {
@@ -179,6 +181,7 @@ async function runEntry(
     warn: (message) => void warnings.push(`${entry.where}: ${message}`),
     sleep: (ms) => env.clock.sleep(ms, signal),
     clock: env.clock,
+    ...(env.power ? { power: env.power } : {}),
   };
   const selected = (cases: CaseDef[]) => (matcher ? cases.filter((c) => matcher(caseNames(entry, c.name, module.className).matchNames)) : cases);
 

@@ -10,7 +10,7 @@ import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
 import { isDeviceTarget } from "../devices/names.ts";
 import { buildPlan, snapshotSource } from "../config/plan-builder.ts";
 import { planMachines, type ConfigSource, type DeviceShare, type PinnedConfig, type TestPlan } from "../plan.ts";
-import { DeviceRuns, type ConsoleSpans } from "../devices/runs.ts";
+import { DeviceRuns, type BoardPower, type ConsoleSpans } from "../devices/runs.ts";
 import { deviceShares, deviceTargetsOf, expectedCases, scriptModules, shareModules } from "../devices/shares.ts";
 import { resolveTargets, type TargetDevice } from "../devices/targets.ts";
 import { refuseReserved } from "../../lab/reservations.ts";
@@ -68,9 +68,10 @@ export class TestRunService implements LocalRuns {
     this.runAs = runAs;
   }
 
-  /** Runs on boards with a console port (src/lab/console.ts) leave the span they ran in as each device's `console.log`. */
-  attachConsoles(consoles: ConsoleSpans): void {
-    this.devices?.attachConsoles(consoles);
+  /** Runs on boards with a console port (src/lab/console.ts) leave the span they ran in as each device's `console.log`; the `power` module switches boards (src/lab/power.ts). */
+  attachLab(lab: { consoles: ConsoleSpans; power: BoardPower }): void {
+    this.devices?.attachConsoles(lab.consoles);
+    this.devices?.attachPower(lab.power);
   }
 
   /** At start: runs and orchestrations the last process left unfinished become aborted; nothing is re-queued. */
@@ -120,7 +121,8 @@ export class TestRunService implements LocalRuns {
     const shares = deviceShares(targets.entries, resolved);
     if (shares.length === 0) throw new LabgateError("unprocessable", `no entry of the selection runs on ${targets.targets.join(", ")}`);
     const warnings = this.checkShares(shares, plan.warnings);
-    return { plan: { ...plan, machineTarget: request.machineTarget, devices: shares, modules: shareModules(shares, this.ctx.dataDir) }, warnings };
+    const caller = identity?.kind === "mgmt" ? { user: identity.user, scopes: [...identity.scopes] } : undefined;
+    return { plan: { ...plan, machineTarget: request.machineTarget, devices: shares, modules: shareModules(shares, this.ctx.dataDir), ...(caller ? { caller } : {}) }, warnings };
   }
 
   /**
@@ -318,6 +320,12 @@ export class TestRunService implements LocalRuns {
   }
 
   /** An artifact upload of a device for its share of a run (DeviceRuns.writeArtifact); the artifact's new size. */
+  /** `POST /api/v1/devices/test-runs/{id}/power` from the device `mac`: its share's `power` module. */
+  devicePower(runId: string, mac: string, action: "on" | "off" | "cycle", client: string): Promise<void> {
+    if (!this.devices) throw new LabgateError("not_found", "no running test run of this device");
+    return this.devices.power(runId, mac, action, client);
+  }
+
   deviceArtifact(runId: string, mac: string, name: string, offset: number, body: Readable): Promise<number> {
     if (!this.devices) throw new LabgateError("not_found", "no running test run of this device");
     return this.devices.writeArtifact(runId, mac, name, offset, body);

@@ -107,13 +107,16 @@ export const emptyCounts = (): Counts => Object.fromEntries(DEVICE_STATES.map((s
 export const sumOf = (counts: Counts, states: ReadonlySet<DeviceState>): number => [...states].reduce((n, s) => n + counts[s], 0);
 export const totalOf = (counts: Counts): number => DEVICE_STATES.reduce((n, s) => n + counts[s], 0);
 
+/** Devices started so far: offered or further (a reserved board waits, as one not offered yet). */
+export const begunOf = (counts: Counts): number => totalOf(counts) - counts.waiting - counts.reserved;
+
 /**
  * The error threshold: more than `errorPercent` of the devices started so far (offered or
  * further) failed. Null: no threshold.
  */
 export function overErrorThreshold(started: Counts, errorPercent: number | null): boolean {
   if (errorPercent === null) return false;
-  const begun = totalOf(started) - started.waiting;
+  const begun = begunOf(started);
   return begun > 0 && (started.failed * 100) / begun > errorPercent;
 }
 

@@ -75,6 +75,7 @@ export function deploymentView(service: DeploymentService, row: DeploymentRow): 
     created: rfc822(new Date(row.created)),
     created_by: row.created_by,
     validation: row.validation ? (JSON.parse(row.validation) as DeploymentValidation) : null,
+    recover: row.recover ? (JSON.parse(row.recover) as { power_cycle_after_minutes: number }) : null,
     started: time(row.started),
     finished: time(row.finished),
   };
@@ -182,6 +183,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
         window: body.window,
         createdBy: identity.kind === "mgmt" ? identity.user : null,
         validation: body.validation,
+        recover: body.recover,
         actor: actorOf(c, ctx.clock),
         identity,
       });

@@ -8,7 +8,7 @@ import { integerParam, Rfc822, strictBody } from "../../http/shapes.ts";
 import { parseRfc822 } from "../../util/time.ts";
 
 /** A device's state in a deployment (docs/update-server.md, "Deployments"). */
-export const DEVICE_STATES = ["waiting", "offered", "downloading", "installing", "installed", "retrying", "failed", "already_installed", "no_package", "not_reached", "aborted"] as const;
+export const DEVICE_STATES = ["waiting", "reserved", "offered", "downloading", "installing", "installed", "retrying", "failed", "already_installed", "no_package", "not_reached", "aborted"] as const;
 export type DeviceState = (typeof DEVICE_STATES)[number];
 
 export const STATUSES = ["scheduled", "running", "paused", "completed", "completed_with_failures", "aborted"] as const;
@@ -138,6 +138,19 @@ export const DeploymentCreate = strictBody({
     .nullable()
     .default(null)
     .describe("a test config (and suite) each device runs once it installed; a failing run fails the device (reason validation). Needs svc_tests_rw and the test permission on the group's devices"),
+  recover: z
+    .strictObject(
+      {
+        power_cycle_after_minutes: z
+          .int({ error: field("recover.power_cycle_after_minutes", "must be a whole number of minutes from 1 to 10080") })
+          .min(1, { error: field("recover.power_cycle_after_minutes", "must be a whole number of minutes from 1 to 10080") })
+          .max(10080, { error: field("recover.power_cycle_after_minutes", "must be a whole number of minutes from 1 to 10080") }),
+      },
+      { error: field("recover", "must be an object {power_cycle_after_minutes} or null") },
+    )
+    .nullable()
+    .default(null)
+    .describe("a board (docs/lab.md) silent that many minutes after it began installing is power-cycled once per attempt, its console captured; it then counts as it reports or times out"),
 });
 
 export const DeploymentListQuery = z.object({
@@ -200,6 +213,7 @@ export const Deployment = z
     created: Rfc822,
     created_by: z.string().nullable(),
     validation: z.object({ config: z.string(), suite: z.string() }).nullable().describe("the test run each installed device must pass (docs/device-tests.md)"),
+    recover: z.object({ power_cycle_after_minutes: z.int() }).nullable().describe("boards silent after their install are power-cycled once (docs/lab.md)"),
     started: Rfc822.nullable(),
     finished: Rfc822.nullable(),
   })

@@ -20,6 +20,7 @@ import {
   ACTIVE,
   afterFailedAttempt,
   COMPLETED,
+  begunOf,
   emptyCounts,
   endStatus,
   FINAL,
@@ -92,6 +93,8 @@ export interface NewDeployment {
   createdBy: string | null;
   /** A test config (and suite) each device runs once it installed; a failure fails the device (`validation`). */
   validation: DeploymentValidation | null;
+  /** Boards silent that long after they began installing are power-cycled once (the lab's onRecover). */
+  recover?: { power_cycle_after_minutes: number } | null;
   /** Who creates it (the audit log), and with what permissions (the package assignment). */
   actor: Actor;
   identity: Identity;
@@ -164,6 +167,15 @@ const automatic = (now: number): Actor => systemActor("deployment", new Date(now
 /** Told once an `installed` transition is on disk (a deployment's validation starts here, docs/device-tests.md). */
 export type InstalledHook = (event: { deploymentId: number; deviceId: number; version: string }) => void;
 
+/**
+ * Recovery of a board silent after its install (`recover`): power-cycles it once (src/lab), and
+ * answers what it did for the history (undefined: the device has no power port, nothing done).
+ */
+export type RecoverHook = (event: { deploymentId: number; deviceId: number; attempt: number; minutes: number }) => Promise<{ reason: string } | undefined>;
+
+/** Told when an attempt is offered and when it ended (its history row is on disk): the lab captures its console span. */
+export type AttemptHook = (event: { kind: "offered" | "ended" | "recovered"; deploymentId: number; deviceId: number; attempt: number }) => void;
+
 export class DeploymentService implements Steering {
   private readonly ctx: AppContext;
   private readonly db: Database;
@@ -177,8 +189,16 @@ export class DeploymentService implements Steering {
   private readonly held = new Map<number, Set<string>>();
   private readonly progressRecords: UpdateProgress;
   private readonly installedHooks: InstalledHook[] = [];
+  private readonly attemptHooks: AttemptHook[] = [];
+  private recoverHook: RecoverHook | undefined;
+  /** Device id -> when it began installing (ms), for `recover`; a device installing at a restart counts from the start. */
+  private readonly installingSince = new Map<number, number>();
+  /** `deviceId:attempt` of the attempts recovered already (once each). */
+  private readonly recovered = new Set<string>();
   /** Set when this server runs tests too: deployments may then name a `validation`. */
   validator: ValidationRunner | undefined;
+  /** Device id -> when its reservation ended (ms): a board released waits its device timeout from then, not from its phase's start. */
+  private readonly releasedAt = new Map<number, number>();
   /** Deployment id -> devices whose installed update is being validated: meanwhile it neither advances nor completes. */
   private readonly validating = new Map<number, Set<number>>();
   private epoch = -1;
@@ -219,6 +239,26 @@ export class DeploymentService implements Steering {
   /** Runs after a device's `installed` transition is durable. */
   onInstalled(hook: InstalledHook): void {
     this.installedHooks.push(hook);
+  }
+
+  /** Runs when an attempt is offered and once it ended (installed, failed, not reached). */
+  onAttempt(hook: AttemptHook): void {
+    this.attemptHooks.push(hook);
+  }
+
+  /** How `recover` power-cycles a board (the lab, when it runs). */
+  onRecover(hook: RecoverHook): void {
+    this.recoverHook = hook;
+  }
+
+  private attempted(kind: "offered" | "ended" | "recovered", deploymentId: number, deviceId: number, attempt: number): void {
+    for (const hook of this.attemptHooks) {
+      try {
+        hook({ kind, deploymentId, deviceId, attempt });
+      } catch (error) {
+        this.ctx.log.error(`deployment ${deploymentId}: attempt hook failed: ${(error as Error).message}`);
+      }
+    }
   }
 
   /** Devices held in memory (the benchmark prints the memory per device state). */
@@ -308,6 +348,9 @@ export class DeploymentService implements Steering {
     if (change.failures !== undefined) member.failures = change.failures;
     if (change.offeredVersion !== undefined) member.offeredVersion = change.offeredVersion;
     if (change.retryAt !== undefined) member.retryAt = change.retryAt === null ? null : Date.parse(change.retryAt);
+    if (change.state !== "waiting" && change.state !== "retrying") this.releasedAt.delete(deviceId);
+    if (change.state === "installing") this.installingSince.set(deviceId, this.ctx.clock.now());
+    else this.installingSince.delete(deviceId);
     // Held in the same step as the move: another device's report that resumes first must not
     // find every device installed and complete the deployment before this one's validation.
     if (change.state === "installed" && member.run.row.validation) this.holdForValidation(member.run.row.id, deviceId);
@@ -374,8 +417,8 @@ export class DeploymentService implements Steering {
       const starts = input.startAt === null || input.startAt <= now;
       const { lastInsertRowid: id } = tx.run(
         `INSERT INTO deployments (group_id, version, status, phases, current_phase, phase_started, success_percent, success_wait, error_percent,
-           device_timeout, retries, retry_backoff, start_at, window, created, created_by, validation, validation_copy, started, updated)
-         VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+           device_timeout, retries, retry_backoff, start_at, window, created, created_by, validation, validation_copy, recover, started, updated)
+         VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
         [
           input.groupId,
           input.version,
@@ -394,6 +437,7 @@ export class DeploymentService implements Steering {
           input.createdBy,
           input.validation ? JSON.stringify(input.validation) : null,
           validationCopy,
+          input.recover ? JSON.stringify(input.recover) : null,
           starts ? at : null,
           at,
         ],
@@ -627,6 +671,7 @@ export class DeploymentService implements Steering {
     });
     if (moved) {
       this.publishDeviceById(run, deviceId, member);
+      if (change.state === "offered" || change.state === "installed") this.attempted(change.state === "offered" ? "offered" : "ended", run.row.id, deviceId, member.attempt);
       if (change.state === "installed") this.installed(run.row.id, deviceId, run.row.version);
       await this.evaluate(run);
     }
@@ -723,6 +768,7 @@ export class DeploymentService implements Steering {
       this.move(tx, deviceId, member, change);
     });
     // What this report did (another report may have moved the device on meanwhile).
+    if ((outcome.state === "installed" || outcome.state === "failed") && !UNDERWAY.has(change.state)) this.attempted("ended", run.row.id, deviceId, attempt);
     if (change.state === "failed") this.hold(deviceId, target);
     this.publishDevice(run, conn.mac, member, { ...(change.reason ? { reason: change.reason } : {}), ...(change.retryAt ? { retry_at: change.retryAt } : {}) });
     if (change.state === "installed") this.installed(run.row.id, deviceId, target);
@@ -804,7 +850,7 @@ export class DeploymentService implements Steering {
     if (run.row.status !== "running" || !this.runs.has(run.row.id)) return;
     const started = this.startedCounts(run);
     if (!overErrorThreshold(started, run.row.error_percent)) return;
-    const begun = totalOf(started) - started.waiting;
+    const begun = begunOf(started);
     const reason = `error threshold: ${started.failed} of ${begun} started devices failed (more than ${run.row.error_percent}%)`;
     const now = this.ctx.clock.now();
     await this.db.write((tx) => {
@@ -888,8 +934,69 @@ export class DeploymentService implements Steering {
         });
         this.publishRun(run.row);
       }
+      await this.reservations(run, now);
+      await this.recoveries(run, now);
       await this.timeouts(run, now);
       await this.evaluate(run);
+    }
+  }
+
+  /**
+   * `recover`: a device installing that has not reported for `power_cycle_after_minutes` is
+   * power-cycled once per attempt (when it is a board with a power port), recorded in its history
+   * as `power_cycle` (the console span beside it) and audited by the lab as system:deployment; it
+   * then counts as it reports or times out.
+   */
+  private async recoveries(run: Run, now: number): Promise<void> {
+    if (!run.row.recover || !this.recoverHook) return;
+    const minutes = (JSON.parse(run.row.recover) as { power_cycle_after_minutes: number }).power_cycle_after_minutes;
+    for (const [deviceId, member] of this.index) {
+      if (member.run !== run || member.state !== "installing") continue;
+      const since = this.installingSince.get(deviceId) ?? (this.installingSince.set(deviceId, now), now);
+      const key = `${deviceId}:${member.attempt}`;
+      if (now - since < minutes * 60_000 || this.recovered.has(key)) continue;
+      this.recovered.add(key);
+      const attempt = member.attempt;
+      let done: { reason: string } | undefined;
+      try {
+        done = await this.recoverHook({ deploymentId: run.row.id, deviceId, attempt, minutes });
+      } catch (error) {
+        done = { reason: `no report within ${minutes} minutes of its install; the power cycle failed: ${(error as Error).message}` };
+      }
+      if (!done) continue;
+      const reason = done.reason;
+      await this.db.write((tx) => this.history(tx, run.row.id, deviceId, "power_cycle", reason, isoTime(this.ctx.clock.now()), attempt));
+      this.attempted("recovered", run.row.id, deviceId, attempt);
+    }
+  }
+
+  /**
+   * Boards someone holds (src/lab/reservations.ts) of the started phases: one waiting or retrying
+   * is `reserved` while it is held (no offer, no timeout, not counted as started), and goes back
+   * when the reservation ends (`retrying` when it still has its retry time).
+   */
+  private async reservations(run: Run, now: number): Promise<void> {
+    const moves: Array<{ deviceId: number; member: Member; state: DeviceState }> = [];
+    for (const [deviceId, member] of this.index) {
+      if (member.run !== run || member.phase > run.row.current_phase) continue;
+      const { state } = member;
+      if (state !== "waiting" && state !== "retrying" && state !== "reserved") continue;
+      const held = reservationOf(this.db, deviceId, now) !== undefined;
+      if (held && state !== "reserved") moves.push({ deviceId, member, state: "reserved" });
+      else if (!held && state === "reserved") moves.push({ deviceId, member, state: member.retryAt !== null ? "retrying" : "waiting" });
+    }
+    if (moves.length === 0) return;
+    const at = isoTime(now);
+    const done = await this.db.write((tx) =>
+      moves.filter(({ deviceId, member, state }) => {
+        if (this.index.get(deviceId) !== member || (state === "reserved") === (member.state === "reserved")) return false;
+        this.move(tx, deviceId, member, { state, at });
+        return true;
+      }),
+    );
+    for (const { deviceId, member, state } of done) {
+      if (state !== "reserved") this.releasedAt.set(deviceId, now);
+      this.publishDeviceById(run, deviceId, member);
     }
   }
 
@@ -904,15 +1011,15 @@ export class DeploymentService implements Steering {
     const late: number[] = [];
     for (const [deviceId, member] of this.index) {
       if (member.run !== run || member.phase > run.row.current_phase) continue;
+      const released = this.releasedAt.get(deviceId) ?? 0;
       if (UNDERWAY.has(member.state) && member.offeredAt !== null && now - member.offeredAt >= limit) late.push(deviceId);
-      // A reserved board waits for its release: it is not late for an offer it was not made.
-      else if (!UNDERWAY.has(member.state) && reservationOf(this.db, deviceId, now)) continue;
-      else if (member.state === "waiting" && offering && now - Math.max(run.phaseStarted[member.phase], run.windowOpenedAt) >= limit) late.push(deviceId);
-      else if (member.state === "retrying" && offering && now - Math.max(member.retryAt ?? 0, run.windowOpenedAt) >= limit) late.push(deviceId);
+      else if (member.state === "waiting" && offering && now - Math.max(run.phaseStarted[member.phase], run.windowOpenedAt, released) >= limit) late.push(deviceId);
+      else if (member.state === "retrying" && offering && now - Math.max(member.retryAt ?? 0, run.windowOpenedAt, released) >= limit) late.push(deviceId);
     }
     if (late.length === 0) return;
     const at = isoTime(now);
     const reason = `did not finish within ${run.row.device_timeout} minutes`;
+    const ended: Array<[number, number]> = [];
     await this.db.write((tx) => {
       const marked: number[] = [];
       for (const deviceId of late) {
@@ -921,6 +1028,7 @@ export class DeploymentService implements Steering {
         if (UNDERWAY.has(member.state)) {
           this.history(tx, run.row.id, deviceId, "not_reached", reason, at, member.attempt);
           this.progressRecords.endIn(tx, deviceId);
+          ended.push([deviceId, member.attempt]);
         }
         this.move(tx, deviceId, member, { state: "not_reached", at, progress: null, reason, retryAt: null });
         marked.push(deviceId);
@@ -928,6 +1036,7 @@ export class DeploymentService implements Steering {
       if (marked.length > 0) recordAudit(tx, automatic(now), "deployment.timeout", `deployment:${run.row.id}`, { devices: marked.slice(0, 100), count: marked.length, minutes: run.row.device_timeout });
     });
     for (const { id, mac_address } of this.macs(late)) this.publishDevice(run, mac_address, this.index.get(id) ?? { phase: 0, state: "not_reached" });
+    for (const [deviceId, attempt] of ended) this.attempted("ended", run.row.id, deviceId, attempt);
   }
 
   // --- views ---------------------------------------------------------------------------------

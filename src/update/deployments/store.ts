@@ -34,6 +34,8 @@ export interface DeploymentRow {
   created_by: string | null;
   /** JSON {config, suite}: the test run that validates each installed device; NULL: none. */
   validation: string | null;
+  /** JSON {power_cycle_after_minutes}; null: no recovery. */
+  recover: string | null;
   started: string | null;
   finished: string | null;
   updated: string;
@@ -65,7 +67,7 @@ export const parsePhaseStarted = (row: DeploymentRow): string[] => JSON.parse(ro
 
 const COLUMNS =
   "dp.id, dp.group_id, dp.version, dp.status, dp.pause_reason, dp.phases, dp.current_phase, dp.phase_started, dp.success_percent, dp.success_wait, " +
-  "dp.error_percent, dp.device_timeout, dp.retries, dp.retry_backoff, dp.start_at, dp.window, dp.created, dp.created_by, dp.validation, dp.started, dp.finished, dp.updated";
+  "dp.error_percent, dp.device_timeout, dp.retries, dp.retry_backoff, dp.start_at, dp.window, dp.created, dp.created_by, dp.validation, dp.recover, dp.started, dp.finished, dp.updated";
 
 export function getDeployment(db: Database | Tx, id: number): DeploymentRow | undefined {
   return db.get<DeploymentRow>(`SELECT ${COLUMNS} FROM deployments dp WHERE dp.id = ?`, [id]);
@@ -247,6 +249,10 @@ export function addHistory(tx: Tx, entry: Omit<HistoryRow, "id" | "attempt" | "o
     entry.report_id ?? null,
   ]);
 }
+
+/** The newest history row of one attempt of a device in a deployment (its outcome). */
+export const attemptHistoryId = (db: Database | Tx, deviceId: number, deploymentId: number, attempt: number): number | undefined =>
+  db.get<{ id: number }>("SELECT id FROM update_history WHERE device_id = ? AND deployment_id = ? AND attempt = ? ORDER BY id DESC LIMIT 1", [deviceId, deploymentId, attempt])?.id;
 
 /** Keeps a device's newest `keep` history rows. */
 export function trimHistory(tx: Tx, deviceId: number, keep: number): void {

@@ -21,6 +21,8 @@ const validationRun = (m: { reason: string | null; output: string | null }): str
 /** Labels and colours of the states (the stacked bars and the badges agree). */
 const LOOK: Record<State, { label: string; tone: "ok" | "warn" | "bad" | "info" | "muted"; color: string }> = {
   waiting: { label: "waiting", tone: "muted", color: "#d0d5dd" },
+  // Someone holds the board (docs/lab.md): neither failed nor late, a colour of its own.
+  reserved: { label: "reserved", tone: "muted", color: "#0e9384" },
   offered: { label: "offered", tone: "info", color: "#9db7f5" },
   downloading: { label: "downloading", tone: "info", color: "#2458d6" },
   installing: { label: "installing", tone: "info", color: "#6938ef" },
@@ -544,6 +546,12 @@ function DeploymentView({ params, query }: PageProps) {
                                   <summary class="small">output</summary>
                                   <pre>{m.output}</pre>
                                 </details>
+                              )}
+                              {m.state !== "installed" && (
+                                // A board keeps each attempt's console beside its history row there (docs/lab.md).
+                                <div class="small">
+                                  <a href={href(`/devices/${m.device}`)}>its update history and console ›</a>
+                                </div>
                               )}
                             </>
                           ) : (

@@ -237,8 +237,42 @@ function ReservationCard(props: { deviceId: number; me: PageProps["me"] }) {
   );
 }
 
-/** The console capture of a board (read-only): the kept tail, then what arrives, asked every two seconds. */
-function ConsoleCard(props: { deviceId: number }) {
+/** A line typed to the board's console over its live WebSocket (the session cookie authenticates it; `shell` on the device). */
+function ConsoleInput(props: { deviceId: number }) {
+  const [line, setLine] = useState("");
+  const [problem, setProblem] = useState("");
+  const socket = useRef<WebSocket | null>(null);
+  useEffect(() => () => socket.current?.close(), [props.deviceId]);
+  const send = (text: string) => {
+    let ws = socket.current;
+    if (!ws || ws.readyState > WebSocket.OPEN) {
+      const scheme = window.location.protocol === "https:" ? "wss" : "ws";
+      ws = socket.current = new WebSocket(`${scheme}://${window.location.host}/api/v2/devices/${props.deviceId}/console/ws`);
+      ws.onclose = (e) => e.code >= 4000 && setProblem(e.reason);
+    }
+    const open = ws;
+    if (open.readyState === WebSocket.OPEN) open.send(text);
+    else open.addEventListener("open", () => open.send(text), { once: true });
+  };
+  return (
+    <form
+      class="row"
+      onSubmit={(e) => {
+        e.preventDefault();
+        setProblem("");
+        send(`${line}\r`);
+        setLine("");
+      }}
+    >
+      <input aria-label="Send to the console" class="mono" maxLength={4000} value={line} onInput={(e) => setLine((e.currentTarget as HTMLInputElement).value)} placeholder="a line for the board (Enter sends it)" />
+      <button type="submit" class="small">Send</button>
+      {problem && <span class="error small">{problem}</span>}
+    </form>
+  );
+}
+
+/** The console capture of a board: the kept tail, then what arrives, asked every two seconds; a line may be sent with `shell`. */
+function ConsoleCard(props: { deviceId: number; writable?: boolean }) {
   const [text, setText] = useState("");
   const [status, setStatus] = useState("");
   const box = useRef<HTMLPreElement>(null);
@@ -270,6 +304,7 @@ function ConsoleCard(props: { deviceId: number }) {
       <pre class="output" ref={box} aria-label="Board console">
         {text}
       </pre>
+      {props.writable && <ConsoleInput deviceId={props.deviceId} />}
     </Card>
   );
 }
@@ -278,7 +313,7 @@ function ConsoleCard(props: { deviceId: number }) {
 function PowerCard(props: { deviceId: number }) {
   const power = useLoad(() => get<PowerState>(`/api/v2/devices/${props.deviceId}/power`), [props.deviceId]);
   const [busy, run] = useAction();
-  if (power.data?.console && power.data.driver === null) return <ConsoleCard deviceId={props.deviceId} />;
+  if (power.data?.console && power.data.driver === null) return <ConsoleCard deviceId={props.deviceId} writable={power.data.console_write} />;
   if ((!power.data || power.data.driver === null) && !power.error) return null;
   const act = async (action: "on" | "off" | "cycle") => {
     // Switching a board off or cycling it ends whatever runs on it: asked first.
@@ -318,7 +353,7 @@ function PowerCard(props: { deviceId: number }) {
         </>
       )}
     </Card>
-    {p?.console && <ConsoleCard deviceId={props.deviceId} />}
+    {p?.console && <ConsoleCard deviceId={props.deviceId} writable={p.console_write} />}
     </>
   );
 }
