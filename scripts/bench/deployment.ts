@@ -18,7 +18,10 @@
  *    its device socket, phase after phase, until the deployment completes; meanwhile the load
  *    generator runs the same update checks as in 1 for `--seconds` (devices of started phases
  *    get v2 or, once installed, 204; the others v1.5 from the policy);
- * 3. prints both rates, the ratio, the p99s and how long the rollout took.
+ * 3. prints both rates, the ratio, the p99s and how long the rollout took, with the server's CPU
+ *    time per check without a deployment and per device rolled out once the checks stopped (other
+ *    load on the machine disturbs these far less than the rates).
+ * BENCH_NODE_ARGS adds node flags to the server (e.g. --cpu-prof).
  * Targets (issue 26): the rate during the deployment >= 0.8 of the rate without, p99 < 25 ms.
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -80,7 +83,7 @@ async function seed(): Promise<Seeded> {
 
 async function spawnServer(): Promise<{ child: ChildProcess; url: string }> {
   writeFileSync(join(work, "bench.config.yaml"), "log_level: warn\n");
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts", "serve", "--config", join(work, "bench.config.yaml"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
+  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", "src/main.ts", "serve", "--config", join(work, "bench.config.yaml"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
     stdio: ["ignore", "pipe", "inherit"],
     env: { ...process.env, LABGATE_CONFIG: "" },
   });
@@ -88,6 +91,12 @@ async function spawnServer(): Promise<{ child: ChildProcess; url: string }> {
 }
 
 const load = (spec: LoadSpec): Promise<LoadResult> => runLoad(work, spec);
+
+/** CPU seconds (user + system) a process has used so far, from /proc. */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ = 100)
+}
 
 const body = (mac: string, version: string) => JSON.stringify({ "svc.software.version": version, "svc.hardware.devtype": "board", "svc.hardware.macaddr": mac });
 
@@ -129,7 +138,10 @@ async function main(): Promise<void> {
   const checks: LoadRequest[] = seeded.devices.map((d) => ({ method: "POST", path: "/api/v1/update/check", token: d.token, body: body(d.mac, "v1") }));
   try {
     // Warm-up: JIT, caches, and every device's first check (which writes its progress record).
+    const cpuWithout = cpuSeconds(server.child.pid!);
     const without = await load({ url: server.url, requests: checks, connections: CLIENTS, seconds: SECONDS, warmupSeconds: Math.max(3, DEVICES / 1000), client: "raw" });
+    // The generator's warm-up and start count too: an upper bound, as in update-check.ts.
+    const perCheckWithout = (cpuSeconds(server.child.pid!) - cpuWithout) / without.requests;
     console.log(`\nwithout a deployment  ${fmt(without)}`);
 
     const rssBefore = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.child.pid}/status`, "utf8"))![1]) * 1024;
@@ -138,6 +150,7 @@ async function main(): Promise<void> {
     const order = (await Promise.all(Array.from({ length: Math.ceil(DEVICES / 1000) }, (_, i) => api<Array<{ device: number; phase: number }>>("GET", `/api/v2/deployments/${created.id}/devices?limit=1000&offset=${i * 1000}`)))).flat();
     const byId = new Map(seeded.devices.map((d) => [d.id, d]));
     const started = performance.now();
+    let rolled = 0;
     const rollout = (async () => {
       for (let phase = 0; phase < 3; phase++) {
         for (;;) {
@@ -147,12 +160,20 @@ async function main(): Promise<void> {
         }
         const queue = order.filter((m) => m.phase === phase).map((m) => byId.get(m.device)!);
         await Promise.all(Array.from({ length: WORKERS }, async () => {
-          for (let next = queue.shift(); next; next = queue.shift()) await rollOne(server.url, next);
+          for (let next = queue.shift(); next; next = queue.shift()) {
+            await rollOne(server.url, next);
+            rolled += 1;
+          }
         }));
       }
     })();
+    const cpuDuring = cpuSeconds(server.child.pid!);
     const during = await load({ url: server.url, requests: checks, connections: CLIENTS, seconds: SECONDS, warmupSeconds: 1, client: "raw" });
+    const afterChecks = { cpu: cpuSeconds(server.child.pid!), rolled };
+    const perCheckDuring = (afterChecks.cpu - cpuDuring) / during.requests;
     await rollout;
+    const rolledAlone = rolled - afterChecks.rolled;
+    const perDevice = rolledAlone > 0 ? (cpuSeconds(server.child.pid!) - afterChecks.cpu) / rolledAlone : NaN;
     let final: { status: string; counts: Record<string, number> };
     for (;;) {
       final = await api("GET", `/api/v2/deployments/${created.id}`);
@@ -164,6 +185,7 @@ async function main(): Promise<void> {
     console.log(`during the deployment  ${fmt(during)}`);
     console.log(`ratio during/without   ${(during.perSecond / without.perSecond).toFixed(3)}  (targets: >= 0.8, p99 < 25 ms)`);
     console.log(`\nrollout: ${final.status} in ${took.toFixed(1)} s (${(DEVICES / took).toFixed(0)} devices/s through check + outcome); installed ${final.counts.installed}; group policy now ${group.policy}`);
+    console.log(`server CPU: ${(perCheckWithout * 1e6).toFixed(0)} us per check without a deployment, ${(perCheckDuring * 1e6).toFixed(0)} us during it (the rollout's ${afterChecks.rolled} devices included); ${(perDevice * 1e3).toFixed(2)} ms per device rolled out after the checks (${rolledAlone} devices)`);
     console.log(`server RSS: +${((rssAfter - rssBefore) / DEVICES).toFixed(0)} B per device at creation (RSS, noisy)`);
   } finally {
     server.child.kill("SIGTERM");

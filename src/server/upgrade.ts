@@ -79,16 +79,35 @@ export const FIRST_FRAMES_AFTER_MS = 20;
 /**
  * The server of the WebSocket routes: as `ws`'s, except that whatever a socket is sent as it opens
  * (a refused shell's close, a device's first message, a ping) leaves in a later write than the
- * 101 answer, FIRST_FRAMES_AFTER_MS later and after the next poll for I/O (in which a client in
- * this process reads the 101 alone, however long the event loop was held). Incoming frames are
- * read at once, as before.
+ * 101 answer: once the client sends its first bytes (a client sends only after it has read the 101,
+ * RFC 6455 4.1, so its next read starts after it), or else `firstFramesAfterMs` later and after the
+ * next poll for I/O (in which a client in this process reads the 101 alone, however long the event
+ * loop was held). Incoming frames are read at once, as before.
  */
 export class HandshakeFirstServer extends WebSocketServer {
+  private readonly firstFramesAfterMs: number;
+
+  constructor(options: ConstructorParameters<typeof WebSocketServer>[0] & { firstFramesAfterMs?: number } = {}) {
+    const { firstFramesAfterMs = FIRST_FRAMES_AFTER_MS, ...rest } = options;
+    super(rest);
+    this.firstFramesAfterMs = firstFramesAfterMs;
+  }
+
   override handleUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer, callback: (client: WebSocket, request: IncomingMessage) => void): void {
     super.handleUpgrade(request, socket, head, (client, req) => {
       // The 101 is written; what follows waits in the socket (end() and destroy() still work at once).
       socket.cork();
-      setTimeout(() => setImmediate(() => socket.uncork()), FIRST_FRAMES_AFTER_MS).unref();
+      let held = true;
+      const release = (): void => {
+        if (!held) return;
+        held = false;
+        clearTimeout(timer);
+        socket.off("data", release);
+        socket.uncork();
+      };
+      const timer = setTimeout(() => setImmediate(release), this.firstFramesAfterMs).unref();
+      // Bytes sent with the upgrade request itself came before the client could read the 101.
+      if (head.length === 0) socket.once("data", release);
       callback(client, req);
     });
   }
