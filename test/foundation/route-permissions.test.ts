@@ -49,6 +49,10 @@ const GRID: Record<string, string> = {
   "POST /api/v2/devices/{id}/tag/{tag}": "401 401 403 403 ok ok",
   "DELETE /api/v2/devices/{id}/tag/{tag}": "401 401 403 403 ok ok",
   "GET /api/v2/devices/{id}/tags": "401 401 404 ok ok ok",
+  "GET /api/v2/devices/{id}/console/ws": "401 401 404 ok ok ok",
+  "GET /api/v2/devices/{id}/console-spans": "401 401 404 ok ok ok",
+  "GET /api/v2/devices/{id}/update-history/{entry}/console": "401 401 404 404 404 404",
+  "POST /api/v1/devices/test-runs/{id}/power": "401 400 401 401 401 401",
   "GET /api/v2/tags/{tag}": "401 401 ok ok ok ok",
   "GET /api/v1/devices": "401 401 403 ok 403 ok",
   "GET /api/v1/devices/{id}": "401 401 403 ok 403 ok",
@@ -326,6 +330,7 @@ function pathOf(path: string, w: World): string {
     .replace("{tag}", w.tag)
     .replace("{device}", w.mac)
     .replace("{node}", "node-1")
+    .replace("{entry}", "1")
     .replace("{id}", "1")
     .replace("{uuid}", "00000000-0000-0000-0000-000000000000")
     .replace("{action_id}", "grid")
