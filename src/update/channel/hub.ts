@@ -10,6 +10,7 @@ import { after, type Clock } from "../../util/time.ts";
 import { PingTimer, pingOrTerminate } from "./keepalive.ts";
 import { parseActionList, parseMessage, type ServerMessage } from "./protocol.ts";
 import type { Action } from "../actions/schema.ts";
+import { setDeviceCapabilities } from "../devices/devices.ts";
 
 /** A device did not answer in time: the HTTP side answers 504. */
 export class DeviceTimeoutError extends Error {}
@@ -278,7 +279,7 @@ export class ChannelHub {
     const text = JSON.stringify(caps);
     // Stored on the device and kept after disconnect.
     this.ctx.db
-      .write((tx) => void tx.run("UPDATE devices SET capabilities = ? WHERE id = ?", [text, conn.deviceId]))
+      .write((tx) => setDeviceCapabilities(tx, conn.deviceId, text))
       .catch((error) => this.ctx.log.error(`device ${conn.mac}: capabilities not stored: ${(error as Error).message}`));
   }
 

@@ -13,6 +13,7 @@ import type { AppContext, Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { ChannelHub, DeviceConnection } from "../channel/hub.ts";
 import type { EventBroadcaster } from "../events/broadcaster.ts";
+import { deviceMac, groupMemberMetadata } from "../devices/devices.ts";
 import { assignPackages, changed, getGroup, groupDeviceIds, groupPackageIds, type CatalogWatch } from "../groups/groups.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
 import { checkKeys, type OfferTag, type Steer, type Steering } from "../updatecheck/check.ts";
@@ -404,9 +405,7 @@ export class DeploymentService implements Steering {
       const ends = phaseCounts(input.phases, order.length);
       tx.run("UPDATE deployments SET phases = ? WHERE id = ?", [JSON.stringify(ends), id]);
       const versions = new Map(
-        tx
-          .all<{ id: number; metadata: string }>("SELECT d.id, d.metadata FROM devices d JOIN group_devices gd ON gd.device_id = d.id WHERE gd.group_id = ?", [input.groupId])
-          .map((d) => [d.id, String((JSON.parse(d.metadata) as Record<string, unknown>)[versionKey] ?? "")]),
+        groupMemberMetadata(tx, input.groupId).map((d) => [d.id, String((JSON.parse(d.metadata) as Record<string, unknown>)[versionKey] ?? "")]),
       );
       order.forEach((deviceId, position) => {
         tx.run("INSERT INTO deployment_devices (deployment_id, device_id, phase, position, state, from_version, to_version, updated) VALUES (?, ?, ?, ?, 'waiting', ?, ?, ?)", [
@@ -969,8 +968,8 @@ export class DeploymentService implements Steering {
   private macs(ids: number[]): Array<{ id: number; mac_address: string }> {
     const out: Array<{ id: number; mac_address: string }> = [];
     for (const id of ids) {
-      const row = this.db.get<{ mac_address: string }>("SELECT mac_address FROM devices WHERE id = ?", [id]);
-      if (row) out.push({ id, mac_address: row.mac_address });
+      const mac = deviceMac(this.db, id);
+      if (mac !== undefined) out.push({ id, mac_address: mac });
     }
     return out;
   }

@@ -4,9 +4,10 @@ import { groupNameOf } from "./name.ts";
 import { isoTime, rfc822 } from "../../util/time.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { DEFAULT_POLICY } from "./policy.ts";
-import { allowed, MSG_FORBIDDEN, unguarded, withinGrants, type ChangeGuard } from "../permissions/permissions.ts";
+import { allowed, MSG_FORBIDDEN, unguarded, withinGrants, type ChangeGuard, type SqlFilter } from "../permissions/permissions.ts";
 import type { Identity } from "../../app/context.ts";
 import type { Group, GroupV1 } from "./schema.ts";
+import { countDevices, deviceExists, deviceIdsOutsideGroup } from "../devices/devices.ts";
 
 export const DEFAULT_PRIORITY = 25;
 
@@ -29,6 +30,11 @@ export function getGroup(db: Database | Tx, id: number): GroupRow | undefined {
 /** Groups (alias `g`), optionally narrowed by a condition such as a permission filter. */
 export function listGroups(db: Database, where?: { sql: string; params: (string | number)[] }): GroupRow[] {
   return db.all<GroupRow>(`SELECT ${COLUMNS} FROM groups g${where ? ` WHERE ${where.sql}` : ""} ORDER BY g.id`, where?.params ?? []);
+}
+
+/** The ids of the groups (alias `g`) a condition selects, e.g. a permission filter. */
+export function groupIdsMatching(db: Database, where: SqlFilter): number[] {
+  return db.all<{ id: number }>(`SELECT g.id FROM groups g WHERE ${where.sql}`, where.params).map((r) => r.id);
 }
 
 export const groupDeviceIds = (db: Database | Tx, groupId: number): number[] =>
@@ -134,7 +140,7 @@ export async function patchGroupDevices(
     if (!group) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const members = new Set(groupDeviceIds(tx, groupId));
     for (const deviceId of add) {
-      if (!tx.get("SELECT 1 AS x FROM devices WHERE id = ?", [deviceId])) throw new LabgateError("conflict", `conflict while assigning device, device ${deviceId} does not exist`);
+      if (!deviceExists(tx, deviceId)) throw new LabgateError("conflict", `conflict while assigning device, device ${deviceId} does not exist`);
       const clash =
         rule === "single"
           ? tx.get("SELECT 1 AS x FROM group_devices WHERE device_id = ? LIMIT 1", [deviceId])
@@ -164,15 +170,25 @@ export async function patchGroupDevices(
 }
 
 /**
+ * Each group `groups` selects (alias `g`, all when absent) with how many of its members `devices`
+ * selects (alias `d`, all when absent), by group id; groups without such members are left out.
+ */
+export function groupMemberCounts(db: Database, devices: SqlFilter | undefined, groups: SqlFilter | undefined): Array<{ metadata: string; n: number }> {
+  return db.all<{ metadata: string; n: number }>(
+    `SELECT g.metadata, COUNT(*) AS n FROM groups g JOIN group_devices gd ON gd.group_id = g.id JOIN devices d ON d.id = gd.device_id
+       WHERE ${devices ? devices.sql : "1"} AND ${groups ? groups.sql : "1"} GROUP BY g.id ORDER BY g.id`,
+    [...(devices?.params ?? []), ...(groups?.params ?? [])],
+  );
+}
+
+/**
  * The devices `where` matches that are not members of the group yet, for an "add all matching";
  * 400 when more than `max` match (a filter that wide is a mistake more often than not).
  */
 export function matchingNonMembers(db: Database, groupId: number, where: { sql: string; params: (string | number)[] }, max: number): number[] {
-  const total = db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM devices d WHERE ${where.sql}`, where.params)?.n ?? 0;
+  const total = countDevices(db, where);
   if (total > max) throw new LabgateError("invalid", `${total} devices match: at most ${max} are added at once; narrow the filter`);
-  return db
-    .all<{ id: number }>(`SELECT d.id FROM devices d WHERE (${where.sql}) AND d.id NOT IN (SELECT device_id FROM group_devices WHERE group_id = ?) ORDER BY d.id`, [...where.params, groupId])
-    .map((r) => r.id);
+  return deviceIdsOutsideGroup(db, where, groupId);
 }
 
 /**

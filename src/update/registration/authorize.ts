@@ -3,10 +3,10 @@ import type { AppContext } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { parseJsonBody } from "../../http/body.ts";
 import { dateOf, epochSeconds, isoTime } from "../../util/time.ts";
-import { getDeviceByMac } from "../devices/devices.ts";
+import { getDeviceByMac, setDeviceMetadata } from "../devices/devices.ts";
 import { decodeSignature, parseDeviceKey, verifyDeviceSignature } from "./keys.ts";
 import { firstMessage } from "../../http/openapi.ts";
-import { metaKeys } from "./metadata.ts";
+import { metaKeys } from "../devices/metadata.ts";
 import { deviceAuthBody } from "./schema.ts";
 import { ReplayGuard } from "./replay.ts";
 
@@ -72,7 +72,7 @@ export async function authorizeDevice(
     // management request changes it (a name can match device_by_tag permissions).
     const metadataText = JSON.stringify(metadata);
     if (device.metadata !== metadataText) {
-      await ctx.db.write((tx) => void tx.run("UPDATE devices SET metadata = ? WHERE id = ?", [metadataText, device.id]));
+      await ctx.db.write((tx) => setDeviceMetadata(tx, device.id, metadataText));
     }
     const ttl = ctx.config.update_server.device_token_ttl;
     return { status: "accepted", token: ctx.tokens.issueDevice(mac, device.id, ttl, key.fingerprint), expires: ttl, deviceId: device.id };

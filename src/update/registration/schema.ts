@@ -6,7 +6,7 @@
 import * as z from "zod";
 import { flagParam, integerParam, readFlag, Rfc822, strictBody, zFlag, zInteger, zRequiredString } from "../../http/shapes.ts";
 import { DeviceMetadata } from "../devices/schema.ts";
-import { deviceMetadata } from "./metadata.ts";
+import { deviceMetadata } from "../devices/metadata.ts";
 
 const PUBLIC_KEY_ERROR = "schema validation failed: public_key must be a non-empty string";
 const authBodies = new Map<string, ReturnType<typeof makeAuthBody>>();

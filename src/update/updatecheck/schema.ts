@@ -4,7 +4,7 @@
  */
 import * as z from "zod";
 import { Rfc822 } from "../../http/shapes.ts";
-import { metaKeys, type Metadata } from "../registration/metadata.ts";
+import { metaKeys, type Metadata } from "../devices/metadata.ts";
 
 const checkBodies = new Map<string, z.ZodType<Metadata>>();
 
