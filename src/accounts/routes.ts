@@ -1,5 +1,6 @@
 import { Hono, type Context } from "hono";
-import { actorOf, recordAudit, type Actor } from "../audit/audit.ts";
+import { recordAudit, type Actor } from "../audit/audit.ts";
+import { actorOf } from "../http/actor.ts";
 import { MAX_REQUEST_TEXT } from "../audit/refusals.ts";
 import { getCookie, setCookie } from "hono/cookie";
 import { SESSION_COOKIE, sameOrigin, MSG_CROSS_SITE, type Auth } from "../auth/middleware.ts";

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import * as z from "zod";
-import { actorOf } from "../audit/audit.ts";
+import { actorOf } from "../http/actor.ts";
 import type { Auth } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
 import { errors, jsonBody, ok, onObject, queryOf, route } from "../http/openapi.ts";

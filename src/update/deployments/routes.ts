@@ -1,6 +1,7 @@
 import { Hono, type Context } from "hono";
 import * as z from "zod";
-import { actorOf, type Actor } from "../../audit/audit.ts";
+import { type Actor } from "../../audit/audit.ts";
+import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import { errors, jsonBody, ok, queryOf, route, onObject } from "../../http/openapi.ts";
 import type { AppContext, AppEnv, Identity } from "../../app/context.ts";

@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import * as z from "zod";
 import { errors, ok, onObject, route } from "../../http/openapi.ts";
-import { actorOf } from "../../audit/audit.ts";
+import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { Scope } from "../../auth/scopes.ts";
 import { LabgateError } from "../../util/errors.ts";

@@ -1,13 +1,11 @@
 import { createHash } from "node:crypto";
 import type { AppContext } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { parseJsonBody } from "../../http/body.ts";
 import { dateOf, epochSeconds, isoTime } from "../../util/time.ts";
 import { getDeviceByMac, setDeviceMetadata } from "../devices/devices.ts";
 import { decodeSignature, parseDeviceKey, verifyDeviceSignature } from "./keys.ts";
-import { firstMessage } from "../../http/openapi.ts";
 import { metaKeys } from "../devices/metadata.ts";
-import { deviceAuthBody } from "./schema.ts";
+import type { DeviceAuthFields } from "./schema.ts";
 import { ReplayGuard } from "./replay.ts";
 
 export type DeviceAuthResult = { status: "accepted"; token: string; expires: number; deviceId: number } | { status: "pending" };
@@ -36,16 +34,13 @@ export async function authorizeDevice(
   ctx: Pick<AppContext, "clock" | "config" | "db" | "tokens">,
   replay: ReplayGuard,
   raw: Buffer,
+  fields: DeviceAuthFields,
   signature: string | undefined,
   now: Date = dateOf(ctx.clock),
   client = "",
 ): Promise<DeviceAuthResult> {
   const { prefix } = ctx.config;
-  const body = parseJsonBody(raw);
-  const parsed = deviceAuthBody(prefix).safeParse(body);
-  if (!parsed.success) throw new LabgateError("invalid", firstMessage(parsed.error));
-  const { metadata, timestamp } = parsed.data;
-  const fields = parsed.data;
+  const { metadata, timestamp } = fields;
 
   const header = signatureHeader(prefix);
   if (signature === undefined || signature.trim() === "") throw new LabgateError("invalid", `request is missing device signature header (${header})`);

@@ -18,6 +18,8 @@ const makeAuthBody = (prefix: string) =>
   });
 /** The body of POST /api/v1/auth/device, signed as sent (docs/device-protocol.md); one schema per prefix. */
 export const deviceAuthBody = (prefix: string) => authBodies.get(prefix) ?? authBodies.set(prefix, makeAuthBody(prefix)).get(prefix)!;
+/** The fields of a signed device authorization request, as the schema gives them. */
+export type DeviceAuthFields = z.output<ReturnType<typeof deviceAuthBody>>;
 
 /** What an accepted device gets. */
 export const DeviceToken = z.object({ token: z.string(), expires: z.int().describe("UNIX seconds") });
