@@ -14,7 +14,8 @@ import { LabgateError } from "../../util/errors.ts";
 import type { ChannelHub, DeviceConnection } from "../channel/hub.ts";
 import type { EventBroadcaster } from "../events/broadcaster.ts";
 import { deviceMac, groupMemberMetadata } from "../devices/devices.ts";
-import { assignPackages, changed, getGroup, groupDeviceIds, groupPackageIds, type CatalogWatch } from "../groups/groups.ts";
+import { packageMetadataText } from "../packages/packages.ts";
+import { assignPackages, changed, getGroup, groupDeviceIds, groupPackageIds, groupPolicy, setPolicyIn, type CatalogWatch } from "../groups/groups.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
 import { checkKeys, type OfferTag, type Steer, type Steering } from "../updatecheck/check.ts";
 import {
@@ -368,8 +369,8 @@ export class DeploymentService implements Steering {
       if (busy !== undefined) throw new LabgateError("conflict", `field "group": device ${busy} is in deployment ${this.index.get(busy)!.run.row.id} of group ${this.index.get(busy)!.run.row.group_id}`);
       const packageIds = input.packages.length > 0 ? assignFirst(tx, input) : groupPackageIds(tx, input.groupId);
       const hasVersion = packageIds.some((id) => {
-        const pkg = tx.get<{ metadata: string }>("SELECT metadata FROM packages WHERE id = ?", [id]);
-        return pkg !== undefined && String((JSON.parse(pkg.metadata) as Record<string, unknown>)[versionKey] ?? "") === input.version;
+        const metadata = packageMetadataText(tx, id);
+        return metadata !== undefined && String((JSON.parse(metadata) as Record<string, unknown>)[versionKey] ?? "") === input.version;
       });
       if (!hasVersion) throw new LabgateError("invalid", `field "version": no package of group ${input.groupId} (or in "packages") has version ${input.version}`);
 
@@ -861,9 +862,9 @@ export class DeploymentService implements Steering {
     const policy = `exact_match,${run.row.version}`;
     await changed(this.catalog, this.db.write((tx) => {
       if (run.row.status !== "running") return;
-      const before = tx.get<{ policy: string }>("SELECT policy FROM groups WHERE id = ?", [run.row.group_id])?.policy ?? null;
+      const before = groupPolicy(tx, run.row.group_id) ?? null;
       this.setRow(tx, run, run.row.id, { status, finished: at, pause_reason: null }, at);
-      tx.run("UPDATE groups SET policy = ? WHERE id = ?", [policy, run.row.group_id]);
+      setPolicyIn(tx, run.row.group_id, policy);
       const target = `deployment:${run.row.id}`;
       recordAudit(tx, automatic(now), "deployment.complete", target, { status, counts: Object.fromEntries(Object.entries(counts).filter(([, n]) => n > 0)) });
       recordAudit(tx, automatic(now), "deployment.policy", target, { group: run.row.group_id, from: before, to: policy });

@@ -67,6 +67,14 @@ const COLUMNS =
   "dp.id, dp.group_id, dp.version, dp.status, dp.pause_reason, dp.phases, dp.current_phase, dp.phase_started, dp.success_percent, dp.success_wait, " +
   "dp.error_percent, dp.device_timeout, dp.retries, dp.retry_backoff, dp.start_at, dp.window, dp.created, dp.created_by, dp.validation, dp.started, dp.finished, dp.updated";
 
+/** The deployments of a version to any of the groups, newest first, at most `limit`. */
+export function deploymentsOfVersion(db: Database, version: string, groupIds: number[], limit: number): Array<{ id: number; group_id: number; version: string; status: Status; created: string }> {
+  return db.all<{ id: number; group_id: number; version: string; status: Status; created: string }>(
+    "SELECT id, group_id, version, status, created FROM deployments WHERE version = ? AND group_id IN (SELECT value FROM json_each(?)) ORDER BY id DESC LIMIT ?",
+    [version, JSON.stringify(groupIds), limit],
+  );
+}
+
 export function getDeployment(db: Database | Tx, id: number): DeploymentRow | undefined {
   return db.get<DeploymentRow>(`SELECT ${COLUMNS} FROM deployments dp WHERE dp.id = ?`, [id]);
 }
