@@ -2,7 +2,7 @@ import type { Database } from "../../db/index.ts";
 import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { getDeviceByMac, macsMatching, type DeviceRow } from "../devices/devices.ts";
-import { authorize, MSG_FORBIDDEN, notFoundMessage, permissionFilter } from "../permissions/permissions.ts";
+import { authorize, hasPermissionRows, MSG_FORBIDDEN, notFoundMessage, permissionFilter } from "../permissions/permissions.ts";
 import type { Permission } from "../permissions/schema.ts";
 
 /**
@@ -30,7 +30,7 @@ export function devicesByMac(db: Database, identity: Identity, macs: readonly st
   const refused = new LabgateError("forbidden", MSG_FORBIDDEN);
   const verdicts = new Map<string, LabgateError | undefined>(macs.map((mac) => [mac, hidden]));
   const read = permissionFilter(identity, "device", "d", "read");
-  if (read && (identity.kind !== "mgmt" || !db.get("SELECT 1 AS x FROM permissions WHERE user_id = ? LIMIT 1", [identity.user]))) return verdicts;
+  if (read && (identity.kind !== "mgmt" || !hasPermissionRows(db, identity.user))) return verdicts;
   const wanted = permissionFilter(identity, "device", "d", perm) ?? { sql: "1", params: [] };
   const readable = read ?? { sql: "1", params: [] };
   const rows = macsMatching(db, macs, readable, wanted);
