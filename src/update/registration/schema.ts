@@ -4,7 +4,7 @@
  * with them, the console imports the types.
  */
 import * as z from "zod";
-import { flagParam, integerParam, readFlag, Rfc822, strictBody, zFlag, zInteger, zRequiredString } from "../../http/shapes.ts";
+import { flagParam, integerParam, readFlag, Rfc822, strictBody, zFlag, zInteger, zRequiredString } from "../../util/shapes.ts";
 import { DeviceMetadata } from "../devices/schema.ts";
 import { deviceMetadata } from "../devices/metadata.ts";
 

@@ -1,5 +1,5 @@
 import type { DeviceIdentity } from "../../auth/tokens.ts";
-import { firstMessage } from "../../http/openapi.ts";
+import { firstMessage } from "../../util/shapes.ts";
 import type { AppContext } from "../../app/context.ts";
 import { signedObjectUrl } from "../../storage/routes.ts";
 import { packageKeys } from "../packages/packages.ts";

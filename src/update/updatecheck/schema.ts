@@ -3,7 +3,7 @@
  * OpenAPI document shows them), the handler parses and answers with them.
  */
 import * as z from "zod";
-import { Rfc822 } from "../../http/shapes.ts";
+import { Rfc822 } from "../../util/shapes.ts";
 import { metaKeys, type Metadata } from "../devices/metadata.ts";
 
 const checkBodies = new Map<string, z.ZodType<Metadata>>();
