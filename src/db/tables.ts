@@ -4,7 +4,7 @@
  * can be moved to another engine on its own. Other modules call the owner's functions; a statement
  * may still join or filter on another module's tables read-only (a permission filter, a list's counts),
  * because answering in one query is the point of a database. test/foundation/architecture.test.ts checks
- * it, and docs/decisions/0020-tables-have-one-owner.md says why.
+ * it, and docs/decisions/0021-tables-have-one-owner.md says why.
  */
 export const TABLE_OWNERS: Readonly<Record<string, string>> = {
   schema_migrations: "src/db",
