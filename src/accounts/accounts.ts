@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { recordAudit, systemActor, type Actor } from "../audit/audit.ts";
 import * as z from "zod";
-import type { Database } from "../db/index.ts";
+import type { Database, Tx } from "../db/index.ts";
 import { grants, SCOPES, scopeName, type Scope } from "../auth/scopes.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
 import { writeFileDurable } from "../util/files.ts";
@@ -186,12 +186,18 @@ export function accountStanding(db: Database, identity: ManagementIdentity): Man
   return { ...identity, scopes: identity.session !== undefined ? scopes : narrowed(identity.scopes, scopes), token: identity };
 }
 
+/** An enabled account's stored scopes (space-separated), or undefined when there is none of that name. */
+export function enabledScopesOf(db: Database | Tx, name: string): string | undefined {
+  return db.get<{ scopes: string }>("SELECT scopes FROM accounts WHERE name = ? AND disabled = 0", [name])?.scopes;
+}
+
 /**
  * Deletes an account: its sessions end, every token issued for its name until now is revoked (a
  * token must not get back the scopes the account no longer caps) and its per-user permissions
- * go, so that a new account of that name starts with none. Refused like disabling (AccountConflict).
+ * go (`dropPermissions`, in the same transaction: that table is the update server's), so that a new
+ * account of that name starts with none. Refused like disabling (AccountConflict).
  */
-export async function deleteAccount(db: Database, name: string, now: Date, actor: Actor): Promise<void> {
+export async function deleteAccount(db: Database, name: string, now: Date, actor: Actor, dropPermissions: (tx: Tx, user: string) => void): Promise<void> {
   await db.write((tx) => {
     const row = tx.get<AccountRow>("SELECT * FROM accounts WHERE name = ?", [name]);
     if (!row) throw new AccountMissing(`account ${name} does not exist`);
@@ -200,7 +206,7 @@ export async function deleteAccount(db: Database, name: string, now: Date, actor
       throw new AccountConflict("this is the last enabled account with admin_rw; give another account admin_rw first");
     }
     tx.run("DELETE FROM accounts WHERE name = ?", [row.name]);
-    tx.run("DELETE FROM permissions WHERE user_id = ? COLLATE NOCASE", [row.name]);
+    dropPermissions(tx, row.name);
     revokeUserTokens(tx, row.name, now);
     recordAudit(tx, actor, "user.delete", `user:${row.name}`);
   });

@@ -1,5 +1,6 @@
 import { Hono, type Context } from "hono";
-import { actorOf, recordAudit, type Actor } from "../audit/audit.ts";
+import { recordAudit, type Actor } from "../audit/audit.ts";
+import { actorOf } from "../http/actor.ts";
 import { MAX_REQUEST_TEXT } from "../audit/refusals.ts";
 import { getCookie, setCookie } from "hono/cookie";
 import { SESSION_COOKIE, sameOrigin, MSG_CROSS_SITE, type Auth } from "../auth/middleware.ts";
@@ -18,6 +19,7 @@ import { checkLogin, createAccount, deleteAccount, getAccount, listAccounts, upd
 import { Account, AccountUpdate, LoginBody, NAME_PATTERN, NewAccount, RevokeBody } from "./schema.ts";
 import type { LoginThrottle } from "./throttle.ts";
 import { dateOf } from "../util/time.ts";
+import { deletePermissionsOfUser } from "../update/permissions/permissions.ts";
 
 export const MSG_LOGIN_FAILED = "invalid username or password";
 export const MSG_THROTTLED = "too many failed logins, try again later";
@@ -223,7 +225,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     },
     auth.management("admin_rw"),
     async (c) => {
-      await deleteAccount(db, c.req.param("name") ?? "", dateOf(ctx.clock), actorOf(c, ctx.clock));
+      await deleteAccount(db, c.req.param("name") ?? "", dateOf(ctx.clock), actorOf(c, ctx.clock), deletePermissionsOfUser);
       accessWatch.sweep();
       return c.body(null, 204);
     },

@@ -4,7 +4,7 @@
  * the console imports the types. Zod and src/http only.
  */
 import * as z from "zod";
-import { jsonObject } from "../http/shapes.ts";
+import { jsonObject } from "../util/shapes.ts";
 
 export const NAME_PATTERN = /^[A-Za-z0-9_.-]{1,64}$/;
 export const MIN_PASSWORD = 8;

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { COMMON, parse } from "../cli/args.ts";
-import { ConfigError } from "../config/error.ts";
+import { ConfigError } from "../util/config-error.ts";
 import { keyFingerprint, loadOrCreateDeviceKey } from "../update/client/device-client.ts";
 import { Agent } from "./agent.ts";
 import { collectAfterConnecting } from "./memory.ts";

@@ -4,7 +4,7 @@
  * nothing of: the YAML parser and zod are 60% of the rest of the agent's code, and V8 keeps a
  * bundle's whole source and every function it compiled as long as any of its functions lives.
  */
-import { ConfigError } from "../config/error.ts";
+import { ConfigError } from "../util/config-error.ts";
 import { loadAgentConfig, type AgentConfig } from "./config.ts";
 
 export type ConfigRead = { config: AgentConfig } | { error: string };

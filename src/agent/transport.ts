@@ -1,7 +1,7 @@
 import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { ClientOptions } from "ws";
-import { ConfigError } from "../config/error.ts";
+import { ConfigError } from "../util/config-error.ts";
 import { httpClient, httpRequest, type HttpClient } from "../update/client/http.ts";
 
 /** How the agent reaches the gateway: HTTP requests and the options of its WebSockets. */

@@ -5,16 +5,15 @@
  *
  *   recordAudit(tx, actor, "group.devices", `group:${id}`, { add, remove });
  *
- * The actor comes from the request (`actorOf(c)`: the account or token and the client address)
+ * The actor comes from the caller (`actorFor`: the account or token and the client address; the
+ * HTTP layer's `actorOf(c)` reads them from a request)
  * or is `systemActor(...)` for the CLI and the server's own work. Details are small and never
  * carry secrets (passwords, tokens, keys). Old rows go in batches off the request path
  * (`AuditRetention`), by age and by count.
  */
 import { userInfo } from "node:os";
-import type { Context } from "hono";
-import type { AppContext, AppEnv } from "../app/context.ts";
+import type { AppContext, Identity } from "../app/context.ts";
 import type { Database, Tx } from "../db/index.ts";
-import { clientAddress } from "../http/transport.ts";
 import { csvCell } from "../util/csv.ts";
 import { dateOf, every, isoTime, type Clock } from "../util/time.ts";
 import type { Logger } from "../util/log.ts";
@@ -35,10 +34,14 @@ export interface Actor {
 /** A detail larger than this is replaced by a note: the log says who did what, not every byte of it. */
 const MAX_DETAIL = 2048;
 
-/** The actor of a request: its identity (when authenticated) and its client address. */
-export function actorOf(c: Context<AppEnv>, clock: Clock): Actor {
-  const identity = c.get("identity") as AppEnv["Variables"]["identity"] | undefined;
-  const client = clientAddress(c);
+/** Who calls, as the audit log needs it: the identity (when authenticated) and the client address. */
+export interface Caller {
+  identity: Identity | undefined;
+  client: string;
+}
+
+/** The actor of a caller, acting now. */
+export function actorFor({ identity, client }: Caller, clock: Clock): Actor {
   const at = dateOf(clock);
   if (!identity) return { kind: "anonymous", name: "anonymous", tokenId: null, client, at };
   if (identity.kind === "device") return { kind: "device", name: identity.mac, tokenId: null, client, at };
@@ -83,8 +86,7 @@ export function recordAudit(tx: Pick<Tx, "run">, actor: Actor, action: string, t
  * Records a change that is not a database transaction (a config file, a test run's processes, a
  * backup's stream) in a transaction of its own, right after the change and before the answer.
  */
-export async function recordRequest(ctx: Pick<AppContext, "clock" | "db">, c: Context<AppEnv>, action: string, target: string, detail?: Record<string, unknown>): Promise<void> {
-  const actor = actorOf(c, ctx.clock);
+export async function recordChange(ctx: Pick<AppContext, "db">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>): Promise<void> {
   await ctx.db.write((tx) => recordAudit(tx, actor, action, target, detail));
 }
 

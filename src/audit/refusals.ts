@@ -8,13 +8,10 @@
  * comes from the request is cut to a fixed length. Refusal rows have a budget of their own in
  * retention (`audit.max_refusal_rows`, AuditRetention), so they never push out the rows of changes.
  */
-import type { Context } from "hono";
-import { matchedRoutes } from "hono/route";
-import type { AppEnv } from "../app/context.ts";
 import type { Database } from "../db/index.ts";
 import { every, isoTime, type Clock } from "../util/time.ts";
 import type { Logger } from "../util/log.ts";
-import { actorOf, recordAudit, systemActor, type Actor } from "./audit.ts";
+import { actorFor, recordAudit, systemActor, type Actor, type Caller } from "./audit.ts";
 
 /** How long a text from the request may be in a refusal's row (its path, message, user agent). */
 export const MAX_REQUEST_TEXT = 256;
@@ -49,17 +46,16 @@ interface Overflow {
 /** A text from the request, cut to `max` characters. */
 const bounded = (text: string | undefined, max = MAX_REQUEST_TEXT): string => (text ?? "").slice(0, max);
 
-/**
- * The route a request was refused on: the method and the pattern of the route it matched
- * (`DELETE /api/v1/packages/:id`), `*` for a path no route serves. Also for a refusal by a
- * middleware that runs before the route (cross-site): the whole match is known from the start.
- */
-export function refusedRoute(c: Context): string {
-  const route = matchedRoutes(c)
-    .filter((r) => r.method !== "ALL")
-    .pop();
-  return `${bounded(c.req.method, 16)} ${route ? route.path : "*"}`.slice(0, 512);
+/** A refused request as the log needs it: who, on which route (method and pattern, `*` for none), its path and user agent. */
+export interface RefusedRequest extends Caller {
+  method: string;
+  route: string | undefined;
+  path: string;
+  userAgent: string | undefined;
 }
+
+/** The route a request was refused on, as its row names it: `DELETE /api/v1/packages/:id`. */
+export const refusedRoute = (request: Pick<RefusedRequest, "method" | "route">): string => `${bounded(request.method, 16)} ${request.route ?? "*"}`.slice(0, 512);
 
 export class RefusalLog {
   private tallies = new Map<string, Tally>();
@@ -89,9 +85,9 @@ export class RefusalLog {
   }
 
   /** Records a refused request; a failure to record is logged, never thrown. */
-  async record(c: Context<AppEnv>, message: string): Promise<void> {
-    const actor = actorOf(c, this.clock);
-    const target = refusedRoute(c);
+  async record(request: RefusedRequest, message: string): Promise<void> {
+    const actor = actorFor(request, this.clock);
+    const target = refusedRoute(request);
     const key = JSON.stringify([actor.client, actor.kind, actor.name, actor.tokenId, target]);
     const known = this.tallies.get(key);
     if (known) {
@@ -104,7 +100,7 @@ export class RefusalLog {
       else this.overflow = { count: 1, first: actor.at, last: actor.at };
       return;
     }
-    const detail = { path: bounded(c.req.path), error: bounded(message), user_agent: bounded(c.req.header("user-agent")) };
+    const detail = { path: bounded(request.path), error: bounded(message), user_agent: bounded(request.userAgent) };
     const tally: Tally = { id: undefined, written: Promise.resolve(), actor, target, detail, count: 1, last: actor.at };
     this.tallies.set(key, tally);
     tally.written = this.db

@@ -4,7 +4,7 @@
  * them with the route) and the console imports the types.
  */
 import * as z from "zod";
-import { integerParam } from "../http/shapes.ts";
+import { integerParam } from "../util/shapes.ts";
 import { isoTime } from "../util/time.ts";
 
 /** An ISO 8601 time query parameter, answered as the ISO form the log stores. */

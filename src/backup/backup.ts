@@ -20,7 +20,8 @@ import { open, opendir } from "node:fs/promises";
 import { isAbsolute, join, relative, sep } from "node:path";
 import type { Writable } from "node:stream";
 import type { Config } from "../config/config.ts";
-import { IMAGE_FILE, IMAGE_SUM_FILE, type Database } from "../db/index.ts";
+import { hasTable, IMAGE_FILE, IMAGE_SUM_FILE, type Database } from "../db/index.ts";
+import { storedNames } from "../update/packages/packages.ts";
 import { LOCK_FILE } from "../util/lock.ts";
 import { testrunDirs } from "../testrun/runs/paths.ts";
 import { VERSION } from "../version.ts";
@@ -104,10 +105,9 @@ function stagePackageObjects(dataDir: string, db: Database, warn: (message: stri
   }
   const dir = mkdtempSync(join(root, STAGING_PREFIX));
   activeStaging.add(dir);
-  const hasPackages = db.get("SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = 'packages'") !== undefined;
-  const rows = hasPackages ? db.all<{ storage_name: string }>("SELECT storage_name FROM packages ORDER BY id") : [];
+  const names = hasTable(db, "packages") ? storedNames(db) : [];
   const objects: Array<[string, string]> = [];
-  for (const [i, { storage_name: name }] of rows.entries()) {
+  for (const [i, name] of names.entries()) {
     const staged = join(dir, String(i));
     try {
       linkSync(join(root, ...name.split("/")), staged);

@@ -1,5 +1,5 @@
 import { PassThrough, Readable } from "node:stream";
-import { recordRequest } from "../audit/audit.ts";
+import { recordRequest } from "../http/actor.ts";
 import { Hono } from "hono";
 import type { Auth } from "../auth/middleware.ts";
 import { errors, ErrorBody, route } from "../http/openapi.ts";

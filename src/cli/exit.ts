@@ -1,4 +1,4 @@
-import { ConfigError } from "../config/error.ts";
+import { ConfigError } from "../util/config-error.ts";
 import { holdEventLoop } from "../util/event-loop.ts";
 import { UsageError } from "./args.ts";
 

@@ -10,6 +10,7 @@ import * as z from "zod";
 import { parseReportColumns, type ReportColumn } from "../testrun/engine/report.ts";
 import { RUN_AS_FORM } from "../testrun/engine/identity.ts";
 import { labSection } from "../lab/config.ts";
+import { LOG_FORMATS, LOG_LEVELS } from "../util/log.ts";
 import { boolean, ConfigError, custom, integer, oneOf, parseWith, positive, Problem, readYamlMapping, section, shown, string } from "./schema.ts";
 
 export { ConfigError, readYamlMapping };
@@ -147,8 +148,8 @@ export const configSchema = z.strictObject({
     .string({ error: "expected 1-16 lowercase letters or digits, starting with a letter" })
     .regex(/^[a-z][a-z0-9]{0,15}$/, { error: "expected 1-16 lowercase letters or digits, starting with a letter" })
     .prefault("svc"),
-  log_level: oneOf("error", "warn", "info", "debug").prefault("info"),
-  log_format: oneOf("text", "json").prefault("text"),
+  log_level: oneOf(...LOG_LEVELS).prefault("info"),
+  log_format: oneOf(...LOG_FORMATS).prefault("text"),
   /**
    * After a burst (a fan-out, a start, traffic at full rate) V8 is asked to give the freed heap
    * back for a while (src/util/memory-relief.ts); only on Node 24, the executable's runtime.
@@ -284,8 +285,7 @@ export const configSchema = z.strictObject({
 });
 
 export type Config = z.output<typeof configSchema>;
-export type LogLevel = Config["log_level"];
-export type LogFormat = Config["log_format"];
+export type { LogFormat, LogLevel } from "../util/log.ts";
 
 const parseConfig = (input: unknown): Config => parseWith(configSchema, input, (path) => keyName(path.length ? path.join(".") : "(top level)"));
 

@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import type { $ZodIssue } from "zod/v4/core";
-import { ConfigError } from "./error.ts";
+import { ConfigError } from "../util/config-error.ts";
 
 export { ConfigError };
 

@@ -23,10 +23,15 @@ const CREATE_TABLE = `CREATE TABLE schema_migrations (
   applied_at TEXT NOT NULL
 )`;
 
+/** Whether the database holds a table of that name (an older image may lack a newer table). */
+export function hasTable(db: Pick<Database, "get">, name: string): boolean {
+  return db.get("SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = ?", [name]) !== undefined;
+}
+
 /** Applies the pending migrations, each in its own durable transaction. Returns the versions applied. */
 export async function migrate(db: Database, steps: Migration[], now: () => Date = () => new Date()): Promise<number[]> {
   // Journaled only on the first start, not as an empty-effect frame on every start.
-  if (!db.get("SELECT 1 AS x FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'")) {
+  if (!hasTable(db, "schema_migrations")) {
     await db.write((tx) => void tx.run(CREATE_TABLE));
   }
   const current = db.get<{ v: number | null }>("SELECT MAX(version) AS v FROM schema_migrations")?.v ?? 0;

@@ -4,6 +4,7 @@ import { actsByMethod, createAuth, refuseCrossSite, type Auth, type AuthGates } 
 import type { AppContext, AppEnv } from "../app/context.ts";
 import { LabgateError } from "../util/errors.ts";
 import type { RefusalLog } from "../audit/refusals.ts";
+import { refusedRequestOf } from "./actor.ts";
 import { answerError, errorAnswer } from "./errors.ts";
 import { operationsOf, type Operation } from "./openapi.ts";
 import { nodeResponse } from "./transport.ts";
@@ -84,7 +85,7 @@ export function createApp(ctx: AppContext, { modules = [], inFlight = new InFlig
   app.onError(async (error, c) => {
     // A refused authorization is in the audit log before the answer goes.
     const refused = errorAnswer(error);
-    if (refused?.status === 403) await refusals?.record(c, refused.message);
+    if (refused?.status === 403) await refusals?.record(refusedRequestOf(c), refused.message);
     return answerError(c, error, ctx.log);
   });
   app.notFound((c) => answerError(c, new LabgateError("not_found", `no route for ${c.req.method} ${c.req.path}`), ctx.log));

@@ -2,6 +2,8 @@ import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { AppEnv } from "../app/context.ts";
 import { LabgateError, type ErrorCode, type ErrorDetails } from "../util/errors.ts";
+
+export { inputProblem } from "../util/errors.ts";
 import type { Logger, RequestFields } from "../util/log.ts";
 
 /**
@@ -71,14 +73,3 @@ export function answerError(c: Context<AppEnv>, error: unknown, log: Logger): Re
   return errorResponse(c, answer.status, answer.message, answer.details);
 }
 
-/**
- * What a client is told of an error met while reading its input (a multipart parser's, a body
- * stream's): the parser's own words ("Unexpected end of form"), never a runtime's internal message
- * (those carry a code, ERR_INVALID_ARG_TYPE or ECONNRESET, or are a TypeError or RangeError).
- */
-export function inputProblem(error: unknown, otherwise = "the request body could not be read"): string {
-  if (error instanceof LabgateError) return error.message;
-  if (!(error instanceof Error) || error instanceof TypeError || error instanceof RangeError) return otherwise;
-  if (typeof (error as { code?: unknown }).code === "string" || error.message === "") return otherwise;
-  return error.message.length > 200 ? `${error.message.slice(0, 200)}...` : error.message;
-}

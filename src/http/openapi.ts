@@ -15,6 +15,9 @@ import type { Context, Env, Handler, Hono, MiddlewareHandler } from "hono";
 import * as z from "zod";
 import { readJson } from "./body.ts";
 import { LabgateError } from "../util/errors.ts";
+import { firstMessage } from "../util/shapes.ts";
+
+export { firstMessage };
 
 export type Method = "get" | "post" | "put" | "patch" | "delete";
 
@@ -91,12 +94,6 @@ export function queryOf<T extends z.ZodType>(c: Context, schema: T): z.output<T>
   throw new LabgateError("invalid", firstMessage(result.error));
 }
 
-export function firstMessage(error: z.ZodError): string {
-  const issues = error.issues;
-  const issue = issues.find((i) => i.code === "unrecognized_keys") ?? issues[0];
-  if (issue.code === "unrecognized_keys") return `schema validation failed: unknown field ${issue.keys.map((k) => JSON.stringify(k)).join(", ")}`;
-  return issue.message;
-}
 
 /**
  * JSON Schema for `schema`. Schemas named with `.meta({ id })` become `components.schemas`

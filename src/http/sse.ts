@@ -9,34 +9,13 @@ import type { AccessWatch } from "../auth/authority.ts";
 import type { Identity } from "../app/context.ts";
 import type { Logger } from "../util/log.ts";
 import { every, type Clock } from "../util/time.ts";
+import { Broadcaster } from "../util/broadcaster.ts";
+
+export { Broadcaster };
 
 const KEEPALIVE_MS = 15_000;
 /** Events queued for a client that does not read beyond this many bytes end its stream (it may reconnect). */
 export const MAX_BACKLOG = 1024 * 1024;
-
-/** In-process publish/subscribe: one broken subscriber never stops the others (or the publisher). */
-export class Broadcaster<T> {
-  private readonly listeners = new Set<(value: T) => void>();
-
-  subscribe(listener: (value: T) => void): () => void {
-    this.listeners.add(listener);
-    return () => void this.listeners.delete(listener);
-  }
-
-  emit(value: T): void {
-    for (const listener of this.listeners) {
-      try {
-        listener(value);
-      } catch {
-        // ignored: see the class comment
-      }
-    }
-  }
-
-  get subscribers(): number {
-    return this.listeners.size;
-  }
-}
 
 /**
  * One subscription to `source` shared by the streams that `hold` it: made with the first, dropped

@@ -12,7 +12,7 @@ import { dateOf } from "../util/time.ts";
 import { BoardMap } from "./boards.ts";
 import { ConsoleService } from "./console.ts";
 import { PowerService } from "./power.ts";
-import { ReservationService } from "./reservations.ts";
+import { ReservationService, reservationOf } from "./reservations.ts";
 import { AttemptSpans } from "./spans.ts";
 
 export interface LabDomain {
@@ -44,7 +44,8 @@ export function createLabDomain(ctx: AppContext, runAs: TestRunAs): LabDomain {
  * Deployments' attempts on boards keep their console span (src/lab/spans.ts), and `recover`
  * power-cycles a board silent after its install, as system:deployment.
  */
-export function joinDeployments(ctx: AppContext, lab: LabDomain, deployments: Pick<DeploymentService, "onAttempt" | "onRecover">): void {
+export function joinDeployments(ctx: AppContext, lab: LabDomain, deployments: Pick<DeploymentService, "onAttempt" | "onRecover" | "heldBy">): void {
+  deployments.heldBy((deviceId, now) => reservationOf(ctx.db, deviceId, now) !== undefined);
   deployments.onAttempt((event) => {
     if (event.kind === "offered") lab.spans.offered(event.deploymentId, event.deviceId, event.attempt);
     else if (event.kind === "ended") lab.spans.ended(event.deploymentId, event.deviceId, event.attempt);

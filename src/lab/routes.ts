@@ -3,7 +3,7 @@ import { upgradeWebSocket } from "@hono/node-server";
 import type { WSContext } from "hono/ws";
 import { recordAudit } from "../audit/audit.ts";
 import * as z from "zod";
-import { actorOf } from "../audit/audit.ts";
+import { actorOf } from "../http/actor.ts";
 import type { Auth } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
 import { errors, jsonBody, ok, onObject, queryOf, route } from "../http/openapi.ts";

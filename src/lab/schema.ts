@@ -3,7 +3,7 @@
  * document shows them), the console imports the types.
  */
 import * as z from "zod";
-import { integerParam, strictBody } from "../http/shapes.ts";
+import { integerParam, strictBody } from "../util/shapes.ts";
 
 export const PowerState = z
   .object({

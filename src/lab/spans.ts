@@ -8,7 +8,7 @@
 import type { AppContext, Identity } from "../app/context.ts";
 import type { Database } from "../db/index.ts";
 import { getDevice } from "../update/devices/devices.ts";
-import { attemptHistoryId } from "../update/deployments/store.ts";
+import { attemptHistoryId, historyEntryExists } from "../update/deployments/store.ts";
 import { authorize } from "../update/permissions/permissions.ts";
 import { LabgateError } from "../util/errors.ts";
 import { after, isoTime } from "../util/time.ts";
@@ -87,7 +87,7 @@ export class AttemptSpans {
     if (!bytes || end === undefined) return;
     try {
       await this.db.write((tx) => {
-        if (!tx.get("SELECT 1 AS x FROM update_history WHERE id = ?", [historyId])) return;
+        if (!historyEntryExists(tx, historyId)) return;
         tx.run("INSERT OR REPLACE INTO lab_console_spans (history_id, device_id, start, end, bytes, at) VALUES (?, ?, ?, ?, ?, ?)", [historyId, deviceId, end - bytes.length, end, bytes, isoTime(this.ctx.clock.now())]);
       });
     } catch (error) {

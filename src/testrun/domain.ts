@@ -3,7 +3,7 @@
  * the run service, aborts what the last process left unfinished and registers the shutdown
  * of the queue and of the orchestrations. The routers get the built services (src/server/routes.ts).
  */
-import { Broadcaster } from "../http/sse.ts";
+import { Broadcaster } from "../util/broadcaster.ts";
 import type { AppContext } from "../app/context.ts";
 import type { ChannelHub } from "../update/channel/hub.ts";
 import { ConfigStore } from "./config/store.ts";

@@ -5,7 +5,7 @@
  * runs/status.ts (which imports nothing) only, so that the console's build can follow them.
  */
 import * as z from "zod";
-import { integerParam, jsonObject } from "../http/shapes.ts";
+import { integerParam, jsonObject } from "../util/shapes.ts";
 import { RUN_STATUSES, type RunStatus } from "./runs/status.ts";
 
 /** A time of the test-run API: RFC 822 with a numeric zone; "" when not yet. */

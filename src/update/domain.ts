@@ -21,6 +21,7 @@ import { createDeviceGate } from "./devices/gate.ts";
 import { EventBroadcaster } from "./events/broadcaster.ts";
 import { sweepOrphanObjects } from "./packages/packages.ts";
 import { UpdateProgress } from "./progress/progress.ts";
+import { deleteRegistrationsOf } from "./registration/registrations.ts";
 import { ReplayGuard } from "./registration/replay.ts";
 import { every } from "../util/time.ts";
 import { UpdateCatalog } from "./updatecheck/catalog.ts";
@@ -57,6 +58,7 @@ export interface UpdateDomain {
 export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   // Device tokens of deleted (or re-keyed) devices are refused; last_access is kept up to date.
   const deviceHooks = new DeviceHooks();
+  deviceHooks.onDeleted((tx, device) => deleteRegistrationsOf(tx, device.mac_address));
   const deviceGate = createDeviceGate(ctx, deviceHooks);
   const replay = new ReplayGuard();
   // What update checks answer from, dropped by every group write that changes it.

@@ -5,7 +5,7 @@
  */
 import type { Database } from "../db/index.ts";
 import { groupNameOf } from "./groups/name.ts";
-import { metaKeys } from "./registration/metadata.ts";
+import { metaKeys } from "./devices/metadata.ts";
 
 const TARGET = /^(device|group|package):([1-9][0-9]{0,15})$/;
 

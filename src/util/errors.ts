@@ -61,3 +61,15 @@ export class LabgateError extends Error {
     this.relayedStatus = relayedStatus;
   }
 }
+
+/**
+ * What a client is told of an error met while reading its input (a multipart parser's, a body
+ * stream's): the parser's own words ("Unexpected end of form"), never a runtime's internal message
+ * (those carry a code, ERR_INVALID_ARG_TYPE or ECONNRESET, or are a TypeError or RangeError).
+ */
+export function inputProblem(error: unknown, otherwise = "the request body could not be read"): string {
+  if (error instanceof LabgateError) return error.message;
+  if (!(error instanceof Error) || error instanceof TypeError || error instanceof RangeError) return otherwise;
+  if (typeof (error as { code?: unknown }).code === "string" || error.message === "") return otherwise;
+  return error.message.length > 200 ? `${error.message.slice(0, 200)}...` : error.message;
+}

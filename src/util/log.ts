@@ -1,4 +1,8 @@
-import type { LogFormat, LogLevel } from "../config/config.ts";
+/** What `log_level` and `log_format` may say (src/config/config.ts reads them). */
+export const LOG_LEVELS = ["error", "warn", "info", "debug"] as const;
+export const LOG_FORMATS = ["text", "json"] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+export type LogFormat = (typeof LOG_FORMATS)[number];
 import { isoTime } from "./time.ts";
 
 const ORDER: Record<LogLevel, number> = { error: 0, warn: 1, info: 2, debug: 3 };

@@ -6,8 +6,8 @@
 import type { Database } from "../../db/index.ts";
 import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { getDeviceByMac, listDevices, type DeviceRow } from "../../update/devices/devices.ts";
-import { listGroups } from "../../update/groups/groups.ts";
+import { countDevices, deviceNames, getDeviceByMac, listDevices, tagCounts, type DeviceRow } from "../../update/devices/devices.ts";
+import { groupMemberCounts, listGroups } from "../../update/groups/groups.ts";
 import { groupNameOf } from "../../update/groups/name.ts";
 import { allowed, permissionFilter } from "../../update/permissions/permissions.ts";
 import { DEVICE_TARGET } from "./names.ts";
@@ -91,24 +91,15 @@ function testableFilter(identity: Identity): { sql: string; params: (string | nu
 export function testableTargets(db: Database, identity: Identity | undefined, prefix: string, limit = 1000): TestableTargets {
   if (!identity || identity.kind !== "mgmt") return { devices: [], total: 0, groups: [], tags: [] };
   const filter = testableFilter(identity);
-  const where = filter ? `WHERE ${filter.sql}` : "";
-  const params = filter?.params ?? [];
-  const devices = db
-    .all<{ id: number; mac_address: string; name: string }>(`SELECT d.id, d.mac_address, d.name FROM devices d ${where} ORDER BY d.name, d.id LIMIT ?`, [...params, limit])
-    .map((d) => ({ id: d.id, mac: d.mac_address, name: d.name || d.mac_address }));
-  const total = db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM devices d ${where}`, params)?.n ?? 0;
-  const groupFilter = permissionFilter(identity, "group", "g");
-  const groups = db.all<{ metadata: string; n: number }>(
-    `SELECT g.metadata, COUNT(*) AS n FROM groups g JOIN group_devices gd ON gd.group_id = g.id JOIN devices d ON d.id = gd.device_id
-       WHERE ${filter ? filter.sql : "1"} AND ${groupFilter ? groupFilter.sql : "1"} GROUP BY g.id ORDER BY g.id`,
-    [...params, ...(groupFilter?.params ?? [])],
-  );
+  const devices = deviceNames(db, filter, limit).map((d) => ({ id: d.id, mac: d.mac_address, name: d.name || d.mac_address }));
+  const total = countDevices(db, filter);
+  const groups = groupMemberCounts(db, filter, permissionFilter(identity, "group", "g"));
   const named = new Map<string, number>();
   for (const g of groups) {
     const name = groupNameOf(JSON.parse(g.metadata) as Record<string, unknown>, prefix);
     if (name !== undefined) named.set(name, (named.get(name) ?? 0) + g.n);
   }
-  const tags = db.all<{ tag: string; n: number }>(`SELECT dt.tag, COUNT(*) AS n FROM device_tags dt JOIN devices d ON d.id = dt.device_id ${where} GROUP BY dt.tag ORDER BY dt.tag`, params);
+  const tags = tagCounts(db, filter);
   return {
     devices,
     total,

@@ -10,7 +10,7 @@ import { chmodSync, chownSync, constants, mkdirSync } from "node:fs";
 import { lstat, open, readdir, rename } from "node:fs/promises";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
-import { ConfigError } from "../../config/error.ts";
+import { ConfigError } from "../../util/config-error.ts";
 import { runProcess, SAFE_PATH, switchTo, type ProcessOptions, type ProcessResult } from "../../util/process.ts";
 import { chooseContainment, type RunContainer, type RunContainment } from "./containment.ts";
 

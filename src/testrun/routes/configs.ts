@@ -3,7 +3,7 @@
  * delete, test-suites, override-hints. Handlers parse, authorize and call the store/loader.
  */
 import { Hono, type Context } from "hono";
-import { recordRequest } from "../../audit/audit.ts";
+import { recordRequest } from "../../http/actor.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { readMultipart } from "../../http/multipart.ts";
 import { LabgateError } from "../../util/errors.ts";

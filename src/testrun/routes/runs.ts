@@ -3,7 +3,7 @@
  * `test_server.api_variant: B`. Handlers parse, authorize and call the run service.
  */
 import { join } from "node:path";
-import { recordRequest } from "../../audit/audit.ts";
+import { recordRequest } from "../../http/actor.ts";
 import { accessGeneration, type AccessWatch } from "../../auth/authority.ts";
 import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv, Identity } from "../../app/context.ts";

@@ -8,6 +8,7 @@
 import { createHash } from "node:crypto";
 import type { Identity } from "../../app/context.ts";
 import type { Database } from "../../db/index.ts";
+import { deviceMacs } from "../../update/devices/devices.ts";
 import { permissionFilter } from "../../update/permissions/permissions.ts";
 import type { DeviceProgress } from "../schema.ts";
 import type { RunRecord } from "./store.ts";
@@ -29,7 +30,7 @@ export class DeviceSight {
     if (!identity) return DeviceSight.ALL;
     const filter = permissionFilter(identity, "device", "d");
     if (!filter) return DeviceSight.ALL;
-    return new DeviceSight(new Set(db.all<{ mac_address: string }>(`SELECT d.mac_address FROM devices d WHERE ${filter.sql}`, filter.params).map((r) => r.mac_address)));
+    return new DeviceSight(deviceMacs(db, filter));
   }
 
   sees(mac: string): boolean {

@@ -3,7 +3,7 @@
  * (the OpenAPI document shows them), the handlers parse and answer with them, the console imports the types.
  */
 import * as z from "zod";
-import { strictBody, zRequiredString } from "../../http/shapes.ts";
+import { strictBody, zRequiredString } from "../../util/shapes.ts";
 
 /** An action a device offers (`action/list`; docs/device-protocol.md, "Actions"). */
 export const Action = z

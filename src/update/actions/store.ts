@@ -9,6 +9,7 @@
  */
 import type { Database, Tx } from "../../db/index.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
+import { deviceIdByMac } from "../devices/devices.ts";
 import { isoTime, type Clock } from "../../util/time.ts";
 
 export type ActionStatus = "pending" | "sent" | "success" | "error";
@@ -275,8 +276,8 @@ export class ActionLogStore {
 
 /** An action's device as the audit log names devices (`device:<id>`: its page lists them), or its MAC address when it is gone. */
 function deviceTarget(tx: Tx, mac: string): string {
-  const device = tx.get<{ id: number }>("SELECT id FROM devices WHERE mac_address = ?", [mac]);
-  return device ? `device:${device.id}` : `mac:${mac}`;
+  const deviceId = deviceIdByMac(tx, mac);
+  return deviceId !== undefined ? `device:${deviceId}` : `mac:${mac}`;
 }
 
 function deleteRows(tx: Tx, where: string, params: string[]): Array<string | null> {

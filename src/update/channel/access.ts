@@ -1,8 +1,8 @@
 import type { Database } from "../../db/index.ts";
 import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { getDeviceByMac, type DeviceRow } from "../devices/devices.ts";
-import { authorize, MSG_FORBIDDEN, notFoundMessage, permissionFilter } from "../permissions/permissions.ts";
+import { getDeviceByMac, macsMatching, type DeviceRow } from "../devices/devices.ts";
+import { authorize, hasPermissionRows, MSG_FORBIDDEN, notFoundMessage, permissionFilter } from "../permissions/permissions.ts";
 import type { Permission } from "../permissions/schema.ts";
 
 /**
@@ -30,13 +30,10 @@ export function devicesByMac(db: Database, identity: Identity, macs: readonly st
   const refused = new LabgateError("forbidden", MSG_FORBIDDEN);
   const verdicts = new Map<string, LabgateError | undefined>(macs.map((mac) => [mac, hidden]));
   const read = permissionFilter(identity, "device", "d", "read");
-  if (read && (identity.kind !== "mgmt" || !db.get("SELECT 1 AS x FROM permissions WHERE user_id = ? LIMIT 1", [identity.user]))) return verdicts;
+  if (read && (identity.kind !== "mgmt" || !hasPermissionRows(db, identity.user))) return verdicts;
   const wanted = permissionFilter(identity, "device", "d", perm) ?? { sql: "1", params: [] };
   const readable = read ?? { sql: "1", params: [] };
-  const rows = db.all<{ mac_address: string; w: number }>(
-    `SELECT d.mac_address, ${wanted.sql} AS w FROM devices d WHERE d.mac_address IN (SELECT value FROM json_each(?)) AND ${readable.sql}`,
-    [...wanted.params, JSON.stringify(macs), ...readable.params],
-  );
+  const rows = macsMatching(db, macs, readable, wanted);
   for (const row of rows) verdicts.set(row.mac_address, row.w ? undefined : refused);
   return verdicts;
 }

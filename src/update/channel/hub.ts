@@ -12,6 +12,7 @@ import { PingTimer, pingOrTerminate } from "./keepalive.ts";
 import type { ActionEntry, DeviceMessageOf, DeviceMethod, ServerMessage } from "../../protocol/labgate/device.ts";
 import { readDeviceMessage } from "../../protocol/labgate/wire.ts";
 import type { Action } from "../actions/schema.ts";
+import { setDeviceCapabilities } from "../devices/devices.ts";
 
 /** A device did not answer in time: the HTTP side answers 504. */
 export class DeviceTimeoutError extends Error {}
@@ -319,7 +320,7 @@ export class ChannelHub {
     const text = JSON.stringify(caps);
     // Stored on the device and kept after disconnect.
     this.ctx.db
-      .write((tx) => void tx.run("UPDATE devices SET capabilities = ? WHERE id = ?", [text, conn.deviceId]))
+      .write((tx) => setDeviceCapabilities(tx, conn.deviceId, text))
       .catch((error) => this.ctx.log.error(`device ${conn.mac}: capabilities not stored: ${(error as Error).message}`));
   }
 

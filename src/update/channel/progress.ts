@@ -5,7 +5,8 @@
  */
 import type { AppContext } from "../../app/context.ts";
 import type { EventBroadcaster } from "../events/broadcaster.ts";
-import { getProgress, type UpdateProgress } from "../progress/progress.ts";
+import { deleteProgressOf, getProgress, type UpdateProgress } from "../progress/progress.ts";
+import { deviceMetadataOf, setDeviceMetadata } from "../devices/devices.ts";
 import type { ChannelHub, DeviceConnection } from "./hub.ts";
 
 /** What else follows a device's reports (the deployments). */
@@ -28,18 +29,13 @@ export function handleProgress(ctx: Pick<AppContext, "config" | "db" | "log">, h
     const { version } = message;
     const key = `${ctx.config.prefix}.software.version`;
     const written = ctx.db.write((tx) => {
-      const row = tx.get<{ metadata: string }>("SELECT metadata FROM devices WHERE id = ?", [conn.deviceId]);
-      if (!row) return;
-      let metadata: Record<string, unknown> = {};
-      try {
-        metadata = JSON.parse(row.metadata) as Record<string, unknown>;
-      } catch {
-        // A broken column is replaced by what we know.
-      }
+      // A broken column is replaced by what we know.
+      const metadata = deviceMetadataOf(tx, conn.deviceId);
+      if (!metadata) return;
       metadata[key] = version;
-      tx.run("UPDATE devices SET metadata = ? WHERE id = ?", [JSON.stringify(metadata), conn.deviceId]);
+      setDeviceMetadata(tx, conn.deviceId, JSON.stringify(metadata));
       // The device runs the new version: its update is over.
-      tx.run("DELETE FROM progress WHERE device_id = ?", [conn.deviceId]);
+      deleteProgressOf(tx, conn.deviceId);
     });
     // At once, with the change in memory (not once it is on disk): an update check answered
     // meanwhile must not take the ended record for one still waiting.

@@ -11,7 +11,7 @@ import { CLOSE_INVALID, MAX_EARLY_BYTES, notConnected, size, type ShellService, 
 import { closeReason } from "../../protocol/labgate/wire.ts";
 import type { AccessWatch } from "../../auth/authority.ts";
 import { allowed, MSG_FORBIDDEN } from "../permissions/permissions.ts";
-import { actorOf } from "../../audit/audit.ts";
+import { actorOf } from "../../http/actor.ts";
 import { errors, queryOf, route, type Operation } from "../../http/openapi.ts";
 import { ShellQuery } from "./schema.ts";
 

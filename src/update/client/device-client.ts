@@ -7,7 +7,7 @@ import { constants, createHash, createPrivateKey, createPublicKey, generateKeyPa
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { writeFileDurable } from "../../util/files.ts";
-import type { Metadata } from "../registration/metadata.ts";
+import type { Metadata } from "../devices/metadata.ts";
 import { httpRequest, type HttpAnswer, type HttpClient, type HttpRequest } from "./http.ts";
 
 export type DeviceKeyType = "rsa" | "ed25519";

@@ -1,18 +1,17 @@
 import { Hono, type Context } from "hono";
 import * as z from "zod";
-import { actorOf, type Actor } from "../../audit/audit.ts";
+import { type Actor } from "../../audit/audit.ts";
+import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import { errors, jsonBody, ok, queryOf, route, onObject } from "../../http/openapi.ts";
-import type { AppContext, AppEnv, Identity } from "../../app/context.ts";
+import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { rfc822 } from "../../util/time.ts";
 import { getDevice } from "../devices/devices.ts";
-import { allowed, authorize, permissionFilter } from "../permissions/permissions.ts";
-import { groupDeviceIds } from "../groups/groups.ts";
-import type { Database } from "../../db/index.ts";
+import { authorize, permissionFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
-import { sumOf, SUCCEEDED, totalOf } from "./model.ts";
 import type { DeploymentService } from "./service.ts";
+import { checkValidation, deploymentView } from "./view.ts";
 import {
   Deployment,
   DeploymentCreate,
@@ -20,13 +19,10 @@ import {
   DeploymentDevicesQuery,
   DeploymentListQuery,
   DeploymentRetry,
-  DEVICE_STATES,
   HistoryQuery,
   UpdateHistoryEntry,
-  type Counts,
-  type DeploymentValidation,
 } from "./schema.ts";
-import { getDeployment, listDeployments, listHistory, listMembers, parsePhases, parsePhaseStarted, parseWindow, type DeploymentRow, type HistoryRow, type MemberRow } from "./store.ts";
+import { getDeployment, listDeployments, listHistory, listMembers, type HistoryRow, type MemberRow } from "./store.ts";
 
 const NOT_FOUND = "deployment does not exist";
 const TOTAL = { "X-Total-Count": "how many match before paging" };
@@ -35,66 +31,6 @@ const write = { 400: e400, ...onObject, 409: e409 };
 const tag = "deployments";
 
 const time = (iso: string | null) => (iso === null ? null : rfc822(new Date(iso)));
-
-/** A deployment as the API shows it, with its counts per state and per phase. */
-export function deploymentView(service: DeploymentService, row: DeploymentRow): Deployment {
-  const counts = service.counts(row);
-  const ends = parsePhases(row);
-  const started = parsePhaseStarted(row);
-  const all = counts.reduce<Counts>((sum, c) => {
-    for (const state of DEVICE_STATES) sum[state] += c[state];
-    return sum;
-  }, Object.fromEntries(DEVICE_STATES.map((s) => [s, 0])) as Counts);
-  return {
-    id: row.id,
-    group: row.group_id,
-    version: row.version,
-    status: row.status,
-    pause_reason: row.pause_reason,
-    current_phase: row.current_phase,
-    gate: service.gateOf(row),
-    window_open: service.windowOpenNow(row),
-    devices: totalOf(all),
-    counts: all,
-    phases: ends.map((end, i) => ({
-      index: i,
-      until: end,
-      devices: totalOf(counts[i]),
-      started: started[i] ? rfc822(new Date(started[i])) : null,
-      succeeded: sumOf(counts[i], SUCCEEDED),
-      counts: counts[i],
-    })),
-    success_percent: row.success_percent,
-    success_wait_minutes: row.success_wait,
-    error_percent: row.error_percent,
-    device_timeout_minutes: row.device_timeout,
-    retries: row.retries,
-    retry_backoff_seconds: row.retry_backoff,
-    start_at: time(row.start_at),
-    window: parseWindow(row),
-    created: rfc822(new Date(row.created)),
-    created_by: row.created_by,
-    validation: row.validation ? (JSON.parse(row.validation) as DeploymentValidation) : null,
-    recover: row.recover ? (JSON.parse(row.recover) as { power_cycle_after_minutes: number }) : null,
-    started: time(row.started),
-    finished: time(row.finished),
-  };
-}
-
-/**
- * A deployment's `validation` runs tests on the group's devices: the caller needs svc_tests_rw
- * and the `test` permission on each of them (403 naming those it lacks); the service then pins
- * the config, which must run on a device here (src/testrun/devices/validation.ts).
- */
-function checkValidation(db: Database, identity: Identity, groupId: number, service: DeploymentService): void {
-  if (!service.validator) throw new LabgateError("invalid", `field "validation": this server runs no tests`);
-  if (identity.kind !== "mgmt" || !(identity.scopes.has("tests_rw") || identity.scopes.has("admin_rw"))) throw new LabgateError("forbidden", `field "validation": needs svc_tests_rw`);
-  const refused = groupDeviceIds(db, groupId)
-    .filter((id) => !allowed(db, identity, "device", id, "test"))
-    .map((id) => getDevice(db, id))
-    .map((d) => `'${d?.name || d?.mac_address}'`);
-  if (refused.length > 0) throw new LabgateError("forbidden", `field "validation": no test permission on device${refused.length > 1 ? "s" : ""} ${refused.join(", ")}`);
-}
 
 const memberView = (row: MemberRow): DeploymentDevice => ({
   device: row.device_id,

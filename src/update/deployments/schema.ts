@@ -4,7 +4,7 @@
  * the types. The states and statuses are the model's (model.ts decides with them).
  */
 import * as z from "zod";
-import { integerParam, Rfc822, strictBody } from "../../http/shapes.ts";
+import { integerParam, Rfc822, strictBody } from "../../util/shapes.ts";
 import { parseRfc822 } from "../../util/time.ts";
 
 /** A device's state in a deployment (docs/update-server.md, "Deployments"). */

@@ -13,7 +13,9 @@ import type { AppContext, Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { ChannelHub, DeviceConnection } from "../channel/hub.ts";
 import type { EventBroadcaster } from "../events/broadcaster.ts";
-import { assignPackages, changed, getGroup, groupDeviceIds, groupPackageIds, type CatalogWatch } from "../groups/groups.ts";
+import { deviceMac, groupMemberMetadata } from "../devices/devices.ts";
+import { packageMetadataText } from "../packages/packages.ts";
+import { assignPackages, changed, getGroup, groupDeviceIds, groupPackageIds, groupPolicy, setPolicyIn, type CatalogWatch } from "../groups/groups.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
 import { checkKeys, type OfferTag, type Steer, type Steering } from "../updatecheck/check.ts";
 import {
@@ -55,7 +57,6 @@ import {
   type MemberState,
 } from "./store.ts";
 import { PastOutcomes } from "./past.ts";
-import { reservationOf } from "../../lab/reservations.ts";
 import { isoTime } from "../../util/time.ts";
 import { OUTPUT_TAIL } from "../../protocol/labgate/device.ts";
 
@@ -251,6 +252,13 @@ export class DeploymentService implements Steering {
     this.recoverHook = hook;
   }
 
+  /** Whether someone holds a board at a time (the lab's reservations, when it runs): held boards get no offer. */
+  heldBy(hook: (deviceId: number, now: number) => boolean): void {
+    this.boardHeld = hook;
+  }
+
+  private boardHeld: (deviceId: number, now: number) => boolean = () => false;
+
   private attempted(kind: "offered" | "ended" | "recovered", deploymentId: number, deviceId: number, attempt: number): void {
     for (const hook of this.attemptHooks) {
       try {
@@ -409,8 +417,8 @@ export class DeploymentService implements Steering {
       if (busy !== undefined) throw new LabgateError("conflict", `field "group": device ${busy} is in deployment ${this.index.get(busy)!.run.row.id} of group ${this.index.get(busy)!.run.row.group_id}`);
       const packageIds = input.packages.length > 0 ? assignFirst(tx, input) : groupPackageIds(tx, input.groupId);
       const hasVersion = packageIds.some((id) => {
-        const pkg = tx.get<{ metadata: string }>("SELECT metadata FROM packages WHERE id = ?", [id]);
-        return pkg !== undefined && String((JSON.parse(pkg.metadata) as Record<string, unknown>)[versionKey] ?? "") === input.version;
+        const metadata = packageMetadataText(tx, id);
+        return metadata !== undefined && String((JSON.parse(metadata) as Record<string, unknown>)[versionKey] ?? "") === input.version;
       });
       if (!hasVersion) throw new LabgateError("invalid", `field "version": no package of group ${input.groupId} (or in "packages") has version ${input.version}`);
 
@@ -447,9 +455,7 @@ export class DeploymentService implements Steering {
       const ends = phaseCounts(input.phases, order.length);
       tx.run("UPDATE deployments SET phases = ? WHERE id = ?", [JSON.stringify(ends), id]);
       const versions = new Map(
-        tx
-          .all<{ id: number; metadata: string }>("SELECT d.id, d.metadata FROM devices d JOIN group_devices gd ON gd.device_id = d.id WHERE gd.group_id = ?", [input.groupId])
-          .map((d) => [d.id, String((JSON.parse(d.metadata) as Record<string, unknown>)[versionKey] ?? "")]),
+        groupMemberMetadata(tx, input.groupId).map((d) => [d.id, String((JSON.parse(d.metadata) as Record<string, unknown>)[versionKey] ?? "")]),
       );
       order.forEach((deviceId, position) => {
         tx.run("INSERT INTO deployment_devices (deployment_id, device_id, phase, position, state, from_version, to_version, updated) VALUES (?, ?, ?, ?, 'waiting', ?, ?, ?)", [
@@ -625,7 +631,7 @@ export class DeploymentService implements Steering {
       const { state, run } = member;
       if (FINAL.has(state) && state !== "not_reached") return "hold";
       // A board someone holds (src/lab/reservations.ts) gets no new offer: it waits for its release.
-      if (!UNDERWAY.has(state) && reservationOf(this.db, deviceId, now)) return "hold";
+      if (!UNDERWAY.has(state) && this.boardHeld(deviceId, now)) return "hold";
       if (state === "retrying") {
         if ((member.retryAt !== null && now < member.retryAt) || !this.offering(run, now)) return "hold";
       } else if (!UNDERWAY.has(state) && !this.offering(run, now)) return this.policyHeld(deviceId, policyTarget);
@@ -908,9 +914,9 @@ export class DeploymentService implements Steering {
     const policy = `exact_match,${run.row.version}`;
     await changed(this.catalog, this.db.write((tx) => {
       if (run.row.status !== "running") return;
-      const before = tx.get<{ policy: string }>("SELECT policy FROM groups WHERE id = ?", [run.row.group_id])?.policy ?? null;
+      const before = groupPolicy(tx, run.row.group_id) ?? null;
       this.setRow(tx, run, run.row.id, { status, finished: at, pause_reason: null }, at);
-      tx.run("UPDATE groups SET policy = ? WHERE id = ?", [policy, run.row.group_id]);
+      setPolicyIn(tx, run.row.group_id, policy);
       const target = `deployment:${run.row.id}`;
       recordAudit(tx, automatic(now), "deployment.complete", target, { status, counts: Object.fromEntries(Object.entries(counts).filter(([, n]) => n > 0)) });
       recordAudit(tx, automatic(now), "deployment.policy", target, { group: run.row.group_id, from: before, to: policy });
@@ -981,7 +987,7 @@ export class DeploymentService implements Steering {
       if (member.run !== run || member.phase > run.row.current_phase) continue;
       const { state } = member;
       if (state !== "waiting" && state !== "retrying" && state !== "reserved") continue;
-      const held = reservationOf(this.db, deviceId, now) !== undefined;
+      const held = this.boardHeld(deviceId, now);
       if (held && state !== "reserved") moves.push({ deviceId, member, state: "reserved" });
       else if (!held && state === "reserved") moves.push({ deviceId, member, state: member.retryAt !== null ? "retrying" : "waiting" });
     }
@@ -1078,8 +1084,8 @@ export class DeploymentService implements Steering {
   private macs(ids: number[]): Array<{ id: number; mac_address: string }> {
     const out: Array<{ id: number; mac_address: string }> = [];
     for (const id of ids) {
-      const row = this.db.get<{ mac_address: string }>("SELECT mac_address FROM devices WHERE id = ?", [id]);
-      if (row) out.push({ id, mac_address: row.mac_address });
+      const mac = deviceMac(this.db, id);
+      if (mac !== undefined) out.push({ id, mac_address: mac });
     }
     return out;
   }

@@ -69,6 +69,14 @@ const COLUMNS =
   "dp.id, dp.group_id, dp.version, dp.status, dp.pause_reason, dp.phases, dp.current_phase, dp.phase_started, dp.success_percent, dp.success_wait, " +
   "dp.error_percent, dp.device_timeout, dp.retries, dp.retry_backoff, dp.start_at, dp.window, dp.created, dp.created_by, dp.validation, dp.recover, dp.started, dp.finished, dp.updated";
 
+/** The deployments of a version to any of the groups, newest first, at most `limit`. */
+export function deploymentsOfVersion(db: Database, version: string, groupIds: number[], limit: number): Array<{ id: number; group_id: number; version: string; status: Status; created: string }> {
+  return db.all<{ id: number; group_id: number; version: string; status: Status; created: string }>(
+    "SELECT id, group_id, version, status, created FROM deployments WHERE version = ? AND group_id IN (SELECT value FROM json_each(?)) ORDER BY id DESC LIMIT ?",
+    [version, JSON.stringify(groupIds), limit],
+  );
+}
+
 export function getDeployment(db: Database | Tx, id: number): DeploymentRow | undefined {
   return db.get<DeploymentRow>(`SELECT ${COLUMNS} FROM deployments dp WHERE dp.id = ?`, [id]);
 }
@@ -262,6 +270,9 @@ export function trimHistory(tx: Tx, deviceId: number, keep: number): void {
 /** Whether the device's report `reportId` made a history row already (it is sent again when its acknowledgement was lost). */
 export const reportApplied = (db: Database | Tx, deviceId: number, reportId: string): boolean =>
   db.get("SELECT 1 AS x FROM update_history WHERE device_id = ? AND report_id = ?", [deviceId, reportId]) !== undefined;
+
+/** Whether a history row is still kept (the oldest are trimmed). */
+export const historyEntryExists = (db: Database | Tx, id: number): boolean => db.get("SELECT 1 AS x FROM update_history WHERE id = ?", [id]) !== undefined;
 
 /** A device's history, newest first. */
 export function listHistory(db: Database, deviceId: number, limit: number, offset: number): { rows: HistoryRow[]; total: number } {

@@ -3,7 +3,7 @@
  * with the routes (the OpenAPI document shows them) and the handlers parse and answer with them.
  */
 import * as z from "zod";
-import { strictBody, zRequiredString } from "../../http/shapes.ts";
+import { strictBody, zRequiredString } from "../../util/shapes.ts";
 
 /** The body of fs/file: an absolute path on the device. */
 export const FileRequest = strictBody({

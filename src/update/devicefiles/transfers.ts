@@ -7,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import type { Readable } from "node:stream";
 import type { AppContext } from "../../app/context.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
-import { inputProblem } from "../../http/errors.ts";
+import { inputProblem } from "../../util/errors.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { ChannelHub, DeviceConnection } from "../channel/hub.ts";
 import { deviceFailure, notConnected } from "../channel/errors.ts";

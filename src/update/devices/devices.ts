@@ -2,7 +2,7 @@ import type { Database, Tx } from "../../db/index.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { rfc822 } from "../../util/time.ts";
 import { deletePermissionsOf, type ChangeGuard, type SqlFilter } from "../permissions/permissions.ts";
-import { metaKeys, type Metadata } from "../registration/metadata.ts";
+import { metaKeys, type Metadata } from "./metadata.ts";
 import type { Device, DeviceSort, DeviceV1 } from "./schema.ts";
 
 /** A device row as stored (JSON columns still text). */
@@ -84,16 +84,131 @@ export function deviceTextFilter(prefix: string, text: string): SqlFilter {
 }
 
 export function deviceGroupIds(db: Database | Tx, deviceId: number): number[] {
-  return db.all<{ group_id: number }>("SELECT group_id FROM group_devices WHERE device_id = ? ORDER BY group_id", [deviceId]).map((r) => r.group_id);
+  return db
+    .all<{ group_id: number }>("SELECT gd.group_id FROM devices d JOIN group_devices gd ON gd.device_id = d.id WHERE d.id = ? ORDER BY gd.group_id", [deviceId])
+    .map((r) => r.group_id);
 }
 
 /** The group whose policy applies: lowest priority value (ties: lowest id). */
 export function activeGroupId(db: Database | Tx, deviceId: number): number | null {
   const row = db.get<{ id: number }>(
-    "SELECT g.id FROM group_devices gd JOIN groups g ON g.id = gd.group_id WHERE gd.device_id = ? ORDER BY g.priority, g.id LIMIT 1",
+    "SELECT g.id FROM devices d JOIN group_devices gd ON gd.device_id = d.id JOIN groups g ON g.id = gd.group_id WHERE d.id = ? ORDER BY g.priority, g.id LIMIT 1",
     [deviceId],
   );
   return row?.id ?? null;
+}
+
+export function deviceExists(db: Database | Tx, id: number): boolean {
+  return db.get("SELECT 1 AS x FROM devices WHERE id = ?", [id]) !== undefined;
+}
+
+export function deviceMac(db: Database | Tx, id: number): string | undefined {
+  return db.get<{ mac_address: string }>("SELECT mac_address FROM devices WHERE id = ?", [id])?.mac_address;
+}
+
+export function deviceIdByMac(db: Database | Tx, mac: string): number | undefined {
+  return db.get<{ id: number }>("SELECT id FROM devices WHERE mac_address = ?", [mac])?.id;
+}
+
+/** The MACs of the devices (alias `d`) a condition selects, e.g. a permission filter. */
+export function deviceMacs(db: Pick<Database, "all">, where: SqlFilter): Set<string> {
+  return new Set(db.all<{ mac_address: string }>(`SELECT d.mac_address FROM devices d WHERE ${where.sql}`, where.params).map((r) => r.mac_address));
+}
+
+/** Id, MAC and name of the devices `where` selects (all when absent), by name, at most `limit`. */
+export function deviceNames(db: Database, where: SqlFilter | undefined, limit: number): Array<{ id: number; mac_address: string; name: string }> {
+  return db.all<{ id: number; mac_address: string; name: string }>(
+    `SELECT d.id, d.mac_address, d.name FROM devices d ${where ? `WHERE ${where.sql}` : ""} ORDER BY d.name, d.id LIMIT ?`,
+    [...(where?.params ?? []), limit],
+  );
+}
+
+/** Each tag of the devices `where` selects (all when absent), with how many of them carry it, by tag. */
+export function tagCounts(db: Database, where: SqlFilter | undefined): Array<{ tag: string; n: number }> {
+  return db.all<{ tag: string; n: number }>(
+    `SELECT dt.tag, COUNT(*) AS n FROM device_tags dt JOIN devices d ON d.id = dt.device_id ${where ? `WHERE ${where.sql}` : ""} GROUP BY dt.tag ORDER BY dt.tag`,
+    where?.params ?? [],
+  );
+}
+
+/** The ids of the devices `where` selects that are not members of the group, in id order. */
+export function deviceIdsOutsideGroup(db: Database, where: SqlFilter, groupId: number): number[] {
+  return db
+    .all<{ id: number }>(`SELECT d.id FROM devices d WHERE (${where.sql}) AND d.id NOT IN (SELECT device_id FROM group_devices WHERE group_id = ?) ORDER BY d.id`, [...where.params, groupId])
+    .map((r) => r.id);
+}
+
+/** The devices of a group with their metadata column, in no particular order. */
+export function groupMemberMetadata(db: Database | Tx, groupId: number): Array<{ id: number; metadata: string }> {
+  return db.all<{ id: number; metadata: string }>("SELECT d.id, d.metadata FROM devices d JOIN group_devices gd ON gd.device_id = d.id WHERE gd.group_id = ?", [groupId]);
+}
+
+/** The devices that carry a tag, as a condition on `d` (for listDevices). */
+export function taggedFilter(tag: string): SqlFilter {
+  return { sql: "EXISTS (SELECT 1 FROM device_tags t WHERE t.device_id = d.id AND t.tag = ?)", params: [tag] };
+}
+
+/**
+ * Per MAC of `macs` that names a device `readable` selects: whether `wanted` selects it too (both
+ * conditions on `d`; the MACs go as one JSON parameter, so this is one query whatever their number).
+ */
+export function macsMatching(db: Database, macs: readonly string[], readable: SqlFilter, wanted: SqlFilter): Array<{ mac_address: string; w: number }> {
+  return db.all<{ mac_address: string; w: number }>(
+    `SELECT d.mac_address, ${wanted.sql} AS w FROM devices d WHERE d.mac_address IN (SELECT value FROM json_each(?)) AND ${readable.sql}`,
+    [...wanted.params, JSON.stringify(macs), ...readable.params],
+  );
+}
+
+/** The metadata column of a device as an object (a broken column reads as empty); undefined when there is no such device. */
+export function deviceMetadataOf(tx: Database | Tx, id: number): Record<string, unknown> | undefined {
+  const row = tx.get<{ metadata: string }>("SELECT metadata FROM devices WHERE id = ?", [id]);
+  if (!row) return undefined;
+  try {
+    return JSON.parse(row.metadata) as Record<string, unknown>;
+  } catch {
+    return {};
+  }
+}
+
+/** Replaces a device's metadata (already JSON text). */
+export function setDeviceMetadata(tx: Tx, id: number, metadataText: string): void {
+  tx.run("UPDATE devices SET metadata = ? WHERE id = ?", [metadataText, id]);
+}
+
+/** Replaces a device's capabilities (already JSON text). */
+export function setDeviceCapabilities(tx: Tx, id: number, capabilitiesText: string): void {
+  tx.run("UPDATE devices SET capabilities = ? WHERE id = ?", [capabilitiesText, id]);
+}
+
+/** What an approved registration makes of a device: a new row, or the key and metadata of a known one. */
+export interface ApprovedDevice {
+  publicKey: string;
+  fingerprint: string;
+  metadataText: string;
+  name: string;
+  at: string;
+}
+
+/** A device made from an approved registration, with the tags its metadata names; its id. */
+export function insertDevice(tx: Tx, mac: string, device: ApprovedDevice & { created: string; tags: readonly string[] }): number {
+  const { lastInsertRowid: id } = tx.run(
+    "INSERT INTO devices (created, name, mac_address, public_key, key_fingerprint, capabilities, metadata, last_access) VALUES (?, ?, ?, ?, ?, '{}', ?, ?)",
+    [device.created, device.name, mac, device.publicKey, device.fingerprint, device.metadataText, device.at],
+  );
+  for (const tag of device.tags) tx.run("INSERT OR IGNORE INTO device_tags (device_id, tag) VALUES (?, ?)", [id, tag]);
+  return id;
+}
+
+/** Gives a known device an approved key, metadata and name. */
+export function rekeyDevice(tx: Tx, id: number, device: ApprovedDevice): void {
+  tx.run("UPDATE devices SET public_key = ?, key_fingerprint = ?, metadata = ?, name = ?, last_access = ? WHERE id = ?", [
+    device.publicKey,
+    device.fingerprint,
+    device.metadataText,
+    device.name,
+    device.at,
+    id,
+  ]);
 }
 
 export function deviceTags(db: Database | Tx, deviceId: number): string[] {
@@ -168,8 +283,8 @@ export class DeviceHooks {
 
 /**
  * Deletes a device and everything that depends on it, in one transaction: tags, group
- * memberships (cascade), its `device` permission rows, its pending registrations, and whatever
- * hooks other domains registered. Its tokens are refused from then on (deviceGate: the row is
+ * memberships (cascade), its `device` permission rows, and whatever hooks other domains
+ * registered (its pending registrations among them). Its tokens are refused from then on (deviceGate: the row is
  * gone and ids are never reused). False when there is no such device.
  */
 export async function deleteDevice(db: Database, hooks: DeviceHooks, id: number, actor: Actor): Promise<boolean> {
@@ -182,7 +297,6 @@ export async function deleteDevice(db: Database, hooks: DeviceHooks, id: number,
       if (after) afterCommit.push(after);
     }
     deletePermissionsOf(tx, "device", id);
-    tx.run("DELETE FROM registrations WHERE mac_address = ?", [device.mac_address]);
     tx.run("DELETE FROM devices WHERE id = ?", [id]);
     recordAudit(tx, actor, "device.delete", `device:${id}`, { mac: device.mac_address, name: device.name });
     return true;

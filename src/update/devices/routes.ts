@@ -1,6 +1,6 @@
 import { Hono, type Context } from "hono";
 import * as z from "zod";
-import { actorOf } from "../../audit/audit.ts";
+import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
@@ -15,6 +15,7 @@ import {
   deviceTextFilter,
   getDevice,
   listDevices,
+  taggedFilter,
   removeTag,
   renameDevice,
   toV1,
@@ -160,11 +161,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
   route(app, { method: "get", path: "/api/v2/tags/:tag", tag, access: "management", summary: "Devices with a tag", responses: { 200: ok(z.array(Device), "OK"), 400: e400, 401: e401 } }, mgmt, (c) => {
     const name = tagParam(c.req.param("tag"));
     const filter = permissionFilter(c.get("identity"), "device", "d");
-    const where = {
-      sql: `EXISTS (SELECT 1 FROM device_tags t WHERE t.device_id = d.id AND t.tag = ?)${filter ? ` AND ${filter.sql}` : ""}`,
-      params: [name, ...(filter?.params ?? [])],
-    };
-    return c.json(listDevices(db, where).map(view));
+    return c.json(listDevices(db, bothFilters(taggedFilter(name), filter)).map(view));
   });
 
   // v1: scope-checked, no per-user filtering.

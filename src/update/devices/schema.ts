@@ -3,7 +3,7 @@
  * OpenAPI document shows them), the handlers answer with these types, the console imports them.
  */
 import * as z from "zod";
-import { AnyObject, integerParam, Rfc822, strictBody } from "../../http/shapes.ts";
+import { AnyObject, integerParam, Rfc822, strictBody } from "../../util/shapes.ts";
 
 /** What a device reports about itself: key to value, or to a list for repeated keys (docs/update-server.md, "Device metadata"). */
 export const DeviceMetadata = z.record(z.string(), z.union([z.string(), z.array(z.string())]));

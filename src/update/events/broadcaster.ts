@@ -1,4 +1,4 @@
-import { Broadcaster } from "../../http/sse.ts";
+import { Broadcaster } from "../../util/broadcaster.ts";
 import type { StreamEventData } from "./schema.ts";
 
 /** The live device events (connect, disconnect, update), and the deployments' (docs/update-server.md, "Live events"). */

@@ -5,28 +5,17 @@ import type { ManagementIdentity } from "../../auth/tokens.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { errors, route } from "../../http/openapi.ts";
 import { prepareEvent, SharedSubscription, type EventStreams, type SendEvent } from "../../http/sse.ts";
-import { bypasses, permissionFilter } from "../permissions/permissions.ts";
-import type { DeviceEvent, EventBroadcaster } from "./broadcaster.ts";
+import type { EventBroadcaster } from "./broadcaster.ts";
 import { StreamEvents } from "./schema.ts";
+import { shows, visibleTo, type Visible } from "./visibility.ts";
 
 export { MAX_BACKLOG } from "../../http/sse.ts";
-
-/** What a user may read: the devices by MAC address and the groups by id, or "all" (admin reads). */
-type Visible = { devices: ReadonlySet<string>; groups: ReadonlySet<number> } | "all";
 
 /** An open stream: whose it is, what its user may read, where its events go. */
 interface Viewer {
   identity: ManagementIdentity;
   sees: Visible;
   send: SendEvent;
-}
-
-const NOTHING: Visible = { devices: new Set(), groups: new Set() };
-
-function shows(sees: Visible, event: DeviceEvent): boolean {
-  if (sees === "all") return true;
-  if (event.event === "deployment" || event.event === "deployment_device") return sees.groups.has(event.data.group);
-  return sees.devices.has(String(event.data.device));
 }
 
 /**
@@ -44,30 +33,12 @@ export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcast
   const viewers = new Set<Viewer>();
   let generation = -1;
 
-  /** What `identity` may read now, shared by the viewers of one user and scopes within a generation. */
-  const visibleTo = (identity: ManagementIdentity | string, shared: Map<string, Visible>): Visible => {
-    if (typeof identity === "string") return NOTHING; // its watch ends the stream
-    if (bypasses(identity, "read")) return "all";
-    const key = `${identity.user}\n${[...identity.scopes].sort().join(" ")}`;
-    let sees = shared.get(key);
-    if (sees === undefined) {
-      const devices = permissionFilter(identity, "device", "d")!;
-      const groups = permissionFilter(identity, "group", "g")!;
-      sees = {
-        devices: new Set(ctx.db.all<{ mac_address: string }>(`SELECT d.mac_address FROM devices d WHERE ${devices.sql}`, devices.params).map((r) => r.mac_address)),
-        groups: new Set(ctx.db.all<{ id: number }>(`SELECT g.id FROM groups g WHERE ${groups.sql}`, groups.params).map((r) => r.id)),
-      };
-      shared.set(key, sees);
-    }
-    return sees;
-  };
-
   const subscription = new SharedSubscription(events, (event) => {
     const now = accessGeneration(ctx.db);
     if (now !== generation) {
       generation = now;
       const shared = new Map<string, Visible>();
-      for (const viewer of viewers) viewer.sees = visibleTo(access.current(viewer.identity), shared);
+      for (const viewer of viewers) viewer.sees = visibleTo(ctx.db, access.current(viewer.identity), shared);
     }
     const prepared = prepareEvent(event.event, event.data);
     for (const viewer of viewers) if (shows(viewer.sees, event)) viewer.send(prepared);
@@ -87,7 +58,7 @@ export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcast
     (c) => {
       const identity = c.get("identity") as ManagementIdentity;
       return streams.respond(identity, (send) => {
-        const viewer: Viewer = { identity, sees: visibleTo(identity, new Map()), send };
+        const viewer: Viewer = { identity, sees: visibleTo(ctx.db, identity, new Map()), send };
         viewers.add(viewer);
         const release = subscription.hold();
         return () => {

@@ -4,9 +4,11 @@ import { groupNameOf } from "./name.ts";
 import { isoTime, rfc822 } from "../../util/time.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { DEFAULT_POLICY } from "./policy.ts";
-import { allowed, MSG_FORBIDDEN, unguarded, withinGrants, type ChangeGuard } from "../permissions/permissions.ts";
+import { allowed, MSG_FORBIDDEN, unguarded, withinGrants, type ChangeGuard, type SqlFilter } from "../permissions/permissions.ts";
 import type { Identity } from "../../app/context.ts";
 import type { Group, GroupV1 } from "./schema.ts";
+import { countDevices, deviceExists, deviceIdsOutsideGroup } from "../devices/devices.ts";
+import { packageExists } from "../packages/packages.ts";
 
 export const DEFAULT_PRIORITY = 25;
 
@@ -29,6 +31,47 @@ export function getGroup(db: Database | Tx, id: number): GroupRow | undefined {
 /** Groups (alias `g`), optionally narrowed by a condition such as a permission filter. */
 export function listGroups(db: Database, where?: { sql: string; params: (string | number)[] }): GroupRow[] {
   return db.all<GroupRow>(`SELECT ${COLUMNS} FROM groups g${where ? ` WHERE ${where.sql}` : ""} ORDER BY g.id`, where?.params ?? []);
+}
+
+/** Every membership, each device's rows in the order its groups apply (priority, then id): its first is its active group. */
+export function membershipsByPriority(db: Database | Tx): Array<{ device_id: number; group_id: number }> {
+  return db.all<{ device_id: number; group_id: number }>("SELECT gd.device_id, gd.group_id FROM group_devices gd JOIN groups g ON g.id = gd.group_id ORDER BY gd.device_id, g.priority, g.id");
+}
+
+/** A group's policy column, or undefined when there is no such group. */
+export function groupPolicy(db: Database | Tx, groupId: number): string | undefined {
+  return db.get<{ policy: string }>("SELECT policy FROM groups WHERE id = ?", [groupId])?.policy;
+}
+
+/** Sets a group's policy column in `tx` (the caller tells the catalog: `changed`). */
+export function setPolicyIn(tx: Tx, groupId: number, policy: string): void {
+  tx.run("UPDATE groups SET policy = ? WHERE id = ?", [policy, groupId]);
+}
+
+/** The package rows a group holds, by package id. */
+export function packagesOfGroup(db: Database | Tx, groupId: number): Array<{ id: number; created: string; sha256: string; storage_name: string; metadata: string }> {
+  return db.all<{ id: number; created: string; sha256: string; storage_name: string; metadata: string }>(
+    "SELECT p.id, p.created, p.sha256, p.storage_name, p.metadata FROM group_packages gp JOIN packages p ON p.id = gp.package_id WHERE gp.group_id = ? ORDER BY p.id",
+    [groupId],
+  );
+}
+
+/** The devices that are members of a group, as a condition on `d`. */
+export function memberFilter(groupId: number): SqlFilter {
+  return { sql: "d.id IN (SELECT gd.device_id FROM group_devices gd WHERE gd.group_id = ?)", params: [groupId] };
+}
+
+/** The groups (those `visible` lets through, alias `g`) that hold a package, by id. */
+export function groupsHoldingPackage(db: Database, packageId: number, visible: SqlFilter | undefined): Array<{ id: number; metadata: string }> {
+  return db.all<{ id: number; metadata: string }>(
+    `SELECT g.id, g.metadata FROM groups g JOIN group_packages gp ON gp.group_id = g.id WHERE gp.package_id = ?${visible ? ` AND ${visible.sql}` : ""} ORDER BY g.id`,
+    [packageId, ...(visible?.params ?? [])],
+  );
+}
+
+/** The ids of the groups (alias `g`) a condition selects, e.g. a permission filter. */
+export function groupIdsMatching(db: Database, where: SqlFilter): number[] {
+  return db.all<{ id: number }>(`SELECT g.id FROM groups g WHERE ${where.sql}`, where.params).map((r) => r.id);
 }
 
 export const groupDeviceIds = (db: Database | Tx, groupId: number): number[] =>
@@ -134,7 +177,7 @@ export async function patchGroupDevices(
     if (!group) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const members = new Set(groupDeviceIds(tx, groupId));
     for (const deviceId of add) {
-      if (!tx.get("SELECT 1 AS x FROM devices WHERE id = ?", [deviceId])) throw new LabgateError("conflict", `conflict while assigning device, device ${deviceId} does not exist`);
+      if (!deviceExists(tx, deviceId)) throw new LabgateError("conflict", `conflict while assigning device, device ${deviceId} does not exist`);
       const clash =
         rule === "single"
           ? tx.get("SELECT 1 AS x FROM group_devices WHERE device_id = ? LIMIT 1", [deviceId])
@@ -164,15 +207,25 @@ export async function patchGroupDevices(
 }
 
 /**
+ * Each group `groups` selects (alias `g`, all when absent) with how many of its members `devices`
+ * selects (alias `d`, all when absent), by group id; groups without such members are left out.
+ */
+export function groupMemberCounts(db: Database, devices: SqlFilter | undefined, groups: SqlFilter | undefined): Array<{ metadata: string; n: number }> {
+  return db.all<{ metadata: string; n: number }>(
+    `SELECT g.metadata, COUNT(*) AS n FROM groups g JOIN group_devices gd ON gd.group_id = g.id JOIN devices d ON d.id = gd.device_id
+       WHERE ${devices ? devices.sql : "1"} AND ${groups ? groups.sql : "1"} GROUP BY g.id ORDER BY g.id`,
+    [...(devices?.params ?? []), ...(groups?.params ?? [])],
+  );
+}
+
+/**
  * The devices `where` matches that are not members of the group yet, for an "add all matching";
  * 400 when more than `max` match (a filter that wide is a mistake more often than not).
  */
 export function matchingNonMembers(db: Database, groupId: number, where: { sql: string; params: (string | number)[] }, max: number): number[] {
-  const total = db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM devices d WHERE ${where.sql}`, where.params)?.n ?? 0;
+  const total = countDevices(db, where);
   if (total > max) throw new LabgateError("invalid", `${total} devices match: at most ${max} are added at once; narrow the filter`);
-  return db
-    .all<{ id: number }>(`SELECT d.id FROM devices d WHERE (${where.sql}) AND d.id NOT IN (SELECT device_id FROM group_devices WHERE group_id = ?) ORDER BY d.id`, [...where.params, groupId])
-    .map((r) => r.id);
+  return deviceIdsOutsideGroup(db, where, groupId);
 }
 
 /**
@@ -189,7 +242,7 @@ export function assignPackages(tx: Tx, identity: Identity, groupId: number, pack
   const wanted = [...new Set(packageIds)];
   const added = wanted.filter((id) => !had.has(id));
   for (const id of added) if (!allowed(tx, identity, "package", id, "update")) throw new LabgateError("forbidden", `${MSG_FORBIDDEN}: package ${id}`);
-  for (const id of added) if (!tx.get("SELECT 1 AS x FROM packages WHERE id = ?", [id])) throw new LabgateError("not_found", `package ${id} does not exist`);
+  for (const id of added) if (!packageExists(tx, id)) throw new LabgateError("not_found", `package ${id} does not exist`);
   const removed = how === "replace" ? current.filter((id) => !wanted.includes(id)) : [];
   withinGrants(tx, identity, added.map((id) => ({ resource: "package" as const, id })), () => {
     for (const id of removed) tx.run("DELETE FROM group_packages WHERE group_id = ? AND package_id = ?", [groupId, id]);

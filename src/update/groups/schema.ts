@@ -3,7 +3,7 @@
  * OpenAPI document shows them), the handlers parse and answer with them, the console imports the types.
  */
 import * as z from "zod";
-import { AnyObject, jsonObject, Rfc822, strictBody, zId, zInteger } from "../../http/shapes.ts";
+import { AnyObject, jsonObject, Rfc822, strictBody, zId, zInteger } from "../../util/shapes.ts";
 
 /** A group as the v1 routes show it. */
 export const GroupV1 = z

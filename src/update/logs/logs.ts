@@ -11,6 +11,7 @@
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import type { Database, SqlParam, Tx } from "../../db/index.ts";
 import { LabgateError } from "../../util/errors.ts";
+import { deviceExists } from "../devices/devices.ts";
 import { isoTime, rfc822 } from "../../util/time.ts";
 import type { SqlFilter } from "../permissions/permissions.ts";
 import { MAX_ENTRY_BYTES, type Log, type LogInput } from "./schema.ts";
@@ -64,7 +65,7 @@ export interface LogQuota {
  */
 export function appendLogs(db: Database, deviceId: number, entries: LogInput[], quota: LogQuota, now: Date): Promise<boolean> {
   return db.write((tx) => {
-    if (!tx.get("SELECT 1 AS ok FROM devices WHERE id = ?", [deviceId])) return false;
+    if (!deviceExists(tx, deviceId)) return false;
     for (const e of entries) {
       tx.run("INSERT INTO device_logs (device_id, created, device_timestamp, name, entry, bytes) VALUES (?, ?, ?, ?, ?, ?)", [
         deviceId,

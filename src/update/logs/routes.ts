@@ -1,12 +1,12 @@
 import { Hono, type Context } from "hono";
-import { actorOf } from "../../audit/audit.ts";
+import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import * as z from "zod";
 import { errors, jsonBody, ok, queryOf, onObject, route } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { getDevice } from "../devices/devices.ts";
-import { GROUP_NOT_FOUND, getGroup } from "../groups/groups.ts";
+import { bothFilters, getDevice } from "../devices/devices.ts";
+import { GROUP_NOT_FOUND, getGroup, memberFilter } from "../groups/groups.ts";
 import { allowed, authorize, permissionFilter } from "../permissions/permissions.ts";
 import type { Permission } from "../permissions/schema.ts";
 import { pathId } from "../validation.ts";
@@ -81,10 +81,7 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     authorize(db, identity, "group", id, "read");
     if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const filter = permissionFilter(identity, "device", "d", perm);
-    return {
-      sql: `d.id IN (SELECT gd.device_id FROM group_devices gd WHERE gd.group_id = ?)${filter ? ` AND ${filter.sql}` : ""}`,
-      params: [id, ...(filter?.params ?? [])],
-    };
+    return bothFilters(memberFilter(id), filter)!;
   };
 
   /** A list with X-Total-Count: one page with limit or offset, else every entry, streamed. */

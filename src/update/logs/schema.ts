@@ -3,7 +3,7 @@
  * OpenAPI document shows them), the handlers parse and answer with them, the console imports the types.
  */
 import * as z from "zod";
-import { integerParam, Rfc822, strictBody, zRequiredString } from "../../http/shapes.ts";
+import { integerParam, Rfc822, strictBody, zRequiredString } from "../../util/shapes.ts";
 import { parseRfc822 } from "../../util/time.ts";
 
 /** Longest `name` (characters) and `entry` (UTF-8 bytes) accepted: entries live in the (in-memory) database. */

@@ -3,8 +3,12 @@ import { recordAudit, type Actor } from "../../audit/audit.ts";
 import type { AppContext } from "../../app/context.ts";
 import type { LocalStorage, StagedObject } from "../../storage/local.ts";
 import { dateOf, isoTime, rfc822 } from "../../util/time.ts";
-import type { Package, PackageMetadata, PackageUsage } from "./schema.ts";
-import { groupNameOf } from "../groups/name.ts";
+import type { Identity } from "../../app/context.ts";
+import { LabgateError } from "../../util/errors.ts";
+import { StorageNameError } from "../../storage/local.ts";
+import { authorize, deletePermissionsOf, grantCreator, permissionFilter } from "../permissions/permissions.ts";
+import { artifactPayloadTypes, uploadScopeRefusal } from "./artifact.ts";
+import type { Package, PackageMetadata } from "./schema.ts";
 
 /** A package row as stored. */
 export interface PackageRow {
@@ -39,29 +43,38 @@ export type PackageKeys = ReturnType<typeof packageKeys>;
 
 const COLUMNS = "id, created, sha256, driver, metadata, storage_dir, storage_name, size, version, devtype, created_by";
 
-/**
- * Where a package is used: the groups (those `groups` lets through) that have it, and the
- * deployments to them of the package's version, newest first, at most 100.
- */
-export function packageUsage(db: Database, row: PackageRow, prefix: string, groups: { sql: string; params: SqlParam[] } | undefined): PackageUsage {
-  const visible = groups ? ` AND ${groups.sql}` : "";
-  const found = db.all<{ id: number; metadata: string }>(
-    `SELECT g.id, g.metadata FROM groups g JOIN group_packages gp ON gp.group_id = g.id WHERE gp.package_id = ?${visible} ORDER BY g.id`,
-    [row.id, ...(groups?.params ?? [])],
-  );
-  const version = (JSON.parse(row.metadata) as Record<string, unknown>)[packageKeys(prefix).version];
-  const deployments =
-    found.length === 0 || typeof version !== "string"
-      ? []
-      : db.all<PackageUsage["deployments"][number]>(
-          "SELECT id, group_id, version, status, created FROM deployments WHERE version = ? AND group_id IN (SELECT value FROM json_each(?)) ORDER BY id DESC LIMIT 100",
-          [version, JSON.stringify(found.map((g) => g.id))],
-        );
-  return { groups: found.map((g) => ({ id: g.id, name: groupNameOf(JSON.parse(g.metadata) as Record<string, unknown>, prefix) ?? null })), deployments };
-}
-
 export function getPackage(db: Database | Tx, id: number): PackageRow | undefined {
   return db.get<PackageRow>(`SELECT ${COLUMNS} FROM packages WHERE id = ?`, [id]);
+}
+
+export function packageExists(db: Database | Tx, id: number): boolean {
+  return db.get("SELECT 1 AS x FROM packages WHERE id = ?", [id]) !== undefined;
+}
+
+/** The metadata column of a package (JSON text), or undefined when there is no such package. */
+export function packageMetadataText(db: Database | Tx, id: number): string | undefined {
+  return db.get<{ metadata: string }>("SELECT metadata FROM packages WHERE id = ?", [id])?.metadata;
+}
+
+/** The storage names of every package (what the object store must keep). */
+export function storedNames(db: Pick<Database, "all">): string[] {
+  return db.all<{ storage_name: string }>("SELECT storage_name FROM packages ORDER BY id").map((r) => r.storage_name);
+}
+
+export const PACKAGE_NOT_FOUND = "specified package does not exist";
+
+/** The packages the caller may read, by id. */
+export function readablePackages(db: Database, identity: Identity): PackageRow[] {
+  // Alias `pkg`: the permission filter uses `p` for the permissions table itself.
+  return listPackages(db, permissionFilter(identity, "package", "pkg"));
+}
+
+/** A package the caller may read: 404 when there is none or the caller may not see it, 403 when they may see but not read it. */
+export function readablePackage(db: Database, identity: Identity, id: number): PackageRow {
+  authorize(db, identity, "package", id, "read");
+  const row = getPackage(db, id);
+  if (!row) throw new LabgateError("not_found", PACKAGE_NOT_FOUND);
+  return row;
 }
 
 /** The packages `filter` lets through (a permission filter on the alias `pkg`), by id. */
@@ -141,7 +154,7 @@ export async function deletePackage(ctx: Pick<AppContext, "clock" | "config" | "
   const result = await ctx.db.write((tx): { status: DeleteResult; name?: string } => {
     const row = getPackage(tx, id);
     if (!row) return { status: "not_found" };
-    if (tx.get("SELECT 1 AS x FROM group_packages WHERE package_id = ? LIMIT 1", [id])) return { status: "assigned" };
+    if (tx.get("SELECT 1 AS x FROM packages pkg JOIN group_packages gp ON gp.package_id = pkg.id WHERE pkg.id = ? LIMIT 1", [id])) return { status: "assigned" };
     onDelete?.(tx);
     tx.run("DELETE FROM packages WHERE id = ?", [id]);
     recordAudit(tx, actor, "package.delete", `package:${id}`, { version: row.version, sha256: row.sha256 });
@@ -157,11 +170,49 @@ export async function deletePackage(ctx: Pick<AppContext, "clock" | "config" | "
   return result.status;
 }
 
+/** What an upload brings: the staged object and the form's text fields. */
+export interface PackageUpload {
+  staged: StagedObject | undefined;
+  fields: ReadonlyMap<string, string>;
+}
+
+/**
+ * The caller uploads a package: its fields checked, its upload scope by the artifact's payload
+ * types (read from the stored bytes), the object moved into place and the row committed with the
+ * creator's grant and its audit row. The staged object goes whatever fails.
+ */
+export async function uploadPackage(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, storage: LocalStorage, identity: Identity, upload: PackageUpload, actor: Actor): Promise<PackageRow> {
+  if (identity.kind !== "mgmt") throw new LabgateError("unauthenticated", "a management token is required");
+  const keys = packageKeys(ctx.config.prefix);
+  const { staged, fields } = upload;
+  try {
+    const problem = checkUploadFields(keys, fields, staged !== undefined, ctx.config.compat.package_device_type_required);
+    if (problem) throw new LabgateError("invalid", problem);
+    const dir = storage.normalizeDir(fields.get(keys.storageDirectory));
+    const refusal = uploadScopeRefusal(identity.scopes, await artifactPayloadTypes(staged!.tmpPath), ctx.config.prefix);
+    if (refusal) throw new LabgateError("forbidden", refusal);
+    return await createPackage(ctx, storage, { staged: staged!, fields, dir, user: identity.user, onCreated: (tx, id) => grantCreator(tx, identity, "package", id, dateOf(ctx.clock)), actor });
+  } catch (error) {
+    if (staged) await storage.discard(staged); // no-op once the object was moved into place
+    // A directory that is not allowed, or that cannot be made (normalizeDir, commit).
+    if (error instanceof StorageNameError) throw new LabgateError("invalid", `invalid ${keys.storageDirectory}: ${error.message}`);
+    throw error;
+  }
+}
+
+/** The caller deletes a package (with its permission rows): 404 when there is none, 409 while a group holds it. */
+export async function removePackage(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, storage: LocalStorage, identity: Identity, id: number, actor: Actor): Promise<void> {
+  authorize(ctx.db, identity, "package", id, "delete");
+  const result = await deletePackage(ctx, storage, id, actor, (tx) => deletePermissionsOf(tx, "package", id));
+  if (result === "not_found") throw new LabgateError("not_found", PACKAGE_NOT_FOUND);
+  if (result === "assigned") throw new LabgateError("conflict", "delete failed, the package is assigned to at least one group");
+}
+
 const UUID_NAME = /(?:^|\/)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** Removes objects that never got a row (a crash between the file's rename and the row's commit). */
 export async function sweepOrphanObjects(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, storage: LocalStorage): Promise<number> {
-  const known = new Set(ctx.db.all<{ storage_name: string }>("SELECT storage_name FROM packages").map((r) => r.storage_name));
+  const known = new Set(storedNames(ctx.db));
   let removed = 0;
   for (const name of storage.listObjects()) {
     if (known.has(name) || !UUID_NAME.test(name)) continue;

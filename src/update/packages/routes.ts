@@ -1,24 +1,20 @@
 import { Hono } from "hono";
 import * as z from "zod";
 import { errors, ok, onObject, route } from "../../http/openapi.ts";
-import { actorOf } from "../../audit/audit.ts";
+import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { Scope } from "../../auth/scopes.ts";
-import { LabgateError } from "../../util/errors.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
-import { StorageNameError, type LocalStorage } from "../../storage/local.ts";
+import type { LocalStorage } from "../../storage/local.ts";
 import { publicBase, signedObjectUrl } from "../../storage/routes.ts";
-import { authorize, deletePermissionsOf, grantCreator, permissionFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
-import { artifactPayloadTypes, uploadScopeRefusal } from "./artifact.ts";
-import { checkUploadFields, createPackage, deletePackage, getPackage, listPackages, packageKeys, packageUsage, toView } from "./packages.ts";
+import { packageUsage } from "../deployments/usage.ts";
+import { packageKeys, readablePackage, readablePackages, removePackage, toView, uploadPackage } from "./packages.ts";
 import { Package, PackageLink, PackageUpload, PackageUsage } from "./schema.ts";
 import { readMultipart } from "../../http/multipart.ts";
-import { dateOf } from "../../util/time.ts";
 
 const UPLOAD_SCOPES: Scope[] = ["upload_single_file", "upload_rootfs_image", "upload_nonstandard_artifact", "admin_rw"];
 const WHAT = "specified package";
-const MSG_NOT_FOUND = `${WHAT} does not exist`;
 
 const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409, 413: e413 } = errors;
 
@@ -29,8 +25,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
   const tag = "packages";
 
   route(app, { method: "get", path: "/api/v1/packages", tag, access: "management", summary: "Packages the caller may read", responses: { 200: ok(z.array(Package), "OK"), 401: e401 } }, auth.management(), (c) =>
-    // Alias `pkg`: the permission filter uses `p` for the permissions table itself.
-    c.json(listPackages(ctx.db, permissionFilter(c.get("identity"), "package", "pkg")).map(toView)),
+    c.json(readablePackages(ctx.db, c.get("identity")).map(toView)),
   );
 
   route(
@@ -46,38 +41,20 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     },
     auth.management(...UPLOAD_SCOPES),
     async (c) => {
-      const identity = c.get("identity");
-      if (identity.kind !== "mgmt") throw new LabgateError("unauthenticated", "a management token is required");
       const { fields, file: staged } = await readMultipart(c, {
         file: { field: "file", receive: (stream) => storage.stage(stream), discard: (object) => storage.discard(object) },
         // All text fields together become the package's metadata: bound what one upload can store.
         limits: { fieldSize: 64 * 1024, fields: 1000, fieldNameSize: 1024, fieldsTotal: 1024 * 1024 },
         texts: { notMultipart: "expected a multipart/form-data body", malformed: "malformed multipart/form-data", interrupted: "upload failed" },
       });
-      try {
-        const problem = checkUploadFields(keys, fields, staged !== undefined, ctx.config.compat.package_device_type_required);
-        if (problem) throw new LabgateError("invalid", problem);
-        const dir = storage.normalizeDir(fields.get(keys.storageDirectory));
-        // The upload scope follows the artifact's payload types, read from the stored bytes.
-        const refusal = uploadScopeRefusal(identity.scopes, await artifactPayloadTypes(staged!.tmpPath), ctx.config.prefix);
-        if (refusal) throw new LabgateError("forbidden", refusal);
-        const row = await createPackage(ctx, storage, { staged: staged!, fields, dir, user: identity.user, onCreated: (tx, id) => grantCreator(tx, identity, "package", id, dateOf(ctx.clock)), actor: actorOf(c, ctx.clock) });
-        return c.json(toView(row));
-      } catch (error) {
-        if (staged) await storage.discard(staged); // no-op once the object was moved into place
-        // A directory that is not allowed, or that cannot be made (normalizeDir, commit).
-        if (error instanceof StorageNameError) throw new LabgateError("invalid", `invalid ${keys.storageDirectory}: ${error.message}`);
-        throw error;
-      }
+      const row = await uploadPackage(ctx, storage, c.get("identity"), { staged, fields }, actorOf(c, ctx.clock));
+      return c.json(toView(row));
     },
   );
 
   route(app, { method: "get", path: "/api/v1/packages/:id", tag, access: "management", summary: "One package", responses: { 200: ok(Package, "OK"), ...onObject } }, auth.management(), (c) => {
     const id = pathId(c.req.param("id"), WHAT);
-    authorize(ctx.db, c.get("identity"), "package", id, "read");
-    const row = getPackage(ctx.db, id);
-    if (!row) throw new LabgateError("not_found", MSG_NOT_FOUND);
-    return c.json(toView(row));
+    return c.json(toView(readablePackage(ctx.db, c.get("identity"), id)));
   });
 
   route(
@@ -86,11 +63,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     auth.management(),
     (c) => {
       const id = pathId(c.req.param("id"), WHAT);
-      const identity = c.get("identity");
-      authorize(ctx.db, identity, "package", id, "read");
-      const row = getPackage(ctx.db, id);
-      if (!row) throw new LabgateError("not_found", MSG_NOT_FOUND);
-      return c.json(packageUsage(ctx.db, row, ctx.config.prefix, permissionFilter(identity, "group", "g")));
+      return c.json(packageUsage(ctx.db, c.get("identity"), id, ctx.config.prefix));
     },
   );
 
@@ -100,10 +73,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     auth.management(),
     async (c) => {
       const id = pathId(c.req.param("id"), WHAT);
-      authorize(ctx.db, c.get("identity"), "package", id, "delete");
-      const result = await deletePackage(ctx, storage, id, actorOf(c, ctx.clock), (tx) => deletePermissionsOf(tx, "package", id));
-      if (result === "not_found") throw new LabgateError("not_found", MSG_NOT_FOUND);
-      if (result === "assigned") throw new LabgateError("conflict", "delete failed, the package is assigned to at least one group");
+      await removePackage(ctx, storage, c.get("identity"), id, actorOf(c, ctx.clock));
       return c.json({});
     },
   );
@@ -114,9 +84,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     auth.management(),
     (c) => {
       const id = pathId(c.req.param("id"), WHAT);
-      authorize(ctx.db, c.get("identity"), "package", id, "read");
-      const row = getPackage(ctx.db, id);
-      if (!row) throw new LabgateError("not_found", MSG_NOT_FOUND);
+      const row = readablePackage(ctx.db, c.get("identity"), id);
       const link: PackageLink = { id: row.id, download_url: signedObjectUrl(ctx, publicBase(ctx, c), row.storage_name) };
       return c.json(link);
     },

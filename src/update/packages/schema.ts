@@ -4,7 +4,7 @@
  * console imports the types.
  */
 import * as z from "zod";
-import { Rfc822 } from "../../http/shapes.ts";
+import { Rfc822 } from "../../util/shapes.ts";
 
 /** The upload's text fields, and the storage driver's `<prefix>.storage.*` keys (the object's size a number). */
 export const PackageMetadata = z.record(z.string(), z.union([z.string(), z.number()]));

@@ -21,6 +21,7 @@
  */
 import type { Database, Tx } from "../../db/index.ts";
 import type { Identity } from "../../app/context.ts";
+import { enabledScopesOf } from "../../accounts/accounts.ts";
 import { LabgateError } from "../../util/errors.ts";
 
 import type { Permission, PermissionResource } from "./schema.ts";
@@ -110,6 +111,16 @@ export function allowed(db: Database | Tx, identity: Identity, resource: Resourc
  * The automatic grants: the management user who created a group or uploaded a package
  * gets read, update and delete on it. Call inside the creating transaction.
  */
+/** Whether any permission row names the user (without one, a user without admin scopes sees nothing). */
+export function hasPermissionRows(db: Database | Tx, user: string): boolean {
+  return db.get("SELECT 1 AS x FROM permissions WHERE user_id = ? LIMIT 1", [user]) !== undefined;
+}
+
+/** A deleted account's per-user permission rows go (deleteAccount's `dropPermissions`). */
+export function deletePermissionsOfUser(tx: Tx, user: string): void {
+  tx.run("DELETE FROM permissions WHERE user_id = ? COLLATE NOCASE", [user]);
+}
+
 export function grantCreator(tx: Tx, identity: Identity, resource: Resource, id: number, now: Date): void {
   if (identity.kind !== "mgmt") return;
   for (const perm of ["read", "update", "delete"] as const) {
@@ -145,8 +156,7 @@ function holders(tx: Tx, resource: Resource, id: number): Set<string> {
  * creator rows; without this, no one but an admin could add anything to it.
  */
 function accountBypasses(tx: Tx, user: string, perm: Permission): boolean {
-  const row = tx.get<{ scopes: string }>("SELECT scopes FROM accounts WHERE name = ? AND disabled = 0", [user]);
-  const scopes = new Set(row?.scopes.split(" ") ?? []);
+  const scopes = new Set(enabledScopesOf(tx, user)?.split(" ") ?? []);
   return scopes.has("admin_rw") || (perm === "read" && scopes.has("admin_ro"));
 }
 

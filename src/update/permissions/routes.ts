@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { actorOf } from "../../audit/audit.ts";
+import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import * as z from "zod";

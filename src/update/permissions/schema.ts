@@ -3,7 +3,7 @@
  * (the OpenAPI document shows them), the handlers parse and answer with them, the console imports the types.
  */
 import * as z from "zod";
-import { flagParam, readInteger, Rfc822, strictBody } from "../../http/shapes.ts";
+import { flagParam, readInteger, Rfc822, strictBody } from "../../util/shapes.ts";
 
 /** What a permission is on; device_by_tag names devices by tag, name or MAC address (docs/update-server.md, "Permissions"). */
 export const RESOURCES = ["package", "group", "device", "device_by_tag"] as const;

@@ -37,6 +37,11 @@ export function listProgress(db: Database, notBefore: string, where?: { sql: str
   );
 }
 
+/** Removes a device's record, in `tx` (the UpdateProgress that answers update checks must then forget it too). */
+export function deleteProgressOf(tx: Tx, deviceId: number): void {
+  tx.run("DELETE FROM progress WHERE device_id = ?", [deviceId]);
+}
+
 /**
  * The progress records' behaviour over time: the idle time after which a record no longer counts
  * (`update_server.progress_idle_timeout`), and the devices whose record is
@@ -102,7 +107,7 @@ export class UpdateProgress {
     const cutoff = this.idleCutoff(now.getTime());
     return this.db.write((tx) => {
       if (!getProgress(tx, deviceId, cutoff)) return false;
-      if (value >= 100) tx.run("DELETE FROM progress WHERE device_id = ?", [deviceId]);
+      if (value >= 100) deleteProgressOf(tx, deviceId);
       else tx.run("UPDATE progress SET progress = ?, updated = ? WHERE device_id = ?", [value, isoTime(now), deviceId]);
       return true;
     });
@@ -110,7 +115,7 @@ export class UpdateProgress {
 
   /** The device's update ended (an outcome, or its attempt timed out): its record goes, in `tx`. */
   endIn(tx: Tx, deviceId: number): void {
-    tx.run("DELETE FROM progress WHERE device_id = ?", [deviceId]);
+    deleteProgressOf(tx, deviceId);
     this.waitingAtZero.delete(deviceId);
   }
 

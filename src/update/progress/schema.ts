@@ -3,7 +3,7 @@
  * document shows it), the handlers answer with it, the console imports the type.
  */
 import * as z from "zod";
-import { Rfc822 } from "../../http/shapes.ts";
+import { Rfc822 } from "../../util/shapes.ts";
 
 /** A device that is updating: what it was offered and how far it got (its `update_progress` reports). */
 export const Progress = z

@@ -1,13 +1,11 @@
 import { createHash } from "node:crypto";
 import type { AppContext } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { parseJsonBody } from "../../http/body.ts";
 import { dateOf, epochSeconds, isoTime } from "../../util/time.ts";
-import { getDeviceByMac } from "../devices/devices.ts";
+import { getDeviceByMac, setDeviceMetadata } from "../devices/devices.ts";
 import { decodeSignature, parseDeviceKey, verifyDeviceSignature } from "./keys.ts";
-import { firstMessage } from "../../http/openapi.ts";
-import { metaKeys } from "./metadata.ts";
-import { deviceAuthBody } from "./schema.ts";
+import { metaKeys } from "../devices/metadata.ts";
+import type { DeviceAuthFields } from "./schema.ts";
 import { ReplayGuard } from "./replay.ts";
 
 export type DeviceAuthResult = { status: "accepted"; token: string; expires: number; deviceId: number } | { status: "pending" };
@@ -36,16 +34,13 @@ export async function authorizeDevice(
   ctx: Pick<AppContext, "clock" | "config" | "db" | "tokens">,
   replay: ReplayGuard,
   raw: Buffer,
+  fields: DeviceAuthFields,
   signature: string | undefined,
   now: Date = dateOf(ctx.clock),
   client = "",
 ): Promise<DeviceAuthResult> {
   const { prefix } = ctx.config;
-  const body = parseJsonBody(raw);
-  const parsed = deviceAuthBody(prefix).safeParse(body);
-  if (!parsed.success) throw new LabgateError("invalid", firstMessage(parsed.error));
-  const { metadata, timestamp } = parsed.data;
-  const fields = parsed.data;
+  const { metadata, timestamp } = fields;
 
   const header = signatureHeader(prefix);
   if (signature === undefined || signature.trim() === "") throw new LabgateError("invalid", `request is missing device signature header (${header})`);
@@ -72,7 +67,7 @@ export async function authorizeDevice(
     // management request changes it (a name can match device_by_tag permissions).
     const metadataText = JSON.stringify(metadata);
     if (device.metadata !== metadataText) {
-      await ctx.db.write((tx) => void tx.run("UPDATE devices SET metadata = ? WHERE id = ?", [metadataText, device.id]));
+      await ctx.db.write((tx) => setDeviceMetadata(tx, device.id, metadataText));
     }
     const ttl = ctx.config.update_server.device_token_ttl;
     return { status: "accepted", token: ctx.tokens.issueDevice(mac, device.id, ttl, key.fingerprint), expires: ttl, deviceId: device.id };

@@ -1,12 +1,12 @@
-import type { Database } from "../../db/index.ts";
+import type { Database, Tx } from "../../db/index.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { isoTime, rfc822 } from "../../util/time.ts";
-import { getDeviceByMac, tagsFromMetadata, type DeviceHooks } from "../devices/devices.ts";
-import type { Metadata } from "./metadata.ts";
+import { getDeviceByMac, insertDevice, rekeyDevice, tagsFromMetadata, type DeviceHooks } from "../devices/devices.ts";
+import type { Metadata } from "../devices/metadata.ts";
 import { parseDeviceKey } from "./keys.ts";
 import type { PendingRegistration, ReferencePending } from "./schema.ts";
-import { deviceName, metaKeys } from "./metadata.ts";
+import { deviceName, metaKeys } from "../devices/metadata.ts";
 
 interface RegistrationRow {
   mac_address: string;
@@ -136,24 +136,19 @@ export async function approveRegistration(
     tx.run("DELETE FROM registrations WHERE mac_address = ? AND key_fingerprint = ?", [mac, reg.key_fingerprint]);
     if (device) {
       if (device.key_fingerprint !== reg.key_fingerprint && !confirmKeyChange) throw new LabgateError("conflict", "the device changed meanwhile; repeat the approval");
-      tx.run("UPDATE devices SET public_key = ?, key_fingerprint = ?, metadata = ?, name = ?, last_access = ? WHERE id = ?", [
-        reg.public_key,
-        reg.key_fingerprint,
-        reg.metadata,
-        name,
-        reg.last_appeared,
-        device.id,
-      ]);
+      rekeyDevice(tx, device.id, { publicKey: reg.public_key, fingerprint: reg.key_fingerprint, metadataText: reg.metadata, name, at: reg.last_appeared });
       recordAudit(tx, actor, "device.key_change", `device:${device.id}`, { mac, from: device.key_fingerprint, to: reg.key_fingerprint });
       return { device_id: device.id, outcome: "rekeyed" as const };
     }
-    const { lastInsertRowid: id } = tx.run(
-      "INSERT INTO devices (created, name, mac_address, public_key, key_fingerprint, capabilities, metadata, last_access) VALUES (?, ?, ?, ?, ?, '{}', ?, ?)",
-      [isoTime(now), name, mac, reg.public_key, reg.key_fingerprint, reg.metadata, reg.last_appeared],
-    );
-    for (const tag of tagsFromMetadata(metadata[metaKeys(prefix).tags])) {
-      tx.run("INSERT OR IGNORE INTO device_tags (device_id, tag) VALUES (?, ?)", [id, tag]);
-    }
+    const id = insertDevice(tx, mac, {
+      created: isoTime(now),
+      name,
+      publicKey: reg.public_key,
+      fingerprint: reg.key_fingerprint,
+      metadataText: reg.metadata,
+      at: reg.last_appeared,
+      tags: tagsFromMetadata(metadata[metaKeys(prefix).tags]),
+    });
     recordAudit(tx, actor, "device.approve", `device:${id}`, { mac, key: reg.key_fingerprint });
     return { device_id: id, outcome: "created" as const };
   });
@@ -193,6 +188,11 @@ export async function approveRegistrations(
     }
   }
   return results;
+}
+
+/** A deleted device's pending registrations go with it (a DeviceHooks deletion hook). */
+export function deleteRegistrationsOf(tx: Tx, mac: string): void {
+  tx.run("DELETE FROM registrations WHERE mac_address = ?", [mac]);
 }
 
 /** Removes a pending registration; 404 when there is none for that (MAC, key). */

@@ -1,10 +1,10 @@
 import { Hono } from "hono";
-import { actorOf } from "../../audit/audit.ts";
+import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import * as z from "zod";
-import { readBodyBytes } from "../../http/body.ts";
-import { errors, jsonBody, ok, queryOf, route, onObject } from "../../http/openapi.ts";
+import { parseJsonBody, readBodyBytes } from "../../http/body.ts";
+import { errors, firstMessage, jsonBody, ok, queryOf, route, onObject } from "../../http/openapi.ts";
 import { clientAddress } from "../../http/transport.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { authorizeDevice, pendingCutoff, signatureHeader } from "./authorize.ts";
@@ -55,7 +55,9 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
     async (c) => {
       const raw = await readBodyBytes(c, AUTH_BODY_LIMIT);
       if (raw.length === 0) throw new LabgateError("invalid", "request body is empty; expected JSON");
-      const result = await authorizeDevice(ctx, replay, raw, c.req.header(header), dateOf(ctx.clock), clientAddress(c));
+      const fields = deviceAuthBody(ctx.config.prefix).safeParse(parseJsonBody(raw));
+      if (!fields.success) throw new LabgateError("invalid", firstMessage(fields.error));
+      const result = await authorizeDevice(ctx, replay, raw, fields.data, c.req.header(header), dateOf(ctx.clock), clientAddress(c));
       if (result.status === "pending") throw new LabgateError("unauthenticated", "device unauthorized");
       const answer: DeviceToken = { token: result.token, expires: result.expires };
       return c.json(answer);

@@ -4,9 +4,9 @@
  * with them, the console imports the types.
  */
 import * as z from "zod";
-import { flagParam, integerParam, readFlag, Rfc822, strictBody, zFlag, zInteger, zRequiredString } from "../../http/shapes.ts";
+import { flagParam, integerParam, readFlag, Rfc822, strictBody, zFlag, zInteger, zRequiredString } from "../../util/shapes.ts";
 import { DeviceMetadata } from "../devices/schema.ts";
-import { deviceMetadata } from "./metadata.ts";
+import { deviceMetadata } from "../devices/metadata.ts";
 
 const PUBLIC_KEY_ERROR = "schema validation failed: public_key must be a non-empty string";
 const authBodies = new Map<string, ReturnType<typeof makeAuthBody>>();
@@ -18,6 +18,8 @@ const makeAuthBody = (prefix: string) =>
   });
 /** The body of POST /api/v1/auth/device, signed as sent (docs/device-protocol.md); one schema per prefix. */
 export const deviceAuthBody = (prefix: string) => authBodies.get(prefix) ?? authBodies.set(prefix, makeAuthBody(prefix)).get(prefix)!;
+/** The fields of a signed device authorization request, as the schema gives them. */
+export type DeviceAuthFields = z.output<ReturnType<typeof deviceAuthBody>>;
 
 /** What an accepted device gets. */
 export const DeviceToken = z.object({ token: z.string(), expires: z.int().describe("UNIX seconds") });

@@ -1,6 +1,6 @@
 import type { Database } from "../../db/index.ts";
 import { rfc822 } from "../../util/time.ts";
-import type { CatalogWatch } from "../groups/groups.ts";
+import { groupPolicy, membershipsByPriority, packagesOfGroup, type CatalogWatch } from "../groups/groups.ts";
 import { policyTarget } from "../groups/policy.ts";
 import { REQUIRES, resolve, type Meta, type ResolverKeys } from "./resolver.ts";
 
@@ -57,10 +57,7 @@ export class UpdateCatalog implements CatalogWatch {
     if (!this.cache || this.cache.epoch !== this.db.epoch) {
       // One pass over all memberships, ordered so that each device's first row is its active group.
       const activeGroup = new Map<number, number>();
-      const rows = this.db.all<{ device_id: number; group_id: number }>(
-        "SELECT gd.device_id, gd.group_id FROM group_devices gd JOIN groups g ON g.id = gd.group_id ORDER BY gd.device_id, g.priority, g.id",
-      );
-      for (const row of rows) if (!activeGroup.has(row.device_id)) activeGroup.set(row.device_id, row.group_id);
+      for (const row of membershipsByPriority(this.db)) if (!activeGroup.has(row.device_id)) activeGroup.set(row.device_id, row.group_id);
       this.cache = { epoch: this.db.epoch, activeGroup, plans: new Map() };
     }
     return this.cache;
@@ -75,18 +72,14 @@ export class UpdateCatalog implements CatalogWatch {
     const cache = this.current();
     let plan = cache.plans.get(groupId);
     if (!plan) {
-      const group = this.db.get<{ policy: string }>("SELECT policy FROM groups WHERE id = ?", [groupId]);
-      if (!group) return undefined;
-      const rows = this.db.all<{ id: number; created: string; sha256: string; storage_name: string; metadata: string }>(
-        "SELECT p.id, p.created, p.sha256, p.storage_name, p.metadata FROM group_packages gp JOIN packages p ON p.id = gp.package_id WHERE gp.group_id = ? ORDER BY p.id",
-        [groupId],
-      );
-      const packages = rows.map((row) => {
+      const policy = groupPolicy(this.db, groupId);
+      if (policy === undefined) return undefined;
+      const packages = packagesOfGroup(this.db, groupId).map((row) => {
         const metadata = JSON.parse(row.metadata) as Meta;
         return { id: row.id, created: rfc822(new Date(row.created)), sha256: row.sha256, storageName: row.storage_name, version: String(metadata[versionKey] ?? ""), metadata };
       });
       const requiredKeys = [...new Set(packages.flatMap((p) => Object.keys(p.metadata).filter((k) => k.startsWith(REQUIRES)).map((k) => k.slice(REQUIRES.length))))];
-      plan = { target: policyTarget(group.policy), packages, metas: packages.map((p) => p.metadata), requiredKeys, answers: new Map() };
+      plan = { target: policyTarget(policy), packages, metas: packages.map((p) => p.metadata), requiredKeys, answers: new Map() };
       cache.plans.set(groupId, plan);
     }
     return plan;

@@ -1,12 +1,12 @@
 import type { DeviceIdentity } from "../../auth/tokens.ts";
-import { firstMessage } from "../../http/openapi.ts";
+import { firstMessage } from "../../util/shapes.ts";
 import type { AppContext } from "../../app/context.ts";
 import { signedObjectUrl } from "../../storage/routes.ts";
 import { packageKeys } from "../packages/packages.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
 import { resolveInPlan, retarget, type UpdateCatalog } from "./catalog.ts";
 import { dateOf } from "../../util/time.ts";
-import type { Metadata } from "../registration/metadata.ts";
+import type { Metadata } from "../devices/metadata.ts";
 import { UpdateCheck, type UpdateOffer } from "./schema.ts";
 
 /** The deployment and attempt an offer belongs to: its outcome names them (docs/device-protocol.md). */

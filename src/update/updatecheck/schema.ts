@@ -3,8 +3,8 @@
  * OpenAPI document shows them), the handler parses and answers with them.
  */
 import * as z from "zod";
-import { Rfc822 } from "../../http/shapes.ts";
-import { metaKeys, type Metadata } from "../registration/metadata.ts";
+import { Rfc822 } from "../../util/shapes.ts";
+import { metaKeys, type Metadata } from "../devices/metadata.ts";
 
 const checkBodies = new Map<string, z.ZodType<Metadata>>();
 

@@ -1,5 +1,5 @@
 import * as z from "zod";
-import type { DeviceMetadata } from "../devices/schema.ts";
+import type { DeviceMetadata } from "./schema.ts";
 
 /** A device's reported metadata: key to value, or to a list for repeated keys. */
 export type Metadata = z.infer<typeof DeviceMetadata>;
