@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import * as z from "zod";
-import { errors, ok, onObject, route } from "../../http/openapi.ts";
+import { errors, ok, onObject, route, routes } from "../../http/openapi.ts";
 import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { Scope } from "../../auth/scopes.ts";
@@ -23,17 +23,17 @@ const MSG_NOT_FOUND = `${WHAT} does not exist`;
 const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409, 413: e413 } = errors;
 
 /** Packages: upload, list, get, delete, download link. Each route with its operation (src/http/openapi.ts, `route`). */
-export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorage): Hono<AppEnv> {
+export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorage) {
   const keys = packageKeys(ctx.config.prefix);
   const app = new Hono<AppEnv>();
   const tag = "packages";
 
-  route(app, { method: "get", path: "/api/v1/packages", tag, access: "management", summary: "Packages the caller may read", responses: { 200: ok(z.array(Package), "OK"), 401: e401 } }, auth.management(), (c) =>
+  const getPackages = route(app, { method: "get", path: "/api/v1/packages", tag, access: "management", summary: "Packages the caller may read", responses: { 200: ok(z.array(Package), "OK"), 401: e401 } }, auth.management(), (c) =>
     // Alias `pkg`: the permission filter uses `p` for the permissions table itself.
     c.json(listPackages(ctx.db, permissionFilter(c.get("identity"), "package", "pkg")).map(toView)),
   );
 
-  route(
+  const postPackages = route(
     app,
     {
       method: "post",
@@ -72,7 +72,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     },
   );
 
-  route(app, { method: "get", path: "/api/v1/packages/:id", tag, access: "management", summary: "One package", responses: { 200: ok(Package, "OK"), ...onObject } }, auth.management(), (c) => {
+  const getPackagesById = route(app, { method: "get", path: "/api/v1/packages/:id", tag, access: "management", summary: "One package", responses: { 200: ok(Package, "OK"), ...onObject } }, auth.management(), (c) => {
     const id = pathId(c.req.param("id"), WHAT);
     authorize(ctx.db, c.get("identity"), "package", id, "read");
     const row = getPackage(ctx.db, id);
@@ -80,7 +80,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     return c.json(toView(row));
   });
 
-  route(
+  const getPackagesByIdUsage = route(
     app,
     { method: "get", path: "/api/v1/packages/:id/usage", tag, access: "management", summary: "Where a package is used: its groups and their deployments of its version", responses: { 200: ok(PackageUsage, "OK"), ...onObject } },
     auth.management(),
@@ -94,7 +94,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     },
   );
 
-  route(
+  const deletePackagesById = route(
     app,
     { method: "delete", path: "/api/v1/packages/:id", tag, access: "management", summary: "Delete a package (not while a group has it)", responses: { 200: ok(), ...onObject, 409: e409 } },
     auth.management(),
@@ -108,7 +108,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     },
   );
 
-  route(
+  const getPackagesByIdDownload = route(
     app,
     { method: "get", path: "/api/v1/packages/:id/download", tag, access: "management", summary: "A signed, expiring download link", responses: { 200: ok(PackageLink, "OK"), ...onObject } },
     auth.management(),
@@ -122,5 +122,5 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     },
   );
 
-  return app;
+  return routes(app, getPackages, postPackages, getPackagesById, getPackagesByIdUsage, deletePackagesById, getPackagesByIdDownload);
 }
