@@ -3,9 +3,8 @@
  * device's update history (README "Deployments").
  */
 import { useRef } from "preact/hooks";
-import { get } from "./api.ts";
+import { api } from "./api.ts";
 import { href } from "./router.ts";
-import type { UpdateHistoryEntry } from "../../update/deployments/schema.ts";
 import type { StreamEventData } from "../../update/events/schema.ts";
 import { Badge, Card, Show, Table, Time, useEventSource, useLoad } from "./ui.tsx";
 
@@ -37,7 +36,7 @@ const OUTCOME_TONE: Record<string, "ok" | "bad" | "warn" | "muted"> = { installe
 
 /** A device's update history; it follows the device's deployment events. */
 export function UpdateHistory(props: { deviceId: number; mac: string }) {
-  const history = useLoad(() => get<UpdateHistoryEntry[]>(`/api/v2/devices/${props.deviceId}/update-history?limit=50`), [props.deviceId]);
+  const history = useLoad(() => api.get("/api/v2/devices/:id{[0-9]+}/update-history", { id: props.deviceId, limit: "50" }), [props.deviceId]);
   useDeploymentEvents((d) => "device" in d && d.device === props.mac, history.reload);
   return (
     <Card title="Update history">
