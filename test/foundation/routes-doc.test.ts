@@ -12,10 +12,11 @@ const REGENERATE = "npm run routes-doc";
 const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
 /** Every source file under src/ with its text, for finding where a route is registered. */
+/** The server's sources: the console (src/console/app) calls routes (`api.post("/api/...")`) but registers none. */
 function sources(dir = "src"): { file: string; text: string }[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) return sources(path);
+    if (entry.isDirectory()) return path === join("src", "console", "app") ? [] : sources(path);
     return /\.tsx?$/.test(entry.name) ? [{ file: path, text: readFileSync(path, "utf8") }] : [];
   });
 }
