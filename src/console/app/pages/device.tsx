@@ -1,6 +1,6 @@
 import { Fragment } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, call, seg } from "../api.ts";
+import { api, call } from "../api.ts";
 import { isOnline, useLive } from "../live.ts";
 import { href, navigate, type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
@@ -322,7 +322,7 @@ function PowerCard(props: { deviceId: number }) {
 }
 
 function Actions(props: { mac: string; online: boolean }) {
-  const mac = seg(props.mac);
+  const mac = props.mac;
   const list = useLoad(() => (props.online ? api.get("/api/v2/devices/:mac/action/list", { mac }) : Promise.resolve(undefined)), [props.mac, props.online]);
   const log = useLoad(() => api.get("/api/v2/devices/:mac/action/log", { mac }), [props.mac]);
   const [running, setRunning] = useState<string>();
