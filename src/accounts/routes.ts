@@ -9,7 +9,7 @@ import { parseScopeNames } from "../auth/scopes.ts";
 import { revokeTokenId, revokeTokens } from "../auth/revocations.ts";
 import type { AccessWatch } from "../auth/authority.ts";
 import { LabgateError } from "../util/errors.ts";
-import { Empty, ErrorBody, errors, jsonBody, route } from "../http/openapi.ts";
+import { Empty, ErrorBody, errors, route, routes } from "../http/openapi.ts";
 import * as z from "zod";
 import { Caller } from "../http/schema.ts";
 import { managementBody } from "../http/system.ts";
@@ -32,7 +32,7 @@ const sessionCookie = (c: Context, value: string, maxAge: number) =>
   setCookie(c, SESSION_COOKIE, value, { httpOnly: true, sameSite: "Strict", path: "/", maxAge, secure: isTls(c) });
 
 /** Console sign-in and sign-out, and the accounts. */
-export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrottle, accessWatch: AccessWatch): Hono<AppEnv> {
+export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrottle, accessWatch: AccessWatch) {
   const { db } = ctx;
   const prefix = ctx.config.prefix;
   const app = new Hono<AppEnv>();
@@ -49,7 +49,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     if ((c.req.header("origin") ?? c.req.header("referer")) !== undefined && !sameOrigin(c)) throw new LabgateError("forbidden", MSG_CROSS_SITE);
   };
 
-  route(
+  const postAuthLogin = route(
     app,
     {
       method: "post",
@@ -70,8 +70,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
         429: { description: "Too many failed logins for this name or from this address", json: ErrorBody, headers: { "Retry-After": "seconds to wait" } },
       },
     },
-    async (c) => {
-      const body = await jsonBody(c, LoginBody);
+    async (c, { body }) => {
       refuseCrossSite(c);
       // Names that cannot exist share one key: they cannot grow the throttle's memory either.
       const key = NAME_PATTERN.test(body.username) ? body.username : "";
@@ -101,7 +100,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
   );
 
   // Signing out ends the session on the server too: its token id is revoked.
-  route(
+  const postAuthLogout = route(
     app,
     {
       method: "post",
@@ -130,7 +129,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
   );
 
   // Token revocation: one token by id, or every token of a user issued until now.
-  route(
+  const postTokensRevoke = route(
     app,
     {
       method: "post",
@@ -142,22 +141,21 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
       responses: { 200: { description: "Revoked", json: Empty }, 400: e400, 401: e401, 403: e403 },
     },
     auth.management("admin_rw"),
-    async (c) => {
-      const { id, user } = await jsonBody(c, RevokeBody);
+    async (c, { body: { id, user } }) => {
       await revokeTokens(db, { id, user }, actorOf(c, ctx.clock));
       accessWatch.sweep();
       return c.json({});
     },
   );
 
-  route(
+  const getUsers = route(
     app,
     { method: "get", path: "/api/v1/users", tag, access: "management", summary: "Console accounts (admin_ro)", responses: { 200: { description: "By name", json: z.array(Account) }, 401: e401, 403: e403 } },
     auth.management("admin_ro"),
     (c) => c.json(listAccounts(db, prefix)),
   );
 
-  route(
+  const postUsers = route(
     app,
     {
       method: "post",
@@ -169,14 +167,13 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
       responses: { 201: { description: "Created", json: Account }, 400: e400, 401: e401, 403: e403, 409: e409 },
     },
     auth.management("admin_rw"),
-    async (c) => {
-      const body = await jsonBody(c, NewAccount);
+    async (c, { body }) => {
       const account = await createAccount(db, prefix, body.name, body.password, scopesOf(body.scopes), { now: dateOf(ctx.clock), actor: actorOf(c, ctx.clock) });
       return c.json(account, 201);
     },
   );
 
-  route(
+  const patchUsersByName = route(
     app,
     {
       method: "patch",
@@ -196,9 +193,8 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
       },
     },
     auth.management("admin_rw"),
-    async (c) => {
+    async (c, { body }) => {
       const name = c.req.param("name") ?? "";
-      const body = await jsonBody(c, AccountUpdate);
       if (!getAccount(db, prefix, name)) throw new LabgateError("not_found", `account ${name} does not exist`);
       const change = { password: body.password, disabled: body.disabled, scopes: body.scopes && scopesOf(body.scopes) };
       const updated = await updateAccount(db, prefix, name, change, dateOf(ctx.clock), actorOf(c, ctx.clock));
@@ -207,7 +203,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     },
   );
 
-  route(
+  const deleteUsersByName = route(
     app,
     {
       method: "delete",
@@ -231,5 +227,5 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     },
   );
 
-  return app;
+  return routes(app, postAuthLogin, postAuthLogout, postTokensRevoke, getUsers, postUsers, patchUsersByName, deleteUsersByName);
 }

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import * as z from "zod";
 import type { Auth } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
-import { errors, queryOf, route } from "../http/openapi.ts";
+import { errors, route, routes } from "../http/openapi.ts";
 import { LabgateError } from "../util/errors.ts";
 import { auditCsv, countAudit, listAudit } from "./audit.ts";
 import { AuditEntry, AuditQuery } from "./schema.ts";
@@ -11,9 +11,9 @@ import { AuditEntry, AuditQuery } from "./schema.ts";
 export type TargetNames = (targets: readonly string[]) => Map<string, string>;
 
 /** GET /api/v1/audit (admin read scope), with its operation (src/http/openapi.ts, `route`); `names` fills the JSON entries' `target_name`. */
-export function auditRoutes(ctx: AppContext, auth: Auth, names: TargetNames = () => new Map()): Hono<AppEnv> {
+export function auditRoutes(ctx: AppContext, auth: Auth, names: TargetNames = () => new Map()) {
   const app = new Hono<AppEnv>();
-  route(
+  const getAudit = route(
     app,
     {
       method: "get",
@@ -30,8 +30,7 @@ export function auditRoutes(ctx: AppContext, auth: Auth, names: TargetNames = ()
       },
     },
     auth.management("admin_ro"),
-    (c) => {
-      const { limit, offset, format, ...filter } = queryOf(c, AuditQuery);
+    (c, { query: { limit, offset, format, ...filter } }) => {
       if (filter.since && filter.until && filter.since >= filter.until) throw new LabgateError("invalid", '"since" must be before "until"');
       if (format === "csv") {
         return new Response(auditCsv(ctx.db, filter), {
@@ -44,5 +43,5 @@ export function auditRoutes(ctx: AppContext, auth: Auth, names: TargetNames = ()
       return c.json(entries.map((e) => ({ ...e, target_name: named.get(e.target) ?? null })));
     },
   );
-  return app;
+  return routes(app, getAudit);
 }

@@ -1,5 +1,7 @@
 import { Readable } from "node:stream";
 import { setImmediate as nextTurn } from "node:timers/promises";
+import type { Context } from "hono";
+import type { JsonReply } from "./openapi.ts";
 
 /**
  * A JSON array answer made from `pages` as the client reads it: the same bytes as `c.json(all)`
@@ -19,3 +21,7 @@ export function jsonArrayStream(pages: Iterable<unknown[]>): ReadableStream<Uint
   }
   return Readable.toWeb(Readable.from(text(), { objectMode: false })) as ReadableStream<Uint8Array>;
 }
+
+/** `pages` streamed as a route's 200 reply: typed as the array `c.json` would answer, so it is checked against the operation alike. */
+export const jsonArrayReply = <T>(c: Context, pages: Iterable<T[]>): JsonReply<200, T[]> =>
+  c.body(jsonArrayStream(pages), 200, { "Content-Type": "application/json" }) as unknown as JsonReply<200, T[]>;

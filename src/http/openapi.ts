@@ -1,21 +1,23 @@
 /*
- * The OpenAPI 3.1 description of the HTTP API, built from the same zod schemas the
- * handlers validate request bodies with (`jsonBody`). zod 4 emits JSON Schema 2020-12, which is
- * OpenAPI 3.1's schema dialect, so the schemas go into the document as they are.
+ * The OpenAPI 3.1 description of the HTTP API, built from the same zod schemas `route` validates
+ * requests with. zod 4 emits JSON Schema 2020-12, which is OpenAPI 3.1's schema dialect, so the
+ * schemas go into the document as they are.
  *
  * Why not @hono/zod-openapi: its validators read bodies with `c.req.json()`, bypassing
  * readBodyBytes (the 413 limit, the fast path for update checks) and answering with messages of
  * its own; labgate's status codes and error texts are part of its interface. Here a route is
- * registered with its operation (`route(app, operation, ...handlers)`): its request and response
- * schemas are written once, where the route is, the handler parses with the same schemas, and
- * the document is made from what the routers registered. A test fails when a route has no
- * operation.
+ * registered with its operation (`route(app, operation, ...middleware, handler)`): its request
+ * and response schemas are written once, where the route is; `route` parses the body, query and
+ * path parameters with them and hands them to the handler typed, the handler's replies are
+ * type-checked against the operation's responses, and the document is made from what the
+ * routers registered. A test fails when a route has no operation.
  */
-import type { Context, Env, Handler, Hono, MiddlewareHandler } from "hono";
+import type { Context, Env, Hono, MiddlewareHandler, TypedResponse } from "hono";
+import type { StatusCode } from "hono/utils/http-status";
 import * as z from "zod";
 import { readJson } from "./body.ts";
 import { LabgateError } from "../util/errors.ts";
-import { firstMessage } from "../util/shapes.ts";
+import { firstMessage, reportedIssue } from "../util/shapes.ts";
 
 export { firstMessage };
 
@@ -48,9 +50,12 @@ export interface Operation {
   /**
    * The request body. A JSON body is read with its Content-Type checked (readJson: else 415, which
    * the document adds to the operation), unless `anyType`: the route reads the bytes whatever the
-   * type says (a signed body, whose signature covers the bytes).
+   * type says (a signed body, whose signature covers the bytes). `route` parses a JSON body and
+   * hands it to the handler, unless `anyType` or `parsedBy: "handler"` (the update check's own
+   * faster parser; a body read only after a check that must cost no parsing, or that may be
+   * absent); multipart and media bodies are streamed by the handler.
    */
-  body?: { json: z.ZodType; anyType?: true } | { multipart: z.ZodObject } | { media: string };
+  body?: { json: z.ZodType; anyType?: true; parsedBy?: "handler" } | { multipart: z.ZodObject } | { media: string };
   responses: Record<number, Reply>;
   /** A WebSocket route (answers 101 to an upgrade). */
   websocket?: boolean;
@@ -59,21 +64,113 @@ export interface Operation {
 /** The operations of each router, recorded by `route` as it registers them. */
 const registered = new WeakMap<object, Operation[]>();
 
+/** The names of a Hono path's parameters (`/api/v1/logs/:id{[0-9]+}` -> "id"). */
+type ParamNames<P extends string> = P extends `${string}:${infer Rest}`
+  ? Rest extends `${infer Name}/${infer Tail}`
+    ? Unconstrained<Name> | ParamNames<`/${Tail}`>
+    : Unconstrained<Rest>
+  : never;
+type Unconstrained<N extends string> = N extends `${infer Name}{${string}` ? Name : N;
+
+/** What the handler types read of an operation (handlers shared by several operations are typed by this much). */
+export type Described = Pick<Operation, "responses"> & Partial<Pick<Operation, "path" | "body" | "query">>;
+type PathOf<O extends Described> = O extends { path: infer P extends string } ? P : string;
+
+/** What `route` parsed for the handler: the JSON body, the query and the path parameters, typed from the operation. */
+export interface Input<O extends Described> {
+  body: O["body"] extends { json: infer T extends z.ZodType; anyType?: undefined; parsedBy?: undefined } ? z.output<T> : undefined;
+  query: O["query"] extends z.ZodType ? z.output<O["query"]> : undefined;
+  params: { [K in ParamNames<PathOf<O>>]: string };
+}
+
+type Statuses<O extends Described> = keyof O["responses"] & StatusCode;
+/** The statuses whose reply is a JSON body, and that body's type (what a client reads: the schema's output). */
+type JsonStatus<O extends Described> = { [S in Statuses<O>]: O["responses"][S] extends { json: z.ZodType } ? S : never }[Statuses<O>];
+type JsonOf<O extends Described, S> = S extends keyof O["responses"] ? (O["responses"][S] extends { json: infer T extends z.ZodType } ? z.output<T> : never) : never;
+
+/** A JSON reply of status `S` whose body is a `T`. */
+export type JsonReply<S extends StatusCode, T> = Response & TypedResponse<T, S, "json">;
+
 /**
- * Registers `handlers` (the auth check first) on `app` for the operation's method and path, and
- * records the operation for the OpenAPI document: a route and its description in one place.
+ * What a handler may answer: a JSON reply of a status and shape the operation declares, or, when
+ * the operation declares a reply without a JSON body (a file, a stream, 204, an upgrade), any
+ * Response that is not an undeclared JSON one.
  */
-export function route<E extends Env>(app: Hono<E>, operation: Operation, ...handlers: Array<MiddlewareHandler<E> | Handler<E>>): void {
+export type ReplyOf<O extends Described> =
+  | { [S in JsonStatus<O>]: JsonReply<S, JsonOf<O, S>> }[JsonStatus<O>]
+  | ({ [S in Statuses<O>]: O["responses"][S] extends { json: z.ZodType; media?: undefined } ? never : S }[Statuses<O>] extends never ? never : Response & { _format?: "body" | "text" | "redirect" });
+
+/** `c.json` held to the operation: the body must be of the declared shape for its status (200 unless given). */
+interface JsonOfOperation<O extends Described> {
+  (value: JsonOf<O, 200>): JsonReply<200, JsonOf<O, 200>>;
+  <S extends JsonStatus<O>>(value: JsonOf<O, S>, status: S, headers?: Record<string, string>): JsonReply<S, JsonOf<O, S>>;
+}
+
+/** The handler's context: Hono's, with the path's parameters typed and `c.json` held to the operation. */
+export type RouteContext<E extends Env, O extends Described> = { json: JsonOfOperation<O> } & Context<E, PathOf<O>>;
+
+export type RouteHandler<E extends Env, O extends Described> = (c: RouteContext<E, O>, input: Input<O>) => ReplyOf<O> | Promise<ReplyOf<O>>;
+
+/**
+ * Registers a route on `app` for the operation's method and path: the middleware first (the auth
+ * check), then the handler, handed what `route` parsed. A WebSocket operation's handlers are
+ * Hono's own (the last is the upgrade). The operation is recorded for the OpenAPI document and
+ * returned, its type kept, for the routers' type-level registry (`Routes`).
+ */
+export function route<E extends Env, const O extends Operation>(
+  app: Hono<E>,
+  operation: O,
+  ...handlers: [...Array<MiddlewareHandler<E>>, NoInfer<RouteHandler<E, O>> | (O extends { websocket: true } ? MiddlewareHandler<E> : never)]
+): O {
   let list = registered.get(app);
   if (!list) registered.set(app, (list = []));
   list.push({ ...operation, path: openApiPath(operation.path) });
-  app.on(operation.method.toUpperCase(), operation.path, ...(handlers as [Handler<E>]));
+  const method = operation.method.toUpperCase();
+  if (operation.websocket) {
+    app.on(method, [operation.path], ...(handlers as Array<MiddlewareHandler<E>>));
+    return operation;
+  }
+  const middleware = handlers.slice(0, -1) as Array<MiddlewareHandler<E>>;
+  const handler = handlers[handlers.length - 1] as RouteHandler<E, O>;
+  app.on(method, [operation.path], ...middleware, async (c: Context<E>) => handler(c as RouteContext<E, O>, await inputOf(operation, c)));
+  return operation;
 }
+
+/** Parses what the operation declares, once, before the handler runs: failures are 400s (415 and 413 from readJson). */
+async function inputOf<O extends Operation>(operation: O, c: Context): Promise<Input<O>> {
+  const { body, query } = operation;
+  return {
+    body: body && "json" in body && !body.anyType && !body.parsedBy ? await jsonBody(c, body.json) : undefined,
+    query: query ? queryOf(c, query) : undefined,
+    params: c.req.param(),
+  } as Input<O>;
+}
+
+/** A router with the operations it registered, as types only: the console's client is typed from them (src/server/api.ts). */
+export type Routes<E extends Env, Operations extends Operation> = Hono<E> & { readonly operations?: Operations };
+
+/** `app`, typed with the operations `route` returned for it. */
+export const routes = <E extends Env, const Operations extends readonly Operation[]>(app: Hono<E>, ..._operations: Operations): Routes<E, Operations[number]> => app;
+
+/*
+ * A registry of operations (a union, e.g. src/server/api.ts's `Api`) read by method and path, for
+ * a client: the operation, its path parameters, query, JSON body and the JSON of its 200 reply.
+ */
+export type OperationAt<R extends Operation, M extends Method, P extends string> = Extract<R, { method: M; path: P }>;
+export type PathParams<P extends string> = { [K in ParamNames<P>]: string | number };
+export type QueryAt<O extends Operation> = O["query"] extends z.ZodType ? { [K in keyof z.input<O["query"]>]: string | number | boolean | undefined } : {};
+export type BodyAt<O extends Operation> = O["body"] extends { json: infer T extends z.ZodType } ? z.input<T> : never;
+export type ReplyAt<O extends Described> = JsonOf<O, 200>;
 
 /** The operations `route` registered on `app`. */
 export const operationsOf = (app: object): Operation[] => registered.get(app) ?? [];
 
-export const ErrorBody = z.object({ error: z.string() }).meta({ id: "Error" });
+export const ErrorBody = z
+  .object({
+    error: z.string(),
+    field: z.string().optional().describe('the request field the error is about, as a dotted path ("metadata.name"), when it is about one'),
+  })
+  .meta({ id: "Error" });
 export const Empty = z.object({}).meta({ id: "Empty" });
 
 /**
@@ -84,16 +181,22 @@ export const Empty = z.object({}).meta({ id: "Empty" });
 export async function jsonBody<T extends z.ZodType>(c: Context, schema: T): Promise<z.output<T>> {
   const result = schema.safeParse(await readJson(c));
   if (result.success) return result.data;
-  throw new LabgateError("invalid", firstMessage(result.error));
+  throw invalidInput(result.error);
 }
 
 /** The query parameters validated with `schema` (an operation's `query`); failures are 400s with the schema's message. */
 export function queryOf<T extends z.ZodType>(c: Context, schema: T): z.output<T> {
   const result = schema.safeParse(c.req.query());
   if (result.success) return result.data;
-  throw new LabgateError("invalid", firstMessage(result.error));
+  throw invalidInput(result.error);
 }
 
+/** The 400 for input a schema refused: its first message, and the field it is about (`field`, a dotted path) when it names one. */
+export function invalidInput(error: z.ZodError): LabgateError {
+  const issue = reportedIssue(error);
+  const path = issue.code === "unrecognized_keys" && issue.keys.length === 1 ? [...issue.path, issue.keys[0]] : issue.path;
+  return new LabgateError("invalid", firstMessage(error), path.length > 0 ? { field: path.map(String).join(".") } : undefined);
+}
 
 /**
  * JSON Schema for `schema`. Schemas named with `.meta({ id })` become `components.schemas`
@@ -206,4 +309,8 @@ export const errors = {
 } satisfies Record<number, Reply>;
 /** The refusals of a route on one object: no token, not permitted, missing (a refused read looks missing). */
 export const onObject = { 401: errors[401], 403: errors[403], 404: errors[404] } satisfies Record<number, Reply>;
-export const ok = (json: z.ZodType = Empty, description = "Done"): Reply => ({ description, json });
+export function ok(): { description: string; json: typeof Empty };
+export function ok<T extends z.ZodType>(json: T, description?: string): { description: string; json: T };
+export function ok(json: z.ZodType = Empty, description = "Done"): Reply {
+  return { description, json };
+}

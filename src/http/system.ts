@@ -3,7 +3,7 @@ import type { Auth } from "../auth/middleware.ts";
 import { scopeName } from "../auth/scopes.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
-import { errors, route } from "./openapi.ts";
+import { errors, route, routes } from "./openapi.ts";
 import { Caller, DeviceCaller, Health } from "./schema.ts";
 import { isoTime } from "../util/time.ts";
 
@@ -21,10 +21,10 @@ export const managementBody = (prefix: string, identity: ManagementIdentity): Ca
  * `GET /api/health` (no token): is the appliance up and its database writable.
  * `GET /api/whoami` (any token): what the server makes of a token, for operators and scripts.
  */
-export function systemRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+export function systemRoutes(ctx: AppContext, auth: Auth) {
   const app = new Hono<AppEnv>();
   const tag = "system";
-  route(
+  const getHealth = route(
     app,
     {
       method: "get",
@@ -45,7 +45,7 @@ export function systemRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
       return c.json(health, database.state === "ok" ? 200 : 503);
     },
   );
-  route(
+  const getWhoami = route(
     app,
     {
       method: "get",
@@ -63,5 +63,5 @@ export function systemRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
       return c.json(device);
     },
   );
-  return app;
+  return routes(app, getHealth, getWhoami);
 }

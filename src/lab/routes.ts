@@ -6,7 +6,7 @@ import * as z from "zod";
 import { actorOf } from "../http/actor.ts";
 import type { Auth } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
-import { errors, jsonBody, ok, onObject, queryOf, route } from "../http/openapi.ts";
+import { errors, ok, onObject, queryOf, route, routes } from "../http/openapi.ts";
 import { pathId } from "../update/validation.ts";
 import type { LabDomain } from "./domain.ts";
 import type { PowerAction } from "./drivers.ts";
@@ -26,11 +26,11 @@ const ConsoleSocketQuery = z.object({ token: z.string().optional().describe("the
 const BoardBody = z.record(z.string(), z.unknown(), { error: "expected a JSON object: {device, power, serial}" });
 
 /** Board power (`power` on the device to switch), reservations (`test` or `power` to reserve) and consoles; `read` to look. */
-export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<AppEnv> {
+export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
 
-  route(
+  const getDevicesByIdPower = route(
     app,
     {
       method: "get",
@@ -44,7 +44,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
     (c) => c.json(lab.power.view(c.get("identity"), pathId(c.req.param("id"), "device"))),
   );
 
-  route(
+  const postDevicesByIdPowerByAction = route(
     app,
     {
       method: "post",
@@ -61,7 +61,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
     },
   );
 
-  route(
+  const getReservations = route(
     app,
     {
       method: "get",
@@ -75,7 +75,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
     (c) => c.json(lab.reservations.list(c.get("identity"), ctx.clock.now())),
   );
 
-  route(
+  const getDevicesByIdReservation = route(
     app,
     {
       method: "get",
@@ -89,7 +89,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
     (c) => c.json(lab.reservations.view(c.get("identity"), pathId(c.req.param("id"), "device"), ctx.clock.now())),
   );
 
-  route(
+  const postDevicesByIdReservation = route(
     app,
     {
       method: "post",
@@ -101,14 +101,13 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
       responses: { 200: ok(ReservationState, "Reserved"), 400: errors[400], ...onObject, 409: errors[409] },
     },
     mgmt,
-    async (c) => {
+    async (c, { body: { minutes, note } }) => {
       const id = pathId(c.req.param("id"), "device");
-      const { minutes, note } = await jsonBody(c, ReservationCreate);
       return c.json(await lab.reservations.reserve(c.get("identity"), actorOf(c, ctx.clock), id, minutes, note));
     },
   );
 
-  route(
+  const deleteDevicesByIdReservation = route(
     app,
     {
       method: "delete",
@@ -122,7 +121,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
     async (c) => c.json(await lab.reservations.release(c.get("identity"), actorOf(c, ctx.clock), pathId(c.req.param("id"), "device"))),
   );
 
-  route(
+  const getDevicesByIdConsole = route(
     app,
     {
       method: "get",
@@ -147,9 +146,8 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
       },
     },
     mgmt,
-    (c) => {
+    (c, { query: { since } }) => {
       const id = pathId(c.req.param("id"), "device");
-      const { since } = queryOf(c, ConsoleQuery);
       const view = lab.consoles.read(c.get("identity"), id, since ?? 0);
       c.header("X-Console-Start", String(view.start));
       c.header("X-Console-End", String(view.end));
@@ -166,7 +164,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
     c.set("identity", auth.authenticate(c, "mgmt", token !== undefined ? `Bearer token=${token}` : undefined));
     await next();
   };
-  route(
+  const getDevicesByIdConsoleWs = route(
     app,
     {
       method: "get",
@@ -218,7 +216,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
     }),
   );
 
-  route(
+  const getDevicesByIdConsoleSpans = route(
     app,
     {
       method: "get",
@@ -232,7 +230,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
     (c) => c.json(lab.spans.list(c.get("identity"), pathId(c.req.param("id"), "device"))),
   );
 
-  route(
+  const getDevicesByIdUpdateHistoryByEntryConsole = route(
     app,
     {
       method: "get",
@@ -257,14 +255,14 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
     source,
   });
 
-  route(
+  const getLabBoards = route(
     app,
     { method: "get", path: "/api/v2/lab/boards", tag, access: "management", summary: "The board map: lab.boards and the boards set through the API (svc_admin_rw or svc_admin_ro)", responses: { 200: ok(z.array(BoardView), "OK"), 401: errors[401], 403: errors[403] } },
     auth.management("admin_rw", "admin_ro"),
     (c) => c.json(lab.boards.list().map((e) => viewOf(e.board, e.source))),
   );
 
-  route(
+  const postLabBoards = route(
     app,
     {
       method: "post",
@@ -276,10 +274,10 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
       responses: { 200: ok(BoardView, "Set"), 400: errors[400], 401: errors[401], 403: errors[403], 409: errors[409] },
     },
     auth.management("admin_rw"),
-    async (c) => {
+    async (c, { body }) => {
       let board: BoardConfig;
       try {
-        board = readBoard(await jsonBody(c, BoardBody));
+        board = readBoard(body);
       } catch (error) {
         if (!(error instanceof Problem)) throw error;
         throw new LabgateError("invalid", `${error.path.length ? `${error.path.join(".")}: ` : ""}${error.what}`);
@@ -289,7 +287,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
     },
   );
 
-  route(
+  const deleteLabBoardsByDevice = route(
     app,
     {
       method: "delete",
@@ -306,5 +304,5 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain): Hono<App
     },
   );
 
-  return app;
+  return routes(app, getDevicesByIdPower, postDevicesByIdPowerByAction, getReservations, getDevicesByIdReservation, postDevicesByIdReservation, deleteDevicesByIdReservation, getDevicesByIdConsole, getDevicesByIdConsoleWs, getDevicesByIdConsoleSpans, getDevicesByIdUpdateHistoryByEntryConsole, getLabBoards, postLabBoards, deleteLabBoardsByDevice);
 }

@@ -103,10 +103,12 @@ export const zId = (message: string | ((input: unknown) => string)) => zInteger(
 /** A flag given as true/false or one of the reference's spellings; `message` for anything else. */
 export const zFlag = (message: string) => z.preprocess(readFlag, z.boolean({ error: message })).meta({ type: ["boolean", "string", "integer"] });
 
-/** The message of a failed parse: an unknown field first (as the hand-written checks did), else the first issue's own text. */
+/** The issue a client is told of: an unknown field first, as the hand-written checks did. */
+export const reportedIssue = (error: z.ZodError) => error.issues.find((i) => i.code === "unrecognized_keys") ?? error.issues[0];
+
+/** The message of a failed parse: the reported issue's own text. */
 export function firstMessage(error: z.ZodError): string {
-  const issues = error.issues;
-  const issue = issues.find((i) => i.code === "unrecognized_keys") ?? issues[0];
+  const issue = reportedIssue(error);
   if (issue.code === "unrecognized_keys") return `schema validation failed: unknown field ${issue.keys.map((k) => JSON.stringify(k)).join(", ")}`;
   return issue.message;
 }

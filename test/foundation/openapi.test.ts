@@ -78,18 +78,22 @@ test("the document shows the schemas the handlers validate with", () =>
     assert.ok(devices.responses["200"].headers["X-Total-Count"]);
     assert.deepEqual(devices.security, [{ management: [] }, { session: [] }]);
 
-    // And the validator behind it answers with today's texts.
+    // And the validator behind it answers with today's texts, naming the field when the problem is in one.
     const group = (await (await server.request("/api/v2/groups", { method: "POST", token: server.adminToken, json: { metadata: {} } })).json()) as { id: number };
     const patch = (json: unknown) => server.request(`/api/v2/groups/${group.id}/devices`, { method: "PATCH", token: server.adminToken, json });
-    const cases: Array<[unknown, string]> = [
-      [{ add: [] }, 'schema validation failed: field "remove" is required'],
-      [{ add: [0], remove: [] }, 'schema validation failed: field "add" must be an array of positive integer ids'],
-      [{ add: [], remove: [], more: 1 }, 'schema validation failed: unknown field "more"'],
+    const cases: Array<[unknown, string, string?]> = [
+      [{ add: [] }, 'schema validation failed: field "remove" is required', "remove"],
+      [{ add: [0], remove: [] }, 'schema validation failed: field "add" must be an array of positive integer ids', "add.0"],
+      [{ add: [], remove: [], more: 1 }, 'schema validation failed: unknown field "more"', "more"],
       [[], "expected a JSON object"],
     ];
-    for (const [json, error] of cases) {
+    for (const [json, error, field] of cases) {
       const res = await patch(json);
       assert.equal(res.status, 400);
-      assert.deepEqual(await res.json(), { error });
+      assert.deepEqual(await res.json(), field ? { error, field } : { error });
     }
+    const metadata = await server.request("/api/v2/groups", { method: "POST", token: server.adminToken, json: { metadata: 5 } });
+    assert.equal(metadata.status, 400);
+    assert.equal(((await metadata.json()) as { field?: string }).field, "metadata");
+    assert.deepEqual(any.components.schemas.Error.properties.field.type, "string");
   }));

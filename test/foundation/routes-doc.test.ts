@@ -11,11 +11,11 @@ const DOC = "docs/routes.md";
 const REGENERATE = "npm run routes-doc";
 const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
-/** Every source file under src/ (not the unit tests beside them) with its text, for finding where a route is registered. */
+/** The server's source files with their text, for finding where a route is registered: not the unit tests beside them, nor the console (src/console/app), which calls routes (`api.post("/api/...")`) but registers none. */
 function sources(dir = "src"): { file: string; text: string }[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) return sources(path);
+    if (entry.isDirectory()) return path === join("src", "console", "app") ? [] : sources(path);
     return /\.tsx?$/.test(entry.name) && !entry.name.endsWith(".test.ts") ? [{ file: path, text: readFileSync(path, "utf8") }] : [];
   });
 }

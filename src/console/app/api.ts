@@ -1,9 +1,18 @@
-/** The one way the console talks to the server: JSON in and out, errors as ApiError with the server's message. */
+/**
+ * The one way the console talks to the server: JSON in and out, errors as ApiError with the
+ * server's message. `api.get("/api/v2/devices/:id{[0-9]+}", { id })` takes a route's path as the
+ * server registers it, fills its parameters (the rest go into the query) and answers the type of
+ * that operation's reply, from the server's registry (src/server/api.ts, types only).
+ */
+import type { BodyAt, Method, OperationAt, PathParams, QueryAt, ReplyAt } from "../../http/openapi.ts";
+import type { Api } from "../../server/api.ts";
 
 export class ApiError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** The request field the error is about (a dotted path, "metadata.name"), when the server names one. */
+    readonly field?: string,
   ) {
     super(message);
   }
@@ -17,13 +26,15 @@ export const setSignedOutHandler = (handler: () => void) => {
 
 async function errorOf(res: Response): Promise<ApiError> {
   let message = `${res.status} ${res.statusText}`;
+  let field: string | undefined;
   try {
-    const body = (await res.json()) as { error?: unknown };
+    const body = (await res.json()) as { error?: unknown; field?: unknown };
     if (typeof body.error === "string" && body.error) message = body.error;
+    if (typeof body.field === "string") field = body.field;
   } catch {
     // Not JSON: keep the status line.
   }
-  return new ApiError(res.status, message);
+  return new ApiError(res.status, message, field);
 }
 
 export interface CallOptions {
@@ -55,24 +66,60 @@ export async function call(method: string, path: string, options: CallOptions = 
   throw error;
 }
 
-/** GET (or another method) answering JSON; 204 and empty bodies give undefined. */
-export async function api<T>(method: string, path: string, options?: CallOptions): Promise<T> {
+/** A call answering JSON; 204 and empty bodies give undefined. */
+async function json<T>(method: string, path: string, options?: CallOptions): Promise<T> {
   const res = await call(method, path, options);
   const text = await res.text();
   return (text.trim() ? JSON.parse(text) : undefined) as T;
 }
 
-export const get = <T>(path: string) => api<T>("GET", path);
+type PathOf<M extends Method> = Extract<Api, { method: M }>["path"];
+/** A path's parameters and its query's, in one object. */
+type Params<M extends Method, P extends string> = PathParams<P> & QueryAt<OperationAt<Api, M, P>>;
+type Reply<M extends Method, P extends string> = ReplyAt<OperationAt<Api, M, P>>;
+/** The parameters, which may be left out when none is required. */
+type ParamArgs<M extends Method, P extends string, Rest extends unknown[] = []> = {} extends Params<M, P> ? [params?: Params<M, P>, ...Rest] : [params: Params<M, P>, ...Rest];
 
-/** A page of a list route that answers X-Total-Count. */
-export async function getPage<T>(path: string): Promise<{ items: T[]; total: number }> {
-  const res = await call("GET", path);
-  const items = (await res.json()) as T[];
-  return { items, total: Number(res.headers.get("x-total-count") ?? items.length) };
+/** `path` (a route's, `/api/v2/devices/:id{[0-9]+}`) with its parameters filled in; the other params go into the query. */
+export function pathOf(path: string, params: object = {}): string {
+  const rest: Record<string, unknown> = { ...params };
+  const filled = path.replace(/:([A-Za-z_]+)(\{[^}]*\})?/g, (_m, name: string) => {
+    const value = rest[name];
+    delete rest[name];
+    return encodeURIComponent(String(value));
+  });
+  const query = new URLSearchParams();
+  for (const [key, value] of Object.entries(rest)) if (value !== undefined) query.set(key, String(value));
+  return query.size > 0 ? `${filled}?${query}` : filled;
 }
 
+const read =
+  <M extends Method>(method: M) =>
+  <P extends PathOf<M>>(path: P, ...[params, options]: ParamArgs<M, P, [options?: CallOptions]>) =>
+    json<Reply<M, P>>(method.toUpperCase(), pathOf(path, params), options);
+const write =
+  <M extends Method>(method: M) =>
+  <P extends PathOf<M>>(path: P, ...[params, body, options]: ParamArgs<M, P, [body?: BodyAt<OperationAt<Api, M, P>>, options?: CallOptions]>) =>
+    json<Reply<M, P>>(method.toUpperCase(), pathOf(path, params), { ...options, json: body });
+
+/** The API by method: `api.get(path, params?)`, `api.post(path, params?, body?)`; each answers its operation's reply. */
+export const api = {
+  get: read("get"),
+  delete: write("delete"),
+  post: write("post"),
+  put: write("put"),
+  patch: write("patch"),
+  /** A page of a list route that answers X-Total-Count. */
+  async page<P extends PathOf<"get">>(path: P, ...[params]: ParamArgs<"get", P>): Promise<{ items: Reply<"get", P>; total: number }> {
+    const res = await call("GET", pathOf(path, params));
+    const items = (await res.json()) as Reply<"get", P>;
+    return { items, total: Number(res.headers.get("x-total-count") ?? (items as unknown[]).length) };
+  },
+};
+
 /** A multipart upload with progress (fetch has no upload progress; XHR does). */
-export function upload<T>(path: string, form: FormData, onProgress: (fraction: number) => void): { done: Promise<T>; abort: () => void } {
+export function upload<P extends PathOf<"post">>(path: P, form: FormData, onProgress: (fraction: number) => void): { done: Promise<Reply<"post", P>>; abort: () => void } {
+  type T = Reply<"post", P>;
   const xhr = new XMLHttpRequest();
   const done = new Promise<T>((resolve, reject) => {
     xhr.open("POST", path);
@@ -80,7 +127,7 @@ export function upload<T>(path: string, form: FormData, onProgress: (fraction: n
       if (e.lengthComputable) onProgress(e.loaded / e.total);
     };
     xhr.onload = () => {
-      let body: { error?: string } | undefined;
+      let body: { error?: string; field?: string } | undefined;
       try {
         body = JSON.parse(xhr.responseText);
       } catch {
@@ -88,7 +135,7 @@ export function upload<T>(path: string, form: FormData, onProgress: (fraction: n
       }
       if (xhr.status >= 200 && xhr.status < 300) return resolve(body as T);
       if (xhr.status === 401) onSignedOut();
-      reject(new ApiError(xhr.status, body?.error ?? `${xhr.status} ${xhr.statusText}`));
+      reject(new ApiError(xhr.status, body?.error ?? `${xhr.status} ${xhr.statusText}`, body?.field));
     };
     xhr.onerror = () => reject(new ApiError(0, "the upload failed: the server cannot be reached"));
     xhr.onabort = () => reject(new ApiError(0, "the upload was cancelled"));

@@ -3,7 +3,7 @@
  * device page's recent entries (the Audit page itself is pages/audit.tsx).
  */
 import type { AuditEntry } from "../../audit/schema.ts";
-import { get } from "./api.ts";
+import { api } from "./api.ts";
 import { href } from "./router.ts";
 import { Badge, Card, Show, Table, Time, useChanges, useLoad } from "./ui.tsx";
 
@@ -12,15 +12,14 @@ export const FILTERS = ["actor", "action", "target", "since", "until"] as const;
 export type Filters = Record<(typeof FILTERS)[number], string>;
 
 /** `/api/v1/audit` with these filters (empty ones left out); `extra`: paging or the CSV format. */
-export function auditPath(filters: Partial<Filters>, extra: Record<string, string>): string {
-  const params = new URLSearchParams();
+export function auditQuery(filters: Partial<Filters>, extra: Record<string, string>): Record<string, string> {
+  const params: Record<string, string> = {};
   for (const [key, value] of Object.entries(filters)) {
     if (!value) continue;
     // The date inputs give a day: the whole day, in UTC.
-    params.set(key, key === "since" ? `${value}T00:00:00Z` : key === "until" ? new Date(Date.parse(`${value}T00:00:00Z`) + 86_400_000).toISOString() : value);
+    params[key] = key === "since" ? `${value}T00:00:00Z` : key === "until" ? new Date(Date.parse(`${value}T00:00:00Z`) + 86_400_000).toISOString() : value;
   }
-  for (const [key, value] of Object.entries(extra)) params.set(key, value);
-  return `/api/v1/audit?${params}`;
+  return { ...params, ...extra };
 }
 
 /** Who acted, as one line: the kind's word and the name; nobody known, and the name a failed login tried. */
@@ -82,7 +81,7 @@ export function RecentAudit(props: { deviceId: number }) {
   const target = `device:${props.deviceId}`;
   // An action on the page (a tag, a rename, a device action) is recorded: show it.
   const changes = useChanges();
-  const entries = useLoad(() => get<AuditEntry[]>(auditPath({ target }, { limit: "10" })), [props.deviceId, changes]);
+  const entries = useLoad(() => api.get("/api/v1/audit", auditQuery({ target }, { limit: "10" })), [props.deviceId, changes]);
   return (
     <Card title="Audit log" actions={<a href={href("/audit", { target })}>All entries</a>}>
       <Show loaded={entries}>

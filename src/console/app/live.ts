@@ -5,9 +5,8 @@
  */
 import { createContext } from "preact";
 import { useContext, useRef, useState } from "preact/hooks";
-import { get } from "./api.ts";
+import { api } from "./api.ts";
 import { useEventSource } from "./ui.tsx";
-import type { Progress } from "../../update/progress/schema.ts";
 import type { StreamEventData } from "../../update/events/schema.ts";
 
 export interface LiveProgress {
@@ -63,7 +62,7 @@ export function useLiveStream(): LiveState {
       online.clear();
       progress.clear();
       setOpened((n) => n + 1);
-      get<Progress[]>("/api/v2/devices/progress").then(
+      api.get("/api/v2/devices/progress").then(
         (list) => {
           for (const p of list) if (!progress.has(p.mac_address)) progress.set(p.mac_address, { progress: p.progress, version: p.version });
           changed();

@@ -5,7 +5,6 @@ import { api, setSignedOutHandler } from "./api.ts";
 import { pages } from "./pages/index.ts";
 import { Login } from "./pages/login.tsx";
 import { match, SECTIONS, useLocation, href, type Page } from "./router.ts";
-import type { DeviceCaller } from "../../http/schema.ts";
 import { homePath, type Me } from "./session.ts";
 import { LiveContext, useLiveStream } from "./live.ts";
 import { ConfirmHost, ErrorBox, notify, Toasts } from "./ui.tsx";
@@ -21,7 +20,7 @@ function App() {
         return null;
       });
     });
-    api<Me | DeviceCaller>("GET", "/api/whoami", { quiet401: true }).then(
+    api.get("/api/whoami", {}, { quiet401: true }).then(
       (who) => setMe(who.kind === "mgmt" ? who : null),
       () => setMe(null),
     );
@@ -47,7 +46,7 @@ function Frame(props: { me: Me; onSignedOut: () => void }) {
 
   const signOut = async () => {
     try {
-      await api("POST", "/api/v1/auth/logout");
+      await api.post("/api/v1/auth/logout");
     } catch {
       // Signed out either way: the cookie is cleared or already gone.
     }

@@ -3,10 +3,8 @@
  * device's update history (README "Deployments").
  */
 import { useRef, useState } from "preact/hooks";
-import { call, get } from "./api.ts";
-import type { ConsoleSpan } from "../../lab/schema.ts";
+import { api, call } from "./api.ts";
 import { href } from "./router.ts";
-import type { UpdateHistoryEntry } from "../../update/deployments/schema.ts";
 import type { StreamEventData } from "../../update/events/schema.ts";
 import { Badge, Card, Show, Table, Time, useEventSource, useLoad } from "./ui.tsx";
 
@@ -54,9 +52,9 @@ function AttemptConsole(props: { deviceId: number; entry: number; bytes: number 
 
 /** A device's update history; it follows the device's deployment events. */
 export function UpdateHistory(props: { deviceId: number; mac: string }) {
-  const history = useLoad(() => get<UpdateHistoryEntry[]>(`/api/v2/devices/${props.deviceId}/update-history?limit=50`), [props.deviceId]);
+  const history = useLoad(() => api.get("/api/v2/devices/:id{[0-9]+}/update-history", { id: props.deviceId, limit: "50" }), [props.deviceId]);
   // Boards keep each attempt's console span; other devices have none.
-  const spans = useLoad(() => get<ConsoleSpan[]>(`/api/v2/devices/${props.deviceId}/console-spans`).catch(() => [] as ConsoleSpan[]), [props.deviceId]);
+  const spans = useLoad(() => api.get("/api/v2/devices/:id{[0-9]+}/console-spans", { id: props.deviceId }).catch(() => []), [props.deviceId]);
   const spanOf = (id: number) => (spans.data ?? []).find((s) => s.history_id === id);
   useDeploymentEvents((d) => "device" in d && d.device === props.mac, () => (history.reload(), spans.reload()));
   return (

@@ -39,6 +39,13 @@ export const isFinal = (run: Pick<TestRun, "status">) => isFinalStatus(run.statu
 /** Where a run's API lives: here, or on a lab node through this gateway. */
 export const runBase = (id: string, node?: string) => (node ? `/api/v1/test-nodes/${seg(node)}/test-runs/${seg(id)}` : `/api/v1/test-runs/${seg(id)}`);
 
+/** A run, here or on a lab node (read through this gateway). */
+export const runOf = (id: string, node?: string) => (node ? api.get("/api/v1/test-nodes/:node/test-runs/:id", { node, id }) : api.get("/api/v1/test-runs/:id", { id }));
+
+/** A run's artifact files, here or on a lab node. */
+export const artifactsOf = (id: string, node?: string) =>
+  node ? api.get("/api/v1/test-nodes/:node/test-runs/:id/artifacts", { node, id }) : api.get("/api/v1/test-runs/:id/artifacts", { id });
+
 const TONES: Record<string, "ok" | "warn" | "bad" | "info" | "muted"> = { pending: "muted", running: "info", finished: "ok", failed: "bad", aborted: "warn", passed: "ok", skipped: "muted" };
 
 /** A run's (or a case's) status as a coloured badge; a running run being aborted says so. */
@@ -187,7 +194,7 @@ export function RepeatDialog(props: { run: TestRun; onClose: () => void }) {
     setBusy(true);
     setError(undefined);
     try {
-      const run = await api<TestRun>("POST", `/api/v1/test-runs/${seg(props.run.id)}/repeat`, { json: pattern.trim() === "" ? null : pattern.trim() });
+      const run = await api.post("/api/v1/test-runs/:id/repeat", { id: props.run.id }, pattern.trim() === "" ? null : pattern.trim());
       props.onClose();
       navigate(`/runs/${seg(run.id)}`);
     } catch (err) {

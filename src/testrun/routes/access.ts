@@ -12,8 +12,10 @@ export interface TestRunAccess {
   /** The operation's tag and who may call. */
   doc: { tag: string; access: Access };
   /** `responses` with the 401 and 403 answers when a token is needed. */
-  replies(responses: Record<number, Reply>): Record<number, Reply>;
+  replies<R extends Record<number, Reply>>(responses: R): R & Refusals;
 }
+
+type Refusals = { 401: (typeof errors)[401]; 403: (typeof errors)[403] };
 
 /**
  * A token is required (docs/tokens-and-permissions.md); `test_server.auth: none` turns the checks
@@ -25,12 +27,12 @@ export function testRunAccess(ctx: AppContext, auth: Auth): TestRunAccess {
     const open: MiddlewareHandler<AppEnv> = async (_c, next) => {
       await next();
     };
-    return { read: open, write: open, doc: { tag, access: "public" }, replies: (responses) => responses };
+    return { read: open, write: open, doc: { tag, access: "public" }, replies: <R>(responses: R) => responses as R & Refusals };
   }
   return {
     read: auth.management("tests_ro"),
     write: auth.management("tests_rw"),
     doc: { tag, access: "management" },
-    replies: (responses) => ({ 401: errors[401], 403: errors[403], ...responses }),
+    replies: <R>(responses: R) => ({ 401: errors[401], 403: errors[403], ...responses }),
   };
 }

@@ -16,7 +16,7 @@ import type { ConfigViewCache } from "../config/view-cache.ts";
 import { PlanError } from "../plan.ts";
 import type { TestRunAccess } from "./access.ts";
 import * as z from "zod";
-import { errors, jsonBody, ok, queryOf, route, type Reply } from "../../http/openapi.ts";
+import { errors, ok, route, routes, type Reply } from "../../http/openapi.ts";
 import { loadConfigFiles, LoadError } from "../config/loader.ts";
 import { nodeNamed, pushConfigs } from "../runs/nodes.ts";
 import { ConfigProblem, configListQuery, pushBody, PushResult, TestConfig, TestConfigInfo, UploadRefusal } from "../schema.ts";
@@ -65,11 +65,11 @@ function view<T>(fn: () => T): T {
   }
 }
 
-export function configRoutes(ctx: AppContext, access: TestRunAccess, store: ConfigStore, views: ConfigViewCache): Hono<AppEnv> {
+export function configRoutes(ctx: AppContext, access: TestRunAccess, store: ConfigStore, views: ConfigViewCache) {
   const app = new Hono<AppEnv>();
   const { doc, replies } = access;
 
-  route(
+  const getConfigs = route(
     app,
     {
       method: "get",
@@ -80,13 +80,13 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
       responses: replies({ 200: ok(z.array(TestConfig), "By name"), 400: e400 }),
     },
     access.read,
-    (c) => {
-      const configs: TestConfig[] = queryOf(c, configListQuery).details ? store.listWithSizes() : store.list();
+    (c, { query }) => {
+      const configs: TestConfig[] = query.details ? store.listWithSizes() : store.list();
       return c.json(configs);
     },
   );
 
-  route(
+  const postConfigs = route(
     app,
     {
       method: "post",
@@ -104,7 +104,7 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
     },
   );
 
-  route(app, { method: "get", path: "/api/v1/configs/:name", ...doc, summary: "One config", responses: replies({ 200: ok(TestConfigInfo, "OK"), 404: e404 }) }, access.read, (c) => {
+  const getConfigsByName = route(app, { method: "get", path: "/api/v1/configs/:name", ...doc, summary: "One config", responses: replies({ 200: ok(TestConfigInfo, "OK"), 404: e404 }) }, access.read, (c) => {
     const name = c.req.param("name") ?? "";
     const info = store.info(name);
     if (!info) throw new LabgateError("not_found", `File not found: ${name}`);
@@ -112,7 +112,7 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
     return c.json(answer);
   });
 
-  route(app, { method: "get", path: "/api/v1/configs/:name/file", ...doc, summary: "The config file", responses: replies({ 200: { description: "YAML", media: "text/yaml" }, 404: e404 }) }, access.read, (c) => {
+  const getConfigsByNameFile = route(app, { method: "get", path: "/api/v1/configs/:name/file", ...doc, summary: "The config file", responses: replies({ 200: { description: "YAML", media: "text/yaml" }, 404: e404 }) }, access.read, (c) => {
     const name = c.req.param("name") ?? "";
     const file = statFile(store.pathOf(name));
     if (!file) throw new LabgateError("not_found", NOT_FOUND);
@@ -122,7 +122,7 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
     });
   });
 
-  route(app, { method: "delete", path: "/api/v1/configs/:name", ...doc, summary: "Delete a config", responses: replies({ 200: ok(), 404: e404 }) }, access.write, async (c) => {
+  const deleteConfigsByName = route(app, { method: "delete", path: "/api/v1/configs/:name", ...doc, summary: "Delete a config", responses: replies({ 200: ok(), 404: e404 }) }, access.write, async (c) => {
     const name = c.req.param("name") ?? "";
     if (!store.delete(name)) throw new LabgateError("not_found", NOT_FOUND);
     await recordRequest(ctx, c, "config.delete", `config:${name}`);
@@ -131,8 +131,8 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
 
   // Variant A only: copies of a stored config (and its includes) on lab nodes, for a trigger on
   // several nodes; its suites and hints.
-  if (ctx.config.test_server.api_variant === "A") {
-    route(
+  const variantA = () => {
+    const postConfigsByNamePush = route(
       app,
       {
         method: "post",
@@ -143,9 +143,8 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
         responses: replies({ 200: ok(z.array(PushResult), "Each node's result"), 400: e400, 404: e404 }),
       },
       access.write,
-      async (c) => {
+      async (c, { body: { nodes } }) => {
         const name = c.req.param("name") ?? "";
-        const { nodes } = await jsonBody(c, pushBody);
         const text = store.read(name);
         if (text === undefined) throw new LabgateError("not_found", NOT_FOUND);
         for (const node of nodes) nodeNamed(ctx, node); // 404 for an unknown node before anything is sent
@@ -162,17 +161,19 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
     );
 
     const names = { 200: ok(z.array(z.string()), "OK"), 404: e404, 422: e422Config };
-    route(app, { method: "get", path: "/api/v1/configs/:name/test-suites", ...doc, summary: "The config's test suites", responses: replies(names) }, access.read, (c) => {
+    const getConfigsByNameTestSuites = route(app, { method: "get", path: "/api/v1/configs/:name/test-suites", ...doc, summary: "The config's test suites", responses: replies(names) }, access.read, (c) => {
       const name = c.req.param("name") ?? "";
       const suites: string[] = view(() => views.get("test-suites", name, (source) => listSuites(source, name)));
       return c.json(suites);
     });
-    route(app, { method: "get", path: "/api/v1/configs/:name/override-hints", ...doc, summary: "Keys overrides may set", responses: replies(names) }, access.read, (c) => {
+    const getConfigsByNameOverrideHints = route(app, { method: "get", path: "/api/v1/configs/:name/override-hints", ...doc, summary: "Keys overrides may set", responses: replies(names) }, access.read, (c) => {
       const name = c.req.param("name") ?? "";
       const hints: string[] = view(() => views.get("override-hints", name, (source) => overrideHints(source, name)));
       return c.json(hints);
     });
-  }
+    return [postConfigsByNamePush, getConfigsByNameTestSuites, getConfigsByNameOverrideHints] as const;
+  };
 
-  return app;
+  const onlyA = ctx.config.test_server.api_variant === "A" ? variantA() : [];
+  return routes(app, getConfigs, postConfigs, getConfigsByName, getConfigsByNameFile, deleteConfigsByName, ...onlyA);
 }

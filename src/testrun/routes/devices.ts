@@ -7,7 +7,7 @@ import { Readable } from "node:stream";
 import { Hono } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import { requestBodyStream } from "../../http/body.ts";
-import { errors, jsonBody, ok, queryOf, route } from "../../http/openapi.ts";
+import { errors, ok, route, routes } from "../../http/openapi.ts";
 import { clientAddress } from "../../http/transport.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
@@ -26,12 +26,12 @@ function trend(results: (string | null)[]): { flaky: boolean; newly_failing: boo
   return { flaky, newly_failing: seen[0] === "failed" && seen[1] === "passed" };
 }
 
-export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAccess, service: TestRunService): Hono<AppEnv> {
+export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAccess, service: TestRunService) {
   const app = new Hono<AppEnv>();
   const { doc, replies } = access;
 
   // The device's own route: a device token, whatever test_server.auth says.
-  route(
+  const putDevicesTestRunsByIdArtifactsPath = route(
     app,
     {
       method: "put",
@@ -52,7 +52,7 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
       },
     },
     auth.device(),
-    async (c) => {
+    async (c, { query: { offset } }) => {
       const identity = c.get("identity");
       if (identity.kind !== "device") throw new LabgateError("forbidden", "a device token is required");
       const marker = "/artifacts/";
@@ -62,7 +62,6 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
       } catch {
         throw new LabgateError("invalid", "invalid artifact name");
       }
-      const { offset } = queryOf(c, artifactUploadQuery);
       const body = requestBodyStream(c) ?? Readable.from([]);
       try {
         const size = await service.deviceArtifact(c.req.param("id") ?? "", identity.mac, name, offset ?? 0, body);
@@ -75,7 +74,7 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
     },
   );
 
-  route(
+  const postDevicesTestRunsByIdPower = route(
     app,
     {
       method: "post",
@@ -95,18 +94,17 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
       },
     },
     auth.device(),
-    async (c) => {
+    async (c, { body: { action } }) => {
       const identity = c.get("identity");
       if (identity.kind !== "device") throw new LabgateError("forbidden", "a device token is required");
-      const { action } = await jsonBody(c, DevicePowerRequest);
       await service.devicePower(c.req.param("id") ?? "", identity.mac, action, clientAddress(c));
       const answer: DevicePowerDone = { action };
       return c.json(answer);
     },
   );
 
-  if (ctx.config.test_server.api_variant === "A") {
-    route(
+  const variantA = () => {
+    const getTestTargets = route(
       app,
       {
         method: "get",
@@ -123,7 +121,7 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
       },
     );
 
-    route(
+    const getConfigsByNameHistory = route(
       app,
       {
         method: "get",
@@ -134,10 +132,9 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
         responses: replies({ 200: { ...ok(DeviceTestHistory, "OK"), headers: { "X-Total-Count": "how many (device, test) rows in all" } }, 400: errors[400] }),
       },
       access.read,
-      (c) => {
+      (c, { query }) => {
         const name = c.req.param("name") ?? "";
         if (!isConfigName(name)) throw new LabgateError("invalid", "invalid config name");
-        const query = queryOf(c, historyQuery);
         const sight = service.sight(c.get("identity"));
         const history = service.deviceHistory(name, query.runs ?? 10, { limit: query.limit ?? 100, offset: query.offset ?? 0 }, sight.macs);
         c.header("X-Total-Count", String(history.total));
@@ -151,6 +148,9 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
         return c.json(answer);
       },
     );
-  }
-  return app;
+    return [getTestTargets, getConfigsByNameHistory] as const;
+  };
+
+  const onlyA = ctx.config.test_server.api_variant === "A" ? variantA() : [];
+  return routes(app, putDevicesTestRunsByIdArtifactsPath, postDevicesTestRunsByIdPower, ...onlyA);
 }

@@ -5,7 +5,7 @@
  */
 import { Hono, type Context } from "hono";
 import * as z from "zod";
-import { errors, ok, route, type Reply } from "../../http/openapi.ts";
+import { errors, ok, route, routes, type JsonReply, type Reply } from "../../http/openapi.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { nodeNamed, nodeStatuses, relayFromNode, type RelayedAnswer } from "../runs/nodes.ts";
 import type { TestRunAccess } from "./access.ts";
@@ -24,16 +24,16 @@ function artifactBasename(path: string): string {
   }
 }
 
-export function nodeRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEnv> {
+export function nodeRoutes(ctx: AppContext, access: TestRunAccess) {
   const app = new Hono<AppEnv>();
   const { doc, replies } = access;
 
-  route(app, { method: "get", path: "/api/v1/test-nodes", ...doc, summary: "Configured lab nodes", responses: replies({ 200: ok(z.array(TestNode), "OK") }) }, access.read, (c) => {
+  const getTestNodes = route(app, { method: "get", path: "/api/v1/test-nodes", ...doc, summary: "Configured lab nodes", responses: replies({ 200: ok(z.array(TestNode), "OK") }) }, access.read, (c) => {
     const nodes: TestNode[] = Object.entries(ctx.config.test_server.nodes).map(([name, node]) => ({ name, url: node.url }));
     return c.json(nodes);
   });
 
-  route(
+  const getTestNodesStatus = route(
     app,
     { method: "get", path: "/api/v1/test-nodes/status", ...doc, summary: "This gateway and the lab nodes, each checked now (reachable, version)", responses: replies({ 200: ok(z.array(NodeStatus), "OK") }) },
     access.read,
@@ -55,15 +55,16 @@ export function nodeRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEnv>
     const query = params.size > 0 ? `?${params}` : "";
     return relayFromNode(ctx.clock, name, node, c.req.method === "HEAD" ? "HEAD" : "GET", `/api/v1${rest}${query}`, expected(c));
   };
-  const json = relay(() => ({ kind: "json" }));
+  // A node's JSON is relayed as the node answers it, unread: the node's own routes check its shape.
+  const json = (c: Context<AppEnv>) => relay(() => ({ kind: "json" }))(c) as Promise<JsonReply<200, never>>;
   const relayed: Record<number, Reply> = { 404: errors[404], 502: { description: "The node cannot be reached, refused the gateway's token, or failed", json: errors[404].json } };
-  route(
+  const getTestNodesByNodeTestRunsById = route(
     app,
     { method: "get", path: "/api/v1/test-nodes/:node/test-runs/:id", ...doc, summary: "A run on a lab node, read through this gateway", responses: replies({ 200: ok(TestRun, "As the node answers it"), ...relayed }) },
     access.read,
     json,
   );
-  route(
+  const getTestNodesByNodeTestRunsByIdReport = route(
     app,
     {
       method: "get",
@@ -76,13 +77,13 @@ export function nodeRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEnv>
     access.read,
     relay((c) => (c.req.query("format") === "json" ? { kind: "json" } : { kind: "csv", filename: `${c.req.param("id")}.csv` })),
   );
-  route(
+  const getTestNodesByNodeTestRunsByIdArtifacts = route(
     app,
     { method: "get", path: "/api/v1/test-nodes/:node/test-runs/:id/artifacts", ...doc, summary: "Its artifact files", responses: replies({ 200: ok(z.array(Artifact), "OK"), ...relayed }) },
     access.read,
     json,
   );
-  route(
+  const getTestNodesByNodeTestRunsByIdArtifactsPath = route(
     app,
     {
       method: "get",
@@ -96,5 +97,5 @@ export function nodeRoutes(ctx: AppContext, access: TestRunAccess): Hono<AppEnv>
     relay((c) => ({ kind: "file", filename: artifactBasename(c.req.path), preview: c.req.query("preview") === "true" })),
   );
 
-  return app;
+  return routes(app, getTestNodes, getTestNodesStatus, getTestNodesByNodeTestRunsById, getTestNodesByNodeTestRunsByIdReport, getTestNodesByNodeTestRunsByIdArtifacts, getTestNodesByNodeTestRunsByIdArtifactsPath);
 }

@@ -11,7 +11,7 @@ import { LabgateError } from "../../util/errors.ts";
 import { statFile } from "../../util/files.ts";
 import { contentDisposition, fileEtag, serveFile, serveMade, untrustedFileHeaders } from "../../storage/send.ts";
 import * as z from "zod";
-import { Empty, errors, jsonBody, ok, queryOf, route, type Reply } from "../../http/openapi.ts";
+import { Empty, errors, ok, route, routes, type Reply } from "../../http/openapi.ts";
 import type { RunStreamEventData, RunStreamEventName } from "../../protocol/streams.ts";
 import { prepareEvent, SharedSubscription, type Broadcaster, type EventStreams, type PreparedEvent, type SendEvent } from "../../http/sse.ts";
 import { openReportJson, openReportJsonByDevice, reportSummary } from "../engine/report.ts";
@@ -137,7 +137,10 @@ interface Viewer {
   send: SendEvent;
 }
 
-function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, streams, accessWatch }: RunRoutesDeps): Hono<AppEnv> {
+/** Variant A's routes, the console's: their operations are its client's registry (src/server/api.ts). */
+export type RunRoutesA = ReturnType<typeof variantA>;
+
+function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, streams, accessWatch }: RunRoutesDeps) {
   const app = new Hono<AppEnv>();
   const { doc, replies } = access;
   const store = service.store;
@@ -159,7 +162,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     return run;
   };
 
-  route(
+  const getTestRuns = route(
     app,
     {
       method: "get",
@@ -170,8 +173,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       responses: replies({ 200: { ...ok(z.array(TestRun), "OK"), headers: { "X-Total-Count": "with any query parameter: how many runs match before paging" } }, 400: e400 }),
     },
     access.read,
-    (c) => {
-      const query = queryOf(c, runListQuery);
+    (c, { query }) => {
       const sight = sightOf(c);
       if (Object.values(query).every((v) => v === undefined)) return c.json(store.listRuns().map((r) => runView(r, sight)));
       const { runs, total } = store.queryRuns({
@@ -232,7 +234,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
   });
 
   // Before /:id so that `stream` is never taken for a run id.
-  route(
+  const getTestRunsStream = route(
     app,
     {
       method: "get",
@@ -256,7 +258,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     },
   );
 
-  route(
+  const postTestRuns = route(
     app,
     {
       method: "post",
@@ -274,8 +276,8 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       }),
     },
     access.write,
-    async (c) => {
-      const request = triggerRequest(await jsonBody(c, triggerBodyA), "A");
+    async (c, { body }) => {
+      const request = triggerRequest(body, "A");
       const result = await service.trigger(request, { dispatch: true, identity: c.get("identity") });
       const target = result.kind === "dispatch" ? `trigger:${result.triggerId}` : `run:${result.run.id}`;
       await recordRequest(ctx, c, "testrun.trigger", target, { config: request.configName, suite: request.suite });
@@ -285,7 +287,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
   );
 
   // Trigger routes before /:id so that `trigger` is never taken for a run id.
-  route(
+  const getTestRunsTrigger = route(
     app,
     { method: "get", path: "/api/v1/test-runs/trigger", ...doc, summary: "Triggers", responses: replies({ 200: ok(z.array(Trigger), "OK") }) },
     access.read,
@@ -294,7 +296,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       return c.json(store.listTriggers().map((t) => triggerView(t, sight)));
     },
   );
-  route(
+  const getTestRunsTriggerByTid = route(
     app,
     { method: "get", path: "/api/v1/test-runs/trigger/:tid", ...doc, summary: "One trigger", responses: replies({ 200: ok(Trigger, "OK"), 404: e404 }) },
     access.read,
@@ -304,7 +306,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       return c.json(triggerView(trigger, sightOf(c)));
     },
   );
-  route(
+  const deleteTestRunsTriggerByTid = route(
     app,
     { method: "delete", path: "/api/v1/test-runs/trigger/:tid", ...doc, summary: "Abort a trigger", responses: replies({ 200: ok(Trigger, "Aborting"), 404: e404 }) },
     access.write,
@@ -317,7 +319,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     },
   );
 
-  route(
+  const getTestRunsById = route(
     app,
     { method: "get", path: "/api/v1/test-runs/:id", ...doc, summary: "One run", responses: replies({ 200: ok(TestRun, "OK"), 404: e404 }) },
     access.read,
@@ -329,7 +331,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     },
   );
 
-  route(
+  const deleteTestRunsById = route(
     app,
     { method: "delete", path: "/api/v1/test-runs/:id", ...doc, summary: "Abort a run (answers at once, abort_requested; the run ends aborted)", responses: replies({ 200: ok(TestRun, "Aborting"), 400: e400, 404: e404 }) },
     access.write,
@@ -340,7 +342,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     },
   );
 
-  route(
+  const deleteTestRunsByIdRecord = route(
     app,
     { method: "delete", path: "/api/v1/test-runs/:id/record", ...doc, summary: "Delete a finished run: its record, report and artifacts", responses: replies({ 200: ok(), 404: e404, 409: e409 }) },
     access.write,
@@ -352,7 +354,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     },
   );
 
-  route(
+  const postTestRunsByIdRepeat = route(
     app,
     {
       method: "post",
@@ -363,17 +365,16 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       responses: replies({ 200: ok(TestRun, "The new run"), 400: e400, 404: e404, 422: e422Config }),
     },
     access.write,
-    async (c) => {
+    async (c, { body }) => {
       const id = c.req.param("id") ?? "";
       if (!store.getRun(id)) throw new LabgateError("not_found", `Run not found: ${id}`);
-      const body = await jsonBody(c, repeatBody);
       const run = await service.repeat(id, body, c.get("identity"));
       await recordRequest(ctx, c, "testrun.trigger", `run:${run.id}`, { repeat_of: id });
       return c.json(runView(run, sightOf(c)));
     },
   );
 
-  route(
+  const getTestRunsByIdReport = route(
     app,
     {
       method: "get",
@@ -384,9 +385,8 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       responses: replies({ 200: { ...csv, json: z.array(ReportRow).or(DeviceReport) }, 400: e400, 404: e404 }),
     },
     access.read,
-    async (c) => {
+    async (c, { query: { format, group_by: groupBy } }) => {
       const seen = finishedRun(c);
-      const { format, group_by: groupBy } = queryOf(c, reportQuery);
       const csv = statFile(reportPath(service.dirs, seen.run.id));
       if (!csv) throw new LabgateError("not_found", "Report file not found");
       if (groupBy && format !== "json") throw new LabgateError("invalid", "group_by needs format=json");
@@ -401,7 +401,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     },
   );
 
-  route(
+  const getTestRunsByIdReportSummary = route(
     app,
     { method: "get", path: "/api/v1/test-runs/:id/report/summary", ...doc, summary: "The report's row counts by status", responses: replies({ 200: ok(ReportSummary, "OK"), 404: e404 }) },
     access.read,
@@ -411,7 +411,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     },
   );
 
-  route(
+  const getTestRunsByIdArtifacts = route(
     app,
     { method: "get", path: "/api/v1/test-runs/:id/artifacts", ...doc, summary: "The run's artifact files", responses: replies({ 200: ok(z.array(Artifact), "OK"), 404: e404 }) },
     access.read,
@@ -421,7 +421,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     },
   );
 
-  route(
+  const getTestRunsByIdArtifactsPath = route(
     app,
     { method: "get", path: "/api/v1/test-runs/:id/artifacts/*", ...doc, summary: "One artifact (?preview=true: inline)", query: previewQuery, responses: replies({ 200: file, 404: e404 }) },
     access.read,
@@ -438,7 +438,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     if (service.triggerStatus(trigger) === "running") throw new LabgateError("not_found", "Trigger not finished");
     return trigger;
   };
-  route(
+  const getTestRunsTriggerByTidResults = route(
     app,
     { method: "get", path: "/api/v1/test-runs/trigger/:tid/results", ...doc, summary: "Combined results of an aggregating trigger", responses: replies({ 200: ok(z.array(Artifact), "OK"), 404: e404 }) },
     access.read,
@@ -447,7 +447,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       return c.json(trigger.resultsDir ? await listArtifacts(join(service.dirs.results, trigger.resultsDir)) : []);
     },
   );
-  route(
+  const getTestRunsTriggerByTidResultsPath = route(
     app,
     { method: "get", path: "/api/v1/test-runs/trigger/:tid/results/*", ...doc, summary: "One combined result file", query: previewQuery, responses: replies({ 200: file, 404: e404 }) },
     access.read,
@@ -458,7 +458,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     },
   );
 
-  return app;
+  return routes(app, getTestRuns, getTestRunsStream, postTestRuns, getTestRunsTrigger, getTestRunsTriggerByTid, deleteTestRunsTriggerByTid, getTestRunsById, deleteTestRunsById, deleteTestRunsByIdRecord, postTestRunsByIdRepeat, getTestRunsByIdReport, getTestRunsByIdReportSummary, getTestRunsByIdArtifacts, getTestRunsByIdArtifactsPath, getTestRunsTriggerByTidResults, getTestRunsTriggerByTidResultsPath);
 }
 
 /** Variant B ids are positive integers; anything else does not match a B route. */
@@ -473,7 +473,7 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
   const { doc, replies } = access;
   const store = service.store;
 
-  route(
+  const getTestRuns = route(
     app,
     { method: "get", path: "/api/v1/test-runs", ...doc, summary: "Runs", responses: replies({ 200: ok(z.array(TestRunB), "OK") }) },
     access.read,
@@ -483,7 +483,7 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     },
   );
 
-  route(
+  const postTestRuns = route(
     app,
     {
       method: "post",
@@ -494,8 +494,8 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
       responses: replies({ 200: { description: "Started (no body)", headers: { Location: "/api/v1/test-runs/<id>" } }, 400: e400, 422: e422Config }),
     },
     access.write,
-    async (c) => {
-      const request = triggerRequest(await jsonBody(c, triggerBodyB), "B");
+    async (c, { body }) => {
+      const request = triggerRequest(body, "B");
       let result;
       try {
         result = await service.trigger(request, { dispatch: false });
@@ -510,14 +510,14 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     },
   );
 
-  route(
+  const getTestRunsById = route(
     app,
     { method: "get", path: "/api/v1/test-runs/:id", ...doc, summary: "One run", responses: replies({ 200: ok(TestRunB, "OK"), 404: e404 }) },
     access.read,
     (c) => c.json(runObjectB(seenRun(runB(service, c.req.param("id") ?? ""), service.sight(c.get("identity"))).run)),
   );
 
-  route(
+  const deleteTestRunsById = route(
     app,
     { method: "delete", path: "/api/v1/test-runs/:id", ...doc, summary: "Abort a run (waits for its end)", responses: replies({ 200: ok(TestRunB, "Aborted"), 400: e400, 404: e404 }) },
     access.write,
@@ -532,7 +532,7 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     },
   );
 
-  route(
+  const getTestRunsByIdReport = route(
     app,
     { method: "get", path: "/api/v1/test-runs/:id/report", ...doc, summary: "The CSV report", responses: replies({ 200: csv, 404: e404 }) },
     access.read,
@@ -542,5 +542,5 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     },
   );
 
-  return app;
+  return routes(app, getTestRuns, postTestRuns, getTestRunsById, deleteTestRunsById, getTestRunsByIdReport);
 }

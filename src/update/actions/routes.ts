@@ -5,7 +5,7 @@ import type { AppContext, AppEnv } from "../../app/context.ts";
 import { answerOrInternal } from "../../http/errors.ts";
 import { LabgateError } from "../../util/errors.ts";
 import * as z from "zod";
-import { Empty, ErrorBody, errors, jsonBody, ok, onObject, route } from "../../http/openapi.ts";
+import { Empty, ErrorBody, errors, ok, onObject, route, routes } from "../../http/openapi.ts";
 import { publicBase } from "../../storage/routes.ts";
 import { deviceByMac, devicesByMac } from "../channel/access.ts";
 import type { Permission } from "../permissions/schema.ts";
@@ -21,14 +21,14 @@ const tag = "actions";
  * Remote actions. Routes name the device by MAC; the MAC is resolved to the
  * device and the permission is checked on it: unknown MAC or hidden device -> 404.
  */
-export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionService): Hono<AppEnv> {
+export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionService) {
   const { db } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
 
   const deviceMac = (c: Context<AppEnv>, perm: Permission): string => deviceByMac(db, c.get("identity"), c.req.param("mac") ?? "", perm).mac_address;
 
-  route(
+  const getDevicesByMacActionList = route(
     app,
     {
       method: "get",
@@ -43,7 +43,7 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
   );
 
   // The reference's GET runs the action: refused cross-site like a POST, and a HEAD runs nothing.
-  route(
+  const getDevicesByMacActionExecByActionId = route(
     app,
     {
       method: "get",
@@ -75,7 +75,7 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
   );
 
   // A fan-out: `action/exec` on many devices in one request, logged and recorded in shared writes.
-  route(
+  const postDevicesActionExec = route(
     app,
     {
       method: "post",
@@ -88,8 +88,7 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
       responses: { 200: ok(FanOutResults, "OK"), 400: e400, 401: e401 },
     },
     mgmt,
-    async (c) => {
-      const { action_id: actionId, devices } = await jsonBody(c, ExecMany);
+    async (c, { body: { action_id: actionId, devices } }) => {
       const identity = c.get("identity");
       const macs = [...new Set(devices)];
       // One query for every device's permission: the cost follows the list, not a lookup per MAC.
@@ -112,21 +111,21 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
     },
   );
 
-  route(app, { method: "get", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "The device's action log", responses: { 200: ok(z.array(ActionLogEntry), "OK"), ...onObject } }, mgmt, (c) =>
+  const getDevicesByMacActionLog = route(app, { method: "get", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "The device's action log", responses: { 200: ok(z.array(ActionLogEntry), "OK"), ...onObject } }, mgmt, (c) =>
     c.json(actions.log(deviceMac(c, "read"), publicBase(ctx, c))),
   );
 
-  route(app, { method: "delete", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "Clear finished entries", responses: { 200: ok(), ...onObject } }, mgmt, async (c) => {
+  const deleteDevicesByMacActionLog = route(app, { method: "delete", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "Clear finished entries", responses: { 200: ok(), ...onObject } }, mgmt, async (c) => {
     await actions.clearLog(deviceMac(c, "update"), actorOf(c, ctx.clock));
     return c.json({});
   });
 
-  route(app, { method: "delete", path: "/api/v2/devices/:mac/action/pending", tag, access: "management", summary: "Drop queued actions", responses: { 200: ok(), ...onObject } }, mgmt, async (c) => {
+  const deleteDevicesByMacActionPending = route(app, { method: "delete", path: "/api/v2/devices/:mac/action/pending", tag, access: "management", summary: "Drop queued actions", responses: { 200: ok(), ...onObject } }, mgmt, async (c) => {
     await actions.clearPending(deviceMac(c, "update"), actorOf(c, ctx.clock));
     return c.json({});
   });
 
-  route(
+  const postDevicesByMacActionRemove = route(
     app,
     {
       method: "post",
@@ -138,13 +137,12 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
       responses: { 200: ok(), 400: e400, ...onObject },
     },
     mgmt,
-    async (c) => {
+    async (c, { body: { actions: ids } }) => {
       const mac = deviceMac(c, "update");
-      const { actions: ids } = await jsonBody(c, RemoveActions);
       await actions.remove(mac, ids, actorOf(c, ctx.clock));
       return c.json({});
     },
   );
 
-  return app;
+  return routes(app, getDevicesByMacActionList, getDevicesByMacActionExecByActionId, postDevicesActionExec, getDevicesByMacActionLog, deleteDevicesByMacActionLog, deleteDevicesByMacActionPending, postDevicesByMacActionRemove);
 }

@@ -21,7 +21,7 @@ const socket = (access: Operation["access"], summary: string, refusals: Operatio
   tag: "channel",
   access,
   summary,
-  websocket: true,
+  websocket: true as const,
   responses: { 101: { description: "Upgraded" }, ...refusals, 426: { description: "Not a WebSocket upgrade", json: errors[400].json } },
 });
 

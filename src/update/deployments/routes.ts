@@ -3,7 +3,7 @@ import * as z from "zod";
 import { type Actor } from "../../audit/audit.ts";
 import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
-import { errors, jsonBody, ok, queryOf, route, onObject } from "../../http/openapi.ts";
+import { errors, jsonBody, ok, route, routes, onObject, type RouteHandler } from "../../http/openapi.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { rfc822 } from "../../util/time.ts";
@@ -67,7 +67,7 @@ const historyView = (row: HistoryRow): UpdateHistoryEntry => ({
  * Deployments (docs/update-server.md, "Deployments"): reading one needs `read` on its group, creating or changing
  * one `update` on it (admin scopes pass); update history: `read` on the device.
  */
-export function deploymentRoutes(ctx: AppContext, auth: Auth, service: DeploymentService): Hono<AppEnv> {
+export function deploymentRoutes(ctx: AppContext, auth: Auth, service: DeploymentService) {
   const { db } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
@@ -87,7 +87,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     return row;
   };
 
-  route(
+  const postDeployments = route(
     app,
     {
       method: "post",
@@ -99,8 +99,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       responses: { 201: ok(Deployment, "Created"), ...write },
     },
     mgmt,
-    async (c) => {
-      const body = await jsonBody(c, DeploymentCreate);
+    async (c, { body }) => {
       const identity = c.get("identity");
       authorize(db, identity, "group", body.group, "update");
       if (body.validation) checkValidation(db, identity, body.group, service);
@@ -127,7 +126,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     },
   );
 
-  route(
+  const getDeployments = route(
     app,
     {
       method: "get",
@@ -139,8 +138,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       responses: { 200: { ...ok(z.array(Deployment), "OK"), headers: TOTAL }, 400: e400, 401: e401 },
     },
     mgmt,
-    (c) => {
-      const query = queryOf(c, DeploymentListQuery);
+    (c, { query }) => {
       const { rows, total } = listDeployments(
         db,
         { group: query.group, status: query.status, version: query.version, limit: query.limit ?? 50, offset: query.offset ?? 0 },
@@ -151,7 +149,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     },
   );
 
-  route(
+  const getDeploymentsById = route(
     app,
     {
       method: "get",
@@ -165,7 +163,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     (c) => c.json(deploymentView(service, deploymentFor(c, "read"))),
   );
 
-  route(
+  const getDeploymentsByIdDevices = route(
     app,
     {
       method: "get",
@@ -177,37 +175,36 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       responses: { 200: { ...ok(z.array(DeploymentDevice), "OK"), headers: TOTAL }, 400: e400, ...onObject },
     },
     mgmt,
-    (c) => {
+    (c, { query }) => {
       const row = deploymentFor(c, "read");
-      const query = queryOf(c, DeploymentDevicesQuery);
       const { rows, total } = listMembers(db, row.id, { state: query.state, phase: query.phase, limit: query.limit ?? 100, offset: query.offset ?? 0 });
       c.header("X-Total-Count", String(total));
       return c.json(rows.map(memberView));
     },
   );
 
-  const command = (action: (id: number, actor: Actor) => Promise<void>) => async (c: Context<AppEnv>) => {
+  const commandOp = (summary: string) => ({ tag, access: "management", summary, responses: { 200: ok(Deployment, "OK"), ...write } }) as const;
+  const command = (action: (id: number, actor: Actor) => Promise<void>): RouteHandler<AppEnv, ReturnType<typeof commandOp>> => async (c) => {
     const row = deploymentFor(c, "update");
     await action(row.id, actorOf(c, ctx.clock));
     return c.json(deploymentView(service, getDeployment(db, row.id)!));
   };
-  const commandOp = (summary: string) => ({ tag, access: "management", summary, responses: { 200: ok(Deployment, "OK"), ...write } }) as const;
-  route(app, { method: "post", path: "/api/v2/deployments/:id{[0-9]+}/pause", ...commandOp("No new offers until resumed") }, mgmt, command((id, actor) => service.pause(id, actor)));
-  route(app, { method: "post", path: "/api/v2/deployments/:id{[0-9]+}/resume", ...commandOp("Offers again") }, mgmt, command((id, actor) => service.resume(id, actor)));
-  route(
+  const postDeploymentsByIdPause = route(app, { method: "post", path: "/api/v2/deployments/:id{[0-9]+}/pause", ...commandOp("No new offers until resumed") }, mgmt, command((id, actor) => service.pause(id, actor)));
+  const postDeploymentsByIdResume = route(app, { method: "post", path: "/api/v2/deployments/:id{[0-9]+}/resume", ...commandOp("Offers again") }, mgmt, command((id, actor) => service.resume(id, actor)));
+  const postDeploymentsByIdAbort = route(
     app,
     { method: "post", path: "/api/v2/deployments/:id{[0-9]+}/abort", ...commandOp("No more offers; downloads are told to stop; the group's policy stays") },
     mgmt,
     command((id, actor) => service.abort(id, actor)),
   );
-  route(
+  const postDeploymentsByIdAdvance = route(
     app,
     { method: "post", path: "/api/v2/deployments/:id{[0-9]+}/advance", ...commandOp("Start the next phase now, whatever its gate says") },
     mgmt,
     command((id, actor) => service.advance(id, actor)),
   );
 
-  route(
+  const postDeploymentsByIdRetry = route(
     app,
     {
       method: "post",
@@ -215,7 +212,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       tag,
       access: "management",
       summary: "Failed devices (all, or those listed) get their retries again; a completed deployment reopens (update on the group)",
-      body: { json: DeploymentRetry },
+      body: { json: DeploymentRetry, parsedBy: "handler" },
       responses: { 200: ok(Deployment, "OK"), ...write },
     },
     mgmt,
@@ -228,7 +225,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     },
   );
 
-  route(
+  const getDevicesByIdUpdateHistory = route(
     app,
     {
       method: "get",
@@ -240,16 +237,15 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       responses: { 200: { ...ok(z.array(UpdateHistoryEntry), "OK"), headers: TOTAL }, 400: e400, ...onObject },
     },
     mgmt,
-    (c) => {
+    (c, { query }) => {
       const id = pathId(c.req.param("id"), "device");
       authorize(db, c.get("identity"), "device", id, "read");
       if (!getDevice(db, id)) throw new LabgateError("not_found", "device does not exist");
-      const query = queryOf(c, HistoryQuery);
       const { rows, total } = listHistory(db, id, query.limit ?? 100, query.offset ?? 0);
       c.header("X-Total-Count", String(total));
       return c.json(rows.map(historyView));
     },
   );
 
-  return app;
+  return routes(app, postDeployments, getDeployments, getDeploymentsById, getDeploymentsByIdDevices, postDeploymentsByIdPause, postDeploymentsByIdResume, postDeploymentsByIdAbort, postDeploymentsByIdAdvance, postDeploymentsByIdRetry, getDevicesByIdUpdateHistory);
 }

@@ -5,7 +5,7 @@ import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { requestBodyStream } from "../../http/body.ts";
-import { errors, jsonBody, ok, onObject, route } from "../../http/openapi.ts";
+import { errors, ok, onObject, route, routes } from "../../http/openapi.ts";
 import { publicBase, requireSignedLink } from "../../storage/routes.ts";
 import { serveBytes, serveFile } from "../../storage/send.ts";
 import { authorize } from "../permissions/permissions.ts";
@@ -21,10 +21,10 @@ const FILE = { description: "The file", media: "application/octet-stream" };
 /**
  * `POST /api/v2/devices/{id}/fs/file` and the public multipart routes, each contained to its own directory and signed.
  */
-export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTransferService, store: DeviceFileStore): Hono<AppEnv> {
+export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTransferService, store: DeviceFileStore) {
   const app = new Hono<AppEnv>();
 
-  route(
+  const postDevicesByIdFsFile = route(
     app,
     {
       method: "post",
@@ -36,16 +36,15 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTr
       responses: { 200: ok(FetchedFile, "OK"), 400: e400, ...onObject, 409: e409, 413: e413, 504: e504 },
     },
     auth.management(),
-    async (c) => {
+    async (c, { body: { file } }) => {
       const id = pathId(c.req.param("id"), "device");
       // Checked before the device is asked anything.
       authorize(ctx.db, c.get("identity"), "device", id, "read");
-      const { file } = await jsonBody(c, FileRequest);
       return c.json(await transfers.fetch(id, file, publicBase(ctx, c), actorOf(c, ctx.clock)));
     },
   );
 
-  route(
+  const putLocalStorageMultipartPartsByPart = route(
     app,
     {
       method: "put",
@@ -69,7 +68,7 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTr
     },
   );
 
-  route(
+  const getLocalStorageMultipartMultipartPath = route(
     app,
     {
       method: "get",
@@ -91,5 +90,5 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTr
     },
   );
 
-  return app;
+  return routes(app, postDevicesByIdFsFile, putLocalStorageMultipartPartsByPart, getLocalStorageMultipartMultipartPath);
 }

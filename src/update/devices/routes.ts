@@ -4,7 +4,7 @@ import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { errors, jsonBody, ok, queryOf, route, onObject } from "../../http/openapi.ts";
+import { errors, ok, route, routes, onObject } from "../../http/openapi.ts";
 import {
   addTag,
   bothFilters,
@@ -34,7 +34,7 @@ const { 400: e400, 401: e401, 403: e403 } = errors;
 const write = { 400: e400, ...onObject };
 
 /** Devices v2 and v1, and tags. */
-export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, presence: DevicePresence): Hono<AppEnv> {
+export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, presence: DevicePresence) {
   const { db } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
@@ -55,17 +55,16 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
    * A device list: every device `filter` lets through, or with `limit`, `offset` or `q` that
    * page of the matches and the header X-Total-Count (the console's list at 10,000 devices).
    */
-  const deviceList = (c: Context<AppEnv>, filter: SqlFilter | undefined, shape: (row: DeviceRow) => Device | DeviceV1) => {
-    const query = queryOf(c, DeviceListQuery);
+  const deviceList = <T>(c: Context<AppEnv>, query: z.output<typeof DeviceListQuery>, filter: SqlFilter | undefined, shape: (row: DeviceRow) => T): T[] => {
     const order = { sort: query.sort, descending: query.order === "desc", prefix: ctx.config.prefix };
-    if (query.limit === undefined && query.offset === undefined && query.q === undefined) return c.json(listDevices(db, filter, undefined, order).map(shape));
+    if (query.limit === undefined && query.offset === undefined && query.q === undefined) return listDevices(db, filter, undefined, order).map(shape);
     const where = bothFilters(filter, query.q === undefined ? undefined : deviceTextFilter(ctx.config.prefix, query.q));
     c.header("X-Total-Count", String(countDevices(db, where)));
-    return c.json(listDevices(db, where, { limit: query.limit, offset: query.offset }, order).map(shape));
+    return listDevices(db, where, { limit: query.limit, offset: query.offset }, order).map(shape);
   };
 
   // v2: any management token; the permission table decides.
-  route(
+  const getV2Devices = route(
     app,
     {
       method: "get",
@@ -77,16 +76,16 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
       responses: { 200: { ...ok(z.array(Device), "OK"), headers: TOTAL }, 400: e400, 401: e401 },
     },
     mgmt,
-    (c) => deviceList(c, permissionFilter(c.get("identity"), "device", "d"), view),
+    (c, { query }) => c.json(deviceList(c, query, permissionFilter(c.get("identity"), "device", "d"), view)),
   );
 
-  route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "One device", responses: { 200: ok(Device, "OK"), ...onObject } }, mgmt, (c) => {
+  const getV2DevicesById = route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "One device", responses: { 200: ok(Device, "OK"), ...onObject } }, mgmt, (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "read");
     return c.json(view(deviceOr404(id)));
   });
 
-  route(
+  const deleteV2DevicesById = route(
     app,
     { method: "delete", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "Delete a device and what depends on it", responses: { 200: ok(), ...onObject } },
     mgmt,
@@ -99,7 +98,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
   );
 
   // Renaming and tagging need update, and may grant no one a permission the caller lacks (permissions.ts).
-  route(
+  const patchV2DevicesById = route(
     app,
     {
       method: "patch",
@@ -111,17 +110,16 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
       responses: { 200: ok(Device, "OK"), ...write },
     },
     mgmt,
-    async (c) => {
+    async (c, { body: { name } }) => {
       const id = pathId(c.req.param("id"), "device");
       const identity = c.get("identity");
       authorize(db, identity, "device", id, "update");
-      const { name } = await jsonBody(c, DeviceRename);
       if (!(await renameDevice(db, id, name, grantGuard(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
       return c.json(view(deviceOr404(id)));
     },
   );
 
-  route(
+  const postV2DevicesByIdTagByTag = route(
     app,
     {
       method: "post",
@@ -143,7 +141,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
   );
 
   // Tag removal (labgate's), idempotent like assignment.
-  route(app, { method: "delete", path: "/api/v2/devices/:id{[0-9]+}/tag/:tag", tag, access: "management", summary: "Untag a device", responses: { 200: ok(), ...write } }, mgmt, async (c) => {
+  const deleteV2DevicesByIdTagByTag = route(app, { method: "delete", path: "/api/v2/devices/:id{[0-9]+}/tag/:tag", tag, access: "management", summary: "Untag a device", responses: { 200: ok(), ...write } }, mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "update");
     const name = tagParam(c.req.param("tag"));
@@ -151,21 +149,21 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     return c.json({});
   });
 
-  route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}/tags", tag, access: "management", summary: "A device's tags", responses: { 200: ok(Tags, "OK"), ...onObject } }, mgmt, (c) => {
+  const getV2DevicesByIdTags = route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}/tags", tag, access: "management", summary: "A device's tags", responses: { 200: ok(Tags, "OK"), ...onObject } }, mgmt, (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "read");
     deviceOr404(id);
     return c.json(deviceTags(db, id));
   });
 
-  route(app, { method: "get", path: "/api/v2/tags/:tag", tag, access: "management", summary: "Devices with a tag", responses: { 200: ok(z.array(Device), "OK"), 400: e400, 401: e401 } }, mgmt, (c) => {
+  const getV2TagsByTag = route(app, { method: "get", path: "/api/v2/tags/:tag", tag, access: "management", summary: "Devices with a tag", responses: { 200: ok(z.array(Device), "OK"), 400: e400, 401: e401 } }, mgmt, (c) => {
     const name = tagParam(c.req.param("tag"));
     const filter = permissionFilter(c.get("identity"), "device", "d");
     return c.json(listDevices(db, bothFilters(taggedFilter(name), filter)).map(view));
   });
 
   // v1: scope-checked, no per-user filtering.
-  route(
+  const getV1Devices = route(
     app,
     {
       method: "get",
@@ -177,10 +175,10 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
       responses: { 200: { ...ok(z.array(DeviceV1), "OK"), headers: TOTAL }, 400: e400, 401: e401, 403: e403 },
     },
     auth.management("admin_ro"),
-    (c) => deviceList(c, undefined, (row) => toV1(db, row)),
+    (c, { query }) => c.json(deviceList(c, query, undefined, (row) => toV1(db, row))),
   );
 
-  route(
+  const getV1DevicesById = route(
     app,
     { method: "get", path: "/api/v1/devices/:id{[0-9]+}", tag, access: "management", summary: "One device (v1)", responses: { 200: ok(DeviceV1, "OK"), ...onObject } },
     auth.management("admin_ro"),
@@ -190,7 +188,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     },
   );
 
-  route(
+  const deleteV1DevicesById = route(
     app,
     { method: "delete", path: "/api/v1/devices/:id{[0-9]+}", tag, access: "management", summary: "Delete a device (v1)", responses: { 200: ok(), ...onObject } },
     auth.management("admin_rw"),
@@ -201,5 +199,5 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     },
   );
 
-  return app;
+  return routes(app, getV2Devices, getV2DevicesById, deleteV2DevicesById, patchV2DevicesById, postV2DevicesByIdTagByTag, deleteV2DevicesByIdTagByTag, getV2DevicesByIdTags, getV2TagsByTag, getV1Devices, getV1DevicesById, deleteV1DevicesById);
 }

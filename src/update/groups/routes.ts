@@ -2,7 +2,7 @@ import { Hono, type Context } from "hono";
 import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import * as z from "zod";
-import { errors, jsonBody, ok, onObject, route } from "../../http/openapi.ts";
+import { errors, ok, onObject, route, routes, type RouteHandler } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { AppContext, AppEnv, Identity } from "../../app/context.ts";
 import {
@@ -34,6 +34,7 @@ import {
   toV1,
   toV2,
   type CatalogWatch,
+  type GroupRow,
   type MembershipRule,
 } from "./groups.ts";
 import { parsePolicy } from "./policy.ts";
@@ -60,49 +61,48 @@ function requireOnEach(ctx: AppContext, identity: Identity, ids: number[]): Chan
  */
 function sharedHandlers(ctx: AppContext, catalog: CatalogWatch, mode: { v2: boolean; rule: MembershipRule }) {
   const { db } = ctx;
+  type Handler<K extends keyof Shared<View>> = RouteHandler<AppEnv, Shared<View>[K]>;
   const check = (c: Context<AppEnv>, id: number, perm: "read" | "update" | "delete") => {
     if (mode.v2) authorize(db, c.get("identity"), "group", id, perm);
   };
 
-  const get = (c: Context<AppEnv>) => {
+  /** The group of the path, for its version's view (each router answers its own). */
+  const get = (c: Context<AppEnv>): GroupRow => {
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "read");
     const row = getGroup(db, id);
     if (!row) throw new LabgateError("not_found", GROUP_NOT_FOUND);
-    return c.json(mode.v2 ? toV2(db, row) : toV1(db, row));
+    return row;
   };
 
-  const remove = async (c: Context<AppEnv>) => {
+  const remove: Handler<"remove"> = async (c) => {
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "delete");
     await deleteGroup(db, catalog, id, actorOf(c, ctx.clock), (tx) => deletePermissionsOf(tx, "group", id));
     return c.json({});
   };
 
-  const devices = async (c: Context<AppEnv>) => {
+  const devices: Handler<"devices"> = async (c, { body: { add, remove } }) => {
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "update");
     if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
-    const { add, remove } = await jsonBody(c, GroupDevices);
     const guard = mode.v2 ? requireOnEach(ctx, c.get("identity"), add) : unguarded;
     await patchGroupDevices(db, catalog, id, add, remove, mode.rule, actorOf(c, ctx.clock), guard);
     return c.json({});
   };
 
-  const packages = async (c: Context<AppEnv>) => {
+  const packages: Handler<"packages"> = async (c, { body: { packages } }) => {
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "update");
     if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
-    const { packages } = await jsonBody(c, GroupPackages);
     await setGroupPackages(db, catalog, id, packages, c.get("identity"), actorOf(c, ctx.clock));
     return c.json({});
   };
 
-  const policy = async (c: Context<AppEnv>) => {
+  const policy: Handler<"policy"> = async (c, { body }) => {
     const id = pathId(c.req.param("id"), "group");
     check(c, id, "update");
     if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
-    const body = await jsonBody(c, GroupPolicy);
     const policy = parsePolicy(body.policy);
     if (typeof policy === "string") throw new LabgateError("invalid", policy);
     await setGroupPolicy(db, catalog, id, body.policy, actorOf(c, ctx.clock));
@@ -112,11 +112,15 @@ function sharedHandlers(ctx: AppContext, catalog: CatalogWatch, mode: { v2: bool
   return { get, remove, devices, packages, policy };
 }
 
+/** A group as each version shows it. */
+type View = typeof Group | typeof GroupV1;
+type Shared<V extends View> = ReturnType<typeof shared<V>>;
+
 /** The operations v1 and v2 share (each router registers them on its own paths, written out whole). */
-const shared = (version: "v1" | "v2") => {
+const shared = <V extends View>(version: "v1" | "v2", view: V) => {
   const access = "management";
   return {
-    get: { tag, access, summary: `One group (${version})`, responses: { 200: ok(version === "v2" ? Group : GroupV1, "OK"), ...onObject } },
+    get: { tag, access, summary: `One group (${version})`, responses: { 200: { description: "OK", json: view }, ...onObject } },
     remove: { tag, access, summary: `Delete a group (${version})`, responses: { 200: ok(), ...onObject, 409: e409 } },
     devices: { tag, access, summary: `Add and remove member devices (${version})`, body: { json: GroupDevices }, responses: { 200: ok(), ...invalid, 409: e409 } },
     packages: { tag, access, summary: `Set the group's packages (${version})`, body: { json: GroupPackages }, responses: { 200: ok(), ...invalid, 409: e409 } },
@@ -125,12 +129,12 @@ const shared = (version: "v1" | "v2") => {
 };
 
 /** Groups v2: any management token, decided by per-user permissions; create needs a scope. */
-export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatch): Hono<AppEnv> {
+export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatch) {
   const { db } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
 
-  route(
+  const create = route(
     app,
     {
       method: "post",
@@ -142,9 +146,8 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
       responses: { 200: ok(Group, "OK"), ...invalid, 409: e409 },
     },
     auth.management("create_group"),
-    async (c) => {
+    async (c, { body }) => {
       const identity = c.get("identity");
-      const body = await jsonBody(c, GroupCreate);
       const row = await createGroup(
         db,
         {
@@ -162,11 +165,11 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
     },
   );
 
-  route(app, { method: "get", path: "/api/v2/groups", tag, access: "management", summary: "Groups the caller may read (v2)", responses: { 200: ok(z.array(Group), "OK"), 401: e401 } }, mgmt, (c) =>
+  const list = route(app, { method: "get", path: "/api/v2/groups", tag, access: "management", summary: "Groups the caller may read (v2)", responses: { 200: ok(z.array(Group), "OK"), 401: e401 } }, mgmt, (c) =>
     c.json(listGroups(db, permissionFilter(c.get("identity"), "group", "g")).map((row): Group => toV2(db, row))),
   );
 
-  route(
+  const priority = route(
     app,
     {
       method: "post",
@@ -178,22 +181,21 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
       responses: { 200: ok(), ...invalid, 409: e409 },
     },
     mgmt,
-    async (c) => {
+    async (c, { body: { priority } }) => {
       const id = pathId(c.req.param("id"), "group");
       authorize(db, c.get("identity"), "group", id, "update");
       if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
-      const { priority } = await jsonBody(c, GroupPriority);
       await setGroupPriority(db, catalog, id, priority, actorOf(c, ctx.clock));
       return c.json({});
     },
   );
 
   const handlers = sharedHandlers(ctx, catalog, { v2: true, rule: "priority" });
-  const op = shared("v2");
-  route(app, { method: "get", path: "/api/v2/groups/:id", ...op.get }, mgmt, handlers.get);
-  route(app, { method: "delete", path: "/api/v2/groups/:id", ...op.remove }, mgmt, handlers.remove);
-  route(app, { method: "patch", path: "/api/v2/groups/:id/devices", ...op.devices }, mgmt, handlers.devices);
-  route(
+  const op = shared("v2", Group);
+  const get = route(app, { method: "get", path: "/api/v2/groups/:id", ...op.get }, mgmt, (c) => c.json(toV2(db, handlers.get(c))));
+  const remove = route(app, { method: "delete", path: "/api/v2/groups/:id", ...op.remove }, mgmt, handlers.remove);
+  const devices = route(app, { method: "patch", path: "/api/v2/groups/:id/devices", ...op.devices }, mgmt, handlers.devices);
+  const matching = route(
     app,
     {
       method: "post",
@@ -205,12 +207,11 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
       responses: { 200: ok(GroupDevicesAdded, "OK"), ...invalid, 409: e409 },
     },
     mgmt,
-    async (c) => {
+    async (c, { body: { q } }) => {
       const id = pathId(c.req.param("id"), "group");
       const identity = c.get("identity");
       authorize(db, identity, "group", id, "update");
       if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
-      const { q } = await jsonBody(c, GroupDevicesMatching);
       const where = bothFilters(permissionFilter(identity, "device", "d"), deviceTextFilter(ctx.config.prefix, q))!;
       const add = matchingNonMembers(db, id, where, GROUP_MATCH_MAX);
       // As PATCH .../devices with these additions: update on each, no permission gained beyond the caller's, the membership rule.
@@ -219,9 +220,9 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
       return c.json(answer);
     },
   );
-  route(app, { method: "post", path: "/api/v2/groups/:id/package", ...op.packages }, mgmt, handlers.packages);
-  route(app, { method: "post", path: "/api/v2/groups/:id/policy", ...op.policy }, mgmt, handlers.policy);
-  return app;
+  const packages = route(app, { method: "post", path: "/api/v2/groups/:id/package", ...op.packages }, mgmt, handlers.packages);
+  const policy = route(app, { method: "post", path: "/api/v2/groups/:id/policy", ...op.policy }, mgmt, handlers.policy);
+  return routes(app, create, list, priority, get, remove, devices, matching, packages, policy);
 }
 
 /** Groups v1: admin scopes only, flat metadata body, no priority, one group per device. */
@@ -243,8 +244,8 @@ export function groupsV1Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
       responses: { 200: ok(GroupV1, "OK"), ...invalid, 409: e409 },
     },
     write,
-    async (c) => {
-      const row = await createGroup(db, { metadata: await jsonBody(c, GroupCreateV1), prefix: ctx.config.prefix, createdBy: null }, dateOf(ctx.clock), actorOf(c, ctx.clock));
+    async (c, { body }) => {
+      const row = await createGroup(db, { metadata: body, prefix: ctx.config.prefix, createdBy: null }, dateOf(ctx.clock), actorOf(c, ctx.clock));
       const view: GroupV1 = toV1(db, row);
       return c.json(view);
     },
@@ -255,8 +256,8 @@ export function groupsV1Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
   );
 
   const handlers = sharedHandlers(ctx, catalog, { v2: false, rule: "single" });
-  const op = shared("v1");
-  route(app, { method: "get", path: "/api/v1/groups/:id", ...op.get }, read, handlers.get);
+  const op = shared("v1", GroupV1);
+  route(app, { method: "get", path: "/api/v1/groups/:id", ...op.get }, read, (c) => c.json(toV1(db, handlers.get(c))));
   route(app, { method: "delete", path: "/api/v1/groups/:id", ...op.remove }, write, handlers.remove);
   route(app, { method: "patch", path: "/api/v1/groups/:id/devices", ...op.devices }, write, handlers.devices);
   route(app, { method: "post", path: "/api/v1/groups/:id/package", ...op.packages }, write, handlers.packages);

@@ -3,14 +3,14 @@ import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import * as z from "zod";
-import { errors, jsonBody, ok, queryOf, onObject, route } from "../../http/openapi.ts";
+import { errors, jsonBody, ok, onObject, route, type RouteHandler } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { bothFilters, getDevice } from "../devices/devices.ts";
 import { GROUP_NOT_FOUND, getGroup, memberFilter } from "../groups/groups.ts";
 import { allowed, authorize, permissionFilter } from "../permissions/permissions.ts";
 import type { Permission } from "../permissions/schema.ts";
 import { pathId } from "../validation.ts";
-import { jsonArrayStream } from "../../http/json-array.ts";
+import { jsonArrayReply } from "../../http/json-array.ts";
 import { appendLogs, checkEntrySizes, countLogs, deleteLog, deleteLogs, getLog, logPages, LogRate, queryLogs, type DeviceScope } from "./logs.ts";
 import { Log, LogBatch, LogDeleteQuery, LogFilterQuery, MAX_ENTRY_BYTES } from "./schema.ts";
 import { dateOf } from "../../util/time.ts";
@@ -42,7 +42,7 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
       tag,
       access: "device",
       summary: `A device sends a batch of log entries (at most ${limits.device_logs_max_batch}, each at most ${MAX_ENTRY_BYTES} bytes; ${limits.device_logs_per_device} entries and ${limits.device_log_bytes_per_device} bytes kept per device; ${limits.device_logs_per_minute} entries a minute)`,
-      body: { json: batch },
+      body: { json: batch, parsedBy: "handler" },
       responses: { 200: ok(), 400: e400, 401: e401, 413: e413, 429: { ...e429, headers: { "Retry-After": "seconds until the batch fits the device's rate" } } },
     },
     auth.device(),
@@ -85,28 +85,29 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   };
 
   /** A list with X-Total-Count: one page with limit or offset, else every entry, streamed. */
-  const list = (c: Context<AppEnv>, scope: DeviceScope) => {
-    const { limit, offset, ...filter } = queryOf(c, LogFilterQuery);
-    c.header("X-Total-Count", String(countLogs(db, scope, filter)));
-    if (limit !== undefined || offset !== undefined) return c.json(queryLogs(db, scope, filter, { limit, offset }));
-    return c.body(jsonArrayStream(logPages(db, scope, filter)), 200, { "Content-Type": "application/json" });
-  };
-
   const listed = (what: string) => ({
     summary: `${what}, newest first (paged with limit/offset; without them streamed whole)`,
     query: LogFilterQuery,
     responses: { 200: { ...ok(z.array(Log), "OK"), headers: TOTAL }, 400: e400, ...onObject },
   });
-  route(app, { method: "get", path: "/api/v1/logs/device/:id{[0-9]+}", tag, access: "management", ...listed("A device's log entries") }, mgmt, (c) => list(c, deviceScope(c, "read")));
-  route(app, { method: "get", path: "/api/v1/logs/group/:id{[0-9]+}", tag, access: "management", ...listed("The log entries of a group's devices") }, mgmt, (c) => list(c, groupScope(c, "read")));
+
+  /** A list with X-Total-Count: one page with limit or offset, else every entry, streamed. */
+  const list = (scopeOf: (c: Context<AppEnv>) => DeviceScope): RouteHandler<AppEnv, ReturnType<typeof listed>> => (c, { query: { limit, offset, ...filter } }) => {
+    const scope = scopeOf(c);
+    c.header("X-Total-Count", String(countLogs(db, scope, filter)));
+    if (limit !== undefined || offset !== undefined) return c.json(queryLogs(db, scope, filter, { limit, offset }));
+    return jsonArrayReply(c, logPages(db, scope, filter));
+  };
+  route(app, { method: "get", path: "/api/v1/logs/device/:id{[0-9]+}", tag, access: "management", ...listed("A device's log entries") }, mgmt, list((c) => deviceScope(c, "read")));
+  route(app, { method: "get", path: "/api/v1/logs/group/:id{[0-9]+}", tag, access: "management", ...listed("The log entries of a group's devices") }, mgmt, list((c) => groupScope(c, "read")));
 
   const removed = { query: LogDeleteQuery, responses: { 200: ok(), 400: e400, ...onObject } };
-  route(app, { method: "delete", path: "/api/v1/logs/device/:id{[0-9]+}", tag, access: "management", summary: "Delete a device's log entries", ...removed }, mgmt, async (c) => {
-    await deleteLogs(db, deviceScope(c, "update"), queryOf(c, LogDeleteQuery), actorOf(c, ctx.clock), `device:${c.req.param("id")}`);
+  route(app, { method: "delete", path: "/api/v1/logs/device/:id{[0-9]+}", tag, access: "management", summary: "Delete a device's log entries", ...removed }, mgmt, async (c, { query }) => {
+    await deleteLogs(db, deviceScope(c, "update"), query, actorOf(c, ctx.clock), `device:${c.req.param("id")}`);
     return c.json({});
   });
-  route(app, { method: "delete", path: "/api/v1/logs/group/:id{[0-9]+}", tag, access: "management", summary: "Delete the log entries of a group's devices", ...removed }, mgmt, async (c) => {
-    await deleteLogs(db, groupScope(c, "update"), queryOf(c, LogDeleteQuery), actorOf(c, ctx.clock), `group:${c.req.param("id")}`);
+  route(app, { method: "delete", path: "/api/v1/logs/group/:id{[0-9]+}", tag, access: "management", summary: "Delete the log entries of a group's devices", ...removed }, mgmt, async (c, { query }) => {
+    await deleteLogs(db, groupScope(c, "update"), query, actorOf(c, ctx.clock), `group:${c.req.param("id")}`);
     return c.json({});
   });
 

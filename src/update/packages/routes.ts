@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import * as z from "zod";
-import { errors, ok, onObject, route } from "../../http/openapi.ts";
+import { errors, ok, onObject, route, routes } from "../../http/openapi.ts";
 import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { Scope } from "../../auth/scopes.ts";
@@ -19,16 +19,16 @@ const WHAT = "specified package";
 const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409, 413: e413 } = errors;
 
 /** Packages: upload, list, get, delete, download link. Each route with its operation (src/http/openapi.ts, `route`). */
-export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorage): Hono<AppEnv> {
+export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorage) {
   const keys = packageKeys(ctx.config.prefix);
   const app = new Hono<AppEnv>();
   const tag = "packages";
 
-  route(app, { method: "get", path: "/api/v1/packages", tag, access: "management", summary: "Packages the caller may read", responses: { 200: ok(z.array(Package), "OK"), 401: e401 } }, auth.management(), (c) =>
+  const getPackages = route(app, { method: "get", path: "/api/v1/packages", tag, access: "management", summary: "Packages the caller may read", responses: { 200: ok(z.array(Package), "OK"), 401: e401 } }, auth.management(), (c) =>
     c.json(readablePackages(ctx.db, c.get("identity")).map(toView)),
   );
 
-  route(
+  const postPackages = route(
     app,
     {
       method: "post",
@@ -52,12 +52,12 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     },
   );
 
-  route(app, { method: "get", path: "/api/v1/packages/:id", tag, access: "management", summary: "One package", responses: { 200: ok(Package, "OK"), ...onObject } }, auth.management(), (c) => {
+  const getPackagesById = route(app, { method: "get", path: "/api/v1/packages/:id", tag, access: "management", summary: "One package", responses: { 200: ok(Package, "OK"), ...onObject } }, auth.management(), (c) => {
     const id = pathId(c.req.param("id"), WHAT);
     return c.json(toView(readablePackage(ctx.db, c.get("identity"), id)));
   });
 
-  route(
+  const getPackagesByIdUsage = route(
     app,
     { method: "get", path: "/api/v1/packages/:id/usage", tag, access: "management", summary: "Where a package is used: its groups and their deployments of its version", responses: { 200: ok(PackageUsage, "OK"), ...onObject } },
     auth.management(),
@@ -67,7 +67,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     },
   );
 
-  route(
+  const deletePackagesById = route(
     app,
     { method: "delete", path: "/api/v1/packages/:id", tag, access: "management", summary: "Delete a package (not while a group has it)", responses: { 200: ok(), ...onObject, 409: e409 } },
     auth.management(),
@@ -78,7 +78,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     },
   );
 
-  route(
+  const getPackagesByIdDownload = route(
     app,
     { method: "get", path: "/api/v1/packages/:id/download", tag, access: "management", summary: "A signed, expiring download link", responses: { 200: ok(PackageLink, "OK"), ...onObject } },
     auth.management(),
@@ -90,5 +90,5 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     },
   );
 
-  return app;
+  return routes(app, getPackages, postPackages, getPackagesById, getPackagesByIdUsage, deletePackagesById, getPackagesByIdDownload);
 }

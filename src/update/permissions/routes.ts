@@ -3,7 +3,7 @@ import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import * as z from "zod";
-import { errors, jsonBody, ok, onObject, queryOf, route } from "../../http/openapi.ts";
+import { errors, ok, onObject, route, routes } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { bypasses } from "./permissions.ts";
 import { checkPermission, createPermission, deletePermission, getPermission, listPermissions } from "./store.ts";
@@ -16,11 +16,11 @@ const { 400: e400, 401: e401, 409: e409, 422: e422 } = errors;
 const tag = "permissions";
 
 /** The permission table. */
-export function permissionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
+export function permissionsRoutes(ctx: AppContext, auth: Auth) {
   const { db } = ctx;
   const app = new Hono<AppEnv>();
 
-  route(
+  const postPermissions = route(
     app,
     {
       method: "post",
@@ -32,14 +32,14 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
       responses: { 200: ok(PermissionObject, "OK"), 400: e400, ...onObject, 409: e409, 422: e422 },
     },
     auth.management("admin_rw"),
-    async (c) => {
-      const permission = checkPermission(await jsonBody(c, PermissionCreate));
+    async (c, { body }) => {
+      const permission = checkPermission(body);
       return c.json(await createPermission(db, permission, dateOf(ctx.clock), actorOf(c, ctx.clock)));
     },
   );
 
   // Any management identity: admins see every row, everyone else their own.
-  route(
+  const getPermissions = route(
     app,
     {
       method: "get",
@@ -51,17 +51,17 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
       responses: { 200: ok(z.array(z.union([PermissionObject, NamedPermission])), "OK"), 400: errors[400], 401: e401 },
     },
     auth.management(),
-    (c) => {
+    (c, { query }) => {
       const identity = c.get("identity");
       const user = bypasses(identity, "read") || identity.kind !== "mgmt" ? undefined : identity.user;
       const list = listPermissions(db, user);
-      if (!queryOf(c, PermissionListQuery).names) return c.json(list);
+      if (!query.names) return c.json(list);
       const names = targetNames(db, ctx.config.prefix, list.map((p) => `${p.resource}:${p.resource_id}`));
       return c.json(list.map((p): NamedPermission => ({ ...p, resource_label: names.get(`${p.resource}:${p.resource_id}`) ?? null })));
     },
   );
 
-  route(
+  const getPermissionsById = route(
     app,
     { method: "get", path: "/api/v1/permissions/:id{[0-9]+}", tag, access: "management", summary: "One permission", responses: { 200: ok(PermissionObject, "OK"), ...onObject } },
     auth.management("admin_rw"),
@@ -72,7 +72,7 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     },
   );
 
-  route(
+  const deletePermissionsById = route(
     app,
     { method: "delete", path: "/api/v1/permissions/:id{[0-9]+}", tag, access: "management", summary: "Revoke a permission", responses: { 200: ok(), ...onObject } },
     auth.management("admin_rw"),
@@ -82,5 +82,5 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     },
   );
 
-  return app;
+  return routes(app, postPermissions, getPermissions, getPermissionsById, deletePermissionsById);
 }

@@ -4,7 +4,7 @@ import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import * as z from "zod";
 import { parseJsonBody, readBodyBytes } from "../../http/body.ts";
-import { errors, firstMessage, jsonBody, ok, queryOf, route, onObject } from "../../http/openapi.ts";
+import { errors, firstMessage, ok, route, routes, onObject } from "../../http/openapi.ts";
 import { clientAddress } from "../../http/transport.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { authorizeDevice, pendingCutoff, signatureHeader } from "./authorize.ts";
@@ -36,12 +36,12 @@ const write = { 400: e400, ...onObject };
 const tag = "registration";
 
 /** Device authorization and registrations. */
-export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hooks: DeviceHooks): Hono<AppEnv> {
+export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hooks: DeviceHooks) {
   const header = signatureHeader(ctx.config.prefix);
   const app = new Hono<AppEnv>();
 
   // Public: the signature over the raw body is the authentication.
-  route(
+  const postAuthDevice = route(
     app,
     {
       method: "post",
@@ -64,7 +64,7 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
     },
   );
 
-  route(
+  const getAuthPending = route(
     app,
     {
       method: "get",
@@ -76,8 +76,7 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
       responses: { 200: { ...ok(z.array(z.union([PendingRegistration, ReferencePending])), "OK: the reference's four fields, or with details=true all"), headers: TOTAL }, 400: e400, ...onObject },
     },
     auth.management("admin_ro"),
-    (c) => {
-      const query = queryOf(c, PendingListQuery);
+    (c, { query }) => {
       const cutoff = pendingCutoff(ctx);
       const paged = query.limit !== undefined || query.offset !== undefined;
       if (paged) c.header("X-Total-Count", String(countPending(ctx.db, cutoff)));
@@ -87,7 +86,7 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
   );
 
   // Bulk removal: after a flood, by client address, by age, or all.
-  route(
+  const postAuthPendingRemove = route(
     app,
     {
       method: "post",
@@ -99,27 +98,25 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
       responses: { 200: ok(PendingRemoved, "OK"), ...write },
     },
     auth.management("admin_rw"),
-    async (c) => {
-      const body = await jsonBody(c, PendingRemove);
+    async (c, { body }) => {
       const before = body.older_than === undefined ? undefined : isoTime(ctx.clock.now() - body.older_than * 1000);
       const answer: PendingRemoved = { removed: await removePendingBulk(ctx.db, { all: body.all, client_address: body.client_address, before }, actorOf(c, ctx.clock)) };
       return c.json(answer);
     },
   );
 
-  route(
+  const postAuthRegister = route(
     app,
     { method: "post", path: "/api/v1/auth/register", tag, access: "management", summary: "Approve a pending registration", body: { json: Register }, responses: { 200: ok(), ...write, 409: e409 } },
     auth.management("admin_rw"),
-    async (c) => {
-      const body = await jsonBody(c, Register);
+    async (c, { body }) => {
       const confirmed = body.confirm_key_change ?? !ctx.config.compat.key_change_confirmation;
       await approveRegistration(ctx.db, hooks, ctx.config.prefix, body.mac_address, body.public_key, confirmed, dateOf(ctx.clock), actorOf(c, ctx.clock));
       return c.json({});
     },
   );
 
-  route(
+  const postAuthRegisterBulk = route(
     app,
     {
       method: "post",
@@ -131,8 +128,7 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
       responses: { 200: ok(RegisterBulkResult, "OK: one result per registration"), ...write },
     },
     auth.management("admin_rw"),
-    async (c) => {
-      const body = await jsonBody(c, RegisterBulk);
+    async (c, { body }) => {
       const confirmDefault = !ctx.config.compat.key_change_confirmation;
       const items = body.registrations.map((r) => ({ mac: r.mac_address, publicKey: r.public_key, confirmKeyChange: r.confirm_key_change ?? confirmDefault }));
       const results = await approveRegistrations(ctx.db, hooks, ctx.config.prefix, items, dateOf(ctx.clock), actorOf(c, ctx.clock));
@@ -141,16 +137,15 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
     },
   );
 
-  route(
+  const deleteAuthPending = route(
     app,
     { method: "delete", path: "/api/v1/auth/pending", tag, access: "management", summary: "Drop a pending registration", body: { json: PendingKey }, responses: { 200: ok(), ...write } },
     auth.management("admin_rw"),
-    async (c) => {
-      const body = await jsonBody(c, PendingKey);
+    async (c, { body }) => {
       await removePending(ctx.db, body.mac_address, body.public_key, actorOf(c, ctx.clock));
       return c.json({});
     },
   );
 
-  return app;
+  return routes(app, postAuthDevice, getAuthPending, postAuthPendingRemove, postAuthRegister, postAuthRegisterBulk, deleteAuthPending);
 }

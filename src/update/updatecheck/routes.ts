@@ -24,7 +24,7 @@ export function updateCheckRoutes(ctx: AppContext, auth: Auth, progress: UpdateP
       tag: "updates",
       access: "device",
       summary: "A device asks for an update (its metadata in the body; docs/update-server.md, \"Update checks\")",
-      body: { json: UpdateCheck(ctx.config.prefix) },
+      body: { json: UpdateCheck(ctx.config.prefix), parsedBy: "handler" },
       responses: { 200: ok(UpdateOffer, "An update"), 204: { description: "No update" }, 400: e400, 401: e401, 403: e403, 413: e413 },
     },
     auth.device(),

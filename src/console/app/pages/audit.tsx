@@ -1,9 +1,8 @@
 import { useEffect, useState } from "preact/hooks";
-import { getPage } from "../api.ts";
+import { api, pathOf } from "../api.ts";
 import { replaceQuery, type Page, type PageProps } from "../router.ts";
 import { isAdmin } from "../session.ts";
-import type { AuditEntry } from "../../../audit/schema.ts";
-import { auditColumns, auditPath, FILTERS, type Filters } from "../audit.tsx";
+import { auditColumns, auditQuery, FILTERS, type Filters } from "../audit.tsx";
 import { Field, PageHeader, Show, Table, useDebounced, useLoad } from "../ui.tsx";
 
 const LIMIT = 50;
@@ -15,13 +14,13 @@ function Audit({ query }: PageProps) {
   useEffect(() => {
     if (FILTERS.some((k) => filters[k] !== (query.get(k) ?? ""))) replaceQuery({ ...filters, offset: undefined });
   }, [filters]);
-  const page = useLoad(() => getPage<AuditEntry>(auditPath(filters, { limit: String(LIMIT), offset: String(offset) })), [offset, JSON.stringify(filters)]);
+  const page = useLoad(() => api.page("/api/v1/audit", auditQuery(filters, { limit: String(LIMIT), offset: String(offset) })), [offset, JSON.stringify(filters)]);
   const set = (key: keyof Filters) => (e: { currentTarget: HTMLInputElement }) => setForm({ ...form, [key]: e.currentTarget.value });
 
   return (
     <>
       <PageHeader title="Audit log" sub={page.data ? `${page.data.total.toLocaleString()} entries` : undefined}>
-        <a class="button" href={auditPath(filters, { format: "csv" })} download="audit.csv">
+        <a class="button" href={pathOf("/api/v1/audit", auditQuery(filters, { format: "csv" }))} download="audit.csv">
           Download CSV
         </a>
       </PageHeader>

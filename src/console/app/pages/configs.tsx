@@ -1,8 +1,8 @@
 import { useRef, useState } from "preact/hooks";
-import { api, ApiError, call, get, messageOf, seg, upload } from "../api.ts";
+import { api, ApiError, call, messageOf, seg, upload } from "../api.ts";
 import { href, type Page, type PageProps } from "../router.ts";
 import { canReadTests, canRunTests, hintLines, includesOf, YamlView } from "../testruns.tsx";
-import type { ConfigProblem, DeviceTestHistory, PushResult, TestConfig, TestNode } from "../../../testrun/schema.ts";
+import type { ConfigProblem, DeviceTestHistory, TestConfig } from "../../../testrun/schema.ts";
 import { Card, formatBytes, notify, PageHeader, Show, Table, Time, timeOf, useAction, useLoad } from "../ui.tsx";
 
 /** What uploading one file did: stored here, then copied to nodes (each node's result). */
@@ -16,13 +16,13 @@ interface UploadResult {
 }
 
 function Configs({ me }: PageProps) {
-  const configs = useLoad(() => get<TestConfig[]>("/api/v1/configs?details=true"));
+  const configs = useLoad(() => api.get("/api/v1/configs", { details: "true" }));
   const [busy, run] = useAction();
   const write = canRunTests(me);
 
   const remove = async (c: TestConfig) => {
     if (
-      await run(() => api("DELETE", `/api/v1/configs/${seg(c.name)}`), {
+      await run(() => api.delete("/api/v1/configs/:name", { name: c.name }), {
         confirm: [`Delete ${c.name}?`, { body: "Runs already started keep their copy. Configs that include it stop loading.", confirm: "Delete config" }],
         done: `${c.name} deleted`,
       })
@@ -84,7 +84,7 @@ function Configs({ me }: PageProps) {
 
 /** Upload one or several files, here and optionally to lab nodes; problems are shown per file with their line. */
 function UploadCard(props: { onUploaded: () => void }) {
-  const nodes = useLoad(() => get<TestNode[]>("/api/v1/test-nodes"));
+  const nodes = useLoad(() => api.get("/api/v1/test-nodes"));
   const input = useRef<HTMLInputElement>(null);
   const [targets, setTargets] = useState<Set<string>>(new Set());
   const [results, setResults] = useState<UploadResult[]>([]);
@@ -109,7 +109,7 @@ function UploadCard(props: { onUploaded: () => void }) {
       const form = new FormData();
       form.set("file", file);
       try {
-        await upload<TestConfig>("/api/v1/configs", form, () => {}).done;
+        await upload("/api/v1/configs", form, () => {}).done;
       } catch (error) {
         result.error = messageOf(error);
         result.line = error instanceof ApiError ? lineOf(result.error) : undefined;
@@ -118,7 +118,7 @@ function UploadCard(props: { onUploaded: () => void }) {
       }
       if (targets.size > 0) {
         try {
-          const pushed = await api<PushResult[]>("POST", `/api/v1/configs/${seg(file.name)}/push`, { json: { nodes: [...targets] } });
+          const pushed = await api.post("/api/v1/configs/:name/push", { name: file.name }, { nodes: [...targets] });
           result.nodes = pushed.map((p) => ({ node: p.node, error: p.error }));
         } catch (error) {
           result.nodes = [...targets].map((node) => ({ node, error: messageOf(error) }));
@@ -225,7 +225,7 @@ function ConfigView({ params, query, me }: PageProps) {
     if (res.status === 422) return { problem: (await res.json()) as ConfigProblem };
     if (!res.ok) throw new ApiError(res.status, ((await res.json().catch(() => ({}))) as { error?: string }).error ?? res.statusText);
     const suites = (await res.json()) as string[];
-    const hints = await get<string[]>(`/api/v1/configs/${seg(name)}/override-hints`);
+    const hints = await api.get("/api/v1/configs/:name/override-hints", { name });
     return { suites, hints };
   }, [name]);
   const problem = outline.data && "problem" in outline.data ? outline.data.problem : undefined;

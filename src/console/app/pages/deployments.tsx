@@ -4,12 +4,10 @@
  * `deployment_device` events of /api/stream.
  */
 import { useMemo, useState } from "preact/hooks";
-import { api, get, getPage, messageOf, seg } from "../api.ts";
+import { api, messageOf, seg } from "../api.ts";
 import { href, navigate, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
-import type { Group } from "../../../update/groups/schema.ts";
-import type { Counts, Deployment, DeploymentDevice as Member, DeviceState as State } from "../../../update/deployments/schema.ts";
-import type { Package } from "../../../update/packages/schema.ts";
+import type { Counts, Deployment, DeviceState as State } from "../../../update/deployments/schema.ts";
 import { groupName } from "../update.ts";
 import { useDeploymentEvents } from "../rollouts.tsx";
 import { Badge, Card, Field, Modal, ModalButtons, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
@@ -93,8 +91,8 @@ function Deployments({ query, me }: PageProps) {
   const status = query.get("status") ?? "";
   const offset = Number(query.get("offset") ?? 0) || 0;
   const [creating, setCreating] = useState(false);
-  const list = useLoad(() => getPage<Deployment>(`/api/v2/deployments?limit=${PAGE}&offset=${offset}${status ? `&status=${seg(status)}` : ""}`), [status, offset]);
-  const groups = useLoad(() => get<Group[]>("/api/v2/groups"));
+  const list = useLoad(() => api.page("/api/v2/deployments", { limit: PAGE, offset, status: status || undefined }), [status, offset]);
+  const groups = useLoad(() => api.get("/api/v2/groups"));
   const names = useMemo(() => new Map((groups.data ?? []).map((g) => [g.id, groupName(g)])), [groups.data]);
   useDeploymentEvents(() => true, list.reload);
 
@@ -167,17 +165,18 @@ function Deployments({ query, me }: PageProps) {
   );
 }
 
-const DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
+const DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"] as const;
+type Day = (typeof DAYS)[number];
 
 /** The New deployment dialog: group, version (from the group's packages), phases, gates, window, start. */
 function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: (d: Deployment) => void }) {
-  const groups = useLoad(() => get<Group[]>("/api/v2/groups"));
-  const packages = useLoad(() => get<Package[]>("/api/v1/packages"));
+  const groups = useLoad(() => api.get("/api/v2/groups"));
+  const packages = useLoad(() => api.get("/api/v1/packages"));
   const [groupId, setGroupId] = useState("");
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
   const [useWindow, setUseWindow] = useState(false);
-  const [days, setDays] = useState<string[]>(["mon", "tue", "wed", "thu", "fri"]);
+  const [days, setDays] = useState<Day[]>(["mon", "tue", "wed", "thu", "fri"]);
   const group = groups.data?.find((g) => String(g.id) === groupId);
   const versions = useMemo(() => {
     if (!group || !packages.data) return [];
@@ -194,7 +193,7 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
       .split(/[\s,]+/)
       .filter(Boolean)
       .map((p) => (p.endsWith("d") ? { devices: Number(p.slice(0, -1)) } : Number(p.replace(/%$/, ""))));
-    const body: Record<string, unknown> = {
+    const body = {
       group: Number(groupId),
       version: text("version"),
       phases,
@@ -210,7 +209,7 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
     setBusy(true);
     setError(undefined);
     try {
-      props.onCreated(await api<Deployment>("POST", "/api/v2/deployments", { json: body }));
+      props.onCreated(await api.post("/api/v2/deployments", {}, body));
     } catch (err) {
       setError(messageOf(err));
     } finally {
@@ -318,9 +317,9 @@ function DeploymentView({ params, query }: PageProps) {
   const id = Number(params.id);
   const state = query.get("state") ?? "";
   const offset = Number(query.get("offset") ?? 0) || 0;
-  const deployment = useLoad(() => get<Deployment>(`/api/v2/deployments/${id}`), [id]);
-  const members = useLoad(() => getPage<Member>(`/api/v2/deployments/${id}/devices?limit=${DEVICE_PAGE}&offset=${offset}${state ? `&state=${seg(state)}` : ""}`), [id, state, offset]);
-  const groups = useLoad(() => get<Group[]>("/api/v2/groups"));
+  const deployment = useLoad(() => api.get("/api/v2/deployments/:id{[0-9]+}", { id }), [id]);
+  const members = useLoad(() => api.page("/api/v2/deployments/:id{[0-9]+}/devices", { id, limit: DEVICE_PAGE, offset, state: state || undefined }), [id, state, offset]);
+  const groups = useLoad(() => api.get("/api/v2/groups"));
   const [busy, run] = useAction();
   useDeploymentEvents((d) => d.deployment === id, () => {
     deployment.reload();
@@ -328,7 +327,7 @@ function DeploymentView({ params, query }: PageProps) {
   });
 
   const command = (name: "pause" | "resume" | "abort" | "advance" | "retry", done: string, confirm?: Parameters<typeof run>[1]) =>
-    run(async () => deployment.setData(await api<Deployment>("POST", `/api/v2/deployments/${id}/${name}`)), { done, ...confirm }).then(() => members.reload());
+    run(async () => deployment.setData(await api.post(`/api/v2/deployments/:id{[0-9]+}/${name}`, { id })), { done, ...confirm }).then(() => members.reload());
 
   return (
     <Show loaded={deployment}>

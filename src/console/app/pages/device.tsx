@@ -1,14 +1,11 @@
 import { Fragment } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, call, get, seg } from "../api.ts";
+import { api, call } from "../api.ts";
 import { isOnline, useLive } from "../live.ts";
 import { href, navigate, type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
 import type { Device } from "../../../update/devices/schema.ts";
-import type { Group } from "../../../update/groups/schema.ts";
-import type { Action, ActionLogEntry, ExecResult } from "../../../update/actions/schema.ts";
-import type { FetchedFile } from "../../../update/devicefiles/schema.ts";
-import type { PowerState, ReservationState } from "../../../lab/schema.ts";
+import type { Action, ActionLogEntry } from "../../../update/actions/schema.ts";
 import { groupName } from "../update.ts";
 import { UpdateHistory } from "../rollouts.tsx";
 import { RecentAudit } from "../audit.tsx";
@@ -29,17 +26,17 @@ const statusTone = (e: ActionLogEntry) => (e.status === "pending" || e.status ==
 function DevicePage({ params, me }: PageProps) {
   const id = params.id!;
   const live = useLive();
-  const device = useLoad(() => get<Device>(`/api/v2/devices/${seg(id)}`), [id, live.opened]);
+  const device = useLoad(() => api.get("/api/v2/devices/:id{[0-9]+}", { id }), [id, live.opened]);
   const [busy, run] = useAction();
   const prefix = prefixOf(me);
 
   const remove = async (d: Device) => {
-    if (await run(() => api("DELETE", `/api/v2/devices/${d.id}`), { confirm: [`Delete device ${d.name}?`, { body: "Its tags, group memberships and progress go with it; if its agent asks again it appears under Registrations.", confirm: "Delete device" }], done: "Device deleted" })) navigate("/devices");
+    if (await run(() => api.delete("/api/v2/devices/:id{[0-9]+}", { id: d.id }), { confirm: [`Delete device ${d.name}?`, { body: "Its tags, group memberships and progress go with it; if its agent asks again it appears under Registrations.", confirm: "Delete device" }], done: "Device deleted" })) navigate("/devices");
   };
   const rename = async (d: Device) => {
     const name = window.prompt("New name for the device", d.name);
     if (name === null || name.trim() === "" || name === d.name) return;
-    if (await run(() => api("PATCH", `/api/v2/devices/${d.id}`, { json: { name: name.trim() } }), { done: "Renamed" })) device.reload();
+    if (await run(() => api.patch("/api/v2/devices/:id{[0-9]+}", { id: d.id }, { name: name.trim() }), { done: "Renamed" })) device.reload();
   };
 
   return (
@@ -137,7 +134,7 @@ function DevicePage({ params, me }: PageProps) {
 }
 
 function DeviceGroups(props: { ids: number[] }) {
-  const groups = useLoad(() => get<Group[]>("/api/v2/groups"));
+  const groups = useLoad(() => api.get("/api/v2/groups"));
   if (props.ids.length === 0) return <span class="muted">none</span>;
   return (
     <>
@@ -154,20 +151,20 @@ function DeviceGroups(props: { ids: number[] }) {
 }
 
 function Tags(props: { deviceId: number }) {
-  const tags = useLoad(() => get<string[]>(`/api/v2/devices/${props.deviceId}/tags`), [props.deviceId]);
+  const tags = useLoad(() => api.get("/api/v2/devices/:id{[0-9]+}/tags", { id: props.deviceId }), [props.deviceId]);
   const [busy, run] = useAction();
   const [text, setText] = useState("");
   const add = async (e: Event) => {
     e.preventDefault();
     const tag = text.trim();
     if (!tag) return;
-    if (await run(() => api("POST", `/api/v2/devices/${props.deviceId}/tag/${seg(tag)}`), { done: `Tagged ${tag}` })) {
+    if (await run(() => api.post("/api/v2/devices/:id{[0-9]+}/tag/:tag", { id: props.deviceId, tag }), { done: `Tagged ${tag}` })) {
       setText("");
       tags.reload();
     }
   };
   const remove = async (tag: string) => {
-    if (await run(() => api("DELETE", `/api/v2/devices/${props.deviceId}/tag/${seg(tag)}`), { confirm: [`Remove the tag ${tag}?`, { confirm: "Remove tag" }] })) tags.reload();
+    if (await run(() => api.delete("/api/v2/devices/:id{[0-9]+}/tag/:tag", { id: props.deviceId, tag }), { confirm: [`Remove the tag ${tag}?`, { confirm: "Remove tag" }] })) tags.reload();
   };
   return (
     <Card title="Tags">
@@ -198,18 +195,19 @@ function Tags(props: { deviceId: number }) {
 
 /** Who holds the device and until when; the caller reserves it for an hour, refreshes or releases their own, an administrator breaks another's. */
 function ReservationCard(props: { deviceId: number; me: PageProps["me"] }) {
-  const path = `/api/v2/devices/${props.deviceId}/reservation`;
-  const reservation = useLoad(() => get<ReservationState>(path), [props.deviceId]);
+  const path = "/api/v2/devices/:id{[0-9]+}/reservation";
+  const id = props.deviceId;
+  const reservation = useLoad(() => api.get(path, { id }), [props.deviceId]);
   const [busy, run] = useAction();
   const r = reservation.data;
   if (!r) return null;
   const mine = r.holder === props.me.sub;
   const reserve = async () => {
-    if (await run(() => api("POST", path, { json: { minutes: 60, note: "" } }), { done: mine ? "Reservation refreshed" : "Reserved for an hour" })) reservation.reload();
+    if (await run(() => api.post(path, { id }, { minutes: 60, note: "" }), { done: mine ? "Reservation refreshed" : "Reserved for an hour" })) reservation.reload();
   };
   const release = async () => {
     const confirm: Parameters<typeof confirmAction> | undefined = mine ? undefined : [`Break ${r.holder}'s reservation?`, { confirm: "Break reservation" }];
-    if (await run(() => api("DELETE", path), { confirm, done: mine ? "Released" : "Reservation broken" })) reservation.reload();
+    if (await run(() => api.delete(path, { id }), { confirm, done: mine ? "Released" : "Reservation broken" })) reservation.reload();
   };
   return (
     <Card title="Reservation">
@@ -311,14 +309,14 @@ function ConsoleCard(props: { deviceId: number; writable?: boolean }) {
 
 /** A board's power port (lab.boards): its last known state, and on/off/cycle for callers with `power`. Not a board: no card. */
 function PowerCard(props: { deviceId: number }) {
-  const power = useLoad(() => get<PowerState>(`/api/v2/devices/${props.deviceId}/power`), [props.deviceId]);
+  const power = useLoad(() => api.get("/api/v2/devices/:id{[0-9]+}/power", { id: props.deviceId }), [props.deviceId]);
   const [busy, run] = useAction();
   if (power.data?.console && power.data.driver === null) return <ConsoleCard deviceId={props.deviceId} writable={power.data.console_write} />;
   if ((!power.data || power.data.driver === null) && !power.error) return null;
   const act = async (action: "on" | "off" | "cycle") => {
     // Switching a board off or cycling it ends whatever runs on it: asked first.
     const confirm: Parameters<typeof confirmAction> | undefined = action === "on" ? undefined : [`Power ${action} this board?`, { confirm: action === "off" ? "Power off" : "Power cycle" }];
-    if (await run(() => api("POST", `/api/v2/devices/${props.deviceId}/power/${action}`), { confirm, done: `Power ${action} done` })) power.reload();
+    if (await run(() => api.post("/api/v2/devices/:id{[0-9]+}/power/:action{on|off|cycle}", { id: props.deviceId, action }), { confirm, done: `Power ${action} done` })) power.reload();
   };
   const p = power.data;
   return (
@@ -359,9 +357,9 @@ function PowerCard(props: { deviceId: number }) {
 }
 
 function Actions(props: { mac: string; online: boolean }) {
-  const mac = seg(props.mac);
-  const list = useLoad(() => (props.online ? get<Action[]>(`/api/v2/devices/${mac}/action/list`) : Promise.resolve(undefined)), [props.mac, props.online]);
-  const log = useLoad(() => get<ActionLogEntry[]>(`/api/v2/devices/${mac}/action/log`), [props.mac]);
+  const mac = props.mac;
+  const list = useLoad(() => (props.online ? api.get("/api/v2/devices/:mac/action/list", { mac }) : Promise.resolve(undefined)), [props.mac, props.online]);
+  const log = useLoad(() => api.get("/api/v2/devices/:mac/action/log", { mac }), [props.mac]);
   const [running, setRunning] = useState<string>();
   const [result, setResult] = useState<{ action: string; code?: number; output: string; queued?: boolean }>();
   const [busy, run] = useAction();
@@ -371,14 +369,14 @@ function Actions(props: { mac: string; online: boolean }) {
     setResult(undefined);
     await run(async () => {
       // 202 {} when the device is offline: queued.
-      const res = await api<Partial<ExecResult>>("GET", `/api/v2/devices/${mac}/action/exec/${seg(a.action_id)}`);
+      const res = await api.get("/api/v2/devices/:mac/action/exec/:action_id", { mac, action_id: a.action_id });
       setResult(res?.status_code === undefined ? { action: a.action_name || a.action_id, output: "", queued: true } : { action: a.action_name || a.action_id, code: res.status_code, output: decodeOutput(res.output) });
     });
     setRunning(undefined);
     log.reload();
   };
   const clear = async () => {
-    if (await run(() => api("DELETE", `/api/v2/devices/${mac}/action/log`), { confirm: ["Clear the finished entries of the action log?", { confirm: "Clear" }], done: "Log cleared" })) log.reload();
+    if (await run(() => api.delete("/api/v2/devices/:mac/action/log", { mac }), { confirm: ["Clear the finished entries of the action log?", { confirm: "Clear" }], done: "Log cleared" })) log.reload();
   };
 
   return (
@@ -488,7 +486,7 @@ function FileDownload(props: { deviceId: number; online: boolean }) {
     setLink(undefined);
     const file = path.trim();
     await run(async () => {
-      const res = await api<FetchedFile>("POST", `/api/v2/devices/${props.deviceId}/fs/file`, { json: { file } });
+      const res = await api.post("/api/v2/devices/:id{[0-9]+}/fs/file", { id: props.deviceId }, { file });
       if (res.status !== 0 || !res.url) throw new Error(`${file}: not found, empty, not readable or outside the agent's file_base_dir`);
       setLink({ file, url: res.url });
     });

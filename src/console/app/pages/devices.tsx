@@ -1,11 +1,10 @@
 import { useEffect, useState } from "preact/hooks";
-import { api, get, getPage, seg } from "../api.ts";
+import { api, seg } from "../api.ts";
 import { isOnline, useLive } from "../live.ts";
 import { href, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, prefixOf } from "../session.ts";
 import type { Device, DeviceSort } from "../../../update/devices/schema.ts";
 import type { Group } from "../../../update/groups/schema.ts";
-import type { ReservationState } from "../../../lab/schema.ts";
 import { groupName } from "../update.ts";
 import { Badge, Field, Modal, ModalButtons, OnlineBadge, PageHeader, ProgressBar, Show, Table, Time, useAction, useDebounced, useLoad } from "../ui.tsx";
 
@@ -15,7 +14,7 @@ function AddToGroup(props: { devices: Device[]; groups: Group[]; onClose: () => 
   const [busy, run] = useAction();
   const submit = async (e: Event) => {
     e.preventDefault();
-    const ok = await run(() => api("PATCH", `/api/v2/groups/${seg(group)}/devices`, { json: { add: props.devices.map((d) => d.id), remove: [] } }), {
+    const ok = await run(() => api.patch("/api/v2/groups/:id/devices", { id: group }, { add: props.devices.map((d) => d.id), remove: [] }), {
       done: `${props.devices.length} device${props.devices.length === 1 ? "" : "s"} added to the group`,
     });
     if (ok) props.onDone();
@@ -52,18 +51,14 @@ function Devices({ query, me }: PageProps) {
   }, [q]);
   const live = useLive();
   const page = useLoad(async () => {
-    const params = new URLSearchParams({ limit: String(LIMIT), offset: String(offset) });
-    if (q) params.set("q", q);
-    if (sort) params.set("sort", sort);
-    if (descending) params.set("order", "desc");
-    const { items, total } = await getPage<Device>(`/api/v2/devices?${params}`);
+    const { items, total } = await api.page("/api/v2/devices", { limit: LIMIT, offset, q: q || undefined, sort: sort || undefined, order: descending ? "desc" : undefined });
     // Tags are per device: one small request each, for this page only.
-    const tags = await Promise.all(items.map((d) => get<string[]>(`/api/v2/devices/${d.id}/tags`).catch(() => [] as string[])));
+    const tags = await Promise.all(items.map((d) => api.get("/api/v2/devices/:id{[0-9]+}/tags", { id: d.id }).catch(() => [] as string[])));
     return { items: items.map((d, i) => ({ ...d, tags: tags[i]! })), total };
   }, [offset, q, sort, descending, live.opened]);
-  const groups = useLoad(() => get<Group[]>("/api/v2/groups"));
+  const groups = useLoad(() => api.get("/api/v2/groups"));
   // Boards someone holds (src/lab/reservations.ts): one request for every readable device.
-  const reserved = useLoad(async () => new Map((await get<ReservationState[]>("/api/v2/reservations")).map((r) => [r.device_id, r])), [offset, q, live.opened]);
+  const reserved = useLoad(async () => new Map((await api.get("/api/v2/reservations")).map((r) => [r.device_id, r])), [offset, q, live.opened]);
   const nameOfGroup = (id: number) => {
     const group = groups.data?.find((g) => g.id === id);
     return group ? groupName(group) : `#${id}`;

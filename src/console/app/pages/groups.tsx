@@ -1,11 +1,10 @@
 import { useEffect, useState } from "preact/hooks";
-import { api, get, getPage, seg } from "../api.ts";
+import { api } from "../api.ts";
 import { isOnline, useLive } from "../live.ts";
 import { href, navigate, type Page, type PageProps } from "../router.ts";
 import { prefixOf, type Me } from "../session.ts";
 import type { Device } from "../../../update/devices/schema.ts";
-import type { Group, GroupDevicesAdded } from "../../../update/groups/schema.ts";
-import type { Package } from "../../../update/packages/schema.ts";
+import type { Group } from "../../../update/groups/schema.ts";
 import { Badge, Card, Field, OnlineBadge, PageHeader, Pager, Show, Table, useAction, useDebounced, useLoad } from "../ui.tsx";
 import { groupName, packageLabel } from "../update.ts";
 
@@ -27,7 +26,7 @@ const POLICY_HELP = (
 );
 
 function Groups({ me }: PageProps) {
-  const groups = useLoad(() => get<Group[]>("/api/v2/groups"));
+  const groups = useLoad(() => api.get("/api/v2/groups"));
   const [busy, run] = useAction();
   const [name, setName] = useState("");
   const [description, setDescription] = useState("");
@@ -38,9 +37,7 @@ function Groups({ me }: PageProps) {
     let created: Group | undefined;
     const ok = await run(
       async () => {
-        created = await api<Group>("POST", "/api/v2/groups", {
-          json: { metadata: { [`${prefix}.group.name`]: name.trim(), ...(description.trim() ? { [`${prefix}.group.description`]: description.trim() } : {}) }, priority: Number(priority) },
-        });
+        created = await api.post("/api/v2/groups", {}, { metadata: { [`${prefix}.group.name`]: name.trim(), ...(description.trim() ? { [`${prefix}.group.description`]: description.trim() } : {}) }, priority: Number(priority) });
       },
       { done: `Group ${name.trim()} created` },
     );
@@ -110,11 +107,11 @@ function PolicyBadge(props: { policy: string }) {
 
 function GroupPage({ params, me }: PageProps) {
   const id = params.id!;
-  const group = useLoad(() => get<Group>(`/api/v2/groups/${seg(id)}`), [id]);
+  const group = useLoad(() => api.get("/api/v2/groups/:id", { id }), [id]);
   const [busy, run] = useAction();
   const remove = async (g: Group) => {
     if (
-      await run(() => api("DELETE", `/api/v2/groups/${g.id}`), {
+      await run(() => api.delete("/api/v2/groups/:id", { id: g.id }), {
         confirm: [`Delete the group ${groupName(g)}?`, { body: "The server refuses while devices or packages are still assigned: remove them first.", confirm: "Delete group" }],
         done: "Group deleted",
       })
@@ -161,11 +158,11 @@ function PolicyCard(props: { group: Group; onChange: () => void }) {
   const savePolicy = async (e: Event) => {
     e.preventDefault();
     const policy = kind === "exact_match" ? `exact_match,${version.trim()}` : "no_update,";
-    if (await run(() => api("POST", `/api/v2/groups/${g.id}/policy`, { json: { policy } }), { done: "Policy saved" })) props.onChange();
+    if (await run(() => api.post("/api/v2/groups/:id/policy", { id: g.id }, { policy }), { done: "Policy saved" })) props.onChange();
   };
   const savePriority = async (e: Event) => {
     e.preventDefault();
-    if (await run(() => api("POST", `/api/v2/groups/${g.id}/priority`, { json: { priority: Number(priority) } }), { done: "Priority saved" })) props.onChange();
+    if (await run(() => api.post("/api/v2/groups/:id/priority", { id: g.id }, { priority: Number(priority) }), { done: "Priority saved" })) props.onChange();
   };
   return (
     <Card title="Update policy">
@@ -203,11 +200,11 @@ function PolicyCard(props: { group: Group; onChange: () => void }) {
 
 function PackagesCard(props: { group: Group; me: Me; onChange: () => void }) {
   const g = props.group;
-  const packages = useLoad(() => get<Package[]>("/api/v1/packages"));
+  const packages = useLoad(() => api.get("/api/v1/packages"));
   const [choice, setChoice] = useState("");
   const [busy, run] = useAction();
   const prefix = prefixOf(props.me);
-  const set = (ids: number[], done: string) => run(() => api("POST", `/api/v2/groups/${g.id}/package`, { json: { packages: ids } }), { done }).then((ok) => ok && props.onChange());
+  const set = (ids: number[], done: string) => run(() => api.post("/api/v2/groups/:id/package", { id: g.id }, { packages: ids }), { done }).then((ok) => ok && props.onChange());
   const all = packages.data ?? [];
   const label = (id: number) => {
     const p = all.find((x) => x.id === id);
@@ -261,10 +258,10 @@ function MembersCard(props: { group: Group; me: Me; onChange: () => void }) {
   const [offset, setOffset] = useState(0);
   const ids = g.devices.slice(offset, offset + MEMBERS_PAGE);
   const live = useLive();
-  const members = useLoad(() => Promise.all(ids.map((id) => get<Device>(`/api/v2/devices/${id}`).catch(() => ({ id, name: `device ${id}`, mac_address: "", connected: false }) as Device))), [ids.join(","), live.opened]);
+  const members = useLoad(() => Promise.all(ids.map((id) => api.get("/api/v2/devices/:id{[0-9]+}", { id }).catch(() => ({ id, name: `device ${id}`, mac_address: "", connected: false }) as Device))), [ids.join(","), live.opened]);
   const [busy, run] = useAction();
   const change = (add: number[], remove: number[], done: string) =>
-    run(() => api("PATCH", `/api/v2/groups/${g.id}/devices`, { json: { add, remove } }), { done }).then((ok) => {
+    run(() => api.patch("/api/v2/groups/:id/devices", { id: g.id }, { add, remove }), { done }).then((ok) => {
       if (ok) props.onChange();
       return ok;
     });
@@ -277,7 +274,7 @@ function MembersCard(props: { group: Group; me: Me; onChange: () => void }) {
         group={g}
         onAdd={(id, name) => change([id], [], `${name} added`)}
         onAddMatching={(q, count) =>
-          run(() => api<GroupDevicesAdded>("POST", `/api/v2/groups/${g.id}/devices/matching`, { json: { q } }), {
+          run(() => api.post("/api/v2/groups/:id/devices/matching", { id: g.id }, { q }), {
             confirm: [`Add the ${count.toLocaleString()} devices matching “${q}”?`, { body: "Devices already in the group stay as they are.", confirm: "Add all", danger: false }],
             done: `Devices matching “${q}” added`,
           }).then((ok) => {
@@ -318,7 +315,7 @@ function MembersCard(props: { group: Group; me: Me; onChange: () => void }) {
 function AddDevices(props: { group: Group; onAdd: (id: number, name: string) => Promise<boolean>; onAddMatching: (q: string, count: number) => Promise<boolean>; busy: boolean }) {
   const [text, setText] = useState("");
   const q = useDebounced(text.trim(), 250);
-  const found = useLoad(() => (q ? getPage<Device>(`/api/v2/devices?limit=8&q=${encodeURIComponent(q)}`) : Promise.resolve(undefined)), [q]);
+  const found = useLoad(() => (q ? api.page("/api/v2/devices", { limit: "8", q: encodeURIComponent(q) }) : Promise.resolve(undefined)), [q]);
   return (
     <div class="drop" style={{ marginBottom: "12px" }}>
       <input type="search" style={{ width: "100%" }} aria-label="Find a device to add" placeholder="Add a device: type a name, MAC or id" value={text} onInput={(e) => setText(e.currentTarget.value)} />

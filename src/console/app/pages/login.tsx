@@ -12,7 +12,7 @@ export function Login(props: { onSignedIn: (me: Me) => void }) {
     setBusy(true);
     setError(undefined);
     try {
-      const me = await api<Me>("POST", "/api/v1/auth/login", { json: { username: form.get("username"), password: form.get("password") }, quiet401: true });
+      const me = await api.post("/api/v1/auth/login", {}, { username: String(form.get("username") ?? ""), password: String(form.get("password") ?? "") }, { quiet401: true });
       props.onSignedIn(me);
     } catch (err) {
       setError(messageOf(err));

@@ -1,12 +1,11 @@
-import { get } from "../api.ts";
+import { api } from "../api.ts";
 import type { Page, PageProps } from "../router.ts";
 import { canReadTests } from "../testruns.tsx";
-import type { NodeStatus } from "../../../testrun/schema.ts";
 import { Badge, Empty, PageHeader, Show, Table, useLoad } from "../ui.tsx";
 
 /** This gateway and the lab nodes (test_server.nodes, nodes_file), each checked when the page loads. */
 function Nodes(_: PageProps) {
-  const nodes = useLoad(() => get<NodeStatus[]>("/api/v1/test-nodes/status"));
+  const nodes = useLoad(() => api.get("/api/v1/test-nodes/status"));
   return (
     <>
       <PageHeader title="Lab nodes" sub="Where test runs can go: this gateway and the nodes of test_server.nodes and nodes_file.">

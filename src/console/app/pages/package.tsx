@@ -1,21 +1,20 @@
 import { Fragment } from "preact";
-import { api, get, seg } from "../api.ts";
+import { api } from "../api.ts";
 import { href, type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
-import type { Package, PackageLink, PackageUsage } from "../../../update/packages/schema.ts";
 import { Badge, Card, copyText, Empty, formatBytes, PageHeader, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
 
 /** A package at its own address: what it is (metadata, stored file, full SHA-256) and where it is used (groups, deployments). */
 function PackagePage({ params, me }: PageProps) {
   const id = params.id!;
   const prefix = prefixOf(me);
-  const pkg = useLoad(() => get<Package>(`/api/v1/packages/${seg(id)}`), [id]);
-  const usage = useLoad(() => get<PackageUsage>(`/api/v1/packages/${seg(id)}/usage`), [id]);
+  const pkg = useLoad(() => api.get("/api/v1/packages/:id", { id }), [id]);
+  const usage = useLoad(() => api.get("/api/v1/packages/:id/usage", { id }), [id]);
   const [busy, run] = useAction();
   const copy = (text: string, done: string) => run(() => copyText(text), { done });
   const link = () =>
     run(async () => {
-      const { download_url } = await api<PackageLink>("GET", `/api/v1/packages/${seg(id)}/download`);
+      const { download_url } = await api.get("/api/v1/packages/:id/download", { id });
       await copyText(download_url);
     }, { done: "Download link copied (it expires)" });
   return (

@@ -1,12 +1,12 @@
 import { useRef, useState } from "preact/hooks";
-import { api, get, messageOf, upload } from "../api.ts";
+import { api, messageOf, upload } from "../api.ts";
 import { href, type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
-import type { Package, PackageLink } from "../../../update/packages/schema.ts";
+import type { Package } from "../../../update/packages/schema.ts";
 import { Card, copyText, Field, formatBytes, notify, PageHeader, ProgressBar, Show, Table, Time, timeOf, useAction, useLoad } from "../ui.tsx";
 
 function Packages({ me }: PageProps) {
-  const packages = useLoad(() => get<Package[]>("/api/v1/packages"));
+  const packages = useLoad(() => api.get("/api/v1/packages"));
   const [busy, run] = useAction();
   const prefix = prefixOf(me);
   const meta = (p: Package, key: string) => p.metadata[`${prefix}.${key}`];
@@ -14,12 +14,12 @@ function Packages({ me }: PageProps) {
 
   const copyLink = (p: Package) =>
     run(async () => {
-      const { download_url } = await api<PackageLink>("GET", `/api/v1/packages/${p.id}/download`);
+      const { download_url } = await api.get("/api/v1/packages/:id/download", { id: p.id });
       await copyText(download_url);
     }, { done: "Download link copied (it expires)" });
   const remove = async (p: Package) => {
     if (
-      await run(() => api("DELETE", `/api/v1/packages/${p.id}`), {
+      await run(() => api.delete("/api/v1/packages/:id", { id: p.id }), {
         confirm: [`Delete package #${p.id} (${String(meta(p, "software.version"))})?`, { body: "The file is removed from storage. A package still assigned to a group cannot be deleted.", confirm: "Delete package" }],
         done: "Package deleted",
       })
@@ -106,7 +106,7 @@ function UploadCard(props: { prefix: string; onUploaded: () => void }) {
     setError(undefined);
     setProgress(0);
     setUploading(true);
-    const job = upload<Package>("/api/v1/packages", body, setProgress);
+    const job = upload("/api/v1/packages", body, setProgress);
     abort.current = job.abort;
     try {
       const pkg = await job.done;

@@ -1,4 +1,4 @@
-import { api, getPage } from "../api.ts";
+import { api } from "../api.ts";
 import { type Page, type PageProps, href, replaceQuery } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
 import type { PendingRegistration as Pending, RegisterBulkResult } from "../../../update/registration/schema.ts";
@@ -20,7 +20,11 @@ const LIMIT = 50;
 
 function Registrations({ me, query }: PageProps) {
   const offset = Math.max(0, Number(query.get("offset")) || 0);
-  const pending = useLoad(() => getPage<Pending>(`/api/v1/auth/pending?details=true&limit=${LIMIT}&offset=${offset}`), [offset]);
+  const pending = useLoad(async () => {
+    const page = await api.page("/api/v1/auth/pending", { details: "true", limit: LIMIT, offset });
+    // With details=true every entry has all its fields (the reference's four otherwise).
+    return { ...page, items: page.items as Pending[] };
+  }, [offset]);
   const [busy, run] = useAction();
   const prefix = prefixOf(me);
   const writable = canAdminWrite(me);
@@ -62,7 +66,7 @@ function Registrations({ me, query }: PageProps) {
           done: `${name}: new key approved`,
         }
       : { done: `${name} approved` };
-    const ok = await run(() => api("POST", "/api/v1/auth/register", { json: { mac_address: p.mac_address, public_key: p.public_key, confirm_key_change: p.key_change } }), confirm);
+    const ok = await run(() => api.post("/api/v1/auth/register", {}, { mac_address: p.mac_address, public_key: p.public_key, confirm_key_change: p.key_change }), confirm);
     if (ok) pending.reload();
   };
   // Key changes are left out: each is approved on its own, through the confirmation that shows both keys.
@@ -71,7 +75,7 @@ function Registrations({ me, query }: PageProps) {
     let answer: RegisterBulkResult | undefined;
     const ok = await run(
       async () => {
-        answer = await api<RegisterBulkResult>("POST", "/api/v1/auth/register/bulk", { json: { registrations: plain.map((p) => ({ mac_address: p.mac_address, public_key: p.public_key })) } });
+        answer = await api.post("/api/v1/auth/register/bulk", {}, { registrations: plain.map((p) => ({ mac_address: p.mac_address, public_key: p.public_key })) });
       },
       { confirm: [`Approve ${plain.length} device${plain.length === 1 ? "" : "s"}?`, { body: "Each becomes an approved device and may download updates.", confirm: "Approve", danger: false }] },
     );
@@ -86,7 +90,7 @@ function Registrations({ me, query }: PageProps) {
     pending.reload();
   };
   const remove = async (p: Pending) => {
-    const ok = await run(() => api("DELETE", "/api/v1/auth/pending", { json: { mac_address: p.mac_address, public_key: p.public_key } }), {
+    const ok = await run(() => api.delete("/api/v1/auth/pending", {}, { mac_address: p.mac_address, public_key: p.public_key }), {
       confirm: [`Remove the request of ${p.mac_address}?`, { body: "If the device keeps asking, it appears here again.", confirm: "Remove" }],
       done: "Request removed",
     });

@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useState } from "preact/hooks";
-import { api, call, get, seg } from "../api.ts";
+import { api, call, seg } from "../api.ts";
 import { href, navigate, type Page, type PageProps } from "../router.ts";
 import {
   canReadTests,
@@ -10,7 +10,9 @@ import {
   failuresFirst,
   isFinal,
   RepeatDialog,
+  artifactsOf,
   runBase,
+  runOf,
   RUN_STREAM,
   StatusBadge,
   whereOf,
@@ -24,7 +26,7 @@ function RunPage({ params, query, me }: PageProps) {
   const id = params.id!;
   const node = query.get("node") ?? undefined;
   const base = runBase(id, node);
-  const run = useLoad(() => get<TestRun>(base), [base]);
+  const run = useLoad(() => runOf(id, node), [base]);
   const [repeat, setRepeat] = useState(false);
   const [busy, act] = useAction();
   const write = canRunTests(me) && !node;
@@ -42,12 +44,12 @@ function RunPage({ params, query, me }: PageProps) {
   useEvery(2000, run.reload, Boolean(node && run.data && !isFinal(run.data)));
 
   const abort = () =>
-    act(() => api("DELETE", `/api/v1/test-runs/${seg(id)}`), {
+    act(() => api.delete("/api/v1/test-runs/:id", { id }), {
       confirm: ["Abort this run?", { body: "A running case is stopped (SIGTERM, then SIGKILL after 5 s) and reported as skipped.", confirm: "Abort run" }],
       done: "Abort requested",
     });
   const remove = async () => {
-    if (await act(() => api("DELETE", `/api/v1/test-runs/${seg(id)}/record`), { confirm: ["Delete this run?", { body: "Its report and artifacts are deleted too.", confirm: "Delete run" }], done: "Run deleted" }))
+    if (await act(() => api.delete("/api/v1/test-runs/:id/record", { id }), { confirm: ["Delete this run?", { body: "Its report and artifacts are deleted too.", confirm: "Delete run" }], done: "Run deleted" }))
       navigate("/runs");
   };
 
@@ -100,7 +102,7 @@ function RunPage({ params, query, me }: PageProps) {
           {isFinal(r) ? (
             <>
               <Report base={base} runId={r.id} devices={r.devices?.map((d) => d.name)} />
-              <Artifacts base={base} />
+              <Artifacts base={base} run={id} node={node} />
             </>
           ) : (
             <Card title="Report">
@@ -402,8 +404,8 @@ const TEXT = /\.(txt|log|csv|json|ya?ml|xml|svg|out|err|md|ini|conf|cfg|sh|py|ht
 const PREVIEW_BYTES = 256 * 1024;
 
 /** The run's artifacts as a tree; text and images preview in place (?preview=true), everything downloads. */
-function Artifacts(props: { base: string }) {
-  const list = useLoad(() => get<Artifact[]>(`${props.base}/artifacts`), [props.base]);
+function Artifacts(props: { base: string; run: string; node: string | undefined }) {
+  const list = useLoad(() => artifactsOf(props.run, props.node), [props.base]);
   const [preview, setPreview] = useState<string>();
   const url = (name: string, inline = false) => `${props.base}/artifacts/${name.split("/").map(seg).join("/")}${inline ? "?preview=true" : ""}`;
   const renderDir = (dir: TreeDir, path: string) => (

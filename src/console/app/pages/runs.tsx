@@ -1,9 +1,9 @@
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, call, get, getPage, messageOf, seg } from "../api.ts";
+import { api, call, messageOf, seg } from "../api.ts";
 import { href, navigate, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { RUN_STATUSES } from "../../../testrun/runs/status.ts";
 import { canReadTests, canRunTests, deviceCounts, duration, isFinal, LOCAL_DEVICE, PatternHelp, RepeatDialog, RUN_STREAM, StatusBadge, type RunEvents, whereOf } from "../testruns.tsx";
-import type { TestConfig, TestNode, TestRun, TestTargets } from "../../../testrun/schema.ts";
+import type { TestConfig, TestRun, TestTargets } from "../../../testrun/schema.ts";
 import { Field, Modal, ModalButtons, PageHeader, Show, Table, Time, useAction, useEventSource, useLoad, type TableProps } from "../ui.tsx";
 
 const LIMIT = 25;
@@ -13,14 +13,8 @@ function Runs({ me, query }: PageProps) {
   const status = query.get("status") ?? "";
   const offset = Number(query.get("offset") ?? 0) || 0;
   const write = canRunTests(me);
-  const configs = useLoad(() => get<TestConfig[]>("/api/v1/configs"));
-  const path = () => {
-    const q = new URLSearchParams({ order: "desc", limit: String(LIMIT), offset: String(offset) });
-    if (config) q.set("config_name", config);
-    if (status) q.set("status", status);
-    return `/api/v1/test-runs?${q}`;
-  };
-  const runs = useLoad(() => getPage<TestRun>(path()), [config, status, offset]);
+  const configs = useLoad(() => api.get("/api/v1/configs"));
+  const runs = useLoad(() => api.page("/api/v1/test-runs", { order: "desc", limit: LIMIT, offset, config_name: config || undefined, status: status || undefined }), [config, status, offset]);
   const [dialog, setDialog] = useState<string | undefined>(query.get("trigger") ?? undefined);
   const [repeatOf, setRepeatOf] = useState<TestRun>();
 
@@ -123,13 +117,13 @@ function useDebouncedCall(fn: () => void, ms: number): () => void {
 function RunTable(props: { runs: TestRun[]; write: boolean; onRepeat: (run: TestRun) => void; onChanged: () => void; empty: string; pager: TableProps<TestRun>["pager"] }) {
   const [busy, run] = useAction();
   const abort = (r: TestRun) =>
-    run(() => api("DELETE", `/api/v1/test-runs/${seg(r.id)}`), {
+    run(() => api.delete("/api/v1/test-runs/:id", { id: r.id }), {
       confirm: [`Abort this run of ${r.config_name}?`, { body: "A running case gets SIGTERM (SIGKILL 5 s later) and is reported as skipped; the cases that ran stay in the report.", confirm: "Abort run" }],
       done: "Abort requested",
     });
   const remove = async (r: TestRun) => {
     if (
-      await run(() => api("DELETE", `/api/v1/test-runs/${seg(r.id)}/record`), {
+      await run(() => api.delete("/api/v1/test-runs/:id/record", { id: r.id }), {
         confirm: [`Delete this run of ${r.config_name}?`, { body: "Its report and artifacts are deleted too.", confirm: "Delete run" }],
         done: "Run deleted",
       })
@@ -251,16 +245,16 @@ function TriggerDialog(props: { configs: TestConfig[]; initial: string; onClose:
   const [config, setConfig] = useState(props.initial || props.configs[0]?.name || "");
   const outline = useLoad(async () => {
     if (!config) return { suites: [] as string[], hints: [] as string[] };
-    const [suites, hints] = await Promise.all([get<string[]>(`/api/v1/configs/${seg(config)}/test-suites`), get<string[]>(`/api/v1/configs/${seg(config)}/override-hints`)]);
+    const [suites, hints] = await Promise.all([api.get("/api/v1/configs/:name/test-suites", { name: config }), api.get("/api/v1/configs/:name/override-hints", { name: config })]);
     return { suites, hints };
   }, [config]);
-  const nodes = useLoad(() => get<TestNode[]>("/api/v1/test-nodes"));
+  const nodes = useLoad(() => api.get("/api/v1/test-nodes"));
   const [suite, setSuite] = useState("");
   const [rows, setRows] = useState<OverrideRow[]>([]);
   const [free, setFree] = useState("");
   const [pattern, setPattern] = useState("");
   const [where, setWhere] = useState<"here" | "nodes" | "target" | "devices">("here");
-  const targets = useLoad(() => get<TestTargets>("/api/v1/test-targets"));
+  const targets = useLoad(() => api.get("/api/v1/test-targets"));
   const [kind, setKind] = useState<"group" | "tag" | "device">("group");
   const [place, setPlace] = useState("");
   const places = (t: TestTargets | undefined): Array<{ value: string; label: string }> =>

@@ -1,8 +1,8 @@
 import { useEffect, useState } from "preact/hooks";
-import { api, call, get, seg } from "../api.ts";
+import { api, call, seg } from "../api.ts";
 import { href, type Page, type PageProps } from "../router.ts";
-import { canReadTests, canRunTests, countRows, Counts, isFinal, runBase, RUN_STREAM, StatusBadge, type RunEvents } from "../testruns.tsx";
-import type { ReportRow, TestRun, Trigger } from "../../../testrun/schema.ts";
+import { canReadTests, canRunTests, countRows, Counts, isFinal, runBase, runOf, RUN_STREAM, StatusBadge, type RunEvents } from "../testruns.tsx";
+import type { ReportRow, TestRun } from "../../../testrun/schema.ts";
 import { Card, ErrorBox, PageHeader, Show, Time, useAction, useEventSource, useEvery, useLoad } from "../ui.tsx";
 
 /** One run of a multi-node trigger: here, or on a node (read through this gateway). */
@@ -18,7 +18,7 @@ const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
 /** A multi-node trigger: its runs side by side, one column per node, live. */
 function TriggerPage({ params, me }: PageProps) {
   const id = params.id!;
-  const trigger = useLoad(() => get<Trigger>(`/api/v1/test-runs/trigger/${seg(id)}`), [id]);
+  const trigger = useLoad(() => api.get("/api/v1/test-runs/trigger/:tid", { tid: id }), [id]);
   const [busy, act] = useAction();
   useEventSource<RunEvents>(
     RUN_STREAM,
@@ -29,7 +29,7 @@ function TriggerPage({ params, me }: PageProps) {
     trigger.reload,
   );
   const abort = () =>
-    act(() => api("DELETE", `/api/v1/test-runs/trigger/${seg(id)}`), {
+    act(() => api.delete("/api/v1/test-runs/trigger/:tid", { tid: id }), {
       confirm: ["Abort this trigger on every node?", { body: "Its runs here are aborted and every node is told to abort its share.", confirm: "Abort all" }],
       done: "Abort requested",
     });
@@ -81,7 +81,7 @@ function TriggerPage({ params, me }: PageProps) {
 function ShareColumn(props: { share: Share; local: TestRun | undefined }) {
   const { share } = props;
   const base = runBase(share.runId, share.local ? undefined : share.node);
-  const remote = useLoad(() => (share.local ? Promise.resolve(undefined) : get<TestRun>(base)), [base]);
+  const remote = useLoad(() => (share.local ? Promise.resolve(undefined) : runOf(share.runId, share.node)), [base]);
   const run = props.local ?? remote.data;
   const final = run ? isFinal(run) : false;
   // A node's run has no stream at this gateway: asked again every 2 s until it ends.

@@ -1,9 +1,6 @@
 import { useMemo, useState } from "preact/hooks";
 import type { Account } from "../../../accounts/schema.ts";
-import type { Device } from "../../../update/devices/schema.ts";
-import type { Group } from "../../../update/groups/schema.ts";
-import type { Package } from "../../../update/packages/schema.ts";
-import { api, get, getPage, seg } from "../api.ts";
+import { api } from "../api.ts";
 import { type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
 import type { NamedPermission as Permission } from "../../../update/permissions/schema.ts";
@@ -54,21 +51,22 @@ const RESOURCES = ["device", "device_by_tag", "group", "package"];
 const PERMISSIONS = ["read", "update", "delete", "shell", "test", "power"];
 
 function Users({ me }: PageProps) {
-  const accounts = useLoad(() => get<Account[]>("/api/v1/users"));
-  const permissions = useLoad(() => get<Permission[]>("/api/v1/permissions?names=true"));
+  const accounts = useLoad(() => api.get("/api/v1/users"));
+  // With names=true every permission carries its resource's label.
+  const permissions = useLoad(async () => (await api.get("/api/v1/permissions", { names: "true" })) as Permission[]);
   const [busy, run] = useAction();
   const writable = canAdminWrite(me);
   const prefix = prefixOf(me);
 
   const toggle = async (a: Account) => {
-    const ok = await run(() => api("PATCH", `/api/v1/users/${seg(a.name)}`, { json: { disabled: !a.disabled } }), {
+    const ok = await run(() => api.patch("/api/v1/users/:name", { name: a.name }, { disabled: !a.disabled }), {
       confirm: a.disabled ? undefined : [`Disable ${a.name}?`, { body: "The account can no longer sign in; its sessions and tokens end at once.", confirm: "Disable" }],
       done: a.disabled ? `${a.name} enabled` : `${a.name} disabled`,
     });
     if (ok) accounts.reload();
   };
   const remove = async (a: Account) => {
-    const ok = await run(() => api("DELETE", `/api/v1/users/${seg(a.name)}`), {
+    const ok = await run(() => api.delete("/api/v1/users/:name", { name: a.name }), {
       confirm: [`Delete ${a.name}?`, { body: "Its sessions and tokens end at once and its permissions go. This cannot be undone.", confirm: "Delete" }],
       done: `${a.name} deleted`,
     });
@@ -80,11 +78,11 @@ function Users({ me }: PageProps) {
   const password = async (a: Account) => {
     const value = window.prompt(`New password for ${a.name} (its sessions end)`);
     if (!value) return;
-    await run(() => api("PATCH", `/api/v1/users/${seg(a.name)}`, { json: { password: value } }), { done: `Password of ${a.name} changed` });
+    await run(() => api.patch("/api/v1/users/:name", { name: a.name }, { password: value }), { done: `Password of ${a.name} changed` });
   };
   const revoke = async (p: Permission) => {
     const on = p.resource_label ?? p.resource_name ?? `#${p.resource_id}`;
-    if (await run(() => api("DELETE", `/api/v1/permissions/${p.id}`), { confirm: [`Remove ${p.user_id}'s ${p.permission} on ${p.resource} ${on}?`, { confirm: "Remove" }], done: "Permission removed" }))
+    if (await run(() => api.delete("/api/v1/permissions/:id{[0-9]+}", { id: p.id }), { confirm: [`Remove ${p.user_id}'s ${p.permission} on ${p.resource} ${on}?`, { confirm: "Remove" }], done: "Permission removed" }))
       permissions.reload();
   };
 
@@ -197,7 +195,7 @@ function NewAccount(props: { prefix: string; onCreated: () => void }) {
     const data = new FormData(formEl);
     const name = String(data.get("name")).trim();
     const scopes = data.getAll("scope").map((s) => `${props.prefix}_${String(s)}`);
-    if (await run(() => api("POST", "/api/v1/users", { json: { name, password: String(data.get("password")), scopes } }), { done: `Account ${name} created` })) {
+    if (await run(() => api.post("/api/v1/users", {}, { name, password: String(data.get("password")), scopes }), { done: `Account ${name} created` })) {
       formEl.reset();
       props.onCreated();
     }
@@ -249,7 +247,7 @@ function NewPermission(props: { accounts: Account[]; prefix: string; onCreated: 
       permission: String(data.get("permission")),
       ...(resource === "device_by_tag" ? { resource_name: target } : { resource_id: Number(target) }),
     };
-    if (await run(() => api("POST", "/api/v1/permissions", { json: body }), { done: "Permission added" })) {
+    if (await run(() => api.post("/api/v1/permissions", {}, body), { done: "Permission added" })) {
       formEl.reset();
       props.onCreated();
     }
@@ -307,11 +305,9 @@ function Picker(props: { resource: "device" | "group" | "package"; prefix: strin
   const [text, setText] = useState("");
   const q = useDebounced(text.trim(), 250);
   const options = useLoad(async (): Promise<Array<{ id: number; label: string }>> => {
-    if (props.resource === "group") return (await get<Group[]>("/api/v2/groups")).map((g) => ({ id: g.id, label: groupName(g) }));
-    if (props.resource === "package") return (await get<Package[]>("/api/v2/packages")).map((p) => ({ id: p.id, label: packageLabel(p, props.prefix) }));
-    const params = new URLSearchParams({ limit: "20", sort: "name" });
-    if (q) params.set("q", q);
-    return (await getPage<Device>(`/api/v2/devices?${params}`)).items.map((d) => ({ id: d.id, label: `${d.name || d.mac_address} (${d.mac_address})` }));
+    if (props.resource === "group") return (await api.get("/api/v2/groups")).map((g) => ({ id: g.id, label: groupName(g) }));
+    if (props.resource === "package") return (await api.get("/api/v1/packages")).map((p) => ({ id: p.id, label: packageLabel(p, props.prefix) }));
+    return (await api.page("/api/v2/devices", { limit: 20, sort: "name", q: q || undefined })).items.map((d) => ({ id: d.id, label: `${d.name || d.mac_address} (${d.mac_address})` }));
   }, [props.resource, q]);
   const list = useMemo(() => options.data ?? [], [options.data]);
   return (
