@@ -258,3 +258,15 @@ export interface Outcome {
   reason: string | null;
   output: string | null;
 }
+
+/** A deployment's counts per state over time (GET /api/v2/deployments/{id}/timeline). */
+export const DeploymentTimeline = z
+  .object({
+    deployment: z.int(),
+    step_minutes: z.int().describe("the minutes between points: 1, or more for a deployment longer than the points allow"),
+    points: z
+      .array(z.object({ at: Rfc822, counts: StateCounts }))
+      .describe("the counts at the deployment's creation, every step after it and now (or when it finished); at most 360 points"),
+  })
+  .meta({ id: "DeploymentTimeline" });
+export type DeploymentTimeline = z.infer<typeof DeploymentTimeline>;

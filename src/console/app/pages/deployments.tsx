@@ -3,15 +3,16 @@
  * page with its phases, counts and devices, which move live with the `deployment` and
  * `deployment_device` events of /api/stream.
  */
-import { useMemo, useState } from "preact/hooks";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api, get, getPage, messageOf, seg } from "../api.ts";
 import { href, navigate, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
 import type { Group } from "../../../update/groups/schema.ts";
-import type { Counts, Deployment, DeploymentDevice as Member, DeviceState as State } from "../../../update/deployments/schema.ts";
+import type { Counts, Deployment, DeploymentDevice as Member, DeploymentTimeline, DeviceState as State } from "../../../update/deployments/schema.ts";
 import type { Package } from "../../../update/packages/schema.ts";
 import { groupName } from "../update.ts";
 import { useDeploymentEvents } from "../rollouts.tsx";
+import { StackedChart } from "../chart.tsx";
 import { Badge, Card, Field, Modal, ModalButtons, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
 
 /** The test run a device failed its validation in (docs/device-tests.md: its output ends with the run's console link). */
@@ -78,6 +79,41 @@ function Legend(props: { counts: Counts }) {
         </span>
       ))}
     </div>
+  );
+}
+
+/** The chart's series: every state, in the bars' order and colours. */
+const SERIES = STATES.map((s) => ({ key: s, label: LOOK[s].label, color: LOOK[s].color }));
+/** The timeline loads again at most this often while the deployment moves (it reads every device's history). */
+const TIMELINE_EVERY = 2000;
+
+/** The deployment's counts per state over time; loads again when `counts` (the live ones) change. */
+function Progress(props: { id: number; counts: Counts }) {
+  const timeline = useLoad(() => get<DeploymentTimeline>(`/api/v2/deployments/${props.id}/timeline`), [props.id]);
+  const key = STATES.map((s) => props.counts[s]).join(",");
+  const last = useRef(0);
+  const seen = useRef(key);
+  useEffect(() => {
+    if (key === seen.current) return;
+    seen.current = key;
+    const wait = Math.max(0, last.current + TIMELINE_EVERY - Date.now());
+    const timer = setTimeout(() => {
+      last.current = Date.now();
+      timeline.reload();
+    }, wait);
+    return () => clearTimeout(timer);
+  }, [key]);
+  return (
+    <Card title="Progress over time" class="progress-card">
+      <Show loaded={timeline}>
+        {(t) => (
+          <>
+            <StackedChart label="Devices per state" series={SERIES} points={t.points.map((p) => ({ at: Date.parse(p.at), values: p.counts }))} />
+            <p class="muted small">{t.step_minutes === 1 ? "Every minute since it was created." : `Every ${t.step_minutes} minutes since it was created.`}</p>
+          </>
+        )}
+      </Show>
+    </Card>
   );
 }
 
@@ -473,6 +509,7 @@ function DeploymentView({ params, query }: PageProps) {
                 </table>
               </Card>
             </div>
+            <Progress id={d.id} counts={d.counts} />
             <Card
               title="Devices in this deployment"
               actions={

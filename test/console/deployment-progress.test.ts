@@ -1,0 +1,100 @@
+/**
+ * A deployment's progress over time and the fleet's versions, in a real browser with in-process
+ * agents on the server's clock: the chart on the deployment page moves while the deployment runs
+ * (minutes passed by the clock), and the versions view after it, at 1366, 800 and 390 px.
+ * Screenshots in .tmp/screenshots.
+ */
+import assert from "node:assert/strict";
+import { after, test } from "node:test";
+import type { Browser } from "playwright-core";
+import { useTestServer } from "../helpers/server.ts";
+import { approveAgent, FAST_SERVER, startAgent, untilConnected } from "../update/helpers/agents.ts";
+import { uploadOk } from "../update/helpers/packages.ts";
+import { adminPassword, closeMessages, openTab, SIGNED_OUT, signedInAdmin, signIn, type Tab } from "./browser.ts";
+
+let browser: Browser;
+let admin: Tab;
+const agents: Array<ReturnType<typeof startAgent>> = [];
+after(async () => {
+  for (const agent of agents) await agent.stop();
+  await browser?.close();
+});
+const server = useTestServer(FAST_SERVER, async (server) => {
+  ({ browser, admin } = await signedInAdmin(server));
+});
+
+const MINUTE = 60_000;
+const WIDTHS = [1366, 800, 390];
+let deployment = 0;
+
+/** The chart's counts at its last point ("waiting=2 installed=2"), as the page shows them. */
+const lastCounts = (tab: Tab) => tab.page.locator("figure.chart").getAttribute("data-last");
+
+test("the deployment chart moves while the deployment runs: a point a minute, the last one now", async () => {
+  const { page } = admin;
+  // Four boards at v1 on the server's clock (their signed requests keep its time), checking only when told.
+  for (let i = 0; i < 4; i++) agents.push(startAgent(server, { name: `bench-${i + 1}`, device_type: "board", software_version: "v1", install_command: ["sh", "-c", "echo ok"], update_check_interval: 3600 }, { clock: server.clock }));
+  const ids: number[] = [];
+  for (const agent of agents) ids.push(await approveAgent(server, agent));
+  for (const id of ids) await untilConnected(server, id);
+  const pkg = await uploadOk(server, { token: server.adminToken, version: "v2", devtype: "board", file: Buffer.from("v2 image") });
+  const group = (await server.call("POST", "/api/v2/groups", { metadata: { name: "bench boards" } })).body.id;
+  await server.call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] });
+  await server.call("PATCH", `/api/v2/groups/${group}/devices`, { add: ids, remove: [] });
+  const created = await server.call("POST", "/api/v2/deployments", { group, version: "v2", phases: [50, 100], success_percent: 100, retries: 0 });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  deployment = created.body.id;
+
+  await page.goto(`/#/deployments/${deployment}`);
+  const chart = page.locator("figure.chart");
+  await chart.waitFor();
+  assert.equal(await lastCounts(admin), "waiting=4");
+
+  // A minute later the first phase's boards install: the chart's last point follows without a reload.
+  server.clock.advance(MINUTE);
+  const phase0 = ((await server.call("GET", `/api/v2/deployments/${deployment}/devices?phase=0`)).body as Array<{ device: number }>).map((m) => agents[ids.indexOf(m.device)]);
+  await Promise.all(phase0.map((a) => a.checkNow()));
+  await page.locator('tr[data-state="installed"]').nth(1).waitFor();
+  await page.locator('figure.chart[data-last="waiting=2 installed=2"]').waitFor();
+  assert.ok(Number(await chart.getAttribute("data-points")) >= 2);
+  await page.locator("figure.chart path[data-series='installed']").waitFor();
+
+  // Two minutes on, the second phase: the chart ends with all four installed, one point a minute.
+  server.clock.advance(2 * MINUTE);
+  const phase1 = agents.filter((a) => !phase0.includes(a));
+  await Promise.all(phase1.map((a) => a.checkNow()));
+  await page.locator('figure.chart[data-last="installed=4"]').waitFor();
+  await page.locator(".page-header .badge", { hasText: /^completed$/ }).waitFor();
+  const timeline = (await server.call("GET", `/api/v2/deployments/${deployment}/timeline`)).body as { step_minutes: number; points: Array<{ counts: Record<string, number> }> };
+  assert.equal(timeline.step_minutes, 1);
+  assert.deepEqual(
+    timeline.points.map((p) => [p.counts.waiting, p.counts.installed]),
+    [
+      [4, 0],
+      [4, 0],
+      [2, 2],
+      [2, 2],
+      [0, 4],
+    ],
+    "at the creation, each minute after it (the installs came just after a minute began), and at the end",
+  );
+  await closeMessages(page);
+  await admin.shot("deployment-chart-1280", true);
+  admin.clean([SIGNED_OUT]);
+
+  for (const width of WIDTHS) {
+    const tab = await openTab(browser, server.url, { width, height: 900 });
+    try {
+      await signIn(tab.page, "admin", adminPassword(server.dataDir));
+      await tab.page.goto(`/#/deployments/${deployment}`);
+      await tab.page.locator('figure.chart[data-last="installed=4"]').waitFor();
+      const box = await tab.page.locator("figure.chart svg").boundingBox();
+      assert.ok(box && box.width > 200 && box.x + box.width <= width, `the chart fits ${width} px: ${JSON.stringify(box)}`);
+      assert.ok(await tab.page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), `nothing wider than ${width} px`);
+      await tab.shot(`deployment-chart-${width}`, true);
+      tab.clean([SIGNED_OUT]);
+    } finally {
+      await tab.close();
+    }
+  }
+});
