@@ -98,3 +98,44 @@ test("the deployment chart moves while the deployment runs: a point a minute, th
     }
   }
 });
+
+test("the versions view after the deployment: per device type and per group, only what the caller may read", async () => {
+  const { page } = admin;
+  // A fifth board of another type, in no group, still at v1.
+  const camera = startAgent(server, { name: "camera-1", device_type: "camera", software_version: "c1" }, { clock: server.clock });
+  agents.push(camera);
+  const cameraId = await approveAgent(server, camera);
+  const all = (await server.call("GET", "/api/v2/devices/versions")).body as { by_device_type: unknown[]; by_group: unknown[] };
+  assert.deepEqual(all.by_device_type, [
+    { device_type: "board", devices: 4, versions: [{ version: "v2", devices: 4 }], others: 0 },
+    { device_type: "camera", devices: 1, versions: [{ version: "c1", devices: 1 }], others: 0 },
+  ]);
+  assert.deepEqual(all.by_group, [{ group: 1, name: "bench boards", devices: 4, versions: [{ version: "v2", devices: 4 }], others: 0 }]);
+  // A user who may read the camera alone sees it alone, and no group.
+  await server.call("POST", "/api/v1/permissions", { user_id: "viewer", resource: "device", resource_id: cameraId, permission: "read" });
+  const own = await server.request("/api/v2/devices/versions", { token: server.token([], "viewer") });
+  assert.deepEqual(await own.json(), { by_device_type: [{ device_type: "camera", devices: 1, versions: [{ version: "c1", devices: 1 }], others: 0 }], by_group: [] });
+
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Versions", exact: true }).click();
+  const board = page.locator('tr[data-device-type="board"]');
+  await board.waitFor();
+  assert.match(await board.innerText(), /board\s+4\s+v2 4/);
+  assert.match(await page.locator('tr[data-device-type="camera"]').innerText(), /camera\s+1\s+c1 1/);
+  assert.match(await page.locator('tr[data-group="1"]').innerText(), /bench boards\s+4\s+v2 4/);
+  assert.equal(await board.locator('.state-seg[data-version="v2"]').getAttribute("style").then((s) => /width: 100%/.test(s ?? "")), true);
+  admin.clean([SIGNED_OUT]);
+
+  for (const width of WIDTHS) {
+    const tab = await openTab(browser, server.url, { width, height: 800 });
+    try {
+      await signIn(tab.page, "admin", adminPassword(server.dataDir));
+      await tab.page.goto("/#/versions");
+      await tab.page.locator('tr[data-group="1"]').waitFor();
+      assert.ok(await tab.page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), `nothing wider than ${width} px`);
+      await tab.shot(`versions-${width}`, true);
+      tab.clean([SIGNED_OUT]);
+    } finally {
+      await tab.close();
+    }
+  }
+});
