@@ -201,6 +201,35 @@ function Deployments({ query, me }: PageProps) {
   );
 }
 
+/** A version the New deployment dialog offers, with the device types its packages are for. */
+interface VersionChoice {
+  version: string;
+  devtypes: string[];
+}
+
+/** The versions of the group's packages (a deployment offers those), or of every package before a group is chosen. */
+function versionChoices(packages: readonly Package[], prefix: string, group: Group | undefined): VersionChoice[] {
+  const types = new Map<string, Set<string>>();
+  for (const p of packages) {
+    if (group && !group.packages.includes(p.id)) continue;
+    const version = String(p.metadata[`${prefix}.software.version`] ?? "");
+    if (!version) continue;
+    const set = types.get(version) ?? new Set();
+    set.add(String(p.metadata[`${prefix}.hardware.devtype`] ?? "?"));
+    types.set(version, set);
+  }
+  return [...types].map(([version, set]) => ({ version, devtypes: [...set].sort() })).sort((a, b) => a.version.localeCompare(b.version, undefined, { numeric: true }));
+}
+
+/** What the Version field says: what its list holds, or why it is empty and what to do. */
+function versionHint(packages: readonly Package[] | undefined, group: Group | undefined, count: number) {
+  if (packages === undefined) return undefined;
+  if (packages.length === 0) return <>No packages yet: upload one on <a href={href("/packages")}>Packages</a>.</>;
+  if (!group) return "Every uploaded version; choosing a group narrows it to the group's packages.";
+  if (count === 0) return <>This group has no packages: assign some on <a href={href(`/groups/${group.id}`)}>its page</a>.</>;
+  return "The versions of the group's packages.";
+}
+
 const DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
 
 /** The New deployment dialog: group, version (from the group's packages), phases, gates, window, start. */
@@ -213,11 +242,10 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
   const [useWindow, setUseWindow] = useState(false);
   const [days, setDays] = useState<string[]>(["mon", "tue", "wed", "thu", "fri"]);
   const group = groups.data?.find((g) => String(g.id) === groupId);
-  const versions = useMemo(() => {
-    if (!group || !packages.data) return [];
-    const key = `${props.prefix}.software.version`;
-    return [...new Set(packages.data.filter((p) => group.packages.includes(p.id)).map((p) => String(p.metadata[key] ?? "")))].filter(Boolean).sort();
-  }, [group, packages.data]);
+  const versions = useMemo(() => versionChoices(packages.data ?? [], props.prefix, group), [group, packages.data]);
+  const [version, setVersion] = useState("");
+  // A version the newly chosen group has no package of is no choice any more.
+  const chosen = versions.some((v) => v.version === version) ? version : "";
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -230,7 +258,7 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
       .map((p) => (p.endsWith("d") ? { devices: Number(p.slice(0, -1)) } : Number(p.replace(/%$/, ""))));
     const body: Record<string, unknown> = {
       group: Number(groupId),
-      version: text("version"),
+      version: chosen,
       phases,
       success_percent: text("gate") === "manual" ? null : numberOrNull("success_percent"),
       success_wait_minutes: numberOrNull("success_wait_minutes"),
@@ -255,7 +283,7 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
   return (
     <Modal title="New deployment" onClose={props.onClose} wide>
       <form onSubmit={submit} class="deployment-form">
-        <div class="form-row">
+        <div class="form-row top">
           <Field label="Group" wide>
             <select name="group" value={groupId} onChange={(e) => setGroupId(e.currentTarget.value)} required>
               <option value="">choose a group…</option>
@@ -266,11 +294,12 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
               ))}
             </select>
           </Field>
-          <Field label="Version" hint={group && versions.length === 0 ? "This group has no packages: assign some on its page." : undefined}>
-            <select name="version" required disabled={!group}>
+          <Field label="Version" wide hint={versionHint(packages.data, group, versions.length)}>
+            <select name="version" required value={chosen} onChange={(e) => setVersion(e.currentTarget.value)} disabled={packages.data !== undefined && versions.length === 0}>
+              <option value="">{versions.length === 0 ? (packages.data === undefined ? "loading…" : "no versions") : "choose a version…"}</option>
               {versions.map((v) => (
-                <option key={v} value={v}>
-                  {v}
+                <option key={v.version} value={v.version}>
+                  {v.version} ({v.devtypes.join(", ")})
                 </option>
               ))}
             </select>
@@ -338,7 +367,7 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
             </div>
           )}
         </fieldset>
-        <ModalButtons error={error} onCancel={props.onClose} submit={busy ? "Starting…" : "Start deployment"} disabled={busy || !group || versions.length === 0} />
+        <ModalButtons error={error} onCancel={props.onClose} submit={busy ? "Starting…" : "Start deployment"} disabled={busy || !group || !chosen} />
       </form>
     </Modal>
   );
