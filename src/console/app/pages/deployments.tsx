@@ -323,7 +323,7 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
           </Field>
         </div>
         <div class="form-row">
-          <Field label="Pause above failed (%)" hint="Of the devices started so far; empty: never.">
+          <Field label="Pause above failed (%)" hint="Of the devices offered so far; empty: never.">
             <input name="error_percent" type="number" min="0" max="100" defaultValue="20" style={{ width: "90px" }} />
           </Field>
           <Field label="Device timeout (min)" hint="Not finished by then: not reached.">
