@@ -67,3 +67,54 @@ test("the Version select lists every version before a group, the group's after, 
     }
   }
 });
+
+test("a field error shows beside its field without the validation prefix, whether the server names the field or only its message does", async () => {
+  for (const width of [1366, 390]) {
+    const tab = await openTab(browser, server.url, { width, height: 900 });
+    const { page } = tab;
+    try {
+      await signIn(page, "admin", adminPassword(server.dataDir));
+      // An account with a bad name: the message ("name: 1 to 64 letters…") names the field.
+      await page.goto("/#/users");
+      await page.getByText("Add an account").click();
+      const form = page.locator("form", { has: page.locator('input[name="name"]') });
+      await form.locator('input[name="name"]').fill("bad name!");
+      await form.locator('input[name="password"]').fill("a good long password");
+      await form.getByRole("button", { name: "Create account" }).click();
+      const nameField = form.locator("label.field", { has: page.locator('input[name="name"]') });
+      await nameField.locator(".field-error").waitFor();
+      assert.equal(await nameField.locator(".field-error").innerText(), "1 to 64 letters, digits, '_', '.' or '-'");
+      assert.equal(await form.locator(".form-error").count(), 0, "nothing at the form's foot");
+      assert.equal(await page.locator(".toast").count(), 0, "no message at the bottom");
+      await tab.shot(`field-error-account-${width}`);
+
+      // The server names the field in `field` (its message may say anything): beside that field.
+      await page.route("**/api/v1/users", (route) =>
+        route.request().method() === "POST" ? route.fulfill({ status: 400, contentType: "application/json", body: JSON.stringify({ error: "schema validation failed: is too weak", field: "password" }) }) : route.fallback(),
+      );
+      await form.locator('input[name="name"]').fill("good.name");
+      await form.getByRole("button", { name: "Create account" }).click();
+      const passwordField = form.locator("label.field", { has: page.locator('input[name="password"]') });
+      await passwordField.locator(".field-error", { hasText: /^is too weak$/ }).waitFor();
+      assert.equal(await nameField.locator(".field-error").count(), 0, "the earlier error is gone");
+      await page.unroute("**/api/v1/users");
+
+      // The deployment dialog: a field the server refuses ('schema validation failed: field "retries" …').
+      await page.goto("/#/deployments");
+      await page.getByRole("button", { name: "New deployment" }).click();
+      const dialog = page.getByRole("dialog");
+      await dialog.locator('select[name="group"]').selectOption({ label: "v3 boards (0 devices, policy no_update,)" });
+      await dialog.locator('select[name="version"]').selectOption("v3");
+      await dialog.locator('input[name="phases"]').fill("50, 80");
+      await dialog.getByRole("button", { name: "Start deployment" }).click();
+      const phases = dialog.locator("label.field", { has: page.locator('input[name="phases"]') });
+      await phases.locator(".field-error").waitFor();
+      assert.doesNotMatch(await phases.locator(".field-error").innerText(), /schema validation failed|field "phases"/);
+      assert.equal(await dialog.locator(".form-error").count(), 0);
+      await tab.shot(`field-error-deployment-${width}`);
+      tab.clean([SIGNED_OUT, /^400 POST \/api\/v1\/users$/, /^400 POST \/api\/v2\/deployments$/]);
+    } finally {
+      await tab.close();
+    }
+  }
+});

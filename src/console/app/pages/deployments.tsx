@@ -4,7 +4,7 @@
  * `deployment_device` events of /api/stream.
  */
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { api, get, getPage, messageOf, seg } from "../api.ts";
+import { api, get, getPage, seg } from "../api.ts";
 import { href, navigate, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
 import type { Group } from "../../../update/groups/schema.ts";
@@ -13,7 +13,7 @@ import type { Package } from "../../../update/packages/schema.ts";
 import { groupName } from "../update.ts";
 import { useDeploymentEvents } from "../rollouts.tsx";
 import { StackedChart } from "../chart.tsx";
-import { Badge, Card, Field, Modal, ModalButtons, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
+import { Badge, Card, Field, Modal, ModalButtons, PageHeader, ProgressBar, Show, Table, Time, useAction, useFormErrors, useLoad } from "../ui.tsx";
 
 /** The test run a device failed its validation in (docs/device-tests.md: its output ends with the run's console link). */
 const validationRun = (m: { reason: string | null; output: string | null }): string | undefined =>
@@ -237,7 +237,7 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
   const groups = useLoad(() => get<Group[]>("/api/v2/groups"));
   const packages = useLoad(() => get<Package[]>("/api/v1/packages"));
   const [groupId, setGroupId] = useState("");
-  const [error, setError] = useState<string>();
+  const errors = useFormErrors(["group", "version", "phases", "success_percent", "success_wait_minutes", "error_percent", "device_timeout_minutes", "retries", "retry_backoff_seconds", "start_at", "window.timezone"]);
   const [busy, setBusy] = useState(false);
   const [useWindow, setUseWindow] = useState(false);
   const [days, setDays] = useState<string[]>(["mon", "tue", "wed", "thu", "fri"]);
@@ -270,11 +270,11 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
       window: useWindow ? { days, from: text("window_from"), to: text("window_to"), timezone: text("timezone") || "UTC" } : null,
     };
     setBusy(true);
-    setError(undefined);
+    errors.set(undefined);
     try {
       props.onCreated(await api<Deployment>("POST", "/api/v2/deployments", { json: body }));
     } catch (err) {
-      setError(messageOf(err));
+      errors.set(err);
     } finally {
       setBusy(false);
     }
@@ -284,7 +284,7 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
     <Modal title="New deployment" onClose={props.onClose} wide>
       <form onSubmit={submit} class="deployment-form">
         <div class="form-row top">
-          <Field label="Group" wide>
+          <Field label="Group" error={errors.at("group")} wide>
             <select name="group" value={groupId} onChange={(e) => setGroupId(e.currentTarget.value)} required>
               <option value="">choose a group…</option>
               {(groups.data ?? []).map((g) => (
@@ -294,7 +294,7 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
               ))}
             </select>
           </Field>
-          <Field label="Version" wide hint={versionHint(packages.data, group, versions.length)}>
+          <Field label="Version" error={errors.at("version")} wide hint={versionHint(packages.data, group, versions.length)}>
             <select name="version" required value={chosen} onChange={(e) => setVersion(e.currentTarget.value)} disabled={packages.data !== undefined && versions.length === 0}>
               <option value="">{versions.length === 0 ? (packages.data === undefined ? "loading…" : "no versions") : "choose a version…"}</option>
               {versions.map((v) => (
@@ -306,7 +306,7 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
           </Field>
         </div>
         <div class="form-row">
-          <Field label="Phases" hint='Cumulative percents of the group, e.g. "5, 25, 100"; "2d" is a phase of 2 devices. The last is 100.'>
+          <Field label="Phases" error={errors.at("phases")} hint='Cumulative percents of the group, e.g. "5, 25, 100"; "2d" is a phase of 2 devices. The last is 100.'>
             <input name="phases" defaultValue="10, 50, 100" required style={{ width: "200px" }} />
           </Field>
           <Field label="Next phase">
@@ -315,27 +315,27 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
               <option value="manual">only by hand</option>
             </select>
           </Field>
-          <Field label="installed (%)">
+          <Field label="installed (%)" error={errors.at("success_percent")}>
             <input name="success_percent" type="number" min="0" max="100" defaultValue="90" style={{ width: "80px" }} />
           </Field>
-          <Field label="and waited (min)">
+          <Field label="and waited (min)" error={errors.at("success_wait_minutes")}>
             <input name="success_wait_minutes" type="number" min="0" placeholder="0" style={{ width: "90px" }} />
           </Field>
         </div>
         <div class="form-row">
-          <Field label="Pause above failed (%)" hint="Of the devices offered so far; empty: never.">
+          <Field label="Pause above failed (%)" error={errors.at("error_percent")} hint="Of the devices offered so far; empty: never.">
             <input name="error_percent" type="number" min="0" max="100" defaultValue="20" style={{ width: "90px" }} />
           </Field>
-          <Field label="Device timeout (min)" hint="Not finished by then: not reached.">
+          <Field label="Device timeout (min)" error={errors.at("device_timeout_minutes")} hint="Not finished by then: not reached.">
             <input name="device_timeout_minutes" type="number" min="1" defaultValue="1440" style={{ width: "100px" }} />
           </Field>
-          <Field label="Retries" hint="After a failed install; then failed for good.">
+          <Field label="Retries" error={errors.at("retries")} hint="After a failed install; then failed for good.">
             <input name="retries" type="number" min="0" max="10" defaultValue="2" style={{ width: "70px" }} />
           </Field>
-          <Field label="first after (s)" hint="Doubling each time.">
+          <Field label="first after (s)" error={errors.at("retry_backoff_seconds")} hint="Doubling each time.">
             <input name="retry_backoff_seconds" type="number" min="0" max="86400" defaultValue="300" style={{ width: "90px" }} />
           </Field>
-          <Field label="Start at" hint="Empty: now.">
+          <Field label="Start at" error={errors.at("start_at")} hint="Empty: now.">
             <input name="start_at" type="datetime-local" />
           </Field>
         </div>
@@ -361,13 +361,13 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
               <Field label="To">
                 <input name="window_to" type="time" defaultValue="05:00" required />
               </Field>
-              <Field label="Time zone">
+              <Field label="Time zone" error={errors.at("window.timezone")}>
                 <input name="timezone" defaultValue={Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC"} style={{ width: "160px" }} />
               </Field>
             </div>
           )}
         </fieldset>
-        <ModalButtons error={error} onCancel={props.onClose} submit={busy ? "Starting…" : "Start deployment"} disabled={busy || !group || !chosen} />
+        <ModalButtons error={errors.foot} onCancel={props.onClose} submit={busy ? "Starting…" : "Start deployment"} disabled={busy || !group || !chosen} />
       </form>
     </Modal>
   );
