@@ -139,3 +139,47 @@ test("the versions view after the deployment: per device type and per group, onl
     }
   }
 });
+
+test("a long install output unfolded in the device table wraps inside its cell: the table keeps its width and its last column", async () => {
+  // A board whose install fails with long lines: one without a blank, one of words.
+  const long = `${"x".repeat(3000)}\n${"error: slot B is read-only ".repeat(80)}`;
+  const { agent, id } = await (async () => {
+    const agent = startAgent(server, { name: "flaky-1", device_type: "board", software_version: "v2", install_command: ["sh", "-c", 'printf "%s" "$1"; exit 3', "install", long], update_check_interval: 3600 }, { clock: server.clock });
+    agents.push(agent);
+    const id = await approveAgent(server, agent);
+    await untilConnected(server, id);
+    return { agent, id };
+  })();
+  const pkg = await uploadOk(server, { token: server.adminToken, version: "v3", devtype: "board", file: Buffer.from("v3 image") });
+  const group = (await server.call("POST", "/api/v2/groups", { metadata: { name: "flaky boards" } })).body.id;
+  await server.call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] });
+  await server.call("PATCH", `/api/v2/groups/${group}/devices`, { add: [id], remove: [] });
+  const created = (await server.call("POST", "/api/v2/deployments", { group, version: "v3", retries: 0 })).body;
+  await agent.checkNow();
+
+  for (const width of [1366, 800]) {
+    const tab = await openTab(browser, server.url, { width, height: 900 });
+    const { page } = tab;
+    try {
+      await signIn(page, "admin", adminPassword(server.dataDir));
+      await page.goto(`/#/deployments/${created.id}`);
+      const row = page.locator(`tr[data-device="${id}"][data-state="failed"]`);
+      await row.waitFor();
+      const table = page.locator("section.card", { hasText: "Devices in this deployment" }).locator(".table-wrap");
+      const before = await table.evaluate((el) => ({ width: el.clientWidth, scroll: el.scrollWidth }));
+      await row.getByText("output").click();
+      await row.locator("pre").waitFor();
+      const after = await table.evaluate((el) => ({ width: el.clientWidth, scroll: el.scrollWidth, last: el.querySelector("tbody tr td:last-child:not([style*='none'])")?.getBoundingClientRect().right ?? 0, right: el.getBoundingClientRect().right }));
+      assert.equal(after.width, before.width, "the table is as wide as before");
+      assert.ok(after.scroll <= after.width, `nothing beyond the table's box (${after.scroll} > ${after.width})`);
+      // The last column shown (Updated; Reason at 800 px) ends inside the box.
+      const lastShown = await row.evaluate((tr) => Math.max(...[...tr.querySelectorAll("td")].filter((td) => getComputedStyle(td).display !== "none").map((td) => td.getBoundingClientRect().right)));
+      assert.ok(lastShown <= after.right + 1, `the last column ends at ${lastShown}, the box at ${after.right}`);
+      assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), `the page is no wider than ${width} px`);
+      await tab.shot(`deployment-output-${width}`, true);
+      tab.clean([SIGNED_OUT]);
+    } finally {
+      await tab.close();
+    }
+  }
+});
