@@ -225,12 +225,13 @@ describe("deployments", () => {
       await report(phases[0][1], { state: "installed", version: "v2", from_version: "v1" });
       await stream.next((e) => e.event === "deployment" && e.data.deployment === created.id && e.data.current_phase === 1, 5000, "phase 1 started");
 
-      // Phase 1: one failure of the 5 started so far (2 installed, 3 offered): 20 % > 15 % pauses it.
-      for (const d of phases[1]) assert.equal((await check(d, "v1")).status, 200);
+      // Phase 1: two of its three devices check; one failure of the 4 offered so far (2 installed,
+      // 2 offered): 25 % > 15 % pauses it, and the reason counts the one not offered yet apart.
+      for (const d of phases[1].slice(0, 2)) assert.equal((await check(d, "v1")).status, 200);
       await report(phases[1][0], { state: "failed", version: "v2", from_version: "v1", reason: "install command exited with 3", output: "x".repeat(5000) + "the end" });
       const paused = await deployment(created.id);
       assert.equal(paused.status, "paused");
-      assert.match(paused.pause_reason, /error threshold: 1 of 5 started devices failed/);
+      assert.equal(paused.pause_reason, "error threshold: 1 of the 4 devices offered so far failed (25%, more than 15%); 1 of the 5 devices in the started phases not offered yet");
       const failed = (await members(created.id, "&state=failed"))[0];
       assert.equal(failed.reason, "install command exited with 3");
       assert.equal(Buffer.byteLength(failed.output!), 4096, "the last 4 KiB of the output");
@@ -240,8 +241,10 @@ describe("deployments", () => {
 
       // Paused: devices already under way go on; nobody new is offered (phase 2 is not started anyway).
       await report(phases[1][1], { state: "installed", version: "v2", from_version: "v1" });
+      assert.equal((await check(phases[1][2], "v1")).status, 204, "not offered while paused");
       const resumed = await call("POST", `/api/v2/deployments/${created.id}/resume`);
       assert.equal(resumed.body.status, "running");
+      assert.equal((await check(phases[1][2], "v1")).status, 200);
       await report(phases[1][2], { state: "installed", version: "v2", from_version: "v1" });
       // 2 of 3 installed < 100 %, every device finished: the gate is stuck, a person decides.
       assert.equal((await deployment(created.id)).gate, "stuck");
@@ -517,7 +520,7 @@ describe("deployments", () => {
       assert.equal((await deployment(created.id)).status, "paused");
       const [pause] = await automatic("deployment.pause");
       assert.deepEqual([pause.failed, pause.started, pause.error_percent], [3, 4, 50]);
-      assert.match(String(pause.reason), /error threshold: 3 of 4/);
+      assert.match(String(pause.reason), /error threshold: 3 of the 4 devices offered so far failed/);
       // A person resumes: the log shows the pause before it.
       assert.equal((await call("POST", `/api/v2/deployments/${created.id}/resume`)).status, 200);
 

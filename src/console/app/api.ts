@@ -18,6 +18,32 @@ export class ApiError extends Error {
   }
 }
 
+/** A refusal as a form shows it: beside `field` when it names one, else at the form's foot. */
+export interface FieldError {
+  field: string | undefined;
+  /** What to show beside the field: the message without the field's name. */
+  text: string;
+  /** What to show elsewhere: the whole message without the validation prefix. */
+  message: string;
+}
+
+const PREFIX = /^schema validation failed:\s*/;
+/** `field "metadata.name" must be…`, `"priority" must be…`, `name: 1 to 64…`: the field, then the rest. */
+const NAMED = /^(?:field\s+"([^"]+)"\s*|"([^"]+)"\s+|([A-Za-z_][\w.]*):\s+)(.*)$/s;
+
+/**
+ * Where an error belongs in a form, and its text without the validation prefix: the field the
+ * server's error names (its `field`), else the one its message starts with (servers that name none).
+ */
+export function fieldErrorOf(error: unknown): FieldError {
+  const message = messageOf(error).replace(PREFIX, "");
+  const named = NAMED.exec(message);
+  const field = error instanceof ApiError && error.field ? error.field : named ? (named[1] ?? named[2] ?? named[3]) : undefined;
+  // The rest of the message reads beside the field it names; said of another field, it keeps its name.
+  const text = named && field === (named[1] ?? named[2] ?? named[3]) ? named[4] : message;
+  return { field, text, message };
+}
+
 /** Called when the session is gone: the app shows the login form again. */
 let onSignedOut: () => void = () => {};
 export const setSignedOutHandler = (handler: () => void) => {
@@ -30,7 +56,7 @@ async function errorOf(res: Response): Promise<ApiError> {
   try {
     const body = (await res.json()) as { error?: unknown; field?: unknown };
     if (typeof body.error === "string" && body.error) message = body.error;
-    if (typeof body.field === "string") field = body.field;
+    if (typeof body.field === "string" && body.field) field = body.field;
   } catch {
     // Not JSON: keep the status line.
   }

@@ -6,7 +6,7 @@
  */
 import type { ComponentChildren } from "preact";
 import { useCallback, useEffect, useId, useMemo, useRef, useState } from "preact/hooks";
-import { messageOf } from "./api.ts";
+import { fieldErrorOf, messageOf, type FieldError } from "./api.ts";
 
 // ---- messages (toasts) ------------------------------------------------------------------------
 
@@ -272,6 +272,8 @@ export interface ActionOptions {
   done?: string;
   /** Asked first (confirmAction's arguments); declining does nothing. */
   confirm?: Parameters<typeof confirmAction>;
+  /** The caller shows the error itself (a form, beside its field): no message. */
+  quiet?: boolean;
 }
 
 /**
@@ -289,7 +291,7 @@ export function useAction(): [boolean, (work: () => Promise<unknown>, options?: 
       actions.bump();
       return true;
     } catch (error) {
-      notify(messageOf(error), "error");
+      if (!options.quiet) notify(messageOf(error), "error");
       return false;
     } finally {
       setBusy(false);
@@ -378,14 +380,44 @@ export function Empty(props: { children: ComponentChildren }) {
   return <p class="empty">{props.children}</p>;
 }
 
-export function Field(props: { label: string; hint?: ComponentChildren; children: ComponentChildren; wide?: boolean }) {
+/** A labelled input; `error` (the server's refusal of this field, from `useFormErrors`) shows beneath it. */
+export function Field(props: { label: string; hint?: ComponentChildren; children: ComponentChildren; wide?: boolean; error?: string }) {
   return (
-    <label class={`field ${props.wide ? "wide" : ""}`}>
+    <label class={`field ${props.wide ? "wide" : ""} ${props.error ? "has-error" : ""}`}>
       <span class="field-label">{props.label}</span>
       {props.children}
-      {props.hint && <span class="hint">{props.hint}</span>}
+      {props.error ? (
+        <span class="field-error" role="alert">
+          {props.error}
+        </span>
+      ) : (
+        props.hint && <span class="hint">{props.hint}</span>
+      )}
     </label>
   );
+}
+
+export interface FormErrors {
+  /** The error of the field at this path (`Field`'s `error`). */
+  at: (field: string) => string | undefined;
+  /** An error of no field the form shows: at its foot (`ModalButtons`' `error`, or a `form-error`). */
+  foot: string | undefined;
+  /** Keeps the error of a submit (undefined: none). */
+  set: (error: unknown) => void;
+}
+
+/**
+ * A form's errors from the server: each beside the field it names (`fields`: the API paths of the
+ * form's fields, "metadata.name"), the others at the form's foot, without the validation prefix.
+ */
+export function useFormErrors(fields: readonly string[]): FormErrors {
+  const [error, setError] = useState<FieldError | undefined>();
+  const shown = error?.field !== undefined && fields.includes(error.field);
+  return {
+    at: (field) => (shown && error?.field === field ? error.text : undefined),
+    foot: error && !shown ? error.message : undefined,
+    set: useCallback((e: unknown) => setError(e === undefined ? undefined : fieldErrorOf(e)), []),
+  };
 }
 
 // ---- tables -----------------------------------------------------------------------------------

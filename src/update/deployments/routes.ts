@@ -19,10 +19,12 @@ import {
   DeploymentDevicesQuery,
   DeploymentListQuery,
   DeploymentRetry,
+  DeploymentTimeline,
   HistoryQuery,
   UpdateHistoryEntry,
 } from "./schema.ts";
-import { getDeployment, listDeployments, listHistory, listMembers, type HistoryRow, type MemberRow } from "./store.ts";
+import { buildTimeline } from "./timeline.ts";
+import { deploymentTraces, getDeployment, listDeployments, listHistory, listMembers, type HistoryRow, type MemberRow } from "./store.ts";
 
 const NOT_FOUND = "deployment does not exist";
 const TOTAL = { "X-Total-Count": "how many match before paging" };
@@ -183,6 +185,34 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     },
   );
 
+  const getDeploymentsByIdTimeline = route(
+    app,
+    {
+      method: "get",
+      path: "/api/v2/deployments/:id{[0-9]+}/timeline",
+      tag,
+      access: "management",
+      summary: "A deployment's device counts per state over time: at its creation, every minute (or more, at most 360 points) and now",
+      responses: { 200: ok(DeploymentTimeline, "OK"), ...onObject },
+    },
+    mgmt,
+    (c) => {
+      const row = deploymentFor(c, "read");
+      const at = (iso: string) => Date.parse(iso);
+      const traces = deploymentTraces(db, row.id).map((t) => ({
+        device: t.device_id,
+        state: t.state,
+        attempt: t.attempt,
+        offeredAt: t.offered_at === null ? null : at(t.offered_at),
+        updated: at(t.updated),
+        outcomes: t.outcomes.map((o) => ({ outcome: o.outcome, attempt: o.attempt, at: at(o.at) })),
+      }));
+      const start = at(row.created);
+      const timeline = buildTimeline(traces, start, Math.max(start, row.finished ? at(row.finished) : ctx.clock.now()));
+      return c.json({ deployment: row.id, step_minutes: timeline.step, points: timeline.points.map((p) => ({ at: rfc822(new Date(p.at)), counts: p.counts })) } satisfies DeploymentTimeline);
+    },
+  );
+
   const commandOp = (summary: string) => ({ tag, access: "management", summary, responses: { 200: ok(Deployment, "OK"), ...write } }) as const;
   const command = (action: (id: number, actor: Actor) => Promise<void>): RouteHandler<AppEnv, ReturnType<typeof commandOp>> => async (c) => {
     const row = deploymentFor(c, "update");
@@ -247,5 +277,5 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     },
   );
 
-  return routes(app, postDeployments, getDeployments, getDeploymentsById, getDeploymentsByIdDevices, postDeploymentsByIdPause, postDeploymentsByIdResume, postDeploymentsByIdAbort, postDeploymentsByIdAdvance, postDeploymentsByIdRetry, getDevicesByIdUpdateHistory);
+  return routes(app, postDeployments, getDeployments, getDeploymentsById, getDeploymentsByIdDevices, getDeploymentsByIdTimeline, postDeploymentsByIdPause, postDeploymentsByIdResume, postDeploymentsByIdAbort, postDeploymentsByIdAdvance, postDeploymentsByIdRetry, getDevicesByIdUpdateHistory);
 }

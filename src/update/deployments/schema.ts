@@ -107,7 +107,7 @@ export const DeploymentCreate = strictBody({
   phases: phases.default([100]).describe("cumulative percents of the group, or device counts per phase; the last is 100"),
   success_percent: percent("success_percent").nullable().default(100).describe("go on to the next phase when this percent of the phase installed; null: only by hand"),
   success_wait_minutes: z.int({ error: field("success_wait_minutes", "must be a whole number of minutes (or null)") }).min(0).max(525_600).nullable().default(null),
-  error_percent: percent("error_percent").nullable().default(null).describe("pause when more than this percent of the started devices failed; null: never"),
+  error_percent: percent("error_percent").nullable().default(null).describe("pause when more than this percent of the devices offered so far (in the started phases) failed; null: never"),
   device_timeout_minutes: z
     .int({ error: field("device_timeout_minutes", "must be a whole number of minutes from 1") })
     .min(1, { error: field("device_timeout_minutes", "must be a whole number of minutes from 1") })
@@ -272,3 +272,15 @@ export interface Outcome {
   reason: string | null;
   output: string | null;
 }
+
+/** A deployment's counts per state over time (GET /api/v2/deployments/{id}/timeline). */
+export const DeploymentTimeline = z
+  .object({
+    deployment: z.int(),
+    step_minutes: z.int().describe("the minutes between points: 1, or more for a deployment longer than the points allow"),
+    points: z
+      .array(z.object({ at: Rfc822, counts: StateCounts }))
+      .describe("the counts at the deployment's creation, every step after it and now (or when it finished); at most 360 points"),
+  })
+  .meta({ id: "DeploymentTimeline" });
+export type DeploymentTimeline = z.infer<typeof DeploymentTimeline>;

@@ -851,13 +851,15 @@ export class DeploymentService implements Steering {
     return total;
   }
 
-  /** The error threshold, after a failure: pause when more than E % of the started devices failed. */
+  /** The error threshold, after a failure: pause when more than E % of the devices offered so far in the started phases failed. */
   private async checkErrors(run: Run): Promise<void> {
     if (run.row.status !== "running" || !this.runs.has(run.row.id)) return;
     const started = this.startedCounts(run);
     if (!overErrorThreshold(started, run.row.error_percent)) return;
     const begun = begunOf(started);
-    const reason = `error threshold: ${started.failed} of ${begun} started devices failed (more than ${run.row.error_percent}%)`;
+    // The share is of the devices offered so far; those of the started phases not offered yet are said apart, not counted in.
+    const notYet = started.waiting + started.reserved > 0 ? `; ${started.waiting + started.reserved} of the ${totalOf(started)} devices in the started phases not offered yet` : "";
+    const reason = `error threshold: ${started.failed} of the ${begun} devices offered so far failed (${Math.round((started.failed * 100) / begun)}%, more than ${run.row.error_percent}%)${notYet}`;
     const now = this.ctx.clock.now();
     await this.db.write((tx) => {
       this.setRow(tx, run, run.row.id, { status: "paused", pause_reason: reason }, isoTime(now));

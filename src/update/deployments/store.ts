@@ -292,3 +292,23 @@ export function validationCopy(db: Database | Tx, id: number): string | null {
 export function pinValidation(tx: Tx, id: number, copy: string): void {
   tx.run("UPDATE deployments SET validation_copy = ? WHERE id = ?", [copy, id]);
 }
+
+/** A deployment's devices with their update history in it (oldest first), for its timeline. */
+export function deploymentTraces(db: Database, id: number): Array<{ device_id: number; state: DeviceState; attempt: number; offered_at: string | null; updated: string; outcomes: Array<{ outcome: string; attempt: number | null; at: string }> }> {
+  const traces = new Map(
+    db
+      .all<{ device_id: number; state: DeviceState; attempt: number; offered_at: string | null; updated: string }>(
+        "SELECT device_id, state, attempt, offered_at, updated FROM deployment_devices WHERE deployment_id = ? ORDER BY position",
+        [id],
+      )
+      .map((row) => [row.device_id, { ...row, outcomes: [] as Array<{ outcome: string; attempt: number | null; at: string }> }]),
+  );
+  // Through the members' rows: update_history is indexed by device, not by deployment.
+  for (const h of db.all<{ device_id: number; outcome: string; attempt: number | null; at: string }>(
+    "SELECT h.device_id, h.outcome, h.attempt, h.at FROM deployment_devices dd JOIN update_history h ON h.device_id = dd.device_id AND h.deployment_id = dd.deployment_id WHERE dd.deployment_id = ? ORDER BY h.id",
+    [id],
+  )) {
+    traces.get(h.device_id)?.outcomes.push({ outcome: h.outcome, attempt: h.attempt, at: h.at });
+  }
+  return [...traces.values()];
+}

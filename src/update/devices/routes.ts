@@ -26,7 +26,8 @@ import {
 } from "./devices.ts";
 import { authorize, grantGuard, permissionFilter, type SqlFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
-import { Device, DeviceListQuery, DeviceRename, DeviceV1, Tags } from "./schema.ts";
+import { Device, DeviceListQuery, DeviceRename, DeviceV1, FleetVersions, Tags } from "./schema.ts";
+import { fleetVersions } from "./versions.ts";
 
 const NOT_FOUND = "device does not exist";
 const TOTAL = { "X-Total-Count": "with limit, offset or q: how many devices match before paging" };
@@ -77,6 +78,23 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     },
     mgmt,
     (c, { query }) => c.json(deviceList(c, query, permissionFilter(c.get("identity"), "device", "d"), view)),
+  );
+
+  const getV2DevicesVersions = route(
+    app,
+    {
+      method: "get",
+      path: "/api/v2/devices/versions",
+      tag,
+      access: "management",
+      summary: "Which software versions the devices the caller may read run, per device type and per group (groups the caller may read)",
+      responses: { 200: ok(FleetVersions, "OK"), 401: e401 },
+    },
+    mgmt,
+    (c) => {
+      const identity = c.get("identity");
+      return c.json(fleetVersions(db, ctx.config.prefix, permissionFilter(identity, "device", "d"), permissionFilter(identity, "group", "g")));
+    },
   );
 
   const getV2DevicesById = route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "One device", responses: { 200: ok(Device, "OK"), ...onObject } }, mgmt, (c) => {
@@ -199,5 +217,5 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     },
   );
 
-  return routes(app, getV2Devices, getV2DevicesById, deleteV2DevicesById, patchV2DevicesById, postV2DevicesByIdTagByTag, deleteV2DevicesByIdTagByTag, getV2DevicesByIdTags, getV2TagsByTag, getV1Devices, getV1DevicesById, deleteV1DevicesById);
+  return routes(app, getV2Devices, getV2DevicesVersions, getV2DevicesById, deleteV2DevicesById, patchV2DevicesById, postV2DevicesByIdTagByTag, deleteV2DevicesByIdTagByTag, getV2DevicesByIdTags, getV2TagsByTag, getV1Devices, getV1DevicesById, deleteV1DevicesById);
 }

@@ -54,3 +54,21 @@ export const DeviceRename = strictBody({
 
 /** A device's tags. */
 export const Tags = z.array(z.string());
+
+/** How many devices report a version (null: none reported). */
+export const VersionCount = z.object({ version: z.string().nullable(), devices: z.int() });
+export type VersionCount = z.infer<typeof VersionCount>;
+
+const versionsRow = {
+  devices: z.int(),
+  versions: z.array(VersionCount).describe("the most common first, at most 20"),
+  others: z.int().describe("devices on versions beyond those listed"),
+};
+/** Which versions run where: per device type and per group, of the devices (and groups) the caller may read. */
+export const FleetVersions = z
+  .object({
+    by_device_type: z.array(z.object({ device_type: z.string().nullable(), ...versionsRow })).describe("the most devices first, at most 200"),
+    by_group: z.array(z.object({ group: z.int(), name: z.string().nullable(), ...versionsRow })).describe("the most devices first, at most 200; a device may be in several"),
+  })
+  .meta({ id: "FleetVersions" });
+export type FleetVersions = z.infer<typeof FleetVersions>;

@@ -3,14 +3,17 @@
  * page with its phases, counts and devices, which move live with the `deployment` and
  * `deployment_device` events of /api/stream.
  */
-import { useMemo, useState } from "preact/hooks";
-import { api, messageOf, seg } from "../api.ts";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { api, seg } from "../api.ts";
 import { href, navigate, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
+import type { Group } from "../../../update/groups/schema.ts";
 import type { Counts, Deployment, DeviceState as State } from "../../../update/deployments/schema.ts";
+import type { Package } from "../../../update/packages/schema.ts";
 import { groupName } from "../update.ts";
 import { useDeploymentEvents } from "../rollouts.tsx";
-import { Badge, Card, Field, Modal, ModalButtons, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
+import { StackedChart } from "../chart.tsx";
+import { Badge, Card, Field, Modal, ModalButtons, PageHeader, ProgressBar, Show, Table, Time, useAction, useFormErrors, useLoad } from "../ui.tsx";
 
 /** The test run a device failed its validation in (docs/device-tests.md: its output ends with the run's console link). */
 const validationRun = (m: { reason: string | null; output: string | null }): string | undefined =>
@@ -78,6 +81,41 @@ function Legend(props: { counts: Counts }) {
         </span>
       ))}
     </div>
+  );
+}
+
+/** The chart's series: every state, in the bars' order and colours. */
+const SERIES = STATES.map((s) => ({ key: s, label: LOOK[s].label, color: LOOK[s].color }));
+/** The timeline loads again at most this often while the deployment moves (it reads every device's history). */
+const TIMELINE_EVERY = 2000;
+
+/** The deployment's counts per state over time; loads again when `counts` (the live ones) change. */
+function Progress(props: { id: number; counts: Counts }) {
+  const timeline = useLoad(() => api.get("/api/v2/deployments/:id{[0-9]+}/timeline", { id: props.id }), [props.id]);
+  const key = STATES.map((s) => props.counts[s]).join(",");
+  const last = useRef(0);
+  const seen = useRef(key);
+  useEffect(() => {
+    if (key === seen.current) return;
+    seen.current = key;
+    const wait = Math.max(0, last.current + TIMELINE_EVERY - Date.now());
+    const timer = setTimeout(() => {
+      last.current = Date.now();
+      timeline.reload();
+    }, wait);
+    return () => clearTimeout(timer);
+  }, [key]);
+  return (
+    <Card title="Progress over time" class="progress-card">
+      <Show loaded={timeline}>
+        {(t) => (
+          <>
+            <StackedChart label="Devices per state" series={SERIES} points={t.points.map((p) => ({ at: Date.parse(p.at), values: p.counts }))} />
+            <p class="muted small">{t.step_minutes === 1 ? "Every minute since it was created." : `Every ${t.step_minutes} minutes since it was created.`}</p>
+          </>
+        )}
+      </Show>
+    </Card>
   );
 }
 
@@ -165,6 +203,35 @@ function Deployments({ query, me }: PageProps) {
   );
 }
 
+/** A version the New deployment dialog offers, with the device types its packages are for. */
+interface VersionChoice {
+  version: string;
+  devtypes: string[];
+}
+
+/** The versions of the group's packages (a deployment offers those), or of every package before a group is chosen. */
+function versionChoices(packages: readonly Package[], prefix: string, group: Group | undefined): VersionChoice[] {
+  const types = new Map<string, Set<string>>();
+  for (const p of packages) {
+    if (group && !group.packages.includes(p.id)) continue;
+    const version = String(p.metadata[`${prefix}.software.version`] ?? "");
+    if (!version) continue;
+    const set = types.get(version) ?? new Set();
+    set.add(String(p.metadata[`${prefix}.hardware.devtype`] ?? "?"));
+    types.set(version, set);
+  }
+  return [...types].map(([version, set]) => ({ version, devtypes: [...set].sort() })).sort((a, b) => a.version.localeCompare(b.version, undefined, { numeric: true }));
+}
+
+/** What the Version field says: what its list holds, or why it is empty and what to do. */
+function versionHint(packages: readonly Package[] | undefined, group: Group | undefined, count: number) {
+  if (packages === undefined) return undefined;
+  if (packages.length === 0) return <>No packages yet: upload one on <a href={href("/packages")}>Packages</a>.</>;
+  if (!group) return "Every uploaded version; choosing a group narrows it to the group's packages.";
+  if (count === 0) return <>This group has no packages: assign some on <a href={href(`/groups/${group.id}`)}>its page</a>.</>;
+  return "The versions of the group's packages.";
+}
+
 const DAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"] as const;
 type Day = (typeof DAYS)[number];
 
@@ -173,16 +240,15 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
   const groups = useLoad(() => api.get("/api/v2/groups"));
   const packages = useLoad(() => api.get("/api/v1/packages"));
   const [groupId, setGroupId] = useState("");
-  const [error, setError] = useState<string>();
+  const errors = useFormErrors(["group", "version", "phases", "success_percent", "success_wait_minutes", "error_percent", "device_timeout_minutes", "retries", "retry_backoff_seconds", "start_at", "window.timezone"]);
   const [busy, setBusy] = useState(false);
   const [useWindow, setUseWindow] = useState(false);
   const [days, setDays] = useState<Day[]>(["mon", "tue", "wed", "thu", "fri"]);
   const group = groups.data?.find((g) => String(g.id) === groupId);
-  const versions = useMemo(() => {
-    if (!group || !packages.data) return [];
-    const key = `${props.prefix}.software.version`;
-    return [...new Set(packages.data.filter((p) => group.packages.includes(p.id)).map((p) => String(p.metadata[key] ?? "")))].filter(Boolean).sort();
-  }, [group, packages.data]);
+  const versions = useMemo(() => versionChoices(packages.data ?? [], props.prefix, group), [group, packages.data]);
+  const [version, setVersion] = useState("");
+  // A version the newly chosen group has no package of is no choice any more.
+  const chosen = versions.some((v) => v.version === version) ? version : "";
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -195,7 +261,7 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
       .map((p) => (p.endsWith("d") ? { devices: Number(p.slice(0, -1)) } : Number(p.replace(/%$/, ""))));
     const body = {
       group: Number(groupId),
-      version: text("version"),
+      version: chosen,
       phases,
       success_percent: text("gate") === "manual" ? null : numberOrNull("success_percent"),
       success_wait_minutes: numberOrNull("success_wait_minutes"),
@@ -207,11 +273,11 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
       window: useWindow ? { days, from: text("window_from"), to: text("window_to"), timezone: text("timezone") || "UTC" } : null,
     };
     setBusy(true);
-    setError(undefined);
+    errors.set(undefined);
     try {
       props.onCreated(await api.post("/api/v2/deployments", {}, body));
     } catch (err) {
-      setError(messageOf(err));
+      errors.set(err);
     } finally {
       setBusy(false);
     }
@@ -220,8 +286,8 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
   return (
     <Modal title="New deployment" onClose={props.onClose} wide>
       <form onSubmit={submit} class="deployment-form">
-        <div class="form-row">
-          <Field label="Group" wide>
+        <div class="form-row top">
+          <Field label="Group" error={errors.at("group")} wide>
             <select name="group" value={groupId} onChange={(e) => setGroupId(e.currentTarget.value)} required>
               <option value="">choose a group…</option>
               {(groups.data ?? []).map((g) => (
@@ -231,18 +297,19 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
               ))}
             </select>
           </Field>
-          <Field label="Version" hint={group && versions.length === 0 ? "This group has no packages: assign some on its page." : undefined}>
-            <select name="version" required disabled={!group}>
+          <Field label="Version" error={errors.at("version")} wide hint={versionHint(packages.data, group, versions.length)}>
+            <select name="version" required value={chosen} onChange={(e) => setVersion(e.currentTarget.value)} disabled={packages.data !== undefined && versions.length === 0}>
+              <option value="">{versions.length === 0 ? (packages.data === undefined ? "loading…" : "no versions") : "choose a version…"}</option>
               {versions.map((v) => (
-                <option key={v} value={v}>
-                  {v}
+                <option key={v.version} value={v.version}>
+                  {v.version} ({v.devtypes.join(", ")})
                 </option>
               ))}
             </select>
           </Field>
         </div>
         <div class="form-row">
-          <Field label="Phases" hint='Cumulative percents of the group, e.g. "5, 25, 100"; "2d" is a phase of 2 devices. The last is 100.'>
+          <Field label="Phases" error={errors.at("phases")} hint='Cumulative percents of the group, e.g. "5, 25, 100"; "2d" is a phase of 2 devices. The last is 100.'>
             <input name="phases" defaultValue="10, 50, 100" required style={{ width: "200px" }} />
           </Field>
           <Field label="Next phase">
@@ -251,27 +318,27 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
               <option value="manual">only by hand</option>
             </select>
           </Field>
-          <Field label="installed (%)">
+          <Field label="installed (%)" error={errors.at("success_percent")}>
             <input name="success_percent" type="number" min="0" max="100" defaultValue="90" style={{ width: "80px" }} />
           </Field>
-          <Field label="and waited (min)">
+          <Field label="and waited (min)" error={errors.at("success_wait_minutes")}>
             <input name="success_wait_minutes" type="number" min="0" placeholder="0" style={{ width: "90px" }} />
           </Field>
         </div>
         <div class="form-row">
-          <Field label="Pause above failed (%)" hint="Of the devices started so far; empty: never.">
+          <Field label="Pause above failed (%)" error={errors.at("error_percent")} hint="Of the devices offered so far; empty: never.">
             <input name="error_percent" type="number" min="0" max="100" defaultValue="20" style={{ width: "90px" }} />
           </Field>
-          <Field label="Device timeout (min)" hint="Not finished by then: not reached.">
+          <Field label="Device timeout (min)" error={errors.at("device_timeout_minutes")} hint="Not finished by then: not reached.">
             <input name="device_timeout_minutes" type="number" min="1" defaultValue="1440" style={{ width: "100px" }} />
           </Field>
-          <Field label="Retries" hint="After a failed install; then failed for good.">
+          <Field label="Retries" error={errors.at("retries")} hint="After a failed install; then failed for good.">
             <input name="retries" type="number" min="0" max="10" defaultValue="2" style={{ width: "70px" }} />
           </Field>
-          <Field label="first after (s)" hint="Doubling each time.">
+          <Field label="first after (s)" error={errors.at("retry_backoff_seconds")} hint="Doubling each time.">
             <input name="retry_backoff_seconds" type="number" min="0" max="86400" defaultValue="300" style={{ width: "90px" }} />
           </Field>
-          <Field label="Start at" hint="Empty: now.">
+          <Field label="Start at" error={errors.at("start_at")} hint="Empty: now.">
             <input name="start_at" type="datetime-local" />
           </Field>
         </div>
@@ -297,13 +364,13 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
               <Field label="To">
                 <input name="window_to" type="time" defaultValue="05:00" required />
               </Field>
-              <Field label="Time zone">
+              <Field label="Time zone" error={errors.at("window.timezone")}>
                 <input name="timezone" defaultValue={Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC"} style={{ width: "160px" }} />
               </Field>
             </div>
           )}
         </fieldset>
-        <ModalButtons error={error} onCancel={props.onClose} submit={busy ? "Starting…" : "Start deployment"} disabled={busy || !group || versions.length === 0} />
+        <ModalButtons error={errors.foot} onCancel={props.onClose} submit={busy ? "Starting…" : "Start deployment"} disabled={busy || !group || !chosen} />
       </form>
     </Modal>
   );
@@ -474,6 +541,7 @@ function DeploymentView({ params, query }: PageProps) {
                 </table>
               </Card>
             </div>
+            <Progress id={d.id} counts={d.counts} />
             <Card
               title="Devices in this deployment"
               actions={

@@ -18,5 +18,6 @@ import { nodesPage } from "./nodes.tsx";
 import { runPage } from "./run.tsx";
 import { runsPage } from "./runs.tsx";
 import { triggerPage } from "./trigger.tsx";
+import { versionsPage } from "./versions.tsx";
 
-export const pages: Page[] = [devicesPage, devicePage, registrationsPage, groupsPage, groupPage, deploymentsPage, deploymentPage, packagesPage, packagePage, usersPage, configsPage, configPage, runsPage, runPage, triggerPage, nodesPage, auditPage];
+export const pages: Page[] = [devicesPage, devicePage, registrationsPage, groupsPage, groupPage, deploymentsPage, deploymentPage, packagesPage, packagePage, versionsPage, usersPage, configsPage, configPage, runsPage, runPage, triggerPage, nodesPage, auditPage];

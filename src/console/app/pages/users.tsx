@@ -5,7 +5,7 @@ import { type Page, type PageProps } from "../router.ts";
 import { canAdminWrite, isAdmin, prefixOf } from "../session.ts";
 import type { NamedPermission as Permission } from "../../../update/permissions/schema.ts";
 import { groupName, packageLabel } from "../update.ts";
-import { Badge, Card, Field, PageHeader, Show, Table, Time, timeOf, useAction, useDebounced, useLoad } from "../ui.tsx";
+import { Badge, Card, Field, PageHeader, Show, Table, Time, timeOf, useAction, useDebounced, useFormErrors, useLoad } from "../ui.tsx";
 
 /** One account's permissions on one thing, folded into a row (a group's creator holds three). */
 interface Held {
@@ -189,13 +189,20 @@ function Users({ me }: PageProps) {
 
 function NewAccount(props: { prefix: string; onCreated: () => void }) {
   const [busy, run] = useAction();
+  const errors = useFormErrors(["name", "password"]);
   const submit = async (e: Event) => {
     e.preventDefault();
     const formEl = e.currentTarget as HTMLFormElement;
     const data = new FormData(formEl);
     const name = String(data.get("name")).trim();
     const scopes = data.getAll("scope").map((s) => `${props.prefix}_${String(s)}`);
-    if (await run(() => api.post("/api/v1/users", {}, { name, password: String(data.get("password")), scopes }), { done: `Account ${name} created` })) {
+    errors.set(undefined);
+    const create = () =>
+      api.post("/api/v1/users", {}, { name, password: String(data.get("password")), scopes }).catch((error: unknown) => {
+        errors.set(error);
+        throw error;
+      });
+    if (await run(create, { done: `Account ${name} created`, quiet: true })) {
       formEl.reset();
       props.onCreated();
     }
@@ -205,10 +212,10 @@ function NewAccount(props: { prefix: string; onCreated: () => void }) {
       <summary class="strong">Add an account</summary>
       <form onSubmit={submit} style={{ marginTop: "10px" }}>
         <div class="form-row">
-          <Field label="Name">
+          <Field label="Name" error={errors.at("name")}>
             <input name="name" required autocomplete="off" />
           </Field>
-          <Field label="Password">
+          <Field label="Password" error={errors.at("password")}>
             <input name="password" type="password" required autocomplete="new-password" />
           </Field>
         </div>
@@ -223,6 +230,11 @@ function NewAccount(props: { prefix: string; onCreated: () => void }) {
           </div>
           <span class="hint">None: the account sees only what its permissions below allow.</span>
         </div>
+        {errors.foot && (
+          <p class="form-error" role="alert">
+            {errors.foot}
+          </p>
+        )}
         <button type="submit" class="primary" disabled={busy}>
           Create account
         </button>
