@@ -49,6 +49,8 @@ const GRID: Record<string, string> = {
   "POST /api/v2/devices/{id}/tag/{tag}": "401 401 403 403 ok ok",
   "DELETE /api/v2/devices/{id}/tag/{tag}": "401 401 403 403 ok ok",
   "GET /api/v2/devices/{id}/tags": "401 401 404 ok ok ok",
+  "GET /api/v2/devices/versions": "401 401 ok ok ok ok",
+  "GET /api/v2/deployments/{id}/timeline": "401 401 404 ok ok ok",
   "GET /api/v2/devices/{id}/console/ws": "401 401 404 ok ok ok",
   "GET /api/v2/devices/{id}/console-spans": "401 401 404 ok ok ok",
   "GET /api/v2/devices/{id}/update-history/{entry}/console": "401 401 404 404 404 404",

@@ -27,7 +27,8 @@ import {
 import { authorize, grantGuard, permissionFilter, type SqlFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
 import { Device, DeviceListQuery, DeviceRename, DeviceV1, FleetVersions, Tags } from "./schema.ts";
-import { fleetVersions } from "./versions.ts";
+import { versionsByDeviceType } from "./versions.ts";
+import { versionsByGroup } from "../groups/versions.ts";
 
 const NOT_FOUND = "device does not exist";
 const TOTAL = { "X-Total-Count": "with limit, offset or q: how many devices match before paging" };
@@ -93,7 +94,8 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     mgmt,
     (c) => {
       const identity = c.get("identity");
-      return c.json(fleetVersions(db, ctx.config.prefix, permissionFilter(identity, "device", "d"), permissionFilter(identity, "group", "g")));
+      const devices = permissionFilter(identity, "device", "d");
+      return c.json({ by_device_type: versionsByDeviceType(db, ctx.config.prefix, devices), by_group: versionsByGroup(db, ctx.config.prefix, permissionFilter(identity, "group", "g"), devices) });
     },
   );
 
