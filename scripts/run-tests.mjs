@@ -30,6 +30,9 @@ const SYSTEM_PACKAGES = [
   { pkg: "systemd", program: "systemd-analyze", for: "test/ops/service", why: "the service unit tests" },
   { pkg: "pdudaemon", program: "pdudaemon", for: "test/lab/", why: "the lab's power tests" },
   { pkg: "socat", program: "socat", for: "test/lab/", why: "the lab's serial console tests" },
+  { pkg: "mender-artifact", program: "mender-artifact", for: "test/update/artifact-", why: "the signed artifact tests" },
+  { pkg: "mender-artifact", program: "mender-artifact", for: "test/update/signing-", why: "the signed artifact tests" },
+  { pkg: "mender-artifact", program: "mender-artifact", for: "test/update/packages-signing", why: "the signed artifact tests" },
 ];
 const found = (program) =>
   program.includes("/") ? existsSync(program) : (process.env.PATH ?? "").split(delimiter).some((dir) => dir && existsSync(join(dir, program)));
