@@ -123,6 +123,12 @@ export const agentConfigSchema = z.strictObject({
   ),
   update_check_interval: z.prefault(atLeast(0.01), 60),
   install_command: z.prefault(argv(), []),
+  /**
+   * PEM public keys (files) an update must be signed by: with any, only a Mender artifact whose
+   * manifest signature verifies with one of them, and whose every payload matches the manifest, is
+   * installed (docs/update-server.md, "Signed artifacts"); empty: updates are not checked.
+   */
+  verify_keys: z.prefault(argv(), []),
   /** A/B systems: prints the running version (last line); after a restart it tells whether an install took. */
   version_command: z.prefault(argv(), []),
   /** A/B systems: makes the running slot stay (after version_command confirmed it); empty: nothing to do. */
@@ -222,6 +228,7 @@ export function buildAgentConfig(input: Record<string, unknown>, cwd = process.c
   return {
     ...config,
     ca_file: config.ca_file ? resolve(cwd, config.ca_file) : "",
+    verify_keys: config.verify_keys.map((file) => resolve(cwd, file)),
     data_dir: dataDir,
     file_base_dir: fileBaseDir,
     // Sessions start where files may be fetched from, unless told otherwise.

@@ -3,9 +3,12 @@
  * long as the agent runs), runs the configured install_command, and reports progress, the new
  * version and the outcome (`update_outcome`: installed, or failed with a reason and the output's
  * tail). With a version_command (A/B systems) the outcome waits for the restart (`confirmInstall`).
+ * With verify_keys, only a signed Mender artifact whose every check passed reaches install_command.
  */
 import { readdirSync, rmSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
+import { ArtifactCheck } from "../artifact/mender/reader.ts";
+import type { VerifyKey } from "../artifact/mender/keys.ts";
 import type { DeviceClient, Metadata } from "../update/client/device-client.ts";
 import type { HttpClient } from "../update/client/http.ts";
 import type { Logger } from "../util/log.ts";
@@ -13,7 +16,7 @@ import type { Clock } from "../util/time.ts";
 import type { AgentConfig } from "./config.ts";
 import { runCommand } from "./commands.ts";
 import { outputTail, type UpdateOutcome } from "./outcomes.ts";
-import { ChecksumError, download } from "./updater.ts";
+import { ChecksumError, download, SignatureError } from "./updater.ts";
 
 /** Download attempts of one offer before it is reported failed (and tried again at the next offer). */
 const MAX_ATTEMPTS = 20;
@@ -61,6 +64,8 @@ export interface InstallContext {
   aborted: AbortSignal;
   /** Offers (sha256, deployment, attempt) already reported failed without a try (no install_command): not again. */
   refusedOffers: Set<string>;
+  /** verify_keys, read: none means updates are installed unchecked. */
+  verifyKeys: readonly VerifyKey[];
 }
 
 /** Why an offer fails on a device that cannot install anything. */
@@ -119,13 +124,17 @@ export async function checkAndInstall(agent: InstallContext): Promise<void> {
     lastReported = percent;
     agent.send({ method: "update_progress", progress: percent });
   };
+  const keys = agent.verifyKeys;
+  const check = keys.length > 0 ? () => new ArtifactCheck({ keys }) : undefined;
   for (let attempt = 1; !path; attempt++) {
     if (agent.stopped() || abortedByServer()) return;
     try {
-      path = await download({ url: uri, sha256, dir: downloads, onProgress: progress, signal, http: agent.http });
+      path = await download({ url: uri, sha256, dir: downloads, onProgress: progress, signal, http: agent.http, check });
     } catch (error) {
       if (agent.stopped() || abortedByServer()) return;
       const message = (error as Error).message;
+      // The bytes are the offered ones: another download would be refused the same way.
+      if (error instanceof SignatureError) throw failed(message);
       log.warn(`agent: download attempt ${attempt}: ${message}`);
       if (error instanceof ChecksumError && ++checksumErrors >= MAX_CHECKSUM_ERRORS) throw failed(`checksum mismatch: ${checksumErrors} downloads did not match the offered sha256`);
       if (attempt >= MAX_ATTEMPTS) throw failed(`download failed after ${attempt} attempts: ${message}`);

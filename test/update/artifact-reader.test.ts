@@ -10,7 +10,7 @@ import { test } from "node:test";
 import { loadVerifyKeys, KeyFileError } from "../../src/artifact/mender/keys.ts";
 import { ArtifactCheck, ArtifactError, readArtifact, type ArtifactProblem } from "../../src/artifact/mender/reader.ts";
 import { tempDir } from "../helpers/server.ts";
-import { makeArtifact, makeKey, menderValidates, resign, tamperMember, tamperPayload } from "./helpers/mender.ts";
+import { flipSignatureBit, makeArtifact, makeKey, menderValidates, resign, tamperMember, tamperPayload } from "./helpers/mender.ts";
 
 const rsa = makeKey("rsa");
 const ec = makeKey("ec");
@@ -20,13 +20,6 @@ const keys = loadVerifyKeys([rsa.pub, ec.pub, ed.pub]);
 const payload = Buffer.alloc(200_000, "labgate image ");
 
 const read = (artifact: Buffer, withKeys = keys) => readArtifact(Readable.from([artifact]), { keys: withKeys });
-/** manifest.sig (base64) with one bit of the signature changed. */
-const flipSignatureBit = (sig: Buffer): Buffer => {
-  const raw = Buffer.from(sig.toString(), "base64");
-  raw[10] ^= 1;
-  return Buffer.from(raw.toString("base64"));
-};
-
 async function refused(artifact: Buffer, problem: ArtifactProblem, detail: RegExp): Promise<void> {
   await assert.rejects(read(artifact), (error: unknown) => {
     assert.ok(error instanceof ArtifactError, String(error));

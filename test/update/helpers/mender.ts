@@ -138,3 +138,10 @@ export async function resign(artifact: Buffer, key: SigningKey, editManifest: (t
     return [...rest.slice(0, at), sig, ...rest.slice(at)];
   });
 }
+
+/** manifest.sig (base64) with one bit of the signature changed. */
+export function flipSignatureBit(sig: Buffer): Buffer {
+  const raw = Buffer.from(sig.toString(), "base64");
+  raw[10] ^= 1;
+  return Buffer.from(raw.toString("base64"));
+}
