@@ -6,7 +6,9 @@ import { errors, jsonBody, ok, queryOf, route, onObject } from "../../http/opena
 import type { AppContext, AppEnv, Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { rfc822 } from "../../util/time.ts";
-import { getDevice } from "../devices/devices.ts";
+import { getDevice, signatureRequirements } from "../devices/devices.ts";
+import { packageKeys, packagesOfVersion } from "../packages/packages.ts";
+import { signatureWarnings } from "../packages/signing.ts";
 import { allowed, authorize, permissionFilter } from "../permissions/permissions.ts";
 import { groupDeviceIds } from "../groups/groups.ts";
 import type { Database } from "../../db/index.ts";
@@ -19,6 +21,8 @@ import {
   DeploymentDevice,
   DeploymentDevicesQuery,
   DeploymentListQuery,
+  DeploymentPreflight,
+  DeploymentPreflightQuery,
   DeploymentRetry,
   DEVICE_STATES,
   HistoryQuery,
@@ -225,6 +229,30 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     },
     mgmt,
     (c) => c.json(deploymentView(service, deploymentFor(c, "read"))),
+  );
+
+  route(
+    app,
+    {
+      method: "get",
+      path: "/api/v2/deployments/preflight",
+      tag,
+      access: "management",
+      summary: "What a deployment of a version to a group would run into (devices that require signatures and would refuse its packages), before it is made",
+      query: DeploymentPreflightQuery,
+      responses: { 200: ok(DeploymentPreflight, "OK"), 400: e400, ...onObject },
+    },
+    mgmt,
+    (c) => {
+      const query = queryOf(c, DeploymentPreflightQuery);
+      if (query.group === undefined || query.version === undefined) throw new LabgateError("invalid", 'query parameters "group" and "version" are required');
+      authorize(db, c.get("identity"), "group", query.group, "read");
+      const extra = query.packages ? query.packages.split(",").map(Number) : [];
+      const keys = packageKeys(ctx.config.prefix);
+      const packages = packagesOfVersion(db, query.group, query.version, extra).map((row) => ({ ...row, metadata: JSON.parse(row.metadata) as Record<string, unknown> }));
+      const answer: DeploymentPreflight = { warnings: signatureWarnings(keys, packages, signatureRequirements(db, query.group, ctx.config.prefix)) };
+      return c.json(answer);
+    },
   );
 
   route(

@@ -5,6 +5,7 @@ import type { LocalStorage, StagedObject } from "../../storage/local.ts";
 import { dateOf, isoTime, rfc822 } from "../../util/time.ts";
 import type { Package, PackageMetadata, PackageUsage } from "./schema.ts";
 import { groupNameOf } from "../groups/name.ts";
+import { signatureMetadata, type SignatureMark } from "./signing.ts";
 
 /** A package row as stored. */
 export interface PackageRow {
@@ -33,6 +34,11 @@ export function packageKeys(prefix: string) {
     localUuid: `${prefix}.storage.local.uuid`,
     localLength: `${prefix}.storage.local.length`,
     localDirectory: `${prefix}.storage.local.directory`,
+    /** The gateway's verdict on an upload's signature (signing.ts): set by it alone, reserved at upload. */
+    signatureReserved: `${prefix}.signature.`,
+    signatureStatus: `${prefix}.signature.status`,
+    signatureKey: `${prefix}.signature.key`,
+    signatureReason: `${prefix}.signature.reason`,
   };
 }
 export type PackageKeys = ReturnType<typeof packageKeys>;
@@ -64,6 +70,14 @@ export function getPackage(db: Database | Tx, id: number): PackageRow | undefine
   return db.get<PackageRow>(`SELECT ${COLUMNS} FROM packages WHERE id = ?`, [id]);
 }
 
+/** The packages of `version` a deployment to a group would offer: the group's, and those it assigns first (`extra`). */
+export function packagesOfVersion(db: Database | Tx, groupId: number, version: string, extra: readonly number[] = []): PackageRow[] {
+  return db.all<PackageRow>(
+    `SELECT ${COLUMNS} FROM packages WHERE version = ? AND (id IN (SELECT package_id FROM group_packages WHERE group_id = ?) OR id IN (SELECT value FROM json_each(?))) ORDER BY id`,
+    [version, groupId, JSON.stringify(extra)],
+  );
+}
+
 /** The packages `filter` lets through (a permission filter on the alias `pkg`), by id. */
 export function listPackages(db: Database | Tx, filter?: { sql: string; params: SqlParam[] }): PackageRow[] {
   return db.all<PackageRow>(`SELECT ${COLUMNS} FROM packages pkg${filter ? ` WHERE ${filter.sql}` : ""} ORDER BY pkg.id`, filter?.params ?? []);
@@ -81,7 +95,7 @@ export function toView(row: PackageRow): Package {
  */
 export function checkUploadFields(keys: PackageKeys, fields: ReadonlyMap<string, string>, hasFile: boolean, deviceTypeRequired = true): string | undefined {
   for (const key of fields.keys()) {
-    if (key !== keys.storageDirectory && key.startsWith(keys.reserved)) return `provided metadata contains reserved key: ${key}`;
+    if ((key !== keys.storageDirectory && key.startsWith(keys.reserved)) || key.startsWith(keys.signatureReserved)) return `provided metadata contains reserved key: ${key}`;
   }
   if (!hasFile) return "missing package file";
   for (const key of deviceTypeRequired ? [keys.version, keys.devtype] : [keys.version]) {
@@ -98,6 +112,8 @@ export interface NewPackage {
   /** Normalised storage directory (`.` for the root). */
   dir: string;
   user: string | null;
+  /** The signature check's verdict (signing.ts), when the gateway checks signatures. */
+  signature?: SignatureMark;
   /** Runs inside the insert transaction (creator grants). */
   onCreated?: (tx: Tx, id: number) => void;
   actor: Actor;
@@ -115,6 +131,7 @@ export async function createPackage(ctx: Pick<AppContext, "clock" | "config" | "
   metadata[keys.localUuid] = stored.uuid;
   metadata[keys.localLength] = stored.size;
   metadata[keys.localDirectory] = stored.dir;
+  if (input.signature) Object.assign(metadata, signatureMetadata(keys, input.signature));
   try {
     return await ctx.db.write((tx) => {
       const { lastInsertRowid: id } = tx.run(
@@ -122,7 +139,13 @@ export async function createPackage(ctx: Pick<AppContext, "clock" | "config" | "
         [isoTime(now), stored.sha256, JSON.stringify(metadata), stored.dir, stored.name, stored.size, String(metadata[keys.version]), String(metadata[keys.devtype] ?? ""), input.user],
       );
       input.onCreated?.(tx, id);
-      recordAudit(tx, input.actor, "package.upload", `package:${id}`, { version: metadata[keys.version], devtype: metadata[keys.devtype] ?? null, sha256: stored.sha256, size: stored.size });
+      recordAudit(tx, input.actor, "package.upload", `package:${id}`, {
+        version: metadata[keys.version],
+        devtype: metadata[keys.devtype] ?? null,
+        sha256: stored.sha256,
+        size: stored.size,
+        ...(input.signature ? { signature: input.signature.status, key: input.signature.key ?? null } : {}),
+      });
       return getPackage(tx, id)!;
     });
   } catch (error) {

@@ -6,13 +6,14 @@ import type { Auth } from "../../auth/middleware.ts";
 import type { Scope } from "../../auth/scopes.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
-import { StorageNameError, type LocalStorage } from "../../storage/local.ts";
+import { StorageNameError, type LocalStorage, type StagedObject } from "../../storage/local.ts";
 import { publicBase, signedObjectUrl } from "../../storage/routes.ts";
 import { authorize, deletePermissionsOf, grantCreator, permissionFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
 import { artifactPayloadTypes, uploadScopeRefusal } from "./artifact.ts";
 import { checkUploadFields, createPackage, deletePackage, getPackage, listPackages, packageKeys, packageUsage, toView } from "./packages.ts";
 import { Package, PackageLink, PackageUpload, PackageUsage } from "./schema.ts";
+import { signaturePolicy, stageChecked, type SignatureMark } from "./signing.ts";
 import { readMultipart } from "../../http/multipart.ts";
 import { dateOf } from "../../util/time.ts";
 
@@ -25,6 +26,7 @@ const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409, 413: e413 } = err
 /** Packages: upload, list, get, delete, download link. Each route with its operation (src/http/openapi.ts, `route`). */
 export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorage): Hono<AppEnv> {
   const keys = packageKeys(ctx.config.prefix);
+  const signing = signaturePolicy(ctx.config.update_server.signing);
   const app = new Hono<AppEnv>();
   const tag = "packages";
 
@@ -48,12 +50,19 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     async (c) => {
       const identity = c.get("identity");
       if (identity.kind !== "mgmt") throw new LabgateError("unauthenticated", "a management token is required");
-      const { fields, file: staged } = await readMultipart(c, {
-        file: { field: "file", receive: (stream) => storage.stage(stream), discard: (object) => storage.discard(object) },
+      const { fields, file: received } = await readMultipart(c, {
+        file: {
+          field: "file",
+          // With signing keys the upload is checked as it streams in (signing.ts).
+          receive: (stream): Promise<{ staged: StagedObject; signature?: SignatureMark }> =>
+            signing ? stageChecked(storage, stream, signing) : storage.stage(stream).then((staged) => ({ staged })),
+          discard: (object) => storage.discard(object.staged),
+        },
         // All text fields together become the package's metadata: bound what one upload can store.
         limits: { fieldSize: 64 * 1024, fields: 1000, fieldNameSize: 1024, fieldsTotal: 1024 * 1024 },
         texts: { notMultipart: "expected a multipart/form-data body", malformed: "malformed multipart/form-data", interrupted: "upload failed" },
       });
+      const staged = received?.staged;
       try {
         const problem = checkUploadFields(keys, fields, staged !== undefined, ctx.config.compat.package_device_type_required);
         if (problem) throw new LabgateError("invalid", problem);
@@ -61,7 +70,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
         // The upload scope follows the artifact's payload types, read from the stored bytes.
         const refusal = uploadScopeRefusal(identity.scopes, await artifactPayloadTypes(staged!.tmpPath), ctx.config.prefix);
         if (refusal) throw new LabgateError("forbidden", refusal);
-        const row = await createPackage(ctx, storage, { staged: staged!, fields, dir, user: identity.user, onCreated: (tx, id) => grantCreator(tx, identity, "package", id, dateOf(ctx.clock)), actor: actorOf(c, ctx.clock) });
+        const row = await createPackage(ctx, storage, { staged: staged!, fields, dir, user: identity.user, signature: received?.signature, onCreated: (tx, id) => grantCreator(tx, identity, "package", id, dateOf(ctx.clock)), actor: actorOf(c, ctx.clock) });
         return c.json(toView(row));
       } catch (error) {
         if (staged) await storage.discard(staged); // no-op once the object was moved into place
