@@ -8,7 +8,7 @@ import { api, get, getPage, messageOf, seg } from "../api.ts";
 import { href, navigate, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
 import type { Group } from "../../../update/groups/schema.ts";
-import type { Counts, Deployment, DeploymentDevice as Member, DeviceState as State } from "../../../update/deployments/schema.ts";
+import type { Counts, Deployment, DeploymentDevice as Member, DeploymentPreflight, DeviceState as State } from "../../../update/deployments/schema.ts";
 import type { Package } from "../../../update/packages/schema.ts";
 import { groupName } from "../update.ts";
 import { useDeploymentEvents } from "../rollouts.tsx";
@@ -182,6 +182,13 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
     const key = `${props.prefix}.software.version`;
     return [...new Set(packages.data.filter((p) => group.packages.includes(p.id)).map((p) => String(p.metadata[key] ?? "")))].filter(Boolean).sort();
   }, [group, packages.data]);
+  const [chosen, setChosen] = useState("");
+  const version = versions.includes(chosen) ? chosen : (versions[0] ?? "");
+  // Devices that require signatures and would refuse the version's packages: said before it starts.
+  const preflight = useLoad(
+    () => (group && version ? get<DeploymentPreflight>(`/api/v2/deployments/preflight?group=${group.id}&version=${seg(version)}`) : Promise.resolve({ warnings: [] })),
+    [group?.id, version],
+  );
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -231,7 +238,7 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
             </select>
           </Field>
           <Field label="Version" hint={group && versions.length === 0 ? "This group has no packages: assign some on its page." : undefined}>
-            <select name="version" required disabled={!group}>
+            <select name="version" required disabled={!group} value={version} onChange={(e) => setChosen(e.currentTarget.value)}>
               {versions.map((v) => (
                 <option key={v} value={v}>
                   {v}
@@ -302,6 +309,11 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
             </div>
           )}
         </fieldset>
+        {(preflight.data?.warnings ?? []).map((w) => (
+          <p key={`${w.code}-${w.package}`} class="small" data-preflight-warning={w.code}>
+            <Badge tone="warn">{w.code === "unsigned_package" ? "unsigned" : "untrusted key"}</Badge> {w.message}
+          </p>
+        ))}
         <ModalButtons error={error} onCancel={props.onClose} submit={busy ? "Starting…" : "Start deployment"} disabled={busy || !group || versions.length === 0} />
       </form>
     </Modal>

@@ -3,6 +3,7 @@ import { api, get, seg } from "../api.ts";
 import { href, type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
 import type { Package, PackageLink, PackageUsage } from "../../../update/packages/schema.ts";
+import { SignatureBadge } from "./packages.tsx";
 import { Badge, Card, copyText, Empty, formatBytes, PageHeader, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
 
 /** A package at its own address: what it is (metadata, stored file, full SHA-256) and where it is used (groups, deployments). */
@@ -48,6 +49,10 @@ function PackagePage({ params, me }: PageProps) {
                     <button type="button" class="small" disabled={busy} onClick={() => copy(p.sha256, "SHA-256 copied")}>
                       Copy
                     </button>
+                  </dd>
+                  <dt>Signature</dt>
+                  <dd class="wrap-anywhere" data-signature>
+                    <SignatureBadge pkg={p} prefix={prefix} long />
                   </dd>
                   <dt>Uploaded</dt>
                   <dd>
