@@ -16,6 +16,7 @@ import type { Clock } from "../util/time.ts";
 import type { AgentConfig } from "./config.ts";
 import { runCommand } from "./commands.ts";
 import { outputTail, type UpdateOutcome } from "./outcomes.ts";
+import { applyDelta } from "./delta.ts";
 import { ChecksumError, download, SignatureError } from "./updater.ts";
 
 /** Download attempts of one offer before it is reported failed (and tried again at the next offer). */
@@ -126,6 +127,21 @@ export async function checkAndInstall(agent: InstallContext): Promise<void> {
   };
   const keys = agent.verifyKeys;
   const check = keys.length > 0 ? () => new ArtifactCheck({ keys }) : undefined;
+  // A delta from the version running here, when the gateway made one: a failure falls back to the full package now.
+  let deltaNote: string | undefined;
+  const delta = answer.delta as { uri?: unknown; sha256?: unknown; size?: unknown } | undefined;
+  const base = config.delta_base;
+  if (delta && typeof delta.uri === "string" && typeof delta.sha256 === "string" && base.length > 0) {
+    try {
+      path = await applyDelta({ delta: { uri: delta.uri, sha256: delta.sha256 }, sha256, base, dir: downloads, cwd: config.data_dir, http: agent.http, signal, check });
+      deltaNote = `installed from a delta of ${String(delta.size ?? "?")} bytes`;
+      log.info(`agent: update ${version0} rebuilt from a delta`);
+    } catch (error) {
+      if (agent.stopped() || abortedByServer()) return;
+      deltaNote = `the delta failed (${(error as Error).message}); installed from the full package`;
+      log.warn(`agent: update ${version0}: ${deltaNote}`);
+    }
+  }
   for (let attempt = 1; !path; attempt++) {
     if (agent.stopped() || abortedByServer()) return;
     try {
@@ -172,7 +188,7 @@ export async function checkAndInstall(agent: InstallContext): Promise<void> {
   agent.deliver({ method: "update_version", version });
   // Another version than offered: the server fails the attempt, and the output says why.
   const mismatch = offered !== undefined && version !== offered ? { output: outputTail(result.output) } : {};
-  agent.report({ state: "installed", version, from_version: from, ...mismatch, ...tag });
+  agent.report({ state: "installed", version, from_version: from, ...mismatch, ...(deltaNote ? { reason: deltaNote } : {}), ...tag });
   log.info(`agent: installed ${version}`);
 }
 

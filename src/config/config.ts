@@ -207,6 +207,10 @@ export const configSchema = z.strictObject({
     max_queued_per_request: integer(1, 10_000).prefault(1000),
     /** Pending registrations in total (from every address); more are 429. */
     max_pending_registrations: integer(1, 10_000_000).prefault(10_000),
+    /** Deltas (docs/update-server.md, "Deltas"): `manual`, made on request; `auto`, also on upload, from the versions devices of its type run. */
+    deltas: oneOf("manual", "auto").prefault("manual"),
+    /** Largest package (base or target) a delta is made of. */
+    delta_max_bytes: integer(1).prefault(4 * 1024 * 1048576),
     /** Signed Mender artifacts (docs/update-server.md, "Signed artifacts"): uploads are checked against these PEM public keys. */
     signing: section(
       {

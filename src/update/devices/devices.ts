@@ -257,3 +257,11 @@ export function signatureRequirements(db: Database | Tx, groupId: number, prefix
     return keys.length === 0 ? [] : [{ id: row.id, devtype: String(metadata[`${prefix}.hardware.devtype`] ?? ""), keys }];
   });
 }
+
+/** The software versions devices of `devtype` run now (what update_server.deltas auto makes deltas from). */
+export function versionsRunning(db: Database | Tx, prefix: string, devtype: string): string[] {
+  return db
+    .all<{ version: unknown }>("SELECT DISTINCT json_extract(metadata, ?) AS version FROM devices WHERE json_extract(metadata, ?) = ?", [`$."${prefix}.software.version"`, `$."${prefix}.hardware.devtype"`, devtype])
+    .map((row) => row.version)
+    .filter((v): v is string => typeof v === "string" && v !== "");
+}

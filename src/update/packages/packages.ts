@@ -39,6 +39,12 @@ export function packageKeys(prefix: string) {
     signatureStatus: `${prefix}.signature.status`,
     signatureKey: `${prefix}.signature.key`,
     signatureReason: `${prefix}.signature.reason`,
+    /** A delta made by the gateway (deltas.ts): set by it alone, reserved at upload. */
+    deltaReserved: `${prefix}.delta.`,
+    deltaTarget: `${prefix}.delta.target`,
+    deltaBase: `${prefix}.delta.base`,
+    deltaTargetSha256: `${prefix}.delta.target_sha256`,
+    deltaTargetSize: `${prefix}.delta.target_size`,
   };
 }
 export type PackageKeys = ReturnType<typeof packageKeys>;
@@ -78,6 +84,24 @@ export function packagesOfVersion(db: Database | Tx, groupId: number, version: s
   );
 }
 
+/** The newest delta the gateway made of package `targetId` for devices on `baseVersion`, if any. */
+export function deltaOf(db: Database | Tx, prefix: string, targetId: number, baseVersion: string): PackageRow | undefined {
+  const keys = packageKeys(prefix);
+  return db.get<PackageRow>(
+    `SELECT ${COLUMNS} FROM packages WHERE json_extract(metadata, ?) = ? AND json_extract(metadata, ?) = ? ORDER BY id DESC LIMIT 1`,
+    [`$."${keys.deltaTarget}"`, String(targetId), `$."requires:${keys.version}"`, baseVersion],
+  );
+}
+
+/** The oldest full package (not a delta) of `version` for `devtype`: what a delta is made from. */
+export function fullPackageOf(db: Database | Tx, prefix: string, version: string, devtype: string): PackageRow | undefined {
+  return db.get<PackageRow>(`SELECT ${COLUMNS} FROM packages WHERE version = ? AND devtype = ? AND json_extract(metadata, ?) IS NULL ORDER BY id LIMIT 1`, [
+    version,
+    devtype,
+    `$."${packageKeys(prefix).deltaTarget}"`,
+  ]);
+}
+
 /** The packages `filter` lets through (a permission filter on the alias `pkg`), by id. */
 export function listPackages(db: Database | Tx, filter?: { sql: string; params: SqlParam[] }): PackageRow[] {
   return db.all<PackageRow>(`SELECT ${COLUMNS} FROM packages pkg${filter ? ` WHERE ${filter.sql}` : ""} ORDER BY pkg.id`, filter?.params ?? []);
@@ -95,7 +119,7 @@ export function toView(row: PackageRow): Package {
  */
 export function checkUploadFields(keys: PackageKeys, fields: ReadonlyMap<string, string>, hasFile: boolean, deviceTypeRequired = true): string | undefined {
   for (const key of fields.keys()) {
-    if ((key !== keys.storageDirectory && key.startsWith(keys.reserved)) || key.startsWith(keys.signatureReserved)) return `provided metadata contains reserved key: ${key}`;
+    if ((key !== keys.storageDirectory && key.startsWith(keys.reserved)) || key.startsWith(keys.signatureReserved) || key.startsWith(keys.deltaReserved)) return `provided metadata contains reserved key: ${key}`;
   }
   if (!hasFile) return "missing package file";
   for (const key of deviceTypeRequired ? [keys.version, keys.devtype] : [keys.version]) {

@@ -1,18 +1,20 @@
 import { Hono } from "hono";
 import * as z from "zod";
-import { errors, ok, onObject, route } from "../../http/openapi.ts";
+import { errors, jsonBody, ok, onObject, route } from "../../http/openapi.ts";
 import { actorOf } from "../../audit/audit.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { Scope } from "../../auth/scopes.ts";
 import { LabgateError } from "../../util/errors.ts";
-import type { AppContext, AppEnv } from "../../app/context.ts";
+import type { AppContext, AppEnv, Identity } from "../../app/context.ts";
 import { StorageNameError, type LocalStorage, type StagedObject } from "../../storage/local.ts";
 import { publicBase, signedObjectUrl } from "../../storage/routes.ts";
 import { authorize, deletePermissionsOf, grantCreator, permissionFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
 import { artifactPayloadTypes, uploadScopeRefusal } from "./artifact.ts";
-import { checkUploadFields, createPackage, deletePackage, getPackage, listPackages, packageKeys, packageUsage, toView } from "./packages.ts";
-import { Package, PackageLink, PackageUpload, PackageUsage } from "./schema.ts";
+import { checkUploadFields, createPackage, deletePackage, fullPackageOf, getPackage, listPackages, packageKeys, packageUsage, toView, type PackageRow } from "./packages.ts";
+import { DeltaJob, DeltaRequest, Package, PackageLink, PackageUpload, PackageUsage } from "./schema.ts";
+import { DeltaMaker } from "./deltas.ts";
+import { versionsRunning } from "../devices/devices.ts";
 import { signaturePolicy, stageChecked, type SignatureMark } from "./signing.ts";
 import { readMultipart } from "../../http/multipart.ts";
 import { dateOf } from "../../util/time.ts";
@@ -71,6 +73,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
         const refusal = uploadScopeRefusal(identity.scopes, await artifactPayloadTypes(staged!.tmpPath), ctx.config.prefix);
         if (refusal) throw new LabgateError("forbidden", refusal);
         const row = await createPackage(ctx, storage, { staged: staged!, fields, dir, user: identity.user, signature: received?.signature, onCreated: (tx, id) => grantCreator(tx, identity, "package", id, dateOf(ctx.clock)), actor: actorOf(c, ctx.clock) });
+        autoDeltas(row, identity, actorOf(c, ctx.clock));
         return c.json(toView(row));
       } catch (error) {
         if (staged) await storage.discard(staged); // no-op once the object was moved into place
@@ -78,6 +81,52 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
         if (error instanceof StorageNameError) throw new LabgateError("invalid", `invalid ${keys.storageDirectory}: ${error.message}`);
         throw error;
       }
+    },
+  );
+
+  const deltas = new DeltaMaker(ctx, storage);
+  /** update_server.deltas auto: deltas of a new package from each version its devices run now. */
+  const autoDeltas = (row: PackageRow, identity: Identity, actor: ReturnType<typeof actorOf>) => {
+    if (ctx.config.update_server.deltas !== "auto" || identity.kind !== "mgmt") return;
+    for (const version of versionsRunning(ctx.db, ctx.config.prefix, row.devtype)) {
+      const base = version === row.version ? undefined : fullPackageOf(ctx.db, ctx.config.prefix, version, row.devtype);
+      if (!base) continue;
+      try {
+        deltas.request(row.id, base.id, actor, identity.user, (tx, id) => grantCreator(tx, identity, "package", id, dateOf(ctx.clock)));
+      } catch (error) {
+        ctx.log.warn(`package ${row.id}: no delta from ${base.id}: ${(error as Error).message}`);
+      }
+    }
+  };
+
+  route(
+    app,
+    { method: "get", path: "/api/v1/packages/deltas", tag, access: "management", summary: "Deltas being made and made (the newest 50), with their progress", responses: { 200: ok(z.array(DeltaJob), "OK"), 401: e401 } },
+    auth.management(),
+    (c) => c.json(deltas.list() satisfies DeltaJob[]),
+  );
+
+  route(
+    app,
+    {
+      method: "post",
+      path: "/api/v1/packages/:id/delta",
+      tag,
+      access: "management",
+      summary: "Make a delta of the package from another (xdelta3, in the background, one at a time): a package of this one's version that requires the base's",
+      body: { json: DeltaRequest },
+      responses: { 202: ok(DeltaJob, "Queued"), 400: e400, ...onObject, 503: { description: "xdelta3 is not installed on the gateway", json: e400.json } },
+    },
+    auth.management(...UPLOAD_SCOPES),
+    async (c) => {
+      const id = pathId(c.req.param("id"), WHAT);
+      const body = await jsonBody(c, DeltaRequest);
+      const identity = c.get("identity");
+      if (identity.kind !== "mgmt") throw new LabgateError("unauthenticated", "a management token is required");
+      authorize(ctx.db, identity, "package", id, "read");
+      authorize(ctx.db, identity, "package", body.from, "read");
+      const job = deltas.request(id, body.from, actorOf(c, ctx.clock), identity.user, (tx, created) => grantCreator(tx, identity, "package", created, dateOf(ctx.clock)));
+      return c.json(job, 202);
     },
   );
 
