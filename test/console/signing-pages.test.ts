@@ -1,7 +1,8 @@
 /**
- * Signed packages in the console (issue 45): the package list and a package's page say whether a
- * package is signed and by which key; the New deployment dialog warns, before anything starts,
- * that the group's devices require signatures and would refuse an unsigned package.
+ * Signed packages and deltas in the console (issue 45): the package list and a package's page say
+ * whether a package is signed and by which key; the New deployment dialog warns, before anything
+ * starts, that the group's devices require signatures and would refuse an unsigned package; a
+ * package's page makes a delta and shows its progress.
  */
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
@@ -54,5 +55,21 @@ test("the package list and page show each package's signature; New deployment wa
   await dialog.locator('select[name="version"]').selectOption("s1");
   await dialog.locator('[data-preflight-warning]').waitFor({ state: "detached" });
   await admin.shot("signing-new-deployment");
+  admin.clean([SIGNED_OUT]);
+});
+
+test("a package's page makes a delta from another version and links the delta package once made", async () => {
+  const v1 = Buffer.alloc(256 * 1024, "version one ");
+  const v2 = Buffer.concat([v1.subarray(0, 128 * 1024), Buffer.from("changed"), v1.subarray(128 * 1024)]);
+  const base = await uploadOk(server, { token: server.adminToken, version: "b1", devtype: "delta-board", file: v1 });
+  const target = await uploadOk(server, { token: server.adminToken, version: "b2", devtype: "delta-board", file: v2 });
+  const { page } = admin;
+  await page.goto(`/#/packages/${target.id}`);
+  await page.getByRole("combobox", { name: "Delta from" }).selectOption(String(base.id));
+  await page.getByRole("button", { name: "Make a delta" }).click();
+  await page.locator('[data-delta-job="done"] a', { hasText: "package #" }).waitFor();
+  const made = (await server.call<Array<{ state: string; package?: number }>>("GET", "/api/v1/packages/deltas")).body.find((j) => j.state === "done");
+  assert.ok(made?.package);
+  await admin.shot("package-delta");
   admin.clean([SIGNED_OUT]);
 });
