@@ -101,5 +101,6 @@ test("a large artifact streams through the check with flat memory", async () => 
   }
   const info = await check.end();
   assert.equal(info.signed_by?.fingerprint, ec.fingerprint);
-  assert.ok(peak < 16 * 1024 * 1024, `buffers grew by ${peak} bytes while reading a 48 MB artifact`);
+  // Uncollected chunks count too (the GC runs when it likes): holding the payload would be 48 MB and more.
+  assert.ok(peak < 32 * 1024 * 1024, `buffers grew by ${peak} bytes while reading a 48 MB artifact`);
 });
