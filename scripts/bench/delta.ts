@@ -59,10 +59,10 @@ async function xdelta(args: string[], input: string | undefined, output: string)
   const started = process.hrtime.bigint();
   const child = spawn("/usr/bin/time", ["-f", "%M", "xdelta3", ...args], { stdio: [input ? "pipe" : "ignore", "pipe", "pipe"] });
   let stderr = "";
-  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk));
+  child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk));
   const hash = createHash("sha256");
   const meter = new Transform({ transform: (chunk: Buffer, _e, done) => (hash.update(chunk), done(null, chunk)) });
-  const writing = pipeline(child.stdout, meter, createWriteStream(output));
+  const writing = pipeline(child.stdout!, meter, createWriteStream(output));
   if (input) await pipeline(createReadStream(input), child.stdin!);
   await writing;
   const code = await new Promise<number>((resolve) => child.once("close", (c) => resolve(c ?? -1)));

@@ -98,3 +98,22 @@ describe("deltas on request", () => {
     assert.equal(sha256(readFileSync(started[1].installed)), target.sha256, "the full package was installed in the same attempt");
   });
 });
+
+describe("update_server.deltas: auto", () => {
+  const server = useTestServer({ ...FAST_SERVER, update_server: { ...FAST_SERVER.update_server, deltas: "auto" } });
+
+  test("an upload makes deltas from the versions devices of its type run now", async () => {
+    const { v1, v2 } = images(256 * 1024);
+    const agent = startAgent(server, { device_type: "auto-board", software_version: "a1", update_check_interval: 3600 });
+    agents.push(agent);
+    const id = await approveAgent(server, agent);
+    await untilConnected(server, id);
+    const base = await uploadOk(server, { token: server.adminToken, version: "a1", devtype: "auto-board", file: v1 });
+    assert.deepEqual((await server.call<Job[]>("GET", "/api/v1/packages/deltas")).body, [], "no delta of the version the device runs to itself");
+    const target = await uploadOk(server, { token: server.adminToken, version: "a2", devtype: "auto-board", file: v2 });
+    const job = await waitFor(async () => (await server.call<Array<Job & { base: number; target: number }>>("GET", "/api/v1/packages/deltas")).body.find((j) => j.state === "done" || j.state === "failed"), 20_000, "the delta made on upload");
+    assert.deepEqual([job.state, job.base, job.target], ["done", base.id, target.id], job.error);
+    const delta = (await server.call("GET", `/api/v1/packages/${job.package}`)).body as { metadata: Record<string, unknown> };
+    assert.equal(delta.metadata["requires:svc.software.version"], "a1");
+  });
+});
