@@ -9,6 +9,8 @@
  */
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { KeyFileError, loadVerifyKeys, type VerifyKey } from "../artifact/mender/keys.ts";
+import { ConfigError } from "../util/config-error.ts";
 import type { Metadata } from "../update/client/device-client.ts";
 import { writeFileDurable } from "../util/files.ts";
 import { createLogger, type Logger } from "../util/log.ts";
@@ -30,6 +32,16 @@ import { ownUserRuns, prepareRunAs } from "../testrun/engine/identity.ts";
 
 const STATE_FILE = "state.json";
 
+/** verify_keys read at start: a file without a usable key stops the agent (exit 2). */
+function readVerifyKeys(files: readonly string[]): VerifyKey[] {
+  try {
+    return loadVerifyKeys(files);
+  } catch (error) {
+    if (error instanceof KeyFileError) throw new ConfigError(`agent config key verify_keys: ${error.message}`);
+    throw error;
+  }
+}
+
 interface State {
   software_version: string;
   /** An A/B install that the next start confirms (or finds rolled back). */
@@ -49,6 +61,7 @@ export class Agent {
   private outcomes!: OutcomeQueue;
   /** Offers failed at once for want of an install_command (install.ts). */
   private readonly refusedOffers = new Set<string>();
+  private verifyKeys: VerifyKey[] = [];
   /** Aborted by the server's `update_abort` (a new one for every check). */
   private updateAbort = new AbortController();
   private stopped = false;
@@ -94,6 +107,7 @@ export class Agent {
   start(): void {
     mkdirSync(join(this.config.data_dir, "downloads"), { recursive: true, mode: 0o700 });
     this.state = this.loadState();
+    this.verifyKeys = readVerifyKeys(this.config.verify_keys);
     this.transport = serverTransport(this.config.ca_file);
     this.registration = new Registration(this.config, this.log, this.transport, this.clock, this.metadata());
     const client = this.registration.client;
@@ -185,6 +199,7 @@ export class Agent {
             awaitRestart: (pending) => this.saveState({ ...this.state, pending_install: pending }),
             aborted: this.updateAbort.signal,
             refusedOffers: this.refusedOffers,
+            verifyKeys: this.verifyKeys,
           });
         } catch (error) {
           if (!this.stopped) this.log.warn(`update: ${(error as Error).message}`);
@@ -245,6 +260,8 @@ export class Agent {
       [`${p}.hardware.macaddr`]: this.config.mac_address,
     };
     if (this.config.name) metadata[`${p}.device.name`] = this.config.name;
+    // The gateway warns before deploying an unsigned package to a device that would refuse it.
+    if (this.verifyKeys.length > 0) metadata[`${p}.update.verify_keys`] = this.verifyKeys.map((key) => key.fingerprint);
     return metadata;
   }
 

@@ -123,6 +123,17 @@ export const agentConfigSchema = z.strictObject({
   ),
   update_check_interval: z.prefault(atLeast(0.01), 60),
   install_command: z.prefault(argv(), []),
+  /**
+   * PEM public keys (files) an update must be signed by: with any, only a Mender artifact whose
+   * manifest signature verifies with one of them, and whose every payload matches the manifest, is
+   * installed (docs/update-server.md, "Signed artifacts"); empty: updates are not checked.
+   */
+  verify_keys: z.prefault(argv(), []),
+  /**
+   * What a delta the gateway offers applies to: a file (the running image), or a command (argv)
+   * that prints its path, e.g. the inactive partition's source; empty: deltas are not used.
+   */
+  delta_base: z.prefault(z.union([text(), argv()], { error: "expected a file name or a command (a list of strings)" }), ""),
   /** A/B systems: prints the running version (last line); after a restart it tells whether an install took. */
   version_command: z.prefault(argv(), []),
   /** A/B systems: makes the running slot stay (after version_command confirmed it); empty: nothing to do. */
@@ -222,6 +233,8 @@ export function buildAgentConfig(input: Record<string, unknown>, cwd = process.c
   return {
     ...config,
     ca_file: config.ca_file ? resolve(cwd, config.ca_file) : "",
+    verify_keys: config.verify_keys.map((file) => resolve(cwd, file)),
+    delta_base: typeof config.delta_base === "string" && config.delta_base !== "" ? resolve(cwd, config.delta_base) : config.delta_base,
     data_dir: dataDir,
     file_base_dir: fileBaseDir,
     // Sessions start where files may be fetched from, unless told otherwise.

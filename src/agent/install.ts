@@ -3,9 +3,12 @@
  * long as the agent runs), runs the configured install_command, and reports progress, the new
  * version and the outcome (`update_outcome`: installed, or failed with a reason and the output's
  * tail). With a version_command (A/B systems) the outcome waits for the restart (`confirmInstall`).
+ * With verify_keys, only a signed Mender artifact whose every check passed reaches install_command.
  */
 import { readdirSync, rmSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
+import { ArtifactCheck } from "../artifact/mender/reader.ts";
+import type { VerifyKey } from "../artifact/mender/keys.ts";
 import type { DeviceClient, Metadata } from "../update/client/device-client.ts";
 import type { HttpClient } from "../update/client/http.ts";
 import type { Logger } from "../util/log.ts";
@@ -14,7 +17,8 @@ import type { AgentConfig } from "./config.ts";
 import { runCommand } from "./commands.ts";
 import { outputTail, type UpdateOutcome } from "./outcomes.ts";
 import type { DeviceMessage } from "../protocol/labgate/device.ts";
-import { ChecksumError, download } from "./updater.ts";
+import { applyDelta } from "./delta.ts";
+import { ChecksumError, download, SignatureError } from "./updater.ts";
 
 /** Download attempts of one offer before it is reported failed (and tried again at the next offer). */
 const MAX_ATTEMPTS = 20;
@@ -62,6 +66,8 @@ export interface InstallContext {
   aborted: AbortSignal;
   /** Offers (sha256, deployment, attempt) already reported failed without a try (no install_command): not again. */
   refusedOffers: Set<string>;
+  /** verify_keys, read: none means updates are installed unchecked. */
+  verifyKeys: readonly VerifyKey[];
 }
 
 /** Why an offer fails on a device that cannot install anything. */
@@ -120,13 +126,32 @@ export async function checkAndInstall(agent: InstallContext): Promise<void> {
     lastReported = percent;
     agent.send({ method: "update_progress", progress: percent });
   };
+  const keys = agent.verifyKeys;
+  const check = keys.length > 0 ? () => new ArtifactCheck({ keys }) : undefined;
+  // A delta from the version running here, when the gateway made one: a failure falls back to the full package now.
+  let deltaNote: string | undefined;
+  const delta = answer.delta as { uri?: unknown; sha256?: unknown; size?: unknown } | undefined;
+  const base = config.delta_base;
+  if (delta && typeof delta.uri === "string" && typeof delta.sha256 === "string" && base.length > 0) {
+    try {
+      path = await applyDelta({ delta: { uri: delta.uri, sha256: delta.sha256 }, sha256, base, dir: downloads, cwd: config.data_dir, http: agent.http, signal, check });
+      deltaNote = `installed from a delta of ${String(delta.size ?? "?")} bytes`;
+      log.info(`agent: update ${version0} rebuilt from a delta`);
+    } catch (error) {
+      if (agent.stopped() || abortedByServer()) return;
+      deltaNote = `the delta failed (${(error as Error).message}); installed from the full package`;
+      log.warn(`agent: update ${version0}: ${deltaNote}`);
+    }
+  }
   for (let attempt = 1; !path; attempt++) {
     if (agent.stopped() || abortedByServer()) return;
     try {
-      path = await download({ url: uri, sha256, dir: downloads, onProgress: progress, signal, http: agent.http });
+      path = await download({ url: uri, sha256, dir: downloads, onProgress: progress, signal, http: agent.http, check });
     } catch (error) {
       if (agent.stopped() || abortedByServer()) return;
       const message = (error as Error).message;
+      // The bytes are the offered ones: another download would be refused the same way.
+      if (error instanceof SignatureError) throw failed(message);
       log.warn(`agent: download attempt ${attempt}: ${message}`);
       if (error instanceof ChecksumError && ++checksumErrors >= MAX_CHECKSUM_ERRORS) throw failed(`checksum mismatch: ${checksumErrors} downloads did not match the offered sha256`);
       if (attempt >= MAX_ATTEMPTS) throw failed(`download failed after ${attempt} attempts: ${message}`);
@@ -164,7 +189,7 @@ export async function checkAndInstall(agent: InstallContext): Promise<void> {
   agent.deliver({ method: "update_version", version });
   // Another version than offered: the server fails the attempt, and the output says why.
   const mismatch = offered !== undefined && version !== offered ? { output: outputTail(result.output) } : {};
-  agent.report({ state: "installed", version, from_version: from, ...mismatch, ...tag });
+  agent.report({ state: "installed", version, from_version: from, ...mismatch, ...(deltaNote ? { reason: deltaNote } : {}), ...tag });
   log.info(`agent: installed ${version}`);
 }
 

@@ -44,6 +44,12 @@ export function parseListen(value: unknown, key = "listen"): { host: string; por
   }
 }
 
+/** A list of file names (relative to the working directory). */
+function readFiles(value: unknown): string[] {
+  if (Array.isArray(value) && value.every((x) => typeof x === "string" && x !== "")) return value;
+  throw new Problem(`expected a list of file names, got ${shown(value)}`);
+}
+
 function readUrl(value: unknown): string {
   if (typeof value !== "string") throw new Problem("expected a URL string");
   if (value === "") return value;
@@ -202,6 +208,19 @@ export const configSchema = z.strictObject({
     max_queued_per_request: integer(1, 10_000).prefault(1000),
     /** Pending registrations in total (from every address); more are 429. */
     max_pending_registrations: integer(1, 10_000_000).prefault(10_000),
+    /** Deltas (docs/update-server.md, "Deltas"): `manual`, made on request; `auto`, also on upload, from the versions devices of its type run. */
+    deltas: oneOf("manual", "auto").prefault("manual"),
+    /** Largest package (base or target) a delta is made of. */
+    delta_max_bytes: integer(1).prefault(4 * 1024 * 1048576),
+    /** Signed Mender artifacts (docs/update-server.md, "Signed artifacts"): uploads are checked against these PEM public keys. */
+    signing: section(
+      {
+        keys: custom(readFiles).prefault([]),
+        /** Only packages signed by one of the keys are stored; the rest are refused (400). */
+        required: boolean().prefault(false),
+      },
+      "expected a mapping {keys, required}",
+    ),
   }),
   /**
    * Deliberate differences from the reference update server, one key each, safe by default; a site
@@ -350,6 +369,9 @@ export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
     tls.cert_file = resolve(cwd, tls.cert_file);
     tls.key_file = resolve(cwd, tls.key_file);
   }
+  const signing = config.update_server.signing;
+  signing.keys = signing.keys.map((key) => resolve(cwd, key));
+  if (signing.required && signing.keys.length === 0) fail("update_server.signing.required", "needs update_server.signing.keys to check signatures with");
   if (config.test_server.nodes_file) config.test_server.nodes = readNodesFile(resolve(cwd, config.test_server.nodes_file), config.test_server.nodes);
   resolveTestrunDirs(config, cwd);
   resolveRunAs(config, cwd);

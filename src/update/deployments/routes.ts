@@ -12,12 +12,15 @@ import { authorize, permissionFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
 import type { DeploymentService } from "./service.ts";
 import { checkValidation, deploymentView } from "./view.ts";
+import { preflight } from "./preflight.ts";
 import {
   Deployment,
   DeploymentCreate,
   DeploymentDevice,
   DeploymentDevicesQuery,
   DeploymentListQuery,
+  DeploymentPreflight,
+  DeploymentPreflightQuery,
   DeploymentRetry,
   DeploymentTimeline,
   HistoryQuery,
@@ -165,6 +168,21 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     (c) => c.json(deploymentView(service, deploymentFor(c, "read"))),
   );
 
+  const getDeploymentsPreflight = route(
+    app,
+    {
+      method: "get",
+      path: "/api/v2/deployments/preflight",
+      tag,
+      access: "management",
+      summary: "What a deployment of a version to a group would run into (devices that require signatures and would refuse its packages), before it is made",
+      query: DeploymentPreflightQuery,
+      responses: { 200: ok(DeploymentPreflight, "OK"), 400: e400, ...onObject },
+    },
+    mgmt,
+    (c, { query }) => c.json(preflight(db, ctx.config.prefix, c.get("identity"), query)),
+  );
+
   const getDeploymentsByIdDevices = route(
     app,
     {
@@ -277,5 +295,5 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     },
   );
 
-  return routes(app, postDeployments, getDeployments, getDeploymentsById, getDeploymentsByIdDevices, getDeploymentsByIdTimeline, postDeploymentsByIdPause, postDeploymentsByIdResume, postDeploymentsByIdAbort, postDeploymentsByIdAdvance, postDeploymentsByIdRetry, getDevicesByIdUpdateHistory);
+  return routes(app, postDeployments, getDeployments, getDeploymentsById, getDeploymentsPreflight, getDeploymentsByIdDevices, getDeploymentsByIdTimeline, postDeploymentsByIdPause, postDeploymentsByIdResume, postDeploymentsByIdAbort, postDeploymentsByIdAdvance, postDeploymentsByIdRetry, getDevicesByIdUpdateHistory);
 }

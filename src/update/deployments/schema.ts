@@ -161,6 +161,33 @@ export const DeploymentListQuery = z.object({
   offset: integerParam("offset", 0, Number.MAX_SAFE_INTEGER),
 });
 
+export const DeploymentPreflightQuery = z.object({
+  group: integerParam("group", 1, Number.MAX_SAFE_INTEGER).describe("the group the deployment would go to (required)"),
+  version: z.string().min(1).max(256).optional().describe("its version (required)"),
+  packages: z
+    .string()
+    .regex(/^\d{1,16}(,\d{1,16}){0,999}$/, { error: 'query parameter "packages" must be package ids separated by commas' })
+    .optional()
+    .describe("packages the deployment would assign first, comma-separated"),
+});
+
+/** GET /api/v2/deployments/preflight: what a deployment would run into, before it is made. */
+export const DeploymentPreflight = z
+  .object({
+    warnings: z
+      .array(
+        z.object({
+          code: z.enum(["unsigned_package", "untrusted_key"]).describe("unsigned_package: devices that require signatures would refuse it; untrusted_key: signed by a key they do not list"),
+          message: z.string(),
+          package: z.int(),
+          devices: z.array(z.int()).describe("the devices that would refuse it"),
+        }),
+      )
+      .describe("empty: nothing to warn about"),
+  })
+  .meta({ id: "DeploymentPreflight" });
+export type DeploymentPreflight = z.infer<typeof DeploymentPreflight>;
+
 export const DeploymentDevicesQuery = z.object({
   state: z.enum(DEVICE_STATES, { error: `query parameter "state" must be one of ${DEVICE_STATES.join(", ")}` }).optional(),
   phase: integerParam("phase", 0, MAX_PHASES - 1),

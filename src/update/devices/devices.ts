@@ -354,3 +354,28 @@ export function tagsFromMetadata(value: string | string[] | undefined): string[]
   const items = Array.isArray(value) ? value : value.split(/[\n,]/);
   return [...new Set(items.map((t) => t.trim()).filter(validTag))];
 }
+
+/**
+ * The devices of a group whose agents require signed updates (they report the fingerprints of
+ * their verify_keys as `<prefix>.update.verify_keys`), with their device type and those keys.
+ */
+export function signatureRequirements(db: Database | Tx, groupId: number, prefix: string): Array<{ id: number; devtype: string; keys: string[] }> {
+  const rows = db.all<{ id: number; metadata: string }>(
+    "SELECT d.id, d.metadata FROM devices d JOIN group_devices gd ON gd.device_id = d.id WHERE gd.group_id = ? AND json_extract(d.metadata, ?) IS NOT NULL ORDER BY d.id",
+    [groupId, `$."${prefix}.update.verify_keys"`],
+  );
+  return rows.flatMap((row) => {
+    const metadata = JSON.parse(row.metadata) as Record<string, unknown>;
+    const listed = metadata[`${prefix}.update.verify_keys`];
+    const keys = (Array.isArray(listed) ? listed : [listed]).filter((k): k is string => typeof k === "string" && k !== "");
+    return keys.length === 0 ? [] : [{ id: row.id, devtype: String(metadata[`${prefix}.hardware.devtype`] ?? ""), keys }];
+  });
+}
+
+/** The software versions devices of `devtype` run now (what update_server.deltas auto makes deltas from). */
+export function versionsRunning(db: Database | Tx, prefix: string, devtype: string): string[] {
+  return db
+    .all<{ version: unknown }>("SELECT DISTINCT json_extract(metadata, ?) AS version FROM devices WHERE json_extract(metadata, ?) = ?", [`$."${prefix}.software.version"`, `$."${prefix}.hardware.devtype"`, devtype])
+    .map((row) => row.version)
+    .filter((v): v is string => typeof v === "string" && v !== "");
+}

@@ -9,6 +9,7 @@ import { StorageNameError } from "../../storage/local.ts";
 import { authorize, deletePermissionsOf, grantCreator, permissionFilter } from "../permissions/permissions.ts";
 import { artifactPayloadTypes, uploadScopeRefusal } from "./artifact.ts";
 import type { Package, PackageMetadata } from "./schema.ts";
+import { signatureMetadata, type SignatureMark } from "./signing.ts";
 
 /** A package row as stored. */
 export interface PackageRow {
@@ -37,6 +38,17 @@ export function packageKeys(prefix: string) {
     localUuid: `${prefix}.storage.local.uuid`,
     localLength: `${prefix}.storage.local.length`,
     localDirectory: `${prefix}.storage.local.directory`,
+    /** The gateway's verdict on an upload's signature (signing.ts): set by it alone, reserved at upload. */
+    signatureReserved: `${prefix}.signature.`,
+    signatureStatus: `${prefix}.signature.status`,
+    signatureKey: `${prefix}.signature.key`,
+    signatureReason: `${prefix}.signature.reason`,
+    /** A delta made by the gateway (deltas.ts): set by it alone, reserved at upload. */
+    deltaReserved: `${prefix}.delta.`,
+    deltaTarget: `${prefix}.delta.target`,
+    deltaBase: `${prefix}.delta.base`,
+    deltaTargetSha256: `${prefix}.delta.target_sha256`,
+    deltaTargetSize: `${prefix}.delta.target_size`,
   };
 }
 export type PackageKeys = ReturnType<typeof packageKeys>;
@@ -77,6 +89,32 @@ export function readablePackage(db: Database, identity: Identity, id: number): P
   return row;
 }
 
+/** The packages of `version` a deployment to a group would offer: the group's, and those it assigns first (`extra`). */
+export function packagesOfVersion(db: Database | Tx, groupId: number, version: string, extra: readonly number[] = []): PackageRow[] {
+  return db.all<PackageRow>(
+    `SELECT ${COLUMNS} FROM packages WHERE version = ? AND (id IN (SELECT package_id FROM group_packages WHERE group_id = ?) OR id IN (SELECT value FROM json_each(?))) ORDER BY id`,
+    [version, groupId, JSON.stringify(extra)],
+  );
+}
+
+/** The newest delta the gateway made of package `targetId` for devices on `baseVersion`, if any. */
+export function deltaOf(db: Database | Tx, prefix: string, targetId: number, baseVersion: string): PackageRow | undefined {
+  const keys = packageKeys(prefix);
+  return db.get<PackageRow>(
+    `SELECT ${COLUMNS} FROM packages WHERE json_extract(metadata, ?) = ? AND json_extract(metadata, ?) = ? ORDER BY id DESC LIMIT 1`,
+    [`$."${keys.deltaTarget}"`, String(targetId), `$."requires:${keys.version}"`, baseVersion],
+  );
+}
+
+/** The oldest full package (not a delta) of `version` for `devtype`: what a delta is made from. */
+export function fullPackageOf(db: Database | Tx, prefix: string, version: string, devtype: string): PackageRow | undefined {
+  return db.get<PackageRow>(`SELECT ${COLUMNS} FROM packages WHERE version = ? AND devtype = ? AND json_extract(metadata, ?) IS NULL ORDER BY id LIMIT 1`, [
+    version,
+    devtype,
+    `$."${packageKeys(prefix).deltaTarget}"`,
+  ]);
+}
+
 /** The packages `filter` lets through (a permission filter on the alias `pkg`), by id. */
 export function listPackages(db: Database | Tx, filter?: { sql: string; params: SqlParam[] }): PackageRow[] {
   return db.all<PackageRow>(`SELECT ${COLUMNS} FROM packages pkg${filter ? ` WHERE ${filter.sql}` : ""} ORDER BY pkg.id`, filter?.params ?? []);
@@ -94,7 +132,7 @@ export function toView(row: PackageRow): Package {
  */
 export function checkUploadFields(keys: PackageKeys, fields: ReadonlyMap<string, string>, hasFile: boolean, deviceTypeRequired = true): string | undefined {
   for (const key of fields.keys()) {
-    if (key !== keys.storageDirectory && key.startsWith(keys.reserved)) return `provided metadata contains reserved key: ${key}`;
+    if ((key !== keys.storageDirectory && key.startsWith(keys.reserved)) || key.startsWith(keys.signatureReserved) || key.startsWith(keys.deltaReserved)) return `provided metadata contains reserved key: ${key}`;
   }
   if (!hasFile) return "missing package file";
   for (const key of deviceTypeRequired ? [keys.version, keys.devtype] : [keys.version]) {
@@ -111,6 +149,8 @@ export interface NewPackage {
   /** Normalised storage directory (`.` for the root). */
   dir: string;
   user: string | null;
+  /** The signature check's verdict (signing.ts), when the gateway checks signatures. */
+  signature?: SignatureMark;
   /** Runs inside the insert transaction (creator grants). */
   onCreated?: (tx: Tx, id: number) => void;
   actor: Actor;
@@ -128,6 +168,7 @@ export async function createPackage(ctx: Pick<AppContext, "clock" | "config" | "
   metadata[keys.localUuid] = stored.uuid;
   metadata[keys.localLength] = stored.size;
   metadata[keys.localDirectory] = stored.dir;
+  if (input.signature) Object.assign(metadata, signatureMetadata(keys, input.signature));
   try {
     return await ctx.db.write((tx) => {
       const { lastInsertRowid: id } = tx.run(
@@ -135,7 +176,13 @@ export async function createPackage(ctx: Pick<AppContext, "clock" | "config" | "
         [isoTime(now), stored.sha256, JSON.stringify(metadata), stored.dir, stored.name, stored.size, String(metadata[keys.version]), String(metadata[keys.devtype] ?? ""), input.user],
       );
       input.onCreated?.(tx, id);
-      recordAudit(tx, input.actor, "package.upload", `package:${id}`, { version: metadata[keys.version], devtype: metadata[keys.devtype] ?? null, sha256: stored.sha256, size: stored.size });
+      recordAudit(tx, input.actor, "package.upload", `package:${id}`, {
+        version: metadata[keys.version],
+        devtype: metadata[keys.devtype] ?? null,
+        sha256: stored.sha256,
+        size: stored.size,
+        ...(input.signature ? { signature: input.signature.status, key: input.signature.key ?? null } : {}),
+      });
       return getPackage(tx, id)!;
     });
   } catch (error) {
@@ -174,6 +221,8 @@ export async function deletePackage(ctx: Pick<AppContext, "clock" | "config" | "
 export interface PackageUpload {
   staged: StagedObject | undefined;
   fields: ReadonlyMap<string, string>;
+  /** The signature check's verdict, made as the bytes streamed in (signing.ts). */
+  signature?: SignatureMark;
 }
 
 /**
@@ -184,14 +233,14 @@ export interface PackageUpload {
 export async function uploadPackage(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, storage: LocalStorage, identity: Identity, upload: PackageUpload, actor: Actor): Promise<PackageRow> {
   if (identity.kind !== "mgmt") throw new LabgateError("unauthenticated", "a management token is required");
   const keys = packageKeys(ctx.config.prefix);
-  const { staged, fields } = upload;
+  const { staged, fields, signature } = upload;
   try {
     const problem = checkUploadFields(keys, fields, staged !== undefined, ctx.config.compat.package_device_type_required);
     if (problem) throw new LabgateError("invalid", problem);
     const dir = storage.normalizeDir(fields.get(keys.storageDirectory));
     const refusal = uploadScopeRefusal(identity.scopes, await artifactPayloadTypes(staged!.tmpPath), ctx.config.prefix);
     if (refusal) throw new LabgateError("forbidden", refusal);
-    return await createPackage(ctx, storage, { staged: staged!, fields, dir, user: identity.user, onCreated: (tx, id) => grantCreator(tx, identity, "package", id, dateOf(ctx.clock)), actor });
+    return await createPackage(ctx, storage, { staged: staged!, fields, dir, user: identity.user, signature, onCreated: (tx, id) => grantCreator(tx, identity, "package", id, dateOf(ctx.clock)), actor });
   } catch (error) {
     if (staged) await storage.discard(staged); // no-op once the object was moved into place
     // A directory that is not allowed, or that cannot be made (normalizeDir, commit).

@@ -4,13 +4,16 @@ import { errors, ok, onObject, route, routes } from "../../http/openapi.ts";
 import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { Scope } from "../../auth/scopes.ts";
-import type { AppContext, AppEnv } from "../../app/context.ts";
-import type { LocalStorage } from "../../storage/local.ts";
+import type { AppContext, AppEnv, Identity } from "../../app/context.ts";
+import type { LocalStorage, StagedObject } from "../../storage/local.ts";
 import { publicBase, signedObjectUrl } from "../../storage/routes.ts";
 import { pathId } from "../validation.ts";
 import { packageUsage } from "../deployments/usage.ts";
-import { packageKeys, readablePackage, readablePackages, removePackage, toView, uploadPackage } from "./packages.ts";
-import { Package, PackageLink, PackageUpload, PackageUsage } from "./schema.ts";
+import { fullPackageOf, packageKeys, readablePackage, readablePackages, removePackage, toView, uploadPackage, type PackageRow } from "./packages.ts";
+import { DeltaJob, DeltaRequest, Package, PackageLink, PackageUpload, PackageUsage } from "./schema.ts";
+import { DeltaMaker } from "./deltas.ts";
+import { versionsRunning } from "../devices/devices.ts";
+import { signaturePolicy, stageChecked, type SignatureMark } from "./signing.ts";
 import { readMultipart } from "../../http/multipart.ts";
 
 const UPLOAD_SCOPES: Scope[] = ["upload_single_file", "upload_rootfs_image", "upload_nonstandard_artifact", "admin_rw"];
@@ -21,6 +24,7 @@ const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409, 413: e413 } = err
 /** Packages: upload, list, get, delete, download link. Each route with its operation (src/http/openapi.ts, `route`). */
 export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorage) {
   const keys = packageKeys(ctx.config.prefix);
+  const signing = signaturePolicy(ctx.config.update_server.signing);
   const app = new Hono<AppEnv>();
   const tag = "packages";
 
@@ -41,15 +45,60 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     },
     auth.management(...UPLOAD_SCOPES),
     async (c) => {
-      const { fields, file: staged } = await readMultipart(c, {
-        file: { field: "file", receive: (stream) => storage.stage(stream), discard: (object) => storage.discard(object) },
+      const { fields, file: received } = await readMultipart(c, {
+        file: {
+          field: "file",
+          // With signing keys the upload is checked as it streams in (signing.ts).
+          receive: (stream): Promise<{ staged: StagedObject; signature?: SignatureMark }> =>
+            signing ? stageChecked(storage, stream, signing) : storage.stage(stream).then((staged) => ({ staged })),
+          discard: (object) => storage.discard(object.staged),
+        },
         // All text fields together become the package's metadata: bound what one upload can store.
         limits: { fieldSize: 64 * 1024, fields: 1000, fieldNameSize: 1024, fieldsTotal: 1024 * 1024 },
         texts: { notMultipart: "expected a multipart/form-data body", malformed: "malformed multipart/form-data", interrupted: "upload failed" },
       });
-      const row = await uploadPackage(ctx, storage, c.get("identity"), { staged, fields }, actorOf(c, ctx.clock));
+      const identity = c.get("identity");
+      const row = await uploadPackage(ctx, storage, identity, { staged: received?.staged, fields, signature: received?.signature }, actorOf(c, ctx.clock));
+      autoDeltas(row, identity, actorOf(c, ctx.clock));
       return c.json(toView(row));
     },
+  );
+
+  const deltas = new DeltaMaker(ctx, storage);
+  /** update_server.deltas auto: deltas of a new package from each version its devices run now. */
+  const autoDeltas = (row: PackageRow, identity: Identity, actor: ReturnType<typeof actorOf>) => {
+    if (ctx.config.update_server.deltas !== "auto" || identity.kind !== "mgmt") return;
+    for (const version of versionsRunning(ctx.db, ctx.config.prefix, row.devtype)) {
+      const base = version === row.version ? undefined : fullPackageOf(ctx.db, ctx.config.prefix, version, row.devtype);
+      if (!base) continue;
+      try {
+        deltas.request(identity, row.id, base.id, actor);
+      } catch (error) {
+        ctx.log.warn(`package ${row.id}: no delta from ${base.id}: ${(error as Error).message}`);
+      }
+    }
+  };
+
+  const getPackagesDeltas = route(
+    app,
+    { method: "get", path: "/api/v1/packages/deltas", tag, access: "management", summary: "Deltas being made and made (the newest 50), with their progress", responses: { 200: ok(z.array(DeltaJob), "OK"), 401: e401 } },
+    auth.management(),
+    (c) => c.json(deltas.list() satisfies DeltaJob[]),
+  );
+
+  const postPackagesByIdDelta = route(
+    app,
+    {
+      method: "post",
+      path: "/api/v1/packages/:id/delta",
+      tag,
+      access: "management",
+      summary: "Make a delta of the package from another (xdelta3, in the background, one at a time): a package of this one's version that requires the base's",
+      body: { json: DeltaRequest },
+      responses: { 202: ok(DeltaJob, "Queued"), 400: e400, ...onObject, 503: { description: "xdelta3 is not installed on the gateway", json: e400.json } },
+    },
+    auth.management(...UPLOAD_SCOPES),
+    async (c, { body }) => c.json(deltas.request(c.get("identity"), pathId(c.req.param("id"), WHAT), body.from, actorOf(c, ctx.clock)), 202),
   );
 
   const getPackagesById = route(app, { method: "get", path: "/api/v1/packages/:id", tag, access: "management", summary: "One package", responses: { 200: ok(Package, "OK"), ...onObject } }, auth.management(), (c) => {
@@ -90,5 +139,5 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     },
   );
 
-  return routes(app, getPackages, postPackages, getPackagesById, getPackagesByIdUsage, deletePackagesById, getPackagesByIdDownload);
+  return routes(app, getPackages, postPackages, getPackagesDeltas, postPackagesByIdDelta, getPackagesById, getPackagesByIdUsage, deletePackagesById, getPackagesByIdDownload);
 }

@@ -4,7 +4,7 @@
  * console imports the types.
  */
 import * as z from "zod";
-import { Rfc822 } from "../../util/shapes.ts";
+import { Rfc822, strictBody } from "../../util/shapes.ts";
 
 /** The upload's text fields, and the storage driver's `<prefix>.storage.*` keys (the object's size a number). */
 export const PackageMetadata = z.record(z.string(), z.union([z.string(), z.number()]));
@@ -39,3 +39,20 @@ export type PackageLink = z.infer<typeof PackageLink>;
 
 /** The upload form: the file and metadata fields (`<prefix>.software.version`, ...). */
 export const PackageUpload = z.looseObject({ file: z.string().describe("the package file") });
+
+/** POST /api/v1/packages/{id}/delta: make a delta of the package from another (the base). */
+export const DeltaRequest = strictBody({ from: z.int({ error: 'schema validation failed: field "from" must be a package id' }).positive({ error: 'schema validation failed: field "from" must be a package id' }) });
+
+/** A delta being made, or made (the newest 50 are kept). */
+export const DeltaJob = z
+  .object({
+    id: z.int(),
+    base: z.int().describe("the package it is a delta from"),
+    target: z.int().describe("the package it makes"),
+    state: z.enum(["queued", "running", "done", "failed"]),
+    progress: z.int().describe("0..100, of the target's bytes read"),
+    package: z.int().optional().describe("the delta package, once done"),
+    error: z.string().optional(),
+  })
+  .meta({ id: "DeltaJob" });
+export type DeltaJob = z.infer<typeof DeltaJob>;

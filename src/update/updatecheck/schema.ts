@@ -41,6 +41,10 @@ export const UpdateOffer = z
     version: z.string().describe("labgate: the offered package's version, so that an agent can report what it installed"),
     deployment: z.int().optional().describe("labgate: the deployment the offer belongs to (its outcome names it)"),
     attempt: z.int().optional().describe("labgate: the deployment's attempt for this device (its outcome names it)"),
+    delta: z
+      .object({ id: z.int(), sha256: z.string().describe("of the delta file"), size: z.int(), uri: z.string(), base_version: z.string() })
+      .optional()
+      .describe("labgate: a delta (xdelta3) from the version the device runs to this package's file; the package itself stays the fallback"),
   })
   .meta({ id: "UpdateOffer" });
 export type UpdateOffer = z.infer<typeof UpdateOffer>;

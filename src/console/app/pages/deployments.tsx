@@ -8,7 +8,7 @@ import { api, seg } from "../api.ts";
 import { href, navigate, replaceQuery, type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
 import type { Group } from "../../../update/groups/schema.ts";
-import type { Counts, Deployment, DeviceState as State } from "../../../update/deployments/schema.ts";
+import type { Counts, Deployment, DeploymentPreflight, DeviceState as State } from "../../../update/deployments/schema.ts";
 import type { Package } from "../../../update/packages/schema.ts";
 import { groupName } from "../update.ts";
 import { useDeploymentEvents } from "../rollouts.tsx";
@@ -249,6 +249,11 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
   const [version, setVersion] = useState("");
   // A version the newly chosen group has no package of is no choice any more.
   const chosen = versions.some((v) => v.version === version) ? version : "";
+  // Devices that require signatures and would refuse the version's packages: said before it starts.
+  const preflight = useLoad(
+    (): Promise<DeploymentPreflight> => (group && chosen ? api.get("/api/v2/deployments/preflight", { group: group.id, version: chosen }) : Promise.resolve({ warnings: [] })),
+    [group?.id, chosen],
+  );
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -370,6 +375,11 @@ function NewDeployment(props: { prefix: string; onClose: () => void; onCreated: 
             </div>
           )}
         </fieldset>
+        {(preflight.data?.warnings ?? []).map((w) => (
+          <p key={`${w.code}-${w.package}`} class="small" data-preflight-warning={w.code}>
+            <Badge tone="warn">{w.code === "unsigned_package" ? "unsigned" : "untrusted key"}</Badge> {w.message}
+          </p>
+        ))}
         <ModalButtons error={errors.foot} onCancel={props.onClose} submit={busy ? "Starting…" : "Start deployment"} disabled={busy || !group || !chosen} />
       </form>
     </Modal>

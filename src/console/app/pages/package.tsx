@@ -1,8 +1,56 @@
 import { Fragment } from "preact";
+import { useEffect, useState } from "preact/hooks";
 import { api } from "../api.ts";
 import { href, type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
-import { Badge, Card, copyText, Empty, formatBytes, PageHeader, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
+import type { Package } from "../../../update/packages/schema.ts";
+import { SignatureBadge } from "./packages.tsx";
+import { Badge, Card, copyText, Empty, formatBytes, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
+
+/**
+ * Deltas of this package (POST /api/v1/packages/{id}/delta): made from another package of its
+ * device type by the gateway, one at a time; their progress is polled while one is under way.
+ */
+function Deltas({ pkg, prefix }: { pkg: Package; prefix: string }) {
+  const all = useLoad(() => api.get("/api/v1/packages"));
+  const jobs = useLoad(() => api.get("/api/v1/packages/deltas"));
+  const [from, setFrom] = useState("");
+  const [busy, run] = useAction();
+  const meta = (p: Package, key: string) => p.metadata[`${prefix}.${key}`];
+  const mine = (jobs.data ?? []).filter((j) => j.target === pkg.id);
+  const working = mine.some((j) => j.state === "queued" || j.state === "running");
+  useEffect(() => {
+    if (!working) return;
+    const timer = setInterval(() => jobs.reload(), 1000);
+    return () => clearInterval(timer);
+  }, [working]);
+  const bases = (all.data ?? []).filter((p) => p.id !== pkg.id && meta(p, "hardware.devtype") === meta(pkg, "hardware.devtype") && meta(p, "software.version") !== meta(pkg, "software.version") && meta(p, "delta.target") === undefined);
+  const make = () => run(() => api.post("/api/v1/packages/:id/delta", { id: pkg.id }, { from: Number(from) }), { done: "Delta queued" }).then(() => jobs.reload());
+  return (
+    <Card title="Deltas to this version">
+      <div class="row">
+        <select aria-label="Delta from" value={from} onChange={(e) => setFrom(e.currentTarget.value)}>
+          <option value="">from the package of…</option>
+          {bases.map((p) => (
+            <option key={p.id} value={p.id}>
+              {String(meta(p, "software.version"))} (#{p.id})
+            </option>
+          ))}
+        </select>
+        <button type="button" disabled={busy || from === ""} onClick={make}>
+          Make a delta
+        </button>
+      </div>
+      <ul class="plain-list" aria-label="Deltas">
+        {mine.map((j) => (
+          <li key={j.id} data-delta-job={j.state}>
+            from #{j.base}: {j.state === "done" && j.package ? <a href={href(`/packages/${j.package}`)}>package #{j.package}</a> : j.state === "failed" ? <Badge tone="bad">{j.error ?? "failed"}</Badge> : <ProgressBar value={j.progress} label={`delta from #${j.base}`} />}
+          </li>
+        ))}
+      </ul>
+    </Card>
+  );
+}
 
 /** A package at its own address: what it is (metadata, stored file, full SHA-256) and where it is used (groups, deployments). */
 function PackagePage({ params, me }: PageProps) {
@@ -48,6 +96,10 @@ function PackagePage({ params, me }: PageProps) {
                       Copy
                     </button>
                   </dd>
+                  <dt>Signature</dt>
+                  <dd class="wrap-anywhere" data-signature>
+                    <SignatureBadge pkg={p} prefix={prefix} long />
+                  </dd>
                   <dt>Uploaded</dt>
                   <dd>
                     <Time value={p.created} />
@@ -90,6 +142,7 @@ function PackagePage({ params, me }: PageProps) {
                 )}
               </Show>
             </Card>
+            {meta("delta.target") === undefined && <Deltas pkg={p} prefix={prefix} />}
             <Card title="Metadata">
               <dl class="props">
                 {Object.entries(p.metadata).map(([k, v]) => (
