@@ -67,6 +67,9 @@ const GRID: Record<string, string> = {
   "POST /api/v1/packages": "401 401 403 403 403 400",
   "GET /api/v1/packages/{id}": "401 401 404 ok ok ok",
   "GET /api/v1/packages/{id}/usage": "401 401 404 ok ok ok",
+  "GET /api/v1/packages/deltas": "401 401 ok ok ok ok",
+  "POST /api/v1/packages/{id}/delta": "401 401 403 403 403 400",
+  "GET /api/v2/deployments/preflight": "401 401 400 400 400 400",
   "DELETE /api/v1/packages/{id}": "401 401 403 403 ok ok",
   "GET /api/v1/packages/{id}/download": "401 401 404 ok ok ok",
   // Signed links: without a signature, 403 whatever the token.

@@ -17,7 +17,7 @@ import type { LocalStorage } from "../../storage/local.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { dateOf } from "../../util/time.ts";
 import { createPackage, getPackage, packageKeys, type PackageRow } from "./packages.ts";
-import { authorize, grantCreator } from "../permissions/permissions.ts";
+import { allowed, authorize, grantCreator } from "../permissions/permissions.ts";
 
 export interface DeltaJob {
   id: number;
@@ -51,8 +51,10 @@ export class DeltaMaker {
     this.onCreated = onCreated;
   }
 
-  list(): DeltaJob[] {
-    return this.jobs.map((job) => ({ ...job }));
+  /** The jobs of packages the caller may read (the target's and the base's). */
+  list(identity: Identity): DeltaJob[] {
+    const readable = (id: number) => allowed(this.ctx.db, identity, "package", id, "read");
+    return this.jobs.filter((job) => readable(job.target) && readable(job.base)).map((job) => ({ ...job }));
   }
 
   /** Settles when no job is queued or running (tests, shutdown). */

@@ -81,9 +81,9 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
 
   const getPackagesDeltas = route(
     app,
-    { method: "get", path: "/api/v1/packages/deltas", tag, access: "management", summary: "Deltas being made and made (the newest 50), with their progress", responses: { 200: ok(z.array(DeltaJob), "OK"), 401: e401 } },
+    { method: "get", path: "/api/v1/packages/deltas", tag, access: "management", summary: "Deltas being made and made (the newest 50) of packages the caller may read, with their progress", responses: { 200: ok(z.array(DeltaJob), "OK"), 401: e401 } },
     auth.management(),
-    (c) => c.json(deltas.list() satisfies DeltaJob[]),
+    (c) => c.json(deltas.list(c.get("identity")) satisfies DeltaJob[]),
   );
 
   const postPackagesByIdDelta = route(
