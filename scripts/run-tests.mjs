@@ -31,6 +31,11 @@ const SYSTEM_PACKAGES = [
   { pkg: "pdudaemon", program: "pdudaemon", for: "test/lab/", why: "the lab's power tests" },
   { pkg: "socat", program: "socat", for: "test/lab/", why: "the lab's serial console tests" },
   { pkg: "postgresql", program: "pg_ctlcluster", for: "test/postgres/", why: "the PostgreSQL engine's tests" },
+  { pkg: "mender-artifact", program: "mender-artifact", for: "test/update/artifact-", why: "the signed artifact tests" },
+  { pkg: "mender-artifact", program: "mender-artifact", for: "test/update/signing-", why: "the signed artifact tests" },
+  { pkg: "mender-artifact", program: "mender-artifact", for: "test/update/packages-signing", why: "the signed artifact tests" },
+  { pkg: "mender-client", program: "mender", for: "test/mender/", why: "the Mender client tests" },
+  { pkg: "mender-artifact", program: "mender-artifact", for: "test/mender/", why: "the Mender client tests" },
 ];
 const found = (program) =>
   program.includes("/") ? existsSync(program) : (process.env.PATH ?? "").split(delimiter).some((dir) => dir && existsSync(join(dir, program)));
