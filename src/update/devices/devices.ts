@@ -240,3 +240,10 @@ export function tagsFromMetadata(value: string | string[] | undefined): string[]
   const items = Array.isArray(value) ? value : value.split(/[\n,]/);
   return [...new Set(items.map((t) => t.trim()).filter(validTag))];
 }
+
+/** Replaces a device's reported metadata (what another protocol's inventory or update check reports). */
+export async function setDeviceMetadata(db: Database, deviceId: number, metadata: Metadata): Promise<void> {
+  const text = JSON.stringify(metadata);
+  if (getDevice(db, deviceId)?.metadata === text) return;
+  await db.write((tx) => void tx.run("UPDATE devices SET metadata = ? WHERE id = ?", [text, deviceId]));
+}

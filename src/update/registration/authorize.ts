@@ -4,9 +4,9 @@ import { LabgateError } from "../../util/errors.ts";
 import { parseJsonBody } from "../../http/body.ts";
 import { dateOf, epochSeconds, isoTime } from "../../util/time.ts";
 import { getDeviceByMac } from "../devices/devices.ts";
-import { decodeSignature, parseDeviceKey, verifyDeviceSignature } from "./keys.ts";
+import { decodeSignature, parseDeviceKey, verifyDeviceSignature, type DeviceKey } from "./keys.ts";
 import { firstMessage } from "../../http/openapi.ts";
-import { metaKeys } from "./metadata.ts";
+import { metaKeys, type Metadata } from "./metadata.ts";
 import { deviceAuthBody } from "./schema.ts";
 import { ReplayGuard } from "./replay.ts";
 
@@ -65,7 +65,32 @@ export async function authorizeDevice(
     if (!replay.accept(digest, timestamp + window, nowSec)) throw new LabgateError("invalid", "replayed request: this signed request was already used");
   }
 
-  const mac = metadata[metaKeys(prefix).mac] as string;
+  // The protocol key is the server's to set: a labgate agent cannot claim another protocol.
+  const { [metaKeys(prefix).protocol]: _protocol, [metaKeys(prefix).identity]: _identity, ...reported } = metadata;
+  return admitDevice(ctx, { mac: metadata[metaKeys(prefix).mac] as string, key, publicKey: fields.public_key as string, metadata: reported }, now, client);
+}
+
+/** A device that proved it holds `key`, as its protocol's authorization parsed it. */
+export interface Applicant {
+  mac: string;
+  key: DeviceKey;
+  /** The key's text as the device sent it (shown in the pending list, given back to approve it). */
+  publicKey: string;
+  metadata: Metadata;
+}
+
+/**
+ * The one step every device protocol's authorization ends with, once the request is verified: a
+ * device with this MAC and key gets a token (its reported metadata replacing the stored one);
+ * anything else becomes (or refreshes) a pending registration, within the bounds of a public route.
+ */
+export async function admitDevice(
+  ctx: Pick<AppContext, "clock" | "config" | "db" | "tokens">,
+  applicant: Applicant,
+  now: Date = dateOf(ctx.clock),
+  client = "",
+): Promise<DeviceAuthResult> {
+  const { mac, key, metadata } = applicant;
   const device = getDeviceByMac(ctx.db, mac);
   if (device && device.key_fingerprint === key.fingerprint) {
     // The reported metadata is kept; the name is not: it was taken at approval and only a
@@ -98,7 +123,7 @@ export async function authorizeDevice(
       `INSERT INTO registrations (mac_address, key_fingerprint, public_key, metadata, last_appeared, client_address) VALUES (?, ?, ?, ?, ?, ?)
        ON CONFLICT (mac_address, key_fingerprint) DO UPDATE SET public_key = excluded.public_key, metadata = excluded.metadata,
          last_appeared = excluded.last_appeared, client_address = excluded.client_address`,
-      [mac, key.fingerprint, fields.public_key as string, JSON.stringify(metadata), isoTime(now), client],
+      [mac, key.fingerprint, applicant.publicKey, JSON.stringify(metadata), isoTime(now), client],
     );
     // One MAC keeps its newest few keys only.
     tx.run(

@@ -3,7 +3,7 @@ import { constants, createHash, createPublicKey, verify, type KeyObject } from "
 /** A device public key, parsed once; compared by `fingerprint` (SHA-256 of its SPKI DER), never by PEM text. */
 export interface DeviceKey {
   key: KeyObject;
-  type: "rsa" | "ed25519";
+  type: "rsa" | "ec" | "ed25519";
   fingerprint: string;
 }
 
@@ -76,8 +76,11 @@ export function parseDeviceKey(text: string): DeviceKey | string {
     if (bits > MAX_RSA_BITS) return `public key: RSA keys may have at most ${MAX_RSA_BITS} bits, got ${bits}`;
     const exponent = key.asymmetricKeyDetails?.publicExponent;
     if (exponent === undefined || !RSA_EXPONENTS.has(exponent)) return "public key: the RSA public exponent must be 3 or 65537";
+  } else if (type === "ec") {
+    const curve = key.asymmetricKeyDetails?.namedCurve;
+    if (curve !== "prime256v1") return `public key: ECDSA keys must be on P-256, got ${curve ?? "an unknown curve"}`;
   } else if (type !== "ed25519") {
-    return `public key: unsupported key type ${type ?? "unknown"} (expected RSA or Ed25519)`;
+    return `public key: unsupported key type ${type ?? "unknown"} (expected RSA, ECDSA P-256 or Ed25519)`;
   }
   const fingerprint = createHash("sha256").update(key.export({ type: "spki", format: "der" })).digest("hex");
   return { key, type, fingerprint };
@@ -94,11 +97,13 @@ export function decodeSignature(header: string): Buffer | undefined {
 
 /**
  * Verifies a device signature over `data` (the raw request body): RSASSA-PKCS1-v1_5 with
- * SHA-256 for RSA keys, Ed25519 (pure) for Ed25519 keys. One node:crypto path for both.
+ * SHA-256 for RSA keys, ECDSA with SHA-256 for P-256 keys (DER, as Go and OpenSSL write it, or the
+ * 64 bytes of r and s), Ed25519 (pure) for Ed25519 keys. One node:crypto path for all.
  */
 export function verifyDeviceSignature(key: DeviceKey, data: Uint8Array, signature: Uint8Array): boolean {
   try {
     if (key.type === "ed25519") return verify(null, data, key.key, signature);
+    if (key.type === "ec") return verify("sha256", data, { key: key.key, dsaEncoding: signature.length === 64 ? "ieee-p1363" : "der" }, signature);
     return verify("sha256", data, { key: key.key, padding: constants.RSA_PKCS1_PADDING }, signature);
   } catch {
     return false;
