@@ -10,7 +10,7 @@ import { StorageNameError, type LocalStorage } from "../../storage/local.ts";
 import { publicBase, signedObjectUrl } from "../../storage/routes.ts";
 import { authorize, deletePermissionsOf, grantCreator, permissionFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
-import { artifactPayloadTypes, uploadScopeRefusal } from "./artifact.ts";
+import { artifactPayloadTypes, fieldsWithArtifactHeader, uploadScopeRefusal } from "./artifact.ts";
 import { checkUploadFields, createPackage, deletePackage, getPackage, listPackages, packageKeys, packageUsage, toView } from "./packages.ts";
 import { Package, PackageLink, PackageUpload, PackageUsage } from "./schema.ts";
 import { readMultipart } from "../../http/multipart.ts";
@@ -48,13 +48,15 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     async (c) => {
       const identity = c.get("identity");
       if (identity.kind !== "mgmt") throw new LabgateError("unauthenticated", "a management token is required");
-      const { fields, file: staged } = await readMultipart(c, {
+      const { fields: given, file: staged } = await readMultipart(c, {
         file: { field: "file", receive: (stream) => storage.stage(stream), discard: (object) => storage.discard(object) },
         // All text fields together become the package's metadata: bound what one upload can store.
         limits: { fieldSize: 64 * 1024, fields: 1000, fieldNameSize: 1024, fieldsTotal: 1024 * 1024 },
         texts: { notMultipart: "expected a multipart/form-data body", malformed: "malformed multipart/form-data", interrupted: "upload failed" },
       });
       try {
+        // A Mender artifact names its version and device types: the form need not repeat them.
+        const fields = staged ? await fieldsWithArtifactHeader(staged.tmpPath, given, keys) : given;
         const problem = checkUploadFields(keys, fields, staged !== undefined, ctx.config.compat.package_device_type_required);
         if (problem) throw new LabgateError("invalid", problem);
         const dir = storage.normalizeDir(fields.get(keys.storageDirectory));
