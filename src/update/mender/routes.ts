@@ -23,7 +23,6 @@ import { MenderDevices } from "./service.ts";
 const tag = "mender";
 const failed = (description: string): Reply => ({ description, json: MenderError });
 const deviceErrors = { 400: failed("Malformed request"), 401: failed("No valid device token") };
-const DEPLOYMENTS = "/api/devices/v1/deployments/device/deployments";
 
 /** A body or query checked against its schema; a mismatch is a 400 naming the first problem. */
 function parsed<T extends z.ZodType>(schema: T, value: unknown): z.output<T> {
@@ -67,25 +66,39 @@ export function menderRoutes(ctx: AppContext, auth: Auth, deployments: Deploymen
     },
   );
 
-  for (const method of ["patch", "put"] as const) {
-    route(
-      app,
-      {
-        method,
-        path: "/api/devices/v1/inventory/device/attributes",
-        tag,
-        access: "device",
-        summary: method === "patch" ? "A Mender client's inventory: these attributes join the device's metadata" : "A Mender client's inventory: these attributes replace the device's reported ones",
-        body: { json: InventoryAttributes },
-        responses: { 200: { description: "Stored" }, ...deviceErrors },
-      },
-      auth.device(),
-      async (c) => {
-        await mender.inventory(deviceOf(c), parsed(InventoryAttributes, await readJson(c)), method === "patch");
-        return c.body(null, 200);
-      },
-    );
-  }
+  const inventory = (merge: boolean) => async (c: Context<AppEnv>) => {
+    await mender.inventory(deviceOf(c), parsed(InventoryAttributes, await readJson(c)), merge);
+    return c.body(null, 200);
+  };
+  const inventoryResponses = { 200: { description: "Stored" }, ...deviceErrors };
+  route(
+    app,
+    {
+      method: "patch",
+      path: "/api/devices/v1/inventory/device/attributes",
+      tag,
+      access: "device",
+      summary: "A Mender client's inventory: these attributes join the device's metadata",
+      body: { json: InventoryAttributes },
+      responses: inventoryResponses,
+    },
+    auth.device(),
+    inventory(true),
+  );
+  route(
+    app,
+    {
+      method: "put",
+      path: "/api/devices/v1/inventory/device/attributes",
+      tag,
+      access: "device",
+      summary: "A Mender client's inventory: these attributes replace the device's reported ones",
+      body: { json: InventoryAttributes },
+      responses: inventoryResponses,
+    },
+    auth.device(),
+    inventory(false),
+  );
 
   const next = async (c: Context<AppEnv>, provides: { artifact_name: string; device_type: string }) => {
     const answer = await mender.next(deviceOf(c), provides, publicBase(ctx, c));
@@ -108,7 +121,7 @@ export function menderRoutes(ctx: AppContext, auth: Auth, deployments: Deploymen
   );
   route(
     app,
-    { method: "get", path: `${DEPLOYMENTS}/next`, tag, access: "device", summary: "The same, in Mender's v1 form (artifact_name and device_type in the query)", query: NextQuery, responses: nextResponses },
+    { method: "get", path: "/api/devices/v1/deployments/device/deployments/next", tag, access: "device", summary: "The same, in Mender's v1 form (artifact_name and device_type in the query)", query: NextQuery, responses: nextResponses },
     auth.device(),
     async (c) => next(c, parsed(NextQuery, c.req.query())),
   );
@@ -117,7 +130,7 @@ export function menderRoutes(ctx: AppContext, auth: Auth, deployments: Deploymen
     app,
     {
       method: "put",
-      path: `${DEPLOYMENTS}/:id/status`,
+      path: "/api/devices/v1/deployments/device/deployments/:id/status",
       tag,
       access: "device",
       summary: "A Mender client's deployment status: the device's state and outcome in the deployment",
@@ -134,7 +147,7 @@ export function menderRoutes(ctx: AppContext, auth: Auth, deployments: Deploymen
     app,
     {
       method: "put",
-      path: `${DEPLOYMENTS}/:id/log`,
+      path: "/api/devices/v1/deployments/device/deployments/:id/log",
       tag,
       access: "device",
       summary: "A Mender client's log of a failed deployment: its last 4 KiB are the failure's output",

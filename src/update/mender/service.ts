@@ -79,7 +79,7 @@ export class MenderDevices {
       throw new LabgateError("invalid", 'field "id_data" is not JSON');
     }
     if (Object.keys(identity).length === 0) throw new LabgateError("invalid", 'field "id_data" names no identity attribute');
-    const key = parseDeviceKey(body.pubkey);
+    const key = parseDeviceKey(body.pubkey, { ecdsa: true });
     if (typeof key === "string") throw new LabgateError("invalid", key);
     if (signature === undefined || signature.trim() === "") throw new LabgateError("unauthenticated", "missing X-MEN-Signature header");
     const bytes = decodeSignature(signature);

@@ -42,9 +42,10 @@ function importDer(der: Buffer, order: ("spki" | "pkcs1")[]): KeyObject | undefi
  * Parses a device key as devices send it: PEM SubjectPublicKeyInfo
  * (`PUBLIC KEY`, RSA or Ed25519), PEM PKCS#1 (`RSA PUBLIC KEY`), PKCS#1 DER under a `PUBLIC KEY`
  * label (what the reference device clients send), or bare base64 DER of either. RSA keys need
- * at least 1024 bits. Returns a reason string when the key is not usable.
+ * at least 1024 bits; ECDSA P-256 keys only with `ecdsa` (a protocol whose clients use them:
+ * Mender's). Returns a reason string when the key is not usable.
  */
-export function parseDeviceKey(text: string): DeviceKey | string {
+export function parseDeviceKey(text: string, { ecdsa = false }: { ecdsa?: boolean } = {}): DeviceKey | string {
   if (text.length > 16_384) return "public key is too long";
   // Some clients escape newlines twice; base64 never contains a backslash.
   const cleaned = text.replace(/\\n/g, "\n").trim();
@@ -76,11 +77,11 @@ export function parseDeviceKey(text: string): DeviceKey | string {
     if (bits > MAX_RSA_BITS) return `public key: RSA keys may have at most ${MAX_RSA_BITS} bits, got ${bits}`;
     const exponent = key.asymmetricKeyDetails?.publicExponent;
     if (exponent === undefined || !RSA_EXPONENTS.has(exponent)) return "public key: the RSA public exponent must be 3 or 65537";
-  } else if (type === "ec") {
+  } else if (type === "ec" && ecdsa) {
     const curve = key.asymmetricKeyDetails?.namedCurve;
     if (curve !== "prime256v1") return `public key: ECDSA keys must be on P-256, got ${curve ?? "an unknown curve"}`;
   } else if (type !== "ed25519") {
-    return `public key: unsupported key type ${type ?? "unknown"} (expected RSA, ECDSA P-256 or Ed25519)`;
+    return `public key: unsupported key type ${type ?? "unknown"} (expected RSA or Ed25519)`;
   }
   const fingerprint = createHash("sha256").update(key.export({ type: "spki", format: "der" })).digest("hex");
   return { key, type, fingerprint };

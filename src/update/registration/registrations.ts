@@ -106,7 +106,8 @@ export async function removePendingBulk(db: Database, selection: PendingSelectio
 
 /** The registration for exactly (MAC, key material); the key text may be encoded differently. */
 function findRegistration(db: Database, mac: string, publicKey: string): RegistrationRow | undefined {
-  const key = parseDeviceKey(publicKey);
+  // Any key a protocol's authorization stored: approval only names it.
+  const key = parseDeviceKey(publicKey, { ecdsa: true });
   if (typeof key === "string") throw new LabgateError("invalid", key);
   return db.get<RegistrationRow>(
     "SELECT mac_address, key_fingerprint, public_key, metadata, last_appeared FROM registrations WHERE mac_address = ? AND key_fingerprint = ?",
