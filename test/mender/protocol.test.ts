@@ -181,4 +181,18 @@ describe("Mender inventory and deployments", () => {
     });
     assert.equal(view.status, "completed_with_failures");
   });
+
+  test("a deployment aborted while the device downloads answers its next status with 409, as Mender's server does", async () => {
+    const pkg = await uploadOk(server, { token: server.adminToken, version: "a2", devtype: "qemu-a" });
+    const d = await accepted(client("ec"));
+    const group = (await server.call("POST", "/api/v2/groups", { metadata: { name: "mender-abort" } })).body.id as number;
+    await server.call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] });
+    await server.call("PATCH", `/api/v2/groups/${group}/devices`, { add: [d.id], remove: [] });
+    const deployment = (await server.call("POST", "/api/v2/deployments", { group, version: "a2", phases: [100], retries: 0 })).body.id as number;
+    const offer = (await (await deviceCall(d.token, "POST", NEXT_V2, { device_provides: { device_type: "qemu-a", artifact_name: "a1" } })).json()) as any;
+    assert.equal((await deviceCall(d.token, "PUT", `${DEPLOYMENTS}/${offer.id}/status`, { status: "downloading" })).status, 204);
+    assert.equal((await server.call("POST", `/api/v2/deployments/${deployment}/abort`)).status, 200);
+    assert.match(await menderError(await deviceCall(d.token, "PUT", `${DEPLOYMENTS}/${offer.id}/status`, { status: "installing" }), 409), /aborted/);
+    assert.equal((await deviceCall(d.token, "POST", NEXT_V2, { device_provides: { device_type: "qemu-a", artifact_name: "a1" } })).status, 204);
+  });
 });

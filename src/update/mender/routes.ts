@@ -135,7 +135,7 @@ export function menderRoutes(ctx: AppContext, auth: Auth, deployments: Deploymen
       access: "device",
       summary: "A Mender client's deployment status: the device's state and outcome in the deployment",
       body: { json: StatusReport },
-      responses: { 204: { description: "Recorded" }, ...deviceErrors, 404: failed("No such deployment") },
+      responses: { 204: { description: "Recorded" }, ...deviceErrors, 404: failed("No such deployment"), 409: failed("The deployment was aborted: the client stops it") },
     },
     auth.device(),
     async (c) => {

@@ -17,6 +17,7 @@ import { metaKeys, type Metadata } from "../registration/metadata.ts";
 import { getDevice, getDeviceByMac, setDeviceMetadata } from "../devices/devices.ts";
 import { getPackage } from "../packages/packages.ts";
 import { tail, type DeploymentService } from "../deployments/service.ts";
+import { latestMembership } from "../deployments/store.ts";
 import type { Outcome } from "../deployments/schema.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
 import type { UpdateCatalog } from "../updatecheck/catalog.ts";
@@ -130,12 +131,16 @@ export class MenderDevices {
     };
   }
 
-  /** A status report of an offer: the deployment's device state and outcome, as labgate's agent reports them. */
+  /** A status report of an offer: the deployment's device state and outcome, as labgate's agent reports them; 409 once its deployment was aborted. */
   async status(device: DeviceIdentity, id: string, status: DeploymentStatus): Promise<void> {
     const offer = parseOfferId(id);
     const pkg = offer && getPackage(this.ctx.db, offer.pkg);
     if (!offer || !pkg) throw new LabgateError("not_found", `no deployment ${id} for this device`);
     const version = String((JSON.parse(pkg.metadata) as Metadata)[metaKeys(this.ctx.config.prefix).version] ?? pkg.version);
+    // Mender's client stops a deployment whose status report gets 409: that is labgate's abort.
+    if (offer.deployment !== undefined && latestMembership(this.ctx.db, device.deviceId, offer.deployment)?.state === "aborted") {
+      throw new LabgateError("conflict", `deployment ${offer.deployment} was aborted`);
+    }
     const conn = { deviceId: device.deviceId, mac: device.mac };
     const outcome = (state: Outcome["state"], extra: Partial<Outcome> = {}): Outcome => ({
       reportId: `mender:${id}:${status}`,
