@@ -9,6 +9,7 @@ import { generateKeyPairSync, sign, type KeyObject } from "node:crypto";
 import { describe, test } from "node:test";
 import { useTestServer, waitFor } from "../helpers/server.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
+import { deviceClient } from "../update/helpers/devices.ts";
 
 const server = useTestServer();
 const AUTH = "/api/devices/v1/authentication/auth_requests";
@@ -82,6 +83,15 @@ describe("Mender authentication", () => {
       assert.equal(inventory.status, 200);
     });
   }
+
+  test("a labgate agent cannot claim to be a Mender client: the server sets the protocol", async () => {
+    const agent = deviceClient(server, { extra: { "svc.device.protocol": "mender", "svc.device.identity": '{"mac":"x"}' } });
+    assert.equal((await agent.authorize()).status, "pending");
+    const entry = (await pending()).find((p) => p.mac_address === agent.mac);
+    assert.equal(entry.protocol, "labgate");
+    assert.equal(entry.identity, null);
+    assert.equal(entry.metadata["svc.device.protocol"], undefined);
+  });
 
   test("an identity without a MAC gets a stable id", async () => {
     const c = client("ed25519", { serial: "no-mac-1", board: "x" });
