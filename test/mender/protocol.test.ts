@@ -205,4 +205,20 @@ describe("Mender inventory and deployments", () => {
     assert.match(await menderError(await deviceCall(d.token, "PUT", `${DEPLOYMENTS}/${offer.id}/status`, { status: "installing" }), 409), /aborted/);
     assert.equal((await deviceCall(d.token, "POST", NEXT_V2, { device_provides: { device_type: "qemu-a", artifact_name: "a1" } })).status, 204);
   });
+
+  test("a failure whose log never comes is recorded without output after the wait", async () => {
+    const pkg = await uploadOk(server, { token: server.adminToken, version: "n2", devtype: "qemu-n" });
+    const d = await accepted(client("ed25519"));
+    const group = (await server.call("POST", "/api/v2/groups", { metadata: { name: "mender-nolog" } })).body.id as number;
+    await server.call("POST", `/api/v2/groups/${group}/package`, { packages: [pkg.id] });
+    await server.call("PATCH", `/api/v2/groups/${group}/devices`, { add: [d.id], remove: [] });
+    const deployment = (await server.call("POST", "/api/v2/deployments", { group, version: "n2", phases: [100], retries: 0 })).body.id as number;
+    const offer = (await (await deviceCall(d.token, "POST", NEXT_V2, { device_provides: { device_type: "qemu-n", artifact_name: "n1" } })).json()) as any;
+    assert.equal((await deviceCall(d.token, "PUT", `${DEPLOYMENTS}/${offer.id}/status`, { status: "failure" })).status, 204);
+    const member = await waitFor(async () => {
+      const m = (await server.call<any[]>("GET", `/api/v2/deployments/${deployment}/devices?limit=10`)).body.find((x) => x.device === d.id);
+      return m.state === "failed" ? m : undefined;
+    }, 10_000, "failed without a log");
+    assert.equal(member.output, null);
+  });
 });
