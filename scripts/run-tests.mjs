@@ -37,6 +37,8 @@ const SYSTEM_PACKAGES = [
   { pkg: "mender-artifact", program: "mender-artifact", for: "test/console/signing-", why: "the signed artifact tests" },
   { pkg: "xdelta3", program: "xdelta3", for: "test/update/deltas", why: "the delta tests" },
   { pkg: "xdelta3", program: "xdelta3", for: "test/console/signing-", why: "the delta tests" },
+  { pkg: "mender-client", program: "mender", for: "test/mender/", why: "the Mender client tests" },
+  { pkg: "mender-artifact", program: "mender-artifact", for: "test/mender/", why: "the Mender client tests" },
 ];
 const found = (program) =>
   program.includes("/") ? existsSync(program) : (process.env.PATH ?? "").split(delimiter).some((dir) => dir && existsSync(join(dir, program)));

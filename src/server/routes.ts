@@ -36,6 +36,7 @@ import { permissionsRoutes } from "../update/permissions/routes.ts";
 import { progressRoutes } from "../update/progress/routes.ts";
 import { authRoutes } from "../update/registration/routes.ts";
 import { updateCheckRoutes } from "../update/updatecheck/routes.ts";
+import { menderRoutes } from "../update/mender/routes.ts";
 import type { AppEnv } from "../app/context.ts";
 import type { LabDomain } from "../lab/domain.ts";
 import { labRoutes } from "../lab/routes.ts";
@@ -77,6 +78,8 @@ export function routeTable({ shared, accounts, update, testRun, lab }: Domains, 
     (ctx, auth) => groupsV1Routes(ctx, auth, update.catalog),
     // /api/v1/update/check
     (ctx, auth) => updateCheckRoutes(ctx, auth, update.progress, update.catalog, update.deployments),
+    // Mender's device API for mender-client: /api/devices/v1/authentication, /api/devices/v1/inventory, /api/devices/v{1,2}/deployments
+    (ctx, auth) => menderRoutes(ctx, auth, update.deployments, update.progress, update.catalog),
     // Deployments and update history: /api/v2/deployments, /api/v2/devices/:id/update-history
     (ctx, auth) => deploymentRoutes(ctx, auth, update.deployments),
     // /api/v2/devices/progress, /api/v2/devices/:id/progress

@@ -80,7 +80,7 @@ describe("answers the reference's clients load strictly", () => {
       assert.match(entry.last_appeared, RFC822);
     }
     const detailed = (await get("/api/v1/auth/pending?details=true")).find((p: { mac_address: string }) => p.mac_address === waiting.mac);
-    assert.deepEqual(keysOf(detailed), fields(...REFERENCE.registration, "key_fingerprint", "key_change", "device_id", "device_key_fingerprint"));
+    assert.deepEqual(keysOf(detailed), fields(...REFERENCE.registration, "key_fingerprint", "key_change", "device_id", "device_key_fingerprint", "protocol", "identity"));
     assert.equal(detailed.key_change, false);
     assert.deepEqual(keysOf((await get("/api/v1/auth/pending?limit=10&offset=0"))[0]), REFERENCE.registration);
 

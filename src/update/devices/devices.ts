@@ -379,3 +379,10 @@ export function versionsRunning(db: Database | Tx, prefix: string, devtype: stri
     .map((row) => row.version)
     .filter((v): v is string => typeof v === "string" && v !== "");
 }
+
+/** Replaces a device's reported metadata (what another protocol's inventory or update check reports). */
+export async function replaceDeviceMetadata(db: Database, deviceId: number, metadata: Metadata): Promise<void> {
+  const text = JSON.stringify(metadata);
+  if (getDevice(db, deviceId)?.metadata === text) return;
+  await db.write((tx) => void tx.run("UPDATE devices SET metadata = ? WHERE id = ?", [text, deviceId]));
+}

@@ -11,6 +11,10 @@ export const metaKeys = (prefix: string) => ({
   mac: `${prefix}.hardware.macaddr`,
   tags: `${prefix}.software.tags`,
   name: `${prefix}.device.name`,
+  /** The device protocol it speaks when not labgate's (`mender`); set by the server, never reported. */
+  protocol: `${prefix}.device.protocol`,
+  /** Another protocol's identity of the device (Mender's id_data), as JSON text. */
+  identity: `${prefix}.device.identity`,
 });
 
 const MAC = /^[0-9A-Za-z][0-9A-Za-z:._-]{0,63}$/;

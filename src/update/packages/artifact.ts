@@ -2,6 +2,7 @@ import { createReadStream } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
 import { createGunzip, gunzipSync } from "node:zlib";
 import type { Readable } from "node:stream";
+import { readArtifact } from "../../artifact/mender/reader.ts";
 import { grantsAny, scopeName, type Scope } from "../../auth/scopes.ts";
 
 /**
@@ -218,4 +219,24 @@ export async function artifactPayloadTypes(path: string): Promise<string[]> {
   } finally {
     await source.close().catch(() => {});
   }
+}
+
+/**
+ * The form's fields with what a Mender artifact's header says filling the version and device
+ * type the form left out (`artifact_name`, the first of its device types); the form wins. A file
+ * that is not a readable artifact leaves the fields as they are.
+ */
+export async function fieldsWithArtifactHeader(path: string, fields: ReadonlyMap<string, string>, keys: { version: string; devtype: string }): Promise<ReadonlyMap<string, string>> {
+  const missing = (key: string) => (fields.get(key) ?? "").trim() === "";
+  if (!missing(keys.version) && !missing(keys.devtype)) return fields;
+  let info: Awaited<ReturnType<typeof readArtifact>>;
+  try {
+    info = await readArtifact(createReadStream(path));
+  } catch {
+    return fields;
+  }
+  const filled = new Map(fields);
+  if (missing(keys.version) && info.artifact_name) filled.set(keys.version, info.artifact_name);
+  if (missing(keys.devtype) && info.device_types[0]) filled.set(keys.devtype, info.device_types[0]);
+  return filled;
 }

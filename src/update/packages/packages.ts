@@ -7,7 +7,7 @@ import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { StorageNameError } from "../../storage/local.ts";
 import { authorize, deletePermissionsOf, grantCreator, permissionFilter } from "../permissions/permissions.ts";
-import { artifactPayloadTypes, uploadScopeRefusal } from "./artifact.ts";
+import { artifactPayloadTypes, fieldsWithArtifactHeader, uploadScopeRefusal } from "./artifact.ts";
 import type { Package, PackageMetadata } from "./schema.ts";
 import { signatureMetadata, type SignatureMark } from "./signing.ts";
 
@@ -233,8 +233,10 @@ export interface PackageUpload {
 export async function uploadPackage(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, storage: LocalStorage, identity: Identity, upload: PackageUpload, actor: Actor): Promise<PackageRow> {
   if (identity.kind !== "mgmt") throw new LabgateError("unauthenticated", "a management token is required");
   const keys = packageKeys(ctx.config.prefix);
-  const { staged, fields, signature } = upload;
+  const { staged, signature } = upload;
   try {
+    // A Mender artifact names its version and device types: the form need not repeat them.
+    const fields = staged ? await fieldsWithArtifactHeader(staged.tmpPath, upload.fields, keys) : upload.fields;
     const problem = checkUploadFields(keys, fields, staged !== undefined, ctx.config.compat.package_device_type_required);
     if (problem) throw new LabgateError("invalid", problem);
     const dir = storage.normalizeDir(fields.get(keys.storageDirectory));

@@ -3,8 +3,8 @@ import type { AppContext } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { dateOf, epochSeconds, isoTime } from "../../util/time.ts";
 import { getDeviceByMac, setDeviceMetadata } from "../devices/devices.ts";
-import { decodeSignature, parseDeviceKey, verifyDeviceSignature } from "./keys.ts";
-import { metaKeys } from "../devices/metadata.ts";
+import { decodeSignature, parseDeviceKey, verifyDeviceSignature, type DeviceKey } from "./keys.ts";
+import { metaKeys, type Metadata } from "../devices/metadata.ts";
 import type { DeviceAuthFields } from "./schema.ts";
 import { ReplayGuard } from "./replay.ts";
 
@@ -60,7 +60,32 @@ export async function authorizeDevice(
     if (!replay.accept(digest, timestamp + window, nowSec)) throw new LabgateError("invalid", "replayed request: this signed request was already used");
   }
 
-  const mac = metadata[metaKeys(prefix).mac] as string;
+  // The protocol key is the server's to set: a labgate agent cannot claim another protocol.
+  const { [metaKeys(prefix).protocol]: _protocol, [metaKeys(prefix).identity]: _identity, ...reported } = metadata;
+  return admitDevice(ctx, { mac: metadata[metaKeys(prefix).mac] as string, key, publicKey: fields.public_key as string, metadata: reported }, now, client);
+}
+
+/** A device that proved it holds `key`, as its protocol's authorization parsed it. */
+export interface Applicant {
+  mac: string;
+  key: DeviceKey;
+  /** The key's text as the device sent it (shown in the pending list, given back to approve it). */
+  publicKey: string;
+  metadata: Metadata;
+}
+
+/**
+ * The one step every device protocol's authorization ends with, once the request is verified: a
+ * device with this MAC and key gets a token (its reported metadata replacing the stored one);
+ * anything else becomes (or refreshes) a pending registration, within the bounds of a public route.
+ */
+export async function admitDevice(
+  ctx: Pick<AppContext, "clock" | "config" | "db" | "tokens">,
+  applicant: Applicant,
+  now: Date = dateOf(ctx.clock),
+  client = "",
+): Promise<DeviceAuthResult> {
+  const { mac, key, metadata } = applicant;
   const device = getDeviceByMac(ctx.db, mac);
   if (device && device.key_fingerprint === key.fingerprint) {
     // The reported metadata is kept; the name is not: it was taken at approval and only a
@@ -93,7 +118,7 @@ export async function authorizeDevice(
       `INSERT INTO registrations (mac_address, key_fingerprint, public_key, metadata, last_appeared, client_address) VALUES (?, ?, ?, ?, ?, ?)
        ON CONFLICT (mac_address, key_fingerprint) DO UPDATE SET public_key = excluded.public_key, metadata = excluded.metadata,
          last_appeared = excluded.last_appeared, client_address = excluded.client_address`,
-      [mac, key.fingerprint, fields.public_key as string, JSON.stringify(metadata), isoTime(now), client],
+      [mac, key.fingerprint, applicant.publicKey, JSON.stringify(metadata), isoTime(now), client],
     );
     // One MAC keeps its newest few keys only.
     tx.run(

@@ -3,7 +3,7 @@ import { constants, createHash, createPublicKey, verify, type KeyObject } from "
 /** A device public key, parsed once; compared by `fingerprint` (SHA-256 of its SPKI DER), never by PEM text. */
 export interface DeviceKey {
   key: KeyObject;
-  type: "rsa" | "ed25519";
+  type: "rsa" | "ec" | "ed25519";
   fingerprint: string;
 }
 
@@ -42,9 +42,10 @@ function importDer(der: Buffer, order: ("spki" | "pkcs1")[]): KeyObject | undefi
  * Parses a device key as devices send it: PEM SubjectPublicKeyInfo
  * (`PUBLIC KEY`, RSA or Ed25519), PEM PKCS#1 (`RSA PUBLIC KEY`), PKCS#1 DER under a `PUBLIC KEY`
  * label (what the reference device clients send), or bare base64 DER of either. RSA keys need
- * at least 1024 bits. Returns a reason string when the key is not usable.
+ * at least 1024 bits; ECDSA P-256 keys only with `ecdsa` (a protocol whose clients use them:
+ * Mender's). Returns a reason string when the key is not usable.
  */
-export function parseDeviceKey(text: string): DeviceKey | string {
+export function parseDeviceKey(text: string, { ecdsa = false }: { ecdsa?: boolean } = {}): DeviceKey | string {
   if (text.length > 16_384) return "public key is too long";
   // Some clients escape newlines twice; base64 never contains a backslash.
   const cleaned = text.replace(/\\n/g, "\n").trim();
@@ -76,6 +77,9 @@ export function parseDeviceKey(text: string): DeviceKey | string {
     if (bits > MAX_RSA_BITS) return `public key: RSA keys may have at most ${MAX_RSA_BITS} bits, got ${bits}`;
     const exponent = key.asymmetricKeyDetails?.publicExponent;
     if (exponent === undefined || !RSA_EXPONENTS.has(exponent)) return "public key: the RSA public exponent must be 3 or 65537";
+  } else if (type === "ec" && ecdsa) {
+    const curve = key.asymmetricKeyDetails?.namedCurve;
+    if (curve !== "prime256v1") return `public key: ECDSA keys must be on P-256, got ${curve ?? "an unknown curve"}`;
   } else if (type !== "ed25519") {
     return `public key: unsupported key type ${type ?? "unknown"} (expected RSA or Ed25519)`;
   }
@@ -94,11 +98,13 @@ export function decodeSignature(header: string): Buffer | undefined {
 
 /**
  * Verifies a device signature over `data` (the raw request body): RSASSA-PKCS1-v1_5 with
- * SHA-256 for RSA keys, Ed25519 (pure) for Ed25519 keys. One node:crypto path for both.
+ * SHA-256 for RSA keys, ECDSA with SHA-256 for P-256 keys (DER, as Go and OpenSSL write it, or the
+ * 64 bytes of r and s), Ed25519 (pure) for Ed25519 keys. One node:crypto path for all.
  */
 export function verifyDeviceSignature(key: DeviceKey, data: Uint8Array, signature: Uint8Array): boolean {
   try {
     if (key.type === "ed25519") return verify(null, data, key.key, signature);
+    if (key.type === "ec") return verify("sha256", data, { key: key.key, dsaEncoding: signature.length === 64 ? "ieee-p1363" : "der" }, signature);
     return verify("sha256", data, { key: key.key, padding: constants.RSA_PKCS1_PADDING }, signature);
   } catch {
     return false;

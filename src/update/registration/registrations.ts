@@ -21,7 +21,8 @@ interface RegistrationRow {
  * the order they first asked (asking again moves nothing, so a list being approved keeps still);
  * with `page`, that slice of them (GET /api/v1/auth/pending?limit=&offset=).
  */
-export function listPending(db: Database, cutoff = "", page?: { limit?: number; offset?: number }): PendingRegistration[] {
+export function listPending(db: Database, prefix: string, cutoff = "", page?: { limit?: number; offset?: number }): PendingRegistration[] {
+  const keys = metaKeys(prefix);
   const slice = page ? " LIMIT ? OFFSET ?" : "";
   const params: Array<string | number> = page ? [cutoff, page.limit ?? -1, page.offset ?? 0] : [cutoff];
   const rows = db.all<RegistrationRow & { device_id: number | null; device_key_fingerprint: string | null }>(
@@ -31,16 +32,35 @@ export function listPending(db: Database, cutoff = "", page?: { limit?: number; 
      ORDER BY r.rowid${slice}`,
     params,
   );
-  return rows.map((r) => ({
-    mac_address: r.mac_address,
-    public_key: r.public_key,
-    key_fingerprint: r.key_fingerprint,
-    last_appeared: rfc822(new Date(r.last_appeared)),
-    metadata: JSON.parse(r.metadata) as Metadata,
-    key_change: r.device_id !== null,
-    device_id: r.device_id,
-    device_key_fingerprint: r.device_id === null ? null : r.device_key_fingerprint,
-  }));
+  return rows.map((r) => {
+    const metadata = JSON.parse(r.metadata) as Metadata;
+    const protocol = protocolOf(metadata, prefix);
+    return {
+      mac_address: r.mac_address,
+      public_key: r.public_key,
+      key_fingerprint: r.key_fingerprint,
+      last_appeared: rfc822(new Date(r.last_appeared)),
+      metadata,
+      key_change: r.device_id !== null,
+      device_id: r.device_id,
+      device_key_fingerprint: r.device_id === null ? null : r.device_key_fingerprint,
+      protocol,
+      identity: protocol === "labgate" ? null : identityOf(metadata[keys.identity]),
+    };
+  });
+}
+
+/** The device protocol a registration or device asked with (the server set the key; labgate's when absent). */
+export const protocolOf = (metadata: Metadata, prefix: string): "labgate" | "mender" => (metadata[metaKeys(prefix).protocol] === "mender" ? "mender" : "labgate");
+
+function identityOf(value: unknown): Record<string, unknown> | null {
+  if (typeof value !== "string") return null;
+  try {
+    const parsed = JSON.parse(value);
+    return parsed && typeof parsed === "object" && !Array.isArray(parsed) ? parsed : null;
+  } catch {
+    return null;
+  }
 }
 
 /** A pending registration with exactly the reference's fields (its clients load the list with a strict schema). */
@@ -86,7 +106,8 @@ export async function removePendingBulk(db: Database, selection: PendingSelectio
 
 /** The registration for exactly (MAC, key material); the key text may be encoded differently. */
 function findRegistration(db: Database, mac: string, publicKey: string): RegistrationRow | undefined {
-  const key = parseDeviceKey(publicKey);
+  // Any key a protocol's authorization stored: approval only names it.
+  const key = parseDeviceKey(publicKey, { ecdsa: true });
   if (typeof key === "string") throw new LabgateError("invalid", key);
   return db.get<RegistrationRow>(
     "SELECT mac_address, key_fingerprint, public_key, metadata, last_appeared FROM registrations WHERE mac_address = ? AND key_fingerprint = ?",

@@ -80,7 +80,7 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
       const cutoff = pendingCutoff(ctx);
       const paged = query.limit !== undefined || query.offset !== undefined;
       if (paged) c.header("X-Total-Count", String(countPending(ctx.db, cutoff)));
-      const list = listPending(ctx.db, cutoff, paged ? query : undefined);
+      const list = listPending(ctx.db, ctx.config.prefix, cutoff, paged ? query : undefined);
       return c.json(query.details ? list : list.map(referencePending));
     },
   );

@@ -36,6 +36,8 @@ export const PendingRegistration = z
     key_change: z.boolean().describe("with details=true: approving it replaces the key of an existing device"),
     device_id: z.int().nullable().describe("with details=true: that device, else null"),
     device_key_fingerprint: z.string().nullable().describe("with details=true: that device's current key fingerprint, else null"),
+    protocol: z.enum(["labgate", "mender"]).describe("with details=true: the device protocol it asked with"),
+    identity: z.record(z.string(), z.unknown()).nullable().describe("with details=true: a Mender device's identity data (its id_data), else null"),
   })
   .meta({ id: "PendingRegistration" });
 export type PendingRegistration = z.infer<typeof PendingRegistration>;

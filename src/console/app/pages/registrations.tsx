@@ -149,6 +149,7 @@ function Registrations({ me, query }: PageProps) {
                 cell: (p) => (
                   <>
                     {String(p.metadata[`${prefix}.hardware.devtype`] ?? "–")} · <span class="mono">{String(p.metadata[`${prefix}.software.version`] ?? "–")}</span>
+                    {p.protocol === "mender" ? " · Mender client" : ""}
                   </>
                 ),
               },
