@@ -10,7 +10,7 @@ import type { DeviceIdentity } from "../../auth/tokens.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { dateOf, isoTime } from "../../util/time.ts";
 import { IdentityData, type DeploymentInstructions, type DeploymentLog, type DeploymentStatus, type InventoryAttributes } from "../../protocol/mender/device.ts";
-import { firstMessage } from "../../http/openapi.ts";
+import { firstMessage } from "../../util/shapes.ts";
 import { admitDevice, type DeviceAuthResult } from "../registration/authorize.ts";
 import { decodeSignature, parseDeviceKey, verifyDeviceSignature } from "../registration/keys.ts";
 import { metaKeys, type Metadata } from "../devices/metadata.ts";
