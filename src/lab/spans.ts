@@ -88,7 +88,7 @@ export class AttemptSpans {
     try {
       await this.db.write((tx) => {
         if (!historyEntryExists(tx, historyId)) return;
-        tx.run("INSERT OR REPLACE INTO lab_console_spans (history_id, device_id, start, end, bytes, at) VALUES (?, ?, ?, ?, ?, ?)", [historyId, deviceId, end - bytes.length, end, bytes, isoTime(this.ctx.clock.now())]);
+        tx.run("INSERT OR REPLACE INTO lab_console_spans (history_id, device_id, start, \"end\", bytes, at) VALUES (?, ?, ?, ?, ?, ?)", [historyId, deviceId, end - bytes.length, end, bytes, isoTime(this.ctx.clock.now())]);
       });
     } catch (error) {
       this.ctx.log.warn(`lab: console span of device ${deviceId} not saved: ${(error as Error).message}`);
@@ -108,7 +108,7 @@ export class AttemptSpans {
   /** The device's attempts with a console span (`read` on the device, as its history), newest first. */
   list(identity: Identity, deviceId: number): SpanView[] {
     this.readable(identity, deviceId);
-    return this.db.all<SpanView>("SELECT history_id, start, end, length(bytes) AS bytes, at FROM lab_console_spans WHERE device_id = ? ORDER BY history_id DESC LIMIT 200", [deviceId]);
+    return this.db.all<SpanView>("SELECT history_id, start, \"end\", length(bytes) AS bytes, at FROM lab_console_spans WHERE device_id = ? ORDER BY history_id DESC LIMIT 200", [deviceId]);
   }
 
   /** What the console printed during the attempt of history row `historyId` (404 when none was captured). */

@@ -193,7 +193,7 @@ test("a user with read on one device sees only that device; no Users or Registra
     await tech.shot("narrow-devices-tech");
     await tech.page.getByRole("button", { name: "Menu" }).click();
     const links = await tech.page.getByRole("navigation", { name: "Main" }).getByRole("link").allInnerTexts();
-    assert.deepEqual(links, ["Devices", "Groups", "Deployments", "Packages"]);
+    assert.deepEqual(links, ["Devices", "Groups", "Deployments", "Packages", "Versions"]);
     await tech.shot("narrow-menu-tech");
     await tech.page.getByRole("link", { name: "Devices" }).click();
     await tech.page.locator(`tr[data-mac="${mac}"]`).getByRole("link").first().click();

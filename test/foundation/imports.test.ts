@@ -84,8 +84,10 @@ test("no console page imports another page: what two pages share lives in ui.tsx
 test("only the start-up code and the command line import src/server/: the domains depend on src/app/context.ts", () => {
   const graph = importGraph("src");
   const server = resolve("src/server");
+  // The console's client takes the route registry's types (src/server/api.ts: types only, no code in its bundle).
+  const registry = (file: string, imported: string) => file === resolve("src/console/app/api.ts") && imported === resolve("src/server/api.ts");
   const outside = (file: string) => !file.startsWith(`${server}/`) && !file.startsWith(`${resolve("src/cli")}/`) && file !== resolve("src/main.ts");
-  const found = [...graph].filter(([file]) => outside(file)).flatMap(([file, imports]) => imports.filter((i) => i.startsWith(`${server}/`)).map((i) => `${relative("src", file)} -> ${relative("src", i)}`));
+  const found = [...graph].filter(([file]) => outside(file)).flatMap(([file, imports]) => imports.filter((i) => i.startsWith(`${server}/`) && !registry(file, i)).map((i) => `${relative("src", file)} -> ${relative("src", i)}`));
   assert.deepEqual(found, []);
 });
 

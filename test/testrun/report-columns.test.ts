@@ -40,7 +40,7 @@ test("report_columns as a list: CSV and JSON carry those columns; artifacts: rec
     assert.equal(rows[0].artifacts, "['uname.txt', 'kernel']");
     const bad = await s.request(`/api/v1/test-runs/${run.id}/report?format=xml`, { token: s.adminToken });
     assert.equal(bad.status, 400);
-    assert.deepEqual(await bad.json(), { error: "unknown report format: xml" });
+    assert.deepEqual(await bad.json(), { error: "unknown report format: xml", field: "format" });
   } finally {
     await s.close();
     removeDir(s.dataDir);

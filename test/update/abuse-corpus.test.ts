@@ -397,7 +397,7 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}${EMULATED ? " under qe
     // Device authorization is signed over its raw bytes and public: it reads any type (the reference's clients vary).
     const signedAuth = new Set(["/api/v1/auth/device", "/api/devices/v1/authentication/auth_requests"]);
     for (const op of ops.filter((op) => op.body === "application/json" && !signedAuth.has(op.path))) {
-      const asDevice = op.path.startsWith("/api/v1/logs") || op.path === "/api/v1/update/check" || op.path.startsWith("/api/devices/");
+      const asDevice = op.path.startsWith("/api/v1/logs") || op.path === "/api/v1/update/check" || op.path.startsWith("/api/devices/") || op.path.startsWith("/api/v1/devices/test-runs/");
       const headers = asDevice ? { Authorization: `Bearer token=${device.token}` } : auth;
       for (const type of [undefined, "text/plain", "application/x-www-form-urlencoded"]) {
         const got = await answer(http(op.method, fill(existing(op.path)), { ...headers, ...(type ? { "Content-Type": type } : {}) }, "{}"));

@@ -8,8 +8,11 @@
  */
 import { createHash } from "node:crypto";
 import { PassThrough, Transform, type Readable, type Writable } from "node:stream";
-import { createGunzip, gunzipSync } from "node:zlib";
+import type * as Zlib from "node:zlib";
 import tar from "tar-stream";
+
+/** zlib once an artifact is read: an agent that verifies nothing never loads it. */
+const zlib = (): typeof Zlib => process.getBuiltinModule("node:zlib");
 import { verifiesWith, type VerifyKey } from "./keys.ts";
 
 /** Why an artifact is refused: the first word of every ArtifactError's message. */
@@ -90,7 +93,7 @@ const strings = (value: unknown): string[] => (Array.isArray(value) ? value.filt
 async function readHeaderInfo(header: Buffer, name: string): Promise<Pick<ArtifactInfo, "artifact_name" | "device_types" | "payload_types" | "provides">> {
   let tarBytes: Buffer;
   try {
-    tarBytes = name.endsWith(".gz") ? gunzipSync(header, { maxOutputLength: MAX_HEADER }) : header;
+    tarBytes = name.endsWith(".gz") ? zlib().gunzipSync(header, { maxOutputLength: MAX_HEADER }) : header;
   } catch (error) {
     throw new ArtifactError("manifest", `${name} is corrupt (${(error as Error).message})`);
   }
@@ -134,7 +137,7 @@ async function checkPayload(entry: Readable, name: string, manifest: Map<string,
   const prefix = name.replace(/\.tar(\.gz)?$/, "");
   const inner = tar.extract();
   const corrupt = (error: Error) => inner.destroy(new ArtifactError("payload checksum", `${name} is corrupt (${error.message})`));
-  const source: Readable = name.endsWith(".gz") ? entry.pipe(createGunzip()).on("error", corrupt) : entry;
+  const source: Readable = name.endsWith(".gz") ? entry.pipe(zlib().createGunzip()).on("error", corrupt) : entry;
   entry.on("error", (error) => inner.destroy(error));
   source.pipe(inner as unknown as Writable);
   try {

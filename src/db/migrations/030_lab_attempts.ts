@@ -17,7 +17,7 @@ export const m030LabAttempts: Migration = {
        history_id INTEGER PRIMARY KEY REFERENCES update_history(id) ON DELETE CASCADE,
        device_id INTEGER NOT NULL REFERENCES devices(id) ON DELETE CASCADE,
        start INTEGER NOT NULL,
-       end INTEGER NOT NULL,
+       "end" INTEGER NOT NULL,
        bytes BLOB NOT NULL,
        at TEXT NOT NULL
      )`,

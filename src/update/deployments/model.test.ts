@@ -69,7 +69,7 @@ test("a failed attempt: retrying after the backoff while the device has retries 
 
 test("device states: every state is final, under way or waiting for its turn, and success is final", () => {
   const waitingTurn = DEVICE_STATES.filter((s) => !FINAL.has(s) && !UNDERWAY.has(s));
-  assert.deepEqual(waitingTurn.sort(), ["retrying", "waiting"]);
+  assert.deepEqual(waitingTurn.sort(), ["reserved", "retrying", "waiting"], "reserved: a board someone holds waits for its release");
   assert.deepEqual([...FINAL].filter((s) => UNDERWAY.has(s)), [], "no state is both final and under way");
   assert.ok([...SUCCEEDED].every((s) => FINAL.has(s)));
   assert.deepEqual([...ACTIVE].filter((s) => COMPLETED.has(s)), [], "a deployment holding its group is not completed");

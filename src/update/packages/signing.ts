@@ -11,7 +11,7 @@ import { ArtifactCheck, ArtifactError } from "../../artifact/mender/reader.ts";
 import { ConfigError } from "../../util/config-error.ts";
 import type { LocalStorage, StagedObject } from "../../storage/local.ts";
 import { LabgateError } from "../../util/errors.ts";
-import type { PackageKeys } from "./packages.ts";
+import type { PackageKeys } from "./keys.ts";
 
 export interface SignaturePolicy {
   keys: VerifyKey[];

@@ -4,7 +4,7 @@ import { api } from "../api.ts";
 import { href, type Page, type PageProps } from "../router.ts";
 import { prefixOf } from "../session.ts";
 import type { Package } from "../../../update/packages/schema.ts";
-import { SignatureBadge } from "./packages.tsx";
+import { SignatureBadge } from "../signature.tsx";
 import { Badge, Card, copyText, Empty, formatBytes, PageHeader, ProgressBar, Show, Table, Time, useAction, useLoad } from "../ui.tsx";
 
 /**
