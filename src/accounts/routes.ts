@@ -24,7 +24,6 @@ import { deletePermissionsOfUser } from "../update/permissions/permissions.ts";
 export const MSG_LOGIN_FAILED = "invalid username or password";
 export const MSG_THROTTLED = "too many failed logins, try again later";
 
-const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409 } = errors;
 const crossSite = { description: "Origin or Referer of another site", json: ErrorBody };
 
 /** Sets the session cookie (`""` with maxAge 0 clears it); Secure when served over TLS. */
@@ -64,7 +63,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
           json: Caller,
           headers: { "Set-Cookie": "labgate_session=<token>; Max-Age=<console.session_ttl>; Path=/; HttpOnly; SameSite=Strict (; Secure over TLS)" },
         },
-        400: e400,
+        400: errors[400],
         401: { description: "Unknown name, wrong password or disabled account (one answer for all)", json: ErrorBody },
         403: crossSite,
         429: { description: "Too many failed logins for this name or from this address", json: ErrorBody, headers: { "Retry-After": "seconds to wait" } },
@@ -138,7 +137,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
       access: "management",
       summary: "Revokes a management token by id, or every token of a user issued until now (admin_rw); effective on the next request, open streams and shells end",
       body: { json: RevokeBody },
-      responses: { 200: { description: "Revoked", json: Empty }, 400: e400, 401: e401, 403: e403 },
+      responses: { 200: { description: "Revoked", json: Empty }, 400: errors[400], 401: errors[401], 403: errors[403] },
     },
     auth.management("admin_rw"),
     async (c, { body: { id, user } }) => {
@@ -150,7 +149,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
 
   const getUsers = route(
     app,
-    { method: "get", path: "/api/v1/users", tag, access: "management", summary: "Console accounts (admin_ro)", responses: { 200: { description: "By name", json: z.array(Account) }, 401: e401, 403: e403 } },
+    { method: "get", path: "/api/v1/users", tag, access: "management", summary: "Console accounts (admin_ro)", responses: { 200: { description: "By name", json: z.array(Account) }, 401: errors[401], 403: errors[403] } },
     auth.management("admin_ro"),
     (c) => c.json(listAccounts(db, prefix)),
   );
@@ -164,7 +163,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
       access: "management",
       summary: "Creates a console account (admin_rw)",
       body: { json: NewAccount },
-      responses: { 201: { description: "Created", json: Account }, 400: e400, 401: e401, 403: e403, 409: e409 },
+      responses: { 201: { description: "Created", json: Account }, 400: errors[400], 401: errors[401], 403: errors[403], 409: errors[409] },
     },
     auth.management("admin_rw"),
     async (c, { body }) => {
@@ -185,10 +184,10 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
       body: { json: AccountUpdate },
       responses: {
         200: { description: "Changed", json: Account },
-        400: e400,
-        401: e401,
-        403: e403,
-        404: e404,
+        400: errors[400],
+        401: errors[401],
+        403: errors[403],
+        404: errors[404],
         409: { description: "Would disable yourself or leave no enabled account with admin_rw", json: ErrorBody },
       },
     },
@@ -213,9 +212,9 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
       summary: "Deletes an account (admin_rw): its sessions end, its tokens are revoked, its per-user permissions go",
       responses: {
         204: { description: "Deleted" },
-        401: e401,
-        403: e403,
-        404: e404,
+        401: errors[401],
+        403: errors[403],
+        404: errors[404],
         409: { description: "Would delete yourself or leave no enabled account with admin_rw", json: ErrorBody },
       },
     },

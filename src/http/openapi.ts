@@ -308,7 +308,7 @@ export const errors = {
   504: { description: "The other side (a device, a node) did not answer in time", json: ErrorBody },
 } satisfies Record<number, Reply>;
 /** The refusals of a route on one object: no token, not permitted, missing (a refused read looks missing). */
-export const onObject = { 401: errors[401], 403: errors[403], 404: errors[404] } satisfies Record<number, Reply>;
+export const objectRefusals = { 401: errors[401], 403: errors[403], 404: errors[404] } satisfies Record<number, Reply>;
 export function ok(): { description: string; json: typeof Empty };
 export function ok<T extends z.ZodType>(json: T, description?: string): { description: string; json: T };
 export function ok(json: z.ZodType = Empty, description = "Done"): Reply {

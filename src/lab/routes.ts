@@ -6,7 +6,7 @@ import * as z from "zod";
 import { actorOf } from "../http/actor.ts";
 import type { Auth } from "../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
-import { errors, ok, onObject, queryOf, route, routes } from "../http/openapi.ts";
+import { errors, ok, objectRefusals, queryOf, route, routes } from "../http/openapi.ts";
 import { pathId } from "../update/validation.ts";
 import type { LabDomain } from "./domain.ts";
 import type { PowerAction } from "./drivers.ts";
@@ -38,7 +38,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
       tag,
       access: "management",
       summary: "A board's last known power state and last action (read on the device; driver null: no power port)",
-      responses: { 200: ok(PowerState, "OK"), ...onObject },
+      responses: { 200: ok(PowerState, "OK"), ...objectRefusals },
     },
     mgmt,
     (c) => c.json(lab.power.view(c.get("identity"), pathId(c.req.param("id"), "device"))),
@@ -52,7 +52,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
       tag,
       access: "management",
       summary: "Switch a board's power on, off or cycle it (power on the device); answers once the PDU did it",
-      responses: { 200: ok(PowerState, "Done"), ...onObject, 409: errors[409], 502: errors[502] },
+      responses: { 200: ok(PowerState, "Done"), ...objectRefusals, 409: errors[409], 502: errors[502] },
     },
     mgmt,
     async (c) => {
@@ -83,7 +83,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
       tag,
       access: "management",
       summary: "Who holds a device and until when (read on the device)",
-      responses: { 200: ok(ReservationState, "OK"), ...onObject },
+      responses: { 200: ok(ReservationState, "OK"), ...objectRefusals },
     },
     mgmt,
     (c) => c.json(lab.reservations.view(c.get("identity"), pathId(c.req.param("id"), "device"), ctx.clock.now())),
@@ -98,7 +98,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
       access: "management",
       summary: "Reserve a device for the caller, or refresh the caller's reservation (test or power on the device)",
       body: { json: ReservationCreate },
-      responses: { 200: ok(ReservationState, "Reserved"), 400: errors[400], ...onObject, 409: errors[409] },
+      responses: { 200: ok(ReservationState, "Reserved"), 400: errors[400], ...objectRefusals, 409: errors[409] },
     },
     mgmt,
     async (c, { body: { minutes, note } }) => {
@@ -115,7 +115,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
       tag,
       access: "management",
       summary: "Release the caller's reservation; an administrator breaks another's (audited)",
-      responses: { 200: ok(ReservationState, "Released"), ...onObject },
+      responses: { 200: ok(ReservationState, "Released"), ...objectRefusals },
     },
     mgmt,
     async (c) => c.json(await lab.reservations.release(c.get("identity"), actorOf(c, ctx.clock), pathId(c.req.param("id"), "device"))),
@@ -141,7 +141,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
           },
         },
         400: errors[400],
-        ...onObject,
+        ...objectRefusals,
         409: errors[409],
       },
     },
@@ -174,7 +174,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
       summary: "The board's console live (read on the device); what the caller sends is written to the port with shell on the device, at most 4096 bytes a frame",
       websocket: true,
       query: ConsoleSocketQuery,
-      responses: { 101: { description: "Upgraded" }, ...onObject, 409: errors[409], 426: { description: "Not a WebSocket upgrade", json: errors[400].json } },
+      responses: { 101: { description: "Upgraded" }, ...objectRefusals, 409: errors[409], 426: { description: "Not a WebSocket upgrade", json: errors[400].json } },
     },
     socketAuth,
     async (c, next) => {
@@ -224,7 +224,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
       tag,
       access: "management",
       summary: "The device's update attempts with a console span (read on the device, as its update history), newest first",
-      responses: { 200: ok(z.array(ConsoleSpan), "OK"), ...onObject },
+      responses: { 200: ok(z.array(ConsoleSpan), "OK"), ...objectRefusals },
     },
     mgmt,
     (c) => c.json(lab.spans.list(c.get("identity"), pathId(c.req.param("id"), "device"))),
@@ -238,7 +238,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
       tag,
       access: "management",
       summary: "What the board's console printed during one update attempt, from its offer to its outcome and the boot after (read on the device)",
-      responses: { 200: { description: "The span", media: "text/plain" }, ...onObject },
+      responses: { 200: { description: "The span", media: "text/plain" }, ...objectRefusals },
     },
     mgmt,
     (c) => {

@@ -21,7 +21,6 @@ import { loadConfigFiles, LoadError } from "../config/loader.ts";
 import { nodeNamed, pushConfigs } from "../runs/nodes.ts";
 import { ConfigProblem, configListQuery, pushBody, PushResult, TestConfig, TestConfigInfo, UploadRefusal } from "../schema.ts";
 
-const { 400: e400, 404: e404, 413: e413 } = errors;
 /** A config that does not load: the file and line when known. */
 export const e422Config: Reply = { description: "The config does not load (file and line when known)", json: ConfigProblem };
 
@@ -77,7 +76,7 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
       ...doc,
       summary: "Uploaded test configs (?details=true: with size)",
       query: configListQuery,
-      responses: replies({ 200: ok(z.array(TestConfig), "By name"), 400: e400 }),
+      responses: replies({ 200: ok(z.array(TestConfig), "By name"), 400: errors[400] }),
     },
     access.read,
     (c, { query }) => {
@@ -94,7 +93,7 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
       ...doc,
       summary: "Upload a test config (multipart field `file`; stored under the file's name)",
       body: { multipart: z.object({ file: z.string().describe("the YAML file") }) },
-      responses: replies({ 200: ok(TestConfig, "Stored"), 400: { description: "Refused (an invalid YAML's line when known)", json: UploadRefusal }, 413: e413 }),
+      responses: replies({ 200: ok(TestConfig, "Stored"), 400: { description: "Refused (an invalid YAML's line when known)", json: UploadRefusal }, 413: errors[413] }),
     },
     access.write,
     async (c) => {
@@ -104,7 +103,7 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
     },
   );
 
-  const getConfigsByName = route(app, { method: "get", path: "/api/v1/configs/:name", ...doc, summary: "One config", responses: replies({ 200: ok(TestConfigInfo, "OK"), 404: e404 }) }, access.read, (c) => {
+  const getConfigsByName = route(app, { method: "get", path: "/api/v1/configs/:name", ...doc, summary: "One config", responses: replies({ 200: ok(TestConfigInfo, "OK"), 404: errors[404] }) }, access.read, (c) => {
     const name = c.req.param("name") ?? "";
     const info = store.info(name);
     if (!info) throw new LabgateError("not_found", `File not found: ${name}`);
@@ -112,7 +111,7 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
     return c.json(answer);
   });
 
-  const getConfigsByNameFile = route(app, { method: "get", path: "/api/v1/configs/:name/file", ...doc, summary: "The config file", responses: replies({ 200: { description: "YAML", media: "text/yaml" }, 404: e404 }) }, access.read, (c) => {
+  const getConfigsByNameFile = route(app, { method: "get", path: "/api/v1/configs/:name/file", ...doc, summary: "The config file", responses: replies({ 200: { description: "YAML", media: "text/yaml" }, 404: errors[404] }) }, access.read, (c) => {
     const name = c.req.param("name") ?? "";
     const file = statFile(store.pathOf(name));
     if (!file) throw new LabgateError("not_found", NOT_FOUND);
@@ -122,7 +121,7 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
     });
   });
 
-  const deleteConfigsByName = route(app, { method: "delete", path: "/api/v1/configs/:name", ...doc, summary: "Delete a config", responses: replies({ 200: ok(), 404: e404 }) }, access.write, async (c) => {
+  const deleteConfigsByName = route(app, { method: "delete", path: "/api/v1/configs/:name", ...doc, summary: "Delete a config", responses: replies({ 200: ok(), 404: errors[404] }) }, access.write, async (c) => {
     const name = c.req.param("name") ?? "";
     if (!store.delete(name)) throw new LabgateError("not_found", NOT_FOUND);
     await recordRequest(ctx, c, "config.delete", `config:${name}`);
@@ -140,7 +139,7 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
         ...doc,
         summary: "Copy a stored config and its includes to lab nodes (each node's result)",
         body: { json: pushBody },
-        responses: replies({ 200: ok(z.array(PushResult), "Each node's result"), 400: e400, 404: e404 }),
+        responses: replies({ 200: ok(z.array(PushResult), "Each node's result"), 400: errors[400], 404: errors[404] }),
       },
       access.write,
       async (c, { body: { nodes } }) => {
@@ -160,7 +159,7 @@ export function configRoutes(ctx: AppContext, access: TestRunAccess, store: Conf
       },
     );
 
-    const names = { 200: ok(z.array(z.string()), "OK"), 404: e404, 422: e422Config };
+    const names = { 200: ok(z.array(z.string()), "OK"), 404: errors[404], 422: e422Config };
     const getConfigsByNameTestSuites = route(app, { method: "get", path: "/api/v1/configs/:name/test-suites", ...doc, summary: "The config's test suites", responses: replies(names) }, access.read, (c) => {
       const name = c.req.param("name") ?? "";
       const suites: string[] = view(() => views.get("test-suites", name, (source) => listSuites(source, name)));

@@ -43,7 +43,6 @@ import {
   type TriggerBody,
 } from "../schema.ts";
 
-const { 400: e400, 404: e404, 409: e409 } = errors;
 const csv: Reply = { description: "The CSV report (columns: test_server.report_columns)", media: "text/csv" };
 const file: Reply = { description: "The file", media: "application/octet-stream" };
 
@@ -170,7 +169,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       ...doc,
       summary: "Runs (creation order; filters and paging with X-Total-Count)",
       query: runListQuery,
-      responses: replies({ 200: { ...ok(z.array(TestRun), "OK"), headers: { "X-Total-Count": "with any query parameter: how many runs match before paging" } }, 400: e400 }),
+      responses: replies({ 200: { ...ok(z.array(TestRun), "OK"), headers: { "X-Total-Count": "with any query parameter: how many runs match before paging" } }, 400: errors[400] }),
     },
     access.read,
     (c, { query }) => {
@@ -268,9 +267,9 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       body: { json: triggerBodyA },
       responses: replies({
         200: { description: "The run; {} for a dispatch", json: TestRun.or(Empty), headers: { "X-Trigger-Id": "a dispatch: the trigger that follows its runs on the nodes" } },
-        400: e400,
+        400: errors[400],
         403: { description: "Without svc_tests_rw, or without the `test` permission on a device the targets name (the devices are named)", json: errors[403].json },
-        404: e404,
+        404: errors[404],
         422: e422Config,
         500: { description: "A node could not be reached", json: errors[400].json },
       }),
@@ -298,7 +297,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
   );
   const getTestRunsTriggerByTid = route(
     app,
-    { method: "get", path: "/api/v1/test-runs/trigger/:tid", ...doc, summary: "One trigger", responses: replies({ 200: ok(Trigger, "OK"), 404: e404 }) },
+    { method: "get", path: "/api/v1/test-runs/trigger/:tid", ...doc, summary: "One trigger", responses: replies({ 200: ok(Trigger, "OK"), 404: errors[404] }) },
     access.read,
     (c) => {
       const trigger = store.getTrigger(c.req.param("tid") ?? "");
@@ -308,7 +307,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
   );
   const deleteTestRunsTriggerByTid = route(
     app,
-    { method: "delete", path: "/api/v1/test-runs/trigger/:tid", ...doc, summary: "Abort a trigger", responses: replies({ 200: ok(Trigger, "Aborting"), 404: e404 }) },
+    { method: "delete", path: "/api/v1/test-runs/trigger/:tid", ...doc, summary: "Abort a trigger", responses: replies({ 200: ok(Trigger, "Aborting"), 404: errors[404] }) },
     access.write,
     async (c) => {
       const id = c.req.param("tid") ?? "";
@@ -321,7 +320,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
 
   const getTestRunsById = route(
     app,
-    { method: "get", path: "/api/v1/test-runs/:id", ...doc, summary: "One run", responses: replies({ 200: ok(TestRun, "OK"), 404: e404 }) },
+    { method: "get", path: "/api/v1/test-runs/:id", ...doc, summary: "One run", responses: replies({ 200: ok(TestRun, "OK"), 404: errors[404] }) },
     access.read,
     (c) => {
       const id = c.req.param("id") ?? "";
@@ -333,7 +332,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
 
   const deleteTestRunsById = route(
     app,
-    { method: "delete", path: "/api/v1/test-runs/:id", ...doc, summary: "Abort a run (answers at once, abort_requested; the run ends aborted)", responses: replies({ 200: ok(TestRun, "Aborting"), 400: e400, 404: e404 }) },
+    { method: "delete", path: "/api/v1/test-runs/:id", ...doc, summary: "Abort a run (answers at once, abort_requested; the run ends aborted)", responses: replies({ 200: ok(TestRun, "Aborting"), 400: errors[400], 404: errors[404] }) },
     access.write,
     async (c) => {
       const run = await service.abort(stoppableRun(c, "Test run not found").id);
@@ -344,7 +343,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
 
   const deleteTestRunsByIdRecord = route(
     app,
-    { method: "delete", path: "/api/v1/test-runs/:id/record", ...doc, summary: "Delete a finished run: its record, report and artifacts", responses: replies({ 200: ok(), 404: e404, 409: e409 }) },
+    { method: "delete", path: "/api/v1/test-runs/:id/record", ...doc, summary: "Delete a finished run: its record, report and artifacts", responses: replies({ 200: ok(), 404: errors[404], 409: errors[409] }) },
     access.write,
     async (c) => {
       const id = stoppableRun(c, `Run not found: ${c.req.param("id") ?? ""}`).id;
@@ -362,7 +361,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       ...doc,
       summary: "Run cases of a run again",
       body: { json: repeatBody },
-      responses: replies({ 200: ok(TestRun, "The new run"), 400: e400, 404: e404, 422: e422Config }),
+      responses: replies({ 200: ok(TestRun, "The new run"), 400: errors[400], 404: errors[404], 422: e422Config }),
     },
     access.write,
     async (c, { body }) => {
@@ -382,7 +381,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       ...doc,
       summary: "The report: CSV, or ?format=json (one object per row, keys = the columns; &group_by=device: grouped by device with counts, failures first)",
       query: reportQuery,
-      responses: replies({ 200: { ...csv, json: z.array(ReportRow).or(DeviceReport) }, 400: e400, 404: e404 }),
+      responses: replies({ 200: { ...csv, json: z.array(ReportRow).or(DeviceReport) }, 400: errors[400], 404: errors[404] }),
     },
     access.read,
     async (c, { query: { format, group_by: groupBy } }) => {
@@ -403,7 +402,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
 
   const getTestRunsByIdReportSummary = route(
     app,
-    { method: "get", path: "/api/v1/test-runs/:id/report/summary", ...doc, summary: "The report's row counts by status", responses: replies({ 200: ok(ReportSummary, "OK"), 404: e404 }) },
+    { method: "get", path: "/api/v1/test-runs/:id/report/summary", ...doc, summary: "The report's row counts by status", responses: replies({ 200: ok(ReportSummary, "OK"), 404: errors[404] }) },
     access.read,
     async (c) => {
       const seen = finishedRun(c);
@@ -413,7 +412,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
 
   const getTestRunsByIdArtifacts = route(
     app,
-    { method: "get", path: "/api/v1/test-runs/:id/artifacts", ...doc, summary: "The run's artifact files", responses: replies({ 200: ok(z.array(Artifact), "OK"), 404: e404 }) },
+    { method: "get", path: "/api/v1/test-runs/:id/artifacts", ...doc, summary: "The run's artifact files", responses: replies({ 200: ok(z.array(Artifact), "OK"), 404: errors[404] }) },
     access.read,
     async (c) => {
       const seen = finishedRun(c);
@@ -423,7 +422,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
 
   const getTestRunsByIdArtifactsPath = route(
     app,
-    { method: "get", path: "/api/v1/test-runs/:id/artifacts/*", ...doc, summary: "One artifact (?preview=true: inline)", query: previewQuery, responses: replies({ 200: file, 404: e404 }) },
+    { method: "get", path: "/api/v1/test-runs/:id/artifacts/*", ...doc, summary: "One artifact (?preview=true: inline)", query: previewQuery, responses: replies({ 200: file, 404: errors[404] }) },
     access.read,
     async (c) => {
       const seen = finishedRun(c);
@@ -440,7 +439,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
   };
   const getTestRunsTriggerByTidResults = route(
     app,
-    { method: "get", path: "/api/v1/test-runs/trigger/:tid/results", ...doc, summary: "Combined results of an aggregating trigger", responses: replies({ 200: ok(z.array(Artifact), "OK"), 404: e404 }) },
+    { method: "get", path: "/api/v1/test-runs/trigger/:tid/results", ...doc, summary: "Combined results of an aggregating trigger", responses: replies({ 200: ok(z.array(Artifact), "OK"), 404: errors[404] }) },
     access.read,
     async (c) => {
       const trigger = finishedTrigger(c.req.param("tid") ?? "");
@@ -449,7 +448,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
   );
   const getTestRunsTriggerByTidResultsPath = route(
     app,
-    { method: "get", path: "/api/v1/test-runs/trigger/:tid/results/*", ...doc, summary: "One combined result file", query: previewQuery, responses: replies({ 200: file, 404: e404 }) },
+    { method: "get", path: "/api/v1/test-runs/trigger/:tid/results/*", ...doc, summary: "One combined result file", query: previewQuery, responses: replies({ 200: file, 404: errors[404] }) },
     access.read,
     async (c) => {
       const trigger = finishedTrigger(c.req.param("tid") ?? "");
@@ -462,7 +461,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
 }
 
 /** Variant B ids are positive integers; anything else does not match a B route. */
-function runB(service: TestRunService, raw: string): RunRecord {
+function runByVariantBId(service: TestRunService, raw: string): RunRecord {
   const run = /^[1-9][0-9]{0,15}$/.test(raw) ? service.store.getRunBySeq(Number(raw)) : undefined;
   if (!run) throw new LabgateError("not_found", "Test run not found");
   return run;
@@ -491,7 +490,7 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
       ...doc,
       summary: "Start a run (Location header)",
       body: { json: triggerBodyB },
-      responses: replies({ 200: { description: "Started (no body)", headers: { Location: "/api/v1/test-runs/<id>" } }, 400: e400, 422: e422Config }),
+      responses: replies({ 200: { description: "Started (no body)", headers: { Location: "/api/v1/test-runs/<id>" } }, 400: errors[400], 422: e422Config }),
     },
     access.write,
     async (c, { body }) => {
@@ -512,17 +511,17 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
 
   const getTestRunsById = route(
     app,
-    { method: "get", path: "/api/v1/test-runs/:id", ...doc, summary: "One run", responses: replies({ 200: ok(TestRunB, "OK"), 404: e404 }) },
+    { method: "get", path: "/api/v1/test-runs/:id", ...doc, summary: "One run", responses: replies({ 200: ok(TestRunB, "OK"), 404: errors[404] }) },
     access.read,
-    (c) => c.json(runObjectB(seenRun(runB(service, c.req.param("id") ?? ""), service.sight(c.get("identity"))).run)),
+    (c) => c.json(runObjectB(seenRun(runByVariantBId(service, c.req.param("id") ?? ""), service.sight(c.get("identity"))).run)),
   );
 
   const deleteTestRunsById = route(
     app,
-    { method: "delete", path: "/api/v1/test-runs/:id", ...doc, summary: "Abort a run (waits for its end)", responses: replies({ 200: ok(TestRunB, "Aborted"), 400: e400, 404: e404 }) },
+    { method: "delete", path: "/api/v1/test-runs/:id", ...doc, summary: "Abort a run (waits for its end)", responses: replies({ 200: ok(TestRunB, "Aborted"), 400: errors[400], 404: errors[404] }) },
     access.write,
     async (c) => {
-      const run = runB(service, c.req.param("id") ?? "");
+      const run = runByVariantBId(service, c.req.param("id") ?? "");
       authorizeStop(ctx.db, c.get("identity"), run, store.planOf(run.id));
       if (FINAL_STATUSES.has(run.status)) throw new LabgateError("invalid", "Test run not in progress");
       await service.abort(run.id);
@@ -534,10 +533,10 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
 
   const getTestRunsByIdReport = route(
     app,
-    { method: "get", path: "/api/v1/test-runs/:id/report", ...doc, summary: "The CSV report", responses: replies({ 200: csv, 404: e404 }) },
+    { method: "get", path: "/api/v1/test-runs/:id/report", ...doc, summary: "The CSV report", responses: replies({ 200: csv, 404: errors[404] }) },
     access.read,
     async (c) => {
-      const seen = completedRun(seenRun(runB(service, c.req.param("id") ?? ""), service.sight(c.get("identity"))));
+      const seen = completedRun(seenRun(runByVariantBId(service, c.req.param("id") ?? ""), service.sight(c.get("identity"))));
       return serveReport(c, service, seen, `report-run-${seen.run.seq}.csv`);
     },
   );

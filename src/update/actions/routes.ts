@@ -5,16 +5,15 @@ import type { AppContext, AppEnv } from "../../app/context.ts";
 import { answerOrInternal } from "../../http/errors.ts";
 import { LabgateError } from "../../util/errors.ts";
 import * as z from "zod";
-import { Empty, ErrorBody, errors, ok, onObject, route, routes } from "../../http/openapi.ts";
+import { Empty, ErrorBody, errors, ok, objectRefusals, route, routes } from "../../http/openapi.ts";
 import { publicBase } from "../../storage/routes.ts";
 import { deviceByMac, devicesByMac } from "../channel/access.ts";
 import type { Permission } from "../permissions/schema.ts";
 import type { ActionService, ExecOutcome } from "./actions.ts";
 import { Action, ActionLogEntry, ExecMany, ExecResult, FanOutResults, RemoveActions, type FanOutEntry } from "./schema.ts";
 
-const { 400: e400, 401: e401, 409: e409, 429: e429, 502: e502, 504: e504 } = errors;
 /** What a route that asks the device may meet: offline or unable (409), a refusal (502), silence (504). */
-const asking = { 409: e409, 502: e502, 504: e504 };
+const asking = { 409: errors[409], 502: errors[502], 504: errors[504] };
 const tag = "actions";
 
 /**
@@ -36,7 +35,7 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
       tag,
       access: "management",
       summary: "The actions the device offers (asks it)",
-      responses: { 200: ok(z.array(Action), "OK"), ...onObject, ...asking },
+      responses: { 200: ok(z.array(Action), "OK"), ...objectRefusals, ...asking },
     },
     mgmt,
     async (c) => c.json(await actions.list(deviceMac(c, "read"))),
@@ -54,10 +53,10 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
       responses: {
         200: ok(ExecResult, "The device's result"),
         202: ok(Empty, "Queued for the device's next connection"),
-        400: e400,
-        ...onObject,
+        400: errors[400],
+        ...objectRefusals,
         405: { description: "A HEAD request: this GET runs the action, a HEAD runs nothing (Allow: GET)", json: ErrorBody, headers: { Allow: "GET" } },
-        429: e429,
+        429: errors[429],
         ...asking,
       },
     },
@@ -85,7 +84,7 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
       summary:
         "Run an action on many devices (labgate): per device the status and body its own exec would answer (429 for a device whose queue is full, or past update_server.max_queued_per_request offline devices)",
       body: { json: ExecMany },
-      responses: { 200: ok(FanOutResults, "OK"), 400: e400, 401: e401 },
+      responses: { 200: ok(FanOutResults, "OK"), 400: errors[400], 401: errors[401] },
     },
     mgmt,
     async (c, { body: { action_id: actionId, devices } }) => {
@@ -111,16 +110,16 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
     },
   );
 
-  const getDevicesByMacActionLog = route(app, { method: "get", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "The device's action log", responses: { 200: ok(z.array(ActionLogEntry), "OK"), ...onObject } }, mgmt, (c) =>
+  const getDevicesByMacActionLog = route(app, { method: "get", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "The device's action log", responses: { 200: ok(z.array(ActionLogEntry), "OK"), ...objectRefusals } }, mgmt, (c) =>
     c.json(actions.log(deviceMac(c, "read"), publicBase(ctx, c))),
   );
 
-  const deleteDevicesByMacActionLog = route(app, { method: "delete", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "Clear finished entries", responses: { 200: ok(), ...onObject } }, mgmt, async (c) => {
+  const deleteDevicesByMacActionLog = route(app, { method: "delete", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "Clear finished entries", responses: { 200: ok(), ...objectRefusals } }, mgmt, async (c) => {
     await actions.clearLog(deviceMac(c, "update"), actorOf(c, ctx.clock));
     return c.json({});
   });
 
-  const deleteDevicesByMacActionPending = route(app, { method: "delete", path: "/api/v2/devices/:mac/action/pending", tag, access: "management", summary: "Drop queued actions", responses: { 200: ok(), ...onObject } }, mgmt, async (c) => {
+  const deleteDevicesByMacActionPending = route(app, { method: "delete", path: "/api/v2/devices/:mac/action/pending", tag, access: "management", summary: "Drop queued actions", responses: { 200: ok(), ...objectRefusals } }, mgmt, async (c) => {
     await actions.clearPending(deviceMac(c, "update"), actorOf(c, ctx.clock));
     return c.json({});
   });
@@ -134,7 +133,7 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
       access: "management",
       summary: "Remove log entries",
       body: { json: RemoveActions },
-      responses: { 200: ok(), 400: e400, ...onObject },
+      responses: { 200: ok(), 400: errors[400], ...objectRefusals },
     },
     mgmt,
     async (c, { body: { actions: ids } }) => {

@@ -15,7 +15,6 @@ import { actorOf } from "../../http/actor.ts";
 import { errors, queryOf, route, type Operation } from "../../http/openapi.ts";
 import { ShellQuery } from "./schema.ts";
 
-const { 401: e401, 403: e403 } = errors;
 /** What every WebSocket route answers: 101 and the socket, or 426 to a plain GET. */
 const socket = (access: Operation["access"], summary: string, refusals: Operation["responses"]) => ({
   tag: "channel",
@@ -43,7 +42,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
   const app = new Hono<AppEnv>();
   route(
     app,
-    { method: "get", path: "/api/v1/devices/ws", ...socket("device", "The device management socket (docs/device-protocol.md)", { 401: e401 }) },
+    { method: "get", path: "/api/v1/devices/ws", ...socket("device", "The device management socket (docs/device-protocol.md)", { 401: errors[401] }) },
     auth.device(),
     requireUpgrade,
     upgradeWebSocket((c) => {
@@ -86,7 +85,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
     {
       method: "get",
       path: "/api/v1/devices/:mac/shell",
-      ...socket("management", "A shell session on the device (token also as ?token=); an unknown or offline device is closed with 4001", { 401: e401, 403: e403 }),
+      ...socket("management", "A shell session on the device (token also as ?token=); an unknown or offline device is closed with 4001", { 401: errors[401], 403: errors[403] }),
       query: ShellQuery,
     },
     managerAuth,
@@ -150,7 +149,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
   // The device's end of a session: its token must name the device of the path.
   route(
     app,
-    { method: "get", path: "/api/v1/devices/:mac/shell/attach/:uuid", ...socket("device", "The device's end of a shell session", { 401: e401, 403: e403 }) },
+    { method: "get", path: "/api/v1/devices/:mac/shell/attach/:uuid", ...socket("device", "The device's end of a shell session", { 401: errors[401], 403: errors[403] }) },
     auth.device(),
     async (c, next) => {
       const identity = c.get("identity");

@@ -3,7 +3,7 @@ import * as z from "zod";
 import { type Actor } from "../../audit/audit.ts";
 import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
-import { errors, jsonBody, ok, route, routes, onObject, type RouteHandler } from "../../http/openapi.ts";
+import { errors, jsonBody, ok, route, routes, objectRefusals, type RouteHandler } from "../../http/openapi.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { rfc822 } from "../../util/time.ts";
@@ -31,8 +31,7 @@ import { deploymentTraces, getDeployment, listDeployments, listHistory, listMemb
 
 const NOT_FOUND = "deployment does not exist";
 const TOTAL = { "X-Total-Count": "how many match before paging" };
-const { 400: e400, 401: e401, 409: e409 } = errors;
-const write = { 400: e400, ...onObject, 409: e409 };
+const write = { 400: errors[400], ...objectRefusals, 409: errors[409] };
 const tag = "deployments";
 
 const time = (iso: string | null) => (iso === null ? null : rfc822(new Date(iso)));
@@ -140,7 +139,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       access: "management",
       summary: "Deployments of the groups the caller may read, newest first (X-Total-Count)",
       query: DeploymentListQuery,
-      responses: { 200: { ...ok(z.array(Deployment), "OK"), headers: TOTAL }, 400: e400, 401: e401 },
+      responses: { 200: { ...ok(z.array(Deployment), "OK"), headers: TOTAL }, 400: errors[400], 401: errors[401] },
     },
     mgmt,
     (c, { query }) => {
@@ -162,7 +161,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       tag,
       access: "management",
       summary: "One deployment with its counts per state and per phase",
-      responses: { 200: ok(Deployment, "OK"), ...onObject },
+      responses: { 200: ok(Deployment, "OK"), ...objectRefusals },
     },
     mgmt,
     (c) => c.json(deploymentView(service, deploymentFor(c, "read"))),
@@ -177,7 +176,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       access: "management",
       summary: "What a deployment of a version to a group would run into (devices that require signatures and would refuse its packages), before it is made",
       query: DeploymentPreflightQuery,
-      responses: { 200: ok(DeploymentPreflight, "OK"), 400: e400, ...onObject },
+      responses: { 200: ok(DeploymentPreflight, "OK"), 400: errors[400], ...objectRefusals },
     },
     mgmt,
     (c, { query }) => c.json(preflight(db, ctx.config.prefix, c.get("identity"), query)),
@@ -192,7 +191,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       access: "management",
       summary: "A deployment's devices in their recorded order, with states and failure reasons (X-Total-Count)",
       query: DeploymentDevicesQuery,
-      responses: { 200: { ...ok(z.array(DeploymentDevice), "OK"), headers: TOTAL }, 400: e400, ...onObject },
+      responses: { 200: { ...ok(z.array(DeploymentDevice), "OK"), headers: TOTAL }, 400: errors[400], ...objectRefusals },
     },
     mgmt,
     (c, { query }) => {
@@ -211,7 +210,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       tag,
       access: "management",
       summary: "A deployment's device counts per state over time: at its creation, every minute (or more, at most 360 points) and now",
-      responses: { 200: ok(DeploymentTimeline, "OK"), ...onObject },
+      responses: { 200: ok(DeploymentTimeline, "OK"), ...objectRefusals },
     },
     mgmt,
     (c) => {
@@ -282,7 +281,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       access: "management",
       summary: "A device's update history, newest first (X-Total-Count)",
       query: HistoryQuery,
-      responses: { 200: { ...ok(z.array(UpdateHistoryEntry), "OK"), headers: TOTAL }, 400: e400, ...onObject },
+      responses: { 200: { ...ok(z.array(UpdateHistoryEntry), "OK"), headers: TOTAL }, 400: errors[400], ...objectRefusals },
     },
     mgmt,
     (c, { query }) => {

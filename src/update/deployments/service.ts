@@ -17,7 +17,7 @@ import { deviceMac, groupMemberMetadata } from "../devices/devices.ts";
 import { packageMetadataText } from "../packages/packages.ts";
 import { assignPackages, changed, getGroup, groupDeviceIds, groupPackageIds, groupPolicy, setPolicyIn, type CatalogWatch } from "../groups/groups.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
-import { checkKeys, type OfferTag, type Steer, type Steering } from "../updatecheck/check.ts";
+import { checkKeys, type OfferTag, type OfferDecision, type Steering } from "../updatecheck/check.ts";
 import {
   ACTIVE,
   afterFailedAttempt,
@@ -148,7 +148,7 @@ interface Member {
   /** When a device `retrying` may be offered again (ms). */
   retryAt: number | null;
   /** What the update check is told for this device (kept: the hot path allocates nothing). */
-  steer?: Exclude<Steer, "hold">;
+  steer?: Exclude<OfferDecision, "hold">;
 }
 
 const memberOf = (run: Run, m: MemberState): Member => ({
@@ -324,7 +324,8 @@ export class DeploymentService implements Steering {
     return run;
   }
 
-  private fresh(): void {
+  /** Reloads the plans when the database was reloaded from disk (after a write that could not be saved). */
+  private reloadIfDatabaseReloaded(): void {
     if (this.db.epoch !== this.epoch) this.load();
   }
 
@@ -399,7 +400,7 @@ export class DeploymentService implements Steering {
 
   /** Creates a deployment (validated by the route: shapes; here: what needs the database). Returns its row. */
   async create(input: NewDeployment): Promise<DeploymentRow> {
-    this.fresh();
+    this.reloadIfDatabaseReloaded();
     const now = this.ctx.clock.now();
     const at = isoTime(now);
     const versionKey = checkKeys(this.ctx.config.prefix).version;
@@ -485,7 +486,7 @@ export class DeploymentService implements Steering {
   }
 
   private activeRun(id: number): Run {
-    this.fresh();
+    this.reloadIfDatabaseReloaded();
     const run = this.runs.get(id);
     if (run) return run;
     const row = getDeployment(this.db, id);
@@ -538,7 +539,7 @@ export class DeploymentService implements Steering {
    * every phase started); an aborted one does not (a new deployment is the way).
    */
   async retry(id: number, actor: Actor, devices?: readonly number[]): Promise<void> {
-    this.fresh();
+    this.reloadIfDatabaseReloaded();
     const row = getDeployment(this.db, id);
     if (!row) throw new LabgateError("not_found", "deployment does not exist");
     const reopen = COMPLETED.has(row.status);
@@ -624,8 +625,8 @@ export class DeploymentService implements Steering {
    * failed for good the version the policy names: nothing may pull it back); or the deployment's
    * target, and `settle` to record what the resolver found.
    */
-  steer(deviceId: number, groupId: number, now: number, policyTarget: string | undefined): Steer | undefined {
-    this.fresh();
+  steer(deviceId: number, groupId: number, now: number, policyTarget: string | undefined): OfferDecision | undefined {
+    this.reloadIfDatabaseReloaded();
     const member = this.index.get(deviceId);
     if (member && member.run.row.group_id === groupId && member.phase <= member.run.row.current_phase) {
       const { state, run } = member;
@@ -635,7 +636,7 @@ export class DeploymentService implements Steering {
       if (state === "retrying") {
         if ((member.retryAt !== null && now < member.retryAt) || !this.offering(run, now)) return "hold";
       } else if (!UNDERWAY.has(state) && !this.offering(run, now)) return this.policyHeld(deviceId, policyTarget);
-      return (member.steer ??= { target: run.row.version, settle: (offered, deviceVersion) => this.settle(deviceId, member, offered, deviceVersion) });
+      return (member.steer ??= { target: run.row.version, recordOffer: (offered, deviceVersion) => this.recordOffer(deviceId, member, offered, deviceVersion) });
     }
     return this.policyHeld(deviceId, policyTarget);
   }
@@ -648,12 +649,12 @@ export class DeploymentService implements Steering {
    * Records what the resolver found (`offered`: the version of the package it offers). The same
    * offer again is the same attempt (no write); a device not under way gets a new attempt.
    */
-  private settle(deviceId: number, member: Member, offered: string | undefined, deviceVersion: string): OfferTag | Promise<OfferTag | undefined> | undefined {
+  private recordOffer(deviceId: number, member: Member, offered: string | undefined, deviceVersion: string): OfferTag | Promise<OfferTag | undefined> | undefined {
     if (offered !== undefined && UNDERWAY.has(member.state) && member.offeredVersion === offered) return { deployment: member.run.row.id, attempt: member.attempt };
-    return this.settleChange(deviceId, member, offered, deviceVersion);
+    return this.recordOfferChange(deviceId, member, offered, deviceVersion);
   }
 
-  private async settleChange(deviceId: number, member: Member, offered: string | undefined, deviceVersion: string): Promise<OfferTag | undefined> {
+  private async recordOfferChange(deviceId: number, member: Member, offered: string | undefined, deviceVersion: string): Promise<OfferTag | undefined> {
     const now = this.ctx.clock.now();
     const at = isoTime(now);
     const { run } = member;
@@ -688,7 +689,7 @@ export class DeploymentService implements Steering {
 
   /** `update_progress` of a device: an offered device is downloading (durable); percents ride along lazily. */
   async progress(deviceId: number, mac: string, percent: number): Promise<void> {
-    this.fresh();
+    this.reloadIfDatabaseReloaded();
     const member = this.index.get(deviceId);
     if (!member || (member.state !== "offered" && member.state !== "downloading") || percent >= 100) return;
     const at = this.isoNow();
@@ -702,10 +703,10 @@ export class DeploymentService implements Steering {
 
   /** `update_version` of a device (also what agents without outcome reports send): at the target, it is installed. */
   async reportedVersion(deviceId: number, version: string): Promise<void> {
-    this.fresh();
+    this.reloadIfDatabaseReloaded();
     const member = this.index.get(deviceId);
     if (!member || !UNDERWAY.has(member.state) || version !== member.run.row.version) return;
-    await this.settle(deviceId, member, undefined, version);
+    await this.recordOffer(deviceId, member, undefined, version);
   }
 
   /**
@@ -715,7 +716,7 @@ export class DeploymentService implements Steering {
    * durable: the caller acknowledges then.
    */
   async outcome(conn: Pick<DeviceConnection, "deviceId" | "mac">, outcome: Outcome): Promise<void> {
-    this.fresh();
+    this.reloadIfDatabaseReloaded();
     const deviceId = conn.deviceId;
     // A report sent again (its acknowledgement was lost) that made its history row changes nothing:
     // an intermediate hop's `installed` would otherwise move the device back to `offered`.
@@ -796,7 +797,7 @@ export class DeploymentService implements Steering {
    * Counts for the error threshold like any failure.
    */
   async fail(deploymentId: number, deviceId: number, reason: string, output: string | null): Promise<void> {
-    this.fresh();
+    this.reloadIfDatabaseReloaded();
     const member = this.index.get(deviceId);
     if (!member || member.run.row.id !== deploymentId || member.state === "failed") return;
     const at = this.isoNow();
@@ -931,7 +932,7 @@ export class DeploymentService implements Steering {
 
   /** The time decisions: start time, window openings, device timeouts, success waits. */
   async tick(): Promise<void> {
-    this.fresh();
+    this.reloadIfDatabaseReloaded();
     const now = this.ctx.clock.now();
     for (const run of [...this.runs.values()]) {
       if (run.row.status === "scheduled" && run.row.start_at !== null && Date.parse(run.row.start_at) <= now) {
@@ -1051,7 +1052,7 @@ export class DeploymentService implements Steering {
 
   /** Counts per phase and state: from memory for an active deployment, else from its rows. */
   counts(row: DeploymentRow): Counts[] {
-    this.fresh();
+    this.reloadIfDatabaseReloaded();
     const run = this.runs.get(row.id);
     return run ? run.counts.map((c) => ({ ...c })) : storedCounts(this.db, row.id, parsePhases(row).length);
   }

@@ -5,7 +5,7 @@ import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { requestBodyStream } from "../../http/body.ts";
-import { errors, ok, onObject, route, routes } from "../../http/openapi.ts";
+import { errors, ok, objectRefusals, route, routes } from "../../http/openapi.ts";
 import { publicBase, requireSignedLink } from "../../storage/routes.ts";
 import { serveBytes, serveFile } from "../../storage/send.ts";
 import { authorize } from "../permissions/permissions.ts";
@@ -14,7 +14,6 @@ import { FetchedFile, FileRequest } from "./schema.ts";
 import { MULTIPART_LINK, type DeviceFileStore } from "./store.ts";
 import type { FileTransferService } from "./transfers.ts";
 
-const { 400: e400, 403: e403, 404: e404, 409: e409, 413: e413, 416: e416, 504: e504 } = errors;
 const tag = "device files";
 const FILE = { description: "The file", media: "application/octet-stream" };
 
@@ -33,7 +32,7 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTr
       access: "management",
       summary: "Fetch a file from the device (status 0 with a link, or 1)",
       body: { json: FileRequest },
-      responses: { 200: ok(FetchedFile, "OK"), 400: e400, ...onObject, 409: e409, 413: e413, 504: e504 },
+      responses: { 200: ok(FetchedFile, "OK"), 400: errors[400], ...objectRefusals, 409: errors[409], 413: errors[413], 504: errors[504] },
     },
     auth.management(),
     async (c, { body: { file } }) => {
@@ -53,7 +52,7 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTr
       access: "public",
       summary: "A device uploads one part of an open transfer (signed URL)",
       body: { media: "application/octet-stream" },
-      responses: { 200: { description: "Stored", headers: { ETag: "the part's name, for the device's reply" } }, 400: e400, 403: e403, 404: e404, 409: e409, 413: e413 },
+      responses: { 200: { description: "Stored", headers: { ETag: "the part's name, for the device's reply" } }, 400: errors[400], 403: errors[403], 404: errors[404], 409: errors[409], 413: errors[413] },
     },
     async (c) => {
       const name = c.req.param("part") ?? "";
@@ -76,7 +75,7 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTr
       tag,
       access: "public",
       summary: "A fetched device file through a signed link (Range supported)",
-      responses: { 200: FILE, 206: { ...FILE, description: "Part of the file" }, 403: e403, 404: e404, 416: e416 },
+      responses: { 200: FILE, 206: { ...FILE, description: "Part of the file" }, 403: errors[403], 404: errors[404], 416: errors[416] },
     },
     (c) => {
       // Hono already percent-decoded the path; keys are plain `<dir>/<uuid>`.

@@ -4,7 +4,7 @@ import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { errors, ok, route, routes, onObject } from "../../http/openapi.ts";
+import { errors, ok, route, routes, objectRefusals } from "../../http/openapi.ts";
 import {
   addTag,
   bothFilters,
@@ -32,8 +32,7 @@ import { versionsByGroup } from "../groups/versions.ts";
 
 const NOT_FOUND = "device does not exist";
 const TOTAL = { "X-Total-Count": "with limit, offset or q: how many devices match before paging" };
-const { 400: e400, 401: e401, 403: e403 } = errors;
-const write = { 400: e400, ...onObject };
+const write = { 400: errors[400], ...objectRefusals };
 
 /** Devices v2 and v1, and tags. */
 export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, presence: DevicePresence) {
@@ -75,7 +74,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
       access: "management",
       summary: "Devices the caller may read (paged with limit/offset/q: X-Total-Count; ordered by sort/order)",
       query: DeviceListQuery,
-      responses: { 200: { ...ok(z.array(Device), "OK"), headers: TOTAL }, 400: e400, 401: e401 },
+      responses: { 200: { ...ok(z.array(Device), "OK"), headers: TOTAL }, 400: errors[400], 401: errors[401] },
     },
     mgmt,
     (c, { query }) => c.json(deviceList(c, query, permissionFilter(c.get("identity"), "device", "d"), view)),
@@ -89,7 +88,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
       tag,
       access: "management",
       summary: "Which software versions the devices the caller may read run, per device type and per group (groups the caller may read)",
-      responses: { 200: ok(FleetVersions, "OK"), 401: e401 },
+      responses: { 200: ok(FleetVersions, "OK"), 401: errors[401] },
     },
     mgmt,
     (c) => {
@@ -99,7 +98,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     },
   );
 
-  const getV2DevicesById = route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "One device", responses: { 200: ok(Device, "OK"), ...onObject } }, mgmt, (c) => {
+  const getV2DevicesById = route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "One device", responses: { 200: ok(Device, "OK"), ...objectRefusals } }, mgmt, (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "read");
     return c.json(view(deviceOr404(id)));
@@ -107,7 +106,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
 
   const deleteV2DevicesById = route(
     app,
-    { method: "delete", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "Delete a device and what depends on it", responses: { 200: ok(), ...onObject } },
+    { method: "delete", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "Delete a device and what depends on it", responses: { 200: ok(), ...objectRefusals } },
     mgmt,
     async (c) => {
       const id = pathId(c.req.param("id"), "device");
@@ -169,14 +168,14 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     return c.json({});
   });
 
-  const getV2DevicesByIdTags = route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}/tags", tag, access: "management", summary: "A device's tags", responses: { 200: ok(Tags, "OK"), ...onObject } }, mgmt, (c) => {
+  const getV2DevicesByIdTags = route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}/tags", tag, access: "management", summary: "A device's tags", responses: { 200: ok(Tags, "OK"), ...objectRefusals } }, mgmt, (c) => {
     const id = pathId(c.req.param("id"), "device");
     authorize(db, c.get("identity"), "device", id, "read");
     deviceOr404(id);
     return c.json(deviceTags(db, id));
   });
 
-  const getV2TagsByTag = route(app, { method: "get", path: "/api/v2/tags/:tag", tag, access: "management", summary: "Devices with a tag", responses: { 200: ok(z.array(Device), "OK"), 400: e400, 401: e401 } }, mgmt, (c) => {
+  const getV2TagsByTag = route(app, { method: "get", path: "/api/v2/tags/:tag", tag, access: "management", summary: "Devices with a tag", responses: { 200: ok(z.array(Device), "OK"), 400: errors[400], 401: errors[401] } }, mgmt, (c) => {
     const name = tagParam(c.req.param("tag"));
     const filter = permissionFilter(c.get("identity"), "device", "d");
     return c.json(listDevices(db, bothFilters(taggedFilter(name), filter)).map(view));
@@ -192,7 +191,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
       access: "management",
       summary: "All devices (v1; paged with limit/offset/q: X-Total-Count)",
       query: DeviceListQuery,
-      responses: { 200: { ...ok(z.array(DeviceV1), "OK"), headers: TOTAL }, 400: e400, 401: e401, 403: e403 },
+      responses: { 200: { ...ok(z.array(DeviceV1), "OK"), headers: TOTAL }, 400: errors[400], 401: errors[401], 403: errors[403] },
     },
     auth.management("admin_ro"),
     (c, { query }) => c.json(deviceList(c, query, undefined, (row) => toV1(db, row))),
@@ -200,7 +199,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
 
   const getV1DevicesById = route(
     app,
-    { method: "get", path: "/api/v1/devices/:id{[0-9]+}", tag, access: "management", summary: "One device (v1)", responses: { 200: ok(DeviceV1, "OK"), ...onObject } },
+    { method: "get", path: "/api/v1/devices/:id{[0-9]+}", tag, access: "management", summary: "One device (v1)", responses: { 200: ok(DeviceV1, "OK"), ...objectRefusals } },
     auth.management("admin_ro"),
     (c) => {
       const id = pathId(c.req.param("id"), "device");
@@ -210,7 +209,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
 
   const deleteV1DevicesById = route(
     app,
-    { method: "delete", path: "/api/v1/devices/:id{[0-9]+}", tag, access: "management", summary: "Delete a device (v1)", responses: { 200: ok(), ...onObject } },
+    { method: "delete", path: "/api/v1/devices/:id{[0-9]+}", tag, access: "management", summary: "Delete a device (v1)", responses: { 200: ok(), ...objectRefusals } },
     auth.management("admin_rw"),
     async (c) => {
       const id = pathId(c.req.param("id"), "device");

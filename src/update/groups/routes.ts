@@ -2,7 +2,7 @@ import { Hono, type Context } from "hono";
 import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import * as z from "zod";
-import { errors, ok, onObject, route, routes, type RouteHandler } from "../../http/openapi.ts";
+import { errors, ok, objectRefusals, route, routes, type RouteHandler } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { AppContext, AppEnv, Identity } from "../../app/context.ts";
 import {
@@ -40,8 +40,7 @@ import {
 import { parsePolicy } from "./policy.ts";
 import { dateOf } from "../../util/time.ts";
 
-const { 400: e400, 401: e401, 403: e403, 409: e409 } = errors;
-const invalid = { 400: e400, ...onObject };
+const invalid = { 400: errors[400], ...objectRefusals };
 const tag = "groups";
 
 /**
@@ -120,10 +119,10 @@ type Shared<V extends View> = ReturnType<typeof shared<V>>;
 const shared = <V extends View>(version: "v1" | "v2", view: V) => {
   const access = "management";
   return {
-    get: { tag, access, summary: `One group (${version})`, responses: { 200: { description: "OK", json: view }, ...onObject } },
-    remove: { tag, access, summary: `Delete a group (${version})`, responses: { 200: ok(), ...onObject, 409: e409 } },
-    devices: { tag, access, summary: `Add and remove member devices (${version})`, body: { json: GroupDevices }, responses: { 200: ok(), ...invalid, 409: e409 } },
-    packages: { tag, access, summary: `Set the group's packages (${version})`, body: { json: GroupPackages }, responses: { 200: ok(), ...invalid, 409: e409 } },
+    get: { tag, access, summary: `One group (${version})`, responses: { 200: { description: "OK", json: view }, ...objectRefusals } },
+    remove: { tag, access, summary: `Delete a group (${version})`, responses: { 200: ok(), ...objectRefusals, 409: errors[409] } },
+    devices: { tag, access, summary: `Add and remove member devices (${version})`, body: { json: GroupDevices }, responses: { 200: ok(), ...invalid, 409: errors[409] } },
+    packages: { tag, access, summary: `Set the group's packages (${version})`, body: { json: GroupPackages }, responses: { 200: ok(), ...invalid, 409: errors[409] } },
     policy: { tag, access, summary: `Set the update policy (${version})`, body: { json: GroupPolicy }, responses: { 200: ok(), ...invalid } },
   } as const;
 };
@@ -143,7 +142,7 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
       access: "management",
       summary: "Create a group (v2; needs create_group)",
       body: { json: GroupCreate },
-      responses: { 200: ok(Group, "OK"), ...invalid, 409: e409 },
+      responses: { 200: ok(Group, "OK"), ...invalid, 409: errors[409] },
     },
     auth.management("create_group"),
     async (c, { body }) => {
@@ -165,7 +164,7 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
     },
   );
 
-  const list = route(app, { method: "get", path: "/api/v2/groups", tag, access: "management", summary: "Groups the caller may read (v2)", responses: { 200: ok(z.array(Group), "OK"), 401: e401 } }, mgmt, (c) =>
+  const list = route(app, { method: "get", path: "/api/v2/groups", tag, access: "management", summary: "Groups the caller may read (v2)", responses: { 200: ok(z.array(Group), "OK"), 401: errors[401] } }, mgmt, (c) =>
     c.json(listGroups(db, permissionFilter(c.get("identity"), "group", "g")).map((row): Group => toV2(db, row))),
   );
 
@@ -178,7 +177,7 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
       access: "management",
       summary: "Set the group's priority",
       body: { json: GroupPriority },
-      responses: { 200: ok(), ...invalid, 409: e409 },
+      responses: { 200: ok(), ...invalid, 409: errors[409] },
     },
     mgmt,
     async (c, { body: { priority } }) => {
@@ -204,7 +203,7 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
       access: "management",
       summary: `Add every device the caller may read that matches a filter (at most ${GROUP_MATCH_MAX}), with the checks of adding each one`,
       body: { json: GroupDevicesMatching },
-      responses: { 200: ok(GroupDevicesAdded, "OK"), ...invalid, 409: e409 },
+      responses: { 200: ok(GroupDevicesAdded, "OK"), ...invalid, 409: errors[409] },
     },
     mgmt,
     async (c, { body: { q } }) => {
@@ -241,7 +240,7 @@ export function groupsV1Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
       access: "management",
       summary: "Create a group (v1: the body is its metadata)",
       body: { json: GroupCreateV1 },
-      responses: { 200: ok(GroupV1, "OK"), ...invalid, 409: e409 },
+      responses: { 200: ok(GroupV1, "OK"), ...invalid, 409: errors[409] },
     },
     write,
     async (c, { body }) => {
@@ -251,7 +250,7 @@ export function groupsV1Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
     },
   );
 
-  route(app, { method: "get", path: "/api/v1/groups", tag, access: "management", summary: "Groups (v1)", responses: { 200: ok(z.array(GroupV1), "OK"), 401: e401, 403: e403 } }, read, (c) =>
+  route(app, { method: "get", path: "/api/v1/groups", tag, access: "management", summary: "Groups (v1)", responses: { 200: ok(z.array(GroupV1), "OK"), 401: errors[401], 403: errors[403] } }, read, (c) =>
     c.json(listGroups(db).map((row): GroupV1 => toV1(db, row))),
   );
 

@@ -3,7 +3,7 @@ import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import * as z from "zod";
-import { errors, jsonBody, ok, onObject, route, type RouteHandler } from "../../http/openapi.ts";
+import { errors, jsonBody, ok, objectRefusals, route, type RouteHandler } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { bothFilters, getDevice } from "../devices/devices.ts";
 import { GROUP_NOT_FOUND, getGroup, memberFilter } from "../groups/groups.ts";
@@ -18,7 +18,6 @@ import { dateOf } from "../../util/time.ts";
 const LOG_NOT_FOUND = "log does not exist";
 const DEVICE_NOT_FOUND = "device does not exist";
 const TOTAL = { "X-Total-Count": "how many entries match before paging" };
-const { 400: e400, 401: e401, 413: e413, 429: e429 } = errors;
 const tag = "logs";
 
 /**
@@ -43,7 +42,7 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
       access: "device",
       summary: `A device sends a batch of log entries (at most ${limits.device_logs_max_batch}, each at most ${MAX_ENTRY_BYTES} bytes; ${limits.device_logs_per_device} entries and ${limits.device_log_bytes_per_device} bytes kept per device; ${limits.device_logs_per_minute} entries a minute)`,
       body: { json: batch, parsedBy: "handler" },
-      responses: { 200: ok(), 400: e400, 401: e401, 413: e413, 429: { ...e429, headers: { "Retry-After": "seconds until the batch fits the device's rate" } } },
+      responses: { 200: ok(), 400: errors[400], 401: errors[401], 413: errors[413], 429: { ...errors[429], headers: { "Retry-After": "seconds until the batch fits the device's rate" } } },
     },
     auth.device(),
     async (c) => {
@@ -88,7 +87,7 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   const listed = (what: string) => ({
     summary: `${what}, newest first (paged with limit/offset; without them streamed whole)`,
     query: LogFilterQuery,
-    responses: { 200: { ...ok(z.array(Log), "OK"), headers: TOTAL }, 400: e400, ...onObject },
+    responses: { 200: { ...ok(z.array(Log), "OK"), headers: TOTAL }, 400: errors[400], ...objectRefusals },
   });
 
   /** A list with X-Total-Count: one page with limit or offset, else every entry, streamed. */
@@ -101,7 +100,7 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   route(app, { method: "get", path: "/api/v1/logs/device/:id{[0-9]+}", tag, access: "management", ...listed("A device's log entries") }, mgmt, list((c) => deviceScope(c, "read")));
   route(app, { method: "get", path: "/api/v1/logs/group/:id{[0-9]+}", tag, access: "management", ...listed("The log entries of a group's devices") }, mgmt, list((c) => groupScope(c, "read")));
 
-  const removed = { query: LogDeleteQuery, responses: { 200: ok(), 400: e400, ...onObject } };
+  const removed = { query: LogDeleteQuery, responses: { 200: ok(), 400: errors[400], ...objectRefusals } };
   route(app, { method: "delete", path: "/api/v1/logs/device/:id{[0-9]+}", tag, access: "management", summary: "Delete a device's log entries", ...removed }, mgmt, async (c, { query }) => {
     await deleteLogs(db, deviceScope(c, "update"), query, actorOf(c, ctx.clock), `device:${c.req.param("id")}`);
     return c.json({});
@@ -120,11 +119,11 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
 
   route(
     app,
-    { method: "get", path: "/api/v1/logs/:id{[0-9]+}", tag, access: "management", summary: "One log entry", responses: { 200: ok(Log, "OK"), ...onObject } },
+    { method: "get", path: "/api/v1/logs/:id{[0-9]+}", tag, access: "management", summary: "One log entry", responses: { 200: ok(Log, "OK"), ...objectRefusals } },
     mgmt,
     (c) => c.json(visibleLog(c)),
   );
-  route(app, { method: "delete", path: "/api/v1/logs/:id{[0-9]+}", tag, access: "management", summary: "Delete one log entry", responses: { 200: ok(), ...onObject } }, mgmt, async (c) => {
+  route(app, { method: "delete", path: "/api/v1/logs/:id{[0-9]+}", tag, access: "management", summary: "Delete one log entry", responses: { 200: ok(), ...objectRefusals } }, mgmt, async (c) => {
     const log = visibleLog(c);
     authorize(db, c.get("identity"), "device", log.device_id, "update");
     if (!(await deleteLog(db, log, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", LOG_NOT_FOUND);

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import * as z from "zod";
-import { errors, ok, onObject, route, routes } from "../../http/openapi.ts";
+import { errors, ok, objectRefusals, route, routes } from "../../http/openapi.ts";
 import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { Scope } from "../../auth/scopes.ts";
@@ -19,7 +19,6 @@ import { readMultipart } from "../../http/multipart.ts";
 const UPLOAD_SCOPES: Scope[] = ["upload_single_file", "upload_rootfs_image", "upload_nonstandard_artifact", "admin_rw"];
 const WHAT = "specified package";
 
-const { 400: e400, 401: e401, 403: e403, 404: e404, 409: e409, 413: e413 } = errors;
 
 /** Packages: upload, list, get, delete, download link. Each route with its operation (src/http/openapi.ts, `route`). */
 export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorage) {
@@ -28,7 +27,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
   const app = new Hono<AppEnv>();
   const tag = "packages";
 
-  const getPackages = route(app, { method: "get", path: "/api/v1/packages", tag, access: "management", summary: "Packages the caller may read", responses: { 200: ok(z.array(Package), "OK"), 401: e401 } }, auth.management(), (c) =>
+  const getPackages = route(app, { method: "get", path: "/api/v1/packages", tag, access: "management", summary: "Packages the caller may read", responses: { 200: ok(z.array(Package), "OK"), 401: errors[401] } }, auth.management(), (c) =>
     c.json(readablePackages(ctx.db, c.get("identity")).map(toView)),
   );
 
@@ -41,7 +40,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
       access: "management",
       summary: `Upload a package (multipart: \`file\` and metadata fields such as ${keys.version})`,
       body: { multipart: PackageUpload },
-      responses: { 200: ok(Package, "OK"), 400: e400, 401: e401, 403: e403, 404: e404, 409: e409, 413: e413 },
+      responses: { 200: ok(Package, "OK"), 400: errors[400], 401: errors[401], 403: errors[403], 404: errors[404], 409: errors[409], 413: errors[413] },
     },
     auth.management(...UPLOAD_SCOPES),
     async (c) => {
@@ -81,7 +80,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
 
   const getPackagesDeltas = route(
     app,
-    { method: "get", path: "/api/v1/packages/deltas", tag, access: "management", summary: "Deltas being made and made (the newest 50) of packages the caller may read, with their progress", responses: { 200: ok(z.array(DeltaJob), "OK"), 401: e401 } },
+    { method: "get", path: "/api/v1/packages/deltas", tag, access: "management", summary: "Deltas being made and made (the newest 50) of packages the caller may read, with their progress", responses: { 200: ok(z.array(DeltaJob), "OK"), 401: errors[401] } },
     auth.management(),
     (c) => c.json(deltas.list(c.get("identity")) satisfies DeltaJob[]),
   );
@@ -95,20 +94,20 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
       access: "management",
       summary: "Make a delta of the package from another (xdelta3, in the background, one at a time): a package of this one's version that requires the base's",
       body: { json: DeltaRequest },
-      responses: { 202: ok(DeltaJob, "Queued"), 400: e400, ...onObject, 503: { description: "xdelta3 is not installed on the gateway", json: e400.json } },
+      responses: { 202: ok(DeltaJob, "Queued"), 400: errors[400], ...objectRefusals, 503: { description: "xdelta3 is not installed on the gateway", json: errors[400].json } },
     },
     auth.management(...UPLOAD_SCOPES),
     async (c, { body }) => c.json(deltas.request(c.get("identity"), pathId(c.req.param("id"), WHAT), body.from, actorOf(c, ctx.clock)), 202),
   );
 
-  const getPackagesById = route(app, { method: "get", path: "/api/v1/packages/:id", tag, access: "management", summary: "One package", responses: { 200: ok(Package, "OK"), ...onObject } }, auth.management(), (c) => {
+  const getPackagesById = route(app, { method: "get", path: "/api/v1/packages/:id", tag, access: "management", summary: "One package", responses: { 200: ok(Package, "OK"), ...objectRefusals } }, auth.management(), (c) => {
     const id = pathId(c.req.param("id"), WHAT);
     return c.json(toView(readablePackage(ctx.db, c.get("identity"), id)));
   });
 
   const getPackagesByIdUsage = route(
     app,
-    { method: "get", path: "/api/v1/packages/:id/usage", tag, access: "management", summary: "Where a package is used: its groups and their deployments of its version", responses: { 200: ok(PackageUsage, "OK"), ...onObject } },
+    { method: "get", path: "/api/v1/packages/:id/usage", tag, access: "management", summary: "Where a package is used: its groups and their deployments of its version", responses: { 200: ok(PackageUsage, "OK"), ...objectRefusals } },
     auth.management(),
     (c) => {
       const id = pathId(c.req.param("id"), WHAT);
@@ -118,7 +117,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
 
   const deletePackagesById = route(
     app,
-    { method: "delete", path: "/api/v1/packages/:id", tag, access: "management", summary: "Delete a package (not while a group has it)", responses: { 200: ok(), ...onObject, 409: e409 } },
+    { method: "delete", path: "/api/v1/packages/:id", tag, access: "management", summary: "Delete a package (not while a group has it)", responses: { 200: ok(), ...objectRefusals, 409: errors[409] } },
     auth.management(),
     async (c) => {
       const id = pathId(c.req.param("id"), WHAT);
@@ -129,7 +128,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
 
   const getPackagesByIdDownload = route(
     app,
-    { method: "get", path: "/api/v1/packages/:id/download", tag, access: "management", summary: "A signed, expiring download link", responses: { 200: ok(PackageLink, "OK"), ...onObject } },
+    { method: "get", path: "/api/v1/packages/:id/download", tag, access: "management", summary: "A signed, expiring download link", responses: { 200: ok(PackageLink, "OK"), ...objectRefusals } },
     auth.management(),
     (c) => {
       const id = pathId(c.req.param("id"), WHAT);

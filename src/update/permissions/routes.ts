@@ -3,7 +3,7 @@ import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import * as z from "zod";
-import { errors, ok, onObject, route, routes } from "../../http/openapi.ts";
+import { errors, ok, objectRefusals, route, routes } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { bypasses } from "./permissions.ts";
 import { checkPermission, createPermission, deletePermission, getPermission, listPermissions } from "./store.ts";
@@ -12,7 +12,6 @@ import { targetNames } from "../names.ts";
 import { pathId } from "../validation.ts";
 import { dateOf } from "../../util/time.ts";
 
-const { 400: e400, 401: e401, 409: e409, 422: e422 } = errors;
 const tag = "permissions";
 
 /** The permission table. */
@@ -29,7 +28,7 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth) {
       access: "management",
       summary: "Grant a permission",
       body: { json: PermissionCreate },
-      responses: { 200: ok(PermissionObject, "OK"), 400: e400, ...onObject, 409: e409, 422: e422 },
+      responses: { 200: ok(PermissionObject, "OK"), 400: errors[400], ...objectRefusals, 409: errors[409], 422: errors[422] },
     },
     auth.management("admin_rw"),
     async (c, { body }) => {
@@ -48,7 +47,7 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth) {
       access: "management",
       summary: "Permissions (admins: all; others: their own); names=true adds what each is on by name",
       query: PermissionListQuery,
-      responses: { 200: ok(z.array(z.union([PermissionObject, NamedPermission])), "OK"), 400: errors[400], 401: e401 },
+      responses: { 200: ok(z.array(z.union([PermissionObject, NamedPermission])), "OK"), 400: errors[400], 401: errors[401] },
     },
     auth.management(),
     (c, { query }) => {
@@ -63,7 +62,7 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth) {
 
   const getPermissionsById = route(
     app,
-    { method: "get", path: "/api/v1/permissions/:id{[0-9]+}", tag, access: "management", summary: "One permission", responses: { 200: ok(PermissionObject, "OK"), ...onObject } },
+    { method: "get", path: "/api/v1/permissions/:id{[0-9]+}", tag, access: "management", summary: "One permission", responses: { 200: ok(PermissionObject, "OK"), ...objectRefusals } },
     auth.management("admin_rw"),
     (c) => {
       const found = getPermission(db, pathId(c.req.param("id"), "resource"));
@@ -74,7 +73,7 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth) {
 
   const deletePermissionsById = route(
     app,
-    { method: "delete", path: "/api/v1/permissions/:id{[0-9]+}", tag, access: "management", summary: "Revoke a permission", responses: { 200: ok(), ...onObject } },
+    { method: "delete", path: "/api/v1/permissions/:id{[0-9]+}", tag, access: "management", summary: "Revoke a permission", responses: { 200: ok(), ...objectRefusals } },
     auth.management("admin_rw"),
     async (c) => {
       if (!(await deletePermission(db, pathId(c.req.param("id"), "permission"), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", "permission does not exist");

@@ -75,11 +75,11 @@ export class UpdateProgress {
   async recordUpdateStart(deviceId: number, mac: string, version: string, now = dateOf(this.clock)): Promise<void> {
     const db = this.db;
     const nowMs = now.getTime();
-    const fresh = (since: number) => nowMs - since < this.idleMs / 2;
+    const seenRecently = (since: number) => nowMs - since < this.idleMs / 2;
     const waiting = this.waitingAtZero.get(deviceId);
-    if (waiting && waiting.version === version && fresh(waiting.since)) return;
+    if (waiting && waiting.version === version && seenRecently(waiting.since)) return;
     const current = getProgress(db, deviceId);
-    if (current && current.version === version && current.progress === 0 && fresh(Date.parse(current.updated))) {
+    if (current && current.version === version && current.progress === 0 && seenRecently(Date.parse(current.updated))) {
       return void this.waitingAtZero.set(deviceId, { version, since: Date.parse(current.updated) });
     }
     const at = isoTime(now);

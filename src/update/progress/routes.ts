@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import * as z from "zod";
-import { errors, ok, onObject, route, routes } from "../../http/openapi.ts";
+import { errors, ok, objectRefusals, route, routes } from "../../http/openapi.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
@@ -10,7 +10,6 @@ import { pathId } from "../validation.ts";
 import { getProgress, listProgress, toView, type UpdateProgress } from "./progress.ts";
 import { Progress } from "./schema.ts";
 
-const { 401: e401 } = errors;
 
 /**
  * Update progress: `read` on the device, lists filtered, a device not updating is 404; a record
@@ -21,13 +20,13 @@ export function progressRoutes(ctx: AppContext, auth: Auth, progress: UpdateProg
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
 
-  const getDevicesProgress = route(app, { method: "get", path: "/api/v2/devices/progress", tag: "updates", access: "management", summary: "Devices that are updating", responses: { 200: ok(z.array(Progress), "OK"), 401: e401 } }, mgmt, (c) =>
+  const getDevicesProgress = route(app, { method: "get", path: "/api/v2/devices/progress", tag: "updates", access: "management", summary: "Devices that are updating", responses: { 200: ok(z.array(Progress), "OK"), 401: errors[401] } }, mgmt, (c) =>
     c.json(listProgress(db, progress.idleCutoff(), permissionFilter(c.get("identity"), "device", "d")).map(toView)),
   );
 
   const getDevicesByIdProgress = route(
     app,
-    { method: "get", path: "/api/v2/devices/:id{[0-9]+}/progress", tag: "updates", access: "management", summary: "One device's update progress", responses: { 200: ok(Progress, "OK"), ...onObject } },
+    { method: "get", path: "/api/v2/devices/:id{[0-9]+}/progress", tag: "updates", access: "management", summary: "One device's update progress", responses: { 200: ok(Progress, "OK"), ...objectRefusals } },
     mgmt,
     (c) => {
       const id = pathId(c.req.param("id"), "device");

@@ -4,7 +4,7 @@ import type { Auth } from "../../auth/middleware.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import * as z from "zod";
 import { parseJsonBody, readBodyBytes } from "../../http/body.ts";
-import { errors, firstMessage, ok, route, routes, onObject } from "../../http/openapi.ts";
+import { errors, firstMessage, ok, route, routes, objectRefusals } from "../../http/openapi.ts";
 import { clientAddress } from "../../http/transport.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { authorizeDevice, pendingCutoff, signatureHeader } from "./authorize.ts";
@@ -31,8 +31,7 @@ import { dateOf, isoTime } from "../../util/time.ts";
 export const AUTH_BODY_LIMIT = 16 * 1024;
 
 const TOTAL = { "X-Total-Count": "with limit or offset: how many registrations are pending" };
-const { 400: e400, 409: e409 } = errors;
-const write = { 400: e400, ...onObject };
+const write = { 400: errors[400], ...objectRefusals };
 const tag = "registration";
 
 /** Device authorization and registrations. */
@@ -50,7 +49,7 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
       access: "public",
       summary: `A device asks for a token: its signed body, the signature in ${header} (docs/device-protocol.md)`,
       body: { json: deviceAuthBody(ctx.config.prefix), anyType: true },
-      responses: { 200: ok(DeviceToken, "A token"), 400: e400, 401: { description: "Not (yet) accepted: the request is a pending registration now", json: errors[401].json }, 413: errors[413] },
+      responses: { 200: ok(DeviceToken, "A token"), 400: errors[400], 401: { description: "Not (yet) accepted: the request is a pending registration now", json: errors[401].json }, 413: errors[413] },
     },
     async (c) => {
       const raw = await readBodyBytes(c, AUTH_BODY_LIMIT);
@@ -73,7 +72,7 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
       access: "management",
       summary: "Pending registrations in the order they first asked (paged with limit/offset: X-Total-Count); expired ones are not listed",
       query: PendingListQuery,
-      responses: { 200: { ...ok(z.array(z.union([PendingRegistration, ReferencePending])), "OK: the reference's four fields, or with details=true all"), headers: TOTAL }, 400: e400, ...onObject },
+      responses: { 200: { ...ok(z.array(z.union([PendingRegistration, ReferencePending])), "OK: the reference's four fields, or with details=true all"), headers: TOTAL }, 400: errors[400], ...objectRefusals },
     },
     auth.management("admin_ro"),
     (c, { query }) => {
@@ -107,7 +106,7 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
 
   const postAuthRegister = route(
     app,
-    { method: "post", path: "/api/v1/auth/register", tag, access: "management", summary: "Approve a pending registration", body: { json: Register }, responses: { 200: ok(), ...write, 409: e409 } },
+    { method: "post", path: "/api/v1/auth/register", tag, access: "management", summary: "Approve a pending registration", body: { json: Register }, responses: { 200: ok(), ...write, 409: errors[409] } },
     auth.management("admin_rw"),
     async (c, { body }) => {
       const confirmed = body.confirm_key_change ?? !ctx.config.compat.key_change_confirmation;

@@ -17,14 +17,14 @@ export interface OfferTag {
 
 /**
  * What an update check does for a device (deployments/service.ts): "hold", no update; or the
- * deployment's target, and `settle` to record (durably) what the resolver found (`offered`: the
+ * deployment's target, and `recordOffer` to record (durably) what the resolver found (`offered`: the
  * offered package's version), answering the offer's tag.
  */
-export type Steer = "hold" | { target: string; settle(offered: string | undefined, deviceVersion: string): OfferTag | Promise<OfferTag | undefined> | undefined };
+export type OfferDecision = "hold" | { target: string; recordOffer(offered: string | undefined, deviceVersion: string): OfferTag | Promise<OfferTag | undefined> | undefined };
 
 /** The deployments as the update check sees them: undefined, the group's policy (`policyTarget`) as usual. */
 export interface Steering {
-  steer(deviceId: number, groupId: number, now: number, policyTarget: string | undefined): Steer | undefined;
+  steer(deviceId: number, groupId: number, now: number, policyTarget: string | undefined): OfferDecision | undefined;
 }
 
 const keyCache = new Map<string, { version: string; devtype: string; mac: string }>();
@@ -78,7 +78,7 @@ export async function updateCheck(
   const pkg = index === undefined ? undefined : plan.packages[index];
   // The deployment's record of the answer is durable before the device hears it; it and the
   // progress record below are written at once and share a commit.
-  const settled = steer ? steer.settle(pkg?.version, String(metadata[keys.version])) : undefined;
+  const settled = steer ? steer.recordOffer(pkg?.version, String(metadata[keys.version])) : undefined;
   if (pkg === undefined) return void (await settled);
   const [tag] = await Promise.all([settled, progress.recordUpdateStart(device.deviceId, device.mac, pkg.version, now)]);
   const offer: UpdateOffer = { id: pkg.id, created: pkg.created, sha256: pkg.sha256, uri: signedObjectUrl(ctx, base, pkg.storageName), version: pkg.version };

@@ -10,7 +10,6 @@ import type { UpdateCatalog } from "./catalog.ts";
 import { checkBody, checkKeys, sameMac, updateCheck, type Steering } from "./check.ts";
 import { UpdateCheck, UpdateOffer } from "./schema.ts";
 
-const { 400: e400, 401: e401, 403: e403, 413: e413 } = errors;
 
 /** `POST /api/v1/update/check` with a device token. */
 export function updateCheckRoutes(ctx: AppContext, auth: Auth, progress: UpdateProgress, catalog: UpdateCatalog, deployments: Steering): Hono<AppEnv> {
@@ -25,7 +24,7 @@ export function updateCheckRoutes(ctx: AppContext, auth: Auth, progress: UpdateP
       access: "device",
       summary: "A device asks for an update (its metadata in the body; docs/update-server.md, \"Update checks\")",
       body: { json: UpdateCheck(ctx.config.prefix), parsedBy: "handler" },
-      responses: { 200: ok(UpdateOffer, "An update"), 204: { description: "No update" }, 400: e400, 401: e401, 403: e403, 413: e413 },
+      responses: { 200: ok(UpdateOffer, "An update"), 204: { description: "No update" }, 400: errors[400], 401: errors[401], 403: errors[403], 413: errors[413] },
     },
     auth.device(),
     async (c) => {
