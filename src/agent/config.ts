@@ -2,7 +2,7 @@
  * `labgate agent` configuration: a YAML file (agentConfigSchema); flags beat it. Written with
  * zod/mini, not zod's classic API as the server's config is (src/config/schema.ts): the same
  * validation and messages for about 1 MB of an idle agent's memory instead of 6 (classic zod's
- * module and schema objects; a small board's memory, issue 31).
+ * module and schema objects; a small board's memory).
  */
 import { existsSync } from "node:fs";
 import { networkInterfaces } from "node:os";

@@ -1,5 +1,5 @@
 /*
- * An idle agent's memory on a small board (issue 31): a second after the agent first connects, one
+ * An idle agent's memory on a small board: a second after the agent first connects, one
  * memory-reducing collection (collectAllGarbage) drops what its start left behind (the source
  * that the executable compiled twice over, the config reader's bundle, the registration's and first
  * update check's buffers) and shrinks V8's young generation to its least. V8's own memory reducer

@@ -1,6 +1,6 @@
 /*
  * Set first thing in `labgate agent` (src/agent/main.ts imports it before anything else), for an
- * idle agent's memory on a small board (issue 31): neither optimizing compilers nor the baseline
+ * idle agent's memory on a small board: neither optimizing compilers nor the baseline
  * compiler (Sparkplug), which the agent's light JavaScript does not need. Measured in the executable
  * (idle, connected): without these flags the optimizers' own code costs 2.1 MB more of the
  * executable's pages; Sparkplug's compiled code 0.4 MB more. Changing V8's flags also makes them

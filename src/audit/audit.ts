@@ -1,5 +1,5 @@
 /*
- * The audit log (issue 29): every change, recorded in the transaction that makes it, so that an
+ * The audit log: every change, recorded in the transaction that makes it, so that an
  * acknowledged change is in the log and a rolled-back one is not; refused authorizations are
  * recorded too, counted per client and route (refusals.ts). A domain records with one line inside its `db.write`:
  *

@@ -6,7 +6,7 @@
  * main thread (NodePlatform::DrainTasks) before it runs anything again: every job queued by then,
  * optimising compiles included, must finish first. A server's start met this on sql.js's compile
  * and, right after listening, on the tier-up of the database's hot functions, which held its first
- * answer 40-70 ms (issue 31). A ref'd timer keeps the loop turning instead; every command runs
+ * answer tens of milliseconds later. A ref'd timer keeps the loop turning instead; every command runs
  * under one (src/cli/exit.ts).
  */
 export async function holdEventLoop<T>(work: Promise<T>): Promise<T> {

@@ -1,7 +1,7 @@
 /*
  * The device side's HTTP client, on node:http and node:https. Not fetch: Node's fetch (and
  * Headers, Request, Response) is its built-in undici, which an idle agent would hold only for a
- * few requests a minute (about 10 MB of a small board's memory, issue 31). node:https, and with
+ * few requests a minute (megabytes of a small board's memory). node:https, and with
  * it tls, loads with the first request to an https server. Bodies stream both ways.
  */
 import { globalAgent, request as plainRequest, type IncomingHttpHeaders, type IncomingMessage } from "node:http";
