@@ -228,6 +228,15 @@ function cgroupsWritable(): boolean {
   }
 }
 
+/** A /proc file's text, or "" once the process is gone. */
+function readText(path: string): string {
+  try {
+    return readFileSync(path, "latin1");
+  } catch {
+    return "";
+  }
+}
+
 describe("a run that was running when its server died", { skip: !cgroupsWritable() && "needs a cgroup v2 that root may write" }, () => {
   test("what it started is killed when the server starts again, before it runs anything", async () => {
     const dataDir = tempDir();
@@ -238,7 +247,9 @@ describe("a run that was running when its server died", { skip: !cgroupsWritable
       const server = { url: serve.url, adminToken: readFileSync(join(dataDir, "admin.token"), "utf8").trim(), request: requestAt(serve.url) } as TestServer;
       await uploadConfig(server, "crash.yml", "tests:\n  crash:\n" + step("leave", `export LABGATE_MARK=${mark}; setsid sleep 300 >/dev/null 2>&1 &`) + "  - sleep:\n      seconds: 30\n");
       await trigger(server, { config_name: "crash.yml" });
-      await waitFor(() => marked(mark).length > 0, 10_000, "the run's process");
+      // The detached sleep itself: the step's shell also names the mark (its command line) and may die with the server before it has started the sleep.
+      const detached = () => marked(mark).filter((pid) => readText(`/proc/${pid}/cmdline`).startsWith("sleep\0"));
+      await waitFor(() => detached().length > 0, 10_000, "the run's detached process");
       await serve.stop("SIGKILL");
       assert.notDeepEqual(marked(mark), [], "the server's death leaves it");
       restarted = await startTestServer({}, dataDir);
