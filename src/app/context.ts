@@ -1,5 +1,6 @@
 import type { Config } from "../config/config.ts";
 import type { Database } from "../db/index.ts";
+import type { Store } from "../db/store.ts";
 import type { DeviceIdentity, ManagementIdentity, TokenService } from "../auth/tokens.ts";
 import type { Logger } from "../util/log.ts";
 import type { Clock } from "../util/time.ts";
@@ -13,7 +14,10 @@ import type { Clock } from "../util/time.ts";
 export interface AppContext {
   readonly config: Config;
   readonly dataDir: string;
+  /** The embedded database (its files, checkpoints, backups); queries go through `store`. */
   readonly db: Database;
+  /** The query layer over the configured engine (src/db/store.ts). */
+  readonly store: Store;
   readonly tokens: TokenService;
   readonly log: Logger;
   readonly version: string;

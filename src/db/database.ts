@@ -6,6 +6,7 @@ import { encodeFrame, JournalWriter, type SqlParam, type Statement } from "./jou
 import { IMAGE_FILE, imageSum, journalGenerations, journalName, markGeneration, openImage, replayJournals, writeImageSum } from "./image.ts";
 import { loadSqlJs, type WasmSource } from "./wasm.ts";
 import { CheckpointWorkerError, checkpointInWorker } from "./worker.ts";
+import { Lock } from "./query/lock.ts";
 import { fsyncDir, writeFileDurableAsync } from "../util/files.ts";
 import { LabgateError } from "../util/errors.ts";
 import { isoTime } from "../util/time.ts";
@@ -98,6 +99,12 @@ export class Database {
   private loads = 0;
   private seq = 0;
   private inTransaction = false;
+  /**
+   * Held while a transaction spans awaits (the query layer's, src/db/query/embedded.ts): a
+   * synchronous write, an export or a checkpoint of this connection waits for it, so that none
+   * runs inside another's open transaction.
+   */
+  readonly connection = new Lock();
   private dirtySinceCheckpoint = false;
   private checkpointing: Promise<void> | undefined;
   private checkpointTimer: NodeJS.Timeout | undefined;
@@ -264,7 +271,7 @@ export class Database {
    * disk, and rejects (DatabaseUnavailableError) if it could not be made durable.
    */
   async write<T>(fn: (tx: Tx) => T): Promise<T> {
-    const { result, ops } = this.transact(fn);
+    const { result, ops } = await this.whenConnectionFree(() => this.transact(fn));
     if (ops.length > 0) await this.appendDurably(ops);
     return result;
   }
@@ -333,10 +340,25 @@ export class Database {
 
   /** A write that needs no acknowledgement (e.g. a last-seen time): durable with the next commit or within a second. */
   writeLazy(fn: (tx: Tx) => void): void {
-    const { ops } = this.transact(fn);
-    if (ops.length === 0) return;
-    this.dirtySinceCheckpoint = true;
-    this.journal.appendLazy(encodeFrame({ seq: ++this.seq, ops }), this.options.lazyFlushMs);
+    const written = this.whenConnectionFree(() => {
+      const { ops } = this.transact(fn);
+      if (ops.length === 0) return;
+      this.dirtySinceCheckpoint = true;
+      this.journal.appendLazy(encodeFrame({ seq: ++this.seq, ops }), this.options.lazyFlushMs);
+    });
+    if (written instanceof Promise) written.catch((error: Error) => this.log("warn", `a lazy write was dropped: ${error.message}`));
+  }
+
+  /** Runs `fn` now when no transaction holds the connection, else as soon as the holder lets go. */
+  private whenConnectionFree<T>(fn: () => T): T | Promise<T> {
+    if (!this.connection.busy) return fn();
+    return this.connection.acquire().then(() => {
+      try {
+        return fn();
+      } finally {
+        this.connection.release();
+      }
+    });
   }
 
   private onJournalFailure(error: Error): void {
@@ -384,6 +406,8 @@ export class Database {
    */
   checkpoint({ inline = !this.workerCheckpoints }: { inline?: boolean } = {}): Promise<void> {
     if (this.checkpointing) return this.checkpointing;
+    // An export of the connection may not see (nor, in sql.js, end) another's open transaction.
+    if (inline && this.inTransaction) return Promise.resolve(this.whenConnectionFree(() => this.checkpoint({ inline }))).then((done) => done);
     if (this.failure) return Promise.reject(new DatabaseUnavailableError(`database is unavailable: ${this.failure.message}`));
     const covered = this.generation;
     let image: Uint8Array | undefined;

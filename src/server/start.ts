@@ -6,6 +6,7 @@ import { serve, type ServerType, type WebSocketServerLike } from "@hono/node-ser
 import type { IncomingMessage, Server } from "node:http";
 import type { Config } from "../config/config.ts";
 import { Database, IMAGE_FILE, migrate, migrations } from "../db/index.ts";
+import { embeddedStore, type Store } from "../db/store.ts";
 import { createFirstAdmin } from "../accounts/accounts.ts";
 import { createAccountsDomain } from "../accounts/domain.ts";
 import { loadOrCreateKeys } from "../auth/keys.ts";
@@ -129,6 +130,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const releaseLock = acquireLock(dataDir);
   let db: Database | undefined;
+  let store: Store | undefined;
   let started: AppContext | undefined;
   try {
     const firstStart = !existsSync(join(dataDir, IMAGE_FILE));
@@ -149,7 +151,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     }
     const adminPasswordFile = await createFirstAdmin(db, dataDir, config.prefix, dateOf(clock));
 
-    const ctx: AppContext = (started = { config, dataDir, db, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] });
+    store = embeddedStore(db);
+    const ctx: AppContext = (started = { config, dataDir, db, store, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] });
     const domains = startDomains(ctx);
     // Entries of commands run while no server ran are in the log before the first request.
     await domains.shared.auditSpool.ingest();
@@ -191,6 +194,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           connections.closeWithoutRequest();
         });
         for (const hook of ctx.onShutdown) await hook();
+        await store!.close();
         await db!.close();
         rmSync(urlFile, { force: true });
         releaseLock();
@@ -204,6 +208,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     // What the domains started before the failure (timers, sweeps, node polls) stops, so that a
     // refused start leaves nothing running in a process that goes on (tests, `labgate` as a library).
     if (started) await stopDomains(started, log);
+    await store?.close().catch(() => {});
     await db?.close().catch(() => {});
     releaseLock();
     throw error;

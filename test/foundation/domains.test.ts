@@ -6,6 +6,7 @@ import { loadOrCreateKeys } from "../../src/auth/keys.ts";
 import { TokenService } from "../../src/auth/tokens.ts";
 import { loadConfig } from "../../src/config/config.ts";
 import { Database, migrate, migrations } from "../../src/db/index.ts";
+import { embeddedStore } from "../../src/db/store.ts";
 import type { AppContext } from "../../src/app/context.ts";
 import { createTestRunDomain, type TestRunDomain } from "../../src/testrun/domain.ts";
 import { SHUTDOWN_ERROR } from "../../src/testrun/runs/service.ts";
@@ -22,7 +23,7 @@ async function openContext(dataDir: string): Promise<AppContext> {
   const db = await Database.open(dataDir);
   await migrate(db, migrations);
   const tokens = new TokenService(loadOrCreateKeys(dataDir), config.prefix);
-  return { config, dataDir, db, tokens, log: createLogger("error"), version: "test", clock: systemClock, startedAt: new Date(), onClosing: [], onShutdown: [] };
+  return { config, dataDir, db, store: embeddedStore(db), tokens, log: createLogger("error"), version: "test", clock: systemClock, startedAt: new Date(), onClosing: [], onShutdown: [] };
 }
 
 /** The server's own close, without the listener: closing hooks, then shutdown work. */

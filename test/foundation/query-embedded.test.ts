@@ -104,4 +104,30 @@ describe("the query layer over the embedded database", () => {
     assert.deepEqual(names(reopened), ["kept"]);
     await reopened.close();
   });
+
+  test("a synchronous write, a lazy write and an inline checkpoint wait for an open transaction instead of landing inside it", async () => {
+    const dir = tempDir();
+    const { db, k } = await open(dir);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const transaction = k.transaction().execute(async (tx) => {
+      await tx.insertInto("items").values({ name: "in-tx" }).execute();
+      await held;
+      throw new Error("rolled back");
+    });
+    await sleep(5);
+    const written = db.write((tx) => void tx.run("INSERT INTO items (name) VALUES ('sync')"));
+    db.writeLazy((tx) => void tx.run("INSERT INTO items (name) VALUES ('lazy')"));
+    const checkpoint = db.checkpoint({ inline: true });
+    release();
+    await assert.rejects(transaction, /rolled back/);
+    await written;
+    await checkpoint;
+    // Neither landed inside the transaction: its rollback took only its own row.
+    assert.deepEqual(names(db), ["sync", "lazy"]);
+    await db.close();
+    const reopened = await Database.open(dir);
+    assert.deepEqual(names(reopened), ["sync", "lazy"]);
+    await reopened.close();
+  });
 });

@@ -6,6 +6,7 @@ import { SCOPES, type Scope } from "../../src/auth/scopes.ts";
 import { TokenService } from "../../src/auth/tokens.ts";
 import { loadConfig } from "../../src/config/config.ts";
 import { Database, migrate, migrations } from "../../src/db/index.ts";
+import { embeddedStore } from "../../src/db/store.ts";
 import type { Operation } from "../../src/http/openapi.ts";
 import type { Domains } from "../../src/server/routes.ts";
 import { serverApp, startDomains, stopDomains } from "../../src/server/start.ts";
@@ -43,7 +44,8 @@ export async function inProcessApp(patch: ConfigPatch = {}): Promise<InProcessAp
   const db = await Database.open(dataDir);
   await migrate(db, migrations);
   const tokens = new TokenService(loadOrCreateKeys(dataDir), config.prefix, clock);
-  const ctx: AppContext = { config, dataDir, db, tokens, log, version: VERSION, clock, startedAt: new Date(clock.now()), onClosing: [], onShutdown: [] };
+  const store = embeddedStore(db);
+  const ctx: AppContext = { config, dataDir, db, store, tokens, log, version: VERSION, clock, startedAt: new Date(clock.now()), onClosing: [], onShutdown: [] };
   const domains = startDomains(ctx);
   const { app, operations } = serverApp(ctx, domains);
   const token = (scopes: Scope[], user = "tester") => tokens.issueManagement(user, scopes, 3600);
@@ -63,6 +65,7 @@ export async function inProcessApp(patch: ConfigPatch = {}): Promise<InProcessAp
     },
     async close() {
       await stopDomains(ctx, log);
+      await store.close();
       await db.close();
       removeDir(dataDir);
     },

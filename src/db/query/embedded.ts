@@ -1,8 +1,8 @@
 /**
  * Kysely over the embedded database: one connection (the in-process sql.js one), held by one
- * caller at a time, so that a transaction's awaits never let another query see its uncommitted
- * rows or interleave with it; a transaction's writes are one journal frame, acknowledged once on
- * disk. Kysely's own SQLite adapter and compiler make the SQL.
+ * caller at a time (the database's `connection` lock), so that a transaction's awaits never let
+ * another query see its uncommitted rows or interleave with it; a transaction's writes are one
+ * journal frame, acknowledged once on disk. Kysely's own SQLite adapter and compiler make the SQL.
  */
 import {
   SelectQueryNode,
@@ -17,10 +17,9 @@ import {
   type QueryResult,
 } from "kysely";
 import type { Database, OpenTransaction, SqlParam } from "../database.ts";
-import { Lock } from "./lock.ts";
 
 /** Kysely's parameters as sql.js binds them. */
-function bindable(parameters: readonly unknown[]): SqlParam[] {
+export function bindable(parameters: readonly unknown[]): SqlParam[] {
   return parameters.map((value) => {
     if (typeof value === "bigint") return Number(value);
     if (typeof value === "boolean") return value ? 1 : 0;
@@ -35,14 +34,33 @@ function writes(query: CompiledQuery): boolean {
   return !/^\s*(SELECT|PRAGMA\s+\w+\s*$|EXPLAIN)\b/i.test(query.sql);
 }
 
+/**
+ * One hold of the connection (the database's lock), from Kysely's acquire to its release or to an
+ * earlier release at commit: once COMMIT has run in memory the next caller may go on while this
+ * one waits for its frame to reach the disk, as a synchronous write lets others run meanwhile.
+ */
 class EmbeddedConnection implements DatabaseConnection {
   /** The open transaction, while Kysely's transaction() holds this connection. */
   transaction: OpenTransaction | undefined;
+  private held = true;
 
   private readonly db: Database;
 
   constructor(db: Database) {
     this.db = db;
+  }
+
+  release(): void {
+    if (!this.held) return;
+    this.held = false;
+    this.db.connection.release();
+  }
+
+  /** Commits in memory now, lets the connection go, and resolves once the change is on disk. */
+  async commit(transaction: OpenTransaction): Promise<void> {
+    const durable = transaction.commit();
+    this.release();
+    await durable;
   }
 
   async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
@@ -57,7 +75,7 @@ class EmbeddedConnection implements DatabaseConnection {
       if (!this.transaction) transaction.rollback();
       throw error;
     }
-    if (!this.transaction) await transaction.commit();
+    if (!this.transaction) await this.commit(transaction);
     if (!changes) return { rows: outcome.rows };
     return {
       rows: outcome.rows,
@@ -73,49 +91,46 @@ class EmbeddedConnection implements DatabaseConnection {
 }
 
 class EmbeddedDriver implements Driver {
-  private readonly lock = new Lock();
-  private readonly connection: EmbeddedConnection;
-
   private readonly db: Database;
 
   constructor(db: Database) {
     this.db = db;
-    this.connection = new EmbeddedConnection(db);
   }
 
   async init(): Promise<void> {}
 
   async acquireConnection(): Promise<DatabaseConnection> {
-    await this.lock.acquire();
-    return this.connection;
+    await this.db.connection.acquire();
+    return new EmbeddedConnection(this.db);
   }
 
-  async releaseConnection(): Promise<void> {
-    this.lock.release();
+  async releaseConnection(connection: DatabaseConnection): Promise<void> {
+    (connection as EmbeddedConnection).release();
   }
 
-  async beginTransaction(): Promise<void> {
-    this.connection.transaction = this.db.begin();
+  async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    (connection as EmbeddedConnection).transaction = this.db.begin();
   }
 
-  async commitTransaction(): Promise<void> {
-    const transaction = this.ended();
-    await transaction.commit();
+  async commitTransaction(connection: DatabaseConnection): Promise<void> {
+    const held = connection as EmbeddedConnection;
+    await held.commit(this.ended(held));
   }
 
-  async rollbackTransaction(): Promise<void> {
+  async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
     // Kysely also rolls back after a failed commit, which has ended the transaction already.
-    const transaction = this.connection.transaction;
-    this.connection.transaction = undefined;
+    const held = connection as EmbeddedConnection;
+    const transaction = held.transaction;
+    held.transaction = undefined;
     transaction?.rollback();
   }
 
   async destroy(): Promise<void> {}
 
-  private ended(): OpenTransaction {
-    const transaction = this.connection.transaction;
+  private ended(connection: EmbeddedConnection): OpenTransaction {
+    const transaction = connection.transaction;
     if (!transaction) throw new Error("no open transaction");
-    this.connection.transaction = undefined;
+    connection.transaction = undefined;
     return transaction;
   }
 }

@@ -3,6 +3,11 @@ export class Lock {
   private held = false;
   private readonly waiters: Array<() => void> = [];
 
+  /** Whether someone holds it now. */
+  get busy(): boolean {
+    return this.held;
+  }
+
   acquire(): Promise<void> {
     if (!this.held) {
       this.held = true;
