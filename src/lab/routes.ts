@@ -11,7 +11,7 @@ import { pathId } from "../update/validation.ts";
 import type { LabDomain } from "./domain.ts";
 import type { PowerAction } from "./drivers.ts";
 import { BoardView, ConsoleQuery, ConsoleSpan, PowerState, ReservationCreate, ReservationState } from "./schema.ts";
-import { readBoard, type BoardConfig } from "./config.ts";
+import { readBoard, type BoardConfig } from "../config/lab.ts";
 import { Problem } from "../config/schema.ts";
 import { LabgateError } from "../util/errors.ts";
 
