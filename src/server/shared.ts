@@ -22,8 +22,8 @@ export interface SharedServices {
   auditSpool: AuditSpool;
 }
 
-export function createSharedServices(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "db" | "store" | "log" | "onClosing" | "onShutdown">, accountGate: AccountGate | undefined): SharedServices {
-  const accessWatch = new AccessWatch(ctx.db, accountGate, ctx.clock);
+export function createSharedServices(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "store" | "log" | "onClosing" | "onShutdown">, accountGate: AccountGate | undefined): SharedServices {
+  const accessWatch = new AccessWatch(ctx.store, accountGate, ctx.clock, ctx.log);
   const streams = new EventStreams(ctx.log, ctx.clock, accessWatch, ctx.config.compat.sse_comments);
   // Open event streams end when the server stops accepting, so that shutdown does not wait on them.
   ctx.onClosing.push(() => streams.endAll());
