@@ -121,7 +121,7 @@ export async function hasPermissionRows(q: Queries, user: string): Promise<boole
 export async function deletePermissionsOfUser(tx: Tx, user: string): Promise<void> {
   await tx
     .deleteFrom("permissions")
-    .where((eb) => eb(eb.fn("lower", ["user_id"]), "=", user.toLowerCase()))
+    .where((eb) => eb(eb.fn("lower", ["user_id"]), "=", eb.fn("lower", [eb.val(user)])))
     .execute();
 }
 
