@@ -69,14 +69,18 @@ export class UpdateCatalog implements CatalogWatch {
   private async load(): Promise<Cache> {
     const generation = this.generation;
     const epoch = this.store.epoch;
+    let rows;
+    try {
+      rows = await membershipsByPriority(this.store.query);
+    } finally {
+      // Done or failed, this load is over: a check that finds no cache (a failure's) starts another.
+      if (generation === this.generation) this.loading = undefined;
+    }
     // One pass over all memberships, ordered so that each device's first row is its active group.
     const activeGroup = new Map<number, number>();
-    for (const row of await membershipsByPriority(this.store.query)) if (!activeGroup.has(row.device_id)) activeGroup.set(row.device_id, row.group_id);
+    for (const row of rows) if (!activeGroup.has(row.device_id)) activeGroup.set(row.device_id, row.group_id);
     const cache: Cache = { epoch, generation, activeGroup, plans: new Map() };
-    if (generation === this.generation) {
-      this.cache = cache;
-      this.loading = undefined;
-    }
+    if (generation === this.generation) this.cache = cache;
     return cache;
   }
 
@@ -92,7 +96,7 @@ export class UpdateCatalog implements CatalogWatch {
       plan = this.loadPlan(groupId, versionKey);
       cache.plans.set(groupId, plan);
       // A failed load is not kept: the next check tries again.
-      plan.catch(() => cache.plans.delete(groupId));
+      plan.catch(() => cache.plans.get(groupId) === plan && cache.plans.delete(groupId));
     }
     return plan;
   }
