@@ -79,6 +79,16 @@ function readDatabaseUrl(value: unknown): string {
   return value;
 }
 
+/** Checks a database URL given as `name` (a flag, an environment variable) as `database.url` is checked. */
+export function checkDatabaseUrl(url: string, name: string): string {
+  try {
+    return readDatabaseUrl(url);
+  } catch (error) {
+    if (!(error instanceof Problem)) throw error;
+    throw new ConfigError(`${name} (database.url): ${error.what}`);
+  }
+}
+
 /**
  * A node address as protoplaster's device list normalises it: `http://` when there is no scheme,
  * port 5000 when there is none (`10.0.1.2` -> `http://10.0.1.2:5000`).
@@ -381,12 +391,7 @@ export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
   const databaseUrl = sources.flags?.databaseUrl !== undefined ? (["--database-url", sources.flags.databaseUrl] as const) : env.LABGATE_DATABASE_URL ? (["LABGATE_DATABASE_URL", env.LABGATE_DATABASE_URL] as const) : undefined;
   if (databaseUrl) {
     const [name, url] = databaseUrl;
-    try {
-      readDatabaseUrl(url);
-    } catch (error) {
-      if (!(error instanceof Problem)) throw error;
-      throw new ConfigError(`${name} (database.url): ${error.what}`);
-    }
+    checkDatabaseUrl(url, name);
     const section = layered.database ?? {};
     // A section that is not a mapping stays as it is, for the schema to name.
     if (typeof section === "object" && section !== null && !Array.isArray(section)) layered.database = { ...section, url };
