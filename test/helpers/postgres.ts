@@ -58,7 +58,7 @@ const HBA = ["local all all trust", "host all labgate 127.0.0.1/32 trust", "host
  * user (initdb refuses root: as root it runs as `postgres`). fsync is off: a test kills labgate,
  * never the machine, and the cluster's own crash safety is PostgreSQL's.
  */
-export async function startPostgres(): Promise<ThrowawayPostgres> {
+export async function startPostgres({ maxConnections = 200 }: { maxConnections?: number } = {}): Promise<ThrowawayPostgres> {
   const bin = postgresBin();
   if (!bin) throw new Error("PostgreSQL's binaries are missing: apt-get install postgresql (or set PG_BIN)");
   const dir = mkdtempSync(join(tmpdir(), "labgate-pg-"));
@@ -76,7 +76,7 @@ export async function startPostgres(): Promise<ThrowawayPostgres> {
   const launch = async () => {
     const child = spawn(
       join(bin, "postgres"),
-      ["-D", data, "-p", String(port), "-k", dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200"],
+      ["-D", data, "-p", String(port), "-k", dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", `max_connections=${maxConnections}`],
       { stdio: ["ignore", "ignore", "pipe"], ...user },
     );
     server = child;

@@ -44,7 +44,7 @@ async function embeddedCounts(dataDir: string): Promise<Record<string, number>> 
 /** A stopped embedded data dir with two packages (one large), groups and an approved account's sessions table rows as a start leaves them. */
 async function populatedDataDir(): Promise<{ dataDir: string; packages: Array<{ id: number; sha256: string }>; adminToken: string }> {
   const dataDir = tempDir();
-  const server = await startTestServer({}, dataDir);
+  const server = await startTestServer({ database: { url: "" } }, dataDir);
   const packages = [
     await uploadOk(server, { token: server.adminToken, file: Buffer.alloc(200_000, 3), version: "v1" }),
     await uploadOk(server, { token: server.adminToken, file: Buffer.from("second"), version: "v2" }),
@@ -109,7 +109,7 @@ describe("one backup format, restorable into either engine", () => {
     assert.equal(restore.code, 0, restore.stderr);
     assert.deepEqual(await embeddedCounts(target), counts);
 
-    const server = await startTestServer({}, target);
+    const server = await startTestServer({ database: { url: "" } }, target);
     try {
       const groups = (await server.call("GET", "/api/v2/groups")).body as Array<{ metadata: Record<string, string> }>;
       assert.deepEqual(groups.map((g) => g.metadata["svc.group.name"]).sort(), ["lab-b", "only-in-postgres"]);
