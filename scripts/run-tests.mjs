@@ -1,6 +1,7 @@
 // Runs every test/**/*.test.ts and src/**/*.test.ts (the unit tests beside the modules they test), or
 // those whose path contains an argument, with node:test. Node 20's --test does not expand globs, so we do.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
+import { once } from "node:events";
 import { existsSync, readdirSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { tsImport } from "tsx/esm/api";
@@ -42,7 +43,13 @@ const SYSTEM_PACKAGES = [
 ];
 const found = (program) =>
   program.includes("/") ? existsSync(program) : (process.env.PATH ?? "").split(delimiter).some((dir) => dir && existsSync(join(dir, program)));
-const missing = SYSTEM_PACKAGES.filter((need) => files.some((f) => f.startsWith(need.for)) && !found(need.program));
+// LABGATE_TEST_DATABASE=postgres: every test server on PostgreSQL (test/helpers/test-database.ts), so every run needs it.
+const onPostgres = process.env.LABGATE_TEST_DATABASE === "postgres";
+if (process.env.LABGATE_TEST_DATABASE && !onPostgres) {
+  console.error(`LABGATE_TEST_DATABASE=${process.env.LABGATE_TEST_DATABASE}: expected postgres (or unset: the embedded engine)`);
+  process.exit(1);
+}
+const missing = SYSTEM_PACKAGES.filter((need) => (files.some((f) => f.startsWith(need.for)) || (onPostgres && need.pkg === "postgresql")) && !found(need.program));
 if (missing.length > 0) {
   const names = missing.map((need) => need.pkg).join(" ");
   const command = `apt-get update && apt-get install -y --no-install-recommends ${names}`;
@@ -67,15 +74,24 @@ const { BUNDLE_ENV, buildTestBundle } = await tsImport("../test/helpers/bundle.t
 // them from source.
 const fromSource = process.env.LABGATE_TEST_SOURCE === "1";
 const [bundle, bundled] = await Promise.all([buildTestBundle(), fromSource ? undefined : bundleTests(process.cwd(), files)]);
+// One throwaway cluster for the whole run; each test server makes its own database in it.
+const cluster = onPostgres ? await (await tsImport("../test/helpers/postgres.ts", import.meta.url)).startPostgres({ maxConnections: 500 }) : undefined;
+if (cluster) console.error(`tests on PostgreSQL: ${cluster.url("postgres")}`);
 // A hung test fails on its own after three minutes (LABGATE_TEST_TIMEOUT_MS: another bound, as
 // .ci/run gives the abuse corpus against the arm64 executable under qemu) instead of holding CI to its limit.
 const timeout = Number(process.env.LABGATE_TEST_TIMEOUT_MS || 180_000);
 const options = ["--enable-source-maps", "--test", "--test-concurrency=2", `--test-timeout=${timeout}`];
 // LABGATE_TEST_NODE: another Node binary runs the tests (CI: the executable's Node 24, build/node24).
 const node = process.env.LABGATE_TEST_NODE || process.execPath;
-const result = spawnSync(node, [...(fromSource ? ["--import", "tsx"] : []), ...options, ...(bundled?.paths ?? files)], {
+// Asynchronous, so that the cluster's server (a child of this process) keeps running meanwhile; a
+// signal that ends the run goes to the test processes, whose exit ends this wait.
+const test = spawn(node, [...(fromSource ? ["--import", "tsx"] : []), ...options, ...(bundled?.paths ?? files)], {
   stdio: "inherit",
-  env: { ...process.env, [BUNDLE_ENV]: bundle },
+  env: { ...process.env, [BUNDLE_ENV]: bundle, ...(cluster ? { LABGATE_TEST_POSTGRES_URL: cluster.url("postgres") } : {}) },
 });
+for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => test.kill(signal));
+const [code] = await once(test, "exit");
+const result = { status: code };
 await bundled?.remove();
+await cluster?.stop();
 process.exit(result.status ?? 1);

@@ -14,7 +14,11 @@ import type { Clock } from "../util/time.ts";
 export interface AppContext {
   readonly config: Config;
   readonly dataDir: string;
-  /** The embedded database (its files, checkpoints, backups); queries go through `store`. */
+  /**
+   * The embedded database; queries go through `store`, and what is engine-specific (health,
+   * backups) through `store` too. TEMPORARY: kept while domains are converted to `store`; on
+   * PostgreSQL there is none (src/server/start.ts gives a stand-in that fails on use).
+   */
   readonly db: Database;
   /** The query layer over the configured engine (src/db/store.ts). */
   readonly store: Store;

@@ -2,11 +2,12 @@
  * What a backup holds, taken from a data dir whose database is open in this process (the
  * running server's, or the CLI's own when no server runs), so it is consistent by construction:
  *
- * - the database: an image of everything committed (Database.snapshot), no journals;
+ * - the database: an image of everything committed (Store.exportImage: on PostgreSQL its rows in a
+ *   fresh embedded image, so that one archive format restores into either engine), no journals;
  * - package objects: exactly the objects of the packages in that image. Objects never change
  *   once their row exists (the file is renamed into place before the row commits, and removed
- *   only after the row is gone), so in the same synchronous step as the image each one is
- *   hard-linked into a staging directory: a package deleted while the backup streams keeps its
+ *   only after the row is gone), so in the same step as the image (nothing commits in between on
+ *   the embedded engine) each one is hard-linked into a staging directory: a package deleted while the backup streams keeps its
  *   bytes in the backup, an upload that commits later is not in the image and not in the backup;
  * - everything else in the data dir (keys and secrets, test configs, reports, artifacts, action
  *   outputs), read file by file as the stream reaches it; runs still going at that moment are
@@ -20,7 +21,8 @@ import { open, opendir } from "node:fs/promises";
 import { isAbsolute, join, relative, sep } from "node:path";
 import type { Writable } from "node:stream";
 import type { Config } from "../config/config.ts";
-import { hasTable, IMAGE_FILE, IMAGE_SUM_FILE, type Database } from "../db/index.ts";
+import { hasTable, IMAGE_FILE, IMAGE_SUM_FILE } from "../db/index.ts";
+import type { ImageReader, Store } from "../db/store.ts";
 import { storedNamesNow } from "../update/packages/legacy.ts";
 import { LOCK_FILE } from "../util/lock.ts";
 import { testrunDirs } from "../testrun/runs/paths.ts";
@@ -37,7 +39,7 @@ const activeStaging = new Set<string>();
 
 export interface BackupSource {
   config: Config;
-  db: Database;
+  store: Store;
   /** Whether a server runs on the data dir (recorded in the backup's info). */
   serverRunning: boolean;
   /** The backup's `created` time. */
@@ -96,7 +98,7 @@ function fileSource(name: string, path: string): Source {
  * Hard-links the object of every package in the image into a fresh staging directory (see the
  * top of this file). Synchronous with the snapshot: nothing can commit or delete in between.
  */
-function stagePackageObjects(dataDir: string, db: Database, warn: (message: string) => void): { dir: string; objects: Array<[name: string, staged: string]> } {
+function stagePackageObjects(dataDir: string, db: ImageReader, warn: (message: string) => void): { dir: string; objects: Array<[name: string, staged: string]> } {
   const root = join(dataDir, STORAGE_DIR);
   mkdirSync(root, { recursive: true, mode: 0o700 });
   for (const name of readdirSync(root)) {
@@ -128,16 +130,15 @@ export interface Snapshot {
 
 /**
  * Takes the state to back up from the data dir `source.config.data_dir` (whose database is
- * `source.db`), synchronously: see the top of this file for what it holds and why it is
- * consistent. Throws DatabaseUnavailableError when the database cannot be read.
+ * `source.store`): see the top of this file for what it holds and why it is consistent. Throws
+ * DatabaseUnavailableError when the database cannot be read.
  */
-export function takeSnapshot(source: BackupSource): Snapshot {
-  const { config, db } = source;
+export async function takeSnapshot(source: BackupSource): Promise<Snapshot> {
+  const { config, store } = source;
   const warn = source.warn ?? (() => {});
   const dataDir = config.data_dir;
-  // One synchronous step: the image, and the objects of exactly the packages it holds.
-  const { image, durable } = db.snapshot();
-  const staging = stagePackageObjects(dataDir, db, warn);
+  // One step: the image, and the objects of exactly the packages it holds.
+  const { image, durable, alongside: staging } = await store.exportImage((db) => stagePackageObjects(dataDir, db, warn));
   const discard = () => {
     rmSync(staging.dir, { recursive: true, force: true });
     activeStaging.delete(staging.dir);

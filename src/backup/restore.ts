@@ -25,7 +25,7 @@ function targetProblem(target: string): string | undefined {
  * truncated backup leaves nothing behind. `beforeCommit` adds to the temp directory once the
  * backup checked out, before it becomes `target` (the restore's own audit entry).
  */
-export async function restoreBackup(input: Readable, target: string, beforeCommit?: (dir: string, result: ReadResult) => void): Promise<ReadResult> {
+export async function restoreBackup(input: Readable, target: string, beforeCommit?: (dir: string, result: ReadResult) => void | Promise<void>): Promise<ReadResult> {
   target = resolve(target);
   const refused = targetProblem(target);
   if (refused) {
@@ -57,7 +57,7 @@ export async function restoreBackup(input: Readable, target: string, beforeCommi
       // Test configs show their upload time, which is the file's modification time.
       if (mtime) utimesSync(path, mtime, mtime);
     }
-    beforeCommit?.(temp, result);
+    await beforeCommit?.(temp, result);
     for (const dir of dirs) fsyncDir(dir);
     try {
       rmdirSync(target);

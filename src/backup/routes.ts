@@ -31,7 +31,7 @@ export function backupRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
       // In the log before the snapshot: the backup holds its own entry.
       await recordRequest(ctx, c, "backup", "data_dir");
       // Before the answer starts: a database that cannot be read is a 503, not a cut stream.
-      const snapshot = takeSnapshot({ config: ctx.config, db: ctx.db, serverRunning: true, now: dateOf(ctx.clock), warn: (m) => ctx.log.warn(`backup: ${m}`) });
+      const snapshot = await takeSnapshot({ config: ctx.config, store: ctx.store, serverRunning: true, now: dateOf(ctx.clock), warn: (m) => ctx.log.warn(`backup: ${m}`) });
       const out = new PassThrough({ highWaterMark: 256 * 1024 });
       const writing = snapshot.write(out);
       const requestId = c.get("requestId");

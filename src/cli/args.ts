@@ -2,12 +2,12 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import { parseScopeNames, type Scope } from "../auth/scopes.ts";
 
 /** The usage lines of the user and backup commands (here, so that help loads neither). */
-export const USER_HELP = `  labgate user add NAME --scopes S1,S2 [--password-file F] [--config FILE] [--data-dir DIR]
-  labgate user passwd NAME [--password-file F] [--config FILE] [--data-dir DIR]
-  labgate user disable NAME | enable NAME [--config FILE] [--data-dir DIR]
-  labgate user list [--config FILE] [--data-dir DIR]`;
-export const BACKUP_HELP = `  labgate backup --out FILE [--config FILE] [--data-dir DIR]
-  labgate restore --in FILE --data-dir NEW`;
+export const USER_HELP = `  labgate user add NAME --scopes S1,S2 [--password-file F] [--config FILE] [--data-dir DIR] [--database-url URL]
+  labgate user passwd NAME [--password-file F] [--config FILE] [--data-dir DIR] [--database-url URL]
+  labgate user disable NAME | enable NAME [--config FILE] [--data-dir DIR] [--database-url URL]
+  labgate user list [--config FILE] [--data-dir DIR] [--database-url URL]`;
+export const BACKUP_HELP = `  labgate backup --out FILE [--config FILE] [--data-dir DIR] [--database-url URL]
+  labgate restore --in FILE --data-dir NEW [--database-url URL]`;
 
 export const DB_HELP = `  labgate db copy --to postgres://USER:PASSWORD@HOST:PORT/DB [--config FILE] [--data-dir DIR]`;
 
@@ -17,6 +17,12 @@ export class UsageError extends Error {}
 export const COMMON = {
   config: { type: "string" },
   "data-dir": { type: "string" },
+} as const satisfies ParseArgsConfig["options"];
+
+/** The commands that open the database: where it is when it is PostgreSQL's (database.url). */
+export const DATABASE = {
+  ...COMMON,
+  "database-url": { type: "string" },
 } as const satisfies ParseArgsConfig["options"];
 
 /** The flags of `args` (no positionals). */

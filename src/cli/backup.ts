@@ -1,4 +1,4 @@
-import { createReadStream, createWriteStream, existsSync, renameSync, statSync } from "node:fs";
+import { createReadStream, createWriteStream, existsSync, renameSync, rmSync, statSync } from "node:fs";
 import { basename, dirname, join, relative, resolve, isAbsolute } from "node:path";
 import { PassThrough, Readable, type Writable } from "node:stream";
 import { finished } from "node:stream/promises";
@@ -7,9 +7,12 @@ import { appendToSpool } from "../audit/spool.ts";
 import { BackupError, readArchive, type ReadResult } from "../backup/archive.ts";
 import { takeSnapshot } from "../backup/backup.ts";
 import { restoreBackup } from "../backup/restore.ts";
-import { loadConfig } from "../config/config.ts";
+import { checkDatabaseUrl, loadConfig } from "../config/config.ts";
+import { IMAGE_FILE, IMAGE_SUM_FILE } from "../db/image.ts";
+import { refused, unreachable } from "../db/query/connection-errors.ts";
+import { redactedText, redactedUrl } from "../db/url.ts";
 import { fsyncDir, fsyncFile, removeWritten } from "../util/files.ts";
-import { COMMON, parse, UsageError } from "./args.ts";
+import { DATABASE, parse, UsageError } from "./args.ts";
 import { CommandError, onDataDir } from "./users.ts";
 
 const describe = (r: ReadResult) => `${r.entries.length} files, ${r.bytes} bytes; taken ${r.info.created} from ${String(r.info.data_dir)}`;
@@ -64,9 +67,9 @@ function refuseForeignOwner(dataDir: string): void {
 
 /** `labgate backup --out FILE`: from the running server (its API), or from the data dir when none runs. */
 export async function backupCommand(args: string[]): Promise<number> {
-  const flags = parse(args, { ...COMMON, out: { type: "string" } });
+  const flags = parse(args, { ...DATABASE, out: { type: "string" } });
   if (!flags.out) throw new UsageError("--out: required (the backup file to write, or - for stdout)");
-  const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"] } });
+  const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"], databaseUrl: flags["database-url"] } });
   const out = flags.out === "-" ? "-" : resolve(flags.out);
   if (out !== "-") {
     const rel = relative(resolve(config.data_dir), out);
@@ -75,11 +78,11 @@ export async function backupCommand(args: string[]): Promise<number> {
   }
   const result = await onDataDir(
     config,
-    async (store, db) => {
+    async (store) => {
       refuseForeignOwner(config.data_dir);
       // In the log before the snapshot, as the server does: the backup holds its own entry.
       await recordAudit(store.query, cliActor(), "backup", "data_dir");
-      const snapshot = takeSnapshot({ config, db, serverRunning: false, now: new Date(), warn: (m) => process.stderr.write(`labgate: ${m}\n`) });
+      const snapshot = await takeSnapshot({ config, store, serverRunning: false, now: new Date(), warn: (m) => process.stderr.write(`labgate: ${m}\n`) });
       const stream = new PassThrough({ highWaterMark: 256 * 1024 });
       const writing = snapshot.write(stream);
       const [saved] = await Promise.all([saveChecked(stream, out), writing]);
@@ -98,9 +101,11 @@ export async function backupCommand(args: string[]): Promise<number> {
   return 0;
 }
 
-/** `labgate restore --in FILE --data-dir NEW`. */
+/** `labgate restore --in FILE --data-dir NEW [--database-url URL]`: with a URL, the backup's database goes into that empty PostgreSQL database. */
 export async function restoreCommand(args: string[]): Promise<number> {
-  const flags = parse(args, { in: { type: "string" }, "data-dir": { type: "string" } });
+  const flags = parse(args, { in: { type: "string" }, "data-dir": { type: "string" }, "database-url": { type: "string" } });
+  // Checked as serve checks it, before anything is read.
+  const url = flags["database-url"] ? checkDatabaseUrl(flags["database-url"], "--database-url") : "";
   if (!flags.in) throw new UsageError("--in: required (the backup file, or - for stdin)");
   if (!flags["data-dir"]) throw new UsageError("--data-dir: required (a new or empty directory to restore into)");
   const input = flags.in === "-" ? process.stdin : createReadStream(flags.in);
@@ -112,17 +117,36 @@ export async function restoreCommand(args: string[]): Promise<number> {
   let result: ReadResult;
   try {
     // The restore's entry waits in the new data dir's audit spool: its first start logs it.
-    result = await restoreBackup(input, flags["data-dir"], (dir, read) =>
-      appendToSpool(dir, cliActor(), "restore", "data_dir", { from: String(read.info.data_dir), taken: String(read.info.created), files: read.entries.length, bytes: read.bytes }),
-    );
+    result = await restoreBackup(input, flags["data-dir"], async (dir, read) => {
+      appendToSpool(dir, cliActor(), "restore", "data_dir", { from: String(read.info.data_dir), taken: String(read.info.created), files: read.entries.length, bytes: read.bytes });
+      if (url) await restoreIntoPostgres(dir, url);
+    });
   } catch (error) {
     throw error instanceof BackupError ? new CommandError(`nothing restored: ${error.message}`) : error;
   }
   const target = resolve(flags["data-dir"]);
-  process.stdout.write(`restored into ${target}: ${describe(result)}\n`);
+  process.stdout.write(`restored into ${target}${url ? ` and ${redactedUrl(url)}` : ""}: ${describe(result)}\n`);
   const moved = result.info.moved_into_data_dir;
   if (moved && typeof moved === "object") {
     for (const [from, to] of Object.entries(moved)) process.stdout.write(`note: ${from} is now ${join(target, String(to))}\n`);
   }
   return 0;
+}
+
+/**
+ * The backup's database (the image restored into `dir`) copied into the empty PostgreSQL database
+ * at `url` as `db copy` copies it, then taken out of `dir`: the data dir keeps what is not the
+ * database, and a later start without the URL finds no stale copy.
+ */
+async function restoreIntoPostgres(dir: string, url: string): Promise<void> {
+  const [{ copyToPostgres, CopyRefused }, { migrations }] = await Promise.all([(await import("../db/parts.ts")).loadPostgresPart(), import("../db/index.ts")]);
+  try {
+    const copied = await copyToPostgres({ dataDir: dir, url, migrations, warn: (message) => process.stderr.write(`labgate: ${message}\n`) });
+    process.stdout.write(`copied ${copied.length} tables, ${copied.reduce((sum, t) => sum + t.rows, 0)} rows into ${redactedUrl(url)}\n`);
+  } catch (error) {
+    if (error instanceof CopyRefused) throw new CommandError(`nothing restored: ${error.message}`);
+    if (unreachable(error) || refused(error)) throw new CommandError(`nothing restored: cannot use ${redactedUrl(url)}: ${redactedText((error as Error).message, url)}`);
+    throw error;
+  }
+  for (const name of [IMAGE_FILE, IMAGE_SUM_FILE]) rmSync(join(dir, name), { force: true });
 }

@@ -1,19 +1,10 @@
 import { existsSync } from "node:fs";
 import { loadConfig } from "../config/config.ts";
+import { refused, unreachable } from "../db/query/connection-errors.ts";
+import { redactedText, redactedUrl } from "../db/url.ts";
 import { acquireLock, DataDirInUseError } from "../util/lock.ts";
 import { COMMON, DB_HELP, parseWith, UsageError } from "./args.ts";
 import { CommandError } from "./users.ts";
-
-/** A database URL with its password left out, for what labgate prints. */
-export function redactedUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = "***";
-    return parsed.href;
-  } catch {
-    return "(the given URL)";
-  }
-}
 
 /** `labgate db copy`: the stopped embedded database into an empty PostgreSQL database. */
 export async function dbCommand(args: string[]): Promise<number> {
@@ -45,8 +36,7 @@ export async function dbCommand(args: string[]): Promise<number> {
       return 0;
     } catch (error) {
       if (error instanceof CopyRefused) throw new CommandError(`db copy: ${error.message}`);
-      const code = (error as { code?: string }).code;
-      if (code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "28P01" || code === "3D000") throw new CommandError(`db copy: cannot use ${redactedUrl(flags.to)}: ${(error as Error).message}; nothing was copied`);
+      if (unreachable(error) || refused(error)) throw new CommandError(`db copy: cannot use ${redactedUrl(flags.to)}: ${redactedText((error as Error).message, flags.to)}; nothing was copied`);
       throw error;
     }
   } finally {

@@ -2,7 +2,7 @@ import { loadConfig } from "../config/config.ts";
 import { SCOPES } from "../auth/scopes.ts";
 import { isoTime, parseDuration } from "../util/time.ts";
 import { describeBuild, VERSION } from "../version.ts";
-import { BACKUP_HELP, COMMON, DB_HELP, parse, parseScopeList, UsageError, USER_HELP } from "./args.ts";
+import { BACKUP_HELP, COMMON, DATABASE, DB_HELP, parse, parseScopeList, UsageError, USER_HELP } from "./args.ts";
 import { exitCode } from "./exit.ts";
 
 // Each command imports what it needs when it runs: help, version and usage errors answer
@@ -22,9 +22,9 @@ function wrapList(items: readonly string[], indent: string, width: number): stri
 export const HELP = `labgate ${VERSION}: device update management and test runs for an isolated lab network
 
 Usage:
-  labgate serve [--config FILE] [--data-dir DIR] [--listen HOST:PORT]
+  labgate serve [--config FILE] [--data-dir DIR] [--listen HOST:PORT] [--database-url URL]
   labgate token issue --user NAME --scopes S1,S2 [--ttl 30d] [--config FILE] [--data-dir DIR]
-  labgate token revoke --id ID | --user NAME [--config FILE] [--data-dir DIR]
+  labgate token revoke --id ID | --user NAME [--config FILE] [--data-dir DIR] [--database-url URL]
 ${USER_HELP}
 ${BACKUP_HELP}
 ${DB_HELP}
@@ -35,7 +35,8 @@ ${DB_HELP}
 serve        runs both APIs on one listener (default 0.0.0.0:5000, data dir ./data,
              config ./appliance.config.yaml when it exists). On the first start it writes
              an admin token to DATA_DIR/admin.token and creates the console account admin,
-             its password in DATA_DIR/admin.password.
+             its password in DATA_DIR/admin.password. --database-url postgres://...
+             keeps the database in PostgreSQL instead of the data dir.
 token issue  prints a management token signed with the data dir's key. Scopes (the
              config's prefix may be left out):
 ${wrapList(SCOPES.map((s) => `svc_${s}`), "               ", 86)}
@@ -66,7 +67,7 @@ agent        runs the device side on a lab device (config: YAML, see README): ke
              It prints its key's fingerprint at start; --fingerprint prints only that
              (compare it with the one Registrations shows before approving).
 
-Environment: LABGATE_CONFIG, LABGATE_DATA_DIR, LABGATE_LISTEN (flags win over them).
+Environment: LABGATE_CONFIG, LABGATE_DATA_DIR, LABGATE_LISTEN, LABGATE_DATABASE_URL (flags win over them).
 `;
 
 /** Where a browser opens the console: `public_url`, else the listener (a wildcard address becomes this machine's loopback). */
@@ -82,8 +83,8 @@ async function serve(args: string[]): Promise<number> {
   // bulk of a start), it is done when the database opens, which otherwise waited for it. A failure
   // is the database's to report (Database.open awaits the same promise).
   (await import("../db/wasm.ts")).loadSqlJs().catch(() => {});
-  const flags = parse(args, { ...COMMON, listen: { type: "string" } });
-  const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"], listen: flags.listen } });
+  const flags = parse(args, { ...DATABASE, listen: { type: "string" } });
+  const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"], listen: flags.listen, databaseUrl: flags["database-url"] } });
   // Signals are caught from the start: one that arrives while starting stops the server once it is up.
   const signalled = new Promise<string>((resolve) => {
     process.once("SIGINT", () => resolve("SIGINT"));
@@ -153,9 +154,9 @@ async function tokenIssue(args: string[]): Promise<number> {
 }
 
 async function tokenRevoke(args: string[]): Promise<number> {
-  const flags = parse(args, { ...COMMON, id: { type: "string" }, user: { type: "string" } });
+  const flags = parse(args, { ...DATABASE, id: { type: "string" }, user: { type: "string" } });
   if ((flags.id === undefined) === (flags.user === undefined)) throw new UsageError("give exactly one of --id ID and --user NAME");
-  const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"] } });
+  const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"], databaseUrl: flags["database-url"] } });
   const { id, user } = flags;
   const { onDataDir } = await import("./users.ts");
   const { revokeTokens } = await import("../auth/revocations.ts");

@@ -16,11 +16,12 @@ import { accountName, accountPassword, type Account, type AccountUpdate } from "
 import { loadOrCreateKeys } from "../auth/keys.ts";
 import { TokenService } from "../auth/tokens.ts";
 import { loadConfig, type Config } from "../config/config.ts";
-import { Database, IMAGE_FILE, migrate, migrations } from "../db/index.ts";
-import { embeddedStore, type Store } from "../db/store.ts";
+import { IMAGE_FILE, type Database } from "../db/index.ts";
+import { openDatabase } from "../db/open.ts";
+import type { Store } from "../db/store.ts";
 import { acquireLock, DataDirInUseError } from "../util/lock.ts";
 import { SERVER_URL_FILE } from "../server/start.ts";
-import { COMMON, parseScopeList, parseWith, UsageError, USER_HELP } from "./args.ts";
+import { DATABASE, parseScopeList, parseWith, UsageError, USER_HELP } from "./args.ts";
 
 /** A failure to report (exit code 1), e.g. a name that is taken. */
 export class CommandError extends Error {}
@@ -59,15 +60,13 @@ export async function onDataDir<T>(
     return remote(serverApi(request), request);
   }
   try {
-    if (!existsSync(join(config.data_dir, IMAGE_FILE))) throw missing();
-    const db = await Database.open(config.data_dir, { log: (level, message) => level !== "info" && process.stderr.write(`labgate: ${message}\n`) });
-    const store = embeddedStore(db);
+    if (!config.database.url && !existsSync(join(config.data_dir, IMAGE_FILE))) throw missing();
+    const opened = await openDatabase({ dataDir: config.data_dir, url: config.database.url, log: (level, message) => level !== "info" && process.stderr.write(`labgate: ${message}\n`) });
     try {
-      await migrate(db, migrations);
-      return await local(store, db);
+      // TEMPORARY, as in src/server/start.ts: no embedded Database on PostgreSQL; removed with `local`'s `db`.
+      return await local(opened.store, opened.db ?? (undefined as never));
     } finally {
-      await store.close();
-      await db.close();
+      await opened.close();
     }
   } finally {
     release();
@@ -205,9 +204,9 @@ const describe = (a: Account) =>
 /** `labgate user add|passwd|disable|enable|list ...`: returns the exit code. */
 export async function userCommand(args: string[]): Promise<number> {
   const [sub, ...rest] = args;
-  const { values: flags, positionals } = parseWith(rest, { ...COMMON, scopes: { type: "string" }, "password-file": { type: "string" } });
+  const { values: flags, positionals } = parseWith(rest, { ...DATABASE, scopes: { type: "string" }, "password-file": { type: "string" } });
   const takes = (options: string[], names: number) => {
-    const extra = Object.keys(flags).find((k) => !["config", "data-dir", ...options].includes(k));
+    const extra = Object.keys(flags).find((k) => !["config", "data-dir", "database-url", ...options].includes(k));
     if (extra) throw new UsageError(`labgate user ${sub}: unknown option --${extra}`);
     if (positionals.length !== names) throw new UsageError(`labgate user ${sub}: expected ${names === 1 ? "one account name" : "no arguments"}`);
     const name = positionals[0];
@@ -217,7 +216,7 @@ export async function userCommand(args: string[]): Promise<number> {
     }
     return name;
   };
-  const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"] } });
+  const { config } = loadConfig({ file: flags.config, flags: { dataDir: flags["data-dir"], databaseUrl: flags["database-url"] } });
   switch (sub) {
     case "add": {
       const name = takes(["scopes", "password-file"], 1);

@@ -11,6 +11,7 @@ import { parseReportColumns, type ReportColumn } from "../testrun/engine/report.
 import { RUN_AS_FORM } from "../testrun/engine/identity.ts";
 import { labSection } from "./lab.ts";
 import { LOG_FORMATS, LOG_LEVELS } from "../util/log.ts";
+import { redactedUrl } from "../db/url.ts";
 import { boolean, ConfigError, custom, integer, oneOf, parseWith, positive, Problem, readYamlMapping, section, shown, string } from "./schema.ts";
 
 export { ConfigError, readYamlMapping };
@@ -60,6 +61,32 @@ function readUrl(value: unknown): string {
     throw new Problem(`expected an http(s) URL, got ${shown(value)}`);
   }
   return value.replace(/\/+$/, "");
+}
+
+/** `database.url`: empty (the embedded database), or a PostgreSQL URL; what is shown of a bad one never holds its password. */
+function readDatabaseUrl(value: unknown): string {
+  if (typeof value !== "string") throw new Problem("expected a postgres:// or postgresql:// URL");
+  if (value === "") return value;
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(value);
+  } catch {
+    parsed = undefined;
+  }
+  if (!parsed || (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:") || !parsed.hostname) {
+    throw new Problem(`expected postgres://USER:PASSWORD@HOST:PORT/DB (or postgresql://), got ${parsed ? JSON.stringify(redactedUrl(value)) : "a string that is not a URL"}`);
+  }
+  return value;
+}
+
+/** Checks a database URL given as `name` (a flag, an environment variable) as `database.url` is checked. */
+export function checkDatabaseUrl(url: string, name: string): string {
+  try {
+    return readDatabaseUrl(url);
+  } catch (error) {
+    if (!(error instanceof Problem)) throw error;
+    throw new ConfigError(`${name} (database.url): ${error.what}`);
+  }
 }
 
 /**
@@ -173,7 +200,9 @@ export const configSchema = z.strictObject({
     admin_token_ttl: integer(60, 365 * 86400).prefault(7 * 86400),
   }),
   database: section({
-    /** Seconds after which a change is folded into a new image (a checkpoint). */
+    /** PostgreSQL (docs/database.md); empty: the embedded database in the data dir. */
+    url: custom(readDatabaseUrl).prefault(""),
+    /** Embedded engine: seconds after which a change is folded into a new image (a checkpoint). */
     checkpoint_interval: positive().prefault(60),
     /** Journal bytes that start a checkpoint sooner. */
     checkpoint_bytes: integer(4096).prefault(8 * 1048576),
@@ -316,7 +345,7 @@ export interface ConfigSources {
   /** Directory in which `appliance.config.yaml` is looked up when no file is given. */
   cwd?: string;
   env?: NodeJS.ProcessEnv;
-  flags?: { dataDir?: string; listen?: string };
+  flags?: { dataDir?: string; listen?: string; databaseUrl?: string };
 }
 
 export interface LoadedConfig {
@@ -359,6 +388,14 @@ export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
   if (env.LABGATE_LISTEN) layered.listen = (parseListen(env.LABGATE_LISTEN, "LABGATE_LISTEN"), env.LABGATE_LISTEN);
   if (sources.flags?.dataDir !== undefined) layered.data_dir = sources.flags.dataDir;
   if (sources.flags?.listen !== undefined) layered.listen = (parseListen(sources.flags.listen, "--listen"), sources.flags.listen);
+  const databaseUrl = sources.flags?.databaseUrl !== undefined ? (["--database-url", sources.flags.databaseUrl] as const) : env.LABGATE_DATABASE_URL ? (["LABGATE_DATABASE_URL", env.LABGATE_DATABASE_URL] as const) : undefined;
+  if (databaseUrl) {
+    const [name, url] = databaseUrl;
+    checkDatabaseUrl(url, name);
+    const section = layered.database ?? {};
+    // A section that is not a mapping stays as it is, for the schema to name.
+    if (typeof section === "object" && section !== null && !Array.isArray(section)) layered.database = { ...section, url };
+  }
 
   const config = parseConfig(layered);
   if (!config.data_dir) throw new ConfigError("config key data_dir: must not be empty");

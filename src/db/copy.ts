@@ -30,7 +30,7 @@ async function readEmbedded(dataDir: string, warn: (message: string) => void): P
   return db;
 }
 
-const rowsOf = (db: SqlJsDatabase, query: string): Array<Record<string, unknown>> => {
+export const rowsOf = (db: SqlJsDatabase, query: string): Array<Record<string, unknown>> => {
   const stmt = db.prepare(query);
   const rows: Array<Record<string, unknown>> = [];
   while (stmt.step()) rows.push(stmt.getAsObject());
@@ -39,7 +39,7 @@ const rowsOf = (db: SqlJsDatabase, query: string): Array<Record<string, unknown>
 };
 
 /** Tables to copy, parents before the tables whose foreign keys name them. */
-function tablesInOrder(db: SqlJsDatabase): string[] {
+export function tablesInOrder(db: SqlJsDatabase): string[] {
   const names = rowsOf(db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name NOT IN ('_labgate_meta', 'schema_migrations') ORDER BY name").map((r) => String(r.name));
   const parents = new Map(names.map((name) => [name, rowsOf(db, `SELECT "table" AS parent FROM pragma_foreign_key_list('${name}')`).map((r) => String(r.parent)).filter((p) => p !== name)]));
   const ordered: string[] = [];

@@ -64,14 +64,17 @@ function configure(sql: SqlJsDatabase): void {
 }
 
 /** Opens the image of `dir` (or an empty database when there is none) and the journal generation it covers. */
+/** An empty embedded database as a first start makes it (before its migrations). */
+export function freshImage(SQL: SqlJsStatic): SqlJsDatabase {
+  const sql = new SQL.Database();
+  sql.run(META_TABLE);
+  configure(sql);
+  return sql;
+}
+
 export function openImage(SQL: SqlJsStatic, dir: string): { sql: SqlJsDatabase; generation: number; exists: boolean } {
   const path = join(dir, IMAGE_FILE);
-  if (!existsSync(path)) {
-    const sql = new SQL.Database();
-    sql.run(META_TABLE);
-    configure(sql);
-    return { sql, generation: 0, exists: false };
-  }
+  if (!existsSync(path)) return { sql: freshImage(SQL), generation: 0, exists: false };
   const bytes = readFileSync(path);
   checkImage(path, bytes);
   let sql: SqlJsDatabase | undefined;

@@ -17,7 +17,8 @@ export interface Migration {
 /** The data dir was written by a newer labgate; this binary must not touch it. */
 export class SchemaTooNewError extends Error {}
 
-const CREATE_TABLE = `CREATE TABLE schema_migrations (
+/** The table of applied steps, as the first migration makes it (also in an image made from PostgreSQL). */
+export const SCHEMA_MIGRATIONS_TABLE = `CREATE TABLE schema_migrations (
   version INTEGER PRIMARY KEY,
   name TEXT NOT NULL,
   applied_at TEXT NOT NULL
@@ -32,7 +33,7 @@ export function hasTable(db: Pick<Database, "get">, name: string): boolean {
 export async function migrate(db: Database, steps: Migration[], now: () => Date = () => new Date()): Promise<number[]> {
   // Journaled only on the first start, not as an empty-effect frame on every start.
   if (!hasTable(db, "schema_migrations")) {
-    await db.write((tx) => void tx.run(CREATE_TABLE));
+    await db.write((tx) => void tx.run(SCHEMA_MIGRATIONS_TABLE));
   }
   const current = db.get<{ v: number | null }>("SELECT MAX(version) AS v FROM schema_migrations")?.v ?? 0;
   const newest = steps.reduce((max, m) => Math.max(max, m.version), 0);

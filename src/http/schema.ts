@@ -12,13 +12,16 @@ export const Health = z
     version: z.string(),
     uptime: z.int().describe("seconds since the start"),
     database: z.object({
+      engine: z.enum(["embedded", "postgres"]).describe("embedded: sql.js in the data dir; postgres: database.url"),
+      schema_version: z.int().describe("the newest migration step applied"),
       state: z.enum(["ok", "failed"]),
       error: z.string().optional().describe("why writes fail"),
-      wasm: z.enum(["sea-asset", "env", "node_modules"]).describe("where sql.js's WebAssembly came from"),
-      image_bytes: z.int(),
-      journal_bytes: z.int(),
-      generation: z.int(),
-      last_checkpoint: z.string().nullable(),
+      wasm: z.enum(["sea-asset", "env", "node_modules"]).optional().describe("embedded: where sql.js's WebAssembly came from"),
+      image_bytes: z.int().optional().describe("embedded"),
+      journal_bytes: z.int().optional().describe("embedded"),
+      generation: z.int().optional().describe("embedded"),
+      last_checkpoint: z.string().nullable().optional().describe("embedded"),
+      connections: z.object({ total: z.int(), idle: z.int(), waiting: z.int() }).optional().describe("postgres: the pool's connections, and requests waiting for one"),
     }),
   })
   .meta({ id: "Health" });

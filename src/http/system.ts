@@ -34,8 +34,8 @@ export function systemRoutes(ctx: AppContext, auth: Auth) {
       summary: "Is the appliance up and its database writable",
       responses: { 200: { description: "Up", json: Health }, 503: { description: "The database is not writable (status degraded)", json: Health } },
     },
-    (c) => {
-      const database = ctx.db.status();
+    async (c) => {
+      const database = await ctx.store.status();
       const health: Health = {
         status: database.state === "ok" ? "ok" : "degraded",
         version: ctx.version,

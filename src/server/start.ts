@@ -5,8 +5,9 @@ import { createServer as createHttpsServer, type Server as HttpsServer } from "n
 import { serve, type ServerType, type WebSocketServerLike } from "@hono/node-server";
 import type { IncomingMessage, Server } from "node:http";
 import type { Config } from "../config/config.ts";
-import { Database, IMAGE_FILE, migrate, migrations } from "../db/index.ts";
-import { embeddedStore, type Store } from "../db/store.ts";
+import type { Database } from "../db/index.ts";
+import { openDatabase, type OpenedDatabase } from "../db/open.ts";
+import { redactedUrl } from "../db/url.ts";
 import { createFirstAdmin } from "../accounts/accounts.ts";
 import { createAccountsDomain } from "../accounts/domain.ts";
 import { loadOrCreateKeys } from "../auth/keys.ts";
@@ -129,18 +130,23 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const dataDir = config.data_dir;
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const releaseLock = acquireLock(dataDir);
-  let db: Database | undefined;
-  let store: Store | undefined;
+  let opened: OpenedDatabase | undefined;
   let started: AppContext | undefined;
   try {
-    const firstStart = !existsSync(join(dataDir, IMAGE_FILE));
-    db = await Database.open(dataDir, {
+    opened = await openDatabase({
+      dataDir,
+      url: config.database.url,
       checkpointIntervalMs: config.database.checkpoint_interval * 1000,
       checkpointBytes: config.database.checkpoint_bytes,
       log: (level, message) => log[level](message),
     });
-    const applied = await migrate(db, migrations);
+    const { store, fresh: firstStart, applied } = opened;
+    if (config.database.url) log.info(`database: PostgreSQL at ${redactedUrl(config.database.url)}`);
     if (applied.length > 0) log.info(`database migrated to schema ${applied[applied.length - 1]}`);
+    // TEMPORARY: on PostgreSQL there is no embedded Database and domains must query `store` only;
+    // until every domain's conversion is merged, those still reading `ctx.db` fail there. The lead
+    // removes this stand-in together with `AppContext.db`.
+    const db: Database = opened.db ?? (undefined as never);
 
     const clock = options.clock ?? systemClock;
     const tokens = new TokenService(loadOrCreateKeys(dataDir), config.prefix, clock);
@@ -149,8 +155,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       adminTokenFile = join(dataDir, ADMIN_TOKEN_FILE);
       writeFileDurable(adminTokenFile, tokens.issueManagement("admin", [...SCOPES], config.console.admin_token_ttl) + "\n", 0o600);
     }
-    store = embeddedStore(db);
     const adminPasswordFile = await createFirstAdmin(store, dataDir, config.prefix, dateOf(clock));
+
     const ctx: AppContext = (started = { config, dataDir, db, store, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] });
     const domains = startDomains(ctx);
     // Entries of commands run while no server ran are in the log before the first request.
@@ -193,8 +199,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           connections.closeWithoutRequest();
         });
         for (const hook of ctx.onShutdown) await hook();
-        await store!.close();
-        await db!.close();
+        await opened!.close();
         rmSync(urlFile, { force: true });
         releaseLock();
       })());
@@ -207,8 +212,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     // What the domains started before the failure (timers, sweeps, node polls) stops, so that a
     // refused start leaves nothing running in a process that goes on (tests, `labgate` as a library).
     if (started) await stopDomains(started, log);
-    await store?.close().catch(() => {});
-    await db?.close().catch(() => {});
+    await opened?.close().catch(() => {});
     releaseLock();
     throw error;
   }

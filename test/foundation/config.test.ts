@@ -80,6 +80,23 @@ describe("config", () => {
     assert.throws(bad("test_server:\n  device_report_max_bytes: 100\n"), /config key test_server\.device_report_max_bytes: expected an integer from 1024 /);
     assert.throws(bad("test_server:\n  device_report_max_bytes: lots\n"), /config key test_server\.device_report_max_bytes: expected an integer/);
   });
+  test("database.url: empty is the embedded database; only a postgres:// or postgresql:// URL is taken, from the file, LABGATE_DATABASE_URL or --database-url, and a bad one is named without its password", () => {
+    const dir = tempDir();
+    assert.equal(loadConfig({ cwd: dir, env: {} }).config.database.url, "");
+    const url = "postgres://labgate:s3cret@db.lab:5432/labgate?sslmode=require";
+    writeFileSync(join(dir, "appliance.config.yaml"), `database:\n  url: "${url}"\n  checkpoint_interval: 30\n`);
+    assert.equal(loadConfig({ cwd: dir, env: {} }).config.database.url, url);
+    const fromEnv = loadConfig({ cwd: dir, env: { LABGATE_DATABASE_URL: "postgresql://other@127.0.0.1/x" } }).config.database;
+    assert.deepEqual([fromEnv.url, fromEnv.checkpoint_interval], ["postgresql://other@127.0.0.1/x", 30]);
+    assert.equal(loadConfig({ cwd: dir, env: { LABGATE_DATABASE_URL: "postgresql://other@127.0.0.1/x" }, flags: { databaseUrl: "postgres://flag@127.0.0.1/y" } }).config.database.url, "postgres://flag@127.0.0.1/y");
+    const refused = (thrower: () => unknown, name: RegExp) =>
+      assert.throws(thrower, (e: Error) => e instanceof ConfigError && name.test(e.message) && /database\.url/.test(e.message) && !/hunter2/.test(e.message));
+    refused(() => loadConfig({ cwd: dir, env: {}, flags: { databaseUrl: "mysql://root:hunter2@db/x" } }), /^--database-url \(database\.url\): expected postgres:\/\/USER:PASSWORD@HOST:PORT\/DB .*got "mysql:\/\/root:\*\*\*@db\/x"/);
+    refused(() => loadConfig({ cwd: dir, env: { LABGATE_DATABASE_URL: "hunter2" } }), /^LABGATE_DATABASE_URL \(database\.url\): .*not a URL/);
+    writeFileSync(join(dir, "appliance.config.yaml"), "database:\n  url: 'http://u:hunter2@db/x'\n");
+    refused(() => loadConfig({ cwd: dir, env: {} }), /^config key database\.url: /);
+  });
+
   test("test_server.report_columns: seed, reference or names like --csv-columns", () => {
     const dir = tempDir();
     const columns = (yaml: string) => {

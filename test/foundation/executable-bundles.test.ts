@@ -34,3 +34,24 @@ test("the executable's server bundle names no function by Object.defineProperty:
   assert.match(await bundled("agent/main.ts", "agent"), NAMED_BY_DEFINE, "the agent's bundle keeps names so: the pattern finds esbuild's helper");
   assert.doesNotMatch(await bundled("main.ts", "server"), NAMED_BY_DEFINE);
 });
+
+test("the server's main bundle holds no part of pg: it is in the PostgreSQL part's bundle, loaded only for a database.url (Kysely's index, which the embedded store needs, defines its PostgreSQL dialect's classes, never constructed there)", async () => {
+  const inputs = async (entry: string, define: Record<string, string> = {}) => {
+    const { metafile } = await build({
+      entryPoints: [`${root}src/${entry}`],
+      bundle: true,
+      platform: "node",
+      format: "cjs",
+      target: "node24",
+      external: ["sql.js/dist/sql-wasm.wasm"],
+      define,
+      write: false,
+      metafile: true,
+      logLevel: "silent",
+    });
+    return Object.keys(metafile!.inputs);
+  };
+  const postgresSide = (path: string) => /node_modules\/(pg|pg-pool|pg-protocol|pg-types|pg-connection-string)\//.test(path) || /src\/db\/(postgres-store|export|query\/postgres)\.ts$/.test(path);
+  assert.ok((await inputs("db/postgres-part.ts")).some(postgresSide), "the part's bundle holds them: the pattern finds them");
+  assert.deepEqual((await inputs("main.ts", { LABGATE_MAIN_BUNDLE: "true" })).filter(postgresSide), []);
+});

@@ -50,3 +50,25 @@ test("holdEventLoop: a timer keeps the event loop turning while the work is pend
   await assert.rejects(holdEventLoop(Promise.reject(new Error("no start"))), /no start/);
   assert.equal(timers(), before);
 });
+
+test("/api/health names the engine and its schema version beside the embedded database's own fields; the embedded default's start loads neither pg nor Kysely's PostgreSQL side", async () => {
+  const server = await startTestServer();
+  try {
+    const res = await server.request("/api/health");
+    assert.equal(res.status, 200);
+    const { database } = (await res.json()) as { database: Record<string, unknown> };
+    const { migrations } = await import("../../src/db/migrations/index.ts");
+    assert.equal(database.schema_version, Math.max(...migrations.map((m) => m.version)));
+    assert.equal(database.state, "ok");
+    if (process.env.LABGATE_TEST_DATABASE === "postgres") {
+      assert.equal(database.engine, "postgres");
+    } else {
+      assert.equal(database.engine, "embedded");
+      for (const field of ["wasm", "image_bytes", "journal_bytes", "generation", "last_checkpoint"]) assert.ok(field in database, field);
+      assert.equal(loaded("pg"), false, "pg was loaded by an embedded start");
+    }
+  } finally {
+    await server.close();
+    removeDir(server.dataDir);
+  }
+});

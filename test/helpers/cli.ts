@@ -4,6 +4,7 @@ import { closeSync, openSync, readSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { BUNDLE_ENV, buildTestBundle } from "./bundle.ts";
+import { cliDatabaseEnv } from "./test-database.ts";
 
 export interface CliResult {
   code: number | null;
@@ -58,7 +59,7 @@ export async function runCli(args: string[], options: { cwd?: string; env?: Reco
   const [bin, ...pre] = options.command ?? (await labgate());
   const child = spawn(bin, [...pre, ...args], {
     cwd: process.cwd(),
-    env: { ...process.env, ...options.env },
+    env: { ...process.env, ...(await cliDatabaseEnv(args, options.env)) },
     stdio: [options.input === undefined ? "ignore" : "pipe", "pipe", "pipe"],
   });
   child.stdin?.end(options.input);
@@ -111,7 +112,7 @@ export async function startServe(args: string[], options: { env?: Record<string,
   const [bin, ...pre] = options.command ?? (await labgate());
   const child = spawn(bin, [...pre, ...args], {
     cwd: options.cwd ?? process.cwd(),
-    env: { ...process.env, ...options.env },
+    env: { ...process.env, ...(await cliDatabaseEnv(args, options.env)) },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stderr = "";

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { chownSync, existsSync, mkdtempSync, rmSync } from "node:fs";
+import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -38,16 +38,27 @@ export interface ThrowawayPostgres {
   url(name: string): string;
   /** Makes an empty database and returns its URL. */
   createDatabase(name: string): Promise<string>;
+  /** Drops a database `createDatabase` made (ending its connections first). */
+  dropDatabase(name: string): Promise<void>;
+  /** Makes a role that logs in only with `password` (the cluster's own role `labgate` needs none). */
+  createRole(name: string, password: string): Promise<void>;
+  /** Stops PostgreSQL as a crash or an operator would (fast shutdown: sessions are ended), keeping its files; `start` again. */
+  halt(): Promise<void>;
+  /** Starts it again on the same port and files after `halt`. */
+  start(): Promise<void>;
   /** Stops the cluster and deletes its files. */
   stop(): Promise<void>;
 }
+
+/** Local connections and the role `labgate` on 127.0.0.1 need no password; every other role does. */
+const HBA = ["local all all trust", "host all labgate 127.0.0.1/32 trust", "host all all 127.0.0.1/32 scram-sha-256", ""].join("\n");
 
 /**
  * A PostgreSQL cluster of its own in a temp dir, on 127.0.0.1 and a free port, as an unprivileged
  * user (initdb refuses root: as root it runs as `postgres`). fsync is off: a test kills labgate,
  * never the machine, and the cluster's own crash safety is PostgreSQL's.
  */
-export async function startPostgres(): Promise<ThrowawayPostgres> {
+export async function startPostgres({ maxConnections = 200 }: { maxConnections?: number } = {}): Promise<ThrowawayPostgres> {
   const bin = postgresBin();
   if (!bin) throw new Error("PostgreSQL's binaries are missing: apt-get install postgresql (or set PG_BIN)");
   const dir = mkdtempSync(join(tmpdir(), "labgate-pg-"));
@@ -56,47 +67,68 @@ export async function startPostgres(): Promise<ThrowawayPostgres> {
   const data = join(dir, "data");
   const init = spawnSync(join(bin, "initdb"), ["-D", data, "-U", "labgate", "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8"], { encoding: "utf8", ...user });
   if (init.status !== 0) throw new Error(`initdb failed: ${init.stderr}`);
+  writeFileSync(join(data, "pg_hba.conf"), HBA);
+  if (user.uid !== undefined) chownSync(join(data, "pg_hba.conf"), user.uid, user.gid!);
   const port = await freePort();
-  const server: ChildProcess = spawn(
-    join(bin, "postgres"),
-    ["-D", data, "-p", String(port), "-k", dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=200"],
-    { stdio: ["ignore", "ignore", "pipe"], ...user },
-  );
-  let log = "";
-  server.stderr!.on("data", (chunk: Buffer) => (log = (log + chunk.toString()).slice(-4000)));
   const { default: pg } = await import("pg");
   const admin = (database = "postgres") => new pg.Client({ host: "127.0.0.1", port, user: "labgate", database });
-  for (let attempt = 0; ; attempt++) {
-    const client = admin();
-    try {
-      await client.connect();
-      await client.end();
-      break;
-    } catch (error) {
-      await client.end().catch(() => {});
-      if (server.exitCode !== null || attempt > 100) throw new Error(`PostgreSQL did not start: ${(error as Error).message}\n${log}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
+  let server: ChildProcess | undefined;
+  const launch = async () => {
+    const child = spawn(
+      join(bin, "postgres"),
+      ["-D", data, "-p", String(port), "-k", dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", `max_connections=${maxConnections}`],
+      { stdio: ["ignore", "ignore", "pipe"], ...user },
+    );
+    server = child;
+    let log = "";
+    child.stderr!.on("data", (chunk: Buffer) => (log = (log + chunk.toString()).slice(-4000)));
+    for (let attempt = 0; ; attempt++) {
+      const client = admin();
+      try {
+        await client.connect();
+        await client.end();
+        return;
+      } catch (error) {
+        await client.end().catch(() => {});
+        if (child.exitCode !== null || attempt > 100) throw new Error(`PostgreSQL did not start: ${(error as Error).message}\n${log}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
     }
-  }
+  };
+  const halt = async () => {
+    if (!server || server.exitCode !== null || server.signalCode !== null) return;
+    const exited = new Promise((resolve) => server!.once("exit", resolve));
+    server.kill("SIGINT"); // fast shutdown
+    await exited;
+  };
+  const onAdmin = async (statement: string) => {
+    const client = admin();
+    await client.connect();
+    try {
+      await client.query(statement);
+    } finally {
+      await client.end();
+    }
+  };
+  await launch();
   const url = (name: string) => `postgres://labgate@127.0.0.1:${port}/${name}`;
+  const quoted = (name: string) => `"${name.replace(/"/g, "")}"`;
   return {
     url,
     async createDatabase(name) {
-      const client = admin();
-      await client.connect();
-      try {
-        await client.query(`CREATE DATABASE "${name.replace(/"/g, "")}"`);
-      } finally {
-        await client.end();
-      }
+      await onAdmin(`CREATE DATABASE ${quoted(name)}`);
       return url(name);
     },
+    async dropDatabase(name) {
+      await onAdmin(`DROP DATABASE IF EXISTS ${quoted(name)} WITH (FORCE)`);
+    },
+    async createRole(name, password) {
+      await onAdmin(`CREATE ROLE ${quoted(name)} LOGIN PASSWORD '${password.replace(/'/g, "''")}'`);
+    },
+    halt,
+    start: launch,
     async stop() {
-      if (server.exitCode === null) {
-        const exited = new Promise((resolve) => server.once("exit", resolve));
-        server.kill("SIGINT"); // fast shutdown
-        await exited;
-      }
+      await halt();
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -6,6 +6,7 @@ import { loadConfig, type Config } from "../../src/config/config.ts";
 import { SCOPES, type Scope } from "../../src/auth/scopes.ts";
 import { startServer, type RunningServer } from "../../src/server/start.ts";
 import { createLogger } from "../../src/util/log.ts";
+import { databaseUrlFor, dropDatabaseFor } from "./test-database.ts";
 import type { Clock } from "../../src/util/time.ts";
 import { testDb, type TestDb } from "./db.ts";
 
@@ -172,9 +173,14 @@ export function tempDir(label = "labgate-test-"): string {
 
 export type ConfigPatch = { [K in keyof Config]?: Config[K] extends object ? Partial<Config[K]> : Config[K] };
 
-/** Starts a real server in-process on 127.0.0.1 and a free port, on a fresh (or given) data dir. */
+/**
+ * Starts a real server in-process on 127.0.0.1 and a free port, on a fresh (or given) data dir; in
+ * the PostgreSQL test mode on the data dir's own database (test-database.ts), unless `patch` sets
+ * `database.url` itself (`""`: the embedded engine).
+ */
 export async function startTestServer(patch: ConfigPatch = {}, dataDir = tempDir()): Promise<TestServer> {
   const { config } = loadConfig({ env: {}, cwd: dataDir, flags: { dataDir, listen: "127.0.0.1:0" } });
+  if (!(patch.database && "url" in patch.database)) config.database.url = (await databaseUrlFor(dataDir)) ?? "";
   for (const [key, value] of Object.entries(patch)) {
     const current = (config as unknown as Record<string, unknown>)[key];
     (config as unknown as Record<string, unknown>)[key] =
@@ -202,7 +208,11 @@ export async function startTestServer(patch: ConfigPatch = {}, dataDir = tempDir
   };
 }
 
-export const removeDir = (dir: string) => rmSync(dir, { recursive: true, force: true });
+/** Removes a dir (a data dir's PostgreSQL database too, in the background: the run's cluster goes at its end anyway). */
+export const removeDir = (dir: string) => {
+  rmSync(dir, { recursive: true, force: true });
+  void dropDatabaseFor(dir).catch(() => {});
+};
 
 /**
  * One server for the tests of a file (or of the describe block it is called in): started before
@@ -247,6 +257,7 @@ export function useTestServer(
     if (!current) return;
     await current.close();
     removeDir(current.dataDir);
+    await dropDatabaseFor(current.dataDir);
   });
   return new Proxy({} as TestServer & { restart(): Promise<void>; started: Promise<void> }, {
     get(_, key) {

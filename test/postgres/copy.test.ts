@@ -32,7 +32,7 @@ const filesOf = (dir: string) =>
 describe("labgate db copy", () => {
   test("copies a stopped embedded database whole: one line per table, counts that match, ids that go on, the data dir untouched", async () => {
     const dataDir = tempDir();
-    const server = await startTestServer({}, dataDir);
+    const server = await startTestServer({ database: { url: "" } }, dataDir);
     const pkg = await uploadOk(server, { token: server.adminToken, version: "v7" });
     for (const name of ["lab-a", "lab-b"]) assert.equal((await server.call("POST", "/api/v2/groups", { metadata: { "svc.group.name": name } })).status, 200);
     await server.close();
@@ -67,7 +67,7 @@ describe("labgate db copy", () => {
 
   test("refuses a data dir a server is running on, a URL that is not PostgreSQL's, and one it cannot reach, copying nothing", async () => {
     const dataDir = tempDir();
-    const server = await startTestServer({}, dataDir);
+    const server = await startTestServer({ database: { url: "" } }, dataDir);
     const url = await postgres.createDatabase("refusals");
     const running = await runCli(["db", "copy", "--to", url, "--data-dir", dataDir]);
     assert.equal(running.code, 1);

@@ -1,0 +1,76 @@
+/**
+ * The Store on PostgreSQL (`database.url`): pg's pool behind Kysely, SERIALIZABLE transactions run
+ * again on conflicts, the numbered migrations applied at open. A query that cannot reach
+ * PostgreSQL throws the caller's `unavailable` error (a 503 while serving), and the pool connects
+ * again by itself once PostgreSQL is back.
+ */
+import { sql, type Kysely } from "kysely";
+import { postgresImage } from "./export.ts";
+import type { Migration } from "./migrate.ts";
+import { refused, unreachable } from "./query/connection-errors.ts";
+import { migratePostgres } from "./query/postgres-schema.ts";
+import { postgresPool } from "./query/postgres.ts";
+import { transact } from "./query/transaction.ts";
+import type { Tables } from "./schema.ts";
+import type { Store } from "./store.ts";
+import { redactedText, redactedUrl } from "./url.ts";
+
+export interface PostgresStoreOptions {
+  url: string;
+  migrations: Migration[];
+  /** What a query throws when PostgreSQL cannot be reached (the main bundle's DatabaseUnavailableError). */
+  unavailable: (message: string) => Error;
+  /** What opening throws when the URL cannot be used (a ConfigError naming `database.url`: exit 2). */
+  unusable: (message: string) => Error;
+  log: (level: "info" | "warn" | "error", message: string) => void;
+}
+
+export interface OpenedPostgres {
+  store: Store;
+  /** The migration steps this open applied. */
+  applied: number[];
+  /** Whether the database had no schema before (a first start). */
+  fresh: boolean;
+}
+
+/** Connects (failing within the pool's connection timeout), migrates and returns the store. */
+export async function openPostgresStore(options: PostgresStoreOptions): Promise<OpenedPostgres> {
+  const { url } = options;
+  const { query, pool } = await postgresPool<Tables>(url, { unavailable: options.unavailable });
+  const said = (error: unknown) => redactedText((error as Error).message || String((error as { code?: unknown }).code), url);
+  let applied: number[];
+  try {
+    await sql`SELECT 1`.execute(query);
+    applied = await migratePostgres(query, options.migrations);
+  } catch (error) {
+    await query.destroy().catch(() => {});
+    const code = (error as { code?: unknown }).code;
+    if (unreachable(error) || refused(error) || code === "unavailable") throw options.unusable(`config key database.url: cannot use ${redactedUrl(url)}: ${said(error)}`);
+    throw error;
+  }
+  let schemaVersion = Math.max(0, ...options.migrations.map((m) => m.version));
+  const any = query as unknown as Kysely<Record<string, Record<string, unknown>>>;
+  const store: Store = {
+    engine: "postgres",
+    query,
+    transact: (fn) => transact(query, fn),
+    writeLazy: (statement) => {
+      query.executeQuery(statement.compile()).catch((error: unknown) => options.log("warn", `a write that needs no acknowledgement failed: ${said(error)}`));
+    },
+    // Nothing reloads a PostgreSQL database under the server: caches are dropped by their owners' writes.
+    epoch: 0,
+    status: async () => {
+      const connections = { total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount };
+      try {
+        const row = (await sql<{ v: number | null }>`SELECT max(version) AS v FROM schema_migrations`.execute(query)).rows[0];
+        schemaVersion = Number(row?.v ?? 0);
+        return { engine: "postgres", schema_version: schemaVersion, state: "ok", connections };
+      } catch (error) {
+        return { engine: "postgres", schema_version: schemaVersion, state: "failed", error: said(error), connections };
+      }
+    },
+    exportImage: (alongside) => postgresImage(any, options.migrations, alongside),
+    close: () => query.destroy(),
+  };
+  return { store, applied, fresh: applied.length > 0 && applied.length === options.migrations.length };
+}
