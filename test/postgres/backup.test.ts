@@ -107,7 +107,8 @@ describe("one backup format, restorable into either engine", () => {
     const target = join(tempDir(), "embedded");
     const restore = await runCli(["restore", "--in", archive, "--data-dir", target]);
     assert.equal(restore.code, 0, restore.stderr);
-    assert.deepEqual(await embeddedCounts(target), counts);
+    // The backup's own audit entry is in the log it took, on either engine.
+    assert.deepEqual(await embeddedCounts(target), { ...counts, audit_log: counts.audit_log + 1 });
 
     const server = await startTestServer({ database: { url: "" } }, target);
     try {
