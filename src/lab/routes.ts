@@ -161,7 +161,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
   // port when it holds `shell` on the device. A browser cannot set headers: the token may come as ?token=.
   const socketAuth: MiddlewareHandler<AppEnv> = async (c, next) => {
     const { token } = queryOf(c, ConsoleSocketQuery);
-    c.set("identity", auth.authenticate(c, "mgmt", token !== undefined ? `Bearer token=${token}` : undefined));
+    c.set("identity", await auth.authenticate(c, "mgmt", token !== undefined ? `Bearer token=${token}` : undefined));
     await next();
   };
   const getDevicesByIdConsoleWs = route(

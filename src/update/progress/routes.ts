@@ -20,19 +20,19 @@ export function progressRoutes(ctx: AppContext, auth: Auth, progress: UpdateProg
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
 
-  const getDevicesProgress = route(app, { method: "get", path: "/api/v2/devices/progress", tag: "updates", access: "management", summary: "Devices that are updating", responses: { 200: ok(z.array(Progress), "OK"), 401: errors[401] } }, mgmt, (c) =>
-    c.json(listProgress(db, progress.idleCutoff(), permissionFilter(c.get("identity"), "device", "d")).map(toView)),
+  const getDevicesProgress = route(app, { method: "get", path: "/api/v2/devices/progress", tag: "updates", access: "management", summary: "Devices that are updating", responses: { 200: ok(z.array(Progress), "OK"), 401: errors[401] } }, mgmt, async (c) =>
+    c.json((await listProgress(ctx.store.query, progress.idleCutoff(), permissionFilter(c.get("identity"), "device", "d"))).map(toView)),
   );
 
   const getDevicesByIdProgress = route(
     app,
     { method: "get", path: "/api/v2/devices/:id{[0-9]+}/progress", tag: "updates", access: "management", summary: "One device's update progress", responses: { 200: ok(Progress, "OK"), ...objectRefusals } },
     mgmt,
-    (c) => {
+    async (c) => {
       const id = pathId(c.req.param("id"), "device");
       authorize(db, c.get("identity"), "device", id, "read");
-      if (!getDevice(db, id)) throw new LabgateError("not_found", "device does not exist");
-      const row = getProgress(db, id, progress.idleCutoff());
+      if (!(await getDevice(ctx.store.query, id))) throw new LabgateError("not_found", "device does not exist");
+      const row = await getProgress(ctx.store.query, id, progress.idleCutoff());
       if (!row) throw new LabgateError("not_found", "device is not updating");
       return c.json(toView(row));
     },
