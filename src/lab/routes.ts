@@ -210,7 +210,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
           view?.stop();
           view = undefined;
           // Who typed on a board's console, and how much (the bytes themselves are on the console).
-          if (written > 0) void ctx.db.write((tx) => void recordAudit(tx, { ...actor, at: new Date(ctx.clock.now()) }, "console.write", `device:${id}`, { bytes: written })).catch(() => {});
+          if (written > 0) void recordAudit(ctx.store.query, { ...actor, at: new Date(ctx.clock.now()) }, "console.write", `device:${id}`, { bytes: written }).catch(() => {});
         },
       };
     }),

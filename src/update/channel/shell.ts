@@ -214,8 +214,9 @@ export class ShellService {
       code,
       reason,
     };
-    // Not awaited (a close cannot wait): written as soon as the database is free.
-    void recordAudit(this.ctx.store.query, { ...session.actor, at: dateOf(this.ctx.clock) }, "shell.close", `device:${session.deviceId}`, detail).catch((error: Error) => this.ctx.log.warn(`audit: shell.close of ${session.uuid} not saved: ${error.message}`));
+    // Not awaited (a close cannot wait): in the database as soon as it is free, on disk a moment later.
+    void recordAudit(this.ctx.store.query, { ...session.actor, at: dateOf(this.ctx.clock) }, "shell.close", `device:${session.deviceId}`, detail)
+      .catch((error: Error) => this.ctx.log.warn(`audit: shell.close of ${session.uuid} not saved: ${error.message}`));
     if (this.sessions.size === 0) this.pinger.stop();
   }
 

@@ -79,7 +79,8 @@ export class FileTransferService {
     if (!device) throw new LabgateError("not_found", "device does not exist");
     const conn = this.hub.get(device.mac_address);
     if (!conn || conn.deviceId !== device.id) throw notConnected();
-    const record = (outcome: Record<string, unknown>) => recordAudit(this.ctx.store.query, actor, "file.fetch", `device:${device.id}`, { mac: device.mac_address, file, ...outcome });
+    const record = (outcome: Record<string, unknown>) =>
+      recordAudit(this.ctx.store.query, actor, "file.fetch", `device:${device.id}`, { mac: device.mac_address, file, ...outcome });
     let result: FetchedFile;
     try {
       result = await this.transfer(conn, file, base);
