@@ -14,8 +14,9 @@ import { LabgateError } from "../../util/errors.ts";
 import type { ChannelHub, DeviceConnection } from "../channel/hub.ts";
 import type { EventBroadcaster } from "../events/broadcaster.ts";
 import { deviceMac, groupMemberMetadata } from "../devices/devices.ts";
-import { packageMetadataText } from "../packages/packages.ts";
-import { assignPackages, changed, getGroup, groupDeviceIds, groupPackageIds, groupPolicy, setPolicyIn, type CatalogWatch } from "../groups/groups.ts";
+import { packageMetadataTextInWrite } from "../packages/legacy.ts";
+import { changed, type CatalogWatch } from "../groups/groups.ts";
+import { assignPackagesInWrite, groupDeviceIdsInWrite, groupExistsInWrite, groupPackageIdsInWrite, groupPolicyInWrite, setPolicyInWrite } from "../groups/legacy.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
 import { checkKeys, type OfferTag, type OfferDecision, type Steering } from "../updatecheck/check.ts";
 import {
@@ -104,7 +105,7 @@ export interface NewDeployment {
 /** A deployment's `packages` join its group through the group's one assignment path: its checks, its audit. */
 function assignFirst(tx: Tx, input: NewDeployment): number[] {
   try {
-    return assignPackages(tx, input.identity, input.groupId, input.packages, "add", input.actor);
+    return assignPackagesInWrite(tx, input.identity, input.groupId, input.packages, "add", input.actor);
   } catch (error) {
     if (error instanceof LabgateError) throw new LabgateError(error.code, `field "packages": ${error.message}`, error.details);
     throw error;
@@ -408,17 +409,17 @@ export class DeploymentService implements Steering {
     // Its devices run the config as it is now: an upload under its name later changes nothing here.
     const validationCopy = input.validation ? this.validator!.pin(input.validation) : null;
     const row = await changed(this.catalog, this.db.write((tx) => {
-      if (!getGroup(tx, input.groupId)) throw new LabgateError("invalid", `field "group": group ${input.groupId} does not exist`);
+      if (!groupExistsInWrite(tx, input.groupId)) throw new LabgateError("invalid", `field "group": group ${input.groupId} does not exist`);
       const running = activeDeploymentOf(tx, input.groupId);
       if (running) throw new LabgateError("conflict", `field "group": group ${input.groupId} already has deployment ${running.id} (${running.status})`);
-      const devices = groupDeviceIds(tx, input.groupId);
+      const devices = groupDeviceIdsInWrite(tx, input.groupId);
       if (devices.length === 0) throw new LabgateError("invalid", `field "group": group ${input.groupId} has no devices`);
       // A device follows one deployment at a time (the one of its active group).
       const busy = devices.find((id) => this.index.has(id));
       if (busy !== undefined) throw new LabgateError("conflict", `field "group": device ${busy} is in deployment ${this.index.get(busy)!.run.row.id} of group ${this.index.get(busy)!.run.row.group_id}`);
-      const packageIds = input.packages.length > 0 ? assignFirst(tx, input) : groupPackageIds(tx, input.groupId);
+      const packageIds = input.packages.length > 0 ? assignFirst(tx, input) : groupPackageIdsInWrite(tx, input.groupId);
       const hasVersion = packageIds.some((id) => {
-        const metadata = packageMetadataText(tx, id);
+        const metadata = packageMetadataTextInWrite(tx, id);
         return metadata !== undefined && String((JSON.parse(metadata) as Record<string, unknown>)[versionKey] ?? "") === input.version;
       });
       if (!hasVersion) throw new LabgateError("invalid", `field "version": no package of group ${input.groupId} (or in "packages") has version ${input.version}`);
@@ -917,9 +918,9 @@ export class DeploymentService implements Steering {
     const policy = `exact_match,${run.row.version}`;
     await changed(this.catalog, this.db.write((tx) => {
       if (run.row.status !== "running") return;
-      const before = groupPolicy(tx, run.row.group_id) ?? null;
+      const before = groupPolicyInWrite(tx, run.row.group_id) ?? null;
       this.setRow(tx, run, run.row.id, { status, finished: at, pause_reason: null }, at);
-      setPolicyIn(tx, run.row.group_id, policy);
+      setPolicyInWrite(tx, run.row.group_id, policy);
       const target = `deployment:${run.row.id}`;
       recordAudit(tx, automatic(now), "deployment.complete", target, { status, counts: Object.fromEntries(Object.entries(counts).filter(([, n]) => n > 0)) });
       recordAudit(tx, automatic(now), "deployment.policy", target, { group: run.row.group_id, from: before, to: policy });

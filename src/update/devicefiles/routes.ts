@@ -38,7 +38,7 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTr
     async (c, { body: { file } }) => {
       const id = pathId(c.req.param("id"), "device");
       // Checked before the device is asked anything.
-      authorize(ctx.db, c.get("identity"), "device", id, "read");
+      await authorize(ctx.store.query, c.get("identity"), "device", id, "read");
       return c.json(await transfers.fetch(id, file, publicBase(ctx, c), actorOf(c, ctx.clock)));
     },
   );

@@ -40,7 +40,6 @@ const shapeAll = <T>(rows: DeviceRow[], shape: (row: DeviceRow) => Promise<T>): 
 
 /** Devices v2 and v1, and tags. */
 export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, presence: DevicePresence) {
-  const { db } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
   const tag = "devices";
@@ -99,13 +98,13 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     async (c) => {
       const identity = c.get("identity");
       const devices = permissionFilter(identity, "device", "d");
-      return c.json({ by_device_type: await versionsByDeviceType(ctx.store, ctx.config.prefix, devices), by_group: versionsByGroup(db, ctx.config.prefix, permissionFilter(identity, "group", "g"), devices) });
+      return c.json({ by_device_type: await versionsByDeviceType(ctx.store, ctx.config.prefix, devices), by_group: await versionsByGroup(ctx.store, ctx.config.prefix, permissionFilter(identity, "group", "g"), devices) });
     },
   );
 
   const getV2DevicesById = route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "One device", responses: { 200: ok(Device, "OK"), ...objectRefusals } }, mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "device");
-    authorize(db, c.get("identity"), "device", id, "read");
+    await authorize(q, c.get("identity"), "device", id, "read");
     return c.json(await view(await deviceOr404(id)));
   });
 
@@ -115,7 +114,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     mgmt,
     async (c) => {
       const id = pathId(c.req.param("id"), "device");
-      authorize(db, c.get("identity"), "device", id, "delete");
+      await authorize(q, c.get("identity"), "device", id, "delete");
       if (!(await deleteDevice(ctx.store, hooks, id, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
       return c.json({});
     },
@@ -137,7 +136,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     async (c, { body: { name } }) => {
       const id = pathId(c.req.param("id"), "device");
       const identity = c.get("identity");
-      authorize(db, identity, "device", id, "update");
+      await authorize(q, identity, "device", id, "update");
       if (!(await renameDevice(ctx.store, id, name, grantGuard(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
       return c.json(await view(await deviceOr404(id)));
     },
@@ -157,7 +156,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     async (c) => {
       const id = pathId(c.req.param("id"), "device");
       const identity = c.get("identity");
-      authorize(db, identity, "device", id, "update");
+      await authorize(q, identity, "device", id, "update");
       const name = tagParam(c.req.param("tag"));
       if (!(await addTag(ctx.store, id, name, grantGuard(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
       return c.json({});
@@ -167,7 +166,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
   // Tag removal (labgate's), idempotent like assignment.
   const deleteV2DevicesByIdTagByTag = route(app, { method: "delete", path: "/api/v2/devices/:id{[0-9]+}/tag/:tag", tag, access: "management", summary: "Untag a device", responses: { 200: ok(), ...write } }, mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "device");
-    authorize(db, c.get("identity"), "device", id, "update");
+    await authorize(q, c.get("identity"), "device", id, "update");
     const name = tagParam(c.req.param("tag"));
     if (!(await removeTag(ctx.store, id, name, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
@@ -175,7 +174,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
 
   const getV2DevicesByIdTags = route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}/tags", tag, access: "management", summary: "A device's tags", responses: { 200: ok(Tags, "OK"), ...objectRefusals } }, mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "device");
-    authorize(db, c.get("identity"), "device", id, "read");
+    await authorize(q, c.get("identity"), "device", id, "read");
     await deviceOr404(id);
     return c.json(await deviceTags(q, id));
   });

@@ -16,7 +16,6 @@ import { Progress } from "./schema.ts";
  * idle for `progress_idle_timeout` no longer counts.
  */
 export function progressRoutes(ctx: AppContext, auth: Auth, progress: UpdateProgress) {
-  const { db } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
 
@@ -30,7 +29,7 @@ export function progressRoutes(ctx: AppContext, auth: Auth, progress: UpdateProg
     mgmt,
     async (c) => {
       const id = pathId(c.req.param("id"), "device");
-      authorize(db, c.get("identity"), "device", id, "read");
+      await authorize(ctx.store.query, c.get("identity"), "device", id, "read");
       if (!(await getDevice(ctx.store.query, id))) throw new LabgateError("not_found", "device does not exist");
       const row = await getProgress(ctx.store.query, id, progress.idleCutoff());
       if (!row) throw new LabgateError("not_found", "device is not updating");
