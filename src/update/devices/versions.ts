@@ -6,7 +6,6 @@
  */
 import { metadataText } from "../../db/dialect.ts";
 import type { Store } from "../../db/store.ts";
-import type { SqlFilter } from "../permissions/permissions.ts";
 import { condition, type DeviceFilter } from "./devices.ts";
 import { metaKeys } from "./metadata.ts";
 import type { FleetVersions, VersionCount } from "./schema.ts";
@@ -38,14 +37,6 @@ export function summarise(counted: Counted[]): Array<{ key: Counted["key"]; devi
       return { ...row, versions: kept, others: versions.slice(MAX_VERSIONS).reduce((n, v) => n + v.devices, 0) };
     });
 }
-
-export const where = (...filters: Array<SqlFilter | undefined>) => {
-  const present = filters.filter((f): f is SqlFilter => f !== undefined);
-  return { sql: present.length ? ` WHERE ${present.map((f) => `(${f.sql})`).join(" AND ")}` : "", params: present.flatMap((f) => f.params) };
-};
-
-/** The SQL of a device's reported version (alias d): the prefix is lowercase letters and digits (config.ts), safe inside a JSON path. */
-export const versionColumn = (prefix: string) => `json_extract(d.metadata, '$."${metaKeys(prefix).version}"')`;
 
 /** The devices (alias d; `devices` narrows them to what the caller may read) by device type and version. */
 export async function versionsByDeviceType(store: Pick<Store, "engine" | "query">, prefix: string, devices: DeviceFilter | undefined): Promise<FleetVersions["by_device_type"]> {
