@@ -4,6 +4,7 @@
  * Bounded: at most MAX_ROWS device types and groups (the most devices first), MAX_VERSIONS versions
  * a row (the most common; the rest counted in `others`).
  */
+import { sql } from "kysely";
 import { metadataText } from "../../db/dialect.ts";
 import type { Store } from "../../db/store.ts";
 import { condition, type DeviceFilter } from "./devices.ts";
@@ -47,7 +48,8 @@ export async function versionsByDeviceType(store: Pick<Store, "engine" | "query"
     .selectFrom("devices as d")
     .select((eb) => [type.as("key"), version.as("version"), eb.fn.countAll<number>().as("n")])
     .$if(devices !== undefined, (qb) => qb.where(condition(devices!)))
-    .groupBy([type, version])
+    // By the selected names: PostgreSQL cannot tell two parameterised expressions equal.
+    .groupBy([sql.ref("key"), sql.ref("version")])
     .execute();
   const types = summarise(counted.map((c) => ({ key: c.key, version: c.version, n: Number(c.n) })));
   return types.map(({ key, ...row }) => ({ device_type: key === null ? null : String(key), ...row }));
