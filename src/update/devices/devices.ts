@@ -129,26 +129,6 @@ export function deviceTextFilter(prefix: string, text: string, engine: Engine = 
   );
 }
 
-export async function deviceGroupIds(q: Queries, deviceId: number): Promise<number[]> {
-  const rows = await q.selectFrom("group_devices").select("group_id").where("device_id", "=", deviceId).orderBy("group_id").execute();
-  return rows.map((r) => r.group_id);
-}
-
-/** The group whose policy applies: lowest priority value (ties: lowest id). */
-export async function activeGroupId(q: Queries, deviceId: number): Promise<number | null> {
-  const row = await q
-    .selectFrom("devices as d")
-    .innerJoin("group_devices as gd", "gd.device_id", "d.id")
-    .innerJoin("groups as g", "g.id", "gd.group_id")
-    .select("g.id")
-    .where("d.id", "=", deviceId)
-    .orderBy("g.priority")
-    .orderBy("g.id")
-    .limit(1)
-    .executeTakeFirst();
-  return row?.id ?? null;
-}
-
 const idOf = (q: Queries, id: number) => q.selectFrom("devices").select("id").where("id", "=", id);
 
 export function deviceExists(q: Queries, id: number): Promise<boolean>;
@@ -369,13 +349,45 @@ export interface DevicePresence {
   isConnected(mac: string): boolean;
 }
 
-/** The v2 device object; `connected`: whether it holds a management socket now (ChannelHub.isConnected). */
+/** Devices asked at once, at most (bound parameters of one statement). */
+const MEMBERSHIP_BATCH = 1000;
+
+/** The groups of each device of `ids` with their priorities, by (priority, group id): one query per thousand devices. */
+async function membershipsOf(q: Queries, ids: readonly number[]): Promise<Map<number, Array<{ group: number; priority: number }>>> {
+  const out = new Map<number, Array<{ group: number; priority: number }>>();
+  for (let i = 0; i < ids.length; i += MEMBERSHIP_BATCH) {
+    const rows = await q
+      .selectFrom("group_devices as gd")
+      .innerJoin("groups as g", "g.id", "gd.group_id")
+      .select(["gd.device_id", "gd.group_id", "g.priority"])
+      .where("gd.device_id", "in", ids.slice(i, i + MEMBERSHIP_BATCH))
+      .orderBy("gd.device_id")
+      .orderBy("g.priority")
+      .orderBy("gd.group_id")
+      .execute();
+    for (const r of rows) out.set(r.device_id, [...(out.get(r.device_id) ?? []), { group: r.group_id, priority: r.priority }]);
+  }
+  return out;
+}
+
+/** The v2 device objects of `rows`; `connected`: whether a device holds a management socket now (ChannelHub.isConnected). */
+export async function devicesV2(q: Queries, rows: readonly DeviceRow[], connected: (row: DeviceRow) => boolean): Promise<Device[]> {
+  const groups = await membershipsOf(q, rows.map((r) => r.id));
+  return rows.map((row) => ({ ...baseShape(row), groups: (groups.get(row.id) ?? []).map((m) => m.group).sort((x, y) => x - y), connected: connected(row) }));
+}
+
+/** The v1 device objects of `rows`: `group` is the one whose policy applies (lowest priority value, ties: lowest id). */
+export async function devicesV1(q: Queries, rows: readonly DeviceRow[]): Promise<DeviceV1[]> {
+  const groups = await membershipsOf(q, rows.map((r) => r.id));
+  return rows.map((row) => ({ ...baseShape(row), group: groups.get(row.id)?.[0]?.group ?? null }));
+}
+
 export async function toV2(q: Queries, row: DeviceRow, connected: boolean): Promise<Device> {
-  return { ...baseShape(row), groups: await deviceGroupIds(q, row.id), connected };
+  return (await devicesV2(q, [row], () => connected))[0];
 }
 
 export async function toV1(q: Queries, row: DeviceRow): Promise<DeviceV1> {
-  return { ...baseShape(row), group: await activeGroupId(q, row.id) };
+  return (await devicesV1(q, [row]))[0];
 }
 
 /**

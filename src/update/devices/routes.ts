@@ -18,6 +18,8 @@ import {
   taggedFilter,
   removeTag,
   renameDevice,
+  devicesV1,
+  devicesV2,
   toV1,
   toV2,
   validTag,
@@ -35,8 +37,6 @@ const NOT_FOUND = "device does not exist";
 const TOTAL = { "X-Total-Count": "with limit, offset or q: how many devices match before paging" };
 const write = { 400: errors[400], ...objectRefusals };
 
-/** Each row shaped, in order (a shape reads the device's groups). */
-const shapeAll = <T>(rows: DeviceRow[], shape: (row: DeviceRow) => Promise<T>): Promise<T[]> => Promise.all(rows.map(shape));
 
 /** Devices v2 and v1, and tags. */
 export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, presence: DevicePresence) {
@@ -46,6 +46,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
 
   const q = ctx.store.query;
   const view = (row: DeviceRow): Promise<Device> => toV2(q, row, presence.isConnected(row.mac_address));
+  const views = (rows: DeviceRow[]): Promise<Device[]> => devicesV2(q, rows, (row) => presence.isConnected(row.mac_address));
   const deviceOr404 = async (id: number) => {
     const row = await getDevice(q, id);
     if (!row) throw new LabgateError("not_found", NOT_FOUND);
@@ -60,12 +61,12 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
    * A device list: every device `filter` lets through, or with `limit`, `offset` or `q` that
    * page of the matches and the header X-Total-Count (the console's list at 10,000 devices).
    */
-  const deviceList = async <T>(c: Context<AppEnv>, query: z.output<typeof DeviceListQuery>, filter: DeviceFilter | undefined, shape: (row: DeviceRow) => Promise<T>): Promise<T[]> => {
+  const deviceList = async <T>(c: Context<AppEnv>, query: z.output<typeof DeviceListQuery>, filter: DeviceFilter | undefined, shape: (rows: DeviceRow[]) => Promise<T[]>): Promise<T[]> => {
     const order = { sort: query.sort, descending: query.order === "desc", prefix: ctx.config.prefix };
-    if (query.limit === undefined && query.offset === undefined && query.q === undefined) return shapeAll(await listDevices(ctx.store, filter, undefined, order), shape);
+    if (query.limit === undefined && query.offset === undefined && query.q === undefined) return shape(await listDevices(ctx.store, filter, undefined, order));
     const where = bothFilters(filter, query.q === undefined ? undefined : deviceTextFilter(ctx.config.prefix, query.q, ctx.store.engine));
     c.header("X-Total-Count", String(await countDevices(q, where)));
-    return shapeAll(await listDevices(ctx.store, where, { limit: query.limit, offset: query.offset }, order), shape);
+    return shape(await listDevices(ctx.store, where, { limit: query.limit, offset: query.offset }, order));
   };
 
   // v2: any management token; the permission table decides.
@@ -81,7 +82,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
       responses: { 200: { ...ok(z.array(Device), "OK"), headers: TOTAL }, 400: errors[400], 401: errors[401] },
     },
     mgmt,
-    async (c, { query }) => c.json(await deviceList(c, query, permissionFilter(c.get("identity"), "device", "d"), view)),
+    async (c, { query }) => c.json(await deviceList(c, query, permissionFilter(c.get("identity"), "device", "d"), views)),
   );
 
   const getV2DevicesVersions = route(
@@ -182,7 +183,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
   const getV2TagsByTag = route(app, { method: "get", path: "/api/v2/tags/:tag", tag, access: "management", summary: "Devices with a tag", responses: { 200: ok(z.array(Device), "OK"), 400: errors[400], 401: errors[401] } }, mgmt, async (c) => {
     const name = tagParam(c.req.param("tag"));
     const filter = permissionFilter(c.get("identity"), "device", "d");
-    return c.json(await shapeAll(await listDevices(ctx.store, bothFilters(taggedFilter(name), filter)), view));
+    return c.json(await views(await listDevices(ctx.store, bothFilters(taggedFilter(name), filter))));
   });
 
   // v1: scope-checked, no per-user filtering.
@@ -198,7 +199,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
       responses: { 200: { ...ok(z.array(DeviceV1), "OK"), headers: TOTAL }, 400: errors[400], 401: errors[401], 403: errors[403] },
     },
     auth.management("admin_ro"),
-    async (c, { query }) => c.json(await deviceList(c, query, undefined, (row) => toV1(q, row))),
+    async (c, { query }) => c.json(await deviceList(c, query, undefined, (rows) => devicesV1(q, rows))),
   );
 
   const getV1DevicesById = route(
