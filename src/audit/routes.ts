@@ -11,7 +11,7 @@ import { AuditEntry, AuditQuery } from "./schema.ts";
 export type TargetNames = (targets: readonly string[]) => Map<string, string> | Promise<Map<string, string>>;
 
 /** GET /api/v1/audit (admin read scope), with its operation (src/http/openapi.ts, `route`); `names` fills the JSON entries' `target_name`. */
-export function auditRoutes(ctx: AppContext, auth: Auth, names: TargetNames = async () => new Map()) {
+export function auditRoutes(ctx: AppContext, auth: Auth, names: TargetNames = () => new Map()) {
   const app = new Hono<AppEnv>();
   const getAudit = route(
     app,

@@ -238,6 +238,7 @@ export interface RegistrationsTable {
   metadata: string;
   last_appeared: string;
   client_address: Generated<string>;
+  seq: Generated<number>;
 }
 
 /** `revoked_tokens`, owned by src/auth. */

@@ -29,7 +29,7 @@ import { UpdateCatalog } from "./updatecheck/catalog.ts";
 /** The update server's services, as the routers get them. */
 export interface UpdateDomain {
   /** Device tokens are good while their device exists with that key; bumps last_access (the app's auth check calls it). */
-  deviceGate: (identity: DeviceIdentity) => boolean;
+  deviceGate: (identity: DeviceIdentity) => boolean | Promise<boolean>;
   /** What a device deletion or key change ends (the gate's cache, sockets, action logs). */
   deviceHooks: DeviceHooks;
   /** Signed device authorization requests seen, refused when replayed. */
@@ -58,7 +58,7 @@ export interface UpdateDomain {
 export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   // Device tokens of deleted (or re-keyed) devices are refused; last_access is kept up to date.
   const deviceHooks = new DeviceHooks();
-  deviceHooks.onDeleted((tx, device) => deleteRegistrationsOf(tx, device.mac_address));
+  deviceHooks.onDeleted(async (tx, device) => void (await deleteRegistrationsOf(tx, device.mac_address)));
   const deviceGate = createDeviceGate(ctx, deviceHooks);
   const replay = new ReplayGuard();
   // What update checks answer from, dropped by every group write that changes it.
@@ -72,7 +72,7 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   );
 
   // Update progress: records idle for `progress_idle_timeout` no longer count and are swept by a timer.
-  const progress = new UpdateProgress(ctx.db, ctx.config.update_server.progress_idle_timeout, ctx.clock);
+  const progress = new UpdateProgress(ctx.store, ctx.config.update_server.progress_idle_timeout, ctx.clock);
   const stopExpiry = every(ctx.clock, Math.min(progress.idleMs, 60_000), () => {
     progress.sweep().catch((error) => ctx.log.warn(`progress: idle records not removed: ${(error as Error).message}`));
   });
@@ -114,8 +114,8 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   ctx.onShutdown.push(every(ctx.clock, 3600_000, () => deviceFiles.sweepDownloads(ttl, ctx.clock.now())));
 
   // A deleted device loses its socket, its action log and the outputs, and leaves its deployment.
-  deviceHooks.onDeleted((tx, device) => {
-    const outputs = deleteDeviceLog(tx, device.mac_address);
+  deviceHooks.onDeleted(async (tx, device) => {
+    const outputs = await deleteDeviceLog(tx, device.mac_address);
     return async () => {
       deployments.deviceDeleted(device.id);
       const conn = hub.get(device.mac_address);

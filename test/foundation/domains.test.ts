@@ -90,13 +90,13 @@ describe("createUpdateDomain", () => {
     const deviceId = await ctx.db.write(
       (tx) => tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata) VALUES (?, ?, ?, '{}', '{}')", [new Date().toISOString(), "d1", mac]).lastInsertRowid,
     );
-    assert.equal(domain.deviceGate({ kind: "device", mac, deviceId, key: "", expiresAt: 0 } as never), true, "the root installs the device gate");
+    assert.equal(await domain.deviceGate({ kind: "device", mac, deviceId, key: "", expiresAt: 0 } as never), true, "the root installs the device gate");
 
     assert.deepEqual(await domain.actions.exec(mac, "reboot", systemActor("test", new Date())), { queued: true });
     assert.deepEqual(domain.actions.log(mac, "http://x").map((e) => [e.action, e.status]), [["reboot", "pending"]]);
 
-    assert.equal(await deleteDevice(ctx.db, domain.deviceHooks, deviceId, systemActor("test", new Date())), true);
+    assert.equal(await deleteDevice(ctx.store, domain.deviceHooks, deviceId, systemActor("test", new Date())), true);
     assert.deepEqual(domain.actions.log(mac, "http://x"), []);
-    assert.equal(domain.deviceGate({ kind: "device", mac, deviceId, key: "", expiresAt: 0 } as never), false);
+    assert.equal(await domain.deviceGate({ kind: "device", mac, deviceId, key: "", expiresAt: 0 } as never), false);
   });
 });

@@ -2,7 +2,10 @@
 // the pending list pages, and an admin removes pending registrations in bulk.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { useTestServer } from "../helpers/server.ts";
+import { removeDir, tempDir, useTestServer } from "../helpers/server.ts";
+import { Database, migrate, migrations } from "../../src/db/index.ts";
+import { embeddedStore } from "../../src/db/store.ts";
+import { listPending } from "../../src/update/registration/registrations.ts";
 import { publicKeyPem, signBody } from "../../src/update/client/device-client.ts";
 import { MAX_PENDING_PER_ADDRESS, MAX_PENDING_PER_KEY } from "../../src/update/registration/authorize.ts";
 import { deviceMetadata, key, nextMac } from "./helpers/devices.ts";
@@ -96,4 +99,31 @@ test("pending registrations expire after update_server.pending_registration_ttl;
   assert.deepEqual(await byAge.json(), { removed: 0 });
   assert.deepEqual(await (await removeAll()).json(), { removed: 3 });
   assert.equal(await pendingRows(), 0);
+});
+
+test("the pending list keeps the order registrations first asked in: asking again moves none; a database of an earlier schema keeps its order", async () => {
+  const keys = [key("ed25519", true), key("ed25519", true), key("ed25519", true)];
+  const macs = [nextMac(), nextMac(), nextMac()];
+  for (const [i, mac] of macs.entries()) assert.equal((await register(keys[i], mac)).status, 401);
+  assert.equal((await register(keys[0], macs[0], 10)).status, 401, "the first asks again (another body: not a replay)");
+  const res = await server.request("/api/v1/auth/pending?limit=2&offset=1", { token: server.adminToken });
+  assert.deepEqual(((await res.json()) as Array<{ mac_address: string }>).map((p) => p.mac_address), macs.slice(1));
+  assert.equal((await removeAll()).status, 200);
+
+  // Schema 30 ordered by SQLite's rowid; migration 031 numbers the rows it finds in that order.
+  const dir = tempDir();
+  const db = await Database.open(dir);
+  try {
+    await migrate(db, migrations.filter((m) => m.version < 31));
+    await db.write((tx) => {
+      for (const mac of ["c", "a", "b"]) tx.run("INSERT INTO registrations (mac_address, key_fingerprint, public_key, metadata, last_appeared) VALUES (?, 'f', 'k', '{}', '2026-01-01T00:00:00.000Z')", [mac]);
+    });
+    await migrate(db, migrations);
+    const store = embeddedStore(db);
+    assert.deepEqual((await listPending(store.query, "svc")).map((p) => p.mac_address), ["c", "a", "b"]);
+    await store.close();
+  } finally {
+    await db.close();
+    removeDir(dir);
+  }
 });

@@ -21,11 +21,10 @@ const tag = "actions";
  * device and the permission is checked on it: unknown MAC or hidden device -> 404.
  */
 export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionService) {
-  const { db } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
 
-  const deviceMac = (c: Context<AppEnv>, perm: Permission): string => deviceByMac(db, c.get("identity"), c.req.param("mac") ?? "", perm).mac_address;
+  const deviceMac = async (c: Context<AppEnv>, perm: Permission): Promise<string> => (await deviceByMac(ctx.store.query, c.get("identity"), c.req.param("mac") ?? "", perm)).mac_address;
 
   const getDevicesByMacActionList = route(
     app,
@@ -38,7 +37,7 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
       responses: { 200: ok(z.array(Action), "OK"), ...objectRefusals, ...asking },
     },
     mgmt,
-    async (c) => c.json(await actions.list(deviceMac(c, "read"))),
+    async (c) => c.json(await actions.list(await deviceMac(c, "read"))),
   );
 
   // The reference's GET runs the action: refused cross-site like a POST, and a HEAD runs nothing.
@@ -63,7 +62,7 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
     auth.actsOnGet(),
     mgmt,
     async (c) => {
-      const mac = deviceMac(c, "update");
+      const mac = await deviceMac(c, "update");
       const actionId = c.req.param("action_id");
       if (!actionId || actionId.length > 256) throw new LabgateError("invalid", "action id must be 1 to 256 characters");
       const result = await actions.exec(mac, actionId, actorOf(c, ctx.clock));
@@ -91,7 +90,7 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
       const identity = c.get("identity");
       const macs = [...new Set(devices)];
       // One query for every device's permission: the cost follows the list, not a lookup per MAC.
-      const refused = devicesByMac(db, identity, macs, "update");
+      const refused = await devicesByMac(ctx.store.query, identity, macs, "update");
       const permitted = macs.filter((mac) => refused.get(mac) === undefined);
       const settled = await actions.execMany(permitted, actionId, actorOf(c, ctx.clock));
       const outcomes = new Map(permitted.map((mac, i) => [mac, settled[i]]));
@@ -110,17 +109,17 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
     },
   );
 
-  const getDevicesByMacActionLog = route(app, { method: "get", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "The device's action log", responses: { 200: ok(z.array(ActionLogEntry), "OK"), ...objectRefusals } }, mgmt, (c) =>
-    c.json(actions.log(deviceMac(c, "read"), publicBase(ctx, c))),
+  const getDevicesByMacActionLog = route(app, { method: "get", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "The device's action log", responses: { 200: ok(z.array(ActionLogEntry), "OK"), ...objectRefusals } }, mgmt, async (c) =>
+    c.json(actions.log(await deviceMac(c, "read"), publicBase(ctx, c))),
   );
 
   const deleteDevicesByMacActionLog = route(app, { method: "delete", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "Clear finished entries", responses: { 200: ok(), ...objectRefusals } }, mgmt, async (c) => {
-    await actions.clearLog(deviceMac(c, "update"), actorOf(c, ctx.clock));
+    await actions.clearLog(await deviceMac(c, "update"), actorOf(c, ctx.clock));
     return c.json({});
   });
 
   const deleteDevicesByMacActionPending = route(app, { method: "delete", path: "/api/v2/devices/:mac/action/pending", tag, access: "management", summary: "Drop queued actions", responses: { 200: ok(), ...objectRefusals } }, mgmt, async (c) => {
-    await actions.clearPending(deviceMac(c, "update"), actorOf(c, ctx.clock));
+    await actions.clearPending(await deviceMac(c, "update"), actorOf(c, ctx.clock));
     return c.json({});
   });
 
@@ -137,7 +136,7 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
     },
     mgmt,
     async (c, { body: { actions: ids } }) => {
-      const mac = deviceMac(c, "update");
+      const mac = await deviceMac(c, "update");
       await actions.remove(mac, ids, actorOf(c, ctx.clock));
       return c.json({});
     },

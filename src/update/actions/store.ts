@@ -7,7 +7,9 @@
  * together (the journal's group commit then shares the fsync as well). Every promise still
  * resolves only once its own row is on disk.
  */
+import { Kysely } from "kysely";
 import type { Database, Tx } from "../../db/index.ts";
+import type { Tx as StoreTx } from "../../db/store.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { deviceIdByMac } from "../devices/devices.ts";
 import { isoTime, type Clock } from "../../util/time.ts";
@@ -287,6 +289,9 @@ function deleteRows(tx: Tx, where: string, params: string[]): Array<string | nul
 }
 
 /** Inside a device's deletion: its whole log goes; returns the output files to remove afterwards. */
-export function deleteDeviceLog(tx: Tx, mac: string): Array<string | null> {
-  return deleteRows(tx, "mac_address = ?", [mac]);
+export function deleteDeviceLog(tx: StoreTx, mac: string): Promise<Array<string | null>>;
+export function deleteDeviceLog(tx: Tx, mac: string): Array<string | null>;
+export function deleteDeviceLog(tx: Tx | StoreTx, mac: string): Promise<Array<string | null>> | Array<string | null> {
+  if (!(tx instanceof Kysely)) return deleteRows(tx, "mac_address = ?", [mac]);
+  return tx.deleteFrom("action_log").where("mac_address", "=", mac).returning("output_key").execute().then((rows) => rows.map((r) => r.output_key));
 }

@@ -1,20 +1,20 @@
-import type { Database } from "../../db/index.ts";
+import type { Queries } from "../../db/store.ts";
+import { sql, type SqlBool } from "kysely";
 import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { getDeviceByMac, macsMatching, type DeviceRow } from "../devices/devices.ts";
-import { MSG_FORBIDDEN, notFoundMessage, permissionFilterSql } from "../permissions/permissions.ts";
-import { authorizeSync, hasPermissionRowsSync } from "../permissions/legacy.ts";
+import { authorize, hasPermissionRows, MSG_FORBIDDEN, notFoundMessage, permissionFilter } from "../permissions/permissions.ts";
 import type { Permission } from "../permissions/schema.ts";
 
 /**
  * The device named by MAC in the path, with `perm` checked on it. Without read the device is
  * hidden (404, like a missing one); with read but not `perm`, 403.
  */
-export function deviceByMac(db: Database, identity: Identity, mac: string, perm: Permission): DeviceRow {
-  const device = getDeviceByMac(db, mac);
+export async function deviceByMac(q: Queries, identity: Identity, mac: string, perm: Permission): Promise<DeviceRow> {
+  const device = await getDeviceByMac(q, mac);
   if (device) {
-    authorizeSync(db, identity, "device", device.id, "read");
-    if (perm !== "read") authorizeSync(db, identity, "device", device.id, perm);
+    await authorize(q, identity, "device", device.id, "read");
+    if (perm !== "read") await authorize(q, identity, "device", device.id, perm);
   }
   if (!device) throw new LabgateError("not_found", "device does not exist");
   return device;
@@ -26,15 +26,14 @@ export function deviceByMac(db: Database, identity: Identity, mac: string, perm:
  * `identity` may go ahead. Only the devices the caller may read come back from the database, and
  * a caller without any permission row gets its 404s without a query over the devices.
  */
-export function devicesByMac(db: Database, identity: Identity, macs: readonly string[], perm: Permission): Map<string, LabgateError | undefined> {
+export async function devicesByMac(q: Queries, identity: Identity, macs: readonly string[], perm: Permission): Promise<Map<string, LabgateError | undefined>> {
   const hidden = new LabgateError("not_found", notFoundMessage("device"));
   const refused = new LabgateError("forbidden", MSG_FORBIDDEN);
   const verdicts = new Map<string, LabgateError | undefined>(macs.map((mac) => [mac, hidden]));
-  const read = permissionFilterSql(identity, "device", "d", "read");
-  if (read && (identity.kind !== "mgmt" || !hasPermissionRowsSync(db, identity.user))) return verdicts;
-  const wanted = permissionFilterSql(identity, "device", "d", perm) ?? { sql: "1", params: [] };
-  const readable = read ?? { sql: "1", params: [] };
-  const rows = macsMatching(db, macs, readable, wanted);
+  const read = permissionFilter(identity, "device", "d", "read");
+  if (read && (identity.kind !== "mgmt" || !(await hasPermissionRows(q, identity.user)))) return verdicts;
+  const everything = sql<SqlBool>`1 = 1`;
+  const rows = await macsMatching(q, macs, read ?? everything, permissionFilter(identity, "device", "d", perm) ?? everything);
   for (const row of rows) verdicts.set(row.mac_address, row.w ? undefined : refused);
   return verdicts;
 }

@@ -177,7 +177,7 @@ export function actionsOf(entries: ActionEntry[]): Action[] {
 }
 
 export class ChannelHub {
-  private readonly ctx: Pick<AppContext, "clock" | "config" | "db" | "log">;
+  private readonly ctx: Pick<AppContext, "clock" | "config" | "log" | "store">;
   private readonly connections = new Map<string, DeviceConnection>();
   private readonly handlers = new Map<string, MessageHandler<DeviceMethod>>();
   private readonly connectHooks: Array<(connection: DeviceConnection) => void> = [];
@@ -186,7 +186,7 @@ export class ChannelHub {
   /** Device frames dropped since the start: unparsable, an unknown method, or a field that does not fit its schema. */
   dropped = 0;
 
-  constructor(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "log" | "store">) {
     this.ctx = ctx;
     this.pinger = new PingTimer(ctx.clock, ctx.config.update_server.ws_ping_interval, (judge) => this.pingRound(judge));
     this.handle("capability_report", (conn, message) => this.capabilityReport(conn, message));
@@ -319,9 +319,7 @@ export class ChannelHub {
     conn.settle("capabilities", conn.capabilities);
     const text = JSON.stringify(caps);
     // Stored on the device and kept after disconnect.
-    this.ctx.db
-      .write((tx) => setDeviceCapabilities(tx, conn.deviceId, text))
-      .catch((error) => this.ctx.log.error(`device ${conn.mac}: capabilities not stored: ${(error as Error).message}`));
+    setDeviceCapabilities(this.ctx.store.query, conn.deviceId, text).catch((error) => this.ctx.log.error(`device ${conn.mac}: capabilities not stored: ${(error as Error).message}`));
   }
 
   /** A device that did not answer the last ping is dropped. */

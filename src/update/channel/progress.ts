@@ -16,10 +16,10 @@ export interface ProgressListener {
 }
 
 /** Installs the handlers of `update_progress` and `update_version`; progress goes out on `events`. */
-export function handleProgress(ctx: Pick<AppContext, "config" | "db" | "log">, hub: ChannelHub, progressRecords: UpdateProgress, events: EventBroadcaster, listener: ProgressListener): void {
+export function handleProgress(ctx: Pick<AppContext, "config" | "log" | "store">, hub: ChannelHub, progressRecords: UpdateProgress, events: EventBroadcaster, listener: ProgressListener): void {
   hub.handle("update_progress", async (conn: DeviceConnection, message) => {
     const progress = Math.min(100, Math.max(0, Math.round(message.progress)));
-    const version = getProgress(ctx.db, conn.deviceId)?.version ?? null;
+    const version = (await getProgress(ctx.store.query, conn.deviceId))?.version ?? null;
     await progressRecords.reportProgress(conn.deviceId, progress);
     await listener.progress(conn.deviceId, conn.mac, progress);
     events.publish("update", { device: conn.mac, progress, version });
@@ -28,19 +28,18 @@ export function handleProgress(ctx: Pick<AppContext, "config" | "db" | "log">, h
   hub.handle("update_version", async (conn, message) => {
     const { version } = message;
     const key = `${ctx.config.prefix}.software.version`;
-    const written = ctx.db.write((tx) => {
+    await ctx.store.transact(async (tx) => {
       // A broken column is replaced by what we know.
-      const metadata = deviceMetadataOf(tx, conn.deviceId);
+      const metadata = await deviceMetadataOf(tx, conn.deviceId);
       if (!metadata) return;
       metadata[key] = version;
-      setDeviceMetadata(tx, conn.deviceId, JSON.stringify(metadata));
+      await setDeviceMetadata(tx, conn.deviceId, JSON.stringify(metadata));
       // The device runs the new version: its update is over.
-      deleteProgressOf(tx, conn.deviceId);
+      await deleteProgressOf(tx, conn.deviceId);
+      // Before the commit lets other queries in (a cache, not the database): an update check
+      // answered meanwhile must not take the ended record for one still waiting.
+      progressRecords.forgetWaiting(conn.deviceId);
     });
-    // At once, with the change in memory (not once it is on disk): an update check answered
-    // meanwhile must not take the ended record for one still waiting.
-    progressRecords.forgetWaiting(conn.deviceId);
-    await written;
     ctx.log.info(`device ${conn.mac} now runs ${version}`);
     await listener.reportedVersion(conn.deviceId, version);
   });

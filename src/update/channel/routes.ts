@@ -7,6 +7,7 @@ import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { CLOSE_UNAUTHORIZED, type ChannelHub, type DeviceConnection } from "./hub.ts";
 import { deviceByMac } from "./access.ts";
+import type { DeviceRow } from "../devices/devices.ts";
 import { CLOSE_INVALID, MAX_EARLY_BYTES, notConnected, size, type ShellService, type ShellSession } from "./shell.ts";
 import { closeReason } from "../../protocol/labgate/wire.ts";
 import type { AccessWatch } from "../../auth/authority.ts";
@@ -68,14 +69,16 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
   // come as `?token=`. The `shell` permission is checked before the upgrade, except that an unknown
   // device (or one hidden from the caller) is upgraded and closed with 4001 like an offline one,
   // as the reference does: a browser cannot read an HTTP status on a failed WebSocket.
-  const shellTarget = (c: Context<AppEnv>) => {
+  const shellTarget = async (c: Context<AppEnv>) => {
     try {
-      return deviceByMac(ctx.db, c.get("identity"), c.req.param("mac") ?? "", "shell");
+      return await deviceByMac(ctx.store.query, c.get("identity"), c.req.param("mac") ?? "", "shell");
     } catch (error) {
       if (error instanceof LabgateError && error.code === "not_found") return undefined;
       throw error;
     }
   };
+  /** The device of a shell request, found before the upgrade (whose callback cannot wait). */
+  const shellTargets = new WeakMap<Context<AppEnv>, DeviceRow | undefined>();
   const managerAuth: MiddlewareHandler<AppEnv> = async (c, next) => {
     const { token: query } = queryOf(c, ShellQuery);
     c.set("identity", await auth.authenticate(c, "mgmt", query !== undefined ? `Bearer token=${query}` : undefined));
@@ -91,12 +94,12 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
     },
     managerAuth,
     async (c, next) => {
-      shellTarget(c);
+      shellTargets.set(c, await shellTarget(c));
       await next();
     },
     requireUpgrade,
     upgradeWebSocket((c) => {
-      const device = shellTarget(c);
+      const device = shellTargets.get(c);
       const identity = c.get("identity");
       const actor = actorOf(c, ctx.clock);
       const mac = c.req.param("mac") ?? "";

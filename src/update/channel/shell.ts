@@ -68,12 +68,12 @@ export const size = (frame: Frame): number => (typeof frame === "string" ? Buffe
 const sendable = (code: number): boolean => code === CLOSE_NORMAL || (code >= 3000 && code <= 4999);
 
 export class ShellService {
-  private readonly ctx: Pick<AppContext, "clock" | "config" | "db" | "log" | "store">;
+  private readonly ctx: Pick<AppContext, "clock" | "config" | "log" | "store">;
   private readonly hub: ChannelHub;
   private readonly sessions = new Map<string, ShellSession>();
   private readonly pinger: PingTimer;
 
-  constructor(ctx: Pick<AppContext, "clock" | "config" | "db" | "log" | "store">, hub: ChannelHub) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "log" | "store">, hub: ChannelHub) {
     this.ctx = ctx;
     this.hub = hub;
     this.pinger = new PingTimer(ctx.clock, ctx.config.update_server.ws_ping_interval, (judge) => this.pingRound(judge));

@@ -21,7 +21,7 @@ export const HISTORY_PER_DEVICE = 1000;
 const ENDED_OPEN: ReadonlySet<DeviceState> = new Set(["installing", "aborted", "not_reached"]);
 
 export class PastOutcomes {
-  private readonly ctx: Pick<AppContext, "db" | "clock" | "log">;
+  private readonly ctx: Pick<AppContext, "db" | "clock" | "log" | "store">;
   private readonly progress: UpdateProgress;
   private readonly active: (deploymentId: number) => boolean;
   private readonly rate: LogRate;
@@ -30,7 +30,7 @@ export class PastOutcomes {
   private droppedLogged = -Infinity;
 
   /** `active` says whether a deployment is still active (its outcomes are the service's). */
-  constructor(ctx: Pick<AppContext, "db" | "clock" | "log">, progress: UpdateProgress, active: (deploymentId: number) => boolean) {
+  constructor(ctx: Pick<AppContext, "db" | "clock" | "log" | "store">, progress: UpdateProgress, active: (deploymentId: number) => boolean) {
     this.ctx = ctx;
     this.progress = progress;
     this.active = active;
@@ -46,7 +46,7 @@ export class PastOutcomes {
     const ended =
       row && !this.active(row.deployment_id) && ENDED_OPEN.has(row.state) && (outcome.deployment === undefined ? row.to_version === outcome.version : outcome.attempt === row.attempt) ? row : undefined;
     // The group's policy offered this version (its progress record is open); a report naming a deployment answers no policy offer.
-    const offered = getProgress(db, deviceId)?.version === outcome.version;
+    const offered = (await getProgress(this.ctx.store.query, deviceId))?.version === outcome.version;
     const open = ended !== undefined || (offered && outcome.deployment === undefined);
     if (!open && outcome.state !== "installed") return this.drop(deviceId, "it answers no open offer");
     if (this.rate.take(deviceId, 1)) return this.drop(deviceId, `more than ${OUTCOMES_PER_MINUTE} a minute`);

@@ -48,13 +48,13 @@ type ProbeReply = DeviceMessageOf<"fs_file_probe_reply">;
 type DownloadReply = DeviceMessageOf<"fs_file_download_reply">;
 
 export class FileTransferService {
-  private readonly ctx: Pick<AppContext, "config" | "db" | "log" | "store" | "tokens">;
+  private readonly ctx: Pick<AppContext, "config" | "log" | "store" | "tokens">;
   private readonly hub: ChannelHub;
   private readonly store: DeviceFileStore;
   private readonly open = new Map<string, Transfer>();
 
   /** The device messages it handles are installed by createUpdateDomain. */
-  constructor(ctx: Pick<AppContext, "config" | "db" | "log" | "store" | "tokens">, hub: ChannelHub, store: DeviceFileStore) {
+  constructor(ctx: Pick<AppContext, "config" | "log" | "store" | "tokens">, hub: ChannelHub, store: DeviceFileStore) {
     this.ctx = ctx;
     this.hub = hub;
     this.store = store;
@@ -75,7 +75,7 @@ export class FileTransferService {
    * the device was asked is in the audit log (`file.fetch`, with its outcome) before the answer.
    */
   async fetch(deviceId: number, file: string, base: string, actor: Actor): Promise<FetchedFile> {
-    const device = getDevice(this.ctx.db, deviceId);
+    const device = await getDevice(this.ctx.store.query, deviceId);
     if (!device) throw new LabgateError("not_found", "device does not exist");
     const conn = this.hub.get(device.mac_address);
     if (!conn || conn.deviceId !== device.id) throw notConnected();

@@ -1,152 +1,234 @@
-import type { Database, Tx } from "../../db/index.ts";
-import { Kysely } from "kysely";
-import type { Queries } from "../../db/store.ts";
+import { sql, type Expression, type Selectable, type SqlBool } from "kysely";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
+import { likeIgnoringCase, metadataText } from "../../db/dialect.ts";
+import type { DevicesTable } from "../../db/schema.ts";
+import type { Engine, Queries, Store, Tx } from "../../db/store.ts";
 import { rfc822 } from "../../util/time.ts";
-import { type SqlFilter } from "../permissions/permissions.ts";
-import { type ChangeGuardInWrite, deletePermissionsOfInWrite } from "../permissions/legacy.ts";
+import { deletePermissionsOf, type ChangeGuard, type SqlFilter } from "../permissions/permissions.ts";
+import { compiler, filterText, isSync, rowsSync, type SyncReads } from "./legacy.ts";
 import { metaKeys, type Metadata } from "./metadata.ts";
 import type { Device, DeviceSort, DeviceV1 } from "./schema.ts";
 
-/** A device row as stored (JSON columns still text). */
-export interface DeviceRow {
-  id: number;
-  created: string;
-  name: string;
-  mac_address: string;
-  public_key: string | null;
-  key_fingerprint: string | null;
-  capabilities: string;
-  metadata: string;
-  last_access: string | null;
-}
-
-const COLUMNS = "d.id, d.created, d.name, d.mac_address, d.public_key, d.key_fingerprint, d.capabilities, d.metadata, d.last_access";
-
-export function getDevice(db: Database | Tx, id: number): DeviceRow | undefined {
-  return db.get<DeviceRow>(`SELECT ${COLUMNS} FROM devices d WHERE d.id = ?`, [id]);
-}
-
-export function getDeviceByMac(db: Database | Tx, mac: string): DeviceRow | undefined {
-  return db.get<DeviceRow>(`SELECT ${COLUMNS} FROM devices d WHERE d.mac_address = ?`, [mac]);
-}
-
-/**
- * Devices (alias `d`), optionally narrowed by an SQL condition on `d` (e.g. a permission filter
- * from permissions.ts), ordered by id; `page`: only that many from that position.
+/*
+ * The reads other areas call come in two forms while those areas move to the Store: on the Store
+ * (`Queries`, async), and on the synchronous database or one of its transactions (legacy.ts), both
+ * from one builder.
  */
+
+/** A device row as stored (JSON columns still text). */
+export type DeviceRow = Selectable<DevicesTable>;
+
+/** A condition on devices (alias `d`): SQL text with `?` parameters (a permission filter), or an expression. */
+export type DeviceFilter = SqlFilter | Expression<SqlBool>;
+
+const isText = (filter: DeviceFilter): filter is SqlFilter => typeof (filter as Partial<SqlFilter>).sql === "string";
+
+/** A filter as an expression: SQL text with `?` parameters becomes the same SQL with bound values. */
+export function condition(filter: DeviceFilter): Expression<SqlBool> {
+  if (!isText(filter)) return filter;
+  const parts = filter.sql.split("?");
+  const pieces = parts.flatMap((part, i) => (i === 0 ? [sql.raw(part)] : [sql`${filter.params[i - 1]}`, sql.raw(part)]));
+  return sql<SqlBool>`(${sql.join(pieces, sql.raw(""))})`;
+}
+
+/** Where a read runs: the Store (with its engine) or the synchronous database. */
+type Source = Pick<Store, "engine" | "query"> | SyncReads;
+const on = (source: Source): { q: Queries; engine: Engine } => (isSync(source) ? { q: compiler, engine: "embedded" } : { q: source.query, engine: source.engine });
+
+const byId = (q: Queries, id: number) => q.selectFrom("devices").selectAll().where("id", "=", id);
+
+export function getDevice(q: Queries, id: number): Promise<DeviceRow | undefined>;
+export function getDevice(db: SyncReads, id: number): DeviceRow | undefined;
+export function getDevice(q: Queries | SyncReads, id: number): Promise<DeviceRow | undefined> | DeviceRow | undefined {
+  return isSync(q) ? rowsSync(q, byId(compiler, id))[0] : byId(q, id).executeTakeFirst();
+}
+
+const byMac = (q: Queries, mac: string) => q.selectFrom("devices").selectAll().where("mac_address", "=", mac);
+
+export function getDeviceByMac(q: Queries, mac: string): Promise<DeviceRow | undefined>;
+export function getDeviceByMac(db: SyncReads, mac: string): DeviceRow | undefined;
+export function getDeviceByMac(q: Queries | SyncReads, mac: string): Promise<DeviceRow | undefined> | DeviceRow | undefined {
+  return isSync(q) ? rowsSync(q, byMac(compiler, mac))[0] : byMac(q, mac).executeTakeFirst();
+}
+
 /** A device list's order: by one of DEVICE_SORTS, ties by id (so pages never overlap). */
 export interface DeviceOrder {
   sort?: DeviceSort;
   descending?: boolean;
 }
 
-/** The SQL of an order; the names are fixed here, never taken from the request. */
-function orderBy(prefix: string, order: DeviceOrder): string {
+/**
+ * The ORDER BY of an order; the names are fixed here, never taken from the request. NULLs (no
+ * version, never seen) come first ascending and last descending on both engines, as SQLite orders.
+ */
+function orderBy(engine: Engine, prefix: string, order: DeviceOrder) {
+  if (!order.sort || order.sort === "id") return order.descending ? sql`d.id DESC` : sql`d.id ASC`;
   const keys = metaKeys(prefix);
-  const column: Record<DeviceSort, string> = {
-    id: "d.id",
-    name: "d.name COLLATE NOCASE",
-    mac_address: "d.mac_address",
-    version: `json_extract(d.metadata, '$."${keys.version}"')`,
-    type: `json_extract(d.metadata, '$."${keys.devtype}"')`,
-    last_access: "d.last_access",
+  const column: Record<Exclude<DeviceSort, "id">, Expression<unknown>> = {
+    name: sql`lower(d.name)`,
+    mac_address: sql.ref("d.mac_address"),
+    version: metadataText(engine, "d.metadata", keys.version),
+    type: metadataText(engine, "d.metadata", keys.devtype),
+    last_access: sql.ref("d.last_access"),
   };
-  const way = order.descending ? "DESC" : "ASC";
-  return !order.sort || order.sort === "id" ? `d.id ${way}` : `${column[order.sort]} ${way}, d.id`;
+  return sql`${column[order.sort]} ${order.descending ? sql`DESC NULLS LAST` : sql`ASC NULLS FIRST`}, d.id`;
 }
 
-export function listDevices(db: Database, where?: SqlFilter, page?: { limit?: number; offset?: number }, order: DeviceOrder & { prefix?: string } = {}): DeviceRow[] {
-  const clause = where ? ` WHERE ${where.sql}` : "";
-  const params = where?.params ?? [];
-  const by = orderBy(order.prefix ?? "", order);
-  if (!page) return db.all<DeviceRow>(`SELECT ${COLUMNS} FROM devices d${clause} ORDER BY ${by}`, params);
-  return db.all<DeviceRow>(`SELECT ${COLUMNS} FROM devices d${clause} ORDER BY ${by} LIMIT ? OFFSET ?`, [...params, page.limit ?? -1, page.offset ?? 0]);
+/** Devices (alias `d`), optionally narrowed by `where` (e.g. a permission filter), in `order`; `page`: only that many from that position. */
+export function listDevices(store: Pick<Store, "engine" | "query">, where?: DeviceFilter, page?: { limit?: number; offset?: number }, order?: DeviceOrder & { prefix?: string }): Promise<DeviceRow[]>;
+export function listDevices(db: SyncReads, where?: DeviceFilter, page?: { limit?: number; offset?: number }, order?: DeviceOrder & { prefix?: string }): DeviceRow[];
+export function listDevices(source: Source, where?: DeviceFilter, page?: { limit?: number; offset?: number }, order: DeviceOrder & { prefix?: string } = {}): Promise<DeviceRow[]> | DeviceRow[] {
+  const { q, engine } = on(source);
+  let query = q
+    .selectFrom("devices as d")
+    .selectAll("d")
+    .$if(where !== undefined, (qb) => qb.where(condition(where!)))
+    .orderBy(orderBy(engine, order.prefix ?? "", order));
+  // SQLite takes no OFFSET without a LIMIT.
+  if (page?.limit !== undefined || page?.offset) query = query.limit(page.limit ?? Number.MAX_SAFE_INTEGER);
+  if (page?.offset) query = query.offset(page.offset);
+  return isSync(source) ? rowsSync(source, query) : query.execute();
 }
 
-export function countDevices(db: Database, where?: SqlFilter): number {
-  return db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM devices d${where ? ` WHERE ${where.sql}` : ""}`, where?.params ?? [])!.n;
+const counted = (q: Queries, where?: DeviceFilter) =>
+  q
+    .selectFrom("devices as d")
+    .select((eb) => eb.fn.countAll<number>().as("n"))
+    .$if(where !== undefined, (qb) => qb.where(condition(where!)));
+
+export function countDevices(q: Queries, where?: DeviceFilter): Promise<number>;
+export function countDevices(db: SyncReads, where?: DeviceFilter): number;
+export function countDevices(q: Queries | SyncReads, where?: DeviceFilter): Promise<number> | number {
+  if (isSync(q)) return Number(rowsSync(q, counted(compiler, where))[0].n);
+  return counted(q, where)
+    .executeTakeFirstOrThrow()
+    .then((row) => Number(row.n));
 }
 
-/** Both conditions (either may be absent). */
-export function bothFilters(a: SqlFilter | undefined, b: SqlFilter | undefined): SqlFilter | undefined {
-  if (!a || !b) return a ?? b;
-  return { sql: `(${a.sql}) AND (${b.sql})`, params: [...a.params, ...b.params] };
+/** Both conditions (either may be absent), as SQL text (what the synchronous queries of other areas combine). */
+export function bothFilters(a: DeviceFilter | undefined, b: DeviceFilter | undefined): SqlFilter | undefined {
+  const text = (f: DeviceFilter) => (isText(f) ? f : filterText(f));
+  if (!a || !b) return a || b ? text((a ?? b)!) : undefined;
+  const [x, y] = [text(a), text(b)];
+  return { sql: `(${x.sql}) AND (${y.sql})`, params: [...x.params, ...y.params] };
 }
 
 /**
  * The device list's text filter (`q`): `text` within the name, MAC address, id, software
- * version or device type, ignoring (ASCII) case, as SQLite's LIKE compares.
+ * version or device type, ignoring (ASCII) case, on `engine` (the embedded one's when absent).
  */
-export function deviceTextFilter(prefix: string, text: string): SqlFilter {
+export function deviceTextFilter(prefix: string, text: string, engine: Engine = "embedded"): SqlFilter {
   const pattern = `%${text.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`;
   const keys = metaKeys(prefix);
-  // The prefix is lowercase letters and digits (config.ts): safe inside a JSON path.
-  const fields = ["d.name", "d.mac_address", "CAST(d.id AS TEXT)", `json_extract(d.metadata, '$."${keys.version}"')`, `json_extract(d.metadata, '$."${keys.devtype}"')`];
-  return { sql: fields.map((f) => `${f} LIKE ? ESCAPE '\\'`).join(" OR "), params: fields.map(() => pattern) };
-}
-
-export function deviceGroupIds(db: Database | Tx, deviceId: number): number[] {
-  return db
-    .all<{ group_id: number }>("SELECT gd.group_id FROM devices d JOIN group_devices gd ON gd.device_id = d.id WHERE d.id = ? ORDER BY gd.group_id", [deviceId])
-    .map((r) => r.group_id);
-}
-
-/** The group whose policy applies: lowest priority value (ties: lowest id). */
-export function activeGroupId(db: Database | Tx, deviceId: number): number | null {
-  const row = db.get<{ id: number }>(
-    "SELECT g.id FROM devices d JOIN group_devices gd ON gd.device_id = d.id JOIN groups g ON g.id = gd.group_id WHERE d.id = ? ORDER BY g.priority, g.id LIMIT 1",
-    [deviceId],
+  const fields = [sql`d.name`, sql`d.mac_address`, sql`CAST(d.id AS TEXT)`, metadataText(engine, "d.metadata", keys.version), metadataText(engine, "d.metadata", keys.devtype)];
+  return filterText(
+    sql<SqlBool>`(${sql.join(
+      fields.map((f) => likeIgnoringCase(f, pattern)),
+      sql` OR `,
+    )})`,
   );
-  return row?.id ?? null;
 }
+
+const idOf = (q: Queries, id: number) => q.selectFrom("devices").select("id").where("id", "=", id);
 
 export function deviceExists(q: Queries, id: number): Promise<boolean>;
-export function deviceExists(db: Database | Tx, id: number): boolean;
-export function deviceExists(q: Queries | Database | Tx, id: number): Promise<boolean> | boolean {
-  if (!(q instanceof Kysely)) return q.get("SELECT 1 AS x FROM devices WHERE id = ?", [id]) !== undefined;
-  return q.selectFrom("devices").select("id").where("id", "=", id).executeTakeFirst().then((row) => row !== undefined);
+export function deviceExists(db: SyncReads, id: number): boolean;
+export function deviceExists(q: Queries | SyncReads, id: number): Promise<boolean> | boolean {
+  if (isSync(q)) return rowsSync(q, idOf(compiler, id)).length > 0;
+  return idOf(q, id)
+    .executeTakeFirst()
+    .then((row) => row !== undefined);
 }
 
-export function deviceMac(db: Database | Tx, id: number): string | undefined {
-  return db.get<{ mac_address: string }>("SELECT mac_address FROM devices WHERE id = ?", [id])?.mac_address;
+const macOf = (q: Queries, id: number) => q.selectFrom("devices").select("mac_address").where("id", "=", id);
+
+export function deviceMac(q: Queries, id: number): Promise<string | undefined>;
+export function deviceMac(db: SyncReads, id: number): string | undefined;
+export function deviceMac(q: Queries | SyncReads, id: number): Promise<string | undefined> | string | undefined {
+  if (isSync(q)) return rowsSync(q, macOf(compiler, id))[0]?.mac_address;
+  return macOf(q, id)
+    .executeTakeFirst()
+    .then((row) => row?.mac_address);
 }
 
-export function deviceIdByMac(db: Database | Tx, mac: string): number | undefined {
-  return db.get<{ id: number }>("SELECT id FROM devices WHERE mac_address = ?", [mac])?.id;
+const idByMac = (q: Queries, mac: string) => q.selectFrom("devices").select("id").where("mac_address", "=", mac);
+
+export function deviceIdByMac(q: Queries, mac: string): Promise<number | undefined>;
+export function deviceIdByMac(db: SyncReads, mac: string): number | undefined;
+export function deviceIdByMac(q: Queries | SyncReads, mac: string): Promise<number | undefined> | number | undefined {
+  if (isSync(q)) return rowsSync(q, idByMac(compiler, mac))[0]?.id;
+  return idByMac(q, mac)
+    .executeTakeFirst()
+    .then((row) => row?.id);
 }
+
+const macsWhere = (q: Queries, where: DeviceFilter) => q.selectFrom("devices as d").select("d.mac_address").where(condition(where));
 
 /** The MACs of the devices (alias `d`) a condition selects, e.g. a permission filter. */
-export function deviceMacs(db: Pick<Database, "all">, where: SqlFilter): Set<string> {
-  return new Set(db.all<{ mac_address: string }>(`SELECT d.mac_address FROM devices d WHERE ${where.sql}`, where.params).map((r) => r.mac_address));
+export function deviceMacs(q: Queries, where: DeviceFilter): Promise<Set<string>>;
+export function deviceMacs(db: SyncReads, where: DeviceFilter): Set<string>;
+export function deviceMacs(q: Queries | SyncReads, where: DeviceFilter): Promise<Set<string>> | Set<string> {
+  const set = (rows: Array<{ mac_address: string }>) => new Set(rows.map((r) => r.mac_address));
+  return isSync(q) ? set(rowsSync(q, macsWhere(compiler, where))) : macsWhere(q, where).execute().then(set);
 }
+
+const namesWhere = (q: Queries, where: DeviceFilter | undefined, limit: number) =>
+  q
+    .selectFrom("devices as d")
+    .select(["d.id", "d.mac_address", "d.name"])
+    .$if(where !== undefined, (qb) => qb.where(condition(where!)))
+    .orderBy("d.name")
+    .orderBy("d.id")
+    .limit(limit);
 
 /** Id, MAC and name of the devices `where` selects (all when absent), by name, at most `limit`. */
-export function deviceNames(db: Database, where: SqlFilter | undefined, limit: number): Array<{ id: number; mac_address: string; name: string }> {
-  return db.all<{ id: number; mac_address: string; name: string }>(
-    `SELECT d.id, d.mac_address, d.name FROM devices d ${where ? `WHERE ${where.sql}` : ""} ORDER BY d.name, d.id LIMIT ?`,
-    [...(where?.params ?? []), limit],
-  );
+export function deviceNames(q: Queries, where: DeviceFilter | undefined, limit: number): Promise<Array<{ id: number; mac_address: string; name: string }>>;
+export function deviceNames(db: SyncReads, where: DeviceFilter | undefined, limit: number): Array<{ id: number; mac_address: string; name: string }>;
+export function deviceNames(q: Queries | SyncReads, where: DeviceFilter | undefined, limit: number) {
+  return isSync(q) ? rowsSync(q, namesWhere(compiler, where, limit)) : namesWhere(q, where, limit).execute();
 }
+
+const tagsWhere = (q: Queries, where: DeviceFilter | undefined) =>
+  q
+    .selectFrom("device_tags as dt")
+    .innerJoin("devices as d", "d.id", "dt.device_id")
+    .select((eb) => ["dt.tag", eb.fn.countAll<number>().as("n")])
+    .$if(where !== undefined, (qb) => qb.where(condition(where!)))
+    .groupBy("dt.tag")
+    .orderBy("dt.tag");
 
 /** Each tag of the devices `where` selects (all when absent), with how many of them carry it, by tag. */
-export function tagCounts(db: Database, where: SqlFilter | undefined): Array<{ tag: string; n: number }> {
-  return db.all<{ tag: string; n: number }>(
-    `SELECT dt.tag, COUNT(*) AS n FROM device_tags dt JOIN devices d ON d.id = dt.device_id ${where ? `WHERE ${where.sql}` : ""} GROUP BY dt.tag ORDER BY dt.tag`,
-    where?.params ?? [],
-  );
+export function tagCounts(q: Queries, where: DeviceFilter | undefined): Promise<Array<{ tag: string; n: number }>>;
+export function tagCounts(db: SyncReads, where: DeviceFilter | undefined): Array<{ tag: string; n: number }>;
+export function tagCounts(q: Queries | SyncReads, where: DeviceFilter | undefined): Promise<Array<{ tag: string; n: number }>> | Array<{ tag: string; n: number }> {
+  const numbers = (rows: Array<{ tag: string; n: unknown }>) => rows.map((r) => ({ tag: r.tag, n: Number(r.n) }));
+  return isSync(q) ? numbers(rowsSync(q, tagsWhere(compiler, where))) : tagsWhere(q, where).execute().then(numbers);
 }
+
+const outside = (q: Queries, where: DeviceFilter, groupId: number) =>
+  q
+    .selectFrom("devices as d")
+    .select("d.id")
+    .where(condition(where))
+    .where("d.id", "not in", (eb) => eb.selectFrom("group_devices").select("device_id").where("group_id", "=", groupId))
+    .orderBy("d.id");
 
 /** The ids of the devices `where` selects that are not members of the group, in id order. */
-export function deviceIdsOutsideGroup(db: Database, where: SqlFilter, groupId: number): number[] {
-  return db
-    .all<{ id: number }>(`SELECT d.id FROM devices d WHERE (${where.sql}) AND d.id NOT IN (SELECT device_id FROM group_devices WHERE group_id = ?) ORDER BY d.id`, [...where.params, groupId])
-    .map((r) => r.id);
+export function deviceIdsOutsideGroup(q: Queries, where: DeviceFilter, groupId: number): Promise<number[]>;
+export function deviceIdsOutsideGroup(db: SyncReads, where: DeviceFilter, groupId: number): number[];
+export function deviceIdsOutsideGroup(q: Queries | SyncReads, where: DeviceFilter, groupId: number): Promise<number[]> | number[] {
+  const ids = (rows: Array<{ id: number }>) => rows.map((r) => r.id);
+  return isSync(q) ? ids(rowsSync(q, outside(compiler, where, groupId))) : outside(q, where, groupId).execute().then(ids);
 }
 
+const members = (q: Queries, groupId: number) =>
+  q.selectFrom("devices as d").innerJoin("group_devices as gd", "gd.device_id", "d.id").select(["d.id", "d.metadata"]).where("gd.group_id", "=", groupId);
+
 /** The devices of a group with their metadata column, in no particular order. */
-export function groupMemberMetadata(db: Database | Tx, groupId: number): Array<{ id: number; metadata: string }> {
-  return db.all<{ id: number; metadata: string }>("SELECT d.id, d.metadata FROM devices d JOIN group_devices gd ON gd.device_id = d.id WHERE gd.group_id = ?", [groupId]);
+export function groupMemberMetadata(q: Queries, groupId: number): Promise<Array<{ id: number; metadata: string }>>;
+export function groupMemberMetadata(db: SyncReads, groupId: number): Array<{ id: number; metadata: string }>;
+export function groupMemberMetadata(q: Queries | SyncReads, groupId: number) {
+  return isSync(q) ? rowsSync(q, members(compiler, groupId)) : members(q, groupId).execute();
 }
 
 /** The devices that carry a tag, as a condition on `d` (for listDevices). */
@@ -156,18 +238,22 @@ export function taggedFilter(tag: string): SqlFilter {
 
 /**
  * Per MAC of `macs` that names a device `readable` selects: whether `wanted` selects it too (both
- * conditions on `d`; the MACs go as one JSON parameter, so this is one query whatever their number).
+ * conditions on `d`; one query whatever the number of MACs).
  */
-export function macsMatching(db: Database, macs: readonly string[], readable: SqlFilter, wanted: SqlFilter): Array<{ mac_address: string; w: number }> {
-  return db.all<{ mac_address: string; w: number }>(
-    `SELECT d.mac_address, ${wanted.sql} AS w FROM devices d WHERE d.mac_address IN (SELECT value FROM json_each(?)) AND ${readable.sql}`,
-    [...wanted.params, JSON.stringify(macs), ...readable.params],
-  );
+export async function macsMatching(q: Queries, macs: readonly string[], readable: DeviceFilter, wanted: DeviceFilter): Promise<Array<{ mac_address: string; w: number }>> {
+  if (macs.length === 0) return [];
+  const rows = await q
+    .selectFrom("devices as d")
+    .select(["d.mac_address", sql<number>`CASE WHEN ${condition(wanted)} THEN 1 ELSE 0 END`.as("w")])
+    .where("d.mac_address", "in", [...macs])
+    .where(condition(readable))
+    .execute();
+  return rows.map((r) => ({ mac_address: r.mac_address, w: Number(r.w) }));
 }
 
 /** The metadata column of a device as an object (a broken column reads as empty); undefined when there is no such device. */
-export function deviceMetadataOf(tx: Database | Tx, id: number): Record<string, unknown> | undefined {
-  const row = tx.get<{ metadata: string }>("SELECT metadata FROM devices WHERE id = ?", [id]);
+export async function deviceMetadataOf(q: Queries, id: number): Promise<Record<string, unknown> | undefined> {
+  const row = await q.selectFrom("devices").select("metadata").where("id", "=", id).executeTakeFirst();
   if (!row) return undefined;
   try {
     return JSON.parse(row.metadata) as Record<string, unknown>;
@@ -177,13 +263,13 @@ export function deviceMetadataOf(tx: Database | Tx, id: number): Record<string, 
 }
 
 /** Replaces a device's metadata (already JSON text). */
-export function setDeviceMetadata(tx: Tx, id: number, metadataText: string): void {
-  tx.run("UPDATE devices SET metadata = ? WHERE id = ?", [metadataText, id]);
+export async function setDeviceMetadata(q: Queries, id: number, metadataText: string): Promise<void> {
+  await q.updateTable("devices").set({ metadata: metadataText }).where("id", "=", id).execute();
 }
 
 /** Replaces a device's capabilities (already JSON text). */
-export function setDeviceCapabilities(tx: Tx, id: number, capabilitiesText: string): void {
-  tx.run("UPDATE devices SET capabilities = ? WHERE id = ?", [capabilitiesText, id]);
+export async function setDeviceCapabilities(q: Queries, id: number, capabilitiesText: string): Promise<void> {
+  await q.updateTable("devices").set({ capabilities: capabilitiesText }).where("id", "=", id).execute();
 }
 
 /** What an approved registration makes of a device: a new row, or the key and metadata of a known one. */
@@ -196,29 +282,43 @@ export interface ApprovedDevice {
 }
 
 /** A device made from an approved registration, with the tags its metadata names; its id. */
-export function insertDevice(tx: Tx, mac: string, device: ApprovedDevice & { created: string; tags: readonly string[] }): number {
-  const { lastInsertRowid: id } = tx.run(
-    "INSERT INTO devices (created, name, mac_address, public_key, key_fingerprint, capabilities, metadata, last_access) VALUES (?, ?, ?, ?, ?, '{}', ?, ?)",
-    [device.created, device.name, mac, device.publicKey, device.fingerprint, device.metadataText, device.at],
-  );
-  for (const tag of device.tags) tx.run("INSERT OR IGNORE INTO device_tags (device_id, tag) VALUES (?, ?)", [id, tag]);
+export async function insertDevice(tx: Tx, mac: string, device: ApprovedDevice & { created: string; tags: readonly string[] }): Promise<number> {
+  const { id } = await tx
+    .insertInto("devices")
+    .values({
+      created: device.created,
+      name: device.name,
+      mac_address: mac,
+      public_key: device.publicKey,
+      key_fingerprint: device.fingerprint,
+      capabilities: "{}",
+      metadata: device.metadataText,
+      last_access: device.at,
+    })
+    .returning("id")
+    .executeTakeFirstOrThrow();
+  if (device.tags.length > 0) {
+    await tx
+      .insertInto("device_tags")
+      .values(device.tags.map((tag) => ({ device_id: id, tag })))
+      .onConflict((oc) => oc.doNothing())
+      .execute();
+  }
   return id;
 }
 
 /** Gives a known device an approved key, metadata and name. */
-export function rekeyDevice(tx: Tx, id: number, device: ApprovedDevice): void {
-  tx.run("UPDATE devices SET public_key = ?, key_fingerprint = ?, metadata = ?, name = ?, last_access = ? WHERE id = ?", [
-    device.publicKey,
-    device.fingerprint,
-    device.metadataText,
-    device.name,
-    device.at,
-    id,
-  ]);
+export async function rekeyDevice(tx: Tx, id: number, device: ApprovedDevice): Promise<void> {
+  await tx
+    .updateTable("devices")
+    .set({ public_key: device.publicKey, key_fingerprint: device.fingerprint, metadata: device.metadataText, name: device.name, last_access: device.at })
+    .where("id", "=", id)
+    .execute();
 }
 
-export function deviceTags(db: Database | Tx, deviceId: number): string[] {
-  return db.all<{ tag: string }>("SELECT tag FROM device_tags WHERE device_id = ? ORDER BY tag", [deviceId]).map((r) => r.tag);
+export async function deviceTags(q: Queries, deviceId: number): Promise<string[]> {
+  const rows = await q.selectFrom("device_tags").select("tag").where("device_id", "=", deviceId).orderBy("tag").execute();
+  return rows.map((r) => r.tag);
 }
 
 const parseObject = <T>(text: string): T => {
@@ -249,22 +349,56 @@ export interface DevicePresence {
   isConnected(mac: string): boolean;
 }
 
-/** The v2 device object; `connected`: whether it holds a management socket now (ChannelHub.isConnected). */
-export function toV2(db: Database, row: DeviceRow, connected: boolean): Device {
-  return { ...baseShape(row), groups: deviceGroupIds(db, row.id), connected };
+/** Devices asked at once, at most (bound parameters of one statement). */
+const MEMBERSHIP_BATCH = 1000;
+
+/** The groups of each device of `ids` with their priorities, by (priority, group id): one query per thousand devices. */
+async function membershipsOf(q: Queries, ids: readonly number[]): Promise<Map<number, Array<{ group: number; priority: number }>>> {
+  const out = new Map<number, Array<{ group: number; priority: number }>>();
+  for (let i = 0; i < ids.length; i += MEMBERSHIP_BATCH) {
+    const rows = await q
+      .selectFrom("group_devices as gd")
+      .innerJoin("groups as g", "g.id", "gd.group_id")
+      .select(["gd.device_id", "gd.group_id", "g.priority"])
+      .where("gd.device_id", "in", ids.slice(i, i + MEMBERSHIP_BATCH))
+      .orderBy("gd.device_id")
+      .orderBy("g.priority")
+      .orderBy("gd.group_id")
+      .execute();
+    for (const r of rows) out.set(r.device_id, [...(out.get(r.device_id) ?? []), { group: r.group_id, priority: r.priority }]);
+  }
+  return out;
 }
 
-export function toV1(db: Database, row: DeviceRow): DeviceV1 {
-  return { ...baseShape(row), group: activeGroupId(db, row.id) };
+/** The v2 device objects of `rows`; `connected`: whether a device holds a management socket now (ChannelHub.isConnected). */
+export async function devicesV2(q: Queries, rows: readonly DeviceRow[], connected: (row: DeviceRow) => boolean): Promise<Device[]> {
+  const groups = await membershipsOf(q, rows.map((r) => r.id));
+  return rows.map((row) => ({ ...baseShape(row), groups: (groups.get(row.id) ?? []).map((m) => m.group).sort((x, y) => x - y), connected: connected(row) }));
+}
+
+/** The v1 device objects of `rows`: `group` is the one whose policy applies (lowest priority value, ties: lowest id). */
+export async function devicesV1(q: Queries, rows: readonly DeviceRow[]): Promise<DeviceV1[]> {
+  const groups = await membershipsOf(q, rows.map((r) => r.id));
+  return rows.map((row) => ({ ...baseShape(row), group: groups.get(row.id)?.[0]?.group ?? null }));
+}
+
+export async function toV2(q: Queries, row: DeviceRow, connected: boolean): Promise<Device> {
+  return (await devicesV2(q, [row], () => connected))[0];
+}
+
+export async function toV1(q: Queries, row: DeviceRow): Promise<DeviceV1> {
+  return (await devicesV1(q, [row]))[0];
 }
 
 /**
  * Work other domains must do inside the deletion transaction of a device (e.g. records keyed by
  * MAC rather than by a foreign key). Rows that reference devices(id) ON DELETE CASCADE
  * (tags, group memberships, progress) need no hook. A hook may return work to do once the
- * deletion is on disk (closing a socket, removing files); the deletion answers after it.
+ * deletion is committed (closing a socket, removing files, forgetting it in a cache); the
+ * deletion answers after it. The transaction may run more than once (PostgreSQL): a hook's
+ * body only queries.
  */
-export type DeviceDeletionHook = (tx: Tx, device: DeviceRow) => void | (() => void | Promise<void>);
+export type DeviceDeletionHook = (tx: Tx, device: DeviceRow) => Promise<void | (() => void | Promise<void>)>;
 /** Runs once an approved key change of a device is on disk (its old tokens and socket must go). */
 export type DeviceRekeyHook = (device: { id: number; mac_address: string }) => void;
 
@@ -293,19 +427,19 @@ export class DeviceHooks {
  * registered (its pending registrations among them). Its tokens are refused from then on (deviceGate: the row is
  * gone and ids are never reused). False when there is no such device.
  */
-export async function deleteDevice(db: Database, hooks: DeviceHooks, id: number, actor: Actor): Promise<boolean> {
-  const afterCommit: Array<() => void | Promise<void>> = [];
-  const deleted = await db.write((tx) => {
-    const device = getDevice(tx, id);
-    if (!device) return false;
+export async function deleteDevice(store: Store, hooks: DeviceHooks, id: number, actor: Actor): Promise<boolean> {
+  const { deleted, afterCommit } = await store.transact(async (tx) => {
+    const afterCommit: Array<() => void | Promise<void>> = [];
+    const device = await getDevice(tx, id);
+    if (!device) return { deleted: false, afterCommit };
     for (const hook of hooks.deleted) {
-      const after = hook(tx, device);
+      const after = await hook(tx, device);
       if (after) afterCommit.push(after);
     }
-    deletePermissionsOfInWrite(tx, "device", id);
-    tx.run("DELETE FROM devices WHERE id = ?", [id]);
-    recordAudit(tx, actor, "device.delete", `device:${id}`, { mac: device.mac_address, name: device.name });
-    return true;
+    await deletePermissionsOf(tx, "device", id);
+    await tx.deleteFrom("devices").where("id", "=", id).execute();
+    await recordAudit(tx, actor, "device.delete", `device:${id}`, { mac: device.mac_address, name: device.name });
+    return { deleted: true, afterCommit };
   });
   for (const after of afterCommit) await after();
   return deleted;
@@ -320,13 +454,13 @@ export function validTag(tag: string): boolean {
  * Adds a tag; adding one that is already there is a no-op. False when the device does not exist.
  * `guard` runs the change (the escalation rule: a tag can grant permissions, see permissions.ts).
  */
-export async function addTag(db: Database, deviceId: number, tag: string, guard: ChangeGuardInWrite, actor: Actor): Promise<boolean> {
-  if (!getDevice(db, deviceId)) return false;
-  if (db.get("SELECT 1 AS x FROM device_tags WHERE device_id = ? AND tag = ?", [deviceId, tag])) return true;
-  return db.write((tx) => {
-    if (!getDevice(tx, deviceId)) return false;
-    guard(tx, () => void tx.run("INSERT OR IGNORE INTO device_tags (device_id, tag) VALUES (?, ?)", [deviceId, tag]));
-    recordAudit(tx, actor, "device.tag", `device:${deviceId}`, { add: tag });
+export async function addTag(store: Store, deviceId: number, tag: string, guard: ChangeGuard, actor: Actor): Promise<boolean> {
+  if (!(await deviceExists(store.query, deviceId))) return false;
+  if (await store.query.selectFrom("device_tags").select("tag").where("device_id", "=", deviceId).where("tag", "=", tag).executeTakeFirst()) return true;
+  return store.transact(async (tx) => {
+    if (!(await deviceExists(tx, deviceId))) return false;
+    await guard(tx, async () => void (await tx.insertInto("device_tags").values({ device_id: deviceId, tag }).onConflict((oc) => oc.doNothing()).execute()));
+    await recordAudit(tx, actor, "device.tag", `device:${deviceId}`, { add: tag });
     return true;
   });
 }
@@ -335,21 +469,22 @@ export async function addTag(db: Database, deviceId: number, tag: string, guard:
  * Renames a device (a management request; the device's own reports never rename it).
  * False when the device does not exist. `guard` runs the change: a name can grant permissions.
  */
-export async function renameDevice(db: Database, deviceId: number, name: string, guard: ChangeGuardInWrite, actor: Actor): Promise<boolean> {
-  return db.write((tx) => {
-    const device = getDevice(tx, deviceId);
+export async function renameDevice(store: Store, deviceId: number, name: string, guard: ChangeGuard, actor: Actor): Promise<boolean> {
+  return store.transact(async (tx) => {
+    const device = await getDevice(tx, deviceId);
     if (!device) return false;
-    guard(tx, () => void tx.run("UPDATE devices SET name = ? WHERE id = ?", [name, deviceId]));
-    recordAudit(tx, actor, "device.rename", `device:${deviceId}`, { from: device.name, to: name });
+    await guard(tx, async () => void (await tx.updateTable("devices").set({ name }).where("id", "=", deviceId).execute()));
+    await recordAudit(tx, actor, "device.rename", `device:${deviceId}`, { from: device.name, to: name });
     return true;
   });
 }
 
 /** Removes a tag (absent: no-op). False when the device does not exist. */
-export async function removeTag(db: Database, deviceId: number, tag: string, actor: Actor): Promise<boolean> {
-  if (!getDevice(db, deviceId)) return false;
-  await db.write((tx) => {
-    if (tx.run("DELETE FROM device_tags WHERE device_id = ? AND tag = ?", [deviceId, tag]).changes > 0) recordAudit(tx, actor, "device.tag", `device:${deviceId}`, { remove: tag });
+export async function removeTag(store: Store, deviceId: number, tag: string, actor: Actor): Promise<boolean> {
+  if (!(await deviceExists(store.query, deviceId))) return false;
+  await store.transact(async (tx) => {
+    const removed = await tx.deleteFrom("device_tags").where("device_id", "=", deviceId).where("tag", "=", tag).executeTakeFirst();
+    if (Number(removed.numDeletedRows) > 0) await recordAudit(tx, actor, "device.tag", `device:${deviceId}`, { remove: tag });
   });
   return true;
 }
@@ -361,34 +496,58 @@ export function tagsFromMetadata(value: string | string[] | undefined): string[]
   return [...new Set(items.map((t) => t.trim()).filter(validTag))];
 }
 
+const signing = (q: Queries, engine: Engine, groupId: number, prefix: string) =>
+  q
+    .selectFrom("devices as d")
+    .innerJoin("group_devices as gd", "gd.device_id", "d.id")
+    .select(["d.id", "d.metadata"])
+    .where("gd.group_id", "=", groupId)
+    .where(metadataText(engine, "d.metadata", `${prefix}.update.verify_keys`), "is not", null)
+    .orderBy("d.id");
+
 /**
  * The devices of a group whose agents require signed updates (they report the fingerprints of
  * their verify_keys as `<prefix>.update.verify_keys`), with their device type and those keys.
  */
-export function signatureRequirements(db: Database | Tx, groupId: number, prefix: string): Array<{ id: number; devtype: string; keys: string[] }> {
-  const rows = db.all<{ id: number; metadata: string }>(
-    "SELECT d.id, d.metadata FROM devices d JOIN group_devices gd ON gd.device_id = d.id WHERE gd.group_id = ? AND json_extract(d.metadata, ?) IS NOT NULL ORDER BY d.id",
-    [groupId, `$."${prefix}.update.verify_keys"`],
-  );
-  return rows.flatMap((row) => {
-    const metadata = JSON.parse(row.metadata) as Record<string, unknown>;
-    const listed = metadata[`${prefix}.update.verify_keys`];
-    const keys = (Array.isArray(listed) ? listed : [listed]).filter((k): k is string => typeof k === "string" && k !== "");
-    return keys.length === 0 ? [] : [{ id: row.id, devtype: String(metadata[`${prefix}.hardware.devtype`] ?? ""), keys }];
-  });
+export function signatureRequirements(store: Pick<Store, "engine" | "query">, groupId: number, prefix: string): Promise<SignatureRequirement[]>;
+export function signatureRequirements(db: SyncReads, groupId: number, prefix: string): SignatureRequirement[];
+export function signatureRequirements(source: Source, groupId: number, prefix: string): Promise<SignatureRequirement[]> | SignatureRequirement[] {
+  const { q, engine } = on(source);
+  const requirements = (rows: Array<{ id: number; metadata: string }>) =>
+    rows.flatMap((row) => {
+      const metadata = JSON.parse(row.metadata) as Record<string, unknown>;
+      const listed = metadata[`${prefix}.update.verify_keys`];
+      const keys = (Array.isArray(listed) ? listed : [listed]).filter((k): k is string => typeof k === "string" && k !== "");
+      return keys.length === 0 ? [] : [{ id: row.id, devtype: String(metadata[`${prefix}.hardware.devtype`] ?? ""), keys }];
+    });
+  const query = signing(q, engine, groupId, prefix);
+  return isSync(source) ? requirements(rowsSync(source, query)) : query.execute().then(requirements);
+}
+
+export interface SignatureRequirement {
+  id: number;
+  devtype: string;
+  keys: string[];
 }
 
 /** The software versions devices of `devtype` run now (what update_server.deltas auto makes deltas from). */
-export function versionsRunning(db: Database | Tx, prefix: string, devtype: string): string[] {
-  return db
-    .all<{ version: unknown }>("SELECT DISTINCT json_extract(metadata, ?) AS version FROM devices WHERE json_extract(metadata, ?) = ?", [`$."${prefix}.software.version"`, `$."${prefix}.hardware.devtype"`, devtype])
-    .map((row) => row.version)
-    .filter((v): v is string => typeof v === "string" && v !== "");
+export function versionsRunning(store: Pick<Store, "engine" | "query">, prefix: string, devtype: string): Promise<string[]>;
+export function versionsRunning(db: SyncReads, prefix: string, devtype: string): string[];
+export function versionsRunning(source: Source, prefix: string, devtype: string): Promise<string[]> | string[] {
+  const { q, engine } = on(source);
+  const keys = metaKeys(prefix);
+  const query = q
+    .selectFrom("devices as d")
+    .select(metadataText(engine, "d.metadata", keys.version).as("version"))
+    .distinct()
+    .where(metadataText(engine, "d.metadata", keys.devtype), "=", devtype);
+  const versions = (rows: Array<{ version: unknown }>) => rows.map((row) => row.version).filter((v): v is string => typeof v === "string" && v !== "");
+  return isSync(source) ? versions(rowsSync(source, query)) : query.execute().then(versions);
 }
 
 /** Replaces a device's reported metadata (what another protocol's inventory or update check reports). */
-export async function replaceDeviceMetadata(db: Database, deviceId: number, metadata: Metadata): Promise<void> {
+export async function replaceDeviceMetadata(q: Queries, deviceId: number, metadata: Metadata): Promise<void> {
   const text = JSON.stringify(metadata);
-  if (getDevice(db, deviceId)?.metadata === text) return;
-  await db.write((tx) => void tx.run("UPDATE devices SET metadata = ? WHERE id = ?", [text, deviceId]));
+  if ((await getDevice(q, deviceId))?.metadata === text) return;
+  await setDeviceMetadata(q, deviceId, text);
 }

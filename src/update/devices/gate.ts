@@ -15,55 +15,64 @@ const MAX_KNOWN = 100_000;
  * Device tokens come with every update check, so both halves avoid SQL per request: devices
  * found once are remembered (MACs never change; a deletion evicts through DeviceHooks, a
  * database reload drops everything), and the last_access updates of all requests of one event
- * loop turn are written as one lazy transaction just after it (setImmediate), before any
- * request that follows an answer of this turn is read.
+ * loop turn are written lazily just after it (setImmediate), before any
+ * request that follows an answer of this turn is read (one statement per second they name). A
+ * device read while it was deleted or re-keyed is answered from that read but not remembered.
  */
-export function createDeviceGate(ctx: Pick<AppContext, "clock" | "db" | "log" | "onShutdown">, hooks: DeviceHooks): (identity: DeviceIdentity) => boolean {
+export function createDeviceGate(ctx: Pick<AppContext, "clock" | "log" | "onShutdown" | "store">, hooks: DeviceHooks): (identity: DeviceIdentity) => boolean | Promise<boolean> {
   /** Device id -> its MAC, key fingerprint and the last_access last written (or read) for it. */
   let known = new Map<number, { mac: string; key: string; lastAccess: string | null }>();
-  let epoch = ctx.db.epoch;
+  let epoch = ctx.store.epoch;
+  /** Counts the deletions and key changes committed: a read that overlapped one is not remembered. */
+  let changes = 0;
   const pending = new Map<number, string>();
   let flushScheduled = false;
 
-  hooks.onDeleted((_tx, device) => {
-    known.delete(device.id);
-    pending.delete(device.id);
+  const forget = (id: number) => {
+    changes++;
+    known.delete(id);
+    pending.delete(id);
+  };
+  // Forgotten at once (harmless if the deletion rolls back) and again once committed, for a read that overlapped it.
+  hooks.onDeleted(async (_tx, device) => {
+    forget(device.id);
+    return () => forget(device.id);
   });
-  hooks.onRekeyed((device) => void known.delete(device.id));
+  hooks.onRekeyed((device) => forget(device.id));
   ctx.onShutdown.push(() => flush());
 
   function flush(): void {
     flushScheduled = false;
     if (pending.size === 0) return;
-    const updates = [...pending];
+    // The devices of one turn were mostly seen within one second: one statement per time.
+    const byTime = new Map<string, number[]>();
+    for (const [id, time] of pending) byTime.set(time, [...(byTime.get(time) ?? []), id]);
     pending.clear();
-    try {
-      ctx.db.writeLazy((tx) => {
-        for (const [id, time] of updates) tx.run("UPDATE devices SET last_access = ? WHERE id = ?", [time, id]);
-      });
-    } catch (error) {
-      // A last-seen time is not worth failing anything over; the next request records it again.
-      for (const [id] of updates) known.delete(id);
-      ctx.log.warn(`last_access of ${updates.length} device(s) not recorded: ${(error as Error).message}`);
+    for (const [time, ids] of byTime) {
+      try {
+        ctx.store.writeLazy(ctx.store.query.updateTable("devices").set({ last_access: time }).where("id", "in", ids));
+      } catch (error) {
+        // A last-seen time is not worth failing anything over; the next request records it again.
+        for (const id of ids) known.delete(id);
+        ctx.log.warn(`last_access of ${ids.length} device(s) not recorded: ${(error as Error).message}`);
+      }
     }
   }
 
-  return (identity) => {
-    if (epoch !== ctx.db.epoch) {
-      known = new Map();
-      pending.clear();
-      epoch = ctx.db.epoch;
-    }
-    let device = known.get(identity.deviceId);
-    if (!device) {
-      const row = ctx.db.get<{ mac_address: string; key_fingerprint: string | null; last_access: string | null }>(
-        "SELECT mac_address, key_fingerprint, last_access FROM devices WHERE id = ?",
-        [identity.deviceId],
-      );
-      if (!row) return false;
+  /** A device not remembered yet: read, and remembered unless a deletion, key change or reload came meanwhile. */
+  async function lookUp(identity: DeviceIdentity): Promise<boolean> {
+    const before = { changes, epoch };
+    const row = await ctx.store.query.selectFrom("devices").select(["mac_address", "key_fingerprint", "last_access"]).where("id", "=", identity.deviceId).executeTakeFirst();
+    if (!row) return false;
+    const device = { mac: row.mac_address, key: row.key_fingerprint ?? "", lastAccess: row.last_access };
+    if (before.changes === changes && before.epoch === ctx.store.epoch) {
       if (known.size >= MAX_KNOWN) known.clear();
-      known.set(identity.deviceId, (device = { mac: row.mac_address, key: row.key_fingerprint ?? "", lastAccess: row.last_access }));
+      known.set(identity.deviceId, device);
     }
+    return admit(identity, device);
+  }
+
+  function admit(identity: DeviceIdentity, device: { mac: string; key: string; lastAccess: string | null }): boolean {
     if (device.mac !== identity.mac || device.key !== identity.key) return false;
     const now = isoTime(Math.floor(ctx.clock.now() / 1000) * 1000);
     if (device.lastAccess !== now) {
@@ -75,5 +84,16 @@ export function createDeviceGate(ctx: Pick<AppContext, "clock" | "db" | "log" | 
       }
     }
     return true;
+  }
+
+  // A device already remembered is answered at once, without a query or a wait.
+  return (identity) => {
+    if (epoch !== ctx.store.epoch) {
+      known = new Map();
+      pending.clear();
+      epoch = ctx.store.epoch;
+    }
+    const device = known.get(identity.deviceId);
+    return device ? admit(identity, device) : lookUp(identity);
   };
 }

@@ -18,14 +18,16 @@ import {
   taggedFilter,
   removeTag,
   renameDevice,
+  devicesV1,
+  devicesV2,
   toV1,
   toV2,
   validTag,
+  type DeviceFilter,
   type DeviceRow,
   type DevicePresence,
 } from "./devices.ts";
-import { permissionFilter, permissionFilterSql, type SqlFilter } from "../permissions/permissions.ts";
-import { authorizeSync, grantGuardInWrite } from "../permissions/legacy.ts";
+import { authorize, grantGuard, permissionFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
 import { Device, DeviceListQuery, DeviceRename, DeviceV1, FleetVersions, Tags } from "./schema.ts";
 import { versionsByDeviceType } from "./versions.ts";
@@ -35,16 +37,18 @@ const NOT_FOUND = "device does not exist";
 const TOTAL = { "X-Total-Count": "with limit, offset or q: how many devices match before paging" };
 const write = { 400: errors[400], ...objectRefusals };
 
+
 /** Devices v2 and v1, and tags. */
 export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, presence: DevicePresence) {
-  const { db } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
   const tag = "devices";
 
-  const view = (row: DeviceRow): Device => toV2(db, row, presence.isConnected(row.mac_address));
-  const deviceOr404 = (id: number) => {
-    const row = getDevice(db, id);
+  const q = ctx.store.query;
+  const view = (row: DeviceRow): Promise<Device> => toV2(q, row, presence.isConnected(row.mac_address));
+  const views = (rows: DeviceRow[]): Promise<Device[]> => devicesV2(q, rows, (row) => presence.isConnected(row.mac_address));
+  const deviceOr404 = async (id: number) => {
+    const row = await getDevice(q, id);
     if (!row) throw new LabgateError("not_found", NOT_FOUND);
     return row;
   };
@@ -57,12 +61,12 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
    * A device list: every device `filter` lets through, or with `limit`, `offset` or `q` that
    * page of the matches and the header X-Total-Count (the console's list at 10,000 devices).
    */
-  const deviceList = <T>(c: Context<AppEnv>, query: z.output<typeof DeviceListQuery>, filter: SqlFilter | undefined, shape: (row: DeviceRow) => T): T[] => {
+  const deviceList = async <T>(c: Context<AppEnv>, query: z.output<typeof DeviceListQuery>, filter: DeviceFilter | undefined, shape: (rows: DeviceRow[]) => Promise<T[]>): Promise<T[]> => {
     const order = { sort: query.sort, descending: query.order === "desc", prefix: ctx.config.prefix };
-    if (query.limit === undefined && query.offset === undefined && query.q === undefined) return listDevices(db, filter, undefined, order).map(shape);
-    const where = bothFilters(filter, query.q === undefined ? undefined : deviceTextFilter(ctx.config.prefix, query.q));
-    c.header("X-Total-Count", String(countDevices(db, where)));
-    return listDevices(db, where, { limit: query.limit, offset: query.offset }, order).map(shape);
+    if (query.limit === undefined && query.offset === undefined && query.q === undefined) return shape(await listDevices(ctx.store, filter, undefined, order));
+    const where = bothFilters(filter, query.q === undefined ? undefined : deviceTextFilter(ctx.config.prefix, query.q, ctx.store.engine));
+    c.header("X-Total-Count", String(await countDevices(q, where)));
+    return shape(await listDevices(ctx.store, where, { limit: query.limit, offset: query.offset }, order));
   };
 
   // v2: any management token; the permission table decides.
@@ -78,7 +82,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
       responses: { 200: { ...ok(z.array(Device), "OK"), headers: TOTAL }, 400: errors[400], 401: errors[401] },
     },
     mgmt,
-    (c, { query }) => c.json(deviceList(c, query, permissionFilterSql(c.get("identity"), "device", "d"), view)),
+    async (c, { query }) => c.json(await deviceList(c, query, permissionFilter(c.get("identity"), "device", "d"), views)),
   );
 
   const getV2DevicesVersions = route(
@@ -94,15 +98,15 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     mgmt,
     async (c) => {
       const identity = c.get("identity");
-      const devices = permissionFilterSql(identity, "device", "d");
-      return c.json({ by_device_type: versionsByDeviceType(db, ctx.config.prefix, devices), by_group: await versionsByGroup(ctx.store, ctx.config.prefix, permissionFilter(identity, "group", "g"), permissionFilter(identity, "device", "d")) });
+      const devices = permissionFilter(identity, "device", "d");
+      return c.json({ by_device_type: await versionsByDeviceType(ctx.store, ctx.config.prefix, devices), by_group: await versionsByGroup(ctx.store, ctx.config.prefix, permissionFilter(identity, "group", "g"), devices) });
     },
   );
 
-  const getV2DevicesById = route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "One device", responses: { 200: ok(Device, "OK"), ...objectRefusals } }, mgmt, (c) => {
+  const getV2DevicesById = route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "One device", responses: { 200: ok(Device, "OK"), ...objectRefusals } }, mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "device");
-    authorizeSync(db, c.get("identity"), "device", id, "read");
-    return c.json(view(deviceOr404(id)));
+    await authorize(q, c.get("identity"), "device", id, "read");
+    return c.json(await view(await deviceOr404(id)));
   });
 
   const deleteV2DevicesById = route(
@@ -111,8 +115,8 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     mgmt,
     async (c) => {
       const id = pathId(c.req.param("id"), "device");
-      authorizeSync(db, c.get("identity"), "device", id, "delete");
-      if (!(await deleteDevice(db, hooks, id, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
+      await authorize(q, c.get("identity"), "device", id, "delete");
+      if (!(await deleteDevice(ctx.store, hooks, id, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
       return c.json({});
     },
   );
@@ -133,9 +137,9 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     async (c, { body: { name } }) => {
       const id = pathId(c.req.param("id"), "device");
       const identity = c.get("identity");
-      authorizeSync(db, identity, "device", id, "update");
-      if (!(await renameDevice(db, id, name, grantGuardInWrite(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
-      return c.json(view(deviceOr404(id)));
+      await authorize(q, identity, "device", id, "update");
+      if (!(await renameDevice(ctx.store, id, name, grantGuard(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
+      return c.json(await view(await deviceOr404(id)));
     },
   );
 
@@ -153,9 +157,9 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     async (c) => {
       const id = pathId(c.req.param("id"), "device");
       const identity = c.get("identity");
-      authorizeSync(db, identity, "device", id, "update");
+      await authorize(q, identity, "device", id, "update");
       const name = tagParam(c.req.param("tag"));
-      if (!(await addTag(db, id, name, grantGuardInWrite(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
+      if (!(await addTag(ctx.store, id, name, grantGuard(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
       return c.json({});
     },
   );
@@ -163,23 +167,23 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
   // Tag removal (labgate's), idempotent like assignment.
   const deleteV2DevicesByIdTagByTag = route(app, { method: "delete", path: "/api/v2/devices/:id{[0-9]+}/tag/:tag", tag, access: "management", summary: "Untag a device", responses: { 200: ok(), ...write } }, mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "device");
-    authorizeSync(db, c.get("identity"), "device", id, "update");
+    await authorize(q, c.get("identity"), "device", id, "update");
     const name = tagParam(c.req.param("tag"));
-    if (!(await removeTag(db, id, name, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
+    if (!(await removeTag(ctx.store, id, name, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
   });
 
-  const getV2DevicesByIdTags = route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}/tags", tag, access: "management", summary: "A device's tags", responses: { 200: ok(Tags, "OK"), ...objectRefusals } }, mgmt, (c) => {
+  const getV2DevicesByIdTags = route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}/tags", tag, access: "management", summary: "A device's tags", responses: { 200: ok(Tags, "OK"), ...objectRefusals } }, mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "device");
-    authorizeSync(db, c.get("identity"), "device", id, "read");
-    deviceOr404(id);
-    return c.json(deviceTags(db, id));
+    await authorize(q, c.get("identity"), "device", id, "read");
+    await deviceOr404(id);
+    return c.json(await deviceTags(q, id));
   });
 
-  const getV2TagsByTag = route(app, { method: "get", path: "/api/v2/tags/:tag", tag, access: "management", summary: "Devices with a tag", responses: { 200: ok(z.array(Device), "OK"), 400: errors[400], 401: errors[401] } }, mgmt, (c) => {
+  const getV2TagsByTag = route(app, { method: "get", path: "/api/v2/tags/:tag", tag, access: "management", summary: "Devices with a tag", responses: { 200: ok(z.array(Device), "OK"), 400: errors[400], 401: errors[401] } }, mgmt, async (c) => {
     const name = tagParam(c.req.param("tag"));
-    const filter = permissionFilterSql(c.get("identity"), "device", "d");
-    return c.json(listDevices(db, bothFilters(taggedFilter(name), filter)).map(view));
+    const filter = permissionFilter(c.get("identity"), "device", "d");
+    return c.json(await views(await listDevices(ctx.store, bothFilters(taggedFilter(name), filter))));
   });
 
   // v1: scope-checked, no per-user filtering.
@@ -195,16 +199,16 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
       responses: { 200: { ...ok(z.array(DeviceV1), "OK"), headers: TOTAL }, 400: errors[400], 401: errors[401], 403: errors[403] },
     },
     auth.management("admin_ro"),
-    (c, { query }) => c.json(deviceList(c, query, undefined, (row) => toV1(db, row))),
+    async (c, { query }) => c.json(await deviceList(c, query, undefined, (rows) => devicesV1(q, rows))),
   );
 
   const getV1DevicesById = route(
     app,
     { method: "get", path: "/api/v1/devices/:id{[0-9]+}", tag, access: "management", summary: "One device (v1)", responses: { 200: ok(DeviceV1, "OK"), ...objectRefusals } },
     auth.management("admin_ro"),
-    (c) => {
+    async (c) => {
       const id = pathId(c.req.param("id"), "device");
-      return c.json(toV1(db, deviceOr404(id)));
+      return c.json(await toV1(q, await deviceOr404(id)));
     },
   );
 
@@ -214,7 +218,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     auth.management("admin_rw"),
     async (c) => {
       const id = pathId(c.req.param("id"), "device");
-      if (!(await deleteDevice(db, hooks, id, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
+      if (!(await deleteDevice(ctx.store, hooks, id, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
       return c.json({});
     },
   );

@@ -4,8 +4,10 @@
  * Bounded: at most MAX_ROWS device types and groups (the most devices first), MAX_VERSIONS versions
  * a row (the most common; the rest counted in `others`).
  */
-import type { Database } from "../../db/index.ts";
-import type { SqlFilter } from "../permissions/permissions.ts";
+import { sql } from "kysely";
+import { metadataText } from "../../db/dialect.ts";
+import type { Store } from "../../db/store.ts";
+import { condition, type DeviceFilter } from "./devices.ts";
 import { metaKeys } from "./metadata.ts";
 import type { FleetVersions, VersionCount } from "./schema.ts";
 
@@ -37,18 +39,18 @@ export function summarise(counted: Counted[]): Array<{ key: Counted["key"]; devi
     });
 }
 
-export const where = (...filters: Array<SqlFilter | undefined>) => {
-  const present = filters.filter((f): f is SqlFilter => f !== undefined);
-  return { sql: present.length ? ` WHERE ${present.map((f) => `(${f.sql})`).join(" AND ")}` : "", params: present.flatMap((f) => f.params) };
-};
-
-/** The SQL of a device's reported version (alias d): the prefix is lowercase letters and digits (config.ts), safe inside a JSON path. */
-export const versionColumn = (prefix: string) => `json_extract(d.metadata, '$."${metaKeys(prefix).version}"')`;
-
 /** The devices (alias d; `devices` narrows them to what the caller may read) by device type and version. */
-export function versionsByDeviceType(db: Database, prefix: string, devices: SqlFilter | undefined): FleetVersions["by_device_type"] {
-  const type = `json_extract(d.metadata, '$."${metaKeys(prefix).devtype}"')`;
-  const byType = where(devices);
-  const types = summarise(db.all<Counted>(`SELECT ${type} AS key, ${versionColumn(prefix)} AS version, COUNT(*) AS n FROM devices d${byType.sql} GROUP BY key, version`, byType.params));
+export async function versionsByDeviceType(store: Pick<Store, "engine" | "query">, prefix: string, devices: DeviceFilter | undefined): Promise<FleetVersions["by_device_type"]> {
+  const keys = metaKeys(prefix);
+  const type = metadataText(store.engine, "d.metadata", keys.devtype);
+  const version = metadataText(store.engine, "d.metadata", keys.version);
+  const counted = await store.query
+    .selectFrom("devices as d")
+    .select((eb) => [type.as("key"), version.as("version"), eb.fn.countAll<number>().as("n")])
+    .$if(devices !== undefined, (qb) => qb.where(condition(devices!)))
+    // By the selected names: PostgreSQL cannot tell two parameterised expressions equal.
+    .groupBy([sql.ref("key"), sql.ref("version")])
+    .execute();
+  const types = summarise(counted.map((c) => ({ key: c.key, version: c.version, n: Number(c.n) })));
   return types.map(({ key, ...row }) => ({ device_type: key === null ? null : String(key), ...row }));
 }

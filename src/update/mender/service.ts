@@ -88,7 +88,7 @@ export class MenderDevices {
 
     const keys = metaKeys(this.ctx.config.prefix);
     const mac = macOfIdentity(identity);
-    const stored = getDeviceByMac(this.ctx.db, mac);
+    const stored = await getDeviceByMac(this.ctx.store.query, mac);
     const known: Metadata = stored ? (JSON.parse(stored.metadata) as Metadata) : { [keys.version]: "unknown", [keys.devtype]: "unknown" };
     const metadata: Metadata = { ...known, [keys.mac]: mac, [keys.protocol]: "mender", [keys.identity]: body.id_data };
     return admitDevice(this.ctx, { mac, key, publicKey: body.pubkey, metadata }, dateOf(this.ctx.clock), client);
@@ -98,7 +98,7 @@ export class MenderDevices {
   async inventory(device: DeviceIdentity, attributes: InventoryAttributes, merge: boolean): Promise<void> {
     const { prefix } = this.ctx.config;
     const keys = metaKeys(prefix);
-    const current = this.metadataOf(device);
+    const current = await this.metadataOf(device);
     const own = Object.fromEntries(Object.entries(current).filter(([name]) => name.startsWith(`${prefix}.`)));
     const next: Metadata = merge ? { ...current } : own;
     for (const { name, value } of attributes) {
@@ -109,14 +109,14 @@ export class MenderDevices {
     const devtype = next.device_type;
     if (typeof version === "string" && version !== "") next[keys.version] = version;
     if (typeof devtype === "string" && devtype !== "") next[keys.devtype] = devtype;
-    await replaceDeviceMetadata(this.ctx.db, device.deviceId, next);
+    await replaceDeviceMetadata(this.ctx.store.query, device.deviceId, next);
   }
 
   /** The next-deployment call: labgate's update check for what the device says it runs. */
   async next(device: DeviceIdentity, provides: { artifact_name: string; device_type: string }, base: string): Promise<DeploymentInstructions | undefined> {
     const keys = metaKeys(this.ctx.config.prefix);
-    const metadata: Metadata = { ...this.metadataOf(device), [keys.version]: provides.artifact_name, [keys.devtype]: provides.device_type };
-    await replaceDeviceMetadata(this.ctx.db, device.deviceId, metadata);
+    const metadata: Metadata = { ...(await this.metadataOf(device)), [keys.version]: provides.artifact_name, [keys.devtype]: provides.device_type };
+    await replaceDeviceMetadata(this.ctx.store.query, device.deviceId, metadata);
     const now = dateOf(this.ctx.clock);
     const offer = await updateCheck(this.ctx, this.progress, this.catalog, this.deployments, device, metadata, base, now);
     if (!offer) return undefined;
@@ -193,8 +193,8 @@ export class MenderDevices {
     await waiting.report(tail(text));
   }
 
-  private metadataOf(device: DeviceIdentity): Metadata {
-    const row = getDevice(this.ctx.db, device.deviceId);
+  private async metadataOf(device: DeviceIdentity): Promise<Metadata> {
+    const row = await getDevice(this.ctx.store.query, device.deviceId);
     if (!row) throw new LabgateError("unauthenticated", "device unauthorized");
     return JSON.parse(row.metadata) as Metadata;
   }

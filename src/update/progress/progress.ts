@@ -1,17 +1,15 @@
-import type { Database, Tx } from "../../db/index.ts";
+import type { Tx as SyncTx } from "../../db/index.ts";
+import type { Queries, Store, Tx } from "../../db/store.ts";
+import { condition, type DeviceFilter } from "../devices/devices.ts";
+import type { Selectable } from "kysely";
+import type { ProgressTable } from "../../db/schema.ts";
 import { dateOf, isoTime, rfc822, type Clock } from "../../util/time.ts";
 import type { Progress } from "./schema.ts";
 
-/** Update progress record: one per updating device. */
-export interface ProgressRow {
-  device_id: number;
-  mac_address: string;
-  created: string;
-  version: string;
-  progress: number;
-  /** Time of the latest update check offer or progress report (ISO); the idle clock. */
-  updated: string;
-}
+/** Update progress record: one per updating device; `updated` is the time of the latest update check offer or progress report (ISO), the idle clock. */
+export type ProgressRow = Omit<Selectable<ProgressTable>, "updated"> & { updated: string };
+
+const COLUMNS = ["device_id", "mac_address", "created", "version", "progress", "updated"] as const;
 
 export const toView = (row: ProgressRow): Progress => ({
   id: row.device_id,
@@ -21,25 +19,31 @@ export const toView = (row: ProgressRow): Progress => ({
   progress: row.progress,
 });
 
-const COLUMNS = "pr.device_id, pr.mac_address, pr.created, pr.version, pr.progress, pr.updated";
-
 /** The record of a device; with `notBefore`, only when it was touched at or after that time. */
-export function getProgress(db: Database | Tx, deviceId: number, notBefore?: string): ProgressRow | undefined {
-  if (notBefore === undefined) return db.get<ProgressRow>(`SELECT ${COLUMNS} FROM progress pr WHERE pr.device_id = ?`, [deviceId]);
-  return db.get<ProgressRow>(`SELECT ${COLUMNS} FROM progress pr WHERE pr.device_id = ? AND pr.updated >= ?`, [deviceId, notBefore]);
+export async function getProgress(q: Queries, deviceId: number, notBefore?: string): Promise<ProgressRow | undefined> {
+  return q
+    .selectFrom("progress")
+    .select(COLUMNS)
+    .where("device_id", "=", deviceId)
+    .$if(notBefore !== undefined, (qb) => qb.where("updated", ">=", notBefore!))
+    .executeTakeFirst() as Promise<ProgressRow | undefined>;
 }
 
-/** Records (joined to devices as `d`) touched at or after `notBefore`, optionally narrowed by a device permission filter. */
-export function listProgress(db: Database, notBefore: string, where?: { sql: string; params: (string | number)[] }): ProgressRow[] {
-  return db.all<ProgressRow>(
-    `SELECT ${COLUMNS} FROM progress pr JOIN devices d ON d.id = pr.device_id WHERE pr.updated >= ?${where ? ` AND ${where.sql}` : ""} ORDER BY pr.device_id`,
-    [notBefore, ...(where?.params ?? [])],
-  );
+/** Records (joined to devices as `d`) touched at or after `notBefore`, optionally narrowed by a device filter (a permission filter). */
+export async function listProgress(q: Queries, notBefore: string, where?: DeviceFilter): Promise<ProgressRow[]> {
+  return q
+    .selectFrom("progress as pr")
+    .innerJoin("devices as d", "d.id", "pr.device_id")
+    .select(COLUMNS.map((c) => `pr.${c}` as const))
+    .where("pr.updated", ">=", notBefore)
+    .$if(where !== undefined, (qb) => qb.where(condition(where!)))
+    .orderBy("pr.device_id")
+    .execute() as Promise<ProgressRow[]>;
 }
 
 /** Removes a device's record, in `tx` (the UpdateProgress that answers update checks must then forget it too). */
-export function deleteProgressOf(tx: Tx, deviceId: number): void {
-  tx.run("DELETE FROM progress WHERE device_id = ?", [deviceId]);
+export async function deleteProgressOf(tx: Tx, deviceId: number): Promise<void> {
+  await tx.deleteFrom("progress").where("device_id", "=", deviceId).execute();
 }
 
 /**
@@ -51,12 +55,12 @@ export function deleteProgressOf(tx: Tx, deviceId: number): void {
  */
 export class UpdateProgress {
   readonly idleMs: number;
-  private readonly db: Database;
+  private readonly store: Store;
   private readonly clock: Clock;
   private readonly waitingAtZero = new Map<number, { version: string; since: number }>();
 
-  constructor(db: Database, idleSeconds: number, clock: Clock) {
-    this.db = db;
+  constructor(store: Store, idleSeconds: number, clock: Clock) {
+    this.store = store;
     this.clock = clock;
     this.idleMs = idleSeconds * 1000;
   }
@@ -73,26 +77,32 @@ export class UpdateProgress {
    * costs no write.
    */
   async recordUpdateStart(deviceId: number, mac: string, version: string, now = dateOf(this.clock)): Promise<void> {
-    const db = this.db;
     const nowMs = now.getTime();
     const seenRecently = (since: number) => nowMs - since < this.idleMs / 2;
     const waiting = this.waitingAtZero.get(deviceId);
     if (waiting && waiting.version === version && seenRecently(waiting.since)) return;
-    const current = getProgress(db, deviceId);
+    const current = await getProgress(this.store.query, deviceId);
     if (current && current.version === version && current.progress === 0 && seenRecently(Date.parse(current.updated))) {
       return void this.waitingAtZero.set(deviceId, { version, since: Date.parse(current.updated) });
     }
     const at = isoTime(now);
     const cutoff = this.idleCutoff(nowMs);
-    await db.write((tx) => {
-      const row = getProgress(tx, deviceId);
+    await this.store.transact(async (tx) => {
+      const row = await getProgress(tx, deviceId);
       const keep = row !== undefined && row.version === version && row.progress === 0 && row.updated >= cutoff;
-      tx.run(
-        `INSERT INTO progress (device_id, mac_address, created, version, progress, updated) VALUES (?, ?, ?, ?, 0, ?)
-         ON CONFLICT(device_id) DO UPDATE SET mac_address = excluded.mac_address, created = excluded.created, version = excluded.version,
-           progress = 0, updated = excluded.updated`,
-        [deviceId, mac, keep ? row.created : at, version, at],
-      );
+      await tx
+        .insertInto("progress")
+        .values({ device_id: deviceId, mac_address: mac, created: keep ? row.created : at, version, progress: 0, updated: at })
+        .onConflict((oc) =>
+          oc.column("device_id").doUpdateSet((eb) => ({
+            mac_address: eb.ref("excluded.mac_address"),
+            created: eb.ref("excluded.created"),
+            version: eb.ref("excluded.version"),
+            progress: 0,
+            updated: eb.ref("excluded.updated"),
+          })),
+        )
+        .execute();
     });
     this.waitingAtZero.set(deviceId, { version, since: nowMs });
   }
@@ -105,18 +115,22 @@ export class UpdateProgress {
     const value = Math.max(0, Math.min(100, Math.round(progress)));
     this.forgetWaiting(deviceId);
     const cutoff = this.idleCutoff(now.getTime());
-    return this.db.write((tx) => {
-      if (!getProgress(tx, deviceId, cutoff)) return false;
-      if (value >= 100) deleteProgressOf(tx, deviceId);
-      else tx.run("UPDATE progress SET progress = ?, updated = ? WHERE device_id = ?", [value, isoTime(now), deviceId]);
+    return this.store.transact(async (tx) => {
+      if (!(await getProgress(tx, deviceId, cutoff))) return false;
+      if (value >= 100) await deleteProgressOf(tx, deviceId);
+      else await tx.updateTable("progress").set({ progress: value, updated: isoTime(now) }).where("device_id", "=", deviceId).execute();
       return true;
     });
   }
 
   /** The device's update ended (an outcome, or its attempt timed out): its record goes, in `tx`. */
-  endIn(tx: Tx, deviceId: number): void {
-    deleteProgressOf(tx, deviceId);
+  endIn(tx: Tx, deviceId: number): Promise<void>;
+  /** The same in a synchronous transaction of an area not yet on the Store (goes once none calls it). */
+  endIn(tx: SyncTx, deviceId: number): void;
+  endIn(tx: Tx | SyncTx, deviceId: number): Promise<void> | void {
     this.waitingAtZero.delete(deviceId);
+    if ("run" in tx) return void tx.run("DELETE FROM progress WHERE device_id = ?", [deviceId]);
+    return deleteProgressOf(tx, deviceId);
   }
 
   /** Call after removing a device's record by other means (e.g. the device reported its new version). */
@@ -127,11 +141,10 @@ export class UpdateProgress {
   /** Removes idle records (createUpdateDomain runs it now and then). Reads hide idle records at once, whenever it runs. */
   async sweep(): Promise<void> {
     const cutoff = this.idleCutoff();
-    if (!this.db.get("SELECT 1 AS x FROM progress WHERE updated < ? LIMIT 1", [cutoff])) return;
-    const removed = await this.db.write((tx) => {
-      const ids = tx.all<{ device_id: number }>("SELECT device_id FROM progress WHERE updated < ?", [cutoff]).map((r) => r.device_id);
-      tx.run("DELETE FROM progress WHERE updated < ?", [cutoff]);
-      return ids;
+    if (!(await this.store.query.selectFrom("progress").select("device_id").where("updated", "<", cutoff).limit(1).executeTakeFirst())) return;
+    const removed = await this.store.transact(async (tx) => {
+      const rows = await tx.deleteFrom("progress").where("updated", "<", cutoff).returning("device_id").execute();
+      return rows.map((r) => r.device_id);
     });
     for (const id of removed) this.waitingAtZero.delete(id);
   }

@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { sql } from "kysely";
 import type { AppContext } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { dateOf, epochSeconds, isoTime } from "../../util/time.ts";
@@ -20,7 +21,7 @@ export const MAX_PENDING_PER_KEY = 4;
 export const MAX_PENDING_PER_ADDRESS = 100;
 
 /** Pending registrations that last appeared before this (ISO time) have expired. */
-export const pendingCutoff = (ctx: Pick<AppContext, "clock" | "config" | "db" | "tokens">, now = dateOf(ctx.clock)): string =>
+export const pendingCutoff = (ctx: Pick<AppContext, "clock" | "config">, now = dateOf(ctx.clock)): string =>
   isoTime(now.getTime() - ctx.config.update_server.pending_registration_ttl * 1000);
 
 /**
@@ -31,7 +32,7 @@ export const pendingCutoff = (ctx: Pick<AppContext, "clock" | "config" | "db" | 
  * Failures before the registration step are 400 with the reason.
  */
 export async function authorizeDevice(
-  ctx: Pick<AppContext, "clock" | "config" | "db" | "tokens">,
+  ctx: Pick<AppContext, "clock" | "config" | "store" | "tokens">,
   replay: ReplayGuard,
   raw: Buffer,
   fields: DeviceAuthFields,
@@ -80,52 +81,76 @@ export interface Applicant {
  * anything else becomes (or refreshes) a pending registration, within the bounds of a public route.
  */
 export async function admitDevice(
-  ctx: Pick<AppContext, "clock" | "config" | "db" | "tokens">,
+  ctx: Pick<AppContext, "clock" | "config" | "store" | "tokens">,
   applicant: Applicant,
   now: Date = dateOf(ctx.clock),
   client = "",
 ): Promise<DeviceAuthResult> {
   const { mac, key, metadata } = applicant;
-  const device = getDeviceByMac(ctx.db, mac);
+  const device = await getDeviceByMac(ctx.store.query, mac);
   if (device && device.key_fingerprint === key.fingerprint) {
     // The reported metadata is kept; the name is not: it was taken at approval and only a
     // management request changes it (a name can match device_by_tag permissions).
     const metadataText = JSON.stringify(metadata);
     if (device.metadata !== metadataText) {
-      await ctx.db.write((tx) => setDeviceMetadata(tx, device.id, metadataText));
+      await setDeviceMetadata(ctx.store.query, device.id, metadataText);
     }
     const ttl = ctx.config.update_server.device_token_ttl;
     return { status: "accepted", token: ctx.tokens.issueDevice(mac, device.id, ttl, key.fingerprint), expires: ttl, deviceId: device.id };
   }
 
-  await ctx.db.write((tx) => {
+  await ctx.store.transact(async (tx) => {
     // Pending rows expire: a waiting device repeats its request every few seconds.
-    tx.run("DELETE FROM registrations WHERE last_appeared < ?", [pendingCutoff(ctx, now)]);
-    const known = tx.get("SELECT 1 AS x FROM registrations WHERE mac_address = ? AND key_fingerprint = ?", [mac, key.fingerprint]);
+    await tx.deleteFrom("registrations").where("last_appeared", "<", pendingCutoff(ctx, now)).execute();
+    const known = await tx.selectFrom("registrations").select("seq").where("mac_address", "=", mac).where("key_fingerprint", "=", key.fingerprint).executeTakeFirst();
     // The route is public: bound what unapproved requests can store, in total, per key and per address.
     if (!known) {
-      const count = (where: string, params: string[]) => tx.get<{ n: number }>(`SELECT COUNT(*) AS n FROM registrations ${where}`, params)?.n ?? 0;
+      const count = async (column?: "key_fingerprint" | "client_address", value?: string) => {
+        const row = await tx
+          .selectFrom("registrations")
+          .select((eb) => eb.fn.countAll<number>().as("n"))
+          .$if(column !== undefined, (qb) => qb.where(column!, "=", value!))
+          .executeTakeFirst();
+        return Number(row?.n ?? 0);
+      };
       const total = ctx.config.update_server.max_pending_registrations;
-      if (count("", []) >= total) throw new LabgateError("too_many", `too many pending registrations (${total}, update_server.max_pending_registrations); approve or remove some`);
-      if (count("WHERE key_fingerprint = ?", [key.fingerprint]) >= MAX_PENDING_PER_KEY) {
+      if ((await count()) >= total) throw new LabgateError("too_many", `too many pending registrations (${total}, update_server.max_pending_registrations); approve or remove some`);
+      if ((await count("key_fingerprint", key.fingerprint)) >= MAX_PENDING_PER_KEY) {
         throw new LabgateError("too_many", `this key has ${MAX_PENDING_PER_KEY} pending registrations (other MAC addresses) already`);
       }
-      if (client && count("WHERE client_address = ?", [client]) >= MAX_PENDING_PER_ADDRESS) {
+      if (client && (await count("client_address", client)) >= MAX_PENDING_PER_ADDRESS) {
         throw new LabgateError("too_many", `too many pending registrations from ${client} (${MAX_PENDING_PER_ADDRESS}); approve or remove some`);
       }
     }
-    tx.run(
-      `INSERT INTO registrations (mac_address, key_fingerprint, public_key, metadata, last_appeared, client_address) VALUES (?, ?, ?, ?, ?, ?)
-       ON CONFLICT (mac_address, key_fingerprint) DO UPDATE SET public_key = excluded.public_key, metadata = excluded.metadata,
-         last_appeared = excluded.last_appeared, client_address = excluded.client_address`,
-      [mac, key.fingerprint, applicant.publicKey, JSON.stringify(metadata), isoTime(now), client],
-    );
+    // A new registration is the last in the pending list's order; asking again keeps its place.
+    await tx
+      .insertInto("registrations")
+      .values({
+        mac_address: mac,
+        key_fingerprint: key.fingerprint,
+        public_key: applicant.publicKey,
+        metadata: JSON.stringify(metadata),
+        last_appeared: isoTime(now),
+        client_address: client,
+        seq: sql<number>`(SELECT coalesce(max(seq), 0) + 1 FROM registrations)`,
+      })
+      .onConflict((oc) =>
+        oc.columns(["mac_address", "key_fingerprint"]).doUpdateSet((eb) => ({
+          public_key: eb.ref("excluded.public_key"),
+          metadata: eb.ref("excluded.metadata"),
+          last_appeared: eb.ref("excluded.last_appeared"),
+          client_address: eb.ref("excluded.client_address"),
+        })),
+      )
+      .execute();
     // One MAC keeps its newest few keys only.
-    tx.run(
-      `DELETE FROM registrations WHERE mac_address = ? AND key_fingerprint NOT IN
-         (SELECT key_fingerprint FROM registrations WHERE mac_address = ? ORDER BY last_appeared DESC, key_fingerprint LIMIT ?)`,
-      [mac, mac, MAX_PENDING_PER_MAC],
-    );
+    await tx
+      .deleteFrom("registrations")
+      .where("mac_address", "=", mac)
+      .where("key_fingerprint", "not in", (eb) =>
+        eb.selectFrom("registrations").select("key_fingerprint").where("mac_address", "=", mac).orderBy("last_appeared", "desc").orderBy("key_fingerprint").limit(MAX_PENDING_PER_MAC),
+      )
+      .execute();
   });
   return { status: "pending" };
 }

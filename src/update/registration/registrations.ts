@@ -1,4 +1,6 @@
-import type { Database, Tx } from "../../db/index.ts";
+import type { Selectable } from "kysely";
+import type { RegistrationsTable } from "../../db/schema.ts";
+import type { Queries, Store, Tx } from "../../db/store.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { isoTime, rfc822 } from "../../util/time.ts";
@@ -8,30 +10,29 @@ import { parseDeviceKey } from "./keys.ts";
 import type { PendingRegistration, ReferencePending } from "./schema.ts";
 import { deviceName, metaKeys } from "../devices/metadata.ts";
 
-interface RegistrationRow {
-  mac_address: string;
-  key_fingerprint: string;
-  public_key: string;
-  metadata: string;
-  last_appeared: string;
-}
+type RegistrationRow = Pick<Selectable<RegistrationsTable>, "mac_address" | "key_fingerprint" | "public_key" | "metadata" | "last_appeared">;
+
+const COLUMNS = ["mac_address", "key_fingerprint", "public_key", "metadata", "last_appeared"] as const;
 
 /**
  * The pending registrations that have not expired (last appeared at or after `cutoff`, ISO), in
  * the order they first asked (asking again moves nothing, so a list being approved keeps still);
  * with `page`, that slice of them (GET /api/v1/auth/pending?limit=&offset=).
  */
-export function listPending(db: Database, prefix: string, cutoff = "", page?: { limit?: number; offset?: number }): PendingRegistration[] {
+export async function listPending(q: Queries, prefix: string, cutoff = "", page?: { limit?: number; offset?: number }): Promise<PendingRegistration[]> {
   const keys = metaKeys(prefix);
-  const slice = page ? " LIMIT ? OFFSET ?" : "";
-  const params: Array<string | number> = page ? [cutoff, page.limit ?? -1, page.offset ?? 0] : [cutoff];
-  const rows = db.all<RegistrationRow & { device_id: number | null; device_key_fingerprint: string | null }>(
-    `SELECT r.mac_address, r.key_fingerprint, r.public_key, r.metadata, r.last_appeared, d.id AS device_id, d.key_fingerprint AS device_key_fingerprint
-     FROM registrations r LEFT JOIN devices d ON d.mac_address = r.mac_address
-     WHERE r.last_appeared >= ?
-     ORDER BY r.rowid${slice}`,
-    params,
-  );
+  let query = q
+    .selectFrom("registrations as r")
+    .leftJoin("devices as d", "d.mac_address", "r.mac_address")
+    .select(COLUMNS.map((c) => `r.${c}` as const))
+    .select(["d.id as device_id", "d.key_fingerprint as device_key_fingerprint"])
+    .where("r.last_appeared", ">=", cutoff)
+    .orderBy("r.seq")
+    .orderBy("r.mac_address")
+    .orderBy("r.key_fingerprint");
+  if (page?.limit !== undefined) query = query.limit(page.limit);
+  if (page?.offset) query = (page.limit === undefined ? query.limit(Number.MAX_SAFE_INTEGER) : query).offset(page.offset);
+  const rows = await query.execute();
   return rows.map((r) => {
     const metadata = JSON.parse(r.metadata) as Metadata;
     const protocol = protocolOf(metadata, prefix);
@@ -72,8 +73,14 @@ export const referencePending = (p: PendingRegistration): ReferencePending => ({
 });
 
 /** How many pending registrations have not expired (X-Total-Count of a paged list). */
-export const countPending = (db: Database, cutoff = ""): number =>
-  db.get<{ n: number }>("SELECT COUNT(*) AS n FROM registrations WHERE last_appeared >= ?", [cutoff])?.n ?? 0;
+export async function countPending(q: Queries, cutoff = ""): Promise<number> {
+  const row = await q
+    .selectFrom("registrations")
+    .select((eb) => eb.fn.countAll<number>().as("n"))
+    .where("last_appeared", ">=", cutoff)
+    .executeTakeFirst();
+  return Number(row?.n ?? 0);
+}
 
 /** What a bulk removal of pending registrations selects; every given condition must hold. */
 export interface PendingSelection {
@@ -85,34 +92,31 @@ export interface PendingSelection {
 }
 
 /** Removes the pending registrations `selection` names (an admin cleaning up after a flood); how many went. */
-export async function removePendingBulk(db: Database, selection: PendingSelection, actor: Actor): Promise<number> {
-  const where: string[] = [];
-  const params: string[] = [];
-  if (selection.client_address !== undefined) {
-    where.push("client_address = ?");
-    params.push(selection.client_address);
-  }
-  if (selection.before !== undefined) {
-    where.push("last_appeared < ?");
-    params.push(selection.before);
-  }
-  if (where.length === 0 && !selection.all) throw new LabgateError("invalid", 'name what to remove: "all", "client_address" or "older_than"');
-  return db.write((tx) => {
-    const removed = tx.run(`DELETE FROM registrations${where.length ? ` WHERE ${where.join(" AND ")}` : ""}`, params).changes;
-    recordAudit(tx, actor, "registration.remove", "registrations", { ...selection, removed });
+export async function removePendingBulk(store: Store, selection: PendingSelection, actor: Actor): Promise<number> {
+  const { client_address: address, before } = selection;
+  if (address === undefined && before === undefined && !selection.all) throw new LabgateError("invalid", 'name what to remove: "all", "client_address" or "older_than"');
+  return store.transact(async (tx) => {
+    const result = await tx
+      .deleteFrom("registrations")
+      .$if(address !== undefined, (qb) => qb.where("client_address", "=", address!))
+      .$if(before !== undefined, (qb) => qb.where("last_appeared", "<", before!))
+      .executeTakeFirst();
+    const removed = Number(result.numDeletedRows);
+    await recordAudit(tx, actor, "registration.remove", "registrations", { ...selection, removed });
     return removed;
   });
 }
 
 /** The registration for exactly (MAC, key material); the key text may be encoded differently. */
-function findRegistration(db: Database, mac: string, publicKey: string): RegistrationRow | undefined {
+async function findRegistration(q: Queries, mac: string, publicKey: string): Promise<RegistrationRow | undefined> {
   // Any key a protocol's authorization stored: approval only names it.
   const key = parseDeviceKey(publicKey, { ecdsa: true });
   if (typeof key === "string") throw new LabgateError("invalid", key);
-  return db.get<RegistrationRow>(
-    "SELECT mac_address, key_fingerprint, public_key, metadata, last_appeared FROM registrations WHERE mac_address = ? AND key_fingerprint = ?",
-    [mac, key.fingerprint],
-  );
+  return registrationOf(q, mac, key.fingerprint);
+}
+
+function registrationOf(q: Queries, mac: string, fingerprint: string): Promise<RegistrationRow | undefined> {
+  return q.selectFrom("registrations").select(COLUMNS).where("mac_address", "=", mac).where("key_fingerprint", "=", fingerprint).executeTakeFirst();
 }
 
 export interface RegisterResult {
@@ -129,7 +133,7 @@ export interface RegisterResult {
  * The registration is removed; other registrations of the MAC stay.
  */
 export async function approveRegistration(
-  db: Database,
+  store: Store,
   hooks: DeviceHooks,
   prefix: string,
   mac: string,
@@ -138,30 +142,30 @@ export async function approveRegistration(
   now: Date,
   actor: Actor,
 ): Promise<RegisterResult> {
-  const found = findRegistration(db, mac, publicKey);
+  const found = await findRegistration(store.query, mac, publicKey);
   if (!found) throw new LabgateError("not_found", "specified registration does not exist");
-  const existing = getDeviceByMac(db, mac);
+  const existing = await getDeviceByMac(store.query, mac);
   if (existing && existing.key_fingerprint !== found.key_fingerprint && !confirmKeyChange) {
     throw new LabgateError(
       "conflict",
       `this registration replaces the key of existing device ${existing.id} (${mac}); approve it with "confirm_key_change": true if the device really changed its key`,
     );
   }
-  const result = await db.write((tx) => {
+  const result = await store.transact(async (tx) => {
     // Re-read inside the transaction: another request may have approved or deleted meanwhile.
-    const reg = tx.get<RegistrationRow>("SELECT * FROM registrations WHERE mac_address = ? AND key_fingerprint = ?", [mac, found.key_fingerprint]);
+    const reg = await registrationOf(tx, mac, found.key_fingerprint);
     if (!reg) throw new LabgateError("not_found", "specified registration does not exist");
     const metadata = JSON.parse(reg.metadata) as Metadata;
     const name = deviceName(metadata, mac, prefix);
-    const device = getDeviceByMac(tx, mac);
-    tx.run("DELETE FROM registrations WHERE mac_address = ? AND key_fingerprint = ?", [mac, reg.key_fingerprint]);
+    const device = await getDeviceByMac(tx, mac);
+    await deleteRegistration(tx, mac, reg.key_fingerprint);
     if (device) {
       if (device.key_fingerprint !== reg.key_fingerprint && !confirmKeyChange) throw new LabgateError("conflict", "the device changed meanwhile; repeat the approval");
-      rekeyDevice(tx, device.id, { publicKey: reg.public_key, fingerprint: reg.key_fingerprint, metadataText: reg.metadata, name, at: reg.last_appeared });
-      recordAudit(tx, actor, "device.key_change", `device:${device.id}`, { mac, from: device.key_fingerprint, to: reg.key_fingerprint });
+      await rekeyDevice(tx, device.id, { publicKey: reg.public_key, fingerprint: reg.key_fingerprint, metadataText: reg.metadata, name, at: reg.last_appeared });
+      await recordAudit(tx, actor, "device.key_change", `device:${device.id}`, { mac, from: device.key_fingerprint, to: reg.key_fingerprint });
       return { device_id: device.id, outcome: "rekeyed" as const };
     }
-    const id = insertDevice(tx, mac, {
+    const id = await insertDevice(tx, mac, {
       created: isoTime(now),
       name,
       publicKey: reg.public_key,
@@ -170,12 +174,11 @@ export async function approveRegistration(
       at: reg.last_appeared,
       tags: tagsFromMetadata(metadata[metaKeys(prefix).tags]),
     });
-    recordAudit(tx, actor, "device.approve", `device:${id}`, { mac, key: reg.key_fingerprint });
+    await recordAudit(tx, actor, "device.approve", `device:${id}`, { mac, key: reg.key_fingerprint });
     return { device_id: id, outcome: "created" as const };
   });
   // The earlier key's tokens and socket end now: the gate forgets the old key.
-  const device = result.outcome === "rekeyed" ? getDeviceByMac(db, mac) : undefined;
-  if (device) hooks.keyChanged(device);
+  if (result.outcome === "rekeyed") hooks.keyChanged({ id: result.device_id, mac_address: mac });
   return result;
 }
 
@@ -191,7 +194,7 @@ export interface BulkApproval {
  * the same checks; one refused (gone, a key change not confirmed) does not stop the others.
  */
 export async function approveRegistrations(
-  db: Database,
+  store: Store,
   hooks: DeviceHooks,
   prefix: string,
   items: ReadonlyArray<{ mac: string; publicKey: string; confirmKeyChange: boolean }>,
@@ -201,7 +204,7 @@ export async function approveRegistrations(
   const results: BulkApproval[] = [];
   for (const item of items) {
     try {
-      const { device_id } = await approveRegistration(db, hooks, prefix, item.mac, item.publicKey, item.confirmKeyChange, now, actor);
+      const { device_id } = await approveRegistration(store, hooks, prefix, item.mac, item.publicKey, item.confirmKeyChange, now, actor);
       results.push({ mac_address: item.mac, device_id, error: null });
     } catch (error) {
       if (!(error instanceof LabgateError)) throw error;
@@ -212,16 +215,21 @@ export async function approveRegistrations(
 }
 
 /** A deleted device's pending registrations go with it (a DeviceHooks deletion hook). */
-export function deleteRegistrationsOf(tx: Tx, mac: string): void {
-  tx.run("DELETE FROM registrations WHERE mac_address = ?", [mac]);
+export async function deleteRegistrationsOf(tx: Tx, mac: string): Promise<void> {
+  await tx.deleteFrom("registrations").where("mac_address", "=", mac).execute();
+}
+
+async function deleteRegistration(tx: Tx, mac: string, fingerprint: string): Promise<number> {
+  const result = await tx.deleteFrom("registrations").where("mac_address", "=", mac).where("key_fingerprint", "=", fingerprint).executeTakeFirst();
+  return Number(result.numDeletedRows);
 }
 
 /** Removes a pending registration; 404 when there is none for that (MAC, key). */
-export async function removePending(db: Database, mac: string, publicKey: string, actor: Actor): Promise<void> {
-  const found = findRegistration(db, mac, publicKey);
+export async function removePending(store: Store, mac: string, publicKey: string, actor: Actor): Promise<void> {
+  const found = await findRegistration(store.query, mac, publicKey);
   if (!found) throw new LabgateError("not_found", "registration does not exist");
-  await db.write((tx) => {
-    tx.run("DELETE FROM registrations WHERE mac_address = ? AND key_fingerprint = ?", [mac, found.key_fingerprint]);
-    recordAudit(tx, actor, "registration.remove", `mac:${mac}`, { key: found.key_fingerprint });
+  await store.transact(async (tx) => {
+    await deleteRegistration(tx, mac, found.key_fingerprint);
+    await recordAudit(tx, actor, "registration.remove", `mac:${mac}`, { key: found.key_fingerprint });
   });
 }

@@ -75,11 +75,11 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
       responses: { 200: { ...ok(z.array(z.union([PendingRegistration, ReferencePending])), "OK: the reference's four fields, or with details=true all"), headers: TOTAL }, 400: errors[400], ...objectRefusals },
     },
     auth.management("admin_ro"),
-    (c, { query }) => {
+    async (c, { query }) => {
       const cutoff = pendingCutoff(ctx);
       const paged = query.limit !== undefined || query.offset !== undefined;
-      if (paged) c.header("X-Total-Count", String(countPending(ctx.db, cutoff)));
-      const list = listPending(ctx.db, ctx.config.prefix, cutoff, paged ? query : undefined);
+      if (paged) c.header("X-Total-Count", String(await countPending(ctx.store.query, cutoff)));
+      const list = await listPending(ctx.store.query, ctx.config.prefix, cutoff, paged ? query : undefined);
       return c.json(query.details ? list : list.map(referencePending));
     },
   );
@@ -99,7 +99,7 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
     auth.management("admin_rw"),
     async (c, { body }) => {
       const before = body.older_than === undefined ? undefined : isoTime(ctx.clock.now() - body.older_than * 1000);
-      const answer: PendingRemoved = { removed: await removePendingBulk(ctx.db, { all: body.all, client_address: body.client_address, before }, actorOf(c, ctx.clock)) };
+      const answer: PendingRemoved = { removed: await removePendingBulk(ctx.store, { all: body.all, client_address: body.client_address, before }, actorOf(c, ctx.clock)) };
       return c.json(answer);
     },
   );
@@ -110,7 +110,7 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
     auth.management("admin_rw"),
     async (c, { body }) => {
       const confirmed = body.confirm_key_change ?? !ctx.config.compat.key_change_confirmation;
-      await approveRegistration(ctx.db, hooks, ctx.config.prefix, body.mac_address, body.public_key, confirmed, dateOf(ctx.clock), actorOf(c, ctx.clock));
+      await approveRegistration(ctx.store, hooks, ctx.config.prefix, body.mac_address, body.public_key, confirmed, dateOf(ctx.clock), actorOf(c, ctx.clock));
       return c.json({});
     },
   );
@@ -130,7 +130,7 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
     async (c, { body }) => {
       const confirmDefault = !ctx.config.compat.key_change_confirmation;
       const items = body.registrations.map((r) => ({ mac: r.mac_address, publicKey: r.public_key, confirmKeyChange: r.confirm_key_change ?? confirmDefault }));
-      const results = await approveRegistrations(ctx.db, hooks, ctx.config.prefix, items, dateOf(ctx.clock), actorOf(c, ctx.clock));
+      const results = await approveRegistrations(ctx.store, hooks, ctx.config.prefix, items, dateOf(ctx.clock), actorOf(c, ctx.clock));
       const answer: RegisterBulkResult = { approved: results.filter((r) => r.error === null).length, results };
       return c.json(answer);
     },
@@ -141,7 +141,7 @@ export function authRoutes(ctx: AppContext, auth: Auth, replay: ReplayGuard, hoo
     { method: "delete", path: "/api/v1/auth/pending", tag, access: "management", summary: "Drop a pending registration", body: { json: PendingKey }, responses: { 200: ok(), ...write } },
     auth.management("admin_rw"),
     async (c, { body }) => {
-      await removePending(ctx.db, body.mac_address, body.public_key, actorOf(c, ctx.clock));
+      await removePending(ctx.store, body.mac_address, body.public_key, actorOf(c, ctx.clock));
       return c.json({});
     },
   );
