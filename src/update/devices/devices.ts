@@ -1,4 +1,5 @@
 import type { Database, Tx } from "../../db/index.ts";
+import type { Queries } from "../../db/store.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { rfc822 } from "../../util/time.ts";
 import { deletePermissionsOf, type ChangeGuard, type SqlFilter } from "../permissions/permissions.ts";
@@ -102,11 +103,17 @@ export function deviceExists(db: Database | Tx, id: number): boolean {
   return db.get("SELECT 1 AS x FROM devices WHERE id = ?", [id]) !== undefined;
 }
 
-export function deviceMac(db: Database | Tx, id: number): string | undefined {
+export function deviceMac(q: Queries, id: number): Promise<string | undefined>;
+export function deviceMac(db: Database | Tx, id: number): string | undefined;
+export function deviceMac(db: Queries | Database | Tx, id: number): Promise<string | undefined> | string | undefined {
+  if ("selectFrom" in db) return db.selectFrom("devices").select("mac_address").where("id", "=", id).executeTakeFirst().then((r) => r?.mac_address);
   return db.get<{ mac_address: string }>("SELECT mac_address FROM devices WHERE id = ?", [id])?.mac_address;
 }
 
-export function deviceIdByMac(db: Database | Tx, mac: string): number | undefined {
+export function deviceIdByMac(q: Queries, mac: string): Promise<number | undefined>;
+export function deviceIdByMac(db: Database | Tx, mac: string): number | undefined;
+export function deviceIdByMac(db: Queries | Database | Tx, mac: string): Promise<number | undefined> | number | undefined {
+  if ("selectFrom" in db) return db.selectFrom("devices").select("id").where("mac_address", "=", mac).executeTakeFirst().then((r) => r?.id);
   return db.get<{ id: number }>("SELECT id FROM devices WHERE mac_address = ?", [mac])?.id;
 }
 
@@ -139,7 +146,10 @@ export function deviceIdsOutsideGroup(db: Database, where: SqlFilter, groupId: n
 }
 
 /** The devices of a group with their metadata column, in no particular order. */
-export function groupMemberMetadata(db: Database | Tx, groupId: number): Array<{ id: number; metadata: string }> {
+export function groupMemberMetadata(q: Queries, groupId: number): Promise<Array<{ id: number; metadata: string }>>;
+export function groupMemberMetadata(db: Database | Tx, groupId: number): Array<{ id: number; metadata: string }>;
+export function groupMemberMetadata(db: Queries | Database | Tx, groupId: number): Promise<Array<{ id: number; metadata: string }>> | Array<{ id: number; metadata: string }> {
+  if ("selectFrom" in db) return db.selectFrom("devices as d").innerJoin("group_devices as gd", "gd.device_id", "d.id").select(["d.id", "d.metadata"]).where("gd.group_id", "=", groupId).execute();
   return db.all<{ id: number; metadata: string }>("SELECT d.id, d.metadata FROM devices d JOIN group_devices gd ON gd.device_id = d.id WHERE gd.group_id = ?", [groupId]);
 }
 

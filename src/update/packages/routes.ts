@@ -109,9 +109,9 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     app,
     { method: "get", path: "/api/v1/packages/:id/usage", tag, access: "management", summary: "Where a package is used: its groups and their deployments of its version", responses: { 200: ok(PackageUsage, "OK"), ...objectRefusals } },
     auth.management(),
-    (c) => {
+    async (c) => {
       const id = pathId(c.req.param("id"), WHAT);
-      return c.json(packageUsage(ctx.db, c.get("identity"), id, ctx.config.prefix));
+      return c.json(await packageUsage(ctx, c.get("identity"), id, ctx.config.prefix));
     },
   );
 

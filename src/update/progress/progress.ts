@@ -1,4 +1,5 @@
 import type { Database, Tx } from "../../db/index.ts";
+import type { Queries, Tx as KyselyTx } from "../../db/store.ts";
 import { dateOf, isoTime, rfc822, type Clock } from "../../util/time.ts";
 import type { Progress } from "./schema.ts";
 
@@ -24,7 +25,17 @@ export const toView = (row: ProgressRow): Progress => ({
 const COLUMNS = "pr.device_id, pr.mac_address, pr.created, pr.version, pr.progress, pr.updated";
 
 /** The record of a device; with `notBefore`, only when it was touched at or after that time. */
-export function getProgress(db: Database | Tx, deviceId: number, notBefore?: string): ProgressRow | undefined {
+export function getProgress(q: Queries, deviceId: number, notBefore?: string): Promise<ProgressRow | undefined>;
+export function getProgress(db: Database | Tx, deviceId: number, notBefore?: string): ProgressRow | undefined;
+export function getProgress(db: Queries | Database | Tx, deviceId: number, notBefore?: string): Promise<ProgressRow | undefined> | ProgressRow | undefined {
+  if ("selectFrom" in db) {
+    return db
+      .selectFrom("progress")
+      .select(["device_id", "mac_address", "created", "version", "progress", "updated"])
+      .where("device_id", "=", deviceId)
+      .$if(notBefore !== undefined, (qb) => qb.where("updated", ">=", notBefore!))
+      .executeTakeFirst() as Promise<ProgressRow | undefined>;
+  }
   if (notBefore === undefined) return db.get<ProgressRow>(`SELECT ${COLUMNS} FROM progress pr WHERE pr.device_id = ?`, [deviceId]);
   return db.get<ProgressRow>(`SELECT ${COLUMNS} FROM progress pr WHERE pr.device_id = ? AND pr.updated >= ?`, [deviceId, notBefore]);
 }
@@ -114,9 +125,13 @@ export class UpdateProgress {
   }
 
   /** The device's update ended (an outcome, or its attempt timed out): its record goes, in `tx`. */
-  endIn(tx: Tx, deviceId: number): void {
-    deleteProgressOf(tx, deviceId);
+  endIn(tx: KyselyTx, deviceId: number): Promise<void>;
+  /** The same in a synchronous transaction of an area not yet on the Store (goes once none calls it). */
+  endIn(tx: Tx, deviceId: number): void;
+  endIn(tx: KyselyTx | Tx, deviceId: number): Promise<void> | void {
     this.waitingAtZero.delete(deviceId);
+    if ("run" in tx) return void deleteProgressOf(tx, deviceId);
+    return tx.deleteFrom("progress").where("device_id", "=", deviceId).execute().then(() => {});
   }
 
   /** Call after removing a device's record by other means (e.g. the device reported its new version). */
