@@ -2,6 +2,8 @@ import { join } from "node:path";
 import { recordAudit, systemActor, type Actor } from "../audit/audit.ts";
 import * as z from "zod";
 import type { Database, Tx } from "../db/index.ts";
+import { Kysely } from "kysely";
+import type { Queries } from "../db/store.ts";
 import { grants, SCOPES, scopeName, type Scope } from "../auth/scopes.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
 import { writeFileDurable } from "../util/files.ts";
@@ -187,8 +189,17 @@ export function accountStanding(db: Database, identity: ManagementIdentity): Man
 }
 
 /** An enabled account's stored scopes (space-separated), or undefined when there is none of that name. */
-export function enabledScopesOf(db: Database | Tx, name: string): string | undefined {
-  return db.get<{ scopes: string }>("SELECT scopes FROM accounts WHERE name = ? AND disabled = 0", [name])?.scopes;
+export function enabledScopesOf(q: Queries, name: string): Promise<string | undefined>;
+export function enabledScopesOf(db: Database | Tx, name: string): string | undefined;
+export function enabledScopesOf(q: Queries | Database | Tx, name: string): Promise<string | undefined> | string | undefined {
+  if (!(q instanceof Kysely)) return q.get<{ scopes: string }>("SELECT scopes FROM accounts WHERE name = ? AND disabled = 0", [name])?.scopes;
+  return q
+    .selectFrom("accounts")
+    .select("scopes")
+    .where("name", "=", name)
+    .where("disabled", "=", 0)
+    .executeTakeFirst()
+    .then((row) => row?.scopes);
 }
 
 /**

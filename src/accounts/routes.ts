@@ -19,7 +19,7 @@ import { checkLogin, createAccount, deleteAccount, getAccount, listAccounts, upd
 import { Account, AccountUpdate, LoginBody, NAME_PATTERN, NewAccount, RevokeBody } from "./schema.ts";
 import type { LoginThrottle } from "./throttle.ts";
 import { dateOf } from "../util/time.ts";
-import { deletePermissionsOfUser } from "../update/permissions/permissions.ts";
+import { deletePermissionsOfUserInWrite } from "../update/permissions/legacy.ts";
 
 export const MSG_LOGIN_FAILED = "invalid username or password";
 export const MSG_THROTTLED = "too many failed logins, try again later";
@@ -220,7 +220,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     },
     auth.management("admin_rw"),
     async (c) => {
-      await deleteAccount(db, c.req.param("name") ?? "", dateOf(ctx.clock), actorOf(c, ctx.clock), deletePermissionsOfUser);
+      await deleteAccount(db, c.req.param("name") ?? "", dateOf(ctx.clock), actorOf(c, ctx.clock), deletePermissionsOfUserInWrite);
       accessWatch.sweep();
       return c.body(null, 204);
     },

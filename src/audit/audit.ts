@@ -14,6 +14,7 @@
 import { userInfo } from "node:os";
 import type { AppContext, Identity } from "../app/context.ts";
 import type { Database, Tx } from "../db/index.ts";
+import type { Queries } from "../db/store.ts";
 import { csvCell } from "../util/csv.ts";
 import { dateOf, every, isoTime, type Clock } from "../util/time.ts";
 import type { Logger } from "../util/log.ts";
@@ -65,21 +66,22 @@ export function cliName(): string {
 /** A command of this machine's CLI acting on the data dir itself (no server runs, or it writes the spool). */
 export const cliActor = (at = new Date()): Actor => systemActor(cliName(), at);
 
-/** Records one entry in `tx`, the transaction of the change it describes; returns its id. */
-export function recordAudit(tx: Pick<Tx, "run">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome: Outcome = "ok"): number {
+/** Records one entry in `q`, the transaction of the change it describes (a synchronous `db.write`'s too, until every area's are the Store's); returns its id. */
+export function recordAudit(q: Queries, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome?: Outcome): Promise<number>;
+export function recordAudit(tx: Pick<Tx, "run">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome?: Outcome): number;
+export function recordAudit(q: Queries | Pick<Tx, "run">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome: Outcome = "ok"): Promise<number> | number {
   let text = detail === undefined ? null : JSON.stringify(detail);
   if (text !== null && text.length > MAX_DETAIL) text = JSON.stringify({ truncated: true, bytes: text.length });
-  return tx.run("INSERT INTO audit_log (time, actor_kind, actor, token_id, client, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-    isoTime(actor.at),
-    actor.kind,
-    actor.name,
-    actor.tokenId,
-    actor.client,
-    action,
-    target,
-    outcome,
-    text,
-  ]).lastInsertRowid;
+  const row = { time: isoTime(actor.at), actor_kind: actor.kind, actor: actor.name, token_id: actor.tokenId, client: actor.client, action, target, outcome, detail: text };
+  if ("run" in q) {
+    return q.run("INSERT INTO audit_log (time, actor_kind, actor, token_id, client, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", Object.values(row)).lastInsertRowid;
+  }
+  return q
+    .insertInto("audit_log")
+    .values(row)
+    .returning("id")
+    .executeTakeFirstOrThrow()
+    .then(({ id }) => id);
 }
 
 /**

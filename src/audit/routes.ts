@@ -8,10 +8,10 @@ import { auditCsv, countAudit, listAudit } from "./audit.ts";
 import { AuditEntry, AuditQuery } from "./schema.ts";
 
 /** The present names of some targets (`device:4` -> its name); those without one are left out. */
-export type TargetNames = (targets: readonly string[]) => Map<string, string>;
+export type TargetNames = (targets: readonly string[]) => Promise<Map<string, string>>;
 
 /** GET /api/v1/audit (admin read scope), with its operation (src/http/openapi.ts, `route`); `names` fills the JSON entries' `target_name`. */
-export function auditRoutes(ctx: AppContext, auth: Auth, names: TargetNames = () => new Map()) {
+export function auditRoutes(ctx: AppContext, auth: Auth, names: TargetNames = async () => new Map()) {
   const app = new Hono<AppEnv>();
   const getAudit = route(
     app,
@@ -30,7 +30,7 @@ export function auditRoutes(ctx: AppContext, auth: Auth, names: TargetNames = ()
       },
     },
     auth.management("admin_ro"),
-    (c, { query: { limit, offset, format, ...filter } }) => {
+    async (c, { query: { limit, offset, format, ...filter } }) => {
       if (filter.since && filter.until && filter.since >= filter.until) throw new LabgateError("invalid", '"since" must be before "until"');
       if (format === "csv") {
         return new Response(auditCsv(ctx.db, filter), {
@@ -39,7 +39,7 @@ export function auditRoutes(ctx: AppContext, auth: Auth, names: TargetNames = ()
       }
       c.header("X-Total-Count", String(countAudit(ctx.db, filter)));
       const entries = listAudit(ctx.db, filter, { limit: limit ?? 100, offset: offset ?? 0 });
-      const named = names(entries.map((e) => e.target));
+      const named = await names(entries.map((e) => e.target));
       return c.json(entries.map((e) => ({ ...e, target_name: named.get(e.target) ?? null })));
     },
   );

@@ -21,7 +21,7 @@ import { isAbsolute, join, relative, sep } from "node:path";
 import type { Writable } from "node:stream";
 import type { Config } from "../config/config.ts";
 import { hasTable, IMAGE_FILE, IMAGE_SUM_FILE, type Database } from "../db/index.ts";
-import { storedNames } from "../update/packages/packages.ts";
+import { storedNamesNow } from "../update/packages/legacy.ts";
 import { LOCK_FILE } from "../util/lock.ts";
 import { testrunDirs } from "../testrun/runs/paths.ts";
 import { VERSION } from "../version.ts";
@@ -105,7 +105,7 @@ function stagePackageObjects(dataDir: string, db: Database, warn: (message: stri
   }
   const dir = mkdtempSync(join(root, STAGING_PREFIX));
   activeStaging.add(dir);
-  const names = hasTable(db, "packages") ? storedNames(db) : [];
+  const names = hasTable(db, "packages") ? storedNamesNow(db) : [];
   const objects: Array<[string, string]> = [];
   for (const [i, name] of names.entries()) {
     const staged = join(dir, String(i));

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { ReadStream } from "node:tty";
 import type { AppContext, Identity } from "../app/context.ts";
 import { getDevice } from "../update/devices/devices.ts";
-import { allowed, authorize } from "../update/permissions/permissions.ts";
+import { allowedSync, authorizeSync } from "../update/permissions/legacy.ts";
 import { LabgateError } from "../util/errors.ts";
 import { runProcess } from "../util/process.ts";
 import { after } from "../util/time.ts";
@@ -265,7 +265,7 @@ export class ConsoleService {
 
   /** A board's console from byte offset `since` (`read` on the device); 409 without a console port. */
   read(identity: Identity, id: number, since: number): ConsoleView {
-    authorize(this.ctx.db, identity, "device", id, "read");
+    authorizeSync(this.ctx.db, identity, "device", id, "read");
     const device = getDevice(this.ctx.db, id);
     if (!device) throw new LabgateError("not_found", "device does not exist");
     const capture = this.captureOf(device);
@@ -279,14 +279,14 @@ export class ConsoleService {
    * `shell` on the device. Returns how to stop.
    */
   live(identity: Identity, id: number, onData: (chunk: Buffer) => void): { writable: boolean; write(bytes: Buffer): void; stop(): void } {
-    authorize(this.ctx.db, identity, "device", id, "read");
+    authorizeSync(this.ctx.db, identity, "device", id, "read");
     const device = getDevice(this.ctx.db, id);
     if (!device) throw new LabgateError("not_found", "device does not exist");
     const capture = this.captureOf(device);
     if (!capture) throw new LabgateError("conflict", `device ${device.name || device.mac_address} has no console port in lab.boards`);
     capture.watchers.add(onData);
     return {
-      writable: allowed(this.ctx.db, identity, "device", id, "shell"),
+      writable: allowedSync(this.ctx.db, identity, "device", id, "shell"),
       write: (bytes) => capture.write(bytes),
       stop: () => void capture.watchers.delete(onData),
     };

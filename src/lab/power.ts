@@ -9,7 +9,7 @@ import { recordAudit } from "../audit/audit.ts";
 import type { AppContext, Identity } from "../app/context.ts";
 import type { Database } from "../db/index.ts";
 import { getDevice, type DeviceRow } from "../update/devices/devices.ts";
-import { allowed, authorize } from "../update/permissions/permissions.ts";
+import { allowedSync, authorizeSync } from "../update/permissions/legacy.ts";
 import { LabgateError } from "../util/errors.ts";
 import { isoTime } from "../util/time.ts";
 import type { BoardMap } from "./boards.ts";
@@ -66,7 +66,7 @@ export class PowerService {
 
   /** The last known state of a board's power: `read` on the device; a device without a power port has driver null. */
   view(identity: Identity, id: number): PowerView {
-    authorize(this.db, identity, "device", id, "read");
+    authorizeSync(this.db, identity, "device", id, "read");
     const device = getDevice(this.db, id);
     if (!device) throw new LabgateError("not_found", "device does not exist");
     const board = this.boards.of(device);
@@ -75,14 +75,14 @@ export class PowerService {
 
   /** Switches a board's power: `power` on the device; resolves once the driver did it. */
   async act(identity: Identity, actor: Actor, id: number, action: PowerAction): Promise<PowerView> {
-    authorize(this.db, identity, "device", id, "power");
+    authorizeSync(this.db, identity, "device", id, "power");
     const board = await this.switch(actor, id, action);
     return { ...this.viewOf(identity, id, board.power.driver), ...this.consoleOf(identity, id, board) };
   }
 
   private consoleOf(identity: Identity, id: number, board: BoardConfig | undefined): Pick<PowerView, "console" | "console_write"> {
     const console = board?.serial !== undefined;
-    return { console, console_write: console && allowed(this.db, identity, "device", id, "shell") };
+    return { console, console_write: console && allowedSync(this.db, identity, "device", id, "shell") };
   }
 
   /** Whether the device is a board with a power port (a deployment's `recover` cycles only those). */
@@ -122,7 +122,7 @@ export class PowerService {
       state: row?.state ?? "unknown",
       last_action: row ? { action: row.action, by: row.actor, at: row.at } : null,
       busy: this.busy.has(id),
-      may_switch: driver !== null && allowed(this.db, identity, "device", id, "power"),
+      may_switch: driver !== null && allowedSync(this.db, identity, "device", id, "power"),
     };
   }
 }

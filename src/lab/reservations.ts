@@ -8,7 +8,8 @@ import { recordAudit, type Actor } from "../audit/audit.ts";
 import type { Identity } from "../app/context.ts";
 import { Database, type Tx } from "../db/index.ts";
 import { getDevice } from "../update/devices/devices.ts";
-import { allowed, authorize, bypasses, MSG_FORBIDDEN, permissionFilter } from "../update/permissions/permissions.ts";
+import { bypasses, MSG_FORBIDDEN, permissionFilterSql } from "../update/permissions/permissions.ts";
+import { allowedSync, authorizeSync } from "../update/permissions/legacy.ts";
 import { LabgateError } from "../util/errors.ts";
 import { isoTime } from "../util/time.ts";
 
@@ -74,7 +75,7 @@ export class ReservationService {
 
   /** The devices `identity` may read that someone holds now (the console's device list), by device id. */
   list(identity: Identity, now: number): ReservationView[] {
-    const filter = permissionFilter(identity, "device", "d");
+    const filter = permissionFilterSql(identity, "device", "d");
     const rows = this.db.all<Reservation & { device_id: number }>(
       `SELECT r.device_id, r.holder, r.note, r.since, r.until FROM lab_reservations r JOIN devices d ON d.id = r.device_id
          WHERE r.until > ?${filter ? ` AND (${filter.sql})` : ""} ORDER BY r.device_id`,
@@ -85,7 +86,7 @@ export class ReservationService {
 
   /** Who holds a device now: `read` on it. */
   view(identity: Identity, id: number, now: number): ReservationView {
-    authorize(this.db, identity, "device", id, "read");
+    authorizeSync(this.db, identity, "device", id, "read");
     if (!getDevice(this.db, id)) throw new LabgateError("not_found", "device does not exist");
     return view(id, reservationOf(this.db, id, now));
   }
@@ -96,8 +97,8 @@ export class ReservationService {
    */
   async reserve(identity: Identity, actor: Actor, id: number, minutes: number, note: string): Promise<ReservationView> {
     if (identity.kind !== "mgmt") throw new LabgateError("forbidden", MSG_FORBIDDEN);
-    authorize(this.db, identity, "device", id, "read");
-    if (!allowed(this.db, identity, "device", id, "test") && !allowed(this.db, identity, "device", id, "power")) throw new LabgateError("forbidden", MSG_FORBIDDEN);
+    authorizeSync(this.db, identity, "device", id, "read");
+    if (!allowedSync(this.db, identity, "device", id, "test") && !allowedSync(this.db, identity, "device", id, "power")) throw new LabgateError("forbidden", MSG_FORBIDDEN);
     const now = actor.at.getTime();
     mayBeReserved(this.db).add(id);
     const reservation = await this.db.write((tx) => {
@@ -115,7 +116,7 @@ export class ReservationService {
 
   /** Releases the caller's reservation; an administrator (svc_admin_rw) breaks another's. Not reserved: a no-op. */
   async release(identity: Identity, actor: Actor, id: number): Promise<ReservationView> {
-    authorize(this.db, identity, "device", id, "read");
+    authorizeSync(this.db, identity, "device", id, "read");
     const user = identity.kind === "mgmt" ? identity.user : undefined;
     await this.db.write((tx) => {
       if (!getDevice(tx, id)) throw new LabgateError("not_found", "device does not exist");

@@ -9,7 +9,7 @@ import type { AppContext, Identity } from "../app/context.ts";
 import type { Database } from "../db/index.ts";
 import { getDevice } from "../update/devices/devices.ts";
 import { attemptHistoryId, historyEntryExists } from "../update/deployments/store.ts";
-import { authorize } from "../update/permissions/permissions.ts";
+import { authorizeSync } from "../update/permissions/legacy.ts";
 import { LabgateError } from "../util/errors.ts";
 import { after, isoTime } from "../util/time.ts";
 import type { ConsoleService } from "./console.ts";
@@ -120,7 +120,7 @@ export class AttemptSpans {
   }
 
   private readable(identity: Identity, deviceId: number): void {
-    authorize(this.db, identity, "device", deviceId, "read");
+    authorizeSync(this.db, identity, "device", deviceId, "read");
     if (!getDevice(this.db, deviceId)) throw new LabgateError("not_found", "device does not exist");
   }
 }

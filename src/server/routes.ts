@@ -112,7 +112,7 @@ export function routeTable({ shared, accounts, update, testRun, lab }: Domains, 
     // POST /api/v1/backup
     (ctx, auth) => backupRoutes(ctx, auth),
     // GET /api/v1/audit
-    (ctx, auth) => auditRoutes(ctx, auth, (targets) => targetNames(ctx.db, ctx.config.prefix, targets)),
+    (ctx, auth) => auditRoutes(ctx, auth, (targets) => targetNames(ctx.store.query, ctx.config.prefix, targets)),
     // GET /api/openapi.json
     (ctx) => openApiRoutes(ctx, operations),
     // The web console: / and /console/*

@@ -3,28 +3,31 @@
  * that people read names where entries keep ids. A target that is gone, or of another kind, has
  * none. The audit routes take it as their `names`; one query per kind for a page of entries.
  */
-import type { Database } from "../db/index.ts";
+import type { Queries } from "../db/store.ts";
 import { groupNameOf } from "./groups/name.ts";
 import { metaKeys } from "./devices/metadata.ts";
 
 const TARGET = /^(device|group|package):([1-9][0-9]{0,15})$/;
 
-export function targetNames(db: Database, prefix: string, targets: readonly string[]): Map<string, string> {
+export async function targetNames(q: Queries, prefix: string, targets: readonly string[]): Promise<Map<string, string>> {
   const ids: Record<"device" | "group" | "package", number[]> = { device: [], group: [], package: [] };
   for (const target of new Set(targets)) {
     const m = TARGET.exec(target);
     if (m) ids[m[1] as keyof typeof ids].push(Number(m[2]));
   }
   const names = new Map<string, string>();
-  const rows = <T>(table: string, columns: string, list: number[]) =>
-    list.length === 0 ? [] : db.all<T & { id: number }>(`SELECT id, ${columns} FROM ${table} WHERE id IN (SELECT value FROM json_each(?))`, [JSON.stringify(list)]);
-  for (const d of rows<{ name: string }>("devices", "name", ids.device)) if (d.name) names.set(`device:${d.id}`, d.name);
-  for (const g of rows<{ metadata: string }>("groups", "metadata", ids.group)) {
+  const [devices, groups, packages] = await Promise.all([
+    ids.device.length === 0 ? [] : q.selectFrom("devices").select(["id", "name"]).where("id", "in", ids.device).execute(),
+    ids.group.length === 0 ? [] : q.selectFrom("groups").select(["id", "metadata"]).where("id", "in", ids.group).execute(),
+    ids.package.length === 0 ? [] : q.selectFrom("packages").select(["id", "metadata"]).where("id", "in", ids.package).execute(),
+  ]);
+  for (const d of devices) if (d.name) names.set(`device:${d.id}`, d.name);
+  for (const g of groups) {
     const name = groupNameOf(JSON.parse(g.metadata) as Record<string, unknown>, prefix);
     if (name) names.set(`group:${g.id}`, name);
   }
   const keys = metaKeys(prefix);
-  for (const p of rows<{ metadata: string }>("packages", "metadata", ids.package)) {
+  for (const p of packages) {
     const meta = JSON.parse(p.metadata) as Record<string, unknown>;
     names.set(`package:${p.id}`, `${String(meta[keys.version] ?? "?")} · ${String(meta[keys.devtype] ?? "?")}`);
   }

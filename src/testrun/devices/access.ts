@@ -7,7 +7,8 @@ import type { Database } from "../../db/index.ts";
 import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { getDeviceByMac } from "../../update/devices/devices.ts";
-import { allowed, bypasses, MSG_FORBIDDEN } from "../../update/permissions/permissions.ts";
+import { bypasses, MSG_FORBIDDEN } from "../../update/permissions/permissions.ts";
+import { allowedSync } from "../../update/permissions/legacy.ts";
 import type { Permission } from "../../update/permissions/schema.ts";
 import type { TestPlan } from "../plan.ts";
 import type { RunRecord } from "../runs/store.ts";
@@ -16,7 +17,7 @@ import type { RunRecord } from "../runs/store.ts";
 function onDevice(db: Database, identity: Identity | undefined, mac: string, perm: Permission): boolean {
   if (!identity) return false;
   const device = getDeviceByMac(db, mac);
-  return device ? allowed(db, identity, "device", device.id, perm) : bypasses(identity, perm);
+  return device ? allowedSync(db, identity, "device", device.id, perm) : bypasses(identity, perm);
 }
 
 /**

@@ -7,9 +7,10 @@ import type { Database } from "../../db/index.ts";
 import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { countDevices, deviceNames, getDeviceByMac, listDevices, tagCounts, type DeviceRow } from "../../update/devices/devices.ts";
-import { groupMemberCounts, listGroups } from "../../update/groups/groups.ts";
+import { groupMemberCountsSync, listGroupsSync } from "../../update/groups/legacy.ts";
 import { groupNameOf } from "../../update/groups/name.ts";
-import { allowed, permissionFilter } from "../../update/permissions/permissions.ts";
+import { permissionFilterSql } from "../../update/permissions/permissions.ts";
+import { allowedSync } from "../../update/permissions/legacy.ts";
 import { DEVICE_TARGET } from "./names.ts";
 
 /** A device a run goes to. */
@@ -23,7 +24,7 @@ const MAC = /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/;
 
 /** The devices `identity` may read among those matching `condition` (SQL on alias `d`). */
 function readable(db: Database, identity: Identity, condition: string, params: (string | number)[]): DeviceRow[] {
-  const filter = permissionFilter(identity, "device", "d");
+  const filter = permissionFilterSql(identity, "device", "d");
   const sql = filter ? `(${condition}) AND (${filter.sql})` : condition;
   return listDevices(db, { sql, params: [...params, ...(filter?.params ?? [])] });
 }
@@ -40,8 +41,8 @@ function resolveOne(db: Database, identity: Identity, target: string, prefix: st
     return found;
   }
   if (kind === "group") {
-    const filter = permissionFilter(identity, "group", "g");
-    const groups = listGroups(db, filter).filter((g) => groupNameOf(JSON.parse(g.metadata) as Record<string, unknown>, prefix) === value);
+    const filter = permissionFilterSql(identity, "group", "g");
+    const groups = listGroupsSync(db, filter).filter((g) => groupNameOf(JSON.parse(g.metadata) as Record<string, unknown>, prefix) === value);
     if (groups.length === 0) throw new LabgateError("not_found", `unknown group '${value}' (${target})`);
     const devices = readable(db, identity, `d.id IN (SELECT gd.device_id FROM group_devices gd WHERE gd.group_id IN (${groups.map(() => "?").join(", ")}))`, groups.map((g) => g.id));
     if (devices.length === 0) throw new LabgateError("unprocessable", `group '${value}' has no devices (${target})`);
@@ -64,7 +65,7 @@ export function resolveTargets(db: Database, identity: Identity | undefined, tar
   for (const target of targets) {
     const devices = resolveOne(db, identity, target, prefix);
     out.set(target, devices.map((d) => ({ id: d.id, mac: d.mac_address, name: d.name || d.mac_address })));
-    for (const d of devices) if (!allowed(db, identity, "device", d.id, "test")) refused.set(d.id, d.name || d.mac_address);
+    for (const d of devices) if (!allowedSync(db, identity, "device", d.id, "test")) refused.set(d.id, d.name || d.mac_address);
   }
   if (refused.size > 0) throw new LabgateError("forbidden", `no test permission on device${refused.size > 1 ? "s" : ""} ${[...refused.values()].map((n) => `'${n}'`).join(", ")}`);
   return out;
@@ -82,8 +83,8 @@ export interface TestableTargets {
 
 /** The devices `identity` may read and run tests on, as SQL on alias `d` (undefined: all, an admin). */
 function testableFilter(identity: Identity): { sql: string; params: (string | number)[] } | undefined {
-  const read = permissionFilter(identity, "device", "d");
-  const test = permissionFilter(identity, "device", "d", "test");
+  const read = permissionFilterSql(identity, "device", "d");
+  const test = permissionFilterSql(identity, "device", "d", "test");
   if (!read || !test) return read ?? test;
   return { sql: `(${read.sql}) AND (${test.sql})`, params: [...read.params, ...test.params] };
 }
@@ -93,7 +94,7 @@ export function testableTargets(db: Database, identity: Identity | undefined, pr
   const filter = testableFilter(identity);
   const devices = deviceNames(db, filter, limit).map((d) => ({ id: d.id, mac: d.mac_address, name: d.name || d.mac_address }));
   const total = countDevices(db, filter);
-  const groups = groupMemberCounts(db, filter, permissionFilter(identity, "group", "g"));
+  const groups = groupMemberCountsSync(db, filter, permissionFilterSql(identity, "group", "g"));
   const named = new Map<string, number>();
   for (const g of groups) {
     const name = groupNameOf(JSON.parse(g.metadata) as Record<string, unknown>, prefix);

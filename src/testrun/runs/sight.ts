@@ -9,7 +9,7 @@ import { createHash } from "node:crypto";
 import type { Identity } from "../../app/context.ts";
 import type { Database } from "../../db/index.ts";
 import { deviceMacs } from "../../update/devices/devices.ts";
-import { permissionFilter } from "../../update/permissions/permissions.ts";
+import { permissionFilterSql } from "../../update/permissions/permissions.ts";
 import type { DeviceProgress } from "../schema.ts";
 import type { RunRecord } from "./store.ts";
 
@@ -28,7 +28,7 @@ export class DeviceSight {
 
   static of(db: Pick<Database, "all">, identity: Identity | undefined): DeviceSight {
     if (!identity) return DeviceSight.ALL;
-    const filter = permissionFilter(identity, "device", "d");
+    const filter = permissionFilterSql(identity, "device", "d");
     if (!filter) return DeviceSight.ALL;
     return new DeviceSight(deviceMacs(db, filter));
   }

@@ -2,7 +2,8 @@ import type { Database } from "../../db/index.ts";
 import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { getDeviceByMac, macsMatching, type DeviceRow } from "../devices/devices.ts";
-import { authorize, hasPermissionRows, MSG_FORBIDDEN, notFoundMessage, permissionFilter } from "../permissions/permissions.ts";
+import { MSG_FORBIDDEN, notFoundMessage, permissionFilterSql } from "../permissions/permissions.ts";
+import { authorizeSync, hasPermissionRowsSync } from "../permissions/legacy.ts";
 import type { Permission } from "../permissions/schema.ts";
 
 /**
@@ -12,8 +13,8 @@ import type { Permission } from "../permissions/schema.ts";
 export function deviceByMac(db: Database, identity: Identity, mac: string, perm: Permission): DeviceRow {
   const device = getDeviceByMac(db, mac);
   if (device) {
-    authorize(db, identity, "device", device.id, "read");
-    if (perm !== "read") authorize(db, identity, "device", device.id, perm);
+    authorizeSync(db, identity, "device", device.id, "read");
+    if (perm !== "read") authorizeSync(db, identity, "device", device.id, perm);
   }
   if (!device) throw new LabgateError("not_found", "device does not exist");
   return device;
@@ -29,9 +30,9 @@ export function devicesByMac(db: Database, identity: Identity, macs: readonly st
   const hidden = new LabgateError("not_found", notFoundMessage("device"));
   const refused = new LabgateError("forbidden", MSG_FORBIDDEN);
   const verdicts = new Map<string, LabgateError | undefined>(macs.map((mac) => [mac, hidden]));
-  const read = permissionFilter(identity, "device", "d", "read");
-  if (read && (identity.kind !== "mgmt" || !hasPermissionRows(db, identity.user))) return verdicts;
-  const wanted = permissionFilter(identity, "device", "d", perm) ?? { sql: "1", params: [] };
+  const read = permissionFilterSql(identity, "device", "d", "read");
+  if (read && (identity.kind !== "mgmt" || !hasPermissionRowsSync(db, identity.user))) return verdicts;
+  const wanted = permissionFilterSql(identity, "device", "d", perm) ?? { sql: "1", params: [] };
   const readable = read ?? { sql: "1", params: [] };
   const rows = macsMatching(db, macs, readable, wanted);
   for (const row of rows) verdicts.set(row.mac_address, row.w ? undefined : refused);

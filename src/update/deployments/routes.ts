@@ -8,7 +8,8 @@ import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { rfc822 } from "../../util/time.ts";
 import { getDevice } from "../devices/devices.ts";
-import { authorize, permissionFilter } from "../permissions/permissions.ts";
+import { permissionFilterSql } from "../permissions/permissions.ts";
+import { authorizeSync } from "../permissions/legacy.ts";
 import { pathId } from "../validation.ts";
 import type { DeploymentService } from "./service.ts";
 import { checkValidation, deploymentView } from "./view.ts";
@@ -82,12 +83,12 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     // A deployment of a group the caller may not read is as missing as one that does not exist.
     if (!row) throw new LabgateError("not_found", NOT_FOUND);
     try {
-      authorize(db, c.get("identity"), "group", row.group_id, "read");
+      authorizeSync(db, c.get("identity"), "group", row.group_id, "read");
     } catch (error) {
       if (error instanceof LabgateError && error.code === "not_found") throw new LabgateError("not_found", NOT_FOUND);
       throw error;
     }
-    if (perm === "update") authorize(db, c.get("identity"), "group", row.group_id, "update");
+    if (perm === "update") authorizeSync(db, c.get("identity"), "group", row.group_id, "update");
     return row;
   };
 
@@ -105,7 +106,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     mgmt,
     async (c, { body }) => {
       const identity = c.get("identity");
-      authorize(db, identity, "group", body.group, "update");
+      authorizeSync(db, identity, "group", body.group, "update");
       if (body.validation) checkValidation(db, identity, body.group, service);
       const row = await service.create({
         groupId: body.group,
@@ -146,7 +147,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       const { rows, total } = await listDeployments(
         store.query,
         { group: query.group, status: query.status, version: query.version, limit: query.limit ?? 50, offset: query.offset ?? 0 },
-        permissionFilter(c.get("identity"), "group", "g"),
+        permissionFilterSql(c.get("identity"), "group", "g"),
       );
       c.header("X-Total-Count", String(total));
       return c.json(await Promise.all(rows.map((row) => deploymentView(service, row))));
@@ -179,7 +180,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       responses: { 200: ok(DeploymentPreflight, "OK"), 400: errors[400], ...objectRefusals },
     },
     mgmt,
-    (c, { query }) => c.json(preflight(db, ctx.config.prefix, c.get("identity"), query)),
+    async (c, { query }) => c.json(await preflight(ctx, ctx.config.prefix, c.get("identity"), query)),
   );
 
   const getDeploymentsByIdDevices = route(
@@ -286,7 +287,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     mgmt,
     async (c, { query }) => {
       const id = pathId(c.req.param("id"), "device");
-      authorize(db, c.get("identity"), "device", id, "read");
+      authorizeSync(db, c.get("identity"), "device", id, "read");
       if (!getDevice(db, id)) throw new LabgateError("not_found", "device does not exist");
       const { rows, total } = await listHistory(store.query, id, query.limit ?? 100, query.offset ?? 0);
       c.header("X-Total-Count", String(total));

@@ -8,7 +8,7 @@ import { requestBodyStream } from "../../http/body.ts";
 import { errors, ok, objectRefusals, route, routes } from "../../http/openapi.ts";
 import { publicBase, requireSignedLink } from "../../storage/routes.ts";
 import { serveBytes, serveFile } from "../../storage/send.ts";
-import { authorize } from "../permissions/permissions.ts";
+import { authorizeSync } from "../permissions/legacy.ts";
 import { pathId } from "../validation.ts";
 import { FetchedFile, FileRequest } from "./schema.ts";
 import { MULTIPART_LINK, type DeviceFileStore } from "./store.ts";
@@ -38,7 +38,7 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTr
     async (c, { body: { file } }) => {
       const id = pathId(c.req.param("id"), "device");
       // Checked before the device is asked anything.
-      authorize(ctx.db, c.get("identity"), "device", id, "read");
+      authorizeSync(ctx.db, c.get("identity"), "device", id, "read");
       return c.json(await transfers.fetch(id, file, publicBase(ctx, c), actorOf(c, ctx.clock)));
     },
   );

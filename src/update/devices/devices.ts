@@ -1,8 +1,10 @@
 import type { Database, Tx } from "../../db/index.ts";
+import { Kysely } from "kysely";
 import type { Queries } from "../../db/store.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { rfc822 } from "../../util/time.ts";
-import { deletePermissionsOf, type ChangeGuard, type SqlFilter } from "../permissions/permissions.ts";
+import { type SqlFilter } from "../permissions/permissions.ts";
+import { type ChangeGuardInWrite, deletePermissionsOfInWrite } from "../permissions/legacy.ts";
 import { metaKeys, type Metadata } from "./metadata.ts";
 import type { Device, DeviceSort, DeviceV1 } from "./schema.ts";
 
@@ -99,8 +101,11 @@ export function activeGroupId(db: Database | Tx, deviceId: number): number | nul
   return row?.id ?? null;
 }
 
-export function deviceExists(db: Database | Tx, id: number): boolean {
-  return db.get("SELECT 1 AS x FROM devices WHERE id = ?", [id]) !== undefined;
+export function deviceExists(q: Queries, id: number): Promise<boolean>;
+export function deviceExists(db: Database | Tx, id: number): boolean;
+export function deviceExists(q: Queries | Database | Tx, id: number): Promise<boolean> | boolean {
+  if (!(q instanceof Kysely)) return q.get("SELECT 1 AS x FROM devices WHERE id = ?", [id]) !== undefined;
+  return q.selectFrom("devices").select("id").where("id", "=", id).executeTakeFirst().then((row) => row !== undefined);
 }
 
 export function deviceMac(q: Queries, id: number): Promise<string | undefined>;
@@ -306,7 +311,7 @@ export async function deleteDevice(db: Database, hooks: DeviceHooks, id: number,
       const after = hook(tx, device);
       if (after) afterCommit.push(after);
     }
-    deletePermissionsOf(tx, "device", id);
+    deletePermissionsOfInWrite(tx, "device", id);
     tx.run("DELETE FROM devices WHERE id = ?", [id]);
     recordAudit(tx, actor, "device.delete", `device:${id}`, { mac: device.mac_address, name: device.name });
     return true;
@@ -324,7 +329,7 @@ export function validTag(tag: string): boolean {
  * Adds a tag; adding one that is already there is a no-op. False when the device does not exist.
  * `guard` runs the change (the escalation rule: a tag can grant permissions, see permissions.ts).
  */
-export async function addTag(db: Database, deviceId: number, tag: string, guard: ChangeGuard, actor: Actor): Promise<boolean> {
+export async function addTag(db: Database, deviceId: number, tag: string, guard: ChangeGuardInWrite, actor: Actor): Promise<boolean> {
   if (!getDevice(db, deviceId)) return false;
   if (db.get("SELECT 1 AS x FROM device_tags WHERE device_id = ? AND tag = ?", [deviceId, tag])) return true;
   return db.write((tx) => {
@@ -339,7 +344,7 @@ export async function addTag(db: Database, deviceId: number, tag: string, guard:
  * Renames a device (a management request; the device's own reports never rename it).
  * False when the device does not exist. `guard` runs the change: a name can grant permissions.
  */
-export async function renameDevice(db: Database, deviceId: number, name: string, guard: ChangeGuard, actor: Actor): Promise<boolean> {
+export async function renameDevice(db: Database, deviceId: number, name: string, guard: ChangeGuardInWrite, actor: Actor): Promise<boolean> {
   return db.write((tx) => {
     const device = getDevice(tx, deviceId);
     if (!device) return false;

@@ -24,7 +24,8 @@ import {
   type DeviceRow,
   type DevicePresence,
 } from "./devices.ts";
-import { authorize, grantGuard, permissionFilter, type SqlFilter } from "../permissions/permissions.ts";
+import { permissionFilter, permissionFilterSql, type SqlFilter } from "../permissions/permissions.ts";
+import { authorizeSync, grantGuardInWrite } from "../permissions/legacy.ts";
 import { pathId } from "../validation.ts";
 import { Device, DeviceListQuery, DeviceRename, DeviceV1, FleetVersions, Tags } from "./schema.ts";
 import { versionsByDeviceType } from "./versions.ts";
@@ -77,7 +78,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
       responses: { 200: { ...ok(z.array(Device), "OK"), headers: TOTAL }, 400: errors[400], 401: errors[401] },
     },
     mgmt,
-    (c, { query }) => c.json(deviceList(c, query, permissionFilter(c.get("identity"), "device", "d"), view)),
+    (c, { query }) => c.json(deviceList(c, query, permissionFilterSql(c.get("identity"), "device", "d"), view)),
   );
 
   const getV2DevicesVersions = route(
@@ -91,16 +92,16 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
       responses: { 200: ok(FleetVersions, "OK"), 401: errors[401] },
     },
     mgmt,
-    (c) => {
+    async (c) => {
       const identity = c.get("identity");
-      const devices = permissionFilter(identity, "device", "d");
-      return c.json({ by_device_type: versionsByDeviceType(db, ctx.config.prefix, devices), by_group: versionsByGroup(db, ctx.config.prefix, permissionFilter(identity, "group", "g"), devices) });
+      const devices = permissionFilterSql(identity, "device", "d");
+      return c.json({ by_device_type: versionsByDeviceType(db, ctx.config.prefix, devices), by_group: await versionsByGroup(ctx.store, ctx.config.prefix, permissionFilter(identity, "group", "g"), permissionFilter(identity, "device", "d")) });
     },
   );
 
   const getV2DevicesById = route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}", tag, access: "management", summary: "One device", responses: { 200: ok(Device, "OK"), ...objectRefusals } }, mgmt, (c) => {
     const id = pathId(c.req.param("id"), "device");
-    authorize(db, c.get("identity"), "device", id, "read");
+    authorizeSync(db, c.get("identity"), "device", id, "read");
     return c.json(view(deviceOr404(id)));
   });
 
@@ -110,7 +111,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     mgmt,
     async (c) => {
       const id = pathId(c.req.param("id"), "device");
-      authorize(db, c.get("identity"), "device", id, "delete");
+      authorizeSync(db, c.get("identity"), "device", id, "delete");
       if (!(await deleteDevice(db, hooks, id, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
       return c.json({});
     },
@@ -132,8 +133,8 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     async (c, { body: { name } }) => {
       const id = pathId(c.req.param("id"), "device");
       const identity = c.get("identity");
-      authorize(db, identity, "device", id, "update");
-      if (!(await renameDevice(db, id, name, grantGuard(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
+      authorizeSync(db, identity, "device", id, "update");
+      if (!(await renameDevice(db, id, name, grantGuardInWrite(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
       return c.json(view(deviceOr404(id)));
     },
   );
@@ -152,9 +153,9 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
     async (c) => {
       const id = pathId(c.req.param("id"), "device");
       const identity = c.get("identity");
-      authorize(db, identity, "device", id, "update");
+      authorizeSync(db, identity, "device", id, "update");
       const name = tagParam(c.req.param("tag"));
-      if (!(await addTag(db, id, name, grantGuard(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
+      if (!(await addTag(db, id, name, grantGuardInWrite(identity, [{ resource: "device", id }]), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
       return c.json({});
     },
   );
@@ -162,7 +163,7 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
   // Tag removal (labgate's), idempotent like assignment.
   const deleteV2DevicesByIdTagByTag = route(app, { method: "delete", path: "/api/v2/devices/:id{[0-9]+}/tag/:tag", tag, access: "management", summary: "Untag a device", responses: { 200: ok(), ...write } }, mgmt, async (c) => {
     const id = pathId(c.req.param("id"), "device");
-    authorize(db, c.get("identity"), "device", id, "update");
+    authorizeSync(db, c.get("identity"), "device", id, "update");
     const name = tagParam(c.req.param("tag"));
     if (!(await removeTag(db, id, name, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", NOT_FOUND);
     return c.json({});
@@ -170,14 +171,14 @@ export function devicesRoutes(ctx: AppContext, auth: Auth, hooks: DeviceHooks, p
 
   const getV2DevicesByIdTags = route(app, { method: "get", path: "/api/v2/devices/:id{[0-9]+}/tags", tag, access: "management", summary: "A device's tags", responses: { 200: ok(Tags, "OK"), ...objectRefusals } }, mgmt, (c) => {
     const id = pathId(c.req.param("id"), "device");
-    authorize(db, c.get("identity"), "device", id, "read");
+    authorizeSync(db, c.get("identity"), "device", id, "read");
     deviceOr404(id);
     return c.json(deviceTags(db, id));
   });
 
   const getV2TagsByTag = route(app, { method: "get", path: "/api/v2/tags/:tag", tag, access: "management", summary: "Devices with a tag", responses: { 200: ok(z.array(Device), "OK"), 400: errors[400], 401: errors[401] } }, mgmt, (c) => {
     const name = tagParam(c.req.param("tag"));
-    const filter = permissionFilter(c.get("identity"), "device", "d");
+    const filter = permissionFilterSql(c.get("identity"), "device", "d");
     return c.json(listDevices(db, bothFilters(taggedFilter(name), filter)).map(view));
   });
 

@@ -1,8 +1,8 @@
 import type { ManagementIdentity } from "../../auth/tokens.ts";
 import type { Database } from "../../db/index.ts";
 import { deviceMacs } from "../devices/devices.ts";
-import { groupIdsMatching } from "../groups/groups.ts";
-import { bypasses, permissionFilter } from "../permissions/permissions.ts";
+import { groupIdsMatchingSync } from "../groups/legacy.ts";
+import { bypasses, permissionFilterSql } from "../permissions/permissions.ts";
 import type { DeviceEvent } from "./broadcaster.ts";
 
 /** What a user may read of the live events: the devices by MAC address and the groups by id, or "all" (admin reads). */
@@ -30,8 +30,8 @@ export function visibleTo(db: Database, identity: ManagementIdentity | string, s
   let sees = shared.get(key);
   if (sees === undefined) {
     sees = {
-      devices: deviceMacs(db, permissionFilter(identity, "device", "d")!),
-      groups: new Set(groupIdsMatching(db, permissionFilter(identity, "group", "g")!)),
+      devices: deviceMacs(db, permissionFilterSql(identity, "device", "d")!),
+      groups: new Set(groupIdsMatchingSync(db, permissionFilterSql(identity, "group", "g")!)),
     };
     shared.set(key, sees);
   }

@@ -14,6 +14,7 @@ import {
   grantGuard,
   MSG_FORBIDDEN,
   permissionFilter,
+  permissionFilterSql,
   unguarded,
   type ChangeGuard,
 } from "../permissions/permissions.ts";
@@ -48,9 +49,9 @@ const tag = "groups";
  * on it, and (the guard it returns, run with the change) every permission the group's holders
  * would gain on it. Packages: assignPackages (groups.ts) checks the same for every route.
  */
-function requireOnEach(ctx: AppContext, identity: Identity, ids: number[]): ChangeGuard {
+async function requireOnEach(ctx: AppContext, identity: Identity, ids: number[]): Promise<ChangeGuard> {
   if (bypasses(identity, "update")) return unguarded;
-  for (const id of ids) if (!allowed(ctx.db, identity, "device", id, "update")) throw new LabgateError("forbidden", `${MSG_FORBIDDEN}: device ${id}`);
+  for (const id of ids) if (!(await allowed(ctx.store.query, identity, "device", id, "update"))) throw new LabgateError("forbidden", `${MSG_FORBIDDEN}: device ${id}`);
   return grantGuard(identity, ids.map((id) => ({ resource: "device", id })));
 }
 
@@ -59,52 +60,53 @@ function requireOnEach(ctx: AppContext, identity: Identity, ids: number[]): Chan
  * permissions and the escalation checks.
  */
 function sharedHandlers(ctx: AppContext, catalog: CatalogWatch, mode: { v2: boolean; rule: MembershipRule }) {
-  const { db } = ctx;
+  const { store } = ctx;
+  const q = store.query;
   type Handler<K extends keyof Shared<View>> = RouteHandler<AppEnv, Shared<View>[K]>;
-  const check = (c: Context<AppEnv>, id: number, perm: "read" | "update" | "delete") => {
-    if (mode.v2) authorize(db, c.get("identity"), "group", id, perm);
+  const check = async (c: Context<AppEnv>, id: number, perm: "read" | "update" | "delete") => {
+    if (mode.v2) await authorize(q, c.get("identity"), "group", id, perm);
   };
 
   /** The group of the path, for its version's view (each router answers its own). */
-  const get = (c: Context<AppEnv>): GroupRow => {
+  const get = async (c: Context<AppEnv>): Promise<GroupRow> => {
     const id = pathId(c.req.param("id"), "group");
-    check(c, id, "read");
-    const row = getGroup(db, id);
+    await check(c, id, "read");
+    const row = await getGroup(q, id);
     if (!row) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     return row;
   };
 
   const remove: Handler<"remove"> = async (c) => {
     const id = pathId(c.req.param("id"), "group");
-    check(c, id, "delete");
-    await deleteGroup(db, catalog, id, actorOf(c, ctx.clock), (tx) => deletePermissionsOf(tx, "group", id));
+    await check(c, id, "delete");
+    await deleteGroup(store, catalog, id, actorOf(c, ctx.clock), (tx) => deletePermissionsOf(tx, "group", id));
     return c.json({});
   };
 
   const devices: Handler<"devices"> = async (c, { body: { add, remove } }) => {
     const id = pathId(c.req.param("id"), "group");
-    check(c, id, "update");
-    if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
-    const guard = mode.v2 ? requireOnEach(ctx, c.get("identity"), add) : unguarded;
-    await patchGroupDevices(db, catalog, id, add, remove, mode.rule, actorOf(c, ctx.clock), guard);
+    await check(c, id, "update");
+    if (!(await getGroup(q, id))) throw new LabgateError("not_found", GROUP_NOT_FOUND);
+    const guard = mode.v2 ? await requireOnEach(ctx, c.get("identity"), add) : unguarded;
+    await patchGroupDevices(store, catalog, id, add, remove, mode.rule, actorOf(c, ctx.clock), guard);
     return c.json({});
   };
 
   const packages: Handler<"packages"> = async (c, { body: { packages } }) => {
     const id = pathId(c.req.param("id"), "group");
-    check(c, id, "update");
-    if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
-    await setGroupPackages(db, catalog, id, packages, c.get("identity"), actorOf(c, ctx.clock));
+    await check(c, id, "update");
+    if (!(await getGroup(q, id))) throw new LabgateError("not_found", GROUP_NOT_FOUND);
+    await setGroupPackages(store, catalog, id, packages, c.get("identity"), actorOf(c, ctx.clock));
     return c.json({});
   };
 
   const policy: Handler<"policy"> = async (c, { body }) => {
     const id = pathId(c.req.param("id"), "group");
-    check(c, id, "update");
-    if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
+    await check(c, id, "update");
+    if (!(await getGroup(q, id))) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const policy = parsePolicy(body.policy);
     if (typeof policy === "string") throw new LabgateError("invalid", policy);
-    await setGroupPolicy(db, catalog, id, body.policy, actorOf(c, ctx.clock));
+    await setGroupPolicy(store, catalog, id, body.policy, actorOf(c, ctx.clock));
     return c.json({});
   };
 
@@ -129,7 +131,7 @@ const shared = <V extends View>(version: "v1" | "v2", view: V) => {
 
 /** Groups v2: any management token, decided by per-user permissions; create needs a scope. */
 export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatch) {
-  const { db } = ctx;
+  const { store } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
 
@@ -148,7 +150,7 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
     async (c, { body }) => {
       const identity = c.get("identity");
       const row = await createGroup(
-        db,
+        store,
         {
           metadata: body.metadata,
           prefix: ctx.config.prefix,
@@ -159,14 +161,17 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
         dateOf(ctx.clock),
         actorOf(c, ctx.clock),
       );
-      const view: Group = toV2(db, row);
+      const view: Group = await toV2(store.query, row);
       return c.json(view);
     },
   );
 
-  const list = route(app, { method: "get", path: "/api/v2/groups", tag, access: "management", summary: "Groups the caller may read (v2)", responses: { 200: ok(z.array(Group), "OK"), 401: errors[401] } }, mgmt, (c) =>
-    c.json(listGroups(db, permissionFilter(c.get("identity"), "group", "g")).map((row): Group => toV2(db, row))),
-  );
+  const list = route(app, { method: "get", path: "/api/v2/groups", tag, access: "management", summary: "Groups the caller may read (v2)", responses: { 200: ok(z.array(Group), "OK"), 401: errors[401] } }, mgmt, async (c) => {
+    const rows = await listGroups(store.query, permissionFilter(c.get("identity"), "group", "g"));
+    const list: Group[] = [];
+    for (const row of rows) list.push(await toV2(store.query, row));
+    return c.json(list);
+  });
 
   const priority = route(
     app,
@@ -182,16 +187,16 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
     mgmt,
     async (c, { body: { priority } }) => {
       const id = pathId(c.req.param("id"), "group");
-      authorize(db, c.get("identity"), "group", id, "update");
-      if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
-      await setGroupPriority(db, catalog, id, priority, actorOf(c, ctx.clock));
+      await authorize(store.query, c.get("identity"), "group", id, "update");
+      if (!(await getGroup(store.query, id))) throw new LabgateError("not_found", GROUP_NOT_FOUND);
+      await setGroupPriority(store, catalog, id, priority, actorOf(c, ctx.clock));
       return c.json({});
     },
   );
 
   const handlers = sharedHandlers(ctx, catalog, { v2: true, rule: "priority" });
   const op = shared("v2", Group);
-  const get = route(app, { method: "get", path: "/api/v2/groups/:id", ...op.get }, mgmt, (c) => c.json(toV2(db, handlers.get(c))));
+  const get = route(app, { method: "get", path: "/api/v2/groups/:id", ...op.get }, mgmt, async (c) => c.json(await toV2(store.query, await handlers.get(c))));
   const remove = route(app, { method: "delete", path: "/api/v2/groups/:id", ...op.remove }, mgmt, handlers.remove);
   const devices = route(app, { method: "patch", path: "/api/v2/groups/:id/devices", ...op.devices }, mgmt, handlers.devices);
   const matching = route(
@@ -209,12 +214,12 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
     async (c, { body: { q } }) => {
       const id = pathId(c.req.param("id"), "group");
       const identity = c.get("identity");
-      authorize(db, identity, "group", id, "update");
-      if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
-      const where = bothFilters(permissionFilter(identity, "device", "d"), deviceTextFilter(ctx.config.prefix, q))!;
-      const add = matchingNonMembers(db, id, where, GROUP_MATCH_MAX);
+      await authorize(store.query, identity, "group", id, "update");
+      if (!(await getGroup(store.query, id))) throw new LabgateError("not_found", GROUP_NOT_FOUND);
+      const where = bothFilters(permissionFilterSql(identity, "device", "d"), deviceTextFilter(ctx.config.prefix, q))!;
+      const add = matchingNonMembers(ctx.db, id, where, GROUP_MATCH_MAX);
       // As PATCH .../devices with these additions: update on each, no permission gained beyond the caller's, the membership rule.
-      await patchGroupDevices(db, catalog, id, add, [], "priority", actorOf(c, ctx.clock), requireOnEach(ctx, identity, add));
+      await patchGroupDevices(store, catalog, id, add, [], "priority", actorOf(c, ctx.clock), await requireOnEach(ctx, identity, add));
       const answer: GroupDevicesAdded = { added: add.length };
       return c.json(answer);
     },
@@ -226,7 +231,8 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
 
 /** Groups v1: admin scopes only, flat metadata body, no priority, one group per device. */
 export function groupsV1Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatch): Hono<AppEnv> {
-  const { db } = ctx;
+  const { store } = ctx;
+  const q = store.query;
   const app = new Hono<AppEnv>();
   const read = auth.management("admin_ro");
   const write = auth.management("admin_rw");
@@ -244,19 +250,21 @@ export function groupsV1Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
     },
     write,
     async (c, { body }) => {
-      const row = await createGroup(db, { metadata: body, prefix: ctx.config.prefix, createdBy: null }, dateOf(ctx.clock), actorOf(c, ctx.clock));
-      const view: GroupV1 = toV1(db, row);
+      const row = await createGroup(store, { metadata: body, prefix: ctx.config.prefix, createdBy: null }, dateOf(ctx.clock), actorOf(c, ctx.clock));
+      const view: GroupV1 = await toV1(q, row);
       return c.json(view);
     },
   );
 
-  route(app, { method: "get", path: "/api/v1/groups", tag, access: "management", summary: "Groups (v1)", responses: { 200: ok(z.array(GroupV1), "OK"), 401: errors[401], 403: errors[403] } }, read, (c) =>
-    c.json(listGroups(db).map((row): GroupV1 => toV1(db, row))),
-  );
+  route(app, { method: "get", path: "/api/v1/groups", tag, access: "management", summary: "Groups (v1)", responses: { 200: ok(z.array(GroupV1), "OK"), 401: errors[401], 403: errors[403] } }, read, async (c) => {
+    const list: GroupV1[] = [];
+    for (const row of await listGroups(q)) list.push(await toV1(q, row));
+    return c.json(list);
+  });
 
   const handlers = sharedHandlers(ctx, catalog, { v2: false, rule: "single" });
   const op = shared("v1", GroupV1);
-  route(app, { method: "get", path: "/api/v1/groups/:id", ...op.get }, read, (c) => c.json(toV1(db, handlers.get(c))));
+  route(app, { method: "get", path: "/api/v1/groups/:id", ...op.get }, read, async (c) => c.json(await toV1(q, await handlers.get(c))));
   route(app, { method: "delete", path: "/api/v1/groups/:id", ...op.remove }, write, handlers.remove);
   route(app, { method: "patch", path: "/api/v1/groups/:id/devices", ...op.devices }, write, handlers.devices);
   route(app, { method: "post", path: "/api/v1/groups/:id/package", ...op.packages }, write, handlers.packages);

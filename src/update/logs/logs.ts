@@ -9,21 +9,15 @@
  * entry, streamed a page at a time (memory for one page, other requests served in between).
  */
 import { recordAudit, type Actor } from "../../audit/audit.ts";
-import type { Database, SqlParam, Tx } from "../../db/index.ts";
+import { sql, type Expression, type Selectable, type SqlBool } from "kysely";
+import type { Queries, Store } from "../../db/store.ts";
+import type { DeviceLogsTable } from "../../db/schema.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { deviceExists } from "../devices/devices.ts";
 import { isoTime, rfc822 } from "../../util/time.ts";
-import type { SqlFilter } from "../permissions/permissions.ts";
 import { MAX_ENTRY_BYTES, type Log, type LogInput } from "./schema.ts";
 
-interface LogRow {
-  id: number;
-  created: string;
-  device_id: number;
-  device_timestamp: string;
-  name: string;
-  entry: string;
-}
+type LogRow = Selectable<DeviceLogsTable>;
 
 export interface LogFilter {
   since?: Date;
@@ -63,30 +57,24 @@ export interface LogQuota {
  * Stores a batch for device `deviceId` in one durable commit and drops that device's oldest
  * entries beyond `quota` (entries and bytes). False when the device no longer exists.
  */
-export function appendLogs(db: Database, deviceId: number, entries: LogInput[], quota: LogQuota, now: Date): Promise<boolean> {
-  return db.write((tx) => {
-    if (!deviceExists(tx, deviceId)) return false;
-    for (const e of entries) {
-      tx.run("INSERT INTO device_logs (device_id, created, device_timestamp, name, entry, bytes) VALUES (?, ?, ?, ?, ?, ?)", [
-        deviceId,
-        isoTime(now),
-        isoTime(e.device_timestamp),
-        e.name,
-        e.entry,
-        entryBytes(e),
-      ]);
+export function appendLogs(store: Store, deviceId: number, entries: LogInput[], quota: LogQuota, now: Date): Promise<boolean> {
+  return store.transact(async (tx) => {
+    if (!(await deviceExists(tx, deviceId))) return false;
+    if (entries.length > 0) {
+      const created = isoTime(now);
+      await tx
+        .insertInto("device_logs")
+        .values(entries.map((e) => ({ device_id: deviceId, created, device_timestamp: isoTime(e.device_timestamp), name: e.name, entry: e.entry, bytes: entryBytes(e) })))
+        .execute();
     }
-    tx.run("DELETE FROM device_logs WHERE device_id = ? AND id <= (SELECT id FROM device_logs WHERE device_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)", [
-      deviceId,
-      deviceId,
-      quota.entries,
-    ]);
+    await tx
+      .deleteFrom("device_logs")
+      .where("device_id", "=", deviceId)
+      .where("id", "<=", (eb) => eb.selectFrom("device_logs").select("id").where("device_id", "=", deviceId).orderBy("id", "desc").limit(1).offset(quota.entries))
+      .execute();
     // The newest entry whose running total (newest first) passes the byte quota, and all older, go.
-    tx.run(
-      `DELETE FROM device_logs WHERE device_id = ? AND id <= (
-         SELECT id FROM (SELECT id, SUM(bytes) OVER (ORDER BY id DESC) AS total FROM device_logs WHERE device_id = ?) WHERE total > ? ORDER BY id DESC LIMIT 1)`,
-      [deviceId, deviceId, quota.bytes],
-    );
+    await sql`DELETE FROM device_logs WHERE device_id = ${deviceId} AND id <= (
+         SELECT id FROM (SELECT id, SUM(bytes) OVER (ORDER BY id DESC) AS total FROM device_logs WHERE device_id = ${deviceId}) AS running WHERE total > ${quota.bytes} ORDER BY id DESC LIMIT 1)`.execute(tx);
     return true;
   });
 }
@@ -131,80 +119,93 @@ export class LogRate {
   }
 }
 
-/** `devices d` rows whose logs a query covers, as an SQL condition on `d`. */
-export type DeviceScope = SqlFilter;
+/** `devices d` rows whose logs a query covers, as a condition on `d`. */
+export type DeviceScope = Expression<SqlBool>;
 
-const where = (devices: DeviceScope, filter: LogFilter): SqlFilter => {
-  const parts = [`l.device_id IN (SELECT d.id FROM devices d WHERE ${devices.sql})`];
-  const params = [...devices.params];
-  if (filter.name !== undefined) parts.push("l.name = ?"), params.push(filter.name);
-  if (filter.since) parts.push("l.device_timestamp >= ?"), params.push(isoTime(filter.since));
-  if (filter.to) parts.push("l.device_timestamp <= ?"), params.push(isoTime(filter.to));
-  return { sql: parts.join(" AND "), params };
+/** The scope of one device. */
+export const oneDevice = (id: number): DeviceScope => sql<SqlBool>`d.id = ${id}`;
+
+/** The devices both scopes cover (the second absent: all of the first's). */
+export const bothScopes = (a: DeviceScope, b: DeviceScope | undefined): DeviceScope => (b ? sql<SqlBool>`(${a}) AND (${b})` : a);
+
+/** The entries (alias `l`) of the devices in scope that match `filter`. */
+const matching = (devices: DeviceScope, filter: LogFilter): Expression<SqlBool> => {
+  const parts = [sql<SqlBool>`l.device_id IN (SELECT d.id FROM devices d WHERE ${devices})`];
+  if (filter.name !== undefined) parts.push(sql<SqlBool>`l.name = ${filter.name}`);
+  if (filter.since) parts.push(sql<SqlBool>`l.device_timestamp >= ${isoTime(filter.since)}`);
+  if (filter.to) parts.push(sql<SqlBool>`l.device_timestamp <= ${isoTime(filter.to)}`);
+  return sql<SqlBool>`${sql.join(parts, sql` AND `)}`;
 };
 
-const ORDER = "ORDER BY l.device_timestamp DESC, l.id DESC";
 /** Entries per page of a streamed list (about 400 KiB of JSON at most). */
 const STREAM_PAGE = 100;
+/** A page without `limit`: every entry after the offset (both engines take a limit this large; neither a negative one). */
+const ALL = Number.MAX_SAFE_INTEGER;
 
 /**
  * The rows of a page: the database orders and cuts the matching ids only (its sort carries ids,
  * not 4 KiB entries), then reads that page's rows.
  */
-const pageRows = (db: Database, w: SqlFilter, extra: string, params: SqlParam[], limit: number, offset: number): LogRow[] =>
-  db.all<LogRow>(`SELECT l.* FROM device_logs l WHERE l.id IN (SELECT l.id FROM device_logs l WHERE ${w.sql}${extra} ${ORDER} LIMIT ? OFFSET ?) ${ORDER}`, [
-    ...w.params,
-    ...params,
-    limit,
-    offset,
-  ]);
+const pageRows = (q: Queries, where: Expression<SqlBool>, limit: number, offset: number): Promise<LogRow[]> =>
+  q
+    .selectFrom("device_logs as l")
+    .selectAll("l")
+    .where("l.id", "in", (eb) => eb.selectFrom("device_logs as l").select("l.id").where(where).orderBy("l.device_timestamp", "desc").orderBy("l.id", "desc").limit(limit).offset(offset))
+    .orderBy("l.device_timestamp", "desc")
+    .orderBy("l.id", "desc")
+    .execute();
 
 /** How many entries of the devices in scope match `filter` (X-Total-Count). */
-export function countLogs(db: Database, devices: DeviceScope, filter: LogFilter): number {
-  const w = where(devices, filter);
-  return db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM device_logs l WHERE ${w.sql}`, w.params)!.n;
+export async function countLogs(q: Queries, devices: DeviceScope, filter: LogFilter): Promise<number> {
+  const row = await q
+    .selectFrom("device_logs as l")
+    .select((eb) => eb.fn.countAll<number>().as("n"))
+    .where(matching(devices, filter))
+    .executeTakeFirstOrThrow();
+  return row.n;
 }
 
 /** One page of the entries of the devices in scope matching `filter`, newest device timestamp first. */
-export function queryLogs(db: Database, devices: DeviceScope, filter: LogFilter, page: LogPage): Log[] {
-  return pageRows(db, where(devices, filter), "", [], page.limit ?? -1, page.offset ?? 0).map(toV1);
+export async function queryLogs(q: Queries, devices: DeviceScope, filter: LogFilter, page: LogPage): Promise<Log[]> {
+  return (await pageRows(q, matching(devices, filter), page.limit ?? ALL, page.offset ?? 0)).map(toV1);
 }
 
 /**
  * Every matching entry, newest first, a page at a time: each page starts after the last one's
  * (device timestamp, id), so a page costs the same however deep into the list it is.
  */
-export function* logPages(db: Database, devices: DeviceScope, filter: LogFilter): Generator<Log[]> {
-  const w = where(devices, filter);
+export async function* logPages(q: Queries, devices: DeviceScope, filter: LogFilter): AsyncGenerator<Log[]> {
+  const where = matching(devices, filter);
   let after: LogRow | undefined;
   for (;;) {
-    const rows = after ? pageRows(db, w, " AND (l.device_timestamp, l.id) < (?, ?)", [after.device_timestamp, after.id], STREAM_PAGE, 0) : pageRows(db, w, "", [], STREAM_PAGE, 0);
+    const rows = await pageRows(q, after ? sql<SqlBool>`${where} AND (l.device_timestamp, l.id) < (${after.device_timestamp}, ${after.id})` : where, STREAM_PAGE, 0);
     if (rows.length > 0) yield rows.map(toV1);
     if (rows.length < STREAM_PAGE) return;
     after = rows[rows.length - 1];
   }
 }
 
-/** Deletes the entries of the devices in scope matching `filter`; returns how many went. */
 /** Deletes the entries of the devices in scope matching `filter`; `target` names the scope in the audit log (device:3, group:1). */
-export function deleteLogs(db: Database, devices: DeviceScope, filter: LogFilter, actor: Actor, target: string): Promise<number> {
-  const w = where(devices, filter);
-  return db.write((tx) => {
-    const removed = tx.run(`DELETE FROM device_logs AS l WHERE ${w.sql}`, w.params).changes;
-    recordAudit(tx, actor, "log.delete", target, { ...filter, removed });
+export function deleteLogs(store: Store, devices: DeviceScope, filter: LogFilter, actor: Actor, target: string): Promise<number> {
+  const where = matching(devices, filter);
+  return store.transact(async (tx) => {
+    const { numDeletedRows } = await tx.deleteFrom("device_logs as l").where(where).executeTakeFirst();
+    const removed = Number(numDeletedRows);
+    await recordAudit(tx, actor, "log.delete", target, { ...filter, removed });
     return removed;
   });
 }
 
-export function getLog(db: Database | Tx, id: number): Log | undefined {
-  const row = db.get<LogRow>("SELECT * FROM device_logs WHERE id = ?", [id]);
+export async function getLog(q: Queries, id: number): Promise<Log | undefined> {
+  const row = await q.selectFrom("device_logs").selectAll().where("id", "=", id).executeTakeFirst();
   return row && toV1(row);
 }
 
-export function deleteLog(db: Database, log: { id: number; device_id: number }, actor: Actor): Promise<boolean> {
-  return db.write((tx) => {
-    if (tx.run("DELETE FROM device_logs WHERE id = ?", [log.id]).changes === 0) return false;
-    recordAudit(tx, actor, "log.delete", `device:${log.device_id}`, { log: log.id, removed: 1 });
+export function deleteLog(store: Store, log: { id: number; device_id: number }, actor: Actor): Promise<boolean> {
+  return store.transact(async (tx) => {
+    const { numDeletedRows } = await tx.deleteFrom("device_logs").where("id", "=", log.id).executeTakeFirst();
+    if (numDeletedRows === 0n) return false;
+    await recordAudit(tx, actor, "log.delete", `device:${log.device_id}`, { log: log.id, removed: 1 });
     return true;
   });
 }

@@ -5,13 +5,13 @@ import type { AppContext, AppEnv } from "../../app/context.ts";
 import * as z from "zod";
 import { errors, jsonBody, ok, objectRefusals, route, type RouteHandler } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { bothFilters, getDevice } from "../devices/devices.ts";
+import { getDevice } from "../devices/devices.ts";
 import { GROUP_NOT_FOUND, getGroup, memberFilter } from "../groups/groups.ts";
 import { allowed, authorize, permissionFilter } from "../permissions/permissions.ts";
 import type { Permission } from "../permissions/schema.ts";
 import { pathId } from "../validation.ts";
 import { jsonArrayReply } from "../../http/json-array.ts";
-import { appendLogs, checkEntrySizes, countLogs, deleteLog, deleteLogs, getLog, logPages, LogRate, queryLogs, type DeviceScope } from "./logs.ts";
+import { appendLogs, bothScopes, checkEntrySizes, countLogs, deleteLog, deleteLogs, getLog, logPages, LogRate, oneDevice, queryLogs, type DeviceScope } from "./logs.ts";
 import { Log, LogBatch, LogDeleteQuery, LogFilterQuery, MAX_ENTRY_BYTES } from "./schema.ts";
 import { dateOf } from "../../util/time.ts";
 
@@ -26,7 +26,7 @@ const tag = "logs";
  * everyone else goes through the permission table, a hidden device or log is a 404.
  */
 export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
-  const { db } = ctx;
+  const { db, store } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
   const limits = ctx.config.update_server;
@@ -60,27 +60,27 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
       const over = rate.take(identity.deviceId, entries.length);
       if (over) throw tooMany(over);
       const quota = { entries: limits.device_logs_per_device, bytes: limits.device_log_bytes_per_device };
-      if (!(await appendLogs(db, identity.deviceId, entries, quota, dateOf(ctx.clock)))) throw new LabgateError("unauthenticated", "invalid token was provided");
+      if (!(await appendLogs(store, identity.deviceId, entries, quota, dateOf(ctx.clock)))) throw new LabgateError("unauthenticated", "invalid token was provided");
       return c.json({});
     },
   );
 
   /** One device, after the permission check; a missing one is a 404 for admins too. */
-  const deviceScope = (c: Context<AppEnv>, perm: Permission): DeviceScope => {
+  const deviceScope = async (c: Context<AppEnv>, perm: Permission): Promise<DeviceScope> => {
     const id = pathId(c.req.param("id"), "device");
-    authorize(db, c.get("identity"), "device", id, perm);
+    await authorize(store.query, c.get("identity"), "device", id, perm);
     if (!getDevice(db, id)) throw new LabgateError("not_found", DEVICE_NOT_FOUND);
-    return { sql: "d.id = ?", params: [id] };
+    return oneDevice(id);
   };
 
   /** The group's devices on which the caller holds `perm` (the group itself must be visible). */
-  const groupScope = (c: Context<AppEnv>, perm: Permission): DeviceScope => {
+  const groupScope = async (c: Context<AppEnv>, perm: Permission): Promise<DeviceScope> => {
     const id = pathId(c.req.param("id"), "group");
     const identity = c.get("identity");
-    authorize(db, identity, "group", id, "read");
-    if (!getGroup(db, id)) throw new LabgateError("not_found", GROUP_NOT_FOUND);
+    await authorize(store.query, identity, "group", id, "read");
+    if (!(await getGroup(store.query, id))) throw new LabgateError("not_found", GROUP_NOT_FOUND);
     const filter = permissionFilter(identity, "device", "d", perm);
-    return bothFilters(memberFilter(id), filter)!;
+    return bothScopes(memberFilter(id), filter);
   };
 
   /** A list with X-Total-Count: one page with limit or offset, else every entry, streamed. */
@@ -91,29 +91,29 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   });
 
   /** A list with X-Total-Count: one page with limit or offset, else every entry, streamed. */
-  const list = (scopeOf: (c: Context<AppEnv>) => DeviceScope): RouteHandler<AppEnv, ReturnType<typeof listed>> => (c, { query: { limit, offset, ...filter } }) => {
-    const scope = scopeOf(c);
-    c.header("X-Total-Count", String(countLogs(db, scope, filter)));
-    if (limit !== undefined || offset !== undefined) return c.json(queryLogs(db, scope, filter, { limit, offset }));
-    return jsonArrayReply(c, logPages(db, scope, filter));
+  const list = (scopeOf: (c: Context<AppEnv>) => Promise<DeviceScope>): RouteHandler<AppEnv, ReturnType<typeof listed>> => async (c, { query: { limit, offset, ...filter } }) => {
+    const scope = await scopeOf(c);
+    c.header("X-Total-Count", String(await countLogs(store.query, scope, filter)));
+    if (limit !== undefined || offset !== undefined) return c.json(await queryLogs(store.query, scope, filter, { limit, offset }));
+    return jsonArrayReply(c, logPages(store.query, scope, filter));
   };
   route(app, { method: "get", path: "/api/v1/logs/device/:id{[0-9]+}", tag, access: "management", ...listed("A device's log entries") }, mgmt, list((c) => deviceScope(c, "read")));
   route(app, { method: "get", path: "/api/v1/logs/group/:id{[0-9]+}", tag, access: "management", ...listed("The log entries of a group's devices") }, mgmt, list((c) => groupScope(c, "read")));
 
   const removed = { query: LogDeleteQuery, responses: { 200: ok(), 400: errors[400], ...objectRefusals } };
   route(app, { method: "delete", path: "/api/v1/logs/device/:id{[0-9]+}", tag, access: "management", summary: "Delete a device's log entries", ...removed }, mgmt, async (c, { query }) => {
-    await deleteLogs(db, deviceScope(c, "update"), query, actorOf(c, ctx.clock), `device:${c.req.param("id")}`);
+    await deleteLogs(store, await deviceScope(c, "update"), query, actorOf(c, ctx.clock), `device:${c.req.param("id")}`);
     return c.json({});
   });
   route(app, { method: "delete", path: "/api/v1/logs/group/:id{[0-9]+}", tag, access: "management", summary: "Delete the log entries of a group's devices", ...removed }, mgmt, async (c, { query }) => {
-    await deleteLogs(db, groupScope(c, "update"), query, actorOf(c, ctx.clock), `group:${c.req.param("id")}`);
+    await deleteLogs(store, await groupScope(c, "update"), query, actorOf(c, ctx.clock), `group:${c.req.param("id")}`);
     return c.json({});
   });
 
   /** A single entry: hidden (no read on its device) looks missing. */
-  const visibleLog = (c: Context<AppEnv>) => {
-    const log = getLog(db, pathId(c.req.param("id"), "log"));
-    if (!log || !allowed(db, c.get("identity"), "device", log.device_id, "read")) throw new LabgateError("not_found", LOG_NOT_FOUND);
+  const visibleLog = async (c: Context<AppEnv>) => {
+    const log = await getLog(store.query, pathId(c.req.param("id"), "log"));
+    if (!log || !(await allowed(store.query, c.get("identity"), "device", log.device_id, "read"))) throw new LabgateError("not_found", LOG_NOT_FOUND);
     return log;
   };
 
@@ -121,12 +121,12 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     app,
     { method: "get", path: "/api/v1/logs/:id{[0-9]+}", tag, access: "management", summary: "One log entry", responses: { 200: ok(Log, "OK"), ...objectRefusals } },
     mgmt,
-    (c) => c.json(visibleLog(c)),
+    async (c) => c.json(await visibleLog(c)),
   );
   route(app, { method: "delete", path: "/api/v1/logs/:id{[0-9]+}", tag, access: "management", summary: "Delete one log entry", responses: { 200: ok(), ...objectRefusals } }, mgmt, async (c) => {
-    const log = visibleLog(c);
-    authorize(db, c.get("identity"), "device", log.device_id, "update");
-    if (!(await deleteLog(db, log, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", LOG_NOT_FOUND);
+    const log = await visibleLog(c);
+    await authorize(store.query, c.get("identity"), "device", log.device_id, "update");
+    if (!(await deleteLog(store, log, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", LOG_NOT_FOUND);
     return c.json({});
   });
 

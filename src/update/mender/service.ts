@@ -134,7 +134,7 @@ export class MenderDevices {
   /** A status report of an offer: the deployment's device state and outcome, as labgate's agent reports them; 409 once its deployment was aborted. */
   async status(device: DeviceIdentity, id: string, status: DeploymentStatus): Promise<void> {
     const offer = parseOfferId(id);
-    const pkg = offer && getPackage(this.ctx.db, offer.pkg);
+    const pkg = offer && (await getPackage(this.ctx.store.query, offer.pkg));
     if (!offer || !pkg) throw new LabgateError("not_found", `no deployment ${id} for this device`);
     const version = String((JSON.parse(pkg.metadata) as Metadata)[metaKeys(this.ctx.config.prefix).version] ?? pkg.version);
     // Mender's client stops a deployment whose status report gets 409: that is labgate's abort.

@@ -11,12 +11,12 @@ import { createReadStream, existsSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { Transform } from "node:stream";
 import type { Actor } from "../../audit/audit.ts";
-import type { AppContext, Identity } from "../../app/context.ts";
-import type { Tx } from "../../db/index.ts";
+import type { Identity } from "../../app/context.ts";
+import type { Tx } from "../../db/store.ts";
 import type { LocalStorage } from "../../storage/local.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { dateOf } from "../../util/time.ts";
-import { createPackage, getPackage, packageKeys, type PackageRow } from "./packages.ts";
+import { createPackage, getPackage, packageKeys, type PackageContext, type PackageRow } from "./packages.ts";
 import { allowed, authorize, grantCreator } from "../permissions/permissions.ts";
 
 export interface DeltaJob {
@@ -40,21 +40,23 @@ export class DeltaMaker {
   private readonly jobs: DeltaJob[] = [];
   private nextId = 1;
   private running: Promise<void> | undefined;
-  private readonly waiting: Array<{ job: DeltaJob; actor: Actor; user: string | null; onCreated?: (tx: Tx, id: number) => void }> = [];
-  private readonly ctx: Pick<AppContext, "clock" | "config" | "db" | "log">;
+  private readonly waiting: Array<{ job: DeltaJob; actor: Actor; user: string | null; onCreated?: (tx: Tx, id: number) => Promise<void> }> = [];
+  private readonly ctx: PackageContext;
   private readonly storage: LocalStorage;
   private readonly onCreated: (job: DeltaJob, row: PackageRow) => void;
 
-  constructor(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, storage: LocalStorage, onCreated: (job: DeltaJob, row: PackageRow) => void = () => undefined) {
+  constructor(ctx: PackageContext, storage: LocalStorage, onCreated: (job: DeltaJob, row: PackageRow) => void = () => undefined) {
     this.ctx = ctx;
     this.storage = storage;
     this.onCreated = onCreated;
   }
 
   /** The jobs of packages the caller may read (the target's and the base's). */
-  list(identity: Identity): DeltaJob[] {
-    const readable = (id: number) => allowed(this.ctx.db, identity, "package", id, "read");
-    return this.jobs.filter((job) => readable(job.target) && readable(job.base)).map((job) => ({ ...job }));
+  async list(identity: Identity): Promise<DeltaJob[]> {
+    const readable = (id: number) => allowed(this.ctx.store.query, identity, "package", id, "read");
+    const shown: DeltaJob[] = [];
+    for (const job of [...this.jobs]) if ((await readable(job.target)) && (await readable(job.base))) shown.push({ ...job });
+    return shown;
   }
 
   /** Settles when no job is queued or running (tests, shutdown). */
@@ -67,16 +69,16 @@ export class DeltaMaker {
    * The caller asks for a delta of package `targetId` from `baseId`: it must read both, and is
    * granted the delta's package as its creator.
    */
-  request(identity: Identity, targetId: number, baseId: number, actor: Actor): DeltaJob {
+  async request(identity: Identity, targetId: number, baseId: number, actor: Actor): Promise<DeltaJob> {
     if (identity.kind !== "mgmt") throw new LabgateError("unauthenticated", "a management token is required");
-    authorize(this.ctx.db, identity, "package", targetId, "read");
-    authorize(this.ctx.db, identity, "package", baseId, "read");
+    await authorize(this.ctx.store.query, identity, "package", targetId, "read");
+    await authorize(this.ctx.store.query, identity, "package", baseId, "read");
     const user = identity.user;
     const onCreated = (tx: Tx, id: number) => grantCreator(tx, identity, "package", id, dateOf(this.ctx.clock));
     const keys = packageKeys(this.ctx.config.prefix);
     if (!onPath("xdelta3")) throw new LabgateError("unavailable", "xdelta3 is not installed on the gateway (Debian: apt-get install xdelta3)");
-    const target = getPackage(this.ctx.db, targetId);
-    const base = getPackage(this.ctx.db, baseId);
+    const target = await getPackage(this.ctx.store.query, targetId);
+    const base = await getPackage(this.ctx.store.query, baseId);
     if (!target) throw new LabgateError("not_found", "specified package does not exist");
     if (!base) throw new LabgateError("invalid", `field "from": package ${baseId} does not exist`);
     const problem = deltaProblem(keys, target, base, this.ctx.config.update_server.delta_max_bytes);
@@ -106,8 +108,8 @@ export class DeltaMaker {
 
   private async make({ job, actor, user, onCreated }: DeltaMaker["waiting"][number]): Promise<PackageRow> {
     const keys = packageKeys(this.ctx.config.prefix);
-    const target = getPackage(this.ctx.db, job.target);
-    const base = getPackage(this.ctx.db, job.base);
+    const target = await getPackage(this.ctx.store.query, job.target);
+    const base = await getPackage(this.ctx.store.query, job.base);
     if (!target || !base) throw new Error("a package was deleted before its delta was made");
     const targetPath = this.storage.statObject(target.storage_name)?.path;
     const basePath = this.storage.statObject(base.storage_name)?.path;

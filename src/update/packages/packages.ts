@@ -1,4 +1,7 @@
-import type { Database, SqlParam, Tx } from "../../db/index.ts";
+import type { Expression, Selectable, SqlBool } from "kysely";
+import type { Queries, Store, Tx } from "../../db/store.ts";
+import type { PackagesTable } from "../../db/schema.ts";
+import { metadataText } from "../../db/dialect.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import type { AppContext } from "../../app/context.ts";
 import type { LocalStorage, StagedObject } from "../../storage/local.ts";
@@ -15,87 +18,90 @@ import { packageKeys, type PackageKeys } from "./keys.ts";
 export { packageKeys, type PackageKeys };
 
 /** A package row as stored. */
-export interface PackageRow {
-  id: number;
-  created: string;
-  sha256: string;
-  driver: string;
-  metadata: string;
-  storage_dir: string;
-  storage_name: string;
-  size: number;
-  version: string;
-  devtype: string;
-  created_by: string | null;
+export type PackageRow = Selectable<PackagesTable>;
+
+const COLUMNS = ["pkg.id", "pkg.created", "pkg.sha256", "pkg.driver", "pkg.metadata", "pkg.storage_dir", "pkg.storage_name", "pkg.size", "pkg.version", "pkg.devtype", "pkg.created_by"] as const;
+
+/** The packages table as every query here names it: alias `pkg` (a permission filter uses `p` for the permissions table itself). */
+const packages = (q: Queries) => q.selectFrom("packages as pkg");
+
+export async function getPackage(q: Queries, id: number): Promise<PackageRow | undefined> {
+  return packages(q).select(COLUMNS).where("pkg.id", "=", id).executeTakeFirst();
 }
 
-
-
-const COLUMNS = "id, created, sha256, driver, metadata, storage_dir, storage_name, size, version, devtype, created_by";
-
-export function getPackage(db: Database | Tx, id: number): PackageRow | undefined {
-  return db.get<PackageRow>(`SELECT ${COLUMNS} FROM packages WHERE id = ?`, [id]);
-}
-
-export function packageExists(db: Database | Tx, id: number): boolean {
-  return db.get("SELECT 1 AS x FROM packages WHERE id = ?", [id]) !== undefined;
+export async function packageExists(q: Queries, id: number): Promise<boolean> {
+  return (await packages(q).select("pkg.id").where("pkg.id", "=", id).executeTakeFirst()) !== undefined;
 }
 
 /** The metadata column of a package (JSON text), or undefined when there is no such package. */
-export function packageMetadataText(db: Database | Tx, id: number): string | undefined {
-  return db.get<{ metadata: string }>("SELECT metadata FROM packages WHERE id = ?", [id])?.metadata;
+export async function packageMetadataText(q: Queries, id: number): Promise<string | undefined> {
+  return (await packages(q).select("pkg.metadata").where("pkg.id", "=", id).executeTakeFirst())?.metadata;
 }
 
 /** The storage names of every package (what the object store must keep). */
-export function storedNames(db: Pick<Database, "all">): string[] {
-  return db.all<{ storage_name: string }>("SELECT storage_name FROM packages ORDER BY id").map((r) => r.storage_name);
+export async function storedNames(q: Queries): Promise<string[]> {
+  return (await packages(q).select("pkg.storage_name").orderBy("pkg.id").execute()).map((r) => r.storage_name);
 }
 
 export const PACKAGE_NOT_FOUND = "specified package does not exist";
 
 /** The packages the caller may read, by id. */
-export function readablePackages(db: Database, identity: Identity): PackageRow[] {
-  // Alias `pkg`: the permission filter uses `p` for the permissions table itself.
-  return listPackages(db, permissionFilter(identity, "package", "pkg"));
+export function readablePackages(q: Queries, identity: Identity): Promise<PackageRow[]> {
+  return listPackages(q, permissionFilter(identity, "package", "pkg"));
 }
 
 /** A package the caller may read: 404 when there is none or the caller may not see it, 403 when they may see but not read it. */
-export function readablePackage(db: Database, identity: Identity, id: number): PackageRow {
-  authorize(db, identity, "package", id, "read");
-  const row = getPackage(db, id);
+export async function readablePackage(q: Queries, identity: Identity, id: number): Promise<PackageRow> {
+  await authorize(q, identity, "package", id, "read");
+  const row = await getPackage(q, id);
   if (!row) throw new LabgateError("not_found", PACKAGE_NOT_FOUND);
   return row;
 }
 
 /** The packages of `version` a deployment to a group would offer: the group's, and those it assigns first (`extra`). */
-export function packagesOfVersion(db: Database | Tx, groupId: number, version: string, extra: readonly number[] = []): PackageRow[] {
-  return db.all<PackageRow>(
-    `SELECT ${COLUMNS} FROM packages WHERE version = ? AND (id IN (SELECT package_id FROM group_packages WHERE group_id = ?) OR id IN (SELECT value FROM json_each(?))) ORDER BY id`,
-    [version, groupId, JSON.stringify(extra)],
-  );
+export async function packagesOfVersion(q: Queries, groupId: number, version: string, extra: readonly number[] = []): Promise<PackageRow[]> {
+  return packages(q)
+    .select(COLUMNS)
+    .where("pkg.version", "=", version)
+    .where((eb) => {
+      const ofGroup = eb("pkg.id", "in", eb.selectFrom("group_packages").select("package_id").where("group_id", "=", groupId));
+      return extra.length === 0 ? ofGroup : eb.or([ofGroup, eb("pkg.id", "in", [...extra])]);
+    })
+    .orderBy("pkg.id")
+    .execute();
 }
 
 /** The newest delta the gateway made of package `targetId` for devices on `baseVersion`, if any. */
-export function deltaOf(db: Database | Tx, prefix: string, targetId: number, baseVersion: string): PackageRow | undefined {
+export async function deltaOf(store: Pick<Store, "engine" | "query">, prefix: string, targetId: number, baseVersion: string): Promise<PackageRow | undefined> {
   const keys = packageKeys(prefix);
-  return db.get<PackageRow>(
-    `SELECT ${COLUMNS} FROM packages WHERE json_extract(metadata, ?) = ? AND json_extract(metadata, ?) = ? ORDER BY id DESC LIMIT 1`,
-    [`$."${keys.deltaTarget}"`, String(targetId), `$."requires:${keys.version}"`, baseVersion],
-  );
+  return packages(store.query)
+    .select(COLUMNS)
+    .where(metadataText(store.engine, "pkg.metadata", keys.deltaTarget), "=", String(targetId))
+    .where(metadataText(store.engine, "pkg.metadata", `requires:${keys.version}`), "=", baseVersion)
+    .orderBy("pkg.id", "desc")
+    .limit(1)
+    .executeTakeFirst();
 }
 
 /** The oldest full package (not a delta) of `version` for `devtype`: what a delta is made from. */
-export function fullPackageOf(db: Database | Tx, prefix: string, version: string, devtype: string): PackageRow | undefined {
-  return db.get<PackageRow>(`SELECT ${COLUMNS} FROM packages WHERE version = ? AND devtype = ? AND json_extract(metadata, ?) IS NULL ORDER BY id LIMIT 1`, [
-    version,
-    devtype,
-    `$."${packageKeys(prefix).deltaTarget}"`,
-  ]);
+export async function fullPackageOf(store: Pick<Store, "engine" | "query">, prefix: string, version: string, devtype: string): Promise<PackageRow | undefined> {
+  return packages(store.query)
+    .select(COLUMNS)
+    .where("pkg.version", "=", version)
+    .where("pkg.devtype", "=", devtype)
+    .where(metadataText(store.engine, "pkg.metadata", packageKeys(prefix).deltaTarget), "is", null)
+    .orderBy("pkg.id")
+    .limit(1)
+    .executeTakeFirst();
 }
 
 /** The packages `filter` lets through (a permission filter on the alias `pkg`), by id. */
-export function listPackages(db: Database | Tx, filter?: { sql: string; params: SqlParam[] }): PackageRow[] {
-  return db.all<PackageRow>(`SELECT ${COLUMNS} FROM packages pkg${filter ? ` WHERE ${filter.sql}` : ""} ORDER BY pkg.id`, filter?.params ?? []);
+export async function listPackages(q: Queries, filter?: Expression<SqlBool>): Promise<PackageRow[]> {
+  return packages(q)
+    .select(COLUMNS)
+    .$if(filter !== undefined, (qb) => qb.where(filter!))
+    .orderBy("pkg.id")
+    .execute();
 }
 
 /** A row as the API answers it. */
@@ -130,15 +136,18 @@ export interface NewPackage {
   /** The signature check's verdict (signing.ts), when the gateway checks signatures. */
   signature?: SignatureMark;
   /** Runs inside the insert transaction (creator grants). */
-  onCreated?: (tx: Tx, id: number) => void;
+  onCreated?: (tx: Tx, id: number) => Promise<void>;
   actor: Actor;
 }
+
+/** What the package functions use of the server. */
+export type PackageContext = Pick<AppContext, "clock" | "config" | "store" | "log">;
 
 /**
  * Moves the staged object into place, then commits the row: the object is complete and
  * fsynced before the row exists, and if the row cannot be written the object is removed.
  */
-export async function createPackage(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, storage: LocalStorage, input: NewPackage, now = dateOf(ctx.clock)): Promise<PackageRow> {
+export async function createPackage(ctx: PackageContext, storage: LocalStorage, input: NewPackage, now = dateOf(ctx.clock)): Promise<PackageRow> {
   const keys = packageKeys(ctx.config.prefix);
   const stored = await storage.commit(input.staged, input.dir);
   // fromEntries defines own properties, so a field named `__proto__` is kept like any other key.
@@ -148,20 +157,32 @@ export async function createPackage(ctx: Pick<AppContext, "clock" | "config" | "
   metadata[keys.localDirectory] = stored.dir;
   if (input.signature) Object.assign(metadata, signatureMetadata(keys, input.signature));
   try {
-    return await ctx.db.write((tx) => {
-      const { lastInsertRowid: id } = tx.run(
-        "INSERT INTO packages (created, sha256, driver, metadata, storage_dir, storage_name, size, version, devtype, created_by) VALUES (?, ?, 'local', ?, ?, ?, ?, ?, ?, ?)",
-        [isoTime(now), stored.sha256, JSON.stringify(metadata), stored.dir, stored.name, stored.size, String(metadata[keys.version]), String(metadata[keys.devtype] ?? ""), input.user],
-      );
-      input.onCreated?.(tx, id);
-      recordAudit(tx, input.actor, "package.upload", `package:${id}`, {
+    return await ctx.store.transact(async (tx) => {
+      const { id } = await tx
+        .insertInto("packages")
+        .values({
+          created: isoTime(now),
+          sha256: stored.sha256,
+          driver: "local",
+          metadata: JSON.stringify(metadata),
+          storage_dir: stored.dir,
+          storage_name: stored.name,
+          size: stored.size,
+          version: String(metadata[keys.version]),
+          devtype: String(metadata[keys.devtype] ?? ""),
+          created_by: input.user,
+        })
+        .returning("id")
+        .executeTakeFirstOrThrow();
+      await input.onCreated?.(tx, id);
+      await recordAudit(tx, input.actor, "package.upload", `package:${id}`, {
         version: metadata[keys.version],
         devtype: metadata[keys.devtype] ?? null,
         sha256: stored.sha256,
         size: stored.size,
         ...(input.signature ? { signature: input.signature.status, key: input.signature.key ?? null } : {}),
       });
-      return getPackage(tx, id)!;
+      return (await getPackage(tx, id))!;
     });
   } catch (error) {
     await storage.remove(stored.name).catch(() => {});
@@ -175,14 +196,14 @@ export type DeleteResult = "deleted" | "not_found" | "assigned";
  * Deletes a package that no group holds: row (and, through `onDelete`, its permission rows)
  * in one transaction, then the object. A missing object counts as removed.
  */
-export async function deletePackage(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, storage: LocalStorage, id: number, actor: Actor, onDelete?: (tx: Tx) => void): Promise<DeleteResult> {
-  const result = await ctx.db.write((tx): { status: DeleteResult; name?: string } => {
-    const row = getPackage(tx, id);
+export async function deletePackage(ctx: PackageContext, storage: LocalStorage, id: number, actor: Actor, onDelete?: (tx: Tx) => Promise<void>): Promise<DeleteResult> {
+  const result = await ctx.store.transact(async (tx): Promise<{ status: DeleteResult; name?: string }> => {
+    const row = await getPackage(tx, id);
     if (!row) return { status: "not_found" };
-    if (tx.get("SELECT 1 AS x FROM packages pkg JOIN group_packages gp ON gp.package_id = pkg.id WHERE pkg.id = ? LIMIT 1", [id])) return { status: "assigned" };
-    onDelete?.(tx);
-    tx.run("DELETE FROM packages WHERE id = ?", [id]);
-    recordAudit(tx, actor, "package.delete", `package:${id}`, { version: row.version, sha256: row.sha256 });
+    if (await packages(tx).innerJoin("group_packages as gp", "gp.package_id", "pkg.id").select("gp.group_id").where("pkg.id", "=", id).limit(1).executeTakeFirst()) return { status: "assigned" };
+    await onDelete?.(tx);
+    await tx.deleteFrom("packages").where("id", "=", id).execute();
+    await recordAudit(tx, actor, "package.delete", `package:${id}`, { version: row.version, sha256: row.sha256 });
     return { status: "deleted", name: row.storage_name };
   });
   if (result.name) {
@@ -208,7 +229,7 @@ export interface PackageUpload {
  * types (read from the stored bytes), the object moved into place and the row committed with the
  * creator's grant and its audit row. The staged object goes whatever fails.
  */
-export async function uploadPackage(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, storage: LocalStorage, identity: Identity, upload: PackageUpload, actor: Actor): Promise<PackageRow> {
+export async function uploadPackage(ctx: PackageContext, storage: LocalStorage, identity: Identity, upload: PackageUpload, actor: Actor): Promise<PackageRow> {
   if (identity.kind !== "mgmt") throw new LabgateError("unauthenticated", "a management token is required");
   const keys = packageKeys(ctx.config.prefix);
   const { staged, signature } = upload;
@@ -230,8 +251,8 @@ export async function uploadPackage(ctx: Pick<AppContext, "clock" | "config" | "
 }
 
 /** The caller deletes a package (with its permission rows): 404 when there is none, 409 while a group holds it. */
-export async function removePackage(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, storage: LocalStorage, identity: Identity, id: number, actor: Actor): Promise<void> {
-  authorize(ctx.db, identity, "package", id, "delete");
+export async function removePackage(ctx: PackageContext, storage: LocalStorage, identity: Identity, id: number, actor: Actor): Promise<void> {
+  await authorize(ctx.store.query, identity, "package", id, "delete");
   const result = await deletePackage(ctx, storage, id, actor, (tx) => deletePermissionsOf(tx, "package", id));
   if (result === "not_found") throw new LabgateError("not_found", PACKAGE_NOT_FOUND);
   if (result === "assigned") throw new LabgateError("conflict", "delete failed, the package is assigned to at least one group");
@@ -240,8 +261,8 @@ export async function removePackage(ctx: Pick<AppContext, "clock" | "config" | "
 const UUID_NAME = /(?:^|\/)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** Removes objects that never got a row (a crash between the file's rename and the row's commit). */
-export async function sweepOrphanObjects(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, storage: LocalStorage): Promise<number> {
-  const known = new Set(storedNames(ctx.db));
+export async function sweepOrphanObjects(ctx: PackageContext, storage: LocalStorage): Promise<number> {
+  const known = new Set(await storedNames(ctx.store.query));
   let removed = 0;
   for (const name of storage.listObjects()) {
     if (known.has(name) || !UUID_NAME.test(name)) continue;

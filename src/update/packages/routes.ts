@@ -27,8 +27,8 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
   const app = new Hono<AppEnv>();
   const tag = "packages";
 
-  const getPackages = route(app, { method: "get", path: "/api/v1/packages", tag, access: "management", summary: "Packages the caller may read", responses: { 200: ok(z.array(Package), "OK"), 401: errors[401] } }, auth.management(), (c) =>
-    c.json(readablePackages(ctx.db, c.get("identity")).map(toView)),
+  const getPackages = route(app, { method: "get", path: "/api/v1/packages", tag, access: "management", summary: "Packages the caller may read", responses: { 200: ok(z.array(Package), "OK"), 401: errors[401] } }, auth.management(), async (c) =>
+    c.json((await readablePackages(ctx.store.query, c.get("identity"))).map(toView)),
   );
 
   const postPackages = route(
@@ -58,20 +58,20 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
       });
       const identity = c.get("identity");
       const row = await uploadPackage(ctx, storage, identity, { staged: received?.staged, fields, signature: received?.signature }, actorOf(c, ctx.clock));
-      autoDeltas(row, identity, actorOf(c, ctx.clock));
+      await autoDeltas(row, identity, actorOf(c, ctx.clock));
       return c.json(toView(row));
     },
   );
 
   const deltas = new DeltaMaker(ctx, storage);
   /** update_server.deltas auto: deltas of a new package from each version its devices run now. */
-  const autoDeltas = (row: PackageRow, identity: Identity, actor: ReturnType<typeof actorOf>) => {
+  const autoDeltas = async (row: PackageRow, identity: Identity, actor: ReturnType<typeof actorOf>) => {
     if (ctx.config.update_server.deltas !== "auto" || identity.kind !== "mgmt") return;
     for (const version of versionsRunning(ctx.db, ctx.config.prefix, row.devtype)) {
-      const base = version === row.version ? undefined : fullPackageOf(ctx.db, ctx.config.prefix, version, row.devtype);
+      const base = version === row.version ? undefined : await fullPackageOf(ctx.store, ctx.config.prefix, version, row.devtype);
       if (!base) continue;
       try {
-        deltas.request(identity, row.id, base.id, actor);
+        await deltas.request(identity, row.id, base.id, actor);
       } catch (error) {
         ctx.log.warn(`package ${row.id}: no delta from ${base.id}: ${(error as Error).message}`);
       }
@@ -82,7 +82,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     app,
     { method: "get", path: "/api/v1/packages/deltas", tag, access: "management", summary: "Deltas being made and made (the newest 50) of packages the caller may read, with their progress", responses: { 200: ok(z.array(DeltaJob), "OK"), 401: errors[401] } },
     auth.management(),
-    (c) => c.json(deltas.list(c.get("identity")) satisfies DeltaJob[]),
+    async (c) => c.json((await deltas.list(c.get("identity"))) satisfies DeltaJob[]),
   );
 
   const postPackagesByIdDelta = route(
@@ -97,12 +97,12 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
       responses: { 202: ok(DeltaJob, "Queued"), 400: errors[400], ...objectRefusals, 503: { description: "xdelta3 is not installed on the gateway", json: errors[400].json } },
     },
     auth.management(...UPLOAD_SCOPES),
-    async (c, { body }) => c.json(deltas.request(c.get("identity"), pathId(c.req.param("id"), WHAT), body.from, actorOf(c, ctx.clock)), 202),
+    async (c, { body }) => c.json(await deltas.request(c.get("identity"), pathId(c.req.param("id"), WHAT), body.from, actorOf(c, ctx.clock)), 202),
   );
 
-  const getPackagesById = route(app, { method: "get", path: "/api/v1/packages/:id", tag, access: "management", summary: "One package", responses: { 200: ok(Package, "OK"), ...objectRefusals } }, auth.management(), (c) => {
+  const getPackagesById = route(app, { method: "get", path: "/api/v1/packages/:id", tag, access: "management", summary: "One package", responses: { 200: ok(Package, "OK"), ...objectRefusals } }, auth.management(), async (c) => {
     const id = pathId(c.req.param("id"), WHAT);
-    return c.json(toView(readablePackage(ctx.db, c.get("identity"), id)));
+    return c.json(toView(await readablePackage(ctx.store.query, c.get("identity"), id)));
   });
 
   const getPackagesByIdUsage = route(
@@ -130,9 +130,9 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
     app,
     { method: "get", path: "/api/v1/packages/:id/download", tag, access: "management", summary: "A signed, expiring download link", responses: { 200: ok(PackageLink, "OK"), ...objectRefusals } },
     auth.management(),
-    (c) => {
+    async (c) => {
       const id = pathId(c.req.param("id"), WHAT);
-      const row = readablePackage(ctx.db, c.get("identity"), id);
+      const row = await readablePackage(ctx.store.query, c.get("identity"), id);
       const link: PackageLink = { id: row.id, download_url: signedObjectUrl(ctx, publicBase(ctx, c), row.storage_name) };
       return c.json(link);
     },

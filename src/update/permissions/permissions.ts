@@ -19,7 +19,9 @@
  * Denied write (update, delete, shell, test, power): 403. `test`: run test configs on the device (src/testrun/devices/);
  * `power`: switch the board's power port (src/lab/).
  */
-import type { Database, Tx } from "../../db/index.ts";
+import { sql, type Expression, type RawBuilder, type SqlBool } from "kysely";
+import type { Queries, Tx } from "../../db/store.ts";
+import { embeddedSql } from "../../db/dialect.ts";
 import type { Identity } from "../../app/context.ts";
 import { enabledScopesOf } from "../../accounts/accounts.ts";
 import { LabgateError } from "../../util/errors.ts";
@@ -29,8 +31,7 @@ import { isoTime } from "../../util/time.ts";
 /** Resources that objects (and routes) have; device_by_tag only names devices. */
 export type Resource = Exclude<PermissionResource, "device_by_tag">;
 
-
-const TABLES: Record<Resource, string> = { package: "packages", group: "groups", device: "devices" };
+const TABLES = { package: "packages", group: "groups", device: "devices" } as const satisfies Record<Resource, string>;
 
 /** What admin scopes let through without looking at the table. */
 export function bypasses(identity: Identity, perm: Permission): boolean {
@@ -39,52 +40,57 @@ export function bypasses(identity: Identity, perm: Permission): boolean {
   return perm === "read" && identity.scopes.has("admin_ro");
 }
 
+/** A condition as SQL text of the embedded engine, for queries still written as text for the synchronous database. */
 export interface SqlFilter {
   sql: string;
   params: (string | number)[];
 }
 
-/** SQL condition on a permission row `p`: it applies to the row of `resource` with table alias `alias`. */
-function appliesTo(resource: Resource, alias: string): string {
-  const id = `${alias}.id`;
-  if (resource === "group") return `(p.resource = 'group' AND p.resource_id = ${id})`;
+/** Condition on a permission row `p`: it applies to the row of `resource` with table alias `alias`. */
+export function appliesTo(resource: Resource, alias: string): RawBuilder<SqlBool> {
+  const id = sql.ref(`${alias}.id`);
+  if (resource === "group") return sql<SqlBool>`(p.resource = 'group' AND p.resource_id = ${id})`;
   if (resource === "package") {
-    return (
-      `(p.resource = 'package' AND p.resource_id = ${id})` +
-      ` OR (p.resource = 'group' AND p.resource_id IN (SELECT gp.group_id FROM group_packages gp WHERE gp.package_id = ${id}))`
-    );
+    return sql<SqlBool>`(p.resource = 'package' AND p.resource_id = ${id}) OR (p.resource = 'group' AND p.resource_id IN (SELECT gp.group_id FROM group_packages gp WHERE gp.package_id = ${id}))`;
   }
-  return (
-    `(p.resource = 'device' AND p.resource_id = ${id})` +
-    ` OR (p.resource = 'group' AND p.resource_id IN (SELECT gd.group_id FROM group_devices gd WHERE gd.device_id = ${id}))` +
-    ` OR (p.resource = 'device_by_tag' AND (p.resource_name = ${alias}.name OR p.resource_name = ${alias}.mac_address` +
-    ` OR p.resource_name IN (SELECT dt.tag FROM device_tags dt WHERE dt.device_id = ${id})))`
-  );
+  return sql<SqlBool>`(p.resource = 'device' AND p.resource_id = ${id})
+    OR (p.resource = 'group' AND p.resource_id IN (SELECT gd.group_id FROM group_devices gd WHERE gd.device_id = ${id}))
+    OR (p.resource = 'device_by_tag' AND (p.resource_name = ${sql.ref(`${alias}.name`)} OR p.resource_name = ${sql.ref(`${alias}.mac_address`)}
+      OR p.resource_name IN (SELECT dt.tag FROM device_tags dt WHERE dt.device_id = ${id})))`;
 }
 
 /**
- * SQL condition that is true for rows of `resource` (table alias `alias`) on which `user` has
+ * Condition that is true for rows of `resource` (table alias `alias`) on which `user` has
  * `perm`, ignoring admin scopes.
  */
-function grantCondition(resource: Resource, alias: string, user: string, perm: Permission): SqlFilter {
-  return { sql: `EXISTS (SELECT 1 FROM permissions p WHERE p.user_id = ? AND p.permission = ? AND (${appliesTo(resource, alias)}))`, params: [user, perm] };
+function grantCondition(resource: Resource, alias: string, user: string, perm: Permission): RawBuilder<SqlBool> {
+  return sql<SqlBool>`EXISTS (SELECT 1 FROM permissions p WHERE p.user_id = ${user} AND p.permission = ${perm} AND (${appliesTo(resource, alias)}))`;
 }
+
+/** No row: what a caller without a management identity may see. */
+const NONE = sql<SqlBool>`1 = 0`;
 
 /**
  * Condition for a list query over `resource` (table alias `alias`): the rows `identity` may
  * see with `perm` (default read). Undefined means no filter (admin bypass).
- * Usage: `SELECT ... FROM devices d WHERE ${f.sql}` with `f.params`.
+ * Usage: `q.selectFrom("devices as d")...$if(f !== undefined, (qb) => qb.where(f!))`.
  */
-export function permissionFilter(identity: Identity, resource: Resource, alias: string, perm: Permission = "read"): SqlFilter | undefined {
+export function permissionFilter(identity: Identity, resource: Resource, alias: string, perm: Permission = "read"): Expression<SqlBool> | undefined {
   if (bypasses(identity, perm)) return undefined;
-  if (identity.kind !== "mgmt") return { sql: "0", params: [] };
+  if (identity.kind !== "mgmt") return NONE;
   return grantCondition(resource, alias, identity.user, perm);
 }
 
+/** permissionFilter as SQL text (SqlFilter), for the queries of other areas still written for the synchronous database. */
+export function permissionFilterSql(identity: Identity, resource: Resource, alias: string, perm: Permission = "read"): SqlFilter | undefined {
+  const filter = permissionFilter(identity, resource, alias, perm);
+  return filter && embeddedSql(filter);
+}
+
 /** The permission test itself (no admin bypass): does `user` hold `perm` on that object? */
-export function has(db: Database | Tx, user: string, resource: Resource, id: number, perm: Permission): boolean {
-  const cond = grantCondition(resource, "o", user, perm);
-  return db.get(`SELECT 1 AS ok FROM ${TABLES[resource]} o WHERE o.id = ? AND ${cond.sql}`, [id, ...cond.params]) !== undefined;
+export async function has(q: Queries, user: string, resource: Resource, id: number, perm: Permission): Promise<boolean> {
+  const { rows } = await sql<{ ok: number }>`SELECT 1 AS ok FROM ${sql.table(TABLES[resource])} o WHERE o.id = ${id} AND ${grantCondition(resource, "o", user, perm)}`.execute(q);
+  return rows.length > 0;
 }
 
 export const MSG_FORBIDDEN = "insufficient permission to a resource";
@@ -95,58 +101,58 @@ export const notFoundMessage = (resource: Resource): string => `${resource} does
  * message as a missing one), a write without permission a 403. Admins always pass; the handler
  * then answers 404 itself for a missing object. Call it before the handler acts.
  */
-export function authorize(db: Database | Tx, identity: Identity, resource: Resource, id: number, perm: Permission): void {
-  if (bypasses(identity, perm)) return;
-  if (identity.kind === "mgmt" && has(db, identity.user, resource, id, perm)) return;
+export async function authorize(q: Queries, identity: Identity, resource: Resource, id: number, perm: Permission): Promise<void> {
+  if (await allowed(q, identity, resource, id, perm)) return;
   if (perm === "read") throw new LabgateError("not_found", notFoundMessage(resource));
   throw new LabgateError("forbidden", MSG_FORBIDDEN);
 }
 
 /** True when `identity` may do `perm` on the object (no exception; e.g. to filter in code). */
-export function allowed(db: Database | Tx, identity: Identity, resource: Resource, id: number, perm: Permission): boolean {
-  return bypasses(identity, perm) || (identity.kind === "mgmt" && has(db, identity.user, resource, id, perm));
+export async function allowed(q: Queries, identity: Identity, resource: Resource, id: number, perm: Permission): Promise<boolean> {
+  return bypasses(identity, perm) || (identity.kind === "mgmt" && (await has(q, identity.user, resource, id, perm)));
+}
+
+/** Whether any permission row names the user (without one, a user without admin scopes sees nothing). */
+export async function hasPermissionRows(q: Queries, user: string): Promise<boolean> {
+  return (await q.selectFrom("permissions").select("id").where("user_id", "=", user).limit(1).executeTakeFirst()) !== undefined;
+}
+
+/** A deleted account's per-user permission rows go (deleteAccount's `dropPermissions`); account names ignore case. */
+export async function deletePermissionsOfUser(tx: Tx, user: string): Promise<void> {
+  await tx
+    .deleteFrom("permissions")
+    .where((eb) => eb(eb.fn("lower", ["user_id"]), "=", user.toLowerCase()))
+    .execute();
 }
 
 /**
  * The automatic grants: the management user who created a group or uploaded a package
  * gets read, update and delete on it. Call inside the creating transaction.
  */
-/** Whether any permission row names the user (without one, a user without admin scopes sees nothing). */
-export function hasPermissionRows(db: Database | Tx, user: string): boolean {
-  return db.get("SELECT 1 AS x FROM permissions WHERE user_id = ? LIMIT 1", [user]) !== undefined;
-}
-
-/** A deleted account's per-user permission rows go (deleteAccount's `dropPermissions`). */
-export function deletePermissionsOfUser(tx: Tx, user: string): void {
-  tx.run("DELETE FROM permissions WHERE user_id = ? COLLATE NOCASE", [user]);
-}
-
-export function grantCreator(tx: Tx, identity: Identity, resource: Resource, id: number, now: Date): void {
+export async function grantCreator(tx: Tx, identity: Identity, resource: Resource, id: number, now: Date): Promise<void> {
   if (identity.kind !== "mgmt") return;
-  for (const perm of ["read", "update", "delete"] as const) {
-    tx.run(
-      "INSERT OR IGNORE INTO permissions (created, user_id, resource, resource_id, resource_name, permission) VALUES (?, ?, ?, ?, NULL, ?)",
-      [isoTime(now), identity.user, resource, id, perm],
-    );
-  }
+  const created = isoTime(now);
+  await tx
+    .insertInto("permissions")
+    .values((["read", "update", "delete"] as const).map((permission) => ({ created, user_id: identity.user, resource, resource_id: id, resource_name: null, permission })))
+    .onConflict((oc) => oc.doNothing())
+    .execute();
 }
 
 /** Cascade: deleting an object deletes its id-based permission rows (named rows stay). */
-export function deletePermissionsOf(tx: Tx, resource: Resource, id: number): void {
-  tx.run("DELETE FROM permissions WHERE resource = ? AND resource_id = ?", [resource, id]);
+export async function deletePermissionsOf(tx: Tx, resource: Resource, id: number): Promise<void> {
+  await tx.deleteFrom("permissions").where("resource", "=", resource).where("resource_id", "=", id).execute();
 }
 
 /** Does the object exist (used to validate permission rows)? */
-export function resourceExists(db: Database | Tx, resource: Resource, id: number): boolean {
-  return db.get(`SELECT 1 AS ok FROM ${TABLES[resource]} WHERE id = ?`, [id]) !== undefined;
+export async function resourceExists(q: Queries, resource: Resource, id: number): Promise<boolean> {
+  const { rows } = await sql<{ ok: number }>`SELECT 1 AS ok FROM ${sql.table(TABLES[resource])} WHERE id = ${id}`.execute(q);
+  return rows.length > 0;
 }
 
 /** Who holds what on one object: "user\npermission" for every grant that reaches it (admin scopes aside). */
-function holders(tx: Tx, resource: Resource, id: number): Set<string> {
-  const rows = tx.all<{ user_id: string; permission: string }>(
-    `SELECT DISTINCT p.user_id, p.permission FROM ${TABLES[resource]} o JOIN permissions p ON (${appliesTo(resource, "o")}) WHERE o.id = ?`,
-    [id],
-  );
+async function holders(tx: Tx, resource: Resource, id: number): Promise<Set<string>> {
+  const { rows } = await sql<{ user_id: string; permission: string }>`SELECT DISTINCT p.user_id, p.permission FROM ${sql.table(TABLES[resource])} o JOIN permissions p ON (${appliesTo(resource, "o")}) WHERE o.id = ${id}`.execute(tx);
   return new Set(rows.map((r) => `${r.user_id}\n${r.permission}`));
 }
 
@@ -155,8 +161,8 @@ function holders(tx: Tx, resource: Resource, id: number): Set<string> {
  * bypasses): rows that reach it gain it nothing. A group an admin created carries the admin's
  * creator rows; without this, no one but an admin could add anything to it.
  */
-function accountBypasses(tx: Tx, user: string, perm: Permission): boolean {
-  const scopes = new Set(enabledScopesOf(tx, user)?.split(" ") ?? []);
+async function accountBypasses(tx: Tx, user: string, perm: Permission): Promise<boolean> {
+  const scopes = new Set((await enabledScopesOf(tx, user))?.split(" ") ?? []);
   return scopes.has("admin_rw") || (perm === "read" && scopes.has("admin_ro"));
 }
 
@@ -165,33 +171,50 @@ export interface ObjectRef {
   id: number;
 }
 
+/** The grant (`user\npermission`) of `after` that the caller may not give, or undefined when there is none. */
+export function grantBeyond(identity: Identity, before: ReadonlySet<string>, after: ReadonlySet<string>, scopedAlready: (user: string, perm: Permission) => boolean): Permission | undefined {
+  for (const grant of after) {
+    if (before.has(grant)) continue;
+    const cut = grant.lastIndexOf("\n");
+    const perm = grant.slice(cut + 1) as Permission;
+    if (scopedAlready(grant.slice(0, cut), perm)) continue; // they had it already, by scope
+    const callerHeld = bypasses(identity, perm) || (identity.kind === "mgmt" && before.has(`${identity.user}\n${perm}`));
+    if (!callerHeld) return perm;
+  }
+  return undefined;
+}
+
 /**
  * THE rule against escalation through tags, groups and names: a change to an object's
  * tags, groups or name may not grant anyone a permission on it that the caller does not already
  * hold on it (svc_admin_rw passes; svc_admin_ro holds read). Runs `apply` (the change) inside the
- * caller's write transaction between a look at the object's grants before and after; a change
+ * caller's transaction between a look at the object's grants before and after; a change
  * that would grant more throws 403 and the transaction rolls back, so nothing changes.
  * Every route that changes tags, group membership or a name goes through this function.
  */
-export function withinGrants<T>(tx: Tx, identity: Identity, objects: readonly ObjectRef[], apply: () => T): T {
+export async function withinGrants<T>(tx: Tx, identity: Identity, objects: readonly ObjectRef[], apply: () => Promise<T>): Promise<T> {
   if (identity.kind === "mgmt" && identity.scopes.has("admin_rw")) return apply();
-  const before = objects.map((o) => holders(tx, o.resource, o.id));
-  const result = apply();
-  objects.forEach((o, i) => {
-    for (const grant of holders(tx, o.resource, o.id)) {
+  const before: Set<string>[] = [];
+  for (const o of objects) before.push(await holders(tx, o.resource, o.id));
+  const result = await apply();
+  for (const [i, o] of objects.entries()) {
+    const after = await holders(tx, o.resource, o.id);
+    const scoped = new Map<string, boolean>();
+    for (const grant of after) {
       if (before[i].has(grant)) continue;
       const cut = grant.lastIndexOf("\n");
+      const user = grant.slice(0, cut);
       const perm = grant.slice(cut + 1) as Permission;
-      if (accountBypasses(tx, grant.slice(0, cut), perm)) continue; // they had it already, by scope
-      const callerHeld = bypasses(identity, perm) || (identity.kind === "mgmt" && before[i].has(`${identity.user}\n${perm}`));
-      if (!callerHeld) throw new LabgateError("forbidden", `${MSG_FORBIDDEN}: the change would grant ${perm} on ${o.resource} ${o.id}, which you do not hold`);
+      scoped.set(grant, await accountBypasses(tx, user, perm));
     }
-  });
+    const perm = grantBeyond(identity, before[i], after, (user, p) => scoped.get(`${user}\n${p}`) ?? false);
+    if (perm) throw new LabgateError("forbidden", `${MSG_FORBIDDEN}: the change would grant ${perm} on ${o.resource} ${o.id}, which you do not hold`);
+  }
   return result;
 }
 
-/** Runs a change inside a write transaction; a domain function that changes tags, groups or names takes one. */
-export type ChangeGuard = (tx: Tx, apply: () => void) => void;
+/** Runs a change inside a transaction; a domain function that changes tags, groups or names takes one. */
+export type ChangeGuard = (tx: Tx, apply: () => Promise<void>) => Promise<void>;
 
 /** No rule (admin-only routes, approval). */
 export const unguarded: ChangeGuard = (_tx, apply) => apply();

@@ -16,7 +16,7 @@ const tag = "permissions";
 
 /** The permission table. */
 export function permissionsRoutes(ctx: AppContext, auth: Auth) {
-  const { db } = ctx;
+  const { store } = ctx;
   const app = new Hono<AppEnv>();
 
   const postPermissions = route(
@@ -33,7 +33,7 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth) {
     auth.management("admin_rw"),
     async (c, { body }) => {
       const permission = checkPermission(body);
-      return c.json(await createPermission(db, permission, dateOf(ctx.clock), actorOf(c, ctx.clock)));
+      return c.json(await createPermission(store, permission, dateOf(ctx.clock), actorOf(c, ctx.clock)));
     },
   );
 
@@ -50,12 +50,12 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth) {
       responses: { 200: ok(z.array(z.union([PermissionObject, NamedPermission])), "OK"), 400: errors[400], 401: errors[401] },
     },
     auth.management(),
-    (c, { query }) => {
+    async (c, { query }) => {
       const identity = c.get("identity");
       const user = bypasses(identity, "read") || identity.kind !== "mgmt" ? undefined : identity.user;
-      const list = listPermissions(db, user);
+      const list = await listPermissions(store.query, user);
       if (!query.names) return c.json(list);
-      const names = targetNames(db, ctx.config.prefix, list.map((p) => `${p.resource}:${p.resource_id}`));
+      const names = await targetNames(store.query, ctx.config.prefix, list.map((p) => `${p.resource}:${p.resource_id}`));
       return c.json(list.map((p): NamedPermission => ({ ...p, resource_label: names.get(`${p.resource}:${p.resource_id}`) ?? null })));
     },
   );
@@ -64,8 +64,8 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth) {
     app,
     { method: "get", path: "/api/v1/permissions/:id{[0-9]+}", tag, access: "management", summary: "One permission", responses: { 200: ok(PermissionObject, "OK"), ...objectRefusals } },
     auth.management("admin_rw"),
-    (c) => {
-      const found = getPermission(db, pathId(c.req.param("id"), "resource"));
+    async (c) => {
+      const found = await getPermission(store.query, pathId(c.req.param("id"), "resource"));
       if (!found) throw new LabgateError("not_found", "resource does not exist");
       return c.json(found);
     },
@@ -76,7 +76,7 @@ export function permissionsRoutes(ctx: AppContext, auth: Auth) {
     { method: "delete", path: "/api/v1/permissions/:id{[0-9]+}", tag, access: "management", summary: "Revoke a permission", responses: { 200: ok(), ...objectRefusals } },
     auth.management("admin_rw"),
     async (c) => {
-      if (!(await deletePermission(db, pathId(c.req.param("id"), "permission"), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", "permission does not exist");
+      if (!(await deletePermission(store, pathId(c.req.param("id"), "permission"), actorOf(c, ctx.clock)))) throw new LabgateError("not_found", "permission does not exist");
       return c.json({});
     },
   );

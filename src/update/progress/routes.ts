@@ -5,7 +5,8 @@ import type { Auth } from "../../auth/middleware.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { getDevice } from "../devices/devices.ts";
-import { authorize, permissionFilter } from "../permissions/permissions.ts";
+import { permissionFilterSql } from "../permissions/permissions.ts";
+import { authorizeSync } from "../permissions/legacy.ts";
 import { pathId } from "../validation.ts";
 import { getProgress, listProgress, toView, type UpdateProgress } from "./progress.ts";
 import { Progress } from "./schema.ts";
@@ -21,7 +22,7 @@ export function progressRoutes(ctx: AppContext, auth: Auth, progress: UpdateProg
   const mgmt = auth.management();
 
   const getDevicesProgress = route(app, { method: "get", path: "/api/v2/devices/progress", tag: "updates", access: "management", summary: "Devices that are updating", responses: { 200: ok(z.array(Progress), "OK"), 401: errors[401] } }, mgmt, (c) =>
-    c.json(listProgress(db, progress.idleCutoff(), permissionFilter(c.get("identity"), "device", "d")).map(toView)),
+    c.json(listProgress(db, progress.idleCutoff(), permissionFilterSql(c.get("identity"), "device", "d")).map(toView)),
   );
 
   const getDevicesByIdProgress = route(
@@ -30,7 +31,7 @@ export function progressRoutes(ctx: AppContext, auth: Auth, progress: UpdateProg
     mgmt,
     (c) => {
       const id = pathId(c.req.param("id"), "device");
-      authorize(db, c.get("identity"), "device", id, "read");
+      authorizeSync(db, c.get("identity"), "device", id, "read");
       if (!getDevice(db, id)) throw new LabgateError("not_found", "device does not exist");
       const row = getProgress(db, id, progress.idleCutoff());
       if (!row) throw new LabgateError("not_found", "device is not updating");

@@ -1,4 +1,4 @@
-import type { Database } from "../../db/index.ts";
+import type { Store } from "../../db/store.ts";
 import { rfc822 } from "../../util/time.ts";
 import { groupPolicy, membershipsByPriority, packagesOfGroup, type CatalogWatch } from "../groups/groups.ts";
 import { policyTarget } from "../groups/policy.ts";
@@ -26,63 +26,86 @@ export interface GroupPlan {
 }
 
 interface Cache {
-  /** The database's load epoch: a reload from disk (after a failed write) drops the cache too. */
+  /** The store's load epoch: a reload from disk (after a failed write) drops the cache too. */
   epoch: number;
+  /** The catalog's count of changes when the load began: a change since makes it stale. */
+  generation: number;
   /** Device id -> active group id; devices in no group are absent. Loaded in one query. */
   activeGroup: Map<number, number>;
-  plans: Map<number, GroupPlan>;
+  /** Each group's plan, or its load under way (concurrent checks of a group share one). */
+  plans: Map<number, Promise<GroupPlan | undefined>>;
 }
 
 /**
  * The resolver's inputs kept in memory (update checks are the hot path): each device's active
  * group and each group's policy target and packages. One per server (the update domain's);
  * every group write that changes what a check could answer drops it (`changed`, called by
- * groups/groups.ts). Device deletion needs no invalidation: ids are never reused and a deleted
- * device's token is refused before it gets here; packages cannot change while assigned and new
- * ones are in no group yet.
+ * groups/groups.ts before and after the write), and what a load began to read before a change is
+ * not kept. Device deletion needs no invalidation: ids are never reused and a deleted device's
+ * token is refused before it gets here; packages cannot change while assigned and new ones are in
+ * no group yet.
  */
 export class UpdateCatalog implements CatalogWatch {
   private cache: Cache | undefined;
-  private readonly db: Database;
+  private loading: Promise<Cache> | undefined;
+  private generation = 0;
+  private readonly store: Store;
 
-  constructor(db: Database) {
-    this.db = db;
+  constructor(store: Store) {
+    this.store = store;
   }
 
   changed(): void {
+    this.generation++;
     this.cache = undefined;
+    this.loading = undefined;
   }
 
-  private current(): Cache {
-    if (!this.cache || this.cache.epoch !== this.db.epoch) {
-      // One pass over all memberships, ordered so that each device's first row is its active group.
-      const activeGroup = new Map<number, number>();
-      for (const row of membershipsByPriority(this.db)) if (!activeGroup.has(row.device_id)) activeGroup.set(row.device_id, row.group_id);
-      this.cache = { epoch: this.db.epoch, activeGroup, plans: new Map() };
+  private current(): Cache | Promise<Cache> {
+    if (this.cache && this.cache.epoch === this.store.epoch) return this.cache;
+    return (this.loading ??= this.load());
+  }
+
+  private async load(): Promise<Cache> {
+    const generation = this.generation;
+    const epoch = this.store.epoch;
+    // One pass over all memberships, ordered so that each device's first row is its active group.
+    const activeGroup = new Map<number, number>();
+    for (const row of await membershipsByPriority(this.store.query)) if (!activeGroup.has(row.device_id)) activeGroup.set(row.device_id, row.group_id);
+    const cache: Cache = { epoch, generation, activeGroup, plans: new Map() };
+    if (generation === this.generation) {
+      this.cache = cache;
+      this.loading = undefined;
     }
-    return this.cache;
+    return cache;
   }
 
   /** The group whose policy applies to a device: lowest priority value, ties to the lowest id. */
-  activeGroup(deviceId: number): number | null {
-    return this.current().activeGroup.get(deviceId) ?? null;
+  async activeGroup(deviceId: number): Promise<number | null> {
+    return (await this.current()).activeGroup.get(deviceId) ?? null;
   }
 
-  groupPlan(groupId: number, versionKey: string): GroupPlan | undefined {
-    const cache = this.current();
+  async groupPlan(groupId: number, versionKey: string): Promise<GroupPlan | undefined> {
+    const cache = await this.current();
     let plan = cache.plans.get(groupId);
     if (!plan) {
-      const policy = groupPolicy(this.db, groupId);
-      if (policy === undefined) return undefined;
-      const packages = packagesOfGroup(this.db, groupId).map((row) => {
-        const metadata = JSON.parse(row.metadata) as Meta;
-        return { id: row.id, created: rfc822(new Date(row.created)), sha256: row.sha256, storageName: row.storage_name, version: String(metadata[versionKey] ?? ""), metadata };
-      });
-      const requiredKeys = [...new Set(packages.flatMap((p) => Object.keys(p.metadata).filter((k) => k.startsWith(REQUIRES)).map((k) => k.slice(REQUIRES.length))))];
-      plan = { target: policyTarget(policy), packages, metas: packages.map((p) => p.metadata), requiredKeys, answers: new Map() };
+      plan = this.loadPlan(groupId, versionKey);
       cache.plans.set(groupId, plan);
+      // A failed load is not kept: the next check tries again.
+      plan.catch(() => cache.plans.delete(groupId));
     }
     return plan;
+  }
+
+  private async loadPlan(groupId: number, versionKey: string): Promise<GroupPlan | undefined> {
+    const [policy, rows] = await Promise.all([groupPolicy(this.store.query, groupId), packagesOfGroup(this.store.query, groupId)]);
+    if (policy === undefined) return undefined;
+    const packages = rows.map((row) => {
+      const metadata = JSON.parse(row.metadata) as Meta;
+      return { id: row.id, created: rfc822(new Date(row.created)), sha256: row.sha256, storageName: row.storage_name, version: String(metadata[versionKey] ?? ""), metadata };
+    });
+    const requiredKeys = [...new Set(packages.flatMap((p) => Object.keys(p.metadata).filter((k) => k.startsWith(REQUIRES)).map((k) => k.slice(REQUIRES.length))))];
+    return { target: policyTarget(policy), packages, metas: packages.map((p) => p.metadata), requiredKeys, answers: new Map() };
   }
 }
 

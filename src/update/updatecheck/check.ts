@@ -57,7 +57,7 @@ export const sameMac = (a: string, b: string): boolean => a.toLowerCase().replac
  * record starts at 0. Undefined means "no update".
  */
 export async function updateCheck(
-  ctx: Pick<AppContext, "clock" | "config" | "db" | "tokens">,
+  ctx: Pick<AppContext, "clock" | "config" | "store" | "tokens">,
   progress: UpdateProgress,
   catalog: UpdateCatalog,
   deployments: Steering | undefined,
@@ -67,9 +67,9 @@ export async function updateCheck(
   now = dateOf(ctx.clock),
 ): Promise<UpdateOffer | undefined> {
   const keys = checkKeys(ctx.config.prefix);
-  const groupId = catalog.activeGroup(device.deviceId);
+  const groupId = await catalog.activeGroup(device.deviceId);
   if (groupId === null) return undefined;
-  const groupwide = catalog.groupPlan(groupId, keys.version);
+  const groupwide = await catalog.groupPlan(groupId, keys.version);
   if (!groupwide) return undefined;
   const steer = deployments?.steer(device.deviceId, groupId, now.getTime(), groupwide.target);
   if (steer === "hold") return undefined;
@@ -83,7 +83,7 @@ export async function updateCheck(
   const [tag] = await Promise.all([settled, progress.recordUpdateStart(device.deviceId, device.mac, pkg.version, now)]);
   const offer: UpdateOffer = { id: pkg.id, created: pkg.created, sha256: pkg.sha256, uri: signedObjectUrl(ctx, base, pkg.storageName), version: pkg.version };
   // A delta the gateway made for the version the device runs goes beside the full package, which stays the fallback.
-  const delta = deltaOf(ctx.db, ctx.config.prefix, pkg.id, String(metadata[keys.version]));
+  const delta = await deltaOf(ctx.store, ctx.config.prefix, pkg.id, String(metadata[keys.version]));
   if (delta) offer.delta = { id: delta.id, sha256: delta.sha256, size: delta.size, uri: signedObjectUrl(ctx, base, delta.storage_name), base_version: String(metadata[keys.version]) };
   if (tag) Object.assign(offer, tag);
   return offer;
