@@ -1143,14 +1143,16 @@ export class DeploymentService implements Steering {
     if (run.row.status === "scheduled") return;
     const limit = run.row.device_timeout * 60_000;
     const offering = this.offering(run, now);
-    const late: number[] = [];
-    for (const [deviceId, member] of this.index) {
-      if (member.run !== run || member.phase > run.row.current_phase) continue;
+    const isLate = (deviceId: number, member: Member | undefined): member is Member => {
+      if (!member || member.run !== run || member.phase > run.row.current_phase) return false;
       const released = this.releasedAt.get(deviceId) ?? 0;
-      if (UNDERWAY.has(member.state) && member.offeredAt !== null && now - member.offeredAt >= limit) late.push(deviceId);
-      else if (member.state === "waiting" && offering && now - Math.max(run.phaseStarted[member.phase], run.windowOpenedAt, released) >= limit) late.push(deviceId);
-      else if (member.state === "retrying" && offering && now - Math.max(member.retryAt ?? 0, run.windowOpenedAt, released) >= limit) late.push(deviceId);
-    }
+      if (UNDERWAY.has(member.state)) return member.offeredAt !== null && now - member.offeredAt >= limit;
+      if (member.state === "waiting") return offering && now - Math.max(run.phaseStarted[member.phase], run.windowOpenedAt, released) >= limit;
+      if (member.state === "retrying") return offering && now - Math.max(member.retryAt ?? 0, run.windowOpenedAt, released) >= limit;
+      return false;
+    };
+    const late: number[] = [];
+    for (const [deviceId, member] of this.index) if (isLate(deviceId, member)) late.push(deviceId);
     if (late.length === 0) return;
     const at = isoTime(now);
     const reason = `did not finish within ${run.row.device_timeout} minutes`;
@@ -1159,8 +1161,9 @@ export class DeploymentService implements Steering {
       const ended: Array<[number, number]> = [];
       const marked: number[] = [];
       for (const deviceId of late) {
+        // Late still: it may have reported, or been offered again, since.
         const member = this.index.get(deviceId);
-        if (!member || member.run !== run || (!UNDERWAY.has(member.state) && member.state !== "waiting" && member.state !== "retrying")) continue;
+        if (!isLate(deviceId, member)) continue;
         const underway = UNDERWAY.has(member.state);
         await this.move(step, deviceId, member, { state: "not_reached", at, progress: null, reason, retryAt: null });
         marked.push(deviceId);
