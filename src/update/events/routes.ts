@@ -5,7 +5,7 @@ import type { ManagementIdentity } from "../../auth/tokens.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { errors, route } from "../../http/openapi.ts";
 import { prepareEvent, SharedSubscription, type EventStreams, type SendEvent } from "../../http/sse.ts";
-import type { EventBroadcaster } from "./broadcaster.ts";
+import type { DeviceEvent, EventBroadcaster } from "./broadcaster.ts";
 import { StreamEvents } from "./schema.ts";
 import { shows, visibleTo, type Visible } from "./visibility.ts";
 
@@ -33,15 +33,20 @@ export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcast
   const viewers = new Set<Viewer>();
   let generation = -1;
 
-  const subscription = new SharedSubscription(events, (event) => {
-    const now = accessGeneration(ctx.db);
+  const deliver = async (event: DeviceEvent) => {
+    const now = await accessGeneration(ctx.db);
     if (now !== generation) {
       generation = now;
       const shared = new Map<string, Visible>();
-      for (const viewer of viewers) viewer.sees = visibleTo(ctx.db, access.current(viewer.identity), shared);
+      for (const viewer of viewers) viewer.sees = await visibleTo(ctx.db, access.current(viewer.identity), shared);
     }
     const prepared = prepareEvent(event.event, event.data);
     for (const viewer of viewers) if (shows(viewer.sees, event)) viewer.send(prepared);
+  };
+  // One after the other, in the order they happened: what a reader may see is read from the database first.
+  let delivered = Promise.resolve();
+  const subscription = new SharedSubscription(events, (event) => {
+    delivered = delivered.then(() => deliver(event)).catch((error) => ctx.log.warn(`events: ${(error as Error).message}`));
   });
 
   route(
@@ -55,10 +60,11 @@ export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcast
       responses: { 200: { description: "Event stream", media: "text/event-stream" }, 401: errors[401] },
     },
     auth.management(),
-    (c) => {
+    async (c) => {
       const identity = c.get("identity") as ManagementIdentity;
+      const sees = await visibleTo(ctx.db, identity, new Map());
       return streams.respond(identity, (send) => {
-        const viewer: Viewer = { identity, sees: visibleTo(ctx.db, identity, new Map()), send };
+        const viewer: Viewer = { identity, sees, send };
         viewers.add(viewer);
         const release = subscription.hold();
         return () => {
