@@ -8,8 +8,7 @@ import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { rfc822 } from "../../util/time.ts";
 import { getDevice } from "../devices/devices.ts";
-import { permissionFilterSql } from "../permissions/permissions.ts";
-import { authorizeSync } from "../permissions/legacy.ts";
+import { authorize, permissionFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
 import type { DeploymentService } from "./service.ts";
 import { checkValidation, deploymentView } from "./view.ts";
@@ -83,12 +82,12 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     // A deployment of a group the caller may not read is as missing as one that does not exist.
     if (!row) throw new LabgateError("not_found", NOT_FOUND);
     try {
-      authorizeSync(db, c.get("identity"), "group", row.group_id, "read");
+      await authorize(store.query, c.get("identity"), "group", row.group_id, "read");
     } catch (error) {
       if (error instanceof LabgateError && error.code === "not_found") throw new LabgateError("not_found", NOT_FOUND);
       throw error;
     }
-    if (perm === "update") authorizeSync(db, c.get("identity"), "group", row.group_id, "update");
+    if (perm === "update") await authorize(store.query, c.get("identity"), "group", row.group_id, "update");
     return row;
   };
 
@@ -106,7 +105,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     mgmt,
     async (c, { body }) => {
       const identity = c.get("identity");
-      authorizeSync(db, identity, "group", body.group, "update");
+      await authorize(store.query, identity, "group", body.group, "update");
       if (body.validation) checkValidation(db, identity, body.group, service);
       const row = await service.create({
         groupId: body.group,
@@ -147,7 +146,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       const { rows, total } = await listDeployments(
         store.query,
         { group: query.group, status: query.status, version: query.version, limit: query.limit ?? 50, offset: query.offset ?? 0 },
-        permissionFilterSql(c.get("identity"), "group", "g"),
+        permissionFilter(c.get("identity"), "group", "g"),
       );
       c.header("X-Total-Count", String(total));
       return c.json(await Promise.all(rows.map((row) => deploymentView(service, row))));
@@ -287,7 +286,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     mgmt,
     async (c, { query }) => {
       const id = pathId(c.req.param("id"), "device");
-      authorizeSync(db, c.get("identity"), "device", id, "read");
+      await authorize(store.query, c.get("identity"), "device", id, "read");
       if (!getDevice(db, id)) throw new LabgateError("not_found", "device does not exist");
       const { rows, total } = await listHistory(store.query, id, query.limit ?? 100, query.offset ?? 0);
       c.header("X-Total-Count", String(total));

@@ -1,11 +1,10 @@
 /*
  * Deployment rows (migrations 016, 017, 021, 023, 024): queries only. The state machine is service.ts.
  */
-import { sql, type Expression, type Insertable, type Selectable, type SqlBool, type Updateable } from "kysely";
+import type { Expression, Insertable, Selectable, SqlBool, Updateable } from "kysely";
 import type { Database as SyncDatabase, Tx as SyncTx } from "../../db/index.ts";
 import type { DeploymentDevicesTable, DeploymentsTable, UpdateHistoryTable } from "../../db/schema.ts";
 import type { Queries, Tx } from "../../db/store.ts";
-import type { SqlFilter } from "../permissions/permissions.ts";
 import { emptyCounts } from "./model.ts";
 import * as legacy from "./legacy.ts";
 import { DEVICE_STATES, type Counts, type DeviceState, type MaintenanceWindow, type Status } from "./schema.ts";
@@ -117,26 +116,15 @@ export interface DeploymentFilter {
   offset: number;
 }
 
-/** A permission filter as an expression (SQL text with `?` parameters while permissions.ts still answers text). */
-function condition(filter: SqlFilter | Expression<SqlBool>): Expression<SqlBool> {
-  if (!("sql" in filter && typeof filter.sql === "string")) return filter as Expression<SqlBool>;
-  const { sql: text, params } = filter as SqlFilter;
-  const parts = text.split("?");
-  return sql<SqlBool>`(${sql.join(
-    parts.flatMap((part, i) => (i === 0 ? [sql.raw(part)] : [sql`${params[i - 1]}`, sql.raw(part)])),
-    sql.raw(""),
-  )})`;
-}
-
 /** A page of deployments (newest first) and how many match; `visible` narrows to groups the caller may read (alias `g`). */
-export async function listDeployments(q: Queries, filter: DeploymentFilter, visible: SqlFilter | Expression<SqlBool> | undefined): Promise<{ rows: DeploymentRow[]; total: number }> {
+export async function listDeployments(q: Queries, filter: DeploymentFilter, visible: Expression<SqlBool> | undefined): Promise<{ rows: DeploymentRow[]; total: number }> {
   const matching = q
     .selectFrom("deployments as dp")
     .innerJoin("groups as g", "g.id", "dp.group_id")
     .$if(filter.group !== undefined, (qb) => qb.where("dp.group_id", "=", filter.group!))
     .$if(filter.status !== undefined, (qb) => qb.where("dp.status", "=", filter.status!))
     .$if(filter.version !== undefined, (qb) => qb.where("dp.version", "=", filter.version!))
-    .$if(visible !== undefined, (qb) => qb.where(condition(visible!)));
+    .$if(visible !== undefined, (qb) => qb.where(visible!));
   const total = await matching.select((eb) => eb.fn.countAll<number>().as("n")).executeTakeFirst();
   const rows = await matching.select(COLUMNS).$castTo<DeploymentRow>().orderBy("dp.id", "desc").limit(filter.limit).offset(filter.offset).execute();
   return { rows, total: Number(total?.n ?? 0) };

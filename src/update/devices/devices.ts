@@ -1,5 +1,5 @@
 import type { Database, Tx } from "../../db/index.ts";
-import { Kysely } from "kysely";
+import { Kysely, sql } from "kysely";
 import type { Queries } from "../../db/store.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { rfc822 } from "../../util/time.ts";
@@ -123,7 +123,14 @@ export function deviceIdByMac(db: Queries | Database | Tx, mac: string): Promise
 }
 
 /** The MACs of the devices (alias `d`) a condition selects, e.g. a permission filter. */
-export function deviceMacs(db: Pick<Database, "all">, where: SqlFilter): Set<string> {
+export function deviceMacs(q: Queries, where: SqlFilter): Promise<Set<string>>;
+export function deviceMacs(db: Pick<Database, "all">, where: SqlFilter): Set<string>;
+export function deviceMacs(db: Queries | Pick<Database, "all">, where: SqlFilter): Promise<Set<string>> | Set<string> {
+  if ("selectFrom" in db) {
+    return sql<{ mac_address: string }>`SELECT d.mac_address FROM devices d WHERE ${sql.join(where.sql.split("?").flatMap((part, i) => (i === 0 ? [sql.raw(part)] : [sql`${where.params[i - 1]}`, sql.raw(part)])), sql.raw(""))}`
+      .execute(db)
+      .then(({ rows }) => new Set(rows.map((r) => r.mac_address)));
+  }
   return new Set(db.all<{ mac_address: string }>(`SELECT d.mac_address FROM devices d WHERE ${where.sql}`, where.params).map((r) => r.mac_address));
 }
 

@@ -38,7 +38,7 @@ export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcast
     if (now !== generation) {
       generation = now;
       const shared = new Map<string, Visible>();
-      for (const viewer of viewers) viewer.sees = await visibleTo(ctx.db, access.current(viewer.identity), shared);
+      for (const viewer of viewers) viewer.sees = await visibleTo(ctx.store.query, access.current(viewer.identity), shared);
     }
     const prepared = prepareEvent(event.event, event.data);
     for (const viewer of viewers) if (shows(viewer.sees, event)) viewer.send(prepared);
@@ -62,7 +62,7 @@ export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcast
     auth.management(),
     async (c) => {
       const identity = c.get("identity") as ManagementIdentity;
-      const sees = await visibleTo(ctx.db, identity, new Map());
+      const sees = await visibleTo(ctx.store.query, identity, new Map());
       return streams.respond(identity, (send) => {
         const viewer: Viewer = { identity, sees, send };
         viewers.add(viewer);
