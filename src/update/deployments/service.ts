@@ -721,7 +721,10 @@ export class DeploymentService implements Steering {
    */
   steer(deviceId: number, groupId: number, now: number, policyTarget: string | undefined): OfferDecision | undefined {
     // Nothing is offered from plans older than the database (it was reloaded from disk): none until they are built again.
-    if (this.store.epoch !== this.epoch) return void this.current().catch((error) => this.ctx.log.error(`deployments: ${(error as Error).message}`)), "hold";
+    if (this.store.epoch !== this.epoch) {
+      this.current().catch((error) => this.ctx.log.error(`deployments: ${(error as Error).message}`));
+      return "hold";
+    }
     const member = this.index.get(deviceId);
     if (member && member.run.row.group_id === groupId && member.phase <= member.run.row.current_phase) {
       const { state, run } = member;
