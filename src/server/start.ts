@@ -159,6 +159,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
 
     const ctx: AppContext = (started = { config, dataDir, db, store, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] });
     const domains = startDomains(ctx);
+    // The deployments' plans are in memory before the first update check.
+    await domains.update.deployments.ready;
     // Entries of commands run while no server ran are in the log before the first request.
     await domains.shared.auditSpool.ingest();
     const { app, operations } = serverApp(ctx, domains);

@@ -93,10 +93,10 @@ describe("createUpdateDomain", () => {
     assert.equal(await domain.deviceGate({ kind: "device", mac, deviceId, key: "", expiresAt: 0 } as never), true, "the root installs the device gate");
 
     assert.deepEqual(await domain.actions.exec(mac, "reboot", systemActor("test", new Date())), { queued: true });
-    assert.deepEqual(domain.actions.log(mac, "http://x").map((e) => [e.action, e.status]), [["reboot", "pending"]]);
+    assert.deepEqual((await domain.actions.log(mac, "http://x")).map((e) => [e.action, e.status]), [["reboot", "pending"]]);
 
     assert.equal(await deleteDevice(ctx.store, domain.deviceHooks, deviceId, systemActor("test", new Date())), true);
-    assert.deepEqual(domain.actions.log(mac, "http://x"), []);
+    assert.deepEqual(await domain.actions.log(mac, "http://x"), []);
     assert.equal(await domain.deviceGate({ kind: "device", mac, deviceId, key: "", expiresAt: 0 } as never), false);
   });
 });

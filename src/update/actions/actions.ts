@@ -42,7 +42,7 @@ function findAction(actions: Action[], actionId: string): Action | undefined {
 }
 
 export class ActionService {
-  private readonly ctx: Pick<AppContext, "clock" | "config" | "db" | "log" | "tokens">;
+  private readonly ctx: Pick<AppContext, "clock" | "config" | "store" | "log" | "tokens">;
   private readonly hub: ChannelHub;
   private readonly files: DeviceFileStore;
   private readonly store: ActionLogStore;
@@ -50,15 +50,15 @@ export class ActionService {
   private readonly inflight = new Set<string>();
 
   /** The device messages it handles, its connect hook and its outputs' file route are installed by createUpdateDomain. */
-  constructor(ctx: Pick<AppContext, "clock" | "config" | "db" | "log" | "tokens">, hub: ChannelHub, files: DeviceFileStore) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "store" | "log" | "tokens">, hub: ChannelHub, files: DeviceFileStore) {
     this.ctx = ctx;
     this.hub = hub;
     this.files = files;
-    this.store = new ActionLogStore(ctx.db, ctx.clock, (message) => ctx.log.warn(message));
+    this.store = new ActionLogStore(ctx.store, ctx.clock, (message) => ctx.log.warn(message));
   }
 
   /** An output kept in its log row (1 KiB or less) rather than in a file, for the file store to serve. */
-  storedOutput(executionId: string): { data: Uint8Array; modified: Date } | undefined {
+  storedOutput(executionId: string): Promise<{ data: Uint8Array; modified: Date } | undefined> {
     return this.store.inlineOutput(executionId);
   }
 
@@ -224,8 +224,8 @@ export class ActionService {
 
   /** Delivers the queue of a device that just connected: oldest first. */
   private async dispatch(conn: DeviceConnection): Promise<void> {
-    const queued = () => this.store.queued(conn.mac).filter((row) => !this.inflight.has(row.id));
-    if (queued().length === 0) return;
+    const queued = async () => (await this.store.queued(conn.mac)).filter((row) => !this.inflight.has(row.id));
+    if ((await queued()).length === 0) return;
     let actions: Action[];
     try {
       const caps = await conn.waitCapabilities(this.timeouts.device_reply_timeout);
@@ -234,7 +234,7 @@ export class ActionService {
     } catch {
       return; // silent device or gone: the rows stay queued for the next connection
     }
-    for (const row of queued()) {
+    for (const row of await queued()) {
       if (!conn.open) return;
       if (!actions.some((a) => a.action_id === row.action_id)) {
         await this.fail(row.id);
@@ -256,9 +256,9 @@ export class ActionService {
   }
 
   /** The log of a device, newest first; each entry carries its output inline and as a link. */
-  log(mac: string, base: string): ActionLogEntry[] {
+  async log(mac: string, base: string): Promise<ActionLogEntry[]> {
     const exitCodes = this.ctx.config.compat.action_log_status === "exit_code";
-    return this.store.entries(mac).map((row) => {
+    return (await this.store.entries(mac)).map((row) => {
       const key = row.output_key ?? (row.output ? this.files.actionOutputKey(row.id) : null);
       return {
         id: row.id,

@@ -110,7 +110,7 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
   );
 
   const getDevicesByMacActionLog = route(app, { method: "get", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "The device's action log", responses: { 200: ok(z.array(ActionLogEntry), "OK"), ...objectRefusals } }, mgmt, async (c) =>
-    c.json(actions.log(await deviceMac(c, "read"), publicBase(ctx, c))),
+    c.json(await actions.log(await deviceMac(c, "read"), publicBase(ctx, c))),
   );
 
   const deleteDevicesByMacActionLog = route(app, { method: "delete", path: "/api/v2/devices/:mac/action/log", tag, access: "management", summary: "Clear finished entries", responses: { 200: ok(), ...objectRefusals } }, mgmt, async (c) => {

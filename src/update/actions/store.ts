@@ -7,32 +7,22 @@
  * together (the journal's group commit then shares the fsync as well). Every promise still
  * resolves only once its own row is on disk.
  */
-import { Kysely } from "kysely";
-import type { Database, Tx } from "../../db/index.ts";
-import type { Tx as StoreTx } from "../../db/store.ts";
+import type { Selectable } from "kysely";
+import type { Tx as SyncTx } from "../../db/index.ts";
+import type { ActionLogTable } from "../../db/schema.ts";
+import type { Store, Tx } from "../../db/store.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { deviceIdByMac } from "../devices/devices.ts";
 import { isoTime, type Clock } from "../../util/time.ts";
 
 export type ActionStatus = "pending" | "sent" | "success" | "error";
 /** Statuses a row never leaves. */
-export const FINAL = "('success', 'error')";
+const FINAL: ActionStatus[] = ["success", "error"];
 /** Outputs up to this size are stored in the log row; larger ones are files (DeviceFileStore). */
 export const INLINE_OUTPUT_BYTES = 1024;
 
-export interface LogRow {
-  seq: number;
-  id: string;
-  mac_address: string;
-  action_id: string;
-  created: string;
-  status: ActionStatus;
-  status_code: number | null;
-  output_key: string | null;
-  /** The whole output when it is small (INLINE_OUTPUT_BYTES), else null. */
-  output: Uint8Array | null;
-  finished: string | null;
-}
+/** A log row; `output` is the whole output when it is small (INLINE_OUTPUT_BYTES), else null. */
+export type LogRow = Omit<Selectable<ActionLogTable>, "status"> & { status: ActionStatus };
 
 export interface NewEntry {
   id: string;
@@ -111,28 +101,28 @@ class TurnBatch<T, R> {
   }
 }
 
-/** Rows of one multi-row INSERT: one statement text (and one journal op) per 64 log entries. */
+/** Rows of one multi-row INSERT: one statement (and one journal op) per 64 log entries. */
 const INSERT_CHUNK = 64;
-const insertSql = (rows: number) =>
-  `INSERT INTO action_log (id, mac_address, action_id, created, status) VALUES ${Array.from({ length: rows }, () => "(?, ?, ?, ?, 'pending')").join(", ")}`;
 
 export class ActionLogStore {
-  private readonly db: Database;
+  private readonly store: Store;
   private readonly clock: Clock;
   private readonly warn: (message: string) => void;
-  private readonly inserts = new TurnBatch<NewEntry, boolean>((entries) => this.db.write((tx) => this.insertRows(tx, entries)));
-  private readonly failures = new TurnBatch<string, void>((ids) => this.db.write((tx) => this.failRows(tx, ids)).then(() => ids.map(() => undefined)));
+  private readonly inserts = new TurnBatch<NewEntry, boolean>((entries) => this.store.transact((tx) => this.insertRows(tx, entries)));
+  private readonly failures = new TurnBatch<string, void>((ids) => this.store.transact((tx) => this.failRows(tx, ids)).then(() => ids.map(() => undefined)));
   private readonly results = new TurnBatch<ResultRecord, Recorded>((records) =>
-    this.db.write((tx) => {
+    this.store.transact(async (tx) => {
       const finished = isoTime(this.clock.now());
-      return records.map((r) => this.resultRow(tx, r, finished));
+      const recorded: Recorded[] = [];
+      for (const r of records) recorded.push(await this.resultRow(tx, r, finished));
+      return recorded;
     }),
   );
   private sent = new Set<string>();
   private sentFlush = false;
 
-  constructor(db: Database, clock: Clock, warn: (message: string) => void) {
-    this.db = db;
+  constructor(store: Store, clock: Clock, warn: (message: string) => void) {
+    this.store = store;
     this.clock = clock;
     this.warn = warn;
   }
@@ -146,8 +136,8 @@ export class ActionLogStore {
     return entries.length === 0 ? Promise.resolve([]) : this.inserts.addAll(entries);
   }
 
-  private insertRows(tx: Tx, entries: NewEntry[]): boolean[] {
-    const waiting = this.unfinishedCounts([...new Set(entries.map((e) => e.mac))], tx);
+  private async insertRows(tx: Tx, entries: NewEntry[]): Promise<boolean[]> {
+    const waiting = await this.unfinishedCounts([...new Set(entries.map((e) => e.mac))], tx);
     const stored = entries.map((e) => {
       const n = waiting.get(e.mac) ?? 0;
       if (n >= e.cap) return false;
@@ -156,15 +146,15 @@ export class ActionLogStore {
     });
     const rows = entries.filter((_e, i) => stored[i]);
     const created = isoTime(this.clock.now());
-    const params = (chunk: NewEntry[]) => chunk.flatMap((e) => [e.id, e.mac, e.actionId, created]);
+    const values = (chunk: NewEntry[]) => chunk.map((e) => ({ id: e.id, mac_address: e.mac, action_id: e.actionId, created, status: "pending" }));
     let at = 0;
-    for (; at + INSERT_CHUNK <= rows.length; at += INSERT_CHUNK) tx.run(insertSql(INSERT_CHUNK), params(rows.slice(at, at + INSERT_CHUNK)));
+    for (; at + INSERT_CHUNK <= rows.length; at += INSERT_CHUNK) await tx.insertInto("action_log").values(values(rows.slice(at, at + INSERT_CHUNK))).execute();
     // The rest one by one: few distinct statement texts, each prepared once.
-    for (; at < rows.length; at++) tx.run(insertSql(1), params([rows[at]]));
+    for (; at < rows.length; at++) await tx.insertInto("action_log").values(values([rows[at]])).execute();
     for (const { audit, actionId } of entries) {
       if (!audit) continue;
-      const target = audit.devices.length === 1 ? deviceTarget(tx, audit.devices[0]) : "devices";
-      recordAudit(tx, audit.actor, "action.exec", target, { action_id: actionId, devices: audit.devices.length, ...(audit.devices.length > 1 ? { first: audit.devices.slice(0, 10) } : {}) });
+      const target = audit.devices.length === 1 ? await deviceTarget(tx, audit.devices[0]) : "devices";
+      await recordAudit(tx, audit.actor, "action.exec", target, { action_id: actionId, devices: audit.devices.length, ...(audit.devices.length > 1 ? { first: audit.devices.slice(0, 10) } : {}) });
     }
     return stored;
   }
@@ -186,9 +176,7 @@ export class ActionLogStore {
     this.sentFlush = false;
     if (ids.length === 0) return;
     try {
-      this.db.writeLazy((tx) => {
-        for (const id of ids) tx.run("UPDATE action_log SET status = 'sent' WHERE id = ? AND status = 'pending'", [id]);
-      });
+      this.store.writeLazy(this.store.query.updateTable("action_log").set({ status: "sent" }).where("id", "in", ids).where("status", "=", "pending"));
     } catch (error) {
       this.warn(`status sent of ${ids.length} action(s) not recorded: ${(error as Error).message}`);
     }
@@ -199,9 +187,9 @@ export class ActionLogStore {
     return this.failures.add(id);
   }
 
-  private failRows(tx: Tx, ids: string[]): void {
+  private async failRows(tx: Tx, ids: string[]): Promise<void> {
     const finished = isoTime(this.clock.now());
-    for (const id of ids) tx.run(`UPDATE action_log SET status = 'error', finished = ? WHERE id = ? AND status NOT IN ${FINAL}`, [finished, id]);
+    await tx.updateTable("action_log").set({ status: "error", finished }).where("id", "in", ids).where("status", "not in", FINAL).execute();
   }
 
   /** A device's result: the row gets its final status, exit code and output, unless it already has one. */
@@ -211,87 +199,101 @@ export class ActionLogStore {
     return this.results.add(record);
   }
 
-  private resultRow(tx: Tx, r: ResultRecord, finished: string): Recorded {
-    const { changes } = tx.run(`UPDATE action_log SET status = ?, status_code = ?, output_key = ?, output = ?, finished = ? WHERE id = ? AND mac_address = ? AND status NOT IN ${FINAL}`, [
-      r.code === 0 ? "success" : "error",
-      r.code,
-      r.key,
-      r.output,
-      finished,
-      r.id,
-      r.mac,
-    ]);
-    if (changes > 0) return "stored";
-    return tx.get("SELECT 1 FROM action_log WHERE id = ? AND mac_address = ?", [r.id, r.mac]) ? "late" : "unknown";
+  private async resultRow(tx: Tx, r: ResultRecord, finished: string): Promise<Recorded> {
+    const { numUpdatedRows } = await tx
+      .updateTable("action_log")
+      .set({ status: r.code === 0 ? "success" : "error", status_code: r.code, output_key: r.key, output: r.output, finished })
+      .where("id", "=", r.id)
+      .where("mac_address", "=", r.mac)
+      .where("status", "not in", FINAL)
+      .executeTakeFirst();
+    if (numUpdatedRows > 0n) return "stored";
+    return (await tx.selectFrom("action_log").select("seq").where("id", "=", r.id).where("mac_address", "=", r.mac).executeTakeFirst()) ? "late" : "unknown";
   }
 
   /** Rows without a result per device of `macs` (devices without any are left out), in one query. */
-  private unfinishedCounts(macs: readonly string[], tx: Tx): Map<string, number> {
-    const rows = tx.all<{ mac: string; n: number }>(
-      "SELECT mac_address AS mac, COUNT(*) AS n FROM action_log WHERE status IN ('pending', 'sent') AND mac_address IN (SELECT value FROM json_each(?)) GROUP BY mac_address",
-      [JSON.stringify(macs)],
-    );
-    return new Map(rows.map((r) => [r.mac, r.n]));
+  private async unfinishedCounts(macs: readonly string[], tx: Tx): Promise<Map<string, number>> {
+    if (macs.length === 0) return new Map();
+    const rows = await tx
+      .selectFrom("action_log")
+      .select(["mac_address", (eb) => eb.fn.countAll<number>().as("n")])
+      .where("status", "in", ["pending", "sent"])
+      .where("mac_address", "in", [...macs])
+      .groupBy("mac_address")
+      .execute();
+    return new Map(rows.map((r) => [r.mac_address, Number(r.n)]));
   }
 
   /** Rows of a device without a result (its queue), oldest first. */
-  queued(mac: string): LogRow[] {
-    return this.db.all<LogRow>("SELECT * FROM action_log WHERE mac_address = ? AND status IN ('pending', 'sent') ORDER BY seq", [mac]);
+  queued(mac: string): Promise<LogRow[]> {
+    return this.store.query.selectFrom("action_log").selectAll().where("mac_address", "=", mac).where("status", "in", ["pending", "sent"]).orderBy("seq").$castTo<LogRow>().execute();
   }
 
   /** The log of a device, newest first. */
-  entries(mac: string): LogRow[] {
-    return this.db.all<LogRow>("SELECT * FROM action_log WHERE mac_address = ? ORDER BY seq DESC", [mac]);
+  entries(mac: string): Promise<LogRow[]> {
+    return this.store.query.selectFrom("action_log").selectAll().where("mac_address", "=", mac).orderBy("seq", "desc").$castTo<LogRow>().execute();
   }
 
   /** The output stored in the row of `id`, and when it came; undefined when the row keeps none. */
-  inlineOutput(id: string): { data: Uint8Array; modified: Date } | undefined {
-    const row = this.db.get<{ output: Uint8Array; finished: string }>("SELECT output, finished FROM action_log WHERE id = ? AND output IS NOT NULL", [id]);
-    return row && { data: row.output, modified: new Date(row.finished) };
+  async inlineOutput(id: string): Promise<{ data: Uint8Array; modified: Date } | undefined> {
+    const row = await this.store.query.selectFrom("action_log").select(["output", "finished"]).where("id", "=", id).where("output", "is not", null).executeTakeFirst();
+    return row?.output ? { data: row.output, modified: new Date(row.finished!) } : undefined;
   }
 
   /** Deletes the finished rows (success or error) of a device; resolves with the output files they named. */
   clearFinished(mac: string, actor: Actor): Promise<Array<string | null>> {
-    return this.deleteWhere(`mac_address = ? AND status IN ${FINAL}`, [mac], actor, "action.clear_log", mac);
+    return this.deleteWhere({ mac, status: "final" }, actor, "action.clear_log");
   }
 
   /** Deletes the rows of a device without a result (its queue). */
   clearPending(mac: string, actor: Actor): Promise<Array<string | null>> {
-    return this.deleteWhere(`mac_address = ? AND status NOT IN ${FINAL}`, [mac], actor, "action.clear_pending", mac);
+    return this.deleteWhere({ mac, status: "unfinished" }, actor, "action.clear_pending");
   }
 
   /** Deletes the listed rows of a device, whatever their status; unknown ids are ignored. */
   remove(mac: string, ids: string[], actor: Actor): Promise<Array<string | null>> {
     if (ids.length === 0) return Promise.resolve([]);
-    return this.deleteWhere(`mac_address = ? AND id IN (${ids.map(() => "?").join(", ")})`, [mac, ...ids], actor, "action.remove", mac, { ids: ids.slice(0, 20) });
+    return this.deleteWhere({ mac, ids }, actor, "action.remove", { ids: ids.slice(0, 20) });
   }
 
-  /** Deletes the matching rows of device `mac` and records `action` with how many went. */
-  private deleteWhere(where: string, params: string[], actor: Actor, action: string, mac: string, detail: Record<string, unknown> = {}): Promise<Array<string | null>> {
-    return this.db.write((tx) => {
-      const keys = deleteRows(tx, where, params);
-      recordAudit(tx, actor, action, deviceTarget(tx, mac), { ...detail, removed: keys.length });
+  /** Deletes the matching rows of a device and records `action` with how many went. */
+  private deleteWhere(which: Which, actor: Actor, action: string, detail: Record<string, unknown> = {}): Promise<Array<string | null>> {
+    return this.store.transact(async (tx) => {
+      const keys = await deleteRows(tx, which);
+      await recordAudit(tx, actor, action, await deviceTarget(tx, which.mac), { ...detail, removed: keys.length });
       return keys;
     });
   }
 }
 
 /** An action's device as the audit log names devices (`device:<id>`: its page lists them), or its MAC address when it is gone. */
-function deviceTarget(tx: Tx, mac: string): string {
-  const deviceId = deviceIdByMac(tx, mac);
+async function deviceTarget(tx: Tx, mac: string): Promise<string> {
+  const deviceId = await deviceIdByMac(tx, mac);
   return deviceId !== undefined ? `device:${deviceId}` : `mac:${mac}`;
 }
 
-function deleteRows(tx: Tx, where: string, params: string[]): Array<string | null> {
-  const outputs = tx.all<{ output_key: string | null }>(`SELECT output_key FROM action_log WHERE ${where}`, params);
-  tx.run(`DELETE FROM action_log WHERE ${where}`, params);
-  return outputs.map((r) => r.output_key);
+/** Rows of a device: all, those with a final status, those without one, or the listed ones. */
+type Which = { mac: string; status?: "final" | "unfinished"; ids?: string[] };
+
+async function deleteRows(tx: Tx, { mac, status, ids }: Which): Promise<Array<string | null>> {
+  const rows = await tx
+    .deleteFrom("action_log")
+    .where("mac_address", "=", mac)
+    .$if(status === "final", (qb) => qb.where("status", "in", FINAL))
+    .$if(status === "unfinished", (qb) => qb.where("status", "not in", FINAL))
+    .$if(ids !== undefined, (qb) => qb.where("id", "in", ids!))
+    .returning("output_key")
+    .execute();
+  return rows.map((r) => r.output_key);
 }
 
 /** Inside a device's deletion: its whole log goes; returns the output files to remove afterwards. */
-export function deleteDeviceLog(tx: StoreTx, mac: string): Promise<Array<string | null>>;
-export function deleteDeviceLog(tx: Tx, mac: string): Array<string | null>;
-export function deleteDeviceLog(tx: Tx | StoreTx, mac: string): Promise<Array<string | null>> | Array<string | null> {
-  if (!(tx instanceof Kysely)) return deleteRows(tx, "mac_address = ?", [mac]);
-  return tx.deleteFrom("action_log").where("mac_address", "=", mac).returning("output_key").execute().then((rows) => rows.map((r) => r.output_key));
+export function deleteDeviceLog(tx: Tx, mac: string): Promise<Array<string | null>>;
+/** The same in a synchronous transaction of an area not yet on the Store (goes once none calls it). */
+export function deleteDeviceLog(tx: SyncTx, mac: string): Array<string | null>;
+export function deleteDeviceLog(tx: Tx | SyncTx, mac: string): Promise<Array<string | null>> | Array<string | null> {
+  if (!("run" in tx)) return deleteRows(tx, { mac });
+  const outputs = tx.all<{ output_key: string | null }>("SELECT output_key FROM action_log WHERE mac_address = ?", [mac]);
+  tx.run("DELETE FROM action_log WHERE mac_address = ?", [mac]);
+  return outputs.map((r) => r.output_key);
 }

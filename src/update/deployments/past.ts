@@ -10,7 +10,7 @@ import type { AppContext } from "../../app/context.ts";
 import { LogRate } from "../logs/logs.ts";
 import { getProgress, type UpdateProgress } from "../progress/progress.ts";
 import type { DeviceState, Outcome } from "./schema.ts";
-import { addHistory, latestMembership, trimHistory, updateMember } from "./store.ts";
+import { addHistory, latestMembership, newestHistory, trimHistory, updateMember } from "./store.ts";
 import { isoTime } from "../../util/time.ts";
 
 /** Outcomes outside a current attempt a device may have recorded per minute (beyond: dropped, counted). */
@@ -21,7 +21,7 @@ export const HISTORY_PER_DEVICE = 1000;
 const ENDED_OPEN: ReadonlySet<DeviceState> = new Set(["installing", "aborted", "not_reached"]);
 
 export class PastOutcomes {
-  private readonly ctx: Pick<AppContext, "db" | "clock" | "log" | "store">;
+  private readonly ctx: Pick<AppContext, "store" | "clock" | "log">;
   private readonly progress: UpdateProgress;
   private readonly active: (deploymentId: number) => boolean;
   private readonly rate: LogRate;
@@ -30,7 +30,7 @@ export class PastOutcomes {
   private droppedLogged = -Infinity;
 
   /** `active` says whether a deployment is still active (its outcomes are the service's). */
-  constructor(ctx: Pick<AppContext, "db" | "clock" | "log" | "store">, progress: UpdateProgress, active: (deploymentId: number) => boolean) {
+  constructor(ctx: Pick<AppContext, "store" | "clock" | "log">, progress: UpdateProgress, active: (deploymentId: number) => boolean) {
     this.ctx = ctx;
     this.progress = progress;
     this.active = active;
@@ -39,25 +39,25 @@ export class PastOutcomes {
 
   /** An `installed` or `failed` outcome of `deviceId`: a history row, or dropped. Resolves once durable. */
   async record(deviceId: number, outcome: Outcome): Promise<void> {
-    const { db } = this.ctx;
     const at = isoTime(this.ctx.clock.now());
-    const row = latestMembership(db, deviceId, outcome.deployment);
-    // Its deployment ended while it installed that deployment's version (an abort cannot stop an install).
-    const ended =
-      row && !this.active(row.deployment_id) && ENDED_OPEN.has(row.state) && (outcome.deployment === undefined ? row.to_version === outcome.version : outcome.attempt === row.attempt) ? row : undefined;
-    // The group's policy offered this version (its progress record is open); a report naming a deployment answers no policy offer.
-    const offered = (await getProgress(this.ctx.store.query, deviceId))?.version === outcome.version;
-    const open = ended !== undefined || (offered && outcome.deployment === undefined);
-    if (!open && outcome.state !== "installed") return this.drop(deviceId, "it answers no open offer");
-    if (this.rate.take(deviceId, 1)) return this.drop(deviceId, `more than ${OUTCOMES_PER_MINUTE} a minute`);
-    // An earlier attempt of a deployment the report names is history of that deployment.
-    const of = ended ?? (outcome.deployment !== undefined ? row : undefined);
-    await db.write((tx) => {
+    // What the device owes is read in the transaction that records it: another report may end the same offer meanwhile.
+    const dropped = await this.ctx.store.transact(async (tx) => {
+      const row = await latestMembership(tx, deviceId, outcome.deployment);
+      // Its deployment ended while it installed that deployment's version (an abort cannot stop an install).
+      const ended =
+        row && !this.active(row.deployment_id) && ENDED_OPEN.has(row.state) && (outcome.deployment === undefined ? row.to_version === outcome.version : outcome.attempt === row.attempt) ? row : undefined;
+      // The group's policy offered this version (its progress record is open); a report naming a deployment answers no policy offer.
+      const offered = (await getProgress(tx, deviceId))?.version === outcome.version;
+      const open = ended !== undefined || (offered && outcome.deployment === undefined);
+      if (!open && outcome.state !== "installed") return "it answers no open offer";
+      if (this.rate.take(deviceId, 1)) return `more than ${OUTCOMES_PER_MINUTE} a minute`;
       // Installed, once: the newest row says so already (a report sent again, or a flood).
-      const newest = tx.get<{ to_version: string; outcome: string }>("SELECT to_version, outcome FROM update_history WHERE device_id = ? ORDER BY id DESC LIMIT 1", [deviceId]);
-      if (!open && newest && newest.to_version === outcome.version && newest.outcome === "installed") return;
-      if (offered) this.progress.endIn(tx, deviceId);
-      addHistory(tx, {
+      const newest = await newestHistory(tx, deviceId);
+      if (!open && newest && newest.to_version === outcome.version && newest.outcome === "installed") return undefined;
+      // An earlier attempt of a deployment the report names is history of that deployment.
+      const of = ended ?? (outcome.deployment !== undefined ? row : undefined);
+      if (offered) await this.progress.endIn(tx, deviceId);
+      await addHistory(tx, {
         device_id: deviceId,
         deployment_id: of?.deployment_id ?? null,
         attempt: of ? (outcome.attempt ?? of.attempt) : null,
@@ -69,12 +69,14 @@ export class PastOutcomes {
         at,
         report_id: outcome.reportId,
       });
-      trimHistory(tx, deviceId, HISTORY_PER_DEVICE);
+      await trimHistory(tx, deviceId, HISTORY_PER_DEVICE);
       if (ended && ended.state === "installing") {
         const done = outcome.state === "installed" ? "installed" : "failed";
-        updateMember(tx, ended.deployment_id, deviceId, { state: done, at, reason: outcome.reason, output: outcome.output });
+        await updateMember(tx, ended.deployment_id, deviceId, { state: done, at, reason: outcome.reason, output: outcome.output });
       }
+      return undefined;
     });
+    if (dropped !== undefined) this.drop(deviceId, dropped);
   }
 
   /** Counts an outcome dropped, and says so in the log at most once a minute. */

@@ -8,8 +8,7 @@ import type { AppContext, AppEnv } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { rfc822 } from "../../util/time.ts";
 import { getDevice } from "../devices/devices.ts";
-import { permissionFilterSql } from "../permissions/permissions.ts";
-import { authorizeSync } from "../permissions/legacy.ts";
+import { authorize, permissionFilter } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
 import type { DeploymentService } from "./service.ts";
 import { checkValidation, deploymentView } from "./view.ts";
@@ -73,22 +72,22 @@ const historyView = (row: HistoryRow): UpdateHistoryEntry => ({
  * one `update` on it (admin scopes pass); update history: `read` on the device.
  */
 export function deploymentRoutes(ctx: AppContext, auth: Auth, service: DeploymentService) {
-  const { db } = ctx;
+  const { db, store } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
 
-  const deploymentFor = (c: Context<AppEnv>, perm: "read" | "update") => {
+  const deploymentFor = async (c: Context<AppEnv>, perm: "read" | "update") => {
     const id = pathId(c.req.param("id"), "deployment");
-    const row = getDeployment(db, id);
+    const row = await getDeployment(store.query, id);
     // A deployment of a group the caller may not read is as missing as one that does not exist.
     if (!row) throw new LabgateError("not_found", NOT_FOUND);
     try {
-      authorizeSync(db, c.get("identity"), "group", row.group_id, "read");
+      await authorize(store.query, c.get("identity"), "group", row.group_id, "read");
     } catch (error) {
       if (error instanceof LabgateError && error.code === "not_found") throw new LabgateError("not_found", NOT_FOUND);
       throw error;
     }
-    if (perm === "update") authorizeSync(db, c.get("identity"), "group", row.group_id, "update");
+    if (perm === "update") await authorize(store.query, c.get("identity"), "group", row.group_id, "update");
     return row;
   };
 
@@ -106,7 +105,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     mgmt,
     async (c, { body }) => {
       const identity = c.get("identity");
-      authorizeSync(db, identity, "group", body.group, "update");
+      await authorize(store.query, identity, "group", body.group, "update");
       if (body.validation) checkValidation(db, identity, body.group, service);
       const row = await service.create({
         groupId: body.group,
@@ -127,7 +126,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
         actor: actorOf(c, ctx.clock),
         identity,
       });
-      return c.json(deploymentView(service, row), 201);
+      return c.json(await deploymentView(service, row), 201);
     },
   );
 
@@ -143,14 +142,14 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       responses: { 200: { ...ok(z.array(Deployment), "OK"), headers: TOTAL }, 400: errors[400], 401: errors[401] },
     },
     mgmt,
-    (c, { query }) => {
-      const { rows, total } = listDeployments(
-        db,
+    async (c, { query }) => {
+      const { rows, total } = await listDeployments(
+        store.query,
         { group: query.group, status: query.status, version: query.version, limit: query.limit ?? 50, offset: query.offset ?? 0 },
-        permissionFilterSql(c.get("identity"), "group", "g"),
+        permissionFilter(c.get("identity"), "group", "g"),
       );
       c.header("X-Total-Count", String(total));
-      return c.json(rows.map((row) => deploymentView(service, row)));
+      return c.json(await Promise.all(rows.map((row) => deploymentView(service, row))));
     },
   );
 
@@ -165,7 +164,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       responses: { 200: ok(Deployment, "OK"), ...objectRefusals },
     },
     mgmt,
-    (c) => c.json(deploymentView(service, deploymentFor(c, "read"))),
+    async (c) => c.json(await deploymentView(service, await deploymentFor(c, "read"))),
   );
 
   const getDeploymentsPreflight = route(
@@ -195,9 +194,9 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       responses: { 200: { ...ok(z.array(DeploymentDevice), "OK"), headers: TOTAL }, 400: errors[400], ...objectRefusals },
     },
     mgmt,
-    (c, { query }) => {
-      const row = deploymentFor(c, "read");
-      const { rows, total } = listMembers(db, row.id, { state: query.state, phase: query.phase, limit: query.limit ?? 100, offset: query.offset ?? 0 });
+    async (c, { query }) => {
+      const row = await deploymentFor(c, "read");
+      const { rows, total } = await listMembers(store.query, row.id, { state: query.state, phase: query.phase, limit: query.limit ?? 100, offset: query.offset ?? 0 });
       c.header("X-Total-Count", String(total));
       return c.json(rows.map(memberView));
     },
@@ -214,10 +213,10 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       responses: { 200: ok(DeploymentTimeline, "OK"), ...objectRefusals },
     },
     mgmt,
-    (c) => {
-      const row = deploymentFor(c, "read");
+    async (c) => {
+      const row = await deploymentFor(c, "read");
       const at = (iso: string) => Date.parse(iso);
-      const traces = deploymentTraces(db, row.id).map((t) => ({
+      const traces = (await deploymentTraces(store.query, row.id)).map((t) => ({
         device: t.device_id,
         state: t.state,
         attempt: t.attempt,
@@ -233,9 +232,9 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
 
   const commandOp = (summary: string) => ({ tag, access: "management", summary, responses: { 200: ok(Deployment, "OK"), ...write } }) as const;
   const command = (action: (id: number, actor: Actor) => Promise<void>): RouteHandler<AppEnv, ReturnType<typeof commandOp>> => async (c) => {
-    const row = deploymentFor(c, "update");
+    const row = await deploymentFor(c, "update");
     await action(row.id, actorOf(c, ctx.clock));
-    return c.json(deploymentView(service, getDeployment(db, row.id)!));
+    return c.json(await deploymentView(service, (await getDeployment(store.query, row.id))!));
   };
   const postDeploymentsByIdPause = route(app, { method: "post", path: "/api/v2/deployments/:id{[0-9]+}/pause", ...commandOp("No new offers until resumed") }, mgmt, command((id, actor) => service.pause(id, actor)));
   const postDeploymentsByIdResume = route(app, { method: "post", path: "/api/v2/deployments/:id{[0-9]+}/resume", ...commandOp("Offers again") }, mgmt, command((id, actor) => service.resume(id, actor)));
@@ -267,9 +266,9 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     async (c) => {
       // No body: every failed device.
       const body = c.req.header("content-type") === undefined && Number(c.req.header("content-length") ?? 0) === 0 ? {} : await jsonBody(c, DeploymentRetry);
-      const row = deploymentFor(c, "update");
+      const row = await deploymentFor(c, "update");
       await service.retry(row.id, actorOf(c, ctx.clock), body.devices);
-      return c.json(deploymentView(service, getDeployment(db, row.id)!));
+      return c.json(await deploymentView(service, (await getDeployment(store.query, row.id))!));
     },
   );
 
@@ -285,11 +284,11 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
       responses: { 200: { ...ok(z.array(UpdateHistoryEntry), "OK"), headers: TOTAL }, 400: errors[400], ...objectRefusals },
     },
     mgmt,
-    (c, { query }) => {
+    async (c, { query }) => {
       const id = pathId(c.req.param("id"), "device");
-      authorizeSync(db, c.get("identity"), "device", id, "read");
+      await authorize(store.query, c.get("identity"), "device", id, "read");
       if (!getDevice(db, id)) throw new LabgateError("not_found", "device does not exist");
-      const { rows, total } = listHistory(db, id, query.limit ?? 100, query.offset ?? 0);
+      const { rows, total } = await listHistory(store.query, id, query.limit ?? 100, query.offset ?? 0);
       c.header("X-Total-Count", String(total));
       return c.json(rows.map(historyView));
     },

@@ -7,16 +7,15 @@
  * Time decisions (start time, window, success wait, device timeout) read the injected clock; a
  * loop sleeping on it runs them (tests move a TestClock and the loop wakes).
  */
-import type { Database, Tx } from "../../db/index.ts";
+import type { Store, Tx } from "../../db/store.ts";
 import { recordAudit, systemActor, type Actor } from "../../audit/audit.ts";
 import type { AppContext, Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { ChannelHub, DeviceConnection } from "../channel/hub.ts";
 import type { EventBroadcaster } from "../events/broadcaster.ts";
 import { deviceMac, groupMemberMetadata } from "../devices/devices.ts";
-import { packageMetadataTextInWrite } from "../packages/legacy.ts";
-import { changed, type CatalogWatch } from "../groups/groups.ts";
-import { assignPackagesInWrite, groupDeviceIdsInWrite, groupExistsInWrite, groupPackageIdsInWrite, groupPolicyInWrite, setPolicyInWrite } from "../groups/legacy.ts";
+import { packageMetadataText } from "../packages/packages.ts";
+import { assignPackages, changed, getGroup, groupDeviceIds, groupPackageIds, groupPolicy, setPolicyIn, type CatalogWatch } from "../groups/groups.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
 import { checkKeys, type OfferTag, type OfferDecision, type Steering } from "../updatecheck/check.ts";
 import {
@@ -44,6 +43,11 @@ import {
   activeDeployments,
   addHistory,
   heldOut,
+  insertDeployment,
+  insertMembers,
+  markValidated,
+  memberProgress,
+  memberVersions,
   reportApplied,
   getDeployment,
   memberStates,
@@ -52,7 +56,9 @@ import {
   parseWindow,
   storedCounts,
   failedMembers,
+  updateDeployment,
   updateMember,
+  updateMembers,
   type DeploymentRow,
   type MemberChange,
   type MemberState,
@@ -103,9 +109,9 @@ export interface NewDeployment {
 }
 
 /** A deployment's `packages` join its group through the group's one assignment path: its checks, its audit. */
-function assignFirst(tx: Tx, input: NewDeployment): number[] {
+async function assignFirst(tx: Tx, input: NewDeployment): Promise<number[]> {
   try {
-    return assignPackagesInWrite(tx, input.identity, input.groupId, input.packages, "add", input.actor);
+    return await assignPackages(tx, input.identity, input.groupId, input.packages, "add", input.actor);
   } catch (error) {
     if (error instanceof LabgateError) throw new LabgateError(error.code, `field "packages": ${error.message}`, error.details);
     throw error;
@@ -163,6 +169,15 @@ const memberOf = (run: Run, m: MemberState): Member => ({
   retryAt: m.retry_at ? Date.parse(m.retry_at) : null,
 });
 
+/**
+ * One transaction of the service: its statements (`tx`) and how to take back the memory changes
+ * made with them, should it not commit (PostgreSQL runs a transaction again after a conflict).
+ */
+interface Step {
+  tx: Tx;
+  undo: Array<() => void>;
+}
+
 /** The actor of the deployments' own steps (pause at the threshold, advance, completion, timeouts). */
 const automatic = (now: number): Actor => systemActor("deployment", new Date(now));
 
@@ -180,7 +195,7 @@ export type AttemptHook = (event: { kind: "offered" | "ended" | "recovered"; dep
 
 export class DeploymentService implements Steering {
   private readonly ctx: AppContext;
-  private readonly db: Database;
+  private readonly store: Store;
   private readonly events: EventBroadcaster;
   private readonly hub: ChannelHub;
   private readonly catalog: CatalogWatch;
@@ -204,6 +219,8 @@ export class DeploymentService implements Steering {
   /** Deployment id -> devices whose installed update is being validated: meanwhile it neither advances nor completes. */
   private readonly validating = new Map<number, Set<number>>();
   private epoch = -1;
+  /** The memory being (re)built from the database. */
+  private loading: Promise<void> | undefined;
   private readonly stop = new AbortController();
   /** Outcomes that answer no current attempt: history within bounds (past.ts). */
   readonly past: PastOutcomes;
@@ -216,12 +233,15 @@ export class DeploymentService implements Steering {
     this.ctx = ctx;
     this.progressRecords = progress;
     this.past = new PastOutcomes(ctx, progress, (deploymentId) => this.runs.has(deploymentId));
-    this.db = ctx.db;
+    this.store = ctx.store;
     this.catalog = catalog;
     this.events = events;
     this.hub = hub;
-    this.load();
+    this.ready = this.current();
   }
+
+  /** Settles once the memory is built from the database (the server awaits it before it serves). */
+  readonly ready: Promise<void>;
 
   /** Starts the loop of time decisions; it ends with `close`. */
   start(): void {
@@ -277,21 +297,38 @@ export class DeploymentService implements Steering {
 
   // --- memory ------------------------------------------------------------------------------
 
-  /** (Re)builds the memory from the database: at start, and after the database reloaded from disk. */
-  private load(): void {
+  /**
+   * (Re)builds the memory from the database: at start, and after the database reloaded from disk.
+   * Read in one transaction (one state of the database), put in place at once.
+   */
+  private async load(): Promise<void> {
+    const epoch = this.store.epoch;
+    const { rows, members, held } = await this.store.transact(async (tx) => {
+      const rows = await activeDeployments(tx);
+      const members: MemberState[][] = [];
+      for (const row of rows) members.push(await memberStates(tx, row.id));
+      return { rows, members, held: await heldOut(tx) };
+    });
     this.runs.clear();
     this.index.clear();
     this.held.clear();
     const now = this.ctx.clock.now();
-    for (const row of activeDeployments(this.db)) this.track(row, now);
-    for (const { device_id, version } of heldOut(this.db)) this.hold(device_id, version);
-    this.epoch = this.db.epoch;
+    rows.forEach((row, i) => this.track(row, members[i], now));
+    for (const { device_id, version } of held) this.hold(device_id, version);
+    this.epoch = epoch;
+  }
+
+  /** The memory in step with the database: built again when the database was reloaded from disk (after a write that could not be saved). */
+  private current(): Promise<void> {
+    if (this.store.epoch === this.epoch) return Promise.resolve();
+    this.loading ??= this.load().finally(() => (this.loading = undefined));
+    return this.loading;
   }
 
   /** An active deployment's devices into memory. */
-  private track(row: DeploymentRow, now: number): Run {
+  private track(row: DeploymentRow, members: readonly MemberState[], now: number): Run {
     const run = this.runOf(row, now);
-    for (const m of memberStates(this.db, row.id)) {
+    for (const m of members) {
       this.index.set(m.device_id, memberOf(run, m));
       run.counts[m.phase][m.state] += 1;
     }
@@ -325,11 +362,6 @@ export class DeploymentService implements Steering {
     return run;
   }
 
-  /** Reloads the plans when the database was reloaded from disk (after a write that could not be saved). */
-  private reloadIfDatabaseReloaded(): void {
-    if (this.db.epoch !== this.epoch) this.load();
-  }
-
   /** Is the window open (computed once a minute); notes when it opened, for the timeouts. */
   private windowOpenAt(run: Run, now: number): boolean {
     const minute = Math.floor(now / 60_000);
@@ -346,9 +378,47 @@ export class DeploymentService implements Steering {
     return run.row.status === "running" && run.row.current_phase >= 0 && this.windowOpenAt(run, now);
   }
 
-  /** Moves a device in memory and on disk (inside `tx`). */
-  private move(tx: Tx, deviceId: number, member: Member, change: MemberChange): void {
-    updateMember(tx, member.run.row.id, deviceId, change);
+  /**
+   * Runs `fn` as one transaction of the service; the memory changes its steps made (move,
+   * setRow, what they record in `undo`) are taken back when it does not commit, and before
+   * PostgreSQL runs it again. Events, hooks and sockets act once it resolved.
+   */
+  private async transact<T>(fn: (step: Step) => Promise<T>): Promise<T> {
+    const undo: Array<() => void> = [];
+    const back = () => {
+      while (undo.length > 0) undo.pop()!();
+    };
+    try {
+      return await this.store.transact((tx) => {
+        back();
+        return fn({ tx, undo });
+      });
+    } catch (error) {
+      back();
+      throw error;
+    }
+  }
+
+  /**
+   * Moves a device in memory at once (its checks and this move are one synchronous step, so
+   * nothing decides on the state in between) and on disk (inside the step's transaction).
+   */
+  private move(step: Step, deviceId: number, member: Member, change: MemberChange): Promise<void> {
+    const was = { state: member.state, offeredAt: member.offeredAt, attempt: member.attempt, failures: member.failures, offeredVersion: member.offeredVersion, retryAt: member.retryAt };
+    const released = this.releasedAt.get(deviceId);
+    const installing = this.installingSince.get(deviceId);
+    const validating = this.validating.get(member.run.row.id)?.has(deviceId) ?? false;
+    step.undo.push(() => {
+      const counts = member.run.counts[member.phase];
+      counts[member.state] -= 1;
+      counts[was.state] += 1;
+      Object.assign(member, was);
+      if (released === undefined) this.releasedAt.delete(deviceId);
+      else this.releasedAt.set(deviceId, released);
+      if (installing === undefined) this.installingSince.delete(deviceId);
+      else this.installingSince.set(deviceId, installing);
+      if (!validating) this.validationDropped(member.run.row.id, deviceId);
+    });
     const counts = member.run.counts[member.phase];
     counts[member.state] -= 1;
     counts[change.state] += 1;
@@ -364,19 +434,28 @@ export class DeploymentService implements Steering {
     // Held in the same step as the move: another device's report that resumes first must not
     // find every device installed and complete the deployment before this one's validation.
     if (change.state === "installed" && member.run.row.validation) this.holdForValidation(member.run.row.id, deviceId);
+    return updateMember(step.tx, member.run.row.id, deviceId, change);
   }
 
-  /** Writes deployment fields (in `tx`) and keeps the in-memory row in step. */
-  private setRow(tx: Tx, run: Run | undefined, id: number, fields: Partial<DeploymentRow>, at: string): void {
-    const entries = Object.entries({ ...fields, updated: at });
-    tx.run(`UPDATE deployments SET ${entries.map(([k]) => `${k} = ?`).join(", ")} WHERE id = ?`, [...entries.map(([, v]) => v as string | number | null), id]);
-    if (run) Object.assign(run.row, fields, { updated: at });
+  /** Writes deployment fields (in the step's transaction) and keeps the in-memory row in step at once. */
+  private setRow(step: Step, run: Run | undefined, id: number, fields: Partial<DeploymentRow>, at: string): Promise<void> {
+    if (run) {
+      const was = { ...run.row };
+      step.undo.push(() => Object.assign(run.row, was));
+      Object.assign(run.row, fields, { updated: at });
+    }
+    return updateDeployment(step.tx, id, { ...fields, updated: at });
   }
 
-  /** Drops a deployment that ended from memory. */
-  private forget(run: Run): void {
+  /** Drops a deployment that ended from memory (back again should `step` not commit). */
+  private forget(run: Run, step?: Step): void {
+    const gone: Array<[number, Member]> = [];
     this.runs.delete(run.row.id);
-    for (const [deviceId, member] of this.index) if (member.run === run) this.index.delete(deviceId);
+    for (const [deviceId, member] of this.index) if (member.run === run) this.index.delete(deviceId), gone.push([deviceId, member]);
+    step?.undo.push(() => {
+      this.runs.set(run.row.id, run);
+      for (const [deviceId, member] of gone) this.index.set(deviceId, member);
+    });
   }
 
   private publishRun(row: DeploymentRow): void {
@@ -401,77 +480,72 @@ export class DeploymentService implements Steering {
 
   /** Creates a deployment (validated by the route: shapes; here: what needs the database). Returns its row. */
   async create(input: NewDeployment): Promise<DeploymentRow> {
-    this.reloadIfDatabaseReloaded();
+    await this.current();
     const now = this.ctx.clock.now();
     const at = isoTime(now);
     const versionKey = checkKeys(this.ctx.config.prefix).version;
     if (input.validation && !this.validator) throw new LabgateError("invalid", `field "validation": this server runs no tests`);
     // Its devices run the config as it is now: an upload under its name later changes nothing here.
     const validationCopy = input.validation ? this.validator!.pin(input.validation) : null;
-    const row = await changed(this.catalog, this.db.write((tx) => {
-      if (!groupExistsInWrite(tx, input.groupId)) throw new LabgateError("invalid", `field "group": group ${input.groupId} does not exist`);
-      const running = activeDeploymentOf(tx, input.groupId);
-      if (running) throw new LabgateError("conflict", `field "group": group ${input.groupId} already has deployment ${running.id} (${running.status})`);
-      const devices = groupDeviceIdsInWrite(tx, input.groupId);
-      if (devices.length === 0) throw new LabgateError("invalid", `field "group": group ${input.groupId} has no devices`);
-      // A device follows one deployment at a time (the one of its active group).
+    // A device follows one deployment at a time (the one of its active group).
+    const busyCheck = (devices: readonly number[]) => {
       const busy = devices.find((id) => this.index.has(id));
       if (busy !== undefined) throw new LabgateError("conflict", `field "group": device ${busy} is in deployment ${this.index.get(busy)!.run.row.id} of group ${this.index.get(busy)!.run.row.group_id}`);
-      const packageIds = input.packages.length > 0 ? assignFirst(tx, input) : groupPackageIdsInWrite(tx, input.groupId);
-      const hasVersion = packageIds.some((id) => {
-        const metadata = packageMetadataTextInWrite(tx, id);
-        return metadata !== undefined && String((JSON.parse(metadata) as Record<string, unknown>)[versionKey] ?? "") === input.version;
-      });
+    };
+    const row = await changed(this.catalog, this.transact(async (step) => {
+      const { tx } = step;
+      if (!(await getGroup(tx, input.groupId))) throw new LabgateError("invalid", `field "group": group ${input.groupId} does not exist`);
+      const running = await activeDeploymentOf(tx, input.groupId);
+      if (running) throw new LabgateError("conflict", `field "group": group ${input.groupId} already has deployment ${running.id} (${running.status})`);
+      const devices = await groupDeviceIds(tx, input.groupId);
+      if (devices.length === 0) throw new LabgateError("invalid", `field "group": group ${input.groupId} has no devices`);
+      busyCheck(devices);
+      const packageIds = input.packages.length > 0 ? await assignFirst(tx, input) : await groupPackageIds(tx, input.groupId);
+      let hasVersion = false;
+      for (const id of packageIds) {
+        const metadata = await packageMetadataText(tx, id);
+        if (metadata !== undefined && String((JSON.parse(metadata) as Record<string, unknown>)[versionKey] ?? "") === input.version) hasVersion = true;
+      }
       if (!hasVersion) throw new LabgateError("invalid", `field "version": no package of group ${input.groupId} (or in "packages") has version ${input.version}`);
 
       const starts = input.startAt === null || input.startAt <= now;
-      const { lastInsertRowid: id } = tx.run(
-        `INSERT INTO deployments (group_id, version, status, phases, current_phase, phase_started, success_percent, success_wait, error_percent,
-           device_timeout, retries, retry_backoff, start_at, window, created, created_by, validation, validation_copy, recover, started, updated)
-         VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        [
-          input.groupId,
-          input.version,
-          starts ? "running" : "scheduled",
-          starts ? 0 : -1,
-          JSON.stringify(starts ? [at] : []),
-          input.successPercent,
-          input.successWait,
-          input.errorPercent,
-          input.deviceTimeout,
-          input.retries,
-          input.retryBackoff,
-          input.startAt === null ? null : isoTime(input.startAt),
-          input.window ? JSON.stringify(input.window) : null,
-          at,
-          input.createdBy,
-          input.validation ? JSON.stringify(input.validation) : null,
-          validationCopy,
-          input.recover ? JSON.stringify(input.recover) : null,
-          starts ? at : null,
-          at,
-        ],
-      );
-      recordAudit(tx, input.actor, "deployment.create", `deployment:${id}`, { group: input.groupId, version: input.version, devices: devices.length, packages: packageIds });
+      const id = await insertDeployment(tx, {
+        group_id: input.groupId,
+        version: input.version,
+        status: starts ? "running" : "scheduled",
+        phases: "[]",
+        current_phase: starts ? 0 : -1,
+        phase_started: JSON.stringify(starts ? [at] : []),
+        success_percent: input.successPercent,
+        success_wait: input.successWait,
+        error_percent: input.errorPercent,
+        device_timeout: input.deviceTimeout,
+        retries: input.retries,
+        retry_backoff: input.retryBackoff,
+        start_at: input.startAt === null ? null : isoTime(input.startAt),
+        window: input.window ? JSON.stringify(input.window) : null,
+        created: at,
+        created_by: input.createdBy,
+        validation: input.validation ? JSON.stringify(input.validation) : null,
+        validation_copy: validationCopy,
+        recover: input.recover ? JSON.stringify(input.recover) : null,
+        started: starts ? at : null,
+        updated: at,
+      });
+      await recordAudit(tx, input.actor, "deployment.create", `deployment:${id}`, { group: input.groupId, version: input.version, devices: devices.length, packages: packageIds });
       const order = stableOrder(id, devices);
       const ends = phaseCounts(input.phases, order.length);
-      tx.run("UPDATE deployments SET phases = ? WHERE id = ?", [JSON.stringify(ends), id]);
-      const versions = new Map(
-        groupMemberMetadata(tx, input.groupId).map((d) => [d.id, String((JSON.parse(d.metadata) as Record<string, unknown>)[versionKey] ?? "")]),
+      await updateDeployment(tx, id, { phases: JSON.stringify(ends) });
+      const versions = new Map((await groupMemberMetadata(tx, input.groupId)).map((d) => [d.id, String((JSON.parse(d.metadata) as Record<string, unknown>)[versionKey] ?? "")]));
+      await insertMembers(
+        tx,
+        order.map((deviceId, position) => ({ deployment_id: id, device_id: deviceId, phase: phaseOf(ends, position), position, from_version: versions.get(deviceId) || null, to_version: input.version, updated: at })),
       );
-      order.forEach((deviceId, position) => {
-        tx.run("INSERT INTO deployment_devices (deployment_id, device_id, phase, position, state, from_version, to_version, updated) VALUES (?, ?, ?, ?, 'waiting', ?, ?, ?)", [
-          id,
-          deviceId,
-          phaseOf(ends, position),
-          position,
-          versions.get(deviceId) || null,
-          input.version,
-          at,
-        ]);
-      });
-      const row = getDeployment(tx, id)!;
+      const row = (await getDeployment(tx, id))!;
+      // Into memory in one step with its check: no other deployment takes these devices meanwhile.
+      busyCheck(devices);
       const run = this.runOf({ ...row }, now);
+      step.undo.push(() => this.forget(run));
       order.forEach((deviceId, position) => {
         const phase = phaseOf(ends, position);
         this.index.set(deviceId, { run, phase, state: "waiting", offeredAt: null, attempt: 0, failures: 0, offeredVersion: null, retryAt: null });
@@ -483,52 +557,64 @@ export class DeploymentService implements Steering {
     this.publishRun(row);
     const run = this.runs.get(row.id);
     if (run) await this.evaluate(run);
-    return getDeployment(this.db, row.id)!;
+    return (await getDeployment(this.store.query, row.id))!;
   }
 
-  private activeRun(id: number): Run {
-    this.reloadIfDatabaseReloaded();
+  /** The active deployment `id` in memory, or why there is none (404, or 409 naming its status). */
+  private async activeRun(id: number): Promise<Run> {
+    await this.current();
     const run = this.runs.get(id);
     if (run) return run;
-    const row = getDeployment(this.db, id);
+    const row = await getDeployment(this.store.query, id);
     if (!row) throw new LabgateError("not_found", "deployment does not exist");
     throw new LabgateError("conflict", `deployment ${id} is ${row.status}`);
   }
 
+  /** Inside a command's transaction: the deployment is still active (the command's first check was made before it began). */
+  private stillActive(run: Run): void {
+    if (this.runs.get(run.row.id) !== run) throw new LabgateError("conflict", `deployment ${run.row.id} is ${run.row.status}`);
+  }
+
   /** No new offers until resumed (devices already under way go on). */
   async pause(id: number, actor: Actor, reason = "paused by a person"): Promise<void> {
-    const run = this.activeRun(id);
-    if (run.row.status === "paused") return;
-    if (run.row.status !== "running") throw new LabgateError("conflict", `deployment ${id} is ${run.row.status}`);
-    await this.db.write((tx) => {
-      this.setRow(tx, run, id, { status: "paused", pause_reason: reason }, this.isoNow());
-      recordAudit(tx, actor, "deployment.pause", `deployment:${id}`, { reason });
+    const run = await this.activeRun(id);
+    const paused = await this.transact(async (step) => {
+      this.stillActive(run);
+      if (run.row.status === "paused") return false;
+      if (run.row.status !== "running") throw new LabgateError("conflict", `deployment ${id} is ${run.row.status}`);
+      await this.setRow(step, run, id, { status: "paused", pause_reason: reason }, this.isoNow());
+      await recordAudit(step.tx, actor, "deployment.pause", `deployment:${id}`, { reason });
+      return true;
     });
-    this.publishRun(run.row);
+    if (paused) this.publishRun(run.row);
   }
 
   async resume(id: number, actor: Actor): Promise<void> {
-    const run = this.activeRun(id);
-    if (run.row.status === "running") return;
-    if (run.row.status !== "paused") throw new LabgateError("conflict", `deployment ${id} is ${run.row.status}`);
-    await this.db.write((tx) => {
-      this.setRow(tx, run, id, { status: "running", pause_reason: null }, this.isoNow());
-      recordAudit(tx, actor, "deployment.resume", `deployment:${id}`);
+    const run = await this.activeRun(id);
+    const resumed = await this.transact(async (step) => {
+      this.stillActive(run);
+      if (run.row.status === "running") return false;
+      if (run.row.status !== "paused") throw new LabgateError("conflict", `deployment ${id} is ${run.row.status}`);
+      await this.setRow(step, run, id, { status: "running", pause_reason: null }, this.isoNow());
+      await recordAudit(step.tx, actor, "deployment.resume", `deployment:${id}`);
+      return true;
     });
+    if (!resumed) return;
     this.publishRun(run.row);
     await this.evaluate(run);
   }
 
   /** Starts the next phase now, whatever its gate says (and lifts a pause). */
   async advance(id: number, actor: Actor): Promise<void> {
-    const run = this.activeRun(id);
-    if (run.row.status === "scheduled") throw new LabgateError("conflict", `deployment ${id} has not started yet`);
-    if (run.row.current_phase >= run.ends.length - 1) {
-      throw new LabgateError("conflict", `deployment ${id} runs its last phase: it completes when its devices finish (or abort it)`);
-    }
-    await this.db.write((tx) => {
-      this.startPhase(tx, run, this.ctx.clock.now());
-      recordAudit(tx, actor, "deployment.advance", `deployment:${id}`, { phase: run.row.current_phase });
+    const run = await this.activeRun(id);
+    await this.transact(async (step) => {
+      this.stillActive(run);
+      if (run.row.status === "scheduled") throw new LabgateError("conflict", `deployment ${id} has not started yet`);
+      if (run.row.current_phase >= run.ends.length - 1) {
+        throw new LabgateError("conflict", `deployment ${id} runs its last phase: it completes when its devices finish (or abort it)`);
+      }
+      await this.startPhase(step, run, this.ctx.clock.now());
+      await recordAudit(step.tx, actor, "deployment.advance", `deployment:${id}`, { phase: run.row.current_phase });
     });
     this.publishRun(run.row);
     await this.evaluate(run);
@@ -540,44 +626,48 @@ export class DeploymentService implements Steering {
    * every phase started); an aborted one does not (a new deployment is the way).
    */
   async retry(id: number, actor: Actor, devices?: readonly number[]): Promise<void> {
-    this.reloadIfDatabaseReloaded();
-    const row = getDeployment(this.db, id);
-    if (!row) throw new LabgateError("not_found", "deployment does not exist");
-    const reopen = COMPLETED.has(row.status);
-    if (!reopen && !ACTIVE.has(row.status)) throw new LabgateError("conflict", `deployment ${id} is ${row.status}: its devices are retried by a new deployment`);
-    const failed = new Set(failedMembers(this.db, id));
-    const chosen = [...new Set(devices ?? failed)];
-    const stray = chosen.find((deviceId) => !failed.has(deviceId));
-    if (stray !== undefined) throw new LabgateError("invalid", `field "devices": device ${stray} has not failed in deployment ${id}`);
-    if (chosen.length === 0) throw new LabgateError("conflict", `deployment ${id} has no failed devices`);
-    if (reopen) {
-      const other = activeDeploymentOf(this.db, row.group_id);
-      if (other) throw new LabgateError("conflict", `group ${row.group_id} has deployment ${other.id} (${other.status}): a completed deployment reopens only when its group has none`);
-      const busy = chosen.find((deviceId) => this.index.has(deviceId));
-      if (busy !== undefined) throw new LabgateError("conflict", `device ${busy} is in deployment ${this.index.get(busy)!.run.row.id}`);
-    }
+    await this.current();
     const now = this.ctx.clock.now();
     const at = isoTime(now);
     const change: MemberChange = { state: "retrying", at, failures: 0, retryAt: at, reason: `retry asked by ${actor.name}` };
-    await this.db.write((tx) => {
-      const current = getDeployment(tx, id)!;
-      if (current.status !== row.status) throw new LabgateError("conflict", `deployment ${id} is ${current.status}`);
-      if (reopen) {
-        tx.run("UPDATE deployments SET status = 'running', finished = NULL, pause_reason = NULL, updated = ? WHERE id = ?", [at, id]);
-        for (const deviceId of chosen) updateMember(tx, id, deviceId, change);
-      } else {
+    const { row, chosen, run } = await this.transact(async (step) => {
+      const { tx } = step;
+      const row = await getDeployment(tx, id);
+      if (!row) throw new LabgateError("not_found", "deployment does not exist");
+      const reopen = COMPLETED.has(row.status);
+      if (!reopen && !ACTIVE.has(row.status)) throw new LabgateError("conflict", `deployment ${id} is ${row.status}: its devices are retried by a new deployment`);
+      const failed = new Set(await failedMembers(tx, id));
+      const chosen = [...new Set(devices ?? failed)];
+      const stray = chosen.find((deviceId) => !failed.has(deviceId));
+      if (stray !== undefined) throw new LabgateError("invalid", `field "devices": device ${stray} has not failed in deployment ${id}`);
+      if (chosen.length === 0) throw new LabgateError("conflict", `deployment ${id} has no failed devices`);
+      if (!reopen) {
+        const run = this.runs.get(id);
         for (const deviceId of chosen) {
           const member = this.index.get(deviceId);
-          if (member?.run.row.id === id && member.state === "failed") this.move(tx, deviceId, member, change);
+          if (member && member.run === run && member.state === "failed") await this.move(step, deviceId, member, change);
         }
+        await recordAudit(tx, actor, "deployment.retry", `deployment:${id}`, { devices: chosen.slice(0, 100), count: chosen.length, reopened: false });
+        return { row, chosen, run };
       }
-      recordAudit(tx, actor, "deployment.retry", `deployment:${id}`, { devices: chosen.slice(0, 100), count: chosen.length, reopened: reopen });
+      const other = await activeDeploymentOf(tx, row.group_id);
+      if (other) throw new LabgateError("conflict", `group ${row.group_id} has deployment ${other.id} (${other.status}): a completed deployment reopens only when its group has none`);
+      await updateDeployment(tx, id, { status: "running", finished: null, pause_reason: null, updated: at });
+      await updateMembers(tx, id, chosen, change);
+      await recordAudit(tx, actor, "deployment.retry", `deployment:${id}`, { devices: chosen.slice(0, 100), count: chosen.length, reopened: true });
+      const reopened = (await getDeployment(tx, id))!;
+      const members = await memberStates(tx, id);
+      // Into memory in one step with its check.
+      const busy = chosen.find((deviceId) => this.index.has(deviceId));
+      if (busy !== undefined) throw new LabgateError("conflict", `device ${busy} is in deployment ${this.index.get(busy)!.run.row.id}`);
+      const run = this.track(reopened, members, now);
+      step.undo.push(() => this.forget(run));
+      return { row, chosen, run };
     });
     for (const deviceId of chosen) this.release(deviceId, row.version);
-    const run = reopen ? this.track(getDeployment(this.db, id)!, now) : this.runs.get(id);
     if (!run) return;
     this.publishRun(run.row);
-    for (const { id: deviceId, mac_address } of this.macs(chosen)) {
+    for (const { id: deviceId, mac_address } of await this.macs(chosen)) {
       const member = this.index.get(deviceId);
       if (member) this.publishDevice(run, mac_address, member);
     }
@@ -588,24 +678,27 @@ export class DeploymentService implements Steering {
    * devices installing cannot be stopped and report what happened. The group's policy stays.
    */
   async abort(id: number, actor: Actor): Promise<void> {
-    const run = this.activeRun(id);
+    const run = await this.activeRun(id);
     const at = this.isoNow();
-    const stopped: number[] = [];
-    await this.db.write((tx) => {
-      for (const [deviceId, member] of this.index) {
+    const stopped = await this.transact(async (step) => {
+      this.stillActive(run);
+      const stopped: number[] = [];
+      for (const [deviceId, member] of [...this.index]) {
         if (member.run !== run || member.state === "installing" || (FINAL.has(member.state) && member.state !== "not_reached")) continue;
-        if (member.state === "offered" || member.state === "downloading") {
-          stopped.push(deviceId);
-          this.history(tx, run.row.id, deviceId, "aborted", "the deployment was aborted", at);
-        }
-        this.move(tx, deviceId, member, { state: "aborted", at, progress: null });
+        const underway = member.state === "offered" || member.state === "downloading";
+        await this.move(step, deviceId, member, { state: "aborted", at, progress: null });
+        if (!underway) continue;
+        stopped.push(deviceId);
+        await this.history(step.tx, run.row.id, deviceId, "aborted", "the deployment was aborted", at);
       }
-      this.setRow(tx, run, id, { status: "aborted", finished: at, pause_reason: null }, at);
-      recordAudit(tx, actor, "deployment.abort", `deployment:${id}`, { stopped: stopped.length });
+      await this.setRow(step, run, id, { status: "aborted", finished: at, pause_reason: null }, at);
+      await recordAudit(step.tx, actor, "deployment.abort", `deployment:${id}`, { stopped: stopped.length });
+      // Out of memory in the same step: nothing offers from it once this commits.
+      this.forget(run, step);
+      return stopped;
     });
-    this.forget(run);
     this.publishRun(run.row);
-    for (const { id: deviceId, mac_address: mac } of this.macs(stopped)) {
+    for (const { id: deviceId, mac_address: mac } of await this.macs(stopped)) {
       const conn = this.hub.get(mac);
       if (conn?.deviceId === deviceId) {
         try {
@@ -627,7 +720,11 @@ export class DeploymentService implements Steering {
    * target, and `settle` to record what the resolver found.
    */
   steer(deviceId: number, groupId: number, now: number, policyTarget: string | undefined): OfferDecision | undefined {
-    this.reloadIfDatabaseReloaded();
+    // Nothing is offered from plans older than the database (it was reloaded from disk): none until they are built again.
+    if (this.store.epoch !== this.epoch) {
+      this.current().catch((error) => this.ctx.log.error(`deployments: ${(error as Error).message}`));
+      return "hold";
+    }
     const member = this.index.get(deviceId);
     if (member && member.run.row.group_id === groupId && member.phase <= member.run.row.current_phase) {
       const { state, run } = member;
@@ -671,14 +768,14 @@ export class DeploymentService implements Steering {
     } else {
       change = { state: "no_package", at, reason: `no package leads from ${deviceVersion} to ${run.row.version} for this device` };
     }
-    const moved = await this.db.write((tx) => {
-      if (member.state !== before) return false; // another check moved it meanwhile
-      this.move(tx, deviceId, member, change);
-      if (change.state === "installed") this.history(tx, run.row.id, deviceId, "installed", null, at, member.attempt);
+    const moved = await this.transact(async (step) => {
+      if (member.state !== before || this.index.get(deviceId) !== member) return false; // another check moved it meanwhile
+      await this.move(step, deviceId, member, change);
+      if (change.state === "installed") await this.history(step.tx, run.row.id, deviceId, "installed", null, at, member.attempt);
       return true;
     });
     if (moved) {
-      this.publishDeviceById(run, deviceId, member);
+      await this.publishDeviceById(run, deviceId, member);
       if (change.state === "offered" || change.state === "installed") this.attempted(change.state === "offered" ? "offered" : "ended", run.row.id, deviceId, member.attempt);
       if (change.state === "installed") this.installed(run.row.id, deviceId, run.row.version);
       await this.evaluate(run);
@@ -690,21 +787,25 @@ export class DeploymentService implements Steering {
 
   /** `update_progress` of a device: an offered device is downloading (durable); percents ride along lazily. */
   async progress(deviceId: number, mac: string, percent: number): Promise<void> {
-    this.reloadIfDatabaseReloaded();
+    await this.current();
     const member = this.index.get(deviceId);
     if (!member || (member.state !== "offered" && member.state !== "downloading") || percent >= 100) return;
     const at = this.isoNow();
     if (member.state === "offered") {
-      await this.db.write((tx) => this.move(tx, deviceId, member, { state: "downloading", at, progress: percent }));
-      this.publishDevice(member.run, mac, member, { progress: percent });
+      const moved = await this.transact(async (step) => {
+        if (member.state !== "offered" || this.index.get(deviceId) !== member) return false;
+        await this.move(step, deviceId, member, { state: "downloading", at, progress: percent });
+        return true;
+      });
+      if (moved) this.publishDevice(member.run, mac, member, { progress: percent });
     } else {
-      this.db.writeLazy((tx) => void tx.run("UPDATE deployment_devices SET progress = ?, updated = ? WHERE deployment_id = ? AND device_id = ?", [percent, at, member.run.row.id, deviceId]));
+      this.store.writeLazy(memberProgress(this.store.query, member.run.row.id, deviceId, percent, at));
     }
   }
 
   /** `update_version` of a device (also what agents without outcome reports send): at the target, it is installed. */
   async reportedVersion(deviceId: number, version: string): Promise<void> {
-    this.reloadIfDatabaseReloaded();
+    await this.current();
     const member = this.index.get(deviceId);
     if (!member || !UNDERWAY.has(member.state) || version !== member.run.row.version) return;
     await this.recordOffer(deviceId, member, undefined, version);
@@ -717,11 +818,11 @@ export class DeploymentService implements Steering {
    * durable: the caller acknowledges then.
    */
   async outcome(conn: Pick<DeviceConnection, "deviceId" | "mac">, outcome: Outcome): Promise<void> {
-    this.reloadIfDatabaseReloaded();
+    await this.current();
     const deviceId = conn.deviceId;
     // A report sent again (its acknowledgement was lost) that made its history row changes nothing:
     // an intermediate hop's `installed` would otherwise move the device back to `offered`.
-    if (outcome.reportId !== undefined && reportApplied(this.db, deviceId, outcome.reportId)) return;
+    if (outcome.reportId !== undefined && (await reportApplied(this.store.query, deviceId, outcome.reportId))) return;
     const member = this.index.get(deviceId);
     if (member && answers(member, outcome)) return this.attemptOutcome(conn, member, outcome);
     if (outcome.state === "installed" || outcome.state === "failed") await this.past.record(deviceId, outcome);
@@ -757,10 +858,15 @@ export class DeploymentService implements Steering {
     if (!next) return;
     const change = next;
     const attempt = member.attempt;
-    await this.db.write((tx) => {
-      if (outcome.state !== "installing") this.progressRecords.endIn(tx, deviceId);
+    const before = { state: member.state, attempt, failures: member.failures, offeredVersion: member.offeredVersion };
+    const moved = await this.transact(async (step) => {
+      const { tx } = step;
+      // What this report decides was decided on the device's state as it was: another report (or a timeout) that moved it first wins.
+      if (this.index.get(deviceId) !== member || member.state !== before.state || member.attempt !== before.attempt || member.failures !== before.failures || member.offeredVersion !== before.offeredVersion) return false;
+      await this.move(step, deviceId, member, change);
+      if (outcome.state !== "installing") await this.progressRecords.endIn(tx, deviceId);
       if (outcome.state === "installed" || outcome.state === "failed") {
-        addHistory(tx, {
+        await addHistory(tx, {
           device_id: deviceId,
           deployment_id: run.row.id,
           attempt,
@@ -773,8 +879,9 @@ export class DeploymentService implements Steering {
           report_id: outcome.reportId,
         });
       }
-      this.move(tx, deviceId, member, change);
+      return true;
     });
+    if (!moved) return this.outcome(conn, outcome);
     // What this report did (another report may have moved the device on meanwhile).
     if ((outcome.state === "installed" || outcome.state === "failed") && !UNDERWAY.has(change.state)) this.attempted("ended", run.row.id, deviceId, attempt);
     if (change.state === "failed") this.hold(deviceId, target);
@@ -798,16 +905,19 @@ export class DeploymentService implements Steering {
    * Counts for the error threshold like any failure.
    */
   async fail(deploymentId: number, deviceId: number, reason: string, output: string | null): Promise<void> {
-    this.reloadIfDatabaseReloaded();
+    await this.current();
     const member = this.index.get(deviceId);
     if (!member || member.run.row.id !== deploymentId || member.state === "failed") return;
     const at = this.isoNow();
-    await this.db.write((tx) => {
-      this.move(tx, deviceId, member, { state: "failed", at, reason, output: output === null ? null : tail(output), retryAt: null });
-      addHistory(tx, { device_id: deviceId, deployment_id: deploymentId, attempt: member.attempt, from_version: null, to_version: member.run.row.version, outcome: "failed", reason, output: output === null ? null : tail(output), at });
+    const failed = await this.transact(async (step) => {
+      if (this.index.get(deviceId) !== member || member.state === "failed") return false;
+      await this.move(step, deviceId, member, { state: "failed", at, reason, output: output === null ? null : tail(output), retryAt: null });
+      await addHistory(step.tx, { device_id: deviceId, deployment_id: deploymentId, attempt: member.attempt, from_version: null, to_version: member.run.row.version, outcome: "failed", reason, output: output === null ? null : tail(output), at });
+      return true;
     });
+    if (!failed) return;
     this.hold(deviceId, member.run.row.version);
-    this.publishDeviceById(member.run, deviceId, member, { reason });
+    await this.publishDeviceById(member.run, deviceId, member, { reason });
     await this.checkErrors(member.run);
     await this.evaluate(member.run);
   }
@@ -822,16 +932,20 @@ export class DeploymentService implements Steering {
   /** The device's validation passed: on disk, so that a restart does not run it again. */
   async validated(deploymentId: number, deviceId: number): Promise<void> {
     const at = this.isoNow();
-    await this.db.write((tx) => void tx.run("UPDATE deployment_devices SET validated = ? WHERE deployment_id = ? AND device_id = ? AND state = 'installed'", [at, deploymentId, deviceId]));
+    await markValidated(this.store.query, deploymentId, deviceId, at);
   }
 
   /** The validation ended (after `fail` when it failed): the deployment may move on. */
   async validationDone(deploymentId: number, deviceId: number): Promise<void> {
+    this.validationDropped(deploymentId, deviceId);
+    const run = this.runs.get(deploymentId);
+    if (run) await this.evaluate(run);
+  }
+
+  private validationDropped(deploymentId: number, deviceId: number): void {
     const set = this.validating.get(deploymentId);
     set?.delete(deviceId);
     if (set?.size === 0) this.validating.delete(deploymentId);
-    const run = this.runs.get(deploymentId);
-    if (run) await this.evaluate(run);
   }
 
   private installed(deploymentId: number, deviceId: number, version: string): void {
@@ -855,29 +969,32 @@ export class DeploymentService implements Steering {
 
   /** The error threshold, after a failure: pause when more than E % of the devices offered so far in the started phases failed. */
   private async checkErrors(run: Run): Promise<void> {
-    if (run.row.status !== "running" || !this.runs.has(run.row.id)) return;
-    const started = this.startedCounts(run);
-    if (!overErrorThreshold(started, run.row.error_percent)) return;
-    const begun = begunOf(started);
-    // The share is of the devices offered so far; those of the started phases not offered yet are said apart, not counted in.
-    const notYet = started.waiting + started.reserved > 0 ? `; ${started.waiting + started.reserved} of the ${totalOf(started)} devices in the started phases not offered yet` : "";
-    const reason = `error threshold: ${started.failed} of the ${begun} devices offered so far failed (${Math.round((started.failed * 100) / begun)}%, more than ${run.row.error_percent}%)${notYet}`;
     const now = this.ctx.clock.now();
-    await this.db.write((tx) => {
-      this.setRow(tx, run, run.row.id, { status: "paused", pause_reason: reason }, isoTime(now));
-      recordAudit(tx, automatic(now), "deployment.pause", `deployment:${run.row.id}`, { reason, failed: started.failed, started: begun, error_percent: run.row.error_percent });
+    const reason = await this.transact(async (step) => {
+      if (run.row.status !== "running" || this.runs.get(run.row.id) !== run) return undefined;
+      const started = this.startedCounts(run);
+      if (!overErrorThreshold(started, run.row.error_percent)) return undefined;
+      const begun = begunOf(started);
+      // The share is of the devices offered so far; those of the started phases not offered yet are said apart, not counted in.
+      const notYet = started.waiting + started.reserved > 0 ? `; ${started.waiting + started.reserved} of the ${totalOf(started)} devices in the started phases not offered yet` : "";
+      const reason = `error threshold: ${started.failed} of the ${begun} devices offered so far failed (${Math.round((started.failed * 100) / begun)}%, more than ${run.row.error_percent}%)${notYet}`;
+      await this.setRow(step, run, run.row.id, { status: "paused", pause_reason: reason }, isoTime(now));
+      await recordAudit(step.tx, automatic(now), "deployment.pause", `deployment:${run.row.id}`, { reason, failed: started.failed, started: begun, error_percent: run.row.error_percent });
+      return reason;
     });
+    if (reason === undefined) return;
     this.ctx.log.warn(`deployment ${run.row.id}: paused: ${reason}`);
     this.publishRun(run.row);
   }
 
-  private startPhase(tx: Tx, run: Run, now: number): void {
+  private startPhase(step: Step, run: Run, now: number): Promise<void> {
     const at = isoTime(now);
     run.phaseStarted.push(now);
+    step.undo.push(() => run.phaseStarted.pop());
     const fields: Partial<DeploymentRow> = { current_phase: run.row.current_phase + 1, phase_started: JSON.stringify(run.phaseStarted.map((t) => isoTime(t))) };
     if (run.row.status !== "running") Object.assign(fields, { status: "running", pause_reason: null });
     if (run.row.started === null) fields.started = at;
-    this.setRow(tx, run, run.row.id, fields, at);
+    return this.setRow(step, run, run.row.id, fields, at);
   }
 
   /** Goes on when it may: the next phase (gate open) or completion (every device finished). */
@@ -895,13 +1012,14 @@ export class DeploymentService implements Steering {
       }
       const verdict = gate({ phase: run.counts[current], successPercent: run.row.success_percent, successWait: run.row.success_wait, phaseStartedAt: run.phaseStarted[current], now });
       if (verdict !== "go") return;
-      await this.db.write((tx) => {
-        if (run.row.current_phase !== current) return;
-        this.startPhase(tx, run, now);
-        const phase = run.counts[current];
-        recordAudit(tx, automatic(now), "deployment.advance", `deployment:${run.row.id}`, { phase: current + 1, succeeded: sumOf(phase, SUCCEEDED), devices: totalOf(phase), success_percent: run.row.success_percent });
+      const advanced = await this.transact(async (step) => {
+        if (run.row.current_phase !== current || run.row.status !== "running" || this.runs.get(run.row.id) !== run) return false;
+        const phase = { ...run.counts[current] };
+        await this.startPhase(step, run, now);
+        await recordAudit(step.tx, automatic(now), "deployment.advance", `deployment:${run.row.id}`, { phase: current + 1, succeeded: sumOf(phase, SUCCEEDED), devices: totalOf(phase), success_percent: run.row.success_percent });
+        return true;
       });
-      this.publishRun(run.row);
+      if (advanced) this.publishRun(run.row);
     }
   }
 
@@ -913,36 +1031,41 @@ export class DeploymentService implements Steering {
   private async complete(run: Run): Promise<void> {
     const now = this.ctx.clock.now();
     const at = isoTime(now);
-    const counts = this.startedCounts(run);
-    const status = endStatus(counts);
     const policy = `exact_match,${run.row.version}`;
-    await changed(this.catalog, this.db.write((tx) => {
-      if (run.row.status !== "running") return;
-      const before = groupPolicyInWrite(tx, run.row.group_id) ?? null;
-      this.setRow(tx, run, run.row.id, { status, finished: at, pause_reason: null }, at);
-      setPolicyInWrite(tx, run.row.group_id, policy);
+    const status = await changed(this.catalog, this.transact(async (step) => {
+      const { tx } = step;
+      // Checked again in the step that completes it: a report or a command may have come first.
+      if (run.row.status !== "running" || this.runs.get(run.row.id) !== run || this.validating.has(run.row.id)) return undefined;
+      if (run.counts.reduce((n, c) => n + totalOf(c) - sumOf(c, FINAL), 0) > 0) return undefined;
+      const counts = this.startedCounts(run);
+      const status = endStatus(counts);
+      await this.setRow(step, run, run.row.id, { status, finished: at, pause_reason: null }, at);
+      this.forget(run, step);
+      const before = (await groupPolicy(tx, run.row.group_id)) ?? null;
+      await setPolicyIn(tx, run.row.group_id, policy);
       const target = `deployment:${run.row.id}`;
-      recordAudit(tx, automatic(now), "deployment.complete", target, { status, counts: Object.fromEntries(Object.entries(counts).filter(([, n]) => n > 0)) });
-      recordAudit(tx, automatic(now), "deployment.policy", target, { group: run.row.group_id, from: before, to: policy });
+      await recordAudit(tx, automatic(now), "deployment.complete", target, { status, counts: Object.fromEntries(Object.entries(counts).filter(([, n]) => n > 0)) });
+      await recordAudit(tx, automatic(now), "deployment.policy", target, { group: run.row.group_id, from: before, to: policy });
+      return status;
     }));
-    if (run.row.status !== status) return;
-    this.forget(run);
+    if (status === undefined) return;
     this.ctx.log.info(`deployment ${run.row.id}: ${status}; group ${run.row.group_id} policy is ${policy}`);
     this.publishRun(run.row);
   }
 
   /** The time decisions: start time, window openings, device timeouts, success waits. */
   async tick(): Promise<void> {
-    this.reloadIfDatabaseReloaded();
+    await this.current();
     const now = this.ctx.clock.now();
     for (const run of [...this.runs.values()]) {
       if (run.row.status === "scheduled" && run.row.start_at !== null && Date.parse(run.row.start_at) <= now) {
-        await this.db.write((tx) => {
-          if (run.row.status !== "scheduled") return;
-          this.startPhase(tx, run, now);
-          recordAudit(tx, automatic(now), "deployment.start", `deployment:${run.row.id}`, { start_at: run.row.start_at });
+        const started = await this.transact(async (step) => {
+          if (run.row.status !== "scheduled" || this.runs.get(run.row.id) !== run) return false;
+          await this.startPhase(step, run, now);
+          await recordAudit(step.tx, automatic(now), "deployment.start", `deployment:${run.row.id}`, { start_at: run.row.start_at });
+          return true;
         });
-        this.publishRun(run.row);
+        if (started) this.publishRun(run.row);
       }
       await this.reservations(run, now);
       await this.recoveries(run, now);
@@ -975,7 +1098,7 @@ export class DeploymentService implements Steering {
       }
       if (!done) continue;
       const reason = done.reason;
-      await this.db.write((tx) => this.history(tx, run.row.id, deviceId, "power_cycle", reason, isoTime(this.ctx.clock.now()), attempt));
+      await this.store.transact((tx) => this.history(tx, run.row.id, deviceId, "power_cycle", reason, isoTime(this.ctx.clock.now()), attempt));
       this.attempted("recovered", run.row.id, deviceId, attempt);
     }
   }
@@ -997,16 +1120,21 @@ export class DeploymentService implements Steering {
     }
     if (moves.length === 0) return;
     const at = isoTime(now);
-    const done = await this.db.write((tx) =>
-      moves.filter(({ deviceId, member, state }) => {
-        if (this.index.get(deviceId) !== member || (state === "reserved") === (member.state === "reserved")) return false;
-        this.move(tx, deviceId, member, { state, at });
-        return true;
-      }),
-    );
+    const done = await this.transact(async (step) => {
+      const done: typeof moves = [];
+      for (const move of moves) {
+        const { deviceId, member, state } = move;
+        if (this.index.get(deviceId) !== member || (state === "reserved") === (member.state === "reserved")) continue;
+        // Only a board still waiting (or retrying) is reserved: it may have been offered since.
+        if (state === "reserved" && member.state !== "waiting" && member.state !== "retrying") continue;
+        await this.move(step, deviceId, member, { state, at });
+        done.push(move);
+      }
+      return done;
+    });
     for (const { deviceId, member, state } of done) {
       if (state !== "reserved") this.releasedAt.set(deviceId, now);
-      this.publishDeviceById(run, deviceId, member);
+      await this.publishDeviceById(run, deviceId, member);
     }
   }
 
@@ -1018,44 +1146,49 @@ export class DeploymentService implements Steering {
     if (run.row.status === "scheduled") return;
     const limit = run.row.device_timeout * 60_000;
     const offering = this.offering(run, now);
-    const late: number[] = [];
-    for (const [deviceId, member] of this.index) {
-      if (member.run !== run || member.phase > run.row.current_phase) continue;
+    const isLate = (deviceId: number, member: Member | undefined): member is Member => {
+      if (!member || member.run !== run || member.phase > run.row.current_phase) return false;
       const released = this.releasedAt.get(deviceId) ?? 0;
-      if (UNDERWAY.has(member.state) && member.offeredAt !== null && now - member.offeredAt >= limit) late.push(deviceId);
-      else if (member.state === "waiting" && offering && now - Math.max(run.phaseStarted[member.phase], run.windowOpenedAt, released) >= limit) late.push(deviceId);
-      else if (member.state === "retrying" && offering && now - Math.max(member.retryAt ?? 0, run.windowOpenedAt, released) >= limit) late.push(deviceId);
-    }
+      if (UNDERWAY.has(member.state)) return member.offeredAt !== null && now - member.offeredAt >= limit;
+      if (member.state === "waiting") return offering && now - Math.max(run.phaseStarted[member.phase], run.windowOpenedAt, released) >= limit;
+      if (member.state === "retrying") return offering && now - Math.max(member.retryAt ?? 0, run.windowOpenedAt, released) >= limit;
+      return false;
+    };
+    const late: number[] = [];
+    for (const [deviceId, member] of this.index) if (isLate(deviceId, member)) late.push(deviceId);
     if (late.length === 0) return;
     const at = isoTime(now);
     const reason = `did not finish within ${run.row.device_timeout} minutes`;
-    const ended: Array<[number, number]> = [];
-    await this.db.write((tx) => {
+    const ended = await this.transact(async (step) => {
+      const { tx } = step;
+      const ended: Array<[number, number]> = [];
       const marked: number[] = [];
       for (const deviceId of late) {
+        // Late still: it may have reported, or been offered again, since.
         const member = this.index.get(deviceId);
-        if (!member || (!UNDERWAY.has(member.state) && member.state !== "waiting" && member.state !== "retrying")) continue;
-        if (UNDERWAY.has(member.state)) {
-          this.history(tx, run.row.id, deviceId, "not_reached", reason, at, member.attempt);
-          this.progressRecords.endIn(tx, deviceId);
-          ended.push([deviceId, member.attempt]);
-        }
-        this.move(tx, deviceId, member, { state: "not_reached", at, progress: null, reason, retryAt: null });
+        if (!isLate(deviceId, member)) continue;
+        const underway = UNDERWAY.has(member.state);
+        await this.move(step, deviceId, member, { state: "not_reached", at, progress: null, reason, retryAt: null });
         marked.push(deviceId);
+        if (!underway) continue;
+        await this.history(tx, run.row.id, deviceId, "not_reached", reason, at, member.attempt);
+        await this.progressRecords.endIn(tx, deviceId);
+        ended.push([deviceId, member.attempt]);
       }
-      if (marked.length > 0) recordAudit(tx, automatic(now), "deployment.timeout", `deployment:${run.row.id}`, { devices: marked.slice(0, 100), count: marked.length, minutes: run.row.device_timeout });
+      if (marked.length > 0) await recordAudit(tx, automatic(now), "deployment.timeout", `deployment:${run.row.id}`, { devices: marked.slice(0, 100), count: marked.length, minutes: run.row.device_timeout });
+      return ended;
     });
-    for (const { id, mac_address } of this.macs(late)) this.publishDevice(run, mac_address, this.index.get(id) ?? { phase: 0, state: "not_reached" });
+    for (const { id, mac_address } of await this.macs(late)) this.publishDevice(run, mac_address, this.index.get(id) ?? { phase: 0, state: "not_reached" });
     for (const [deviceId, attempt] of ended) this.attempted("ended", run.row.id, deviceId, attempt);
   }
 
   // --- views ---------------------------------------------------------------------------------
 
   /** Counts per phase and state: from memory for an active deployment, else from its rows. */
-  counts(row: DeploymentRow): Counts[] {
-    this.reloadIfDatabaseReloaded();
+  async counts(row: DeploymentRow): Promise<Counts[]> {
+    await this.current();
     const run = this.runs.get(row.id);
-    return run ? run.counts.map((c) => ({ ...c })) : storedCounts(this.db, row.id, parsePhases(row).length);
+    return run ? run.counts.map((c) => ({ ...c })) : storedCounts(this.store.query, row.id, parsePhases(row).length);
   }
 
   /** What the current phase's gate says (null when the deployment is not running a phase with a next one). */
@@ -1079,23 +1212,23 @@ export class DeploymentService implements Steering {
     return isoTime(this.ctx.clock.now());
   }
 
-  private history(tx: Tx, deploymentId: number, deviceId: number, outcome: string, reason: string | null, at: string, attempt: number | null = null): void {
-    const row = tx.get<{ from_version: string | null; to_version: string | null }>("SELECT from_version, to_version FROM deployment_devices WHERE deployment_id = ? AND device_id = ?", [deploymentId, deviceId]);
-    addHistory(tx, { device_id: deviceId, deployment_id: deploymentId, attempt, from_version: row?.from_version ?? null, to_version: row?.to_version ?? "", outcome, reason, at });
+  private async history(tx: Tx, deploymentId: number, deviceId: number, outcome: string, reason: string | null, at: string, attempt: number | null = null): Promise<void> {
+    const row = await memberVersions(tx, deploymentId, deviceId);
+    await addHistory(tx, { device_id: deviceId, deployment_id: deploymentId, attempt, from_version: row?.from_version ?? null, to_version: row?.to_version ?? "", outcome, reason, at });
   }
 
-  /** The MACs of devices (one prepared statement, whatever the number). */
-  private macs(ids: number[]): Array<{ id: number; mac_address: string }> {
+  /** The MACs of devices (one precompiled query, whatever the number). */
+  private async macs(ids: number[]): Promise<Array<{ id: number; mac_address: string }>> {
     const out: Array<{ id: number; mac_address: string }> = [];
     for (const id of ids) {
-      const mac = deviceMac(this.db, id);
+      const mac = await deviceMac(this.store.query, id);
       if (mac !== undefined) out.push({ id, mac_address: mac });
     }
     return out;
   }
 
-  private publishDeviceById(run: Run, deviceId: number, member: Member, extra: Record<string, unknown> = {}): void {
-    const mac = this.macs([deviceId])[0]?.mac_address;
+  private async publishDeviceById(run: Run, deviceId: number, member: Member, extra: Record<string, unknown> = {}): Promise<void> {
+    const mac = (await this.macs([deviceId]))[0]?.mac_address;
     if (mac) this.publishDevice(run, mac, member, extra);
   }
 }

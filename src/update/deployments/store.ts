@@ -1,101 +1,111 @@
 /*
- * Deployment rows (migrations 016, 017, 021, 023, 024): SQL only. The state machine is service.ts.
+ * Deployment rows (migrations 016, 017, 021, 023, 024): queries only. The state machine is service.ts.
  */
-import type { Database, Tx } from "../../db/index.ts";
-import type { SqlFilter } from "../permissions/permissions.ts";
+import type { Expression, Insertable, Selectable, SqlBool, Updateable } from "kysely";
+import type { Database as SyncDatabase, Tx as SyncTx } from "../../db/index.ts";
+import type { DeploymentDevicesTable, DeploymentsTable, UpdateHistoryTable } from "../../db/schema.ts";
+import type { Queries, Tx } from "../../db/store.ts";
 import { emptyCounts } from "./model.ts";
+import * as legacy from "./legacy.ts";
 import { DEVICE_STATES, type Counts, type DeviceState, type MaintenanceWindow, type Status } from "./schema.ts";
 
-/** A deployment row as stored. */
-export interface DeploymentRow {
-  id: number;
-  group_id: number;
-  version: string;
-  status: Status;
-  pause_reason: string | null;
-  /** JSON number[]: cumulative device count at the end of each phase. */
-  phases: string;
-  current_phase: number;
-  /** JSON string[]: ISO start time of each started phase. */
-  phase_started: string;
-  success_percent: number | null;
-  /** Minutes. */
-  success_wait: number | null;
-  error_percent: number | null;
-  /** Minutes. */
-  device_timeout: number;
-  retries: number;
-  /** Seconds before the first retry (doubling at each further one). */
-  retry_backoff: number;
-  start_at: string | null;
-  /** JSON MaintenanceWindow or NULL. */
-  window: string | null;
-  created: string;
-  created_by: string | null;
-  /** JSON {config, suite}: the test run that validates each installed device; NULL: none. */
-  validation: string | null;
-  /** JSON {power_cycle_after_minutes}; null: no recovery. */
-  recover: string | null;
-  started: string | null;
-  finished: string | null;
-  updated: string;
-}
+/**
+ * A deployment row as stored: `phases` is JSON number[] (cumulative device count at the end of each
+ * phase), `phase_started` JSON string[] (ISO start of each started phase), `window` a JSON
+ * MaintenanceWindow or NULL, `validation` JSON {config, suite} or NULL, `recover` JSON
+ * {power_cycle_after_minutes} or NULL; waits in minutes, `retry_backoff` in seconds.
+ */
+export type DeploymentRow = Omit<Selectable<DeploymentsTable>, "status" | "validation_copy"> & { status: Status };
 
 /** A device's row in a deployment, with the device's MAC and name. */
-export interface MemberRow {
-  device_id: number;
-  mac_address: string;
-  name: string;
-  phase: number;
-  position: number;
-  state: DeviceState;
-  progress: number | null;
-  from_version: string | null;
-  to_version: string | null;
-  reason: string | null;
-  output: string | null;
-  attempt: number;
-  failures: number;
-  retry_at: string | null;
-  offered_at: string | null;
-  updated: string;
-}
+export type MemberRow = Omit<Selectable<DeploymentDevicesTable>, "deployment_id" | "state" | "validated" | "offered_version"> & { state: DeviceState; mac_address: string; name: string };
 
 export const parseWindow = (row: DeploymentRow): MaintenanceWindow | null => (row.window ? (JSON.parse(row.window) as MaintenanceWindow) : null);
 export const parsePhases = (row: DeploymentRow): number[] => JSON.parse(row.phases) as number[];
 export const parsePhaseStarted = (row: DeploymentRow): string[] => JSON.parse(row.phase_started) as string[];
 
-const COLUMNS =
-  "dp.id, dp.group_id, dp.version, dp.status, dp.pause_reason, dp.phases, dp.current_phase, dp.phase_started, dp.success_percent, dp.success_wait, " +
-  "dp.error_percent, dp.device_timeout, dp.retries, dp.retry_backoff, dp.start_at, dp.window, dp.created, dp.created_by, dp.validation, dp.recover, dp.started, dp.finished, dp.updated";
+const COLUMNS = [
+  "dp.id",
+  "dp.group_id",
+  "dp.version",
+  "dp.status",
+  "dp.pause_reason",
+  "dp.phases",
+  "dp.current_phase",
+  "dp.phase_started",
+  "dp.success_percent",
+  "dp.success_wait",
+  "dp.error_percent",
+  "dp.device_timeout",
+  "dp.retries",
+  "dp.retry_backoff",
+  "dp.start_at",
+  "dp.window",
+  "dp.created",
+  "dp.created_by",
+  "dp.validation",
+  "dp.recover",
+  "dp.started",
+  "dp.finished",
+  "dp.updated",
+] as const;
+
+const ACTIVE_STATUSES: Status[] = ["scheduled", "running", "paused"];
+
+const deployments = (q: Queries) => q.selectFrom("deployments as dp").select(COLUMNS).$castTo<DeploymentRow>();
 
 /** The deployments of a version to any of the groups, newest first, at most `limit`. */
-export function deploymentsOfVersion(db: Database, version: string, groupIds: number[], limit: number): Array<{ id: number; group_id: number; version: string; status: Status; created: string }> {
-  return db.all<{ id: number; group_id: number; version: string; status: Status; created: string }>(
-    "SELECT id, group_id, version, status, created FROM deployments WHERE version = ? AND group_id IN (SELECT value FROM json_each(?)) ORDER BY id DESC LIMIT ?",
-    [version, JSON.stringify(groupIds), limit],
-  );
+export async function deploymentsOfVersion(q: Queries, version: string, groupIds: number[], limit: number): Promise<Array<{ id: number; group_id: number; version: string; status: Status; created: string }>> {
+  if (groupIds.length === 0) return [];
+  return q
+    .selectFrom("deployments")
+    .select(["id", "group_id", "version", "status", "created"])
+    .where("version", "=", version)
+    .where("group_id", "in", groupIds)
+    .orderBy("id", "desc")
+    .limit(limit)
+    .$castTo<{ id: number; group_id: number; version: string; status: Status; created: string }>()
+    .execute();
 }
 
-export function getDeployment(db: Database | Tx, id: number): DeploymentRow | undefined {
-  return db.get<DeploymentRow>(`SELECT ${COLUMNS} FROM deployments dp WHERE dp.id = ?`, [id]);
+export function getDeployment(q: Queries, id: number): Promise<DeploymentRow | undefined>;
+export function getDeployment(db: SyncDatabase | SyncTx, id: number): DeploymentRow | undefined;
+export function getDeployment(q: Queries | SyncDatabase | SyncTx, id: number): Promise<DeploymentRow | undefined> | DeploymentRow | undefined {
+  if (!("selectFrom" in q)) return legacy.getDeployment(q, id);
+  return deployments(q).where("dp.id", "=", id).executeTakeFirst();
 }
 
 /** The deployments that hold their group (scheduled, running, paused). */
-export function activeDeployments(db: Database | Tx): DeploymentRow[] {
-  return db.all<DeploymentRow>(`SELECT ${COLUMNS} FROM deployments dp WHERE dp.status IN ('scheduled', 'running', 'paused') ORDER BY dp.id`);
+export function activeDeployments(q: Queries): Promise<DeploymentRow[]>;
+export function activeDeployments(db: SyncDatabase | SyncTx): DeploymentRow[];
+export function activeDeployments(q: Queries | SyncDatabase | SyncTx): Promise<DeploymentRow[]> | DeploymentRow[] {
+  if (!("selectFrom" in q)) return legacy.activeDeployments(q);
+  return deployments(q).where("dp.status", "in", ACTIVE_STATUSES).orderBy("dp.id").execute();
 }
+
+type Unvalidated = { deployment_id: number; device_id: number; version: string; validation: string };
 
 /** Devices of active deployments with a validation that installed and have no verdict yet (a stop interrupted it). */
-export function unvalidatedMembers(db: Database | Tx): Array<{ deployment_id: number; device_id: number; version: string; validation: string }> {
-  return db.all(
-    `SELECT dp.id AS deployment_id, m.device_id, dp.version, dp.validation FROM deployments dp JOIN deployment_devices m ON m.deployment_id = dp.id
-     WHERE dp.status IN ('scheduled', 'running', 'paused') AND dp.validation IS NOT NULL AND m.state = 'installed' AND m.validated IS NULL ORDER BY dp.id, m.position`,
-  );
+export function unvalidatedMembers(q: Queries): Promise<Unvalidated[]>;
+export function unvalidatedMembers(db: SyncDatabase | SyncTx): Unvalidated[];
+export function unvalidatedMembers(q: Queries | SyncDatabase | SyncTx): Promise<Unvalidated[]> | Unvalidated[] {
+  if (!("selectFrom" in q)) return legacy.unvalidatedMembers(q);
+  return q
+    .selectFrom("deployments as dp")
+    .innerJoin("deployment_devices as m", "m.deployment_id", "dp.id")
+    .select(["dp.id as deployment_id", "m.device_id", "dp.version", "dp.validation"])
+    .where("dp.status", "in", ACTIVE_STATUSES)
+    .where("dp.validation", "is not", null)
+    .where("m.state", "=", "installed")
+    .where("m.validated", "is", null)
+    .orderBy("dp.id")
+    .orderBy("m.position")
+    .$castTo<Unvalidated>()
+    .execute();
 }
 
-export function activeDeploymentOf(db: Database | Tx, groupId: number): DeploymentRow | undefined {
-  return db.get<DeploymentRow>(`SELECT ${COLUMNS} FROM deployments dp WHERE dp.group_id = ? AND dp.status IN ('scheduled', 'running', 'paused') LIMIT 1`, [groupId]);
+export function activeDeploymentOf(q: Queries, groupId: number): Promise<DeploymentRow | undefined> {
+  return deployments(q).where("dp.group_id", "=", groupId).where("dp.status", "in", ACTIVE_STATUSES).limit(1).executeTakeFirst();
 }
 
 export interface DeploymentFilter {
@@ -107,27 +117,30 @@ export interface DeploymentFilter {
 }
 
 /** A page of deployments (newest first) and how many match; `visible` narrows to groups the caller may read (alias `g`). */
-export function listDeployments(db: Database, filter: DeploymentFilter, visible: SqlFilter | undefined): { rows: DeploymentRow[]; total: number } {
-  const where: string[] = [];
-  const params: (string | number)[] = [];
-  if (filter.group !== undefined) where.push("dp.group_id = ?"), params.push(filter.group);
-  if (filter.status !== undefined) where.push("dp.status = ?"), params.push(filter.status);
-  if (filter.version !== undefined) where.push("dp.version = ?"), params.push(filter.version);
-  if (visible) where.push(visible.sql), params.push(...visible.params);
-  const from = `FROM deployments dp JOIN groups g ON g.id = dp.group_id${where.length ? ` WHERE ${where.join(" AND ")}` : ""}`;
-  const total = db.get<{ n: number }>(`SELECT COUNT(*) AS n ${from}`, params)?.n ?? 0;
-  const rows = db.all<DeploymentRow>(`SELECT ${COLUMNS} ${from} ORDER BY dp.id DESC LIMIT ? OFFSET ?`, [...params, filter.limit, filter.offset]);
-  return { rows, total };
+export async function listDeployments(q: Queries, filter: DeploymentFilter, visible: Expression<SqlBool> | undefined): Promise<{ rows: DeploymentRow[]; total: number }> {
+  const matching = q
+    .selectFrom("deployments as dp")
+    .innerJoin("groups as g", "g.id", "dp.group_id")
+    .$if(filter.group !== undefined, (qb) => qb.where("dp.group_id", "=", filter.group!))
+    .$if(filter.status !== undefined, (qb) => qb.where("dp.status", "=", filter.status!))
+    .$if(filter.version !== undefined, (qb) => qb.where("dp.version", "=", filter.version!))
+    .$if(visible !== undefined, (qb) => qb.where(visible!));
+  const total = await matching.select((eb) => eb.fn.countAll<number>().as("n")).executeTakeFirst();
+  const rows = await matching.select(COLUMNS).$castTo<DeploymentRow>().orderBy("dp.id", "desc").limit(filter.limit).offset(filter.offset).execute();
+  return { rows, total: Number(total?.n ?? 0) };
 }
 
 /** Device counts per phase and state, from the rows (for deployments that are not in memory). */
-export function storedCounts(db: Database, id: number, phases: number): Counts[] {
+export async function storedCounts(q: Queries, id: number, phases: number): Promise<Counts[]> {
   const counts = Array.from({ length: phases }, emptyCounts);
-  for (const row of db.all<{ phase: number; state: DeviceState; n: number }>(
-    "SELECT phase, state, COUNT(*) AS n FROM deployment_devices WHERE deployment_id = ? GROUP BY phase, state",
-    [id],
-  )) {
-    if (counts[row.phase] && (DEVICE_STATES as readonly string[]).includes(row.state)) counts[row.phase][row.state] = row.n;
+  const rows = await q
+    .selectFrom("deployment_devices")
+    .select(["phase", "state", (eb) => eb.fn.countAll<number>().as("n")])
+    .where("deployment_id", "=", id)
+    .groupBy(["phase", "state"])
+    .execute();
+  for (const row of rows) {
+    if (counts[row.phase] && (DEVICE_STATES as readonly string[]).includes(row.state)) counts[row.phase][row.state as DeviceState] = Number(row.n);
   }
   return counts;
 }
@@ -139,19 +152,40 @@ export interface MemberFilter {
   offset: number;
 }
 
-const MEMBER_COLUMNS =
-  "dd.device_id, d.mac_address, d.name, dd.phase, dd.position, dd.state, dd.progress, dd.from_version, dd.to_version, dd.reason, dd.output, dd.attempt, dd.failures, dd.retry_at, dd.offered_at, dd.updated";
-
 /** A page of a deployment's devices in their recorded order, and how many match. */
-export function listMembers(db: Database, id: number, filter: MemberFilter): { rows: MemberRow[]; total: number } {
-  const where = ["dd.deployment_id = ?"];
-  const params: (string | number)[] = [id];
-  if (filter.state !== undefined) where.push("dd.state = ?"), params.push(filter.state);
-  if (filter.phase !== undefined) where.push("dd.phase = ?"), params.push(filter.phase);
-  const from = `FROM deployment_devices dd JOIN devices d ON d.id = dd.device_id WHERE ${where.join(" AND ")}`;
-  const total = db.get<{ n: number }>(`SELECT COUNT(*) AS n ${from}`, params)?.n ?? 0;
-  const rows = db.all<MemberRow>(`SELECT ${MEMBER_COLUMNS} ${from} ORDER BY dd.position LIMIT ? OFFSET ?`, [...params, filter.limit, filter.offset]);
-  return { rows, total };
+export async function listMembers(q: Queries, id: number, filter: MemberFilter): Promise<{ rows: MemberRow[]; total: number }> {
+  const matching = q
+    .selectFrom("deployment_devices as dd")
+    .innerJoin("devices as d", "d.id", "dd.device_id")
+    .where("dd.deployment_id", "=", id)
+    .$if(filter.state !== undefined, (qb) => qb.where("dd.state", "=", filter.state!))
+    .$if(filter.phase !== undefined, (qb) => qb.where("dd.phase", "=", filter.phase!));
+  const total = await matching.select((eb) => eb.fn.countAll<number>().as("n")).executeTakeFirst();
+  const rows = await matching
+    .select([
+      "dd.device_id",
+      "d.mac_address",
+      "d.name",
+      "dd.phase",
+      "dd.position",
+      "dd.state",
+      "dd.progress",
+      "dd.from_version",
+      "dd.to_version",
+      "dd.reason",
+      "dd.output",
+      "dd.attempt",
+      "dd.failures",
+      "dd.retry_at",
+      "dd.offered_at",
+      "dd.updated",
+    ])
+    .$castTo<MemberRow>()
+    .orderBy("dd.position")
+    .limit(filter.limit)
+    .offset(filter.offset)
+    .execute();
+  return { rows, total: Number(total?.n ?? 0) };
 }
 
 /** What the service keeps in memory of a device of an active deployment. */
@@ -167,29 +201,58 @@ export interface MemberState {
 }
 
 /** The member rows the service keeps in memory for an active deployment. */
-export function memberStates(db: Database | Tx, id: number): MemberState[] {
-  return db.all("SELECT device_id, phase, state, offered_at, attempt, failures, offered_version, retry_at FROM deployment_devices WHERE deployment_id = ?", [id]);
+export function memberStates(q: Queries, id: number): Promise<MemberState[]> {
+  return q
+    .selectFrom("deployment_devices")
+    .select(["device_id", "phase", "state", "offered_at", "attempt", "failures", "offered_version", "retry_at"])
+    .where("deployment_id", "=", id)
+    .$castTo<MemberState>()
+    .execute();
 }
 
+type Membership = { deployment_id: number; state: DeviceState; to_version: string | null; attempt: number };
+
 /** A device's row in `deploymentId`, or its latest one (an outcome that arrives after its deployment ended). */
-export function latestMembership(db: Database | Tx, deviceId: number, deploymentId?: number): { deployment_id: number; state: DeviceState; to_version: string | null; attempt: number } | undefined {
-  if (deploymentId !== undefined) return db.get("SELECT deployment_id, state, to_version, attempt FROM deployment_devices WHERE device_id = ? AND deployment_id = ?", [deviceId, deploymentId]);
-  return db.get("SELECT deployment_id, state, to_version, attempt FROM deployment_devices WHERE device_id = ? ORDER BY deployment_id DESC LIMIT 1", [deviceId]);
+export function latestMembership(q: Queries, deviceId: number, deploymentId?: number): Promise<Membership | undefined>;
+export function latestMembership(db: SyncDatabase | SyncTx, deviceId: number, deploymentId?: number): Membership | undefined;
+export function latestMembership(q: Queries | SyncDatabase | SyncTx, deviceId: number, deploymentId?: number): Promise<Membership | undefined> | Membership | undefined {
+  if (!("selectFrom" in q)) return legacy.latestMembership(q, deviceId, deploymentId);
+  return q
+    .selectFrom("deployment_devices")
+    .select(["deployment_id", "state", "to_version", "attempt"])
+    .where("device_id", "=", deviceId)
+    .$if(deploymentId !== undefined, (qb) => qb.where("deployment_id", "=", deploymentId!))
+    .orderBy("deployment_id", "desc")
+    .limit(1)
+    .$castTo<Membership>()
+    .executeTakeFirst();
 }
 
 /** The devices failed (for good) in a deployment. */
-export const failedMembers = (db: Database | Tx, id: number): number[] =>
-  db.all<{ device_id: number }>("SELECT device_id FROM deployment_devices WHERE deployment_id = ? AND state = 'failed' ORDER BY position", [id]).map((r) => r.device_id);
+export async function failedMembers(q: Queries, id: number): Promise<number[]> {
+  const rows = await q.selectFrom("deployment_devices").select("device_id").where("deployment_id", "=", id).where("state", "=", "failed").orderBy("position").execute();
+  return rows.map((r) => r.device_id);
+}
 
 /**
  * The versions devices failed for good: a device's latest row for a version (of any deployment)
  * is `failed`. A new deployment of that version, or a retry, makes a newer row that is not.
  */
-export function heldOut(db: Database | Tx): Array<{ device_id: number; version: string }> {
-  return db.all(
-    `SELECT dd.device_id, dp.version FROM deployment_devices dd JOIN deployments dp ON dp.id = dd.deployment_id
-     WHERE dd.state = 'failed' AND dd.deployment_id = (SELECT MAX(x.deployment_id) FROM deployment_devices x JOIN deployments y ON y.id = x.deployment_id WHERE x.device_id = dd.device_id AND y.version = dp.version)`,
-  );
+export function heldOut(q: Queries): Promise<Array<{ device_id: number; version: string }>> {
+  return q
+    .selectFrom("deployment_devices as dd")
+    .innerJoin("deployments as dp", "dp.id", "dd.deployment_id")
+    .select(["dd.device_id", "dp.version"])
+    .where("dd.state", "=", "failed")
+    .where("dd.deployment_id", "=", (eb) =>
+      eb
+        .selectFrom("deployment_devices as x")
+        .innerJoin("deployments as y", "y.id", "x.deployment_id")
+        .select((e) => e.fn.max("x.deployment_id").as("latest"))
+        .whereRef("x.device_id", "=", "dd.device_id")
+        .whereRef("y.version", "=", "dp.version"),
+    )
+    .execute();
 }
 
 export interface MemberChange {
@@ -207,108 +270,196 @@ export interface MemberChange {
   retryAt?: string | null;
 }
 
+/** The columns a change sets (those it does not name keep their value). */
+function memberColumns(change: MemberChange): Updateable<DeploymentDevicesTable> {
+  const set: Updateable<DeploymentDevicesTable> = { state: change.state, updated: change.at };
+  if (change.progress !== undefined) set.progress = change.progress;
+  if (change.reason !== undefined) set.reason = change.reason;
+  if (change.output !== undefined) set.output = change.output;
+  if (change.fromVersion !== undefined) set.from_version = change.fromVersion;
+  if (change.toVersion !== undefined) set.to_version = change.toVersion;
+  if (change.offeredAt !== undefined) set.offered_at = change.offeredAt;
+  if (change.attempt !== undefined) set.attempt = change.attempt;
+  if (change.failures !== undefined) set.failures = change.failures;
+  if (change.offeredVersion !== undefined) set.offered_version = change.offeredVersion;
+  if (change.retryAt !== undefined) set.retry_at = change.retryAt;
+  return set;
+}
+
 /** One durable transition of one device. Columns not named keep their value. */
-export function updateMember(tx: Tx, deploymentId: number, deviceId: number, change: MemberChange): void {
-  const sets = ["state = ?", "updated = ?"];
-  const params: (string | number | null)[] = [change.state, change.at];
-  const optional: Array<[string, string | number | null | undefined]> = [
-    ["progress", change.progress],
-    ["reason", change.reason],
-    ["output", change.output],
-    ["from_version", change.fromVersion],
-    ["to_version", change.toVersion],
-    ["offered_at", change.offeredAt],
-    ["attempt", change.attempt],
-    ["failures", change.failures],
-    ["offered_version", change.offeredVersion],
-    ["retry_at", change.retryAt],
-  ];
-  for (const [column, value] of optional) if (value !== undefined) sets.push(`${column} = ?`), params.push(value);
-  tx.run(`UPDATE deployment_devices SET ${sets.join(", ")} WHERE deployment_id = ? AND device_id = ?`, [...params, deploymentId, deviceId]);
+export async function updateMember(tx: Tx, deploymentId: number, deviceId: number, change: MemberChange): Promise<void> {
+  await tx.updateTable("deployment_devices").set(memberColumns(change)).where("deployment_id", "=", deploymentId).where("device_id", "=", deviceId).execute();
+}
+
+/** The same transition of several devices of a deployment, in one statement. */
+export async function updateMembers(tx: Tx, deploymentId: number, deviceIds: readonly number[], change: MemberChange): Promise<void> {
+  if (deviceIds.length === 0) return;
+  await tx
+    .updateTable("deployment_devices")
+    .set(memberColumns(change))
+    .where("deployment_id", "=", deploymentId)
+    .where("device_id", "in", [...deviceIds])
+    .execute();
+}
+
+/** A device's progress percent, a last-seen style write (the state it belongs to is durable already). */
+export const memberProgress = (q: Queries, deploymentId: number, deviceId: number, percent: number, at: string) =>
+  q.updateTable("deployment_devices").set({ progress: percent, updated: at }).where("deployment_id", "=", deploymentId).where("device_id", "=", deviceId);
+
+/** The devices of a new deployment, `waiting`, in their recorded order. */
+export async function insertMembers(tx: Tx, rows: ReadonlyArray<{ deployment_id: number; device_id: number; phase: number; position: number; from_version: string | null; to_version: string; updated: string }>): Promise<void> {
+  // Chunks keep each statement's parameters within what both engines bind.
+  for (let at = 0; at < rows.length; at += 500) {
+    await tx
+      .insertInto("deployment_devices")
+      .values(rows.slice(at, at + 500).map((r) => ({ ...r, state: "waiting" })))
+      .execute();
+  }
+}
+
+/** A new deployment's row; resolves with its id. */
+export async function insertDeployment(tx: Tx, row: Insertable<DeploymentsTable>): Promise<number> {
+  const { id } = await tx.insertInto("deployments").values(row).returning("id").executeTakeFirstOrThrow();
+  return id;
+}
+
+/** Writes deployment columns. */
+export async function updateDeployment(tx: Tx, id: number, fields: Updateable<DeploymentsTable>): Promise<void> {
+  await tx.updateTable("deployments").set(fields).where("id", "=", id).execute();
+}
+
+/** The versions a member's row records (its history rows name them). */
+export function memberVersions(q: Queries, deploymentId: number, deviceId: number): Promise<{ from_version: string | null; to_version: string | null } | undefined> {
+  return q.selectFrom("deployment_devices").select(["from_version", "to_version"]).where("deployment_id", "=", deploymentId).where("device_id", "=", deviceId).executeTakeFirst();
+}
+
+/** The validation of a device's install passed (only while it is still `installed`). */
+export async function markValidated(q: Queries, deploymentId: number, deviceId: number, at: string): Promise<void> {
+  await q.updateTable("deployment_devices").set({ validated: at }).where("deployment_id", "=", deploymentId).where("device_id", "=", deviceId).where("state", "=", "installed").execute();
 }
 
 // --- update history ------------------------------------------------------------------------
 
-export interface HistoryRow {
-  id: number;
-  device_id: number;
-  deployment_id: number | null;
-  from_version: string | null;
-  to_version: string;
-  outcome: string;
-  attempt: number | null;
-  reason: string | null;
-  output: string | null;
-  at: string;
-}
+export type HistoryRow = Omit<Selectable<UpdateHistoryTable>, "report_id">;
 
 /** One history row; `report_id` is the device's report that made it (none: the server decided it). */
-export function addHistory(tx: Tx, entry: Omit<HistoryRow, "id" | "attempt" | "output"> & { attempt?: number | null; output?: string | null; report_id?: string | null }): void {
-  tx.run("INSERT INTO update_history (device_id, deployment_id, from_version, to_version, outcome, attempt, reason, output, at, report_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-    entry.device_id,
-    entry.deployment_id,
-    entry.from_version,
-    entry.to_version,
-    entry.outcome,
-    entry.attempt ?? null,
-    entry.reason,
-    entry.output ?? null,
-    entry.at,
-    entry.report_id ?? null,
-  ]);
+export async function addHistory(tx: Tx, entry: Omit<HistoryRow, "id" | "attempt" | "output"> & { attempt?: number | null; output?: string | null; report_id?: string | null }): Promise<void> {
+  await tx
+    .insertInto("update_history")
+    .values({
+      device_id: entry.device_id,
+      deployment_id: entry.deployment_id,
+      from_version: entry.from_version,
+      to_version: entry.to_version,
+      outcome: entry.outcome,
+      attempt: entry.attempt ?? null,
+      reason: entry.reason,
+      output: entry.output ?? null,
+      at: entry.at,
+      report_id: entry.report_id ?? null,
+    })
+    .execute();
+}
+
+/** The newest history row of a device (to tell a report sent again from a new one). */
+export function newestHistory(q: Queries, deviceId: number): Promise<{ to_version: string; outcome: string } | undefined> {
+  return q.selectFrom("update_history").select(["to_version", "outcome"]).where("device_id", "=", deviceId).orderBy("id", "desc").limit(1).executeTakeFirst();
 }
 
 /** The newest history row of one attempt of a device in a deployment (its outcome). */
-export const attemptHistoryId = (db: Database | Tx, deviceId: number, deploymentId: number, attempt: number): number | undefined =>
-  db.get<{ id: number }>("SELECT id FROM update_history WHERE device_id = ? AND deployment_id = ? AND attempt = ? ORDER BY id DESC LIMIT 1", [deviceId, deploymentId, attempt])?.id;
+export function attemptHistoryId(q: Queries, deviceId: number, deploymentId: number, attempt: number): Promise<number | undefined>;
+export function attemptHistoryId(db: SyncDatabase | SyncTx, deviceId: number, deploymentId: number, attempt: number): number | undefined;
+export function attemptHistoryId(q: Queries | SyncDatabase | SyncTx, deviceId: number, deploymentId: number, attempt: number): Promise<number | undefined> | number | undefined {
+  if (!("selectFrom" in q)) return legacy.attemptHistoryId(q, deviceId, deploymentId, attempt);
+  return q
+    .selectFrom("update_history")
+    .select("id")
+    .where("device_id", "=", deviceId)
+    .where("deployment_id", "=", deploymentId)
+    .where("attempt", "=", attempt)
+    .orderBy("id", "desc")
+    .limit(1)
+    .executeTakeFirst()
+    .then((row) => row?.id);
+}
 
 /** Keeps a device's newest `keep` history rows. */
-export function trimHistory(tx: Tx, deviceId: number, keep: number): void {
-  tx.run("DELETE FROM update_history WHERE device_id = ? AND id <= (SELECT id FROM update_history WHERE device_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)", [deviceId, deviceId, keep]);
+export async function trimHistory(tx: Tx, deviceId: number, keep: number): Promise<void> {
+  const edge = await tx.selectFrom("update_history").select("id").where("device_id", "=", deviceId).orderBy("id", "desc").limit(1).offset(keep).executeTakeFirst();
+  if (edge) await tx.deleteFrom("update_history").where("device_id", "=", deviceId).where("id", "<=", edge.id).execute();
 }
 
 /** Whether the device's report `reportId` made a history row already (it is sent again when its acknowledgement was lost). */
-export const reportApplied = (db: Database | Tx, deviceId: number, reportId: string): boolean =>
-  db.get("SELECT 1 AS x FROM update_history WHERE device_id = ? AND report_id = ?", [deviceId, reportId]) !== undefined;
+export async function reportApplied(q: Queries, deviceId: number, reportId: string): Promise<boolean> {
+  return (await q.selectFrom("update_history").select("id").where("device_id", "=", deviceId).where("report_id", "=", reportId).limit(1).executeTakeFirst()) !== undefined;
+}
 
 /** Whether a history row is still kept (the oldest are trimmed). */
-export const historyEntryExists = (db: Database | Tx, id: number): boolean => db.get("SELECT 1 AS x FROM update_history WHERE id = ?", [id]) !== undefined;
+export function historyEntryExists(q: Queries, id: number): Promise<boolean>;
+export function historyEntryExists(db: SyncDatabase | SyncTx, id: number): boolean;
+export function historyEntryExists(q: Queries | SyncDatabase | SyncTx, id: number): Promise<boolean> | boolean {
+  if (!("selectFrom" in q)) return legacy.historyEntryExists(q, id);
+  return q
+    .selectFrom("update_history")
+    .select("id")
+    .where("id", "=", id)
+    .executeTakeFirst()
+    .then((row) => row !== undefined);
+}
 
 /** A device's history, newest first. */
-export function listHistory(db: Database, deviceId: number, limit: number, offset: number): { rows: HistoryRow[]; total: number } {
-  const total = db.get<{ n: number }>("SELECT COUNT(*) AS n FROM update_history WHERE device_id = ?", [deviceId])?.n ?? 0;
-  const rows = db.all<HistoryRow>(
-    "SELECT id, device_id, deployment_id, from_version, to_version, outcome, attempt, reason, output, at FROM update_history WHERE device_id = ? ORDER BY id DESC LIMIT ? OFFSET ?",
-    [deviceId, limit, offset],
-  );
-  return { rows, total };
+export async function listHistory(q: Queries, deviceId: number, limit: number, offset: number): Promise<{ rows: HistoryRow[]; total: number }> {
+  const total = await q.selectFrom("update_history").select((eb) => eb.fn.countAll<number>().as("n")).where("device_id", "=", deviceId).executeTakeFirst();
+  const rows = await q
+    .selectFrom("update_history")
+    .select(["id", "device_id", "deployment_id", "from_version", "to_version", "outcome", "attempt", "reason", "output", "at"])
+    .where("device_id", "=", deviceId)
+    .orderBy("id", "desc")
+    .limit(limit)
+    .offset(offset)
+    .execute();
+  return { rows, total: Number(total?.n ?? 0) };
 }
 
 /** The copy of a deployment's validation config that its devices run (opaque JSON, src/testrun/devices/validation.ts); null: none. */
-export function validationCopy(db: Database | Tx, id: number): string | null {
-  return db.get<{ copy: string | null }>("SELECT validation_copy AS copy FROM deployments WHERE id = ?", [id])?.copy ?? null;
+export function validationCopy(q: Queries, id: number): Promise<string | null>;
+export function validationCopy(db: SyncDatabase | SyncTx, id: number): string | null;
+export function validationCopy(q: Queries | SyncDatabase | SyncTx, id: number): Promise<string | null> | string | null {
+  if (!("selectFrom" in q)) return legacy.validationCopy(q, id);
+  return q
+    .selectFrom("deployments")
+    .select("validation_copy")
+    .where("id", "=", id)
+    .executeTakeFirst()
+    .then((row) => row?.validation_copy ?? null);
 }
 
-export function pinValidation(tx: Tx, id: number, copy: string): void {
-  tx.run("UPDATE deployments SET validation_copy = ? WHERE id = ?", [copy, id]);
+export function pinValidation(q: Queries, id: number, copy: string): Promise<void>;
+export function pinValidation(tx: SyncTx, id: number, copy: string): void;
+export function pinValidation(q: Queries | SyncTx, id: number, copy: string): Promise<void> | void {
+  if (!("selectFrom" in q)) return legacy.pinValidation(q, id, copy);
+  return q
+    .updateTable("deployments")
+    .set({ validation_copy: copy })
+    .where("id", "=", id)
+    .execute()
+    .then(() => {});
 }
+
+type Trace = { device_id: number; state: DeviceState; attempt: number; offered_at: string | null; updated: string; outcomes: Array<{ outcome: string; attempt: number | null; at: string }> };
 
 /** A deployment's devices with their update history in it (oldest first), for its timeline. */
-export function deploymentTraces(db: Database, id: number): Array<{ device_id: number; state: DeviceState; attempt: number; offered_at: string | null; updated: string; outcomes: Array<{ outcome: string; attempt: number | null; at: string }> }> {
-  const traces = new Map(
-    db
-      .all<{ device_id: number; state: DeviceState; attempt: number; offered_at: string | null; updated: string }>(
-        "SELECT device_id, state, attempt, offered_at, updated FROM deployment_devices WHERE deployment_id = ? ORDER BY position",
-        [id],
-      )
-      .map((row) => [row.device_id, { ...row, outcomes: [] as Array<{ outcome: string; attempt: number | null; at: string }> }]),
-  );
+export async function deploymentTraces(q: Queries, id: number): Promise<Trace[]> {
+  const members = await q.selectFrom("deployment_devices").select(["device_id", "state", "attempt", "offered_at", "updated"]).where("deployment_id", "=", id).orderBy("position").execute();
+  const traces = new Map<number, Trace>(members.map((row) => [row.device_id, { ...row, state: row.state as DeviceState, outcomes: [] }]));
   // Through the members' rows: update_history is indexed by device, not by deployment.
-  for (const h of db.all<{ device_id: number; outcome: string; attempt: number | null; at: string }>(
-    "SELECT h.device_id, h.outcome, h.attempt, h.at FROM deployment_devices dd JOIN update_history h ON h.device_id = dd.device_id AND h.deployment_id = dd.deployment_id WHERE dd.deployment_id = ? ORDER BY h.id",
-    [id],
-  )) {
-    traces.get(h.device_id)?.outcomes.push({ outcome: h.outcome, attempt: h.attempt, at: h.at });
-  }
+  const outcomes = await q
+    .selectFrom("deployment_devices as dd")
+    .innerJoin("update_history as h", (join) => join.onRef("h.device_id", "=", "dd.device_id").onRef("h.deployment_id", "=", "dd.deployment_id"))
+    .select(["h.device_id", "h.outcome", "h.attempt", "h.at"])
+    .where("dd.deployment_id", "=", id)
+    .orderBy("h.id")
+    .execute();
+  for (const h of outcomes) traces.get(h.device_id)?.outcomes.push({ outcome: h.outcome, attempt: h.attempt, at: h.at });
   return [...traces.values()];
 }

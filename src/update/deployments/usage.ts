@@ -11,10 +11,10 @@ import { deploymentsOfVersion } from "./store.ts";
  * the deployments to them of the package's version, newest first, at most 100. It lives here, above
  * packages and groups, because it joins all three.
  */
-export async function packageUsage({ db, store }: Pick<AppContext, "db" | "store">, identity: Identity, id: number, prefix: string): Promise<PackageUsage> {
+export async function packageUsage({ store }: Pick<AppContext, "store">, identity: Identity, id: number, prefix: string): Promise<PackageUsage> {
   const row = await readablePackage(store.query, identity, id);
   const found = await groupsHoldingPackage(store.query, row.id, permissionFilter(identity, "group", "g"));
   const version = (JSON.parse(row.metadata) as Record<string, unknown>)[packageKeys(prefix).version];
-  const deployments = found.length === 0 || typeof version !== "string" ? [] : deploymentsOfVersion(db, version, found.map((g) => g.id), 100);
+  const deployments = found.length === 0 || typeof version !== "string" ? [] : await deploymentsOfVersion(store.query, version, found.map((g) => g.id), 100);
   return { groups: found.map((g) => ({ id: g.id, name: groupNameOf(JSON.parse(g.metadata) as Record<string, unknown>, prefix) ?? null })), deployments };
 }

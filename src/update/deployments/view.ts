@@ -14,8 +14,8 @@ import { parsePhases, parsePhaseStarted, parseWindow, type DeploymentRow } from 
 const time = (iso: string | null) => (iso === null ? null : rfc822(new Date(iso)));
 
 /** A deployment as the API shows it, with its counts per state and per phase. */
-export function deploymentView(service: DeploymentService, row: DeploymentRow): Deployment {
-  const counts = service.counts(row);
+export async function deploymentView(service: DeploymentService, row: DeploymentRow): Promise<Deployment> {
+  const counts = await service.counts(row);
   const ends = parsePhases(row);
   const started = parsePhaseStarted(row);
   const all = counts.reduce<Counts>((sum, c) => {

@@ -77,13 +77,13 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTr
       summary: "A fetched device file through a signed link (Range supported)",
       responses: { 200: FILE, 206: { ...FILE, description: "Part of the file" }, 403: errors[403], 404: errors[404], 416: errors[416] },
     },
-    (c) => {
+    async (c) => {
       // Hono already percent-decoded the path; keys are plain `<dir>/<uuid>`.
       const key = c.req.path.slice("/local_storage_multipart/multipart/".length);
       requireSignedLink(ctx, c, MULTIPART_LINK, key);
       const object = store.stat(key);
       if (object) return serveFile(c, object);
-      const inline = store.inlineObject(key);
+      const inline = await store.inlineObject(key);
       if (inline) return serveBytes(c, inline.data, inline.modified);
       throw new LabgateError("not_found", "object does not exist");
     },

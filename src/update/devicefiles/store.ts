@@ -27,7 +27,7 @@ export class DeviceFileStore {
   private readonly dirs: Record<ObjectKind, string>;
   private readonly keyPattern: RegExp;
   /** Small action outputs live in the action log, not in files (src/update/actions/store.ts). */
-  private inlineActions: ((id: string) => InlineObject | undefined) | undefined;
+  private inlineActions: ((id: string) => Promise<InlineObject | undefined>) | undefined;
 
   constructor(dataDir: string, prefix: string) {
     this.root = join(dataDir, "multipart");
@@ -50,12 +50,12 @@ export class DeviceFileStore {
   }
 
   /** Where action outputs that are not files come from (the action service). */
-  serveInlineActions(source: (executionId: string) => InlineObject | undefined): void {
+  serveInlineActions(source: (executionId: string) => Promise<InlineObject | undefined>): void {
     this.inlineActions = source;
   }
 
   /** An action output kept in the action log under `key`, or undefined. */
-  inlineObject(key: string): InlineObject | undefined {
+  async inlineObject(key: string): Promise<InlineObject | undefined> {
     const prefix = `${this.dirs.actions}/`;
     if (!this.keyPattern.test(key) || !key.startsWith(prefix)) return undefined;
     return this.inlineActions?.(key.slice(prefix.length));

@@ -33,21 +33,21 @@ export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcast
   const viewers = new Set<Viewer>();
   let generation = -1;
 
-  // Events go out in order, each after the one before: reading the access generation is a query.
-  let delivered = Promise.resolve();
-  const subscription = new SharedSubscription(events, (event) => {
-    delivered = delivered.then(() => deliver(event)).catch((error: Error) => ctx.log.warn(`event stream: ${error.message}`));
-  });
   const deliver = async (event: DeviceEvent) => {
     const now = await accessGeneration(ctx.store.query);
     if (now !== generation) {
       generation = now;
       const shared = new Map<string, Visible>();
-      for (const viewer of viewers) viewer.sees = visibleTo(ctx.db, await access.current(viewer.identity), shared);
+      for (const viewer of viewers) viewer.sees = await visibleTo(ctx.store.query, await access.current(viewer.identity), shared);
     }
     const prepared = prepareEvent(event.event, event.data);
     for (const viewer of viewers) if (shows(viewer.sees, event)) viewer.send(prepared);
   };
+  // One after the other, in the order they happened: what a reader may see is read from the database first.
+  let delivered = Promise.resolve();
+  const subscription = new SharedSubscription(events, (event) => {
+    delivered = delivered.then(() => deliver(event)).catch((error) => ctx.log.warn(`events: ${(error as Error).message}`));
+  });
 
   route(
     app,
@@ -60,10 +60,11 @@ export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcast
       responses: { 200: { description: "Event stream", media: "text/event-stream" }, 401: errors[401] },
     },
     auth.management(),
-    (c) => {
+    async (c) => {
       const identity = c.get("identity") as ManagementIdentity;
+      const sees = await visibleTo(ctx.store.query, identity, new Map());
       return streams.respond(identity, (send) => {
-        const viewer: Viewer = { identity, sees: visibleTo(ctx.db, identity, new Map()), send };
+        const viewer: Viewer = { identity, sees, send };
         viewers.add(viewer);
         const release = subscription.hold();
         return () => {

@@ -1,8 +1,8 @@
 import type { ManagementIdentity } from "../../auth/tokens.ts";
-import type { Database } from "../../db/index.ts";
+import type { Queries } from "../../db/store.ts";
 import { deviceMacs } from "../devices/devices.ts";
-import { groupIdsMatchingSync } from "../groups/legacy.ts";
-import { bypasses, permissionFilterSql } from "../permissions/permissions.ts";
+import { groupIdsMatching } from "../groups/groups.ts";
+import { bypasses, permissionFilter, permissionFilterSql } from "../permissions/permissions.ts";
 import type { DeviceEvent } from "./broadcaster.ts";
 
 /** What a user may read of the live events: the devices by MAC address and the groups by id, or "all" (admin reads). */
@@ -23,15 +23,15 @@ export function shows(sees: Visible, event: DeviceEvent): boolean {
  * reason string): the sets are made once per user and scopes in `shared`, since every stream of a
  * user sees the same.
  */
-export function visibleTo(db: Database, identity: ManagementIdentity | string, shared: Map<string, Visible>): Visible {
+export async function visibleTo(q: Queries, identity: ManagementIdentity | string, shared: Map<string, Visible>): Promise<Visible> {
   if (typeof identity === "string") return NOTHING;
   if (bypasses(identity, "read")) return "all";
   const key = `${identity.user}\n${[...identity.scopes].sort().join(" ")}`;
   let sees = shared.get(key);
   if (sees === undefined) {
     sees = {
-      devices: deviceMacs(db, permissionFilterSql(identity, "device", "d")!),
-      groups: new Set(groupIdsMatchingSync(db, permissionFilterSql(identity, "group", "g")!)),
+      devices: await deviceMacs(q, permissionFilterSql(identity, "device", "d")!),
+      groups: new Set(await groupIdsMatching(q, permissionFilter(identity, "group", "g")!)),
     };
     shared.set(key, sees);
   }
