@@ -247,6 +247,7 @@ export class DeviceRuns {
         at: this.ctx.clock.now(),
         error: aborted && reason ? reason : errors || null,
         warnings: [...run.warnings, ...shares.flatMap((s) => s.warnings.map((w) => `${deviceLabel(s.plan.name)}${w}`))],
+        counts: shares.reduce((sum, s) => ({ passed: sum.passed + s.progress.passed, failed: sum.failed + s.progress.failed, skipped: sum.skipped + s.progress.skipped }), { passed: 0, failed: 0, skipped: 0 }),
       });
       this.ctx.log.info(`testrun: run ${id} ${(await store.getRun(id))?.status}${errors ? `: ${errors}` : ""}`);
     } catch (error) {

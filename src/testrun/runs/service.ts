@@ -314,6 +314,7 @@ export class TestRunService implements LocalRuns {
       error: reason ?? result.error,
       metadata: result.metadata,
       warnings: [...run.warnings, ...result.warnings],
+      ...(result.counts ? { counts: result.counts } : {}),
     });
   }
 

@@ -2,7 +2,7 @@ import type { Selectable, UpdateQueryBuilder, UpdateResult } from "kysely";
 import type { Tables, TestrunRunsTable, TestrunTriggersTable } from "../../db/schema.ts";
 import type { Queries, Store, Tx } from "../../db/store.ts";
 import type { TestPlan } from "../plan.ts";
-import type { DeviceProgress, TriggerStatus } from "../schema.ts";
+import type { DeviceProgress, RunCounts, TriggerStatus } from "../schema.ts";
 import type { RunStatus } from "./status.ts";
 
 export { FINAL_STATUSES, type RunStatus } from "./status.ts";
@@ -29,6 +29,8 @@ export interface RunRecord {
   abortRequested: boolean;
   /** A run on managed devices: each device's share; null for other runs. */
   devices: DeviceProgress[] | null;
+  /** Its report's cases by status, kept when it ended; null before then, or when it ended without them. */
+  counts: RunCounts | null;
 }
 
 export interface RemoteRun {
@@ -77,6 +79,9 @@ const RUN_COLUMNS = [
   "warnings",
   "abort_requested",
   "devices",
+  "passed",
+  "failed",
+  "skipped",
 ] as const;
 
 const RESULT_ROWS_PER_STATEMENT = 500;
@@ -103,6 +108,7 @@ const toRun = (r: RunRow): RunRecord => ({
   warnings: JSON.parse(r.warnings),
   abortRequested: r.abort_requested === 1,
   devices: r.devices === null ? null : JSON.parse(r.devices),
+  counts: r.passed === null || r.failed === null || r.skipped === null ? null : { passed: r.passed, failed: r.failed, skipped: r.skipped },
 });
 
 const toTrigger = (r: TriggerRow): TriggerRecord => ({
@@ -278,7 +284,7 @@ export class RunStore {
    */
   async finishRun(
     id: string,
-    fields: { status: RunStatus; at: number; error?: string | null; metadata?: Record<string, string | null>; warnings?: string[] },
+    fields: { status: RunStatus; at: number; error?: string | null; metadata?: Record<string, string | null>; warnings?: string[]; counts?: RunCounts },
     from: RunStatus[] = UNFINISHED,
   ): Promise<boolean> {
     const set = {
@@ -287,6 +293,7 @@ export class RunStore {
       ...(fields.error !== undefined ? { error: fields.error } : {}),
       ...(fields.metadata ? { metadata: JSON.stringify(fields.metadata) } : {}),
       ...(fields.warnings ? { warnings: JSON.stringify(fields.warnings) } : {}),
+      ...(fields.counts ? { passed: fields.counts.passed, failed: fields.counts.failed, skipped: fields.counts.skipped } : {}),
     };
     return this.updated(this.q.updateTable("testrun_runs").set(set).where("id", "=", id).where("status", "in", from));
   }
