@@ -15,7 +15,8 @@
  * 2. a deployment to v2 is created (phases 10, 50, 100 %, next phase at 95 % installed) and the
  *    devices go through it: `--workers` simulated devices at a time take the next device of a
  *    started phase, check for an update (offered v2) and report `update_outcome` installed over
- *    its device socket, phase after phase, until the deployment completes; meanwhile the load
+ *    its device socket, phase after phase, until the deployment completes (every device's socket
+ *    is open from before step 1 to the end, as a connected agent's is); meanwhile the load
  *    generator runs the same update checks as in 1 for `--seconds` (devices of started phases
  *    get v2 or, once installed, 204; the others v1.5 from the policy);
  * 3. prints both rates, the ratio, the p99s and how long the rollout took, with the server's CPU
@@ -100,22 +101,48 @@ function cpuSeconds(pid: number): number {
 
 const body = (mac: string, version: string) => JSON.stringify({ "svc.software.version": version, "svc.hardware.devtype": "board", "svc.hardware.macaddr": mac });
 
-/** One simulated device through the deployment: its check (offered v2), then `installed` over its socket. */
-async function rollOne(url: string, device: { mac: string; token: string }): Promise<void> {
+/** A simulated agent's socket, open for the whole run as a real agent keeps it: outcomes go over it. */
+interface AgentSocket {
+  ws: WebSocket;
+  /** Resolvers of outcomes sent and not yet acknowledged, by message id. */
+  acks: Map<string, () => void>;
+}
+
+async function connect(url: string, device: { mac: string; token: string }): Promise<AgentSocket> {
+  const ws = new WebSocket(`${url.replace(/^http/, "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${device.token}` }, perMessageDeflate: false });
+  const acks = new Map<string, () => void>();
+  ws.on("message", (data) => {
+    const message = JSON.parse(String(data)) as { method: string; id?: string };
+    if (message.method === "update_outcome_ack" && message.id) acks.get(message.id)?.();
+  });
+  await new Promise<void>((resolve, reject) => {
+    ws.once("open", resolve);
+    ws.once("error", reject);
+  });
+  return { ws, acks };
+}
+
+/** Every device's socket, a batch at a time (the server's handshake rate, not the benchmark's subject). */
+async function connectAll(url: string, devices: Array<{ mac: string; token: string }>): Promise<Map<string, AgentSocket>> {
+  const sockets = new Map<string, AgentSocket>();
+  const queue = [...devices];
+  await Promise.all(Array.from({ length: 100 }, async () => {
+    for (let next = queue.shift(); next; next = queue.shift()) sockets.set(next.mac, await connect(url, next));
+  }));
+  return sockets;
+}
+
+/** One simulated device through the deployment: its check (offered v2), then `installed` over its open socket. */
+async function rollOne(url: string, device: { mac: string; token: string }, socket: AgentSocket): Promise<void> {
   const res = await fetch(`${url}/api/v1/update/check`, { method: "POST", headers: { authorization: `Bearer token=${device.token}`, "content-type": "application/json" }, body: body(device.mac, "v1") });
   const offer = res.status === 200 ? ((await res.json()) as { version: string }) : undefined;
   if (offer?.version !== "v2") return;
-  const ws = new WebSocket(`${url.replace(/^http/, "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${device.token}` }, perMessageDeflate: false });
-  await new Promise<void>((resolve, reject) => {
-    ws.on("open", () => ws.send(JSON.stringify({ method: "update_outcome", id: `b-${device.mac}`, state: "installed", version: "v2", from_version: "v1" })));
-    ws.on("message", (data) => {
-      if ((JSON.parse(String(data)) as { method: string }).method === "update_outcome_ack") {
-        ws.close();
-        resolve();
-      }
-    });
-    ws.on("error", reject);
+  const id = `b-${device.mac}`;
+  await new Promise<void>((resolve) => {
+    socket.acks.set(id, resolve);
+    socket.ws.send(JSON.stringify({ method: "update_outcome", id, state: "installed", version: "v2", from_version: "v1" }));
   });
+  socket.acks.delete(id);
 }
 
 const fmt = (r: LoadResult) =>
@@ -135,8 +162,13 @@ async function main(): Promise<void> {
     if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
     return res.json() as Promise<T>;
   };
+  let sockets = new Map<string, AgentSocket>();
   const checks: LoadRequest[] = seeded.devices.map((d) => ({ method: "POST", path: "/api/v1/update/check", token: d.token, body: body(d.mac, "v1") }));
   try {
+    // The fleet is connected throughout, as agents are: both rates are measured with every socket open.
+    const connectStarted = performance.now();
+    sockets = await connectAll(server.url, seeded.devices);
+    console.log(`${sockets.size} device sockets open in ${((performance.now() - connectStarted) / 1000).toFixed(1)} s`);
     // Warm-up: JIT, caches, and every device's first check (which writes its progress record).
     const cpuWithout = cpuSeconds(server.child.pid!);
     const without = await load({ url: server.url, requests: checks, connections: CLIENTS, seconds: SECONDS, warmupSeconds: Math.max(3, DEVICES / 1000), client: "raw" });
@@ -161,7 +193,7 @@ async function main(): Promise<void> {
         const queue = order.filter((m) => m.phase === phase).map((m) => byId.get(m.device)!);
         await Promise.all(Array.from({ length: WORKERS }, async () => {
           for (let next = queue.shift(); next; next = queue.shift()) {
-            await rollOne(server.url, next);
+            await rollOne(server.url, next, sockets.get(next.mac)!);
             rolled += 1;
           }
         }));
@@ -188,6 +220,7 @@ async function main(): Promise<void> {
     console.log(`server CPU: ${(perCheckWithout * 1e6).toFixed(0)} us per check without a deployment, ${(perCheckDuring * 1e6).toFixed(0)} us during it (the rollout's ${afterChecks.rolled} devices included); ${(perDevice * 1e3).toFixed(2)} ms per device rolled out after the checks (${rolledAlone} devices)`);
     console.log(`server RSS: +${((rssAfter - rssBefore) / DEVICES).toFixed(0)} B per device at creation (RSS, noisy)`);
   } finally {
+    for (const { ws } of sockets.values()) ws.terminate();
     server.child.kill("SIGTERM");
     await once(server.child, "exit");
     rmSync(work, { recursive: true, force: true });

@@ -1,7 +1,10 @@
 import { join } from "node:path";
 import { recordAudit, systemActor, type Actor } from "../audit/audit.ts";
 import * as z from "zod";
-import type { Database, Tx } from "../db/index.ts";
+import type { Selectable } from "kysely";
+import type { Tx as SyncTx } from "../db/index.ts";
+import type { AccountsTable } from "../db/schema.ts";
+import type { Queries, Store, Tx } from "../db/store.ts";
 import { grants, SCOPES, scopeName, type Scope } from "../auth/scopes.ts";
 import type { ManagementIdentity } from "../auth/tokens.ts";
 import { writeFileDurable } from "../util/files.ts";
@@ -11,16 +14,7 @@ import type { Account } from "./schema.ts";
 import { DUMMY_HASH, hashPassword, outdatedHash, randomPassword, verifyPassword } from "./passwords.ts";
 import { isoTime } from "../util/time.ts";
 
-
-interface AccountRow {
-  name: string;
-  password_hash: string;
-  scopes: string;
-  disabled: number;
-  created: string;
-  last_login: string | null;
-  session_epoch: number;
-}
+type AccountRow = Selectable<AccountsTable>;
 
 export const ADMIN_ACCOUNT = "admin";
 export const ADMIN_PASSWORD_FILE = "admin.password";
@@ -34,7 +28,7 @@ export function invalid(schema: z.ZodType, value: unknown): string | undefined {
 /** Scopes as stored: space-separated bare names in the order of SCOPES. */
 const scopeText = (scopes: readonly Scope[]) => SCOPES.filter((s) => scopes.includes(s)).join(" ");
 
-const storedScopes = (row: AccountRow): Scope[] => row.scopes.split(" ").filter((s): s is Scope => (SCOPES as readonly string[]).includes(s));
+const storedScopes = (row: Pick<AccountRow, "scopes">): Scope[] => row.scopes.split(" ").filter((s): s is Scope => (SCOPES as readonly string[]).includes(s));
 
 function view(prefix: string, row: AccountRow): Account {
   return {
@@ -46,16 +40,20 @@ function view(prefix: string, row: AccountRow): Account {
   };
 }
 
-const getRow = (db: Database, name: string) => db.get<AccountRow>("SELECT * FROM accounts WHERE name = ?", [name]);
+/** The account of a name (ignoring case: the column's collation, on both engines). */
+const getRow = (q: Queries, name: string) => q.selectFrom("accounts").selectAll().where("name", "=", name).executeTakeFirst();
 
-export const countAccounts = (db: Database): number => db.get<{ n: number }>("SELECT COUNT(*) AS n FROM accounts")!.n;
-
-export function listAccounts(db: Database, prefix: string): Account[] {
-  return db.all<AccountRow>("SELECT * FROM accounts ORDER BY name").map((row) => view(prefix, row));
+export async function countAccounts(q: Queries): Promise<number> {
+  return (await q.selectFrom("accounts").select((eb) => eb.fn.countAll<number>().as("n")).executeTakeFirstOrThrow()).n;
 }
 
-export function getAccount(db: Database, prefix: string, name: string): Account | undefined {
-  const row = getRow(db, name);
+export async function listAccounts(q: Queries, prefix: string): Promise<Account[]> {
+  const rows = await q.selectFrom("accounts").selectAll().orderBy("name").execute();
+  return rows.map((row) => view(prefix, row));
+}
+
+export async function getAccount(q: Queries, prefix: string, name: string): Promise<Account | undefined> {
+  const row = await getRow(q, name);
   return row && view(prefix, row);
 }
 
@@ -76,7 +74,7 @@ export class AccountMissing extends LabgateError {
  * Throws AccountConflict when the name is taken (ignoring case).
  */
 export async function createAccount(
-  db: Database,
+  store: Store,
   prefix: string,
   name: string,
   password: string,
@@ -84,12 +82,12 @@ export async function createAccount(
   options: { now: Date; actor: Actor },
 ): Promise<Account> {
   const hash = await hashPassword(password);
-  await db.write((tx) => {
-    if (tx.get("SELECT 1 AS x FROM accounts WHERE name = ?", [name])) throw new AccountConflict(`account ${name} already exists`);
-    tx.run("INSERT INTO accounts (name, password_hash, scopes, disabled, created) VALUES (?, ?, ?, 0, ?)", [name, hash, scopeText(scopes), isoTime(options.now)]);
-    recordAudit(tx, options.actor, "user.add", `user:${name}`, { scopes: scopeText(scopes) });
+  await store.transact(async (tx) => {
+    if (await getRow(tx, name)) throw new AccountConflict(`account ${name} already exists`);
+    await tx.insertInto("accounts").values({ name, password_hash: hash, scopes: scopeText(scopes), disabled: 0, created: isoTime(options.now) }).execute();
+    await recordAudit(tx, options.actor, "user.add", `user:${name}`, { scopes: scopeText(scopes) });
   });
-  return getAccount(db, prefix, name)!;
+  return (await getAccount(store.query, prefix, name))!;
 }
 
 export interface AccountChange {
@@ -99,64 +97,62 @@ export interface AccountChange {
 }
 
 /** Enabled accounts with admin_rw other than `except`. */
-const otherAdmins = (db: Pick<Database, "all">, except: string) =>
-  db
-    .all<AccountRow>("SELECT * FROM accounts WHERE disabled = 0 AND name <> ?", [except])
-    .filter((row) => storedScopes(row).includes("admin_rw")).length;
+async function otherAdmins(q: Queries, except: string): Promise<number> {
+  const rows = await q.selectFrom("accounts").select("scopes").where("disabled", "=", 0).where("name", "<>", except).execute();
+  return rows.filter((row) => storedScopes(row).includes("admin_rw")).length;
+}
 
 /**
  * Changes an account. Disabling it or changing its password ends its sessions (counts its
  * session epoch up); disabling it also revokes every token issued for its name until now. Refused (AccountConflict) when it would leave no enabled account with admin_rw,
  * or when `actor` would disable themselves.
  */
-export async function updateAccount(db: Database, prefix: string, name: string, change: AccountChange, now: Date, actor: Actor): Promise<Account> {
+export async function updateAccount(store: Store, prefix: string, name: string, change: AccountChange, now: Date, actor: Actor): Promise<Account> {
   const hash = change.password === undefined ? undefined : await hashPassword(change.password);
-  const stored = await db.write((tx) => {
-    const row = tx.get<AccountRow>("SELECT * FROM accounts WHERE name = ?", [name]);
+  const stored = await store.transact(async (tx) => {
+    const row = await getRow(tx, name);
     if (!row) throw new AccountMissing(`account ${name} does not exist`);
     const disabled = change.disabled ?? row.disabled === 1;
     const scopes = change.scopes ?? storedScopes(row);
     if (change.disabled === true && actor.kind !== "system" && actor.name.toLowerCase() === row.name.toLowerCase()) throw new AccountConflict("you cannot disable your own account");
     const wasAdmin = row.disabled === 0 && storedScopes(row).includes("admin_rw");
-    if (wasAdmin && (disabled || !scopes.includes("admin_rw")) && otherAdmins(tx, row.name) === 0) {
+    if (wasAdmin && (disabled || !scopes.includes("admin_rw")) && (await otherAdmins(tx, row.name)) === 0) {
       throw new AccountConflict("this is the last enabled account with admin_rw; give another account admin_rw first");
     }
     const endSessions = (change.disabled === true && row.disabled === 0) || hash !== undefined;
-    tx.run("UPDATE accounts SET password_hash = ?, scopes = ?, disabled = ?, session_epoch = ? WHERE name = ?", [
-      hash ?? row.password_hash,
-      scopeText(scopes),
-      disabled ? 1 : 0,
-      row.session_epoch + (endSessions ? 1 : 0),
-      row.name,
-    ]);
+    await tx
+      .updateTable("accounts")
+      .set({ password_hash: hash ?? row.password_hash, scopes: scopeText(scopes), disabled: disabled ? 1 : 0, session_epoch: row.session_epoch + (endSessions ? 1 : 0) })
+      .where("name", "=", row.name)
+      .execute();
     // Disabling also ends the tokens issued for the name (labgate token issue), not only sessions.
-    if (change.disabled === true && row.disabled === 0) revokeUserTokens(tx, row.name, now);
+    if (change.disabled === true && row.disabled === 0) await revokeUserTokens(tx, row.name, now);
     // One entry per kind of change; never the password itself.
     const target = `user:${row.name}`;
-    if (hash !== undefined) recordAudit(tx, actor, "user.passwd", target);
-    if (change.scopes !== undefined) recordAudit(tx, actor, "user.scopes", target, { scopes: scopeText(scopes) });
-    if (change.disabled !== undefined && change.disabled !== (row.disabled === 1)) recordAudit(tx, actor, disabled ? "user.disable" : "user.enable", target);
+    if (hash !== undefined) await recordAudit(tx, actor, "user.passwd", target);
+    if (change.scopes !== undefined) await recordAudit(tx, actor, "user.scopes", target, { scopes: scopeText(scopes) });
+    if (change.disabled !== undefined && change.disabled !== (row.disabled === 1)) await recordAudit(tx, actor, disabled ? "user.disable" : "user.enable", target);
     return row.name;
   });
-  return getAccount(db, prefix, stored)!;
+  return (await getAccount(store.query, prefix, stored))!;
 }
 
 /**
  * The account `name` when `password` is its password and it is enabled, else undefined (one
  * answer for every failure; an unknown name costs the same scrypt as a known one). Records the login.
  */
-export async function checkLogin(db: Database, name: string, password: string, now: Date, actor: Actor): Promise<{ name: string; scopes: Scope[]; sessionEpoch: number } | undefined> {
-  const row = getRow(db, name);
+export async function checkLogin(store: Store, name: string, password: string, now: Date, actor: Actor): Promise<{ name: string; scopes: Scope[]; sessionEpoch: number } | undefined> {
+  const row = await getRow(store.query, name);
   const matches = await verifyPassword(password, row?.password_hash ?? DUMMY_HASH);
   // Read again: the account may have changed while scrypt ran.
-  const current = getRow(db, name);
+  const current = await getRow(store.query, name);
   if (!row || !matches || !current || current.disabled === 1 || current.password_hash !== row.password_hash) return undefined;
   // A hash made with other parameters (an older first admin's) is made again now.
   const rehashed = outdatedHash(row.password_hash) ? await hashPassword(password) : undefined;
-  await db.write((tx) => {
-    tx.run("UPDATE accounts SET last_login = ? WHERE name = ?", [isoTime(now), current.name]);
-    if (rehashed) tx.run("UPDATE accounts SET password_hash = ? WHERE name = ? AND password_hash = ?", [rehashed, current.name, row.password_hash]);
-    recordAudit(tx, { ...actor, kind: "account", name: current.name }, "login.success", `user:${current.name}`);
+  await store.transact(async (tx) => {
+    await tx.updateTable("accounts").set({ last_login: isoTime(now) }).where("name", "=", current.name).execute();
+    if (rehashed) await tx.updateTable("accounts").set({ password_hash: rehashed }).where("name", "=", current.name).where("password_hash", "=", row.password_hash).execute();
+    await recordAudit(tx, { ...actor, kind: "account", name: current.name }, "login.success", `user:${current.name}`);
   });
   return { name: current.name, scopes: storedScopes(current), sessionEpoch: current.session_epoch };
 }
@@ -177,18 +173,30 @@ function narrowed(token: ReadonlySet<Scope>, account: ReadonlySet<Scope>): Set<S
  * what both its own scopes and the account's grant, and not at all while the account is disabled.
  * A token of a name that is no account (a machine's) keeps its scopes. Returns the refusal's reason otherwise.
  */
-export function accountStanding(db: Database, identity: ManagementIdentity): ManagementIdentity | string {
-  const row = db.get<{ scopes: string; disabled: number; session_epoch: number }>("SELECT scopes, disabled, session_epoch FROM accounts WHERE name = ?", [identity.user]);
+export async function accountStanding(q: Queries, identity: ManagementIdentity): Promise<ManagementIdentity | string> {
+  const row = await q.selectFrom("accounts").select(["scopes", "disabled", "session_epoch"]).where("name", "=", identity.user).executeTakeFirst();
   if (identity.session !== undefined && (row === undefined || row.disabled === 1 || identity.session !== row.session_epoch)) return MSG_SESSION_ENDED;
   if (row === undefined) return identity;
   if (row.disabled === 1) return MSG_ACCOUNT_DISABLED;
-  const scopes = new Set(storedScopes(row as AccountRow));
+  const scopes = new Set(storedScopes(row));
   return { ...identity, scopes: identity.session !== undefined ? scopes : narrowed(identity.scopes, scopes), token: identity };
 }
 
-/** An enabled account's stored scopes (space-separated), or undefined when there is none of that name. */
-export function enabledScopesOf(db: Database | Tx, name: string): string | undefined {
-  return db.get<{ scopes: string }>("SELECT scopes FROM accounts WHERE name = ? AND disabled = 0", [name])?.scopes;
+/**
+ * An enabled account's stored scopes (space-separated), or undefined when there is none of that
+ * name. A synchronous `db.write`'s transaction is still taken until every caller's is the Store's.
+ */
+export function enabledScopesOf(q: Queries, name: string): Promise<string | undefined>;
+export function enabledScopesOf(tx: Pick<SyncTx, "get">, name: string): string | undefined;
+export function enabledScopesOf(q: Queries | Pick<SyncTx, "get">, name: string): Promise<string | undefined> | string | undefined {
+  if (!("selectFrom" in q)) return q.get<{ scopes: string }>("SELECT scopes FROM accounts WHERE name = ? AND disabled = 0", [name])?.scopes;
+  return q
+    .selectFrom("accounts")
+    .select("scopes")
+    .where("name", "=", name)
+    .where("disabled", "=", 0)
+    .executeTakeFirst()
+    .then((row) => row?.scopes);
 }
 
 /**
@@ -197,18 +205,18 @@ export function enabledScopesOf(db: Database | Tx, name: string): string | undef
  * go (`dropPermissions`, in the same transaction: that table is the update server's), so that a new
  * account of that name starts with none. Refused like disabling (AccountConflict).
  */
-export async function deleteAccount(db: Database, name: string, now: Date, actor: Actor, dropPermissions: (tx: Tx, user: string) => void): Promise<void> {
-  await db.write((tx) => {
-    const row = tx.get<AccountRow>("SELECT * FROM accounts WHERE name = ?", [name]);
+export async function deleteAccount(store: Store, name: string, now: Date, actor: Actor, dropPermissions: (tx: Tx, user: string) => Promise<void>): Promise<void> {
+  await store.transact(async (tx) => {
+    const row = await getRow(tx, name);
     if (!row) throw new AccountMissing(`account ${name} does not exist`);
     if (actor.name.toLowerCase() === row.name.toLowerCase()) throw new AccountConflict("you cannot delete your own account");
-    if (row.disabled === 0 && storedScopes(row).includes("admin_rw") && otherAdmins(tx, row.name) === 0) {
+    if (row.disabled === 0 && storedScopes(row).includes("admin_rw") && (await otherAdmins(tx, row.name)) === 0) {
       throw new AccountConflict("this is the last enabled account with admin_rw; give another account admin_rw first");
     }
-    tx.run("DELETE FROM accounts WHERE name = ?", [row.name]);
-    dropPermissions(tx, row.name);
-    revokeUserTokens(tx, row.name, now);
-    recordAudit(tx, actor, "user.delete", `user:${row.name}`);
+    await tx.deleteFrom("accounts").where("name", "=", row.name).execute();
+    await dropPermissions(tx, row.name);
+    await revokeUserTokens(tx, row.name, now);
+    await recordAudit(tx, actor, "user.delete", `user:${row.name}`);
   });
 }
 
@@ -217,11 +225,11 @@ export async function deleteAccount(db: Database, name: string, now: Date, actor
  * every scope and a random password, written to DATA_DIR/admin.password first so that it
  * is never lost. Returns that file's path when it did.
  */
-export async function createFirstAdmin(db: Database, dataDir: string, prefix: string, now: Date): Promise<string | undefined> {
-  if (countAccounts(db) > 0) return undefined;
+export async function createFirstAdmin(store: Store, dataDir: string, prefix: string, now: Date): Promise<string | undefined> {
+  if ((await countAccounts(store.query)) > 0) return undefined;
   const password = randomPassword();
   const file = join(dataDir, ADMIN_PASSWORD_FILE);
   writeFileDurable(file, password + "\n", 0o600);
-  await createAccount(db, prefix, ADMIN_ACCOUNT, password, SCOPES, { now, actor: systemActor("server", now) });
+  await createAccount(store, prefix, ADMIN_ACCOUNT, password, SCOPES, { now, actor: systemActor("server", now) });
   return file;
 }

@@ -12,5 +12,5 @@ export interface AccountsDomain {
 
 /** The composition root of console accounts: the account gate and the login throttle. */
 export function createAccountsDomain(ctx: AppContext): AccountsDomain {
-  return { throttle: new LoginThrottle(), accountGate: (identity) => accountStanding(ctx.db, identity) };
+  return { throttle: new LoginThrottle(), accountGate: (identity) => accountStanding(ctx.store.query, identity) };
 }

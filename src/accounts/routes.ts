@@ -32,7 +32,7 @@ const sessionCookie = (c: Context, value: string, maxAge: number) =>
 
 /** Console sign-in and sign-out, and the accounts. */
 export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrottle, accessWatch: AccessWatch) {
-  const { db } = ctx;
+  const { store } = ctx;
   const prefix = ctx.config.prefix;
   const app = new Hono<AppEnv>();
   const tag = "accounts";
@@ -81,11 +81,11 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
       }
       throttle.attempt(key, address);
       // Every name costs the same password check, one that cannot exist too.
-      const account = await checkLogin(db, key, body.password, dateOf(ctx.clock), actorOf(c, ctx.clock));
+      const account = await checkLogin(store, key, body.password, dateOf(ctx.clock), actorOf(c, ctx.clock));
       if (!account) {
         // Nobody is known: the name tried is what the attempt was at, cut as every text from a request is.
         const tried = body.username.slice(0, MAX_REQUEST_TEXT);
-        await db.write((tx) => recordAudit(tx, actorOf(c, ctx.clock), "login.failure", `user:${tried}`, { tried }, "refused"));
+        await recordAudit(store.query, actorOf(c, ctx.clock), "login.failure", `user:${tried}`, { tried }, "refused");
         const hold = throttle.failed(key, address);
         if (hold > 0) await ctx.clock.sleep(hold);
         throw new LabgateError("unauthenticated", MSG_LOGIN_FAILED);
@@ -116,11 +116,11 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
       if (typeof identity === "object" && identity.jti !== undefined) {
         const { jti, expiresAt } = identity;
         const actor: Actor = { ...actorOf(c, ctx.clock), kind: "account", name: identity.user, tokenId: jti };
-        await db.write((tx) => {
-          revokeTokenId(tx, jti, expiresAt, dateOf(ctx.clock));
-          recordAudit(tx, actor, "logout", `user:${identity.user}`);
+        await store.transact(async (tx) => {
+          await revokeTokenId(tx, jti, expiresAt, dateOf(ctx.clock));
+          await recordAudit(tx, actor, "logout", `user:${identity.user}`);
         });
-        accessWatch.sweep();
+        await accessWatch.sweep();
       }
       sessionCookie(c, "", 0);
       return c.body(null, 204);
@@ -141,8 +141,8 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     },
     auth.management("admin_rw"),
     async (c, { body: { id, user } }) => {
-      await revokeTokens(db, { id, user }, actorOf(c, ctx.clock));
-      accessWatch.sweep();
+      await revokeTokens(store, { id, user }, actorOf(c, ctx.clock));
+      await accessWatch.sweep();
       return c.json({});
     },
   );
@@ -151,7 +151,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     app,
     { method: "get", path: "/api/v1/users", tag, access: "management", summary: "Console accounts (admin_ro)", responses: { 200: { description: "By name", json: z.array(Account) }, 401: errors[401], 403: errors[403] } },
     auth.management("admin_ro"),
-    (c) => c.json(listAccounts(db, prefix)),
+    async (c) => c.json(await listAccounts(store.query, prefix)),
   );
 
   const postUsers = route(
@@ -167,7 +167,7 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     },
     auth.management("admin_rw"),
     async (c, { body }) => {
-      const account = await createAccount(db, prefix, body.name, body.password, scopesOf(body.scopes), { now: dateOf(ctx.clock), actor: actorOf(c, ctx.clock) });
+      const account = await createAccount(store, prefix, body.name, body.password, scopesOf(body.scopes), { now: dateOf(ctx.clock), actor: actorOf(c, ctx.clock) });
       return c.json(account, 201);
     },
   );
@@ -194,10 +194,10 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     auth.management("admin_rw"),
     async (c, { body }) => {
       const name = c.req.param("name") ?? "";
-      if (!getAccount(db, prefix, name)) throw new LabgateError("not_found", `account ${name} does not exist`);
+      if (!(await getAccount(store.query, prefix, name))) throw new LabgateError("not_found", `account ${name} does not exist`);
       const change = { password: body.password, disabled: body.disabled, scopes: body.scopes && scopesOf(body.scopes) };
-      const updated = await updateAccount(db, prefix, name, change, dateOf(ctx.clock), actorOf(c, ctx.clock));
-      accessWatch.sweep();
+      const updated = await updateAccount(store, prefix, name, change, dateOf(ctx.clock), actorOf(c, ctx.clock));
+      await accessWatch.sweep();
       return c.json(updated);
     },
   );
@@ -220,8 +220,8 @@ export function accountsRoutes(ctx: AppContext, auth: Auth, throttle: LoginThrot
     },
     auth.management("admin_rw"),
     async (c) => {
-      await deleteAccount(db, c.req.param("name") ?? "", dateOf(ctx.clock), actorOf(c, ctx.clock), deletePermissionsOfUser);
-      accessWatch.sweep();
+      await deleteAccount(store, c.req.param("name") ?? "", dateOf(ctx.clock), actorOf(c, ctx.clock), deletePermissionsOfUser);
+      await accessWatch.sweep();
       return c.body(null, 204);
     },
   );

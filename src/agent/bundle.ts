@@ -3,8 +3,8 @@
  * bundles):
  * - ws requires tls, https and zlib at its top level, and an agent of an http:// gateway uses none
  *   of them (labgate's server turns permessage-deflate down), so each is replaced by a stand-in
- *   (./lazy/) that loads the module on first use. tls alone is 1-2 MB of an idle agent. So are
- *   node:fs/promises and node:child_process, which an idle agent does not use either.
+ *   (./lazy/) that loads the module on first use; so are node:fs/promises and
+ *   node:child_process, which an idle agent does not use either.
  * - LABGATE_AGENT_BUNDLE is defined: the agent's parts (./parts.ts: its config reader, its
  *   test-run engine) are then bundles of their own, loaded when needed.
  *

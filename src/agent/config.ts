@@ -1,8 +1,8 @@
 /*
  * `labgate agent` configuration: a YAML file (agentConfigSchema); flags beat it. Written with
  * zod/mini, not zod's classic API as the server's config is (src/config/schema.ts): the same
- * validation and messages for about 1 MB of an idle agent's memory instead of 6 (classic zod's
- * module and schema objects; a small board's memory).
+ * validation and messages for a fraction of the memory (classic zod's module and schema objects
+ * would be most of an idle agent's, on a small board).
  */
 import { existsSync } from "node:fs";
 import { networkInterfaces } from "node:os";

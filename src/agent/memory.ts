@@ -3,8 +3,7 @@
  * memory-reducing collection (collectAllGarbage) drops what its start left behind (the source
  * that the executable compiled twice over, the config reader's bundle, the registration's and first
  * update check's buffers) and shrinks V8's young generation to its least. V8's own memory reducer
- * does the same, but only after several idle seconds (the idle agent: 56.4 MB two seconds after
- * connecting, 54.4 MB after fifteen); this gets there at once.
+ * does the same, but only after several idle seconds; this gets there at once.
  */
 import { collectAllGarbage } from "../util/gc.ts";
 

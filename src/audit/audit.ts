@@ -1,9 +1,9 @@
 /*
  * The audit log: every change, recorded in the transaction that makes it, so that an
  * acknowledged change is in the log and a rolled-back one is not; refused authorizations are
- * recorded too, counted per client and route (refusals.ts). A domain records with one line inside its `db.write`:
+ * recorded too, counted per client and route (refusals.ts). A domain records with one line inside its `store.transact`:
  *
- *   recordAudit(tx, actor, "group.devices", `group:${id}`, { add, remove });
+ *   await recordAudit(tx, actor, "group.devices", `group:${id}`, { add, remove });
  *
  * The actor comes from the caller (`actorFor`: the account or token and the client address; the
  * HTTP layer's `actorOf(c)` reads them from a request)
@@ -13,7 +13,10 @@
  */
 import { userInfo } from "node:os";
 import type { AppContext, Identity } from "../app/context.ts";
-import type { Database, Tx } from "../db/index.ts";
+import type { Tx as SyncTx } from "../db/index.ts";
+import type { Queries, Store } from "../db/store.ts";
+import { sql, type Selectable, type SelectQueryBuilder } from "kysely";
+import type { AuditLogTable, Tables } from "../db/schema.ts";
 import { csvCell } from "../util/csv.ts";
 import { dateOf, every, isoTime, type Clock } from "../util/time.ts";
 import type { Logger } from "../util/log.ts";
@@ -65,29 +68,40 @@ export function cliName(): string {
 /** A command of this machine's CLI acting on the data dir itself (no server runs, or it writes the spool). */
 export const cliActor = (at = new Date()): Actor => systemActor(cliName(), at);
 
-/** Records one entry in `tx`, the transaction of the change it describes; returns its id. */
-export function recordAudit(tx: Pick<Tx, "run">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome: Outcome = "ok"): number {
+/** The row of an entry, its detail as JSON text. */
+function auditRow(actor: Actor, action: string, target: string, detail: Record<string, unknown> | undefined, outcome: Outcome) {
   let text = detail === undefined ? null : JSON.stringify(detail);
   if (text !== null && text.length > MAX_DETAIL) text = JSON.stringify({ truncated: true, bytes: text.length });
-  return tx.run("INSERT INTO audit_log (time, actor_kind, actor, token_id, client, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-    isoTime(actor.at),
-    actor.kind,
-    actor.name,
-    actor.tokenId,
-    actor.client,
-    action,
-    target,
-    outcome,
-    text,
-  ]).lastInsertRowid;
+  return { time: isoTime(actor.at), actor_kind: actor.kind, actor: actor.name, token_id: actor.tokenId, client: actor.client, action, target, outcome, detail: text };
+}
+
+/**
+ * Records one entry in `q`, the transaction of the change it describes (or the store's query: a
+ * transaction of its own); resolves with its id. A synchronous `db.write`'s transaction is still
+ * taken, and written to at once, until every area's transactions are the Store's.
+ */
+export function recordAudit(q: Queries, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome?: Outcome): Promise<number>;
+export function recordAudit(tx: Pick<SyncTx, "run">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome?: Outcome): number;
+export function recordAudit(q: Queries | Pick<SyncTx, "run">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome: Outcome = "ok"): Promise<number> | number {
+  const row = auditRow(actor, action, target, detail, outcome);
+  if (!("insertInto" in q)) {
+    const columns = Object.keys(row);
+    return q.run(`INSERT INTO audit_log (${columns.join(", ")}) VALUES (${columns.map(() => "?").join(", ")})`, Object.values(row)).lastInsertRowid;
+  }
+  return q
+    .insertInto("audit_log")
+    .values(row)
+    .returning("id")
+    .executeTakeFirstOrThrow()
+    .then(({ id }) => id);
 }
 
 /**
  * Records a change that is not a database transaction (a config file, a test run's processes, a
  * backup's stream) in a transaction of its own, right after the change and before the answer.
  */
-export async function recordChange(ctx: Pick<AppContext, "db">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>): Promise<void> {
-  await ctx.db.write((tx) => recordAudit(tx, actor, action, target, detail));
+export async function recordChange(ctx: Pick<AppContext, "store">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>): Promise<void> {
+  await recordAudit(ctx.store.query, actor, action, target, detail);
 }
 
 /** What GET /api/v1/audit selects; every given condition holds. */
@@ -102,43 +116,46 @@ export interface AuditFilter {
   outcome?: Outcome;
 }
 
-function where(filter: AuditFilter): { sql: string; params: string[] } {
-  const terms: string[] = [];
-  const params: string[] = [];
-  if (filter.since !== undefined) terms.push("time >= ?"), params.push(filter.since);
-  if (filter.until !== undefined) terms.push("time < ?"), params.push(filter.until);
-  if (filter.actor !== undefined) terms.push("actor = ?"), params.push(filter.actor);
-  if (filter.target !== undefined) terms.push("target = ?"), params.push(filter.target);
-  if (filter.outcome !== undefined) terms.push("outcome = ?"), params.push(filter.outcome);
+/** The entries `filter` selects. */
+function matching(q: Queries, filter: AuditFilter) {
+  let query = q.selectFrom("audit_log");
+  if (filter.since !== undefined) query = query.where("time", ">=", filter.since);
+  if (filter.until !== undefined) query = query.where("time", "<", filter.until);
+  if (filter.actor !== undefined) query = query.where("actor", "=", filter.actor);
+  if (filter.target !== undefined) query = query.where("target", "=", filter.target);
+  if (filter.outcome !== undefined) query = query.where("outcome", "=", filter.outcome);
   if (filter.action !== undefined) {
     // An exact name, or everything below a dotted prefix (`device` or `device.`).
     const prefix = filter.action.replace(/\.$/, "");
-    terms.push("(action = ? OR substr(action, 1, ?) = ?)");
-    params.push(prefix, String(prefix.length + 1), `${prefix}.`);
+    query = query.where((eb) => eb.or([eb("action", "=", prefix), eb(eb.fn<string>("substr", ["action", eb.val(1), eb.val(prefix.length + 1)]), "=", `${prefix}.`)]));
   }
-  return { sql: terms.length ? ` WHERE ${terms.join(" AND ")}` : "", params };
+  return query;
 }
 
-interface AuditRow extends Omit<AuditEntry, "detail"> {
-  detail: string | null;
-}
+const COLUMNS = ["id", "time", "actor_kind", "actor", "token_id", "client", "action", "target", "outcome", "detail"] as const;
 
-const toEntry = (row: AuditRow): AuditEntry => ({ ...row, detail: row.detail === null ? null : (JSON.parse(row.detail) as Record<string, unknown>) });
+type AuditRow = Pick<Selectable<AuditLogTable>, (typeof COLUMNS)[number]>;
 
-const COLUMNS = "id, time, actor_kind, actor, token_id, client, action, target, outcome, detail";
+const toEntry = (row: AuditRow): AuditEntry => ({
+  ...row,
+  actor_kind: row.actor_kind as ActorKind,
+  outcome: row.outcome as Outcome,
+  detail: row.detail === null ? null : (JSON.parse(row.detail) as Record<string, unknown>),
+});
 
 /** A page of matching entries, newest first. */
-export function listAudit(db: Database, filter: AuditFilter, page: { limit: number; offset: number }): AuditEntry[] {
-  const { sql, params } = where(filter);
-  return db.all<AuditRow>(`SELECT ${COLUMNS} FROM audit_log${sql} ORDER BY id DESC LIMIT ? OFFSET ?`, [...params, page.limit, page.offset]).map(toEntry);
+export async function listAudit(q: Queries, filter: AuditFilter, page: { limit: number; offset: number }): Promise<AuditEntry[]> {
+  const rows = await matching(q, filter).select(COLUMNS).orderBy("id", "desc").limit(page.limit).offset(page.offset).execute();
+  return rows.map(toEntry);
 }
 
-export function countAudit(db: Database, filter: AuditFilter): number {
-  const { sql, params } = where(filter);
-  return db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM audit_log${sql}`, params)?.n ?? 0;
+export async function countAudit(q: Queries, filter: AuditFilter): Promise<number> {
+  const row = await matching(q, filter)
+    .select((eb) => eb.fn.countAll<number>().as("n"))
+    .executeTakeFirst();
+  return row?.n ?? 0;
 }
 
-const CSV_COLUMNS = ["id", "time", "actor_kind", "actor", "token_id", "client", "action", "target", "outcome", "detail"] as const;
 /** A cell: no formula a spreadsheet would run (util/csv.ts), quoted when it holds a quote, comma or line break. */
 const csvField = (value: string | number | null): string => {
   const text = csvCell(value);
@@ -151,24 +168,25 @@ const CSV_BATCH = 1000;
  * Every matching entry as CSV, newest first, read in batches as the client takes them (a pull
  * stream: a slow reader holds one batch, never the log).
  */
-export function auditCsv(db: Database, filter: AuditFilter): ReadableStream<Uint8Array> {
+export function auditCsv(q: Queries, filter: AuditFilter): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
-  const { sql, params } = where(filter);
-  const and = sql ? `${sql} AND` : " WHERE";
   let before = Number.MAX_SAFE_INTEGER;
   let header = true;
   return new ReadableStream<Uint8Array>({
-    pull(controller) {
-      const rows = db.all<AuditRow>(`SELECT ${COLUMNS} FROM audit_log${and} id < ? ORDER BY id DESC LIMIT ?`, [...params, before, CSV_BATCH]);
-      let text = header ? `${CSV_COLUMNS.join(",")}\r\n` : "";
+    async pull(controller) {
+      const rows = await matching(q, filter).select(COLUMNS).where("id", "<", before).orderBy("id", "desc").limit(CSV_BATCH).execute();
+      let text = header ? `${COLUMNS.join(",")}\r\n` : "";
       header = false;
-      for (const row of rows) text += `${CSV_COLUMNS.map((column) => csvField(row[column])).join(",")}\r\n`;
+      for (const row of rows) text += `${COLUMNS.map((column) => csvField(row[column])).join(",")}\r\n`;
       if (text) controller.enqueue(encoder.encode(text));
       if (rows.length < CSV_BATCH) controller.close();
       else before = rows[rows.length - 1].id;
     },
   });
 }
+
+/** The outcome of refused rows, as a literal: SQLite uses the partial index of refused rows only for the literal its condition names. */
+const REFUSED = sql.lit("refused");
 
 /** Rows dropped per step of retention: a step is one short transaction. */
 const RETENTION_BATCH = 5000;
@@ -190,13 +208,13 @@ export interface RetentionLimits {
 export class AuditRetention {
   private stopSweeps: (() => void) | undefined;
   private current: Promise<number> | undefined;
-  private readonly db: Database;
+  private readonly store: Store;
   private readonly clock: Clock;
   private readonly log: Logger;
   private readonly limits: RetentionLimits;
 
-  constructor(db: Database, clock: Clock, log: Logger, limits: RetentionLimits) {
-    this.db = db;
+  constructor(store: Store, clock: Clock, log: Logger, limits: RetentionLimits) {
+    this.store = store;
     this.clock = clock;
     this.log = log;
     this.limits = limits;
@@ -218,16 +236,17 @@ export class AuditRetention {
   }
 
   /** How many rows are past each bound now; read first, so that a sweep with nothing to drop writes nothing. */
-  private excess(cutoff: string): { old: boolean; refusals: number; changes: number } {
-    const old = this.db.get("SELECT 1 AS x FROM audit_log WHERE time < ? LIMIT 1", [cutoff]) !== undefined;
-    // Through the partial index of refused rows: as many as the refusal budget holds, at most.
-    const refused = this.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM audit_log WHERE outcome = 'refused'")?.n ?? 0;
+  private async excess(cutoff: string): Promise<{ old: boolean; refusals: number; changes: number }> {
+    const q = this.store.query;
+    const old = (await q.selectFrom("audit_log").select("id").where("time", "<", cutoff).limit(1).executeTakeFirst()) !== undefined;
+    // Through the partial index of refused rows (a literal, as the index says it): as many as the refusal budget holds, at most.
+    const refused = (await q.selectFrom("audit_log").select((eb) => eb.fn.countAll<number>().as("n")).where("outcome", "=", REFUSED).executeTakeFirst())?.n ?? 0;
     // Two queries: SQLite answers a lone MIN or MAX from the index, both in one query by scanning every row.
-    const low = this.db.get<{ id: number | null }>("SELECT MIN(id) AS id FROM audit_log")?.id;
-    const high = this.db.get<{ id: number | null }>("SELECT MAX(id) AS id FROM audit_log")?.id;
+    const low = (await q.selectFrom("audit_log").select((eb) => eb.fn.min("id").as("id")).executeTakeFirst())?.id;
+    const high = (await q.selectFrom("audit_log").select((eb) => eb.fn.max("id").as("id")).executeTakeFirst())?.id;
     // Ids only grow, so the rows are at most the span of their ids; only a span past the bound needs the count.
     const span = low != null && high != null ? high - low + 1 : 0;
-    const total = span - refused > this.limits.max_rows ? (this.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM audit_log")?.n ?? 0) : span;
+    const total = span - refused > this.limits.max_rows ? ((await q.selectFrom("audit_log").select((eb) => eb.fn.countAll<number>().as("n")).executeTakeFirst())?.n ?? 0) : span;
     return { old, refusals: Math.max(0, refused - this.limits.max_refusal_rows), changes: Math.max(0, total - refused - this.limits.max_rows) };
   }
 
@@ -235,15 +254,16 @@ export class AuditRetention {
     let dropped = 0;
     try {
       const cutoff = isoTime(this.clock.now() - this.limits.retention_days * 86_400_000);
-      for (let due = this.excess(cutoff); due.old || due.refusals > 0 || due.changes > 0; due = this.excess(cutoff)) {
+      for (let due = await this.excess(cutoff); due.old || due.refusals > 0 || due.changes > 0; due = await this.excess(cutoff)) {
         // Each through an index: by time, refusals by the partial index of refused rows, changes by id.
         // Old rows first and alone in their step: what they take changes what is past the counts.
-        dropped += await this.db.write((tx) => {
-          if (due.old) return tx.run("DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE time < ? ORDER BY time LIMIT ?)", [cutoff, RETENTION_BATCH]).changes;
-          const oldest = (outcome: string, n: number) =>
-            n > 0 ? tx.run(`DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE outcome ${outcome} ORDER BY id LIMIT ?)`, [n]).changes : 0;
-          const refusals = oldest("= 'refused'", Math.min(RETENTION_BATCH, due.refusals));
-          return refusals + oldest("<> 'refused'", Math.min(RETENTION_BATCH - refusals, due.changes));
+        dropped += await this.store.transact(async (tx) => {
+          const removed = (ids: SelectQueryBuilder<Tables, "audit_log", { id: number }>) => tx.deleteFrom("audit_log").where("id", "in", ids).executeTakeFirst().then((r) => Number(r.numDeletedRows));
+          if (due.old) return removed(tx.selectFrom("audit_log").select("id").where("time", "<", cutoff).orderBy("time").limit(RETENTION_BATCH));
+          const oldest = (refusals: boolean, n: number) =>
+            n > 0 ? removed(tx.selectFrom("audit_log").select("id").where("outcome", refusals ? "=" : "<>", REFUSED).orderBy("id").limit(n)) : Promise.resolve(0);
+          const refusals = await oldest(true, Math.min(RETENTION_BATCH, due.refusals));
+          return refusals + (await oldest(false, Math.min(RETENTION_BATCH - refusals, due.changes)));
         });
         await new Promise((resolve) => setImmediate(resolve));
       }

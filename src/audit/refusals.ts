@@ -8,7 +8,7 @@
  * comes from the request is cut to a fixed length. Refusal rows have a budget of their own in
  * retention (`audit.max_refusal_rows`, AuditRetention), so they never push out the rows of changes.
  */
-import type { Database } from "../db/index.ts";
+import type { Store } from "../db/store.ts";
 import { every, isoTime, type Clock } from "../util/time.ts";
 import type { Logger } from "../util/log.ts";
 import { actorFor, recordAudit, systemActor, type Actor, type Caller } from "./audit.ts";
@@ -62,13 +62,13 @@ export class RefusalLog {
   private overflow: Overflow | undefined;
   private stopWindows: (() => void) | undefined;
   private flushing: Promise<void> = Promise.resolve();
-  private readonly db: Database;
+  private readonly store: Store;
   private readonly clock: Clock;
   private readonly log: Logger;
   private readonly limits: RefusalLimits;
 
-  constructor(db: Database, clock: Clock, log: Logger, limits: RefusalLimits) {
-    this.db = db;
+  constructor(store: Store, clock: Clock, log: Logger, limits: RefusalLimits) {
+    this.store = store;
     this.clock = clock;
     this.log = log;
     this.limits = limits;
@@ -103,8 +103,7 @@ export class RefusalLog {
     const detail = { path: bounded(request.path), error: bounded(message), user_agent: bounded(request.userAgent) };
     const tally: Tally = { id: undefined, written: Promise.resolve(), actor, target, detail, count: 1, last: actor.at };
     this.tallies.set(key, tally);
-    tally.written = this.db
-      .write((tx) => recordAudit(tx, actor, "auth.refused", target, { count: 1, ...detail }, "refused"))
+    tally.written = recordAudit(this.store.query, actor, "auth.refused", target, { count: 1, ...detail }, "refused")
       .then((id) => void (tally.id = id))
       .catch((error: Error) => this.log.warn(`audit: refusal not recorded: ${error.message}`));
     await tally.written;
@@ -124,16 +123,16 @@ export class RefusalLog {
     if (tallies.length === 0 && !overflow) return;
     await Promise.all(tallies.map((t) => t.written));
     try {
-      await this.db.write((tx) => {
+      await this.store.transact(async (tx) => {
         for (const t of tallies) {
           const detail = { count: t.count, ...t.detail, first: isoTime(t.actor.at), last: isoTime(t.last) };
           // A row retention has dropped meanwhile (or whose first write failed) is written anew.
-          const updated = t.id === undefined ? 0 : tx.run("UPDATE audit_log SET detail = ? WHERE id = ?", [JSON.stringify(detail), t.id]).changes;
-          if (updated === 0) recordAudit(tx, t.actor, "auth.refused", t.target, detail, "refused");
+          const updated = t.id === undefined ? 0 : Number((await tx.updateTable("audit_log").set({ detail: JSON.stringify(detail) }).where("id", "=", t.id).executeTakeFirst()).numUpdatedRows);
+          if (updated === 0) await recordAudit(tx, t.actor, "auth.refused", t.target, detail, "refused");
         }
         if (overflow) {
           const note = `refusals of more than ${this.limits.refusal_keys} clients and routes in one window`;
-          recordAudit(tx, systemActor("server", overflow.first), "auth.refused", "*", { count: overflow.count, first: isoTime(overflow.first), last: isoTime(overflow.last), note }, "refused");
+          await recordAudit(tx, systemActor("server", overflow.first), "auth.refused", "*", { count: overflow.count, first: isoTime(overflow.first), last: isoTime(overflow.last), note }, "refused");
         }
       });
     } catch (error) {

@@ -8,7 +8,7 @@ import { auditCsv, countAudit, listAudit } from "./audit.ts";
 import { AuditEntry, AuditQuery } from "./schema.ts";
 
 /** The present names of some targets (`device:4` -> its name); those without one are left out. */
-export type TargetNames = (targets: readonly string[]) => Map<string, string>;
+export type TargetNames = (targets: readonly string[]) => Map<string, string> | Promise<Map<string, string>>;
 
 /** GET /api/v1/audit (admin read scope), with its operation (src/http/openapi.ts, `route`); `names` fills the JSON entries' `target_name`. */
 export function auditRoutes(ctx: AppContext, auth: Auth, names: TargetNames = () => new Map()) {
@@ -30,16 +30,16 @@ export function auditRoutes(ctx: AppContext, auth: Auth, names: TargetNames = ()
       },
     },
     auth.management("admin_ro"),
-    (c, { query: { limit, offset, format, ...filter } }) => {
+    async (c, { query: { limit, offset, format, ...filter } }) => {
       if (filter.since && filter.until && filter.since >= filter.until) throw new LabgateError("invalid", '"since" must be before "until"');
       if (format === "csv") {
-        return new Response(auditCsv(ctx.db, filter), {
+        return new Response(auditCsv(ctx.store.query, filter), {
           headers: { "Content-Type": "text/csv; charset=utf-8", "Content-Disposition": 'attachment; filename="audit.csv"', "Cache-Control": "no-store" },
         });
       }
-      c.header("X-Total-Count", String(countAudit(ctx.db, filter)));
-      const entries = listAudit(ctx.db, filter, { limit: limit ?? 100, offset: offset ?? 0 });
-      const named = names(entries.map((e) => e.target));
+      c.header("X-Total-Count", String(await countAudit(ctx.store.query, filter)));
+      const entries = await listAudit(ctx.store.query, filter, { limit: limit ?? 100, offset: offset ?? 0 });
+      const named = await names(entries.map((e) => e.target));
       return c.json(entries.map((e) => ({ ...e, target_name: named.get(e.target) ?? null })));
     },
   );

@@ -17,7 +17,7 @@ import { randomUUID } from "node:crypto";
 import { chownSync, closeSync, fchownSync, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync, watch, writeSync, type FSWatcher } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { Database, Tx } from "../db/index.ts";
+import type { Store, Tx } from "../db/store.ts";
 import { fsyncDir } from "../util/files.ts";
 import type { Logger } from "../util/log.ts";
 import { every, isoTime, type Clock } from "../util/time.ts";
@@ -109,20 +109,29 @@ function parseEntry(source: string): SpooledEntry | string {
   return entry as SpooledEntry;
 }
 
-function insert(tx: Tx, entry: SpooledEntry): void {
-  tx.run("INSERT OR IGNORE INTO audit_log (time, actor_kind, actor, token_id, client, action, target, outcome, detail, spool_id) VALUES (?, 'system', ?, NULL, '', ?, ?, 'ok', ?, ?)", [
-    isoTime(Date.parse(entry.time)),
-    entry.actor,
-    entry.action,
-    entry.target,
-    entry.detail === null ? null : JSON.stringify(entry.detail),
-    entry.id,
-  ]);
+/** Inserts an entry once: a file read again (see the top of this file) has its spool_id in the log already. */
+async function insert(tx: Tx, entry: SpooledEntry): Promise<void> {
+  await tx
+    .insertInto("audit_log")
+    .values({
+      time: isoTime(Date.parse(entry.time)),
+      actor_kind: "system",
+      actor: entry.actor,
+      token_id: null,
+      client: "",
+      action: entry.action,
+      target: entry.target,
+      outcome: "ok",
+      detail: entry.detail === null ? null : JSON.stringify(entry.detail),
+      spool_id: entry.id,
+    })
+    .onConflict((oc) => oc.doNothing())
+    .execute();
 }
 
 /** The server's side: moves the spool's entries into audit_log (see the top of this file). */
 export class AuditSpool {
-  private readonly db: Database;
+  private readonly store: Store;
   private readonly dir: string;
   private readonly log: Logger;
   private readonly clock: Clock;
@@ -131,8 +140,8 @@ export class AuditSpool {
   private running: Promise<number> | undefined;
   private again = false;
 
-  constructor(db: Database, dataDir: string, log: Logger, clock: Clock) {
-    this.db = db;
+  constructor(store: Store, dataDir: string, log: Logger, clock: Clock) {
+    this.store = store;
     this.dir = join(dataDir, SPOOL_DIR);
     this.log = log;
     this.clock = clock;
@@ -203,7 +212,9 @@ export class AuditSpool {
         batch.push({ file, entry });
       }
       if (batch.length === 0) continue;
-      await this.db.write((tx) => batch.forEach(({ entry }) => insert(tx, entry)));
+      await this.store.transact(async (tx) => {
+        for (const { entry } of batch) await insert(tx, entry);
+      });
       for (const { file } of batch) rmSync(file, { force: true });
       fsyncDir(this.dir);
       read += batch.length;

@@ -143,7 +143,7 @@ export const requirementOf = (handler: unknown): string | undefined => (typeof h
  */
 export interface AuthGates {
   /** A device token is good while its device exists with that key (update/devices/gate.ts). */
-  device?: (identity: DeviceIdentity) => boolean;
+  device?: (identity: DeviceIdentity) => boolean | Promise<boolean>;
   /** A management token acts as its account stands now (accounts; src/auth/authority.ts). */
   account?: AccountGate;
 }
@@ -151,7 +151,7 @@ export interface AuthGates {
 /** Builds the one auth check every route uses. */
 export function createAuth(ctx: AppContext, gates: AuthGates = {}) {
   /** The caller of `c` (see requestToken for where the token comes from); 401/403 when none fits `kind`. */
-  function authenticate(c: Context, kind: Kind, fallback?: string): ManagementIdentity | DeviceIdentity {
+  async function authenticate(c: Context, kind: Kind, fallback?: string): Promise<ManagementIdentity | DeviceIdentity> {
     const parsed = requestToken(c, fallback);
     if ("error" in parsed) throw new LabgateError("unauthenticated", parsed.error);
     const claimed = ctx.tokens.knownType(parsed.token) ?? TokenService.claimedType(parsed.token);
@@ -159,17 +159,17 @@ export function createAuth(ctx: AppContext, gates: AuthGates = {}) {
     const verifyAs = kind === "any" ? (claimed ?? "mgmt") : kind;
     const result = verifyAs === "device" ? ctx.tokens.verifyDevice(parsed.token) : ctx.tokens.verifyManagement(parsed.token);
     if (typeof result === "string") throw new LabgateError("unauthenticated", FAILURE_MESSAGES[result]);
-    if (result.kind === "device" && gates.device && !gates.device(result)) throw new LabgateError("unauthenticated", FAILURE_MESSAGES.bad_signature);
+    if (result.kind === "device" && gates.device && !(await gates.device(result))) throw new LabgateError("unauthenticated", FAILURE_MESSAGES.bad_signature);
     if (result.kind === "device") return result;
     // Cached or not, a token acts as its account stands now: revoked, ended or cut at the next request.
-    const current = currentIdentity(ctx.db, gates.account, result);
+    const current = await currentIdentity(ctx.store.query, gates.account, result);
     if (typeof current === "string") throw new LabgateError("unauthenticated", current);
     return current;
   }
 
   const middleware = (kind: Kind, scopes: readonly Scope[]): MiddlewareHandler<AppEnv> => {
     const check: MiddlewareHandler<AppEnv> = async (c, next) => {
-      const identity = authenticate(c, kind);
+      const identity = await authenticate(c, kind);
       // Set before the scope check: a refusal is recorded with who was refused (src/audit/audit.ts).
       c.set("identity", identity);
       if (scopes.length > 0 && (identity.kind !== "mgmt" || !grantsAny(identity.scopes, scopes))) throw new LabgateError("forbidden", MSG_SCOPE);

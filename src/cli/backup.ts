@@ -75,10 +75,10 @@ export async function backupCommand(args: string[]): Promise<number> {
   }
   const result = await onDataDir(
     config,
-    async (db) => {
+    async (store, db) => {
       refuseForeignOwner(config.data_dir);
       // In the log before the snapshot, as the server does: the backup holds its own entry.
-      await db.write((tx) => recordAudit(tx, cliActor(), "backup", "data_dir"));
+      await recordAudit(store.query, cliActor(), "backup", "data_dir");
       const snapshot = takeSnapshot({ config, db, serverRunning: false, now: new Date(), warn: (m) => process.stderr.write(`labgate: ${m}\n`) });
       const stream = new PassThrough({ highWaterMark: 256 * 1024 });
       const writing = snapshot.write(stream);

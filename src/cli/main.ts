@@ -162,7 +162,7 @@ async function tokenRevoke(args: string[]): Promise<number> {
   const { cliActor } = await import("../audit/audit.ts");
   await onDataDir(
     config,
-    (db) => revokeTokens(db, { id, user }, cliActor()),
+    (store) => revokeTokens(store, { id, user }, cliActor()),
     async (call) => void (await call("POST", "/api/v1/tokens/revoke", id !== undefined ? { id } : { user })),
   );
   process.stdout.write(id !== undefined ? `token ${id} revoked\n` : `every token of ${user} issued until now revoked\n`);

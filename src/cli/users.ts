@@ -17,6 +17,7 @@ import { loadOrCreateKeys } from "../auth/keys.ts";
 import { TokenService } from "../auth/tokens.ts";
 import { loadConfig, type Config } from "../config/config.ts";
 import { Database, IMAGE_FILE, migrate, migrations } from "../db/index.ts";
+import { embeddedStore, type Store } from "../db/store.ts";
 import { acquireLock, DataDirInUseError } from "../util/lock.ts";
 import { SERVER_URL_FILE } from "../server/start.ts";
 import { COMMON, parseScopeList, parseWith, UsageError, USER_HELP } from "./args.ts";
@@ -35,7 +36,8 @@ interface Accounts {
 export type ApiCall = (method: string, path: string, body?: unknown) => Promise<unknown>;
 
 /**
- * Runs `local` on the data dir's database, or `remote` on the server running there. With no
+ * Runs `local` on the data dir's database (its store, and the database itself for what is not a
+ * query: a snapshot), or `remote` on the server running there. With no
  * server on the data dir it takes the lock and opens the database itself; while a server runs
  * there (it holds the lock) it asks that server, over its API on loopback, with a one-minute
  * admin token signed with the data dir's key (as `token issue` does). Either way the change is
@@ -43,7 +45,7 @@ export type ApiCall = (method: string, path: string, body?: unknown) => Promise<
  */
 export async function onDataDir<T>(
   config: Config,
-  local: (db: Database) => Promise<T>,
+  local: (store: Store, db: Database) => Promise<T>,
   remote: (call: ApiCall, request: ServerFetch) => Promise<T>,
 ): Promise<T> {
   const missing = () => new CommandError(`no labgate database in ${config.data_dir} yet: run labgate serve once first`);
@@ -59,10 +61,12 @@ export async function onDataDir<T>(
   try {
     if (!existsSync(join(config.data_dir, IMAGE_FILE))) throw missing();
     const db = await Database.open(config.data_dir, { log: (level, message) => level !== "info" && process.stderr.write(`labgate: ${message}\n`) });
+    const store = embeddedStore(db);
     try {
       await migrate(db, migrations);
-      return await local(db);
+      return await local(store, db);
     } finally {
+      await store.close();
       await db.close();
     }
   } finally {
@@ -72,20 +76,20 @@ export async function onDataDir<T>(
 
 /** Runs `work` on the data dir's accounts (see onDataDir). */
 const withAccounts = <T>(config: Config, work: (accounts: Accounts) => Promise<T>): Promise<T> =>
-  onDataDir(config, (db) => work(localAccounts(db, config.prefix)), (call) => work(remoteAccounts(call)));
+  onDataDir(config, (store) => work(localAccounts(store, config.prefix)), (call) => work(remoteAccounts(call)));
 
-function localAccounts(db: Database, prefix: string): Accounts {
+function localAccounts(store: Store, prefix: string): Accounts {
   const scopes = (names: string[]) => parseScopeList(prefix, names.join(","), true);
   const answer = <T>(promise: Promise<T>) =>
     promise.catch((error) => {
       throw error instanceof AccountConflict || error instanceof AccountMissing ? new CommandError(error.message) : error;
     });
   return {
-    list: async () => listAccounts(db, prefix),
-    add: (name, password, names) => answer(createAccount(db, prefix, name, password, scopes(names), { now: new Date(), actor: cliActor() })),
+    list: () => listAccounts(store.query, prefix),
+    add: (name, password, names) => answer(createAccount(store, prefix, name, password, scopes(names), { now: new Date(), actor: cliActor() })),
     change: (name, change) => {
       const parsed: AccountChange = { password: change.password, disabled: change.disabled, scopes: change.scopes && scopes(change.scopes) };
-      return answer(updateAccount(db, prefix, name, parsed, new Date(), cliActor()));
+      return answer(updateAccount(store, prefix, name, parsed, new Date(), cliActor()));
     },
   };
 }

@@ -9,7 +9,7 @@ import { parse as parseYaml } from "yaml";
 import * as z from "zod";
 import { parseReportColumns, type ReportColumn } from "../testrun/engine/report.ts";
 import { RUN_AS_FORM } from "../testrun/engine/identity.ts";
-import { labSection } from "../lab/config.ts";
+import { labSection } from "./lab.ts";
 import { LOG_FORMATS, LOG_LEVELS } from "../util/log.ts";
 import { boolean, ConfigError, custom, integer, oneOf, parseWith, positive, Problem, readYamlMapping, section, shown, string } from "./schema.ts";
 
@@ -299,7 +299,7 @@ export const configSchema = z.strictObject({
     /** With run_as: where per-run working directories are made (absolute after loading, never inside the data dir); empty: `<data_dir>-runs`. */
     work_dir: string().prefault(""),
   }),
-  /** The board lab: power and console ports of managed devices (src/lab/config.ts, docs/lab.md). */
+  /** The board lab: power and console ports of managed devices (./lab.ts, docs/lab.md). */
   lab: labSection,
 });
 

@@ -1,6 +1,6 @@
 /*
- * Reading a config file without zod's classic API, which is about 5 MB of an idle agent's memory
- * (src/agent/config.ts reads with zod/mini): the errors that name a key, and the YAML file's
+ * Reading a config file without zod's classic API, which would be most of an idle agent's
+ * memory (src/agent/config.ts reads with zod/mini): the errors that name a key, and the YAML file's
  * top-level mapping. ./schema.ts builds the server's schemas on them.
  */
 import { readFileSync } from "node:fs";

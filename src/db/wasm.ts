@@ -29,7 +29,7 @@ export function loadSqlJs(): Promise<LoadedSqlJs> {
   loaded ??= (async () => {
     const { bytes, source } = wasmBytes();
     // sql.js keeps the buffer it was given for good: it is the one kept for workers too when the
-    // bytes fill it (as they do read from a file or the executable), not a second copy (0.7 MB).
+    // bytes fill it (as they do read from a file or the executable), not a second copy of the module.
     const whole = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
     const wasmBinary = (whole ? bytes.buffer : bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength)) as ArrayBuffer;
     const SQL = await initSqlJs({ wasmBinary });

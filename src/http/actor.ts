@@ -33,5 +33,5 @@ export function refusedRequestOf(c: Context<AppEnv>): RefusedRequest {
  * Records a change that is not a database transaction (a config file, a test run's processes, a
  * backup's stream) in a transaction of its own, right after the change and before the answer.
  */
-export const recordRequest = (ctx: Pick<AppContext, "clock" | "db">, c: Context<AppEnv>, action: string, target: string, detail?: Record<string, unknown>): Promise<void> =>
+export const recordRequest = (ctx: Pick<AppContext, "clock" | "store">, c: Context<AppEnv>, action: string, target: string, detail?: Record<string, unknown>): Promise<void> =>
   recordChange(ctx, actorOf(c, ctx.clock), action, target, detail);

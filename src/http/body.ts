@@ -6,7 +6,7 @@ import { LabgateError } from "../util/errors.ts";
 /**
  * The request body as a Node stream, straight from @hono/node-server's IncomingMessage when
  * nothing has read it yet: it skips the Node -> web -> Node stream adapters behind
- * `c.req.raw.body` (about 0.4 ms of a small JSON request, and CPU on every upload chunk).
+ * `c.req.raw.body` (a large part of a small JSON request's time, and CPU on every upload chunk).
  * A request rewritten by normalizeRequest (its body moved into a new Request) uses the web stream.
  */
 export function requestBodyStream(c: Context): Readable | undefined {

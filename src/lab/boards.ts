@@ -8,7 +8,7 @@ import { recordAudit, type Actor } from "../audit/audit.ts";
 import type { Database } from "../db/index.ts";
 import { LabgateError } from "../util/errors.ts";
 import { isoTime } from "../util/time.ts";
-import { boardKey, readBoard, type BoardConfig } from "./config.ts";
+import { boardKey, readBoard, type BoardConfig } from "../config/lab.ts";
 
 export interface BoardDevice {
   mac_address: string;

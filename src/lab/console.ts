@@ -17,7 +17,7 @@ import { LabgateError } from "../util/errors.ts";
 import { runProcess } from "../util/process.ts";
 import { after } from "../util/time.ts";
 import type { BoardMap } from "./boards.ts";
-import { boardKey, type BoardConfig, type SerialConfig } from "./config.ts";
+import { boardKey, type BoardConfig, type SerialConfig } from "../config/lab.ts";
 
 /** How long a port that failed waits before it is opened again. */
 export const RETRY_MS = 2000;

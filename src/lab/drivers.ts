@@ -8,7 +8,7 @@ import { runTestProcess, type TestRunAs } from "../testrun/engine/identity.ts";
 import { programName } from "../util/process.ts";
 import { LabgateError } from "../util/errors.ts";
 import type { Clock } from "../util/time.ts";
-import type { PowerConfig } from "./config.ts";
+import type { PowerConfig } from "../config/lab.ts";
 
 export const POWER_ACTIONS = ["on", "off", "cycle"] as const;
 export type PowerAction = (typeof POWER_ACTIONS)[number];

@@ -13,7 +13,7 @@ import { allowed, authorize } from "../update/permissions/permissions.ts";
 import { LabgateError } from "../util/errors.ts";
 import { isoTime } from "../util/time.ts";
 import type { BoardMap } from "./boards.ts";
-import type { BoardConfig } from "./config.ts";
+import type { BoardConfig } from "../config/lab.ts";
 import { createDriver, stateAfter, type DriverEnv, type PowerAction, type PowerDriver } from "./drivers.ts";
 
 export interface PowerView {

@@ -11,7 +11,7 @@ import { pathId } from "../update/validation.ts";
 import type { LabDomain } from "./domain.ts";
 import type { PowerAction } from "./drivers.ts";
 import { BoardView, ConsoleQuery, ConsoleSpan, PowerState, ReservationCreate, ReservationState } from "./schema.ts";
-import { readBoard, type BoardConfig } from "./config.ts";
+import { readBoard, type BoardConfig } from "../config/lab.ts";
 import { Problem } from "../config/schema.ts";
 import { LabgateError } from "../util/errors.ts";
 
@@ -161,7 +161,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
   // port when it holds `shell` on the device. A browser cannot set headers: the token may come as ?token=.
   const socketAuth: MiddlewareHandler<AppEnv> = async (c, next) => {
     const { token } = queryOf(c, ConsoleSocketQuery);
-    c.set("identity", auth.authenticate(c, "mgmt", token !== undefined ? `Bearer token=${token}` : undefined));
+    c.set("identity", await auth.authenticate(c, "mgmt", token !== undefined ? `Bearer token=${token}` : undefined));
     await next();
   };
   const getDevicesByIdConsoleWs = route(
@@ -210,7 +210,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
           view?.stop();
           view = undefined;
           // Who typed on a board's console, and how much (the bytes themselves are on the console).
-          if (written > 0) void ctx.db.write((tx) => void recordAudit(tx, { ...actor, at: new Date(ctx.clock.now()) }, "console.write", `device:${id}`, { bytes: written })).catch(() => {});
+          if (written > 0) void recordAudit(ctx.store.query, { ...actor, at: new Date(ctx.clock.now()) }, "console.write", `device:${id}`, { bytes: written }).catch(() => {});
         },
       };
     }),

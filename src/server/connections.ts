@@ -13,8 +13,8 @@ type HttpSocket = Socket & { _httpMessage?: unknown };
  * Whether a connection carries a request is asked of its socket at shutdown (the response Node
  * assigns to it, which closeIdleConnections() reads too), not tracked per request: a listener on
  * every response whose closure held the socket kept each request's objects alive past two
- * young-generation collections under load, so V8 copied and promoted them all (update checks at
- * 50 connections: about 6 KiB per check promoted instead of under 1, and 4-5 times the scavenge time).
+ * young-generation collections under load, so V8 copied and promoted them all (docs/performance.md,
+ * "The figures behind the code").
  */
 export class ConnectionTracker {
   private readonly open = new Set<HttpSocket>();

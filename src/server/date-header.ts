@@ -1,7 +1,7 @@
 /*
  * Every answer's Date header, written here instead of by Node (`res.sendDate`): Node formats it with
- * toUTCString, which has V8 look up the host's time zone through ICU first (ICU's zone data and
- * code, about 1 MB of the server's memory from its first answer on), though an HTTP date is UTC.
+ * toUTCString, which has V8 load ICU's time-zone data and code to look up the host's zone first
+ * (memory the server keeps from its first answer on), though an HTTP date is UTC.
  * The same text (util/time.ts's rfc822), made once a second as Node makes it.
  */
 import type { IncomingMessage, Server, ServerResponse } from "node:http";

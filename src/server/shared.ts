@@ -22,19 +22,19 @@ export interface SharedServices {
   auditSpool: AuditSpool;
 }
 
-export function createSharedServices(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "db" | "log" | "onClosing" | "onShutdown">, accountGate: AccountGate | undefined): SharedServices {
-  const accessWatch = new AccessWatch(ctx.db, accountGate, ctx.clock);
+export function createSharedServices(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "store" | "log" | "onClosing" | "onShutdown">, accountGate: AccountGate | undefined): SharedServices {
+  const accessWatch = new AccessWatch(ctx.store, accountGate, ctx.clock, ctx.log);
   const streams = new EventStreams(ctx.log, ctx.clock, accessWatch, ctx.config.compat.sse_comments);
   // Open event streams end when the server stops accepting, so that shutdown does not wait on them.
   ctx.onClosing.push(() => streams.endAll());
-  const auditRetention = new AuditRetention(ctx.db, ctx.clock, ctx.log, ctx.config.audit);
+  const auditRetention = new AuditRetention(ctx.store, ctx.clock, ctx.log, ctx.config.audit);
   auditRetention.start();
   ctx.onClosing.push(() => auditRetention.stop());
   // The last window's counts are written after the last request, before the database closes.
-  const refusals = new RefusalLog(ctx.db, ctx.clock, ctx.log, ctx.config.audit);
+  const refusals = new RefusalLog(ctx.store, ctx.clock, ctx.log, ctx.config.audit);
   refusals.start();
   ctx.onShutdown.push(() => refusals.stop());
-  const auditSpool = new AuditSpool(ctx.db, ctx.dataDir, ctx.log, ctx.clock);
+  const auditSpool = new AuditSpool(ctx.store, ctx.dataDir, ctx.log, ctx.clock);
   auditSpool.start();
   ctx.onClosing.push(() => auditSpool.stop());
   return { accessWatch, streams, inFlight: new InFlight(), auditRetention, refusals, auditSpool };

@@ -149,9 +149,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       adminTokenFile = join(dataDir, ADMIN_TOKEN_FILE);
       writeFileDurable(adminTokenFile, tokens.issueManagement("admin", [...SCOPES], config.console.admin_token_ttl) + "\n", 0o600);
     }
-    const adminPasswordFile = await createFirstAdmin(db, dataDir, config.prefix, dateOf(clock));
-
     store = embeddedStore(db);
+    const adminPasswordFile = await createFirstAdmin(store, dataDir, config.prefix, dateOf(clock));
     const ctx: AppContext = (started = { config, dataDir, db, store, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] });
     const domains = startDomains(ctx);
     // Entries of commands run while no server ran are in the log before the first request.

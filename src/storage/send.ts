@@ -66,9 +66,9 @@ function platformResponse(): typeof Response {
 /**
  * Sends bytes `start..end` (inclusive) of a file (a path, or a handle this then owns) as the body
  * of `res`, whose status and headers are given here. A stream would read each chunk into a fresh
- * buffer, and a 1 GiB download left thousands of 256 KiB buffers for the garbage collector (about
- * +35 MB of RSS at its peak); here POOL buffers go round: one is read into again only once the
- * socket has taken its bytes.
+ * buffer, and a long download would leave thousands of them for the garbage collector (RSS grows
+ * with the file); here POOL buffers go round: one is read into again only once the socket has
+ * taken its bytes.
  * Returns the Response to hand back to @hono/node-server (which then writes nothing).
  */
 export function sendFile(res: ServerResponse, status: number, headers: Record<string, string>, source: string | FileHandle, start: number, end: number): Response {

@@ -30,8 +30,8 @@ export function writeFileDurable(path: string, data: string | Uint8Array, mode =
 
 /**
  * Writes a file atomically (temp file, rename: a reader sees the old or the new content, never a
- * part) but not durably, for a file that means nothing after a crash: two fsyncs cost a start
- * 5-16 ms on this VM's disk, more on flash.
+ * part) but not durably, for a file that means nothing after a crash: its two fsyncs would
+ * lengthen every start, most on flash.
  */
 export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o600): void {
   writeViaTemp(path, data, mode, false);

@@ -24,11 +24,11 @@ function collector(): Gc | null {
 }
 
 /**
- * A young-generation garbage collection (~0.2 ms), for long streams. Each socket read of an
+ * A young-generation garbage collection (cheap), for long streams. Each socket read of an
  * upload arrives in a fresh buffer; V8 frees a dead buffer's memory only when it collects the
  * small object holding it, and it collects when its own heap fills, not when those buffers add
- * up: a 1 GiB upload kept 30-45 MB of dead buffers at its peak. Asked for every few MB of
- * stream, RSS stays within a few MB. Where V8's collector cannot be reached this does nothing.
+ * up, so a long upload would hold many megabytes of dead buffers. Asked for every few MB of
+ * stream, RSS stays flat. Where V8's collector cannot be reached this does nothing.
  */
 export function collectYoungGarbage(): void {
   collector()?.({ type: "minor" });

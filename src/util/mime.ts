@@ -1,6 +1,6 @@
 /**
- * mime-types, loaded on first use: building its tables from mime-db took a server's start about
- * 6 ms (12-15 ms of CPU at load 15), and only file answers and the console's files need them.
+ * mime-types, loaded on first use: building its tables from mime-db is a noticeable part of a
+ * server's start, and only file answers and the console's files need them.
  * test/foundation/start.test.ts keeps every other import of it out of src/.
  */
 type MimeTypes = typeof import("mime-types");

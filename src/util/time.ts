@@ -16,8 +16,8 @@ export function rfc822(date: Date, zone: "GMT" | "+0000" = "GMT"): string {
 
 /**
  * `new Date(time).toISOString()`, the one ISO 8601 formatter of the program, from the UTC fields:
- * V8's toISOString looks up the host's time zone first (through ICU, whose zone data and code are
- * about 1 MB of an idle agent's memory), which a UTC time never needs. Years outside 0-9999 and
+ * V8's toISOString looks up the host's time zone first (loading ICU's zone data and code into an
+ * idle agent's memory), which a UTC time never needs. Years outside 0-9999 and
  * invalid times (a RangeError) are toISOString's.
  */
 export function isoTime(time: Date | number = Date.now()): string {

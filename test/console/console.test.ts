@@ -88,11 +88,11 @@ test("a cross-site POST carrying the session cookie is refused", async () => {
 
 test("the Devices list at 10,000 devices: a page of 50 from the server, paging, the filter", async () => {
   const now = new Date().toISOString();
-  await server.server.ctx.db.write((tx) => {
+  await server.db.write(async (tx) => {
     for (let i = 0; i < 10_000; i++) {
       const mac = (0x020000000000 + i).toString(16).padStart(12, "0").match(/../g)!.join(":");
       const metadata = JSON.stringify({ "svc.software.version": `v${i % 7}`, "svc.hardware.devtype": "board", "svc.hardware.macaddr": mac });
-      tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata) VALUES (?, ?, ?, '{}', ?)", [now, `rack-${i}`, mac, metadata]);
+      await tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata) VALUES (?, ?, ?, '{}', ?)", [now, `rack-${i}`, mac, metadata]);
     }
   });
   const tab = await openTab(browser, server.url);

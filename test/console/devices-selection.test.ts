@@ -19,8 +19,8 @@ after(async () => {
 const server = useTestServer({}, async (server) => {
   const seeded = await seedDevices(server, 30);
   // Names in an order the ids do not have: board-29 first by id, board-00 last.
-  await server.server.ctx.db.write((tx) => {
-    for (const [i, d] of seeded.entries()) tx.run("UPDATE devices SET name = ? WHERE id = ?", [`board-${String(29 - i).padStart(2, "0")}`, d.id]);
+  await server.db.write(async (tx) => {
+    for (const [i, d] of seeded.entries()) await tx.run("UPDATE devices SET name = ? WHERE id = ?", [`board-${String(29 - i).padStart(2, "0")}`, d.id]);
   });
   group = (await server.call("POST", "/api/v2/groups", { metadata: { name: "bench" } })).body.id;
   ({ browser, admin } = await signedInAdmin(server));

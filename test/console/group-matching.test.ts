@@ -18,8 +18,8 @@ after(async () => {
 });
 const server = useTestServer({}, async (server) => {
   const seeded = await seedDevices(server, 230);
-  await server.server.ctx.db.write((tx) => {
-    for (const [i, d] of seeded.entries()) tx.run("UPDATE devices SET name = ? WHERE id = ?", [i < 200 ? `rack7-${i}` : `spare-${i}`, d.id]);
+  await server.db.write(async (tx) => {
+    for (const [i, d] of seeded.entries()) await tx.run("UPDATE devices SET name = ? WHERE id = ?", [i < 200 ? `rack7-${i}` : `spare-${i}`, d.id]);
   });
   group = (await server.call("POST", "/api/v2/groups", { metadata: { name: "rack 7" } })).body.id;
   ({ browser, admin } = await signedInAdmin(server));
@@ -60,7 +60,9 @@ test("the matching API: members stay, a filter wider than 1000 or empty is a 400
   assert.equal((await server.call("POST", `/api/v2/groups/999/devices/matching`, { q: "rack" })).status, 404);
   // A user adds only what they may read, and needs update on each (else 403, nothing added).
   const lab = await seedDevices(server, 5);
-  await server.server.ctx.db.write((tx) => lab.forEach((d, i) => tx.run("UPDATE devices SET name = ? WHERE id = ?", [`lab-x-${i}`, d.id])));
+  await server.db.write(async (tx) => {
+    for (const [i, d] of lab.entries()) await tx.run("UPDATE devices SET name = ? WHERE id = ?", [`lab-x-${i}`, d.id]);
+  });
   const mine = (await server.call("POST", "/api/v2/groups", { metadata: { name: "carol's" }, priority: 40 })).body.id;
   const grant = async (resource: string, id: number, permission: string) =>
     assert.equal((await server.call("POST", "/api/v1/permissions", { user_id: "carol", resource, resource_id: id, permission })).status, 200);

@@ -47,7 +47,7 @@ const server = useTestServer(
 
 test("a board's power is cycled from its device page; the card shows who did it; its console is shown", async () => {
   const [seeded, plain] = await seedDevices(server, 2);
-  await server.server.ctx.db.write((tx) => tx.run("UPDATE devices SET mac_address = ?, name = 'board-7' WHERE id = ?", [MAC, seeded!.id]));
+  await server.db.run("UPDATE devices SET mac_address = ?, name = 'board-7' WHERE id = ?", [MAC, seeded!.id]);
   const { page } = admin;
   await page.goto(`${server.url}/#/devices/${seeded!.id}`);
   const card = page.locator("section.card", { has: page.getByRole("heading", { name: "Power" }) });
@@ -70,7 +70,7 @@ test("a board's power is cycled from its device page; the card shows who did it;
 
 test("a board is reserved from its device page; the devices list shows who holds it until when", async () => {
   const [device] = await seedDevices(server, 1);
-  await server.server.ctx.db.write((tx) => tx.run("UPDATE devices SET name = 'board-9' WHERE id = ?", [device!.id]));
+  await server.db.run("UPDATE devices SET name = 'board-9' WHERE id = ?", [device!.id]);
   const { page } = admin;
   await page.goto(`${server.url}/#/devices/${device!.id}`);
   const card = page.locator("section.card", { has: page.getByRole("heading", { name: "Reservation" }) });

@@ -25,7 +25,7 @@ const server = useTestServer({}, async (server) => {
 test("the runs list: a gateway run's passed and failed cases and its duration; a run from before counts were kept shows a dash", async () => {
   const old = await waitRun(server, (await trigger(server, { config_name: "mixed.yml" })).id);
   // What migration 031 leaves of a run that ended before it.
-  await server.server.ctx.db.write((tx) => void tx.run("UPDATE testrun_runs SET passed = NULL, failed = NULL, skipped = NULL WHERE id = ?", [old.id]));
+  await server.db.run("UPDATE testrun_runs SET passed = NULL, failed = NULL, skipped = NULL WHERE id = ?", [old.id]);
   const run = await waitRun(server, (await trigger(server, { config_name: "mixed.yml" })).id);
   assert.equal(run.status, "failed");
 

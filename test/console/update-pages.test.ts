@@ -241,10 +241,10 @@ test("a flood of registrations: the Registrations page loads one page at a time 
   const { page } = admin;
   // 120 pending registrations straight into the table (as 20 addresses' floods would leave them).
   const now = new Date().toISOString();
-  await server.server.ctx.db.write((tx) => {
+  await server.db.write(async (tx) => {
     for (let i = 0; i < 120; i++) {
       const flood = `02:fe:00:00:${(i >> 8).toString(16).padStart(2, "0")}:${(i & 255).toString(16).padStart(2, "0")}`;
-      tx.run("INSERT INTO registrations (mac_address, key_fingerprint, public_key, metadata, last_appeared, client_address) VALUES (?, ?, 'k', ?, ?, ?)", [
+      await tx.run("INSERT INTO registrations (mac_address, key_fingerprint, public_key, metadata, last_appeared, client_address) VALUES (?, ?, 'k', ?, ?, ?)", [
         flood,
         randomBytes(32).toString("hex"),
         JSON.stringify({ "svc.device.name": `flood-${i}` }),
@@ -267,7 +267,7 @@ test("a flood of registrations: the Registrations page loads one page at a time 
     assert.equal(await page.locator("tbody tr").count(), 50);
     admin.clean([SIGNED_OUT]);
   } finally {
-    await server.server.ctx.db.write((tx) => void tx.run("DELETE FROM registrations WHERE mac_address LIKE '02:fe:%'"));
+    await server.db.run("DELETE FROM registrations WHERE mac_address LIKE '02:fe:%'");
   }
 });
 

@@ -166,7 +166,6 @@ function mutualFolders(graph: Map<string, Set<string>>): string[] {
  * every domain and may import any of them.
  */
 const STILL_MUTUAL = new Set([
-  "src/config <-> src/lab",
   "src/testrun/devices <-> src/testrun/runs",
   "src/update/actions <-> src/update/channel",
   "src/update/deployments <-> src/update/events",

@@ -254,16 +254,16 @@ async function objects(withDeployment: boolean, withPackage = true): Promise<Omi
   const serial = ++made;
   const mac = `02:00:00:00:${(serial >> 8).toString(16).padStart(2, "0")}:${(serial & 255).toString(16).padStart(2, "0")}`;
   const now = new Date(app.clock.now()).toISOString();
-  await app.ctx.db.write((tx) => {
-    tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata, last_access) VALUES (?, ?, ?, '{}', '{}', ?)", [now, `grid-${serial}`, mac, now]);
+  await app.db.write(async (tx) => {
+    await tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata, last_access) VALUES (?, ?, ?, '{}', '{}', ?)", [now, `grid-${serial}`, mac, now]);
   });
-  const device = app.ctx.db.get<{ id: number }>("SELECT id FROM devices WHERE mac_address = ?", [mac])!.id;
+  const device = (await app.db.get<{ id: number }>("SELECT id FROM devices WHERE mac_address = ?", [mac]))!.id;
   const tag = `grid-tag-${serial}`;
   await admin("POST", `/api/v2/devices/${device}/tag/${tag}`);
   const deviceToken = app.ctx.tokens.issueDevice(mac, device, 3600);
   const logged = await app.request("POST", "/api/v1/logs", { token: deviceToken, json: { batch: [{ device_timestamp: "Wed, 02 Oct 2002 15:00:00 -0000", name: "grid", entry: "grid" }] } });
   assert.ok(logged.status < 300, await logged.text());
-  const log = app.ctx.db.get<{ id: number }>("SELECT id FROM device_logs WHERE device_id = ? ORDER BY id DESC LIMIT 1", [device])!.id;
+  const log = (await app.db.get<{ id: number }>("SELECT id FROM device_logs WHERE device_id = ? ORDER BY id DESC LIMIT 1", [device]))!.id;
   const form = new FormData();
   form.set("svc.software.version", `v${serial}`);
   form.set("svc.hardware.devtype", "board");
@@ -273,13 +273,13 @@ async function objects(withDeployment: boolean, withPackage = true): Promise<Omi
   await admin("PATCH", `/api/v2/groups/${group}/devices`, { add: [device], remove: [] });
   if (withPackage) await admin("POST", `/api/v2/groups/${group}/package`, { packages: [pkg] });
   // Shell, test and power are permissions on devices only.
-  await app.ctx.db.write((tx) => {
+  await app.db.write(async (tx) => {
     const owned = [["device", device, PERMISSIONS], ["group", group, OBJECT], ...(withPackage ? [["package", pkg, OBJECT] as const] : [])] as const;
     for (const [resource, id, permissions] of owned) {
-      for (const permission of permissions) tx.run("INSERT INTO permissions (created, user_id, resource, resource_id, permission) VALUES (?, 'holder', ?, ?, ?)", [now, resource, id, permission]);
+      for (const permission of permissions) await tx.run("INSERT INTO permissions (created, user_id, resource, resource_id, permission) VALUES (?, 'holder', ?, ?, ?)", [now, resource, id, permission]);
     }
   });
-  const permission = app.ctx.db.get<{ id: number }>("SELECT id FROM permissions WHERE user_id = 'holder' AND resource = 'device' AND resource_id = ? ORDER BY id LIMIT 1", [device])!.id;
+  const permission = (await app.db.get<{ id: number }>("SELECT id FROM permissions WHERE user_id = 'holder' AND resource = 'device' AND resource_id = ? ORDER BY id LIMIT 1", [device]))!.id;
   const deployment = withDeployment ? (await admin<{ id: number }>("POST", "/api/v2/deployments", { group, version: `v${serial}` })).id : 0;
   return { serial, device, mac, group, package: pkg, tag, permission, log, deployment };
 }

@@ -7,6 +7,7 @@ import { TokenService } from "../../src/auth/tokens.ts";
 import { loadConfig } from "../../src/config/config.ts";
 import { Database, migrate, migrations } from "../../src/db/index.ts";
 import { embeddedStore } from "../../src/db/store.ts";
+import { testDb, type TestDb } from "./db.ts";
 import type { Operation } from "../../src/http/openapi.ts";
 import type { Domains } from "../../src/server/routes.ts";
 import { serverApp, startDomains, stopDomains } from "../../src/server/start.ts";
@@ -26,6 +27,8 @@ export interface InProcessApp {
   adminToken: string;
   /** One request to the app as `token` (none: no Authorization header), a JSON body when given. */
   request(method: string, path: string, options?: { token?: string; json?: unknown; body?: BodyInit; headers?: Record<string, string> }): Promise<Response>;
+  /** The test's own SQL on the app's database, on either engine. */
+  db: TestDb;
   /** Stops the domains (their closing and shutdown hooks), closes the database, removes the data dir. */
   close(): Promise<void>;
 }
@@ -57,6 +60,7 @@ export async function inProcessApp(patch: ConfigPatch = {}): Promise<InProcessAp
     clock,
     token,
     adminToken: token([...SCOPES], "admin"),
+    db: testDb(store),
     request(method, path, { token, json, body, headers = {} } = {}) {
       const all: Record<string, string> = { ...headers };
       if (token) all.authorization = `Bearer token=${token}`;

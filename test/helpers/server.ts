@@ -7,6 +7,7 @@ import { SCOPES, type Scope } from "../../src/auth/scopes.ts";
 import { startServer, type RunningServer } from "../../src/server/start.ts";
 import { createLogger } from "../../src/util/log.ts";
 import type { Clock } from "../../src/util/time.ts";
+import { testDb, type TestDb } from "./db.ts";
 
 /**
  * The clock of a server or agent in tests: real time plus however far the test moved it (never
@@ -89,6 +90,8 @@ export interface TestServer {
   request(path: string, init?: RequestInit & { token?: string; json?: unknown }): Promise<Response>;
   /** One JSON request as admin (or with `token`): its status, headers and parsed body. */
   call<T = any>(method: string, path: string, json?: unknown, token?: string): Promise<Answer<T>>;
+  /** The test's own SQL on the server's database, on either engine. */
+  db: TestDb;
   close(): Promise<void>;
 }
 
@@ -192,6 +195,7 @@ export async function startTestServer(patch: ConfigPatch = {}, dataDir = tempDir
     token,
     request,
     call: callWith(request, adminToken),
+    db: testDb(server.ctx.store),
     async close() {
       await server.close();
     },

@@ -5,7 +5,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { labSection, type BoardConfig } from "../../src/lab/config.ts";
+import { labSection, type BoardConfig } from "../../src/config/lab.ts";
 import { tempDir, waitFor } from "../helpers/server.ts";
 
 /** `lab` as the config file would give it (defaults filled in), for startTestServer's patch. */

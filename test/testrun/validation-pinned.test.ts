@@ -115,18 +115,18 @@ test("a deployment made before configs were pinned (no copy) gets its copy at th
     const created = await gateway.call("POST", "/api/v2/deployments", { group, version: "v2", start_at: "2999-01-01T00:00:00Z", validation: { config: "legacy.yml" } });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     const id = created.body.id as number;
-    const copy = () => gateway.server.ctx.db.get<{ c: string | null }>("SELECT validation_copy AS c FROM deployments WHERE id = ?", [id])?.c ?? null;
-    assert.match(copy() ?? "", /echo, before/);
+    const copy = async () => (await gateway.db.get<{ c: string | null }>("SELECT validation_copy AS c FROM deployments WHERE id = ?", [id]))?.c ?? null;
+    assert.match((await copy()) ?? "", /echo, before/);
     // As a data dir from before the copy was kept: none.
-    await gateway.server.ctx.db.write((tx) => void tx.run("UPDATE deployments SET validation_copy = NULL WHERE id = ?", [id]));
+    await gateway.db.run("UPDATE deployments SET validation_copy = NULL WHERE id = ?", [id]);
     await uploadConfig(gateway, "legacy.yml", "tests:\n  smoke:\n  - exec:\n      command: [echo, at-restart]\n");
     await gateway.close();
     gateway = await startTestServer({}, dataDir);
-    assert.match(copy() ?? "", /echo, at-restart/);
+    assert.match((await copy()) ?? "", /echo, at-restart/);
     await uploadConfig(gateway, "legacy.yml", "tests:\n  smoke:\n  - exec:\n      command: [echo, later]\n");
     await gateway.close();
     gateway = await startTestServer({}, dataDir);
-    assert.match(copy() ?? "", /echo, at-restart/, "pinned once");
+    assert.match((await copy()) ?? "", /echo, at-restart/, "pinned once");
   } finally {
     await gateway.close();
     removeDir(dataDir);

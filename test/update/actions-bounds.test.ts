@@ -18,7 +18,7 @@ const fanOut = async (devices: string[], token = server.adminToken): Promise<Res
   return ((await res.json()) as { results: Result[] }).results;
 };
 const exec = (mac: string) => server.request(`/api/v2/devices/${mac}/action/exec/hello`, { token: server.adminToken });
-const waiting = (mac: string) => server.server.ctx.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM action_log WHERE mac_address = ? AND status = 'pending'", [mac])!.n;
+const waiting = async (mac: string) => (await server.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM action_log WHERE mac_address = ? AND status = 'pending'", [mac]))!.n;
 
 test("a device's queue holds max_queued_actions; beyond, 429 for that device only, in a fan-out too; emptied, it takes more", async () => {
   const [full, other] = await seedDevices(server, 2);
@@ -37,8 +37,8 @@ test("a device's queue holds max_queued_actions; beyond, 429 for that device onl
   // Requests sent together count what the others are writing: still three.
   const together = await Promise.all([exec(other.mac), exec(other.mac), exec(other.mac)]);
   assert.deepEqual(together.map((r) => r.status).sort(), [202, 202, 429]);
-  assert.equal(waiting(other.mac), 3);
-  assert.equal(waiting(full.mac), 3, "nothing more was stored for the full device");
+  assert.equal(await waiting(other.mac), 3);
+  assert.equal(await waiting(full.mac), 3, "nothing more was stored for the full device");
   assert.equal((await server.request(`/api/v2/devices/${full.mac}/action/pending`, { method: "DELETE", token: server.adminToken })).status, 200);
   assert.equal((await exec(full.mac)).status, 202);
 });
@@ -51,7 +51,7 @@ test("one fan-out queues for at most max_queued_per_request offline devices; the
     [202, 202, 202, 202, 429, 429],
   );
   assert.match(results[5].error!, /at most 4 offline devices/);
-  assert.equal(waiting(devices[5].mac), 0);
+  assert.equal(await waiting(devices[5].mac), 0);
 });
 
 test("the permission answers of a fan-out, in one query: 404 unknown or hidden, 403 read without update, the rest go ahead", async () => {
@@ -75,5 +75,5 @@ test("the permission answers of a fan-out, in one query: 404 unknown or hidden, 
   // A caller without any permission: every device its 404, nothing stored.
   const nobody = await fanOut([readable.mac, hidden.mac], server.token(["tests_ro"], "nobody"));
   assert.deepEqual(nobody.map((r) => r.status), [404, 404]);
-  assert.equal(waiting(readable.mac), 0);
+  assert.equal(await waiting(readable.mac), 0);
 });

@@ -44,13 +44,13 @@ test("every device message kind with a wrong field is dropped and counted; the s
     socket.send({ method: "no_such_method" });
     // Frames are handled in order: once this one is in, every one before it was.
     socket.send({ method: "capability_report", capabilities: { exec_cmds: true } });
-    await waitFor(() => server.server.ctx.db.get<{ capabilities: string }>("SELECT capabilities FROM devices WHERE id = ?", [device!.id])?.capabilities === '{"exec_cmds":true}', 5000, "the good report");
+    await waitFor(async () => (await server.db.get<{ capabilities: string }>("SELECT capabilities FROM devices WHERE id = ?", [device!.id]))?.capabilities === '{"exec_cmds":true}', 5000, "the good report");
     assert.equal(hub.dropped - before, methods.length + 3);
     assert.equal(hub.get(device!.mac)?.open, true);
     // The dropped ones changed nothing: no version stored, no progress record, no history row.
-    const row = server.server.ctx.db.get<{ metadata: string }>("SELECT metadata FROM devices WHERE id = ?", [device!.id]);
+    const row = await server.db.get<{ metadata: string }>("SELECT metadata FROM devices WHERE id = ?", [device!.id]);
     assert.equal(row?.metadata, "{}");
-    assert.equal(server.server.ctx.db.get("SELECT 1 FROM progress WHERE device_id = ?", [device!.id]), undefined);
+    assert.equal(await server.db.get("SELECT 1 FROM progress WHERE device_id = ?", [device!.id]), undefined);
     assert.deepEqual((await server.call("GET", `/api/v2/devices/${device!.id}/update-history`)).body, []);
   } finally {
     socket.ws.close();

@@ -241,9 +241,9 @@ test("a key change is flagged, needs confirm_key_change, keeps id, groups and ta
   assert.deepEqual(await json(server.request(`/api/v2/devices/${id}/tags`, { token: server.adminToken })), ["lab", "rack-1"]);
   assert.equal((await server.request(`/api/v2/devices/${id}/tag/extra`, { method: "POST", token: server.adminToken })).status, 200);
   // A group membership (made directly: groups are another issue's routes).
-  const groupId = await server.server.ctx.db.write((tx) => {
-    const g = tx.run("INSERT INTO groups (created, metadata) VALUES (?, '{}')", [new Date().toISOString()]).lastInsertRowid;
-    tx.run("INSERT INTO group_devices (group_id, device_id) VALUES (?, ?)", [g, id]);
+  const groupId = await server.db.write(async (tx) => {
+    const g = (await tx.run("INSERT INTO groups (created, metadata) VALUES (?, '{}') RETURNING id", [new Date().toISOString()])).rows[0]!.id as number;
+    await tx.run("INSERT INTO group_devices (group_id, device_id) VALUES (?, ?)", [g, id]);
     return g;
   });
 
@@ -341,7 +341,7 @@ test("last_access: null-free after approval, updated by device-token requests, R
   const before = await json(server.request(`/api/v2/devices/${id}`, { token: server.adminToken }));
   assert.match(before.last_access, /^\w{3}, \d{2} \w{3} \d{4} \d{2}:\d{2}:\d{2} GMT$/);
   // Move the stored time back, then make a device request.
-  await server.server.ctx.db.write((tx) => void tx.run("UPDATE devices SET last_access = ? WHERE id = ?", ["2020-01-01T00:00:00.000Z", id]));
+  await server.db.run("UPDATE devices SET last_access = ? WHERE id = ?", ["2020-01-01T00:00:00.000Z", id]);
   assert.match((await json(server.request(`/api/v2/devices/${id}`, { token: server.adminToken }))).last_access, /2020/);
   const from = server.clock.now();
   await client.request("/api/v1/update/check", { method: "POST", json: deviceMetadata(client.mac) });

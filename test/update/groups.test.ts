@@ -80,7 +80,7 @@ describe("groups v2 and v1", () => {
     assert.equal((await server.call("GET", `/api/v2/groups/${group.id}`, undefined, ro)).status, 200);
     assert.equal((await server.call("POST", `/api/v2/groups/${group.id}/priority`, { priority: 7 }, ro)).status, 403);
     assert.equal((await server.call("DELETE", `/api/v2/groups/${group.id}`, undefined, carol)).status, 200);
-    assert.deepEqual(server.server.ctx.db.all("SELECT id FROM permissions WHERE resource = 'group' AND resource_id = ?", [group.id]), []);
+    assert.deepEqual(await server.db.all("SELECT id FROM permissions WHERE resource = 'group' AND resource_id = ?", [group.id]), []);
   });
 
   it("validates and stores policies", async () => {

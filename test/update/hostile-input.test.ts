@@ -21,7 +21,7 @@ describe("update server: hostile input never gives a 5xx", () => {
     log.warn = (line: string) => void logged.push(`WARN ${line}`);
   });
 
-  const packageCount = () => (server.server.ctx.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM packages")?.n ?? 0);
+  const packageCount = async () => (await server.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM packages"))?.n ?? 0;
   const storedObjects = (): string[] => {
     const out: string[] = [];
     const walk = (dir: string) => {
@@ -45,14 +45,14 @@ describe("update server: hostile input never gives a 5xx", () => {
   it("a storage directory that names an existing object is a 400, and nothing is stored", async () => {
     const first = await uploadOk(server, { token: server.adminToken });
     const taken = first.metadata["svc.storage.local.uuid"] as string;
-    const rows = packageCount();
+    const rows = await packageCount();
     const objects = storedObjects().length;
     for (const dir of [taken, `${taken}/below`]) {
       const res = await upload(server, { token: server.adminToken, fields: { "svc.storage.directory": dir } });
       assert.equal(res.status, 400, dir);
       assert.match(((await res.json()) as { error: string }).error, /svc\.storage\.directory.*existing object/);
     }
-    assert.equal(packageCount(), rows);
+    assert.equal(await packageCount(), rows);
     assert.equal(storedObjects().length, objects);
     // The object that carries the name is untouched and still downloads.
     const link = (await (await server.request(`/api/v1/packages/${first.id}/download`, { token: server.adminToken })).json()) as { download_url: string };
@@ -60,7 +60,7 @@ describe("update server: hostile input never gives a 5xx", () => {
   });
 
   it("too many or too large form fields are a 400, never silently dropped metadata", async () => {
-    const rows = packageCount();
+    const rows = await packageCount();
     const objects = storedObjects().length;
     const many = await uploadForm(Array.from({ length: 1001 }, (_, i) => [`k${i}`, "v"] as [string, string]));
     assert.equal(many.status, 400);
@@ -68,7 +68,7 @@ describe("update server: hostile input never gives a 5xx", () => {
     const big = await uploadForm(Array.from({ length: 20 }, (_, i) => [`k${i}`, "x".repeat(60 * 1024)] as [string, string]));
     assert.equal(big.status, 400);
     assert.match(((await big.json()) as { error: string }).error, /larger than \d+ bytes in total/);
-    assert.equal(packageCount(), rows);
+    assert.equal(await packageCount(), rows);
     assert.equal(storedObjects().length, objects);
     // Under both limits everything is kept, including keys that are special in JavaScript.
     const fine = await uploadForm([["__proto__", "p"], ["constructor", "c"], ["note", "x".repeat(60 * 1024)]]);
@@ -80,7 +80,7 @@ describe("update server: hostile input never gives a 5xx", () => {
   });
 
   it("a form part without a name or truncated mid-part is a 400, and the server keeps serving", async () => {
-    const rows = packageCount();
+    const rows = await packageCount();
     const objects = storedObjects().length;
     const bodies = [
       "--BB\r\nContent-Disposition: form-data\r\n\r\nxyz\r\n--BB--\r\n",
@@ -100,7 +100,7 @@ describe("update server: hostile input never gives a 5xx", () => {
       assert.equal(typeof ((await res.json()) as { error: string }).error, "string");
     }
     assert.equal((await server.request("/api/health")).status, 200);
-    assert.equal(packageCount(), rows);
+    assert.equal(await packageCount(), rows);
     assert.equal(storedObjects().length, objects);
   });
 

@@ -35,7 +35,7 @@ test("a device keeps at most device_log_bytes_per_device bytes: the oldest entri
   for (const second of [1, 2, 3, 4]) assert.equal((await post(device, batch([[second, String(second).repeat(4000)]]))).status, 200);
   const kept = await json<Log[]>(logsOf(device));
   assert.deepEqual(kept.map((l) => l.entry[0]), ["4", "3"]);
-  const stored = server.server.ctx.db.get<{ bytes: number }>("SELECT SUM(bytes) AS bytes FROM device_logs WHERE device_id = ?", [device.id])!;
+  const stored = (await server.db.get<{ bytes: number }>("SELECT SUM(bytes) AS bytes FROM device_logs WHERE device_id = ?", [device.id]))!;
   assert.equal(stored.bytes, 8002);
 });
 
@@ -90,9 +90,9 @@ test("log lists page with limit and offset and tell X-Total-Count; unpaged, the 
 test("an unpaged list of more entries than a page streams them all, in order", async () => {
   const device = await registerDevice(server);
   // 1,200 entries (past the 500 of a streamed page), sent as a stored batch would be: straight into the table.
-  await server.server.ctx.db.write((tx) => {
+  await server.db.write(async (tx) => {
     for (let i = 0; i < 1200; i++) {
-      tx.run("INSERT INTO device_logs (device_id, created, device_timestamp, name, entry, bytes) VALUES (?, ?, ?, 'n', ?, 2)", [
+      await tx.run("INSERT INTO device_logs (device_id, created, device_timestamp, name, entry, bytes) VALUES (?, ?, ?, 'n', ?, 2)", [
         device.id,
         "2026-11-23T10:00:00.000Z",
         // Pairs share a device time: the order falls back to the id.

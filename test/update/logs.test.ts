@@ -140,7 +140,7 @@ test("device logs: newest first, bounded per device and per batch, durable, gone
         assert.equal((await json<Log[]>(again.request(`/api/v1/logs/device/${device.id}`, { token: again.adminToken }))).length, 5);
         // Deleting the device deletes its logs (17.18: the reference refused such a delete).
         assert.equal((await again.request(`/api/v2/devices/${device.id}`, { method: "DELETE", token: again.adminToken })).status, 200);
-        assert.equal(again.server.ctx.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM device_logs")?.n, 0);
+        assert.equal((await again.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM device_logs"))?.n, 0);
       } finally {
         await again.close();
       }

@@ -174,7 +174,7 @@ describe("packages: upload, list, get, delete", () => {
     assert.equal((await server.request(`/api/v1/packages/${pkg.id}`, { method: "DELETE", token: ro })).status, 403);
     assert.equal((await server.request(`/api/v1/packages/${pkg.id}`, { method: "DELETE", token: alice })).status, 200);
     // Cascade: the creator's rows went with the package.
-    const rows = server.server.ctx.db.all("SELECT * FROM permissions WHERE resource = 'package' AND resource_id = ?", [pkg.id]);
+    const rows = await server.db.all("SELECT * FROM permissions WHERE resource = 'package' AND resource_id = ?", [pkg.id]);
     assert.deepEqual(rows, []);
   });
 });

@@ -27,7 +27,7 @@ test("a progress record idle for progress_idle_timeout is dropped; the next offe
       });
     const progress = () => server.request(`/api/v2/devices/${device.id}/progress`, { token: admin });
     const listed = async () => ((await (await server.request("/api/v2/devices/progress", { token: admin })).json()) as { id: number }[]).some((r) => r.id === device.id);
-    const stored = () => server.server.ctx.db.get("SELECT 1 AS x FROM progress WHERE device_id = ?", [device.id]) !== undefined;
+    const stored = async () => (await server.db.get("SELECT 1 AS x FROM progress WHERE device_id = ?", [device.id])) !== undefined;
 
     assert.equal((await check()).status, 200);
     assert.equal((await progress()).status, 200);
@@ -40,7 +40,7 @@ test("a progress record idle for progress_idle_timeout is dropped; the next offe
     assert.equal(gone.status, 404);
     assert.deepEqual(await gone.json(), { error: "device is not updating" });
     assert.equal(await listed(), false);
-    await waitFor(() => !stored(), 5000, "the sweep to remove the idle record");
+    await waitFor(async () => !(await stored()), 5000, "the sweep to remove the idle record");
 
     // The next check that offers the package starts a record again (nothing cached keeps it away).
     assert.equal((await check()).status, 200);

@@ -215,12 +215,12 @@ describe("compat settings turned off, one each", () => {
 
   it("action_log_status: exit_code shows a finished action's exit code as its status", async () => {
     const { client } = await registerDevice(server);
-    await server.server.ctx.db.write((tx) => {
+    await server.db.write(async (tx) => {
       const row = "INSERT INTO action_log (id, mac_address, action_id, created, status, status_code, finished) VALUES (?, ?, ?, ?, ?, ?, ?)";
       const at = new Date(server.clock.now()).toISOString();
-      tx.run(row, ["a-ok", client.mac, "uptime", at, "success", 0, at]);
-      tx.run(row, ["a-killed", client.mac, "sleep", at, "error", -1, at]);
-      tx.run(row, ["a-waiting", client.mac, "uptime", at, "pending", null, null]);
+      await tx.run(row, ["a-ok", client.mac, "uptime", at, "success", 0, at]);
+      await tx.run(row, ["a-killed", client.mac, "sleep", at, "error", -1, at]);
+      await tx.run(row, ["a-waiting", client.mac, "uptime", at, "pending", null, null]);
     });
     const log = await json(server.request(`/api/v2/devices/${client.mac}/action/log`, { token: server.adminToken }));
     const status = Object.fromEntries(log.map((e: { id: string; status: string; status_code: number | null }) => [e.id, [e.status, e.status_code]]));

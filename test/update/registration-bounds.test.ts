@@ -19,7 +19,7 @@ function register(keys: { privateKeyPem: string }, mac = nextMac(), pad = 0): Pr
     body,
   });
 }
-const pendingRows = () => server.server.ctx.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM registrations")?.n ?? 0;
+const pendingRows = async () => (await server.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM registrations"))?.n ?? 0;
 const removeAll = () => server.request("/api/v1/auth/pending/remove", { method: "POST", token: server.adminToken, json: { all: true } });
 
 test("a registration body over 16 KiB is a 413; one key waits with at most a few MAC addresses", async () => {
@@ -30,14 +30,14 @@ test("a registration body over 16 KiB is a 413; one key waits with at most a few
   const refused = await register(keys);
   assert.equal(refused.status, 429);
   assert.match(((await refused.json()) as { error: string }).error, /this key has \d+ pending registrations/);
-  assert.equal(pendingRows(), MAX_PENDING_PER_KEY);
+  assert.equal(await pendingRows(), MAX_PENDING_PER_KEY);
   assert.equal((await removeAll()).status, 200);
 });
 
 test("one client address holds a bounded number of pending registrations", async () => {
-  await server.server.ctx.db.write((tx) => {
+  await server.db.write(async (tx) => {
     for (let i = 0; i < MAX_PENDING_PER_ADDRESS; i++) {
-      tx.run("INSERT INTO registrations (mac_address, key_fingerprint, public_key, metadata, last_appeared, client_address) VALUES (?, ?, 'k', '{}', ?, '127.0.0.1')", [`m${i}`, `f${i}`, new Date().toISOString()]);
+      await tx.run("INSERT INTO registrations (mac_address, key_fingerprint, public_key, metadata, last_appeared, client_address) VALUES (?, ?, 'k', '{}', ?, '127.0.0.1')", [`m${i}`, `f${i}`, new Date().toISOString()]);
     }
   });
   const refused = await register(key("ed25519", true));
@@ -53,15 +53,15 @@ test("pending registrations are bounded in total (update_server.max_pending_regi
   const total = server.server.ctx.config.update_server.max_pending_registrations;
   assert.equal(total, 10_000);
   // A flood from 200 addresses, 50 each: under every per-address cap.
-  await server.server.ctx.db.write((tx) => {
+  await server.db.write(async (tx) => {
     for (let i = 0; i < total; i++) {
-      tx.run("INSERT INTO registrations (mac_address, key_fingerprint, public_key, metadata, last_appeared, client_address) VALUES (?, ?, 'k', '{}', ?, ?)", [`g${i}`, `f${i}`, new Date().toISOString(), `10.8.${i % 200}.1`]);
+      await tx.run("INSERT INTO registrations (mac_address, key_fingerprint, public_key, metadata, last_appeared, client_address) VALUES (?, ?, 'k', '{}', ?, ?)", [`g${i}`, `f${i}`, new Date().toISOString(), `10.8.${i % 200}.1`]);
     }
   });
   const refused = await register(key("ed25519", true));
   assert.equal(refused.status, 429);
   assert.match(((await refused.json()) as { error: string }).error, /too many pending registrations \(10000, update_server\.max_pending_registrations\)/);
-  assert.equal(pendingRows(), total);
+  assert.equal(await pendingRows(), total);
   const removed = await server.request("/api/v1/auth/pending/remove", { method: "POST", token: server.adminToken, json: { client_address: "10.8.0.1" } });
   assert.deepEqual(await removed.json(), { removed: 50 });
   assert.equal((await register(key("ed25519", true))).status, 401, "room again: pending");
@@ -82,11 +82,11 @@ test("pending registrations expire after update_server.pending_registration_ttl;
 
   // The first one last appeared eight days ago: older than the default ttl of 7 days.
   const old = new Date(server.clock.now() - 8 * 86400 * 1000).toISOString();
-  await server.server.ctx.db.write((tx) => void tx.run("UPDATE registrations SET last_appeared = ? WHERE mac_address = ?", [old, macs[0]]));
+  await server.db.run("UPDATE registrations SET last_appeared = ? WHERE mac_address = ?", [old, macs[0]]);
   assert.deepEqual((await list()).macs, macs.slice(1), "an expired registration is not listed");
-  assert.equal(pendingRows(), 3);
+  assert.equal(await pendingRows(), 3);
   assert.equal((await register(key("ed25519", true))).status, 401);
-  assert.equal(pendingRows(), 3, "and the next registration drops it");
+  assert.equal(await pendingRows(), 3, "and the next registration drops it");
 
   const refused = await server.request("/api/v1/auth/pending/remove", { method: "POST", token: server.adminToken, json: {} });
   assert.equal(refused.status, 400);
@@ -95,5 +95,5 @@ test("pending registrations expire after update_server.pending_registration_ttl;
   const byAge = await server.request("/api/v1/auth/pending/remove", { method: "POST", token: server.adminToken, json: { older_than: 3600 } });
   assert.deepEqual(await byAge.json(), { removed: 0 });
   assert.deepEqual(await (await removeAll()).json(), { removed: 3 });
-  assert.equal(pendingRows(), 0);
+  assert.equal(await pendingRows(), 0);
 });

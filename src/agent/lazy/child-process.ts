@@ -1,5 +1,5 @@
 // The agent's bundles get this for node:child_process (../bundle.ts): Node's child_process loads
-// dgram and the socket list with it (0.5 MB of an idle agent), and the agent starts programs only on
+// dgram and the socket list with it into an idle agent's memory, and the agent starts programs only on
 // request (actions, installs, shells, test runs). Each function loads the module at its first call;
 // a name that is not here fails the agent's build.
 import type * as ChildProcess from "node:child_process";

@@ -1,5 +1,5 @@
 // The agent's bundles get this for node:fs/promises (../bundle.ts): Node's fs/promises loads
-// readline's interface and the REPL's history with it (0.7 MB of an idle agent), and the agent
+// readline's interface and the REPL's history with it into an idle agent's memory, and the agent
 // needs it only for what it does on request (downloads, file transfers, test runs). Each function
 // loads the module at its first call; a name that is not here fails the agent's build.
 import type * as FsPromises from "node:fs/promises";

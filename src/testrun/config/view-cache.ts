@@ -15,7 +15,7 @@ const MAX_ENTRIES = 64;
 
 /**
  * Parsed read views of stored configs (test-suites, override-hints), kept while none of the files
- * they were read from changed (a 1 MB config took 0.85 s per request to read again). A failure
+ * they were read from changed (a large config would be parsed again on every request). A failure
  * is kept too: it is as costly to find again. At most MAX_ENTRIES; the oldest goes first.
  */
 export class ConfigViewCache {

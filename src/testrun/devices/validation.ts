@@ -33,7 +33,7 @@ interface ValidationJob {
   validation: DeploymentValidation;
 }
 
-type Ctx = Pick<AppContext, "clock" | "db" | "log" | "onClosing">;
+type Ctx = Pick<AppContext, "clock" | "db" | "log" | "onClosing" | "store">;
 
 export function validateDeployments(ctx: Ctx, deployments: DeploymentService, runs: TestRunService, hub: ChannelHub): void {
   const closing = { now: false };
@@ -106,8 +106,7 @@ async function validate(
   }
   const audit = { config, suite, deployment: job.deploymentId, device: device.mac_address };
   // The verdict is awaited whatever becomes of the entry (a database that cannot write loses it as well).
-  await ctx.db
-    .write((tx) => recordAudit(tx, systemActor("server", dateOf(ctx.clock)), "testrun.trigger", `run:${run.id}`, audit))
+  await recordAudit(ctx.store.query, systemActor("server", dateOf(ctx.clock)), "testrun.trigger", `run:${run.id}`, audit)
     .catch((error) => ctx.log.error(`deployment ${job.deploymentId}: audit of validation run ${run.id}: ${(error as Error).message}`));
   const ended = await runs.finalRun(run.id);
   if (ended?.status === "finished") return deployments.validated(job.deploymentId, job.deviceId);

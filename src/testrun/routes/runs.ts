@@ -193,26 +193,31 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
   // user and scopes, when the access generation has moved.
   const viewers = new Set<Viewer>();
   let generation = -1;
-  const viewerSight = (identity: Identity | undefined, shared: Map<string, DeviceSight>): DeviceSight => {
-    if (identity?.kind !== "mgmt") return service.sight(identity);
-    const current = accessWatch.current(identity);
+  // `current`: the reader's identity as it stands now (a reason when it no longer counts).
+  const viewerSight = (current: Identity | string | undefined, shared: Map<string, DeviceSight>): DeviceSight => {
     if (typeof current === "string") return DeviceSight.NONE; // its watch ends the stream
+    if (current?.kind !== "mgmt") return service.sight(current);
     const key = `${current.user}\n${[...current.scopes].sort().join(" ")}`;
     let sight = shared.get(key);
     if (!sight) shared.set(key, (sight = service.sight(current)));
     return sight;
   };
-  const answer = async (change: RunChange) => {
+  // Changes go out in order, each after the one before: reading the access generation is a query.
+  let delivered = Promise.resolve();
+  const subscription = new SharedSubscription(changes, (change) => {
+    delivered = delivered.then(() => deliver(change)).catch((error: Error) => ctx.log.warn(`test-run stream: ${error.message}`));
+  });
+  const deliver = async (change: RunChange) => {
     if (change.kind === "run-deleted") {
       const event = runEvent("run-deleted", { id: change.id });
       for (const viewer of viewers) viewer.send(event);
       return;
     }
-    const now = accessGeneration(ctx.db);
+    const now = await accessGeneration(ctx.store.query);
     if (now !== generation) {
       generation = now;
       const shared = new Map<string, DeviceSight>();
-      for (const viewer of viewers) viewer.sight = viewerSight(viewer.identity, shared);
+      for (const viewer of viewers) viewer.sight = viewerSight(viewer.identity?.kind === "mgmt" ? await accessWatch.current(viewer.identity) : viewer.identity, shared);
     }
     const prepared = new Map<string, PreparedEvent>();
     // A run's event is the record its change wrote, so that a stream sees every state it passed through.
@@ -233,11 +238,6 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       viewer.send(event);
     }
   };
-  // Each change is answered after the one before it, so that a stream's events keep their order.
-  let answered = Promise.resolve();
-  const subscription = new SharedSubscription(changes, (change) => {
-    answered = answered.then(() => answer(change)).catch((error) => ctx.log.error(`testrun: run stream: ${(error as Error).message}`));
-  });
 
   // Before /:id so that `stream` is never taken for a run id.
   const getTestRunsStream = route(

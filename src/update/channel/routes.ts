@@ -77,7 +77,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
   };
   const managerAuth: MiddlewareHandler<AppEnv> = async (c, next) => {
     const { token: query } = queryOf(c, ShellQuery);
-    c.set("identity", auth.authenticate(c, "mgmt", query !== undefined ? `Bearer token=${query}` : undefined));
+    c.set("identity", await auth.authenticate(c, "mgmt", query !== undefined ? `Bearer token=${query}` : undefined));
     await next();
   };
   route(

@@ -68,12 +68,12 @@ export const size = (frame: Frame): number => (typeof frame === "string" ? Buffe
 const sendable = (code: number): boolean => code === CLOSE_NORMAL || (code >= 3000 && code <= 4999);
 
 export class ShellService {
-  private readonly ctx: Pick<AppContext, "clock" | "config" | "db" | "log">;
+  private readonly ctx: Pick<AppContext, "clock" | "config" | "db" | "log" | "store">;
   private readonly hub: ChannelHub;
   private readonly sessions = new Map<string, ShellSession>();
   private readonly pinger: PingTimer;
 
-  constructor(ctx: Pick<AppContext, "clock" | "config" | "db" | "log">, hub: ChannelHub) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "db" | "log" | "store">, hub: ChannelHub) {
     this.ctx = ctx;
     this.hub = hub;
     this.pinger = new PingTimer(ctx.clock, ctx.config.update_server.ws_ping_interval, (judge) => this.pingRound(judge));
@@ -122,7 +122,7 @@ export class ShellService {
     this.sessions.set(this.key(mac, session.uuid), session);
     session.cancelAttach = after(this.ctx.clock, seconds * 1000, () => this.end(session, CLOSE_INVALID, `device did not connect within ${seconds}s`));
     try {
-      await this.ctx.db.write((tx) => recordAudit(tx, { ...actor, at: dateOf(this.ctx.clock) }, "shell.open", `device:${deviceId}`, { mac, session: session.uuid }));
+      await recordAudit(this.ctx.store.query, { ...actor, at: dateOf(this.ctx.clock) }, "shell.open", `device:${deviceId}`, { mac, session: session.uuid });
     } catch (error) {
       this.ctx.log.error(`shell session for ${mac} not opened: audit entry not saved: ${(error as Error).message}`);
       this.end(session, 1011, "shell session failed");
@@ -214,9 +214,8 @@ export class ShellService {
       code,
       reason,
     };
-    // Not awaited (a close cannot wait): applied to the database at once, on disk a moment later.
-    void this.ctx.db
-      .write((tx) => recordAudit(tx, { ...session.actor, at: dateOf(this.ctx.clock) }, "shell.close", `device:${session.deviceId}`, detail))
+    // Not awaited (a close cannot wait): in the database as soon as it is free, on disk a moment later.
+    void recordAudit(this.ctx.store.query, { ...session.actor, at: dateOf(this.ctx.clock) }, "shell.close", `device:${session.deviceId}`, detail)
       .catch((error: Error) => this.ctx.log.warn(`audit: shell.close of ${session.uuid} not saved: ${error.message}`));
     if (this.sessions.size === 0) this.pinger.stop();
   }

@@ -48,13 +48,13 @@ type ProbeReply = DeviceMessageOf<"fs_file_probe_reply">;
 type DownloadReply = DeviceMessageOf<"fs_file_download_reply">;
 
 export class FileTransferService {
-  private readonly ctx: Pick<AppContext, "config" | "db" | "log" | "tokens">;
+  private readonly ctx: Pick<AppContext, "config" | "db" | "log" | "store" | "tokens">;
   private readonly hub: ChannelHub;
   private readonly store: DeviceFileStore;
   private readonly open = new Map<string, Transfer>();
 
   /** The device messages it handles are installed by createUpdateDomain. */
-  constructor(ctx: Pick<AppContext, "config" | "db" | "log" | "tokens">, hub: ChannelHub, store: DeviceFileStore) {
+  constructor(ctx: Pick<AppContext, "config" | "db" | "log" | "store" | "tokens">, hub: ChannelHub, store: DeviceFileStore) {
     this.ctx = ctx;
     this.hub = hub;
     this.store = store;
@@ -80,7 +80,7 @@ export class FileTransferService {
     const conn = this.hub.get(device.mac_address);
     if (!conn || conn.deviceId !== device.id) throw notConnected();
     const record = (outcome: Record<string, unknown>) =>
-      this.ctx.db.write((tx) => recordAudit(tx, actor, "file.fetch", `device:${device.id}`, { mac: device.mac_address, file, ...outcome }));
+      recordAudit(this.ctx.store.query, actor, "file.fetch", `device:${device.id}`, { mac: device.mac_address, file, ...outcome });
     let result: FetchedFile;
     try {
       result = await this.transfer(conn, file, base);

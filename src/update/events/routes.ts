@@ -5,7 +5,7 @@ import type { ManagementIdentity } from "../../auth/tokens.ts";
 import type { AppContext, AppEnv } from "../../app/context.ts";
 import { errors, route } from "../../http/openapi.ts";
 import { prepareEvent, SharedSubscription, type EventStreams, type SendEvent } from "../../http/sse.ts";
-import type { EventBroadcaster } from "./broadcaster.ts";
+import type { DeviceEvent, EventBroadcaster } from "./broadcaster.ts";
 import { StreamEvents } from "./schema.ts";
 import { shows, visibleTo, type Visible } from "./visibility.ts";
 
@@ -33,16 +33,21 @@ export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcast
   const viewers = new Set<Viewer>();
   let generation = -1;
 
+  // Events go out in order, each after the one before: reading the access generation is a query.
+  let delivered = Promise.resolve();
   const subscription = new SharedSubscription(events, (event) => {
-    const now = accessGeneration(ctx.db);
+    delivered = delivered.then(() => deliver(event)).catch((error: Error) => ctx.log.warn(`event stream: ${error.message}`));
+  });
+  const deliver = async (event: DeviceEvent) => {
+    const now = await accessGeneration(ctx.store.query);
     if (now !== generation) {
       generation = now;
       const shared = new Map<string, Visible>();
-      for (const viewer of viewers) viewer.sees = visibleTo(ctx.db, access.current(viewer.identity), shared);
+      for (const viewer of viewers) viewer.sees = visibleTo(ctx.db, await access.current(viewer.identity), shared);
     }
     const prepared = prepareEvent(event.event, event.data);
     for (const viewer of viewers) if (shows(viewer.sees, event)) viewer.send(prepared);
-  });
+  };
 
   route(
     app,

@@ -20,6 +20,7 @@
  * `power`: switch the board's power port (src/lab/).
  */
 import type { Database, Tx } from "../../db/index.ts";
+import type { Tx as StoreTx } from "../../db/store.ts";
 import type { Identity } from "../../app/context.ts";
 import { enabledScopesOf } from "../../accounts/accounts.ts";
 import { LabgateError } from "../../util/errors.ts";
@@ -117,8 +118,8 @@ export function hasPermissionRows(db: Database | Tx, user: string): boolean {
 }
 
 /** A deleted account's per-user permission rows go (deleteAccount's `dropPermissions`). */
-export function deletePermissionsOfUser(tx: Tx, user: string): void {
-  tx.run("DELETE FROM permissions WHERE user_id = ? COLLATE NOCASE", [user]);
+export async function deletePermissionsOfUser(tx: StoreTx, user: string): Promise<void> {
+  await tx.deleteFrom("permissions").where((eb) => eb(eb.fn("lower", ["user_id"]), "=", eb.fn("lower", [eb.val(user)]))).execute();
 }
 
 export function grantCreator(tx: Tx, identity: Identity, resource: Resource, id: number, now: Date): void {

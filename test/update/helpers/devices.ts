@@ -86,9 +86,9 @@ export async function json<T = any>(res: { json(): Promise<unknown> } | Promise<
 /** Devices straight into the table (as the benchmark seeds them), with a device token each. */
 export async function seedDevices(server: TestServer, count: number): Promise<{ id: number; mac: string; token: string }[]> {
   const macs = Array.from({ length: count }, () => nextMac());
-  await server.server.ctx.db.write((tx) => {
+  await server.db.write(async (tx) => {
     for (const mac of macs) {
-      tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata, last_access) VALUES (?, ?, ?, '{}', '{}', ?)", [
+      await tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata, last_access) VALUES (?, ?, ?, '{}', '{}', ?)", [
         "2020-01-01T00:00:00.000Z",
         mac,
         mac,
@@ -96,8 +96,9 @@ export async function seedDevices(server: TestServer, count: number): Promise<{ 
       ]);
     }
   });
+  const ids = new Map((await server.db.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices")).map((r) => [r.mac_address, r.id]));
   return macs.map((mac) => {
-    const { id } = server.server.ctx.db.get<{ id: number }>("SELECT id FROM devices WHERE mac_address = ?", [mac])!;
+    const id = ids.get(mac)!;
     return { id, mac, token: server.server.ctx.tokens.issueDevice(mac, id, 3600) };
   });
 }

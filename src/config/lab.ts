@@ -4,7 +4,7 @@
  * an unknown driver or key is refused at start, naming it, like every key of the config.
  */
 import * as z from "zod";
-import { argv, boolean, custom, integer, Problem, section, shown, string } from "../config/schema.ts";
+import { argv, boolean, custom, integer, Problem, section, shown, string } from "./schema.ts";
 
 /** The power drivers and the keys each takes besides `driver` (docs/lab.md). */
 export const POWER_DRIVERS = ["pdudaemon", "command", "tasmota", "shelly", "gpio", "uhubctl"] as const;
