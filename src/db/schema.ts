@@ -300,6 +300,9 @@ export interface TestrunRunsTable {
   abort_requested: Generated<number>;
   plan: string;
   devices: string | null;
+  passed: number | null;
+  failed: number | null;
+  skipped: number | null;
 }
 
 /** `testrun_triggers`, owned by src/testrun/runs. */

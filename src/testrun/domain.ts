@@ -51,7 +51,7 @@ export function createTestRunDomain(ctx: AppContext, hub?: ChannelHub, runAs: Te
   // Made at start: clears the temp files of uploads a stop interrupted.
   const configs = new ConfigStore(testrunDirs(ctx.config).configs, ctx.config.test_server.max_config_bytes);
   const changes = new Broadcaster<RunChange>();
-  const runs = new TestRunService(ctx, configs, new RunStore(ctx.db, (change) => changes.emit(change)), hub, runAs);
+  const runs = new TestRunService(ctx, configs, new RunStore(ctx.store, (change) => changes.emit(change)), hub, runAs);
   runs.recoverFromRestart();
   // Graceful shutdown: pending and running runs end `aborted` with `server shutdown`.
   ctx.onShutdown.push(() => runs.shutdown());

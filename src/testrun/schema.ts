@@ -61,6 +61,10 @@ export const DeviceProgress = z.object({
 });
 export type DeviceProgress = z.infer<typeof DeviceProgress>;
 
+/** A run's cases by status (its report's rows), kept when it ended. */
+export const RunCounts = z.object({ passed: z.int(), failed: z.int(), skipped: z.int() }).meta({ id: "RunCounts" });
+export type RunCounts = z.infer<typeof RunCounts>;
+
 /** What the run objects of both variants say alike. */
 const runFields = {
   config_name: z.string(),
@@ -86,6 +90,7 @@ export const TestRun = z
     warnings: z.array(z.string()),
     abort_requested: z.literal(true).optional().describe("an abort is under way"),
     devices: z.array(DeviceProgress).optional().describe("a run on managed devices (machines: device:/group:/tag:): each device's share, failures first"),
+    counts: RunCounts.optional().describe("once it ended: its cases by status, here or summed over its devices; absent for a run that ended before counts were kept, or without a report"),
   })
   .meta({ id: "TestRun" });
 export type TestRun = z.infer<typeof TestRun>;

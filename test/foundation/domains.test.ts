@@ -56,7 +56,7 @@ describe("createTestRunDomain", () => {
     assert.equal(quick.kind, "run");
     const id = (quick as { run: { id: string } }).run.id;
     await domain.runs.waitForEnd(id, 15_000);
-    assert.equal(domain.runs.store.getRun(id)?.status, "finished");
+    assert.equal((await domain.runs.store.getRun(id))?.status, "finished");
     assert.ok(changed.includes(`run ${id}`), changed.join(", "));
 
     const slow = await domain.runs.trigger({ ...request, configName: "slow.yml" });
@@ -64,7 +64,7 @@ describe("createTestRunDomain", () => {
     await shutDown(ctx);
     for (const result of [slow, queued]) {
       const run = (result as { run: { id: string } }).run;
-      const after = domain.runs.store.getRun(run.id);
+      const after = await domain.runs.store.getRun(run.id);
       assert.equal(after?.status, "aborted");
       assert.equal(after?.error, SHUTDOWN_ERROR);
     }

@@ -101,6 +101,33 @@ describe("the console's test-run API on one server", () => {
     }
   });
 
+  test("each run's cases by status are kept when it ends and answered in the list and the run object; a run that ended before they were kept has none, not zeros", async () => {
+    const mixed = await waitRun(server, (await trigger(server, { config_name: "mixed.yml" })).id);
+    assert.equal(mixed.status, "failed");
+    assert.deepEqual(mixed.counts, { passed: 2, failed: 1, skipped: 0 });
+    const quick = await waitRun(server, (await trigger(server, { config_name: "quick.yml" })).id);
+    assert.deepEqual(quick.counts, { passed: 1, failed: 0, skipped: 0 });
+    const listed = await json<RunObject[]>(await server.request("/api/v1/test-runs?order=desc&limit=2", { token: ro }));
+    assert.deepEqual(listed.map((r) => [r.id, r.counts]), [[quick.id, quick.counts], [mixed.id, mixed.counts]]);
+    assert.deepEqual((await json<RunObject[]>(await server.request("/api/v1/test-runs", { token: ro }))).find((r) => r.id === mixed.id)?.counts, mixed.counts);
+
+    // What migration 034 leaves of a run that ended before it: the counts NULL.
+    await server.db.run("UPDATE testrun_runs SET passed = NULL, failed = NULL, skipped = NULL WHERE id = ?", [quick.id]);
+    const before = await getRun(server, quick.id);
+    assert.equal(before.status, "finished");
+    assert.equal("counts" in before, false, JSON.stringify(before));
+
+    // Aborted before it ran: no report, no counts.
+    const slow = await trigger(server, { config_name: "slow.yml" });
+    const queued = await trigger(server, { config_name: "slow.yml" });
+    assert.equal((await server.request(`/api/v1/test-runs/${queued.id}`, { method: "DELETE", token: server.adminToken })).status, 200);
+    assert.equal((await server.request(`/api/v1/test-runs/${slow.id}`, { method: "DELETE", token: server.adminToken })).status, 200);
+    const aborted = await waitRun(server, queued.id);
+    assert.equal(aborted.status, "aborted");
+    assert.equal("counts" in aborted, false);
+    await waitRun(server, slow.id);
+  });
+
   test("report counts, and deleting a run removes its record, report and artifacts; a running one is refused", async () => {
     const run = await waitRun(server, (await trigger(server, { config_name: "mixed.yml" })).id);
     assert.deepEqual(await json(await server.request(`/api/v1/test-runs/${run.id}/report/summary`, { token: ro })), {

@@ -194,6 +194,7 @@ describe("runs on devices", () => {
     const run = await waitRun(server, started.body.id);
     const rows = (await report(run.id)).map((r) => [r["device name"], r.status]).sort();
     assert.deepEqual(rows, [["board-cool", "passed"], ["board-hot", "failed"]]);
+    assert.deepEqual(run.counts, { passed: 1, failed: 1, skipped: 0 }, "the run's cases summed over its devices");
   });
 
   test("runOnDevice (an update's validation): the gateway runs a pinned config on one device and awaits its end", async () => {

@@ -222,9 +222,10 @@ export class DeviceRuns {
     const id = run.id;
     try {
       // Aborted while pending (between its creation and now): it never starts.
-      if (store.getRun(id)?.status !== "pending") return;
+      if ((await store.getRun(id))?.status !== "pending") return;
       await mkdir(artifactsDir(this.host.dirs, id), { recursive: true });
-      await store.markRunning(id, this.ctx.clock.now());
+      // Taken only while still pending: one aborted meanwhile never starts.
+      if (!(await store.markRunning(id, this.ctx.clock.now()))) return;
       this.ctx.log.info(`testrun: run ${id} started on ${active.shares.size} device(s) (${run.configName}${run.suite ? `, ${run.suite}` : ""})`);
       active.report = await ReportWriter.create(reportPath(this.host.dirs, id), this.ctx.config.test_server.report_columns, {
         index: reportIndexPath(this.host.dirs, id),
@@ -246,8 +247,9 @@ export class DeviceRuns {
         at: this.ctx.clock.now(),
         error: aborted && reason ? reason : errors || null,
         warnings: [...run.warnings, ...shares.flatMap((s) => s.warnings.map((w) => `${deviceLabel(s.plan.name)}${w}`))],
+        counts: shares.reduce((sum, s) => ({ passed: sum.passed + s.progress.passed, failed: sum.failed + s.progress.failed, skipped: sum.skipped + s.progress.skipped }), { passed: 0, failed: 0, skipped: 0 }),
       });
-      this.ctx.log.info(`testrun: run ${id} ${store.getRun(id)?.status}${errors ? `: ${errors}` : ""}`);
+      this.ctx.log.info(`testrun: run ${id} ${(await store.getRun(id))?.status}${errors ? `: ${errors}` : ""}`);
     } catch (error) {
       await store.finishRun(id, { status: "failed", at: this.ctx.clock.now(), error: `runner error: ${(error as Error).message}` }).catch(() => {});
     } finally {

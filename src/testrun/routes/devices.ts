@@ -132,11 +132,11 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
         responses: replies({ 200: { ...ok(DeviceTestHistory, "OK"), headers: { "X-Total-Count": "how many (device, test) rows in all" } }, 400: errors[400] }),
       },
       access.read,
-      (c, { query }) => {
+      async (c, { query }) => {
         const name = c.req.param("name") ?? "";
         if (!isConfigName(name)) throw new LabgateError("invalid", "invalid config name");
         const sight = service.sight(c.get("identity"));
-        const history = service.deviceHistory(name, query.runs ?? 10, { limit: query.limit ?? 100, offset: query.offset ?? 0 }, sight.macs);
+        const history = await service.deviceHistory(name, query.runs ?? 10, { limit: query.limit ?? 100, offset: query.offset ?? 0 }, sight.macs);
         c.header("X-Total-Count", String(history.total));
         const answer: DeviceTestHistory = {
           runs: history.runs.map((r) => {

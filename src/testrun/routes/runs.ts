@@ -18,7 +18,7 @@ import { openReportJson, openReportJsonByDevice, reportSummary } from "../engine
 import { PlanError } from "../plan.ts";
 import { listArtifacts, openArtifact } from "../runs/artifacts.ts";
 import { artifactsDir, reportPath } from "../runs/paths.ts";
-import type { TestRunService } from "../runs/service.ts";
+import { triggerStatusOf, type TestRunService } from "../runs/service.ts";
 import { DeviceSight, seenRun, type SeenRun } from "../runs/sight.ts";
 import { authorizeStop } from "../devices/access.ts";
 import type { TriggerRequest } from "../runs/trigger.ts";
@@ -145,19 +145,19 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
   const store = service.store;
   const sightOf = (c: Context<AppEnv>) => service.sight(c.get("identity"));
   const runView = (run: RunRecord, sight: DeviceSight) => runObjectA(seenRun(run, sight).run);
-  /** A trigger as `sight` sees it, and what tells its view apart from other readers'. */
-  const seenTrigger = (t: TriggerRecord, sight: DeviceSight) => {
-    const runs = store.runsOfTrigger(t.id).map((r) => seenRun(r, sight));
-    return { object: triggerObject(t, service.triggerStatus(t), runs.map((r) => r.run)), variant: runs.map((r) => r.variant).join("") };
+  /** A trigger with its runs (`runs`) as `sight` sees it, and what tells its view apart from other readers'. */
+  const seenTrigger = (t: TriggerRecord, runs: RunRecord[], sight: DeviceSight) => {
+    const seen = runs.map((r) => seenRun(r, sight));
+    return { object: triggerObject(t, triggerStatusOf(t, runs), seen.map((r) => r.run)), variant: seen.map((r) => r.variant).join("") };
   };
-  const triggerView = (t: TriggerRecord, sight: DeviceSight) => seenTrigger(t, sight).object;
+  const triggerView = async (t: TriggerRecord, sight: DeviceSight) => seenTrigger(t, await store.runsOfTrigger(t.id), sight).object;
   /** The run the path names as its reader sees it, once final: its report and artifacts may be fetched. */
-  const finishedRun = (c: Context<AppEnv>) => completedRun(service.seen(c.req.param("id") ?? "", sightOf(c)));
+  const finishedRun = async (c: Context<AppEnv>) => completedRun(await service.seen(c.req.param("id") ?? "", sightOf(c)));
   /** The run the path names, if the caller may also stop or delete it (a run on devices: what its devices require). */
-  const stoppableRun = (c: Context<AppEnv>, message: string): RunRecord => {
-    const run = store.getRun(c.req.param("id") ?? "");
+  const stoppableRun = async (c: Context<AppEnv>, message: string): Promise<RunRecord> => {
+    const run = await store.getRun(c.req.param("id") ?? "");
     if (!run) throw new LabgateError("not_found", message);
-    authorizeStop(ctx.db, c.get("identity"), run, store.planOf(run.id));
+    authorizeStop(ctx.db, c.get("identity"), run, await store.planOf(run.id));
     return run;
   };
 
@@ -172,10 +172,10 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       responses: replies({ 200: { ...ok(z.array(TestRun), "OK"), headers: { "X-Total-Count": "with any query parameter: how many runs match before paging" } }, 400: errors[400] }),
     },
     access.read,
-    (c, { query }) => {
+    async (c, { query }) => {
       const sight = sightOf(c);
-      if (Object.values(query).every((v) => v === undefined)) return c.json(store.listRuns().map((r) => runView(r, sight)));
-      const { runs, total } = store.queryRuns({
+      if (Object.values(query).every((v) => v === undefined)) return c.json((await store.listRuns()).map((r) => runView(r, sight)));
+      const { runs, total } = await store.queryRuns({
         ...(query.config_name !== undefined ? { configName: query.config_name } : {}),
         ...(query.status !== undefined ? { statuses: query.status } : {}),
         ...(query.trigger_id !== undefined ? { triggerId: query.trigger_id } : {}),
@@ -220,15 +220,17 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       for (const viewer of viewers) viewer.sight = viewerSight(viewer.identity?.kind === "mgmt" ? await accessWatch.current(viewer.identity) : viewer.identity, shared);
     }
     const prepared = new Map<string, PreparedEvent>();
-    const run = change.kind === "run" ? store.getRun(change.id) : undefined;
-    const trigger = change.kind === "trigger" ? store.getTrigger(change.id) : undefined;
+    // A run's event is the record its change wrote, so that a stream sees every state it passed through.
+    const run = change.kind === "run" ? change.run : undefined;
+    const trigger = change.kind === "trigger" ? change.trigger : undefined;
+    const triggerRuns = trigger ? await store.runsOfTrigger(trigger.id) : [];
     for (const viewer of viewers) {
       let view: { variant: string; event: () => PreparedEvent };
       if (run) {
         const seen = seenRun(run, viewer.sight);
         view = { variant: seen.variant, event: () => runEvent("run", runObjectA(seen.run)) };
       } else if (trigger) {
-        const seen = seenTrigger(trigger, viewer.sight);
+        const seen = seenTrigger(trigger, triggerRuns, viewer.sight);
         view = { variant: seen.variant, event: () => runEvent("trigger", seen.object) };
       } else return;
       let event = prepared.get(view.variant);
@@ -295,19 +297,25 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     app,
     { method: "get", path: "/api/v1/test-runs/trigger", ...doc, summary: "Triggers", responses: replies({ 200: ok(z.array(Trigger), "OK") }) },
     access.read,
-    (c) => {
+    async (c) => {
       const sight = sightOf(c);
-      return c.json(store.listTriggers().map((t) => triggerView(t, sight)));
+      const runs = new Map<string, RunRecord[]>();
+      for (const run of await store.listRuns()) {
+        const ofTrigger = runs.get(run.triggerId);
+        if (ofTrigger) ofTrigger.push(run);
+        else runs.set(run.triggerId, [run]);
+      }
+      return c.json((await store.listTriggers()).map((t) => seenTrigger(t, runs.get(t.id) ?? [], sight).object));
     },
   );
   const getTestRunsTriggerByTid = route(
     app,
     { method: "get", path: "/api/v1/test-runs/trigger/:tid", ...doc, summary: "One trigger", responses: replies({ 200: ok(Trigger, "OK"), 404: errors[404] }) },
     access.read,
-    (c) => {
-      const trigger = store.getTrigger(c.req.param("tid") ?? "");
+    async (c) => {
+      const trigger = await store.getTrigger(c.req.param("tid") ?? "");
       if (!trigger) throw new LabgateError("not_found", "Trigger not found");
-      return c.json(triggerView(trigger, sightOf(c)));
+      return c.json(await triggerView(trigger, sightOf(c)));
     },
   );
   const deleteTestRunsTriggerByTid = route(
@@ -316,10 +324,10 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     access.write,
     async (c) => {
       const id = c.req.param("tid") ?? "";
-      for (const run of store.runsOfTrigger(id)) if (!FINAL_STATUSES.has(run.status)) authorizeStop(ctx.db, c.get("identity"), run, store.planOf(run.id));
+      for (const run of await store.runsOfTrigger(id)) if (!FINAL_STATUSES.has(run.status)) authorizeStop(ctx.db, c.get("identity"), run, await store.planOf(run.id));
       const trigger = await service.abortTrigger(id);
       await recordRequest(ctx, c, "testrun.abort", `trigger:${trigger.id}`);
-      return c.json(triggerView(trigger, sightOf(c)));
+      return c.json(await triggerView(trigger, sightOf(c)));
     },
   );
 
@@ -327,9 +335,9 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     app,
     { method: "get", path: "/api/v1/test-runs/:id", ...doc, summary: "One run", responses: replies({ 200: ok(TestRun, "OK"), 404: errors[404] }) },
     access.read,
-    (c) => {
+    async (c) => {
       const id = c.req.param("id") ?? "";
-      const seen = service.seen(id, sightOf(c));
+      const seen = await service.seen(id, sightOf(c));
       if (!seen) throw new LabgateError("not_found", `Run not found: ${id}`);
       return c.json(runObjectA(seen.run));
     },
@@ -340,7 +348,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "delete", path: "/api/v1/test-runs/:id", ...doc, summary: "Abort a run (answers at once, abort_requested; the run ends aborted)", responses: replies({ 200: ok(TestRun, "Aborting"), 400: errors[400], 404: errors[404] }) },
     access.write,
     async (c) => {
-      const run = await service.abort(stoppableRun(c, "Test run not found").id);
+      const run = await service.abort((await stoppableRun(c, "Test run not found")).id);
       await recordRequest(ctx, c, "testrun.abort", `run:${run.id}`);
       return c.json(runView(run, sightOf(c)));
     },
@@ -351,7 +359,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "delete", path: "/api/v1/test-runs/:id/record", ...doc, summary: "Delete a finished run: its record, report and artifacts", responses: replies({ 200: ok(), 404: errors[404], 409: errors[409] }) },
     access.write,
     async (c) => {
-      const id = stoppableRun(c, `Run not found: ${c.req.param("id") ?? ""}`).id;
+      const id = (await stoppableRun(c, `Run not found: ${c.req.param("id") ?? ""}`)).id;
       await service.deleteRun(id);
       await recordRequest(ctx, c, "testrun.delete", `run:${id}`);
       return c.json({});
@@ -371,7 +379,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     access.write,
     async (c, { body }) => {
       const id = c.req.param("id") ?? "";
-      if (!store.getRun(id)) throw new LabgateError("not_found", `Run not found: ${id}`);
+      if (!(await store.getRun(id))) throw new LabgateError("not_found", `Run not found: ${id}`);
       const run = await service.repeat(id, body, c.get("identity"));
       await recordRequest(ctx, c, "testrun.trigger", `run:${run.id}`, { repeat_of: id });
       return c.json(runView(run, sightOf(c)));
@@ -390,7 +398,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     },
     access.read,
     async (c, { query: { format, group_by: groupBy } }) => {
-      const seen = finishedRun(c);
+      const seen = await finishedRun(c);
       const csv = statFile(reportPath(service.dirs, seen.run.id));
       if (!csv) throw new LabgateError("not_found", "Report file not found");
       if (groupBy && format !== "json") throw new LabgateError("invalid", "group_by needs format=json");
@@ -410,7 +418,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "get", path: "/api/v1/test-runs/:id/report/summary", ...doc, summary: "The report's row counts by status", responses: replies({ 200: ok(ReportSummary, "OK"), 404: errors[404] }) },
     access.read,
     async (c) => {
-      const seen = finishedRun(c);
+      const seen = await finishedRun(c);
       return c.json(await reportSummary(service.reportSource(seen), { byDevice: seen.run.devices !== null }).catch(noReport));
     },
   );
@@ -420,7 +428,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "get", path: "/api/v1/test-runs/:id/artifacts", ...doc, summary: "The run's artifact files", responses: replies({ 200: ok(z.array(Artifact), "OK"), 404: errors[404] }) },
     access.read,
     async (c) => {
-      const seen = finishedRun(c);
+      const seen = await finishedRun(c);
       return c.json((await listArtifacts(artifactsDir(service.dirs, seen.run.id))).filter((a) => seen.keepsArtifact(a.name)));
     },
   );
@@ -430,16 +438,16 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "get", path: "/api/v1/test-runs/:id/artifacts/*", ...doc, summary: "One artifact (?preview=true: inline)", query: previewQuery, responses: replies({ 200: file, 404: errors[404] }) },
     access.read,
     async (c) => {
-      const seen = finishedRun(c);
+      const seen = await finishedRun(c);
       return serveArtifact(c, artifactsDir(service.dirs, seen.run.id), "/artifacts/", seen.keepsArtifact);
     },
   );
 
   // Combined results of a trigger with `aggregate_results`, served like artifacts.
-  const finishedTrigger = (id: string) => {
-    const trigger = store.getTrigger(id);
+  const finishedTrigger = async (id: string) => {
+    const trigger = await store.getTrigger(id);
     if (!trigger) throw new LabgateError("not_found", "Trigger not found");
-    if (service.triggerStatus(trigger) === "running") throw new LabgateError("not_found", "Trigger not finished");
+    if ((await service.triggerStatus(trigger)) === "running") throw new LabgateError("not_found", "Trigger not finished");
     return trigger;
   };
   const getTestRunsTriggerByTidResults = route(
@@ -447,7 +455,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "get", path: "/api/v1/test-runs/trigger/:tid/results", ...doc, summary: "Combined results of an aggregating trigger", responses: replies({ 200: ok(z.array(Artifact), "OK"), 404: errors[404] }) },
     access.read,
     async (c) => {
-      const trigger = finishedTrigger(c.req.param("tid") ?? "");
+      const trigger = await finishedTrigger(c.req.param("tid") ?? "");
       return c.json(trigger.resultsDir ? await listArtifacts(join(service.dirs.results, trigger.resultsDir)) : []);
     },
   );
@@ -456,7 +464,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "get", path: "/api/v1/test-runs/trigger/:tid/results/*", ...doc, summary: "One combined result file", query: previewQuery, responses: replies({ 200: file, 404: errors[404] }) },
     access.read,
     async (c) => {
-      const trigger = finishedTrigger(c.req.param("tid") ?? "");
+      const trigger = await finishedTrigger(c.req.param("tid") ?? "");
       if (!trigger.resultsDir) throw new LabgateError("not_found", "Artifact file not found");
       return serveArtifact(c, join(service.dirs.results, trigger.resultsDir), "/results/");
     },
@@ -466,8 +474,8 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
 }
 
 /** Variant B ids are positive integers; anything else does not match a B route. */
-function runByVariantBId(service: TestRunService, raw: string): RunRecord {
-  const run = /^[1-9][0-9]{0,15}$/.test(raw) ? service.store.getRunBySeq(Number(raw)) : undefined;
+async function runByVariantBId(service: TestRunService, raw: string): Promise<RunRecord> {
+  const run = /^[1-9][0-9]{0,15}$/.test(raw) ? await service.store.getRunBySeq(Number(raw)) : undefined;
   if (!run) throw new LabgateError("not_found", "Test run not found");
   return run;
 }
@@ -481,9 +489,9 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     app,
     { method: "get", path: "/api/v1/test-runs", ...doc, summary: "Runs", responses: replies({ 200: ok(z.array(TestRunB), "OK") }) },
     access.read,
-    (c) => {
+    async (c) => {
       const sight = service.sight(c.get("identity"));
-      return c.json(store.listRuns().map((r) => runObjectB(seenRun(r, sight).run)));
+      return c.json((await store.listRuns()).map((r) => runObjectB(seenRun(r, sight).run)));
     },
   );
 
@@ -518,7 +526,7 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     app,
     { method: "get", path: "/api/v1/test-runs/:id", ...doc, summary: "One run", responses: replies({ 200: ok(TestRunB, "OK"), 404: errors[404] }) },
     access.read,
-    (c) => c.json(runObjectB(seenRun(runByVariantBId(service, c.req.param("id") ?? ""), service.sight(c.get("identity"))).run)),
+    async (c) => c.json(runObjectB(seenRun(await runByVariantBId(service, c.req.param("id") ?? ""), service.sight(c.get("identity"))).run)),
   );
 
   const deleteTestRunsById = route(
@@ -526,13 +534,13 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     { method: "delete", path: "/api/v1/test-runs/:id", ...doc, summary: "Abort a run (waits for its end)", responses: replies({ 200: ok(TestRunB, "Aborted"), 400: errors[400], 404: errors[404] }) },
     access.write,
     async (c) => {
-      const run = runByVariantBId(service, c.req.param("id") ?? "");
-      authorizeStop(ctx.db, c.get("identity"), run, store.planOf(run.id));
+      const run = await runByVariantBId(service, c.req.param("id") ?? "");
+      authorizeStop(ctx.db, c.get("identity"), run, await store.planOf(run.id));
       if (FINAL_STATUSES.has(run.status)) throw new LabgateError("invalid", "Test run not in progress");
       await service.abort(run.id);
       await recordRequest(ctx, c, "testrun.abort", `run:${run.id}`, { seq: run.seq });
       await service.waitForEnd(run.id, ABORT_WAIT_B_MS);
-      return c.json(runObjectB(seenRun(store.getRun(run.id)!, service.sight(c.get("identity"))).run));
+      return c.json(runObjectB(seenRun((await store.getRun(run.id))!, service.sight(c.get("identity"))).run));
     },
   );
 
@@ -541,7 +549,7 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     { method: "get", path: "/api/v1/test-runs/:id/report", ...doc, summary: "The CSV report", responses: replies({ 200: csv, 404: errors[404] }) },
     access.read,
     async (c) => {
-      const seen = completedRun(seenRun(runByVariantBId(service, c.req.param("id") ?? ""), service.sight(c.get("identity"))));
+      const seen = completedRun(seenRun(await runByVariantBId(service, c.req.param("id") ?? ""), service.sight(c.get("identity"))));
       return serveReport(c, service, seen, `report-run-${seen.run.seq}.csv`);
     },
   );

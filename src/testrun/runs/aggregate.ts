@@ -46,7 +46,7 @@ export async function aggregateResults(
   const dir = join(dirs.results, name);
   await mkdir(dir, { recursive: true });
 
-  for (const run of store.runsOfTrigger(trigger.id)) {
+  for (const run of await store.runsOfTrigger(trigger.id)) {
     const source = artifactsDir(dirs, run.id);
     if (await lstat(source).catch(() => undefined)) {
       // Symlinks are never copied: the results are served like artifacts.

@@ -92,8 +92,8 @@ export class Orchestrator {
     );
     const id = request.triggerId ?? randomUUID();
     const store = this.service.store;
-    if (store.getTrigger(id)) throw new LabgateError("invalid", `trigger ${id} already exists`);
-    await store.createTrigger({ id, createdAt: this.service.ctx.clock.now(), configName: request.configName, suite: request.suite, orchestrated: true });
+    const created = await store.createTrigger({ id, createdAt: this.service.ctx.clock.now(), configName: request.configName, suite: request.suite, orchestrated: true });
+    if (!created) throw new LabgateError("invalid", `trigger ${id} already exists`);
     const controller = new AbortController();
     const work = onNodes ? this.runOnNodes(id, plan, request, onNodes, controller.signal) : this.run(id, plan, request, controller.signal);
     const done = work.catch(async (error) => {
@@ -135,7 +135,7 @@ export class Orchestrator {
     const overrides = request.overrides;
 
     for (const group of plan.groups) {
-      if (signal.aborted || store.getTrigger(id)?.isAborted) break;
+      if (signal.aborted || (await store.getTrigger(id))?.isAborted) break;
       const entries = plan.entries.filter((e) => e.group === group);
       if (entries.length === 0) continue;
       const waits: Promise<string>[] = [];
@@ -184,7 +184,7 @@ export class Orchestrator {
     const store = this.service.store;
     const { errors, statuses } = progress;
     await store.updateTrigger(id, { nodes: progress.contacted, remoteRuns: progress.remoteRuns });
-    const trigger = store.getTrigger(id)!;
+    const trigger = (await store.getTrigger(id))!;
     const aborted = signal.aborted || trigger.isAborted;
     const status = aborted ? "aborted" : errors.length > 0 || statuses.some((s) => s !== "finished") ? "failed" : "finished";
     // Collected before the trigger turns final, so that a client seeing the final state finds them.
@@ -201,7 +201,7 @@ export class Orchestrator {
   private async waitLocal(runId: string, progress: Progress, signal: AbortSignal): Promise<string> {
     for (;;) {
       await this.service.waitForEnd(runId, 1_000);
-      const run = this.service.store.getRun(runId);
+      const run = await this.service.store.getRun(runId);
       if (!run || FINAL_STATUSES.has(run.status)) {
         if (run?.status === "failed") progress.errors.push(`'${LOCAL_DEVICE}': run ${runId} failed${run.error ? `: ${run.error}` : ""}`);
         return run?.status ?? "failed";
@@ -258,7 +258,7 @@ export class Orchestrator {
   async abort(id: string, reason?: string): Promise<void> {
     const orchestration = this.active.get(id);
     orchestration?.controller.abort(reason);
-    const trigger = this.service.store.getTrigger(id);
+    const trigger = await this.service.store.getTrigger(id);
     await Promise.all(
       Object.keys(trigger?.nodes ?? {}).map((m) => {
         const node = this.nodes[m];

@@ -13,8 +13,9 @@ export type ExecuteRun = (run: RunRecord, signal: AbortSignal) => Promise<void>;
 
 /**
  * The run queue: one FIFO, one run executing at a time. A run is taken
- * only while it is still `pending` (one aborted while waiting is skipped); waiters hear when a
- * run ends. TestRunService decides what goes in and what executing a run means.
+ * only while it is still `pending` (one aborted while waiting is skipped; `execute` takes it for
+ * good with RunStore.markRunning); waiters hear when a run ends. TestRunService decides what goes
+ * in and what executing a run means.
  */
 export class RunQueue {
   private readonly waiting: string[] = [];
@@ -56,9 +57,9 @@ export class RunQueue {
   }
 
   /** Resolves when the run is in a final state, or after `timeoutMs`. */
-  waitForEnd(id: string, timeoutMs: number): Promise<void> {
-    const run = this.store.getRun(id);
-    if (!run || FINAL_STATUSES.has(run.status)) return Promise.resolve();
+  async waitForEnd(id: string, timeoutMs: number): Promise<void> {
+    const run = await this.store.getRun(id);
+    if (!run || FINAL_STATUSES.has(run.status)) return;
     return new Promise((resolve) => {
       const cancel = after(this.clock, timeoutMs, resolve);
       const list = this.endWaiters.get(id) ?? [];
@@ -77,7 +78,7 @@ export class RunQueue {
 
   /** Shutdown, second step: pending runs end aborted with `reason`; the executing one is aborted and awaited. */
   async drain(reason: string): Promise<void> {
-    for (const run of this.store.runsWithStatus("pending")) {
+    for (const run of await this.store.runsWithStatus("pending")) {
       await this.store.finishRun(run.id, { status: "aborted", at: this.clock.now(), error: reason }).catch(() => {});
     }
     const active = this.active;
@@ -89,16 +90,10 @@ export class RunQueue {
   }
 
   private pump(): void {
-    if (this.active || this.stopped) return;
-    let run: RunRecord | undefined;
-    while (!run && this.waiting.length > 0) {
-      const candidate = this.store.getRun(this.waiting.shift()!);
-      if (candidate?.status === "pending") run = candidate;
-    }
-    if (!run) return;
+    if (this.active || this.stopped || this.waiting.length === 0) return;
+    const id = this.waiting.shift()!;
     const controller = new AbortController();
-    const id = run.id;
-    const done = this.execute(run, controller.signal)
+    const done = this.take(id, controller.signal)
       .catch((e) => this.log.error(`testrun: run ${id} could not be finished: ${(e as Error).stack ?? e}`))
       .finally(() => {
         this.active = undefined;
@@ -106,5 +101,11 @@ export class RunQueue {
         this.pump();
       });
     this.active = { id, controller, done };
+  }
+
+  /** Executes the run `id` if it is still pending. */
+  private async take(id: string, signal: AbortSignal): Promise<void> {
+    const run: RunRecord | undefined = await this.store.getRun(id);
+    if (run?.status === "pending") await this.execute(run, signal);
   }
 }

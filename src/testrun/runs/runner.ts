@@ -11,6 +11,7 @@ import { CaseSkip, type CaseDef, type EntryContext, type HardwareRoots, type Mod
 import { caseNames, entryName, type MetadataCommand, type PlanEntry, type TestPlan } from "../plan.ts";
 import { readHead } from "../../util/files.ts";
 import { dateOf, type Clock } from "../../util/time.ts";
+import type { RunCounts } from "../schema.ts";
 import { artifactsDir, reportDetailsPath, reportPath, type TestrunDirs } from "./paths.ts";
 
 const METADATA_VALUE_LIMIT = 1024 * 1024;
@@ -51,6 +52,8 @@ export interface RunResult {
   error: string | null;
   metadata: Record<string, string | null>;
   warnings: string[];
+  /** The report's rows by status. */
+  counts: RunCounts;
 }
 
 class ExecutionError extends Error {}
@@ -113,7 +116,7 @@ async function executeIn(dir: string, input: RunInput, env: RunEnvironment, cont
   let metadata: Record<string, string | null> = {};
   let error: string | null = null;
   let rows = 0;
-  let failedRows = 0;
+  const counts: RunCounts = { passed: 0, failed: 0, skipped: 0 };
   const matcher: Matcher | undefined = input.pattern ? compilePattern(input.pattern) : undefined;
 
   const write = async (row: ReportRow) => {
@@ -121,7 +124,7 @@ async function executeIn(dir: string, input: RunInput, env: RunEnvironment, cont
     row = { ...row, artifacts: [...row.artifacts, ...Object.keys(metadata)] };
     await report.append(row);
     rows++;
-    if (row.status === "failed") failedRows++;
+    counts[row.status]++;
     env.onRow?.(row);
   };
 
@@ -137,10 +140,10 @@ async function executeIn(dir: string, input: RunInput, env: RunEnvironment, cont
     await report.close();
   }
 
-  if (signal.aborted) return { status: "aborted", error, metadata, warnings };
-  if (error) return { status: "failed", error, metadata, warnings };
-  if (matcher && rows === 0) return { status: "failed", error: NO_MATCH_ERROR, metadata, warnings };
-  return { status: failedRows > 0 ? "failed" : "finished", error: null, metadata, warnings };
+  if (signal.aborted) return { status: "aborted", error, metadata, warnings, counts };
+  if (error) return { status: "failed", error, metadata, warnings, counts };
+  if (matcher && rows === 0) return { status: "failed", error: NO_MATCH_ERROR, metadata, warnings, counts };
+  return { status: counts.failed > 0 ? "failed" : "finished", error: null, metadata, warnings, counts };
 }
 
 async function runEntry(

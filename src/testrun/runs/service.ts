@@ -55,6 +55,8 @@ export class TestRunService implements LocalRuns {
   private readonly devices: DeviceRuns | undefined;
   /** `test_server.run_as`: who runs the tests, where their working directories are made, what holds a run's processes. */
   private readonly runAs: TestRunAs;
+  /** Resolves once the runs the last process left unfinished are aborted (recoverFromRestart). */
+  private recovered: Promise<void> = Promise.resolve();
 
   constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "db">, source: ConfigSource, store: RunStore, hub?: ChannelHub, runAs: TestRunAs = {}) {
     this.ctx = ctx;
@@ -74,13 +76,19 @@ export class TestRunService implements LocalRuns {
     this.devices?.attachPower(lab.power);
   }
 
-  /** At start: runs and orchestrations the last process left unfinished become aborted; nothing is re-queued. */
+  /**
+   * At start: runs and orchestrations the last process left unfinished become aborted; nothing is
+   * re-queued. Runs are created only once this is done (`recovered`), so none of them is taken for the last process's.
+   */
   recoverFromRestart(): void {
+    this.recovered = this.recover().catch((e) => this.ctx.log.error(`testrun: marking unfinished runs aborted failed: ${e}`));
+  }
+
+  private async recover(): Promise<void> {
     // What the runs it interrupted started dies before anything runs here (a service manager would have killed it with the process).
-    const interrupted = this.store.runsWithStatus("running").map((run) => run.id);
+    const interrupted = (await this.store.runsWithStatus("running")).map((run) => run.id);
     if (interrupted.length > 0) this.runAs.containment?.recover(interrupted);
-    // The write is applied in memory at once and made durable right after.
-    void this.store.abortUnfinished(this.ctx.clock.now(), RESTART_ERROR).catch((e) => this.ctx.log.error(`testrun: marking unfinished runs aborted failed: ${e}`));
+    await this.store.abortUnfinished(this.ctx.clock.now(), RESTART_ERROR);
   }
 
   get lookup(): ModuleLookup {
@@ -110,7 +118,7 @@ export class TestRunService implements LocalRuns {
    * they use. Undefined when it names none. Throws 4xx for unknown targets, 403 without `test`,
    * 409 for a device someone else has reserved.
    */
-  private onDevices(plan: TestPlan, request: TriggerRequest, identity: Identity | undefined): { plan: TestPlan; warnings: string[] } | undefined {
+  private async onDevices(plan: TestPlan, request: TriggerRequest, identity: Identity | undefined): Promise<{ plan: TestPlan; warnings: string[] } | undefined> {
     const targets = deviceTargetsOf(plan, request.machineTarget);
     if (!targets) return undefined;
     if (!this.devices) throw new LabgateError("invalid", "this server manages no devices");
@@ -160,7 +168,7 @@ export class TestRunService implements LocalRuns {
   /** Resolves when the run is final (however long it takes); its final record. */
   async finalRun(id: string): Promise<RunRecord | undefined> {
     for (;;) {
-      const run = this.store.getRun(id);
+      const run = await this.store.getRun(id);
       if (!run || FINAL_STATUSES.has(run.status)) return run;
       await this.queue.waitForEnd(id, 60_000);
     }
@@ -188,7 +196,7 @@ export class TestRunService implements LocalRuns {
     TestRunService.checkPattern(request.pattern);
     if (request.triggerId !== undefined && !TRIGGER_ID.test(request.triggerId)) throw new LabgateError("invalid", "invalid trigger_id");
     const plan = this.planOf(request);
-    const onDevices = this.onDevices(plan, request, options.identity);
+    const onDevices = await this.onDevices(plan, request, options.identity);
     if (onDevices) {
       if (!options.dispatch) throw new LabgateError("invalid", "device targets cannot be run through this API variant");
       return { kind: "run", run: await this.createRun(onDevices.plan, request, onDevices.warnings, null) };
@@ -217,9 +225,10 @@ export class TestRunService implements LocalRuns {
 
   /** Creates a tracked run (pending, or born aborted in an aborted trigger) and queues it. */
   async createRun(plan: TestPlan, request: TriggerRequest, warnings: string[], repeatOf: string | null): Promise<RunRecord> {
+    await this.recovered;
     const now = this.ctx.clock.now();
     const triggerId = request.triggerId ?? randomUUID();
-    const trigger = this.store.getTrigger(triggerId);
+    const trigger = await this.store.getTrigger(triggerId);
     const bornAborted = trigger?.isAborted === true;
     const run = await this.store.createRun(
       {
@@ -250,14 +259,14 @@ export class TestRunService implements LocalRuns {
    * trigger. A run on devices runs again on the devices its targets name now.
    */
   async repeat(id: string, pattern: string | null, identity?: Identity): Promise<RunRecord> {
-    const original = this.store.getRun(id);
+    const original = await this.store.getRun(id);
     if (!original) throw new LabgateError("not_found", `Run not found: ${id}`);
     const effective = pattern === null || pattern === "" ? original.pattern : pattern;
     TestRunService.checkPattern(effective);
     const overrides = Array.isArray(original.overrides) ? original.overrides.join("\n") : original.overrides;
     const request: TriggerRequest = { configName: original.configName, suite: original.suite, machineTarget: original.machineTarget, overrides, pattern: effective };
     const plan = this.planOf(request);
-    const onDevices = this.onDevices(plan, request, identity);
+    const onDevices = await this.onDevices(plan, request, identity);
     if (onDevices) return this.createRun(onDevices.plan, request, onDevices.warnings, original.id);
     const warnings = [...plan.warnings, ...this.validateLocalEntries(plan, false)];
     // Orchestration is never repeated: a dispatched run's local share runs again here only.
@@ -266,15 +275,15 @@ export class TestRunService implements LocalRuns {
 
   /** Executes one run the queue took: running, the runner, its combined results, its final state. */
   private async execute(run: RunRecord, signal: AbortSignal): Promise<void> {
-    // The artifact directory exists from the moment the run is `running`. Synchronous on
-    // purpose: nothing may run between the queue's pending check and markRunning (no abort race).
+    // The artifact directory exists from the moment the run is `running`.
     try {
       mkdirSync(artifactsDir(this.dirs, run.id), { recursive: true });
     } catch {
       /* the runner reports it */
     }
-    await this.store.markRunning(run.id, this.ctx.clock.now());
-    const plan = this.store.planOf(run.id)!;
+    // Aborted since the queue took it: it never starts.
+    if (!(await this.store.markRunning(run.id, this.ctx.clock.now()))) return;
+    const plan = (await this.store.planOf(run.id))!;
     let result;
     try {
       const ts = this.ctx.config.test_server;
@@ -294,7 +303,7 @@ export class TestRunService implements LocalRuns {
     }
     this.ctx.log.info(`testrun: run ${run.id} ${result.status}${result.error ? `: ${result.error}` : ""}`);
     // A local-only run is its own trigger: its combined results are collected here.
-    const trigger = this.store.getTrigger(run.triggerId);
+    const trigger = await this.store.getTrigger(run.triggerId);
     if (plan.aggregateResults && run.machineTarget === null && trigger && !trigger.orchestrated && !this.queue.stopping) {
       await this.store.updateTrigger(trigger.id, { resultsDir: await this.aggregate(trigger, plan.combinedResultsDirPrefix) });
     }
@@ -305,6 +314,7 @@ export class TestRunService implements LocalRuns {
       error: reason ?? result.error,
       metadata: result.metadata,
       warnings: [...run.warnings, ...result.warnings],
+      ...(result.counts ? { counts: result.counts } : {}),
     });
   }
 
@@ -337,8 +347,8 @@ export class TestRunService implements LocalRuns {
   }
 
   /** The run `id` as `sight` sees it, or undefined when there is none. */
-  seen(id: string, sight: DeviceSight): SeenRun | undefined {
-    const run = this.store.getRun(id);
+  async seen(id: string, sight: DeviceSight): Promise<SeenRun | undefined> {
+    const run = await this.store.getRun(id);
     return run && seenRun(run, sight);
   }
 
@@ -346,12 +356,17 @@ export class TestRunService implements LocalRuns {
    * A config's history (store.deviceHistory) with each row's entry name: its `name:` in the
    * newest of those runs that ran the test on that device ("" without one).
    */
-  deviceHistory(configName: string, runs: number, page: { limit: number; offset: number }, macs?: ReadonlySet<string>): { runs: RunRecord[]; total: number; rows: Array<HistoryRow & { name: string }> } {
-    const history = this.store.deviceHistory(configName, runs, page, macs);
+  async deviceHistory(
+    configName: string,
+    runs: number,
+    page: { limit: number; offset: number },
+    macs?: ReadonlySet<string>,
+  ): Promise<{ runs: RunRecord[]; total: number; rows: Array<HistoryRow & { name: string }> }> {
+    const history = await this.store.deviceHistory(configName, runs, page, macs);
     const wanted = new Set(history.rows.map((r) => r.mac));
     const names = new Map<string, Map<string, string>>();
     for (const run of history.runs) {
-      const plan = this.store.planOf(run.id);
+      const plan = await this.store.planOf(run.id);
       const lookup = { ...this.lookup, scripts: plan?.modules ?? {} };
       // Devices of one group have the same entries: their names are worked out once per run.
       const byEntries = new Map<string, Map<string, string>>();
@@ -386,11 +401,11 @@ export class TestRunService implements LocalRuns {
    * (its processes get SIGTERM, then SIGKILL). Throws 400 for a run in a final state.
    */
   async abort(id: string, reason?: string, propagate = true): Promise<RunRecord> {
-    const run = this.store.getRun(id);
+    const run = await this.store.getRun(id);
     if (!run) throw new LabgateError("not_found", "Test run not found");
     if (FINAL_STATUSES.has(run.status)) throw new LabgateError("invalid", "Test run not pending or running");
-    if (run.status === "pending") {
-      await this.store.finishRun(id, { status: "aborted", at: this.ctx.clock.now(), ...(reason ? { error: reason } : {}) });
+    // A pending run ends at once, unless it was taken meanwhile: then it is signalled as a running one.
+    if (run.status === "pending" && (await this.store.finishRun(id, { status: "aborted", at: this.ctx.clock.now(), ...(reason ? { error: reason } : {}) }, ["pending"]))) {
       this.queue.ended(id);
     } else {
       await this.store.setAbortRequested(id);
@@ -398,38 +413,34 @@ export class TestRunService implements LocalRuns {
       this.devices?.abort(id, reason);
     }
     // Aborting the local share of a multi-node trigger aborts the trigger.
-    const trigger = this.store.getTrigger(run.triggerId);
+    const trigger = await this.store.getTrigger(run.triggerId);
     if (propagate && trigger?.orchestrated && !trigger.isAborted) await this.abortTrigger(trigger.id);
-    return this.store.getRun(id)!;
+    return (await this.store.getRun(id))!;
   }
 
   /** DELETE /test-runs/trigger/{id}: aborts its pending/running runs and stops its dispatch. */
   async abortTrigger(id: string): Promise<TriggerRecord> {
-    const trigger = this.store.getTrigger(id);
+    const trigger = await this.store.getTrigger(id);
     if (!trigger) throw new LabgateError("not_found", "Trigger not found");
-    if (this.triggerStatus(trigger) !== "running") throw new LabgateError("invalid", "There is no pending or running suite in specified trigger");
+    if ((await this.triggerStatus(trigger)) !== "running") throw new LabgateError("invalid", "There is no pending or running suite in specified trigger");
     await this.store.updateTrigger(id, { isAborted: true });
-    for (const run of this.store.runsOfTrigger(id)) {
+    for (const run of await this.store.runsOfTrigger(id)) {
       if (!FINAL_STATUSES.has(run.status)) await this.abort(run.id, undefined, false).catch(() => {});
     }
     // Stopping the dispatch and telling the nodes may take up to a node's request timeout: the
     // caller gets its answer at once (the trigger turns `aborted` when the orchestration ends).
     if (trigger.orchestrated) void this.orchestrator.abort(id);
-    return this.store.getTrigger(id)!;
+    return (await this.store.getTrigger(id))!;
   }
 
-  /** A trigger's status: stored for orchestrations, derived from its runs otherwise. */
-  triggerStatus(trigger: TriggerRecord): TriggerStatus {
-    if (trigger.orchestrated) return trigger.status;
-    const runs = this.store.runsOfTrigger(trigger.id);
-    if (runs.some((r) => !FINAL_STATUSES.has(r.status))) return "running";
-    if (trigger.isAborted || runs.some((r) => r.status === "aborted")) return "aborted";
-    return runs.some((r) => r.status === "failed") ? "failed" : "finished";
+  /** A trigger's status (triggerStatusOf). */
+  async triggerStatus(trigger: TriggerRecord): Promise<TriggerStatus> {
+    return triggerStatusOf(trigger, trigger.orchestrated ? [] : await this.store.runsOfTrigger(trigger.id));
   }
 
   /** Deletes a run in a final state with its report and artifacts (409 while it is pending or running). */
   async deleteRun(id: string): Promise<void> {
-    const run = this.store.getRun(id);
+    const run = await this.store.getRun(id);
     if (!run) throw new LabgateError("not_found", `Run not found: ${id}`);
     if (!FINAL_STATUSES.has(run.status)) throw new LabgateError("conflict", "Test run is pending or running: abort it first");
     // The record goes first: a failure after it leaves unreferenced files, never a run without them.
@@ -448,4 +459,12 @@ export class TestRunService implements LocalRuns {
     await this.queue.drain(SHUTDOWN_ERROR);
     await this.orchestrator.shutdown(SHUTDOWN_ERROR);
   }
+}
+
+/** A trigger's status: stored for orchestrations, derived from its runs (`runs`) otherwise. */
+export function triggerStatusOf(trigger: TriggerRecord, runs: RunRecord[]): TriggerStatus {
+  if (trigger.orchestrated) return trigger.status;
+  if (runs.some((r) => !FINAL_STATUSES.has(r.status))) return "running";
+  if (trigger.isAborted || runs.some((r) => r.status === "aborted")) return "aborted";
+  return runs.some((r) => r.status === "failed") ? "failed" : "finished";
 }

@@ -1,6 +1,8 @@
-import type { Database, Tx } from "../../db/index.ts";
+import type { Selectable, UpdateQueryBuilder, UpdateResult } from "kysely";
+import type { Tables, TestrunRunsTable, TestrunTriggersTable } from "../../db/schema.ts";
+import type { Queries, Store, Tx } from "../../db/store.ts";
 import type { TestPlan } from "../plan.ts";
-import type { DeviceProgress, TriggerStatus } from "../schema.ts";
+import type { DeviceProgress, RunCounts, TriggerStatus } from "../schema.ts";
 import type { RunStatus } from "./status.ts";
 
 export { FINAL_STATUSES, type RunStatus } from "./status.ts";
@@ -27,6 +29,8 @@ export interface RunRecord {
   abortRequested: boolean;
   /** A run on managed devices: each device's share; null for other runs. */
   devices: DeviceProgress[] | null;
+  /** Its report's cases by status, kept when it ended; null before then, or when it ended without them. */
+  counts: RunCounts | null;
 }
 
 export interface RemoteRun {
@@ -53,45 +57,37 @@ export interface TriggerRecord {
   resultsDir: string | null;
 }
 
-type RunRow = {
-  seq: number;
-  id: string;
-  trigger_id: string;
-  config_name: string;
-  test_suite_name: string;
-  machine_target: string | null;
-  overrides: string | null;
-  pattern: string;
-  repeat_of: string | null;
-  status: RunStatus;
-  created_at: number;
-  started_at: number | null;
-  finished_at: number | null;
-  metadata: string;
-  error: string | null;
-  warnings: string;
-  abort_requested: number;
-  devices: string | null;
-};
+type RunRow = Omit<Selectable<TestrunRunsTable>, "plan">;
+type TriggerRow = Selectable<TestrunTriggersTable>;
 
-type TriggerRow = {
-  seq: number;
-  id: string;
-  created_at: number;
-  config_name: string;
-  test_suite_name: string;
-  orchestrated: number;
-  status: TriggerStatus;
-  is_aborted: number;
-  error: string | null;
-  nodes: string;
-  remote_runs: string;
-  finished_at: number | null;
-  results_dir: string | null;
-};
+const RUN_COLUMNS = [
+  "seq",
+  "id",
+  "trigger_id",
+  "config_name",
+  "test_suite_name",
+  "machine_target",
+  "overrides",
+  "pattern",
+  "repeat_of",
+  "status",
+  "created_at",
+  "started_at",
+  "finished_at",
+  "metadata",
+  "error",
+  "warnings",
+  "abort_requested",
+  "devices",
+  "passed",
+  "failed",
+  "skipped",
+] as const;
 
-const RUN_COLUMNS =
-  "seq, id, trigger_id, config_name, test_suite_name, machine_target, overrides, pattern, repeat_of, status, created_at, started_at, finished_at, metadata, error, warnings, abort_requested, devices";
+const RESULT_ROWS_PER_STATEMENT = 500;
+
+/** The statuses a run is in before it ends (a final one is never changed). */
+const UNFINISHED: RunStatus[] = ["pending", "running"];
 
 const toRun = (r: RunRow): RunRecord => ({
   seq: r.seq,
@@ -103,7 +99,7 @@ const toRun = (r: RunRow): RunRecord => ({
   overrides: r.overrides === null ? null : JSON.parse(r.overrides),
   pattern: r.pattern,
   repeatOf: r.repeat_of,
-  status: r.status,
+  status: r.status as RunStatus,
   createdAt: r.created_at,
   startedAt: r.started_at,
   finishedAt: r.finished_at,
@@ -112,6 +108,7 @@ const toRun = (r: RunRow): RunRecord => ({
   warnings: JSON.parse(r.warnings),
   abortRequested: r.abort_requested === 1,
   devices: r.devices === null ? null : JSON.parse(r.devices),
+  counts: r.passed === null || r.failed === null || r.skipped === null ? null : { passed: r.passed, failed: r.failed, skipped: r.skipped },
 });
 
 const toTrigger = (r: TriggerRow): TriggerRecord => ({
@@ -121,7 +118,7 @@ const toTrigger = (r: TriggerRow): TriggerRecord => ({
   configName: r.config_name,
   suite: r.test_suite_name,
   orchestrated: r.orchestrated === 1,
-  status: r.status,
+  status: r.status as TriggerStatus,
   isAborted: r.is_aborted === 1,
   error: r.error,
   nodes: JSON.parse(r.nodes),
@@ -148,8 +145,8 @@ export interface NewRun {
   devices?: DeviceProgress[];
 }
 
-/** What changed: a run or trigger (created or updated), or a run whose record was deleted. */
-export type RunChange = { kind: "run" | "trigger" | "run-deleted"; id: string };
+/** What changed: a run or trigger (created or updated, with its record as written), or a run whose record was deleted. */
+export type RunChange = { kind: "run"; id: string; run: RunRecord } | { kind: "trigger"; id: string; trigger: TriggerRecord } | { kind: "run-deleted"; id: string };
 
 /** A page of the run list: filters (all optional, combined with and) and paging. */
 export interface RunQuery {
@@ -162,138 +159,184 @@ export interface RunQuery {
   offset?: number;
 }
 
-/** Run and trigger records in the database. Reads are synchronous; writes resolve once on disk. */
+/** Run and trigger records in the database; writes resolve once committed. */
 export class RunStore {
-  private readonly db: Database;
+  private readonly store: Store;
   private readonly changed: (change: RunChange) => void;
-  /** `changed` hears of every write once it is on disk (the live run stream listens). */
-  constructor(db: Database, changed: (change: RunChange) => void = () => {}) {
-    this.db = db;
+  /** `changed` hears of every write once it is committed (the live run stream listens). */
+  constructor(store: Store, changed: (change: RunChange) => void = () => {}) {
+    this.store = store;
     this.changed = changed;
   }
 
-  listRuns(): RunRecord[] {
-    return this.db.all<RunRow>(`SELECT ${RUN_COLUMNS} FROM testrun_runs ORDER BY seq`).map(toRun);
+  private get q(): Queries {
+    return this.store.query;
+  }
+
+  private runs(q: Queries = this.q) {
+    return q.selectFrom("testrun_runs").select(RUN_COLUMNS);
+  }
+
+  async listRuns(): Promise<RunRecord[]> {
+    return (await this.runs().orderBy("seq").execute()).map(toRun);
   }
 
   /** One page of the runs matching `query`, and how many match in all. */
-  queryRuns(query: RunQuery): { runs: RunRecord[]; total: number } {
-    const where: string[] = [];
-    const params: (string | number)[] = [];
-    if (query.configName !== undefined) where.push("config_name = ?"), params.push(query.configName);
-    if (query.triggerId !== undefined) where.push("trigger_id = ?"), params.push(query.triggerId);
-    if (query.statuses && query.statuses.length > 0) where.push(`status IN (${query.statuses.map(() => "?").join(", ")})`), params.push(...query.statuses);
-    const filter = where.length > 0 ? ` WHERE ${where.join(" AND ")}` : "";
-    const total = this.db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM testrun_runs${filter}`, params)?.n ?? 0;
-    const page = ` ORDER BY seq ${query.newestFirst ? "DESC" : "ASC"} LIMIT ? OFFSET ?`;
-    const runs = this.db.all<RunRow>(`SELECT ${RUN_COLUMNS} FROM testrun_runs${filter}${page}`, [...params, query.limit ?? -1, query.offset ?? 0]).map(toRun);
-    return { runs, total };
+  async queryRuns(query: RunQuery): Promise<{ runs: RunRecord[]; total: number }> {
+    let matching = this.q.selectFrom("testrun_runs");
+    if (query.configName !== undefined) matching = matching.where("config_name", "=", query.configName);
+    if (query.triggerId !== undefined) matching = matching.where("trigger_id", "=", query.triggerId);
+    if (query.statuses && query.statuses.length > 0) matching = matching.where("status", "in", query.statuses);
+    const counted = await matching.select((eb) => eb.fn.countAll<number>().as("n")).executeTakeFirst();
+    let page = matching.select(RUN_COLUMNS).orderBy("seq", query.newestFirst ? "desc" : "asc");
+    // SQLite takes an OFFSET only after a LIMIT.
+    if (query.limit !== undefined || query.offset) page = page.limit(query.limit ?? Number.MAX_SAFE_INTEGER);
+    if (query.offset) page = page.offset(query.offset);
+    return { runs: (await page.execute()).map(toRun), total: Number(counted?.n ?? 0) };
   }
 
-  getRun(id: string): RunRecord | undefined {
-    const row = this.db.get<RunRow>(`SELECT ${RUN_COLUMNS} FROM testrun_runs WHERE id = ?`, [id]);
+  async getRun(id: string): Promise<RunRecord | undefined> {
+    const row = await this.runs().where("id", "=", id).executeTakeFirst();
     return row && toRun(row);
   }
 
-  getRunBySeq(seq: number): RunRecord | undefined {
-    const row = this.db.get<RunRow>(`SELECT ${RUN_COLUMNS} FROM testrun_runs WHERE seq = ?`, [seq]);
+  async getRunBySeq(seq: number): Promise<RunRecord | undefined> {
+    const row = await this.runs().where("seq", "=", seq).executeTakeFirst();
     return row && toRun(row);
   }
 
-  runsOfTrigger(triggerId: string): RunRecord[] {
-    return this.db.all<RunRow>(`SELECT ${RUN_COLUMNS} FROM testrun_runs WHERE trigger_id = ? ORDER BY seq`, [triggerId]).map(toRun);
+  async runsOfTrigger(triggerId: string): Promise<RunRecord[]> {
+    return (await this.runs().where("trigger_id", "=", triggerId).orderBy("seq").execute()).map(toRun);
   }
 
-  runsWithStatus(...statuses: RunStatus[]): RunRecord[] {
-    return this.db
-      .all<RunRow>(`SELECT ${RUN_COLUMNS} FROM testrun_runs WHERE status IN (${statuses.map(() => "?").join(", ")}) ORDER BY seq`, statuses)
-      .map(toRun);
+  async runsWithStatus(...statuses: RunStatus[]): Promise<RunRecord[]> {
+    if (statuses.length === 0) return [];
+    return (await this.runs().where("status", "in", statuses).orderBy("seq").execute()).map(toRun);
   }
 
-  planOf(id: string): TestPlan | undefined {
-    const row = this.db.get<{ plan: string }>("SELECT plan FROM testrun_runs WHERE id = ?", [id]);
+  async planOf(id: string): Promise<TestPlan | undefined> {
+    const row = await this.q.selectFrom("testrun_runs").select("plan").where("id", "=", id).executeTakeFirst();
     return row && (JSON.parse(row.plan) as TestPlan);
   }
 
-  listTriggers(): TriggerRecord[] {
-    return this.db.all<TriggerRow>("SELECT * FROM testrun_triggers ORDER BY seq").map(toTrigger);
+  async listTriggers(): Promise<TriggerRecord[]> {
+    return (await this.q.selectFrom("testrun_triggers").selectAll().orderBy("seq").execute()).map(toTrigger);
   }
 
-  getTrigger(id: string): TriggerRecord | undefined {
-    const row = this.db.get<TriggerRow>("SELECT * FROM testrun_triggers WHERE id = ?", [id]);
+  async getTrigger(id: string): Promise<TriggerRecord | undefined> {
+    const row = await this.q.selectFrom("testrun_triggers").selectAll().where("id", "=", id).executeTakeFirst();
     return row && toTrigger(row);
   }
 
-  /** Creates the run (and its trigger when new) in one durable transaction. */
+  /** Creates the run (and its trigger when new) in one transaction. */
   async createRun(run: NewRun, trigger?: Omit<NewTrigger, "id">): Promise<RunRecord> {
-    await this.db.write((tx) => {
-      if (trigger && !tx.get("SELECT 1 FROM testrun_triggers WHERE id = ?", [run.triggerId])) insertTrigger(tx, { ...trigger, id: run.triggerId });
-      tx.run(
-        `INSERT INTO testrun_runs (id, trigger_id, config_name, test_suite_name, machine_target, overrides, pattern, repeat_of, status,
-           created_at, finished_at, warnings, plan, devices) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        [
-          run.id,
-          run.triggerId,
-          run.configName,
-          run.suite,
-          run.machineTarget,
-          run.overrides === null ? null : JSON.stringify(run.overrides),
-          run.pattern,
-          run.repeatOf,
-          run.status ?? "pending",
-          run.createdAt,
-          run.status === "aborted" ? run.createdAt : null,
-          JSON.stringify(run.warnings),
-          JSON.stringify(run.plan),
-          run.devices ? JSON.stringify(run.devices) : null,
-        ],
-      );
+    const created = await this.store.transact(async (tx) => {
+      const exists = await tx.selectFrom("testrun_triggers").select("id").where("id", "=", run.triggerId).executeTakeFirst();
+      const newTrigger = trigger && !exists ? await insertTrigger(tx, { ...trigger, id: run.triggerId }) : undefined;
+      const row = await tx
+        .insertInto("testrun_runs")
+        .values({
+          id: run.id,
+          trigger_id: run.triggerId,
+          config_name: run.configName,
+          test_suite_name: run.suite,
+          machine_target: run.machineTarget,
+          overrides: run.overrides === null ? null : JSON.stringify(run.overrides),
+          pattern: run.pattern,
+          repeat_of: run.repeatOf,
+          status: run.status ?? "pending",
+          created_at: run.createdAt,
+          finished_at: run.status === "aborted" ? run.createdAt : null,
+          warnings: JSON.stringify(run.warnings),
+          plan: JSON.stringify(run.plan),
+          devices: run.devices ? JSON.stringify(run.devices) : null,
+        })
+        .returning(RUN_COLUMNS)
+        .executeTakeFirstOrThrow();
+      return { run: toRun(row), trigger: newTrigger };
     });
-    if (trigger) this.changed({ kind: "trigger", id: run.triggerId });
-    this.changed({ kind: "run", id: run.id });
-    return this.getRun(run.id)!;
+    if (created.trigger) this.changed({ kind: "trigger", id: created.trigger.id, trigger: created.trigger });
+    this.changed({ kind: "run", id: run.id, run: created.run });
+    return created.run;
   }
 
-  async createTrigger(trigger: NewTrigger): Promise<TriggerRecord> {
-    await this.db.write((tx) => insertTrigger(tx, trigger));
-    this.changed({ kind: "trigger", id: trigger.id });
-    return this.getTrigger(trigger.id)!;
-  }
-
-  async markRunning(id: string, at: number): Promise<void> {
-    await this.db.write((tx) => void tx.run("UPDATE testrun_runs SET status = 'running', started_at = ? WHERE id = ? AND status = 'pending'", [at, id]));
-    this.changed({ kind: "run", id });
-  }
-
-  /** Moves a run to a final state (only from pending/running: a final state is never changed). */
-  async finishRun(id: string, fields: { status: RunStatus; at: number; error?: string | null; metadata?: Record<string, string | null>; warnings?: string[] }): Promise<boolean> {
-    const done = await this.db.write((tx) => {
-      const sets = ["status = ?", "finished_at = ?"];
-      const params: (string | number | null)[] = [fields.status, fields.at];
-      if (fields.error !== undefined) sets.push("error = ?"), params.push(fields.error);
-      if (fields.metadata) sets.push("metadata = ?"), params.push(JSON.stringify(fields.metadata));
-      if (fields.warnings) sets.push("warnings = ?"), params.push(JSON.stringify(fields.warnings));
-      return tx.run(`UPDATE testrun_runs SET ${sets.join(", ")} WHERE id = ? AND status IN ('pending', 'running')`, [...params, id]).changes > 0;
+  /** Creates the trigger; undefined when one with its id exists. */
+  async createTrigger(trigger: NewTrigger): Promise<TriggerRecord | undefined> {
+    const created = await this.store.transact(async (tx) => {
+      if (await tx.selectFrom("testrun_triggers").select("id").where("id", "=", trigger.id).executeTakeFirst()) return undefined;
+      return insertTrigger(tx, trigger);
     });
-    if (done) this.changed({ kind: "run", id });
-    return done;
+    if (created) this.changed({ kind: "trigger", id: trigger.id, trigger: created });
+    return created;
+  }
+
+  /**
+   * Moves a pending run to `running`: the one step that takes it, so a run aborted meanwhile is
+   * never started. False when it was no longer pending.
+   */
+  async markRunning(id: string, at: number): Promise<boolean> {
+    return this.updated(this.q.updateTable("testrun_runs").set({ status: "running", started_at: at }).where("id", "=", id).where("status", "=", "pending"));
+  }
+
+  /**
+   * Moves a run to a final state, from one of `from` (pending or running by default: a final
+   * state is never changed). False when it was in none of them.
+   */
+  async finishRun(
+    id: string,
+    fields: { status: RunStatus; at: number; error?: string | null; metadata?: Record<string, string | null>; warnings?: string[]; counts?: RunCounts },
+    from: RunStatus[] = UNFINISHED,
+  ): Promise<boolean> {
+    const set = {
+      status: fields.status,
+      finished_at: fields.at,
+      ...(fields.error !== undefined ? { error: fields.error } : {}),
+      ...(fields.metadata ? { metadata: JSON.stringify(fields.metadata) } : {}),
+      ...(fields.warnings ? { warnings: JSON.stringify(fields.warnings) } : {}),
+      ...(fields.counts ? { passed: fields.counts.passed, failed: fields.counts.failed, skipped: fields.counts.skipped } : {}),
+    };
+    return this.updated(this.q.updateTable("testrun_runs").set(set).where("id", "=", id).where("status", "in", from));
+  }
+
+  /** Runs the update of one run; whether it changed the run (then heard of with the record it left). */
+  private async updated(update: UpdateQueryBuilder<Tables, "testrun_runs", "testrun_runs", UpdateResult>): Promise<boolean> {
+    const row = await update.returning(RUN_COLUMNS).executeTakeFirst();
+    if (row) this.changed({ kind: "run", id: row.id, run: toRun(row) });
+    return row !== undefined;
   }
 
   /** A device run's progress (how far each device got). */
   async setDevices(id: string, devices: DeviceProgress[]): Promise<void> {
-    await this.db.write((tx) => void tx.run("UPDATE testrun_runs SET devices = ? WHERE id = ?", [JSON.stringify(devices), id]));
-    this.changed({ kind: "run", id });
+    await this.updated(this.q.updateTable("testrun_runs").set({ devices: JSON.stringify(devices) }).where("id", "=", id));
   }
 
   /** Each case's result on one device of a run (test name -> status), for the config's history. */
   async saveDeviceResults(run: RunRecord, device: { mac: string; name: string }, results: Map<string, string>): Promise<void> {
     if (results.size === 0) return;
-    await this.db.write((tx) => {
-      for (const [testName, status] of results) {
-        tx.run(
-          "INSERT OR REPLACE INTO testrun_device_results (run_seq, run_id, config_name, device_mac, device_name, test_name, status) VALUES (?, ?, ?, ?, ?, ?, ?)",
-          [run.seq, run.id, run.configName, device.mac, device.name, testName, status],
-        );
+    const rows = [...results].map(([testName, status]) => ({
+      run_seq: run.seq,
+      run_id: run.id,
+      config_name: run.configName,
+      device_mac: device.mac,
+      device_name: device.name,
+      test_name: testName,
+      status,
+    }));
+    // In slices, so that no statement has more parameters than an engine binds.
+    await this.store.transact(async (tx) => {
+      for (let i = 0; i < rows.length; i += RESULT_ROWS_PER_STATEMENT) {
+        await tx
+          .insertInto("testrun_device_results")
+          .values(rows.slice(i, i + RESULT_ROWS_PER_STATEMENT))
+          .onConflict((oc) =>
+            oc.columns(["run_seq", "device_mac", "test_name"]).doUpdateSet((eb) => ({
+              run_id: eb.ref("excluded.run_id"),
+              config_name: eb.ref("excluded.config_name"),
+              device_name: eb.ref("excluded.device_name"),
+              status: eb.ref("excluded.status"),
+            })),
+          )
+          .execute();
       }
     });
   }
@@ -303,51 +346,64 @@ export class RunStore {
    * page of its (device, test) pairs with the result in each of those runs (null: not run there).
    * With `macs`, only the results of those devices count.
    */
-  deviceHistory(configName: string, runs: number, page: { limit: number; offset: number }, macs?: ReadonlySet<string>): { runs: RunRecord[]; total: number; rows: HistoryRow[] } {
-    const ofDevices = macs ? " AND device_mac IN (SELECT value FROM json_each(?))" : "";
-    const config: (string | number)[] = macs ? [configName, JSON.stringify([...macs])] : [configName];
-    const seqs = this.db
-      .all<{ run_seq: number }>(`SELECT DISTINCT run_seq FROM testrun_device_results WHERE config_name = ?${ofDevices} ORDER BY run_seq DESC LIMIT ?`, [...config, runs])
-      .map((r) => r.run_seq);
+  async deviceHistory(configName: string, runs: number, page: { limit: number; offset: number }, macs?: ReadonlySet<string>): Promise<{ runs: RunRecord[]; total: number; rows: HistoryRow[] }> {
+    if (macs?.size === 0) return { runs: [], total: 0, rows: [] };
+    let ofConfig = this.q.selectFrom("testrun_device_results").where("config_name", "=", configName);
+    if (macs) ofConfig = ofConfig.where("device_mac", "in", [...macs]);
+    const seqs = (await ofConfig.select("run_seq").distinct().orderBy("run_seq", "desc").limit(runs).execute()).map((r) => r.run_seq);
     if (seqs.length === 0) return { runs: [], total: 0, rows: [] };
-    const inRuns = `config_name = ?${ofDevices} AND run_seq IN (${seqs.map(() => "?").join(", ")})`;
-    const params = [...config, ...seqs];
-    const total = this.db.get<{ n: number }>(`SELECT COUNT(*) AS n FROM (SELECT DISTINCT device_mac, test_name FROM testrun_device_results WHERE ${inRuns})`, params)?.n ?? 0;
-    const pairs = this.db.all<{ device_mac: string; test_name: string; device_name: string }>(
-      `SELECT device_mac, test_name, MAX(device_name) AS device_name FROM testrun_device_results WHERE ${inRuns}
-         GROUP BY device_mac, test_name ORDER BY MAX(device_name), device_mac, test_name LIMIT ? OFFSET ?`,
-      [...params, page.limit, page.offset],
-    );
+    const inRuns = ofConfig.where("run_seq", "in", seqs);
+    const counted = await this.q
+      .selectFrom(inRuns.select(["device_mac", "test_name"]).distinct().as("pairs"))
+      .select((eb) => eb.fn.countAll<number>().as("n"))
+      .executeTakeFirst();
+    const pairs = await inRuns
+      .select((eb) => ["device_mac", "test_name", eb.fn.max("device_name").as("device_name")])
+      .groupBy(["device_mac", "test_name"])
+      .orderBy((eb) => eb.fn.max("device_name"))
+      .orderBy("device_mac")
+      .orderBy("test_name")
+      .limit(page.limit)
+      .offset(page.offset)
+      .execute();
+    const results = new Map<string, Map<number, string>>();
+    if (pairs.length > 0) {
+      const found = await inRuns
+        .where("device_mac", "in", [...new Set(pairs.map((p) => p.device_mac))])
+        .where("test_name", "in", [...new Set(pairs.map((p) => p.test_name))])
+        .select(["run_seq", "device_mac", "test_name", "status"])
+        .execute();
+      for (const r of found) {
+        const key = `${r.device_mac}\n${r.test_name}`;
+        results.set(key, (results.get(key) ?? new Map()).set(r.run_seq, r.status));
+      }
+    }
     const rows: HistoryRow[] = pairs.map((p) => {
-      const results = new Map(
-        this.db
-          .all<{ run_seq: number; status: string }>(`SELECT run_seq, status FROM testrun_device_results WHERE ${inRuns} AND device_mac = ? AND test_name = ?`, [...params, p.device_mac, p.test_name])
-          .map((r) => [r.run_seq, r.status]),
-      );
-      return { device: p.device_name, mac: p.device_mac, testName: p.test_name, results: seqs.map((seq) => results.get(seq) ?? null) };
+      const of = results.get(`${p.device_mac}\n${p.test_name}`);
+      return { device: p.device_name, mac: p.device_mac, testName: p.test_name, results: seqs.map((seq) => of?.get(seq) ?? null) };
     });
-    const records = seqs.map((seq) => this.getRunBySeq(seq)).filter((r): r is RunRecord => r !== undefined);
-    return { runs: records, total, rows };
+    const records = new Map((await this.runs().where("seq", "in", seqs).execute()).map((r) => [r.seq, toRun(r)]));
+    return { runs: seqs.map((seq) => records.get(seq)).filter((r): r is RunRecord => r !== undefined), total: Number(counted?.n ?? 0), rows };
   }
 
+  /** Marks a running run as being aborted (its processes are signalled). */
   async setAbortRequested(id: string): Promise<void> {
-    await this.db.write((tx) => void tx.run("UPDATE testrun_runs SET abort_requested = 1 WHERE id = ?", [id]));
-    this.changed({ kind: "run", id });
+    await this.updated(this.q.updateTable("testrun_runs").set({ abort_requested: 1 }).where("id", "=", id).where("status", "=", "running"));
   }
 
   async updateTrigger(id: string, fields: Partial<Pick<TriggerRecord, "status" | "isAborted" | "error" | "nodes" | "remoteRuns" | "finishedAt" | "resultsDir">>): Promise<void> {
-    const sets: string[] = [];
-    const params: (string | number | null)[] = [];
-    if (fields.status !== undefined) sets.push("status = ?"), params.push(fields.status);
-    if (fields.isAborted !== undefined) sets.push("is_aborted = ?"), params.push(fields.isAborted ? 1 : 0);
-    if (fields.error !== undefined) sets.push("error = ?"), params.push(fields.error);
-    if (fields.nodes !== undefined) sets.push("nodes = ?"), params.push(JSON.stringify(fields.nodes));
-    if (fields.remoteRuns !== undefined) sets.push("remote_runs = ?"), params.push(JSON.stringify(fields.remoteRuns));
-    if (fields.finishedAt !== undefined) sets.push("finished_at = ?"), params.push(fields.finishedAt);
-    if (fields.resultsDir !== undefined) sets.push("results_dir = ?"), params.push(fields.resultsDir);
-    if (sets.length === 0) return;
-    await this.db.write((tx) => void tx.run(`UPDATE testrun_triggers SET ${sets.join(", ")} WHERE id = ?`, [...params, id]));
-    this.changed({ kind: "trigger", id });
+    const set = {
+      ...(fields.status !== undefined ? { status: fields.status } : {}),
+      ...(fields.isAborted !== undefined ? { is_aborted: fields.isAborted ? 1 : 0 } : {}),
+      ...(fields.error !== undefined ? { error: fields.error } : {}),
+      ...(fields.nodes !== undefined ? { nodes: JSON.stringify(fields.nodes) } : {}),
+      ...(fields.remoteRuns !== undefined ? { remote_runs: JSON.stringify(fields.remoteRuns) } : {}),
+      ...(fields.finishedAt !== undefined ? { finished_at: fields.finishedAt } : {}),
+      ...(fields.resultsDir !== undefined ? { results_dir: fields.resultsDir } : {}),
+    };
+    if (Object.keys(set).length === 0) return;
+    const row = await this.q.updateTable("testrun_triggers").set(set).where("id", "=", id).returningAll().executeTakeFirst();
+    if (row) this.changed({ kind: "trigger", id, trigger: toTrigger(row) });
   }
 
   /**
@@ -355,12 +411,18 @@ export class RunStore {
    * a trigger left without runs and not orchestrated goes with it. False when there was none.
    */
   async deleteRun(id: string): Promise<boolean> {
-    const run = this.getRun(id);
-    if (!run) return false;
-    const done = await this.db.write((tx) => {
-      if (tx.run("DELETE FROM testrun_runs WHERE id = ? AND status IN ('finished', 'failed', 'aborted')", [id]).changes === 0) return false;
-      tx.run("DELETE FROM testrun_device_results WHERE run_id = ?", [id]);
-      tx.run("DELETE FROM testrun_triggers WHERE id = ? AND orchestrated = 0 AND NOT EXISTS (SELECT 1 FROM testrun_runs WHERE trigger_id = ?)", [run.triggerId, run.triggerId]);
+    const done = await this.store.transact(async (tx) => {
+      const run = await tx.selectFrom("testrun_runs").select("trigger_id").where("id", "=", id).executeTakeFirst();
+      if (!run) return false;
+      const deleted = await tx.deleteFrom("testrun_runs").where("id", "=", id).where("status", "in", ["finished", "failed", "aborted"]).executeTakeFirst();
+      if (deleted.numDeletedRows === 0n) return false;
+      await tx.deleteFrom("testrun_device_results").where("run_id", "=", id).execute();
+      await tx
+        .deleteFrom("testrun_triggers")
+        .where("id", "=", run.trigger_id)
+        .where("orchestrated", "=", 0)
+        .where((eb) => eb.not(eb.exists(eb.selectFrom("testrun_runs").select("id").where("trigger_id", "=", run.trigger_id))))
+        .execute();
       return true;
     });
     if (done) this.changed({ kind: "run-deleted", id });
@@ -370,13 +432,13 @@ export class RunStore {
   /** At start-up: runs that were pending or running become aborted; so do orchestrations. */
   async abortUnfinished(at: number, error: string): Promise<number> {
     const unfinished =
-      this.db.get("SELECT 1 AS x FROM testrun_runs WHERE status IN ('pending', 'running') LIMIT 1") ??
-      this.db.get("SELECT 1 AS x FROM testrun_triggers WHERE orchestrated = 1 AND status = 'running' LIMIT 1");
+      (await this.q.selectFrom("testrun_runs").select("id").where("status", "in", UNFINISHED).limit(1).executeTakeFirst()) ??
+      (await this.q.selectFrom("testrun_triggers").select("id").where("orchestrated", "=", 1).where("status", "=", "running").limit(1).executeTakeFirst());
     if (!unfinished) return 0; // nothing to journal on a clean start
-    return this.db.write((tx) => {
-      const changed = tx.run("UPDATE testrun_runs SET status = 'aborted', finished_at = ?, error = ? WHERE status IN ('pending', 'running')", [at, error]).changes;
-      tx.run("UPDATE testrun_triggers SET status = 'aborted', finished_at = ?, error = ? WHERE orchestrated = 1 AND status = 'running'", [at, error]);
-      return changed;
+    return this.store.transact(async (tx) => {
+      const changed = await tx.updateTable("testrun_runs").set({ status: "aborted", finished_at: at, error }).where("status", "in", UNFINISHED).executeTakeFirst();
+      await tx.updateTable("testrun_triggers").set({ status: "aborted", finished_at: at, error }).where("orchestrated", "=", 1).where("status", "=", "running").execute();
+      return Number(changed.numUpdatedRows);
     });
   }
 }
@@ -397,12 +459,11 @@ export interface NewTrigger {
   orchestrated: boolean;
 }
 
-function insertTrigger(tx: Tx, t: NewTrigger): void {
-  tx.run("INSERT INTO testrun_triggers (id, created_at, config_name, test_suite_name, orchestrated, status) VALUES (?, ?, ?, ?, ?, 'running')", [
-    t.id,
-    t.createdAt,
-    t.configName,
-    t.suite,
-    t.orchestrated ? 1 : 0,
-  ]);
+async function insertTrigger(tx: Tx, t: NewTrigger): Promise<TriggerRecord> {
+  const row = await tx
+    .insertInto("testrun_triggers")
+    .values({ id: t.id, created_at: t.createdAt, config_name: t.configName, test_suite_name: t.suite, orchestrated: t.orchestrated ? 1 : 0, status: "running" })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return toTrigger(row);
 }

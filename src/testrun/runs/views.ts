@@ -29,6 +29,7 @@ export function runObjectA(r: RunRecord): TestRun {
     ...(r.error ? { error: r.error } : {}),
     // A run on managed devices: each device's share, failures first (docs/device-tests.md).
     ...(r.devices ? { devices: devicesFailuresFirst(r.devices) } : {}),
+    ...(r.counts ? { counts: r.counts } : {}),
   };
 }
 

@@ -190,8 +190,9 @@ function RunTable(props: { runs: TestRun[]; write: boolean; onRepeat: (run: Test
           head: "Cases",
           class: "hide-narrow",
           cell: (r) => {
-            const counts = deviceCounts(r);
-            if (!counts) return <span class="muted" title="A run here counts its cases in its report">–</span>;
+            // Kept when a run ends; a device run's come from its devices while it runs.
+            const counts = r.counts ?? deviceCounts(r);
+            if (!counts) return <span class="muted" title={isFinal(r) ? "This run ended before its cases were counted, or without a report" : "Counted when the run ends"}>–</span>;
             return (
               <span data-counts>
                 <span class="pass-count">{counts.passed.toLocaleString()} passed</span>
