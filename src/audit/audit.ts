@@ -13,7 +13,9 @@
  */
 import { userInfo } from "node:os";
 import type { AppContext, Identity } from "../app/context.ts";
-import type { Database, Tx } from "../db/index.ts";
+import type { Database } from "../db/index.ts";
+import type { Tx as SyncTx } from "../db/index.ts";
+import type { Queries } from "../db/store.ts";
 import { csvCell } from "../util/csv.ts";
 import { dateOf, every, isoTime, type Clock } from "../util/time.ts";
 import type { Logger } from "../util/log.ts";
@@ -65,21 +67,32 @@ export function cliName(): string {
 /** A command of this machine's CLI acting on the data dir itself (no server runs, or it writes the spool). */
 export const cliActor = (at = new Date()): Actor => systemActor(cliName(), at);
 
-/** Records one entry in `tx`, the transaction of the change it describes; returns its id. */
-export function recordAudit(tx: Pick<Tx, "run">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome: Outcome = "ok"): number {
+/** The row of an entry, its detail as JSON text. */
+function auditRow(actor: Actor, action: string, target: string, detail: Record<string, unknown> | undefined, outcome: Outcome) {
   let text = detail === undefined ? null : JSON.stringify(detail);
   if (text !== null && text.length > MAX_DETAIL) text = JSON.stringify({ truncated: true, bytes: text.length });
-  return tx.run("INSERT INTO audit_log (time, actor_kind, actor, token_id, client, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-    isoTime(actor.at),
-    actor.kind,
-    actor.name,
-    actor.tokenId,
-    actor.client,
-    action,
-    target,
-    outcome,
-    text,
-  ]).lastInsertRowid;
+  return { time: isoTime(actor.at), actor_kind: actor.kind, actor: actor.name, token_id: actor.tokenId, client: actor.client, action, target, outcome, detail: text };
+}
+
+/**
+ * Records one entry in `q`, the transaction of the change it describes (or the store's query: a
+ * transaction of its own); resolves with its id. A synchronous `db.write`'s transaction is still
+ * taken, and written to at once, until every area's transactions are the Store's.
+ */
+export function recordAudit(q: Queries, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome?: Outcome): Promise<number>;
+export function recordAudit(tx: Pick<SyncTx, "run">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome?: Outcome): number;
+export function recordAudit(q: Queries | Pick<SyncTx, "run">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome: Outcome = "ok"): Promise<number> | number {
+  const row = auditRow(actor, action, target, detail, outcome);
+  if ("run" in q) {
+    const columns = Object.keys(row);
+    return q.run(`INSERT INTO audit_log (${columns.join(", ")}) VALUES (${columns.map(() => "?").join(", ")})`, Object.values(row)).lastInsertRowid;
+  }
+  return q
+    .insertInto("audit_log")
+    .values(row)
+    .returning("id")
+    .executeTakeFirstOrThrow()
+    .then(({ id }) => id);
 }
 
 /**

@@ -176,6 +176,15 @@ export interface LabConsoleSpansTable {
   at: string;
 }
 
+/** `lab_open_spans`, owned by src/lab. */
+export interface LabOpenSpansTable {
+  device_id: Generated<number>;
+  deployment_id: number;
+  attempt: number;
+  start: number | null;
+  recovered: string | null;
+}
+
 /** `lab_power`, owned by src/lab. */
 export interface LabPowerTable {
   device_id: Generated<number>;
@@ -350,6 +359,7 @@ export interface Tables {
   groups: GroupsTable;
   lab_boards: LabBoardsTable;
   lab_console_spans: LabConsoleSpansTable;
+  lab_open_spans: LabOpenSpansTable;
   lab_power: LabPowerTable;
   lab_reservations: LabReservationsTable;
   packages: PackagesTable;

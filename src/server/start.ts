@@ -80,7 +80,7 @@ export interface StartOptions {
  * registers its shutdown work on `ctx`; it changes nothing else in `ctx`. The app gets the gates
  * and the routers the services it returns, and only route (src/server/routes.ts). Backup has no services of its own: each request takes a snapshot.
  */
-export function startDomains(ctx: AppContext): Domains {
+export async function startDomains(ctx: AppContext): Promise<Domains> {
   // Who tests run as: checked first, so that a start it refuses (exit 2) has started nothing yet.
   const runAs = testIdentityOf(ctx.config, ctx.log);
   // The account gate (tokens act as their account stands now), the login throttle.
@@ -97,7 +97,7 @@ export function startDomains(ctx: AppContext): Domains {
   validateDeployments(ctx, update.deployments, testRun.runs, update.hub);
   // The board lab: power ports of lab.boards (their commands run as the test user), console captures;
   // runs on a board leave its console span as an artifact.
-  const lab = createLabDomain(ctx, runAs);
+  const lab = await createLabDomain(ctx, runAs);
   testRun.runs.attachLab(lab);
   joinDeployments(ctx, lab, update.deployments);
   return { shared, accounts, update, testRun, lab };
@@ -153,7 +153,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
 
     store = embeddedStore(db);
     const ctx: AppContext = (started = { config, dataDir, db, store, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] });
-    const domains = startDomains(ctx);
+    const domains = await startDomains(ctx);
     // Entries of commands run while no server ran are in the log before the first request.
     await domains.shared.auditSpool.ingest();
     const { app, operations } = serverApp(ctx, domains);

@@ -46,7 +46,7 @@ const TRIGGER_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
  */
 export class TestRunService implements LocalRuns {
   readonly store: RunStore;
-  readonly ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "db">;
+  readonly ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "db" | "store">;
   readonly source: ConfigSource;
   readonly orchestrator: Orchestrator;
   readonly dirs: TestrunDirs;
@@ -56,7 +56,7 @@ export class TestRunService implements LocalRuns {
   /** `test_server.run_as`: who runs the tests, where their working directories are made, what holds a run's processes. */
   private readonly runAs: TestRunAs;
 
-  constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "db">, source: ConfigSource, store: RunStore, hub?: ChannelHub, runAs: TestRunAs = {}) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "db" | "store">, source: ConfigSource, store: RunStore, hub?: ChannelHub, runAs: TestRunAs = {}) {
     this.ctx = ctx;
     this.source = source;
     this.store = store;
@@ -110,14 +110,14 @@ export class TestRunService implements LocalRuns {
    * they use. Undefined when it names none. Throws 4xx for unknown targets, 403 without `test`,
    * 409 for a device someone else has reserved.
    */
-  private onDevices(plan: TestPlan, request: TriggerRequest, identity: Identity | undefined): { plan: TestPlan; warnings: string[] } | undefined {
+  private async onDevices(plan: TestPlan, request: TriggerRequest, identity: Identity | undefined): Promise<{ plan: TestPlan; warnings: string[] } | undefined> {
     const targets = deviceTargetsOf(plan, request.machineTarget);
     if (!targets) return undefined;
     if (!this.devices) throw new LabgateError("invalid", "this server manages no devices");
     if ((request.nodes ?? []).length > 0) throw new LabgateError("invalid", "give either nodes or device targets, not both");
     const resolved = resolveTargets(this.ctx.db, identity, targets.targets, this.ctx.config.prefix);
     // A board someone else holds runs none of this caller's tests (src/lab/reservations.ts).
-    refuseReserved(this.ctx.db, identity!, [...resolved.values()].flat(), this.ctx.clock.now());
+    await refuseReserved(this.ctx.store.query, identity!, [...resolved.values()].flat(), this.ctx.clock.now());
     const shares = deviceShares(targets.entries, resolved);
     if (shares.length === 0) throw new LabgateError("unprocessable", `no entry of the selection runs on ${targets.targets.join(", ")}`);
     const warnings = this.checkShares(shares, plan.warnings);
@@ -188,7 +188,7 @@ export class TestRunService implements LocalRuns {
     TestRunService.checkPattern(request.pattern);
     if (request.triggerId !== undefined && !TRIGGER_ID.test(request.triggerId)) throw new LabgateError("invalid", "invalid trigger_id");
     const plan = this.planOf(request);
-    const onDevices = this.onDevices(plan, request, options.identity);
+    const onDevices = await this.onDevices(plan, request, options.identity);
     if (onDevices) {
       if (!options.dispatch) throw new LabgateError("invalid", "device targets cannot be run through this API variant");
       return { kind: "run", run: await this.createRun(onDevices.plan, request, onDevices.warnings, null) };
@@ -257,7 +257,7 @@ export class TestRunService implements LocalRuns {
     const overrides = Array.isArray(original.overrides) ? original.overrides.join("\n") : original.overrides;
     const request: TriggerRequest = { configName: original.configName, suite: original.suite, machineTarget: original.machineTarget, overrides, pattern: effective };
     const plan = this.planOf(request);
-    const onDevices = this.onDevices(plan, request, identity);
+    const onDevices = await this.onDevices(plan, request, identity);
     if (onDevices) return this.createRun(onDevices.plan, request, onDevices.warnings, original.id);
     const warnings = [...plan.warnings, ...this.validateLocalEntries(plan, false)];
     // Orchestration is never repeated: a dispatched run's local share runs again here only.
