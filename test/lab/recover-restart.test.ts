@@ -52,6 +52,7 @@ async function pastRecoverTime(): Promise<void> {
   server.clock.advance(121_000);
   await server.server.domains.update.deployments.tick();
   await server.server.domains.update.deployments.tick();
+  await server.server.domains.update.deployments.recoveriesSettled();
 }
 
 test("after a restart, an attempt's console span still starts at its offer and a board recover cycled is not cycled again for that attempt", async () => {
