@@ -174,6 +174,8 @@ export interface LabConsoleSpansTable {
   end: number;
   bytes: Uint8Array;
   at: string;
+  deployment_id: number | null;
+  attempt: number | null;
 }
 
 /** `lab_open_spans`, owned by src/lab. */

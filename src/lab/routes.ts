@@ -12,7 +12,7 @@ import { errors, ok, objectRefusals, queryOf, route, routes } from "../http/open
 import { pathId } from "../update/validation.ts";
 import type { LabDomain } from "./domain.ts";
 import type { PowerAction } from "./drivers.ts";
-import { BoardView, ConsoleQuery, ConsoleSpan, PowerState, ReservationCreate, ReservationState } from "./schema.ts";
+import { BoardView, ConsoleQuery, ConsoleSpan, DeploymentConsoleSpan, PowerState, ReservationCreate, ReservationState } from "./schema.ts";
 import { readBoard, type BoardConfig } from "./config.ts";
 import { Problem } from "../config/schema.ts";
 import { LabgateError } from "../util/errors.ts";
@@ -239,6 +239,20 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain, accessWat
     async (c) => c.json(await lab.spans.list(c.get("identity"), pathId(c.req.param("id"), "device"))),
   );
 
+  const getDeploymentsByIdConsoleSpans = route(
+    app,
+    {
+      method: "get",
+      path: "/api/v2/deployments/:id{[0-9]+}/console-spans",
+      tag,
+      access: "management",
+      summary: "The console spans of a deployment's attempts on boards, of the devices the caller may read (as their update history), newest first",
+      responses: { 200: ok(z.array(DeploymentConsoleSpan), "OK"), 400: errors[400], 401: errors[401] },
+    },
+    mgmt,
+    async (c) => c.json(await lab.spans.ofDeployment(c.get("identity"), pathId(c.req.param("id"), "deployment"))),
+  );
+
   const getDevicesByIdUpdateHistoryByEntryConsole = route(
     app,
     {
@@ -313,5 +327,5 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain, accessWat
     },
   );
 
-  return routes(app, getDevicesByIdPower, postDevicesByIdPowerByAction, getReservations, getDevicesByIdReservation, postDevicesByIdReservation, deleteDevicesByIdReservation, getDevicesByIdConsole, getDevicesByIdConsoleWs, getDevicesByIdConsoleSpans, getDevicesByIdUpdateHistoryByEntryConsole, getLabBoards, postLabBoards, deleteLabBoardsByDevice);
+  return routes(app, getDevicesByIdPower, postDevicesByIdPowerByAction, getReservations, getDevicesByIdReservation, postDevicesByIdReservation, deleteDevicesByIdReservation, getDevicesByIdConsole, getDevicesByIdConsoleWs, getDevicesByIdConsoleSpans, getDeploymentsByIdConsoleSpans, getDevicesByIdUpdateHistoryByEntryConsole, getLabBoards, postLabBoards, deleteLabBoardsByDevice);
 }

@@ -9,7 +9,7 @@ import type { AppContext, Identity } from "../app/context.ts";
 import type { Store } from "../db/store.ts";
 import { getDevice } from "../update/devices/devices.ts";
 import { attemptHistoryId, historyEntryExists } from "../update/deployments/store.ts";
-import { authorize } from "../update/permissions/permissions.ts";
+import { allowed, authorize } from "../update/permissions/permissions.ts";
 import { LabgateError } from "../util/errors.ts";
 import { after, isoTime } from "../util/time.ts";
 import type { BoardMap } from "./boards.ts";
@@ -20,6 +20,15 @@ export interface SpanView {
   /** Console offsets of the span (GET .../console?since=start answers from there while it is kept). */
   start: number;
   end: number;
+  bytes: number;
+  at: string;
+}
+
+/** A span on a deployment's page: whose attempt it is. */
+export interface DeploymentSpanView {
+  device_id: number;
+  attempt: number;
+  history_id: number;
   bytes: number;
   at: string;
 }
@@ -69,7 +78,7 @@ export class AttemptSpans {
     if (!open) return;
     await this.store.query.deleteFrom("lab_open_spans").where("device_id", "=", deviceId).where("deployment_id", "=", deploymentId).where("attempt", "=", attempt).execute();
     const historyId = open.start === null ? undefined : attemptHistoryId(this.ctx.db, deviceId, deploymentId, attempt);
-    if (historyId !== undefined) this.later(historyId, deviceId, open.start!);
+    if (historyId !== undefined) this.later(historyId, deviceId, open.start!, { deploymentId, attempt });
   }
 
   /**
@@ -100,12 +109,12 @@ export class AttemptSpans {
     const open = await this.openOf(deploymentId, deviceId, attempt);
     if (open?.start === null || open?.start === undefined) return;
     const historyId = attemptHistoryId(this.ctx.db, deviceId, deploymentId, attempt);
-    if (historyId !== undefined) this.later(historyId, deviceId, open.start);
+    if (historyId !== undefined) this.later(historyId, deviceId, open.start, { deploymentId, attempt });
   }
 
   /** Saves what the board printed from `from` beside the history row `historyId`, after the boot time (recovery too). */
-  later(historyId: number, deviceId: number, from: number): void {
-    const save = () => this.save(historyId, deviceId, from);
+  later(historyId: number, deviceId: number, from: number, of: { deploymentId: number; attempt: number }): void {
+    const save = () => this.save(historyId, deviceId, from, of);
     const cancel = after(this.ctx.clock, this.ctx.config.lab.console_after_outcome * 1000, () => {
       this.pending.delete(cancel);
       void save();
@@ -113,7 +122,7 @@ export class AttemptSpans {
     this.pending.set(cancel, save);
   }
 
-  private async save(historyId: number, deviceId: number, from: number): Promise<void> {
+  private async save(historyId: number, deviceId: number, from: number, of: { deploymentId: number; attempt: number }): Promise<void> {
     const device = getDevice(this.ctx.db, deviceId);
     const end = device && this.consoles.offsetOf(device);
     const bytes = device && this.consoles.span(device, from);
@@ -121,7 +130,7 @@ export class AttemptSpans {
     try {
       // The history row may have been trimmed meanwhile: nothing to keep the span beside then.
       if (!historyEntryExists(this.ctx.db, historyId)) return;
-      const row = { device_id: deviceId, start: end - bytes.length, end, bytes, at: isoTime(this.ctx.clock.now()) };
+      const row = { device_id: deviceId, deployment_id: of.deploymentId, attempt: of.attempt, start: end - bytes.length, end, bytes, at: isoTime(this.ctx.clock.now()) };
       await this.store.query
         .insertInto("lab_console_spans")
         .values({ history_id: historyId, ...row })
@@ -152,6 +161,18 @@ export class AttemptSpans {
       .orderBy("history_id", "desc")
       .limit(200)
       .execute();
+  }
+
+  /** The console spans of a deployment's attempts on the devices `identity` may read (a span is the device's, as its history), newest first. */
+  async ofDeployment(identity: Identity, deploymentId: number): Promise<DeploymentSpanView[]> {
+    const rows = await this.store.query
+      .selectFrom("lab_console_spans")
+      .select((eb) => ["device_id", "attempt", "history_id", eb.fn<number>("length", ["bytes"]).as("bytes"), "at"])
+      .where("deployment_id", "=", deploymentId)
+      .orderBy("history_id", "desc")
+      .limit(1000)
+      .execute();
+    return rows.filter((r) => allowed(this.ctx.db, identity, "device", r.device_id, "read")).map((r) => ({ ...r, attempt: r.attempt ?? 1 }));
   }
 
   /** What the console printed during the attempt of history row `historyId` (404 when none was captured). */

@@ -7,6 +7,8 @@ import type { Migration } from "../migrate.ts";
  *   lab_open_spans  -- one row per board with an attempt under way: the attempt, where its console
  *                      was when it was offered (NULL: the board has no console port), and when
  *                      `recover` power-cycled it (NULL: not yet); gone with the attempt's outcome
+ *   lab_console_spans  -- + deployment_id, attempt: the attempt a span belongs to, so that a
+ *                         deployment's page shows its devices' spans (NULL on older rows)
  */
 export const m032LabSpanState: Migration = {
   version: 32,
@@ -19,5 +21,8 @@ export const m032LabSpanState: Migration = {
        start INTEGER,
        recovered TEXT
      )`,
+    `ALTER TABLE lab_console_spans ADD COLUMN deployment_id INTEGER`,
+    `ALTER TABLE lab_console_spans ADD COLUMN attempt INTEGER`,
+    `CREATE INDEX lab_console_spans_deployment ON lab_console_spans(deployment_id, device_id)`,
   ],
 };
