@@ -174,6 +174,17 @@ export interface LabConsoleSpansTable {
   end: number;
   bytes: Uint8Array;
   at: string;
+  deployment_id: number | null;
+  attempt: number | null;
+}
+
+/** `lab_open_spans`, owned by src/lab. */
+export interface LabOpenSpansTable {
+  device_id: Generated<number>;
+  deployment_id: number;
+  attempt: number;
+  start: number | null;
+  recovered: string | null;
 }
 
 /** `lab_power`, owned by src/lab. */
@@ -354,6 +365,7 @@ export interface Tables {
   groups: GroupsTable;
   lab_boards: LabBoardsTable;
   lab_console_spans: LabConsoleSpansTable;
+  lab_open_spans: LabOpenSpansTable;
   lab_power: LabPowerTable;
   lab_reservations: LabReservationsTable;
   packages: PackagesTable;

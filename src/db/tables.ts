@@ -18,6 +18,7 @@ export const TABLE_OWNERS: Readonly<Record<string, string>> = {
   revoked_users: "src/auth",
   lab_boards: "src/lab",
   lab_console_spans: "src/lab",
+  lab_open_spans: "src/lab",
   lab_power: "src/lab",
   lab_reservations: "src/lab",
   testrun_runs: "src/testrun/runs",

@@ -5,7 +5,7 @@
  * with the device as it is now. A board of the config file cannot be changed through the API.
  */
 import { recordAudit, type Actor } from "../audit/audit.ts";
-import type { Database } from "../db/index.ts";
+import type { Store } from "../db/store.ts";
 import { LabgateError } from "../util/errors.ts";
 import { isoTime } from "../util/time.ts";
 import { boardKey, readBoard, type BoardConfig } from "../config/lab.ts";
@@ -26,22 +26,27 @@ export type BoardChange = (before: BoardConfig | undefined, after: BoardConfig |
 
 export class BoardMap {
   private readonly byKey = new Map<string, BoardEntry>();
-  private readonly db: Database | undefined;
+  private readonly store: Store | undefined;
   private readonly changes: BoardChange[] = [];
 
-  /** `db`: where the API's boards are kept (none: the config file's only). */
-  constructor(boards: readonly BoardConfig[], db?: Database) {
-    this.db = db;
-    for (const row of db?.all<{ config: string }>("SELECT config FROM lab_boards ORDER BY key") ?? []) {
+  /** `store`: where the API's boards are kept (none: the config file's only); load() reads them. */
+  constructor(boards: readonly BoardConfig[], store?: Store) {
+    this.store = store;
+    for (const board of boards) this.byKey.set(boardKey(board.device), { board, source: "config" });
+  }
+
+  /** Adds the boards set through the API; a config file's board of the same device wins. */
+  async load(): Promise<void> {
+    const rows = (await this.store?.query.selectFrom("lab_boards").select("config").orderBy("key").execute()) ?? [];
+    for (const row of rows) {
       // Stored as the API checked it; a row this version no longer reads is left out, not fatal.
       try {
         const board = readBoard(JSON.parse(row.config));
-        this.byKey.set(boardKey(board.device), { board, source: "api" });
+        if (!this.byKey.has(boardKey(board.device))) this.byKey.set(boardKey(board.device), { board, source: "api" });
       } catch {
         continue;
       }
     }
-    for (const board of boards) this.byKey.set(boardKey(board.device), { board, source: "config" });
   }
 
   onChange(change: BoardChange): void {
@@ -57,9 +62,14 @@ export class BoardMap {
     const key = boardKey(board.device);
     const before = this.byKey.get(key);
     if (before?.source === "config") throw new LabgateError("conflict", `board ${board.device} is set in the config file (lab.boards); change it there`);
-    await this.db!.write((tx) => {
-      tx.run("INSERT OR REPLACE INTO lab_boards (key, config, updated, actor) VALUES (?, ?, ?, ?)", [key, JSON.stringify(board), isoTime(actor.at), actor.name]);
-      recordAudit(tx, actor, "board.set", `board:${key}`, { power: board.power?.driver ?? null, serial: board.serial ? ("tcp" in board.serial ? "tcp" : "tty") : null });
+    await this.store!.transact(async (tx) => {
+      const row = { config: JSON.stringify(board), updated: isoTime(actor.at), actor: actor.name };
+      await tx
+        .insertInto("lab_boards")
+        .values({ key, ...row })
+        .onConflict((oc) => oc.column("key").doUpdateSet(row))
+        .execute();
+      await recordAudit(tx, actor, "board.set", `board:${key}`, { power: board.power?.driver ?? null, serial: board.serial ? ("tcp" in board.serial ? "tcp" : "tty") : null });
     });
     const entry: BoardEntry = { board, source: "api" };
     this.byKey.set(key, entry);
@@ -73,9 +83,9 @@ export class BoardMap {
     const before = this.byKey.get(key);
     if (!before) throw new LabgateError("not_found", `no board ${device}`);
     if (before.source === "config") throw new LabgateError("conflict", `board ${device} is set in the config file (lab.boards); change it there`);
-    await this.db!.write((tx) => {
-      tx.run("DELETE FROM lab_boards WHERE key = ?", [key]);
-      recordAudit(tx, actor, "board.delete", `board:${key}`);
+    await this.store!.transact(async (tx) => {
+      await tx.deleteFrom("lab_boards").where("key", "=", key).execute();
+      await recordAudit(tx, actor, "board.delete", `board:${key}`);
     });
     this.byKey.delete(key);
     for (const change of this.changes) change(before.board, undefined);

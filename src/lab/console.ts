@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { ReadStream } from "node:tty";
 import type { AppContext, Identity } from "../app/context.ts";
 import { getDevice } from "../update/devices/devices.ts";
-import { allowedSync, authorizeSync } from "../update/permissions/legacy.ts";
+import { allowed, authorize } from "../update/permissions/permissions.ts";
 import { LabgateError } from "../util/errors.ts";
 import { runProcess } from "../util/process.ts";
 import { after } from "../util/time.ts";
@@ -216,6 +216,16 @@ export interface ConsoleView {
   bytes: Buffer;
 }
 
+/** A live view of one board's console (ConsoleService.live). */
+export interface LiveConsole {
+  /** The caller held `shell` on the device when it was opened. */
+  writable: boolean;
+  /** Hands what the board prints from now on to `onData`; returns how to stop. */
+  follow(onData: (chunk: Buffer) => void): () => void;
+  /** Writes to the port; throws why it cannot. */
+  write(bytes: Buffer): void;
+}
+
 export class ConsoleService {
   private readonly ctx: AppContext;
   private readonly boards: BoardMap;
@@ -264,32 +274,42 @@ export class ConsoleService {
   }
 
   /** A board's console from byte offset `since` (`read` on the device); 409 without a console port. */
-  read(identity: Identity, id: number, since: number): ConsoleView {
-    authorizeSync(this.ctx.db, identity, "device", id, "read");
-    const device = getDevice(this.ctx.db, id);
-    if (!device) throw new LabgateError("not_found", "device does not exist");
-    const capture = this.captureOf(device);
-    if (!capture) throw new LabgateError("conflict", `device ${device.name || device.mac_address} has no console port in lab.boards`);
+  async read(identity: Identity, id: number, since: number): Promise<ConsoleView> {
+    const capture = await this.readableCapture(identity, id);
     return { ...capture.ring.read(since), status: capture.status };
   }
 
   /**
    * The live view of a device's console (`read` on the device; 409 without a console port):
-   * `onData` gets what the board prints from now on; `write` is there when the caller holds
-   * `shell` on the device. Returns how to stop.
+   * `follow` hands on what the board prints from then on until its stop is called; `write` is
+   * allowed when the caller holds `shell` on the device.
    */
-  live(identity: Identity, id: number, onData: (chunk: Buffer) => void): { writable: boolean; write(bytes: Buffer): void; stop(): void } {
-    authorizeSync(this.ctx.db, identity, "device", id, "read");
-    const device = getDevice(this.ctx.db, id);
+  async live(identity: Identity, id: number): Promise<LiveConsole> {
+    const capture = await this.readableCapture(identity, id);
+    return {
+      writable: await allowed(this.ctx.store.query, identity, "device", id, "shell"),
+      follow: (onData) => {
+        capture.watchers.add(onData);
+        return () => void capture.watchers.delete(onData);
+      },
+      write: (bytes) => capture.write(bytes),
+    };
+  }
+
+  /** Whether `identity` (as it stands now) may go on following the console of device `id`: a reason to stop, or undefined. */
+  async mayFollow(identity: Identity, id: number, writing: boolean): Promise<string | undefined> {
+    if (!(await allowed(this.ctx.store.query, identity, "device", id, "read"))) return "the device is no longer readable";
+    if (writing && !(await allowed(this.ctx.store.query, identity, "device", id, "shell"))) return "writing to this console needs the shell permission on the device";
+    return undefined;
+  }
+
+  private async readableCapture(identity: Identity, id: number): Promise<Capture> {
+    await authorize(this.ctx.store.query, identity, "device", id, "read");
+    const device = (await getDevice(this.ctx.store.query, id));
     if (!device) throw new LabgateError("not_found", "device does not exist");
     const capture = this.captureOf(device);
     if (!capture) throw new LabgateError("conflict", `device ${device.name || device.mac_address} has no console port in lab.boards`);
-    capture.watchers.add(onData);
-    return {
-      writable: allowedSync(this.ctx.db, identity, "device", id, "shell"),
-      write: (bytes) => capture.write(bytes),
-      stop: () => void capture.watchers.delete(onData),
-    };
+    return capture;
   }
 
   /** Where a device's console is now (undefined: it has none): the start of a span for `span`. */

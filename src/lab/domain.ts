@@ -12,7 +12,7 @@ import { dateOf } from "../util/time.ts";
 import { BoardMap } from "./boards.ts";
 import { ConsoleService } from "./console.ts";
 import { PowerService } from "./power.ts";
-import { ReservationService, reservationOf } from "./reservations.ts";
+import { ReservationService } from "./reservations.ts";
 import { AttemptSpans } from "./spans.ts";
 
 export interface LabDomain {
@@ -26,12 +26,14 @@ export interface LabDomain {
 }
 
 /** `runAs`: who power commands run as (the test user, as test processes). */
-export function createLabDomain(ctx: AppContext, runAs: TestRunAs): LabDomain {
-  const boards = new BoardMap(ctx.config.lab.boards, ctx.db);
+export async function createLabDomain(ctx: AppContext, runAs: TestRunAs): Promise<LabDomain> {
+  const boards = new BoardMap(ctx.config.lab.boards, ctx.store);
+  await boards.load();
   const power = new PowerService(ctx, boards, { runAs, clock: ctx.clock });
-  const reservations = new ReservationService(ctx.db);
+  const reservations = new ReservationService(ctx);
+  await reservations.load();
   const consoles = new ConsoleService(ctx, boards);
-  const spans = new AttemptSpans(ctx, consoles);
+  const spans = new AttemptSpans(ctx, boards, consoles);
   consoles.start();
   ctx.onShutdown.push(async () => {
     await spans.flush();
@@ -42,19 +44,22 @@ export function createLabDomain(ctx: AppContext, runAs: TestRunAs): LabDomain {
 
 /**
  * Deployments' attempts on boards keep their console span (src/lab/spans.ts), and `recover`
- * power-cycles a board silent after its install, as system:deployment.
+ * power-cycles a board silent after its install, once per attempt, as system:deployment.
  */
 export function joinDeployments(ctx: AppContext, lab: LabDomain, deployments: Pick<DeploymentService, "onAttempt" | "onRecover" | "heldBy">): void {
-  deployments.heldBy((deviceId, now) => reservationOf(ctx.db, deviceId, now) !== undefined);
+  deployments.heldBy((deviceId, now) => lab.reservations.holds(deviceId, now));
   deployments.onAttempt((event) => {
-    if (event.kind === "offered") lab.spans.offered(event.deploymentId, event.deviceId, event.attempt);
-    else if (event.kind === "ended") lab.spans.ended(event.deploymentId, event.deviceId, event.attempt);
-    else lab.spans.recovered(event.deploymentId, event.deviceId, event.attempt);
+    const { deploymentId, deviceId, attempt } = event;
+    const done = event.kind === "offered" ? lab.spans.offered(deploymentId, deviceId, attempt) : event.kind === "ended" ? lab.spans.ended(deploymentId, deviceId, attempt) : lab.spans.recovered(deploymentId, deviceId, attempt);
+    done.catch((error: Error) => ctx.log.warn(`lab: console span of device ${deviceId} (${event.kind}): ${error.message}`));
   });
-  deployments.onRecover(async ({ deviceId, minutes }) => {
+  deployments.onRecover(async ({ deploymentId, deviceId, attempt, minutes }) => {
     const device = getDevice(ctx.db, deviceId);
     if (!device || !lab.power.hasPort(device)) return undefined;
-    await lab.power.switch(systemActor("deployment", dateOf(ctx.clock)), deviceId, "cycle");
+    const actor = systemActor("deployment", dateOf(ctx.clock));
+    // Marked on disk first: a restart during the cycle does not cycle the board again for this attempt.
+    if (!(await lab.spans.markRecovered(deploymentId, deviceId, attempt, actor.at))) return undefined;
+    await lab.power.switch(actor, deviceId, "cycle");
     return { reason: `no report within ${minutes} minutes of its install: power-cycled` };
   });
 }

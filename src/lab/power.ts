@@ -7,9 +7,9 @@
 import type { Actor } from "../audit/audit.ts";
 import { recordAudit } from "../audit/audit.ts";
 import type { AppContext, Identity } from "../app/context.ts";
-import type { Database } from "../db/index.ts";
+import type { Store } from "../db/store.ts";
 import { getDevice, type DeviceRow } from "../update/devices/devices.ts";
-import { allowedSync, authorizeSync } from "../update/permissions/legacy.ts";
+import { allowed, authorize } from "../update/permissions/permissions.ts";
 import { LabgateError } from "../util/errors.ts";
 import { isoTime } from "../util/time.ts";
 import type { BoardMap } from "./boards.ts";
@@ -33,15 +33,9 @@ export interface PowerView {
   console_write: boolean;
 }
 
-interface PowerRow {
-  state: "on" | "off";
-  action: PowerAction;
-  actor: string;
-  at: string;
-}
-
 export class PowerService {
-  private readonly db: Database;
+  private readonly ctx: AppContext;
+  private readonly store: Store;
   private readonly boards: BoardMap;
   private readonly env: DriverEnv;
   private readonly drivers = new Map<BoardConfig, PowerDriver>();
@@ -49,14 +43,15 @@ export class PowerService {
   private readonly busy = new Set<number>();
 
   constructor(ctx: AppContext, boards: BoardMap, env: DriverEnv) {
-    this.db = ctx.db;
+    this.ctx = ctx;
+    this.store = ctx.store;
     this.boards = boards;
     this.env = env;
   }
 
   /** The device and its board with a power port; 404 without the device, 409 when it has no power port. */
-  private boardOf(id: number): { device: DeviceRow; board: BoardConfig & { power: NonNullable<BoardConfig["power"]> } } {
-    const device = getDevice(this.db, id);
+  private async boardOf(id: number): Promise<{ device: DeviceRow; board: BoardConfig & { power: NonNullable<BoardConfig["power"]> } }> {
+    const device = (await getDevice(this.ctx.store.query, id));
     if (!device) throw new LabgateError("not_found", "device does not exist");
     const board = this.boards.of(device);
     if (!board) throw new LabgateError("conflict", `device ${device.name || device.mac_address} is not a board of lab.boards`);
@@ -65,24 +60,24 @@ export class PowerService {
   }
 
   /** The last known state of a board's power: `read` on the device; a device without a power port has driver null. */
-  view(identity: Identity, id: number): PowerView {
-    authorizeSync(this.db, identity, "device", id, "read");
-    const device = getDevice(this.db, id);
+  async view(identity: Identity, id: number): Promise<PowerView> {
+    await authorize(this.ctx.store.query, identity, "device", id, "read");
+    const device = (await getDevice(this.ctx.store.query, id));
     if (!device) throw new LabgateError("not_found", "device does not exist");
     const board = this.boards.of(device);
-    return { ...this.viewOf(identity, id, board?.power?.driver ?? null), ...this.consoleOf(identity, id, board) };
+    return { ...(await this.viewOf(identity, id, board?.power?.driver ?? null)), ...(await this.consoleOf(identity, id, board)) };
   }
 
   /** Switches a board's power: `power` on the device; resolves once the driver did it. */
   async act(identity: Identity, actor: Actor, id: number, action: PowerAction): Promise<PowerView> {
-    authorizeSync(this.db, identity, "device", id, "power");
+    await authorize(this.ctx.store.query, identity, "device", id, "power");
     const board = await this.switch(actor, id, action);
-    return { ...this.viewOf(identity, id, board.power.driver), ...this.consoleOf(identity, id, board) };
+    return { ...(await this.viewOf(identity, id, board.power.driver)), ...(await this.consoleOf(identity, id, board)) };
   }
 
-  private consoleOf(identity: Identity, id: number, board: BoardConfig | undefined): Pick<PowerView, "console" | "console_write"> {
+  private async consoleOf(identity: Identity, id: number, board: BoardConfig | undefined): Promise<Pick<PowerView, "console" | "console_write">> {
     const console = board?.serial !== undefined;
-    return { console, console_write: console && allowedSync(this.db, identity, "device", id, "shell") };
+    return { console, console_write: console && (await allowed(this.ctx.store.query, identity, "device", id, "shell")) };
   }
 
   /** Whether the device is a board with a power port (a deployment's `recover` cycles only those). */
@@ -95,7 +90,7 @@ export class PowerService {
    * deployments' own recovery acts as system:deployment); recorded and audited once done.
    */
   async switch(actor: Actor, id: number, action: PowerAction): Promise<BoardConfig & { power: NonNullable<BoardConfig["power"]> }> {
-    const { board } = this.boardOf(id);
+    const { board } = await this.boardOf(id);
     if (this.busy.has(id)) throw new LabgateError("conflict", `a power action on board ${board.device} is under way`);
     let driver = this.drivers.get(board);
     if (!driver) this.drivers.set(board, (driver = createDriver(board.power, this.env)));
@@ -105,24 +100,29 @@ export class PowerService {
     } finally {
       this.busy.delete(id);
     }
-    await this.db.write((tx) => {
+    await this.store.transact(async (tx) => {
       // The device may have gone while the PDU worked: nothing to remember then.
-      if (!getDevice(tx, id)) return;
-      tx.run("INSERT OR REPLACE INTO lab_power (device_id, state, action, actor, at) VALUES (?, ?, ?, ?, ?)", [id, stateAfter(action), action, actor.name, isoTime(actor.at)]);
-      recordAudit(tx, actor, `power.${action}`, `device:${id}`, { board: board.device, driver: board.power.driver });
+      if (!(await getDevice(this.ctx.store.query, id))) return;
+      const row = { state: stateAfter(action), action, actor: actor.name, at: isoTime(actor.at) };
+      await tx
+        .insertInto("lab_power")
+        .values({ device_id: id, ...row })
+        .onConflict((oc) => oc.column("device_id").doUpdateSet(row))
+        .execute();
+      await recordAudit(tx, actor, `power.${action}`, `device:${id}`, { board: board.device, driver: board.power.driver });
     });
     return board;
   }
 
-  private viewOf(identity: Identity, id: number, driver: string | null): Omit<PowerView, "console" | "console_write"> {
-    const row = this.db.get<PowerRow>("SELECT state, action, actor, at FROM lab_power WHERE device_id = ?", [id]);
+  private async viewOf(identity: Identity, id: number, driver: string | null): Promise<Omit<PowerView, "console" | "console_write">> {
+    const row = await this.store.query.selectFrom("lab_power").select(["state", "action", "actor", "at"]).where("device_id", "=", id).executeTakeFirst();
     return {
       device_id: id,
       driver,
-      state: row?.state ?? "unknown",
-      last_action: row ? { action: row.action, by: row.actor, at: row.at } : null,
+      state: (row?.state as "on" | "off" | undefined) ?? "unknown",
+      last_action: row ? { action: row.action as PowerAction, by: row.actor, at: row.at } : null,
       busy: this.busy.has(id),
-      may_switch: driver !== null && allowedSync(this.db, identity, "device", id, "power"),
+      may_switch: driver !== null && (await allowed(this.ctx.store.query, identity, "device", id, "power")),
     };
   }
 }

@@ -5,11 +5,10 @@
  * `until` holds nothing and is replaced by the next reservation.
  */
 import { recordAudit, type Actor } from "../audit/audit.ts";
-import type { Identity } from "../app/context.ts";
-import { Database, type Tx } from "../db/index.ts";
+import type { AppContext, Identity } from "../app/context.ts";
+import type { Queries, Store } from "../db/store.ts";
 import { getDevice } from "../update/devices/devices.ts";
-import { bypasses, MSG_FORBIDDEN, permissionFilterSql } from "../update/permissions/permissions.ts";
-import { allowedSync, authorizeSync } from "../update/permissions/legacy.ts";
+import { allowed, authorize, bypasses, MSG_FORBIDDEN } from "../update/permissions/permissions.ts";
 import { LabgateError } from "../util/errors.ts";
 import { isoTime } from "../util/time.ts";
 
@@ -29,30 +28,27 @@ export interface ReservationView {
   until: string | null;
 }
 
-/**
- * The devices that may hold a reservation, per database: every update check of a deployment's
- * device asks, so only these are looked up. A superset is enough (a row released, expired or
- * rolled back stays in it until the next start), so reserve() adds before it writes.
- */
-const mayHold = new WeakMap<Database, Set<number>>();
-function mayBeReserved(db: Database): Set<number> {
-  let ids = mayHold.get(db);
-  if (!ids) mayHold.set(db, (ids = new Set(db.all<{ device_id: number }>("SELECT device_id FROM lab_reservations").map((r) => r.device_id))));
-  return ids;
-}
+const COLUMNS = ["holder", "note", "since", "until"] as const;
 
 /** The reservation holding `deviceId` at `now`, if any. */
-export function reservationOf(db: Database | Tx, deviceId: number, now: number): Reservation | undefined {
-  if (db instanceof Database && !mayBeReserved(db).has(deviceId)) return undefined;
-  return db.get<Reservation>("SELECT holder, note, since, until FROM lab_reservations WHERE device_id = ? AND until > ?", [deviceId, isoTime(now)]);
+export async function reservationOf(q: Queries, deviceId: number, now: number): Promise<Reservation | undefined> {
+  return q.selectFrom("lab_reservations").select(COLUMNS).where("device_id", "=", deviceId).where("until", ">", isoTime(now)).executeTakeFirst();
 }
 
 /** A 409 naming every device of `devices` someone other than `identity`'s user holds at `now`. */
-export function refuseReserved(db: Database, identity: Identity, devices: ReadonlyArray<{ id: number; name: string }>, now: number): void {
+export async function refuseReserved(q: Queries, identity: Identity, devices: ReadonlyArray<{ id: number; name: string }>, now: number): Promise<void> {
   const user = identity.kind === "mgmt" ? identity.user : undefined;
   const unique = [...new Map(devices.map((d) => [d.id, d])).values()];
+  if (unique.length === 0) return;
+  const rows = await q
+    .selectFrom("lab_reservations")
+    .select(["device_id", ...COLUMNS])
+    .where("device_id", "in", unique.map((d) => d.id))
+    .where("until", ">", isoTime(now))
+    .execute();
+  const byDevice = new Map(rows.map((r) => [r.device_id, r]));
   const held = unique.flatMap((d) => {
-    const r = reservationOf(db, d.id, now);
+    const r = byDevice.get(d.id);
     return r && r.holder !== user ? [`'${d.name}' is reserved by ${r.holder} until ${r.until}`] : [];
   });
   if (held.length > 0) throw new LabgateError("conflict", `device ${held.join(", ")}`);
@@ -68,27 +64,51 @@ const view = (deviceId: number, r: Reservation | undefined): ReservationView => 
 });
 
 export class ReservationService {
-  private readonly db: Database;
-  constructor(db: Database) {
-    this.db = db;
+  private readonly ctx: AppContext;
+  private readonly store: Store;
+  /**
+   * Device id -> until when it is held (ms), the table as this service wrote it: every update
+   * check of a deployment's device asks (holds), which must not wait for the database.
+   */
+  private held = new Map<number, number>();
+  private epoch = -1;
+
+  constructor(ctx: AppContext) {
+    this.ctx = ctx;
+    this.store = ctx.store;
+  }
+
+  /** Reads the reservations (at start, and when the database was loaded again). */
+  async load(): Promise<void> {
+    const epoch = this.store.epoch;
+    const rows = await this.store.query.selectFrom("lab_reservations").select(["device_id", "until"]).execute();
+    this.held = new Map(rows.map((r) => [r.device_id, Date.parse(r.until)]));
+    this.epoch = epoch;
+  }
+
+  /** Whether someone holds `deviceId` at `now` (a deployment offers it nothing meanwhile). */
+  holds(deviceId: number, now: number): boolean {
+    if (this.epoch !== this.store.epoch) {
+      // Reloaded from disk (a restore): the old contents answer until the new ones are read.
+      this.epoch = this.store.epoch;
+      void this.load().catch((error: Error) => this.ctx.log.warn(`lab: reservations not read again: ${error.message}`));
+    }
+    return (this.held.get(deviceId) ?? 0) > now;
   }
 
   /** The devices `identity` may read that someone holds now (the console's device list), by device id. */
-  list(identity: Identity, now: number): ReservationView[] {
-    const filter = permissionFilterSql(identity, "device", "d");
-    const rows = this.db.all<Reservation & { device_id: number }>(
-      `SELECT r.device_id, r.holder, r.note, r.since, r.until FROM lab_reservations r JOIN devices d ON d.id = r.device_id
-         WHERE r.until > ?${filter ? ` AND (${filter.sql})` : ""} ORDER BY r.device_id`,
-      [isoTime(now), ...(filter?.params ?? [])],
-    );
-    return rows.map(({ device_id, ...r }) => view(device_id, r));
+  async list(identity: Identity, now: number): Promise<ReservationView[]> {
+    const rows = await this.store.query.selectFrom("lab_reservations").select(["device_id", ...COLUMNS]).where("until", ">", isoTime(now)).orderBy("device_id").execute();
+    // Boards are few: each is checked as the device's own page would be.
+    const readable = await Promise.all(rows.map((r) => allowed(this.ctx.store.query, identity, "device", r.device_id, "read")));
+    return rows.filter((_, i) => readable[i]).map(({ device_id, ...r }) => view(device_id, r));
   }
 
   /** Who holds a device now: `read` on it. */
-  view(identity: Identity, id: number, now: number): ReservationView {
-    authorizeSync(this.db, identity, "device", id, "read");
-    if (!getDevice(this.db, id)) throw new LabgateError("not_found", "device does not exist");
-    return view(id, reservationOf(this.db, id, now));
+  async view(identity: Identity, id: number, now: number): Promise<ReservationView> {
+    await authorize(this.ctx.store.query, identity, "device", id, "read");
+    if (!(await getDevice(this.ctx.store.query, id))) throw new LabgateError("not_found", "device does not exist");
+    return view(id, await reservationOf(this.store.query, id, now));
   }
 
   /**
@@ -97,36 +117,41 @@ export class ReservationService {
    */
   async reserve(identity: Identity, actor: Actor, id: number, minutes: number, note: string): Promise<ReservationView> {
     if (identity.kind !== "mgmt") throw new LabgateError("forbidden", MSG_FORBIDDEN);
-    authorizeSync(this.db, identity, "device", id, "read");
-    if (!allowedSync(this.db, identity, "device", id, "test") && !allowedSync(this.db, identity, "device", id, "power")) throw new LabgateError("forbidden", MSG_FORBIDDEN);
+    await authorize(this.ctx.store.query, identity, "device", id, "read");
+    if (!(await allowed(this.ctx.store.query, identity, "device", id, "test")) && !(await allowed(this.ctx.store.query, identity, "device", id, "power"))) throw new LabgateError("forbidden", MSG_FORBIDDEN);
     const now = actor.at.getTime();
-    mayBeReserved(this.db).add(id);
-    const reservation = await this.db.write((tx) => {
-      const device = getDevice(tx, id);
+    const reservation = await this.store.transact(async (tx) => {
+      const device = (await getDevice(this.ctx.store.query, id));
       if (!device) throw new LabgateError("not_found", "device does not exist");
-      const current = reservationOf(tx, id, now);
+      const current = await reservationOf(tx, id, now);
       if (current && current.holder !== identity.user) throw new LabgateError("conflict", `device '${device.name || device.mac_address}' is reserved by ${current.holder} until ${current.until}`);
       const next: Reservation = { holder: identity.user, note, since: current?.since ?? isoTime(now), until: isoTime(now + minutes * 60_000) };
-      tx.run("INSERT OR REPLACE INTO lab_reservations (device_id, holder, note, since, until) VALUES (?, ?, ?, ?, ?)", [id, next.holder, next.note, next.since, next.until]);
-      recordAudit(tx, actor, current ? "reservation.refresh" : "reservation.create", `device:${id}`, { until: next.until, note });
+      await tx
+        .insertInto("lab_reservations")
+        .values({ device_id: id, ...next })
+        .onConflict((oc) => oc.column("device_id").doUpdateSet(next))
+        .execute();
+      await recordAudit(tx, actor, current ? "reservation.refresh" : "reservation.create", `device:${id}`, { until: next.until, note });
       return next;
     });
+    this.held.set(id, Date.parse(reservation.until));
     return view(id, reservation);
   }
 
   /** Releases the caller's reservation; an administrator (svc_admin_rw) breaks another's. Not reserved: a no-op. */
   async release(identity: Identity, actor: Actor, id: number): Promise<ReservationView> {
-    authorizeSync(this.db, identity, "device", id, "read");
+    await authorize(this.ctx.store.query, identity, "device", id, "read");
     const user = identity.kind === "mgmt" ? identity.user : undefined;
-    await this.db.write((tx) => {
-      if (!getDevice(tx, id)) throw new LabgateError("not_found", "device does not exist");
-      const current = reservationOf(tx, id, actor.at.getTime());
+    await this.store.transact(async (tx) => {
+      if (!(await getDevice(this.ctx.store.query, id))) throw new LabgateError("not_found", "device does not exist");
+      const current = await reservationOf(tx, id, actor.at.getTime());
       if (!current) return;
       const breaking = current.holder !== user;
       if (breaking && !bypasses(identity, "delete")) throw new LabgateError("forbidden", `the reservation is ${current.holder}'s: only its holder or an administrator may end it`);
-      tx.run("DELETE FROM lab_reservations WHERE device_id = ?", [id]);
-      recordAudit(tx, actor, breaking ? "reservation.break" : "reservation.release", `device:${id}`, breaking ? { holder: current.holder, until: current.until } : undefined);
+      await tx.deleteFrom("lab_reservations").where("device_id", "=", id).execute();
+      await recordAudit(tx, actor, breaking ? "reservation.break" : "reservation.release", `device:${id}`, breaking ? { holder: current.holder, until: current.until } : undefined);
     });
+    this.held.delete(id);
     return view(id, undefined);
   }
 }

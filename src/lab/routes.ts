@@ -5,12 +5,14 @@ import { recordAudit } from "../audit/audit.ts";
 import * as z from "zod";
 import { actorOf } from "../http/actor.ts";
 import type { Auth } from "../auth/middleware.ts";
+import type { AccessWatch } from "../auth/authority.ts";
+import { CLOSE_UNAUTHORIZED } from "../update/channel/hub.ts";
 import type { AppContext, AppEnv } from "../app/context.ts";
 import { errors, ok, objectRefusals, queryOf, route, routes } from "../http/openapi.ts";
 import { pathId } from "../update/validation.ts";
 import type { LabDomain } from "./domain.ts";
 import type { PowerAction } from "./drivers.ts";
-import { BoardView, ConsoleQuery, ConsoleSpan, PowerState, ReservationCreate, ReservationState } from "./schema.ts";
+import { BoardView, ConsoleQuery, ConsoleSpan, DeploymentConsoleSpan, PowerState, ReservationCreate, ReservationState } from "./schema.ts";
 import { readBoard, type BoardConfig } from "../config/lab.ts";
 import { Problem } from "../config/schema.ts";
 import { LabgateError } from "../util/errors.ts";
@@ -26,7 +28,7 @@ const ConsoleSocketQuery = z.object({ token: z.string().optional().describe("the
 const BoardBody = z.record(z.string(), z.unknown(), { error: "expected a JSON object: {device, power, serial}" });
 
 /** Board power (`power` on the device to switch), reservations (`test` or `power` to reserve) and consoles; `read` to look. */
-export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
+export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain, accessWatch: AccessWatch) {
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
 
@@ -41,7 +43,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
       responses: { 200: ok(PowerState, "OK"), ...objectRefusals },
     },
     mgmt,
-    (c) => c.json(lab.power.view(c.get("identity"), pathId(c.req.param("id"), "device"))),
+    async (c) => c.json(await lab.power.view(c.get("identity"), pathId(c.req.param("id"), "device"))),
   );
 
   const postDevicesByIdPowerByAction = route(
@@ -72,7 +74,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
       responses: { 200: ok(z.array(ReservationState), "OK"), 401: errors[401] },
     },
     mgmt,
-    (c) => c.json(lab.reservations.list(c.get("identity"), ctx.clock.now())),
+    async (c) => c.json(await lab.reservations.list(c.get("identity"), ctx.clock.now())),
   );
 
   const getDevicesByIdReservation = route(
@@ -86,7 +88,7 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
       responses: { 200: ok(ReservationState, "OK"), ...objectRefusals },
     },
     mgmt,
-    (c) => c.json(lab.reservations.view(c.get("identity"), pathId(c.req.param("id"), "device"), ctx.clock.now())),
+    async (c) => c.json(await lab.reservations.view(c.get("identity"), pathId(c.req.param("id"), "device"), ctx.clock.now())),
   );
 
   const postDevicesByIdReservation = route(
@@ -146,9 +148,9 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
       },
     },
     mgmt,
-    (c, { query: { since } }) => {
+    async (c, { query: { since } }) => {
       const id = pathId(c.req.param("id"), "device");
-      const view = lab.consoles.read(c.get("identity"), id, since ?? 0);
+      const view = await lab.consoles.read(c.get("identity"), id, since ?? 0);
       c.header("X-Console-Start", String(view.start));
       c.header("X-Console-End", String(view.end));
       c.header("X-Console-Status", view.status.replace(/[^\x20-\x7e]/g, "?"));
@@ -179,22 +181,28 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
     socketAuth,
     async (c, next) => {
       // Refused before the upgrade: no such device, no read on it, no console port.
-      lab.consoles.live(c.get("identity"), pathId(c.req.param("id"), "device"), () => {}).stop();
+      await lab.consoles.live(c.get("identity"), pathId(c.req.param("id"), "device"));
       if (c.req.header("upgrade")?.toLowerCase() !== "websocket") throw new LabgateError("upgrade_required", "this route expects a WebSocket upgrade");
       await next();
     },
-    upgradeWebSocket((c) => {
+    upgradeWebSocket(async (c) => {
       const identity = c.get("identity");
       const id = pathId(c.req.param("id"), "device");
       const actor = actorOf(c, ctx.clock);
-      let view: ReturnType<LabDomain["consoles"]["live"]> | undefined;
+      const view = await lab.consoles.live(identity, id);
+      let stop: (() => void) | undefined;
+      let unwatch = () => {};
       let written = 0;
       return {
         onOpen: (_event, ws: WSContext) => {
-          view = lab.consoles.live(identity, id, (chunk) => ws.send(new Uint8Array(chunk)));
+          stop = view.follow((chunk) => ws.send(new Uint8Array(chunk)));
+          // A token, an account or a permission taken away ends the session (writing needs shell to stay).
+          if (identity.kind === "mgmt") {
+            unwatch = accessWatch.watch(identity, { end: (reason) => ws.close(CLOSE_UNAUTHORIZED, reason), check: (current) => lab.consoles.mayFollow(current, id, view.writable) });
+          }
         },
         onMessage: (event, ws: WSContext) => {
-          if (!view) return;
+          if (!stop) return;
           const bytes = typeof event.data === "string" ? Buffer.from(event.data) : event.data instanceof ArrayBuffer ? Buffer.from(event.data) : undefined;
           if (!bytes) return;
           if (!view.writable) return ws.close(CLOSE_READ_ONLY, "read-only: writing to this console needs the shell permission on the device");
@@ -207,10 +215,11 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
           }
         },
         onClose: () => {
-          view?.stop();
-          view = undefined;
+          stop?.();
+          stop = undefined;
+          unwatch();
           // Who typed on a board's console, and how much (the bytes themselves are on the console).
-          if (written > 0) void recordAudit(ctx.store.query, { ...actor, at: new Date(ctx.clock.now()) }, "console.write", `device:${id}`, { bytes: written }).catch(() => {});
+          if (written > 0) void recordAudit(ctx.store.query, { ...actor, at: new Date(ctx.clock.now()) }, "console.write", `device:${id}`, { bytes: written }).catch((error: Error) => ctx.log.warn(`lab: console.write of device ${id} not audited: ${error.message}`));
         },
       };
     }),
@@ -227,7 +236,21 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
       responses: { 200: ok(z.array(ConsoleSpan), "OK"), ...objectRefusals },
     },
     mgmt,
-    (c) => c.json(lab.spans.list(c.get("identity"), pathId(c.req.param("id"), "device"))),
+    async (c) => c.json(await lab.spans.list(c.get("identity"), pathId(c.req.param("id"), "device"))),
+  );
+
+  const getDeploymentsByIdConsoleSpans = route(
+    app,
+    {
+      method: "get",
+      path: "/api/v2/deployments/:id{[0-9]+}/console-spans",
+      tag,
+      access: "management",
+      summary: "The console spans of a deployment's attempts on boards, of the devices the caller may read (as their update history), newest first",
+      responses: { 200: ok(z.array(DeploymentConsoleSpan), "OK"), 400: errors[400], 401: errors[401] },
+    },
+    mgmt,
+    async (c) => c.json(await lab.spans.ofDeployment(c.get("identity"), pathId(c.req.param("id"), "deployment"))),
   );
 
   const getDevicesByIdUpdateHistoryByEntryConsole = route(
@@ -241,8 +264,8 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
       responses: { 200: { description: "The span", media: "text/plain" }, ...objectRefusals },
     },
     mgmt,
-    (c) => {
-      const bytes = lab.spans.read(c.get("identity"), pathId(c.req.param("id"), "device"), pathId(c.req.param("entry"), "history entry"));
+    async (c) => {
+      const bytes = await lab.spans.read(c.get("identity"), pathId(c.req.param("id"), "device"), pathId(c.req.param("entry"), "history entry"));
       c.header("Content-Type", "text/plain; charset=utf-8");
       return c.body(new Uint8Array(bytes));
     },
@@ -304,5 +327,5 @@ export function labRoutes(ctx: AppContext, auth: Auth, lab: LabDomain) {
     },
   );
 
-  return routes(app, getDevicesByIdPower, postDevicesByIdPowerByAction, getReservations, getDevicesByIdReservation, postDevicesByIdReservation, deleteDevicesByIdReservation, getDevicesByIdConsole, getDevicesByIdConsoleWs, getDevicesByIdConsoleSpans, getDevicesByIdUpdateHistoryByEntryConsole, getLabBoards, postLabBoards, deleteLabBoardsByDevice);
+  return routes(app, getDevicesByIdPower, postDevicesByIdPowerByAction, getReservations, getDevicesByIdReservation, postDevicesByIdReservation, deleteDevicesByIdReservation, getDevicesByIdConsole, getDevicesByIdConsoleWs, getDevicesByIdConsoleSpans, getDeploymentsByIdConsoleSpans, getDevicesByIdUpdateHistoryByEntryConsole, getLabBoards, postLabBoards, deleteLabBoardsByDevice);
 }

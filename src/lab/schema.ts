@@ -58,6 +58,17 @@ export const ConsoleSpan = z
   .meta({ id: "ConsoleSpan" });
 export type ConsoleSpan = z.infer<typeof ConsoleSpan>;
 
+/** A console span on a deployment's page: the device and attempt it belongs to. */
+export const DeploymentConsoleSpan = z
+  .object({
+    device_id: z.int(),
+    attempt: z.int().describe("the device's attempt in the deployment"),
+    history_id: z.int().describe("the row of GET /api/v2/devices/{id}/update-history the span is beside (its text: .../update-history/{entry}/console)"),
+    bytes: z.int(),
+    at: z.string().describe("ISO 8601: when it was saved"),
+  })
+  .meta({ id: "DeploymentConsoleSpan" });
+
 /** A board as GET /api/v2/lab/boards lists it: its keys as in lab.boards, and where it was set. */
 export const BoardView = z
   .object({

@@ -95,7 +95,7 @@ export function routeTable({ shared, accounts, update, testRun, lab }: Domains, 
     // Device logs: /api/v1/logs
     (ctx, auth) => logsRoutes(ctx, auth),
     // The board lab: /api/v2/devices/:id/power
-    (ctx, auth) => labRoutes(ctx, auth, lab),
+    (ctx, auth) => labRoutes(ctx, auth, lab, shared.accessWatch),
 
     // The test-run server; `test_server.auth: none` opens these.
     // CORS for the paths below, only when test_server.cors_origins lists origins.

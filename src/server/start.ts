@@ -81,7 +81,7 @@ export interface StartOptions {
  * registers its shutdown work on `ctx`; it changes nothing else in `ctx`. The app gets the gates
  * and the routers the services it returns, and only route (src/server/routes.ts). Backup has no services of its own: each request takes a snapshot.
  */
-export function startDomains(ctx: AppContext): Domains {
+export async function startDomains(ctx: AppContext): Promise<Domains> {
   // Who tests run as: checked first, so that a start it refuses (exit 2) has started nothing yet.
   const runAs = testIdentityOf(ctx.config, ctx.log);
   // The account gate (tokens act as their account stands now), the login throttle.
@@ -98,7 +98,7 @@ export function startDomains(ctx: AppContext): Domains {
   validateDeployments(ctx, update.deployments, testRun.runs, update.hub);
   // The board lab: power ports of lab.boards (their commands run as the test user), console captures;
   // runs on a board leave its console span as an artifact.
-  const lab = createLabDomain(ctx, runAs);
+  const lab = await createLabDomain(ctx, runAs);
   testRun.runs.attachLab(lab);
   joinDeployments(ctx, lab, update.deployments);
   return { shared, accounts, update, testRun, lab };
@@ -158,7 +158,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const adminPasswordFile = await createFirstAdmin(store, dataDir, config.prefix, dateOf(clock));
 
     const ctx: AppContext = (started = { config, dataDir, db, store, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] });
-    const domains = startDomains(ctx);
+    const domains = await startDomains(ctx);
     // The deployments' plans are in memory before the first update check.
     await domains.update.deployments.ready;
     // Entries of commands run while no server ran are in the log before the first request.

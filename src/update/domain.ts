@@ -88,6 +88,7 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   const deployments = new DeploymentService(ctx, catalog, events, hub, progress);
   deployments.start();
   ctx.onClosing.push(() => deployments.close());
+  ctx.onShutdown.push(() => deployments.recoveriesSettled());
   handleOutcomes(hub, deployments);
   // update_progress, update_version.
   handleProgress(ctx, hub, progress, events, deployments);

@@ -60,6 +60,7 @@ const GRID: Record<string, string> = {
   "GET /api/v2/deployments/{id}/timeline": "401 401 404 ok ok ok",
   "GET /api/v2/devices/{id}/console/ws": "401 401 404 ok ok ok",
   "GET /api/v2/devices/{id}/console-spans": "401 401 404 ok ok ok",
+  "GET /api/v2/deployments/{id}/console-spans": "401 401 ok ok ok ok",
   "GET /api/v2/devices/{id}/update-history/{entry}/console": "401 401 404 404 404 404",
   "POST /api/v1/devices/test-runs/{id}/power": "401 400 401 401 401 401",
   "GET /api/v2/tags/{tag}": "401 401 ok ok ok ok",

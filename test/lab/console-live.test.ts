@@ -12,6 +12,7 @@ import WebSocket from "ws";
 import { tempDir, useTestServer, waitFor } from "../helpers/server.ts";
 import { seedDevices } from "../update/helpers/devices.ts";
 import { CLOSE_CONSOLE_INPUT, CLOSE_READ_ONLY, MAX_CONSOLE_INPUT } from "../../src/lab/routes.ts";
+import { CLOSE_UNAUTHORIZED } from "../../src/update/channel/hub.ts";
 import { boardPrints, labConfig, serialPair, type SerialPair } from "./helpers.ts";
 
 const DAY = 86400;
@@ -83,6 +84,28 @@ test("the live console follows the board; with shell on the device what is sent 
     5000,
     "console.write audited",
   );
+});
+
+test("a live session ends once its caller may no longer have it: a writer's when shell on the device is revoked, a reader's when read is", async () => {
+  const { board } = await devices();
+  const grant = async (user: string, permission: string) => {
+    const res = await server.call("POST", "/api/v1/permissions", { user_id: user, resource: "device", resource_id: board, permission });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    return res.body.id as number;
+  };
+  await grant("revoked-46", "read");
+  const shell = await grant("revoked-46", "shell");
+  const watcher = await grant("watcher-46", "read");
+  const writer = await live(board, server.token(["tests_ro"], "revoked-46", DAY));
+  const reader = await live(board, server.token(["tests_ro"], "watcher-46", DAY));
+  boardPrints(tty, "still here\r\n");
+  await waitFor(() => writer.received().includes("still here") && reader.received().includes("still here"), 10_000, "both views see the board");
+
+  assert.equal((await server.call("DELETE", `/api/v1/permissions/${shell}`)).status, 200);
+  assert.deepEqual(await writer.closed, { code: CLOSE_UNAUTHORIZED, reason: "writing to this console needs the shell permission on the device" });
+  assert.equal(reader.ws.readyState, WebSocket.OPEN, "a reader needs no shell");
+  assert.equal((await server.call("DELETE", `/api/v1/permissions/${watcher}`)).status, 200);
+  assert.deepEqual(await reader.closed, { code: CLOSE_UNAUTHORIZED, reason: "the device is no longer readable" });
 });
 
 test("bad targets are refused before the upgrade; a port that went away refuses input saying why", async () => {

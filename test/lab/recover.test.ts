@@ -89,6 +89,7 @@ test("a deployment whose board does not come back after its install power-cycles
   server.clock.advance(61_000);
   await server.server.domains.update.deployments.tick();
   await server.server.domains.update.deployments.tick();
+  await server.server.domains.update.deployments.recoveriesSettled();
   assert.deepEqual(cycles(), [{ actor_kind: "system", actor: "deployment" }], "cycled once, audited as system:deployment");
   await waitFor(async () => (await consoleText(id)).includes("login:"), 10_000, "the boot after the cycle on the console");
 

@@ -35,7 +35,7 @@ export function useDeploymentEvents(match: (data: DeploymentEvent) => boolean, r
 const OUTCOME_TONE: Record<string, "ok" | "bad" | "warn" | "muted"> = { installed: "ok", failed: "bad", not_reached: "warn", aborted: "muted", power_cycle: "warn" };
 
 /** What a board's console printed during one attempt (docs/lab.md), loaded when opened. */
-function AttemptConsole(props: { deviceId: number; entry: number; bytes: number }) {
+export function AttemptConsole(props: { deviceId: number; entry: number; bytes: number }) {
   const [text, setText] = useState<string | undefined>(undefined);
   const load = async (open: boolean) => {
     if (!open || text !== undefined) return;

@@ -46,7 +46,7 @@ const TRIGGER_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
  */
 export class TestRunService implements LocalRuns {
   readonly store: RunStore;
-  readonly ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "db">;
+  readonly ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "db" | "store">;
   readonly source: ConfigSource;
   readonly orchestrator: Orchestrator;
   readonly dirs: TestrunDirs;
@@ -58,7 +58,7 @@ export class TestRunService implements LocalRuns {
   /** Resolves once the runs the last process left unfinished are aborted (recoverFromRestart). */
   private recovered: Promise<void> = Promise.resolve();
 
-  constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "db">, source: ConfigSource, store: RunStore, hub?: ChannelHub, runAs: TestRunAs = {}) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "db" | "store">, source: ConfigSource, store: RunStore, hub?: ChannelHub, runAs: TestRunAs = {}) {
     this.ctx = ctx;
     this.source = source;
     this.store = store;
@@ -125,7 +125,7 @@ export class TestRunService implements LocalRuns {
     if ((request.nodes ?? []).length > 0) throw new LabgateError("invalid", "give either nodes or device targets, not both");
     const resolved = resolveTargets(this.ctx.db, identity, targets.targets, this.ctx.config.prefix);
     // A board someone else holds runs none of this caller's tests (src/lab/reservations.ts).
-    refuseReserved(this.ctx.db, identity!, [...resolved.values()].flat(), this.ctx.clock.now());
+    await refuseReserved(this.ctx.store.query, identity!, [...resolved.values()].flat(), this.ctx.clock.now());
     const shares = deviceShares(targets.entries, resolved);
     if (shares.length === 0) throw new LabgateError("unprocessable", `no entry of the selection runs on ${targets.targets.join(", ")}`);
     const warnings = this.checkShares(shares, plan.warnings);

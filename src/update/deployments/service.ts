@@ -212,6 +212,8 @@ export class DeploymentService implements Steering {
   private readonly installingSince = new Map<number, number>();
   /** `deviceId:attempt` of the attempts recovered already (once each). */
   private readonly recovered = new Set<string>();
+  /** The power cycles under way, beside the tick. */
+  private readonly recovering = new Set<Promise<void>>();
   /** Set when this server runs tests too: deployments may then name a `validation`. */
   validator: ValidationRunner | undefined;
   /** Device id -> when its reservation ended (ms): a board released waits its device timeout from then, not from its phase's start. */
@@ -1078,7 +1080,8 @@ export class DeploymentService implements Steering {
    * `recover`: a device installing that has not reported for `power_cycle_after_minutes` is
    * power-cycled once per attempt (when it is a board with a power port), recorded in its history
    * as `power_cycle` (the console span beside it) and audited by the lab as system:deployment; it
-   * then counts as it reports or times out.
+   * then counts as it reports or times out. The cycle runs beside the tick: a slow PDU holds up
+   * no other decision.
    */
   private async recoveries(run: Run, now: number): Promise<void> {
     if (!run.row.recover || !this.recoverHook) return;
@@ -1089,18 +1092,29 @@ export class DeploymentService implements Steering {
       const key = `${deviceId}:${member.attempt}`;
       if (now - since < minutes * 60_000 || this.recovered.has(key)) continue;
       this.recovered.add(key);
-      const attempt = member.attempt;
-      let done: { reason: string } | undefined;
-      try {
-        done = await this.recoverHook({ deploymentId: run.row.id, deviceId, attempt, minutes });
-      } catch (error) {
-        done = { reason: `no report within ${minutes} minutes of its install; the power cycle failed: ${(error as Error).message}` };
-      }
-      if (!done) continue;
-      const reason = done.reason;
-      await this.store.transact((tx) => this.history(tx, run.row.id, deviceId, "power_cycle", reason, isoTime(this.ctx.clock.now()), attempt));
-      this.attempted("recovered", run.row.id, deviceId, attempt);
+      const recovery = this.recover(this.recoverHook, run, deviceId, member.attempt, minutes)
+        .catch((error: Error) => this.ctx.log.warn(`deployment ${run.row.id}: recovery of device ${deviceId}: ${error.message}`))
+        .finally(() => this.recovering.delete(recovery));
+      this.recovering.add(recovery);
     }
+  }
+
+  /** Resolves once the recoveries begun so far have recorded what they did (shutdown waits for them). */
+  async recoveriesSettled(): Promise<void> {
+    await Promise.all(this.recovering);
+  }
+
+  private async recover(hook: RecoverHook, run: Run, deviceId: number, attempt: number, minutes: number): Promise<void> {
+    let done: { reason: string } | undefined;
+    try {
+      done = await hook({ deploymentId: run.row.id, deviceId, attempt, minutes });
+    } catch (error) {
+      done = { reason: `no report within ${minutes} minutes of its install; the power cycle failed: ${(error as Error).message}` };
+    }
+    if (!done) return;
+    const reason = done.reason;
+    await this.store.transact((tx) => this.history(tx, run.row.id, deviceId, "power_cycle", reason, isoTime(this.ctx.clock.now()), attempt));
+    this.attempted("recovered", run.row.id, deviceId, attempt);
   }
 
   /**

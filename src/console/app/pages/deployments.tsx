@@ -11,7 +11,7 @@ import type { Group } from "../../../update/groups/schema.ts";
 import type { Counts, Deployment, DeploymentPreflight, DeviceState as State } from "../../../update/deployments/schema.ts";
 import type { Package } from "../../../update/packages/schema.ts";
 import { groupName } from "../update.ts";
-import { useDeploymentEvents } from "../rollouts.tsx";
+import { AttemptConsole, useDeploymentEvents } from "../rollouts.tsx";
 import { StackedChart } from "../chart.tsx";
 import { Badge, Card, Field, Modal, ModalButtons, PageHeader, ProgressBar, Show, Table, Time, useAction, useFormErrors, useLoad } from "../ui.tsx";
 
@@ -397,10 +397,14 @@ function DeploymentView({ params, query }: PageProps) {
   const deployment = useLoad(() => api.get("/api/v2/deployments/:id{[0-9]+}", { id }), [id]);
   const members = useLoad(() => api.page("/api/v2/deployments/:id{[0-9]+}/devices", { id, limit: DEVICE_PAGE, offset, state: state || undefined }), [id, state, offset]);
   const groups = useLoad(() => api.get("/api/v2/groups"));
+  // Boards keep each attempt's console span: shown beside the device's reason, folded.
+  const spans = useLoad(() => api.get("/api/v2/deployments/:id{[0-9]+}/console-spans", { id }).catch(() => []), [id]);
+  const spansOf = (m: { device: number; attempt: number }) => (spans.data ?? []).filter((s) => s.device_id === m.device && s.attempt === m.attempt);
   const [busy, run] = useAction();
   useDeploymentEvents((d) => d.deployment === id, () => {
     deployment.reload();
     members.reload();
+    spans.reload();
   });
 
   const command = (name: "pause" | "resume" | "abort" | "advance" | "retry", done: string, confirm?: Parameters<typeof run>[1]) =>
@@ -607,9 +611,9 @@ function DeploymentView({ params, query }: PageProps) {
                       {
                         head: "Reason",
                         cell: (m) =>
-                          m.reason ? (
+                          m.reason || spansOf(m).length > 0 ? (
                             <>
-                              <span class={m.state === "failed" ? "bad-text" : ""}>{m.reason}</span>
+                              {m.reason && <span class={m.state === "failed" ? "bad-text" : ""}>{m.reason}</span>}
                               {validationRun(m) && (
                                 <>
                                   {" "}
@@ -624,12 +628,9 @@ function DeploymentView({ params, query }: PageProps) {
                                   <pre>{m.output}</pre>
                                 </details>
                               )}
-                              {m.state !== "installed" && (
-                                // A board keeps each attempt's console beside its history row there (docs/lab.md).
-                                <div class="small">
-                                  <a href={href(`/devices/${m.device}`)}>its update history and console ›</a>
-                                </div>
-                              )}
+                              {spansOf(m).map((span) => (
+                                <AttemptConsole key={span.history_id} deviceId={m.device} entry={span.history_id} bytes={span.bytes} />
+                              ))}
                             </>
                           ) : (
                             <span class="muted">–</span>
