@@ -31,8 +31,6 @@ const HAWKBIT_ERRORS: Record<number, { exceptionClass: string; errorCode: string
 };
 const OTHER_ERROR = { exceptionClass: "org.eclipse.hawkbit.exception.SpServerError", errorCode: "hawkbit.server.error" };
 
-const ROOT = "/:tenant/controller/v1/:controllerId";
-
 const actionId = (c: Context<AppEnv>): number => {
   const text = c.req.param("actionId") ?? "";
   if (!/^[0-9]{1,15}$/.test(text)) throw new LabgateError("not_found", `no action ${text.slice(0, 32)} for this target`);
@@ -53,7 +51,7 @@ export function ddiRoutes(ctx: AppContext, targets: DdiTargets): Hono<AppEnv> {
     app,
     {
       method: "get",
-      path: ROOT,
+      path: "/:tenant/controller/v1/:controllerId",
       tag,
       access: "public",
       summary: "A DDI target polls (Authorization: TargetToken): how long to sleep, and its open action to install or cancel (labgate's update check opens one)",
@@ -65,7 +63,7 @@ export function ddiRoutes(ctx: AppContext, targets: DdiTargets): Hono<AppEnv> {
     app,
     {
       method: "get",
-      path: `${ROOT}/deploymentBase/:actionId`,
+      path: "/:tenant/controller/v1/:controllerId/deploymentBase/:actionId",
       tag,
       access: "public",
       summary: "A DDI target's open action: one chunk whose artifact is the package (SHA-1, MD5, SHA-256, size, a signed download link)",
@@ -80,7 +78,7 @@ export function ddiRoutes(ctx: AppContext, targets: DdiTargets): Hono<AppEnv> {
     app,
     {
       method: "post",
-      path: `${ROOT}/deploymentBase/:actionId/feedback`,
+      path: "/:tenant/controller/v1/:controllerId/deploymentBase/:actionId/feedback",
       tag,
       access: "public",
       summary: "A DDI target's feedback on its action: proceeding (downloading, installing), closed with success or failure (the deployment's outcome)",
@@ -97,7 +95,7 @@ export function ddiRoutes(ctx: AppContext, targets: DdiTargets): Hono<AppEnv> {
     app,
     {
       method: "get",
-      path: `${ROOT}/cancelAction/:actionId`,
+      path: "/:tenant/controller/v1/:controllerId/cancelAction/:actionId",
       tag,
       access: "public",
       summary: "The cancel of a DDI target's open action (its deployment was aborted)",
@@ -112,7 +110,7 @@ export function ddiRoutes(ctx: AppContext, targets: DdiTargets): Hono<AppEnv> {
     app,
     {
       method: "post",
-      path: `${ROOT}/cancelAction/:actionId/feedback`,
+      path: "/:tenant/controller/v1/:controllerId/cancelAction/:actionId/feedback",
       tag,
       access: "public",
       summary: "A DDI target's feedback on a cancel: closed or canceled ends its action",
@@ -129,7 +127,7 @@ export function ddiRoutes(ctx: AppContext, targets: DdiTargets): Hono<AppEnv> {
     app,
     {
       method: "put",
-      path: `${ROOT}/configData`,
+      path: "/:tenant/controller/v1/:controllerId/configData",
       tag,
       access: "public",
       summary: "A DDI target's attributes: they join the device's metadata (device_type sets its device type)",
