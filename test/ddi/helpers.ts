@@ -34,7 +34,7 @@ export function makeSigner(dir: string): Signer {
   return { cert, key };
 }
 
-/** A signed .swu whose one file (`rawfile` handler) is written to `path` with `content`. */
+/** A signed .swu for hardware revision 1.0 whose one file (`rawfile` handler) is written to `path` with `content`. */
 export function makeSwu(dir: string, signer: Signer, version: string, path: string, content: string): Buffer {
   const build = join(dir, `swu-${version}`);
   mkdirSync(build, { recursive: true });
@@ -42,7 +42,7 @@ export function makeSwu(dir: string, signer: Signer, version: string, path: stri
   const sha256 = createHash("sha256").update(content).digest("hex");
   writeFileSync(
     join(build, "sw-description"),
-    `software = {\n  version = "${version}";\n  description = "labgate test image";\n  files: (\n    {\n      filename = "app.conf";\n      path = "${path}";\n      sha256 = "${sha256}";\n    }\n  );\n}\n`,
+    `software = {\n  version = "${version}";\n  description = "labgate test image";\n  hardware-compatibility: [ "1.0" ];\n  files: (\n    {\n      filename = "app.conf";\n      path = "${path}";\n      sha256 = "${sha256}";\n    }\n  );\n}\n`,
   );
   execFileSync("openssl", ["cms", "-sign", "-in", "sw-description", "-out", "sw-description.sig", "-signer", signer.cert, "-inkey", signer.key, "-outform", "DER", "-nosmimecap", "-binary"], { cwd: build });
   execFileSync("sh", ["-c", "printf 'sw-description\\nsw-description.sig\\napp.conf\\n' | cpio -o -H crc --quiet > image.swu"], { cwd: build });
@@ -66,7 +66,8 @@ export interface SwupdateOptions {
 export function startSwupdate(options: SwupdateOptions): SwupdateClient {
   const privateTmp = workDir("labgate-swupdate-tmp-");
   const suricatta = ["-t", "DEFAULT", "-i", options.controllerId, "-u", options.serverUrl, "-k", options.token, ...(options.confirm ? ["-c", String(options.confirm)] : [])].join(" ");
-  const script = `mount --bind "$1" /tmp && exec swupdate -v -k "$2" -u "$3"`;
+  // -H: the board and revision an image's hardware-compatibility is checked against (else /etc/hwrevision).
+  const script = `mount --bind "$1" /tmp && exec swupdate -v -H labgate-board:1.0 -k "$2" -u "$3"`;
   const child: ChildProcess = spawn("unshare", ["--mount", "--propagation", "private", "sh", "-c", script, "swupdate", privateTmp, options.signer.cert, suricatta], {
     stdio: ["ignore", "pipe", "pipe"],
     detached: true,
