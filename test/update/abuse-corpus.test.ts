@@ -434,7 +434,9 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}${EMULATED ? " under qe
     const failures: string[] = [];
     const judge = (input: Input, answer: { text: string; closedByServer: boolean }) => {
       const { status, json } = parseRaw(answer.text);
-      const error = typeof (json as { error?: unknown } | undefined)?.error === "string";
+      // labgate's and Mender's error bodies say `error`; hawkBit's (the DDI routes) `errorCode` and `message`.
+      const body = json as { error?: unknown; errorCode?: unknown; message?: unknown } | undefined;
+      const error = typeof body?.error === "string" || (typeof body?.errorCode === "string" && typeof body.message === "string");
       const problem =
         input.expect === "close"
           ? status >= 500 || (status >= 400 && !error && answer.text.includes("\r\n\r\n") && !answer.closedByServer)

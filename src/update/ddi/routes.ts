@@ -10,7 +10,7 @@ import type { AppContext, AppEnv } from "../../app/context.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import { actorOf } from "../../http/actor.ts";
 import { answerOrInternal } from "../../http/errors.ts";
-import { errors, ok, route, objectRefusals, type Reply } from "../../http/openapi.ts";
+import { errors, ok, route, routes, objectRefusals, type Reply } from "../../http/openapi.ts";
 import { publicBase } from "../../storage/routes.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { ActionFeedback, CancelAction, ConfigData, ControllerBase, DdiError, DeploymentBase } from "../../protocol/hawkbit/ddi.ts";
@@ -28,6 +28,9 @@ const HAWKBIT_ERRORS: Record<number, { exceptionClass: string; errorCode: string
   401: { exceptionClass: "org.springframework.security.authentication.BadCredentialsException", errorCode: "hawkbit.server.error.unauthorized" },
   404: { exceptionClass: "org.eclipse.hawkbit.repository.exception.EntityNotFoundException", errorCode: "hawkbit.server.error.repo.entitiyNotFound" },
   409: { exceptionClass: "org.eclipse.hawkbit.repository.exception.ActionStatusFeedbackNotAllowedException", errorCode: "hawkbit.server.error.repo.actionStatusFeedbackNotAllowed" },
+  413: { exceptionClass: "org.eclipse.hawkbit.repository.exception.FileSizeQuotaExceededException", errorCode: "hawkbit.server.error.quota.fileSizeExceeded" },
+  415: { exceptionClass: "org.springframework.web.HttpMediaTypeNotSupportedException", errorCode: "hawkbit.server.error.rest.body.mediaTypeNotSupported" },
+  429: { exceptionClass: "org.eclipse.hawkbit.repository.exception.TooManyStatusEntriesException", errorCode: "hawkbit.server.error.quota.tooManyRequests" },
 };
 const OTHER_ERROR = { exceptionClass: "org.eclipse.hawkbit.exception.SpServerError", errorCode: "hawkbit.server.error" };
 
@@ -145,10 +148,10 @@ export function ddiRoutes(ctx: AppContext, targets: DdiTargets): Hono<AppEnv> {
 const controllerPath = (c: Context<AppEnv>) => decodeURIComponent(c.req.param("controllerId") ?? "");
 
 /** The management of DDI targets: create one (its token shown once), see it, replace or revoke its token. */
-export function ddiTargetRoutes(ctx: AppContext, auth: Auth, targets: DdiTargets): Hono<AppEnv> {
+export function ddiTargetRoutes(ctx: AppContext, auth: Auth, targets: DdiTargets) {
   const app = new Hono<AppEnv>();
   const write = { 400: errors[400], ...objectRefusals };
-  route(
+  const postTargets = route(
     app,
     {
       method: "post",
@@ -157,18 +160,18 @@ export function ddiTargetRoutes(ctx: AppContext, auth: Auth, targets: DdiTargets
       access: "management",
       summary: "Create a DDI target (a device for SWUpdate or RAUC): its device and target token, shown only in this answer",
       body: { json: NewTarget },
-      responses: { 201: ok(TargetCredentials, "Created"), ...write, 409: errors[409] },
+      responses: { 200: ok(TargetCredentials, "Created"), ...write, 409: errors[409] },
     },
     auth.management("admin_rw"),
-    async (c, { body }) => c.json(await targets.create(body as z.output<typeof NewTarget>, actorOf(c, ctx.clock)), 201),
+    async (c, { body }) => c.json(await targets.create(body as z.output<typeof NewTarget>, actorOf(c, ctx.clock)), 200),
   );
-  route(
+  const getTarget = route(
     app,
     { method: "get", path: "/api/v1/ddi/targets/:controllerId", tag, access: "management", summary: "A DDI target: its token's state and its recent actions", responses: { 200: ok(TargetView, "The target"), ...objectRefusals } },
     auth.management("admin_ro"),
     async (c) => c.json((await targets.view(controllerPath(c))) as z.output<typeof TargetView>, 200),
   );
-  route(
+  const postTargetToken = route(
     app,
     {
       method: "post",
@@ -181,7 +184,7 @@ export function ddiTargetRoutes(ctx: AppContext, auth: Auth, targets: DdiTargets
     auth.management("admin_rw"),
     async (c) => c.json(await targets.replaceToken(controllerPath(c), actorOf(c, ctx.clock)), 200),
   );
-  route(
+  const deleteTargetToken = route(
     app,
     { method: "delete", path: "/api/v1/ddi/targets/:controllerId/token", tag, access: "management", summary: "Revoke a DDI target's token: the target is refused until it gets a new one", responses: { 200: ok(), ...objectRefusals } },
     auth.management("admin_rw"),
@@ -190,5 +193,5 @@ export function ddiTargetRoutes(ctx: AppContext, auth: Auth, targets: DdiTargets
       return c.json({}, 200);
     },
   );
-  return app;
+  return routes(app, postTargets, getTarget, postTargetToken, deleteTargetToken);
 }
