@@ -90,6 +90,9 @@ describe("DDI targets", () => {
     await ddiError(await fetch(`${server.url}/OTHER/controller/v1/${t.controller_id}`, { headers: { authorization: `TargetToken ${t.target_token}` } }), 401);
     await ddiError(await fetch(`${server.url}/DEFAULT/controller/v1/${t.controller_id}`, { headers: { authorization: `Bearer ${t.target_token}` } }), 401);
     await ddiError(await ddi("wrong", "PUT", `${t.controller_id}/configData`, { data: { device_type: "evil" } }), 401);
+    // The token is checked before the body is read: a malformed body without it is 401 too.
+    await ddiError(await ddi("wrong", "POST", `${t.controller_id}/deploymentBase/1/feedback`, "{not json"), 401);
+    await ddiError(await ddi(null, "PUT", `${t.controller_id}/configData`, { data: 1 }), 401);
     assert.equal(JSON.stringify(await device(t.device_id)), before);
   });
 

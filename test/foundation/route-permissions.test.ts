@@ -56,13 +56,13 @@ const GRID: Record<string, string> = {
   "GET /api/devices/v1/deployments/device/deployments/next": "401 400 401 401 401 401",
   "PUT /api/devices/v1/deployments/device/deployments/{id}/status": "401 400 401 401 401 401",
   "PUT /api/devices/v1/deployments/device/deployments/{id}/log": "401 400 401 401 401 401",
-  // hawkBit's DDI API: a target token only (none of these callers has one); an empty body is refused first.
+  // hawkBit's DDI API: a target token only (none of these callers has one).
   "GET /{tenant}/controller/v1/{controllerId}": "401 401 401 401 401 401",
   "GET /{tenant}/controller/v1/{controllerId}/deploymentBase/{actionId}": "401 401 401 401 401 401",
-  "POST /{tenant}/controller/v1/{controllerId}/deploymentBase/{actionId}/feedback": "400 400 400 400 400 400",
+  "POST /{tenant}/controller/v1/{controllerId}/deploymentBase/{actionId}/feedback": "401 401 401 401 401 401",
   "GET /{tenant}/controller/v1/{controllerId}/cancelAction/{actionId}": "401 401 401 401 401 401",
-  "POST /{tenant}/controller/v1/{controllerId}/cancelAction/{actionId}/feedback": "400 400 400 400 400 400",
-  "PUT /{tenant}/controller/v1/{controllerId}/configData": "400 400 400 400 400 400",
+  "POST /{tenant}/controller/v1/{controllerId}/cancelAction/{actionId}/feedback": "401 401 401 401 401 401",
+  "PUT /{tenant}/controller/v1/{controllerId}/configData": "401 401 401 401 401 401",
   "POST /api/v1/ddi/targets": "401 401 403 403 403 400",
   "GET /api/v1/ddi/targets/{controllerId}": "401 401 403 404 403 404",
   "POST /api/v1/ddi/targets/{controllerId}/token": "401 401 403 403 403 404",

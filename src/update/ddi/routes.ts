@@ -10,7 +10,7 @@ import type { AppContext, AppEnv } from "../../app/context.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import { actorOf } from "../../http/actor.ts";
 import { answerOrInternal } from "../../http/errors.ts";
-import { errors, ok, route, routes, objectRefusals, type Reply } from "../../http/openapi.ts";
+import { errors, jsonBody, ok, route, routes, objectRefusals, type Reply } from "../../http/openapi.ts";
 import { publicBase } from "../../storage/routes.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { ActionFeedback, CancelAction, ConfigData, ControllerBase, DdiError, DeploymentBase } from "../../protocol/hawkbit/ddi.ts";
@@ -48,6 +48,7 @@ export function ddiRoutes(ctx: AppContext, targets: DdiTargets): Hono<AppEnv> {
     const body: DdiError = { ...(HAWKBIT_ERRORS[answer.status] ?? OTHER_ERROR), message: answer.message };
     return c.json(body, answer.status);
   });
+  // The target is known before its body is read: a request without its token is 401 whatever it sends.
   const target = (c: Context<AppEnv>) => targets.authenticate(c.req.param("tenant") ?? "", c.req.param("controllerId") ?? "", c.req.header("authorization"));
 
   route(
@@ -85,12 +86,12 @@ export function ddiRoutes(ctx: AppContext, targets: DdiTargets): Hono<AppEnv> {
       tag,
       access: "public",
       summary: "A DDI target's feedback on its action: proceeding (downloading, installing), closed with success or failure (the deployment's outcome)",
-      body: { json: ActionFeedback },
+      body: { json: ActionFeedback, parsedBy: "handler" },
       responses: { 200: { description: "Recorded" }, ...actionErrors },
     },
-    async (c, { body }) => {
+    async (c) => {
       const who = await target(c);
-      await targets.feedback(who, actionId(c), body);
+      await targets.feedback(who, actionId(c), await jsonBody(c, ActionFeedback));
       return c.body(null, 200);
     },
   );
@@ -117,12 +118,12 @@ export function ddiRoutes(ctx: AppContext, targets: DdiTargets): Hono<AppEnv> {
       tag,
       access: "public",
       summary: "A DDI target's feedback on a cancel: closed or canceled ends its action",
-      body: { json: ActionFeedback },
+      body: { json: ActionFeedback, parsedBy: "handler" },
       responses: { 200: { description: "Recorded" }, ...actionErrors },
     },
-    async (c, { body }) => {
+    async (c) => {
       const who = await target(c);
-      await targets.cancelFeedback(who, actionId(c), body);
+      await targets.cancelFeedback(who, actionId(c), await jsonBody(c, ActionFeedback));
       return c.body(null, 200);
     },
   );
@@ -134,11 +135,12 @@ export function ddiRoutes(ctx: AppContext, targets: DdiTargets): Hono<AppEnv> {
       tag,
       access: "public",
       summary: "A DDI target's attributes: they join the device's metadata (device_type sets its device type)",
-      body: { json: ConfigData },
+      body: { json: ConfigData, parsedBy: "handler" },
       responses: { 200: { description: "Stored" }, ...targetErrors },
     },
-    async (c, { body }) => {
-      await targets.configData(await target(c), body);
+    async (c) => {
+      const who = await target(c);
+      await targets.configData(who, await jsonBody(c, ConfigData));
       return c.body(null, 200);
     },
   );
