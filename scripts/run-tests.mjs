@@ -40,6 +40,8 @@ const SYSTEM_PACKAGES = [
   { pkg: "xdelta3", program: "xdelta3", for: "test/console/signing-", why: "the delta tests" },
   { pkg: "mender-client", program: "mender", for: "test/mender/", why: "the Mender client tests" },
   { pkg: "mender-artifact", program: "mender-artifact", for: "test/mender/", why: "the Mender client tests" },
+  { pkg: "swupdate", program: "swupdate", for: "test/ddi/swupdate", why: "the SWUpdate client tests" },
+  { pkg: "cpio", program: "cpio", for: "test/ddi/swupdate", why: "the SWUpdate client tests" },
 ];
 const found = (program) =>
   program.includes("/") ? existsSync(program) : (process.env.PATH ?? "").split(delimiter).some((dir) => dir && existsSync(join(dir, program)));

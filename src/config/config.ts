@@ -250,6 +250,13 @@ export const configSchema = z.strictObject({
       },
       "expected a mapping {keys, required}",
     ),
+    /** hawkBit's Direct Device Integration API for SWUpdate and RAUC (docs/update-server.md, "hawkBit DDI"). */
+    ddi: section({
+      /** The tenant in the devices' paths (`/{tenant}/controller/v1/...`). */
+      tenant: string().regex(/^[A-Za-z0-9_-]{1,64}$/, "expected 1 to 64 letters, digits, _ or -").prefault("DEFAULT"),
+      /** Seconds a target sleeps between polls (its `config.polling.sleep`). */
+      polling_interval: integer(1, 86_399).prefault(60),
+    }),
   }),
   /**
    * Deliberate differences from the reference update server, one key each, safe by default; a site

@@ -57,6 +57,37 @@ export interface AuditLogTable {
   spool_id: string | null;
 }
 
+/** `ddi_actions`, owned by src/update/ddi. */
+export interface DdiActionsTable {
+  id: Generated<number>;
+  device_id: number;
+  deployment_id: number | null;
+  attempt: number | null;
+  package_id: number;
+  version: string;
+  state: string;
+  result: string | null;
+  details: string | null;
+  created: string;
+  updated: string;
+}
+
+/** `ddi_artifacts`, owned by src/update/ddi. */
+export interface DdiArtifactsTable {
+  package_id: Generated<number>;
+  sha1: string;
+  md5: string;
+}
+
+/** `ddi_targets`, owned by src/update/ddi. */
+export interface DdiTargetsTable {
+  controller_id: string;
+  device_id: number;
+  token_sha256: string | null;
+  created: string;
+  token_set: string;
+}
+
 /** `deployment_devices`, owned by src/update/deployments. */
 export interface DeploymentDevicesTable {
   deployment_id: number;
@@ -355,6 +386,9 @@ export interface Tables {
   accounts: AccountsTable;
   action_log: ActionLogTable;
   audit_log: AuditLogTable;
+  ddi_actions: DdiActionsTable;
+  ddi_artifacts: DdiArtifactsTable;
+  ddi_targets: DdiTargetsTable;
   deployment_devices: DeploymentDevicesTable;
   deployments: DeploymentsTable;
   device_logs: DeviceLogsTable;

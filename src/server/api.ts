@@ -21,6 +21,7 @@ import type { packagesRoutes } from "../update/packages/routes.ts";
 import type { permissionsRoutes } from "../update/permissions/routes.ts";
 import type { progressRoutes } from "../update/progress/routes.ts";
 import type { authRoutes } from "../update/registration/routes.ts";
+import type { ddiTargetRoutes } from "../update/ddi/routes.ts";
 
 type OperationsOf<R> = R extends { readonly operations?: infer O } ? NonNullable<O> : never;
 type Routers =
@@ -41,6 +42,7 @@ type Routers =
       | typeof deviceRunRoutes
       | typeof nodeRoutes
       | typeof auditRoutes
+      | typeof ddiTargetRoutes
     >
   | RunRoutesA;
 

@@ -37,6 +37,8 @@ import { progressRoutes } from "../update/progress/routes.ts";
 import { authRoutes } from "../update/registration/routes.ts";
 import { updateCheckRoutes } from "../update/updatecheck/routes.ts";
 import { menderRoutes } from "../update/mender/routes.ts";
+import { ddiRoutes, ddiTargetRoutes } from "../update/ddi/routes.ts";
+import { DdiTargets } from "../update/ddi/service.ts";
 import type { AppEnv } from "../app/context.ts";
 import type { LabDomain } from "../lab/domain.ts";
 import { labRoutes } from "../lab/routes.ts";
@@ -80,6 +82,9 @@ export function routeTable({ shared, accounts, update, testRun, lab }: Domains, 
     (ctx, auth) => updateCheckRoutes(ctx, auth, update.progress, update.catalog, update.deployments),
     // Mender's device API for mender-client: /api/devices/v1/authentication, /api/devices/v1/inventory, /api/devices/v{1,2}/deployments
     (ctx, auth) => menderRoutes(ctx, auth, update.deployments, update.progress, update.catalog),
+    // hawkBit's DDI API for SWUpdate and RAUC: /{tenant}/controller/v1/{controllerId}, and its targets: /api/v1/ddi/targets
+    (ctx) => ddiRoutes(ctx, new DdiTargets(ctx, update.deployments, update.progress, update.catalog, update.storage)),
+    (ctx, auth) => ddiTargetRoutes(ctx, auth, new DdiTargets(ctx, update.deployments, update.progress, update.catalog, update.storage)),
     // Deployments and update history: /api/v2/deployments, /api/v2/devices/:id/update-history
     (ctx, auth) => deploymentRoutes(ctx, auth, update.deployments),
     // /api/v2/devices/progress, /api/v2/devices/:id/progress

@@ -396,11 +396,17 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}${EMULATED ? " under qe
     const existing = (path: string) => path.replace("{id}", path.includes("/test-runs/") ? run.id : "1");
     // Device authorization is signed over its raw bytes and public: it reads any type (the reference's clients vary).
     const signedAuth = new Set(["/api/v1/auth/device", "/api/devices/v1/authentication/auth_requests"]);
+    // A DDI target's routes read the body once its target token is checked.
+    const ddi = await target.server.request("/api/v1/ddi/targets", { method: "POST", json: { controller_id: "probe-ddi", name: "probe", device_type: "probe" }, token: target.adminToken });
+    assert.equal(ddi.status, 200);
+    const { target_token: targetToken } = (await ddi.json()) as { target_token: string };
+    const isDdi = (path: string) => path.startsWith("/{tenant}/controller/v1/");
     for (const op of ops.filter((op) => op.body === "application/json" && !signedAuth.has(op.path))) {
       const asDevice = op.path.startsWith("/api/v1/logs") || op.path === "/api/v1/update/check" || op.path.startsWith("/api/devices/") || op.path.startsWith("/api/v1/devices/test-runs/");
-      const headers = asDevice ? { Authorization: `Bearer token=${device.token}` } : auth;
+      const headers = isDdi(op.path) ? { Authorization: `TargetToken ${targetToken}` } : asDevice ? { Authorization: `Bearer token=${device.token}` } : auth;
+      const path = isDdi(op.path) ? op.path.replace("{tenant}", "DEFAULT").replace("{controllerId}", "probe-ddi") : op.path;
       for (const type of [undefined, "text/plain", "application/x-www-form-urlencoded"]) {
-        const got = await answer(http(op.method, fill(existing(op.path)), { ...headers, ...(type ? { "Content-Type": type } : {}) }, "{}"));
+        const got = await answer(http(op.method, fill(existing(path)), { ...headers, ...(type ? { "Content-Type": type } : {}) }, "{}"));
         if (got.status !== 415) failures.push(`${op.method} ${op.path} as ${type ?? "no type"}: ${got.status}`);
       }
     }
@@ -434,7 +440,9 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}${EMULATED ? " under qe
     const failures: string[] = [];
     const judge = (input: Input, answer: { text: string; closedByServer: boolean }) => {
       const { status, json } = parseRaw(answer.text);
-      const error = typeof (json as { error?: unknown } | undefined)?.error === "string";
+      // labgate's and Mender's error bodies say `error`; hawkBit's (the DDI routes) `errorCode` and `message`.
+      const body = json as { error?: unknown; errorCode?: unknown; message?: unknown } | undefined;
+      const error = typeof body?.error === "string" || (typeof body?.errorCode === "string" && typeof body.message === "string");
       const problem =
         input.expect === "close"
           ? status >= 500 || (status >= 400 && !error && answer.text.includes("\r\n\r\n") && !answer.closedByServer)

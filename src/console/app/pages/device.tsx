@@ -23,6 +23,9 @@ const decodeOutput = (b64: string | null | undefined): string => {
 
 const statusTone = (e: ActionLogEntry) => (e.status === "pending" || e.status === "sent" ? "info" : e.status_code === 0 || e.status === "success" ? "ok" : "bad");
 
+/** The protocols a device may speak (`<prefix>.device.protocol`, set by the server), as a person reads them. */
+const PROTOCOLS: Record<string, string> = { labgate: "labgate's agent", mender: "Mender's client", ddi: "hawkBit DDI (SWUpdate or RAUC)" };
+
 function DevicePage({ params, me }: PageProps) {
   const id = params.id!;
   const live = useLive();
@@ -45,6 +48,7 @@ function DevicePage({ params, me }: PageProps) {
         const online = isOnline(live, d.mac_address, d.connected);
         const progress = live.progress.get(d.mac_address);
         const caps = d.capabilities ?? {};
+        const protocol = String(d.metadata[`${prefix}.device.protocol`] ?? "labgate");
         return (
           <>
             <PageHeader
@@ -79,6 +83,8 @@ function DevicePage({ params, me }: PageProps) {
                   <dl class="props">
                     <dt>Version</dt>
                     <dd class="mono">{String(d.metadata[`${prefix}.software.version`] ?? "–")}</dd>
+                    <dt>Protocol</dt>
+                    <dd>{PROTOCOLS[protocol] ?? protocol}</dd>
                     <dt>Device type</dt>
                     <dd>{String(d.metadata[`${prefix}.hardware.devtype`] ?? "–")}</dd>
                     <dt>Last access</dt>
@@ -121,9 +127,17 @@ function DevicePage({ params, me }: PageProps) {
               <div>
                 <ReservationCard deviceId={d.id} me={me} />
                 <PowerCard deviceId={d.id} />
-                <Actions mac={d.mac_address} online={online} />
-                <FileDownload deviceId={d.id} online={online} />
-                {Boolean(caps.shell_connect ?? caps.shell) && <TerminalCard mac={d.mac_address} online={online} />}
+                {protocol === "labgate" ? (
+                  <>
+                    <Actions mac={d.mac_address} online={online} />
+                    <FileDownload deviceId={d.id} online={online} />
+                    {Boolean(caps.shell_connect ?? caps.shell) && <TerminalCard mac={d.mac_address} online={online} />}
+                  </>
+                ) : (
+                  <Card title="Actions, shell and file download">
+                    <p class="muted">Not available: this device runs {PROTOCOLS[protocol] ?? protocol}, which has no remote actions, shell or file access.</p>
+                  </Card>
+                )}
               </div>
             </div>
           </>

@@ -37,6 +37,50 @@ function AddToGroup(props: { devices: Device[]; groups: Group[]; onClose: () => 
   );
 }
 
+/** Creates a DDI target (a board running SWUpdate or RAUC) and shows its token, which the server shows only this once. */
+function AddTarget(props: { onClose: () => void; onDone: () => void }) {
+  const [form, setForm] = useState({ controller_id: "", name: "", device_type: "" });
+  const [made, setMade] = useState<{ controller_id: string; device_id: number; target_token: string }>();
+  const [busy, run] = useAction();
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    await run(async () => setMade(await api.post("/api/v1/ddi/targets", {}, form)));
+  };
+  const field = (key: keyof typeof form) => ({ value: form[key], required: true, onInput: (e: Event) => setForm({ ...form, [key]: (e.currentTarget as HTMLInputElement).value }) });
+  if (made) {
+    return (
+      <Modal title={`Target ${made.controller_id} added`} onClose={props.onDone}>
+        <p>Its target token, shown only now (the device sends it as <span class="mono">Authorization: TargetToken …</span>):</p>
+        <p class="mono strong" aria-label="Target token">
+          {made.target_token}
+        </p>
+        <p class="hint">SWUpdate: swupdate -u "-t DEFAULT -i {made.controller_id} -u {window.location.origin} -k TOKEN". A lost token is replaced with POST /api/v1/ddi/targets/{made.controller_id}/token.</p>
+        <div class="row end">
+          <button type="button" onClick={props.onDone}>
+            Done
+          </button>
+        </div>
+      </Modal>
+    );
+  }
+  return (
+    <Modal title="Add a DDI target (SWUpdate or RAUC)" onClose={props.onClose}>
+      <form onSubmit={submit}>
+        <Field label="Controller id" hint="What the device calls itself (swupdate -i, rauc-hawkbit-updater's target_name)">
+          <input {...field("controller_id")} />
+        </Field>
+        <Field label="Name">
+          <input {...field("name")} />
+        </Field>
+        <Field label="Device type">
+          <input {...field("device_type")} />
+        </Field>
+        <ModalButtons error={undefined} onCancel={props.onClose} submit="Add target" disabled={busy} />
+      </form>
+    </Modal>
+  );
+}
+
 const LIMIT = 50;
 
 function Devices({ query, me }: PageProps) {
@@ -44,6 +88,7 @@ function Devices({ query, me }: PageProps) {
   const sort = (query.get("sort") ?? undefined) as DeviceSort | undefined;
   const descending = query.get("order") === "desc";
   const [adding, setAdding] = useState<{ devices: Device[]; clear: () => void }>();
+  const [addingTarget, setAddingTarget] = useState(false);
   const [text, setText] = useState(query.get("q") ?? "");
   const q = useDebounced(text.trim(), 250);
   useEffect(() => {
@@ -76,6 +121,11 @@ function Devices({ query, me }: PageProps) {
     <>
       <PageHeader title="Devices" sub={page.data ? `${page.data.total.toLocaleString()} ${q ? "matching" : "approved"}` : undefined}>
         <input type="search" class="filter" placeholder="Filter: name, MAC, id, version, type" aria-label="Filter devices" value={text} onInput={(e) => setText(e.currentTarget.value)} />
+        {canAdminWrite(me) && (
+          <button type="button" onClick={() => setAddingTarget(true)}>
+            Add DDI target
+          </button>
+        )}
       </PageHeader>
       <Show loaded={page}>
         {({ items, total }) => (
@@ -159,6 +209,15 @@ function Devices({ query, me }: PageProps) {
           />
         )}
       </Show>
+      {addingTarget && (
+        <AddTarget
+          onClose={() => setAddingTarget(false)}
+          onDone={() => {
+            setAddingTarget(false);
+            page.reload();
+          }}
+        />
+      )}
       {adding && groups.data && (
         <AddToGroup
           devices={adding.devices}
