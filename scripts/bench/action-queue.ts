@@ -18,7 +18,7 @@ const { server, url } = bench;
 try {
   let macs: string[] = [];
   const now = new Date().toISOString();
-  await server.ctx.db.write((tx) => {
+  await server.embedded!.write((tx) => {
     macs = insertDevices(tx, DEVICES, 0x020000000000);
     const group = tx.run("INSERT INTO groups (created, metadata, policy, priority) VALUES (?, '{}', '', 0)", [now]).lastInsertRowid;
     tx.run("INSERT INTO group_devices (group_id, device_id) SELECT ?, id FROM devices", [group]);
@@ -27,10 +27,10 @@ try {
   const token = server.ctx.tokens.issueManagement("bench-ops", ["tests_ro"], 3600);
   /** The database on disk: image and journal. */
   const stored = () => {
-    const status = server.ctx.db.status();
+    const status = server.embedded!.status();
     return status.image_bytes + status.journal_bytes;
   };
-  const rows = () => server.ctx.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM action_log")!.n;
+  const rows = () => server.embedded!.get<{ n: number }>("SELECT COUNT(*) AS n FROM action_log")!.n;
   const { max_queued_actions: perDevice, max_queued_per_request: perRequest } = server.ctx.config.update_server;
 
   const health = performance.now();

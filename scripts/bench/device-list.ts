@@ -21,7 +21,7 @@ const { config } = loadConfig({ env: {}, cwd: work, flags: { dataDir: join(work,
 const server = await startServer(config, { log: createLogger("warn") });
 try {
   const now = new Date().toISOString();
-  await server.ctx.db.write((tx) => {
+  await server.embedded!.write((tx) => {
     for (let i = 0; i < DEVICES; i++) {
       const mac = (0x020000000000 + i).toString(16).padStart(12, "0").match(/../g)!.join(":");
       const metadata = JSON.stringify({ "svc.software.version": `v${i % 7}`, "svc.hardware.devtype": i % 2 ? "board-a" : "board-b", "svc.hardware.macaddr": mac });

@@ -20,13 +20,13 @@ const bench = await inProcessServer();
 const { server, url } = bench;
 try {
   let macs: string[] = [];
-  await server.ctx.db.write((tx) => {
+  await server.embedded!.write((tx) => {
     macs = insertDevices(tx, DEVICES + 1, 0x020000000000);
     const group = tx.run("INSERT INTO groups (created, metadata, policy, priority) VALUES (?, '{}', '', 0)", [new Date().toISOString()]).lastInsertRowid;
     tx.run("INSERT INTO group_devices (group_id, device_id) SELECT ?, id FROM devices", [group]);
   });
   const tokens = macs.map((mac) => {
-    const { id } = server.ctx.db.get<{ id: number }>("SELECT id FROM devices WHERE mac_address = ?", [mac])!;
+    const { id } = server.embedded!.get<{ id: number }>("SELECT id FROM devices WHERE mac_address = ?", [mac])!;
     return server.ctx.tokens.issueDevice(mac, id, 3600);
   });
   const admin = server.ctx.tokens.issueManagement("bench", ["admin_ro"], 3600);
@@ -50,7 +50,7 @@ try {
       statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
     }
   }
-  const stored = server.ctx.db.get<{ n: number; bytes: number }>("SELECT COUNT(*) AS n, SUM(bytes) AS bytes FROM device_logs")!;
+  const stored = server.embedded!.get<{ n: number; bytes: number }>("SELECT COUNT(*) AS n, SUM(bytes) AS bytes FROM device_logs")!;
   console.log(
     `filled in ${ms(performance.now() - filling)}: answers ${[...statuses].map(([s, n]) => `${n}x${s}`).join(" ")}; ${stored.n} entries, ${(stored.bytes / MiB).toFixed(1)} MiB stored; RSS ${rssBefore.toFixed(0)} -> ${rss().toFixed(0)} MiB`,
   );

@@ -102,8 +102,8 @@ async function seed(): Promise<{ admin: string; devices: { mac: string; token: s
   const { createLogger } = (await import(pathToFileURL(join(root, "src/util/log.ts")).href)) as typeof import("../../src/util/log.ts");
   const { config } = loadConfig({ env: {}, cwd: work, flags: { dataDir: seedDir, listen: "127.0.0.1:0" } });
   const server = await startServer(config, { log: createLogger("error") });
-  await server.ctx.db.write((tx) => insertDevices(tx, DEVICES, 0x0a0000000000));
-  const rows = server.ctx.db.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
+  await server.embedded!.write((tx) => insertDevices(tx, DEVICES, 0x0a0000000000));
+  const rows = server.embedded!.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
   const devices = rows.map((d) => ({ mac: d.mac_address, token: server.ctx.tokens.issueDevice(d.mac_address, d.id, 86400) }));
   const admin = server.ctx.tokens.issueManagement("bench", ["admin_rw"], 86400);
   await server.close();

@@ -18,11 +18,11 @@ const bench = await inProcessServer();
 const { server, url } = bench;
 try {
   let macs: string[] = [];
-  await server.ctx.db.write((tx) => void (macs = insertDevices(tx, DEVICES, 0x020000000000)));
+  await server.embedded!.write((tx) => void (macs = insertDevices(tx, DEVICES, 0x020000000000)));
   const unknown = Array.from({ length: DEVICES }, (_, i) => (0x040000000000 + i).toString(16).padStart(12, "0").match(/../g)!.join(":"));
   const token = server.ctx.tokens.issueManagement("bench-nobody", ["tests_ro"], 3600);
   // A user with read on one device: its fan-out goes through the permission query.
-  await server.ctx.db.write((tx) => void tx.run("INSERT INTO permissions (created, user_id, resource, resource_id, permission) VALUES (?, 'bench-one', 'device', 1, 'read')", [new Date().toISOString()]));
+  await server.embedded!.write((tx) => void tx.run("INSERT INTO permissions (created, user_id, resource, resource_id, permission) VALUES (?, 'bench-one', 'device', 1, 'read')", [new Date().toISOString()]));
   const one = server.ctx.tokens.issueManagement("bench-one", ["tests_ro"], 3600);
 
   const time = async (label: string, request: () => Promise<Response>) => {

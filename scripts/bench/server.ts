@@ -116,14 +116,14 @@ export const apiAs =
  * packages v1.5 and v2 (device type board) and the group policy `policy`.
  */
 export async function seedFleet(
-  server: { url: string; ctx: { db: { write<T>(fn: (tx: { run(sql: string, params: (string | number)[]): unknown }) => T): Promise<T>; all<T>(sql: string): T[] } } },
+  server: { url: string; embedded?: { write<T>(fn: (tx: { run(sql: string, params: (string | number)[]): unknown }) => T): Promise<T>; all<T>(sql: string): T[] } },
   call: ReturnType<typeof apiAs>,
   count: number,
   firstMac: number,
   policy: string,
 ): Promise<{ group: number; packages: number[]; rows: Array<{ id: number; mac_address: string }> }> {
-  await server.ctx.db.write((tx) => insertDevices(tx, count, firstMac));
-  const rows = server.ctx.db.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
+  await server.embedded!.write((tx) => insertDevices(tx, count, firstMac));
+  const rows = server.embedded!.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
   const packages: number[] = [];
   for (const version of ["v1.5", "v2"]) {
     const form = new FormData();

@@ -64,13 +64,13 @@ async function seed(): Promise<Target[]> {
     if (res.status !== 200) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
     return res.json() as Promise<{ id: number }>;
   };
-  await server.ctx.db.write((tx) => insertDevices(tx, DEVICES, 0x020000000000));
-  const devices = server.ctx.db.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
+  await server.embedded!.write((tx) => insertDevices(tx, DEVICES, 0x020000000000));
+  const devices = server.embedded!.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
   const now = new Date().toISOString();
   const entry = "l".repeat(1000);
   const rows = Math.ceil((FILL_MB * 1024 * 1024) / 1150);
   for (let done = 0; done < rows; done += 5000) {
-    await server.ctx.db.write((tx) => {
+    await server.embedded!.write((tx) => {
       for (let i = done; i < Math.min(rows, done + 5000); i++) {
         tx.run("INSERT INTO device_logs (device_id, created, device_timestamp, name, entry) VALUES (?, ?, ?, ?, ?)", [devices[i % devices.length].id, now, now, "fill", entry]);
       }

@@ -21,8 +21,8 @@ const bench = await inProcessServer();
 const { server, url } = bench;
 try {
   let macs: string[] = [];
-  await server.ctx.db.write((tx) => void (macs = insertDevices(tx, DEVICES, 0x020000000000)));
-  const sender = server.ctx.db.get<{ id: number }>("SELECT id FROM devices WHERE mac_address = ?", [macs[0]])!.id;
+  await server.embedded!.write((tx) => void (macs = insertDevices(tx, DEVICES, 0x020000000000)));
+  const sender = server.embedded!.get<{ id: number }>("SELECT id FROM devices WHERE mac_address = ?", [macs[0]])!.id;
   const admin = server.ctx.tokens.issueManagement("bench-admin", [...SCOPES], 3600);
   const restricted = server.ctx.tokens.issueManagement("bench-nobody", ["tests_ro"], 3600);
   const ws = new WebSocket(`${url.replace("http", "ws")}/api/v1/devices/ws`, { headers: { authorization: `Bearer token=${server.ctx.tokens.issueDevice(macs[0], sender, 3600)}` } });

@@ -66,8 +66,8 @@ async function seed(): Promise<Target[]> {
     return res.json() as Promise<{ id: number }>;
   };
 
-  await server.ctx.db.write((tx) => insertDevices(tx, DEVICES, 0x020000000000));
-  const deviceIds = server.ctx.db.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
+  await server.embedded!.write((tx) => insertDevices(tx, DEVICES, 0x020000000000));
+  const deviceIds = server.embedded!.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
 
   const targets: Target[] = [];
   for (let g = 0; g < GROUPS; g++) {

@@ -1,5 +1,4 @@
 import type { Config } from "../config/config.ts";
-import type { Database } from "../db/index.ts";
 import type { Store } from "../db/store.ts";
 import type { DeviceIdentity, ManagementIdentity, TokenService } from "../auth/tokens.ts";
 import type { Logger } from "../util/log.ts";
@@ -14,13 +13,7 @@ import type { Clock } from "../util/time.ts";
 export interface AppContext {
   readonly config: Config;
   readonly dataDir: string;
-  /**
-   * The embedded database; queries go through `store`, and what is engine-specific (health,
-   * backups) through `store` too. TEMPORARY: kept while domains are converted to `store`; on
-   * PostgreSQL there is none (src/server/start.ts gives a stand-in that fails on use).
-   */
-  readonly db: Database;
-  /** The query layer over the configured engine (src/db/store.ts). */
+  /** The data layer over the configured engine (src/db/store.ts): every query, and what is engine-specific (health, backups). */
   readonly store: Store;
   readonly tokens: TokenService;
   readonly log: Logger;

@@ -6,7 +6,7 @@
  */
 import { Kysely, type Compilable, type Transaction } from "kysely";
 import type { Database, DatabaseStatus } from "./database.ts";
-import { bindable, embeddedDialect } from "./query/embedded.ts";
+import { bindable, embeddedDialect, inTransactionOf } from "./query/embedded.ts";
 import { transact } from "./query/transaction.ts";
 import type { Tables } from "./schema.ts";
 
@@ -72,7 +72,7 @@ export function embeddedStore(db: Database): Store {
   return {
     engine: "embedded",
     query,
-    transact: (fn) => transact(query, fn),
+    transact: (fn) => inTransactionOf(db, () => transact(query, fn)),
     writeLazy: (statement) => {
       const { sql, parameters } = statement.compile();
       db.writeLazy((tx) => void tx.run(sql, bindable(parameters)));

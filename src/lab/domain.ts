@@ -54,7 +54,7 @@ export function joinDeployments(ctx: AppContext, lab: LabDomain, deployments: Pi
     done.catch((error: Error) => ctx.log.warn(`lab: console span of device ${deviceId} (${event.kind}): ${error.message}`));
   });
   deployments.onRecover(async ({ deploymentId, deviceId, attempt, minutes }) => {
-    const device = getDevice(ctx.db, deviceId);
+    const device = await getDevice(ctx.store.query, deviceId);
     if (!device || !lab.power.hasPort(device)) return undefined;
     const actor = systemActor("deployment", dateOf(ctx.clock));
     // Marked on disk first: a restart during the cycle does not cycle the board again for this attempt.

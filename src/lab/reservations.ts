@@ -121,7 +121,7 @@ export class ReservationService {
     if (!(await allowed(this.ctx.store.query, identity, "device", id, "test")) && !(await allowed(this.ctx.store.query, identity, "device", id, "power"))) throw new LabgateError("forbidden", MSG_FORBIDDEN);
     const now = actor.at.getTime();
     const reservation = await this.store.transact(async (tx) => {
-      const device = (await getDevice(this.ctx.store.query, id));
+      const device = (await getDevice(tx, id));
       if (!device) throw new LabgateError("not_found", "device does not exist");
       const current = await reservationOf(tx, id, now);
       if (current && current.holder !== identity.user) throw new LabgateError("conflict", `device '${device.name || device.mac_address}' is reserved by ${current.holder} until ${current.until}`);
@@ -143,7 +143,7 @@ export class ReservationService {
     await authorize(this.ctx.store.query, identity, "device", id, "read");
     const user = identity.kind === "mgmt" ? identity.user : undefined;
     await this.store.transact(async (tx) => {
-      if (!(await getDevice(this.ctx.store.query, id))) throw new LabgateError("not_found", "device does not exist");
+      if (!(await getDevice(tx, id))) throw new LabgateError("not_found", "device does not exist");
       const current = await reservationOf(tx, id, actor.at.getTime());
       if (!current) return;
       const breaking = current.holder !== user;

@@ -77,7 +77,7 @@ export class AttemptSpans {
     const open = await this.openOf(deploymentId, deviceId, attempt);
     if (!open) return;
     await this.store.query.deleteFrom("lab_open_spans").where("device_id", "=", deviceId).where("deployment_id", "=", deploymentId).where("attempt", "=", attempt).execute();
-    const historyId = open.start === null ? undefined : attemptHistoryId(this.ctx.db, deviceId, deploymentId, attempt);
+    const historyId = open.start === null ? undefined : await attemptHistoryId(this.store.query, deviceId, deploymentId, attempt);
     if (historyId !== undefined) this.later(historyId, deviceId, open.start!, { deploymentId, attempt });
   }
 
@@ -108,7 +108,7 @@ export class AttemptSpans {
   async recovered(deploymentId: number, deviceId: number, attempt: number): Promise<void> {
     const open = await this.openOf(deploymentId, deviceId, attempt);
     if (open?.start === null || open?.start === undefined) return;
-    const historyId = attemptHistoryId(this.ctx.db, deviceId, deploymentId, attempt);
+    const historyId = await attemptHistoryId(this.store.query, deviceId, deploymentId, attempt);
     if (historyId !== undefined) this.later(historyId, deviceId, open.start, { deploymentId, attempt });
   }
 
@@ -129,7 +129,7 @@ export class AttemptSpans {
     if (!bytes || end === undefined) return;
     try {
       // The history row may have been trimmed meanwhile: nothing to keep the span beside then.
-      if (!historyEntryExists(this.ctx.db, historyId)) return;
+      if (!(await historyEntryExists(this.store.query, historyId))) return;
       const row = { device_id: deviceId, deployment_id: of.deploymentId, attempt: of.attempt, start: end - bytes.length, end, bytes, at: isoTime(this.ctx.clock.now()) };
       await this.store.query
         .insertInto("lab_console_spans")

@@ -47,6 +47,8 @@ const WS_MAX_PAYLOAD = 16 * 1024 * 1024;
 
 export interface RunningServer {
   ctx: AppContext;
+  /** The embedded database's files (checkpoints, its journal's state); undefined on PostgreSQL. */
+  embedded: Database | undefined;
   /** The services the composition roots built (startDomains). */
   domains: Domains;
   /** The operations the routers registered with their routes (src/http/openapi.ts, `route`). */
@@ -95,7 +97,7 @@ export async function startDomains(ctx: AppContext): Promise<Domains> {
   // Runs on managed devices go through the update server's device sockets.
   const testRun = createTestRunDomain(ctx, update.hub, runAs);
   // A deployment's validation runs a test config on each device that installed.
-  validateDeployments(ctx, update.deployments, testRun.runs, update.hub);
+  await validateDeployments(ctx, update.deployments, testRun.runs, update.hub);
   // The board lab: power ports of lab.boards (their commands run as the test user), console captures;
   // runs on a board leave its console span as an artifact.
   const lab = await createLabDomain(ctx, runAs);
@@ -143,10 +145,6 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const { store, fresh: firstStart, applied } = opened;
     if (config.database.url) log.info(`database: PostgreSQL at ${redactedUrl(config.database.url)}`);
     if (applied.length > 0) log.info(`database migrated to schema ${applied[applied.length - 1]}`);
-    // TEMPORARY: on PostgreSQL there is no embedded Database and domains must query `store` only;
-    // until every domain's conversion is merged, those still reading `ctx.db` fail there. The lead
-    // removes this stand-in together with `AppContext.db`.
-    const db: Database = opened.db ?? (undefined as never);
 
     const clock = options.clock ?? systemClock;
     const tokens = new TokenService(loadOrCreateKeys(dataDir), config.prefix, clock);
@@ -157,7 +155,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     }
     const adminPasswordFile = await createFirstAdmin(store, dataDir, config.prefix, dateOf(clock));
 
-    const ctx: AppContext = (started = { config, dataDir, db, store, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] });
+    const ctx: AppContext = (started = { config, dataDir, store, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] });
     const domains = await startDomains(ctx);
     // The deployments' plans are in memory before the first update check.
     await domains.update.deployments.ready;
@@ -209,7 +207,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const reloadTls = () => {
       if (tls) (server as HttpsServer).setSecureContext(readTlsCredentials(config.tls));
     };
-    return { ctx, domains, operations, app, url: `${scheme}://${host}:${port}`, port, reloadTls, adminTokenFile, adminPasswordFile, close };
+    return { ctx, embedded: opened.db, domains, operations, app, url: `${scheme}://${host}:${port}`, port, reloadTls, adminTokenFile, adminPasswordFile, close };
   } catch (error) {
     // What the domains started before the failure (timers, sweeps, node polls) stops, so that a
     // refused start leaves nothing running in a process that goes on (tests, `labgate` as a library).

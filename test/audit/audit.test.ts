@@ -152,8 +152,8 @@ describe("audit export", () => {
 
   test("?format=csv streams every matching entry, 100,000 rows with flat memory", async () => {
     const actor = systemActor("bulk", new Date(server.clock.now()));
-    await server.server.ctx.db.write((tx) => {
-      for (let i = 0; i < 100_000; i++) recordAudit(tx, actor, "bulk.row", `row:${i}`, { i, note: 'a "quoted", text' });
+    await server.server.ctx.store.transact(async (tx) => {
+      for (let i = 0; i < 100_000; i++) await recordAudit(tx, actor, "bulk.row", `row:${i}`, { i, note: 'a "quoted", text' });
     });
     // Live heap (after a collection) while the export streams: what the server holds for it.
     setFlagsFromString("--expose-gc");
@@ -193,19 +193,19 @@ describe("audit retention", () => {
 
   test("retention keeps max_rows and drops what is older than retention_days, in batches", async () => {
     const actor = systemActor("bulk", new Date(server.clock.now()));
-    await server.server.ctx.db.write((tx) => {
-      for (let i = 0; i < 12_000; i++) recordAudit(tx, actor, "bulk.row", `row:${i}`);
+    await server.server.ctx.store.transact(async (tx) => {
+      for (let i = 0; i < 12_000; i++) await recordAudit(tx, actor, "bulk.row", `row:${i}`);
     });
     const retention = server.server.domains.shared.auditRetention;
     await retention.sweep();
-    const count = () => Number(server.server.ctx.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM audit_log")?.n);
-    assert.equal(count(), 1000);
-    const newestBefore = server.server.ctx.db.get<{ id: number }>("SELECT MAX(id) AS id FROM audit_log")!.id;
-    assert.equal(server.server.ctx.db.get<{ id: number }>("SELECT MIN(id) AS id FROM audit_log")!.id, newestBefore - 999, "the newest stay");
+    const count = async () => Number((await server.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM audit_log"))?.n);
+    assert.equal(await count(), 1000);
+    const newestBefore = (await server.db.get<{ id: number }>("SELECT MAX(id) AS id FROM audit_log"))!.id;
+    assert.equal((await server.db.get<{ id: number }>("SELECT MIN(id) AS id FROM audit_log"))!.id, newestBefore - 999, "the newest stay");
     server.clock.advance(31 * 86_400_000);
-    await server.server.ctx.db.write((tx) => recordAudit(tx, systemActor("later", new Date(server.clock.now())), "bulk.row", "row:late"));
+    await recordAudit(server.server.ctx.store.query, systemActor("later", new Date(server.clock.now())), "bulk.row", "row:late");
     await retention.sweep();
-    assert.equal(count(), 1);
+    assert.equal(await count(), 1);
   });
 });
 

@@ -122,31 +122,31 @@ describe("audit retention keeps refusals within a budget of their own", () => {
   const server = useTestServer({ audit: { ...limits, retention_interval: 86_400 } });
 
   test("max_rows counts the rows of changes only; beyond max_refusal_rows the oldest refusals go", async () => {
-    const db = server.server.ctx.db;
+    const { store } = server.server.ctx;
     const at = new Date(server.clock.now());
     // Changes up to max_rows, and three refusals after each third of them: refusals are the newest rows.
-    await db.write((tx) => {
+    await store.transact(async (tx) => {
       for (let i = 0; i < 1000; i++) {
-        recordAudit(tx, systemActor("bulk", at), "bulk.row", `row:${i}`);
-        if (i % 3 === 2) for (let k = 0; k < 3; k++) recordAudit(tx, systemActor("bulk", at), "auth.refused", `refusal:${i}:${k}`, { count: 1 }, "refused");
+        await recordAudit(tx, systemActor("bulk", at), "bulk.row", `row:${i}`);
+        if (i % 3 === 2) for (let k = 0; k < 3; k++) await recordAudit(tx, systemActor("bulk", at), "auth.refused", `refusal:${i}:${k}`, { count: 1 }, "refused");
       }
     });
-    const count = (outcome: string) => Number(db.get<{ n: number }>("SELECT COUNT(*) AS n FROM audit_log WHERE outcome = ?", [outcome])?.n);
-    const changesBefore = count("ok");
+    const count = async (outcome: string) => Number((await server.db.get<{ n: number }>("SELECT COUNT(*) AS n FROM audit_log WHERE outcome = ?", [outcome]))?.n);
+    const changesBefore = await count("ok");
     assert.ok(changesBefore >= 1000);
     await server.server.domains.shared.auditRetention.sweep();
-    assert.equal(count("ok"), 1000, "the newest 1,000 changes, whatever the refusals between them");
-    assert.equal(count("refused"), 100);
-    const oldestRefusal = db.get<{ target: string }>("SELECT target FROM audit_log WHERE outcome = 'refused' ORDER BY id LIMIT 1")!.target;
+    assert.equal(await count("ok"), 1000, "the newest 1,000 changes, whatever the refusals between them");
+    assert.equal(await count("refused"), 100);
+    const oldestRefusal = (await server.db.get<{ target: string }>("SELECT target FROM audit_log WHERE outcome = 'refused' ORDER BY id LIMIT 1"))!.target;
     assert.equal(oldestRefusal, "refusal:899:2", "the newest refusals stay");
-    const oldestChange = db.get<{ target: string }>("SELECT target FROM audit_log WHERE outcome = 'ok' ORDER BY id LIMIT 1")!.target;
+    const oldestChange = (await server.db.get<{ target: string }>("SELECT target FROM audit_log WHERE outcome = 'ok' ORDER BY id LIMIT 1"))!.target;
     assert.equal(oldestChange, "row:0", "the changes before these went first");
     // Refusals written after that push nothing out.
-    await db.write((tx) => {
-      for (let i = 0; i < 5000; i++) recordAudit(tx, systemActor("bulk", at), "auth.refused", `late:${i}`, { count: 1 }, "refused");
+    await store.transact(async (tx) => {
+      for (let i = 0; i < 5000; i++) await recordAudit(tx, systemActor("bulk", at), "auth.refused", `late:${i}`, { count: 1 }, "refused");
     });
     await server.server.domains.shared.auditRetention.sweep();
-    assert.deepEqual([count("ok"), count("refused")], [1000, 100]);
+    assert.deepEqual([await count("ok"), await count("refused")], [1000, 100]);
   });
 });
 

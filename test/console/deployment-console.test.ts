@@ -45,7 +45,7 @@ const consoleText = async (id: number) => await server.request(`/api/v2/devices/
 test("a board's attempt shows its console span folded in its row of the deployment's page; unfolded, what the board printed", async () => {
   const pkg = (await uploadOk(server, { token: server.adminToken, version: "v2", devtype: "board", file: Buffer.from("v2 for boards") })).id;
   const [board, plain] = await seedDevices(server, 2);
-  await server.server.ctx.db.write((tx) => void tx.run("UPDATE devices SET mac_address = ?, name = 'board-7' WHERE id = ?", [MAC, board!.id]));
+  await server.db.run("UPDATE devices SET mac_address = ?, name = 'board-7' WHERE id = ?", [MAC, board!.id]);
   const group = (await server.call("POST", "/api/v2/groups", { metadata: {} })).body.id as number;
   for (const [method, path, json] of [
     ["POST", `/api/v2/groups/${group}/policy`, { policy: "no_update," }],

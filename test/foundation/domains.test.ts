@@ -18,7 +18,7 @@ import { removeDir, tempDir } from "../helpers/server.ts";
 import { systemClock } from "../../src/util/time.ts";
 
 /** What startServer gives the roots, minus the listener. */
-async function openContext(dataDir: string): Promise<AppContext> {
+async function openContext(dataDir: string): Promise<AppContext & { db: Database }> {
   const { config } = loadConfig({ env: {}, cwd: dataDir, flags: { dataDir } });
   const db = await Database.open(dataDir);
   await migrate(db, migrations);
@@ -34,7 +34,7 @@ async function shutDown(ctx: AppContext): Promise<void> {
 
 describe("createTestRunDomain", () => {
   const dataDir = tempDir();
-  let ctx: AppContext;
+  let ctx: AppContext & { db: Database };
   let domain: TestRunDomain;
   before(async () => {
     ctx = await openContext(dataDir);
@@ -73,7 +73,7 @@ describe("createTestRunDomain", () => {
 
 describe("createUpdateDomain", () => {
   const dataDir = tempDir();
-  let ctx: AppContext;
+  let ctx: AppContext & { db: Database };
   let domain: UpdateDomain;
   before(async () => {
     ctx = await openContext(dataDir);
@@ -87,9 +87,11 @@ describe("createUpdateDomain", () => {
 
   test("an action for an offline device is queued; deleting the device takes its action log (the root's deletion hook)", async () => {
     const mac = "aa:bb:cc:00:00:01";
-    const deviceId = await ctx.db.write(
-      (tx) => tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata) VALUES (?, ?, ?, '{}', '{}')", [new Date().toISOString(), "d1", mac]).lastInsertRowid,
-    );
+    const { id: deviceId } = await ctx.store.query
+      .insertInto("devices")
+      .values({ created: new Date().toISOString(), name: "d1", mac_address: mac, capabilities: "{}", metadata: "{}" })
+      .returning("id")
+      .executeTakeFirstOrThrow();
     assert.equal(await domain.deviceGate({ kind: "device", mac, deviceId, key: "", expiresAt: 0 } as never), true, "the root installs the device gate");
 
     assert.deepEqual(await domain.actions.exec(mac, "reboot", systemActor("test", new Date())), { queued: true });

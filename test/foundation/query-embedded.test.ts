@@ -5,6 +5,7 @@ import { Kysely, sql, type Generated } from "kysely";
 import { Database, migrate } from "../../src/db/index.ts";
 import type { Migration } from "../../src/db/migrate.ts";
 import { embeddedDialect } from "../../src/db/query/embedded.ts";
+import { embeddedStore } from "../../src/db/store.ts";
 import { tempDir } from "../helpers/server.ts";
 
 const schema: Migration[] = [{ version: 1, name: "items", sql: ["CREATE TABLE items (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE, n INTEGER NOT NULL DEFAULT 0)"] }];
@@ -129,5 +130,25 @@ describe("the query layer over the embedded database", () => {
     const reopened = await Database.open(dir);
     assert.deepEqual(names(reopened), ["sync", "lazy"]);
     await reopened.close();
+  });
+
+  test("a query on the store from inside one of its transactions fails at once instead of waiting for itself", async () => {
+    const dir = tempDir();
+    const db = await Database.open(dir);
+    await db.write((tx) => void tx.run("CREATE TABLE items (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE, n INTEGER NOT NULL DEFAULT 0)"));
+    const store = embeddedStore(db);
+    const k = store.query as unknown as Kysely<Tables>;
+    await assert.rejects(
+      store.transact(async (tx) => {
+        await (tx as unknown as Kysely<Tables>).insertInto("items").values({ name: "a" }).execute();
+        await k.selectFrom("items").selectAll().execute();
+      }),
+      /inside one of its own transactions/,
+    );
+    // Nothing of it committed, and the store goes on: the next transaction and a plain query run.
+    await store.transact(async (tx) => void (await (tx as unknown as Kysely<Tables>).insertInto("items").values({ name: "b" }).execute()));
+    assert.deepEqual((await k.selectFrom("items").select("name").execute()).map((r) => r.name), ["b"]);
+    await store.close();
+    await db.close();
   });
 });

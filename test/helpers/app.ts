@@ -48,7 +48,7 @@ export async function inProcessApp(patch: ConfigPatch = {}): Promise<InProcessAp
   await migrate(db, migrations);
   const tokens = new TokenService(loadOrCreateKeys(dataDir), config.prefix, clock);
   const store = embeddedStore(db);
-  const ctx: AppContext = { config, dataDir, db, store, tokens, log, version: VERSION, clock, startedAt: new Date(clock.now()), onClosing: [], onShutdown: [] };
+  const ctx: AppContext = { config, dataDir, store, tokens, log, version: VERSION, clock, startedAt: new Date(clock.now()), onClosing: [], onShutdown: [] };
   const domains = await startDomains(ctx);
   const { app, operations } = serverApp(ctx, domains);
   const token = (scopes: Scope[], user = "tester") => tokens.issueManagement(user, scopes, 3600);

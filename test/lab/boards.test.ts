@@ -33,13 +33,13 @@ test("an administrator sets a board, switches it, removes it; the config file's 
   const plug = await server.call("POST", "/api/v2/lab/boards", { device: "plug-1", power: { driver: "tasmota", url: "http://127.0.0.1:1", user: "admin", password: "hunter2" } });
   assert.equal(plug.body.power.password, "(set)", "a plug's password is not shown");
   assert.doesNotMatch(JSON.stringify((await server.call("GET", "/api/v2/lab/boards")).body), /hunter2/);
-  assert.doesNotMatch(JSON.stringify(server.server.ctx.db.all("SELECT detail FROM audit_log WHERE action = 'board.set'")), /hunter2/);
+  assert.doesNotMatch(JSON.stringify(await server.db.all("SELECT detail FROM audit_log WHERE action = 'board.set'")), /hunter2/);
   assert.equal((await server.call("DELETE", "/api/v2/lab/boards/plug-1")).status, 200);
 
   await server.restart();
   assert.equal((await server.call("GET", `/api/v2/devices/${device!.id}/power`)).body.driver, "command", "kept across a restart");
 
-  const audit = server.server.ctx.db.all<{ action: string }>("SELECT action FROM audit_log WHERE action LIKE 'board.%' ORDER BY id");
+  const audit = await server.db.all<{ action: string }>("SELECT action FROM audit_log WHERE action LIKE 'board.%' ORDER BY id");
   assert.deepEqual(audit.map((a) => a.action), ["board.set", "board.set", "board.delete"]);
   assert.equal((await server.call("DELETE", `/api/v2/lab/boards/${encodeURIComponent(device!.mac)}`)).status, 200);
   assert.equal((await server.call("POST", `/api/v2/devices/${device!.id}/power/on`)).status, 409, "no longer a board");

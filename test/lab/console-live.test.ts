@@ -52,9 +52,9 @@ let ids: { board: number; plain: number } | undefined;
 async function devices(): Promise<{ board: number; plain: number }> {
   if (ids) return ids;
   const seeded = await seedDevices(server, 2);
-  await server.server.ctx.db.write((tx) => {
-    tx.run("UPDATE devices SET mac_address = ? WHERE id = ?", [MACS.board, seeded[0]!.id]);
-    tx.run("UPDATE devices SET mac_address = ? WHERE id = ?", [MACS.plain, seeded[1]!.id]);
+  await server.db.write(async (tx) => {
+    await tx.run("UPDATE devices SET mac_address = ? WHERE id = ?", [MACS.board, seeded[0]!.id]);
+    await tx.run("UPDATE devices SET mac_address = ? WHERE id = ?", [MACS.plain, seeded[1]!.id]);
   });
   const board = seeded[0]!.id;
   for (const [user, permission] of [["reader-46", "read"], ["sheller-46", "read"], ["sheller-46", "shell"]]) {
@@ -80,7 +80,7 @@ test("the live console follows the board; with shell on the device what is sent 
   assert.deepEqual(await sheller.closed, { code: CLOSE_CONSOLE_INPUT, reason: `input frames are limited to ${MAX_CONSOLE_INPUT} bytes` });
   assert.ok(!typed.includes("reboot") && !typed.includes("aaaa"), "neither refused input reached the board");
   await waitFor(
-    () => server.server.ctx.db.get("SELECT 1 AS x FROM audit_log WHERE action = 'console.write' AND actor = 'sheller-46' AND target = ?", [`device:${board}`]) !== undefined,
+    async () => (await server.db.get("SELECT 1 AS x FROM audit_log WHERE action = 'console.write' AND actor = 'sheller-46' AND target = ?", [`device:${board}`])) !== undefined,
     5000,
     "console.write audited",
   );

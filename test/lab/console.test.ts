@@ -69,11 +69,11 @@ const ids: Record<keyof typeof MACS, number> = {} as never;
 async function setup(): Promise<void> {
   if (ids.tty) return;
   const seeded = await seedDevices(server, 4);
-  await server.server.ctx.db.write((tx) => {
-    (Object.keys(MACS) as (keyof typeof MACS)[]).forEach((name, i) => {
-      tx.run("UPDATE devices SET mac_address = ?, name = ? WHERE id = ?", [MACS[name], `board-${name}`, seeded[i]!.id]);
+  await server.db.write(async (tx) => {
+    for (const [i, name] of (Object.keys(MACS) as (keyof typeof MACS)[]).entries()) {
+      await tx.run("UPDATE devices SET mac_address = ?, name = ? WHERE id = ?", [MACS[name], `board-${name}`, seeded[i]!.id]);
       ids[name] = seeded[i]!.id;
-    });
+    }
   });
 }
 async function read(name: keyof typeof MACS, since?: number, token?: string) {

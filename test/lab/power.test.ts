@@ -64,18 +64,18 @@ async function setup(): Promise<void> {
   if (ids.pdu) return;
   const seeded = await seedDevices(server, Object.keys(MACS).length);
   const names = Object.keys(MACS) as (keyof typeof MACS)[];
-  await server.server.ctx.db.write((tx) => {
-    names.forEach((name, i) => {
+  await server.db.write(async (tx) => {
+    for (const [i, name] of names.entries()) {
       // The command board is named by its device name, the others by MAC address.
-      tx.run("UPDATE devices SET mac_address = ?, name = ? WHERE id = ?", [MACS[name], name === "command" ? "bench-4" : MACS[name], seeded[i]!.id]);
+      await tx.run("UPDATE devices SET mac_address = ?, name = ? WHERE id = ?", [MACS[name], name === "command" ? "bench-4" : MACS[name], seeded[i]!.id]);
       ids[name] = seeded[i]!.id;
-    });
+    }
   });
 }
 const power = (name: keyof typeof MACS, action: string, token?: string) => server.call("POST", `/api/v2/devices/${ids[name]}/power/${action}`, undefined, token);
 const state = (name: keyof typeof MACS, token?: string) => server.call("GET", `/api/v2/devices/${ids[name]}/power`, undefined, token);
 const audited = (id: number) =>
-  server.server.ctx.db.all<{ action: string; actor: string }>("SELECT action, actor FROM audit_log WHERE target = ? AND action LIKE 'power.%' ORDER BY id", [`device:${id}`]);
+  server.db.all<{ action: string; actor: string }>("SELECT action, actor FROM audit_log WHERE target = ? AND action LIKE 'power.%' ORDER BY id", [`device:${id}`]);
 
 describe("board power", () => {
   test("pdudaemon: on, off and cycle reach the PDU's port; the state and who did it are kept and audited", async () => {
@@ -95,7 +95,7 @@ describe("board power", () => {
     assert.equal(now.last_action.by, "admin");
     assert.ok(Math.abs(Date.parse(now.last_action.at) - Date.now()) < 60_000);
     assert.deepEqual(
-      audited(ids.pdu).map((a) => a.action),
+      (await audited(ids.pdu)).map((a) => a.action),
       ["power.on", "power.off", "power.cycle"],
     );
   });
@@ -126,7 +126,7 @@ describe("board power", () => {
     assert.equal(dead.status, 502);
     assert.match(dead.body.error, /^pdudaemon at http:\/\/127\.0\.0\.1:\d+ could not be reached: ECONNREFUSED/);
     assert.equal((await state("deadPdu")).body.state, "unknown");
-    assert.deepEqual(audited(ids.deadPdu), []);
+    assert.deepEqual(await audited(ids.deadPdu), []);
 
     const before = (await state("shelly")).body;
     shelly.failWith = 503;
@@ -180,7 +180,7 @@ describe("board power", () => {
     const off = await power("pdu", "off", bob);
     assert.equal(off.status, 200);
     assert.equal(off.body.last_action.by, "bob46");
-    assert.deepEqual(audited(ids.pdu).at(-1), { action: "power.off", actor: "bob46" });
+    assert.deepEqual((await audited(ids.pdu)).at(-1), { action: "power.off", actor: "bob46" });
     // power applies to devices only.
     const onGroup = await server.call("POST", "/api/v1/permissions", { user_id: "bob46", resource: "group", resource_id: 1, permission: "power" });
     assert.equal(onGroup.status, 422);

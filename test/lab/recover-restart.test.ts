@@ -33,7 +33,7 @@ const server = useTestServer(async () => {
 const admin = () => server.token(["admin_rw"], "lab-admin", 30 * DAY);
 const call = (method: string, path: string, json?: unknown) => server.call(method, path, json, admin());
 const consoleText = async (id: number) => await server.request(`/api/v2/devices/${id}/console`, { token: admin() }).then((r) => r.text());
-const cycles = (id: number) => server.server.ctx.db.all("SELECT id FROM audit_log WHERE action = 'power.cycle' AND target = ?", [`device:${id}`]).length;
+const cycles = async (id: number) => (await server.db.all("SELECT id FROM audit_log WHERE action = 'power.cycle' AND target = ?", [`device:${id}`])).length;
 
 async function reporter(id: number) {
   socket?.ws.close();
@@ -59,7 +59,7 @@ test("after a restart, an attempt's console span still starts at its offer and a
   const pkg = (await uploadOk(server, { token: admin(), version: "v2", devtype: "board", file: Buffer.from("v2 for boards") })).id;
   const [seeded] = await seedDevices(server, 1);
   const id = seeded!.id;
-  await server.server.ctx.db.write((tx) => void tx.run("UPDATE devices SET mac_address = ? WHERE id = ?", [MAC, id]));
+  await server.db.run("UPDATE devices SET mac_address = ? WHERE id = ?", [MAC, id]);
   const group = (await call("POST", "/api/v2/groups", { metadata: {} })).body.id as number;
   for (const [method, path, json] of [
     ["POST", `/api/v2/groups/${group}/policy`, { policy: "no_update," }],
@@ -81,14 +81,14 @@ test("after a restart, an attempt's console span still starts at its offer and a
   boardPrints(tty, "Writing v2 to mmcblk0p2\r\n");
   await waitFor(async () => (await consoleText(id)).includes("Writing v2"), 10_000, "the install on the console");
   await pastRecoverTime();
-  assert.equal(cycles(id), 1, "cycled once before the restart");
+  assert.equal(await cycles(id), 1, "cycled once before the restart");
   await waitFor(async () => (await consoleText(id)).includes("login:"), 10_000, "the boot after the cycle");
 
   socket!.ws.close();
   await server.restart();
   await waitFor(async () => (await server.request(`/api/v2/devices/${id}/console`, { token: admin() })).headers.get("x-console-status") === "connected", 10_000, "the console read again");
   await pastRecoverTime();
-  assert.equal(cycles(id), 1, "the attempt's board is not cycled again after the restart");
+  assert.equal(await cycles(id), 1, "the attempt's board is not cycled again after the restart");
   const history = (await call("GET", `/api/v2/devices/${id}/update-history`)).body as Array<{ id: number; outcome: string }>;
   assert.equal(history.filter((h) => h.outcome === "power_cycle").length, 1, JSON.stringify(history));
 

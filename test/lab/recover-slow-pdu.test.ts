@@ -22,7 +22,7 @@ const deployments = () => server.server.domains.update.deployments;
 test("a power cycle that takes long holds up no other decision of the deployments' tick, and is recorded once done", async () => {
   const pkg = (await uploadOk(server, { token: admin(), version: "v2", devtype: "board", file: Buffer.from("v2 for boards") })).id;
   const [board, other] = await seedDevices(server, 2);
-  await server.server.ctx.db.write((tx) => void tx.run("UPDATE devices SET mac_address = ? WHERE id = ?", [MAC, board!.id]));
+  await server.db.run("UPDATE devices SET mac_address = ? WHERE id = ?", [MAC, board!.id]);
   const group = (await call("POST", "/api/v2/groups", { metadata: {} })).body.id as number;
   for (const [method, path, json] of [
     ["POST", `/api/v2/groups/${group}/policy`, { policy: "no_update," }],

@@ -46,7 +46,7 @@ const consoleText = async (id: number) => (await server.request(`/api/v2/devices
 test("a deployment whose board does not come back after its install power-cycles it once, captures its boot, and then counts its report; each attempt's console span is beside its history row", async () => {
   const pkg = (await uploadOk(server, { token: admin(), version: "v2", devtype: "board", file: Buffer.from("v2 for boards") })).id;
   const [seeded] = await seedDevices(server, 1);
-  await server.server.ctx.db.write((tx) => void tx.run("UPDATE devices SET mac_address = ? WHERE id = ?", [MAC, seeded!.id]));
+  await server.db.run("UPDATE devices SET mac_address = ? WHERE id = ?", [MAC, seeded!.id]);
   const id = seeded!.id;
   const token = server.server.ctx.tokens.issueDevice(MAC, id, 30 * DAY);
   const group = (await call("POST", "/api/v2/groups", { metadata: {} })).body.id as number;
@@ -84,13 +84,13 @@ test("a deployment whose board does not come back after its install power-cycles
   // Silent for less than 2 minutes: nothing; past them: one power cycle.
   server.clock.advance(60_000);
   await server.server.domains.update.deployments.tick();
-  const cycles = () => server.server.ctx.db.all<{ actor_kind: string; actor: string }>("SELECT actor_kind, actor FROM audit_log WHERE action = 'power.cycle' AND target = ?", [`device:${id}`]);
-  assert.equal(cycles().length, 0);
+  const cycles = () => server.db.all<{ actor_kind: string; actor: string }>("SELECT actor_kind, actor FROM audit_log WHERE action = 'power.cycle' AND target = ?", [`device:${id}`]);
+  assert.equal((await cycles()).length, 0);
   server.clock.advance(61_000);
   await server.server.domains.update.deployments.tick();
   await server.server.domains.update.deployments.tick();
   await server.server.domains.update.deployments.recoveriesSettled();
-  assert.deepEqual(cycles(), [{ actor_kind: "system", actor: "deployment" }], "cycled once, audited as system:deployment");
+  assert.deepEqual(await cycles(), [{ actor_kind: "system", actor: "deployment" }], "cycled once, audited as system:deployment");
   await waitFor(async () => (await consoleText(id)).includes("login:"), 10_000, "the boot after the cycle on the console");
 
   const history = async () => (await call("GET", `/api/v2/devices/${id}/update-history`)).body as Array<{ id: number; outcome: string; reason: string | null; attempt: number | null }>;
@@ -122,5 +122,5 @@ test("a deployment whose board does not come back after its install power-cycles
   assert.equal((await span(installed.id, stranger)).status, 404);
   assert.equal((await call("GET", `/api/v2/devices/${id}/console-spans`, undefined, stranger)).status, 404);
   assert.equal((await span(999_999)).status, 404, "an entry without a span");
-  assert.equal(cycles().length, 1, "once per attempt");
+  assert.equal((await cycles()).length, 1, "once per attempt");
 });

@@ -20,7 +20,7 @@ const reservation = (id: number, token?: string) => server.call("GET", `/api/v2/
 const reserve = (id: number, body: unknown, token?: string) => server.call("POST", `/api/v2/devices/${id}/reservation`, body, token);
 const release = (id: number, token?: string) => server.call("DELETE", `/api/v2/devices/${id}/reservation`, undefined, token);
 const audited = (id: number) =>
-  server.server.ctx.db.all<{ action: string; actor: string; detail: string | null }>("SELECT action, actor, detail FROM audit_log WHERE target = ? AND action LIKE 'reservation.%' ORDER BY id", [`device:${id}`]);
+  server.db.all<{ action: string; actor: string; detail: string | null }>("SELECT action, actor, detail FROM audit_log WHERE target = ? AND action LIKE 'reservation.%' ORDER BY id", [`device:${id}`]);
 
 let board: ProtocolDevice;
 let alice: string;
@@ -69,7 +69,7 @@ describe("reservations", () => {
     assert.equal(next.body.holder, "bob46");
     assert.equal((await release(board.id, bob)).body.reserved, false);
     assert.deepEqual(
-      audited(board.id).map((a) => [a.action, a.actor]),
+      (await audited(board.id)).map((a) => [a.action, a.actor]),
       [
         ["reservation.create", "alice46"],
         ["reservation.refresh", "alice46"],
@@ -89,7 +89,7 @@ describe("reservations", () => {
     const broken = await release(board.id);
     assert.equal(broken.status, 200);
     assert.equal(broken.body.reserved, false);
-    const last = audited(board.id).at(-1)!;
+    const last = (await audited(board.id)).at(-1)!;
     assert.deepEqual([last.action, last.actor, JSON.parse(last.detail!).holder], ["reservation.break", "admin", "alice46"]);
     assert.equal((await release(board.id, bob)).status, 200, "releasing a free board changes nothing");
   });

@@ -54,7 +54,7 @@ test("the power module cycles the run's board through pdudaemon as the run's cal
   const run = await waitRun(server, await start("power.yml"), undefined, 30_000);
   assert.equal(run.status, "finished", JSON.stringify(run));
   assert.deepEqual(pdu.asked().slice(before), ["4 off", "4 on"], "pdudaemon's reboot of port 4");
-  const audit = server.server.ctx.db.get<{ actor: string }>("SELECT actor FROM audit_log WHERE action = 'power.cycle' AND target = ? ORDER BY id DESC", [`device:${id}`]);
+  const audit = await server.db.get<{ actor: string }>("SELECT actor FROM audit_log WHERE action = 'power.cycle' AND target = ? ORDER BY id DESC", [`device:${id}`]);
   assert.equal(audit?.actor, "admin", "audited as the run's caller");
   assert.equal((await server.call("GET", `/api/v2/devices/${id}/power`)).body.state, "on");
 

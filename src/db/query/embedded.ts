@@ -16,7 +16,20 @@ import {
   type Kysely,
   type QueryResult,
 } from "kysely";
+import { AsyncLocalStorage } from "node:async_hooks";
 import type { Database, OpenTransaction, SqlParam } from "../database.ts";
+
+/**
+ * The transaction the current async call chain runs in, once it holds the connection: a query on
+ * the store (not on its `tx`) from inside would wait for the connection its own transaction holds,
+ * for ever, so it fails at once instead, naming the mistake.
+ */
+const runningIn = new AsyncLocalStorage<{ db: Database; open: boolean }>();
+
+/** Runs `fn` (which opens one transaction on `db`) so that a query on the store from inside it fails instead of waiting for itself. */
+export function inTransactionOf<T>(db: Database, fn: () => Promise<T>): Promise<T> {
+  return runningIn.run({ db, open: false }, fn);
+}
 
 /** Kysely's parameters as sql.js binds them. */
 export function bindable(parameters: readonly unknown[]): SqlParam[] {
@@ -100,6 +113,8 @@ class EmbeddedDriver implements Driver {
   async init(): Promise<void> {}
 
   async acquireConnection(): Promise<DatabaseConnection> {
+    const running = runningIn.getStore();
+    if (running?.open && running.db === this.db) throw new Error("a query on the store inside one of its own transactions would wait for that transaction: query through its tx");
     await this.db.connection.acquire();
     return new EmbeddedConnection(this.db);
   }
@@ -110,6 +125,8 @@ class EmbeddedDriver implements Driver {
 
   async beginTransaction(connection: DatabaseConnection): Promise<void> {
     (connection as EmbeddedConnection).transaction = this.db.begin();
+    const running = runningIn.getStore();
+    if (running?.db === this.db) running.open = true;
   }
 
   async commitTransaction(connection: DatabaseConnection): Promise<void> {
@@ -122,12 +139,16 @@ class EmbeddedDriver implements Driver {
     const held = connection as EmbeddedConnection;
     const transaction = held.transaction;
     held.transaction = undefined;
+    const running = runningIn.getStore();
+    if (running?.db === this.db) running.open = false;
     transaction?.rollback();
   }
 
   async destroy(): Promise<void> {}
 
   private ended(connection: EmbeddedConnection): OpenTransaction {
+    const running = runningIn.getStore();
+    if (running?.db === this.db) running.open = false;
     const transaction = connection.transaction;
     if (!transaction) throw new Error("no open transaction");
     connection.transaction = undefined;
@@ -135,10 +156,21 @@ class EmbeddedDriver implements Driver {
   }
 }
 
+/**
+ * SQLite's adapter, but without Kysely's own one-connection mutex: the driver's lock (the
+ * database's `connection`) is that mutex, and it can refuse a query made from inside the
+ * transaction it waits for, which Kysely's cannot (its lock would stay taken).
+ */
+class EmbeddedAdapter extends SqliteAdapter {
+  override get supportsMultipleConnections(): boolean {
+    return true;
+  }
+}
+
 /** The Kysely dialect of the embedded database. Closing the Kysely instance leaves `db` open: its owner closes it. */
 export function embeddedDialect(db: Database): Dialect {
   return {
-    createAdapter: () => new SqliteAdapter(),
+    createAdapter: () => new EmbeddedAdapter(),
     createDriver: () => new EmbeddedDriver(db),
     createIntrospector: (kysely: Kysely<unknown>) => new SqliteIntrospector(kysely),
     createQueryCompiler: () => new SqliteQueryCompiler(),

@@ -33,14 +33,14 @@ interface ValidationJob {
   validation: DeploymentValidation;
 }
 
-type Ctx = Pick<AppContext, "clock" | "db" | "log" | "onClosing" | "store">;
+type Ctx = Pick<AppContext, "clock" | "log" | "onClosing" | "store">;
 
-export function validateDeployments(ctx: Ctx, deployments: DeploymentService, runs: TestRunService, hub: ChannelHub): void {
+export async function validateDeployments(ctx: Ctx, deployments: DeploymentService, runs: TestRunService, hub: ChannelHub): Promise<void> {
   const closing = { now: false };
   ctx.onClosing.push(() => (closing.now = true));
   const pin = (v: DeploymentValidation) => JSON.stringify(runs.pinOnDevice(v.config, v.suite));
   deployments.validator = { pin };
-  pinEarlier(ctx, pin);
+  await pinEarlier(ctx, pin);
   const start = (job: ValidationJob) => {
     // The deployment waits for the verdict before it counts the device as a success (held already
     // when the device moved to `installed`; a validation a restart interrupted is held here).
@@ -50,12 +50,14 @@ export function validateDeployments(ctx: Ctx, deployments: DeploymentService, ru
       .finally(() => deployments.validationDone(job.deploymentId, job.deviceId).catch((error) => ctx.log.warn(`deployment ${job.deploymentId}: ${(error as Error).message}`)));
   };
   deployments.onInstalled(({ deploymentId, deviceId, version }) => {
-    const row = getDeployment(ctx.db, deploymentId);
-    if (row?.validation) start({ deploymentId, deviceId, version, validation: JSON.parse(row.validation) as DeploymentValidation });
+    getDeployment(ctx.store.query, deploymentId).then(
+      (row) => void (row?.validation && start({ deploymentId, deviceId, version, validation: JSON.parse(row.validation) as DeploymentValidation })),
+      (error: Error) => ctx.log.error(`deployment ${deploymentId}: validation of device ${deviceId} not started: ${error.message}`),
+    );
   });
   // Validations the last stop interrupted (their runs ended "interrupted by server restart") run
   // again; held now, before the deployments' first tick could count those devices as successes.
-  for (const m of unvalidatedMembers(ctx.db)) {
+  for (const m of await unvalidatedMembers(ctx.store.query)) {
     ctx.log.info(`deployment ${m.deployment_id}: validating device ${m.device_id} again (interrupted by a restart)`);
     start({ deploymentId: m.deployment_id, deviceId: m.device_id, version: m.version, validation: JSON.parse(m.validation) as DeploymentValidation });
   }
@@ -66,9 +68,9 @@ export function validateDeployments(ctx: Ctx, deployments: DeploymentService, ru
  * then on an upload changes nothing they run. One whose config no longer runs keeps none, and its
  * devices fail their validation.
  */
-function pinEarlier(ctx: Ctx, pin: (v: DeploymentValidation) => string): void {
-  for (const row of activeDeployments(ctx.db)) {
-    if (!row.validation || validationCopy(ctx.db, row.id) !== null) continue;
+async function pinEarlier(ctx: Ctx, pin: (v: DeploymentValidation) => string): Promise<void> {
+  for (const row of await activeDeployments(ctx.store.query)) {
+    if (!row.validation || (await validationCopy(ctx.store.query, row.id)) !== null) continue;
     const validation = JSON.parse(row.validation) as DeploymentValidation;
     let copy: string;
     try {
@@ -77,8 +79,8 @@ function pinEarlier(ctx: Ctx, pin: (v: DeploymentValidation) => string): void {
       ctx.log.warn(`deployment ${row.id}: validation config ${validation.config} cannot be pinned: ${(error as Error).message}`);
       continue;
     }
-    // Applied in memory at once (before any validation below reads it), durable right after.
-    void ctx.db.write((tx) => pinValidation(tx, row.id, copy)).catch((error) => ctx.log.error(`deployment ${row.id}: ${(error as Error).message}`));
+    // Durable before any validation below reads it.
+    await pinValidation(ctx.store.query, row.id, copy);
     ctx.log.info(`deployment ${row.id}: validation config ${validation.config} pinned as it is now`);
   }
 }
@@ -91,10 +93,10 @@ async function validate(
   job: ValidationJob,
   closing: { now: boolean },
 ): Promise<void> {
-  const device = getDevice(ctx.db, job.deviceId);
+  const device = await getDevice(ctx.store.query, job.deviceId);
   if (!device) return;
   const { config, suite } = job.validation;
-  const copy = validationCopy(ctx.db, job.deploymentId);
+  const copy = await validationCopy(ctx.store.query, job.deploymentId);
   let run;
   try {
     if (copy === null) throw new Error("no copy of it was kept when the deployment was made");

@@ -114,8 +114,8 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
         responses: replies({ 200: ok(TestTargets, "OK") }),
       },
       access.read,
-      (c) => {
-        const targets = testableTargets(ctx.db, c.get("identity"), ctx.config.prefix);
+      async (c) => {
+        const targets = await testableTargets(ctx.store, c.get("identity"), ctx.config.prefix);
         const answer: TestTargets = { devices: targets.devices.map((d) => ({ name: d.name, mac_address: d.mac })), total: targets.total, groups: targets.groups, tags: targets.tags };
         return c.json(answer);
       },
@@ -135,7 +135,7 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
       async (c, { query }) => {
         const name = c.req.param("name") ?? "";
         if (!isConfigName(name)) throw new LabgateError("invalid", "invalid config name");
-        const sight = service.sight(c.get("identity"));
+        const sight = await service.sight(c.get("identity"));
         const history = await service.deviceHistory(name, query.runs ?? 10, { limit: query.limit ?? 100, offset: query.offset ?? 0 }, sight.macs);
         c.header("X-Total-Count", String(history.total));
         const answer: DeviceTestHistory = {

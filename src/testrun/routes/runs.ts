@@ -152,12 +152,12 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
   };
   const triggerView = async (t: TriggerRecord, sight: DeviceSight) => seenTrigger(t, await store.runsOfTrigger(t.id), sight).object;
   /** The run the path names as its reader sees it, once final: its report and artifacts may be fetched. */
-  const finishedRun = async (c: Context<AppEnv>) => completedRun(await service.seen(c.req.param("id") ?? "", sightOf(c)));
+  const finishedRun = async (c: Context<AppEnv>) => completedRun(await service.seen(c.req.param("id") ?? "", await sightOf(c)));
   /** The run the path names, if the caller may also stop or delete it (a run on devices: what its devices require). */
   const stoppableRun = async (c: Context<AppEnv>, message: string): Promise<RunRecord> => {
     const run = await store.getRun(c.req.param("id") ?? "");
     if (!run) throw new LabgateError("not_found", message);
-    authorizeStop(ctx.db, c.get("identity"), run, await store.planOf(run.id));
+    await authorizeStop(ctx.store.query, c.get("identity"), run, await store.planOf(run.id));
     return run;
   };
 
@@ -173,7 +173,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     },
     access.read,
     async (c, { query }) => {
-      const sight = sightOf(c);
+      const sight = await sightOf(c);
       if (Object.values(query).every((v) => v === undefined)) return c.json((await store.listRuns()).map((r) => runView(r, sight)));
       const { runs, total } = await store.queryRuns({
         ...(query.config_name !== undefined ? { configName: query.config_name } : {}),
@@ -194,7 +194,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
   const viewers = new Set<Viewer>();
   let generation = -1;
   // `current`: the reader's identity as it stands now (a reason when it no longer counts).
-  const viewerSight = (current: Identity | string | undefined, shared: Map<string, DeviceSight>): DeviceSight => {
+  const viewerSight = async (current: Identity | string | undefined, shared: Map<string, Promise<DeviceSight>>): Promise<DeviceSight> => {
     if (typeof current === "string") return DeviceSight.NONE; // its watch ends the stream
     if (current?.kind !== "mgmt") return service.sight(current);
     const key = `${current.user}\n${[...current.scopes].sort().join(" ")}`;
@@ -216,8 +216,8 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     const now = await accessGeneration(ctx.store.query);
     if (now !== generation) {
       generation = now;
-      const shared = new Map<string, DeviceSight>();
-      for (const viewer of viewers) viewer.sight = viewerSight(viewer.identity?.kind === "mgmt" ? await accessWatch.current(viewer.identity) : viewer.identity, shared);
+      const shared = new Map<string, Promise<DeviceSight>>();
+      for (const viewer of viewers) viewer.sight = await viewerSight(viewer.identity?.kind === "mgmt" ? await accessWatch.current(viewer.identity) : viewer.identity, shared);
     }
     const prepared = new Map<string, PreparedEvent>();
     // A run's event is the record its change wrote, so that a stream sees every state it passed through.
@@ -250,10 +250,11 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       responses: replies({ 200: { description: "Event stream", media: "text/event-stream" } }),
     },
     access.read,
-    (c) => {
+    async (c) => {
       const identity = c.get("identity");
+      const sight = await viewerSight(identity, new Map());
       return streams.respond(identity, (send) => {
-        const viewer: Viewer = { identity, sight: viewerSight(identity, new Map()), send };
+        const viewer: Viewer = { identity, sight, send };
         viewers.add(viewer);
         const release = subscription.hold();
         return () => {
@@ -288,7 +289,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       const target = result.kind === "dispatch" ? `trigger:${result.triggerId}` : `run:${result.run.id}`;
       await recordRequest(ctx, c, "testrun.trigger", target, { config: request.configName, suite: request.suite });
       if (result.kind === "dispatch") return c.json({}, 200, { "X-Trigger-Id": result.triggerId });
-      return c.json(runView(result.run, sightOf(c)));
+      return c.json(runView(result.run, await sightOf(c)));
     },
   );
 
@@ -298,7 +299,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     { method: "get", path: "/api/v1/test-runs/trigger", ...doc, summary: "Triggers", responses: replies({ 200: ok(z.array(Trigger), "OK") }) },
     access.read,
     async (c) => {
-      const sight = sightOf(c);
+      const sight = await sightOf(c);
       const runs = new Map<string, RunRecord[]>();
       for (const run of await store.listRuns()) {
         const ofTrigger = runs.get(run.triggerId);
@@ -315,7 +316,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     async (c) => {
       const trigger = await store.getTrigger(c.req.param("tid") ?? "");
       if (!trigger) throw new LabgateError("not_found", "Trigger not found");
-      return c.json(await triggerView(trigger, sightOf(c)));
+      return c.json(await triggerView(trigger, await sightOf(c)));
     },
   );
   const deleteTestRunsTriggerByTid = route(
@@ -324,10 +325,10 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     access.write,
     async (c) => {
       const id = c.req.param("tid") ?? "";
-      for (const run of await store.runsOfTrigger(id)) if (!FINAL_STATUSES.has(run.status)) authorizeStop(ctx.db, c.get("identity"), run, await store.planOf(run.id));
+      for (const run of await store.runsOfTrigger(id)) if (!FINAL_STATUSES.has(run.status)) await authorizeStop(ctx.store.query, c.get("identity"), run, await store.planOf(run.id));
       const trigger = await service.abortTrigger(id);
       await recordRequest(ctx, c, "testrun.abort", `trigger:${trigger.id}`);
-      return c.json(await triggerView(trigger, sightOf(c)));
+      return c.json(await triggerView(trigger, await sightOf(c)));
     },
   );
 
@@ -337,7 +338,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     access.read,
     async (c) => {
       const id = c.req.param("id") ?? "";
-      const seen = await service.seen(id, sightOf(c));
+      const seen = await service.seen(id, await sightOf(c));
       if (!seen) throw new LabgateError("not_found", `Run not found: ${id}`);
       return c.json(runObjectA(seen.run));
     },
@@ -350,7 +351,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     async (c) => {
       const run = await service.abort((await stoppableRun(c, "Test run not found")).id);
       await recordRequest(ctx, c, "testrun.abort", `run:${run.id}`);
-      return c.json(runView(run, sightOf(c)));
+      return c.json(runView(run, await sightOf(c)));
     },
   );
 
@@ -382,7 +383,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
       if (!(await store.getRun(id))) throw new LabgateError("not_found", `Run not found: ${id}`);
       const run = await service.repeat(id, body, c.get("identity"));
       await recordRequest(ctx, c, "testrun.trigger", `run:${run.id}`, { repeat_of: id });
-      return c.json(runView(run, sightOf(c)));
+      return c.json(runView(run, await sightOf(c)));
     },
   );
 
@@ -490,7 +491,7 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     { method: "get", path: "/api/v1/test-runs", ...doc, summary: "Runs", responses: replies({ 200: ok(z.array(TestRunB), "OK") }) },
     access.read,
     async (c) => {
-      const sight = service.sight(c.get("identity"));
+      const sight = await service.sight(c.get("identity"));
       return c.json((await store.listRuns()).map((r) => runObjectB(seenRun(r, sight).run)));
     },
   );
@@ -526,7 +527,7 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     app,
     { method: "get", path: "/api/v1/test-runs/:id", ...doc, summary: "One run", responses: replies({ 200: ok(TestRunB, "OK"), 404: errors[404] }) },
     access.read,
-    async (c) => c.json(runObjectB(seenRun(await runByVariantBId(service, c.req.param("id") ?? ""), service.sight(c.get("identity"))).run)),
+    async (c) => c.json(runObjectB(seenRun(await runByVariantBId(service, c.req.param("id") ?? ""), await service.sight(c.get("identity"))).run)),
   );
 
   const deleteTestRunsById = route(
@@ -535,12 +536,12 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     access.write,
     async (c) => {
       const run = await runByVariantBId(service, c.req.param("id") ?? "");
-      authorizeStop(ctx.db, c.get("identity"), run, await store.planOf(run.id));
+      await authorizeStop(ctx.store.query, c.get("identity"), run, await store.planOf(run.id));
       if (FINAL_STATUSES.has(run.status)) throw new LabgateError("invalid", "Test run not in progress");
       await service.abort(run.id);
       await recordRequest(ctx, c, "testrun.abort", `run:${run.id}`, { seq: run.seq });
       await service.waitForEnd(run.id, ABORT_WAIT_B_MS);
-      return c.json(runObjectB(seenRun((await store.getRun(run.id))!, service.sight(c.get("identity"))).run));
+      return c.json(runObjectB(seenRun((await store.getRun(run.id))!, await service.sight(c.get("identity"))).run));
     },
   );
 
@@ -549,7 +550,7 @@ function variantB(ctx: AppContext, access: TestRunAccess, service: TestRunServic
     { method: "get", path: "/api/v1/test-runs/:id/report", ...doc, summary: "The CSV report", responses: replies({ 200: csv, 404: errors[404] }) },
     access.read,
     async (c) => {
-      const seen = completedRun(seenRun(await runByVariantBId(service, c.req.param("id") ?? ""), service.sight(c.get("identity"))));
+      const seen = completedRun(seenRun(await runByVariantBId(service, c.req.param("id") ?? ""), await service.sight(c.get("identity"))));
       return serveReport(c, service, seen, `report-run-${seen.run.seq}.csv`);
     },
   );

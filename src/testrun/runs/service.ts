@@ -46,7 +46,7 @@ const TRIGGER_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
  */
 export class TestRunService implements LocalRuns {
   readonly store: RunStore;
-  readonly ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "db" | "store">;
+  readonly ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "store">;
   readonly source: ConfigSource;
   readonly orchestrator: Orchestrator;
   readonly dirs: TestrunDirs;
@@ -58,7 +58,7 @@ export class TestRunService implements LocalRuns {
   /** Resolves once the runs the last process left unfinished are aborted (recoverFromRestart). */
   private recovered: Promise<void> = Promise.resolve();
 
-  constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "db" | "store">, source: ConfigSource, store: RunStore, hub?: ChannelHub, runAs: TestRunAs = {}) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "store">, source: ConfigSource, store: RunStore, hub?: ChannelHub, runAs: TestRunAs = {}) {
     this.ctx = ctx;
     this.source = source;
     this.store = store;
@@ -123,7 +123,7 @@ export class TestRunService implements LocalRuns {
     if (!targets) return undefined;
     if (!this.devices) throw new LabgateError("invalid", "this server manages no devices");
     if ((request.nodes ?? []).length > 0) throw new LabgateError("invalid", "give either nodes or device targets, not both");
-    const resolved = resolveTargets(this.ctx.db, identity, targets.targets, this.ctx.config.prefix);
+    const resolved = await resolveTargets(this.ctx.store, identity, targets.targets, this.ctx.config.prefix);
     // A board someone else holds runs none of this caller's tests (src/lab/reservations.ts).
     await refuseReserved(this.ctx.store.query, identity!, [...resolved.values()].flat(), this.ctx.clock.now());
     const shares = deviceShares(targets.entries, resolved);
@@ -342,8 +342,8 @@ export class TestRunService implements LocalRuns {
   }
 
   /** The devices `identity` may see of runs (sight.ts): every view of a run is made through it. */
-  sight(identity: Identity | undefined): DeviceSight {
-    return DeviceSight.of(this.ctx.db, identity);
+  sight(identity: Identity | undefined): Promise<DeviceSight> {
+    return DeviceSight.of(this.ctx.store.query, identity);
   }
 
   /** The run `id` as `sight` sees it, or undefined when there is none. */

@@ -7,9 +7,9 @@
  */
 import { createHash } from "node:crypto";
 import type { Identity } from "../../app/context.ts";
-import type { Database } from "../../db/index.ts";
+import type { Queries } from "../../db/store.ts";
 import { deviceMacs } from "../../update/devices/devices.ts";
-import { permissionFilterSql } from "../../update/permissions/permissions.ts";
+import { permissionFilter } from "../../update/permissions/permissions.ts";
 import type { DeviceProgress } from "../schema.ts";
 import type { RunRecord } from "./store.ts";
 
@@ -26,11 +26,11 @@ export class DeviceSight {
     this.macs = macs;
   }
 
-  static of(db: Pick<Database, "all">, identity: Identity | undefined): DeviceSight {
+  static async of(q: Queries, identity: Identity | undefined): Promise<DeviceSight> {
     if (!identity) return DeviceSight.ALL;
-    const filter = permissionFilterSql(identity, "device", "d");
+    const filter = permissionFilter(identity, "device", "d");
     if (!filter) return DeviceSight.ALL;
-    return new DeviceSight(deviceMacs(db, filter));
+    return new DeviceSight(await deviceMacs(q, filter));
   }
 
   sees(mac: string): boolean {

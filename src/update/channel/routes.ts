@@ -11,8 +11,7 @@ import type { DeviceRow } from "../devices/devices.ts";
 import { CLOSE_INVALID, MAX_EARLY_BYTES, notConnected, size, type ShellService, type ShellSession } from "./shell.ts";
 import { closeReason } from "../../protocol/labgate/wire.ts";
 import type { AccessWatch } from "../../auth/authority.ts";
-import { MSG_FORBIDDEN } from "../permissions/permissions.ts";
-import { allowedSync } from "../permissions/legacy.ts";
+import { allowed, MSG_FORBIDDEN } from "../permissions/permissions.ts";
 import { actorOf } from "../../http/actor.ts";
 import { errors, queryOf, route, type Operation } from "../../http/openapi.ts";
 import { ShellQuery } from "./schema.ts";
@@ -115,7 +114,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
           if (identity.kind === "mgmt") {
             unwatch = accessWatch.watch(identity, {
               end: (reason) => ws.close(CLOSE_UNAUTHORIZED, reason),
-              check: (current) => (allowedSync(ctx.db, current, "device", device.id, "shell") ? undefined : MSG_FORBIDDEN),
+              check: async (current) => ((await allowed(ctx.store.query, current, "device", device.id, "shell")) ? undefined : MSG_FORBIDDEN),
             });
           }
           void shells.open(device.mac_address, device.id, ws.raw as WebSocket, actor).then((opened) => {

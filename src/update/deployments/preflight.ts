@@ -12,10 +12,10 @@ import type * as z from "zod";
 import type { DeploymentPreflight, DeploymentPreflightQuery } from "./schema.ts";
 
 /** The caller (read on the group) asks what deploying `version` (with the `packages` it would assign first) would meet. */
-export async function preflight({ db, store }: Pick<AppContext, "db" | "store">, prefix: string, identity: Identity, query: z.output<typeof DeploymentPreflightQuery>): Promise<DeploymentPreflight> {
+export async function preflight({ store }: Pick<AppContext, "store">, prefix: string, identity: Identity, query: z.output<typeof DeploymentPreflightQuery>): Promise<DeploymentPreflight> {
   if (query.group === undefined || query.version === undefined) throw new LabgateError("invalid", 'query parameters "group" and "version" are required');
   await authorize(store.query, identity, "group", query.group, "read");
   const extra = query.packages ? query.packages.split(",").map(Number) : [];
   const packages = (await packagesOfVersion(store.query, query.group, query.version, extra)).map((row) => ({ ...row, metadata: JSON.parse(row.metadata) as Record<string, unknown> }));
-  return { warnings: signatureWarnings(packageKeys(prefix), packages, signatureRequirements(db, query.group, prefix)) };
+  return { warnings: signatureWarnings(packageKeys(prefix), packages, await signatureRequirements(store, query.group, prefix)) };
 }

@@ -72,7 +72,7 @@ const historyView = (row: HistoryRow): UpdateHistoryEntry => ({
  * one `update` on it (admin scopes pass); update history: `read` on the device.
  */
 export function deploymentRoutes(ctx: AppContext, auth: Auth, service: DeploymentService) {
-  const { db, store } = ctx;
+  const { store } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
 
@@ -106,7 +106,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     async (c, { body }) => {
       const identity = c.get("identity");
       await authorize(store.query, identity, "group", body.group, "update");
-      if (body.validation) checkValidation(db, identity, body.group, service);
+      if (body.validation) await checkValidation(store, identity, body.group, service);
       const row = await service.create({
         groupId: body.group,
         version: body.version,
@@ -287,7 +287,7 @@ export function deploymentRoutes(ctx: AppContext, auth: Auth, service: Deploymen
     async (c, { query }) => {
       const id = pathId(c.req.param("id"), "device");
       await authorize(store.query, c.get("identity"), "device", id, "read");
-      if (!getDevice(db, id)) throw new LabgateError("not_found", "device does not exist");
+      if (!(await getDevice(store.query, id))) throw new LabgateError("not_found", "device does not exist");
       const { rows, total } = await listHistory(store.query, id, query.limit ?? 100, query.offset ?? 0);
       c.header("X-Total-Count", String(total));
       return c.json(rows.map(historyView));

@@ -1,11 +1,11 @@
 import type { Identity } from "../../app/context.ts";
-import type { Database } from "../../db/index.ts";
-import { embeddedSql } from "../../db/dialect.ts";
+import { sql, type SqlBool } from "kysely";
+import type { Store } from "../../db/store.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { rfc822 } from "../../util/time.ts";
-import { bothFilters, listDevices } from "../devices/devices.ts";
+import { listDevices } from "../devices/devices.ts";
 import { memberFilter } from "../groups/groups.ts";
-import { permissionFilterSql } from "../permissions/permissions.ts";
+import { permissionFilter } from "../permissions/permissions.ts";
 import { sumOf, SUCCEEDED, totalOf } from "./model.ts";
 import { DEVICE_STATES, type Counts, type Deployment, type DeploymentValidation } from "./schema.ts";
 import type { DeploymentService } from "./service.ts";
@@ -63,11 +63,11 @@ export async function deploymentView(service: DeploymentService, row: Deployment
  * and the `test` permission on each of them (403 naming those it lacks, found in one query); the
  * service then pins the config, which must run on a device here (src/testrun/devices/validation.ts).
  */
-export function checkValidation(db: Database, identity: Identity, groupId: number, service: DeploymentService): void {
+export async function checkValidation(store: Store, identity: Identity, groupId: number, service: DeploymentService): Promise<void> {
   if (!service.validator) throw new LabgateError("invalid", `field "validation": this server runs no tests`);
   if (identity.kind !== "mgmt" || !(identity.scopes.has("tests_rw") || identity.scopes.has("admin_rw"))) throw new LabgateError("forbidden", `field "validation": needs svc_tests_rw`);
-  const testable = permissionFilterSql(identity, "device", "d", "test");
+  const testable = permissionFilter(identity, "device", "d", "test");
   if (!testable) return;
-  const refused = listDevices(db, bothFilters(embeddedSql(memberFilter(groupId)), { sql: `NOT (${testable.sql})`, params: testable.params })).map((d) => `'${d.name || d.mac_address}'`);
+  const refused = (await listDevices(store, sql<SqlBool>`(${memberFilter(groupId)}) AND NOT (${testable})`)).map((d) => `'${d.name || d.mac_address}'`);
   if (refused.length > 0) throw new LabgateError("forbidden", `field "validation": no test permission on device${refused.length > 1 ? "s" : ""} ${refused.join(", ")}`);
 }

@@ -1,5 +1,4 @@
 import { sql, type Expression, type Selectable, type SqlBool } from "kysely";
-import type { Database } from "../../db/index.ts";
 import type { Queries, Store, Tx } from "../../db/store.ts";
 import type { GroupsTable } from "../../db/schema.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
@@ -7,10 +6,10 @@ import { groupNameOf } from "./name.ts";
 import { isoTime, rfc822 } from "../../util/time.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { DEFAULT_POLICY } from "./policy.ts";
-import { allowed, MSG_FORBIDDEN, unguarded, withinGrants, type ChangeGuard, type SqlFilter } from "../permissions/permissions.ts";
+import { allowed, MSG_FORBIDDEN, unguarded, withinGrants, type ChangeGuard } from "../permissions/permissions.ts";
 import type { Identity } from "../../app/context.ts";
 import type { Group, GroupV1 } from "./schema.ts";
-import { countDevices, deviceExists, deviceIdsOutsideGroup } from "../devices/devices.ts";
+import { countDevices, deviceExists, deviceIdsOutsideGroup, type DeviceFilter } from "../devices/devices.ts";
 import { packageExists } from "../packages/packages.ts";
 
 export const DEFAULT_PRIORITY = 25;
@@ -244,10 +243,10 @@ export async function groupMemberCounts(q: Queries, devices: Expression<SqlBool>
  * The devices `where` matches that are not members of the group yet, for an "add all matching";
  * 400 when more than `max` match (a filter that wide is a mistake more often than not).
  */
-export function matchingNonMembers(db: Database, groupId: number, where: SqlFilter, max: number): number[] {
-  const total = countDevices(db, where);
+export async function matchingNonMembers(q: Queries, groupId: number, where: DeviceFilter, max: number): Promise<number[]> {
+  const total = await countDevices(q, where);
   if (total > max) throw new LabgateError("invalid", `${total} devices match: at most ${max} are added at once; narrow the filter`);
-  return deviceIdsOutsideGroup(db, where, groupId);
+  return deviceIdsOutsideGroup(q, where, groupId);
 }
 
 /**

@@ -217,7 +217,7 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
       await authorize(store.query, identity, "group", id, "update");
       if (!(await getGroup(store.query, id))) throw new LabgateError("not_found", GROUP_NOT_FOUND);
       const where = bothFilters(permissionFilterSql(identity, "device", "d"), deviceTextFilter(ctx.config.prefix, q))!;
-      const add = matchingNonMembers(ctx.db, id, where, GROUP_MATCH_MAX);
+      const add = await matchingNonMembers(store.query, id, where, GROUP_MATCH_MAX);
       // As PATCH .../devices with these additions: update on each, no permission gained beyond the caller's, the membership rule.
       await patchGroupDevices(store, catalog, id, add, [], "priority", actorOf(c, ctx.clock), await requireOnEach(ctx, identity, add));
       const answer: GroupDevicesAdded = { added: add.length };

@@ -26,7 +26,7 @@ const tag = "logs";
  * everyone else goes through the permission table, a hidden device or log is a 404.
  */
 export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
-  const { db, store } = ctx;
+  const { store } = ctx;
   const app = new Hono<AppEnv>();
   const mgmt = auth.management();
   const limits = ctx.config.update_server;
@@ -69,7 +69,7 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
   const deviceScope = async (c: Context<AppEnv>, perm: Permission): Promise<DeviceScope> => {
     const id = pathId(c.req.param("id"), "device");
     await authorize(store.query, c.get("identity"), "device", id, perm);
-    if (!getDevice(db, id)) throw new LabgateError("not_found", DEVICE_NOT_FOUND);
+    if (!(await getDevice(store.query, id))) throw new LabgateError("not_found", DEVICE_NOT_FOUND);
     return oneDevice(id);
   };
 

@@ -138,7 +138,7 @@ export class MenderDevices {
     if (!offer || !pkg) throw new LabgateError("not_found", `no deployment ${id} for this device`);
     const version = String((JSON.parse(pkg.metadata) as Metadata)[metaKeys(this.ctx.config.prefix).version] ?? pkg.version);
     // Mender's client stops a deployment whose status report gets 409: that is labgate's abort.
-    if (offer.deployment !== undefined && latestMembership(this.ctx.db, device.deviceId, offer.deployment)?.state === "aborted") {
+    if (offer.deployment !== undefined && (await latestMembership(this.ctx.store.query, device.deviceId, offer.deployment))?.state === "aborted") {
       throw new LabgateError("conflict", `deployment ${offer.deployment} was aborted`);
     }
     const conn = { deviceId: device.deviceId, mac: device.mac };

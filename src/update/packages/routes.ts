@@ -67,7 +67,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
   /** update_server.deltas auto: deltas of a new package from each version its devices run now. */
   const autoDeltas = async (row: PackageRow, identity: Identity, actor: ReturnType<typeof actorOf>) => {
     if (ctx.config.update_server.deltas !== "auto" || identity.kind !== "mgmt") return;
-    for (const version of versionsRunning(ctx.db, ctx.config.prefix, row.devtype)) {
+    for (const version of await versionsRunning(ctx.store, ctx.config.prefix, row.devtype)) {
       const base = version === row.version ? undefined : await fullPackageOf(ctx.store, ctx.config.prefix, version, row.devtype);
       if (!base) continue;
       try {
