@@ -23,7 +23,7 @@ import type { Writable } from "node:stream";
 import type { Config } from "../config/config.ts";
 import { hasTable, IMAGE_FILE, IMAGE_SUM_FILE } from "../db/index.ts";
 import type { ImageReader, Store } from "../db/store.ts";
-import { storedNamesNow } from "../update/packages/legacy.ts";
+import { storedNamesIn } from "../update/packages/packages.ts";
 import { LOCK_FILE } from "../util/lock.ts";
 import { testrunDirs } from "../testrun/runs/paths.ts";
 import { VERSION } from "../version.ts";
@@ -107,7 +107,7 @@ function stagePackageObjects(dataDir: string, db: ImageReader, warn: (message: s
   }
   const dir = mkdtempSync(join(root, STAGING_PREFIX));
   activeStaging.add(dir);
-  const names = hasTable(db, "packages") ? storedNamesNow(db) : [];
+  const names = hasTable(db, "packages") ? storedNamesIn(db) : [];
   const objects: Array<[string, string]> = [];
   for (const [i, name] of names.entries()) {
     const staged = join(dir, String(i));

@@ -1,5 +1,5 @@
 import type { Expression, Selectable, SqlBool } from "kysely";
-import type { Queries, Store, Tx } from "../../db/store.ts";
+import type { ImageReader, Queries, Store, Tx } from "../../db/store.ts";
 import type { PackagesTable } from "../../db/schema.ts";
 import { metadataText } from "../../db/dialect.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
@@ -39,6 +39,9 @@ export async function packageMetadataText(q: Queries, id: number): Promise<strin
 }
 
 /** The storage names of every package (what the object store must keep). */
+/** storedNames read from an embedded image at once, as a backup's snapshot takes them (src/backup/backup.ts). */
+export const storedNamesIn = (image: Pick<ImageReader, "all">): string[] => image.all<{ storage_name: string }>("SELECT storage_name FROM packages ORDER BY id").map((r) => r.storage_name);
+
 export async function storedNames(q: Queries): Promise<string[]> {
   return (await packages(q).select("pkg.storage_name").orderBy("pkg.id").execute()).map((r) => r.storage_name);
 }
