@@ -2,11 +2,9 @@
  * Deployment rows (migrations 016, 017, 021, 023, 024): queries only. The state machine is service.ts.
  */
 import type { Expression, Insertable, Selectable, SqlBool, Updateable } from "kysely";
-import type { Database as SyncDatabase, Tx as SyncTx } from "../../db/index.ts";
 import type { DeploymentDevicesTable, DeploymentsTable, UpdateHistoryTable } from "../../db/schema.ts";
 import type { Queries, Tx } from "../../db/store.ts";
 import { emptyCounts } from "./model.ts";
-import * as legacy from "./legacy.ts";
 import { DEVICE_STATES, type Counts, type DeviceState, type MaintenanceWindow, type Status } from "./schema.ts";
 
 /**
@@ -68,28 +66,19 @@ export async function deploymentsOfVersion(q: Queries, version: string, groupIds
     .execute();
 }
 
-export function getDeployment(q: Queries, id: number): Promise<DeploymentRow | undefined>;
-export function getDeployment(db: SyncDatabase | SyncTx, id: number): DeploymentRow | undefined;
-export function getDeployment(q: Queries | SyncDatabase | SyncTx, id: number): Promise<DeploymentRow | undefined> | DeploymentRow | undefined {
-  if (!("selectFrom" in q)) return legacy.getDeployment(q, id);
+export function getDeployment(q: Queries, id: number): Promise<DeploymentRow | undefined> {
   return deployments(q).where("dp.id", "=", id).executeTakeFirst();
 }
 
 /** The deployments that hold their group (scheduled, running, paused). */
-export function activeDeployments(q: Queries): Promise<DeploymentRow[]>;
-export function activeDeployments(db: SyncDatabase | SyncTx): DeploymentRow[];
-export function activeDeployments(q: Queries | SyncDatabase | SyncTx): Promise<DeploymentRow[]> | DeploymentRow[] {
-  if (!("selectFrom" in q)) return legacy.activeDeployments(q);
+export function activeDeployments(q: Queries): Promise<DeploymentRow[]> {
   return deployments(q).where("dp.status", "in", ACTIVE_STATUSES).orderBy("dp.id").execute();
 }
 
 type Unvalidated = { deployment_id: number; device_id: number; version: string; validation: string };
 
 /** Devices of active deployments with a validation that installed and have no verdict yet (a stop interrupted it). */
-export function unvalidatedMembers(q: Queries): Promise<Unvalidated[]>;
-export function unvalidatedMembers(db: SyncDatabase | SyncTx): Unvalidated[];
-export function unvalidatedMembers(q: Queries | SyncDatabase | SyncTx): Promise<Unvalidated[]> | Unvalidated[] {
-  if (!("selectFrom" in q)) return legacy.unvalidatedMembers(q);
+export function unvalidatedMembers(q: Queries): Promise<Unvalidated[]> {
   return q
     .selectFrom("deployments as dp")
     .innerJoin("deployment_devices as m", "m.deployment_id", "dp.id")
@@ -213,10 +202,7 @@ export function memberStates(q: Queries, id: number): Promise<MemberState[]> {
 type Membership = { deployment_id: number; state: DeviceState; to_version: string | null; attempt: number };
 
 /** A device's row in `deploymentId`, or its latest one (an outcome that arrives after its deployment ended). */
-export function latestMembership(q: Queries, deviceId: number, deploymentId?: number): Promise<Membership | undefined>;
-export function latestMembership(db: SyncDatabase | SyncTx, deviceId: number, deploymentId?: number): Membership | undefined;
-export function latestMembership(q: Queries | SyncDatabase | SyncTx, deviceId: number, deploymentId?: number): Promise<Membership | undefined> | Membership | undefined {
-  if (!("selectFrom" in q)) return legacy.latestMembership(q, deviceId, deploymentId);
+export function latestMembership(q: Queries, deviceId: number, deploymentId?: number): Promise<Membership | undefined> {
   return q
     .selectFrom("deployment_devices")
     .select(["deployment_id", "state", "to_version", "attempt"])
@@ -367,10 +353,7 @@ export function newestHistory(q: Queries, deviceId: number): Promise<{ to_versio
 }
 
 /** The newest history row of one attempt of a device in a deployment (its outcome). */
-export function attemptHistoryId(q: Queries, deviceId: number, deploymentId: number, attempt: number): Promise<number | undefined>;
-export function attemptHistoryId(db: SyncDatabase | SyncTx, deviceId: number, deploymentId: number, attempt: number): number | undefined;
-export function attemptHistoryId(q: Queries | SyncDatabase | SyncTx, deviceId: number, deploymentId: number, attempt: number): Promise<number | undefined> | number | undefined {
-  if (!("selectFrom" in q)) return legacy.attemptHistoryId(q, deviceId, deploymentId, attempt);
+export function attemptHistoryId(q: Queries, deviceId: number, deploymentId: number, attempt: number): Promise<number | undefined> {
   return q
     .selectFrom("update_history")
     .select("id")
@@ -395,10 +378,7 @@ export async function reportApplied(q: Queries, deviceId: number, reportId: stri
 }
 
 /** Whether a history row is still kept (the oldest are trimmed). */
-export function historyEntryExists(q: Queries, id: number): Promise<boolean>;
-export function historyEntryExists(db: SyncDatabase | SyncTx, id: number): boolean;
-export function historyEntryExists(q: Queries | SyncDatabase | SyncTx, id: number): Promise<boolean> | boolean {
-  if (!("selectFrom" in q)) return legacy.historyEntryExists(q, id);
+export function historyEntryExists(q: Queries, id: number): Promise<boolean> {
   return q
     .selectFrom("update_history")
     .select("id")
@@ -422,10 +402,7 @@ export async function listHistory(q: Queries, deviceId: number, limit: number, o
 }
 
 /** The copy of a deployment's validation config that its devices run (opaque JSON, src/testrun/devices/validation.ts); null: none. */
-export function validationCopy(q: Queries, id: number): Promise<string | null>;
-export function validationCopy(db: SyncDatabase | SyncTx, id: number): string | null;
-export function validationCopy(q: Queries | SyncDatabase | SyncTx, id: number): Promise<string | null> | string | null {
-  if (!("selectFrom" in q)) return legacy.validationCopy(q, id);
+export function validationCopy(q: Queries, id: number): Promise<string | null> {
   return q
     .selectFrom("deployments")
     .select("validation_copy")
@@ -434,10 +411,7 @@ export function validationCopy(q: Queries | SyncDatabase | SyncTx, id: number): 
     .then((row) => row?.validation_copy ?? null);
 }
 
-export function pinValidation(q: Queries, id: number, copy: string): Promise<void>;
-export function pinValidation(tx: SyncTx, id: number, copy: string): void;
-export function pinValidation(q: Queries | SyncTx, id: number, copy: string): Promise<void> | void {
-  if (!("selectFrom" in q)) return legacy.pinValidation(q, id, copy);
+export function pinValidation(q: Queries, id: number, copy: string): Promise<void> {
   return q
     .updateTable("deployments")
     .set({ validation_copy: copy })
