@@ -102,7 +102,7 @@ export class PowerService {
     }
     await this.store.transact(async (tx) => {
       // The device may have gone while the PDU worked: nothing to remember then.
-      if (!(await getDevice(this.ctx.store.query, id))) return;
+      if (!(await getDevice(tx, id))) return;
       const row = { state: stateAfter(action), action, actor: actor.name, at: isoTime(actor.at) };
       await tx
         .insertInto("lab_power")

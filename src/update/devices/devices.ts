@@ -117,7 +117,7 @@ export function bothFilters(a: DeviceFilter | undefined, b: DeviceFilter | undef
  * The device list's text filter (`q`): `text` within the name, MAC address, id, software
  * version or device type, ignoring (ASCII) case, on `engine` (the embedded one's when absent).
  */
-export function deviceTextFilter(prefix: string, text: string, engine: Engine = "embedded"): SqlFilter {
+export function deviceTextFilter(prefix: string, text: string, engine: Engine): SqlFilter {
   const pattern = `%${text.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`;
   const keys = metaKeys(prefix);
   const fields = [sql`d.name`, sql`d.mac_address`, sql`CAST(d.id AS TEXT)`, metadataText(engine, "d.metadata", keys.version), metadataText(engine, "d.metadata", keys.devtype)];
