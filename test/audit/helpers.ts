@@ -1,20 +1,10 @@
 import assert from "node:assert/strict";
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
+import type { AuditEntry } from "../../src/audit/schema.ts";
 import type { TestServer } from "../helpers/server.ts";
 
-/** An entry of GET /api/v1/audit. */
-export interface Entry {
-  id: number;
-  time: string;
-  actor_kind: string;
-  actor: string;
-  token_id: string | null;
-  client: string;
-  action: string;
-  target: string;
-  outcome: string;
-  detail: Record<string, unknown> | null;
-}
+/** An entry of GET /api/v1/audit (its schema's type). */
+export type Entry = AuditEntry;
 
 /** The newest entries matching `query` (admin). */
 export async function entries(server: Pick<TestServer, "call">, query: string): Promise<Entry[]> {
