@@ -134,7 +134,8 @@ done
 rm -rf dist/labgate.blob dist/sea.json dist/sea
 
 # The executables stay under the size bound (appliance images and the packages count on it).
-MAX_BYTES=115000000
+# It grew by a megabyte with the query layer (Kysely in the main bundle, pg in its own part).
+MAX_BYTES=116000000
 for out in dist/labgate dist/labgate-linux-arm64; do
   [ -f "$out" ] || continue
   size=$(stat -c %s "$out")

@@ -4,13 +4,12 @@
  * the same steps, so that the archive is the one an embedded server writes and either engine
  * restores it. The reverse of `db copy` (./copy.ts), with its table walk.
  */
-import type { Database as SqlJsDatabase } from "sql.js";
+import type { Database as SqlJsDatabase, SqlJsStatic } from "sql.js";
 import { sql, type Kysely } from "kysely";
 import { rowsOf, tablesInOrder } from "./copy.ts";
 import { freshImage } from "./image.ts";
 import { SCHEMA_MIGRATIONS_TABLE, type Migration } from "./migrate.ts";
 import type { ExportedImage, ImageReader } from "./store.ts";
-import { loadSqlJs } from "./wasm.ts";
 
 type AnyTables = Kysely<Record<string, Record<string, unknown>>>;
 type Value = string | number | Uint8Array | null;
@@ -41,8 +40,8 @@ export function imageReader(image: SqlJsDatabase): ImageReader {
   return { all, get: (query, params) => all<never>(query, params)[0] } as ImageReader;
 }
 
-export async function postgresImage<T>(db: AnyTables, migrations: Migration[], alongside: (image: ImageReader) => T): Promise<ExportedImage<T>> {
-  const { SQL } = await loadSqlJs();
+export async function postgresImage<T>(db: AnyTables, migrations: Migration[], sqlJs: () => Promise<SqlJsStatic>, alongside: (image: ImageReader) => T): Promise<ExportedImage<T>> {
+  const SQL = await sqlJs();
   const image = freshImage(SQL);
   try {
     // One snapshot of every table; nothing is written, so no serialization failure can end it.

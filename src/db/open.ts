@@ -11,6 +11,7 @@ import { migrate } from "./migrate.ts";
 import { migrations } from "./migrations/index.ts";
 import { loadPostgresPart } from "./parts.ts";
 import { embeddedStore, type Store } from "./store.ts";
+import { loadSqlJs } from "./wasm.ts";
 
 export interface DatabaseSettings {
   dataDir: string;
@@ -42,6 +43,7 @@ export async function openDatabase(settings: DatabaseSettings): Promise<OpenedDa
       unavailable: (message) => new DatabaseUnavailableError(message),
       unusable: (message) => new ConfigError(message),
       log: settings.log,
+      sqlJs: async () => (await loadSqlJs()).SQL,
     });
     return { store, db: undefined, fresh, applied, close: () => store.close() };
   }

@@ -5,6 +5,7 @@
  * again by itself once PostgreSQL is back.
  */
 import { sql, type Kysely } from "kysely";
+import type { SqlJsStatic } from "sql.js";
 import { postgresImage } from "./export.ts";
 import type { Migration } from "./migrate.ts";
 import { refused, unreachable } from "./query/connection-errors.ts";
@@ -23,6 +24,8 @@ export interface PostgresStoreOptions {
   /** What opening throws when the URL cannot be used (a ConfigError naming `database.url`: exit 2). */
   unusable: (message: string) => Error;
   log: (level: "info" | "warn" | "error", message: string) => void;
+  /** The main bundle's sql.js, for a backup's embedded image (this bundle holds no copy of its own). */
+  sqlJs: () => Promise<SqlJsStatic>;
 }
 
 export interface OpenedPostgres {
@@ -69,7 +72,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
         return { engine: "postgres", schema_version: schemaVersion, state: "failed", error: said(error), connections };
       }
     },
-    exportImage: (alongside) => postgresImage(any, options.migrations, alongside),
+    exportImage: (alongside) => postgresImage(any, options.migrations, options.sqlJs, alongside),
     close: () => query.destroy(),
   };
   return { store, applied, fresh: applied.length > 0 && applied.length === options.migrations.length };
