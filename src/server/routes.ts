@@ -83,8 +83,8 @@ export function routeTable({ shared, accounts, update, testRun, lab }: Domains, 
     // Mender's device API for mender-client: /api/devices/v1/authentication, /api/devices/v1/inventory, /api/devices/v{1,2}/deployments
     (ctx, auth) => menderRoutes(ctx, auth, update.deployments, update.progress, update.catalog),
     // hawkBit's DDI API for SWUpdate and RAUC: /{tenant}/controller/v1/{controllerId}, and its targets: /api/v1/ddi/targets
-    (ctx) => ddiRoutes(ctx, new DdiTargets(ctx, update.deployments, update.progress, update.catalog, update.storage)),
-    (ctx, auth) => ddiTargetRoutes(ctx, auth, new DdiTargets(ctx, update.deployments, update.progress, update.catalog, update.storage)),
+    (ctx) => ddiRoutes(ctx, new DdiTargets(ctx, update)),
+    (ctx, auth) => ddiTargetRoutes(ctx, auth, new DdiTargets(ctx, update)),
     // Deployments and update history: /api/v2/deployments, /api/v2/devices/:id/update-history
     (ctx, auth) => deploymentRoutes(ctx, auth, update.deployments),
     // /api/v2/devices/progress, /api/v2/devices/:id/progress

@@ -52,8 +52,13 @@ describe("DDI targets", () => {
     assert.equal(d.mac_address, t.controller_id);
     assert.equal(d.metadata["svc.device.protocol"], "ddi");
     assert.equal(d.metadata["svc.hardware.devtype"], "qemu-swu");
+    // As if its last contact were long ago: the poll below must be what moves it.
+    await server.db.run("UPDATE devices SET last_access = ? WHERE id = ?", ["2020-01-01T00:00:00.000Z", t.device_id]);
     const first = await ddi(t.target_token, "GET", t.controller_id);
     assert.equal(first.status, 200, await first.clone().text());
+    // A poll is the target's last access, as an agent's update check is.
+    const polled = await device(t.device_id);
+    assert.ok(polled.last_access && Math.abs(Date.parse(polled.last_access) - Date.now()) < 60_000, JSON.stringify(polled.last_access));
 
     const again = await server.call("POST", "/api/v1/ddi/targets", { controller_id: t.controller_id, name: "x", device_type: "y" });
     assert.equal(again.status, 409);
@@ -68,6 +73,11 @@ describe("DDI targets", () => {
     await ddiError(await ddi(replaced.body.target_token, "GET", t.controller_id), 401);
     const view = await server.call("GET", `/api/v1/ddi/targets/${t.controller_id}`);
     assert.equal(view.body.token, "revoked");
+    // A deleted device's target is refused at once, whatever token it holds.
+    const other = await createTarget();
+    assert.equal((await ddi(other.target_token, "GET", other.controller_id)).status, 200);
+    assert.equal((await server.call("DELETE", `/api/v2/devices/${other.device_id}`)).status, 200);
+    await ddiError(await ddi(other.target_token, "GET", other.controller_id), 401);
     assert.equal((await server.call("POST", "/api/v1/ddi/targets/nobody/token")).status, 404);
   });
 

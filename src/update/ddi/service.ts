@@ -26,6 +26,7 @@ import type { UpdateProgress } from "../progress/progress.ts";
 import type { UpdateCatalog } from "../updatecheck/catalog.ts";
 import { updateCheck } from "../updatecheck/check.ts";
 import * as store from "./store.ts";
+import type { UpdateDomain } from "../domain.ts";
 
 /** The protocol a DDI target's device record names (`<prefix>.device.protocol`). */
 export const DDI_PROTOCOL = "ddi";
@@ -80,13 +81,15 @@ export class DdiTargets {
   private readonly progress: UpdateProgress;
   private readonly catalog: UpdateCatalog;
   private readonly storage: LocalStorage;
+  private readonly deviceGate: UpdateDomain["deviceGate"];
 
-  constructor(ctx: AppContext, deployments: DeploymentService, progress: UpdateProgress, catalog: UpdateCatalog, storage: LocalStorage) {
+  constructor(ctx: AppContext, update: Pick<UpdateDomain, "deployments" | "progress" | "catalog" | "storage" | "deviceGate">) {
     this.ctx = ctx;
-    this.deployments = deployments;
-    this.progress = progress;
-    this.catalog = catalog;
-    this.storage = storage;
+    this.deployments = update.deployments;
+    this.progress = update.progress;
+    this.catalog = update.catalog;
+    this.storage = update.storage;
+    this.deviceGate = update.deviceGate;
   }
 
   // --- targets, as an administrator manages them ---------------------------------------------------
@@ -161,7 +164,10 @@ export class DdiTargets {
     if (tenant !== this.ctx.config.update_server.ddi.tenant || scheme?.toLowerCase() !== "targettoken" || !token || rest.length > 0 || token.length > 256) throw refused;
     const target = await store.getTarget(this.ctx.store.query, controllerId);
     if (!target?.token_sha256 || !timingSafeEqual(Buffer.from(target.token_sha256), Buffer.from(digest(token)))) throw refused;
-    return { controllerId, deviceId: target.device_id, mac: controllerId };
+    const authenticated = { controllerId, deviceId: target.device_id, mac: controllerId };
+    // Through the gate every device token passes: its device still exists, and its last_access is its last poll.
+    if (!(await this.deviceGate(this.identity(authenticated)))) throw refused;
+    return authenticated;
   }
 
   /** The poll: the open action (to install or to cancel), else labgate's update check, which may open one. */
