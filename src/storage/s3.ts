@@ -65,7 +65,7 @@ export class S3Objects implements ObjectStore {
   async check(warn: (message: string) => void): Promise<void> {
     let res: Response;
     try {
-      res = await this.client.fetch(`${this.bucketUrl}/`, { method: "HEAD", signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+      res = await this.client.fetch(this.bucketRoot(), { method: "HEAD", signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
     } catch (error) {
       warn(`storage: the S3 store at ${this.bucketUrl} cannot be reached (${reason(error)}); package and test-run files answer 503 until it can`);
       return;
@@ -123,7 +123,7 @@ export class S3Objects implements ObjectStore {
 
   async read(key: string, request: ReadRequest = {}): Promise<ObjectRead | undefined> {
     const headers: Record<string, string> = {};
-    if (request.range) headers.range = request.range;
+    if (request.range) headers.range = await this.absoluteRange(key, request.range);
     if (request.ifNoneMatch) headers["if-none-match"] = request.ifNoneMatch;
     if (request.ifRange) headers["if-range"] = request.ifRange;
     const res = await this.send(this.url(key), { method: request.head ? "HEAD" : "GET", headers }, false);
@@ -150,6 +150,15 @@ export class S3Objects implements ObjectStore {
     return read;
   }
 
+  /** A suffix range (`bytes=-N`) as the absolute one it means: not every S3-compatible server reads the suffix form. */
+  private async absoluteRange(key: string, range: string): Promise<string> {
+    const suffix = /^\s*bytes\s*=\s*-\s*(\d+)\s*$/i.exec(range);
+    if (!suffix) return range;
+    const size = (await this.stat(key))?.size ?? 0;
+    const wanted = Number(suffix[1]);
+    return wanted === 0 || size === 0 ? range : `bytes=${Math.max(0, size - wanted)}-${size - 1}`;
+  }
+
   async stat(key: string): Promise<ObjectInfo | undefined> {
     const read = await this.read(key, { head: true });
     return read && { size: read.size, modified: read.modified };
@@ -165,7 +174,7 @@ export class S3Objects implements ObjectStore {
     let token: string | undefined;
     do {
       const query = `list-type=2&prefix=${encodeURIComponent(prefix)}${token ? `&continuation-token=${encodeURIComponent(token)}` : ""}`;
-      const xml = await this.expect(await this.send(`${this.bucketUrl}/?${query}`, { method: "GET" }), [200], "list objects");
+      const xml = await this.expect(await this.send(`${this.bucketRoot()}?${query}`, { method: "GET" }), [200], "list objects");
       for (const [, entry] of xml.matchAll(/<Contents>([\s\S]*?)<\/Contents>/g)) {
         const key = xmlField(entry!, "Key");
         if (key === undefined) continue;
@@ -184,6 +193,11 @@ export class S3Objects implements ObjectStore {
 
   private unavailable(what: string, why: string): Error {
     return this.errors.unavailable(`the object store is unavailable: could not ${what}: ${why}`);
+  }
+
+  /** The bucket itself: `endpoint/bucket` in path style (some servers sign `/bucket/` differently), `https://bucket.host/` else. */
+  private bucketRoot(): string {
+    return this.settings.path_style ? this.bucketUrl : `${this.bucketUrl}/`;
   }
 
   private url(key: string, query?: string): string {
