@@ -39,10 +39,11 @@ export async function packageMetadataText(q: Queries, id: number): Promise<strin
   return (await packages(q).select("pkg.metadata").where("pkg.id", "=", id).executeTakeFirst())?.metadata;
 }
 
-/** The storage names of every package (what the object store must keep). */
-/** storedNames read from an embedded image at once, as a backup's snapshot takes them (src/backup/backup.ts). */
-export const storedNamesIn = (image: Pick<ImageReader, "all">): string[] => image.all<{ storage_name: string }>("SELECT storage_name FROM packages ORDER BY id").map((r) => r.storage_name);
+/** The storage names of the packages on the local driver, read from an embedded image at once, as a backup's snapshot takes them (src/backup/backup.ts); an S3 bucket's objects are not in a backup. */
+export const storedNamesIn = (image: Pick<ImageReader, "all">): string[] =>
+  image.all<{ storage_name: string }>("SELECT storage_name FROM packages WHERE driver = 'local' ORDER BY id").map((r) => r.storage_name);
 
+/** The storage names of every package (what the object store must keep). */
 export async function storedNames(q: Queries): Promise<string[]> {
   return (await packages(q).select("pkg.storage_name").orderBy("pkg.id").execute()).map((r) => r.storage_name);
 }
