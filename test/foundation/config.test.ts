@@ -137,7 +137,7 @@ describe("config", () => {
     assert.throws(() => load(`${s3}    bucket: lab\n    access_key_id: k\n`), /config key storage\.s3\.secret_access_key: needed with storage\.driver: s3/);
     assert.throws(() => load(`${s3}    acl: public\n`), /config key storage\.s3\.acl: unknown key/);
     assert.throws(() => load("storage:\n  driver: nfs\n"), /config key storage\.driver: expected one of local, s3, got "nfs"/);
-    assert.throws(() => load(`${s3}    endpoint: ftp://x\n`), /config key storage\.s3\.endpoint: expected an http\(s\) URL/);
+    assert.throws(() => load("storage:\n  driver: s3\n  s3:\n    endpoint: ftp://x\n"), /config key storage\.s3\.endpoint: expected an http\(s\) URL/);
     assert.throws(() => load(`${s3}    secret_access_key: 918273645\n`), (e: Error) => /storage\.s3\.secret_access_key: expected a string \(its value is not shown\)/.test(e.message) && !e.message.includes("918273645"));
     const good = load(`${s3}    bucket: lab\n    access_key_id: k\n    secret_access_key: s\n    proxy: true\n`).storage;
     assert.deepEqual(good, { driver: "s3", local: { dir: "" }, s3: { endpoint: "http://127.0.0.1:9000", region: "us-east-1", bucket: "lab", access_key_id: "k", secret_access_key: "s", path_style: true, proxy: true } });
