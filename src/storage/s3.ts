@@ -137,7 +137,8 @@ export class S3Objects implements ObjectStore {
     const contentRange = res.headers.get("content-range") ?? "";
     const ranged = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(contentRange);
     const unsatisfied = /^bytes \*\/(\d+)$/.exec(contentRange);
-    const size = ranged ? Number(ranged[3]) : unsatisfied ? Number(unsatisfied[1]) : Number(res.headers.get("content-length") ?? 0);
+    // A 416 without `bytes */size` (some servers send none) has its error's length, not the object's.
+    const size = ranged ? Number(ranged[3]) : unsatisfied ? Number(unsatisfied[1]) : res.status === 416 ? ((await this.stat(key))?.size ?? 0) : Number(res.headers.get("content-length") ?? 0);
     const read: ObjectRead = {
       status: res.status as ObjectRead["status"],
       size,
