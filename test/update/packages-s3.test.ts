@@ -5,13 +5,14 @@
  * by a real `labgate agent` update, deletes, and a store that goes away.
  */
 import assert from "node:assert/strict";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
 import { S3Objects } from "../../src/storage/s3.ts";
 import { LabgateError } from "../../src/util/errors.ts";
 import { ConfigError } from "../../src/config/read.ts";
 import { startS3, type TestS3 } from "../helpers/s3.ts";
+import { runCli } from "../helpers/cli.ts";
 import { removeDir, startTestServer, tempDir, useTestServer, waitFor, type TestServer } from "../helpers/server.ts";
 import { FAST_SERVER, spawnConnectedAgent, type AgentProcess } from "./helpers/agents.ts";
 import { offerGroup, sha256, upload, uploadOk } from "./helpers/packages.ts";
@@ -180,6 +181,22 @@ describe("an S3 store that is misconfigured or goes away", () => {
       });
     } finally {
       await s3.stop();
+    }
+  });
+
+  test("labgate serve (the bundle, which loads the S3 part of its own) exits 2 with the message for a bucket that does not exist", async () => {
+    const s3 = await startS3();
+    const dir = tempDir("labgate-s3-cli-");
+    try {
+      const config = join(dir, "labgate.yaml");
+      const { endpoint, access_key_id, secret_access_key } = s3.settings;
+      writeFileSync(config, `listen: 127.0.0.1:0\ndata_dir: ${join(dir, "data")}\nstorage:\n  driver: s3\n  s3: {endpoint: "${endpoint}", bucket: other, access_key_id: ${access_key_id}, secret_access_key: ${secret_access_key}}\n`);
+      const result = await runCli(["serve", "--config", config]);
+      assert.equal(result.code, 2, result.stderr);
+      assert.match(result.stderr, /config key storage\.s3\.bucket: the store at http:\/\/127\.0\.0\.1:\d+ has no bucket "other"/);
+    } finally {
+      await s3.stop();
+      removeDir(dir);
     }
   });
 
