@@ -68,9 +68,9 @@ bundle() { # TARGET OUT ENTRY [ESBUILD OPTIONS...]
 # dist/labgate.cjs is the launcher (src/launch/launch.ts): `labgate agent` runs labgate-agent.cjs
 # (which loads its parts when it needs them: labgate-agent-config.cjs to read its config,
 # labgate-agent-tests.cjs with its first test run), every other command labgate-main.cjs (which
-# loads labgate-postgres.cjs only for a PostgreSQL database). The
+# loads labgate-postgres.cjs only for a PostgreSQL database, labgate-s3.cjs only for an S3 store). The
 # checkpoint worker thread's bundle is beside them.
-# The executables hold the same seven, built for Node 24 and minified (build/sea-config.mjs says how),
+# The executables hold the same eight, built for Node 24 and minified (build/sea-config.mjs says how),
 # in dist/sea/.
 rm -rf dist/sea
 read -r -a AGENT_FLAGS <<< "$(node --import tsx src/agent/bundle.ts)" # the agent's own esbuild options
@@ -84,6 +84,7 @@ for target in node20 node24; do
   bundle "$target" "$dir/labgate.cjs" src/launch/launch.ts "${extra[@]}"
   bundle "$target" "$dir/labgate-main.cjs" src/main.ts "${extra[@]}" --define:LABGATE_MAIN_BUNDLE=true
   bundle "$target" "$dir/labgate-postgres.cjs" src/db/postgres-part.ts "${extra[@]}"
+  bundle "$target" "$dir/labgate-s3.cjs" src/storage/s3-part.ts "${extra[@]}"
   bundle "$target" "$dir/labgate-agent.cjs" src/agent/main.ts "${agent[@]}" "${AGENT_FLAGS[@]}"
   bundle "$target" "$dir/labgate-agent-config.cjs" src/agent/config-reader.ts "${agent[@]}" "${AGENT_FLAGS[@]}"
   bundle "$target" "$dir/labgate-agent-tests.cjs" src/agent/test-engine.ts "${agent[@]}" "${AGENT_FLAGS[@]}"
@@ -144,5 +145,5 @@ for out in dist/labgate dist/labgate-linux-arm64; do
 done
 
 # Checksums of every artifact of this build (npm run package adds its .deb files).
-(cd dist && sha256sum $(ls labgate labgate-linux-arm64 2> /dev/null) labgate.cjs labgate-main.cjs labgate-agent.cjs labgate-agent-config.cjs labgate-agent-tests.cjs labgate-postgres.cjs labgate-checkpoint.cjs > SHA256SUMS)
+(cd dist && sha256sum $(ls labgate labgate-linux-arm64 2> /dev/null) labgate.cjs labgate-main.cjs labgate-agent.cjs labgate-agent-config.cjs labgate-agent-tests.cjs labgate-postgres.cjs labgate-s3.cjs labgate-checkpoint.cjs > SHA256SUMS)
 ls -l dist/labgate* dist/SHA256SUMS

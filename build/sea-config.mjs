@@ -34,7 +34,7 @@ if (process.argv[2] === "--minify") {
 
 const [seaDir, cacheDir, output] = process.argv.slice(2);
 const assets = { "sql-wasm.wasm": "node_modules/sql.js/dist/sql-wasm.wasm" };
-for (const name of ["labgate-main.cjs", "labgate-agent.cjs", "labgate-agent-config.cjs", "labgate-agent-tests.cjs", "labgate-postgres.cjs", "labgate-checkpoint.cjs"]) {
+for (const name of ["labgate-main.cjs", "labgate-agent.cjs", "labgate-agent-config.cjs", "labgate-agent-tests.cjs", "labgate-postgres.cjs", "labgate-s3.cjs", "labgate-checkpoint.cjs"]) {
   assets[name] = join(seaDir, name);
   const cache = join(cacheDir, `${name}.cache`);
   if (existsSync(cache)) assets[`${name}.cache`] = cache;

@@ -1,5 +1,6 @@
 import type { Config } from "../config/config.ts";
 import type { Store } from "../db/store.ts";
+import type { ObjectStore } from "../storage/objects.ts";
 import type { DeviceIdentity, ManagementIdentity, TokenService } from "../auth/tokens.ts";
 import type { Logger } from "../util/log.ts";
 import type { Clock } from "../util/time.ts";
@@ -15,6 +16,8 @@ export interface AppContext {
   readonly dataDir: string;
   /** The data layer over the configured engine (src/db/store.ts): every query, and what is engine-specific (health, backups). */
   readonly store: Store;
+  /** Package objects, test-run reports and artifacts when they are shared (`storage.driver`, src/storage/objects.ts). */
+  readonly objects: ObjectStore;
   readonly tokens: TokenService;
   readonly log: Logger;
   readonly version: string;

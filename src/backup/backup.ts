@@ -16,6 +16,7 @@
  * - test-run directories configured outside the data dir (test_server.configs_dir, ...), stored
  *   as data/testrun/configs, reports and artifacts.
  */
+import { localStorageDir } from "../storage/open.ts";
 import { linkSync, mkdirSync, mkdtempSync, readdirSync, rmSync, constants as fsConstants } from "node:fs";
 import { open, opendir } from "node:fs/promises";
 import { isAbsolute, join, relative, sep } from "node:path";
@@ -98,8 +99,7 @@ function fileSource(name: string, path: string): Source {
  * Hard-links the object of every package in the image into a fresh staging directory (see the
  * top of this file). Synchronous with the snapshot: nothing can commit or delete in between.
  */
-function stagePackageObjects(dataDir: string, db: ImageReader, warn: (message: string) => void): { dir: string; objects: Array<[name: string, staged: string]> } {
-  const root = join(dataDir, STORAGE_DIR);
+function stagePackageObjects(root: string, db: ImageReader, warn: (message: string) => void): { dir: string; objects: Array<[name: string, staged: string]> } {
   mkdirSync(root, { recursive: true, mode: 0o700 });
   for (const name of readdirSync(root)) {
     const path = join(root, name);
@@ -138,7 +138,7 @@ export async function takeSnapshot(source: BackupSource): Promise<Snapshot> {
   const warn = source.warn ?? (() => {});
   const dataDir = config.data_dir;
   // One step: the image, and the objects of exactly the packages it holds.
-  const { image, durable, alongside: staging } = await store.exportImage((db) => stagePackageObjects(dataDir, db, warn));
+  const { image, durable, alongside: staging } = await store.exportImage((db) => stagePackageObjects(localStorageDir(config), db, warn));
   const discard = () => {
     rmSync(staging.dir, { recursive: true, force: true });
     activeStaging.delete(staging.dir);

@@ -145,6 +145,13 @@ function readNodes(value: unknown, out: Record<string, NodeTarget>): Record<stri
   return out;
 }
 
+/** A credential: a string, and a message about a bad one never shows it. */
+const secret = () =>
+  custom((value): string => {
+    if (typeof value === "string") return value;
+    throw new Problem("expected a string (its value is not shown)");
+  });
+
 /** Browser origins (`http://host:port`, no path) or `*`. */
 function readOrigins(value: unknown): string[] {
   if (!Array.isArray(value)) throw new Problem('expected a list of origins such as http://lab-ui:8080, or ["*"]');
@@ -206,6 +213,27 @@ export const configSchema = z.strictObject({
     checkpoint_interval: positive().prefault(60),
     /** Journal bytes that start a checkpoint sooner. */
     checkpoint_bytes: integer(4096).prefault(8 * 1048576),
+  }),
+  /** Where package objects, test-run reports and artifacts are kept (docs/storage.md). */
+  storage: section({
+    driver: oneOf("local", "s3").prefault("local"),
+    local: section({
+      /** Package objects; empty: `<data_dir>/storage` (absolute after loading; src/storage/open.ts). */
+      dir: string().prefault(""),
+    }),
+    /** An S3-compatible object store; read only with `driver: s3`. */
+    s3: section({
+      /** `https://s3.eu-west-1.amazonaws.com`, `http://minio.lab:9000`; empty: AWS's endpoint of `region`. */
+      endpoint: custom(readUrl).prefault(""),
+      region: string().prefault("us-east-1"),
+      bucket: string().prefault(""),
+      access_key_id: secret().prefault(""),
+      secret_access_key: secret().prefault(""),
+      /** Bucket in the path (`endpoint/bucket/key`), as most S3-compatible servers want; false: in the host name. */
+      path_style: boolean().prefault(true),
+      /** Download links are labgate's, streaming from the store (devices that cannot reach it); false: presigned URLs of the store. */
+      proxy: boolean().prefault(false),
+    }),
   }),
   update_server: section({
     download_link_ttl: integer(1).prefault(3600),
@@ -417,9 +445,23 @@ export function loadConfig(sources: ConfigSources = {}): LoadedConfig {
   signing.keys = signing.keys.map((key) => resolve(cwd, key));
   if (signing.required && signing.keys.length === 0) fail("update_server.signing.required", "needs update_server.signing.keys to check signatures with");
   if (config.test_server.nodes_file) config.test_server.nodes = readNodesFile(resolve(cwd, config.test_server.nodes_file), config.test_server.nodes);
+  resolveStorage(config, cwd);
   resolveTestrunDirs(config, cwd);
   resolveRunAs(config, cwd);
   return { config, file };
+}
+
+/** Makes `storage.local.dir` absolute and checks that an S3 store is named in full (the secret is never shown). */
+function resolveStorage(config: Config, cwd: string): void {
+  const storage = config.storage;
+  if (storage.local.dir) storage.local.dir = resolve(cwd, storage.local.dir);
+  if (storage.driver !== "s3") return;
+  const s3 = storage.s3;
+  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(s3.bucket)) fail("storage.s3.bucket", s3.bucket ? `expected an S3 bucket name (3-63 lowercase letters, digits, '.', '-'), got ${JSON.stringify(s3.bucket)}` : "needed with storage.driver: s3");
+  if (!/^[a-z0-9-]{1,32}$/.test(s3.region)) fail("storage.s3.region", `expected a region such as us-east-1, got ${JSON.stringify(s3.region)}`);
+  if (!s3.access_key_id) fail("storage.s3.access_key_id", "needed with storage.driver: s3");
+  if (!s3.secret_access_key) fail("storage.s3.secret_access_key", "needed with storage.driver: s3");
+  if (!s3.path_style && !s3.endpoint && s3.bucket.includes(".")) fail("storage.s3.path_style", "a bucket name with '.' needs path_style: true");
 }
 
 /** Checks `test_server.run_as`'s form and makes `work_dir` absolute, outside the data dir (the tests' user must reach nothing there). */

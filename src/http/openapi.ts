@@ -305,6 +305,7 @@ export const errors = {
   422: { description: "Understood but not acceptable", json: ErrorBody },
   429: { description: "Over a limit (the message names it); try again later", json: ErrorBody },
   502: { description: "The other side (a device, a node) answered with a failure", json: ErrorBody },
+  503: { description: "Cannot be done now: the object store (or the database) is unavailable", json: ErrorBody },
   504: { description: "The other side (a device, a node) did not answer in time", json: ErrorBody },
 } satisfies Record<number, Reply>;
 /** The refusals of a route on one object: no token, not permitted, missing (a refused read looks missing). */

@@ -14,6 +14,8 @@ export const AGENT_CONFIG_BUNDLE = "labgate-agent-config.cjs";
 export const AGENT_TESTS_BUNDLE = "labgate-agent-tests.cjs";
 /** The part of the CLI that only a PostgreSQL database needs (src/db/parts.ts): Kysely's PostgreSQL side, pg, `db copy`. */
 export const POSTGRES_BUNDLE = "labgate-postgres.cjs";
+/** The part of the CLI that only an S3 object store needs (src/storage/parts.ts): the S3 client. */
+export const S3_BUNDLE = "labgate-s3.cjs";
 
 /** The bundle that runs `labgate COMMAND ...`: the agent needs none of the rest. */
 export const bundleFor = (command: string | undefined): string => (command === "agent" ? AGENT_BUNDLE : MAIN_BUNDLE);

@@ -8,6 +8,7 @@ import type { Config } from "../config/config.ts";
 import type { Database } from "../db/index.ts";
 import { openDatabase, type OpenedDatabase } from "../db/open.ts";
 import { redactedUrl } from "../db/url.ts";
+import { openObjectStore } from "../storage/open.ts";
 import { createFirstAdmin } from "../accounts/accounts.ts";
 import { createAccountsDomain } from "../accounts/domain.ts";
 import { loadOrCreateKeys } from "../auth/keys.ts";
@@ -155,7 +156,9 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     }
     const adminPasswordFile = await createFirstAdmin(store, dataDir, config.prefix, dateOf(clock));
 
-    const ctx: AppContext = (started = { config, dataDir, store, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] });
+    const objects = await openObjectStore(config, (message) => log.warn(message));
+    if (objects.driver === "s3") log.info(`storage: S3 bucket ${config.storage.s3.bucket}${config.storage.s3.proxy ? " (downloads through labgate)" : ""}`);
+    const ctx: AppContext = (started = { config, dataDir, store, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), objects, onClosing: [], onShutdown: [] });
     const domains = await startDomains(ctx);
     // The deployments' plans are in memory before the first update check.
     await domains.update.deployments.ready;

@@ -1,11 +1,13 @@
 import { createHash, randomUUID } from "node:crypto";
-import { createWriteStream, mkdirSync, readdirSync, realpathSync, rmSync, statSync, type Stats } from "node:fs";
+import { createReadStream, createWriteStream, mkdirSync, readdirSync, realpathSync, rmSync, statSync, type Stats } from "node:fs";
 import { open, rename, unlink } from "node:fs/promises";
 import { isAbsolute, join, relative, sep } from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { fsyncDir, removeWritten, statFile } from "../util/files.ts";
 import { collectYoungGarbage } from "../util/gc.ts";
+import type { ObjectInfo, ObjectListing, ObjectRead, ObjectStore, ReadRequest } from "./objects.ts";
+import { fileEtag, parseRange } from "./range.ts";
 
 /** A storage directory or object name that is not allowed (it could escape the storage dir). */
 export class StorageNameError extends Error {}
@@ -50,21 +52,24 @@ function segments(path: string, what: string): string[] {
 }
 
 /**
- * The local storage driver: objects live under `DATA_DIR/storage/<directory>/<uuid>`.
- * This tree belongs to packages (its UUID-named files without a package row are swept at
- * start-up); other features keep their files in their own directories of the data dir.
- * Writes go to a temp file first (hashed on the fly, fsynced), then are renamed into place,
- * so a failed or aborted upload never leaves a visible object.
+ * The local storage driver: objects live under `<root>/<directory>/<uuid>` (`storage.local.dir`,
+ * by default `DATA_DIR/storage`). This tree belongs to packages (its UUID-named files without a
+ * package row are swept at start-up); other features keep their files in their own directories
+ * of the data dir. Writes go to a temp file first (hashed on the fly, fsynced), then are renamed
+ * into place, so a failed or aborted upload never leaves a visible object. With the S3 driver
+ * this is only where uploads are staged before they go to the bucket.
  */
-export class LocalStorage {
+export class LocalStorage implements ObjectStore {
+  readonly driver = "local" as const;
   readonly root: string;
   private readonly tmp: string;
   private readonly rootReal: string;
 
-  constructor(dataDir: string) {
-    this.root = join(dataDir, "storage");
+  constructor(root: string) {
+    this.root = root;
     this.tmp = join(this.root, TMP_DIR);
     // Whatever is in the temp area belongs to uploads that died with a previous process.
+    // (Several nodes sharing the directory would remove each other's: see docs/storage.md.)
     rmSync(this.tmp, { recursive: true, force: true });
     mkdirSync(this.tmp, { recursive: true, mode: 0o700 });
     this.rootReal = realpathSync(this.root);
@@ -118,6 +123,12 @@ export class LocalStorage {
   /** Moves a staged object into `dir` (already normalised) and makes the rename durable. */
   async commit(staged: StagedObject, dir: string): Promise<StoredObject> {
     const parts = segments(dir, "storage directory");
+    await this.moveIn(staged.tmpPath, parts, staged.uuid);
+    return { uuid: staged.uuid, dir: parts.length ? parts.join("/") : ".", name: LocalStorage.objectName(dir, staged.uuid), size: staged.size, sha256: staged.sha256 };
+  }
+
+  /** Renames the file at `from` to `<root>/<parts...>/<name>`, making the directories and the rename durable. */
+  private async moveIn(from: string, parts: string[], name: string): Promise<void> {
     let current = this.root;
     for (const part of parts) {
       current = join(current, part);
@@ -127,14 +138,65 @@ export class LocalStorage {
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
         // An object (a file) may carry that name already: a directory cannot go there.
-        if (!statSync(current).isDirectory()) throw new StorageNameError(`storage directory ${JSON.stringify(dir)} names an existing object`);
+        if (!statSync(current).isDirectory()) throw new StorageNameError(`storage directory ${JSON.stringify(parts.join("/"))} names an existing object`);
       }
     }
     this.assertInside(current);
-    const target = join(current, staged.uuid);
-    await rename(staged.tmpPath, target);
+    await rename(from, join(current, name));
     fsyncDir(current);
-    return { uuid: staged.uuid, dir: parts.length ? parts.join("/") : ".", name: LocalStorage.objectName(dir, staged.uuid), size: staged.size, sha256: staged.sha256 };
+  }
+
+  async put(key: string, source: Readable): Promise<number> {
+    const staged = await this.stage(source);
+    await this.putFile(key, staged.tmpPath).catch(async (error: unknown) => {
+      await this.discard(staged);
+      throw error;
+    });
+    return staged.size;
+  }
+
+  async putFile(key: string, path: string): Promise<void> {
+    const parts = segments(key, "object name");
+    if (parts.length === 0) throw new StorageNameError("an object needs a name");
+    await this.moveIn(path, parts.slice(0, -1), parts[parts.length - 1]!);
+  }
+
+  async read(key: string, request: ReadRequest = {}): Promise<ObjectRead | undefined> {
+    const object = this.statObject(key);
+    if (!object) return undefined;
+    const { size, mtime } = object.stat;
+    const etag = fileEtag(size, mtime);
+    const head = { size, etag, modified: mtime };
+    if (request.ifNoneMatch && request.ifNoneMatch.split(",").some((t) => t.trim() === etag || t.trim() === "*")) return { status: 304, ...head };
+    const range = request.ifRange && request.ifRange.trim() !== etag ? undefined : parseRange(request.range, size);
+    if (range === "unsatisfiable") return { status: 416, ...head };
+    const read: ObjectRead = { status: range ? 206 : 200, ...head, ...(range ? { range } : {}) };
+    if (!request.head && size > 0) read.body = createReadStream(object.path, { start: range?.start ?? 0, end: range?.end ?? size - 1, highWaterMark: WRITE_CHUNK });
+    return read;
+  }
+
+  async stat(key: string): Promise<ObjectInfo | undefined> {
+    const object = this.statObject(key);
+    return object && { size: object.stat.size, modified: object.stat.mtime };
+  }
+
+  delete(key: string): Promise<void> {
+    return this.remove(key);
+  }
+
+  async list(prefix: string): Promise<ObjectListing[]> {
+    const out: ObjectListing[] = [];
+    for (const key of this.listObjects()) {
+      if (!key.startsWith(prefix)) continue;
+      const object = this.statObject(key);
+      if (object) out.push({ key, size: object.stat.size, modified: object.stat.mtime });
+    }
+    return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  }
+
+  /** The local driver's links are labgate's own (`/local_storage/`). */
+  async presign(): Promise<undefined> {
+    return undefined;
   }
 
   /** Drops a staged object (validation failed after the bytes arrived). */

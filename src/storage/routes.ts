@@ -3,22 +3,18 @@ import type { AppContext, AppEnv } from "../app/context.ts";
 import { LabgateError } from "../util/errors.ts";
 import { errors, route } from "../http/openapi.ts";
 import { isTls } from "../http/transport.ts";
-import type { LocalStorage } from "./local.ts";
-import { serveFile } from "./send.ts";
+import type { PackageStorage } from "./packages.ts";
+import { serveStored } from "./send.ts";
+import { LOCAL_STORAGE_LINK, objectLink, signedObjectUrl } from "./links.ts";
 
-/** Signatures of `/local_storage/` links are bound to this purpose (see TokenService.signLink). */
-export const LOCAL_STORAGE_LINK = "local_storage";
+export { LOCAL_STORAGE_LINK, objectLink, signedObjectUrl };
+
 
 /** Base of links handed out: the config's `public_url`, else the connection's scheme and the request's host. */
 export function publicBase(ctx: Pick<AppContext, "config">, c: Context): string {
   return ctx.config.public_url || `${isTls(c) ? "https" : "http"}://${new URL(c.req.url).host}`;
 }
 
-/** An absolute, signed, expiring download link for a stored object. */
-export function signedObjectUrl(ctx: Pick<AppContext, "config" | "tokens">, base: string, name: string, ttlSeconds = ctx.config.update_server.download_link_ttl): string {
-  const { expires, signature } = ctx.tokens.signLink(LOCAL_STORAGE_LINK, name, ttlSeconds);
-  return `${base}/local_storage/${name}?expires=${expires}&signature=${signature}`;
-}
 
 /** Throws the 403 of a public download whose link for `name` is expired, unsigned or forged. */
 export function requireSignedLink(ctx: AppContext, c: Context, purpose: string, name: string): void {
@@ -31,7 +27,7 @@ export function requireSignedLink(ctx: AppContext, c: Context, purpose: string, 
  * `GET /local_storage/{name}` (public, but only through a signed link that has not expired):
  * streams the object with Content-Length, ETag, Accept-Ranges and single-range support.
  */
-export function localStorageRoutes(ctx: AppContext, storage: LocalStorage): Hono<AppEnv> {
+export function localStorageRoutes(ctx: AppContext, storage: PackageStorage): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   const file = { description: "The file", media: "application/octet-stream" };
   route(
@@ -42,15 +38,15 @@ export function localStorageRoutes(ctx: AppContext, storage: LocalStorage): Hono
       tag: "packages",
       access: "public",
       summary: "A package object through a signed link (Range supported)",
-      responses: { 200: file, 206: { ...file, description: "Part of the file" }, 403: errors[403], 404: errors[404], 416: errors[416] },
+      responses: { 200: file, 206: { ...file, description: "Part of the file" }, 403: errors[403], 404: errors[404], 416: errors[416], 503: errors[503] },
     },
-    (c) => {
+    async (c) => {
       // Hono already percent-decoded the path; object names never contain '%' themselves.
       const name = c.req.path.slice("/local_storage/".length);
       requireSignedLink(ctx, c, LOCAL_STORAGE_LINK, name);
-      const object = storage.statObject(name);
-      if (!object) throw new LabgateError("not_found", "object does not exist");
-      return serveFile(c, object, { direct: true });
+      const answer = await serveStored(c, storage.objects, name, { direct: true });
+      if (!answer) throw new LabgateError("not_found", "object does not exist");
+      return answer;
     },
   );
   return app;

@@ -7,6 +7,11 @@ import { LabgateError } from "../util/errors.ts";
 import { mimeTypes } from "../util/mime.ts";
 import { nodeResponse } from "../http/transport.ts";
 import { rfc822 } from "../util/time.ts";
+import { fileEtag, parseRange } from "./range.ts";
+import { LocalStorage } from "./local.ts";
+import type { ObjectStore } from "./objects.ts";
+
+export { fileEtag, parseRange };
 
 /**
  * On every file answer: the bytes of a file came from outside (a test, a device, an upload, a
@@ -115,41 +120,8 @@ async function pump(res: ServerResponse, source: string | FileHandle, start: num
   }
 }
 
-type ByteRange = { start: number; end: number } | "unsatisfiable" | undefined;
-
-/**
- * Parses a single `bytes=` range against `size`. Undefined means "serve the whole object"
- * (no header, another unit, several ranges or garbage: RFC 9110 lets a server ignore those).
- * An empty object is always served whole: the reference device client sends `bytes=0-` on
- * every download and needs a 200 or 206, and no range of zero bytes can be satisfied.
- */
-export function parseRange(header: string | undefined, size: number): ByteRange {
-  if (!header || size === 0) return undefined;
-  const match = /^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$/i.exec(header);
-  if (!match || (match[1] === "" && match[2] === "")) return undefined;
-  if (match[1] === "") {
-    const suffix = Number(match[2]);
-    if (suffix === 0) return "unsatisfiable";
-    return { start: Math.max(0, size - suffix), end: size - 1 };
-  }
-  const start = Number(match[1]);
-  const end = match[2] === "" ? size - 1 : Math.min(Number(match[2]), size - 1);
-  if (match[2] !== "" && Number(match[2]) < start) return undefined;
-  if (start >= size) return "unsatisfiable";
-  return { start, end };
-}
-
 /** A file to answer with: its path (opened per request) or a handle already open (closed once answered), and its stat. */
 export type FileToServe = { path: string; stat: Stats; handle?: undefined } | { handle: FileHandle; stat: Stats; path?: undefined };
-
-/**
- * The validator of an object's bytes: objects are written whole and replaced, never changed in
- * place, so size and modification time make a strong one. `variant` tells apart another form of
- * the same object (a report's JSON).
- */
-export function fileEtag(size: number, modified: Date, variant = ""): string {
-  return `"${size.toString(16)}-${Math.floor(modified.getTime()).toString(16)}${variant}"`;
-}
 
 /** The request's If-None-Match names `etag` (or `*`): the answer is a 304. */
 export function notModified(c: Context, etag: string): boolean {
@@ -247,4 +219,38 @@ export function serveBytes(c: Context, data: Uint8Array, modified: Date, extra?:
   const { status, headers, start, end, length } = head;
   if (length === 0 || c.req.method === "HEAD") return new Response(null, { status, headers });
   return new Response(data.slice(start, end + 1), { status, headers });
+}
+
+/**
+ * serveFile for an object of the configured store: the local driver's file as serveFile sends
+ * it; an S3 object streamed through as the store answers the request's range and validators
+ * (memory stays flat: the store's body goes to the socket as it comes). Undefined when there
+ * is no such object.
+ */
+export async function serveStored(c: Context, objects: ObjectStore, key: string, options: { direct?: boolean; headers?: Record<string, string> } = {}): Promise<Response | undefined> {
+  if (objects instanceof LocalStorage) {
+    const file = objects.statObject(key);
+    return file && serveFile(c, file, options);
+  }
+  const read = await objects.read(key, { range: c.req.header("range"), ifNoneMatch: c.req.header("if-none-match"), ifRange: c.req.header("if-range"), head: c.req.method === "HEAD" });
+  if (!read) return undefined;
+  const headers: Record<string, string> = {
+    "content-type": "application/octet-stream",
+    "content-disposition": "attachment",
+    "content-security-policy": FILE_CSP,
+    "accept-ranges": "bytes",
+    etag: read.etag,
+    "last-modified": rfc822(read.modified),
+    "cache-control": "private, no-transform",
+  };
+  for (const [name, value] of Object.entries(options.headers ?? {})) headers[name.toLowerCase()] = value;
+  if (read.status === 304) return new Response(null, { status: 304, headers });
+  if (read.status === 416) {
+    c.header("Content-Range", `bytes */${read.size}`);
+    throw new LabgateError("bad_range", `range not satisfiable (object is ${read.size} bytes)`);
+  }
+  headers["content-length"] = String(read.range ? read.range.end - read.range.start + 1 : read.size);
+  if (read.range) headers["content-range"] = `bytes ${read.range.start}-${read.range.end}/${read.size}`;
+  const body = read.body ? (Readable.toWeb(read.body) as unknown as ReadableStream<Uint8Array>) : null;
+  return new Response(body, { status: read.status, headers });
 }

@@ -6,7 +6,7 @@
  */
 import type { AppContext } from "../app/context.ts";
 import type { DeviceIdentity } from "../auth/tokens.ts";
-import { LocalStorage } from "../storage/local.ts";
+import { PackageStorage } from "../storage/packages.ts";
 import { ActionService } from "./actions/actions.ts";
 import { deleteDeviceLog } from "./actions/store.ts";
 import { ChannelHub, CLOSE_UNAUTHORIZED } from "./channel/hub.ts";
@@ -39,7 +39,7 @@ export interface UpdateDomain {
   /** Update progress records and their idle time. */
   progress: UpdateProgress;
   /** Package objects (`/local_storage/`). */
-  storage: LocalStorage;
+  storage: PackageStorage;
   /** The start-up sweep of objects an interrupted upload left without a row: settles once it is done. */
   orphansSwept: Promise<void>;
   /** Live device events (`GET /api/stream`). */
@@ -65,7 +65,7 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   const catalog = new UpdateCatalog(ctx.store);
 
   // Packages: objects an interrupted upload left without a row go (in the background).
-  const storage = new LocalStorage(ctx.dataDir);
+  const storage = new PackageStorage(ctx.objects, ctx.dataDir);
   const orphansSwept = sweepOrphanObjects(ctx, storage).then(
     () => {},
     (error) => ctx.log.warn(`storage sweep failed: ${(error as Error).message}`),

@@ -123,4 +123,25 @@ describe("config", () => {
     // A configured directory around a default one (under the data dir) is refused too.
     assert.throws(() => load("  artifacts_dir: data\n"), /must be separate/);
   });
+
+  test("storage: the S3 store named in full, unknown keys refused, credentials never shown, the local dir made absolute", () => {
+    const dir = tempDir();
+    const load = (yaml: string) => {
+      writeFileSync(join(dir, "appliance.config.yaml"), yaml);
+      return loadConfig({ cwd: dir, env: {} }).config;
+    };
+    const s3 = "storage:\n  driver: s3\n  s3:\n    endpoint: http://127.0.0.1:9000\n";
+    assert.throws(() => load(s3), (e: Error) => e instanceof ConfigError && e.message === "config key storage.s3.bucket: needed with storage.driver: s3");
+    assert.throws(() => load(`${s3}    bucket: Bad_Name\n`), /config key storage\.s3\.bucket: expected an S3 bucket name/);
+    assert.throws(() => load(`${s3}    bucket: lab\n`), /config key storage\.s3\.access_key_id: needed with storage\.driver: s3/);
+    assert.throws(() => load(`${s3}    bucket: lab\n    access_key_id: k\n`), /config key storage\.s3\.secret_access_key: needed with storage\.driver: s3/);
+    assert.throws(() => load(`${s3}    acl: public\n`), /config key storage\.s3\.acl: unknown key/);
+    assert.throws(() => load("storage:\n  driver: nfs\n"), /config key storage\.driver: expected one of local, s3, got "nfs"/);
+    assert.throws(() => load("storage:\n  driver: s3\n  s3:\n    endpoint: ftp://x\n"), /config key storage\.s3\.endpoint: expected an http\(s\) URL/);
+    assert.throws(() => load(`${s3}    secret_access_key: 918273645\n`), (e: Error) => /storage\.s3\.secret_access_key: expected a string \(its value is not shown\)/.test(e.message) && !e.message.includes("918273645"));
+    const good = load(`${s3}    bucket: lab\n    access_key_id: k\n    secret_access_key: s\n    proxy: true\n`).storage;
+    assert.deepEqual(good, { driver: "s3", local: { dir: "" }, s3: { endpoint: "http://127.0.0.1:9000", region: "us-east-1", bucket: "lab", access_key_id: "k", secret_access_key: "s", path_style: true, proxy: true } });
+    assert.equal(load("storage:\n  local:\n    dir: shared/pkgs\n").storage.local.dir, join(dir, "shared/pkgs"));
+    assert.equal(load("storage: {}\n").storage.driver, "local", "the S3 keys are read only with driver: s3");
+  });
 });

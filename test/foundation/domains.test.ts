@@ -16,6 +16,8 @@ import { createUpdateDomain, type UpdateDomain } from "../../src/update/domain.t
 import { createLogger } from "../../src/util/log.ts";
 import { removeDir, tempDir } from "../helpers/server.ts";
 import { systemClock } from "../../src/util/time.ts";
+import { LocalStorage } from "../../src/storage/local.ts";
+import { localStorageDir } from "../../src/storage/open.ts";
 
 /** What startServer gives the roots, minus the listener. */
 async function openContext(dataDir: string): Promise<AppContext & { db: Database }> {
@@ -23,7 +25,7 @@ async function openContext(dataDir: string): Promise<AppContext & { db: Database
   const db = await Database.open(dataDir);
   await migrate(db, migrations);
   const tokens = new TokenService(loadOrCreateKeys(dataDir), config.prefix);
-  return { config, dataDir, db, store: embeddedStore(db), tokens, log: createLogger("error"), version: "test", clock: systemClock, startedAt: new Date(), onClosing: [], onShutdown: [] };
+  return { config, dataDir, db, store: embeddedStore(db), tokens, log: createLogger("error"), version: "test", clock: systemClock, startedAt: new Date(), objects: new LocalStorage(localStorageDir(config)), onClosing: [], onShutdown: [] };
 }
 
 /** The server's own close, without the listener: closing hooks, then shutdown work. */

@@ -55,3 +55,13 @@ test("the server's main bundle holds no part of pg: it is in the PostgreSQL part
   assert.ok((await inputs("db/postgres-part.ts")).some(postgresSide), "the part's bundle holds them: the pattern finds them");
   assert.deepEqual((await inputs("main.ts", { LABGATE_MAIN_BUNDLE: "true" })).filter(postgresSide), []);
 });
+
+test("the server's main bundle holds no S3 client: aws4fetch and the S3 driver are in the S3 part's bundle, loaded only with storage.driver: s3", async () => {
+  const inputs = async (entry: string, define: Record<string, string> = {}) => {
+    const { metafile } = await build({ entryPoints: [`${root}src/${entry}`], bundle: true, platform: "node", format: "cjs", target: "node24", external: ["sql.js/dist/sql-wasm.wasm"], define, write: false, metafile: true, logLevel: "silent" });
+    return Object.keys(metafile!.inputs);
+  };
+  const s3Side = (path: string) => /node_modules\/aws4fetch\//.test(path) || /src\/storage\/s3\.ts$/.test(path);
+  assert.ok((await inputs("storage/s3-part.ts")).some(s3Side), "the part's bundle holds them: the pattern finds them");
+  assert.deepEqual((await inputs("main.ts", { LABGATE_MAIN_BUNDLE: "true" })).filter(s3Side), []);
+});

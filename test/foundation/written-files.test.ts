@@ -36,7 +36,7 @@ test("removeWritten: 300 pipelines cut at once leave no file", async () => {
 test("an upload cut at once leaves nothing in the storage's temp area", async () => {
   const dir = tempDir();
   try {
-    const storage = new LocalStorage(dir);
+    const storage = new LocalStorage(join(dir, "storage"));
     for (let i = 0; i < 300; i++) await assert.rejects(storage.stage(failingSoon()), /went away/);
     assert.deepEqual(readdirSync(join(dir, "storage", ".tmp")), []);
   } finally {

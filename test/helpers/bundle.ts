@@ -64,6 +64,7 @@ export async function buildTestBundle(dir = DEFAULT_DIR): Promise<string> {
     ["labgate.cjs", src("launch/launch.ts"), OPTIONS],
     ["labgate-main.cjs", src("main.ts"), MAIN],
     ["labgate-postgres.cjs", src("db/postgres-part.ts"), OPTIONS],
+    ["labgate-s3.cjs", src("storage/s3-part.ts"), OPTIONS],
     ["labgate-agent.cjs", src("agent/main.ts"), AGENT],
     ["labgate-agent-config.cjs", src("agent/config-reader.ts"), AGENT],
     ["labgate-agent-tests.cjs", src("agent/test-engine.ts"), AGENT],

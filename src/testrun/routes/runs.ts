@@ -9,7 +9,7 @@ import { Hono, type Context } from "hono";
 import type { AppContext, AppEnv, Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { statFile } from "../../util/files.ts";
-import { contentDisposition, fileEtag, serveFile, serveMade, untrustedFileHeaders } from "../../storage/send.ts";
+import { contentDisposition, fileEtag, serveFile, serveMade, serveStored, untrustedFileHeaders } from "../../storage/send.ts";
 import * as z from "zod";
 import { Empty, errors, ok, route, routes, type Reply } from "../../http/openapi.ts";
 import type { RunStreamEventData, RunStreamEventName } from "../../protocol/streams.ts";
@@ -18,6 +18,7 @@ import { openReportJson, openReportJsonByDevice, reportSummary } from "../engine
 import { PlanError } from "../plan.ts";
 import { listArtifacts, openArtifact } from "../runs/artifacts.ts";
 import { artifactsDir, reportPath } from "../runs/paths.ts";
+import { artifactKey, sharedStore } from "../runs/shared.ts";
 import { triggerStatusOf, type TestRunService } from "../runs/service.ts";
 import { DeviceSight, seenRun, type SeenRun } from "../runs/sight.ts";
 import { authorizeStop } from "../devices/access.ts";
@@ -72,6 +73,7 @@ function triggerRequest(body: TriggerBody, variant: "A" | "B"): TriggerRequest {
  * or made as it is sent without the rows of the devices left out (no byte ranges then).
  */
 async function serveReport(c: Context<AppEnv>, service: TestRunService, seen: SeenRun, filename: string): Promise<Response> {
+  await service.localReport(seen.run.id);
   const csv = statFile(reportPath(service.dirs, seen.run.id));
   if (!csv) throw new LabgateError("not_found", "Report file not found");
   const headers = { "content-type": "text/csv; charset=utf-8", "content-disposition": contentDisposition("attachment", filename) };
@@ -88,7 +90,7 @@ async function serveReport(c: Context<AppEnv>, service: TestRunService, seen: Se
  * more so that `a%2Fb.txt` finds `a/b.txt`; nothing outside `dir`, no symlinks, nothing `keeps`
  * refuses (a device's the reader may not see); HEAD supported.
  */
-async function serveArtifact(c: Context<AppEnv>, dir: string, marker: string, keeps: (name: string) => boolean = () => true): Promise<Response> {
+async function serveArtifact(c: Context<AppEnv>, dir: string, marker: string, keeps: (name: string) => boolean = () => true, elsewhere?: (name: string, headers: Record<string, string>) => Promise<Response | undefined>): Promise<Response> {
   const raw = c.req.path.slice(c.req.path.indexOf(marker) + marker.length);
   let name: string;
   try {
@@ -96,9 +98,12 @@ async function serveArtifact(c: Context<AppEnv>, dir: string, marker: string, ke
   } catch {
     throw new LabgateError("not_found", "Artifact file not found");
   }
-  const file = keeps(name) ? await openArtifact(dir, name) : undefined;
-  if (!file) throw new LabgateError("not_found", "Artifact file not found");
-  return serveFile(c, file, { headers: await untrustedFileHeaders(file.basename, c.req.query("preview") === "true") });
+  if (!keeps(name)) throw new LabgateError("not_found", "Artifact file not found");
+  const file = await openArtifact(dir, name);
+  if (file) return serveFile(c, file, { headers: await untrustedFileHeaders(file.basename, c.req.query("preview") === "true") });
+  const other = await elsewhere?.(name, await untrustedFileHeaders(name.slice(name.lastIndexOf("/") + 1), c.req.query("preview") === "true"));
+  if (!other) throw new LabgateError("not_found", "Artifact file not found");
+  return other;
 }
 
 /** A report that is gone by the time it is read: 404. */
@@ -400,6 +405,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     access.read,
     async (c, { query: { format, group_by: groupBy } }) => {
       const seen = await finishedRun(c);
+      await service.localReport(seen.run.id);
       const csv = statFile(reportPath(service.dirs, seen.run.id));
       if (!csv) throw new LabgateError("not_found", "Report file not found");
       if (groupBy && format !== "json") throw new LabgateError("invalid", "group_by needs format=json");
@@ -420,6 +426,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     access.read,
     async (c) => {
       const seen = await finishedRun(c);
+      await service.localReport(seen.run.id);
       return c.json(await reportSummary(service.reportSource(seen), { byDevice: seen.run.devices !== null }).catch(noReport));
     },
   );
@@ -430,7 +437,7 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     access.read,
     async (c) => {
       const seen = await finishedRun(c);
-      return c.json((await listArtifacts(artifactsDir(service.dirs, seen.run.id))).filter((a) => seen.keepsArtifact(a.name)));
+      return c.json((await service.artifactsOf(seen.run.id)).filter((a) => seen.keepsArtifact(a.name)));
     },
   );
 
@@ -440,7 +447,11 @@ function variantA(ctx: AppContext, access: TestRunAccess, { service, changes, st
     access.read,
     async (c) => {
       const seen = await finishedRun(c);
-      return serveArtifact(c, artifactsDir(service.dirs, seen.run.id), "/artifacts/", seen.keepsArtifact);
+      return serveArtifact(c, artifactsDir(service.dirs, seen.run.id), "/artifacts/", seen.keepsArtifact, async (name, headers) => {
+        const shared = sharedStore(ctx.objects);
+        const key = shared && artifactKey(seen.run.id, name);
+        return key ? serveStored(c, shared, key, { headers }) : undefined;
+      });
     },
   );
 

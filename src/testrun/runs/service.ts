@@ -20,6 +20,9 @@ import { openReportCsv, openReportDetails, type ReportSource } from "../engine/r
 import { artifactsDir, reportDetailsPath, reportIndexPath, reportPath, testrunDirs, type TestrunDirs } from "./paths.ts";
 import { DeviceSight, seenRun, type SeenRun } from "./sight.ts";
 import { RunQueue } from "./queue.ts";
+import { listArtifacts } from "./artifacts.ts";
+import { fetchReport, publishRun, removeRunObjects, sharedArtifacts, sharedStore } from "./shared.ts";
+import type { Artifact } from "../schema.ts";
 import { executeRun } from "./runner.ts";
 import type { TestRunAs } from "../engine/identity.ts";
 import { LOCAL_DEVICE } from "./nodes.ts";
@@ -46,7 +49,7 @@ const TRIGGER_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
  */
 export class TestRunService implements LocalRuns {
   readonly store: RunStore;
-  readonly ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "store">;
+  readonly ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "store" | "objects">;
   readonly source: ConfigSource;
   readonly orchestrator: Orchestrator;
   readonly dirs: TestrunDirs;
@@ -58,14 +61,14 @@ export class TestRunService implements LocalRuns {
   /** Resolves once the runs the last process left unfinished are aborted (recoverFromRestart). */
   private recovered: Promise<void> = Promise.resolve();
 
-  constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "store">, source: ConfigSource, store: RunStore, hub?: ChannelHub, runAs: TestRunAs = {}) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "store" | "objects">, source: ConfigSource, store: RunStore, hub?: ChannelHub, runAs: TestRunAs = {}) {
     this.ctx = ctx;
     this.source = source;
     this.store = store;
     this.orchestrator = new Orchestrator(this);
     this.queue = new RunQueue(store, (run, signal) => this.execute(run, signal), ctx.log, ctx.clock);
     this.dirs = testrunDirs(ctx.config);
-    this.devices = hub && new DeviceRuns({ ctx, store, dirs: this.dirs, lookup: this.lookup, ended: (id) => this.queue.ended(id) }, hub);
+    this.devices = hub && new DeviceRuns({ ctx, store, dirs: this.dirs, lookup: this.lookup, ended: (id) => this.endedOnDevices(id) }, hub);
     for (const dir of [this.dirs.reports, this.dirs.artifacts, this.dirs.results]) mkdirSync(dir, { recursive: true });
     this.runAs = runAs;
   }
@@ -308,6 +311,8 @@ export class TestRunService implements LocalRuns {
       await this.store.updateTrigger(trigger.id, { resultsDir: await this.aggregate(trigger, plan.combinedResultsDirPrefix) });
     }
     const reason = signal.aborted && typeof signal.reason === "string" ? signal.reason : undefined;
+    // On a shared store the files are there before anyone sees the run finished.
+    await this.publish(run.id);
     await this.store.finishRun(run.id, {
       status: result.status,
       at: this.ctx.clock.now(),
@@ -316,6 +321,32 @@ export class TestRunService implements LocalRuns {
       warnings: [...run.warnings, ...result.warnings],
       ...(result.counts ? { counts: result.counts } : {}),
     });
+  }
+
+  /** A run on devices ended (its report is complete): its files go to the shared store. */
+  private endedOnDevices(id: string): void {
+    this.queue.ended(id);
+    void this.publish(id);
+  }
+
+  /** Copies a run's report and artifacts to the shared store, if there is one; a failure is logged (the files stay on this node). */
+  private async publish(id: string): Promise<void> {
+    const shared = sharedStore(this.ctx.objects);
+    if (!shared) return;
+    await publishRun(shared, this.dirs, id).catch((error: Error) => this.ctx.log.warn(`testrun: run ${id}: its files are not on the shared store: ${error.message}`));
+  }
+
+  /** Makes sure this node has the run's report files (fetched from the shared store when another node ran it). */
+  async localReport(id: string): Promise<void> {
+    const shared = sharedStore(this.ctx.objects);
+    if (shared) await fetchReport(shared, this.dirs, id);
+  }
+
+  /** A run's artifacts: this node's files, or the shared store's when another node ran it. */
+  async artifactsOf(id: string): Promise<Artifact[]> {
+    const shared = sharedStore(this.ctx.objects);
+    const local = await listArtifacts(artifactsDir(this.dirs, id));
+    return local.length > 0 || !shared ? local : sharedArtifacts(shared, id);
   }
 
   /** Builds a trigger's combined results directory; returns its name, or null when that failed. */
@@ -449,6 +480,8 @@ export class TestRunService implements LocalRuns {
     await rm(reportIndexPath(this.dirs, id), { force: true });
     await rm(reportDetailsPath(this.dirs, id), { force: true });
     await rm(artifactsDir(this.dirs, id), { recursive: true, force: true });
+    const shared = sharedStore(this.ctx.objects);
+    if (shared) await removeRunObjects(shared, id).catch((error: Error) => this.ctx.log.warn(`testrun: run ${id}: its files on the shared store are not removed: ${error.message}`));
   }
 
   /** Graceful shutdown (docs/test-run-server.md, "Runs"): pending and running runs end `aborted` with `server shutdown`. */

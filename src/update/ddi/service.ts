@@ -12,8 +12,8 @@ import type { AppContext } from "../../app/context.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import type { DeviceIdentity } from "../../auth/tokens.ts";
 import type { ActionFeedback, CancelAction, ConfigData, ControllerBase, DeploymentBase } from "../../protocol/hawkbit/ddi.ts";
-import type { LocalStorage } from "../../storage/local.ts";
-import { signedObjectUrl } from "../../storage/routes.ts";
+import type { PackageStorage } from "../../storage/packages.ts";
+import { objectLink } from "../../storage/links.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { dateOf, isoTime } from "../../util/time.ts";
 import { getDevice, getDeviceByMac, insertDevice, replaceDeviceMetadata } from "../devices/devices.ts";
@@ -80,7 +80,7 @@ export class DdiTargets {
   private readonly deployments: DeploymentService;
   private readonly progress: UpdateProgress;
   private readonly catalog: UpdateCatalog;
-  private readonly storage: LocalStorage;
+  private readonly storage: PackageStorage;
   private readonly deviceGate: UpdateDomain["deviceGate"];
 
   constructor(ctx: AppContext, update: Pick<UpdateDomain, "deployments" | "progress" | "catalog" | "storage" | "deviceGate">) {
@@ -217,7 +217,7 @@ export class DdiTargets {
     const pkg = await getPackage(this.ctx.store.query, action.package_id);
     if (!pkg) throw new LabgateError("not_found", `the package of action ${actionId} was deleted`);
     const hashes = await this.hashes(pkg.id, pkg.storage_name);
-    const uri = signedObjectUrl(this.ctx, base, pkg.storage_name);
+    const uri = await objectLink(this.ctx, base, pkg.storage_name);
     const artifact = { filename: artifactName(action.version), hashes: { ...hashes, sha256: pkg.sha256 }, size: pkg.size, _links: { download: { href: uri }, "download-http": { href: uri } } };
     return {
       id: String(action.id),
@@ -336,9 +336,9 @@ export class DdiTargets {
   private async hashes(packageId: number, storageName: string): Promise<{ sha1: string; md5: string }> {
     const known = await store.artifactHashes(this.ctx.store.query, packageId);
     if (known) return known;
-    const file = this.storage.statObject(storageName);
+    const file = await this.storage.localFile(storageName);
     if (!file) throw new LabgateError("not_found", "the package's file is missing from storage");
-    const hashes = await fileHashes(file.path);
+    const hashes = await fileHashes(file.path).finally(() => file.release());
     await store.storeArtifactHashes(this.ctx.store.query, packageId, hashes);
     return hashes;
   }

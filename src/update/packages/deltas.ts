@@ -13,10 +13,10 @@ import { Transform } from "node:stream";
 import type { Actor } from "../../audit/audit.ts";
 import type { Identity } from "../../app/context.ts";
 import type { Tx } from "../../db/store.ts";
-import type { LocalStorage } from "../../storage/local.ts";
+import type { PackageStorage } from "../../storage/packages.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { dateOf } from "../../util/time.ts";
-import { createPackage, getPackage, packageKeys, type PackageContext, type PackageRow } from "./packages.ts";
+import { createPackage, getPackage, packageKeys, type PackageContext, type PackageKeys, type PackageRow } from "./packages.ts";
 import { allowed, authorize, grantCreator } from "../permissions/permissions.ts";
 
 export interface DeltaJob {
@@ -42,10 +42,10 @@ export class DeltaMaker {
   private running: Promise<void> | undefined;
   private readonly waiting: Array<{ job: DeltaJob; actor: Actor; user: string | null; onCreated?: (tx: Tx, id: number) => Promise<void> }> = [];
   private readonly ctx: PackageContext;
-  private readonly storage: LocalStorage;
+  private readonly storage: PackageStorage;
   private readonly onCreated: (job: DeltaJob, row: PackageRow) => void;
 
-  constructor(ctx: PackageContext, storage: LocalStorage, onCreated: (job: DeltaJob, row: PackageRow) => void = () => undefined) {
+  constructor(ctx: PackageContext, storage: PackageStorage, onCreated: (job: DeltaJob, row: PackageRow) => void = () => undefined) {
     this.ctx = ctx;
     this.storage = storage;
     this.onCreated = onCreated;
@@ -111,9 +111,25 @@ export class DeltaMaker {
     const target = await getPackage(this.ctx.store.query, job.target);
     const base = await getPackage(this.ctx.store.query, job.base);
     if (!target || !base) throw new Error("a package was deleted before its delta was made");
-    const targetPath = this.storage.statObject(target.storage_name)?.path;
-    const basePath = this.storage.statObject(base.storage_name)?.path;
-    if (!targetPath || !basePath) throw new Error("a package's file is missing from storage");
+    const targetFile = await this.storage.localFile(target.storage_name);
+    const baseFile = targetFile && (await this.storage.localFile(base.storage_name).catch(async (error: unknown) => {
+      await targetFile.release();
+      throw error;
+    }));
+    if (!targetFile || !baseFile) {
+      await targetFile?.release();
+      throw new Error("a package's file is missing from storage");
+    }
+    try {
+      return await this.makeFrom(job, keys, target, base, targetFile.path, baseFile.path, { actor, user, onCreated });
+    } finally {
+      await targetFile.release();
+      await baseFile.release();
+    }
+  }
+
+  private async makeFrom(job: DeltaJob, keys: PackageKeys, target: PackageRow, base: PackageRow, targetPath: string, basePath: string, by: Pick<DeltaMaker["waiting"][number], "actor" | "user" | "onCreated">): Promise<PackageRow> {
+    const { actor, user, onCreated } = by;
     // xdelta3 reads the base by seeking and the target as a stream: the target's bytes read are the progress.
     const child = spawn("xdelta3", ["-e", "-c", "-q", "-s", basePath], { stdio: ["pipe", "pipe", "pipe"] });
     let stderr = "";
@@ -147,7 +163,7 @@ export class DeltaMaker {
     ]);
     // The target's signature verdict stays the target's: the file a device installs is the target's.
     for (const key of [keys.signatureStatus, keys.signatureKey, keys.signatureReason]) if (typeof targetMeta[key] === "string") fields.set(key, targetMeta[key] as string);
-    return createPackage(this.ctx, this.storage, { staged, fields, dir: target.storage_dir, user, actor, onCreated });
+    return createPackage(this.ctx, this.storage, { staged, fields, dir: this.storage.normalizeDir(target.storage_dir), user, actor, onCreated });
   }
 }
 

@@ -9,6 +9,9 @@ export function packageKeys(prefix: string) {
     localUuid: `${prefix}.storage.local.uuid`,
     localLength: `${prefix}.storage.local.length`,
     localDirectory: `${prefix}.storage.local.directory`,
+    s3Uuid: `${prefix}.storage.s3.uuid`,
+    s3Size: `${prefix}.storage.s3.size`,
+    s3Directory: `${prefix}.storage.s3.directory`,
     /** The gateway's verdict on an upload's signature (signing.ts): set by it alone, reserved at upload. */
     signatureReserved: `${prefix}.signature.`,
     signatureStatus: `${prefix}.signature.status`,

@@ -4,7 +4,8 @@ import type { PackagesTable } from "../../db/schema.ts";
 import { metadataText } from "../../db/dialect.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import type { AppContext } from "../../app/context.ts";
-import type { LocalStorage, StagedObject } from "../../storage/local.ts";
+import type { StagedObject } from "../../storage/local.ts";
+import type { PackageStorage } from "../../storage/packages.ts";
 import { dateOf, isoTime, rfc822 } from "../../util/time.ts";
 import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
@@ -38,10 +39,11 @@ export async function packageMetadataText(q: Queries, id: number): Promise<strin
   return (await packages(q).select("pkg.metadata").where("pkg.id", "=", id).executeTakeFirst())?.metadata;
 }
 
-/** The storage names of every package (what the object store must keep). */
-/** storedNames read from an embedded image at once, as a backup's snapshot takes them (src/backup/backup.ts). */
-export const storedNamesIn = (image: Pick<ImageReader, "all">): string[] => image.all<{ storage_name: string }>("SELECT storage_name FROM packages ORDER BY id").map((r) => r.storage_name);
+/** The storage names of the packages on the local driver, read from an embedded image at once, as a backup's snapshot takes them (src/backup/backup.ts); an S3 bucket's objects are not in a backup. */
+export const storedNamesIn = (image: Pick<ImageReader, "all">): string[] =>
+  image.all<{ storage_name: string }>("SELECT storage_name FROM packages WHERE driver = 'local' ORDER BY id").map((r) => r.storage_name);
 
+/** The storage names of every package (what the object store must keep). */
 export async function storedNames(q: Queries): Promise<string[]> {
   return (await packages(q).select("pkg.storage_name").orderBy("pkg.id").execute()).map((r) => r.storage_name);
 }
@@ -150,14 +152,20 @@ export type PackageContext = Pick<AppContext, "clock" | "config" | "store" | "lo
  * Moves the staged object into place, then commits the row: the object is complete and
  * fsynced before the row exists, and if the row cannot be written the object is removed.
  */
-export async function createPackage(ctx: PackageContext, storage: LocalStorage, input: NewPackage, now = dateOf(ctx.clock)): Promise<PackageRow> {
+export async function createPackage(ctx: PackageContext, storage: PackageStorage, input: NewPackage, now = dateOf(ctx.clock)): Promise<PackageRow> {
   const keys = packageKeys(ctx.config.prefix);
   const stored = await storage.commit(input.staged, input.dir);
   // fromEntries defines own properties, so a field named `__proto__` is kept like any other key.
   const metadata: PackageMetadata = Object.fromEntries([...input.fields].filter(([key]) => key !== keys.storageDirectory));
-  metadata[keys.localUuid] = stored.uuid;
-  metadata[keys.localLength] = stored.size;
-  metadata[keys.localDirectory] = stored.dir;
+  if (storage.driver === "s3") {
+    metadata[keys.s3Uuid] = stored.uuid;
+    metadata[keys.s3Size] = stored.size;
+    metadata[keys.s3Directory] = stored.dir;
+  } else {
+    metadata[keys.localUuid] = stored.uuid;
+    metadata[keys.localLength] = stored.size;
+    metadata[keys.localDirectory] = stored.dir;
+  }
   if (input.signature) Object.assign(metadata, signatureMetadata(keys, input.signature));
   try {
     return await ctx.store.transact(async (tx) => {
@@ -166,7 +174,7 @@ export async function createPackage(ctx: PackageContext, storage: LocalStorage, 
         .values({
           created: isoTime(now),
           sha256: stored.sha256,
-          driver: "local",
+          driver: storage.driver,
           metadata: JSON.stringify(metadata),
           storage_dir: stored.dir,
           storage_name: stored.name,
@@ -199,7 +207,7 @@ export type DeleteResult = "deleted" | "not_found" | "assigned";
  * Deletes a package that no group holds: row (and, through `onDelete`, its permission rows)
  * in one transaction, then the object. A missing object counts as removed.
  */
-export async function deletePackage(ctx: PackageContext, storage: LocalStorage, id: number, actor: Actor, onDelete?: (tx: Tx) => Promise<void>): Promise<DeleteResult> {
+export async function deletePackage(ctx: PackageContext, storage: PackageStorage, id: number, actor: Actor, onDelete?: (tx: Tx) => Promise<void>): Promise<DeleteResult> {
   const result = await ctx.store.transact(async (tx): Promise<{ status: DeleteResult; name?: string }> => {
     const row = await getPackage(tx, id);
     if (!row) return { status: "not_found" };
@@ -232,7 +240,7 @@ export interface PackageUpload {
  * types (read from the stored bytes), the object moved into place and the row committed with the
  * creator's grant and its audit row. The staged object goes whatever fails.
  */
-export async function uploadPackage(ctx: PackageContext, storage: LocalStorage, identity: Identity, upload: PackageUpload, actor: Actor): Promise<PackageRow> {
+export async function uploadPackage(ctx: PackageContext, storage: PackageStorage, identity: Identity, upload: PackageUpload, actor: Actor): Promise<PackageRow> {
   if (identity.kind !== "mgmt") throw new LabgateError("unauthenticated", "a management token is required");
   const keys = packageKeys(ctx.config.prefix);
   const { staged, signature } = upload;
@@ -254,7 +262,7 @@ export async function uploadPackage(ctx: PackageContext, storage: LocalStorage, 
 }
 
 /** The caller deletes a package (with its permission rows): 404 when there is none, 409 while a group holds it. */
-export async function removePackage(ctx: PackageContext, storage: LocalStorage, identity: Identity, id: number, actor: Actor): Promise<void> {
+export async function removePackage(ctx: PackageContext, storage: PackageStorage, identity: Identity, id: number, actor: Actor): Promise<void> {
   await authorize(ctx.store.query, identity, "package", id, "delete");
   const result = await deletePackage(ctx, storage, id, actor, (tx) => deletePermissionsOf(tx, "package", id));
   if (result === "not_found") throw new LabgateError("not_found", PACKAGE_NOT_FOUND);
@@ -264,10 +272,10 @@ export async function removePackage(ctx: PackageContext, storage: LocalStorage, 
 const UUID_NAME = /(?:^|\/)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** Removes objects that never got a row (a crash between the file's rename and the row's commit). */
-export async function sweepOrphanObjects(ctx: PackageContext, storage: LocalStorage): Promise<number> {
+export async function sweepOrphanObjects(ctx: PackageContext, storage: PackageStorage): Promise<number> {
   const known = new Set(await storedNames(ctx.store.query));
   let removed = 0;
-  for (const name of storage.listObjects()) {
+  for (const name of await storage.listObjects()) {
     if (known.has(name) || !UUID_NAME.test(name)) continue;
     await storage.remove(name);
     removed++;

@@ -5,8 +5,9 @@ import { actorOf } from "../../http/actor.ts";
 import type { Auth } from "../../auth/middleware.ts";
 import type { Scope } from "../../auth/scopes.ts";
 import type { AppContext, AppEnv, Identity } from "../../app/context.ts";
-import type { LocalStorage, StagedObject } from "../../storage/local.ts";
-import { publicBase, signedObjectUrl } from "../../storage/routes.ts";
+import type { StagedObject } from "../../storage/local.ts";
+import type { PackageStorage } from "../../storage/packages.ts";
+import { objectLink, publicBase } from "../../storage/routes.ts";
 import { pathId } from "../validation.ts";
 import { packageUsage } from "../deployments/usage.ts";
 import { fullPackageOf, packageKeys, readablePackage, readablePackages, removePackage, toView, uploadPackage, type PackageRow } from "./packages.ts";
@@ -21,7 +22,7 @@ const WHAT = "specified package";
 
 
 /** Packages: upload, list, get, delete, download link. Each route with its operation (src/http/openapi.ts, `route`). */
-export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorage) {
+export function packagesRoutes(ctx: AppContext, auth: Auth, storage: PackageStorage) {
   const keys = packageKeys(ctx.config.prefix);
   const signing = signaturePolicy(ctx.config.update_server.signing);
   const app = new Hono<AppEnv>();
@@ -40,7 +41,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
       access: "management",
       summary: `Upload a package (multipart: \`file\` and metadata fields such as ${keys.version})`,
       body: { multipart: PackageUpload },
-      responses: { 200: ok(Package, "OK"), 400: errors[400], 401: errors[401], 403: errors[403], 404: errors[404], 409: errors[409], 413: errors[413] },
+      responses: { 200: ok(Package, "OK"), 400: errors[400], 401: errors[401], 403: errors[403], 404: errors[404], 409: errors[409], 413: errors[413], 503: errors[503] },
     },
     auth.management(...UPLOAD_SCOPES),
     async (c) => {
@@ -128,12 +129,12 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: LocalStorag
 
   const getPackagesByIdDownload = route(
     app,
-    { method: "get", path: "/api/v1/packages/:id/download", tag, access: "management", summary: "A signed, expiring download link", responses: { 200: ok(PackageLink, "OK"), ...objectRefusals } },
+    { method: "get", path: "/api/v1/packages/:id/download", tag, access: "management", summary: "A signed, expiring download link (a presigned URL of the S3 store unless storage.s3.proxy)", responses: { 200: ok(PackageLink, "OK"), ...objectRefusals, 503: errors[503] } },
     auth.management(),
     async (c) => {
       const id = pathId(c.req.param("id"), WHAT);
       const row = await readablePackage(ctx.store.query, c.get("identity"), id);
-      const link: PackageLink = { id: row.id, download_url: signedObjectUrl(ctx, publicBase(ctx, c), row.storage_name) };
+      const link: PackageLink = { id: row.id, download_url: await objectLink(ctx, publicBase(ctx, c), row.storage_name) };
       return c.json(link);
     },
   );

@@ -9,7 +9,8 @@ import type { Readable } from "node:stream";
 import { KeyFileError, loadVerifyKeys, type VerifyKey } from "../../artifact/mender/keys.ts";
 import { ArtifactCheck, ArtifactError } from "../../artifact/mender/reader.ts";
 import { ConfigError } from "../../util/config-error.ts";
-import type { LocalStorage, StagedObject } from "../../storage/local.ts";
+import type { StagedObject } from "../../storage/local.ts";
+import type { PackageStorage } from "../../storage/packages.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { PackageKeys } from "./keys.ts";
 
@@ -63,7 +64,7 @@ const refusal = (error: ArtifactError) => new LabgateError("invalid", `signature
  * Stages an upload while its signature and checksums are checked on the way. With a required
  * signature the upload stops at the first check that fails (400 naming it) and nothing is kept.
  */
-export async function stageChecked(storage: LocalStorage, stream: Readable, policy: SignaturePolicy): Promise<{ staged: StagedObject; signature: SignatureMark }> {
+export async function stageChecked(storage: PackageStorage, stream: Readable, policy: SignaturePolicy): Promise<{ staged: StagedObject; signature: SignatureMark }> {
   const check = new ArtifactCheck({ keys: policy.keys });
   const tapped = check.tap();
   stream.on("error", (error) => tapped.destroy(error));

@@ -1,7 +1,7 @@
 import type { DeviceIdentity } from "../../auth/tokens.ts";
 import { firstMessage } from "../../util/shapes.ts";
 import type { AppContext } from "../../app/context.ts";
-import { signedObjectUrl } from "../../storage/routes.ts";
+import { objectLink } from "../../storage/links.ts";
 import { deltaOf, packageKeys } from "../packages/packages.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
 import { resolveInPlan, retarget, type UpdateCatalog } from "./catalog.ts";
@@ -57,7 +57,7 @@ export const sameMac = (a: string, b: string): boolean => a.toLowerCase().replac
  * record starts at 0. Undefined means "no update".
  */
 export async function updateCheck(
-  ctx: Pick<AppContext, "clock" | "config" | "store" | "tokens">,
+  ctx: Pick<AppContext, "clock" | "config" | "store" | "tokens" | "objects">,
   progress: UpdateProgress,
   catalog: UpdateCatalog,
   deployments: Steering | undefined,
@@ -81,10 +81,10 @@ export async function updateCheck(
   const settled = steer ? steer.recordOffer(pkg?.version, String(metadata[keys.version])) : undefined;
   if (pkg === undefined) return void (await settled);
   const [tag] = await Promise.all([settled, progress.recordUpdateStart(device.deviceId, device.mac, pkg.version, now)]);
-  const offer: UpdateOffer = { id: pkg.id, created: pkg.created, sha256: pkg.sha256, uri: signedObjectUrl(ctx, base, pkg.storageName), version: pkg.version };
+  const offer: UpdateOffer = { id: pkg.id, created: pkg.created, sha256: pkg.sha256, uri: await objectLink(ctx, base, pkg.storageName), version: pkg.version };
   // A delta the gateway made for the version the device runs goes beside the full package, which stays the fallback.
   const delta = await deltaOf(ctx.store, ctx.config.prefix, pkg.id, String(metadata[keys.version]));
-  if (delta) offer.delta = { id: delta.id, sha256: delta.sha256, size: delta.size, uri: signedObjectUrl(ctx, base, delta.storage_name), base_version: String(metadata[keys.version]) };
+  if (delta) offer.delta = { id: delta.id, sha256: delta.sha256, size: delta.size, uri: await objectLink(ctx, base, delta.storage_name), base_version: String(metadata[keys.version]) };
   if (tag) Object.assign(offer, tag);
   return offer;
 }
