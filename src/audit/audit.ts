@@ -68,11 +68,14 @@ export function cliName(): string {
 /** A command of this machine's CLI acting on the data dir itself (no server runs, or it writes the spool). */
 export const cliActor = (at = new Date()): Actor => systemActor(cliName(), at);
 
+/** A text from a request as a column holds it: a NUL (a name tried at login) as U+FFFD, since PostgreSQL's text holds none. */
+const storable = (text: string): string => text.replace(/\0/g, "\uFFFD");
+
 /** The row of an entry, its detail as JSON text. */
 function auditRow(actor: Actor, action: string, target: string, detail: Record<string, unknown> | undefined, outcome: Outcome) {
   let text = detail === undefined ? null : JSON.stringify(detail);
   if (text !== null && text.length > MAX_DETAIL) text = JSON.stringify({ truncated: true, bytes: text.length });
-  return { time: isoTime(actor.at), actor_kind: actor.kind, actor: actor.name, token_id: actor.tokenId, client: actor.client, action, target, outcome, detail: text };
+  return { time: isoTime(actor.at), actor_kind: actor.kind, actor: storable(actor.name), token_id: actor.tokenId, client: actor.client, action, target: storable(target), outcome, detail: text };
 }
 
 /**

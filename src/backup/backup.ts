@@ -6,8 +6,8 @@
  *   fresh embedded image, so that one archive format restores into either engine), no journals;
  * - package objects: exactly the objects of the packages in that image. Objects never change
  *   once their row exists (the file is renamed into place before the row commits, and removed
- *   only after the row is gone), so in the same step as the image (nothing commits in between on
- *   the embedded engine) each one is hard-linked into a staging directory: a package deleted while the backup streams keeps its
+ *   only after the row is gone, never while a backup takes its snapshot), so in the same step as
+ *   the image each one is hard-linked into a staging directory: a package deleted while the backup streams keeps its
  *   bytes in the backup, an upload that commits later is not in the image and not in the backup;
  * - everything else in the data dir (keys and secrets, test configs, reports, artifacts, action
  *   outputs), read file by file as the stream reaches it; runs still going at that moment are
@@ -24,7 +24,7 @@ import type { Writable } from "node:stream";
 import type { Config } from "../config/config.ts";
 import { hasTable, IMAGE_FILE, IMAGE_SUM_FILE } from "../db/index.ts";
 import type { ImageReader, Store } from "../db/store.ts";
-import { storedNamesIn } from "../update/packages/packages.ts";
+import { holdingObjectRemovals, storedNamesIn } from "../update/packages/packages.ts";
 import { LOCK_FILE } from "../util/lock.ts";
 import { testrunDirs } from "../testrun/runs/paths.ts";
 import { VERSION } from "../version.ts";
@@ -138,7 +138,8 @@ export async function takeSnapshot(source: BackupSource): Promise<Snapshot> {
   const warn = source.warn ?? (() => {});
   const dataDir = config.data_dir;
   // One step: the image, and the objects of exactly the packages it holds.
-  const { image, durable, alongside: staging } = await store.exportImage((db) => stagePackageObjects(localStorageDir(config), db, warn));
+  const objectsDir = localStorageDir(config);
+  const { image, durable, alongside: staging } = await holdingObjectRemovals(objectsDir, () => store.exportImage((db) => stagePackageObjects(objectsDir, db, warn)));
   const discard = () => {
     rmSync(staging.dir, { recursive: true, force: true });
     activeStaging.delete(staging.dir);

@@ -1,4 +1,4 @@
-import { createReadStream, createWriteStream, existsSync, renameSync, rmSync, statSync } from "node:fs";
+import { createReadStream, createWriteStream, existsSync, renameSync, statSync } from "node:fs";
 import { basename, dirname, join, relative, resolve, isAbsolute } from "node:path";
 import { PassThrough, Readable, type Writable } from "node:stream";
 import { finished } from "node:stream/promises";
@@ -6,11 +6,9 @@ import { cliActor, recordAudit } from "../audit/audit.ts";
 import { appendToSpool } from "../audit/spool.ts";
 import { BackupError, readArchive, type ReadResult } from "../backup/archive.ts";
 import { takeSnapshot } from "../backup/backup.ts";
-import { restoreBackup } from "../backup/restore.ts";
+import { restoreBackup, type Restored } from "../backup/restore.ts";
 import { checkDatabaseUrl, loadConfig } from "../config/config.ts";
-import { IMAGE_FILE, IMAGE_SUM_FILE } from "../db/image.ts";
-import { refused, unreachable } from "../db/query/connection-errors.ts";
-import { redactedText, redactedUrl } from "../db/url.ts";
+import { redactedUrl } from "../db/url.ts";
 import { fsyncDir, fsyncFile, removeWritten } from "../util/files.ts";
 import { DATABASE, parse, UsageError } from "./args.ts";
 import { CommandError, onDataDir } from "./users.ts";
@@ -101,11 +99,15 @@ export async function backupCommand(args: string[]): Promise<number> {
   return 0;
 }
 
-/** `labgate restore --in FILE --data-dir NEW [--database-url URL]`: with a URL, the backup's database goes into that empty PostgreSQL database. */
+/**
+ * `labgate restore --in FILE --data-dir NEW [--database-url URL]` (or LABGATE_DATABASE_URL): with
+ * a URL, the backup's database goes into that empty PostgreSQL database.
+ */
 export async function restoreCommand(args: string[]): Promise<number> {
   const flags = parse(args, { in: { type: "string" }, "data-dir": { type: "string" }, "database-url": { type: "string" } });
   // Checked as serve checks it, before anything is read.
-  const url = flags["database-url"] ? checkDatabaseUrl(flags["database-url"], "--database-url") : "";
+  const given = flags["database-url"] !== undefined ? (["--database-url", flags["database-url"]] as const) : (["LABGATE_DATABASE_URL", process.env.LABGATE_DATABASE_URL ?? ""] as const);
+  const url = given[1] ? checkDatabaseUrl(given[1], given[0]) : "";
   if (!flags.in) throw new UsageError("--in: required (the backup file, or - for stdin)");
   if (!flags["data-dir"]) throw new UsageError("--data-dir: required (a new or empty directory to restore into)");
   const input = flags.in === "-" ? process.stdin : createReadStream(flags.in);
@@ -114,39 +116,24 @@ export async function restoreCommand(args: string[]): Promise<number> {
     input.once("open", () => resolve()).once("error", (error: NodeJS.ErrnoException) => reject(new CommandError(`--in: cannot read ${flags.in}: ${error.code ?? error.message}`)));
   });
   await opened;
-  let result: ReadResult;
+  let result: Restored;
   try {
-    // The restore's entry waits in the new data dir's audit spool: its first start logs it.
-    result = await restoreBackup(input, flags["data-dir"], async (dir, read) => {
-      appendToSpool(dir, cliActor(), "restore", "data_dir", { from: String(read.info.data_dir), taken: String(read.info.created), files: read.entries.length, bytes: read.bytes });
-      if (url) await restoreIntoPostgres(dir, url);
+    result = await restoreBackup(input, flags["data-dir"], {
+      // The restore's entry waits in the new data dir's audit spool: its first start logs it.
+      beforeCommit: (dir, read) => appendToSpool(dir, cliActor(), "restore", "data_dir", { from: String(read.info.data_dir), taken: String(read.info.created), files: read.entries.length, bytes: read.bytes }),
+      databaseUrl: url || undefined,
+      warn: (message) => process.stderr.write(`labgate: ${message}\n`),
     });
   } catch (error) {
     throw error instanceof BackupError ? new CommandError(`nothing restored: ${error.message}`) : error;
   }
   const target = resolve(flags["data-dir"]);
-  process.stdout.write(`restored into ${target}${url ? ` and ${redactedUrl(url)}` : ""}: ${describe(result)}\n`);
+  // The same line on both engines; the copy's own line says where the database went.
+  process.stdout.write(`restored into ${target}: ${describe(result)}\n`);
+  if (result.copied) process.stdout.write(`copied ${result.copied.length} tables, ${result.copied.reduce((sum, t) => sum + t.rows, 0)} rows into ${redactedUrl(url)}\n`);
   const moved = result.info.moved_into_data_dir;
   if (moved && typeof moved === "object") {
     for (const [from, to] of Object.entries(moved)) process.stdout.write(`note: ${from} is now ${join(target, String(to))}\n`);
   }
   return 0;
-}
-
-/**
- * The backup's database (the image restored into `dir`) copied into the empty PostgreSQL database
- * at `url` as `db copy` copies it, then taken out of `dir`: the data dir keeps what is not the
- * database, and a later start without the URL finds no stale copy.
- */
-async function restoreIntoPostgres(dir: string, url: string): Promise<void> {
-  const [{ copyToPostgres, CopyRefused }, { migrations }] = await Promise.all([(await import("../db/parts.ts")).loadPostgresPart(), import("../db/index.ts")]);
-  try {
-    const copied = await copyToPostgres({ dataDir: dir, url, migrations, warn: (message) => process.stderr.write(`labgate: ${message}\n`) });
-    process.stdout.write(`copied ${copied.length} tables, ${copied.reduce((sum, t) => sum + t.rows, 0)} rows into ${redactedUrl(url)}\n`);
-  } catch (error) {
-    if (error instanceof CopyRefused) throw new CommandError(`nothing restored: ${error.message}`);
-    if (unreachable(error) || refused(error)) throw new CommandError(`nothing restored: cannot use ${redactedUrl(url)}: ${redactedText((error as Error).message, url)}`);
-    throw error;
-  }
-  for (const name of [IMAGE_FILE, IMAGE_SUM_FILE]) rmSync(join(dir, name), { force: true });
 }

@@ -139,10 +139,13 @@ export function route<E extends Env, const O extends Operation>(
 /** Parses what the operation declares, once, before the handler runs: failures are 400s (415 and 413 from readJson). */
 async function inputOf<O extends Operation>(operation: O, c: Context): Promise<Input<O>> {
   const { body, query } = operation;
+  const params = c.req.param() as Record<string, string>;
+  // No name or id holds a NUL (PostgreSQL's text cannot): such a path names nothing, on either engine.
+  if (Object.values(params).some((value) => value.includes("\0"))) throw new LabgateError("not_found", `nothing at ${c.req.method} ${c.req.path}: a path parameter holds a NUL character`);
   return {
     body: body && "json" in body && !body.anyType && !body.parsedBy ? await jsonBody(c, body.json) : undefined,
     query: query ? queryOf(c, query) : undefined,
-    params: c.req.param(),
+    params,
   } as Input<O>;
 }
 

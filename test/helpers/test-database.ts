@@ -52,13 +52,14 @@ export async function dropDatabaseFor(dataDir: string): Promise<void> {
 
 /**
  * `env` for `labgate ARGS` in a child process: LABGATE_DATABASE_URL set to the database of the data
- * dir named by `--data-dir` (made for `serve`, the one a server there had for other commands), unless
- * the test names a database itself.
+ * dir named by `--data-dir` (made for `serve` and for `restore`'s new data dir, the one a server
+ * there had for other commands), unless the test names a database itself (`LABGATE_DATABASE_URL: ""`:
+ * the embedded engine).
  */
 export async function cliDatabaseEnv(args: string[], env: Record<string, string> = {}): Promise<Record<string, string>> {
   if (!testPostgresUrl() || "LABGATE_DATABASE_URL" in env || args.includes("--database-url")) return env;
   const at = args.indexOf("--data-dir");
   if (at < 0 || at + 1 >= args.length) return env;
-  const url = args[0] === "serve" ? await databaseUrlFor(args[at + 1]) : knownDatabaseUrl(args[at + 1]);
+  const url = args[0] === "serve" || args[0] === "restore" ? await databaseUrlFor(args[at + 1]) : knownDatabaseUrl(args[at + 1]);
   return url ? { ...env, LABGATE_DATABASE_URL: url } : env;
 }

@@ -8,6 +8,7 @@ import tar from "tar-stream";
 import { BackupError, INFO_ENTRY, MANIFEST_ENTRY } from "../../src/backup/archive.ts";
 import { restoreBackup } from "../../src/backup/restore.ts";
 import { runCli } from "../helpers/cli.ts";
+import { databaseUrlFor } from "../helpers/test-database.ts";
 import { removeDir, startTestServer, tempDir, type TestServer, waitFor } from "../helpers/server.ts";
 import { trigger, uploadConfig, waitRun } from "../testrun/run-helpers.ts";
 import { registerDevice } from "../update/helpers/devices.ts";
@@ -94,7 +95,7 @@ describe("backup and restore", () => {
         assert.equal(restored.code, 0, restored.stderr);
         assert.match(restored.stdout, /^restored into .*restored-running: \d+ files/);
       } else {
-        await restoreBackup(createReadStream(join(dir, `${name}.tar`)), target);
+        await restoreBackup(createReadStream(join(dir, `${name}.tar`)), target, { databaseUrl: await databaseUrlFor(target) });
       }
       assert.equal(existsSync(join(target, "labgate.lock")) || existsSync(join(target, "server.url")), false);
       server = await startTestServer({}, target);
@@ -157,7 +158,7 @@ describe("backup and restore", () => {
     assert.deepEqual(readdirSync(join(dir, "busy", "storage")).filter((n) => n.startsWith(".backup-")), [], "the staging links are gone");
 
     const target = join(dir, "busy-restored");
-    await restoreBackup(createReadStream(file), target);
+    await restoreBackup(createReadStream(file), target, { databaseUrl: await databaseUrlFor(target) });
     const restored = await startTestServer({}, target);
     try {
       const packages = (await getJson(restored, "/api/v1/packages")) as Array<{ id: number; sha256: string }>;

@@ -94,7 +94,10 @@ async function attackRun(server: TestServer, runner: { uid: number; gid: number 
   const victim = await waitRun(server, (await trigger(server, { config_name: "victim.yml" })).id);
   assert.equal(victim.status, "finished", String(victim.error));
 
-  const targets = [join(data, "keys", readdirSync(join(data, "keys"))[0]), join(data, "labgate.db"), join(data, "admin.token"), join(data, "admin.password"), join(data, "testrun", "artifacts", victim.id, "secret.txt")];
+  // The database is a file of the data dir on the embedded engine only (PostgreSQL's URL never reaches a test: `env` below).
+  const health = (await server.call("GET", "/api/health")).body as { database: { engine: string } };
+  const database = health.database.engine === "embedded" ? [join(data, "labgate.db")] : [];
+  const targets = [join(data, "keys", readdirSync(join(data, "keys"))[0]), ...database, join(data, "admin.token"), join(data, "admin.password"), join(data, "testrun", "artifacts", victim.id, "secret.txt")];
   for (const target of targets) assert.ok(existsSync(target), target);
   const reads = targets.map((t, i) => `  - exec:\n      name: read${i}\n      command: cat ${t}\n      expect_exit: 1\n      stderr_contains: Permission denied\n`).join("");
   const yaml =

@@ -150,7 +150,10 @@ test("a client that stops reading the stream is cut off instead of queueing even
   res.pause();
   // 16 MiB of events while the client reads nothing: more than sockets buffer and the backlog allows.
   const pad = "x".repeat(16 * 1024);
-  for (let i = 0; i < 1024; i++) server.server.domains.update.events.publish("update", { device: "aa:aa:aa:aa:aa:aa", progress: 1, version: null, pad });
+  const events = server.server.domains.update.events;
+  for (let i = 0; i < 1024; i++) events.publish("update", { device: "aa:aa:aa:aa:aa:aa", progress: 1, version: null, pad });
+  // Still reading nothing until the server has ended the stream: delivery reads the database first, so on PostgreSQL it takes a while.
+  await waitFor(() => events.subscribers === 0, 60_000, "the stream of a client that reads nothing to end");
   let received = 0;
   res.on("data", (chunk: Buffer) => (received += chunk.length));
   res.resume();

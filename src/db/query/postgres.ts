@@ -35,7 +35,13 @@ export async function postgresPool<Tables>(url: string, { max = 10, unavailable 
   const types = {
     getTypeParser: ((id: number, format?: "text" | "binary") => (NUMBERS.has(id) ? (value: string) => Number(value) : pg.types.getTypeParser(id, format as "text"))) as typeof pg.types.getTypeParser,
   };
-  const pool = new pg.Pool({ connectionString: url, max, types, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  // Connecting is bounded; waiting for a free connection is not (as a transaction waits for the embedded engine's lock): a busy pool is not a lost database.
+  class BoundedConnect extends pg.Client {
+    constructor(config?: ConstructorParameters<typeof pg.Client>[0]) {
+      super({ ...(typeof config === "string" ? { connectionString: config } : config), connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+    }
+  }
+  const pool = new pg.Pool({ connectionString: url, max, types, Client: BoundedConnect });
   // An idle client's error (the server restarted) must not crash the process: the pool drops it.
   pool.on("error", () => {});
   // Nor one in use (its query fails with the error, and the pool drops it on release).

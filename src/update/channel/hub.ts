@@ -58,12 +58,29 @@ export class DeviceConnection {
    * sockets sit idle, and 10,000 maps left behind by a fan-out would stay scattered in the heap.
    */
   private waiters: Map<string, Waiter[]> | undefined;
+  /** The handling of the messages received so far (undefined once it is done). */
+  private handling: Promise<void> | undefined;
 
   constructor(mac: string, deviceId: number, ws: DeviceSocket, clock: Clock) {
     this.mac = mac;
     this.deviceId = deviceId;
     this.ws = ws;
     this.clock = clock;
+  }
+
+  /**
+   * Runs `fn` once the messages this device sent before are handled: its reports take effect in
+   * the order it sent them on either engine (PostgreSQL runs concurrent handlers side by side),
+   * and a flood from one device waits in line instead of taking every database connection.
+   */
+  inOrder(fn: () => unknown): Promise<void> {
+    const run = (this.handling ?? Promise.resolve()).then(async () => void (await fn()));
+    const settled = run.catch(() => {});
+    this.handling = settled;
+    void settled.then(() => {
+      if (this.handling === settled) this.handling = undefined;
+    });
+    return run;
   }
 
   get raw(): WebSocket {
@@ -267,12 +284,7 @@ export class ChannelHub {
       this.dropped += 1;
       return this.ctx.log.warn(`device ${conn.mac}: ${message.method} has no handler here; ignored`);
     }
-    try {
-      const result = handler(conn, message);
-      if (result instanceof Promise) result.catch((error) => this.ctx.log.error(`device ${conn.mac}: ${message.method}: ${(error as Error).message}`));
-    } catch (error) {
-      this.ctx.log.error(`device ${conn.mac}: ${message.method}: ${(error as Error).message}`);
-    }
+    conn.inOrder(() => handler(conn, message)).catch((error: unknown) => this.ctx.log.error(`device ${conn.mac}: ${message.method}: ${(error as Error).message}`));
   }
 
   /** The socket closed, for whatever reason. */

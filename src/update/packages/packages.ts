@@ -1,3 +1,4 @@
+import { resolve } from "node:path";
 import type { Expression, Selectable, SqlBool } from "kysely";
 import type { ImageReader, Queries, Store, Tx } from "../../db/store.ts";
 import type { PackagesTable } from "../../db/schema.ts";
@@ -9,7 +10,7 @@ import type { PackageStorage } from "../../storage/packages.ts";
 import { dateOf, isoTime, rfc822 } from "../../util/time.ts";
 import type { Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { StorageNameError } from "../../storage/local.ts";
+import { LocalStorage, StorageNameError } from "../../storage/local.ts";
 import { authorize, deletePermissionsOf, grantCreator, permissionFilter } from "../permissions/permissions.ts";
 import { artifactPayloadTypes, fieldsWithArtifactHeader, uploadScopeRefusal } from "./artifact.ts";
 import type { Package, PackageMetadata } from "./schema.ts";
@@ -42,6 +43,39 @@ export async function packageMetadataText(q: Queries, id: number): Promise<strin
 /** The storage names of the packages on the local driver, read from an embedded image at once, as a backup's snapshot takes them (src/backup/backup.ts); an S3 bucket's objects are not in a backup. */
 export const storedNamesIn = (image: Pick<ImageReader, "all">): string[] =>
   image.all<{ storage_name: string }>("SELECT storage_name FROM packages WHERE driver = 'local' ORDER BY id").map((r) => r.storage_name);
+
+/** Per storage root, the backups taking their snapshot now and what a deletion's object removal waits on. */
+const removalHolds = new Map<string, { count: number; released: Promise<void>; release: () => void }>();
+
+/**
+ * Runs `fn` (a backup's snapshot and the links to its objects) while no package object under
+ * `root` is removed: on PostgreSQL a deletion can commit after the snapshot began, and its object
+ * must stay until the backup has linked it.
+ */
+export async function holdingObjectRemovals<T>(root: string, fn: () => Promise<T>): Promise<T> {
+  const key = resolve(root);
+  let hold = removalHolds.get(key);
+  if (!hold) {
+    let release = () => {};
+    const released = new Promise<void>((done) => (release = done));
+    hold = { count: 0, released, release };
+    removalHolds.set(key, hold);
+  }
+  hold.count += 1;
+  try {
+    return await fn();
+  } finally {
+    if (--hold.count === 0) {
+      removalHolds.delete(key);
+      hold.release();
+    }
+  }
+}
+
+/** Resolves once no backup holds the object removals of `root`. */
+async function objectRemovalsAllowed(root: string): Promise<void> {
+  for (let hold = removalHolds.get(resolve(root)); hold; hold = removalHolds.get(resolve(root))) await hold.released;
+}
 
 /** The storage names of every package (what the object store must keep). */
 export async function storedNames(q: Queries): Promise<string[]> {
@@ -220,6 +254,8 @@ export async function deletePackage(ctx: PackageContext, storage: PackageStorage
   if (result.name) {
     // The row is gone, so the package is deleted; an object that will not go away now is
     // removed by the start-up sweep (sweepOrphanObjects).
+    // A backup links only the local driver's objects; a bucket's objects are not in it.
+    if (storage.objects instanceof LocalStorage) await objectRemovalsAllowed(storage.objects.root);
     await storage
       .remove(result.name)
       .catch((error) => ctx.log.warn(`package ${id}: stored object ${result.name} not removed: ${(error as Error).message}`));
