@@ -6,7 +6,7 @@ import { openStream } from "../helpers/events.ts";
 
 const server = useTestServer(FAST_SERVER);
 
-test("connect, disconnect and update events arrive on /api/stream", async () => {
+test("connect, disconnect, update and version events arrive on /api/stream", async () => {
   const stream = await openStream(server);
   assert.equal(stream.status, 200);
   const agent = startAgent(server);
@@ -25,12 +25,15 @@ test("connect, disconnect and update events arrive on /api/stream", async () => 
     dev.ws.send(JSON.stringify({ method: "update_progress", progress: 250 }));
     const clamped = await stream.next((e) => e.event === "update" && e !== first, 3000, "clamped update event");
     assert.equal(clamped.data.progress, 100);
+    // A new version: stored before its event goes out.
     dev.ws.send(JSON.stringify({ method: "update_version", version: "v7" }));
-    await waitFor(async () => (await device(server, id)).metadata["svc.software.version"] === "v7", 3000, "version stored");
+    const version = await stream.next((e) => e.event === "version", 3000, "version event");
+    assert.deepEqual(version.data, { device: agent.mac, version: "v7" });
+    assert.equal((await device(server, id)).metadata["svc.software.version"], "v7");
     dev.ws.close();
     assert.deepEqual(
       stream.events.filter((e) => e.data.device === agent.mac).map((e) => e.event),
-      ["connect", "disconnect", "connect", "update", "update"],
+      ["connect", "disconnect", "connect", "update", "update", "version"],
     );
   } finally {
     stream.close();

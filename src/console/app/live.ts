@@ -1,7 +1,8 @@
 /**
- * Live device state from the server-sent events of /api/stream: connect, disconnect and update
- * (progress) events. The frame opens the one stream while signed in (`useLiveStream`, through
- * `useEventSource`) and hands its state down (`LiveContext`); pages read it with `useLive()`.
+ * Live device state from the server-sent events of /api/stream: connect, disconnect, update
+ * (progress) and version events. The frame opens the one stream while signed in
+ * (`useLiveStream`, through `useEventSource`) and hands its state down (`LiveContext`); pages
+ * read it with `useLive()`.
  */
 import { createContext } from "preact";
 import { useContext, useRef, useState } from "preact/hooks";
@@ -19,6 +20,8 @@ export interface LiveState {
   online: Map<string, boolean>;
   /** MAC -> update progress (from /api/v2/devices/progress, then events). */
   progress: Map<string, LiveProgress>;
+  /** MAC -> the version the device reported it runs, since the page loaded (stored before the event). */
+  versions: Map<string, string>;
   /** Is the event stream open. */
   streaming: boolean;
   /**
@@ -30,13 +33,13 @@ export interface LiveState {
 }
 
 /** The events of /api/stream the console follows: each names the device by MAC. */
-type DeviceEvents = Pick<StreamEventData, "connect" | "disconnect" | "update">;
+type DeviceEvents = Pick<StreamEventData, "connect" | "disconnect" | "update" | "version">;
 
-export const LiveContext = createContext<LiveState>({ online: new Map(), progress: new Map(), streaming: false, opened: 0 });
+export const LiveContext = createContext<LiveState>({ online: new Map(), progress: new Map(), versions: new Map(), streaming: false, opened: 0 });
 
 /** Opens /api/stream for as long as the calling component is shown; its state for LiveContext. */
 export function useLiveStream(): LiveState {
-  const maps = useRef({ online: new Map<string, boolean>(), progress: new Map<string, LiveProgress>() });
+  const maps = useRef({ online: new Map<string, boolean>(), progress: new Map<string, LiveProgress>(), versions: new Map<string, string>() });
   const [opened, setOpened] = useState(0);
   const [, setFrame] = useState(0);
   const scheduled = useRef(false);
@@ -49,18 +52,20 @@ export function useLiveStream(): LiveState {
       setFrame((n) => n + 1);
     });
   };
-  const { online, progress } = maps.current;
+  const { online, progress, versions } = maps.current;
   const streaming = useEventSource<DeviceEvents>(
     "/api/stream",
     {
       connect: (d) => (online.set(String(d.device), true), changed()),
       disconnect: (d) => (online.set(String(d.device), false), changed()),
       update: (d) => (progress.set(String(d.device), { progress: Number(d.progress), version: String(d.version ?? "") }), changed()),
+      version: (d) => (versions.set(String(d.device), String(d.version)), changed()),
     },
     // Events from before a gap may be stale; what was updating is asked (events since win).
     () => {
       online.clear();
       progress.clear();
+      versions.clear();
       setOpened((n) => n + 1);
       api.get("/api/v2/devices/progress").then(
         (list) => {
@@ -72,7 +77,7 @@ export function useLiveStream(): LiveState {
     },
   );
   // A new object each render: the context's readers render again with the maps as they are now.
-  return { online, progress, streaming, opened };
+  return { online, progress, versions, streaming, opened };
 }
 
 /** The live state; the component re-renders when it changes. */

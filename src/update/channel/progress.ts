@@ -1,7 +1,7 @@
 /*
  * Update progress reported over the device socket: `update_progress`
  * moves the device's record (clamped to 0..100; 100 ends it) and is broadcast as an `update`
- * event; `update_version` stores the new running version and ends the record too.
+ * event; `update_version` stores the new running version and ends the record too (a `version` event).
  */
 import type { AppContext } from "../../app/context.ts";
 import type { EventBroadcaster } from "../events/broadcaster.ts";
@@ -41,6 +41,7 @@ export function handleProgress(ctx: Pick<AppContext, "config" | "log" | "store">
       progressRecords.forgetWaiting(conn.deviceId);
     });
     ctx.log.info(`device ${conn.mac} now runs ${version}`);
+    events.publish("version", { device: conn.mac, version });
     await listener.reportedVersion(conn.deviceId, version);
   });
 }

@@ -10,7 +10,7 @@ import type { AppContext } from "../../app/context.ts";
 import { LogRate } from "../logs/logs.ts";
 import { getProgress, type UpdateProgress } from "../progress/progress.ts";
 import type { DeviceState, Outcome } from "./schema.ts";
-import { addHistory, latestMembership, newestHistory, trimHistory, updateMember } from "./store.ts";
+import { addHistory, latestMembership, newestHistory, reportApplied, trimHistory, updateMember } from "./store.ts";
 import { isoTime } from "../../util/time.ts";
 
 /** Outcomes outside a current attempt a device may have recorded per minute (beyond: dropped, counted). */
@@ -42,6 +42,8 @@ export class PastOutcomes {
     const at = isoTime(this.ctx.clock.now());
     // What the device owes is read in the transaction that records it: another report may end the same offer meanwhile.
     const dropped = await this.ctx.store.transact(async (tx) => {
+      // A copy of a report whose attempt recorded it meanwhile (the caller's check came before that commit).
+      if (outcome.reportId !== undefined && (await reportApplied(tx, deviceId, outcome.reportId))) return undefined;
       const row = await latestMembership(tx, deviceId, outcome.deployment);
       // Its deployment ended while it installed that deployment's version (an abort cannot stop an install).
       const ended =

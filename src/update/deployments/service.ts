@@ -8,6 +8,7 @@
  * loop sleeping on it runs them (tests move a TestClock and the loop wakes).
  */
 import type { Store, Tx } from "../../db/store.ts";
+import { Lock } from "../../db/query/lock.ts";
 import { recordAudit, systemActor, type Actor } from "../../audit/audit.ts";
 import type { AppContext, Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
@@ -200,6 +201,12 @@ export class DeploymentService implements Steering {
   private readonly hub: ChannelHub;
   private readonly catalog: CatalogWatch;
   private readonly runs = new Map<number, Run>();
+  /**
+   * Held by each of the service's transactions from its first statement to its commit: their
+   * memory changes come with them, so no step decides on another's before it committed (serial
+   * already on the embedded engine; PostgreSQL would run them side by side).
+   */
+  private readonly stepping = new Lock();
   /** Device id -> its place in an active deployment (a device is in at most one: one per group, and the check uses its active group). */
   private readonly index = new Map<number, Member>();
   /** Device id -> versions it failed for good (store.ts heldOut): nothing offers them until a retry or a new deployment. */
@@ -390,6 +397,7 @@ export class DeploymentService implements Steering {
     const back = () => {
       while (undo.length > 0) undo.pop()!();
     };
+    await this.stepping.acquire();
     try {
       return await this.store.transact((tx) => {
         back();
@@ -398,6 +406,8 @@ export class DeploymentService implements Steering {
     } catch (error) {
       back();
       throw error;
+    } finally {
+      this.stepping.release();
     }
   }
 

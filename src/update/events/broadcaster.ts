@@ -1,8 +1,8 @@
 import { Broadcaster } from "../../util/broadcaster.ts";
 import type { StreamEventData } from "./schema.ts";
 
-/** The live device events (connect, disconnect, update), and the deployments' (docs/update-server.md, "Live events"). */
-export type DeviceEventName = "connect" | "disconnect" | "update";
+/** The live device events (connect, disconnect, update, version), and the deployments' (docs/update-server.md, "Live events"). */
+export type DeviceEventName = "connect" | "disconnect" | "update" | "version";
 export type DeploymentEventName = "deployment" | "deployment_device";
 export type EventName = DeviceEventName | DeploymentEventName;
 /**

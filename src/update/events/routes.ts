@@ -19,7 +19,7 @@ interface Viewer {
 }
 
 /**
- * `GET /api/stream`: server-sent events `connect`, `disconnect`, `update`
+ * `GET /api/stream`: server-sent events `connect`, `disconnect`, `update`, `version`
  * (and `deployment`, `deployment_device`) as `event:<name>` / `data:<json>` lines. Management
  * token; a user without admin read sees the events of the devices (and deployments' groups) they
  * may read. The stream ends when its token or account no longer allows it (src/auth/authority.ts).

@@ -12,6 +12,8 @@ export const StreamEvents = {
   disconnect: z.object({ device: z.string() }),
   /** A device reported update progress. */
   update: z.object({ device: z.string(), progress: z.int(), version: z.string().nullable().describe("the version being installed, null when not known") }),
+  /** A device reported the version it runs now (stored already). */
+  version: z.object({ device: z.string(), version: z.string() }),
   /** A deployment changed status or phase. */
   deployment: z.object({ deployment: z.int(), group: z.int(), status: z.enum(STATUSES), current_phase: z.int(), pause_reason: z.string().nullable() }),
   /** A device of a deployment changed state (with progress, reason, versions where they apply). */

@@ -87,8 +87,7 @@ export async function admitDevice(
   client = "",
 ): Promise<DeviceAuthResult> {
   const { mac, key, metadata } = applicant;
-  const device = await getDeviceByMac(ctx.store.query, mac);
-  if (device && device.key_fingerprint === key.fingerprint) {
+  const accepted = async (device: { id: number; metadata: string }): Promise<DeviceAuthResult> => {
     // The reported metadata is kept; the name is not: it was taken at approval and only a
     // management request changes it (a name can match device_by_tag permissions).
     const metadataText = JSON.stringify(metadata);
@@ -97,9 +96,14 @@ export async function admitDevice(
     }
     const ttl = ctx.config.update_server.device_token_ttl;
     return { status: "accepted", token: ctx.tokens.issueDevice(mac, device.id, ttl, key.fingerprint), expires: ttl, deviceId: device.id };
-  }
+  };
+  const device = await getDeviceByMac(ctx.store.query, mac);
+  if (device && device.key_fingerprint === key.fingerprint) return accepted(device);
 
-  await ctx.store.transact(async (tx) => {
+  const approved = await ctx.store.transact(async (tx) => {
+    // Read again with the registration's write: an approval that committed since must not leave a pending row behind.
+    const meanwhile = await getDeviceByMac(tx, mac);
+    if (meanwhile && meanwhile.key_fingerprint === key.fingerprint) return meanwhile;
     // Pending rows expire: a waiting device repeats its request every few seconds.
     await tx.deleteFrom("registrations").where("last_appeared", "<", pendingCutoff(ctx, now)).execute();
     const known = await tx.selectFrom("registrations").select("seq").where("mac_address", "=", mac).where("key_fingerprint", "=", key.fingerprint).executeTakeFirst();
@@ -151,6 +155,7 @@ export async function admitDevice(
         eb.selectFrom("registrations").select("key_fingerprint").where("mac_address", "=", mac).orderBy("last_appeared", "desc").orderBy("key_fingerprint").limit(MAX_PENDING_PER_MAC),
       )
       .execute();
+    return undefined;
   });
-  return { status: "pending" };
+  return approved ? accepted(approved) : { status: "pending" };
 }

@@ -108,8 +108,14 @@ function Devices({ query, me }: PageProps) {
     const group = groups.data?.find((g) => g.id === id);
     return group ? groupName(group) : `#${id}`;
   };
-  // An update that reaches 100 % ends with a new version: read the page again shortly after.
-  const finished = page.data?.items.filter((d) => (live.progress.get(d.mac_address)?.progress ?? 0) >= 100 && live.progress.get(d.mac_address)?.version !== d.metadata[`${prefixOf(me)}.software.version`]).map((d) => d.id).join(",");
+  // A device that reported a new version (stored before its event) is read again at once; one
+  // whose update reached 100 % without saying so on its socket, shortly after.
+  const shownVersion = (d: { metadata: Record<string, unknown> }) => d.metadata[`${prefixOf(me)}.software.version`];
+  const reported = page.data?.items.filter((d) => live.versions.has(d.mac_address) && live.versions.get(d.mac_address) !== shownVersion(d)).map((d) => `${d.id}:${live.versions.get(d.mac_address)}`).join(",");
+  const finished = page.data?.items.filter((d) => (live.progress.get(d.mac_address)?.progress ?? 0) >= 100 && live.progress.get(d.mac_address)?.version !== shownVersion(d)).map((d) => d.id).join(",");
+  useEffect(() => {
+    if (reported) page.reload();
+  }, [reported]);
   useEffect(() => {
     if (!finished) return;
     const timer = setTimeout(page.reload, 2000);
