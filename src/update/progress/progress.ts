@@ -1,7 +1,7 @@
 import type { Tx as SyncTx } from "../../db/index.ts";
 import type { Queries, Store, Tx } from "../../db/store.ts";
 import { condition, type DeviceFilter } from "../devices/devices.ts";
-import type { Selectable } from "kysely";
+import { sql, type Selectable } from "kysely";
 import type { ProgressTable } from "../../db/schema.ts";
 import { dateOf, isoTime, rfc822, type Clock } from "../../util/time.ts";
 import type { Progress } from "./schema.ts";
@@ -85,25 +85,35 @@ export class UpdateProgress {
     if (current && current.version === version && current.progress === 0 && seenRecently(Date.parse(current.updated))) {
       return void this.waitingAtZero.set(deviceId, { version, since: Date.parse(current.updated) });
     }
+    await this.store.transact((tx) => this.startIn(tx, deviceId, mac, version, now));
+    this.started(deviceId, version, nowMs);
+  }
+
+  /**
+   * The same start, written in `tx` (the transaction that records a deployment's offer); the caller
+   * tells `started` once it committed. A record already waiting at 0 for the version keeps its
+   * `created`, decided in the statement itself.
+   */
+  async startIn(tx: Tx, deviceId: number, mac: string, version: string, now: Date): Promise<void> {
     const at = isoTime(now);
-    const cutoff = this.idleCutoff(nowMs);
-    await this.store.transact(async (tx) => {
-      const row = await getProgress(tx, deviceId);
-      const keep = row !== undefined && row.version === version && row.progress === 0 && row.updated >= cutoff;
-      await tx
-        .insertInto("progress")
-        .values({ device_id: deviceId, mac_address: mac, created: keep ? row.created : at, version, progress: 0, updated: at })
-        .onConflict((oc) =>
-          oc.column("device_id").doUpdateSet((eb) => ({
-            mac_address: eb.ref("excluded.mac_address"),
-            created: eb.ref("excluded.created"),
-            version: eb.ref("excluded.version"),
-            progress: 0,
-            updated: eb.ref("excluded.updated"),
-          })),
-        )
-        .execute();
-    });
+    const cutoff = this.idleCutoff(now.getTime());
+    await tx
+      .insertInto("progress")
+      .values({ device_id: deviceId, mac_address: mac, created: at, version, progress: 0, updated: at })
+      .onConflict((oc) =>
+        oc.column("device_id").doUpdateSet((eb) => ({
+          mac_address: eb.ref("excluded.mac_address"),
+          created: sql<string>`CASE WHEN progress.version = excluded.version AND progress.progress = 0 AND progress.updated >= ${cutoff} THEN progress.created ELSE excluded.created END`,
+          version: eb.ref("excluded.version"),
+          progress: 0,
+          updated: eb.ref("excluded.updated"),
+        })),
+      )
+      .execute();
+  }
+
+  /** A start written by `startIn` committed: checks of the device for that version need no write for a while. */
+  started(deviceId: number, version: string, nowMs: number): void {
     this.waitingAtZero.set(deviceId, { version, since: nowMs });
   }
 
