@@ -14,14 +14,18 @@
  *    every device for `--seconds`: the rate and p99;
  * 2. a deployment to v2 is created (phases 10, 50, 100 %, next phase at 95 % installed) and the
  *    devices go through it: `--workers` simulated devices at a time take the next device of a
- *    started phase, check for an update (offered v2) and report `update_outcome` installed over
- *    its device socket, phase after phase, until the deployment completes (every device's socket
- *    is open from before step 1 to the end, as a connected agent's is); meanwhile the load
- *    generator runs the same update checks as in 1 for `--seconds` (devices of started phases
- *    get v2 or, once installed, 204; the others v1.5 from the policy);
- * 3. prints both rates, the ratio, the p99s and how long the rollout took, with the server's CPU
- *    time per check without a deployment and per device rolled out once the checks stopped (other
- *    load on the machine disturbs these far less than the rates).
+ *    started phase, check for an update (offered v2, with the agent's own HTTP client,
+ *    src/update/client/http.ts) and report `update_outcome` installed over its device socket,
+ *    phase after phase, until the deployment completes (every device's socket is open from before
+ *    step 1 to the end, as a connected agent's is); meanwhile the load generator runs the same
+ *    update checks as in 1 for `--seconds`, or until the rollout ends if that is sooner (devices
+ *    of started phases get v2 or, once installed, 204; the others v1.5 from the policy);
+ * 3. once the deployment completed, 1 again ("without, after": the policy is v2 now, the same
+ *    work per check): a machine whose load changed during the run shows as two baselines apart;
+ * 4. prints the rates, the ratio to each baseline, the p99s, the load average beside each, and how
+ *    long the rollout took, with the server's CPU time per check without a deployment and per
+ *    device rolled out once the checks stopped (other load on the machine disturbs these far less
+ *    than the rates).
  * BENCH_NODE_ARGS adds node flags to the server (e.g. --cpu-prof).
  * Targets (issue 26): the rate during the deployment >= 0.8 of the rate without, p99 < 25 ms.
  */
@@ -32,6 +36,7 @@ import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import WebSocket from "ws";
 import { loadConfig } from "../../src/config/config.ts";
+import { httpClient, type HttpClient } from "../../src/update/client/http.ts";
 import { startServer } from "../../src/server/start.ts";
 import { createLogger } from "../../src/util/log.ts";
 import type { LoadRequest, LoadResult, LoadSpec } from "./loadgen.ts";
@@ -91,7 +96,8 @@ async function spawnServer(): Promise<{ child: ChildProcess; url: string }> {
   return listening(child);
 }
 
-const load = (spec: LoadSpec): Promise<LoadResult> => runLoad(work, spec);
+const load = (spec: LoadSpec, stop?: AbortSignal): Promise<LoadResult> => runLoad(work, spec, stop);
+const loadNow = () => loadavg()[0].toFixed(2);
 
 /** CPU seconds (user + system) a process has used so far, from /proc. */
 function cpuSeconds(pid: number): number {
@@ -133,9 +139,9 @@ async function connectAll(url: string, devices: Array<{ mac: string; token: stri
 }
 
 /** One simulated device through the deployment: its check (offered v2), then `installed` over its open socket. */
-async function rollOne(url: string, device: { mac: string; token: string }, socket: AgentSocket): Promise<void> {
-  const res = await fetch(`${url}/api/v1/update/check`, { method: "POST", headers: { authorization: `Bearer token=${device.token}`, "content-type": "application/json" }, body: body(device.mac, "v1") });
-  const offer = res.status === 200 ? ((await res.json()) as { version: string }) : undefined;
+async function rollOne(http: HttpClient, url: string, device: { mac: string; token: string }, socket: AgentSocket): Promise<void> {
+  const res = await http(`${url}/api/v1/update/check`, { method: "POST", headers: { authorization: `Bearer token=${device.token}`, "content-type": "application/json" }, body: body(device.mac, "v1") });
+  const offer = res.status === 200 ? ((await res.json()) as { version: string }) : (res.discard(), undefined);
   if (offer?.version !== "v2") return;
   const id = `b-${device.mac}`;
   await new Promise<void>((resolve) => {
@@ -174,7 +180,7 @@ async function main(): Promise<void> {
     const without = await load({ url: server.url, requests: checks, connections: CLIENTS, seconds: SECONDS, warmupSeconds: Math.max(3, DEVICES / 1000), client: "raw" });
     // The generator's warm-up and start count too: an upper bound, as in update-check.ts.
     const perCheckWithout = (cpuSeconds(server.child.pid!) - cpuWithout) / without.requests;
-    console.log(`\nwithout a deployment  ${fmt(without)}`);
+    console.log(`\nwithout a deployment  ${fmt(without)}  load ${loadNow()}`);
 
     const rssBefore = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.child.pid}/status`, "utf8"))![1]) * 1024;
     const created = await api<{ id: number }>("POST", "/api/v2/deployments", { group: seeded.group, version: "v2", phases: [10, 50, 100], success_percent: 95 });
@@ -182,6 +188,7 @@ async function main(): Promise<void> {
     const order = (await Promise.all(Array.from({ length: Math.ceil(DEVICES / 1000) }, (_, i) => api<Array<{ device: number; phase: number }>>("GET", `/api/v2/deployments/${created.id}/devices?limit=1000&offset=${i * 1000}`)))).flat();
     const byId = new Map(seeded.devices.map((d) => [d.id, d]));
     const started = performance.now();
+    const http = httpClient();
     let rolled = 0;
     const rollout = (async () => {
       for (let phase = 0; phase < 3; phase++) {
@@ -193,14 +200,18 @@ async function main(): Promise<void> {
         const queue = order.filter((m) => m.phase === phase).map((m) => byId.get(m.device)!);
         await Promise.all(Array.from({ length: WORKERS }, async () => {
           for (let next = queue.shift(); next; next = queue.shift()) {
-            await rollOne(server.url, next, sockets.get(next.mac)!);
+            await rollOne(http, server.url, next, sockets.get(next.mac)!);
             rolled += 1;
           }
         }));
       }
     })();
+    // The checks during the deployment end with the rollout when it is shorter than --seconds.
+    const rolledOut = new AbortController();
+    void rollout.finally(() => rolledOut.abort());
     const cpuDuring = cpuSeconds(server.child.pid!);
-    const during = await load({ url: server.url, requests: checks, connections: CLIENTS, seconds: SECONDS, warmupSeconds: 1, client: "raw" });
+    const during = await load({ url: server.url, requests: checks, connections: CLIENTS, seconds: SECONDS, warmupSeconds: 1, client: "raw" }, rolledOut.signal);
+    const loadDuring = loadNow();
     const afterChecks = { cpu: cpuSeconds(server.child.pid!), rolled };
     const perCheckDuring = (afterChecks.cpu - cpuDuring) / during.requests;
     await rollout;
@@ -214,8 +225,11 @@ async function main(): Promise<void> {
     }
     const took = (performance.now() - started) / 1000;
     const group = await api<{ policy: string }>("GET", `/api/v2/groups/${seeded.group}`);
-    console.log(`during the deployment  ${fmt(during)}`);
-    console.log(`ratio during/without   ${(during.perSecond / without.perSecond).toFixed(3)}  (targets: >= 0.8, p99 < 25 ms)`);
+    const after = await load({ url: server.url, requests: checks, connections: CLIENTS, seconds: SECONDS, warmupSeconds: Math.max(3, DEVICES / 1000), client: "raw" });
+    console.log(`during the deployment  ${fmt(during)}  load ${loadDuring}${during.seconds < SECONDS - 0.5 ? ` (${during.seconds.toFixed(1)} s: the rollout ended)` : ""}`);
+    console.log(`without, after         ${fmt(after)}  load ${loadNow()}`);
+    const ratio = (base: LoadResult) => (during.perSecond / base.perSecond).toFixed(3);
+    console.log(`ratio during/without   ${ratio(without)} (${ratio(after)} to the baseline after; the baselines ${((100 * Math.abs(after.perSecond - without.perSecond)) / without.perSecond).toFixed(0)} % apart)  (targets: >= 0.8, p99 < 25 ms)`);
     console.log(`\nrollout: ${final.status} in ${took.toFixed(1)} s (${(DEVICES / took).toFixed(0)} devices/s through check + outcome); installed ${final.counts.installed}; group policy now ${group.policy}`);
     console.log(`server CPU: ${(perCheckWithout * 1e6).toFixed(0)} us per check without a deployment, ${(perCheckDuring * 1e6).toFixed(0)} us during it (the rollout's ${afterChecks.rolled} devices included); ${(perDevice * 1e3).toFixed(2)} ms per device rolled out after the checks (${rolledAlone} devices)`);
     console.log(`server RSS: +${((rssAfter - rssBefore) / DEVICES).toFixed(0)} B per device at creation (RSS, noisy)`);

@@ -37,6 +37,9 @@ export interface LoadSpec {
   rate?: number;
 }
 
+/** Set once a line arrives on stdin (runLoad's `stop`): the phase under way ends, and any after it. */
+let stopped = false;
+
 export interface LoadResult {
   client: "raw" | "http";
   requests: number;
@@ -108,7 +111,7 @@ async function runRaw(spec: LoadSpec, phase: Phase, next: () => number, raw: Buf
       let pending: Buffer = Buffer.alloc(0);
       let started = 0;
       const send = () => {
-        if (performance.now() >= phase.deadline) {
+        if (stopped || performance.now() >= phase.deadline) {
           socket.removeAllListeners("data");
           socket.end();
           return resolve();
@@ -172,7 +175,7 @@ async function runHttp(spec: LoadSpec, phase: Phase, next: () => number): Promis
     });
   await Promise.all(
     Array.from({ length: spec.connections }, async () => {
-      while (performance.now() < phase.deadline) await one();
+      while (!stopped && performance.now() < phase.deadline) await one();
     }),
   );
   agent.destroy();
@@ -214,5 +217,7 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolvePath(process.argv[1])).href) {
   const spec = JSON.parse(readFileSync(process.argv[2], "utf8")) as LoadSpec;
+  process.stdin.on("data", () => (stopped = true)).on("error", () => {});
+  (process.stdin as { unref?: () => void }).unref?.();
   process.stdout.write(JSON.stringify(await runLoad(spec)) + "\n");
 }

@@ -31,11 +31,20 @@ export function insertDevices(tx: { run(sql: string, params: (string | number)[]
   return macs;
 }
 
-/** Runs the load generator (loadgen.ts) as its own process with `spec` (written to `work`); its result. */
-export async function runLoad(work: string, spec: LoadSpec): Promise<LoadResult> {
+/**
+ * Runs the load generator (loadgen.ts) as its own process with `spec` (written to `work`); its
+ * result. `stop` ends the load early (the measured phase is then shorter than `spec.seconds`).
+ */
+export async function runLoad(work: string, spec: LoadSpec, stop?: AbortSignal): Promise<LoadResult> {
   const file = join(work, `load-${process.pid}.json`);
   writeFileSync(file, JSON.stringify(spec));
-  const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "loadgen.ts"), file], { stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "loadgen.ts"), file], { stdio: [stop ? "pipe" : "ignore", "pipe", "inherit"] });
+  if (stop) {
+    const end = () => child.stdin!.end("stop\n");
+    if (stop.aborted) end();
+    else stop.addEventListener("abort", end, { once: true });
+    child.stdin!.on("error", () => {});
+  }
   let out = "";
   child.stdout!.on("data", (d) => (out += d));
   const [code] = await once(child, "exit");

@@ -6,7 +6,8 @@
  * with whether `recover` cycled it already: a restart loses neither.
  */
 import type { AppContext, Identity } from "../app/context.ts";
-import type { Store } from "../db/store.ts";
+import { prepared } from "../db/prepared.ts";
+import type { Queries, Store } from "../db/store.ts";
 import { getDevice } from "../update/devices/devices.ts";
 import { attemptHistoryId, historyEntryExists } from "../update/deployments/store.ts";
 import { allowed, authorize } from "../update/permissions/permissions.ts";
@@ -32,6 +33,11 @@ export interface DeploymentSpanView {
   bytes: number;
   at: string;
 }
+
+/** Asked at the end of every deployment attempt, boards or not. */
+const openSpan = prepared((q: Queries, deviceId: number, deploymentId: number, attempt: number) =>
+  q.selectFrom("lab_open_spans").select(["start", "recovered"]).where("device_id", "=", deviceId).where("deployment_id", "=", deploymentId).where("attempt", "=", attempt),
+);
 
 export class AttemptSpans {
   private readonly ctx: AppContext;
@@ -62,14 +68,8 @@ export class AttemptSpans {
   }
 
   /** The board's attempt under way, when it is this one. */
-  private openOf(deploymentId: number, deviceId: number, attempt: number) {
-    return this.store.query
-      .selectFrom("lab_open_spans")
-      .select(["start", "recovered"])
-      .where("device_id", "=", deviceId)
-      .where("deployment_id", "=", deploymentId)
-      .where("attempt", "=", attempt)
-      .executeTakeFirst();
+  private async openOf(deploymentId: number, deviceId: number, attempt: number) {
+    return (await openSpan(this.store.query, deviceId, deploymentId, attempt)).rows[0];
   }
 
   /** The attempt ended: its span is saved with its history row once the boot after it was captured. */

@@ -14,7 +14,7 @@ import { recordAudit, systemActor } from "../../audit/audit.ts";
 import type { ChannelHub } from "../../update/channel/hub.ts";
 import type { DeploymentService } from "../../update/deployments/service.ts";
 import type { DeploymentValidation } from "../../update/deployments/schema.ts";
-import { activeDeployments, getDeployment, pinValidation, unvalidatedMembers, validationCopy } from "../../update/deployments/store.ts";
+import { activeDeployments, pinValidation, unvalidatedMembers, validationCopy } from "../../update/deployments/store.ts";
 import { getDevice } from "../../update/devices/devices.ts";
 import { dateOf } from "../../util/time.ts";
 import type { PinnedConfig } from "../plan.ts";
@@ -49,11 +49,8 @@ export async function validateDeployments(ctx: Ctx, deployments: DeploymentServi
       .catch((error) => ctx.log.error(`deployment ${job.deploymentId}: validation of device ${job.deviceId}: ${(error as Error).message}`))
       .finally(() => deployments.validationDone(job.deploymentId, job.deviceId).catch((error) => ctx.log.warn(`deployment ${job.deploymentId}: ${(error as Error).message}`)));
   };
-  deployments.onInstalled(({ deploymentId, deviceId, version }) => {
-    getDeployment(ctx.store.query, deploymentId).then(
-      (row) => void (row?.validation && start({ deploymentId, deviceId, version, validation: JSON.parse(row.validation) as DeploymentValidation })),
-      (error: Error) => ctx.log.error(`deployment ${deploymentId}: validation of device ${deviceId} not started: ${error.message}`),
-    );
+  deployments.onInstalled(({ deploymentId, deviceId, version, validation }) => {
+    if (validation) start({ deploymentId, deviceId, version, validation: JSON.parse(validation) as DeploymentValidation });
   });
   // Validations the last stop interrupted (their runs ended "interrupted by server restart") run
   // again; held now, before the deployments' first tick could count those devices as successes.

@@ -182,8 +182,11 @@ interface Step {
 /** The actor of the deployments' own steps (pause at the threshold, advance, completion, timeouts). */
 const automatic = (now: number): Actor => systemActor("deployment", new Date(now));
 
-/** Told once an `installed` transition is on disk (a deployment's validation starts here, docs/device-tests.md). */
-export type InstalledHook = (event: { deploymentId: number; deviceId: number; version: string }) => void;
+/**
+ * Told once an `installed` transition is on disk (a deployment's validation starts here,
+ * docs/device-tests.md); `validation` is the deployment's (its row's JSON, null: none).
+ */
+export type InstalledHook = (event: { deploymentId: number; deviceId: number; version: string; validation: string | null }) => void;
 
 /**
  * Recovery of a board silent after its install (`recover`): power-cycles it once (src/lab), and
@@ -746,7 +749,7 @@ export class DeploymentService implements Steering {
       if (state === "retrying") {
         if ((member.retryAt !== null && now < member.retryAt) || !this.offering(run, now)) return "hold";
       } else if (!UNDERWAY.has(state) && !this.offering(run, now)) return this.policyHeld(deviceId, policyTarget);
-      return (member.steer ??= { target: run.row.version, recordOffer: (offered, deviceVersion) => this.recordOffer(deviceId, member, offered, deviceVersion) });
+      return (member.steer ??= { target: run.row.version, recordOffer: (offered, deviceVersion, mac) => this.recordOffer(deviceId, member, offered, deviceVersion, mac) });
     }
     return this.policyHeld(deviceId, policyTarget);
   }
@@ -757,14 +760,16 @@ export class DeploymentService implements Steering {
 
   /**
    * Records what the resolver found (`offered`: the version of the package it offers). The same
-   * offer again is the same attempt (no write); a device not under way gets a new attempt.
+   * offer again is the same attempt (no write); a device not under way gets a new attempt. `mac`:
+   * the device's, when the caller knows it (its events name it).
    */
-  private recordOffer(deviceId: number, member: Member, offered: string | undefined, deviceVersion: string): OfferTag | Promise<OfferTag | undefined> | undefined {
+  private recordOffer(deviceId: number, member: Member, offered: string | undefined, deviceVersion: string, mac?: string): OfferTag | Promise<OfferTag | undefined> | undefined {
     if (offered !== undefined && UNDERWAY.has(member.state) && member.offeredVersion === offered) return { deployment: member.run.row.id, attempt: member.attempt };
-    return this.recordOfferChange(deviceId, member, offered, deviceVersion);
+    return this.recordOfferChange(deviceId, member, offered, deviceVersion, mac);
   }
 
-  private async recordOfferChange(deviceId: number, member: Member, offered: string | undefined, deviceVersion: string): Promise<OfferTag | undefined> {
+  /** A package offered starts the device's progress record in the same transaction (the update check then finds it written). */
+  private async recordOfferChange(deviceId: number, member: Member, offered: string | undefined, deviceVersion: string, mac: string | undefined): Promise<OfferTag | undefined> {
     const now = this.ctx.clock.now();
     const at = isoTime(now);
     const { run } = member;
@@ -780,16 +785,20 @@ export class DeploymentService implements Steering {
     } else {
       change = { state: "no_package", at, reason: `no package leads from ${deviceVersion} to ${run.row.version} for this device` };
     }
+    const progressFor = offered !== undefined && mac !== undefined ? mac : undefined;
     const moved = await this.transact(async (step) => {
       if (member.state !== before || this.index.get(deviceId) !== member) return false; // another check moved it meanwhile
       await this.move(step, deviceId, member, change);
       if (change.state === "installed") await this.history(step.tx, run.row.id, deviceId, "installed", null, at, member.attempt);
+      if (progressFor !== undefined) await this.progressRecords.startIn(step.tx, deviceId, progressFor, offered!, new Date(now));
       return true;
     });
     if (moved) {
-      await this.publishDeviceById(run, deviceId, member);
+      if (progressFor !== undefined) this.progressRecords.started(deviceId, offered!, now);
+      if (mac !== undefined) this.publishDevice(run, mac, member);
+      else await this.publishDeviceById(run, deviceId, member);
       if (change.state === "offered" || change.state === "installed") this.attempted(change.state === "offered" ? "offered" : "ended", run.row.id, deviceId, member.attempt);
-      if (change.state === "installed") this.installed(run.row.id, deviceId, run.row.version);
+      if (change.state === "installed") this.installed(run, deviceId, run.row.version);
       await this.evaluate(run);
     }
     return UNDERWAY.has(member.state) ? { deployment: run.row.id, attempt: member.attempt } : undefined;
@@ -832,11 +841,12 @@ export class DeploymentService implements Steering {
   async outcome(conn: Pick<DeviceConnection, "deviceId" | "mac">, outcome: Outcome): Promise<void> {
     await this.current();
     const deviceId = conn.deviceId;
-    // A report sent again (its acknowledgement was lost) that made its history row changes nothing:
-    // an intermediate hop's `installed` would otherwise move the device back to `offered`.
-    if (outcome.reportId !== undefined && (await reportApplied(this.store.query, deviceId, outcome.reportId))) return;
     const member = this.index.get(deviceId);
+    // A report sent again (its acknowledgement was lost) that made its history row changes nothing
+    // (an intermediate hop's `installed` would otherwise move the device back to `offered`): asked
+    // in the transaction of the attempt's move, or here for any other report.
     if (member && answers(member, outcome)) return this.attemptOutcome(conn, member, outcome);
+    if (outcome.reportId !== undefined && (await reportApplied(this.store.query, deviceId, outcome.reportId))) return;
     if (outcome.state === "installed" || outcome.state === "failed") await this.past.record(deviceId, outcome);
   }
 
@@ -875,6 +885,7 @@ export class DeploymentService implements Steering {
       const { tx } = step;
       // What this report decides was decided on the device's state as it was: another report (or a timeout) that moved it first wins.
       if (this.index.get(deviceId) !== member || member.state !== before.state || member.attempt !== before.attempt || member.failures !== before.failures || member.offeredVersion !== before.offeredVersion) return false;
+      if (outcome.reportId !== undefined && (await reportApplied(tx, deviceId, outcome.reportId))) return "applied";
       await this.move(step, deviceId, member, change);
       if (outcome.state !== "installing") await this.progressRecords.endIn(tx, deviceId);
       if (outcome.state === "installed" || outcome.state === "failed") {
@@ -893,12 +904,13 @@ export class DeploymentService implements Steering {
       }
       return true;
     });
+    if (moved === "applied") return;
     if (!moved) return this.outcome(conn, outcome);
     // What this report did (another report may have moved the device on meanwhile).
     if ((outcome.state === "installed" || outcome.state === "failed") && !UNDERWAY.has(change.state)) this.attempted("ended", run.row.id, deviceId, attempt);
     if (change.state === "failed") this.hold(deviceId, target);
     this.publishDevice(run, conn.mac, member, { ...(change.reason ? { reason: change.reason } : {}), ...(change.retryAt ? { retry_at: change.retryAt } : {}) });
-    if (change.state === "installed") this.installed(run.row.id, deviceId, target);
+    if (change.state === "installed") this.installed(run, deviceId, target);
     if (change.state === "failed") await this.checkErrors(run);
     await this.evaluate(run);
   }
@@ -960,10 +972,11 @@ export class DeploymentService implements Steering {
     if (set?.size === 0) this.validating.delete(deploymentId);
   }
 
-  private installed(deploymentId: number, deviceId: number, version: string): void {
+  private installed(run: Run, deviceId: number, version: string): void {
+    const deploymentId = run.row.id;
     for (const hook of this.installedHooks) {
       try {
-        hook({ deploymentId, deviceId, version });
+        hook({ deploymentId, deviceId, version, validation: run.row.validation });
       } catch (error) {
         this.ctx.log.error(`deployment ${deploymentId}: installed hook failed: ${(error as Error).message}`);
       }

@@ -4,6 +4,7 @@
 import type { Expression, Insertable, Selectable, SqlBool, Updateable } from "kysely";
 import type { DeploymentDevicesTable, DeploymentsTable, UpdateHistoryTable } from "../../db/schema.ts";
 import type { Queries, Tx } from "../../db/store.ts";
+import { prepared } from "../../db/prepared.ts";
 import { emptyCounts } from "./model.ts";
 import { DEVICE_STATES, type Counts, type DeviceState, type MaintenanceWindow, type Status } from "./schema.ts";
 
@@ -272,9 +273,26 @@ function memberColumns(change: MemberChange): Updateable<DeploymentDevicesTable>
   return set;
 }
 
+/** The transition's statement for each set of columns (a device's moves take a handful of shapes). */
+const memberUpdates = new Map<string, (q: Queries, ...values: unknown[]) => Promise<unknown>>();
+
 /** One durable transition of one device. Columns not named keep their value. */
 export async function updateMember(tx: Tx, deploymentId: number, deviceId: number, change: MemberChange): Promise<void> {
-  await tx.updateTable("deployment_devices").set(memberColumns(change)).where("deployment_id", "=", deploymentId).where("device_id", "=", deviceId).execute();
+  const set = memberColumns(change);
+  const columns = Object.keys(set) as Array<keyof typeof set>;
+  const shape = columns.join(",");
+  let update = memberUpdates.get(shape);
+  if (!update) {
+    update = prepared((q: Queries, ...values: unknown[]) =>
+      q
+        .updateTable("deployment_devices")
+        .set(Object.fromEntries(columns.map((column, i) => [column, values[i]])))
+        .where("deployment_id", "=", values[columns.length] as number)
+        .where("device_id", "=", values[columns.length + 1] as number),
+    );
+    memberUpdates.set(shape, update);
+  }
+  await update(tx, ...columns.map((column) => set[column]), deploymentId, deviceId);
 }
 
 /** The same transition of several devices of a deployment, in one statement. */
@@ -328,23 +346,26 @@ export async function markValidated(q: Queries, deploymentId: number, deviceId: 
 
 export type HistoryRow = Omit<Selectable<UpdateHistoryTable>, "report_id">;
 
+const insertHistory = prepared(
+  (
+    q: Queries,
+    device_id: number,
+    deployment_id: number | null,
+    from_version: string | null,
+    to_version: string,
+    outcome: string,
+    attempt: number | null,
+    reason: string | null,
+    output: string | null,
+    at: string,
+    report_id: string | null,
+  ) => q.insertInto("update_history").values({ device_id, deployment_id, from_version, to_version, outcome, attempt, reason, output, at, report_id }),
+);
+
 /** One history row; `report_id` is the device's report that made it (none: the server decided it). */
 export async function addHistory(tx: Tx, entry: Omit<HistoryRow, "id" | "attempt" | "output"> & { attempt?: number | null; output?: string | null; report_id?: string | null }): Promise<void> {
-  await tx
-    .insertInto("update_history")
-    .values({
-      device_id: entry.device_id,
-      deployment_id: entry.deployment_id,
-      from_version: entry.from_version,
-      to_version: entry.to_version,
-      outcome: entry.outcome,
-      attempt: entry.attempt ?? null,
-      reason: entry.reason,
-      output: entry.output ?? null,
-      at: entry.at,
-      report_id: entry.report_id ?? null,
-    })
-    .execute();
+  const { device_id, deployment_id, from_version, to_version, outcome, reason, at } = entry;
+  await insertHistory(tx, device_id, deployment_id, from_version, to_version, outcome, entry.attempt ?? null, reason, entry.output ?? null, at, entry.report_id ?? null);
 }
 
 /** The newest history row of a device (to tell a report sent again from a new one). */
@@ -372,9 +393,11 @@ export async function trimHistory(tx: Tx, deviceId: number, keep: number): Promi
   if (edge) await tx.deleteFrom("update_history").where("device_id", "=", deviceId).where("id", "<=", edge.id).execute();
 }
 
+const reportRow = prepared((q: Queries, deviceId: number, reportId: string) => q.selectFrom("update_history").select("id").where("device_id", "=", deviceId).where("report_id", "=", reportId).limit(1));
+
 /** Whether the device's report `reportId` made a history row already (it is sent again when its acknowledgement was lost). */
 export async function reportApplied(q: Queries, deviceId: number, reportId: string): Promise<boolean> {
-  return (await q.selectFrom("update_history").select("id").where("device_id", "=", deviceId).where("report_id", "=", reportId).limit(1).executeTakeFirst()) !== undefined;
+  return (await reportRow(q, deviceId, reportId)).rows.length > 0;
 }
 
 /** Whether a history row is still kept (the oldest are trimmed). */

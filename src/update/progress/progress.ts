@@ -1,7 +1,8 @@
 import type { Tx as SyncTx } from "../../db/index.ts";
 import type { Queries, Store, Tx } from "../../db/store.ts";
 import { condition, type DeviceFilter } from "../devices/devices.ts";
-import type { Selectable } from "kysely";
+import { sql, type Selectable } from "kysely";
+import { prepared } from "../../db/prepared.ts";
 import type { ProgressTable } from "../../db/schema.ts";
 import { dateOf, isoTime, rfc822, type Clock } from "../../util/time.ts";
 import type { Progress } from "./schema.ts";
@@ -41,10 +42,28 @@ export async function listProgress(q: Queries, notBefore: string, where?: Device
     .execute() as Promise<ProgressRow[]>;
 }
 
+const deleteRecord = prepared((q: Queries, deviceId: number) => q.deleteFrom("progress").where("device_id", "=", deviceId));
+
 /** Removes a device's record, in `tx` (the UpdateProgress that answers update checks must then forget it too). */
 export async function deleteProgressOf(tx: Tx, deviceId: number): Promise<void> {
-  await tx.deleteFrom("progress").where("device_id", "=", deviceId).execute();
+  await deleteRecord(tx, deviceId);
 }
+
+/** A record starting at 0 for `version`; one already waiting at 0 for it since `cutoff` or later keeps its `created`. */
+const upsertStart = prepared((q: Queries, deviceId: number, mac: string, version: string, at: string, cutoff: string) =>
+  q
+    .insertInto("progress")
+    .values({ device_id: deviceId, mac_address: mac, created: at, version, progress: 0, updated: at })
+    .onConflict((oc) =>
+      oc.column("device_id").doUpdateSet((eb) => ({
+        mac_address: eb.ref("excluded.mac_address"),
+        created: sql<string>`CASE WHEN progress.version = excluded.version AND progress.progress = 0 AND progress.updated >= ${cutoff} THEN progress.created ELSE excluded.created END`,
+        version: eb.ref("excluded.version"),
+        progress: 0,
+        updated: eb.ref("excluded.updated"),
+      })),
+    ),
+);
 
 /**
  * The progress records' behaviour over time: the idle time after which a record no longer counts
@@ -85,25 +104,21 @@ export class UpdateProgress {
     if (current && current.version === version && current.progress === 0 && seenRecently(Date.parse(current.updated))) {
       return void this.waitingAtZero.set(deviceId, { version, since: Date.parse(current.updated) });
     }
-    const at = isoTime(now);
-    const cutoff = this.idleCutoff(nowMs);
-    await this.store.transact(async (tx) => {
-      const row = await getProgress(tx, deviceId);
-      const keep = row !== undefined && row.version === version && row.progress === 0 && row.updated >= cutoff;
-      await tx
-        .insertInto("progress")
-        .values({ device_id: deviceId, mac_address: mac, created: keep ? row.created : at, version, progress: 0, updated: at })
-        .onConflict((oc) =>
-          oc.column("device_id").doUpdateSet((eb) => ({
-            mac_address: eb.ref("excluded.mac_address"),
-            created: eb.ref("excluded.created"),
-            version: eb.ref("excluded.version"),
-            progress: 0,
-            updated: eb.ref("excluded.updated"),
-          })),
-        )
-        .execute();
-    });
+    await this.store.transact((tx) => this.startIn(tx, deviceId, mac, version, now));
+    this.started(deviceId, version, nowMs);
+  }
+
+  /**
+   * The same start, written in `tx` (the transaction that records a deployment's offer); the caller
+   * tells `started` once it committed. A record already waiting at 0 for the version keeps its
+   * `created`, decided in the statement itself.
+   */
+  async startIn(tx: Tx, deviceId: number, mac: string, version: string, now: Date): Promise<void> {
+    await upsertStart(tx, deviceId, mac, version, isoTime(now), this.idleCutoff(now.getTime()));
+  }
+
+  /** A start written by `startIn` committed: checks of the device for that version need no write for a while. */
+  started(deviceId: number, version: string, nowMs: number): void {
     this.waitingAtZero.set(deviceId, { version, since: nowMs });
   }
 
