@@ -8,6 +8,8 @@ import type { Config } from "../config/config.ts";
 import type { Database } from "../db/index.ts";
 import { openDatabase, type OpenedDatabase } from "../db/open.ts";
 import { redactedUrl } from "../db/url.ts";
+import { loadPostgresPart } from "../db/parts.ts";
+import { nodeNameOf, singleNode, type Cluster } from "../cluster/cluster.ts";
 import { createFirstAdmin } from "../accounts/accounts.ts";
 import { createAccountsDomain } from "../accounts/domain.ts";
 import { loadOrCreateKeys } from "../auth/keys.ts";
@@ -134,6 +136,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const releaseLock = acquireLock(dataDir);
   let opened: OpenedDatabase | undefined;
   let started: AppContext | undefined;
+  let cluster: Cluster | undefined;
   try {
     opened = await openDatabase({
       dataDir,
@@ -155,7 +158,11 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     }
     const adminPasswordFile = await createFirstAdmin(store, dataDir, config.prefix, dateOf(clock));
 
-    const ctx: AppContext = (started = { config, dataDir, store, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), onClosing: [], onShutdown: [] });
+    const name = nodeNameOf(config.cluster.node_name);
+    cluster = config.database.url
+      ? await (await loadPostgresPart()).startClusterNode({ url: config.database.url, name, advertiseUrl: config.cluster.advertise_url, version: VERSION, log: (level, message) => log[level](message) })
+      : singleNode(name, config.cluster.advertise_url);
+    const ctx: AppContext = (started = { config, dataDir, store, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), cluster, onClosing: [], onShutdown: [] });
     const domains = await startDomains(ctx);
     // The deployments' plans are in memory before the first update check.
     await domains.update.deployments.ready;
@@ -199,6 +206,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           connections.closeWithoutRequest();
         });
         for (const hook of ctx.onShutdown) await hook();
+        await cluster!.close();
         await opened!.close();
         rmSync(urlFile, { force: true });
         releaseLock();
@@ -212,6 +220,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     // What the domains started before the failure (timers, sweeps, node polls) stops, so that a
     // refused start leaves nothing running in a process that goes on (tests, `labgate` as a library).
     if (started) await stopDomains(started, log);
+    await cluster?.close().catch(() => {});
     await opened?.close().catch(() => {});
     releaseLock();
     throw error;

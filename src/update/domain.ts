@@ -84,6 +84,9 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   ctx.onClosing.push(() => hub.closeAll());
   hub.onConnect((conn) => events.publish("connect", { device: conn.mac }));
   hub.onDisconnect((mac) => events.publish("disconnect", { device: mac }));
+  // The other nodes see where each device's socket is.
+  hub.onConnect((conn) => ctx.cluster.deviceConnected(conn.mac));
+  hub.onDisconnect((mac) => ctx.cluster.deviceDisconnected(mac));
   // Deployments: progress and versions move devices' states; update_outcome reports (docs/device-protocol.md).
   const deployments = new DeploymentService(ctx, catalog, events, hub, progress);
   deployments.start();

@@ -33,6 +33,7 @@ const GRID: Record<string, string> = {
   "POST /api/v1/auth/logout": "ok ok ok ok ok ok",
   "POST /api/v1/tokens/revoke": "401 401 403 403 403 ok",
   "GET /api/v1/users": "401 401 403 ok 403 ok",
+  "GET /api/v1/cluster": "401 401 403 ok 403 ok",
   "POST /api/v1/users": "401 401 403 403 403 ok",
   "PATCH /api/v1/users/{name}": "401 401 403 403 403 ok",
   "DELETE /api/v1/users/{name}": "401 401 403 403 403 ok",

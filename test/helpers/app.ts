@@ -1,4 +1,5 @@
 import { mkdirSync } from "node:fs";
+import { singleNode } from "../../src/cluster/cluster.ts";
 import type { Hono } from "hono";
 import type { AppContext, AppEnv } from "../../src/app/context.ts";
 import { loadOrCreateKeys } from "../../src/auth/keys.ts";
@@ -48,7 +49,7 @@ export async function inProcessApp(patch: ConfigPatch = {}): Promise<InProcessAp
   await migrate(db, migrations);
   const tokens = new TokenService(loadOrCreateKeys(dataDir), config.prefix, clock);
   const store = embeddedStore(db);
-  const ctx: AppContext = { config, dataDir, store, tokens, log, version: VERSION, clock, startedAt: new Date(clock.now()), onClosing: [], onShutdown: [] };
+  const ctx: AppContext = { config, dataDir, store, tokens, log, version: VERSION, clock, startedAt: new Date(clock.now()), cluster: singleNode("test", ""), onClosing: [], onShutdown: [] };
   const domains = await startDomains(ctx);
   const { app, operations } = serverApp(ctx, domains);
   const token = (scopes: Scope[], user = "tester") => tokens.issueManagement(user, scopes, 3600);

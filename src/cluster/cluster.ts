@@ -1,0 +1,65 @@
+/*
+ * What the domains know of the cluster (docs/cluster.md): which node runs each job now, what the
+ * nodes are, where device sockets are. On the embedded database there is one node, which runs every
+ * job; on PostgreSQL the node's machinery (src/cluster/node.ts) is loaded from PostgreSQL's part.
+ */
+import { hostname } from "node:os";
+
+/** The work one node at a time does: the deployments' time decisions, the sweeps, the test-run queue. */
+export const JOBS = ["deployments", "audit_retention", "progress_expiry", "test_runs", "node_sweep"] as const;
+export type Job = (typeof JOBS)[number];
+
+/** A node as `GET /api/v1/cluster` shows it. */
+export interface NodeView {
+  name: string;
+  advertise_url: string;
+  /** `up`: it beat recently; `down`: it stopped beating (killed, cut off); `stopped`: it shut down. */
+  state: "up" | "down" | "stopped";
+  connected_devices: number;
+  jobs: Job[];
+}
+
+export interface Cluster {
+  /** This node's name (`cluster.node_name`, else the host name). */
+  readonly name: string;
+  /** Whether this node runs `job` now; a job's loop asks before each round. */
+  runs(job: Job): boolean;
+  /** Runs `hook` whenever this node takes `job` (memory that another node changed is read again first). */
+  onTaken(job: Job, hook: () => void): void;
+  /** Tells the other nodes that `area`'s rows changed (their caches of it are stale). */
+  changed(area: ChangeArea): void;
+  /** Runs `hook` when another node changed `area`'s rows. */
+  onChanged(area: ChangeArea, hook: () => void): void;
+  /** Every node, this one with `localDevices` sockets. */
+  nodes(localDevices: number): Promise<NodeView[]>;
+  /** A device's socket opened or closed on this node. */
+  deviceConnected(mac: string): void;
+  deviceDisconnected(mac: string): void;
+  /** Leaves the cluster (its jobs go to the others at once); the last thing before the database closes. */
+  close(): Promise<void>;
+}
+
+/** Tables whose contents nodes keep in memory. */
+export type ChangeArea = "deployments";
+
+/** The node's name: the configured one, else the host name (cut to what the config accepts). */
+export function nodeNameOf(configured: string): string {
+  if (configured) return configured;
+  const host = hostname().replace(/[^A-Za-z0-9._-]/g, "-").replace(/^[^A-Za-z0-9]+/, "");
+  return host.slice(0, 63) || "labgate";
+}
+
+/** The one node of the embedded database: it runs every job, and no other node changes anything. */
+export function singleNode(name: string, advertiseUrl: string): Cluster {
+  return {
+    name,
+    runs: () => true,
+    onTaken: () => {},
+    changed: () => {},
+    onChanged: () => {},
+    nodes: async (localDevices) => [{ name, advertise_url: advertiseUrl, state: "up", connected_devices: localDevices, jobs: [...JOBS] }],
+    deviceConnected: () => {},
+    deviceDisconnected: () => {},
+    close: async () => {},
+  };
+}
