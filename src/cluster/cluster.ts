@@ -26,10 +26,10 @@ export interface Cluster {
   runs(job: Job): boolean;
   /** Runs `hook` whenever this node takes `job` (memory that another node changed is read again first). */
   onTaken(job: Job, hook: () => void): void;
-  /** Tells the other nodes that `area`'s rows changed (their caches of it are stale). */
-  changed(area: ChangeArea): void;
-  /** Runs `hook` when another node changed `area`'s rows. */
-  onChanged(area: ChangeArea, hook: () => void): void;
+  /** Sends `data` (JSON, a few KiB at most) to every other node's handlers of `topic`; nothing is kept for a node that is down. */
+  publish(topic: Topic, data?: unknown): void;
+  /** Runs `handler` with what another node published on `topic`. */
+  on(topic: Topic, handler: (data: unknown) => void): void;
   /** Every node, this one with `localDevices` sockets. */
   nodes(localDevices: number): Promise<NodeView[]>;
   /** A device's socket opened or closed on this node. */
@@ -39,8 +39,8 @@ export interface Cluster {
   close(): Promise<void>;
 }
 
-/** Tables whose contents nodes keep in memory. */
-export type ChangeArea = "deployments";
+/** What nodes tell each other: a cache gone stale (`*_changed`), work for the node that runs a job. */
+export type Topic = "deployments_changed" | "test_run_queued";
 
 /** The node's name: the configured one, else the host name (cut to what the config accepts). */
 export function nodeNameOf(configured: string): string {
@@ -55,8 +55,8 @@ export function singleNode(name: string, advertiseUrl: string): Cluster {
     name,
     runs: () => true,
     onTaken: () => {},
-    changed: () => {},
-    onChanged: () => {},
+    publish: () => {},
+    on: () => {},
     nodes: async (localDevices) => [{ name, advertise_url: advertiseUrl, state: "up", connected_devices: localDevices, jobs: [...JOBS] }],
     deviceConnected: () => {},
     deviceDisconnected: () => {},

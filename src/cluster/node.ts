@@ -7,7 +7,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Client } from "pg";
-import { JOBS, type ChangeArea, type Cluster, type Job, type NodeView } from "./cluster.ts";
+import { JOBS, type Cluster, type Job, type NodeView, type Topic } from "./cluster.ts";
 
 /** The advisory locks' first key: labgate's jobs ("lg"); the second is the job's place in JOBS, plus one. */
 const LOCK_SPACE = 0x6c67;
@@ -33,7 +33,7 @@ export interface ClusterNodeOptions {
 }
 
 /** A message from one node to the others. */
-type Message = { from: string; kind: "changed"; area: ChangeArea };
+type Message = { from: string; topic: Topic; data?: unknown };
 
 export async function startClusterNode(options: ClusterNodeOptions): Promise<Cluster> {
   const node = new ClusterNode(options);
@@ -48,7 +48,7 @@ class ClusterNode implements Cluster {
   private session: Client | undefined;
   private readonly held = new Set<Job>();
   private readonly takenHooks = new Map<Job, Array<() => void>>();
-  private readonly changeHooks = new Map<ChangeArea, Array<() => void>>();
+  private readonly handlers = new Map<Topic, Array<(data: unknown) => void>>();
   /** Device sockets opened (true) or closed (false) here since the last write of them. */
   private readonly presence = new Map<string, boolean>();
   private flushing: Promise<void> | undefined;
@@ -78,12 +78,12 @@ class ClusterNode implements Cluster {
     this.takenHooks.set(job, [...(this.takenHooks.get(job) ?? []), hook]);
   }
 
-  changed(area: ChangeArea): void {
-    this.notify({ from: this.instance, kind: "changed", area });
+  publish(topic: Topic, data?: unknown): void {
+    this.notify({ from: this.instance, topic, data });
   }
 
-  onChanged(area: ChangeArea, hook: () => void): void {
-    this.changeHooks.set(area, [...(this.changeHooks.get(area) ?? []), hook]);
+  on(topic: Topic, handler: (data: unknown) => void): void {
+    this.handlers.set(topic, [...(this.handlers.get(topic) ?? []), handler]);
   }
 
   deviceConnected(mac: string): void {
@@ -147,6 +147,25 @@ class ClusterNode implements Cluster {
     });
     await session.connect();
     await session.query(`SET tcp_keepalives_idle = 2; SET tcp_keepalives_interval = 1; SET tcp_keepalives_count = 3`);
+    if (this.joined) {
+      // Back after a lost session: the name is still this process's, unless another took it meanwhile.
+      const held = await session.query(`UPDATE cluster_nodes SET session_pid = pg_backend_pid(), heartbeat_at = ${NOW_MS} WHERE name = $1 AND instance = $2`, [this.name, this.instance]);
+      if (held.rowCount === 0) return this.replaced(session);
+    } else {
+      await this.claim(session);
+    }
+    await session.query(`LISTEN ${CHANNEL}`);
+    this.session = session;
+    this.joined = true;
+    // The devices of this process recorded again: a session lost meanwhile may have missed some.
+    if (this.presence.size > 0) this.flushPresence();
+  }
+
+  /** Whether this process has held its name (a later session only takes it back). */
+  private joined = false;
+
+  /** Takes the node's name in cluster_nodes. */
+  private async claim(session: Client): Promise<void> {
     // A process that ran under this name before (it crashed, or its machine went) gives its place now: its session ends, and with it its locks.
     const before = await session.query<{ session_pid: number | null }>(`SELECT session_pid FROM cluster_nodes WHERE name = $1 AND instance <> $2`, [this.name, this.instance]);
     const pid = before.rows[0]?.session_pid;
@@ -160,11 +179,16 @@ class ClusterNode implements Cluster {
       [this.name, this.instance, this.options.advertiseUrl, this.options.version],
     );
     await session.query(`DELETE FROM cluster_devices WHERE node = $1 AND instance <> $2`, [this.name, this.instance]);
-    await session.query(`LISTEN ${CHANNEL}`);
-    this.session = session;
-    // The devices of this process recorded again: a session lost meanwhile may have missed some.
-    const connected = [...this.presence.keys()];
-    if (connected.length > 0) this.flushPresence();
+  }
+
+  /** Another process took this node's name: this one does nothing more in the cluster. */
+  private async replaced(session: Client): Promise<void> {
+    this.options.log("error", `cluster: another process took the node name ${this.name}; this one leaves the cluster (give each node its own cluster.node_name)`);
+    this.ended = true;
+    clearInterval(this.timer);
+    this.held.clear();
+    this.session = undefined;
+    await session.end().catch(() => {});
   }
 
   private get applicationName(): string {
@@ -197,15 +221,7 @@ class ClusterNode implements Cluster {
     const session = this.session;
     if (this.ended || !session) return;
     const mine = await session.query(`UPDATE cluster_nodes SET heartbeat_at = ${NOW_MS}, session_pid = pg_backend_pid() WHERE name = $1 AND instance = $2`, [this.name, this.instance]);
-    if (mine.rowCount === 0) {
-      this.options.log("error", `cluster: another process took the node name ${this.name}; this one leaves the cluster (give each node its own cluster.node_name)`);
-      this.ended = true;
-      clearInterval(this.timer);
-      this.held.clear();
-      this.session = undefined;
-      await session.end().catch(() => {});
-      return;
-    }
+    if (mine.rowCount === 0) return this.replaced(session);
     for (const [index, job] of JOBS.entries()) {
       if (this.held.has(job)) continue;
       const taken = await session.query<{ taken: boolean }>(`SELECT pg_try_advisory_lock($1, $2) AS taken`, [LOCK_SPACE, index + 1]);
@@ -259,7 +275,8 @@ class ClusterNode implements Cluster {
 
   private notify(message: Message): void {
     const payload = JSON.stringify(message);
-    if (payload.length > MAX_PAYLOAD || !this.session) return;
+    if (Buffer.byteLength(payload) > MAX_PAYLOAD) return this.options.log("error", `cluster: a ${message.topic} message too large for NOTIFY was not sent`);
+    if (!this.session) return;
     this.session.query(`SELECT pg_notify($1, $2)`, [CHANNEL, payload]).catch((error: Error) => this.options.log("warn", `cluster: message not sent: ${error.message}`));
   }
 
@@ -271,7 +288,7 @@ class ClusterNode implements Cluster {
       return;
     }
     if (message.from === this.instance) return;
-    if (message.kind === "changed") for (const hook of this.changeHooks.get(message.area) ?? []) this.safely(hook, `${message.area} changed`);
+    for (const handler of this.handlers.get(message.topic) ?? []) this.safely(() => handler(message.data), message.topic);
   }
 
   private async query<R extends object>(text: string, values: unknown[]): Promise<R[]> {

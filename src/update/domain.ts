@@ -74,6 +74,7 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   // Update progress: records idle for `progress_idle_timeout` no longer count and are swept by a timer.
   const progress = new UpdateProgress(ctx.store, ctx.config.update_server.progress_idle_timeout, ctx.clock);
   const stopExpiry = every(ctx.clock, Math.min(progress.idleMs, 60_000), () => {
+    if (!ctx.cluster.runs("progress_expiry")) return;
     progress.sweep().catch((error) => ctx.log.warn(`progress: idle records not removed: ${(error as Error).message}`));
   });
   ctx.onClosing.push(stopExpiry);
