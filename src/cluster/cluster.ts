@@ -35,12 +35,26 @@ export interface Cluster {
   /** A device's socket opened or closed on this node. */
   deviceConnected(mac: string): void;
   deviceDisconnected(mac: string): void;
+  /** The other node that holds the device's socket now (undefined: none, or this one); as this node last heard. */
+  locate(mac: string): PeerNode | undefined;
+  /** A short-lived credential for a request from this node to another (`Authorization: Bearer token=...`). */
+  peerToken(): string;
   /** Leaves the cluster (its jobs go to the others at once); the last thing before the database closes. */
   close(): Promise<void>;
 }
 
 /** What nodes tell each other: a cache gone stale (`*_changed`), work for the node that runs a job. */
-export type Topic = "deployments_changed" | "test_run_queued";
+export type Topic = "deployments_changed" | "test_run_queued" | "device_event" | "device_control";
+
+/** Another node as this one reaches it. */
+export interface PeerNode {
+  name: string;
+  /** Its `cluster.advertise_url` (empty: it set none, and cannot be reached). */
+  url: string;
+}
+
+/** The user of the tokens nodes call each other with. */
+export const PEER_USER = "labgate-node";
 
 /** The node's name: the configured one, else the host name (cut to what the config accepts). */
 export function nodeNameOf(configured: string): string {
@@ -60,6 +74,8 @@ export function singleNode(name: string, advertiseUrl: string): Cluster {
     nodes: async (localDevices) => [{ name, advertise_url: advertiseUrl, state: "up", connected_devices: localDevices, jobs: [...JOBS] }],
     deviceConnected: () => {},
     deviceDisconnected: () => {},
+    locate: () => undefined,
+    peerToken: () => "",
     close: async () => {},
   };
 }

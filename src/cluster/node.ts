@@ -7,7 +7,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Client } from "pg";
-import { JOBS, type Cluster, type Job, type NodeView, type Topic } from "./cluster.ts";
+import { JOBS, type Cluster, type Job, type NodeView, type PeerNode, type Topic } from "./cluster.ts";
 
 /** The advisory locks' first key: labgate's jobs ("lg"); the second is the job's place in JOBS, plus one. */
 const LOCK_SPACE = 0x6c67;
@@ -30,10 +30,18 @@ export interface ClusterNodeOptions {
   advertiseUrl: string;
   version: string;
   log: (level: "info" | "warn" | "error", message: string) => void;
+  /** A short-lived token for calls to the other nodes (the nodes share their signing keys). */
+  peerToken: () => string;
 }
 
+/** MACs per presence message: each well within NOTIFY's payload bound. */
+const PRESENCE_BATCH = 200;
+
 /** A message from one node to the others. */
-type Message = { from: string; topic: Topic; data?: unknown };
+type Message =
+  | { from: string; topic: Topic; data?: unknown }
+  /** Device sockets that opened or closed on node `node`; `reset`: forget every socket it held before. */
+  | { from: string; topic: "presence"; node: string; opened: string[]; closed: string[]; reset?: boolean };
 
 export async function startClusterNode(options: ClusterNodeOptions): Promise<Cluster> {
   const node = new ClusterNode(options);
@@ -52,6 +60,10 @@ class ClusterNode implements Cluster {
   /** Device sockets opened (true) or closed (false) here since the last write of them. */
   private readonly presence = new Map<string, boolean>();
   private flushing: Promise<void> | undefined;
+  /** Where the other nodes' device sockets are, by MAC: the node's name. */
+  private readonly remote = new Map<string, string>();
+  /** The other nodes' advertise URLs, by name (read at each beat). */
+  private readonly peers = new Map<string, string>();
   private beating: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   /** Set once another process took this node's name, or at close: the node does no more. */
@@ -94,6 +106,15 @@ class ClusterNode implements Cluster {
   deviceDisconnected(mac: string): void {
     this.presence.set(mac, false);
     this.flushPresence();
+  }
+
+  locate(mac: string): PeerNode | undefined {
+    const name = this.remote.get(mac);
+    return name === undefined ? undefined : { name, url: this.peers.get(name) ?? "" };
+  }
+
+  peerToken(): string {
+    return this.options.peerToken();
   }
 
   async nodes(): Promise<NodeView[]> {
@@ -155,6 +176,10 @@ class ClusterNode implements Cluster {
       await this.claim(session);
     }
     await session.query(`LISTEN ${CHANNEL}`);
+    // What the others hold, read after listening: a change from then on arrives as a message.
+    const others = await session.query<{ mac_address: string; node: string }>(`SELECT mac_address, node FROM cluster_devices WHERE node <> $1`, [this.name]);
+    for (const row of others.rows) this.remote.set(row.mac_address, row.node);
+    if (!this.joined) this.send(session, { from: this.instance, topic: "presence", node: this.name, opened: [], closed: [], reset: true });
     this.session = session;
     this.joined = true;
     // The devices of this process recorded again: a session lost meanwhile may have missed some.
@@ -222,6 +247,8 @@ class ClusterNode implements Cluster {
     if (this.ended || !session) return;
     const mine = await session.query(`UPDATE cluster_nodes SET heartbeat_at = ${NOW_MS}, session_pid = pg_backend_pid() WHERE name = $1 AND instance = $2`, [this.name, this.instance]);
     if (mine.rowCount === 0) return this.replaced(session);
+    const peers = await session.query<{ name: string; advertise_url: string }>(`SELECT name, advertise_url FROM cluster_nodes WHERE name <> $1`, [this.name]);
+    for (const row of peers.rows) this.peers.set(row.name, row.advertise_url);
     for (const [index, job] of JOBS.entries()) {
       if (this.held.has(job)) continue;
       const taken = await session.query<{ taken: boolean }>(`SELECT pg_try_advisory_lock($1, $2) AS taken`, [LOCK_SPACE, index + 1]);
@@ -241,7 +268,11 @@ class ClusterNode implements Cluster {
     );
     for (const { name, session_pid: pid } of down.rows) {
       if (pid) await session.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND application_name = $2`, [pid, `labgate node ${name}`]);
-      await session.query(`DELETE FROM cluster_devices WHERE node = $1`, [name]);
+      const gone = await session.query(`DELETE FROM cluster_devices WHERE node = $1`, [name]);
+      if (gone.rowCount) {
+        this.send(session, { from: this.instance, topic: "presence", node: name, opened: [], closed: [], reset: true });
+        this.forget(name);
+      }
     }
   }
 
@@ -263,6 +294,9 @@ class ClusterNode implements Cluster {
             );
           }
           if (closed.length > 0) await this.session.query(`DELETE FROM cluster_devices WHERE mac_address = ANY($1::text[]) AND instance = $2`, [closed, this.instance]);
+          for (let i = 0; i < opened.length || i < closed.length; i += PRESENCE_BATCH) {
+            this.send(this.session, { from: this.instance, topic: "presence", node: this.name, opened: opened.slice(i, i + PRESENCE_BATCH), closed: closed.slice(i, i + PRESENCE_BATCH) });
+          }
         } catch (error) {
           // Kept for the next try (the session is opened again, and records them then).
           for (const [mac, open] of changes) if (!this.presence.has(mac)) this.presence.set(mac, open);
@@ -274,10 +308,18 @@ class ClusterNode implements Cluster {
   }
 
   private notify(message: Message): void {
+    if (this.session) this.send(this.session, message);
+  }
+
+  private send(session: Client, message: Message): void {
     const payload = JSON.stringify(message);
     if (Buffer.byteLength(payload) > MAX_PAYLOAD) return this.options.log("error", `cluster: a ${message.topic} message too large for NOTIFY was not sent`);
-    if (!this.session) return;
-    this.session.query(`SELECT pg_notify($1, $2)`, [CHANNEL, payload]).catch((error: Error) => this.options.log("warn", `cluster: message not sent: ${error.message}`));
+    session.query(`SELECT pg_notify($1, $2)`, [CHANNEL, payload]).catch((error: Error) => this.options.log("warn", `cluster: message not sent: ${error.message}`));
+  }
+
+  /** Drops what this node knew of `node`'s device sockets. */
+  private forget(node: string): void {
+    for (const [mac, holder] of this.remote) if (holder === node) this.remote.delete(mac);
   }
 
   private received(payload: string): void {
@@ -288,6 +330,13 @@ class ClusterNode implements Cluster {
       return;
     }
     if (message.from === this.instance) return;
+    if (message.topic === "presence" && "node" in message) {
+      if (message.node === this.name) return;
+      if (message.reset) this.forget(message.node);
+      for (const mac of message.closed ?? []) if (this.remote.get(mac) === message.node) this.remote.delete(mac);
+      for (const mac of message.opened ?? []) this.remote.set(mac, message.node);
+      return;
+    }
     for (const handler of this.handlers.get(message.topic) ?? []) this.safely(() => handler(message.data), message.topic);
   }
 

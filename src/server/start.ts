@@ -9,7 +9,7 @@ import type { Database } from "../db/index.ts";
 import { openDatabase, type OpenedDatabase } from "../db/open.ts";
 import { redactedUrl } from "../db/url.ts";
 import { loadPostgresPart } from "../db/parts.ts";
-import { nodeNameOf, singleNode, type Cluster } from "../cluster/cluster.ts";
+import { nodeNameOf, PEER_USER, singleNode, type Cluster } from "../cluster/cluster.ts";
 import { createFirstAdmin } from "../accounts/accounts.ts";
 import { createAccountsDomain } from "../accounts/domain.ts";
 import { loadOrCreateKeys } from "../auth/keys.ts";
@@ -44,6 +44,8 @@ export const ADMIN_TOKEN_FILE = "admin.token";
  */
 export const SERVER_URL_FILE = "server.url";
 const SHUTDOWN_GRACE_MS = 10_000;
+/** Seconds a node's token for a call to another node lasts. */
+const PEER_TOKEN_TTL = 120;
 /** Largest WebSocket message accepted (action output arrives base64 in one message). */
 const WS_MAX_PAYLOAD = 16 * 1024 * 1024;
 
@@ -160,7 +162,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
 
     const name = nodeNameOf(config.cluster.node_name);
     cluster = config.database.url
-      ? await (await loadPostgresPart()).startClusterNode({ url: config.database.url, name, advertiseUrl: config.cluster.advertise_url, version: VERSION, log: (level, message) => log[level](message) })
+      ? await (await loadPostgresPart()).startClusterNode({ url: config.database.url, name, advertiseUrl: config.cluster.advertise_url, version: VERSION, log: (level, message) => log[level](message), peerToken: () => tokens.issueManagement(PEER_USER, [...SCOPES], PEER_TOKEN_TTL) })
       : singleNode(name, config.cluster.advertise_url);
     const ctx: AppContext = (started = { config, dataDir, store, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), cluster, onClosing: [], onShutdown: [] });
     const domains = await startDomains(ctx);

@@ -727,13 +727,8 @@ export class DeploymentService implements Steering {
     this.publishRun(run.row);
     for (const { id: deviceId, mac_address: mac } of await this.macs(stopped)) {
       const conn = this.hub.get(mac);
-      if (conn?.deviceId === deviceId) {
-        try {
-          conn.send({ method: "update_abort", version: run.row.version });
-        } catch {
-          // Gone meanwhile: it finds no offer at its next check.
-        }
-      }
+      // Gone meanwhile, or connected nowhere: it finds no offer at its next check.
+      if (conn ? conn.deviceId === deviceId : true) this.hub.sendAnywhere(mac, { method: "update_abort", version: run.row.version });
     }
   }
 
