@@ -34,6 +34,8 @@ const GRID: Record<string, string> = {
   "POST /api/v1/tokens/revoke": "401 401 403 403 403 ok",
   "GET /api/v1/users": "401 401 403 ok 403 ok",
   "GET /api/v1/cluster": "401 401 403 ok 403 ok",
+  "POST /api/v1/cluster/actions": "401 401 403 403 403 400",
+  "POST /api/v1/cluster/files": "401 401 403 403 403 400",
   "POST /api/v1/users": "401 401 403 403 403 ok",
   "PATCH /api/v1/users/{name}": "401 401 403 403 403 ok",
   "DELETE /api/v1/users/{name}": "401 401 403 403 403 ok",
