@@ -1,3 +1,4 @@
+import type { Cluster } from "../cluster/cluster.ts";
 import type { Config } from "../config/config.ts";
 import type { Store } from "../db/store.ts";
 import type { ObjectStore } from "../storage/objects.ts";
@@ -24,6 +25,8 @@ export interface AppContext {
   /** The time, for every domain (tests move it). */
   readonly clock: Clock;
   readonly startedAt: Date;
+  /** The other nodes on the same PostgreSQL, and which jobs this one runs (one node, running them all, on the embedded database). */
+  readonly cluster: Cluster;
   /**
    * Called when the server stops accepting, before it waits for open connections: end
    * long-lived ones (device WebSockets, event streams) so that shutdown does not wait on them.

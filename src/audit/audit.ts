@@ -223,9 +223,10 @@ export class AuditRetention {
     this.limits = limits;
   }
 
-  start(): void {
-    this.stopSweeps = every(this.clock, this.limits.retention_interval * 1000, () => void this.sweep());
-    setImmediate(() => void this.sweep());
+  /** `mine`: whether this node sweeps now (one node of a cluster at a time). */
+  start(mine: () => boolean = () => true): void {
+    this.stopSweeps = every(this.clock, this.limits.retention_interval * 1000, () => void (mine() && this.sweep()));
+    setImmediate(() => void (mine() && this.sweep()));
   }
 
   stop(): void {

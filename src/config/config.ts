@@ -235,6 +235,15 @@ export const configSchema = z.strictObject({
       proxy: boolean().prefault(false),
     }),
   }),
+  /** Several servers on one PostgreSQL database (docs/cluster.md); nothing of it runs on the embedded database. */
+  cluster: section({
+    /** This node's name among the others (empty: the host name); a node started again under its name takes its place. */
+    node_name: string()
+      .regex(/^([A-Za-z0-9][A-Za-z0-9._-]{0,62})?$/, "expected 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit")
+      .prefault(""),
+    /** How the other nodes reach this one (its shells and file downloads go through it); required once a second node runs. */
+    advertise_url: custom(readUrl).prefault(""),
+  }),
   update_server: section({
     download_link_ttl: integer(1).prefault(3600),
     device_token_ttl: integer(10).prefault(300),

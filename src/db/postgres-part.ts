@@ -5,3 +5,4 @@
  */
 export { copyToPostgres, CopyRefused } from "./copy.ts";
 export { openPostgresStore } from "./postgres-store.ts";
+export { startClusterNode } from "../cluster/node.ts";

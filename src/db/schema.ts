@@ -57,6 +57,25 @@ export interface AuditLogTable {
   spool_id: string | null;
 }
 
+/** `cluster_devices`, owned by src/cluster. */
+export interface ClusterDevicesTable {
+  mac_address: string;
+  node: string;
+  instance: string;
+}
+
+/** `cluster_nodes`, owned by src/cluster. */
+export interface ClusterNodesTable {
+  name: string;
+  instance: string;
+  advertise_url: string;
+  version: string;
+  started_at: number;
+  heartbeat_at: number;
+  stopped: Generated<number>;
+  session_pid: number | null;
+}
+
 /** `ddi_actions`, owned by src/update/ddi. */
 export interface DdiActionsTable {
   id: Generated<number>;
@@ -386,6 +405,8 @@ export interface Tables {
   accounts: AccountsTable;
   action_log: ActionLogTable;
   audit_log: AuditLogTable;
+  cluster_devices: ClusterDevicesTable;
+  cluster_nodes: ClusterNodesTable;
   ddi_actions: DdiActionsTable;
   ddi_artifacts: DdiArtifactsTable;
   ddi_targets: DdiTargetsTable;

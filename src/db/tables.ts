@@ -12,6 +12,8 @@ export const TABLE_OWNERS: Readonly<Record<string, string>> = {
   sqlite_master: "src/db",
   settings: "src/db",
   accounts: "src/accounts",
+  cluster_devices: "src/cluster",
+  cluster_nodes: "src/cluster",
   audit_log: "src/audit",
   access_generation: "src/auth",
   revoked_tokens: "src/auth",

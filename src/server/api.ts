@@ -6,6 +6,7 @@
  */
 import type { accountsRoutes } from "../accounts/routes.ts";
 import type { auditRoutes } from "../audit/routes.ts";
+import type { clusterRoutes } from "../cluster/routes.ts";
 import type { systemRoutes } from "../http/system.ts";
 import type { labRoutes } from "../lab/routes.ts";
 import type { configRoutes } from "../testrun/routes/configs.ts";
@@ -42,6 +43,7 @@ type Routers =
       | typeof deviceRunRoutes
       | typeof nodeRoutes
       | typeof auditRoutes
+      | typeof clusterRoutes
       | typeof ddiTargetRoutes
     >
   | RunRoutesA;

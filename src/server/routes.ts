@@ -13,6 +13,7 @@ import { accountsRoutes } from "../accounts/routes.ts";
 import { auditRoutes } from "../audit/routes.ts";
 import { targetNames } from "../update/names.ts";
 import { backupRoutes } from "../backup/routes.ts";
+import { clusterRoutes } from "../cluster/routes.ts";
 import { consoleRoutes } from "../console/routes.ts";
 import type { RouteModule } from "../http/app.ts";
 import { localStorageRoutes } from "../storage/routes.ts";
@@ -114,6 +115,8 @@ export function routeTable({ shared, accounts, update, testRun, lab }: Domains, 
     // /api/v1/test-nodes (Variant A only, like suites and hints)
     (ctx, auth) => (ctx.config.test_server.api_variant === "A" ? nodeRoutes(ctx, testRunAccess(ctx, auth)) : new Hono<AppEnv>()),
 
+    // GET /api/v1/cluster
+    (ctx, auth) => clusterRoutes(ctx, auth, () => update.hub.size),
     // POST /api/v1/backup
     (ctx, auth) => backupRoutes(ctx, auth),
     // GET /api/v1/audit

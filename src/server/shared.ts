@@ -22,13 +22,13 @@ export interface SharedServices {
   auditSpool: AuditSpool;
 }
 
-export function createSharedServices(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "store" | "log" | "onClosing" | "onShutdown">, accountGate: AccountGate | undefined): SharedServices {
+export function createSharedServices(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "store" | "log" | "cluster" | "onClosing" | "onShutdown">, accountGate: AccountGate | undefined): SharedServices {
   const accessWatch = new AccessWatch(ctx.store, accountGate, ctx.clock, ctx.log);
   const streams = new EventStreams(ctx.log, ctx.clock, accessWatch, ctx.config.compat.sse_comments);
   // Open event streams end when the server stops accepting, so that shutdown does not wait on them.
   ctx.onClosing.push(() => streams.endAll());
   const auditRetention = new AuditRetention(ctx.store, ctx.clock, ctx.log, ctx.config.audit);
-  auditRetention.start();
+  auditRetention.start(() => ctx.cluster.runs("audit_retention"));
   ctx.onClosing.push(() => auditRetention.stop());
   // The last window's counts are written after the last request, before the database closes.
   const refusals = new RefusalLog(ctx.store, ctx.clock, ctx.log, ctx.config.audit);

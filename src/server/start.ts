@@ -9,6 +9,8 @@ import type { Database } from "../db/index.ts";
 import { openDatabase, type OpenedDatabase } from "../db/open.ts";
 import { redactedUrl } from "../db/url.ts";
 import { openObjectStore } from "../storage/open.ts";
+import { loadPostgresPart } from "../db/parts.ts";
+import { nodeNameOf, PEER_USER, singleNode, type Cluster } from "../cluster/cluster.ts";
 import { createFirstAdmin } from "../accounts/accounts.ts";
 import { createAccountsDomain } from "../accounts/domain.ts";
 import { loadOrCreateKeys } from "../auth/keys.ts";
@@ -43,6 +45,8 @@ export const ADMIN_TOKEN_FILE = "admin.token";
  */
 export const SERVER_URL_FILE = "server.url";
 const SHUTDOWN_GRACE_MS = 10_000;
+/** Seconds a node's token for a call to another node lasts. */
+const PEER_TOKEN_TTL = 120;
 /** Largest WebSocket message accepted (action output arrives base64 in one message). */
 const WS_MAX_PAYLOAD = 16 * 1024 * 1024;
 
@@ -135,6 +139,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
   const releaseLock = acquireLock(dataDir);
   let opened: OpenedDatabase | undefined;
   let started: AppContext | undefined;
+  let cluster: Cluster | undefined;
   try {
     opened = await openDatabase({
       dataDir,
@@ -158,7 +163,11 @@ export async function startServer(config: Config, options: StartOptions = {}): P
 
     const objects = await openObjectStore(config, (message) => log.warn(message));
     if (objects.driver === "s3") log.info(`storage: S3 bucket ${config.storage.s3.bucket}${config.storage.s3.proxy ? " (downloads through labgate)" : ""}`);
-    const ctx: AppContext = (started = { config, dataDir, store, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), objects, onClosing: [], onShutdown: [] });
+    const name = nodeNameOf(config.cluster.node_name);
+    cluster = config.database.url
+      ? await (await loadPostgresPart()).startClusterNode({ url: config.database.url, name, advertiseUrl: config.cluster.advertise_url, version: VERSION, log: (level, message) => log[level](message), peerToken: () => tokens.issueManagement(PEER_USER, [...SCOPES], PEER_TOKEN_TTL) })
+      : singleNode(name, config.cluster.advertise_url);
+    const ctx: AppContext = (started = { config, dataDir, store, tokens, log, version: VERSION, clock, startedAt: dateOf(clock), objects, cluster, onClosing: [], onShutdown: [] });
     const domains = await startDomains(ctx);
     // The deployments' plans are in memory before the first update check.
     await domains.update.deployments.ready;
@@ -202,6 +211,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
           connections.closeWithoutRequest();
         });
         for (const hook of ctx.onShutdown) await hook();
+        await cluster!.close();
         await opened!.close();
         rmSync(urlFile, { force: true });
         releaseLock();
@@ -215,6 +225,7 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     // What the domains started before the failure (timers, sweeps, node polls) stops, so that a
     // refused start leaves nothing running in a process that goes on (tests, `labgate` as a library).
     if (started) await stopDomains(started, log);
+    await cluster?.close().catch(() => {});
     await opened?.close().catch(() => {});
     releaseLock();
     throw error;

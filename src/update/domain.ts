@@ -18,7 +18,7 @@ import { DeviceFileStore } from "./devicefiles/store.ts";
 import { FileTransferService } from "./devicefiles/transfers.ts";
 import { DeviceHooks } from "./devices/devices.ts";
 import { createDeviceGate } from "./devices/gate.ts";
-import { EventBroadcaster } from "./events/broadcaster.ts";
+import { EventBroadcaster, type DeviceEvent } from "./events/broadcaster.ts";
 import { sweepOrphanObjects } from "./packages/packages.ts";
 import { UpdateProgress } from "./progress/progress.ts";
 import { deleteRegistrationsOf } from "./registration/registrations.ts";
@@ -74,16 +74,22 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   // Update progress: records idle for `progress_idle_timeout` no longer count and are swept by a timer.
   const progress = new UpdateProgress(ctx.store, ctx.config.update_server.progress_idle_timeout, ctx.clock);
   const stopExpiry = every(ctx.clock, Math.min(progress.idleMs, 60_000), () => {
+    if (!ctx.cluster.runs("progress_expiry")) return;
     progress.sweep().catch((error) => ctx.log.warn(`progress: idle records not removed: ${(error as Error).message}`));
   });
   ctx.onClosing.push(stopExpiry);
 
   // The device socket hub; every device socket goes when the server stops accepting.
-  const events = new EventBroadcaster();
+  // Live events go to the streams of every node (src/cluster).
+  const events = new EventBroadcaster((event) => ctx.cluster.publish("device_event", event));
+  ctx.cluster.on("device_event", (event) => events.received(event as DeviceEvent));
   const hub = new ChannelHub(ctx);
   ctx.onClosing.push(() => hub.closeAll());
   hub.onConnect((conn) => events.publish("connect", { device: conn.mac }));
   hub.onDisconnect((mac) => events.publish("disconnect", { device: mac }));
+  // The other nodes see where each device's socket is.
+  hub.onConnect((conn) => ctx.cluster.deviceConnected(conn.mac));
+  hub.onDisconnect((mac) => ctx.cluster.deviceDisconnected(mac));
   // Deployments: progress and versions move devices' states; update_outcome reports (docs/device-protocol.md).
   const deployments = new DeploymentService(ctx, catalog, events, hub, progress);
   deployments.start();
@@ -119,15 +125,13 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
     const outputs = await deleteDeviceLog(tx, device.mac_address);
     return async () => {
       deployments.deviceDeleted(device.id);
-      const conn = hub.get(device.mac_address);
-      if (conn && conn.deviceId === device.id) hub.disconnect(device.mac_address, CLOSE_UNAUTHORIZED, "device was deleted");
+      hub.disconnectAnywhere(device.mac_address, device.id, CLOSE_UNAUTHORIZED, "device was deleted");
       for (const key of outputs) await deviceFiles.remove(key);
     };
   });
   // A key change closes the socket opened with the earlier key; the device with the new key connects.
   deviceHooks.onRekeyed((device) => {
-    const conn = hub.get(device.mac_address);
-    if (conn && conn.deviceId === device.id) hub.disconnect(device.mac_address, CLOSE_UNAUTHORIZED, "device key changed");
+    hub.disconnectAnywhere(device.mac_address, device.id, CLOSE_UNAUTHORIZED, "device key changed");
   });
 
   return { deviceGate, deviceHooks, replay, catalog, progress, storage, orphansSwept, events, hub, shells, actions, deviceFiles, transfers, deployments };

@@ -1,5 +1,6 @@
 // The composition roots build working services without HTTP: a real database in a temp dir, no listener.
 import assert from "node:assert/strict";
+import { singleNode } from "../../src/cluster/cluster.ts";
 import { Readable } from "node:stream";
 import { after, before, describe, test } from "node:test";
 import { loadOrCreateKeys } from "../../src/auth/keys.ts";
@@ -25,7 +26,7 @@ async function openContext(dataDir: string): Promise<AppContext & { db: Database
   const db = await Database.open(dataDir);
   await migrate(db, migrations);
   const tokens = new TokenService(loadOrCreateKeys(dataDir), config.prefix);
-  return { config, dataDir, db, store: embeddedStore(db), tokens, log: createLogger("error"), version: "test", clock: systemClock, startedAt: new Date(), objects: new LocalStorage(localStorageDir(config)), onClosing: [], onShutdown: [] };
+  return { config, dataDir, db, store: embeddedStore(db), tokens, log: createLogger("error"), version: "test", clock: systemClock, startedAt: new Date(), objects: new LocalStorage(localStorageDir(config)), cluster: singleNode("test", ""), onClosing: [], onShutdown: [] };
 }
 
 /** The server's own close, without the listener: closing hooks, then shutdown work. */

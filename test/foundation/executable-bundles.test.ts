@@ -35,7 +35,7 @@ test("the executable's server bundle names no function by Object.defineProperty:
   assert.doesNotMatch(await bundled("main.ts", "server"), NAMED_BY_DEFINE);
 });
 
-test("the server's main bundle holds no part of pg: it is in the PostgreSQL part's bundle, loaded only for a database.url (Kysely's index, which the embedded store needs, defines its PostgreSQL dialect's classes, never constructed there)", async () => {
+test("the server's main bundle holds no part of pg nor the cluster's node: they are in the PostgreSQL part's bundle, loaded only for a database.url (Kysely's index, which the embedded store needs, defines its PostgreSQL dialect's classes, never constructed there)", async () => {
   const inputs = async (entry: string, define: Record<string, string> = {}) => {
     const { metafile } = await build({
       entryPoints: [`${root}src/${entry}`],
@@ -51,7 +51,7 @@ test("the server's main bundle holds no part of pg: it is in the PostgreSQL part
     });
     return Object.keys(metafile!.inputs);
   };
-  const postgresSide = (path: string) => /node_modules\/(pg|pg-pool|pg-protocol|pg-types|pg-connection-string)\//.test(path) || /src\/db\/(postgres-store|export|query\/postgres)\.ts$/.test(path);
+  const postgresSide = (path: string) => /node_modules\/(pg|pg-pool|pg-protocol|pg-types|pg-connection-string)\//.test(path) || /src\/(db\/(postgres-store|export|query\/postgres)|cluster\/node)\.ts$/.test(path);
   assert.ok((await inputs("db/postgres-part.ts")).some(postgresSide), "the part's bundle holds them: the pattern finds them");
   assert.deepEqual((await inputs("main.ts", { LABGATE_MAIN_BUNDLE: "true" })).filter(postgresSide), []);
 });

@@ -1,5 +1,6 @@
 import { mkdirSync } from "node:fs";
 import { openObjectStore } from "../../src/storage/open.ts";
+import { singleNode } from "../../src/cluster/cluster.ts";
 import type { Hono } from "hono";
 import type { AppContext, AppEnv } from "../../src/app/context.ts";
 import { loadOrCreateKeys } from "../../src/auth/keys.ts";
@@ -50,7 +51,7 @@ export async function inProcessApp(patch: ConfigPatch = {}): Promise<InProcessAp
   const tokens = new TokenService(loadOrCreateKeys(dataDir), config.prefix, clock);
   const store = embeddedStore(db);
   const objects = await openObjectStore(config, (message) => log.warn(message));
-  const ctx: AppContext = { config, dataDir, store, tokens, log, version: VERSION, clock, startedAt: new Date(clock.now()), objects, onClosing: [], onShutdown: [] };
+  const ctx: AppContext = { config, dataDir, store, tokens, log, version: VERSION, clock, startedAt: new Date(clock.now()), objects, cluster: singleNode("test", ""), onClosing: [], onShutdown: [] };
   const domains = await startDomains(ctx);
   const { app, operations } = serverApp(ctx, domains);
   const token = (scopes: Scope[], user = "tester") => tokens.issueManagement(user, scopes, 3600);

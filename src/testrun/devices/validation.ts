@@ -114,9 +114,6 @@ async function validate(
   if (closing.now) return;
   const why = `test run ${run.id} ${ended?.status ?? "vanished"}${ended?.error ? `: ${ended.error}` : ""}`;
   await deployments.fail(job.deploymentId, job.deviceId, VALIDATION_REASON, `${why}\n${runLink(run.id)}`);
-  try {
-    hub.get(device.mac_address)?.send({ method: "validation_failed", deployment_id: job.deploymentId, version: job.version, run_id: run.id });
-  } catch {
-    // Gone meanwhile: its rollback waits for a person.
-  }
+  // Gone meanwhile: its rollback waits for a person.
+  hub.sendAnywhere(device.mac_address, { method: "validation_failed", deployment_id: job.deploymentId, version: job.version, run_id: run.id });
 }

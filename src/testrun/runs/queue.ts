@@ -1,3 +1,4 @@
+import type { Cluster } from "../../cluster/cluster.ts";
 import type { Logger } from "../../util/log.ts";
 import { after, type Clock } from "../../util/time.ts";
 import { FINAL_STATUSES, type RunRecord, type RunStore } from "./store.ts";
@@ -27,11 +28,38 @@ export class RunQueue {
   private readonly log: Logger;
   private readonly clock: Clock;
 
-  constructor(store: RunStore, execute: ExecuteRun, log: Logger, clock: Clock) {
+  private readonly cluster: Pick<Cluster, "runs" | "publish" | "on" | "onTaken">;
+
+  /** In a cluster one node executes the queue (the holder of `test_runs`); the others hand it their runs. */
+  constructor(store: RunStore, execute: ExecuteRun, log: Logger, clock: Clock, cluster: Pick<Cluster, "runs" | "publish" | "on" | "onTaken">) {
     this.store = store;
     this.execute = execute;
     this.log = log;
     this.clock = clock;
+    this.cluster = cluster;
+    cluster.on("test_run_queued", (data) => {
+      const id = (data as { id?: unknown } | undefined)?.id;
+      if (typeof id === "string" && this.mine && !this.waiting.includes(id)) this.enqueue(id);
+    });
+    cluster.onTaken("test_runs", () => void this.takeOver().catch((e) => this.log.error(`testrun: taking the queue over: ${(e as Error).message}`)));
+  }
+
+  private get mine(): boolean {
+    return this.cluster.runs("test_runs");
+  }
+
+  /**
+   * This node took the queue from one that went: the gateway runs it was executing end aborted
+   * (their processes went with it), the pending ones are queued here in their order.
+   */
+  private async takeOver(): Promise<void> {
+    for (const run of await this.store.runsWithStatus("running")) {
+      if (run.devices === null && run.id !== this.active?.id) await this.store.finishRun(run.id, { status: "aborted", at: this.clock.now(), error: "the node running it went away" }, ["running"]);
+    }
+    for (const run of await this.store.runsWithStatus("pending")) {
+      if (run.devices === null && run.id !== this.active?.id && !this.waiting.includes(run.id)) this.waiting.push(run.id);
+    }
+    this.pump();
   }
 
   /** True once shutdown began: nothing more is taken. */
@@ -40,6 +68,7 @@ export class RunQueue {
   }
 
   enqueue(id: string): void {
+    if (!this.mine) return this.cluster.publish("test_run_queued", { id });
     this.waiting.push(id);
     this.pump();
   }
@@ -90,7 +119,7 @@ export class RunQueue {
   }
 
   private pump(): void {
-    if (this.active || this.stopped || this.waiting.length === 0) return;
+    if (this.active || this.stopped || this.waiting.length === 0 || !this.mine) return;
     const id = this.waiting.shift()!;
     const controller = new AbortController();
     const done = this.take(id, controller.signal)

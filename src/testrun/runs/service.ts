@@ -49,7 +49,7 @@ const TRIGGER_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
  */
 export class TestRunService implements LocalRuns {
   readonly store: RunStore;
-  readonly ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "store" | "objects">;
+  readonly ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "store" | "objects" | "cluster">;
   readonly source: ConfigSource;
   readonly orchestrator: Orchestrator;
   readonly dirs: TestrunDirs;
@@ -61,12 +61,12 @@ export class TestRunService implements LocalRuns {
   /** Resolves once the runs the last process left unfinished are aborted (recoverFromRestart). */
   private recovered: Promise<void> = Promise.resolve();
 
-  constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "store" | "objects">, source: ConfigSource, store: RunStore, hub?: ChannelHub, runAs: TestRunAs = {}) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "dataDir" | "log" | "store" | "objects" | "cluster">, source: ConfigSource, store: RunStore, hub?: ChannelHub, runAs: TestRunAs = {}) {
     this.ctx = ctx;
     this.source = source;
     this.store = store;
     this.orchestrator = new Orchestrator(this);
-    this.queue = new RunQueue(store, (run, signal) => this.execute(run, signal), ctx.log, ctx.clock);
+    this.queue = new RunQueue(store, (run, signal) => this.execute(run, signal), ctx.log, ctx.clock, ctx.cluster);
     this.dirs = testrunDirs(ctx.config);
     this.devices = hub && new DeviceRuns({ ctx, store, dirs: this.dirs, lookup: this.lookup, ended: (id) => this.endedOnDevices(id) }, hub);
     for (const dir of [this.dirs.reports, this.dirs.artifacts, this.dirs.results]) mkdirSync(dir, { recursive: true });
@@ -84,6 +84,8 @@ export class TestRunService implements LocalRuns {
    * re-queued. Runs are created only once this is done (`recovered`), so none of them is taken for the last process's.
    */
   recoverFromRestart(): void {
+    // Another node runs the queue: the runs are its own (it takes over what a node that went left).
+    if (!this.ctx.cluster.runs("test_runs")) return;
     this.recovered = this.recover().catch((e) => this.ctx.log.error(`testrun: marking unfinished runs aborted failed: ${e}`));
   }
 

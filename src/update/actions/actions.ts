@@ -6,11 +6,11 @@
 import { randomUUID } from "node:crypto";
 import type { Actor } from "../../audit/audit.ts";
 import type { AppContext } from "../../app/context.ts";
-import { LabgateError } from "../../util/errors.ts";
+import { LabgateError, type ErrorCode } from "../../util/errors.ts";
 import { DeviceGoneError, DeviceTimeoutError, type ChannelHub, type DeviceConnection } from "../channel/hub.ts";
 import { deviceFailure, notConnected } from "../channel/errors.ts";
 import { hasCapability, type DeviceMessageOf } from "../../protocol/labgate/device.ts";
-import type { Action, ActionLogEntry, ExecResult } from "./schema.ts";
+import type { Action, ActionLogEntry, ExecResult, PeerExecutions, PeerOutcomes } from "./schema.ts";
 import { signedFileUrl, type DeviceFileStore } from "../devicefiles/store.ts";
 import { ActionLogStore, INLINE_OUTPUT_BYTES, type LogRow } from "./store.ts";
 import { memoryRelief } from "../../util/memory-relief.ts";
@@ -42,7 +42,7 @@ function findAction(actions: Action[], actionId: string): Action | undefined {
 }
 
 export class ActionService {
-  private readonly ctx: Pick<AppContext, "clock" | "config" | "store" | "log" | "tokens">;
+  private readonly ctx: Pick<AppContext, "clock" | "config" | "store" | "log" | "tokens" | "cluster">;
   private readonly hub: ChannelHub;
   private readonly files: DeviceFileStore;
   private readonly store: ActionLogStore;
@@ -50,7 +50,7 @@ export class ActionService {
   private readonly inflight = new Set<string>();
 
   /** The device messages it handles, its connect hook and its outputs' file route are installed by createUpdateDomain. */
-  constructor(ctx: Pick<AppContext, "clock" | "config" | "store" | "log" | "tokens">, hub: ChannelHub, files: DeviceFileStore) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "store" | "log" | "tokens" | "cluster">, hub: ChannelHub, files: DeviceFileStore) {
     this.ctx = ctx;
     this.hub = hub;
     this.files = files;
@@ -126,7 +126,7 @@ export class ActionService {
   private async start(macs: string[], actionId: string, actor: Actor): Promise<Array<Promise<PromiseSettledResult<ExecOutcome>>>> {
     const { max_queued_actions: perDevice, max_queued_per_request: perRequest } = this.timeouts;
     let offline = 0;
-    const overRequest = new Set(macs.filter((mac) => !this.hub.get(mac) && ++offline > perRequest));
+    const overRequest = new Set(macs.filter((mac) => !this.hub.isConnected(mac) && ++offline > perRequest));
     const taken = macs.filter((mac) => !overRequest.has(mac));
     const ids = taken.map(() => randomUUID());
     // Marked in flight before the rows exist, so that a dispatcher starting meanwhile skips them.
@@ -160,9 +160,11 @@ export class ActionService {
    * One logged execution: sent when the device is connected, its result awaited; else left queued.
    * Settles with its outcome rather than rejecting (one promise per device of a fan-out, not two).
    */
-  private async drive(mac: string, id: string, actionId: string): Promise<PromiseSettledResult<ExecOutcome>> {
+  private async drive(mac: string, id: string, actionId: string, here = false): Promise<PromiseSettledResult<ExecOutcome>> {
     try {
       const conn = this.hub.get(mac);
+      const peer = conn || here ? undefined : this.ctx.cluster.locate(mac);
+      if (peer?.url) return await this.driveOn(peer.url, peer.name, mac, id, actionId);
       if (!conn) return { status: "fulfilled", value: { queued: true } };
       try {
         // What the device reported and listed is usually known: no wait, no promise, then.
@@ -186,6 +188,69 @@ export class ActionService {
     } finally {
       this.inflight.delete(id);
     }
+  }
+
+  /**
+   * Executions logged here for devices whose sockets are on other nodes: the node holding a
+   * device's socket drives it (driveHere), the executions of one fan-out on one node in one request.
+   */
+  private readonly peerBatches = new Map<string, { name: string; actionId: string; executions: Array<{ mac: string; id: string; settle: (outcome: PromiseSettledResult<ExecOutcome>) => void }> }>();
+
+  private driveOn(url: string, name: string, mac: string, id: string, actionId: string): Promise<PromiseSettledResult<ExecOutcome>> {
+    return new Promise((settle) => {
+      const key = `${url}\n${actionId}`;
+      let batch = this.peerBatches.get(key);
+      if (!batch) {
+        this.peerBatches.set(key, (batch = { name, actionId, executions: [] }));
+        // The slices of one fan-out (SEND_SLICE per turn) go in one request.
+        setImmediate(() => {
+          this.peerBatches.delete(key);
+          void this.sendBatch(url, batch!);
+        });
+      }
+      batch.executions.push({ mac, id, settle });
+    });
+  }
+
+  private async sendBatch(url: string, batch: { name: string; actionId: string; executions: Array<{ mac: string; id: string; settle: (outcome: PromiseSettledResult<ExecOutcome>) => void }> }): Promise<void> {
+    const { action_max_wait: most, device_reply_timeout: reply } = this.timeouts;
+    try {
+      const res = await fetch(`${url}/api/v1/cluster/actions`, {
+        method: "POST",
+        headers: { authorization: `Bearer token=${this.ctx.cluster.peerToken()}`, "content-type": "application/json" },
+        body: JSON.stringify({ action_id: batch.actionId, executions: batch.executions.map(({ mac, id }) => ({ mac, id })) } satisfies PeerExecutions),
+        signal: AbortSignal.timeout((most + 3 * reply) * 1000),
+      });
+      if (res.status !== 200) throw new Error(`answered ${res.status}`);
+      const { outcomes } = (await res.json()) as PeerOutcomes;
+      batch.executions.forEach(({ settle }, i) => {
+        const outcome = outcomes[i];
+        if (outcome && "result" in outcome) settle({ status: "fulfilled", value: outcome.result });
+        else if (outcome && "queued" in outcome) settle({ status: "fulfilled", value: { queued: true } });
+        else settle({ status: "rejected", reason: new LabgateError((outcome?.error.code ?? "upstream") as ErrorCode, outcome?.error.message ?? `node ${batch.name} gave no outcome`) });
+      });
+    } catch (error) {
+      for (const { id, settle } of batch.executions) {
+        await this.fail(id);
+        settle({ status: "rejected", reason: new LabgateError("upstream", `node ${batch.name}, which holds the device's socket, did not answer: ${(error as Error).message}`) });
+      }
+    }
+  }
+
+  /** Another node's executions (logged there, pending) for devices whose sockets are here; one outcome each, in order. */
+  async driveHere(actionId: string, executions: Array<{ mac: string; id: string }>): Promise<PeerOutcomes["outcomes"]> {
+    const settled = await Promise.all(
+      executions.map(({ mac, id }) => {
+        if (this.inflight.has(id)) return Promise.resolve<PromiseSettledResult<ExecOutcome>>({ status: "rejected", reason: new LabgateError("conflict", `execution ${id} is under way already`) });
+        this.inflight.add(id);
+        return this.drive(mac, id, actionId, true);
+      }),
+    );
+    return settled.map((outcome) => {
+      if (outcome.status === "fulfilled") return "queued" in outcome.value ? { queued: true as const } : { result: outcome.value };
+      const reason = outcome.reason as Error;
+      return { error: { code: reason instanceof LabgateError ? reason.code : "internal", message: reason.message } };
+    });
   }
 
   /** Sends `action_exec` until the device takes it (ok) or refuses; `full` is retried later. */

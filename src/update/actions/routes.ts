@@ -10,7 +10,8 @@ import { publicBase } from "../../storage/routes.ts";
 import { deviceByMac, devicesByMac } from "../channel/access.ts";
 import type { Permission } from "../permissions/schema.ts";
 import type { ActionService, ExecOutcome } from "./actions.ts";
-import { Action, ActionLogEntry, ExecMany, ExecResult, FanOutResults, RemoveActions, type FanOutEntry } from "./schema.ts";
+import { Action, ActionLogEntry, ExecMany, ExecResult, FanOutResults, PeerExecutions, PeerOutcomes, RemoveActions, type FanOutEntry } from "./schema.ts";
+import { PEER_USER } from "../../cluster/cluster.ts";
 
 /** What a route that asks the device may meet: offline or unable (409), a refusal (502), silence (504). */
 const asking = { 409: errors[409], 502: errors[502], 504: errors[504] };
@@ -142,5 +143,25 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
     },
   );
 
-  return routes(app, getDevicesByMacActionList, getDevicesByMacActionExecByActionId, postDevicesActionExec, getDevicesByMacActionLog, deleteDevicesByMacActionLog, deleteDevicesByMacActionPending, postDevicesByMacActionRemove);
+  // Node to node: another node's executions for the devices whose sockets are here (src/cluster).
+  const postClusterActions = route(
+    app,
+    {
+      method: "post",
+      path: "/api/v1/cluster/actions",
+      tag,
+      access: "management",
+      summary: "Between the nodes of a cluster: executions logged on another node, for devices whose sockets are on this one (a node's own token only)",
+      body: { json: PeerExecutions },
+      responses: { 200: ok(PeerOutcomes, "Each execution's outcome, in order"), 400: errors[400], 401: errors[401], 403: errors[403] },
+    },
+    auth.management("admin_rw"),
+    async (c, { body }) => {
+      const identity = c.get("identity");
+      if (identity.kind !== "mgmt" || identity.user !== PEER_USER) throw new LabgateError("forbidden", "only another node of the cluster calls this");
+      return c.json({ outcomes: await actions.driveHere(body.action_id, body.executions) });
+    },
+  );
+
+  return routes(app, postClusterActions, getDevicesByMacActionList, getDevicesByMacActionExecByActionId, postDevicesActionExec, getDevicesByMacActionLog, deleteDevicesByMacActionLog, deleteDevicesByMacActionPending, postDevicesByMacActionRemove);
 }

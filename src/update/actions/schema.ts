@@ -61,3 +61,16 @@ export type FanOutEntry = z.infer<typeof FanOutEntry>;
 
 /** The fan-out's answer: one entry per device, in the order given (duplicates once). */
 export const FanOutResults = z.object({ results: z.array(FanOutEntry) });
+
+/** POST /api/v1/cluster/actions: executions logged on another node, for the devices whose sockets are on this one. */
+export const PeerExecutions = strictBody({
+  action_id: z.string().min(1).max(256),
+  executions: z.array(z.object({ mac: z.string().max(64), id: z.string().max(64) })).max(100_000),
+});
+export type PeerExecutions = z.infer<typeof PeerExecutions>;
+
+/** Each execution's outcome, in order: the device's result, queued (its socket went), or the error its own exec would answer. */
+export const PeerOutcomes = z.object({
+  outcomes: z.array(z.union([z.object({ result: ExecResult }), z.object({ queued: z.literal(true) }), z.object({ error: z.object({ code: z.string(), message: z.string() }) })])),
+});
+export type PeerOutcomes = z.infer<typeof PeerOutcomes>;

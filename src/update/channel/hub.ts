@@ -14,6 +14,14 @@ import { readDeviceMessage } from "../../protocol/labgate/wire.ts";
 import type { Action } from "../actions/schema.ts";
 import { setDeviceCapabilities } from "../devices/devices.ts";
 
+/** What another node of the cluster asks of a device whose socket is here: a message, or the socket's end. */
+interface DeviceControl {
+  mac: string;
+  message?: ServerMessage;
+  deviceId?: number;
+  close?: { code: number; reason: string };
+}
+
 /** A device did not answer in time: the HTTP side answers 504. */
 export class DeviceTimeoutError extends Error {}
 /** The device went away while a request waited on it. */
@@ -194,7 +202,7 @@ export function actionsOf(entries: ActionEntry[]): Action[] {
 }
 
 export class ChannelHub {
-  private readonly ctx: Pick<AppContext, "clock" | "config" | "log" | "store">;
+  private readonly ctx: Pick<AppContext, "clock" | "config" | "log" | "store" | "cluster">;
   private readonly connections = new Map<string, DeviceConnection>();
   private readonly handlers = new Map<string, MessageHandler<DeviceMethod>>();
   private readonly connectHooks: Array<(connection: DeviceConnection) => void> = [];
@@ -203,7 +211,7 @@ export class ChannelHub {
   /** Device frames dropped since the start: unparsable, an unknown method, or a field that does not fit its schema. */
   dropped = 0;
 
-  constructor(ctx: Pick<AppContext, "clock" | "config" | "log" | "store">) {
+  constructor(ctx: Pick<AppContext, "clock" | "config" | "log" | "store" | "cluster">) {
     this.ctx = ctx;
     this.pinger = new PingTimer(ctx.clock, ctx.config.update_server.ws_ping_interval, (judge) => this.pingRound(judge));
     this.handle("capability_report", (conn, message) => this.capabilityReport(conn, message));
@@ -212,6 +220,8 @@ export class ChannelHub {
       conn.actions = actions;
       conn.settle("action_list", actions);
     });
+    // What another node asks of a device whose socket is here (src/cluster).
+    ctx.cluster.on("device_control", (data) => this.controlled(data as DeviceControl));
     // The device's own alerts (e.g. "cannot handle request") are logged, never fatal.
     this.handle("alert", (conn, message) => this.ctx.log.info(`device ${conn.mac} alert: ${JSON.stringify(message.alert)}`));
   }
@@ -311,9 +321,54 @@ export class ChannelHub {
     this.closed(conn);
   }
 
-  /** Whether the device holds an open management socket (the devices' `connected` field). */
+  /** Whether the device holds an open management socket, here or on another node (the devices' `connected` field). */
   isConnected(mac: string): boolean {
-    return this.connections.has(mac);
+    return this.connections.has(mac) || this.ctx.cluster.locate(mac) !== undefined;
+  }
+
+  /**
+   * Sends `message` to the device wherever its socket is (on another node through the cluster's
+   * messages, without an answer); false when it is connected nowhere.
+   */
+  sendAnywhere(mac: string, message: ServerMessage): boolean {
+    const conn = this.connections.get(mac);
+    if (conn) {
+      try {
+        conn.send(message);
+        return true;
+      } catch {
+        return false;
+      }
+    }
+    if (!this.ctx.cluster.locate(mac)) return false;
+    this.ctx.cluster.publish("device_control", { mac, message } satisfies DeviceControl);
+    return true;
+  }
+
+  /** Closes the socket the device `deviceId` opened, wherever it is (a deletion, a key change). */
+  disconnectAnywhere(mac: string, deviceId: number, code: number, reason: string): void {
+    const conn = this.connections.get(mac);
+    if (conn) {
+      if (conn.deviceId === deviceId) this.disconnect(mac, code, reason);
+      return;
+    }
+    if (this.ctx.cluster.locate(mac)) this.ctx.cluster.publish("device_control", { mac, deviceId, close: { code, reason } } satisfies DeviceControl);
+  }
+
+  /** Another node's message for a device: done when its socket is here. */
+  private controlled(control: DeviceControl): void {
+    if (typeof control?.mac !== "string") return;
+    const conn = this.connections.get(control.mac);
+    if (!conn) return;
+    if (control.close) {
+      if (conn.deviceId === control.deviceId) this.disconnect(control.mac, control.close.code, String(control.close.reason));
+    } else if (control.message) {
+      try {
+        conn.send(control.message);
+      } catch {
+        // Gone meanwhile: as when it is sent here.
+      }
+    }
   }
 
   /** Server shutdown: every device socket goes (they reconnect to the next server). */

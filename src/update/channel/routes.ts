@@ -15,6 +15,7 @@ import { allowed, MSG_FORBIDDEN } from "../permissions/permissions.ts";
 import { actorOf } from "../../http/actor.ts";
 import { errors, queryOf, route, type Operation } from "../../http/openapi.ts";
 import { ShellQuery } from "./schema.ts";
+import { relayShell, type ShellRelay } from "./relay.ts";
 
 /** What every WebSocket route answers: 101 and the socket, or 426 to a plain GET. */
 const socket = (access: Operation["access"], summary: string, refusals: Operation["responses"]) => ({
@@ -107,6 +108,14 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
       let early: Array<string | ArrayBuffer> | undefined = [];
       let earlyBytes = 0;
       let unwatch = () => {};
+      let relay: ShellRelay | undefined;
+      // What the other node needs to authenticate the manager, should the session go through it.
+      const token = c.req.query("token");
+      const credentials: Record<string, string> = {};
+      for (const name of ["authorization", "cookie", "origin"]) {
+        const value = c.req.header(name);
+        if (value) credentials[name] = value;
+      }
       return {
         onOpen: (_event, ws: WSContext) => {
           if (!device) return ws.close(CLOSE_INVALID, closeReason(notConnected(mac)));
@@ -116,6 +125,15 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
               end: (reason) => ws.close(CLOSE_UNAUTHORIZED, reason),
               check: async (current) => ((await allowed(ctx.store.query, current, "device", device.id, "shell")) ? undefined : MSG_FORBIDDEN),
             });
+          }
+          // The device's socket is on another node: the session goes through it.
+          const peer = hub.get(device.mac_address) ? undefined : ctx.cluster.locate(device.mac_address);
+          if (peer?.url) {
+            const target = `${peer.url.replace(/^http/, "ws")}/api/v1/devices/${encodeURIComponent(device.mac_address)}/shell${token ? `?token=${encodeURIComponent(token)}` : ""}`;
+            relay = relayShell(ws.raw as WebSocket, target, credentials, ctx.log, peer.name);
+            for (const frame of early ?? []) relay.fromManager(frame);
+            early = undefined;
+            return;
           }
           void shells.open(device.mac_address, device.id, ws.raw as WebSocket, actor).then((opened) => {
             session = opened;
@@ -130,7 +148,8 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
         onMessage: (event, ws: WSContext) => {
           const frame = frameOf(event.data);
           if (frame === undefined) return;
-          if (session) shells.fromManager(session, frame);
+          if (relay) relay.fromManager(frame);
+          else if (session) shells.fromManager(session, frame);
           else if (early) {
             earlyBytes += size(frame);
             if (earlyBytes <= MAX_EARLY_BYTES) early.push(frame);
@@ -143,6 +162,7 @@ export function channelRoutes(ctx: AppContext, auth: Auth, hub: ChannelHub, shel
         onClose: (event) => {
           unwatch();
           early = undefined;
+          relay?.closed(event.code, event.reason);
           if (session) shells.closed(session, event.code, event.reason);
         },
       };

@@ -70,6 +70,8 @@ import { OUTPUT_TAIL } from "../../protocol/labgate/device.ts";
 
 /** How often the time decisions run (on the injected clock). */
 const TICK_MS = 1000;
+/** The writes of this long go to the other nodes as one change. */
+const PUBLISH_DELAY_MS = 50;
 
 /**
  * Whether an outcome answers the device's current attempt: it carries that deployment and attempt
@@ -249,7 +251,24 @@ export class DeploymentService implements Steering {
     this.catalog = catalog;
     this.events = events;
     this.hub = hub;
+    // Another node's writes, or this node taking the time decisions over: the memory is read again.
+    ctx.cluster.on("deployments_changed", () => (this.remoteChanges += 1));
+    ctx.cluster.onTaken("deployments", () => (this.remoteChanges += 1));
     this.ready = this.current();
+  }
+
+  /** Changes other nodes made to the deployments (counted as they are told), and how many the memory holds. */
+  private remoteChanges = 0;
+  private loadedChanges = 0;
+  private publishing: ReturnType<typeof setTimeout> | undefined;
+
+  /** Tells the other nodes, once for the writes of a short while, that their memory of deployments is stale. */
+  private changedHere(): void {
+    this.publishing ??= setTimeout(() => {
+      this.publishing = undefined;
+      this.ctx.cluster.publish("deployments_changed");
+    }, PUBLISH_DELAY_MS);
+    this.publishing.unref?.();
   }
 
   /** Settles once the memory is built from the database (the server awaits it before it serves). */
@@ -261,6 +280,8 @@ export class DeploymentService implements Steering {
       while (!this.stop.signal.aborted) {
         await this.ctx.clock.sleep(TICK_MS, this.stop.signal);
         if (this.stop.signal.aborted) return;
+        // One node of a cluster makes the time decisions (src/cluster).
+        if (!this.ctx.cluster.runs("deployments")) continue;
         await this.tick().catch((error) => this.ctx.log.warn(`deployments: ${(error as Error).message}`));
       }
     })();
@@ -315,6 +336,7 @@ export class DeploymentService implements Steering {
    */
   private async load(): Promise<void> {
     const epoch = this.store.epoch;
+    const changes = this.remoteChanges;
     const { rows, members, held } = await this.store.transact(async (tx) => {
       const rows = await activeDeployments(tx);
       const members: MemberState[][] = [];
@@ -328,11 +350,12 @@ export class DeploymentService implements Steering {
     rows.forEach((row, i) => this.track(row, members[i], now));
     for (const { device_id, version } of held) this.hold(device_id, version);
     this.epoch = epoch;
+    this.loadedChanges = changes;
   }
 
   /** The memory in step with the database: built again when the database was reloaded from disk (after a write that could not be saved). */
   private current(): Promise<void> {
-    if (this.store.epoch === this.epoch) return Promise.resolve();
+    if (this.store.epoch === this.epoch && this.loadedChanges === this.remoteChanges) return Promise.resolve();
     this.loading ??= this.load().finally(() => (this.loading = undefined));
     return this.loading;
   }
@@ -402,10 +425,12 @@ export class DeploymentService implements Steering {
     };
     await this.stepping.acquire();
     try {
-      return await this.store.transact((tx) => {
+      const result = await this.store.transact((tx) => {
         back();
         return fn({ tx, undo });
       });
+      this.changedHere();
+      return result;
     } catch (error) {
       back();
       throw error;
@@ -715,13 +740,8 @@ export class DeploymentService implements Steering {
     this.publishRun(run.row);
     for (const { id: deviceId, mac_address: mac } of await this.macs(stopped)) {
       const conn = this.hub.get(mac);
-      if (conn?.deviceId === deviceId) {
-        try {
-          conn.send({ method: "update_abort", version: run.row.version });
-        } catch {
-          // Gone meanwhile: it finds no offer at its next check.
-        }
-      }
+      // Gone meanwhile, or connected nowhere: it finds no offer at its next check.
+      if (conn ? conn.deviceId === deviceId : true) this.hub.sendAnywhere(mac, { method: "update_abort", version: run.row.version });
     }
   }
 
@@ -740,6 +760,8 @@ export class DeploymentService implements Steering {
       this.current().catch((error) => this.ctx.log.error(`deployments: ${(error as Error).message}`));
       return "hold";
     }
+    // Another node's changes are read in the background: meanwhile the checks go on from what is known.
+    if (this.loadedChanges !== this.remoteChanges) this.current().catch((error) => this.ctx.log.error(`deployments: ${(error as Error).message}`));
     const member = this.index.get(deviceId);
     if (member && member.run.row.group_id === groupId && member.phase <= member.run.row.current_phase) {
       const { state, run } = member;

@@ -10,7 +10,9 @@ import { publicBase, requireSignedLink } from "../../storage/routes.ts";
 import { serveBytes, serveFile } from "../../storage/send.ts";
 import { authorize } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
-import { FetchedFile, FileRequest } from "./schema.ts";
+import { FetchedFile, FileRequest, PeerFetch } from "./schema.ts";
+import { PEER_USER } from "../../cluster/cluster.ts";
+import { dateOf } from "../../util/time.ts";
 import { MULTIPART_LINK, type DeviceFileStore } from "./store.ts";
 import type { FileTransferService } from "./transfers.ts";
 
@@ -40,6 +42,27 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTr
       // Checked before the device is asked anything.
       await authorize(ctx.store.query, c.get("identity"), "device", id, "read");
       return c.json(await transfers.fetch(id, file, publicBase(ctx, c), actorOf(c, ctx.clock)));
+    },
+  );
+
+  // Node to node: a fetch asked on another node for a device whose socket is here; the parts and the file stay here (src/cluster).
+  const postClusterFiles = route(
+    app,
+    {
+      method: "post",
+      path: "/api/v1/cluster/files",
+      tag,
+      access: "management",
+      summary: "Between the nodes of a cluster: a file fetch asked on another node, for a device whose socket is on this one (a node's own token only)",
+      body: { json: PeerFetch },
+      responses: { 200: ok(FetchedFile, "OK"), 400: errors[400], 401: errors[401], 403: errors[403], 404: errors[404], 409: errors[409], 413: errors[413], 504: errors[504] },
+    },
+    auth.management("admin_rw"),
+    async (c, { body }) => {
+      const identity = c.get("identity");
+      if (identity.kind !== "mgmt" || identity.user !== PEER_USER) throw new LabgateError("forbidden", "only another node of the cluster calls this");
+      const base = ctx.config.cluster.advertise_url || publicBase(ctx, c);
+      return c.json(await transfers.fetch(body.device, body.file, base, { ...body.actor, at: dateOf(ctx.clock) }, true));
     },
   );
 
@@ -89,5 +112,5 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTr
     },
   );
 
-  return routes(app, postDevicesByIdFsFile, putLocalStorageMultipartPartsByPart, getLocalStorageMultipartMultipartPath);
+  return routes(app, postClusterFiles, postDevicesByIdFsFile, putLocalStorageMultipartPartsByPart, getLocalStorageMultipartMultipartPath);
 }

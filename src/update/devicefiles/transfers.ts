@@ -14,7 +14,11 @@ import { deviceFailure, notConnected } from "../channel/errors.ts";
 import { hasCapability, type DeviceMessageOf } from "../../protocol/labgate/device.ts";
 import { getDevice } from "../devices/devices.ts";
 import { PART_NAME, PartTooLargeError, signedFileUrl, type DeviceFileStore } from "./store.ts";
-import type { FetchedFile } from "./schema.ts";
+import type { FetchedFile, PeerFetch } from "./schema.ts";
+import type { PeerNode } from "../../cluster/cluster.ts";
+
+/** The longest wait for another node's fetch. */
+const PEER_FETCH_MS = 86_400_000;
 
 export const PART_LINK = "multipart_part";
 const MiB = 1024 * 1024;
@@ -48,13 +52,13 @@ type ProbeReply = DeviceMessageOf<"fs_file_probe_reply">;
 type DownloadReply = DeviceMessageOf<"fs_file_download_reply">;
 
 export class FileTransferService {
-  private readonly ctx: Pick<AppContext, "config" | "log" | "store" | "tokens">;
+  private readonly ctx: Pick<AppContext, "config" | "log" | "store" | "tokens" | "cluster">;
   private readonly hub: ChannelHub;
   private readonly store: DeviceFileStore;
   private readonly open = new Map<string, Transfer>();
 
   /** The device messages it handles are installed by createUpdateDomain. */
-  constructor(ctx: Pick<AppContext, "config" | "log" | "store" | "tokens">, hub: ChannelHub, store: DeviceFileStore) {
+  constructor(ctx: Pick<AppContext, "config" | "log" | "store" | "tokens" | "cluster">, hub: ChannelHub, store: DeviceFileStore) {
     this.ctx = ctx;
     this.hub = hub;
     this.store = store;
@@ -74,10 +78,13 @@ export class FileTransferService {
    * Fetches `file` from device `deviceId`: `{status: 0, url}` or `{status: 1, url: ""}`. A request
    * the device was asked is in the audit log (`file.fetch`, with its outcome) before the answer.
    */
-  async fetch(deviceId: number, file: string, base: string, actor: Actor): Promise<FetchedFile> {
+  async fetch(deviceId: number, file: string, base: string, actor: Actor, here = false): Promise<FetchedFile> {
     const device = await getDevice(this.ctx.store.query, deviceId);
     if (!device) throw new LabgateError("not_found", "device does not exist");
     const conn = this.hub.get(device.mac_address);
+    // The device's socket is on another node: that node fetches it, and the file's link is its own.
+    const peer = conn || here ? undefined : this.ctx.cluster.locate(device.mac_address);
+    if (peer?.url) return this.fetchOn(peer, deviceId, file, actor);
     if (!conn || conn.deviceId !== device.id) throw notConnected();
     const record = (outcome: Record<string, unknown>) =>
       recordAudit(this.ctx.store.query, actor, "file.fetch", `device:${device.id}`, { mac: device.mac_address, file, ...outcome });
@@ -90,6 +97,25 @@ export class FileTransferService {
     }
     await record({ status: result.status });
     return result;
+  }
+
+  private async fetchOn(peer: PeerNode, deviceId: number, file: string, actor: Actor): Promise<FetchedFile> {
+    const body: PeerFetch = { device: deviceId, file, actor: { kind: actor.kind as PeerFetch["actor"]["kind"], name: actor.name, tokenId: actor.tokenId, client: actor.client } };
+    let res: Response;
+    try {
+      res = await fetch(`${peer.url}/api/v1/cluster/files`, {
+        method: "POST",
+        headers: { authorization: `Bearer token=${this.ctx.cluster.peerToken()}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+        // The other node bounds the transfer by its size; this only ends a wait on a node that went silent.
+        signal: AbortSignal.timeout(PEER_FETCH_MS),
+      });
+    } catch (error) {
+      throw new LabgateError("upstream", `node ${peer.name}, which holds the device's socket, did not answer: ${(error as Error).message}`);
+    }
+    const answer = (await res.json().catch(() => ({}))) as FetchedFile & { error?: string };
+    if (res.status === 200) return { status: answer.status, url: answer.url };
+    throw new LabgateError(res.status === 504 ? "timeout" : res.status === 409 ? "conflict" : res.status === 404 ? "not_found" : "upstream", answer.error ?? `node ${peer.name} answered ${res.status}`);
   }
 
   /** Probes, plans the parts and waits for the device to upload them (see the top of this file). */

@@ -5,6 +5,7 @@
  */
 import type { Page } from "../router.ts";
 import { auditPage } from "./audit.tsx";
+import { clusterPage } from "./cluster.tsx";
 import { deploymentPage, deploymentsPage } from "./deployments.tsx";
 import { devicePage } from "./device.tsx";
 import { devicesPage } from "./devices.tsx";
@@ -20,4 +21,4 @@ import { runsPage } from "./runs.tsx";
 import { triggerPage } from "./trigger.tsx";
 import { versionsPage } from "./versions.tsx";
 
-export const pages: Page[] = [devicesPage, devicePage, registrationsPage, groupsPage, groupPage, deploymentsPage, deploymentPage, packagesPage, packagePage, versionsPage, usersPage, configsPage, configPage, runsPage, runPage, triggerPage, nodesPage, auditPage];
+export const pages: Page[] = [devicesPage, devicePage, registrationsPage, groupsPage, groupPage, deploymentsPage, deploymentPage, packagesPage, packagePage, versionsPage, usersPage, configsPage, configPage, runsPage, runPage, triggerPage, nodesPage, auditPage, clusterPage];

@@ -1,0 +1,355 @@
+/*
+ * A node of a cluster on PostgreSQL (docs/cluster.md). Each node holds one session of its own
+ * beside the store's pool: it beats in `cluster_nodes`, holds its jobs as session advisory locks
+ * (PostgreSQL releases them the moment the session ends, so a dead node's jobs are free at once,
+ * and two sessions never hold one lock), records the devices whose sockets it holds, and listens
+ * for the other nodes' messages (LISTEN/NOTIFY). Loaded only from PostgreSQL's part.
+ */
+import { randomUUID } from "node:crypto";
+import type { Client } from "pg";
+import { JOBS, type Cluster, type Job, type NodeView, type PeerNode, type Topic } from "./cluster.ts";
+
+/** The advisory locks' first key: labgate's jobs ("lg"); the second is the job's place in JOBS, plus one. */
+const LOCK_SPACE = 0x6c67;
+/** How often a node beats and tries the jobs it does not hold. */
+const BEAT_MS = 2000;
+/** A node that has not beaten for this long is down: its devices no longer count and its session is ended. */
+export const DOWN_AFTER_MS = 8000;
+/** Wait before a lost session is opened again. */
+const RECONNECT_MS = 1000;
+/** The NOTIFY channel of every node. */
+const CHANNEL = "labgate_cluster";
+/** PostgreSQL's own bound on a NOTIFY payload is 8000 bytes. */
+const MAX_PAYLOAD = 7900;
+/** The database's clock in ms: every node's times are read on one clock. */
+const NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+export interface ClusterNodeOptions {
+  url: string;
+  name: string;
+  advertiseUrl: string;
+  version: string;
+  log: (level: "info" | "warn" | "error", message: string) => void;
+  /** A short-lived token for calls to the other nodes (the nodes share their signing keys). */
+  peerToken: () => string;
+}
+
+/** MACs per presence message: each well within NOTIFY's payload bound. */
+const PRESENCE_BATCH = 200;
+
+/** A message from one node to the others. */
+type Message =
+  | { from: string; topic: Topic; data?: unknown }
+  /** Device sockets that opened or closed on node `node`; `reset`: forget every socket it held before. */
+  | { from: string; topic: "presence"; node: string; opened: string[]; closed: string[]; reset?: boolean };
+
+export async function startClusterNode(options: ClusterNodeOptions): Promise<Cluster> {
+  const node = new ClusterNode(options);
+  await node.join();
+  return node;
+}
+
+class ClusterNode implements Cluster {
+  readonly name: string;
+  private readonly instance = randomUUID();
+  private readonly options: ClusterNodeOptions;
+  private session: Client | undefined;
+  private readonly held = new Set<Job>();
+  private readonly takenHooks = new Map<Job, Array<() => void>>();
+  private readonly handlers = new Map<Topic, Array<(data: unknown) => void>>();
+  /** Device sockets opened (true) or closed (false) here since the last write of them. */
+  private readonly presence = new Map<string, boolean>();
+  private flushing: Promise<void> | undefined;
+  /** Where the other nodes' device sockets are, by MAC: the node's name. */
+  private readonly remote = new Map<string, string>();
+  /** The other nodes' advertise URLs, by name (read at each beat). */
+  private readonly peers = new Map<string, string>();
+  private beating: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  /** Set once another process took this node's name, or at close: the node does no more. */
+  private ended = false;
+
+  constructor(options: ClusterNodeOptions) {
+    this.name = options.name;
+    this.options = options;
+  }
+
+  /** Opens the session, takes the node's name (ending the session of an earlier process under it) and starts beating. */
+  async join(): Promise<void> {
+    await this.connect();
+    this.timer = setInterval(() => void this.beat(), BEAT_MS);
+    this.timer.unref();
+    await this.beat();
+  }
+
+  runs(job: Job): boolean {
+    return this.held.has(job);
+  }
+
+  onTaken(job: Job, hook: () => void): void {
+    this.takenHooks.set(job, [...(this.takenHooks.get(job) ?? []), hook]);
+  }
+
+  publish(topic: Topic, data?: unknown): void {
+    this.notify({ from: this.instance, topic, data });
+  }
+
+  on(topic: Topic, handler: (data: unknown) => void): void {
+    this.handlers.set(topic, [...(this.handlers.get(topic) ?? []), handler]);
+  }
+
+  deviceConnected(mac: string): void {
+    this.presence.set(mac, true);
+    this.flushPresence();
+  }
+
+  deviceDisconnected(mac: string): void {
+    this.presence.set(mac, false);
+    this.flushPresence();
+  }
+
+  locate(mac: string): PeerNode | undefined {
+    const name = this.remote.get(mac);
+    return name === undefined ? undefined : { name, url: this.peers.get(name) ?? "" };
+  }
+
+  peerToken(): string {
+    return this.options.peerToken();
+  }
+
+  async nodes(): Promise<NodeView[]> {
+    const rows = await this.query<{ name: string; advertise_url: string; stopped: number; heartbeat_at: string; now: string; connected_devices: string; jobs: number[] | null }>(
+      `SELECT n.name, n.advertise_url, n.stopped, n.heartbeat_at, ${NOW_MS} AS now,
+              (SELECT count(*) FROM cluster_devices d WHERE d.node = n.name) AS connected_devices,
+              (SELECT array_agg(l.objid::bigint::int ORDER BY l.objid::bigint) FROM pg_locks l
+                WHERE l.locktype = 'advisory' AND l.granted AND l.classid::bigint = $1 AND l.objsubid = 2 AND l.pid = n.session_pid) AS jobs
+         FROM cluster_nodes n ORDER BY n.name`,
+      [LOCK_SPACE],
+    );
+    return rows.map((row) => {
+      const fresh = Number(row.now) - Number(row.heartbeat_at) < DOWN_AFTER_MS;
+      const state = Number(row.stopped) ? "stopped" : fresh ? "up" : "down";
+      return {
+        name: row.name,
+        advertise_url: row.advertise_url,
+        state,
+        connected_devices: state === "up" ? Number(row.connected_devices) : 0,
+        jobs: state === "up" ? (row.jobs ?? []).map((key) => JOBS[key - 1]).filter((job) => job !== undefined) : [],
+      };
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.ended) return;
+    this.ended = true;
+    clearInterval(this.timer);
+    await this.beating;
+    await this.flushing;
+    this.held.clear();
+    const session = this.session;
+    this.session = undefined;
+    if (!session) return;
+    await session
+      .query(`UPDATE cluster_nodes SET stopped = 1, heartbeat_at = ${NOW_MS} WHERE name = $1 AND instance = $2`, [this.name, this.instance])
+      .then(() => session.query(`DELETE FROM cluster_devices WHERE instance = $1`, [this.instance]))
+      .catch((error: Error) => this.options.log("warn", `cluster: leaving: ${error.message}`));
+    // Ending the session releases every advisory lock it holds.
+    await session.end().catch(() => {});
+  }
+
+  /** The node's own session: keepalives short enough that PostgreSQL ends it soon after the machine goes. */
+  private async connect(): Promise<void> {
+    const { default: pg } = await import("pg");
+    const session = new pg.Client({ connectionString: this.options.url, keepAlive: true, keepAliveInitialDelayMillis: 1000, application_name: this.applicationName });
+    session.on("error", () => this.lost(session));
+    session.on("end", () => this.lost(session));
+    session.on("notification", (message) => {
+      if (message.channel === CHANNEL && message.payload) this.received(message.payload);
+    });
+    await session.connect();
+    await session.query(`SET tcp_keepalives_idle = 2; SET tcp_keepalives_interval = 1; SET tcp_keepalives_count = 3`);
+    if (this.joined) {
+      // Back after a lost session: the name is still this process's, unless another took it meanwhile.
+      const held = await session.query(`UPDATE cluster_nodes SET session_pid = pg_backend_pid(), heartbeat_at = ${NOW_MS} WHERE name = $1 AND instance = $2`, [this.name, this.instance]);
+      if (held.rowCount === 0) return this.replaced(session);
+    } else {
+      await this.claim(session);
+    }
+    await session.query(`LISTEN ${CHANNEL}`);
+    // What the others hold, read after listening: a change from then on arrives as a message.
+    const others = await session.query<{ mac_address: string; node: string }>(`SELECT mac_address, node FROM cluster_devices WHERE node <> $1`, [this.name]);
+    for (const row of others.rows) this.remote.set(row.mac_address, row.node);
+    if (!this.joined) this.send(session, { from: this.instance, topic: "presence", node: this.name, opened: [], closed: [], reset: true });
+    this.session = session;
+    this.joined = true;
+    // The devices of this process recorded again: a session lost meanwhile may have missed some.
+    if (this.presence.size > 0) this.flushPresence();
+  }
+
+  /** Whether this process has held its name (a later session only takes it back). */
+  private joined = false;
+
+  /** Takes the node's name in cluster_nodes. */
+  private async claim(session: Client): Promise<void> {
+    // A process that ran under this name before (it crashed, or its machine went) gives its place now: its session ends, and with it its locks.
+    const before = await session.query<{ session_pid: number | null }>(`SELECT session_pid FROM cluster_nodes WHERE name = $1 AND instance <> $2`, [this.name, this.instance]);
+    const pid = before.rows[0]?.session_pid;
+    if (pid) await session.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND application_name = $2`, [pid, this.applicationName]);
+    await session.query(
+      `INSERT INTO cluster_nodes (name, instance, advertise_url, version, started_at, heartbeat_at, stopped, session_pid)
+         VALUES ($1, $2, $3, $4, ${NOW_MS}, ${NOW_MS}, 0, pg_backend_pid())
+       ON CONFLICT (name) DO UPDATE SET instance = EXCLUDED.instance, advertise_url = EXCLUDED.advertise_url, version = EXCLUDED.version,
+         started_at = CASE WHEN cluster_nodes.instance = EXCLUDED.instance THEN cluster_nodes.started_at ELSE EXCLUDED.started_at END,
+         heartbeat_at = EXCLUDED.heartbeat_at, stopped = 0, session_pid = EXCLUDED.session_pid`,
+      [this.name, this.instance, this.options.advertiseUrl, this.options.version],
+    );
+    await session.query(`DELETE FROM cluster_devices WHERE node = $1 AND instance <> $2`, [this.name, this.instance]);
+  }
+
+  /** Another process took this node's name: this one does nothing more in the cluster. */
+  private async replaced(session: Client): Promise<void> {
+    this.options.log("error", `cluster: another process took the node name ${this.name}; this one leaves the cluster (give each node its own cluster.node_name)`);
+    this.ended = true;
+    clearInterval(this.timer);
+    this.held.clear();
+    this.session = undefined;
+    await session.end().catch(() => {});
+  }
+
+  private get applicationName(): string {
+    return `labgate node ${this.name}`;
+  }
+
+  /** The session went: its locks went with it, so the jobs stop now; it is opened again shortly. */
+  private lost(session: Client): void {
+    if (this.session !== session) return;
+    this.session = undefined;
+    if (this.held.size > 0) this.options.log("warn", `cluster: the node's session to PostgreSQL ended; its jobs (${[...this.held].join(", ")}) stop until it is back`);
+    this.held.clear();
+    if (this.ended) return;
+    setTimeout(() => {
+      if (!this.ended && !this.session) this.connect().catch((error: Error) => this.options.log("warn", `cluster: cannot reach PostgreSQL: ${error.message}`));
+    }, RECONNECT_MS).unref();
+  }
+
+  /** One beat: the node's row, the jobs free to take, the devices of down nodes (by the sweep's holder). */
+  private beat(): Promise<void> {
+    this.beating ??= this.beatOnce()
+      .catch((error: Error) => {
+        if (!this.ended) this.options.log("warn", `cluster: beat failed: ${error.message}`);
+      })
+      .finally(() => (this.beating = undefined));
+    return this.beating;
+  }
+
+  private async beatOnce(): Promise<void> {
+    const session = this.session;
+    if (this.ended || !session) return;
+    const mine = await session.query(`UPDATE cluster_nodes SET heartbeat_at = ${NOW_MS}, session_pid = pg_backend_pid() WHERE name = $1 AND instance = $2`, [this.name, this.instance]);
+    if (mine.rowCount === 0) return this.replaced(session);
+    const peers = await session.query<{ name: string; advertise_url: string }>(`SELECT name, advertise_url FROM cluster_nodes WHERE name <> $1`, [this.name]);
+    for (const row of peers.rows) this.peers.set(row.name, row.advertise_url);
+    for (const [index, job] of JOBS.entries()) {
+      if (this.held.has(job)) continue;
+      const taken = await session.query<{ taken: boolean }>(`SELECT pg_try_advisory_lock($1, $2) AS taken`, [LOCK_SPACE, index + 1]);
+      if (!taken.rows[0]?.taken || this.session !== session) continue;
+      this.held.add(job);
+      this.options.log("info", `cluster: this node (${this.name}) runs ${job}`);
+      for (const hook of this.takenHooks.get(job) ?? []) this.safely(hook, `taking ${job}`);
+    }
+    if (this.held.has("node_sweep")) await this.sweep(session);
+  }
+
+  /** Nodes silent past DOWN_AFTER_MS: their sessions end (a hung process's locks go) and their devices no longer count. */
+  private async sweep(session: Client): Promise<void> {
+    const down = await session.query<{ name: string; session_pid: number | null }>(
+      `SELECT name, session_pid FROM cluster_nodes WHERE stopped = 0 AND heartbeat_at < ${NOW_MS} - $1`,
+      [DOWN_AFTER_MS],
+    );
+    for (const { name, session_pid: pid } of down.rows) {
+      if (pid) await session.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND application_name = $2`, [pid, `labgate node ${name}`]);
+      const gone = await session.query(`DELETE FROM cluster_devices WHERE node = $1`, [name]);
+      if (gone.rowCount) {
+        this.send(session, { from: this.instance, topic: "presence", node: name, opened: [], closed: [], reset: true });
+        this.forget(name);
+      }
+    }
+  }
+
+  private flushPresence(): void {
+    if (this.flushing || this.ended) return;
+    this.flushing = (async () => {
+      // Changes made while a write is under way go with the next one.
+      while (this.presence.size > 0 && this.session && !this.ended) {
+        const changes = [...this.presence];
+        this.presence.clear();
+        const opened = changes.filter(([, open]) => open).map(([mac]) => mac);
+        const closed = changes.filter(([, open]) => !open).map(([mac]) => mac);
+        try {
+          if (opened.length > 0) {
+            await this.session.query(
+              `INSERT INTO cluster_devices (mac_address, node, instance) SELECT mac, $2, $3 FROM unnest($1::text[]) AS mac
+               ON CONFLICT (mac_address) DO UPDATE SET node = EXCLUDED.node, instance = EXCLUDED.instance`,
+              [opened, this.name, this.instance],
+            );
+          }
+          if (closed.length > 0) await this.session.query(`DELETE FROM cluster_devices WHERE mac_address = ANY($1::text[]) AND instance = $2`, [closed, this.instance]);
+          for (let i = 0; i < opened.length || i < closed.length; i += PRESENCE_BATCH) {
+            this.send(this.session, { from: this.instance, topic: "presence", node: this.name, opened: opened.slice(i, i + PRESENCE_BATCH), closed: closed.slice(i, i + PRESENCE_BATCH) });
+          }
+        } catch (error) {
+          // Kept for the next try (the session is opened again, and records them then).
+          for (const [mac, open] of changes) if (!this.presence.has(mac)) this.presence.set(mac, open);
+          this.options.log("warn", `cluster: device sockets not recorded: ${(error as Error).message}`);
+          return;
+        }
+      }
+    })().finally(() => (this.flushing = undefined));
+  }
+
+  private notify(message: Message): void {
+    if (this.session) this.send(this.session, message);
+  }
+
+  private send(session: Client, message: Message): void {
+    const payload = JSON.stringify(message);
+    if (Buffer.byteLength(payload) > MAX_PAYLOAD) return this.options.log("error", `cluster: a ${message.topic} message too large for NOTIFY was not sent`);
+    session.query(`SELECT pg_notify($1, $2)`, [CHANNEL, payload]).catch((error: Error) => this.options.log("warn", `cluster: message not sent: ${error.message}`));
+  }
+
+  /** Drops what this node knew of `node`'s device sockets. */
+  private forget(node: string): void {
+    for (const [mac, holder] of this.remote) if (holder === node) this.remote.delete(mac);
+  }
+
+  private received(payload: string): void {
+    let message: Message;
+    try {
+      message = JSON.parse(payload) as Message;
+    } catch {
+      return;
+    }
+    if (message.from === this.instance) return;
+    if (message.topic === "presence" && "node" in message) {
+      if (message.node === this.name) return;
+      if (message.reset) this.forget(message.node);
+      for (const mac of message.closed ?? []) if (this.remote.get(mac) === message.node) this.remote.delete(mac);
+      for (const mac of message.opened ?? []) this.remote.set(mac, message.node);
+      return;
+    }
+    for (const handler of this.handlers.get(message.topic) ?? []) this.safely(() => handler(message.data), message.topic);
+  }
+
+  private async query<R extends object>(text: string, values: unknown[]): Promise<R[]> {
+    if (!this.session) throw new Error("the node's session to PostgreSQL is not open");
+    return (await this.session.query<R>(text, values)).rows;
+  }
+
+  private safely(hook: () => void, what: string): void {
+    try {
+      hook();
+    } catch (error) {
+      this.options.log("error", `cluster: ${what}: ${(error as Error).message}`);
+    }
+  }
+}

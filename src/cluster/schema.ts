@@ -1,0 +1,17 @@
+/** The cluster API's shapes (`GET /api/v1/cluster`); the console imports the types. */
+import * as z from "zod";
+import { JOBS } from "./cluster.ts";
+
+export const ClusterNode = z
+  .object({
+    name: z.string().describe("cluster.node_name, else the host name"),
+    advertise_url: z.string().describe("how the other nodes reach it (cluster.advertise_url); empty: not set"),
+    state: z.enum(["up", "down", "stopped"]).describe("up: it beat within the last 8 s; down: it stopped beating; stopped: it shut down"),
+    connected_devices: z.int().describe("device sockets it holds"),
+    jobs: z.array(z.enum(JOBS)).describe("the jobs it runs now (each runs on one node at a time)"),
+  })
+  .meta({ id: "ClusterNode" });
+export type ClusterNode = z.infer<typeof ClusterNode>;
+
+export const ClusterView = z.object({ nodes: z.array(ClusterNode) }).meta({ id: "ClusterView" });
+export type ClusterView = z.infer<typeof ClusterView>;
