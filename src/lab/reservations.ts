@@ -1,7 +1,8 @@
 /*
  * Board reservations: a user holds a device until a time (refreshable by its holder, released by
  * DELETE or by the time passing; an administrator may break it). While it is held, no one else's
- * test run goes to it (refuseReserved, called where a run's devices are resolved). A row past its
+ * test run goes to it (refuseReserved, called where a run's devices are resolved) and a
+ * deployment's validation run waits for it (untilFree). A row past its
  * `until` holds nothing and is replaced by the next reservation.
  */
 import { recordAudit, type Actor } from "../audit/audit.ts";
@@ -72,6 +73,8 @@ export class ReservationService {
    */
   private held = new Map<number, number>();
   private epoch = -1;
+  /** Who waits for each device's reservation to end (untilFree), woken when it changes. */
+  private readonly waiters = new Map<number, Set<() => void>>();
 
   constructor(ctx: AppContext) {
     this.ctx = ctx;
@@ -94,6 +97,34 @@ export class ReservationService {
       void this.load().catch((error: Error) => this.ctx.log.warn(`lab: reservations not read again: ${error.message}`));
     }
     return (this.held.get(deviceId) ?? 0) > now;
+  }
+
+  /**
+   * Resolves true once no one holds `deviceId` (at once when no one does): at its `until`, or
+   * earlier when it is released or broken, later when its holder refreshes it. False when
+   * `signal` ended the wait first.
+   */
+  async untilFree(deviceId: number, signal: AbortSignal): Promise<boolean> {
+    for (;;) {
+      if (signal.aborted) return false;
+      const now = this.ctx.clock.now();
+      if (!this.holds(deviceId, now)) return true;
+      const changed = new AbortController();
+      const wake = () => changed.abort();
+      const waiters = this.waiters.get(deviceId) ?? new Set();
+      waiters.add(wake);
+      this.waiters.set(deviceId, waiters);
+      try {
+        await this.ctx.clock.sleep(this.held.get(deviceId)! - now, AbortSignal.any([signal, changed.signal]));
+      } finally {
+        waiters.delete(wake);
+        if (waiters.size === 0) this.waiters.delete(deviceId);
+      }
+    }
+  }
+
+  private changed(deviceId: number): void {
+    this.waiters.get(deviceId)?.forEach((wake) => wake());
   }
 
   /** The devices `identity` may read that someone holds now (the console's device list), by device id. */
@@ -135,6 +166,7 @@ export class ReservationService {
       return next;
     });
     this.held.set(id, Date.parse(reservation.until));
+    this.changed(id);
     return view(id, reservation);
   }
 
@@ -152,6 +184,7 @@ export class ReservationService {
       await recordAudit(tx, actor, breaking ? "reservation.break" : "reservation.release", `device:${id}`, breaking ? { holder: current.holder, until: current.until } : undefined);
     });
     this.held.delete(id);
+    this.changed(id);
     return view(id, undefined);
   }
 }

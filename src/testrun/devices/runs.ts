@@ -58,6 +58,14 @@ export interface BoardPower {
   act(identity: Identity, actor: Actor, deviceId: number, action: "on" | "off" | "cycle"): Promise<unknown>;
 }
 
+/** Board reservations as the lab keeps them (src/lab/reservations.ts): a validation run waits for its board's. */
+export interface BoardReservations {
+  /** Whether someone holds the device at `now`. */
+  holds(deviceId: number, now: number): boolean;
+  /** Resolves true once no one holds it; false when `signal` ended the wait first. */
+  untilFree(deviceId: number, signal: AbortSignal): Promise<boolean>;
+}
+
 /** The artifact a device's console span is written to, beside what the device uploaded. */
 export const CONSOLE_ARTIFACT = "console.log";
 
@@ -139,6 +147,8 @@ export class DeviceRuns {
   private consoles: ConsoleSpans | undefined;
   /** The lab's power control (attachPower). */
   private boardPower: BoardPower | undefined;
+  /** The lab's reservations (attachReservations). */
+  private reservations: BoardReservations | undefined;
 
   constructor(host: DeviceRunHost, hub: ChannelHub) {
     this.host = host;
@@ -156,6 +166,11 @@ export class DeviceRuns {
 
   attachPower(power: BoardPower): void {
     this.boardPower = power;
+  }
+
+  /** From now on a validation run waits while someone holds its board. */
+  attachReservations(reservations: BoardReservations): void {
+    this.reservations = reservations;
   }
 
   /**
@@ -281,7 +296,7 @@ export class DeviceRuns {
   private async runShare(active: ActiveRun, share: Share): Promise<void> {
     const signal = active.controller.signal;
     const reason = () => (typeof signal.reason === "string" ? signal.reason : "Aborted by user");
-    if (!(await this.takeDevice(active, share))) {
+    if (!(await this.takeBoard(active, share))) {
       if (signal.aborted) return this.end(active, share, "aborted", reason());
       const wait = this.ctx.config.test_server.board_wait;
       return this.end(active, share, "failed", `the board was busy with run ${this.queue.holder(share.plan.mac) ?? "(gone)"} for longer than test_server.board_wait (${wait} s)`);
@@ -319,6 +334,28 @@ export class DeviceRuns {
       return this.end(active, share, "failed", `no result within remote_run_timeout (${timeout} s)`);
     });
     await share.done;
+  }
+
+  /**
+   * Takes the share's board for its run. A validation run has no caller who could hold the
+   * board's reservation: it waits for the reservation to end (however long: the deployment waits
+   * for its verdict), before its turn in the queue and again after it (the holder's own runs go
+   * meanwhile), and then holds the board as any run. False after test_server.board_wait in the
+   * queue or an abort.
+   */
+  private async takeBoard(active: ActiveRun, share: Share): Promise<boolean> {
+    const reservations = active.plan.validates === undefined ? undefined : this.reservations;
+    const { id, mac } = share.plan;
+    for (;;) {
+      if (reservations?.holds(id, this.ctx.clock.now())) {
+        this.ctx.log.info(`testrun: run ${active.run.id} waits for the reservation of device ${mac} to end`);
+        if (!(await reservations.untilFree(id, active.controller.signal))) return false;
+      }
+      if (!(await this.takeDevice(active, share))) return false;
+      if (!reservations?.holds(id, this.ctx.clock.now())) return true;
+      // Reserved while it waited in the queue: the holder's runs go first.
+      this.queue.release(mac, active.run.id);
+    }
   }
 
   /** Takes the share's device for its run, queued behind the runs holding it; false after test_server.board_wait or an abort. */
