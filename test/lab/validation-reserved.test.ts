@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { after, test } from "node:test";
 import type { Agent } from "../../src/agent/agent.ts";
 import { tempDir, useTestServer, waitFor } from "../helpers/server.ts";
-import { connectedAgent, FAST_SERVER } from "../update/helpers/agents.ts";
+import { connectedAgent, FAST_SERVER, type AgentOptions } from "../update/helpers/agents.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
 import { getRun, uploadConfig, waitRun, type RunObject } from "../testrun/run-helpers.ts";
 
@@ -38,7 +38,7 @@ test("a validation run waits for a reservation made after the install, lets the 
   const image = join(work, "image.bin");
   // The install waits for its gate: the board is reserved while it installs, before its report.
   const install = ["sh", "-c", 'while [ ! -e "$3" ]; do sleep 0.1; done; cp "$1" "$2"', "install", "{file}", image, gate("install")];
-  const { id } = await connectedAgent(server, agents, { name: "res-board", device_type: "board", software_version: "v1", update_check_interval: 0.3, install_command: install, tests: { enabled: true } });
+  const { id } = await connectedAgent(server, agents, { name: "res-board", device_type: "board", software_version: "v1", update_check_interval: 0.3, install_command: install, tests: { enabled: true } } as AgentOptions);
   const holder = server.token(["tests_rw"], "holder-46v");
   for (const permission of ["read", "test"]) {
     assert.equal((await server.call("POST", "/api/v1/permissions", { user_id: "holder-46v", resource: "device", resource_id: id, permission })).status, 200);
