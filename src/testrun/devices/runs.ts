@@ -19,11 +19,10 @@ import { after, dateOf } from "../../util/time.ts";
 import { ReportWriter, type ReportRow } from "../engine/report.ts";
 import type { ModuleLookup } from "../modules/registry.ts";
 import type { DeviceShare, TestPlan } from "../plan.ts";
-import { artifactsDir, reportDetailsPath, reportIndexPath, reportPath, type TestrunDirs } from "../runs/paths.ts";
-import { deviceErrors, deviceLabel } from "../runs/sight.ts";
-import type { DeviceProgress } from "../schema.ts";
-import type { RunRecord, RunStore } from "../runs/store.ts";
+import { artifactsDir, reportDetailsPath, reportIndexPath, reportPath, type TestrunDirs } from "../paths.ts";
+import type { DeviceProgress, RunCounts } from "../schema.ts";
 import { ROW_LIMITS as LIMITS, TESTS_CAPABILITY, type DeviceMessageOf, type TestRunAbort, type TestRunStart } from "../../protocol/labgate/device.ts";
+import { deviceErrors, deviceLabel } from "./names.ts";
 import { DeviceQueue } from "./queue.ts";
 import { expectedCases, type ExpectedCase } from "./shares.ts";
 
@@ -35,10 +34,30 @@ const ABORT_GRACE_MS = 10_000;
 /** Progress reaches the run object (and the console) at most this often while rows come. */
 const PROGRESS_INTERVAL_MS = 300;
 
+/** A run as the device runs read it (src/testrun/runs/store.ts keeps the whole record). */
+export interface DeviceRun {
+  readonly seq: number;
+  readonly id: string;
+  readonly configName: string;
+  readonly suite: string;
+  readonly pattern: string;
+  readonly warnings: string[];
+}
+
+/** What the device runs read and write of their runs (src/testrun/runs/store.ts's RunStore). */
+export interface DeviceRunStore {
+  getRun(id: string): Promise<{ status: string } | undefined>;
+  /** Whether the run was still pending and is running now. */
+  markRunning(id: string, at: number): Promise<boolean>;
+  setDevices(id: string, devices: DeviceProgress[]): Promise<void>;
+  finishRun(id: string, fields: { status: "finished" | "failed" | "aborted"; at: number; error?: string | null; warnings?: string[]; counts?: RunCounts }): Promise<boolean>;
+  saveDeviceResults(run: DeviceRun, device: { mac: string; name: string }, results: Map<string, string>): Promise<void>;
+}
+
 /** What the device runs need of the run service. */
 export interface DeviceRunHost {
   readonly ctx: Pick<AppContext, "clock" | "config" | "log">;
-  readonly store: RunStore;
+  readonly store: DeviceRunStore;
   readonly dirs: TestrunDirs;
   readonly lookup: ModuleLookup;
   /** Tells whoever waits for the run that it ended. */
@@ -104,7 +123,7 @@ class Share {
 }
 
 class ActiveRun {
-  readonly run: RunRecord;
+  readonly run: DeviceRun;
   readonly plan: TestPlan;
   readonly controller = new AbortController();
   readonly shares = new Map<string, Share>();
@@ -119,7 +138,7 @@ class ActiveRun {
   readonly closed: Promise<void>;
   close!: () => void;
 
-  constructor(run: RunRecord, plan: TestPlan) {
+  constructor(run: DeviceRun, plan: TestPlan) {
     this.run = run;
     this.plan = plan;
     this.closed = new Promise((resolve) => (this.close = resolve));
@@ -201,7 +220,7 @@ export class DeviceRuns {
   }
 
   /** Starts a created (pending) device run; it ends on its own. */
-  start(run: RunRecord, plan: TestPlan): void {
+  start(run: DeviceRun, plan: TestPlan): void {
     const active = new ActiveRun(run, plan);
     const lookup: ModuleLookup = { ...this.host.lookup, scripts: plan.modules ?? {} };
     for (const [i, share] of (plan.devices ?? []).entries()) active.shares.set(share.mac, new Share(share, i, expectedCases(share.entries, run.pattern, lookup)));

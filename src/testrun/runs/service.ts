@@ -17,7 +17,7 @@ import { refuseReserved } from "../../lab/reservations.ts";
 import { aggregateResults } from "./aggregate.ts";
 import { Orchestrator, type LocalRuns } from "./dispatch.ts";
 import { openReportCsv, openReportDetails, type ReportSource } from "../engine/report.ts";
-import { artifactsDir, reportDetailsPath, reportIndexPath, reportPath, testrunDirs, type TestrunDirs } from "./paths.ts";
+import { artifactsDir, reportDetailsPath, reportIndexPath, reportPath, testrunDirs, type TestrunDirs } from "../paths.ts";
 import { DeviceSight, seenRun, type SeenRun } from "./sight.ts";
 import { RunQueue } from "./queue.ts";
 import { executeRun } from "./runner.ts";
