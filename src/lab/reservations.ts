@@ -11,7 +11,7 @@ import type { Queries, Store } from "../db/store.ts";
 import { getDevice } from "../update/devices/devices.ts";
 import { allowed, authorize, bypasses, MSG_FORBIDDEN } from "../update/permissions/permissions.ts";
 import { LabgateError } from "../util/errors.ts";
-import { isoTime } from "../util/time.ts";
+import { isoTime, sleepUntilWoken, wakeAll, type Wakers } from "../util/time.ts";
 
 export interface Reservation {
   holder: string;
@@ -74,7 +74,7 @@ export class ReservationService {
   private held = new Map<number, number>();
   private epoch = -1;
   /** Who waits for each device's reservation to end (untilFree), woken when it changes. */
-  private readonly waiters = new Map<number, Set<() => void>>();
+  private readonly waiters: Wakers<number> = new Map();
 
   constructor(ctx: AppContext) {
     this.ctx = ctx;
@@ -109,22 +109,8 @@ export class ReservationService {
       if (signal.aborted) return false;
       const now = this.ctx.clock.now();
       if (!this.holds(deviceId, now)) return true;
-      const changed = new AbortController();
-      const wake = () => changed.abort();
-      const waiters = this.waiters.get(deviceId) ?? new Set();
-      waiters.add(wake);
-      this.waiters.set(deviceId, waiters);
-      try {
-        await this.ctx.clock.sleep(this.held.get(deviceId)! - now, AbortSignal.any([signal, changed.signal]));
-      } finally {
-        waiters.delete(wake);
-        if (waiters.size === 0) this.waiters.delete(deviceId);
-      }
+      await sleepUntilWoken(this.ctx.clock, this.held.get(deviceId)! - now, signal, this.waiters, deviceId);
     }
-  }
-
-  private changed(deviceId: number): void {
-    this.waiters.get(deviceId)?.forEach((wake) => wake());
   }
 
   /** The devices `identity` may read that someone holds now (the console's device list), by device id. */
@@ -166,7 +152,7 @@ export class ReservationService {
       return next;
     });
     this.held.set(id, Date.parse(reservation.until));
-    this.changed(id);
+    wakeAll(this.waiters, id);
     return view(id, reservation);
   }
 
@@ -184,7 +170,7 @@ export class ReservationService {
       await recordAudit(tx, actor, breaking ? "reservation.break" : "reservation.release", `device:${id}`, breaking ? { holder: current.holder, until: current.until } : undefined);
     });
     this.held.delete(id);
-    this.changed(id);
+    wakeAll(this.waiters, id);
     return view(id, undefined);
   }
 }

@@ -15,7 +15,7 @@ import type { Actor } from "../../audit/audit.ts";
 import type { Scope } from "../../auth/scopes.ts";
 import type { ChannelHub, DeviceConnection } from "../../update/channel/hub.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { after, dateOf } from "../../util/time.ts";
+import { after, dateOf, sleepUntilWoken, wakeAll, type Wakers } from "../../util/time.ts";
 import { ReportWriter, type ReportRow } from "../engine/report.ts";
 import type { ModuleLookup } from "../modules/registry.ts";
 import type { DeviceShare, TestPlan } from "../plan.ts";
@@ -159,7 +159,7 @@ export class DeviceRuns {
   private readonly host: DeviceRunHost;
   private readonly hub: ChannelHub;
   private readonly active = new Map<string, ActiveRun>();
-  private readonly connectWaiters = new Map<string, Set<() => void>>();
+  private readonly connectWaiters: Wakers<string> = new Map();
   /** Which run holds each device: two runs never share one, the later waits (test_server.board_wait). */
   private readonly queue = new DeviceQueue();
   /** The lab's console captures, once the lab domain has started (attachConsoles). */
@@ -174,7 +174,7 @@ export class DeviceRuns {
     this.hub = hub;
     hub.handle("test_run_row", (conn, message) => this.row(conn, message));
     hub.handle("test_run_end", (conn, message) => this.deviceEnd(conn, message));
-    hub.onConnect((conn) => this.connectWaiters.get(conn.mac)?.forEach((wake) => wake()));
+    hub.onConnect((conn) => wakeAll(this.connectWaiters, conn.mac));
     hub.onDisconnect((mac) => this.disconnected(mac));
   }
 
@@ -298,17 +298,7 @@ export class DeviceRuns {
   private async connection(mac: string, signal: AbortSignal): Promise<DeviceConnection | undefined> {
     const now = this.hub.get(mac);
     if (now) return now;
-    const connected = new AbortController();
-    const wake = () => connected.abort();
-    const waiters = this.connectWaiters.get(mac) ?? new Set();
-    waiters.add(wake);
-    this.connectWaiters.set(mac, waiters);
-    try {
-      await this.ctx.clock.sleep(this.ctx.config.test_server.device_wait * 1000, AbortSignal.any([signal, connected.signal]));
-    } finally {
-      waiters.delete(wake);
-      if (waiters.size === 0) this.connectWaiters.delete(mac);
-    }
+    await sleepUntilWoken(this.ctx.clock, this.ctx.config.test_server.device_wait * 1000, signal, this.connectWaiters, mac);
     return signal.aborted ? undefined : this.hub.get(mac);
   }
 
