@@ -70,10 +70,10 @@ async function fillBusy(): Promise<void> {
   const start = Date.now() - 30 * 86_400_000;
   for (let done = 0; done < ROWS; ) {
     const batch = Math.min(20_000, ROWS - done);
-    await server.embedded!.write((tx) => {
+    await server.ctx.store.transact(async (tx) => {
       for (let i = 0; i < batch; i++, done++) {
         const actor = { ...systemActor("operator", new Date(start + done * 2000)), kind: "token" as const, tokenId: "0123456789abcdef01234567", client: "10.0.0.17" };
-        recordAudit(tx, actor, "device.rename", `device:${1 + (done % DEVICES)}`, { from: `bench-${done}`, to: `bench-${done + 1}` });
+        await recordAudit(tx, actor, "device.rename", `device:${1 + (done % DEVICES)}`, { from: `bench-${done}`, to: `bench-${done + 1}` });
       }
     });
   }

@@ -2,7 +2,6 @@ import { join } from "node:path";
 import { recordAudit, systemActor, type Actor } from "../audit/audit.ts";
 import * as z from "zod";
 import type { Selectable } from "kysely";
-import type { Tx as SyncTx } from "../db/index.ts";
 import type { AccountsTable } from "../db/schema.ts";
 import type { Queries, Store, Tx } from "../db/store.ts";
 import { grants, SCOPES, scopeName, type Scope } from "../auth/scopes.ts";
@@ -182,14 +181,8 @@ export async function accountStanding(q: Queries, identity: ManagementIdentity):
   return { ...identity, scopes: identity.session !== undefined ? scopes : narrowed(identity.scopes, scopes), token: identity };
 }
 
-/**
- * An enabled account's stored scopes (space-separated), or undefined when there is none of that
- * name. A synchronous `db.write`'s transaction is still taken until every caller's is the Store's.
- */
-export function enabledScopesOf(q: Queries, name: string): Promise<string | undefined>;
-export function enabledScopesOf(tx: Pick<SyncTx, "get">, name: string): string | undefined;
-export function enabledScopesOf(q: Queries | Pick<SyncTx, "get">, name: string): Promise<string | undefined> | string | undefined {
-  if (!("selectFrom" in q)) return q.get<{ scopes: string }>("SELECT scopes FROM accounts WHERE name = ? AND disabled = 0", [name])?.scopes;
+/** An enabled account's stored scopes (space-separated), or undefined when there is none of that name. */
+export function enabledScopesOf(q: Queries, name: string): Promise<string | undefined> {
   return q
     .selectFrom("accounts")
     .select("scopes")

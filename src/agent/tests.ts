@@ -12,7 +12,7 @@ import { join } from "node:path";
 import type { DeviceMessage, TestRunAbort, TestRunEnd, TestRunRow, TestRunStart } from "../protocol/labgate/device.ts";
 import type { TestPlan } from "../testrun/plan.ts";
 import { listArtifacts } from "../testrun/runs/artifacts.ts";
-import { artifactsDir } from "../testrun/runs/paths.ts";
+import { artifactsDir } from "../testrun/paths.ts";
 import type { HttpAnswer, HttpClient } from "../update/client/http.ts";
 import type { Logger } from "../util/log.ts";
 import type { Clock } from "../util/time.ts";

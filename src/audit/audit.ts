@@ -13,7 +13,6 @@
  */
 import { userInfo } from "node:os";
 import type { AppContext, Identity } from "../app/context.ts";
-import type { Tx as SyncTx } from "../db/index.ts";
 import type { Queries, Store } from "../db/store.ts";
 import { sql, type Selectable, type SelectQueryBuilder } from "kysely";
 import type { AuditLogTable, Tables } from "../db/schema.ts";
@@ -80,17 +79,10 @@ function auditRow(actor: Actor, action: string, target: string, detail: Record<s
 
 /**
  * Records one entry in `q`, the transaction of the change it describes (or the store's query: a
- * transaction of its own); resolves with its id. A synchronous `db.write`'s transaction is still
- * taken, and written to at once, until every area's transactions are the Store's.
+ * transaction of its own); resolves with its id.
  */
-export function recordAudit(q: Queries, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome?: Outcome): Promise<number>;
-export function recordAudit(tx: Pick<SyncTx, "run">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome?: Outcome): number;
-export function recordAudit(q: Queries | Pick<SyncTx, "run">, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome: Outcome = "ok"): Promise<number> | number {
+export function recordAudit(q: Queries, actor: Actor, action: string, target: string, detail?: Record<string, unknown>, outcome: Outcome = "ok"): Promise<number> {
   const row = auditRow(actor, action, target, detail, outcome);
-  if (!("insertInto" in q)) {
-    const columns = Object.keys(row);
-    return q.run(`INSERT INTO audit_log (${columns.join(", ")}) VALUES (${columns.map(() => "?").join(", ")})`, Object.values(row)).lastInsertRowid;
-  }
   return q
     .insertInto("audit_log")
     .values(row)

@@ -26,7 +26,7 @@ import { hasTable, IMAGE_FILE, IMAGE_SUM_FILE } from "../db/index.ts";
 import type { ImageReader, Store } from "../db/store.ts";
 import { holdingObjectRemovals, storedNamesIn } from "../update/packages/packages.ts";
 import { LOCK_FILE } from "../util/lock.ts";
-import { testrunDirs } from "../testrun/runs/paths.ts";
+import { testrunDirs } from "../testrun/paths.ts";
 import { VERSION } from "../version.ts";
 import { DATA_PREFIX, FORMAT, FORMAT_VERSION, writeArchive, type BackupInfo, type Source, type WriteSummary } from "./archive.ts";
 import { isoTime } from "../util/time.ts";

@@ -354,7 +354,7 @@ export const configSchema = z.strictObject({
     report_columns: custom(readReportColumns).prefault("seed"),
     /**
      * An existing protoplaster install's directories (`--test-dir`, `--reports-dir`,
-     * `--artifacts-dir`), absolute after loading; empty: under the data dir (runs/paths.ts).
+     * `--artifacts-dir`), absolute after loading; empty: under the data dir (src/testrun/paths.ts).
      */
     configs_dir: string().prefault(""),
     reports_dir: string().prefault(""),

@@ -1,7 +1,8 @@
 /*
  * Board reservations: a user holds a device until a time (refreshable by its holder, released by
  * DELETE or by the time passing; an administrator may break it). While it is held, no one else's
- * test run goes to it (refuseReserved, called where a run's devices are resolved). A row past its
+ * test run goes to it (refuseReserved, called where a run's devices are resolved) and a
+ * deployment's validation run waits for it (untilFree). A row past its
  * `until` holds nothing and is replaced by the next reservation.
  */
 import { recordAudit, type Actor } from "../audit/audit.ts";
@@ -10,7 +11,7 @@ import type { Queries, Store } from "../db/store.ts";
 import { getDevice } from "../update/devices/devices.ts";
 import { allowed, authorize, bypasses, MSG_FORBIDDEN } from "../update/permissions/permissions.ts";
 import { LabgateError } from "../util/errors.ts";
-import { isoTime } from "../util/time.ts";
+import { isoTime, sleepUntilWoken, wakeAll, type Wakers } from "../util/time.ts";
 
 export interface Reservation {
   holder: string;
@@ -72,6 +73,8 @@ export class ReservationService {
    */
   private held = new Map<number, number>();
   private epoch = -1;
+  /** Who waits for each device's reservation to end (untilFree), woken when it changes. */
+  private readonly waiters: Wakers<number> = new Map();
 
   constructor(ctx: AppContext) {
     this.ctx = ctx;
@@ -94,6 +97,20 @@ export class ReservationService {
       void this.load().catch((error: Error) => this.ctx.log.warn(`lab: reservations not read again: ${error.message}`));
     }
     return (this.held.get(deviceId) ?? 0) > now;
+  }
+
+  /**
+   * Resolves true once no one holds `deviceId` (at once when no one does): at its `until`, or
+   * earlier when it is released or broken, later when its holder refreshes it. False when
+   * `signal` ended the wait first.
+   */
+  async untilFree(deviceId: number, signal: AbortSignal): Promise<boolean> {
+    for (;;) {
+      if (signal.aborted) return false;
+      const now = this.ctx.clock.now();
+      if (!this.holds(deviceId, now)) return true;
+      await sleepUntilWoken(this.ctx.clock, this.held.get(deviceId)! - now, signal, this.waiters, deviceId);
+    }
   }
 
   /** The devices `identity` may read that someone holds now (the console's device list), by device id. */
@@ -135,6 +152,7 @@ export class ReservationService {
       return next;
     });
     this.held.set(id, Date.parse(reservation.until));
+    wakeAll(this.waiters, id);
     return view(id, reservation);
   }
 
@@ -152,6 +170,7 @@ export class ReservationService {
       await recordAudit(tx, actor, breaking ? "reservation.break" : "reservation.release", `device:${id}`, breaking ? { holder: current.holder, until: current.until } : undefined);
     });
     this.held.delete(id);
+    wakeAll(this.waiters, id);
     return view(id, undefined);
   }
 }

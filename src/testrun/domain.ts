@@ -8,7 +8,7 @@ import type { AppContext } from "../app/context.ts";
 import type { ChannelHub } from "../update/channel/hub.ts";
 import { ConfigStore } from "./config/store.ts";
 import { ConfigViewCache } from "./config/view-cache.ts";
-import { testrunDirs } from "./runs/paths.ts";
+import { testrunDirs } from "./paths.ts";
 import { userInfo } from "node:os";
 import type { Config } from "../config/config.ts";
 import type { Logger } from "../util/log.ts";

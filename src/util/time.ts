@@ -117,6 +117,29 @@ export function deadline(clock: Clock, ms: number): { signal: AbortSignal; cance
 /** The clock's time as a Date. */
 export const dateOf = (clock: Clock): Date => new Date(clock.now());
 
+/** Who waits for news of each key (`wakeAll` ends their `sleepUntilWoken`). */
+export type Wakers<K> = Map<K, Set<() => void>>;
+
+/** Waits `ms` of `clock`'s time, less when `signal` aborts or `wakeAll(wakers, key)` is called. */
+export async function sleepUntilWoken<K>(clock: Clock, ms: number, signal: AbortSignal, wakers: Wakers<K>, key: K): Promise<void> {
+  const woken = new AbortController();
+  const wake = () => woken.abort();
+  const set = wakers.get(key) ?? new Set();
+  set.add(wake);
+  wakers.set(key, set);
+  try {
+    await clock.sleep(ms, AbortSignal.any([signal, woken.signal]));
+  } finally {
+    set.delete(wake);
+    if (set.size === 0) wakers.delete(key);
+  }
+}
+
+/** Ends the waits of `key` (sleepUntilWoken). */
+export function wakeAll<K>(wakers: Wakers<K>, key: K): void {
+  wakers.get(key)?.forEach((wake) => wake());
+}
+
 /** UNIX seconds. */
 export const epochSeconds = (date: Date = new Date()): number => Math.floor(date.getTime() / 1000);
 

@@ -8,7 +8,7 @@ import { createContext } from "preact";
 import { useContext, useRef, useState } from "preact/hooks";
 import { api } from "./api.ts";
 import { useEventSource } from "./ui.tsx";
-import type { StreamEventData } from "../../update/events/schema.ts";
+import type { StreamEventData } from "../../protocol/streams.ts";
 
 export interface LiveProgress {
   progress: number;

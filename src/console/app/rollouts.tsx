@@ -5,7 +5,7 @@
 import { useRef, useState } from "preact/hooks";
 import { api, call } from "./api.ts";
 import { href } from "./router.ts";
-import type { StreamEventData } from "../../update/events/schema.ts";
+import type { StreamEventData } from "../../protocol/streams.ts";
 import { Badge, Card, Show, Table, Time, useEventSource, useLoad } from "./ui.tsx";
 
 /** A deployment event of /api/stream: `device` (a MAC) on the per-device ones. */

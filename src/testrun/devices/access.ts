@@ -10,7 +10,7 @@ import { getDeviceByMac } from "../../update/devices/devices.ts";
 import { allowed, bypasses, MSG_FORBIDDEN } from "../../update/permissions/permissions.ts";
 import type { Permission } from "../../update/permissions/schema.ts";
 import type { TestPlan } from "../plan.ts";
-import type { RunRecord } from "../runs/store.ts";
+import type { DeviceProgress } from "../schema.ts";
 
 /** Whether `identity` holds `perm` on the device with this MAC (a device gone since: no one but an admin). */
 async function onDevice(q: Queries, identity: Identity | undefined, mac: string, perm: Permission): Promise<boolean> {
@@ -24,7 +24,7 @@ async function onDevice(q: Queries, identity: Identity | undefined, mac: string,
  * starting it needed; a deployment's validation run, whose end decides the device's update (a
  * failure rolls it back), `update` on its device. Without a caller, nobody may.
  */
-export async function authorizeStop(q: Queries, identity: Identity | undefined, run: RunRecord, plan: TestPlan | undefined): Promise<void> {
+export async function authorizeStop(q: Queries, identity: Identity | undefined, run: { devices: DeviceProgress[] | null }, plan: TestPlan | undefined): Promise<void> {
   if (run.devices === null) return;
   const validation = plan?.validates !== undefined;
   const perm: Permission = validation ? "update" : "test";

@@ -15,15 +15,14 @@ import type { Actor } from "../../audit/audit.ts";
 import type { Scope } from "../../auth/scopes.ts";
 import type { ChannelHub, DeviceConnection } from "../../update/channel/hub.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { after, dateOf } from "../../util/time.ts";
+import { after, dateOf, sleepUntilWoken, wakeAll, type Wakers } from "../../util/time.ts";
 import { ReportWriter, type ReportRow } from "../engine/report.ts";
 import type { ModuleLookup } from "../modules/registry.ts";
 import type { DeviceShare, TestPlan } from "../plan.ts";
-import { artifactsDir, reportDetailsPath, reportIndexPath, reportPath, type TestrunDirs } from "../runs/paths.ts";
-import { deviceErrors, deviceLabel } from "../runs/sight.ts";
-import type { DeviceProgress } from "../schema.ts";
-import type { RunRecord, RunStore } from "../runs/store.ts";
+import { artifactsDir, reportDetailsPath, reportIndexPath, reportPath, type TestrunDirs } from "../paths.ts";
+import type { DeviceProgress, RunCounts } from "../schema.ts";
 import { ROW_LIMITS as LIMITS, TESTS_CAPABILITY, type DeviceMessageOf, type TestRunAbort, type TestRunStart } from "../../protocol/labgate/device.ts";
+import { deviceErrors, deviceLabel } from "./names.ts";
 import { DeviceQueue } from "./queue.ts";
 import { expectedCases, type ExpectedCase } from "./shares.ts";
 
@@ -35,10 +34,30 @@ const ABORT_GRACE_MS = 10_000;
 /** Progress reaches the run object (and the console) at most this often while rows come. */
 const PROGRESS_INTERVAL_MS = 300;
 
+/** A run as the device runs read it (src/testrun/runs/store.ts keeps the whole record). */
+export interface DeviceRun {
+  readonly seq: number;
+  readonly id: string;
+  readonly configName: string;
+  readonly suite: string;
+  readonly pattern: string;
+  readonly warnings: string[];
+}
+
+/** What the device runs read and write of their runs (src/testrun/runs/store.ts's RunStore). */
+export interface DeviceRunStore {
+  getRun(id: string): Promise<{ status: string } | undefined>;
+  /** Whether the run was still pending and is running now. */
+  markRunning(id: string, at: number): Promise<boolean>;
+  setDevices(id: string, devices: DeviceProgress[]): Promise<void>;
+  finishRun(id: string, fields: { status: "finished" | "failed" | "aborted"; at: number; error?: string | null; warnings?: string[]; counts?: RunCounts }): Promise<boolean>;
+  saveDeviceResults(run: DeviceRun, device: { mac: string; name: string }, results: Map<string, string>): Promise<void>;
+}
+
 /** What the device runs need of the run service. */
 export interface DeviceRunHost {
   readonly ctx: Pick<AppContext, "clock" | "config" | "log">;
-  readonly store: RunStore;
+  readonly store: DeviceRunStore;
   readonly dirs: TestrunDirs;
   readonly lookup: ModuleLookup;
   /** Tells whoever waits for the run that it ended. */
@@ -56,6 +75,14 @@ export interface ConsoleSpans {
 /** Board power as the lab switches it (src/lab/power.ts): the `power` module of a share acts through it. */
 export interface BoardPower {
   act(identity: Identity, actor: Actor, deviceId: number, action: "on" | "off" | "cycle"): Promise<unknown>;
+}
+
+/** Board reservations as the lab keeps them (src/lab/reservations.ts): a validation run waits for its board's. */
+export interface BoardReservations {
+  /** Whether someone holds the device at `now`. */
+  holds(deviceId: number, now: number): boolean;
+  /** Resolves true once no one holds it; false when `signal` ended the wait first. */
+  untilFree(deviceId: number, signal: AbortSignal): Promise<boolean>;
 }
 
 /** The artifact a device's console span is written to, beside what the device uploaded. */
@@ -96,7 +123,7 @@ class Share {
 }
 
 class ActiveRun {
-  readonly run: RunRecord;
+  readonly run: DeviceRun;
   readonly plan: TestPlan;
   readonly controller = new AbortController();
   readonly shares = new Map<string, Share>();
@@ -111,7 +138,7 @@ class ActiveRun {
   readonly closed: Promise<void>;
   close!: () => void;
 
-  constructor(run: RunRecord, plan: TestPlan) {
+  constructor(run: DeviceRun, plan: TestPlan) {
     this.run = run;
     this.plan = plan;
     this.closed = new Promise((resolve) => (this.close = resolve));
@@ -132,20 +159,22 @@ export class DeviceRuns {
   private readonly host: DeviceRunHost;
   private readonly hub: ChannelHub;
   private readonly active = new Map<string, ActiveRun>();
-  private readonly connectWaiters = new Map<string, Set<() => void>>();
+  private readonly connectWaiters: Wakers<string> = new Map();
   /** Which run holds each device: two runs never share one, the later waits (test_server.board_wait). */
   private readonly queue = new DeviceQueue();
   /** The lab's console captures, once the lab domain has started (attachConsoles). */
   private consoles: ConsoleSpans | undefined;
   /** The lab's power control (attachPower). */
   private boardPower: BoardPower | undefined;
+  /** The lab's reservations (attachReservations). */
+  private reservations: BoardReservations | undefined;
 
   constructor(host: DeviceRunHost, hub: ChannelHub) {
     this.host = host;
     this.hub = hub;
     hub.handle("test_run_row", (conn, message) => this.row(conn, message));
     hub.handle("test_run_end", (conn, message) => this.deviceEnd(conn, message));
-    hub.onConnect((conn) => this.connectWaiters.get(conn.mac)?.forEach((wake) => wake()));
+    hub.onConnect((conn) => wakeAll(this.connectWaiters, conn.mac));
     hub.onDisconnect((mac) => this.disconnected(mac));
   }
 
@@ -156,6 +185,11 @@ export class DeviceRuns {
 
   attachPower(power: BoardPower): void {
     this.boardPower = power;
+  }
+
+  /** From now on a validation run waits while someone holds its board. */
+  attachReservations(reservations: BoardReservations): void {
+    this.reservations = reservations;
   }
 
   /**
@@ -186,7 +220,7 @@ export class DeviceRuns {
   }
 
   /** Starts a created (pending) device run; it ends on its own. */
-  start(run: RunRecord, plan: TestPlan): void {
+  start(run: DeviceRun, plan: TestPlan): void {
     const active = new ActiveRun(run, plan);
     const lookup: ModuleLookup = { ...this.host.lookup, scripts: plan.modules ?? {} };
     for (const [i, share] of (plan.devices ?? []).entries()) active.shares.set(share.mac, new Share(share, i, expectedCases(share.entries, run.pattern, lookup)));
@@ -264,24 +298,14 @@ export class DeviceRuns {
   private async connection(mac: string, signal: AbortSignal): Promise<DeviceConnection | undefined> {
     const now = this.hub.get(mac);
     if (now) return now;
-    const connected = new AbortController();
-    const wake = () => connected.abort();
-    const waiters = this.connectWaiters.get(mac) ?? new Set();
-    waiters.add(wake);
-    this.connectWaiters.set(mac, waiters);
-    try {
-      await this.ctx.clock.sleep(this.ctx.config.test_server.device_wait * 1000, AbortSignal.any([signal, connected.signal]));
-    } finally {
-      waiters.delete(wake);
-      if (waiters.size === 0) this.connectWaiters.delete(mac);
-    }
+    await sleepUntilWoken(this.ctx.clock, this.ctx.config.test_server.device_wait * 1000, signal, this.connectWaiters, mac);
     return signal.aborted ? undefined : this.hub.get(mac);
   }
 
   private async runShare(active: ActiveRun, share: Share): Promise<void> {
     const signal = active.controller.signal;
     const reason = () => (typeof signal.reason === "string" ? signal.reason : "Aborted by user");
-    if (!(await this.takeDevice(active, share))) {
+    if (!(await this.takeBoard(active, share))) {
       if (signal.aborted) return this.end(active, share, "aborted", reason());
       const wait = this.ctx.config.test_server.board_wait;
       return this.end(active, share, "failed", `the board was busy with run ${this.queue.holder(share.plan.mac) ?? "(gone)"} for longer than test_server.board_wait (${wait} s)`);
@@ -319,6 +343,28 @@ export class DeviceRuns {
       return this.end(active, share, "failed", `no result within remote_run_timeout (${timeout} s)`);
     });
     await share.done;
+  }
+
+  /**
+   * Takes the share's board for its run. A validation run has no caller who could hold the
+   * board's reservation: it waits for the reservation to end (however long: the deployment waits
+   * for its verdict), before its turn in the queue and again after it (the holder's own runs go
+   * meanwhile), and then holds the board as any run. False after test_server.board_wait in the
+   * queue or an abort.
+   */
+  private async takeBoard(active: ActiveRun, share: Share): Promise<boolean> {
+    const reservations = active.plan.validates === undefined ? undefined : this.reservations;
+    const { id, mac } = share.plan;
+    for (;;) {
+      if (reservations?.holds(id, this.ctx.clock.now())) {
+        this.ctx.log.info(`testrun: run ${active.run.id} waits for the reservation of device ${mac} to end`);
+        if (!(await reservations.untilFree(id, active.controller.signal))) return false;
+      }
+      if (!(await this.takeDevice(active, share))) return false;
+      if (!reservations?.holds(id, this.ctx.clock.now())) return true;
+      // Reserved while it waited in the queue: the holder's runs go first.
+      this.queue.release(mac, active.run.id);
+    }
   }
 
   /** Takes the share's device for its run, queued behind the runs holding it; false after test_server.board_wait or an abort. */

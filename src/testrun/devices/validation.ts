@@ -18,7 +18,7 @@ import { activeDeployments, pinValidation, unvalidatedMembers, validationCopy } 
 import { getDevice } from "../../update/devices/devices.ts";
 import { dateOf } from "../../util/time.ts";
 import type { PinnedConfig } from "../plan.ts";
-import type { TestRunService } from "../runs/service.ts";
+import type { TargetDevice } from "./targets.ts";
 
 /** The reason a device failed its validation (its deployment state reads `failed: validation`). */
 export const VALIDATION_REASON = "validation";
@@ -35,7 +35,16 @@ interface ValidationJob {
 
 type Ctx = Pick<AppContext, "clock" | "log" | "onClosing" | "store">;
 
-export async function validateDeployments(ctx: Ctx, deployments: DeploymentService, runs: TestRunService, hub: ChannelHub): Promise<void> {
+/** What validations need of the test runs (src/testrun/runs/service.ts's TestRunService). */
+export interface ValidationRuns {
+  /** A copy of the config as it is now, for runs later. */
+  pinOnDevice(configName: string, suite: string): PinnedConfig;
+  runOnDevice(pinned: PinnedConfig, device: TargetDevice, validates: number): Promise<{ id: string }>;
+  /** Resolves when the run is final; its final record. */
+  finalRun(id: string): Promise<{ status: string; error: string | null } | undefined>;
+}
+
+export async function validateDeployments(ctx: Ctx, deployments: DeploymentService, runs: ValidationRuns, hub: ChannelHub): Promise<void> {
   const closing = { now: false };
   ctx.onClosing.push(() => (closing.now = true));
   const pin = (v: DeploymentValidation) => JSON.stringify(runs.pinOnDevice(v.config, v.suite));
@@ -85,7 +94,7 @@ async function pinEarlier(ctx: Ctx, pin: (v: DeploymentValidation) => string): P
 async function validate(
   ctx: Ctx,
   deployments: DeploymentService,
-  runs: TestRunService,
+  runs: ValidationRuns,
   hub: ChannelHub,
   job: ValidationJob,
   closing: { now: boolean },

@@ -17,7 +17,7 @@ import { prepareEvent, SharedSubscription, type Broadcaster, type EventStreams, 
 import { openReportJson, openReportJsonByDevice, reportSummary } from "../engine/report.ts";
 import { PlanError } from "../plan.ts";
 import { listArtifacts, openArtifact } from "../runs/artifacts.ts";
-import { artifactsDir, reportPath } from "../runs/paths.ts";
+import { artifactsDir, reportPath } from "../paths.ts";
 import { artifactKey, sharedStore } from "../runs/shared.ts";
 import { triggerStatusOf, type TestRunService } from "../runs/service.ts";
 import { DeviceSight, seenRun, type SeenRun } from "../runs/sight.ts";

@@ -7,7 +7,7 @@ import type { ReadableStream as WebReadableStream } from "node:stream/web";
 import type { NodeTarget } from "../../config/config.ts";
 import type { Clock } from "../../util/time.ts";
 import { nodeExchange, nodeJson } from "./node-client.ts";
-import { artifactsDir, reportPath, type TestrunDirs } from "./paths.ts";
+import { artifactsDir, reportPath, type TestrunDirs } from "../paths.ts";
 import type { RunStore, TriggerRecord } from "./store.ts";
 
 const DOWNLOAD_TIMEOUT_MS = 10 * 60_000;

@@ -12,7 +12,7 @@ import { caseNames, entryName, type MetadataCommand, type PlanEntry, type TestPl
 import { readHead } from "../../util/files.ts";
 import { dateOf, type Clock } from "../../util/time.ts";
 import type { RunCounts } from "../schema.ts";
-import { artifactsDir, reportDetailsPath, reportPath, type TestrunDirs } from "./paths.ts";
+import { artifactsDir, reportDetailsPath, reportPath, type TestrunDirs } from "../paths.ts";
 
 const METADATA_VALUE_LIMIT = 1024 * 1024;
 export const ABORT_MESSAGE = "Aborted by user";

@@ -10,14 +10,14 @@ import { resolveEntry, type ModuleLookup } from "../modules/registry.ts";
 import { isDeviceTarget } from "../devices/names.ts";
 import { buildPlan, snapshotSource } from "../config/plan-builder.ts";
 import { planMachines, type ConfigSource, type DeviceShare, type PinnedConfig, type TestPlan } from "../plan.ts";
-import { DeviceRuns, type BoardPower, type ConsoleSpans } from "../devices/runs.ts";
+import { DeviceRuns, type BoardPower, type BoardReservations, type ConsoleSpans } from "../devices/runs.ts";
 import { deviceShares, deviceTargetsOf, expectedCases, scriptModules, shareModules } from "../devices/shares.ts";
 import { resolveTargets, type TargetDevice } from "../devices/targets.ts";
 import { refuseReserved } from "../../lab/reservations.ts";
 import { aggregateResults } from "./aggregate.ts";
 import { Orchestrator, type LocalRuns } from "./dispatch.ts";
 import { openReportCsv, openReportDetails, type ReportSource } from "../engine/report.ts";
-import { artifactsDir, reportDetailsPath, reportIndexPath, reportPath, testrunDirs, type TestrunDirs } from "./paths.ts";
+import { artifactsDir, reportDetailsPath, reportIndexPath, reportPath, testrunDirs, type TestrunDirs } from "../paths.ts";
 import { DeviceSight, seenRun, type SeenRun } from "./sight.ts";
 import { RunQueue } from "./queue.ts";
 import { listArtifacts } from "./artifacts.ts";
@@ -73,10 +73,15 @@ export class TestRunService implements LocalRuns {
     this.runAs = runAs;
   }
 
-  /** Runs on boards with a console port (src/lab/console.ts) leave the span they ran in as each device's `console.log`; the `power` module switches boards (src/lab/power.ts). */
-  attachLab(lab: { consoles: ConsoleSpans; power: BoardPower }): void {
+  /**
+   * Runs on boards with a console port (src/lab/console.ts) leave the span they ran in as each
+   * device's `console.log`; the `power` module switches boards (src/lab/power.ts); a validation
+   * run waits for its board's reservation to end (src/lab/reservations.ts).
+   */
+  attachLab(lab: { consoles: ConsoleSpans; power: BoardPower; reservations: BoardReservations }): void {
     this.devices?.attachConsoles(lab.consoles);
     this.devices?.attachPower(lab.power);
+    this.devices?.attachReservations(lab.reservations);
   }
 
   /**

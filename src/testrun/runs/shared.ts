@@ -15,7 +15,7 @@ import { TESTRUN_PREFIX } from "../../storage/objects.ts";
 import { rfc822 } from "../../util/time.ts";
 import type { Artifact } from "../schema.ts";
 import { listArtifacts } from "./artifacts.ts";
-import { artifactsDir, reportDetailsPath, reportIndexPath, reportPath, type TestrunDirs } from "./paths.ts";
+import { artifactsDir, reportDetailsPath, reportIndexPath, reportPath, type TestrunDirs } from "../paths.ts";
 
 const reportFiles = (dirs: TestrunDirs, id: string): Array<[key: string, path: string]> => [
   [`${TESTRUN_PREFIX}reports/${id}.csv`, reportPath(dirs, id)],

@@ -10,7 +10,7 @@ import type { Identity } from "../../app/context.ts";
 import type { Queries } from "../../db/store.ts";
 import { deviceMacs } from "../../update/devices/devices.ts";
 import { permissionFilter } from "../../update/permissions/permissions.ts";
-import type { DeviceProgress } from "../schema.ts";
+import { deviceErrors, deviceLabel } from "../devices/names.ts";
 import type { RunRecord } from "./store.ts";
 
 /** The devices (by MAC address) one reader may read. */
@@ -37,16 +37,6 @@ export class DeviceSight {
     return this.macs === undefined || this.macs.has(mac);
   }
 }
-
-/** How a device is named in its run's error and warnings. */
-export const deviceLabel = (name: string): string => `device '${name}': `;
-
-/** A run's error when shares failed for their own reasons: each such device and why. */
-export const deviceErrors = (devices: DeviceProgress[]): string =>
-  devices
-    .filter((d) => d.error && d.status === "failed")
-    .map((d) => `${deviceLabel(d.name)}${d.error}`)
-    .join("; ");
 
 /** A run as one reader may see it. */
 export interface SeenRun {

@@ -311,7 +311,7 @@ export class RunStore {
   }
 
   /** Each case's result on one device of a run (test name -> status), for the config's history. */
-  async saveDeviceResults(run: RunRecord, device: { mac: string; name: string }, results: Map<string, string>): Promise<void> {
+  async saveDeviceResults(run: Pick<RunRecord, "seq" | "id" | "configName">, device: { mac: string; name: string }, results: Map<string, string>): Promise<void> {
     if (results.size === 0) return;
     const rows = [...results].map(([testName, status]) => ({
       run_seq: run.seq,

@@ -9,7 +9,7 @@ import type { AppContext } from "../../app/context.ts";
 import { LabgateError, type ErrorCode } from "../../util/errors.ts";
 import { DeviceGoneError, DeviceTimeoutError, type ChannelHub, type DeviceConnection } from "../channel/hub.ts";
 import { deviceFailure, notConnected } from "../channel/errors.ts";
-import { hasCapability, type DeviceMessageOf } from "../../protocol/labgate/device.ts";
+import { hasCapability, type ActionEntry, type DeviceMessageOf } from "../../protocol/labgate/device.ts";
 import type { Action, ActionLogEntry, ExecResult, PeerExecutions, PeerOutcomes } from "./schema.ts";
 import { signedFileUrl, type DeviceFileStore } from "../devicefiles/store.ts";
 import { ActionLogStore, INLINE_OUTPUT_BYTES, type LogRow } from "./store.ts";
@@ -36,8 +36,24 @@ function requireActionCapability(capabilities: Record<string, unknown>): void {
 }
 
 /** A loop, not `find()`: no closure per device of a fan-out. */
-function findAction(actions: Action[], actionId: string): Action | undefined {
-  for (const action of actions) if (action.action_id === actionId) return action;
+/** An action as the API serves it, from the device's entry: its short field names (`id`, `name`) read as the served ones. */
+function actionOf(entry: ActionEntry, id: string): Action {
+  const timeout = entry.timeout ?? 0;
+  return { action_id: id, action_name: entry.action_name ?? entry.name ?? id, description: entry.description ?? "", command: entry.command ?? [], timeout: timeout > 0 ? timeout : 0 };
+}
+
+/** A device's action list as the API serves it; entries without an id are left out. */
+function actionsOf(entries: ActionEntry[]): Action[] {
+  const out: Action[] = [];
+  for (const entry of entries) {
+    const id = entry.action_id ?? entry.id;
+    if (id) out.push(actionOf(entry, id));
+  }
+  return out;
+}
+
+function findAction(entries: ActionEntry[], actionId: string): Action | undefined {
+  for (const entry of entries) if ((entry.action_id ?? entry.id) === actionId && actionId) return actionOf(entry, actionId);
   return undefined;
 }
 
@@ -85,7 +101,7 @@ export class ActionService {
     try {
       const timeout = this.timeouts.device_reply_timeout;
       requireActionCapability(conn.capabilities ?? (await conn.waitCapabilities(timeout)));
-      return await conn.actionList(timeout);
+      return actionsOf(await conn.actionList(timeout));
     } catch (error) {
       throw deviceFailure(error);
     }
@@ -291,7 +307,7 @@ export class ActionService {
   private async dispatch(conn: DeviceConnection): Promise<void> {
     const queued = async () => (await this.store.queued(conn.mac)).filter((row) => !this.inflight.has(row.id));
     if ((await queued()).length === 0) return;
-    let actions: Action[];
+    let actions: ActionEntry[];
     try {
       const caps = await conn.waitCapabilities(this.timeouts.device_reply_timeout);
       if (!hasCapability(caps, "action")) return;
@@ -301,7 +317,7 @@ export class ActionService {
     }
     for (const row of await queued()) {
       if (!conn.open) return;
-      if (!actions.some((a) => a.action_id === row.action_id)) {
+      if (!findAction(actions, row.action_id)) {
         await this.fail(row.id);
         continue;
       }

@@ -8,7 +8,6 @@
  * resolves only once its own row is on disk.
  */
 import type { Selectable } from "kysely";
-import type { Tx as SyncTx } from "../../db/index.ts";
 import type { ActionLogTable } from "../../db/schema.ts";
 import type { Store, Tx } from "../../db/store.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
@@ -288,12 +287,6 @@ async function deleteRows(tx: Tx, { mac, status, ids }: Which): Promise<Array<st
 }
 
 /** Inside a device's deletion: its whole log goes; returns the output files to remove afterwards. */
-export function deleteDeviceLog(tx: Tx, mac: string): Promise<Array<string | null>>;
-/** The same in a synchronous transaction of an area not yet on the Store (goes once none calls it). */
-export function deleteDeviceLog(tx: SyncTx, mac: string): Array<string | null>;
-export function deleteDeviceLog(tx: Tx | SyncTx, mac: string): Promise<Array<string | null>> | Array<string | null> {
-  if (!("run" in tx)) return deleteRows(tx, { mac });
-  const outputs = tx.all<{ output_key: string | null }>("SELECT output_key FROM action_log WHERE mac_address = ?", [mac]);
-  tx.run("DELETE FROM action_log WHERE mac_address = ?", [mac]);
-  return outputs.map((r) => r.output_key);
+export function deleteDeviceLog(tx: Tx, mac: string): Promise<Array<string | null>> {
+  return deleteRows(tx, { mac });
 }

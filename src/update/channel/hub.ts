@@ -11,7 +11,6 @@ import { after, type Clock } from "../../util/time.ts";
 import { PingTimer, pingOrTerminate } from "./keepalive.ts";
 import type { ActionEntry, DeviceMessageOf, DeviceMethod, ServerMessage } from "../../protocol/labgate/device.ts";
 import { readDeviceMessage } from "../../protocol/labgate/wire.ts";
-import type { Action } from "../actions/schema.ts";
 import { setDeviceCapabilities } from "../devices/devices.ts";
 
 /** What another node of the cluster asks of a device whose socket is here: a message, or the socket's end. */
@@ -55,8 +54,8 @@ export class DeviceConnection {
   readonly deviceId: number;
   /** The last capability report (undefined until the device sends one). */
   capabilities: Record<string, unknown> | undefined;
-  /** Cached action definitions: first query, or any unsolicited update. */
-  actions: Action[] | undefined;
+  /** Cached action list as the device reported it: first query, or any unsolicited update (src/update/actions reads it). */
+  actions: ActionEntry[] | undefined;
   open = true;
   alive = true;
   private readonly ws: DeviceSocket;
@@ -149,9 +148,9 @@ export class DeviceConnection {
   }
 
   /** The action list, asking the device when it is not cached. */
-  async actionList(seconds: number): Promise<Action[]> {
+  async actionList(seconds: number): Promise<ActionEntry[]> {
     if (this.actions) return this.actions;
-    const reply = this.wait<Action[]>("action_list", seconds);
+    const reply = this.wait<ActionEntry[]>("action_list", seconds);
     this.send({ method: "action_list_query" });
     return reply;
   }
@@ -180,27 +179,6 @@ function markAlive(this: WebSocket): void {
 /** The handler of one device -> server method, given the message as its schema parsed it. */
 export type MessageHandler<M extends DeviceMethod> = (connection: DeviceConnection, message: DeviceMessageOf<M>) => void | Promise<void>;
 
-/**
- * An action list as a device reports it, with the short field names (`id`, `name`) read as the
- * served ones; entries without an id are left out.
- */
-export function actionsOf(entries: ActionEntry[]): Action[] {
-  const out: Action[] = [];
-  for (const entry of entries) {
-    const id = entry.action_id ?? entry.id;
-    if (!id) continue;
-    const timeout = entry.timeout ?? 0;
-    out.push({
-      action_id: id,
-      action_name: entry.action_name ?? entry.name ?? id,
-      description: entry.description ?? "",
-      command: entry.command ?? [],
-      timeout: timeout > 0 ? timeout : 0,
-    });
-  }
-  return out;
-}
-
 export class ChannelHub {
   private readonly ctx: Pick<AppContext, "clock" | "config" | "log" | "store" | "cluster">;
   private readonly connections = new Map<string, DeviceConnection>();
@@ -216,9 +194,8 @@ export class ChannelHub {
     this.pinger = new PingTimer(ctx.clock, ctx.config.update_server.ws_ping_interval, (judge) => this.pingRound(judge));
     this.handle("capability_report", (conn, message) => this.capabilityReport(conn, message));
     this.handle("action_list_update", (conn, message) => {
-      const actions = actionsOf(message.actions);
-      conn.actions = actions;
-      conn.settle("action_list", actions);
+      conn.actions = message.actions;
+      conn.settle("action_list", message.actions);
     });
     // What another node asks of a device whose socket is here (src/cluster).
     ctx.cluster.on("device_control", (data) => this.controlled(data as DeviceControl));

@@ -4,51 +4,27 @@ import { likeIgnoringCase, metadataText } from "../../db/dialect.ts";
 import type { DevicesTable } from "../../db/schema.ts";
 import type { Engine, Queries, Store, Tx } from "../../db/store.ts";
 import { rfc822 } from "../../util/time.ts";
-import { deletePermissionsOf, type ChangeGuard, type SqlFilter } from "../permissions/permissions.ts";
-import { compiler, filterText, isSync, rowsSync, type SyncReads } from "./legacy.ts";
+import { deletePermissionsOf, type ChangeGuard } from "../permissions/permissions.ts";
 import { metaKeys, type Metadata } from "./metadata.ts";
 import type { Device, DeviceSort, DeviceV1 } from "./schema.ts";
-
-/*
- * The reads other areas call come in two forms while those areas move to the Store: on the Store
- * (`Queries`, async), and on the synchronous database or one of its transactions (legacy.ts), both
- * from one builder.
- */
 
 /** A device row as stored (JSON columns still text). */
 export type DeviceRow = Selectable<DevicesTable>;
 
-/** A condition on devices (alias `d`): SQL text with `?` parameters (a permission filter), or an expression. */
-export type DeviceFilter = SqlFilter | Expression<SqlBool>;
+/** A condition on devices (alias `d`), e.g. a permission filter. */
+export type DeviceFilter = Expression<SqlBool>;
 
-const isText = (filter: DeviceFilter): filter is SqlFilter => typeof (filter as Partial<SqlFilter>).sql === "string";
-
-/** A filter as an expression: SQL text with `?` parameters becomes the same SQL with bound values. */
-export function condition(filter: DeviceFilter): Expression<SqlBool> {
-  if (!isText(filter)) return filter;
-  const parts = filter.sql.split("?");
-  const pieces = parts.flatMap((part, i) => (i === 0 ? [sql.raw(part)] : [sql`${filter.params[i - 1]}`, sql.raw(part)]));
-  return sql<SqlBool>`(${sql.join(pieces, sql.raw(""))})`;
-}
-
-/** Where a read runs: the Store (with its engine) or the synchronous database. */
-type Source = Pick<Store, "engine" | "query"> | SyncReads;
-const on = (source: Source): { q: Queries; engine: Engine } => (isSync(source) ? { q: compiler, engine: "embedded" } : { q: source.query, engine: source.engine });
 
 const byId = (q: Queries, id: number) => q.selectFrom("devices").selectAll().where("id", "=", id);
 
-export function getDevice(q: Queries, id: number): Promise<DeviceRow | undefined>;
-export function getDevice(db: SyncReads, id: number): DeviceRow | undefined;
-export function getDevice(q: Queries | SyncReads, id: number): Promise<DeviceRow | undefined> | DeviceRow | undefined {
-  return isSync(q) ? rowsSync(q, byId(compiler, id))[0] : byId(q, id).executeTakeFirst();
+export function getDevice(q: Queries, id: number): Promise<DeviceRow | undefined> {
+  return byId(q, id).executeTakeFirst();
 }
 
 const byMac = (q: Queries, mac: string) => q.selectFrom("devices").selectAll().where("mac_address", "=", mac);
 
-export function getDeviceByMac(q: Queries, mac: string): Promise<DeviceRow | undefined>;
-export function getDeviceByMac(db: SyncReads, mac: string): DeviceRow | undefined;
-export function getDeviceByMac(q: Queries | SyncReads, mac: string): Promise<DeviceRow | undefined> | DeviceRow | undefined {
-  return isSync(q) ? rowsSync(q, byMac(compiler, mac))[0] : byMac(q, mac).executeTakeFirst();
+export function getDeviceByMac(q: Queries, mac: string): Promise<DeviceRow | undefined> {
+  return byMac(q, mac).executeTakeFirst();
 }
 
 /** A device list's order: by one of DEVICE_SORTS, ties by id (so pages never overlap). */
@@ -75,66 +51,53 @@ function orderBy(engine: Engine, prefix: string, order: DeviceOrder) {
 }
 
 /** Devices (alias `d`), optionally narrowed by `where` (e.g. a permission filter), in `order`; `page`: only that many from that position. */
-export function listDevices(store: Pick<Store, "engine" | "query">, where?: DeviceFilter, page?: { limit?: number; offset?: number }, order?: DeviceOrder & { prefix?: string }): Promise<DeviceRow[]>;
-export function listDevices(db: SyncReads, where?: DeviceFilter, page?: { limit?: number; offset?: number }, order?: DeviceOrder & { prefix?: string }): DeviceRow[];
-export function listDevices(source: Source, where?: DeviceFilter, page?: { limit?: number; offset?: number }, order: DeviceOrder & { prefix?: string } = {}): Promise<DeviceRow[]> | DeviceRow[] {
-  const { q, engine } = on(source);
+export function listDevices(store: Pick<Store, "engine" | "query">, where?: DeviceFilter, page?: { limit?: number; offset?: number }, order: DeviceOrder & { prefix?: string } = {}): Promise<DeviceRow[]> {
+  const { query: q, engine } = store;
   let query = q
     .selectFrom("devices as d")
     .selectAll("d")
-    .$if(where !== undefined, (qb) => qb.where(condition(where!)))
+    .$if(where !== undefined, (qb) => qb.where(where!))
     .orderBy(orderBy(engine, order.prefix ?? "", order));
   // SQLite takes no OFFSET without a LIMIT.
   if (page?.limit !== undefined || page?.offset) query = query.limit(page.limit ?? Number.MAX_SAFE_INTEGER);
   if (page?.offset) query = query.offset(page.offset);
-  return isSync(source) ? rowsSync(source, query) : query.execute();
+  return query.execute();
 }
 
 const counted = (q: Queries, where?: DeviceFilter) =>
   q
     .selectFrom("devices as d")
     .select((eb) => eb.fn.countAll<number>().as("n"))
-    .$if(where !== undefined, (qb) => qb.where(condition(where!)));
+    .$if(where !== undefined, (qb) => qb.where(where!));
 
-export function countDevices(q: Queries, where?: DeviceFilter): Promise<number>;
-export function countDevices(db: SyncReads, where?: DeviceFilter): number;
-export function countDevices(q: Queries | SyncReads, where?: DeviceFilter): Promise<number> | number {
-  if (isSync(q)) return Number(rowsSync(q, counted(compiler, where))[0].n);
+export function countDevices(q: Queries, where?: DeviceFilter): Promise<number> {
   return counted(q, where)
     .executeTakeFirstOrThrow()
     .then((row) => Number(row.n));
 }
 
-/** Both conditions (either may be absent), as SQL text (what the synchronous queries of other areas combine). */
-export function bothFilters(a: DeviceFilter | undefined, b: DeviceFilter | undefined): SqlFilter | undefined {
-  const text = (f: DeviceFilter) => (isText(f) ? f : filterText(f));
-  if (!a || !b) return a || b ? text((a ?? b)!) : undefined;
-  const [x, y] = [text(a), text(b)];
-  return { sql: `(${x.sql}) AND (${y.sql})`, params: [...x.params, ...y.params] };
+/** Both conditions (either may be absent). */
+export function bothFilters(a: DeviceFilter | undefined, b: DeviceFilter | undefined): DeviceFilter | undefined {
+  return a && b ? sql<SqlBool>`(${a}) AND (${b})` : (a ?? b);
 }
 
 /**
  * The device list's text filter (`q`): `text` within the name, MAC address, id, software
- * version or device type, ignoring (ASCII) case, on `engine` (the embedded one's when absent).
+ * version or device type, ignoring (ASCII) case, on `engine`.
  */
-export function deviceTextFilter(prefix: string, text: string, engine: Engine): SqlFilter {
+export function deviceTextFilter(prefix: string, text: string, engine: Engine): DeviceFilter {
   const pattern = `%${text.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`;
   const keys = metaKeys(prefix);
   const fields = [sql`d.name`, sql`d.mac_address`, sql`CAST(d.id AS TEXT)`, metadataText(engine, "d.metadata", keys.version), metadataText(engine, "d.metadata", keys.devtype)];
-  return filterText(
-    sql<SqlBool>`(${sql.join(
-      fields.map((f) => likeIgnoringCase(f, pattern)),
-      sql` OR `,
-    )})`,
-  );
+  return sql<SqlBool>`(${sql.join(
+    fields.map((f) => likeIgnoringCase(f, pattern)),
+    sql` OR `,
+  )})`;
 }
 
 const idOf = (q: Queries, id: number) => q.selectFrom("devices").select("id").where("id", "=", id);
 
-export function deviceExists(q: Queries, id: number): Promise<boolean>;
-export function deviceExists(db: SyncReads, id: number): boolean;
-export function deviceExists(q: Queries | SyncReads, id: number): Promise<boolean> | boolean {
-  if (isSync(q)) return rowsSync(q, idOf(compiler, id)).length > 0;
+export function deviceExists(q: Queries, id: number): Promise<boolean> {
   return idOf(q, id)
     .executeTakeFirst()
     .then((row) => row !== undefined);
@@ -142,10 +105,7 @@ export function deviceExists(q: Queries | SyncReads, id: number): Promise<boolea
 
 const macOf = (q: Queries, id: number) => q.selectFrom("devices").select("mac_address").where("id", "=", id);
 
-export function deviceMac(q: Queries, id: number): Promise<string | undefined>;
-export function deviceMac(db: SyncReads, id: number): string | undefined;
-export function deviceMac(q: Queries | SyncReads, id: number): Promise<string | undefined> | string | undefined {
-  if (isSync(q)) return rowsSync(q, macOf(compiler, id))[0]?.mac_address;
+export function deviceMac(q: Queries, id: number): Promise<string | undefined> {
   return macOf(q, id)
     .executeTakeFirst()
     .then((row) => row?.mac_address);
@@ -153,39 +113,32 @@ export function deviceMac(q: Queries | SyncReads, id: number): Promise<string | 
 
 const idByMac = (q: Queries, mac: string) => q.selectFrom("devices").select("id").where("mac_address", "=", mac);
 
-export function deviceIdByMac(q: Queries, mac: string): Promise<number | undefined>;
-export function deviceIdByMac(db: SyncReads, mac: string): number | undefined;
-export function deviceIdByMac(q: Queries | SyncReads, mac: string): Promise<number | undefined> | number | undefined {
-  if (isSync(q)) return rowsSync(q, idByMac(compiler, mac))[0]?.id;
+export function deviceIdByMac(q: Queries, mac: string): Promise<number | undefined> {
   return idByMac(q, mac)
     .executeTakeFirst()
     .then((row) => row?.id);
 }
 
-const macsWhere = (q: Queries, where: DeviceFilter) => q.selectFrom("devices as d").select("d.mac_address").where(condition(where));
+const macsWhere = (q: Queries, where: DeviceFilter) => q.selectFrom("devices as d").select("d.mac_address").where(where);
 
 /** The MACs of the devices (alias `d`) a condition selects, e.g. a permission filter. */
-export function deviceMacs(q: Queries, where: DeviceFilter): Promise<Set<string>>;
-export function deviceMacs(db: SyncReads, where: DeviceFilter): Set<string>;
-export function deviceMacs(q: Queries | SyncReads, where: DeviceFilter): Promise<Set<string>> | Set<string> {
+export function deviceMacs(q: Queries, where: DeviceFilter): Promise<Set<string>> {
   const set = (rows: Array<{ mac_address: string }>) => new Set(rows.map((r) => r.mac_address));
-  return isSync(q) ? set(rowsSync(q, macsWhere(compiler, where))) : macsWhere(q, where).execute().then(set);
+  return macsWhere(q, where).execute().then(set);
 }
 
 const namesWhere = (q: Queries, where: DeviceFilter | undefined, limit: number) =>
   q
     .selectFrom("devices as d")
     .select(["d.id", "d.mac_address", "d.name"])
-    .$if(where !== undefined, (qb) => qb.where(condition(where!)))
+    .$if(where !== undefined, (qb) => qb.where(where!))
     .orderBy("d.name")
     .orderBy("d.id")
     .limit(limit);
 
 /** Id, MAC and name of the devices `where` selects (all when absent), by name, at most `limit`. */
-export function deviceNames(q: Queries, where: DeviceFilter | undefined, limit: number): Promise<Array<{ id: number; mac_address: string; name: string }>>;
-export function deviceNames(db: SyncReads, where: DeviceFilter | undefined, limit: number): Array<{ id: number; mac_address: string; name: string }>;
-export function deviceNames(q: Queries | SyncReads, where: DeviceFilter | undefined, limit: number) {
-  return isSync(q) ? rowsSync(q, namesWhere(compiler, where, limit)) : namesWhere(q, where, limit).execute();
+export function deviceNames(q: Queries, where: DeviceFilter | undefined, limit: number): Promise<Array<{ id: number; mac_address: string; name: string }>> {
+  return namesWhere(q, where, limit).execute();
 }
 
 const tagsWhere = (q: Queries, where: DeviceFilter | undefined) =>
@@ -193,47 +146,41 @@ const tagsWhere = (q: Queries, where: DeviceFilter | undefined) =>
     .selectFrom("device_tags as dt")
     .innerJoin("devices as d", "d.id", "dt.device_id")
     .select((eb) => ["dt.tag", eb.fn.countAll<number>().as("n")])
-    .$if(where !== undefined, (qb) => qb.where(condition(where!)))
+    .$if(where !== undefined, (qb) => qb.where(where!))
     .groupBy("dt.tag")
     .orderBy("dt.tag");
 
 /** Each tag of the devices `where` selects (all when absent), with how many of them carry it, by tag. */
-export function tagCounts(q: Queries, where: DeviceFilter | undefined): Promise<Array<{ tag: string; n: number }>>;
-export function tagCounts(db: SyncReads, where: DeviceFilter | undefined): Array<{ tag: string; n: number }>;
-export function tagCounts(q: Queries | SyncReads, where: DeviceFilter | undefined): Promise<Array<{ tag: string; n: number }>> | Array<{ tag: string; n: number }> {
+export function tagCounts(q: Queries, where: DeviceFilter | undefined): Promise<Array<{ tag: string; n: number }>> {
   const numbers = (rows: Array<{ tag: string; n: unknown }>) => rows.map((r) => ({ tag: r.tag, n: Number(r.n) }));
-  return isSync(q) ? numbers(rowsSync(q, tagsWhere(compiler, where))) : tagsWhere(q, where).execute().then(numbers);
+  return tagsWhere(q, where).execute().then(numbers);
 }
 
 const outside = (q: Queries, where: DeviceFilter, groupId: number) =>
   q
     .selectFrom("devices as d")
     .select("d.id")
-    .where(condition(where))
+    .where(where)
     .where("d.id", "not in", (eb) => eb.selectFrom("group_devices").select("device_id").where("group_id", "=", groupId))
     .orderBy("d.id");
 
 /** The ids of the devices `where` selects that are not members of the group, in id order. */
-export function deviceIdsOutsideGroup(q: Queries, where: DeviceFilter, groupId: number): Promise<number[]>;
-export function deviceIdsOutsideGroup(db: SyncReads, where: DeviceFilter, groupId: number): number[];
-export function deviceIdsOutsideGroup(q: Queries | SyncReads, where: DeviceFilter, groupId: number): Promise<number[]> | number[] {
+export function deviceIdsOutsideGroup(q: Queries, where: DeviceFilter, groupId: number): Promise<number[]> {
   const ids = (rows: Array<{ id: number }>) => rows.map((r) => r.id);
-  return isSync(q) ? ids(rowsSync(q, outside(compiler, where, groupId))) : outside(q, where, groupId).execute().then(ids);
+  return outside(q, where, groupId).execute().then(ids);
 }
 
 const members = (q: Queries, groupId: number) =>
   q.selectFrom("devices as d").innerJoin("group_devices as gd", "gd.device_id", "d.id").select(["d.id", "d.metadata"]).where("gd.group_id", "=", groupId);
 
 /** The devices of a group with their metadata column, in no particular order. */
-export function groupMemberMetadata(q: Queries, groupId: number): Promise<Array<{ id: number; metadata: string }>>;
-export function groupMemberMetadata(db: SyncReads, groupId: number): Array<{ id: number; metadata: string }>;
-export function groupMemberMetadata(q: Queries | SyncReads, groupId: number) {
-  return isSync(q) ? rowsSync(q, members(compiler, groupId)) : members(q, groupId).execute();
+export function groupMemberMetadata(q: Queries, groupId: number): Promise<Array<{ id: number; metadata: string }>> {
+  return members(q, groupId).execute();
 }
 
 /** The devices that carry a tag, as a condition on `d` (for listDevices). */
-export function taggedFilter(tag: string): SqlFilter {
-  return { sql: "EXISTS (SELECT 1 FROM device_tags t WHERE t.device_id = d.id AND t.tag = ?)", params: [tag] };
+export function taggedFilter(tag: string): DeviceFilter {
+  return sql<SqlBool>`EXISTS (SELECT 1 FROM device_tags t WHERE t.device_id = d.id AND t.tag = ${tag})`;
 }
 
 /**
@@ -244,9 +191,9 @@ export async function macsMatching(q: Queries, macs: readonly string[], readable
   if (macs.length === 0) return [];
   const rows = await q
     .selectFrom("devices as d")
-    .select(["d.mac_address", sql<number>`CASE WHEN ${condition(wanted)} THEN 1 ELSE 0 END`.as("w")])
+    .select(["d.mac_address", sql<number>`CASE WHEN ${wanted} THEN 1 ELSE 0 END`.as("w")])
     .where("d.mac_address", "in", [...macs])
-    .where(condition(readable))
+    .where(readable)
     .execute();
   return rows.map((r) => ({ mac_address: r.mac_address, w: Number(r.w) }));
 }
@@ -509,10 +456,8 @@ const signing = (q: Queries, engine: Engine, groupId: number, prefix: string) =>
  * The devices of a group whose agents require signed updates (they report the fingerprints of
  * their verify_keys as `<prefix>.update.verify_keys`), with their device type and those keys.
  */
-export function signatureRequirements(store: Pick<Store, "engine" | "query">, groupId: number, prefix: string): Promise<SignatureRequirement[]>;
-export function signatureRequirements(db: SyncReads, groupId: number, prefix: string): SignatureRequirement[];
-export function signatureRequirements(source: Source, groupId: number, prefix: string): Promise<SignatureRequirement[]> | SignatureRequirement[] {
-  const { q, engine } = on(source);
+export function signatureRequirements(store: Pick<Store, "engine" | "query">, groupId: number, prefix: string): Promise<SignatureRequirement[]> {
+  const { query: q, engine } = store;
   const requirements = (rows: Array<{ id: number; metadata: string }>) =>
     rows.flatMap((row) => {
       const metadata = JSON.parse(row.metadata) as Record<string, unknown>;
@@ -521,7 +466,7 @@ export function signatureRequirements(source: Source, groupId: number, prefix: s
       return keys.length === 0 ? [] : [{ id: row.id, devtype: String(metadata[`${prefix}.hardware.devtype`] ?? ""), keys }];
     });
   const query = signing(q, engine, groupId, prefix);
-  return isSync(source) ? requirements(rowsSync(source, query)) : query.execute().then(requirements);
+  return query.execute().then(requirements);
 }
 
 export interface SignatureRequirement {
@@ -531,10 +476,8 @@ export interface SignatureRequirement {
 }
 
 /** The software versions devices of `devtype` run now (what update_server.deltas auto makes deltas from). */
-export function versionsRunning(store: Pick<Store, "engine" | "query">, prefix: string, devtype: string): Promise<string[]>;
-export function versionsRunning(db: SyncReads, prefix: string, devtype: string): string[];
-export function versionsRunning(source: Source, prefix: string, devtype: string): Promise<string[]> | string[] {
-  const { q, engine } = on(source);
+export function versionsRunning(store: Pick<Store, "engine" | "query">, prefix: string, devtype: string): Promise<string[]> {
+  const { query: q, engine } = store;
   const keys = metaKeys(prefix);
   const query = q
     .selectFrom("devices as d")
@@ -542,7 +485,7 @@ export function versionsRunning(source: Source, prefix: string, devtype: string)
     .distinct()
     .where(metadataText(engine, "d.metadata", keys.devtype), "=", devtype);
   const versions = (rows: Array<{ version: unknown }>) => rows.map((row) => row.version).filter((v): v is string => typeof v === "string" && v !== "");
-  return isSync(source) ? versions(rowsSync(source, query)) : query.execute().then(versions);
+  return query.execute().then(versions);
 }
 
 /** Replaces a device's reported metadata (what another protocol's inventory or update check reports). */

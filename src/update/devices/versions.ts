@@ -7,7 +7,7 @@
 import { sql } from "kysely";
 import { metadataText } from "../../db/dialect.ts";
 import type { Store } from "../../db/store.ts";
-import { condition, type DeviceFilter } from "./devices.ts";
+import type { DeviceFilter } from "./devices.ts";
 import { metaKeys } from "./metadata.ts";
 import type { FleetVersions, VersionCount } from "./schema.ts";
 
@@ -47,7 +47,7 @@ export async function versionsByDeviceType(store: Pick<Store, "engine" | "query"
   const counted = await store.query
     .selectFrom("devices as d")
     .select((eb) => [type.as("key"), version.as("version"), eb.fn.countAll<number>().as("n")])
-    .$if(devices !== undefined, (qb) => qb.where(condition(devices!)))
+    .$if(devices !== undefined, (qb) => qb.where(devices!))
     // By the selected names: PostgreSQL cannot tell two parameterised expressions equal.
     .groupBy([sql.ref("key"), sql.ref("version")])
     .execute();

@@ -1,5 +1,5 @@
 import { Broadcaster } from "../../util/broadcaster.ts";
-import type { StreamEventData } from "./schema.ts";
+import type { StreamEventData } from "../../protocol/streams.ts";
 
 /** The live device events (connect, disconnect, update, version), and the deployments' (docs/update-server.md, "Live events"). */
 export type DeviceEventName = "connect" | "disconnect" | "update" | "version";

@@ -6,7 +6,7 @@ import type { AppContext, AppEnv } from "../../app/context.ts";
 import { errors, route } from "../../http/openapi.ts";
 import { prepareEvent, SharedSubscription, type EventStreams, type SendEvent } from "../../http/sse.ts";
 import type { DeviceEvent, EventBroadcaster } from "./broadcaster.ts";
-import { StreamEvents } from "./schema.ts";
+import { StreamEvents } from "../../protocol/streams.ts";
 import { shows, visibleTo, type Visible } from "./visibility.ts";
 
 export { MAX_BACKLOG } from "../../http/sse.ts";

@@ -2,7 +2,7 @@ import type { ManagementIdentity } from "../../auth/tokens.ts";
 import type { Queries } from "../../db/store.ts";
 import { deviceMacs } from "../devices/devices.ts";
 import { groupIdsMatching } from "../groups/groups.ts";
-import { bypasses, permissionFilter, permissionFilterSql } from "../permissions/permissions.ts";
+import { bypasses, permissionFilter } from "../permissions/permissions.ts";
 import type { DeviceEvent } from "./broadcaster.ts";
 
 /** What a user may read of the live events: the devices by MAC address and the groups by id, or "all" (admin reads). */
@@ -30,7 +30,7 @@ export async function visibleTo(q: Queries, identity: ManagementIdentity | strin
   let sees = shared.get(key);
   if (sees === undefined) {
     sees = {
-      devices: await deviceMacs(q, permissionFilterSql(identity, "device", "d")!),
+      devices: await deviceMacs(q, permissionFilter(identity, "device", "d")!),
       groups: new Set(await groupIdsMatching(q, permissionFilter(identity, "group", "g")!)),
     };
     shared.set(key, sees);

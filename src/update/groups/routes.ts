@@ -14,7 +14,6 @@ import {
   grantGuard,
   MSG_FORBIDDEN,
   permissionFilter,
-  permissionFilterSql,
   unguarded,
   type ChangeGuard,
 } from "../permissions/permissions.ts";
@@ -216,7 +215,7 @@ export function groupsV2Routes(ctx: AppContext, auth: Auth, catalog: CatalogWatc
       const identity = c.get("identity");
       await authorize(store.query, identity, "group", id, "update");
       if (!(await getGroup(store.query, id))) throw new LabgateError("not_found", GROUP_NOT_FOUND);
-      const where = bothFilters(permissionFilterSql(identity, "device", "d"), deviceTextFilter(ctx.config.prefix, q, store.engine))!;
+      const where = bothFilters(permissionFilter(identity, "device", "d"), deviceTextFilter(ctx.config.prefix, q, store.engine))!;
       const add = await matchingNonMembers(store.query, id, where, GROUP_MATCH_MAX);
       // As PATCH .../devices with these additions: update on each, no permission gained beyond the caller's, the membership rule.
       await patchGroupDevices(store, catalog, id, add, [], "priority", actorOf(c, ctx.clock), await requireOnEach(ctx, identity, add));

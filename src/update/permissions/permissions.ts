@@ -21,7 +21,6 @@
  */
 import { sql, type Expression, type RawBuilder, type SqlBool } from "kysely";
 import type { Queries, Tx } from "../../db/store.ts";
-import { embeddedSql } from "../../db/dialect.ts";
 import type { Identity } from "../../app/context.ts";
 import { enabledScopesOf } from "../../accounts/accounts.ts";
 import { LabgateError } from "../../util/errors.ts";
@@ -38,12 +37,6 @@ export function bypasses(identity: Identity, perm: Permission): boolean {
   if (identity.kind !== "mgmt") return false;
   if (identity.scopes.has("admin_rw")) return true;
   return perm === "read" && identity.scopes.has("admin_ro");
-}
-
-/** A condition as SQL text of the embedded engine, for queries still written as text for the synchronous database. */
-export interface SqlFilter {
-  sql: string;
-  params: (string | number)[];
 }
 
 /** Condition on a permission row `p`: it applies to the row of `resource` with table alias `alias`. */
@@ -79,12 +72,6 @@ export function permissionFilter(identity: Identity, resource: Resource, alias: 
   if (bypasses(identity, perm)) return undefined;
   if (identity.kind !== "mgmt") return NONE;
   return grantCondition(resource, alias, identity.user, perm);
-}
-
-/** permissionFilter as SQL text (SqlFilter), for the queries of other areas still written for the synchronous database. */
-export function permissionFilterSql(identity: Identity, resource: Resource, alias: string, perm: Permission = "read"): SqlFilter | undefined {
-  const filter = permissionFilter(identity, resource, alias, perm);
-  return filter && embeddedSql(filter);
 }
 
 /** The permission test itself (no admin bypass): does `user` hold `perm` on that object? */

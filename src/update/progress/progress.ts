@@ -1,6 +1,5 @@
-import type { Tx as SyncTx } from "../../db/index.ts";
 import type { Queries, Store, Tx } from "../../db/store.ts";
-import { condition, type DeviceFilter } from "../devices/devices.ts";
+import type { DeviceFilter } from "../devices/devices.ts";
 import { sql, type Selectable } from "kysely";
 import { prepared } from "../../db/prepared.ts";
 import type { ProgressTable } from "../../db/schema.ts";
@@ -37,7 +36,7 @@ export async function listProgress(q: Queries, notBefore: string, where?: Device
     .innerJoin("devices as d", "d.id", "pr.device_id")
     .select(COLUMNS.map((c) => `pr.${c}` as const))
     .where("pr.updated", ">=", notBefore)
-    .$if(where !== undefined, (qb) => qb.where(condition(where!)))
+    .$if(where !== undefined, (qb) => qb.where(where!))
     .orderBy("pr.device_id")
     .execute() as Promise<ProgressRow[]>;
 }
@@ -139,12 +138,8 @@ export class UpdateProgress {
   }
 
   /** The device's update ended (an outcome, or its attempt timed out): its record goes, in `tx`. */
-  endIn(tx: Tx, deviceId: number): Promise<void>;
-  /** The same in a synchronous transaction of an area not yet on the Store (goes once none calls it). */
-  endIn(tx: SyncTx, deviceId: number): void;
-  endIn(tx: Tx | SyncTx, deviceId: number): Promise<void> | void {
+  endIn(tx: Tx, deviceId: number): Promise<void> {
     this.waitingAtZero.delete(deviceId);
-    if ("run" in tx) return void tx.run("DELETE FROM progress WHERE device_id = ?", [deviceId]);
     return deleteProgressOf(tx, deviceId);
   }
 

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import type { Config } from "../../config/config.ts";
+import type { Config } from "../config/config.ts";
 
 /**
  * Where the test-run server keeps its files. By default under the data
