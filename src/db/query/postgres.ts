@@ -22,6 +22,12 @@ export interface PostgresOptions {
    * passes its class); by default pg's error as it is.
    */
   unavailable?: (message: string) => Error;
+  /**
+   * Commits that answer before PostgreSQL has the change on disk (synchronous_commit off: on disk
+   * within a fraction of a second, lost only with PostgreSQL's own crash, never half-applied):
+   * for writes that need no acknowledgement.
+   */
+  lazyCommits?: boolean;
 }
 
 export interface PostgresQueryLayer<Tables> {
@@ -29,13 +35,13 @@ export interface PostgresQueryLayer<Tables> {
   pool: Pool;
 }
 
-export async function postgresPool<Tables>(url: string, { max = 10, unavailable }: PostgresOptions = {}): Promise<PostgresQueryLayer<Tables>> {
+export async function postgresPool<Tables>(url: string, { max = 10, unavailable, lazyCommits = false }: PostgresOptions = {}): Promise<PostgresQueryLayer<Tables>> {
   const [{ default: pg }, { Kysely, PostgresDialect }] = await Promise.all([import("pg"), import("kysely")]);
   // Per pool, not pg's global parsers: ids and counts stay numbers, as on the embedded engine.
   const types = {
     getTypeParser: ((id: number, format?: "text" | "binary") => (NUMBERS.has(id) ? (value: string) => Number(value) : pg.types.getTypeParser(id, format as "text"))) as typeof pg.types.getTypeParser,
   };
-  const pool = new pg.Pool({ connectionString: url, max, types, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  const pool = new pg.Pool({ connectionString: url, max, types, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, ...(lazyCommits ? { options: "-c synchronous_commit=off" } : {}) });
   // An idle client's error (the server restarted) must not crash the process: the pool drops it.
   pool.on("error", () => {});
   // Nor one in use (its query fails with the error, and the pool drops it on release).

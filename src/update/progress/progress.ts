@@ -1,7 +1,7 @@
 import type { Tx as SyncTx } from "../../db/index.ts";
 import type { Queries, Store, Tx } from "../../db/store.ts";
 import { condition, type DeviceFilter } from "../devices/devices.ts";
-import type { Selectable } from "kysely";
+import { sql, type Selectable } from "kysely";
 import type { ProgressTable } from "../../db/schema.ts";
 import { dateOf, isoTime, rfc822, type Clock } from "../../util/time.ts";
 import type { Progress } from "./schema.ts";
@@ -87,23 +87,22 @@ export class UpdateProgress {
     }
     const at = isoTime(now);
     const cutoff = this.idleCutoff(nowMs);
-    await this.store.transact(async (tx) => {
-      const row = await getProgress(tx, deviceId);
-      const keep = row !== undefined && row.version === version && row.progress === 0 && row.updated >= cutoff;
-      await tx
-        .insertInto("progress")
-        .values({ device_id: deviceId, mac_address: mac, created: keep ? row.created : at, version, progress: 0, updated: at })
-        .onConflict((oc) =>
-          oc.column("device_id").doUpdateSet((eb) => ({
-            mac_address: eb.ref("excluded.mac_address"),
-            created: eb.ref("excluded.created"),
-            version: eb.ref("excluded.version"),
-            progress: 0,
-            updated: eb.ref("excluded.updated"),
-          })),
-        )
-        .execute();
-    });
+    // One statement, a transaction of its own: concurrent devices' records never conflict (a read
+    // before the write would, under PostgreSQL's serializable checks, for rows on one index page).
+    await this.store.query
+      .insertInto("progress")
+      .values({ device_id: deviceId, mac_address: mac, created: at, version, progress: 0, updated: at })
+      .onConflict((oc) =>
+        oc.column("device_id").doUpdateSet((eb) => ({
+          mac_address: eb.ref("excluded.mac_address"),
+          // A record already waiting at 0 for this version, and not idle, keeps its start.
+          created: sql<string>`CASE WHEN progress.version = excluded.version AND progress.progress = 0 AND progress.updated >= ${cutoff} THEN progress.created ELSE excluded.created END`,
+          version: eb.ref("excluded.version"),
+          progress: 0,
+          updated: eb.ref("excluded.updated"),
+        })),
+      )
+      .execute();
     this.waitingAtZero.set(deviceId, { version, since: nowMs });
   }
 
