@@ -4,7 +4,10 @@
  * throwaway cluster on this machine (test/helpers/postgres.ts) with fsync on, as a deployed one
  * has it, started on first use and stopped at exit; its CPU is counted beside the server's.
  */
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { readdirSync, readFileSync } from "node:fs";
+import { loadavg } from "node:os";
 import type { Store } from "../../src/db/store.ts";
 import { startPostgres, type ThrowawayPostgres } from "../../test/helpers/postgres.ts";
 import { textFlag } from "./flags.ts";
@@ -65,17 +68,17 @@ export async function postgresCpuSeconds(): Promise<number> {
 }
 
 /**
- * Inserts `count` bare devices (name = MAC, MACs counted up from `firstMac`) through the store, on
+ * Inserts `count` bare devices (name = MAC, MACs counted up from `firstMac`, `metadata` JSON) through the store, on
  * either engine, in one transaction; their ids and MACs in id order.
  */
-export async function seedDevices(store: Store, count: number, firstMac: number): Promise<Array<{ id: number; mac_address: string }>> {
+export async function seedDevices(store: Store, count: number, firstMac: number, metadata = "{}"): Promise<Array<{ id: number; mac_address: string }>> {
   const now = new Date().toISOString();
   const macs = Array.from({ length: count }, (_, i) => (firstMac + i).toString(16).padStart(12, "0").match(/../g)!.join(":"));
   await store.transact(async (tx) => {
     for (let at = 0; at < macs.length; at += 1000) {
       await tx
         .insertInto("devices")
-        .values(macs.slice(at, at + 1000).map((mac) => ({ created: now, name: mac, mac_address: mac, capabilities: "{}", metadata: "{}" })))
+        .values(macs.slice(at, at + 1000).map((mac) => ({ created: now, name: mac, mac_address: mac, capabilities: "{}", metadata })))
         .execute();
     }
   });
@@ -117,4 +120,24 @@ export function activityPerRequest(before: PostgresActivity, after: PostgresActi
     .filter((t) => t.seq + t.index + t.written > 0)
     .map((t) => `${t.name} ${per(t.seq)} seq/${per(t.index)} index scans, ${per(t.written)} rows written`);
   return `PostgreSQL per request: ${per(after.transactions - before.transactions)} transactions, ${per(after.rowsRead - before.rowsRead)} rows read; ${tables.join("; ") || "no table touched"}`;
+}
+
+/**
+ * With more than one engine chosen, runs this benchmark again once per engine (`--engine E`, its
+ * other arguments as given), one after the other, each one's output under a heading; true when it
+ * did (the caller then has nothing left to do). One engine: false, and the caller measures it.
+ */
+export async function runPerEngine(): Promise<boolean> {
+  const engines = benchEngines();
+  if (engines.length < 2) return false;
+  const given = process.argv.slice(2);
+  const at = given.indexOf("--engine");
+  const rest = at >= 0 ? [...given.slice(0, at), ...given.slice(at + 2)] : given;
+  for (const engine of engines) {
+    console.log(`\n=== ${engine} (load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}) ===`);
+    const child = spawn(process.execPath, [...process.execArgv, process.argv[1], ...rest, "--engine", engine], { stdio: "inherit", env: { ...process.env, BENCH_ENGINE: engine } });
+    const [code] = await once(child, "exit");
+    if (code !== 0) throw new Error(`the ${engine} run exited with ${code}`);
+  }
+  return true;
 }
