@@ -2,7 +2,7 @@
  * Benchmark (figures printed, nothing asserted): a 3-phase deployment to 10,000 simulated devices.
  *
  *   node --expose-gc --import tsx scripts/bench/deployment.ts [--devices 10000] [--clients 50]
- *        [--seconds 10] [--workers 4]
+ *        [--seconds 10] [--workers 4] [--engine embedded|postgres|both]
  *
  * Set-up (in-process): N devices in one group, packages v1.5 and v2 (board), the group's policy
  * exact_match,v1.5, a device token each. Memory per device state: the heap and the array buffers
@@ -26,7 +26,9 @@
  *    long the rollout took, with the server's CPU time per check without a deployment and per
  *    device rolled out once the checks stopped (other load on the machine disturbs these far less
  *    than the rates).
- * BENCH_NODE_ARGS adds node flags to the server (e.g. --cpu-prof).
+ * BENCH_NODE_ARGS adds node flags to the server (e.g. --cpu-prof). `--engine both` runs it on the
+ * embedded engine, then on PostgreSQL (a throwaway cluster on this machine, scripts/bench/engines.ts),
+ * whose CPU is printed beside the server's.
  * Targets (issue 26): the rate during the deployment >= 0.8 of the rate without, p99 < 25 ms.
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -42,12 +44,16 @@ import { createLogger } from "../../src/util/log.ts";
 import type { LoadRequest, LoadResult, LoadSpec } from "./loadgen.ts";
 import { apiAs, listening, runLoad, seedFleet } from "./server.ts";
 import { flag } from "./flags.ts";
+import { benchEngines, databaseUrlOf, postgresCpuSeconds, runPerEngine, stopBenchPostgres } from "./engines.ts";
 
 const DEVICES = flag("devices", 10_000);
 const CLIENTS = flag("clients", 50);
 const SECONDS = flag("seconds", 10);
 const WORKERS = flag("workers", 4);
 
+if (await runPerEngine()) process.exit(0);
+const ENGINE = benchEngines()[0];
+const DATABASE_URL = await databaseUrlOf(ENGINE);
 const work = mkdtempSync(join(process.env.TMPDIR ?? "/tmp", "labgate-bench-deploy-"));
 const dataDir = join(work, "data");
 
@@ -67,6 +73,7 @@ function settledMemory(): NodeJS.MemoryUsage {
 
 async function seed(): Promise<Seeded> {
   const { config } = loadConfig({ env: {}, cwd: work, flags: { dataDir, listen: "127.0.0.1:0" } });
+  config.database.url = DATABASE_URL;
   const server = await startServer(config, { log: createLogger("error") });
   const admin = server.ctx.tokens.issueManagement("bench", ["admin_rw"], 86400);
   const call = apiAs(server.url, admin);
@@ -89,7 +96,7 @@ async function seed(): Promise<Seeded> {
 
 async function spawnServer(): Promise<{ child: ChildProcess; url: string }> {
   writeFileSync(join(work, "bench.config.yaml"), "log_level: warn\n");
-  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", "src/main.ts", "serve", "--config", join(work, "bench.config.yaml"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"], {
+  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", "src/main.ts", "serve", "--config", join(work, "bench.config.yaml"), "--data-dir", dataDir, "--listen", "127.0.0.1:0", ...(DATABASE_URL ? ["--database-url", DATABASE_URL] : [])], {
     stdio: ["ignore", "pipe", "inherit"],
     env: { ...process.env, LABGATE_CONFIG: "" },
   });
@@ -156,7 +163,7 @@ const fmt = (r: LoadResult) =>
   `(${r.requests} requests; ${Object.entries(r.statuses).map(([s, n]) => `${s}: ${n}`).join(", ")}${r.errors ? `; ${r.errors} errors` : ""})`;
 
 async function main(): Promise<void> {
-  console.log(`labgate deployment benchmark: ${DEVICES} devices, 3 phases, ${CLIENTS} check clients, ${WORKERS} rollout workers, ${SECONDS} s of checks each`);
+  console.log(`labgate deployment benchmark (${ENGINE} engine): ${DEVICES} devices, 3 phases, ${CLIENTS} check clients, ${WORKERS} rollout workers, ${SECONDS} s of checks each`);
   console.log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? "?"}; node ${process.version}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}; ${new Date().toISOString()}`);
   if (!gc) console.log("(run with node --expose-gc for the memory figures)");
   const seeded = await seed();
@@ -212,11 +219,12 @@ async function main(): Promise<void> {
     const cpuDuring = cpuSeconds(server.child.pid!);
     const during = await load({ url: server.url, requests: checks, connections: CLIENTS, seconds: SECONDS, warmupSeconds: 1, client: "raw" }, rolledOut.signal);
     const loadDuring = loadNow();
-    const afterChecks = { cpu: cpuSeconds(server.child.pid!), rolled };
+    const afterChecks = { cpu: cpuSeconds(server.child.pid!), postgres: await postgresCpuSeconds(), rolled };
     const perCheckDuring = (afterChecks.cpu - cpuDuring) / during.requests;
     await rollout;
     const rolledAlone = rolled - afterChecks.rolled;
     const perDevice = rolledAlone > 0 ? (cpuSeconds(server.child.pid!) - afterChecks.cpu) / rolledAlone : NaN;
+    const postgresPerDevice = rolledAlone > 0 ? ((await postgresCpuSeconds()) - afterChecks.postgres) / rolledAlone : NaN;
     let final: { status: string; counts: Record<string, number> };
     for (;;) {
       final = await api("GET", `/api/v2/deployments/${created.id}`);
@@ -231,13 +239,14 @@ async function main(): Promise<void> {
     const ratio = (base: LoadResult) => (during.perSecond / base.perSecond).toFixed(3);
     console.log(`ratio during/without   ${ratio(without)} (${ratio(after)} to the baseline after; the baselines ${((100 * Math.abs(after.perSecond - without.perSecond)) / without.perSecond).toFixed(0)} % apart)  (targets: >= 0.8, p99 < 25 ms)`);
     console.log(`\nrollout: ${final.status} in ${took.toFixed(1)} s (${(DEVICES / took).toFixed(0)} devices/s through check + outcome); installed ${final.counts.installed}; group policy now ${group.policy}`);
-    console.log(`server CPU: ${(perCheckWithout * 1e6).toFixed(0)} us per check without a deployment, ${(perCheckDuring * 1e6).toFixed(0)} us during it (the rollout's ${afterChecks.rolled} devices included); ${(perDevice * 1e3).toFixed(2)} ms per device rolled out after the checks (${rolledAlone} devices)`);
+    console.log(`server CPU: ${(perCheckWithout * 1e6).toFixed(0)} us per check without a deployment, ${(perCheckDuring * 1e6).toFixed(0)} us during it (the rollout's ${afterChecks.rolled} devices included); ${(perDevice * 1e3).toFixed(2)} ms per device rolled out after the checks (${rolledAlone} devices)${DATABASE_URL ? `, PostgreSQL ${(postgresPerDevice * 1e3).toFixed(2)} ms more` : ""}`);
     console.log(`server RSS: +${((rssAfter - rssBefore) / DEVICES).toFixed(0)} B per device at creation (RSS, noisy)`);
   } finally {
     for (const { ws } of sockets.values()) ws.terminate();
     server.child.kill("SIGTERM");
     await once(server.child, "exit");
     rmSync(work, { recursive: true, force: true });
+    await stopBenchPostgres();
   }
 }
 

@@ -3,7 +3,7 @@
  *
  *   node --import tsx scripts/bench/device-sockets.ts [--devices 10000] [--procs 4] [--rounds 3]
  *        [--each-rounds N] [--baseline DIR|EXECUTABLE] [--server EXECUTABLE] [--turns N] [--settle S]
- *        [--busy] [--busy-rate N] [--checks S] [--no-unit-env]
+ *        [--busy] [--busy-rate N] [--checks S] [--no-unit-env] [--engine embedded|postgres|both]
  *
  * Seeds N devices, starts `labgate serve` as its own process, and connects every device from
  * `--procs` simulator processes (device-sim.ts: the WebSocket protocol only, not full agents).
@@ -27,6 +27,8 @@
  * servers run with the `Environment=` settings of scripts/labgate.service (the deployed unit's,
  * e.g. MALLOC_ARENA_MAX) unless `--no-unit-env` (a variable set in the benchmark's own
  * environment wins).
+ * `--engine both` runs everything on the embedded engine, then on PostgreSQL (a throwaway cluster on
+ * this machine, scripts/bench/engines.ts, seeded by this tree), its CPU beside the server's.
  * BENCH_NODE_ARGS adds node flags to the server (e.g. --cpu-prof; NODE_OPTIONS for an executable).
  * Before the first fan-out and after each request the server also reports (memory-probe.cjs)
  * what it holds after a full collection: V8's live heap and the capacity it keeps, ArrayBuffers
@@ -43,6 +45,7 @@ import type { LoadResult, LoadSpec } from "./loadgen.ts";
 import { insertDevices, listening } from "./server.ts";
 import { flag, textFlag } from "./flags.ts";
 import { unitEnvironment } from "./unit-env.ts";
+import { benchEngines, databaseUrlOf, postgresCpuSeconds, seedDevices, stopBenchPostgres, type BenchEngine } from "./engines.ts";
 import { executableCommand } from "../../test/helpers/cli.ts";
 
 const DEVICES = flag("devices", 10_000);
@@ -61,7 +64,6 @@ const SERVER = textFlag("server") ? resolve(textFlag("server")!) : here;
 const isExecutable = (root: string) => statSync(root).isFile();
 const unitEnv = unitEnvironment("labgate.service");
 const work = mkdtempSync(join(process.env.TMPDIR ?? "/tmp", "labgate-bench-sockets-"));
-const seedDir = join(work, "seed");
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))];
 /** CPU time (user + system) a process has used, in ms (clock ticks of 10 ms). */
 const cpuMs = (pid: number) => {
@@ -95,26 +97,28 @@ const mib = (bytes: number) => (bytes / 1048576).toFixed(0);
  * data dir at its start, an older one cannot open a newer schema. (An executable baseline is
  * seeded by this tree: it must know this tree's migrations.)
  */
-async function seed(): Promise<{ admin: string; devices: { mac: string; token: string }[] }> {
-  const root = BASELINE && !isExecutable(BASELINE) ? BASELINE : here;
+async function seed(seedDir: string, databaseUrl: string): Promise<{ admin: string; devices: { mac: string; token: string }[] }> {
+  const root = BASELINE && !isExecutable(BASELINE) && !databaseUrl ? BASELINE : here;
   const { loadConfig } = (await import(pathToFileURL(join(root, "src/config/config.ts")).href)) as typeof import("../../src/config/config.ts");
   const { startServer } = (await import(pathToFileURL(join(root, "src/server/start.ts")).href)) as typeof import("../../src/server/start.ts");
   const { createLogger } = (await import(pathToFileURL(join(root, "src/util/log.ts")).href)) as typeof import("../../src/util/log.ts");
   const { config } = loadConfig({ env: {}, cwd: work, flags: { dataDir: seedDir, listen: "127.0.0.1:0" } });
+  config.database.url = databaseUrl;
   const server = await startServer(config, { log: createLogger("error") });
-  await server.embedded!.write((tx) => insertDevices(tx, DEVICES, 0x0a0000000000));
-  const rows = server.embedded!.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
+  const rows = databaseUrl
+    ? await seedDevices(server.ctx.store, DEVICES, 0x0a0000000000)
+    : (await server.embedded!.write((tx) => insertDevices(tx, DEVICES, 0x0a0000000000)), server.embedded!.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id"));
   const devices = rows.map((d) => ({ mac: d.mac_address, token: server.ctx.tokens.issueDevice(d.mac_address, d.id, 86400) }));
   const admin = server.ctx.tokens.issueManagement("bench", ["admin_rw"], 86400);
   await server.close();
   return { admin, devices };
 }
 
-async function spawnServer(root: string, dataDir: string): Promise<{ child: ChildProcess; url: string }> {
+async function spawnServer(root: string, dataDir: string, databaseUrl: string): Promise<{ child: ChildProcess; url: string }> {
   const probe = ["-r", join(import.meta.dirname, "memory-probe.cjs")];
   const nodeArgs = [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), ...probe];
   const env: NodeJS.ProcessEnv = { ...unitEnv, ...process.env, LABGATE_CONFIG: join(work, "bench.config.yaml"), MEMORY_PROBE_FILE: probeFile };
-  const serve = ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"];
+  const serve = ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", ...(databaseUrl ? ["--database-url", databaseUrl] : [])];
   const [command, ...args] = isExecutable(root)
     ? [...executableCommand(root), ...serve]
     : [process.execPath, ...nodeArgs, "--import", "tsx", join(root, "src/main.ts"), ...serve];
@@ -160,12 +164,13 @@ function load(spec: LoadSpec): Promise<LoadResult> {
   });
 }
 
-async function run(root: string, admin: string, devices: { mac: string; token: string }[]): Promise<string[]> {
+async function run(root: string, engine: BenchEngine, seeded: Seeded): Promise<string[]> {
+  const { admin, devices, seedDir, databaseUrl } = seeded;
   const dataDir = join(work, "run");
   rmSync(dataDir, { recursive: true, force: true });
   const { cpSync } = await import("node:fs");
   cpSync(seedDir, dataDir, { recursive: true });
-  const server = await spawnServer(root, dataDir);
+  const server = await spawnServer(root, dataDir, databaseUrl);
   const sims: ChildProcess[] = [];
   try {
     await sleep(2000);
@@ -228,11 +233,14 @@ async function run(root: string, admin: string, devices: { mac: string; token: s
     const rounds = [rssKiB(server.child.pid!)];
     const held = [await probeMemory(server.child.pid!)];
     const cpu: number[] = [];
+    const postgresCpu: number[] = [];
     for (let r = 0; r < ROUNDS; r++) {
       const cpu0 = cpuMs(server.child.pid!);
+      const postgres0 = await postgresCpuSeconds();
       const took = await bulkRound();
       if (took === undefined) break;
       cpu.push(cpuMs(server.child.pid!) - cpu0);
+      postgresCpu.push(((await postgresCpuSeconds()) - postgres0) * 1000);
       bulk.push(took);
       rounds.push(rssKiB(server.child.pid!));
       held.push(await probeMemory(server.child.pid!));
@@ -245,7 +253,7 @@ async function run(root: string, admin: string, devices: { mac: string; token: s
     const settled = await probeMemory(server.child.pid!);
     await busy;
     await dispatcher.close();
-    const label = `${root === SERVER ? "this tree" : "baseline"}${isExecutable(root) ? " (executable)" : ""}`;
+    const label = `${root === SERVER ? "this tree" : "baseline"}${isExecutable(root) ? " (executable)" : ""}, ${engine}`;
     const stages = [connectedHeld, ...held, settled];
     const per = (f: (p: Probe) => number) => `${stages.map((p) => mib(f(p))).join(" / ")} MiB`;
     const space = (name: string, key: "size" | "used") => (p: Probe) => p.spaces[name]?.[key] ?? 0;
@@ -254,7 +262,7 @@ async function run(root: string, admin: string, devices: { mac: string; token: s
       `| ${label} | ${mib(connectedHeld.rss)} MiB | ${rounds.map((k) => (k / 1024).toFixed(0)).join(" / ")} MiB | ${((after - rounds[0]) / 1024).toFixed(1)} MiB | **${mib(settled.rss - held[0].rss)} MiB** | ${mib(settled.rss - connectedHeld.rss)} MiB |`,
       `| ${label} | ${per((p) => p.heapUsed)} | ${per((p) => p.heapTotal)} | ${per(space("old", "size"))} | ${per(space("large_object", "size"))} | ${per((p) => p.arrayBuffers)} | ${per((p) => p.wasm)} | ${per((p) => p.rss)} |`,
       `| ${label} | ${per((p) => p.resident.v8Pages)} | ${per((p) => p.resident.mallocMain)} | ${per((p) => p.resident.otherAnon)} | ${per((p) => p.resident.file)} |`,
-      `| ${label} | ${each.length ? `${pct(each, 0.5).toFixed(0)} ms | ${pct(each, 0.99).toFixed(0)} ms | ${pct(all, 0.5).toFixed(0)} ms | ${Math.max(...all).toFixed(0)} ms` : "- | - | - | -"} | ${bulk.length ? `${pct(bulk, 0.5).toFixed(0)} ms / ${Math.max(...bulk).toFixed(0)} ms | ${pct(cpu, 0.5).toFixed(0)} ms` : "- | -"} | ${checked.perSecond.toFixed(0)}/s | ${checked.p50.toFixed(1)} ms | ${checked.p99.toFixed(1)} ms |`,
+      `| ${label} | ${each.length ? `${pct(each, 0.5).toFixed(0)} ms | ${pct(each, 0.99).toFixed(0)} ms | ${pct(all, 0.5).toFixed(0)} ms | ${Math.max(...all).toFixed(0)} ms` : "- | - | - | -"} | ${bulk.length ? `${pct(bulk, 0.5).toFixed(0)} ms / ${Math.max(...bulk).toFixed(0)} ms | ${pct(cpu, 0.5).toFixed(0)} ms${engine === "postgres" ? ` + ${pct(postgresCpu, 0.5).toFixed(0)} ms PostgreSQL` : ""}` : "- | -"} | ${checked.perSecond.toFixed(0)}/s | ${checked.p50.toFixed(1)} ms | ${checked.p99.toFixed(1)} ms |`,
     ];
   } finally {
     for (const sim of sims) sim.kill("SIGKILL");
@@ -267,9 +275,23 @@ console.log(`labgate device-socket benchmark: ${DEVICES} simulated devices in ${
 console.log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? "?"}; node ${process.version}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}; ${new Date().toISOString()}`);
 console.log(`server environment from scripts/labgate.service: ${Object.entries(unitEnv).map(([k, v]) => `${k}=${v}`).join(" ") || "none"}`);
 writeFileSync(join(work, "bench.config.yaml"), "log_level: warn\n");
-const { admin, devices } = await seed();
+interface Seeded {
+  admin: string;
+  devices: { mac: string; token: string }[];
+  seedDir: string;
+  databaseUrl: string;
+}
 const results: string[][] = [];
-for (let turn = 0; turn < TURNS; turn++) for (const root of BASELINE ? [BASELINE, SERVER] : [SERVER]) results.push(await run(root, admin, devices));
+try {
+  for (const engine of benchEngines()) {
+    const seedDir = join(work, `seed-${engine}`);
+    const databaseUrl = await databaseUrlOf(engine);
+    const seeded = { ...(await seed(seedDir, databaseUrl)), seedDir, databaseUrl };
+    for (let turn = 0; turn < TURNS; turn++) for (const root of BASELINE ? [BASELINE, SERVER] : [SERVER]) results.push(await run(root, engine, seeded));
+  }
+} finally {
+  await stopBenchPostgres();
+}
 const table = (i: number) => results.forEach((r) => console.log(r[i]));
 console.log("\n| server | sockets | all connected in | RSS idle | RSS connected | per socket | RSS after fan-outs |");
 console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");

@@ -4,6 +4,7 @@ import { once } from "node:events";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { LoadResult, LoadSpec } from "./loadgen.ts";
+import { seedDevices } from "./engines.ts";
 
 /** The URL a spawned `labgate serve` (or bare-upload.ts) prints on its first "listening on" line. */
 export async function listening(child: ChildProcess): Promise<{ child: ChildProcess; url: string }> {
@@ -121,18 +122,17 @@ export const apiAs =
   };
 
 /**
- * The update benchmarks' fleet on an in-process server: `count` devices in one group with the
+ * The update benchmarks' fleet on an in-process server (either engine): `count` devices in one group with the
  * packages v1.5 and v2 (device type board) and the group policy `policy`.
  */
 export async function seedFleet(
-  server: { url: string; embedded?: { write<T>(fn: (tx: { run(sql: string, params: (string | number)[]): unknown }) => T): Promise<T>; all<T>(sql: string): T[] } },
+  server: { url: string; ctx: { store: import("../../src/db/store.ts").Store } },
   call: ReturnType<typeof apiAs>,
   count: number,
   firstMac: number,
   policy: string,
 ): Promise<{ group: number; packages: number[]; rows: Array<{ id: number; mac_address: string }> }> {
-  await server.embedded!.write((tx) => insertDevices(tx, count, firstMac));
-  const rows = server.embedded!.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
+  const rows = await seedDevices(server.ctx.store, count, firstMac);
   const packages: number[] = [];
   for (const version of ["v1.5", "v2"]) {
     const form = new FormData();

@@ -6,7 +6,8 @@
  * its systemd unit gives it (the Environment= lines of scripts/labgate.service and
  * scripts/labgate-agent.service). The first executable's figures are then set against the targets.
  *
- *   node --import tsx scripts/bench/start.ts [--runs 10] [--devices 10000] [--agent-only] [--no-unit-env] BINARY [BASELINE_BINARY]
+ *   node --import tsx scripts/bench/start.ts [--runs 10] [--devices 10000] [--agent-only] [--no-unit-env]
+ *        [--engine embedded|postgres|both] BINARY [BASELINE_BINARY]
  *
  * `--agent-only`: only the agent's figures (its server on an empty data dir, no start timed);
  * `--no-unit-env`: the server and the agent without their units' environment (malloc settings).
@@ -20,6 +21,9 @@
  * targets bound) and pages of files (mostly the executable's, clean and reclaimable), and PSS
  * (/proc/PID/smaps_rollup: RSS with each shared page divided among the processes that map it).
  * An arm64 executable runs under qemu-aarch64-static (for the record: emulated figures).
+ * `--engine both` runs it all on the embedded engine, then on PostgreSQL (a throwaway cluster on
+ * this machine, scripts/bench/engines.ts): a fresh database for each empty start, one with the
+ * devices for the existing ones (the data dir then holds the rest).
  */
 import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process";
 import { once } from "node:events";
@@ -30,6 +34,10 @@ import { Database } from "../../src/db/index.ts";
 import { executableCommand } from "../../test/helpers/cli.ts";
 import { flag } from "./flags.ts";
 import { unitEnvironment } from "./unit-env.ts";
+import { benchEngines, databaseUrlOf, runPerEngine, seedDevices, stopBenchPostgres } from "./engines.ts";
+
+if (await runPerEngine()) process.exit(0);
+const ENGINE = benchEngines()[0];
 
 const SWITCHES = ["--agent-only", "--no-unit-env"];
 const AGENT_ONLY = process.argv.includes("--agent-only");
@@ -73,8 +81,9 @@ function memoryOf(pid: number): Rss {
 const TARGETS = { startMs: 150, serverAnon: 40, serverRss: 90, agentAnon: 15, agentRss: 55 };
 
 /** Starts `labgate serve` of the binary on `dataDir` and waits for its listening line. */
-async function serve(binary: string, dataDir: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = launch(binary, ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { stdio: ["ignore", "pipe", "ignore"], env: { HOME: work, PATH: "/usr/bin:/bin", LABGATE_CONFIG: "", ...serverEnv }, cwd: work });
+async function serve(binary: string, dataDir: string, databaseUrl = ""): Promise<{ child: ChildProcess; url: string }> {
+  const database = databaseUrl ? ["--database-url", databaseUrl] : [];
+  const child = launch(binary, ["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", ...database], { stdio: ["ignore", "pipe", "ignore"], env: { HOME: work, PATH: "/usr/bin:/bin", LABGATE_CONFIG: "", ...serverEnv }, cwd: work });
   let out = "";
   for await (const chunk of child.stdout!) {
     out += chunk;
@@ -88,9 +97,9 @@ async function serve(binary: string, dataDir: string): Promise<{ child: ChildPro
 const mainThreadMs = (pid: number) => Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, "utf8").split(" ")[0]) / 1e6;
 
 /** Starts the binary on `dataDir`; resolves with ms to the first /api/health answer, the main thread's CPU ms by then, and the RSS after `idleMs`. */
-async function start(binary: string, dataDir: string, idleMs = 0): Promise<{ ms: number; cpu: number } & Rss> {
+async function start(binary: string, dataDir: string, databaseUrl = "", idleMs = 0): Promise<{ ms: number; cpu: number } & Rss> {
   const t0 = performance.now();
-  const { child, url } = await serve(binary, dataDir);
+  const { child, url } = await serve(binary, dataDir, databaseUrl);
   const res = await fetch(`${url}/api/health`);
   await res.arrayBuffer();
   const ms = performance.now() - t0;
@@ -102,26 +111,37 @@ async function start(binary: string, dataDir: string, idleMs = 0): Promise<{ ms:
   return { ms, cpu, ...memory };
 }
 
-console.log(AGENT_ONLY ? "labgate agent idle memory" : `labgate start-up benchmark: ${RUNS} runs each; existing data dir with ${DEVICES} devices`);
+console.log(AGENT_ONLY ? "labgate agent idle memory" : `labgate start-up benchmark (${ENGINE} engine): ${RUNS} runs each; existing data dir with ${DEVICES} devices`);
 console.log(`the server's environment: ${JSON.stringify(serverEnv)}; the agent's: ${JSON.stringify(unitEnv)}`);
 console.log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? "?"}; node ${process.version}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}; ${new Date().toISOString()}`);
 // One existing data dir per executable, made by its own first start (their schemas may differ).
 const existingDirs: string[] = [];
+/** On PostgreSQL: each existing data dir's database. */
+const existingUrls: string[] = [];
 for (const [b, binary] of binaries.entries()) {
   const existing = join(work, `existing-${b}`);
-  await start(binary, existing);
-  const db = await Database.open(existing);
-  const now = new Date().toISOString();
-  await db.write((tx) => {
-    for (let i = 0; i < DEVICES; i++) {
-      const mac = (0x0c0000000000 + i).toString(16).padStart(12, "0").match(/../g)!.join(":");
-      tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata) VALUES (?, ?, ?, '{}', ?)", [now, mac, mac, JSON.stringify({ "svc.software.version": "v1", "svc.hardware.devtype": "board" })]);
-    }
-  });
-  await db.close();
+  const url = await databaseUrlOf(ENGINE);
+  await start(binary, existing, url);
+  if (url) {
+    const { openDatabase } = await import("../../src/db/open.ts");
+    const opened = await openDatabase({ dataDir: existing, url, log: () => {} });
+    await seedDevices(opened.store, DEVICES, 0x0c0000000000, JSON.stringify({ "svc.software.version": "v1", "svc.hardware.devtype": "board" }));
+    await opened.close();
+  } else {
+    const db = await Database.open(existing);
+    const now = new Date().toISOString();
+    await db.write((tx) => {
+      for (let i = 0; i < DEVICES; i++) {
+        const mac = (0x0c0000000000 + i).toString(16).padStart(12, "0").match(/../g)!.join(":");
+        tx.run("INSERT INTO devices (created, name, mac_address, capabilities, metadata) VALUES (?, ?, ?, '{}', ?)", [now, mac, mac, JSON.stringify({ "svc.software.version": "v1", "svc.hardware.devtype": "board" })]);
+      }
+    });
+    await db.close();
+  }
   existingDirs.push(existing);
+  existingUrls.push(url);
 }
-console.log(`image ${(readFileSync(join(existingDirs[0], "labgate.db")).length / 1048576).toFixed(1)} MB`);
+if (ENGINE === "embedded") console.log(`image ${(readFileSync(join(existingDirs[0], "labgate.db")).length / 1048576).toFixed(1)} MB`);
 if (!AGENT_ONLY) console.log("\n| executable | empty data dir (median) | existing data dir (median) | main thread's CPU by then, existing dir (median) | idle RSS, existing dir (median of 3) | of which anonymous (RssAnon) | of which files' pages | PSS |");
 if (!AGENT_ONLY) console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
 const empty = binaries.map((): number[] => []);
@@ -131,11 +151,11 @@ const idle = binaries.map((): Rss[] => []);
 for (let i = 0; i < RUNS; i++) {
   for (const [b, binary] of binaries.entries()) {
     const dir = join(work, `empty-${i}`);
-    empty[b].push((await start(binary, dir)).ms);
+    empty[b].push((await start(binary, dir, await databaseUrlOf(ENGINE))).ms);
     rmSync(dir, { recursive: true, force: true });
     const copy = join(work, `copy-${i}`);
     cpSync(existingDirs[b], copy, { recursive: true });
-    const existing = await start(binary, copy);
+    const existing = await start(binary, copy, existingUrls[b]);
     full[b].push(existing.ms);
     fullCpu[b].push(existing.cpu);
     rmSync(copy, { recursive: true, force: true });
@@ -145,15 +165,15 @@ for (let i = 0; i < (AGENT_ONLY ? 0 : 3); i++) {
   for (const [b, binary] of binaries.entries()) {
     const copy = join(work, "copy-rss");
     cpSync(existingDirs[b], copy, { recursive: true });
-    idle[b].push(await start(binary, copy, 2000));
+    idle[b].push(await start(binary, copy, existingUrls[b], 2000));
     rmSync(copy, { recursive: true, force: true });
   }
 }
 /** RSS of `labgate agent` (same binary), approved by and connected to a server on a copy of `dataDir`, after two idle seconds. */
-async function agentIdle(binary: string, dataDir: string, run: number): Promise<Rss> {
+async function agentIdle(binary: string, dataDir: string, databaseUrl: string, run: number): Promise<Rss> {
   const copy = join(work, "copy-agent");
   cpSync(dataDir, copy, { recursive: true });
-  const { child: server, url } = await serve(binary, copy);
+  const { child: server, url } = await serve(binary, copy, databaseUrl);
   const token = readFileSync(join(copy, "admin.token"), "utf8").trim();
   const api = async (path: string, init: RequestInit = {}) => fetch(`${url}${path}`, { ...init, headers: { authorization: `Bearer token=${token}`, "content-type": "application/json" } });
   const mac = `0e:00:00:00:01:${run.toString(16).padStart(2, "0")}`;
@@ -186,13 +206,13 @@ async function agentIdle(binary: string, dataDir: string, run: number): Promise<
 }
 const agents = binaries.map((): Rss[] => []);
 for (let i = 0; i < 3; i++) {
-  for (const [b, binary] of binaries.entries()) agents[b].push(await agentIdle(binary, existingDirs[b], b * 3 + i));
+  for (const [b, binary] of binaries.entries()) agents[b].push(await agentIdle(binary, existingDirs[b], existingUrls[b], b * 3 + i));
 }
 
 const mb = (kib: number) => `${(kib / 1024).toFixed(1)} MB`;
 for (const b of AGENT_ONLY ? [] : binaries.keys()) {
   const rss = [...idle[b]].sort((x, y) => x.rss - y.rss)[1];
-  console.log(`| ${given[b]} | ${median(empty[b]).toFixed(0)} ms | ${median(full[b]).toFixed(0)} ms | ${median(fullCpu[b]).toFixed(0)} ms | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} | ${mb(rss.pss)} |`);
+  console.log(`| ${given[b]} (${ENGINE}) | ${median(empty[b]).toFixed(0)} ms | ${median(full[b]).toFixed(0)} ms | ${median(fullCpu[b]).toFixed(0)} ms | ${mb(rss.rss)} | ${mb(rss.anon)} | ${mb(rss.file)} | ${mb(rss.pss)} |`);
 }
 console.log("\n| executable | `labgate agent` idle RSS, connected (median of 3) | of which anonymous (RssAnon) | of which files' pages | PSS |");
 console.log("| --- | ---: | ---: | ---: | ---: |");
@@ -226,3 +246,4 @@ if (binaries.length > 1 && !AGENT_ONLY) {
 }
 console.log(`load average at the end ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
 rmSync(work, { recursive: true, force: true });
+await stopBenchPostgres();

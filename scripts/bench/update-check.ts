@@ -5,20 +5,24 @@
  *
  *   node --import tsx scripts/bench/update-check.ts [--devices 10000] [--groups 100]
  *        [--packages 500] [--clients 50] [--seconds 10] [--seed-dir DIR] [--client raw|http|both]
- *        [--log-level warn|info]
+ *        [--log-level warn|info] [--engine embedded|postgres|both]
  *
  * Set-up (in-process, then the server is restarted as its own process): N devices (rows and
  * device tokens minted with the appliance key), G groups with an exact_match policy and
  * P/G packages each (a chain of requires: deltas plus a full image), every device in one group.
  * `--seed-dir DIR` keeps the seeded data dir and tokens in DIR and reuses them on the next run
- * (seeding takes about a minute). BENCH_NODE_ARGS adds node flags to the server (e.g. --cpu-prof).
+ * (seeding takes about a minute; the embedded engine only). BENCH_NODE_ARGS adds node flags to the
+ * server (e.g. --cpu-prof). `--engine both` measures the embedded engine, then the same fleet on
+ * PostgreSQL (a throwaway cluster on this machine, scripts/bench/engines.ts), whose CPU is printed
+ * beside the server's and counted in the CPU per request.
  *
  * The load generator (loadgen.ts) runs as its own process, twice per target: the "raw" client
  * (pre-serialised requests on plain sockets, as wrk/autocannon do) and node:http's client. On
  * 2 cores the generator competes with the server for CPU, so both figures are printed along
  * with the CPU each process used and the server's CPU time per request, which other load on
  * the machine disturbs far less than throughput does.
- * Targets (issue 4): >= 8,000 checks/s, p99 < 25 ms on 2 cores, ratio to the bare route >= 0.12.
+ * Targets (issue 4): >= 8,000 checks/s, p99 < 25 ms on 2 cores, ratio to the bare route >= 0.12;
+ * on PostgreSQL (issue 42), its CPU on the same 2 cores: >= 4,000 checks/s, p99 < 25 ms.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
@@ -29,8 +33,9 @@ import { loadConfig } from "../../src/config/config.ts";
 import { startServer } from "../../src/server/start.ts";
 import { createLogger } from "../../src/util/log.ts";
 import type { LoadRequest, LoadResult, LoadSpec } from "./loadgen.ts";
-import { insertDevices, listening } from "./server.ts";
+import { listening } from "./server.ts";
 import { flag, textFlag } from "./flags.ts";
+import { activityPerRequest, benchEngines, databaseUrlOf, postgresActivity, postgresCpuSeconds, seedDevices, stopBenchPostgres, type BenchEngine } from "./engines.ts";
 
 const DEVICES = flag("devices", 10_000);
 const GROUPS = flag("groups", 100);
@@ -43,8 +48,8 @@ const SEED_DIR = textFlag("seed-dir");
 const LOG_LEVEL = textFlag("log-level") ?? "warn";
 const CLIENT_KINDS = (textFlag("client") ?? "both") === "both" ? (["raw", "http"] as const) : ([textFlag("client") as "raw" | "http"] as const);
 
+const ENGINES = benchEngines();
 const work = SEED_DIR ?? mkdtempSync(join(process.env.TMPDIR ?? "/tmp", "labgate-bench-check-"));
-const dataDir = join(work, "data");
 const targetsFile = join(work, `targets-${DEVICES}-${GROUPS}-${PACKAGES}.json`);
 
 interface Target {
@@ -52,8 +57,9 @@ interface Target {
   body: string;
 }
 
-async function seed(): Promise<Target[]> {
+async function seed(dataDir: string, databaseUrl: string): Promise<Target[]> {
   const { config } = loadConfig({ env: {}, cwd: work, flags: { dataDir, listen: "127.0.0.1:0" } });
+  config.database.url = databaseUrl;
   const server = await startServer(config, { log: createLogger("error") });
   const admin = server.ctx.tokens.issueManagement("bench", ["admin_rw"], 3600);
   const call = async (method: string, path: string, body?: unknown, form?: FormData) => {
@@ -66,8 +72,7 @@ async function seed(): Promise<Target[]> {
     return res.json() as Promise<{ id: number }>;
   };
 
-  await server.embedded!.write((tx) => insertDevices(tx, DEVICES, 0x020000000000));
-  const deviceIds = server.embedded!.all<{ id: number; mac_address: string }>("SELECT id, mac_address FROM devices ORDER BY id");
+  const deviceIds = await seedDevices(server.ctx.store, DEVICES, 0x020000000000);
 
   const targets: Target[] = [];
   for (let g = 0; g < GROUPS; g++) {
@@ -116,6 +121,8 @@ function cpuSeconds(pid: number): number {
 interface Measured extends LoadResult {
   /** Cores the server process used while measured. */
   serverCores: number;
+  /** Cores PostgreSQL's processes used meanwhile (0 on the embedded engine). */
+  postgresCores: number;
 }
 
 /** Runs the load generator as its own process against `server`. */
@@ -123,6 +130,7 @@ async function load(server: ChildProcess, spec: LoadSpec): Promise<Measured> {
   const file = join(work, `load-${process.pid}.json`);
   writeFileSync(file, JSON.stringify(spec));
   const cpuBefore = cpuSeconds(server.pid!);
+  const postgresBefore = await postgresCpuSeconds();
   const wallBefore = performance.now();
   const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "loadgen.ts"), file], { stdio: ["ignore", "pipe", "inherit"] });
   let out = "";
@@ -132,50 +140,87 @@ async function load(server: ChildProcess, spec: LoadSpec): Promise<Measured> {
   const result = JSON.parse(out) as LoadResult;
   // The server's CPU over the generator's whole life (start-up and warm-up included) is an upper
   // bound; scale it to the measured phase by wall time.
-  const serverCores = (cpuSeconds(server.pid!) - cpuBefore) / ((performance.now() - wallBefore) / 1000);
-  return { ...result, serverCores };
+  const wall = (performance.now() - wallBefore) / 1000;
+  const serverCores = (cpuSeconds(server.pid!) - cpuBefore) / wall;
+  const postgresCores = ((await postgresCpuSeconds()) - postgresBefore) / wall;
+  return { ...result, serverCores, postgresCores };
 }
 
 const fmt = (r: Measured) =>
   `${r.perSecond.toFixed(0).padStart(7)} req/s  p50 ${r.p50.toFixed(2).padStart(6)} ms  p99 ${r.p99.toFixed(2).padStart(6)} ms  ` +
-  `server ${((r.serverCores / r.perSecond) * 1e6).toFixed(0).padStart(4)} us CPU/request  cpu cores: server ${r.serverCores.toFixed(2)}, generator ${r.cpuCores.toFixed(2)}  ` +
+  `server ${(((r.serverCores + r.postgresCores) / r.perSecond) * 1e6).toFixed(0).padStart(4)} us CPU/request  cpu cores: server ${r.serverCores.toFixed(2)}${r.postgresCores ? `, postgres ${r.postgresCores.toFixed(2)}` : ""}, generator ${r.cpuCores.toFixed(2)}  ` +
   `(${r.requests} requests; ${Object.entries(r.statuses).map(([s, n]) => `${s}: ${n}`).join(", ")}${r.errors ? `; ${r.errors} errors` : ""})`;
 
-async function main(): Promise<void> {
-  console.log(`labgate update-check benchmark: ${DEVICES} devices, ${GROUPS} groups, ${PER_GROUP * GROUPS} packages, ${CLIENTS} clients, ${SECONDS} s`);
-  console.log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? "?"}; node ${process.version}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}; ${new Date().toISOString()}`);
+/** Sends every check once, `CLIENTS` at a time; how long it took (s). */
+async function prime(url: string, checks: LoadRequest[]): Promise<number> {
+  const started = performance.now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: CLIENTS }, async () => {
+      for (let i = next++; i < checks.length; i = next++) {
+        const res = await fetch(url + checks[i].path, { method: "POST", headers: { authorization: `Bearer token=${checks[i].token}`, "content-type": "application/json" }, body: checks[i].body });
+        await res.arrayBuffer();
+      }
+    }),
+  );
+  return (performance.now() - started) / 1000;
+}
+
+/** Seeds the fleet on `engine` (or reuses the seed dir's, embedded only) and measures its update checks with each client. */
+async function measureEngine(engine: BenchEngine): Promise<Partial<Record<"raw" | "http", Measured>>> {
+  const dataDir = join(work, engine === "embedded" ? "data" : "data-postgres");
+  const reuse = engine === "embedded" && SEED_DIR !== undefined;
+  const databaseUrl = await databaseUrlOf(engine);
   let targets: Target[];
-  if (SEED_DIR && existsSync(targetsFile)) targets = JSON.parse(readFileSync(targetsFile, "utf8")) as Target[];
+  if (reuse && existsSync(targetsFile)) targets = JSON.parse(readFileSync(targetsFile, "utf8")) as Target[];
   else {
-    if (SEED_DIR) {
+    if (reuse) {
       rmSync(dataDir, { recursive: true, force: true });
-      mkdirSync(SEED_DIR, { recursive: true });
+      mkdirSync(SEED_DIR!, { recursive: true });
     }
-    targets = await seed();
-    if (SEED_DIR) writeFileSync(targetsFile, JSON.stringify(targets));
+    targets = await seed(dataDir, databaseUrl);
+    if (reuse) writeFileSync(targetsFile, JSON.stringify(targets));
   }
   const checks: LoadRequest[] = targets.map((t) => ({ method: "POST", path: "/api/v1/update/check", token: t.token, body: t.body }));
-  const bareRequests: LoadRequest[] = [{ method: "GET", path: "/bare" }];
-  const results: Record<string, { checks: Measured; bare: Measured }> = {};
 
   // warn by default: at info every request writes a log line (--log-level info measures that too;
   // the server's stderr then goes to server.log in the work dir).
   writeFileSync(join(work, "bench.config.yaml"), `log_level: ${LOG_LEVEL}\n`);
-  const logFile = LOG_LEVEL === "info" || LOG_LEVEL === "debug" ? openSync(join(work, "server.log"), "w") : undefined;
-  const labgate = await spawnServer(["src/main.ts", "serve", "--config", join(work, "bench.config.yaml"), "--data-dir", dataDir, "--listen", "127.0.0.1:0"], logFile);
+  const logFile = LOG_LEVEL === "info" || LOG_LEVEL === "debug" ? openSync(join(work, `server-${engine}.log`), "w") : undefined;
+  const database = databaseUrl ? ["--database-url", databaseUrl] : [];
+  const labgate = await spawnServer(["src/main.ts", "serve", "--config", join(work, "bench.config.yaml"), "--data-dir", dataDir, "--listen", "127.0.0.1:0", ...database], logFile);
   const checkRuns: Partial<Record<"raw" | "http", Measured>> = {};
   try {
-    // Warm-up: JIT, caches, and every device's first check (which writes its progress record).
+    // Every device's first check writes its progress record: made once, before the warm-up (JIT, caches).
+    const primed = await prime(labgate.url, checks);
+    console.log(`${engine}: every device's first check (its progress record written) in ${primed.toFixed(1)} s`);
     const warmup = Math.max(2, targets.length / 4000);
     for (const client of CLIENT_KINDS) {
+      const before = databaseUrl ? await postgresActivity(databaseUrl) : undefined;
       checkRuns[client] = await load(labgate.child, { url: labgate.url, requests: checks, connections: CLIENTS, seconds: SECONDS, warmupSeconds: warmup, client });
+      // Warm-up included: an upper bound of what one check asks of the database.
+      if (before) console.log(`${client}: ${activityPerRequest(before, await postgresActivity(databaseUrl), checkRuns[client]!.requests)} (warm-up included)`);
     }
   } finally {
     labgate.child.kill("SIGTERM");
     await once(labgate.child, "exit");
     if (logFile !== undefined) closeSync(logFile);
   }
+  return checkRuns;
+}
 
+async function main(): Promise<void> {
+  console.log(`labgate update-check benchmark: ${DEVICES} devices, ${GROUPS} groups, ${PER_GROUP * GROUPS} packages, ${CLIENTS} clients, ${SECONDS} s; engines: ${ENGINES.join(", ")}`);
+  console.log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? "?"}; node ${process.version}; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}; ${new Date().toISOString()}`);
+  const byEngine: Partial<Record<BenchEngine, Partial<Record<"raw" | "http", Measured>>>> = {};
+  try {
+    for (const engine of ENGINES) byEngine[engine] = await measureEngine(engine);
+  } finally {
+    await stopBenchPostgres();
+  }
+
+  const bareRequests: LoadRequest[] = [{ method: "GET", path: "/bare" }];
+  const bareRuns: Partial<Record<"raw" | "http", Measured>> = {};
   const bare = await spawnServer([
     "--input-type=module",
     "-e",
@@ -184,21 +229,19 @@ async function main(): Promise<void> {
      const s = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, (info) => console.log("listening on http://127.0.0.1:" + info.port));`,
   ]);
   try {
-    for (const client of CLIENT_KINDS) {
-      const baseline = await load(bare.child, { url: bare.url, requests: bareRequests, connections: CLIENTS, seconds: SECONDS, warmupSeconds: 2, client });
-      results[client] = { checks: checkRuns[client]!, bare: baseline };
-    }
+    for (const client of CLIENT_KINDS) bareRuns[client] = await load(bare.child, { url: bare.url, requests: bareRequests, connections: CLIENTS, seconds: SECONDS, warmupSeconds: 2, client });
   } finally {
     bare.child.kill("SIGTERM");
     await once(bare.child, "exit");
   }
 
-  for (const [client, { checks: c, bare: b }] of Object.entries(results)) {
+  const targetsOf = { embedded: ">= 8000 checks/s, p99 < 25 ms, ratio >= 0.12", postgres: ">= 4000 checks/s with PostgreSQL's CPU on the same machine, p99 < 25 ms" };
+  for (const client of CLIENT_KINDS) {
     const label = client === "raw" ? "raw-socket client (separate process)" : "node:http client (separate process)";
     console.log(`\n${label}:`);
-    console.log(`  update check   ${fmt(c)}`);
-    console.log(`  bare Hono GET  ${fmt(b)}`);
-    console.log(`  ratio          ${(c.perSecond / b.perSecond).toFixed(3)}  (targets: >= 8000 checks/s, p99 < 25 ms, ratio >= 0.12)`);
+    for (const engine of ENGINES) console.log(`  update check, ${engine.padEnd(8)}  ${fmt(byEngine[engine]![client]!)}`);
+    console.log(`  bare Hono GET             ${fmt(bareRuns[client]!)}`);
+    for (const engine of ENGINES) console.log(`  ratio, ${engine.padEnd(8)}         ${(byEngine[engine]![client]!.perSecond / bareRuns[client]!.perSecond).toFixed(3)}  (targets: ${targetsOf[engine]})`);
   }
   rmSync(join(work, `load-${process.pid}.json`), { force: true });
   if (!SEED_DIR) rmSync(work, { recursive: true, force: true });

@@ -40,6 +40,9 @@ export interface OpenedPostgres {
 export async function openPostgresStore(options: PostgresStoreOptions): Promise<OpenedPostgres> {
   const { url } = options;
   const { query, pool } = await postgresPool<Tables>(url, { unavailable: options.unavailable });
+  // Writes that need no acknowledgement (last-seen times) commit without waiting for the disk, as
+  // the embedded engine's go with its next commit: a few connections of their own.
+  const lazy = await postgresPool<Tables>(url, { max: 2, unavailable: options.unavailable, lazyCommits: true });
   const said = (error: unknown) => redactedText((error as Error).message || String((error as { code?: unknown }).code), url);
   let applied: number[];
   try {
@@ -47,6 +50,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     applied = await migratePostgres(query, options.migrations);
   } catch (error) {
     await query.destroy().catch(() => {});
+    await lazy.query.destroy().catch(() => {});
     const code = (error as { code?: unknown }).code;
     if (unreachable(error) || refused(error) || code === "unavailable") throw options.unusable(`config key database.url: cannot use ${redactedUrl(url)}: ${said(error)}`);
     throw error;
@@ -58,7 +62,7 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     query,
     transact: (fn) => transact(query, fn),
     writeLazy: (statement) => {
-      query.executeQuery(statement.compile()).catch((error: unknown) => options.log("warn", `a write that needs no acknowledgement failed: ${said(error)}`));
+      lazy.query.executeQuery(statement.compile()).catch((error: unknown) => options.log("warn", `a write that needs no acknowledgement failed: ${said(error)}`));
     },
     // Nothing reloads a PostgreSQL database under the server: caches are dropped by their owners' writes.
     epoch: 0,
@@ -73,7 +77,10 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
       }
     },
     exportImage: (alongside) => postgresImage(any, options.migrations, options.sqlJs, alongside),
-    close: () => query.destroy(),
+    close: async () => {
+      await query.destroy();
+      await lazy.query.destroy();
+    },
   };
   return { store, applied, fresh: applied.length > 0 && applied.length === options.migrations.length };
 }

@@ -48,6 +48,8 @@ export interface ThrowawayPostgres {
   start(): Promise<void>;
   /** Stops the cluster and deletes its files. */
   stop(): Promise<void>;
+  /** The postmaster's process id while it runs (a benchmark counts its CPU and its backends'). */
+  pid(): number | undefined;
 }
 
 /** Local connections and the role `labgate` on 127.0.0.1 need no password; every other role does. */
@@ -56,9 +58,10 @@ const HBA = ["local all all trust", "host all labgate 127.0.0.1/32 trust", "host
 /**
  * A PostgreSQL cluster of its own in a temp dir, on 127.0.0.1 and a free port, as an unprivileged
  * user (initdb refuses root: as root it runs as `postgres`). fsync is off: a test kills labgate,
- * never the machine, and the cluster's own crash safety is PostgreSQL's.
+ * never the machine, and the cluster's own crash safety is PostgreSQL's; `durable` turns it on
+ * (a benchmark, which must pay for what a deployed PostgreSQL pays for).
  */
-export async function startPostgres({ maxConnections = 200 }: { maxConnections?: number } = {}): Promise<ThrowawayPostgres> {
+export async function startPostgres({ maxConnections = 200, durable = false }: { maxConnections?: number; durable?: boolean } = {}): Promise<ThrowawayPostgres> {
   const bin = postgresBin();
   if (!bin) throw new Error("PostgreSQL's binaries are missing: apt-get install postgresql (or set PG_BIN)");
   const dir = mkdtempSync(join(tmpdir(), "labgate-pg-"));
@@ -76,7 +79,7 @@ export async function startPostgres({ maxConnections = 200 }: { maxConnections?:
   const launch = async () => {
     const child = spawn(
       join(bin, "postgres"),
-      ["-D", data, "-p", String(port), "-k", dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", `max_connections=${maxConnections}`],
+      ["-D", data, "-p", String(port), "-k", dir, "-c", "listen_addresses=127.0.0.1", "-c", `fsync=${durable ? "on" : "off"}`, "-c", `max_connections=${maxConnections}`],
       { stdio: ["ignore", "ignore", "pipe"], ...user },
     );
     server = child;
@@ -127,6 +130,7 @@ export async function startPostgres({ maxConnections = 200 }: { maxConnections?:
     },
     halt,
     start: launch,
+    pid: () => (server && server.exitCode === null && server.signalCode === null ? server.pid : undefined),
     async stop() {
       await halt();
       rmSync(dir, { recursive: true, force: true });

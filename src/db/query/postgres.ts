@@ -22,6 +22,12 @@ export interface PostgresOptions {
    * passes its class); by default pg's error as it is.
    */
   unavailable?: (message: string) => Error;
+  /**
+   * Commits that answer before PostgreSQL has the change on disk (synchronous_commit off: on disk
+   * within a fraction of a second, lost only with PostgreSQL's own crash, never half-applied):
+   * for writes that need no acknowledgement.
+   */
+  lazyCommits?: boolean;
 }
 
 export interface PostgresQueryLayer<Tables> {
@@ -29,7 +35,7 @@ export interface PostgresQueryLayer<Tables> {
   pool: Pool;
 }
 
-export async function postgresPool<Tables>(url: string, { max = 10, unavailable }: PostgresOptions = {}): Promise<PostgresQueryLayer<Tables>> {
+export async function postgresPool<Tables>(url: string, { max = 10, unavailable, lazyCommits = false }: PostgresOptions = {}): Promise<PostgresQueryLayer<Tables>> {
   const [{ default: pg }, { Kysely, PostgresDialect }] = await Promise.all([import("pg"), import("kysely")]);
   // Per pool, not pg's global parsers: ids and counts stay numbers, as on the embedded engine.
   const types = {
@@ -41,7 +47,7 @@ export async function postgresPool<Tables>(url: string, { max = 10, unavailable 
       super({ ...(typeof config === "string" ? { connectionString: config } : config), connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
     }
   }
-  const pool = new pg.Pool({ connectionString: url, max, types, Client: BoundedConnect });
+  const pool = new pg.Pool({ connectionString: url, max, types, Client: BoundedConnect, ...(lazyCommits ? { options: "-c synchronous_commit=off" } : {}) });
   // An idle client's error (the server restarted) must not crash the process: the pool drops it.
   pool.on("error", () => {});
   // Nor one in use (its query fails with the error, and the pool drops it on release).

@@ -1,5 +1,5 @@
 import { resolve } from "node:path";
-import type { Expression, Selectable, SqlBool } from "kysely";
+import { sql, type Expression, type Selectable, type SqlBool } from "kysely";
 import type { ImageReader, Queries, Store, Tx } from "../../db/store.ts";
 import type { PackagesTable } from "../../db/schema.ts";
 import { metadataText } from "../../db/dialect.ts";
@@ -115,6 +115,9 @@ export async function deltaOf(store: Pick<Store, "engine" | "query">, prefix: st
   const keys = packageKeys(prefix);
   return packages(store.query)
     .select(COLUMNS)
+    // On every update check that offers a package: PostgreSQL parses the JSON of only the packages
+    // whose text names the key (labgate writes metadata with JSON.stringify, so a delta's does).
+    .$if(store.engine === "postgres", (qb) => qb.where(sql<number>`strpos(${sql.ref("pkg.metadata")}, ${JSON.stringify(keys.deltaTarget)})`, ">", 0))
     .where(metadataText(store.engine, "pkg.metadata", keys.deltaTarget), "=", String(targetId))
     .where(metadataText(store.engine, "pkg.metadata", `requires:${keys.version}`), "=", baseVersion)
     .orderBy("pkg.id", "desc")
