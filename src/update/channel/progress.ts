@@ -17,15 +17,26 @@ export interface ProgressListener {
 
 /** Installs the handlers of `update_progress` and `update_version`; progress goes out on `events`. */
 export function handleProgress(ctx: Pick<AppContext, "config" | "log" | "store">, hub: ChannelHub, progressRecords: UpdateProgress, events: EventBroadcaster, listener: ProgressListener): void {
-  hub.handle("update_progress", async (conn: DeviceConnection, message) => {
+  // One device's reports are handled in the order they came (the hub runs handlers side by side):
+  // on PostgreSQL a later report's queries could otherwise finish first, its event before an earlier one's.
+  const pending = new Map<number, Promise<void>>();
+  const inOrder = (conn: DeviceConnection, handle: () => Promise<void>): Promise<void> => {
+    const done = (pending.get(conn.deviceId) ?? Promise.resolve()).then(handle);
+    const settled = done.catch(() => {});
+    pending.set(conn.deviceId, settled);
+    void settled.then(() => pending.get(conn.deviceId) === settled && pending.delete(conn.deviceId));
+    return done;
+  };
+
+  hub.handle("update_progress", (conn: DeviceConnection, message) => inOrder(conn, async () => {
     const progress = Math.min(100, Math.max(0, Math.round(message.progress)));
     const version = (await getProgress(ctx.store.query, conn.deviceId))?.version ?? null;
     await progressRecords.reportProgress(conn.deviceId, progress);
     await listener.progress(conn.deviceId, conn.mac, progress);
     events.publish("update", { device: conn.mac, progress, version });
-  });
+  }));
 
-  hub.handle("update_version", async (conn, message) => {
+  hub.handle("update_version", (conn, message) => inOrder(conn, async () => {
     const { version } = message;
     const key = `${ctx.config.prefix}.software.version`;
     await ctx.store.transact(async (tx) => {
@@ -43,5 +54,5 @@ export function handleProgress(ctx: Pick<AppContext, "config" | "log" | "store">
     ctx.log.info(`device ${conn.mac} now runs ${version}`);
     events.publish("version", { device: conn.mac, version });
     await listener.reportedVersion(conn.deviceId, version);
-  });
+  }));
 }
