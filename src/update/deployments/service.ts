@@ -863,12 +863,11 @@ export class DeploymentService implements Steering {
   async outcome(conn: Pick<DeviceConnection, "deviceId" | "mac">, outcome: Outcome): Promise<void> {
     await this.current();
     const deviceId = conn.deviceId;
-    const member = this.index.get(deviceId);
-    // A report sent again (its acknowledgement was lost) that made its history row changes nothing
-    // (an intermediate hop's `installed` would otherwise move the device back to `offered`): asked
-    // in the transaction of the attempt's move, or here for any other report.
-    if (member && answers(member, outcome)) return this.attemptOutcome(conn, member, outcome);
+    // A report sent again (its acknowledgement was lost) that made its history row changes nothing:
+    // an intermediate hop's `installed` would otherwise move the device back to `offered`.
     if (outcome.reportId !== undefined && (await reportApplied(this.store.query, deviceId, outcome.reportId))) return;
+    const member = this.index.get(deviceId);
+    if (member && answers(member, outcome)) return this.attemptOutcome(conn, member, outcome);
     if (outcome.state === "installed" || outcome.state === "failed") await this.past.record(deviceId, outcome);
   }
 
@@ -907,7 +906,6 @@ export class DeploymentService implements Steering {
       const { tx } = step;
       // What this report decides was decided on the device's state as it was: another report (or a timeout) that moved it first wins.
       if (this.index.get(deviceId) !== member || member.state !== before.state || member.attempt !== before.attempt || member.failures !== before.failures || member.offeredVersion !== before.offeredVersion) return false;
-      if (outcome.reportId !== undefined && (await reportApplied(tx, deviceId, outcome.reportId))) return "applied";
       await this.move(step, deviceId, member, change);
       if (outcome.state !== "installing") await this.progressRecords.endIn(tx, deviceId);
       if (outcome.state === "installed" || outcome.state === "failed") {
@@ -926,7 +924,6 @@ export class DeploymentService implements Steering {
       }
       return true;
     });
-    if (moved === "applied") return;
     if (!moved) return this.outcome(conn, outcome);
     // What this report did (another report may have moved the device on meanwhile).
     if ((outcome.state === "installed" || outcome.state === "failed") && !UNDERWAY.has(change.state)) this.attempted("ended", run.row.id, deviceId, attempt);
