@@ -69,6 +69,10 @@ const ROWS_OF_STEP: Record<number, Array<[table: string, row: Row]>> = {
     ["ddi_actions", { device_id: 1, deployment_id: 1, attempt: 1, package_id: 1, version: "v1", state: "closed", result: "success", created: T, updated: T }],
     ["ddi_artifacts", { package_id: 1, sha1: "ef".repeat(20), md5: "01".repeat(16) }],
   ],
+  36: [
+    ["cluster_nodes", { name: "gw-1", instance: "i-1", advertise_url: "http://127.0.0.1:8080", version: "0.1.0", started_at: MS, heartbeat_at: MS, stopped: 1, session_pid: null }],
+    ["cluster_devices", { mac_address: MAC, node: "gw-1", instance: "i-1" }],
+  ],
 };
 
 const versions = migrations.map((m) => m.version).sort((a, b) => a - b);

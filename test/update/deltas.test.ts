@@ -87,7 +87,12 @@ describe("deltas on request", () => {
     }
     await offerGroup(server, { policy: "exact_match,d2", packages: [target.id], devices: ids });
     for (const agent of running) await agent.checkNow();
-    const historyOf = async (id: number) => (await server.call<Array<{ outcome: string; reason: string | null; to_version: string }>>("GET", `/api/v2/devices/${id}/update-history`)).body;
+    // An agent's check ends once it has sent its outcome; the server records it a moment later.
+    const historyOf = (id: number) =>
+      waitFor(async () => {
+        const rows = (await server.call<Array<{ outcome: string; reason: string | null; to_version: string }>>("GET", `/api/v2/devices/${id}/update-history`)).body;
+        return rows.length > 0 ? rows : undefined;
+      }, 10_000, `device ${id}'s outcome recorded`);
     const [good] = await historyOf(ids[0]);
     assert.equal(good.outcome, "installed");
     assert.match(good.reason ?? "", /^installed from a delta of \d+ bytes$/);
