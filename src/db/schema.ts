@@ -268,6 +268,8 @@ export interface PackagesTable {
   version: string;
   devtype: string;
   created_by: string | null;
+  delta_target: number | null;
+  delta_base_version: string | null;
 }
 
 /** `permissions`, owned by src/update/permissions. */

@@ -37,6 +37,7 @@ const ROWS_OF_STEP: Record<number, Array<[table: string, row: Row]>> = {
   ],
   4: [
     ["packages", { created: T, sha256: "ab".repeat(32), driver: "local", metadata: '{"svc.software.version":"v1","svc.hardware.devtype":"board"}', storage_dir: "", storage_name: "object-1", size: 3, version: "v1", devtype: "board", created_by: "admin" }],
+    ["packages", { created: T, sha256: "cd".repeat(32), driver: "local", metadata: '{"svc.software.version":"v2","svc.hardware.devtype":"board","requires:svc.software.version":"v1","svc.delta.target":"1","svc.delta.base":"1"}', storage_dir: "", storage_name: "object-2", size: 2, version: "v2", devtype: "board", created_by: "admin" }],
     ["groups", { created: T, metadata: '{"name":"lab-a"}', policy: "no_update,", priority: 25, created_by: "admin" }],
     ["group_devices", { group_id: 1, device_id: 1 }],
     ["group_packages", { group_id: 1, package_id: 1 }],
@@ -153,6 +154,10 @@ for (const engine of ["embedded", "postgres"] as const) {
           if (version >= 4 && version < 6) assert.equal((await server.db.get<{ updated: string }>("SELECT updated FROM progress WHERE device_id = 1"))?.updated, T);
           if (version >= 10 && version < 15) assert.equal(Number((await server.db.get<{ bytes: number }>("SELECT bytes FROM device_logs"))?.bytes), 9);
           if (version >= 3 && version < 31) assert.equal(Number((await server.db.get<{ seq: number }>("SELECT seq FROM registrations"))?.seq), 1);
+          if (version >= 4 && version < 37) {
+            const deltas = await server.db.all<{ id: number; delta_target: number | null; delta_base_version: string | null }>("SELECT id, delta_target, delta_base_version FROM packages ORDER BY id");
+            assert.deepEqual(deltas.map((r) => [Number(r.id), r.delta_target === null ? null : Number(r.delta_target), r.delta_base_version]), [[1, null, null], [2, 1, "v1"]]);
+          }
 
           // The server answers from them.
           if (version >= 3) {
@@ -166,7 +171,7 @@ for (const engine of ["embedded", "postgres"] as const) {
             const groups = await server.call<Array<{ id: number; metadata: { name?: string } }>>("GET", "/api/v2/groups");
             assert.deepEqual(groups.body.map((g) => [g.id, g.metadata.name]), [[1, "lab-a"]]);
             const packages = await server.call<Array<{ id: number; sha256: string }>>("GET", "/api/v1/packages");
-            assert.deepEqual(packages.body.map((p) => [p.id, p.sha256]), [[1, "ab".repeat(32)]]);
+            assert.deepEqual(packages.body.map((p) => [p.id, p.sha256]), [[1, "ab".repeat(32)], [2, "cd".repeat(32)]]);
           }
           if (version >= 16) {
             const deployment = await server.call("GET", "/api/v2/deployments/1");

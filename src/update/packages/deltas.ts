@@ -75,13 +75,12 @@ export class DeltaMaker {
     await authorize(this.ctx.store.query, identity, "package", baseId, "read");
     const user = identity.user;
     const onCreated = (tx: Tx, id: number) => grantCreator(tx, identity, "package", id, dateOf(this.ctx.clock));
-    const keys = packageKeys(this.ctx.config.prefix);
     if (!onPath("xdelta3")) throw new LabgateError("unavailable", "xdelta3 is not installed on the gateway (Debian: apt-get install xdelta3)");
     const target = await getPackage(this.ctx.store.query, targetId);
     const base = await getPackage(this.ctx.store.query, baseId);
     if (!target) throw new LabgateError("not_found", "specified package does not exist");
     if (!base) throw new LabgateError("invalid", `field "from": package ${baseId} does not exist`);
-    const problem = deltaProblem(keys, target, base, this.ctx.config.update_server.delta_max_bytes);
+    const problem = deltaProblem(target, base, this.ctx.config.update_server.delta_max_bytes);
     if (problem) throw new LabgateError("invalid", problem);
     const job: DeltaJob = { id: this.nextId++, base: baseId, target: targetId, state: "queued", progress: 0 };
     this.jobs.push(job);
@@ -168,10 +167,9 @@ export class DeltaMaker {
 }
 
 /** Why a delta of `target` from `base` is not made, or undefined. */
-export function deltaProblem(keys: ReturnType<typeof packageKeys>, target: PackageRow, base: PackageRow, maxBytes: number): string | undefined {
-  const isDelta = (row: PackageRow) => (JSON.parse(row.metadata) as Record<string, unknown>)[keys.deltaTarget] !== undefined;
+export function deltaProblem(target: PackageRow, base: PackageRow, maxBytes: number): string | undefined {
   if (target.id === base.id) return `field "from": a package is not made a delta of itself`;
-  if (isDelta(target) || isDelta(base)) return "a delta is made of two full packages, not of a delta";
+  if (target.delta_target !== null || base.delta_target !== null) return "a delta is made of two full packages, not of a delta";
   if (target.devtype !== base.devtype) return `field "from": package ${base.id} is for device type ${base.devtype}, not ${target.devtype}`;
   if (target.version === base.version) return `field "from": package ${base.id} has the same version (${base.version})`;
   for (const row of [target, base]) if (row.size > maxBytes) return `package ${row.id} is larger than update_server.delta_max_bytes (${maxBytes})`;

@@ -1,8 +1,7 @@
 import { resolve } from "node:path";
-import { sql, type Expression, type Selectable, type SqlBool } from "kysely";
-import type { ImageReader, Queries, Store, Tx } from "../../db/store.ts";
+import { type Expression, type Selectable, type SqlBool } from "kysely";
+import type { ImageReader, Queries, Tx } from "../../db/store.ts";
 import type { PackagesTable } from "../../db/schema.ts";
-import { metadataText } from "../../db/dialect.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import type { AppContext } from "../../app/context.ts";
 import type { StagedObject } from "../../storage/local.ts";
@@ -22,7 +21,7 @@ export { packageKeys, type PackageKeys };
 /** A package row as stored. */
 export type PackageRow = Selectable<PackagesTable>;
 
-const COLUMNS = ["pkg.id", "pkg.created", "pkg.sha256", "pkg.driver", "pkg.metadata", "pkg.storage_dir", "pkg.storage_name", "pkg.size", "pkg.version", "pkg.devtype", "pkg.created_by"] as const;
+const COLUMNS = ["pkg.id", "pkg.created", "pkg.sha256", "pkg.driver", "pkg.metadata", "pkg.storage_dir", "pkg.storage_name", "pkg.size", "pkg.version", "pkg.devtype", "pkg.created_by", "pkg.delta_target", "pkg.delta_base_version"] as const;
 
 /** The packages table as every query here names it: alias `pkg` (a permission filter uses `p` for the permissions table itself). */
 const packages = (q: Queries) => q.selectFrom("packages as pkg");
@@ -111,27 +110,23 @@ export async function packagesOfVersion(q: Queries, groupId: number, version: st
 }
 
 /** The newest delta the gateway made of package `targetId` for devices on `baseVersion`, if any. */
-export async function deltaOf(store: Pick<Store, "engine" | "query">, prefix: string, targetId: number, baseVersion: string): Promise<PackageRow | undefined> {
-  const keys = packageKeys(prefix);
-  return packages(store.query)
+export async function deltaOf(q: Queries, targetId: number, baseVersion: string): Promise<PackageRow | undefined> {
+  return packages(q)
     .select(COLUMNS)
-    // On every update check that offers a package: PostgreSQL parses the JSON of only the packages
-    // whose text names the key (labgate writes metadata with JSON.stringify, so a delta's does).
-    .$if(store.engine === "postgres", (qb) => qb.where(sql<number>`strpos(${sql.ref("pkg.metadata")}, ${JSON.stringify(keys.deltaTarget)})`, ">", 0))
-    .where(metadataText(store.engine, "pkg.metadata", keys.deltaTarget), "=", String(targetId))
-    .where(metadataText(store.engine, "pkg.metadata", `requires:${keys.version}`), "=", baseVersion)
+    .where("pkg.delta_target", "=", targetId)
+    .where("pkg.delta_base_version", "=", baseVersion)
     .orderBy("pkg.id", "desc")
     .limit(1)
     .executeTakeFirst();
 }
 
 /** The oldest full package (not a delta) of `version` for `devtype`: what a delta is made from. */
-export async function fullPackageOf(store: Pick<Store, "engine" | "query">, prefix: string, version: string, devtype: string): Promise<PackageRow | undefined> {
-  return packages(store.query)
+export async function fullPackageOf(q: Queries, version: string, devtype: string): Promise<PackageRow | undefined> {
+  return packages(q)
     .select(COLUMNS)
     .where("pkg.version", "=", version)
     .where("pkg.devtype", "=", devtype)
-    .where(metadataText(store.engine, "pkg.metadata", packageKeys(prefix).deltaTarget), "is", null)
+    .where("pkg.delta_target", "is", null)
     .orderBy("pkg.id")
     .limit(1)
     .executeTakeFirst();
@@ -144,6 +139,13 @@ export async function listPackages(q: Queries, filter?: Expression<SqlBool>): Pr
     .$if(filter !== undefined, (qb) => qb.where(filter!))
     .orderBy("pkg.id")
     .execute();
+}
+
+/** The indexed columns of a delta the gateway made (its metadata says what it rebuilds, from what). */
+function deltaColumns(keys: PackageKeys, metadata: PackageMetadata): Pick<PackagesTable, "delta_target" | "delta_base_version"> {
+  const target = metadata[keys.deltaTarget];
+  if (target === undefined) return { delta_target: null, delta_base_version: null };
+  return { delta_target: Number(target), delta_base_version: String(metadata[`requires:${keys.version}`]) };
 }
 
 /** A row as the API answers it. */
@@ -219,6 +221,7 @@ export async function createPackage(ctx: PackageContext, storage: PackageStorage
           version: String(metadata[keys.version]),
           devtype: String(metadata[keys.devtype] ?? ""),
           created_by: input.user,
+          ...deltaColumns(keys, metadata),
         })
         .returning("id")
         .executeTakeFirstOrThrow();

@@ -69,7 +69,7 @@ export function packagesRoutes(ctx: AppContext, auth: Auth, storage: PackageStor
   const autoDeltas = async (row: PackageRow, identity: Identity, actor: ReturnType<typeof actorOf>) => {
     if (ctx.config.update_server.deltas !== "auto" || identity.kind !== "mgmt") return;
     for (const version of await versionsRunning(ctx.store, ctx.config.prefix, row.devtype)) {
-      const base = version === row.version ? undefined : await fullPackageOf(ctx.store, ctx.config.prefix, version, row.devtype);
+      const base = version === row.version ? undefined : await fullPackageOf(ctx.store.query, version, row.devtype);
       if (!base) continue;
       try {
         await deltas.request(identity, row.id, base.id, actor);
