@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import { type Expression, type Selectable, type SqlBool } from "kysely";
 import type { ImageReader, Queries, Tx } from "../../db/store.ts";
+import { prepared } from "../../db/prepared.ts";
 import type { PackagesTable } from "../../db/schema.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import type { AppContext } from "../../app/context.ts";
@@ -109,15 +110,13 @@ export async function packagesOfVersion(q: Queries, groupId: number, version: st
     .execute();
 }
 
-/** The newest delta the gateway made of package `targetId` for devices on `baseVersion`, if any. */
+const newestDelta = prepared((q: Queries, targetId: number, baseVersion: string) =>
+  packages(q).select(COLUMNS).where("pkg.delta_target", "=", targetId).where("pkg.delta_base_version", "=", baseVersion).orderBy("pkg.id", "desc").limit(1),
+);
+
+/** The newest delta the gateway made of package `targetId` for devices on `baseVersion`, if any (on every update check that offers a package). */
 export async function deltaOf(q: Queries, targetId: number, baseVersion: string): Promise<PackageRow | undefined> {
-  return packages(q)
-    .select(COLUMNS)
-    .where("pkg.delta_target", "=", targetId)
-    .where("pkg.delta_base_version", "=", baseVersion)
-    .orderBy("pkg.id", "desc")
-    .limit(1)
-    .executeTakeFirst();
+  return (await newestDelta(q, targetId, baseVersion)).rows[0];
 }
 
 /** The oldest full package (not a delta) of `version` for `devtype`: what a delta is made from. */
