@@ -15,3 +15,8 @@ export function metadataText(engine: Engine, column: string, key: string): RawBu
 export function likeIgnoringCase(value: RawBuilder<unknown>, pattern: string): RawBuilder<boolean> {
   return sql<boolean>`lower(${value}) LIKE lower(${pattern}) ESCAPE '\\'`;
 }
+
+/** A bound byte string as a value of a VALUES list (PostgreSQL types an untyped parameter there as text). */
+export function bytesValue(engine: Engine, value: Uint8Array | null): RawBuilder<Uint8Array | null> {
+  return engine === "postgres" ? sql<Uint8Array | null>`CAST(${value} AS bytea)` : sql<Uint8Array | null>`${value}`;
+}

@@ -7,10 +7,11 @@
  * together (the journal's group commit then shares the fsync as well). Every promise still
  * resolves only once its own row is on disk.
  */
-import type { Selectable } from "kysely";
+import { sql, type Selectable } from "kysely";
 import type { ActionLogTable } from "../../db/schema.ts";
 import type { Store, Tx } from "../../db/store.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
+import { bytesValue } from "../../db/dialect.ts";
 import { deviceIdByMac } from "../devices/devices.ts";
 import { isoTime, type Clock } from "../../util/time.ts";
 
@@ -55,10 +56,15 @@ interface BatchWaiter<R> {
   reject: (error: unknown) => void;
 }
 
-/** Items added in one event-loop turn, committed by one call just after it (setImmediate). */
+/**
+ * Items added in one event-loop turn, committed by one call just after it (setImmediate); while a
+ * commit is under way, what arrives waits and goes with the next one (group commit: batches of one
+ * kind never run side by side, where PostgreSQL would make them conflict and run again).
+ */
 class TurnBatch<T, R> {
   private items: T[] = [];
   private waiters: Array<BatchWaiter<R>> = [];
+  private committing = false;
   private readonly commit: (items: T[]) => Promise<R[]>;
 
   constructor(commit: (items: T[]) => Promise<R[]>) {
@@ -81,7 +87,7 @@ class TurnBatch<T, R> {
   }
 
   private enlist(count: number, one: boolean, resolve: (results: R | R[]) => void, reject: (error: unknown) => void): void {
-    if (this.waiters.length === 0) setImmediate(() => this.flush());
+    if (this.waiters.length === 0 && !this.committing) setImmediate(() => this.flush());
     this.waiters.push({ from: this.items.length, count, one, resolve, reject });
   }
 
@@ -89,19 +95,27 @@ class TurnBatch<T, R> {
     const { items, waiters } = this;
     this.items = [];
     this.waiters = [];
-    this.commit(items).then(
-      (results) => {
-        for (const w of waiters) w.resolve(w.one ? results[w.from] : results.slice(w.from, w.from + w.count));
-      },
-      (error: unknown) => {
-        for (const w of waiters) w.reject(error);
-      },
-    );
+    this.committing = true;
+    this.commit(items)
+      .then(
+        (results) => {
+          for (const w of waiters) w.resolve(w.one ? results[w.from] : results.slice(w.from, w.from + w.count));
+        },
+        (error: unknown) => {
+          for (const w of waiters) w.reject(error);
+        },
+      )
+      .finally(() => {
+        this.committing = false;
+        if (this.waiters.length > 0) this.flush();
+      });
   }
 }
 
 /** Rows of one multi-row INSERT: one statement (and one journal op) per 64 log entries. */
 const INSERT_CHUNK = 64;
+/** Results of one UPDATE (7 parameters each: well under either engine's limit of bound values). */
+const RESULT_CHUNK = 500;
 
 export class ActionLogStore {
   private readonly store: Store;
@@ -109,14 +123,7 @@ export class ActionLogStore {
   private readonly warn: (message: string) => void;
   private readonly inserts = new TurnBatch<NewEntry, boolean>((entries) => this.store.transact((tx) => this.insertRows(tx, entries)));
   private readonly failures = new TurnBatch<string, void>((ids) => this.store.transact((tx) => this.failRows(tx, ids)).then(() => ids.map(() => undefined)));
-  private readonly results = new TurnBatch<ResultRecord, Recorded>((records) =>
-    this.store.transact(async (tx) => {
-      const finished = isoTime(this.clock.now());
-      const recorded: Recorded[] = [];
-      for (const r of records) recorded.push(await this.resultRow(tx, r, finished));
-      return recorded;
-    }),
-  );
+  private readonly results = new TurnBatch<ResultRecord, Recorded>((records) => this.store.transact((tx) => this.resultRows(tx, records, isoTime(this.clock.now()))));
   private sent = new Set<string>();
   private sentFlush = false;
 
@@ -198,16 +205,40 @@ export class ActionLogStore {
     return this.results.add(record);
   }
 
-  private async resultRow(tx: Tx, r: ResultRecord, finished: string): Promise<Recorded> {
-    const { numUpdatedRows } = await tx
-      .updateTable("action_log")
-      .set({ status: r.code === 0 ? "success" : "error", status_code: r.code, output_key: r.key, output: r.output, finished })
-      .where("id", "=", r.id)
-      .where("mac_address", "=", r.mac)
-      .where("status", "not in", FINAL)
-      .executeTakeFirst();
-    if (numUpdatedRows > 0n) return "stored";
-    return (await tx.selectFrom("action_log").select("seq").where("id", "=", r.id).where("mac_address", "=", r.mac).executeTakeFirst()) ? "late" : "unknown";
+  /**
+   * The results of one turn: each row gets its final status, exit code and output unless it already
+   * has one, by one UPDATE per RESULT_CHUNK results (a fan-out's answers arrive together).
+   */
+  private async resultRows(tx: Tx, records: ResultRecord[], finished: string): Promise<Recorded[]> {
+    const recorded: Recorded[] = [];
+    for (let at = 0; at < records.length; at += RESULT_CHUNK) recorded.push(...(await this.resultChunk(tx, records.slice(at, at + RESULT_CHUNK), finished)));
+    return recorded;
+  }
+
+  private async resultChunk(tx: Tx, records: ResultRecord[], finished: string): Promise<Recorded[]> {
+    // A second result for the same execution in one turn is late once the first is stored.
+    const seen = new Set<string>();
+    const firsts = records.filter((r) => !seen.has(r.id) && seen.add(r.id));
+    const rows = firsts.map((r) => sql`(${r.id}, ${r.mac}, ${r.code === 0 ? "success" : "error"}, CAST(${r.code} AS INTEGER), ${r.key}, ${bytesValue(this.store.engine, r.output)})`);
+    const updated = await sql<{ id: string }>`
+      UPDATE action_log SET status = v.status, status_code = v.code, output_key = v.output_key, output = v.output, finished = ${finished}
+      FROM (SELECT column1 AS id, column2 AS mac, column3 AS status, column4 AS code, column5 AS output_key, column6 AS output FROM (VALUES ${sql.join(rows)}) AS given) AS v
+      WHERE action_log.id = v.id AND action_log.mac_address = v.mac AND action_log.status NOT IN (${sql.join(FINAL)})
+      RETURNING action_log.id`.execute(tx);
+    const stored = new Set(updated.rows.map((r) => r.id));
+    const rest = firsts.filter((r) => !stored.has(r.id));
+    const known = new Set<string>();
+    if (rest.length > 0) {
+      const rows = await tx.selectFrom("action_log").select(["id", "mac_address"]).where("id", "in", rest.map((r) => r.id)).execute();
+      for (const row of rows) known.add(`${row.id}\n${row.mac_address}`);
+    }
+    const firstOf = new Set<string>();
+    return records.map((r) => {
+      const first = !firstOf.has(r.id);
+      firstOf.add(r.id);
+      if (first && stored.has(r.id)) return "stored";
+      return stored.has(r.id) || known.has(`${r.id}\n${r.mac}`) ? "late" : "unknown";
+    });
   }
 
   /** Rows without a result per device of `macs` (devices without any are left out), in one query. */
