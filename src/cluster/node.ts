@@ -21,6 +21,8 @@ const RECONNECT_MS = 1000;
 const CHANNEL = "labgate_cluster";
 /** PostgreSQL's own bound on a NOTIFY payload is 8000 bytes. */
 const MAX_PAYLOAD = 7900;
+/** Notifications sent by one statement. */
+const NOTIFY_BATCH = 100;
 /** The database's clock in ms: every node's times are read on one clock. */
 const NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
@@ -60,6 +62,10 @@ class ClusterNode implements Cluster {
   /** Device sockets opened (true) or closed (false) here since the last write of them. */
   private readonly presence = new Map<string, boolean>();
   private flushing: Promise<void> | undefined;
+  /** Messages waiting for the next NOTIFY statement, and whether one is under way. */
+  private readonly outbox: string[] = [];
+  private sending = false;
+  private sent = 0;
   /** Where the other nodes' device sockets are, by MAC: the node's name. */
   private readonly remote = new Map<string, string>();
   /** The other nodes' advertise URLs, by name (read at each beat). */
@@ -311,10 +317,30 @@ class ClusterNode implements Cluster {
     if (this.session) this.send(this.session, message);
   }
 
+  /**
+   * Queues a message for the others: those of one turn go out together, NOTIFY_BATCH to a statement
+   * (a fan-out's results are thousands of events), one statement at a time on the node's session.
+   */
   private send(session: Client, message: Message): void {
-    const payload = JSON.stringify(message);
+    // A sequence number keeps two equal messages apart: PostgreSQL folds equal notifications of one statement.
+    const payload = JSON.stringify({ ...message, n: ++this.sent });
     if (Buffer.byteLength(payload) > MAX_PAYLOAD) return this.options.log("error", `cluster: a ${message.topic} message too large for NOTIFY was not sent`);
-    session.query(`SELECT pg_notify($1, $2)`, [CHANNEL, payload]).catch((error: Error) => this.options.log("warn", `cluster: message not sent: ${error.message}`));
+    this.outbox.push(payload);
+    if (this.outbox.length === 1 && !this.sending) setImmediate(() => void this.flushOutbox(session));
+  }
+
+  private async flushOutbox(session: Client): Promise<void> {
+    this.sending = true;
+    try {
+      while (this.outbox.length > 0) {
+        const batch = this.outbox.splice(0, NOTIFY_BATCH);
+        const target = this.session ?? session;
+        const calls = batch.map((_, i) => `pg_notify($1, $${i + 2})`).join(", ");
+        await target.query(`SELECT ${calls}`, [CHANNEL, ...batch]).catch((error: Error) => this.options.log("warn", `cluster: ${batch.length} message(s) not sent: ${error.message}`));
+      }
+    } finally {
+      this.sending = false;
+    }
   }
 
   /** Drops what this node knew of `node`'s device sockets. */
