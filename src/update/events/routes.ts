@@ -33,20 +33,41 @@ export function eventsRoutes(ctx: AppContext, auth: Auth, events: EventBroadcast
   const viewers = new Set<Viewer>();
   let generation = -1;
 
-  const deliver = async (event: DeviceEvent) => {
+  /** What each stream's user may read, made again when the access generation has moved since. */
+  const refreshVisibility = async () => {
     const now = await accessGeneration(ctx.store.query);
-    if (now !== generation) {
-      generation = now;
-      const shared = new Map<string, Visible>();
-      for (const viewer of viewers) viewer.sees = await visibleTo(ctx.store.query, await access.current(viewer.identity), shared);
-    }
-    const prepared = prepareEvent(event.event, event.data);
-    for (const viewer of viewers) if (shows(viewer.sees, event)) viewer.send(prepared);
+    if (now === generation) return;
+    generation = now;
+    const shared = new Map<string, Visible>();
+    for (const viewer of viewers) viewer.sees = await visibleTo(ctx.store.query, await access.current(viewer.identity), shared);
   };
-  // One after the other, in the order they happened: what a reader may see is read from the database first.
-  let delivered = Promise.resolve();
+  // In the order they happened, the visibility read after they came: one read for all the events
+  // that arrived meanwhile (a fan-out's results are thousands at once), not one per event.
+  const pending: DeviceEvent[] = [];
+  let draining = false;
+  const drain = async () => {
+    draining = true;
+    try {
+      while (pending.length > 0) {
+        const batch = pending.splice(0);
+        try {
+          await refreshVisibility();
+        } catch (error) {
+          ctx.log.warn(`events: ${batch.length} event(s) not delivered: ${(error as Error).message}`);
+          continue;
+        }
+        for (const event of batch) {
+          const prepared = prepareEvent(event.event, event.data);
+          for (const viewer of viewers) if (shows(viewer.sees, event)) viewer.send(prepared);
+        }
+      }
+    } finally {
+      draining = false;
+    }
+  };
   const subscription = new SharedSubscription(events, (event) => {
-    delivered = delivered.then(() => deliver(event)).catch((error) => ctx.log.warn(`events: ${(error as Error).message}`));
+    pending.push(event);
+    if (!draining) drain().catch((error) => ctx.log.warn(`events: ${(error as Error).message}`));
   });
 
   route(
