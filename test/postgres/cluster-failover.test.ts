@@ -109,7 +109,7 @@ test("kill -9 of the node the agents are on: each is on another node within 15 s
   for (const id of acknowledged) assert.equal((await three.call("GET", `/api/v2/groups/${id}`)).status, 200, `group ${id}, acknowledged by node 1`);
 });
 
-test("a rolling restart of every node with update checks running: no agent's check fails, each moved off its node when that node went", async () => {
+test("a rolling restart of every node with update checks running: no agent's check fails, each moved off its node when that node went and back once it answered", async () => {
   const { url, nodes: started, config } = await threeNodes("rolling");
   const ring = (i: number) => [0, 1, 2].map((k) => started[(i + k) % 3]);
   const fleet: AgentProcess[] = [];
@@ -124,10 +124,13 @@ test("a rolling restart of every node with update checks running: no agent's che
     await waitFor(async () => Object.values(await socketsPerNode(live[(i + 1) % 3])).reduce((a, b) => a + b, 0) === 3, 15_000, `the agents connected after ${node.name}'s restart`);
     await new Promise((resolve) => setTimeout(resolve, 1000));
   }
+  // Each agent went back to the first node of its list once that node answered again.
+  await waitFor(async () => JSON.stringify(await socketsPerNode(live[0])) === JSON.stringify({ "node-1": 1, "node-2": 1, "node-3": 1 }), 15_000, "each agent back on its first node");
   for (const agent of fleet) {
     agent.child.kill("SIGTERM");
     const log = agent.stderr();
     assert.doesNotMatch(log, /\bupdate: /, `an update check failed: ${log}`);
     assert.match(log, /agent: http:\/\/127\.0\.0\.1:\d+ failed \(.*\); using http:\/\/127\.0\.0\.1:\d+/);
+    assert.match(log, /agent: http:\/\/127\.0\.0\.1:\d+ answers again; using it instead of/);
   }
 });
