@@ -16,6 +16,7 @@ import { openDeviceSocket } from "../helpers/device-socket.ts";
 import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
 import { startTestServer, tempDir, waitFor, type TestServer } from "../helpers/server.ts";
 import { registerDevice } from "../update/helpers/devices.ts";
+import { makeCert } from "../helpers/tls.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
 
 let postgres: ThrowawayPostgres;
@@ -125,5 +126,25 @@ test("on the embedded database there is no cluster to join: 404 with a reason, a
     assert.match(joined.stderr, /refused \(404\): .*no cluster to join/);
   } finally {
     await server.close();
+  }
+});
+
+test("over https the join trusts the system's CAs, or only --ca-file's certificates", async () => {
+  const url = await postgres.createDatabase("join_tls");
+  const cert = makeCert(tempDir(), "node-tls");
+  const node = await startTestServer({ database: { url }, tls: { cert_file: cert.cert, key_file: cert.key }, cluster: { node_name: "tls-1", advertise_url: "" } });
+  try {
+    assert.match(node.url, /^https:/);
+    const file = join(tempDir(), "token");
+    writeFileSync(file, node.adminToken);
+    const untrusted = await runCli(["cluster", "join", "--from", node.url, "--token-file", file, "--data-dir", tempDir()], { env: { LABGATE_DATABASE_URL: "" } });
+    assert.equal(untrusted.code, 1, untrusted.stderr);
+    assert.match(untrusted.stderr, /cannot reach https:\/\/127\.0\.0\.1:\d+: .*certificate/);
+    const target = tempDir();
+    const trusted = await runCli(["cluster", "join", "--from", node.url, "--token-file", file, "--ca-file", cert.cert, "--data-dir", target], { env: { LABGATE_DATABASE_URL: "" } });
+    assert.equal(trusted.code, 0, trusted.stderr);
+    assert.deepEqual(keyFiles(target), keyFiles(node.dataDir));
+  } finally {
+    await node.close();
   }
 });
