@@ -24,6 +24,7 @@ import type { DeviceMessage } from "../protocol/labgate/device.ts";
 import { readServerMessage } from "../protocol/labgate/wire.ts";
 import { Registration } from "./registration.ts";
 import { ManagementSocket } from "./socket.ts";
+import { ServerList } from "./servers.ts";
 import { serverTransport, type ServerTransport } from "./transport.ts";
 import { ShellSessions } from "./shell.ts";
 import { runCommand } from "./commands.ts";
@@ -55,6 +56,7 @@ export class Agent {
   private socket!: ManagementSocket;
   private actions!: AgentActions;
   private transport!: ServerTransport;
+  private servers!: ServerList;
   private shells!: ShellSessions;
   private tests!: TestRunner;
   private state!: State;
@@ -108,19 +110,22 @@ export class Agent {
     mkdirSync(join(this.config.data_dir, "downloads"), { recursive: true, mode: 0o700 });
     this.state = this.loadState();
     this.verifyKeys = readVerifyKeys(this.config.verify_keys);
-    this.transport = serverTransport(this.config.ca_file);
+    this.servers = new ServerList(this.config.servers, this.log, { min: this.config.retry_min_delay, max: this.config.retry_max_delay });
+    const transport = serverTransport(this.config.ca_file);
+    this.transport = { ...transport, http: this.servers.client(transport.http) };
     this.registration = new Registration(this.config, this.log, this.transport, this.clock, this.metadata());
     const client = this.registration.client;
     this.shells = new ShellSessions({
       config: this.config.shell,
       mac: this.mac,
-      server: this.config.server,
+      // A session is attached where the management socket is: that node asked for it.
+      server: () => this.socket.server ?? this.servers.current(),
       ws: this.transport.ws,
       log: this.log,
       clock: this.clock,
       token: () => client.getToken(),
     });
-    this.socket = new ManagementSocket(`${this.config.server.replace(/^http/, "ws")}/api/v1/devices/ws`, this.transport, this.log, this.config.retry_min_delay, {
+    this.socket = new ManagementSocket(this.servers, "/api/v1/devices/ws", this.transport, this.log, this.config.retry_min_delay, {
       token: () => this.registration.token(),
       refused: () => client.dropToken(),
       // Capabilities at once, with the keys the reference's agents send.
@@ -284,6 +289,7 @@ export class Agent {
     await this.confirmPending().catch((error) => this.log.warn(`agent: confirming the last install failed: ${(error as Error).message}`));
     this.markApproved();
     void this.checkEvery();
+    if (this.servers.urls.length > 1) void this.returnToFirst();
     await this.socket.run();
   }
 
@@ -292,6 +298,23 @@ export class Agent {
     while (!this.stopped) {
       await this.checkNow();
       await this.clock.sleep(this.config.update_check_interval * 1000, this.stopController.signal);
+    }
+  }
+
+  /** While another server is in use, asks the first now and then (backing off) whether it answers, and goes back to it once it does. */
+  private async returnToFirst(): Promise<void> {
+    const first = this.servers.urls[0];
+    const plain = serverTransport(this.config.ca_file).http;
+    while (!this.stopped) {
+      await this.backoff(this.servers.away ? this.servers.nextReturnDelay() : this.config.retry_max_delay);
+      if (this.stopped || !this.servers.away) continue;
+      const answers = await plain(`${first}/api/health`, { signal: this.stopController.signal }).then(
+        (response) => (response.discard(), response.status < 500),
+        () => false,
+      );
+      if (!answers || this.stopped) continue;
+      this.servers.returned();
+      this.socket.reconnect("returning to the first server");
     }
   }
 

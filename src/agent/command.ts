@@ -25,7 +25,7 @@ export async function agentCommand(args: string[]): Promise<number> {
   const running = new Agent(config);
   running.start();
   collectAfterConnecting(running.connectedOnce);
-  process.stderr.write(`labgate agent: device ${config.mac_address}, server ${config.server}, data in ${config.data_dir}\nlabgate agent: key fingerprint (SHA-256) ${fingerprint}\n`);
+  process.stderr.write(`labgate agent: device ${config.mac_address}, server ${config.servers.join(", ")}, data in ${config.data_dir}\nlabgate agent: key fingerprint (SHA-256) ${fingerprint}\n`);
   await new Promise<void>((resolve) => {
     const stop = () => void running.stop().then(resolve, resolve);
     process.once("SIGINT", stop);

@@ -51,17 +51,27 @@ const argv = () =>
 const section = <Shape extends z.core.$ZodLooseShape>(shape: Shape, what: string) =>
   z.prefault(z.pipe(z.transform((value: unknown) => value ?? {}), z.strictObject(shape, { error: (iss) => (iss.code === "invalid_type" ? what : undefined) })), {});
 
-function readServer(value: unknown): string {
-  if (typeof value !== "string") throw new Problem(`expected a string, got ${shown(value)}`);
+function readServerUrl(value: unknown, path: number[]): string {
+  if (typeof value !== "string") throw new Problem(`expected a string, got ${shown(value)}`, path);
   const server = value.replace(/\/+$/, "");
-  if (!server) throw new Problem("required (the gateway's URL, e.g. http://gateway:5000)");
+  if (!server) throw new Problem("required (the gateway's URL, e.g. http://gateway:5000)", path);
   try {
     const url = new URL(server);
     if (url.protocol !== "http:" && url.protocol !== "https:") throw new Error();
   } catch {
-    throw new Problem(`expected an http(s) URL, got ${shown(server)}`);
+    throw new Problem(`expected an http(s) URL, got ${shown(server)}`, path);
   }
   return server;
+}
+
+/** One gateway URL, or a list of them (the nodes of a cluster, tried in order). */
+function readServers(value: unknown): string[] {
+  if (!Array.isArray(value)) return [readServerUrl(value, [])];
+  if (value.length === 0) throw new Problem("expected at least one URL");
+  const urls = value.map((item, i) => readServerUrl(item, [i]));
+  const twice = urls.find((url, i) => urls.indexOf(url) !== i);
+  if (twice) throw new Problem(`lists ${twice} twice`);
+  return urls;
 }
 
 /** The configured MAC (aa:bb:cc:dd:ee:ff, any case), or the interface's when empty. */
@@ -106,7 +116,8 @@ const action = z.object(
  * (fractions allowed, so tests can run fast). Relative paths are resolved by buildAgentConfig.
  */
 export const agentConfigSchema = z.strictObject({
-  server: z.prefault(custom(readServer), ""),
+  /** The gateway's URL, or the URLs of a cluster's nodes: the agent uses the first that works (servers.ts). */
+  server: z.prefault(custom(readServers), ""),
   /** PEM certificate(s) to trust for an https server, instead of the system's; empty: the system's. */
   ca_file: z.prefault(text(), ""),
   data_dir: z.prefault(text(), "./agent-data"),
@@ -204,7 +215,8 @@ export const agentConfigSchema = z.strictObject({
   log_level: z.prefault(z.enum(["error", "warn", "info", "debug"], { error: "expected error, warn, info or debug" }), "info"),
 });
 
-export type AgentConfig = z.output<typeof agentConfigSchema>;
+/** `server` is the first URL (the one the agent prefers); `servers` all of them, in order. */
+export type AgentConfig = Omit<z.output<typeof agentConfigSchema>, "server"> & { server: string; servers: string[] };
 export type AgentAction = AgentConfig["actions"][number];
 export type AgentShell = AgentConfig["shell"];
 export type AgentTests = AgentConfig["tests"];
@@ -232,6 +244,8 @@ export function buildAgentConfig(input: Record<string, unknown>, cwd = process.c
   const dataDir = resolve(cwd, config.data_dir);
   return {
     ...config,
+    server: config.server[0],
+    servers: config.server,
     ca_file: config.ca_file ? resolve(cwd, config.ca_file) : "",
     verify_keys: config.verify_keys.map((file) => resolve(cwd, file)),
     delta_base: typeof config.delta_base === "string" && config.delta_base !== "" ? resolve(cwd, config.delta_base) : config.delta_base,

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { ArtifactCheck } from "../artifact/mender/reader.ts";
 import type { VerifyKey } from "../artifact/mender/keys.ts";
 import type { DeviceClient, Metadata } from "../update/client/device-client.ts";
-import type { HttpClient } from "../update/client/http.ts";
+import type { HttpAnswer, HttpClient } from "../update/client/http.ts";
 import type { Logger } from "../util/log.ts";
 import type { Clock } from "../util/time.ts";
 import type { AgentConfig } from "./config.ts";
@@ -18,12 +18,15 @@ import { runCommand } from "./commands.ts";
 import { outputTail, type UpdateOutcome } from "./outcomes.ts";
 import type { DeviceMessage } from "../protocol/labgate/device.ts";
 import { applyDelta } from "./delta.ts";
+import { reason } from "./registration.ts";
 import { ChecksumError, download, SignatureError } from "./updater.ts";
 
 /** Download attempts of one offer before it is reported failed (and tried again at the next offer). */
 const MAX_ATTEMPTS = 20;
 /** Downloads that did not match their SHA-256 before the offer is reported failed. */
 const MAX_CHECKSUM_ERRORS = 3;
+/** Tries of one update check (at least one more than there are servers): a server that restarts or fails meanwhile costs a retry, not the check. */
+const CHECK_ATTEMPTS = 3;
 
 /** An A/B install waiting for the restart that shows whether it took (kept in the agent's state file). */
 export interface PendingInstall {
@@ -73,10 +76,31 @@ export interface InstallContext {
 /** Why an offer fails on a device that cannot install anything. */
 export const NO_INSTALLER = "no install_command is configured on the device";
 
+/** The update check's request, tried again after a connection failure or a 5xx answer (each moves to the next server, if any). */
+async function askForUpdate(agent: InstallContext): Promise<HttpAnswer> {
+  const attempts = Math.max(CHECK_ATTEMPTS, agent.config.servers.length + 1);
+  let delay = agent.config.retry_min_delay;
+  for (let attempt = 1; ; attempt++) {
+    let why: string;
+    try {
+      const response = await agent.client.request("/api/v1/update/check", { method: "POST", json: agent.metadata(), signal: agent.signal });
+      if (response.status < 500 || attempt >= attempts) return response;
+      response.discard();
+      why = `answered ${response.status}`;
+    } catch (error) {
+      if (attempt >= attempts || agent.stopped()) throw error;
+      why = reason(error);
+    }
+    agent.log.info(`agent: update check attempt ${attempt} failed (${why}); trying again`);
+    await agent.sleep(delay);
+    delay = agent.nextDelay(delay);
+  }
+}
+
 /** One update check; installs what the server offers. Throws what went wrong (the caller logs it). */
 export async function checkAndInstall(agent: InstallContext): Promise<void> {
   const { config, log } = agent;
-  const response = await agent.client.request("/api/v1/update/check", { method: "POST", json: agent.metadata(), signal: agent.signal });
+  const response = await askForUpdate(agent);
   if (response.status === 204) return response.discard();
   const answer = (await response.json().catch(() => ({}))) as Record<string, unknown>;
   if (response.status !== 200) throw new Error(`update check answered ${response.status}: ${JSON.stringify(answer.error ?? "")}`);

@@ -35,14 +35,15 @@ interface Session {
 export class ShellSessions {
   private readonly config: AgentShell;
   private readonly mac: string;
-  private readonly server: string;
+  /** The server (base URL) the management socket is on. */
+  private readonly server: () => string;
   private readonly ws: ServerTransport["ws"];
   private readonly log: Logger;
   private readonly clock: Clock;
   private readonly token: () => Promise<string | undefined>;
   private readonly sessions = new Set<Session>();
 
-  constructor(options: { config: AgentShell; mac: string; server: string; ws: ServerTransport["ws"]; log: Logger; clock: Clock; token: () => Promise<string | undefined> }) {
+  constructor(options: { config: AgentShell; mac: string; server: () => string; ws: ServerTransport["ws"]; log: Logger; clock: Clock; token: () => Promise<string | undefined> }) {
     this.config = options.config;
     this.clock = options.clock;
     this.mac = options.mac;
@@ -68,7 +69,7 @@ export class ShellSessions {
     }
     const token = await this.token().catch(() => undefined);
     if (!token) return this.log.warn("agent: shell_attach ignored: no device token");
-    const url = `${this.server.replace(/^http/, "ws")}/api/v1/devices/${encodeURIComponent(this.mac)}/shell/attach/${uuid}`;
+    const url = `${this.server().replace(/^http/, "ws")}/api/v1/devices/${encodeURIComponent(this.mac)}/shell/attach/${uuid}`;
     const socket = new WebSocket(url, { headers: { authorization: `Bearer token=${token}` }, handshakeTimeout: 10_000, ...this.ws });
     const session: Session = { socket, child: undefined, idle: undefined };
     socket.on("error", (error) => this.log.debug(`agent: shell socket error: ${error.message}`));

@@ -57,7 +57,7 @@ export const AuditEntry = z
           "group.create|delete|devices|packages|policy|priority, permission.create|delete, action.exec|clear_log|clear_pending|remove, " +
           "shell.open|close, file.fetch, log.delete, deployment.create|pause|resume|advance|abort|retry (and, by system:deployment, start|advance|pause|timeout|complete|policy), config.upload|delete|push, " +
           "testrun.trigger|abort|delete, power.on|off|cycle, reservation.create|refresh|release|break, board.set|delete, user.add|passwd|scopes|disable|enable|delete, login.success|failure, logout, token.issue|revoke, " +
-          "backup, restore; auth.refused for requests refused with 403 (one entry per client, actor, route and window, detail.count of them)",
+          "backup, restore, cluster.join; auth.refused for requests refused with 403 (one entry per client, actor, route and window, detail.count of them)",
       ),
     target: z.string(),
     target_name: z.string().nullable().optional().describe("the target's present name (a device's, a group's, a package's version and type); null when it has none or is gone"),

@@ -9,6 +9,8 @@ export const USER_HELP = `  labgate user add NAME --scopes S1,S2 [--password-fil
 export const BACKUP_HELP = `  labgate backup --out FILE [--config FILE] [--data-dir DIR] [--database-url URL]
   labgate restore --in FILE --data-dir NEW [--database-url URL]`;
 
+export const CLUSTER_HELP = `  labgate cluster join --from URL --token-file FILE [--ca-file FILE] [--config FILE] [--data-dir DIR]`;
+
 export const DB_HELP = `  labgate db copy --to postgres://USER:PASSWORD@HOST:PORT/DB [--config FILE] [--data-dir DIR]`;
 
 /** A usage error: exit code 2. */

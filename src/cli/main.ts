@@ -2,7 +2,7 @@ import { loadConfig } from "../config/config.ts";
 import { SCOPES } from "../auth/scopes.ts";
 import { isoTime, parseDuration } from "../util/time.ts";
 import { describeBuild, VERSION } from "../version.ts";
-import { BACKUP_HELP, COMMON, DATABASE, DB_HELP, parse, parseScopeList, UsageError, USER_HELP } from "./args.ts";
+import { BACKUP_HELP, CLUSTER_HELP, COMMON, DATABASE, DB_HELP, parse, parseScopeList, UsageError, USER_HELP } from "./args.ts";
 import { exitCode } from "./exit.ts";
 
 // Each command imports what it needs when it runs: help, version and usage errors answer
@@ -28,6 +28,7 @@ Usage:
 ${USER_HELP}
 ${BACKUP_HELP}
 ${DB_HELP}
+${CLUSTER_HELP}
   labgate agent [--config FILE] [--server URL] [--data-dir DIR] [--fingerprint]
   labgate version
   labgate help
@@ -60,6 +61,10 @@ restore      makes a new data dir from a backup (--in - reads stdin): refuses a 
 db copy      copies a stopped embedded database into an empty PostgreSQL database (one
              transaction: all of it or nothing), one line per table with its rows; the
              data dir's files are left as they were.
+cluster join before a new node's first start, copies the cluster's signing key and link
+             secret from the running node at --from (https, or http on loopback only)
+             into this data dir, with an admin_rw token from --token-file; refuses a
+             data dir holding other keys. The node then shares the others' database.url.
 agent        runs the device side on a lab device (config: YAML, see README): keeps its
              key in the data dir (default ./agent-data), registers and waits for approval,
              keeps the management socket open, runs its configured actions, serves file
@@ -189,6 +194,8 @@ export async function main(argv: string[]): Promise<number> {
         return await (await import("./backup.ts")).restoreCommand(rest);
       case "db":
         return await (await import("./db.ts")).dbCommand(rest);
+      case "cluster":
+        return await (await import("./cluster.ts")).clusterCommand(rest);
       case "agent":
         return await (await import("../agent/command.ts")).agentCommand(rest);
       case "version":

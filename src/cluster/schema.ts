@@ -15,3 +15,12 @@ export type ClusterNode = z.infer<typeof ClusterNode>;
 
 export const ClusterView = z.object({ nodes: z.array(ClusterNode) }).meta({ id: "ClusterView" });
 export type ClusterView = z.infer<typeof ClusterView>;
+
+export const ClusterKeys = z
+  .object({
+    files: z
+      .object({ "mgmt-ed25519.key": z.string().describe("the management tokens' Ed25519 key (base64)"), "hmac.secret": z.string().describe("the device tokens' and links' HMAC secret (base64)") })
+      .describe("keys/ of the node's data dir, by file name"),
+  })
+  .meta({ id: "ClusterKeys" });
+export type ClusterKeys = z.infer<typeof ClusterKeys>;

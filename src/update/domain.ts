@@ -62,7 +62,7 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   const deviceGate = createDeviceGate(ctx, deviceHooks);
   const replay = new ReplayGuard();
   // What update checks answer from, dropped by every group write that changes it.
-  const catalog = new UpdateCatalog(ctx.store);
+  const catalog = new UpdateCatalog(ctx.store, ctx.cluster);
 
   // Packages: objects an interrupted upload left without a row go (in the background).
   const storage = new PackageStorage(ctx.objects, ctx.dataDir);

@@ -32,11 +32,16 @@ export async function freePort(): Promise<number> {
 
 /**
  * Starts node `name` on `databaseUrl`; `first`: the node whose keys and admin token it takes
- * (none: it is the first, and writes them). `config`: more YAML lines of its config file.
+ * (none: it is the first, and writes them); `joined`: its data dir has the keys already (from
+ * `labgate cluster join`), only `first`'s admin token is taken. `config`: more YAML lines of its config file.
  */
-export async function startNode(databaseUrl: string, name: string, options: { first?: NodeProcess; dataDir?: string; port?: number; config?: string[]; env?: Record<string, string> } = {}): Promise<NodeProcess & { adminToken: string }> {
+export async function startNode(
+  databaseUrl: string,
+  name: string,
+  options: { first?: NodeProcess; joined?: boolean; dataDir?: string; port?: number; config?: string[]; env?: Record<string, string> } = {},
+): Promise<NodeProcess & { adminToken: string }> {
   const dataDir = options.dataDir ?? tempDir();
-  if (options.first) cpSync(join(options.first.dataDir, KEYS_DIR), join(dataDir, KEYS_DIR), { recursive: true });
+  if (options.first && !options.joined) cpSync(join(options.first.dataDir, KEYS_DIR), join(dataDir, KEYS_DIR), { recursive: true });
   const port = options.port ?? (await freePort());
   const file = join(dataDir, "labgate.yaml");
   writeFileSync(file, [`cluster:`, `  node_name: ${name}`, `  advertise_url: http://127.0.0.1:${port}`, ...(options.config ?? [])].join("\n") + "\n");

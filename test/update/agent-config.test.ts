@@ -75,6 +75,24 @@ test("agent config: every bad value names its key", () => {
   assert.throws(() => loadAgentConfig({ cwd: dir, file: "missing.yaml" }), /--config: file .* does not exist/);
 });
 
+test("agent config: server may be a list of URLs (the nodes of a cluster, in the order tried); one URL stays a list of one", () => {
+  const load = (text: string) => {
+    const { dir, file } = configFile(`mac_address: "${MAC}"\n${text}\n`);
+    return loadAgentConfig({ file, cwd: dir });
+  };
+  const listed = load("server:\n  - http://node-1:5000/\n  - https://node-2:5443");
+  assert.deepEqual([listed.server, listed.servers], ["http://node-1:5000", ["http://node-1:5000", "https://node-2:5443"]]);
+  const single = load("server: http://gw:5000");
+  assert.deepEqual([single.server, single.servers], ["http://gw:5000", ["http://gw:5000"]]);
+  const refused: Array<[string, RegExp]> = [
+    ["server: []", /agent config key server: expected at least one URL/],
+    ["server: [http://a:1, ftp://b]", /agent config key server\[1\]: expected an http\(s\) URL, got "ftp:\/\/b"/],
+    ["server: [http://a:1, 5]", /agent config key server\[1\]: expected a string, got 5/],
+    ["server: [http://a:1, http://a:1/]", /agent config key server: lists http:\/\/a:1 twice/],
+  ];
+  for (const [line, message] of refused) assert.throws(() => load(line), (error: Error) => error instanceof ConfigError && message.test(error.message), line);
+});
+
 test("labgate agent: a bad flag or config exits 2 with one message naming it", async () => {
   const { dir, file } = configFile(`server: http://gw:5000\nmac_address: nope\n`);
   const run = (args: string[]) => runCli(["agent", ...args]);

@@ -8,6 +8,8 @@ import type { Logger } from "../../util/log.ts";
 
 /** Frames a manager may send before the other node has answered, in bytes. */
 const MAX_EARLY_BYTES = 1024 * 1024;
+/** A close reason's bound (123 bytes; names and messages here are ASCII). */
+const MAX_REASON = 123;
 /** Close codes a socket may be closed with (1005, 1006 and 1015 only say what happened). */
 const sendable = (code: number) => (code >= 3000 && code <= 4999) || [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011].includes(code);
 
@@ -29,7 +31,7 @@ export function relayShell(manager: WebSocket, url: string, headers: Record<stri
     if (manager.readyState === WebSocket.OPEN) manager.send(binary ? (data as Buffer) : data.toString(), { binary });
   });
   upstream.on("close", (code, reason) => {
-    if (manager.readyState === WebSocket.OPEN) manager.close(sendable(code) ? code : 1011, sendable(code) ? reason.toString() : `node ${nodeName} ended the session`);
+    if (manager.readyState === WebSocket.OPEN) manager.close(sendable(code) ? code : 1011, sendable(code) ? reason.toString() : `node ${nodeName}, which held the device's socket, went away (${code})`.slice(0, MAX_REASON));
   });
   upstream.on("unexpected-response", (_request, response) => {
     if (manager.readyState === WebSocket.OPEN) manager.close(1011, `node ${nodeName} refused the session (${response.statusCode})`);
@@ -37,7 +39,8 @@ export function relayShell(manager: WebSocket, url: string, headers: Record<stri
   });
   upstream.on("error", (error) => {
     log.warn(`shell relay to node ${nodeName}: ${error.message}`);
-    if (manager.readyState === WebSocket.OPEN) manager.close(1011, `node ${nodeName}, which holds the device's socket, cannot be reached`);
+    const gone = early === undefined ? `went away (${error.message})` : "cannot be reached";
+    if (manager.readyState === WebSocket.OPEN) manager.close(1011, `node ${nodeName}, which holds the device's socket, ${gone}`.slice(0, MAX_REASON));
   });
   return {
     fromManager(frame) {

@@ -1,3 +1,4 @@
+import type { Cluster } from "../../cluster/cluster.ts";
 import type { Store } from "../../db/store.ts";
 import { rfc822 } from "../../util/time.ts";
 import { groupPolicy, membershipsByPriority, packagesOfGroup, type CatalogWatch } from "../groups/groups.ts";
@@ -43,19 +44,35 @@ interface Cache {
  * groups/groups.ts before and after the write), and what a load began to read before a change is
  * not kept. Device deletion needs no invalidation: ids are never reused and a deleted device's
  * token is refused before it gets here; packages cannot change while assigned and new ones are in
- * no group yet.
+ * no group yet. In a cluster the other nodes are told, and drop theirs.
  */
 export class UpdateCatalog implements CatalogWatch {
   private cache: Cache | undefined;
   private loading: Promise<Cache> | undefined;
   private generation = 0;
   private readonly store: Store;
+  private readonly cluster: Pick<Cluster, "publish" | "on"> | undefined;
+  /** A message to the other nodes is due (the writes of one turn share it). */
+  private publishing: NodeJS.Immediate | undefined;
 
-  constructor(store: Store) {
+  constructor(store: Store, cluster?: Pick<Cluster, "publish" | "on">) {
     this.store = store;
+    this.cluster = cluster;
+    cluster?.on("catalog_changed", () => this.drop());
   }
 
   changed(): void {
+    this.drop();
+    // Called before and after each write: the message after the commit is the one that matters.
+    if (this.cluster) {
+      this.publishing ??= setImmediate(() => {
+        this.publishing = undefined;
+        this.cluster?.publish("catalog_changed");
+      });
+    }
+  }
+
+  private drop(): void {
     this.generation++;
     this.cache = undefined;
     this.loading = undefined;

@@ -182,7 +182,7 @@ export interface AgentProcess {
 
 /**
  * Starts `labgate agent` (labgate()'s command) with a config of its own dirs, a fresh MAC, fast
- * retries and the YAML lines `extra`; resolves once it says it runs (a start can take seconds on
+ * retries and the YAML lines `extra` (whose top-level keys replace those defaults); resolves once it says it runs (a start can take seconds on
  * a busy machine). `node`: options for node and variables for the child. The caller stops it.
  */
 export async function spawnAgent(server: TestServer, extra: string[], node: { args?: string[]; env?: Record<string, string> } = {}): Promise<AgentProcess> {
@@ -192,7 +192,10 @@ export async function spawnAgent(server: TestServer, extra: string[], node: { ar
   const mac = agentMac();
   const config = join(dir, "agent.yaml");
   const lines = [`server: ${server.url}`, "key_type: ed25519", `mac_address: "${mac}"`, `file_base_dir: ${files}`, "retry_min_delay: 0.05", "retry_max_delay: 0.3", "log_level: error"];
-  writeFileSync(config, [...lines, ...extra].join("\n"));
+  // A top-level key of `extra` replaces the default's line.
+  const keyOf = (line: string) => /^([a-z_]+):/.exec(line)?.[1];
+  const given = new Set(extra.map(keyOf));
+  writeFileSync(config, [...lines.filter((line) => !given.has(keyOf(line))), ...extra].join("\n"));
   const [bin, ...entry] = await labgate();
   const child = spawn(bin, [...(node.args ?? []), ...entry, "agent", "--config", config, "--data-dir", join(dir, "data")], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...node.env } });
   let stderr = "";
