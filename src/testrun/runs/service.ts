@@ -97,7 +97,7 @@ export class TestRunService implements LocalRuns {
   private async recover(): Promise<void> {
     // What the runs it interrupted started dies before anything runs here (a service manager would have killed it with the process).
     const interrupted = (await this.store.runsWithStatus("running")).map((run) => run.id);
-    if (interrupted.length > 0) this.runAs.containment?.recover(interrupted);
+    if (interrupted.length > 0) await this.runAs.containment?.recover(interrupted);
     await this.store.abortUnfinished(this.ctx.clock.now(), RESTART_ERROR);
   }
 
