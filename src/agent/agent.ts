@@ -148,7 +148,7 @@ export class Agent {
     const tests = this.config.tests;
     // Who runs the tests: checked now, so that an agent that cannot switch to run_as stops at start (exit 2).
     const runAs = !tests.enabled ? {} : tests.run_as ? prepareRunAs(tests.run_as, this.config.data_dir, tests.work_dir, { runAs: "agent config key tests.run_as", workDir: "agent config key tests.work_dir" }) : ownUserRuns();
-    if (runAs.containment) this.log.info(`agent: tests: ${runAs.containment.description}`);
+    void runAs.containment?.describe().then((line) => this.log.info(`agent: tests: ${line}`), (error: Error) => this.log.error(`agent: tests: choosing how runs are contained failed: ${error.message}`));
     this.tests = new TestRunner({
       config: tests,
       runAs,

@@ -17,7 +17,7 @@ import type { Queries, Store } from "../db/store.ts";
 import { sql, type Selectable, type SelectQueryBuilder } from "kysely";
 import type { AuditLogTable, Tables } from "../db/schema.ts";
 import { csvCell } from "../util/csv.ts";
-import { dateOf, every, isoTime, type Clock } from "../util/time.ts";
+import { after, dateOf, every, isoTime, type Clock } from "../util/time.ts";
 import type { Logger } from "../util/log.ts";
 import type { ActorKind, AuditEntry, Outcome } from "./schema.ts";
 
@@ -195,13 +195,17 @@ export interface RetentionLimits {
   retention_interval: number;
 }
 
+/** How long after the start the first sweep runs: its queries need not hold up the start's first answers. */
+const FIRST_SWEEP_DELAY_MS = 1_000;
+
 /**
  * Keeps the log within `retention_days`, `max_rows` and `max_refusal_rows`: every
- * `retention_interval` s (and once at start) the oldest rows go, a batch per event-loop turn, so
- * requests are served in between.
+ * `retention_interval` s (and once shortly after the start) the oldest rows go, a batch per
+ * event-loop turn, so requests are served in between.
  */
 export class AuditRetention {
   private stopSweeps: (() => void) | undefined;
+  private cancelFirstSweep: (() => void) | undefined;
   private current: Promise<number> | undefined;
   private readonly store: Store;
   private readonly clock: Clock;
@@ -218,11 +222,12 @@ export class AuditRetention {
   /** `mine`: whether this node sweeps now (one node of a cluster at a time). */
   start(mine: () => boolean = () => true): void {
     this.stopSweeps = every(this.clock, this.limits.retention_interval * 1000, () => void (mine() && this.sweep()));
-    setImmediate(() => void (mine() && this.sweep()));
+    this.cancelFirstSweep = after(this.clock, FIRST_SWEEP_DELAY_MS, () => void (mine() && this.sweep()));
   }
 
   stop(): void {
     this.stopSweeps?.();
+    this.cancelFirstSweep?.();
   }
 
   /** Drops what is past the limits, batch by batch; resolves with how many rows went (a sweep under way: that one). */

@@ -171,6 +171,8 @@ export async function startServer(config: Config, options: StartOptions = {}): P
     const domains = await startDomains(ctx);
     // The deployments' plans are in memory before the first update check.
     await domains.update.deployments.ready;
+    // Runs the last process left unfinished are aborted, and what they started killed, before the first request.
+    await domains.testRun.runs.recoveredFromRestart;
     // Entries of commands run while no server ran are in the log before the first request.
     await domains.shared.auditSpool.ingest();
     const { app, operations } = serverApp(ctx, domains);

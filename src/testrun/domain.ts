@@ -15,6 +15,10 @@ import type { Logger } from "../util/log.ts";
 import { ownUserRuns, prepareRunAs, resolveRunAs, type TestRunAs } from "./engine/identity.ts";
 import { TestRunService } from "./runs/service.ts";
 import { RunStore, type RunChange } from "./runs/store.ts";
+import { after } from "../util/time.ts";
+
+/** How long after the start the runs' containment is chosen and logged, unless a run asks first: the choice starts probe programs, which a start need not wait for. */
+const CONTAINMENT_CHOICE_DELAY_MS = 1_000;
 
 /** The test-run server's services, as the routers get them. */
 export interface TestRunDomain {
@@ -29,7 +33,8 @@ export interface TestRunDomain {
 
 /**
  * `test_server.run_as` at start (prepareRunAs). Without it, tests run as the server's own user,
- * and the log says once what that means. The log names what holds a run's processes.
+ * and the log says once what that means. What holds a run's processes is chosen and logged later
+ * (createTestRunDomain).
  */
 export function testIdentityOf(config: Config, log: Logger): TestRunAs {
   const spec = config.test_server.run_as;
@@ -39,7 +44,6 @@ export function testIdentityOf(config: Config, log: Logger): TestRunAs {
     );
   }
   const runAs = spec ? prepareRunAs(resolveRunAs(spec), config.data_dir, config.test_server.work_dir || `${config.data_dir}-runs`, { runAs: "config key test_server.run_as", workDir: "config key test_server.work_dir" }) : ownUserRuns();
-  log.info(`testrun: ${runAs.containment!.description}`);
   return runAs;
 }
 
@@ -53,6 +57,11 @@ export function createTestRunDomain(ctx: AppContext, hub?: ChannelHub, runAs: Te
   const changes = new Broadcaster<RunChange>();
   const runs = new TestRunService(ctx, configs, new RunStore(ctx.store, (change) => changes.emit(change)), hub, runAs);
   runs.recoverFromRestart();
+  const { containment } = runAs;
+  if (containment) {
+    const cancel = after(ctx.clock, CONTAINMENT_CHOICE_DELAY_MS, () => void containment.describe().then((line) => ctx.log.info(`testrun: ${line}`), (error: Error) => ctx.log.error(`testrun: choosing how runs are contained failed: ${error.message}`)));
+    ctx.onClosing.push(cancel);
+  }
   // Graceful shutdown: pending and running runs end `aborted` with `server shutdown`.
   ctx.onShutdown.push(() => runs.shutdown());
   return { configs, views: new ConfigViewCache(configs), runs, changes };

@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { test } from "node:test";
-import { removeDir, startTestServer } from "../helpers/server.ts";
+import { startServe } from "../helpers/cli.ts";
+import { removeDir, startTestServer, tempDir, waitFor } from "../helpers/server.ts";
 import { SERVER_URL_FILE } from "../../src/server/start.ts";
 import { holdEventLoop } from "../../src/util/event-loop.ts";
 import { mimeTypes } from "../../src/util/mime.ts";
@@ -70,5 +71,51 @@ test("/api/health names the engine and its schema version beside the embedded da
   } finally {
     await server.close();
     removeDir(server.dataDir);
+  }
+});
+
+/**
+ * Preloaded into a started `labgate serve`: when the first request comes, it writes the programs
+ * the process had started and the built-in modules it had loaded to START_PROBE_OUT.
+ */
+const START_PROBE = `
+const childProcess = require("node:child_process");
+const http = require("node:http");
+const started = [];
+for (const name of ["spawn", "spawnSync", "execFile", "execFileSync", "exec", "execSync", "fork"]) {
+  const original = childProcess[name];
+  childProcess[name] = function (...args) { started.push(String(args[0])); return original.apply(this, args); };
+}
+require("node:module").syncBuiltinESMExports();
+const emit = http.Server.prototype.emit;
+let written = false;
+http.Server.prototype.emit = function (event, ...args) {
+  if (event === "request" && !written) {
+    written = true;
+    const builtins = process.moduleLoadList.filter((entry) => entry.startsWith("NativeModule ")).map((entry) => entry.slice("NativeModule ".length));
+    require("node:fs").writeFileSync(process.env.START_PROBE_OUT, JSON.stringify({ started, builtins }));
+  }
+  return emit.call(this, event, ...args);
+};
+`;
+
+test("a server's start runs no program and leaves node:readline unloaded by its first answer: the runs' containment is chosen later, reports are read later", async () => {
+  const dir = tempDir();
+  const probe = join(dir, "probe.cjs");
+  const out = join(dir, "probe.json");
+  writeFileSync(probe, START_PROBE);
+  const dataDir = join(dir, "data");
+  const server = await startServe(["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { env: { NODE_OPTIONS: `--require ${probe}`, START_PROBE_OUT: out, LABGATE_CONFIG: "" } });
+  try {
+    assert.equal((await fetch(`${server.url}/api/health`)).status, 200);
+    const { started, builtins } = JSON.parse(readFileSync(out, "utf8")) as { started: string[]; builtins: string[] };
+    assert.deepEqual(started, [], "programs started before the first answer");
+    assert.ok(builtins.includes("http"), "the probe saw the start's built-in modules");
+    assert.equal(builtins.includes("readline"), false, "node:readline was loaded by the start");
+    // Shortly after the start the containment is chosen (its probe programs run then) and logged.
+    await waitFor(() => /testrun: (each run's processes|a run's processes)/.test(server.stderr()), 5000, "the containment's log line");
+  } finally {
+    await server.stop();
+    removeDir(dir);
   }
 });

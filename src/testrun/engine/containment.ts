@@ -1,8 +1,8 @@
 /**
  * What holds a run's processes together, so that its end kills every one of them however it left
  * (a background job, setsid, nohup, a double fork, a user and pid namespace of its own) and the run
- * ends only once none is left. Chosen once at start (chooseContainment), in this order, and named
- * in the start log:
+ * ends only once none is left. Chosen once (chooseContainment: the first run, recovery or
+ * description asks, which the server does shortly after its start), in this order, and logged:
  *
  * - a cgroup v2 directory per run below this process's own cgroup (where this process may create
  *   one: root, or a unit with `Delegate=yes`): every program of the run starts inside it, and the
@@ -14,7 +14,7 @@
  *
  * Never through a `kill` program: procps-ng 4 reads `kill -s KILL -- -1` as a bad option and kills nothing.
  */
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -40,24 +40,45 @@ export interface RunContainer {
   end(): Promise<void>;
 }
 
-/** The way this process contains its runs, chosen at start. */
-export interface RunContainment {
-  /** One line for the start log: what holds a run's processes, what its end kills. */
+/** The way this process contains its runs, once chosen. */
+interface ChosenContainment {
+  /** One line for the log: what holds a run's processes, what its end kills. */
   readonly description: string;
   open(runId: string): RunContainer;
+  recover(runIds: string[]): void;
+}
+
+/**
+ * The way this process contains its runs. The choice starts programs to probe the system, so it is
+ * made when first asked for (in the background, never in a start that runs nothing yet) and once.
+ */
+export interface RunContainment {
+  /** The log's line for the choice: what holds a run's processes, what its end kills. */
+  describe(): Promise<string>;
+  open(runId: string): Promise<RunContainer>;
   /**
    * At start, for the runs that were running when the last process died (outside a service
    * manager, which would have killed them): what they left is killed before any run starts here.
    */
-  recover(runIds: string[]): void;
+  recover(runIds: string[]): Promise<void>;
 }
 
-/** The containment for tests run as `identity` (none: this process's own user). */
+/** The containment for tests run as `identity` (none: this process's own user), chosen on first use. */
 export function chooseContainment(identity: TestIdentity | undefined): RunContainment {
+  let chosen: Promise<ChosenContainment> | undefined;
+  const choice = () => (chosen ??= probeContainment(identity));
+  return {
+    describe: async () => (await choice()).description,
+    open: async (runId) => (await choice()).open(runId),
+    recover: async (runIds) => (await choice()).recover(runIds),
+  };
+}
+
+async function probeContainment(identity: TestIdentity | undefined): Promise<ChosenContainment> {
   // Test programs of the server's own user get no_new_privs through setpriv when it is here (run_as ones always do).
-  const noNewPrivs = !identity && spawnSync("setpriv", ["--no-new-privs", "--", "true"], { stdio: "ignore", env: { PATH: SAFE_PATH } }).status === 0;
+  const noNewPrivs = !identity && (await exitsZero("setpriv", ["--no-new-privs", "--", "true"]));
   const nnp = identity || noNewPrivs ? "" : "; setpriv is missing, so test programs may gain privileges through setuid programs";
-  const base = writableCgroup();
+  const base = await writableCgroup();
   if (base) return cgroupContainment(base.dir, noNewPrivs, `each run's processes in a cgroup v2 of their own below ${base.dir}, killed as a whole (cgroup.kill) when the run ends${nnp}`);
   // The server's own user is never swept: that would be the server itself and its neighbours.
   if (identity && identity.uid !== process.getuid?.()) return userContainment(identity, `each run's processes are every process of ${identity.user} (uid ${identity.uid}), killed when the run ends ${userKiller(identity)} (${base === undefined ? "no cgroup v2" : "no cgroup v2 this process may create"}; one run at a time: give run_as a user of its own)`);
@@ -68,7 +89,16 @@ export function chooseContainment(identity: TestIdentity | undefined): RunContai
   };
 }
 
-function cgroupContainment(base: string, noNewPrivs: boolean, description: string): RunContainment {
+/** Whether a probe program runs and exits 0 (started in the background: the event loop goes on). */
+function exitsZero(command: string, args: string[]): Promise<boolean> {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { stdio: "ignore", env: { PATH: SAFE_PATH } });
+    child.once("error", () => resolve(false));
+    child.once("exit", (code) => resolve(code === 0));
+  });
+}
+
+function cgroupContainment(base: string, noNewPrivs: boolean, description: string): ChosenContainment {
   const prefix = (runId: string) => `labgate-run-${runId.replace(/[^A-Za-z0-9_-]/g, "_")}-`;
   return {
     description,
@@ -121,7 +151,7 @@ const cgroupPids = (dir: string): string[] => {
 };
 
 /** Every process of the user gets SIGKILL until none is left; by a helper running as the user where this process may not signal it. */
-function userContainment(identity: TestIdentity, description: string): RunContainment {
+function userContainment(identity: TestIdentity, description: string): ChosenContainment {
   /** One pass: whether none was left, and whether the helper must do what this process may not. */
   const pass = (): { gone: boolean; asUser?: string[] } => {
     const pids = processesOf(identity.uid);
@@ -206,7 +236,7 @@ const readText = (path: string): string | undefined => {
  * A cgroup v2 directory (this process's own cgroup) where this process may make a child and start
  * a program in it: the directory; undefined without cgroup v2, null when it may not.
  */
-function writableCgroup(): { dir: string } | null | undefined {
+async function writableCgroup(): Promise<{ dir: string } | null | undefined> {
   const own = /^0::(\/.*)$/m.exec(readText("/proc/self/cgroup") ?? "")?.[1];
   const mount = (readText("/proc/self/mountinfo") ?? "")
     .split("\n")
@@ -224,8 +254,7 @@ function writableCgroup(): { dir: string } | null | undefined {
   }
   try {
     if (!existsSync(join(probe, "cgroup.kill"))) return null;
-    const entered = spawnSync("/bin/sh", ["-c", CGROUP_ENTRY, join(probe, "cgroup.procs"), "true"], { stdio: "ignore", env: { PATH: SAFE_PATH } });
-    return entered.status === 0 ? { dir } : null;
+    return (await exitsZero("/bin/sh", ["-c", CGROUP_ENTRY, join(probe, "cgroup.procs"), "true"])) ? { dir } : null;
   } finally {
     removeEmpty(probe);
   }

@@ -1,5 +1,4 @@
 import { open, type FileHandle } from "node:fs/promises";
-import { createInterface } from "node:readline";
 import { Readable } from "node:stream";
 import { parse } from "csv-parse";
 import { stringify } from "csv-stringify/sync";
@@ -182,6 +181,9 @@ export class ReportWriter {
 /** What a row says beyond its CSV cells (ReportRow's `name`, `board`, `output`). */
 export type RowDetails = Partial<Record<"name" | "board" | "output", string>>;
 
+/** A stream's lines; node:readline is loaded with the first report read, which no start makes. */
+const linesOf = async (input: Readable) => (await import("node:readline")).createInterface({ input, crlfDelay: Infinity });
+
 /**
  * The details of a report's rows, in their order, only those of the devices `keep` accepts (all
  * without it); nothing when the report has no details file. Memory for one line at a time.
@@ -191,7 +193,7 @@ export async function* openReportDetails(path: string, keep?: (device: number) =
   if (!file) return;
   const stream = file.createReadStream();
   try {
-    for await (const line of createInterface({ input: stream, crlfDelay: Infinity })) {
+    for await (const line of await linesOf(stream)) {
       let parsed: unknown;
       try {
         parsed = JSON.parse(line);
@@ -230,7 +232,7 @@ export async function openReportCsv(path: string, filter?: { index: string; keep
     let position = -1;
     let start = 0;
     let length = 0;
-    for await (const line of createInterface({ input: index, crlfDelay: Infinity })) {
+    for await (const line of await linesOf(index)) {
       if (position < 0) {
         const header = Number(line);
         position = length = Number.isSafeInteger(header) && header > 0 ? header : 0;

@@ -101,7 +101,7 @@ export async function executeRun(input: RunInput, env: RunEnvironment, signal: A
   const dir = env.workspace ? await env.workspace.open(input.id) : artifacts;
   let container: RunContainer | undefined;
   try {
-    container = env.containment?.open(input.id);
+    container = await env.containment?.open(input.id);
     return await executeIn(dir, input, env, container, signal);
   } finally {
     // Nothing the run started outlives it (an error when something does), before its files leave the test's reach.

@@ -94,10 +94,15 @@ export class TestRunService implements LocalRuns {
     this.recovered = this.recover().catch((e) => this.ctx.log.error(`testrun: marking unfinished runs aborted failed: ${e}`));
   }
 
+  /** Resolves once the runs the last process left unfinished are aborted and what they started is gone (the server's start waits for it). */
+  get recoveredFromRestart(): Promise<void> {
+    return this.recovered;
+  }
+
   private async recover(): Promise<void> {
     // What the runs it interrupted started dies before anything runs here (a service manager would have killed it with the process).
     const interrupted = (await this.store.runsWithStatus("running")).map((run) => run.id);
-    if (interrupted.length > 0) this.runAs.containment?.recover(interrupted);
+    if (interrupted.length > 0) await this.runAs.containment?.recover(interrupted);
     await this.store.abortUnfinished(this.ctx.clock.now(), RESTART_ERROR);
   }
 
