@@ -207,9 +207,10 @@ export class DeploymentService implements Steering {
   private readonly catalog: CatalogWatch;
   private readonly runs = new Map<number, Run>();
   /**
-   * Held by each of the service's transactions from its first statement to its commit: their
-   * memory changes come with them, so no step decides on another's before it committed (serial
-   * already on the embedded engine; PostgreSQL would run them side by side).
+   * Held by each of the service's transactions from its first statement to its commit (in memory
+   * on the embedded engine, so that the steps waiting share the next fsync): their memory changes
+   * come with them, so no step decides on another's before it committed (serial already on the
+   * embedded engine; PostgreSQL would run them side by side).
    */
   private readonly stepping = new Lock();
   /** Device id -> its place in an active deployment (a device is in at most one: one per group, and the check uses its active group). */
@@ -424,18 +425,29 @@ export class DeploymentService implements Steering {
       while (undo.length > 0) undo.pop()!();
     };
     await this.stepping.acquire();
+    // The next step may go once this one committed (in memory, on the embedded engine): its frame
+    // follows this one's on disk, and a frame that fails reloads the database and, from it, this memory.
+    let committed = false;
+    const letGo = () => {
+      if (committed) return;
+      committed = true;
+      this.stepping.release();
+    };
     try {
-      const result = await this.store.transact((tx) => {
-        back();
-        return fn({ tx, undo });
-      });
+      const result = await this.store.transact(
+        (tx) => {
+          back();
+          return fn({ tx, undo });
+        },
+        { committed: letGo },
+      );
       this.changedHere();
       return result;
     } catch (error) {
-      back();
+      if (!committed) back();
       throw error;
     } finally {
-      this.stepping.release();
+      letGo();
     }
   }
 
