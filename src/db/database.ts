@@ -46,6 +46,7 @@ export interface QueryOutcome<T = Row> extends RunResult {
 /** A transaction that may span awaits (Database.begin). */
 export interface OpenTransaction {
   query<T = Row>(sql: string, params: SqlParam[], writes: boolean): QueryOutcome<T>;
+  /** Commits in memory before it returns (throws if it cannot); resolves once the frame is on disk. */
   commit(): Promise<void>;
   rollback(): void;
 }
@@ -314,9 +315,10 @@ export class Database {
         if (writes) ops.push([text, values]);
         return result;
       },
-      commit: async () => {
+      // COMMIT runs (or throws) at once, in memory; the promise is the frame reaching the disk.
+      commit: () => {
         end("COMMIT");
-        if (ops.length > 0) await this.appendDurably(ops);
+        return ops.length > 0 ? this.appendDurably(ops) : Promise.resolve();
       },
       rollback: () => end("ROLLBACK"),
     };

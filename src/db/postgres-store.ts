@@ -60,7 +60,11 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   const store: Store = {
     engine: "postgres",
     query,
-    transact: (fn) => transact(query, fn),
+    transact: async (fn, options) => {
+      const result = await transact(query, fn);
+      options?.committed?.();
+      return result;
+    },
     writeLazy: (statement) => {
       lazy.query.executeQuery(statement.compile()).catch((error: unknown) => options.log("warn", `a write that needs no acknowledgement failed: ${said(error)}`));
     },

@@ -41,6 +41,15 @@ export interface ExportedImage<T> {
   alongside: T;
 }
 
+export interface TransactOptions {
+  /**
+   * Called once the transaction committed, before its promise resolves: on the embedded engine as
+   * soon as COMMIT ran in memory (what reads see from then on), before its frame is on disk; on
+   * PostgreSQL once COMMIT returned. Not called when it did not commit.
+   */
+  committed?: () => void;
+}
+
 export interface Store {
   readonly engine: Engine;
   /** The query layer; a transaction (`transact`'s `tx`) is one too. */
@@ -50,7 +59,7 @@ export interface Store {
    * disk, on the embedded engine). Serial on the embedded engine; SERIALIZABLE on PostgreSQL and
    * run again when it conflicts with another, so `fn` does nothing outside the database.
    */
-  transact<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+  transact<T>(fn: (tx: Tx) => Promise<T>, options?: TransactOptions): Promise<T>;
   /** A write that needs no acknowledgement (a last-seen time): durable with the next commit or soon after; a failure is logged. */
   writeLazy(statement: Compilable): void;
   /** Changes whenever cached table contents must be dropped (the embedded database reloaded from disk). */
@@ -72,7 +81,7 @@ export function embeddedStore(db: Database): Store {
   return {
     engine: "embedded",
     query,
-    transact: (fn) => inTransactionOf(db, () => transact(query, fn)),
+    transact: (fn, options) => inTransactionOf(db, () => transact(query, fn), options?.committed),
     writeLazy: (statement) => {
       const { sql, parameters } = statement.compile();
       db.writeLazy((tx) => void tx.run(sql, bindable(parameters)));

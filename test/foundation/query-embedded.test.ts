@@ -132,6 +132,39 @@ describe("the query layer over the embedded database", () => {
     await reopened.close();
   });
 
+  test("a transaction's committed callback runs once COMMIT ran in memory, before its frame is durable; not for one rolled back", async () => {
+    const dir = tempDir();
+    const db = await Database.open(dir);
+    await migrate(db, schema);
+    const store = embeddedStore(db);
+    let durable = false;
+    const seen: string[][] = [];
+    const written = store
+      .transact(async (tx) => void (await (tx as unknown as Kysely<Tables>).insertInto("items").values({ name: "a" }).execute()), {
+        committed: () => {
+          // What reads see from now on, while the promise still waits for the disk.
+          assert.equal(durable, false);
+          seen.push(names(db));
+        },
+      })
+      .then(() => (durable = true));
+    await written;
+    assert.deepEqual(seen, [["a"]]);
+    let called = false;
+    await assert.rejects(
+      store.transact(
+        async (tx) => {
+          await (tx as unknown as Kysely<Tables>).insertInto("items").values({ name: "a" }).execute(); // UNIQUE
+        },
+        { committed: () => (called = true) },
+      ),
+      /UNIQUE/,
+    );
+    assert.equal(called, false);
+    await store.close();
+    await db.close();
+  });
+
   test("a query on the store from inside one of its transactions fails at once instead of waiting for itself", async () => {
     const dir = tempDir();
     const db = await Database.open(dir);

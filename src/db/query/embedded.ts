@@ -24,11 +24,14 @@ import type { Database, OpenTransaction, SqlParam } from "../database.ts";
  * the store (not on its `tx`) from inside would wait for the connection its own transaction holds,
  * for ever, so it fails at once instead, naming the mistake.
  */
-const runningIn = new AsyncLocalStorage<{ db: Database; open: boolean }>();
+const runningIn = new AsyncLocalStorage<{ db: Database; open: boolean; committed?: () => void }>();
 
-/** Runs `fn` (which opens one transaction on `db`) so that a query on the store from inside it fails instead of waiting for itself. */
-export function inTransactionOf<T>(db: Database, fn: () => Promise<T>): Promise<T> {
-  return runningIn.run({ db, open: false }, fn);
+/**
+ * Runs `fn` (which opens one transaction on `db`) so that a query on the store from inside it
+ * fails instead of waiting for itself; `committed` is called once its COMMIT has run in memory.
+ */
+export function inTransactionOf<T>(db: Database, fn: () => Promise<T>, committed?: () => void): Promise<T> {
+  return runningIn.run({ db, open: false, committed }, fn);
 }
 
 /** Kysely's parameters as sql.js binds them. */
@@ -69,10 +72,11 @@ class EmbeddedConnection implements DatabaseConnection {
     this.db.connection.release();
   }
 
-  /** Commits in memory now, lets the connection go, and resolves once the change is on disk. */
-  async commit(transaction: OpenTransaction): Promise<void> {
+  /** Commits in memory now, lets the connection go, tells `committed`, and resolves once the change is on disk. */
+  async commit(transaction: OpenTransaction, committed?: () => void): Promise<void> {
     const durable = transaction.commit();
     this.release();
+    committed?.();
     await durable;
   }
 
@@ -131,7 +135,8 @@ class EmbeddedDriver implements Driver {
 
   async commitTransaction(connection: DatabaseConnection): Promise<void> {
     const held = connection as EmbeddedConnection;
-    await held.commit(this.ended(held));
+    const running = runningIn.getStore();
+    await held.commit(this.ended(held), running?.db === this.db ? running.committed : undefined);
   }
 
   async rollbackTransaction(connection: DatabaseConnection): Promise<void> {

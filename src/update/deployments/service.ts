@@ -72,6 +72,12 @@ import { OUTPUT_TAIL } from "../../protocol/labgate/device.ts";
 const TICK_MS = 1000;
 /** The writes of this long go to the other nodes as one change. */
 const PUBLISH_DELAY_MS = 50;
+/**
+ * Steps waiting for each other run back to back in one event-loop turn (each lets the next in as
+ * it commits in memory); after this long the loop turns before the next, so that a queue of them
+ * (a phase's devices checking at once) never holds up the update checks and sockets meanwhile.
+ */
+const STEP_SLICE_MS = 4;
 
 /**
  * Whether an outcome answers the device's current attempt: it carries that deployment and attempt
@@ -207,9 +213,10 @@ export class DeploymentService implements Steering {
   private readonly catalog: CatalogWatch;
   private readonly runs = new Map<number, Run>();
   /**
-   * Held by each of the service's transactions from its first statement to its commit: their
-   * memory changes come with them, so no step decides on another's before it committed (serial
-   * already on the embedded engine; PostgreSQL would run them side by side).
+   * Held by each of the service's transactions from its first statement to its commit (in memory
+   * on the embedded engine, so that the steps waiting share the next fsync): their memory changes
+   * come with them, so no step decides on another's before it committed (serial already on the
+   * embedded engine; PostgreSQL would run them side by side).
    */
   private readonly stepping = new Lock();
   /** Device id -> its place in an active deployment (a device is in at most one: one per group, and the check uses its active group). */
@@ -424,18 +431,47 @@ export class DeploymentService implements Steering {
       while (undo.length > 0) undo.pop()!();
     };
     await this.stepping.acquire();
+    await this.turnWhenSliceEnds();
+    // The next step may go once this one committed (in memory, on the embedded engine): its frame
+    // follows this one's on disk, and a frame that fails reloads the database and, from it, this memory.
+    let committed = false;
+    const letGo = () => {
+      if (committed) return;
+      committed = true;
+      this.stepping.release();
+    };
     try {
-      const result = await this.store.transact((tx) => {
-        back();
-        return fn({ tx, undo });
-      });
+      const result = await this.store.transact(
+        (tx) => {
+          back();
+          return fn({ tx, undo });
+        },
+        { committed: letGo },
+      );
       this.changedHere();
       return result;
     } catch (error) {
-      back();
+      if (!committed) back();
       throw error;
     } finally {
-      this.stepping.release();
+      letGo();
+    }
+  }
+
+  /** When the current turn's steps began (ms, performance.now); undefined once the loop turned. */
+  private sliceStarted: number | undefined;
+
+  /** Lets the event loop turn when the steps of this turn have run for STEP_SLICE_MS. */
+  private async turnWhenSliceEnds(): Promise<void> {
+    for (;;) {
+      const now = performance.now();
+      if (this.sliceStarted === undefined) {
+        this.sliceStarted = now;
+        setImmediate(() => (this.sliceStarted = undefined));
+        return;
+      }
+      if (now - this.sliceStarted < STEP_SLICE_MS) return;
+      await new Promise((resolve) => setImmediate(resolve));
     }
   }
 
