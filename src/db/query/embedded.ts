@@ -26,9 +26,22 @@ import type { Database, OpenTransaction, SqlParam } from "../database.ts";
  */
 const runningIn = new AsyncLocalStorage<{ db: Database; open: boolean }>();
 
-/** Runs `fn` (which opens one transaction on `db`) so that a query on the store from inside it fails instead of waiting for itself. */
-export function inTransactionOf<T>(db: Database, fn: () => Promise<T>): Promise<T> {
-  return runningIn.run({ db, open: false }, fn);
+/** Calls of `inTransactionOf` not yet settled. */
+let transactionsRunning = 0;
+
+/**
+ * Runs `fn` (which opens one transaction on `db`) so that a query on the store from inside it fails
+ * instead of waiting for itself. The storage is disabled again whenever no transaction runs: on
+ * Node 20 an enabled AsyncLocalStorage installs promise hooks that every promise of every request
+ * pays for, and queries outside transactions need no context.
+ */
+export async function inTransactionOf<T>(db: Database, fn: () => Promise<T>): Promise<T> {
+  transactionsRunning++;
+  try {
+    return await runningIn.run({ db, open: false }, fn);
+  } finally {
+    if (--transactionsRunning === 0) runningIn.disable();
+  }
 }
 
 /** Kysely's parameters as sql.js binds them. */
