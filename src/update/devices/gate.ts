@@ -76,9 +76,17 @@ export function createDeviceGate(ctx: Pick<AppContext, "clock" | "log" | "onShut
     return admit(identity, device);
   }
 
+  /** The current second as last_access holds it, formatted once per second rather than per request. */
+  let second = { ms: NaN, text: "" };
+  const currentSecond = (): string => {
+    const ms = Math.floor(ctx.clock.now() / 1000) * 1000;
+    if (ms !== second.ms) second = { ms, text: isoTime(ms) };
+    return second.text;
+  };
+
   function admit(identity: DeviceIdentity, device: { mac: string; key: string; lastAccess: string | null }): boolean {
     if (device.mac !== identity.mac || device.key !== identity.key) return false;
-    const now = isoTime(Math.floor(ctx.clock.now() / 1000) * 1000);
+    const now = currentSecond();
     if (device.lastAccess !== now) {
       device.lastAccess = now;
       pending.set(identity.deviceId, now);
