@@ -61,8 +61,8 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   deviceHooks.onDeleted(async (tx, device) => void (await deleteRegistrationsOf(tx, device.mac_address)));
   const deviceGate = createDeviceGate(ctx, deviceHooks);
   const replay = new ReplayGuard();
-  // What update checks answer from, dropped by every group write that changes it.
-  const catalog = new UpdateCatalog(ctx.store);
+  // What update checks answer from, dropped by every group write that changes it, on any node.
+  const catalog = new UpdateCatalog(ctx.store, ctx.cluster);
 
   // Packages: the deltas update checks name are read again when another node made or deleted one.
   ctx.cluster.on("deltas_changed", () => deltasChangedElsewhere(ctx.store));

@@ -1,3 +1,4 @@
+import type { Cluster } from "../../cluster/cluster.ts";
 import type { Store } from "../../db/store.ts";
 import { rfc822 } from "../../util/time.ts";
 import { groupPolicy, membershipsByPriority, packagesOfGroup, type CatalogWatch } from "../groups/groups.ts";
@@ -50,12 +51,21 @@ export class UpdateCatalog implements CatalogWatch {
   private loading: Promise<Cache> | undefined;
   private generation = 0;
   private readonly store: Store;
+  private readonly cluster: Pick<Cluster, "publish" | "on"> | undefined;
 
-  constructor(store: Store) {
+  /** With `cluster`, a change on any node drops every node's catalog (`catalog_changed`, sent with each `changed`). */
+  constructor(store: Store, cluster?: Pick<Cluster, "publish" | "on">) {
     this.store = store;
+    this.cluster = cluster;
+    cluster?.on("catalog_changed", () => this.drop());
   }
 
   changed(): void {
+    this.drop();
+    this.cluster?.publish("catalog_changed");
+  }
+
+  private drop(): void {
     this.generation++;
     this.cache = undefined;
     this.loading = undefined;
