@@ -3,12 +3,10 @@
  * groups, the deltas) follows the changes made on the other node.
  */
 import { strict as assert } from "node:assert";
-import { cpSync } from "node:fs";
-import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { KEYS_DIR } from "../../src/auth/keys.ts";
+import { inProcessNode as node } from "../helpers/cluster.ts";
 import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
-import { startTestServer, tempDir, waitFor, type TestServer } from "../helpers/server.ts";
+import { waitFor, type TestServer } from "../helpers/server.ts";
 import { registerDevice } from "../update/helpers/devices.ts";
 import { offerGroup, uploadOk } from "../update/helpers/packages.ts";
 
@@ -20,11 +18,6 @@ after(async () => {
   await postgres?.stop();
 });
 
-/** A node on `url` named `name`, with the signing keys of `keysFrom` (as `labgate cluster join` copies them). */
-async function node(url: string, name: string, keysFrom?: string, dataDir = tempDir()): Promise<TestServer> {
-  if (keysFrom) cpSync(join(keysFrom, KEYS_DIR), join(dataDir, KEYS_DIR), { recursive: true });
-  return startTestServer({ database: { url }, cluster: { node_name: name, advertise_url: `http://${name}.invalid:5000` } }, dataDir);
-}
 
 test("a delta made and a policy changed on one node are answered by the other node's update checks", async () => {
   const url = await postgres.createDatabase("checks");
