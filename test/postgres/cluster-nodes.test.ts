@@ -16,7 +16,6 @@ after(async () => {
   await postgres?.stop();
 });
 
-
 const cluster = async (server: TestServer, token = server.adminToken) => (await server.call<ClusterView>("GET", "/api/v1/cluster", undefined, token)).body;
 const byName = (view: ClusterView) => Object.fromEntries(view.nodes.map((n) => [n.name, n]));
 
