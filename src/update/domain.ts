@@ -19,7 +19,7 @@ import { FileTransferService } from "./devicefiles/transfers.ts";
 import { DeviceHooks } from "./devices/devices.ts";
 import { createDeviceGate } from "./devices/gate.ts";
 import { EventBroadcaster, type DeviceEvent } from "./events/broadcaster.ts";
-import { sweepOrphanObjects } from "./packages/packages.ts";
+import { deltasChangedElsewhere, sweepOrphanObjects } from "./packages/packages.ts";
 import { UpdateProgress } from "./progress/progress.ts";
 import { deleteRegistrationsOf } from "./registration/registrations.ts";
 import { ReplayGuard } from "./registration/replay.ts";
@@ -61,10 +61,12 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   deviceHooks.onDeleted(async (tx, device) => void (await deleteRegistrationsOf(tx, device.mac_address)));
   const deviceGate = createDeviceGate(ctx, deviceHooks);
   const replay = new ReplayGuard();
-  // What update checks answer from, dropped by every group write that changes it.
+  // What update checks answer from, dropped by every group write that changes it, on any node.
   const catalog = new UpdateCatalog(ctx.store, ctx.cluster);
 
-  // Packages: objects an interrupted upload left without a row go (in the background).
+  // Packages: the deltas update checks name are read again when another node made or deleted one.
+  ctx.cluster.on("deltas_changed", () => deltasChangedElsewhere(ctx.store));
+  // Objects an interrupted upload left without a row go (in the background).
   const storage = new PackageStorage(ctx.objects, ctx.dataDir);
   const orphansSwept = sweepOrphanObjects(ctx, storage).then(
     () => {},

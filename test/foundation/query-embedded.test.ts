@@ -181,6 +181,14 @@ describe("the query layer over the embedded database", () => {
     // Nothing of it committed, and the store goes on: the next transaction and a plain query run.
     await store.transact(async (tx) => void (await (tx as unknown as Kysely<Tables>).insertInto("items").values({ name: "b" }).execute()));
     assert.deepEqual((await k.selectFrom("items").select("name").execute()).map((r) => r.name), ["b"]);
+    // Caught again once no transaction ran for a while (the guard is off meanwhile), and while another one waits.
+    const waiting = store.transact(async (tx) => void (await (tx as unknown as Kysely<Tables>).insertInto("items").values({ name: "c" }).execute()));
+    await assert.rejects(
+      store.transact(async () => void (await k.selectFrom("items").selectAll().execute())),
+      /inside one of its own transactions/,
+    );
+    await waiting;
+    assert.deepEqual((await k.selectFrom("items").select("name").orderBy("name").execute()).map((r) => r.name), ["b", "c"]);
     await store.close();
     await db.close();
   });

@@ -9,7 +9,7 @@ import { createServer } from "node:net";
 import { join } from "node:path";
 import { KEYS_DIR } from "../../src/auth/keys.ts";
 import { startServe, type ServeProcess } from "./cli.ts";
-import { callWith, requestAt, tempDir, type TestServer } from "./server.ts";
+import { callWith, requestAt, startTestServer, tempDir, type TestServer } from "./server.ts";
 
 export interface NodeProcess extends ServeProcess {
   name: string;
@@ -49,4 +49,10 @@ export async function startNode(
   const adminToken = readFileSync(join((options.first ?? { dataDir }).dataDir, "admin.token"), "utf8").trim();
   const request = requestAt(serve.url);
   return { ...serve, name, dataDir, port, request, call: callWith(request, adminToken), adminToken };
+}
+
+/** An in-process node on `url` named `name`, with the signing keys of `keysFrom` (as `labgate cluster join` copies them). */
+export async function inProcessNode(url: string, name: string, keysFrom?: string, dataDir = tempDir()): Promise<TestServer> {
+  if (keysFrom) cpSync(join(keysFrom, KEYS_DIR), join(dataDir, KEYS_DIR), { recursive: true });
+  return startTestServer({ database: { url }, cluster: { node_name: name, advertise_url: `http://${name}.invalid:5000` } }, dataDir);
 }

@@ -1,12 +1,10 @@
 import { strict as assert } from "node:assert";
-import { cpSync } from "node:fs";
-import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { KEYS_DIR } from "../../src/auth/keys.ts";
 import { ClusterView } from "../../src/cluster/schema.ts";
+import { inProcessNode as node } from "../helpers/cluster.ts";
 import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
 import { exact } from "../helpers/shapes.ts";
-import { startTestServer, tempDir, waitFor, type TestServer } from "../helpers/server.ts";
+import { startTestServer, waitFor, type TestServer } from "../helpers/server.ts";
 import { openDeviceSocket } from "../helpers/device-socket.ts";
 import { registerDevice } from "../update/helpers/devices.ts";
 
@@ -17,12 +15,6 @@ before(async () => {
 after(async () => {
   await postgres?.stop();
 });
-
-/** A node on `url` named `name`, with the signing keys of `keysFrom` (as `labgate cluster join` copies them). */
-async function node(url: string, name: string, keysFrom?: string, dataDir = tempDir()): Promise<TestServer> {
-  if (keysFrom) cpSync(join(keysFrom, KEYS_DIR), join(dataDir, KEYS_DIR), { recursive: true });
-  return startTestServer({ database: { url }, cluster: { node_name: name, advertise_url: `http://${name}.invalid:5000` } }, dataDir);
-}
 
 const cluster = async (server: TestServer, token = server.adminToken) => (await server.call<ClusterView>("GET", "/api/v1/cluster", undefined, token)).body;
 const byName = (view: ClusterView) => Object.fromEntries(view.nodes.map((n) => [n.name, n]));

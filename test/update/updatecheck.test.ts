@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { DeviceClient } from "../../src/update/client/device-client.ts";
-import { useTestServer } from "../helpers/server.ts";
+import { useTestServer, waitFor } from "../helpers/server.ts";
 import { registerDevice } from "./helpers/devices.ts";
 import { offerGroup, sha256, uploadOk } from "./helpers/packages.ts";
 
@@ -157,6 +157,32 @@ describe("update check (6.1) and progress (8), end to end with device tokens", (
       body: JSON.stringify(full),
     });
     assert.equal(gone.status, 401);
+  });
+
+  it("a delta made after checks were answered is offered at the next check, and no longer once it is deleted", async () => {
+    const device = await registerDevice(server);
+    const base = await pkg("x1", {}, "board", Buffer.from("the x1 image\n".repeat(2000)));
+    const target = await pkg("x2", {}, "board", Buffer.from("the x2 image\n".repeat(2000)));
+    await group("exact_match,x2", 10, [device.id], [target.id]);
+    const first = await check(device, body(device, "x1"));
+    assert.equal(first.status, 200, first.text);
+    assert.equal(first.body.delta, undefined, "no delta yet");
+
+    const queued = await server.call<{ id: number }>("POST", `/api/v1/packages/${target.id}/delta`, { from: base.id });
+    assert.equal(queued.status, 202, JSON.stringify(queued.body));
+    const job = await waitFor(async () => (await server.call<Array<{ id: number; state: string; package?: number; error?: string }>>("GET", "/api/v1/packages/deltas")).body.find((j) => j.id === queued.body.id && j.state !== "queued" && j.state !== "running"), 20_000, "the delta made");
+    assert.equal(job.state, "done", job.error);
+    const offered = await check(device, body(device, "x1"));
+    assert.equal(offered.status, 200, offered.text);
+    assert.equal(offered.body.id, target.id);
+    assert.equal(offered.body.delta?.id, job.package, offered.text);
+    assert.equal(offered.body.delta.base_version, "x1");
+    assert.equal((await check(device, body(device, "x0"))).body.delta, undefined, "a device on another version gets no delta");
+
+    assert.equal((await server.call("DELETE", `/api/v1/packages/${job.package}`)).status, 200);
+    const after = await check(device, body(device, "x1"));
+    assert.equal(after.status, 200, after.text);
+    assert.equal(after.body.delta, undefined, "the deleted delta is not offered");
   });
 
   it("progress endpoints: access, filtering, 404s, cascade on device deletion", async () => {

@@ -26,12 +26,23 @@ import type { Database, OpenTransaction, SqlParam } from "../database.ts";
  */
 const runningIn = new AsyncLocalStorage<{ db: Database; open: boolean; committed?: () => void }>();
 
+/** Calls of `inTransactionOf` not yet settled. */
+let transactionsRunning = 0;
+
 /**
- * Runs `fn` (which opens one transaction on `db`) so that a query on the store from inside it
- * fails instead of waiting for itself; `committed` is called once its COMMIT has run in memory.
+ * Runs `fn` (which opens one transaction on `db`) so that a query on the store from inside it fails
+ * instead of waiting for itself; `committed` is called once its COMMIT has run in memory. The
+ * storage is disabled again whenever no transaction runs: on Node 20 an enabled AsyncLocalStorage
+ * installs promise hooks that every promise of every request pays for, and queries outside
+ * transactions need no context.
  */
-export function inTransactionOf<T>(db: Database, fn: () => Promise<T>, committed?: () => void): Promise<T> {
-  return runningIn.run({ db, open: false, committed }, fn);
+export async function inTransactionOf<T>(db: Database, fn: () => Promise<T>, committed?: () => void): Promise<T> {
+  transactionsRunning++;
+  try {
+    return await runningIn.run({ db, open: false, committed }, fn);
+  } finally {
+    if (--transactionsRunning === 0) runningIn.disable();
+  }
 }
 
 /** Kysely's parameters as sql.js binds them. */

@@ -2,6 +2,10 @@ import type { DeviceIdentity } from "../../auth/tokens.ts";
 import type { AppContext } from "../../app/context.ts";
 import type { DeviceHooks } from "./devices.ts";
 import { isoTime } from "../../util/time.ts";
+import { prepared } from "../../db/prepared.ts";
+import type { Queries } from "../../db/store.ts";
+
+const gateRow = prepared((q: Queries, id: number) => q.selectFrom("devices").select(["mac_address", "key_fingerprint", "last_access"]).where("id", "=", id));
 
 /** Devices the gate has seen, at most (a lab has far fewer; past it the cache starts over). */
 const MAX_KNOWN = 100_000;
@@ -62,7 +66,7 @@ export function createDeviceGate(ctx: Pick<AppContext, "clock" | "log" | "onShut
   /** A device not remembered yet: read, and remembered unless a deletion, key change or reload came meanwhile. */
   async function lookUp(identity: DeviceIdentity): Promise<boolean> {
     const before = { changes, epoch };
-    const row = await ctx.store.query.selectFrom("devices").select(["mac_address", "key_fingerprint", "last_access"]).where("id", "=", identity.deviceId).executeTakeFirst();
+    const row = (await gateRow(ctx.store.query, identity.deviceId)).rows[0];
     if (!row) return false;
     const device = { mac: row.mac_address, key: row.key_fingerprint ?? "", lastAccess: row.last_access };
     if (before.changes === changes && before.epoch === ctx.store.epoch) {
@@ -72,9 +76,17 @@ export function createDeviceGate(ctx: Pick<AppContext, "clock" | "log" | "onShut
     return admit(identity, device);
   }
 
+  /** The current second as last_access holds it, formatted once per second rather than per request. */
+  let second = { ms: NaN, text: "" };
+  const currentSecond = (): string => {
+    const ms = Math.floor(ctx.clock.now() / 1000) * 1000;
+    if (ms !== second.ms) second = { ms, text: isoTime(ms) };
+    return second.text;
+  };
+
   function admit(identity: DeviceIdentity, device: { mac: string; key: string; lastAccess: string | null }): boolean {
     if (device.mac !== identity.mac || device.key !== identity.key) return false;
-    const now = isoTime(Math.floor(ctx.clock.now() / 1000) * 1000);
+    const now = currentSecond();
     if (device.lastAccess !== now) {
       device.lastAccess = now;
       pending.set(identity.deviceId, now);

@@ -1,7 +1,6 @@
 import { resolve } from "node:path";
 import { type Expression, type Selectable, type SqlBool } from "kysely";
-import type { ImageReader, Queries, Tx } from "../../db/store.ts";
-import { prepared } from "../../db/prepared.ts";
+import type { ImageReader, Queries, Store, Tx } from "../../db/store.ts";
 import type { PackagesTable } from "../../db/schema.ts";
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import type { AppContext } from "../../app/context.ts";
@@ -110,13 +109,93 @@ export async function packagesOfVersion(q: Queries, groupId: number, version: st
     .execute();
 }
 
-const newestDelta = prepared((q: Queries, targetId: number, baseVersion: string) =>
-  packages(q).select(COLUMNS).where("pkg.delta_target", "=", targetId).where("pkg.delta_base_version", "=", baseVersion).orderBy("pkg.id", "desc").limit(1),
-);
+/** What an update check names of a delta the gateway made. */
+export type DeltaOffer = Pick<PackageRow, "id" | "sha256" | "size" | "storage_name">;
+
+type DeltasByTarget = Map<number, Map<string, DeltaOffer>>;
+
+/**
+ * Every delta the gateway made, in memory (each update check that offers a package asks for one):
+ * loaded in one query, dropped by this module's own writes of the packages table (before and after
+ * each, so that a load that overlapped one is not kept), by a reload of the embedded database, and
+ * by another node's write (`deltasChangedElsewhere`).
+ */
+class DeltaIndex {
+  private generation = 0;
+  private loaded: { epoch: number; byTarget: DeltasByTarget } | undefined;
+  private loading: Promise<DeltasByTarget> | undefined;
+  private readonly store: Store;
+
+  constructor(store: Store) {
+    this.store = store;
+  }
+
+  changed(): void {
+    this.generation++;
+    this.loaded = undefined;
+    this.loading = undefined;
+  }
+
+  /** The newest delta of `targetId` for `baseVersion`: at once when loaded, else once the load is done. */
+  find(targetId: number, baseVersion: string): DeltaOffer | undefined | Promise<DeltaOffer | undefined> {
+    if (this.loaded && this.loaded.epoch === this.store.epoch) return this.loaded.byTarget.get(targetId)?.get(baseVersion);
+    return (this.loading ??= this.load()).then((byTarget) => byTarget.get(targetId)?.get(baseVersion));
+  }
+
+  private async load(): Promise<DeltasByTarget> {
+    const generation = this.generation;
+    const epoch = this.store.epoch;
+    let rows;
+    try {
+      rows = await packages(this.store.query)
+        .select(["pkg.id", "pkg.sha256", "pkg.size", "pkg.storage_name", "pkg.delta_target", "pkg.delta_base_version"])
+        .where("pkg.delta_target", "is not", null)
+        .orderBy("pkg.id")
+        .execute();
+    } finally {
+      // Done or failed, this load is over: a check that finds nothing loaded starts another.
+      if (generation === this.generation) this.loading = undefined;
+    }
+    const byTarget: DeltasByTarget = new Map();
+    // Ascending ids: a later delta for the same base replaces an earlier one.
+    for (const { delta_target, delta_base_version, ...delta } of rows) {
+      let byBase = byTarget.get(delta_target!);
+      if (!byBase) byTarget.set(delta_target!, (byBase = new Map()));
+      byBase.set(delta_base_version ?? "", delta);
+    }
+    if (generation === this.generation) this.loaded = { epoch, byTarget };
+    return byTarget;
+  }
+}
+
+const deltaIndexes = new WeakMap<Store, DeltaIndex>();
+
+const deltaIndexOf = (store: Store): DeltaIndex => {
+  let index = deltaIndexes.get(store);
+  if (!index) deltaIndexes.set(store, (index = new DeltaIndex(store)));
+  return index;
+};
 
 /** The newest delta the gateway made of package `targetId` for devices on `baseVersion`, if any (on every update check that offers a package). */
-export async function deltaOf(q: Queries, targetId: number, baseVersion: string): Promise<PackageRow | undefined> {
-  return (await newestDelta(q, targetId, baseVersion)).rows[0];
+export function deltaOf(store: Store, targetId: number, baseVersion: string): DeltaOffer | undefined | Promise<DeltaOffer | undefined> {
+  return deltaIndexOf(store).find(targetId, baseVersion);
+}
+
+/** Another node wrote the packages table (its `deltas_changed`): this node's deltas are read again. */
+export function deltasChangedElsewhere(store: Store): void {
+  deltaIndexOf(store).changed();
+}
+
+/** Runs a write of the packages table: this node's deltas are dropped before and after it, the other nodes' once it committed. */
+async function changingDeltas<T>(ctx: Pick<AppContext, "store" | "cluster">, write: () => Promise<T>): Promise<T> {
+  const index = deltaIndexOf(ctx.store);
+  index.changed();
+  try {
+    return await write();
+  } finally {
+    index.changed();
+    ctx.cluster.publish("deltas_changed");
+  }
 }
 
 /** The oldest full package (not a delta) of `version` for `devtype`: what a delta is made from. */
@@ -184,7 +263,7 @@ export interface NewPackage {
 }
 
 /** What the package functions use of the server. */
-export type PackageContext = Pick<AppContext, "clock" | "config" | "store" | "log">;
+export type PackageContext = Pick<AppContext, "clock" | "config" | "store" | "log" | "cluster">;
 
 /**
  * Moves the staged object into place, then commits the row: the object is complete and
@@ -205,8 +284,9 @@ export async function createPackage(ctx: PackageContext, storage: PackageStorage
     metadata[keys.localDirectory] = stored.dir;
   }
   if (input.signature) Object.assign(metadata, signatureMetadata(keys, input.signature));
-  try {
-    return await ctx.store.transact(async (tx) => {
+  const columns = deltaColumns(keys, metadata);
+  const insert = () =>
+    ctx.store.transact(async (tx) => {
       const { id } = await tx
         .insertInto("packages")
         .values({
@@ -220,7 +300,7 @@ export async function createPackage(ctx: PackageContext, storage: PackageStorage
           version: String(metadata[keys.version]),
           devtype: String(metadata[keys.devtype] ?? ""),
           created_by: input.user,
-          ...deltaColumns(keys, metadata),
+          ...columns,
         })
         .returning("id")
         .executeTakeFirstOrThrow();
@@ -234,6 +314,8 @@ export async function createPackage(ctx: PackageContext, storage: PackageStorage
       });
       return (await getPackage(tx, id))!;
     });
+  try {
+    return await (columns.delta_target === null ? insert() : changingDeltas(ctx, insert));
   } catch (error) {
     await storage.remove(stored.name).catch(() => {});
     throw error;
@@ -247,7 +329,8 @@ export type DeleteResult = "deleted" | "not_found" | "assigned";
  * in one transaction, then the object. A missing object counts as removed.
  */
 export async function deletePackage(ctx: PackageContext, storage: PackageStorage, id: number, actor: Actor, onDelete?: (tx: Tx) => Promise<void>): Promise<DeleteResult> {
-  const result = await ctx.store.transact(async (tx): Promise<{ status: DeleteResult; name?: string }> => {
+  // Any package may be a delta: a deletion (rare) drops them all.
+  const result = await changingDeltas(ctx, () => ctx.store.transact(async (tx): Promise<{ status: DeleteResult; name?: string }> => {
     const row = await getPackage(tx, id);
     if (!row) return { status: "not_found" };
     if (await packages(tx).innerJoin("group_packages as gp", "gp.package_id", "pkg.id").select("gp.group_id").where("pkg.id", "=", id).limit(1).executeTakeFirst()) return { status: "assigned" };
@@ -255,7 +338,7 @@ export async function deletePackage(ctx: PackageContext, storage: PackageStorage
     await tx.deleteFrom("packages").where("id", "=", id).execute();
     await recordAudit(tx, actor, "package.delete", `package:${id}`, { version: row.version, sha256: row.sha256 });
     return { status: "deleted", name: row.storage_name };
-  });
+  }));
   if (result.name) {
     // The row is gone, so the package is deleted; an object that will not go away now is
     // removed by the start-up sweep (sweepOrphanObjects).

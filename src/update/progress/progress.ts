@@ -19,14 +19,13 @@ export const toView = (row: ProgressRow): Progress => ({
   progress: row.progress,
 });
 
+const recordOf = prepared((q: Queries, deviceId: number) => q.selectFrom("progress").select(COLUMNS).where("device_id", "=", deviceId));
+const recordTouchedOf = prepared((q: Queries, deviceId: number, notBefore: string) => q.selectFrom("progress").select(COLUMNS).where("device_id", "=", deviceId).where("updated", ">=", notBefore));
+
 /** The record of a device; with `notBefore`, only when it was touched at or after that time. */
 export async function getProgress(q: Queries, deviceId: number, notBefore?: string): Promise<ProgressRow | undefined> {
-  return q
-    .selectFrom("progress")
-    .select(COLUMNS)
-    .where("device_id", "=", deviceId)
-    .$if(notBefore !== undefined, (qb) => qb.where("updated", ">=", notBefore!))
-    .executeTakeFirst() as Promise<ProgressRow | undefined>;
+  const { rows } = notBefore === undefined ? await recordOf(q, deviceId) : await recordTouchedOf(q, deviceId, notBefore);
+  return rows[0] as ProgressRow | undefined;
 }
 
 /** Records (joined to devices as `d`) touched at or after `notBefore`, optionally narrowed by a device filter (a permission filter). */

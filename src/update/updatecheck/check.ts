@@ -84,7 +84,8 @@ export async function updateCheck(
   await progress.recordUpdateStart(device.deviceId, device.mac, pkg.version, now);
   const offer: UpdateOffer = { id: pkg.id, created: pkg.created, sha256: pkg.sha256, uri: await objectLink(ctx, base, pkg.storageName), version: pkg.version };
   // A delta the gateway made for the version the device runs goes beside the full package, which stays the fallback.
-  const delta = await deltaOf(ctx.store.query, pkg.id, String(metadata[keys.version]));
+  const found = deltaOf(ctx.store, pkg.id, String(metadata[keys.version]));
+  const delta = found instanceof Promise ? await found : found;
   if (delta) offer.delta = { id: delta.id, sha256: delta.sha256, size: delta.size, uri: await objectLink(ctx, base, delta.storage_name), base_version: String(metadata[keys.version]) };
   if (tag) Object.assign(offer, tag);
   return offer;

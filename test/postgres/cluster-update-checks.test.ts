@@ -1,0 +1,62 @@
+/*
+ * Update checks on two nodes of one PostgreSQL: what a check answers from memory (the catalog of
+ * groups, the deltas) follows the changes made on the other node.
+ */
+import { strict as assert } from "node:assert";
+import { after, before, test } from "node:test";
+import { inProcessNode as node } from "../helpers/cluster.ts";
+import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { waitFor, type TestServer } from "../helpers/server.ts";
+import { registerDevice } from "../update/helpers/devices.ts";
+import { offerGroup, uploadOk } from "../update/helpers/packages.ts";
+
+let postgres: ThrowawayPostgres;
+before(async () => {
+  postgres = await startPostgres();
+});
+after(async () => {
+  await postgres?.stop();
+});
+
+
+test("a delta made and a policy changed on one node are answered by the other node's update checks", async () => {
+  const url = await postgres.createDatabase("checks");
+  const a = await node(url, "node-a");
+  const b = await node(url, "node-b", a.dataDir);
+  try {
+    const device = await registerDevice(a);
+    const check = async (server: TestServer) => {
+      const res = await fetch(`${server.url}/api/v1/update/check`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer token=${device.token}` },
+        body: JSON.stringify({ "svc.software.version": "c1", "svc.hardware.devtype": "board", "svc.hardware.macaddr": device.client.mac }),
+      });
+      const text = await res.text();
+      return { status: res.status, text, body: text ? (JSON.parse(text) as { id: number; delta?: { id: number } }) : undefined };
+    };
+    const base = await uploadOk(a, { token: a.adminToken, version: "c1", devtype: "board", file: Buffer.from("the c1 image\n".repeat(2000)) });
+    const target = await uploadOk(a, { token: a.adminToken, version: "c2", devtype: "board", file: Buffer.from("the c2 image\n".repeat(2000)) });
+    const group = await offerGroup(a, { policy: "exact_match,c2", devices: [device.id], packages: [target.id] });
+    const first = await check(b);
+    assert.equal(first.status, 200, first.text);
+    assert.equal(first.body?.id, target.id);
+    assert.equal(first.body?.delta, undefined);
+
+    const queued = await a.call<{ id: number }>("POST", `/api/v1/packages/${target.id}/delta`, { from: base.id });
+    assert.equal(queued.status, 202, JSON.stringify(queued.body));
+    const job = await waitFor(async () => (await a.call<Array<{ id: number; state: string; package?: number; error?: string }>>("GET", "/api/v1/packages/deltas")).body.find((j) => j.id === queued.body.id && j.state !== "queued" && j.state !== "running"), 20_000, "the delta made");
+    assert.equal(job.state, "done", job.error);
+    // Node b hears of it through PostgreSQL a moment after the commit.
+    const offered = await waitFor(async () => {
+      const answer = await check(b);
+      return answer.body?.delta ? answer : undefined;
+    }, 5000, "node b offering the delta");
+    assert.equal(offered.body?.delta?.id, job.package);
+
+    assert.equal((await a.call("POST", `/api/v2/groups/${group}/policy`, { policy: "no_update," })).status, 200);
+    await waitFor(async () => (await check(b)).status === 204 || undefined, 5000, "node b answering the group's new policy");
+  } finally {
+    await b.close();
+    await a.close();
+  }
+});
