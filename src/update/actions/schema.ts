@@ -69,6 +69,9 @@ export const PeerExecutions = strictBody({
 });
 export type PeerExecutions = z.infer<typeof PeerExecutions>;
 
+/** GET /api/v1/cluster/devices/{mac}/actions: the list of a device whose socket is on the node asked. */
+export const PeerActionList = z.object({ actions: z.array(Action) });
+
 /** Each execution's outcome, in order: the device's result, queued (its socket went), or the error its own exec would answer. */
 export const PeerOutcomes = z.object({
   outcomes: z.array(z.union([z.object({ result: ExecResult }), z.object({ queued: z.literal(true) }), z.object({ error: z.object({ code: z.string(), message: z.string() }) })])),
