@@ -12,7 +12,6 @@
 import { randomUUID } from "node:crypto";
 import { Readable as ReadableStream } from "node:stream";
 import type { ObjectStore } from "../../storage/objects.ts";
-import { localStorageDir } from "../../storage/open.ts";
 import { closeSync, createReadStream, createWriteStream, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, unlinkSync, type Stats } from "node:fs";
 import { rename, unlink } from "node:fs/promises";
 import { join } from "node:path";
@@ -273,10 +272,11 @@ export function signedFileUrl(ctx: Pick<AppContext, "config" | "tokens">, base: 
 
 /**
  * Where device files go: in the S3 store; on PostgreSQL (where several nodes may serve one
- * gateway) in the local store's directory, which the nodes share; else only in the data dir.
+ * gateway) with a `storage.local.dir` of its own (the directory the nodes share), there; else
+ * only in the data dir, and the node holding the device's socket serves them.
  */
 export function deviceFilesPlace(ctx: Pick<AppContext, "config" | "objects">): SharedFiles | undefined {
   if (ctx.objects.driver === "s3") return { objects: ctx.objects };
-  if (ctx.config.database.url) return { dir: localStorageDir(ctx.config) };
+  if (ctx.config.database.url && ctx.config.storage.local.dir) return { dir: ctx.config.storage.local.dir };
   return undefined;
 }
