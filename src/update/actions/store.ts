@@ -102,6 +102,8 @@ class TurnBatch<T, R> {
 
 /** Rows of one multi-row INSERT: one statement (and one journal op) per 64 log entries. */
 const INSERT_CHUNK = 64;
+/** Results of one UPDATE (two parameters each: within either engine's bound on a statement's parameters). */
+const RESULT_CHUNK = 500;
 
 export class ActionLogStore {
   private readonly store: Store;
@@ -112,9 +114,33 @@ export class ActionLogStore {
   private readonly results = new TurnBatch<ResultRecord, Recorded>((records) =>
     this.store.transact(async (tx) => {
       const finished = isoTime(this.clock.now());
-      const recorded: Recorded[] = [];
-      for (const r of records) recorded.push(await this.resultRow(tx, r, finished));
-      return recorded;
+      const recorded = new Map<ResultRecord, Recorded>();
+      // A fan-out's results are mostly alike (same code, same short output): one statement for each kind.
+      const alike = new Map<string, ResultRecord[]>();
+      const seen = new Set<string>();
+      const again: ResultRecord[] = [];
+      for (const r of records) {
+        // The same execution twice in one batch: the later one after the rest, as it came (late).
+        if (seen.has(r.id)) {
+          again.push(r);
+          continue;
+        }
+        seen.add(r.id);
+        const kind = `${r.code}\n${r.key ?? ""}\n${r.output ? Buffer.from(r.output).toString("base64") : ""}`;
+        alike.set(kind, [...(alike.get(kind) ?? []), r]);
+      }
+      for (const group of alike.values()) {
+        if (group.length === 1) {
+          recorded.set(group[0], await this.resultRow(tx, group[0], finished));
+          continue;
+        }
+        for (let at = 0; at < group.length; at += RESULT_CHUNK) {
+          const chunk = group.slice(at, at + RESULT_CHUNK);
+          for (const [r, outcome] of await this.resultRows(tx, chunk, finished)) recorded.set(r, outcome);
+        }
+      }
+      for (const r of again) recorded.set(r, await this.resultRow(tx, r, finished));
+      return records.map((r) => recorded.get(r)!);
     }),
   );
   private sent = new Set<string>();
@@ -208,6 +234,22 @@ export class ActionLogStore {
       .executeTakeFirst();
     if (numUpdatedRows > 0n) return "stored";
     return (await tx.selectFrom("action_log").select("seq").where("id", "=", r.id).where("mac_address", "=", r.mac).executeTakeFirst()) ? "late" : "unknown";
+  }
+
+  /** Results alike but for their execution (one code, key and output): one UPDATE, and one look-up for those it did not change. */
+  private async resultRows(tx: Tx, group: ResultRecord[], finished: string): Promise<Map<ResultRecord, Recorded>> {
+    const { code, key, output } = group[0];
+    const updated = await tx
+      .updateTable("action_log")
+      .set({ status: code === 0 ? "success" : "error", status_code: code, output_key: key, output, finished })
+      .where((eb) => eb(eb.refTuple("id", "mac_address"), "in", group.map((r) => eb.tuple(r.id, r.mac))))
+      .where("status", "not in", FINAL)
+      .returning("id")
+      .execute();
+    const stored = new Set(updated.map((row) => row.id));
+    const rest = group.filter((r) => !stored.has(r.id));
+    const known = rest.length === 0 ? new Set<string>() : new Set((await tx.selectFrom("action_log").select("id").where((eb) => eb(eb.refTuple("id", "mac_address"), "in", rest.map((r) => eb.tuple(r.id, r.mac)))).execute()).map((row) => row.id));
+    return new Map(group.map((r) => [r, stored.has(r.id) ? "stored" : known.has(r.id) ? "late" : "unknown"]));
   }
 
   /** Rows without a result per device of `macs` (devices without any are left out), in one query. */
