@@ -26,8 +26,8 @@ import { Agent as UndiciAgent, request } from "undici";
 import { freePort } from "../../test/helpers/cluster.ts";
 import { benchDatabase, postgresCpuSeconds, seedDevices, stopBenchPostgres } from "./engines.ts";
 import { flag } from "./flags.ts";
-import type { LoadResult, LoadSpec } from "./loadgen.ts";
-import { listening } from "./server.ts";
+import type { LoadResult } from "./loadgen.ts";
+import { listening, runLoad, simulators } from "./server.ts";
 
 const DEVICES = flag("devices", 20_000);
 const ROUNDS = flag("rounds", 3);
@@ -43,18 +43,6 @@ const cpuMs = (pid: number) => {
   const fields = readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ");
   return (Number(fields[11]) + Number(fields[12])) * 10;
 };
-
-/** The load generator as its own process, its spec in a file of its own (several run at once). */
-async function runLoad(spec: LoadSpec, tag: string): Promise<LoadResult> {
-  const file = join(work, `load-${tag}.json`);
-  writeFileSync(file, JSON.stringify(spec));
-  const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "loadgen.ts"), file], { stdio: ["ignore", "pipe", "inherit"] });
-  let out = "";
-  child.stdout!.on("data", (d) => (out += d));
-  const [code] = await once(child, "exit");
-  if (code !== 0) throw new Error(`load generator exited with ${code}`);
-  return JSON.parse(out) as LoadResult;
-}
 
 interface Seeded {
   url: string;
@@ -107,37 +95,16 @@ async function stopNode(node: Node): Promise<void> {
   await once(node.child, "exit");
 }
 
-/** Connects `tokens` to `url` from PROCS simulator processes; resolves once all are open. */
-async function simulators(url: string, tokens: string[], tag: string): Promise<ChildProcess[]> {
-  const per = Math.ceil(tokens.length / PROCS);
-  const children: ChildProcess[] = [];
-  const ready: Promise<void>[] = [];
-  for (let p = 0; p < PROCS; p++) {
-    const file = join(work, `sim-${tag}-${p}.json`);
-    writeFileSync(file, JSON.stringify({ url, prefix: "svc", tokens: tokens.slice(p * per, (p + 1) * per) }));
-    const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "device-sim.ts"), file], { stdio: ["ignore", "pipe", "inherit"] });
-    children.push(child);
-    ready.push(
-      new Promise((resolve, reject) => {
-        let out = "";
-        child.stdout!.on("data", (d) => {
-          out += d;
-          if (/connected \d+/.test(out)) resolve();
-          if (/closed/.test(out)) console.log(`simulator ${tag}-${p}: ${out.trim().split("\n").at(-1)}`);
-        });
-        child.once("exit", (code) => reject(new Error(`simulator exited with ${code}`)));
-      }),
-    );
-  }
-  await Promise.all(ready);
-  return children;
-}
-
 /** Waits until `node` counts `count` devices connected over the cluster (GET /api/v1/cluster). */
 async function untilConnected(node: Node, admin: string, count: number): Promise<void> {
   for (let i = 0; i < 600; i++) {
     const res = await request(`${node.url}/api/v1/cluster`, { headers: { authorization: `Bearer token=${admin}` } });
-    const body = (await res.body.json()) as { nodes: Array<{ state: string; connected_devices: number }> };
+    const body = (await res.body.json()) as { nodes?: Array<{ state: string; connected_devices: number }>; error?: string };
+    if (!body.nodes) {
+      console.log(`${node.name}: GET /api/v1/cluster answered ${res.statusCode} ${body.error ?? ""}`);
+      await sleep(1000);
+      continue;
+    }
     const seen = body.nodes.filter((n) => n.state === "up").reduce((sum, n) => sum + n.connected_devices, 0);
     if (seen >= count) return;
     await sleep(500);
@@ -173,10 +140,10 @@ async function checks(nodes: Node[], devices: Seeded["devices"]): Promise<{ resu
       .slice(0, 2000)
       .map((d) => ({ method: "POST" as const, path: "/api/v1/update/check", token: d.token, body: JSON.stringify({ "svc.software.version": "1", "svc.hardware.devtype": "board" }) }));
   const spec = (node: Node, i: number, seconds: number) => ({ url: node.url, requests: requestsFor(i), connections: 8, seconds, warmupSeconds: 0, client: "raw" as const });
-  await Promise.all(nodes.map((node, i) => runLoad(spec(node, i, 2), node.name)));
+  await Promise.all(nodes.map((node, i) => runLoad(work, spec(node, i, 2), undefined, node.name)));
   const cpu0 = nodes.map((n) => cpuMs(n.child.pid!));
   const postgres0 = await postgresCpuSeconds();
-  const results = await Promise.all(nodes.map((node, i) => runLoad(spec(node, i, CHECK_SECONDS), node.name)));
+  const results = await Promise.all(nodes.map((node, i) => runLoad(work, spec(node, i, CHECK_SECONDS), undefined, node.name)));
   const cpu = nodes.map((n, i) => cpuMs(n.child.pid!) - cpu0[i]);
   const postgres = ((await postgresCpuSeconds()) - postgres0) * 1000;
   const total = results.reduce((sum, r) => sum + r.requests, 0);
@@ -202,7 +169,7 @@ async function phase(seeded: Seeded, names: string[]): Promise<Phase> {
     for (const name of names) nodes.push(await startNode(seeded, name));
     const share = Math.floor(DEVICES / 2);
     const placed = nodes.map((_, i) => seeded.devices.slice(i * share, (i + 1) * share));
-    for (const [i, node] of nodes.entries()) sims.push(...(await simulators(node.url, placed[i].map((d) => d.token), node.name)));
+    for (const [i, node] of nodes.entries()) sims.push(...(await simulators(work, node.url, placed[i].map((d) => d.token), PROCS, node.name)));
     const macs = placed.flat().map((d) => d.mac);
     await untilConnected(nodes[0], seeded.admin, macs.length);
     await sleep(2000);

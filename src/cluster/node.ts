@@ -149,6 +149,8 @@ class ClusterNode implements Cluster {
     const session = this.session;
     this.session = undefined;
     if (!session) return;
+    // What this node still had to say goes before it leaves.
+    if (this.outbox.session === session) this.flushOutbox();
     await session
       .query(`UPDATE cluster_nodes SET stopped = 1, heartbeat_at = ${NOW_MS} WHERE name = $1 AND instance = $2`, [this.name, this.instance])
       .then(() => session.query(`DELETE FROM cluster_devices WHERE instance = $1`, [this.instance]))
@@ -262,9 +264,10 @@ class ClusterNode implements Cluster {
 
   /** Nodes silent past DOWN_AFTER_MS: their sessions end (a hung process's locks go) and their devices no longer count. */
   private async sweep(session: Client): Promise<void> {
+    // Never this node itself: its beat may be older than the bound by now, its messages queued on the session ahead of this query.
     const down = await session.query<{ name: string; session_pid: number | null }>(
-      `SELECT name, session_pid FROM cluster_nodes WHERE stopped = 0 AND heartbeat_at < ${NOW_MS} - $1`,
-      [DOWN_AFTER_MS],
+      `SELECT name, session_pid FROM cluster_nodes WHERE stopped = 0 AND heartbeat_at < ${NOW_MS} - $1 AND name <> $2`,
+      [DOWN_AFTER_MS, this.name],
     );
     for (const { name, session_pid: pid } of down.rows) {
       if (pid) await session.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND application_name = $2`, [pid, `labgate node ${name}`]);
@@ -311,10 +314,42 @@ class ClusterNode implements Cluster {
     if (this.session) this.send(this.session, message);
   }
 
+  /**
+   * Queues `message` for the session: the messages of one turn go out packed into as few NOTIFYs
+   * as their payload bound allows, so that a burst (every device of a node connecting) does not
+   * queue a round trip per message on the session ahead of the node's beat.
+   */
   private send(session: Client, message: Message): void {
     const payload = JSON.stringify(message);
-    if (Buffer.byteLength(payload) > MAX_PAYLOAD) return this.options.log("error", `cluster: a ${message.topic} message too large for NOTIFY was not sent`);
-    session.query(`SELECT pg_notify($1, $2)`, [CHANNEL, payload]).catch((error: Error) => this.options.log("warn", `cluster: message not sent: ${error.message}`));
+    const bytes = Buffer.byteLength(payload);
+    if (bytes + 2 > MAX_PAYLOAD) return this.options.log("error", `cluster: a ${message.topic} message too large for NOTIFY was not sent`);
+    if (this.outbox.session !== session) this.outbox = { session, payloads: [], scheduled: false };
+    this.outbox.payloads.push({ payload, bytes });
+    if (this.outbox.scheduled) return;
+    this.outbox.scheduled = true;
+    setImmediate(() => this.flushOutbox());
+  }
+
+  private outbox: { session: Client | undefined; payloads: Array<{ payload: string; bytes: number }>; scheduled: boolean } = { session: undefined, payloads: [], scheduled: false };
+
+  private flushOutbox(): void {
+    const { session, payloads } = this.outbox;
+    this.outbox = { session, payloads: [], scheduled: false };
+    if (!session) return;
+    const notify = (batch: string[]) =>
+      session.query(`SELECT pg_notify($1, $2)`, [CHANNEL, `[${batch.join(",")}]`]).catch((error: Error) => this.options.log("warn", `cluster: ${batch.length} message(s) not sent: ${error.message}`));
+    let batch: string[] = [];
+    let size = 2;
+    for (const { payload, bytes } of payloads) {
+      if (batch.length > 0 && size + bytes + 1 > MAX_PAYLOAD) {
+        void notify(batch);
+        batch = [];
+        size = 2;
+      }
+      batch.push(payload);
+      size += bytes + 1;
+    }
+    if (batch.length > 0) void notify(batch);
   }
 
   /** Drops what this node knew of `node`'s device sockets. */
@@ -323,12 +358,17 @@ class ClusterNode implements Cluster {
   }
 
   private received(payload: string): void {
-    let message: Message;
+    let messages: Message[];
     try {
-      message = JSON.parse(payload) as Message;
+      messages = JSON.parse(payload) as Message[];
     } catch {
       return;
     }
+    if (!Array.isArray(messages)) return;
+    for (const message of messages) if (message && typeof message === "object") this.receivedOne(message);
+  }
+
+  private receivedOne(message: Message): void {
     if (message.from === this.instance) return;
     if (message.topic === "presence" && "node" in message) {
       if (message.node === this.name) return;
