@@ -138,7 +138,7 @@ async function checks(nodes: Node[], devices: Seeded["devices"]): Promise<{ resu
     devices
       .filter((_, d) => d % nodes.length === i)
       .slice(0, 2000)
-      .map((d) => ({ method: "POST" as const, path: "/api/v1/update/check", token: d.token, body: JSON.stringify({ "svc.software.version": "1", "svc.hardware.devtype": "board" }) }));
+      .map((d) => ({ method: "POST" as const, path: "/api/v1/update/check", token: d.token, body: JSON.stringify({ "svc.software.version": "1", "svc.hardware.devtype": "board", "svc.hardware.macaddr": d.mac }) }));
   const spec = (node: Node, i: number, seconds: number) => ({ url: node.url, requests: requestsFor(i), connections: 8, seconds, warmupSeconds: 0, client: "raw" as const });
   await Promise.all(nodes.map((node, i) => runLoad(work, spec(node, i, 2), undefined, node.name)));
   const cpu0 = nodes.map((n) => cpuMs(n.child.pid!));
@@ -191,8 +191,10 @@ console.log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? "?"}; node ${proc
 const phases: Phase[] = [];
 try {
   const seeded = await seed();
-  phases.push(await phase(seeded, ["node-1"]));
-  phases.push(await phase(seeded, ["node-1", "node-2"]));
+  for (const names of [["node-1"], ["node-1", "node-2"]]) {
+    phases.push(await phase(seeded, names));
+    console.log(`measured: ${JSON.stringify(phases.at(-1))}`);
+  }
 } finally {
   await stopBenchPostgres();
   rmSync(work, { recursive: true, force: true });

@@ -702,14 +702,15 @@ export class DeviceRuns {
    * `offset`, from where the device resumes). Only while the device's share runs, within the
    * device's budget: `test_server.device_artifacts_max_bytes` bytes and
    * `test_server.device_artifacts_max_files` files and directories it made (413 beyond).
-   * Returns the artifact's new size.
+   * Returns the artifact's new size. An upload for another node's share (startRelayed) goes on to
+   * that node; `relayed`: it came from the node holding the device's socket, and is written here.
    */
   async writeArtifact(runId: string, mac: string, name: string, offset: number, body: Readable, relayed = false): Promise<number> {
     const active = this.active.get(runId);
     const share = active?.shares.get(mac);
     const relay = active ? undefined : this.relays.get(relayKey(runId, mac));
     if (relay && !relayed) return this.writeArtifactOn(relay, mac, name, offset, body);
-    if (!active || !share || share.ended || !(relayed ? share.remote : share.conn)) throw new LabgateError("not_found", "no running test run of this device");
+    if (!active || !share || share.ended || !attached(share)) throw new LabgateError("not_found", "no running test run of this device");
     const segments = artifactSegments(name);
     if (!segments) throw new LabgateError("invalid", "invalid artifact name");
     const root = join(artifactsDir(this.host.dirs, runId), share.plan.dir);
