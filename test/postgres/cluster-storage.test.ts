@@ -16,24 +16,13 @@ import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
 import { startS3, type TestS3 } from "../helpers/s3.ts";
 import { startTestServer, tempDir, waitFor, type TestServer } from "../helpers/server.ts";
 import { approveAgent, device, FAST_SERVER, startAgent } from "../update/helpers/agents.ts";
-import { sha256, uploadOk } from "../update/helpers/packages.ts";
+import { bytesOf, sha256, uploadOk } from "../update/helpers/packages.ts";
 
 let postgres: ThrowawayPostgres;
 before(async () => {
   postgres = await startPostgres();
 });
 after(() => postgres?.stop());
-
-/** Bytes that are not all alike, so that a wrong range or a mix-up shows. */
-function bytesOf(length: number, seed: number): Buffer {
-  const out = Buffer.alloc(length);
-  let x = seed;
-  for (let i = 0; i < length; i++) {
-    x = (x * 1103515245 + 12345) >>> 0;
-    out[i] = x >>> 24;
-  }
-  return out;
-}
 
 const BIG_OUTPUT = 5000;
 
