@@ -42,7 +42,7 @@ import { join, resolve } from "node:path";
 import { Agent as UndiciAgent, request } from "undici";
 import { pathToFileURL } from "node:url";
 import type { LoadResult, LoadSpec } from "./loadgen.ts";
-import { insertDevices, listening } from "./server.ts";
+import { insertDevices, listening, simulators } from "./server.ts";
 import { flag, textFlag } from "./flags.ts";
 import { unitEnvironment } from "./unit-env.ts";
 import { benchEngines, databaseUrlOf, postgresCpuSeconds, seedDevices, stopBenchPostgres, type BenchEngine } from "./engines.ts";
@@ -127,31 +127,6 @@ async function spawnServer(root: string, dataDir: string, databaseUrl: string): 
   return listening(child);
 }
 
-async function simulators(url: string, tokens: string[]): Promise<ChildProcess[]> {
-  const children: ChildProcess[] = [];
-  const ready: Promise<void>[] = [];
-  const per = Math.ceil(tokens.length / PROCS);
-  for (let p = 0; p < PROCS; p++) {
-    const file = join(work, `sim-${p}.json`);
-    writeFileSync(file, JSON.stringify({ url, prefix: "svc", tokens: tokens.slice(p * per, (p + 1) * per) }));
-    const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "device-sim.ts"), file], { stdio: ["ignore", "pipe", "inherit"] });
-    children.push(child);
-    ready.push(
-      new Promise((resolve, reject) => {
-        let out = "";
-        child.stdout!.on("data", (d) => {
-          out += d;
-          if (/connected \d+/.test(out)) resolve();
-          if (/closed/.test(out)) console.log(`simulator ${p}: ${out.trim().split("\n").at(-1)}`);
-        });
-        child.once("exit", (code) => reject(new Error(`simulator exited with ${code}`)));
-      }),
-    );
-  }
-  await Promise.all(ready);
-  return children;
-}
-
 function load(spec: LoadSpec): Promise<LoadResult> {
   const file = join(work, "load.json");
   writeFileSync(file, JSON.stringify(spec));
@@ -176,7 +151,7 @@ async function run(root: string, engine: BenchEngine, seeded: Seeded): Promise<s
     await sleep(2000);
     const idle = rssKiB(server.child.pid!);
     const started = performance.now();
-    sims.push(...(await simulators(server.url, devices.map((d) => d.token))));
+    sims.push(...(await simulators(work, server.url, devices.map((d) => d.token), PROCS)));
     const connectS = (performance.now() - started) / 1000;
     await sleep(3000);
     const connected = rssKiB(server.child.pid!);

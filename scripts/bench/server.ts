@@ -36,8 +36,9 @@ export function insertDevices(tx: { run(sql: string, params: (string | number)[]
  * Runs the load generator (loadgen.ts) as its own process with `spec` (written to `work`); its
  * result. `stop` ends the load early (the measured phase is then shorter than `spec.seconds`).
  */
-export async function runLoad(work: string, spec: LoadSpec, stop?: AbortSignal): Promise<LoadResult> {
-  const file = join(work, `load-${process.pid}.json`);
+/** `tag` names its spec file: load generators that run at once each need their own. */
+export async function runLoad(work: string, spec: LoadSpec, stop?: AbortSignal, tag = String(process.pid)): Promise<LoadResult> {
+  const file = join(work, `load-${tag}.json`);
   writeFileSync(file, JSON.stringify(spec));
   const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "loadgen.ts"), file], { stdio: [stop ? "pipe" : "ignore", "pipe", "inherit"] });
   if (stop) {
@@ -146,4 +147,34 @@ export async function seedFleet(
   await call("POST", `/api/v2/groups/${group}/package`, { packages });
   await call("PATCH", `/api/v2/groups/${group}/devices`, { add: rows.map((r) => r.id), remove: [] });
   return { group, packages, rows };
+}
+
+/**
+ * Connects `tokens` to `url` from `procs` simulator processes (device-sim.ts, its spec files in
+ * `work` named by `tag`); resolves with them once all are open.
+ */
+export async function simulators(work: string, url: string, tokens: string[], procs: number, tag = ""): Promise<ChildProcess[]> {
+  const per = Math.ceil(tokens.length / procs);
+  const children: ChildProcess[] = [];
+  const ready: Promise<void>[] = [];
+  for (let p = 0; p < procs; p++) {
+    const name = `${tag}${tag ? "-" : ""}${p}`;
+    const file = join(work, `sim-${name}.json`);
+    writeFileSync(file, JSON.stringify({ url, prefix: "svc", tokens: tokens.slice(p * per, (p + 1) * per) }));
+    const child = spawn(process.execPath, ["--import", "tsx", join(import.meta.dirname, "device-sim.ts"), file], { stdio: ["ignore", "pipe", "inherit"] });
+    children.push(child);
+    ready.push(
+      new Promise((resolve, reject) => {
+        let out = "";
+        child.stdout!.on("data", (d) => {
+          out += d;
+          if (/connected \d+/.test(out)) resolve();
+          if (/closed/.test(out)) console.log(`simulator ${name}: ${out.trim().split("\n").at(-1)}`);
+        });
+        child.once("exit", (code) => reject(new Error(`simulator exited with ${code}`)));
+      }),
+    );
+  }
+  await Promise.all(ready);
+  return children;
 }

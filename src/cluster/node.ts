@@ -21,8 +21,6 @@ const RECONNECT_MS = 1000;
 const CHANNEL = "labgate_cluster";
 /** PostgreSQL's own bound on a NOTIFY payload is 8000 bytes. */
 const MAX_PAYLOAD = 7900;
-/** Notifications sent by one statement. */
-const NOTIFY_BATCH = 100;
 /** The database's clock in ms: every node's times are read on one clock. */
 const NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
@@ -62,10 +60,6 @@ class ClusterNode implements Cluster {
   /** Device sockets opened (true) or closed (false) here since the last write of them. */
   private readonly presence = new Map<string, boolean>();
   private flushing: Promise<void> | undefined;
-  /** Messages waiting for the next NOTIFY statement, and whether one is under way. */
-  private readonly outbox: string[] = [];
-  private sending = false;
-  private sent = 0;
   /** Where the other nodes' device sockets are, by MAC: the node's name. */
   private readonly remote = new Map<string, string>();
   /** The other nodes' advertise URLs, by name (read at each beat). */
@@ -155,6 +149,8 @@ class ClusterNode implements Cluster {
     const session = this.session;
     this.session = undefined;
     if (!session) return;
+    // What this node still had to say goes before it leaves.
+    if (this.outbox.session === session) this.flushOutbox();
     await session
       .query(`UPDATE cluster_nodes SET stopped = 1, heartbeat_at = ${NOW_MS} WHERE name = $1 AND instance = $2`, [this.name, this.instance])
       .then(() => session.query(`DELETE FROM cluster_devices WHERE instance = $1`, [this.instance]))
@@ -268,9 +264,10 @@ class ClusterNode implements Cluster {
 
   /** Nodes silent past DOWN_AFTER_MS: their sessions end (a hung process's locks go) and their devices no longer count. */
   private async sweep(session: Client): Promise<void> {
+    // Never this node itself: its beat may be older than the bound by now, its messages queued on the session ahead of this query.
     const down = await session.query<{ name: string; session_pid: number | null }>(
-      `SELECT name, session_pid FROM cluster_nodes WHERE stopped = 0 AND heartbeat_at < ${NOW_MS} - $1`,
-      [DOWN_AFTER_MS],
+      `SELECT name, session_pid FROM cluster_nodes WHERE stopped = 0 AND heartbeat_at < ${NOW_MS} - $1 AND name <> $2`,
+      [DOWN_AFTER_MS, this.name],
     );
     for (const { name, session_pid: pid } of down.rows) {
       if (pid) await session.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND application_name = $2`, [pid, `labgate node ${name}`]);
@@ -318,29 +315,50 @@ class ClusterNode implements Cluster {
   }
 
   /**
-   * Queues a message for the others: those of one turn go out together, NOTIFY_BATCH to a statement
-   * (a fan-out's results are thousands of events), one statement at a time on the node's session.
+   * Queues `message` for the session: the messages of one turn go out packed into as few NOTIFYs
+   * as their payload bound allows, so that a burst (every device of a node connecting) does not
+   * queue a round trip per message on the session ahead of the node's beat.
    */
   private send(session: Client, message: Message): void {
-    // A sequence number keeps two equal messages apart: PostgreSQL folds equal notifications of one statement.
-    const payload = JSON.stringify({ ...message, n: ++this.sent });
-    if (Buffer.byteLength(payload) > MAX_PAYLOAD) return this.options.log("error", `cluster: a ${message.topic} message too large for NOTIFY was not sent`);
-    this.outbox.push(payload);
-    if (this.outbox.length === 1 && !this.sending) setImmediate(() => void this.flushOutbox(session));
+    const payload = JSON.stringify(message);
+    const bytes = Buffer.byteLength(payload);
+    if (bytes + 2 > MAX_PAYLOAD) return this.options.log("error", `cluster: a ${message.topic} message too large for NOTIFY was not sent`);
+    if (this.outbox.session !== session) this.outbox = { session, payloads: [], scheduled: false };
+    this.outbox.payloads.push({ payload, bytes });
+    if (this.outbox.scheduled) return;
+    this.outbox.scheduled = true;
+    setImmediate(() => this.flushOutbox());
   }
 
-  private async flushOutbox(session: Client): Promise<void> {
-    this.sending = true;
-    try {
-      while (this.outbox.length > 0) {
-        const batch = this.outbox.splice(0, NOTIFY_BATCH);
-        const target = this.session ?? session;
-        const calls = batch.map((_, i) => `pg_notify($1, $${i + 2})`).join(", ");
-        await target.query(`SELECT ${calls}`, [CHANNEL, ...batch]).catch((error: Error) => this.options.log("warn", `cluster: ${batch.length} message(s) not sent: ${error.message}`));
+  private outbox: { session: Client | undefined; payloads: Array<{ payload: string; bytes: number }>; scheduled: boolean } = { session: undefined, payloads: [], scheduled: false };
+  /** The last NOTIFY statement sent (each waits for the one before). */
+  private notified: Promise<void> = Promise.resolve();
+
+  private flushOutbox(): void {
+    const { session, payloads } = this.outbox;
+    this.outbox = { session, payloads: [], scheduled: false };
+    if (!session) return;
+    // One statement at a time on the session: pg deprecates queries sent while another runs.
+    const notify = (batch: string[]) => {
+      this.notified = this.notified.then(() =>
+        session.query(`SELECT pg_notify($1, $2)`, [CHANNEL, `[${batch.join(",")}]`]).then(
+          () => {},
+          (error: Error) => this.options.log("warn", `cluster: ${batch.length} message(s) not sent: ${error.message}`),
+        ),
+      );
+    };
+    let batch: string[] = [];
+    let size = 2;
+    for (const { payload, bytes } of payloads) {
+      if (batch.length > 0 && size + bytes + 1 > MAX_PAYLOAD) {
+        notify(batch);
+        batch = [];
+        size = 2;
       }
-    } finally {
-      this.sending = false;
+      batch.push(payload);
+      size += bytes + 1;
     }
+    if (batch.length > 0) notify(batch);
   }
 
   /** Drops what this node knew of `node`'s device sockets. */
@@ -349,12 +367,17 @@ class ClusterNode implements Cluster {
   }
 
   private received(payload: string): void {
-    let message: Message;
+    let messages: Message[];
     try {
-      message = JSON.parse(payload) as Message;
+      messages = JSON.parse(payload) as Message[];
     } catch {
       return;
     }
+    if (!Array.isArray(messages)) return;
+    for (const message of messages) if (message && typeof message === "object") this.receivedOne(message);
+  }
+
+  private receivedOne(message: Message): void {
     if (message.from === this.instance) return;
     if (message.topic === "presence" && "node" in message) {
       if (message.node === this.name) return;

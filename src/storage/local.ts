@@ -62,14 +62,16 @@ function segments(path: string, what: string): string[] {
 export class LocalStorage implements ObjectStore {
   readonly driver = "local" as const;
   readonly root: string;
-  private readonly tmp: string;
+  /** Where uploads are staged. */
+  readonly tmp: string;
   private readonly rootReal: string;
 
-  constructor(root: string) {
+  /** `node`: the cluster node whose temp area this is, in a directory several nodes share (its own under `.tmp/`). */
+  constructor(root: string, node?: string) {
     this.root = root;
-    this.tmp = join(this.root, TMP_DIR);
-    // Whatever is in the temp area belongs to uploads that died with a previous process.
-    // (Several nodes sharing the directory would remove each other's: see docs/storage.md.)
+    this.tmp = node ? join(this.root, TMP_DIR, node) : join(this.root, TMP_DIR);
+    // Whatever is in the temp area belongs to uploads that died with a previous process (of this
+    // node: the other nodes' areas are theirs, and a node restarting under its name replaces its process).
     rmSync(this.tmp, { recursive: true, force: true });
     mkdirSync(this.tmp, { recursive: true, mode: 0o700 });
     this.rootReal = realpathSync(this.root);

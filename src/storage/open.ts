@@ -5,6 +5,7 @@ import { LabgateError } from "../util/errors.ts";
 import { LocalStorage } from "./local.ts";
 import type { ObjectStore } from "./objects.ts";
 import { loadS3Part } from "./parts.ts";
+import { nodeNameOf } from "../cluster/cluster.ts";
 
 /** `storage.local.dir`, or its default under the data dir. */
 export const localStorageDir = (config: Config): string => config.storage.local.dir || join(config.data_dir, "storage");
@@ -15,7 +16,8 @@ export const localStorageDir = (config: Config): string => config.storage.local.
  * (ConfigError, exit 2); a store that cannot be reached only warns.
  */
 export async function openObjectStore(config: Config, warn: (message: string) => void): Promise<ObjectStore> {
-  if (config.storage.driver === "local") return new LocalStorage(localStorageDir(config));
+  // On PostgreSQL several nodes may share the directory: each stages its uploads in a temp area of its own.
+  if (config.storage.driver === "local") return new LocalStorage(localStorageDir(config), config.database.url ? nodeNameOf(config.cluster.node_name) : undefined);
   const { openS3Objects } = await loadS3Part();
   return openS3Objects(config.storage.s3, { config: (message) => new ConfigError(message), unavailable: (message) => new LabgateError("unavailable", message) }, warn);
 }

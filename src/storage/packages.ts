@@ -69,7 +69,7 @@ export class PackageStorage {
     }
     const read = await this.objects.read(name);
     if (!read?.body) return read && read.size === 0 ? this.emptyCopy() : undefined;
-    const path = join(this.staging.root, ".tmp", `copy-${randomUUID()}`);
+    const path = join(this.staging.tmp, `copy-${randomUUID()}`);
     try {
       await pipeline(read.body, createWriteStream(path, { flags: "wx", mode: 0o600 }));
     } catch (error) {
@@ -80,7 +80,7 @@ export class PackageStorage {
   }
 
   private async emptyCopy(): Promise<{ path: string; release(): Promise<void> }> {
-    const path = join(this.staging.root, ".tmp", `copy-${randomUUID()}`);
+    const path = join(this.staging.tmp, `copy-${randomUUID()}`);
     await pipeline(async function* () {}, createWriteStream(path, { flags: "wx", mode: 0o600 }));
     return { path, release: () => unlink(path).catch(() => undefined) };
   }

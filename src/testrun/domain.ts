@@ -15,6 +15,7 @@ import type { Logger } from "../util/log.ts";
 import { ownUserRuns, prepareRunAs, resolveRunAs, type TestRunAs } from "./engine/identity.ts";
 import { TestRunService } from "./runs/service.ts";
 import { RunStore, type RunChange } from "./runs/store.ts";
+import { relayRunChanges } from "./runs/relay.ts";
 import { after } from "../util/time.ts";
 
 /** How long after the start the runs' containment is chosen and logged, unless a run asks first: the choice starts probe programs, which a start need not wait for. */
@@ -27,7 +28,7 @@ export interface TestRunDomain {
   /** Parsed test-suite and override-hint views of the configs, kept while their files are unchanged. */
   views: ConfigViewCache;
   runs: TestRunService;
-  /** Every change of a run or trigger record, once on disk (`GET /api/v1/test-runs/stream`). */
+  /** Every change of a run or trigger record, once on disk, this node's and the other nodes' (`GET /api/v1/test-runs/stream`). */
   changes: Broadcaster<RunChange>;
 }
 
@@ -55,7 +56,13 @@ export function createTestRunDomain(ctx: AppContext, hub?: ChannelHub, runAs: Te
   // Made at start: clears the temp files of uploads a stop interrupted.
   const configs = new ConfigStore(testrunDirs(ctx.config).configs, ctx.config.test_server.max_config_bytes);
   const changes = new Broadcaster<RunChange>();
-  const runs = new TestRunService(ctx, configs, new RunStore(ctx.store, (change) => changes.emit(change)), hub, runAs);
+  let relay: (change: RunChange) => void = () => {};
+  const store = new RunStore(ctx.store, (change) => {
+    changes.emit(change);
+    relay(change);
+  });
+  relay = relayRunChanges(ctx.cluster, store, (change) => changes.emit(change), (message) => ctx.log.warn(message));
+  const runs = new TestRunService(ctx, configs, store, hub, runAs);
   runs.recoverFromRestart();
   const { containment } = runAs;
   if (containment) {

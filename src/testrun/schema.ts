@@ -5,7 +5,7 @@
  * runs/status.ts (which imports nothing) only, so that the console's build can follow them.
  */
 import * as z from "zod";
-import { integerParam, jsonObject } from "../util/shapes.ts";
+import { integerParam, jsonObject, strictBody } from "../util/shapes.ts";
 import { RUN_STATUSES, type RunStatus } from "./runs/status.ts";
 
 /** A time of the test-run API: RFC 822 with a numeric zone; "" when not yet. */
@@ -299,3 +299,26 @@ export const TestTargets = z
   })
   .meta({ id: "TestTargets" });
 export type TestTargets = z.infer<typeof TestTargets>;
+
+/** POST /api/v1/cluster/test-shares: a device's share of a run on another node, for the node holding the device's socket to start. */
+export const PeerShareStart = strictBody({
+  run_id: z.string().min(1).max(128),
+  mac: z.string().min(1).max(64),
+  /** The run's node, where the device's messages and uploads go. */
+  node: z.object({ name: z.string().max(256), url: z.string().max(2048) }),
+  start: z.record(z.string(), z.unknown()),
+});
+export type PeerShareStart = z.infer<typeof PeerShareStart>;
+
+/** The share started on the device, or why not (as the run's node writes it for the device). */
+export const PeerShareStarted = z.object({ started: z.boolean(), error: z.string().nullable() });
+export type PeerShareStarted = z.infer<typeof PeerShareStarted>;
+
+/** POST /api/v1/cluster/test-messages: what a device sent for a share run on the node asked (in order), or that its socket closed. */
+export const PeerShareMessages = strictBody({
+  run_id: z.string().min(1).max(128),
+  mac: z.string().min(1).max(64),
+  messages: z.array(z.record(z.string(), z.unknown())).max(10_000),
+  disconnected: z.boolean(),
+});
+export type PeerShareMessages = z.infer<typeof PeerShareMessages>;

@@ -14,7 +14,7 @@ import { handleProgress } from "./channel/progress.ts";
 import { ShellService } from "./channel/shell.ts";
 import { handleOutcomes } from "./deployments/channel.ts";
 import { DeploymentService } from "./deployments/service.ts";
-import { DeviceFileStore } from "./devicefiles/store.ts";
+import { DeviceFileStore, deviceFilesPlace } from "./devicefiles/store.ts";
 import { FileTransferService } from "./devicefiles/transfers.ts";
 import { DeviceHooks } from "./devices/devices.ts";
 import { createDeviceGate } from "./devices/gate.ts";
@@ -107,7 +107,7 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   ctx.onClosing.push(() => shells.endAll());
 
   // Remote actions: results and acknowledgements from the device; the queue goes out on connect.
-  const deviceFiles = new DeviceFileStore(ctx.dataDir, ctx.config.prefix);
+  const deviceFiles = new DeviceFileStore(ctx.dataDir, ctx.config.prefix, deviceFilesPlace(ctx));
   const actions = new ActionService(ctx, hub, deviceFiles);
   deviceFiles.serveInlineActions((id) => actions.storedOutput(id));
   hub.handle("action_exec_control", (conn, message) => actions.control(conn, message));
@@ -119,8 +119,9 @@ export function createUpdateDomain(ctx: AppContext): UpdateDomain {
   hub.handle("fs_file_probe_reply", (conn, message) => transfers.probeReply(conn, message));
   hub.handle("fs_file_download_reply", (conn, message) => transfers.downloadReply(conn, message));
   const ttl = ctx.config.update_server.download_link_ttl;
-  deviceFiles.sweepDownloads(ttl, ctx.clock.now());
-  ctx.onShutdown.push(every(ctx.clock, 3600_000, () => deviceFiles.sweepDownloads(ttl, ctx.clock.now())));
+  const sweepDownloads = () => void deviceFiles.sweepDownloads(ttl, ctx.clock.now()).catch((error: Error) => ctx.log.warn(`device files: sweep of old downloads: ${error.message}`));
+  sweepDownloads();
+  ctx.onShutdown.push(every(ctx.clock, 3600_000, sweepDownloads));
 
   // A deleted device loses its socket, its action log and the outputs, and leaves its deployment.
   deviceHooks.onDeleted(async (tx, device) => {

@@ -15,20 +15,11 @@ import { startS3, type TestS3 } from "../helpers/s3.ts";
 import { runCli } from "../helpers/cli.ts";
 import { removeDir, startTestServer, tempDir, useTestServer, waitFor, type TestServer } from "../helpers/server.ts";
 import { FAST_SERVER, spawnConnectedAgent, type AgentProcess } from "./helpers/agents.ts";
-import { offerGroup, sha256, upload, uploadOk } from "./helpers/packages.ts";
+import { bytesOf, offerGroup, sha256, upload, uploadOk } from "./helpers/packages.ts";
 
 /** The store as the tests see it: the same driver, with the test account. */
 const storeOf = (s3: TestS3) => new S3Objects(s3.settings, { config: (m) => new ConfigError(m), unavailable: (m) => new LabgateError("unavailable", m) });
 
-const bytesOf = (length: number, seed = 7) => {
-  const out = Buffer.alloc(length);
-  let x = seed;
-  for (let i = 0; i < length; i++) {
-    x = (x * 1103515245 + 12345) >>> 0;
-    out[i] = x >>> 24;
-  }
-  return out;
-};
 
 const linkOf = async (server: TestServer, id: number): Promise<string> => {
   const res = await server.call<{ id: number; download_url: string }>("GET", `/api/v1/packages/${id}/download`);

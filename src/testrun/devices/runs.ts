@@ -14,6 +14,9 @@ import type { AppContext, Identity } from "../../app/context.ts";
 import type { Actor } from "../../audit/audit.ts";
 import type { Scope } from "../../auth/scopes.ts";
 import type { ChannelHub, DeviceConnection } from "../../update/channel/hub.ts";
+import type { PeerNode } from "../../cluster/cluster.ts";
+import { callPeer } from "../../cluster/peer.ts";
+import { readDeviceMessage, readServerMessage } from "../../protocol/labgate/wire.ts";
 import { LabgateError } from "../../util/errors.ts";
 import { after, dateOf, sleepUntilWoken, wakeAll, type Wakers } from "../../util/time.ts";
 import { ReportWriter, type ReportRow } from "../engine/report.ts";
@@ -22,6 +25,7 @@ import type { DeviceShare, TestPlan } from "../plan.ts";
 import { artifactsDir, reportDetailsPath, reportIndexPath, reportPath, type TestrunDirs } from "../paths.ts";
 import type { DeviceProgress, RunCounts } from "../schema.ts";
 import { ROW_LIMITS as LIMITS, TESTS_CAPABILITY, type DeviceMessageOf, type TestRunAbort, type TestRunStart } from "../../protocol/labgate/device.ts";
+import type { PeerShareMessages, PeerShareStart, PeerShareStarted } from "../schema.ts";
 import { deviceErrors, deviceLabel } from "./names.ts";
 import { DeviceQueue } from "./queue.ts";
 import { expectedCases, type ExpectedCase } from "./shares.ts";
@@ -33,6 +37,10 @@ export const TESTS_DISABLED = "the device does not run tests (tests.enabled is f
 const ABORT_GRACE_MS = 10_000;
 /** Progress reaches the run object (and the console) at most this often while rows come. */
 const PROGRESS_INTERVAL_MS = 300;
+/** In a cluster, how often a share waiting for its device looks whether it connected to another node. */
+const REMOTE_LOOK_MS = 1000;
+/** Bytes of device messages relayed to a run's node in one request (well within a JSON body's limit). */
+const RELAY_BATCH_BYTES = 256 * 1024;
 
 /** A run as the device runs read it (src/testrun/runs/store.ts keeps the whole record). */
 export interface DeviceRun {
@@ -56,7 +64,7 @@ export interface DeviceRunStore {
 
 /** What the device runs need of the run service. */
 export interface DeviceRunHost {
-  readonly ctx: Pick<AppContext, "clock" | "config" | "log">;
+  readonly ctx: Pick<AppContext, "clock" | "config" | "log" | "cluster">;
   readonly store: DeviceRunStore;
   readonly dirs: TestrunDirs;
   readonly lookup: ModuleLookup;
@@ -103,6 +111,8 @@ class Share {
   readonly done: Promise<void>;
   resolve!: () => void;
   conn: DeviceConnection | undefined;
+  /** The node holding the device's socket, when that is another: the device's messages come relayed from it. */
+  remote: PeerNode | undefined;
   ended = false;
   rows = 0;
   /** What the device has used of its budget (test_server.device_*_max_*). */
@@ -147,6 +157,22 @@ class ActiveRun {
 
 const str = (v: string | undefined, max: number): string => (v ?? "").slice(0, max);
 
+/** Whether the share's device was started (here or through another node). */
+const attached = (share: Share): boolean => share.conn !== undefined || share.remote !== undefined;
+
+/** A share of a run on another node whose device's socket is here: what the device sends goes to that node. */
+interface Relay {
+  runId: string;
+  conn: DeviceConnection;
+  node: PeerNode;
+  /** Messages not yet sent on, in the order the device sent them. */
+  queue: Array<Record<string, unknown>>;
+  disconnected: boolean;
+  sending: boolean;
+}
+
+const relayKey = (runId: string, mac: string): string => `${runId}\n${mac}`;
+
 /** A relative artifact name from a device: `/`-separated plain segments, nothing that climbs or hides. */
 function artifactSegments(name: string): string[] | undefined {
   if (name.length === 0 || name.length > 1024 || name.includes("\0") || name.includes("\\")) return undefined;
@@ -168,6 +194,8 @@ export class DeviceRuns {
   private boardPower: BoardPower | undefined;
   /** The lab's reservations (attachReservations). */
   private reservations: BoardReservations | undefined;
+  /** Shares of other nodes' runs on devices whose sockets are here, by run and MAC. */
+  private readonly relays = new Map<string, Relay>();
 
   constructor(host: DeviceRunHost, hub: ChannelHub) {
     this.host = host;
@@ -200,7 +228,7 @@ export class DeviceRuns {
   async power(runId: string, mac: string, action: "on" | "off" | "cycle", client: string): Promise<void> {
     const active = this.active.get(runId);
     const share = active?.shares.get(mac);
-    if (!active || !share || !share.conn || share.ended) throw new LabgateError("not_found", "no running test run of this device");
+    if (!active || !share || !attached(share) || share.ended) throw new LabgateError("not_found", "no running test run of this device");
     const caller = active.plan.caller;
     if (!caller) throw new LabgateError("forbidden", "this run has no caller whose power permission the board could be switched with (a deployment's validation run)");
     if (!this.boardPower) throw new LabgateError("conflict", "this server controls no board power");
@@ -234,7 +262,7 @@ export class DeviceRuns {
     if (!active || active.controller.signal.aborted) return;
     active.controller.abort(reason);
     for (const share of active.shares.values()) {
-      if (share.ended || !share.conn) continue;
+      if (share.ended || !attached(share)) continue;
       this.send(share, { method: "test_run_abort", run_id: id, reason: reason ?? "Aborted by user" });
       void this.ctx.clock.sleep(ABORT_GRACE_MS, share.over.signal).then(() => this.end(active, share, "aborted", "the device did not confirm the abort in time"));
     }
@@ -294,12 +322,21 @@ export class DeviceRuns {
     }
   }
 
-  /** The device's connection, waiting up to `test_server.device_wait` for it to connect. */
-  private async connection(mac: string, signal: AbortSignal): Promise<DeviceConnection | undefined> {
-    const now = this.hub.get(mac);
-    if (now) return now;
-    await sleepUntilWoken(this.ctx.clock, this.ctx.config.test_server.device_wait * 1000, signal, this.connectWaiters, mac);
-    return signal.aborted ? undefined : this.hub.get(mac);
+  /** The device's connection, or the other node holding its socket, waiting up to `test_server.device_wait` for it to connect. */
+  private async connection(mac: string, signal: AbortSignal): Promise<DeviceConnection | PeerNode | undefined> {
+    const wait = this.ctx.config.test_server.device_wait * 1000;
+    const deadline = this.ctx.clock.now() + wait;
+    // Only a cluster's nodes hear of sockets elsewhere; one node sleeps until its own device connects.
+    const look = this.ctx.config.database.url ? REMOTE_LOOK_MS : wait;
+    for (;;) {
+      const here = this.hub.get(mac);
+      if (here) return here;
+      const peer = this.ctx.cluster.locate(mac);
+      if (peer?.url) return peer;
+      const left = deadline - this.ctx.clock.now();
+      if (signal.aborted || left <= 0) return undefined;
+      await sleepUntilWoken(this.ctx.clock, Math.min(left, look), signal, this.connectWaiters, mac);
+    }
   }
 
   private async runShare(active: ActiveRun, share: Share): Promise<void> {
@@ -312,9 +349,11 @@ export class DeviceRuns {
     }
     if (signal.aborted) return this.end(active, share, "aborted", reason());
     share.consoleFrom = this.consoles?.offsetOf({ mac_address: share.plan.mac, name: share.plan.name });
-    const conn = await this.connection(share.plan.mac, signal);
+    const found = await this.connection(share.plan.mac, signal);
     if (signal.aborted) return this.end(active, share, "aborted", reason());
-    if (!conn) return this.end(active, share, "failed", NOT_CONNECTED);
+    if (!found) return this.end(active, share, "failed", NOT_CONNECTED);
+    if (!("raw" in found)) return this.runShareOn(active, share, found);
+    const conn = found;
     let capabilities: Record<string, unknown>;
     try {
       capabilities = await conn.waitCapabilities(this.ctx.config.update_server.device_reply_timeout);
@@ -326,7 +365,12 @@ export class DeviceRuns {
     share.conn = conn;
     share.progress.status = "running";
     this.progressChanged(active);
-    const start: TestRunStart = {
+    if (!this.send(share, this.startMessage(active, share))) return this.end(active, share, "failed", DISCONNECTED);
+    await this.awaitShare(active, share);
+  }
+
+  private startMessage(active: ActiveRun, share: Share): TestRunStart {
+    return {
       method: "test_run_start",
       run_id: active.run.id,
       entries: share.plan.entries,
@@ -335,7 +379,32 @@ export class DeviceRuns {
       pattern: active.run.pattern,
       artifacts_max_bytes: this.ctx.config.test_server.device_artifacts_max_bytes,
     };
-    if (!this.send(share, start)) return this.end(active, share, "failed", DISCONNECTED);
+  }
+
+  /**
+   * The share of a device whose socket is on another node: that node checks the device and starts
+   * it, and relays what the device sends (its rows, its end, its uploads, its socket's close) here.
+   */
+  private async runShareOn(active: ActiveRun, share: Share, peer: PeerNode): Promise<void> {
+    share.remote = peer;
+    let answer: PeerShareStarted;
+    try {
+      const body: PeerShareStart = { run_id: active.run.id, mac: share.plan.mac, node: { name: this.ctx.cluster.name, url: this.ctx.config.cluster.advertise_url }, start: this.startMessage(active, share) };
+      answer = await callPeer<PeerShareStarted>(this.ctx.cluster, peer, "/api/v1/cluster/test-shares", { json: body, timeoutMs: 3 * this.ctx.config.update_server.device_reply_timeout * 1000 });
+    } catch (error) {
+      return this.end(active, share, "failed", (error as Error).message);
+    }
+    if (!answer.started) return this.end(active, share, "failed", answer.error ?? DISCONNECTED);
+    // The device may have ended already (its messages can come before this answer).
+    if (!share.ended) {
+      share.progress.status = "running";
+      this.progressChanged(active);
+    }
+    await this.awaitShare(active, share);
+  }
+
+  /** Waits for the started share to end, bounded by test_server.remote_run_timeout. */
+  private async awaitShare(active: ActiveRun, share: Share): Promise<void> {
     const timeout = this.ctx.config.test_server.remote_run_timeout;
     void this.ctx.clock.sleep(timeout * 1000, share.over.signal).then(() => {
       if (share.ended) return;
@@ -379,6 +448,7 @@ export class DeviceRuns {
   }
 
   private send(share: Share, message: TestRunStart | TestRunAbort): boolean {
+    if (share.remote) return this.hub.sendAnywhere(share.plan.mac, message);
     try {
       share.conn?.send(message);
       return share.conn !== undefined;
@@ -458,6 +528,11 @@ export class DeviceRuns {
     const active = this.active.get(runId);
     const share = active?.shares.get(conn.mac);
     if (!active || !share) {
+      const relay = this.relays.get(relayKey(runId, conn.mac));
+      if (relay?.conn === conn) {
+        this.relay(relay, message as unknown as Record<string, unknown>);
+        return undefined;
+      }
       if (runId) {
         try {
           conn.send({ method: "test_run_abort", run_id: runId.slice(0, 128), reason: "the gateway does not run this test run" });
@@ -473,8 +548,10 @@ export class DeviceRuns {
   /** `test_run_row`: one case's result. */
   private row(conn: DeviceConnection, message: DeviceMessageOf<"test_run_row">): void {
     const found = this.shareOf(conn, message);
-    if (!found) return;
-    const { active, share } = found;
+    if (found) this.rowOf(found.active, found.share, message);
+  }
+
+  private rowOf(active: ActiveRun, share: Share, message: DeviceMessageOf<"test_run_row">): void {
     const status = message.status;
     if (++share.rows > LIMITS.rows) {
       this.send(share, { method: "test_run_abort", run_id: active.run.id, reason: "too many rows" });
@@ -516,19 +593,107 @@ export class DeviceRuns {
   /** `test_run_end`: the device's share ended (its artifacts are uploaded by then). */
   private deviceEnd(conn: DeviceConnection, message: DeviceMessageOf<"test_run_end">): void {
     const found = this.shareOf(conn, message);
-    if (!found) return;
+    if (found) this.endOf(found, message);
+  }
+
+  private endOf(found: { active: ActiveRun; share: Share }, message: DeviceMessageOf<"test_run_end">): void {
     const { status } = message;
     const error = message.error ? message.error.slice(0, LIMITS.message) : status === "failed" && found.share.progress.failed === 0 ? "the device reported a failure" : null;
     found.share.warnings = message.warnings.slice(0, 100).map((w) => str(w, 1024));
     void this.end(found.active, found.share, status, error);
   }
 
-  /** A device's socket closed: its running shares fail. */
+  /** A device's socket closed: its running shares fail (here, and on the nodes whose shares it ran). */
   private disconnected(mac: string): void {
     for (const active of this.active.values()) {
       const share = active.shares.get(mac);
       if (share?.conn && !share.ended) void this.end(active, share, active.controller.signal.aborted ? "aborted" : "failed", DISCONNECTED);
     }
+    for (const relay of this.relays.values()) {
+      if (relay.conn.mac !== mac || relay.disconnected) continue;
+      relay.disconnected = true;
+      this.pump(relay);
+    }
+  }
+
+  /**
+   * Another node's share on a device whose socket is here: checks the device as a share here
+   * would, and starts it; from then on what the device sends for the run goes to that node.
+   */
+  async startRelayed(request: PeerShareStart): Promise<PeerShareStarted> {
+    const conn = this.hub.get(request.mac);
+    if (!conn) return { started: false, error: NOT_CONNECTED };
+    const read = readServerMessage(JSON.stringify(request.start));
+    if (!("message" in read) || read.message.method !== "test_run_start" || read.message.run_id !== request.run_id) throw new LabgateError("invalid", "not a test_run_start of this run");
+    const start = read.message;
+    try {
+      const capabilities = await conn.waitCapabilities(this.ctx.config.update_server.device_reply_timeout);
+      if (capabilities[TESTS_CAPABILITY] !== true) return { started: false, error: TESTS_DISABLED };
+    } catch {
+      return { started: false, error: conn.open ? "the device did not report its capabilities" : DISCONNECTED };
+    }
+    const key = relayKey(request.run_id, request.mac);
+    this.relays.set(key, { runId: request.run_id, conn, node: request.node, queue: [], disconnected: false, sending: false });
+    try {
+      conn.send(start);
+    } catch {
+      this.relays.delete(key);
+      return { started: false, error: DISCONNECTED };
+    }
+    return { started: true, error: null };
+  }
+
+  /** A message of a relayed share: sent on to the run's node, after those before it. */
+  private relay(relay: Relay, message: Record<string, unknown>): void {
+    relay.queue.push(message);
+    this.pump(relay);
+  }
+
+  private pump(relay: Relay): void {
+    if (relay.sending) return;
+    relay.sending = true;
+    void (async () => {
+      const mac = relay.conn.mac;
+      const key = relayKey(relay.runId, mac);
+      try {
+        while (relay.queue.length > 0 || relay.disconnected) {
+          let bytes = 0;
+          let count = 0;
+          while (count < relay.queue.length && (count === 0 || bytes < RELAY_BATCH_BYTES)) bytes += JSON.stringify(relay.queue[count++]).length;
+          const messages = relay.queue.splice(0, count);
+          const ended = messages.some((m) => m.method === "test_run_end");
+          const body: PeerShareMessages = { run_id: relay.runId, mac, messages, disconnected: relay.disconnected && relay.queue.length === 0 };
+          await callPeer(this.ctx.cluster, relay.node, "/api/v1/cluster/test-messages", { json: body, timeoutMs: 60_000 });
+          if (ended || body.disconnected) return void this.relays.delete(key);
+        }
+      } catch (error) {
+        // The run's node no longer runs the share (or cannot be reached): the device stops it.
+        this.relays.delete(key);
+        this.ctx.log.warn(`testrun: run ${relay.runId}: messages of device ${mac} not relayed to node ${relay.node.name}: ${(error as Error).message}`);
+        try {
+          if (relay.conn.open && !relay.disconnected) relay.conn.send({ method: "test_run_abort", run_id: relay.runId, reason: "the gateway does not run this test run" });
+        } catch {
+          // gone already
+        }
+      } finally {
+        relay.sending = false;
+      }
+    })();
+  }
+
+  /** What the node holding the socket of a share's device relayed: its messages in order, or the socket's close. */
+  relayed(request: PeerShareMessages): void {
+    const active = this.active.get(request.run_id);
+    const share = active?.shares.get(request.mac);
+    if (!active || !share || !share.remote || share.ended) throw new LabgateError("not_found", "no running test run of this device");
+    for (const raw of request.messages) {
+      const read = readDeviceMessage(JSON.stringify(raw));
+      if (!("message" in read) || share.ended) continue;
+      const message = read.message;
+      if (message.method === "test_run_row" && message.run_id === request.run_id) this.rowOf(active, share, message);
+      else if (message.method === "test_run_end" && message.run_id === request.run_id) this.endOf({ active, share }, message);
+    }
+    if (request.disconnected && !share.ended) void this.end(active, share, active.controller.signal.aborted ? "aborted" : "failed", DISCONNECTED);
   }
 
   /**
@@ -537,12 +702,15 @@ export class DeviceRuns {
    * `offset`, from where the device resumes). Only while the device's share runs, within the
    * device's budget: `test_server.device_artifacts_max_bytes` bytes and
    * `test_server.device_artifacts_max_files` files and directories it made (413 beyond).
-   * Returns the artifact's new size.
+   * Returns the artifact's new size. An upload for another node's share (startRelayed) goes on to
+   * that node; `relayed`: it came from the node holding the device's socket, and is written here.
    */
-  async writeArtifact(runId: string, mac: string, name: string, offset: number, body: Readable): Promise<number> {
+  async writeArtifact(runId: string, mac: string, name: string, offset: number, body: Readable, relayed = false): Promise<number> {
     const active = this.active.get(runId);
     const share = active?.shares.get(mac);
-    if (!active || !share || !share.conn || share.ended) throw new LabgateError("not_found", "no running test run of this device");
+    const relay = active ? undefined : this.relays.get(relayKey(runId, mac));
+    if (relay && !relayed) return this.writeArtifactOn(relay, mac, name, offset, body);
+    if (!active || !share || share.ended || !attached(share)) throw new LabgateError("not_found", "no running test run of this device");
     const segments = artifactSegments(name);
     if (!segments) throw new LabgateError("invalid", "invalid artifact name");
     const root = join(artifactsDir(this.host.dirs, runId), share.plan.dir);
@@ -599,6 +767,13 @@ export class DeviceRuns {
     } finally {
       active.uploading.delete(path);
     }
+  }
+
+  /** An upload for a relayed share: streamed to the run's node, which keeps the share's budget. */
+  private async writeArtifactOn(relay: Relay, mac: string, name: string, offset: number, body: Readable): Promise<number> {
+    const path = `/api/v1/cluster/test-runs/${encodeURIComponent(relay.runId)}/devices/${encodeURIComponent(mac)}/artifacts/${name.split("/").map(encodeURIComponent).join("/")}?offset=${offset}`;
+    const answer = await callPeer<{ offset: number }>(this.ctx.cluster, relay.node, path, { method: "PUT", stream: body, timeoutMs: this.ctx.config.test_server.remote_run_timeout * 1000 });
+    return answer.offset;
   }
 
   /**

@@ -4,7 +4,7 @@
  * runs (the history matrix).
  */
 import { Readable } from "node:stream";
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
 import type { Auth } from "../../auth/middleware.ts";
 import { requestBodyStream } from "../../http/body.ts";
 import { errors, ok, route, routes } from "../../http/openapi.ts";
@@ -17,13 +17,24 @@ import type { TestRunService } from "../runs/service.ts";
 import { seenRun } from "../runs/sight.ts";
 import { runObjectA } from "../runs/views.ts";
 import type { TestRunAccess } from "./access.ts";
-import { artifactUploadQuery, DevicePowerDone, DevicePowerRequest, DeviceTestHistory, historyQuery, TestTargets, UploadConflict, UploadOffset } from "../schema.ts";
+import { artifactUploadQuery, DevicePowerDone, DevicePowerRequest, DeviceTestHistory, historyQuery, PeerShareMessages, PeerShareStart, PeerShareStarted, TestTargets, UploadConflict, UploadOffset } from "../schema.ts";
+import { PEER_USER } from "../../cluster/cluster.ts";
 
 /** A result sequence, newest first: flaky when it both passed and failed, newly failing when it failed now after passing before. */
 function trend(results: (string | null)[]): { flaky: boolean; newly_failing: boolean } {
   const seen = results.filter((r): r is string => r !== null);
   const flaky = seen.includes("passed") && seen.includes("failed");
   return { flaky, newly_failing: seen[0] === "failed" && seen[1] === "passed" };
+}
+
+/** The artifact name a device's upload path ends with. */
+function artifactNameOf(path: string): string {
+  const marker = "/artifacts/";
+  try {
+    return decodeURIComponent(path.slice(path.indexOf(marker) + marker.length));
+  } catch {
+    throw new LabgateError("invalid", "invalid artifact name");
+  }
 }
 
 export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAccess, service: TestRunService) {
@@ -55,13 +66,7 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
     async (c, { query: { offset } }) => {
       const identity = c.get("identity");
       if (identity.kind !== "device") throw new LabgateError("forbidden", "a device token is required");
-      const marker = "/artifacts/";
-      let name: string;
-      try {
-        name = decodeURIComponent(c.req.path.slice(c.req.path.indexOf(marker) + marker.length));
-      } catch {
-        throw new LabgateError("invalid", "invalid artifact name");
-      }
+      const name = artifactNameOf(c.req.path);
       const body = requestBodyStream(c) ?? Readable.from([]);
       try {
         const size = await service.deviceArtifact(c.req.param("id") ?? "", identity.mac, name, offset ?? 0, body);
@@ -100,6 +105,75 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
       await service.devicePower(c.req.param("id") ?? "", identity.mac, action, clientAddress(c));
       const answer: DevicePowerDone = { action };
       return c.json(answer);
+    },
+  );
+
+  // Node to node (src/cluster): a share of a run on another node whose device's socket is here, and back what its device sends.
+  const peerOnly = (c: Context<AppEnv>) => {
+    const identity = c.get("identity");
+    if (identity.kind !== "mgmt" || identity.user !== PEER_USER) throw new LabgateError("forbidden", "only another node of the cluster calls this");
+  };
+  const postClusterTestShares = route(
+    app,
+    {
+      method: "post",
+      path: "/api/v1/cluster/test-shares",
+      tag: "test runs",
+      access: "management",
+      summary: "Between the nodes of a cluster: start a device's share of a run on another node, the device's socket being on this one (a node's own token only)",
+      body: { json: PeerShareStart },
+      responses: { 200: ok(PeerShareStarted, "Started, or why not"), 400: errors[400], 401: errors[401], 403: errors[403], 404: errors[404] },
+    },
+    auth.management("admin_rw"),
+    async (c, { body }) => {
+      peerOnly(c);
+      return c.json(await service.startRelayedShare(body));
+    },
+  );
+
+  const postClusterTestMessages = route(
+    app,
+    {
+      method: "post",
+      path: "/api/v1/cluster/test-messages",
+      tag: "test runs",
+      access: "management",
+      summary: "Between the nodes of a cluster: what the device of a share run here sent to the node holding its socket, or that the socket closed (a node's own token only)",
+      body: { json: PeerShareMessages },
+      responses: { 200: ok(), 400: errors[400], 401: errors[401], 403: errors[403], 404: errors[404] },
+    },
+    auth.management("admin_rw"),
+    async (c, { body }) => {
+      peerOnly(c);
+      service.relayedShareMessages(body);
+      return c.json({});
+    },
+  );
+
+  const putClusterTestRunsByIdDevicesByMacArtifactsPath = route(
+    app,
+    {
+      method: "put",
+      path: "/api/v1/cluster/test-runs/:id/devices/:mac/artifacts/*",
+      tag: "test runs",
+      access: "management",
+      summary: "Between the nodes of a cluster: an artifact upload of a share run here, from the node the device sent it to (a node's own token only)",
+      query: artifactUploadQuery,
+      body: { media: "application/octet-stream" },
+      responses: { 200: ok(UploadOffset, "Stored"), 400: errors[400], 401: errors[401], 403: errors[403], 404: errors[404], 409: { description: "The upload must continue at `offset`", json: UploadConflict }, 413: errors[413] },
+    },
+    auth.management("admin_rw"),
+    async (c, { query: { offset } }) => {
+      peerOnly(c);
+      const body = requestBodyStream(c) ?? Readable.from([]);
+      try {
+        const size = await service.deviceArtifact(c.req.param("id") ?? "", c.req.param("mac") ?? "", artifactNameOf(c.req.path), offset ?? 0, body, true);
+        const answer: UploadOffset = { offset: size };
+        return c.json(answer);
+      } catch (error) {
+        body.resume();
+        throw error;
+      }
     },
   );
 
@@ -152,5 +226,5 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
   };
 
   const onlyA = ctx.config.test_server.api_variant === "A" ? variantA() : [];
-  return routes(app, putDevicesTestRunsByIdArtifactsPath, postDevicesTestRunsByIdPower, ...onlyA);
+  return routes(app, putDevicesTestRunsByIdArtifactsPath, postDevicesTestRunsByIdPower, postClusterTestShares, postClusterTestMessages, putClusterTestRunsByIdDevicesByMacArtifactsPath, ...onlyA);
 }

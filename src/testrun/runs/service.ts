@@ -22,7 +22,7 @@ import { DeviceSight, seenRun, type SeenRun } from "./sight.ts";
 import { RunQueue } from "./queue.ts";
 import { listArtifacts } from "./artifacts.ts";
 import { fetchReport, publishRun, removeRunObjects, sharedArtifacts, sharedStore } from "./shared.ts";
-import type { Artifact } from "../schema.ts";
+import type { Artifact, PeerShareMessages, PeerShareStart, PeerShareStarted } from "../schema.ts";
 import { executeRun } from "./runner.ts";
 import type { TestRunAs } from "../engine/identity.ts";
 import { LOCAL_DEVICE } from "./nodes.ts";
@@ -379,9 +379,21 @@ export class TestRunService implements LocalRuns {
     return this.devices.power(runId, mac, action, client);
   }
 
-  deviceArtifact(runId: string, mac: string, name: string, offset: number, body: Readable): Promise<number> {
+  deviceArtifact(runId: string, mac: string, name: string, offset: number, body: Readable, relayed = false): Promise<number> {
     if (!this.devices) throw new LabgateError("not_found", "no running test run of this device");
-    return this.devices.writeArtifact(runId, mac, name, offset, body);
+    return this.devices.writeArtifact(runId, mac, name, offset, body, relayed);
+  }
+
+  /** Another node's share on a device whose socket is here (DeviceRuns.startRelayed). */
+  startRelayedShare(request: PeerShareStart): Promise<PeerShareStarted> {
+    if (!this.devices) throw new LabgateError("not_found", "this server manages no devices");
+    return this.devices.startRelayed(request);
+  }
+
+  /** What the node holding a share's device relayed (DeviceRuns.relayed). */
+  relayedShareMessages(request: PeerShareMessages): void {
+    if (!this.devices) throw new LabgateError("not_found", "no running test run of this device");
+    this.devices.relayed(request);
   }
 
   /** The devices `identity` may see of runs (sight.ts): every view of a run is made through it. */

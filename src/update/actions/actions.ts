@@ -14,6 +14,7 @@ import type { Action, ActionLogEntry, ExecResult, PeerExecutions, PeerOutcomes }
 import { signedFileUrl, type DeviceFileStore } from "../devicefiles/store.ts";
 import { ActionLogStore, INLINE_OUTPUT_BYTES, type LogRow } from "./store.ts";
 import { memoryRelief } from "../../util/memory-relief.ts";
+import { callPeer } from "../../cluster/peer.ts";
 
 export type { ActionStatus } from "./store.ts";
 /** Output bytes a log entry carries inline: a log of many large outputs stays a modest answer. */
@@ -94,9 +95,11 @@ export class ActionService {
     return this.ctx.config.update_server;
   }
 
-  /** The connected device's action list. */
-  async list(mac: string): Promise<Action[]> {
+  /** The connected device's action list (asked of the node holding its socket when that is another). */
+  async list(mac: string, here = false): Promise<Action[]> {
     const conn = this.hub.get(mac);
+    const peer = conn || here ? undefined : this.ctx.cluster.locate(mac);
+    if (peer?.url) return (await callPeer<{ actions: Action[] }>(this.ctx.cluster, peer, `/api/v1/cluster/devices/${encodeURIComponent(mac)}/actions`, { timeoutMs: 3 * this.timeouts.device_reply_timeout * 1000 })).actions;
     if (!conn) throw notConnected();
     try {
       const timeout = this.timeouts.device_reply_timeout;
@@ -339,25 +342,27 @@ export class ActionService {
   /** The log of a device, newest first; each entry carries its output inline and as a link. */
   async log(mac: string, base: string): Promise<ActionLogEntry[]> {
     const exitCodes = this.ctx.config.compat.action_log_status === "exit_code";
-    return (await this.store.entries(mac)).map((row) => {
-      const key = row.output_key ?? (row.output ? this.files.actionOutputKey(row.id) : null);
-      return {
-        id: row.id,
-        action: row.action_id,
-        created: row.created.slice(0, 19),
-        status: exitCodes && row.status_code !== null ? String(row.status_code) : row.status,
-        status_code: row.status_code,
-        ...this.inlineOutput(row),
-        download_url: key ? signedFileUrl(this.ctx, base, key) : null,
-      };
-    });
+    return Promise.all(
+      (await this.store.entries(mac)).map(async (row) => {
+        const key = row.output_key ?? (row.output ? this.files.actionOutputKey(row.id) : null);
+        return {
+          id: row.id,
+          action: row.action_id,
+          created: row.created.slice(0, 19),
+          status: exitCodes && row.status_code !== null ? String(row.status_code) : row.status,
+          status_code: row.status_code,
+          ...(await this.inlineOutput(row)),
+          download_url: key ? signedFileUrl(this.ctx, base, key) : null,
+        };
+      }),
+    );
   }
 
-  private inlineOutput(row: LogRow): { output: string | null; output_truncated: boolean } {
+  private async inlineOutput(row: LogRow): Promise<{ output: string | null; output_truncated: boolean }> {
     if (row.status_code === null) return { output: null, output_truncated: false };
     if (row.output) return { output: Buffer.from(row.output).toString("base64"), output_truncated: false };
     if (!row.output_key) return { output: "", output_truncated: false };
-    const { data, truncated } = this.files.readObject(row.output_key, MAX_INLINE_OUTPUT);
+    const { data, truncated } = await this.files.readObject(row.output_key, MAX_INLINE_OUTPUT);
     return { output: data.toString("base64"), output_truncated: truncated };
   }
 

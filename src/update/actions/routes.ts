@@ -10,7 +10,7 @@ import { publicBase } from "../../storage/routes.ts";
 import { deviceByMac, devicesByMac } from "../channel/access.ts";
 import type { Permission } from "../permissions/schema.ts";
 import type { ActionService, ExecOutcome } from "./actions.ts";
-import { Action, ActionLogEntry, ExecMany, ExecResult, FanOutResults, PeerExecutions, PeerOutcomes, RemoveActions, type FanOutEntry } from "./schema.ts";
+import { Action, ActionLogEntry, ExecMany, ExecResult, FanOutResults, PeerActionList, PeerExecutions, PeerOutcomes, RemoveActions, type FanOutEntry } from "./schema.ts";
 import { PEER_USER } from "../../cluster/cluster.ts";
 
 /** What a route that asks the device may meet: offline or unable (409), a refusal (502), silence (504). */
@@ -163,5 +163,23 @@ export function actionsRoutes(ctx: AppContext, auth: Auth, actions: ActionServic
     },
   );
 
-  return routes(app, postClusterActions, getDevicesByMacActionList, getDevicesByMacActionExecByActionId, postDevicesActionExec, getDevicesByMacActionLog, deleteDevicesByMacActionLog, deleteDevicesByMacActionPending, postDevicesByMacActionRemove);
+  const getClusterDevicesByMacActions = route(
+    app,
+    {
+      method: "get",
+      path: "/api/v1/cluster/devices/:mac/actions",
+      tag,
+      access: "management",
+      summary: "Between the nodes of a cluster: the action list of a device whose socket is on this one (a node's own token only)",
+      responses: { 200: ok(PeerActionList, "The device's actions"), 401: errors[401], 403: errors[403], ...asking },
+    },
+    auth.management("admin_rw"),
+    async (c) => {
+      const identity = c.get("identity");
+      if (identity.kind !== "mgmt" || identity.user !== PEER_USER) throw new LabgateError("forbidden", "only another node of the cluster calls this");
+      return c.json({ actions: await actions.list(c.req.param("mac") ?? "", true) });
+    },
+  );
+
+  return routes(app, postClusterActions, getClusterDevicesByMacActions, getDevicesByMacActionList, getDevicesByMacActionExecByActionId, postDevicesActionExec, getDevicesByMacActionLog, deleteDevicesByMacActionLog, deleteDevicesByMacActionPending, postDevicesByMacActionRemove);
 }

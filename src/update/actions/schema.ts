@@ -41,7 +41,8 @@ const MSG_IDS = `schema validation failed: field "actions" must be a list of at 
 /** The body of action/remove: log entries to remove. */
 export const RemoveActions = strictBody({ actions: z.array(z.string({ error: MSG_IDS }), { error: MSG_IDS }).max(MAX_IDS, { error: MSG_IDS }) });
 
-const MAX_DEVICES = 10_000;
+/** Devices of one fan-out: a cluster's whole fleet in one request, whose MACs still fit a JSON body (1 MiB). */
+const MAX_DEVICES = 50_000;
 const MSG_DEVICES = `schema validation failed: field "devices" must be a list of 1 to ${MAX_DEVICES} MAC addresses`;
 /** The body of the fan-out (labgate's own route): one action on many devices. */
 export const ExecMany = strictBody({
@@ -68,6 +69,9 @@ export const PeerExecutions = strictBody({
   executions: z.array(z.object({ mac: z.string().max(64), id: z.string().max(64) })).max(100_000),
 });
 export type PeerExecutions = z.infer<typeof PeerExecutions>;
+
+/** GET /api/v1/cluster/devices/{mac}/actions: the list of a device whose socket is on the node asked. */
+export const PeerActionList = z.object({ actions: z.array(Action) });
 
 /** Each execution's outcome, in order: the device's result, queued (its socket went), or the error its own exec would answer. */
 export const PeerOutcomes = z.object({

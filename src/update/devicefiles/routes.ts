@@ -7,7 +7,7 @@ import { LabgateError } from "../../util/errors.ts";
 import { requestBodyStream } from "../../http/body.ts";
 import { errors, ok, objectRefusals, route, routes } from "../../http/openapi.ts";
 import { publicBase, requireSignedLink } from "../../storage/routes.ts";
-import { serveBytes, serveFile } from "../../storage/send.ts";
+import { serveBytes, serveFile, serveStored } from "../../storage/send.ts";
 import { authorize } from "../permissions/permissions.ts";
 import { pathId } from "../validation.ts";
 import { FetchedFile, FileRequest, PeerFetch } from "./schema.ts";
@@ -104,7 +104,11 @@ export function deviceFilesRoutes(ctx: AppContext, auth: Auth, transfers: FileTr
       // Hono already percent-decoded the path; keys are plain `<dir>/<uuid>`.
       const key = c.req.path.slice("/local_storage_multipart/multipart/".length);
       requireSignedLink(ctx, c, MULTIPART_LINK, key);
-      const object = store.stat(key);
+      if (store.objects && store.isKey(key)) {
+        const stored = await serveStored(c, store.objects, store.objectKey(key));
+        if (stored) return stored;
+      }
+      const object = store.objects ? undefined : store.stat(key);
       if (object) return serveFile(c, object);
       const inline = await store.inlineObject(key);
       if (inline) return serveBytes(c, inline.data, inline.modified);

@@ -84,7 +84,11 @@ export class FileTransferService {
     const conn = this.hub.get(device.mac_address);
     // The device's socket is on another node: that node fetches it, and the file's link is its own.
     const peer = conn || here ? undefined : this.ctx.cluster.locate(device.mac_address);
-    if (peer?.url) return this.fetchOn(peer, deviceId, file, actor);
+    if (peer?.url) {
+      const fetched = await this.fetchOn(peer, deviceId, file, actor);
+      // A file every node reads is served by the node asked, as a file of a device of its own.
+      return this.store.shared && fetched.url.startsWith(`${peer.url}/`) ? { ...fetched, url: `${base}${fetched.url.slice(peer.url.length)}` } : fetched;
+    }
     if (!conn || conn.deviceId !== device.id) throw notConnected();
     const record = (outcome: Record<string, unknown>) =>
       recordAudit(this.ctx.store.query, actor, "file.fetch", `device:${device.id}`, { mac: device.mac_address, file, ...outcome });

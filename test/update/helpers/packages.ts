@@ -83,3 +83,14 @@ export async function offerGroup(server: TestServer, group: { policy: string; pa
   }
   return id;
 }
+
+/** Bytes that are not all alike (seeded), so that a wrong range or a mix-up shows. */
+export const bytesOf = (length: number, seed = 7) => {
+  const out = Buffer.alloc(length);
+  let x = seed;
+  for (let i = 0; i < length; i++) {
+    x = (x * 1103515245 + 12345) >>> 0;
+    out[i] = x >>> 24;
+  }
+  return out;
+};
