@@ -864,10 +864,16 @@ export class DeploymentService implements Steering {
     await this.current();
     const deviceId = conn.deviceId;
     // A report sent again (its acknowledgement was lost) that made its history row changes nothing:
-    // an intermediate hop's `installed` would otherwise move the device back to `offered`.
-    if (outcome.reportId !== undefined && (await reportApplied(this.store.query, deviceId, outcome.reportId))) return;
-    const member = this.index.get(deviceId);
-    if (member && answers(member, outcome)) return this.attemptOutcome(conn, member, outcome);
+    // an intermediate hop's `installed` would otherwise move the device back to `offered`. Asked
+    // only of a report that answers an attempt: the others' recording checks it in its own
+    // transaction, and a flood of them past the device's allowance costs no query.
+    const answering = () => {
+      const member = this.index.get(deviceId);
+      return member && answers(member, outcome) ? member : undefined;
+    };
+    if (outcome.reportId !== undefined && answering() && (await reportApplied(this.store.query, deviceId, outcome.reportId))) return;
+    const member = answering();
+    if (member) return this.attemptOutcome(conn, member, outcome);
     if (outcome.state === "installed" || outcome.state === "failed") await this.past.record(deviceId, outcome);
   }
 
