@@ -1090,7 +1090,6 @@ export class DeploymentService implements Steering {
       const counts = this.startedCounts(run);
       const status = endStatus(counts);
       await this.setRow(step, run, run.row.id, { status, finished: at, pause_reason: null }, at);
-      this.forget(run, step);
       const before = (await groupPolicy(tx, run.row.group_id)) ?? null;
       await setPolicyIn(tx, run.row.group_id, policy);
       const target = `deployment:${run.row.id}`;
@@ -1099,6 +1098,9 @@ export class DeploymentService implements Steering {
       return status;
     }));
     if (status === undefined) return;
+    // Out of memory only now: until the new policy is committed, a check of its devices must find
+    // them finished here (held), not answered by the group's earlier policy.
+    this.forget(run);
     this.ctx.log.info(`deployment ${run.row.id}: ${status}; group ${run.row.group_id} policy is ${policy}`);
     this.publishRun(run.row);
   }
