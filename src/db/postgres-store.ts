@@ -60,7 +60,16 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
   const store: Store = {
     engine: "postgres",
     query,
-    transact: (fn) => transact(query, fn),
+    transact: (fn, options) => {
+      const tables = options?.serialOn ?? [];
+      if (tables.length === 0) return transact(query, fn);
+      // Taken before the first read: the transaction's snapshot begins once the writers before it committed.
+      const lock = sql`LOCK TABLE ${sql.join(tables.map((name) => sql.table(name)))} IN SHARE ROW EXCLUSIVE MODE`;
+      return transact(query, async (tx) => {
+        await lock.execute(tx);
+        return fn(tx);
+      });
+    },
     writeLazy: (statement) => {
       lazy.query.executeQuery(statement.compile()).catch((error: unknown) => options.log("warn", `a write that needs no acknowledgement failed: ${said(error)}`));
     },

@@ -41,6 +41,17 @@ export interface ExportedImage<T> {
   alongside: T;
 }
 
+export interface TransactOptions {
+  /**
+   * Tables whose other writers the transaction waits for instead of conflicting with: one that
+   * many clients run at once and that reads a whole table (a bound on its rows, its next number)
+   * would otherwise be aborted and run again by PostgreSQL until its attempts ran out. PostgreSQL
+   * takes a lock on them before the transaction's first read; the embedded engine's transactions
+   * are serial already.
+   */
+  serialOn?: ReadonlyArray<keyof Tables & string>;
+}
+
 export interface Store {
   readonly engine: Engine;
   /** The query layer; a transaction (`transact`'s `tx`) is one too. */
@@ -50,7 +61,7 @@ export interface Store {
    * disk, on the embedded engine). Serial on the embedded engine; SERIALIZABLE on PostgreSQL and
    * run again when it conflicts with another, so `fn` does nothing outside the database.
    */
-  transact<T>(fn: (tx: Tx) => Promise<T>): Promise<T>;
+  transact<T>(fn: (tx: Tx) => Promise<T>, options?: TransactOptions): Promise<T>;
   /** A write that needs no acknowledgement (a last-seen time): durable with the next commit or soon after; a failure is logged. */
   writeLazy(statement: Compilable): void;
   /** Changes whenever cached table contents must be dropped (the embedded database reloaded from disk). */

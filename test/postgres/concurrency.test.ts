@@ -1,8 +1,9 @@
 /*
  * On PostgreSQL other requests run while a transaction waits between its statements (on the
- * embedded engine nothing does). Here a transaction is held open on purpose, by a row lock taken
- * from a connection of the test's own, and a request made meanwhile must answer from what is
- * committed: never from a change the held transaction has not committed yet.
+ * embedded engine nothing does), and SERIALIZABLE transactions that conflict are run again. A
+ * transaction held open on purpose (a row lock taken from a connection of the test's own) must
+ * not show a request made meanwhile a change it has not committed; and many clients writing one
+ * table at once are all answered, none left to fail after its attempts ran out.
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
@@ -10,7 +11,7 @@ import pg from "pg";
 import WebSocket from "ws";
 import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
 import { startTestServer, waitFor, type TestServer } from "../helpers/server.ts";
-import { deviceMetadata, seedDevices } from "../update/helpers/devices.ts";
+import { approve, deviceClient, deviceMetadata, seedDevices } from "../update/helpers/devices.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
 
 let postgres: ThrowawayPostgres;
@@ -94,4 +95,20 @@ test("a deployment's completion held before its commit: its finished device is h
   assert.equal(done.body.status, "completed");
   assert.equal((await server.call("GET", `/api/v2/groups/${group}`)).body.policy, "exact_match,v3");
   assert.deepEqual(await check("v3"), { status: 204, version: undefined });
+});
+
+test("devices that ask to register all at once, again and again, are all answered: pending, then accepted once approved", async () => {
+  const clients = Array.from({ length: 24 }, () => deviceClient(server));
+  // Waiting devices repeat their request: every round is every device at once.
+  for (let round = 0; round < 3; round++) {
+    const answers = await Promise.all(clients.map((client) => client.authorize()));
+    assert.deepEqual([...new Set(answers.map((a) => a.status))], ["pending"]);
+  }
+  const pending = (await server.call<Array<{ mac_address: string }>>("GET", "/api/v1/auth/pending")).body.map((p) => p.mac_address);
+  assert.deepEqual(pending.filter((mac) => clients.some((c) => c.mac === mac)).length, clients.length);
+  // Approvals while the devices ask again.
+  const approvals = await Promise.all([...clients.map((client) => approve(server, client).then((res) => res.status)), ...clients.map((client) => client.authorize().then(() => 200))]);
+  assert.deepEqual([...new Set(approvals)], [200]);
+  const answers = await Promise.all(clients.map((client) => client.authorize()));
+  assert.deepEqual([...new Set(answers.map((a) => a.status))], ["accepted"]);
 });
