@@ -912,6 +912,8 @@ export class DeploymentService implements Steering {
       const { tx } = step;
       // What this report decides was decided on the device's state as it was: another report (or a timeout) that moved it first wins.
       if (this.index.get(deviceId) !== member || member.state !== before.state || member.attempt !== before.attempt || member.failures !== before.failures || member.offeredVersion !== before.offeredVersion) return false;
+      // Read again in the transaction that records it: a copy of the report recorded meanwhile (sent again on another socket) conflicts with this one.
+      if (outcome.reportId !== undefined && (await reportApplied(tx, deviceId, outcome.reportId))) return false;
       await this.move(step, deviceId, member, change);
       if (outcome.state !== "installing") await this.progressRecords.endIn(tx, deviceId);
       if (outcome.state === "installed" || outcome.state === "failed") {
