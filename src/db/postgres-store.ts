@@ -61,7 +61,13 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
     engine: "postgres",
     query,
     transact: async (fn, options) => {
-      const result = await transact(query, fn);
+      const tables = options?.serialOn ?? [];
+      // Taken before the first read: the transaction's snapshot begins once the writers before it committed.
+      const lock = tables.length === 0 ? undefined : sql`LOCK TABLE ${sql.join(tables.map((name) => sql.table(name)))} IN SHARE ROW EXCLUSIVE MODE`;
+      const result = await transact(query, async (tx) => {
+        if (lock) await lock.execute(tx);
+        return fn(tx);
+      });
       options?.committed?.();
       return result;
     },

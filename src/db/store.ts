@@ -48,6 +48,14 @@ export interface TransactOptions {
    * PostgreSQL once COMMIT returned. Not called when it did not commit.
    */
   committed?: () => void;
+  /**
+   * Tables whose other writers the transaction waits for instead of conflicting with: one that
+   * many clients run at once and that reads a whole table (a bound on its rows, its next number)
+   * would otherwise be aborted and run again by PostgreSQL until its attempts ran out. PostgreSQL
+   * takes a lock on them before the transaction's first read; the embedded engine's transactions
+   * are serial already.
+   */
+  serialOn?: ReadonlyArray<keyof Tables & string>;
 }
 
 export interface Store {

@@ -138,11 +138,12 @@ test("retries: tried retries + 1 times, then held out; completed_with_failures; 
     await untilDeployment(server, d2, (v) => v.status === "completed_with_failures", 20_000, "deployment 2 completed with failures");
     const last = (await members(d2)).get(id(failing))!;
     assert.deepEqual([last.state, last.attempt, last.reason], ["failed", 1, "install command exited with 3"]);
-    for (const agent of good) assert.equal(agent.softwareVersion, "v3");
+    const ended = JSON.stringify([...(await members(d2)).values()]);
+    for (const agent of good) assert.equal(agent.softwareVersion, "v3", `device ${id(agent)}: ${ended}; its history: ${JSON.stringify(await history(agent))}`);
     // Neither failed device is offered v3 again by the group's policy.
     await sleep(1000);
-    assert.equal((await history(stuck)).filter((h) => h.deployment === d2).length, 1);
-    assert.equal((await history(failing)).filter((h) => h.deployment === d2).length, 1);
+    assert.equal((await history(stuck)).filter((h) => h.deployment === d2).length, 1, JSON.stringify(await history(stuck)));
+    assert.equal((await history(failing)).filter((h) => h.deployment === d2).length, 1, JSON.stringify(await history(failing)));
   } finally {
     await Promise.all(agents.map((a) => a.stop()));
     await server.close();

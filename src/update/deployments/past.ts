@@ -40,10 +40,12 @@ export class PastOutcomes {
   /** An `installed` or `failed` outcome of `deviceId`: a history row, or dropped. Resolves once durable. */
   async record(deviceId: number, outcome: Outcome): Promise<void> {
     const at = isoTime(this.ctx.clock.now());
+    // A device past its allowance has every outcome dropped, whatever it answers: a flood costs no transaction.
+    if (this.rate.spent(deviceId)) return this.drop(deviceId, `more than ${OUTCOMES_PER_MINUTE} a minute`);
     // What the device owes is read in the transaction that records it: another report may end the same offer meanwhile.
-    const dropped = await this.ctx.store.transact(async (tx) => {
+    const decided = await this.ctx.store.transact(async (tx): Promise<{ dropped?: string; counted: boolean }> => {
       // A copy of a report whose attempt recorded it meanwhile (the caller's check came before that commit).
-      if (outcome.reportId !== undefined && (await reportApplied(tx, deviceId, outcome.reportId))) return undefined;
+      if (outcome.reportId !== undefined && (await reportApplied(tx, deviceId, outcome.reportId))) return { counted: false };
       const row = await latestMembership(tx, deviceId, outcome.deployment);
       // Its deployment ended while it installed that deployment's version (an abort cannot stop an install).
       const ended =
@@ -51,11 +53,12 @@ export class PastOutcomes {
       // The group's policy offered this version (its progress record is open); a report naming a deployment answers no policy offer.
       const offered = (await getProgress(tx, deviceId))?.version === outcome.version;
       const open = ended !== undefined || (offered && outcome.deployment === undefined);
-      if (!open && outcome.state !== "installed") return "it answers no open offer";
-      if (this.rate.take(deviceId, 1)) return `more than ${OUTCOMES_PER_MINUTE} a minute`;
+      if (!open && outcome.state !== "installed") return { dropped: "it answers no open offer", counted: false };
+      // Only looked at here: the allowance is taken once committed, as a transaction that PostgreSQL runs again must not take it twice.
+      if (this.rate.spent(deviceId)) return { dropped: `more than ${OUTCOMES_PER_MINUTE} a minute`, counted: false };
       // Installed, once: the newest row says so already (a report sent again, or a flood).
       const newest = await newestHistory(tx, deviceId);
-      if (!open && newest && newest.to_version === outcome.version && newest.outcome === "installed") return undefined;
+      if (!open && newest && newest.to_version === outcome.version && newest.outcome === "installed") return { counted: true };
       // An earlier attempt of a deployment the report names is history of that deployment.
       const of = ended ?? (outcome.deployment !== undefined ? row : undefined);
       if (offered) await this.progress.endIn(tx, deviceId);
@@ -76,9 +79,10 @@ export class PastOutcomes {
         const done = outcome.state === "installed" ? "installed" : "failed";
         await updateMember(tx, ended.deployment_id, deviceId, { state: done, at, reason: outcome.reason, output: outcome.output });
       }
-      return undefined;
+      return { counted: true };
     });
-    if (dropped !== undefined) this.drop(deviceId, dropped);
+    if (decided.counted) this.rate.take(deviceId, 1);
+    if (decided.dropped !== undefined) this.drop(deviceId, decided.dropped);
   }
 
   /** Counts an outcome dropped, and says so in the log at most once a minute. */

@@ -900,10 +900,16 @@ export class DeploymentService implements Steering {
     await this.current();
     const deviceId = conn.deviceId;
     // A report sent again (its acknowledgement was lost) that made its history row changes nothing:
-    // an intermediate hop's `installed` would otherwise move the device back to `offered`.
-    if (outcome.reportId !== undefined && (await reportApplied(this.store.query, deviceId, outcome.reportId))) return;
-    const member = this.index.get(deviceId);
-    if (member && answers(member, outcome)) return this.attemptOutcome(conn, member, outcome);
+    // an intermediate hop's `installed` would otherwise move the device back to `offered`. Asked
+    // only of a report that answers an attempt: the others' recording checks it in its own
+    // transaction, and a flood of them past the device's allowance costs no query.
+    const answering = () => {
+      const member = this.index.get(deviceId);
+      return member && answers(member, outcome) ? member : undefined;
+    };
+    if (outcome.reportId !== undefined && answering() && (await reportApplied(this.store.query, deviceId, outcome.reportId))) return;
+    const member = answering();
+    if (member) return this.attemptOutcome(conn, member, outcome);
     if (outcome.state === "installed" || outcome.state === "failed") await this.past.record(deviceId, outcome);
   }
 
@@ -942,6 +948,8 @@ export class DeploymentService implements Steering {
       const { tx } = step;
       // What this report decides was decided on the device's state as it was: another report (or a timeout) that moved it first wins.
       if (this.index.get(deviceId) !== member || member.state !== before.state || member.attempt !== before.attempt || member.failures !== before.failures || member.offeredVersion !== before.offeredVersion) return false;
+      // Read again in the transaction that records it: a copy of the report recorded meanwhile (sent again on another socket) conflicts with this one.
+      if (outcome.reportId !== undefined && (await reportApplied(tx, deviceId, outcome.reportId))) return false;
       await this.move(step, deviceId, member, change);
       if (outcome.state !== "installing") await this.progressRecords.endIn(tx, deviceId);
       if (outcome.state === "installed" || outcome.state === "failed") {
@@ -1120,7 +1128,6 @@ export class DeploymentService implements Steering {
       const counts = this.startedCounts(run);
       const status = endStatus(counts);
       await this.setRow(step, run, run.row.id, { status, finished: at, pause_reason: null }, at);
-      this.forget(run, step);
       const before = (await groupPolicy(tx, run.row.group_id)) ?? null;
       await setPolicyIn(tx, run.row.group_id, policy);
       const target = `deployment:${run.row.id}`;
@@ -1129,6 +1136,9 @@ export class DeploymentService implements Steering {
       return status;
     }));
     if (status === undefined) return;
+    // Out of memory only now: until the new policy is committed, a check of its devices must find
+    // them finished here (held), not answered by the group's earlier policy.
+    this.forget(run);
     this.ctx.log.info(`deployment ${run.row.id}: ${status}; group ${run.row.group_id} policy is ${policy}`);
     this.publishRun(run.row);
   }

@@ -100,6 +100,7 @@ export async function admitDevice(
   const device = await getDeviceByMac(ctx.store.query, mac);
   if (device && device.key_fingerprint === key.fingerprint) return accepted(device);
 
+  // Waiting devices ask again and again, and each request counts the whole table: one at a time.
   const approved = await ctx.store.transact(async (tx) => {
     // Read again with the registration's write: an approval that committed since must not leave a pending row behind.
     const meanwhile = await getDeviceByMac(tx, mac);
@@ -156,6 +157,6 @@ export async function admitDevice(
       )
       .execute();
     return undefined;
-  });
+  }, { serialOn: ["registrations"] });
   return approved ? accepted(approved) : { status: "pending" };
 }

@@ -176,7 +176,7 @@ export async function approveRegistration(
     });
     await recordAudit(tx, actor, "device.approve", `device:${id}`, { mac, key: reg.key_fingerprint });
     return { device_id: id, outcome: "created" as const };
-  });
+  }, { serialOn: ["registrations"] });
   // The earlier key's tokens and socket end now: the gate forgets the old key.
   if (result.outcome === "rekeyed") hooks.keyChanged({ id: result.device_id, mac_address: mac });
   return result;
