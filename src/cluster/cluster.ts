@@ -44,7 +44,7 @@ export interface Cluster {
 }
 
 /** What nodes tell each other: a cache gone stale (`*_changed`), work for the node that runs a job. */
-export type Topic = "deployments_changed" | "catalog_changed" | "deltas_changed" | "test_run_queued" | "test_run_changed" | "device_event" | "device_control";
+export type Topic = "deployments_changed" | "catalog_changed" | "deltas_changed" | "device_gate_changed" | "test_run_queued" | "test_run_changed" | "device_event" | "device_control";
 
 /** Another node as this one reaches it. */
 export interface PeerNode {

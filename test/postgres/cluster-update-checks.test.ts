@@ -1,6 +1,6 @@
 /*
  * Update checks on two nodes of one PostgreSQL: what a check answers from memory (the catalog of
- * groups, the deltas) follows the changes made on the other node.
+ * groups, the deltas, the devices the token gate knows) follows the changes made on the other node.
  */
 import { strict as assert } from "node:assert";
 import { after, before, test } from "node:test";
@@ -55,6 +55,32 @@ test("a delta made and a policy changed on one node are answered by the other no
 
     assert.equal((await a.call("POST", `/api/v2/groups/${group}/policy`, { policy: "no_update," })).status, 200);
     await waitFor(async () => (await check(b)).status === 204 || undefined, 5000, "node b answering the group's new policy");
+  } finally {
+    await b.close();
+    await a.close();
+  }
+});
+
+test("a device deleted on one node: its token is refused by the other node's gate, which had let it in", async () => {
+  const url = await postgres.createDatabase("gate");
+  const a = await node(url, "node-a");
+  const b = await node(url, "node-b", a.dataDir);
+  try {
+    const device = await registerDevice(a);
+    const check = async (server: TestServer) =>
+      (
+        await fetch(`${server.url}/api/v1/update/check`, {
+          method: "POST",
+          headers: { "content-type": "application/json", authorization: `Bearer token=${device.token}` },
+          body: JSON.stringify({ "svc.software.version": "c1", "svc.hardware.devtype": "board", "svc.hardware.macaddr": device.client.mac }),
+        })
+      ).status;
+    // Node b's gate remembers the device from its first check.
+    assert.equal(await check(b), 204);
+    assert.equal(await check(b), 204);
+    assert.equal((await a.call("DELETE", `/api/v2/devices/${device.id}`)).status, 200);
+    assert.equal(await check(a), 401);
+    await waitFor(async () => (await check(b)) === 401 || undefined, 5000, "node b refusing the deleted device's token");
   } finally {
     await b.close();
     await a.close();

@@ -23,7 +23,7 @@ const MAX_KNOWN = 100_000;
  * request that follows an answer of this turn is read (one statement per second they name). A
  * device read while it was deleted or re-keyed is answered from that read but not remembered.
  */
-export function createDeviceGate(ctx: Pick<AppContext, "clock" | "log" | "onShutdown" | "store">, hooks: DeviceHooks): (identity: DeviceIdentity) => boolean | Promise<boolean> {
+export function createDeviceGate(ctx: Pick<AppContext, "clock" | "cluster" | "log" | "onShutdown" | "store">, hooks: DeviceHooks): (identity: DeviceIdentity) => boolean | Promise<boolean> {
   /** Device id -> its MAC, key fingerprint and the last_access last written (or read) for it. */
   let known = new Map<number, { mac: string; key: string; lastAccess: string | null }>();
   let epoch = ctx.store.epoch;
@@ -37,12 +37,20 @@ export function createDeviceGate(ctx: Pick<AppContext, "clock" | "log" | "onShut
     known.delete(id);
     pending.delete(id);
   };
+  /** Forgotten here, and on the other nodes of a cluster (each remembers the devices it saw). */
+  const forgetEverywhere = (id: number) => {
+    forget(id);
+    ctx.cluster.publish("device_gate_changed", id);
+  };
+  ctx.cluster.on("device_gate_changed", (id) => {
+    if (typeof id === "number") forget(id);
+  });
   // Forgotten at once (harmless if the deletion rolls back) and again once committed, for a read that overlapped it.
   hooks.onDeleted(async (_tx, device) => {
     forget(device.id);
-    return () => forget(device.id);
+    return () => forgetEverywhere(device.id);
   });
-  hooks.onRekeyed((device) => forget(device.id));
+  hooks.onRekeyed((device) => forgetEverywhere(device.id));
   ctx.onShutdown.push(() => flush());
 
   function flush(): void {
