@@ -10,7 +10,7 @@ import type { AppContext } from "../../app/context.ts";
 import { LogRate } from "../logs/logs.ts";
 import { getProgress, type UpdateProgress } from "../progress/progress.ts";
 import type { DeviceState, Outcome } from "./schema.ts";
-import { addHistory, latestMembership, newestHistory, reportApplied, trimHistory, updateMember } from "./store.ts";
+import { addHistory, attemptAnswered, latestMembership, newestHistory, reportApplied, trimHistory, updateMember } from "./store.ts";
 import { isoTime } from "../../util/time.ts";
 
 /** Outcomes outside a current attempt a device may have recorded per minute (beyond: dropped, counted). */
@@ -46,6 +46,10 @@ export class PastOutcomes {
     const decided = await this.ctx.store.transact(async (tx): Promise<{ dropped?: string; counted: boolean }> => {
       // A copy of a report whose attempt recorded it meanwhile (the caller's check came before that commit).
       if (outcome.reportId !== undefined && (await reportApplied(tx, deviceId, outcome.reportId))) return { counted: false };
+      // A second install of one offer (the device checked again while its first report was recorded) tells nothing new.
+      if (outcome.deployment !== undefined && outcome.attempt !== undefined && (await attemptAnswered(tx, deviceId, outcome.deployment, outcome.attempt, outcome.version))) {
+        return { dropped: `attempt ${outcome.attempt} of deployment ${outcome.deployment} has its outcome already`, counted: false };
+      }
       const row = await latestMembership(tx, deviceId, outcome.deployment);
       // Its deployment ended while it installed that deployment's version (an abort cannot stop an install).
       const ended =

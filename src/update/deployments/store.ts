@@ -387,6 +387,20 @@ export function attemptHistoryId(q: Queries, deviceId: number, deploymentId: num
     .then((row) => row?.id);
 }
 
+/** Whether an attempt's history already answers a report of `version`: its failure, or `version` installed in it. */
+export async function attemptAnswered(q: Queries, deviceId: number, deploymentId: number, attempt: number, version: string): Promise<boolean> {
+  const row = await q
+    .selectFrom("update_history")
+    .select("id")
+    .where("device_id", "=", deviceId)
+    .where("deployment_id", "=", deploymentId)
+    .where("attempt", "=", attempt)
+    .where((eb) => eb.or([eb("outcome", "=", "failed"), eb("to_version", "=", version)]))
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
 /** Keeps a device's newest `keep` history rows. */
 export async function trimHistory(tx: Tx, deviceId: number, keep: number): Promise<void> {
   const edge = await tx.selectFrom("update_history").select("id").where("device_id", "=", deviceId).orderBy("id", "desc").limit(1).offset(keep).executeTakeFirst();
