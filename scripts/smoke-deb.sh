@@ -17,7 +17,7 @@ for deb in dist/labgate_"$VERSION"_*.deb; do
   lintian --fail-on error "$deb" 2>&1 | sed "s#^#lintian $(basename "$deb"): #"
 done
 
-trap 'kill "${PID:-0}" 2> /dev/null || true; dpkg --purge labgate > /dev/null 2>&1 || true' EXIT
+trap '[ -z "${PID:-}" ] || kill "$PID" 2> /dev/null || true; dpkg --purge labgate > /dev/null 2>&1 || true' EXIT
 dpkg -i "$DEB"
 dpkg -L labgate | grep -qx /usr/bin/labgate
 /usr/bin/labgate version

@@ -27,7 +27,8 @@ runner() {
 }
 
 WORK="$(mktemp -d)"
-trap 'kill -9 "${PID:-0}" "${AGENT:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+# Only the processes it started: `kill 0` (an unset PID) would kill the caller's whole process group.
+trap 'for p in ${PID:-} ${AGENT:-}; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
 cp "$SERVER_BIN" "$WORK/labgate"
 cp "$AGENT_BIN" "$WORK/labgate-agent"
 cd "$WORK"
@@ -82,7 +83,9 @@ api /api/whoami | grep -q '"sub":"admin"'
 PAGE="$(curl -sf "$URL/")"
 echo "$PAGE" | grep -q '<div id="app">' || { echo "console page not served"; exit 1; }
 SCRIPT="$(echo "$PAGE" | sed -n 's/.*<script type="module" src="\([^"]*\)".*/\1/p')"
-curl -sf -o /dev/null -w "console: %{http_code} %{content_type} $SCRIPT\n" "$URL$SCRIPT" | tee /dev/stderr | grep -q "^console: 200 text/javascript"
+CONSOLE="$(curl -sf -o /dev/null -w "console: %{http_code} %{content_type} $SCRIPT" "$URL$SCRIPT")"
+echo "$CONSOLE"
+echo "$CONSOLE" | grep -q "^console: 200 text/javascript" || { echo "console script not served"; exit 1; }
 
 # Uploads test config file $1 and runs it to the end: sets STATUS and REPORT (its rows, JSON).
 run_config() {

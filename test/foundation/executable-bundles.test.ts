@@ -65,3 +65,16 @@ test("the server's main bundle holds no S3 client: aws4fetch and the S3 driver a
   assert.ok((await inputs("storage/s3-part.ts")).some(s3Side), "the part's bundle holds them: the pattern finds them");
   assert.deepEqual((await inputs("main.ts", { LABGATE_MAIN_BUNDLE: "true" })).filter(s3Side), []);
 });
+
+test("no bundle the executable runs keeps a dynamic import(): the executable runs them as CommonJS with a code cache, where import() throws (a lazy built-in is process.getBuiltinModule)", async () => {
+  const entries = ["launch/launch.ts", "main.ts", "db/postgres-part.ts", "storage/s3-part.ts", "db/checkpoint-worker.ts", "agent/main.ts", "agent/config-reader.ts", "agent/test-engine.ts"];
+  const DYNAMIC_IMPORT = /\bimport\(\s*["'`]/;
+  assert.match('x=await import("node:readline")', DYNAMIC_IMPORT, "the pattern finds one");
+  const kept: string[] = [];
+  for (const entry of entries) {
+    const text = await bundled(entry, entry.startsWith("agent/") ? "agent" : "server");
+    const found = text.match(new RegExp(`.{0,60}${DYNAMIC_IMPORT.source}.{0,60}`));
+    if (found) kept.push(`${entry}: ${found[0]}`);
+  }
+  assert.deepEqual(kept, []);
+});

@@ -181,8 +181,11 @@ export class ReportWriter {
 /** What a row says beyond its CSV cells (ReportRow's `name`, `board`, `output`). */
 export type RowDetails = Partial<Record<"name" | "board" | "output", string>>;
 
-/** A stream's lines; node:readline is loaded with the first report read, which no start makes. */
-const linesOf = async (input: Readable) => (await import("node:readline")).createInterface({ input, crlfDelay: Infinity });
+/**
+ * A stream's lines; node:readline is loaded with the first report read, which no start makes
+ * (through getBuiltinModule: the executable's bundle has no dynamic import()).
+ */
+const linesOf = (input: Readable) => process.getBuiltinModule("node:readline").createInterface({ input, crlfDelay: Infinity });
 
 /**
  * The details of a report's rows, in their order, only those of the devices `keep` accepts (all
@@ -193,7 +196,7 @@ export async function* openReportDetails(path: string, keep?: (device: number) =
   if (!file) return;
   const stream = file.createReadStream();
   try {
-    for await (const line of await linesOf(stream)) {
+    for await (const line of linesOf(stream)) {
       let parsed: unknown;
       try {
         parsed = JSON.parse(line);
@@ -232,7 +235,7 @@ export async function openReportCsv(path: string, filter?: { index: string; keep
     let position = -1;
     let start = 0;
     let length = 0;
-    for await (const line of await linesOf(index)) {
+    for await (const line of linesOf(index)) {
       if (position < 0) {
         const header = Number(line);
         position = length = Number.isSafeInteger(header) && header > 0 ? header : 0;
