@@ -36,6 +36,8 @@ const GRID: Record<string, string> = {
   "GET /api/v1/cluster": "401 401 403 ok 403 ok",
   "POST /api/v1/cluster/actions": "401 401 403 403 403 400",
   "POST /api/v1/cluster/files": "401 401 403 403 403 400",
+  // On the embedded engine there is no cluster to join: 404 for the admin too.
+  "POST /api/v1/cluster/join": "401 401 403 403 403 404",
   "GET /api/v1/cluster/devices/{mac}/actions": "401 401 403 403 403 403",
   "POST /api/v1/cluster/test-shares": "401 401 403 403 403 400",
   "POST /api/v1/cluster/test-messages": "401 401 403 403 403 400",
