@@ -19,6 +19,14 @@ after(async () => {
 });
 
 
+/** An update check of `device` on `server`, as the device running c1 on a board makes it. */
+const checkOn = (server: TestServer, device: { token: string; client: { mac: string } }) =>
+  fetch(`${server.url}/api/v1/update/check`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer token=${device.token}` },
+    body: JSON.stringify({ "svc.software.version": "c1", "svc.hardware.devtype": "board", "svc.hardware.macaddr": device.client.mac }),
+  });
+
 test("a delta made and a policy changed on one node are answered by the other node's update checks", async () => {
   const url = await postgres.createDatabase("checks");
   const a = await node(url, "node-a");
@@ -26,11 +34,7 @@ test("a delta made and a policy changed on one node are answered by the other no
   try {
     const device = await registerDevice(a);
     const check = async (server: TestServer) => {
-      const res = await fetch(`${server.url}/api/v1/update/check`, {
-        method: "POST",
-        headers: { "content-type": "application/json", authorization: `Bearer token=${device.token}` },
-        body: JSON.stringify({ "svc.software.version": "c1", "svc.hardware.devtype": "board", "svc.hardware.macaddr": device.client.mac }),
-      });
+      const res = await checkOn(server, device);
       const text = await res.text();
       return { status: res.status, text, body: text ? (JSON.parse(text) as { id: number; delta?: { id: number } }) : undefined };
     };
@@ -67,14 +71,7 @@ test("a device deleted on one node: its token is refused by the other node's gat
   const b = await node(url, "node-b", a.dataDir);
   try {
     const device = await registerDevice(a);
-    const check = async (server: TestServer) =>
-      (
-        await fetch(`${server.url}/api/v1/update/check`, {
-          method: "POST",
-          headers: { "content-type": "application/json", authorization: `Bearer token=${device.token}` },
-          body: JSON.stringify({ "svc.software.version": "c1", "svc.hardware.devtype": "board", "svc.hardware.macaddr": device.client.mac }),
-        })
-      ).status;
+    const check = async (server: TestServer) => (await checkOn(server, device)).status;
     // Node b's gate remembers the device from its first check.
     assert.equal(await check(b), 204);
     assert.equal(await check(b), 204);
