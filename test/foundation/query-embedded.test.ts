@@ -165,7 +165,7 @@ describe("the query layer over the embedded database", () => {
     await db.close();
   });
 
-  test("a query on the store from inside one of its transactions fails at once instead of waiting for itself", async () => {
+  test("a query or a transaction on the store from inside one of its transactions fails at once instead of waiting for itself", async () => {
     const dir = tempDir();
     const db = await Database.open(dir);
     await db.write((tx) => void tx.run("CREATE TABLE items (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE, n INTEGER NOT NULL DEFAULT 0)"));
@@ -188,6 +188,14 @@ describe("the query layer over the embedded database", () => {
       /inside one of its own transactions/,
     );
     await waiting;
+    // A transaction opened on the store from inside one fails the same way instead of waiting.
+    await assert.rejects(
+      store.transact(async (tx) => {
+        await (tx as unknown as Kysely<Tables>).insertInto("items").values({ name: "d" }).execute();
+        await store.transact(async (inner) => void (await (inner as unknown as Kysely<Tables>).insertInto("items").values({ name: "e" }).execute()));
+      }),
+      /inside one of its own transactions/,
+    );
     assert.deepEqual((await k.selectFrom("items").select("name").orderBy("name").execute()).map((r) => r.name), ["b", "c"]);
     await store.close();
     await db.close();

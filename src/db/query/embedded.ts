@@ -26,6 +26,8 @@ import type { Database, OpenTransaction, SqlParam } from "../database.ts";
  */
 const runningIn = new AsyncLocalStorage<{ db: Database; open: boolean; committed?: () => void }>();
 
+const NESTED = "a query or transaction on the store inside one of its own transactions would wait for that transaction: query through its tx";
+
 /** Calls of `inTransactionOf` not yet settled. */
 let transactionsRunning = 0;
 
@@ -37,6 +39,8 @@ let transactionsRunning = 0;
  * transactions need no context.
  */
 export async function inTransactionOf<T>(db: Database, fn: () => Promise<T>, committed?: () => void): Promise<T> {
+  const outer = runningIn.getStore();
+  if (outer?.open && outer.db === db) throw new Error(NESTED);
   transactionsRunning++;
   try {
     return await runningIn.run({ db, open: false, committed }, fn);
@@ -129,7 +133,7 @@ class EmbeddedDriver implements Driver {
 
   async acquireConnection(): Promise<DatabaseConnection> {
     const running = runningIn.getStore();
-    if (running?.open && running.db === this.db) throw new Error("a query on the store inside one of its own transactions would wait for that transaction: query through its tx");
+    if (running?.open && running.db === this.db) throw new Error(NESTED);
     await this.db.connection.acquire();
     return new EmbeddedConnection(this.db);
   }
