@@ -152,8 +152,8 @@ const GRID: Record<string, string> = {
   "GET /api/v1/logs/device/{id}": "401 401 404 ok ok ok",
   "GET /api/v1/logs/group/{id}": "401 401 404 ok ok ok",
   "DELETE /api/v1/logs/device/{id}": "401 401 403 403 ok ok",
-  // Group-wide: it deletes only the entries of devices the caller may update (none for a reader), and says 200.
-  "DELETE /api/v1/logs/group/{id}": "401 401 404 ok ok ok",
+  // Group-wide: it deletes the entries of the devices the caller may update; a caller who may update none is refused.
+  "DELETE /api/v1/logs/group/{id}": "401 401 404 403 ok ok",
   "GET /api/v1/logs/{id}": "401 401 404 ok ok ok",
   "DELETE /api/v1/logs/{id}": "401 401 404 403 ok ok",
   "GET /api/v2/devices/{id}/power": "401 401 404 ok ok ok",

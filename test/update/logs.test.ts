@@ -181,6 +181,10 @@ test("device logs: scopes and per-user permissions like other device data", () =
     await server.request("/api/v1/permissions", { method: "POST", token: admin, json: { user_id: "alice", resource: "group", resource_id: group.id, permission: "read" } });
     // Group read propagates to its devices (2.7): alice now sees both devices' logs.
     assert.equal((await json<Log[]>(server.request(`/api/v1/logs/group/${group.id}`, { token: alice }))).length, 4);
+    // Reading is not updating: a group delete by a caller who may update none of its devices is refused, and deletes nothing.
+    assert.equal((await server.request(`/api/v1/logs/group/${group.id}`, { method: "DELETE", token: alice })).status, 403);
+    assert.equal((await server.request(`/api/v1/logs/group/${group.id}`, { method: "DELETE", token: ro })).status, 403);
+    assert.equal((await json<Log[]>(server.request(`/api/v1/logs/group/${group.id}`, { token: admin }))).length, 4);
     assert.equal((await grant("update")).status, 200);
     assert.equal((await server.request(`/api/v1/logs/group/${group.id}`, { method: "DELETE", token: alice })).status, 200);
     assert.equal((await json<Log[]>(logsOf(mine.id, admin))).length, 0);

@@ -10,10 +10,14 @@
  */
 import { recordAudit, type Actor } from "../../audit/audit.ts";
 import { sql, type Expression, type Selectable, type SqlBool } from "kysely";
+import type { Identity } from "../../app/context.ts";
 import type { Queries, Store } from "../../db/store.ts";
 import type { DeviceLogsTable } from "../../db/schema.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { deviceExists } from "../devices/devices.ts";
+import { countDevices, deviceExists } from "../devices/devices.ts";
+import { GROUP_NOT_FOUND, getGroup, memberFilter } from "../groups/groups.ts";
+import { allowed, authorize, MSG_FORBIDDEN, permissionFilter } from "../permissions/permissions.ts";
+import type { Permission } from "../permissions/schema.ts";
 import { isoTime, rfc822 } from "../../util/time.ts";
 import { MAX_ENTRY_BYTES, type Log, type LogInput } from "./schema.ts";
 
@@ -126,7 +130,45 @@ export type DeviceScope = Expression<SqlBool>;
 export const oneDevice = (id: number): DeviceScope => sql<SqlBool>`d.id = ${id}`;
 
 /** The devices both scopes cover (the second absent: all of the first's). */
-export const bothScopes = (a: DeviceScope, b: DeviceScope | undefined): DeviceScope => (b ? sql<SqlBool>`(${a}) AND (${b})` : a);
+const bothScopes = (a: DeviceScope, b: DeviceScope | undefined): DeviceScope => (b ? sql<SqlBool>`(${a}) AND (${b})` : a);
+
+const LOG_NOT_FOUND = "log does not exist";
+const DEVICE_NOT_FOUND = "device does not exist";
+
+/** One device's logs, once `identity` holds `perm` on it; a missing device is a 404 for admins too. */
+export async function deviceLogScope(q: Queries, identity: Identity, deviceId: number, perm: Permission): Promise<DeviceScope> {
+  await authorize(q, identity, "device", deviceId, perm);
+  if (!(await deviceExists(q, deviceId))) throw new LabgateError("not_found", DEVICE_NOT_FOUND);
+  return oneDevice(deviceId);
+}
+
+/**
+ * The logs of the group's devices on which `identity` holds `perm` (the group itself must be
+ * visible). A delete by a caller who may update none of them is refused, not answered as a delete
+ * of nothing.
+ */
+export async function groupLogScope(q: Queries, identity: Identity, groupId: number, perm: Permission): Promise<DeviceScope> {
+  await authorize(q, identity, "group", groupId, "read");
+  if (!(await getGroup(q, groupId))) throw new LabgateError("not_found", GROUP_NOT_FOUND);
+  const filter = permissionFilter(identity, "device", "d", perm);
+  const scope = bothScopes(memberFilter(groupId), filter);
+  if (perm !== "read" && filter && !(await allowed(q, identity, "group", groupId, perm)) && (await countDevices(q, scope)) === 0) throw new LabgateError("forbidden", MSG_FORBIDDEN);
+  return scope;
+}
+
+/** One entry `identity` may read (`read` on its device); a hidden one looks missing. */
+export async function readableLog(q: Queries, identity: Identity, id: number): Promise<Log> {
+  const log = await getLog(q, id);
+  if (!log || !(await allowed(q, identity, "device", log.device_id, "read"))) throw new LabgateError("not_found", LOG_NOT_FOUND);
+  return log;
+}
+
+/** Deletes one entry `identity` may update (`update` on its device). */
+export async function removeLog(store: Store, identity: Identity, id: number, actor: Actor): Promise<void> {
+  const log = await readableLog(store.query, identity, id);
+  await authorize(store.query, identity, "device", log.device_id, "update");
+  if (!(await deleteLog(store, log, actor))) throw new LabgateError("not_found", LOG_NOT_FOUND);
+}
 
 /** The entries (alias `l`) of the devices in scope that match `filter`. */
 const matching = (devices: DeviceScope, filter: LogFilter): Expression<SqlBool> => {
@@ -196,12 +238,12 @@ export function deleteLogs(store: Store, devices: DeviceScope, filter: LogFilter
   });
 }
 
-export async function getLog(q: Queries, id: number): Promise<Log | undefined> {
+async function getLog(q: Queries, id: number): Promise<Log | undefined> {
   const row = await q.selectFrom("device_logs").selectAll().where("id", "=", id).executeTakeFirst();
   return row && toV1(row);
 }
 
-export function deleteLog(store: Store, log: { id: number; device_id: number }, actor: Actor): Promise<boolean> {
+function deleteLog(store: Store, log: { id: number; device_id: number }, actor: Actor): Promise<boolean> {
   return store.transact(async (tx) => {
     const { numDeletedRows } = await tx.deleteFrom("device_logs").where("id", "=", log.id).executeTakeFirst();
     if (numDeletedRows === 0n) return false;

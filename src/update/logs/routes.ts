@@ -5,18 +5,13 @@ import type { AppContext, AppEnv } from "../../app/context.ts";
 import * as z from "zod";
 import { errors, jsonBody, ok, objectRefusals, route, type RouteHandler } from "../../http/openapi.ts";
 import { LabgateError } from "../../util/errors.ts";
-import { getDevice } from "../devices/devices.ts";
-import { GROUP_NOT_FOUND, getGroup, memberFilter } from "../groups/groups.ts";
-import { allowed, authorize, permissionFilter } from "../permissions/permissions.ts";
 import type { Permission } from "../permissions/schema.ts";
 import { pathId } from "../validation.ts";
 import { jsonArrayReply } from "../../http/json-array.ts";
-import { appendLogs, bothScopes, checkEntrySizes, countLogs, deleteLog, deleteLogs, getLog, logPages, LogRate, oneDevice, queryLogs, type DeviceScope } from "./logs.ts";
+import { appendLogs, checkEntrySizes, countLogs, deleteLogs, deviceLogScope, groupLogScope, logPages, LogRate, queryLogs, readableLog, removeLog, type DeviceScope } from "./logs.ts";
 import { Log, LogBatch, LogDeleteQuery, LogFilterQuery, MAX_ENTRY_BYTES } from "./schema.ts";
 import { dateOf } from "../../util/time.ts";
 
-const LOG_NOT_FOUND = "log does not exist";
-const DEVICE_NOT_FOUND = "device does not exist";
 const TOTAL = { "X-Total-Count": "how many entries match before paging" };
 const tag = "logs";
 
@@ -65,23 +60,8 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     },
   );
 
-  /** One device, after the permission check; a missing one is a 404 for admins too. */
-  const deviceScope = async (c: Context<AppEnv>, perm: Permission): Promise<DeviceScope> => {
-    const id = pathId(c.req.param("id"), "device");
-    await authorize(store.query, c.get("identity"), "device", id, perm);
-    if (!(await getDevice(store.query, id))) throw new LabgateError("not_found", DEVICE_NOT_FOUND);
-    return oneDevice(id);
-  };
-
-  /** The group's devices on which the caller holds `perm` (the group itself must be visible). */
-  const groupScope = async (c: Context<AppEnv>, perm: Permission): Promise<DeviceScope> => {
-    const id = pathId(c.req.param("id"), "group");
-    const identity = c.get("identity");
-    await authorize(store.query, identity, "group", id, "read");
-    if (!(await getGroup(store.query, id))) throw new LabgateError("not_found", GROUP_NOT_FOUND);
-    const filter = permissionFilter(identity, "device", "d", perm);
-    return bothScopes(memberFilter(id), filter);
-  };
+  const deviceScope = (c: Context<AppEnv>, perm: Permission): Promise<DeviceScope> => deviceLogScope(store.query, c.get("identity"), pathId(c.req.param("id"), "device"), perm);
+  const groupScope = (c: Context<AppEnv>, perm: Permission): Promise<DeviceScope> => groupLogScope(store.query, c.get("identity"), pathId(c.req.param("id"), "group"), perm);
 
   /** A list with X-Total-Count: one page with limit or offset, else every entry, streamed. */
   const listed = (what: string) => ({
@@ -110,23 +90,14 @@ export function logsRoutes(ctx: AppContext, auth: Auth): Hono<AppEnv> {
     return c.json({});
   });
 
-  /** A single entry: hidden (no read on its device) looks missing. */
-  const visibleLog = async (c: Context<AppEnv>) => {
-    const log = await getLog(store.query, pathId(c.req.param("id"), "log"));
-    if (!log || !(await allowed(store.query, c.get("identity"), "device", log.device_id, "read"))) throw new LabgateError("not_found", LOG_NOT_FOUND);
-    return log;
-  };
-
   route(
     app,
     { method: "get", path: "/api/v1/logs/:id{[0-9]+}", tag, access: "management", summary: "One log entry", responses: { 200: ok(Log, "OK"), ...objectRefusals } },
     mgmt,
-    async (c) => c.json(await visibleLog(c)),
+    async (c) => c.json(await readableLog(store.query, c.get("identity"), pathId(c.req.param("id"), "log"))),
   );
   route(app, { method: "delete", path: "/api/v1/logs/:id{[0-9]+}", tag, access: "management", summary: "Delete one log entry", responses: { 200: ok(), ...objectRefusals } }, mgmt, async (c) => {
-    const log = await visibleLog(c);
-    await authorize(store.query, c.get("identity"), "device", log.device_id, "update");
-    if (!(await deleteLog(store, log, actorOf(c, ctx.clock)))) throw new LabgateError("not_found", LOG_NOT_FOUND);
+    await removeLog(store, c.get("identity"), pathId(c.req.param("id"), "log"), actorOf(c, ctx.clock));
     return c.json({});
   });
 
