@@ -4,9 +4,11 @@ import { connect } from "node:net";
 /**
  * Sends `request` (raw bytes: a request line, headers and maybe a body) on a fresh TCP connection
  * to `url` and resolves with everything the server wrote before it closed the connection, or
- * what came within `idleMs` of silence (then the client closes: `closedByServer` is false).
+ * what came within `idleMs` of silence (then the client closes: `closedByServer` is false). The
+ * default waits as long as a loaded machine may take to answer a whole request; a caller that
+ * expects silence (a request the server must wait on) names its own shorter wait.
  */
-export function rawRequest(url: string, request: string | Buffer, idleMs = 2000): Promise<{ text: string; closedByServer: boolean }> {
+export function rawRequest(url: string, request: string | Buffer, idleMs = 30_000): Promise<{ text: string; closedByServer: boolean }> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
     const socket = connect(Number(port), hostname);
