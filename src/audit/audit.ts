@@ -161,21 +161,43 @@ const CSV_BATCH = 1000;
 
 /**
  * Every matching entry as CSV, newest first, read in batches as the client takes them (a pull
- * stream: a slow reader holds one batch, never the log).
+ * stream: a slow reader holds one batch, never the log). Each step reads one span of ids below the
+ * last row sent: unbounded below, PostgreSQL reads every older row for each batch when it expects
+ * few to match (an action prefix), which makes the export quadratic. The span halves when it held a
+ * full batch and doubles when it did not, so a step reads about a batch's worth of matching rows.
  */
 export function auditCsv(q: Queries, filter: AuditFilter): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
-  let before = Number.MAX_SAFE_INTEGER;
   let header = true;
+  // Ids of the rows at the start: entries written during the export are not in it.
+  let low = 0;
+  let before = 0;
+  let span = CSV_BATCH;
   return new ReadableStream<Uint8Array>({
+    async start() {
+      // Two queries: SQLite answers a lone MIN or MAX from the index, both in one query by scanning every row.
+      low = (await q.selectFrom("audit_log").select((eb) => eb.fn.min("id").as("id")).executeTakeFirst())?.id ?? 0;
+      before = ((await q.selectFrom("audit_log").select((eb) => eb.fn.max("id").as("id")).executeTakeFirst())?.id ?? -1) + 1;
+    },
     async pull(controller) {
-      const rows = await matching(q, filter).select(COLUMNS).where("id", "<", before).orderBy("id", "desc").limit(CSV_BATCH).execute();
       let text = header ? `${COLUMNS.join(",")}\r\n` : "";
       header = false;
-      for (const row of rows) text += `${COLUMNS.map((column) => csvField(row[column])).join(",")}\r\n`;
+      // A span without a matching row sends nothing: read on until one has some or the log ends.
+      for (let sent = false; !sent && before > low; ) {
+        const from = Math.max(low, before - span);
+        const rows = await matching(q, filter).select(COLUMNS).where("id", ">=", from).where("id", "<", before).orderBy("id", "desc").limit(CSV_BATCH).execute();
+        for (const row of rows) text += `${COLUMNS.map((column) => csvField(row[column])).join(",")}\r\n`;
+        sent = rows.length > 0;
+        if (rows.length === CSV_BATCH) {
+          before = rows[rows.length - 1].id;
+          span = Math.max(CSV_BATCH, span / 2);
+        } else {
+          before = from;
+          span *= 2;
+        }
+      }
       if (text) controller.enqueue(encoder.encode(text));
-      if (rows.length < CSV_BATCH) controller.close();
-      else before = rows[rows.length - 1].id;
+      if (before <= low) controller.close();
     },
   });
 }

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { Agent as HttpAgent, request as httpRequest } from "node:http";
 import type { AuditEntry } from "../../src/audit/schema.ts";
+import { isoTime } from "../../src/util/time.ts";
 import type { TestServer } from "../helpers/server.ts";
 
 /** An entry of GET /api/v1/audit (its schema's type). */
@@ -18,6 +19,19 @@ export async function newest(server: Pick<TestServer, "call">, action: string): 
   const [entry] = await entries(server, `action=${action}&limit=1`);
   assert.ok(entry, `an entry ${action}`);
   return entry;
+}
+
+/**
+ * Writes `count` rows as recordAudit writes them (actor `bulk`, targets `row:0`..., at the server's
+ * time) with one statement: a round trip per row would be most of a test on PostgreSQL.
+ */
+export async function bulkRows(server: Pick<TestServer, "db" | "clock">, count: number, action = "bulk.row"): Promise<void> {
+  await server.db.run(
+    `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+     INSERT INTO audit_log (time, actor_kind, actor, token_id, client, action, target, outcome, detail)
+     SELECT ?, 'system', 'bulk', NULL, '', ?, 'row:' || i, 'ok', '{"i":' || i || ',"note":"a \\"quoted\\", text"}' FROM n ORDER BY i`,
+    [count - 1, isoTime(new Date(server.clock.now())), action],
+  );
 }
 
 /** One request of a flood: method, path and headers (no body). */
