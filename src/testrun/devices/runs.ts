@@ -641,7 +641,7 @@ export class DeviceRuns {
   /**
    * Another node went, and with it what it held: the shares it relayed for runs here end (their
    * devices stopped them when their sockets closed), and the relays here for its runs stop on
-   * their devices (the node taking its run queue over ends those runs).
+   * their devices (nothing is left to take what they send).
    */
   private nodeLost(name: string): void {
     for (const active of this.active.values()) {
