@@ -4,7 +4,8 @@
  * balancer that puts the device's socket on node 1 and its requests on node 3, a run made on
  * node 2 gets its artifacts and its `power` module through node 3 (and so does a run made on node
  * 1); kill -9 of the node relaying a share ends that share within seconds naming the node, and the
- * device, reconnected to another node, runs the next one.
+ * device, reconnected to another node, runs the next one; kill -9 of a run's node stops its share
+ * on the device through the relay.
  */
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
@@ -26,6 +27,7 @@ const agents: AgentProcess[] = [];
 const closers: Array<() => Promise<void>> = [];
 const BOARD = "share-board";
 const OTHER = "share-other";
+const THIRD = "share-third";
 
 before(async () => {
   postgres = await startPostgres();
@@ -120,4 +122,19 @@ test("kill -9 of the node relaying a share: the run's node ends that share withi
   await config(two, "short.yml", OTHER, ["- exec: {name: short, command: [true]}"]);
   const next = await waitRun(asServer(two), await start(two, "short.yml"), undefined, 60_000);
   assert.equal(next.status, "finished", JSON.stringify(next));
+});
+
+test("kill -9 of a run's node: the node relaying its share stops it on the device at once (the device would run on unheard until it sent something)", async () => {
+  const [, two, three] = nodes;
+  const agent = await spawnConnectedAgent(asServer(three), [`name: ${THIRD}`, "tests: {enabled: true, max_duration: 300}", "log_level: info"]);
+  agents.push(agent);
+  await waitFor(async () => (await device(asServer(two), agent.id)).connected, 10_000, "the device connected, seen from node 2");
+
+  const mark = join(tempDir("labgate-share-mark-"), "began");
+  await config(two, "quiet.yml", THIRD, [`- exec: {name: quiet, command: [sh, -c, 'touch ${mark}; sleep 120']}`]);
+  const id = await start(two, "quiet.yml");
+  await waitFor(() => existsSync(mark), 30_000, "the device running the share");
+
+  two.child.kill("SIGKILL");
+  await waitFor(() => new RegExp(`agent: test run ${id} \\w+: the run's node node-2 was lost`).test(agent.stderr()), 30_000, `the device stopping the share (${agent.stderr()})`);
 });
