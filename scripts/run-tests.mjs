@@ -30,6 +30,7 @@ const SYSTEM_PACKAGES = [
   { pkg: "chromium", program: process.env.CHROMIUM_PATH ?? "/usr/bin/chromium", for: "test/console/", why: "the console's browser tests" },
   { pkg: "systemd", program: "systemd-analyze", for: "test/ops/service", why: "the service unit tests" },
   { pkg: "pdudaemon", program: "pdudaemon", for: "test/lab/", why: "the lab's power tests" },
+  { pkg: "pdudaemon", program: "pdudaemon", for: "test/postgres/cluster-shares", why: "the power module of a share relayed between nodes" },
   { pkg: "socat", program: "socat", for: "test/lab/", why: "the lab's serial console tests" },
   { pkg: "postgresql", program: "pg_ctlcluster", for: "test/postgres/", why: "the PostgreSQL engine's tests" },
   { pkg: "mender-artifact", program: "mender-artifact", for: "test/update/artifact-", why: "the signed artifact tests" },

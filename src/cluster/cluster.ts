@@ -37,6 +37,12 @@ export interface Cluster {
   deviceDisconnected(mac: string): void;
   /** The other node that holds the device's socket now (undefined: none, or this one); as this node last heard. */
   locate(mac: string): PeerNode | undefined;
+  /**
+   * Runs `hook` with the name of another node once this one learns that node's process is gone
+   * (killed, stopped, silent past the down bound, or replaced by a restart under its name): what
+   * it held in memory went with it. Once per loss.
+   */
+  onNodeLost(hook: (name: string) => void): void;
   /** A short-lived credential for a request from this node to another (`Authorization: Bearer token=...`). */
   peerToken(): string;
   /** Leaves the cluster (its jobs go to the others at once); the last thing before the database closes. */
@@ -75,6 +81,7 @@ export function singleNode(name: string, advertiseUrl: string): Cluster {
     deviceConnected: () => {},
     deviceDisconnected: () => {},
     locate: () => undefined,
+    onNodeLost: () => {},
     peerToken: () => "",
     close: async () => {},
   };

@@ -17,6 +17,10 @@ const BEAT_MS = 2000;
 export const DOWN_AFTER_MS = 8000;
 /** Wait before a lost session is opened again. */
 const RECONNECT_MS = 1000;
+/** How long a node whose session is gone has to answer at its advertise_url before it counts as lost. */
+const PROBE_MS = 2000;
+/** The errors of a request to a node that say its process is not there (any answer, even a TLS refusal, says it is). */
+const GONE_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "UND_ERR_SOCKET", "UND_ERR_CONNECT_TIMEOUT"]);
 /** The NOTIFY channel of every node. */
 const CHANNEL = "labgate_cluster";
 /** PostgreSQL's own bound on a NOTIFY payload is 8000 bytes. */
@@ -32,6 +36,18 @@ export interface ClusterNodeOptions {
   log: (level: "info" | "warn" | "error", message: string) => void;
   /** A short-lived token for calls to the other nodes (the nodes share their signing keys). */
   peerToken: () => string;
+}
+
+/** Another node's row as a beat reads it. */
+interface PeerRow {
+  name: string;
+  advertise_url: string;
+  instance: string;
+  stopped: number;
+  /** It has not beaten within DOWN_AFTER_MS. */
+  silent: boolean;
+  /** Its recorded session is not open in PostgreSQL. */
+  sessionless: boolean;
 }
 
 /** MACs per presence message: each well within NOTIFY's payload bound. */
@@ -64,6 +80,9 @@ class ClusterNode implements Cluster {
   private readonly remote = new Map<string, string>();
   /** The other nodes' advertise URLs, by name (read at each beat). */
   private readonly peers = new Map<string, string>();
+  /** What this node last read of each other node: the process under its name, whether it is known gone, whether a probe is out. */
+  private readonly watched = new Map<string, { instance: string; lost: boolean; probing: boolean }>();
+  private readonly lostHooks: Array<(name: string) => void> = [];
   private beating: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   /** Set once another process took this node's name, or at close: the node does no more. */
@@ -111,6 +130,10 @@ class ClusterNode implements Cluster {
   locate(mac: string): PeerNode | undefined {
     const name = this.remote.get(mac);
     return name === undefined ? undefined : { name, url: this.peers.get(name) ?? "" };
+  }
+
+  onNodeLost(hook: (name: string) => void): void {
+    this.lostHooks.push(hook);
   }
 
   peerToken(): string {
@@ -249,8 +272,16 @@ class ClusterNode implements Cluster {
     if (this.ended || !session) return;
     const mine = await session.query(`UPDATE cluster_nodes SET heartbeat_at = ${NOW_MS}, session_pid = pg_backend_pid() WHERE name = $1 AND instance = $2`, [this.name, this.instance]);
     if (mine.rowCount === 0) return this.replaced(session);
-    const peers = await session.query<{ name: string; advertise_url: string }>(`SELECT name, advertise_url FROM cluster_nodes WHERE name <> $1`, [this.name]);
-    for (const row of peers.rows) this.peers.set(row.name, row.advertise_url);
+    const peers = await session.query<PeerRow>(
+      `SELECT n.name, n.advertise_url, n.instance, n.stopped, n.heartbeat_at < ${NOW_MS} - $2 AS silent,
+              NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = n.session_pid) AS sessionless
+         FROM cluster_nodes n WHERE n.name <> $1`,
+      [this.name, DOWN_AFTER_MS],
+    );
+    for (const row of peers.rows) {
+      this.peers.set(row.name, row.advertise_url);
+      this.watch(row);
+    }
     for (const [index, job] of JOBS.entries()) {
       if (this.held.has(job)) continue;
       const taken = await session.query<{ taken: boolean }>(`SELECT pg_try_advisory_lock($1, $2) AS taken`, [LOCK_SPACE, index + 1]);
@@ -260,6 +291,64 @@ class ClusterNode implements Cluster {
       for (const hook of this.takenHooks.get(job) ?? []) this.safely(hook, `taking ${job}`);
     }
     if (this.held.has("node_sweep")) await this.sweep(session);
+  }
+
+  /**
+   * Notes what a beat read of another node, and tells the hooks once its process is gone: it
+   * stopped, went silent, was replaced under its name, or its session ended and it does not
+   * answer either (a killed process: its session ends at once, long before it counts as silent).
+   */
+  private watch(row: PeerRow): void {
+    const known = this.watched.get(row.name);
+    const gone = Number(row.stopped) === 1 || row.silent;
+    if (!known) return void this.watched.set(row.name, { instance: row.instance, lost: gone, probing: false });
+    if (known.instance !== row.instance) {
+      // A restart under its name: what the process before held in memory is gone, whatever the new one's state.
+      const before = known.lost;
+      Object.assign(known, { instance: row.instance, lost: gone });
+      // Its sockets are the new process's to record (it resets them as it joins).
+      if (!before) this.lose(row.name, false);
+      return;
+    }
+    if (known.lost) {
+      known.lost = gone || row.sessionless;
+      return;
+    }
+    if (gone) {
+      known.lost = true;
+      return this.lose(row.name, true);
+    }
+    if (row.sessionless && !known.probing && !this.ended) {
+      known.probing = true;
+      void this.answers(row.advertise_url).then((alive) => {
+        known.probing = false;
+        // A session can drop for a moment (the node opens it again within a second): only one that does not answer either is gone.
+        if (alive || known.lost || known.instance !== row.instance || this.watched.get(row.name) !== known) return;
+        known.lost = true;
+        this.lose(row.name, true);
+      });
+    }
+  }
+
+  /** Whether a node's process answers at `url` at all (any HTTP answer, or a TLS refusal, is an answer). */
+  private async answers(url: string): Promise<boolean> {
+    if (!url) return false;
+    try {
+      const res = await fetch(`${url}/api/health`, { signal: AbortSignal.timeout(PROBE_MS) });
+      await res.body?.cancel();
+      return true;
+    } catch (error) {
+      const cause = (error as { cause?: { code?: string } }).cause;
+      const name = (error as Error).name;
+      return !(name === "TimeoutError" || name === "AbortError" || GONE_CODES.has(cause?.code ?? ""));
+    }
+  }
+
+  /** `sockets`: what this node knew of its device sockets went with it (a restart records its own anew). */
+  private lose(name: string, sockets: boolean): void {
+    this.options.log("warn", `cluster: node ${name} is gone`);
+    if (sockets) this.forget(name);
+    for (const hook of this.lostHooks) this.safely(() => hook(name), `node ${name} lost`);
   }
 
   /** Nodes silent past DOWN_AFTER_MS: their sessions end (a hung process's locks go) and their devices no longer count. */

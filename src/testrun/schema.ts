@@ -314,6 +314,10 @@ export type PeerShareStart = z.infer<typeof PeerShareStart>;
 export const PeerShareStarted = z.object({ started: z.boolean(), error: z.string().nullable() });
 export type PeerShareStarted = z.infer<typeof PeerShareStarted>;
 
+/** POST /api/v1/cluster/test-runs/{id}/devices/{mac}/power: a share's `power` module, sent on by a node the device asked; `client`: the device's address there, for the audit. */
+export const PeerPowerRequest = strictBody({ action: DevicePowerRequest.shape.action, client: z.string().max(256) });
+export type PeerPowerRequest = z.infer<typeof PeerPowerRequest>;
+
 /** POST /api/v1/cluster/test-messages: what a device sent for a share run on the node asked (in order), or that its socket closed. */
 export const PeerShareMessages = strictBody({
   run_id: z.string().min(1).max(128),

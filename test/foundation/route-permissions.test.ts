@@ -42,6 +42,7 @@ const GRID: Record<string, string> = {
   "POST /api/v1/cluster/test-shares": "401 401 403 403 403 400",
   "POST /api/v1/cluster/test-messages": "401 401 403 403 403 400",
   "PUT /api/v1/cluster/test-runs/{id}/devices/{mac}/artifacts/{path}": "401 401 403 403 403 403",
+  "POST /api/v1/cluster/test-runs/{id}/devices/{mac}/power": "401 401 403 403 403 400",
   "POST /api/v1/users": "401 401 403 403 403 ok",
   "PATCH /api/v1/users/{name}": "401 401 403 403 403 ok",
   "DELETE /api/v1/users/{name}": "401 401 403 403 403 ok",

@@ -25,7 +25,7 @@ import type { DeviceShare, TestPlan } from "../plan.ts";
 import { artifactsDir, reportDetailsPath, reportIndexPath, reportPath, type TestrunDirs } from "../paths.ts";
 import type { DeviceProgress, RunCounts } from "../schema.ts";
 import { ROW_LIMITS as LIMITS, TESTS_CAPABILITY, type DeviceMessageOf, type TestRunAbort, type TestRunStart } from "../../protocol/labgate/device.ts";
-import type { PeerShareMessages, PeerShareStart, PeerShareStarted } from "../schema.ts";
+import type { PeerPowerRequest, PeerShareMessages, PeerShareStart, PeerShareStarted } from "../schema.ts";
 import { deviceErrors, deviceLabel } from "./names.ts";
 import { DeviceQueue } from "./queue.ts";
 import { expectedCases, type ExpectedCase } from "./shares.ts";
@@ -173,6 +173,9 @@ interface Relay {
 
 const relayKey = (runId: string, mac: string): string => `${runId}\n${mac}`;
 
+/** The node-to-node routes of one device's share: `.../artifacts/{name}`, `.../power`. */
+const peerSharePath = (runId: string, mac: string): string => `/api/v1/cluster/test-runs/${encodeURIComponent(runId)}/devices/${encodeURIComponent(mac)}`;
+
 /** A relative artifact name from a device: `/`-separated plain segments, nothing that climbs or hides. */
 function artifactSegments(name: string): string[] | undefined {
   if (name.length === 0 || name.length > 1024 || name.includes("\0") || name.includes("\\")) return undefined;
@@ -204,6 +207,7 @@ export class DeviceRuns {
     hub.handle("test_run_end", (conn, message) => this.deviceEnd(conn, message));
     hub.onConnect((conn) => wakeAll(this.connectWaiters, conn.mac));
     hub.onDisconnect((mac) => this.disconnected(mac));
+    host.ctx.cluster.onNodeLost((name) => this.nodeLost(name));
   }
 
   /** From now on every share on a board with a console port leaves its span as `console.log`. */
@@ -225,8 +229,14 @@ export class DeviceRuns {
    * authority of the run's caller (the `power` permission on the device, checked by the lab),
    * audited as the caller. A validation run (the server's) has no caller to act as.
    */
-  async power(runId: string, mac: string, action: "on" | "off" | "cycle", client: string): Promise<void> {
+  async power(runId: string, mac: string, action: "on" | "off" | "cycle", client: string, fromDevice = true): Promise<void> {
     const active = this.active.get(runId);
+    const peer = active ? undefined : this.runNodeOf(runId, mac, fromDevice);
+    if (peer) {
+      const request: PeerPowerRequest = { action, client };
+      await callPeer(this.ctx.cluster, peer, `${peerSharePath(runId, mac)}/power`, { json: request, timeoutMs: this.ctx.config.test_server.remote_run_timeout * 1000 });
+      return;
+    }
     const share = active?.shares.get(mac);
     if (!active || !share || !attached(share) || share.ended) throw new LabgateError("not_found", "no running test run of this device");
     const caller = active.plan.caller;
@@ -617,6 +627,41 @@ export class DeviceRuns {
   }
 
   /**
+   * Where a device's request about run `runId` goes when the run is not here: its node, for a
+   * share relayed here; else (the request came from the device, through a load balancer) the node
+   * holding the device's socket, which runs the share or relays it. At most two hops.
+   */
+  private runNodeOf(runId: string, mac: string, fromDevice: boolean): PeerNode | undefined {
+    const relay = this.relays.get(relayKey(runId, mac));
+    if (relay) return relay.node;
+    const holder = fromDevice ? this.ctx.cluster.locate(mac) : undefined;
+    return holder?.url ? holder : undefined;
+  }
+
+  /**
+   * Another node went, and with it what it held: the shares it relayed for runs here end (their
+   * devices stopped them when their sockets closed), and the relays here for its runs stop on
+   * their devices (nothing is left to take what they send).
+   */
+  private nodeLost(name: string): void {
+    for (const active of this.active.values()) {
+      for (const share of active.shares.values()) {
+        if (share.remote?.name !== name || share.ended) continue;
+        void this.end(active, share, active.controller.signal.aborted ? "aborted" : "failed", `relay node ${name} lost: the device's socket was on it, and a device stops its share when its socket closes`);
+      }
+    }
+    for (const [key, relay] of this.relays) {
+      if (relay.node.name !== name) continue;
+      this.relays.delete(key);
+      try {
+        if (relay.conn.open) relay.conn.send({ method: "test_run_abort", run_id: relay.runId, reason: `the run's node ${name} was lost` });
+      } catch {
+        // gone already
+      }
+    }
+  }
+
+  /**
    * Another node's share on a device whose socket is here: checks the device as a share here
    * would, and starts it; from then on what the device sends for the run goes to that node.
    */
@@ -702,14 +747,14 @@ export class DeviceRuns {
    * `offset`, from where the device resumes). Only while the device's share runs, within the
    * device's budget: `test_server.device_artifacts_max_bytes` bytes and
    * `test_server.device_artifacts_max_files` files and directories it made (413 beyond).
-   * Returns the artifact's new size. An upload for another node's share (startRelayed) goes on to
-   * that node; `relayed`: it came from the node holding the device's socket, and is written here.
+   * Returns the artifact's new size. An upload for a run of another node goes on to it
+   * (runNodeOf); `fromDevice` false: another node sent it on, and it goes at most one hop further.
    */
-  async writeArtifact(runId: string, mac: string, name: string, offset: number, body: Readable, relayed = false): Promise<number> {
+  async writeArtifact(runId: string, mac: string, name: string, offset: number, body: Readable, fromDevice = true): Promise<number> {
     const active = this.active.get(runId);
     const share = active?.shares.get(mac);
-    const relay = active ? undefined : this.relays.get(relayKey(runId, mac));
-    if (relay && !relayed) return this.writeArtifactOn(relay, mac, name, offset, body);
+    const peer = active ? undefined : this.runNodeOf(runId, mac, fromDevice);
+    if (peer) return this.writeArtifactOn(peer, runId, mac, name, offset, body);
     if (!active || !share || share.ended || !attached(share)) throw new LabgateError("not_found", "no running test run of this device");
     const segments = artifactSegments(name);
     if (!segments) throw new LabgateError("invalid", "invalid artifact name");
@@ -769,10 +814,10 @@ export class DeviceRuns {
     }
   }
 
-  /** An upload for a relayed share: streamed to the run's node, which keeps the share's budget. */
-  private async writeArtifactOn(relay: Relay, mac: string, name: string, offset: number, body: Readable): Promise<number> {
-    const path = `/api/v1/cluster/test-runs/${encodeURIComponent(relay.runId)}/devices/${encodeURIComponent(mac)}/artifacts/${name.split("/").map(encodeURIComponent).join("/")}?offset=${offset}`;
-    const answer = await callPeer<{ offset: number }>(this.ctx.cluster, relay.node, path, { method: "PUT", stream: body, timeoutMs: this.ctx.config.test_server.remote_run_timeout * 1000 });
+  /** An upload for a run of another node: streamed on towards the run's node, which keeps the share's budget and answers the offset. */
+  private async writeArtifactOn(peer: PeerNode, runId: string, mac: string, name: string, offset: number, body: Readable): Promise<number> {
+    const path = `${peerSharePath(runId, mac)}/artifacts/${name.split("/").map(encodeURIComponent).join("/")}?offset=${offset}`;
+    const answer = await callPeer<{ offset: number }>(this.ctx.cluster, peer, path, { method: "PUT", stream: body, timeoutMs: this.ctx.config.test_server.remote_run_timeout * 1000 });
     return answer.offset;
   }
 

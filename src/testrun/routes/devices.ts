@@ -17,7 +17,7 @@ import type { TestRunService } from "../runs/service.ts";
 import { seenRun } from "../runs/sight.ts";
 import { runObjectA } from "../runs/views.ts";
 import type { TestRunAccess } from "./access.ts";
-import { artifactUploadQuery, DevicePowerDone, DevicePowerRequest, DeviceTestHistory, historyQuery, PeerShareMessages, PeerShareStart, PeerShareStarted, TestTargets, UploadConflict, UploadOffset } from "../schema.ts";
+import { artifactUploadQuery, DevicePowerDone, DevicePowerRequest, DeviceTestHistory, historyQuery, PeerPowerRequest, PeerShareMessages, PeerShareStart, PeerShareStarted, TestTargets, UploadConflict, UploadOffset } from "../schema.ts";
 import { PEER_USER } from "../../cluster/cluster.ts";
 
 /** A result sequence, newest first: flaky when it both passed and failed, newly failing when it failed now after passing before. */
@@ -157,7 +157,7 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
       path: "/api/v1/cluster/test-runs/:id/devices/:mac/artifacts/*",
       tag: "test runs",
       access: "management",
-      summary: "Between the nodes of a cluster: an artifact upload of a share run here, from the node the device sent it to (a node's own token only)",
+      summary: "Between the nodes of a cluster: an artifact upload of a device's share, from the node the device sent it to, written here or sent on to the run's node (a node's own token only)",
       query: artifactUploadQuery,
       body: { media: "application/octet-stream" },
       responses: { 200: ok(UploadOffset, "Stored"), 400: errors[400], 401: errors[401], 403: errors[403], 404: errors[404], 409: { description: "The upload must continue at `offset`", json: UploadConflict }, 413: errors[413] },
@@ -167,13 +167,33 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
       peerOnly(c);
       const body = requestBodyStream(c) ?? Readable.from([]);
       try {
-        const size = await service.deviceArtifact(c.req.param("id") ?? "", c.req.param("mac") ?? "", artifactNameOf(c.req.path), offset ?? 0, body, true);
+        const size = await service.deviceArtifact(c.req.param("id") ?? "", c.req.param("mac") ?? "", artifactNameOf(c.req.path), offset ?? 0, body, false);
         const answer: UploadOffset = { offset: size };
         return c.json(answer);
       } catch (error) {
         body.resume();
         throw error;
       }
+    },
+  );
+
+  const postClusterTestRunsByIdDevicesByMacPower = route(
+    app,
+    {
+      method: "post",
+      path: "/api/v1/cluster/test-runs/:id/devices/:mac/power",
+      tag: "test runs",
+      access: "management",
+      summary: "Between the nodes of a cluster: a device's share switches its board's power, from the node the device asked, done here or sent on to the run's node (a node's own token only)",
+      body: { json: PeerPowerRequest },
+      responses: { 200: ok(DevicePowerDone, "Done"), 400: errors[400], 401: errors[401], 403: errors[403], 404: errors[404], 409: errors[409], 502: errors[502] },
+    },
+    auth.management("admin_rw"),
+    async (c, { body: { action, client } }) => {
+      peerOnly(c);
+      await service.devicePower(c.req.param("id") ?? "", c.req.param("mac") ?? "", action, client, false);
+      const answer: DevicePowerDone = { action };
+      return c.json(answer);
     },
   );
 
@@ -226,5 +246,5 @@ export function deviceRunRoutes(ctx: AppContext, auth: Auth, access: TestRunAcce
   };
 
   const onlyA = ctx.config.test_server.api_variant === "A" ? variantA() : [];
-  return routes(app, putDevicesTestRunsByIdArtifactsPath, postDevicesTestRunsByIdPower, postClusterTestShares, postClusterTestMessages, putClusterTestRunsByIdDevicesByMacArtifactsPath, ...onlyA);
+  return routes(app, putDevicesTestRunsByIdArtifactsPath, postDevicesTestRunsByIdPower, postClusterTestShares, postClusterTestMessages, putClusterTestRunsByIdDevicesByMacArtifactsPath, postClusterTestRunsByIdDevicesByMacPower, ...onlyA);
 }

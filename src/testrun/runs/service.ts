@@ -374,14 +374,14 @@ export class TestRunService implements LocalRuns {
 
   /** An artifact upload of a device for its share of a run (DeviceRuns.writeArtifact); the artifact's new size. */
   /** `POST /api/v1/devices/test-runs/{id}/power` from the device `mac`: its share's `power` module. */
-  devicePower(runId: string, mac: string, action: "on" | "off" | "cycle", client: string): Promise<void> {
+  devicePower(runId: string, mac: string, action: "on" | "off" | "cycle", client: string, fromDevice = true): Promise<void> {
     if (!this.devices) throw new LabgateError("not_found", "no running test run of this device");
-    return this.devices.power(runId, mac, action, client);
+    return this.devices.power(runId, mac, action, client, fromDevice);
   }
 
-  deviceArtifact(runId: string, mac: string, name: string, offset: number, body: Readable, relayed = false): Promise<number> {
+  deviceArtifact(runId: string, mac: string, name: string, offset: number, body: Readable, fromDevice = true): Promise<number> {
     if (!this.devices) throw new LabgateError("not_found", "no running test run of this device");
-    return this.devices.writeArtifact(runId, mac, name, offset, body, relayed);
+    return this.devices.writeArtifact(runId, mac, name, offset, body, fromDevice);
   }
 
   /** Another node's share on a device whose socket is here (DeviceRuns.startRelayed). */

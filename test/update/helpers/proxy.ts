@@ -11,10 +11,13 @@ export interface SeenRequest {
 /**
  * An HTTP proxy in front of the server (WebSocket upgrades are piped through). `cutAfter` makes
  * the first response to a matching GET stop after that many body bytes, as a broken link would;
- * `corrupt` flips a bit in the first matching response (the first `times` ones).
+ * `corrupt` flips a bit in the first matching response (the first `times` ones); `upgrades`: the
+ * WebSockets go to that server instead, as a load balancer may put a device's socket on one node
+ * and its requests on another.
  */
-export async function startProxy(target: string, options: { cut?: { path: RegExp; after: number }; corrupt?: { path: RegExp; times?: number } } = {}) {
+export async function startProxy(target: string, options: { cut?: { path: RegExp; after: number }; corrupt?: { path: RegExp; times?: number }; upgrades?: string } = {}) {
   const { hostname, port } = new URL(target);
+  const sockets = new URL(options.upgrades ?? target);
   const seen: SeenRequest[] = [];
   let cut = options.cut;
   let corrupt = options.corrupt;
@@ -55,7 +58,7 @@ export async function startProxy(target: string, options: { cut?: { path: RegExp
     req.pipe(upstream);
   });
   server.on("upgrade", (req, socket, head) => {
-    const upstream = connect(Number(port), hostname, () => {
+    const upstream = connect(Number(sockets.port), sockets.hostname, () => {
       const lines = [`${req.method} ${req.url} HTTP/1.1`, ...Object.entries(req.headers).flatMap(([k, v]) => (Array.isArray(v) ? v.map((x) => `${k}: ${x}`) : [`${k}: ${v}`]))];
       upstream.write(lines.join("\r\n") + "\r\n\r\n");
       upstream.write(head);
