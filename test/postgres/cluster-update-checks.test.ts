@@ -3,20 +3,14 @@
  * groups, the deltas, the devices the token gate knows) follows the changes made on the other node.
  */
 import { strict as assert } from "node:assert";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { inProcessNode as node } from "../helpers/cluster.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { usePostgres } from "../helpers/postgres.ts";
 import { waitFor, type TestServer } from "../helpers/server.ts";
 import { registerDevice } from "../update/helpers/devices.ts";
 import { offerGroup, uploadOk } from "../update/helpers/packages.ts";
 
-let postgres: ThrowawayPostgres;
-before(async () => {
-  postgres = await startPostgres();
-});
-after(async () => {
-  await postgres?.stop();
-});
+const postgres = usePostgres();
 
 
 /** An update check of `device` on `server`, as the device running c1 on a board makes it. */
