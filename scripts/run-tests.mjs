@@ -39,6 +39,7 @@ const SYSTEM_PACKAGES = [
   { pkg: "mender-artifact", program: "mender-artifact", for: "test/console/signing-", why: "the signed artifact tests" },
   { pkg: "xdelta3", program: "xdelta3", for: "test/update/deltas", why: "the delta tests" },
   { pkg: "xdelta3", program: "xdelta3", for: "test/console/signing-", why: "the delta tests" },
+  { pkg: "xdelta3", program: "xdelta3", for: "test/postgres/cluster-update-checks", why: "the delta tests" },
   { pkg: "mender-client", program: "mender", for: "test/mender/", why: "the Mender client tests" },
   { pkg: "mender-artifact", program: "mender-artifact", for: "test/mender/", why: "the Mender client tests" },
   { pkg: "swupdate", program: "swupdate", for: "test/ddi/swupdate", why: "the SWUpdate client tests" },

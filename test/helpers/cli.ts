@@ -106,7 +106,8 @@ export interface ServeProcess {
 
 /**
  * Starts a `serve`-style command of labgate() (or of `command`: FROM_SOURCE, the built executable)
- * and waits for its listening line (at most `startTimeoutMs`, default 20 s).
+ * and waits for its listening line (at most `startTimeoutMs`, default 60 s: a bound on a hung start,
+ * not a timing target; a start that migrates a new PostgreSQL database on a loaded machine took over 20 s).
  */
 export async function startServe(args: string[], options: { env?: Record<string, string>; command?: string[]; cwd?: string; startTimeoutMs?: number } = {}): Promise<ServeProcess> {
   const [bin, ...pre] = options.command ?? (await labgate());
@@ -122,7 +123,7 @@ export async function startServe(args: string[], options: { env?: Record<string,
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
       reject(new Error(`server did not start: ${stderr}`));
-    }, options.startTimeoutMs ?? 20_000);
+    }, options.startTimeoutMs ?? 60_000);
     child.stdout!.on("data", (d) => {
       stdout += d;
       const match = /labgate listening on (https?:\/\/\S+)/.exec(stdout);

@@ -1,6 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
+import { after, before } from "node:test";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -136,4 +137,34 @@ export async function startPostgres({ maxConnections = 200, durable = false }: {
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * A throwaway cluster for a test file's tests: started in `before` (then `setup` runs, in the same
+ * hook, since Node 20 starts a file's top-level `before` hooks together), stopped in `after` once
+ * `teardown` has stopped what uses it.
+ */
+export function usePostgres({
+  setup,
+  teardown,
+  ...options
+}: { maxConnections?: number; durable?: boolean; setup?: (postgres: ThrowawayPostgres) => Promise<unknown>; teardown?: () => Promise<unknown> } = {}): ThrowawayPostgres {
+  let current: ThrowawayPostgres | undefined;
+  before(async () => {
+    current = await startPostgres(options);
+    await setup?.(current);
+  });
+  after(async () => {
+    try {
+      await teardown?.();
+    } finally {
+      await current?.stop();
+    }
+  });
+  return new Proxy({} as ThrowawayPostgres, {
+    get(_, key) {
+      if (!current) throw new Error("usePostgres: the cluster starts in before(); use it in tests and hooks");
+      return current[key as keyof ThrowawayPostgres];
+    },
+  });
 }

@@ -25,8 +25,20 @@ export class TestClock implements Clock {
   constructor(offset = 0) {
     this.offset = offset;
   }
+  /** Real time when `freeze` stopped the clock following it. */
+  private frozenAt: number | undefined;
   now(): number {
-    return Date.now() + this.offset;
+    return (this.frozenAt ?? Date.now()) + this.offset;
+  }
+  /** Stops its time following real time (`advance` still moves it) until `thaw`: for moments that must share a second however long a request between them takes. */
+  freeze(): void {
+    this.frozenAt ??= Date.now();
+  }
+  /** Its time follows real time again, on from where it stood. */
+  thaw(): void {
+    if (this.frozenAt === undefined) return;
+    this.offset -= Date.now() - this.frozenAt;
+    this.frozenAt = undefined;
   }
   /** Moves the time forward (whole ms, rounded up, as Date.now() counts): what expires after `ms` has expired, sleeps that end by then end. */
   advance(ms: number): void {

@@ -2,22 +2,16 @@ import { strict as assert } from "node:assert";
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { sql, type Kysely } from "kysely";
 import { Database } from "../../src/db/index.ts";
 import { postgresQueryLayer } from "../../src/db/query/postgres.ts";
 import { runCli } from "../helpers/cli.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { usePostgres } from "../helpers/postgres.ts";
 import { startTestServer, tempDir } from "../helpers/server.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
 
-let postgres: ThrowawayPostgres;
-before(async () => {
-  postgres = await startPostgres();
-});
-after(async () => {
-  await postgres?.stop();
-});
+const postgres = usePostgres();
 
 type AnyTables = Kysely<Record<string, Record<string, unknown>>>;
 const sha = (data: Uint8Array) => createHash("sha256").update(data).digest("hex");

@@ -6,35 +6,34 @@
 import assert from "node:assert/strict";
 import { cpSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import WebSocket from "ws";
 import type { Agent } from "../../src/agent/agent.ts";
 import { KEYS_DIR } from "../../src/auth/keys.ts";
 import { freePort } from "../helpers/cluster.ts";
 import { openStream } from "../helpers/events.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { usePostgres } from "../helpers/postgres.ts";
 import { startTestServer, tempDir, waitFor, type TestServer } from "../helpers/server.ts";
 import { approveAgent, device, FAST_SERVER, startAgent } from "../update/helpers/agents.ts";
 
-let postgres: ThrowawayPostgres;
 const nodes: TestServer[] = [];
 const agents: Agent[] = [];
-before(async () => {
-  postgres = await startPostgres();
-  const url = await postgres.createDatabase("devices");
-  for (const name of ["node-1", "node-2", "node-3"]) {
-    const dataDir = tempDir();
-    if (nodes[0]) cpSync(join(nodes[0].dataDir, KEYS_DIR), join(dataDir, KEYS_DIR), { recursive: true });
-    const port = await freePort();
-    nodes.push(
-      await startTestServer({ ...FAST_SERVER, listen: { host: "127.0.0.1", port }, database: { url }, cluster: { node_name: name, advertise_url: `http://127.0.0.1:${port}` } }, dataDir),
-    );
-  }
-});
-after(async () => {
-  for (const agent of agents) await agent.stop();
-  for (const node of nodes) await node.close();
-  await postgres?.stop();
+usePostgres({
+  async setup(postgres) {
+    const url = await postgres.createDatabase("devices");
+    for (const name of ["node-1", "node-2", "node-3"]) {
+      const dataDir = tempDir();
+      if (nodes[0]) cpSync(join(nodes[0].dataDir, KEYS_DIR), join(dataDir, KEYS_DIR), { recursive: true });
+      const port = await freePort();
+      nodes.push(
+        await startTestServer({ ...FAST_SERVER, listen: { host: "127.0.0.1", port }, database: { url }, cluster: { node_name: name, advertise_url: `http://127.0.0.1:${port}` } }, dataDir),
+      );
+    }
+  },
+  async teardown() {
+    for (const agent of agents) await agent.stop();
+    for (const node of nodes) await node.close();
+  },
 });
 
 /** An agent on `node`, approved there, seen connected from every node. */

@@ -5,27 +5,24 @@
  * code), and a rolling restart of every node with update checks running (none fails).
  */
 import { strict as assert } from "node:assert";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import WebSocket from "ws";
 import type { ClusterView } from "../../src/cluster/schema.ts";
 import { startNode, type NodeProcess } from "../helpers/cluster.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { usePostgres } from "../helpers/postgres.ts";
 import { tempDir, waitFor, type TestServer } from "../helpers/server.ts";
 import { untilDeployment } from "../helpers/events.ts";
 import { spawnConnectedAgent, type AgentProcess } from "../update/helpers/agents.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
 
-let postgres: ThrowawayPostgres;
 type Node = NodeProcess & { adminToken: string };
 const nodes: Node[] = [];
 const agents: AgentProcess[] = [];
-before(async () => {
-  postgres = await startPostgres();
-});
-after(async () => {
-  for (const agent of agents) agent.child.kill("SIGKILL");
-  for (const node of nodes) await node.stop("SIGKILL");
-  await postgres?.stop();
+const postgres = usePostgres({
+  async teardown() {
+    for (const agent of agents) agent.child.kill("SIGKILL");
+    for (const node of nodes) await node.stop("SIGKILL");
+  },
 });
 
 const asServer = (node: NodeProcess) => node as unknown as TestServer;

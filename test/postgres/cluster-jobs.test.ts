@@ -3,23 +3,20 @@
  * by another within 10 s when the holder is killed (-9) in the middle of its work, never done twice.
  */
 import { strict as assert } from "node:assert";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import pg from "pg";
 import type { ClusterView } from "../../src/cluster/schema.ts";
 import { startNode, type NodeProcess } from "../helpers/cluster.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { usePostgres } from "../helpers/postgres.ts";
 import { waitFor, type TestServer } from "../helpers/server.ts";
 import { nextMac } from "../update/helpers/devices.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
 
-let postgres: ThrowawayPostgres;
 const nodes: NodeProcess[] = [];
-before(async () => {
-  postgres = await startPostgres();
-});
-after(async () => {
-  for (const node of nodes) await node.stop("SIGKILL");
-  await postgres?.stop();
+const postgres = usePostgres({
+  async teardown() {
+    for (const node of nodes) await node.stop("SIGKILL");
+  },
 });
 
 const holderOf = async (node: NodeProcess, job: string) => (await node.call<ClusterView>("GET", "/api/v1/cluster")).body.nodes.find((n) => n.state === "up" && (n.jobs as string[]).includes(job))?.name;

@@ -7,26 +7,23 @@ import { strict as assert } from "node:assert";
 import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { KEY_FILES, KEYS_DIR, loadOrCreateKeys } from "../../src/auth/keys.ts";
 import { TokenService } from "../../src/auth/tokens.ts";
 import { startNode, type NodeProcess } from "../helpers/cluster.ts";
 import { runCli } from "../helpers/cli.ts";
 import { openDeviceSocket } from "../helpers/device-socket.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { usePostgres } from "../helpers/postgres.ts";
 import { startTestServer, tempDir, waitFor, type TestServer } from "../helpers/server.ts";
 import { registerDevice } from "../update/helpers/devices.ts";
 import { makeCert } from "../helpers/tls.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
 
-let postgres: ThrowawayPostgres;
 const nodes: NodeProcess[] = [];
-before(async () => {
-  postgres = await startPostgres();
-});
-after(async () => {
-  for (const node of nodes) await node.stop("SIGKILL");
-  await postgres?.stop();
+const postgres = usePostgres({
+  async teardown() {
+    for (const node of nodes) await node.stop("SIGKILL");
+  },
 });
 
 const keyFiles = (dataDir: string) => KEY_FILES.map((file) => readFileSync(join(dataDir, KEYS_DIR, file), "utf8"));

@@ -1,20 +1,14 @@
 import { strict as assert } from "node:assert";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { ClusterView } from "../../src/cluster/schema.ts";
 import { inProcessNode as node } from "../helpers/cluster.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { usePostgres } from "../helpers/postgres.ts";
 import { exact } from "../helpers/shapes.ts";
 import { startTestServer, waitFor, type TestServer } from "../helpers/server.ts";
 import { openDeviceSocket } from "../helpers/device-socket.ts";
 import { registerDevice } from "../update/helpers/devices.ts";
 
-let postgres: ThrowawayPostgres;
-before(async () => {
-  postgres = await startPostgres();
-});
-after(async () => {
-  await postgres?.stop();
-});
+const postgres = usePostgres();
 
 const cluster = async (server: TestServer, token = server.adminToken) => (await server.call<ClusterView>("GET", "/api/v1/cluster", undefined, token)).body;
 const byName = (view: ClusterView) => Object.fromEntries(view.nodes.map((n) => [n.name, n]));

@@ -7,38 +7,37 @@
 import assert from "node:assert/strict";
 import { cpSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import type { Agent } from "../../src/agent/agent.ts";
 import { KEYS_DIR } from "../../src/auth/keys.ts";
 import { freePort } from "../helpers/cluster.ts";
 import { openStream } from "../helpers/events.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { usePostgres } from "../helpers/postgres.ts";
 import { startTestServer, tempDir, waitFor, type TestServer } from "../helpers/server.ts";
 import { reportRows, uploadConfig, waitRun } from "../testrun/run-helpers.ts";
 import { approveAgent, device, FAST_SERVER, startAgent } from "../update/helpers/agents.ts";
 
-let postgres: ThrowawayPostgres;
 const nodes: TestServer[] = [];
 const agents: Agent[] = [];
-before(async () => {
-  postgres = await startPostgres();
-  const url = await postgres.createDatabase("runs");
-  for (const name of ["node-1", "node-2"]) {
-    const dataDir = tempDir();
-    if (nodes[0]) cpSync(join(nodes[0].dataDir, KEYS_DIR), join(dataDir, KEYS_DIR), { recursive: true });
-    const port = await freePort();
-    nodes.push(
-      await startTestServer(
-        { ...FAST_SERVER, test_server: { device_wait: 5 }, listen: { host: "127.0.0.1", port }, database: { url }, cluster: { node_name: name, advertise_url: `http://127.0.0.1:${port}` } },
-        dataDir,
-      ),
-    );
-  }
-});
-after(async () => {
-  for (const agent of agents) await agent.stop();
-  for (const node of nodes) await node.close();
-  await postgres?.stop();
+usePostgres({
+  async setup(postgres) {
+    const url = await postgres.createDatabase("runs");
+    for (const name of ["node-1", "node-2"]) {
+      const dataDir = tempDir();
+      if (nodes[0]) cpSync(join(nodes[0].dataDir, KEYS_DIR), join(dataDir, KEYS_DIR), { recursive: true });
+      const port = await freePort();
+      nodes.push(
+        await startTestServer(
+          { ...FAST_SERVER, test_server: { device_wait: 5 }, listen: { host: "127.0.0.1", port }, database: { url }, cluster: { node_name: name, advertise_url: `http://127.0.0.1:${port}` } },
+          dataDir,
+        ),
+      );
+    }
+  },
+  async teardown() {
+    for (const agent of agents) await agent.stop();
+    for (const node of nodes) await node.close();
+  },
 });
 
 test("a run started on node 2 runs on node 1's device (rows, end and artifact through node 1); node 1's run stream carries it; node 2 lists the device's actions", async () => {

@@ -12,17 +12,13 @@ import { after, before, describe, test } from "node:test";
 import type { Agent } from "../../src/agent/agent.ts";
 import { KEYS_DIR } from "../../src/auth/keys.ts";
 import { freePort } from "../helpers/cluster.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { usePostgres } from "../helpers/postgres.ts";
 import { startS3, type TestS3 } from "../helpers/s3.ts";
 import { startTestServer, tempDir, waitFor, type TestServer } from "../helpers/server.ts";
 import { approveAgent, device, FAST_SERVER, startAgent } from "../update/helpers/agents.ts";
 import { bytesOf, sha256, uploadOk } from "../update/helpers/packages.ts";
 
-let postgres: ThrowawayPostgres;
-before(async () => {
-  postgres = await startPostgres();
-});
-after(() => postgres?.stop());
+const postgres = usePostgres();
 
 const BIG_OUTPUT = 5000;
 

@@ -3,21 +3,14 @@
  * groups, the deltas, the devices the token gate knows) follows the changes made on the other node.
  */
 import { strict as assert } from "node:assert";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { inProcessNode as node } from "../helpers/cluster.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { usePostgres } from "../helpers/postgres.ts";
 import { waitFor, type TestServer } from "../helpers/server.ts";
-import { registerDevice } from "../update/helpers/devices.ts";
+import { deviceMetadata, registerDevice, seedDevices } from "../update/helpers/devices.ts";
 import { offerGroup, uploadOk } from "../update/helpers/packages.ts";
 
-let postgres: ThrowawayPostgres;
-before(async () => {
-  postgres = await startPostgres();
-});
-after(async () => {
-  await postgres?.stop();
-});
-
+const postgres = usePostgres();
 
 /** An update check of `device` on `server`, as the device running c1 on a board makes it. */
 const checkOn = (server: TestServer, device: { token: string; client: { mac: string } }) =>
@@ -78,6 +71,38 @@ test("a device deleted on one node: its token is refused by the other node's gat
     assert.equal((await a.call("DELETE", `/api/v2/devices/${device.id}`)).status, 200);
     assert.equal(await check(a), 401);
     await waitFor(async () => (await check(b)) === 401 || undefined, 5000, "node b refusing the deleted device's token");
+  } finally {
+    await b.close();
+    await a.close();
+  }
+});
+
+test("checks answered while a node builds its deployments' memory again (another node's change) offer only what the deployment recorded", async () => {
+  const url = await postgres.createDatabase("rebuilt");
+  const a = await node(url, "node-a");
+  const b = await node(url, "node-b", a.dataDir);
+  try {
+    const DAY = 86400;
+    const devices = (await seedDevices(a, 9)).map((d) => ({ ...d, token: a.server.ctx.tokens.issueDevice(d.mac, d.id, DAY) }));
+    const [other, ...checked] = devices as [(typeof devices)[0], ...typeof devices];
+    const pkg = await uploadOk(a, { token: a.adminToken, version: "v2", devtype: "board", file: Buffer.from("v2 for boards") });
+    const group = await offerGroup(a, { policy: "no_update,", devices: checked.map((d) => d.id), packages: [pkg.id] });
+    const deployment = await a.call<{ id: number }>("POST", "/api/v2/deployments", { group, version: "v2" });
+    assert.equal(deployment.status, 201, JSON.stringify(deployment.body));
+    // Node b starts a deployment of its own; node a hears of it and builds its memory again at its next check.
+    const heard = new Promise<void>((resolve) => a.server.ctx.cluster.on("deployments_changed", () => resolve()));
+    const otherGroup = await offerGroup(b, { policy: "no_update,", devices: [other.id], packages: [pkg.id] });
+    assert.equal((await b.call("POST", "/api/v2/deployments", { group: otherGroup, version: "v2" })).status, 201);
+    await heard;
+    const answers = await Promise.all(
+      checked.map(async (d) => {
+        const res = await a.request("/api/v1/update/check", { method: "POST", token: d.token, json: deviceMetadata(d.mac) });
+        return { id: d.id, status: res.status, text: await res.text() };
+      }),
+    );
+    const states = new Map((await a.call<Array<{ device: number; state: string }>>("GET", `/api/v2/deployments/${deployment.body.id}/devices?limit=20`)).body.map((m) => [m.device, m.state]));
+    const told = answers.map((answer) => `${answer.status} ${states.get(answer.id)}`);
+    assert.deepEqual(told, checked.map(() => "200 offered"), "every device offered v2, each offer recorded before the answer");
   } finally {
     await b.close();
     await a.close();

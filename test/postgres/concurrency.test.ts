@@ -6,25 +6,22 @@
  * table at once are all answered, none left to fail after its attempts ran out.
  */
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import pg from "pg";
 import WebSocket from "ws";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { usePostgres } from "../helpers/postgres.ts";
 import { startTestServer, waitFor, type TestServer } from "../helpers/server.ts";
 import { approve, deviceClient, deviceMetadata, seedDevices } from "../update/helpers/devices.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
 
-let postgres: ThrowawayPostgres;
 let url: string;
 let server: TestServer;
-before(async () => {
-  postgres = await startPostgres();
-  url = await postgres.createDatabase("held");
-  server = await startTestServer({ database: { url } });
-});
-after(async () => {
-  await server?.close();
-  await postgres?.stop();
+usePostgres({
+  async setup(cluster) {
+    url = await cluster.createDatabase("held");
+    server = await startTestServer({ database: { url } });
+  },
+  teardown: async () => server?.close(),
 });
 
 /** A connection of the test's own that holds `lock` (a `SELECT ... FOR UPDATE`) in an open transaction until `release`. */

@@ -2,21 +2,15 @@ import { strict as assert } from "node:assert";
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { sql } from "kysely";
 import { postgresQueryLayer } from "../../src/db/query/postgres.ts";
 import { runCli } from "../helpers/cli.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { usePostgres } from "../helpers/postgres.ts";
 import { startTestServer, tempDir } from "../helpers/server.ts";
 import { uploadOk } from "../update/helpers/packages.ts";
 
-let postgres: ThrowawayPostgres;
-before(async () => {
-  postgres = await startPostgres();
-});
-after(async () => {
-  await postgres?.stop();
-});
+const postgres = usePostgres();
 
 /** Every file of the data dir with its SHA-256 (the lock aside, which the command takes and gives back). */
 const filesOf = (dir: string) =>

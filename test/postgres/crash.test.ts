@@ -2,20 +2,14 @@ import { strict as assert } from "node:assert";
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { sql } from "kysely";
 import { postgresQueryLayer } from "../../src/db/query/postgres.ts";
 import { startServe, type ServeProcess } from "../helpers/cli.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { usePostgres } from "../helpers/postgres.ts";
 import { tempDir } from "../helpers/server.ts";
 
-let postgres: ThrowawayPostgres;
-before(async () => {
-  postgres = await startPostgres();
-});
-after(async () => {
-  await postgres?.stop();
-});
+const postgres = usePostgres();
 
 interface Acknowledged {
   groups: Map<number, string>;

@@ -1,12 +1,12 @@
 import { strict as assert } from "node:assert";
 import { setTimeout as sleep } from "node:timers/promises";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { Kysely, sql, type Generated } from "kysely";
 import { Database } from "../../src/db/index.ts";
 import { embeddedDialect } from "../../src/db/query/embedded.ts";
 import { postgresQueryLayer } from "../../src/db/query/postgres.ts";
 import { transact } from "../../src/db/query/transaction.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { usePostgres } from "../helpers/postgres.ts";
 import { tempDir } from "../helpers/server.ts";
 
 interface Tables {
@@ -14,13 +14,7 @@ interface Tables {
   log: { id: Generated<number>; counter: string; seen: number };
 }
 
-let postgres: ThrowawayPostgres;
-before(async () => {
-  postgres = await startPostgres();
-});
-after(async () => {
-  await postgres?.stop();
-});
+const postgres = usePostgres();
 
 /** The same scenario on each engine: concurrent read-modify-write transactions that await between their statements. */
 async function concurrentIncrements(db: Kysely<Tables>, writers: number) {

@@ -1,12 +1,12 @@
 import { strict as assert } from "node:assert";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import type { Kysely } from "kysely";
 import { Database, migrate, migrations } from "../../src/db/index.ts";
 import { migratePostgres } from "../../src/db/query/postgres-schema.ts";
 import { postgresQueryLayer } from "../../src/db/query/postgres.ts";
 import { transact } from "../../src/db/query/transaction.ts";
 import { embeddedStore } from "../../src/db/store.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { usePostgres } from "../helpers/postgres.ts";
 import { startTestServer, tempDir, type TestServer } from "../helpers/server.ts";
 
 type Row = Record<string, string | number | null | Uint8Array>;
@@ -113,13 +113,7 @@ const leftAt: Record<"embedded" | "postgres", (version: number) => Promise<() =>
   },
 };
 
-let postgres: ThrowawayPostgres;
-before(async () => {
-  postgres = await startPostgres();
-});
-after(async () => {
-  await postgres?.stop();
-});
+const postgres = usePostgres();
 
 test("every table of the newest schema has rows in this test's earlier schemas", async () => {
   const db = await Database.open(tempDir());

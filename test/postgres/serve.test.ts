@@ -1,5 +1,5 @@
 import { strict as assert } from "node:assert";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { sql } from "kysely";
 import type { AppContext } from "../../src/app/context.ts";
 import type { Auth } from "../../src/auth/middleware.ts";
@@ -10,16 +10,10 @@ import { systemRoutes } from "../../src/http/system.ts";
 import { errorAnswer } from "../../src/http/errors.ts";
 import { systemClock } from "../../src/util/time.ts";
 import { runCli } from "../helpers/cli.ts";
-import { startPostgres, type ThrowawayPostgres } from "../helpers/postgres.ts";
+import { usePostgres } from "../helpers/postgres.ts";
 import { tempDir } from "../helpers/server.ts";
 
-let postgres: ThrowawayPostgres;
-before(async () => {
-  postgres = await startPostgres();
-});
-after(async () => {
-  await postgres?.stop();
-});
+const postgres = usePostgres();
 
 describe("serve --database-url", () => {
   test("a PostgreSQL it cannot reach (a closed port, a wrong password) ends the start with exit 2 naming database.url, well within 30 s, the password never shown", async () => {

@@ -339,25 +339,31 @@ export class DeploymentService implements Steering {
 
   /**
    * (Re)builds the memory from the database: at start, and after the database reloaded from disk.
-   * Read in one transaction (one state of the database), put in place at once.
+   * Read in one transaction (one state of the database), put in place at once, between two steps:
+   * a step committed after the read and before the swap would be missing from the new memory.
    */
   private async load(): Promise<void> {
-    const epoch = this.store.epoch;
-    const changes = this.remoteChanges;
-    const { rows, members, held } = await this.store.transact(async (tx) => {
-      const rows = await activeDeployments(tx);
-      const members: MemberState[][] = [];
-      for (const row of rows) members.push(await memberStates(tx, row.id));
-      return { rows, members, held: await heldOut(tx) };
-    });
-    this.runs.clear();
-    this.index.clear();
-    this.held.clear();
-    const now = this.ctx.clock.now();
-    rows.forEach((row, i) => this.track(row, members[i], now));
-    for (const { device_id, version } of held) this.hold(device_id, version);
-    this.epoch = epoch;
-    this.loadedChanges = changes;
+    await this.stepping.acquire();
+    try {
+      const epoch = this.store.epoch;
+      const changes = this.remoteChanges;
+      const { rows, members, held } = await this.store.transact(async (tx) => {
+        const rows = await activeDeployments(tx);
+        const members: MemberState[][] = [];
+        for (const row of rows) members.push(await memberStates(tx, row.id));
+        return { rows, members, held: await heldOut(tx) };
+      });
+      this.runs.clear();
+      this.index.clear();
+      this.held.clear();
+      const now = this.ctx.clock.now();
+      rows.forEach((row, i) => this.track(row, members[i], now));
+      for (const { device_id, version } of held) this.hold(device_id, version);
+      this.epoch = epoch;
+      this.loadedChanges = changes;
+    } finally {
+      this.stepping.release();
+    }
   }
 
   /** The memory in step with the database: built again when the database was reloaded from disk (after a write that could not be saved). */
@@ -819,15 +825,16 @@ export class DeploymentService implements Steering {
   /**
    * Records what the resolver found (`offered`: the version of the package it offers). The same
    * offer again is the same attempt (no write); a device not under way gets a new attempt. `mac`:
-   * the device's, when the caller knows it (its events name it).
+   * the device's, when the caller knows it (its events name it). "hold": the offer was not recorded
+   * (the device moved meanwhile), so the device must not hear it.
    */
-  private recordOffer(deviceId: number, member: Member, offered: string | undefined, deviceVersion: string, mac?: string): OfferTag | Promise<OfferTag | undefined> | undefined {
+  private recordOffer(deviceId: number, member: Member, offered: string | undefined, deviceVersion: string, mac?: string): OfferTag | "hold" | Promise<OfferTag | "hold" | undefined> | undefined {
     if (offered !== undefined && UNDERWAY.has(member.state) && member.offeredVersion === offered) return { deployment: member.run.row.id, attempt: member.attempt };
     return this.recordOfferChange(deviceId, member, offered, deviceVersion, mac);
   }
 
   /** A package offered starts the device's progress record in the same transaction (the update check then finds it written). */
-  private async recordOfferChange(deviceId: number, member: Member, offered: string | undefined, deviceVersion: string, mac: string | undefined): Promise<OfferTag | undefined> {
+  private async recordOfferChange(deviceId: number, member: Member, offered: string | undefined, deviceVersion: string, mac: string | undefined): Promise<OfferTag | "hold" | undefined> {
     const now = this.ctx.clock.now();
     const at = isoTime(now);
     const { run } = member;
@@ -845,7 +852,7 @@ export class DeploymentService implements Steering {
     }
     const progressFor = offered !== undefined && mac !== undefined ? mac : undefined;
     const moved = await this.transact(async (step) => {
-      if (member.state !== before || this.index.get(deviceId) !== member) return false; // another check moved it meanwhile
+      if (member.state !== before || this.index.get(deviceId) !== member) return false; // another check moved it, or the memory was built again, meanwhile
       await this.move(step, deviceId, member, change);
       if (change.state === "installed") await this.history(step.tx, run.row.id, deviceId, "installed", null, at, member.attempt);
       if (progressFor !== undefined) await this.progressRecords.startIn(step.tx, deviceId, progressFor, offered!, new Date(now));
@@ -859,7 +866,13 @@ export class DeploymentService implements Steering {
       if (change.state === "installed") this.installed(run, deviceId, run.row.version);
       await this.evaluate(run);
     }
-    return UNDERWAY.has(member.state) ? { deployment: run.row.id, attempt: member.attempt } : undefined;
+    // The memory was built again meanwhile (another node's changes) and holds the device as the check found it: the offer is recorded on that.
+    const rebuilt = this.index.get(deviceId);
+    if (!moved && rebuilt !== undefined && rebuilt !== member && rebuilt.state === before && rebuilt.run.row.id === run.row.id && rebuilt.run.row.status === run.row.status) {
+      return this.recordOffer(deviceId, rebuilt, offered, deviceVersion, mac);
+    }
+    if (UNDERWAY.has(member.state)) return { deployment: run.row.id, attempt: member.attempt };
+    return offered === undefined ? undefined : "hold";
   }
 
   // --- what devices report -------------------------------------------------------------------------

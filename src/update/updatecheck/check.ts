@@ -18,10 +18,10 @@ export interface OfferTag {
 /**
  * What an update check does for a device (deployments/service.ts): "hold", no update; or the
  * deployment's target, and `recordOffer` to record (durably) what the resolver found (`offered`: the
- * offered package's version), answering the offer's tag. An offer it writes starts the device's
- * progress record in the same transaction.
+ * offered package's version), answering the offer's tag, or "hold" when the offer could not be
+ * recorded. An offer it writes starts the device's progress record in the same transaction.
  */
-export type OfferDecision = "hold" | { target: string; recordOffer(offered: string | undefined, deviceVersion: string, mac: string): OfferTag | Promise<OfferTag | undefined> | undefined };
+export type OfferDecision = "hold" | { target: string; recordOffer(offered: string | undefined, deviceVersion: string, mac: string): OfferTag | "hold" | Promise<OfferTag | "hold" | undefined> | undefined };
 
 /** The deployments as the update check sees them: undefined, the group's policy (`policyTarget`) as usual. */
 export interface Steering {
@@ -80,7 +80,7 @@ export async function updateCheck(
   // The deployment's record of the answer is durable before the device hears it; an offer it
   // writes holds the progress record too, which the start below then finds written.
   const tag = steer ? await steer.recordOffer(pkg?.version, String(metadata[keys.version]), device.mac) : undefined;
-  if (pkg === undefined) return undefined;
+  if (pkg === undefined || tag === "hold") return undefined;
   await progress.recordUpdateStart(device.deviceId, device.mac, pkg.version, now);
   const offer: UpdateOffer = { id: pkg.id, created: pkg.created, sha256: pkg.sha256, uri: await objectLink(ctx, base, pkg.storageName), version: pkg.version };
   // A delta the gateway made for the version the device runs goes beside the full package, which stays the fallback.
