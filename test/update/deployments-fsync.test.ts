@@ -15,7 +15,7 @@ const server = useTestServer({ database: { url: "" } });
 const DEVICES = 20;
 const FSYNC_MS = 200;
 
-test("20 devices' first checks in a deployment, each fsync taking 200 ms, are all offered within the time of a few fsyncs, not of 20", async () => {
+test("20 devices' first checks in a deployment, each fsync taking 200 ms, are all offered with a few fsyncs, not 20", async () => {
   const admin = server.adminToken;
   const devices = (await seedDevices(server, DEVICES)).map((d) => ({ ...d, token: server.server.ctx.tokens.issueDevice(d.mac, d.id, 86400) }));
   const v2 = (await uploadOk(server, { token: admin, version: "v2", devtype: "board", file: Buffer.from("v2 for boards") })).id;
@@ -29,27 +29,28 @@ test("20 devices' first checks in a deployment, each fsync taking 200 ms, are al
   assert.equal(created.status, 201, JSON.stringify(created.body));
 
   const original = fs.fdatasync;
-  const slow = (fd: number, callback: (error: NodeJS.ErrnoException | null) => void) => void setTimeout(() => original(fd, callback), FSYNC_MS);
+  let fsyncs = 0;
+  const slow = (fd: number, callback: (error: NodeJS.ErrnoException | null) => void) => {
+    fsyncs++;
+    setTimeout(() => original(fd, callback), FSYNC_MS);
+  };
   (fs as { fdatasync: unknown }).fdatasync = slow;
   syncBuiltinESMExports();
-  let took: number;
   let answers: Array<{ status: number; version?: string; deployment?: number }>;
   try {
-    const started = performance.now();
     answers = await Promise.all(
       devices.map(async (d) => {
         const res = await server.request("/api/v1/update/check", { method: "POST", token: d.token, json: deviceMetadata(d.mac, { "svc.software.version": "v1", "svc.hardware.devtype": "board" }) });
         return { status: res.status, ...(res.status === 200 ? ((await res.json()) as { version: string; deployment: number }) : {}) };
       }),
     );
-    took = performance.now() - started;
   } finally {
     (fs as { fdatasync: unknown }).fdatasync = original;
     syncBuiltinESMExports();
   }
   assert.deepEqual(answers.map((a) => [a.status, a.version, a.deployment]), devices.map(() => [200, "v2", created.body.id]));
-  // One fsync per offer, one after the other, is DEVICES * FSYNC_MS at the least.
-  assert.ok(took < (DEVICES * FSYNC_MS) / 2, `the ${DEVICES} offers took ${took.toFixed(0)} ms`);
+  // Counted, not timed: one fsync per offer would be DEVICES of them; offers that wait for a running fsync share the next one.
+  assert.ok(fsyncs <= DEVICES / 2, `the ${DEVICES} offers took ${fsyncs} fsyncs`);
   const offered = (await server.call<Array<{ state: string; attempt: number }>>("GET", `/api/v2/deployments/${created.body.id}/devices?limit=100`)).body;
   assert.deepEqual(offered.map((m) => [m.state, m.attempt]), devices.map(() => ["offered", 1]));
 });
