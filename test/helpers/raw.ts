@@ -1,4 +1,4 @@
-import { readdirSync } from "node:fs";
+import { readdirSync, readlinkSync } from "node:fs";
 import { connect } from "node:net";
 
 /**
@@ -43,6 +43,16 @@ export function parseRaw(text: string): { status: number; json: unknown } {
 
 /** Open file descriptors of a process (this one by default), from /proc. */
 export const openFds = (pid: number | "self" = "self"): number => readdirSync(`/proc/${pid}/fd`).length;
+
+/** What each open descriptor of a process is (a file's path, `socket:[inode]`), for a failure's message. */
+export const openFdTargets = (pid: number | "self" = "self"): string[] =>
+  readdirSync(`/proc/${pid}/fd`).map((fd) => {
+    try {
+      return readlinkSync(`/proc/${pid}/fd/${fd}`);
+    } catch {
+      return "(closed meanwhile)";
+    }
+  });
 
 /** A WebSocket frame from the server: text, binary, or its close (code and reason). */
 export type RawFrame = { kind: "text" | "binary"; data: Buffer } | { kind: "close"; code: number; reason: string };

@@ -13,7 +13,7 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { executableCommand, startServe, type ServeProcess } from "../helpers/cli.ts";
-import { openFds, parseRaw, rawRequest } from "../helpers/raw.ts";
+import { openFds, openFdTargets, parseRaw, rawRequest } from "../helpers/raw.ts";
 import { removeDir, requestAt, startTestServer, tempDir, type TestServer, waitFor } from "../helpers/server.ts";
 import { protocolDevice } from "../testrun/device-helpers.ts";
 import { waitRun } from "../testrun/run-helpers.ts";
@@ -433,6 +433,7 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}${EMULATED ? " under qe
     const health = async () => parseRaw((await rawRequest(target.url, http("GET", "/api/health"), PATIENCE_MS)).text).status;
     assert.equal(await health(), 200);
     const fds = openFds(target.pid);
+    const fdsBefore = openFdTargets(target.pid);
     // A checkpoint (every database.checkpoint_interval seconds after a change: a slow run sees one)
     // starts the next journal generation: the journal's number is not new data.
     const stored = () => [...new Set(files(target.dataDir).map((name) => name.replace(/^labgate\.journal\.\d+$/, "labgate.journal.N")))].sort().join("\n");
@@ -454,7 +455,12 @@ describe(`abuse corpus (${BIN ? `single executable ${BIN}${EMULATED ? " under qe
     /** The server answers, and holds no more open files or event subscribers than before. */
     const checkAfter = async (sent: string) => {
       assert.equal(await health(), 200, `health after ${sent}`);
-      if (openFds(target.pid) > fds) await waitFor(() => openFds(target.pid) <= fds, PATIENCE_MS, `open files back after ${sent}`);
+      if (openFds(target.pid) > fds) {
+        await waitFor(() => openFds(target.pid) <= fds, PATIENCE_MS, `open files back after ${sent}`).catch((error: Error) => {
+          const extra = openFdTargets(target.pid).filter((t) => !fdsBefore.includes(t));
+          throw new Error(`${error.message}; open since: ${extra.join(", ")}`);
+        });
+      }
       if (target.subscribers) assert.equal(target.subscribers(), 0, `event subscribers after ${sent}`);
     };
     for (const input of inputs.filter((i) => !i.together)) {
