@@ -6,7 +6,7 @@
  * for the other nodes' messages (LISTEN/NOTIFY). Loaded only from PostgreSQL's part.
  */
 import { randomUUID } from "node:crypto";
-import type { Client } from "pg";
+import type { Client, QueryResult, QueryResultRow } from "pg";
 import { JOBS, type Cluster, type Job, type NodeView, type PeerNode, type Topic } from "./cluster.ts";
 
 /** The advisory locks' first key: labgate's jobs ("lg"); the second is the job's place in JOBS, plus one. */
@@ -25,6 +25,13 @@ const GONE_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "EHOSTUNREACH", "ENETU
 const CHANNEL = "labgate_cluster";
 /** PostgreSQL's own bound on a NOTIFY payload is 8000 bytes. */
 const MAX_PAYLOAD = 7900;
+/**
+ * The form of NOTIFY payload this build writes and reads, in its `cluster_nodes` row: 2, a list of
+ * messages; 1, one message, the only form the build before reads (it sends only that form too).
+ */
+const MESSAGE_FORMAT = 2;
+/** Messages of the one-message form sent by one statement (each its own notification). */
+const SINGLES_PER_STATEMENT = 100;
 /** The database's clock in ms: every node's times are read on one clock. */
 const NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
@@ -48,6 +55,8 @@ interface PeerRow {
   silent: boolean;
   /** Its recorded session is not open in PostgreSQL. */
   sessionless: boolean;
+  /** The NOTIFY form it reads (1: one message a payload, the build before lists). */
+  message_format: number;
 }
 
 /** MACs per presence message: each well within NOTIFY's payload bound. */
@@ -59,6 +68,30 @@ type Message =
   /** Device sockets that opened or closed on node `node`; `reset`: forget every socket it held before. */
   | { from: string; topic: "presence"; node: string; opened: string[]; closed: string[]; reset?: boolean };
 
+/**
+ * The node's own pg client, its queries sent one at a time in the order asked: the beat, the
+ * presence writes, the outbox and the view share it, and pg deprecates (pg 9 refuses) a query sent
+ * while another runs.
+ */
+class Session {
+  readonly client: Client;
+  private tail: Promise<unknown> = Promise.resolve();
+
+  constructor(client: Client) {
+    this.client = client;
+  }
+
+  query<R extends QueryResultRow = QueryResultRow>(text: string, values?: unknown[]): Promise<QueryResult<R>> {
+    const result = this.tail.then(() => this.client.query<R>(text, values));
+    this.tail = result.catch(() => {});
+    return result;
+  }
+
+  end(): Promise<void> {
+    return this.client.end();
+  }
+}
+
 export async function startClusterNode(options: ClusterNodeOptions): Promise<Cluster> {
   const node = new ClusterNode(options);
   await node.join();
@@ -69,7 +102,7 @@ class ClusterNode implements Cluster {
   readonly name: string;
   private readonly instance = randomUUID();
   private readonly options: ClusterNodeOptions;
-  private session: Client | undefined;
+  private session: Session | undefined;
   private readonly held = new Set<Job>();
   private readonly takenHooks = new Map<Job, Array<() => void>>();
   private readonly handlers = new Map<Topic, Array<(data: unknown) => void>>();
@@ -185,13 +218,14 @@ class ClusterNode implements Cluster {
   /** The node's own session: keepalives short enough that PostgreSQL ends it soon after the machine goes. */
   private async connect(): Promise<void> {
     const { default: pg } = await import("pg");
-    const session = new pg.Client({ connectionString: this.options.url, keepAlive: true, keepAliveInitialDelayMillis: 1000, application_name: this.applicationName });
-    session.on("error", () => this.lost(session));
-    session.on("end", () => this.lost(session));
-    session.on("notification", (message) => {
+    const client = new pg.Client({ connectionString: this.options.url, keepAlive: true, keepAliveInitialDelayMillis: 1000, application_name: this.applicationName });
+    const session = new Session(client);
+    client.on("error", () => this.lost(session));
+    client.on("end", () => this.lost(session));
+    client.on("notification", (message) => {
       if (message.channel === CHANNEL && message.payload) this.received(message.payload);
     });
-    await session.connect();
+    await client.connect();
     await session.query(`SET tcp_keepalives_idle = 2; SET tcp_keepalives_interval = 1; SET tcp_keepalives_count = 3`);
     if (this.joined) {
       // Back after a lost session: the name is still this process's, unless another took it meanwhile.
@@ -215,24 +249,25 @@ class ClusterNode implements Cluster {
   private joined = false;
 
   /** Takes the node's name in cluster_nodes. */
-  private async claim(session: Client): Promise<void> {
+  private async claim(session: Session): Promise<void> {
     // A process that ran under this name before (it crashed, or its machine went) gives its place now: its session ends, and with it its locks.
     const before = await session.query<{ session_pid: number | null }>(`SELECT session_pid FROM cluster_nodes WHERE name = $1 AND instance <> $2`, [this.name, this.instance]);
     const pid = before.rows[0]?.session_pid;
     if (pid) await session.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND application_name = $2`, [pid, this.applicationName]);
     await session.query(
-      `INSERT INTO cluster_nodes (name, instance, advertise_url, version, started_at, heartbeat_at, stopped, session_pid)
-         VALUES ($1, $2, $3, $4, ${NOW_MS}, ${NOW_MS}, 0, pg_backend_pid())
+      `INSERT INTO cluster_nodes (name, instance, advertise_url, version, started_at, heartbeat_at, stopped, session_pid, message_format)
+         VALUES ($1, $2, $3, $4, ${NOW_MS}, ${NOW_MS}, 0, pg_backend_pid(), $5)
        ON CONFLICT (name) DO UPDATE SET instance = EXCLUDED.instance, advertise_url = EXCLUDED.advertise_url, version = EXCLUDED.version,
+         message_format = EXCLUDED.message_format,
          started_at = CASE WHEN cluster_nodes.instance = EXCLUDED.instance THEN cluster_nodes.started_at ELSE EXCLUDED.started_at END,
          heartbeat_at = EXCLUDED.heartbeat_at, stopped = 0, session_pid = EXCLUDED.session_pid`,
-      [this.name, this.instance, this.options.advertiseUrl, this.options.version],
+      [this.name, this.instance, this.options.advertiseUrl, this.options.version, MESSAGE_FORMAT],
     );
     await session.query(`DELETE FROM cluster_devices WHERE node = $1 AND instance <> $2`, [this.name, this.instance]);
   }
 
   /** Another process took this node's name: this one does nothing more in the cluster. */
-  private async replaced(session: Client): Promise<void> {
+  private async replaced(session: Session): Promise<void> {
     this.options.log("error", `cluster: another process took the node name ${this.name}; this one leaves the cluster (give each node its own cluster.node_name)`);
     this.ended = true;
     clearInterval(this.timer);
@@ -246,7 +281,7 @@ class ClusterNode implements Cluster {
   }
 
   /** The session went: its locks went with it, so the jobs stop now; it is opened again shortly. */
-  private lost(session: Client): void {
+  private lost(session: Session): void {
     if (this.session !== session) return;
     this.session = undefined;
     if (this.held.size > 0) this.options.log("warn", `cluster: the node's session to PostgreSQL ended; its jobs (${[...this.held].join(", ")}) stop until it is back`);
@@ -273,7 +308,7 @@ class ClusterNode implements Cluster {
     const mine = await session.query(`UPDATE cluster_nodes SET heartbeat_at = ${NOW_MS}, session_pid = pg_backend_pid() WHERE name = $1 AND instance = $2`, [this.name, this.instance]);
     if (mine.rowCount === 0) return this.replaced(session);
     const peers = await session.query<PeerRow>(
-      `SELECT n.name, n.advertise_url, n.instance, n.stopped, n.heartbeat_at < ${NOW_MS} - $2 AS silent,
+      `SELECT n.name, n.advertise_url, n.instance, n.stopped, n.message_format, n.heartbeat_at < ${NOW_MS} - $2 AS silent,
               NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = n.session_pid) AS sessionless
          FROM cluster_nodes n WHERE n.name <> $1`,
       [this.name, DOWN_AFTER_MS],
@@ -282,6 +317,7 @@ class ClusterNode implements Cluster {
       this.peers.set(row.name, row.advertise_url);
       this.watch(row);
     }
+    this.singles = peers.rows.some((row) => Number(row.stopped) === 0 && !row.silent && row.message_format < MESSAGE_FORMAT);
     for (const [index, job] of JOBS.entries()) {
       if (this.held.has(job)) continue;
       const taken = await session.query<{ taken: boolean }>(`SELECT pg_try_advisory_lock($1, $2) AS taken`, [LOCK_SPACE, index + 1]);
@@ -352,7 +388,7 @@ class ClusterNode implements Cluster {
   }
 
   /** Nodes silent past DOWN_AFTER_MS: their sessions end (a hung process's locks go) and their devices no longer count. */
-  private async sweep(session: Client): Promise<void> {
+  private async sweep(session: Session): Promise<void> {
     // Never this node itself: its beat may be older than the bound by now, its messages queued on the session ahead of this query.
     const down = await session.query<{ name: string; session_pid: number | null }>(
       `SELECT name, session_pid FROM cluster_nodes WHERE stopped = 0 AND heartbeat_at < ${NOW_MS} - $1 AND name <> $2`,
@@ -408,7 +444,7 @@ class ClusterNode implements Cluster {
    * as their payload bound allows, so that a burst (every device of a node connecting) does not
    * queue a round trip per message on the session ahead of the node's beat.
    */
-  private send(session: Client, message: Message): void {
+  private send(session: Session, message: Message): void {
     const payload = JSON.stringify(message);
     const bytes = Buffer.byteLength(payload);
     if (bytes + 2 > MAX_PAYLOAD) return this.options.log("error", `cluster: a ${message.topic} message too large for NOTIFY was not sent`);
@@ -419,22 +455,18 @@ class ClusterNode implements Cluster {
     setImmediate(() => this.flushOutbox());
   }
 
-  private outbox: { session: Client | undefined; payloads: Array<{ payload: string; bytes: number }>; scheduled: boolean } = { session: undefined, payloads: [], scheduled: false };
-  /** The last NOTIFY statement sent (each waits for the one before). */
-  private notified: Promise<void> = Promise.resolve();
+  /** Whether a node of the build before is up (it reads only one message a payload): then this one writes that form. */
+  private singles = true;
+
+  private outbox: { session: Session | undefined; payloads: Array<{ payload: string; bytes: number }>; scheduled: boolean } = { session: undefined, payloads: [], scheduled: false };
 
   private flushOutbox(): void {
     const { session, payloads } = this.outbox;
     this.outbox = { session, payloads: [], scheduled: false };
     if (!session) return;
-    // One statement at a time on the session: pg deprecates queries sent while another runs.
+    if (this.singles) return this.notifySingles(session, payloads);
     const notify = (batch: string[]) => {
-      this.notified = this.notified.then(() =>
-        session.query(`SELECT pg_notify($1, $2)`, [CHANNEL, `[${batch.join(",")}]`]).then(
-          () => {},
-          (error: Error) => this.options.log("warn", `cluster: ${batch.length} message(s) not sent: ${error.message}`),
-        ),
-      );
+      session.query(`SELECT pg_notify($1, $2)`, [CHANNEL, `[${batch.join(",")}]`]).catch((error: Error) => this.options.log("warn", `cluster: ${batch.length} message(s) not sent: ${error.message}`));
     };
     let batch: string[] = [];
     let size = 2;
@@ -450,20 +482,31 @@ class ClusterNode implements Cluster {
     if (batch.length > 0) notify(batch);
   }
 
+  /** The form of the build before: a notification per message, numbered, since PostgreSQL folds equal notifications of one statement. */
+  private notifySingles(session: Session, payloads: Array<{ payload: string }>): void {
+    for (let i = 0; i < payloads.length; i += SINGLES_PER_STATEMENT) {
+      const batch = payloads.slice(i, i + SINGLES_PER_STATEMENT).map(({ payload }) => `${payload.slice(0, -1)},"n":${++this.numbered}}`);
+      const calls = batch.map((_, j) => `pg_notify($1, $${j + 2})`).join(", ");
+      session.query(`SELECT ${calls}`, [CHANNEL, ...batch]).catch((error: Error) => this.options.log("warn", `cluster: ${batch.length} message(s) not sent: ${error.message}`));
+    }
+  }
+
+  private numbered = 0;
+
   /** Drops what this node knew of `node`'s device sockets. */
   private forget(node: string): void {
     for (const [mac, holder] of this.remote) if (holder === node) this.remote.delete(mac);
   }
 
   private received(payload: string): void {
-    let messages: Message[];
+    let parsed: unknown;
     try {
-      messages = JSON.parse(payload) as Message[];
+      parsed = JSON.parse(payload);
     } catch {
       return;
     }
-    if (!Array.isArray(messages)) return;
-    for (const message of messages) if (message && typeof message === "object") this.receivedOne(message);
+    // A list, or one message as a node of the build before sends it.
+    for (const message of Array.isArray(parsed) ? parsed : [parsed]) if (message && typeof message === "object") this.receivedOne(message as Message);
   }
 
   private receivedOne(message: Message): void {
@@ -478,7 +521,7 @@ class ClusterNode implements Cluster {
     for (const handler of this.handlers.get(message.topic) ?? []) this.safely(() => handler(message.data), message.topic);
   }
 
-  private async query<R extends object>(text: string, values: unknown[]): Promise<R[]> {
+  private async query<R extends QueryResultRow>(text: string, values: unknown[]): Promise<R[]> {
     if (!this.session) throw new Error("the node's session to PostgreSQL is not open");
     return (await this.session.query<R>(text, values)).rows;
   }

@@ -74,6 +74,7 @@ export interface ClusterNodesTable {
   heartbeat_at: number;
   stopped: Generated<number>;
   session_pid: number | null;
+  message_format: Generated<number>;
 }
 
 /** `ddi_actions`, owned by src/update/ddi. */

@@ -6,7 +6,15 @@ import { usePostgres } from "../helpers/postgres.ts";
 import { exact } from "../helpers/shapes.ts";
 import { startTestServer, waitFor, type TestServer } from "../helpers/server.ts";
 import { openDeviceSocket } from "../helpers/device-socket.ts";
-import { registerDevice } from "../update/helpers/devices.ts";
+import { registerDevice, seedDevices } from "../update/helpers/devices.ts";
+import { device } from "../update/helpers/agents.ts";
+import { startOldNode, type OldNode } from "../fixtures/cluster-node-v1.ts";
+
+/** pg's warnings in this process (each is emitted once a process, so the listener is on from the start). */
+const pgWarnings: string[] = [];
+process.on("warning", (warning) => {
+  if (/pg@9|client\.query\(\)/.test(warning.message)) pgWarnings.push(warning.message);
+});
 
 const postgres = usePostgres();
 
@@ -57,6 +65,57 @@ test("two nodes on one PostgreSQL: each lists both, the devices each holds and i
   } finally {
     await b.close();
     await a.close().catch(() => {});
+  }
+});
+
+test("a node's own session sends one query at a time while it beats, records a burst of device sockets, notifies and answers the view (pg deprecates overlapping queries; pg 9 refuses them)", async () => {
+  const url = await postgres.createDatabase("one-query");
+  const a = await node(url, "node-a");
+  const b = await node(url, "node-b", a.dataDir);
+  try {
+    const devices = await seedDevices(a, 100);
+    const sockets = await Promise.all(devices.map((device) => openDeviceSocket(a.url, device.token)));
+    const views = Promise.all(Array.from({ length: 10 }, () => cluster(a)));
+    await waitFor(async () => byName(await cluster(b))["node-a"].connected_devices === 100, 10_000, "node a's devices seen from node b");
+    await views;
+    for (const socket of sockets) socket.ws.close();
+    await Promise.all(Array.from({ length: 10 }, () => cluster(a)));
+    await waitFor(async () => byName(await cluster(b))["node-a"].connected_devices === 0, 10_000, "node a's devices gone");
+    assert.deepEqual(pgWarnings, []);
+  } finally {
+    await b.close();
+    await a.close();
+  }
+});
+
+/** Resolves once `node` has beaten after `since` (database clock): that beat read every node's row, message formats included. */
+const beatAfter = async (old: OldNode, node: string, since: number) => waitFor(async () => (await old.beatOf(node)) > since, 10_000, `a beat of ${node}`);
+
+test("during a rolling upgrade a node of the build before (one message a NOTIFY) and a node of this one understand each other; once the old node stops, messages go as lists again", async () => {
+  const url = await postgres.createDatabase("two-builds");
+  const a = await node(url, "node-a");
+  const old = await startOldNode(url, "node-old");
+  try {
+    await beatAfter(old, "node-a", await old.now());
+    // Node a's device: the old node hears of it in the form it reads.
+    const [mine, theirs] = await seedDevices(a, 2);
+    const socket = await openDeviceSocket(a.url, mine.token);
+    await waitFor(async () => old.understood.some((m) => m.topic === "presence" && (m.opened as string[]).includes(mine.mac)), 10_000, "the old node hearing of node a's device");
+    assert.deepEqual(old.lost, []);
+    // The old node's device, in the old form: connected on node a too, then gone.
+    await old.send({ topic: "presence", node: "node-old", opened: [theirs.mac], closed: [] });
+    await waitFor(async () => (await device(a, theirs.id)).connected, 10_000, "the old node's device connected, seen from node a");
+    await old.send({ topic: "presence", node: "node-old", opened: [], closed: [theirs.mac] });
+    await waitFor(async () => !(await device(a, theirs.id)).connected, 10_000, "the old node's device gone, seen from node a");
+
+    // The old node leaves (upgraded): node a packs its messages again, which that build could not read.
+    await old.stop();
+    await beatAfter(old, "node-a", await old.now());
+    socket.ws.close();
+    await waitFor(async () => old.lost.some((payload) => Array.isArray(payload) && payload.some((m: { topic?: string; closed?: string[] }) => m.topic === "presence" && m.closed?.includes(mine.mac))), 10_000, "node a's list");
+  } finally {
+    await old.end();
+    await a.close();
   }
 });
 

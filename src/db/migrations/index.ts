@@ -30,6 +30,7 @@ import { m033DdiTargets } from "./033_ddi_targets.ts";
 import { m034RunCounts } from "./034_run_counts.ts";
 import { m036Cluster } from "./036_cluster.ts";
 import { m037PackageDeltas } from "./037_package_deltas.ts";
+import { m038ClusterMessageFormat } from "./038_cluster_message_format.ts";
 
 /** Every schema step in order. Append new numbered files; never edit a released one. */
-export const migrations: Migration[] = [m001Core, m002Testrun, m003Devices, m004PackagesGroups, m005DeviceChannel, m006ProgressUpdated, m008TokenRevocations, m009Accounts, m010DeviceLogs, m011RegistrationBounds, m012ActionOutputInline, m014AccessGeneration, m015DeviceLogBytes, m016Deployments, m017UpdateHistory, m018AuditLog, m020DeviceTestRuns, m021DeploymentValidation, m022AuditSpool, m023DeploymentIdempotence, m024DeploymentAttempts, m026ValidationCopy, m028AuditRefusals, m029Lab, m030LabAttempts, m031RegistrationOrder, m032LabSpanState, m033DdiTargets, m034RunCounts, m036Cluster, m037PackageDeltas];
+export const migrations: Migration[] = [m001Core, m002Testrun, m003Devices, m004PackagesGroups, m005DeviceChannel, m006ProgressUpdated, m008TokenRevocations, m009Accounts, m010DeviceLogs, m011RegistrationBounds, m012ActionOutputInline, m014AccessGeneration, m015DeviceLogBytes, m016Deployments, m017UpdateHistory, m018AuditLog, m020DeviceTestRuns, m021DeploymentValidation, m022AuditSpool, m023DeploymentIdempotence, m024DeploymentAttempts, m026ValidationCopy, m028AuditRefusals, m029Lab, m030LabAttempts, m031RegistrationOrder, m032LabSpanState, m033DdiTargets, m034RunCounts, m036Cluster, m037PackageDeltas, m038ClusterMessageFormat];
