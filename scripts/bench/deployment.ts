@@ -26,6 +26,10 @@
  *    long the rollout took, with the server's CPU time per check without a deployment and per
  *    device rolled out once the checks stopped (other load on the machine disturbs these far less
  *    than the rates).
+ * 5. prints, per step of the run (the baseline, the creation, each phase with and without the checks,
+ *    the completion), the server's CPU time and the longest hold of its event loop (and how many
+ *    holds over 5 ms), measured inside the server by loop-probe.ts: figures that a loaded machine
+ *    disturbs far less than the rates, and which say where a p99 comes from.
  * BENCH_NODE_ARGS adds node flags to the server (e.g. --cpu-prof). `--engine both` runs it on the
  * embedded engine, then on PostgreSQL (a throwaway cluster on this machine, scripts/bench/engines.ts),
  * whose CPU is printed beside the server's.
@@ -44,6 +48,7 @@ import { createLogger } from "../../src/util/log.ts";
 import type { LoadRequest, LoadResult, LoadSpec } from "./loadgen.ts";
 import { apiAs, listening, runLoad, seedFleet } from "./server.ts";
 import { flag } from "./flags.ts";
+import type { WindowFigures } from "./loop-probe.ts";
 import { benchEngines, databaseUrlOf, postgresCpuSeconds, runPerEngine, stopBenchPostgres } from "./engines.ts";
 
 const DEVICES = flag("devices", 10_000);
@@ -96,11 +101,49 @@ async function seed(): Promise<Seeded> {
 
 async function spawnServer(): Promise<{ child: ChildProcess; url: string }> {
   writeFileSync(join(work, "bench.config.yaml"), "log_level: warn\n");
-  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", "src/main.ts", "serve", "--config", join(work, "bench.config.yaml"), "--data-dir", dataDir, "--listen", "127.0.0.1:0", ...(DATABASE_URL ? ["--database-url", DATABASE_URL] : [])], {
-    stdio: ["ignore", "pipe", "inherit"],
+  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_ARGS?.split(" ").filter(Boolean) ?? []), "--import", "tsx", "--import", "./scripts/bench/loop-probe.ts", "src/main.ts", "serve", "--config", join(work, "bench.config.yaml"), "--data-dir", dataDir, "--listen", "127.0.0.1:0", ...(DATABASE_URL ? ["--database-url", DATABASE_URL] : [])], {
+    stdio: ["ignore", "pipe", "inherit", "ipc"],
     env: { ...process.env, LABGATE_CONFIG: "" },
   });
   return listening(child);
+}
+
+/**
+ * The server's steps, one window each (loop-probe.ts): `mark(next)` ends the current window and
+ * begins `next`, in the order called; `devices` is how many devices the rollout had taken through
+ * when it was called.
+ */
+function stepWindows(child: ChildProcess) {
+  const ended: Array<WindowFigures & { devices: number }> = [];
+  let queue = Promise.resolve();
+  let devicesBefore = 0;
+  const mark = (next: string, devices?: number): Promise<void> => {
+    queue = queue.then(
+      () =>
+        new Promise<void>((resolve) => {
+          child.once("message", (figures: WindowFigures) => {
+            const now = devices ?? devicesBefore;
+            ended.push({ ...figures, devices: now - devicesBefore });
+            devicesBefore = now;
+            resolve();
+          });
+          child.send({ window: next });
+        }),
+    );
+    return queue;
+  };
+  return { mark, ended };
+}
+
+function printWindows(windows: ReadonlyArray<WindowFigures & { devices: number }>): void {
+  console.log(`\nserver, per step (loop-probe.ts; a hold: the time between two turns of a 1 ms timer of the server's loop, wall and the server's CPU in it):`);
+  console.log(`  ${"step".padEnd(36)} ${"wall".padStart(7)} ${"CPU".padStart(9)} ${"devices".padStart(7)} ${"CPU/device".padStart(10)} ${"longest hold wall / CPU".padStart(24)} ${"CPU holds > 5 ms".padStart(18)}`);
+  for (const w of windows) {
+    const perDevice = w.devices > 0 ? `${(w.cpuMs / w.devices).toFixed(2)} ms` : "";
+    console.log(
+      `  ${w.window.padEnd(36)} ${`${(w.wallMs / 1000).toFixed(1)} s`.padStart(7)} ${`${w.cpuMs.toFixed(0)} ms`.padStart(9)} ${String(w.devices || "").padStart(7)} ${perDevice.padStart(10)} ${`${w.maxHoldMs.toFixed(1)} / ${w.maxCpuHoldMs.toFixed(1)} ms`.padStart(24)} ${`${w.longHolds} (${w.longHoldMs.toFixed(0)} ms)`.padStart(18)}`,
+    );
+  }
 }
 
 const load = (spec: LoadSpec, stop?: AbortSignal): Promise<LoadResult> => runLoad(work, spec, stop);
@@ -183,20 +226,26 @@ async function main(): Promise<void> {
     sockets = await connectAll(server.url, seeded.devices);
     console.log(`${sockets.size} device sockets open in ${((performance.now() - connectStarted) / 1000).toFixed(1)} s`);
     // Warm-up: JIT, caches, and every device's first check (which writes its progress record).
+    const steps = stepWindows(server.child);
+    await steps.mark("checks without a deployment");
     const cpuWithout = cpuSeconds(server.child.pid!);
     const without = await load({ url: server.url, requests: checks, connections: CLIENTS, seconds: SECONDS, warmupSeconds: Math.max(3, DEVICES / 1000), client: "raw" });
     // The generator's warm-up and start count too: an upper bound, as in update-check.ts.
     const perCheckWithout = (cpuSeconds(server.child.pid!) - cpuWithout) / without.requests;
     console.log(`\nwithout a deployment  ${fmt(without)}  load ${loadNow()}`);
 
+    await steps.mark("creation (POST, 10,000 members)".replace("10,000", DEVICES.toLocaleString("en")));
     const rssBefore = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.child.pid}/status`, "utf8"))![1]) * 1024;
     const created = await api<{ id: number }>("POST", "/api/v2/deployments", { group: seeded.group, version: "v2", phases: [10, 50, 100], success_percent: 95 });
     const rssAfter = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.child.pid}/status`, "utf8"))![1]) * 1024;
+    await steps.mark("the benchmark lists the members");
     const order = (await Promise.all(Array.from({ length: Math.ceil(DEVICES / 1000) }, (_, i) => api<Array<{ device: number; phase: number }>>("GET", `/api/v2/deployments/${created.id}/devices?limit=1000&offset=${i * 1000}`)))).flat();
     const byId = new Map(seeded.devices.map((d) => [d.id, d]));
     const started = performance.now();
     const http = httpClient();
     let rolled = 0;
+    let checking = true;
+    let rolling = -1;
     const rollout = (async () => {
       for (let phase = 0; phase < 3; phase++) {
         for (;;) {
@@ -204,6 +253,8 @@ async function main(): Promise<void> {
           if (view.current_phase >= phase || view.status === "completed") break;
           await new Promise((resolve) => setTimeout(resolve, 100));
         }
+        rolling = phase;
+        void steps.mark(`phase ${phase + 1}${checking ? ", checks running" : ""}`, rolled);
         const queue = order.filter((m) => m.phase === phase).map((m) => byId.get(m.device)!);
         await Promise.all(Array.from({ length: WORKERS }, async () => {
           for (let next = queue.shift(); next; next = queue.shift()) {
@@ -219,9 +270,12 @@ async function main(): Promise<void> {
     const cpuDuring = cpuSeconds(server.child.pid!);
     const during = await load({ url: server.url, requests: checks, connections: CLIENTS, seconds: SECONDS, warmupSeconds: 1, client: "raw" }, rolledOut.signal);
     const loadDuring = loadNow();
+    checking = false;
+    void steps.mark(`phase ${rolling + 1}, after the checks`, rolled);
     const afterChecks = { cpu: cpuSeconds(server.child.pid!), postgres: await postgresCpuSeconds(), rolled };
     const perCheckDuring = (afterChecks.cpu - cpuDuring) / during.requests;
     await rollout;
+    await steps.mark("completion (after the last outcome)", rolled);
     const rolledAlone = rolled - afterChecks.rolled;
     const perDevice = rolledAlone > 0 ? (cpuSeconds(server.child.pid!) - afterChecks.cpu) / rolledAlone : NaN;
     const postgresPerDevice = rolledAlone > 0 ? ((await postgresCpuSeconds()) - afterChecks.postgres) / rolledAlone : NaN;
@@ -233,6 +287,7 @@ async function main(): Promise<void> {
     }
     const took = (performance.now() - started) / 1000;
     const group = await api<{ policy: string }>("GET", `/api/v2/groups/${seeded.group}`);
+    await steps.mark("checks without, after");
     const after = await load({ url: server.url, requests: checks, connections: CLIENTS, seconds: SECONDS, warmupSeconds: Math.max(3, DEVICES / 1000), client: "raw" });
     console.log(`during the deployment  ${fmt(during)}  load ${loadDuring}${during.seconds < SECONDS - 0.5 ? ` (${during.seconds.toFixed(1)} s: the rollout ended)` : ""}`);
     console.log(`without, after         ${fmt(after)}  load ${loadNow()}`);
@@ -240,6 +295,8 @@ async function main(): Promise<void> {
     console.log(`ratio during/without   ${ratio(without)} (${ratio(after)} to the baseline after; the baselines ${((100 * Math.abs(after.perSecond - without.perSecond)) / without.perSecond).toFixed(0)} % apart)  (targets: >= 0.8, p99 < 25 ms)`);
     console.log(`\nrollout: ${final.status} in ${took.toFixed(1)} s (${(DEVICES / took).toFixed(0)} devices/s through check + outcome); installed ${final.counts.installed}; group policy now ${group.policy}`);
     console.log(`server CPU: ${(perCheckWithout * 1e6).toFixed(0)} us per check without a deployment, ${(perCheckDuring * 1e6).toFixed(0)} us during it (the rollout's ${afterChecks.rolled} devices included); ${(perDevice * 1e3).toFixed(2)} ms per device rolled out after the checks (${rolledAlone} devices)${DATABASE_URL ? `, PostgreSQL ${(postgresPerDevice * 1e3).toFixed(2)} ms more` : ""}`);
+    await steps.mark("end");
+    printWindows(steps.ended.filter((w) => w.window !== "start"));
     console.log(`server RSS: +${((rssAfter - rssBefore) / DEVICES).toFixed(0)} B per device at creation (RSS, noisy)`);
   } finally {
     for (const { ws } of sockets.values()) ws.terminate();

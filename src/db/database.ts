@@ -38,9 +38,10 @@ export interface Tx {
   all<T = Row>(sql: string, params?: SqlParam[]): T[];
 }
 
-/** What one statement of an open transaction gave: its rows (a SELECT's, or RETURNING's), and for a write its effect. */
-export interface QueryOutcome<T = Row> extends RunResult {
+/** What one statement of an open transaction gave: its rows (a SELECT's, or RETURNING's), and for a write how many rows it changed. */
+export interface QueryOutcome<T = Row> {
   rows: T[];
+  changes: number;
 }
 
 /** A transaction that may span awaits (Database.begin). */
@@ -324,7 +325,11 @@ export class Database {
     };
   }
 
-  /** Runs one statement and collects what it returns (RETURNING rows too); `writes` says whether it changes anything. */
+  /**
+   * Runs one statement and collects what it returns (RETURNING rows too); `writes` says whether it
+   * changes anything. No last_insert_rowid (a query of its own per INSERT): the query layer's
+   * inserts ask for their ids with RETURNING, as they must on PostgreSQL, which gives no insertId.
+   */
   private execute<T>(text: string, params: SqlParam[], writes: boolean): QueryOutcome<T> {
     const stmt = this.prepare(text);
     const rows: T[] = [];
@@ -334,10 +339,7 @@ export class Database {
     } finally {
       stmt.reset();
     }
-    if (!writes) return { rows, changes: 0, lastInsertRowid: 0 };
-    const changes = this.sql.getRowsModified();
-    const lastInsertRowid = INSERTS.test(text) ? Number(this.get<{ id: number }>("SELECT last_insert_rowid() AS id")!.id) : 0;
-    return { rows, changes, lastInsertRowid };
+    return { rows, changes: writes ? this.sql.getRowsModified() : 0 };
   }
 
   /** A write that needs no acknowledgement (e.g. a last-seen time): durable with the next commit or within a second. */

@@ -108,12 +108,9 @@ class EmbeddedConnection implements DatabaseConnection {
       throw error;
     }
     if (!this.transaction) await this.commit(transaction);
+    // No insertId, as on PostgreSQL: an insert asks for its id with RETURNING.
     if (!changes) return { rows: outcome.rows };
-    return {
-      rows: outcome.rows,
-      numAffectedRows: BigInt(outcome.changes),
-      ...(outcome.lastInsertRowid ? { insertId: BigInt(outcome.lastInsertRowid) } : {}),
-    };
+    return { rows: outcome.rows, numAffectedRows: BigInt(outcome.changes) };
   }
 
   async *streamQuery<R>(query: CompiledQuery): AsyncIterableIterator<QueryResult<R>> {

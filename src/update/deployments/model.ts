@@ -65,11 +65,26 @@ export const phaseOf = (counts: readonly number[], position: number): number => 
  * the same devices come first however often it is computed.
  */
 export function stableOrder(deploymentId: number, deviceIds: readonly number[]): number[] {
-  const key = (id: number) => createHash("sha256").update(`${deploymentId}:${id}`).digest("hex");
-  return deviceIds
-    .map((id) => ({ id, key: key(id) }))
-    .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.id - b.id))
-    .map((entry) => entry.id);
+  return inOrderKeyOrder(deviceIds.map((id) => orderKey(deploymentId, id)));
+}
+
+/** A device's place in stableOrder (a caller hashing thousands may do it in slices). */
+export interface OrderKey {
+  id: number;
+  digest: Buffer;
+  /** The digest's first 48 bits: numbers compare far faster than the digests, and 10,000 keys sort in ~140,000 comparisons. */
+  prefix: number;
+}
+
+export function orderKey(deploymentId: number, id: number): OrderKey {
+  const digest = createHash("sha256").update(`${deploymentId}:${id}`).digest();
+  return { id, digest, prefix: digest.readUIntBE(0, 6) };
+}
+
+/** The ids in the digests' byte order (their hex order), then by id. */
+export function inOrderKeyOrder(keys: OrderKey[]): number[] {
+  keys.sort((a, b) => a.prefix - b.prefix || Buffer.compare(a.digest, b.digest) || a.id - b.id);
+  return keys.map((key) => key.id);
 }
 
 // --- the maintenance window --------------------------------------------------------------

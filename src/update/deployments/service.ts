@@ -14,9 +14,9 @@ import type { AppContext, Identity } from "../../app/context.ts";
 import { LabgateError } from "../../util/errors.ts";
 import type { ChannelHub, DeviceConnection } from "../channel/hub.ts";
 import type { EventBroadcaster } from "../events/broadcaster.ts";
-import { deviceMac, groupMemberMetadata } from "../devices/devices.ts";
+import { deviceMac, groupMemberKey } from "../devices/devices.ts";
 import { packageMetadataText } from "../packages/packages.ts";
-import { assignPackages, changed, getGroup, groupDeviceIds, groupPackageIds, groupPolicy, setPolicyIn, type CatalogWatch } from "../groups/groups.ts";
+import { assignPackages, changed, getGroup, groupPackageIds, groupPolicy, setPolicyIn, type CatalogWatch } from "../groups/groups.ts";
 import type { UpdateProgress } from "../progress/progress.ts";
 import { checkKeys, type OfferTag, type OfferDecision, type Steering } from "../updatecheck/check.ts";
 import {
@@ -28,10 +28,12 @@ import {
   endStatus,
   FINAL,
   gate,
+  inOrderKeyOrder,
+  orderKey,
+  type OrderKey,
   overErrorThreshold,
   phaseCounts,
   phaseOf,
-  stableOrder,
   SUCCEEDED,
   sumOf,
   totalOf,
@@ -72,6 +74,8 @@ import { OUTPUT_TAIL } from "../../protocol/labgate/device.ts";
 const TICK_MS = 1000;
 /** The writes of this long go to the other nodes as one change. */
 const PUBLISH_DELAY_MS = 50;
+/** Download percents reported within this long are written together, in one step. */
+const PERCENTS_DELAY_MS = 1000;
 /**
  * Steps waiting for each other run back to back in one event-loop turn (each lets the next in as
  * it commits in memory); after this long the loop turns before the next, so that a queue of them
@@ -179,12 +183,15 @@ const memberOf = (run: Run, m: MemberState): Member => ({
 });
 
 /**
- * One transaction of the service: its statements (`tx`) and how to take back the memory changes
- * made with them, should it not commit (PostgreSQL runs a transaction again after a conflict).
+ * One transaction of the service: its statements (`tx`), how to take back the memory changes
+ * made with them should it not commit (PostgreSQL runs a transaction again after a conflict), and
+ * the memory changes that wait for its commit (what nothing may see before it is committed:
+ * a new deployment's devices, which update checks would otherwise be offered from).
  */
 interface Step {
   tx: Tx;
   undo: Array<() => void>;
+  atCommit: Array<() => void>;
 }
 
 /** The actor of the deployments' own steps (pause at the threshold, advance, completion, timeouts). */
@@ -269,6 +276,26 @@ export class DeploymentService implements Steering {
   private loadedChanges = 0;
   private publishing: ReturnType<typeof setTimeout> | undefined;
 
+  /** Devices' download percents not written yet (the latest of each). */
+  private readonly percents = new Map<number, { member: Member; percent: number; at: string }>();
+  private percentsDue: ReturnType<typeof setTimeout> | undefined;
+
+  /**
+   * Writes the percents reported since the last time, in one step of the service: inside its
+   * transactions (on PostgreSQL a write beside them would make theirs on the same rows run again),
+   * and only for devices still downloading (a move since wrote what the device shows).
+   */
+  private async writePercents(): Promise<void> {
+    this.percentsDue = undefined;
+    const due = [...this.percents];
+    this.percents.clear();
+    await this.transact(async (step) => {
+      for (const [deviceId, { member, percent, at }] of due) {
+        if (this.index.get(deviceId) === member && member.state === "downloading") await memberProgress(step.tx, member.run.row.id, deviceId, percent, at);
+      }
+    }).catch((error) => this.ctx.log.warn(`deployments: download percents not written: ${(error as Error).message}`));
+  }
+
   /** Tells the other nodes, once for the writes of a short while, that their memory of deployments is stale. */
   private changedHere(): void {
     this.publishing ??= setTimeout(() => {
@@ -296,6 +323,7 @@ export class DeploymentService implements Steering {
 
   close(): void {
     this.stop.abort();
+    clearTimeout(this.percentsDue);
   }
 
   /** Runs after a device's `installed` transition is durable. */
@@ -357,7 +385,7 @@ export class DeploymentService implements Steering {
       this.index.clear();
       this.held.clear();
       const now = this.ctx.clock.now();
-      rows.forEach((row, i) => this.track(row, members[i], now));
+      rows.forEach((row, i) => this.track(this.runOf(row, now), members[i]));
       for (const { device_id, version } of held) this.hold(device_id, version);
       this.epoch = epoch;
       this.loadedChanges = changes;
@@ -373,14 +401,19 @@ export class DeploymentService implements Steering {
     return this.loading;
   }
 
-  /** An active deployment's devices into memory. */
-  private track(row: DeploymentRow, members: readonly MemberState[], now: number): Run {
-    const run = this.runOf(row, now);
+  /** An active deployment and its devices into memory. */
+  private track(run: Run, members: readonly MemberState[]): void {
+    this.runs.set(run.row.id, run);
     for (const m of members) {
       this.index.set(m.device_id, memberOf(run, m));
       run.counts[m.phase][m.state] += 1;
     }
-    return run;
+  }
+
+  /** An active deployment's memory, not yet in place (`runs`): a step makes it, and puts it in place at its commit. */
+  private runOf(row: DeploymentRow, now: number): Run {
+    const ends = parsePhases(row);
+    return { row, ends, phaseStarted: parsePhaseStarted(row).map((t) => Date.parse(t)), window: parseWindow(row), counts: ends.map(emptyCounts), windowOpenedAt: now, windowCache: { minute: -1, open: false } };
   }
 
   private hold(deviceId: number, version: string): void {
@@ -393,21 +426,6 @@ export class DeploymentService implements Steering {
     const versions = this.held.get(deviceId);
     versions?.delete(version);
     if (versions?.size === 0) this.held.delete(deviceId);
-  }
-
-  private runOf(row: DeploymentRow, now: number): Run {
-    const ends = parsePhases(row);
-    const run: Run = {
-      row,
-      ends,
-      phaseStarted: parsePhaseStarted(row).map((t) => Date.parse(t)),
-      window: parseWindow(row),
-      counts: ends.map(emptyCounts),
-      windowOpenedAt: now,
-      windowCache: { minute: -1, open: false },
-    };
-    this.runs.set(row.id, run);
-    return run;
   }
 
   /** Is the window open (computed once a minute); notes when it opened, for the timeouts. */
@@ -433,26 +451,37 @@ export class DeploymentService implements Steering {
    */
   private async transact<T>(fn: (step: Step) => Promise<T>): Promise<T> {
     const undo: Array<() => void> = [];
+    const atCommit: Array<() => void> = [];
     const back = () => {
       while (undo.length > 0) undo.pop()!();
+      atCommit.length = 0;
     };
     await this.stepping.acquire();
     await this.turnWhenSliceEnds();
     // The next step may go once this one committed (in memory, on the embedded engine): its frame
     // follows this one's on disk, and a frame that fails reloads the database and, from it, this memory.
-    let committed = false;
+    let released = false;
     const letGo = () => {
-      if (committed) return;
-      committed = true;
+      if (released) return;
+      released = true;
       this.stepping.release();
+    };
+    let committed = false;
+    const onCommit = () => {
+      committed = true;
+      try {
+        for (const apply of atCommit) apply();
+      } finally {
+        letGo();
+      }
     };
     try {
       const result = await this.store.transact(
         (tx) => {
           back();
-          return fn({ tx, undo });
+          return fn({ tx, undo, atCommit });
         },
-        { committed: letGo },
+        { committed: onCommit },
       );
       this.changedHere();
       return result;
@@ -579,7 +608,8 @@ export class DeploymentService implements Steering {
       if (!(await getGroup(tx, input.groupId))) throw new LabgateError("invalid", `field "group": group ${input.groupId} does not exist`);
       const running = await activeDeploymentOf(tx, input.groupId);
       if (running) throw new LabgateError("conflict", `field "group": group ${input.groupId} already has deployment ${running.id} (${running.status})`);
-      const devices = await groupDeviceIds(tx, input.groupId);
+      const members = await groupMemberKey(tx, this.store.engine, input.groupId, versionKey, () => this.turnWhenSliceEnds());
+      const devices = members.map((m) => m.id);
       if (devices.length === 0) throw new LabgateError("invalid", `field "group": group ${input.groupId} has no devices`);
       busyCheck(devices);
       const packageIds = input.packages.length > 0 ? await assignFirst(tx, input) : await groupPackageIds(tx, input.groupId);
@@ -615,23 +645,32 @@ export class DeploymentService implements Steering {
         updated: at,
       });
       await recordAudit(tx, input.actor, "deployment.create", `deployment:${id}`, { group: input.groupId, version: input.version, devices: devices.length, packages: packageIds });
-      const order = stableOrder(id, devices);
+      await this.turnWhenSliceEnds();
+      const keys: OrderKey[] = [];
+      for (const deviceId of devices) {
+        if (keys.length % 500 === 0) await this.turnWhenSliceEnds();
+        keys.push(orderKey(id, deviceId));
+      }
+      const order = inOrderKeyOrder(keys);
       const ends = phaseCounts(input.phases, order.length);
       await updateDeployment(tx, id, { phases: JSON.stringify(ends) });
-      const versions = new Map((await groupMemberMetadata(tx, input.groupId)).map((d) => [d.id, String((JSON.parse(d.metadata) as Record<string, unknown>)[versionKey] ?? "")]));
+      const versions = new Map(members.map((m) => [m.id, m.value === null ? "" : String(m.value)]));
+      // In slices: the checks and sockets of the other devices go on between them.
       await insertMembers(
         tx,
         order.map((deviceId, position) => ({ deployment_id: id, device_id: deviceId, phase: phaseOf(ends, position), position, from_version: versions.get(deviceId) || null, to_version: input.version, updated: at })),
+        () => this.turnWhenSliceEnds(),
       );
       const row = (await getDeployment(tx, id))!;
-      // Into memory in one step with its check: no other deployment takes these devices meanwhile.
-      busyCheck(devices);
       const run = this.runOf({ ...row }, now);
-      step.undo.push(() => this.forget(run));
-      order.forEach((deviceId, position) => {
-        const phase = phaseOf(ends, position);
-        this.index.set(deviceId, { run, phase, state: "waiting", offeredAt: null, attempt: 0, failures: 0, offeredVersion: null, retryAt: null });
-        run.counts[phase].waiting += 1;
+      const tracked = order.map((deviceId, position): [number, Member] => [deviceId, { run, phase: phaseOf(ends, position), state: "waiting", offeredAt: null, attempt: 0, failures: 0, offeredVersion: null, retryAt: null }]);
+      for (const [, member] of tracked) run.counts[member.phase].waiting += 1;
+      // Into memory at its commit (no update check is offered from a deployment that may not commit), and
+      // checked once more in this step: no other deployment takes these devices meanwhile.
+      busyCheck(devices);
+      step.atCommit.push(() => {
+        this.runs.set(run.row.id, run);
+        for (const [deviceId, member] of tracked) this.index.set(deviceId, member);
       });
       return row;
     }));
@@ -739,11 +778,11 @@ export class DeploymentService implements Steering {
       await recordAudit(tx, actor, "deployment.retry", `deployment:${id}`, { devices: chosen.slice(0, 100), count: chosen.length, reopened: true });
       const reopened = (await getDeployment(tx, id))!;
       const members = await memberStates(tx, id);
-      // Into memory in one step with its check.
+      // Into memory at its commit, checked in the same step.
       const busy = chosen.find((deviceId) => this.index.has(deviceId));
       if (busy !== undefined) throw new LabgateError("conflict", `device ${busy} is in deployment ${this.index.get(busy)!.run.row.id}`);
-      const run = this.track(reopened, members, now);
-      step.undo.push(() => this.forget(run));
+      const run = this.runOf(reopened, now);
+      step.atCommit.push(() => this.track(run, members));
       return { row, chosen, run };
     });
     for (const deviceId of chosen) this.release(deviceId, row.version);
@@ -891,7 +930,9 @@ export class DeploymentService implements Steering {
       });
       if (moved) this.publishDevice(member.run, mac, member, { progress: percent });
     } else {
-      this.store.writeLazy(memberProgress(this.store.query, member.run.row.id, deviceId, percent, at));
+      this.percents.set(deviceId, { member, percent, at });
+      this.percentsDue ??= setTimeout(() => void this.writePercents(), PERCENTS_DELAY_MS);
+      this.percentsDue.unref?.();
     }
   }
 

@@ -306,18 +306,46 @@ export async function updateMembers(tx: Tx, deploymentId: number, deviceIds: rea
     .execute();
 }
 
-/** A device's progress percent, a last-seen style write (the state it belongs to is durable already). */
-export const memberProgress = (q: Queries, deploymentId: number, deviceId: number, percent: number, at: string) =>
-  q.updateTable("deployment_devices").set({ progress: percent, updated: at }).where("deployment_id", "=", deploymentId).where("device_id", "=", deviceId);
+const progressUpdate = prepared((q: Queries, deploymentId: number, deviceId: number, percent: number, at: string) =>
+  q.updateTable("deployment_devices").set({ progress: percent, updated: at }).where("deployment_id", "=", deploymentId).where("device_id", "=", deviceId),
+);
 
-/** The devices of a new deployment, `waiting`, in their recorded order. */
-export async function insertMembers(tx: Tx, rows: ReadonlyArray<{ deployment_id: number; device_id: number; phase: number; position: number; from_version: string | null; to_version: string; updated: string }>): Promise<void> {
-  // Chunks keep each statement's parameters within what both engines bind.
-  for (let at = 0; at < rows.length; at += 500) {
-    await tx
-      .insertInto("deployment_devices")
-      .values(rows.slice(at, at + 500).map((r) => ({ ...r, state: "waiting" })))
-      .execute();
+/** A device's progress percent (the state it belongs to is durable already). */
+export async function memberProgress(tx: Tx, deploymentId: number, deviceId: number, percent: number, at: string): Promise<void> {
+  await progressUpdate(tx, deploymentId, deviceId, percent, at);
+}
+
+type NewMember = { deployment_id: number; device_id: number; phase: number; position: number; from_version: string | null; to_version: string; updated: string };
+const MEMBER_COLUMNS = ["deployment_id", "device_id", "phase", "position", "from_version", "to_version", "updated"] as const;
+/** Rows per statement: within what both engines bind, and short enough to run between two turns of the event loop. */
+const MEMBERS_PER_INSERT = 64;
+
+/** The insert of `n` members (a power of two up to MEMBERS_PER_INSERT), compiled once per size. */
+const memberInserts = new Map<number, (q: Queries, ...values: unknown[]) => Promise<unknown>>();
+function memberInsert(n: number): (q: Queries, ...values: unknown[]) => Promise<unknown> {
+  let insert = memberInserts.get(n);
+  if (!insert) {
+    const width = MEMBER_COLUMNS.length;
+    insert = prepared((q: Queries, ...values: unknown[]) =>
+      q.insertInto("deployment_devices").values(
+        Array.from({ length: n }, (_, row) => ({ ...(Object.fromEntries(MEMBER_COLUMNS.map((column, i) => [column, values[row * width + i]])) as NewMember), state: "waiting" })),
+      ),
+    );
+    memberInserts.set(n, insert);
+  }
+  return insert;
+}
+
+/** The devices of a new deployment, `waiting`, in their recorded order; `between` runs between two statements. */
+export async function insertMembers(tx: Tx, rows: readonly NewMember[], between: () => Promise<void>): Promise<void> {
+  // The last rows in chunks of the powers of two their number is made of: seven shapes in all.
+  for (let at = 0; at < rows.length; ) {
+    if (at > 0) await between();
+    let size = MEMBERS_PER_INSERT;
+    while (size > rows.length - at) size /= 2;
+    const chunk = rows.slice(at, at + size);
+    await memberInsert(size)(tx, ...chunk.flatMap((r) => MEMBER_COLUMNS.map((column) => r[column])));
+    at += size;
   }
 }
 

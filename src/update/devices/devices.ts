@@ -170,12 +170,27 @@ export function deviceIdsOutsideGroup(q: Queries, where: DeviceFilter, groupId: 
   return outside(q, where, groupId).execute().then(ids);
 }
 
-const members = (q: Queries, groupId: number) =>
-  q.selectFrom("devices as d").innerJoin("group_devices as gd", "gd.device_id", "d.id").select(["d.id", "d.metadata"]).where("gd.group_id", "=", groupId);
+/** Rows per statement of groupMemberKey: a statement runs between two turns of the event loop. */
+const MEMBER_PAGE = 1000;
 
-/** The devices of a group with their metadata column, in no particular order. */
-export function groupMemberMetadata(q: Queries, groupId: number): Promise<Array<{ id: number; metadata: string }>> {
-  return members(q, groupId).execute();
+/** The devices of a group with one key of their metadata (null: absent), in id order; `between` runs between two pages. */
+export async function groupMemberKey(q: Queries, engine: Engine, groupId: number, key: string, between: () => Promise<void>): Promise<Array<{ id: number; value: string | null }>> {
+  const out: Array<{ id: number; value: string | null }> = [];
+  for (let after = 0; ; ) {
+    const page = await q
+      .selectFrom("group_devices as gd")
+      .innerJoin("devices as d", "d.id", "gd.device_id")
+      .select(["d.id", metadataText(engine, "d.metadata", key).as("value")])
+      .where("gd.group_id", "=", groupId)
+      .where("gd.device_id", ">", after)
+      .orderBy("gd.device_id")
+      .limit(MEMBER_PAGE)
+      .execute();
+    out.push(...page);
+    if (page.length < MEMBER_PAGE) return out;
+    after = page[page.length - 1].id;
+    await between();
+  }
 }
 
 /** The devices that carry a tag, as a condition on `d` (for listDevices). */
