@@ -28,7 +28,8 @@ export const oneOf = <const T extends readonly [string, ...string[]]>(...values:
   z.enum(values, { error: (iss) => `expected one of ${values.join(", ")}, got ${shown(iss.input)}` });
 export const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => {
   const error = (iss: { input?: unknown }) => `expected an integer from ${min} to ${max}, got ${shown(iss.input)}`;
-  return z.number({ error }).int({ error }).min(min, { error }).max(max, { error });
+  // One schema and its two bounds as checks: each chained `.int()`, `.min()`, `.max()` would build another copy, at every start.
+  return z.int({ error }).check(z.gte(min, { error }), z.lte(max, { error }));
 };
 export const positive = () => {
   const error = (iss: { input?: unknown }) => `expected a number greater than 0, got ${shown(iss.input)}`;

@@ -5,7 +5,7 @@
  * the committed file; `npm run protocol-doc` rewrites it.
  */
 import * as z from "zod/mini";
-import { DEVICE_MESSAGES, SERVER_MESSAGES } from "./labgate/device.ts";
+import { messages } from "./labgate/device.ts";
 
 type Json = {
   type?: string | string[];
@@ -22,7 +22,8 @@ type Json = {
   minimum?: number;
   exclusiveMinimum?: number;
 };
-type MessageSchema = (typeof DEVICE_MESSAGES)[number] | (typeof SERVER_MESSAGES)[number];
+type Messages = ReturnType<typeof messages>;
+type MessageSchema = Messages["DEVICE_MESSAGES"][number] | Messages["SERVER_MESSAGES"][number];
 
 /** Bounds beyond what JavaScript's safe integers imply anyway. */
 function bounds(s: Json): string {
@@ -85,6 +86,7 @@ function fields(direction: string, schemas: readonly MessageSchema[]): string {
 
 /** The whole document, from `guide` (the prose with its placeholders). */
 export function deviceProtocolDoc(guide: string): string {
+  const { DEVICE_MESSAGES, SERVER_MESSAGES } = messages();
   const parts: Record<string, string> = {
     "server-messages": table(SERVER_MESSAGES, "device"),
     "device-messages": table(DEVICE_MESSAGES, "server"),

@@ -76,9 +76,31 @@ test("/api/health names the engine and its schema version beside the embedded da
 
 /**
  * Preloaded into a started `labgate serve`: when the first request comes, it writes the programs
- * the process had started and the built-in modules it had loaded to START_PROBE_OUT.
+ * the process had started, the built-in modules it had loaded and where its zod schemas were
+ * built (the innermost module whose top level, or the lazy builder, made each) to START_PROBE_OUT.
+ * Schemas are seen through zod's constructor hook (its global config's `postProcessor`, which zod
+ * keeps internal: the test fails, not passes, if it stops being called).
  */
 const START_PROBE = `
+const schemaSites = {};
+// The call sites' function names, which cost less than a formatted stack for each of thousands of schemas.
+const siteOf = (_error, frames) => {
+  const names = frames.map((frame) => frame.getFunctionName() ?? "");
+  return names.find((name) => name === "buildMessages" || name === "get object") ?? names.find((name) => /^src\\/\\S+\\.ts$/.test(name)) ?? "(elsewhere)";
+};
+globalThis.__zod_globalConfig = {
+  postProcessor() {
+    const { prepareStackTrace, stackTraceLimit } = Error;
+    Error.prepareStackTrace = siteOf;
+    Error.stackTraceLimit = 100;
+    const holder = {};
+    Error.captureStackTrace(holder);
+    const site = holder.stack;
+    Error.prepareStackTrace = prepareStackTrace;
+    Error.stackTraceLimit = stackTraceLimit;
+    schemaSites[site] = (schemaSites[site] ?? 0) + 1;
+  },
+};
 const childProcess = require("node:child_process");
 const http = require("node:http");
 const started = [];
@@ -93,13 +115,13 @@ http.Server.prototype.emit = function (event, ...args) {
   if (event === "request" && !written) {
     written = true;
     const builtins = process.moduleLoadList.filter((entry) => entry.startsWith("NativeModule ")).map((entry) => entry.slice("NativeModule ".length));
-    require("node:fs").writeFileSync(process.env.START_PROBE_OUT, JSON.stringify({ started, builtins }));
+    require("node:fs").writeFileSync(process.env.START_PROBE_OUT, JSON.stringify({ started, builtins, schemaSites }));
   }
   return emit.call(this, event, ...args);
 };
 `;
 
-test("a server's start runs no program and leaves node:readline unloaded by its first answer: the runs' containment is chosen later, reports are read later", async () => {
+test("a server's start runs no program, leaves node:readline unloaded and builds neither the device messages' nor the test modules' schemas by its first answer: the runs' containment is chosen later, reports are read later, schemas built on first use", async () => {
   const dir = tempDir();
   const probe = join(dir, "probe.cjs");
   const out = join(dir, "probe.json");
@@ -108,10 +130,14 @@ test("a server's start runs no program and leaves node:readline unloaded by its 
   const server = await startServe(["serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"], { env: { NODE_OPTIONS: `--require ${probe}`, START_PROBE_OUT: out, LABGATE_CONFIG: "" } });
   try {
     assert.equal((await fetch(`${server.url}/api/health`)).status, 200);
-    const { started, builtins } = JSON.parse(readFileSync(out, "utf8")) as { started: string[]; builtins: string[] };
+    const { started, builtins, schemaSites } = JSON.parse(readFileSync(out, "utf8")) as { started: string[]; builtins: string[]; schemaSites: Record<string, number> };
     assert.deepEqual(started, [], "programs started before the first answer");
     assert.ok(builtins.includes("http"), "the probe saw the start's built-in modules");
     assert.equal(builtins.includes("readline"), false, "node:readline was loaded by the start");
+    assert.ok((schemaSites["src/config/config.ts"] ?? 0) > 0, `the probe saw the config's schemas being built: ${JSON.stringify(schemaSites)}`);
+    // The device messages are built for the first frame a device sends, a module's params for the first entry checked.
+    const early = Object.keys(schemaSites).filter((site) => /^(buildMessages|get object|src\/protocol\/labgate\/|src\/testrun\/modules\/)/.test(site));
+    assert.deepEqual(early, [], "schemas built by the start that no request had needed yet");
     // Shortly after the start the containment is chosen (its probe programs run then) and logged.
     await waitFor(() => /testrun: (each run's processes|a run's processes)/.test(server.stderr()), 5000, "the containment's log line");
   } finally {

@@ -24,7 +24,7 @@ function section(m: ModuleDef): string[] {
   const doc = parse(sample) as { tests: Record<string, Array<Record<string, Record<string, unknown>>>> };
   const entry = Object.values(doc.tests).flat().find((e) => m.key in e)![m.key]!;
   const cases = m.dynamicCases ? [] : m.cases({ params: entry, state: {} }).map((c) => `\`${c.name}\``);
-  const rows = Object.entries(m.params.shape).map(([name, schema]) => {
+  const rows = Object.entries(m.params.object.shape).map(([name, schema]) => {
     const info = paramDocs.get(schema);
     assert.ok(info?.description, `${m.key}.${name} has no description in its schema`);
     const fallback = schema.isOptional() ? (info.default === undefined ? "" : shown(info.default)) : "required";

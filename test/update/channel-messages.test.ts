@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { DEVICE_MESSAGES } from "../../src/protocol/labgate/device.ts";
+import { messages } from "../../src/protocol/labgate/device.ts";
 import { openDeviceSocket } from "../helpers/device-socket.ts";
 import { useTestServer, waitFor } from "../helpers/server.ts";
 import { seedDevices } from "./helpers/devices.ts";
@@ -29,7 +29,7 @@ const WRONG: Record<string, Record<string, unknown>> = {
 };
 
 test("every device message kind with a wrong field is dropped and counted; the socket stays open", async () => {
-  const methods = DEVICE_MESSAGES.map((schema) => schema.def.shape.method.def.values[0]);
+  const methods = messages().DEVICE_MESSAGES.map((schema) => schema.def.shape.method.def.values[0]);
   assert.deepEqual(Object.keys(WRONG).sort(), [...methods].sort(), "a wrong example for every device -> server method");
   const [device] = await seedDevices(server, 1);
   const socket = await openDeviceSocket(server.url, device!.token);

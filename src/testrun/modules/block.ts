@@ -34,14 +34,14 @@ const blockModule = (key: string, className: string, example: string, summary: s
   key,
   className,
   summary,
-  params: paramSchema({
+  params: paramSchema(() => ({
     device: required("string", `the block device, such as \`${example}\` or \`/dev/${example}\``),
     min_size: optional("scalar", "smallest allowed size: bytes, or with K, M, G, T (binary units)"),
     max_size: optional("scalar", "largest allowed size"),
     type: optional("string", "expected `device/type` (`MMC`, `SD`, `SDIO` for MMC devices)"),
     read_mib: optional("integer", "MiB read from the start of the device for `min_read_mbps`", 16),
     min_read_mbps: optional("number", "lowest allowed read speed in MB/s (adds the `read_speed` case)"),
-  }),
+  })),
   validate(p) {
     if (!/^(\/dev\/)?[A-Za-z0-9_.-]+$/.test(String(p.device)) || /^(\/dev\/)?\.\.?$/.test(String(p.device))) return "parameter 'device': expected a block device name";
     for (const k of ["min_size", "max_size"]) if (given(p, k) && Number.isNaN(bytesOf(p[k]))) return `parameter '${k}': expected a size such as 32G or a number of bytes`;

@@ -54,14 +54,14 @@ export const cameraModule: ModuleDef = {
   key: "camera",
   className: "TestCamera",
   summary: "One frame from a V4L2 device (`v4l2-ctl`, package v4l-utils), its card and driver names; protoplaster's `camera`.",
-  params: paramSchema({
+  params: paramSchema(() => ({
     device: required("string", "the video device, such as `/dev/video0`"),
     camera_name: optional("string", "expected card name (`/sys/class/video4linux/videoN/name`, or `Card type` of `v4l2-ctl --info`)"),
     driver_name: optional("string", "expected `Driver name` of `v4l2-ctl --info`"),
     save_file: optional("string", "artifact file name the frame is saved as (a PNG or JPEG frame previews in the console)"),
     pixel_format: optional("string", "a V4L2 pixel format set before the capture, such as `MJPG`"),
     timeout: optional("number", "seconds the capture may take", 30),
-  }),
+  })),
   validate: (p) => boardPathError(p.device, "device", ["/dev"]) ?? (given(p, "save_file") && !safeArtifactName(String(p.save_file)) ? "parameter 'save_file': expected a plain file name" : undefined),
   deviceName: (ctx) => (state(ctx).model ? `${state(ctx).model}(${device(ctx)})` : device(ctx)),
   cases: () => [

@@ -41,7 +41,7 @@ export const simpleModule: ModuleDef = {
   className: "TestSimple",
   summary: "protoplaster's own test module: passes, fails, skips and records an artifact (compatibility, `test_server.compat_modules: true`).",
   compat: true,
-  params: paramSchema({ device: optional("any", "used in the device name and by `conditional_skip`") }),
+  params: paramSchema(() => ({ device: optional("any", "used in the device name and by `conditional_skip`") })),
   deviceName: ({ params }) => ("device" in params ? `simple(${pyStr(params.device)})` : "simple"),
   cases: () => [success, failure, conditionalSkip, recordArtifact, configureRunsOnce],
   setup: configure,
@@ -52,11 +52,11 @@ export const extendedSimpleModule: ModuleDef = {
   className: "TestExtendedSimple",
   summary: "protoplaster's `extended_simple` test module (compatibility, `test_server.compat_modules: true`).",
   compat: true,
-  params: paramSchema({
+  params: paramSchema(() => ({
     // Required by the module's set-up (its message), not at trigger, as in the reference.
     device: optional("any", "used in the device name and by `conditional_skip`; set-up fails without it"),
     skipped_devices: optional("list", "devices for which `conditional_skip` skips", []),
-  }),
+  })),
   deviceName: ({ params }) => `extended_simple(${pyStr(params.device)})`,
   // The subclass's own case first, then the inherited ones.
   cases: () => [conditionalSkip, success, failure, recordArtifact, configureRunsOnce],

@@ -30,7 +30,7 @@ export const execModule: ModuleDef = {
   key: "exec",
   className: "TestExec",
   summary: "Runs any program once and checks its exit status, output and duration.",
-  params: paramSchema({
+  params: paramSchema(() => ({
     command: required("command", "a string (run by `/bin/sh -c`) or a list (argv, no shell)"),
     name: optional("string", "the report's device name", "exec(<program>)"),
     cwd: optional("string", "working directory, relative to the run's artifact directory", "the artifact directory"),
@@ -45,7 +45,7 @@ export const execModule: ModuleDef = {
     stderr_not_regex: optional("strings", "regular expressions stderr must not match"),
     max_seconds: optional("number", "the longest the program may take (adds the `duration` case)"),
     save_output: optional("string", "artifact file name for stdout and stderr"),
-  }),
+  })),
   validate: (p) =>
     regexError(p, "stdout_regex", "stdout_not_regex", "stderr_regex", "stderr_not_regex") ??
     (p.save_output !== undefined && !safeArtifactName(String(p.save_output)) ? "parameter 'save_output': expected a plain file name" : undefined),

@@ -37,7 +37,7 @@ export const fileModule: ModuleDef = {
   key: "file",
   className: "TestFile",
   summary: "File, sysfs and /dev checks: existence, type, mode, access, content, a numeric range, a write read back.",
-  params: paramSchema({
+  params: paramSchema(() => ({
     path: required("string", "the file, directory or device node"),
     name: optional("string", "the report's device name", "the path"),
     exists: optional("boolean", "whether the path should exist (false: only absence is checked)", true),
@@ -51,7 +51,7 @@ export const fileModule: ModuleDef = {
     max: optional("number", "highest value of the content as a number, times `scale`"),
     scale: optional("number", "factor applied to the content before `min`/`max`", 1),
     write: optional("scalar", "a value written before the content checks"),
-  }),
+  })),
   validate(p) {
     if (p.mode !== undefined && p.mode !== null && Number.isNaN(modeBits(p.mode))) return "parameter 'mode': expected an octal string such as \"0644\"";
     return regexError(p, "regex");

@@ -14,10 +14,10 @@ export const fpgaModule: ModuleDef = {
   key: "fpga",
   className: "TestFPGA",
   summary: "Loads a bitstream through the kernel's fpga_manager and checks it reports `operating`; protoplaster's `fpga` without the operator prompt.",
-  params: paramSchema({
+  params: paramSchema(() => ({
     sysfs_interface: required("string", "the manager's `firmware` attribute, such as `/sys/class/fpga_manager/fpga0/firmware`"),
     bitstream_path: required("string", "the bitstream's name below the firmware directory (`/lib/firmware`)"),
-  }),
+  })),
   validate: (p) => boardPathError(p.sysfs_interface, "sysfs_interface", ["/sys"]) ?? (String(p.bitstream_path).split("/").includes("..") ? "parameter 'bitstream_path': '..' is not allowed" : undefined),
   deviceName: (ctx) => iface(ctx),
   cases: () => [

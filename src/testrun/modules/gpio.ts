@@ -79,7 +79,7 @@ export const gpioModule: ModuleDef = {
   key: "gpio",
   className: "TestGPIO",
   summary: "A GPIO line reads a value, or is driven and read back: sysfs (`/sys/class/gpio`) or the character device through libgpiod's `gpioget`/`gpioset` (package gpiod); protoplaster's `gpio`.",
-  params: paramSchema({
+  params: paramSchema(() => ({
     number: optional("integer", "the line's number in the sysfs interface (`/sys/class/gpio`)"),
     value: required("integer", "0 or 1: the value expected, or written with `write`"),
     write: optional("boolean", "drive the line to `value` and read it back, instead of reading it", false),
@@ -88,7 +88,7 @@ export const gpioModule: ModuleDef = {
     chip: optional("string", "the GPIO chip for libgpiod's tools: `0`, `gpiochip0` or `/dev/gpiochip0`"),
     line: optional("string", "with `chip`: the line's offset or name"),
     method: choice(["sysfs", "gpiod"], "how the line is reached", "sysfs when /sys/class/gpio/export exists and `number` is given, else gpiod"),
-  }),
+  })),
   validate(p) {
     if (num(p, "value") !== 0 && num(p, "value") !== 1) return "parameter 'value': expected 0 or 1";
     const sysfs = given(p, "number");

@@ -94,7 +94,7 @@ export const httpModule: ModuleDef = {
   key: "http",
   className: "TestHttp",
   summary: "One HTTP(S) request with checks on status, body, JSON and latency.",
-  params: paramSchema({
+  params: paramSchema(() => ({
     url: required("string", "http or https URL"),
     name: optional("string", "the report's device name", "http(<url>)"),
     method: optional("string", "request method", "GET"),
@@ -107,7 +107,7 @@ export const httpModule: ModuleDef = {
     json: optional("any", "JSON checks: a mapping of JSON Pointer to value, or a list of {path, equals}"),
     max_ms: optional("number", "the longest the request may take (adds the `latency` case)"),
     tls_verify: optional("boolean", "verify the server's certificate", true),
-  }),
+  })),
   validate(p) {
     try {
       const url = new URL(String(p.url));

@@ -25,11 +25,11 @@ export const i2cModule: ModuleDef = {
   key: "i2c",
   className: "TestI2C",
   summary: "Each listed address answers on an I2C bus (`i2cget -y -f`, package i2c-tools; without it, a bound kernel driver); protoplaster's `i2c`.",
-  params: paramSchema({
+  params: paramSchema(() => ({
     bus: required("scalar", "bus number, or `/dev/i2c-N`"),
     devices: required("list", "the devices: `{name, address}` each"),
     method: choice(["probe", "sysfs"], "`probe`: `i2cget -y -f BUS ADDR` (reads from the device); `sysfs`: a kernel driver is bound at the address", "probe, then sysfs where i2c-tools are missing"),
-  }),
+  })),
   validate(p) {
     const problem = busError(p);
     if (problem) return problem;
@@ -94,13 +94,13 @@ export const i2cRegistersModule: ModuleDef = {
   key: "i2c_registers",
   className: "TestI2CRegisters",
   summary: "Registers of an I2C chip read expected values under a mask (chip-ID checks), one row per register; `i2cget` from i2c-tools.",
-  params: paramSchema({
+  params: paramSchema(() => ({
     bus: required("scalar", "bus number, or `/dev/i2c-N`"),
     address: required("scalar", "the chip's 7-bit address"),
     registers: required("list", "`{register, value, mask, name}` each: `value` is compared with the read byte (or word) under `mask`; `name` names the case"),
     size: choice(["b", "w"], "`b`: read a byte, `w`: a 16-bit word", "b"),
     name: optional("string", "the report's device name", "i2c(<bus>, <address>)"),
-  }),
+  })),
   validate(p) {
     const problem = busError(p) ?? addressError(p.address, "parameter 'address'");
     if (problem) return problem;

@@ -14,13 +14,13 @@ export const adcModule: ModuleDef = {
   key: "adc",
   className: "TestADC",
   summary: "An ADC channel of an IIO device: present, its name, `raw` × `scale` within bounds; protoplaster's `adc`.",
-  params: paramSchema({
+  params: paramSchema(() => ({
     sysfs_path: optional("string", "the IIO device directory", DEFAULT_ADC),
     channel: optional("string", "the part between `in_voltage` and `_raw`, such as `0` or `0_vcc`", 0),
     device_name: optional("string", "expected content of the device's `name` file"),
     min_voltage: optional("number", "lowest allowed `raw` × `scale` (millivolts, per the IIO ABI)"),
     max_voltage: optional("number", "highest allowed `raw` × `scale`"),
-  }),
+  })),
   validate: (p) => (given(p, "sysfs_path") ? boardPathError(p.sysfs_path, "sysfs_path", ["/sys"]) : undefined) ?? channelError(p),
   deviceName: (ctx) => `ADC(${sysfsPath(ctx, DEFAULT_ADC)})`,
   cases: () => [
@@ -66,11 +66,11 @@ export const dacModule: ModuleDef = {
   key: "dac",
   className: "TestDAC",
   summary: "A DAC's sysfs interface is there, and optionally a raw value written reads back; protoplaster's `dac`.",
-  params: paramSchema({
+  params: paramSchema(() => ({
     sysfs_path: required("string", "the DAC's sysfs directory, such as `/sys/bus/iio/devices/iio:device1`"),
     channel: optional("string", "with `value`: the part between `out_voltage` and `_raw`", 0),
     value: optional("integer", "a raw value written to `out_voltage<channel>_raw` and read back (adds the `write_read` case)"),
-  }),
+  })),
   validate: (p) => boardPathError(p.sysfs_path, "sysfs_path", ["/sys"]) ?? channelError(p),
   deviceName: (ctx) => `DAC(${sysfsPath(ctx)})`,
   cases({ params }) {

@@ -104,7 +104,7 @@ export const junitModule: ModuleDef = {
   className: "TestJunit",
   summary: "Runs a test framework and reports each case of its JUnit XML as a row.",
   dynamicCases: true,
-  params: paramSchema({
+  params: paramSchema(() => ({
     command: optional("command", "as in `exec`; without it only `report` is read"),
     name: optional("string", "the report's device name", "the first <testsuite name>, else junit"),
     cwd: optional("string", "working directory, relative to the run's artifact directory", "the artifact directory"),
@@ -114,7 +114,7 @@ export const junitModule: ModuleDef = {
     expect_exit: optional("integers", "accepted exit statuses (frameworks exit 1 when a test fails)", [0, 1]),
     case_name: choice(["classname.name", "name"], "how a test case's report name is built", "classname.name"),
     save_output: optional("string", "artifact file name for the program's output", "<key>.log"),
-  }),
+  })),
   validate: (p) => (p.save_output !== undefined && !safeArtifactName(String(p.save_output)) ? "parameter 'save_output': expected a plain file name" : undefined),
   deviceName: (ctx) => str(ctx.params, "name") ?? state(ctx).suiteName ?? "junit",
   cases(ctx) {

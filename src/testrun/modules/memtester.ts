@@ -8,13 +8,13 @@ export const memtesterModule: ModuleDef = {
   key: "memtester",
   className: "TestDMA",
   summary: "memtester (package memtester) finds no memory error; protoplaster's `memtester`.",
-  params: paramSchema({
+  params: paramSchema(() => ({
     memory: required("string", "how much memory to test, as memtester takes it (`10M`, `1G`)"),
     iterations: optional("integer", "loops", 1),
     physaddr: optional("string", "test the memory at this physical address (`-p`)"),
     device: optional("string", "with `physaddr`: the device to map it from (`-d`)", "/dev/mem"),
     timeout: optional("number", "seconds memtester may run", 3600),
-  }),
+  })),
   validate: (p) => (given(p, "device") ? boardPathError(p.device, "device", ["/dev"]) : undefined) ?? (/^\d+[BKMG]?$/i.test(String(p.memory)) ? (given(p, "physaddr") && !/^(0x)?[0-9a-f]+$/i.test(String(p.physaddr)) ? "parameter 'physaddr': expected a hex address" : undefined) : "parameter 'memory': expected a size such as 10M"),
   deviceName: ({ params }) => str(params, "device") ?? "/dev/mem",
   cases: () => [

@@ -21,14 +21,14 @@ export const networkModule: ModuleDef = {
   key: "network",
   className: "TestNetwork",
   summary: "A network interface exists, its link speed, and optionally its state, carrier, MTU and MAC address; protoplaster's `network`.",
-  params: paramSchema({
+  params: paramSchema(() => ({
     interface: required("string", "interface name, such as `eth0`"),
     speed: optional("integer", "link speed in Mb/s (`/sys/class/net/IF/speed`)"),
     state: choice(["up", "down", "unknown", "dormant", "lowerlayerdown", "notpresent", "testing"], "operational state (`operstate`)"),
     carrier: optional("boolean", "whether a cable or link partner is present (`carrier`)"),
     mtu: optional("integer", "MTU in bytes"),
     mac: optional("string", "hardware address, compared case-insensitively"),
-  }),
+  })),
   validate: (p) => (/^[^/\0]+$/.test(String(p.interface)) && p.interface !== "." && p.interface !== ".." ? undefined : "parameter 'interface': expected an interface name"),
   deviceName: ({ params }) => str(params, "interface")!,
   cases({ params }) {

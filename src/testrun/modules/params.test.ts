@@ -8,7 +8,7 @@ const module = (params: ModuleDef["params"]): ModuleDef => ({ key: "m", classNam
 
 test("a module's zod schema gives the messages a config author reads at trigger", () => {
   const m = module(
-    paramSchema({
+    paramSchema(() => ({
       command: required("command", "what to run"),
       port: optional("integer", "a port"),
       ratio: optional("number", "a ratio"),
@@ -20,7 +20,7 @@ test("a module's zod schema gives the messages a config author reads at trigger"
       items: optional("list", "items"),
       value: optional("scalar", "a value"),
       mode: choice(["open", "closed"], "a mode", "open"),
-    }),
+    })),
   );
   const error = (params: Record<string, unknown>) => checkParams(m, { command: "true", ...params }).error;
   assert.equal(checkParams(m, {}).error, "parameter 'command' is required");

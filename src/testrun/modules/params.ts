@@ -57,9 +57,22 @@ export const choice = (values: readonly string[], description: string, fallback?
     .optional()
     .register(paramDocs, { type: values.map((v) => `\`${v}\``).join(" \\| "), description, ...(fallback === undefined ? {} : { default: fallback }) });
 
-/** A module's parameters: one zod object, the single declaration that validation and docs/modules.md read. */
-export type ParamSchema = z.ZodObject<Record<string, z.ZodType>>;
-export const paramSchema = (shape: Record<string, z.ZodType>): ParamSchema => z.object(shape);
+/**
+ * A module's parameters: one zod object, the single declaration that validation and
+ * docs/modules.md read. It is built from `shape` when first read, so that a server start, which
+ * validates no entry, builds none of the modules' schemas.
+ */
+export interface ParamSchema {
+  readonly object: z.ZodObject<Record<string, z.ZodType>>;
+}
+export function paramSchema(shape: () => Record<string, z.ZodType>): ParamSchema {
+  let object: z.ZodObject<Record<string, z.ZodType>> | undefined;
+  return {
+    get object() {
+      return (object ??= z.object(shape()));
+    },
+  };
+}
 
 // Accessors for validated params.
 /** Any of `keys` is given (a null value is absent, as at validation). */

@@ -22,14 +22,14 @@ export const pingModule: ModuleDef = {
   key: "ping",
   className: "TestPing",
   summary: "Reachability and round-trip time with the system `ping`.",
-  params: paramSchema({
+  params: paramSchema(() => ({
     host: required("string", "host name or address"),
     name: optional("string", "the report's device name", "ping(<host>)"),
     count: optional("integer", "echo requests sent", 3),
     timeout: optional("number", "seconds for all of them", 10),
     max_loss_percent: optional("number", "the packet loss allowed", 0),
     max_rtt_ms: optional("number", "the highest average round trip allowed (adds the `rtt` case)"),
-  }),
+  })),
   validate: (p) => (/^[A-Za-z0-9.:_-]+$/.test(String(p.host)) && !String(p.host).startsWith("-") ? undefined : "parameter 'host': expected a host name or address"),
   deviceName: ({ params }) => str(params, "name") ?? `ping(${str(params, "host")})`,
   cases({ params }) {

@@ -12,10 +12,10 @@ export const powerModule: ModuleDef = {
   key: "power",
   className: "TestPower",
   summary: "Switches the power of the board a run on devices runs on (on, off, cycle) through the gateway's lab (docs/lab.md), with the `power` permission of the run's caller, then waits; skipped in runs elsewhere.",
-  params: paramSchema({
+  params: paramSchema(() => ({
     action: choice(ACTIONS, "what to do with the board's power port"),
     wait: optional("number", "seconds to wait afterwards (a board booting)", 0),
-  }),
+  })),
   validate: (p) =>
     p.action === undefined || p.action === null ? "parameter 'action' is required" : (num(p, "wait", 0) ?? 0) < 0 ? "parameter 'wait': must not be negative" : undefined,
   deviceName: (ctx) => `Power ${str(ctx.params, "action") ?? ""}`.trim(),

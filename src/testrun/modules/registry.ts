@@ -82,10 +82,11 @@ export interface ParamCheck {
 
 /** Validates an entry's params against the module's schema (at trigger: errors are a 422). A null value counts as absent. */
 export function checkParams(module: ModuleDef, params: Params): ParamCheck {
-  const shape = module.params.shape;
+  const schema = module.params.object;
+  const shape = schema.shape;
   const unknown = Object.keys(params).filter((k) => !(k in shape) && !COMMON_IGNORED.has(k));
   const given = Object.fromEntries(Object.entries(params).filter(([k, v]) => k in shape && v !== undefined && v !== null));
-  const parsed = module.params.safeParse(given);
+  const parsed = schema.safeParse(given);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const name = issue.path.map(String).join(".");

@@ -95,7 +95,7 @@ export function parseScriptModule(key: string, text: string): ModuleDef {
   return {
     key,
     className,
-    params: paramSchema(shape),
+    params: paramSchema(() => shape),
     deviceName: ({ params: p }) => fill(deviceName, p),
     cases: () => cases,
   };

@@ -6,7 +6,7 @@ export const sleepModule: ModuleDef = {
   key: "sleep",
   className: "TestSleepRPC",
   summary: "Waits, then passes (pauses between hardware steps).",
-  params: paramSchema({ seconds: optional("number", "how long to wait", 10) }),
+  params: paramSchema(() => ({ seconds: optional("number", "how long to wait", 10) })),
   validate: (p) => ((num(p, "seconds", 10) ?? 0) < 0 ? "parameter 'seconds': must not be negative" : undefined),
   deviceName: () => "Sleep Test",
   cases: () => [

@@ -39,12 +39,12 @@ export const spiModule: ModuleDef = {
   key: "spi",
   className: "TestSPI",
   summary: "A spidev device node is there and loops a 256-byte pattern back (`spidev_test`, else `spi-pipe` of package spi-tools); protoplaster's `spi`.",
-  params: paramSchema({
+  params: paramSchema(() => ({
     bus: required("integer", "the SPI bus: `/dev/spidev<bus>.<device>`"),
     device: required("integer", "the chip select on the bus"),
     loopback: optional("boolean", "send the pattern and compare what comes back (needs MISO wired to MOSI)", true),
     timeout: optional("number", "seconds the transfer may take", 30),
-  }),
+  })),
   validate: (p) => (["bus", "device"] as const).map((k) => ((p[k] as number) < 0 ? `parameter '${k}': expected a number from 0` : undefined)).find(Boolean),
   deviceName: node,
   cases: () => [

@@ -61,7 +61,7 @@ export const tcpModule: ModuleDef = {
   key: "tcp",
   className: "TestTcp",
   summary: "A TCP port accepts (or refuses) connections, optionally answering as expected.",
-  params: paramSchema({
+  params: paramSchema(() => ({
     host: required("string", "host name or address"),
     port: required("integer", "TCP port, 1 to 65535"),
     name: optional("string", "the report's device name", "tcp(<host>:<port>)"),
@@ -70,7 +70,7 @@ export const tcpModule: ModuleDef = {
     send: optional("string", "text sent once connected"),
     expect_regex: optional("string", "regular expression what is received must match (adds the `response` case)"),
     read_timeout: optional("number", "seconds to read the response", 2),
-  }),
+  })),
   validate: (p) => ((num(p, "port")! < 1 || num(p, "port")! > 65535) ? "parameter 'port': expected 1 to 65535" : regexError(p, "expect_regex")),
   deviceName: ({ params }) => str(params, "name") ?? `tcp(${str(params, "host")}:${num(params, "port")})`,
   cases({ params }) {

@@ -27,7 +27,7 @@ export const thermalModule: ModuleDef = {
   key: "thermal",
   className: "TestThermal",
   summary: "A temperature from a thermal zone or hwmon sensor is within a range.",
-  params: paramSchema({
+  params: paramSchema(() => ({
     path: optional("string", "the sensor file, such as `/sys/class/thermal/thermal_zone0/temp`"),
     zone: optional("string", "instead of `path`: the thermal zone whose `type` is this (`cpu-thermal`)"),
     hwmon: optional("string", "instead of `path`: the hwmon device whose `name` is this (`tmp431`)"),
@@ -36,7 +36,7 @@ export const thermalModule: ModuleDef = {
     min: optional("number", "lowest allowed temperature"),
     max: optional("number", "highest allowed temperature"),
     name: optional("string", "the report's device name", "the path or sensor"),
-  }),
+  })),
   validate(p) {
     const ways = ["path", "zone", "hwmon"].filter((k) => given(p, k));
     if (ways.length !== 1) return "give exactly one of 'path', 'zone' and 'hwmon'";

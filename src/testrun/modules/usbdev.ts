@@ -18,12 +18,12 @@ export const usbdevModule: ModuleDef = {
   key: "usbdev",
   className: "TestUsb",
   summary: "A USB device is present (by sysfs name or vendor:product), its negotiated speed and IDs; protoplaster's `usbdev`.",
-  params: paramSchema({
+  params: paramSchema(() => ({
     device: required("string", "sysfs name such as `1-1.2`, or `vendor:product` in hex such as `0bda:5411`"),
     speed: optional("string", "negotiated speed in Mb/s as the kernel writes it (`1.5`, `12`, `480`, `5000`)"),
     vendor_id: optional("string", "expected `idVendor` (hex)"),
     product_id: optional("string", "expected `idProduct` (hex)"),
-  }),
+  })),
   validate: (p) => (/^[^/\0]+$/.test(String(p.device)) && !/^\.\.?$/.test(String(p.device)) ? undefined : "parameter 'device': expected a sysfs device name or vendor:product"),
   deviceName: ({ params }) => `usb(${str(params, "device")})`,
   cases({ params }) {
