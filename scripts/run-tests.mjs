@@ -57,12 +57,16 @@ const missing = SYSTEM_PACKAGES.filter((need) => (files.some((f) => f.startsWith
 if (missing.length > 0) {
   const names = missing.map((need) => need.pkg).join(" ");
   const command = `apt-get update && apt-get install -y --no-install-recommends ${names}`;
+  // Two runs at once would collide on apt's lock and one would stop: our runs queue on a lock file of
+  // their own, and apt waits for dpkg's lock when someone else (not a test run) holds it.
+  const waitForApt = "-o DPkg::Lock::Timeout=900";
+  const locked = `flock -w 1800 /var/lock/labgate-test-apt.lock sh -c 'apt-get ${waitForApt} update && apt-get ${waitForApt} install -y --no-install-recommends ${names}'`;
   if (process.getuid?.() !== 0) {
     console.error(`${missing.map((need) => `${need.why} need ${need.program}`).join("; ")}, which is missing. Install it, then run the tests again:\n  sudo sh -c '${command}'`);
     process.exit(1);
   }
   console.error(`installing ${names} for ${missing.map((need) => need.why).join(" and ")}: ${command}`);
-  const install = spawnSync("sh", ["-c", command], { stdio: "inherit", env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
+  const install = spawnSync("sh", ["-c", locked], { stdio: "inherit", env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
   const still = missing.filter((need) => !found(need.program));
   if (install.status !== 0 || still.length > 0) {
     console.error(`could not install ${still.map((need) => need.pkg).join(" ") || names} (apt-get exited with ${install.status}); no test was run`);

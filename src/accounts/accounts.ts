@@ -213,13 +213,18 @@ export async function deleteAccount(store: Store, name: string, now: Date, actor
   });
 }
 
+/** Whether any console account exists: none before the first start has completed. */
+export async function accountsExist(store: Store): Promise<boolean> {
+  return (await countAccounts(store.query)) > 0;
+}
+
 /**
  * With no account at all (first start, or a data dir from before accounts), creates `admin` with
  * every scope and a random password, written to DATA_DIR/admin.password first so that it
  * is never lost. Returns that file's path when it did.
  */
 export async function createFirstAdmin(store: Store, dataDir: string, prefix: string, now: Date): Promise<string | undefined> {
-  if ((await countAccounts(store.query)) > 0) return undefined;
+  if (await accountsExist(store)) return undefined;
   const password = randomPassword();
   const file = join(dataDir, ADMIN_PASSWORD_FILE);
   writeFileDurable(file, password + "\n", 0o600);

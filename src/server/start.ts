@@ -11,7 +11,7 @@ import { redactedUrl } from "../db/url.ts";
 import { openObjectStore } from "../storage/open.ts";
 import { loadPostgresPart } from "../db/parts.ts";
 import { nodeNameOf, PEER_USER, singleNode, type Cluster } from "../cluster/cluster.ts";
-import { createFirstAdmin } from "../accounts/accounts.ts";
+import { accountsExist, createFirstAdmin } from "../accounts/accounts.ts";
 import { createAccountsDomain } from "../accounts/domain.ts";
 import { loadOrCreateKeys } from "../auth/keys.ts";
 import { SCOPES } from "../auth/scopes.ts";
@@ -148,13 +148,16 @@ export async function startServer(config: Config, options: StartOptions = {}): P
       checkpointBytes: config.database.checkpoint_bytes,
       log: (level, message) => log[level](message),
     });
-    const { store, fresh: firstStart, applied } = opened;
+    const { store, applied } = opened;
     if (config.database.url) log.info(`database: PostgreSQL at ${redactedUrl(config.database.url)}`);
     if (applied.length > 0) log.info(`database migrated to schema ${applied[applied.length - 1]}`);
 
     const clock = options.clock ?? systemClock;
     const tokens = new TokenService(loadOrCreateKeys(dataDir), config.prefix, clock);
     let adminTokenFile: string | undefined;
+    // The first start is decided by the data, not by whether this open migrated: a first start killed
+    // after migrating (or a database made from a migrated copy) still has no account, so it still writes the token.
+    const firstStart = !(await accountsExist(store));
     if (firstStart && !existsSync(join(dataDir, ADMIN_TOKEN_FILE))) {
       adminTokenFile = join(dataDir, ADMIN_TOKEN_FILE);
       writeFileDurable(adminTokenFile, tokens.issueManagement("admin", [...SCOPES], config.console.admin_token_ttl) + "\n", 0o600);

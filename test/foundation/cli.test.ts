@@ -4,7 +4,9 @@ import { join } from "node:path";
 import { describe, test } from "node:test";
 import { FROM_SOURCE, runCli, runInProcess, startServe } from "../helpers/cli.ts";
 import { tempDir } from "../helpers/server.ts";
+import { databaseUrlFor } from "../helpers/test-database.ts";
 import { consoleUrl } from "../../src/cli/main.ts";
+import { openDatabase } from "../../src/db/open.ts";
 
 const bearer = (token: string) => ({ authorization: `Bearer token=${token}` });
 
@@ -123,6 +125,25 @@ describe("cli: serve", () => {
     assert.match(again.stderr(), /^(?![\s\S]*admin\.token)/, "no new admin token on a second start");
     assert.match(again.stderr(), /^(?![\s\S]*admin\.password)/, "no new admin account on a second start");
     assert.equal(await again.stop("SIGINT"), 0, "SIGINT exits 0");
+  });
+
+  test("a first start that ended after migrating, before admin.token, writes it on the next start (both engines)", async () => {
+    const data = join(tempDir(), "data");
+    // What a first start killed between its migrations' commit and the token leaves: a migrated database, no files.
+    const opened = await openDatabase({ dataDir: data, url: (await databaseUrlFor(data)) ?? "", log: () => {} });
+    assert.ok(opened.applied.length > 0, "the open migrated");
+    await opened.close();
+    assert.equal(existsSync(join(data, "admin.token")), false);
+    const server = await startServe(["serve", "--data-dir", data, "--listen", "127.0.0.1:0"]);
+    try {
+      assert.match(server.stderr(), /first start: an admin token \(all scopes\) is in \S+admin\.token/);
+      const token = readFileSync(join(data, "admin.token"), "utf8").trim();
+      const whoami = await fetch(`${server.url}/api/whoami`, { headers: bearer(token) });
+      assert.equal(whoami.status, 200);
+      assert.equal(((await whoami.json()) as { sub: string }).sub, "admin");
+    } finally {
+      assert.equal(await server.stop("SIGTERM"), 0);
+    }
   });
 
   test("a lock left by a dead process does not block the start", async () => {

@@ -192,7 +192,7 @@ export type ConfigPatch = { [K in keyof Config]?: Config[K] extends object ? Par
  */
 export async function startTestServer(patch: ConfigPatch = {}, dataDir = tempDir()): Promise<TestServer> {
   const { config } = loadConfig({ env: {}, cwd: dataDir, flags: { dataDir, listen: "127.0.0.1:0" } });
-  if (!(patch.database && "url" in patch.database)) config.database.url = (await databaseUrlFor(dataDir)) ?? "";
+  if (!(patch.database && "url" in patch.database)) config.database.url = (await databaseUrlFor(dataDir, "migrated")) ?? "";
   for (const [key, value] of Object.entries(patch)) {
     const current = (config as unknown as Record<string, unknown>)[key];
     (config as unknown as Record<string, unknown>)[key] =

@@ -24,19 +24,39 @@ async function onCluster(statement: string): Promise<void> {
   }
 }
 
-/** The database of the data dir `dataDir` (made now, empty, the first time); undefined on the embedded engine. */
-export async function databaseUrlFor(dataDir: string): Promise<string | undefined> {
-  const cluster = testPostgresUrl();
-  if (!cluster) return undefined;
+const urlOf = (name: string): string => {
+  const url = new URL(testPostgresUrl()!);
+  url.pathname = `/${name}`;
+  return url.href;
+};
+
+let template: Promise<string> | undefined;
+/** A database migrated once per test process, copied for each served data dir (a copy is seconds cheaper than migrating). */
+function migratedTemplate(): Promise<string> {
+  template ??= (async () => {
+    const name = `tpl${process.pid}_${randomBytes(6).toString("hex")}`;
+    await onCluster(`CREATE DATABASE "${name}"`);
+    const { openDatabase } = await import("../../src/db/open.ts");
+    const opened = await openDatabase({ dataDir: "", url: urlOf(name), log: () => {} });
+    await opened.close();
+    return name;
+  })();
+  return template;
+}
+
+/**
+ * The database of the data dir `dataDir` (made the first time: migrated for a server to serve, or
+ * empty, as `restore` and the migration tests need it); undefined on the embedded engine.
+ */
+export async function databaseUrlFor(dataDir: string, made: "migrated" | "empty" = "empty"): Promise<string | undefined> {
+  if (!testPostgresUrl()) return undefined;
   const known = databases.get(resolve(dataDir));
   if (known) return known.url;
   const name = `t${process.pid}_${randomBytes(6).toString("hex")}`;
-  await onCluster(`CREATE DATABASE "${name}"`);
-  const url = new URL(cluster);
-  url.pathname = `/${name}`;
-  const made = { name, url: url.href };
-  databases.set(resolve(dataDir), made);
-  return made.url;
+  await onCluster(made === "migrated" ? `CREATE DATABASE "${name}" TEMPLATE "${await migratedTemplate()}"` : `CREATE DATABASE "${name}"`);
+  const database = { name, url: urlOf(name) };
+  databases.set(resolve(dataDir), database);
+  return database.url;
 }
 
 /** The database a data dir already has (for a CLI command on it), if any. */
@@ -60,6 +80,6 @@ export async function cliDatabaseEnv(args: string[], env: Record<string, string>
   if (!testPostgresUrl() || "LABGATE_DATABASE_URL" in env || args.includes("--database-url")) return env;
   const at = args.indexOf("--data-dir");
   if (at < 0 || at + 1 >= args.length) return env;
-  const url = args[0] === "serve" || args[0] === "restore" ? await databaseUrlFor(args[at + 1]) : knownDatabaseUrl(args[at + 1]);
+  const url = args[0] === "serve" ? await databaseUrlFor(args[at + 1], "migrated") : args[0] === "restore" ? await databaseUrlFor(args[at + 1]) : knownDatabaseUrl(args[at + 1]);
   return url ? { ...env, LABGATE_DATABASE_URL: url } : env;
 }
