@@ -29,9 +29,19 @@ function chunk(i: number, size: number, out = Buffer.alloc(size)): Buffer {
   return out;
 }
 
+/** The files staged under the temp area (on PostgreSQL each node stages in its own directory there), as paths relative to it. */
 function stagedFiles(dataDir: string): string[] {
   const dir = join(dataDir, "storage", ".tmp");
-  return existsSync(dir) ? readdirSync(dir) : [];
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir, { recursive: true })
+    .map(String)
+    .filter((name) => {
+      try {
+        return statSync(join(dir, name)).isFile();
+      } catch {
+        return false; // renamed into place meanwhile
+      }
+    });
 }
 
 describe("packages: storage, download links and large uploads", () => {
