@@ -465,9 +465,7 @@ class ClusterNode implements Cluster {
     this.outbox = { session, payloads: [], scheduled: false };
     if (!session) return;
     if (this.singles) return this.notifySingles(session, payloads);
-    const notify = (batch: string[]) => {
-      session.query(`SELECT pg_notify($1, $2)`, [CHANNEL, `[${batch.join(",")}]`]).catch((error: Error) => this.options.log("warn", `cluster: ${batch.length} message(s) not sent: ${error.message}`));
-    };
+    const notify = (batch: string[]) => void session.query(`SELECT pg_notify($1, $2)`, [CHANNEL, `[${batch.join(",")}]`]).catch(this.unsent(batch.length));
     let batch: string[] = [];
     let size = 2;
     for (const { payload, bytes } of payloads) {
@@ -487,11 +485,16 @@ class ClusterNode implements Cluster {
     for (let i = 0; i < payloads.length; i += SINGLES_PER_STATEMENT) {
       const batch = payloads.slice(i, i + SINGLES_PER_STATEMENT).map(({ payload }) => `${payload.slice(0, -1)},"n":${++this.numbered}}`);
       const calls = batch.map((_, j) => `pg_notify($1, $${j + 2})`).join(", ");
-      session.query(`SELECT ${calls}`, [CHANNEL, ...batch]).catch((error: Error) => this.options.log("warn", `cluster: ${batch.length} message(s) not sent: ${error.message}`));
+      session.query(`SELECT ${calls}`, [CHANNEL, ...batch]).catch(this.unsent(batch.length));
     }
   }
 
+  /** The one-message form's running number (PostgreSQL folds equal notifications of one statement). */
   private numbered = 0;
+
+  private unsent(count: number): (error: Error) => void {
+    return (error) => this.options.log("warn", `cluster: ${count} message(s) not sent: ${error.message}`);
+  }
 
   /** Drops what this node knew of `node`'s device sockets. */
   private forget(node: string): void {

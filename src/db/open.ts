@@ -2,11 +2,8 @@
  * Opens the configured engine's Store: the embedded database in the data dir, or PostgreSQL at
  * `database.url` (its part loaded only then), migrated either way.
  */
-import { existsSync } from "node:fs";
-import { join } from "node:path";
 import { ConfigError } from "../util/config-error.ts";
 import { Database, DatabaseUnavailableError } from "./database.ts";
-import { IMAGE_FILE } from "./image.ts";
 import { migrate } from "./migrate.ts";
 import { migrations } from "./migrations/index.ts";
 import { loadPostgresPart } from "./parts.ts";
@@ -26,8 +23,6 @@ export interface OpenedDatabase {
   store: Store;
   /** The embedded database, whose files, checkpoints and status are its own; undefined on PostgreSQL. */
   db: Database | undefined;
-  /** Whether the database was made by this open (a first start). */
-  fresh: boolean;
   /** The migration steps this open applied. */
   applied: number[];
   /** Ends the store, then the embedded database. */
@@ -37,7 +32,7 @@ export interface OpenedDatabase {
 export async function openDatabase(settings: DatabaseSettings): Promise<OpenedDatabase> {
   if (settings.url) {
     const { openPostgresStore } = await loadPostgresPart();
-    const { store, applied, fresh } = await openPostgresStore({
+    const { store, applied } = await openPostgresStore({
       url: settings.url,
       migrations,
       unavailable: (message) => new DatabaseUnavailableError(message),
@@ -45,9 +40,8 @@ export async function openDatabase(settings: DatabaseSettings): Promise<OpenedDa
       log: settings.log,
       sqlJs: async () => (await loadSqlJs()).SQL,
     });
-    return { store, db: undefined, fresh, applied, close: () => store.close() };
+    return { store, db: undefined, applied, close: () => store.close() };
   }
-  const fresh = !existsSync(join(settings.dataDir, IMAGE_FILE));
   const db = await Database.open(settings.dataDir, { checkpointIntervalMs: settings.checkpointIntervalMs, checkpointBytes: settings.checkpointBytes, log: settings.log });
   try {
     const applied = await migrate(db, migrations);
@@ -55,7 +49,6 @@ export async function openDatabase(settings: DatabaseSettings): Promise<OpenedDa
     return {
       store,
       db,
-      fresh,
       applied,
       close: async () => {
         await store.close();

@@ -32,8 +32,6 @@ export interface OpenedPostgres {
   store: Store;
   /** The migration steps this open applied. */
   applied: number[];
-  /** Whether the database had no schema before (a first start). */
-  fresh: boolean;
 }
 
 /** Connects (failing within the pool's connection timeout), migrates and returns the store. */
@@ -92,5 +90,5 @@ export async function openPostgresStore(options: PostgresStoreOptions): Promise<
       await lazy.query.destroy();
     },
   };
-  return { store, applied, fresh: applied.length > 0 && applied.length === options.migrations.length };
+  return { store, applied };
 }

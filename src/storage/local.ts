@@ -75,7 +75,10 @@ export class LocalStorage implements ObjectStore {
     rmSync(this.tmp, { recursive: true, force: true });
     mkdirSync(this.tmp, { recursive: true, mode: 0o700 });
     // Files directly under `.tmp/` are a single server's (a gateway moved onto PostgreSQL): nodes stage only in their own directories there.
-    if (node) for (const entry of readdirSync(join(this.root, TMP_DIR), { withFileTypes: true })) if (!entry.isDirectory()) rmSync(join(this.root, TMP_DIR, entry.name), { force: true });
+    if (node) {
+      const shared = join(this.root, TMP_DIR);
+      for (const entry of readdirSync(shared, { withFileTypes: true })) if (!entry.isDirectory()) rmSync(join(shared, entry.name), { force: true });
+    }
     this.rootReal = realpathSync(this.root);
   }
 

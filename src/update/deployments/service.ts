@@ -645,7 +645,6 @@ export class DeploymentService implements Steering {
         updated: at,
       });
       await recordAudit(tx, input.actor, "deployment.create", `deployment:${id}`, { group: input.groupId, version: input.version, devices: devices.length, packages: packageIds });
-      await this.turnWhenSliceEnds();
       const keys: OrderKey[] = [];
       for (const deviceId of devices) {
         if (keys.length % 500 === 0) await this.turnWhenSliceEnds();
